@@ -1,0 +1,279 @@
+"""The record contract every source emits: one normalized shape per table.
+
+Adapters and spiders never write to the warehouse; they emit these records
+through a `Batch`, which validates each one as it is made. A record that
+breaks the contract becomes a quarantine entry naming the source, the record
+and the field, so one bad row never sinks a provider and is never silently
+dropped (dlt's "discard_row" contract, with the evidence kept).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# A single rented machine above this hourly price is not a real offer (the
+# largest 8-GPU nodes list at roughly $100-$160/h); such a record is a parsing
+# or unit error (cents read as dollars, a monthly price read as hourly).
+MAX_PLAUSIBLE_PRICE_PER_HOUR_USD = 2_000.0
+MAX_PLAUSIBLE_USD_PER_GB = 10.0
+
+
+class PurchaseOption(str, Enum):
+    """How the capacity is bought. Reserved/committed terms are out of scope."""
+
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"  # AWS Spot, GCP Spot/Preemptible, Azure Spot: provider may reclaim
+    LOW_PRIORITY = "low_priority"  # Azure Batch low-priority
+    INTERRUPTIBLE = "interruptible"  # marketplace bid capacity (Vast.ai, RunPod spot)
+
+
+class EgressDestination(str, Enum):
+    INTERNET = "internet"
+    INTER_REGION = "inter_region"
+    SAME_REGION = "same_region"  # e.g. between availability zones
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=True)
+
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+
+
+def _finite_positive(value: float | None, what: str) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise ValueError(f"{what} is not a finite number")
+    if value <= 0:
+        raise ValueError(f"{what} must be positive, got {value}")
+    return value
+
+
+class Offer(_Record):
+    """One rentable configuration at one place under one purchase option.
+
+    Units are in the field names. `price_per_hour` is always USD; the source's
+    own currency and amount are kept beside it so a conversion can be audited.
+    """
+
+    zone: str = ""  # "" when the price is regional, not per availability zone
+    instance_type: str = Field(min_length=1)
+    purchase_option: PurchaseOption
+
+    gpu_model: str = Field(min_length=1)  # canonical, from warehouse.gpus
+    gpu_variant_exact: bool = True  # False: source named only the family ("H100")
+    gpu_name_reported: str = Field(min_length=1)
+    gpu_vendor: str = Field(min_length=1)
+    gpu_count: float = Field(gt=0)  # fractional for GPU slices (AWS g6f: 0.125 L4)
+    gpu_memory_gb: float | None = None  # per GPU (or slice), GiB as the source reports it
+    gpu_memory_gb_nominal: float | None = None  # the card's marketed size, from gpu_models
+    total_gpu_memory_gb: float | None = None
+
+    vcpus: float | None = None
+    ram_gb: float | None = None
+    local_disk_gb: float | None = None
+    interconnect: str | None = None  # intra-node GPU link: "NVSwitch", "NVLink", "PCIe"
+    network_gbps: float | None = None
+    multinode_fabric: str | None = None  # "EFA", "InfiniBand NDR", ...
+
+    price_per_hour: float  # USD
+    source_currency: str = Field(min_length=3, max_length=3)
+    source_price_per_hour: float
+    price_observed_at: str | None = None  # ISO timestamp the source gives for the price
+
+    billing_granularity_s: int | None = None
+    minimum_charge_s: int | None = None
+
+    available: bool | None = None  # the source says capacity can be had right now
+    available_count: int | None = None
+    availability_level: str | None = None  # source's own words: "high", "low", "offered"
+    interruption_risk: str | None = None  # e.g. AWS Spot Advisor bucket "<5%"
+    spot_savings_pct: float | None = None
+    reliability: float | None = None  # marketplace host reliability, 0..1
+
+    provider_data: str = "{}"  # JSON: source fields without a column of their own
+
+    @field_validator("price_per_hour", "source_price_per_hour")
+    @classmethod
+    def _price_positive(cls, v: float, info: Any) -> float:
+        return _finite_positive(v, info.field_name)  # type: ignore[return-value]
+
+    @field_validator("gpu_memory_gb", "gpu_memory_gb_nominal", "total_gpu_memory_gb", "vcpus", "ram_gb")
+    @classmethod
+    def _optional_positive(cls, v: float | None, info: Any) -> float | None:
+        return _finite_positive(v, info.field_name)
+
+    @field_validator("gpu_count")
+    @classmethod
+    def _count_finite(cls, v: float) -> float:
+        return _finite_positive(v, "gpu_count")  # type: ignore[return-value]
+
+    @field_validator("source_currency")
+    @classmethod
+    def _currency_code(cls, v: str) -> str:
+        if not v.isalpha() or not v.isupper():
+            raise ValueError(f"currency must be an ISO 4217 code, got {v!r}")
+        return v
+
+    @field_validator("provider_data")
+    @classmethod
+    def _json_object(cls, v: str) -> str:
+        if not isinstance(json.loads(v), dict):
+            raise ValueError("provider_data must be a JSON object")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Offer":
+        if self.price_per_hour > MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:
+            raise ValueError(
+                f"price_per_hour {self.price_per_hour} USD exceeds the plausibility cap "
+                f"{MAX_PLAUSIBLE_PRICE_PER_HOUR_USD}"
+            )
+        if self.source_currency == "USD" and not math.isclose(
+            self.price_per_hour, self.source_price_per_hour, rel_tol=1e-9
+        ):
+            raise ValueError("a USD source price must equal price_per_hour")
+        if self.reliability is not None and not 0 <= self.reliability <= 1:
+            raise ValueError(f"reliability must be within 0..1, got {self.reliability}")
+        return self
+
+    @property
+    def price_per_gpu_hour(self) -> float:
+        """USD per whole-GPU hour: a 1/8 slice at $0.30/h is $2.40 per GPU-hour."""
+        return self.price_per_hour / self.gpu_count
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.provider, self.region, self.zone, self.instance_type, str(self.purchase_option))
+
+
+class EgressPrice(_Record):
+    """One tier of data-transfer-out pricing; tiers are [start, end) in GB per month."""
+
+    destination: EgressDestination
+    tier_start_gb: float = Field(ge=0)
+    tier_end_gb: float | None = None  # None = no upper bound
+    usd_per_gb: float = Field(ge=0)
+    source_currency: str = Field(min_length=3, max_length=3)
+    source_usd_per_gb: float = Field(ge=0)
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EgressPrice":
+        if not math.isfinite(self.usd_per_gb) or self.usd_per_gb > MAX_PLAUSIBLE_USD_PER_GB:
+            raise ValueError(f"usd_per_gb {self.usd_per_gb} is not plausible")
+        if self.tier_end_gb is not None and self.tier_end_gb <= self.tier_start_gb:
+            raise ValueError("tier_end_gb must be above tier_start_gb")
+        return self
+
+    @property
+    def key(self) -> tuple[str, str, str, float]:
+        return (self.provider, self.region, str(self.destination), self.tier_start_gb)
+
+
+class StoragePrice(_Record):
+    """Block/network storage a fine-tuning job keeps its data and checkpoints on."""
+
+    storage_class: str = Field(min_length=1)  # "gp3", "pd-ssd", "network-volume"
+    usd_per_gb_month: float
+    source_currency: str = Field(min_length=3, max_length=3)
+    source_usd_per_gb_month: float
+    description: str = ""
+
+    @field_validator("usd_per_gb_month", "source_usd_per_gb_month")
+    @classmethod
+    def _price_positive(cls, v: float, info: Any) -> float:
+        return _finite_positive(v, info.field_name)  # type: ignore[return-value]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.provider, self.region, self.storage_class)
+
+
+class Quarantined(BaseModel):
+    """A record that could not be turned into a valid row, kept as evidence."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    kind: str  # offer | egress | storage | gpu
+    source_ref: str  # what the source calls the record: SKU, instance type, row number
+    reason: str
+    raw: str  # the raw source record, JSON
+
+
+RECORD_TYPES: dict[str, type[_Record]] = {"offer": Offer, "egress": EgressPrice, "storage": StoragePrice}
+
+
+def _raw_json(raw: Any) -> str:
+    try:
+        return json.dumps(raw, sort_keys=True, default=str)[:20_000]
+    except (TypeError, ValueError):
+        return json.dumps(repr(raw)[:20_000])
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "record"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+class Batch:
+    """What one provider's parse produced: valid records plus quarantined ones.
+
+    Parse functions fill a Batch and return it; they never raise for a single
+    bad record. `add(kind, ref, raw, **fields)` validates at once, so the
+    reason names the record while its context is at hand.
+    """
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.offers: list[Offer] = []
+        self.egress: list[EgressPrice] = []
+        self.storage: list[StoragePrice] = []
+        self.quarantined: list[Quarantined] = []
+        self.notes: list[str] = []
+
+    def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
+        model = RECORD_TYPES[kind]
+        try:
+            record = model(provider=self.provider, **fields)
+        except ValidationError as err:
+            self.quarantine(kind, ref, f"contract: {describe_validation_error(err)}", raw)
+            return False
+        except (TypeError, ValueError) as err:
+            self.quarantine(kind, ref, f"contract: {err}", raw)
+            return False
+        {"offer": self.offers, "egress": self.egress, "storage": self.storage}[kind].append(record)  # type: ignore[arg-type]
+        return True
+
+    def offer(self, ref: str, raw: Any, **fields: Any) -> bool:
+        return self.add("offer", ref, raw, **fields)
+
+    def quarantine(self, kind: str, ref: str, reason: str, raw: Any) -> None:
+        self.quarantined.append(
+            Quarantined(provider=self.provider, kind=kind, source_ref=ref, reason=reason, raw=_raw_json(raw))
+        )
+
+    def extend(self, other: "Batch") -> None:
+        self.offers += other.offers
+        self.egress += other.egress
+        self.storage += other.storage
+        self.quarantined += other.quarantined
+        self.notes += other.notes
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "offers": len(self.offers),
+            "egress": len(self.egress),
+            "storage": len(self.storage),
+            "quarantined": len(self.quarantined),
+        }
