@@ -1,0 +1,411 @@
+"""Loopback HTTP replay and recording of provider exchanges.
+
+`ReplayServer` answers real clients (boto3, httpx, google clients, scrapy) on
+127.0.0.1, one port per recorded host, from `<dir>/<provider>/manifest.json`
+(format: docs/recordings.md). `RecordingProxy` sits in front of an upstream
+(the live provider, or a replay server in tests) and writes every exchange it
+forwards into the same layout, so a recording can be replayed later.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+
+# Never recorded, never matched: they change on every call or carry secrets.
+VOLATILE_PARAMS = frozenset(
+    {
+        "StartTime",
+        "EndTime",
+        "X-Amz-Date",
+        "X-Amz-Signature",
+        "X-Amz-Credential",
+        "X-Amz-Security-Token",
+        "key",
+        "api_key",
+        "access_token",
+    }
+)
+# Response headers that describe one transfer, not the content.
+HOP_HEADERS = frozenset(
+    {"content-length", "transfer-encoding", "connection", "content-encoding", "date", "server", "keep-alive"}
+)
+BUNDLED_RECORDINGS = Path(__file__).parent / "recordings"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    params: dict[str, str]
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+    target: str = ""  # path with query string, as sent
+
+    def json_body(self) -> Any:
+        if not self.body:
+            return None
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    def describe(self) -> str:
+        shown = {k: v for k, v in self.params.items() if k not in VOLATILE_PARAMS}
+        return f"{self.method} {self.path} params={shown}"
+
+
+def parse_request(method: str, target: str, headers: dict[str, str], body: bytes) -> Request:
+    parts = urlsplit(target)
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    lower = {k.lower(): v for k, v in headers.items()}
+    if "application/x-www-form-urlencoded" in lower.get("content-type", "") and body:
+        params.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    return Request(method.upper(), parts.path or "/", params, lower, body, target)
+
+
+def _json_subset(want: Any, got: Any) -> bool:
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return False
+        for k, v in want.items():
+            if v is None:
+                if k in got:
+                    return False
+            elif k not in got or not _json_subset(v, got[k]):
+                return False
+        return True
+    if isinstance(want, list):
+        return isinstance(got, list) and all(any(_json_subset(w, g) for g in got) for w in want)
+    return want == got
+
+
+def _count_leaves(doc: Any) -> int:
+    if isinstance(doc, dict):
+        return sum(_count_leaves(v) for v in doc.values()) or 1
+    if isinstance(doc, list):
+        return sum(_count_leaves(v) for v in doc) or 1
+    return 1
+
+
+@dataclass
+class Exchange:
+    host: str
+    method: str
+    path: str
+    match: dict[str, Any]
+    status: int
+    headers: dict[str, str]
+    body_source: Path | bytes
+    order: int = 0
+
+    @property
+    def specificity(self) -> int:
+        m = self.match
+        return (
+            len(m.get("params", {}))
+            + len(m.get("headers", {}))
+            + len(m.get("body_contains", []))
+            + (_count_leaves(m["json"]) if "json" in m else 0)
+        )
+
+    def matches(self, req: Request) -> bool:
+        if req.method != self.method.upper() or req.path != self.path:
+            return False
+        for k, v in self.match.get("params", {}).items():
+            if v is None:
+                if k in req.params:
+                    return False
+            elif req.params.get(k) != v:
+                return False
+        for k, v in self.match.get("headers", {}).items():
+            if req.headers.get(k.lower()) != v:
+                return False
+        for s in self.match.get("body_contains", []):
+            if s.encode() not in req.body:
+                return False
+        if "json" in self.match and not _json_subset(self.match["json"], req.json_body()):
+            return False
+        return True
+
+    def body(self) -> bytes:
+        if isinstance(self.body_source, bytes):
+            return self.body_source
+        data = self.body_source.read_bytes()
+        return gzip.decompress(data) if self.body_source.suffix == ".gz" else data
+
+
+class RecordingError(Exception):
+    """A recording folder is missing or malformed."""
+
+
+def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
+    path = provider_dir / "manifest.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError as err:
+        raise RecordingError(f"no recording for this provider: {path} does not exist") from err
+    except ValueError as err:
+        raise RecordingError(f"{path}: not valid JSON ({err})") from err
+    exchanges = []
+    for i, ex in enumerate(doc.get("exchanges", [])):
+        try:
+            resp = ex["response"]
+            if "body_file" in resp:
+                body: Path | bytes = provider_dir / resp["body_file"]
+                if not body.exists():
+                    raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
+            else:
+                body = resp.get("body", "").encode()
+            exchanges.append(
+                Exchange(
+                    host=ex["host"],
+                    method=ex.get("method", "GET"),
+                    path=ex.get("path", "/"),
+                    match=ex.get("match", {}),
+                    status=int(resp.get("status", 200)),
+                    headers=resp.get("headers", {}),
+                    body_source=body,
+                    order=i,
+                )
+            )
+        except KeyError as err:
+            raise RecordingError(f"{path}: exchange {i} lacks {err}") from err
+    return doc, exchanges
+
+
+# A hook may replace or alter any response: (host, request, exchange|None) -> (status, headers, body) | None.
+# The fault-injection tests use it; None means "answer from the recording".
+ResponseHook = Callable[[str, Request, "Exchange | None"], "tuple[int, dict[str, str], bytes] | None"]
+
+
+def _make_handler(host: str, answer: Callable[[str, Request], tuple[int, dict[str, str], bytes]]):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            req = parse_request(self.command, self.path, dict(self.headers.items()), body)
+            status, headers, payload = answer(host, req)
+            self.send_response(status)
+            for k, v in headers.items():
+                if k.lower() not in HOP_HEADERS:
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            pass
+
+    return Handler
+
+
+class _HostServers:
+    """One ThreadingHTTPServer per virtual host, all on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self._servers: dict[str, ThreadingHTTPServer] = {}
+        self._threads: list[threading.Thread] = []
+
+    def add(self, host: str, answer: Callable[[str, Request], tuple[int, dict[str, str], bytes]]) -> str:
+        if host not in self._servers:
+            server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(host, answer))
+            server.daemon_threads = True
+            self._servers[host] = server
+            t = threading.Thread(target=server.serve_forever, name=f"replay-{host}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self.url(host)
+
+    def url(self, host: str) -> str:
+        return f"http://127.0.0.1:{self._servers[host].server_address[1]}"
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self._servers)
+
+    def close(self) -> None:
+        for s in self._servers.values():
+            s.shutdown()
+            s.server_close()
+        self._servers.clear()
+
+
+class ReplayServer:
+    """Serves recorded exchanges; `endpoints()` maps real hosts to loopback URLs."""
+
+    def __init__(self, recordings_dir: Path | str, providers: list[str] | None = None,
+                 hook: ResponseHook | None = None) -> None:
+        self.root = Path(recordings_dir)
+        self.hook = hook
+        self.exchanges: dict[str, list[Exchange]] = {}
+        self.settings: dict[str, dict[str, Any]] = {}
+        self.requests: list[tuple[str, Request]] = []
+        self._lock = threading.Lock()
+        self._hosts = _HostServers()
+        names = providers if providers is not None else sorted(
+            p.name for p in self.root.iterdir() if (p / "manifest.json").exists()
+        )
+        for name in names:
+            doc, exchanges = load_manifest(self.root / name)
+            self.settings[name] = doc.get("settings", {})
+            for ex in exchanges:
+                self.exchanges.setdefault(ex.host, []).append(ex)
+
+    def __enter__(self) -> "ReplayServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> None:
+        for host in self.exchanges:
+            self._hosts.add(host, self._answer)
+
+    def close(self) -> None:
+        self._hosts.close()
+
+    def endpoints(self) -> dict[str, str]:
+        return {h: self._hosts.url(h) for h in self._hosts.hosts}
+
+    def find(self, host: str, req: Request) -> Exchange | None:
+        best: Exchange | None = None
+        for ex in self.exchanges.get(host, []):
+            if ex.matches(req) and (best is None or ex.specificity > best.specificity):
+                best = ex
+        return best
+
+    def _answer(self, host: str, req: Request) -> tuple[int, dict[str, str], bytes]:
+        with self._lock:
+            self.requests.append((host, req))
+        ex = self.find(host, req)
+        if self.hook is not None:
+            hooked = self.hook(host, req, ex)
+            if hooked is not None:
+                return hooked
+        if ex is None:
+            msg = f"gpuledger replay: no recorded exchange for {host}: {req.describe()}"
+            return 404, {"Content-Type": "text/plain"}, msg.encode()
+        return ex.status, dict(ex.headers), ex.body()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "root"
+
+
+@dataclass
+class Recorder:
+    out_dir: Path
+    provider: str
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def save(self, host: str, req: Request, status: int, headers: dict[str, str], body: bytes) -> None:
+        match: dict[str, Any] = {}
+        params = {k: v for k, v in req.params.items() if k not in VOLATILE_PARAMS}
+        if params:
+            match["params"] = params
+        target = req.headers.get("x-amz-target")
+        if target:
+            match["headers"] = {"X-Amz-Target": target}
+        doc = req.json_body()
+        if isinstance(doc, dict):
+            match["json"] = {k: v for k, v in doc.items() if k not in VOLATILE_PARAMS}
+        with self.lock:
+            n = len(self.exchanges) + 1
+            hint = params.get("Action") or (target or "").split(".")[-1] or req.path.rsplit("/", 1)[-1]
+            rel = f"{_slug(host)}/{n:04d}-{_slug(hint)}.body"
+            (self.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.out_dir / rel).write_bytes(body)
+            keep = {k: v for k, v in headers.items() if k.lower() in ("content-type",)}
+            self.exchanges.append(
+                {"host": host, "method": req.method, "path": req.path, "match": match,
+                 "response": {"status": status, "headers": keep, "body_file": rel}}
+            )
+
+    def write_manifest(self, settings: dict[str, Any], recorded_at: str) -> Path:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / "manifest.json"
+        doc = {"provider": self.provider, "recorded_at": recorded_at, "settings": settings,
+               "exchanges": self.exchanges}
+        path.write_text(json.dumps(doc, indent=1))
+        return path
+
+
+class RecordingProxy:
+    """Forwards each request to its upstream and records the exchange.
+
+    `upstream(host)` gives the base URL to forward to: `https://<host>` for a
+    live recording, a ReplayServer's loopback URL in tests. Hosts are opened on
+    first use, since a source discovers them as it goes (one per AWS region).
+    Request headers (credentials included) are forwarded, never written.
+    Not for AWS SigV4 calls: a signature covers the host it was made for, so
+    boto3 clients are recorded with `record_boto_client` instead.
+    """
+
+    def __init__(self, recorder: "Recorder", upstream: Callable[[str], str], timeout: float = 300) -> None:
+        self.recorder = recorder
+        self.upstream = upstream
+        self._hosts = _HostServers()
+        self._client = httpx.Client(timeout=timeout, follow_redirects=False)
+        self._lock = threading.Lock()
+
+    def url(self, host: str) -> str:
+        with self._lock:
+            return self._hosts.add(host, self._forward)
+
+    def _forward(self, host: str, req: Request) -> tuple[int, dict[str, str], bytes]:
+        target = self.upstream(host).rstrip("/") + (req.target or req.path)
+        headers = {k: v for k, v in req.headers.items() if k not in ("host", "content-length", "accept-encoding")}
+        resp = self._client.request(req.method, target, headers=headers, content=req.body or None)
+        out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
+        if 200 <= resp.status_code < 300:
+            self.recorder.save(host, req, resp.status_code, out_headers, resp.content)
+        return resp.status_code, out_headers, resp.content
+
+    def close(self) -> None:
+        self._hosts.close()
+        self._client.close()
+
+
+def record_boto_client(client: Any, recorder: "Recorder", host: str) -> None:
+    """Record a boto3 client's exchanges from botocore's own events.
+
+    before-send hands us the signed request; response-received the raw body.
+    The request is stashed in the call's context dict between the two.
+    `host` is the provider's real host, even when the client talks to loopback.
+    """
+
+    def before_send(request: Any, **_: Any) -> None:
+        request.context["gpuledger_request"] = request
+
+    def response_received(response_dict: Any = None, context: Any = None, exception: Any = None, **_: Any) -> None:
+        if exception is not None or not response_dict or context is None:
+            return
+        sent = context.get("gpuledger_request")
+        if sent is None or not 200 <= response_dict.get("status_code", 0) < 300:
+            return
+        parts = urlsplit(sent.url)
+        body = sent.body if isinstance(sent.body, bytes) else (sent.body or "").encode()
+        req = parse_request(sent.method, parts.path + (f"?{parts.query}" if parts.query else ""),
+                            dict(sent.headers.items()), body)
+        headers = {k: v for k, v in response_dict.get("headers", {}).items()}
+        recorder.save(host, req, response_dict["status_code"], headers, response_dict.get("body") or b"")
+
+    client.meta.events.register("before-send", before_send)
+    client.meta.events.register("response-received", response_received)

@@ -1,0 +1,412 @@
+"""Opening the warehouse, and merging one provider's scrape into it.
+
+Design for readers (DuckDB lets one process hold a file for writing, and that
+lock also shuts out read-only openers): a refresh fetches every provider with
+the warehouse closed, then opens it for a short write window in which each
+provider's merge is one transaction, and closes it. Readers open read-only,
+query, close, and retry for a while if they meet the writer's lock, so they
+always see the last committed state. A separate lock file keeps two refreshes
+from running at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import statistics
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from warehouse import gpus
+from warehouse.records import Batch, Quarantined
+from warehouse.schema import EGRESS, OFFERS, SPECS, STORAGE, TableSpec, migrate
+
+DEFAULT_DB = "gpuledger.duckdb"
+LOCK_WAIT_S = 60.0
+
+
+class WarehouseError(Exception):
+    """The warehouse cannot be opened or used; the message says why."""
+
+
+class RefreshRunningError(WarehouseError):
+    """Another refresh holds the refresh lock."""
+
+
+def db_path(path: str | os.PathLike[str] | None = None) -> Path:
+    return Path(path or os.environ.get("GPULEDGER_DB") or DEFAULT_DB)
+
+
+def _is_lock_conflict(err: Exception) -> bool:
+    text = str(err)
+    return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
+
+
+def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + wait_s
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), **kwargs)
+        except duckdb.IOException as err:
+            if not _is_lock_conflict(err) or time.monotonic() >= deadline:
+                raise WarehouseError(f"cannot open {path}: {err}") from err
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+
+
+def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """Open for writing, upgrading the schema and the GPU reference tables."""
+    p = db_path(path)
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    con = _connect_retrying(p, wait_s)
+    migrate(con)
+    sync_reference(con)
+    return con
+
+
+def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """Open read-only, with no access to other files (no ATTACH, COPY, read_csv...)."""
+    p = db_path(path)
+    if not p.exists():
+        raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
+    return _connect_retrying(
+        p, wait_s, read_only=True,
+        config={"enable_external_access": False, "lock_configuration": True, "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False},
+    )
+
+
+@contextmanager
+def refresh_lock(path: str | os.PathLike[str] | None = None, wait: bool = False) -> Iterator[None]:
+    """Only one refresh per warehouse at a time: a second one is told so at once."""
+    lock_path = Path(str(db_path(path)) + ".refresh.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise RefreshRunningError(
+                f"another refresh of {db_path(path)} is running ({holder}); try again when it has finished"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}")
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
+
+
+# -- reference data ------------------------------------------------------------
+
+def sync_reference(con: duckdb.DuckDBPyConnection) -> None:
+    """Make gpu_models/gpu_aliases equal to the CSVs the parsers use."""
+    model_rows = [vars(m) for m in gpus.models().values()]
+    alias_rows = [vars(a) for a in gpus.aliases()]
+    models_tbl = pa.Table.from_pylist(model_rows)
+    aliases_tbl = pa.Table.from_pylist(alias_rows)
+    con.execute("begin transaction")
+    try:
+        con.execute("delete from gpu_models")
+        con.register("_models", models_tbl)
+        con.execute(f"insert into gpu_models ({', '.join(models_tbl.column_names)}) select * from _models")
+        con.execute("delete from gpu_aliases")
+        con.register("_aliases", aliases_tbl)
+        con.execute(f"insert into gpu_aliases ({', '.join(aliases_tbl.column_names)}) select * from _aliases")
+        con.execute("commit")
+    except Exception:
+        con.execute("rollback")
+        raise
+    finally:
+        con.unregister("_models")
+        con.unregister("_aliases")
+
+
+# -- merging a scrape ----------------------------------------------------------
+
+@dataclass
+class AnomalyPolicy:
+    """When a successful-looking scrape is still too suspicious to load.
+
+    A real market move can trip it: `accept` names providers whose anomalies
+    are loaded anyway (CLI `--accept-anomaly aws`, env GPULEDGER_ACCEPT_ANOMALY).
+    """
+
+    min_row_ratio: float = 0.5  # fewer than half the rows of the last good run
+    max_median_ratio: float = 3.0  # median price per GPU-hour moved more than 3x either way
+    accept: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_env(cls, accept: Sequence[str] = ()) -> "AnomalyPolicy":
+        env = {p.strip() for p in os.environ.get("GPULEDGER_ACCEPT_ANOMALY", "").split(",") if p.strip()}
+        return cls(accept=frozenset(env | set(accept)))
+
+
+@dataclass
+class ScrapeOutcome:
+    """What one provider's fetch produced, handed from the flow to the loader."""
+
+    provider: str
+    mode: str
+    started_at: datetime
+    finished_at: datetime
+    batch: Batch | None = None
+    error: str | None = None
+    requests: int = 0
+    provider_facts: dict[str, Any] | None = None
+
+
+@dataclass
+class LoadReport:
+    provider: str
+    run_id: str
+    state: str
+    error: str | None = None
+    rows_parsed: int = 0
+    rows_loaded: int = 0
+    rows_quarantined: int = 0
+    egress_rows: int = 0
+    storage_rows: int = 0
+    new: int = 0
+    changed: int = 0
+    closed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+def _records_table(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """Column-wise Arrow table in the current table's column order and types."""
+    schema = con.sql(f"select {', '.join(spec.columns)} from {spec.table} limit 0").to_arrow_table().schema
+    cols: dict[str, list[Any]] = {c: [] for c in spec.columns}
+    for r in records:
+        for c in spec.columns:
+            cols[c].append(getattr(r, c))
+    return pa.table({c: pa.array(v, type=schema.field(c).type) for c, v in cols.items()})
+
+
+def _dedupe(records: list[Any], kind: str, quarantined: list[Quarantined], provider: str) -> list[Any]:
+    seen: dict[Any, Any] = {}
+    out = []
+    for r in records:
+        prior = seen.get(r.key)
+        if prior is None:
+            seen[r.key] = r
+            out.append(r)
+        elif prior != r:
+            quarantined.append(Quarantined(
+                provider=provider, kind=kind, source_ref="/".join(map(str, r.key)),
+                reason="duplicate key with different values; kept the first occurrence",
+                raw=r.model_dump_json(),
+            ))
+    return out
+
+
+def _hash_expr(spec: TableSpec, alias: str = "") -> str:
+    prefix = f"{alias}." if alias else ""
+    fields = ", ".join(f"{c} := {prefix}{c}" for c in spec.key + spec.tracked)
+    return f"md5(CAST(struct_pack({fields}) AS VARCHAR))"
+
+
+def _key_join(spec: TableSpec, a: str, b: str) -> str:
+    return " AND ".join(f"{a}.{k} = {b}.{k}" for k in spec.key)
+
+
+def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows: pa.Table,
+           run_id: str, now: datetime) -> tuple[int, int, int]:
+    """SCD2 merge of one provider's complete current set; returns (new, changed, closed)."""
+    stage = f"_stage_{spec.table}"
+    con.register("_incoming", rows)
+    con.execute(f"create or replace temp table {stage} as select *, {_hash_expr(spec)} as content_hash from _incoming")
+    con.unregister("_incoming")
+    cur = f"(select * from {spec.table} where provider = $p)"
+    new = con.execute(
+        f"select count(*) from {stage} s where not exists (select 1 from {cur} o where {_key_join(spec, 'o', 's')})",
+        {"p": provider}).fetchall()[0][0]
+    changed = con.execute(
+        f"select count(*) from {stage} s join {cur} o on {_key_join(spec, 'o', 's')} where o.content_hash <> s.content_hash",
+        {"p": provider}).fetchall()[0][0]
+    closed = con.execute(
+        f"select count(*) from {cur} o where not exists (select 1 from {stage} s where {_key_join(spec, 'o', 's')})",
+        {"p": provider}).fetchall()[0][0]
+    cols = ", ".join(spec.columns)
+    s_cols = ", ".join(f"s.{c}" for c in spec.columns)
+    # Close every open version that this scrape did not see unchanged.
+    con.execute(
+        f"""update {spec.history} h set valid_to = $now, closed_by_run_id = $run
+            where h.provider = $p and h.valid_to is null
+              and not exists (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.content_hash = h.content_hash)""",
+        {"p": provider, "now": now, "run": run_id})
+    # Open a version for every new or changed row.
+    con.execute(
+        f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
+            select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s
+            where not exists (select 1 from {spec.history} h where h.provider = $p and h.valid_to is null
+                              and {_key_join(spec, 'h', 's')} and h.content_hash = s.content_hash)""",
+        {"p": provider, "now": now, "run": run_id})
+    # Replace the provider's current rows, keeping first_seen of rows seen before.
+    con.execute(
+        f"""create or replace temp table _merged as
+            select {s_cols}, s.content_hash, coalesce(o.first_seen, $now) as first_seen, $now as last_seen, $run as run_id
+            from {stage} s left join {cur} o on {_key_join(spec, 'o', 's')}""",
+        {"p": provider, "now": now, "run": run_id})
+    con.execute(f"delete from {spec.table} where provider = $p", {"p": provider})
+    con.execute(f"insert into {spec.table} ({cols}, content_hash, first_seen, last_seen, run_id) select * from _merged")
+    con.execute(f"drop table _merged; drop table {stage}")
+    return new, changed, closed
+
+
+def last_good_run(con: duckdb.DuckDBPyConnection, provider: str) -> tuple[int, float | None] | None:
+    rows = con.execute(
+        "select rows_loaded from scrape_runs where provider = ? and state = 'ok' order by finished_at desc, rowid desc limit 1",
+        [provider]).fetchall()
+    if not rows:
+        return None
+    row = rows[0]
+    median = con.execute(
+        "select median(price_per_gpu_hour) from offers where provider = ?", [provider]).fetchall()[0][0]
+    return row[0], median
+
+
+def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch, policy: AnomalyPolicy) -> str | None:
+    """Why this batch must not replace the provider's current rows, or None."""
+    if not batch.offers:
+        return "the scrape produced no valid offers (an empty result is never loaded)"
+    last = last_good_run(con, provider)
+    if last is None:
+        return None
+    last_rows, last_median = last
+    problems = []
+    if last_rows and len(batch.offers) < policy.min_row_ratio * last_rows:
+        problems.append(
+            f"row count dropped from {last_rows} to {len(batch.offers)} "
+            f"(below {policy.min_row_ratio:.0%} of the last good run)")
+    if last_median:
+        median = statistics.median(o.price_per_gpu_hour for o in batch.offers)
+        ratio = median / last_median
+        if ratio > policy.max_median_ratio or ratio < 1 / policy.max_median_ratio:
+            problems.append(
+                f"median price per GPU-hour moved from {last_median:.4f} to {median:.4f} USD "
+                f"(x{ratio:.2f}, limit x{policy.max_median_ratio:g})")
+    if not problems:
+        return None
+    if provider in policy.accept:
+        batch.notes.append("anomaly accepted by override: " + "; ".join(problems))
+        return None
+    return "anomaly guard: " + "; ".join(problems) + \
+        f" (if this is a real market move, rerun with --accept-anomaly {provider})"
+
+
+def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh_id: str,
+                 policy: AnomalyPolicy | None = None, now: datetime | None = None) -> LoadReport:
+    """Merge one provider's scrape in one transaction, or record why it was not loaded."""
+    policy = policy or AnomalyPolicy()
+    now = now or utcnow()
+    run_id = new_id(f"run-{outcome.provider}")
+    report = LoadReport(outcome.provider, run_id, "failed", error=outcome.error)
+    batch = outcome.batch
+    quarantined: list[Quarantined] = list(batch.quarantined) if batch else []
+    if batch is not None:
+        batch.offers = _dedupe(batch.offers, "offer", quarantined, outcome.provider)
+        batch.egress = _dedupe(batch.egress, "egress", quarantined, outcome.provider)
+        batch.storage = _dedupe(batch.storage, "storage", quarantined, outcome.provider)
+        report.rows_parsed = len(batch.offers) + sum(1 for q in quarantined if q.kind == "offer")
+        report.rows_quarantined = len(quarantined)
+        report.notes = list(batch.notes)
+    con.execute("begin transaction")
+    try:
+        if outcome.error is None and batch is not None:
+            reason = check_anomalies(con, outcome.provider, batch, policy)
+            if reason:
+                report.error = reason
+            else:
+                for spec, recs in ((OFFERS, batch.offers), (EGRESS, batch.egress), (STORAGE, batch.storage)):
+                    if spec is not OFFERS and not recs:
+                        continue  # a source without egress/storage data leaves those rows alone
+                    n, c, cl = _merge(con, spec, outcome.provider, _records_table(spec, recs, con), run_id, now)
+                    if spec is OFFERS:
+                        report.new, report.changed, report.closed = n, c, cl
+                report.rows_loaded = len(batch.offers)
+                report.egress_rows = len(batch.egress)
+                report.storage_rows = len(batch.storage)
+                report.state = "ok"
+                if outcome.provider_facts:
+                    _upsert_provider(con, outcome.provider_facts, now)
+        if quarantined:
+            qt = pa.Table.from_pylist([q.model_dump() for q in quarantined])
+            con.register("_q", qt)
+            con.execute(
+                "insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
+                {"run": run_id, "now": now})
+            con.unregister("_q")
+        _insert_run(con, outcome, report, refresh_id, run_id)
+        con.execute("commit")
+    except Exception as err:
+        con.execute("rollback")
+        report.state = "failed"
+        report.error = f"load failed, nothing changed: {type(err).__name__}: {err}"
+        report.new = report.changed = report.closed = report.rows_loaded = 0
+        con.execute("begin transaction")
+        _insert_run(con, outcome, report, refresh_id, run_id)
+        con.execute("commit")
+    return report
+
+
+def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: LoadReport,
+                refresh_id: str, run_id: str) -> None:
+    con.execute(
+        """insert into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state,
+               rows_parsed, rows_loaded, rows_quarantined, egress_rows, storage_rows,
+               offers_new, offers_changed, offers_closed, requests, duration_s, error, notes)
+           values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [run_id, refresh_id, outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at,
+         report.state, report.rows_parsed, report.rows_loaded, report.rows_quarantined,
+         report.egress_rows, report.storage_rows, report.new, report.changed, report.closed,
+         outcome.requests, (outcome.finished_at - outcome.started_at).total_seconds(),
+         report.error, "; ".join(report.notes) or None])
+
+
+PROVIDER_FACT_COLUMNS = (
+    "display_name", "kind", "billing_granularity_s", "minimum_charge_s", "billing_notes",
+    "storage_persists_when_stopped", "stopped_billing_notes", "access_ssh", "access_docker", "access_jupyter",
+    "multinode_interconnect", "interruptible_offer", "price_source", "source_urls",
+)
+
+
+def _upsert_provider(con: duckdb.DuckDBPyConnection, facts: dict[str, Any], now: datetime) -> None:
+    values = {c: facts.get(c) for c in PROVIDER_FACT_COLUMNS}
+    if isinstance(values["source_urls"], (list, tuple)):
+        values["source_urls"] = json.dumps(list(values["source_urls"]))
+    con.execute("delete from providers where provider = ?", [facts["provider"]])
+    cols = ("provider",) + PROVIDER_FACT_COLUMNS + ("updated_at",)
+    con.execute(
+        f"insert into providers ({', '.join(cols)}) values ({', '.join('?' for _ in cols)})",
+        [facts["provider"], *values.values(), now])
+
+
