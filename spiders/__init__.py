@@ -1,0 +1,3 @@
+"""Web-page sources (scrapy spiders). Registry: provider name -> module with fetch(ctx) -> Batch."""
+
+SPIDERS: dict[str, str] = {}

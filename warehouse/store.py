@@ -75,16 +75,18 @@ def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     return con
 
 
-def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
-    """Open read-only, with no access to other files (no ATTACH, COPY, read_csv...)."""
+def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S,
+                allow_files: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open read-only. Unless allow_files (exports), no other file can be touched:
+    no ATTACH, COPY, read_csv, extension loading."""
     p = db_path(path)
     if not p.exists():
         raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
-    return _connect_retrying(
-        p, wait_s, read_only=True,
-        config={"enable_external_access": False, "lock_configuration": True, "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False},
-    )
+    config: dict[str, Any] = {}
+    if not allow_files:
+        config = {"enable_external_access": False, "autoinstall_known_extensions": False,
+                  "autoload_known_extensions": False, "lock_configuration": True}
+    return _connect_retrying(p, wait_s, read_only=True, config=config)
 
 
 @contextmanager

@@ -1,0 +1,704 @@
+"""Amazon EC2: GPU instance prices (on-demand per region, spot per AZ), EBS, egress.
+
+Sources, all through real clients:
+- prices: the public bulk price list (no credentials; region index, then each
+  region's offer file in CSV form, parsed as a stream) or, with credentials,
+  the Pricing API's GetProducts (boto3 `pricing`, paginated);
+- GPU facts: EC2 DescribeInstanceTypes; where each type is offered:
+  DescribeInstanceTypeOfferings per availability zone; spot prices:
+  DescribeSpotPriceHistory (latest per AZ) — these need credentials;
+- interruption frequency and savings: the public Spot Instance Advisor feed;
+- egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list.
+
+`fetch_*` functions do I/O and return payloads; `parse_*`/`build_*` are pure.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import re
+from datetime import datetime, timezone
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from adapters.base import SchemaDriftError, SourceContext, SourceError
+from warehouse.gpus import UnknownGPUError, canonicalize
+from warehouse.records import Batch
+
+log = logging.getLogger("gpuledger.adapters.aws")
+
+NAME = "aws"
+PRICING_BULK_HOST = "pricing.us-east-1.amazonaws.com"
+PRICING_API_HOST = "api.pricing.us-east-1.amazonaws.com"
+SPOT_ADVISOR_HOST = "spot-bid-advisor.s3.amazonaws.com"
+SPOT_ADVISOR_PATH = "/spot-advisor-data.json"
+EC2_REGION_INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
+DATA_TRANSFER_REGION_INDEX = "/offers/v1.0/aws/AWSDataTransfer/current/region_index.json"
+
+# Regions with GPU capacity that a default live refresh covers; set
+# GPULEDGER_AWS_REGIONS=all (or a comma list) to change it.
+DEFAULT_REGIONS = (
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
+    "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1", "eu-south-2",
+    "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2", "ap-south-1",
+)
+# Instance families that carry GPUs, and the name EC2 gives their GPU. Used to
+# select price rows and, without EC2 credentials, to name the GPU; with
+# credentials DescribeInstanceTypes' own GpuInfo wins.
+GPU_FAMILIES: dict[str, tuple[str, str]] = {
+    "p3": ("NVIDIA", "V100"), "p3dn": ("NVIDIA", "V100"), "p4d": ("NVIDIA", "A100"),
+    "p4de": ("NVIDIA", "A100"), "p5": ("NVIDIA", "H100"), "p5e": ("NVIDIA", "H200"),
+    "p5en": ("NVIDIA", "H200"), "p6-b200": ("NVIDIA", "B200"), "p6-b300": ("NVIDIA", "B300"),
+    "p6e-gb200": ("NVIDIA", "GB200"),
+    "g4dn": ("NVIDIA", "T4"), "g4ad": ("AMD", "Radeon Pro V520"), "g5": ("NVIDIA", "A10G"),
+    "g5g": ("NVIDIA", "T4g"), "g6": ("NVIDIA", "L4"), "gr6": ("NVIDIA", "L4"), "g6e": ("NVIDIA", "L40S"),
+    "g6f": ("NVIDIA", "L4"), "gr6f": ("NVIDIA", "L4"), "g7": ("NVIDIA", "RTX PRO 4500"),
+    "g7e": ("NVIDIA", "RTX PRO Server 6000"),
+}
+# Families that sell a slice of one card. The slice is reported as memory; the
+# fraction is that memory over the full card's memory as EC2 reports it.
+FRACTIONAL_FAMILIES = {"g6f": 22888, "gr6f": 22888}
+# Intra-node GPU interconnect by family (AWS instance-type pages).
+NVSWITCH_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"}
+NVLINK_FAMILIES = {"p3", "p3dn"}
+
+PROVIDER_FACTS: dict[str, Any] = {
+    "provider": NAME,
+    "display_name": "Amazon Web Services (EC2)",
+    "kind": "hyperscaler",
+    "billing_granularity_s": 1,
+    "minimum_charge_s": 60,
+    "billing_notes": "Linux on-demand and Spot are billed per second with a 60-second minimum.",
+    "storage_persists_when_stopped": True,
+    "stopped_billing_notes": "A stopped instance stops compute billing; its EBS volumes keep billing.",
+    "access_ssh": True,
+    "access_docker": True,
+    "access_jupyter": False,
+    "multinode_interconnect": "EFA (p4d 400 Gbps, p5 3200 Gbps)",
+    "interruptible_offer": "Spot (2-minute interruption notice)",
+    "price_source": "AWS Price List (bulk files or Pricing API), EC2 API, Spot Instance Advisor",
+    "source_urls": [
+        "https://aws.amazon.com/ec2/pricing/on-demand/",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html",
+        "https://aws.amazon.com/ec2/instance-types/p5/",
+        "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html",
+    ],
+}
+
+
+def family_of(instance_type: str) -> str:
+    return instance_type.split(".", 1)[0]
+
+
+# -- price rows: one shape for both the bulk CSV and the Pricing API ----------
+
+@dataclass(frozen=True)
+class PriceRow:
+    kind: str  # instance | storage | egress
+    sku: str
+    region: str
+    price: float
+    currency: str
+    unit: str
+    description: str = ""
+    instance_type: str = ""
+    vcpu: str = ""
+    memory: str = ""
+    storage: str = ""
+    network: str = ""
+    gpu: str = ""
+    gpu_memory: str = ""
+    volume_api_name: str = ""
+    transfer_type: str = ""
+    to_location: str = ""
+    to_region: str = ""
+    tier_start: str = ""
+    tier_end: str = ""
+
+
+# Bulk CSV columns we read, by header name (positions are looked up from the header).
+_CSV_COLUMNS = {
+    "SKU": "sku", "TermType": "term", "PriceDescription": "description", "StartingRange": "tier_start",
+    "EndingRange": "tier_end", "Unit": "unit", "PricePerUnit": "price", "Currency": "currency",
+    "Product Family": "family", "Instance Type": "instance_type", "vCPU": "vcpu", "Memory": "memory",
+    "Storage": "storage", "Network Performance": "network", "Tenancy": "tenancy",
+    "Operating System": "os", "License Model": "license", "Pre Installed S/W": "sw",
+    "CapacityStatus": "capacity", "GPU": "gpu", "GPU Memory": "gpu_memory", "Region Code": "region",
+    "Volume API Name": "volume_api_name", "Transfer Type": "transfer_type", "To Location": "to_location",
+    "From Region Code": "from_region", "To Region Code": "to_region", "MarketOption": "market",
+}
+
+
+COMPUTE_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
+
+
+def _is_wanted_instance(r: dict[str, str]) -> bool:
+    return (
+        r.get("family") in COMPUTE_FAMILIES
+        and r.get("os") == "Linux"
+        and r.get("tenancy") == "Shared"
+        and r.get("sw") == "NA"
+        and r.get("capacity") == "Used"
+        and r.get("license", "No License required") in ("No License required", "")
+        and r.get("market", "OnDemand") in ("OnDemand", "")
+        and (family_of(r.get("instance_type", "")) in GPU_FAMILIES or _positive(r.get("gpu", "")))
+    )
+
+
+def _positive(text: str) -> bool:
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
+def _csv_row_to_price(r: dict[str, str], region: str) -> PriceRow | None:
+    if r.get("term") != "OnDemand":
+        return None
+    family = r.get("family", "")
+    if family in COMPUTE_FAMILIES:
+        if not _is_wanted_instance(r):
+            return None
+        kind = "instance"
+    elif family == "Storage" and r.get("volume_api_name"):
+        kind = "storage"
+    elif family == "Data Transfer" and r.get("transfer_type") in ("AWS Outbound", "InterRegion Outbound"):
+        kind = "egress"
+    else:
+        return None
+    try:
+        price = float(r["price"])
+    except (KeyError, ValueError):
+        raise SchemaDriftError(f"aws: price list row {r.get('sku')!r} has no numeric PricePerUnit") from None
+    return PriceRow(
+        kind=kind, sku=r.get("sku", ""), region=r.get("region") or r.get("from_region") or region,
+        price=price, currency=r.get("currency", ""), unit=r.get("unit", ""),
+        description=r.get("description", ""), instance_type=r.get("instance_type", ""),
+        vcpu=r.get("vcpu", ""), memory=r.get("memory", ""), storage=r.get("storage", ""),
+        network=r.get("network", ""), gpu=r.get("gpu", ""), gpu_memory=r.get("gpu_memory", ""),
+        volume_api_name=r.get("volume_api_name", ""), transfer_type=r.get("transfer_type", ""),
+        to_location=r.get("to_location", ""), to_region=r.get("to_region", ""),
+        tier_start=r.get("tier_start", ""), tier_end=r.get("tier_end", ""),
+    )
+
+
+def _is_on_demand_line(line: str) -> bool:
+    """Cheap test of the 4th field (TermType) before the CSV parser sees the line.
+
+    Reserved terms are ~80% of the file. SKU, OfferTermCode and RateCode never
+    hold commas, so the 4th comma-separated piece is TermType. ("OnDemand"
+    alone is no test: the MarketOption column says it on reserved rows too.)
+    """
+    parts = line.split(",", 4)
+    return len(parts) > 4 and parts[3] == '"OnDemand"'
+
+
+def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | None = None) -> Iterator[PriceRow]:
+    """Stream a bulk offer file (CSV form): 5 metadata lines, a header, then rows.
+
+    Memory stays flat in file size: one line at a time, only kept rows retained.
+    `meta` (if given) receives the metadata lines, e.g. "Publication Date".
+    """
+    it = iter(lines)
+    meta = {} if meta is None else meta
+    header: list[str] | None = None
+    for line in it:
+        fields = next(csv.reader([line]))
+        if fields and fields[0] == "SKU":
+            header = fields
+            break
+        if len(fields) >= 2:
+            meta[fields[0]] = fields[1]
+    if header is None:
+        raise SchemaDriftError(f"aws: offer file for {region} has no header row (metadata: {sorted(meta)})")
+    missing = [c for c in ("SKU", "TermType", "PricePerUnit", "Product Family") if c not in header]
+    if missing:
+        raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
+    positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
+    width = len(header)
+    for fields in csv.reader(ln for ln in it if _is_on_demand_line(ln)):
+        if len(fields) != width:
+            raise SchemaDriftError(
+                f"aws: offer file for {region}: a row has {len(fields)} fields, the header {width} "
+                f"(truncated or malformed file; row starts {fields[:2]!r})")
+        row = {name: fields[i] for name, i in positions.items()}
+        price = _csv_row_to_price(row, region)
+        if price is not None:
+            yield price
+
+
+def parse_region_index(doc: Any, what: str) -> dict[str, str]:
+    """region code -> path of its current offer file in CSV form."""
+    try:
+        regions = doc["regions"]
+        return {code: entry["currentVersionUrl"].replace("/index.json", "/index.csv")
+                for code, entry in regions.items()}
+    except (KeyError, TypeError, AttributeError) as err:
+        raise SchemaDriftError(f"aws: {what} region index lacks regions/currentVersionUrl ({err!r})") from None
+
+
+def parse_price_list_item(item: str | dict[str, Any], region: str) -> list[PriceRow]:
+    """One Pricing API PriceList element (a JSON string) -> on-demand price rows."""
+    doc = json.loads(item) if isinstance(item, str) else item
+    try:
+        product = doc["product"]
+        attrs = product["attributes"]
+        on_demand = doc.get("terms", {}).get("OnDemand", {})
+    except (KeyError, TypeError) as err:
+        raise SchemaDriftError(f"aws: GetProducts item lacks product/attributes ({err!r})") from None
+    family = product.get("productFamily", "")
+    base = {
+        "sku": product.get("sku", ""), "family": family, "instance_type": attrs.get("instanceType", ""),
+        "vcpu": attrs.get("vcpu", ""), "memory": attrs.get("memory", ""), "storage": attrs.get("storage", ""),
+        "network": attrs.get("networkPerformance", ""), "tenancy": attrs.get("tenancy", ""),
+        "os": attrs.get("operatingSystem", ""), "license": attrs.get("licenseModel", ""),
+        "sw": attrs.get("preInstalledSw", ""), "capacity": attrs.get("capacitystatus", ""),
+        "gpu": attrs.get("gpu", ""), "gpu_memory": attrs.get("gpuMemory", ""),
+        "region": attrs.get("regionCode") or attrs.get("fromRegionCode") or region,
+        "volume_api_name": attrs.get("volumeApiName", ""), "transfer_type": attrs.get("transferType", ""),
+        "to_location": attrs.get("toLocation", ""), "from_region": attrs.get("fromRegionCode", ""),
+        "to_region": attrs.get("toRegionCode", ""), "market": attrs.get("marketoption", ""),
+        "term": "OnDemand",
+    }
+    rows = []
+    for term in on_demand.values():
+        for dim in term.get("priceDimensions", {}).values():
+            ppu = dim.get("pricePerUnit", {})
+            currency, amount = next(iter(ppu.items()), ("", ""))
+            row = dict(base, description=dim.get("description", ""), unit=dim.get("unit", ""),
+                       price=amount, currency=currency, tier_start=dim.get("beginRange", ""),
+                       tier_end=dim.get("endRange", ""))
+            parsed = _csv_row_to_price(row, region)
+            if parsed is not None:
+                rows.append(parsed)
+    return rows
+
+
+# -- EC2 API payloads ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InstanceSpecs:
+    instance_type: str
+    gpu_name: str
+    gpu_vendor: str
+    gpu_count_reported: int
+    gpu_memory_mib: float  # per GPU, as reported
+    total_gpu_memory_mib: float
+    vcpus: float | None
+    ram_gb: float | None
+    local_disk_gb: float | None
+    network_gbps: float | None
+    efa: bool
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def parse_network_gbps(text: str) -> float | None:
+    """'3200 Gigabit' -> 3200; '4x 100 Gigabit' -> 400; 'Up to 25 Gigabit' -> 25."""
+    m = re.search(r"(?:(\d+)x\s*)?(\d+(?:\.\d+)?)\s*Gigabit", text or "")
+    if not m:
+        return None
+    return float(m.group(2)) * (int(m.group(1)) if m.group(1) else 1)
+
+
+def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceSpecs]:
+    out: dict[str, InstanceSpecs] = {}
+    for page in pages:
+        if "InstanceTypes" not in page:
+            raise SchemaDriftError("aws: DescribeInstanceTypes page lacks InstanceTypes")
+        for it in page["InstanceTypes"]:
+            gpus = (it.get("GpuInfo") or {}).get("Gpus") or []
+            if not gpus:
+                continue
+            g = gpus[0]
+            net = it.get("NetworkInfo") or {}
+            out[it["InstanceType"]] = InstanceSpecs(
+                instance_type=it["InstanceType"],
+                gpu_name=g.get("Name", ""),
+                gpu_vendor=g.get("Manufacturer", ""),
+                gpu_count_reported=int(g.get("Count", 0)),
+                gpu_memory_mib=float((g.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
+                total_gpu_memory_mib=float((it.get("GpuInfo") or {}).get("TotalGpuMemoryInMiB", 0)),
+                vcpus=(it.get("VCpuInfo") or {}).get("DefaultVCpus"),
+                ram_gb=((it.get("MemoryInfo") or {}).get("SizeInMiB") or 0) / 1024 or None,
+                local_disk_gb=(it.get("InstanceStorageInfo") or {}).get("TotalSizeInGB"),
+                network_gbps=parse_network_gbps(net.get("NetworkPerformance", "")),
+                efa=bool(net.get("EfaSupported")),
+                raw={"GpuInfo": it.get("GpuInfo"), "NetworkPerformance": net.get("NetworkPerformance")},
+            )
+    return out
+
+
+def parse_offerings(pages: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
+    """instance type -> sorted availability zones that offer it."""
+    out: dict[str, set[str]] = {}
+    for page in pages:
+        for o in page.get("InstanceTypeOfferings", []):
+            out.setdefault(o["InstanceType"], set()).add(o["Location"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def parse_spot_history(pages: Iterable[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, str]]:
+    """(instance type, AZ) -> (latest Linux spot price USD/h, its UTC timestamp)."""
+    latest: dict[tuple[str, str], tuple[float, str]] = {}
+    for page in pages:
+        for p in page.get("SpotPriceHistory", []):
+            if p.get("ProductDescription") not in ("Linux/UNIX", "Linux/UNIX (Amazon VPC)"):
+                continue
+            ts = p["Timestamp"]
+            # botocore hands back local-time datetimes: normalize to UTC.
+            stamp = ts.astimezone(timezone.utc).isoformat() if isinstance(ts, datetime) else str(ts)
+            key = (p["InstanceType"], p["AvailabilityZone"])
+            if key not in latest or stamp > latest[key][1]:
+                latest[key] = (float(p["SpotPrice"]), stamp)
+    return latest
+
+
+def parse_spot_advisor(doc: Any, region: str) -> dict[str, tuple[str, int]]:
+    """instance type -> (interruption frequency bucket label, savings % over on-demand)."""
+    try:
+        labels = {r["index"]: r["label"] for r in doc["ranges"]}
+        linux = doc["spot_advisor"].get(region, {}).get("Linux", {})
+        return {t: (labels[v["r"]], int(v["s"])) for t, v in linux.items()}
+    except (KeyError, TypeError) as err:
+        raise SchemaDriftError(f"aws: Spot Advisor feed lacks ranges/spot_advisor ({err!r})") from None
+
+
+# -- building records ---------------------------------------------------------------
+
+def _gib(text: str) -> float | None:
+    m = re.match(r"\s*([\d.,]+)\s*(GiB|GB)", text or "")
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def _local_disk_gb(text: str) -> float | None:
+    """'2 x 3800 GB NVMe SSD' -> 7600; 'EBS only' -> None."""
+    m = re.match(r"\s*(\d+)\s*x\s*([\d,.]+)\s*(GB|TB)", text or "")
+    if not m:
+        return None
+    size = float(m.group(2).replace(",", "")) * (1000 if m.group(3) == "TB" else 1)
+    return int(m.group(1)) * size
+
+
+@dataclass
+class GpuFacts:
+    gpu_model: str
+    variant_exact: bool
+    name: str
+    vendor: str
+    count: float
+    memory_gb: float | None
+    memory_gb_nominal: float
+    total_memory_gb: float | None
+
+
+def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | None) -> GpuFacts:
+    """GPU model, count and memory from EC2's GpuInfo, else from the price list + family table."""
+    family = family_of(instance_type)
+    if specs is not None:
+        name, vendor = specs.gpu_name, specs.gpu_vendor
+        per_gpu_mib = specs.gpu_memory_mib or None
+        count = float(specs.gpu_count_reported)
+        total_mib = specs.total_gpu_memory_mib or None
+    else:
+        if family not in GPU_FAMILIES:
+            raise UnknownGPUError(f"instance family {family!r} has GPUs but no known GPU name")
+        vendor, name = GPU_FAMILIES[family]
+        count = float(row.gpu) if row and _positive(row.gpu) else 0.0
+        total_gb = _gib(row.gpu_memory) if row else None
+        total_mib = total_gb * 1024 if total_gb else None
+        per_gpu_mib = total_mib / count if total_mib and count else None
+    full_mib = FRACTIONAL_FAMILIES.get(family)
+    if full_mib and per_gpu_mib:
+        # A slice: EC2 reports Count 0 (or 1) and the slice's memory.
+        slice_mib = total_mib or per_gpu_mib
+        count = round(slice_mib / full_mib, 4)
+        per_gpu_mib = slice_mib
+        lookup_mib = full_mib
+    else:
+        lookup_mib = per_gpu_mib
+    if count <= 0:
+        raise ValueError(f"{instance_type}: GPU count {count:g} and no slice size to derive a fraction from")
+    model, exact = canonicalize(NAME, name, lookup_mib)
+    return GpuFacts(
+        gpu_model=model.gpu_model, variant_exact=exact, name=name, vendor=vendor or model.vendor, count=count,
+        memory_gb=round(per_gpu_mib / 1024, 3) if per_gpu_mib else None,
+        memory_gb_nominal=model.memory_gb,
+        total_memory_gb=round(total_mib / 1024, 3) if total_mib else None,
+    )
+
+
+def _interconnect(instance_type: str, gpu_count: float) -> str | None:
+    family = family_of(instance_type)
+    if family in NVSWITCH_FAMILIES and gpu_count > 1:
+        return "NVSwitch"
+    if family in NVLINK_FAMILIES and gpu_count > 1:
+        return "NVLink"
+    return "PCIe" if gpu_count > 1 else None
+
+
+@dataclass
+class RegionPayload:
+    """Everything fetched for one region, ready for the pure builder."""
+
+    region: str
+    prices: list[PriceRow]
+    specs: dict[str, InstanceSpecs] | None = None  # None: no EC2 credentials
+    offerings: dict[str, list[str]] | None = None
+    spot: dict[tuple[str, str], tuple[float, str]] | None = None
+    advisor: dict[str, tuple[str, int]] = field(default_factory=dict)
+    publication: str | None = None
+
+
+def build_region(batch: Batch, p: RegionPayload) -> None:
+    """Turn one region's payloads into offers and storage/egress prices."""
+    on_demand: dict[str, float] = {}
+    for row in p.prices:
+        if row.kind == "instance":
+            _add_instance_offer(batch, p, row, on_demand)
+        elif row.kind == "storage":
+            if row.unit != "GB-Mo":
+                continue  # IOPS/throughput dimensions of io2/gp3 are not per-GB prices
+            batch.add("storage", row.sku, row.__dict__, region=row.region, storage_class=row.volume_api_name,
+                      usd_per_gb_month=row.price, source_currency=row.currency,
+                      source_usd_per_gb_month=row.price, description=row.description)
+    _add_egress(batch, p)
+    if p.spot is not None and p.specs is not None:
+        for (itype, az), (price, stamp) in sorted(p.spot.items()):
+            _add_spot_offer(batch, p, itype, az, price, stamp, on_demand.get(itype))
+
+
+def _instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[str, Any]:
+    specs = p.specs.get(itype) if p.specs is not None else None
+    g = gpu_facts(itype, row, specs)
+    vcpus = specs.vcpus if specs and specs.vcpus else (float(row.vcpu) if row and row.vcpu else None)
+    ram = specs.ram_gb if specs and specs.ram_gb else (_gib(row.memory) if row else None)
+    disk = specs.local_disk_gb if specs and specs.local_disk_gb else (_local_disk_gb(row.storage) if row else None)
+    net = specs.network_gbps if specs and specs.network_gbps else (parse_network_gbps(row.network) if row else None)
+    return dict(
+        instance_type=itype, gpu_model=g.gpu_model, gpu_variant_exact=g.variant_exact,
+        gpu_name_reported=g.name, gpu_vendor=g.vendor, gpu_count=g.count, gpu_memory_gb=g.memory_gb,
+        gpu_memory_gb_nominal=g.memory_gb_nominal, total_gpu_memory_gb=g.total_memory_gb,
+        vcpus=vcpus, ram_gb=ram, local_disk_gb=disk or None, interconnect=_interconnect(itype, g.count),
+        network_gbps=net, multinode_fabric="EFA" if specs and specs.efa else None,
+        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
+        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+    )
+
+
+def _add_instance_offer(batch: Batch, p: RegionPayload, row: PriceRow, on_demand: dict[str, float]) -> None:
+    itype = row.instance_type
+    if row.unit != "Hrs":
+        batch.quarantine("offer", f"{p.region}/{itype}/{row.sku}", f"unexpected price unit {row.unit!r}", row.__dict__)
+        return
+    if row.currency != "USD":
+        batch.quarantine("offer", f"{p.region}/{itype}/{row.sku}",
+                         f"price in {row.currency or 'no currency'}, not USD; no conversion is configured",
+                         row.__dict__)
+        return
+    try:
+        fields = _instance_fields(p, itype, row)
+    except (UnknownGPUError, ValueError) as err:
+        batch.quarantine("offer", f"{p.region}/{itype}", f"gpu: {err}", row.__dict__)
+        return
+    zones = p.offerings.get(itype) if p.offerings is not None else None
+    data = {"sku": row.sku, "availability_zones": zones}
+    ok = batch.offer(
+        f"{p.region}/{itype}/{row.sku}", row.__dict__, region=p.region, zone="", purchase_option="on_demand",
+        price_per_hour=row.price, source_currency="USD", source_price_per_hour=row.price,
+        price_observed_at=p.publication,
+        available=(bool(zones) if zones is not None else None),
+        available_count=(len(zones) if zones is not None else None),
+        availability_level=("offered in %d AZs" % len(zones) if zones else ("not offered" if zones is not None else None)),
+        interruption_risk=None, spot_savings_pct=None,
+        provider_data=json.dumps(data, sort_keys=True), **fields,
+    )
+    if ok:
+        on_demand[itype] = row.price
+
+
+def _add_spot_offer(batch: Batch, p: RegionPayload, itype: str, az: str, price: float, stamp: str,
+                    on_demand_price: float | None) -> None:
+    raw = {"instance_type": itype, "availability_zone": az, "spot_price": price, "timestamp": stamp}
+    try:
+        fields = _instance_fields(p, itype, None)
+    except (UnknownGPUError, ValueError) as err:
+        batch.quarantine("offer", f"{p.region}/{az}/{itype}/spot", f"gpu: {err}", raw)
+        return
+    except KeyError:
+        batch.quarantine("offer", f"{p.region}/{az}/{itype}/spot", "spot price for a type EC2 did not describe", raw)
+        return
+    advisor = p.advisor.get(itype)
+    saving = round(100 * (1 - price / on_demand_price), 1) if on_demand_price else None
+    batch.offer(
+        f"{p.region}/{az}/{itype}/spot", raw, region=p.region, zone=az, purchase_option="spot",
+        price_per_hour=price, source_currency="USD", source_price_per_hour=price, price_observed_at=stamp,
+        available=True, available_count=None, availability_level="spot price published",
+        interruption_risk=advisor[0] if advisor else None,
+        spot_savings_pct=saving if saving is not None else (float(advisor[1]) if advisor else None),
+        provider_data=json.dumps({"advisor_savings_pct": advisor[1] if advisor else None}, sort_keys=True),
+        **fields,
+    )
+
+
+def _tier(text: str) -> float | None:
+    if text in ("", "Inf"):
+        return None
+    return float(text)
+
+
+def _add_egress(batch: Batch, p: RegionPayload) -> None:
+    internet = [r for r in p.prices if r.kind == "egress" and r.transfer_type == "AWS Outbound"
+                and r.to_location in ("External", "")]
+    for r in internet:
+        start = _tier(r.tier_start) or 0.0
+        batch.add("egress", f"{p.region}/internet/{r.sku}", r.__dict__, region=p.region, destination="internet",
+                  tier_start_gb=start, tier_end_gb=_tier(r.tier_end), usd_per_gb=r.price,
+                  source_currency=r.currency, source_usd_per_gb=r.price, description=r.description)
+    # Inter-region rates differ by destination; the table keeps one rate per
+    # tier: the highest, so a cost estimate never comes out too low.
+    inter: dict[float, list[PriceRow]] = {}
+    for r in p.prices:
+        if r.kind == "egress" and r.transfer_type == "InterRegion Outbound":
+            inter.setdefault(_tier(r.tier_start) or 0.0, []).append(r)
+    for start, rows in sorted(inter.items()):
+        top = max(rows, key=lambda r: r.price)
+        low = min(r.price for r in rows)
+        batch.add("egress", f"{p.region}/inter_region/{top.sku}", top.__dict__, region=p.region,
+                  destination="inter_region", tier_start_gb=start, tier_end_gb=_tier(top.tier_end),
+                  usd_per_gb=top.price, source_currency=top.currency, source_usd_per_gb=top.price,
+                  description=f"highest of {len(rows)} destination rates ({low:g} to {top.price:g} USD/GB)")
+
+
+# -- fetching ---------------------------------------------------------------------
+
+def has_credentials(ctx: SourceContext) -> bool:
+    if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
+        return True  # the loopback server does not check signatures
+    import boto3
+
+    return boto3.Session().get_credentials() is not None
+
+
+def _client_kwargs(ctx: SourceContext) -> dict[str, Any]:
+    if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
+        # Loopback replay: boto3 signs requests, so it needs some key; these
+        # are not secrets and never reach a real endpoint.
+        return {"aws_access_key_id": "replay", "aws_secret_access_key": "replay"}
+    return {}
+
+
+def _gpu_type_filters() -> list[dict[str, Any]]:
+    return [{"Name": "instance-type", "Values": [f"{f}.*" for f in sorted(GPU_FAMILIES)]}]
+
+
+def fetch_ec2(ctx: SourceContext, region: str) -> tuple[dict[str, InstanceSpecs], dict[str, list[str]],
+                                                        dict[tuple[str, str], tuple[float, str]]]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    host = f"ec2.{region}.amazonaws.com"
+    ec2 = ctx.boto_client("ec2", region, host, **_client_kwargs(ctx))
+    try:
+        types = parse_instance_types(
+            ec2.get_paginator("describe_instance_types").paginate(Filters=_gpu_type_filters()))
+        offerings = parse_offerings(ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone", Filters=_gpu_type_filters()))
+        spot = parse_spot_history(ec2.get_paginator("describe_spot_price_history").paginate(
+            ProductDescriptions=["Linux/UNIX"], StartTime=datetime.now(timezone.utc), Filters=_gpu_type_filters()))
+    except (BotoCoreError, ClientError) as err:
+        raise SourceError(f"aws: EC2 API in {region} failed: {err}") from err
+    return types, offerings, spot
+
+
+def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],
+                      dt_index: dict[str, str]) -> tuple[list[PriceRow], str | None]:
+    rows: list[PriceRow] = []
+    if region not in ec2_index:
+        raise SourceError(f"aws: the price list has no EC2 offer file for region {region}")
+    meta: dict[str, str] = {}
+    lines = ctx.stream_lines(client, PRICING_BULK_HOST, ec2_index[region])
+    rows.extend(parse_offer_csv(lines, region, meta))
+    if region in dt_index:
+        rows.extend(r for r in parse_offer_csv(ctx.stream_lines(client, PRICING_BULK_HOST, dt_index[region]), region)
+                    if r.kind == "egress" and r.region == region)
+    return rows, meta.get("Publication Date")
+
+
+def fetch_prices_api(ctx: SourceContext, region: str) -> list[PriceRow]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    pricing = ctx.boto_client("pricing", "us-east-1", PRICING_API_HOST, **_client_kwargs(ctx))
+    queries = [
+        ("AmazonEC2", [("regionCode", region), ("instanceFamily", "GPU instance"), ("operatingSystem", "Linux"),
+                       ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used")]),
+        ("AmazonEC2", [("regionCode", region), ("productFamily", "Storage")]),
+        ("AWSDataTransfer", [("fromRegionCode", region)]),
+    ]
+    rows: list[PriceRow] = []
+    try:
+        for service, filters in queries:
+            pages = pricing.get_paginator("get_products").paginate(
+                ServiceCode=service, FormatVersion="aws_v1",
+                Filters=[{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in filters])
+            for page in pages:
+                if "PriceList" not in page:
+                    raise SchemaDriftError("aws: GetProducts page lacks PriceList")
+                for item in page["PriceList"]:
+                    rows.extend(parse_price_list_item(item, region))
+    except (BotoCoreError, ClientError) as err:
+        raise SourceError(f"aws: Pricing API for {region} failed: {err}") from err
+    return rows
+
+
+def selected_regions(ctx: SourceContext, available: Iterable[str]) -> list[str]:
+    wanted = ctx.setting("aws_regions")
+    avail = sorted(available)
+    if wanted is None:
+        return [r for r in avail if r in DEFAULT_REGIONS] if ctx.mode == "live" else avail
+    if wanted == "all":
+        return avail
+    names = [w.strip() for w in (wanted.split(",") if isinstance(wanted, str) else wanted) if w.strip()]
+    unknown = [n for n in names if n not in avail]
+    if unknown:
+        raise SourceError(f"aws: regions {unknown} are not in the price list")
+    return names
+
+
+def fetch(ctx: SourceContext) -> Batch:
+    """Scrape AWS: every selected region, concurrently, into one Batch."""
+    batch = Batch(NAME)
+    creds = has_credentials(ctx)
+    source = ctx.setting("aws_price_source", "auto")
+    use_api = source == "api" or (source == "auto" and creds and ctx.mode == "live")
+    if use_api and not creds:
+        raise SourceError("aws: aws_price_source=api needs AWS credentials (none found in the standard chain)")
+    with ctx.http_client() as client:
+        ec2_index = parse_region_index(ctx.get(client, PRICING_BULK_HOST, EC2_REGION_INDEX).json(), "AmazonEC2")
+        dt_index = {} if use_api else parse_region_index(
+            ctx.get(client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX).json(), "AWSDataTransfer")
+        advisor_doc = ctx.get(client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH).json()
+        regions = selected_regions(ctx, ec2_index)
+        if not creds:
+            batch.notes.append("no AWS credentials: on-demand prices from the public price list only; "
+                               "no EC2 facts, AZ offerings or spot prices")
+
+        def one_region(region: str) -> RegionPayload:
+            publication = None
+            if use_api:
+                prices = fetch_prices_api(ctx, region)
+            else:
+                prices, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index)
+            payload = RegionPayload(region=region, prices=prices, publication=publication,
+                                    advisor=parse_spot_advisor(advisor_doc, region))
+            if creds:
+                payload.specs, payload.offerings, payload.spot = fetch_ec2(ctx, region)
+            return payload
+
+        workers = int(ctx.setting("aws_concurrency", 4))
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="aws") as pool:
+            payloads = list(pool.map(one_region, regions))
+    for payload in payloads:
+        build_region(batch, payload)
+    return batch

@@ -1,0 +1,288 @@
+"""The `gpuledger` command line: thin commands over the flows and the warehouse."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import duckdb
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
+from warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
+
+app = typer.Typer(
+    help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
+    no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
+)
+console = Console(stderr=True)
+out = Console(soft_wrap=True)
+
+DbOption = typer.Option(None, "--db", envvar="GPULEDGER_DB", help="Warehouse file [default: ./gpuledger.duckdb].")
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(message)s",
+                        handlers=[RichHandler(console=console, show_path=False, show_time=False)])
+    logging.getLogger("gpuledger").setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    t = Table(title=f"refresh {summary['refresh_id']}")
+    for col in ("provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage"):
+        t.add_column(col, justify="right" if col not in ("provider", "state") else "left")
+    for p in summary["providers"]:
+        state = "[green]ok[/green]" if p["state"] == "ok" else "[red]failed[/red]"
+        t.add_row(p["provider"], state, *(str(p[k]) for k in ("offers", "new", "changed", "closed", "quarantined",
+                                                                 "egress", "storage")))
+    console.print(t)
+    for p in summary["providers"]:
+        if p["error"]:
+            console.print(f"[red]{p['provider']}[/red]: {p['error']}", highlight=False)
+        for note in p["notes"]:
+            console.print(f"[yellow]{p['provider']}[/yellow]: {note}", highlight=False)
+
+
+@app.command()
+def refresh(
+    db: Optional[Path] = DbOption,
+    provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
+    replay: bool = typer.Option(False, "--replay", help="Answer every request from recordings (offline)."),
+    recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay "
+                                              "[default: the recordings bundled with gpuledger]."),
+    accept_anomaly: list[str] = typer.Option([], "--accept-anomaly", help="Load this provider even if the "
+                                             "anomaly guard objects (a real market move). Repeatable."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Fetch prices from the providers and merge them into the warehouse.
+
+    Exits 0 only when every requested provider succeeded; failed providers
+    are named, and the ones that succeeded are committed regardless.
+
+    \b
+    Examples:
+      gpuledger refresh --replay              # offline, from bundled recordings
+      gpuledger refresh --provider aws        # live, AWS only
+    """
+    _setup_logging(verbose)
+    from flows.pipeline import UnknownProviderError
+    from flows.refresh import nightly_refresh
+
+    if recordings and not replay:
+        raise _fail("--recordings goes with --replay", 2)
+    try:
+        summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
+                                  recordings=str(recordings) if recordings else None,
+                                  accept_anomaly=accept_anomaly)
+    except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
+        raise _fail(str(err), 2) from None
+    _print_summary(summary)
+    if not summary["ok"]:
+        raise _fail(f"failed providers: {', '.join(summary['failed'])}")
+
+
+@app.command()
+def record(
+    out_dir: Path = typer.Argument(..., help="Folder to write <provider>/manifest.json and bodies into."),
+    db: Optional[Path] = DbOption,
+    provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
+    from_recordings: Optional[Path] = typer.Option(None, "--from-recordings", help="Record from a replay of "
+                                                   "this folder instead of the live providers (for tests)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Refresh from the live providers and save every response for later replay.
+
+    \b
+    Example:
+      gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
+    """
+    _setup_logging(verbose)
+    from flows.refresh import nightly_refresh
+
+    try:
+        summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
+                                  recordings=str(from_recordings) if from_recordings else None,
+                                  record_dir=str(out_dir))
+    except (RefreshRunningError, WarehouseError) as err:
+        raise _fail(str(err), 2) from None
+    _print_summary(summary)
+    console.print(f"recorded to {out_dir}")
+    if not summary["ok"]:
+        raise _fail(f"failed providers: {', '.join(summary['failed'])}")
+
+
+def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
+    if fmt == "json":
+        out.print_json(json.dumps([dict(zip(columns, r)) for r in rows], default=str))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(columns)
+        w.writerows(rows)
+        sys.stdout.write(buf.getvalue())
+    else:
+        t = Table(*columns)
+        for r in rows:
+            t.add_row(*("" if v is None else str(v) for v in r))
+        out.print(t)
+
+
+@app.command()
+def sql(
+    query: str = typer.Argument(..., help="A SQL query against the warehouse."),
+    db: Optional[Path] = DbOption,
+    fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json"),
+) -> None:
+    """Run a read-only SQL query (DuckDB dialect) against the warehouse.
+
+    \b
+    Example:
+      gpuledger sql "select gpu_model, region, purchase_option, price_per_gpu_hour
+                     from offers order by price_per_gpu_hour limit 10"
+    """
+    if fmt not in ("table", "csv", "json"):
+        raise _fail(f"unknown format {fmt!r}: use table, csv or json", 2)
+    try:
+        con = open_reader(db)
+    except WarehouseError as err:
+        raise _fail(str(err), 2) from None
+    try:
+        rel = con.execute(query)
+        columns = [d[0] for d in rel.description] if rel.description else []
+        rows = rel.fetchall() if columns else []
+    except duckdb.Error as err:
+        text = str(err)
+        if "read-only" in text or "read only" in text:
+            text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
+        elif "external access" in text.lower() or "disabled" in text.lower():
+            text = f"`gpuledger sql` cannot read or write other files ({text})"
+        raise _fail(text, 1) from None
+    finally:
+        con.close()
+    _emit(columns, rows, fmt)
+
+
+@app.command()
+def export(
+    out_dir: Path = typer.Argument(..., help="Snapshots go to OUT_DIR/<UTC timestamp>/."),
+    db: Optional[Path] = DbOption,
+    fmt: str = typer.Option("csv,parquet", "--format", "-f", help="csv, parquet, or both (comma-separated)."),
+    table: list[str] = typer.Option([], "--table", "-t", help="Only these tables (repeatable)."),
+) -> None:
+    """Write a snapshot of the current tables (CSV and/or Parquet) with a manifest.
+
+    \b
+    Example:
+      gpuledger export snapshots/ --format csv
+    """
+    from warehouse.export import export_snapshot
+
+    try:
+        con = open_reader(db, allow_files=True)
+        try:
+            folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None)
+        finally:
+            con.close()
+    except WarehouseError as err:
+        raise _fail(str(err), 1) from None
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name, info in manifest["tables"].items():
+        console.print(f"{name}: {info['rows']} rows -> {', '.join(info['files'])}")
+    out.print(str(folder))
+
+
+def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta,
+                    now: datetime | None = None) -> list[dict[str, Any]]:
+    now = now or datetime.now(timezone.utc)
+    rows = con.execute(
+        """select r.provider,
+                  max(r.finished_at) filter (where r.state = 'ok') as last_success,
+                  max(r.finished_at) as last_attempt,
+                  arg_max(r.state, r.finished_at) as last_state,
+                  arg_max(r.error, r.finished_at) as last_error,
+                  (select count(*) from offers o where o.provider = r.provider) as offers,
+                  (select count(*) from egress_prices e where e.provider = r.provider) as egress,
+                  (select count(*) from storage_prices s where s.provider = r.provider) as storage
+           from scrape_runs r group by r.provider order by r.provider""").fetchall()
+    result = []
+    for provider, last_success, last_attempt, last_state, last_error, offers, egress, storage in rows:
+        if last_state != "ok":
+            state = "failed"
+        elif last_success is None or now - last_success > stale_after:
+            state = "stale"
+        else:
+            state = "ok"
+        result.append({"provider": provider, "state": state, "last_success": last_success,
+                       "last_attempt": last_attempt, "offers": offers, "egress": egress, "storage": storage,
+                       "last_error": last_error if last_state != "ok" else None})
+    return result
+
+
+@app.command()
+def status(
+    db: Optional[Path] = DbOption,
+    stale_after_hours: float = typer.Option(36.0, "--stale-after", help="Hours after which a provider's last "
+                                            "success counts as stale."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
+) -> None:
+    """Per provider: last success, last attempt, state (ok / stale / failed), row counts."""
+    try:
+        con = open_reader(db)
+    except WarehouseError as err:
+        raise _fail(str(err), 2) from None
+    try:
+        rows = provider_status(con, timedelta(hours=stale_after_hours))
+    finally:
+        con.close()
+    if fmt == "json":
+        out.print_json(json.dumps(rows, default=str))
+        return
+    t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
+    for r in rows:
+        colour = {"ok": "green", "stale": "yellow", "failed": "red"}[r["state"]]
+        t.add_row(r["provider"], f"[{colour}]{r['state']}[/{colour}]",
+                  *(str(r[k])[:19] if r[k] else "-" for k in ("last_success", "last_attempt")),
+                  str(r["offers"]), str(r["egress"]), str(r["storage"]), (r["last_error"] or "")[:120])
+    out.print(t)
+
+
+@app.command()
+def check(db: Optional[Path] = DbOption) -> None:
+    """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
+    from warehouse.check import run_checks
+
+    try:
+        con = open_reader(db)
+    except WarehouseError as err:
+        raise _fail(str(err), 2) from None
+    try:
+        results = run_checks(con)
+    finally:
+        con.close()
+    for r in results:
+        mark = "[green]ok[/green]  " if r.ok else "[red]FAIL[/red]"
+        out.print(f"{mark} {r.name}: {r.detail}", highlight=False)
+    if not all(r.ok for r in results):
+        raise _fail(f"{sum(not r.ok for r in results)} integrity check(s) failed")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

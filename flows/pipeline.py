@@ -1,0 +1,137 @@
+"""The refresh, as plain functions the Prefect flow orchestrates.
+
+fetch (per provider, no warehouse access, may run concurrently) -> load (one
+short write window, one transaction per provider). Nothing here knows about
+Prefect, so each step can be called and tested directly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters import ADAPTERS
+from adapters.base import MissingCredentialsError, SourceContext
+from adapters.replay import BUNDLED_RECORDINGS, Recorder, RecordingProxy
+from spiders import SPIDERS
+from warehouse.records import Batch
+from warehouse.store import AnomalyPolicy, LoadReport, ScrapeOutcome, load_outcome, open_writer, utcnow
+
+log = logging.getLogger("gpuledger.refresh")
+
+SOURCES: dict[str, str] = {**ADAPTERS, **SPIDERS}
+
+
+class UnknownProviderError(ValueError):
+    pass
+
+
+def source_module(name: str) -> Any:
+    try:
+        return importlib.import_module(SOURCES[name])
+    except KeyError:
+        raise UnknownProviderError(
+            f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}") from None
+
+
+def resolve_providers(names: list[str] | None) -> list[str]:
+    if not names:
+        return sorted(SOURCES)
+    for n in names:
+        source_module(n)
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class SourcePlan:
+    """How one provider is to be reached in this refresh (picklable, for any task runner)."""
+
+    provider: str
+    mode: str = "live"  # live | replay | record
+    replay_urls: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    record_dir: str | None = None
+    http_attempts: int = 3
+    retry_wait_max_s: float = 8.0
+    http_timeout_s: float = 60.0
+
+
+@dataclass
+class FetchResult:
+    provider: str
+    batch: Batch
+    requests: int
+    started_at: Any
+    finished_at: Any
+    facts: dict[str, Any]
+
+
+def fetch_source(plan: SourcePlan) -> FetchResult:
+    """Run one provider's scrape; raises on failure (the flow records it)."""
+    module = source_module(plan.provider)
+    started = utcnow()
+    recorder = proxy = None
+    if plan.record_dir is not None:
+        recorder = Recorder(Path(plan.record_dir) / plan.provider, plan.provider)
+    ctx = SourceContext(
+        provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
+        recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
+        http_timeout_s=plan.http_timeout_s,
+    )
+    if recorder is not None:
+        proxy = RecordingProxy(recorder, ctx.upstream_url)
+        ctx.proxy = proxy
+    try:
+        batch = module.fetch(ctx)
+    finally:
+        if proxy is not None:
+            proxy.close()
+    if recorder is not None:
+        recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
+    return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), dict(module.PROVIDER_FACTS))
+
+
+def describe_failure(provider: str, err: BaseException) -> str:
+    """One line for scrape_runs and the terminal: what failed, never a secret-bearing dump."""
+    if isinstance(err, MissingCredentialsError):
+        return f"failed: no credentials: {err}"
+    text = str(err) or type(err).__name__
+    if not text.startswith(provider):
+        text = f"{provider}: {type(err).__name__}: {text}"
+    log.debug("%s failed:\n%s", provider, "".join(traceback.format_exception(err)))
+    return text
+
+
+def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None, started: Any) -> ScrapeOutcome:
+    if result is not None:
+        return ScrapeOutcome(plan.provider, plan.mode, result.started_at, result.finished_at, batch=result.batch,
+                             requests=result.requests, provider_facts=result.facts)
+    return ScrapeOutcome(plan.provider, plan.mode, started, utcnow(), error=error)
+
+
+def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
+             policy: AnomalyPolicy) -> list[LoadReport]:
+    """The write window: open, merge each provider in its own transaction, close."""
+    con = open_writer(db)
+    try:
+        return [load_outcome(con, o, refresh_id, policy) for o in outcomes]
+    finally:
+        con.close()
+
+
+def plans_for(providers: list[str], mode: str, replay_urls: dict[str, str] | None = None,
+              replay_settings: dict[str, dict[str, Any]] | None = None, record_dir: str | None = None,
+              **http: Any) -> list[SourcePlan]:
+    return [
+        SourcePlan(provider=p, mode=mode, replay_urls=dict(replay_urls or {}),
+                   settings=dict((replay_settings or {}).get(p, {})), record_dir=record_dir, **http)
+        for p in providers
+    ]
+
+
+def bundled_recordings() -> Path:
+    return BUNDLED_RECORDINGS

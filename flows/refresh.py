@@ -1,0 +1,115 @@
+"""The `nightly_refresh` Prefect flow: one task per provider, concurrently.
+
+A provider task only fetches and parses; the flow then merges every result
+in one short write window (one transaction per provider). A failed task,
+after its retries, becomes a failed scrape_runs row: it never stops, delays
+past its timeout, or rolls back the other providers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Sequence
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.futures import as_completed
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from adapters.replay import ReplayServer
+from flows.pipeline import (
+    FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_source, load_all, outcome_from,
+    plans_for, resolve_providers,
+)
+from warehouse.store import AnomalyPolicy, LoadReport, new_id, refresh_lock, utcnow
+
+log = logging.getLogger("gpuledger.refresh")
+
+TASK_TIMEOUT_S = float(os.environ.get("GPULEDGER_TASK_TIMEOUT_S", "1800"))
+LIVE_TASK_RETRIES = int(os.environ.get("GPULEDGER_TASK_RETRIES", "2"))
+
+
+@task(name="scrape-provider", timeout_seconds=TASK_TIMEOUT_S, task_run_name="scrape-{plan.provider}")
+def scrape_provider(plan: SourcePlan) -> FetchResult:
+    return fetch_source(plan)
+
+
+def summarize(refresh_id: str, reports: list[LoadReport]) -> dict[str, Any]:
+    return {
+        "refresh_id": refresh_id,
+        "ok": all(r.ok for r in reports),
+        "failed": [r.provider for r in reports if not r.ok],
+        "providers": [
+            {"provider": r.provider, "state": r.state, "offers": r.rows_loaded, "new": r.new,
+             "changed": r.changed, "closed": r.closed, "quarantined": r.rows_quarantined,
+             "egress": r.egress_rows, "storage": r.storage_rows, "error": r.error, "notes": r.notes}
+            for r in reports
+        ],
+    }
+
+
+def _artifact_markdown(summary: dict[str, Any]) -> str:
+    lines = [f"# gpuledger refresh {summary['refresh_id']}", "",
+             "| provider | state | offers | new | changed | closed | quarantined | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for p in summary["providers"]:
+        err = (p["error"] or "").replace("|", "/")[:300]
+        lines.append(f"| {p['provider']} | {p['state']} | {p['offers']} | {p['new']} | {p['changed']} | "
+                     f"{p['closed']} | {p['quarantined']} | {err} |")
+    return "\n".join(lines)
+
+
+@flow(name="nightly_refresh", task_runner=ThreadPoolTaskRunner(max_workers=8))
+def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = None, replay: bool = False,
+                    recordings: str | None = None, record_dir: str | None = None,
+                    accept_anomaly: Sequence[str] = (), http_attempts: int = 3,
+                    retry_wait_max_s: float = 8.0) -> dict[str, Any]:
+    """Refresh the warehouse from every provider (or the named ones).
+
+    replay=True answers every request from recordings (bundled by default)
+    over loopback HTTP; record_dir saves what each provider answered.
+    """
+    names = resolve_providers(list(providers or []))
+    refresh_id = new_id("refresh")
+    with refresh_lock(db):
+        server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
+        if server is not None:
+            server.start()
+        try:
+            mode = "record" if record_dir else ("replay" if replay else "live")
+            plans = plans_for(names, mode, server.endpoints() if server else None,
+                              server.settings if server else None, record_dir,
+                              http_attempts=http_attempts, retry_wait_max_s=retry_wait_max_s)
+            # A recording answers the same way every time: retrying a replay
+            # only wastes time. Live sources get retries with backoff.
+            retries = 0 if replay else LIVE_TASK_RETRIES
+            runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0)
+            started = utcnow()
+            futures = {runner.submit(plan): plan for plan in plans}
+            outcomes = {}
+            for fut in as_completed(list(futures)):
+                plan = futures[fut]
+                result = fut.result(raise_on_failure=False)
+                if isinstance(result, BaseException):
+                    error = describe_failure(plan.provider, result)
+                    log.warning("%s: failed: %s", plan.provider, error)
+                    outcomes[plan.provider] = outcome_from(None, plan, error, started)
+                else:
+                    counts = result.batch.counts()
+                    log.info("%s: fetched %d offers, %d egress, %d storage, %d quarantined (%d requests)",
+                             plan.provider, counts["offers"], counts["egress"], counts["storage"],
+                             counts["quarantined"], result.requests)
+                    outcomes[plan.provider] = outcome_from(result, plan, None, started)
+        finally:
+            if server is not None:
+                server.close()
+        reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly))
+    summary = summarize(refresh_id, reports)
+    try:
+        create_markdown_artifact(markdown=_artifact_markdown(summary), key="gpuledger-refresh",
+                                 description="rows, changes and failures per provider")
+    except Exception as err:  # an artifact is a report, never a reason to fail the refresh
+        log.warning("could not publish the Prefect artifact: %s", err)
+    return summary
+
