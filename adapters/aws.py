@@ -503,7 +503,7 @@ def _add_instance_offer(batch: Batch, p: RegionPayload, row: PriceRow, on_demand
     except (UnknownGPUError, ValueError) as err:
         batch.quarantine("offer", f"{p.region}/{itype}", f"gpu: {err}", row.__dict__)
         return
-    zones = p.offerings.get(itype) if p.offerings is not None else None
+    zones = p.offerings.get(itype, []) if p.offerings is not None else None
     data = {"sku": row.sku, "availability_zones": zones}
     ok = batch.offer(
         f"{p.region}/{itype}/{row.sku}", row.__dict__, region=p.region, zone="", purchase_option="on_demand",

@@ -340,7 +340,6 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
         batch.storage = _dedupe(batch.storage, "storage", quarantined, outcome.provider)
         report.rows_parsed = len(batch.offers) + sum(1 for q in quarantined if q.kind == "offer")
         report.rows_quarantined = len(quarantined)
-        report.notes = list(batch.notes)
     con.execute("begin transaction")
     try:
         if outcome.error is None and batch is not None:
@@ -360,6 +359,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                 report.state = "ok"
                 if outcome.provider_facts:
                     _upsert_provider(con, outcome.provider_facts, now)
+        if batch is not None:
+            report.notes = list(batch.notes)
         if quarantined:
             qt = pa.Table.from_pylist([q.model_dump() for q in quarantined])
             con.register("_q", qt)

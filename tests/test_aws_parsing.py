@@ -1,0 +1,192 @@
+"""AWS parsers against real AWS responses (tests/fixtures/aws/README.md), values checked by hand."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from adapters import aws
+from adapters.base import SchemaDriftError
+from warehouse.records import Batch
+
+FIX = Path(__file__).parent / "fixtures" / "aws"
+
+
+def moto_page() -> dict:
+    data = json.loads((FIX / "moto_instance_types_gpu_older_families.json").read_text())
+    return {"InstanceTypes": list(data.values())}
+
+
+def test_instance_types_from_real_ec2_data() -> None:
+    specs = aws.parse_instance_types([moto_page()])
+    g5 = specs["g5.xlarge"]
+    assert (g5.gpu_name, g5.gpu_vendor, g5.gpu_count_reported, g5.gpu_memory_mib) == ("A10G", "NVIDIA", 1, 22888)
+    assert (g5.vcpus, g5.ram_gb, g5.local_disk_gb) == (4, 16.0, 250)
+    p4d = specs["p4d.24xlarge"]
+    assert (p4d.gpu_count_reported, p4d.gpu_memory_mib, p4d.total_gpu_memory_mib) == (8, 40960, 327680)
+    assert p4d.network_gbps == 400 and p4d.efa  # "4x 100 Gigabit"
+    assert specs["g4ad.xlarge"].gpu_vendor == "AMD"
+    assert len(specs) == 28
+
+
+@pytest.mark.parametrize(
+    "itype, model, exact, memory_gb, nominal",
+    [
+        ("g5.xlarge", "A10G", True, 22.352, 24),  # A10G reports 22888 MiB, sold as 24 GB
+        ("p4d.24xlarge", "A100-SXM4-40", True, 40.0, 40),
+        ("p3dn.24xlarge", "V100-SXM2-32", True, 32.0, 32),  # V100 32 GB told apart by memory
+        ("g4dn.metal", "T4", True, 16.0, 16),
+        ("g4ad.xlarge", "Radeon-Pro-V520", True, 8.0, 8),
+        ("g5g.xlarge", "T4G", True, 16.0, 16),
+    ],
+)
+def test_gpu_facts_canonical_names(itype: str, model: str, exact: bool, memory_gb: float, nominal: float) -> None:
+    specs = aws.parse_instance_types([moto_page()])[itype]
+    g = aws.gpu_facts(itype, None, specs)
+    assert (g.gpu_model, g.variant_exact, g.memory_gb, g.memory_gb_nominal) == (model, exact, memory_gb, nominal)
+
+
+def test_fractional_gpu_is_modelled_not_dropped() -> None:
+    # g6f.large: EC2 reports the L4 slice as Count 0 with 2861 MiB (1/8 of 22888).
+    slice_specs = aws.InstanceSpecs("g6f.large", "L4", "NVIDIA", 0, 2861, 2861, 2, 8.0, None, 10.0, False)
+    g = aws.gpu_facts("g6f.large", None, slice_specs)
+    assert g.gpu_model == "L4" and g.count == 0.125 and g.memory_gb == 2.794 and g.memory_gb_nominal == 24
+
+
+def test_unknown_gpu_name_raises_for_quarantine() -> None:
+    odd = aws.InstanceSpecs("g9.xlarge", "Z9000", "NVIDIA", 1, 4096, 4096, 4, 16.0, None, 10.0, False)
+    with pytest.raises(ValueError, match="Z9000"):
+        aws.gpu_facts("g9.xlarge", None, odd)
+
+
+def test_bulk_csv_sample_keeps_only_linux_shared_on_demand_gpu_rows() -> None:
+    lines = (FIX / "AmazonEC2_index_csv_sample_20250912.csv").read_text().splitlines()
+    meta: dict[str, str] = {}
+    rows = list(aws.parse_offer_csv(lines, "ap-southeast-2", meta))
+    # 44 rows: Windows/RHEL/SUSE and reserved terms, one GPU row that is SUSE, dedicated and
+    # an unused capacity reservation. None of them is a rentable Linux GPU offer.
+    assert rows == []
+    assert meta["Publication Date"] == "2025-09-12T22:53:08Z"
+
+
+def test_bulk_csv_row_shape_is_read_by_header_name() -> None:
+    lines = (FIX / "AmazonEC2_index_csv_sample_20250912.csv").read_text().splitlines()
+    # Turn the real SUSE/dedicated g5.48xlarge row into the row we want, field by field.
+    header = lines[5]
+    gpu_line = next(ln for ln in lines if "g5.48xlarge" in ln)
+    import csv
+    import io
+
+    names = next(csv.reader([header]))
+    fields = next(csv.reader([gpu_line]))
+    fields[names.index("Operating System")] = "Linux"
+    fields[names.index("Tenancy")] = "Shared"
+    fields[names.index("CapacityStatus")] = "Used"
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_NONNUMERIC).writerow(fields)
+    rows = list(aws.parse_offer_csv(lines[:6] + [buf.getvalue().strip()], "ap-southeast-2"))
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r.instance_type, r.price, r.currency, r.unit) == ("g5.48xlarge", 21.30264, "USD", "Hrs")
+    assert (r.vcpu, r.memory, r.gpu, r.gpu_memory, r.region) == ("192", "768 GiB", "8", "192 GB", "ap-southeast-2")
+    # Without EC2 credentials the family table names the GPU and the list gives count/memory.
+    g = aws.gpu_facts("g5.48xlarge", r, None)
+    assert (g.gpu_model, g.count, g.memory_gb, g.total_memory_gb) == ("A10G", 8.0, 24.0, 192.0)
+
+
+def test_truncated_csv_row_is_schema_drift() -> None:
+    lines = (FIX / "AmazonEC2_index_csv_sample_20250912.csv").read_text().splitlines()
+    od = next(ln for ln in lines[6:] if ln.split(",", 4)[3] == '"OnDemand"')
+    with pytest.raises(SchemaDriftError, match="fields"):
+        list(aws.parse_offer_csv(lines[:6] + [od[: len(od) // 2]], "x"))
+
+
+def test_csv_without_header_is_schema_drift() -> None:
+    with pytest.raises(SchemaDriftError, match="no header"):
+        list(aws.parse_offer_csv(['"FormatVersion","v1.0"', '"x","y"'], "us-east-1"))
+
+
+def test_get_products_storage_item_from_real_response() -> None:
+    doc = json.loads((FIX / "awscli_example_get-products_ebs.json").read_text())
+    rows = aws.parse_price_list_item(doc["PriceList"][0], "ap-southeast-1")
+    # io1 in Singapore: $0.138 per GB-month, but the real item has no volumeApiName: not a volume we can name.
+    assert rows == []
+    item = json.loads(doc["PriceList"][0])
+    item["product"]["attributes"]["volumeApiName"] = "io1"
+    rows = aws.parse_price_list_item(item, "ap-southeast-1")
+    assert [(r.kind, r.volume_api_name, r.price, r.unit) for r in rows] == [("storage", "io1", 0.138, "GB-Mo")]
+
+
+def test_get_products_instance_item_shape() -> None:
+    item = json.loads((FIX / "ec2-instance-selector_GetProducts_m5_large_priceitem.json").read_text())
+    # m5.large has no GPU: the parser must not keep it.
+    assert aws.parse_price_list_item(item, "us-east-1") == []
+
+
+def test_spot_history_latest_per_az_in_utc() -> None:
+    local = timezone(timedelta(hours=-5))
+    pages = [{"SpotPriceHistory": [
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1a", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "0.4500", "Timestamp": datetime(2026, 11, 29, 20, 0, tzinfo=local)},
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1a", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "0.4100", "Timestamp": datetime(2026, 11, 29, 22, 0, tzinfo=local)},
+        {"InstanceType": "g5.xlarge", "AvailabilityZone": "us-east-1a", "ProductDescription": "Windows",
+         "SpotPrice": "0.9000", "Timestamp": datetime(2026, 11, 29, 23, 0, tzinfo=local)},
+    ]}]
+    assert aws.parse_spot_history(pages) == {
+        ("g5.xlarge", "us-east-1a"): (0.41, "2026-11-30T03:00:00+00:00")}
+
+
+def test_spot_advisor_real_feed() -> None:
+    doc = json.loads((FIX / "spot-advisor-data_us-east-1_eu-west-1.json").read_text())
+    adv = aws.parse_spot_advisor(doc, "us-east-1")
+    assert adv["g5.xlarge"] == (">20%", 59)
+    assert adv["p4d.24xlarge"] == ("10-15%", 67)
+    assert adv["g5g.xlarge"] == ("<5%", 67)
+    with pytest.raises(SchemaDriftError):
+        aws.parse_spot_advisor({"spot_advisor": {}}, "us-east-1")
+
+
+@pytest.mark.parametrize("text, gbps", [("3200 Gigabit", 3200), ("4x 100 Gigabit", 400),
+                                         ("Up to 25 Gigabit", 25), ("Moderate", None)])
+def test_network_performance(text: str, gbps: float | None) -> None:
+    assert aws.parse_network_gbps(text) == gbps
+
+
+def test_build_region_on_demand_spot_and_quarantine() -> None:
+    specs = aws.parse_instance_types([moto_page()])
+    prices = [
+        aws.PriceRow("instance", "SKU1", "us-east-1", 1.006, "USD", "Hrs", instance_type="g5.xlarge"),
+        aws.PriceRow("instance", "SKU2", "us-east-1", 21.957642, "USD", "Hrs", instance_type="p4d.24xlarge"),
+        aws.PriceRow("instance", "SKU3", "us-east-1", 2.0, "CNY", "Hrs", instance_type="g5.2xlarge"),
+        aws.PriceRow("storage", "SKU4", "us-east-1", 0.08, "USD", "GB-Mo", volume_api_name="gp3"),
+        aws.PriceRow("egress", "SKU5", "us-east-1", 0.09, "USD", "GB", transfer_type="AWS Outbound",
+                     to_location="External", tier_start="0", tier_end="10240"),
+        aws.PriceRow("egress", "SKU6", "us-east-1", 0.02, "USD", "GB", transfer_type="InterRegion Outbound",
+                     tier_start="0", tier_end="Inf"),
+        aws.PriceRow("egress", "SKU7", "us-east-1", 0.01, "USD", "GB", transfer_type="InterRegion Outbound",
+                     tier_start="0", tier_end="Inf"),
+    ]
+    payload = aws.RegionPayload(
+        "us-east-1", prices, specs=specs, offerings={"g5.xlarge": ["us-east-1a", "us-east-1b"]},
+        spot={("g5.xlarge", "us-east-1a"): (0.4024, "2026-11-30T02:00:00+00:00")},
+        advisor={"g5.xlarge": (">20%", 59)})
+    batch = Batch("aws")
+    aws.build_region(batch, payload)
+    by_key = {(o.instance_type, o.purchase_option, o.zone): o for o in batch.offers}
+    od = by_key[("g5.xlarge", "on_demand", "")]
+    assert (od.price_per_hour, od.gpu_model, od.available_count, od.interconnect) == (1.006, "A10G", 2, None)
+    p4d = by_key[("p4d.24xlarge", "on_demand", "")]
+    assert p4d.price_per_gpu_hour == pytest.approx(2.74470525)
+    assert (p4d.interconnect, p4d.multinode_fabric, p4d.available) == ("NVSwitch", "EFA", False)
+    spot = by_key[("g5.xlarge", "spot", "us-east-1a")]
+    assert (spot.price_per_hour, spot.interruption_risk, spot.spot_savings_pct) == (0.4024, ">20%", 60.0)
+    assert [q.reason for q in batch.quarantined] == [
+        "price in CNY, not USD; no conversion is configured"]
+    assert [(s.storage_class, s.usd_per_gb_month) for s in batch.storage] == [("gp3", 0.08)]
+    egress = {(e.destination, e.tier_start_gb): e for e in batch.egress}
+    assert egress[("internet", 0.0)].usd_per_gb == 0.09 and egress[("internet", 0.0)].tier_end_gb == 10240
+    assert egress[("inter_region", 0.0)].usd_per_gb == 0.02  # the highest destination rate
