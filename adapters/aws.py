@@ -284,7 +284,7 @@ class InstanceSpecs:
     instance_type: str
     gpu_name: str
     gpu_vendor: str
-    gpu_count_reported: int
+    gpu_count_reported: int  # EC2's Count: 0 for slices (g6f) and, in places, for p5.4xlarge
     gpu_memory_mib: float  # per GPU, as reported
     total_gpu_memory_mib: float
     vcpus: float | None
@@ -292,6 +292,8 @@ class InstanceSpecs:
     local_disk_gb: float | None
     network_gbps: float | None
     efa: bool
+    logical_gpu_count: int | None = None
+    gpu_partition_size: float | None = None  # 0.125 = one eighth of a card
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -326,6 +328,8 @@ def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceS
                 local_disk_gb=(it.get("InstanceStorageInfo") or {}).get("TotalSizeInGB"),
                 network_gbps=parse_network_gbps(net.get("NetworkPerformance", "")),
                 efa=bool(net.get("EfaSupported")),
+                logical_gpu_count=g.get("LogicalGpuCount"),
+                gpu_partition_size=g.get("GpuPartitionSize"),
                 raw={"GpuInfo": it.get("GpuInfo"), "NetworkPerformance": net.get("NetworkPerformance")},
             )
     return out
@@ -401,6 +405,10 @@ def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | N
         name, vendor = specs.gpu_name, specs.gpu_vendor
         per_gpu_mib = specs.gpu_memory_mib or None
         count = float(specs.gpu_count_reported)
+        if count == 0 and specs.logical_gpu_count:
+            # EC2 reports slices (and, seen in real data, p5.4xlarge) as Count 0;
+            # LogicalGpuCount x GpuPartitionSize is the share of cards actually sold.
+            count = specs.logical_gpu_count * (specs.gpu_partition_size or 1.0)
         total_mib = specs.total_gpu_memory_mib or None
     else:
         if family not in GPU_FAMILIES:
@@ -409,14 +417,16 @@ def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | N
         count = float(row.gpu) if row and _positive(row.gpu) else 0.0
         total_gb = _gib(row.gpu_memory) if row else None
         total_mib = total_gb * 1024 if total_gb else None
-        per_gpu_mib = total_mib / count if total_mib and count else None
+        per_gpu_mib = total_mib / count if total_mib and count else total_mib
     full_mib = FRACTIONAL_FAMILIES.get(family)
-    if full_mib and per_gpu_mib:
+    if full_mib and per_gpu_mib and (specs is None or not specs.gpu_partition_size):
         # A slice: EC2 reports Count 0 (or 1) and the slice's memory.
         slice_mib = total_mib or per_gpu_mib
         count = round(slice_mib / full_mib, 4)
         per_gpu_mib = slice_mib
         lookup_mib = full_mib
+    elif full_mib:
+        lookup_mib = full_mib  # a slice's memory says nothing about which card it is cut from
     else:
         lookup_mib = per_gpu_mib
     if count <= 0:

@@ -402,8 +402,8 @@ def record_boto_client(client: Any, recorder: "Recorder", host: str) -> None:
             return
         parts = urlsplit(sent.url)
         body = sent.body if isinstance(sent.body, bytes) else (sent.body or "").encode()
-        req = parse_request(sent.method, parts.path + (f"?{parts.query}" if parts.query else ""),
-                            dict(sent.headers.items()), body)
+        headers_sent = {k: v.decode("latin-1") if isinstance(v, bytes) else v for k, v in sent.headers.items()}
+        req = parse_request(sent.method, parts.path + (f"?{parts.query}" if parts.query else ""), headers_sent, body)
         headers = {k: v for k, v in response_dict.get("headers", {}).items()}
         recorder.save(host, req, response_dict["status_code"], headers, response_dict.get("body") or b"")
 
