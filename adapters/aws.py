@@ -219,7 +219,15 @@ def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | No
         raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
     positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
     width = len(header)
-    for fields in csv.reader(ln for ln in it if _is_on_demand_line(ln)):
+    last = [""]
+
+    def on_demand_lines() -> Iterator[str]:
+        for ln in it:
+            last[0] = ln
+            if _is_on_demand_line(ln):
+                yield ln
+
+    for fields in csv.reader(on_demand_lines()):
         if len(fields) != width:
             raise SchemaDriftError(
                 f"aws: offer file for {region}: a row has {len(fields)} fields, the header {width} "
@@ -228,6 +236,10 @@ def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | No
         price = _csv_row_to_price(row, region)
         if price is not None:
             yield price
+    # The file has no trailer: a body cut mid-row shows as a short last line,
+    # even when that row is one the prefilter would have skipped.
+    if last[0] and len(next(csv.reader([last[0]]))) != width:
+        raise SchemaDriftError(f"aws: offer file for {region} ends in a partial row (truncated download?)")
 
 
 def parse_region_index(doc: Any, what: str) -> dict[str, str]:
@@ -419,14 +431,15 @@ def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | N
         total_mib = total_gb * 1024 if total_gb else None
         per_gpu_mib = total_mib / count if total_mib and count else total_mib
     full_mib = FRACTIONAL_FAMILIES.get(family)
-    if full_mib and per_gpu_mib and (specs is None or not specs.gpu_partition_size):
-        # A slice: EC2 reports Count 0 (or 1) and the slice's memory.
+    if full_mib:
+        # A slice of one card. EC2 gives the fraction (LogicalGpuCount x
+        # GpuPartitionSize), the price list its "GPU" column (0.125); failing
+        # both, derive it from the slice's memory over the full card's.
         slice_mib = total_mib or per_gpu_mib
-        count = round(slice_mib / full_mib, 4)
+        if not 0 < count < 1 and slice_mib:
+            count = round(slice_mib / full_mib, 4)
         per_gpu_mib = slice_mib
-        lookup_mib = full_mib
-    elif full_mib:
-        lookup_mib = full_mib  # a slice's memory says nothing about which card it is cut from
+        lookup_mib: float | None = full_mib  # a slice's memory says nothing about which card it is cut from
     else:
         lookup_mib = per_gpu_mib
     if count <= 0:
@@ -680,6 +693,7 @@ def fetch(ctx: SourceContext) -> Batch:
     """Scrape AWS: every selected region, concurrently, into one Batch."""
     batch = Batch(NAME)
     creds = has_credentials(ctx)
+    use_ec2 = creds and ctx.setting("aws_ec2_api", "auto") != "off"
     source = ctx.setting("aws_price_source", "auto")
     use_api = source == "api" or (source == "auto" and creds and ctx.mode == "live")
     if use_api and not creds:
@@ -690,9 +704,9 @@ def fetch(ctx: SourceContext) -> Batch:
             ctx.get(client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX).json(), "AWSDataTransfer")
         advisor_doc = ctx.get(client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH).json()
         regions = selected_regions(ctx, ec2_index)
-        if not creds:
-            batch.notes.append("no AWS credentials: on-demand prices from the public price list only; "
-                               "no EC2 facts, AZ offerings or spot prices")
+        if not use_ec2:
+            batch.notes.append("no AWS credentials (or aws_ec2_api=off): on-demand prices from the public "
+                               "price list only; no EC2 facts, AZ offerings or spot prices")
 
         def one_region(region: str) -> RegionPayload:
             publication = None
@@ -702,7 +716,7 @@ def fetch(ctx: SourceContext) -> Batch:
                 prices, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index)
             payload = RegionPayload(region=region, prices=prices, publication=publication,
                                     advisor=parse_spot_advisor(advisor_doc, region))
-            if creds:
+            if use_ec2:
                 payload.specs, payload.offerings, payload.spot = fetch_ec2(ctx, region)
             return payload
 
