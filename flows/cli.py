@@ -24,7 +24,7 @@ app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
     no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
 )
-console = Console(stderr=True)
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True)
 
 DbOption = typer.Option(None, "--db", envvar="GPULEDGER_DB", help="Warehouse file [default: ./gpuledger.duckdb].")
@@ -44,7 +44,7 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 def _print_summary(summary: dict[str, Any]) -> None:
     t = Table(title=f"refresh {summary['refresh_id']}")
     for col in ("provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage"):
-        t.add_column(col, justify="right" if col not in ("provider", "state") else "left")
+        t.add_column(col, justify="right" if col not in ("provider", "state") else "left", no_wrap=True)
     for p in summary["providers"]:
         state = "[green]ok[/green]" if p["state"] == "ok" else "[red]failed[/red]"
         t.add_row(p["provider"], state, *(str(p[k]) for k in ("offers", "new", "changed", "closed", "quarantined",

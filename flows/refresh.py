@@ -12,6 +12,7 @@ import logging
 import os
 from typing import Any, Sequence
 
+import anyio
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
@@ -31,8 +32,10 @@ LIVE_TASK_RETRIES = int(os.environ.get("GPULEDGER_TASK_RETRIES", "2"))
 
 
 @task(name="scrape-provider", timeout_seconds=TASK_TIMEOUT_S, task_run_name="scrape-{plan.provider}")
-def scrape_provider(plan: SourcePlan) -> FetchResult:
-    return fetch_source(plan)
+async def scrape_provider(plan: SourcePlan) -> FetchResult:
+    """Fetch in a worker thread and await it, so the task's timeout can really stop waiting
+    (a timeout cannot interrupt a synchronous task's blocking I/O)."""
+    return await anyio.to_thread.run_sync(fetch_source, plan, abandon_on_cancel=True)
 
 
 def summarize(refresh_id: str, reports: list[LoadReport]) -> dict[str, Any]:
