@@ -6,4 +6,5 @@ provider never pays for (or breaks on) another provider's SDK.
 
 ADAPTERS: dict[str, str] = {
     "aws": "adapters.aws",
+    "azure": "adapters.azure",
 }

@@ -1,0 +1,668 @@
+"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority), managed disks, egress.
+
+Source: the Azure Retail Prices API (https://prices.azure.com/api/retail/prices,
+no authentication), read with httpx. Three narrow OData `$filter` queries, each
+followed page by page through `NextPageLink`:
+
+- GPU virtual machines: `serviceName eq 'Virtual Machines' and priceType eq
+  'Consumption'` plus `contains(armSkuName, 'Standard_NC'|'_ND'|'_NG'|'_NV')`.
+  One query for every region and GPU family (live, some ten to twenty pages of
+  1,000 items) rather than one per family: fewer round trips, and a new size in
+  an old family shows up on its own (as a quarantined "unknown GPU size") instead
+  of silently never being asked for. `priceType eq 'Consumption'` keeps
+  reservations and dev/test rates out server-side; the parser excludes them again.
+- Managed disks (`serviceName eq 'Storage'`): Premium SSD P30, Standard SSD E30
+  (both priced per disk per month) and Premium SSD v2 capacity (per GiB-hour).
+- Bandwidth: internet egress over the Microsoft network ("Rtn Preference: MGN",
+  tiered by `tierMinimumUnits`) and inter-region transfer ("Bandwidth Inter-Region").
+
+The API says nothing about GPUs: `GPU_SIZES` below maps each VM size to its GPU
+model, count, memory, vCPUs, RAM and fabric, from the learn.microsoft.com size
+pages cited on each series. A GPU-family size missing from the table is
+quarantined, never guessed. (The compute Resource SKUs API could enrich this
+live, with credentials; it is deliberately not used, so the table is the one
+source in every mode.)
+
+`fetch_*` functions do I/O; `parse_*`/`build_*` are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Iterable, Iterator
+from urllib.parse import urlsplit
+
+import httpx
+
+from adapters.base import SchemaDriftError, SourceContext, SourceError
+from warehouse.gpus import UnknownGPUError, canonicalize
+from warehouse.records import Batch
+
+log = logging.getLogger("gpuledger.adapters.azure")
+
+NAME = "azure"
+PRICES_HOST = "prices.azure.com"
+PRICES_PATH = "/api/retail/prices"
+API_VERSION = "2023-01-01-preview"
+HOURS_PER_MONTH = 730  # Azure's own month for per-hour storage meters
+MAX_PAGES = 500  # a live GPU query is ~15 pages; more means a paging loop
+
+# Families whose sizes carry GPUs. NP (Xilinx FPGA) is the one N* family that
+# does not, and the filter never asks for it.
+GPU_SKU_PREFIXES = ("Standard_NC", "Standard_ND", "Standard_NG", "Standard_NV")
+
+VM_FILTER = (
+    "serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and ("
+    + " or ".join(f"contains(armSkuName, '{p}')" for p in GPU_SKU_PREFIXES)
+    + ")"
+)
+STORAGE_FILTER = (
+    "serviceName eq 'Storage' and priceType eq 'Consumption' and ("
+    "(productName eq 'Premium SSD Managed Disks' and meterName eq 'P30 LRS Disk') or "
+    "(productName eq 'Standard SSD Managed Disks' and meterName eq 'E30 LRS Disk') or "
+    "(productName eq 'Azure Premium SSD v2' and meterName eq 'Premium LRS Provisioned Capacity'))"
+)
+BANDWIDTH_FILTER = (
+    "serviceName eq 'Bandwidth' and priceType eq 'Consumption' and ("
+    "(productName eq 'Rtn Preference: MGN' and meterName eq 'Standard Data Transfer Out') or "
+    "productName eq 'Bandwidth Inter-Region')"
+)
+
+PROVIDER_FACTS: dict[str, Any] = {
+    "provider": NAME,
+    "display_name": "Microsoft Azure (Virtual Machines)",
+    "kind": "hyperscaler",
+    "billing_granularity_s": 1,
+    "minimum_charge_s": 60,
+    "billing_notes": (
+        "Linux VMs are billed per second with a 1-minute minimum (third-party pages disagree: "
+        "some say per minute). Spot and Low Priority are billed the same way at their own rates."
+    ),
+    "storage_persists_when_stopped": True,
+    "stopped_billing_notes": (
+        "A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
+        "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full."
+    ),
+    "access_ssh": True,
+    "access_docker": True,
+    "access_jupyter": False,
+    "multinode_interconnect": (
+        "InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); HDR 200 Gb/s per GPU (ND A100 v4)"
+    ),
+    "interruptible_offer": "Spot VMs (30-second eviction notice); Low Priority (Batch)",
+    "price_source": "Azure Retail Prices API (prices.azure.com, no auth); GPU facts from learn.microsoft.com size pages",
+    "source_urls": [
+        "https://learn.microsoft.com/en-us/rest/api/cost-management/retail-prices/azure-retail-prices",
+        "https://azure.microsoft.com/en-us/pricing/details/virtual-machines/linux/",
+        "https://learn.microsoft.com/en-us/azure/virtual-machines/states-billing",
+        "https://learn.microsoft.com/en-us/azure/virtual-machines/spot-vms",
+        "https://learn.microsoft.com/en-us/azure/batch/batch-spot-vms",
+        "https://learn.microsoft.com/en-us/azure/virtual-machines/sizes/gpu-accelerated/nd-family",
+        "https://azure.microsoft.com/en-us/pricing/details/bandwidth/",
+        "https://azure.microsoft.com/en-us/pricing/details/managed-disks/",
+    ],
+}
+
+
+# -- GPU facts per VM size ------------------------------------------------------------
+
+_SIZES_DOC = "https://learn.microsoft.com/en-us/azure/virtual-machines/sizes/gpu-accelerated/"
+
+
+@dataclass(frozen=True)
+class Series:
+    """What every size of one series shares. `gpu_name` is what canonicalize() is asked."""
+
+    name: str
+    doc: str
+    gpu_name: str
+    gpu_memory_gb: float  # one whole GPU, GiB as the size page gives it
+    interconnect: str | None = None  # intra-node GPU link, for sizes with more than one GPU
+    multinode_fabric: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSize:
+    series: Series
+    gpu_count: Fraction  # a fraction for GPU partitions (NVadsA10 v5 1/6 .. 2)
+    vcpus: int
+    ram_gb: float
+    local_disk_gb: float | None = None  # temp (local SSD) disk, GiB as the size page gives it
+    network_gbps: float | None = None
+    multinode_fabric: str | None = None  # overrides the series (NC24rs_v3 has InfiniBand, NC24s_v3 not)
+
+
+_T4 = Series("NCasT4_v3", _SIZES_DOC + "ncast4v3-series", "Tesla T4", 16, "PCIe")
+_A10_NC = Series(
+    "NC A10 v4", _SIZES_DOC + "nc-family", "NVIDIA A10", 24, "PCIe",
+    note="GPU counts 1/1/2 as the Resource SKUs API reports them; gpuhunt counts NC8ads_A10_v4 as 1/2 GPU "
+         "(its price is exactly half of NC16ads_A10_v4's)",
+)
+_A10_NV = Series("NVadsA10_v5", _SIZES_DOC + "nvadsa10v5-series", "NVIDIA A10", 24, "PCIe")
+_V100_NC = Series("NCv3", _SIZES_DOC + "ncv3-series", "Tesla V100-PCIE-16GB", 16, "PCIe")
+_V100_ND = Series("NDv2", _SIZES_DOC + "ndv2-series", "Tesla V100-SXM2-32GB", 32, "NVLink",
+                  "InfiniBand EDR 100 Gb/s")
+_A100_NC = Series("NC A100 v4", _SIZES_DOC + "nca100v4-series", "NVIDIA A100 80GB PCIe", 80, "PCIe")
+_A100_ND = Series(
+    "ND A100 v4", _SIZES_DOC + "ndasra100v4-series", "NVIDIA A100-SXM4-40GB", 40, "NVSwitch",
+    "InfiniBand HDR 8x200 Gb/s",
+    note="the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 40GB",
+)
+_A100_NDM = Series(
+    "NDm A100 v4", _SIZES_DOC + "ndma100v4-series", "NVIDIA A100-SXM4-80GB", 80, "NVSwitch",
+    "InfiniBand HDR 8x200 Gb/s",
+    note="the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 80GB",
+)
+_H100_NC = Series("NCads H100 v5", _SIZES_DOC + "ncadsh100v5-series", "NVIDIA H100 NVL", 94, "NVLink bridge")
+_H100_NCC = Series("NCCads H100 v5", _SIZES_DOC + "nccadsh100v5-series", "NVIDIA H100 NVL", 94,
+                   note="confidential-computing size")
+_H100_ND = Series("ND H100 v5", _SIZES_DOC + "ndh100v5-series", "NVIDIA H100 80GB HBM3", 80, "NVSwitch",
+                  "InfiniBand NDR 8x400 Gb/s")
+_H200_ND = Series("ND H200 v5", _SIZES_DOC + "nd-family", "NVIDIA H200", 141, "NVSwitch",
+                  "InfiniBand NDR 8x400 Gb/s")
+_MI300X = Series("ND MI300X v5", _SIZES_DOC + "ndmi300xv5-series", "AMD Instinct MI300X OAM", 192,
+                 "Infinity Fabric", "InfiniBand NDR 8x400 Gb/s")
+_GB200 = Series("ND GB200 v6", _SIZES_DOC + "nd-family", "NVIDIA GB200", 186, "NVLink (NVL72)", "InfiniBand NDR")
+_MI25 = Series("NVv4", _SIZES_DOC + "nvv4-series", "AMD Radeon Instinct MI25", 16)
+_V620 = Series("NGads V620", _SIZES_DOC + "ngadsv620-series", "AMD Radeon Pro V620", 32)
+
+F = Fraction
+GPU_SIZES: dict[str, GpuSize] = {
+    # NCasT4_v3: vCPU, RAM GiB, temp disk GiB, network Gbps from the size page tabs.
+    "Standard_NC4as_T4_v3": GpuSize(_T4, F(1), 4, 28, 176, 8),
+    "Standard_NC8as_T4_v3": GpuSize(_T4, F(1), 8, 56, 352, 8),
+    "Standard_NC16as_T4_v3": GpuSize(_T4, F(1), 16, 110, 352, 8),
+    "Standard_NC64as_T4_v3": GpuSize(_T4, F(4), 64, 440, 2816, 32),
+    "Standard_NC8ads_A10_v4": GpuSize(_A10_NC, F(1), 8, 100),
+    "Standard_NC16ads_A10_v4": GpuSize(_A10_NC, F(1), 16, 200),
+    "Standard_NC32ads_A10_v4": GpuSize(_A10_NC, F(2), 32, 400),
+    # NVadsA10_v5: partitions of one A10 (1/6 = 4 GiB frame buffer .. 2 whole GPUs).
+    "Standard_NV6ads_A10_v5": GpuSize(_A10_NV, F(1, 6), 6, 55, 180, 5),
+    "Standard_NV12ads_A10_v5": GpuSize(_A10_NV, F(1, 3), 12, 110, 360, 10),
+    "Standard_NV18ads_A10_v5": GpuSize(_A10_NV, F(1, 2), 18, 220, 720, 20),
+    "Standard_NV36ads_A10_v5": GpuSize(_A10_NV, F(1), 36, 440, 1440, 40),
+    "Standard_NV36adms_A10_v5": GpuSize(_A10_NV, F(1), 36, 880, 2880, 80),
+    "Standard_NV72ads_A10_v5": GpuSize(_A10_NV, F(2), 72, 880, 2880, 80),
+    "Standard_NC6s_v3": GpuSize(_V100_NC, F(1), 6, 112, 736),
+    "Standard_NC12s_v3": GpuSize(_V100_NC, F(2), 12, 224, 1474),
+    "Standard_NC24s_v3": GpuSize(_V100_NC, F(4), 24, 448, 2948),
+    "Standard_NC24rs_v3": GpuSize(_V100_NC, F(4), 24, 448, 2948, multinode_fabric="InfiniBand (RDMA)"),
+    "Standard_ND40rs_v2": GpuSize(_V100_ND, F(8), 40, 672),
+    "Standard_NC24ads_A100_v4": GpuSize(_A100_NC, F(1), 24, 220),
+    "Standard_NC48ads_A100_v4": GpuSize(_A100_NC, F(2), 48, 440),
+    "Standard_NC96ads_A100_v4": GpuSize(_A100_NC, F(4), 96, 880),
+    "Standard_ND96asr_v4": GpuSize(_A100_ND, F(8), 96, 900, 6000, 24),
+    "Standard_ND96amsr_A100_v4": GpuSize(_A100_NDM, F(8), 96, 1900, 6400, 24),
+    "Standard_NC40ads_H100_v5": GpuSize(_H100_NC, F(1), 40, 320, 3576, 40),
+    "Standard_NC80adis_H100_v5": GpuSize(_H100_NC, F(2), 80, 640, 7152, 80),
+    "Standard_NCC40ads_H100_v5": GpuSize(_H100_NCC, F(1), 40, 320),
+    "Standard_ND96isr_H100_v5": GpuSize(_H100_ND, F(8), 96, 1900, 28000),
+    "Standard_ND96isr_H200_v5": GpuSize(_H200_ND, F(8), 96, 1850),
+    "Standard_ND96isr_MI300X_v5": GpuSize(_MI300X, F(8), 96, 1850, 1000, 80),
+    "Standard_ND128isr_NDR_GB200_v6": GpuSize(_GB200, F(4), 128, 864),
+    # NVv4: partitions of one Radeon Instinct MI25 (1/8 = 2 GiB .. 1 = 16 GiB).
+    "Standard_NV4as_v4": GpuSize(_MI25, F(1, 8), 4, 14, 88, 1),
+    "Standard_NV8as_v4": GpuSize(_MI25, F(1, 4), 8, 28, 176, 2),
+    "Standard_NV16as_v4": GpuSize(_MI25, F(1, 2), 16, 56, 352, 4),
+    "Standard_NV32as_v4": GpuSize(_MI25, F(1), 32, 112, 704, 8),
+    "Standard_NG8ads_V620_v1": GpuSize(_V620, F(1, 4), 8, 16, network_gbps=10),
+    "Standard_NG16ads_V620_v1": GpuSize(_V620, F(1, 2), 16, 32, network_gbps=20),
+    "Standard_NG32ads_V620_v1": GpuSize(_V620, F(1), 32, 64, network_gbps=40),
+    "Standard_NG32adms_V620_v1": GpuSize(_V620, F(1), 32, 176, network_gbps=40),
+}
+
+
+def looks_like_gpu_size(arm_sku_name: str) -> bool:
+    return arm_sku_name.startswith(GPU_SKU_PREFIXES)
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    gpu_model: str
+    variant_exact: bool
+    name: str
+    vendor: str
+    count: float
+    memory_gb: float  # per GPU, or the slice's own memory for a partition
+    memory_gb_nominal: float
+    total_memory_gb: float
+
+
+def gpu_facts(arm_sku_name: str) -> GpuFacts:
+    """Canonical GPU facts of a size; KeyError if the size is not in GPU_SIZES, UnknownGPUError
+    if its GPU name is not in the reference table."""
+    size = GPU_SIZES[arm_sku_name]
+    s = size.series
+    model, exact = canonicalize(NAME, s.gpu_name, s.gpu_memory_gb * 1024)
+    if size.gpu_count < 1:
+        per_gpu = float(s.gpu_memory_gb * size.gpu_count)  # the partition's frame buffer
+        total = per_gpu
+    else:
+        per_gpu = float(s.gpu_memory_gb)
+        total = float(s.gpu_memory_gb * size.gpu_count)
+    return GpuFacts(
+        gpu_model=model.gpu_model, variant_exact=exact, name=s.gpu_name, vendor=model.vendor,
+        count=round(float(size.gpu_count), 4), memory_gb=round(per_gpu, 3),
+        memory_gb_nominal=model.memory_gb, total_memory_gb=round(total, 3),
+    )
+
+
+# -- paging -------------------------------------------------------------------------
+
+def first_page_params(odata_filter: str) -> dict[str, str]:
+    """Query of a first page. USD is asked for explicitly; primary meters only (the
+    preview API otherwise also lists each meter's non-primary duplicates)."""
+    return {
+        "api-version": API_VERSION,
+        "currencyCode": "'USD'",
+        "meterRegion": "'primary'",
+        "$filter": odata_filter,
+    }
+
+
+def next_page_path(link: str) -> str:
+    """Path and query of an absolute NextPageLink, to be sent to ctx.url(PRICES_HOST).
+
+    The API answers with `https://prices.azure.com:443/api/retail/prices?...&$skip=1000`;
+    only the path and query are kept, so the same code follows pages live, through a
+    recording proxy and under replay.
+    """
+    parts = urlsplit(link)
+    if parts.scheme not in ("https", "http") or parts.hostname != PRICES_HOST:
+        raise SourceError(f"azure: NextPageLink points outside {PRICES_HOST}: {link[:200]!r}")
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, Any]]
+    next_link: str | None
+    count: int | None
+    billing_currency: str | None
+
+
+def parse_page(doc: Any, what: str) -> Page:
+    """One Retail Prices page: {"BillingCurrency", "CustomerEntityId", "CustomerEntityType",
+    "Items", "NextPageLink", "Count"}."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("Items"), list) or "NextPageLink" not in doc:
+        keys = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
+        raise SchemaDriftError(f"azure: {what} page lacks Items/NextPageLink (got {keys})")
+    count = doc.get("Count")
+    return Page(items=doc["Items"], next_link=doc.get("NextPageLink") or None,
+                count=count if isinstance(count, int) else None, billing_currency=doc.get("BillingCurrency"))
+
+
+REQUIRED_ITEM_FIELDS = ("currencyCode", "retailPrice", "armRegionName", "meterName", "productName",
+                        "unitOfMeasure", "type")
+
+
+def check_item(item: Any, what: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise SchemaDriftError(f"azure: a {what} item is not an object: {str(item)[:100]}")
+    missing = [f for f in REQUIRED_ITEM_FIELDS if f not in item]
+    if missing:
+        raise SchemaDriftError(f"azure: {what} item {item.get('meterId', '?')} lacks {missing}")
+    return item
+
+
+# -- classifying items ------------------------------------------------------------------
+
+def purchase_option(item: dict[str, Any]) -> str:
+    """'… Spot' meters are Spot VMs, '… Low Priority' meters are Batch low-priority nodes."""
+    names = (str(item.get("meterName", "")), str(item.get("skuName", "")))
+    if any(n.endswith(" Spot") for n in names):
+        return "spot"
+    if any(n.endswith(" Low Priority") for n in names):
+        return "low_priority"
+    return "on_demand"
+
+
+def is_windows(item: dict[str, Any]) -> bool:
+    """Windows meters share meterName with Linux ones; only productName tells them apart."""
+    return "Windows" in str(item.get("productName", ""))
+
+
+def _price(item: dict[str, Any]) -> float:
+    try:
+        return float(item["retailPrice"])
+    except (TypeError, ValueError):
+        raise SchemaDriftError(f"azure: item {item.get('meterId', '?')} has a non-numeric retailPrice "
+                               f"{item.get('retailPrice')!r}") from None
+
+
+def _ref(item: dict[str, Any]) -> str:
+    return "/".join(str(item.get(k, "")) for k in ("armRegionName", "armSkuName", "meterName", "meterId"))
+
+
+@dataclass
+class Skipped:
+    """Items left out on purpose, counted so a run can say what it did not load."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, why: str) -> None:
+        self.counts[why] = self.counts.get(why, 0) + 1
+
+    def describe(self, what: str) -> str:
+        parts = ", ".join(f"{n} {why}" for why, n in sorted(self.counts.items()))
+        return f"azure: {what}: skipped {parts}" if parts else f"azure: {what}: nothing skipped"
+
+
+def _out_of_scope(item: dict[str, Any], skipped: Skipped) -> bool:
+    """Rates that are not pay-as-you-go, or not primary: never loaded, only counted."""
+    kind = item.get("type")
+    if kind != "Consumption":  # Reservation, DevTestConsumption (the $filter already asks for Consumption)
+        skipped.add(f"type {kind}")
+        return True
+    if item.get("isPrimaryMeterRegion") is False:
+        skipped.add("non-primary meters")
+        return True
+    return False
+
+
+def _usd_or_quarantine(batch: Batch, kind: str, item: dict[str, Any]) -> bool:
+    currency = item.get("currencyCode")
+    if currency != "USD":
+        batch.quarantine(kind, _ref(item), f"price in {currency or 'no currency'}, not USD; the request asked "
+                         "for USD and no conversion is configured", item)
+        return False
+    return True
+
+
+def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One item per record key. Identical duplicates collapse; the newest effectiveStartDate
+    wins; two current items that disagree are quarantined rather than guessed between."""
+    if len(items) == 1:
+        return items[0]
+    newest = max(str(i.get("effectiveStartDate", "")) for i in items)
+    current = [i for i in items if str(i.get("effectiveStartDate", "")) == newest]
+    prices = {_price(i) for i in current}
+    if len(prices) == 1:
+        return sorted(current, key=lambda i: str(i.get("meterId", "")))[0]
+    for i in current:
+        batch.quarantine(kind, _ref(i), f"{len(current)} current meters for {key_name} disagree on price "
+                         f"({', '.join(f'{p:g}' for p in sorted(prices))})", i)
+    return None
+
+
+# -- building offers ------------------------------------------------------------------
+
+def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
+    """Linux GPU VM items -> offers (on-demand, Spot, Low Priority), one per region/size/option."""
+    skipped = Skipped()
+    candidates: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for raw in items:
+        item = check_item(raw, "Virtual Machines")
+        if item.get("serviceName", "Virtual Machines") != "Virtual Machines":
+            skipped.add(f"service {item.get('serviceName')}")
+            continue
+        if is_windows(item):
+            skipped.add("Windows meters")
+            continue
+        if _out_of_scope(item, skipped):
+            continue
+        sku = str(item.get("armSkuName") or "")
+        if not looks_like_gpu_size(sku):
+            skipped.add("sizes outside the GPU families")
+            continue
+        region = str(item["armRegionName"])
+        if regions is not None and region not in regions:
+            skipped.add("regions not selected")
+            continue
+        if not _usd_or_quarantine(batch, "offer", item):
+            continue
+        if item["unitOfMeasure"] != "1 Hour":
+            batch.quarantine("offer", _ref(item), f"unexpected unit {item['unitOfMeasure']!r} for a VM rate "
+                             "(expected '1 Hour')", item)
+            continue
+        if sku not in GPU_SIZES:
+            batch.quarantine("offer", _ref(item), f"unknown GPU size {sku}: a GPU family, but not in "
+                             "adapters/azure.py GPU_SIZES; add it from its learn.microsoft.com size page", item)
+            continue
+        candidates.setdefault((region, sku, purchase_option(item)), []).append(item)
+
+    chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for key, group in sorted(candidates.items()):
+        picked = _pick(batch, "offer", "/".join(key), group)
+        if picked is not None:
+            chosen[key] = picked
+    on_demand = {(r, s): _price(i) for (r, s, o), i in chosen.items() if o == "on_demand"}
+    for (region, sku, option), item in chosen.items():
+        _add_vm_offer(batch, region, sku, option, item, on_demand.get((region, sku)))
+    return skipped
+
+
+def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[str, Any],
+                  on_demand_price: float | None) -> None:
+    try:
+        g = gpu_facts(sku)
+    except UnknownGPUError as err:
+        batch.quarantine("offer", _ref(item), f"gpu: {err}", item)
+        return
+    size = GPU_SIZES[sku]
+    price = _price(item)
+    saving = None
+    if option != "on_demand" and on_demand_price:
+        saving = round(100 * (1 - price / on_demand_price), 1)
+    data = {
+        "meterId": item.get("meterId"), "skuId": item.get("skuId"), "productName": item.get("productName"),
+        "meterName": item.get("meterName"), "skuName": item.get("skuName"), "location": item.get("location"),
+        "series": size.series.name, "gpu_facts_source": size.series.doc,
+    }
+    if size.series.note:
+        data["gpu_facts_note"] = size.series.note
+    batch.offer(
+        _ref(item), item, region=region, zone="", instance_type=sku, purchase_option=option,
+        gpu_model=g.gpu_model, gpu_variant_exact=g.variant_exact, gpu_name_reported=g.name,
+        gpu_vendor=g.vendor, gpu_count=g.count, gpu_memory_gb=g.memory_gb,
+        gpu_memory_gb_nominal=g.memory_gb_nominal, total_gpu_memory_gb=g.total_memory_gb,
+        vcpus=float(size.vcpus), ram_gb=float(size.ram_gb), local_disk_gb=size.local_disk_gb,
+        interconnect=size.series.interconnect if g.count > 1 else None,
+        network_gbps=size.network_gbps,
+        multinode_fabric=size.multinode_fabric or size.series.multinode_fabric,
+        price_per_hour=price, source_currency="USD", source_price_per_hour=price,
+        price_observed_at=item.get("effectiveStartDate"),
+        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
+        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        available=None, available_count=None, availability_level=None, interruption_risk=None,
+        spot_savings_pct=saving,
+        provider_data=json.dumps(data, sort_keys=True),
+    )
+
+
+# -- storage ----------------------------------------------------------------------------
+
+# Managed disk tiers are sold per disk per month; the tier fixes the size (GiB).
+# https://learn.microsoft.com/en-us/azure/virtual-machines/disks-types
+DISK_TIER_GIB: dict[str, int] = {
+    "1": 4, "2": 8, "3": 16, "4": 32, "6": 64, "10": 128, "15": 256, "20": 512, "30": 1024,
+    "40": 2048, "50": 4096, "60": 8192, "70": 16384, "80": 32767,
+}
+_DISK_METER = re.compile(r"^(?P<kind>[PE])(?P<tier>\d+) LRS Disk$")
+_DISK_CLASS = {"P": ("premium-ssd-lrs", "Premium SSD"), "E": ("standard-ssd-lrs", "Standard SSD")}
+
+
+def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
+    """Managed disk meters -> USD per GiB-month, one storage class per region.
+
+    Premium/Standard SSD tiers are priced per disk per month: the price is divided by
+    the tier's size (P30 = 1024 GiB) and the description says so. Premium SSD v2 is
+    priced per GiB-hour and multiplied by Azure's 730-hour month.
+    """
+    skipped = Skipped()
+    candidates: dict[tuple[str, str], list[tuple[dict[str, Any], float, str]]] = {}
+    for raw in items:
+        item = check_item(raw, "Storage")
+        if _out_of_scope(item, skipped):
+            continue
+        region = str(item["armRegionName"])
+        if regions is not None and region not in regions:
+            skipped.add("regions not selected")
+            continue
+        meter, unit, price = str(item["meterName"]), str(item["unitOfMeasure"]), _price(item)
+        m = _DISK_METER.match(meter)
+        if m and unit == "1/Month" and m["tier"] in DISK_TIER_GIB:
+            gib = DISK_TIER_GIB[m["tier"]]
+            cls, label = _DISK_CLASS[m["kind"]]
+            desc = (f"{label} {m['kind']}{m['tier']} LRS: {price:g} USD per disk per month / {gib} GiB; "
+                    "priced per disk, not per GiB")
+            per_gib = price / gib
+        elif meter == "Premium LRS Provisioned Capacity" and unit == "1 GiB/Hour":
+            cls = "premium-ssd-v2-lrs"
+            desc = (f"Premium SSD v2 LRS capacity: {price:g} USD per GiB-hour x {HOURS_PER_MONTH} h; "
+                    "IOPS above 3,000 and throughput above 125 MB/s are billed separately")
+            per_gib = price * HOURS_PER_MONTH
+        else:
+            skipped.add("storage meters not modelled")
+            continue
+        if not _usd_or_quarantine(batch, "storage", item):
+            continue
+        candidates.setdefault((region, cls), []).append((item, per_gib, desc))
+    for (region, cls), group in sorted(candidates.items()):
+        picked = _pick(batch, "storage", f"{region}/{cls}", [g[0] for g in group])
+        if picked is None:
+            continue
+        _, per_gib, desc = next(g for g in group if g[0] is picked)
+        batch.add("storage", _ref(picked), picked, region=region, storage_class=cls,
+                  usd_per_gb_month=round(per_gib, 8), source_currency="USD",
+                  source_usd_per_gb_month=round(per_gib, 8), description=desc)
+    return skipped
+
+
+# -- egress -----------------------------------------------------------------------------
+
+INTERNET_EGRESS_PRODUCT = "Rtn Preference: MGN"
+INTER_REGION_PRODUCT = "Bandwidth Inter-Region"
+
+
+def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
+    """Bandwidth meters -> egress tiers per region.
+
+    Internet egress (routing over the Microsoft network) is tiered: each item's
+    `tierMinimumUnits` is where its tier starts, in GB per month; a tier ends where
+    the next begins. Inter-region rates differ by destination continent; like the
+    AWS adapter, one rate per tier is kept: the highest, so an estimate never comes
+    out too low, with the range in the description.
+    """
+    skipped = Skipped()
+    internet: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    inter: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for raw in items:
+        item = check_item(raw, "Bandwidth")
+        if _out_of_scope(item, skipped):
+            continue
+        region = str(item["armRegionName"])
+        if regions is not None and region not in regions:
+            skipped.add("regions not selected")
+            continue
+        if item["unitOfMeasure"] != "1 GB":
+            skipped.add(f"bandwidth unit {item['unitOfMeasure']}")
+            continue
+        product, meter = item["productName"], str(item["meterName"])
+        if product == INTERNET_EGRESS_PRODUCT and meter == "Standard Data Transfer Out":
+            target = internet
+        elif product == INTER_REGION_PRODUCT and "Data Transfer Out" in meter:
+            target = inter
+        else:
+            skipped.add("bandwidth meters not modelled")
+            continue
+        if not _usd_or_quarantine(batch, "egress", item):
+            continue
+        start = float(item.get("tierMinimumUnits") or 0.0)
+        target.setdefault((region, start), []).append(item)
+
+    for region in sorted({r for r, _ in internet}):
+        starts = sorted(s for r, s in internet if r == region)
+        for n, start in enumerate(starts):
+            picked = _pick(batch, "egress", f"{region}/internet/{start:g}", internet[(region, start)])
+            if picked is None:
+                continue
+            end = starts[n + 1] if n + 1 < len(starts) else None
+            price = _price(picked)
+            span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
+            batch.add("egress", _ref(picked), picked, region=region, destination="internet",
+                      tier_start_gb=start, tier_end_gb=end, usd_per_gb=price, source_currency="USD",
+                      source_usd_per_gb=price,
+                      description=f"internet egress over the Microsoft network, {span} per month")
+    for (region, start), group in sorted(inter.items()):
+        top = max(group, key=lambda i: (_price(i), str(i.get("meterName"))))
+        low = min(_price(i) for i in group)
+        meters = "; ".join(sorted(f"{i['meterName']} {_price(i):g}" for i in group))
+        batch.add("egress", _ref(top), top, region=region, destination="inter_region", tier_start_gb=start,
+                  tier_end_gb=None, usd_per_gb=_price(top), source_currency="USD", source_usd_per_gb=_price(top),
+                  description=f"highest of {len(group)} inter-region rates ({low:g} to {_price(top):g} USD/GB): "
+                              f"{meters}")
+    return skipped
+
+
+# -- fetching -------------------------------------------------------------------------
+
+@dataclass
+class QueryResult:
+    items: list[dict[str, Any]]
+    pages: int
+    counted: int  # sum of the pages' own Count
+
+
+def fetch_all_pages(ctx: SourceContext, client: httpx.Client, odata_filter: str, what: str) -> QueryResult:
+    """Every page of one query; any failed page fails the whole query (no partial result)."""
+    items: list[dict[str, Any]] = []
+    pages = counted = 0
+    seen: set[str] = set()
+    resp = ctx.get(client, PRICES_HOST, PRICES_PATH, params=first_page_params(odata_filter))
+    while True:
+        try:
+            doc = resp.json()
+        except ValueError as err:
+            raise SchemaDriftError(f"azure: {what} page {pages + 1} is not JSON ({err})") from None
+        page = parse_page(doc, what)
+        pages += 1
+        items.extend(page.items)
+        counted += page.count if page.count is not None else len(page.items)
+        if page.count is not None and page.count != len(page.items):
+            log.info("azure: %s page %d says Count %d but holds %d items", what, pages, page.count,
+                     len(page.items))
+        if not page.next_link:
+            return QueryResult(items, pages, counted)
+        if page.next_link in seen or pages >= int(ctx.setting("azure_max_pages", MAX_PAGES)):
+            raise SourceError(f"azure: {what}: paging did not end after {pages} pages (NextPageLink "
+                              f"{page.next_link[:160]!r})")
+        seen.add(page.next_link)
+        resp = ctx.get(client, PRICES_HOST, next_page_path(page.next_link))
+
+
+def selected_regions(ctx: SourceContext) -> set[str] | None:
+    """GPULEDGER_AZURE_REGIONS=eastus,westeurope narrows the result; the query stays the same."""
+    wanted = ctx.setting("azure_regions")
+    if not wanted or wanted == "all":
+        return None
+    names = wanted.split(",") if isinstance(wanted, str) else list(wanted)
+    return {n.strip() for n in names if n.strip()}
+
+
+def fetch(ctx: SourceContext) -> Batch:
+    """Scrape Azure: GPU VM rates, managed disk and bandwidth prices, into one Batch."""
+    batch = Batch(NAME)
+    regions = selected_regions(ctx)
+    with ctx.http_client() as client:
+        vms = fetch_all_pages(ctx, client, VM_FILTER, "Virtual Machines")
+        disks = fetch_all_pages(ctx, client, STORAGE_FILTER, "Storage")
+        bandwidth = fetch_all_pages(ctx, client, BANDWIDTH_FILTER, "Bandwidth")
+    for what, result, build in (("Virtual Machines", vms, build_vm_offers), ("Storage", disks, build_storage),
+                                ("Bandwidth", bandwidth, build_egress)):
+        skipped = build(batch, result.items, regions)
+        batch.notes.append(f"azure: {what}: {result.pages} pages, {len(result.items)} items "
+                           f"(pages' Count total {result.counted})")
+        batch.notes.append(skipped.describe(what))
+    return batch
+
+
+def iter_items(pages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Items of already-fetched page documents (tests and ad-hoc analysis of saved pages)."""
+    for n, doc in enumerate(pages, 1):
+        yield from parse_page(doc, f"page {n}").items

@@ -1,0 +1,404 @@
+"""Azure adapter: real Retail Prices pages (tests/fixtures/azure) and the real httpx client
+against the loopback replay of adapters/recordings/azure (README there says what is real).
+Values asserted here were checked by hand against those files."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters import aws, azure
+from adapters.base import SchemaDriftError, SourceContext, SourceError
+from adapters.replay import BUNDLED_RECORDINGS, Exchange, Recorder, RecordingProxy, ReplayServer, Request
+from tests.conftest import replay_context
+from warehouse.gpus import UnknownGPUError, canonicalize
+from warehouse.records import Batch, Offer
+
+FIX = Path(__file__).parent / "fixtures" / "azure"
+RECORDING = BUNDLED_RECORDINGS / "azure"
+
+
+def sample(name: str) -> dict[str, Any]:
+    return json.loads((FIX / name).read_text())
+
+
+def recorded_items(folder: str) -> list[dict[str, Any]]:
+    return [i for p in sorted((RECORDING / folder).glob("page-*.json")) for i in json.loads(p.read_text())["Items"]]
+
+
+def mi25_known() -> bool:
+    """NVv4 offers need an MI25 row in gpu_models.csv and its alias; until then they are quarantined."""
+    try:
+        canonicalize("azure", "AMD Radeon Instinct MI25", 16384)
+        return True
+    except UnknownGPUError:
+        return False
+
+
+def offers_by_key(batch: Batch) -> dict[tuple[str, str, str], Offer]:
+    return {(o.region, o.instance_type, str(o.purchase_option)): o for o in batch.offers}
+
+
+@pytest.fixture(scope="module")
+def fetched() -> tuple[Batch, ReplayServer]:
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["azure"])
+    server.start()
+    try:
+        return azure.fetch(replay_context(server, "azure")), server
+    finally:
+        server.close()
+
+
+# -- the real sample pages ------------------------------------------------------------------
+
+def test_real_pages_parse_and_windows_is_never_an_offer() -> None:
+    page = azure.parse_page(sample("ace_retail_aks_availability-set.json"), "sample")
+    assert page.next_link is None and page.count == 2 and page.billing_currency == "USD"
+    batch = Batch("azure")
+    # westeurope D2s v3 *Windows* (0.212 USD/h) and a P10 disk: neither becomes an offer or a quarantine.
+    skipped = azure.build_vm_offers(batch, page.items)
+    assert batch.offers == [] and batch.quarantined == []
+    assert skipped.counts == {"Windows meters": 1, "service Storage": 1}
+    asr = azure.parse_page(sample("ace_retail_asr_inferred-3.json"), "sample").items
+    # westus D2s v3 Linux is a non-primary meter; Azure Site Recovery is not a VM.
+    skipped = azure.build_vm_offers(batch, asr)
+    assert skipped.counts == {"non-primary meters": 1, "service Storage": 1, "service Azure Site Recovery": 1}
+    linux_primary = dict(next(i for i in asr if i["meterName"] == "D2s v3"), isPrimaryMeterRegion=True)
+    skipped = azure.build_vm_offers(batch, [linux_primary])  # a CPU size: out of scope, not quarantined
+    assert skipped.counts == {"sizes outside the GPU families": 1}
+    assert batch.offers == [] and batch.quarantined == []
+
+
+def test_real_count_may_differ_from_items() -> None:
+    # A real page says Count 4 and holds 3 items: that is not schema drift.
+    page = azure.parse_page(sample("ace_retail_asr_inferred-3.json"), "sample")
+    assert (page.count, len(page.items)) == (4, 3)
+
+
+def test_real_p10_disk_is_converted_from_per_disk_to_per_gib_month() -> None:
+    items = azure.parse_page(sample("ace_retail_aks_availability-set.json"), "s").items + \
+        azure.parse_page(sample("ace_retail_asr_inferred-3.json"), "s").items
+    batch = Batch("azure")
+    azure.build_storage(batch, items)
+    got = {(s.region, s.storage_class): s for s in batch.storage}
+    assert set(got) == {("westeurope", "premium-ssd-lrs"), ("westus", "premium-ssd-lrs")}
+    west_eu = got[("westeurope", "premium-ssd-lrs")]
+    assert west_eu.usd_per_gb_month == pytest.approx(21.68 / 128)  # P10 = 128 GiB
+    assert "per disk per month / 128 GiB" in west_eu.description
+    assert got[("westus", "premium-ssd-lrs")].usd_per_gb_month == pytest.approx(19.71 / 128)
+
+
+def test_reservation_devtest_and_savings_plans_are_excluded() -> None:
+    vm = next(i for i in recorded_items("vm") if i["armSkuName"] == "Standard_NC24ads_A100_v4"
+              and i["armRegionName"] == "eastus" and "savingsPlan" in i)
+    reservation = dict(vm, type="Reservation", reservationTerm="1 Year", retailPrice=19166.0)
+    devtest = dict(vm, type="DevTestConsumption", retailPrice=1.0)
+    batch = Batch("azure")
+    skipped = azure.build_vm_offers(batch, [vm, reservation, devtest])
+    assert [o.price_per_hour for o in batch.offers] == [3.673]  # pay-as-you-go, not a savings-plan rate
+    assert "savingsPlan" not in batch.offers[0].provider_data
+    assert skipped.counts == {"type Reservation": 1, "type DevTestConsumption": 1}
+
+
+@pytest.mark.parametrize("meter, option", [
+    ("ND96isrH100v5", "on_demand"),
+    ("ND96isrH100v5 Spot", "spot"),
+    ("ND96isrH100v5 Low Priority", "low_priority"),
+    ("NC24ads A100 v4 Spot", "spot"),
+])
+def test_purchase_option_from_meter_name(meter: str, option: str) -> None:
+    assert azure.purchase_option({"meterName": meter, "skuName": meter}) == option
+
+
+def test_non_usd_item_is_quarantined() -> None:
+    vm = next(i for i in recorded_items("vm") if i["armSkuName"] == "Standard_NC24ads_A100_v4"
+              and i["armRegionName"] == "eastus" and i["meterName"] == "NC24ads A100 v4" and "Windows" not in
+              i["productName"])
+    eur = dict(vm, currencyCode="EUR", retailPrice=3.39)
+    batch = Batch("azure")
+    azure.build_vm_offers(batch, [eur])
+    assert batch.offers == []
+    assert len(batch.quarantined) == 1 and "price in EUR, not USD" in batch.quarantined[0].reason
+
+
+def test_item_without_price_is_schema_drift() -> None:
+    vm = dict(recorded_items("vm")[0])
+    del vm["retailPrice"]
+    with pytest.raises(SchemaDriftError, match="retailPrice"):
+        azure.build_vm_offers(Batch("azure"), [vm])
+
+
+def test_next_page_link_keeps_path_and_query_only() -> None:
+    link = "https://prices.azure.com:443/api/retail/prices?currencyCode=%27USD%27&$filter=x%20eq%20%27y%27&$skip=1000"
+    assert azure.next_page_path(link) == "/api/retail/prices?currencyCode=%27USD%27&$filter=x%20eq%20%27y%27&$skip=1000"
+    with pytest.raises(SourceError, match="outside prices.azure.com"):
+        azure.next_page_path("https://example.test/api/retail/prices?$skip=1000")
+
+
+def test_filters_are_narrow() -> None:
+    f = azure.VM_FILTER
+    assert f.startswith("serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and (")
+    assert all(f"contains(armSkuName, '{p}')" in f for p in ("Standard_NC", "Standard_ND", "Standard_NG", "Standard_NV"))
+    assert "Standard_NP" not in f  # FPGA family
+    assert azure.first_page_params(f)["currencyCode"] == "'USD'"
+
+
+def test_gpu_table_fractional_and_multi_gpu_facts() -> None:
+    nv6 = azure.gpu_facts("Standard_NV6ads_A10_v5")
+    assert (nv6.gpu_model, nv6.count, nv6.memory_gb, nv6.total_memory_gb, nv6.memory_gb_nominal) == \
+        ("A10", 0.1667, 4.0, 4.0, 24)
+    nv72 = azure.gpu_facts("Standard_NV72ads_A10_v5")
+    assert (nv72.count, nv72.memory_gb, nv72.total_memory_gb) == (2.0, 24.0, 48.0)
+    assert azure.gpu_facts("Standard_NC24ads_A100_v4").gpu_model == "A100-PCIe-80"
+    assert azure.gpu_facts("Standard_ND96asr_v4").gpu_model == "A100-SXM4-40"
+    assert azure.gpu_facts("Standard_ND96amsr_A100_v4").gpu_model == "A100-SXM4-80"
+    assert azure.gpu_facts("Standard_NC40ads_H100_v5").gpu_model == "H100-NVL"
+    assert azure.gpu_facts("Standard_ND96isr_H100_v5").gpu_model == "H100-SXM"
+    h200 = azure.gpu_facts("Standard_ND96isr_H200_v5")
+    assert (h200.gpu_model, h200.variant_exact) == ("H200-SXM", True)
+    assert azure.gpu_facts("Standard_NC6s_v3").gpu_model == "V100-PCIe-16"
+    assert azure.gpu_facts("Standard_ND96isr_MI300X_v5").total_memory_gb == 1536.0
+    assert all(s.startswith(azure.GPU_SKU_PREFIXES) for s in azure.GPU_SIZES)
+
+
+def test_provider_facts_have_the_contract_keys() -> None:
+    assert set(azure.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
+    assert azure.PROVIDER_FACTS["billing_granularity_s"] == 1 and azure.PROVIDER_FACTS["minimum_charge_s"] == 60
+    assert azure.PROVIDER_FACTS["access_jupyter"] is False
+    assert "InfiniBand NDR 8×400 Gb/s" in azure.PROVIDER_FACTS["multinode_interconnect"]
+
+
+# -- the real client against the replay server ---------------------------------------------------
+
+def test_every_page_fetched_and_counted(fetched: tuple[Batch, ReplayServer]) -> None:
+    batch, server = fetched
+    vm_requests = [r for _, r in server.requests if r.params.get("$filter") == azure.VM_FILTER]
+    assert [r.params.get("$skip") for r in vm_requests] == [None, "100", "200", "300", "400"]
+    assert all(r.params["currencyCode"] == "'USD'" and r.params["api-version"] == azure.API_VERSION
+               for _, r in server.requests)
+    assert len(server.requests) == 7  # 5 VM pages, 1 storage, 1 bandwidth
+    assert "azure: Virtual Machines: 5 pages, 485 items (pages' Count total 485)" in batch.notes
+    assert len(recorded_items("vm")) == 485
+
+
+def test_recorded_pages_have_the_api_envelope() -> None:
+    for page in sorted(RECORDING.glob("*/page-*.json")):
+        doc = json.loads(page.read_text())
+        assert list(doc) == ["BillingCurrency", "CustomerEntityId", "CustomerEntityType", "Items", "NextPageLink",
+                             "Count"], page  # no "Url": that key was added by a third-party tool
+        assert doc["Count"] == len(doc["Items"]) and doc["BillingCurrency"] == "USD"
+        link = doc["NextPageLink"]
+        assert link is None or link.startswith("https://prices.azure.com:443/api/retail/prices?")
+
+
+def test_counts_from_the_recording(fetched: tuple[Batch, ReplayServer]) -> None:
+    batch, _ = fetched
+    by_option: dict[str, int] = {}
+    for o in batch.offers:
+        by_option[str(o.purchase_option)] = by_option.get(str(o.purchase_option), 0) + 1
+    mi25 = mi25_known()
+    assert by_option == {"on_demand": 118 + (8 if mi25 else 0), "spot": 104 + (8 if mi25 else 0), "low_priority": 5}
+    assert (len(batch.egress), len(batch.storage)) == (60, 30)
+    assert len(batch.quarantined) == (2 if mi25 else 18)
+    assert "azure: Virtual Machines: skipped 239 Windows meters" in batch.notes
+    keys = [o.key for o in batch.offers]
+    assert len(keys) == len(set(keys))
+
+
+def test_windows_rates_are_excluded(fetched: tuple[Batch, ReplayServer]) -> None:
+    batch, _ = fetched
+    got = offers_by_key(batch)
+    # Recording: Linux 98.32, Windows 102.736 under the same meterName "ND96isrH100v5".
+    assert got[("eastus", "Standard_ND96isr_H100_v5", "on_demand")].price_per_hour == 98.32
+    assert got[("westeurope", "Standard_ND96isr_H100_v5", "on_demand")].price_per_hour == 127.816
+    assert all("Windows" not in json.loads(o.provider_data)["productName"] for o in batch.offers)
+
+
+def test_spot_and_low_priority(fetched: tuple[Batch, ReplayServer]) -> None:
+    got = offers_by_key(fetched[0])
+    spot = got[("eastus", "Standard_ND96isr_H100_v5", "spot")]
+    assert (spot.price_per_hour, spot.spot_savings_pct) == (18.169536, 81.5)
+    low = got[("eastus", "Standard_ND96isr_H100_v5", "low_priority")]
+    assert (low.price_per_hour, low.spot_savings_pct) == (39.328, 60.0)  # the Windows LP rate 41.094 is not it
+    a100_spot = got[("eastus", "Standard_NC24ads_A100_v4", "spot")]
+    assert (a100_spot.price_per_hour, a100_spot.spot_savings_pct) == (0.444433, 87.9)
+    assert ("eastus", "Standard_NC40ads_H100_v5", "spot") not in got  # no Spot meter in the recording
+
+
+def test_hand_checked_offers(fetched: tuple[Batch, ReplayServer]) -> None:
+    got = offers_by_key(fetched[0])
+    a100 = got[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+    assert (a100.price_per_hour, a100.gpu_model, a100.gpu_count, a100.vcpus, a100.ram_gb) == \
+        (3.673, "A100-PCIe-80", 1.0, 24.0, 220.0)
+    assert a100.price_observed_at == "2022-07-01T00:00:00Z"
+    nd_a100 = got[("eastus", "Standard_ND96asr_v4", "on_demand")]
+    assert (nd_a100.price_per_hour, nd_a100.price_per_gpu_hour) == (27.197, pytest.approx(3.399625))
+    assert (nd_a100.interconnect, nd_a100.multinode_fabric) == ("NVSwitch", "InfiniBand HDR 8x200 Gb/s")
+    h100 = got[("eastus", "Standard_ND96isr_H100_v5", "on_demand")]
+    assert (h100.gpu_model, h100.total_gpu_memory_gb, h100.multinode_fabric) == \
+        ("H100-SXM", 640.0, "InfiniBand NDR 8x400 Gb/s")
+    assert (h100.billing_granularity_s, h100.minimum_charge_s, h100.zone) == (1, 60, "")
+    nc_h100 = got[("southcentralus", "Standard_NC40ads_H100_v5", "on_demand")]
+    assert (nc_h100.price_per_hour, nc_h100.gpu_model, nc_h100.gpu_memory_gb) == (8.38, "H100-NVL", 94.0)
+    assert got[("eastus", "Standard_NC40ads_H100_v5", "on_demand")].price_per_hour == 6.98
+    h200 = got[("swedencentral", "Standard_ND96isr_H200_v5", "on_demand")]
+    assert (h200.price_per_hour, h200.gpu_model) == (110.24, "H200-SXM")
+    t4 = got[("southcentralus", "Standard_NC4as_T4_v3", "spot")]
+    assert (t4.price_per_hour, t4.gpu_model) == (0.06941, "T4")
+    # The NDm rate is listed twice (legacy and current product name): one offer, the current one.
+    ndm = got[("eastus", "Standard_ND96amsr_A100_v4", "on_demand")]
+    assert json.loads(ndm.provider_data)["productName"] == "Virtual Machines NDamsr A100 v4 Series Linux"
+    regions = {o.region for o in fetched[0].offers}
+    assert len(regions) == 10
+
+
+def test_fractional_nvads_a10_v5(fetched: tuple[Batch, ReplayServer]) -> None:
+    got = offers_by_key(fetched[0])
+    nv6 = got[("eastus", "Standard_NV6ads_A10_v5", "on_demand")]
+    assert (nv6.gpu_model, nv6.gpu_count, nv6.gpu_memory_gb, nv6.gpu_memory_gb_nominal) == ("A10", 0.1667, 4.0, 24.0)
+    assert nv6.price_per_hour == 0.454 and nv6.price_per_gpu_hour == pytest.approx(0.454 / 0.1667)
+    nv18 = got[("eastus", "Standard_NV18ads_A10_v5", "on_demand")]
+    assert (nv18.gpu_count, nv18.gpu_memory_gb, nv18.total_gpu_memory_gb) == (0.5, 12.0, 12.0)
+    nv72 = got[("southcentralus", "Standard_NV72ads_A10_v5", "spot")]
+    assert (nv72.price_per_hour, nv72.gpu_count, nv72.interconnect) == (1.956, 2.0, "PCIe")
+
+
+def test_nc_a10_v4_count_conflict_is_recorded(fetched: tuple[Batch, ReplayServer]) -> None:
+    nc8 = offers_by_key(fetched[0])[("westus3", "Standard_NC8ads_A10_v4", "on_demand")]
+    assert (nc8.gpu_count, nc8.price_per_hour) == (1.0, 1.1)
+    assert "gpuhunt counts NC8ads_A10_v4 as 1/2 GPU" in json.loads(nc8.provider_data)["gpu_facts_note"]
+
+
+def test_unknown_gpu_size_is_quarantined(fetched: tuple[Batch, ReplayServer]) -> None:
+    batch, _ = fetched
+    unknown = [q for q in batch.quarantined if "Standard_NC24lds_xl_RTXPRO6000BSE_v6" in q.source_ref]
+    assert len(unknown) == 2  # eastus and swedencentral, Linux on-demand (Windows meters are skipped first)
+    assert all("unknown GPU size Standard_NC24lds_xl_RTXPRO6000BSE_v6" in q.reason for q in unknown)
+    assert not any(o.instance_type == "Standard_NC24lds_xl_RTXPRO6000BSE_v6" for o in batch.offers)
+
+
+def test_nvv4_mi25_needs_a_reference_row(fetched: tuple[Batch, ReplayServer]) -> None:
+    batch, _ = fetched
+    nvv4_offers = [o for o in batch.offers if o.instance_type.endswith("as_v4")]
+    nvv4_quarantined = [q for q in batch.quarantined if "as_v4/" in q.source_ref]
+    if mi25_known():
+        assert len(nvv4_offers) == 16 and not nvv4_quarantined
+        assert {o.gpu_count for o in nvv4_offers} == {0.125, 0.25, 0.5, 1.0}
+    else:
+        assert not nvv4_offers and len(nvv4_quarantined) == 16
+        assert all("AMD Radeon Instinct MI25" in q.reason for q in nvv4_quarantined)
+
+
+def test_egress_tiers_and_inter_region(fetched: tuple[Batch, ReplayServer]) -> None:
+    batch, _ = fetched
+    eastus = sorted((e for e in batch.egress if e.region == "eastus" and e.destination == "internet"),
+                    key=lambda e: e.tier_start_gb)
+    assert [(e.tier_start_gb, e.tier_end_gb, e.usd_per_gb) for e in eastus] == [
+        (0.0, 100.0, 0.0), (100.0, 10340.0, 0.087), (10340.0, 51300.0, 0.083),
+        (51300.0, 153700.0, 0.07), (153700.0, None, 0.05)]
+    japan = next(e for e in batch.egress if e.region == "japaneast" and e.tier_start_gb == 100.0)
+    assert japan.usd_per_gb == 0.12
+    inter = next(e for e in batch.egress if e.region == "westeurope" and e.destination == "inter_region")
+    assert inter.usd_per_gb == 0.05 and "0.02 to 0.05 USD/GB" in inter.description
+
+
+def test_storage_per_gib_month(fetched: tuple[Batch, ReplayServer]) -> None:
+    got = {(s.region, s.storage_class): s for s in fetched[0].storage}
+    assert got[("eastus", "premium-ssd-lrs")].usd_per_gb_month == 0.12  # 122.88 / 1024
+    assert got[("eastus", "standard-ssd-lrs")].usd_per_gb_month == 0.075  # 76.80 / 1024
+    assert got[("eastus", "premium-ssd-v2-lrs")].usd_per_gb_month == pytest.approx(0.0803)  # 0.00011 x 730
+    assert "priced per disk, not per GiB" in got[("westeurope", "premium-ssd-lrs")].description
+
+
+def test_region_setting_narrows_the_result_not_the_query() -> None:
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["azure"]) as server:
+        batch = azure.fetch(replay_context(server, "azure", settings={"azure_regions": "eastus,westeurope"}))
+        assert len(server.requests) == 7
+    assert {o.region for o in batch.offers} == {"eastus", "westeurope"}
+    assert {e.region for e in batch.egress} == {"eastus", "westeurope"}
+
+
+# -- failures: nothing partial comes back ---------------------------------------------------------
+
+def _on_page(skip: str, answer: Any):
+    def hook(host: str, req: Request, ex: Exchange | None) -> Any:
+        if req.params.get("$filter") == azure.VM_FILTER and req.params.get("$skip") == skip:
+            return answer(ex)
+        return None
+    return hook
+
+
+def test_a_500_on_page_2_fails_the_whole_scrape(replay: Any) -> None:
+    server = replay("azure", hook=_on_page("100", lambda ex: (500, {"Content-Type": "text/plain"}, b"upstream timeout")))
+    with pytest.raises(SourceError, match=r"^azure: prices.azure.com/api/retail/prices\?.*failed after 2 attempts.*500"):
+        azure.fetch(replay_context(server, "azure"))
+    skips = [r.params.get("$skip") for _, r in server.requests]
+    assert skips == [None, "100", "100"]  # retried once, then no further page and no other query
+
+
+def test_non_usd_page_is_quarantined_not_loaded(replay: Any) -> None:
+    def to_eur(ex: Exchange | None) -> Any:
+        assert ex is not None
+        body = ex.body().replace(b'"currencyCode": "USD"', b'"currencyCode": "EUR"').replace(
+            b'"BillingCurrency": "USD"', b'"BillingCurrency": "EUR"')
+        return 200, {"Content-Type": "application/json"}, body
+
+    batch = azure.fetch(replay_context(replay("azure", hook=_on_page("200", to_eur)), "azure"))
+    eur = [q for q in batch.quarantined if "price in EUR, not USD" in q.reason]
+    page3 = json.loads((RECORDING / "vm" / "page-03.json").read_text())["Items"]
+    linux_gpu = [i for i in page3 if "Windows" not in i["productName"]
+                 and i["armSkuName"] != "Standard_NC24lds_xl_RTXPRO6000BSE_v6"]
+    assert len(eur) == len(linux_gpu) and eur
+    assert all(o.source_currency == "USD" for o in batch.offers)
+
+
+def test_page_without_items_is_schema_drift(replay: Any) -> None:
+    server = replay("azure", hook=_on_page("300", lambda ex: (200, {"Content-Type": "application/json"},
+                                                              b'{"error": {"code": "Throttled"}}')))
+    with pytest.raises(SchemaDriftError, match="Virtual Machines page lacks Items/NextPageLink"):
+        azure.fetch(replay_context(server, "azure"))
+
+
+def test_paging_loop_is_stopped(replay: Any) -> None:
+    def loop(ex: Exchange | None) -> Any:
+        assert ex is not None
+        doc = json.loads(ex.body())
+        doc["NextPageLink"] = doc["NextPageLink"].replace("$skip=300", "$skip=200")
+        return 200, {"Content-Type": "application/json"}, json.dumps(doc).encode()
+
+    with pytest.raises(SourceError, match="paging did not end"):
+        azure.fetch(replay_context(replay("azure", hook=_on_page("200", loop)), "azure"))
+
+
+# -- recording (the path a live recording takes): no credentials needed ---------------------------
+
+def test_record_mode_follows_pages_through_the_proxy_without_credentials(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID"):
+        monkeypatch.delenv(var, raising=False)
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["azure"]) as upstream:
+        recorder = Recorder(tmp_path / "azure", "azure")
+        ctx = SourceContext(provider="azure", mode="record", replay_urls=upstream.endpoints(), recorder=recorder,
+                            http_attempts=2, retry_wait_max_s=0.05, http_timeout_s=10)
+        proxy = RecordingProxy(recorder, ctx.upstream_url)
+        ctx.proxy = proxy
+        try:
+            recorded_batch = azure.fetch(ctx)
+        finally:
+            proxy.close()
+        recorder.write_manifest({}, "2026-11-30T03:00:00Z")
+    assert len(recorder.exchanges) == 7
+    # The recording just made replays to the same result.
+    with ReplayServer(tmp_path, providers=["azure"]) as again:
+        replayed = azure.fetch(replay_context(again, "azure"))
+    assert replayed.counts() == recorded_batch.counts()
+    assert sorted(o.key for o in replayed.offers) == sorted(o.key for o in recorded_batch.offers)
+
+
+def test_iter_items_reads_saved_pages() -> None:
+    pages = [json.loads(p.read_text()) for p in sorted((RECORDING / "vm").glob("page-*.json"))]
+    assert sum(1 for _ in azure.iter_items(copy.deepcopy(pages))) == 485

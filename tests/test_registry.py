@@ -1,0 +1,82 @@
+"""The registry, the GPU reference and the recordings agree (gpuhunt-style integrity checks)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from adapters.replay import BUNDLED_RECORDINGS, load_manifest
+from flows.pipeline import SOURCES
+from warehouse import gpus
+from warehouse.store import PROVIDER_FACT_COLUMNS
+
+TESTS = Path(__file__).parent
+
+
+@pytest.mark.parametrize("provider", sorted(SOURCES))
+def test_source_module_contract(provider: str) -> None:
+    module = importlib.import_module(SOURCES[provider])
+    assert module.NAME == provider
+    assert callable(module.fetch)
+    facts = module.PROVIDER_FACTS
+    assert facts["provider"] == provider
+    assert set(facts) == {"provider", *PROVIDER_FACT_COLUMNS}
+    assert facts["source_urls"] and all(u.startswith("https://") for u in facts["source_urls"])
+    assert facts["billing_granularity_s"] and facts["billing_granularity_s"] > 0
+
+
+@pytest.mark.parametrize("provider", sorted(SOURCES))
+def test_every_source_has_a_documented_recording(provider: str) -> None:
+    folder = BUNDLED_RECORDINGS / provider
+    doc, exchanges = load_manifest(folder)  # raises if a body file is missing
+    assert exchanges, provider
+    assert (folder / "README.md").read_text().strip()
+
+
+def test_every_registered_module_exists_once() -> None:
+    modules = list(SOURCES.values())
+    assert len(modules) == len(set(modules))
+    on_disk = {p.stem for p in (TESTS.parent / "adapters").glob("*.py")} - {"__init__", "base", "replay"}
+    registered = {m.split(".")[1] for m in modules if m.startswith("adapters.")}
+    assert on_disk == registered, "an adapter module is not registered (or registered twice)"
+
+
+def test_aliases_point_at_known_models_and_models_are_sane() -> None:
+    models = gpus.models()
+    for a in gpus.aliases():
+        assert a.gpu_model in models, a
+        if a.memory_mib_min is not None and a.memory_mib_max is not None:
+            assert a.memory_mib_min < a.memory_mib_max, a
+    for m in models.values():
+        assert m.memory_gb > 0 and m.segment in ("datacenter", "workstation", "consumer"), m
+
+
+@pytest.mark.parametrize("provider, name, mib, model", [
+    ("aws", "A100", 40960, "A100-SXM4-40"),
+    ("aws", "A100", 81920, "A100-SXM4-80"),
+    ("runpod", "NVIDIA H100 80GB HBM3", None, "H100-SXM"),
+    ("vastai", "H100 SXM", None, "H100-SXM"),
+    ("gcp", "H100 80GB Plus", None, "H100-SXM"),
+    ("x", "H100 SXM5 80GB", None, "H100-SXM"),
+    ("x", "H100 PCIe", None, "H100-PCIe"),
+    ("x", "H100 NVL", None, "H100-NVL"),
+    ("x", "NVIDIA GeForce RTX 4090", None, "RTX-4090"),
+])
+def test_one_model_under_many_names(provider: str, name: str, mib: int | None, model: str) -> None:
+    assert gpus.canonicalize(provider, name, mib)[0].gpu_model == model
+
+
+def test_unknown_gpu_is_never_guessed() -> None:
+    with pytest.raises(gpus.UnknownGPUError, match="Z9000"):
+        gpus.canonicalize("aws", "Z9000")
+    with pytest.raises(gpus.UnknownGPUError):
+        gpus.canonicalize("aws", "A100", 24000)  # no A100 has 24 GB: no range matches
+
+
+def test_recording_manifests_are_valid_json_with_hosts() -> None:
+    for manifest in BUNDLED_RECORDINGS.glob("*/manifest.json"):
+        doc = json.loads(manifest.read_text())
+        assert all(ex["host"] and "." in ex["host"] for ex in doc["exchanges"]), manifest
