@@ -1,0 +1,335 @@
+"""Vast.ai: the GPU marketplace, landed as aggregates of rentable offers.
+
+Source: the marketplace search the vast CLI and gpuhunt use,
+`POST https://console.vast.ai/api/v0/bundles/` with a JSON search document
+(`{"verified": {"eq": true}, "rentable": {"eq": true}, ..., "order": [...],
+"type": "on-demand", "limit": N}`) answered by `{"offers": [...]}`. Searching
+needs no API key; VAST_API_KEY, when set, goes in an Authorization Bearer header.
+
+Paging. The API has no page token: it takes `limit` and `order`, and every
+listed search field as a filter, `id` included. We page by keyset: order by
+`id` ascending and ask each next page for `id > <last id seen>`, until a page
+comes back empty (an empty page, not a short one, ends the walk, so a server
+that caps `limit` below ours loses nothing). A page holding an id at or
+below the cursor means the filter was ignored: SchemaDriftError, not a loop.
+
+Row shape. A marketplace lists thousands of single-host offers that change
+hourly; one row per host would churn the warehouse and drown the providers
+that sell a catalogue. Offers are therefore aggregated: one row per
+(canonical GPU model, num_gpus, country, purchase option), with
+- region = the ISO country code from `geolocation` ("Texas, US" -> "US";
+  missing or unreadable -> "unknown"), zone "",
+- instance_type "<num_gpus>x <canonical model>" (e.g. "8x H100-SXM"),
+- price_per_hour = the cheapest offer's price in the group: a real price one
+  can rent at now (on_demand: `dph_total`, which includes the 5 GiB of disk
+  the search prices in; interruptible: `min_bid`, the current minimum bid),
+- the cheapest offer's specs (vCPUs, RAM share, disk, reliability),
+- available=True, available_count = the number of offers in the group,
+- provider_data: offer count, min/median/max price per GPU-hour, the cheapest
+  offer's id, machine id, reliability, verification and internet speeds, the
+  GPU names seen, and the medians of the hosts' storage and transfer prices.
+Each search answer carries both prices, so one walk serves both options.
+
+Quarantine: offers whose GPU name is unknown are grouped by name (one entry
+per name with the offer count and ids, so a popular unknown card does not
+flood the table); an offer whose price is missing, not positive or beyond the
+plausibility cap is quarantined per offer and option before it can skew a
+group's statistics. CPU-only offers are out of scope.
+
+Storage and egress are set by each host: per country, a storage record holds
+the median `storage_cost` (USD/GB-month) and an egress record the median
+`inet_up_cost` (USD/GB leaving the instance), each naming the spread.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from adapters.base import SchemaDriftError, SourceContext, SourceError
+from warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
+from warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch
+
+NAME = "vastai"
+API_HOST = "console.vast.ai"
+BUNDLES_PATH = "/api/v0/bundles/"
+API_KEY_ENV = "VAST_API_KEY"
+DEFAULT_PAGE_SIZE = 1000
+DEFAULT_MAX_PAGES = 200
+ALLOCATED_STORAGE_GIB = 5.0  # the CLI's default; dph_total prices this much disk in
+UNKNOWN_REGION = "unknown"
+# The vast CLI's default search: verified, datacenter-listed, rentable, not already rented.
+BASE_SEARCH: dict[str, Any] = {
+    "verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False},
+}
+PRICE_FIELDS = (("on_demand", "dph_total"), ("interruptible", "min_bid"))
+
+PROVIDER_FACTS: dict[str, Any] = {
+    "provider": NAME,
+    "display_name": "Vast.ai",
+    "kind": "marketplace",
+    "billing_granularity_s": 1,
+    "minimum_charge_s": None,
+    "billing_notes": "Per-second billing of GPU time; disk storage is billed while the instance exists; "
+                     "bandwidth per TB at host-set rates.",
+    "storage_persists_when_stopped": True,
+    "stopped_billing_notes": "A stopped instance stops GPU billing; its disk keeps billing at the host's storage rate.",
+    "access_ssh": True,
+    "access_docker": True,
+    "access_jupyter": True,
+    "multinode_interconnect": None,
+    "interruptible_offer": "Interruptible (bid) instances: the highest bid runs, lower bids are paused",
+    "price_source": "Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
+                    "GPU model x GPU count x country",
+    "source_urls": [
+        "https://vast.ai/developers/api",
+        "https://docs.vast.ai/sdk/python/reference/search-offers",
+        "https://github.com/vast-ai/vast-cli/blob/master/docs/cli/client/search.md",
+        "https://docs.vast.ai/billing-help",
+        "https://vast.ai/docs/gpu-instances/rental-types",
+    ],
+}
+
+
+# -- the search ---------------------------------------------------------------------
+
+def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
+    """One page's search document: ordered by id, past the cursor."""
+    search = {**BASE_SEARCH, "order": [["id", "asc"]], "type": "on-demand", "limit": page_size,
+              "allocated_storage": ALLOCATED_STORAGE_GIB}
+    if cursor is not None:
+        search["id"] = {"gt": cursor}
+    return search
+
+
+def parse_page(doc: Any, cursor: int | None) -> list[dict[str, Any]]:
+    """One search answer -> its offers; checks the shape and that the id cursor was honoured."""
+    offers = doc.get("offers") if isinstance(doc, dict) else None
+    if not isinstance(offers, list):
+        raise SchemaDriftError("vastai: search answer lacks the 'offers' list")
+    for offer in offers:
+        oid = offer.get("id") if isinstance(offer, dict) else None
+        if not isinstance(oid, int) or isinstance(oid, bool):
+            raise SchemaDriftError(f"vastai: an offer has no integer id ({str(offer)[:120]})")
+        if cursor is not None and oid <= cursor:
+            raise SchemaDriftError(f"vastai: offer id {oid} is not above the page cursor {cursor}: "
+                                   "the search ignored the id filter, so keyset paging cannot work")
+    return offers
+
+
+# -- pure helpers ---------------------------------------------------------------------
+
+_COUNTRY = re.compile(r"^[A-Z]{2}$")
+
+
+def country_code(geolocation: Any) -> str:
+    """'Texas, US' -> 'US'; 'SE' -> 'SE'; None or free text -> 'unknown'."""
+    if not isinstance(geolocation, str):
+        return UNKNOWN_REGION
+    last = geolocation.rsplit(",", 1)[-1].strip()
+    return last if _COUNTRY.match(last) else UNKNOWN_REGION
+
+
+def price_problem(value: Any) -> str | None:
+    """Why a listed hourly price cannot stand as an offer, or None."""
+    if value is None:
+        return "is missing"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"is not a number ({value!r})"
+    if not math.isfinite(value) or value <= 0:
+        return f"is not a positive price ({value!r})"
+    if value > MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:
+        return f"{value} USD/h exceeds the plausibility cap {MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:g}"
+    return None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else None
+
+
+def _ram_gb(offer: dict[str, Any]) -> float | None:
+    """The offer's share of host RAM: cpu_ram (MB, whole host) scaled by the share of cores it gets."""
+    ram, cores, eff = _num(offer.get("cpu_ram")), _num(offer.get("cpu_cores")), _num(offer.get("cpu_cores_effective"))
+    if not ram or ram <= 0:
+        return None
+    share = eff / cores if cores and eff and 0 < eff <= cores else 1.0
+    return round(ram * share / 1024, 1)
+
+
+def _median(values: Iterable[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(statistics.median(vals), 6) if vals else None
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One offer under one purchase option, with its GPU already mapped."""
+
+    offer: dict[str, Any]
+    option: str
+    price: float
+    model: GPUModel
+    exact: bool
+    num_gpus: int
+    country: str
+
+    @property
+    def per_gpu(self) -> float:
+        return self.price / self.num_gpus
+
+
+GroupKey = tuple[str, int, str, str]  # (canonical model, num_gpus, country, purchase option)
+
+
+def build_batch(offers: list[dict[str, Any]]) -> Batch:
+    """All offers of one walk -> aggregated offers, host-set storage/egress medians, quarantine."""
+    batch = Batch(NAME)
+    unknown: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    unknown_reason: dict[str, str] = {}
+    groups: dict[GroupKey, list[Listing]] = defaultdict(list)
+    gpu_offers: list[dict[str, Any]] = []
+    for offer in offers:
+        num_gpus = offer.get("num_gpus")
+        if not isinstance(num_gpus, int) or num_gpus <= 0:
+            continue  # CPU-only listings are out of scope
+        gpu_offers.append(offer)
+        name = str(offer.get("gpu_name") or "")
+        try:
+            model, exact = canonicalize(NAME, name, _num(offer.get("gpu_ram")))
+        except UnknownGPUError as err:
+            unknown[name].append(offer)
+            unknown_reason.setdefault(name, str(err))
+            continue
+        country = country_code(offer.get("geolocation"))
+        for option, field in PRICE_FIELDS:
+            price = offer.get(field)
+            problem = price_problem(price)
+            if problem:
+                batch.quarantine("offer", f"{offer['id']}/{option}", f"price: {field} {problem}", offer)
+                continue
+            groups[(model.gpu_model, num_gpus, country, option)].append(
+                Listing(offer, option, float(price), model, exact, num_gpus, country))
+    for name in sorted(unknown):
+        group = unknown[name]
+        batch.quarantine("offer", f"gpu/{name}", f"gpu: {unknown_reason[name]} ({len(group)} offers)",
+                         {"gpu_name": name, "offer_count": len(group),
+                          "offer_ids": sorted(o["id"] for o in group)[:50], "example": group[0]})
+    for key in sorted(groups):
+        _add_group(batch, key, groups[key])
+    _add_host_terms(batch, gpu_offers)
+    return batch
+
+
+def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
+    model_name, num_gpus, country, option = key
+    cheapest = min(listings, key=lambda x: (x.price, x.offer["id"]))
+    offer = cheapest.offer
+    per_gpu = [x.per_gpu for x in listings]
+    gpu_ram = _num(offer.get("gpu_ram"))
+    reliability = _num(offer.get("reliability2"))
+    bw_nvlink = _num(offer.get("bw_nvlink")) or 0
+    data = {
+        "offer_count": len(listings),
+        "price_per_gpu_hour": {"min": round(min(per_gpu), 6), "median": _median(per_gpu),
+                               "max": round(max(per_gpu), 6)},
+        "cheapest_offer": {
+            "id": offer["id"], "machine_id": offer.get("machine_id"), "reliability": reliability,
+            "verification": offer.get("verification"), "geolocation": offer.get("geolocation"),
+            "inet_down_mbps": _num(offer.get("inet_down")), "inet_up_mbps": _num(offer.get("inet_up")),
+            "dph_base": _num(offer.get("dph_base")),
+        },
+        "gpu_names": sorted({str(x.offer.get("gpu_name")) for x in listings}),
+        "median_storage_cost_usd_per_gb_month": _median(_num(x.offer.get("storage_cost")) for x in listings),
+        "median_inet_down_cost_usd_per_gb": _median(_num(x.offer.get("inet_down_cost")) for x in listings),
+        "median_inet_up_cost_usd_per_gb": _median(_num(x.offer.get("inet_up_cost")) for x in listings),
+    }
+    batch.offer(
+        f"{country}/{num_gpus}x {model_name}/{option}", {"group": list(key), "cheapest_offer": offer},
+        region=country, zone="", instance_type=f"{num_gpus}x {model_name}", purchase_option=option,
+        gpu_model=model_name, gpu_variant_exact=cheapest.exact, gpu_name_reported=str(offer.get("gpu_name")),
+        gpu_vendor=cheapest.model.vendor, gpu_count=num_gpus,
+        gpu_memory_gb=round(gpu_ram / 1024, 3) if gpu_ram else None, gpu_memory_gb_nominal=cheapest.model.memory_gb,
+        total_gpu_memory_gb=round(gpu_ram * num_gpus / 1024, 3) if gpu_ram else None,
+        vcpus=_num(offer.get("cpu_cores_effective")) or None, ram_gb=_ram_gb(offer),
+        local_disk_gb=_num(offer.get("disk_space")),
+        interconnect=("NVLink" if bw_nvlink > 0 else "PCIe") if num_gpus > 1 else None,
+        price_per_hour=cheapest.price, source_currency="USD", source_price_per_hour=cheapest.price,
+        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
+        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        available=True, available_count=len(listings), availability_level="offered",
+        reliability=reliability if reliability is not None and 0 <= reliability <= 1 else None,
+        provider_data=json.dumps(data, sort_keys=True),
+    )
+
+
+def _spread(values: list[float]) -> str:
+    return f"{len(values)} offers, {min(values):g} to {max(values):g}"
+
+
+def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
+    """Per country: median host-set storage price and median egress (upload) price."""
+    storage: dict[str, list[float]] = defaultdict(list)
+    egress: dict[str, list[float]] = defaultdict(list)
+    for offer in offers:
+        country = country_code(offer.get("geolocation"))
+        cost = _num(offer.get("storage_cost"))
+        if cost is not None and cost > 0:
+            storage[country].append(cost)
+        up = _num(offer.get("inet_up_cost"))
+        if up is not None and up >= 0:
+            egress[country].append(up)
+    for country in sorted(storage):
+        values = storage[country]
+        median = _median(values)
+        batch.add("storage", f"{country}/host-disk", {"country": country, "storage_cost": sorted(values)},
+                  region=country, storage_class="host-disk", usd_per_gb_month=median, source_currency="USD",
+                  source_usd_per_gb_month=median,
+                  description=f"median of host-set storage_cost ({_spread(values)} USD/GB-month)")
+    for country in sorted(egress):
+        values = egress[country]
+        median = _median(values)
+        batch.add("egress", f"{country}/internet", {"country": country, "inet_up_cost": sorted(values)},
+                  region=country, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
+                  usd_per_gb=median, source_currency="USD", source_usd_per_gb=median,
+                  description=f"median of host-set inet_up_cost ({_spread(values)} USD/GB)")
+
+
+# -- fetching ---------------------------------------------------------------------
+
+def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
+    """Walk the marketplace by id until an empty page."""
+    page_size = int(ctx.setting("vastai_page_size", DEFAULT_PAGE_SIZE))
+    max_pages = int(ctx.setting("vastai_max_pages", DEFAULT_MAX_PAGES))
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    headers = {"Accept": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    offers: list[dict[str, Any]] = []
+    cursor: int | None = None
+    with ctx.http_client(headers=headers) as client:
+        for _ in range(max_pages):
+            resp = ctx.post(client, API_HOST, BUNDLES_PATH, json=build_search(cursor, page_size))
+            try:
+                doc = resp.json()
+            except ValueError:
+                raise SourceError(f"vastai: {API_HOST}{BUNDLES_PATH} did not answer JSON "
+                                  f"(starts {resp.text[:80]!r})") from None
+            page = parse_page(doc, cursor)
+            if not page:
+                return offers
+            offers.extend(page)
+            cursor = max(o["id"] for o in page)
+    raise SourceError(f"vastai: the marketplace did not end within {max_pages} pages of {page_size} offers "
+                      "(raise vastai_max_pages)")
+
+
+def fetch(ctx: SourceContext) -> Batch:
+    """Every rentable verified offer, aggregated per GPU model, GPU count, country and purchase option."""
+    return build_batch(fetch_offers(ctx))

@@ -1,0 +1,110 @@
+"""Process-level guarantees: readers during a write window, a writer killed mid-merge."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from warehouse.check import run_checks
+from warehouse.records import Batch
+from warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
+
+T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def batch(n: int, price: float) -> Batch:
+    b = Batch("aws")
+    for i in range(n):
+        b.offer(str(i), {}, region="us-east-1", instance_type=f"t{i}", purchase_option="on_demand",
+                gpu_model="L4", gpu_name_reported="L4", gpu_vendor="NVIDIA", gpu_count=1,
+                price_per_hour=price, source_currency="USD", source_price_per_hour=price)
+    return b
+
+
+def seed(db: Path) -> None:
+    con = open_writer(db)
+    load_outcome(con, ScrapeOutcome("aws", "replay", T0, T0, batch=batch(500, 1.0)), "seed", now=T0)
+    con.close()
+
+
+def _slow_writer(db: str, ready: mp.Event, hold_s: float) -> None:
+    con = open_writer(db)
+    con.execute("begin transaction")
+    con.execute("update offers set price_per_hour = 2.0, price_per_gpu_hour = 2.0")
+    ready.set()
+    time.sleep(hold_s)
+    con.execute("commit")
+    con.close()
+
+
+def _reader(db: str, rounds: int, out: mp.Queue) -> None:
+    seen = []
+    for _ in range(rounds):
+        try:
+            con = open_reader(db, wait_s=30)
+            seen.append(con.execute("select min(price_per_hour), max(price_per_hour), count(*) from offers").fetchall()[0])
+            con.close()
+        except Exception as err:  # reported, and the test fails on it
+            seen.append(("error", repr(err)))
+        time.sleep(0.05)
+    out.put(seen)
+
+
+def test_readers_wait_out_the_write_window_and_see_committed_state(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    ctx = mp.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    writer = ctx.Process(target=_slow_writer, args=(str(db), ready, 1.5))
+    writer.start()
+    assert ready.wait(60)
+    readers = [ctx.Process(target=_reader, args=(str(db), 15, out)) for _ in range(3)]
+    for r in readers:
+        r.start()
+    results = [out.get(timeout=120) for _ in readers]
+    for p in readers + [writer]:
+        p.join(60)
+    flat = [row for seen in results for row in seen]
+    assert len(flat) == 45
+    # Every read succeeded and saw one whole committed state: all 1.0 (before) or all 2.0 (after).
+    assert set(flat) <= {(1.0, 1.0, 500), (2.0, 2.0, 500)}, [r for r in flat if r[0] == "error"][:3]
+    assert (2.0, 2.0, 500) in flat
+
+
+def _killed_mid_merge(db: str) -> None:
+    """Run the real merge and die by SIGKILL inside its transaction, right after the
+    provider's current rows were replaced: the most damaging moment to crash."""
+    import warehouse.store as store
+
+    real_merge = store._merge
+
+    def dying_merge(*args, **kwargs):
+        result = real_merge(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    store._merge = dying_merge
+    con = open_writer(db)
+    now = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=batch(400, 3.0)), "killed", now=now)
+
+
+def test_kill_9_mid_merge_leaves_the_previous_state(tmp_path: Path) -> None:
+    db = tmp_path / "k.duckdb"
+    seed(db)
+    con = open_reader(db)
+    before = con.execute("select * from offers order by instance_type").fetchall()
+    con.close()
+    proc = mp.get_context("spawn").Process(target=_killed_mid_merge, args=(str(db),))
+    proc.start()
+    proc.join(120)
+    assert proc.exitcode == -signal.SIGKILL
+    con = open_writer(db)  # opens (WAL replay) and passes every integrity check
+    assert con.execute("select * from offers order by instance_type").fetchall() == before
+    assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
+    assert con.execute("select count(*) from scrape_runs where refresh_id = 'killed'").fetchall() == [(0,)]
+    con.close()
