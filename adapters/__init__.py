@@ -7,6 +7,7 @@ provider never pays for (or breaks on) another provider's SDK.
 ADAPTERS: dict[str, str] = {
     "aws": "adapters.aws",
     "azure": "adapters.azure",
+    "gcp": "adapters.gcp",
     "lambda": "adapters.lambdalabs",
     "runpod": "adapters.runpod",
     "vastai": "adapters.vastai",

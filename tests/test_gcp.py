@@ -1,0 +1,444 @@
+"""GCP: pure parsing of real Catalog/Compute samples, and fetch() through the real google-cloud
+clients against the loopback replay of adapters/recordings/gcp (see its README for provenance).
+
+Expected prices are worked out by hand from the SKUs named in each test.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters import aws, gcp
+from adapters.base import MissingCredentialsError, SourceContext, SourceError
+from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from tests.conftest import FIXTURES, replay_context
+
+GCP_FIXTURES = FIXTURES / "gcp"
+RECORDING = BUNDLED_RECORDINGS / "gcp"
+
+
+def load(name: str) -> Any:
+    return json.loads((GCP_FIXTURES / name).read_text())
+
+
+def recorded(pattern: str) -> list[dict[str, Any]]:
+    pages = []
+    for path in sorted(RECORDING.glob(pattern)):
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        pages.append(json.loads(data))
+    return pages
+
+
+def recorded_inputs() -> tuple[Any, Any, Any, list[dict[str, Any]]]:
+    zones = gcp.parse_zones(recorded("compute/zones.*.json*"))
+    shapes = gcp.parse_machine_types(recorded("compute/machineTypes.*.json*"))
+    accels = gcp.parse_accelerator_types(recorded("compute/acceleratorTypes.*.json*"))
+    skus = [s for page in recorded("billing/skus.*.json*") for s in page["skus"]]
+    return zones, shapes, accels, skus
+
+
+def only(batch, zone: str, itype: str, option: str = "on_demand"):
+    found = [o for o in batch.offers if (o.zone, o.instance_type, o.purchase_option) == (zone, itype, option)]
+    assert len(found) == 1, (zone, itype, option, len(found))
+    return found[0]
+
+
+def test_provider_facts_have_the_contract_keys() -> None:
+    assert set(gcp.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
+    assert gcp.PROVIDER_FACTS["minimum_charge_s"] == 60 and gcp.PROVIDER_FACTS["billing_granularity_s"] == 1
+    assert gcp.PROVIDER_FACTS["access_jupyter"] is False
+    assert "30-second" in gcp.PROVIDER_FACTS["interruptible_offer"]
+    assert all(u.startswith("https://cloud.google.com/") for u in gcp.PROVIDER_FACTS["source_urls"])
+
+
+# -- real samples, pure parsing ------------------------------------------------------------
+
+def a2_offer_batch(skus: list[dict[str, Any]]):
+    """a2-highgpu-1g (the slurm-gcp machineType sample) in us-central1-a, priced from `skus`."""
+    a2 = gcp.machine_shape(load("compute_machineTypes_items_slurm-gcp.json")[0])
+    zones = {"us-central1-a": gcp.ZoneInfo("us-central1-a", "us-central1", "UP")}
+    return gcp.build_batch(zones, {"us-central1-a": {a2.name: a2}}, {}, skus, ["us-central1", "asia-southeast1"])
+
+
+def test_a2_highgpu_1g_is_composed_from_the_real_opencost_skus() -> None:
+    batch = a2_offer_batch(load("cloudbilling_skus_opencost.json")["skus"])
+    offer = only(batch, "us-central1-a", "a2-highgpu-1g")
+    # 12 x A2 core 0.031611 + 85 GiB x A2 RAM 0.004237 + 1 x A100 2.933908 (SKUs 2922-40C5-B19F,
+    # 2390-DCAF-DA38, 039F-D0DA-4055) = 0.379332 + 0.360145 + 2.933908: the list price, 2025-03.
+    assert offer.price_per_hour == pytest.approx(3.673385, abs=1e-9)
+    assert (offer.gpu_model, offer.gpu_count, offer.vcpus, offer.ram_gb) == ("A100-SXM4-40", 1, 12, 85)
+    assert (offer.gpu_name_reported, offer.gpu_memory_gb_nominal, offer.source_currency) == (
+        "nvidia-tesla-a100", 40, "USD")
+    parts = json.loads(offer.provider_data)["components"]
+    assert [(p["part"], p["sku"], p["quantity"], p["unit_price_usd"]) for p in parts] == [
+        ("vcpu", "2922-40C5-B19F", 12, 0.031611), ("ram", "2390-DCAF-DA38", 85, 0.004237),
+        ("gpu", "039F-D0DA-4055", 1, 2.933908)]
+    assert offer.price_observed_at == "2023-03-24T10:52:50.681Z"
+    # The sample has no Spot SKUs: no Spot offer, and that is not an error.
+    assert [o.purchase_option for o in batch.offers] == ["on_demand"] and batch.quarantined == []
+
+
+def test_idr_prices_are_converted_with_the_documented_rate_never_read_as_usd() -> None:
+    batch = gcp.Batch("gcp")
+    catalog = gcp.parse_compute_skus(batch, load("cloudbilling_skus_opencost.json")["skus"],
+                                     ["us-central1", "asia-southeast1"])
+    # USD x currencyConversionRate = IDR, so IDR / 14999.999925 is USD: the E2 amounts become the public
+    # E2 list prices (vCPU 0.021811, GiB 0.002923), T2D Singapore RAM 68.205 IDR -> 0.004547 USD.
+    e2_core = catalog.prices[gcp.ComponentKey("us-central1", "core", "e2", "on_demand")]
+    assert (e2_core.currency, e2_core.source_amount) == ("IDR", pytest.approx(327.173848364))
+    assert e2_core.usd == pytest.approx(0.02181159, abs=1e-8)
+    assert catalog.prices[gcp.ComponentKey("us-central1", "ram", "e2", "on_demand")].usd == pytest.approx(
+        0.00292353, abs=1e-8)
+    t2d_ram = catalog.prices[gcp.ComponentKey("asia-southeast1", "ram", "t2damd", "on_demand")]
+    assert t2d_ram.usd == pytest.approx(0.004547, abs=1e-8)
+
+
+def test_non_usd_price_without_a_conversion_rate_is_quarantined() -> None:
+    skus = copy.deepcopy(load("cloudbilling_skus_opencost.json")["skus"])
+    core = next(s for s in skus if s["skuId"] == "2922-40C5-B19F")
+    core["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"] = {
+        "currencyCode": "IDR", "units": "474", "nanos": 165000000}
+    core["pricingInfo"][0]["currencyConversionRate"] = 1  # the API default: no conversion happened
+    batch = a2_offer_batch(skus)
+    assert batch.offers == []
+    [q] = batch.quarantined
+    assert (q.kind, q.source_ref) == ("offer", "us-central1-a/a2-highgpu-1g/on_demand")
+    assert "2922-40C5-B19F" in q.reason and "IDR without a currency conversion rate" in q.reason
+
+    # An IDR answer with its rate is converted: each amount / 15000 is the USD list price again.
+    for sku_id, units, nanos in (("2922-40C5-B19F", "474", 165000000), ("2390-DCAF-DA38", "63", 555000000),
+                                 ("039F-D0DA-4055", "44008", 620000000)):
+        sku = next(s for s in skus if s["skuId"] == sku_id)
+        sku["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"] = {
+            "currencyCode": "IDR", "units": units, "nanos": nanos}
+        sku["pricingInfo"][0]["currencyConversionRate"] = 15000
+    batch = a2_offer_batch(skus)
+    assert batch.quarantined == []
+    offer = only(batch, "us-central1-a", "a2-highgpu-1g")
+    assert offer.price_per_hour == pytest.approx(3.673385, abs=1e-9)
+    assert (offer.source_currency, offer.source_price_per_hour) == ("IDR", pytest.approx(3.673385 * 15000))
+    # One VM priced in two currencies is not summed.
+    next(s for s in skus if s["skuId"] == "039F-D0DA-4055")["pricingInfo"][0]["pricingExpression"][
+        "tieredRates"][0]["unitPrice"] = {"currencyCode": "USD", "units": "2", "nanos": 933908000}
+    [q] = a2_offer_batch(skus).quarantined
+    assert "several currencies ['IDR', 'USD']" in q.reason
+
+
+def test_a_zero_gpu_price_is_quarantined() -> None:
+    skus = copy.deepcopy(load("cloudbilling_skus_opencost.json")["skus"])
+    gpu = next(s for s in skus if s["skuId"] == "039F-D0DA-4055")
+    gpu["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"] = {
+        "currencyCode": "USD", "units": "0", "nanos": 0}
+    [q] = a2_offer_batch(skus).quarantined
+    assert "gpu:" in q.reason and "is not positive" in q.reason  # a free GPU would understate the VM
+
+
+@pytest.mark.parametrize("description, expected", [
+    ("Nvidia Tesla A100 GPU running in Americas", "nvidia-tesla-a100"),
+    ("Nvidia Tesla A100 80GB GPU running in Americas", "nvidia-a100-80gb"),
+    ("Nvidia A100 80GB GPU running in APAC", "nvidia-a100-80gb"),
+    ("Nvidia H100 80GB GPU running in Americas", "nvidia-h100-80gb"),
+    ("Nvidia H100 80GB Plus GPU running in Americas", "nvidia-h100-mega-80gb"),
+    ("Nvidia H100 80GB Mega GPU attached to Spot Preemptible VMs running in Tokyo", "nvidia-h100-mega-80gb"),
+    ("H200 141GB GPU running in Belgium", "nvidia-h200-141gb"),
+    ("A4 Nvidia B200 (1 gpu slice) running in Americas", "nvidia-b200"),
+    ("Nvidia L4 GPU running in Netherlands", "nvidia-l4"),
+    ("Nvidia Tesla T4 GPU running in Americas", "nvidia-tesla-t4"),
+    ("Nvidia Tesla V100 GPU attached to Spot Preemptible VMs running in Americas", "nvidia-tesla-v100"),
+    ("RTX 6000 96GB running in Oregon", "nvidia-rtx-pro-6000"),
+    ("Nvidia L40 GPU running in Netherlands", None),  # not an L4
+    ("Nvidia GB300 GPU running in Americas", None),
+])
+def test_gpu_sku_descriptions_map_to_accelerator_types(description: str, expected: str | None) -> None:
+    assert gcp.gpu_type_of(description) == expected
+
+
+def test_purchase_option_rules() -> None:
+    assert gcp.purchase_option("OnDemand", "Nvidia L4 GPU running in Americas") == "on_demand"
+    assert gcp.purchase_option("Preemptible", "Nvidia L4 GPU attached to Spot Preemptible VMs running in X") == "spot"
+    # Google tags this Spot SKU OnDemand; the description decides.
+    assert gcp.purchase_option("OnDemand", "Spot Preemptible A4 Nvidia B200 (1 gpu slice) running in Americas") == "spot"
+    assert gcp.purchase_option("Commit1Yr", "Commitment v1: A2 Cpu in Americas for 1 Year") is None
+    assert gcp.purchase_option("Commit3Yr", "Commitment v1: Nvidia Tesla A100 GPU in Americas for 3 Year") is None
+
+
+def test_compute_samples_parse() -> None:
+    a2, t2d = (gcp.machine_shape(m) for m in load("compute_machineTypes_items_slurm-gcp.json"))
+    assert (a2.zone, a2.vcpus, a2.memory_gib, a2.accelerators) == ("us-central1-a", 12, 85.0,
+                                                                   (("nvidia-tesla-a100", 1),))
+    assert (t2d.zone, t2d.accelerators, gcp.series_of(t2d.name)) == ("europe-north2-b", (), "t2d-standard")
+    assert gcp.series_of("a3-edgegpu-8g-nolssd") == "a3-edgegpu"
+    k80 = load("compute_acceleratorTypes_get_k80_libcloud.json")
+    assert gcp.parse_accelerator_types([{"items": {"zones/us-central1-a": {"acceleratorTypes": [k80]}}}]) == {
+        "us-central1-a": {"nvidia-tesla-k80": gcp.AcceleratorInfo("nvidia-tesla-k80", "NVIDIA Tesla K80", 8)}}
+
+
+def test_storage_and_egress_from_the_real_cromwell_skus() -> None:
+    skus = load("cloudbilling_skus_cromwell-monitor_disk_mix.json")
+    batch = gcp.Batch("gcp")
+    gcp.build_storage(batch, skus, ["us-central1"])
+    gcp.build_egress(batch, skus, ["us-central1"])
+    # Storage pools and the Confidential-mode throughput SKU (unit "mo") are other dimensions: left out.
+    assert {s.storage_class: s.usd_per_gb_month for s in batch.storage} == {
+        "pd-standard": 0.04, "pd-ssd": 0.17, "pd-balanced-regional": 0.2, "hyperdisk-ml": 0.08,
+        "hyperdisk-balanced-ha": 0.16}
+    pd = next(s for s in batch.storage if s.storage_class == "pd-standard")
+    assert "first 30 GiB-month free" in pd.description and "D973-5D65-BAB2" in pd.description
+    # "Network Inter Region Data Transfer Out from Americas to Melbourne": first GiB free, then 0.10.
+    assert [(e.destination, e.tier_start_gb, e.tier_end_gb, e.usd_per_gb) for e in batch.egress] == [
+        ("inter_region", 0, 1, 0.0), ("inter_region", 1, None, 0.1)]
+    assert batch.quarantined == []
+
+
+# -- the bundled recording, through the real clients --------------------------------------
+
+@pytest.fixture(scope="module")
+def replayed():
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["gcp"]) as server:
+        ctx = replay_context(server, "gcp")
+        batch = gcp.fetch(ctx)
+        yield batch, server, ctx
+
+
+def test_replay_counts(replayed) -> None:
+    batch, _, _ = replayed
+    assert Counter(o.purchase_option for o in batch.offers) == {"on_demand": 508, "spot": 506}
+    assert (len(batch.egress), len(batch.storage), batch.quarantined) == (57, 43, [])
+    # One on-demand offer per (zone, machine type): zones x shapes of each family in the recording,
+    # e.g. g2 23 zones x 8 shapes, a3-highgpu 16 x 4; N1 + T4 24 zones x 1/2/4 cards, V100 10 x 1/2/4/8.
+    family = Counter(o.instance_type.split("+")[1].split("x", 1)[1] if "+" in o.instance_type
+                     else gcp.series_of(o.instance_type) for o in batch.offers if o.purchase_option == "on_demand")
+    assert family == {"g2-standard": 184, "nvidia-tesla-t4": 72, "a3-highgpu": 64, "a2-highgpu": 52,
+                      "nvidia-tesla-v100": 40, "nvidia-tesla-p4": 27, "nvidia-tesla-p100": 27, "a2-ultragpu": 20,
+                      "a3-megagpu": 11, "a2-megagpu": 7, "a4-highgpu": 4}
+    assert len({o.region for o in batch.offers}) == 9
+    assert len({o.key for o in batch.offers}) == len(batch.offers)
+    # A4 Spot is not sold in Tokyo/Singapore (no Spot B200 SKU there): two pairs without a Spot offer.
+    assert "2 zone/machine-type pairs have no Spot GPU SKU in their region" in batch.notes
+    assert "3 SKUs left out: committed-use SKU (not on-demand)" in batch.notes
+
+
+def test_replay_paginates_every_list(replayed) -> None:
+    _, server, ctx = replayed
+    seen = Counter(req.path.rsplit("/", 1)[-1] for _, req in server.requests)
+    assert seen == {"zones": 1, "machineTypes": 3, "acceleratorTypes": 1, "skus": 5}
+    assert ctx.requests_made == 10
+    skus = [req for host, req in server.requests if host == gcp.BILLING_HOST]
+    assert sum("pageToken" in r.params for r in skus) == 4
+    assert all((r.params["currencyCode"], r.params["pageSize"]) == ("USD", "5000") for r in skus)
+    types = [req for _, req in server.requests if req.path.endswith("/machineTypes")]
+    assert all(r.params["filter"] == gcp.MACHINE_TYPE_FILTER for r in types)
+    assert sum("pageToken" in r.params for r in types) == 2
+
+
+def test_replay_accelerator_optimized_prices(replayed) -> None:
+    batch, _, _ = replayed
+    a2 = only(batch, "us-central1-a", "a2-highgpu-1g")
+    assert a2.price_per_hour == pytest.approx(3.673385, abs=1e-9)
+    # Spot: 12 x 0.012643 + 85 x 0.0016946 + 0.997598 = 1.293355 (the 2025-03 list price).
+    a2_spot = only(batch, "us-central1-a", "a2-highgpu-1g", "spot")
+    assert (a2_spot.price_per_hour, a2_spot.spot_savings_pct) == (pytest.approx(1.293355, abs=1e-9), 64.8)
+    # a3-highgpu-8g: 208 vCPU + 1872 GiB + 8 H100 + 6000 GiB bundled Local SSD x 0.08 / 730 h.
+    a3 = only(batch, "us-central1-a", "a3-highgpu-8g")
+    assert a3.price_per_hour == pytest.approx(88.49, abs=1e-6)
+    assert only(batch, "us-central1-a", "a3-highgpu-8g", "spot").price_per_hour == pytest.approx(35.39575, abs=1e-5)
+    assert (a3.gpu_model, a3.gpu_count, a3.local_disk_gb, a3.interconnect) == ("H100-SXM", 8, 6000, "NVSwitch")
+    assert (a3.network_gbps, a3.multinode_fabric) == (1000, "GPUDirect-TCPX")
+    lssd = [p for p in json.loads(a3.provider_data)["components"] if p["part"] == "local_ssd"]
+    assert lssd[0]["quantity"] == pytest.approx(6000 / 730) and lssd[0]["unit_price_usd"] == 0.08
+    # A4 is billed per GPU slice (vCPU and RAM inside): 8 x 16.11 + 12000 GiB x 0.08 / 730.
+    a4 = only(batch, "us-central1-b", "a4-highgpu-8g")
+    assert (a4.price_per_hour, a4.gpu_model, a4.gpu_memory_gb_nominal) == (
+        pytest.approx(128.88 + 12000 * 0.08 / 730, abs=1e-9), "B200", 180)
+    assert [p["part"] for p in json.loads(a4.provider_data)["components"]] == ["gpu_slice", "local_ssd"]
+    # The Spot slice SKU is tagged usageType OnDemand by Google; it still prices the Spot offer.
+    a4_spot = only(batch, "us-central1-b", "a4-highgpu-8g", "spot")
+    assert a4_spot.price_per_hour == pytest.approx(8 * 4.9542 + 12000 * 0.048 / 730, abs=1e-9)
+    assert not [o for o in batch.offers if o.zone == "asia-northeast1-b" and o.instance_type == "a4-highgpu-8g"
+                and o.purchase_option == "spot"]
+    # A3 Mega's GPU SKU is "H100 80GB Plus" in us-east4 and "H100 80GB Mega" in europe-west4.
+    mega = only(batch, "us-east4-a", "a3-megagpu-8g")
+    assert mega.price_per_hour == pytest.approx(92.9375881512, abs=1e-6)
+    assert "Nvidia H100 80GB Plus GPU running in Virginia" in mega.provider_data
+    assert "Nvidia H100 80GB Mega GPU running in Netherlands" in only(batch, "europe-west4-b",
+                                                                       "a3-megagpu-8g").provider_data
+    g2 = only(batch, "us-central1-a", "g2-standard-4")  # 4 x 0.024988 + 16 x 0.002927 + 0.56004
+    assert (g2.price_per_hour, g2.gpu_model) == (pytest.approx(0.706824, abs=1e-9), "L4")
+
+
+def test_replay_n1_with_attached_gpus(replayed) -> None:
+    batch, _, _ = replayed
+    t4 = only(batch, "us-central1-a", "n1-standard-8+1xnvidia-tesla-t4")
+    # n1-standard-8 (8 vCPU, 30 GiB) x N1 0.031611 / 0.004237 + T4 0.35.
+    assert (t4.price_per_hour, t4.vcpus, t4.ram_gb, t4.gpu_model) == (pytest.approx(0.729998, abs=1e-9), 8, 30, "T4")
+    spot = only(batch, "us-central1-a", "n1-standard-8+1xnvidia-tesla-t4", "spot")
+    assert spot.price_per_hour == pytest.approx(8 * 0.00698 + 30 * 0.000936 + 0.14, abs=1e-9)
+    assert json.loads(t4.provider_data)["host_machine_type"] == "n1-standard-8"
+    v100 = only(batch, "us-central1-a", "n1-standard-64+8xnvidia-tesla-v100")
+    assert (v100.gpu_model, v100.gpu_count, v100.interconnect) == ("V100-SXM2-16", 8, "NVLink")
+    n1 = {o.instance_type for o in batch.offers if o.zone == "us-central1-a" and o.instance_type.startswith("n1-")}
+    # T4 and P4 allow 4 cards, V100 8; virtual-workstation (-vws) accelerator types are not priced.
+    assert n1 == {f"n1-standard-{8 * n}+{n}x{g}" for g, counts in
+                  (("nvidia-tesla-t4", (1, 2, 4)), ("nvidia-tesla-p4", (1, 2, 4)),
+                   ("nvidia-tesla-v100", (1, 2, 4, 8))) for n in counts}
+
+
+def test_replay_availability_storage_and_egress(replayed) -> None:
+    batch, _, _ = replayed
+    down = only(batch, "europe-west1-c", "a3-highgpu-8g")
+    assert (down.available, down.availability_level) == (False, "listed in zone (zone DOWN)")
+    assert only(batch, "europe-west1-b", "a3-highgpu-8g").available is True
+    storage = {(s.region, s.storage_class): s.usd_per_gb_month for s in batch.storage}
+    assert storage[("us-central1", "pd-ssd")] == 0.17 and storage[("asia-northeast1", "pd-ssd")] == 0.221
+    assert storage[("us-east4", "pd-balanced")] == 0.11 and storage[("us-central1", "local-ssd")] == 0.08
+    internet = [(e.tier_start_gb, e.tier_end_gb, e.usd_per_gb) for e in batch.egress
+                if (e.region, e.destination) == ("us-central1", "internet")]
+    assert internet == [(0, 1, 0.0), (1, 1024, 0.12), (1024, 10240, 0.11), (10240, None, 0.08)]
+    same = [e for e in batch.egress if (e.region, e.destination) == ("europe-west4", "same_region")]
+    assert [(e.tier_start_gb, e.usd_per_gb) for e in same] == [(0, 0.01)]
+
+
+# -- failure paths through the real clients ----------------------------------------------
+
+def rewrite_json(edit):
+    """A ResponseHook that serves the recorded body after `edit(path, params, doc)` changed it."""
+
+    def hook(host: str, req, exchange):
+        if exchange is None:
+            return None
+        doc = json.loads(exchange.body())
+        edit(req.path, req.params, doc)
+        return 200, dict(exchange.headers), json.dumps(doc).encode()
+
+    return hook
+
+
+def test_unknown_gpu_machine_type_and_sku_are_quarantined(replay) -> None:
+    def edit(path: str, params: dict, doc: dict) -> None:
+        if path.endswith("/machineTypes") and "pageToken" not in params:
+            doc["items"]["zones/us-central1-b"].setdefault("machineTypes", []).extend([
+                {"name": "a4x-highgpu-4g", "guestCpus": 140, "memoryMb": 905216, "zone": "us-central1-b",
+                 "accelerators": [{"guestAcceleratorType": "nvidia-gb300", "guestAcceleratorCount": 4}]},
+                {"name": "a4x-maxgpu-4g-metal", "guestCpus": 144, "memoryMb": 983040, "zone": "us-central1-b",
+                 "accelerators": [{"guestAcceleratorType": "nvidia-gb300", "guestAcceleratorCount": 4}]}])
+        if path.endswith("/skus") and "pageToken" not in params:
+            new = copy.deepcopy(doc["skus"][0])
+            new.update(skuId="AAAA-BBBB-CCCC", description="Nvidia Z9000 GPU running in Americas")
+            new["category"].update(resourceFamily="Compute", resourceGroup="GPU", usageType="OnDemand")
+            doc["skus"].append(new)
+
+    server = replay("gcp", hook=rewrite_json(edit))
+    batch = gcp.fetch(replay_context(server, "gcp"))
+    reasons = {(q.kind, q.source_ref): q.reason for q in batch.quarantined}
+    assert "unknown GPU name 'nvidia-gb300'" in reasons[("offer", "us-central1-b/a4x-highgpu-4g")]
+    assert "Nvidia Z9000 GPU" in reasons[("gpu", "AAAA-BBBB-CCCC")]
+    # A GPU series with no billing rule is not guessed either.
+    assert "unknown GPU machine series 'a4x-maxgpu'" in reasons[("offer", "us-central1-b/a4x-maxgpu-4g-metal")]
+    assert len(batch.quarantined) == 3 and len(batch.offers) == 1014  # the rest is unaffected
+
+
+def test_idr_answer_is_converted_or_quarantined(replay) -> None:
+    def edit(path: str, params: dict, doc: dict) -> None:
+        for sku in doc.get("skus", []):
+            info = sku["pricingInfo"][0]
+            rate = info["pricingExpression"]["tieredRates"][0]["unitPrice"]
+            if sku["skuId"] == "2922-40C5-B19F":  # A2 core Americas, with its rate: converted
+                rate.update(currencyCode="IDR", units="474", nanos=165000000)
+                info["currencyConversionRate"] = 15000
+            if sku["skuId"] == "2390-DCAF-DA38":  # A2 RAM Americas, no rate: must not be read as USD
+                rate.update(currencyCode="IDR", units="63", nanos=555000000)
+                info.pop("currencyConversionRate")
+
+    server = replay("gcp", hook=rewrite_json(edit))
+    batch = gcp.fetch(replay_context(server, "gcp"))
+    americas = [q for q in batch.quarantined if q.source_ref.split("-")[0] == "us" and "IDR" in q.reason]
+    # Every on-demand A2 offer of the Americas SKUs' regions: a2-highgpu-{1,2,4,8}g in 6 zones (24),
+    # a2-megagpu-16g in 4 us-central1 zones (4), a2-ultragpu-{1,2,4,8}g in 2 (8).
+    assert len(americas) == len(batch.quarantined) == 36
+    assert all("2390-DCAF-DA38" in q.reason for q in americas)
+    assert not [o for o in batch.offers if o.region == "us-central1" and o.instance_type.startswith("a2-")
+                and o.purchase_option == "on_demand"]
+    assert only(batch, "us-central1-a", "a2-highgpu-1g", "spot").price_per_hour == pytest.approx(1.293355, abs=1e-9)
+
+
+def test_a_failing_page_raises_source_error_after_retries(replay) -> None:
+    calls = []
+
+    def hook(host: str, req, exchange):
+        if host == gcp.BILLING_HOST and "pageToken" in req.params:
+            calls.append(req.params["pageToken"])
+            return 500, {"Content-Type": "application/json"}, b'{"error": {"code": 500, "message": "backend"}}'
+        return None
+
+    server = replay("gcp", hook=hook)
+    with pytest.raises(SourceError, match=r"^gcp: services\.skus\.list \(page 2\) failed after 2 attempts"):
+        gcp.fetch(replay_context(server, "gcp"))
+    assert len(calls) == 2  # http_attempts=2 in replay_context
+
+
+def test_live_without_credentials_raises_missing_credentials(monkeypatch, tmp_path: Path) -> None:
+    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY",
+                "GOOGLE_CLOUD_PROJECT", "GPULEDGER_GCP_PROJECT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud ADC file
+    monkeypatch.setenv("NO_GCE_CHECK", "True")  # and no metadata-server probe
+    ctx = SourceContext(provider="gcp", mode="live")
+    with pytest.raises(MissingCredentialsError, match=r"^gcp: no credentials: neither Application Default"):
+        gcp.fetch(ctx)
+    monkeypatch.setenv("GOOGLE_API_KEY", "not-a-real-key")
+    with pytest.raises(MissingCredentialsError) as err:
+        gcp.fetch(ctx)
+    assert "API key reaches only the Billing Catalog" in str(err.value)
+    assert "not-a-real-key" not in str(err.value)
+    assert ctx.requests_made == 0
+
+
+def test_record_mode_round_trip(replayed, tmp_path: Path) -> None:
+    """`gpuledger record` path: the clients go through the recording proxy; the result replays the same."""
+    from adapters.replay import Recorder, RecordingProxy
+
+    batch, _, _ = replayed
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["gcp"]) as upstream:
+        recorder = Recorder(tmp_path / "gcp", "gcp")
+        ctx = SourceContext(provider="gcp", mode="record", replay_urls=upstream.endpoints(),
+                            settings=dict(upstream.settings["gcp"]), recorder=recorder, http_attempts=2,
+                            retry_wait_max_s=0.05)
+        ctx.proxy = RecordingProxy(recorder, ctx.upstream_url)
+        try:
+            recorded_batch = gcp.fetch(ctx)
+        finally:
+            ctx.proxy.close()
+        recorder.write_manifest(upstream.settings["gcp"], "2026-11-30T03:00:00")
+    assert len(recorder.exchanges) == 10
+    with ReplayServer(tmp_path, providers=["gcp"]) as again:
+        replayed_batch = gcp.fetch(replay_context(again, "gcp"))
+    assert recorded_batch.counts() == replayed_batch.counts() == batch.counts()
+    assert {o.key: o.price_per_hour for o in replayed_batch.offers} == {o.key: o.price_per_hour for o in batch.offers}
+
+
+def test_recorded_bodies_are_exact_wire_format() -> None:
+    """Every recorded body parses with the APIs' own message types, rejecting unknown fields."""
+    from google.cloud import billing_v1, compute_v1
+
+    manifest = json.loads((RECORDING / "manifest.json").read_text())
+    kinds = {"zones": compute_v1.ZoneList, "machineTypes": compute_v1.MachineTypeAggregatedList,
+             "acceleratorTypes": compute_v1.AcceleratorTypeAggregatedList, "skus": billing_v1.ListSkusResponse}
+    tokens: dict[str, list] = {}
+    for ex in manifest["exchanges"]:
+        path = RECORDING / ex["response"]["body_file"]
+        text = (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()).decode()
+        kind = ex["path"].rsplit("/", 1)[-1]
+        message = kinds[kind].from_json(text, ignore_unknown_fields=False)
+        tokens.setdefault(kind, []).append((ex["match"]["params"].get("pageToken"), message.next_page_token))
+    # Each page's nextPageToken is what the next exchange matches on; the last page has none.
+    for kind, chain in tokens.items():
+        asked = [t for t, _ in chain]
+        given = [t for _, t in chain]
+        assert asked == [None] + given[:-1] and given[-1] == "", kind
