@@ -1,3 +1,6 @@
 """Web-page sources (scrapy spiders). Registry: provider name -> module with fetch(ctx) -> Batch."""
 
-SPIDERS: dict[str, str] = {}
+SPIDERS: dict[str, str] = {
+    "coreweave": "spiders.coreweave",
+    "hyperstack": "spiders.hyperstack",
+}

@@ -1,0 +1,97 @@
+"""Finding and configuring the headless Chromium that renders JavaScript pricing pages.
+
+Whichever browser exists is used, in this order: an explicit setting (env
+GPULEDGER_CHROMIUM, or the `chromium_path` source setting / GPULEDGER_CHROMIUM_PATH),
+a Chromium on PATH or where distributions install it (Debian's /usr/bin/chromium),
+then the Chromium that `playwright install` downloads. No single path is assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from adapters.base import SourceContext, SourceError
+
+# Names a distribution's Chromium goes by on PATH (Debian: chromium; Ubuntu snap/others: the rest).
+PATH_NAMES = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
+# Where distributions install it, for a PATH that lacks /usr/bin (cron, some task runners).
+KNOWN_LOCATIONS = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/snap/bin/chromium")
+# Headless in a container: no sandbox (no user namespaces), no GPU, /tmp instead of a small
+# /dev/shm, and no phoning home (component updates, sync, QUIC probes) that would touch the network.
+LAUNCH_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+)
+# Sub-resources a price table never needs; skipping them keeps renders fast.
+SKIPPED_RESOURCE_TYPES = frozenset({"image", "media", "font"})
+
+
+def _executable(path: str | None) -> str | None:
+    if path and os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    return None
+
+
+def playwright_chromium() -> str | None:
+    """Playwright's own downloaded Chromium, if `playwright install chromium` was run."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    try:
+        with sync_playwright() as p:
+            return _executable(p.chromium.executable_path)
+    except Exception:  # noqa: BLE001 - any failure here just means "not available"
+        return None
+
+
+def find_chromium(ctx: SourceContext) -> str:
+    """Path of a runnable Chromium; SourceError naming the provider when there is none."""
+    explicit = os.environ.get("GPULEDGER_CHROMIUM") or ctx.setting("chromium_path")
+    if explicit:
+        found = _executable(str(explicit)) or _executable(shutil.which(str(explicit)))
+        if found:
+            return found
+        raise SourceError(f"{ctx.provider}: the configured Chromium {explicit!r} is not an executable file")
+    for candidate in [shutil.which(name) for name in PATH_NAMES] + list(KNOWN_LOCATIONS):
+        found = _executable(candidate)
+        if found:
+            return found
+    found = playwright_chromium()
+    if found:
+        return found
+    raise SourceError(
+        f"{ctx.provider}: no Chromium found to render the pricing page: install Debian's chromium, "
+        f"run `playwright install chromium`, or set GPULEDGER_CHROMIUM to a Chromium executable"
+    )
+
+
+def launch_options(executable_path: str, timeout_ms: float) -> dict[str, Any]:
+    return {"executable_path": executable_path, "args": list(LAUNCH_ARGS), "headless": True,
+            "timeout": timeout_ms}
+
+
+def same_host_only(start_url: str) -> Callable[[Any], bool]:
+    """PLAYWRIGHT_ABORT_REQUEST predicate: let the page reach only its own host.
+
+    Third-party scripts (analytics, tag managers, chat widgets) never render the
+    price table; aborting them keeps the crawl polite, fast and, under replay,
+    strictly on 127.0.0.1.
+    """
+    allowed = urlsplit(start_url).netloc
+
+    def abort(request: Any) -> bool:
+        if request.resource_type in SKIPPED_RESOURCE_TYPES:
+            return True
+        return urlsplit(request.url).netloc != allowed
+
+    return abort

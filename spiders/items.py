@@ -1,0 +1,157 @@
+"""What a pricing-page spider yields, and the pure text helpers that read its cells.
+
+A spider copies the page's own words into `PriceRow` items (names, cell texts,
+price texts as printed); numbers, units and canonical GPU names are decided
+afterwards by each provider's pure normalization function. So a unit or
+naming question can be answered from the scraped JSONL alone, without the page.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Row kinds a spider emits.
+GPU = "gpu"
+STORAGE = "storage"
+NETWORK = "network"
+
+
+@dataclass
+class PriceRow:
+    """One priced row of a pricing page, as printed."""
+
+    kind: str  # gpu | storage | network
+    section: str  # the page's heading/tab the row sits under, e.g. "REGION: NORTH AMERICA"
+    name: str  # product name as printed, e.g. "NVIDIA HGX H100"
+    cells: dict[str, str] = field(default_factory=dict)  # column label -> cell text
+    price_text: str = ""  # on-demand (or only) price as printed; "" when the row has none
+    spot_text: str = ""  # spot price as printed, where the page shows one
+    product_id: str = ""  # the page's own id for the row (a slug or data attribute)
+    footnotes: list[str] = field(default_factory=list)  # texts of the footnotes the row points at
+    row_index: int = 0  # position within its table, for error messages
+    source_url: str = ""  # the page URL as crawled (loopback in replay)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> "PriceRow":
+        known = {k: doc[k] for k in cls.__dataclass_fields__ if k in doc}
+        return cls(**known)
+
+
+class PriceTextError(ValueError):
+    """A price cell says something that is neither a price nor a known 'no public price' phrase."""
+
+
+# Cells that say "there is no public price here": the row is skipped, never priced.
+_NO_PRICE = re.compile(
+    r"^\s*(contact\s+(sales|us)|request\s+(access|a\s+quote)|talk\s+to\s+sales|coming\s+soon|"
+    r"n/?a|[-–—]+)\s*\.?\s*$",
+    re.I,
+)
+_FREE = re.compile(r"^\s*(free|included|no\s+charge|\$?0(\.0+)?)\s*$", re.I)
+_CURRENCY_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
+_MONEY = re.compile(r"(US\$|\$|€|£|¥|₹)\s*([0-9][0-9,]*(?:\.[0-9]+)?)|([0-9][0-9,]*(?:\.[0-9]+)?)\s*(USD|EUR|GBP)\b")
+
+
+def clean_text(text: str | None) -> str:
+    """Collapse whitespace (incl. non-breaking spaces) the way a reader sees the text."""
+    return re.sub(r"\s+", " ", (text or "").replace("\xa0", " ")).strip()
+
+
+def is_no_price(text: str) -> bool:
+    """'Contact sales', 'Coming soon', '—': the page publishes no price for this row."""
+    return bool(_NO_PRICE.match(clean_text(text)))
+
+
+def is_free(text: str) -> bool:
+    return bool(_FREE.match(clean_text(text)))
+
+
+def parse_money(text: str) -> tuple[float, str] | None:
+    """'$49.24/hr' -> (49.24, 'USD'); 'Contact sales' -> None; '€3.20' -> (3.2, 'EUR').
+
+    Raises PriceTextError for text that is neither (an empty cell, 'TBD'): the
+    caller quarantines that row rather than guessing.
+    """
+    text = clean_text(text)
+    if is_no_price(text):
+        return None
+    m = _MONEY.search(text)
+    if not m:
+        raise PriceTextError(f"no price in {text!r}")
+    if m.group(2) is not None:
+        amount, currency = m.group(2), _CURRENCY_SYMBOLS[m.group(1)]
+    else:
+        amount, currency = m.group(3), m.group(4).upper()
+    return float(amount.replace(",", "")), currency
+
+
+def parse_number(text: str) -> float | None:
+    """'2,048' -> 2048.0; '61.44' -> 61.44; '—' or '' -> None (the page gives no value)."""
+    text = clean_text(text)
+    if not text or is_no_price(text):
+        return None
+    m = re.fullmatch(r"([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:GB|GiB|TB|vCPUs?|pCPUs?|cores?)?", text, re.I)
+    if not m:
+        raise ValueError(f"not a number: {text!r}")
+    return float(m.group(1).replace(",", ""))
+
+
+# Units a price can be quoted in, normalized. Order matters: the longest phrase first.
+_UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(/|\bper\s+)\s*GB\s*(/|\s+per\s+)\s*(mo|month)\b|/GB-mo\b|per\s+GB-month", re.I), "gb_month"),
+    (re.compile(r"(/|\bper\s+)\s*GB\s*(/|\s+per\s+)\s*(hr|hour)\b", re.I), "gb_hour"),
+    (re.compile(r"(/|\bper\s+)\s*GB\b", re.I), "gb"),
+    (re.compile(r"(/|\bper\s+)\s*(IP\s*/\s*)?(mo|month)\b", re.I), "month"),
+    (re.compile(r"(/|\bper\s+)\s*(GPU\s+per\s+)?(hr|hour)\b|/\s*h\b", re.I), "hour"),
+)
+HOURS_PER_MONTH = 730.0  # 8760 h / 12: the convention cloud price lists use to turn hourly into monthly
+
+
+def price_unit(text: str) -> str | None:
+    """'$0.070/GB/mo' -> 'gb_month'; '$3.20/hr' -> 'hour'; '$0.0001 per GB per hour' -> 'gb_hour'."""
+    text = clean_text(text)
+    for pattern, unit in _UNITS:
+        if pattern.search(text):
+            return unit
+    return None
+
+
+def slug(text: str) -> str:
+    """'AI Object Storage — Hot' -> 'ai-object-storage-hot' (stable storage-class keys)."""
+    return re.sub(r"[^a-z0-9]+", "-", clean_text(text).lower()).strip("-")
+
+
+def usd_per_gb_month(text: str) -> tuple[float, str] | None:
+    """A storage price as (amount per GB-month, currency); hourly rates become monthly at 730 h.
+
+    None when the cell has no public price; PriceTextError when the unit is not per GB.
+    """
+    money = parse_money(text)
+    if money is None:
+        return None
+    amount, currency = money
+    unit = price_unit(text)
+    if unit == "gb_month":
+        return amount, currency
+    if unit == "gb_hour":
+        return round(amount * HOURS_PER_MONTH, 6), currency
+    raise PriceTextError(f"not a per-GB storage price: {clean_text(text)!r}")
+
+
+def usd_price(text: str) -> float | None:
+    """A USD amount, or None for 'no public price'; PriceTextError for other currencies or no price.
+
+    Web pages carry no exchange rate, so a non-USD price is quarantined, never converted.
+    """
+    money = parse_money(text)
+    if money is None:
+        return None
+    amount, currency = money
+    if currency != "USD":
+        raise PriceTextError(f"price {clean_text(text)!r} is in {currency}, not USD; no conversion is configured")
+    return amount

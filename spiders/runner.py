@@ -1,0 +1,200 @@
+"""Run one spider crawl in a fresh Python process and read its items back.
+
+Scrapy's Twisted reactor can be started once per process, so a Prefect worker
+(or a test session) that scrapes twice would fail on the second crawl. Each
+crawl therefore runs as `python -m spiders.runner ...`: the child starts one
+CrawlerProcess, writes the items as JSONL plus a small status file, and exits
+non-zero when the crawl did not produce a price table. The parent enforces a
+timeout (killing the child's whole process group, browser included) and turns
+any failure into a SourceError that names the provider, the URL and the
+child's last log lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adapters.base import SourceContext, SourceError
+
+STDERR_TAIL_CHARS = 1500
+EXIT_OK = 0
+EXIT_FAILED = 3
+FAILURE_PREFIX = "gpuledger spider failed: "  # the child's last stderr line on failure
+
+
+@dataclass
+class CrawlResult:
+    items: list[dict[str, Any]]
+    status: dict[str, Any]
+    wall_s: float
+    stderr_tail: str = ""
+    requests: int = 0
+
+
+def default_timeout_s(ctx: SourceContext) -> float:
+    """Whole-crawl limit (setting `spider_timeout_s`): a browser render can hang where HTTP would not."""
+    fallback = 60.0 if ctx.mode == "replay" else 300.0
+    return float(ctx.setting("spider_timeout_s", fallback))
+
+
+def _tail(path: Path) -> str:
+    """The child's last log lines (its own failure line left out: the message already says it)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    text = "\n".join(line for line in lines if not line.startswith(FAILURE_PREFIX))
+    return text[-STDERR_TAIL_CHARS:].strip()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """End the child and everything it started (Chromium) — this process group only."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
+          timeout_s: float | None = None, spider_args: dict[str, str] | None = None) -> CrawlResult:
+    """Crawl `ctx.url(host) + path` with spider `module:Class` in a child process.
+
+    Raises SourceError (provider, real host+path, crawled URL, reason, log tail) on
+    a failed crawl, a non-zero exit, or the timeout.
+    """
+    start_url = ctx.url(host) + path
+    where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
+    timeout = timeout_s if timeout_s is not None else default_timeout_s(ctx)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpuledger-crawl-") as tmp:
+        work = Path(tmp)
+        (work / "settings.json").write_text(json.dumps(settings))
+        cmd = [sys.executable, "-m", "spiders.runner", "--spider", spider, "--url", start_url,
+               "--settings", str(work / "settings.json"), "--out", str(work / "items.jsonl"),
+               "--status", str(work / "status.json")]
+        for key, value in (spider_args or {}).items():
+            cmd += ["--arg", f"{key}={value}"]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.pop("SCRAPY_SETTINGS_MODULE", None)  # our settings only, never a stray project's
+        stderr_path = work / "stderr.log"
+        with open(stderr_path, "wb") as stderr, open(work / "stdout.log", "wb") as stdout:
+            proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=stdout, stderr=stderr,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                raise SourceError(
+                    f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
+                    f"log tail: {_tail(stderr_path) or '(no log output)'}") from None
+        wall = time.monotonic() - started
+        tail = _tail(stderr_path)
+        try:
+            status = json.loads((work / "status.json").read_text())
+        except (OSError, ValueError):
+            status = {}
+        ctx.requests_made += int(status.get("requests", 0))
+        if rc != EXIT_OK:
+            reason = status.get("failure") or f"the crawler exited with code {rc}"
+            raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; "
+                              f"log tail: {tail or '(no log output)'}")
+        items = [json.loads(line) for line in (work / "items.jsonl").read_text().splitlines() if line.strip()]
+    return CrawlResult(items=items, status=status, wall_s=wall, stderr_tail=tail,
+                       requests=int(status.get("requests", 0)))
+
+
+# -- the child process --------------------------------------------------------------
+
+def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: str) -> str | None:
+    """Why this crawl must count as failed, or None when it produced a price table."""
+    if spider_failure:
+        return spider_failure
+    if stats.get("robotstxt/forbidden"):
+        return f"robots.txt forbids {url}"
+    reason = stats.get("finish_reason")
+    if reason != "finished":
+        return f"the crawl ended early ({reason})"
+    errors = {k: v for k, v in stats.items() if k.startswith("spider_exceptions/") and v}
+    if errors:
+        return f"the spider raised {errors}"
+    if items == 0:
+        return f"no price rows scraped from {url}"
+    return None
+
+
+def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
+              spider_args: dict[str, str]) -> int:
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.utils.misc import load_object
+
+    from spiders.settings import BROWSER_SAME_HOST_ONLY
+
+    if settings.pop(BROWSER_SAME_HOST_ONLY, False):
+        from spiders.browser import same_host_only
+
+        settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
+    spider_cls = load_object(spider_path)
+    items: list[dict[str, Any]] = []
+
+    def collect(item: Any, **_: Any) -> None:
+        from itemadapter import ItemAdapter
+
+        items.append(ItemAdapter(item).asdict())
+
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(spider_cls)
+    crawler.signals.connect(collect, signal=signals.item_scraped)
+    process.crawl(crawler, start_url=url, **spider_args)
+    process.start()
+
+    stats = crawler.stats.get_stats() if crawler.stats else {}
+    spider_failure = getattr(crawler.spider, "failure", None)
+    failure = _judge(stats, spider_failure, len(items), url)
+    with open(out, "w") as f:
+        for item in items:
+            f.write(json.dumps(item, sort_keys=True, default=str) + "\n")
+    status = {
+        "failure": failure,
+        "finish_reason": stats.get("finish_reason"),
+        "items": len(items),
+        "requests": stats.get("downloader/request_count", 0),
+        "responses": stats.get("downloader/response_count", 0),
+        "robots_forbidden": stats.get("robotstxt/forbidden", 0),
+        "elapsed_s": stats.get("elapsed_time_seconds"),
+    }
+    status_path.write_text(json.dumps(status, default=str))
+    if failure:
+        print(f"{FAILURE_PREFIX}{failure}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run one gpuledger spider crawl (used by spiders.runner.crawl).")
+    parser.add_argument("--spider", required=True, help="module:Class or module.Class of the spider")
+    parser.add_argument("--url", required=True, help="start URL")
+    parser.add_argument("--settings", required=True, help="JSON file of scrapy settings")
+    parser.add_argument("--out", required=True, help="JSONL file the items are written to")
+    parser.add_argument("--status", required=True, help="JSON file the crawl status is written to")
+    parser.add_argument("--arg", action="append", default=[], help="spider argument key=value")
+    args = parser.parse_args(argv)
+    settings = json.loads(Path(args.settings).read_text())
+    spider_args = dict(a.split("=", 1) for a in args.arg)
+    return run_child(args.spider.replace(":", "."), args.url, settings, Path(args.out), Path(args.status),
+                     spider_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Scrapy settings for one crawl, derived from the source context.
+
+Every crawl obeys robots.txt, names itself with gpuledger's User-Agent, and is
+throttled live (AutoThrottle, one request at a time per site). Under replay the
+"site" is a loopback server, so delays shrink to nothing and tests stay fast.
+Scrapy's telnet console and its remote-control extension (a localhost port that
+runs code sent to it) are always off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.base import USER_AGENT, SourceContext
+
+# Marker key the runner turns into playwright's same-host request filter (callables cannot
+# cross the process boundary as JSON).
+BROWSER_SAME_HOST_ONLY = "GPULEDGER_BROWSER_SAME_HOST_ONLY"
+
+
+def is_local(ctx: SourceContext) -> bool:
+    """Replay (or recording from a replay) answers from loopback: no real site to be polite to."""
+    return ctx.mode == "replay" or (ctx.mode == "record" and bool(ctx.replay_urls))
+
+
+def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
+    """Settings for a plain-HTTP crawl (server-rendered pages)."""
+    local = is_local(ctx)
+    settings: dict[str, Any] = {
+        "USER_AGENT": USER_AGENT,
+        "ROBOTSTXT_OBEY": True,
+        "TELNETCONSOLE_ENABLED": False,
+        "REMOTE_CONTROL_ENABLED": False,
+        "COOKIES_ENABLED": False,
+        "HTTPCACHE_ENABLED": False,
+        "CONCURRENT_REQUESTS": 4,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+        "DOWNLOAD_TIMEOUT": ctx.http_timeout_s,
+        "RETRY_ENABLED": True,
+        "RETRY_TIMES": max(0, ctx.http_attempts - 1),
+        "REDIRECT_ENABLED": True,
+        "LOG_LEVEL": str(ctx.setting("spider_log_level", "WARNING")),
+        "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+    }
+    if local:
+        settings.update({"AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0})
+    else:
+        delay = float(ctx.setting("spider_download_delay_s", 2.0))
+        settings.update({
+            "AUTOTHROTTLE_ENABLED": True,
+            "AUTOTHROTTLE_START_DELAY": delay,
+            "AUTOTHROTTLE_MAX_DELAY": 30.0,
+            "AUTOTHROTTLE_TARGET_CONCURRENCY": 1.0,
+            "DOWNLOAD_DELAY": delay,
+        })
+    return settings
+
+
+def browser_settings(ctx: SourceContext, chromium_path: str) -> dict[str, Any]:
+    """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright)."""
+    from spiders.browser import launch_options
+
+    timeout_ms = ctx.http_timeout_s * 1000
+    settings = crawl_settings(ctx)
+    settings.update({
+        "DOWNLOAD_HANDLERS": {
+            "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+            "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+        },
+        "PLAYWRIGHT_BROWSER_TYPE": "chromium",
+        "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
+        "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms,
+        # scrapy-playwright's default header processing gives every request the page makes (its
+        # scripts, its JSON) our USER_AGENT too. No startup contexts: the browser is launched
+        # lazily, by the one download handler (http or https) that renders the page.
+        "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
+        BROWSER_SAME_HOST_ONLY: True,
+    })
+    return settings

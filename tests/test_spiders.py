@@ -1,0 +1,389 @@
+"""Web-page spiders: CoreWeave (server-rendered) and Hyperstack (JavaScript-rendered, headless Chromium).
+
+Parsers are tested on saved HTML through scrapy's HtmlResponse (no server); the
+crawls run the real spiders in child processes against the ReplayServer on
+127.0.0.1, with the values checked by hand against the pages (provenance in
+adapters/recordings/{coreweave,hyperstack}/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from scrapy.http import HtmlResponse
+
+from adapters import aws
+from adapters.base import USER_AGENT, SourceContext, SourceError
+from adapters.replay import BUNDLED_RECORDINGS
+from spiders import SPIDERS, browser, coreweave, hyperstack
+from spiders.items import (
+    PriceTextError,
+    parse_money,
+    parse_number,
+    price_unit,
+    usd_per_gb_month,
+)
+from spiders.runner import crawl
+from spiders.settings import browser_settings, crawl_settings
+from spiders.sites import coreweave as cw_site
+from spiders.sites import hyperstack as hs_site
+from spiders.sites.base import LayoutChanged
+from tests.conftest import replay_context
+
+FIX = Path(__file__).parent / "fixtures"
+CW_PAGE = BUNDLED_RECORDINGS / "coreweave" / "www.coreweave.com" / "pricing.html"
+HS_SERVED = BUNDLED_RECORDINGS / "hyperstack" / "www.hyperstack.cloud" / "gpu-pricing.html"
+HS_RENDERED = FIX / "hyperstack" / "gpu-pricing.rendered.html"
+WALL_TIMES: dict[str, float] = {}
+
+
+def html(path: Path, url: str) -> HtmlResponse:
+    return HtmlResponse(url=url, body=path.read_bytes(), encoding="utf-8")
+
+
+def by_key(batch, instance_type: str, option: str = "on_demand"):
+    [offer] = [o for o in batch.offers if o.instance_type == instance_type and o.purchase_option == option]
+    return offer
+
+
+# -- pure text helpers ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("$49.24/hr", (49.24, "USD")),
+    ("$49.24 / Hour", (49.24, "USD")),
+    ("On-Demand Price: $68.80 / Hour", (68.8, "USD")),
+    ("$1,250", (1250.0, "USD")),
+    ("€3.20 per GPU per hour", (3.2, "EUR")),
+    ("Contact sales", None),
+    ("Contact Sales.", None),
+    ("Coming soon", None),
+    ("—", None),
+])
+def test_parse_money(text: str, expected) -> None:
+    assert parse_money(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "TBD", "Free", "ask us"])
+def test_parse_money_refuses_what_is_not_a_price(text: str) -> None:
+    with pytest.raises(PriceTextError):
+        parse_money(text)
+
+
+def test_units_and_numbers() -> None:
+    assert price_unit("$3.20/hr") == "hour"
+    assert price_unit("$3.20 per GPU per hour") == "hour"
+    assert price_unit("$0.070/GB/mo") == "gb_month"
+    assert price_unit("$0.000096774 per GB per hour") == "gb_hour"
+    assert price_unit("$4.00 per IP / month") == "month"
+    assert usd_per_gb_month("$0.070/GB/mo") == (0.07, "USD")
+    assert usd_per_gb_month("$0.000096774 per GB per hour") == (0.070645, "USD")  # x 730 h
+    assert usd_per_gb_month("Contact sales") is None
+    with pytest.raises(PriceTextError):
+        usd_per_gb_month("$4.00 per IP / month")
+    assert parse_number("2,048") == 2048 and parse_number("61.44") == 61.44 and parse_number("—") is None
+
+
+# -- CoreWeave: parser on the saved page -----------------------------------------------------------
+
+def test_coreweave_rows_from_saved_page() -> None:
+    rows = cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    gpu = [r for r in rows if r.kind == "gpu"]
+    assert [r.name for r in gpu][:4] == ["NVIDIA GB200 NVL72", "NVIDIA GB300 NVL72", "NVIDIA HGX B300",
+                                        "NVIDIA HGX B200"]
+    assert len(gpu) == 11 and not any("Genoa" in r.name for r in rows)  # CPU table ignored
+    h100 = next(r for r in gpu if r.name == "NVIDIA HGX H100")
+    assert (h100.product_id, h100.section) == ("nvidia-hgx-h100", "REGION: NORTH AMERICA")
+    assert (h100.cells["GPU Count"], h100.cells["VRAM (GB)"], h100.cells["System RAM (GB)"]) == ("8", "80", "2,048")
+    assert (h100.price_text, h100.spot_text) == ("$49.24", "$19.71")  # labelled spans, not the mobile duplicate
+    assert "/ Hour" in h100.cells["Instance Price Per Hour"]
+    gb200 = gpu[0]
+    assert gb200.cells["GPU Count"] == "4"  # footnote marker stripped...
+    assert gb200.footnotes[0].startswith("GB200 NVL72 and GB300 NVL72 are priced per instance of 4 GPUs")  # ...kept
+    assert (gpu[1].price_text, gpu[2].price_text, gpu[2].spot_text) == ("Contact sales", "Contact sales", "$35.84")
+    services = {r.name: (r.kind, r.price_text) for r in rows if r.kind != "gpu"}
+    assert services["Distributed File Storage"] == ("storage", "$0.070/GB/mo")
+    assert services["Egress and IOPS"] == ("network", "Free")
+
+
+def test_coreweave_normalized_records() -> None:
+    batch = coreweave.build_batch(cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing")))
+    options = [o.purchase_option for o in batch.offers]
+    assert (options.count("on_demand"), options.count("spot")) == (9, 5)
+    assert (len(batch.storage), len(batch.egress), len(batch.quarantined)) == (5, 1, 0)
+    h100 = by_key(batch, "8x NVIDIA HGX H100")
+    assert (h100.price_per_hour, h100.price_per_gpu_hour, h100.gpu_count) == (49.24, 6.155, 8)  # instance price
+    assert (h100.gpu_model, h100.gpu_variant_exact, h100.gpu_memory_gb, h100.total_gpu_memory_gb) == (
+        "H100-SXM", True, 80, 640)
+    assert (h100.region, h100.zone, h100.vcpus, h100.ram_gb, h100.local_disk_gb) == (
+        "north-america", "", 128, 2048, 61440)
+    assert (h100.billing_granularity_s, h100.minimum_charge_s, h100.interconnect) == (60, 0, "NVSwitch")
+    spot = by_key(batch, "8x NVIDIA HGX H100", "spot")
+    assert (spot.price_per_hour, spot.spot_savings_pct) == (19.71, 60.0)
+    assert by_key(batch, "8x NVIDIA L40S").price_per_gpu_hour == 2.25  # 18.00 / 8
+    gb200 = by_key(batch, "4x NVIDIA GB200 NVL72")
+    assert (gb200.gpu_model, gb200.gpu_count, gb200.price_per_gpu_hour) == ("GB200", 4, 10.5)
+    a100 = by_key(batch, "8x NVIDIA A100")
+    assert (a100.gpu_model, a100.gpu_variant_exact, a100.price_per_hour) == ("A100-SXM4-80", False, 21.6)
+    # "Contact sales": no on-demand offer for GB300 NVL72 / HGX B300, not quarantined, noted; B300 spot kept.
+    assert not [o for o in batch.offers if "GB300" in o.instance_type]
+    assert [o.purchase_option for o in batch.offers if o.instance_type == "8x NVIDIA HGX B300"] == ["spot"]
+    assert by_key(batch, "8x NVIDIA HGX B300", "spot").price_per_hour == 35.84
+    assert any("GB300" in n and "Contact sales" in n for n in batch.notes)
+    storage = {s.storage_class: s.usd_per_gb_month for s in batch.storage}
+    assert storage["distributed-file-storage"] == 0.07 and storage["ai-object-storage-hot"] == 0.06
+    [egress] = batch.egress
+    assert (egress.destination, egress.tier_start_gb, egress.usd_per_gb) == ("internet", 0.0, 0.0)
+    assert "billing-and-charges" in egress.description
+    keys = [o.key for o in batch.offers]
+    assert len(keys) == len(set(keys))
+    assert json.loads(h100.provider_data)["product_id"] == "nvidia-hgx-h100"
+
+
+def test_coreweave_bad_rows_are_quarantined_not_dropped() -> None:
+    rows = cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    rows = [r for r in rows if r.name in ("NVIDIA HGX H100", "NVIDIA L40", "NVIDIA L40S")]
+    rows[0].name = "NVIDIA Z9000"  # unknown GPU
+    rows[1].price_text = "€18.00"  # not USD
+    rows[2].price_text = "TBD"  # not a price
+    batch = coreweave.build_batch(rows)
+    reasons = {q.source_ref: q.reason for q in batch.quarantined}
+    assert "unknown GPU name 'NVIDIA Z9000'" in reasons["north-america/nvidia-hgx-h100"]
+    assert "EUR, not USD" in reasons["north-america/nvidia-l40s"]
+    assert "no price in 'TBD'" in reasons["north-america/nvidia-l40"]
+    assert batch.offers == []
+
+
+def test_coreweave_layout_changes_raise() -> None:
+    redesigned = FIX / "coreweave" / "layout_changed" / "coreweave" / "www.coreweave.com" / "pricing.html"
+    with pytest.raises(LayoutChanged, match="no GPU price table"):
+        cw_site.parse_pricing_page(html(redesigned, "https://www.coreweave.com/pricing"))
+    renamed = CW_PAGE.read_text().replace("<div>GPU Count</div></div>", "<div>Accelerators</div></div>")
+    with pytest.raises(LayoutChanged, match="lacks the columns \\['gpu count'\\]"):
+        cw_site.parse_pricing_page(HtmlResponse(url="https://x/", body=renamed.encode(), encoding="utf-8"))
+
+
+def test_coreweave_region_tabs_and_plain_price_cells() -> None:
+    """Two region tabs; an older row layout with the price as the cell's own text."""
+    def table(region: str, name: str, price: str) -> str:
+        return (f'<div class="table-region-tag">REGION: {region}</div><div class="table-v2 kubernetes-gpu-pricing">'
+                '<div class="table-v2-header"><div class="table-grid"><div class="table-v2-cell"><div>GPU Model</div>'
+                '</div><div class="table-v2-cell"><div>GPU Count</div></div><div class="table-v2-cell"><div>VRAM (GB)'
+                '</div></div><div class="table-v2-cell"><div>Instance Price Per Hour</div></div></div></div>'
+                '<div class="table-row-v2 w-dyn-item kubernetes-gpu-pricing"><div class="table-grid">'
+                f'<div class="table-v2-cell table-v2-cell--name"><h3 class="table-model-name">{name}</h3></div>'
+                f'<div class="table-v2-cell"><div>8</div></div><div class="table-v2-cell"><div>48</div></div>'
+                f'<div class="table-v2-cell"><div>{price}</div></div></div></div></div>')
+    page = f"<html><body>{table('NORTH AMERICA', 'NVIDIA L40S', '$18.00')}{table('EUROPE', 'NVIDIA L40', '$10.00')}</body></html>"
+    rows = cw_site.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8"))
+    assert [(r.section, r.price_text) for r in rows] == [("REGION: NORTH AMERICA", "$18.00"), ("REGION: EUROPE", "$10.00")]
+    batch = coreweave.build_batch(rows)
+    assert sorted((o.region, o.price_per_hour) for o in batch.offers) == [("europe", 10.0), ("north-america", 18.0)]
+
+
+# -- Hyperstack: parser on the rendered DOM, and proof the served HTML needs JavaScript ------------
+
+def test_hyperstack_rows_from_rendered_dom() -> None:
+    rows = hs_site.parse_pricing_page(html(HS_RENDERED, "https://www.hyperstack.cloud/gpu-pricing"))
+    on_demand = [r for r in rows if r.kind == "gpu" and not r.spot_text]
+    spot = [r for r in rows if r.spot_text]
+    assert len(on_demand) == 13 and len(spot) == 5
+    h100 = next(r for r in on_demand if r.name == "NVIDIA H100 SXM")
+    assert h100.section == "On-Demand GPU Pricing"
+    assert h100.cells == {"GPU Model": "NVIDIA H100 SXM", "VRAM (GB)": "80", "Max pCPUs per GPU": "24",
+                          "Max RAM (GB) per GPU": "240", "Pricing Per Hour": "$3.20/hr"}
+    assert [(r.name, r.spot_text) for r in spot][0] == ("NVIDIA H100 PCIe", "$2.00/hr")
+    assert not any("from $" in (r.price_text + r.spot_text) for r in rows)  # reserved terms not scraped
+    assert {r.name: r.kind for r in rows if r.kind != "gpu"} == {
+        "Cloud-SSD volumes (SSVs)": "storage", "Public IP address": "network", "Egress / ingress traffic": "network"}
+
+
+def test_hyperstack_served_html_has_no_prices_without_javascript() -> None:
+    with pytest.raises(LayoutChanged, match="has no price rows"):
+        hs_site.parse_pricing_page(html(HS_SERVED, "https://www.hyperstack.cloud/gpu-pricing"))
+
+
+def test_hyperstack_normalized_records() -> None:
+    batch = hyperstack.build_batch(hs_site.parse_pricing_page(html(HS_RENDERED, "https://x/gpu-pricing")))
+    options = [o.purchase_option for o in batch.offers]
+    assert (options.count("on_demand"), options.count("spot")) == (13, 5)
+    h100 = by_key(batch, "1x NVIDIA H100 SXM")
+    assert (h100.price_per_hour, h100.gpu_count, h100.gpu_model, h100.vcpus, h100.ram_gb) == (
+        3.2, 1, "H100-SXM", 24, 240)  # per-GPU price; pCPU/RAM are the page's per-GPU maxima
+    assert (h100.region, h100.billing_granularity_s, h100.minimum_charge_s) == ("global", 60, None)
+    assert json.loads(h100.provider_data)["vcpus_ram_are_maxima_per_gpu"] is True
+    assert by_key(batch, "1x NVIDIA H200 SXM").price_per_hour == 3.99
+    nvlink = by_key(batch, "1x NVIDIA H100 NVLink")
+    assert (nvlink.gpu_model, nvlink.price_per_hour, nvlink.interconnect, nvlink.vcpus) == (
+        "H100-PCIe", 2.6, "NVLink", None)  # "—" on the page -> None, never invented
+    a100_spot = by_key(batch, "1x NVIDIA A100", "spot")
+    assert (a100_spot.price_per_hour, a100_spot.spot_savings_pct, a100_spot.gpu_memory_gb) == (1.08, 20.0, 80)
+    a4000 = by_key(batch, "1x NVIDIA A4000")
+    assert (a4000.gpu_model, a4000.gpu_memory_gb_nominal) == ("RTX-A4000", 16)
+    assert batch.quarantined == []
+    [ssd] = batch.storage
+    assert (ssd.storage_class, ssd.usd_per_gb_month) == ("cloud-ssd-volumes-ssvs", 0.070645)
+    [egress] = batch.egress
+    assert (egress.region, egress.usd_per_gb, egress.tier_start_gb) == ("global", 0.0, 0.0)
+
+
+def test_provider_facts_contract() -> None:
+    for module in (coreweave, hyperstack):
+        assert set(module.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS), module.NAME
+        assert module.PROVIDER_FACTS["provider"] == module.NAME and module.PROVIDER_FACTS["billing_granularity_s"] == 60
+        assert all(u.startswith("https://") for u in module.PROVIDER_FACTS["source_urls"])
+    assert SPIDERS == {"coreweave": "spiders.coreweave", "hyperstack": "spiders.hyperstack"}
+
+
+# -- settings and browser discovery ----------------------------------------------------------------
+
+def test_crawl_settings_polite_and_safe() -> None:
+    replay = crawl_settings(SourceContext(provider="coreweave", mode="replay"))
+    live = crawl_settings(SourceContext(provider="coreweave", mode="live"))
+    for s in (replay, live):
+        assert s["USER_AGENT"] == USER_AGENT and s["ROBOTSTXT_OBEY"] is True
+        assert s["TELNETCONSOLE_ENABLED"] is False and s["REMOTE_CONTROL_ENABLED"] is False
+    assert (replay["AUTOTHROTTLE_ENABLED"], replay["DOWNLOAD_DELAY"]) == (False, 0.0)
+    assert (live["AUTOTHROTTLE_ENABLED"], live["DOWNLOAD_DELAY"], live["CONCURRENT_REQUESTS_PER_DOMAIN"]) == (True, 2.0, 1)
+    b = browser_settings(SourceContext(provider="hyperstack", mode="live"), "/opt/chrome/chrome")
+    assert b["TWISTED_REACTOR"] == "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+    assert b["DOWNLOAD_HANDLERS"]["https"] == "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+    assert b["PLAYWRIGHT_LAUNCH_OPTIONS"]["executable_path"] == "/opt/chrome/chrome"
+    assert b["PLAYWRIGHT_LAUNCH_OPTIONS"]["args"] == [
+        "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+    json.dumps(b)  # crosses the process boundary as JSON
+
+
+def test_browser_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = SourceContext(provider="hyperstack")
+    fake = tmp_path / "my-chromium"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("GPULEDGER_CHROMIUM", str(fake))
+    assert browser.find_chromium(ctx) == str(fake)  # an explicit setting wins
+    monkeypatch.setenv("GPULEDGER_CHROMIUM", str(tmp_path / "missing"))
+    with pytest.raises(SourceError, match="hyperstack: the configured Chromium"):
+        browser.find_chromium(ctx)
+    monkeypatch.delenv("GPULEDGER_CHROMIUM")
+    monkeypatch.delenv("GPULEDGER_CHROMIUM_PATH", raising=False)
+    assert browser.find_chromium(SourceContext(provider="x", settings={"chromium_path": str(fake)})) == str(fake)
+    monkeypatch.setattr(browser.shutil, "which", lambda name: str(fake) if name == "chromium" else None)
+    assert browser.find_chromium(ctx) == str(fake)  # a Chromium on PATH
+    monkeypatch.setattr(browser.shutil, "which", lambda name: None)
+    monkeypatch.setattr(browser, "KNOWN_LOCATIONS", (str(tmp_path / "nowhere"),))
+    monkeypatch.setattr(browser, "playwright_chromium", lambda: str(fake))
+    assert browser.find_chromium(ctx) == str(fake)  # playwright's own download, last
+    monkeypatch.setattr(browser, "playwright_chromium", lambda: None)
+    with pytest.raises(SourceError, match="hyperstack: no Chromium found"):
+        browser.find_chromium(ctx)
+
+
+def test_same_host_filter() -> None:
+    abort = browser.same_host_only("http://127.0.0.1:4321/gpu-pricing")
+
+    class Req:
+        def __init__(self, url: str, kind: str = "script") -> None:
+            self.url, self.resource_type = url, kind
+
+    assert not abort(Req("http://127.0.0.1:4321/gpu-pricing/rates.json", "fetch"))
+    assert abort(Req("https://www.googletagmanager.com/gtag/js"))
+    assert abort(Req("http://127.0.0.1:4321/logo.png", "image"))
+
+
+# -- real crawls in child processes against the replay server -------------------------------------
+
+def test_coreweave_crawls_twice_in_one_process(replay) -> None:
+    server = replay("coreweave")
+    ctx = replay_context(server, "coreweave")
+    counts = []
+    for _ in range(2):  # a second crawl in the same process must work (one reactor per child)
+        started = time.monotonic()
+        batch = coreweave.fetch(ctx)
+        WALL_TIMES["coreweave"] = time.monotonic() - started
+        counts.append(batch.counts())
+    assert counts[0] == counts[1] == {"offers": 14, "egress": 1, "storage": 5, "quarantined": 0}
+    assert by_key(batch, "8x NVIDIA HGX H100").price_per_hour == 49.24
+    paths = [(req.path, req.headers.get("user-agent")) for _, req in server.requests]
+    assert paths == [("/robots.txt", USER_AGENT), ("/pricing", USER_AGENT)] * 2  # robots.txt first, our UA
+    assert ctx.requests_made == 4
+    print(f"\ncoreweave replay crawl: {WALL_TIMES['coreweave']:.2f} s wall")
+
+
+def test_coreweave_layout_change_fails_the_scrape(replay) -> None:
+    server = replay("coreweave", recordings=FIX / "coreweave" / "layout_changed")
+    with pytest.raises(SourceError) as err:
+        coreweave.fetch(replay_context(server, "coreweave"))
+    msg = str(err.value)
+    assert msg.startswith("coreweave: scrape of www.coreweave.com/pricing")
+    assert "layout changed" in msg and "no GPU price table (.table-v2.kubernetes-gpu-pricing)" in msg
+
+
+def test_coreweave_http_error_and_robots_refusal(replay) -> None:
+    def error(host, req, ex):
+        return (503, {"Content-Type": "text/plain"}, b"maintenance") if req.path == "/pricing" else None
+
+    server = replay("coreweave", hook=error)
+    with pytest.raises(SourceError, match="coreweave: .*HTTP 503 from http://127.0.0.1:\\d+/pricing"):
+        coreweave.fetch(replay_context(server, "coreweave"))
+
+    def disallow(host, req, ex):
+        return (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /pricing\n") \
+            if req.path == "/robots.txt" else None
+
+    server = replay("coreweave", hook=disallow)
+    with pytest.raises(SourceError, match="coreweave: .*Forbidden by robots.txt"):
+        coreweave.fetch(replay_context(server, "coreweave"))
+    assert [req.path for _, req in server.requests] == ["/robots.txt"]  # the page was never fetched
+
+
+def test_crawl_timeout_kills_the_child(replay) -> None:
+    ctx = replay_context(replay("coreweave"), "coreweave")
+    with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 0.3 s"):
+        crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=0.3)
+
+
+def test_hyperstack_without_a_browser_finds_nothing(replay) -> None:
+    """The same spider over plain HTTP (no Chromium): the served page has no price rows."""
+    server = replay("hyperstack")
+    ctx = replay_context(server, "hyperstack")
+    served = httpx.get(server.endpoints()[hyperstack.HOST] + hyperstack.PRICING_PATH).text
+    assert "Loading prices" in served and "$3.20" not in served
+    with pytest.raises(SourceError, match="hyperstack: .*layout changed .*has no price rows"):
+        crawl(ctx, hyperstack.SPIDER, hyperstack.HOST, hyperstack.PRICING_PATH, crawl_settings(ctx))
+
+
+def test_hyperstack_renders_the_page_in_chromium(replay) -> None:
+    server = replay("hyperstack")
+    ctx = replay_context(server, "hyperstack")
+    started = time.monotonic()
+    batch = hyperstack.fetch(ctx)
+    WALL_TIMES["hyperstack"] = time.monotonic() - started
+    assert batch.counts() == {"offers": 18, "egress": 1, "storage": 1, "quarantined": 0}
+    assert by_key(batch, "1x NVIDIA H100 SXM").price_per_hour == 3.2
+    assert by_key(batch, "1x NVIDIA L40", "spot").price_per_hour == 0.8
+    seen = {req.path: req.headers.get("user-agent") for _, req in server.requests}
+    assert seen["/robots.txt"] == USER_AGENT and seen["/gpu-pricing"] == USER_AGENT
+    assert seen["/gpu-pricing/rates.json"] == USER_AGENT  # the page's own fetch, made by Chromium
+    print(f"\nhyperstack replay crawl (Chromium): {WALL_TIMES['hyperstack']:.2f} s wall")
+
+
+def test_hyperstack_layout_change_fails_the_scrape(replay) -> None:
+    """The script still runs, but into a table the spider does not know: rows never appear."""
+    def redesign(host, req, ex):
+        if req.path != "/gpu-pricing" or ex is None:
+            return None
+        return 200, dict(ex.headers), ex.body().replace(b'id="on-demand-gpu-pricing"', b'id="gpu-rates-v2"')
+
+    server = replay("hyperstack", hook=redesign)
+    ctx = replay_context(server, "hyperstack", settings={"hyperstack_render_timeout_s": 0.5})
+    with pytest.raises(SourceError) as err:
+        hyperstack.fetch(ctx)
+    msg = str(err.value)
+    assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing")
+    assert "layout changed" in msg and "did not appear within 0.5 s" in msg
+
