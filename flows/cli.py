@@ -25,7 +25,7 @@ app = typer.Typer(
     no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-out = Console(soft_wrap=True)
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 DbOption = typer.Option(None, "--db", envvar="GPULEDGER_DB", help="Warehouse file [default: ./gpuledger.duckdb].")
 
@@ -54,7 +54,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         if p["error"]:
             console.print(f"[red]{p['provider']}[/red]: {p['error']}", highlight=False)
         for note in p["notes"]:
-            console.print(f"[yellow]{p['provider']}[/yellow]: {note}", highlight=False)
+            prefix = "" if note.startswith(f"{p['provider']}:") else f"{p['provider']}: "
+            console.print(f"[yellow]{prefix}[/yellow]{note}", highlight=False)
 
 
 @app.command()

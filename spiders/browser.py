@@ -95,3 +95,34 @@ def same_host_only(start_url: str) -> Callable[[Any], bool]:
         return urlsplit(request.url).netloc != allowed
 
     return abort
+
+
+def ensure_browser() -> str:
+    """Find a Chromium, or install one the way this machine allows; return its path.
+
+    Debian as root: the distribution's `chromium` package (playwright cannot
+    download browsers on every network); elsewhere: `playwright install chromium`.
+    """
+    import subprocess
+    import sys
+
+    ctx = SourceContext(provider="browser")
+    try:
+        return find_chromium(ctx)
+    except SourceError:
+        pass
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    else:
+        subprocess.run([sys.executable, "-m", "playwright", "install", "chromium"], check=True)
+    return find_chromium(ctx)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--ensure"]:
+        sys.exit("usage: python -m spiders.browser --ensure   (find or install a Chromium for JS pages)")
+    print(f"chromium: {ensure_browser()}")
