@@ -18,6 +18,7 @@ from flows.pipeline import SOURCES
 
 pytestmark = pytest.mark.prefect
 runner = CliRunner()
+FIXTURES_DIR = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -139,3 +140,38 @@ def test_every_command_has_help() -> None:
         result = runner.invoke(app, [cmd, "--help"])
         assert result.exit_code == 0 and len(result.output) > 100, cmd
     assert os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED") == "false"
+
+
+def test_failures_stay_with_their_provider(replayed_db: Path, tmp_path: Path) -> None:
+    """Azure's API starts failing and CoreWeave's page changes layout: both fail, keep their
+    previous rows byte for byte, and every other provider still loads."""
+    import shutil
+
+    recordings = tmp_path / "recordings"
+    shutil.copytree(BUNDLED_RECORDINGS, recordings)
+    azure = json.loads((recordings / "azure" / "manifest.json").read_text())
+    for ex in azure["exchanges"]:
+        ex["response"] = {"status": 500, "headers": {"Content-Type": "application/json"},
+                          "body": '{"error": "InternalServerError"}'}
+    (recordings / "azure" / "manifest.json").write_text(json.dumps(azure))
+    changed = FIXTURES_DIR / "coreweave" / "layout_changed"
+    page = changed / "coreweave" / "www.coreweave.com" / "pricing.html"
+    shutil.copy(page, recordings / "coreweave" / "www.coreweave.com" / "pricing.html")
+
+    db = tmp_path / "faults.duckdb"
+    shutil.copy(replayed_db, db)
+    before = {p: [r for r in offers_without_run_columns(db) if r[0] == p] for p in ("azure", "coreweave")}
+    result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(recordings), "--db", str(db)])
+    assert result.exit_code == 1
+    assert "failed providers: azure, coreweave" in result.output
+    after = offers_without_run_columns(db)
+    for p in ("azure", "coreweave"):
+        assert before[p] and [r for r in after if r[0] == p] == before[p]
+    con = duckdb.connect(str(db), read_only=True)
+    last = dict(con.execute(
+        "select provider, arg_max(state, finished_at) from scrape_runs group by provider").fetchall())
+    errors = dict(con.execute(
+        "select provider, arg_max(error, finished_at) from scrape_runs group by provider").fetchall())
+    con.close()
+    assert last == {p: ("failed" if p in ("azure", "coreweave") else "ok") for p in SOURCES}
+    assert "HTTP 500" in errors["azure"] and "layout" in errors["coreweave"].lower()
