@@ -675,20 +675,6 @@ def fetch_prices_api(ctx: SourceContext, region: str) -> list[PriceRow]:
     return rows
 
 
-def selected_regions(ctx: SourceContext, available: Iterable[str]) -> list[str]:
-    wanted = ctx.setting("aws_regions")
-    avail = sorted(available)
-    if wanted is None:
-        return [r for r in avail if r in DEFAULT_REGIONS] if ctx.mode == "live" else avail
-    if wanted == "all":
-        return avail
-    names = [w.strip() for w in (wanted.split(",") if isinstance(wanted, str) else wanted) if w.strip()]
-    unknown = [n for n in names if n not in avail]
-    if unknown:
-        raise SourceError(f"aws: regions {unknown} are not in the price list")
-    return names
-
-
 def fetch(ctx: SourceContext) -> Batch:
     """Scrape AWS: every selected region, concurrently, into one Batch."""
     batch = Batch(NAME)
@@ -703,7 +689,7 @@ def fetch(ctx: SourceContext) -> Batch:
         dt_index = {} if use_api else parse_region_index(
             ctx.get(client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX).json(), "AWSDataTransfer")
         advisor_doc = ctx.get(client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH).json()
-        regions = selected_regions(ctx, ec2_index)
+        regions = ctx.select_regions(ec2_index, DEFAULT_REGIONS, "the price list")
         if not use_ec2:
             batch.notes.append("no AWS credentials (or aws_ec2_api=off): on-demand prices from the public "
                                "price list only; no EC2 facts, AZ offerings or spot prices")

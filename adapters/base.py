@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import httpx
 from tenacity import (
@@ -82,6 +82,22 @@ class SourceContext:
         if env is not None:
             return env
         return self.settings.get(name, default)
+
+    def select_regions(self, available: "Iterable[str]", live_defaults: "Iterable[str]", listed_in: str) -> list[str]:
+        """Regions to scrape: setting `<provider>_regions` ("all" or a comma list); else, live,
+        `live_defaults` (GPU regions), and under replay/record every region the source lists."""
+        wanted = self.setting(f"{self.provider}_regions")
+        avail = sorted(set(available))
+        if wanted is None:
+            defaults = set(live_defaults)
+            return [r for r in avail if r in defaults] if self.mode == "live" else avail
+        if wanted == "all":
+            return avail
+        names = [w.strip() for w in (wanted.split(",") if isinstance(wanted, str) else wanted) if w.strip()]
+        unknown = [n for n in names if n not in avail]
+        if unknown:
+            raise SourceError(f"{self.provider}: regions {unknown} are not in {listed_in}")
+        return names
 
     # -- clients ---------------------------------------------------------------
     def boto_client(self, service: str, region: str, host: str, **kwargs: Any) -> Any:

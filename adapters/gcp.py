@@ -1049,20 +1049,6 @@ def fetch_skus(ctx: SourceContext, clients: Clients) -> list[dict[str, Any]]:
     return skus
 
 
-def selected_regions(ctx: SourceContext, available: Iterable[str]) -> list[str]:
-    wanted = ctx.setting("gcp_regions")
-    avail = sorted(set(available))
-    if wanted is None:
-        return [r for r in avail if r in DEFAULT_REGIONS] if ctx.mode == "live" else avail
-    if wanted == "all":
-        return avail
-    names = [w.strip() for w in (wanted.split(",") if isinstance(wanted, str) else wanted) if w.strip()]
-    unknown = [n for n in names if n not in avail]
-    if unknown:
-        raise SourceError(f"gcp: regions {unknown} are not in the zones list")
-    return names
-
-
 def fetch(ctx: SourceContext) -> Batch:
     """Scrape GCP: zones, GPU machine types, accelerator types and Catalog SKUs, into one Batch."""
     clients = make_clients(ctx)
@@ -1074,7 +1060,7 @@ def fetch(ctx: SourceContext) -> Batch:
         zone_pages, type_pages, accel_pages, skus = (zones_f.result(), types_f.result(), accels_f.result(),
                                                      skus_f.result())
     zones = parse_zones(zone_pages)
-    regions = selected_regions(ctx, {z.region for z in zones.values()})
+    regions = ctx.select_regions({z.region for z in zones.values()}, DEFAULT_REGIONS, "the zones list")
     shapes = parse_machine_types(type_pages)
     if not any(series_of(n) in SERIES_SKU_FAMILY or series_of(n) in SLICE_SERIES
                for zone in shapes.values() for n in zone):
