@@ -24,6 +24,10 @@ app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
     no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
 )
+from flows.recommend_cli import register as _register_recommend  # noqa: E402
+
+_register_recommend(app)
+
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 

@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from warehouse import gpus
+from warehouse.recommend import install_macros
 from warehouse.records import Batch, Quarantined
 from warehouse.schema import EGRESS, OFFERS, SPECS, STORAGE, TableSpec, migrate
 
@@ -72,6 +73,7 @@ def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     con = _connect_retrying(p, wait_s)
     migrate(con)
     sync_reference(con)
+    install_macros(con)
     return con
 
 
@@ -86,7 +88,9 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     if not allow_files:
         config = {"enable_external_access": False, "autoinstall_known_extensions": False,
                   "autoload_known_extensions": False, "lock_configuration": True}
-    return _connect_retrying(p, wait_s, read_only=True, config=config)
+    con = _connect_retrying(p, wait_s, read_only=True, config=config)
+    install_macros(con)
+    return con
 
 
 @contextmanager

@@ -1,0 +1,178 @@
+"""`gpuledger recommend`: the cheapest card or node that fits a fine-tuning job.
+
+A thin command over warehouse.recommend; registered on the main app by
+`register(app)` (flows/cli.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from warehouse.memory import METHODS, OPTIMIZERS, PRECISIONS
+from warehouse.models_catalog import UnknownModelError
+from warehouse.recommend import Candidate, Recommendation, RecommendRequest, recommend
+from warehouse.store import WarehouseError, open_reader
+
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+def _money(x: float) -> str:
+    return f"{x:,.2f}" if x >= 0.005 or x == 0 else f"{x:.4f}"
+
+
+def _purchase(c: Candidate) -> str:
+    if not c.interruptible:
+        return "on-demand"
+    risk = c.interruption_risk or (f"rel {c.reliability:.2f}" if c.reliability is not None else "risk unknown")
+    return f"[yellow]{c.purchase_option.upper()}[/yellow] {risk}"
+
+
+def _gpus(c: Candidate) -> str:
+    count = f"{c.gpu_count:g}"
+    node = f"{count}x {c.gpu_model}"
+    return node if c.nodes == 1 else f"{c.nodes} nodes x {node}"
+
+
+def _estimate_lines(rec: Recommendation) -> list[str]:
+    e, s = rec.estimate, rec.estimate.setup
+    b = e.per_gpu
+    method = s.method if s.method == "full" else f"{s.method} r{s.lora_rank} {s.lora_targets}"
+    lines = [
+        f"[bold]{e.model_display}[/bold] ({e.params / 1e9:.1f}B params) - {method}, {s.precision}, {s.optimizer}, "
+        f"seq {s.seq_len} x micro-batch {s.micro_batch}, gradient checkpointing {'on' if s.gradient_checkpointing else 'off'}",
+        f"one GPU needs [bold]{b.total_gb:.1f} GiB[/bold] = weights {b.weights_gb:.1f} + gradients {b.gradients_gb:.1f}"
+        f" + optimizer {b.optimizer_gb:.1f} + adapters {b.adapters_gb:.1f} + activations {b.activations_gb:.1f}"
+        f" + overhead {b.overhead_gb:.1f}",
+    ]
+    if rec.sharded_estimates:
+        shards = ", ".join(f"{g} GPUs: {x.per_gpu_gb:.1f}" for g, x in sorted(rec.sharded_estimates.items()))
+        lines.append(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}")
+    lines.append(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB")
+    return lines
+
+
+def _print(rec: Recommendation) -> None:
+    for line in _estimate_lines(rec):
+        out.print(line, highlight=False)
+    req = rec.request
+    t = Table(title=f"{req.runs} run(s) x {req.hours:g} h, cheapest first", title_justify="left")
+    for col, right in (("#", True), ("provider", False), ("region", False), ("instance", False),
+                       ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
+                       ("compute $", True), ("storage $", True), ("egress $", True), ("total $", True),
+                       ("notes", False)):
+        t.add_column(col, justify="right" if right else "left", no_wrap=col not in ("notes", "instance"))
+    footnotes: dict[str, int] = {}
+    for c in rec.candidates:
+        marks = []
+        for f in c.flags:
+            marks.append(str(footnotes.setdefault(f, len(footnotes) + 1)))
+        where = (c.zone or c.region) + (f" (+{c.other_locations})" if c.other_locations else "")
+        tier = "" if c.precision_supported else "[red]slow path[/red] "
+        t.add_row(str(c.rank), c.provider, where, c.instance_type, _purchase(c), _gpus(c),
+                  f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}",
+                  c.plan if c.plan == "single" else f"sharded x{c.gpus_used:g}",
+                  _money(c.price_per_hour * c.nodes), _money(c.cost.compute_usd), _money(c.cost.storage_usd),
+                  _money(c.cost.egress_usd), f"[bold]{_money(c.cost.total_usd)}[/bold]",
+                  tier + (" ".join(f"[{m}]" for m in marks)))
+    out.print(t)
+    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none cheaper; "
+              "compute = runs x billed time (increment, minimum) x $/h", highlight=False)
+    for text, n in footnotes.items():
+        out.print(f"[{n}] {text}", highlight=False)
+    for note in rec.notes:
+        err.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+
+
+def recommend_command(
+    method: str = typer.Option(..., "--method", help=f"Fine-tuning method: {', '.join(METHODS)}."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="A built-in model (llama-3-70b, mistral-7b, "
+                                        "qwen2.5-72b, ...); see docs/recommender.md."),
+    params: Optional[float] = typer.Option(None, "--params", help="Parameter count (70e9); overrides the model's, "
+                                           "or stands alone for a model not in the table."),
+    precision: str = typer.Option("bf16", "--precision", help=f"Training precision: {', '.join(PRECISIONS)}."),
+    optimizer: str = typer.Option("adamw", "--optimizer", help=f"Optimizer: {', '.join(OPTIMIZERS)}."),
+    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank r."),
+    lora_targets: str = typer.Option("all-linear", "--lora-targets", help="all-linear, attention, qv, mlp, or a "
+                                     "comma list of q,k,v,o,gate,up,down."),
+    seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
+    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
+    hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run."),
+    runs: int = typer.Option(1, "--runs", help="Number of runs (experiments)."),
+    spot: bool = typer.Option(False, "--spot", help="Also consider spot / interruptible offers (marked)."),
+    region: Optional[str] = typer.Option(None, "--region", help="Region prefix (us-), or a LIKE pattern (%us%)."),
+    provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
+    max_gpus: int = typer.Option(8, "--max-gpus", help="At most this many GPUs per plan."),
+    max_nodes: int = typer.Option(1, "--max-nodes", help="Allow sharded plans over this many nodes (RDMA fabric)."),
+    shard_lora: bool = typer.Option(False, "--shard-lora", help="Allow FSDP-sharded LoRA/QLoRA across a node."),
+    headroom: float = typer.Option(0.05, "--headroom", help="Fraction of GPU memory left free."),
+    dataset_gb: float = typer.Option(1.0, "--dataset-gb", help="Training data kept on disk, GB."),
+    top: int = typer.Option(10, "--top", help="Show this many candidates."),
+    all_locations: bool = typer.Option(False, "--all-locations", help="One row per region/zone instead of "
+                                       "one per instance type."),
+    max_age_hours: float = typer.Option(36.0, "--max-age-hours", help="Leave out providers whose last successful "
+                                        "scrape is older than this."),
+    as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
+    db: Optional[Path] = typer.Option(None, "--db", envvar="GPULEDGER_DB",
+                                      help="Warehouse file [default: ./gpuledger.duckdb]."),
+) -> None:
+    """Cheapest card or node that fits a fine-tuning job, by the job's effective cost.
+
+    Estimates the memory the job needs (weights, gradients, optimizer,
+    adapters, activations, overhead), keeps the current offers that fit it
+    from providers with a fresh scrape, and ranks them by compute (billing
+    increment and minimum applied) + storage + egress. Exits 1 when nothing fits.
+
+    \b
+    Examples:
+      gpuledger recommend --model llama-3-8b --method qlora
+      gpuledger recommend --model llama-3-70b --method qlora --hours 6 --runs 10 --spot
+      gpuledger recommend --model llama-3-70b --method full --json
+      gpuledger recommend --params 13e9 --method lora --region us- --top 5
+    """
+    try:
+        request = RecommendRequest(
+            method=method, model=model, params=params, precision=precision, optimizer=optimizer,
+            lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
+            gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, spot=spot, region=region,
+            providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
+            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, top=top,
+            per_instance=not all_locations)
+    except (UnknownModelError, ValueError) as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2) from None
+    try:
+        con = open_reader(db)
+    except WarehouseError as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2) from None
+    try:
+        rec = recommend(con, request)
+    finally:
+        con.close()
+    if as_json:
+        sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
+    else:
+        if rec.candidates:
+            _print(rec)
+        else:
+            for line in _estimate_lines(rec):
+                out.print(line, highlight=False)
+            for note in rec.notes[:-1]:
+                err.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    if rec.nothing_fits:
+        err.print(f"[red]{rec.notes[-1]}[/red]", highlight=False)  # the explanation comes last
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `recommend` to the gpuledger command line."""
+    app.command(name="recommend")(recommend_command)

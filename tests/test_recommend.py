@@ -1,0 +1,428 @@
+"""Matching and cost on small warehouses built with real merges (open_writer + load_outcome)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from warehouse.schema import migrate
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from flows.recommend_cli import register
+from warehouse.recommend import (
+    RecommendRequest, billed_seconds, compute_cost, install_macros, recommend, storage_cost, tiered_egress_cost,
+)
+from warehouse.records import Batch
+from warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
+
+T0 = datetime(2026, 11, 2, 3, 0, tzinfo=timezone.utc)
+NOW = T0 + timedelta(hours=1)  # requests judge freshness at this time
+
+
+def facts(provider: str, granularity: int | None, minimum: int | None) -> dict[str, Any]:
+    return {"provider": provider, "display_name": provider.title(), "kind": "gpu_cloud",
+            "billing_granularity_s": granularity, "minimum_charge_s": minimum}
+
+
+def add(b: Batch, itype: str, gpu: str, count: float, mem: float | None, price: float, *,
+        region: str = "us-east-1", zone: str = "", option: str = "on_demand", interconnect: str | None = None,
+        vendor: str = "NVIDIA", **extra: Any) -> None:
+    assert b.offer(itype, {}, region=region, zone=zone, instance_type=itype, purchase_option=option,
+                   gpu_model=gpu, gpu_name_reported=gpu, gpu_vendor=vendor, gpu_count=count, gpu_memory_gb=mem,
+                   interconnect=interconnect, price_per_hour=price, source_currency="USD",
+                   source_price_per_hour=price, **extra), itype
+
+
+def tiers(b: Batch, region: str, free_gb: float, usd: float) -> None:
+    b.add("egress", "e0", {}, region=region, destination="internet", tier_start_gb=0, tier_end_gb=free_gb,
+          usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0)
+    b.add("egress", "e1", {}, region=region, destination="internet", tier_start_gb=free_gb, tier_end_gb=10240,
+          usd_per_gb=usd, source_currency="USD", source_usd_per_gb=usd)
+    b.add("egress", "e2", {}, region=region, destination="internet", tier_start_gb=10240, tier_end_gb=None,
+          usd_per_gb=usd / 2, source_currency="USD", source_usd_per_gb=usd / 2)
+
+
+def storage(b: Batch, region: str, cls: str, usd: float) -> None:
+    assert b.add("storage", cls, {}, region=region, storage_class=cls, usd_per_gb_month=usd,
+                 source_currency="USD", source_usd_per_gb_month=usd)
+
+
+def persec() -> Batch:
+    """A hyperscaler-like provider: per-second billing with a 60 s minimum (set on the offers)."""
+    b = Batch("persec")
+    bill = {"billing_granularity_s": 1, "minimum_charge_s": 60}
+    add(b, "l4.1", "L4", 1, 22.352, 0.80, **bill)
+    add(b, "l4.1", "L4", 1, 22.352, 0.25, zone="us-east-1a", option="spot", interruption_risk="<5%", **bill)
+    add(b, "l4.half", "L4", 0.5, 11.176, 0.45, **bill)
+    add(b, "l4.eighth", "L4", 0.125, 2.794, 0.12, **bill)
+    add(b, "t4.1", "T4", 1, 15.0, 0.30, **bill)
+    add(b, "a6000.1", "RTX-A6000", 1, 47.99, 0.70, **bill)
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 2.00, **bill)
+    add(b, "h100.8", "H100-SXM", 8, 80.0, 30.0, interconnect="NVSwitch", multinode_fabric="EFA", **bill)
+    add(b, "h200.8", "H200-SXM", 8, 141.0, 40.0, interconnect="NVSwitch", **bill)
+    add(b, "b200.8", "B200", 8, 179.06, 60.0, interconnect="NVSwitch", **bill)
+    add(b, "b200.8", "B200", 8, 179.06, 25.0, zone="us-east-1b", option="spot", interconnect="NVSwitch",
+        interruption_risk=">20%", **bill)
+    add(b, "pro6000.8", "RTX-PRO-6000-S", 8, 96.0, 9.0, interconnect="PCIe", **bill)
+    add(b, "a100x8.nolink", "A100-SXM4-80", 8, 80.0, 8.0, interconnect=None, **bill)
+    add(b, "a100.8", "A100-SXM4-80", 8, 80.0, 16.0, interconnect="NVSwitch", **bill)
+    add(b, "mi300x.8", "MI300X", 8, 192.0, 1.0, interconnect="Infinity Fabric", vendor="AMD", **bill)
+    add(b, "l4.1", "L4", 1, 22.352, 0.70, region="eu-west-1", **bill)
+    tiers(b, "us-east-1", 100, 0.09)
+    storage(b, "us-east-1", "gp3", 0.08)
+    storage(b, "us-east-1", "sc1", 0.015)
+    storage(b, "eu-west-1", "gp3", 0.088)
+    return b
+
+
+def perhour() -> Batch:
+    """A cloud billing per started hour (granularity from the providers table), no egress or storage data."""
+    b = Batch("perhour")
+    add(b, "4090.1", "RTX-4090", 1, 23.99, 0.35, region="ca-1")
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 1.20, region="ca-1")
+    return b
+
+
+def stale() -> Batch:
+    b = Batch("stalecloud")
+    add(b, "cheap4090", "RTX-4090", 1, 23.99, 0.01, region="us-east-9",
+        billing_granularity_s=1, minimum_charge_s=0)
+    add(b, "cheapa100", "A100-SXM4-80", 1, 80.0, 0.02, region="us-east-9",
+        billing_granularity_s=1, minimum_charge_s=0)
+    return b
+
+
+def load(con: duckdb.DuckDBPyConnection, batch: Batch | None, provider: str, finished: datetime,
+         provider_facts: dict[str, Any] | None = None, error: str | None = None) -> None:
+    outcome = ScrapeOutcome(provider, "replay", finished - timedelta(minutes=5), finished, batch=batch, error=error,
+                            provider_facts=provider_facts)
+    report = load_outcome(con, outcome, f"refresh-{provider}-{finished:%H%M}", now=finished)
+    assert report.state == ("failed" if error else "ok"), report.error
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("rec") / "ledger.duckdb"
+    con = open_writer(db)
+    load(con, persec(), "persec", T0, facts("persec", 1, 60))
+    load(con, perhour(), "perhour", T0, facts("perhour", 3600, 3600))
+    load(con, stale(), "stalecloud", T0 - timedelta(days=3), facts("stalecloud", 1, 0))
+    # A later failed attempt does not make stalecloud fresh, and does not make perhour stale.
+    load(con, None, "stalecloud", T0, error="HTTP 503")
+    load(con, None, "perhour", T0 + timedelta(minutes=30), error="HTTP 503")
+    install_macros(con)  # persisted, as open_writer will do
+    con.close()
+    return db
+
+
+@pytest.fixture
+def con(warehouse: Path):
+    c = open_reader(warehouse)
+    yield c
+    c.close()
+
+
+def req(**kw: Any) -> RecommendRequest:
+    kw.setdefault("as_of", NOW)
+    return RecommendRequest(**kw)
+
+
+def names(rec) -> list[str]:
+    return [f"{c.provider}/{c.instance_type}/{c.purchase_option}" for c in rec.candidates]
+
+
+# -- the seed questions -----------------------------------------------------------------
+
+def test_7b_qlora_puts_consumer_and_mid_cards_first(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-2-7b", top=6))
+    first = rec.candidates[0]
+    assert first.gpu_model in ("RTX-4090", "L4") and first.gpu_count <= 1
+    top_gpus = {c.gpu_model for c in rec.candidates[:4]}
+    assert top_gpus <= {"RTX-4090", "L4", "RTX-A6000", "A100-SXM4-80"}
+    assert not any(c.gpu_count > 1 for c in rec.candidates[:4])
+    # A half L4 slice (11.2 GiB) fits a 6.5 GiB job and is flagged as a slice; an eighth (2.8 GiB) does not fit.
+    all_ = recommend(con, req(method="qlora", model="llama-2-7b", top=100))
+    slices = {c.instance_type: c for c in all_.candidates if c.gpu_count < 1}
+    assert "l4.half" in slices and "l4.eighth" not in slices
+    assert any("slice" in f for f in slices["l4.half"].flags)
+
+
+def test_t4_without_bf16_is_ranked_after_supported_cards_and_flagged(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-2-7b", top=100))
+    t4 = next(c for c in rec.candidates if c.gpu_model == "T4")
+    assert not t4.precision_supported
+    assert any("no BF16" in f for f in t4.flags)
+    assert t4.slow_path
+    fast = [c for c in rec.candidates if not c.slow_path]
+    assert rec.candidates[:len(fast)] == fast  # every supported card first, though the T4 is the cheapest
+    assert t4.cost.total_usd < rec.candidates[0].cost.total_usd
+    mi300x = next(c for c in rec.candidates if c.gpu_model == "MI300X")  # QLoRA off CUDA: also after
+    assert mi300x.slow_path and mi300x.precision_supported and any("bitsandbytes" in f for f in mi300x.flags)
+    # In fp16 the T4 (Turing) is fine and comes first on price.
+    fp16 = recommend(con, req(method="qlora", model="llama-2-7b", precision="fp16"))
+    assert fp16.candidates[0].gpu_model == "T4" and fp16.candidates[0].precision_supported
+
+
+def test_70b_qlora_wants_one_80gb_card_or_48gb_where_it_fits(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-3-70b"))
+    assert rec.estimate.per_gpu_gb > 47.99 * 0.95  # 2048 tokens: a 48 GB card is too small
+    first = rec.candidates[0]
+    assert (first.gpu_model, first.gpu_count, first.plan) == ("A100-SXM4-80", 1, "single")
+    assert all(c.memory_gb_per_gpu >= 80 for c in rec.candidates)
+    short = recommend(con, req(method="qlora", model="llama-3-70b", seq_len=512))
+    assert (short.candidates[0].gpu_model, short.candidates[0].gpu_count) == ("RTX-A6000", 1)
+
+
+def test_65b_qlora_fits_a_single_48gb_card(con) -> None:
+    # QLoRA abstract: 65B on a single 48GB GPU (r=64 all-linear, sequence 512, batch 1).
+    rec = recommend(con, req(method="qlora", model="llama-65b", lora_rank=64, seq_len=512))
+    assert rec.candidates[0].gpu_model == "RTX-A6000"
+
+
+def test_70b_full_finetune_gets_8_gpu_nvswitch_nodes_only(con) -> None:
+    rec = recommend(con, req(method="full", model="llama-3-70b", top=100, spot=True))
+    assert rec.candidates
+    for c in rec.candidates:
+        assert (c.gpu_count, c.plan, c.gpus_used) == (8, "sharded", 8)
+        assert c.interconnect in ("NVSwitch", "NVLink")
+        assert c.usable_gb_per_gpu >= c.need_gb_per_gpu == pytest.approx(rec.sharded_estimates[8].per_gpu_gb)
+    assert {c.gpu_model for c in rec.candidates} == {"B200"}  # 8 x 80 GB and 8 x 141 GB are too small
+    # The AMD node has the memory but Infinity Fabric is not NVLink/NVSwitch.
+    assert "mi300x.8" not in {c.instance_type for c in rec.candidates}
+
+
+def test_multi_node_only_when_asked_and_only_with_a_fabric(con) -> None:
+    # 70B full fine-tuning over 3 nodes of 8 x H100 (24 GPUs): ~56 GiB per GPU fits 80 GB cards.
+    rec = recommend(con, req(method="full", model="llama-3-70b", max_nodes=3, max_gpus=24, top=100, hours=2))
+    multi = [c for c in rec.candidates if c.nodes > 1]
+    assert [(c.instance_type, c.nodes, c.gpus_used) for c in multi] == [("h100.8", 3, 24)]
+    assert multi[0].cost.compute_usd == pytest.approx(3 * 30.0 * 2)
+    assert rec.candidates[0].instance_type == "b200.8" and rec.candidates[0].nodes == 1  # one node is cheaper
+    # The A100 nodes have NVSwitch but no RDMA fabric: never multi-node.
+    assert not any(c.instance_type == "a100.8" and c.nodes > 1 for c in rec.candidates)
+    single_node = recommend(con, req(method="full", model="llama-3-70b", top=100))
+    assert all(c.nodes == 1 for c in single_node.candidates)
+
+
+def test_sharded_full_finetune_needs_a_fast_interconnect(con) -> None:
+    rec = recommend(con, req(method="full", model="llama-3-8b", top=100))
+    kinds = {c.instance_type: c for c in rec.candidates}
+    assert "a100.8" in kinds and kinds["a100.8"].plan == "sharded"  # 8 x 80 GB over NVSwitch
+    assert "pro6000.8" not in kinds  # 96 GB cards, enough memory sharded, but PCIe
+    assert "a100x8.nolink" not in kinds  # interconnect unknown: not counted as fast
+    assert "h200.8" in kinds and kinds["h200.8"].plan == "single"  # one 141 GB GPU holds it all
+    assert rec.estimate.per_gpu_gb > 0.95 * 96  # so the PCIe node could only have run it sharded
+
+
+def test_spot_on_and_off_changes_the_answer(con) -> None:
+    on_demand = recommend(con, req(method="qlora", model="llama-3-8b"))
+    assert not any(c.interruptible for c in on_demand.candidates)
+    spot = recommend(con, req(method="qlora", model="llama-3-8b", spot=True))
+    first = spot.candidates[0]
+    assert (first.instance_type, first.purchase_option, first.interruptible) == ("l4.1", "spot", True)
+    assert first.interruption_risk == "<5%"
+    assert names(spot) != names(on_demand)
+    assert any(not c.interruptible for c in spot.candidates)  # both kinds, each marked
+
+
+# -- cost -------------------------------------------------------------------------------
+
+def test_billing_granularity_and_minimum_decide_short_experiments(con) -> None:
+    # Ten 20-minute runs: per started hour the A100 at $1.20/h bills 10 x 1 h = $12.00; per second at $2.00/h
+    # it bills 10 x 1/3 h = $6.67, so the higher sticker price is the cheaper job.
+    rec = recommend(con, req(method="qlora", model="llama-3-70b", hours=1 / 3, runs=10, top=100))
+    by = {(c.provider, c.instance_type): c for c in rec.candidates}
+    hourly, per_second = by[("perhour", "a100.1")], by[("persec", "a100.1")]
+    assert hourly.cost.billed_seconds_per_run == 3600 and hourly.cost.billing_source == "provider"
+    assert hourly.cost.compute_usd == pytest.approx(12.0)
+    assert per_second.cost.billed_seconds_per_run == 1200 and per_second.cost.billing_source == "offer"
+    assert per_second.cost.compute_usd == pytest.approx(20 / 3)
+    assert rec.candidates.index(per_second) < rec.candidates.index(hourly)
+    # One 6-hour run: the sticker decides again.
+    long = recommend(con, req(method="qlora", model="llama-3-70b", hours=6, runs=1, top=100))
+    order = [(c.provider, c.instance_type) for c in long.candidates]
+    assert order.index(("perhour", "a100.1")) < order.index(("persec", "a100.1"))
+
+
+def test_billed_seconds_python_and_sql_agree(con) -> None:
+    cases = [(1200, 3600, 3600), (1200, 1, 60), (30, 1, 60), (1200, 60, None), (3600, 3600, 0), (3601, 3600, 0),
+             (0.4 * 3600, 60, 0), (1200, None, None), (7200.0000001, 60, 60)]
+    for d, g, m in cases:
+        sql = con.execute("select billed_seconds(?, ?, ?)", [d, g, m]).fetchone()[0]
+        assert sql == billed_seconds(d, g, m), (d, g, m)
+    assert billed_seconds(1200, 3600, 3600) == 3600
+    assert billed_seconds(30, 1, 60) == 60
+    assert billed_seconds(3601, 3600, 0) == 7200
+    assert billed_seconds(1200, None, None) == 3600  # unknown increment: per hour, the conservative case
+    usd, billed = compute_cost(2.0, 1 / 3, 10, 1, 60, nodes=2)
+    assert (usd, billed) == (pytest.approx(2 * 10 * 2.0 / 3), 1200)
+
+
+def test_storage_and_tiered_egress_components(con) -> None:
+    assert tiered_egress_cost(50, [(0, 100, 0.0), (100, None, 0.09)]) == 0
+    assert tiered_egress_cost(150, [(100, 10240, 0.09), (0, 100, 0.0), (10240, None, 0.05)]) == pytest.approx(4.5)
+    assert tiered_egress_cost(10340, [(0, 100, 0.0), (100, 10240, 0.09), (10240, None, 0.05)]) == \
+        pytest.approx(10140 * 0.09 + 100 * 0.05)
+    assert storage_cost(100, 0.073, 730) == pytest.approx(7.3)
+
+    rec = recommend(con, req(method="full", model="llama-3-8b", hours=2, runs=10, top=100))
+    c = next(c for c in rec.candidates if c.instance_type == "h200.8")
+    e = rec.estimate
+    # Egress: ten downloads of the 16-bit model through the tiers (first 100 GB free, then $0.09).
+    assert c.cost.egress_gb == pytest.approx(10 * e.artifact_gb)
+    assert c.cost.egress_usd == pytest.approx((10 * e.artifact_gb - 100) * 0.09)
+    assert c.cost.egress_source == "region"
+    # Storage: the region's cheapest class, dataset + base weights + one checkpoint, for 20 hours.
+    assert (c.cost.storage_class, c.cost.storage_source) == ("sc1", "region")
+    gb = 1.0 + e.base_weights_gb + e.checkpoint_gb
+    assert c.cost.storage_gb == pytest.approx(gb)
+    assert c.cost.storage_usd == pytest.approx(gb * 0.015 * 20 / 730)
+    assert c.cost.total_usd == pytest.approx(c.cost.compute_usd + c.cost.storage_usd + c.cost.egress_usd)
+    assert c.cost.compute_usd == pytest.approx(10 * 2 * 40.0)
+    # A provider without storage or egress prices: assumed free, and said so.
+    qrec = recommend(con, req(method="qlora", model="llama-3-8b", top=100))
+    ph = next(c for c in qrec.candidates if c.provider == "perhour")
+    assert (ph.cost.storage_usd, ph.cost.egress_usd) == (0, 0)
+    assert (ph.cost.storage_source, ph.cost.egress_source) == ("none", "none")
+    assert any("storage assumed free" in f for f in ph.flags) and any("egress assumed free" in f for f in ph.flags)
+
+
+# -- freshness, filters, nothing fits -------------------------------------------------------
+
+def test_stale_providers_are_excluded_and_reported(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-2-7b", top=100, max_age_hours=36))
+    assert "stalecloud" not in {c.provider for c in rec.candidates}  # although by far the cheapest
+    assert [p.provider for p in rec.stale_providers] == ["stalecloud"]
+    assert rec.stale_providers[0].last_state == "failed" and rec.stale_providers[0].age_hours == pytest.approx(73)
+    assert {p.provider for p in rec.fresh_providers} == {"persec", "perhour"}  # a later failure keeps perhour fresh
+    assert any("stalecloud" in n for n in rec.notes)
+    relaxed = recommend(con, req(method="qlora", model="llama-2-7b", max_age_hours=100))
+    assert relaxed.candidates[0].provider == "stalecloud" and not relaxed.stale_providers
+    # The SQL view of freshness is the same.
+    assert {r[0] for r in con.execute("select provider from fresh_providers(max_age_hours := 36, as_of := ?)",
+                                      [NOW]).fetchall()} == {"persec", "perhour"}
+
+
+def test_region_and_gpu_limits(con) -> None:
+    eu = recommend(con, req(method="qlora", model="llama-2-7b", region="eu-"))
+    assert [c.region for c in eu.candidates] == ["eu-west-1"]
+    like = recommend(con, req(method="qlora", model="llama-2-7b", region="%east%", top=100))
+    assert {c.region for c in like.candidates} == {"us-east-1"}
+    few = recommend(con, req(method="full", model="llama-3-8b", max_gpus=4, top=100))
+    assert all(c.gpu_count <= 4 for c in few.candidates)
+    # One row per instance type by default; --all-locations shows every place.
+    grouped = recommend(con, req(method="qlora", model="llama-2-7b", top=100))
+    l4 = next(c for c in grouped.candidates if c.instance_type == "l4.1")
+    assert (l4.region, l4.other_locations) == ("eu-west-1", 1)  # cheaper there, one more place
+    every = recommend(con, req(method="qlora", model="llama-2-7b", top=100, per_instance=False))
+    assert len([c for c in every.candidates if c.instance_type == "l4.1"]) == 2
+
+
+def test_nothing_fits_is_said_clearly(con) -> None:
+    rec = recommend(con, req(method="full", model="llama-3.1-405b"))
+    assert rec.nothing_fits and rec.candidates == []
+    why = rec.notes[-1]
+    assert why.startswith("nothing fits: the job needs") and "MI300X with 192.0 GiB" in why
+    assert "--method lora or qlora" in why
+    nobody = recommend(con, req(method="qlora", model="llama-2-7b", as_of=NOW + timedelta(days=30)))
+    assert nobody.nothing_fits and "no provider has a successful scrape" in nobody.notes[-1]
+    assert {p.provider for p in nobody.stale_providers} == {"persec", "perhour", "stalecloud"}
+
+
+def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> None:
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("nomem")
+    add(b, "mystery80", "H100-PCIe", 1, None, 2.0, billing_granularity_s=60)
+    load(con, b, "nomem", T0)
+    rec = recommend(con, req(method="qlora", model="llama-3-70b"))
+    c = rec.candidates[0]
+    assert c.memory_source == "nominal" and c.memory_gb_per_gpu == pytest.approx(80e9 / 2**30)
+    assert any("marketed size" in f for f in c.flags)
+    con.close()
+
+
+# -- SQL macro -------------------------------------------------------------------------
+
+def test_fits_macro_gives_the_same_candidate_set(con) -> None:
+    r = req(method="qlora", model="llama-3-8b", spot=True, top=1000, per_instance=False)
+    rec = recommend(con, r)
+    need = rec.estimate.per_gpu_gb
+    sql = con.execute(
+        "select provider, region, zone, instance_type, purchase_option, interruptible "
+        "from fits(?, spot := true, as_of := ?)", [need, NOW]).fetchall()
+    assert sorted(sql) == sorted((c.provider, c.region, c.zone, c.instance_type, c.purchase_option, c.interruptible)
+                                 for c in rec.candidates)
+    # Sharded: exactly n GPUs per node, fast interconnect only (not PCIe, not unknown, not Infinity Fabric).
+    rows = con.execute("select instance_type, plan, gpus_used from fits(20, gpus := 8, as_of := ?) order by 1",
+                       [NOW]).fetchall()
+    assert rows == [("a100.8", "sharded", 8), ("b200.8", "sharded", 8), ("h100.8", "sharded", 8),
+                    ("h200.8", "sharded", 8)]
+
+
+def test_persisted_macros_serve_plain_duckdb_users(warehouse: Path) -> None:
+    plain = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        assert plain.execute("select count(*) from fits(70, as_of := ?)", [NOW]).fetchone()[0] > 0
+    finally:
+        plain.close()
+
+
+def test_install_macros_on_a_read_only_connection_is_temporary(tmp_path: Path) -> None:
+    db = tmp_path / "ro.duckdb"
+    plain = duckdb.connect(str(db))  # a warehouse made without the macros (as by an older gpuledger)
+    migrate(plain)
+    plain.close()
+    ro = open_reader(db)  # installs them, temporarily
+    install_macros(ro)  # again: would fail if it tried to write the file
+    assert ro.execute("select count(*) from fits(1)").fetchone()[0] == 0
+    ro.close()
+    again = duckdb.connect(str(db), read_only=True)
+    assert again.execute("select count(*) from duckdb_functions() where function_name = 'fits'").fetchone()[0] == 0
+    again.close()
+
+
+# -- CLI -------------------------------------------------------------------------------
+
+@pytest.fixture
+def cli() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def main() -> None:
+        """test app"""
+
+    register(app)
+    return app
+
+
+def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
+    # The CLI judges freshness at run time, so it gets a warehouse scraped just now.
+    runner = CliRunner()
+    db = warehouse.parent / "cli.duckdb"
+    con = open_writer(db)
+    load(con, persec(), "persec", datetime.now(timezone.utc))
+    con.close()
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-70b", "--method", "qlora", "--db", str(db),
+                            "--hours", "6", "--runs", "10", "--spot"])
+    assert r.exit_code == 0, r.output
+    assert "a100.1" in r.output and "SPOT" in r.output and "on-demand" in r.output
+    assert "one GPU needs" in r.output and "weights" in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-70b", "--method", "qlora", "--db", str(db), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["candidates"][0]["gpu_model"] == "A100-SXM4-80"
+    assert set(data["candidates"][0]["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
+    assert data["estimate"]["per_gpu"]["total_gb"] > 40
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3.1-405b", "--method", "full", "--db", str(db)])
+    assert r.exit_code == 1
+    assert "nothing fits" in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "gpt-9", "--method", "qlora", "--db", str(db)])
+    assert r.exit_code == 2 and "unknown model" in r.output
+    r = runner.invoke(cli, ["recommend", "--params", "13e9", "--method", "lora", "--db", str(db), "--top", "3"])
+    assert r.exit_code == 0, r.output

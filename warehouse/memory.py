@@ -1,0 +1,348 @@
+"""GPU memory needed to fine-tune an LLM: a pure estimator (no I/O).
+
+Work back from the model and the method to bytes per GPU, the way a
+practitioner does. All sizes are in GiB (2^30 bytes), the unit the warehouse's
+`gpu_memory_gb` is reported in, and are named `*_gb` like that column.
+
+Per GPU, the estimate is the sum of six parts (`MemoryBreakdown`):
+
+weights
+    full / lora: every parameter in the training precision (2 bytes for
+    bf16/fp16, 4 for fp32). qlora: the linear layers of the transformer blocks
+    in 4-bit NormalFloat with double quantization, 4 + 0.127 bits per
+    parameter (Dettmers et al. 2023, QLoRA, sec. 3 "Double Quantization":
+    the constants cost 8/64 + 32/(64*256) = 0.127 bits per parameter), and
+    the embeddings, LM head and norms in 16 bit (bitsandbytes leaves them
+    unquantized).
+gradients
+    One gradient per trainable parameter, in the trainable parameter's dtype.
+optimizer state
+    Full fine-tuning in mixed precision keeps an fp32 master copy (4 bytes)
+    plus the optimizer's moments: AdamW 2 x 4 bytes, 8-bit AdamW 2 x 1 byte
+    (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization";
+    block constants negligible), SGD with momentum 4 bytes. So mixed-precision
+    AdamW costs 2 + 2 + 12 = 16 bytes per parameter, K = 12 in the ZeRO paper
+    (Rajbhandari et al. 2020, sec. 3.1: "mixed-precision training of a model
+    with Psi parameters using Adam requires enough memory to hold 16 Psi
+    bytes"). Hugging Face's "Model training anatomy" counts 18 bytes (an extra
+    2-byte half copy kept by PyTorch AMP); the estimator uses the ZeRO
+    accounting, which DeepSpeed and FSDP mixed precision follow. fp32 training
+    needs no master copy (AdamW: 4 + 4 + 8 = 16 bytes as well).
+    LoRA/QLoRA: the moments of the adapter parameters only (AdamW: 8 bytes;
+    the QLoRA recipe uses paged 32-bit AdamW, which is the same size).
+adapters
+    LoRA parameters: r x (d_in + d_out) per adapted matrix (Hu et al. 2021).
+    lora: kept in fp32 (PEFT's default, autocast_adapter_dtype=True), so
+    their gradients are fp32 as well. qlora: kept in bf16 under bf16 training,
+    as the QLoRA reference code does (qlora.py casts every LoraLayer to
+    bfloat16); fp32 otherwise (fp16 gradients cannot be unscaled by AMP).
+activations
+    Per micro-batch of b sequences of s tokens, in the compute precision
+    (a = 2 bytes for bf16/fp16, 4 for fp32), following the accounting of
+    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+    Transformer Models", sec. 4.1: 34 sbh + 5 a s^2 b bytes per layer for
+    GPT) re-derived for today's blocks: pre-norm, no dropout, FlashAttention /
+    SDPA (no s^2 score matrix is kept, so the 5as^2b term is gone), GQA, a
+    gated MLP of width i. Stored per token per layer:
+        attention: norm output h, Q q_dim, K and V 2 kv_dim, attention output q_dim
+        gated MLP: norm output h, gate i, up i, act(gate) i, product i   (plain MLP: h + 2i)
+        the two norms' inputs: 2h
+    times a bytes, i.e. a (3h + 2 q_dim + 2 kv_dim + 4i) for Llama (37.5 h bytes
+    for Llama 2 7B, against 34 h for Korthikanti's GPT). MoE: the MLP part
+    times the experts each token is routed to.
+    With gradient checkpointing (one checkpoint per layer, as Hugging Face
+    does) only each layer's input is kept, a s b h bytes per layer (the
+    "full recomputation" case of Korthikanti et al.: 2sbhL in 16 bit), plus
+    one layer's full activations while it is recomputed.
+    Plus the logits: s b V (a + 4 + 4) bytes for the LM-head output, its fp32
+    copy for the loss and the fp32 gradient. Unmodelled: LoRA dropout copies
+    (none with lora_dropout = 0), eager attention (add 5 a s^2 b per layer).
+framework overhead
+    1 GiB for the CUDA context and kernels (HF "Model training anatomy": "the
+    kernels ... can take up 1-2GB of memory"); qlora: one dequantized weight
+    matrix in 16 bit; sharded plans: the ZeRO-3/FSDP working set, two
+    gathered units (the current and the prefetched layer, or the embedding if
+    larger) plus one layer of unsharded gradients before reduce-scatter.
+
+Multi-GPU (gpus > 1) means ZeRO-3 / FSDP FULL_SHARD data parallelism inside
+one job: weights, gradients and optimizer state are divided by the GPU count
+(ZeRO paper, Fig. 1: 16 Psi / N_d per GPU with stage 3), activations are per
+GPU (each GPU runs its own micro-batch), the overhead above is per GPU. LoRA
+and QLoRA are single-GPU methods unless shard_lora (FSDP + QLoRA, as
+Answer.AI's fsdp_qlora does), in which case the same division applies.
+
+Not included, on purpose: CPU offload (ZeRO-Offload, paged optimizers
+spilling to host RAM), tensor/pipeline parallelism, KV caches (training has
+none), the allocator's fragmentation (the matcher leaves headroom for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from warehouse import models_catalog
+from warehouse.models_catalog import ModelSpec
+
+GIB = float(2**30)
+
+METHODS = ("full", "lora", "qlora")
+PRECISIONS = ("bf16", "fp16", "fp32")
+OPTIMIZERS = ("adamw", "adamw8bit", "sgd")
+
+# Bytes per parameter of the optimizer's own state (moments), before any fp32 master copy.
+OPTIMIZER_STATE_BYTES = {"adamw": 8.0, "adamw8bit": 2.0, "sgd": 4.0}
+MASTER_COPY_BYTES = 4.0  # fp32 master weights in mixed precision (ZeRO paper sec. 3.1)
+NF4_DQ_BITS = 4.0 + 0.127  # QLoRA: NF4 + double-quantized constants, bits per parameter
+CUDA_CONTEXT_GB = 1.0  # CUDA context + kernels (HF "Model training anatomy": 1-2 GB)
+LOSS_FP32_COPIES = 2  # logits upcast to fp32 for the loss + their fp32 gradient
+
+LORA_TARGET_SETS = {
+    "all-linear": ("q", "k", "v", "o", "gate", "up", "down"),
+    "all": ("q", "k", "v", "o", "gate", "up", "down"),
+    "attention": ("q", "k", "v", "o"),
+    "attn": ("q", "k", "v", "o"),
+    "qv": ("q", "v"),
+    "mlp": ("gate", "up", "down"),
+}
+_TARGET_NAMES = {"q": "q", "k": "k", "v": "v", "o": "o", "gate": "gate", "up": "up", "down": "down",
+                 "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
+                 "up_proj": "up", "down_proj": "down"}
+
+
+def parse_lora_targets(targets: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """'all-linear' | 'attention' | 'qv' | 'mlp' | a comma list of q,k,v,o,gate,up,down (or *_proj)."""
+    if isinstance(targets, str):
+        key = targets.strip().lower()
+        if key in LORA_TARGET_SETS:
+            return LORA_TARGET_SETS[key]
+        parts = [p.strip().lower() for p in key.split(",") if p.strip()]
+    else:
+        parts = [p.strip().lower() for p in targets]
+    out = []
+    for p in parts:
+        if p not in _TARGET_NAMES:
+            raise ValueError(f"unknown LoRA target {p!r}: use all-linear, attention, qv, mlp "
+                             "or a comma list of q,k,v,o,gate,up,down")
+        if _TARGET_NAMES[p] not in out:
+            out.append(_TARGET_NAMES[p])
+    if not out:
+        raise ValueError("no LoRA targets given")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What is being fine-tuned and how. Give `model` (built-in name), `params`, or both
+    (`params` then overrides the count while the architecture comes from the model)."""
+
+    method: str
+    model: str | None = None
+    params: float | None = None
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    lora_rank: int = 16
+    lora_targets: str = "all-linear"
+    seq_len: int = 2048
+    micro_batch: int = 1
+    gradient_checkpointing: bool = True
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}"),
+            (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
+            (self.model is not None or self.params is not None, "give a model name or a parameter count"),
+            (self.params is None or self.params > 0, f"params must be positive, got {self.params}"),
+            (self.lora_rank >= 1, f"lora_rank must be at least 1, got {self.lora_rank}"),
+            (self.seq_len >= 1, f"seq_len must be at least 1, got {self.seq_len}"),
+            (self.micro_batch >= 1, f"micro_batch must be at least 1, got {self.micro_batch}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(msg)
+        parse_lora_targets(self.lora_targets)
+
+    def spec(self) -> ModelSpec:
+        if self.model is not None:
+            return models_catalog.lookup(self.model)
+        assert self.params is not None
+        return models_catalog.generic_spec(self.params)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """GiB per GPU."""
+
+    weights_gb: float
+    gradients_gb: float
+    optimizer_gb: float
+    adapters_gb: float
+    activations_gb: float
+    overhead_gb: float
+
+    @property
+    def total_gb(self) -> float:
+        return (self.weights_gb + self.gradients_gb + self.optimizer_gb + self.adapters_gb
+                + self.activations_gb + self.overhead_gb)
+
+    @property
+    def states_gb(self) -> float:
+        """Model states: weights + gradients + optimizer + adapters (no activations, no overhead)."""
+        return self.weights_gb + self.gradients_gb + self.optimizer_gb + self.adapters_gb
+
+    def as_dict(self) -> dict[str, float]:
+        d = asdict(self)
+        d["total_gb"] = self.total_gb
+        return d
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    setup: TrainingSetup
+    model_name: str
+    model_display: str
+    generic_architecture: bool
+    params: float
+    trainable_params: float
+    adapter_params: float
+    gpus: int
+    sharded: bool
+    per_gpu: MemoryBreakdown
+    artifact_gb: float  # the result you download: full weights, or the adapter
+    checkpoint_gb: float  # one resumable checkpoint (trainable weights + optimizer state)
+    base_weights_gb: float  # the base model's files (16-bit safetensors) on disk
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def per_gpu_gb(self) -> float:
+        return self.per_gpu.total_gb
+
+    @property
+    def total_gb(self) -> float:
+        """All GPUs together."""
+        return self.per_gpu.total_gb * self.gpus
+
+    @property
+    def state_bytes_per_param(self) -> float:
+        """Weights + gradients + optimizer + adapters over all GPUs, per model parameter."""
+        return self.per_gpu.states_gb * self.gpus * GIB / self.params
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model_name, "model_display": self.model_display,
+            "generic_architecture": self.generic_architecture, "params": self.params,
+            "trainable_params": self.trainable_params, "adapter_params": self.adapter_params,
+            "method": self.setup.method, "precision": self.setup.precision, "optimizer": self.setup.optimizer,
+            "lora_rank": self.setup.lora_rank if self.setup.method != "full" else None,
+            "lora_targets": self.setup.lora_targets if self.setup.method != "full" else None,
+            "seq_len": self.setup.seq_len, "micro_batch": self.setup.micro_batch,
+            "gradient_checkpointing": self.setup.gradient_checkpointing,
+            "gpus": self.gpus, "sharded": self.sharded, "per_gpu": self.per_gpu.as_dict(),
+            "total_gb": self.total_gb, "artifact_gb": self.artifact_gb, "checkpoint_gb": self.checkpoint_gb,
+            "base_weights_gb": self.base_weights_gb, "assumptions": list(self.assumptions),
+        }
+
+
+def precision_bytes(precision: str) -> float:
+    return 4.0 if precision == "fp32" else 2.0
+
+
+def activation_bytes(spec: ModelSpec, seq_len: int, micro_batch: int, checkpointing: bool,
+                     act_bytes: float) -> dict[str, float]:
+    """Activation memory in bytes, by part: 'layers', 'recompute', 'logits' (see the module doc)."""
+    h, i = spec.hidden, spec.intermediate
+    attn = h + 2 * spec.q_dim + 2 * spec.kv_dim
+    mlp = (h + 4 * i) if spec.gated_mlp else (h + 2 * i)
+    mlp *= spec.experts_per_token if spec.experts > 1 else 1
+    per_token_layer = act_bytes * (attn + mlp + 2 * h)
+    tokens = seq_len * micro_batch
+    if checkpointing:
+        layers = spec.layers * tokens * h * act_bytes
+        recompute = tokens * per_token_layer
+    else:
+        layers = spec.layers * tokens * per_token_layer
+        recompute = 0.0
+    logits = tokens * spec.vocab * (act_bytes + 4.0 * LOSS_FP32_COPIES)
+    return {"layers": float(layers), "recompute": float(recompute), "logits": float(logits)}
+
+
+def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> MemoryEstimate:
+    """Memory per GPU for `setup` on `gpus` GPUs of one job (see the module doc for every formula)."""
+    if gpus < 1:
+        raise ValueError(f"gpus must be at least 1, got {gpus}")
+    spec = setup.spec()
+    n = float(setup.params if setup.params is not None else spec.params)
+    pb = precision_bytes(setup.precision)
+    state_b = OPTIMIZER_STATE_BYTES[setup.optimizer]
+    targets = parse_lora_targets(setup.lora_targets)
+    notes: list[str] = []
+    if spec.generic:
+        notes.append(f"{spec.display}: architecture not known, a Llama-shaped one is assumed "
+                     f"({spec.layers} layers, hidden {spec.hidden}, vocab {spec.vocab}); activations are approximate")
+    elif setup.params is not None and abs(setup.params - spec.params) / spec.params > 0.01:
+        notes.append(f"parameter count {n / 1e9:.2f}B given; architecture of {spec.display} ({spec.params / 1e9:.2f}B)")
+
+    adapter_params = 0.0
+    sharded = gpus > 1 and (setup.method == "full" or shard_lora)
+    div = gpus if sharded else 1
+    if setup.method == "full":
+        weights = n * pb
+        grads = n * pb
+        optimizer = n * (state_b + (MASTER_COPY_BYTES if pb < 4 else 0.0))
+        adapters = 0.0
+        trainable = n
+        artifact = n * pb
+        checkpoint = n * (pb + state_b + (MASTER_COPY_BYTES if pb < 4 else 0.0))
+        notes.append(f"full fine-tuning, {setup.precision}, {setup.optimizer}: "
+                     f"{(weights + grads + optimizer) / n:g} bytes/parameter of model state"
+                     + (" (ZeRO accounting: 16 for mixed-precision AdamW)" if pb < 4 and setup.optimizer == "adamw" else ""))
+    else:
+        adapter_params = float(spec.lora_params(setup.lora_rank, targets) * (n / spec.params))
+        if setup.method == "qlora":
+            q_frac = spec.quantizable_fraction
+            weights = n * q_frac * NF4_DQ_BITS / 8 + n * (1 - q_frac) * pb
+            adapter_b = 2.0 if setup.precision == "bf16" else 4.0
+            notes.append(f"qlora: block linear layers ({q_frac:.1%} of parameters) in NF4 + double quantization "
+                         f"({NF4_DQ_BITS:g} bits), the rest in 16 bit; adapters in "
+                         f"{'bf16 (QLoRA reference code)' if adapter_b == 2 else 'fp32'}")
+        else:
+            weights = n * pb
+            adapter_b = 4.0
+            notes.append(f"lora: frozen base in {setup.precision}, adapters in fp32 (PEFT default)")
+        adapters = adapter_params * adapter_b
+        grads = adapter_params * adapter_b
+        optimizer = adapter_params * state_b
+        trainable = adapter_params
+        artifact = adapter_params * adapter_b
+        checkpoint = adapter_params * (adapter_b + state_b)
+        notes.append(f"LoRA rank {setup.lora_rank} on {','.join(t for t in targets if t in spec.linear_shapes())}: "
+                     f"{adapter_params / 1e6:.1f}M trainable parameters")
+
+    act = activation_bytes(spec, setup.seq_len, setup.micro_batch, setup.gradient_checkpointing, pb)
+    activations = sum(act.values())
+    overhead = CUDA_CONTEXT_GB * GIB
+    if setup.method == "qlora":
+        biggest = max(a * b for a, b in spec.linear_shapes().values())
+        overhead += biggest * 2.0  # one dequantized weight in 16 bit
+    if sharded:
+        scale = n / spec.params
+        unit = max(spec.layer_params, spec.embedding_params / (1 if spec.tied_embeddings else 2)) * scale
+        weight_b = (NF4_DQ_BITS / 8) if setup.method == "qlora" else pb
+        grad_b = pb if setup.method == "full" else 0.0
+        overhead += 2 * unit * max(weight_b, 2.0) + spec.layer_params * scale * grad_b
+        weights, grads, optimizer, adapters = weights / div, grads / div, optimizer / div, adapters / div
+        notes.append(f"sharded ZeRO-3/FSDP over {gpus} GPUs: weights, gradients and optimizer state / {gpus}; "
+                     "activations and gather buffers per GPU")
+    notes.append(f"activations: seq {setup.seq_len} x micro-batch {setup.micro_batch}, "
+                 f"gradient checkpointing {'on' if setup.gradient_checkpointing else 'off'}, "
+                 "FlashAttention/SDPA (no s^2 scores kept)")
+
+    per_gpu = MemoryBreakdown(
+        weights_gb=weights / GIB, gradients_gb=grads / GIB, optimizer_gb=optimizer / GIB,
+        adapters_gb=adapters / GIB, activations_gb=activations / GIB, overhead_gb=overhead / GIB)
+    return MemoryEstimate(
+        setup=setup, model_name=spec.name, model_display=spec.display, generic_architecture=spec.generic,
+        params=n, trainable_params=trainable, adapter_params=adapter_params, gpus=gpus, sharded=sharded,
+        per_gpu=per_gpu, artifact_gb=artifact / GIB, checkpoint_gb=checkpoint / GIB,
+        base_weights_gb=n * 2.0 / GIB, assumptions=tuple(notes))

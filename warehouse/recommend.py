@@ -1,0 +1,524 @@
+"""Which rented GPU to fine-tune on: matching and cost, from the warehouse.
+
+`recommend(con, request)` works the way a practitioner does: estimate the
+memory the job needs (warehouse.memory), find the current offers that fit it
+from providers whose data is fresh (the SQL table macro `fits`, so a SQL user
+gets the same candidate set), and rank them by what the job would really
+cost: compute billed with the provider's increment and minimum charge, plus
+storage for the data and checkpoints while the job runs, plus the egress of
+downloading the result. Each component is shown; nothing is mixed silently
+(spot vs. on-demand, cards without the chosen precision, stale providers).
+
+Formulas and assumptions: docs/recommender.md. Everything here only reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+
+from warehouse.memory import MemoryEstimate, TrainingSetup, estimate
+
+SQL_PATH = Path(__file__).parent / "sql" / "recommend.sql"
+HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
+DEFAULT_HEADROOM = 0.05
+SLOW_FP16_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal")
+
+
+# -- SQL macros -----------------------------------------------------------------
+
+def _is_read_only(con: duckdb.DuckDBPyConnection) -> bool:
+    row = con.execute(
+        "select readonly from duckdb_databases() where database_name = current_database()").fetchone()
+    return bool(row and row[0])
+
+
+def install_macros(con: duckdb.DuckDBPyConnection, temporary: bool | None = None) -> None:
+    """Create (or replace) the recommender's macros: billed_seconds, is_fast_interconnect,
+    fresh_providers, fits (warehouse/sql/recommend.sql).
+
+    temporary=None: persisted in the warehouse file when `con` can write (the
+    DuckDB CLI, pandas and polars then see them too), TEMP macros when it is
+    read-only. Idempotent and cheap; call it right after opening the warehouse.
+    """
+    sql = SQL_PATH.read_text()
+    if temporary is None:
+        temporary = _is_read_only(con)
+    if temporary:
+        sql = sql.replace("create or replace macro", "create or replace temp macro")
+    con.execute(sql)
+
+
+# -- request and results ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    """A fine-tuning job and the constraints on where it may run."""
+
+    method: str  # full | lora | qlora
+    model: str | None = None  # built-in model name (warehouse.models_catalog)
+    params: float | None = None  # parameter count; overrides the model's
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    lora_rank: int = 16
+    lora_targets: str = "all-linear"
+    seq_len: int = 2048
+    micro_batch: int = 1
+    gradient_checkpointing: bool = True
+    hours: float = 6.0  # wall-clock hours per run, on the machine chosen
+    runs: int = 1  # how many such runs (experiments)
+    spot: bool = False  # also consider spot / low-priority / interruptible offers
+    region: str | None = None  # region prefix ('us-'), or a LIKE pattern with % or _
+    providers: tuple[str, ...] = ()  # only these providers (empty: all)
+    max_gpus: int = 8  # GPUs per plan (all nodes together)
+    max_nodes: int = 1  # > 1 allows multi-node sharded plans (needs an RDMA fabric)
+    shard_lora: bool = False  # allow FSDP-sharded LoRA/QLoRA across the GPUs of a node
+    max_age_hours: float = 36.0  # a provider's last successful scrape must be this recent
+    headroom: float = DEFAULT_HEADROOM  # fraction of GPU memory left free
+    dataset_gb: float = 1.0  # training data kept on disk
+    checkpoints_kept: int = 1  # resumable checkpoints kept on disk at once
+    downloads: int | None = None  # results downloaded (default: one per run)
+    top: int = 10
+    per_instance: bool = True  # one row per provider/instance/purchase option (cheapest place)
+    as_of: datetime | None = None  # judge freshness at this time (default: now)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.hours > 0 and math.isfinite(self.hours), f"hours must be positive, got {self.hours}"),
+            (self.runs >= 1, f"runs must be at least 1, got {self.runs}"),
+            (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
+            (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
+            (self.max_age_hours > 0, f"max_age_hours must be positive, got {self.max_age_hours}"),
+            (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
+            (self.dataset_gb >= 0, f"dataset_gb must not be negative, got {self.dataset_gb}"),
+            (self.checkpoints_kept >= 0, f"checkpoints_kept must not be negative, got {self.checkpoints_kept}"),
+            (self.downloads is None or self.downloads >= 0, f"downloads must not be negative, got {self.downloads}"),
+            (self.top >= 1, f"top must be at least 1, got {self.top}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(msg)
+        self.setup().spec()  # validates method, precision, model name, ...
+
+    def setup(self) -> TrainingSetup:
+        return TrainingSetup(
+            method=self.method, model=self.model, params=self.params, precision=self.precision,
+            optimizer=self.optimizer, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
+            seq_len=self.seq_len, micro_batch=self.micro_batch,
+            gradient_checkpointing=self.gradient_checkpointing)
+
+    @property
+    def download_count(self) -> int:
+        return self.runs if self.downloads is None else self.downloads
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    """What the job costs on one candidate, USD, by component."""
+
+    compute_usd: float
+    storage_usd: float
+    egress_usd: float
+    billed_seconds_per_run: float
+    granularity_s: int
+    minimum_s: int
+    billing_source: str  # offer | provider | assumed
+    storage_gb: float
+    storage_class: str | None
+    storage_usd_per_gb_month: float
+    storage_source: str  # region | provider | none
+    egress_gb: float
+    egress_source: str  # region | provider | none
+
+    @property
+    def total_usd(self) -> float:
+        return self.compute_usd + self.storage_usd + self.egress_usd
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["total_usd"] = self.total_usd
+        return d
+
+
+@dataclass(frozen=True)
+class Candidate:
+    rank: int
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    purchase_option: str
+    interruptible: bool  # spot / low_priority / interruptible: the provider may reclaim it
+    interruption_risk: str | None
+    reliability: float | None
+    gpu_model: str
+    gpu_vendor: str
+    gpu_count: float  # per node
+    nodes: int
+    plan: str  # single | sharded
+    gpus_used: float
+    memory_gb_per_gpu: float  # as reported (GiB)
+    memory_source: str  # reported | nominal
+    usable_gb_per_gpu: float  # after headroom
+    need_gb_per_gpu: float
+    interconnect: str | None
+    precision_supported: bool
+    slow_path: bool  # ranked after the others: no fast path for the precision (or QLoRA off CUDA)
+    price_per_hour: float  # one node
+    price_per_gpu_hour: float
+    available: bool | None
+    cost: CostBreakdown
+    flags: tuple[str, ...] = ()
+    other_locations: int = 0  # same instance and purchase option elsewhere (not shown)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cost"] = self.cost.as_dict()
+        d["flags"] = list(self.flags)
+        return d
+
+
+@dataclass(frozen=True)
+class ProviderFreshness:
+    provider: str
+    last_ok: datetime | None
+    last_attempt: datetime | None
+    last_state: str | None
+    age_hours: float | None
+    offers: int
+
+
+@dataclass
+class Recommendation:
+    request: RecommendRequest
+    estimate: MemoryEstimate  # the single-GPU estimate
+    sharded_estimates: dict[int, MemoryEstimate]  # GPUs -> per-GPU estimate of a sharded plan
+    candidates: list[Candidate]
+    fresh_providers: list[ProviderFreshness]
+    stale_providers: list[ProviderFreshness]  # excluded: last successful scrape too old (or never)
+    considered: int  # fitting offers before collapsing and the top-N cut
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nothing_fits(self) -> bool:
+        return not self.candidates
+
+    def as_dict(self) -> dict[str, Any]:
+        req = asdict(self.request)
+        req["providers"] = list(self.request.providers)
+        return {
+            "request": req,
+            "estimate": self.estimate.as_dict(),
+            "sharded_estimates": {str(k): v.as_dict() for k, v in sorted(self.sharded_estimates.items())},
+            "candidates": [c.as_dict() for c in self.candidates],
+            "fresh_providers": [asdict(p) for p in self.fresh_providers],
+            "stale_providers": [asdict(p) for p in self.stale_providers],
+            "considered": self.considered,
+            "nothing_fits": self.nothing_fits,
+            "notes": list(self.notes),
+        }
+
+
+# -- cost arithmetic (pure) ------------------------------------------------------
+
+def billed_seconds(duration_s: float, granularity_s: int | None, minimum_s: int | None) -> float:
+    """One run's billed seconds: raised to the minimum charge, rounded up to the increment.
+
+    Same rule as the SQL macro billed_seconds; a missing increment counts as 3600 s.
+    """
+    gran = max(int(granularity_s if granularity_s is not None else 3600), 1)
+    d = max(float(duration_s), float(minimum_s or 0))
+    return math.ceil(round(d / gran, 9)) * gran
+
+
+def compute_cost(price_per_hour: float, hours: float, runs: int, granularity_s: int | None,
+                 minimum_s: int | None, nodes: int = 1) -> tuple[float, float]:
+    """(USD, billed seconds per run) for `runs` runs of `hours` on `nodes` machines."""
+    billed = billed_seconds(hours * 3600.0, granularity_s, minimum_s)
+    return runs * nodes * price_per_hour * billed / 3600.0, billed
+
+
+def tiered_egress_cost(gb: float, tiers: Sequence[tuple[float, float | None, float]]) -> float:
+    """USD to send `gb` out through monthly volume tiers [(start_gb, end_gb or None, usd_per_gb)],
+    counting from 0 GB (the job's egress taken as the month's only egress)."""
+    cost = 0.0
+    for start, end, usd in sorted(tiers):
+        upper = gb if end is None else min(gb, end)
+        if upper > start:
+            cost += (upper - start) * usd
+    return cost
+
+
+def storage_cost(gb: float, usd_per_gb_month: float, hours: float) -> float:
+    return gb * usd_per_gb_month * hours / HOURS_PER_MONTH
+
+
+# -- warehouse queries ------------------------------------------------------------
+
+def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest
+               ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
+    rows = con.execute(
+        """with runs as (
+               select provider,
+                      max(finished_at) filter (where state = 'ok') as last_ok,
+                      max(finished_at) as last_attempt,
+                      arg_max(state, finished_at) as last_state
+               from scrape_runs group by provider),
+           known as (select provider from runs union select distinct provider from offers)
+           select k.provider, r.last_ok, r.last_attempt, r.last_state,
+                  f.provider is not null as fresh, f.age_hours,
+                  date_diff('second', r.last_ok, coalesce(?::timestamptz, now())) / 3600.0 as age,
+                  (select count(*) from offers o where o.provider = k.provider) as n
+           from known k
+           left join runs r on r.provider = k.provider
+           left join fresh_providers(max_age_hours := ?, as_of := ?) f on f.provider = k.provider
+           order by k.provider""",
+        [request.as_of, request.max_age_hours, request.as_of]).fetchall()
+    fresh, stale = [], []
+    for provider, last_ok, last_attempt, last_state, is_fresh, _, age, n in rows:
+        if request.providers and provider not in request.providers:
+            continue
+        p = ProviderFreshness(provider, last_ok, last_attempt, last_state, age, n)
+        (fresh if is_fresh else stale).append(p)
+    return fresh, stale
+
+
+def _fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, need_gb: float, gpus: int,
+          nodes: int) -> list[dict[str, Any]]:
+    where, args = ["gpu_count * nodes <= ?"], [request.max_gpus]
+    if request.region:
+        if "%" in request.region or "_" in request.region:
+            where.append("region like ?")
+        else:
+            where.append("starts_with(region, ?)")
+        args.append(request.region)
+    if request.providers:
+        where.append(f"provider in ({', '.join('?' for _ in request.providers)})")
+        args.extend(request.providers)
+    rel = con.execute(
+        f"""select * from fits(?, gpus := ?, spot := ?, max_age_hours := ?, headroom := ?,
+                              train_precision := ?, nodes := ?, as_of := ?)
+            where {' and '.join(where)}""",
+        [need_gb, gpus, request.spot, request.max_age_hours, request.headroom, request.precision, nodes,
+         request.as_of, *args])
+    cols = [d[0] for d in rel.description]
+    return [dict(zip(cols, r)) for r in rel.fetchall()]
+
+
+def _storage_table(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, tuple[str, float]]]:
+    """provider -> region -> cheapest (class, usd_per_gb_month)."""
+    out: dict[str, dict[str, tuple[str, float]]] = {}
+    for provider, region, cls, usd in con.execute(
+            "select provider, region, storage_class, usd_per_gb_month from storage_prices "
+            "order by provider, region, usd_per_gb_month, storage_class").fetchall():
+        out.setdefault(provider, {}).setdefault(region, (cls, usd))
+    return out
+
+
+def _egress_table(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
+    out: dict[str, dict[str, list[tuple[float, float | None, float]]]] = {}
+    for provider, region, start, end, usd in con.execute(
+            "select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
+            "where destination = 'internet' order by provider, region, tier_start_gb").fetchall():
+        out.setdefault(provider, {}).setdefault(region, []).append((start, end, usd))
+    return out
+
+
+def _storage_for(table: dict[str, dict[str, tuple[str, float]]], provider: str, region: str
+                 ) -> tuple[str | None, float, str]:
+    regions = table.get(provider) or {}
+    if region in regions:
+        cls, usd = regions[region]
+        return cls, usd, "region"
+    if regions:
+        cls, usd = min(regions.values(), key=lambda cu: (cu[1], cu[0]))
+        return cls, usd, "provider"
+    return None, 0.0, "none"
+
+
+def _egress_for(table: dict[str, dict[str, list[tuple[float, float | None, float]]]], provider: str,
+                region: str, gb: float) -> tuple[float, str]:
+    regions = table.get(provider) or {}
+    if region in regions:
+        return tiered_egress_cost(gb, regions[region]), "region"
+    if regions:  # no tiers for this region: the provider's most expensive region, never an underestimate
+        return max(tiered_egress_cost(gb, t) for t in regions.values()), "provider"
+    return 0.0, "none"
+
+
+# -- the recommender ------------------------------------------------------------------
+
+def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest, setup: TrainingSetup
+           ) -> tuple[MemoryEstimate, list[tuple[int, int, MemoryEstimate]]]:
+    single = estimate(setup, 1)
+    plans: list[tuple[int, int, MemoryEstimate]] = [(1, 1, single)]
+    if setup.method == "full" or request.shard_lora:
+        counts = sorted({int(c) for (c,) in con.execute(
+            "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count)"
+        ).fetchall()})
+        seen: set[tuple[int, int]] = set()
+        for nodes in range(1, request.max_nodes + 1):
+            for per_node in counts:
+                gpus = per_node * nodes
+                if gpus < 2 or gpus > request.max_gpus or (gpus, nodes) in seen:
+                    continue
+                seen.add((gpus, nodes))
+                plans.append((gpus, nodes, estimate(setup, gpus, shard_lora=request.shard_lora)))
+    return single, plans
+
+
+def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], int]:
+    """Warnings for one offer, and its tier (0: supported path, 1: ranked after: slow path)."""
+    flags, tier = [], 0
+    gpu = row["gpu_model"]
+    if not row["precision_supported"]:
+        tier = 1
+        if request.precision == "bf16":
+            flags.append(f"{gpu} has no BF16: falls back to fp16 with loss scaling or fp32 (slow path)")
+        else:
+            flags.append(f"{gpu} ({row['gpu_architecture']}) has no fast {request.precision} path")
+    if request.method == "qlora" and row["gpu_vendor"] != "NVIDIA":
+        tier = 1
+        flags.append(f"QLoRA's 4-bit kernels (bitsandbytes) target CUDA; support on {row['gpu_vendor']} is limited")
+    if row["memory_source"] == "nominal":
+        flags.append("memory per GPU not reported by the source; the marketed size is used")
+    if not row["gpu_variant_exact"]:
+        flags.append(f"the source named only the GPU family; {gpu} is the likeliest variant")
+    if row["available"] is False:
+        flags.append("the source reports no capacity right now")
+    if row["billing_source"] == "assumed":
+        flags.append("no billing increment known; per-hour billing assumed")
+    if row["gpu_count"] < 1:
+        flags.append(f"a {row['gpu_count']:g} slice of a {gpu}")
+    return flags, tier
+
+
+def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
+    """Rank the current offers that fit `request`, by the effective cost of the whole job."""
+    install_macros(con, temporary=True)
+    setup = request.setup()
+    single, plans = _plans(con, request, setup)
+    fresh, stale = _freshness(con, request)
+    storage = _storage_table(con)
+    egress = _egress_table(con)
+
+    chosen: dict[tuple[str, str, str, str, str], tuple[dict[str, Any], MemoryEstimate]] = {}
+    for gpus, nodes, est in plans:  # single plan first, then fewest nodes: first fit wins
+        for row in _fits(con, request, est.per_gpu_gb, gpus, nodes):
+            key = (row["provider"], row["region"], row["zone"], row["instance_type"], row["purchase_option"])
+            chosen.setdefault(key, (row, est))
+
+    notes: list[str] = []
+    scored: list[tuple[tuple[Any, ...], Candidate]] = []
+    for row, est in chosen.values():
+        nodes = int(row["nodes"])
+        compute, billed = compute_cost(row["price_per_hour"], request.hours, request.runs,
+                                       row["granularity_s"], row["minimum_s"], nodes)
+        storage_gb = request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb
+        cls, usd_month, s_src = _storage_for(storage, row["provider"], row["region"])
+        storage_usd = storage_cost(storage_gb, usd_month, request.hours * request.runs)
+        egress_gb = est.artifact_gb * request.download_count
+        egress_usd, e_src = _egress_for(egress, row["provider"], row["region"], egress_gb)
+        cost = CostBreakdown(
+            compute_usd=compute, storage_usd=storage_usd, egress_usd=egress_usd, billed_seconds_per_run=billed,
+            granularity_s=int(row["granularity_s"]), minimum_s=int(row["minimum_s"]),
+            billing_source=row["billing_source"], storage_gb=storage_gb, storage_class=cls,
+            storage_usd_per_gb_month=usd_month, storage_source=s_src, egress_gb=egress_gb, egress_source=e_src)
+        flags, tier = _flags(row, request)
+        if s_src == "none":
+            flags.append(f"no storage price for {row['provider']}: storage assumed free")
+        elif s_src == "provider":
+            flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
+        if e_src == "none":
+            flags.append(f"no egress price for {row['provider']}: egress assumed free")
+        elif e_src == "provider":
+            flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
+        cand = Candidate(
+            rank=0, provider=row["provider"], region=row["region"], zone=row["zone"],
+            instance_type=row["instance_type"], purchase_option=row["purchase_option"],
+            interruptible=bool(row["interruptible"]), interruption_risk=row["interruption_risk"],
+            reliability=row["reliability"], gpu_model=row["gpu_model"], gpu_vendor=row["gpu_vendor"],
+            gpu_count=row["gpu_count"], nodes=nodes,
+            plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],
+            memory_source=row["memory_source"], usable_gb_per_gpu=row["usable_gb_per_gpu"],
+            need_gb_per_gpu=est.per_gpu_gb, interconnect=row["interconnect"],
+            precision_supported=bool(row["precision_supported"]), slow_path=tier > 0, price_per_hour=row["price_per_hour"],
+            price_per_gpu_hour=row["price_per_gpu_hour"], available=row["available"], cost=cost,
+            flags=tuple(flags))
+        sort_key = (tier, round(cost.total_usd, 6), row["price_per_hour"], row["provider"], row["region"],
+                    row["zone"], row["instance_type"], row["purchase_option"])
+        scored.append((sort_key, cand))
+    scored.sort(key=lambda kc: kc[0])
+    considered = len(scored)
+
+    ranked: list[Candidate] = []
+    if request.per_instance:
+        groups: dict[tuple[str, str, str], int] = {}
+        for _, cand in scored:
+            g = (cand.provider, cand.instance_type, cand.purchase_option)
+            if g in groups:
+                i = groups[g]
+                ranked[i] = replace(ranked[i], other_locations=ranked[i].other_locations + 1)
+            else:
+                groups[g] = len(ranked)
+                ranked.append(cand)
+    else:
+        ranked = [c for _, c in scored]
+    top = [replace(c, rank=i + 1) for i, c in enumerate(ranked[:request.top])]
+
+    sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
+    notes.append(f"hours = {request.hours:g} per run on the machine chosen: throughput is not modelled, "
+                 "so a faster card's shorter run is not credited")
+    if stale:
+        notes.append("stale providers left out (last successful scrape older than "
+                     f"{request.max_age_hours:g} h, or none): " + ", ".join(p.provider for p in stale))
+    if not request.spot:
+        notes.append("on-demand only; --spot adds spot/interruptible offers (marked)")
+    if setup.method == "full" and request.max_nodes == 1:
+        notes.append("single node only; sharded plans need an NVLink/NVSwitch node")
+    if not top:
+        notes.append(explain_nothing_fits(con, request, single, sharded, fresh))
+    return Recommendation(request=request, estimate=single, sharded_estimates=sharded, candidates=top,
+                          fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes)
+
+
+def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
+                         sharded: dict[int, MemoryEstimate], fresh: list[ProviderFreshness]) -> str:
+    """One sentence on why no offer fits, with the largest memory that was on offer."""
+    if not fresh:
+        return "nothing fits: no provider has a successful scrape within " \
+               f"{request.max_age_hours:g} h (run `gpuledger refresh`, or raise --max-age-hours)"
+    offered = _fits(con, request, 0.0, 1, 1)  # every fresh offer that passes the filters
+    best = max(((r["memory_gb_per_gpu"], r["gpu_model"]) for r in offered), default=None)
+    largest = (f"the largest GPU on offer is {best[1]} with {best[0]:.1f} GiB" if best
+               else "no GPU is on offer within the filters")
+    parts = [f"nothing fits: the job needs {single.per_gpu_gb:.1f} GiB on one GPU "
+             f"(usable memory = reported x {1 - request.headroom:g}); {largest}"]
+    if sharded:
+        g, e = max(sharded.items())
+        parts.append(f"sharded over {g} GPUs it needs {e.per_gpu_gb:.1f} GiB per GPU on an NVLink/NVSwitch node")
+    hints = []
+    if request.method == "full":
+        hints.append("--method lora or qlora")
+        if request.optimizer == "adamw":
+            hints.append("--optimizer adamw8bit")
+    elif request.method == "lora":
+        hints.append("--method qlora")
+    if request.region or request.providers:
+        hints.append("a wider --region / no --provider")
+    if not request.spot:
+        hints.append("--spot")
+    if request.method == "full" and request.max_nodes == 1:
+        hints.append("--max-nodes 2 (and --max-gpus 16)")
+    if not request.gradient_checkpointing:
+        hints.append("--grad-ckpt")
+    if request.micro_batch > 1:
+        hints.append("--micro-batch 1")
+    if request.seq_len > 512:
+        hints.append("a shorter --seq-len")
+    return "; ".join(parts) + ". Try " + ", ".join(hints) + "."

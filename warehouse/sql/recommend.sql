@@ -1,0 +1,107 @@
+-- Recommender macros: the candidate set of `gpuledger recommend`, in SQL.
+--
+-- Installed by warehouse.recommend.install_macros(con): persisted in the
+-- warehouse file on a writable connection (so the DuckDB CLI, pandas and
+-- polars see them), as TEMP macros on a read-only one. The Python recommender
+-- selects its candidates through `fits` itself, so SQL and Python agree.
+-- See docs/recommender.md for the formulas behind vram_gb.
+
+-- Seconds billed for one run of duration_s seconds: the run is raised to the
+-- minimum charge, then rounded up to the billing increment. A missing
+-- increment is taken as 3600 s (per-hour billing, the conservative case).
+--   select billed_seconds(1200, 3600, 60)  -> 3600   (a 20-minute run billed per hour)
+--   select billed_seconds(1200, 1, 60)     -> 1200   (per second, 60 s minimum)
+--   select billed_seconds(30, 1, 60)       -> 60
+create or replace macro billed_seconds(duration_s, granularity_s, minimum_s) as
+    ceil(round(greatest(duration_s, coalesce(minimum_s, 0)) / greatest(coalesce(granularity_s, 3600), 1), 9))
+    * greatest(coalesce(granularity_s, 3600), 1);
+
+-- True for an intra-node GPU link fast enough for sharded (ZeRO-3/FSDP) full
+-- fine-tuning: NVSwitch or NVLink (incl. 'NVLink bridge', 'NVLink (NVL72)').
+-- PCIe, Infinity Fabric and unknown (NULL) links are not counted as fast.
+create or replace macro is_fast_interconnect(interconnect) as
+    coalesce(interconnect ilike 'nvswitch%' or interconnect ilike 'nvlink%', false);
+
+-- Providers whose latest successful scrape (scrape_runs.state = 'ok') finished
+-- within max_age_hours of as_of (default: now). Offers of other providers are
+-- stale: `fits` leaves them out, and the recommender reports them.
+--   select * from fresh_providers(max_age_hours := 24);
+create or replace macro fresh_providers(max_age_hours := 36, as_of := NULL) as table
+    with ref as (select coalesce(as_of, now())::timestamptz as t0, max_age_hours::double as max_age),
+    ok as (
+        select r.provider, max(r.finished_at) as last_ok
+        from scrape_runs r
+        where r.state = 'ok'
+        group by r.provider)
+    select ok.provider, ok.last_ok, date_diff('second', ok.last_ok, ref.t0) / 3600.0 as age_hours
+    from ok, ref
+    where ok.last_ok >= ref.t0 - to_seconds(ref.max_age * 3600.0);
+
+-- Current offers that fit a job needing vram_gb GiB on each GPU.
+--
+--   vram_gb        memory the job needs per GPU, GiB (warehouse.memory: per_gpu.total_gb)
+--   gpus           1: single-GPU plan, the whole job on one GPU (or one slice:
+--                  fractional gpu_count, whose gpu_memory_gb is the slice);
+--                  n > 1: a plan sharded over exactly n GPUs: gpu_count * nodes = n,
+--                  whole GPUs only, and a fast interconnect (is_fast_interconnect)
+--                  on multi-GPU nodes
+--   spot           false: on-demand only; true: spot / low_priority / interruptible
+--                  too, flagged by the `interruptible` column, never unmarked
+--   max_age_hours  freshness limit on the provider's last successful scrape
+--   headroom       fraction of each GPU's memory left free (allocator
+--                  fragmentation, driver reservations): usable = memory * (1 - headroom)
+--   train_precision 'bf16' | 'fp16' | 'fp32': sets precision_supported
+--   nodes          machines per plan (> 1 needs an RDMA fabric: multinode_fabric)
+--   as_of          the time freshness is judged at (default now())
+--
+-- Memory per GPU is gpu_memory_gb as the source reports it (GiB), not the
+-- marketed figure; when a source gave none, the marketed figure read as
+-- decimal GB (x 10^9 / 2^30), flagged memory_source = 'nominal'.
+--
+--   select provider, instance_type, region, purchase_option, price_per_hour, usable_gb_per_gpu
+--   from fits(46.2, spot := true) where region like 'us-%' order by price_per_hour limit 10;
+--   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
+create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := 36, headroom := 0.05,
+                             train_precision := 'bf16', nodes := 1, as_of := NULL) as table
+    with cand as (
+        select o.*,
+               f.last_ok as provider_last_ok,
+               o.purchase_option <> 'on_demand' as interruptible,
+               coalesce(o.gpu_memory_gb,
+                        coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
+                   as memory_gb_per_gpu,
+               case when o.gpu_memory_gb is not null then 'reported' else 'nominal' end as memory_source,
+               is_fast_interconnect(o.interconnect) as fast_interconnect,
+               case train_precision
+                   when 'bf16' then coalesce(g.bf16, false)
+                   when 'fp16' then coalesce(g.architecture not in ('Kepler', 'Maxwell', 'Pascal'), false)
+                   else true
+               end as precision_supported,
+               g.architecture as gpu_architecture,
+               g.segment as gpu_segment,
+               coalesce(o.billing_granularity_s, p.billing_granularity_s, 3600) as granularity_s,
+               coalesce(o.minimum_charge_s, p.minimum_charge_s, 0) as minimum_s,
+               case when o.billing_granularity_s is not null then 'offer'
+                    when p.billing_granularity_s is not null then 'provider'
+                    else 'assumed' end as billing_source
+        from offers o
+        join fresh_providers(max_age_hours := max_age_hours, as_of := as_of) f on f.provider = o.provider
+        left join providers p on p.provider = o.provider
+        left join gpu_models g on g.gpu_model = o.gpu_model
+    )
+    select cand.*,
+           memory_gb_per_gpu * (1 - headroom) as usable_gb_per_gpu,
+           vram_gb as need_gb_per_gpu,
+           case when gpus <= 1 and nodes <= 1 then 'single' else 'sharded' end as plan,
+           case when gpus <= 1 and nodes <= 1 then least(gpu_count, 1) else gpus end as gpus_used,
+           nodes as nodes,
+           price_per_hour * nodes as plan_price_per_hour
+    from cand
+    where (spot or purchase_option = 'on_demand')
+      and memory_gb_per_gpu is not null
+      and memory_gb_per_gpu * (1 - headroom) >= vram_gb
+      and case when gpus <= 1 and nodes <= 1 then true
+               else gpu_count >= 1 and gpu_count * nodes = gpus
+                    and (gpu_count = 1 or fast_interconnect)
+                    and (nodes = 1 or multinode_fabric is not null)
+          end;
