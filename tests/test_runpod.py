@@ -101,11 +101,11 @@ def test_stock_status_becomes_availability(stock: Any, expected: tuple[Any, Any,
 def test_fetch_through_httpx(replay: Any) -> None:
     server = replay("runpod")
     batch = runpod.fetch(replay_context(server, "runpod"))
-    assert batch.counts() == {"offers": 67, "egress": 2, "storage": 5, "quarantined": 6}
-    assert sum(o.purchase_option == "on_demand" for o in batch.offers) == 36
-    assert sum(o.purchase_option == "interruptible" for o in batch.offers) == 31
+    assert batch.counts() == {"offers": 85, "egress": 2, "storage": 5, "quarantined": 1}
+    assert sum(o.purchase_option == "on_demand" for o in batch.offers) == 45
+    assert sum(o.purchase_option == "interruptible" for o in batch.offers) == 40
     rows = by_key(batch)
-    assert len(rows) == 67
+    assert len(rows) == 85
 
     h100 = "1x NVIDIA H100 80GB HBM3"
     assert rows[("community-cloud", h100, "on_demand")].price_per_hour == 2.69
@@ -129,10 +129,12 @@ def test_fetch_through_httpx(replay: Any) -> None:
     assert ("secure-cloud", "1x NVIDIA B200", "interruptible") not in rows
 
     reasons = {q.source_ref: q.reason for q in batch.quarantined}
-    assert reasons["NVIDIA A30"].startswith("gpu: unknown GPU name 'NVIDIA A30'")
+    assert list(reasons) == ["community-cloud/NVIDIA L4/interruptible"]
     assert "price_per_hour must be positive" in reasons["community-cloud/NVIDIA L4/interruptible"]
-    assert {"NVIDIA RTX A5000", "NVIDIA RTX A4000", "NVIDIA RTX 2000 Ada Generation",
-            "NVIDIA RTX 4000 Ada Generation"} < set(reasons)
+    # Workstation cards named as RunPod names them, priced as recorded.
+    assert rows[("community-cloud", "1x NVIDIA RTX A5000", "on_demand")].gpu_model == "RTX-A5000"
+    assert rows[("secure-cloud", "1x NVIDIA RTX A4000", "on_demand")].price_per_hour == 0.25
+    assert rows[("community-cloud", "1x NVIDIA A30", "interruptible")].price_per_hour == 0.11
 
     assert {(s.region, s.storage_class, s.usd_per_gb_month) for s in batch.storage} == {
         ("secure-cloud", "network-volume", 0.07), ("secure-cloud", "container-disk", 0.10),
@@ -185,7 +187,7 @@ def test_server_errors_are_retried_then_raised_without_the_key(replay: Any, monk
 def test_key_does_not_change_what_the_recording_answers(replay: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(runpod.API_KEY_ENV, "rpa_secret_XYZ")
     server = replay("runpod")
-    assert len(runpod.fetch(replay_context(server, "runpod")).offers) == 67
+    assert len(runpod.fetch(replay_context(server, "runpod")).offers) == 85
 
 
 def test_one_failed_attempt_then_success(replay: Any) -> None:
@@ -196,7 +198,7 @@ def test_one_failed_attempt_then_success(replay: Any) -> None:
         return (500, {}, b"oops") if len(calls) == 1 else None
 
     server = replay("runpod", hook=flaky)
-    assert len(runpod.fetch(replay_context(server, "runpod")).offers) == 67
+    assert len(runpod.fetch(replay_context(server, "runpod")).offers) == 85
 
 
 def test_provider_facts_have_the_reference_keys() -> None:

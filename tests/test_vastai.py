@@ -153,11 +153,11 @@ def test_host_set_storage_and_egress_medians_per_country() -> None:
 def test_fetch_walks_every_page_through_httpx(replay: Any) -> None:
     server = replay("vastai")
     batch = vastai.fetch(replay_context(server, "vastai"))
-    assert batch.counts() == {"offers": 487, "egress": 28, "storage": 28, "quarantined": 8}
-    assert sum(o.purchase_option == "on_demand" for o in batch.offers) == 243
-    assert sum(o.purchase_option == "interruptible" for o in batch.offers) == 244
-    assert len({o.gpu_model for o in batch.offers}) == 24 and len({o.region for o in batch.offers}) == 28
-    assert len(rows(batch)) == 487
+    assert batch.counts() == {"offers": 499, "egress": 28, "storage": 28, "quarantined": 7}
+    assert sum(o.purchase_option == "on_demand" for o in batch.offers) == 249
+    assert sum(o.purchase_option == "interruptible" for o in batch.offers) == 250
+    assert len({o.gpu_model for o in batch.offers}) == 25 and len({o.region for o in batch.offers}) == 28
+    assert len(rows(batch)) == 499
 
     bodies = [req.json_body() for _, req in server.requests]
     assert len(bodies) == 5  # pages of 100, 100, 100, 60, then an empty page
@@ -178,8 +178,9 @@ def test_fetch_walks_every_page_through_httpx(replay: Any) -> None:
     assert (b200.price_per_hour, b200.available_count) == (27.903586, 2)
 
     q = {x.source_ref: x.reason for x in batch.quarantined}
-    assert {k for k in q if k.startswith("gpu/")} == {"gpu/RTX 3060", "gpu/RTX A5000", "gpu/RTX 4070S Ti",
-                                                      "gpu/GTX 1080 Ti"}
+    assert {k for k in q if k.startswith("gpu/")} == {"gpu/RTX 3060", "gpu/RTX 4070S Ti", "gpu/GTX 1080 Ti"}
+    a5000 = rows(batch)[("RO", "4x RTX-A5000", "on_demand")]
+    assert (a5000.gpu_model, a5000.price_per_hour) == ("RTX-A5000", 0.753935)
     assert sum(1 for k in q if not k.startswith("gpu/")) == 4
     assert any("exceeds the plausibility cap" in r for r in q.values())
 
