@@ -24,10 +24,6 @@ app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
     no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
 )
-from flows.recommend_cli import register as _register_recommend  # noqa: E402
-
-_register_recommend(app)
-
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
@@ -283,6 +279,14 @@ def check(db: Optional[Path] = DbOption) -> None:
         out.print(f"{mark} {r.name}: {r.detail}", highlight=False)
     if not all(r.ok for r in results):
         raise _fail(f"{sum(not r.ok for r in results)} integrity check(s) failed")
+
+
+# Commands that live in their own modules, listed after the core ones in --help.
+from flows.ops_cli import register as _register_ops  # noqa: E402
+from flows.recommend_cli import register as _register_recommend  # noqa: E402
+
+_register_recommend(app)
+_register_ops(app)
 
 
 def main() -> None:

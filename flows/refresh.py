@@ -16,19 +16,46 @@ import anyio
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from adapters.replay import ReplayServer
 from flows.pipeline import (
     FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_source, load_all, outcome_from,
     plans_for, resolve_providers,
 )
+from flows.changes import moves_markdown, refresh_price_moves
 from warehouse.store import AnomalyPolicy, LoadReport, new_id, refresh_lock, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
 
 TASK_TIMEOUT_S = float(os.environ.get("GPULEDGER_TASK_TIMEOUT_S", "1800"))
 LIVE_TASK_RETRIES = int(os.environ.get("GPULEDGER_TASK_RETRIES", "2"))
+PRICE_MOVES_TOP = 10
+
+
+def task_runner_from_env() -> TaskRunner:
+    """The flow's task runner, chosen by GPULEDGER_TASK_RUNNER when the flow module is imported.
+
+    thread (default): provider tasks on threads of this process. dask: prefect-dask's
+    DaskTaskRunner; with GPULEDGER_DASK_ADDRESS (tcp://scheduler:8786) the tasks go to that
+    cluster, otherwise to a temporary local cluster of processes (GPULEDGER_DASK_WORKERS of them)
+    started for each flow run. A test or script can also pass any runner:
+    `nightly_refresh.with_options(task_runner=...)`.
+    """
+    kind = os.environ.get("GPULEDGER_TASK_RUNNER", "thread").strip().lower()
+    if kind in ("", "thread", "threads"):
+        return ThreadPoolTaskRunner(max_workers=8)
+    if kind != "dask":
+        raise ValueError(f"GPULEDGER_TASK_RUNNER={kind!r}: use thread or dask")
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as err:
+        raise ImportError("GPULEDGER_TASK_RUNNER=dask needs prefect-dask: pip install prefect-dask") from err
+    address = os.environ.get("GPULEDGER_DASK_ADDRESS", "").strip()
+    if address:
+        return DaskTaskRunner(address=address)
+    workers = os.environ.get("GPULEDGER_DASK_WORKERS", "").strip()
+    return DaskTaskRunner(cluster_kwargs={"n_workers": int(workers)} if workers else None)
 
 
 @task(name="scrape-provider", timeout_seconds=TASK_TIMEOUT_S, task_run_name="scrape-{plan.provider}")
@@ -57,13 +84,20 @@ def _artifact_markdown(summary: dict[str, Any]) -> str:
              "| provider | state | offers | new | changed | closed | quarantined | error |",
              "|---|---|---|---|---|---|---|---|"]
     for p in summary["providers"]:
-        err = (p["error"] or "").replace("|", "/")[:300]
+        err = (p["error"] or "").replace("|", "/").replace("\n", " ")[:300]
         lines.append(f"| {p['provider']} | {p['state']} | {p['offers']} | {p['new']} | {p['changed']} | "
                      f"{p['closed']} | {p['quarantined']} | {err} |")
+    if "price_moves" in summary:
+        lines += ["", f"## Largest price moves (top {PRICE_MOVES_TOP}, by relative change)", "",
+                  moves_markdown(summary["price_moves"])]
+    failed = [p for p in summary["providers"] if p["state"] != "ok"]
+    if failed:
+        lines += ["", "## Failures", ""]
+        lines += [f"- **{p['provider']}**: {(p['error'] or 'failed').replace(chr(10), ' ')}" for p in failed]
     return "\n".join(lines)
 
 
-@flow(name="nightly_refresh", task_runner=ThreadPoolTaskRunner(max_workers=8))
+@flow(name="nightly_refresh", task_runner=task_runner_from_env())
 def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = None, replay: bool = False,
                     recordings: str | None = None, record_dir: str | None = None,
                     accept_anomaly: Sequence[str] = (), http_attempts: int = 3,
@@ -109,9 +143,13 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                 server.close()
         reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly))
     summary = summarize(refresh_id, reports)
+    try:  # read back after the write window: what this refresh changed most
+        summary["price_moves"] = refresh_price_moves(db, refresh_id, PRICE_MOVES_TOP)
+    except Exception as err:  # a report, never a reason to fail the refresh
+        log.warning("could not read the price moves back: %s", err)
     try:
         create_markdown_artifact(markdown=_artifact_markdown(summary), key="gpuledger-refresh",
-                                 description="rows, changes and failures per provider")
+                                 description="rows, changes, largest price moves and failures per provider")
     except Exception as err:  # an artifact is a report, never a reason to fail the refresh
         log.warning("could not publish the Prefect artifact: %s", err)
     return summary

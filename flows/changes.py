@@ -1,0 +1,70 @@
+"""What one refresh changed, read back from the warehouse after the load (read-only).
+
+The largest price moves of a refresh come from `offer_history`: every version
+that one of the refresh's scrapes closed (`closed_by_run_id`) and the version
+the same scrape opened for the same key at the same instant (`run_id`,
+`valid_from = valid_to`). An offer that vanished has no successor and is not a
+price move; a version closed for a change of availability or specs only
+(same price) is left out too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import duckdb
+
+from warehouse.schema import OFFER_KEY
+from warehouse.store import open_reader
+
+MOVE_COLUMNS = ("provider", "region", "zone", "instance_type", "purchase_option", "gpu_model",
+                "old_price_per_hour", "new_price_per_hour", "old_price_per_gpu_hour", "new_price_per_gpu_hour",
+                "change_pct")
+
+
+def largest_price_moves(con: duckdb.DuckDBPyConnection, refresh_id: str, top: int = 10) -> list[dict[str, Any]]:
+    """The `top` offers whose price changed most in this refresh, by relative change of the
+    instance price (largest |change| first; ties by key). change_pct is signed: -20.0 = 20% cheaper."""
+    join = " and ".join(f"n.{k} = o.{k}" for k in OFFER_KEY)
+    rows = con.execute(
+        f"""with runs as (select run_id from scrape_runs where refresh_id = $refresh and state = 'ok')
+            select o.provider, o.region, o.zone, o.instance_type, o.purchase_option, n.gpu_model,
+                   o.price_per_hour, n.price_per_hour, o.price_per_gpu_hour, n.price_per_gpu_hour,
+                   100.0 * (n.price_per_hour - o.price_per_hour) / o.price_per_hour as change_pct
+            from offer_history o
+            join offer_history n
+              on {join} and n.run_id = o.closed_by_run_id and n.valid_from = o.valid_to
+            where o.closed_by_run_id in (select run_id from runs)
+              and n.price_per_hour <> o.price_per_hour
+            order by abs(change_pct) desc, o.provider, o.region, o.zone, o.instance_type, o.purchase_option
+            limit $top""",
+        {"refresh": refresh_id, "top": int(top)}).fetchall()
+    return [dict(zip(MOVE_COLUMNS, r)) for r in rows]
+
+
+def refresh_price_moves(db: str | os.PathLike[str] | None, refresh_id: str, top: int = 10) -> list[dict[str, Any]]:
+    """largest_price_moves on a read-only connection to the warehouse file."""
+    con = open_reader(db)
+    try:
+        return largest_price_moves(con, refresh_id, top)
+    finally:
+        con.close()
+
+
+def _md(text: Any) -> str:
+    """A markdown table cell: no pipes or line breaks from scraped text."""
+    return str(text).replace("|", "/").replace("\n", " ").replace("\r", " ")
+
+
+def moves_markdown(moves: list[dict[str, Any]]) -> str:
+    if not moves:
+        return "No price changed in this refresh."
+    lines = ["| provider | region | zone | instance | option | GPU | before $/h | after $/h | change |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for m in moves:
+        lines.append(
+            f"| {_md(m['provider'])} | {_md(m['region'])} | {_md(m['zone'] or '-')} | {_md(m['instance_type'])} | "
+            f"{_md(m['purchase_option'])} | {_md(m['gpu_model'])} | {m['old_price_per_hour']:.4f} | "
+            f"{m['new_price_per_hour']:.4f} | {m['change_pct']:+.1f}% |")
+    return "\n".join(lines)

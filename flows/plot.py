@@ -1,0 +1,128 @@
+"""`gpuledger plot --gpu H100-SXM OUT.png`: price history per provider, from offer_history.
+
+One step line per provider: at every instant, the cheapest price per GPU-hour
+among that provider's versions of offers for the GPU that were valid then
+(`valid_from <= t < valid_to`). A provider with no valid offer leaves a gap.
+The line runs on to the last time a successful scrape saw one of its offers.
+Drawn with matplotlib's Agg canvas (no display, no global pyplot state).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+import duckdb
+
+from warehouse.store import WarehouseError, open_reader
+
+WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
+PURCHASE_OPTIONS = ("on_demand", "spot", "low_priority", "interruptible", "any")
+
+HISTORY_SQL = """
+with h as (
+    select provider, valid_from, valid_to, price_per_gpu_hour from offer_history
+    where gpu_model = $gpu and ($option = 'any' or purchase_option = $option)
+      and ($providers is null or list_contains($providers, provider))),
+pts as (
+    select provider, valid_from as t from h
+    union select provider, valid_to from h where valid_to is not null)
+select p.provider, p.t, min(h.price_per_gpu_hour)
+from pts p
+left join h on h.provider = p.provider and h.valid_from <= p.t and (h.valid_to is null or h.valid_to > p.t)
+group by all
+order by 1, 2
+"""
+
+LAST_SEEN_SQL = """
+select provider, max(last_seen) from offers
+where gpu_model = $gpu and ($option = 'any' or purchase_option = $option)
+  and ($providers is null or list_contains($providers, provider))
+group by provider
+"""
+
+
+@dataclass
+class PriceHistory:
+    gpu: str
+    purchase_option: str
+    # provider -> [(instant, cheapest USD per GPU-hour then, or None for a gap)], ascending
+    series: dict[str, list[tuple[datetime, float | None]]] = field(default_factory=dict)
+    extended: set[str] = field(default_factory=set)  # providers whose last point only extends the line
+    path: Path | None = None
+    size_px: tuple[int, int] = (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
+
+
+def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str = "on_demand",
+                  providers: Sequence[str] | None = None) -> PriceHistory:
+    """The step series the plot draws, straight from offer_history."""
+    if purchase_option not in PURCHASE_OPTIONS:
+        raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(PURCHASE_OPTIONS)}")
+    params = {"gpu": gpu, "option": purchase_option, "providers": list(providers) if providers else None}
+    rows = con.execute(HISTORY_SQL, params).fetchall()
+    if not rows:
+        known = [r[0] for r in con.execute(
+            "select distinct gpu_model from offer_history order by 1").fetchall()]
+        if gpu not in known:
+            raise WarehouseError(f"no price history for GPU {gpu!r}; GPUs with history: {', '.join(known) or 'none'}")
+        raise WarehouseError(f"no {purchase_option} price history for {gpu}"
+                             + (f" from {', '.join(providers)}" if providers else ""))
+    result = PriceHistory(gpu, purchase_option)
+    for provider, t, price in rows:
+        result.series.setdefault(provider, []).append((t, price))
+    for provider, last_seen in con.execute(LAST_SEEN_SQL, params).fetchall():
+        points = result.series.get(provider)
+        if points and points[-1][1] is not None and last_seen is not None and last_seen > points[-1][0]:
+            points.append((last_seen, points[-1][1]))  # still the price when last seen
+            result.extended.add(provider)
+    return result
+
+
+def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
+    """Write the PNG; returns the same history with its path set."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for provider in sorted(history.series):
+        points = history.series[provider]
+        xs = [t for t, _ in points]
+        ys = [math.nan if p is None else p for _, p in points]
+        (line,) = ax.step(xs, ys, where="post", label=provider, linewidth=1.8)
+        changes = len(xs) - 1 if provider in history.extended else len(xs)  # a marker at every real change
+        ax.plot(xs[:changes], ys[:changes], "o", markersize=3.5, color=line.get_color())
+    locator = AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    option = "any purchase option" if history.purchase_option == "any" else history.purchase_option.replace("_", "-")
+    ax.set_title(f"{history.gpu}: cheapest {option} price per GPU-hour, per provider")
+    ax.set_ylabel("USD per GPU-hour")
+    ax.set_xlabel("time (UTC)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    path = Path(out)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=DPI)
+    history.path = path
+    return history
+
+
+def plot_price_history(db: str | os.PathLike[str] | None, gpu: str, out: str | os.PathLike[str],
+                       purchase_option: str = "on_demand", providers: Sequence[str] | None = None) -> PriceHistory:
+    """Read the history (read-only), draw it to `out`, and return what was plotted."""
+    con = open_reader(db)
+    try:
+        history = price_history(con, gpu, purchase_option, providers)
+    finally:
+        con.close()
+    return draw(history, out)

@@ -1,0 +1,107 @@
+"""Warehouses for tests, built only through the real code paths.
+
+`load_day` merges a hand-written batch with warehouse.store.load_outcome (the
+same SCD2 merge a refresh uses); `replayed_warehouse` runs the providers' real
+clients against the loopback replay server and loads them with
+flows.pipeline.load_all, without Prefect (quick, for tests that only need data).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import duckdb
+
+from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from warehouse.records import Batch
+from warehouse.store import AnomalyPolicy, LoadReport, ScrapeOutcome, load_outcome, utcnow
+
+T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
+
+# GPU model -> (name as reported, GiB per GPU)
+GPUS = {"H100-SXM": ("H100 SXM", 80.0), "A100-SXM4-80": ("A100 SXM4 80GB", 80.0), "L4": ("L4", 24.0)}
+
+
+def offer(itype: str, price: float, gpu: str = "H100-SXM", count: float = 8, region: str = "us-east-1",
+          option: str = "on_demand", **extra: Any) -> dict[str, Any]:
+    name, mem = GPUS[gpu]
+    return dict(region=region, instance_type=itype, purchase_option=option, gpu_model=gpu, gpu_name_reported=name,
+                gpu_vendor="NVIDIA", gpu_count=count, gpu_memory_gb=mem, price_per_hour=price,
+                source_currency="USD", source_price_per_hour=price, **extra)
+
+
+def egress(region: str, tiers: Sequence[tuple[float, float | None, float]]) -> list[dict[str, Any]]:
+    """Internet egress tiers [(start_gb, end_gb or None, usd_per_gb)] for one region."""
+    return [dict(region=region, destination="internet", tier_start_gb=start, tier_end_gb=end, usd_per_gb=usd,
+                 source_currency="USD", source_usd_per_gb=usd) for start, end, usd in tiers]
+
+
+def batch(provider: str, offers: Sequence[dict[str, Any]], egress_rows: Sequence[dict[str, Any]] = ()) -> Batch:
+    b = Batch(provider)
+    for o in offers:
+        assert b.offer(f"{o['region']}/{o['instance_type']}/{o['purchase_option']}", {}, **o), b.quarantined
+    for e in egress_rows:
+        assert b.add("egress", f"{e['region']}/{e['tier_start_gb']}", {}, **e), b.quarantined
+    return b
+
+
+def load_day(con: duckdb.DuckDBPyConnection, provider: str, offers: Sequence[dict[str, Any]] | None, day: float,
+             refresh_id: str | None = None, error: str | None = None,
+             egress_rows: Sequence[dict[str, Any]] = ()) -> LoadReport:
+    """One provider's scrape on day `day` (T0 + day), merged by the real loader."""
+    now = T0 + timedelta(days=day)
+    outcome = ScrapeOutcome(provider, "replay", now, now,
+                            batch=batch(provider, offers, egress_rows) if offers else None, error=error)
+    return load_outcome(con, outcome, refresh_id or f"refresh-day{day:g}", AnomalyPolicy(), now=now)
+
+
+_PREFECT_SERVER: list[Any] = []
+
+
+def shared_prefect_server(config: Any) -> str:
+    """One Prefect test server for every module that asks (its start-up costs ~20 s on 2 cores),
+    stopped when pytest ends; returns its API URL. Modules with their own harness nest inside it."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    if not _PREFECT_SERVER:
+        harness = prefect_test_harness(server_startup_timeout=120)
+        harness.__enter__()
+        _PREFECT_SERVER.append(harness)
+        config.add_cleanup(lambda: harness.__exit__(None, None, None))
+    return str(PREFECT_API_URL.value())
+
+
+def lambda_price_hook(instance: str, cents: int) -> Any:
+    """A replay hook: Lambda's recorded instance-types answer, with one type's price changed."""
+    def hook(host: str, request: Any, exchange: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if exchange is None or host != "cloud.lambda.ai" or not exchange.path.endswith("/instance-types"):
+            return None
+        body = json.loads(exchange.body())
+        body["data"][instance]["instance_type"]["price_cents_per_hour"] = cents
+        return exchange.status, dict(exchange.headers), json.dumps(body).encode()
+    return hook
+
+
+def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
+                       refresh_id: str = "refresh-replayed") -> list[LoadReport]:
+    """Fetch `providers` from the bundled recordings with their real clients (responses optionally
+    changed by a ReplayServer hook), then load them as one refresh."""
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(providers), hook=hook)
+    server.start()
+    try:
+        plans = plans_for(list(providers), "replay", server.endpoints(), server.settings,
+                          http_attempts=2, retry_wait_max_s=0.05)
+        outcomes = []
+        for plan in plans:
+            started = utcnow()
+            outcomes.append(outcome_from(fetch_source(plan), plan, None, started))
+    finally:
+        server.close()
+    reports = load_all(db, outcomes, refresh_id, AnomalyPolicy())
+    assert all(r.ok for r in reports), [(r.provider, r.error) for r in reports]
+    return reports

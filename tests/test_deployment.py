@@ -1,0 +1,237 @@
+"""Scheduling: prefect.yaml's `nightly` deployment, `gpuledger serve`, and the GitHub Actions workflow.
+
+The server tests deploy with the real `prefect deploy` to a Prefect test server,
+run one flow run of the deployment through a real process worker (replay, one
+provider), and let `gpuledger serve` register its schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from flows.ops_cli import NIGHTLY_CRON, NIGHTLY_TIMEZONE, nightly_deployment, register
+from tests.builders import replayed_warehouse, shared_prefect_server
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFECT_YAML = ROOT / "prefect.yaml"
+NIGHTLY_YML = ROOT / ".github" / "workflows" / "nightly.yml"
+
+
+def nightly_config() -> dict[str, Any]:
+    from prefect.cli.deploy._models import PrefectYamlModel
+
+    model = PrefectYamlModel.model_validate(yaml.safe_load(PREFECT_YAML.read_text()))  # raises when invalid
+    [config] = [d.model_dump(exclude_unset=True, mode="json") for d in model.deployments]
+    return config
+
+
+def next_runs(schedule: Any, after: datetime, n: int) -> list[datetime]:
+    from prefect.server.schemas.schedules import CronSchedule as ServerCron
+
+    server = ServerCron(cron=schedule.cron, timezone=schedule.timezone, day_or=schedule.day_or)
+    return [d.astimezone(timezone.utc) for d in asyncio.run(server.get_dates(n=n, start=after))]
+
+
+def test_prefect_yaml_defines_the_nightly_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.cli.deploy._schedules import _schedule_config_to_deployment_schedule
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.flows import load_flow_from_entrypoint
+
+    config = nightly_config()
+    assert config["name"] == "nightly" and config["entrypoint"] == "flows/refresh.py:nightly_refresh"
+    assert config["work_pool"]["name"] == "gpuledger" and config["concurrency_limit"] == 1
+    [raw] = config["schedules"]
+    schedule = _schedule_config_to_deployment_schedule(raw)["schedule"]  # what `prefect deploy` builds
+    assert isinstance(schedule, CronSchedule)
+    assert (schedule.cron, schedule.timezone) == ("0 3 * * *", "UTC") == (NIGHTLY_CRON, NIGHTLY_TIMEZONE)
+    assert next_runs(schedule, datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc), 2) == [
+        datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc), datetime(2026, 12, 2, 3, 0, tzinfo=timezone.utc)]
+    monkeypatch.chdir(ROOT)  # entrypoints are relative to the project folder
+    flow = load_flow_from_entrypoint(config["entrypoint"])
+    assert flow.name == "nightly_refresh"
+    # `gpuledger serve` builds the same schedule
+    served = nightly_deployment()
+    assert served.name == "nightly" and served.entrypoint == config["entrypoint"]
+    [s] = served.schedules
+    assert (s.schedule.cron, s.schedule.timezone) == ("0 3 * * *", "UTC")
+
+
+def test_serve_refuses_without_a_lasting_server() -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    app = typer.Typer()
+    register(app)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        result = CliRunner().invoke(app, ["serve"])
+    assert result.exit_code == 2
+    assert "needs a Prefect server that keeps running" in result.output
+
+
+# -- against a Prefect server ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def api_url(request: pytest.FixtureRequest) -> str:
+    return shared_prefect_server(request.config)
+
+
+async def _read(fn: Any) -> Any:
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        return await fn(client)
+
+
+def prefect_cli(args: list[str], api_url: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PREFECT_API_URL=api_url)
+    return subprocess.run([sys.executable, "-m", "prefect", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.prefect
+def test_deploy_then_a_worker_runs_the_deployment(api_url: str, tmp_path: Path) -> None:
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterId
+    from prefect.deployments import run_deployment
+
+    asyncio.run(_read(lambda c: c.create_work_pool(WorkPoolCreate(name="gpuledger", type="process"))))
+    project = tmp_path / "project"  # a copy: `prefect deploy` runs in the project folder
+    project.mkdir()
+    shutil.copy(PREFECT_YAML, project / "prefect.yaml")
+    shutil.copytree(ROOT / "flows", project / "flows", ignore=shutil.ignore_patterns("__pycache__"))
+    deployed = prefect_cli(["--no-prompt", "deploy", "--all"], api_url, project)
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    assert "Deployment 'nightly_refresh/nightly' successfully created" in deployed.stdout
+
+    d = asyncio.run(_read(lambda c: c.read_deployment_by_name("nightly_refresh/nightly")))
+    [s] = d.schedules
+    assert (s.schedule.cron, s.schedule.timezone, s.active) == ("0 3 * * *", "UTC", True)
+    assert (d.entrypoint, d.work_pool_name, d.work_queue_name) == ("flows/refresh.py:nightly_refresh", "gpuledger",
+                                                                   "default")
+    assert d.pull_steps == [{"prefect.deployments.steps.set_working_directory": {"directory": str(project)}}]
+    assert d.global_concurrency_limit is not None and d.global_concurrency_limit.limit == 1
+
+    # one run of the deployment, picked up by a real process worker (replay, one provider)
+    db = tmp_path / "deployed.duckdb"
+    run = run_deployment("nightly_refresh/nightly", timeout=0,
+                         parameters={"providers": ["lambda"], "replay": True, "db": str(db)})
+    worker = prefect_cli(["worker", "start", "--pool", "gpuledger", "--run-once"], api_url, tmp_path)
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    state = asyncio.run(_read(lambda c: c.read_flow_run(run.id))).state
+    assert state.is_completed(), state
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("select provider, state, rows_loaded from scrape_runs").fetchall() == [("lambda", "ok", 27)]
+    finally:
+        con.close()
+    artifacts = asyncio.run(_read(lambda c: c.read_artifacts(
+        artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["gpuledger-refresh"])),
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))))
+    [artifact] = artifacts
+    assert "| lambda | ok | 27 | 27 | 0 | 0 | 0 |  |" in artifact.data
+    assert "## Largest price moves (top 10, by relative change)\n\nNo price changed in this refresh." in artifact.data
+
+
+@pytest.mark.prefect
+def test_serve_registers_the_schedule_and_runs_until_stopped(api_url: str, tmp_path: Path) -> None:
+    code = ("import typer; from flows.ops_cli import register; app = typer.Typer(); register(app); "
+            "app(prog_name='gpuledger')")
+    env = dict(os.environ, PREFECT_API_URL=api_url)
+    proc = subprocess.Popen([sys.executable, "-c", code, "serve", "--name", "served", "--cron", "30 4 * * *",
+                             "--db", str(tmp_path / "served.duckdb"), "--replay", "-p", "lambda"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        found = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                found = asyncio.run(_read(lambda c: c.read_deployment_by_name("nightly_refresh/served")))
+                break
+            except Exception:  # noqa: BLE001 - not registered yet
+                time.sleep(0.5)
+        assert found is not None, proc.stdout.read() if proc.poll() is not None else "serve did not register"
+        [s] = found.schedules
+        assert (s.schedule.cron, s.schedule.timezone) == ("30 4 * * *", "UTC")
+        assert found.parameters == {"db": str(tmp_path / "served.duckdb"), "providers": ["lambda"], "replay": True}
+        assert proc.poll() is None  # still serving
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+# -- GitHub Actions ----------------------------------------------------------------
+
+SECRETS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT", "LAMBDA_API_KEY",
+           "RUNPOD_API_KEY"}
+
+
+def workflow() -> dict[str, Any]:
+    doc = yaml.safe_load(NIGHTLY_YML.read_text())
+    doc["on"] = doc.pop(True, doc.get("on"))  # YAML 1.1 reads the key `on` as true
+    return doc
+
+
+def test_nightly_workflow_schedule_and_secrets() -> None:
+    doc = workflow()
+    assert doc["on"]["schedule"] == [{"cron": "0 3 * * *"}] and "workflow_dispatch" in doc["on"]
+    assert doc["permissions"] == {"contents": "read"}
+    steps = doc["jobs"]["refresh"]["steps"]
+    text = NIGHTLY_YML.read_text()
+    assert set(re.findall(r"\$\{\{\s*secrets\.(\w+)\s*\}\}", text)) == SECRETS
+    for step in steps:
+        for value in (step.get("env") or {}).values():
+            m = re.fullmatch(r"\$\{\{ secrets\.(\w+) \}\}", str(value))
+            assert m is None or step.get("name") == "Refresh from the live providers", step
+        script = step.get("run", "")
+        assert "secrets." not in script  # never interpolated into a script
+        for line in script.splitlines():
+            if re.search(r"\b(echo|printf|cat|tee)\b", line):
+                leaked = [n for n in SECRETS if f"${n}" in line or f"${{{n}" in line]
+                # the one allowed write: the Google key into a private file, not to the log
+                assert not leaked or line.strip() == 'printf \'%s\' "$GCP_SA_KEY" > "$RUNNER_TEMP/gcp-sa.json"', line
+    refresh = next(s for s in steps if s.get("id") == "refresh")
+    assert "gpuledger refresh\n" in refresh["run"] and "--replay" not in refresh["run"]  # a live refresh
+    upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
+    assert upload["with"]["path"] == "snapshots/"
+    docs = (ROOT / "docs" / "operations.md").read_text()
+    assert all(f"`{name}`" in docs for name in SECRETS)  # each secret is documented
+
+
+def test_nightly_workflow_snapshot_step_runs(tmp_path: Path) -> None:
+    """The workflow's snapshot step, run as GitHub would (bash -e -o pipefail) on a replayed warehouse."""
+    steps = workflow()["jobs"]["refresh"]["steps"]
+    script = next(s for s in steps if s.get("name") == "Snapshot, comparison page and price plot")["run"]
+    db = tmp_path / "warehouse-data" / "gpuledger.duckdb"
+    db.parent.mkdir()
+    replayed_warehouse(db, ["lambda", "runpod"])
+    # `gpuledger` as on the runner: the one on PATH (an activated venv), else this interpreter's
+    env = dict(os.environ, GPULEDGER_DB=str(db), PATH=f"{os.environ['PATH']}{os.pathsep}{Path(sys.executable).parent}")
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [folder] = [p for p in (tmp_path / "snapshots").iterdir() if p.is_dir()]
+    assert re.fullmatch(r"\d{8}T\d{6}Z", folder.name)
+    names = {p.name for p in folder.iterdir()}
+    assert {"manifest.json", "offers.csv", "offers.parquet", "prices.html", "h100-sxm.png", "gpuledger.duckdb",
+            "status.txt"} <= names
+    assert f"snapshot: snapshots/{folder.name}" in done.stdout

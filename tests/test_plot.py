@@ -1,0 +1,94 @@
+"""`gpuledger plot`: price history per provider, from a warehouse with a few days of real merges."""
+
+from __future__ import annotations
+
+import struct
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import typer
+from PIL import Image
+from typer.testing import CliRunner
+
+from flows.ops_cli import register
+from flows.plot import plot_price_history
+from tests.builders import T0, load_day, offer
+from warehouse.store import open_writer
+
+D = [T0 + timedelta(days=i) for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def history_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("plot") / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        l4 = offer("g6.xlarge", 0.805, gpu="L4", count=1)
+        spot = offer("p5.48xlarge", 40.0, option="spot", zone="us-east-1a")
+        # aws: p5 cut from 80 to 72 to 64 (per GPU 10, 9, 8); a cheaper region on day 2 only (7.5)
+        load_day(con, "aws", [offer("p5.48xlarge", 80.0), spot, l4], 0)
+        load_day(con, "aws", [offer("p5.48xlarge", 72.0), spot, l4], 1)
+        load_day(con, "aws", [offer("p5.48xlarge", 72.0), offer("p5.48xlarge", 60.0, region="us-west-2"), spot, l4], 2)
+        load_day(con, "aws", [offer("p5.48xlarge", 64.0), spot, l4], 3)
+        load_day(con, "aws", [offer("p5.48xlarge", 64.0), spot, l4], 4)  # unchanged: extends the line
+        # gcp: 88 -> 96 (11 -> 12 per GPU); its day-1 scrape fails and changes nothing
+        load_day(con, "gcp", [offer("a3-highgpu-8g", 88.0, region="us-central1")], 0)
+        load_day(con, "gcp", None, 1, error="gcp: HTTP 503")
+        load_day(con, "gcp", [offer("a3-highgpu-8g", 96.0, region="us-central1")], 2)
+        load_day(con, "gcp", [offer("a3-highgpu-8g", 96.0, region="us-central1")], 3)
+        # lambda: an H100 on day 1, gone on day 2 (only an A100 left), back dearer on day 3
+        a100 = offer("gpu_1x_a100_sxm4_80gb", 1.29, gpu="A100-SXM4-80", count=1, region="us-west-1")
+        load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.49, count=1, region="us-west-1"), a100], 1)
+        load_day(con, "lambda", [a100], 2)
+        load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.99, count=1, region="us-west-1"), a100], 3)
+    finally:
+        con.close()
+    return db
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_plotted_series_match_the_loaded_history(history_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "h100.png"
+    h = plot_price_history(history_db, "H100-SXM", out)
+    assert h.series == {
+        "aws": [(D[0], 10.0), (D[1], 9.0), (D[2], 7.5), (D[3], 8.0), (D[4], 8.0)],
+        "gcp": [(D[0], 11.0), (D[2], 12.0), (D[3], 12.0)],
+        "lambda": [(D[1], 2.49), (D[2], None), (D[3], 2.99)],
+    }
+    assert h.extended == {"aws", "gcp"}  # their last point only carries the price to the last scrape that saw it
+    assert h.path == out and png_size(out) == h.size_px == (1200, 660)
+    with Image.open(out) as img:
+        img.verify()
+    with Image.open(out) as img:
+        colors = img.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colors is not None and len(colors) > 50  # lines, text and antialiasing, not a blank canvas
+
+
+def test_spot_and_provider_filters(history_db: Path, tmp_path: Path) -> None:
+    h = plot_price_history(history_db, "H100-SXM", tmp_path / "spot.png", purchase_option="spot")
+    assert h.series == {"aws": [(D[0], 5.0), (D[4], 5.0)]}
+    h = plot_price_history(history_db, "H100-SXM", tmp_path / "gcp.png", providers=["gcp", "lambda"])
+    assert sorted(h.series) == ["gcp", "lambda"]
+    h = plot_price_history(history_db, "L4", tmp_path / "l4.png")
+    assert h.series == {"aws": [(D[0], 0.805), (D[4], 0.805)]}
+
+
+def test_plot_command(history_db: Path, tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    runner = CliRunner()
+    out = tmp_path / "cli.png"
+    result = runner.invoke(app, ["plot", "--gpu", "H100-SXM", str(out), "--db", str(history_db)])
+    assert result.exit_code == 0, result.output
+    assert png_size(out) == (1200, 660)
+    assert "H100-SXM: 3 providers, 11 points" in result.output
+    result = runner.invoke(app, ["plot", "--gpu", "H200-SXM", str(tmp_path / "x.png"), "--db", str(history_db)])
+    assert result.exit_code == 2
+    assert "no price history for GPU 'H200-SXM'; GPUs with history: A100-SXM4-80, H100-SXM, L4" in result.output
+    assert not (tmp_path / "x.png").exists()
