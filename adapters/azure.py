@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError
+from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
 from warehouse.gpus import UnknownGPUError, canonicalize
 from warehouse.records import Batch
 
@@ -286,6 +286,7 @@ class Page:
     billing_currency: str | None
 
 
+@drift_guard("azure: Retail Prices page")
 def parse_page(doc: Any, what: str) -> Page:
     """One Retail Prices page: {"BillingCurrency", "CustomerEntityId", "CustomerEntityType",
     "Items", "NextPageLink", "Count"}."""
@@ -392,6 +393,7 @@ def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]]) -
 
 # -- building offers ------------------------------------------------------------------
 
+@drift_guard("azure: Virtual Machines items")
 def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
     """Linux GPU VM items -> offers (on-demand, Spot, Low Priority), one per region/size/option."""
     skipped = Skipped()
@@ -431,19 +433,25 @@ def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[
         picked = _pick(batch, "offer", "/".join(key), group)
         if picked is not None:
             chosen[key] = picked
-    on_demand = {(r, s): _price(i) for (r, s, o), i in chosen.items() if o == "on_demand"}
+    # On-demand first: Spot/Low Priority savings are computed only against an on-demand rate
+    # that passed the record contract (a negative or NaN rate is quarantined, never a baseline).
+    on_demand: dict[tuple[str, str], float] = {}
     for (region, sku, option), item in chosen.items():
-        _add_vm_offer(batch, region, sku, option, item, on_demand.get((region, sku)))
+        if option == "on_demand" and _add_vm_offer(batch, region, sku, option, item, None):
+            on_demand[(region, sku)] = _price(item)
+    for (region, sku, option), item in chosen.items():
+        if option != "on_demand":
+            _add_vm_offer(batch, region, sku, option, item, on_demand.get((region, sku)))
     return skipped
 
 
 def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[str, Any],
-                  on_demand_price: float | None) -> None:
+                  on_demand_price: float | None) -> bool:
     try:
         g = gpu_facts(sku)
     except UnknownGPUError as err:
         batch.quarantine("offer", _ref(item), f"gpu: {err}", item)
-        return
+        return False
     size = GPU_SIZES[sku]
     price = _price(item)
     saving = None
@@ -456,7 +464,7 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
     }
     if size.series.note:
         data["gpu_facts_note"] = size.series.note
-    batch.offer(
+    return batch.offer(
         _ref(item), item, region=region, zone="", instance_type=sku, purchase_option=option,
         gpu_model=g.gpu_model, gpu_variant_exact=g.variant_exact, gpu_name_reported=g.name,
         gpu_vendor=g.vendor, gpu_count=g.count, gpu_memory_gb=g.memory_gb,
@@ -487,6 +495,7 @@ _DISK_METER = re.compile(r"^(?P<kind>[PE])(?P<tier>\d+) LRS Disk$")
 _DISK_CLASS = {"P": ("premium-ssd-lrs", "Premium SSD"), "E": ("standard-ssd-lrs", "Standard SSD")}
 
 
+@drift_guard("azure: Storage items")
 def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
     """Managed disk meters -> USD per GiB-month, one storage class per region.
 
@@ -540,6 +549,7 @@ INTERNET_EGRESS_PRODUCT = "Rtn Preference: MGN"
 INTER_REGION_PRODUCT = "Bandwidth Inter-Region"
 
 
+@drift_guard("azure: Bandwidth items")
 def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
     """Bandwidth meters -> egress tiers per region.
 
@@ -573,7 +583,12 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
             continue
         if not _usd_or_quarantine(batch, "egress", item):
             continue
-        start = float(item.get("tierMinimumUnits") or 0.0)
+        try:
+            start = float(item.get("tierMinimumUnits") or 0.0)
+        except (TypeError, ValueError):
+            batch.quarantine("egress", _ref(item), f"tierMinimumUnits {item.get('tierMinimumUnits')!r} is not a "
+                             "number", item)
+            continue
         target.setdefault((region, start), []).append(item)
 
     for region in sorted({r for r, _ in internet}):

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
+
+from urllib.parse import quote
 
 import httpx
 from tenacity import (
@@ -31,8 +35,108 @@ log = logging.getLogger("gpuledger.adapters")
 USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price comparison)"
 
 
+# -- secrets never leave in a message ----------------------------------------------------------
+
+# Environment variables that hold secrets (the providers' standard ones). Their values, and any
+# registered at run time (register_secret: e.g. an OAuth refresh token read from an ADC file),
+# are cut out of every error message and of httpx's request log lines.
+SECRET_ENV_VARS = (
+    "LAMBDA_API_KEY", "RUNPOD_API_KEY", "VAST_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN", "GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY",
+)
+REDACTED = "[redacted]"
+_registered: set[str] = set()
+_registered_lock = threading.Lock()
+# Credential-shaped text whatever its value: what a server echoing our request would show.
+_SECRET_PATTERNS = (
+    re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
+    re.compile(r"(?i)(\bbasic\s+)[A-Za-z0-9+/=]{8,}"),
+    re.compile(r"(?i)(\b(?:api[_-]?key|x-goog-api-key|key|access_token|refresh_token|client_secret|"
+               r"id_token|password|secret|token|session[_-]?token)[\"']?\s*[=:]\s*[\"']?)[^\s&\"',;<>}]{6,}"),
+    re.compile(r"(Credential=)[^/\s,]{8,}"),
+    re.compile(r"(?s)(-----BEGIN [A-Z ]*PRIVATE KEY-----).*?(-----END [A-Z ]*PRIVATE KEY-----|$)"),
+)
+
+
+def register_secret(value: str | None) -> None:
+    """A secret that is not in the environment (read from a credentials file, issued by a token server)."""
+    if value and len(value) >= 6:
+        with _registered_lock:
+            _registered.add(value)
+
+
+def known_secrets() -> list[str]:
+    """The secret values in play: the env's and the registered ones, longest first."""
+    with _registered_lock:
+        values = set(_registered)
+    values.update(v for v in (os.environ.get(n, "").strip() for n in SECRET_ENV_VARS) if len(v) >= 6)
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, patterns: bool = True) -> str:
+    """`text` with every known secret value (raw or URL-encoded) and, unless `patterns` is False,
+    every credential-shaped fragment replaced."""
+    if not text:
+        return text
+    for value in known_secrets():
+        text = text.replace(value, REDACTED).replace(quote(value, safe=""), REDACTED)
+    if patterns:
+        for pattern in _SECRET_PATTERNS:
+            text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+class RedactingRecorder(Recorder):
+    """A Recorder that never writes a secret: a server may quote our key in a body it answers with
+    (a GraphQL error, an echo), and a recording is shared like source code. Only exact secret
+    values are cut, so a recording replays as it was answered otherwise."""
+
+    def save(self, host: str, req: Any, status: int, headers: dict[str, str], body: bytes) -> None:
+        secrets = known_secrets()
+        if secrets and body:
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is not None and any(s in text or quote(s, safe="") in text for s in secrets):
+                body = redact(text, patterns=False).encode("utf-8")
+        super().save(host, req, status, headers, body)
+
+
+def scrubbed(err: BaseException) -> BaseException:
+    """`err` to chain from, or a stand-in of its type and redacted text when its text holds a secret
+    (a library error quoting a server that echoed our request), so no traceback carries it."""
+    text = str(err)
+    clean = redact(text)
+    if clean == text:
+        return err
+    return Exception(f"{type(err).__name__}: {clean}")
+
+
+class _RedactingFilter(logging.Filter):
+    """httpx logs every request's URL at INFO (RunPod's documented key rides in its query string)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        return True
+
+
+for _name in ("httpx", "urllib3.connectionpool"):
+    logging.getLogger(_name).addFilter(_RedactingFilter())
+
+
 class SourceError(Exception):
-    """A provider could not be scraped; the message names the provider and what failed."""
+    """A provider could not be scraped; the message names the provider and what failed.
+
+    The message is redacted when the error is made: it reaches scrape_runs, the terminal,
+    Prefect's task log and its artifact, and may quote what a server answered.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class MissingCredentialsError(SourceError):
@@ -77,6 +181,13 @@ class SourceContext:
             return self.proxy.url(host)
         return self.upstream_url(host)
 
+    def boto_endpoint(self, host: str) -> str | None:
+        """endpoint_url of a boto3 client for `host`: None (boto3's own, signed for the real host) when
+        the real provider is reached; the replay server's loopback URL otherwise."""
+        if self.mode == "live" or (self.mode == "record" and not self.replay_urls):
+            return None
+        return self.upstream_url(host)
+
     def setting(self, name: str, default: Any = None) -> Any:
         env = os.environ.get(f"GPULEDGER_{name.upper()}")
         if env is not None:
@@ -105,8 +216,7 @@ class SourceContext:
         import boto3
         from botocore.config import Config
 
-        endpoint = None if self.mode == "live" or (self.mode == "record" and not self.replay_urls) \
-            else self.upstream_url(host)
+        endpoint = self.boto_endpoint(host)
         config = Config(
             retries={"max_attempts": self.http_attempts, "mode": "standard"},
             connect_timeout=min(self.http_timeout_s, 15),
@@ -136,6 +246,17 @@ class SourceContext:
 
     def stream_lines(self, client: httpx.Client, host: str, path: str) -> Iterator[str]:
         """Stream a text body line by line: memory stays flat whatever the size."""
+        return self._stream(client, host, path, lambda resp: resp.iter_lines())
+
+    def stream_bytes(self, client: httpx.Client, host: str, path: str) -> Iterator[bytes]:
+        """Stream a body as raw (content-decoded) byte chunks of any size, for parsers that split
+        lines themselves faster than httpx's text decoding can."""
+        return self._stream(client, host, path, lambda resp: resp.iter_bytes())
+
+    def _stream(self, client: httpx.Client, host: str, path: str,
+                chunks: Callable[[httpx.Response], Iterator[Any]]) -> Iterator[Any]:
+        """429/5xx answers are retried (they come before any body); a transport failure is not:
+        retrying mid-stream would hand the consumer pieces it has already seen."""
         attempt = 0
         while True:
             attempt += 1
@@ -145,15 +266,13 @@ class SourceContext:
                     if resp.status_code >= 400:
                         resp.read()
                         _raise_for(self.provider, host, path, resp)
-                    yield from resp.iter_lines()
+                    yield from chunks(resp)
                     return
             except _RetryableHTTP as err:
                 if attempt >= self.http_attempts:
                     raise SourceError(f"{self.provider}: GET {host}{path} failed: {err}") from err
                 time.sleep(min(err.retry_after or 0.5 * 2**attempt, self.retry_wait_max_s))
             except httpx.TransportError as err:
-                # Retrying mid-stream would duplicate lines already yielded: only a
-                # failure before the first line is retried (the consumer sees none).
                 raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
 
     def _with_retries(self, call: Callable[[], httpx.Response], host: str, path: str) -> httpx.Response:
@@ -185,6 +304,48 @@ class SourceContext:
             ) from err
 
 
+# Field names an API would use to say which currency its prices are in.
+CURRENCY_FIELDS = ("currency", "currencyCode", "currency_code", "price_currency")
+
+
+def stated_currency(record: Any) -> str | None:
+    """The currency a record says its prices are in, if it says one (APIs that publish bare USD
+    numbers today, like Lambda's, RunPod's and Vast's, would gain such a field first)."""
+    if not isinstance(record, dict):
+        return None
+    for name in CURRENCY_FIELDS:
+        value = record.get(name)
+        if value is not None:
+            return str(value).strip().upper() or None
+    return None
+
+
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def drift_guard(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a parser of a provider's answer: a malformed answer that slips past its checks
+    (a field of the wrong type, a list where an object was) raises SchemaDriftError naming `what`,
+    never a bare KeyError/TypeError that would reach the flow without a provider's name. A parser
+    still quarantines a single bad record itself; this is the net for the whole answer."""
+    import functools
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except SourceError:
+                raise
+            except MALFORMED as err:
+                detail = f"{type(err).__name__}: {err}"[:200]
+                raise SchemaDriftError(f"{what}: the answer is malformed ({detail})") from None
+
+        return guarded
+
+    return wrap
+
+
 class _RetryableHTTP(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -192,7 +353,7 @@ class _RetryableHTTP(Exception):
 
 
 def _raise_for(provider: str, host: str, path: str, resp: httpx.Response) -> None:
-    snippet = resp.text[:200].replace("\n", " ")
+    snippet = redact(resp.text[:200].replace("\n", " "))  # a server may echo our request, key and all
     msg = f"HTTP {resp.status_code} from {host}{path}: {snippet}"
     if resp.status_code == 429 or resp.status_code >= 500:
         retry_after = resp.headers.get("Retry-After")

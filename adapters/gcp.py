@@ -30,7 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from adapters.base import USER_AGENT, MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
+from adapters.base import (
+    USER_AGENT, MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret,
+    scrubbed,
+)
 from warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from warehouse.records import Batch
 
@@ -450,6 +453,7 @@ def _last_segment(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
 
 
+@drift_guard("gcp: zones.list")
 def parse_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
     out = {}
     for page in pages:
@@ -464,6 +468,7 @@ def _scope_zone(scope: str) -> str:
     return scope.split("/", 1)[1] if scope.startswith("zones/") else scope
 
 
+@drift_guard("gcp: machineTypes.aggregatedList")
 def parse_machine_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, MachineShape]]:
     """zone -> machine type name -> shape, from machineTypes.aggregatedList pages."""
     out: dict[str, dict[str, MachineShape]] = {}
@@ -492,6 +497,7 @@ def machine_shape(mt: dict[str, Any], zone: str = "") -> MachineShape:
     )
 
 
+@drift_guard("gcp: acceleratorTypes.aggregatedList")
 def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, AcceleratorInfo]]:
     """zone -> accelerator type name -> facts, from acceleratorTypes.aggregatedList pages."""
     out: dict[str, dict[str, AcceleratorInfo]] = {}
@@ -926,6 +932,9 @@ def make_clients(ctx: SourceContext) -> Clients:
             raise MissingCredentialsError(
                 f"gcp: no credentials: {what}; run `gcloud auth application-default login` or set "
                 "GOOGLE_APPLICATION_CREDENTIALS")
+        # What the credentials file holds is as secret as the env's keys: never in a message.
+        for secret in (api_key, getattr(credentials, "refresh_token", None), getattr(credentials, "client_secret", None)):
+            register_secret(secret if isinstance(secret, str) else None)
         project = ctx.setting("gcp_project") or os.environ.get("GOOGLE_CLOUD_PROJECT") or adc_project
         if not project:
             raise MissingCredentialsError("gcp: no credentials: no project id; set GOOGLE_CLOUD_PROJECT or "
@@ -957,8 +966,19 @@ def _retryable() -> tuple[type[BaseException], ...]:
     import requests
     from google.api_core import exceptions as api
 
+    # ChunkedEncodingError: the connection broke mid-body; a page is fetched whole, so retrying it is safe.
     return (api.TooManyRequests, api.ServerError, requests.exceptions.ConnectionError,
-            requests.exceptions.Timeout)
+            requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError)
+
+
+def _retry_after(err: BaseException) -> float | None:
+    """Seconds a 429/503 answer asked us to wait (Retry-After), if it said."""
+    response = getattr(err, "response", None)
+    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _count(ctx: SourceContext) -> None:
@@ -968,8 +988,10 @@ def _count(ctx: SourceContext) -> None:
 
 def _call(ctx: SourceContext, what: str, call: Callable[[], Any]) -> Any:
     """One API call with the context's retry policy; every failure becomes a SourceError."""
+    import requests
     from google.api_core import exceptions as api
     from google.auth import exceptions as auth
+    from google.protobuf.json_format import ParseError
 
     retryable = _retryable()
     last: BaseException | None = None
@@ -983,12 +1005,19 @@ def _call(ctx: SourceContext, what: str, call: Callable[[], Any]) -> Any:
             last = err
             if attempt < ctx.http_attempts:
                 log.info("gcp: retrying %s after %s", what, err)
-                time.sleep(min(0.5 * 2 ** attempt, ctx.retry_wait_max_s))
+                wait = _retry_after(err)
+                time.sleep(min(wait if wait is not None else 0.5 * 2 ** attempt, ctx.retry_wait_max_s))
         except api.GoogleAPICallError as err:
-            raise SourceError(f"gcp: {what} failed: HTTP {err.code} {str(err.message)[:200]}") from err
+            raise SourceError(f"gcp: {what} failed: HTTP {err.code} {str(err.message)[:200]}") from scrubbed(err)
         except auth.GoogleAuthError as err:
-            raise SourceError(f"gcp: {what} failed: authentication error {type(err).__name__}") from err
-    raise SourceError(f"gcp: {what} failed after {ctx.http_attempts} attempts: {last}") from last
+            raise SourceError(f"gcp: {what} failed: authentication error {type(err).__name__}") from scrubbed(err)
+        except (ParseError, ValueError) as err:  # the client could not read the answer into its message type
+            raise SchemaDriftError(f"gcp: {what}: the answer does not parse as the API's message: "
+                                   f"{str(err)[:300]}") from err
+        except requests.exceptions.RequestException as err:
+            raise SourceError(f"gcp: {what} failed: {type(err).__name__}: {str(err)[:200]}") from scrubbed(err)
+    raise SourceError(f"gcp: {what} failed after {ctx.http_attempts} attempts: {last}") from (
+        scrubbed(last) if last is not None else None)
 
 
 def _pages(ctx: SourceContext, what: str, method: Callable[..., Any], request_type: Any,
@@ -1069,6 +1098,7 @@ def fetch(ctx: SourceContext) -> Batch:
     return build_batch(zones, shapes, accelerators, skus, regions)
 
 
+@drift_guard("gcp: Compute and Billing Catalog answers")
 def build_batch(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], skus: list[dict[str, Any]],
                 regions: Iterable[str]) -> Batch:

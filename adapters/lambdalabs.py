@@ -40,7 +40,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
+from adapters.base import (
+    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
+)
 from warehouse.gpus import UnknownGPUError, canonicalize
 from warehouse.records import Batch
 
@@ -51,6 +53,12 @@ API_KEY_ENV = "LAMBDA_API_KEY"
 GLOBAL_REGION = "global"  # Lambda's prices, storage and egress terms are the same in every region
 
 FILESYSTEM_USD_PER_GIB_MONTH = 0.20
+
+# The anomaly guard's row-drop threshold for this source (flows.pipeline reads it; the default
+# is 50%). Rows follow capacity: a type with capacity in three regions is three rows, sold out
+# it is one ("global"). A market-wide crunch can therefore cut the rows to a third or less while
+# every type is still listed; a scrape that lost 90% of them is still refused.
+ANOMALY_MIN_ROW_RATIO = 0.2
 
 PROVIDER_FACTS: dict[str, Any] = {
     "provider": NAME,
@@ -113,6 +121,7 @@ def _require(obj: Any, key: str, where: str) -> Any:
     return obj[key]
 
 
+@drift_guard("lambda: instance-types")
 def parse_instance_types(doc: Any) -> Batch:
     """The instance-types body -> offers, plus Lambda's documented storage and egress terms."""
     data = doc.get("data") if isinstance(doc, dict) else None
@@ -133,6 +142,8 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
         gpus = int(_require(specs, "gpus", name))
         cents = _require(itype, "price_cents_per_hour", name)
         regions = _require(item, "regions_with_capacity_available", name)
+        if not isinstance(regions, list):
+            raise TypeError(f"{name}: regions_with_capacity_available is not a list")
     except (KeyError, TypeError, ValueError) as err:
         batch.quarantine("offer", key, f"schema: {err.args[0] if err.args else err}", item)
         return
@@ -147,8 +158,12 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
     if not isinstance(cents, (int, float)) or isinstance(cents, bool):
         batch.quarantine("offer", name, f"price_cents_per_hour {cents!r} is not a number", item)
         return
+    currency = stated_currency(itype) or stated_currency(item)
+    if currency not in (None, "USD"):
+        batch.quarantine("offer", name, f"price in {currency}, not USD cents; no conversion is configured", item)
+        return
     price = cents / 100
-    region_names = sorted(r["name"] for r in regions if isinstance(r, dict) and r.get("name"))
+    region_names = sorted({str(r["name"]) for r in regions if isinstance(r, dict) and r.get("name")})
     common = dict(
         zone="", instance_type=name, purchase_option="on_demand",
         gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=itype.get("gpu_description", ""),
@@ -167,7 +182,7 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
                     availability_level="no capacity in any region",
                     provider_data=json.dumps(data, sort_keys=True), **common)
         return
-    described = {r["name"]: r.get("description") for r in regions if isinstance(r, dict) and r.get("name")}
+    described = {str(r["name"]): r.get("description") for r in regions if isinstance(r, dict) and r.get("name")}
     for region in region_names:
         batch.offer(f"{name}/{region}", item, region=region, available=True, available_count=None,
                     availability_level="capacity",

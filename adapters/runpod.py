@@ -41,7 +41,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError
+from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
 from warehouse.gpus import UnknownGPUError, canonicalize
 from warehouse.records import Batch
 
@@ -126,6 +126,7 @@ def check_graphql_errors(doc: Any) -> None:
     raise SourceError(f"runpod: GraphQL error: {messages}")
 
 
+@drift_guard("runpod: gpuTypes")
 def parse_gpu_types(doc: Any) -> Batch:
     """A gpuTypes answer -> offers per GPU type, cloud and purchase option, plus documented storage/egress."""
     check_graphql_errors(doc)
@@ -148,6 +149,10 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
         raise SchemaDriftError(f"runpod: gpuType {gt.get('id')!r} lacks {missing}")
     gpu_id = str(gt["id"])
     memory_gb = gt.get("memoryInGb")
+    currency = stated_currency(gt)
+    if currency not in (None, "USD"):
+        batch.quarantine("offer", gpu_id, f"prices in {currency}, not USD; no conversion is configured", gt)
+        return
     try:
         model, exact = canonicalize(NAME, gpu_id, memory_gb * 1024 if memory_gb else None)
     except UnknownGPUError as err:

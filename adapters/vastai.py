@@ -52,7 +52,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError
+from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
 from warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch
 
@@ -69,6 +69,14 @@ BASE_SEARCH: dict[str, Any] = {
     "verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False},
 }
 PRICE_FIELDS = (("on_demand", "dph_total"), ("interruptible", "min_bid"))
+# The anomaly guard's row-drop threshold for this source (flows.pipeline reads it; the default
+# is 50%). A row is a (GPU, count, country, option) group of live listings: when hosts rent out
+# or go offline, whole groups vanish, and a tight market can halve them overnight. A scrape that
+# lost 80% or more of the groups is still refused.
+ANOMALY_MIN_ROW_RATIO = 0.2
+# Fields every search answer has carried; one missing from *every* offer is a changed API
+# (schema drift, the provider fails), not thousands of quarantined offers and half a load.
+REQUIRED_OFFER_FIELDS = ("id", "num_gpus", "gpu_name", "dph_total", "min_bid")
 
 PROVIDER_FACTS: dict[str, Any] = {
     "provider": NAME,
@@ -108,6 +116,7 @@ def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
     return search
 
 
+@drift_guard("vastai: search answer")
 def parse_page(doc: Any, cursor: int | None) -> list[dict[str, Any]]:
     """One search answer -> its offers; checks the shape and that the id cursor was honoured."""
     offers = doc.get("offers") if isinstance(doc, dict) else None
@@ -188,17 +197,54 @@ class Listing:
 GroupKey = tuple[str, int, str, str]  # (canonical model, num_gpus, country, purchase option)
 
 
+def check_fields(offers: list[dict[str, Any]]) -> None:
+    """SchemaDriftError when a field the parser needs is absent from every offer."""
+    if not offers:
+        return
+    missing = [f for f in REQUIRED_OFFER_FIELDS if not any(isinstance(o, dict) and f in o for o in offers)]
+    if missing:
+        raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
+
+
+def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One listing per offer id: a repeated identical listing is dropped (counted in a note), a
+    repeated id with other values is quarantined; the first listing is kept, as the loader does."""
+    seen: dict[Any, dict[str, Any]] = {}
+    out, repeats = [], 0
+    for offer in offers:
+        oid = offer.get("id")
+        first = seen.get(oid)
+        if first is None:
+            seen[oid] = offer
+            out.append(offer)
+        elif first == offer:
+            repeats += 1
+        else:
+            batch.quarantine("offer", f"{oid}/duplicate", f"duplicate offer id {oid} listed again with different "
+                             "values; kept the first listing", offer)
+    if repeats:
+        batch.notes.append(f"vastai: {repeats} repeated identical offer listings dropped")
+    return out
+
+
+@drift_guard("vastai: offers")
 def build_batch(offers: list[dict[str, Any]]) -> Batch:
     """All offers of one walk -> aggregated offers, host-set storage/egress medians, quarantine."""
     batch = Batch(NAME)
+    check_fields(offers)
     unknown: dict[str, list[dict[str, Any]]] = defaultdict(list)
     unknown_reason: dict[str, str] = {}
     groups: dict[GroupKey, list[Listing]] = defaultdict(list)
     gpu_offers: list[dict[str, Any]] = []
-    for offer in offers:
+    for offer in unique_offers(batch, offers):
         num_gpus = offer.get("num_gpus")
         if not isinstance(num_gpus, int) or num_gpus <= 0:
             continue  # CPU-only listings are out of scope
+        currency = stated_currency(offer)
+        if currency not in (None, "USD"):
+            batch.quarantine("offer", f"{offer['id']}", f"prices in {currency}, not USD; no conversion is "
+                             "configured", offer)
+            continue
         gpu_offers.append(offer)
         name = str(offer.get("gpu_name") or "")
         try:

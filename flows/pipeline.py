@@ -14,12 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from adapters import ADAPTERS
-from adapters.base import MissingCredentialsError, SourceContext
-from adapters.replay import BUNDLED_RECORDINGS, Recorder, RecordingProxy
+from adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
+from adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from spiders import SPIDERS
 from warehouse.records import Batch
-from warehouse.store import AnomalyPolicy, LoadReport, ScrapeOutcome, load_outcome, open_writer, utcnow
+from warehouse.store import (
+    AnomalyPolicy, LoadReport, ScrapeOutcome, WarehouseError, db_path, load_outcome, open_writer, root_cause, utcnow,
+)
 
 log = logging.getLogger("gpuledger.refresh")
 
@@ -68,6 +72,7 @@ class FetchResult:
     started_at: Any
     finished_at: Any
     facts: dict[str, Any]
+    min_row_ratio: float | None = None  # the source module's ANOMALY_MIN_ROW_RATIO, if it sets one
 
 
 def fetch_source(plan: SourcePlan) -> FetchResult:
@@ -76,7 +81,7 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
     started = utcnow()
     recorder = proxy = None
     if plan.record_dir is not None:
-        recorder = Recorder(Path(plan.record_dir) / plan.provider, plan.provider)
+        recorder = RedactingRecorder(Path(plan.record_dir) / plan.provider, plan.provider)
     ctx = SourceContext(
         provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
         recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
@@ -92,35 +97,65 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
             proxy.close()
     if recorder is not None:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
-    return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), dict(module.PROVIDER_FACTS))
+    return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), dict(module.PROVIDER_FACTS),
+                       min_row_ratio=anomaly_min_row_ratio(module))
+
+
+def anomaly_min_row_ratio(module: Any) -> float | None:
+    """A source's own row-drop threshold for the anomaly guard, or None for the policy's (50%).
+
+    Sources whose row count follows live capacity (Lambda: one row per region with capacity;
+    Vast.ai: marketplace groups) set a lower ANOMALY_MIN_ROW_RATIO, so a real capacity crunch
+    is loaded while a collapse of the scrape (90% of the rows gone) is still refused.
+    """
+    value = getattr(module, "ANOMALY_MIN_ROW_RATIO", None)
+    if value is None:
+        return None
+    value = float(value)
+    if not 0 < value <= 1:
+        raise ValueError(f"{module.__name__}.ANOMALY_MIN_ROW_RATIO must be within (0, 1], got {value}")
+    return value
 
 
 def describe_failure(provider: str, err: BaseException) -> str:
     """One line for scrape_runs and the terminal: what failed, never a secret-bearing dump."""
     if isinstance(err, MissingCredentialsError):
-        return f"failed: no credentials: {err}"
+        return redact(f"failed: no credentials: {err}")
     text = str(err) or type(err).__name__
     if not text.startswith(provider):
         text = f"{provider}: {type(err).__name__}: {text}"
-    log.debug("%s failed:\n%s", provider, "".join(traceback.format_exception(err)))
-    return text
+    log.debug("%s failed:\n%s", provider, redact("".join(traceback.format_exception(err))))
+    return redact(text)
 
 
 def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None, started: Any) -> ScrapeOutcome:
     if result is not None:
         return ScrapeOutcome(plan.provider, plan.mode, result.started_at, result.finished_at, batch=result.batch,
-                             requests=result.requests, provider_facts=result.facts)
+                             requests=result.requests, provider_facts=result.facts,
+                             min_row_ratio=getattr(result, "min_row_ratio", None))
     return ScrapeOutcome(plan.provider, plan.mode, started, utcnow(), error=error)
 
 
 def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
              policy: AnomalyPolicy) -> list[LoadReport]:
-    """The write window: open, merge each provider in its own transaction, close."""
-    con = open_writer(db)
+    """The write window: open, merge each provider in its own transaction, close.
+
+    A warehouse that cannot be written (disk full, read-only file) raises WarehouseError
+    naming the first cause; what was committed before stays, nothing else changes.
+    """
+    try:
+        con = open_writer(db)
+    except WarehouseError:
+        raise
+    except (duckdb.Error, OSError) as err:
+        raise WarehouseError(f"cannot open {db_path(db)} for writing: {root_cause(err)}") from err
     try:
         return [load_outcome(con, o, refresh_id, policy) for o in outcomes]
     finally:
-        con.close()
+        try:
+            con.close()
+        except duckdb.Error as err:  # a checkpoint that failed: the commits are safe in the WAL
+            log.warning("closing %s: %s", db_path(db), root_cause(err))
 
 
 def plans_for(providers: list[str], mode: str, replay_urls: dict[str, str] | None = None,

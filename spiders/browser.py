@@ -19,10 +19,14 @@ from adapters.base import SourceContext, SourceError
 PATH_NAMES = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
 # Where distributions install it, for a PATH that lacks /usr/bin (cron, some task runners).
 KNOWN_LOCATIONS = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/snap/bin/chromium")
-# Headless in a container: no sandbox (no user namespaces), no GPU, /tmp instead of a small
-# /dev/shm, and no phoning home (component updates, sync, QUIC probes) that would touch the network.
-LAUNCH_ARGS = (
-    "--no-sandbox",
+# Headless in a container: no GPU, /tmp instead of a small /dev/shm, and no phoning home
+# (background networking, component updates, sync, QUIC probes) that would touch the network.
+# The sandbox stays on, except where Chromium cannot run with it: as root (Debian's chromium
+# refuses to start sandboxed as root), or where GPULEDGER_CHROMIUM_NO_SANDBOX=1 says the machine
+# has no user namespaces for it. Nothing else weakens the browser (no --disable-web-security,
+# no remote debugging port, no site-isolation switches).
+NO_SANDBOX = "--no-sandbox"
+BROWSER_ARGS = (
     "--disable-gpu",
     "--disable-dev-shm-usage",
     "--disable-background-networking",
@@ -75,9 +79,19 @@ def find_chromium(ctx: SourceContext) -> str:
     )
 
 
+def needs_no_sandbox() -> bool:
+    """Chromium's sandbox cannot run as root; GPULEDGER_CHROMIUM_NO_SANDBOX=1 for a machine without
+    user namespaces (some containers). Otherwise the sandbox stays on."""
+    return os.geteuid() == 0 or os.environ.get("GPULEDGER_CHROMIUM_NO_SANDBOX", "") == "1"
+
+
+def launch_args() -> list[str]:
+    return ([NO_SANDBOX] if needs_no_sandbox() else []) + list(BROWSER_ARGS)
+
+
 def launch_options(executable_path: str, timeout_ms: float) -> dict[str, Any]:
-    return {"executable_path": executable_path, "args": list(LAUNCH_ARGS), "headless": True,
-            "timeout": timeout_ms}
+    args = launch_args()
+    return {"executable_path": executable_path, "args": args, "headless": True, "timeout": timeout_ms}
 
 
 def same_host_only(start_url: str) -> Callable[[Any], bool]:

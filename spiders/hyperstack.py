@@ -145,7 +145,7 @@ def add_gpu_row(batch: Batch, row: PriceRow, specs_by_name: dict[str, dict[str, 
                      spot_savings_pct=round(100 * (1 - price / base), 1) if base else None,
                      provider_data=_provider_data(row, shown), **fields)
     if ok and not spot:
-        on_demand[row.name] = price
+        on_demand.setdefault(row.name, price)  # a repeated row is quarantined by the loader, which keeps the first
 
 
 def add_storage_row(batch: Batch, row: PriceRow) -> None:
@@ -180,7 +180,10 @@ def build_batch(rows: list[PriceRow]) -> Batch:
     """Scraped rows -> offers, storage and egress records (pure). On-demand rows come first on the page."""
     batch = Batch(NAME)
     gpu_rows = [r for r in rows if r.kind == GPU]
-    specs_by_name = {r.name: r.cells for r in gpu_rows if not r.spot_text}
+    specs_by_name: dict[str, dict[str, str]] = {}
+    for r in gpu_rows:
+        if not r.spot_text:
+            specs_by_name.setdefault(r.name, r.cells)  # the first row of a name, as the loader keeps
     on_demand: dict[str, float] = {}
     for row in sorted(gpu_rows, key=lambda r: bool(r.spot_text)):
         add_gpu_row(batch, row, specs_by_name, on_demand)

@@ -54,6 +54,10 @@ _NO_PRICE = re.compile(
 )
 _FREE = re.compile(r"^\s*(free|included|no\s+charge|\$?0(\.0+)?)\s*$", re.I)
 _CURRENCY_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
+# A minus sign (ASCII or U+2212) on the price: right before it ("-$3.20", "-3.20 USD") or between
+# the currency sign and the amount ("$-3.20"). "2-4 GPUs $3.20" or "$3.20 - $4.00" is no sign.
+_MINUS = ("-", "\u2212")
+_SIGNED_AFTER_SYMBOL = re.compile(r"(US\$|\$|€|£|¥|₹)\s*[-\u2212]\s*[0-9]")
 _MONEY = re.compile(r"(US\$|\$|€|£|¥|₹)\s*([0-9][0-9,]*(?:\.[0-9]+)?)|([0-9][0-9,]*(?:\.[0-9]+)?)\s*(USD|EUR|GBP)\b")
 
 
@@ -81,6 +85,10 @@ def parse_money(text: str) -> tuple[float, str] | None:
     if is_no_price(text):
         return None
     m = _MONEY.search(text)
+    before = text[: m.start()].rstrip() if m else ""
+    if (m is None and _SIGNED_AFTER_SYMBOL.search(text)) or (
+            before.endswith(_MINUS) and not re.search(r"[0-9]\s*[-\u2212]$", before)):
+        raise PriceTextError(f"negative price in {text!r}")
     if not m:
         raise PriceTextError(f"no price in {text!r}")
     if m.group(2) is not None:

@@ -153,9 +153,15 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
 
         items.append(ItemAdapter(item).asdict())
 
+    effective: dict[str, Any] = {}
+
+    def opened(spider: Any) -> None:
+        effective.update(effective_settings(crawler))
+
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spider_cls)
     crawler.signals.connect(collect, signal=signals.item_scraped)
+    crawler.signals.connect(opened, signal=signals.spider_opened)
     process.crawl(crawler, start_url=url, **spider_args)
     process.start()
 
@@ -173,12 +179,38 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
         "responses": stats.get("downloader/response_count", 0),
         "robots_forbidden": stats.get("robotstxt/forbidden", 0),
         "elapsed_s": stats.get("elapsed_time_seconds"),
+        "effective": effective,
     }
     status_path.write_text(json.dumps(status, default=str))
     if failure:
         print(f"{FAILURE_PREFIX}{failure}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _names(objects: Any) -> list[str]:
+    return sorted(f"{type(o).__module__}.{type(o).__name__}" for o in objects)
+
+
+def effective_settings(crawler: Any) -> dict[str, Any]:
+    """What the running crawl really uses (read back from the crawler, not from our settings file):
+    reported in status.json so tests can check the child, not only the dict we hand it."""
+    s = crawler.settings
+    launch = s.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+    downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
+    return {
+        "USER_AGENT": s.get("USER_AGENT"),
+        "ROBOTSTXT_OBEY": s.getbool("ROBOTSTXT_OBEY"),
+        "TELNETCONSOLE_ENABLED": s.getbool("TELNETCONSOLE_ENABLED"),
+        "COOKIES_ENABLED": s.getbool("COOKIES_ENABLED"),
+        "AUTOTHROTTLE_ENABLED": s.getbool("AUTOTHROTTLE_ENABLED"),
+        "DOWNLOAD_HANDLERS": s.getdict("DOWNLOAD_HANDLERS"),
+        "browser_args": list(launch.get("args") or []),
+        "browser_headless": launch.get("headless"),
+        "abort_request_filter": callable(s.get("PLAYWRIGHT_ABORT_REQUEST")),
+        "extensions": _names(crawler.extensions.middlewares) if crawler.extensions else [],
+        "downloader_middlewares": _names(downloader.middleware.middlewares) if downloader else [],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

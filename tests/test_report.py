@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from adapters.base import SourceContext
 from flows.ops_cli import register
 from flows.report import provider_freshness, render_report, report_rows, write_report
-from spiders.browser import LAUNCH_ARGS, find_chromium
+from spiders.browser import find_chromium, launch_args
 from tests.builders import T0, egress, load_day, offer, replayed_warehouse
 from warehouse.store import open_reader, open_writer
 
@@ -127,7 +127,7 @@ def browser() -> Iterator[Any]:
 
     chromium = find_chromium(SourceContext(provider="report-test"))
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=list(LAUNCH_ARGS), headless=True)
+        b = p.chromium.launch(executable_path=chromium, args=launch_args(), headless=True)
         yield b
         b.close()
 

@@ -241,7 +241,7 @@ def test_provider_facts_contract() -> None:
 
 # -- settings and browser discovery ----------------------------------------------------------------
 
-def test_crawl_settings_polite_and_safe() -> None:
+def test_crawl_settings_polite_and_safe(monkeypatch: pytest.MonkeyPatch) -> None:
     replay = crawl_settings(SourceContext(provider="coreweave", mode="replay"))
     live = crawl_settings(SourceContext(provider="coreweave", mode="live"))
     for s in (replay, live):
@@ -249,6 +249,7 @@ def test_crawl_settings_polite_and_safe() -> None:
         assert s["TELNETCONSOLE_ENABLED"] is False and s["REMOTE_CONTROL_ENABLED"] is False
     assert (replay["AUTOTHROTTLE_ENABLED"], replay["DOWNLOAD_DELAY"]) == (False, 0.0)
     assert (live["AUTOTHROTTLE_ENABLED"], live["DOWNLOAD_DELAY"], live["CONCURRENT_REQUESTS_PER_DOMAIN"]) == (True, 2.0, 1)
+    monkeypatch.setenv("GPULEDGER_CHROMIUM_NO_SANDBOX", "1")  # as root, or a container without user namespaces
     b = browser_settings(SourceContext(provider="hyperstack", mode="live"), "/opt/chrome/chrome")
     assert b["TWISTED_REACTOR"] == "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
     assert b["DOWNLOAD_HANDLERS"]["https"] == "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"

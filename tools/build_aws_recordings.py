@@ -1324,7 +1324,7 @@ def dt_products(region: str) -> list[dict]:
                       to_loc=name, to_type="AWS Region",
                       usage=f"{r['prefix']}DataTransfer-Regional-Bytes", from_code=region,
                       to_code=region,
-                      tiers=[("0", "Inf", 0.01, f"$0.010 per GB - regional data transfer - in/out/between EC2 AZs or using elastic IPs or ELB")]))
+                      tiers=[("0", "Inf", 0.01, "$0.010 per GB - regional data transfer - in/out/between EC2 AZs or using elastic IPs or ELB")]))
     for p in prods:
         p["sku"] = sku("dt", region, p["usage"], p["to_code"])
         p["rates"] = [code(10, "dtrate", p["sku"], i) for i in range(len(p["tiers"]))]

@@ -22,9 +22,27 @@ from spiders.items import PriceRow
 class LayoutChanged(Exception):
     """The page answered, but the price table we parse is not where it was (or is empty)."""
 
+    what = "layout changed"
+
+
+class PageFailed(LayoutChanged):
+    """The page answered, but says itself that its prices could not be loaded."""
+
+    what = "the page failed to load its prices"
+
+
+# Errors whose text is empty, said in words.
+_ERROR_WORDS = {
+    "ResponseDataLossError": "the connection closed before the whole body arrived (connection reset or cut)",
+    "ResponseFailed": "the response could not be read (connection lost)",
+}
+
 
 class PricingSpider(scrapy.Spider):
     name = "pricing"
+    # The page's last bytes always hold this (e.g. b"</html>" for a page that always closes its
+    # document): without it the answer was cut short, even when its Content-Length matched.
+    complete_marker: bytes | None = None
 
     def __init__(self, start_url: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -43,11 +61,22 @@ class PricingSpider(scrapy.Spider):
     def parse_rows(self, response: Response) -> Iterable[PriceRow]:
         raise NotImplementedError
 
+    def truncated(self, response: Response) -> str | None:
+        """Why the page as served is incomplete, or None."""
+        if self.complete_marker is None or self.complete_marker in response.body[-2048:].lower():
+            return None
+        return (f"the page ends without {self.complete_marker.decode()} after {len(response.body)} bytes "
+                "(a truncated answer)")
+
     def parse_page(self, response: Response) -> Iterable[dict[str, Any]]:
+        cut = self.truncated(response)
+        if cut:
+            self.failure = f"incomplete page at {response.url}: {cut}"
+            raise CloseSpider("truncated")
         try:
             rows = list(self.parse_rows(response))
         except LayoutChanged as err:
-            self.failure = f"layout changed at {response.url}: {err}"
+            self.failure = f"{err.what} at {response.url}: {err}"
             raise CloseSpider("layout_changed") from None
         for row in rows:
             row.source_url = response.url
@@ -61,5 +90,7 @@ class PricingSpider(scrapy.Spider):
         elif failure.check(IgnoreRequest):
             self.failure = f"request to {url} not made: {failure.value or 'forbidden by robots.txt'}"
         else:
-            self.failure = f"{url} failed: {failure.type.__name__}: {failure.value}"
+            name = failure.type.__name__
+            detail = str(failure.value).strip() or _ERROR_WORDS.get(name, "no detail given")
+            self.failure = f"{url} failed: {name}: {detail}"
         raise CloseSpider("download_failed")

@@ -145,6 +145,7 @@ def parse_pricing_page(response: Response | Selector) -> list[PriceRow]:
 
 class CoreWeavePricingSpider(PricingSpider):
     name = "coreweave_pricing"
+    complete_marker = b"</html>"  # the Webflow page always closes its document
 
     def parse_rows(self, response: Response) -> Iterable[PriceRow]:
         return parse_pricing_page(response)

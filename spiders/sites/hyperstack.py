@@ -20,7 +20,7 @@ from parsel import Selector
 from scrapy.http import Response
 
 from spiders.items import GPU, NETWORK, STORAGE, PriceRow, clean_text
-from spiders.sites.base import LayoutChanged, PricingSpider
+from spiders.sites.base import LayoutChanged, PageFailed, PricingSpider
 
 ON_DEMAND_TABLE = "table#on-demand-gpu-pricing"
 SPOT_TABLE = "table#spot-gpu-pricing"
@@ -31,6 +31,19 @@ REQUIRED_COLUMNS = ("gpu model", "vram", "pricing per hour")
 STORAGE_NAME = re.compile(r"storage|volume|\bSSD\b|disk|snapshot", re.I)
 NETWORK_NAME = re.compile(r"egress|ingress|traffic|bandwidth|\bIP\b", re.I)
 NAVIGATION_STATUS_JS = "() => { const n = performance.getEntriesByType('navigation')[0]; return n ? n.responseStatus : 0; }"
+# The wait ends when the script has done its work: rows rendered ('rows'); the "Loading prices…"
+# placeholder row, seen before, replaced by nothing (the script ran, the table is empty: 'done');
+# or the placeholder saying something else (the script failed to load the rate card:
+# 'page: <text>'). null keeps waiting (the script has not run yet, or the page has no placeholder).
+PLACEHOLDER = ".page-price_loading td"
+ROWS_OR_PAGE_ERROR_JS = (
+    "(sel) => { if (document.querySelector(sel)) return 'rows';"
+    f" const td = document.querySelector('{PLACEHOLDER}');"
+    " if (td) window.__gpuledgerPlaceholder = true;"
+    " if (!td) return window.__gpuledgerPlaceholder ? 'done' : null;"
+    " const t = td.textContent.trim();"
+    " return t && !/^loading/i.test(t) ? 'page: ' + t : null; }"
+)
 
 
 async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str, Any]:
@@ -49,9 +62,12 @@ async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str
     if status >= 400:
         return {"rendered": False, "status": status}
     try:
-        await page.wait_for_selector(selector, state="attached", timeout=timeout_ms)
+        handle = await page.wait_for_function(ROWS_OR_PAGE_ERROR_JS, arg=selector, timeout=timeout_ms)
+        outcome = await handle.json_value()
     except PlaywrightTimeout:
         return {"rendered": False, "timed_out_ms": timeout_ms}
+    if isinstance(outcome, str) and outcome.startswith("page: "):
+        return {"rendered": False, "page_error": outcome.removeprefix("page: ")}
     return {"rendered": True}
 
 
@@ -140,6 +156,9 @@ class HyperstackPricingSpider(PricingSpider):
         except LayoutChanged as err:
             methods = response.meta.get("playwright_page_methods") or []
             waited = methods[0].result if methods else None
+            if isinstance(waited, dict) and "page_error" in waited:
+                raise PageFailed(f"its script did not render the price rows; the page says "
+                                 f"{waited['page_error']!r}") from None
             if isinstance(waited, dict) and "timed_out_ms" in waited:
                 raise LayoutChanged(f"{err}; the price rows ({ROW_SELECTOR}) did not appear within "
                                     f"{waited['timed_out_ms'] / 1000:g} s of rendering") from None

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-botocore = pytest.importorskip("botocore")
-import botocore.parsers  # noqa: E402
-import botocore.session  # noqa: E402
+import botocore.parsers
+import botocore.session
 
 ROOT = Path(__file__).resolve().parents[2] / "adapters" / "recordings" / "aws"
 REGIONS = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1",

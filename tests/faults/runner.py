@@ -1,0 +1,76 @@
+"""Runs the matrix's cells concurrently, as a refresh runs its providers.
+
+A cell mostly waits: on a stalled socket until the client's timeout, on a Retry-After, on a
+crawler child process and its browser. Running a few cells at once keeps the whole matrix
+within minutes on two cores. Each cell has its own replay server, its own client and its own
+copy of the warehouse; the verdicts are the same as run one by one (GPULEDGER_FAULT_WORKERS=1).
+
+The runner starts with the session (tests/faults/conftest.py): the clean world is built and
+the selected cells run in the background while the process-fault tests use the main thread.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from tests.faults.harness import Verdict, World, build_world, judge
+from tests.faults.providers import PROVIDERS
+
+# Slow cells first (browser renders, timeouts, the big AWS price list), so the pool ends together.
+_SLOW_FIRST = {"hyperstack": 0, "aws": 1, "coreweave": 2, "gcp": 3}
+
+
+class CellRunner:
+    def __init__(self, root: Path, cells: list[tuple[str, str]], workers: int | None = None) -> None:
+        self.root = root
+        workers = workers or int(os.environ.get("GPULEDGER_FAULT_WORKERS", "3"))
+        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="fault-cell")
+        self.futures: dict[tuple[str, str], Future[Verdict]] = {}
+        self._world: World | None = None
+        self._world_error: BaseException | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._build, name="fault-world", daemon=True).start()
+        self.submit(cells)
+
+    def _build(self) -> None:
+        try:
+            self._world = build_world(Path(tempfile.mkdtemp(prefix="world-", dir=self.root)))
+        except BaseException as err:  # noqa: BLE001 - every cell reports it
+            self._world_error = err
+        finally:
+            self._ready.set()
+
+    def world(self) -> World:
+        self._ready.wait()
+        if self._world_error is not None:
+            raise RuntimeError(f"building the clean world failed: {self._world_error!r}") from self._world_error
+        assert self._world is not None
+        return self._world
+
+    def submit(self, cells: list[tuple[str, str]]) -> None:
+        order = sorted(cells, key=lambda c: (_SLOW_FIRST.get(c[0], 9), c[1] != "timeout"))
+        with self._lock:
+            for cell in order:
+                if cell not in self.futures and PROVIDERS[cell[0]].expected(cell[1]) != "n/a":
+                    self.futures[cell] = self.pool.submit(self._run, *cell)
+
+    def _run(self, provider: str, fault: str) -> Verdict:
+        try:
+            world = self.world()
+            tmp = Path(tempfile.mkdtemp(prefix=f"{provider}-{fault}-", dir=self.root))
+            return judge(world, tmp, provider, fault)
+        except BaseException as err:  # noqa: BLE001 - a harness error is a lost cell, with its reason
+            return Verdict(provider, fault, PROVIDERS[provider].expected(fault),
+                           problems=[f"the harness raised {type(err).__name__}: {err}"])
+
+    def result(self, provider: str, fault: str) -> Verdict:
+        self.submit([(provider, fault)])
+        return self.futures[(provider, fault)].result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)

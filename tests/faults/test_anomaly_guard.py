@@ -1,0 +1,125 @@
+"""The anomaly guard's thresholds: per source (ANOMALY_MIN_ROW_RATIO) and per purchase option.
+
+A capacity crunch at Lambda is a real market state, not a broken scrape: every instance type
+is still listed, in fewer regions. Its source threshold (0.2) lets it load where the default
+(0.5) would refuse it; the same row drop at a catalogue source is refused, with the override
+named. Through the real client and the pipeline's own fetch_source.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from adapters import lambdalabs, vastai
+from adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from flows.pipeline import SourcePlan, anomaly_min_row_ratio, fetch_source, load_all, outcome_from
+from warehouse.records import Batch
+from warehouse.store import AnomalyPolicy, ScrapeOutcome, utcnow
+
+REGIONS = [{"name": n, "description": n} for n in ("us-east-1", "us-west-1", "us-south-1", "europe-central-1")]
+
+
+def lambda_answer(capacity: bool) -> bytes:
+    """Lambda's answer with every GPU type in four regions, or sold out everywhere."""
+    doc = json.loads((BUNDLED_RECORDINGS / "lambda" / "instance-types.json").read_text())
+    for item in doc["data"].values():
+        item["regions_with_capacity_available"] = REGIONS if capacity else []
+    return json.dumps(doc).encode()
+
+
+def lambda_fetch(capacity: bool) -> Any:
+    def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": "application/json"}, lambda_answer(capacity)
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
+    server.start()
+    try:
+        return fetch_source(SourcePlan("lambda", "replay", server.endpoints(), http_attempts=1))
+    finally:
+        server.close()
+
+
+def test_a_lambda_capacity_crunch_loads_under_its_own_threshold(tmp_path: Path) -> None:
+    plan = SourcePlan("lambda", "replay")
+    db = tmp_path / "ledger.duckdb"
+    full = lambda_fetch(capacity=True)
+    assert full.min_row_ratio == lambdalabs.ANOMALY_MIN_ROW_RATIO == 0.2  # carried from the module
+    assert load_all(db, [outcome_from(full, plan, None, utcnow())], "r1", AnomalyPolicy())[0].ok
+    crunch = lambda_fetch(capacity=False)
+    rows_before, rows_now = len(full.batch.offers), len(crunch.batch.offers)
+    assert 0.2 <= rows_now / rows_before < 0.5  # 19 types sold out: one "global" row each, a quarter of before
+    assert all(not o.available for o in crunch.batch.offers)
+
+    # With the default threshold the same market state would be refused...
+    default = outcome_from(crunch, plan, None, utcnow())
+    default.min_row_ratio = None
+    db2 = tmp_path / "default.duckdb"
+    assert load_all(db2, [outcome_from(lambda_fetch(capacity=True), plan, None, utcnow())], "r1", AnomalyPolicy())[0].ok
+    refused = load_all(db2, [default], "r2", AnomalyPolicy())[0]
+    assert refused.state == "failed"
+    assert f"row count dropped from {rows_before} to {rows_now} (below 50% of the last good run)" in refused.error
+    assert "--accept-anomaly lambda" in refused.error
+    # ...while Lambda's own threshold loads it, and the warehouse says every type is sold out.
+    report = load_all(db, [outcome_from(crunch, plan, None, utcnow())], "r2", AnomalyPolicy())[0]
+    assert report.ok, report.error
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("select count(*), count(*) filter (where not available) from offers").fetchall() == \
+        [(rows_now, rows_now)]
+    con.close()
+
+
+def test_source_thresholds_are_declared_and_checked() -> None:
+    assert vastai.ANOMALY_MIN_ROW_RATIO == 0.2
+    assert anomaly_min_row_ratio(lambdalabs) == 0.2
+
+    class Bad:
+        __name__ = "adapters.bad"
+        ANOMALY_MIN_ROW_RATIO = 1.5
+
+    with pytest.raises(ValueError, match="ANOMALY_MIN_ROW_RATIO must be within"):
+        anomaly_min_row_ratio(Bad())
+
+
+def offers(provider: str, n: int, price: float, option: str, start: int = 0) -> Batch:
+    b = Batch(provider)
+    for i in range(start, start + n):
+        assert b.offer(str(i), {}, region="us-east-1", zone="us-east-1a" if option == "spot" else "",
+                       instance_type=f"g{i}.xlarge", purchase_option=option, gpu_model="L4",
+                       gpu_name_reported="L4", gpu_vendor="NVIDIA", gpu_count=1, price_per_hour=price,
+                       source_currency="USD", source_price_per_hour=price)
+    return b
+
+
+def both(od: int, od_price: float, spot: int, spot_price: float) -> Batch:
+    b = offers("aws", od, od_price, "on_demand")
+    b.extend(offers("aws", spot, spot_price, "spot", start=1000))
+    return b
+
+
+def load(db: Path, batch: Batch, policy: AnomalyPolicy | None = None) -> Any:
+    return load_all(db, [ScrapeOutcome("aws", "replay", utcnow(), utcnow(), batch=batch)], "r",
+                    policy or AnomalyPolicy())[0]
+
+
+def test_one_purchase_option_collapsing_is_refused_even_when_the_total_looks_fine(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.duckdb"
+    assert load(db, both(40, 2.0, 100, 0.8)).ok
+    # The price list came back empty; spot (from the EC2 API) still 100 rows: 71% of the total.
+    r = load(db, both(0, 2.0, 100, 0.8))
+    assert r.state == "failed" and "on_demand rows dropped from 40 to 0" in r.error
+    # On-demand read in cents-as-dollars (x100): the overall median moves x1, on_demand's x100.
+    r = load(db, both(40, 200.0, 100, 0.8))
+    assert r.state == "failed" and "on_demand median price per GPU-hour moved from 2.0000 to 200.0000" in r.error
+    assert "median price per GPU-hour moved from 0.8000" not in r.error  # the overall median did not move
+    # A real market move is loaded with the override, and says so.
+    r = load(db, both(40, 200.0, 100, 0.8), AnomalyPolicy(accept=frozenset({"aws"})))
+    assert r.ok and r.notes[0].startswith("anomaly accepted by override: on_demand median price")
+    # A small option (fewer than 10 rows) may come and go.
+    db2 = tmp_path / "small.duckdb"
+    assert load(db2, both(40, 2.0, 5, 0.8)).ok
+    assert load(db2, both(40, 2.0, 0, 0.8)).ok

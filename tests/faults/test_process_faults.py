@@ -1,0 +1,326 @@
+"""Process faults against the real command line: `python -m flows.cli refresh --replay` in child processes.
+
+- a refresh killed with SIGKILL inside its merge transaction;
+- two refreshes started at once;
+- `gpuledger sql` readers in a loop while a refresh writes;
+- a full disk (RLIMIT_FSIZE in the child) for a refresh and for an export, and an export
+  directory that cannot be created.
+
+Holding the write window open. `warehouse.store` has a test hook, inert unless the env
+var GPULEDGER_TEST_HOLD_MERGE names a folder: the refresh's first provider merge, inside its
+transaction right after the provider's offers were replaced, writes <folder>/merging and waits
+for <folder>/release. So "kill during the merge" and "a second refresh during the write window"
+are deterministic, not a race against a sleep.
+
+The children talk to one Prefect API server started for this module (prefect_test_harness),
+instead of each starting its own ephemeral server: same flow, a third of the start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from warehouse.store import TEST_HOLD_ENV, AnomalyPolicy, utcnow
+
+pytestmark = pytest.mark.prefect
+PROVIDERS = ("lambda", "runpod")  # small, fast recordings: the subject is the process, not the parse
+TABLES = ("offers", "offer_history", "egress_prices", "storage_prices", "scrape_runs", "quarantine", "providers")
+STATE_QUERY = "select count(*) as n, round(sum(price_per_hour), 6) as usd from offers"
+
+
+@pytest.fixture(scope="module")
+def prefect_api() -> str:
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield PREFECT_API_URL.value()
+
+
+def cli_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "flows.cli", *args]
+
+
+def cli_env(api: str | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != TEST_HOLD_ENV}
+    if api:
+        env["PREFECT_API_URL"] = api
+    env.update(extra)
+    return env
+
+
+def cli(*args: str, api: str | None = None, timeout: float = 240, preexec: Any = None,
+        **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cli_cmd(*args), env=cli_env(api, **extra), capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=preexec)
+
+
+def seed(db: Path) -> None:
+    """The warehouse before the refresh under test: the bundled recordings, loaded by the library."""
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(PROVIDERS))
+    server.start()
+    try:
+        plans = plans_for(list(PROVIDERS), "replay", server.endpoints(), server.settings, http_attempts=2,
+                          retry_wait_max_s=0.05)
+        started = utcnow()
+        outcomes = [outcome_from(fetch_source(plan), plan, None, started) for plan in plans]
+    finally:
+        server.close()
+    assert all(r.ok for r in load_all(db, outcomes, "seed", AnomalyPolicy()))
+
+
+def raised_prices(root: Path) -> Path:
+    """The bundled recordings, with every Lambda price 10% higher: a refresh that changes rows."""
+    rec = root / "recordings"
+    for p in PROVIDERS:
+        shutil.copytree(BUNDLED_RECORDINGS / p, rec / p)
+    body = rec / "lambda" / "instance-types.json"
+    doc = json.loads(body.read_text())
+    for item in doc["data"].values():
+        item["instance_type"]["price_cents_per_hour"] = round(item["instance_type"]["price_cents_per_hour"] * 1.1)
+    body.write_text(json.dumps(doc))
+    return rec
+
+
+def dump(db: Path) -> dict[str, list[tuple]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f"select * from {t} order by all").fetchall() for t in TABLES}
+    finally:
+        con.close()
+
+
+def state(db: Path) -> tuple:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(STATE_QUERY).fetchall()[0]
+    finally:
+        con.close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 180) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the refresh ended (rc {proc.returncode}) before its merge: {err[-2000:]}")
+        assert time.monotonic() < deadline, f"no {path.name} within {timeout} s"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def start_held_refresh(db: Path, recordings: Path, hold: Path, api: str) -> subprocess.Popen[str]:
+    hold.mkdir(exist_ok=True)
+    return subprocess.Popen(
+        cli_cmd("refresh", "--replay", "--recordings", str(recordings), "--db", str(db),
+                *[a for p in PROVIDERS for a in ("-p", p)]),
+        env=cli_env(api, **{TEST_HOLD_ENV: str(hold)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def assert_check_passes(db: Path) -> None:
+    result = cli("check", "--db", str(db))
+    assert result.returncode == 0 and "FAIL" not in result.stdout, result.stdout + result.stderr
+    assert result.stdout.count("ok ") >= 15, result.stdout
+
+
+# -- kill -9 inside the merge --------------------------------------------------------------------
+
+def test_refresh_killed_mid_merge_leaves_the_previous_state(prefect_api: str, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    before, old_prices = dump(db), lambda_prices(db)
+    recordings = raised_prices(tmp_path)
+    hold = tmp_path / "hold"
+    proc = start_held_refresh(db, recordings, hold, prefect_api)
+    try:
+        holder = wait_for(hold / "merging", proc)
+        assert holder == f"{proc.pid} lambda"  # the CLI process itself, inside lambda's merge
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert_check_passes(db)  # opens (WAL replayed) and passes every integrity check
+    assert dump(db) == before  # offers, history, runs, quarantine: byte for byte the state before
+    # The lock died with the process: the next refresh runs, and only now does the change land.
+    again = cli("refresh", "--replay", "--recordings", str(recordings), "--db", str(db),
+                *[a for p in PROVIDERS for a in ("-p", p)], api=prefect_api)
+    assert again.returncode == 0, again.stderr[-2000:]
+    new_prices = lambda_prices(db)
+    assert new_prices.keys() == old_prices.keys()
+    assert all(new_prices[k] == round(old_prices[k] * 110) / 100 for k in old_prices), (old_prices, new_prices)
+
+
+def lambda_prices(db: Path) -> dict[str, float]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return dict(con.execute("select region || '/' || instance_type, price_per_hour from offers "
+                                "where provider = 'lambda'").fetchall())
+    finally:
+        con.close()
+
+
+# -- two refreshes at once ---------------------------------------------------------------------
+
+def test_second_refresh_is_turned_away_while_the_first_writes(prefect_api: str, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    s0 = state(db)
+    recordings = raised_prices(tmp_path)
+    hold = tmp_path / "hold"
+    first = start_held_refresh(db, recordings, hold, prefect_api)
+    try:
+        wait_for(hold / "merging", first)
+        second = cli("refresh", "--replay", "--recordings", str(recordings), "--db", str(db), "-p", "lambda",
+                     api=prefect_api)
+        (hold / "release").touch()
+        out, err = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 2, second.stderr[-2000:]
+    message = " ".join(second.stderr.split())
+    assert f"another refresh of {db} is running (pid {first.pid} since" in message, message
+    assert "try again when it has finished" in message
+    assert first.returncode == 0, err[-2000:]
+    assert_check_passes(db)
+    con = duckdb.connect(str(db), read_only=True)
+    runs = con.execute("select refresh_id, provider, state from scrape_runs where refresh_id <> 'seed'").fetchall()
+    con.close()
+    assert len({r[0] for r in runs}) == 1 and sorted(r[1:] for r in runs) == [(p, "ok") for p in PROVIDERS]
+    assert state(db) != s0  # the first refresh's change is in; the second wrote nothing
+
+# -- readers while a refresh writes ------------------------------------------------------------
+
+def test_readers_never_fail_and_see_committed_states_during_a_refresh(prefect_api: str, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    s0 = state(db)
+    recordings = raised_prices(tmp_path)
+    stop = threading.Event()
+    seen: list[tuple[float, float, int, str, str]] = []  # (started, ended, rc, stdout, stderr)
+    lock = threading.Lock()
+
+    def reader() -> None:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            r = subprocess.run(cli_cmd("sql", STATE_QUERY, "--db", str(db), "--format", "json"), env=cli_env(None),
+                               capture_output=True, text=True, timeout=120)
+            with lock:
+                seen.append((t0, time.monotonic(), r.returncode, r.stdout, r.stderr))
+
+    readers = [threading.Thread(target=reader, daemon=True) for _ in range(2)]
+    for t in readers:
+        t.start()
+    while len(seen) < 2:
+        time.sleep(0.05)
+    hold = tmp_path / "hold"
+    proc = start_held_refresh(db, recordings, hold, prefect_api)
+    try:
+        wait_for(hold / "merging", proc)
+        # A reader started inside the write window (the writer holds DuckDB's file lock): it must
+        # wait the window out, not fail, and then see the committed state.
+        inside = subprocess.Popen(cli_cmd("sql", STATE_QUERY, "--db", str(db), "--format", "json"), env=cli_env(None),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.5)
+        assert inside.poll() is None  # still waiting: the window is open
+        (hold / "release").touch()
+        inside_out, inside_err = inside.communicate(timeout=120)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    n_after = len(seen)
+    while len(seen) < n_after + 2:
+        time.sleep(0.05)
+    stop.set()
+    for t in readers:
+        t.join(120)
+    s1 = state(db)
+    assert s1 != s0
+    failures = [(rc, e[-300:]) for _, _, rc, _, e in seen if rc != 0]
+    assert not failures, failures
+    states = [tuple(json.loads(o)[0].values()) for _, _, _, o, _ in seen]
+    assert set(states) <= {s0, s1}, states  # never a half-written state
+    assert s0 in states and s1 in states
+    assert inside.returncode == 0, inside_err
+    assert tuple(json.loads(inside_out)[0].values()) == s1
+
+
+# -- a full disk, an export directory that cannot be made -------------------------------------------
+
+def file_size_limit(n: int):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))  # writes past n bytes fail with EFBIG
+
+    return apply
+
+
+def test_refresh_on_a_full_disk_fails_clearly_and_changes_nothing(prefect_api: str, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    before, digest = dump(db), sha256(db)
+    recordings = raised_prices(tmp_path)
+    result = cli("refresh", "--replay", "--recordings", str(recordings), "--db", str(db),
+                 *[a for p in PROVIDERS for a in ("-p", p)], api=prefect_api, preexec=file_size_limit(4096))
+    assert result.returncode == 2, result.stderr[-3000:]
+    # The command's own last words: one line naming the warehouse and the first cause (the
+    # failed WAL write), not the rollback error that followed it. (Prefect's flow engine logs
+    # the traceback above it.)
+    last = " ".join(result.stderr.split("\nerror: ")[-1].split())
+    assert last.startswith(f"cannot open {db} for writing:") and "File too large" in last, result.stderr[-3000:]
+    assert "rollback" not in last
+    assert sha256(db) == digest  # the warehouse file itself was never written
+    assert_check_passes(db)
+    assert dump(db) == before
+
+
+def test_export_on_a_full_disk_fails_clearly_and_leaves_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    digest = sha256(db)
+    out = tmp_path / "snapshots"
+    result = cli("export", str(out), "--db", str(db), preexec=file_size_limit(8192))
+    message = " ".join(result.stderr.split())
+    assert result.returncode == 1, message
+    assert f"error: export to {out} failed, nothing written" in message and "File too large" in message, message
+    assert list(out.iterdir()) == []  # no snapshot and no half-written .partial folder
+    assert sha256(db) == digest and not Path(str(db) + ".wal").exists()
+    ok = cli("export", str(out), "--db", str(db))  # with room on the disk the same export works
+    assert ok.returncode == 0, ok.stderr
+    assert [p.name for p in out.iterdir() if p.is_dir()] == [Path(ok.stdout.strip().splitlines()[-1]).name]
+
+
+def test_export_directory_that_cannot_be_created(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    digest = sha256(db)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = cli("export", str(blocker / "snapshots"), "--db", str(db))
+    assert result.returncode == 1
+    assert f"error: cannot create export directory {blocker / 'snapshots'}: Not a directory" in \
+        " ".join(result.stderr.split())
+    assert sha256(db) == digest and blocker.read_text() == "not a directory"

@@ -1,0 +1,512 @@
+"""Security: secrets stay secret, `gpuledger sql` stays in its box, exports stay inert, crawls stay polite.
+
+Secrets. Canary values are planted where the providers' standard chains look (env vars, an
+Application Default Credentials file whose token endpoint is a loopback server), each provider
+runs in *live* mode against the loopback replay server (so the secret-bearing code paths run:
+the keys are really sent, which the test checks on the server's side), and then nothing the
+project writes may hold a canary: log lines, exception texts, warehouse tables, exported files,
+Prefect's artifact and stored logs, a recording. A second round makes every server answer 403
+echoing the request back (headers, URL, body), the worst case for error messages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import quote, unquote
+
+import duckdb
+import pytest
+
+import flows  # noqa: F401  (environment defaults)
+from adapters.base import SourceContext, SourceError
+from adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from flows.pipeline import describe_failure, load_all, source_module
+from spiders import coreweave, hyperstack
+from tests.conftest import replay_context
+from warehouse.export import export_snapshot
+from warehouse.store import AnomalyPolicy, ScrapeOutcome, open_reader, utcnow
+
+CANARY = {
+    "LAMBDA_API_KEY": "secret_lambda_CANARY1a2b3c4d5e6f",
+    "RUNPOD_API_KEY": "rpa_CANARY7g8h9i0j1k2l3m",
+    "VAST_API_KEY": "vast_CANARY4n5o6p7q8r9s",
+    "AWS_ACCESS_KEY_ID": "AKIACANARY0T1U2V3W4X",
+    "AWS_SECRET_ACCESS_KEY": "CANARYsecretY5Z6a7b8c9d0e1f2g3h4i5j6k7l8",
+    "AWS_SESSION_TOKEN": "CANARYsessionm9n0o1p2q3r4s5t6u7v8w9",
+    "GOOGLE_API_KEY": "AIzaCANARYx0y1z2A3B4C5D6",
+}
+ADC_SECRETS = {"client_secret": "CANARY-client-secret-E7F8G9", "refresh_token": "1//CANARY-refresh-H0I1J2K3"}
+ACCESS_TOKEN = "ya29.CANARY-access-L4M5N6O7"
+ALL_CANARIES = [*CANARY.values(), *ADC_SECRETS.values(), ACCESS_TOKEN]
+API_PROVIDERS = ("aws", "gcp", "lambda", "runpod", "vastai")
+
+
+def leaks(text: str) -> list[str]:
+    """Canaries in `text`, as they are or URL-encoded."""
+    return [c for c in ALL_CANARIES if c in text or quote(c, safe="") in text]
+
+
+# -- live mode, pointed at loopback ----------------------------------------------------------------
+
+class LoopbackLive(SourceContext):
+    """Live mode in every respect (credentials from the standard chains, keys sent), except that
+    each real host name resolves to the replay server's loopback port."""
+
+    def upstream_url(self, host: str) -> str:
+        return self.replay_urls[host]
+
+    def boto_endpoint(self, host: str) -> str | None:
+        return self.replay_urls[host]
+
+
+class TokenServer:
+    """A loopback OAuth token endpoint: hands out ACCESS_TOKEN for the canary refresh token."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.echo = False
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                if outer.echo:  # a token server quoting the request in its error
+                    payload = json.dumps({"error": "invalid_grant", "error_description": body.decode()}).encode()
+                    self.send_response(400)
+                else:
+                    payload = json.dumps({"access_token": ACCESS_TOKEN, "expires_in": 3600,
+                                          "token_type": "Bearer"}).encode()
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Captured(logging.Handler):
+    """Every log line the app emits with `gpuledger -v`: its own loggers at DEBUG, everything else at
+    WARNING; httpx at INFO on top, since its request lines carry full URLs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture
+def captured_logs() -> Iterator[Captured]:
+    handler = Captured()
+    root = logging.getLogger()
+    levels = {name: logging.getLogger(name).level for name in ("", "gpuledger", "httpx")}
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("gpuledger").setLevel(logging.DEBUG)
+    logging.getLogger("httpx").setLevel(logging.INFO)
+    yield handler
+    root.removeHandler(handler)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.fixture
+def canary_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[TokenServer]:
+    tokens = TokenServer()
+    adc = tmp_path / "adc.json"
+    # An ADC file of the kind `gcloud auth application-default login` writes for workforce users:
+    # a refresh token and an OAuth client, refreshed at its token_url (here: loopback).
+    adc.write_text(json.dumps({"type": "external_account_authorized_user", "audience": "//iam.googleapis.com/canary",
+                               "client_id": "canary-client", "token_url": tokens.url, **ADC_SECRETS}))
+    for name, value in CANARY.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "gpuledger-replay")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    yield tokens
+    tokens.close()
+
+
+def live_context(server: ReplayServer, provider: str) -> LoopbackLive:
+    settings = dict(server.settings.get(provider, {}))
+    settings.update({"aws_regions": "us-east-1", "aws_price_source": "api", "gcp_regions": "us-central1"})
+    return LoopbackLive(provider=provider, mode="live", replay_urls=server.endpoints(), settings=settings,
+                        http_attempts=1, retry_wait_max_s=0.05, http_timeout_s=20)
+
+
+def echo(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+    """A server that answers 403 quoting the whole request: headers, URL and body."""
+    quoted = {"error": "forbidden", "you_sent": {"target": req.target, "headers": req.headers,
+                                                  "body": req.body.decode("utf-8", "replace")}}
+    if host.startswith("ec2.") or host.startswith("api.pricing"):
+        message = json.dumps(quoted).replace("<", " ").replace("&", " ")
+        body = (f'<?xml version="1.0"?><Response><Errors><Error><Code>AuthFailure</Code><Message>{message}'
+                f"</Message></Error></Errors><RequestID>r1</RequestID></Response>").encode()
+        if host.startswith("api.pricing"):
+            body = json.dumps({"__type": "AccessDeniedException", "message": json.dumps(quoted)}).encode()
+        return 403, {"Content-Type": "text/xml" if host.startswith("ec2.") else "application/x-amz-json-1.1"}, body
+    if "googleapis" in host:
+        body = json.dumps({"error": {"code": 403, "message": json.dumps(quoted), "status": "PERMISSION_DENIED"}})
+        return 403, {"Content-Type": "application/json"}, body.encode()
+    return 403, {"Content-Type": "application/json"}, json.dumps(quoted).encode()
+
+
+def everything_written(db: Path, export_dir: Path) -> str:
+    """Every table of the warehouse as text, and every exported file's bytes."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()]
+        text = "\n".join(str(con.execute(f'select * from "{t}"').fetchall()) for t in tables)
+    finally:
+        con.close()
+    for path in export_dir.rglob("*"):
+        if path.is_file():
+            text += "\n" + path.read_bytes().decode("latin-1")
+    return text
+
+
+def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, captured_logs: Captured,
+                                                     tmp_path: Path) -> None:
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(API_PROVIDERS))
+    server.start()
+    outcomes, errors = [], []
+    try:
+        now = utcnow()
+        for p in API_PROVIDERS:
+            ctx = live_context(server, p)
+            batch = source_module(p).fetch(ctx)
+            outcomes.append(ScrapeOutcome(p, "live", now, utcnow(), batch=batch, requests=ctx.requests_made))
+        seen = list(server.requests)
+        # Round two: every server quotes our request back in a 403; the token server in a 400.
+        server.hook = echo
+        canary_env.echo = True
+        for p in API_PROVIDERS:
+            with pytest.raises(SourceError) as err:
+                source_module(p).fetch(live_context(server, p))
+            errors.append((p, err.value))
+    finally:
+        server.close()
+
+    # The keys were really sent, each the way its provider documents.
+    def sent(host_part: str) -> list[Request]:
+        return [r for h, r in seen if host_part in h]
+
+    assert {r.headers.get("authorization") for r in sent("lambda")} == {f"Bearer {CANARY['LAMBDA_API_KEY']}"}
+    assert {r.params.get("api_key") for r in sent("runpod")} == {CANARY["RUNPOD_API_KEY"]}
+    assert {r.headers.get("authorization") for r in sent("vast")} == {f"Bearer {CANARY['VAST_API_KEY']}"}
+    signed = sent("ec2.") + sent("api.pricing")
+    assert signed and all(f"Credential={CANARY['AWS_ACCESS_KEY_ID']}/" in r.headers["authorization"] for r in signed)
+    assert all(r.headers.get("x-amz-security-token") == CANARY["AWS_SESSION_TOKEN"] for r in signed)
+    assert {r.headers.get("authorization") for r in sent("compute.googleapis")} == {f"Bearer {ACCESS_TOKEN}"}
+    assert {r.headers.get("x-goog-api-key") for r in sent("cloudbilling")} == {CANARY["GOOGLE_API_KEY"]}
+    import base64
+
+    headers, body = canary_env.requests[0]
+    assert ADC_SECRETS["refresh_token"] in unquote(body.decode())
+    assert ADC_SECRETS["client_secret"] in base64.b64decode(headers["authorization"].split()[1]).decode()
+    # The secret key itself never travels: only the signature made with it.
+    assert not any(CANARY["AWS_SECRET_ACCESS_KEY"] in json.dumps(r.headers) + r.target + r.body.decode("latin-1")
+                   for _, r in seen)
+
+    # The errors say what failed, and hold no secret: message, repr, traceback with its causes.
+    for p, err in errors:
+        text = "\n".join([str(err), repr(err), "".join(traceback.format_exception(err)), describe_failure(p, err)])
+        assert "403" in str(err) or "authentication" in str(err), (p, str(err))
+        assert not leaks(text), (p, leaks(text), text[:2000])
+
+    # The warehouse and an export of it, after the good round and the failed one.
+    db = tmp_path / "ledger.duckdb"
+    failed = [ScrapeOutcome(p, "live", utcnow(), utcnow(), error=describe_failure(p, e)) for p, e in errors]
+    reports = load_all(db, outcomes + failed, "canary", AnomalyPolicy())
+    assert [r.state for r in reports[: len(outcomes)]] == ["ok"] * len(outcomes)
+    con = open_reader(db, allow_files=True)
+    try:
+        export_snapshot(con, tmp_path / "export")
+    finally:
+        con.close()
+    written = everything_written(db, tmp_path / "export")
+    assert "403" in written  # the failures were recorded...
+    assert not leaks(written), leaks(written)  # ...without what the servers quoted back
+    assert captured_logs.lines, "nothing was logged: the capture is not working"
+    logged = "\n".join(captured_logs.lines)
+    assert not leaks(logged), [line for line in captured_logs.lines if leaks(line)][:5]
+
+
+# -- the Prefect flow: artifact, stored logs, a recording ----------------------------------------
+
+@pytest.mark.prefect
+def test_canaries_stay_out_of_the_flow_artifact_logs_and_recording(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """nightly_refresh in record mode from a replay: Lambda, RunPod and Vast send their canary keys
+    (record mode reads them from the env like live); Lambda's server rejects the key quoting it, and
+    RunPod answers a GraphQL error quoting it. Nothing the flow stores may hold a canary."""
+    from prefect.client.orchestration import get_client
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.refresh import nightly_refresh
+
+    for name, value in CANARY.items():
+        monkeypatch.setenv(name, value)
+    recordings = tmp_path / "recordings"
+    for p in ("lambda", "runpod", "vastai"):
+        import shutil
+
+        shutil.copytree(BUNDLED_RECORDINGS / p, recordings / p)
+    for p, status, body in (
+        ("lambda", 401, {"error": {"code": "global/invalid-api-key",
+                                   "message": f"API key {CANARY['LAMBDA_API_KEY']} is invalid"}}),
+        ("runpod", 200, {"errors": [{"message": f"api_key {CANARY['RUNPOD_API_KEY']} is not valid",
+                                     "extensions": {"code": "UNAUTHENTICATED"}}]}),
+    ):
+        manifest = json.loads((recordings / p / "manifest.json").read_text())
+        for ex in manifest["exchanges"]:
+            ex["response"] = {"status": status, "headers": {"Content-Type": "application/json"},
+                              "body": json.dumps(body)}
+        (recordings / p / "manifest.json").write_text(json.dumps(manifest))
+    db, rec = tmp_path / "ledger.duckdb", tmp_path / "recorded"
+    with prefect_test_harness(server_startup_timeout=180):
+        summary = nightly_refresh(db=str(db), providers=["lambda", "runpod", "vastai"], replay=True,
+                                  recordings=str(recordings), record_dir=str(rec))
+        with get_client(sync_client=True) as client:
+            artifacts = [a.data or "" for a in client.read_artifacts()]
+            stored_logs = [log.message for log in client.read_logs()]
+    assert summary["failed"] == ["lambda", "runpod"]
+    assert any("401" in a for a in artifacts) and any("GraphQL error" in a for a in artifacts)
+    assert not leaks("\n".join(artifacts)), artifacts
+    assert not leaks("\n".join(stored_logs)), [m for m in stored_logs if leaks(m)][:3]
+    assert not leaks(json.dumps(summary))
+    con = open_reader(db, allow_files=True)
+    try:
+        export_snapshot(con, tmp_path / "export")
+    finally:
+        con.close()
+    written = everything_written(db, tmp_path / "export")
+    for path in rec.rglob("*"):
+        if path.is_file():
+            written += path.read_bytes().decode("latin-1")
+    assert (rec / "vastai" / "manifest.json").exists()
+    assert not leaks(written), leaks(written)
+
+
+# -- `gpuledger sql` stays inside the warehouse, read-only ---------------------------------------
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("sql") / "ledger.duckdb"
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"])
+    server.start()
+    try:
+        ctx = replay_context(server, "lambda")
+        batch = source_module("lambda").fetch(ctx)
+    finally:
+        server.close()
+    assert load_all(db, [ScrapeOutcome("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r", AnomalyPolicy())[0].ok
+    return db
+
+
+def sql(db: Path, query: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "flows.cli", "sql", query, "--db", str(db), "--format", "csv"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_sql_refuses_attach_copy_local_files_and_extensions(small_db: Path, tmp_path: Path) -> None:
+    secret_file = tmp_path / "secret.csv"
+    secret_file.write_text("token\nCANARY-local-file-contents\n")
+    other = tmp_path / "other.duckdb"
+    copied = tmp_path / "copied.csv"
+    before = small_db.read_bytes()
+    cases = {
+        f"attach '{other}' as other": "cannot read or write other files",
+        f"copy offers to '{copied}' (format csv)": "cannot read or write other files",
+        f"copy (select 1) to '{copied}'": "cannot read or write other files",
+        f"select * from read_csv('{secret_file}')": "cannot read or write other files",
+        f"select * from '{secret_file}'": "cannot read or write other files",
+        "install httpfs": "cannot read or write other files",
+        "load httpfs": "cannot read or write other files",
+        "set enable_external_access = true": "the configuration has been locked",
+        "drop table offers": "read-only",
+        "insert into scrape_runs (run_id) values ('x')": "read-only",
+    }
+    for query, expected in cases.items():
+        result = sql(small_db, query)
+        message = " ".join(result.stderr.split())
+        assert result.returncode == 1, (query, result.stdout, message)
+        assert expected in message, (query, message)
+        assert "CANARY-local-file-contents" not in result.stdout + result.stderr
+    assert not other.exists() and not copied.exists()
+    assert small_db.read_bytes() == before
+    ok = sql(small_db, "select count(*) as n from offers")
+    assert ok.returncode == 0 and ok.stdout.splitlines() == ["n", "27"]
+
+
+# -- CSV exports: no formula injection, numbers stay numbers --------------------------------------
+
+def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> None:
+    """Lambda names its instance types; a hostile or broken API could name one '=HYPERLINK(...)'.
+    The name travels through the real client into offers, and out through `gpuledger export`."""
+    import csv
+
+    names = {"=HYPERLINK(\"http://x\",\"y\")": "a", "+SUM(1+1)": "b", "-2+3": "c", "@cmd": "d"}
+    doc = json.loads((BUNDLED_RECORDINGS / "lambda" / "instance-types.json").read_text())
+    template = doc["data"]["gpu_1x_a10"]
+    doc["data"] = {}
+    for i, name in enumerate(names):
+        item = json.loads(json.dumps(template))
+        item["instance_type"]["name"] = name
+        item["instance_type"]["price_cents_per_hour"] = 100 + i
+        item["regions_with_capacity_available"] = item["regions_with_capacity_available"][:1]
+        doc["data"][f"k{i}"] = item
+
+    def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": "application/json"}, json.dumps(doc).encode()
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
+    server.start()
+    try:
+        batch = source_module("lambda").fetch(replay_context(server, "lambda"))
+    finally:
+        server.close()
+    db = tmp_path / "ledger.duckdb"
+    assert load_all(db, [ScrapeOutcome("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r", AnomalyPolicy())[0].ok
+    out = tmp_path / "export"
+    result = subprocess.run([sys.executable, "-m", "flows.cli", "export", str(out), "--db", str(db)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    folder = Path(result.stdout.strip().splitlines()[-1])
+    with open(folder / "offers.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["instance_type"] for r in rows) == sorted("'" + n for n in names)
+    for r in rows:
+        assert r["instance_type"][0] == "'" and r["instance_type"][1] in "=+-@"
+        assert float(r["price_per_hour"]) in {1.0, 1.01, 1.02, 1.03}  # numbers: bare, no apostrophe
+        assert r["gpu_count"] == "1.0" and r["gpu_memory_gb"] == "24.0" and r["available"] == "true"
+    parquet = duckdb.sql(f"select instance_type from '{folder / 'offers.parquet'}'").fetchall()
+    assert sorted(r[0] for r in parquet) == sorted(names)  # Parquet keeps the data as it is
+
+
+# -- crawls: what the child process really runs with -----------------------------------------------
+
+class Trap:
+    """A server on another host:port that must never be contacted."""
+
+    def __init__(self) -> None:
+        self.hits: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.hits.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://localhost:{self.server.server_address[1]}"  # another netloc than 127.0.0.1:port
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def planted(trap: Trap) -> bytes:
+    return (f'<script src="{trap.url}/evil.js"></script><img src="{trap.url}/pixel.gif">'
+            f'<script>fetch("{trap.url}/inline"); new Image().src = "{trap.url}/beacon";</script>').encode()
+
+
+def test_plain_crawl_parses_html_and_never_runs_it(tmp_path: Path) -> None:
+    trap = Trap()
+
+    def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if req.path != "/pricing" or ex is None:
+            return None
+        return 200, dict(ex.headers), ex.body().replace(b"<body>", b"<body>" + planted(trap), 1)
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["coreweave"], hook=hook)
+    server.start()
+    try:
+        result = coreweave.scrape(replay_context(server, "coreweave"))
+    finally:
+        server.close()
+        trap.close()
+    assert len(result.items) > 10  # the page was parsed...
+    assert trap.hits == []  # ...and none of its scripts or images was run or fetched
+    eff = result.status["effective"]
+    assert eff["ROBOTSTXT_OBEY"] is True and eff["TELNETCONSOLE_ENABLED"] is False
+    assert eff["COOKIES_ENABLED"] is False and eff["USER_AGENT"].startswith("gpuledger/")
+    assert "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware" in eff["downloader_middlewares"]
+    assert not [e for e in eff["extensions"] if "telnet" in e.lower()]  # no console port opened
+
+
+FORBIDDEN_BROWSER_FLAGS = ("--disable-web-security", "--remote-debugging", "--disable-site-isolation",
+                           "--allow-running-insecure-content", "--disable-features=IsolateOrigins",
+                           "--user-data-dir", "--enable-automation-extension", "--single-process")
+
+
+def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_path: Path) -> None:
+    trap = Trap()
+
+    def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if req.path != "/gpu-pricing" or ex is None:
+            return None
+        return 200, dict(ex.headers), ex.body().replace(b"<body>", b"<body>" + planted(trap), 1)
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["hyperstack"], hook=hook)
+    server.start()
+    try:
+        result = hyperstack.scrape(replay_context(server, "hyperstack"))
+    finally:
+        server.close()
+        trap.close()
+    assert len(result.items) > 10  # rendered in Chromium, script and all...
+    assert trap.hits == []  # ...but no request left the page's own host (scripts, images, fetches)
+    eff = result.status["effective"]
+    args = eff["browser_args"]
+    assert eff["browser_headless"] is True and eff["abort_request_filter"] is True
+    assert eff["ROBOTSTXT_OBEY"] is True and eff["TELNETCONSOLE_ENABLED"] is False
+    assert "--disable-background-networking" in args and "--disable-component-update" in args
+    from spiders.browser import needs_no_sandbox
+
+    # Only what Debian's chromium needs as root (or a machine without user namespaces says it needs).
+    assert ("--no-sandbox" in args) == needs_no_sandbox() == (os.geteuid() == 0 or
+                                                             os.environ.get("GPULEDGER_CHROMIUM_NO_SANDBOX") == "1")
+    assert not [a for a in args if a.startswith(FORBIDDEN_BROWSER_FLAGS)], args
+
+
+def test_browser_sandbox_stays_on_for_other_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spiders import browser
+
+    monkeypatch.delenv("GPULEDGER_CHROMIUM_NO_SANDBOX", raising=False)
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 1000)
+    assert "--no-sandbox" not in browser.launch_options("/usr/bin/chromium", 1000)["args"]
+    monkeypatch.setenv("GPULEDGER_CHROMIUM_NO_SANDBOX", "1")  # a container without user namespaces
+    assert browser.launch_options("/usr/bin/chromium", 1000)["args"][0] == "--no-sandbox"
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
+    monkeypatch.delenv("GPULEDGER_CHROMIUM_NO_SANDBOX")
+    assert browser.launch_options("/usr/bin/chromium", 1000)["args"][0] == "--no-sandbox"
