@@ -16,6 +16,7 @@ Sources, all through real clients:
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import logging
 import re
@@ -24,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError
+
+from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
 from warehouse.gpus import UnknownGPUError, canonicalize
 from warehouse.records import Batch
 
@@ -196,22 +198,197 @@ def _is_on_demand_line(line: str) -> bool:
     return len(parts) > 4 and parts[3] == '"OnDemand"'
 
 
+# Bytes form of `_is_on_demand_line`: a 4th comma-separated piece of exactly "OnDemand",
+# followed by a 4th comma. As a compiled pattern, `filter(_ON_DEMAND_LINE.match, lines)`
+# tests a line without running Python bytecode for it (~80% of lines are Reserved).
+_ON_DEMAND_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,"OnDemand",')
+_SPLIT_AT_BYTES = 128 << 10  # raw bytes split into lines at once: small enough to stay in the CPU cache
+_PARSE_AT_BYTES = 4 << 20  # kept (OnDemand) bytes handed to the CSV parser at once
+
+
+def _on_demand_lines(lines: list[bytes]) -> list[bytes]:
+    """The lines that pass `_is_on_demand_line`, as bytes."""
+    return list(filter(_ON_DEMAND_LINE.match, lines))
+
+
+def _line_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """Raw body chunks (any sizes) -> lists of whole lines, without their b"\n".
+
+    Split in windows of about _SPLIT_AT_BYTES whatever the chunk size. A body ending
+    in a newline yields no empty last line (as str.splitlines); a body cut mid-line
+    yields that partial line last.
+    """
+    rest = b""
+    pending: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        if not chunk:
+            continue
+        pending.append(chunk)
+        size += len(chunk)
+        if size < _SPLIT_AT_BYTES:
+            continue
+        buf = rest + b"".join(pending) if rest or len(pending) > 1 else pending[0]
+        pending, size = [], 0
+        start, end = 0, len(buf)
+        while start < end:
+            cut = buf.rfind(b"\n", start, start + _SPLIT_AT_BYTES)
+            if cut < 0:  # a line longer than the window
+                cut = buf.find(b"\n", start + _SPLIT_AT_BYTES)
+                if cut < 0:
+                    break
+            yield buf[start:cut].split(b"\n")
+            start = cut + 1
+        rest = buf[start:]
+    tail = rest + b"".join(pending)
+    if tail:
+        lines = tail.split(b"\n")
+        if not lines[-1]:
+            lines.pop()
+        yield lines
+
+
+class _KeptRowParser:
+    """CSV-parses batches of kept OnDemand lines into PriceRows.
+
+    Fast path: pyarrow's CSV reader on the whole batch (only the columns we read),
+    a vectorized pre-selection that is a superset of what `_csv_row_to_price` keeps
+    (so every row it would keep, or raise on, still reaches it), then
+    `_csv_row_to_price` on those few rows. Any batch pyarrow rejects or that holds
+    bytes where it and the csv module could disagree (CR, NUL) goes through the csv
+    module instead, which raises the same SchemaDriftError as before on a row whose
+    field count is not the header's.
+    """
+
+    def __init__(self, header: list[str], positions: dict[str, int], region: str) -> None:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        self.width = len(header)
+        self.positions = positions
+        self.region = region
+        names = [f"c{i}" for i in range(self.width)]
+        self.col = {name: names[i] for name, i in positions.items()}
+        used = sorted(set(self.col.values()) | {names[header.index("Product Family")]})
+        self.read_options = pacsv.ReadOptions(column_names=names, use_threads=False, block_size=_PARSE_AT_BYTES * 2)
+        self.parse_options = pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=True)
+        self.convert_options = pacsv.ConvertOptions(include_columns=used, column_types={c: pa.string() for c in used},
+                                                    strings_can_be_null=False, quoted_strings_can_be_null=False)
+
+    def table(self, lines: list[bytes]) -> Any:
+        """pyarrow's parse of the lines, or None where the csv module must decide.
+
+        Runs in a worker thread: pyarrow parses without holding the GIL, so the
+        next batch's prefilter goes on meanwhile.
+        """
+        data = b"\n".join(lines)
+        if b"\r" in data or b"\0" in data:
+            return None
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        try:
+            table = pacsv.read_csv(pa.py_buffer(data), read_options=self.read_options,
+                                   parse_options=self.parse_options, convert_options=self.convert_options)
+        except pa.ArrowInvalid:
+            return None
+        return table if table.num_rows == len(lines) else None
+
+    def rows(self, lines: list[bytes], table: Any) -> Iterator[PriceRow]:
+        if table is None:
+            yield from self._rows_csv_module(lines)
+            return
+        for row in self._candidates(table):
+            price = _csv_row_to_price(row, self.region)
+            if price is not None:
+                yield price
+
+    def _candidates(self, table: Any) -> Iterator[dict[str, str]]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        family = table[self.col["family"]]
+        compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
+        for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used")):
+            if name in self.col:  # (a missing column only widens the pre-selection)
+                compute = pc.and_(compute, pc.equal(table[self.col[name]], wanted))
+        other = pc.is_in(family, value_set=pa.array(["Storage", "Data Transfer"]))
+        picked = table.filter(pc.or_(compute, other))
+        if picked.num_rows == 0:
+            return
+        columns = {name: picked[c].to_pylist() for name, c in self.col.items()}
+        names = list(columns)
+        for values in zip(*columns.values()):
+            yield dict(zip(names, values))
+
+    def _rows_csv_module(self, lines: list[bytes]) -> Iterator[PriceRow]:
+        for fields in csv.reader([ln.decode("utf-8", "replace") for ln in lines]):
+            if len(fields) != self.width:
+                raise SchemaDriftError(
+                    f"aws: offer file for {self.region}: a row has {len(fields)} fields, the header {self.width} "
+                    f"(truncated or malformed file; row starts {fields[:2]!r})")
+            row = {name: fields[i] for name, i in self.positions.items()}
+            price = _csv_row_to_price(row, self.region)
+            if price is not None:
+                yield price
+
+
 def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | None = None) -> Iterator[PriceRow]:
+    """Stream a bulk offer file (CSV form) given as text lines; see parse_offer_chunks."""
+    def batches() -> Iterator[list[bytes]]:
+        batch: list[bytes] = []
+        for line in lines:
+            batch.append(line.encode())
+            if len(batch) >= 256:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    return _parse_offer_batches(batches(), region, meta)
+
+
+def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None) -> Iterator[PriceRow]:
     """Stream a bulk offer file (CSV form): 5 metadata lines, a header, then rows.
 
-    Memory stays flat in file size: one line at a time, only kept rows retained.
-    `meta` (if given) receives the metadata lines, e.g. "Publication Date".
+    `chunks` are the raw bytes of the body in any sizes (an HTTP response's
+    iter_bytes, or a file read in blocks). Memory stays flat in file size: a few
+    MB of lines at a time, only kept rows retained. `meta` (if given) receives the
+    metadata lines, e.g. "Publication Date". Rows whose TermType is not OnDemand
+    (~80% of the file) are dropped on bytes before any CSV parsing; the OnDemand
+    rows are CSV-parsed in batches (pyarrow, else the csv module) and every one
+    must have the header's field count.
     """
-    it = iter(lines)
+    return _parse_offer_batches(_line_batches(chunks), region, meta)
+
+
+def _parse_offer_batches(batches: Iterable[list[bytes]], region: str,
+                         meta: dict[str, str] | None) -> Iterator[PriceRow]:
+    """The parse proper; the csv module's own error (e.g. a bare CR inside an unquoted field)
+    becomes a SchemaDriftError naming the region, like every other malformed file."""
+    try:
+        yield from _parse_offer_rows(batches, region, meta)
+    except csv.Error as err:
+        raise SchemaDriftError(f"aws: offer file for {region} is not valid CSV: {err}") from None
+
+
+def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
+                      meta: dict[str, str] | None) -> Iterator[PriceRow]:
+    it = iter(batches)
     meta = {} if meta is None else meta
     header: list[str] | None = None
-    for line in it:
-        fields = next(csv.reader([line]))
-        if fields and fields[0] == "SKU":
-            header = fields
+    first: list[bytes] = []
+    for batch in it:
+        for i, raw in enumerate(batch):
+            fields = next(csv.reader([raw.decode("utf-8", "replace")]))
+            if fields and fields[0] == "SKU":
+                header = fields
+                first = batch[i + 1:]
+                break
+            if len(fields) >= 2:
+                meta[fields[0]] = fields[1]
+        if header is not None:
             break
-        if len(fields) >= 2:
-            meta[fields[0]] = fields[1]
     if header is None:
         raise SchemaDriftError(f"aws: offer file for {region} has no header row (metadata: {sorted(meta)})")
     missing = [c for c in ("SKU", "TermType", "PricePerUnit", "Product Family") if c not in header]
@@ -219,29 +396,39 @@ def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | No
         raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
     positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
     width = len(header)
-    last = [""]
-
-    def on_demand_lines() -> Iterator[str]:
-        for ln in it:
-            last[0] = ln
-            if _is_on_demand_line(ln):
-                yield ln
-
-    for fields in csv.reader(on_demand_lines()):
-        if len(fields) != width:
-            raise SchemaDriftError(
-                f"aws: offer file for {region}: a row has {len(fields)} fields, the header {width} "
-                f"(truncated or malformed file; row starts {fields[:2]!r})")
-        row = {name: fields[i] for name, i in positions.items()}
-        price = _csv_row_to_price(row, region)
-        if price is not None:
-            yield price
+    parser = _KeptRowParser(header, positions, region)
+    last = b""
+    pending: list[bytes] = []
+    pending_bytes = 0
+    # One batch parses in the worker while the next is prefiltered; rows come out in file order.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="aws-csv") as pool:
+        inflight: tuple[list[bytes], Any] | None = None
+        for batch in itertools.chain([first], it):
+            if not batch:
+                continue
+            last = batch[-1]
+            kept = _on_demand_lines(batch)
+            if not kept:
+                continue
+            pending.extend(kept)
+            pending_bytes += sum(map(len, kept))
+            if pending_bytes >= _PARSE_AT_BYTES:
+                job = (pending, pool.submit(parser.table, pending))
+                if inflight is not None:
+                    yield from parser.rows(inflight[0], inflight[1].result())
+                inflight = job
+                pending, pending_bytes = [], 0
+        if inflight is not None:
+            yield from parser.rows(inflight[0], inflight[1].result())
+        if pending:
+            yield from parser.rows(pending, parser.table(pending))
     # The file has no trailer: a body cut mid-row shows as a short last line,
     # even when that row is one the prefilter would have skipped.
-    if last[0] and len(next(csv.reader([last[0]]))) != width:
+    if last and len(next(csv.reader([last.decode("utf-8", "replace")]))) != width:
         raise SchemaDriftError(f"aws: offer file for {region} ends in a partial row (truncated download?)")
 
 
+@drift_guard("aws: region index")
 def parse_region_index(doc: Any, what: str) -> dict[str, str]:
     """region code -> path of its current offer file in CSV form."""
     try:
@@ -252,6 +439,7 @@ def parse_region_index(doc: Any, what: str) -> dict[str, str]:
         raise SchemaDriftError(f"aws: {what} region index lacks regions/currentVersionUrl ({err!r})") from None
 
 
+@drift_guard("aws: GetProducts item")
 def parse_price_list_item(item: str | dict[str, Any], region: str) -> list[PriceRow]:
     """One Pricing API PriceList element (a JSON string) -> on-demand price rows."""
     doc = json.loads(item) if isinstance(item, str) else item
@@ -317,6 +505,7 @@ def parse_network_gbps(text: str) -> float | None:
     return float(m.group(2)) * (int(m.group(1)) if m.group(1) else 1)
 
 
+@drift_guard("aws: DescribeInstanceTypes")
 def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceSpecs]:
     out: dict[str, InstanceSpecs] = {}
     for page in pages:
@@ -347,6 +536,7 @@ def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceS
     return out
 
 
+@drift_guard("aws: DescribeInstanceTypeOfferings")
 def parse_offerings(pages: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
     """instance type -> sorted availability zones that offer it."""
     out: dict[str, set[str]] = {}
@@ -356,6 +546,7 @@ def parse_offerings(pages: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
+@drift_guard("aws: DescribeSpotPriceHistory")
 def parse_spot_history(pages: Iterable[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, str]]:
     """(instance type, AZ) -> (latest Linux spot price USD/h, its UTC timestamp)."""
     latest: dict[tuple[str, str], tuple[float, str]] = {}
@@ -372,6 +563,7 @@ def parse_spot_history(pages: Iterable[dict[str, Any]]) -> dict[tuple[str, str],
     return latest
 
 
+@drift_guard("aws: Spot Instance Advisor feed")
 def parse_spot_advisor(doc: Any, region: str) -> dict[str, tuple[str, int]]:
     """instance type -> (interruption frequency bucket label, savings % over on-demand)."""
     try:
@@ -475,6 +667,7 @@ class RegionPayload:
     publication: str | None = None
 
 
+@drift_guard("aws: a region's price list and EC2 answers")
 def build_region(batch: Batch, p: RegionPayload) -> None:
     """Turn one region's payloads into offers and storage/egress prices."""
     on_demand: dict[str, float] = {}
@@ -484,6 +677,8 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
         elif row.kind == "storage":
             if row.unit != "GB-Mo":
                 continue  # IOPS/throughput dimensions of io2/gp3 are not per-GB prices
+            if not _usd_or_quarantine(batch, "storage", f"{p.region}/{row.volume_api_name}/{row.sku}", row):
+                continue
             batch.add("storage", row.sku, row.__dict__, region=row.region, storage_class=row.volume_api_name,
                       usd_per_gb_month=row.price, source_currency=row.currency,
                       source_usd_per_gb_month=row.price, description=row.description)
@@ -539,7 +734,9 @@ def _add_instance_offer(batch: Batch, p: RegionPayload, row: PriceRow, on_demand
         provider_data=json.dumps(data, sort_keys=True), **fields,
     )
     if ok:
-        on_demand[itype] = row.price
+        # A second row for the same type (a duplicate) is quarantined by the loader, which keeps
+        # the first: spot savings are computed against that same first price.
+        on_demand.setdefault(itype, row.price)
 
 
 def _add_spot_offer(batch: Batch, p: RegionPayload, itype: str, az: str, price: float, stamp: str,
@@ -577,6 +774,8 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
                 and r.to_location in ("External", "")]
     for r in internet:
         start = _tier(r.tier_start) or 0.0
+        if not _usd_or_quarantine(batch, "egress", f"{p.region}/internet/{r.sku}", r):
+            continue
         batch.add("egress", f"{p.region}/internet/{r.sku}", r.__dict__, region=p.region, destination="internet",
                   tier_start_gb=start, tier_end_gb=_tier(r.tier_end), usd_per_gb=r.price,
                   source_currency=r.currency, source_usd_per_gb=r.price, description=r.description)
@@ -584,7 +783,8 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
     # tier: the highest, so a cost estimate never comes out too low.
     inter: dict[float, list[PriceRow]] = {}
     for r in p.prices:
-        if r.kind == "egress" and r.transfer_type == "InterRegion Outbound":
+        if r.kind == "egress" and r.transfer_type == "InterRegion Outbound" and \
+                _usd_or_quarantine(batch, "egress", f"{p.region}/inter_region/{r.sku}", r):
             inter.setdefault(_tier(r.tier_start) or 0.0, []).append(r)
     for start, rows in sorted(inter.items()):
         top = max(rows, key=lambda r: r.price)
@@ -595,7 +795,26 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
                   description=f"highest of {len(rows)} destination rates ({low:g} to {top.price:g} USD/GB)")
 
 
+def _usd_or_quarantine(batch: Batch, kind: str, ref: str, row: PriceRow) -> bool:
+    """Storage and egress rows carry their own currency: a non-USD one is never stored as USD."""
+    if row.currency == "USD":
+        return True
+    batch.quarantine(kind, ref, f"price in {row.currency or 'no currency'}, not USD; no conversion is configured",
+                     row.__dict__)
+    return False
+
+
 # -- fetching ---------------------------------------------------------------------
+
+def _json_body(ctx: SourceContext, client: Any, host: str, path: str) -> Any:
+    """GET a JSON document; a body that does not parse is schema drift, not a bare ValueError."""
+    resp = ctx.get(client, host, path)
+    try:
+        return resp.json()
+    except ValueError as err:
+        raise SchemaDriftError(f"aws: {host}{path} did not answer valid JSON ({err}; starts "
+                               f"{resp.text[:60]!r})") from None
+
 
 def has_credentials(ctx: SourceContext) -> bool:
     if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
@@ -620,6 +839,7 @@ def _gpu_type_filters() -> list[dict[str, Any]]:
 def fetch_ec2(ctx: SourceContext, region: str) -> tuple[dict[str, InstanceSpecs], dict[str, list[str]],
                                                         dict[tuple[str, str], tuple[float, str]]]:
     from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
 
     host = f"ec2.{region}.amazonaws.com"
     ec2 = ctx.boto_client("ec2", region, host, **_client_kwargs(ctx))
@@ -631,21 +851,34 @@ def fetch_ec2(ctx: SourceContext, region: str) -> tuple[dict[str, InstanceSpecs]
         spot = parse_spot_history(ec2.get_paginator("describe_spot_price_history").paginate(
             ProductDescriptions=["Linux/UNIX"], StartTime=datetime.now(timezone.utc), Filters=_gpu_type_filters()))
     except (BotoCoreError, ClientError) as err:
-        raise SourceError(f"aws: EC2 API in {region} failed: {err}") from err
+        raise SourceError(f"aws: EC2 API in {region} failed: {err}") from scrubbed(err)
+    except ResponseParserError as err:  # a cut or malformed XML answer (not a BotoCoreError)
+        raise SchemaDriftError(f"aws: EC2 API in {region} answered XML botocore cannot parse: "
+                               f"{str(err).splitlines()[0][:200]}") from scrubbed(err)
     return types, offerings, spot
 
 
 def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],
                       dt_index: dict[str, str]) -> tuple[list[PriceRow], str | None]:
-    rows: list[PriceRow] = []
+    """A region's EC2 offer file and (if listed) its AWSDataTransfer file, both streamed and
+    parsed as they arrive; the two downloads run side by side."""
     if region not in ec2_index:
         raise SourceError(f"aws: the price list has no EC2 offer file for region {region}")
     meta: dict[str, str] = {}
-    lines = ctx.stream_lines(client, PRICING_BULK_HOST, ec2_index[region])
-    rows.extend(parse_offer_csv(lines, region, meta))
-    if region in dt_index:
-        rows.extend(r for r in parse_offer_csv(ctx.stream_lines(client, PRICING_BULK_HOST, dt_index[region]), region)
-                    if r.kind == "egress" and r.region == region)
+
+    def ec2_rows() -> list[PriceRow]:
+        return list(parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, ec2_index[region]), region, meta))
+
+    def dt_rows() -> list[PriceRow]:
+        if region not in dt_index:
+            return []
+        return [r for r in parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, dt_index[region]), region)
+                if r.kind == "egress" and r.region == region]
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"aws-bulk-{region}") as pool:
+        dt_future = pool.submit(dt_rows)
+        rows = ec2_rows()
+        rows.extend(dt_future.result())
     return rows, meta.get("Publication Date")
 
 
@@ -671,7 +904,7 @@ def fetch_prices_api(ctx: SourceContext, region: str) -> list[PriceRow]:
                 for item in page["PriceList"]:
                     rows.extend(parse_price_list_item(item, region))
     except (BotoCoreError, ClientError) as err:
-        raise SourceError(f"aws: Pricing API for {region} failed: {err}") from err
+        raise SourceError(f"aws: Pricing API for {region} failed: {err}") from scrubbed(err)
     return rows
 
 
@@ -685,10 +918,10 @@ def fetch(ctx: SourceContext) -> Batch:
     if use_api and not creds:
         raise SourceError("aws: aws_price_source=api needs AWS credentials (none found in the standard chain)")
     with ctx.http_client() as client:
-        ec2_index = parse_region_index(ctx.get(client, PRICING_BULK_HOST, EC2_REGION_INDEX).json(), "AmazonEC2")
+        ec2_index = parse_region_index(_json_body(ctx, client, PRICING_BULK_HOST, EC2_REGION_INDEX), "AmazonEC2")
         dt_index = {} if use_api else parse_region_index(
-            ctx.get(client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX).json(), "AWSDataTransfer")
-        advisor_doc = ctx.get(client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH).json()
+            _json_body(ctx, client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX), "AWSDataTransfer")
+        advisor_doc = _json_body(ctx, client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH)
         regions = ctx.select_regions(ec2_index, DEFAULT_REGIONS, "the price list")
         if not use_ec2:
             batch.notes.append("no AWS credentials (or aws_ec2_api=off): on-demand prices from the public "

@@ -1,0 +1,73 @@
+"""Run the gpuledger benchmarks and print one table: figure, target, ratio, pass/fail.
+
+    python -m bench            # full scale (about 15-25 minutes on 2 cores)
+    python -m bench --quick    # small scale, a few minutes
+    python -m bench --only 2 5 --json out.json
+
+See docs/benchmarks.md for what each benchmark measures and the figures last measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+import flows  # noqa: F401  (Prefect offline/quiet defaults, AWS metadata off)
+from bench.common import Result, say, table
+
+BENCHES = {
+    "1": ("concurrent refresh", "bench.concurrency"),
+    "2": ("AWS bulk CSV ingest", "bench.ingest"),
+    "3": ("warehouse merge, queries, exports", "bench.warehouse_bench"),
+    "6": ("refresh peak RSS", "bench.memory"),
+}
+ALIASES = {"4": "3", "5": "3"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small-scale run (a few minutes)")
+    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3 4 5 6 (3-5 run together)")
+    ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    ap.add_argument("--keep", action="store_true", help="keep generated data in the bench tmp folder")
+    args = ap.parse_args(argv)
+    chosen = list(dict.fromkeys(ALIASES.get(n, n) for n in (args.only or BENCHES)))
+    unknown = [n for n in chosen if n not in BENCHES]
+    if unknown:
+        ap.error(f"unknown benchmark(s) {unknown}")
+    load = os.getloadavg()
+    say(f"gpuledger benchmarks ({'quick' if args.quick else 'full'}): python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at start")
+    results: list[Result] = []
+    failed: list[str] = []
+    started = time.perf_counter()
+    for n in chosen:
+        name, module = BENCHES[n]
+        t0 = time.perf_counter()
+        try:
+            mod = __import__(module, fromlist=["run"])
+            kwargs = {"quick": args.quick}
+            if n in ("2", "3"):
+                kwargs["keep"] = args.keep
+            results += mod.run(**kwargs)
+        except Exception:
+            failed.append(n)
+            say(f"benchmark {n} ({name}) crashed:\n{traceback.format_exc()}")
+        say(f"  ({name}: {time.perf_counter() - t0:.0f} s)\n")
+    say(f"all benchmarks: {time.perf_counter() - started:.0f} s; load average now {os.getloadavg()[0]:.1f}\n")
+    print(table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"quick": args.quick, "results": [r.as_dict() for r in results], "crashed": failed}, f,
+                      indent=1, default=str)
+    return 0 if results and all(r.ok for r in results) and not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

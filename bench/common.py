@@ -1,0 +1,214 @@
+"""Shared pieces of the benchmarks: results, timing, memory, and the summary table."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Result:
+    """One line of the summary table.
+
+    figure/target in `unit`; `ok` says whether the figure meets the target (`better` tells
+    which way: "lower" or "higher"). `ratio` is against the baseline measured in the same run
+    (`ratio_label` says which way it was divided), `ratio_target` the ratio the issue asks for
+    (None: the ratio is reported, not judged).
+    """
+
+    bench: str
+    name: str
+    figure: float
+    unit: str
+    target: float | None
+    better: str = "lower"
+    ratio: float | None = None
+    ratio_label: str = ""
+    ratio_target: float | None = None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        good = True
+        if self.target is not None:
+            good = self.figure <= self.target if self.better == "lower" else self.figure >= self.target
+        if self.ratio_target is not None and self.ratio is not None:
+            good = good and self.ratio >= self.ratio_target
+        return good
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+def fmt(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "-"
+    if unit in ("s",) and x < 1:
+        return f"{x * 1000:.1f} ms"
+    if abs(x) >= 100:
+        text = f"{x:,.0f}"
+    elif abs(x) >= 10:
+        text = f"{x:.1f}"
+    else:
+        text = f"{x:.2f}"
+    return f"{text} {unit}".strip()
+
+
+def table(results: list[Result]) -> str:
+    rows = [("#", "benchmark", "figure", "target", "ratio vs baseline", "pass")]
+    for r in results:
+        target = "-" if r.target is None else ("<= " if r.better == "lower" else ">= ") + fmt(r.target, r.unit)
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x {r.ratio_label}".strip()
+        if r.ratio_target is not None:
+            ratio += f" (need >= {r.ratio_target:g}x)"
+        rows.append((r.bench, r.name, fmt(r.figure, r.unit), target, ratio, "PASS" if r.ok else "FAIL"))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for j, row in enumerate(rows):
+        out.append("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths)) + " |")
+        if j == 0:
+            out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(out)
+
+
+def say(*args: Any) -> None:
+    print(*args, flush=True)
+
+
+def best_of(n: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Shortest wall time of n runs (the least noise-affected estimate) and the last result."""
+    best = float("inf")
+    out = None
+    for _ in range(n):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def percentile(samples: list[float], p: float) -> float:
+    xs = sorted(samples)
+    if len(xs) == 1:
+        return xs[0]
+    k = (len(xs) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def peak_rss_self_mb() -> float:
+    """This process's peak resident set (ru_maxrss, KiB on Linux) in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _tree_rss_kb(pid: int) -> int:
+    """Current RSS of pid and all its descendants (from /proc), in KiB."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            ppid = int(parts[1])
+            with open(f"/proc/{entry}/statm") as f:
+                pages = int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+        rss[int(entry)] = pages * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(children.get(p, []))
+    return total
+
+
+# Linux carries a process's peak RSS across fork and exec: a child of this (large) process would
+# report at least our own peak as its ru_maxrss. So the command is started by a small launcher
+# process, whose own children start from its few MB, and the launcher reports their wait4 rusage.
+_LAUNCHER = """
+import json, os, sys
+pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"maxrss_kb": usage.ru_maxrss, "code": os.waitstatus_to_exitcode(status)}, f)
+"""
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+                 timeout: float = 1800, sample_s: float = 0.05) -> dict[str, Any]:
+    """Run a command; return its exit code, output, wall time, its own peak RSS (ru_maxrss from
+    wait4, via a small launcher process) and the peak summed RSS of its process tree (sampled
+    from /proc)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, report.name, *cmd], env=env,
+                                cwd=cwd or REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        peak_tree = [0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak_tree[0] = max(peak_tree[0], _tree_rss_kb(proc.pid))
+                done.wait(sample_s)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        wall = time.perf_counter() - t0
+        done.set()
+        sampler.join()
+        try:
+            doc = json.loads(Path(report.name).read_text() or "{}")
+        except ValueError:
+            doc = {}
+    return {"returncode": doc.get("code", proc.returncode or -1), "wall_s": wall,
+            "peak_rss_mb": doc.get("maxrss_kb", 0) / 1024, "peak_tree_rss_mb": peak_tree[0] / 1024,
+            "stdout": stdout, "stderr": stderr}
+
+
+def run_worker(module: str, args: list[str], timeout: float = 1800) -> dict[str, Any]:
+    """Run `python -m module args` (a benchmark worker printing one JSON line last); return that
+    JSON with the child's peak RSS added."""
+    res = run_measured([sys.executable, "-m", module, *args], timeout=timeout)
+    if res["returncode"] != 0:
+        raise RuntimeError(f"{module} {args} failed ({res['returncode']}):\n{res['stderr'][-3000:]}")
+    lines = [ln for ln in res["stdout"].splitlines() if ln.startswith("{")]
+    doc = json.loads(lines[-1])
+    doc["child_peak_rss_mb"] = res["peak_rss_mb"]
+    doc["child_wall_s"] = res["wall_s"]
+    return doc
+
+
+def tmp_root() -> Path:
+    """Where generated data goes (GPULEDGER_BENCH_TMP, default /tmp/gpuledger-bench)."""
+    root = Path(os.environ.get("GPULEDGER_BENCH_TMP", "/tmp/gpuledger-bench"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root

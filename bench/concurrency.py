@@ -1,0 +1,195 @@
+"""Benchmark 1: concurrent refresh of every provider under realistic latency.
+
+One ReplayServer answers every provider from the bundled recordings; its hook sleeps 100-300 ms
+per request (deterministic per request: a hash of host, method, target and body) inside a
+per-host semaphore (at most PER_HOST requests served at once per host, like a provider's rate
+limit). The fetch phase (flows.pipeline.fetch_source per provider, which is all a Prefect task
+does) is measured four ways, in this process:
+
+- alone: each provider by itself -> the critical path is the slowest one (its own request chain
+  at its allowed concurrency);
+- concurrent (threads): every provider at once on an 8-thread pool, as the flow's task runner;
+- concurrent (Prefect): the real `scrape-provider` task of flows.refresh submitted for every
+  provider from one Prefect flow run. Prefect start-up (the ephemeral API server) is kept out:
+  a warm-up flow runs first, and the clock runs from the first submit to the last result;
+- one request at a time: providers one after another, aws_concurrency=1, and the hook holds a
+  single global semaphore, so exactly one request is in flight anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from typing import Any
+
+from bench.common import Result, say
+
+PER_HOST = 4
+
+
+class LatencyHook:
+    """ReplayServer hook: delay every answer, at most `per_host` in service per host."""
+
+    def __init__(self, lo_ms: float, hi_ms: float, per_host: int, global_limit: int | None = None) -> None:
+        self.lo, self.hi = lo_ms / 1000, hi_ms / 1000
+        self.per_host = per_host
+        self.global_sem = threading.BoundedSemaphore(global_limit) if global_limit else None
+        self.sems: dict[str, threading.BoundedSemaphore] = {}
+        self.lock = threading.Lock()
+        self.requests: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def delay(self, host: str, req: Any) -> float:
+        h = hashlib.sha256(f"{host}|{req.method}|{req.target}|{req.body[:4096]!r}".encode()).digest()
+        return self.lo + (self.hi - self.lo) * int.from_bytes(h[:4], "big") / 2**32
+
+    def __call__(self, host: str, req: Any, exchange: Any) -> None:
+        with self.lock:
+            sem = self.sems.setdefault(host, threading.BoundedSemaphore(self.per_host))
+            self.requests[host] += 1
+        with self.global_sem or nullcontext(), sem:
+            with self.lock:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            time.sleep(self.delay(host, req))
+            with self.lock:
+                self.in_flight -= 1
+        return None  # answer from the recording
+
+
+def _plans(server: Any, providers: list[str], overrides: dict[str, Any] | None = None) -> list[Any]:
+    from flows.pipeline import plans_for
+
+    settings = {p: dict(server.settings.get(p, {}), **(overrides or {})) for p in providers}
+    return plans_for(providers, "replay", server.endpoints(), settings, http_attempts=1)
+
+
+def _fetch(plan: Any) -> tuple[str, float, int]:
+    from flows.pipeline import fetch_source
+
+    t0 = time.perf_counter()
+    result = fetch_source(plan)
+    return plan.provider, time.perf_counter() - t0, result.requests
+
+
+def run(quick: bool = False) -> list[Result]:
+    from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+    from flows.pipeline import resolve_providers
+
+    lo, hi = 100, 300
+    reps = 1 if quick else 2
+    providers = resolve_providers(None)
+    say(f"[1] concurrent refresh: {len(providers)} providers replayed with {lo}-{hi} ms per request, "
+        f"<= {PER_HOST} requests at once per host")
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=providers)
+    server.start()
+    try:
+        # Warm-up without latency: imports, Chromium's first start, page cache.
+        server.hook = None
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(_fetch, _plans(server, providers)))
+        prefect = _PrefectFetchPhase(server, providers)
+        prefect.warm_up()
+
+        alone: dict[str, float] = {}
+        requests: dict[str, int] = {}
+        for plan in _plans(server, providers):
+            server.hook = LatencyHook(lo, hi, PER_HOST)
+            name, dt, n = _fetch(plan)
+            alone[name], requests[name] = dt, n
+        critical_provider = max(alone, key=alone.get)  # type: ignore[arg-type]
+        critical = alone[critical_provider]
+        say("  alone: " + ", ".join(f"{p} {alone[p]:.2f} s ({requests[p]} req)" for p in providers))
+
+        wall_threads = wall_prefect = float("inf")
+        for _ in range(reps):
+            hook = server.hook = LatencyHook(lo, hi, PER_HOST)
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(8) as pool:
+                per = list(pool.map(_fetch, _plans(server, providers)))
+            dt = time.perf_counter() - t0
+            wall_threads = min(wall_threads, dt)
+            say(f"  concurrent (8 threads, fetch_source): {dt:.2f} s, max {hook.max_in_flight} requests in flight; "
+                f"slowest {max(per, key=lambda x: x[1])[0]} {max(x[1] for x in per):.2f} s")
+            hook = server.hook = LatencyHook(lo, hi, PER_HOST)
+            dt, per_task = prefect.measure()
+            wall_prefect = min(wall_prefect, dt)
+            say(f"  concurrent (Prefect flow, scrape-provider tasks): fetch phase {dt:.2f} s, max "
+                f"{hook.max_in_flight} requests in flight; slowest task "
+                f"{max(per_task, key=per_task.get)} {max(per_task.values()):.2f} s")
+
+        hook = server.hook = LatencyHook(lo, hi, PER_HOST, global_limit=1)
+        t0 = time.perf_counter()
+        seq = {}
+        for plan in _plans(server, providers, {"aws_concurrency": 1}):
+            name, dt, _ = _fetch(plan)
+            seq[name] = dt
+        wall_seq = time.perf_counter() - t0
+        say(f"  one request at a time: {wall_seq:.2f} s (max {hook.max_in_flight} in flight); "
+            + ", ".join(f"{p} {seq[p]:.1f} s" for p in providers))
+    finally:
+        server.close()
+
+    extra = {"latency_ms": [lo, hi], "per_host": PER_HOST, "alone_s": alone, "requests": requests,
+             "critical_provider": critical_provider, "wall_threads_s": wall_threads,
+             "wall_prefect_s": wall_prefect, "wall_sequential_s": wall_seq,
+             "prefect_startup_s": prefect.startup_s}
+    return [
+        Result("1", f"refresh fetch phase in one Prefect flow run / critical path ({critical_provider} alone "
+                    f"{critical:.2f} s)", wall_prefect / critical, "x", 1.3,
+               notes=f"Prefect fetch phase {wall_prefect:.2f} s; plain threads {wall_threads:.2f} s "
+                     f"({wall_threads / critical:.2f}x)", extra=extra),
+        Result("1", "refresh fetch phase (Prefect) vs one request at a time", wall_prefect, "s", None,
+               ratio=wall_seq / wall_prefect, ratio_label=f"sequential {wall_seq:.1f} s / concurrent", ratio_target=4.0,
+               notes=f"threads: {wall_seq / wall_threads:.2f}x", extra=extra),
+    ]
+
+
+class _PrefectFetchPhase:
+    """The real flows.refresh task (`scrape-provider`) for every provider, submitted from one
+    Prefect flow run on the flow's own task runner (ThreadPoolTaskRunner, 8 workers).
+
+    Prefect's start-up (the ephemeral API server, ~10-20 s here) and its first task runs are
+    paid in warm_up(); measure() times from the first submit to the last result.
+    """
+
+    def __init__(self, server: Any, providers: list[str]) -> None:
+        from prefect import flow
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        from flows.refresh import scrape_provider
+
+        self.server, self.providers = server, providers
+        self.startup_s = 0.0
+        self.timing: dict[str, Any] = {}
+
+        @flow(name="bench-fetch-phase", task_runner=ThreadPoolTaskRunner(max_workers=8))
+        def fetch_phase() -> None:
+            runner = scrape_provider.with_options(retries=0)
+            plans = _plans(self.server, self.providers)
+            t0 = time.perf_counter()
+            futures = [runner.submit(p) for p in plans]
+            results = [f.result() for f in futures]
+            self.timing["fetch"] = time.perf_counter() - t0
+            self.timing["per"] = {r.provider: (r.finished_at - r.started_at).total_seconds() for r in results}
+
+        self.flow = fetch_phase
+
+    def warm_up(self) -> None:
+        hook, self.server.hook = self.server.hook, None
+        t0 = time.perf_counter()
+        self.flow()
+        self.startup_s = time.perf_counter() - t0
+        self.server.hook = hook
+        say(f"  Prefect start-up and first flow run (kept out of the figures): {self.startup_s:.1f} s")
+
+    def measure(self) -> tuple[float, dict[str, float]]:
+        self.flow()
+        return self.timing["fetch"], self.timing["per"]
+
+

@@ -1,0 +1,43 @@
+"""Benchmark 6: peak RSS of a full replayed refresh (`gpuledger refresh --replay`).
+
+Runs the real command in a child process on a fresh warehouse and reads the child's peak RSS
+from wait4 (ru_maxrss). The process tree's peak (the refresh plus the Prefect API server and
+crawler/Chromium children it starts) is sampled from /proc every 50 ms and shown beside it.
+The baseline, in the same run: a child that only imports the refresh and the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from bench.common import Result, run_measured, say, tmp_root
+
+TARGET_MB = 1024.0
+
+
+def run(quick: bool = False) -> list[Result]:
+    say("[6] memory: gpuledger refresh --replay")
+    work = tmp_root() / "refresh"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = dict(os.environ, GPULEDGER_DB=str(work / "ledger.duckdb"))
+    exe = str(Path(sys.executable).with_name("gpuledger"))
+    cmd = [exe, "refresh", "--replay"] if Path(exe).exists() else \
+        [sys.executable, "-c", "from flows.cli import main; main()", "refresh", "--replay"]
+    floor = run_measured([sys.executable, "-c", "import flows.cli, flows.refresh"], env=env)
+    res = run_measured(cmd, env=env, timeout=900)
+    shutil.rmtree(work, ignore_errors=True)
+    if res["returncode"] != 0:
+        raise RuntimeError(f"gpuledger refresh --replay failed ({res['returncode']}):\n{res['stderr'][-2000:]}")
+    say(f"  refresh: {res['wall_s']:.1f} s, peak RSS {res['peak_rss_mb']:.0f} MB (process tree peak "
+        f"{res['peak_tree_rss_mb']:.0f} MB); importing flows.cli + flows.refresh alone: {floor['peak_rss_mb']:.0f} MB")
+    return [Result("6", "peak RSS, gpuledger refresh --replay (whole refresh, child process)", res["peak_rss_mb"],
+                   "MB", TARGET_MB, ratio=res["peak_rss_mb"] / floor["peak_rss_mb"],
+                   ratio_label="/ import-only process (lower is better)",
+                   notes=f"process tree incl. Prefect server and crawlers: {res['peak_tree_rss_mb']:.0f} MB; "
+                         f"wall {res['wall_s']:.1f} s",
+                   extra={"peak_rss_mb": res["peak_rss_mb"], "peak_tree_rss_mb": res["peak_tree_rss_mb"],
+                          "import_only_mb": floor["peak_rss_mb"], "wall_s": res["wall_s"]})]

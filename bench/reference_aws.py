@@ -1,0 +1,96 @@
+"""Reference AWS bulk-CSV parsers the optimized one is measured and checked against.
+
+- `parse_offer_csv_lines`: gpuledger's line-based parser as it was before the optimization
+  (adapters/aws.py at commit 41a1b25): text lines, a `split(",", 4)` TermType prefilter,
+  then `csv.reader`. The smoke test checks the optimized parser returns exactly its PriceRows.
+- `parse_prefilter_dictreader`: the straightforward approach of the best-known open GPU
+  catalog (gpuhunt reads the file with `csv.DictReader` and tests each row dict), with a
+  substring prefilter in front (skip lines holding a `"Reserved"` field) — the issue's
+  "substring prefilter + csv.DictReader" baseline. Same selection rules, same PriceRows.
+- `parse_dictreader_all`: plain `csv.DictReader` over every row.
+"""
+
+from __future__ import annotations
+
+import csv
+from typing import IO, Iterable, Iterator
+
+from adapters.aws import _CSV_COLUMNS, PriceRow, _csv_row_to_price
+from adapters.base import SchemaDriftError
+
+
+def _is_on_demand_line(line: str) -> bool:
+    parts = line.split(",", 4)
+    return len(parts) > 4 and parts[3] == '"OnDemand"'
+
+
+def parse_offer_csv_lines(lines: Iterable[str], region: str, meta: dict[str, str] | None = None) -> Iterator[PriceRow]:
+    it = iter(lines)
+    meta = {} if meta is None else meta
+    header: list[str] | None = None
+    for line in it:
+        fields = next(csv.reader([line]))
+        if fields and fields[0] == "SKU":
+            header = fields
+            break
+        if len(fields) >= 2:
+            meta[fields[0]] = fields[1]
+    if header is None:
+        raise SchemaDriftError(f"aws: offer file for {region} has no header row (metadata: {sorted(meta)})")
+    missing = [c for c in ("SKU", "TermType", "PricePerUnit", "Product Family") if c not in header]
+    if missing:
+        raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
+    positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
+    width = len(header)
+    last = [""]
+
+    def on_demand_lines() -> Iterator[str]:
+        for ln in it:
+            last[0] = ln
+            if _is_on_demand_line(ln):
+                yield ln
+
+    for fields in csv.reader(on_demand_lines()):
+        if len(fields) != width:
+            raise SchemaDriftError(
+                f"aws: offer file for {region}: a row has {len(fields)} fields, the header {width} "
+                f"(truncated or malformed file; row starts {fields[:2]!r})")
+        row = {name: fields[i] for name, i in positions.items()}
+        price = _csv_row_to_price(row, region)
+        if price is not None:
+            yield price
+    if last[0] and len(next(csv.reader([last[0]]))) != width:
+        raise SchemaDriftError(f"aws: offer file for {region} ends in a partial row (truncated download?)")
+
+
+def _skip_metadata(f: IO[str]) -> None:
+    for _ in range(5):
+        f.readline()
+
+
+def _rows_from_dicts(reader: Iterable[dict[str, str]], region: str) -> Iterator[PriceRow]:
+    names = [(col, name) for col, name in _CSV_COLUMNS.items()]
+    for d in reader:
+        row = {name: d[col] for col, name in names if col in d}
+        price = _csv_row_to_price(row, region)
+        if price is not None:
+            yield price
+
+
+def parse_prefilter_dictreader(f: IO[str], region: str) -> Iterator[PriceRow]:
+    """f: the offer file opened in text mode with newline=''."""
+    _skip_metadata(f)
+    header = f.readline()
+    lines = (ln for ln in f if ',"Reserved",' not in ln)
+    reader = csv.DictReader(_chain(header, lines))
+    return _rows_from_dicts(reader, region)
+
+
+def parse_dictreader_all(f: IO[str], region: str) -> Iterator[PriceRow]:
+    _skip_metadata(f)
+    return _rows_from_dicts(csv.DictReader(f), region)
+
+
+def _chain(first: str, rest: Iterable[str]) -> Iterator[str]:
+    yield first
+    yield from rest

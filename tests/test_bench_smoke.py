@@ -1,0 +1,215 @@
+"""Fast correctness checks of the benchmark generators and of the optimized code paths.
+
+No timings here (those live in `python -m bench`): the synthetic data must have the real
+format and mix, the optimized AWS parser must return exactly what the straightforward one
+returns, and the set-based merge must leave a warehouse that passes its integrity checks.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import threading
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from adapters import aws
+from adapters.base import SchemaDriftError
+from adapters.replay import BUNDLED_RECORDINGS
+from bench import awsgen
+from bench.reference_aws import parse_offer_csv_lines, parse_prefilter_dictreader
+from tests.conftest import replay_context
+
+SAMPLE = Path(__file__).parent / "fixtures" / "aws" / "AmazonEC2_index_csv_sample_20250912.csv"
+BULK = sorted((BUNDLED_RECORDINGS / "aws" / "bulk").glob("*/*/index.csv.gz"))
+
+
+def chunked(data: bytes, size: int):
+    return (data[i:i + size] for i in range(0, len(data), size))
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> bytes:
+    return b"".join(chunk.encode() for chunk in awsgen.generate(3_000_000, seed=3))
+
+
+def test_generator_has_the_real_header_metadata_and_quoting(synthetic: bytes) -> None:
+    lines = synthetic.decode().split("\n")
+    real = SAMPLE.read_text().split("\n")
+    assert [next(csv.reader([ln]))[0] for ln in lines[:5]] == [next(csv.reader([ln]))[0] for ln in real[:5]]
+    assert lines[5] == real[5]  # the 91-column header, byte for byte
+    rows = list(csv.reader(lines[6:-1]))
+    assert lines[-1] == "" and len(rows) > 3000
+    assert {len(r) for r in rows} == {91}
+    for ln, row in zip(lines[6:], rows):  # every non-empty field quoted, empty ones bare
+        assert ",".join('"' + f.replace('"', '""') + '"' if f else "" for f in row) == ln
+
+
+def test_generator_mix_is_realistic(synthetic: bytes) -> None:
+    lines = synthetic.decode().split("\n")
+    head = next(csv.reader([lines[5]]))
+    rows = [dict(zip(head, r)) for r in csv.reader(lines[6:-1])]
+    assert {r["TermType"] for r in rows} == {"OnDemand", "Reserved"}
+    compute = [r for r in rows if r["Product Family"].startswith("Compute Instance")]
+    # ~18% OnDemand (a small file has proportionally more of the per-region EBS/IP rows, all OnDemand)
+    assert 0.15 < sum(r["TermType"] == "OnDemand" for r in compute) / len(compute) < 0.21
+    assert len({r["Operating System"] for r in compute}) >= 4
+    assert {r["Tenancy"] for r in compute} == {"Shared", "Dedicated", "Host"}
+    assert {r["CapacityStatus"] for r in compute} == {"Used", "UnusedCapacityReservation",
+                                                       "AllocatedCapacityReservation"}
+    assert len({r["Region Code"] for r in rows}) >= 30
+    gpu_types = {r["Instance Type"] for r in compute if r["GPU"]}
+    assert 0 < len(gpu_types) <= 90
+    assert len(awsgen.instance_types()) == 1000
+    assert sum(1 for t in awsgen.instance_types() if t["gpu"]) in range(70, 91)
+
+
+@pytest.mark.parametrize("path", BULK, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_optimized_parser_equals_the_straightforward_one_on_the_recording(path: Path) -> None:
+    data = gzip.decompress(path.read_bytes())
+    region = path.parent.name
+    want_meta: dict[str, str] = {}
+    want = list(parse_offer_csv_lines(data.decode().splitlines(), region, want_meta))
+    assert want  # every bundled file has rows we keep
+    for size in (1, 97, 65536, len(data)):
+        meta: dict[str, str] = {}
+        assert list(aws.parse_offer_chunks(chunked(data, size), region, meta)) == want
+        assert meta == want_meta
+    assert list(aws.parse_offer_csv(data.decode().splitlines(), region)) == want
+
+
+def test_optimized_parser_equals_baselines_on_a_generated_file(synthetic: bytes) -> None:
+    want = list(parse_offer_csv_lines(synthetic.decode().splitlines(), "us-east-1"))
+    got = list(aws.parse_offer_chunks(chunked(synthetic, 1 << 16), "us-east-1"))
+    assert got == want
+    assert list(parse_prefilter_dictreader(io.StringIO(synthetic.decode(), newline=""), "us-east-1")) == want
+    kinds = Counter(r.kind for r in got)
+    assert kinds["instance"] > 0 and kinds["storage"] > 0
+    assert all(r.currency == "USD" and r.unit for r in got)
+
+
+def test_crlf_file_takes_the_csv_module_path_with_the_same_rows(synthetic: bytes) -> None:
+    want = list(aws.parse_offer_chunks([synthetic], "us-east-1"))
+    crlf = synthetic.replace(b"\n", b"\r\n")
+    assert list(aws.parse_offer_chunks(chunked(crlf, 4096), "us-east-1")) == want
+
+
+def _rows(data: bytes) -> list[bytes]:
+    return data.split(b"\n")
+
+
+def test_malformed_and_truncated_files_fail_as_before(synthetic: bytes) -> None:
+    lines = _rows(synthetic)
+    od = next(i for i, ln in enumerate(lines) if i > 5 and aws._ON_DEMAND_LINE.match(ln))
+    rsv = next(i for i, ln in enumerate(lines) if i > 5 and b'"Reserved"' in ln.split(b",", 4)[3])
+
+    def both(data: bytes) -> tuple[object, object]:
+        out = []
+        for fn in (lambda: list(parse_offer_csv_lines(data.decode().splitlines(), "x")),
+                   lambda: list(aws.parse_offer_chunks(chunked(data, 1 << 16), "x"))):
+            try:
+                out.append(fn())
+            except SchemaDriftError as err:
+                out.append(f"SchemaDriftError: {err}")
+        return out[0], out[1]
+
+    extra = list(lines)
+    extra[od] = extra[od] + b',"surplus"'  # an OnDemand row with a 92nd field
+    old, new = both(b"\n".join(extra))
+    assert old == new and "a row has 92 fields, the header 91" in str(new)
+    bad_reserved = list(lines)
+    bad_reserved[rsv] = bad_reserved[rsv] + b',"surplus"'  # a Reserved row: never parsed, never an error
+    old, new = both(b"\n".join(bad_reserved))
+    assert old == new and isinstance(new, list)
+    cut = synthetic[: len(synthetic) // 2]
+    cut = cut[: cut.rfind(b"\n") + 40]  # cut mid-row
+    old, new = both(cut)
+    assert old == new and isinstance(new, str) and ("partial row" in new or "fields" in new)
+    # a kept row whose price is not a number
+    head = next(csv.reader([lines[5].decode()]))
+    kept = {r.sku for r in aws.parse_offer_chunks([synthetic], "x") if r.kind == "instance"}
+    keep = next(i for i, ln in enumerate(lines) if i > 5 and aws._ON_DEMAND_LINE.match(ln)
+                and ln[1:17].decode() in kept)
+    fields = next(csv.reader([lines[keep].decode()]))
+    fields[head.index("PricePerUnit")] = "n/a"
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(fields)
+    priced = list(lines)
+    priced[keep] = buf.getvalue().encode()
+    old, new = both(b"\n".join(priced))
+    assert old == new and "no numeric PricePerUnit" in str(new)
+
+
+def test_fetch_prices_bulk_streams_the_same_rows_as_the_reference(replay) -> None:
+    server = replay("aws")
+    ctx = replay_context(server, "aws")
+    index = {p.parent.name: p for p in BULK if p.parent.parent.name == "AmazonEC2"}
+    dt = {p.parent.name: p for p in BULK if p.parent.parent.name == "AWSDataTransfer"}
+    ec2_paths = aws.parse_region_index(__import__("json").loads(
+        (BUNDLED_RECORDINGS / "aws" / "bulk" / "AmazonEC2" / "region_index.json").read_text()), "AmazonEC2")
+    dt_paths = aws.parse_region_index(__import__("json").loads(
+        (BUNDLED_RECORDINGS / "aws" / "bulk" / "AWSDataTransfer" / "region_index.json").read_text()), "AWSDataTransfer")
+    with ctx.http_client() as client:
+        rows, publication = aws.fetch_prices_bulk(ctx, client, "us-east-1", ec2_paths, dt_paths)
+    want = list(parse_offer_csv_lines(gzip.decompress(index["us-east-1"].read_bytes()).decode().splitlines(),
+                                      "us-east-1"))
+    want += [r for r in parse_offer_csv_lines(gzip.decompress(dt["us-east-1"].read_bytes()).decode().splitlines(),
+                                              "us-east-1") if r.kind == "egress" and r.region == "us-east-1"]
+    assert rows == want
+    assert publication == "2026-11-25T17:30:12Z"
+    assert ctx.requests_made == 2
+
+
+def test_latency_hook_is_deterministic_and_limits_each_host() -> None:
+    from adapters.replay import Request
+    from bench.concurrency import LatencyHook
+
+    hook = LatencyHook(10, 30, per_host=2)
+    req = Request("GET", "/a", {}, {}, b"", "/a?x=1")
+    d = hook.delay("h", req)
+    assert 0.010 <= d <= 0.030 and d == hook.delay("h", req) != hook.delay("h2", req)
+    threads = [threading.Thread(target=hook, args=("h", req, None)) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert hook.max_in_flight == 2 and hook.requests["h"] == 6
+
+
+def test_year_warehouse_and_set_based_merge_keep_the_invariants(tmp_path: Path) -> None:
+    from bench.warehouse_gen import PROVIDERS, build, current_offers, next_night
+    from warehouse.check import run_checks
+    from warehouse.records import Batch
+    from warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer
+
+    info = build(tmp_path / "w.duckdb", offers=1600, nights=12)
+    assert info["offers"] == 1600 and 1600 + 11 * 1600 * 0.2 < info["offer_history"] < 1600 + 11 * 1600 * 0.34
+    con = open_writer(tmp_path / "w.duckdb")
+    try:
+        assert [c.name for c in run_checks(con) if not c.ok] == []
+        now = datetime.now(timezone.utc) + timedelta(minutes=1)
+        before = {p: {o.key: o for o in current_offers(con, p)} for p in PROVIDERS}
+        history_before = con.execute("select count(*) from offer_history").fetchall()[0][0]
+        for p in PROVIDERS:
+            b = Batch(p)
+            b.offers = next_night(list(before[p].values()), 12)
+            new_keys = {o.key for o in b.offers}
+            changed = sum(1 for o in b.offers if o.key in before[p] and o != before[p][o.key])
+            report = load_outcome(con, ScrapeOutcome(p, "live", now, now, batch=b), "r", AnomalyPolicy(), now)
+            assert report.ok, report.error
+            assert report.new == len(new_keys - before[p].keys())
+            assert report.closed == len(before[p].keys() - new_keys)
+            assert report.changed == changed
+            history_before += report.new + report.changed
+            assert {o.key: o for o in current_offers(con, p)} == {o.key: o for o in b.offers}
+        assert con.execute("select count(*) from offer_history").fetchall()[0][0] == history_before
+        assert [c.name for c in run_checks(con) if not c.ok] == []
+        # first_seen kept for rows seen before, last_seen and run restamped on all
+        assert con.execute("select count(*) from offers where last_seen <> ?", [now]).fetchall()[0][0] == 0
+        assert con.execute("select count(distinct first_seen) from offers").fetchall()[0][0] == 2
+    finally:
+        con.close()
