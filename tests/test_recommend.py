@@ -324,6 +324,44 @@ def test_region_and_gpu_limits(con) -> None:
     assert len([c for c in every.candidates if c.instance_type == "l4.1"]) == 2
 
 
+def test_costs_ranked_in_sql_match_the_python_reference(con) -> None:
+    """The ranking runs in SQL (only the top rows reach Python); the pure Python cost functions are
+    its reference, so every component of every candidate is recomputed here from the warehouse."""
+    tiers_of: dict[tuple[str, str], list[tuple[float, float | None, float]]] = {}
+    for p, r, a, b, usd in con.execute("select provider, region, tier_start_gb, tier_end_gb, usd_per_gb "
+                                       "from egress_prices where destination = 'internet'").fetchall():
+        tiers_of.setdefault((p, r), []).append((a, b, usd))
+    cheapest = {(p, r): usd for p, r, usd in con.execute(
+        "select provider, region, min(usd_per_gb_month) from storage_prices group by all").fetchall()}
+    requests = [req(method="qlora", model="llama-2-7b", top=100, per_instance=False, runs=3, hours=2.5),
+                req(method="full", model="llama-3-8b", top=100, spot=True, downloads=4),
+                req(method="lora", model="llama-2-13b", top=100, dataset_gb=50, checkpoints_kept=3)]
+    checked = 0
+    for r in requests:
+        rec = recommend(con, r)
+        assert len(rec.candidates) >= 3
+        for c in rec.candidates:
+            compute, billed = compute_cost(c.price_per_hour, r.hours, r.runs, c.cost.granularity_s,
+                                           c.cost.minimum_s, c.nodes)
+            assert (c.cost.compute_usd, c.cost.billed_seconds_per_run) == (pytest.approx(compute, rel=1e-12), billed)
+            assert c.cost.storage_usd == pytest.approx(
+                storage_cost(c.cost.storage_gb, c.cost.storage_usd_per_gb_month, r.hours * r.runs), rel=1e-12)
+            if c.cost.storage_source == "region":
+                assert c.cost.storage_usd_per_gb_month == cheapest[(c.provider, c.region)]
+            if c.cost.egress_source == "region":
+                assert c.cost.egress_usd == pytest.approx(
+                    tiered_egress_cost(c.cost.egress_gb, tiers_of[(c.provider, c.region)]), rel=1e-12, abs=1e-12)
+            checked += 1
+        order = [(c.slow_path, round(c.cost.total_usd, 6), c.price_per_hour) for c in rec.candidates]
+        assert order == sorted(order)
+        assert [c.rank for c in rec.candidates] == list(range(1, len(rec.candidates) + 1))
+    assert checked >= 10
+    # Four downloads of the full 8B model's weights leave the provider.
+    full = recommend(con, requests[1])
+    assert all(c.cost.egress_gb == pytest.approx(4 * full.estimate.artifact_gb) for c in full.candidates)
+    assert any(c.plan == "sharded" for c in full.candidates)
+
+
 def test_nothing_fits_is_said_clearly(con) -> None:
     rec = recommend(con, req(method="full", model="llama-3.1-405b"))
     assert rec.nothing_fits and rec.candidates == []

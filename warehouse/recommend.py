@@ -15,7 +15,7 @@ Formulas and assumptions: docs/recommender.md. Everything here only reads.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -269,13 +269,15 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest
                       max(finished_at) as last_attempt,
                       arg_max(state, finished_at) as last_state
                from scrape_runs group by provider),
-           known as (select provider from runs union select distinct provider from offers)
+           counts as (select provider, count(*) as n from offers group by provider),
+           known as (select provider from runs union select provider from counts)
            select k.provider, r.last_ok, r.last_attempt, r.last_state,
                   f.provider is not null as fresh, f.age_hours,
                   date_diff('second', r.last_ok, coalesce(?::timestamptz, now())) / 3600.0 as age,
-                  (select count(*) from offers o where o.provider = k.provider) as n
+                  coalesce(c.n, 0) as n
            from known k
            left join runs r on r.provider = k.provider
+           left join counts c on c.provider = k.provider
            left join fresh_providers(max_age_hours := ?, as_of := ?) f on f.provider = k.provider
            order by k.provider""",
         [request.as_of, request.max_age_hours, request.as_of]).fetchall()
@@ -288,67 +290,150 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest
     return fresh, stale
 
 
-def _fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, need_gb: float, gpus: int,
-          nodes: int) -> list[dict[str, Any]]:
-    where, args = ["gpu_count * nodes <= ?"], [request.max_gpus]
+def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
+    """The request's region/provider/GPU-count limits as a WHERE clause over `fits` rows."""
+    where, args = ["gpu_count * nodes <= $max_gpus"], {"max_gpus": request.max_gpus}
     if request.region:
-        if "%" in request.region or "_" in request.region:
-            where.append("region like ?")
-        else:
-            where.append("starts_with(region, ?)")
-        args.append(request.region)
+        where.append("region like $region" if "%" in request.region or "_" in request.region
+                     else "starts_with(region, $region)")
+        args["region"] = request.region
     if request.providers:
-        where.append(f"provider in ({', '.join('?' for _ in request.providers)})")
-        args.extend(request.providers)
-    rel = con.execute(
-        f"""select * from fits(?, gpus := ?, spot := ?, max_age_hours := ?, headroom := ?,
-                              train_precision := ?, nodes := ?, as_of := ?)
-            where {' and '.join(where)}""",
-        [need_gb, gpus, request.spot, request.max_age_hours, request.headroom, request.precision, nodes,
-         request.as_of, *args])
+        names = [f"$provider{i}" for i in range(len(request.providers))]
+        where.append(f"provider in ({', '.join(names)})")
+        args.update({n[1:]: p for n, p in zip(names, request.providers)})
+    return " and ".join(where), args
+
+
+def _fits_call(request: RecommendRequest, i: int) -> str:
+    """One `fits` call for plan i; its need, GPU and node counts are parameters $need_i, $gpus_i, $nodes_i."""
+    return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
+            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of)")
+
+
+# The ranking, in one statement: each plan's fitting offers (single-GPU plan first, then fewest
+# nodes: an offer keeps the first plan it fits), costed as the Python functions above cost them
+# (billed compute; storage at the region's cheapest class, else the provider's cheapest; egress
+# through the region's tiers, else the provider's dearest region), ordered, collapsed to one row
+# per provider/instance/purchase option when asked, and cut to the top N. The ranking carries
+# narrow rows; the wide ones (provider_data, ...) are joined back for the top N only, and only
+# those reach Python, whatever the size of `offers`.
+_NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
+           "granularity_s, minimum_s, precision_supported, gpu_vendor")
+_KEY = "provider, region, zone, instance_type, purchase_option"
+_ORDER = "tier, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
+_COSTED_SQL = """
+with plans(plan_idx, need_gb, storage_gb, egress_gb) as (values {plan_values}),
+hits as not materialized ({hits}),
+chosen as (select {narrow} from hits {first_plan_only}),
+storage_region as (
+    select provider, region, min(usd_per_gb_month) as usd,
+           arg_min(storage_class, (usd_per_gb_month, storage_class)) as storage_class
+    from storage_prices group by all),
+storage_provider as (
+    select provider, min(usd) as usd, arg_min(storage_class, (usd, storage_class)) as storage_class
+    from storage_region group by all),
+egress_region as (
+    select p.plan_idx, e.provider, e.region,
+           sum(greatest(least(p.egress_gb, coalesce(e.tier_end_gb, p.egress_gb)) - e.tier_start_gb, 0)
+               * e.usd_per_gb) as usd
+    from egress_prices e cross join plans p
+    where e.destination = 'internet'
+    group by all),
+egress_provider as (
+    select plan_idx, provider, max(usd) as usd from egress_region group by all),
+costed as (
+    select c.*, p.need_gb, p.storage_gb, p.egress_gb,
+           billed_seconds($hours * 3600.0, c.granularity_s, c.minimum_s) as billed_s,
+           coalesce(sr.storage_class, sp.storage_class) as storage_class,
+           coalesce(sr.usd, sp.usd, 0.0) as storage_usd_per_gb_month,
+           case when sr.usd is not null then 'region' when sp.usd is not null then 'provider'
+                else 'none' end as storage_source,
+           coalesce(er.usd, ep.usd, 0.0) as egress_usd,
+           case when er.usd is not null then 'region' when ep.usd is not null then 'provider'
+                else 'none' end as egress_source,
+           case when not c.precision_supported
+                     or ($method = 'qlora' and coalesce(c.gpu_vendor, '') <> 'NVIDIA') then 1
+                else 0 end as tier
+    from chosen c
+    join plans p on p.plan_idx = c.plan_idx
+    left join storage_region sr on sr.provider = c.provider and sr.region = c.region
+    left join storage_provider sp on sp.provider = c.provider
+    left join egress_region er on er.plan_idx = c.plan_idx and er.provider = c.provider and er.region = c.region
+    left join egress_provider ep on ep.plan_idx = c.plan_idx and ep.provider = c.provider),
+totals as (
+    select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
+    from (select *,
+                 $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
+                 storage_gb * storage_usd_per_gb_month * $storage_hours / {hours_per_month} as storage_usd
+          from costed)),
+{best}
+select h.*, best.* exclude ({narrow})
+from best join hits h using (plan_idx, {key})
+order by {best_order}
+"""
+# An offer fits several plans: it keeps the first (single-GPU, then fewest nodes).
+_FIRST_PLAN_ONLY = f"qualify row_number() over (partition by {_KEY} order by plan_idx) = 1"
+# Every place of an instance type and purchase option: the cheapest stands for them all.
+_BEST_PER_INSTANCE = f"""grouped as (
+    select arg_min(t, (t.tier, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
+           count(*) - 1 as other_locations,
+           sum(count(*)) over () as considered
+    from totals t
+    group by t.provider, t.instance_type, t.purchase_option),
+best as (
+    select unnest(pick), other_locations, considered from grouped
+    order by pick.tier, pick.sort_total, pick.price_per_hour, pick.provider, pick.region, pick.zone,
+             pick.instance_type, pick.purchase_option
+    limit $top)"""
+_BEST_EVERYWHERE = f"""best as (
+    select *, 0 as other_locations, count(*) over () as considered from totals
+    order by {_ORDER}
+    limit $top)"""
+
+
+def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
+            plans: list[tuple[int, int, MemoryEstimate]]) -> list[dict[str, Any]]:
+    """The top candidates as dicts (columns of `fits` plus the cost columns), best first."""
+    where, args = _filters(request)
+    hits, values = [], []
+    for i, (gpus, nodes, est) in enumerate(plans):
+        hits.append(f"select {i} as plan_idx, * from {_fits_call(request, i)} where {where}")
+        values.append(f"({i}, $need_{i}, $storage_gb_{i}, $egress_gb_{i})")
+        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
+                     f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est)})
+    args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
+                precision=request.precision, as_of=request.as_of, hours=request.hours, runs=request.runs,
+                storage_hours=request.hours * request.runs, method=request.method, top=request.top)
+    sql = _COSTED_SQL.format(
+        plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY,
+        first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
+        hours_per_month=repr(HOURS_PER_MONTH),
+        best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
+        best_order=", ".join(f"best.{c.strip()}" for c in _ORDER.split(",")))
+    rel = con.execute(sql, args)
     cols = [d[0] for d in rel.description]
     return [dict(zip(cols, r)) for r in rel.fetchall()]
 
 
-def _storage_table(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, tuple[str, float]]]:
-    """provider -> region -> cheapest (class, usd_per_gb_month)."""
-    out: dict[str, dict[str, tuple[str, float]]] = {}
-    for provider, region, cls, usd in con.execute(
-            "select provider, region, storage_class, usd_per_gb_month from storage_prices "
-            "order by provider, region, usd_per_gb_month, storage_class").fetchall():
-        out.setdefault(provider, {}).setdefault(region, (cls, usd))
-    return out
+def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
+    """Disk the job keeps while it runs: data, base weights, kept checkpoints."""
+    return request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb
 
 
-def _egress_table(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
-    out: dict[str, dict[str, list[tuple[float, float | None, float]]]] = {}
-    for provider, region, start, end, usd in con.execute(
-            "select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
-            "where destination = 'internet' order by provider, region, tier_start_gb").fetchall():
-        out.setdefault(provider, {}).setdefault(region, []).append((start, end, usd))
-    return out
+def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
+    """What leaves the provider: the trained artifact, once per download."""
+    return est.artifact_gb * request.download_count
 
 
-def _storage_for(table: dict[str, dict[str, tuple[str, float]]], provider: str, region: str
-                 ) -> tuple[str | None, float, str]:
-    regions = table.get(provider) or {}
-    if region in regions:
-        cls, usd = regions[region]
-        return cls, usd, "region"
-    if regions:
-        cls, usd = min(regions.values(), key=lambda cu: (cu[1], cu[0]))
-        return cls, usd, "provider"
-    return None, 0.0, "none"
-
-
-def _egress_for(table: dict[str, dict[str, list[tuple[float, float | None, float]]]], provider: str,
-                region: str, gb: float) -> tuple[float, str]:
-    regions = table.get(provider) or {}
-    if region in regions:
-        return tiered_egress_cost(gb, regions[region]), "region"
-    if regions:  # no tiers for this region: the provider's most expensive region, never an underestimate
-        return max(tiered_egress_cost(gb, t) for t in regions.values()), "provider"
-    return 0.0, "none"
+def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> tuple[float, str] | None:
+    """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
+    where, args = _filters(request)
+    args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
+                precision=request.precision, as_of=request.as_of, need_0=0.0, gpus_0=1, nodes_0=1)
+    rows = con.execute(
+        f"select memory_gb_per_gpu, gpu_model from {_fits_call(request, 0)} where {where} "
+        "order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
+    return (rows[0][0], rows[0][1]) if rows else None
 
 
 # -- the recommender ------------------------------------------------------------------
@@ -404,32 +489,20 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     setup = request.setup()
     single, plans = _plans(con, request, setup)
     fresh, stale = _freshness(con, request)
-    storage = _storage_table(con)
-    egress = _egress_table(con)
-
-    chosen: dict[tuple[str, str, str, str, str], tuple[dict[str, Any], MemoryEstimate]] = {}
-    for gpus, nodes, est in plans:  # single plan first, then fewest nodes: first fit wins
-        for row in _fits(con, request, est.per_gpu_gb, gpus, nodes):
-            key = (row["provider"], row["region"], row["zone"], row["instance_type"], row["purchase_option"])
-            chosen.setdefault(key, (row, est))
+    rows = _ranked(con, request, plans)
+    considered = rows[0]["considered"] if rows else 0
 
     notes: list[str] = []
-    scored: list[tuple[tuple[Any, ...], Candidate]] = []
-    for row, est in chosen.values():
-        nodes = int(row["nodes"])
-        compute, billed = compute_cost(row["price_per_hour"], request.hours, request.runs,
-                                       row["granularity_s"], row["minimum_s"], nodes)
-        storage_gb = request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb
-        cls, usd_month, s_src = _storage_for(storage, row["provider"], row["region"])
-        storage_usd = storage_cost(storage_gb, usd_month, request.hours * request.runs)
-        egress_gb = est.artifact_gb * request.download_count
-        egress_usd, e_src = _egress_for(egress, row["provider"], row["region"], egress_gb)
+    top: list[Candidate] = []
+    for rank, row in enumerate(rows, start=1):
         cost = CostBreakdown(
-            compute_usd=compute, storage_usd=storage_usd, egress_usd=egress_usd, billed_seconds_per_run=billed,
-            granularity_s=int(row["granularity_s"]), minimum_s=int(row["minimum_s"]),
-            billing_source=row["billing_source"], storage_gb=storage_gb, storage_class=cls,
-            storage_usd_per_gb_month=usd_month, storage_source=s_src, egress_gb=egress_gb, egress_source=e_src)
+            compute_usd=row["compute_usd"], storage_usd=row["storage_usd"], egress_usd=row["egress_usd"],
+            billed_seconds_per_run=row["billed_s"], granularity_s=int(row["granularity_s"]),
+            minimum_s=int(row["minimum_s"]), billing_source=row["billing_source"], storage_gb=row["storage_gb"],
+            storage_class=row["storage_class"], storage_usd_per_gb_month=row["storage_usd_per_gb_month"],
+            storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
         flags, tier = _flags(row, request)
+        cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
         if s_src == "none":
             flags.append(f"no storage price for {row['provider']}: storage assumed free")
         elif s_src == "provider":
@@ -438,38 +511,18 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             flags.append(f"no egress price for {row['provider']}: egress assumed free")
         elif e_src == "provider":
             flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
-        cand = Candidate(
-            rank=0, provider=row["provider"], region=row["region"], zone=row["zone"],
+        top.append(Candidate(
+            rank=rank, provider=row["provider"], region=row["region"], zone=row["zone"],
             instance_type=row["instance_type"], purchase_option=row["purchase_option"],
             interruptible=bool(row["interruptible"]), interruption_risk=row["interruption_risk"],
             reliability=row["reliability"], gpu_model=row["gpu_model"], gpu_vendor=row["gpu_vendor"],
-            gpu_count=row["gpu_count"], nodes=nodes,
+            gpu_count=row["gpu_count"], nodes=int(row["nodes"]),
             plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],
             memory_source=row["memory_source"], usable_gb_per_gpu=row["usable_gb_per_gpu"],
-            need_gb_per_gpu=est.per_gpu_gb, interconnect=row["interconnect"],
-            precision_supported=bool(row["precision_supported"]), slow_path=tier > 0, price_per_hour=row["price_per_hour"],
-            price_per_gpu_hour=row["price_per_gpu_hour"], available=row["available"], cost=cost,
-            flags=tuple(flags))
-        sort_key = (tier, round(cost.total_usd, 6), row["price_per_hour"], row["provider"], row["region"],
-                    row["zone"], row["instance_type"], row["purchase_option"])
-        scored.append((sort_key, cand))
-    scored.sort(key=lambda kc: kc[0])
-    considered = len(scored)
-
-    ranked: list[Candidate] = []
-    if request.per_instance:
-        groups: dict[tuple[str, str, str], int] = {}
-        for _, cand in scored:
-            g = (cand.provider, cand.instance_type, cand.purchase_option)
-            if g in groups:
-                i = groups[g]
-                ranked[i] = replace(ranked[i], other_locations=ranked[i].other_locations + 1)
-            else:
-                groups[g] = len(ranked)
-                ranked.append(cand)
-    else:
-        ranked = [c for _, c in scored]
-    top = [replace(c, rank=i + 1) for i, c in enumerate(ranked[:request.top])]
+            need_gb_per_gpu=row["need_gb"], interconnect=row["interconnect"],
+            precision_supported=bool(row["precision_supported"]), slow_path=tier > 0,
+            price_per_hour=row["price_per_hour"], price_per_gpu_hour=row["price_per_gpu_hour"],
+            available=row["available"], cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
     notes.append(f"hours = {request.hours:g} per run on the machine chosen: throughput is not modelled, "
@@ -493,8 +546,7 @@ def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendReque
     if not fresh:
         return "nothing fits: no provider has a successful scrape within " \
                f"{request.max_age_hours:g} h (run `gpuledger refresh`, or raise --max-age-hours)"
-    offered = _fits(con, request, 0.0, 1, 1)  # every fresh offer that passes the filters
-    best = max(((r["memory_gb_per_gpu"], r["gpu_model"]) for r in offered), default=None)
+    best = _largest_on_offer(con, request)
     largest = (f"the largest GPU on offer is {best[1]} with {best[0]:.1f} GiB" if best
                else "no GPU is on offer within the filters")
     parts = [f"nothing fits: the job needs {single.per_gpu_gb:.1f} GiB on one GPU "
