@@ -843,13 +843,20 @@ def fetch_ec2(ctx: SourceContext, region: str) -> tuple[dict[str, InstanceSpecs]
 
     host = f"ec2.{region}.amazonaws.com"
     ec2 = ctx.boto_client("ec2", region, host, **_client_kwargs(ctx))
+    # Three independent page chains: walked side by side (a boto3 client is thread-safe), so the
+    # region costs its longest chain, not the sum of the three.
+    chains = {
+        "types": lambda: parse_instance_types(
+            ec2.get_paginator("describe_instance_types").paginate(Filters=_gpu_type_filters())),
+        "offerings": lambda: parse_offerings(ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone", Filters=_gpu_type_filters())),
+        "spot": lambda: parse_spot_history(ec2.get_paginator("describe_spot_price_history").paginate(
+            ProductDescriptions=["Linux/UNIX"], StartTime=datetime.now(timezone.utc), Filters=_gpu_type_filters())),
+    }
     try:
-        types = parse_instance_types(
-            ec2.get_paginator("describe_instance_types").paginate(Filters=_gpu_type_filters()))
-        offerings = parse_offerings(ec2.get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone", Filters=_gpu_type_filters()))
-        spot = parse_spot_history(ec2.get_paginator("describe_spot_price_history").paginate(
-            ProductDescriptions=["Linux/UNIX"], StartTime=datetime.now(timezone.utc), Filters=_gpu_type_filters()))
+        with ThreadPoolExecutor(max_workers=len(chains), thread_name_prefix=f"aws-ec2-{region}") as pool:
+            futures = {name: pool.submit(chain) for name, chain in chains.items()}
+            types, offerings, spot = (futures[n].result() for n in ("types", "offerings", "spot"))
     except (BotoCoreError, ClientError) as err:
         raise SourceError(f"aws: EC2 API in {region} failed: {err}") from scrubbed(err)
     except ResponseParserError as err:  # a cut or malformed XML answer (not a BotoCoreError)
@@ -928,15 +935,18 @@ def fetch(ctx: SourceContext) -> Batch:
                                "price list only; no EC2 facts, AZ offerings or spot prices")
 
         def one_region(region: str) -> RegionPayload:
-            publication = None
-            if use_api:
-                prices = fetch_prices_api(ctx, region)
-            else:
-                prices, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index)
-            payload = RegionPayload(region=region, prices=prices, publication=publication,
-                                    advisor=parse_spot_advisor(advisor_doc, region))
-            if use_ec2:
-                payload.specs, payload.offerings, payload.spot = fetch_ec2(ctx, region)
+            # The EC2 API answers (other hosts) are fetched while the price list streams.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-ec2-{region}") as side:
+                ec2 = side.submit(fetch_ec2, ctx, region) if use_ec2 else None
+                publication = None
+                if use_api:
+                    prices = fetch_prices_api(ctx, region)
+                else:
+                    prices, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index)
+                payload = RegionPayload(region=region, prices=prices, publication=publication,
+                                        advisor=parse_spot_advisor(advisor_doc, region))
+                if ec2 is not None:
+                    payload.specs, payload.offerings, payload.spot = ec2.result()
             return payload
 
         workers = int(ctx.setting("aws_concurrency", 4))
