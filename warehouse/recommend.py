@@ -319,6 +319,11 @@ def _fits_call(request: RecommendRequest, i: int) -> str:
 # those reach Python, whatever the size of `offers`.
 _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
            "granularity_s, minimum_s, precision_supported, gpu_vendor")
+# What a Candidate shows beyond the ranking's columns, read for the top N only.
+_WIDE = ", ".join(f"h.{c}" for c in (
+    "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_count", "gpu_variant_exact",
+    "gpu_architecture", "plan", "gpus_used", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
+    "interconnect", "price_per_gpu_hour", "available", "billing_source"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
@@ -367,7 +372,7 @@ totals as (
                  storage_gb * storage_usd_per_gb_month * $storage_hours / {hours_per_month} as storage_usd
           from costed)),
 {best}
-select h.*, best.* exclude ({narrow})
+select best.*, {wide}
 from best join hits h using (plan_idx, {key})
 order by {best_order}
 """
@@ -405,7 +410,7 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
                 precision=request.precision, as_of=request.as_of, hours=request.hours, runs=request.runs,
                 storage_hours=request.hours * request.runs, method=request.method, top=request.top)
     sql = _COSTED_SQL.format(
-        plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY,
+        plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
         first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
         hours_per_month=repr(HOURS_PER_MONTH),
         best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
