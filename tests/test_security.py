@@ -440,21 +440,27 @@ def planted(trap: Trap) -> bytes:
             f'<script>fetch("{trap.url}/inline"); new Image().src = "{trap.url}/beacon";</script>').encode()
 
 
-def test_plain_crawl_parses_html_and_never_runs_it(tmp_path: Path) -> None:
+def scrape_with_planted_traps(module: Any, provider: str, page_path: str) -> tuple[Any, Trap]:
+    """Scrape `provider`'s replayed page with scripts and an image planted in it that would call
+    the trap server if anything ran or fetched them."""
     trap = Trap()
 
     def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
-        if req.path != "/pricing" or ex is None:
+        if req.path != page_path or ex is None:
             return None
         return 200, dict(ex.headers), ex.body().replace(b"<body>", b"<body>" + planted(trap), 1)
 
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=["coreweave"], hook=hook)
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=[provider], hook=hook)
     server.start()
     try:
-        result = coreweave.scrape(replay_context(server, "coreweave"))
+        return module.scrape(replay_context(server, provider)), trap
     finally:
         server.close()
         trap.close()
+
+
+def test_plain_crawl_parses_html_and_never_runs_it(tmp_path: Path) -> None:
+    result, trap = scrape_with_planted_traps(coreweave, "coreweave", "/pricing")
     assert len(result.items) > 10  # the page was parsed...
     assert trap.hits == []  # ...and none of its scripts or images was run or fetched
     eff = result.status["effective"]
@@ -470,20 +476,7 @@ FORBIDDEN_BROWSER_FLAGS = ("--disable-web-security", "--remote-debugging", "--di
 
 
 def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_path: Path) -> None:
-    trap = Trap()
-
-    def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
-        if req.path != "/gpu-pricing" or ex is None:
-            return None
-        return 200, dict(ex.headers), ex.body().replace(b"<body>", b"<body>" + planted(trap), 1)
-
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=["hyperstack"], hook=hook)
-    server.start()
-    try:
-        result = hyperstack.scrape(replay_context(server, "hyperstack"))
-    finally:
-        server.close()
-        trap.close()
+    result, trap = scrape_with_planted_traps(hyperstack, "hyperstack", "/gpu-pricing")
     assert len(result.items) > 10  # rendered in Chromium, script and all...
     assert trap.hits == []  # ...but no request left the page's own host (scripts, images, fetches)
     eff = result.status["effective"]
