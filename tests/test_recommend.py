@@ -425,6 +425,24 @@ def test_install_macros_on_a_read_only_connection_is_temporary(tmp_path: Path) -
     again.close()
 
 
+def test_recommend_replaces_macros_left_by_an_older_version(warehouse: Path, tmp_path: Path, con) -> None:
+    import shutil
+
+    old = tmp_path / "old.duckdb"
+    shutil.copy(warehouse, old)
+    w = duckdb.connect(str(old))  # what an older gpuledger would have persisted: another fits()
+    w.execute("create or replace macro gpuledger_macros_version() as 'older'")
+    w.execute("create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := 36, headroom := 0.05, "
+              "train_precision := 'bf16', nodes := 1, as_of := NULL) as table select * from offers where false")
+    w.close()
+    plain = duckdb.connect(str(old), read_only=True)
+    try:
+        request = req(method="qlora", model="llama-2-7b")
+        assert names(recommend(plain, request)) == names(recommend(con, request)) != []
+    finally:
+        plain.close()
+
+
 # -- CLI -------------------------------------------------------------------------------
 
 @pytest.fixture

@@ -14,6 +14,7 @@ Formulas and assumptions: docs/recommender.md. Everything here only reads.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -33,25 +34,39 @@ SLOW_FP16_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal")
 # -- SQL macros -----------------------------------------------------------------
 
 def _is_read_only(con: duckdb.DuckDBPyConnection) -> bool:
-    row = con.execute(
-        "select readonly from duckdb_databases() where database_name = current_database()").fetchone()
-    return bool(row and row[0])
+    rows = con.execute(
+        "select readonly from duckdb_databases() where database_name = current_database()").fetchall()
+    return bool(rows and rows[0][0])
+
+
+MACROS_SQL = SQL_PATH.read_text()
+# Installed with the macros, so a connection that already has this very version skips the reinstall
+# (recommend() runs per request; re-creating the macros each time cost 5-9 ms).
+MACROS_VERSION = hashlib.sha256(MACROS_SQL.encode()).hexdigest()[:16]
 
 
 def install_macros(con: duckdb.DuckDBPyConnection, temporary: bool | None = None) -> None:
     """Create (or replace) the recommender's macros: billed_seconds, is_fast_interconnect,
-    fresh_providers, fits (warehouse/sql/recommend.sql).
+    fresh_providers, fits (warehouse/sql/recommend.sql), and gpuledger_macros_version().
 
     temporary=None: persisted in the warehouse file when `con` can write (the
     DuckDB CLI, pandas and polars then see them too), TEMP macros when it is
     read-only. Idempotent and cheap; call it right after opening the warehouse.
     """
-    sql = SQL_PATH.read_text()
+    sql = MACROS_SQL + f"\ncreate or replace macro gpuledger_macros_version() as '{MACROS_VERSION}';\n"
     if temporary is None:
         temporary = _is_read_only(con)
     if temporary:
         sql = sql.replace("create or replace macro", "create or replace temp macro")
     con.execute(sql)
+
+
+def macros_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when `con` sees this code's version of the macros (persisted or temporary)."""
+    try:
+        return con.execute("select gpuledger_macros_version()").fetchall()[0][0] == MACROS_VERSION
+    except duckdb.Error:  # not installed, or installed by an older gpuledger
+        return False
 
 
 # -- request and results ------------------------------------------------------------
@@ -490,7 +505,8 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
 
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
     """Rank the current offers that fit `request`, by the effective cost of the whole job."""
-    install_macros(con, temporary=True)
+    if not macros_current(con):
+        install_macros(con, temporary=True)
     setup = request.setup()
     single, plans = _plans(con, request, setup)
     fresh, stale = _freshness(con, request)
