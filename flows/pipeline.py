@@ -22,7 +22,8 @@ from adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from spiders import SPIDERS
 from warehouse.records import Batch
 from warehouse.store import (
-    AnomalyPolicy, LoadReport, ScrapeOutcome, WarehouseError, db_path, load_outcome, open_writer, root_cause, utcnow,
+    AnomalyPolicy, LoadReport, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome, open_writer,
+    prepare_loads, root_cause, utcnow,
 )
 
 log = logging.getLogger("gpuledger.refresh")
@@ -138,11 +139,14 @@ def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None
 
 def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
              policy: AnomalyPolicy) -> list[LoadReport]:
-    """The write window: open, merge each provider in its own transaction, close.
+    """The write window: prepare every provider's rows (warehouse.store.prepare_loads, before
+    the window), open, merge each provider in its own transaction (each commit logged to the
+    WAL), fold them into the file with one checkpoint, close.
 
     A warehouse that cannot be written (disk full, read-only file) raises WarehouseError
     naming the first cause; what was committed before stays, nothing else changes.
     """
+    prepared = prepare_loads(outcomes)  # deduplication and Arrow tables: no need to hold the lock for them
     try:
         con = open_writer(db)
     except WarehouseError:
@@ -150,10 +154,10 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
     except (duckdb.Error, OSError) as err:
         raise WarehouseError(f"cannot open {db_path(db)} for writing: {root_cause(err)}") from err
     try:
-        return [load_outcome(con, o, refresh_id, policy) for o in outcomes]
+        return [load_outcome(con, o, refresh_id, policy, prepared=p) for o, p in zip(outcomes, prepared)]
     finally:
         try:
-            con.close()
+            close_writer(con)  # the window's one checkpoint
         except duckdb.Error as err:  # a checkpoint that failed: the commits are safe in the WAL
             log.warning("closing %s: %s", db_path(db), root_cause(err))
 

@@ -16,8 +16,8 @@ from warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_write
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
-def batch(n: int, price: float) -> Batch:
-    b = Batch("aws")
+def batch(n: int, price: float, provider: str = "aws") -> Batch:
+    b = Batch(provider)
     for i in range(n):
         b.offer(str(i), {}, region="us-east-1", instance_type=f"t{i}", purchase_option="on_demand",
                 gpu_model="L4", gpu_name_reported="L4", gpu_vendor="NVIDIA", gpu_count=1,
@@ -107,4 +107,53 @@ def test_kill_9_mid_merge_leaves_the_previous_state(tmp_path: Path) -> None:
     assert con.execute("select * from offers order by instance_type").fetchall() == before
     assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
     assert con.execute("select count(*) from scrape_runs where refresh_id = 'killed'").fetchall() == [(0,)]
+    con.close()
+
+
+def _killed_in_second_merge(db: str) -> None:
+    """One write window, two providers: aws's merge commits (to the WAL: the window's one
+    checkpoint comes when it closes), then SIGKILL inside lambda's merge transaction."""
+    import warehouse.store as store
+
+    real_merge = store._merge
+
+    def dying_merge(con, spec, provider, *args, **kwargs):
+        result = real_merge(con, spec, provider, *args, **kwargs)
+        if provider == "lambda":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    store._merge = dying_merge
+    con = open_writer(db)
+    now = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    assert load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=batch(400, 3.0)), "window", now=now).ok
+    wal = Path(db + ".wal")
+    if not (wal.exists() and wal.stat().st_size > 0):  # the commit must be in the WAL only, or the test proves nothing
+        os._exit(3)
+    load_outcome(con, ScrapeOutcome("lambda", "replay", now, now, batch=batch(50, 2.0, "lambda")), "window", now=now)
+
+
+def test_kill_9_after_a_commit_keeps_it_and_loses_only_the_merge_in_flight(tmp_path: Path) -> None:
+    db = tmp_path / "k.duckdb"
+    seed(db)
+    proc = mp.get_context("spawn").Process(target=_killed_in_second_merge, args=(str(db),))
+    proc.start()
+    proc.join(120)
+    assert proc.exitcode == -signal.SIGKILL, f"exit code {proc.exitcode} (3: aws's commit did not stay in the WAL)"
+    assert Path(str(db) + ".wal").stat().st_size > 0  # aws's commit was never checkpointed
+    # A reader (read-only, so the WAL stays as it is) sees aws's commit and nothing of lambda's.
+    con = open_reader(db)
+    assert con.execute("select count(*), min(price_per_hour), max(price_per_hour) from offers where provider = 'aws'"
+                       ).fetchall() == [(400, 3.0, 3.0)]
+    assert con.execute("select count(*) from offers where provider = 'lambda'").fetchall() == [(0,)]
+    assert con.execute("select count(*) from offer_history where provider = 'lambda'").fetchall() == [(0,)]
+    runs = con.execute("select provider, state from scrape_runs where refresh_id = 'window'").fetchall()
+    assert runs == [("aws", "ok")]
+    assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
+    con.close()
+    con = open_writer(db)  # replays the WAL and checkpoints it into the file
+    assert con.execute("select count(*) from offers where provider = 'aws' and price_per_hour = 3.0"
+                       ).fetchall() == [(400,)]
+    assert con.execute("select count(*) from offer_history where provider = 'aws'").fetchall() == [(900,)]
+    assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
     con.close()

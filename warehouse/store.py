@@ -1,9 +1,10 @@
 """Opening the warehouse, and merging one provider's scrape into it.
 
 Design for readers (DuckDB lets one process hold a file for writing, and that
-lock also shuts out read-only openers): a refresh fetches every provider with
-the warehouse closed, then opens it for a short write window in which each
-provider's merge is one transaction, and closes it. Readers open read-only,
+lock also shuts out read-only openers): a refresh fetches every provider and
+prepares its rows (prepare_loads) with the warehouse closed, then opens it for a
+short write window in which each provider's merge is one transaction, committed
+to the WAL, and closes it with one checkpoint (close_writer). Readers open read-only,
 query, close, and retry for a while if they meet the writer's lock, so they
 always see the last committed state. A separate lock file keeps two refreshes
 from running at once.
@@ -12,7 +13,6 @@ from running at once.
 from __future__ import annotations
 
 import fcntl
-import gc
 import json
 import operator
 import os
@@ -27,6 +27,7 @@ from typing import Any, Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from warehouse import gpus
 from warehouse.recommend import install_macros
@@ -67,16 +68,52 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
             delay = min(delay * 1.5, 0.25)
 
 
+# The writer's commits go to the write-ahead log, and the window is folded into the database
+# file by one checkpoint when it closes (close_writer). DuckDB's defaults checkpoint at the
+# commit of any transaction estimated to write more than 100,000 (WAL) bytes, so each provider's
+# merge paid its own checkpoint, which rewrites the history columns its closing UPDATE touched
+# (1.5-3 s of a 100k-offer night). A commit is durable either way: DuckDB writes and fsyncs the
+# WAL at commit and replays it on the next open (read-only opens included), so a writer killed
+# after some providers' commits keeps exactly those. The limits stay finite: a window whose log
+# grows past WRITER_WAL_LIMIT still checkpoints on the way.
+WRITER_WAL_LIMIT = "1GB"
+WRITER_SETTINGS = (
+    "set auto_checkpoint_skip_wal_threshold = 1000000000000",
+    f"set checkpoint_threshold = '{WRITER_WAL_LIMIT}'",
+)
+
+
 def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
-    """Open for writing, upgrading the schema and the GPU reference tables."""
+    """Open for writing, upgrading the schema and the GPU reference tables.
+
+    Commits are logged to the WAL and checkpointed once, by close_writer (or by DuckDB when the
+    last connection closes): end a write window with close_writer.
+    """
     p = db_path(path)
     if p.parent and not p.parent.exists():
         p.parent.mkdir(parents=True, exist_ok=True)
     con = _connect_retrying(p, wait_s)
+    for statement in WRITER_SETTINGS:
+        con.execute(statement)
     migrate(con)
     sync_reference(con)
     install_macros(con)
     return con
+
+
+def checkpoint_window(con: duckdb.DuckDBPyConnection) -> None:
+    """Fold the write window's commits (in the WAL) into the database file: one checkpoint."""
+    con.execute("checkpoint")
+
+
+def close_writer(con: duckdb.DuckDBPyConnection) -> None:
+    """End a write window: one checkpoint, then close. If the checkpoint fails (a full disk),
+    the commits are still safe in the WAL, which the next open replays; the error is raised
+    after the connection is closed."""
+    try:
+        checkpoint_window(con)
+    finally:
+        con.close()
 
 
 def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S,
@@ -217,29 +254,41 @@ class LoadReport:
 def _records_table(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPyConnection) -> pa.Table:
     """Column-wise Arrow table in the current table's column order and types."""
     schema = con.sql(f"select {', '.join(spec.columns)} from {spec.table} limit 0").to_arrow_table().schema
-    # Fields straight from each record's __dict__ (a pydantic attribute lookup walks the class
-    # MRO first: ~0.3 us, x 33 columns x 100k records = 1 s), one row-wise pass (each record's
-    # dict is touched once, cache-friendly) and a C-level transpose; computed properties
-    # (price_per_gpu_hour) through getattr. The cyclic GC is paused meanwhile: the 100k
-    # short-lived tuples would set off collections that walk every live object, cycles of
-    # which these tuples cannot form.
     if not records:
         return pa.table({c: pa.array([], type=schema.field(c).type) for c in spec.columns})
+    # Fields straight from each record's __dict__ (a pydantic attribute lookup walks the class
+    # MRO first: ~0.3 us, x 33 columns x 100k records = 1 s), converted by pyarrow in one
+    # row-wise pass as a struct array (each record's dict is read once, in C, with borrowed
+    # references: no per-value tuples or refcount traffic, which is what cost at 3.3 M values
+    # spread over the heap: ~0.6 s per 100k offers with a tuple per record and a transpose,
+    # ~0.35 s this way), then split into its columns without a copy. Computed properties
+    # (price_per_gpu_hour) through getattr.
     stored = [c for c in spec.columns if c in vars(records[0])]
-    computed = [c for c in spec.columns if c not in stored]
-    gc_was_on = gc.isenabled()
-    gc.disable()
+    struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
+    columns = dict(zip(stored, struct.flatten()))
+    for c in spec.columns:
+        if c not in columns:
+            columns[c] = pa.array(list(map(operator.attrgetter(c), records)), type=schema.field(c).type)
+    return pa.table({c: columns[c] for c in spec.columns})
+
+
+def _table_if_keys_unique(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPyConnection) -> pa.Table | None:
+    """The records' Arrow table if no two of them share a key (the usual case, in which _dedupe
+    would return them as they are), else None. Only for specs whose key columns are all text,
+    where DuckDB's equality is Python's: a DISTINCT in DuckDB (~4 ms per 12k offers) instead of
+    a Python set of key tuples (~13 ms). A record that does not convert also gives None: the
+    records then take the _dedupe way and are converted again inside the transaction, where a
+    failure fails the provider's load as it always did."""
     try:
-        get = operator.itemgetter(*stored)
-        rows = [get(vars(r)) for r in records] if len(stored) > 1 else [(get(vars(r)),) for r in records]
-        values = dict(zip(stored, zip(*rows)))
-        del rows
-        for c in computed:
-            values[c] = list(map(operator.attrgetter(c), records))
+        table = _records_table(spec, records, con)
+    except Exception:  # see the docstring: reported by the conversion inside the transaction
+        return None
+    con.register("_keys", table.select(list(spec.key)))
+    try:
+        distinct = con.execute(f"select count(*) from (select distinct {', '.join(spec.key)} from _keys)").fetchall()
     finally:
-        if gc_was_on:
-            gc.enable()
-    return pa.table({c: pa.array(values[c], type=schema.field(c).type) for c in spec.columns})
+        con.unregister("_keys")
+    return table if distinct[0][0] == table.num_rows else None
 
 
 def _dedupe(records: list[Any], kind: str, quarantined: list[Quarantined], provider: str) -> list[Any]:
@@ -278,83 +327,95 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     (md5 of the struct cast to text, ~5 us a row). The current table is edited in
     place (changed and vanished rows deleted, new and changed rows inserted, the rest
     restamped), so a nightly load writes little more than what changed.
+
+    The stage (incoming rows joined to their current rows by key) answers every question
+    but one, by the invariant `warehouse.check` verifies: the open history versions are
+    exactly the current rows (same key, same content_hash). A row needs a new version iff
+    its current row is missing or has another hash; the vanished count is the current rows
+    the stage did not match. Only closing needs the history itself: one UPDATE whose scan
+    reads the provider's open versions (`valid_to IS NULL` lets DuckDB skip the row groups
+    holding only closed ones) and closes every one this scrape did not see unchanged.
     """
     stage = f"_stage_{spec.table}"
     p = {"p": provider}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
     con.register("_incoming", rows)
-    con.execute(
-        f"""create or replace temp table {stage} as
-            select s.*,
-                   case when o.content_hash is not null and {same} then o.content_hash
-                        else {_hash_expr(spec, 's')} end as content_hash,
-                   o.content_hash as current_hash, o.first_seen as current_first_seen
-            from _incoming s left join (select * from {spec.table} where provider = $p) o
-              on {_key_join(spec, 'o', 's')}""", p)
-    con.unregister("_incoming")
-    cur = f"(select * from {spec.table} where provider = $p)"
-    new, changed = con.execute(
-        f"select count(*) filter (where current_hash is null), count(*) filter (where current_hash <> content_hash) "
-        f"from {stage}").fetchall()[0]
-    closed = con.execute(
-        f"select count(*) from {cur} o where not exists (select 1 from {stage} s where {_key_join(spec, 'o', 's')})",
-        p).fetchall()[0][0]
+    try:
+        con.execute(
+            f"""create or replace temp table {stage} as
+                select s.*,
+                       case when o.content_hash is not null and {same} then o.content_hash
+                            else {_hash_expr(spec, 's')} end as content_hash,
+                       o.content_hash as current_hash, o.first_seen as current_first_seen
+                from _incoming s left join (select * from {spec.table} where provider = $p) o
+                  on {_key_join(spec, 'o', 's')}""", p)
+    finally:
+        con.unregister("_incoming")
+    new, changed, matched, current = con.execute(
+        f"select count(*) filter (where current_hash is null), count(*) filter (where current_hash <> content_hash), "
+        f"count(current_hash), (select count(*) from {spec.table} where provider = $p) from {stage}", p).fetchall()[0]
+    closed = current - matched  # keys are unique on both sides, so each current row matches at most once
     cols = ", ".join(spec.columns)
     s_cols = ", ".join(f"s.{c}" for c in spec.columns)
     args = {"p": provider, "now": now, "run": run_id}
-    # The provider's open versions, found in one narrow scan of the history.
-    con.execute(
-        f"""create or replace temp table _open as
-            select h.rowid as rid, {', '.join(f'h.{k}' for k in spec.key)}, h.content_hash
-            from {spec.history} h where h.provider = $p and h.valid_to is null""", p)
     # Close every open version that this scrape did not see unchanged.
     con.execute(
-        f"""update {spec.history} set valid_to = $now, closed_by_run_id = $run
-            where rowid in (select o.rid from _open o where not exists
-                            (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.content_hash = o.content_hash))""",
-        {"now": now, "run": run_id})
+        f"""update {spec.history} h set valid_to = $now, closed_by_run_id = $run
+            where h.provider = $p and h.valid_to is null and not exists
+                  (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.content_hash = h.content_hash)""",
+        args)
     # Open a version for every new or changed row.
     con.execute(
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
             select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s
-            where not exists (select 1 from _open o where {_key_join(spec, 'o', 's')} and o.content_hash = s.content_hash)""",
+            where s.current_hash is distinct from s.content_hash""",
         {"now": now, "run": run_id})
     # The current rows: drop vanished and changed ones, restamp unchanged ones (and their
     # untracked columns), insert new and changed ones keeping first_seen of rows seen before.
     con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
             (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.content_hash = o.content_hash)""", p)
-    untracked = "".join(f", {c} = s.{c}" for c in spec.attrs if c not in spec.tracked)
-    con.execute(
-        f"""update {spec.table} o set last_seen = $now, run_id = $run{untracked}
-            from {stage} s where o.provider = $p and {_key_join(spec, 's', 'o')} and s.content_hash = o.content_hash""",
-        args)
+    # What the delete left of the provider's rows is exactly the unchanged ones. They are
+    # restamped by a scan of the current table (untracked columns by a lookup in the stage),
+    # not by UPDATE ... FROM a join: a join hands DuckDB the row ids in its probe order, and
+    # updating rows scattered over the table (as a provider's unchanged rows are after a few
+    # nights of deletes and appends) in that order cost 10-20x more (~180 ms, not ~10 ms, per
+    # 12k offers).
+    untracked = "".join(
+        f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.content_hash = o.content_hash)"
+        for c in spec.attrs if c not in spec.tracked)
+    con.execute(f"update {spec.table} o set last_seen = $now, run_id = $run{untracked} where o.provider = $p", args)
     con.execute(
         f"""insert into {spec.table} ({cols}, content_hash, first_seen, last_seen, run_id)
             select {s_cols}, s.content_hash, coalesce(s.current_first_seen, $now), $now, $run from {stage} s
             where s.current_hash is distinct from s.content_hash""",
         {"now": now, "run": run_id})
-    con.execute(f"drop table {stage}; drop table _open")
+    con.execute(f"drop table {stage}")
     return new, changed, closed
 
 
-def last_good_run(con: duckdb.DuckDBPyConnection, provider: str) -> tuple[int, float | None] | None:
+def last_good_rows(con: duckdb.DuckDBPyConnection, provider: str) -> int | None:
+    """Rows loaded by the provider's last successful run; None before its first."""
     rows = con.execute(
         "select rows_loaded from scrape_runs where provider = ? and state = 'ok' order by finished_at desc, rowid desc limit 1",
         [provider]).fetchall()
-    if not rows:
-        return None
-    row = rows[0]
-    median = con.execute(
-        "select median(price_per_gpu_hour) from offers where provider = ?", [provider]).fetchall()[0][0]
-    return row[0], median
+    return rows[0][0] if rows else None
 
 
-def current_by_option(con: duckdb.DuckDBPyConnection, provider: str) -> dict[str, tuple[int, float | None]]:
-    """purchase option -> (rows, median price per GPU-hour) of the provider's current offers."""
-    return {option: (n, median) for option, n, median in con.execute(
-        "select purchase_option, count(*), median(price_per_gpu_hour) from offers where provider = ? group by 1",
-        [provider]).fetchall()}
+def current_prices(con: duckdb.DuckDBPyConnection,
+                   provider: str) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
+    """The median price per GPU-hour of the provider's current offers, and purchase option ->
+    (rows, median price per GPU-hour): one grouping-sets query."""
+    median: float | None = None
+    by_option: dict[str, tuple[int, float | None]] = {}
+    for option, total, n, m in con.execute(
+            "select purchase_option, grouping(purchase_option), count(*), median(price_per_gpu_hour) from offers "
+            "where provider = ? group by grouping sets ((purchase_option), ())", [provider]).fetchall():
+        if total:
+            median = m
+        else:
+            by_option[option] = (n, m)
+    return median, by_option
 
 
 def _moved(old: float | None, new: float, limit: float) -> float | None:
@@ -375,34 +436,42 @@ def _empty_reason(batch: Batch) -> str:
 
 
 def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch, policy: AnomalyPolicy,
-                    min_row_ratio: float | None = None) -> str | None:
+                    min_row_ratio: float | None = None, offers: pa.Table | None = None) -> str | None:
     """Why this batch must not replace the provider's current rows, or None.
 
     `min_row_ratio` is the source's own row-drop threshold (a module's ANOMALY_MIN_ROW_RATIO,
-    for sources whose row count follows live capacity); None means the policy's.
+    for sources whose row count follows live capacity); None means the policy's. `offers`, when
+    given, is batch.offers as _records_table made it: prices and options are read from its
+    columns (the same values, without a property call per record).
     """
     if not batch.offers:
         return _empty_reason(batch)
-    last = last_good_run(con, provider)
-    if last is None:
+    last_rows = last_good_rows(con, provider)
+    if last_rows is None:
         return None
-    last_rows, last_median = last
+    last_median, current = current_prices(con, provider)
     min_ratio = policy.min_row_ratio if min_row_ratio is None else min_row_ratio
     problems = []
     if last_rows and len(batch.offers) < min_ratio * last_rows:
         problems.append(
             f"row count dropped from {last_rows} to {len(batch.offers)} "
             f"(below {min_ratio:.0%} of the last good run)")
-    median = statistics.median(o.price_per_gpu_hour for o in batch.offers)
+    if offers is not None:
+        median = statistics.median(offers.column("price_per_gpu_hour").to_pylist())
+    else:
+        median = statistics.median(o.price_per_gpu_hour for o in batch.offers)
     moved = _moved(last_median, median, policy.max_median_ratio)
     if moved is not None:
         problems.append(
             f"median price per GPU-hour moved from {last_median:.4f} to {median:.4f} USD "
             f"(x{moved:.2f}, limit x{policy.max_median_ratio:g})")
-    current = current_by_option(con, provider)
     if len(current) > 1:  # with one option the checks above already said it all
         for option, (old_rows, old_median) in sorted(current.items()):
-            prices = [o.price_per_gpu_hour for o in batch.offers if o.purchase_option == option]
+            if offers is not None:
+                prices = offers.column("price_per_gpu_hour").filter(
+                    pc.equal(offers.column("purchase_option"), option)).to_pylist()
+            else:
+                prices = [o.price_per_gpu_hour for o in batch.offers if o.purchase_option == option]
             if old_rows >= policy.min_option_rows and len(prices) < min_ratio * old_rows:
                 problems.append(f"{option} rows dropped from {old_rows} to {len(prices)} "
                                 f"(below {min_ratio:.0%} of the current {option} offers)")
@@ -424,32 +493,89 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch,
         f" (if this is a real market move, rerun with --accept-anomaly {provider})"
 
 
+@dataclass
+class PreparedLoad:
+    """The part of a provider's load that needs no warehouse, done before the write window
+    opens (prepare_loads): the batch deduplicated (its lists replaced), the quarantine entries
+    gathered, and the offers' Arrow table when no two offers share a key. `error` is what
+    preparing raised, raised again by load_outcome where it would have raised it itself."""
+
+    quarantined: list[Quarantined] = field(default_factory=list)
+    offers: pa.Table | None = None
+    error: Exception | None = None
+
+
+def _prepare(outcome: ScrapeOutcome, con: duckdb.DuckDBPyConnection) -> PreparedLoad:
+    """Deduplicate and convert; `con` is only asked for column types and a DISTINCT."""
+    batch = outcome.batch
+    prepared = PreparedLoad(list(batch.quarantined) if batch else [])
+    if batch is not None:
+        if outcome.error is None and batch.offers:
+            prepared.offers = _table_if_keys_unique(OFFERS, batch.offers, con)
+        if prepared.offers is None:
+            batch.offers = _dedupe(batch.offers, "offer", prepared.quarantined, outcome.provider)
+        batch.egress = _dedupe(batch.egress, "egress", prepared.quarantined, outcome.provider)
+        batch.storage = _dedupe(batch.storage, "storage", prepared.quarantined, outcome.provider)
+    return prepared
+
+
+def prepare_loads(outcomes: Sequence[ScrapeOutcome]) -> list[PreparedLoad]:
+    """What load_outcome does before its transaction, for each outcome, without opening the
+    warehouse: deduplication and the records-to-Arrow conversion (~0.4 s of Python per 100k
+    offers) then happen before the write window, which holds the writer's lock (and keeps
+    every reader out) only for the SQL. Column types come from an in-memory database at the
+    current schema, which is the warehouse's once open_writer has migrated it."""
+    scratch = duckdb.connect()
+    try:
+        migrate(scratch)
+        prepared = []
+        for outcome in outcomes:
+            try:
+                prepared.append(_prepare(outcome, scratch))
+            except Exception as err:  # raised by load_outcome, before its transaction
+                prepared.append(PreparedLoad(error=err))
+        return prepared
+    finally:
+        scratch.close()
+
+
 def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh_id: str,
-                 policy: AnomalyPolicy | None = None, now: datetime | None = None) -> LoadReport:
-    """Merge one provider's scrape in one transaction, or record why it was not loaded."""
+                 policy: AnomalyPolicy | None = None, now: datetime | None = None,
+                 prepared: PreparedLoad | None = None) -> LoadReport:
+    """Merge one provider's scrape in one transaction, or record why it was not loaded.
+
+    `prepared`: this outcome's PreparedLoad from prepare_loads (a write window's loads are
+    prepared before it opens); without it the preparation is done here.
+    """
     policy = policy or AnomalyPolicy()
     now = now or utcnow()
     run_id = new_id(f"run-{outcome.provider}")
     report = LoadReport(outcome.provider, run_id, "failed", error=outcome.error)
     batch = outcome.batch
-    quarantined: list[Quarantined] = list(batch.quarantined) if batch else []
+    if prepared is None:
+        prepared = _prepare(outcome, con)
+    elif prepared.error is not None:
+        raise prepared.error
+    quarantined = prepared.quarantined
+    offers = prepared.offers
     if batch is not None:
-        batch.offers = _dedupe(batch.offers, "offer", quarantined, outcome.provider)
-        batch.egress = _dedupe(batch.egress, "egress", quarantined, outcome.provider)
-        batch.storage = _dedupe(batch.storage, "storage", quarantined, outcome.provider)
         report.rows_parsed = len(batch.offers) + sum(1 for q in quarantined if q.kind == "offer")
         report.rows_quarantined = len(quarantined)
     con.execute("begin transaction")
     try:
         if outcome.error is None and batch is not None:
-            reason = check_anomalies(con, outcome.provider, batch, policy, outcome.min_row_ratio)
+            # The offers' Arrow table first: the anomaly check reads its prices from it.
+            if offers is None and batch.offers:
+                offers = _records_table(OFFERS, batch.offers, con)
+            reason = check_anomalies(con, outcome.provider, batch, policy, outcome.min_row_ratio, offers)
             if reason:
                 report.error = reason
             else:
                 for spec, recs in ((OFFERS, batch.offers), (EGRESS, batch.egress), (STORAGE, batch.storage)):
                     if spec is not OFFERS and not recs:
                         continue  # a source without egress/storage data leaves those rows alone
-                    n, c, cl = _merge(con, spec, outcome.provider, _records_table(spec, recs, con), run_id, now)
+                    rows = offers if spec is OFFERS and offers is not None else _records_table(spec, recs, con)
+                    n, c, cl = _merge(con, spec, outcome.provider, rows, run_id, now)
                     if spec is OFFERS:
                         report.new, report.changed, report.closed = n, c, cl
                         _test_hold(outcome.provider)
