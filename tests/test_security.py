@@ -174,6 +174,16 @@ def echo(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
     return 403, {"Content-Type": "application/json"}, json.dumps(quoted).encode()
 
 
+def exported_and_stored(db: Path, export_dir: Path) -> str:
+    """Export a snapshot of the warehouse to `export_dir`, then return everything_written."""
+    con = open_reader(db, allow_files=True)
+    try:
+        export_snapshot(con, export_dir)
+    finally:
+        con.close()
+    return everything_written(db, export_dir)
+
+
 def everything_written(db: Path, export_dir: Path) -> str:
     """Every table of the warehouse as text, and every exported file's bytes."""
     con = duckdb.connect(str(db), read_only=True)
@@ -242,12 +252,7 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
     failed = [ScrapeOutcome(p, "live", utcnow(), utcnow(), error=describe_failure(p, e)) for p, e in errors]
     reports = load_all(db, outcomes + failed, "canary", AnomalyPolicy())
     assert [r.state for r in reports[: len(outcomes)]] == ["ok"] * len(outcomes)
-    con = open_reader(db, allow_files=True)
-    try:
-        export_snapshot(con, tmp_path / "export")
-    finally:
-        con.close()
-    written = everything_written(db, tmp_path / "export")
+    written = exported_and_stored(db, tmp_path / "export")
     assert "403" in written  # the failures were recorded...
     assert not leaks(written), leaks(written)  # ...without what the servers quoted back
     assert captured_logs.lines, "nothing was logged: the capture is not working"
@@ -298,12 +303,7 @@ def test_canaries_stay_out_of_the_flow_artifact_logs_and_recording(monkeypatch: 
     assert not leaks("\n".join(artifacts)), artifacts
     assert not leaks("\n".join(stored_logs)), [m for m in stored_logs if leaks(m)][:3]
     assert not leaks(json.dumps(summary))
-    con = open_reader(db, allow_files=True)
-    try:
-        export_snapshot(con, tmp_path / "export")
-    finally:
-        con.close()
-    written = everything_written(db, tmp_path / "export")
+    written = exported_and_stored(db, tmp_path / "export")
     for path in rec.rglob("*"):
         if path.is_file():
             written += path.read_bytes().decode("latin-1")
