@@ -187,27 +187,18 @@ def _csv_row_to_price(r: dict[str, str], region: str) -> PriceRow | None:
     )
 
 
-def _is_on_demand_line(line: str) -> bool:
-    """Cheap test of the 4th field (TermType) before the CSV parser sees the line.
-
-    Reserved terms are ~80% of the file. SKU, OfferTermCode and RateCode never
-    hold commas, so the 4th comma-separated piece is TermType. ("OnDemand"
-    alone is no test: the MarketOption column says it on reserved rows too.)
-    """
-    parts = line.split(",", 4)
-    return len(parts) > 4 and parts[3] == '"OnDemand"'
-
-
-# Bytes form of `_is_on_demand_line`: a 4th comma-separated piece of exactly "OnDemand",
-# followed by a 4th comma. As a compiled pattern, `filter(_ON_DEMAND_LINE.match, lines)`
-# tests a line without running Python bytecode for it (~80% of lines are Reserved).
+# Cheap test of the 4th field (TermType) before any CSV parsing: Reserved terms are ~80% of the
+# file. SKU, OfferTermCode and RateCode never hold commas, so the 4th comma-separated piece is
+# TermType, and it must be exactly "OnDemand" ("OnDemand" alone is no test: the MarketOption
+# column says it on reserved rows too). As a compiled pattern, `filter(_ON_DEMAND_LINE.match,
+# lines)` tests a line without running Python bytecode for it.
 _ON_DEMAND_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,"OnDemand",')
 _SPLIT_AT_BYTES = 128 << 10  # raw bytes split into lines at once: small enough to stay in the CPU cache
 _PARSE_AT_BYTES = 4 << 20  # kept (OnDemand) bytes handed to the CSV parser at once
 
 
 def _on_demand_lines(lines: list[bytes]) -> list[bytes]:
-    """The lines that pass `_is_on_demand_line`, as bytes."""
+    """The lines whose TermType is OnDemand (`_ON_DEMAND_LINE`)."""
     return list(filter(_ON_DEMAND_LINE.match, lines))
 
 

@@ -133,7 +133,7 @@ def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None
     if result is not None:
         return ScrapeOutcome(plan.provider, plan.mode, result.started_at, result.finished_at, batch=result.batch,
                              requests=result.requests, provider_facts=result.facts,
-                             min_row_ratio=getattr(result, "min_row_ratio", None))
+                             min_row_ratio=result.min_row_ratio)
     return ScrapeOutcome(plan.provider, plan.mode, started, utcnow(), error=error)
 
 

@@ -320,9 +320,16 @@ def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
 
 
 def _fits_call(request: RecommendRequest, i: int) -> str:
-    """One `fits` call for plan i; its need, GPU and node counts are parameters $need_i, $gpus_i, $nodes_i."""
+    """One `fits` call for plan i; its need, GPU and node counts are parameters $need_i, $gpus_i,
+    $nodes_i, the request's own ones come from _fits_params."""
     return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
             f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of)")
+
+
+def _fits_params(request: RecommendRequest) -> dict[str, Any]:
+    """The parameters every _fits_call of a request shares."""
+    return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
+            "precision": request.precision, "as_of": request.as_of}
 
 
 # The ranking, in one statement: each plan's fitting offers (single-GPU plan first, then fewest
@@ -394,7 +401,7 @@ order by {best_order}
 # An offer fits several plans: it keeps the first (single-GPU, then fewest nodes).
 _FIRST_PLAN_ONLY = f"qualify row_number() over (partition by {_KEY} order by plan_idx) = 1"
 # Every place of an instance type and purchase option: the cheapest stands for them all.
-_BEST_PER_INSTANCE = f"""grouped as (
+_BEST_PER_INSTANCE = """grouped as (
     select arg_min(t, (t.tier, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
            count(*) - 1 as other_locations,
            sum(count(*)) over () as considered
@@ -421,8 +428,7 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
         values.append(f"({i}, $need_{i}, $storage_gb_{i}, $egress_gb_{i})")
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
                      f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est)})
-    args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
-                precision=request.precision, as_of=request.as_of, hours=request.hours, runs=request.runs,
+    args.update(_fits_params(request), hours=request.hours, runs=request.runs,
                 storage_hours=request.hours * request.runs, method=request.method, top=request.top)
     sql = _COSTED_SQL.format(
         plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
@@ -448,8 +454,7 @@ def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
 def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> tuple[float, str] | None:
     """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
     where, args = _filters(request)
-    args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
-                precision=request.precision, as_of=request.as_of, need_0=0.0, gpus_0=1, nodes_0=1)
+    args.update(_fits_params(request), need_0=0.0, gpus_0=1, nodes_0=1)
     rows = con.execute(
         f"select memory_gb_per_gpu, gpu_model from {_fits_call(request, 0)} where {where} "
         "order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
