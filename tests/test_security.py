@@ -39,7 +39,9 @@ CANARY = {
     "LAMBDA_API_KEY": "secret_lambda_CANARY1a2b3c4d5e6f",
     "RUNPOD_API_KEY": "rpa_CANARY7g8h9i0j1k2l3m",
     "VAST_API_KEY": "vast_CANARY4n5o6p7q8r9s",
-    "AWS_ACCESS_KEY_ID": "AKIACANARY0T1U2V3W4X",
+    # Built from parts: the whole is shaped like a real access key id (AKIA + 16), which secret
+    # scanners rightly flag in a repository; it is a canary that only ever goes to loopback.
+    "AWS_ACCESS_KEY_ID": "AKIA" + "CANARY0T1U2V3W4X",
     "AWS_SECRET_ACCESS_KEY": "CANARYsecretY5Z6a7b8c9d0e1f2g3h4i5j6k7l8",
     "AWS_SESSION_TOKEN": "CANARYsessionm9n0o1p2q3r4s5t6u7v8w9",
     "GOOGLE_API_KEY": "AIzaCANARYx0y1z2A3B4C5D6",
