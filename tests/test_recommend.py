@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from warehouse.schema import migrate
-import pytest
 import typer
 from typer.testing import CliRunner
 
 from flows.recommend_cli import register
 from warehouse.recommend import (
-    RecommendRequest, billed_seconds, compute_cost, install_macros, recommend, storage_cost, tiered_egress_cost,
+    RecommendRequest, _best_first, billed_seconds, compute_cost, install_macros, recommend, storage_cost,
+    tiered_egress_cost,
 )
 from warehouse.records import Batch
 from warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
@@ -385,6 +389,84 @@ def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> No
     con.close()
 
 
+# -- the offer facts a connection keeps, and the ranking over them ----------------------------
+
+def test_read_only_connection_builds_its_offer_facts_once(warehouse: Path, monkeypatch) -> None:
+    import warehouse.offer_facts as facts_module
+
+    builds = []
+    real_build = facts_module._build
+    monkeypatch.setattr(facts_module, "_build", lambda c: builds.append(c) or real_build(c))
+    con = open_reader(warehouse)
+    first = recommend(con, req(method="qlora", model="llama-2-7b"))
+    again = recommend(con, req(method="full", model="llama-3-8b", spot=True))
+    assert len(builds) == 1 and first.candidates and again.candidates
+    # every current offer: 16 persec, 2 perhour, 2 stalecloud
+    assert con.execute("select count(*) from temp.gpuledger_offer_facts").fetchone()[0] == 20
+    other = open_reader(warehouse)  # another connection keeps its own
+    assert names(recommend(other, req(method="qlora", model="llama-2-7b"))) == names(first)
+    assert len(builds) == 2
+    con.close()
+    other.close()
+
+
+def test_writable_connection_ranks_its_latest_writes(tmp_path: Path) -> None:
+    con = open_writer(tmp_path / "w.duckdb")
+    load(con, perhour(), "perhour", T0, facts("perhour", 3600, 3600))
+    before = recommend(con, req(method="qlora", model="llama-2-7b"))
+    assert names(before)[0] == "perhour/4090.1/on_demand"
+    cheaper = Batch("perhour")
+    add(cheaper, "4090.1", "RTX-4090", 1, 23.99, 0.35, region="ca-1")
+    add(cheaper, "3090.1", "RTX-3090", 1, 23.99, 0.19, region="ca-1")
+    load(con, cheaper, "perhour", T0 + timedelta(minutes=10), facts("perhour", 3600, 3600))
+    after = recommend(con, req(method="qlora", model="llama-2-7b"))
+    assert names(after) == ["perhour/3090.1/on_demand", "perhour/4090.1/on_demand"]  # a100.1 is gone
+    assert after.candidates[0].cost.compute_usd == pytest.approx(6 * 0.19)
+    # Nothing is left in the connection between requests.
+    assert con.execute("select count(*) from duckdb_tables() where table_name = 'gpuledger_offer_facts'"
+                       ).fetchone()[0] == 0
+    con.close()
+
+
+def test_equal_costs_are_ordered_by_region_then_zone(tmp_path: Path) -> None:
+    """Ties in total and price go to the key's text order: the region, then the zone."""
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("ties")
+    for region, zone in [("us-west-2", ""), ("eu-west-1", "eu-west-1b"), ("eu-west-1", "eu-west-1a"),
+                         ("ap-south-1", "")]:
+        add(b, "l4.1", "L4", 1, 22.352, 0.80, region=region, zone=zone, billing_granularity_s=1, minimum_charge_s=0)
+    add(b, "l4.same", "L4", 1, 22.352, 0.80, region="zz-last-1", billing_granularity_s=1, minimum_charge_s=0)
+    load(con, b, "ties", T0, facts("ties", 1, 0))
+    every = recommend(con, req(method="qlora", model="llama-2-7b", per_instance=False))
+    assert [(c.instance_type, c.region, c.zone) for c in every.candidates] == [
+        ("l4.1", "ap-south-1", ""), ("l4.1", "eu-west-1", "eu-west-1a"), ("l4.1", "eu-west-1", "eu-west-1b"),
+        ("l4.1", "us-west-2", ""), ("l4.same", "zz-last-1", "")]
+    grouped = recommend(con, req(method="qlora", model="llama-2-7b"))
+    assert [(c.instance_type, c.region, c.other_locations) for c in grouped.candidates] == [
+        ("l4.1", "ap-south-1", 3), ("l4.same", "zz-last-1", 0)]
+    assert grouped.considered == 5
+    con.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.booleans(), st.integers(0, 6), st.integers(0, 3), st.integers(0, 5)),
+                     min_size=1, max_size=400),
+       top=st.integers(1, 30), grouped=st.booleans())
+def test_best_first_is_exactly_the_head_of_the_full_sort(rows, top, grouped) -> None:
+    """_best_first only sorts a prefix of the rows; it must return what sorting all of them
+    (slow, total, price, pos) and keeping each group's first row returns, ties included."""
+    slow = np.array([r[0] for r in rows])
+    total = np.array([r[1] / 4 for r in rows], dtype=float)  # many exact ties
+    price = np.array([r[2] / 2 for r in rows], dtype=float)
+    groups = np.array([r[3] for r in rows]) if grouped else None
+    pos = np.random.default_rng(len(rows)).permutation(len(rows) * 3)[: len(rows)]
+    full = sorted(range(len(rows)), key=lambda i: (slow[i], total[i], price[i], pos[i]))
+    if grouped:
+        seen: set[int] = set()
+        full = [i for i in full if not (groups[i] in seen or seen.add(groups[i]))]
+    assert _best_first(slow, total, price, pos, groups, top).tolist() == full[:top]
+
+
 # -- SQL macro -------------------------------------------------------------------------
 
 def test_fits_macro_gives_the_same_candidate_set(con) -> None:
@@ -401,6 +483,19 @@ def test_fits_macro_gives_the_same_candidate_set(con) -> None:
                        [NOW]).fetchall()
     assert rows == [("a100.8", "sharded", 8), ("b200.8", "sharded", 8), ("h100.8", "sharded", 8),
                     ("h200.8", "sharded", 8)]
+    # The recommender's plans are fits()'s: an offer takes the single-GPU plan when it fits it
+    # (h200.8, b200.8: 141 and 179 GiB per GPU), else the sharded one, labelled as fits() labels it.
+    full = recommend(con, req(method="full", model="llama-3-8b", spot=True, top=1000, per_instance=False))
+    shown = {(c.provider, c.region, c.zone, c.instance_type, c.purchase_option, c.plan, c.gpus_used,
+              c.usable_gb_per_gpu) for c in full.candidates}
+    fits_rows = "select provider, region, zone, instance_type, purchase_option, plan, gpus_used, usable_gb_per_gpu " \
+                "from fits(?, gpus := ?, spot := true, as_of := ?)"
+    single = set(con.execute(fits_rows, [full.estimate.per_gpu_gb, 1, NOW]).fetchall())
+    sharded = {r for r in con.execute(fits_rows, [full.sharded_estimates[8].per_gpu_gb, 8, NOW]).fetchall()
+               if r[:5] not in {s[:5] for s in single}}
+    assert {r[3] for r in single} == {"h200.8", "b200.8", "mi300x.8"}
+    assert {r[3] for r in sharded} == {"a100.8", "h100.8"}
+    assert shown == single | sharded
 
 
 def test_persisted_macros_serve_plain_duckdb_users(warehouse: Path) -> None:

@@ -37,71 +37,99 @@ create or replace macro fresh_providers(max_age_hours := 36, as_of := NULL) as t
     from ok, ref
     where ok.last_ok >= ref.t0 - to_seconds(ref.max_age * 3600.0);
 
--- Current offers that fit a job needing vram_gb GiB on each GPU.
+-- Every current offer with what matching and costing derive from the
+-- reference tables, whatever the request and the providers' freshness:
+--   memory_gb_per_gpu  gpu_memory_gb as the source reports it (GiB), not the
+--                      marketed figure; when a source gave none, the marketed
+--                      figure read as decimal GB (x 10^9 / 2^30), flagged
+--                      memory_source = 'nominal'
+--   fast_interconnect  is_fast_interconnect(interconnect)
+--   gpu_bf16, gpu_architecture, gpu_segment  from gpu_models (precision_ok)
+--   granularity_s, minimum_s, billing_source  the offer's billing increment
+--                      and minimum charge, else the provider's, else per hour
+-- `fits` builds on it; the recommender keeps a copy per read-only connection.
+create or replace macro offer_facts() as table
+    select o.*,
+           o.purchase_option <> 'on_demand' as interruptible,
+           coalesce(o.gpu_memory_gb,
+                    coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
+               as memory_gb_per_gpu,
+           case when o.gpu_memory_gb is not null then 'reported' else 'nominal' end as memory_source,
+           is_fast_interconnect(o.interconnect) as fast_interconnect,
+           g.bf16 as gpu_bf16,
+           g.architecture as gpu_architecture,
+           g.segment as gpu_segment,
+           coalesce(o.billing_granularity_s, p.billing_granularity_s, 3600) as granularity_s,
+           coalesce(o.minimum_charge_s, p.minimum_charge_s, 0) as minimum_s,
+           case when o.billing_granularity_s is not null then 'offer'
+                when p.billing_granularity_s is not null then 'provider'
+                else 'assumed' end as billing_source
+    from offers o
+    left join providers p on p.provider = o.provider
+    left join gpu_models g on g.gpu_model = o.gpu_model;
+
+-- True when a GPU has a fast path for training in train_precision
+-- ('bf16' | 'fp16' | 'fp32'): BF16 needs the hardware type (Ampere and later),
+-- FP16 tensor cores start with Volta; FP32 runs everywhere.
+create or replace macro precision_ok(train_precision, gpu_bf16, gpu_architecture) as
+    case train_precision
+        when 'bf16' then coalesce(gpu_bf16, false)
+        when 'fp16' then coalesce(gpu_architecture not in ('Kepler', 'Maxwell', 'Pascal'), false)
+        else true
+    end;
+
+-- The one definition of "fits", used by `fits` and by the recommender: an
+-- offer fits a plan needing vram_gb GiB on each GPU when its usable memory
+-- (memory_gb_per_gpu x (1 - headroom)) is at least vram_gb, and
+--   gpus 1, nodes 1  single-GPU plan: the whole job on one GPU (or one
+--                    slice: fractional gpu_count, whose memory is the slice)
+--   gpus n > 1       sharded over exactly n GPUs: gpu_count * nodes = n, whole
+--                    GPUs only, a fast interconnect on multi-GPU nodes, and an
+--                    RDMA fabric (multinode_fabric) when nodes > 1
+-- Never NULL: an offer without a memory figure does not fit.
+create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, multinode_fabric,
+                               vram_gb, gpus, nodes, headroom) as
+    coalesce(memory_gb_per_gpu * (1 - headroom) >= vram_gb
+             and case when gpus <= 1 and nodes <= 1 then true
+                      else gpu_count >= 1 and gpu_count * nodes = gpus
+                           and (gpu_count = 1 or fast_interconnect)
+                           and (nodes = 1 or multinode_fabric is not null)
+                 end, false);
+
+-- Current offers that fit a job needing vram_gb GiB on each GPU: offers of
+-- fresh providers (fresh_providers) that fit_ok the plan, on-demand unless spot.
 --
 --   vram_gb        memory the job needs per GPU, GiB (warehouse.memory: per_gpu.total_gb)
---   gpus           1: single-GPU plan, the whole job on one GPU (or one slice:
---                  fractional gpu_count, whose gpu_memory_gb is the slice);
---                  n > 1: a plan sharded over exactly n GPUs: gpu_count * nodes = n,
---                  whole GPUs only, and a fast interconnect (is_fast_interconnect)
---                  on multi-GPU nodes
+--   gpus, nodes    the plan: 1 GPU, or sharded over exactly `gpus` GPUs on `nodes` machines
+--                  (nodes > 1 needs an RDMA fabric: multinode_fabric)
 --   spot           false: on-demand only; true: spot / low_priority / interruptible
 --                  too, flagged by the `interruptible` column, never unmarked
 --   max_age_hours  freshness limit on the provider's last successful scrape
 --   headroom       fraction of each GPU's memory left free (allocator
 --                  fragmentation, driver reservations): usable = memory * (1 - headroom)
---   train_precision 'bf16' | 'fp16' | 'fp32': sets precision_supported
---   nodes          machines per plan (> 1 needs an RDMA fabric: multinode_fabric)
+--   train_precision 'bf16' | 'fp16' | 'fp32': sets precision_supported (precision_ok)
 --   as_of          the time freshness is judged at (default now())
 --
--- Memory per GPU is gpu_memory_gb as the source reports it (GiB), not the
--- marketed figure; when a source gave none, the marketed figure read as
--- decimal GB (x 10^9 / 2^30), flagged memory_source = 'nominal'.
+-- Columns: those of offer_facts, plus provider_last_ok, precision_supported,
+-- usable_gb_per_gpu, need_gb_per_gpu, plan ('single' | 'sharded'), gpus_used,
+-- nodes and plan_price_per_hour.
 --
 --   select provider, instance_type, region, purchase_option, price_per_hour, usable_gb_per_gpu
 --   from fits(46.2, spot := true) where region like 'us-%' order by price_per_hour limit 10;
 --   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
 create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := 36, headroom := 0.05,
                              train_precision := 'bf16', nodes := 1, as_of := NULL) as table
-    with cand as (
-        select o.*,
-               f.last_ok as provider_last_ok,
-               o.purchase_option <> 'on_demand' as interruptible,
-               coalesce(o.gpu_memory_gb,
-                        coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
-                   as memory_gb_per_gpu,
-               case when o.gpu_memory_gb is not null then 'reported' else 'nominal' end as memory_source,
-               is_fast_interconnect(o.interconnect) as fast_interconnect,
-               case train_precision
-                   when 'bf16' then coalesce(g.bf16, false)
-                   when 'fp16' then coalesce(g.architecture not in ('Kepler', 'Maxwell', 'Pascal'), false)
-                   else true
-               end as precision_supported,
-               g.architecture as gpu_architecture,
-               g.segment as gpu_segment,
-               coalesce(o.billing_granularity_s, p.billing_granularity_s, 3600) as granularity_s,
-               coalesce(o.minimum_charge_s, p.minimum_charge_s, 0) as minimum_s,
-               case when o.billing_granularity_s is not null then 'offer'
-                    when p.billing_granularity_s is not null then 'provider'
-                    else 'assumed' end as billing_source
-        from offers o
-        join fresh_providers(max_age_hours := max_age_hours, as_of := as_of) f on f.provider = o.provider
-        left join providers p on p.provider = o.provider
-        left join gpu_models g on g.gpu_model = o.gpu_model
-    )
-    select cand.*,
-           memory_gb_per_gpu * (1 - headroom) as usable_gb_per_gpu,
+    select o.*,
+           f.last_ok as provider_last_ok,
+           precision_ok(train_precision, o.gpu_bf16, o.gpu_architecture) as precision_supported,
+           o.memory_gb_per_gpu * (1 - headroom) as usable_gb_per_gpu,
            vram_gb as need_gb_per_gpu,
            case when gpus <= 1 and nodes <= 1 then 'single' else 'sharded' end as plan,
-           case when gpus <= 1 and nodes <= 1 then least(gpu_count, 1) else gpus end as gpus_used,
+           case when gpus <= 1 and nodes <= 1 then least(o.gpu_count, 1) else gpus end as gpus_used,
            nodes as nodes,
-           price_per_hour * nodes as plan_price_per_hour
-    from cand
-    where (spot or purchase_option = 'on_demand')
-      and memory_gb_per_gpu is not null
-      and memory_gb_per_gpu * (1 - headroom) >= vram_gb
-      and case when gpus <= 1 and nodes <= 1 then true
-               else gpu_count >= 1 and gpu_count * nodes = gpus
-                    and (gpu_count = 1 or fast_interconnect)
-                    and (nodes = 1 or multinode_fabric is not null)
-          end;
+           o.price_per_hour * nodes as plan_price_per_hour
+    from offer_facts() o
+    join fresh_providers(max_age_hours := max_age_hours, as_of := as_of) f on f.provider = o.provider
+    where (spot or o.purchase_option = 'on_demand')
+      and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect, o.multinode_fabric,
+                 vram_gb, gpus, nodes, headroom);
