@@ -13,6 +13,7 @@ from running at once.
 from __future__ import annotations
 
 import fcntl
+import gc
 import json
 import operator
 import os
@@ -263,12 +264,22 @@ def _records_table(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPy
     # spread over the heap: ~0.6 s per 100k offers with a tuple per record and a transpose,
     # ~0.35 s this way), then split into its columns without a copy. Computed properties
     # (price_per_gpu_hour) through getattr.
+    # The cyclic garbage collector is paused meanwhile: the conversion allocates ~100k objects
+    # per 100k offers (the computed floats), enough to start full collections that walk every
+    # record on the heap, which doubled the conversion's time (0.76 s instead of 0.32 s). Nothing
+    # made here is cyclic.
     stored = [c for c in spec.columns if c in vars(records[0])]
-    struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
-    columns = dict(zip(stored, struct.flatten()))
-    for c in spec.columns:
-        if c not in columns:
-            columns[c] = pa.array(list(map(operator.attrgetter(c), records)), type=schema.field(c).type)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
+        columns = dict(zip(stored, struct.flatten()))
+        for c in spec.columns:
+            if c not in columns:
+                columns[c] = pa.array(list(map(operator.attrgetter(c), records)), type=schema.field(c).type)
+    finally:
+        if collecting:
+            gc.enable()
     return pa.table({c: columns[c] for c in spec.columns})
 
 
