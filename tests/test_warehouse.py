@@ -78,6 +78,22 @@ def test_new_changed_closed_and_history(con) -> None:
     assert all(r.ok for r in run_checks(con))
 
 
+def test_a_fingerprint_collision_cannot_hide_a_change(con, monkeypatch) -> None:
+    """Change is decided by comparing columns, never fingerprints: with every new or changed row
+    given the same content_hash, a price change still closes the old version and opens a new one."""
+    import warehouse.store as store
+
+    monkeypatch.setattr(store, "_hash_expr", lambda spec, alias="": "'same-for-all'")
+    load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 21.957642}, 0)
+    r = load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 19.5}, 1)
+    assert (r.new, r.changed, r.closed) == (0, 1, 0)
+    assert current(con) == [("p4d.24xlarge", 19.5), ("p5.48xlarge", 55.04)]
+    assert con.execute("select instance_type, price_per_hour, valid_to is null from offer_history "
+                       "order by 1, 2").fetchall() == [
+        ("p4d.24xlarge", 19.5, True), ("p4d.24xlarge", 21.957642, False), ("p5.48xlarge", 55.04, True)]
+    assert all(r.ok for r in run_checks(con))
+
+
 def test_rerun_is_idempotent(con) -> None:
     prices = {"p5.48xlarge": 55.04, "g5.xlarge": 1.006}
     load(con, "aws", prices, 0)
