@@ -666,7 +666,8 @@ def _test_hold(provider: str) -> None:
         return
     _test_held = True
     hold = Path(folder)
-    (hold / "merging").write_text(f"{os.getpid()} {provider}")
+    (hold / "merging.part").write_text(f"{os.getpid()} {provider}")
+    os.replace(hold / "merging.part", hold / "merging")  # whole or absent: the test polls for it
     deadline = time.monotonic() + 120
     while not (hold / "release").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
