@@ -22,8 +22,8 @@ from adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from spiders import SPIDERS
 from warehouse.records import Batch
 from warehouse.store import (
-    AnomalyPolicy, LoadReport, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome, open_writer,
-    prepare_loads, root_cause, utcnow,
+    AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
+    open_writer, prepare_loads, root_cause, utcnow,
 )
 
 log = logging.getLogger("gpuledger.refresh")
@@ -138,15 +138,17 @@ def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None
 
 
 def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
-             policy: AnomalyPolicy) -> list[LoadReport]:
-    """The write window: prepare every provider's rows (warehouse.store.prepare_loads, before
-    the window), open, merge each provider in its own transaction (each commit logged to the
-    WAL), fold them into the file with one checkpoint, close.
+             policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None) -> list[LoadReport]:
+    """The write window: every provider's rows prepared (`prepared`, one per outcome, from
+    warehouse.store.LoadPreparer; prepared here when not given), open, merge each provider in
+    its own transaction (each commit logged to the WAL), fold them into the file with one
+    checkpoint, close.
 
     A warehouse that cannot be written (disk full, read-only file) raises WarehouseError
     naming the first cause; what was committed before stays, nothing else changes.
     """
-    prepared = prepare_loads(outcomes)  # deduplication and Arrow tables: no need to hold the lock for them
+    if prepared is None:
+        prepared = prepare_loads(outcomes)  # deduplication and Arrow tables: no need to hold the lock for them
     try:
         con = open_writer(db)
     except WarehouseError:

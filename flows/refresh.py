@@ -24,7 +24,7 @@ from flows.pipeline import (
     plans_for, resolve_providers,
 )
 from flows.changes import moves_markdown, refresh_price_moves
-from warehouse.store import AnomalyPolicy, LoadReport, new_id, refresh_lock, utcnow
+from warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
 
@@ -124,24 +124,29 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0)
             started = utcnow()
             futures = {runner.submit(plan): plan for plan in plans}
-            outcomes = {}
-            for fut in as_completed(list(futures)):
-                plan = futures[fut]
-                result = fut.result(raise_on_failure=False)
-                if isinstance(result, BaseException):
-                    error = describe_failure(plan.provider, result)
-                    log.warning("%s: failed: %s", plan.provider, error)
-                    outcomes[plan.provider] = outcome_from(None, plan, error, started)
-                else:
-                    counts = result.batch.counts()
-                    log.info("%s: fetched %d offers, %d egress, %d storage, %d quarantined (%d requests)",
-                             plan.provider, counts["offers"], counts["egress"], counts["storage"],
-                             counts["quarantined"], result.requests)
-                    outcomes[plan.provider] = outcome_from(result, plan, None, started)
+            outcomes, prepared = {}, {}
+            # Each provider's rows are prepared for the write window (deduplicated, made Arrow) as
+            # its scrape finishes, while slower providers are still fetching.
+            with LoadPreparer() as preparer:
+                for fut in as_completed(list(futures)):
+                    plan = futures[fut]
+                    result = fut.result(raise_on_failure=False)
+                    if isinstance(result, BaseException):
+                        error = describe_failure(plan.provider, result)
+                        log.warning("%s: failed: %s", plan.provider, error)
+                        outcomes[plan.provider] = outcome_from(None, plan, error, started)
+                    else:
+                        counts = result.batch.counts()
+                        log.info("%s: fetched %d offers, %d egress, %d storage, %d quarantined (%d requests)",
+                                 plan.provider, counts["offers"], counts["egress"], counts["storage"],
+                                 counts["quarantined"], result.requests)
+                        outcomes[plan.provider] = outcome_from(result, plan, None, started)
+                    prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
         finally:
             if server is not None:
                 server.close()
-        reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly))
+        reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly),
+                           prepared=[prepared[n] for n in names])
     summary = summarize(refresh_id, reports)
     try:  # read back after the write window: what this refresh changed most
         summary["price_moves"] = refresh_price_moves(db, refresh_id, PRICE_MOVES_TOP)
