@@ -406,6 +406,9 @@ def test_read_only_connection_builds_its_offer_facts_once(warehouse: Path, monke
     other = open_reader(warehouse)  # another connection keeps its own
     assert names(recommend(other, req(method="qlora", model="llama-2-7b"))) == names(first)
     assert len(builds) == 2
+    con.execute("drop table temp.gpuledger_offer_facts")  # a user's SQL on the same connection
+    assert names(recommend(con, req(method="qlora", model="llama-2-7b"))) == names(first)
+    assert len(builds) == 3
     con.close()
     other.close()
 

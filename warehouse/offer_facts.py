@@ -103,7 +103,8 @@ _KEPT: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, OfferFacts] = weakre
 def offer_facts(con: duckdb.DuckDBPyConnection) -> Iterator[OfferFacts]:
     """The facts of `con`'s current offers, with temp.gpuledger_offer_facts in place while in use."""
     kept = _KEPT.get(con)
-    if kept is not None:
+    if kept is not None and con.execute(
+            "select count(*) from duckdb_tables() where temporary and table_name = ?", [TABLE]).fetchall()[0][0]:
         yield kept
         return
     facts = _build(con)
