@@ -328,9 +328,10 @@ def test_region_and_gpu_limits(con) -> None:
     assert len([c for c in every.candidates if c.instance_type == "l4.1"]) == 2
 
 
-def test_costs_ranked_in_sql_match_the_python_reference(con) -> None:
-    """The ranking runs in SQL (only the top rows reach Python); the pure Python cost functions are
-    its reference, so every component of every candidate is recomputed here from the warehouse."""
+def test_ranked_costs_match_the_python_reference(con) -> None:
+    """The ranking costs every fitting offer at once, over arrays (warehouse/recommend.py, _ranked);
+    the pure Python cost functions are its reference, so every component of every candidate is
+    recomputed here, one offer at a time, from the warehouse's own rows."""
     tiers_of: dict[tuple[str, str], list[tuple[float, float | None, float]]] = {}
     for p, r, a, b, usd in con.execute("select provider, region, tier_start_gb, tier_end_gb, usd_per_gb "
                                        "from egress_prices where destination = 'internet'").fetchall():

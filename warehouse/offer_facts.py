@@ -1,6 +1,6 @@
 """The current offers as the recommender ranks them: one copy per read-only connection.
 
-Why a copy: ranking 100,000 offers in one SQL statement cost 60-130 ms a request on two
+Why a copy: ranking 100,000 offers in one SQL statement cost 80-190 ms a request on two
 cores, a third of it in DuckDB's binder and optimizer (the statement joins offers to five
 reference tables and aggregates per instance), the rest in joins and an `arg_min` over
 wide rows. What does not depend on the request (offer_facts(): memory per GPU, billing
