@@ -448,16 +448,16 @@ def _empty_reason(batch: Batch) -> str:
     return why
 
 
-def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch, policy: AnomalyPolicy,
-                    min_row_ratio: float | None = None, offers: pa.Table | None = None) -> str | None:
+def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch, offers: pa.Table | None,
+                    policy: AnomalyPolicy, min_row_ratio: float | None = None) -> str | None:
     """Why this batch must not replace the provider's current rows, or None.
 
+    `offers` is batch.offers as _records_table made it (None only when there are none): prices
+    and options are read from its columns, without a property call per record.
     `min_row_ratio` is the source's own row-drop threshold (a module's ANOMALY_MIN_ROW_RATIO,
-    for sources whose row count follows live capacity); None means the policy's. `offers`, when
-    given, is batch.offers as _records_table made it: prices and options are read from its
-    columns (the same values, without a property call per record).
+    for sources whose row count follows live capacity); None means the policy's.
     """
-    if not batch.offers:
+    if not batch.offers or offers is None:  # offers is None only when batch.offers is empty
         return _empty_reason(batch)
     last_rows = last_good_rows(con, provider)
     if last_rows is None:
@@ -469,10 +469,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch,
         problems.append(
             f"row count dropped from {last_rows} to {len(batch.offers)} "
             f"(below {min_ratio:.0%} of the last good run)")
-    if offers is not None:
-        median = statistics.median(offers.column("price_per_gpu_hour").to_pylist())
-    else:
-        median = statistics.median(o.price_per_gpu_hour for o in batch.offers)
+    median = statistics.median(offers.column("price_per_gpu_hour").to_pylist())
     moved = _moved(last_median, median, policy.max_median_ratio)
     if moved is not None:
         problems.append(
@@ -480,11 +477,8 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch,
             f"(x{moved:.2f}, limit x{policy.max_median_ratio:g})")
     if len(current) > 1:  # with one option the checks above already said it all
         for option, (old_rows, old_median) in sorted(current.items()):
-            if offers is not None:
-                prices = offers.column("price_per_gpu_hour").filter(
-                    pc.equal(offers.column("purchase_option"), option)).to_pylist()
-            else:
-                prices = [o.price_per_gpu_hour for o in batch.offers if o.purchase_option == option]
+            prices = offers.column("price_per_gpu_hour").filter(
+                pc.equal(offers.column("purchase_option"), option)).to_pylist()
             if old_rows >= policy.min_option_rows and len(prices) < min_ratio * old_rows:
                 problems.append(f"{option} rows dropped from {old_rows} to {len(prices)} "
                                 f"(below {min_ratio:.0%} of the current {option} offers)")
@@ -593,7 +587,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
             # The offers' Arrow table first: the anomaly check reads its prices from it.
             if offers is None and batch.offers:
                 offers = _records_table(OFFERS, batch.offers, con)
-            reason = check_anomalies(con, outcome.provider, batch, policy, outcome.min_row_ratio, offers)
+            reason = check_anomalies(con, outcome.provider, batch, offers, policy, outcome.min_row_ratio)
             if reason:
                 report.error = reason
             else:
