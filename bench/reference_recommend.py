@@ -12,7 +12,8 @@ from typing import Any
 import duckdb
 
 from warehouse.memory import MemoryEstimate, TrainingSetup, estimate
-from warehouse.recommend import HOURS_PER_MONTH, RecommendRequest, _egress_gb, _storage_gb
+from warehouse.recommend import HOURS_PER_MONTH, RecommendRequest, _egress_gb, _storage_gb, sharded_plans
+from warehouse.recommend import _filters as region_and_provider_filters
 
 
 def ranked_previous(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[dict[str, Any]]:
@@ -53,17 +54,10 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest
 
 
 def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
-    """The request's region/provider/GPU-count limits as a WHERE clause over `fits` rows."""
-    where, args = ["gpu_count * nodes <= $max_gpus"], {"max_gpus": request.max_gpus}
-    if request.region:
-        where.append("region like $region" if "%" in request.region or "_" in request.region
-                     else "starts_with(region, $region)")
-        args["region"] = request.region
-    if request.providers:
-        names = [f"$provider{i}" for i in range(len(request.providers))]
-        where.append(f"provider in ({', '.join(names)})")
-        args.update({n[1:]: p for n, p in zip(names, request.providers)})
-    return " and ".join(where), args
+    """The request's region/provider limits (the recommender's own _filters) and its GPU-count
+    limit, as a WHERE clause over `fits` rows."""
+    where, args = region_and_provider_filters(request)
+    return f"gpu_count * nodes <= $max_gpus and {where}", dict(args, max_gpus=request.max_gpus)
 
 
 def _fits_call(request: RecommendRequest, i: int) -> str:
@@ -185,15 +179,7 @@ def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest, setup: Tra
     single = estimate(setup, 1)
     plans: list[tuple[int, int, MemoryEstimate]] = [(1, 1, single)]
     if setup.method == "full" or request.shard_lora:
-        counts = sorted({int(c) for (c,) in con.execute(
+        plans += sharded_plans(request, setup, [c for (c,) in con.execute(
             "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count)"
-        ).fetchall()})
-        seen: set[tuple[int, int]] = set()
-        for nodes in range(1, request.max_nodes + 1):
-            for per_node in counts:
-                gpus = per_node * nodes
-                if gpus < 2 or gpus > request.max_gpus or (gpus, nodes) in seen:
-                    continue
-                seen.add((gpus, nodes))
-                plans.append((gpus, nodes, estimate(setup, gpus, shard_lora=request.shard_lora)))
+        ).fetchall()])
     return single, plans

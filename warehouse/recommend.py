@@ -19,7 +19,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import duckdb
 import numpy as np
@@ -318,12 +318,6 @@ def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
     return " and ".join(where), args
 
 
-def _fits_params(request: RecommendRequest) -> dict[str, Any]:
-    """The parameters every fit test of a request shares."""
-    return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
-            "precision": request.precision, "as_of": request.as_of, "max_gpus": request.max_gpus}
-
-
 # Which plan each current offer fits, within the request's filters: the first plan (single GPU,
 # then fewest nodes) whose fit_ok holds, the rule `fits` applies, with the plan's GPUs within
 # max_gpus. Offers that fit none are left out. One scan of the temp table kept by
@@ -399,7 +393,7 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
     where, args = _filters(request)
     for i, (gpus, nodes, est) in enumerate(plans):
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes})
-    args.update({k: v for k, v in _fits_params(request).items() if k not in ("max_age", "as_of")})
+    args.update(spot=request.spot, headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus)
     fit = con.execute(_FIT_SQL.format(plan_cases=" ".join(_PLAN_CASE.format(i=i) for i in range(len(plans))),
                                       table=TABLE, where=where), args).fetchnumpy()
     pos = np.asarray(fit["pos"], dtype=np.int64)
@@ -458,7 +452,8 @@ def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
 def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> tuple[float, str] | None:
     """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
     where, args = _filters(request)
-    args.update(_fits_params(request))
+    args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
+                precision=request.precision, as_of=request.as_of, max_gpus=request.max_gpus)
     rows = con.execute(
         "select memory_gb_per_gpu, gpu_model from fits(0.0, spot := $spot, max_age_hours := $max_age, "
         f"headroom := $headroom, train_precision := $precision, as_of := $as_of) where {where} "
@@ -473,16 +468,24 @@ def _plans(facts: OfferFacts, request: RecommendRequest, setup: TrainingSetup
     single = estimate(setup, 1)
     plans: list[tuple[int, int, MemoryEstimate]] = [(1, 1, single)]
     if setup.method == "full" or request.shard_lora:
-        counts = sorted({int(c) for c in facts.gpu_counts if c >= 1 and c == math.floor(c)})
-        seen: set[tuple[int, int]] = set()
-        for nodes in range(1, request.max_nodes + 1):
-            for per_node in counts:
-                gpus = per_node * nodes
-                if gpus < 2 or gpus > request.max_gpus or (gpus, nodes) in seen:
-                    continue
-                seen.add((gpus, nodes))
-                plans.append((gpus, nodes, estimate(setup, gpus, shard_lora=request.shard_lora)))
+        plans += sharded_plans(request, setup, facts.gpu_counts)
     return single, plans
+
+
+def sharded_plans(request: RecommendRequest, setup: TrainingSetup, gpu_counts: Iterable[float]
+                  ) -> list[tuple[int, int, MemoryEstimate]]:
+    """(GPUs, nodes, per-GPU estimate) of every sharded plan the offers' whole-GPU counts per
+    node allow within max_gpus and max_nodes, fewest nodes first."""
+    counts = sorted({int(c) for c in gpu_counts if c >= 1 and c == math.floor(c)})
+    plans, seen = [], set()
+    for nodes in range(1, request.max_nodes + 1):
+        for per_node in counts:
+            gpus = per_node * nodes
+            if gpus < 2 or gpus > request.max_gpus or (gpus, nodes) in seen:
+                continue
+            seen.add((gpus, nodes))
+            plans.append((gpus, nodes, estimate(setup, gpus, shard_lora=request.shard_lora)))
+    return plans
 
 
 def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], int]:
