@@ -374,17 +374,41 @@ def test_hyperstack_renders_the_page_in_chromium(replay) -> None:
 
 
 def test_hyperstack_layout_change_fails_the_scrape(replay) -> None:
-    """The script still runs, but into a table the spider does not know: rows never appear."""
+    """The script still runs, but into a table the spider does not know: rows never appear.
+
+    The wait ends as soon as the script has replaced the served placeholder, however quickly
+    the rate card arrives, so the error says the script finished rather than "timed out".
+    """
     def redesign(host, req, ex):
         if req.path != "/gpu-pricing" or ex is None:
             return None
         return 200, dict(ex.headers), ex.body().replace(b'id="on-demand-gpu-pricing"', b'id="gpu-rates-v2"')
 
     server = replay("hyperstack", hook=redesign)
-    ctx = replay_context(server, "hyperstack", settings={"hyperstack_render_timeout_s": 0.5})
+    ctx = replay_context(server, "hyperstack", settings={"hyperstack_render_timeout_s": 30})
+    started = time.monotonic()
     with pytest.raises(SourceError) as err:
         hyperstack.fetch(ctx)
     msg = str(err.value)
     assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing")
-    assert "layout changed" in msg and "did not appear within 0.5 s" in msg
+    assert "layout changed at " in msg and ": no on-demand GPU price table (table#on-demand-gpu-pricing) on the page;" in msg
+    assert "the page's script finished loading prices but the price rows" in msg
+    assert time.monotonic() - started < 25  # did not sit out the 30 s render timeout
+
+
+def test_hyperstack_rate_card_too_slow_is_reported_as_a_timeout(replay) -> None:
+    """The rate card arrives after the render timeout: the rows "did not appear within" it."""
+    def slow_rates(host, req, ex):
+        if req.path == "/gpu-pricing/rates.json":
+            time.sleep(3)
+        return None
+
+    server = replay("hyperstack", hook=slow_rates)
+    ctx = replay_context(server, "hyperstack", settings={"hyperstack_render_timeout_s": 0.5})
+    with pytest.raises(SourceError) as err:
+        hyperstack.fetch(ctx)
+    msg = str(err.value)
+    assert "layout changed at " in msg
+    assert ": the on-demand GPU price table (table#on-demand-gpu-pricing) has no price rows;" in msg
+    assert "did not appear within 0.5 s of rendering" in msg
 

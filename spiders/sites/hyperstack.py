@@ -32,10 +32,19 @@ STORAGE_NAME = re.compile(r"storage|volume|\bSSD\b|disk|snapshot", re.I)
 NETWORK_NAME = re.compile(r"egress|ingress|traffic|bandwidth|\bIP\b", re.I)
 NAVIGATION_STATUS_JS = "() => { const n = performance.getEntriesByType('navigation')[0]; return n ? n.responseStatus : 0; }"
 # The wait ends when the script has done its work: rows rendered ('rows'); the "Loading prices…"
-# placeholder row, seen before, replaced by nothing (the script ran, the table is empty: 'done');
-# or the placeholder saying something else (the script failed to load the rate card:
-# 'page: <text>'). null keeps waiting (the script has not run yet, or the page has no placeholder).
+# placeholder row, served in the HTML, replaced by nothing (the script ran but rendered no rows
+# where the spider looks: 'done'); or the placeholder saying something else (the script failed to
+# load the rate card: 'page: <text>'). null keeps waiting (the script has not run yet, or the page
+# was served without a placeholder).
 PLACEHOLDER = ".page-price_loading td"
+# "Served with a placeholder" is recorded when the parser finishes the HTML (readyState turns
+# 'interactive' before any deferred script runs), so it does not depend on whether the first poll
+# comes before or after the script's fetch returns.
+MARK_SERVED_PLACEHOLDER_JS = (
+    "document.addEventListener('readystatechange', () => {"
+    f" if (document.readyState === 'interactive' && document.querySelector('{PLACEHOLDER}'))"
+    " window.__gpuledgerPlaceholder = true; });"
+)
 ROWS_OR_PAGE_ERROR_JS = (
     "(sel) => { if (document.querySelector(sel)) return 'rows';"
     f" const td = document.querySelector('{PLACEHOLDER}');"
@@ -44,6 +53,11 @@ ROWS_OR_PAGE_ERROR_JS = (
     " const t = td.textContent.trim();"
     " return t && !/^loading/i.test(t) ? 'page: ' + t : null; }"
 )
+
+
+async def mark_served_placeholder(page: Any, request: Any) -> None:
+    """Page init callback (before navigation): remember whether the served HTML had the placeholder."""
+    await page.add_init_script(MARK_SERVED_PLACEHOLDER_JS)
 
 
 async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str, Any]:
@@ -68,6 +82,8 @@ async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str
         return {"rendered": False, "timed_out_ms": timeout_ms}
     if isinstance(outcome, str) and outcome.startswith("page: "):
         return {"rendered": False, "page_error": outcome.removeprefix("page: ")}
+    if outcome == "done":
+        return {"rendered": False, "script_finished": True}
     return {"rendered": True}
 
 
@@ -147,6 +163,7 @@ class HyperstackPricingSpider(PricingSpider):
 
         return {
             "playwright": True,
+            "playwright_page_init_callback": mark_served_placeholder,
             "playwright_page_methods": [PageMethod(wait_for_rows, ROW_SELECTOR, self.render_timeout_ms)],
         }
 
@@ -162,4 +179,7 @@ class HyperstackPricingSpider(PricingSpider):
             if isinstance(waited, dict) and "timed_out_ms" in waited:
                 raise LayoutChanged(f"{err}; the price rows ({ROW_SELECTOR}) did not appear within "
                                     f"{waited['timed_out_ms'] / 1000:g} s of rendering") from None
+            if isinstance(waited, dict) and waited.get("script_finished"):
+                raise LayoutChanged(f"{err}; the page's script finished loading prices but the price rows "
+                                    f"({ROW_SELECTOR}) did not appear") from None
             raise
