@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 import traceback
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +103,34 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
     return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), dict(module.PROVIDER_FACTS),
                        min_row_ratio=anomaly_min_row_ratio(module))
+
+
+class ScrapeTimeout(TimeoutError):
+    pass
+
+
+def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
+    """fetch_source in a daemon thread, waited on for at most `timeout_s` seconds.
+
+    A scrape stuck in blocking I/O cannot be interrupted from outside its thread, so on timeout
+    it is abandoned (its thread holds nothing the refresh needs and ends with the process) and
+    ScrapeTimeout is raised for the flow to record, while the other providers go on.
+    """
+    future: Future[FetchResult] = Future()
+
+    def run() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(fetch_source(plan))
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting caller, not swallowed
+            future.set_exception(err)
+
+    threading.Thread(target=run, name=f"fetch-{plan.provider}", daemon=True).start()
+    try:
+        return future.result(timeout=timeout_s)
+    except FutureTimeout:
+        raise ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
+                            "(GPULEDGER_TASK_TIMEOUT_S) and was abandoned") from None
 
 
 def anomaly_min_row_ratio(module: Any) -> float | None:
