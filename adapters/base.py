@@ -147,6 +147,27 @@ class SchemaDriftError(SourceError):
     """The provider answered, but not in the shape we parse (a field is missing or renamed)."""
 
 
+# boto3 clients are made under one lock from one session per scrape: a boto3 Session is not
+# thread-safe, and clients made side by side each parsed the EC2 service model again (~0.1 s of
+# CPU each). The parsed models (read-only JSON) are shared by every session of the process
+# through one botocore loader; credentials stay per session, resolved by the standard chain.
+_BOTO_LOCK = threading.Lock()
+_BOTO_LOADER: Any = None
+
+
+def _new_boto_session() -> Any:
+    import boto3
+    import botocore.session
+
+    global _BOTO_LOADER
+    core = botocore.session.get_session()
+    if _BOTO_LOADER is None:
+        _BOTO_LOADER = core.get_component("data_loader")
+    else:
+        core.register_component("data_loader", _BOTO_LOADER)
+    return boto3.session.Session(botocore_session=core)
+
+
 @dataclass
 class SourceContext:
     """Endpoints, settings and HTTP policy for one provider's scrape."""
@@ -161,6 +182,7 @@ class SourceContext:
     http_attempts: int = 3
     retry_wait_max_s: float = 8.0
     requests_made: int = 0
+    _boto_session: Any = field(default=None, repr=False, compare=False)
 
     # -- where to send requests -------------------------------------------------
     def upstream_url(self, host: str) -> str:
@@ -213,7 +235,6 @@ class SourceContext:
     # -- clients ---------------------------------------------------------------
     def boto_client(self, service: str, region: str, host: str, **kwargs: Any) -> Any:
         """A real boto3 client; pointed at loopback under replay, recorded under record."""
-        import boto3
         from botocore.config import Config
 
         endpoint = self.boto_endpoint(host)
@@ -223,7 +244,11 @@ class SourceContext:
             read_timeout=self.http_timeout_s,
             user_agent_extra="gpuledger/0.1",
         )
-        client = boto3.client(service, region_name=region, endpoint_url=endpoint, config=config, **kwargs)
+        with _BOTO_LOCK:
+            if self._boto_session is None:
+                self._boto_session = _new_boto_session()
+            client = self._boto_session.client(service, region_name=region, endpoint_url=endpoint, config=config,
+                                               **kwargs)
         if self.recorder is not None:
             record_boto_client(client, self.recorder, host)
 

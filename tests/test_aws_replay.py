@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from adapters import aws
-from adapters.base import SchemaDriftError, SourceError
+from adapters.base import SchemaDriftError, SourceContext, SourceError
 from tests.conftest import replay_context
 
 
@@ -158,3 +158,27 @@ def test_unrecorded_request_fails_loudly(replay) -> None:
     ctx = replay_context(server, "aws", settings={"aws_regions": "us-east-1,eu-north-1"})
     with pytest.raises(SourceError, match="eu-north-1"):
         aws.fetch(ctx)
+
+
+def test_boto_clients_made_side_by_side_share_one_session_and_the_parsed_models() -> None:
+    """Eight regions' EC2 clients made from eight threads at once (boto3 Sessions are not
+    thread-safe): each gets its own region and endpoint, one session per scrape, and a second
+    scrape's session reuses the service models the first one parsed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    regions = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
+               "ap-northeast-1", "ap-southeast-2"]
+    urls = {f"ec2.{r}.amazonaws.com": f"http://127.0.0.1:{9000 + i}" for i, r in enumerate(regions)}
+    ctx = SourceContext("aws", mode="replay", replay_urls=urls)
+    with ThreadPoolExecutor(8) as pool:
+        clients = list(pool.map(lambda r: ctx.boto_client("ec2", r, f"ec2.{r}.amazonaws.com",
+                                                          aws_access_key_id="replay",
+                                                          aws_secret_access_key="replay"), regions))
+    assert [c.meta.region_name for c in clients] == regions
+    assert [c.meta.endpoint_url for c in clients] == [urls[f"ec2.{r}.amazonaws.com"] for r in regions]
+    other = SourceContext("aws", mode="replay", replay_urls=urls)
+    other.boto_client("ec2", "us-east-1", "ec2.us-east-1.amazonaws.com", aws_access_key_id="replay",
+                      aws_secret_access_key="replay")
+    assert ctx._boto_session is not other._boto_session
+    loader = ctx._boto_session._session.get_component("data_loader")
+    assert other._boto_session._session.get_component("data_loader") is loader
