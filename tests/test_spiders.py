@@ -412,3 +412,16 @@ def test_hyperstack_rate_card_too_slow_is_reported_as_a_timeout(replay) -> None:
     assert ": the on-demand GPU price table (table#on-demand-gpu-pricing) has no price rows;" in msg
     assert "did not appear within 0.5 s of rendering" in msg
 
+
+
+def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
+    from spiders.runner import child_env
+
+    monkeypatch.delenv("NODE_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "someproject.settings")
+    env = child_env()
+    assert env["NODE_COMPILE_CACHE"] == str(tmp_path / "gpuledger" / "node-compile-cache")
+    assert "SCRAPY_SETTINGS_MODULE" not in env and env["PYTHONUNBUFFERED"] == "1"
+    monkeypatch.setenv("NODE_COMPILE_CACHE", "/elsewhere")
+    assert child_env()["NODE_COMPILE_CACHE"] == "/elsewhere"  # the user's own choice is kept
