@@ -342,6 +342,17 @@ def test_coreweave_http_error_and_robots_refusal(replay) -> None:
     assert [req.path for _, req in server.requests] == ["/robots.txt"]  # the page was never fetched
 
 
+def test_crawl_child_collects_garbage_again_after_its_start_up(replay) -> None:
+    """The child pauses the cyclic GC while scrapy starts, then freezes those objects and turns
+    collection back on for the crawl itself (a child left without GC would only grow)."""
+    ctx = replay_context(replay("coreweave"), "coreweave")
+    result = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
+    kinds = sorted(item["kind"] for item in result.items)
+    assert kinds == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
+    assert result.status["gc"]["enabled"] is True
+    assert result.status["gc"]["frozen_objects"] > 50_000  # scrapy's and Twisted's start-up objects
+
+
 def test_crawl_timeout_kills_the_child(replay) -> None:
     ctx = replay_context(replay("coreweave"), "coreweave")
     with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 0.3 s"):
