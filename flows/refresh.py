@@ -19,7 +19,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from adapters.replay import ReplayServer
 from flows.pipeline import (
-    FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_within, load_all, outcome_from,
+    FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_within, gc_frozen, load_all, outcome_from,
     plans_for, resolve_providers,
 )
 from flows.changes import moves_markdown, refresh_price_moves
@@ -112,7 +112,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     """
     names = resolve_providers(list(providers or []))
     refresh_id = new_id("refresh")
-    with refresh_lock(db):
+    with refresh_lock(db), gc_frozen():
         server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
         if server is not None:
             server.start()
