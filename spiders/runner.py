@@ -161,10 +161,10 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
 def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
               spider_args: dict[str, str]) -> int:
     # Start-up (scrapy, Twisted, the spider; ~1 s of CPU) allocates ~95,000 long-lived objects,
-    # and the cyclic GC kept re-scanning them: collection is paused until
-    # they are built, then they are frozen out of later collections. CPU per crawl child, means
-    # of 5 interleaved runs: CoreWeave 1.62 -> 1.28 s, Hyperstack (with Node and Chromium)
-    # 4.38 -> 4.17 s; CPU a refresh spends while the other providers run.
+    # and the cyclic GC kept re-scanning them: collection is paused until they are built, then
+    # they are frozen out of later collections. CPU per crawl child, means of 5 interleaved
+    # runs: CoreWeave 1.62 -> 1.28 s, Hyperstack (with Node and Chromium) 4.38 -> 4.17 s; CPU a
+    # refresh spends while the other providers run.
     gc.disable()
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess

@@ -402,7 +402,8 @@ def test_hyperstack_layout_change_fails_the_scrape(replay) -> None:
         hyperstack.fetch(ctx)
     msg = str(err.value)
     assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing")
-    assert "layout changed at " in msg and ": no on-demand GPU price table (table#on-demand-gpu-pricing) on the page;" in msg
+    assert "layout changed at " in msg
+    assert ": no on-demand GPU price table (table#on-demand-gpu-pricing) on the page;" in msg
     assert "the page's script finished loading prices but the price rows" in msg
     assert time.monotonic() - started < 25  # did not sit out the 30 s render timeout
 
@@ -422,7 +423,6 @@ def test_hyperstack_rate_card_too_slow_is_reported_as_a_timeout(replay) -> None:
     assert "layout changed at " in msg
     assert ": the on-demand GPU price table (table#on-demand-gpu-pricing) has no price rows;" in msg
     assert "did not appear within 0.5 s of rendering" in msg
-
 
 
 def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:

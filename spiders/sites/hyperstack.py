@@ -48,7 +48,6 @@ MARK_SERVED_PLACEHOLDER_JS = (
 ROWS_OR_PAGE_ERROR_JS = (
     "(sel) => { if (document.querySelector(sel)) return 'rows';"
     f" const td = document.querySelector('{PLACEHOLDER}');"
-    " if (td) window.__gpuledgerPlaceholder = true;"
     " if (!td) return window.__gpuledgerPlaceholder ? 'done' : null;"
     " const t = td.textContent.trim();"
     " return t && !/^loading/i.test(t) ? 'page: ' + t : null; }"
