@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  ({name}: {time.perf_counter() - t0:.0f} s)\n")
     say(f"all benchmarks: {time.perf_counter() - started:.0f} s; load average now {os.getloadavg()[0]:.1f}\n")
     print(table(results))
+    for r in results:
+        if r.notes:
+            print(f"  [{r.bench}] {r.name}: {r.notes}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"quick": args.quick, "results": [r.as_dict() for r in results], "crashed": failed}, f,

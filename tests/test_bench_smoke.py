@@ -250,3 +250,13 @@ def test_recommend_equals_the_previous_sql_ranking_on_a_generated_warehouse(tmp_
         nonempty += bool(got)
     con.close()
     assert compared == 40 and nonempty >= 15  # 17 of these 40 requests have candidates
+
+
+def test_steal_ticks_reads_the_machine_counters() -> None:
+    from bench.concurrency import _steal_ticks
+
+    steal0, total0 = _steal_ticks()
+    sum(range(2_000_000))  # burn a little CPU so the machine's tick count moves
+    steal1, total1 = _steal_ticks()
+    assert total0 > 0 and total1 > total0
+    assert 0 <= steal0 <= steal1 <= total1
