@@ -15,7 +15,7 @@ does) is measured four ways, in this process:
 - one request at a time: providers one after another, aws_concurrency=1, and the hook holds a
   single global semaphore, so exactly one request is in flight anywhere.
 
-Alone, threads and Prefect run side by side in each of 3 rounds (1 with --quick), in the
+Alone, threads and Prefect run side by side in each of 5 rounds (1 with --quick), in the
 opposite order every other round; the judged figure is the median of the rounds' Prefect /
 critical-path ratios. Each round also reports the share of CPU the hypervisor gave to other
 guests (steal, from /proc/stat), the one source of noise the code cannot act on.
@@ -100,7 +100,7 @@ def run(quick: bool = False) -> list[Result]:
     from flows.pipeline import gc_frozen, resolve_providers
 
     lo, hi = 100, 300
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else 5
     providers = resolve_providers(None)
     say(f"[1] concurrent refresh: {len(providers)} providers replayed with {lo}-{hi} ms per request, "
         f"<= {PER_HOST} requests at once per host; {rounds} round(s) of alone / threads / Prefect")
