@@ -80,12 +80,15 @@ def refresh(
       gpuledger refresh --provider aws        # live, AWS only
     """
     _setup_logging(verbose)
-    from flows.pipeline import UnknownProviderError
-    from flows.refresh import nightly_refresh
+    from flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
     try:
+        # The crawl children import scrapy (and Playwright) while Prefect starts up.
+        prestart_crawls(resolve_providers(provider))
+        from flows.refresh import nightly_refresh
+
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
                                   recordings=str(recordings) if recordings else None,
                                   accept_anomaly=accept_anomaly)
@@ -112,13 +115,16 @@ def record(
       gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
-    from flows.refresh import nightly_refresh
+    from flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
 
     try:
+        prestart_crawls(resolve_providers(provider))  # their imports overlap Prefect's start-up
+        from flows.refresh import nightly_refresh
+
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
                                   recordings=str(from_recordings) if from_recordings else None,
                                   record_dir=str(out_dir))
-    except (RefreshRunningError, WarehouseError) as err:
+    except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     _print_summary(summary)
     console.print(f"recorded to {out_dir}")

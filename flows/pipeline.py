@@ -48,6 +48,26 @@ def source_module(name: str) -> Any:
             f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}") from None
 
 
+def prestart_crawls(providers: list[str]) -> None:
+    """Start the crawl children of the providers that crawl web pages, ahead of their crawls
+    (spiders.runner.prestart): their imports then run while Prefect starts up, not while every
+    provider competes for the CPU. Never fails the refresh: a crawl without one starts afresh."""
+    for name in providers:
+        try:
+            start = getattr(source_module(name), "prestart", None)
+            if start is not None:
+                start()
+        except Exception as err:  # noqa: BLE001 - an optimisation only
+            log.warning("%s: could not start its crawl child ahead: %s", name, err)
+
+
+def discard_prestarted_crawls() -> None:
+    """End the prestarted crawl children no crawl took (its provider failed before crawling)."""
+    from spiders.runner import discard_prestarted
+
+    discard_prestarted()
+
+
 def resolve_providers(names: list[str] | None) -> list[str]:
     if not names:
         return sorted(SOURCES)

@@ -19,8 +19,8 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from adapters.replay import ReplayServer
 from flows.pipeline import (
-    FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_within, gc_frozen, load_all, outcome_from,
-    plans_for, resolve_providers,
+    FetchResult, SourcePlan, bundled_recordings, describe_failure, discard_prestarted_crawls, fetch_within, gc_frozen,
+    load_all, outcome_from, plans_for, prestart_crawls, resolve_providers,
 )
 from flows.changes import moves_markdown, refresh_price_moves
 from warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
@@ -113,6 +113,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     names = resolve_providers(list(providers or []))
     refresh_id = new_id("refresh")
     with refresh_lock(db), gc_frozen():
+        prestart_crawls(names)  # no-op for the ones `gpuledger refresh` started during Prefect's start-up
         server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
         if server is not None:
             server.start()
@@ -146,6 +147,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                         outcomes[plan.provider] = outcome_from(result, plan, None, started)
                     prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
         finally:
+            discard_prestarted_crawls()
             if server is not None:
                 server.close()
         reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly),

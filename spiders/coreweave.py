@@ -36,6 +36,7 @@ from spiders.items import (
     usd_price,
 )
 from spiders.runner import CrawlResult, crawl
+from spiders.runner import prestart as prestart_child
 from spiders.settings import crawl_settings
 from warehouse.gpus import UnknownGPUError, canonicalize
 from warehouse.records import Batch
@@ -215,6 +216,11 @@ def build_batch(rows: list[PriceRow]) -> Batch:
         elif row.kind == NETWORK:
             add_network_row(batch, row, regions)
     return batch
+
+
+def prestart() -> None:
+    """Start the crawl child ahead of the crawl (spiders.runner.prestart)."""
+    prestart_child(SPIDER)
 
 
 def scrape(ctx: SourceContext) -> CrawlResult:

@@ -38,6 +38,7 @@ from spiders.items import (
     usd_price,
 )
 from spiders.runner import CrawlResult, crawl
+from spiders.runner import prestart as prestart_child
 from spiders.settings import browser_settings
 from warehouse.gpus import UnknownGPUError, canonicalize
 from warehouse.records import Batch
@@ -198,6 +199,11 @@ def build_batch(rows: list[PriceRow]) -> Batch:
 def render_timeout_s(ctx: SourceContext) -> float:
     """How long to wait for the script to render rows (a missing table fails after this)."""
     return float(ctx.setting("hyperstack_render_timeout_s", 10 if ctx.mode == "replay" else 30))
+
+
+def prestart() -> None:
+    """Start the crawl child ahead of the crawl, Playwright's handler imported (spiders.runner.prestart)."""
+    prestart_child(SPIDER, preload=("scrapy_playwright.handler",))
 
 
 def scrape(ctx: SourceContext) -> CrawlResult:

@@ -12,6 +12,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
+import spiders.runner
+
 from adapters.replay import BUNDLED_RECORDINGS
 from flows.cli import app
 from flows.pipeline import SOURCES
@@ -53,6 +55,7 @@ def test_refresh_replay_loads_every_bundled_provider(replayed_db: Path) -> None:
     con.close()
     assert [r[0] for r in runs] == sorted(SOURCES)  # every registered provider has a bundled recording
     assert all(state == "ok" and rows > 0 for _, state, rows in runs), runs
+    assert spiders.runner._WARM == {}  # every crawl child the CLI started ahead was used or ended
 
 
 def test_sql_answers_and_refuses_writes(replayed_db: Path) -> None:
