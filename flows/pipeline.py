@@ -61,13 +61,6 @@ def prestart_crawls(providers: list[str]) -> None:
             log.warning("%s: could not start its crawl child ahead: %s", name, err)
 
 
-def discard_prestarted_crawls() -> None:
-    """End the prestarted crawl children no crawl took (its provider failed before crawling)."""
-    from spiders.runner import discard_prestarted
-
-    discard_prestarted()
-
-
 def resolve_providers(names: list[str] | None) -> list[str]:
     if not names:
         return sorted(SOURCES)

@@ -19,10 +19,11 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from adapters.replay import ReplayServer
 from flows.pipeline import (
-    FetchResult, SourcePlan, bundled_recordings, describe_failure, discard_prestarted_crawls, fetch_within, gc_frozen,
-    load_all, outcome_from, plans_for, prestart_crawls, resolve_providers,
+    FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_within, gc_frozen, load_all,
+    outcome_from, plans_for, prestart_crawls, resolve_providers,
 )
 from flows.changes import moves_markdown, refresh_price_moves
+from spiders.runner import discard_prestarted
 from warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
@@ -147,7 +148,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                         outcomes[plan.provider] = outcome_from(result, plan, None, started)
                     prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
         finally:
-            discard_prestarted_crawls()
+            discard_prestarted()  # the crawl children no crawl took (a provider that failed before it)
             if server is not None:
                 server.close()
         reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly),

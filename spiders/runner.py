@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 # adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module,
 # and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
@@ -125,8 +125,12 @@ _WARM: dict[str, _WarmChild] = {}
 _WARM_LOCK = threading.Lock()
 
 
-def _open_logs(folder: Path) -> tuple[IO[bytes], IO[bytes]]:
-    return open(folder / "stdout.log", "wb"), open(folder / "stderr.log", "wb")
+def _spawn(args: list[str], work: Path, stdin: int) -> subprocess.Popen[bytes]:
+    """`python -m spiders.runner ARGS` in `work`, its own session (so a timeout can kill its whole
+    group, browser included), its output in work/stdout.log and work/stderr.log."""
+    with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
+        return subprocess.Popen([sys.executable, "-m", "spiders.runner", *args], cwd=work, env=child_env(),
+                                stdout=stdout, stderr=stderr, stdin=stdin, start_new_session=True)
 
 
 def prestart(spider: str, preload: Sequence[str] = ()) -> None:
@@ -144,14 +148,10 @@ def prestart(spider: str, preload: Sequence[str] = ()) -> None:
         if current is not None:
             current.discard()
         work = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
-        cmd = [sys.executable, "-m", "spiders.runner", "--spider", spider, "--wait-for-job"]
+        args = ["--spider", spider, "--wait-for-job"]
         for module in preload:
-            cmd += ["--preload", module]
-        stdout, stderr = _open_logs(Path(work.name))
-        with stdout, stderr:
-            proc = subprocess.Popen(cmd, cwd=work.name, env=child_env(), stdout=stdout, stderr=stderr,
-                                    stdin=subprocess.PIPE, start_new_session=True)
-        _WARM[spider] = _WarmChild(spider, proc, work)
+            args += ["--preload", module]
+        _WARM[spider] = _WarmChild(spider, _spawn(args, Path(work.name), stdin=subprocess.PIPE), work)
 
 
 def wait_prestarted(timeout_s: float = 30.0) -> bool:
@@ -208,14 +208,11 @@ def _job(work: Path, url: str, settings: dict[str, Any], spider_args: dict[str, 
 
 
 def _start_fresh(spider: str, job: dict[str, Any], work: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "spiders.runner", "--spider", spider, "--url", job["url"],
-           "--settings", job["settings"], "--out", job["out"], "--status", job["status"]]
+    args = ["--spider", spider, "--url", job["url"], "--settings", job["settings"], "--out", job["out"],
+            "--status", job["status"]]
     for key, value in job["args"].items():
-        cmd += ["--arg", f"{key}={value}"]
-    stdout, stderr = _open_logs(work)
-    with stdout, stderr:
-        return subprocess.Popen(cmd, cwd=work, env=child_env(), stdout=stdout, stderr=stderr,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        args += ["--arg", f"{key}={value}"]
+    return _spawn(args, work, stdin=subprocess.DEVNULL)
 
 
 def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
@@ -232,40 +229,35 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
     timeout = timeout_s if timeout_s is not None else default_timeout_s(ctx)
     started = time.monotonic()
     child = _take_prestarted(spider)
-    with tempfile.TemporaryDirectory(prefix="gpuledger-crawl-") as fresh_tmp:
-        proc, work = None, Path(fresh_tmp)
-        if child is not None:
-            job = _job(child.folder, start_url, settings, spider_args)
-            if _hand_job(child, job):
-                proc, work = child.proc, child.folder
-            else:
-                child = None
-        if proc is None:
-            proc = _start_fresh(spider, _job(work, start_url, settings, spider_args), work)
-        stderr_path = work / "stderr.log"
+    if child is not None and _hand_job(child, _job(child.folder, start_url, settings, spider_args)):
+        proc, folder = child.proc, child.work
+    else:  # none waiting, or it could not take the job: a fresh child
+        folder = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
+        proc = _start_fresh(spider, _job(Path(folder.name), start_url, settings, spider_args), Path(folder.name))
+    work = Path(folder.name)
+    stderr_path = work / "stderr.log"
+    try:
         try:
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                raise SourceError(
-                    f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
-                    f"log tail: {_tail(stderr_path) or '(no log output)'}") from None
-            wall = time.monotonic() - started
-            tail = _tail(stderr_path)
-            try:
-                status = json.loads((work / "status.json").read_text())
-            except (OSError, ValueError):
-                status = {}
-            ctx.requests_made += int(status.get("requests", 0))
-            if rc != EXIT_OK:
-                reason = status.get("failure") or f"the crawler exited with code {rc}"
-                raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; "
-                                  f"log tail: {tail or '(no log output)'}")
-            items = [json.loads(line) for line in (work / "items.jsonl").read_text().splitlines() if line.strip()]
-        finally:
-            if child is not None:
-                child.work.cleanup()
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise SourceError(
+                f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
+                f"log tail: {_tail(stderr_path) or '(no log output)'}") from None
+        wall = time.monotonic() - started
+        tail = _tail(stderr_path)
+        try:
+            status = json.loads((work / "status.json").read_text())
+        except (OSError, ValueError):
+            status = {}
+        ctx.requests_made += int(status.get("requests", 0))
+        if rc != EXIT_OK:
+            reason = status.get("failure") or f"the crawler exited with code {rc}"
+            raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; "
+                              f"log tail: {tail or '(no log output)'}")
+        items = [json.loads(line) for line in (work / "items.jsonl").read_text().splitlines() if line.strip()]
+    finally:
+        folder.cleanup()
     return CrawlResult(items=items, status=status, wall_s=wall, stderr_tail=tail,
                        requests=int(status.get("requests", 0)))
 
