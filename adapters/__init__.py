@@ -5,10 +5,10 @@ provider never pays for (or breaks on) another provider's SDK.
 """
 
 ADAPTERS: dict[str, str] = {
-    "aws": "adapters.aws",
-    "azure": "adapters.azure",
-    "gcp": "adapters.gcp",
-    "lambda": "adapters.lambdalabs",
-    "runpod": "adapters.runpod",
-    "vastai": "adapters.vastai",
+    "aws": "gpuledger.adapters.aws",
+    "azure": "gpuledger.adapters.azure",
+    "gcp": "gpuledger.adapters.gcp",
+    "lambda": "gpuledger.adapters.lambdalabs",
+    "runpod": "gpuledger.adapters.runpod",
+    "vastai": "gpuledger.adapters.vastai",
 }

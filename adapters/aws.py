@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
-from warehouse.gpus import UnknownGPUError, canonicalize
-from warehouse.records import Batch
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch
 
 log = logging.getLogger("gpuledger.adapters.aws")
 

@@ -38,9 +38,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
-from warehouse.gpus import UnknownGPUError, canonicalize
-from warehouse.records import Batch
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch
 
 log = logging.getLogger("gpuledger.adapters.azure")
 

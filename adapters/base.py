@@ -28,7 +28,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from adapters.replay import Recorder, RecordingProxy, record_boto_client
+from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 
 log = logging.getLogger("gpuledger.adapters")
 

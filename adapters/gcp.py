@@ -30,12 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from adapters.base import (
+from gpuledger.adapters.base import (
     USER_AGENT, MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret,
     scrubbed,
 )
-from warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
-from warehouse.records import Batch
+from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch
 
 log = logging.getLogger("gpuledger.adapters.gcp")
 

@@ -40,11 +40,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import (
+from gpuledger.adapters.base import (
     MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
 )
-from warehouse.gpus import UnknownGPUError, canonicalize
-from warehouse.records import Batch
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch
 
 NAME = "lambda"
 API_HOST = "cloud.lambda.ai"

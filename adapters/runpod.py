@@ -41,9 +41,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
-from warehouse.gpus import UnknownGPUError, canonicalize
-from warehouse.records import Batch
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch
 
 NAME = "runpod"
 API_HOST = "api.runpod.io"

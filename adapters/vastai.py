@@ -52,9 +52,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
-from warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
-from warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch
 
 NAME = "vastai"
 API_HOST = "console.vast.ai"

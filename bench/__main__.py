@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-import flows  # noqa: F401  (Prefect offline/quiet defaults, AWS metadata off)
+from gpuledger import flows  # noqa: F401  (Prefect offline/quiet defaults, AWS metadata off)
 from bench.common import Result, say, table
 
 BENCHES = {

@@ -74,7 +74,7 @@ class LatencyHook:
 
 
 def _plans(server: Any, providers: list[str], overrides: dict[str, Any] | None = None) -> list[Any]:
-    from flows.pipeline import plans_for
+    from gpuledger.flows.pipeline import plans_for
 
     settings = {p: dict(server.settings.get(p, {}), **(overrides or {})) for p in providers}
     return plans_for(providers, "replay", server.endpoints(), settings, http_attempts=1)
@@ -83,8 +83,8 @@ def _plans(server: Any, providers: list[str], overrides: dict[str, Any] | None =
 def _prestart(providers: list[str]) -> None:
     """Start the crawl children ahead, as `gpuledger refresh` does while Prefect starts up (10-20 s
     here, time enough for their imports), and wait until they have imported what they need."""
-    from flows.pipeline import prestart_crawls
-    from spiders.runner import wait_prestarted
+    from gpuledger.flows.pipeline import prestart_crawls
+    from gpuledger.spiders.runner import wait_prestarted
 
     prestart_crawls(providers)
     if not wait_prestarted(60):
@@ -92,7 +92,7 @@ def _prestart(providers: list[str]) -> None:
 
 
 def _fetch(plan: Any) -> tuple[str, float, int]:
-    from flows.pipeline import fetch_source
+    from gpuledger.flows.pipeline import fetch_source
 
     t0 = time.perf_counter()
     result = fetch_source(plan)
@@ -111,8 +111,8 @@ def _steal_ticks() -> tuple[int, int]:
 
 
 def run(quick: bool = False) -> list[Result]:
-    from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-    from flows.pipeline import gc_frozen, resolve_providers
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+    from gpuledger.flows.pipeline import gc_frozen, resolve_providers
 
     lo, hi = 100, 300
     rounds = 1 if quick else 5
@@ -239,7 +239,7 @@ class _PrefectFetchPhase:
         from prefect import flow
         from prefect.task_runners import ThreadPoolTaskRunner
 
-        from flows.refresh import scrape_provider
+        from gpuledger.flows.refresh import scrape_provider
 
         self.server, self.providers = server, providers
         self.startup_s = 0.0

@@ -87,15 +87,15 @@ class FileServer:
 
 
 def _ctx(port: int) -> Any:
-    from adapters import aws
-    from adapters.base import SourceContext
+    from gpuledger.adapters import aws
+    from gpuledger.adapters.base import SourceContext
 
     return SourceContext("aws", mode="replay", replay_urls={aws.PRICING_BULK_HOST: f"http://127.0.0.1:{port}"},
                          http_timeout_s=120)
 
 
 def http_now(port: int, name: str) -> list[Any]:
-    from adapters import aws
+    from gpuledger.adapters import aws
 
     ctx = _ctx(port)
     with ctx.http_client() as client:
@@ -105,7 +105,7 @@ def http_now(port: int, name: str) -> list[Any]:
 
 def http_before(port: int, name: str) -> list[Any]:
     """The previous fetch path: ctx.stream_lines (httpx iter_lines) into the line parser."""
-    from adapters import aws
+    from gpuledger.adapters import aws
     from bench.reference_aws import parse_offer_csv_lines
 
     ctx = _ctx(port)
@@ -126,7 +126,7 @@ def http_transport_only(port: int, name: str) -> int:
 # -- child-process workers (peak RSS of the parse alone) --------------------------------
 
 def worker(argv: list[str]) -> None:
-    from adapters import aws
+    from gpuledger.adapters import aws
 
     mode, path = argv[0], Path(argv[1])
     t0 = time.perf_counter()
@@ -141,7 +141,7 @@ def worker(argv: list[str]) -> None:
 
 
 def run(quick: bool = False, keep: bool = False) -> list[Result]:
-    from adapters import aws
+    from gpuledger.adapters import aws
     from bench.reference_aws import parse_dictreader_all, parse_offer_csv_lines, parse_prefilter_dictreader
 
     gb1, gb4 = (0.1, 0.4) if quick else (1.0, 4.0)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import csv
 from typing import IO, Iterable, Iterator
 
-from adapters.aws import _CSV_COLUMNS, PriceRow, _csv_row_to_price
-from adapters.base import SchemaDriftError
+from gpuledger.adapters.aws import _CSV_COLUMNS, PriceRow, _csv_row_to_price
+from gpuledger.adapters.base import SchemaDriftError
 
 
 def _is_on_demand_line(line: str) -> bool:

@@ -54,7 +54,7 @@ def year_warehouse(offers: int) -> tuple[Path, dict[str, Any]]:
 
 def _night_batches(con: Any, night: int) -> dict[str, Any]:
     from bench.warehouse_gen import PROVIDERS, current_offers, next_night
-    from warehouse.records import Batch
+    from gpuledger.warehouse.records import Batch
 
     out = {}
     for p in PROVIDERS:
@@ -70,8 +70,8 @@ def merge_night(con: Any, batches: dict[str, Any], now: datetime) -> dict[str, A
     refresh prepares each provider as its scrape finishes), then load_outcome for every
     provider and the window's one checkpoint; seconds and a breakdown. `seconds` is the window;
     `prepare_s` the preparation of all providers, `prepare_max_s` the largest one's."""
-    from warehouse import store
-    from warehouse.store import AnomalyPolicy, LoadPreparer, ScrapeOutcome, checkpoint_window, load_outcome
+    from gpuledger.warehouse import store
+    from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, ScrapeOutcome, checkpoint_window, load_outcome
 
     timers = {"_records_table": 0.0, "_merge": 0.0}
     originals = {n: getattr(store, n) for n in timers}
@@ -119,7 +119,7 @@ def merge_night(con: Any, batches: dict[str, Any], now: datetime) -> dict[str, A
 def row_at_a_time(con: Any, batches: dict[str, Any], now: datetime, max_rows: int, max_s: float) -> dict[str, Any]:
     """The same SCD2 merge one row and one statement at a time, inside a transaction that is
     rolled back; returns seconds per row over the sample."""
-    from warehouse.schema import OFFERS
+    from gpuledger.warehouse.schema import OFFERS
 
     types = dict(con.execute("select column_name, data_type from information_schema.columns "
                              "where table_name = 'offers'").fetchall())
@@ -162,7 +162,7 @@ def row_at_a_time(con: Any, batches: dict[str, Any], now: datetime, max_rows: in
 
 
 def bench_merge(path: Path, quick: bool) -> list[Result]:
-    from warehouse.store import WRITER_SETTINGS, open_writer
+    from gpuledger.warehouse.store import WRITER_SETTINGS, open_writer
 
     say("[3] warehouse merge")
     con = open_writer(path)
@@ -229,8 +229,8 @@ def _p95(fn: Callable[[Any], Any], params: list[Any]) -> tuple[float, float]:
 
 
 def bench_queries(path: Path, quick: bool) -> list[Result]:
-    from warehouse.recommend import RecommendRequest
-    from warehouse.store import open_reader
+    from gpuledger.warehouse.recommend import RecommendRequest
+    from gpuledger.warehouse.store import open_reader
 
     say("[4] queries")
     con = open_reader(path, allow_files=True)  # read-only; unlocked so the baseline can turn the optimizer off
@@ -317,8 +317,8 @@ def _bench_recommend(path: Path, con: Any, reqs: list[Any], params: list[Any]) -
     previous one-statement SQL ranking (bench/reference_recommend.py) in the same run; and the
     first call on a new connection, which builds the connection's offer facts."""
     from bench.reference_recommend import ranked_previous
-    from warehouse.recommend import recommend
-    from warehouse.store import open_reader
+    from gpuledger.warehouse.recommend import recommend
+    from gpuledger.warehouse.store import open_reader
 
     for r in reqs:  # same candidates, same order, same totals
         new = [(c.provider, c.region, c.zone, c.instance_type, c.purchase_option, round(c.cost.total_usd, 6))
@@ -350,7 +350,7 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _baseline_csv(con: Any, out: Path) -> None:
-    from warehouse.export import EXPORT_TABLES
+    from gpuledger.warehouse.export import EXPORT_TABLES
 
     cols = EXPORT_TABLES["offers"]
     rows = con.execute(f"select {', '.join(cols)} from offers order by {', '.join(cols[:3])}").fetchall()
@@ -365,7 +365,7 @@ def _baseline_parquet(con: Any, out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from warehouse.export import EXPORT_TABLES
+    from gpuledger.warehouse.export import EXPORT_TABLES
 
     cols = EXPORT_TABLES["offers"]
     rows = con.execute(f"select {', '.join(cols)} from offers order by {', '.join(cols[:3])}").fetchall()
@@ -374,8 +374,8 @@ def _baseline_parquet(con: Any, out: Path) -> None:
 
 
 def bench_exports(path: Path, quick: bool) -> list[Result]:
-    from warehouse.export import export_snapshot
-    from warehouse.store import open_reader
+    from gpuledger.warehouse.export import export_snapshot
+    from gpuledger.warehouse.store import open_reader
 
     say("[5] exports")
     out_root = tmp_root() / "exports"

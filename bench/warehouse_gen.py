@@ -37,9 +37,9 @@ def _h(expr: str, salt: int) -> str:
 
 
 def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datetime | None = None) -> dict[str, Any]:
-    from flows.pipeline import source_module
-    from warehouse.schema import OFFERS
-    from warehouse.store import _hash_expr, _upsert_provider, open_writer
+    from gpuledger.flows.pipeline import source_module
+    from gpuledger.warehouse.schema import OFFERS
+    from gpuledger.warehouse.store import _hash_expr, _upsert_provider, open_writer
 
     t0 = time.perf_counter()
     path = Path(path)
@@ -165,8 +165,8 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
 
 def current_offers(con: Any, provider: str) -> list[Any]:
     """The provider's current rows as Offer records (validated, as a scrape would make them)."""
-    from warehouse.records import Offer
-    from warehouse.schema import OFFERS
+    from gpuledger.warehouse.records import Offer
+    from gpuledger.warehouse.schema import OFFERS
 
     names = [c for c in OFFERS.columns if c != "price_per_gpu_hour"]
     rows = con.execute(f"select {', '.join(names)} from offers where provider = ? order by region, instance_type",

@@ -15,8 +15,8 @@ from typing import Any
 
 import duckdb
 
-from warehouse.schema import OFFER_KEY
-from warehouse.store import open_reader
+from gpuledger.warehouse.schema import OFFER_KEY
+from gpuledger.warehouse.store import open_reader
 
 MOVE_COLUMNS = ("provider", "region", "zone", "instance_type", "purchase_option", "gpu_model",
                 "old_price_per_hour", "new_price_per_hour", "old_price_per_gpu_hour", "new_price_per_gpu_hour",

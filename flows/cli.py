@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
-import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
-from warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
+from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
+from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
 
 app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
@@ -80,14 +80,14 @@ def refresh(
       gpuledger refresh --provider aws        # live, AWS only
     """
     _setup_logging(verbose)
-    from flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
+    from gpuledger.flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
     try:
         # The crawl children import scrapy (and Playwright) while Prefect starts up.
         prestart_crawls(resolve_providers(provider))
-        from flows.refresh import nightly_refresh
+        from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
                                   recordings=str(recordings) if recordings else None,
@@ -115,11 +115,11 @@ def record(
       gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
-    from flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
+    from gpuledger.flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
 
     try:
         prestart_crawls(resolve_providers(provider))  # their imports overlap Prefect's start-up
-        from flows.refresh import nightly_refresh
+        from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
                                   recordings=str(from_recordings) if from_recordings else None,
@@ -196,7 +196,7 @@ def export(
     Example:
       gpuledger export snapshots/ --format csv
     """
-    from warehouse.export import export_snapshot
+    from gpuledger.warehouse.export import export_snapshot
 
     try:
         con = open_reader(db, allow_files=True)
@@ -270,7 +270,7 @@ def status(
 @app.command()
 def check(db: Optional[Path] = DbOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
-    from warehouse.check import run_checks
+    from gpuledger.warehouse.check import run_checks
 
     try:
         con = open_reader(db)
@@ -288,8 +288,8 @@ def check(db: Optional[Path] = DbOption) -> None:
 
 
 # Commands that live in their own modules, listed after the core ones in --help.
-from flows.ops_cli import register as _register_ops  # noqa: E402
-from flows.recommend_cli import register as _register_recommend  # noqa: E402
+from gpuledger.flows.ops_cli import register as _register_ops  # noqa: E402
+from gpuledger.flows.recommend_cli import register as _register_recommend  # noqa: E402
 
 _register_recommend(app)
 _register_ops(app)

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
-from warehouse.store import WarehouseError
+from gpuledger.warehouse.store import WarehouseError
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -44,7 +44,7 @@ def report_command(
     Example:
       gpuledger report prices.html && xdg-open prices.html
     """
-    from flows.report import write_report
+    from gpuledger.flows.report import write_report
 
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours)
@@ -69,7 +69,7 @@ def plot_command(
       gpuledger plot --gpu H100-SXM h100.png
       gpuledger plot --gpu A100-SXM4-80 --option spot --provider aws --provider gcp a100-spot.png
     """
-    from flows.plot import plot_price_history
+    from gpuledger.flows.plot import plot_price_history
 
     try:
         history = plot_price_history(db, gpu, out_file, option, provider or None)
@@ -86,7 +86,7 @@ def nightly_deployment(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZON
     """The `nightly` deployment of nightly_refresh as a RunnerDeployment (what `serve` runs)."""
     from prefect.schedules import Cron
 
-    from flows.refresh import nightly_refresh
+    from gpuledger.flows.refresh import nightly_refresh
 
     return nightly_refresh.to_deployment(
         name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters or {},

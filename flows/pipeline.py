@@ -21,12 +21,12 @@ from typing import Any, Iterator
 
 import duckdb
 
-from adapters import ADAPTERS
-from adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
-from adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
-from spiders import SPIDERS
-from warehouse.records import Batch
-from warehouse.store import (
+from gpuledger.adapters import ADAPTERS
+from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
+from gpuledger.spiders import SPIDERS
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
     open_writer, prepare_loads, root_cause, utcnow,
 )

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import duckdb
 
-from warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.store import WarehouseError, open_reader
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
 PURCHASE_OPTIONS = ("on_demand", "spot", "low_priority", "interruptible", "any")

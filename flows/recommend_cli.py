@@ -15,10 +15,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from warehouse.memory import METHODS, OPTIMIZERS, PRECISIONS
-from warehouse.models_catalog import UnknownModelError
-from warehouse.recommend import Candidate, Recommendation, RecommendRequest, recommend
-from warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.memory import METHODS, OPTIMIZERS, PRECISIONS
+from gpuledger.warehouse.models_catalog import UnknownModelError
+from gpuledger.warehouse.recommend import Candidate, Recommendation, RecommendRequest, recommend
+from gpuledger.warehouse.store import WarehouseError, open_reader
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)

@@ -17,14 +17,14 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from adapters.replay import ReplayServer
-from flows.pipeline import (
+from gpuledger.adapters.replay import ReplayServer
+from gpuledger.flows.pipeline import (
     FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_within, gc_frozen, load_all,
     outcome_from, plans_for, prestart_crawls, resolve_providers,
 )
-from flows.changes import moves_markdown, refresh_price_moves
-from spiders.runner import discard_prestarted
-from warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
+from gpuledger.flows.changes import moves_markdown, refresh_price_moves
+from gpuledger.spiders.runner import discard_prestarted
+from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
 

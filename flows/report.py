@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 import duckdb
 
-from warehouse.recommend import tiered_egress_cost
-from warehouse.store import open_reader
+from gpuledger.warehouse.recommend import tiered_egress_cost
+from gpuledger.warehouse.store import open_reader
 
 DEFAULT_EGRESS_GB = 140.0
 DEFAULT_STALE_AFTER_H = 36.0

@@ -1,6 +1,6 @@
 """Web-page sources (scrapy spiders). Registry: provider name -> module with fetch(ctx) -> Batch."""
 
 SPIDERS: dict[str, str] = {
-    "coreweave": "spiders.coreweave",
-    "hyperstack": "spiders.hyperstack",
+    "coreweave": "gpuledger.spiders.coreweave",
+    "hyperstack": "gpuledger.spiders.hyperstack",
 }

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 # and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
 # 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
 if TYPE_CHECKING:
-    from adapters.base import SourceContext
+    from gpuledger.adapters.base import SourceContext
 
 # Names a distribution's Chromium goes by on PATH (Debian: chromium; Ubuntu snap/others: the rest).
 PATH_NAMES = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
@@ -64,7 +64,7 @@ def playwright_chromium() -> str | None:
 
 def find_chromium(ctx: SourceContext) -> str:
     """Path of a runnable Chromium; SourceError naming the provider when there is none."""
-    from adapters.base import SourceError
+    from gpuledger.adapters.base import SourceError
 
     explicit = os.environ.get("GPULEDGER_CHROMIUM") or ctx.setting("chromium_path")
     if explicit:
@@ -126,7 +126,7 @@ def ensure_browser() -> str:
     import subprocess
     import sys
 
-    from adapters.base import SourceContext, SourceError
+    from gpuledger.adapters.base import SourceContext, SourceError
 
     ctx = SourceContext(provider="browser")
     try:
@@ -146,5 +146,5 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] != ["--ensure"]:
-        sys.exit("usage: python -m spiders.browser --ensure   (find or install a Chromium for JS pages)")
+        sys.exit("usage: python -m gpuledger.spiders.browser --ensure   (find or install a Chromium for JS pages)")
     print(f"chromium: {ensure_browser()}")

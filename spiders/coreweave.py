@@ -18,8 +18,8 @@ import json
 import re
 from typing import Any
 
-from adapters.base import SourceContext, SourceError
-from spiders.items import (
+from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.spiders.items import (
     GPU,
     NETWORK,
     STORAGE,
@@ -35,17 +35,17 @@ from spiders.items import (
     usd_per_gb_month,
     usd_price,
 )
-from spiders.runner import CrawlResult, crawl
-from spiders.runner import prestart as prestart_child
-from spiders.settings import crawl_settings
-from warehouse.gpus import UnknownGPUError, canonicalize
-from warehouse.records import Batch
+from gpuledger.spiders.runner import CrawlResult, crawl
+from gpuledger.spiders.runner import prestart as prestart_child
+from gpuledger.spiders.settings import crawl_settings
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch
 
 NAME = "coreweave"
 HOST = "www.coreweave.com"
 PRICING_PATH = "/pricing"
 PAGE_URL = f"https://{HOST}{PRICING_PATH}"
-SPIDER = "spiders.sites.coreweave:CoreWeavePricingSpider"
+SPIDER = "gpuledger.spiders.sites.coreweave:CoreWeavePricingSpider"
 BILLING_DOC = "https://docs.coreweave.com/resources/billing-and-charges"
 STORAGE_DOC = "https://docs.coreweave.com/docs/pricing/pricing-storage"
 

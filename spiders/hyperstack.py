@@ -22,9 +22,9 @@ import json
 import re
 from typing import Any
 
-from adapters.base import SourceContext, SourceError
-from spiders.browser import find_chromium
-from spiders.items import (
+from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.spiders.browser import find_chromium
+from gpuledger.spiders.items import (
     GPU,
     NETWORK,
     STORAGE,
@@ -37,17 +37,17 @@ from spiders.items import (
     usd_per_gb_month,
     usd_price,
 )
-from spiders.runner import CrawlResult, crawl
-from spiders.runner import prestart as prestart_child
-from spiders.settings import browser_settings
-from warehouse.gpus import UnknownGPUError, canonicalize
-from warehouse.records import Batch
+from gpuledger.spiders.runner import CrawlResult, crawl
+from gpuledger.spiders.runner import prestart as prestart_child
+from gpuledger.spiders.settings import browser_settings
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch
 
 NAME = "hyperstack"
 HOST = "www.hyperstack.cloud"
 PRICING_PATH = "/gpu-pricing"
 PAGE_URL = f"https://{HOST}{PRICING_PATH}"
-SPIDER = "spiders.sites.hyperstack:HyperstackPricingSpider"
+SPIDER = "gpuledger.spiders.sites.hyperstack:HyperstackPricingSpider"
 REGION = "global"
 BILLING_DOC = "https://docs.hyperstack.cloud/docs/billing/states-and-billing"
 SPOT_DOC = "https://docs.hyperstack.cloud/docs/virtual-machines/spot"

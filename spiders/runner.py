@@ -2,7 +2,7 @@
 
 Scrapy's Twisted reactor can be started once per process, so a Prefect worker
 (or a test session) that scrapes twice would fail on the second crawl. Each
-crawl therefore runs as `python -m spiders.runner ...`: the child starts one
+crawl therefore runs as `python -m gpuledger.spiders.runner ...`: the child starts one
 CrawlerProcess, writes the items as JSONL plus a small status file, and exits
 non-zero when the crawl did not produce a price table. The parent enforces a
 timeout (killing the child's whole process group, browser included) and turns
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 # and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
 # 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
 if TYPE_CHECKING:
-    from adapters.base import SourceContext
+    from gpuledger.adapters.base import SourceContext
 
 STDERR_TAIL_CHARS = 1500
 EXIT_OK = 0
@@ -126,10 +126,10 @@ _WARM_LOCK = threading.Lock()
 
 
 def _spawn(args: list[str], work: Path, stdin: int) -> subprocess.Popen[bytes]:
-    """`python -m spiders.runner ARGS` in `work`, its own session (so a timeout can kill its whole
+    """`python -m gpuledger.spiders.runner ARGS` in `work`, its own session (so a timeout can kill its whole
     group, browser included), its output in work/stdout.log and work/stderr.log."""
     with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
-        return subprocess.Popen([sys.executable, "-m", "spiders.runner", *args], cwd=work, env=child_env(),
+        return subprocess.Popen([sys.executable, "-m", "gpuledger.spiders.runner", *args], cwd=work, env=child_env(),
                                 stdout=stdout, stderr=stderr, stdin=stdin, start_new_session=True)
 
 
@@ -222,7 +222,7 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
     Raises SourceError (provider, real host+path, crawled URL, reason, log tail) on
     a failed crawl, a non-zero exit, or the timeout.
     """
-    from adapters.base import SourceError
+    from gpuledger.adapters.base import SourceError
 
     start_url = ctx.url(host) + path
     where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
@@ -293,10 +293,10 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.misc import load_object
 
-    from spiders.settings import BROWSER_SAME_HOST_ONLY
+    from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY
 
     if settings.pop(BROWSER_SAME_HOST_ONLY, False):
-        from spiders.browser import same_host_only
+        from gpuledger.spiders.browser import same_host_only
 
         settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
     spider_cls = load_object(spider_path)

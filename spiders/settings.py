@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 # and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
 # 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
 if TYPE_CHECKING:
-    from adapters.base import SourceContext
+    from gpuledger.adapters.base import SourceContext
 
 # Marker key the runner turns into playwright's same-host request filter (callables cannot
 # cross the process boundary as JSON).
@@ -29,7 +29,7 @@ def is_local(ctx: SourceContext) -> bool:
 
 def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
     """Settings for a plain-HTTP crawl (server-rendered pages)."""
-    from adapters.base import USER_AGENT
+    from gpuledger.adapters.base import USER_AGENT
 
     local = is_local(ctx)
     settings: dict[str, Any] = {
@@ -64,7 +64,7 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
 
 def browser_settings(ctx: SourceContext, chromium_path: str) -> dict[str, Any]:
     """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright)."""
-    from spiders.browser import launch_options
+    from gpuledger.spiders.browser import launch_options
 
     timeout_ms = ctx.http_timeout_s * 1000
     settings = crawl_settings(ctx)

@@ -15,10 +15,10 @@ from typing import Any, Sequence
 
 import duckdb
 
-from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from flows.pipeline import fetch_source, load_all, outcome_from, plans_for
-from warehouse.records import Batch
-from warehouse.store import AnomalyPolicy, LoadReport, ScrapeOutcome, load_outcome, utcnow
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, ScrapeOutcome, load_outcome, utcnow
 
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
 

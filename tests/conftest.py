@@ -8,9 +8,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-import flows  # noqa: F401  (Prefect/AWS environment defaults)
-from adapters.base import SourceContext
-from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from gpuledger import flows  # noqa: F401  (Prefect/AWS environment defaults)
+from gpuledger.adapters.base import SourceContext
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters import aws
-from adapters.base import SchemaDriftError
-from warehouse.records import Batch
+from gpuledger.adapters import aws
+from gpuledger.adapters.base import SchemaDriftError
+from gpuledger.warehouse.records import Batch
 
 FIX = Path(__file__).parent / "fixtures" / "aws"
 

@@ -10,14 +10,14 @@ from collections import Counter
 
 import pytest
 
-from adapters import aws
-from adapters.base import SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters import aws
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from tests.conftest import replay_context
 
 
 @pytest.fixture(scope="module")
 def bulk_batch():
-    from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 
     with ReplayServer(BUNDLED_RECORDINGS, providers=["aws"]) as server:
         ctx = replay_context(server, "aws")

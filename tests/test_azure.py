@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from adapters import aws, azure
-from adapters.base import SchemaDriftError, SourceContext, SourceError
-from adapters.replay import BUNDLED_RECORDINGS, Exchange, Recorder, RecordingProxy, ReplayServer, Request
+from gpuledger.adapters import aws, azure
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Exchange, Recorder, RecordingProxy, ReplayServer, Request
 from tests.conftest import replay_context
-from warehouse.gpus import UnknownGPUError, canonicalize
-from warehouse.records import Batch, Offer
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch, Offer
 
 FIX = Path(__file__).parent / "fixtures" / "azure"
 RECORDING = BUNDLED_RECORDINGS / "azure"

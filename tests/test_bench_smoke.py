@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters import aws
-from adapters.base import SchemaDriftError
-from adapters.replay import BUNDLED_RECORDINGS
+from gpuledger.adapters import aws
+from gpuledger.adapters.base import SchemaDriftError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from bench import awsgen
 from bench.reference_aws import parse_offer_csv_lines, parse_prefilter_dictreader
 from tests.conftest import replay_context
@@ -165,7 +165,7 @@ def test_fetch_prices_bulk_streams_the_same_rows_as_the_reference(replay) -> Non
 
 
 def test_latency_hook_is_deterministic_and_limits_each_host() -> None:
-    from adapters.replay import Request
+    from gpuledger.adapters.replay import Request
     from bench.concurrency import LatencyHook
 
     hook = LatencyHook(10, 30, per_host=2)
@@ -182,9 +182,9 @@ def test_latency_hook_is_deterministic_and_limits_each_host() -> None:
 
 def test_year_warehouse_and_set_based_merge_keep_the_invariants(tmp_path: Path) -> None:
     from bench.warehouse_gen import PROVIDERS, build, current_offers, next_night
-    from warehouse.check import run_checks
-    from warehouse.records import Batch
-    from warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer
+    from gpuledger.warehouse.check import run_checks
+    from gpuledger.warehouse.records import Batch
+    from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer
 
     info = build(tmp_path / "w.duckdb", offers=1600, nights=12)
     assert info["offers"] == 1600 and 1600 + 11 * 1600 * 0.2 < info["offer_history"] < 1600 + 11 * 1600 * 0.34
@@ -223,8 +223,8 @@ def test_recommend_equals_the_previous_sql_ranking_on_a_generated_warehouse(tmp_
 
     from bench.reference_recommend import ranked_previous
     from bench.warehouse_gen import build
-    from warehouse.recommend import RecommendRequest, recommend
-    from warehouse.store import open_reader
+    from gpuledger.warehouse.recommend import RecommendRequest, recommend
+    from gpuledger.warehouse.store import open_reader
 
     build(tmp_path / "w.duckdb", offers=3000, nights=2)
     con = open_reader(tmp_path / "w.duckdb")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.changes import largest_price_moves, moves_markdown, refresh_price_moves
-from flows.refresh import _artifact_markdown, summarize
+from gpuledger.flows.changes import largest_price_moves, moves_markdown, refresh_price_moves
+from gpuledger.flows.refresh import _artifact_markdown, summarize
 from tests.builders import lambda_price_hook, load_day, offer, replayed_warehouse
-from warehouse.store import open_writer
+from gpuledger.warehouse.store import open_writer
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_moves_in_the_artifact(warehouse: Path) -> None:
     assert table.splitlines()[3].endswith("| 20.0000 | 15.0000 | -25.0% |")
     assert moves_markdown([]) == "No price changed in this refresh."
 
-    from warehouse.store import LoadReport
+    from gpuledger.warehouse.store import LoadReport
     summary = summarize("refresh-1", [LoadReport("aws", "r1", "ok", rows_loaded=5, new=1, changed=3, closed=1),
                                       LoadReport("lambda", "r2", "failed", error="lambda: HTTP 503\nretry")])
     summary["price_moves"] = moves

@@ -12,11 +12,12 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-import spiders.runner
+import gpuledger.spiders.runner
+from gpuledger import spiders
 
-from adapters.replay import BUNDLED_RECORDINGS
-from flows.cli import app
-from flows.pipeline import SOURCES
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+from gpuledger.flows.cli import app
+from gpuledger.flows.pipeline import SOURCES
 
 pytestmark = pytest.mark.prefect
 runner = CliRunner()
@@ -66,7 +67,7 @@ def test_sql_answers_and_refuses_writes(replayed_db: Path) -> None:
     rows = json.loads(result.stdout)
     assert len(rows) == 3 and all(r["price_per_gpu_hour"] > 0 for r in rows)
     # The real entry point, in another process: a DROP fails with a clear message and nothing changes.
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "sql", "drop table offers", "--db", str(replayed_db)],
+    proc = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "sql", "drop table offers", "--db", str(replayed_db)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "read-only" in proc.stderr

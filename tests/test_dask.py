@@ -69,7 +69,7 @@ def test_dask_runner_gives_the_thread_runner_warehouse(api_url: str, cluster: An
     from distributed import Client, get_task_stream
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    from flows.refresh import nightly_refresh
+    from gpuledger.flows.refresh import nightly_refresh
 
     assert isinstance(nightly_refresh.task_runner, ThreadPoolTaskRunner)  # the default, GPULEDGER_TASK_RUNNER unset
     threads = nightly_refresh(db=str(tmp_path / "threads.duckdb"), providers=PROVIDERS, replay=True)
@@ -81,7 +81,7 @@ def test_dask_runner_gives_the_thread_runner_warehouse(api_url: str, cluster: An
     with Client(cluster) as client:
         worker_pids = set(client.run(os.getpid).values())
         with get_task_stream(client=client) as stream:
-            done = subprocess.run([sys.executable, "-m", "flows.cli", "refresh", "--replay", *args,
+            done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", *args,
                                    "--db", str(tmp_path / "dask.duckdb")],
                                   env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -99,7 +99,7 @@ def test_dask_runner_gives_the_thread_runner_warehouse(api_url: str, cluster: An
 
 
 def test_runner_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.refresh import task_runner_from_env
+    from gpuledger.flows.refresh import task_runner_from_env
 
     monkeypatch.setenv("GPULEDGER_DASK_ADDRESS", "tcp://127.0.0.1:8786")
     for value, expected in (("dask", "DaskTaskRunner"), ("thread", "ThreadPoolTaskRunner"),

@@ -25,7 +25,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from flows.ops_cli import NIGHTLY_CRON, NIGHTLY_TIMEZONE, nightly_deployment, register
+from gpuledger.flows.ops_cli import NIGHTLY_CRON, NIGHTLY_TIMEZONE, nightly_deployment, register
 from tests.builders import replayed_warehouse, shared_prefect_server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer.main
 
-from flows.cli import app
+from gpuledger.flows.cli import app
 
 ROOT = Path(__file__).parent.parent
 

@@ -27,14 +27,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters import aws, azure, gcp, lambdalabs, runpod, vastai
-from adapters.base import SchemaDriftError, SourceError
-from spiders import coreweave, hyperstack
-from spiders.items import PriceRow, PriceTextError, parse_money, usd_per_gb_month, usd_price
-from spiders.sites import coreweave as coreweave_site
-from spiders.sites import hyperstack as hyperstack_site
-from spiders.sites.base import LayoutChanged
-from warehouse.records import Batch
+from gpuledger.adapters import aws, azure, gcp, lambdalabs, runpod, vastai
+from gpuledger.adapters.base import SchemaDriftError, SourceError
+from gpuledger.spiders import coreweave, hyperstack
+from gpuledger.spiders.items import PriceRow, PriceTextError, parse_money, usd_per_gb_month, usd_price
+from gpuledger.spiders.sites import coreweave as coreweave_site
+from gpuledger.spiders.sites import hyperstack as hyperstack_site
+from gpuledger.spiders.sites.base import LayoutChanged
+from gpuledger.warehouse.records import Batch
 
 REC = Path(__file__).parent.parent / "adapters" / "recordings"
 FIX = Path(__file__).parent / "fixtures"
@@ -159,7 +159,7 @@ def azure_parse(docs: dict[str, Any]) -> Any:
 def _through_client(message_type: Any, doc: Any) -> dict[str, Any]:
     """What the google client makes of a JSON answer: its message, as _pages hands it on; a body
     that does not fit the message fails in the client (gcp._call turns that into SchemaDriftError)."""
-    from adapters.base import SchemaDriftError
+    from gpuledger.adapters.base import SchemaDriftError
 
     try:
         message = message_type.from_json(json.dumps(doc), ignore_unknown_fields=True)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from adapters import aws, gcp
-from adapters.base import MissingCredentialsError, SourceContext, SourceError
-from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from gpuledger.adapters import aws, gcp
+from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from tests.conftest import FIXTURES, replay_context
 
 GCP_FIXTURES = FIXTURES / "gcp"
@@ -402,7 +402,7 @@ def test_live_without_credentials_raises_missing_credentials(monkeypatch, tmp_pa
 
 def test_record_mode_round_trip(replayed, tmp_path: Path) -> None:
     """`gpuledger record` path: the clients go through the recording proxy; the result replays the same."""
-    from adapters.replay import Recorder, RecordingProxy
+    from gpuledger.adapters.replay import Recorder, RecordingProxy
 
     batch, _, _ = replayed
     with ReplayServer(BUNDLED_RECORDINGS, providers=["gcp"]) as upstream:

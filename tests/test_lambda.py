@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from adapters import lambdalabs
-from adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
-from adapters.replay import BUNDLED_RECORDINGS, Exchange, Request
+from gpuledger.adapters import lambdalabs
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Exchange, Request
 from tests.conftest import replay_context
 
 FIX = Path(__file__).parent / "fixtures" / "lambda"
@@ -207,7 +207,7 @@ def test_non_json_answer_is_a_source_error(replay: Any) -> None:
 
 
 def test_provider_facts_have_the_reference_keys() -> None:
-    from adapters import aws
+    from gpuledger.adapters import aws
 
     assert set(lambdalabs.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
     assert lambdalabs.NAME == lambdalabs.PROVIDER_FACTS["provider"] == "lambda"

@@ -11,10 +11,10 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner
 
-from flows.ops_cli import register
-from flows.plot import plot_price_history
+from gpuledger.flows.ops_cli import register
+from gpuledger.flows.plot import plot_price_history
 from tests.builders import T0, load_day, offer
-from warehouse.store import open_writer
+from gpuledger.warehouse.store import open_writer
 
 D = [T0 + timedelta(days=i) for i in range(5)]
 

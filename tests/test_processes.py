@@ -9,9 +9,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from warehouse.check import run_checks
-from warehouse.records import Batch
-from warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
+from gpuledger.warehouse.check import run_checks
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -78,7 +78,7 @@ def test_readers_wait_out_the_write_window_and_see_committed_state(tmp_path: Pat
 def _killed_mid_merge(db: str) -> None:
     """Run the real merge and die by SIGKILL inside its transaction, right after the
     provider's current rows were replaced: the most damaging moment to crash."""
-    import warehouse.store as store
+    import gpuledger.warehouse.store as store
 
     real_merge = store._merge
 
@@ -113,7 +113,7 @@ def test_kill_9_mid_merge_leaves_the_previous_state(tmp_path: Path) -> None:
 def _killed_in_second_merge(db: str) -> None:
     """One write window, two providers: aws's merge commits (to the WAL: the window's one
     checkpoint comes when it closes), then SIGKILL inside lambda's merge transaction."""
-    import warehouse.store as store
+    import gpuledger.warehouse.store as store
 
     real_merge = store._merge
 

@@ -20,9 +20,9 @@ import duckdb
 import pytest
 
 from tests.builders import lambda_price_hook, replayed_warehouse
-from warehouse.export import export_snapshot
-from warehouse.recommend import tiered_egress_cost
-from warehouse.store import open_reader
+from gpuledger.warehouse.export import export_snapshot
+from gpuledger.warehouse.recommend import tiered_egress_cost
+from gpuledger.warehouse.store import open_reader
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "queries.md"
 PROVIDERS = ["aws", "azure", "lambda", "runpod", "vastai"]

@@ -13,17 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from warehouse.schema import migrate
+from gpuledger.warehouse.schema import migrate
 import typer
 from typer.testing import CliRunner
 
-from flows.recommend_cli import register
-from warehouse.recommend import (
+from gpuledger.flows.recommend_cli import register
+from gpuledger.warehouse.recommend import (
     RecommendRequest, _best_first, billed_seconds, compute_cost, install_macros, recommend, storage_cost,
     tiered_egress_cost,
 )
-from warehouse.records import Batch
-from warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
 
 T0 = datetime(2026, 11, 2, 3, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=1)  # requests judge freshness at this time
@@ -393,7 +393,7 @@ def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> No
 # -- the offer facts a connection keeps, and the ranking over them ----------------------------
 
 def test_read_only_connection_builds_its_offer_facts_once(warehouse: Path, monkeypatch) -> None:
-    import warehouse.offer_facts as facts_module
+    import gpuledger.warehouse.offer_facts as facts_module
 
     builds = []
     real_build = facts_module._build

@@ -11,10 +11,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import flows.pipeline
-import flows.refresh
-from flows.pipeline import ScrapeTimeout, SourcePlan, fetch_within, gc_frozen
-from spiders import coreweave, hyperstack, runner
+import gpuledger.flows.pipeline
+import gpuledger.flows.refresh
+from gpuledger import flows
+from gpuledger.flows.pipeline import ScrapeTimeout, SourcePlan, fetch_within, gc_frozen
+from gpuledger.spiders import coreweave, hyperstack, runner
 from tests.builders import shared_prefect_server
 
 

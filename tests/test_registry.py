@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.replay import BUNDLED_RECORDINGS, load_manifest
-from flows.pipeline import SOURCES
-from warehouse import gpus
-from warehouse.store import PROVIDER_FACT_COLUMNS
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, load_manifest
+from gpuledger.flows.pipeline import SOURCES
+from gpuledger.warehouse import gpus
+from gpuledger.warehouse.store import PROVIDER_FACT_COLUMNS
 
 TESTS = Path(__file__).parent
 
@@ -39,8 +39,8 @@ def test_every_source_has_a_documented_recording(provider: str) -> None:
 def test_every_registered_module_exists_once() -> None:
     modules = list(SOURCES.values())
     assert len(modules) == len(set(modules))
-    on_disk = {p.stem for p in (TESTS.parent / "adapters").glob("*.py")} - {"__init__", "base", "replay"}
-    registered = {m.split(".")[1] for m in modules if m.startswith("adapters.")}
+    on_disk = {p.stem for p in (TESTS.parent / "adapters").glob("*.py")} - {"__init__", "base", "replay", "contract", "registry"}
+    registered = {m.rsplit(".", 1)[1] for m in modules if m.startswith("gpuledger.adapters.")}
     assert on_disk == registered, "an adapter module is not registered (or registered twice)"
 
 

@@ -24,12 +24,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from adapters.base import SourceContext
-from flows.ops_cli import register
-from flows.report import provider_freshness, render_report, report_rows, write_report
-from spiders.browser import find_chromium, launch_args
+from gpuledger.adapters.base import SourceContext
+from gpuledger.flows.ops_cli import register
+from gpuledger.flows.report import provider_freshness, render_report, report_rows, write_report
+from gpuledger.spiders.browser import find_chromium, launch_args
 from tests.builders import T0, egress, load_day, offer, replayed_warehouse
-from warehouse.store import open_reader, open_writer
+from gpuledger.warehouse.store import open_reader, open_writer
 
 EVIL_INSTANCE = '<img src=x onerror="window.pwned=1">'
 EVIL_REGION = '"><script>window.pwned=2</script>'

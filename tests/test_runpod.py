@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from adapters import runpod
-from adapters.base import SchemaDriftError, SourceError
-from adapters.replay import Exchange, Request
+from gpuledger.adapters import runpod
+from gpuledger.adapters.base import SchemaDriftError, SourceError
+from gpuledger.adapters.replay import Exchange, Request
 from tests.conftest import replay_context
-from warehouse.gpus import canonicalize
-from warehouse.records import Batch
+from gpuledger.warehouse.gpus import canonicalize
+from gpuledger.warehouse.records import Batch
 
 FIX = Path(__file__).parent / "fixtures" / "runpod"
 
@@ -202,7 +202,7 @@ def test_one_failed_attempt_then_success(replay: Any) -> None:
 
 
 def test_provider_facts_have_the_reference_keys() -> None:
-    from adapters import aws
+    from gpuledger.adapters import aws
 
     assert set(runpod.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
     assert runpod.NAME == runpod.PROVIDER_FACTS["provider"] == "runpod"

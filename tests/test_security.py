@@ -26,14 +26,14 @@ from urllib.parse import quote, unquote
 import duckdb
 import pytest
 
-import flows  # noqa: F401  (environment defaults)
-from adapters.base import SourceContext, SourceError
-from adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
-from flows.pipeline import describe_failure, load_all, source_module
-from spiders import coreweave, hyperstack
+from gpuledger import flows  # noqa: F401  (environment defaults)
+from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from gpuledger.flows.pipeline import describe_failure, load_all, source_module
+from gpuledger.spiders import coreweave, hyperstack
 from tests.conftest import replay_context
-from warehouse.export import export_snapshot
-from warehouse.store import AnomalyPolicy, ScrapeOutcome, open_reader, utcnow
+from gpuledger.warehouse.export import export_snapshot
+from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, open_reader, utcnow
 
 CANARY = {
     "LAMBDA_API_KEY": "secret_lambda_CANARY1a2b3c4d5e6f",
@@ -273,7 +273,7 @@ def test_canaries_stay_out_of_the_flow_artifact_logs_and_recording(monkeypatch: 
     from prefect.client.orchestration import get_client
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.refresh import nightly_refresh
+    from gpuledger.flows.refresh import nightly_refresh
 
     for name, value in CANARY.items():
         monkeypatch.setenv(name, value)
@@ -330,7 +330,7 @@ def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def sql(db: Path, query: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flows.cli", "sql", query, "--db", str(db), "--format", "csv"],
+    return subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "sql", query, "--db", str(db), "--format", "csv"],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -394,7 +394,7 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
     db = tmp_path / "ledger.duckdb"
     assert load_all(db, [ScrapeOutcome("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r", AnomalyPolicy())[0].ok
     out = tmp_path / "export"
-    result = subprocess.run([sys.executable, "-m", "flows.cli", "export", str(out), "--db", str(db)],
+    result = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "export", str(out), "--db", str(db)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     folder = Path(result.stdout.strip().splitlines()[-1])
@@ -486,7 +486,7 @@ def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_p
     assert eff["browser_headless"] is True and eff["abort_request_filter"] is True
     assert eff["ROBOTSTXT_OBEY"] is True and eff["TELNETCONSOLE_ENABLED"] is False
     assert "--disable-background-networking" in args and "--disable-component-update" in args
-    from spiders.browser import needs_no_sandbox
+    from gpuledger.spiders.browser import needs_no_sandbox
 
     # Only what Debian's chromium needs as root (or a machine without user namespaces says it needs).
     assert ("--no-sandbox" in args) == needs_no_sandbox() == (os.geteuid() == 0 or
@@ -495,7 +495,7 @@ def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_p
 
 
 def test_browser_sandbox_stays_on_for_other_users(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spiders import browser
+    from gpuledger.spiders import browser
 
     monkeypatch.delenv("GPULEDGER_CHROMIUM_NO_SANDBOX", raising=False)
     monkeypatch.setattr(browser.os, "geteuid", lambda: 1000)

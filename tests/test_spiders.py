@@ -19,11 +19,11 @@ import httpx
 import pytest
 from scrapy.http import HtmlResponse
 
-from adapters import aws
-from adapters.base import USER_AGENT, SourceContext, SourceError
-from adapters.replay import BUNDLED_RECORDINGS
-from spiders import SPIDERS, browser, coreweave, hyperstack, runner
-from spiders.items import (
+from gpuledger.adapters import aws
+from gpuledger.adapters.base import USER_AGENT, SourceContext, SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, runner
+from gpuledger.spiders.items import (
     PriceRow,
     PriceTextError,
     parse_money,
@@ -31,11 +31,11 @@ from spiders.items import (
     price_unit,
     usd_per_gb_month,
 )
-from spiders.runner import crawl
-from spiders.settings import browser_settings, crawl_settings
-from spiders.sites import coreweave as cw_site
-from spiders.sites import hyperstack as hs_site
-from spiders.sites.base import LayoutChanged
+from gpuledger.spiders.runner import crawl
+from gpuledger.spiders.settings import browser_settings, crawl_settings
+from gpuledger.spiders.sites import coreweave as cw_site
+from gpuledger.spiders.sites import hyperstack as hs_site
+from gpuledger.spiders.sites.base import LayoutChanged
 from tests.conftest import replay_context
 
 FIX = Path(__file__).parent / "fixtures"
@@ -239,7 +239,7 @@ def test_provider_facts_contract() -> None:
         assert set(module.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS), module.NAME
         assert module.PROVIDER_FACTS["provider"] == module.NAME and module.PROVIDER_FACTS["billing_granularity_s"] == 60
         assert all(u.startswith("https://") for u in module.PROVIDER_FACTS["source_urls"])
-    assert SPIDERS == {"coreweave": "spiders.coreweave", "hyperstack": "spiders.hyperstack"}
+    assert SPIDERS == {"coreweave": "gpuledger.spiders.coreweave", "hyperstack": "gpuledger.spiders.hyperstack"}
 
 
 # -- settings and browser discovery ----------------------------------------------------------------
@@ -429,7 +429,7 @@ def test_hyperstack_rate_card_too_slow_is_reported_as_a_timeout(replay) -> None:
 
 
 def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
-    from spiders.runner import child_env
+    from gpuledger.spiders.runner import child_env
 
     monkeypatch.delenv("NODE_COMPILE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

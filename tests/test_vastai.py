@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from adapters import vastai
-from adapters.base import SchemaDriftError, SourceError
-from adapters.replay import BUNDLED_RECORDINGS, Exchange, Request
+from gpuledger.adapters import vastai
+from gpuledger.adapters.base import SchemaDriftError, SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Exchange, Request
 from tests.conftest import replay_context
-from warehouse.records import Batch
+from gpuledger.warehouse.records import Batch
 
 FIX = Path(__file__).parent / "fixtures" / "vastai"
 PAGES = BUNDLED_RECORDINGS / "vastai" / "search"
@@ -223,7 +223,7 @@ def test_api_key_goes_in_a_bearer_header_and_not_in_errors(replay: Any, monkeypa
 
 
 def test_provider_facts_have_the_reference_keys() -> None:
-    from adapters import aws
+    from gpuledger.adapters import aws
 
     assert set(vastai.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
     assert vastai.NAME == vastai.PROVIDER_FACTS["provider"] == "vastai"

@@ -9,11 +9,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from warehouse.check import run_checks
-from warehouse.export import export_snapshot
-from warehouse.records import Batch
-from warehouse.schema import MIGRATIONS, SCHEMA_VERSION, current_version, migrate
-from warehouse.store import (
+from gpuledger.warehouse.check import run_checks
+from gpuledger.warehouse.export import export_snapshot
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.schema import MIGRATIONS, SCHEMA_VERSION, current_version, migrate
+from gpuledger.warehouse.store import (
     AnomalyPolicy, RefreshRunningError, ScrapeOutcome, WarehouseError, load_outcome, open_reader, open_writer,
     refresh_lock,
 )
@@ -81,7 +81,7 @@ def test_new_changed_closed_and_history(con) -> None:
 def test_a_fingerprint_collision_cannot_hide_a_change(con, monkeypatch) -> None:
     """Change is decided by comparing columns, never fingerprints: with every new or changed row
     given the same content_hash, a price change still closes the old version and opens a new one."""
-    import warehouse.store as store
+    import gpuledger.warehouse.store as store
 
     monkeypatch.setattr(store, "_hash_expr", lambda spec, alias="": "'same-for-all'")
     load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 21.957642}, 0)

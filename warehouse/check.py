@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from warehouse.schema import SCHEMA_VERSION, SPECS, current_version
+from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, current_version
 
 
 @dataclass

@@ -17,8 +17,8 @@ from typing import Any, Sequence
 
 import duckdb
 
-from warehouse.schema import EGRESS, OFFERS, SCHEMA_VERSION, STORAGE
-from warehouse.store import WarehouseError, utcnow
+from gpuledger.warehouse.schema import EGRESS, OFFERS, SCHEMA_VERSION, STORAGE
+from gpuledger.warehouse.store import WarehouseError, utcnow
 
 EXPORT_TABLES: dict[str, tuple[str, ...]] = {
     "offers": OFFERS.columns + ("first_seen", "last_seen", "run_id"),

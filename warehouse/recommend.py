@@ -24,8 +24,8 @@ from typing import Any, Iterable, Sequence
 import duckdb
 import numpy as np
 
-from warehouse.memory import MemoryEstimate, TrainingSetup, estimate
-from warehouse.offer_facts import TABLE, OfferFacts, is_read_only, offer_facts
+from gpuledger.warehouse.memory import MemoryEstimate, TrainingSetup, estimate
+from gpuledger.warehouse.offer_facts import TABLE, OfferFacts, is_read_only, offer_facts
 
 SQL_PATH = Path(__file__).parent / "sql" / "recommend.sql"
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate

@@ -277,3 +277,36 @@ class Batch:
             "storage": len(self.storage),
             "quarantined": len(self.quarantined),
         }
+
+
+class ProviderFacts(BaseModel):
+    """What a provider is and how it bills: one row of the `providers` table.
+
+    Declared once per source (its `PROVIDER.facts`), validated when the module is imported, and
+    stored by every successful load, so the recommender and the page read the same facts.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    display_name: str = Field(min_length=1)
+    kind: str = Field(pattern=r"^(hyperscaler|gpu_cloud|marketplace|aggregator)$")  # the provider's category
+    billing_granularity_s: int = Field(gt=0)
+    minimum_charge_s: int | None = Field(default=None, ge=0)
+    billing_notes: str | None = None
+    storage_persists_when_stopped: bool | None = None  # None: not documented
+    stopped_billing_notes: str | None = None
+    access_ssh: bool | None = None
+    access_docker: bool | None = None
+    access_jupyter: bool | None = None
+    multinode_interconnect: str | None = None
+    interruptible_offer: str | None = None
+    price_source: str = Field(min_length=1)
+    source_urls: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("source_urls")
+    @classmethod
+    def _https(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [u for u in urls if not u.startswith("https://")]
+        if bad:
+            raise ValueError(f"source URLs must be https: {bad}")
+        return urls

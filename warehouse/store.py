@@ -30,10 +30,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse import gpus
-from warehouse.recommend import install_macros
-from warehouse.records import Batch, Quarantined
-from warehouse.schema import EGRESS, OFFERS, STORAGE, TableSpec, migrate
+from gpuledger.warehouse import gpus
+from gpuledger.warehouse.recommend import install_macros
+from gpuledger.warehouse.records import Batch, Quarantined
+from gpuledger.warehouse.schema import EGRESS, OFFERS, STORAGE, TableSpec, migrate
 
 DEFAULT_DB = "gpuledger.duckdb"
 LOCK_WAIT_S = 60.0

@@ -1,1 +1,1 @@
-"""Scrapy spiders, one module per pricing page. They run inside `python -m spiders.runner`."""
+"""Scrapy spiders, one module per pricing page. They run inside `python -m gpuledger.spiders.runner`."""

@@ -16,7 +16,7 @@ from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
-from spiders.items import PriceRow
+from gpuledger.spiders.items import PriceRow
 
 
 class LayoutChanged(Exception):

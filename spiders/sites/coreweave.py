@@ -21,8 +21,8 @@ from typing import Iterable
 from parsel import Selector, SelectorList
 from scrapy.http import Response
 
-from spiders.items import GPU, NETWORK, STORAGE, PriceRow, clean_text
-from spiders.sites.base import LayoutChanged, PricingSpider
+from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PriceRow, clean_text
+from gpuledger.spiders.sites.base import LayoutChanged, PricingSpider
 
 GPU_TABLE = ".table-v2.kubernetes-gpu-pricing"
 GPU_ROW = ".table-row-v2.kubernetes-gpu-pricing"

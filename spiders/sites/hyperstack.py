@@ -19,8 +19,8 @@ from typing import Any, Iterable
 from parsel import Selector
 from scrapy.http import Response
 
-from spiders.items import GPU, NETWORK, STORAGE, PriceRow, clean_text
-from spiders.sites.base import LayoutChanged, PageFailed, PricingSpider
+from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PriceRow, clean_text
+from gpuledger.spiders.sites.base import LayoutChanged, PageFailed, PricingSpider
 
 ON_DEMAND_TABLE = "table#on-demand-gpu-pricing"
 SPOT_TABLE = "table#spot-gpu-pricing"

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
-from adapters.replay import HOP_HEADERS, ReplayServer, Request, ResponseHook, parse_request
+from gpuledger.adapters.replay import HOP_HEADERS, ReplayServer, Request, ResponseHook, parse_request
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ from typing import Any
 
 import duckdb
 
-from adapters.base import SourceError
-from adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
-from flows.pipeline import (
+from gpuledger.adapters.base import SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from gpuledger.flows.pipeline import (
     SOURCES, FetchResult, SourcePlan, describe_failure, fetch_source, load_all, outcome_from,
 )
 from tests.faults.faultserver import FaultyReplay, Reset, Stall
 from tests.faults.providers import ERROR_PATTERNS, PROVIDERS, REASON_PATTERNS, Edit, ProviderFaults
-from warehouse.check import run_checks
-from warehouse.schema import SPECS
-from warehouse.store import AnomalyPolicy, LoadReport, utcnow
+from gpuledger.warehouse.check import run_checks
+from gpuledger.warehouse.schema import SPECS
+from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, utcnow
 
 PROVIDER_NAMES = sorted(SOURCES)
 BOOKKEEPING = ("last_seen", "run_id")  # what every successful merge rewrites, whatever the data

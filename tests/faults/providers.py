@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from adapters.replay import Request
+from gpuledger.adapters.replay import Request
 
 FAULTS = (
     "refused", "timeout", "reset", "http_429", "http_500", "http_503_once", "truncated", "schema_drift", "empty",
@@ -214,7 +214,7 @@ RUNPOD = ProviderFaults(
 # -- Vast.ai: search pages {"offers": [...]} walked by id ------------------------------------------------------
 
 def _vast_victim(offers: list[dict[str, Any]]) -> dict[str, Any]:
-    from warehouse.gpus import UnknownGPUError, canonicalize
+    from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 
     for o in offers[:-1]:  # never the page's last offer: its id is the next page's cursor
         try:
@@ -289,7 +289,7 @@ def _azure_query(req: Request) -> str:
 
 
 def _azure_victim(items: list[dict[str, Any]]) -> dict[str, Any] | None:
-    from adapters.azure import GPU_SIZES, is_windows, purchase_option
+    from gpuledger.adapters.azure import GPU_SIZES, is_windows, purchase_option
 
     keys: dict[tuple[str, str, str], int] = {}
     for i in items:
@@ -462,7 +462,7 @@ def _aws_rows(text: str) -> tuple[list[str], list[str], dict[str, int]]:
 
 
 def _aws_victim_line(lines: list[str], cols: dict[str, int]) -> int:
-    from adapters.aws import _csv_row_to_price, _CSV_COLUMNS
+    from gpuledger.adapters.aws import _csv_row_to_price, _CSV_COLUMNS
 
     for n in range(cols["_head"] + 1, len(lines)):
         if '"OnDemand"' not in lines[n]:

@@ -15,11 +15,11 @@ from typing import Any
 import duckdb
 import pytest
 
-from adapters import lambdalabs, vastai
-from adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
-from flows.pipeline import SourcePlan, anomaly_min_row_ratio, fetch_source, load_all, outcome_from
-from warehouse.records import Batch
-from warehouse.store import AnomalyPolicy, ScrapeOutcome, utcnow
+from gpuledger.adapters import lambdalabs, vastai
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from gpuledger.flows.pipeline import SourcePlan, anomaly_min_row_ratio, fetch_source, load_all, outcome_from
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, utcnow
 
 REGIONS = [{"name": n, "description": n} for n in ("us-east-1", "us-west-1", "us-south-1", "europe-central-1")]
 
@@ -78,7 +78,7 @@ def test_source_thresholds_are_declared_and_checked() -> None:
     assert anomaly_min_row_ratio(lambdalabs) == 0.2
 
     class Bad:
-        __name__ = "adapters.bad"
+        __name__ = "gpuledger.adapters.bad"
         ANOMALY_MIN_ROW_RATIO = 1.5
 
     with pytest.raises(ValueError, match="ANOMALY_MIN_ROW_RATIO must be within"):

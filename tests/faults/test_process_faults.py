@@ -1,4 +1,4 @@
-"""Process faults against the real command line: `python -m flows.cli refresh --replay` in child processes.
+"""Process faults against the real command line: `python -m gpuledger.flows.cli refresh --replay` in child processes.
 
 - a refresh killed with SIGKILL inside its merge transaction;
 - two refreshes started at once;
@@ -34,9 +34,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from flows.pipeline import fetch_source, load_all, outcome_from, plans_for
-from warehouse.store import TEST_HOLD_ENV, AnomalyPolicy, utcnow
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from gpuledger.warehouse.store import TEST_HOLD_ENV, AnomalyPolicy, utcnow
 
 pytestmark = pytest.mark.prefect
 PROVIDERS = ("lambda", "runpod")  # small, fast recordings: the subject is the process, not the parse
@@ -54,7 +54,7 @@ def prefect_api() -> str:
 
 
 def cli_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", *args]
+    return [sys.executable, "-m", "gpuledger.flows.cli", *args]
 
 
 def cli_env(api: str | None, **extra: str) -> dict[str, str]:

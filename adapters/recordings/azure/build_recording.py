@@ -21,7 +21,7 @@ from urllib.parse import quote
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from adapters.azure import (  # noqa: E402
+from gpuledger.adapters.azure import (  # noqa: E402
     API_VERSION, BANDWIDTH_FILTER, PRICES_HOST, PRICES_PATH, STORAGE_FILTER, VM_FILTER,
 )
 

@@ -1,0 +1,8 @@
+"""gpuledger: a history-keeping warehouse of rented-GPU prices for LLM fine-tuning.
+
+The repository keeps its top-level folders (`adapters/`, `spiders/`, `warehouse/`, `flows/`);
+the package installs them as `gpuledger.adapters`, `gpuledger.spiders`, `gpuledger.warehouse`
+and `gpuledger.flows`, so nothing generic lands in a user's site-packages.
+"""
+
+__version__ = "0.2.0"
