@@ -29,6 +29,21 @@ out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 DbOption = typer.Option(None, "--db", envvar="GPULEDGER_DB", help="Warehouse file [default: ./gpuledger.duckdb].")
 
+def _print_version(value: bool) -> None:
+    if value:
+        from gpuledger import __version__
+
+        out.print(f"gpuledger {__version__}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print gpuledger's version and exit."),
+) -> None:
+    """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""
+
 
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s",
@@ -80,13 +95,15 @@ def refresh(
       gpuledger refresh --provider aws        # live, AWS only
     """
     _setup_logging(verbose)
-    from gpuledger.flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
+    from gpuledger.flows.pipeline import UnknownProviderError, ensure_browsers, prestart_crawls, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
     try:
+        wanted = resolve_providers(provider)
+        ensure_browsers(wanted, say=lambda line: console.print(line, markup=False, highlight=False))
         # The crawl children import scrapy (and Playwright) while Prefect starts up.
-        prestart_crawls(resolve_providers(provider))
+        prestart_crawls(wanted)
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,

@@ -61,6 +61,28 @@ def prestart_crawls(providers: list[str]) -> None:
             log.warning("%s: could not start its crawl child ahead: %s", name, err)
 
 
+def ensure_browsers(providers: list[str], say: Any = print) -> None:
+    """Find (or install, the way `gpuledger.spiders.browser --ensure` does) the Chromium that a
+    requested page source renders with, before any fetch: a fresh machine has none. A failure is
+    said in one line; that provider then fails on its own and the others load."""
+    if not any(getattr(source_module(n), "NEEDS_BROWSER", False) for n in providers):
+        return
+    from gpuledger.adapters.base import SourceContext, SourceError
+    from gpuledger.spiders.browser import ensure_browser, find_chromium
+
+    try:
+        find_chromium(SourceContext(provider="browser"))
+        return
+    except SourceError:
+        pass
+    say("No Chromium found for the JavaScript-rendered pricing pages: installing one "
+        "(Debian's chromium as root, else `playwright install chromium`) ...")
+    try:
+        say(f"chromium: {ensure_browser()}")
+    except Exception as err:  # noqa: BLE001 - reported in one line; the page source fails by itself
+        say(f"could not install a Chromium ({type(err).__name__}: {err}); the page sources that need it will fail")
+
+
 def resolve_providers(names: list[str] | None) -> list[str]:
     if not names:
         return sorted(SOURCES)

@@ -48,6 +48,7 @@ HOST = "www.hyperstack.cloud"
 PRICING_PATH = "/gpu-pricing"
 PAGE_URL = f"https://{HOST}{PRICING_PATH}"
 SPIDER = "gpuledger.spiders.sites.hyperstack:HyperstackPricingSpider"
+NEEDS_BROWSER = True  # the price table is rendered by the page's JavaScript
 REGION = "global"
 BILLING_DOC = "https://docs.hyperstack.cloud/docs/billing/states-and-billing"
 SPOT_DOC = "https://docs.hyperstack.cloud/docs/virtual-machines/spot"
