@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from gpuledger.adapters.contract import ProviderSpec
+# Only for the annotations: the crawl children import this registry and skip pydantic at start.
+if TYPE_CHECKING:
+    from gpuledger.adapters.contract import ProviderSpec
 
 SOURCES: dict[str, str] = {
     "aws": "gpuledger.adapters.aws",

@@ -8,7 +8,6 @@ Prefect, so each step can be called and tested directly.
 from __future__ import annotations
 
 import gc
-import importlib
 import logging
 import threading
 import traceback
@@ -21,10 +20,9 @@ from typing import Any, Iterator
 
 import duckdb
 
-from gpuledger.adapters import ADAPTERS
 from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
+from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
-from gpuledger.spiders import SPIDERS
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
@@ -32,20 +30,6 @@ from gpuledger.warehouse.store import (
 )
 
 log = logging.getLogger("gpuledger.refresh")
-
-SOURCES: dict[str, str] = {**ADAPTERS, **SPIDERS}
-
-
-class UnknownProviderError(ValueError):
-    pass
-
-
-def source_module(name: str) -> Any:
-    try:
-        return importlib.import_module(SOURCES[name])
-    except KeyError:
-        raise UnknownProviderError(
-            f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}") from None
 
 
 def prestart_crawls(providers: list[str]) -> None:
@@ -67,7 +51,7 @@ def ensure_browsers(providers: list[str], say: Any = print) -> None:
     said in one line; that provider then fails on its own and the others load."""
     if not any(getattr(source_module(n), "NEEDS_BROWSER", False) for n in providers):
         return
-    from gpuledger.adapters.base import SourceContext, SourceError
+    from gpuledger.adapters.base import SourceError
     from gpuledger.spiders.browser import ensure_browser, find_chromium
 
     try:

@@ -1,6 +1,5 @@
-"""Web-page sources (scrapy spiders). Registry: provider name -> module with fetch(ctx) -> Batch."""
+"""Web-page sources (scrapy spiders): the registry's sources whose module lives here."""
 
-SPIDERS: dict[str, str] = {
-    "coreweave": "gpuledger.spiders.coreweave",
-    "hyperstack": "gpuledger.spiders.hyperstack",
-}
+from gpuledger.adapters.registry import SOURCES
+
+SPIDERS: dict[str, str] = {name: module for name, module in SOURCES.items() if module.startswith(__name__ + ".")}
