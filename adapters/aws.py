@@ -27,8 +27,9 @@ from typing import Any, Iterable, Iterator
 
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
+from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 log = logging.getLogger("gpuledger.adapters.aws")
 
@@ -67,28 +68,34 @@ FRACTIONAL_FAMILIES = {"g6f": 22888, "gr6f": 22888}
 NVSWITCH_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"}
 NVLINK_FAMILIES = {"p3", "p3dn"}
 
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "Amazon Web Services (EC2)",
-    "kind": "hyperscaler",
-    "billing_granularity_s": 1,
-    "minimum_charge_s": 60,
-    "billing_notes": "Linux on-demand and Spot are billed per second with a 60-second minimum.",
-    "storage_persists_when_stopped": True,
-    "stopped_billing_notes": "A stopped instance stops compute billing; its EBS volumes keep billing.",
-    "access_ssh": True,
-    "access_docker": True,
-    "access_jupyter": False,
-    "multinode_interconnect": "EFA (p4d 400 Gbps, p5 3200 Gbps)",
-    "interruptible_offer": "Spot (2-minute interruption notice)",
-    "price_source": "AWS Price List (bulk files or Pricing API), EC2 API, Spot Instance Advisor",
-    "source_urls": [
-        "https://aws.amazon.com/ec2/pricing/on-demand/",
-        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html",
-        "https://aws.amazon.com/ec2/instance-types/p5/",
-        "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html",
-    ],
-}
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    secret_env_vars=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
+    # A session token belongs to short-lived credentials, which a repository secret cannot be.
+    nightly_secrets=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+    facts=ProviderFacts(
+        display_name="Amazon Web Services (EC2)",
+        kind="hyperscaler",
+        billing_granularity_s=1,
+        minimum_charge_s=60,
+        billing_notes="Linux on-demand and Spot are billed per second with a 60-second minimum.",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="A stopped instance stops compute billing; its EBS volumes keep billing.",
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=False,
+        multinode_interconnect="EFA (p4d 400 Gbps, p5 3200 Gbps)",
+        interruptible_offer="Spot (2-minute interruption notice)",
+        price_source="AWS Price List (bulk files or Pricing API), EC2 API, Spot Instance Advisor",
+        source_urls=[
+            "https://aws.amazon.com/ec2/pricing/on-demand/",
+            "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html",
+            "https://aws.amazon.com/ec2/instance-types/p5/",
+            "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html",
+        ],
+    ),
+)
 
 
 def family_of(instance_type: str) -> str:
@@ -692,8 +699,8 @@ def _instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict
         gpu_memory_gb_nominal=g.memory_gb_nominal, total_gpu_memory_gb=g.total_memory_gb,
         vcpus=vcpus, ram_gb=ram, local_disk_gb=disk or None, interconnect=_interconnect(itype, g.count),
         network_gbps=net, multinode_fabric="EFA" if specs and specs.efa else None,
-        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
     )
 
 

@@ -39,8 +39,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
+from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 log = logging.getLogger("gpuledger.adapters.azure")
 
@@ -72,40 +73,43 @@ BANDWIDTH_FILTER = (
     "productName eq 'Bandwidth Inter-Region')"
 )
 
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "Microsoft Azure (Virtual Machines)",
-    "kind": "hyperscaler",
-    "billing_granularity_s": 1,
-    "minimum_charge_s": 60,
-    "billing_notes": (
-        "Linux VMs are billed per second with a 1-minute minimum (third-party pages disagree: "
-        "some say per minute). Spot and Low Priority are billed the same way at their own rates."
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    facts=ProviderFacts(
+        display_name="Microsoft Azure (Virtual Machines)",
+        kind="hyperscaler",
+        billing_granularity_s=1,
+        minimum_charge_s=60,
+        billing_notes=(
+            "Linux VMs are billed per second with a 1-minute minimum (third-party pages disagree: "
+            "some say per minute). Spot and Low Priority are billed the same way at their own rates."
+        ),
+        storage_persists_when_stopped=True,
+        stopped_billing_notes=(
+            "A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
+            "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full."
+        ),
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=False,
+        multinode_interconnect=(
+            "InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); HDR 200 Gb/s per GPU (ND A100 v4)"
+        ),
+        interruptible_offer="Spot VMs (30-second eviction notice); Low Priority (Batch)",
+        price_source="Azure Retail Prices API (prices.azure.com, no auth); GPU facts from learn.microsoft.com size pages",
+        source_urls=[
+            "https://learn.microsoft.com/en-us/rest/api/cost-management/retail-prices/azure-retail-prices",
+            "https://azure.microsoft.com/en-us/pricing/details/virtual-machines/linux/",
+            "https://learn.microsoft.com/en-us/azure/virtual-machines/states-billing",
+            "https://learn.microsoft.com/en-us/azure/virtual-machines/spot-vms",
+            "https://learn.microsoft.com/en-us/azure/batch/batch-spot-vms",
+            "https://learn.microsoft.com/en-us/azure/virtual-machines/sizes/gpu-accelerated/nd-family",
+            "https://azure.microsoft.com/en-us/pricing/details/bandwidth/",
+            "https://azure.microsoft.com/en-us/pricing/details/managed-disks/",
+        ],
     ),
-    "storage_persists_when_stopped": True,
-    "stopped_billing_notes": (
-        "A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
-        "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full."
-    ),
-    "access_ssh": True,
-    "access_docker": True,
-    "access_jupyter": False,
-    "multinode_interconnect": (
-        "InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); HDR 200 Gb/s per GPU (ND A100 v4)"
-    ),
-    "interruptible_offer": "Spot VMs (30-second eviction notice); Low Priority (Batch)",
-    "price_source": "Azure Retail Prices API (prices.azure.com, no auth); GPU facts from learn.microsoft.com size pages",
-    "source_urls": [
-        "https://learn.microsoft.com/en-us/rest/api/cost-management/retail-prices/azure-retail-prices",
-        "https://azure.microsoft.com/en-us/pricing/details/virtual-machines/linux/",
-        "https://learn.microsoft.com/en-us/azure/virtual-machines/states-billing",
-        "https://learn.microsoft.com/en-us/azure/virtual-machines/spot-vms",
-        "https://learn.microsoft.com/en-us/azure/batch/batch-spot-vms",
-        "https://learn.microsoft.com/en-us/azure/virtual-machines/sizes/gpu-accelerated/nd-family",
-        "https://azure.microsoft.com/en-us/pricing/details/bandwidth/",
-        "https://azure.microsoft.com/en-us/pricing/details/managed-disks/",
-    ],
-}
+)
 
 
 # -- GPU facts per VM size ------------------------------------------------------------
@@ -475,8 +479,8 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
         multinode_fabric=size.multinode_fabric or size.series.multinode_fabric,
         price_per_hour=price, source_currency="USD", source_price_per_hour=price,
         price_observed_at=item.get("effectiveStartDate"),
-        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
         available=None, available_count=None, availability_level=None, interruption_risk=None,
         spot_savings_pct=saving,
         provider_data=json.dumps(data, sort_keys=True),

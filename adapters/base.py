@@ -37,13 +37,9 @@ USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price 
 
 # -- secrets never leave in a message ----------------------------------------------------------
 
-# Environment variables that hold secrets (the providers' standard ones). Their values, and any
-# registered at run time (register_secret: e.g. an OAuth refresh token read from an ADC file),
-# are cut out of every error message and of httpx's request log lines.
-SECRET_ENV_VARS = (
-    "LAMBDA_API_KEY", "RUNPOD_API_KEY", "VAST_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN", "GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY",
-)
+# The values of every registered source's secret environment variables (ProviderSpec.secret_env_vars)
+# and of any secret registered at run time (register_secret: e.g. an OAuth refresh token read from
+# an ADC file) are cut out of every error message and of httpx's request log lines.
 REDACTED = "[redacted]"
 _registered: set[str] = set()
 _registered_lock = threading.Lock()
@@ -65,11 +61,18 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
+def secret_env_vars() -> tuple[str, ...]:
+    # Imported here: the registry imports the source modules, which import this one.
+    from gpuledger.adapters.registry import secret_env_vars as registered
+
+    return registered()
+
+
 def known_secrets() -> list[str]:
     """The secret values in play: the env's and the registered ones, longest first."""
     with _registered_lock:
         values = set(_registered)
-    values.update(v for v in (os.environ.get(n, "").strip() for n in SECRET_ENV_VARS) if len(v) >= 6)
+    values.update(v for v in (os.environ.get(n, "").strip() for n in secret_env_vars()) if len(v) >= 6)
     return sorted(values, key=len, reverse=True)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuledger.warehouse.records import ProviderFacts
 
@@ -20,15 +20,14 @@ SourceKind = Literal["api", "page"]
 
 
 class AnomalyThresholds(BaseModel):
-    """When a successful-looking scrape is still too suspicious to load (the provider-level guard)."""
+    """A source's own limits for the anomaly guard, where the warehouse's defaults do not fit."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # Fewer rows than this share of the last good run's holds the load back. Marketplaces whose
-    # listings come and go (Lambda's capacity, Vast.ai's hosts) set it lower.
-    min_row_ratio: float = Field(default=0.5, gt=0, le=1)
-    # The median price per GPU-hour moving by more than this factor either way holds it back.
-    max_median_ratio: float = Field(default=3.0, gt=1)
+    # A scrape with fewer rows than this share of the last good run's is held back. None: the
+    # warehouse's default (AnomalyPolicy.min_row_ratio, 0.5). Sources whose rows follow live
+    # capacity (Lambda's regions, Vast.ai's hosts) set it lower.
+    min_row_ratio: float | None = Field(default=None, gt=0, le=1)
 
 
 class ProviderSpec(BaseModel):
@@ -37,20 +36,37 @@ class ProviderSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    kind: SourceKind  # "api": a provider's API through its client; "page": a web page through scrapy
-    # Environment variables holding this source's secrets (the provider's standard names). Their
-    # values are redacted from every message, record and recording, and the nightly workflow
-    # passes exactly these from repository secrets.
+    # "api": a provider's API through its client; "page": a web page through scrapy.
+    source_kind: SourceKind
+    needs_browser: bool = False  # the page is rendered by JavaScript: Chromium must be found first
+    # Environment variables whose values are secrets (the provider's standard names). Their values
+    # are cut out of every message, record and recording.
     secret_env_vars: tuple[str, ...] = ()
-    # False where prices are public and a key only adds data (RunPod: prices need no key).
+    # The repository secrets the nightly workflow passes for this source; None: its
+    # secret_env_vars. Differs where the workflow turns a secret into something else (GCP: a
+    # service-account key written to a file for Application Default Credentials).
+    nightly_secrets: tuple[str, ...] | None = None
+    # False where prices are public and a key only adds data (AWS's public price list, RunPod).
     credentials_required: bool = False
-    honours_retry_after: bool = True  # the provider sends Retry-After on 429/503 and means it
+    # Its client waits as long as a 429's Retry-After asks before trying again (the fault matrix
+    # holds it to that); scrapy's retry middleware does not, so page sources say False.
+    honours_retry_after: bool = True
     anomaly: AnomalyThresholds = AnomalyThresholds()
     facts: ProviderFacts
+
+    @model_validator(mode="after")
+    def _page_sources_alone_need_a_browser(self) -> "ProviderSpec":
+        if self.needs_browser and self.source_kind != "page":
+            raise ValueError(f"{self.name}: only a page source can need a browser")
+        return self
 
     @property
     def display_name(self) -> str:
         return self.facts.display_name
+
+    @property
+    def workflow_secrets(self) -> tuple[str, ...]:
+        return self.secret_env_vars if self.nightly_secrets is None else self.nightly_secrets
 
     def facts_row(self) -> dict:
         """The `providers` table row of this source (source_urls as a list)."""

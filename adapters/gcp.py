@@ -34,8 +34,9 @@ from gpuledger.adapters.base import (
     USER_AGENT, MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret,
     scrubbed,
 )
+from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 log = logging.getLogger("gpuledger.adapters.gcp")
 
@@ -97,33 +98,39 @@ MULTINODE: dict[str, tuple[float, str]] = {
     "a4-highgpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
 }
 
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "Google Cloud (Compute Engine)",
-    "kind": "hyperscaler",
-    "billing_granularity_s": 1,
-    "minimum_charge_s": 60,
-    "billing_notes": "VMs are billed per second after a 1-minute minimum; a GPU VM is billed as the sum "
-                     "of its vCPU, memory, GPU and bundled Local SSD SKUs.",
-    "storage_persists_when_stopped": True,
-    "stopped_billing_notes": "A stopped VM stops vCPU/GPU/memory billing; persistent disks and static "
-                             "external IP addresses keep billing.",
-    "access_ssh": True,
-    "access_docker": True,
-    "access_jupyter": False,  # plain VMs; Jupyter is a separate product (Vertex AI Workbench)
-    "multinode_interconnect": "A3 High 1000 Gbps GPUDirect-TCPX; A3 Mega 1800 Gbps GPUDirect-TCPXO; "
-                              "A3 Ultra / A4 3200 Gbps GPUDirect RDMA",
-    "interruptible_offer": "Spot VMs (30-second preemption notice)",
-    "price_source": "Cloud Billing Catalog API (services/6F81-5844-456A SKUs) and Compute Engine API",
-    "source_urls": [
-        "https://cloud.google.com/compute/vm-instance-pricing",
-        "https://cloud.google.com/compute/docs/instances/stop-start-instance",
-        "https://cloud.google.com/compute/docs/accelerator-optimized-machines",
-        "https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth",
-        "https://cloud.google.com/compute/docs/instances/spot",
-        "https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list",
-    ],
-}
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    secret_env_vars=("GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY"),
+    nightly_secrets=("GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT"),
+    credentials_required=True,
+    facts=ProviderFacts(
+        display_name="Google Cloud (Compute Engine)",
+        kind="hyperscaler",
+        billing_granularity_s=1,
+        minimum_charge_s=60,
+        billing_notes="VMs are billed per second after a 1-minute minimum; a GPU VM is billed as the sum "
+                      "of its vCPU, memory, GPU and bundled Local SSD SKUs.",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="A stopped VM stops vCPU/GPU/memory billing; persistent disks and static "
+                              "external IP addresses keep billing.",
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=False,  # plain VMs; Jupyter is a separate product (Vertex AI Workbench)
+        multinode_interconnect="A3 High 1000 Gbps GPUDirect-TCPX; A3 Mega 1800 Gbps GPUDirect-TCPXO; "
+                               "A3 Ultra / A4 3200 Gbps GPUDirect RDMA",
+        interruptible_offer="Spot VMs (30-second preemption notice)",
+        price_source="Cloud Billing Catalog API (services/6F81-5844-456A SKUs) and Compute Engine API",
+        source_urls=[
+            "https://cloud.google.com/compute/vm-instance-pricing",
+            "https://cloud.google.com/compute/docs/instances/stop-start-instance",
+            "https://cloud.google.com/compute/docs/accelerator-optimized-machines",
+            "https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth",
+            "https://cloud.google.com/compute/docs/instances/spot",
+            "https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list",
+        ],
+    ),
+)
 
 
 _COUNT_LOCK = threading.Lock()  # the four listings run in threads and share ctx.requests_made
@@ -729,8 +736,8 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, model:
         local_disk_gb=plan.local_ssd_gib or None, interconnect=_interconnect(plan), network_gbps=network,
         multinode_fabric=fabric, price_per_hour=c.usd_per_hour, source_currency=c.currency,
         source_price_per_hour=c.source_per_hour, price_observed_at=c.effective_time,
-        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
         available=(zone.status == "UP") if zone else None, available_count=None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
         interruption_risk=None, spot_savings_pct=saving,

@@ -26,7 +26,7 @@ factor ("A100 (40 GB)") maps to the family's SXM row with
 gpu_variant_exact=False, never to a guessed variant.
 
 Billing, storage and egress are not in the API; they come from Lambda's
-billing docs (PROVIDER_FACTS) and are emitted as provider-wide ("global")
+billing docs (PROVIDER.facts) and are emitted as provider-wide ("global")
 storage and egress records.
 
 `fetch_*` does the I/O; `parse_*` functions are pure.
@@ -43,8 +43,9 @@ from typing import Any
 from gpuledger.adapters.base import (
     MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
 )
+from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "lambda"
 API_HOST = "cloud.lambda.ai"
@@ -54,34 +55,37 @@ GLOBAL_REGION = "global"  # Lambda's prices, storage and egress terms are the sa
 
 FILESYSTEM_USD_PER_GIB_MONTH = 0.20
 
-# The anomaly guard's row-drop threshold for this source (flows.pipeline reads it; the default
-# is 50%). Rows follow capacity: a type with capacity in three regions is three rows, sold out
-# it is one ("global"). A market-wide crunch can therefore cut the rows to a third or less while
-# every type is still listed; a scrape that lost 90% of them is still refused.
-ANOMALY_MIN_ROW_RATIO = 0.2
-
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "Lambda Cloud",
-    "kind": "gpu_cloud",
-    "billing_granularity_s": 60,
-    "minimum_charge_s": 60,
-    "billing_notes": "On-demand instances are billed in one-minute increments (so at least one minute).",
-    "storage_persists_when_stopped": False,
-    "stopped_billing_notes": "Instances cannot be stopped, only terminated; terminating ends billing. "
-                             "Persistent filesystems bill separately at 0.20 USD per GiB-month.",
-    "access_ssh": True,
-    "access_docker": True,
-    "access_jupyter": True,
-    "multinode_interconnect": "1-Click Clusters (InfiniBand; bandwidth not verified)",
-    "interruptible_offer": None,
-    "price_source": "Lambda Cloud API GET /api/v1/instance-types (API key); billing docs for storage/egress",
-    "source_urls": [
-        "https://docs-api.lambda.ai/api/cloud#listInstanceTypes",
-        "https://docs.lambda.ai/public-cloud/billing",
-        "https://lambda.ai/instances",
-    ],
-}
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    secret_env_vars=(API_KEY_ENV,),
+    credentials_required=True,
+    # Rows follow capacity: a type with capacity in three regions is three rows, sold out it is
+    # one ("global"). A market-wide crunch can cut the rows to a third or less while every type is
+    # still listed; a scrape that lost 90% of them is still refused.
+    anomaly=AnomalyThresholds(min_row_ratio=0.2),
+    facts=ProviderFacts(
+        display_name="Lambda Cloud",
+        kind="gpu_cloud",
+        billing_granularity_s=60,
+        minimum_charge_s=60,
+        billing_notes="On-demand instances are billed in one-minute increments (so at least one minute).",
+        storage_persists_when_stopped=False,
+        stopped_billing_notes="Instances cannot be stopped, only terminated; terminating ends billing. "
+                              "Persistent filesystems bill separately at 0.20 USD per GiB-month.",
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=True,
+        multinode_interconnect="1-Click Clusters (InfiniBand; bandwidth not verified)",
+        interruptible_offer=None,
+        price_source="Lambda Cloud API GET /api/v1/instance-types (API key); billing docs for storage/egress",
+        source_urls=[
+            "https://docs-api.lambda.ai/api/cloud#listInstanceTypes",
+            "https://docs.lambda.ai/public-cloud/billing",
+            "https://lambda.ai/instances",
+        ],
+    ),
+)
 
 # "H100 (80 GB SXM5)", "Tesla V100 (16 GB)", "GH200 (96 GB)", "A10 (24 GB PCIe)".
 _GPU_DESCRIPTION = re.compile(
@@ -172,8 +176,8 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
         vcpus=specs.get("vcpus"), ram_gb=specs.get("memory_gib"), local_disk_gb=specs.get("storage_gib"),
         interconnect=_interconnect(gpu, gpus),
         price_per_hour=price, source_currency="USD", source_price_per_hour=price,
-        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
     )
     data = {"price_cents_per_hour": cents, "description": itype.get("description"),
             "regions_with_capacity": region_names}
@@ -192,13 +196,13 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
 
 def _add_documented_terms(batch: Batch) -> None:
     """Storage and egress terms from Lambda's docs: the API has no price for them."""
-    batch.add("storage", f"{GLOBAL_REGION}/filesystem", {"source": PROVIDER_FACTS["source_urls"][1]},
+    batch.add("storage", f"{GLOBAL_REGION}/filesystem", {"source": PROVIDER.facts.source_urls[1]},
               region=GLOBAL_REGION, storage_class="filesystem",
               usd_per_gb_month=FILESYSTEM_USD_PER_GIB_MONTH, source_currency="USD",
               source_usd_per_gb_month=FILESYSTEM_USD_PER_GIB_MONTH,
               description="persistent filesystem, 0.20 USD per GiB-month (Lambda billing docs; per GiB, "
                           "not GB); same in every region")
-    batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER_FACTS["source_urls"][2]},
+    batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[2]},
               region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
               usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
               description="Lambda charges no data-transfer (egress) fees (lambda.ai/instances)")

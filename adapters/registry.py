@@ -8,12 +8,15 @@ key here) and `fetch(ctx) -> Batch`.
 from __future__ import annotations
 
 import importlib
+import logging
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 # Only for the annotations: the crawl children import this registry and skip pydantic at start.
 if TYPE_CHECKING:
     from gpuledger.adapters.contract import ProviderSpec
+
+log = logging.getLogger(__name__)
 
 SOURCES: dict[str, str] = {
     "aws": "gpuledger.adapters.aws",
@@ -47,3 +50,29 @@ def spec(name: str) -> ProviderSpec:
 def specs() -> list[ProviderSpec]:
     """Every registered source's spec, in name order (imports every source module)."""
     return [spec(name) for name in sorted(SOURCES)]
+
+
+_secret_env_vars: tuple[str, ...] | None = None
+
+
+def secret_env_vars() -> tuple[str, ...]:
+    """The secret environment variables of every registered source, for the redaction.
+
+    A source whose module cannot be imported cannot run either; it is left out with a warning
+    (and asked again next time) rather than leaving every other source's messages unredacted.
+    """
+    global _secret_env_vars
+    if _secret_env_vars is not None:
+        return _secret_env_vars
+    names: set[str] = set()
+    complete = True
+    for name in sorted(SOURCES):
+        try:
+            names.update(spec(name).secret_env_vars)
+        except Exception as err:  # noqa: BLE001 - reported, and the other sources stay covered
+            complete = False
+            log.warning("%s: its secret variables are not known, the module did not import: %s", name, err)
+    found = tuple(sorted(names))
+    if complete:
+        _secret_env_vars = found
+    return found

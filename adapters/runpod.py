@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "runpod"
 API_HOST = "api.runpod.io"
@@ -77,29 +78,33 @@ CLOUDS = (
 REQUIRED_FIELDS = ("id", "memoryInGb", "secureCloud", "communityCloud", "securePrice", "communityPrice",
                    "secureSpotPrice", "communitySpotPrice")
 
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "RunPod",
-    "kind": "gpu_cloud",
-    "billing_granularity_s": 1,
-    "minimum_charge_s": None,
-    "billing_notes": "Pods are billed per second, compute and storage alike.",
-    "storage_persists_when_stopped": True,
-    "stopped_billing_notes": "A stopped pod stops compute billing; its volume disk keeps billing at 0.20 USD/GB-month "
-                             "(0.10 while running).",
-    "access_ssh": True,
-    "access_docker": True,
-    "access_jupyter": True,
-    "multinode_interconnect": "Instant Clusters (bandwidth not verified)",
-    "interruptible_offer": "Spot pods (interruptible; stopped when outbid or reclaimed)",
-    "price_source": "RunPod GraphQL API gpuTypes (no key needed for prices); storage/egress from the docs",
-    "source_urls": [
-        "https://docs.runpod.io/sdks/graphql/configurations",
-        "https://docs.runpod.io/references/graphql-spec",
-        "https://docs.runpod.io/accounts-billing/billing",
-        "https://docs.runpod.io/pods/storage",
-    ],
-}
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    secret_env_vars=(API_KEY_ENV,),
+    facts=ProviderFacts(
+        display_name="RunPod",
+        kind="gpu_cloud",
+        billing_granularity_s=1,
+        minimum_charge_s=None,
+        billing_notes="Pods are billed per second, compute and storage alike.",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="A stopped pod stops compute billing; its volume disk keeps billing at 0.20 USD/GB-month "
+                              "(0.10 while running).",
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=True,
+        multinode_interconnect="Instant Clusters (bandwidth not verified)",
+        interruptible_offer="Spot pods (interruptible; stopped when outbid or reclaimed)",
+        price_source="RunPod GraphQL API gpuTypes (no key needed for prices); storage/egress from the docs",
+        source_urls=[
+            "https://docs.runpod.io/sdks/graphql/configurations",
+            "https://docs.runpod.io/references/graphql-spec",
+            "https://docs.runpod.io/accounts-billing/billing",
+            "https://docs.runpod.io/pods/storage",
+        ],
+    ),
+)
 
 # (storage_class, USD per GB-month, clouds it exists in, description) from RunPod's storage docs.
 DOCUMENTED_STORAGE = (
@@ -175,8 +180,8 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
                 vcpus=_positive_or_none((stock or {}).get("minVcpu")),
                 ram_gb=_positive_or_none((stock or {}).get("minMemory")),
                 price_per_hour=price, source_currency="USD", source_price_per_hour=price,
-                billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-                minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+                billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+                minimum_charge_s=PROVIDER.facts.minimum_charge_s,
                 **availability(stock),
                 provider_data=json.dumps(_provider_data(gt, cloud, stock), sort_keys=True),
             )
@@ -210,14 +215,14 @@ def _provider_data(gt: dict[str, Any], cloud: Cloud, stock: Any) -> dict[str, An
 
 
 def _add_documented_terms(batch: Batch) -> None:
-    source = {"source": PROVIDER_FACTS["source_urls"][3]}  # storage docs
+    source = {"source": PROVIDER.facts.source_urls[3]}  # storage docs
     for storage_class, usd, clouds, description in DOCUMENTED_STORAGE:
         for region in clouds:
             batch.add("storage", f"{region}/{storage_class}", source, region=region, storage_class=storage_class,
                       usd_per_gb_month=usd, source_currency="USD", source_usd_per_gb_month=usd,
                       description=description)
     for cloud in CLOUDS:
-        batch.add("egress", f"{cloud.region}/internet", {"source": PROVIDER_FACTS["source_urls"][2]},
+        batch.add("egress", f"{cloud.region}/internet", {"source": PROVIDER.facts.source_urls[2]},
                   region=cloud.region, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
                   usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
                   description="RunPod charges no data ingress or egress (transfer) fees (RunPod billing docs)")

@@ -53,8 +53,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch
+from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, ProviderFacts
 
 NAME = "vastai"
 API_HOST = "console.vast.ai"
@@ -69,40 +70,43 @@ BASE_SEARCH: dict[str, Any] = {
     "verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False},
 }
 PRICE_FIELDS = (("on_demand", "dph_total"), ("interruptible", "min_bid"))
-# The anomaly guard's row-drop threshold for this source (flows.pipeline reads it; the default
-# is 50%). A row is a (GPU, count, country, option) group of live listings: when hosts rent out
-# or go offline, whole groups vanish, and a tight market can halve them overnight. A scrape that
-# lost 80% or more of the groups is still refused.
-ANOMALY_MIN_ROW_RATIO = 0.2
 # Fields every search answer has carried; one missing from *every* offer is a changed API
 # (schema drift, the provider fails), not thousands of quarantined offers and half a load.
 REQUIRED_OFFER_FIELDS = ("id", "num_gpus", "gpu_name", "dph_total", "min_bid")
 
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "Vast.ai",
-    "kind": "marketplace",
-    "billing_granularity_s": 1,
-    "minimum_charge_s": None,
-    "billing_notes": "Per-second billing of GPU time; disk storage is billed while the instance exists; "
-                     "bandwidth per TB at host-set rates.",
-    "storage_persists_when_stopped": True,
-    "stopped_billing_notes": "A stopped instance stops GPU billing; its disk keeps billing at the host's storage rate.",
-    "access_ssh": True,
-    "access_docker": True,
-    "access_jupyter": True,
-    "multinode_interconnect": None,
-    "interruptible_offer": "Interruptible (bid) instances: the highest bid runs, lower bids are paused",
-    "price_source": "Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
-                    "GPU model x GPU count x country",
-    "source_urls": [
-        "https://vast.ai/developers/api",
-        "https://docs.vast.ai/sdk/python/reference/search-offers",
-        "https://github.com/vast-ai/vast-cli/blob/master/docs/cli/client/search.md",
-        "https://docs.vast.ai/billing-help",
-        "https://vast.ai/docs/gpu-instances/rental-types",
-    ],
-}
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    secret_env_vars=(API_KEY_ENV,),
+    # A row is a (GPU, count, country, option) group of live listings: when hosts rent out or go
+    # offline, whole groups vanish, and a tight market can halve them overnight. A scrape that
+    # lost 80% or more of the groups is still refused.
+    anomaly=AnomalyThresholds(min_row_ratio=0.2),
+    facts=ProviderFacts(
+        display_name="Vast.ai",
+        kind="marketplace",
+        billing_granularity_s=1,
+        minimum_charge_s=None,
+        billing_notes="Per-second billing of GPU time; disk storage is billed while the instance exists; "
+                      "bandwidth per TB at host-set rates.",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="A stopped instance stops GPU billing; its disk keeps billing at the host's storage rate.",
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=True,
+        multinode_interconnect=None,
+        interruptible_offer="Interruptible (bid) instances: the highest bid runs, lower bids are paused",
+        price_source="Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
+                     "GPU model x GPU count x country",
+        source_urls=[
+            "https://vast.ai/developers/api",
+            "https://docs.vast.ai/sdk/python/reference/search-offers",
+            "https://github.com/vast-ai/vast-cli/blob/master/docs/cli/client/search.md",
+            "https://docs.vast.ai/billing-help",
+            "https://vast.ai/docs/gpu-instances/rental-types",
+        ],
+    ),
+)
 
 
 # -- the search ---------------------------------------------------------------------
@@ -307,8 +311,8 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
         local_disk_gb=_num(offer.get("disk_space")),
         interconnect=("NVLink" if bw_nvlink > 0 else "PCIe") if num_gpus > 1 else None,
         price_per_hour=cheapest.price, source_currency="USD", source_price_per_hour=cheapest.price,
-        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
         available=True, available_count=len(listings), availability_level="offered",
         reliability=reliability if reliability is not None and 0 <= reliability <= 1 else None,
         provider_data=json.dumps(data, sort_keys=True),

@@ -11,7 +11,7 @@ migrations, GPU reference tables, macros) and fills it in SQL:
   offers. Rows land night by night as a nightly load writes them. Open versions carry the
   real content_hash (warehouse.store._hash_expr), closed ones a stand-in (never compared);
 - `scrape_runs`: one ok run per provider per night, the last one an hour ago (so every
-  provider is fresh for the recommender); `providers` from the sources' PROVIDER_FACTS;
+  provider is fresh for the recommender); `providers` from the sources' ProviderSpec facts;
   a few storage and egress prices per provider and region.
 
 `next_night_batch(con, provider, night)` gives the Offer records of one provider's next scrape
@@ -152,7 +152,7 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
         con.execute(f"""insert into {history} ({', '.join(cols_)}, valid_from, valid_to, run_id)
                         select {', '.join(cols_)}, first_seen, null, run_id from {table}""")
     for p in PROVIDERS:
-        _upsert_provider(con, dict(source_module(p).PROVIDER_FACTS), now)
+        _upsert_provider(con, source_module(p).PROVIDER.facts_row(), now)
     for t in ("regions", "provs", "gpus", "keys", "versions", "hist"):
         con.execute(f"drop table {t}")
     con.execute("checkpoint")

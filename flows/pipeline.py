@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import duckdb
 
 from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
-from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module
+from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, spec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import (
@@ -49,7 +49,7 @@ def ensure_browsers(providers: list[str], say: Any = print) -> None:
     """Find (or install, the way `gpuledger.spiders.browser --ensure` does) the Chromium that a
     requested page source renders with, before any fetch: a fresh machine has none. A failure is
     said in one line; that provider then fails on its own and the others load."""
-    if not any(getattr(source_module(n), "NEEDS_BROWSER", False) for n in providers):
+    if not any(spec(n).needs_browser for n in providers):
         return
     from gpuledger.adapters.base import SourceError
     from gpuledger.spiders.browser import ensure_browser, find_chromium
@@ -97,7 +97,7 @@ class FetchResult:
     started_at: Any
     finished_at: Any
     facts: dict[str, Any]
-    min_row_ratio: float | None = None  # the source module's ANOMALY_MIN_ROW_RATIO, if it sets one
+    min_row_ratio: float | None = None  # the source's own anomaly threshold (ProviderSpec.anomaly), if any
 
 
 def fetch_source(plan: SourcePlan) -> FetchResult:
@@ -122,8 +122,9 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
             proxy.close()
     if recorder is not None:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
-    return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), dict(module.PROVIDER_FACTS),
-                       min_row_ratio=anomaly_min_row_ratio(module))
+    provider = module.PROVIDER
+    return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), provider.facts_row(),
+                       min_row_ratio=provider.anomaly.min_row_ratio)
 
 
 @contextmanager
@@ -169,22 +170,6 @@ def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
     except FutureTimeout:
         raise ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
                             "(GPULEDGER_TASK_TIMEOUT_S) and was abandoned") from None
-
-
-def anomaly_min_row_ratio(module: Any) -> float | None:
-    """A source's own row-drop threshold for the anomaly guard, or None for the policy's (50%).
-
-    Sources whose row count follows live capacity (Lambda: one row per region with capacity;
-    Vast.ai: marketplace groups) set a lower ANOMALY_MIN_ROW_RATIO, so a real capacity crunch
-    is loaded while a collapse of the scrape (90% of the rows gone) is still refused.
-    """
-    value = getattr(module, "ANOMALY_MIN_ROW_RATIO", None)
-    if value is None:
-        return None
-    value = float(value)
-    if not 0 < value <= 1:
-        raise ValueError(f"{module.__name__}.ANOMALY_MIN_ROW_RATIO must be within (0, 1], got {value}")
-    return value
 
 
 def describe_failure(provider: str, err: BaseException) -> str:

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.spiders.items import (
     GPU,
     NETWORK,
@@ -39,7 +40,7 @@ from gpuledger.spiders.runner import CrawlResult, crawl
 from gpuledger.spiders.runner import prestart as prestart_child
 from gpuledger.spiders.settings import crawl_settings
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "coreweave"
 HOST = "www.coreweave.com"
@@ -49,25 +50,29 @@ SPIDER = "gpuledger.spiders.sites.coreweave:CoreWeavePricingSpider"
 BILLING_DOC = "https://docs.coreweave.com/resources/billing-and-charges"
 STORAGE_DOC = "https://docs.coreweave.com/docs/pricing/pricing-storage"
 
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "CoreWeave",
-    "kind": "gpu_cloud",
-    "billing_granularity_s": 60,
-    "minimum_charge_s": 0,
-    "billing_notes": "Billing and resource consumption are calculated per minute, with no minimum charge; "
-                     "a GPU instance's hourly price includes its vCPUs, RAM and ephemeral local storage.",
-    "storage_persists_when_stopped": None,
-    "stopped_billing_notes": "Workloads run on Kubernetes (CKS): there is no stopped-instance state; compute "
-                             "billing ends when the instance is released. Storage billing while idle not verified.",
-    "access_ssh": None,
-    "access_docker": True,
-    "access_jupyter": None,
-    "multinode_interconnect": None,
-    "interruptible_offer": "Spot instances (preemptible), priced on the pricing page",
-    "price_source": "pricing page https://www.coreweave.com/pricing (scrapy spider, server-rendered HTML)",
-    "source_urls": [PAGE_URL, BILLING_DOC, STORAGE_DOC],
-}
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="page",
+    honours_retry_after=False,
+    facts=ProviderFacts(
+        display_name="CoreWeave",
+        kind="gpu_cloud",
+        billing_granularity_s=60,
+        minimum_charge_s=0,
+        billing_notes="Billing and resource consumption are calculated per minute, with no minimum charge; "
+                      "a GPU instance's hourly price includes its vCPUs, RAM and ephemeral local storage.",
+        storage_persists_when_stopped=None,
+        stopped_billing_notes="Workloads run on Kubernetes (CKS): there is no stopped-instance state; compute "
+                              "billing ends when the instance is released. Storage billing while idle not verified.",
+        access_ssh=None,
+        access_docker=True,
+        access_jupyter=None,
+        multinode_interconnect=None,
+        interruptible_offer="Spot instances (preemptible), priced on the pricing page",
+        price_source="pricing page https://www.coreweave.com/pricing (scrapy spider, server-rendered HTML)",
+        source_urls=[PAGE_URL, BILLING_DOC, STORAGE_DOC],
+    ),
+)
 
 # Multi-GPU systems whose GPUs talk over NVSwitch/NVLink switch trays, by the page's naming.
 _SWITCHED = re.compile(r"\bHGX\b|\bNVL\d+\b", re.I)
@@ -115,8 +120,8 @@ def gpu_fields(row: PriceRow) -> dict[str, Any]:
         total_gpu_memory_gb=vram_gb * count if vram_gb else None,
         vcpus=_number(row.cells, "vcpu"), ram_gb=_number(row.cells, "system ram"),
         local_disk_gb=disk_tb * 1000 if disk_tb else None, interconnect=interconnect,
-        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
     )
 
 

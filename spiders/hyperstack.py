@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.spiders.browser import find_chromium
 from gpuledger.spiders.items import (
     GPU,
@@ -41,37 +42,41 @@ from gpuledger.spiders.runner import CrawlResult, crawl
 from gpuledger.spiders.runner import prestart as prestart_child
 from gpuledger.spiders.settings import browser_settings
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "hyperstack"
 HOST = "www.hyperstack.cloud"
 PRICING_PATH = "/gpu-pricing"
 PAGE_URL = f"https://{HOST}{PRICING_PATH}"
 SPIDER = "gpuledger.spiders.sites.hyperstack:HyperstackPricingSpider"
-NEEDS_BROWSER = True  # the price table is rendered by the page's JavaScript
 REGION = "global"
 BILLING_DOC = "https://docs.hyperstack.cloud/docs/billing/states-and-billing"
 SPOT_DOC = "https://docs.hyperstack.cloud/docs/virtual-machines/spot"
 
-PROVIDER_FACTS: dict[str, Any] = {
-    "provider": NAME,
-    "display_name": "Hyperstack (NexGen Cloud)",
-    "kind": "gpu_cloud",
-    "billing_granularity_s": 60,
-    "minimum_charge_s": None,
-    "billing_notes": "Billed per minute; the pricing page quotes rates per GPU per hour.",
-    "storage_persists_when_stopped": True,
-    "stopped_billing_notes": "A SHUTOFF VM keeps billing at the full rate; a HIBERNATED VM bills only its "
-                             "root disk and public IP.",
-    "access_ssh": True,
-    "access_docker": True,
-    "access_jupyter": None,
-    "multinode_interconnect": None,
-    "interruptible_offer": "Spot VMs (can be reclaimed at any time)",
-    "price_source": "pricing page https://www.hyperstack.cloud/gpu-pricing (JavaScript-rendered; "
-                    "headless Chromium via scrapy-playwright)",
-    "source_urls": [PAGE_URL, BILLING_DOC, SPOT_DOC],
-}
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="page",
+    needs_browser=True,  # the price table is rendered by the page's JavaScript
+    honours_retry_after=False,
+    facts=ProviderFacts(
+        display_name="Hyperstack (NexGen Cloud)",
+        kind="gpu_cloud",
+        billing_granularity_s=60,
+        minimum_charge_s=None,
+        billing_notes="Billed per minute; the pricing page quotes rates per GPU per hour.",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="A SHUTOFF VM keeps billing at the full rate; a HIBERNATED VM bills only its "
+                              "root disk and public IP.",
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=None,
+        multinode_interconnect=None,
+        interruptible_offer="Spot VMs (can be reclaimed at any time)",
+        price_source="pricing page https://www.hyperstack.cloud/gpu-pricing (JavaScript-rendered; "
+                     "headless Chromium via scrapy-playwright)",
+        source_urls=[PAGE_URL, BILLING_DOC, SPOT_DOC],
+    ),
+)
 
 
 def _cell(cells: dict[str, str], prefix: str) -> float | None:
@@ -99,8 +104,8 @@ def gpu_fields(name: str, specs: dict[str, str]) -> dict[str, Any]:
         gpu_vendor=model.vendor, gpu_count=1.0, gpu_memory_gb=vram_gb, gpu_memory_gb_nominal=model.memory_gb,
         total_gpu_memory_gb=vram_gb, vcpus=_cell(specs, "max pcpus"), ram_gb=_cell(specs, "max ram"),
         interconnect=_interconnect(name),
-        billing_granularity_s=PROVIDER_FACTS["billing_granularity_s"],
-        minimum_charge_s=PROVIDER_FACTS["minimum_charge_s"],
+        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
     )
 
 

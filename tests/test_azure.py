@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpuledger.adapters import aws, azure
+from gpuledger.adapters import azure
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Exchange, Recorder, RecordingProxy, ReplayServer, Request
 from tests.conftest import replay_context
@@ -165,11 +165,12 @@ def test_gpu_table_fractional_and_multi_gpu_facts() -> None:
     assert all(s.startswith(azure.GPU_SKU_PREFIXES) for s in azure.GPU_SIZES)
 
 
-def test_provider_facts_have_the_contract_keys() -> None:
-    assert set(azure.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
-    assert azure.PROVIDER_FACTS["billing_granularity_s"] == 1 and azure.PROVIDER_FACTS["minimum_charge_s"] == 60
-    assert azure.PROVIDER_FACTS["access_jupyter"] is False
-    assert "InfiniBand NDR 8×400 Gb/s" in azure.PROVIDER_FACTS["multinode_interconnect"]
+def test_provider_declaration() -> None:
+    facts = azure.PROVIDER.facts
+    assert azure.PROVIDER.secret_env_vars == ()  # the Retail Prices API needs no key
+    assert facts.billing_granularity_s == 1 and facts.minimum_charge_s == 60
+    assert facts.access_jupyter is False
+    assert "InfiniBand NDR 8×400 Gb/s" in facts.multinode_interconnect
 
 
 # -- the real client against the replay server ---------------------------------------------------

@@ -25,6 +25,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from gpuledger.adapters.registry import specs
 from gpuledger.flows.ops_cli import NIGHTLY_CRON, NIGHTLY_TIMEZONE, nightly_deployment, register
 from tests.builders import replayed_warehouse, shared_prefect_server
 
@@ -181,8 +182,24 @@ def test_serve_registers_the_schedule_and_runs_until_stopped(api_url: str, tmp_p
 
 # -- GitHub Actions ----------------------------------------------------------------
 
-SECRETS = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT", "LAMBDA_API_KEY",
-           "RUNPOD_API_KEY"}
+# What the registry's sources declare (ProviderSpec.workflow_secrets): the workflow must pass
+# exactly these, so a new provider's key cannot be forgotten there or in the docs.
+WORKFLOW_SECRETS = {name: spec.name for spec in specs() for name in spec.workflow_secrets}
+SECRETS = set(WORKFLOW_SECRETS)
+
+
+def test_the_workflow_passes_exactly_the_secrets_the_sources_declare() -> None:
+    text = NIGHTLY_YML.read_text()
+    passed = set(re.findall(r"\$\{\{\s*secrets\.(\w+)\s*\}\}", text))
+    missing = sorted(f"{name} (declared by {WORKFLOW_SECRETS[name]})" for name in SECRETS - passed)
+    assert not missing, f".github/workflows/nightly.yml does not pass: {', '.join(missing)}"
+    assert not passed - SECRETS, f"nightly.yml passes secrets no source declares: {sorted(passed - SECRETS)}"
+    refresh = next(s for s in workflow()["jobs"]["refresh"]["steps"] if s.get("id") == "refresh")
+    unset_loop = re.search(r"for name in ([A-Z0-9_ ]+); do", refresh["run"])
+    assert unset_loop and set(unset_loop.group(1).split()) == SECRETS, "nightly.yml's unset loop names other secrets"
+    table = (ROOT / "docs" / "operations.md").read_text()
+    undocumented = sorted(f"{name} (declared by {WORKFLOW_SECRETS[name]})" for name in SECRETS if f"`{name}`" not in table)
+    assert not undocumented, f"docs/operations.md's secrets table lacks: {', '.join(undocumented)}"
 
 
 def workflow() -> dict[str, Any]:

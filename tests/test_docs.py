@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer.main
 
+from gpuledger.adapters.registry import SOURCES, specs
 from gpuledger.flows.cli import app
 
 ROOT = Path(__file__).parent.parent
@@ -35,3 +36,31 @@ def test_the_readme_commands_are_the_ones_ci_runs() -> None:
     assert run.endswith("gpuledger refresh --replay")
     ci = (ROOT / ".ci" / "run").read_text()
     assert test in ci, ".ci/run must run the README's test command verbatim"
+
+
+def table_rows(text: str, header: str) -> list[list[str]]:
+    """The cells of the markdown table whose header line is `header`."""
+    lines = text.splitlines()
+    start = lines.index(header) + 2  # the header and its |---| line
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def test_every_registered_source_is_in_the_readme_provider_table() -> None:
+    rows = table_rows((ROOT / "README.md").read_text(), "| source | provider | how | what |")
+    listed = [r[0].strip("`") for r in rows]
+    missing = [s.name for s in specs() if s.name not in listed]
+    assert not missing, f"README.md's provider table has no row for: {', '.join(missing)}"
+    assert not set(listed) - set(SOURCES), f"README.md lists sources the registry lacks: {set(listed) - set(SOURCES)}"
+
+
+def test_every_source_threshold_is_in_the_reliability_doc() -> None:
+    rows = table_rows((ROOT / "docs" / "reliability.md").read_text(), "| source | `min_row_ratio` | why |")
+    documented = {r[0].split()[0].strip("`"): r[1] for r in rows if r[0].startswith("`")}
+    declared = {s.name: f"{s.anomaly.min_row_ratio:g}" for s in specs() if s.anomaly.min_row_ratio is not None}
+    assert documented == declared, ("docs/reliability.md's min_row_ratio table must list exactly the sources "
+                                    f"that set one: documented {documented}, declared {declared}")

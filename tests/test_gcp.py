@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpuledger.adapters import aws, gcp
+from gpuledger.adapters import gcp
 from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from tests.conftest import FIXTURES, replay_context
@@ -50,12 +50,15 @@ def only(batch, zone: str, itype: str, option: str = "on_demand"):
     return found[0]
 
 
-def test_provider_facts_have_the_contract_keys() -> None:
-    assert set(gcp.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
-    assert gcp.PROVIDER_FACTS["minimum_charge_s"] == 60 and gcp.PROVIDER_FACTS["billing_granularity_s"] == 1
-    assert gcp.PROVIDER_FACTS["access_jupyter"] is False
-    assert "30-second" in gcp.PROVIDER_FACTS["interruptible_offer"]
-    assert all(u.startswith("https://cloud.google.com/") for u in gcp.PROVIDER_FACTS["source_urls"])
+def test_provider_declaration() -> None:
+    facts = gcp.PROVIDER.facts
+    assert facts.minimum_charge_s == 60 and facts.billing_granularity_s == 1
+    assert facts.access_jupyter is False
+    assert "30-second" in facts.interruptible_offer
+    assert all(u.startswith("https://cloud.google.com/") for u in facts.source_urls)
+    # the workflow passes a service-account key for ADC, not the API key the redaction covers
+    assert gcp.PROVIDER.workflow_secrets == ("GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT")
+    assert gcp.PROVIDER.secret_env_vars == ("GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY")
 
 
 # -- real samples, pure parsing ------------------------------------------------------------

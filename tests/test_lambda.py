@@ -206,8 +206,8 @@ def test_non_json_answer_is_a_source_error(replay: Any) -> None:
         lambdalabs.fetch(replay_context(server, "lambda"))
 
 
-def test_provider_facts_have_the_reference_keys() -> None:
-    from gpuledger.adapters import aws
-
-    assert set(lambdalabs.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
-    assert lambdalabs.NAME == lambdalabs.PROVIDER_FACTS["provider"] == "lambda"
+def test_provider_declaration() -> None:
+    assert lambdalabs.PROVIDER.name == lambdalabs.NAME == "lambda"
+    assert lambdalabs.PROVIDER.secret_env_vars == ("LAMBDA_API_KEY",) and lambdalabs.PROVIDER.credentials_required
+    assert (lambdalabs.PROVIDER.facts.billing_granularity_s, lambdalabs.PROVIDER.facts.minimum_charge_s) == (60, 60)
+    assert lambdalabs.PROVIDER.facts.storage_persists_when_stopped is False  # instances cannot be stopped

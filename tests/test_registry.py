@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, load_manifest
-from gpuledger.flows.pipeline import SOURCES
+from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, specs
 from gpuledger.warehouse import gpus
-from gpuledger.warehouse.store import PROVIDER_FACT_COLUMNS
+from gpuledger.warehouse.records import ProviderFacts
 
 TESTS = Path(__file__).parent
 
@@ -19,13 +20,23 @@ TESTS = Path(__file__).parent
 @pytest.mark.parametrize("provider", sorted(SOURCES))
 def test_source_module_contract(provider: str) -> None:
     module = importlib.import_module(SOURCES[provider])
-    assert module.NAME == provider
+    assert isinstance(getattr(module, "PROVIDER", None), ProviderSpec), f"{module.__name__} declares no PROVIDER"
+    assert module.PROVIDER.name == module.NAME == provider
     assert callable(module.fetch)
-    facts = module.PROVIDER_FACTS
-    assert facts["provider"] == provider
-    assert set(facts) == {"provider", *PROVIDER_FACT_COLUMNS}
-    assert facts["source_urls"] and all(u.startswith("https://") for u in facts["source_urls"])
-    assert facts["billing_granularity_s"] and facts["billing_granularity_s"] > 0
+    # API adapters live in adapters/, page sources in spiders/
+    folder = SOURCES[provider].split(".")[1]
+    assert (folder, module.PROVIDER.source_kind) in {("adapters", "api"), ("spiders", "page")}, provider
+    row = module.PROVIDER.facts_row()
+    assert set(row) == {"provider", *ProviderFacts.model_fields}
+    assert row["provider"] == provider and isinstance(row["source_urls"], list)
+
+
+def test_the_registry_is_one_list_of_distinct_sources() -> None:
+    assert list(SOURCES) == sorted(SOURCES)
+    names = [s.display_name for s in specs()]
+    assert len(names) == len(set(names)), names
+    with pytest.raises(UnknownProviderError, match="unknown provider 'nosuch'; known: aws, azure"):
+        source_module("nosuch")
 
 
 @pytest.mark.parametrize("provider", sorted(SOURCES))

@@ -201,8 +201,7 @@ def test_one_failed_attempt_then_success(replay: Any) -> None:
     assert len(runpod.fetch(replay_context(server, "runpod")).offers) == 85
 
 
-def test_provider_facts_have_the_reference_keys() -> None:
-    from gpuledger.adapters import aws
-
-    assert set(runpod.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
-    assert runpod.NAME == runpod.PROVIDER_FACTS["provider"] == "runpod"
+def test_provider_declaration() -> None:
+    assert runpod.PROVIDER.name == runpod.NAME == "runpod"
+    assert runpod.PROVIDER.secret_env_vars == ("RUNPOD_API_KEY",) and not runpod.PROVIDER.credentials_required
+    assert (runpod.PROVIDER.facts.billing_granularity_s, runpod.PROVIDER.facts.minimum_charge_s) == (1, None)

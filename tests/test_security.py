@@ -27,7 +27,8 @@ import duckdb
 import pytest
 
 from gpuledger import flows  # noqa: F401  (environment defaults)
-from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.adapters.base import SourceContext, SourceError, redact, secret_env_vars
+from gpuledger.adapters.registry import specs
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
 from gpuledger.flows.pipeline import describe_failure, load_all, source_module
 from gpuledger.spiders import coreweave, hyperstack
@@ -35,7 +36,9 @@ from tests.conftest import replay_context
 from gpuledger.warehouse.export import export_snapshot
 from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, open_reader, utcnow
 
-CANARY = {
+# One canary per secret variable a registered source declares (ProviderSpec.secret_env_vars), so a
+# new provider's key is covered with no edit here. Some are shaped like the real thing.
+SHAPED = {
     "LAMBDA_API_KEY": "secret_lambda_CANARY1a2b3c4d5e6f",
     "RUNPOD_API_KEY": "rpa_CANARY7g8h9i0j1k2l3m",
     "VAST_API_KEY": "vast_CANARY4n5o6p7q8r9s",
@@ -46,10 +49,22 @@ CANARY = {
     "AWS_SESSION_TOKEN": "CANARYsessionm9n0o1p2q3r4s5t6u7v8w9",
     "GOOGLE_API_KEY": "AIzaCANARYx0y1z2A3B4C5D6",
 }
+SECRET_OWNERS = {name: spec.name for spec in specs() for name in spec.secret_env_vars}
+CANARY = {name: SHAPED.get(name, f"CANARY-{name.lower()}-Q7r8S9t0") for name in sorted(SECRET_OWNERS)}
 ADC_SECRETS = {"client_secret": "CANARY-client-secret-E7F8G9", "refresh_token": "1//CANARY-refresh-H0I1J2K3"}
 ACCESS_TOKEN = "ya29.CANARY-access-L4M5N6O7"
 ALL_CANARIES = [*CANARY.values(), *ADC_SECRETS.values(), ACCESS_TOKEN]
-API_PROVIDERS = ("aws", "gcp", "lambda", "runpod", "vastai")
+API_PROVIDERS = tuple(sorted({owner for owner in SECRET_OWNERS.values()}))
+SENT_NOT = {"AWS_SECRET_ACCESS_KEY"}  # a signing key: only the signature made with it travels
+
+
+def test_every_declared_secret_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert set(secret_env_vars()) == set(CANARY)
+    assert {"LAMBDA_API_KEY", "AWS_SECRET_ACCESS_KEY", "GOOGLE_API_KEY"} <= set(CANARY)
+    for name, value in CANARY.items():
+        monkeypatch.setenv(name, value)
+    for name, value in CANARY.items():
+        assert redact(f"the server said: {value}!", patterns=False) == "the server said: [redacted]!", name
 
 
 def leaks(text: str) -> list[str]:
@@ -207,9 +222,12 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
     outcomes, errors = [], []
     try:
         now = utcnow()
+        by_provider: dict[str, list[Request]] = {}
         for p in API_PROVIDERS:
             ctx = live_context(server, p)
+            before = len(server.requests)
             batch = source_module(p).fetch(ctx)
+            by_provider[p] = [r for _, r in server.requests[before:]]
             outcomes.append(ScrapeOutcome(p, "live", now, utcnow(), batch=batch, requests=ctx.requests_made))
         seen = list(server.requests)
         # Round two: every server quotes our request back in a 403; the token server in a 400.
@@ -222,7 +240,14 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
     finally:
         server.close()
 
-    # The keys were really sent, each the way its provider documents.
+    # Every source with a key sent one of its keys (whatever the provider's way)...
+    for p in API_PROVIDERS:
+        keys = [CANARY[n] for n, owner in SECRET_OWNERS.items() if owner == p and n not in SENT_NOT]
+        carried = [r for r in by_provider[p]
+                   if any(k in unquote(json.dumps(r.headers) + r.target + r.body.decode("latin-1")) for k in keys)]
+        assert carried, f"{p}: no request carried any of its keys"
+
+    # ...each the way its provider documents.
     def sent(host_part: str) -> list[Request]:
         return [r for h, r in seen if host_part in h]
 
@@ -233,7 +258,8 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
     assert signed and all(f"Credential={CANARY['AWS_ACCESS_KEY_ID']}/" in r.headers["authorization"] for r in signed)
     assert all(r.headers.get("x-amz-security-token") == CANARY["AWS_SESSION_TOKEN"] for r in signed)
     assert {r.headers.get("authorization") for r in sent("compute.googleapis")} == {f"Bearer {ACCESS_TOKEN}"}
-    assert {r.headers.get("x-goog-api-key") for r in sent("cloudbilling")} == {CANARY["GOOGLE_API_KEY"]}
+    # GPULEDGER_GCP_API_KEY, when set, wins over Google's standard GOOGLE_API_KEY.
+    assert {r.headers.get("x-goog-api-key") for r in sent("cloudbilling")} == {CANARY["GPULEDGER_GCP_API_KEY"]}
     import base64
 
     headers, body = canary_env.requests[0]

@@ -19,7 +19,6 @@ import httpx
 import pytest
 from scrapy.http import HtmlResponse
 
-from gpuledger.adapters import aws
 from gpuledger.adapters.base import USER_AGENT, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, runner
@@ -234,11 +233,12 @@ def test_hyperstack_normalized_records() -> None:
     assert (egress.region, egress.usd_per_gb, egress.tier_start_gb) == ("global", 0.0, 0.0)
 
 
-def test_provider_facts_contract() -> None:
+def test_provider_declarations() -> None:
     for module in (coreweave, hyperstack):
-        assert set(module.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS), module.NAME
-        assert module.PROVIDER_FACTS["provider"] == module.NAME and module.PROVIDER_FACTS["billing_granularity_s"] == 60
-        assert all(u.startswith("https://") for u in module.PROVIDER_FACTS["source_urls"])
+        assert module.PROVIDER.name == module.NAME and module.PROVIDER.source_kind == "page", module.NAME
+        assert module.PROVIDER.facts.billing_granularity_s == 60, module.NAME  # both bill per minute
+        assert not module.PROVIDER.honours_retry_after and module.PROVIDER.secret_env_vars == ()
+    assert hyperstack.PROVIDER.needs_browser and not coreweave.PROVIDER.needs_browser
     assert SPIDERS == {"coreweave": "gpuledger.spiders.coreweave", "hyperstack": "gpuledger.spiders.hyperstack"}
 
 

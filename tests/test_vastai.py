@@ -222,8 +222,8 @@ def test_api_key_goes_in_a_bearer_header_and_not_in_errors(replay: Any, monkeypa
     assert server.requests[0][1].headers["authorization"] == "Bearer vast_secret_777"
 
 
-def test_provider_facts_have_the_reference_keys() -> None:
-    from gpuledger.adapters import aws
-
-    assert set(vastai.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS)
-    assert vastai.NAME == vastai.PROVIDER_FACTS["provider"] == "vastai"
+def test_provider_declaration() -> None:
+    assert vastai.PROVIDER.name == vastai.NAME == "vastai"
+    assert vastai.PROVIDER.secret_env_vars == ("VAST_API_KEY",) and not vastai.PROVIDER.credentials_required
+    assert vastai.PROVIDER.anomaly.min_row_ratio == 0.2  # marketplace groups come and go
+    assert vastai.PROVIDER.facts.kind == "marketplace" and vastai.PROVIDER.facts.multinode_interconnect is None

@@ -21,20 +21,22 @@ from typing import Any
 import duckdb
 
 from gpuledger.adapters.base import SourceError
-from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from gpuledger.adapters.registry import specs
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request, load_manifest
 from gpuledger.flows.pipeline import (
     SOURCES, FetchResult, SourcePlan, describe_failure, fetch_source, load_all, outcome_from,
 )
 from tests.faults.faultserver import FaultyReplay, Reset, Stall
-from tests.faults.providers import ERROR_PATTERNS, PROVIDERS, REASON_PATTERNS, Edit, ProviderFaults
+from tests.faults.providers import DATA_FAULTS, ERROR_PATTERNS, PROVIDERS, REASON_PATTERNS, Edit, ProviderFaults
+from tests.faults.shapes import SHAPE_FILE
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.schema import SPECS
 from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, utcnow
 
 PROVIDER_NAMES = sorted(SOURCES)
 BOOKKEEPING = ("last_seen", "run_id")  # what every successful merge rewrites, whatever the data
-# Clients that honour Retry-After (httpx through SourceContext, the Google clients through gcp._call).
-HONOURS_RETRY_AFTER = {"aws", "azure", "gcp", "lambda", "runpod", "vastai"}
+# Sources whose clients wait as long as a 429's Retry-After asks (ProviderSpec.honours_retry_after).
+HONOURS_RETRY_AFTER = {s.name for s in specs() if s.honours_retry_after}
 
 
 def http_plan(provider: str, endpoints: dict[str, str], **overrides: Any) -> SourcePlan:
@@ -167,7 +169,7 @@ def faulty_server(spec: ProviderFaults, fault: str, edit: Edit, recordings: Path
     transport = hook = None
     refuse: set[str] = set()
     if fault == "refused":
-        refuse = set(spec.refuse)
+        refuse = set(spec.refuse) or {ex.host for ex in load_manifest(recordings / spec.name)[1]}
     elif fault == "timeout":
         def transport(host: str, req: Request) -> Stall | None:
             return Stall() if spec.hit("timeout", host, req) else None
@@ -198,7 +200,7 @@ def faulty_server(spec: ProviderFaults, fault: str, edit: Edit, recordings: Path
         def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
             if ex is None or ex.status != 200:
                 return None
-            new = spec.edit(edit, host, req, ex.body())
+            new = spec.edit(edit, host, req, ex.body()) if spec.edit is not None else None
             return None if new is None else (ex.status, dict(ex.headers), new)
     server = FaultyReplay(recordings, [spec.name], hook=hook, transport=transport, refuse=refuse)
     server.start()
@@ -264,6 +266,10 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
     spec = PROVIDERS[provider]
     expected = spec.expected(fault)
     verdict = Verdict(provider, fault, expected)
+    if fault in DATA_FAULTS and spec.edit is None:
+        verdict.check(False, f"{provider}'s recording declares no body shape: add "
+                      f"adapters/recordings/{provider}/{SHAPE_FILE} (see tests/faults/shapes.py)")
+        return verdict
     run = fetch_with_fault(provider, fault)
     refresh_id = f"fault-{provider}-{fault}"
     db = tmp / f"{provider}-{fault}.duckdb"

@@ -22,9 +22,12 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
-from gpuledger.adapters.replay import Request
+from gpuledger.adapters import registry
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Request
+from tests.faults.shapes import edit_json, load_shape
 
 FAULTS = (
     "refused", "timeout", "reset", "http_429", "http_500", "http_503_once", "truncated", "schema_drift", "empty",
@@ -75,13 +78,19 @@ class Edit:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+def _every_request(host: str, req: Request) -> bool:
+    return True
+
+
 @dataclass
 class ProviderFaults:
     name: str
-    target: Callable[[str, Request], bool]  # the request transport/HTTP faults hit
-    truncate: Callable[[str, Request], bool]  # the request whose body is cut in half
-    refuse: tuple[str, ...]  # hosts whose port refuses connections
-    edit: Callable[[Edit, str, Request, bytes], bytes | None]  # data faults: new body or None
+    target: Callable[[str, Request], bool] = _every_request  # the request transport/HTTP faults hit
+    truncate: Callable[[str, Request], bool] = _every_request  # the request whose body is cut in half
+    refuse: tuple[str, ...] = ()  # hosts whose port refuses connections; (): every recorded host
+    # Data faults: the new body, or None to leave it alone. None: the source declared no body
+    # shape, and every data fault's cell fails saying so.
+    edit: Callable[[Edit, str, Request, bytes], bytes | None] | None = None
     outcome: dict[str, str] = field(default_factory=dict)  # overrides of DEFAULT_OUTCOME ("n/a" allowed)
     errors: dict[str, str] = field(default_factory=dict)  # overrides of ERROR_PATTERNS
     timeout_s: float = 5.0  # client timeout under the "timeout" fault
@@ -92,8 +101,14 @@ class ProviderFaults:
     oracles: dict[str, str] = field(default_factory=lambda: {"price_negative": "removed", "price_nan": "removed",
                                                              "duplicates": "clean"})
 
+    source_kind: str = "api"  # ProviderSpec.source_kind: an API has no page layout to change
+
     def expected(self, fault: str) -> str:
-        return self.outcome.get(fault, DEFAULT_OUTCOME[fault])
+        if fault in self.outcome:
+            return self.outcome[fault]
+        if fault == "layout" and self.source_kind == "api":
+            return "n/a"
+        return DEFAULT_OUTCOME[fault]
 
     def hit(self, fault: str, host: str, req: Request) -> bool:
         """Does this fault hit this request?"""
@@ -684,5 +699,27 @@ HYPERSTACK = ProviderFaults(
 )
 
 
-PROVIDERS: dict[str, ProviderFaults] = {p.name: p for p in (AWS, AZURE, COREWEAVE, GCP, HYPERSTACK, LAMBDA, RUNPOD,
-                                                             VASTAI)}
+# The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
+CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, GCP, HYPERSTACK, LAMBDA, RUNPOD, VASTAI)}
+
+
+def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
+    """The faults of a source with no code here: from the shape its recording declares."""
+    spec = registry.spec(name)
+    shape = load_shape(recordings / name)
+    if shape is None:
+        return ProviderFaults(name=name, source_kind=spec.source_kind)
+    return ProviderFaults(name=name, source_kind=spec.source_kind,
+                          edit=lambda e, host, req, body: edit_json(shape, e, req, body),
+                          outcome={**({"currency": "n/a"} if shape.records.currency is None else {}),
+                                   **shape.outcome})
+
+
+def _providers() -> dict[str, ProviderFaults]:
+    faults = {name: CUSTOM[name] if name in CUSTOM else declared(name) for name in sorted(registry.SOURCES)}
+    for name, f in faults.items():
+        f.source_kind = registry.spec(name).source_kind
+    return faults
+
+
+PROVIDERS: dict[str, ProviderFaults] = _providers()

@@ -14,10 +14,12 @@ from typing import Any
 
 import duckdb
 import pytest
+from pydantic import ValidationError
 
 from gpuledger.adapters import lambdalabs, vastai
+from gpuledger.adapters.contract import AnomalyThresholds
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
-from gpuledger.flows.pipeline import SourcePlan, anomaly_min_row_ratio, fetch_source, load_all, outcome_from
+from gpuledger.flows.pipeline import SourcePlan, fetch_source, load_all, outcome_from
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, utcnow
 
@@ -48,7 +50,7 @@ def test_a_lambda_capacity_crunch_loads_under_its_own_threshold(tmp_path: Path) 
     plan = SourcePlan("lambda", "replay")
     db = tmp_path / "ledger.duckdb"
     full = lambda_fetch(capacity=True)
-    assert full.min_row_ratio == lambdalabs.ANOMALY_MIN_ROW_RATIO == 0.2  # carried from the module
+    assert full.min_row_ratio == lambdalabs.PROVIDER.anomaly.min_row_ratio == 0.2  # carried from the spec
     assert load_all(db, [outcome_from(full, plan, None, utcnow())], "r1", AnomalyPolicy())[0].ok
     crunch = lambda_fetch(capacity=False)
     rows_before, rows_now = len(full.batch.offers), len(crunch.batch.offers)
@@ -74,15 +76,11 @@ def test_a_lambda_capacity_crunch_loads_under_its_own_threshold(tmp_path: Path) 
 
 
 def test_source_thresholds_are_declared_and_checked() -> None:
-    assert vastai.ANOMALY_MIN_ROW_RATIO == 0.2
-    assert anomaly_min_row_ratio(lambdalabs) == 0.2
-
-    class Bad:
-        __name__ = "gpuledger.adapters.bad"
-        ANOMALY_MIN_ROW_RATIO = 1.5
-
-    with pytest.raises(ValueError, match="ANOMALY_MIN_ROW_RATIO must be within"):
-        anomaly_min_row_ratio(Bad())
+    assert vastai.PROVIDER.anomaly.min_row_ratio == lambdalabs.PROVIDER.anomaly.min_row_ratio == 0.2
+    assert AnomalyThresholds().min_row_ratio is None  # the warehouse's default applies
+    for bad in (1.5, 0, -0.1):
+        with pytest.raises(ValidationError, match="min_row_ratio"):
+            AnomalyThresholds(min_row_ratio=bad)
 
 
 def offers(provider: str, n: int, price: float, option: str, start: int = 0) -> Batch:
