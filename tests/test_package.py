@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -58,3 +60,30 @@ def test_a_failed_browser_install_is_one_line(monkeypatch) -> None:
     monkeypatch.setattr(browser, "ensure_browser", fails)
     pipeline.ensure_browsers(["hyperstack"], say=said.append)
     assert len(said) == 2 and "OSError: apt-get: not found" in said[1] and "\n" not in said[1]
+
+
+# A developer's machine in a file: a shared folder, a home directory, a virtualenv's interpreter.
+# (Written in pieces so that this line does not match itself.)
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|home/\w+|Users/\w+)" + "/|/venv" + "/bin/python")
+LOCAL_DIRS = {".git", ".venv", ".hypothesis", ".pytest_cache", "__pycache__", "build", "dist"}
+
+
+def project_files() -> list[Path]:
+    """The files git tracks; outside a git checkout, every file but local caches and builds."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode == 0 and listed.stdout:
+        return [ROOT / name for name in listed.stdout.decode().split("\0") if name and (ROOT / name).is_file()]
+    return [p for p in ROOT.rglob("*") if p.is_file() and not LOCAL_DIRS & set(p.relative_to(ROOT).parts)
+            and not any(part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
+
+
+def test_no_file_names_a_path_of_a_developers_machine() -> None:
+    found = []
+    for path in project_files():
+        data = path.read_bytes()
+        if path.suffix == ".gz" or b"\0" in data[:4096]:
+            continue
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if MACHINE_PATH.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not found, "machine paths in project files:\n" + "\n".join(found[:20])

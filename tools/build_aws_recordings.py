@@ -3,8 +3,8 @@
 
 Run from the repository root (or anywhere)::
 
-    /work/venv/bin/python tools/build_aws_recordings.py            # regenerate + verify
-    /work/venv/bin/python tools/build_aws_recordings.py --check    # verify what is on disk
+    python tools/build_aws_recordings.py            # regenerate + verify
+    python tools/build_aws_recordings.py --check    # verify what is on disk
 
 The script is deterministic: there is no randomness, every "varying" value (SKUs, rate codes,
 NextTokens, request ids, spot prices per AZ, timestamps) is derived from a SHA-256 hash of a

@@ -1,6 +1,6 @@
 """Builds the Azure replay recording: Retail Prices API pages in the API's exact wire format.
 
-Run from the repository root:  /work/venv/bin/python adapters/recordings/azure/build_recording.py
+Run from the repository root:  python adapters/recordings/azure/build_recording.py
 
 Where every value comes from is in README.md next to this file. In short: the page
 envelope and item shape are those of the real pages in tests/fixtures/azure/; product
