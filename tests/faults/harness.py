@@ -200,7 +200,11 @@ def faulty_server(spec: ProviderFaults, fault: str, edit: Edit, recordings: Path
         def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
             if ex is None or ex.status != 200:
                 return None
-            new = spec.edit(edit, host, req, ex.body()) if spec.edit is not None else None
+            try:
+                new = spec.edit(edit, host, req, ex.body()) if spec.edit is not None else None
+            except Exception as err:  # noqa: BLE001 - the cell reports the broken edit, not a dropped connection
+                edit.state["edit_error"] = f"{type(err).__name__}: {err}"
+                raise
             return None if new is None else (ex.status, dict(ex.headers), new)
     server = FaultyReplay(recordings, [spec.name], hook=hook, transport=transport, refuse=refuse)
     server.start()
@@ -271,6 +275,10 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
                       f"adapters/recordings/{provider}/{SHAPE_FILE} (see tests/faults/shapes.py)")
         return verdict
     run = fetch_with_fault(provider, fault)
+    if "edit_error" in run.edit.state:
+        verdict.check(False, f"the {fault} edit of {provider}'s bodies failed: {run.edit.state['edit_error']} "
+                      f"(check adapters/recordings/{provider}/{SHAPE_FILE})")
+        return verdict
     refresh_id = f"fault-{provider}-{fault}"
     db = tmp / f"{provider}-{fault}.duckdb"
     reports = {r.provider: r for r in load_beside_clean(world, db, run, refresh_id)}

@@ -10,10 +10,14 @@ in each record the key, the price and (if any) the currency are:
         "at": "data.instances",        dotted path from the body to the list (or an object's values: "data.*")
         "key": "id",                   the field that names a record (the victim is found by it)
         "price": "price.hourly",       dotted path to the price inside a record (a number or numeric text)
-        "currency": "price.currency"   optional: the field holding the currency code
+        "currency": "price.currency",  optional: the field holding the currency code
+        "where": {"kind": "gpu"}       optional: only records with these values are the source's own
       },
       "outcome": {"currency": "n/a"}   optional: overrides of what a fault must lead to
     }
+
+A dotted path steps into lists by index ("prices.0.value"). `where` keeps the one record a
+row-level fault corrupts among those the source loads (a catalogue lists more than GPUs).
 
 From it every data fault is a plausible change of that format: the list emptied, 90% of it
 gone, every price x100 (cents read as dollars), one record's price negative or NaN, one record
@@ -41,6 +45,7 @@ class RecordShape(BaseModel):
     key: str = Field(min_length=1)
     price: str = Field(min_length=1)
     currency: str | None = None
+    where: dict[str, Any] = {}
 
 
 class JsonShape(BaseModel):
@@ -58,17 +63,22 @@ def load_shape(recording: Path) -> JsonShape | None:
     return JsonShape.model_validate_json(path.read_text())
 
 
+def _step(doc: Any, part: str) -> Any:
+    return doc[int(part)] if isinstance(doc, list) else doc[part]
+
+
 def _get(doc: Any, dotted: str) -> Any:
     for part in dotted.split("."):
-        doc = doc[part]
+        doc = _step(doc, part)
     return doc
 
 
-def _parent(doc: Any, dotted: str) -> tuple[Any, str]:
+def _parent(doc: Any, dotted: str) -> tuple[Any, Any]:
+    """The container holding the last step of `dotted`, and that step (an index into a list)."""
     *head, last = dotted.split(".")
     for part in head:
-        doc = doc[part]
-    return doc, last
+        doc = _step(doc, part)
+    return doc, int(last) if isinstance(doc, list) else last
 
 
 def _records(doc: Any, at: str) -> list[dict[str, Any]]:
@@ -114,8 +124,9 @@ def edit_json(shape: JsonShape, edit: Any, req: Any, body: bytes) -> bytes | Non
     if not records:
         return None
     priced = [r for r in records if _price(r, spec.price) is not None]
+    own = [r for r in priced if all(r.get(k) == v for k, v in spec.where.items())]
     keys = [r.get(spec.key) for r in records]
-    victim = next((r for r in priced if keys.count(r.get(spec.key)) == 1), None)
+    victim = next((r for r in own if keys.count(r.get(spec.key)) == 1), None)
     fault = edit.fault
     if fault == "empty":
         _set_records(doc, spec.at, records, set())
@@ -148,16 +159,47 @@ def edit_json(shape: JsonShape, edit: Any, req: Any, body: bytes) -> bytes | Non
         items = parent_list[list_name]
         items.insert(items.index(victim) + 1, twin)
     elif fault == "schema_drift":  # the price field renamed in every record
-        for r in records:
+        for r in priced:
             parent, last = _parent(r, spec.price)
-            if last in parent:
-                parent[f"{last}_v2"] = parent.pop(last)
+            if isinstance(parent, list):
+                raise ValueError(f"faults.json: the price path {spec.price!r} must end in a field name")
+            parent[f"{last}_v2"] = parent.pop(last)
     elif fault == "currency":
         if spec.currency is None:
             return None
-        for r in records:
+        for r in priced:
             parent, last = _parent(r, spec.currency)
             parent[last] = "EUR"
     else:
         return None
     return json.dumps(doc, allow_nan=True).encode()
+
+
+def check_shape(shape: JsonShape, bodies: list[Any]) -> list[str]:
+    """What is wrong with a declared shape against the recorded bodies of its request ([] if nothing)."""
+    spec = shape.records
+    problems: list[str] = []
+    records: list[dict[str, Any]] = []
+    for doc in bodies:
+        try:
+            records += _records(doc, spec.at)
+        except (KeyError, IndexError, TypeError, ValueError):
+            problems.append(f"`at` {spec.at!r} does not lead to a list in a recorded body")
+    if not bodies:
+        problems.append(f"no recorded answer to {spec.path}")
+    priced = [r for r in records if _price(r, spec.price) is not None]
+    if records and not priced:
+        problems.append(f"no record has a positive price at {spec.price!r}")
+    own = [r for r in priced if all(r.get(k) == v for k, v in spec.where.items())]
+    if priced and not own:
+        problems.append(f"no priced record matches `where` {spec.where}")
+    if own and not all(spec.key in r for r in own):
+        problems.append(f"a record lacks the key field {spec.key!r}")
+    if spec.currency is not None:
+        for r in own:
+            try:
+                _get(r, spec.currency)
+            except (KeyError, IndexError, TypeError, ValueError):
+                problems.append(f"the currency path {spec.currency!r} does not resolve in every record")
+                break
+    return problems
