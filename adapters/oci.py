@@ -1,0 +1,371 @@
+"""Oracle Cloud Infrastructure: GPU shapes priced from Oracle's public price list API.
+
+Source: `GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`,
+the price list behind oracle.com/cloud/price-list and the cost estimator. No key. The answer
+is one JSON document:
+
+    {"lastUpdated": "2026-01-05T13:27:33.583Z",
+     "items": [{"partNumber": "B98415", "displayName": "...", "metricName": "GPU Per Hour",
+                "serviceCategory": "Compute - GPU",
+                "currencyCodeLocalizations": [{"currencyCode": "USD",
+                    "prices": [{"model": "PAY_AS_YOU_GO", "value": 10,
+                                "rangeMin": 0, "rangeMax": 744}]}]}],
+     "links": [{"rel": "next", "href": "..."}]}
+
+`rangeMin`/`rangeMax` appear only on tiered parts (an Always Free allowance is the first
+tier, priced 0). The whole catalogue comes in one answer today; Oracle's own client follows
+an APEX `links` entry with rel "next", so this source does too, within MAX_PAGES.
+
+Row shape. The list prices *parts*, not shapes: a GPU part is a price per GPU-hour that every
+shape with that GPU bills (part B95909 prices VM.GPU.A10.1, VM.GPU.A10.2 and BM.GPU.A10.4).
+Which shapes use which part, and their GPU count, memory and host specs, is not in the API:
+it comes from Oracle's Compute Shapes reference (GPU_SHAPES below). OCI list prices are the
+same in every commercial region, so each shape is one on-demand offer in region "global",
+priced per GPU-hour x its GPU count.
+
+Dropped parts are never silent: a part of another service is counted in the batch notes by
+kind; a GPU part that cannot be priced or placed (no USD pay-as-you-go price, no shape
+documented for it, a GPU the warehouse does not know, listed twice) is quarantined with the
+reason. Block-volume storage and internet egress are read from their parts in the same list.
+
+`fetch_*` does the I/O; `parse_*` functions are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
+from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch, ProviderFacts
+
+NAME = "oci"
+API_HOST = "apexapps.oracle.com"
+PRODUCTS_PATH = "/pls/apex/cetools/api/v1/products/"
+CURRENCY = "USD"
+PRICE_MODEL = "PAY_AS_YOU_GO"
+GLOBAL_REGION = "global"  # Oracle publishes one list price for all commercial regions
+MAX_PAGES = 20  # the catalogue is one page today; a runaway `next` chain must still end
+
+GPU_CATEGORY = "Compute - GPU"  # also "Compute - GPU - Other"
+GPU_METRIC = "GPU Per Hour"
+# Per-GPU-hour parts in the GPU category that rent no GPU: NVIDIA's software licence.
+LICENCE_MARKER = "NVIDIA AI Enterprise"
+
+# Block volumes: storage per GB-month plus performance units (VPUs) per GB-month; Oracle's
+# default "Balanced" level is 10 VPUs per GB.
+BLOCK_STORAGE_PART = "B91961"
+BLOCK_VPU_PART = "B91962"
+BALANCED_VPUS_PER_GB = 10
+# Outbound data transfer from North America, Europe and UK regions (first 10 TB a month free).
+EGRESS_PART = "B88327"
+
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    facts=ProviderFacts(
+        display_name="Oracle Cloud Infrastructure",
+        kind="hyperscaler",
+        billing_granularity_s=1,
+        minimum_charge_s=60,
+        billing_notes="Usage is tracked per second after a one-minute minimum (Oracle's pricing pages state it for "
+                      "block volumes; the same per-second terms for GPU instances were not verified).",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="GPU shapes (except VM.GPU.A10) keep billing while stopped; boot and block volumes "
+                              "bill until deleted.",
+        access_ssh=True,
+        multinode_interconnect="RDMA cluster networks (bandwidth not verified)",
+        interruptible_offer="Preemptible capacity at 50% of the on-demand price (not in the price list; not loaded)",
+        price_source="Oracle price list API GET apexapps.oracle.com/pls/apex/cetools/api/v1/products/ "
+                     "(no key); shapes from Oracle's Compute Shapes reference",
+        source_urls=[
+            "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD",
+            "https://www.oracle.com/cloud/price-list/",
+            "https://docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm",
+            "https://docs.oracle.com/en-us/iaas/Content/Compute/Tasks/resource-billing-stopped-instances.htm",
+        ],
+    ),
+)
+
+
+@dataclass(frozen=True)
+class GpuShape:
+    name: str  # "BM.GPU.H100.8": the trailing number of a GPU shape is its GPU count
+    gpus: int
+    alias: str  # looked up in gpu_aliases
+    memory_gb: float  # per GPU, as Oracle's shape reference states it
+    vcpus: float | None = None  # 2 per OCPU on x86 hosts, 1 per core on Grace
+    ram_gb: float | None = None
+    local_disk_gb: float | None = None  # local NVMe
+    interconnect: str | None = None
+
+
+# HGX boards (8 SXM GPUs) join their GPUs through NVSwitch; other boards are not stated.
+_HGX = "NVSwitch"
+
+# part number -> the shapes it prices. The API names no shape: this is the one place the
+# mapping lives, from the Compute Shapes reference (GPU shapes). A GPU part missing here is
+# quarantined, never guessed.
+GPU_SHAPES: dict[str, tuple[GpuShape, ...]] = {
+    "B88517": (GpuShape("BM.GPU2.2", 2, "p100", 16),),  # "Bare Metal GPU Standard - X7"
+    "B88518": (GpuShape("VM.GPU2.1", 1, "p100", 16, 24, 72),),  # "Virtual Machine GPU Standard - X7"
+    "B89734": (  # "GPU Standard - V2": Tesla V100 16 GB; SXM2 or PCIe is not stated
+        GpuShape("VM.GPU3.1", 1, "v100", 16, 12, 90),
+        GpuShape("VM.GPU3.2", 2, "v100", 16, 24, 180),
+        GpuShape("VM.GPU3.4", 4, "v100", 16, 48, 360),
+        GpuShape("BM.GPU3.8", 8, "v100", 16),
+    ),
+    "B92740": (GpuShape("BM.GPU4.8", 8, "a100 sxm4", 40, 128, 2048, 27200, _HGX),),  # "GPU - E3"
+    "B95907": (GpuShape("BM.GPU.A100-v2.8", 8, "a100 sxm4", 80, 256, 2048, 27200, _HGX),),
+    "B95909": (
+        GpuShape("VM.GPU.A10.1", 1, "a10", 24, 30, 240),
+        GpuShape("VM.GPU.A10.2", 2, "a10", 24, 60, 480),
+        GpuShape("BM.GPU.A10.4", 4, "a10", 24, 128, 1024, 7680),
+    ),
+    "B98415": (GpuShape("BM.GPU.H100.8", 8, "h100 sxm", 80, 224, 2048, 61440, _HGX),),
+    "B109479": (GpuShape("BM.GPU.L40S.4", 4, "l40s", 48, 224, 1024, 7680),),
+    "B109485": (GpuShape("BM.GPU.MI300X.8", 8, "mi300x", 192, 224, 2048, 30720),),
+    "B110519": (GpuShape("BM.GPU.H200.8", 8, "h200 sxm", 141, 224, 3072, 30720, _HGX),),
+    "B110978": (GpuShape("BM.GPU.B200.8", 8, "b200", 180, 256, 4096, 30720, _HGX),),
+    "B110979": (GpuShape("BM.GPU.GB200.4", 4, "gb200", 192, 144, 960, 30720),),
+    "B112140": (GpuShape("BM.GPU.GB300.4", 4, "gb300", 288),),
+}
+
+
+class _BadRecord(Exception):
+    """One part that cannot become a row: its reason goes to quarantine."""
+
+
+# -- parsing ----------------------------------------------------------------------
+
+def _text(item: dict[str, Any], key: str) -> str:
+    value = item.get(key)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def usd_payg_prices(item: Any) -> list[dict[str, Any]]:
+    """The part's USD pay-as-you-go price tiers, lowest tier first."""
+    if not isinstance(item, dict):
+        raise _BadRecord("schema: the item is not an object")
+    locs = item.get("currencyCodeLocalizations")
+    if not isinstance(locs, list):
+        raise _BadRecord("schema: lacks the 'currencyCodeLocalizations' list")
+    usd = [loc for loc in locs if isinstance(loc, dict) and str(loc.get("currencyCode", "")).upper() == CURRENCY]
+    if not usd:
+        codes = sorted({str(loc.get("currencyCode")) for loc in locs if isinstance(loc, dict)})
+        raise _BadRecord(f"price in {', '.join(codes) or 'no currency'}, not USD; no conversion is configured")
+    tiers = [p for loc in usd for p in (loc.get("prices") or []) if isinstance(p, dict) and p.get("model") == PRICE_MODEL]
+    if not tiers:
+        raise _BadRecord(f"no USD {PRICE_MODEL} price")
+    for tier in tiers:
+        if "value" not in tier:
+            raise _BadRecord(f"schema: a {PRICE_MODEL} price lacks 'value'")
+    return sorted(tiers, key=lambda t: _number(t.get("rangeMin"), "rangeMin") or 0.0)
+
+
+def _number(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _BadRecord(f"{what} {value!r} is not a number")
+    try:
+        return float(value)
+    except ValueError:
+        raise _BadRecord(f"{what} {value!r} is not a number") from None
+
+
+def gpu_hour_price(item: dict[str, Any]) -> float:
+    """The one USD pay-as-you-go price per GPU-hour of a GPU part."""
+    tiers = usd_payg_prices(item)
+    if len(tiers) != 1:
+        raise _BadRecord(f"{len(tiers)} {PRICE_MODEL} tiers for a per-GPU-hour part; which one applies is not known")
+    price = _number(tiers[0]["value"], "value")
+    if price is None:
+        raise _BadRecord(f"the {PRICE_MODEL} value is null")
+    return price
+
+
+def _kind(item: dict[str, Any]) -> str:
+    """What a part is: "gpu" (a GPU rented by the hour) or why it is out of scope."""
+    category, metric, name = _text(item, "serviceCategory"), _text(item, "metricName"), _text(item, "displayName")
+    if not category.startswith(GPU_CATEGORY):
+        return "not GPU compute"
+    if LICENCE_MARKER in name:
+        return "NVIDIA AI Enterprise licence (software, not a GPU)"
+    if metric != GPU_METRIC:
+        return f"GPU category, metric {metric!r}"
+    return "gpu"
+
+
+@drift_guard("oci: price list")
+def parse_products(pages: list[Any]) -> Batch:
+    """The price list's pages -> one offer per GPU shape, plus block storage and egress."""
+    items: list[Any] = []
+    updated: str | None = None
+    for doc in pages:
+        if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+            raise SchemaDriftError("oci: price list answer lacks the 'items' list")
+        items += doc["items"]
+        if isinstance(doc.get("lastUpdated"), str):
+            updated = doc["lastUpdated"]
+    if not items:
+        raise SourceError("oci: the price list returned no items")
+    batch = Batch(NAME)
+    skipped: Counter[str] = Counter()
+    seen: dict[str, Any] = {}
+    for item in items:
+        if not isinstance(item, dict) or not _text(item, "partNumber"):
+            batch.quarantine("offer", "?", "schema: an item lacks 'partNumber'", item)
+            continue
+        kind = _kind(item)
+        if kind != "gpu":
+            skipped[kind] += 1
+            continue
+        part = _text(item, "partNumber")
+        if part in seen:
+            batch.quarantine("offer", part, f"duplicate partNumber {part}: listed again (first listing kept, "
+                             "this one refused)", item)
+            continue
+        seen[part] = item
+        _add_gpu_part(batch, part, item, updated)
+    _add_storage_and_egress(batch, items)
+    gpu_parts = len(seen)
+    batch.notes.append(f"oci: {len(items)} parts listed, {gpu_parts} GPU compute parts; skipped: "
+                       + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+    return batch
+
+
+def _add_gpu_part(batch: Batch, part: str, item: dict[str, Any], updated: str | None) -> None:
+    name = _text(item, "displayName")
+    try:
+        price = gpu_hour_price(item)
+    except _BadRecord as err:
+        batch.quarantine("offer", part, f"{part} ({name}): {err}", item)
+        return
+    shapes = GPU_SHAPES.get(part)
+    if not shapes:
+        batch.quarantine("offer", part, f"{part} ({name}): priced per GPU-hour, but no OCI shape is documented "
+                         "for this part", item)
+        return
+    for shape in shapes:
+        ref = f"{shape.name}/{GLOBAL_REGION}"
+        try:
+            model, exact = canonicalize(NAME, shape.alias, shape.memory_gb * 1024)
+        except UnknownGPUError as err:
+            batch.quarantine("offer", ref, f"gpu: {err} ({part}, {shape.name})", item)
+            continue
+        total = price * shape.gpus
+        batch.offer(ref, item, region=GLOBAL_REGION, zone="", instance_type=shape.name,
+                    purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+                    gpu_name_reported=name or shape.alias, gpu_vendor=model.vendor, gpu_count=shape.gpus,
+                    gpu_memory_gb=shape.memory_gb, gpu_memory_gb_nominal=model.memory_gb,
+                    total_gpu_memory_gb=shape.memory_gb * shape.gpus, vcpus=shape.vcpus, ram_gb=shape.ram_gb,
+                    local_disk_gb=shape.local_disk_gb, interconnect=shape.interconnect,
+                    price_per_hour=total, source_currency=CURRENCY, source_price_per_hour=total,
+                    price_observed_at=updated,
+                    billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+                    minimum_charge_s=PROVIDER.facts.minimum_charge_s,
+                    provider_data=json.dumps({"part_number": part, "usd_per_gpu_hour": price,
+                                              "metric": _text(item, "metricName"),
+                                              "service_category": _text(item, "serviceCategory")},
+                                             sort_keys=True))
+
+
+def _by_part(items: list[Any]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if isinstance(item, dict) and _text(item, "partNumber") in (BLOCK_STORAGE_PART, BLOCK_VPU_PART, EGRESS_PART):
+            found.setdefault(_text(item, "partNumber"), item)
+    return found
+
+
+def _add_storage_and_egress(batch: Batch, items: list[Any]) -> None:
+    parts = _by_part(items)
+    storage, vpu = parts.get(BLOCK_STORAGE_PART), parts.get(BLOCK_VPU_PART)
+    if storage is None or vpu is None:
+        batch.notes.append(f"oci: block-volume parts {BLOCK_STORAGE_PART}/{BLOCK_VPU_PART} not in the list; "
+                           "no storage price loaded")
+    else:
+        try:
+            per_gb = _flat_price(storage)
+            per_vpu = _flat_price(vpu)
+        except _BadRecord as err:
+            batch.quarantine("storage", f"{GLOBAL_REGION}/block", f"block volume: {err}", [storage, vpu])
+        else:
+            balanced = round(per_gb + BALANCED_VPUS_PER_GB * per_vpu, 6)
+            for cls, usd, text in (
+                    ("block-lower-cost", per_gb, f"block volume, Lower Cost (0 VPU/GB): {per_gb} USD per GB-month"),
+                    ("block-balanced", balanced, f"block volume, Balanced ({BALANCED_VPUS_PER_GB} VPU/GB): "
+                                                 f"{per_gb} + {BALANCED_VPUS_PER_GB} x {per_vpu} USD per GB-month")):
+                batch.add("storage", f"{GLOBAL_REGION}/{cls}", [storage, vpu], region=GLOBAL_REGION,
+                          storage_class=cls, usd_per_gb_month=usd, source_currency=CURRENCY,
+                          source_usd_per_gb_month=usd, description=text + "; same in every region")
+    egress = parts.get(EGRESS_PART)
+    if egress is None:
+        batch.notes.append(f"oci: egress part {EGRESS_PART} not in the list; no egress price loaded")
+        return
+    try:
+        tiers = usd_payg_prices(egress)
+        bounds = [(_number(t.get("rangeMin"), "rangeMin") or 0.0, _number(t["value"], "value")) for t in tiers]
+    except _BadRecord as err:
+        batch.quarantine("egress", f"{GLOBAL_REGION}/internet", f"egress: {err}", egress)
+        return
+    for n, (start, usd) in enumerate(bounds):
+        # The next tier's start ends this one; the last tier is open (Oracle's "infinity" sentinels vary).
+        end = bounds[n + 1][0] if n + 1 < len(bounds) else None
+        batch.add("egress", f"{GLOBAL_REGION}/internet/{start:g}", egress, region=GLOBAL_REGION,
+                  destination="internet", tier_start_gb=start, tier_end_gb=end, usd_per_gb=usd,
+                  source_currency=CURRENCY, source_usd_per_gb=usd,
+                  description=f"{_text(egress, 'displayName')} ({EGRESS_PART})")
+
+
+def _flat_price(item: dict[str, Any]) -> float:
+    tiers = usd_payg_prices(item)
+    price = _number(tiers[-1]["value"], "value")  # the marginal rate, past any free allowance
+    if price is None or not math.isfinite(price):
+        raise _BadRecord(f"value {tiers[-1]['value']!r} is not a finite number")
+    return price
+
+
+# -- fetching ---------------------------------------------------------------------
+
+def _next_page(doc: Any) -> tuple[str, dict[str, str]] | None:
+    """The path and query of the answer's `next` link, if it has one."""
+    links = doc.get("links") if isinstance(doc, dict) else None
+    for link in links if isinstance(links, list) else []:
+        if isinstance(link, dict) and link.get("rel") == "next" and isinstance(link.get("href"), str):
+            url = urlsplit(link["href"])
+            if url.netloc and url.netloc != API_HOST:
+                raise SourceError(f"oci: the price list's next page is on another host: {link['href'][:120]}")
+            return url.path, dict(parse_qsl(url.query))
+    return None
+
+
+def fetch_products(ctx: SourceContext) -> list[Any]:
+    """Every page of the USD price list (one today)."""
+    pages: list[Any] = []
+    path, params = PRODUCTS_PATH, {"currencyCode": CURRENCY}
+    with ctx.http_client(headers={"Accept": "application/json"}) as client:
+        for _ in range(MAX_PAGES):
+            resp = ctx.get(client, API_HOST, path, params=params)
+            try:
+                doc = resp.json()
+            except ValueError:
+                raise SourceError(f"oci: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
+            pages.append(doc)
+            nxt = _next_page(doc)
+            if nxt is None:
+                return pages
+            path, params = nxt
+    raise SourceError(f"oci: the price list still had a next page after {MAX_PAGES} pages")
+
+
+def fetch(ctx: SourceContext) -> Batch:
+    """One request (more if the answer pages): every part with its USD price."""
+    return parse_products(fetch_products(ctx))
