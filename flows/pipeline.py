@@ -24,6 +24,7 @@ from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, 
 from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
     open_writer, prepare_loads, root_cause, utcnow,
@@ -86,6 +87,7 @@ class SourcePlan:
     record_dir: str | None = None
     http_attempts: int = 3
     retry_wait_max_s: float = 8.0
+    retry_budget_s: float = 120.0
     http_timeout_s: float = 60.0
 
 
@@ -110,7 +112,7 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
     ctx = SourceContext(
         provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
         recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
-        http_timeout_s=plan.http_timeout_s,
+        retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s,
     )
     if recorder is not None:
         proxy = RecordingProxy(recorder, ctx.upstream_url)
@@ -168,7 +170,7 @@ def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
         return future.result(timeout=timeout_s)
     except FutureTimeout:
         raise ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
-                            "(GPULEDGER_TASK_TIMEOUT_S) and was abandoned") from None
+                            f"({env_name('task_timeout_s')}) and was abandoned") from None
 
 
 def anomaly_min_row_ratio(module: Any) -> float | None:

@@ -68,7 +68,7 @@ def test_refresh_records_a_timed_out_provider_and_loads_the_rest(api_url: str, t
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
     stuck_for("lambda", release, monkeypatch)
-    monkeypatch.setattr(flows.refresh, "TASK_TIMEOUT_S", 3.0)
+    monkeypatch.setenv("GPULEDGER_TASK_TIMEOUT_S", "3")
     db = tmp_path / "w.duckdb"
     started = time.monotonic()
     try:
