@@ -12,8 +12,6 @@ import shutil
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-from gpuledger.warehouse.settings import env_name, load_settings
-
 # adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module,
 # and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
 # 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
@@ -66,6 +64,7 @@ def playwright_chromium() -> str | None:
 def find_chromium(ctx: SourceContext) -> str:
     """Path of a runnable Chromium; SourceError naming the provider when there is none."""
     from gpuledger.adapters.base import SourceError
+    from gpuledger.warehouse.settings import env_name
 
     explicit = ctx.config.chromium_path
     if explicit:
@@ -89,6 +88,8 @@ def find_chromium(ctx: SourceContext) -> str:
 def needs_no_sandbox() -> bool:
     """Chromium's sandbox cannot run as root; the `chromium_no_sandbox` setting for a machine without
     user namespaces (some containers). Otherwise the sandbox stays on."""
+    from gpuledger.warehouse.settings import load_settings  # here: the crawl child imports this module
+
     return os.geteuid() == 0 or load_settings().chromium_no_sandbox
 
 

@@ -126,3 +126,21 @@ def test_env_name() -> None:
     assert env_name("aws_regions") == "GPULEDGER_AWS_REGIONS"
     with pytest.raises(KeyError):
         env_name("aws_region")
+
+
+def test_a_variable_removed_while_the_environment_is_read_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread may unset a variable while pydantic-settings walks os.environ.items()."""
+    from pydantic_settings import EnvSettingsSource
+
+    real = EnvSettingsSource._load_env_vars
+    calls = []
+
+    def racing(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("PYTEST_CURRENT_TEST")
+        return real(self)
+
+    monkeypatch.setattr(EnvSettingsSource, "_load_env_vars", racing)
+    monkeypatch.setenv("GPULEDGER_AWS_CONCURRENCY", "6")
+    assert load_settings().aws_concurrency == 6 and len(calls) == 2

@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 log = logging.getLogger("gpuledger.settings")
 
 ENV_PREFIX = "GPULEDGER_"
+ENVIRON_READ_TRIES = 5
 
 # Read by the test suite and the benchmarks only (never by the installed package); known here so
 # that setting them does not warn as an unknown variable.
@@ -103,7 +104,7 @@ def warn_unknown_variables(environ: Any = None) -> list[str]:
     GPULEDGER_AWS_REGION would otherwise be ignored without a word); each name once per process."""
     environ = os.environ if environ is None else environ
     known = known_variables()
-    unknown = sorted(n for n in environ if n.upper().startswith(ENV_PREFIX) and n.upper() not in known)
+    unknown = sorted(n for n in list(environ) if n.upper().startswith(ENV_PREFIX) and n.upper() not in known)
     with _warned_lock:
         new = [n for n in unknown if n not in _warned]
         _warned.update(new)
@@ -119,4 +120,11 @@ def warn_unknown_variables(environ: Any = None) -> list[str]:
 def load_settings(**overrides: Any) -> Settings:
     """The settings of this moment: environment, then `overrides`, then the defaults."""
     warn_unknown_variables()
+    for _ in range(ENVIRON_READ_TRIES - 1):
+        try:
+            return Settings(**overrides)
+        except KeyError:
+            # pydantic-settings reads os.environ.items(), which raises when another thread removes a
+            # variable in between (pytest does, per test phase): read the environment again.
+            continue
     return Settings(**overrides)
