@@ -7,16 +7,14 @@ Prefect, so each step can be called and tested directly.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import traceback
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 
@@ -126,23 +124,6 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
     return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), dict(module.PROVIDER_FACTS),
                        min_row_ratio=anomaly_min_row_ratio(module))
-
-
-@contextmanager
-def gc_frozen() -> Iterator[None]:
-    """Keep Python's cyclic GC off the objects that exist when a refresh starts.
-
-    A refresh process holds ~400,000 objects before it fetches anything (modules, Prefect's
-    client and settings), and every full collection re-scanned all of them while the providers
-    parsed: AWS, GCP, Azure and Vast.ai spent 3.58 s of CPU, 2.73 s with them frozen (medians
-    of 5). They are handed back afterwards (gc.unfreeze), so a long-running process
-    (`gpuledger serve`) still collects whatever of them later becomes garbage.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 class ScrapeTimeout(TimeoutError):

@@ -19,7 +19,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer
 from gpuledger.flows.pipeline import (
-    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within, gc_frozen, load_all,
+    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within, load_all,
     outcome_from, plans_for, prestart_crawls, resolve_providers,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
@@ -128,7 +128,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     """
     names = resolve_providers(list(providers or []))
     refresh_id = new_id("refresh")
-    with refresh_lock(db), gc_frozen():
+    with refresh_lock(db):
         prestart_crawls(names)  # no-op for the ones `gpuledger refresh` started during Prefect's start-up
         server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
         if server is not None:
