@@ -41,8 +41,8 @@ SPOT_ADVISOR_PATH = "/spot-advisor-data.json"
 EC2_REGION_INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 DATA_TRANSFER_REGION_INDEX = "/offers/v1.0/aws/AWSDataTransfer/current/region_index.json"
 
-# Regions with GPU capacity that a default live refresh covers; set
-# GPULEDGER_AWS_REGIONS=all (or a comma list) to change it.
+# Regions with GPU capacity that a default live refresh covers; the `aws_regions` setting
+# ("all" or a comma list) changes it.
 DEFAULT_REGIONS = (
     "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
     "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1", "eu-south-2",
@@ -917,8 +917,9 @@ def fetch(ctx: SourceContext) -> Batch:
     """Scrape AWS: every selected region, concurrently, into one Batch."""
     batch = Batch(NAME)
     creds = has_credentials(ctx)
-    use_ec2 = creds and ctx.setting("aws_ec2_api", "auto") != "off"
-    source = ctx.setting("aws_price_source", "auto")
+    config = ctx.config
+    use_ec2 = creds and config.aws_ec2_api != "off"
+    source = config.aws_price_source
     use_api = source == "api" or (source == "auto" and creds and ctx.mode == "live")
     if use_api and not creds:
         raise SourceError("aws: aws_price_source=api needs AWS credentials (none found in the standard chain)")
@@ -947,7 +948,7 @@ def fetch(ctx: SourceContext) -> Batch:
                     payload.specs, payload.offerings, payload.spot = ec2.result()
             return payload
 
-        workers = int(ctx.setting("aws_concurrency", 4))
+        workers = config.aws_concurrency
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="aws") as pool:
             payloads = list(pool.map(one_region, regions))
     for payload in payloads:

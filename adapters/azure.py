@@ -50,7 +50,6 @@ PRICES_HOST = "prices.azure.com"
 PRICES_PATH = "/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
 HOURS_PER_MONTH = 730  # Azure's own month for per-hour storage meters
-MAX_PAGES = 500  # a live GPU query is ~15 pages; more means a paging loop
 
 # Families whose sizes carry GPUs. NP (Xilinx FPGA) is the one N* family that
 # does not, and the filter never asks for it.
@@ -633,6 +632,7 @@ def fetch_all_pages(ctx: SourceContext, client: httpx.Client, odata_filter: str,
     items: list[dict[str, Any]] = []
     pages = counted = 0
     seen: set[str] = set()
+    max_pages = ctx.config.azure_max_pages
     resp = ctx.get(client, PRICES_HOST, PRICES_PATH, params=first_page_params(odata_filter))
     while True:
         try:
@@ -648,7 +648,7 @@ def fetch_all_pages(ctx: SourceContext, client: httpx.Client, odata_filter: str,
                      len(page.items))
         if not page.next_link:
             return QueryResult(items, pages, counted)
-        if page.next_link in seen or pages >= int(ctx.setting("azure_max_pages", MAX_PAGES)):
+        if page.next_link in seen or pages >= max_pages:
             raise SourceError(f"azure: {what}: paging did not end after {pages} pages (NextPageLink "
                               f"{page.next_link[:160]!r})")
         seen.add(page.next_link)
@@ -656,12 +656,11 @@ def fetch_all_pages(ctx: SourceContext, client: httpx.Client, odata_filter: str,
 
 
 def selected_regions(ctx: SourceContext) -> set[str] | None:
-    """GPULEDGER_AZURE_REGIONS=eastus,westeurope narrows the result; the query stays the same."""
-    wanted = ctx.setting("azure_regions")
+    """The `azure_regions` setting (eastus,westeurope) narrows the result; the query stays the same."""
+    wanted = ctx.config.azure_regions
     if not wanted or wanted == "all":
         return None
-    names = wanted.split(",") if isinstance(wanted, str) else list(wanted)
-    return {n.strip() for n in names if n.strip()}
+    return {n.strip() for n in wanted.split(",") if n.strip()}
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -13,22 +13,18 @@ import logging
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from urllib.parse import quote
 
 import httpx
-from tenacity import (
-    RetryCallState,
-    retry,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
+from pydantic import ValidationError
+from tenacity import RetryCallState, Retrying
 
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
+from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
+from gpuledger.warehouse.settings import Settings, load_settings
 
 log = logging.getLogger("gpuledger.adapters")
 
@@ -150,10 +146,9 @@ class SchemaDriftError(SourceError):
     """The provider answered, but not in the shape we parse (a field is missing or renamed)."""
 
 
-# boto3 clients are made under one lock from one session per scrape: a boto3 Session is not
-# thread-safe, and clients made side by side each parsed the EC2 service model again (~0.1 s of
-# CPU each). The parsed models (read-only JSON) are shared by every session of the process
-# through one botocore loader; credentials stay per session, resolved by the standard chain.
+# boto3 clients are made under one lock (a boto3 Session is not thread-safe) from one session per
+# scrape; every session of the process shares one botocore loader, so each service model (read-only
+# JSON) is parsed once, not once per client. Credentials stay per session (the standard chain).
 _BOTO_LOCK = threading.Lock()
 _BOTO_LOADER: Any = None
 
@@ -184,6 +179,7 @@ class SourceContext:
     http_timeout_s: float = 60.0
     http_attempts: int = 3
     retry_wait_max_s: float = 8.0
+    retry_budget_s: float = 120.0
     requests_made: int = 0
     _boto_session: Any = field(default=None, repr=False, compare=False)
 
@@ -213,23 +209,26 @@ class SourceContext:
             return None
         return self.upstream_url(host)
 
-    def setting(self, name: str, default: Any = None) -> Any:
-        env = os.environ.get(f"GPULEDGER_{name.upper()}")
-        if env is not None:
-            return env
-        return self.settings.get(name, default)
+    @property
+    def config(self) -> Settings:
+        """The typed settings of this moment: GPULEDGER_* variables over this scrape's `settings`."""
+        try:
+            return load_settings(**self.settings)
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '?'}: {e['msg']}" for e in err.errors())
+            raise SourceError(f"{self.provider}: invalid settings: {problems}") from None
 
     def select_regions(self, available: "Iterable[str]", live_defaults: "Iterable[str]", listed_in: str) -> list[str]:
         """Regions to scrape: setting `<provider>_regions` ("all" or a comma list); else, live,
         `live_defaults` (GPU regions), and under replay/record every region the source lists."""
-        wanted = self.setting(f"{self.provider}_regions")
+        wanted = getattr(self.config, f"{self.provider}_regions")
         avail = sorted(set(available))
         if wanted is None:
             defaults = set(live_defaults)
             return [r for r in avail if r in defaults] if self.mode == "live" else avail
         if wanted == "all":
             return avail
-        names = [w.strip() for w in (wanted.split(",") if isinstance(wanted, str) else wanted) if w.strip()]
+        names = [w.strip() for w in wanted.split(",") if w.strip()]
         unknown = [n for n in names if n not in avail]
         if unknown:
             raise SourceError(f"{self.provider}: regions {unknown} are not in {listed_in}")
@@ -242,7 +241,7 @@ class SourceContext:
 
         endpoint = self.boto_endpoint(host)
         config = Config(
-            retries={"max_attempts": self.http_attempts, "mode": "standard"},
+            retries=self.retry_policy.botocore_retries(),
             connect_timeout=min(self.http_timeout_s, 15),
             read_timeout=self.http_timeout_s,
             user_agent_extra="gpuledger/0.1",
@@ -266,14 +265,15 @@ class SourceContext:
         return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=True, **kwargs)
 
     def get(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
-        """GET with retries on transport errors, 429 and 5xx; raises SourceError when exhausted."""
+        """GET under the retry policy (transport errors, 429 and 5xx); SourceError when it gives up."""
         return self._with_retries(lambda: client.get(self.url(host) + path, **kwargs), host, path)
 
     def post(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
         return self._with_retries(lambda: client.post(self.url(host) + path, **kwargs), host, path)
 
     def stream_lines(self, client: httpx.Client, host: str, path: str) -> Iterator[str]:
-        """Stream a text body line by line: memory stays flat whatever the size."""
+        """Stream a text body line by line: memory stays flat whatever the size. No source uses it
+        today; kept as the text-decoding baseline that bench/ingest.py measures stream_bytes against."""
         return self._stream(client, host, path, lambda resp: resp.iter_lines())
 
     def stream_bytes(self, client: httpx.Client, host: str, path: str) -> Iterator[bytes]:
@@ -281,55 +281,63 @@ class SourceContext:
         lines themselves faster than httpx's text decoding can."""
         return self._stream(client, host, path, lambda resp: resp.iter_bytes())
 
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(attempts=self.http_attempts, wait_max_s=self.retry_wait_max_s, budget_s=self.retry_budget_s)
+
     def _stream(self, client: httpx.Client, host: str, path: str,
                 chunks: Callable[[httpx.Response], Iterator[Any]]) -> Iterator[Any]:
-        """429/5xx answers are retried (they come before any body); a transport failure is not:
-        retrying mid-stream would hand the consumer pieces it has already seen."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                with client.stream("GET", self.url(host) + path) as resp:
-                    self.requests_made += 1
-                    if resp.status_code >= 400:
-                        resp.read()
-                        _raise_for(self.provider, host, path, resp)
-                    yield from chunks(resp)
-                    return
-            except _RetryableHTTP as err:
-                if attempt >= self.http_attempts:
-                    raise SourceError(f"{self.provider}: GET {host}{path} failed: {err}") from err
-                time.sleep(min(err.retry_after or 0.5 * 2**attempt, self.retry_wait_max_s))
-            except httpx.TransportError as err:
-                raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
+        """The answer's status line and headers are retried like any request; once its body
+        flows, a failure is final: a retry would hand the consumer pieces it has already seen."""
+        url = self.url(host) + path
 
-    def _with_retries(self, call: Callable[[], httpx.Response], host: str, path: str) -> httpx.Response:
+        def open_stream() -> httpx.Response:
+            resp = client.send(client.build_request("GET", url), stream=True)
+            self.requests_made += 1
+            if resp.status_code >= 400:
+                try:
+                    resp.read()
+                finally:
+                    resp.close()
+                _raise_for(self.provider, host, path, resp)
+            return resp
+
+        resp = self._with_retries(open_stream, host, path, count=False)
+        try:
+            yield from chunks(resp)
+        except httpx.TransportError as err:
+            raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
+        finally:
+            resp.close()
+
+    def _with_retries(self, call: Callable[[], httpx.Response], host: str, path: str,
+                      count: bool = True) -> httpx.Response:
         def before_sleep(state: RetryCallState) -> None:
             log.info("%s: retrying %s%s after %s", self.provider, host, path, state.outcome.exception())
 
-        @retry(
-            stop=stop_after_attempt(self.http_attempts),
-            wait=_wait_with_retry_after(self.retry_wait_max_s),
-            retry=retry_if_exception(lambda e: isinstance(e, (httpx.TransportError, _RetryableHTTP))),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
         def attempt() -> httpx.Response:
             resp = call()
-            self.requests_made += 1
+            if count:
+                self.requests_made += 1
             if resp.status_code >= 400:
                 _raise_for(self.provider, host, path, resp)
             return resp
 
+        retrying = self.retry_policy.retrying(
+            lambda e: isinstance(e, (httpx.TransportError, RetryableAnswer)), before_sleep)
         try:
-            return attempt()
-        except _RetryableHTTP as err:
-            raise SourceError(f"{self.provider}: {host}{path} failed after {self.http_attempts} attempts: {err}") from err
+            return retrying(attempt)
+        except RetryableAnswer as err:
+            raise SourceError(f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: {err}") from err
         except httpx.TransportError as err:
             raise SourceError(
-                f"{self.provider}: {host}{path} failed after {self.http_attempts} attempts: "
+                f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: "
                 f"{type(err).__name__}: {err}"
             ) from err
+
+
+def _tries(retrying: Retrying) -> int:
+    return int(retrying.statistics.get("attempt_number", 1))
 
 
 # Field names an API would use to say which currency its prices are in.
@@ -374,32 +382,9 @@ def drift_guard(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
     return wrap
 
 
-class _RetryableHTTP(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 def _raise_for(provider: str, host: str, path: str, resp: httpx.Response) -> None:
     snippet = redact(resp.text[:200].replace("\n", " "))  # a server may echo our request, key and all
     msg = f"HTTP {resp.status_code} from {host}{path}: {snippet}"
     if resp.status_code == 429 or resp.status_code >= 500:
-        retry_after = resp.headers.get("Retry-After")
-        try:
-            wait = float(retry_after) if retry_after else None
-        except ValueError:
-            wait = None
-        raise _RetryableHTTP(msg, wait)
+        raise RetryableAnswer(msg, retry_after_s(resp.headers.get("Retry-After")))
     raise SourceError(f"{provider}: {msg}")
-
-
-def _wait_with_retry_after(max_wait: float) -> Callable[[RetryCallState], float]:
-    backoff = wait_exponential(multiplier=0.5, max=max_wait)
-
-    def wait(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _RetryableHTTP) and exc.retry_after is not None:
-            return min(exc.retry_after, max_wait)
-        return backoff(state)
-
-    return wait

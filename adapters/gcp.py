@@ -25,7 +25,6 @@ import math
 import os
 import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -35,8 +34,10 @@ from gpuledger.adapters.base import (
     scrubbed,
 )
 from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.adapters.retry import AttemptsSpent, retry_after_s
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.settings import env_name
 
 log = logging.getLogger("gpuledger.adapters.gcp")
 
@@ -47,7 +48,7 @@ COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"  # the Billing Catalog id of 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REPLAY_PROJECT = "gpuledger-replay"  # the project id the bundled recording was made with
 
-# Regions with GPU capacity a default live refresh covers; GPULEDGER_GCP_REGIONS
+# Regions with GPU capacity a default live refresh covers; the `gcp_regions` setting
 # (a comma list, or "all") changes it. Under replay every recorded region is used.
 DEFAULT_REGIONS = (
     "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3",
@@ -101,7 +102,7 @@ MULTINODE: dict[str, tuple[float, str]] = {
 PROVIDER = ProviderSpec(
     name=NAME,
     source_kind="api",
-    secret_env_vars=("GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY"),
+    secret_env_vars=("GOOGLE_API_KEY", env_name("gcp_api_key")),
     nightly_secrets=("GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT"),
     credentials_required=True,
     facts=ProviderFacts(
@@ -910,9 +911,9 @@ def make_clients(ctx: SourceContext) -> Clients:
     """Real google-cloud clients (REST), aimed at ctx.url(host); credentials per mode.
 
     Replay: anonymous credentials against the loopback server. Live: Application
-    Default Credentials (and the project id from GOOGLE_CLOUD_PROJECT /
-    GPULEDGER_GCP_PROJECT or ADC) for Compute; an API key (GOOGLE_API_KEY /
-    GPULEDGER_GCP_API_KEY), else ADC, for the Billing Catalog.
+    Default Credentials (and the project id from the `gcp_project` setting,
+    GOOGLE_CLOUD_PROJECT or ADC) for Compute; an API key (the `gcp_api_key`
+    setting or GOOGLE_API_KEY), else ADC, for the Billing Catalog.
     """
     import google.auth
     from google.api_core.gapic_v1.client_info import ClientInfo
@@ -924,9 +925,12 @@ def make_clients(ctx: SourceContext) -> Clients:
     api_key: str | None = None
     if _loopback(ctx):
         credentials: Any = AnonymousCredentials()
+        # The recording's own project id, never the environment's: the request paths carry it.
         project = str(ctx.settings.get("gcp_project") or REPLAY_PROJECT)
     else:
-        api_key = ctx.setting("gcp_api_key") or os.environ.get("GOOGLE_API_KEY") or None
+        config = ctx.config
+        configured_key = config.gcp_api_key.get_secret_value() if config.gcp_api_key else None
+        api_key = configured_key or os.environ.get("GOOGLE_API_KEY") or None
         try:
             credentials, adc_project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
         except DefaultCredentialsError:
@@ -934,18 +938,18 @@ def make_clients(ctx: SourceContext) -> Clients:
         if credentials is None:
             what = ("an API key reaches only the Billing Catalog; the Compute Engine API needs "
                     "Application Default Credentials") if api_key else (
-                    "neither Application Default Credentials nor an API key (GOOGLE_API_KEY / "
-                    "GPULEDGER_GCP_API_KEY) were found")
+                    f"neither Application Default Credentials nor an API key (GOOGLE_API_KEY / "
+                    f"{env_name('gcp_api_key')}) were found")
             raise MissingCredentialsError(
                 f"gcp: no credentials: {what}; run `gcloud auth application-default login` or set "
                 "GOOGLE_APPLICATION_CREDENTIALS")
         # What the credentials file holds is as secret as the env's keys: never in a message.
         for secret in (api_key, getattr(credentials, "refresh_token", None), getattr(credentials, "client_secret", None)):
             register_secret(secret if isinstance(secret, str) else None)
-        project = ctx.setting("gcp_project") or os.environ.get("GOOGLE_CLOUD_PROJECT") or adc_project
+        project = config.gcp_project or os.environ.get("GOOGLE_CLOUD_PROJECT") or adc_project
         if not project:
             raise MissingCredentialsError("gcp: no credentials: no project id; set GOOGLE_CLOUD_PROJECT or "
-                                          "GPULEDGER_GCP_PROJECT")
+                                          f"{env_name('gcp_project')}")
 
     def options(host: str, key: str | None = None) -> dict[str, Any]:
         opts: dict[str, Any] = {"api_endpoint": ctx.url(host)}
@@ -981,11 +985,8 @@ def _retryable() -> tuple[type[BaseException], ...]:
 def _retry_after(err: BaseException) -> float | None:
     """Seconds a 429/503 answer asked us to wait (Retry-After), if it said."""
     response = getattr(err, "response", None)
-    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-    try:
-        return max(0.0, float(value)) if value else None
-    except (TypeError, ValueError):
-        return None
+    headers = getattr(response, "headers", None) or {}
+    return retry_after_s(headers.get("Retry-After"))
 
 
 def _count(ctx: SourceContext) -> None:
@@ -993,58 +994,54 @@ def _count(ctx: SourceContext) -> None:
         ctx.requests_made += 1
 
 
-def _call(ctx: SourceContext, what: str, call: Callable[[], Any]) -> Any:
-    """One API call with the context's retry policy; every failure becomes a SourceError."""
+def _pages(ctx: SourceContext, what: str, method: Callable[..., Any], request_type: Any,
+           fields: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every page of a list method through the client's own pager, each page under the retry
+    policy (a google-api-core Retry the pager keeps for its later pages); wire-format dicts.
+    Every failure becomes a SourceError."""
     import requests
     from google.api_core import exceptions as api
+    from google.api_core.timeout import ConstantTimeout
     from google.auth import exceptions as auth
     from google.protobuf.json_format import ParseError
 
-    retryable = _retryable()
-    last: BaseException | None = None
-    for attempt in range(1, ctx.http_attempts + 1):
-        try:
-            result = call()
+    policy = ctx.retry_policy
+    attempts = policy.google_retry(_retryable(), lambda: _count(ctx), _retry_after)
+    n, seen = 1, set()
+    page_what = f"{what} (page {n})"
+    try:
+        # Each try gets the whole read timeout, as an httpx or boto3 request does (a float would be
+        # one deadline shared by all the tries of a page).
+        pager = method(request=request_type(**fields), retry=attempts.retry, timeout=ConstantTimeout(ctx.http_timeout_s))
+        for page in pager.pages:
             _count(ctx)
-            return result
-        except retryable as err:
-            _count(ctx)
-            last = err
-            if attempt < ctx.http_attempts:
-                log.info("gcp: retrying %s after %s", what, err)
-                wait = _retry_after(err)
-                time.sleep(min(wait if wait is not None else 0.5 * 2 ** attempt, ctx.retry_wait_max_s))
-        except api.GoogleAPICallError as err:
-            raise SourceError(f"gcp: {what} failed: HTTP {err.code} {str(err.message)[:200]}") from scrubbed(err)
-        except auth.GoogleAuthError as err:
-            raise SourceError(f"gcp: {what} failed: authentication error {type(err).__name__}") from scrubbed(err)
-        except (ParseError, ValueError) as err:  # the client could not read the answer into its message type
-            raise SchemaDriftError(f"gcp: {what}: the answer does not parse as the API's message: "
-                                   f"{str(err)[:300]}") from err
-        except requests.exceptions.RequestException as err:
-            raise SourceError(f"gcp: {what} failed: {type(err).__name__}: {str(err)[:200]}") from scrubbed(err)
-    raise SourceError(f"gcp: {what} failed after {ctx.http_attempts} attempts: {last}") from (
-        scrubbed(last) if last is not None else None)
-
-
-def _pages(ctx: SourceContext, what: str, method: Callable[..., Any], request_type: Any,
-           fields: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Page through a list method by hand (so each page gets the retry policy); yield wire-format dicts."""
-    token, seen = "", set()
-    for n in range(1, MAX_PAGES + 1):
-        # Compute's page_token is an optional field: an empty one would still be sent.
-        request = request_type(page_token=token, **fields) if token else request_type(**fields)
-        pager = _call(ctx, f"{what} (page {n})", lambda: method(request=request, retry=None,
-                                                                timeout=ctx.http_timeout_s))
-        page = next(iter(pager.pages))
-        yield type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False)
-        token = page.next_page_token
-        if not token:
-            return
-        if token in seen:
-            raise SchemaDriftError(f"gcp: {what} repeated page token {token[:40]!r}")
-        seen.add(token)
-    raise SourceError(f"gcp: {what} did not end after {MAX_PAGES} pages")
+            attempts.page_done()
+            yield type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False)
+            token = page.next_page_token
+            if not token:
+                return
+            if token in seen:
+                raise SchemaDriftError(f"gcp: {what} repeated page token {token[:40]!r}")
+            if n >= MAX_PAGES:
+                raise SourceError(f"gcp: {what} did not end after {MAX_PAGES} pages")
+            seen.add(token)
+            n += 1
+            page_what = f"{what} (page {n})"
+    except AttemptsSpent as err:
+        raise SourceError(f"gcp: {page_what} failed after {err.attempts} attempts: {err.last}") from scrubbed(err.last)
+    except api.RetryError as err:  # google's deadline (the policy's budget) passed first
+        last = err.cause or err
+        raise SourceError(f"gcp: {page_what} failed after {attempts.failures} attempts within "
+                          f"{policy.budget_s:g} s: {last}") from scrubbed(last)
+    except api.GoogleAPICallError as err:
+        raise SourceError(f"gcp: {page_what} failed: HTTP {err.code} {str(err.message)[:200]}") from scrubbed(err)
+    except auth.GoogleAuthError as err:
+        raise SourceError(f"gcp: {page_what} failed: authentication error {type(err).__name__}") from scrubbed(err)
+    except (ParseError, ValueError) as err:  # the client could not read the answer into its message type
+        raise SchemaDriftError(f"gcp: {page_what}: the answer does not parse as the API's message: "
+                               f"{str(err)[:300]}") from err
+    except requests.exceptions.RequestException as err:
+        raise SourceError(f"gcp: {page_what} failed: {type(err).__name__}: {str(err)[:200]}") from scrubbed(err)
 
 
 def fetch_zones(ctx: SourceContext, clients: Clients) -> list[dict[str, Any]]:

@@ -61,8 +61,6 @@ NAME = "vastai"
 API_HOST = "console.vast.ai"
 BUNDLES_PATH = "/api/v0/bundles/"
 API_KEY_ENV = "VAST_API_KEY"
-DEFAULT_PAGE_SIZE = 1000
-DEFAULT_MAX_PAGES = 200
 ALLOCATED_STORAGE_GIB = 5.0  # the CLI's default; dph_total prices this much disk in
 UNKNOWN_REGION = "unknown"
 # The vast CLI's default search: verified, datacenter-listed, rentable, not already rented.
@@ -355,8 +353,8 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
 
 def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
     """Walk the marketplace by id until an empty page."""
-    page_size = int(ctx.setting("vastai_page_size", DEFAULT_PAGE_SIZE))
-    max_pages = int(ctx.setting("vastai_max_pages", DEFAULT_MAX_PAGES))
+    config = ctx.config
+    page_size, max_pages = config.vastai_page_size, config.vastai_max_pages
     key = os.environ.get(API_KEY_ENV, "").strip()
     headers = {"Accept": "application/json"}
     if key:

@@ -112,7 +112,7 @@ def _steal_ticks() -> tuple[int, int]:
 
 def run(quick: bool = False) -> list[Result]:
     from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-    from gpuledger.flows.pipeline import gc_frozen, resolve_providers
+    from gpuledger.flows.pipeline import resolve_providers
 
     lo, hi = 100, 300
     rounds = 1 if quick else 5
@@ -162,48 +162,45 @@ def run(quick: bool = False) -> list[Result]:
                 f"{max(per_task, key=per_task.get)} {max(per_task.values()):.2f} s")
             return dt
 
-        # Every arm runs as nightly_refresh runs its fetch phase: with the objects that exist
-        # before it frozen out of the cyclic GC's scans (flows.pipeline.gc_frozen).
         # The machine's speed drifts by tens of percent within minutes (other guests on the
         # host), so the critical path and the concurrent runs are measured side by side in
         # each round, the order flipped every other round, and the ratio is the median of the
         # rounds' ratios rather than one run's figure over another run's.
         per_round: list[dict[str, Any]] = []
-        with gc_frozen():
-            for r in range(rounds):
-                steal0, total0 = _steal_ticks()
-                load = os.getloadavg()[0]
-                say(f"  round {r + 1}/{rounds} (load average {load:.1f})")
-                if r % 2 == 0:
-                    (alone, requests), wall_threads, wall_prefect = alone_arm(), threads_arm(), prefect_arm()
-                    wall_cold = prefect_arm(cold=True)
-                else:
-                    wall_cold = prefect_arm(cold=True)
-                    wall_prefect, wall_threads, (alone, requests) = prefect_arm(), threads_arm(), alone_arm()
-                steal1, total1 = _steal_ticks()
-                steal = (steal1 - steal0) / (total1 - total0) if total1 > total0 else 0.0
-                critical_provider = max(alone, key=alone.get)  # type: ignore[arg-type]
-                critical = alone[critical_provider]
-                per_round.append({"alone_s": alone, "requests": requests, "critical_provider": critical_provider,
-                                  "critical_s": critical, "wall_threads_s": wall_threads,
-                                  "wall_prefect_s": wall_prefect, "prefect_ratio": wall_prefect / critical,
-                                  "threads_ratio": wall_threads / critical, "wall_prefect_cold_s": wall_cold,
-                                  "cold_ratio": wall_cold / critical, "steal": steal, "load": load})
-                say(f"    round {r + 1}: critical path {critical_provider} {critical:.2f} s; Prefect "
-                    f"{wall_prefect / critical:.2f}x, threads {wall_threads / critical:.2f}x, Prefect with the "
-                    f"crawl children cold {wall_cold / critical:.2f}x; "
-                    f"CPU stolen by the host {steal:.1%}")
+        for r in range(rounds):
+            steal0, total0 = _steal_ticks()
+            load = os.getloadavg()[0]
+            say(f"  round {r + 1}/{rounds} (load average {load:.1f})")
+            if r % 2 == 0:
+                (alone, requests), wall_threads, wall_prefect = alone_arm(), threads_arm(), prefect_arm()
+                wall_cold = prefect_arm(cold=True)
+            else:
+                wall_cold = prefect_arm(cold=True)
+                wall_prefect, wall_threads, (alone, requests) = prefect_arm(), threads_arm(), alone_arm()
+            steal1, total1 = _steal_ticks()
+            steal = (steal1 - steal0) / (total1 - total0) if total1 > total0 else 0.0
+            critical_provider = max(alone, key=alone.get)  # type: ignore[arg-type]
+            critical = alone[critical_provider]
+            per_round.append({"alone_s": alone, "requests": requests, "critical_provider": critical_provider,
+                              "critical_s": critical, "wall_threads_s": wall_threads,
+                              "wall_prefect_s": wall_prefect, "prefect_ratio": wall_prefect / critical,
+                              "threads_ratio": wall_threads / critical, "wall_prefect_cold_s": wall_cold,
+                              "cold_ratio": wall_cold / critical, "steal": steal, "load": load})
+            say(f"    round {r + 1}: critical path {critical_provider} {critical:.2f} s; Prefect "
+                f"{wall_prefect / critical:.2f}x, threads {wall_threads / critical:.2f}x, Prefect with the "
+                f"crawl children cold {wall_cold / critical:.2f}x; "
+                f"CPU stolen by the host {steal:.1%}")
 
-            hook = server.hook = LatencyHook(lo, hi, PER_HOST, global_limit=1)
-            seq = {}
-            wall_seq = 0.0
-            for plan in _plans(server, providers, {"aws_concurrency": 1}):
-                _prestart([plan.provider])  # as for the concurrent runs; kept off the clock
-                name, dt, _ = _fetch(plan)
-                wall_seq += dt
-                seq[name] = dt
-            say(f"  one request at a time: {wall_seq:.2f} s (max {hook.max_in_flight} in flight); "
-                + ", ".join(f"{p} {seq[p]:.1f} s" for p in providers))
+        hook = server.hook = LatencyHook(lo, hi, PER_HOST, global_limit=1)
+        seq = {}
+        wall_seq = 0.0
+        for plan in _plans(server, providers, {"aws_concurrency": 1}):
+            _prestart([plan.provider])  # as for the concurrent runs; kept off the clock
+            name, dt, _ = _fetch(plan)
+            wall_seq += dt
+            seq[name] = dt
+        say(f"  one request at a time: {wall_seq:.2f} s (max {hook.max_in_flight} in flight); "
+            + ", ".join(f"{p} {seq[p]:.1f} s" for p in providers))
     finally:
         server.close()
 

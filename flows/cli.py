@@ -19,6 +19,7 @@ from rich.table import Table
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
+from gpuledger.warehouse.settings import env_name
 
 app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
@@ -27,7 +28,7 @@ app = typer.Typer(
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
-DbOption = typer.Option(None, "--db", envvar="GPULEDGER_DB", help="Warehouse file [default: ./gpuledger.duckdb].")
+DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 def _print_version(value: bool) -> None:
     if value:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from gpuledger.warehouse.store import WarehouseError
+from gpuledger.warehouse.settings import env_name
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -23,7 +24,7 @@ DEPLOYMENT_NAME = "nightly"
 
 
 def _db_option() -> Any:
-    return typer.Option(None, "--db", envvar="GPULEDGER_DB", help="Warehouse file [default: ./gpuledger.duckdb].")
+    return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 
 def report_command(

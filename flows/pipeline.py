@@ -7,16 +7,14 @@ Prefect, so each step can be called and tested directly.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import traceback
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 
@@ -24,6 +22,7 @@ from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, 
 from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, spec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
     open_writer, prepare_loads, root_cause, utcnow,
@@ -86,6 +85,7 @@ class SourcePlan:
     record_dir: str | None = None
     http_attempts: int = 3
     retry_wait_max_s: float = 8.0
+    retry_budget_s: float = 120.0
     http_timeout_s: float = 60.0
 
 
@@ -110,7 +110,7 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
     ctx = SourceContext(
         provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
         recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
-        http_timeout_s=plan.http_timeout_s,
+        retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s,
     )
     if recorder is not None:
         proxy = RecordingProxy(recorder, ctx.upstream_url)
@@ -125,23 +125,6 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
     provider = module.PROVIDER
     return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), provider.facts_row(),
                        min_row_ratio=provider.anomaly.min_row_ratio)
-
-
-@contextmanager
-def gc_frozen() -> Iterator[None]:
-    """Keep Python's cyclic GC off the objects that exist when a refresh starts.
-
-    A refresh process holds ~400,000 objects before it fetches anything (modules, Prefect's
-    client and settings), and every full collection re-scanned all of them while the providers
-    parsed: AWS, GCP, Azure and Vast.ai spent 3.58 s of CPU, 2.73 s with them frozen (medians
-    of 5). They are handed back afterwards (gc.unfreeze), so a long-running process
-    (`gpuledger serve`) still collects whatever of them later becomes garbage.
-    """
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 class ScrapeTimeout(TimeoutError):
@@ -169,7 +152,7 @@ def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
         return future.result(timeout=timeout_s)
     except FutureTimeout:
         raise ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
-                            "(GPULEDGER_TASK_TIMEOUT_S) and was abandoned") from None
+                            f"({env_name('task_timeout_s')}) and was abandoned") from None
 
 
 def describe_failure(provider: str, err: BaseException) -> str:

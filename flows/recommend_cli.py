@@ -19,6 +19,7 @@ from gpuledger.warehouse.memory import METHODS, OPTIMIZERS, PRECISIONS
 from gpuledger.warehouse.models_catalog import UnknownModelError
 from gpuledger.warehouse.recommend import Candidate, Recommendation, RecommendRequest, recommend
 from gpuledger.warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.settings import env_name
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -121,7 +122,7 @@ def recommend_command(
     max_age_hours: float = typer.Option(36.0, "--max-age-hours", help="Leave out providers whose last successful "
                                         "scrape is older than this."),
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
-    db: Optional[Path] = typer.Option(None, "--db", envvar="GPULEDGER_DB",
+    db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
                                       help="Warehouse file [default: ./gpuledger.duckdb]."),
 ) -> None:
     """Cheapest card or node that fits a fine-tuning job, by the job's effective cost.

@@ -9,7 +9,6 @@ past its timeout, or rolls back the other providers.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Sequence
 
 from prefect import flow, task
@@ -17,56 +16,72 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer
 from gpuledger.flows.pipeline import (
-    FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_within, gc_frozen, load_all,
+    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within, load_all,
     outcome_from, plans_for, prestart_crawls, resolve_providers,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.spiders.runner import discard_prestarted
+from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
 
-TASK_TIMEOUT_S = float(os.environ.get("GPULEDGER_TASK_TIMEOUT_S", "1800"))
-LIVE_TASK_RETRIES = int(os.environ.get("GPULEDGER_TASK_RETRIES", "2"))
 PRICE_MOVES_TOP = 10
 
 
 def task_runner_from_env() -> TaskRunner:
-    """The flow's task runner, chosen by GPULEDGER_TASK_RUNNER when the flow module is imported.
+    """The flow's task runner, chosen by the `task_runner` setting when the flow module is imported
+    (Prefect binds a flow's runner when the flow object is made; a process worker imports the
+    module afresh for every flow run, so that is the run's own environment).
 
     thread (default): provider tasks on threads of this process. dask: prefect-dask's
-    DaskTaskRunner; with GPULEDGER_DASK_ADDRESS (tcp://scheduler:8786) the tasks go to that
-    cluster, otherwise to a temporary local cluster of processes (GPULEDGER_DASK_WORKERS of them)
-    started for each flow run. A test or script can also pass any runner:
-    `nightly_refresh.with_options(task_runner=...)`.
+    DaskTaskRunner; with `dask_address` (tcp://scheduler:8786) the tasks go to that cluster,
+    otherwise to a temporary local cluster of processes (`dask_workers` of them) started for each
+    flow run. A test or script can also pass any runner: `nightly_refresh.with_options(task_runner=...)`.
     """
-    kind = os.environ.get("GPULEDGER_TASK_RUNNER", "thread").strip().lower()
+    settings = load_settings()
+    var = env_name("task_runner")
+    kind = settings.task_runner.strip().lower()
     if kind in ("", "thread", "threads"):
         return ThreadPoolTaskRunner(max_workers=8)
     if kind != "dask":
-        raise ValueError(f"GPULEDGER_TASK_RUNNER={kind!r}: use thread or dask")
+        raise ValueError(f"{var}={kind!r}: use thread or dask")
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError as err:
-        raise ImportError("GPULEDGER_TASK_RUNNER=dask needs prefect-dask: pip install prefect-dask") from err
-    address = os.environ.get("GPULEDGER_DASK_ADDRESS", "").strip()
+        raise ImportError(f"{var}=dask needs prefect-dask: pip install prefect-dask") from err
+    address = settings.dask_address.strip()
     if address:
         return DaskTaskRunner(address=address)
-    workers = os.environ.get("GPULEDGER_DASK_WORKERS", "").strip()
-    return DaskTaskRunner(cluster_kwargs={"n_workers": int(workers)} if workers else None)
+    workers = settings.dask_workers
+    return DaskTaskRunner(cluster_kwargs={"n_workers": workers} if workers else None)
+
+
+def retry_only_crashes(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's retry condition for a provider task: retry a crash, never a provider's verdict.
+
+    A SourceError (or a ScrapeTimeout) comes after the HTTP policy already spent its attempts on
+    the failing request, or from an answer that will not change (a 4xx, a changed schema): running
+    the whole scrape again would only multiply the hits on a failing endpoint. What is left is a
+    crash of the task itself (a lost Dask worker, an unexpected exception), which a fresh attempt
+    may get past.
+    """
+    err = state.result(raise_on_failure=False)
+    return isinstance(err, BaseException) and not isinstance(err, (SourceError, ScrapeTimeout))
 
 
 @task(name="scrape-provider", task_run_name="scrape-{plan.provider}")
 def scrape_provider(plan: SourcePlan) -> FetchResult:
-    """One provider's scrape, given up after TASK_TIMEOUT_S (see fetch_within).
+    """One provider's scrape, given up after the `task_timeout_s` setting (see fetch_within).
 
     The timeout is enforced here, not by Prefect's timeout_seconds: that cannot interrupt a
-    synchronous task's blocking I/O, and an async task (awaiting a worker thread) costs ~60 ms
-    of CPU each for its own event loop and API client, CPU the other providers' parsing needs.
+    synchronous task's blocking I/O, and an async task (awaiting a worker thread) would start an
+    event loop and an API client of its own, CPU the other providers' parsing needs.
     """
-    return fetch_within(plan, TASK_TIMEOUT_S)
+    return fetch_within(plan, load_settings().task_timeout_s)
 
 
 def summarize(refresh_id: str, reports: list[LoadReport]) -> dict[str, Any]:
@@ -113,7 +128,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     """
     names = resolve_providers(list(providers or []))
     refresh_id = new_id("refresh")
-    with refresh_lock(db), gc_frozen():
+    with refresh_lock(db):
         prestart_crawls(names)  # no-op for the ones `gpuledger refresh` started during Prefect's start-up
         server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
         if server is not None:
@@ -123,10 +138,11 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             plans = plans_for(names, mode, server.endpoints() if server else None,
                               server.settings if server else None, record_dir,
                               http_attempts=http_attempts, retry_wait_max_s=retry_wait_max_s)
-            # A recording answers the same way every time: retrying a replay
-            # only wastes time. Live sources get retries with backoff.
-            retries = 0 if replay else LIVE_TASK_RETRIES
-            runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0)
+            # A recording answers the same way every time: a replay is never retried. Live, only a
+            # crash is (retry_only_crashes): the HTTP policy already retried each request.
+            retries = 0 if replay else load_settings().task_retries
+            runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0,
+                                                  retry_condition_fn=retry_only_crashes)
             started = utcnow()
             futures = {runner.submit(plan): plan for plan in plans}
             outcomes, prepared = {}, {}

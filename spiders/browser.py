@@ -1,7 +1,6 @@
 """Finding and configuring the headless Chromium that renders JavaScript pricing pages.
 
-Whichever browser exists is used, in this order: an explicit setting (env
-GPULEDGER_CHROMIUM, or the `chromium_path` source setting / GPULEDGER_CHROMIUM_PATH),
+Whichever browser exists is used, in this order: the `chromium_path` setting,
 a Chromium on PATH or where distributions install it (Debian's /usr/bin/chromium),
 then the Chromium that `playwright install` downloads. No single path is assumed.
 """
@@ -26,7 +25,7 @@ KNOWN_LOCATIONS = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/snap/bin/
 # Headless in a container: no GPU, /tmp instead of a small /dev/shm, and no phoning home
 # (background networking, component updates, sync, QUIC probes) that would touch the network.
 # The sandbox stays on, except where Chromium cannot run with it: as root (Debian's chromium
-# refuses to start sandboxed as root), or where GPULEDGER_CHROMIUM_NO_SANDBOX=1 says the machine
+# refuses to start sandboxed as root), or where the `chromium_no_sandbox` setting says the machine
 # has no user namespaces for it. Nothing else weakens the browser (no --disable-web-security,
 # no remote debugging port, no site-isolation switches).
 NO_SANDBOX = "--no-sandbox"
@@ -65,8 +64,9 @@ def playwright_chromium() -> str | None:
 def find_chromium(ctx: SourceContext) -> str:
     """Path of a runnable Chromium; SourceError naming the provider when there is none."""
     from gpuledger.adapters.base import SourceError
+    from gpuledger.warehouse.settings import env_name
 
-    explicit = os.environ.get("GPULEDGER_CHROMIUM") or ctx.setting("chromium_path")
+    explicit = ctx.config.chromium_path
     if explicit:
         found = _executable(str(explicit)) or _executable(shutil.which(str(explicit)))
         if found:
@@ -81,14 +81,16 @@ def find_chromium(ctx: SourceContext) -> str:
         return found
     raise SourceError(
         f"{ctx.provider}: no Chromium found to render the pricing page: install Debian's chromium, "
-        f"run `playwright install chromium`, or set GPULEDGER_CHROMIUM to a Chromium executable"
+        f"run `playwright install chromium`, or set {env_name('chromium_path')} to a Chromium executable"
     )
 
 
 def needs_no_sandbox() -> bool:
-    """Chromium's sandbox cannot run as root; GPULEDGER_CHROMIUM_NO_SANDBOX=1 for a machine without
+    """Chromium's sandbox cannot run as root; the `chromium_no_sandbox` setting for a machine without
     user namespaces (some containers). Otherwise the sandbox stays on."""
-    return os.geteuid() == 0 or os.environ.get("GPULEDGER_CHROMIUM_NO_SANDBOX", "") == "1"
+    from gpuledger.warehouse.settings import load_settings  # here: the crawl child imports this module
+
+    return os.geteuid() == 0 or load_settings().chromium_no_sandbox
 
 
 def launch_args() -> list[str]:

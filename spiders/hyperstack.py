@@ -204,7 +204,7 @@ def build_batch(rows: list[PriceRow]) -> Batch:
 
 def render_timeout_s(ctx: SourceContext) -> float:
     """How long to wait for the script to render rows (a missing table fails after this)."""
-    return float(ctx.setting("hyperstack_render_timeout_s", 10 if ctx.mode == "replay" else 30))
+    return ctx.config.hyperstack_render_timeout_s or (10.0 if ctx.mode == "replay" else 30.0)
 
 
 def prestart() -> None:

@@ -58,7 +58,7 @@ class CrawlResult:
 def default_timeout_s(ctx: SourceContext) -> float:
     """Whole-crawl limit (setting `spider_timeout_s`): a browser render can hang where HTTP would not."""
     fallback = 60.0 if ctx.mode == "replay" else 300.0
-    return float(ctx.setting("spider_timeout_s", fallback))
+    return ctx.config.spider_timeout_s or fallback
 
 
 def _tail(path: Path) -> str:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # Marker key the runner turns into playwright's same-host request filter (callables cannot
 # cross the process boundary as JSON).
-BROWSER_SAME_HOST_ONLY = "GPULEDGER_BROWSER_SAME_HOST_ONLY"
+BROWSER_SAME_HOST_ONLY = "gpuledger.browser_same_host_only"
 
 
 def is_local(ctx: SourceContext) -> bool:
@@ -45,13 +45,13 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
         "RETRY_ENABLED": True,
         "RETRY_TIMES": max(0, ctx.http_attempts - 1),
         "REDIRECT_ENABLED": True,
-        "LOG_LEVEL": str(ctx.setting("spider_log_level", "WARNING")),
+        "LOG_LEVEL": ctx.config.spider_log_level,
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
     }
     if local:
         settings.update({"AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0})
     else:
-        delay = float(ctx.setting("spider_download_delay_s", 2.0))
+        delay = ctx.config.spider_download_delay_s
         settings.update({
             "AUTOTHROTTLE_ENABLED": True,
             "AUTOTHROTTLE_START_DELAY": delay,

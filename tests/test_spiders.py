@@ -268,12 +268,12 @@ def test_browser_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     fake = tmp_path / "my-chromium"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("GPULEDGER_CHROMIUM", str(fake))
+    monkeypatch.setenv("GPULEDGER_CHROMIUM_PATH", str(fake))
     assert browser.find_chromium(ctx) == str(fake)  # an explicit setting wins
-    monkeypatch.setenv("GPULEDGER_CHROMIUM", str(tmp_path / "missing"))
+    monkeypatch.setenv("GPULEDGER_CHROMIUM_PATH", str(tmp_path / "missing"))
     with pytest.raises(SourceError, match="hyperstack: the configured Chromium"):
         browser.find_chromium(ctx)
-    monkeypatch.delenv("GPULEDGER_CHROMIUM")
+    monkeypatch.delenv("GPULEDGER_CHROMIUM_PATH")
     monkeypatch.delenv("GPULEDGER_CHROMIUM_PATH", raising=False)
     assert browser.find_chromium(SourceContext(provider="x", settings={"chromium_path": str(fake)})) == str(fake)
     monkeypatch.setattr(browser.shutil, "which", lambda name: str(fake) if name == "chromium" else None)

@@ -34,6 +34,7 @@ from gpuledger.warehouse import gpus
 from gpuledger.warehouse.recommend import install_macros
 from gpuledger.warehouse.records import Batch, Quarantined
 from gpuledger.warehouse.schema import EGRESS, OFFERS, STORAGE, TableSpec, migrate
+from gpuledger.warehouse.settings import env_name, load_settings
 
 DEFAULT_DB = "gpuledger.duckdb"
 LOCK_WAIT_S = 60.0
@@ -48,7 +49,7 @@ class RefreshRunningError(WarehouseError):
 
 
 def db_path(path: str | os.PathLike[str] | None = None) -> Path:
-    return Path(path or os.environ.get("GPULEDGER_DB") or DEFAULT_DB)
+    return Path(path or load_settings().db or DEFAULT_DB)
 
 
 def _is_lock_conflict(err: Exception) -> bool:
@@ -199,7 +200,7 @@ class AnomalyPolicy:
     """When a successful-looking scrape is still too suspicious to load.
 
     A real market move can trip it: `accept` names providers whose anomalies
-    are loaded anyway (CLI `--accept-anomaly aws`, env GPULEDGER_ACCEPT_ANOMALY).
+    are loaded anyway (CLI `--accept-anomaly aws`, setting `accept_anomaly`).
     """
 
     min_row_ratio: float = 0.5  # fewer than half the rows of the last good run
@@ -212,8 +213,7 @@ class AnomalyPolicy:
 
     @classmethod
     def from_env(cls, accept: Sequence[str] = ()) -> "AnomalyPolicy":
-        env = {p.strip() for p in os.environ.get("GPULEDGER_ACCEPT_ANOMALY", "").split(",") if p.strip()}
-        return cls(accept=frozenset(env | set(accept)))
+        return cls(accept=load_settings().accepted_anomalies() | set(accept))
 
 
 @dataclass
@@ -657,18 +657,18 @@ def root_cause(err: BaseException) -> str:
     return f"{type(first).__name__}: {text}"[:500] if first is not err else text[:500]
 
 
-# Test hook (inert in production): when GPULEDGER_TEST_HOLD_MERGE names a folder, the first
+# Test hook (inert in production): when the `test_hold_merge` setting names a folder, the first
 # provider's merge of this process, inside its transaction right after its offers were replaced,
 # writes <folder>/merging (this pid) and waits until <folder>/release exists (at most 120 s).
 # tests/faults/test_process_faults.py uses it to SIGKILL a real `gpuledger refresh` mid-merge and
 # to run readers and a second refresh against a write window held open.
-TEST_HOLD_ENV = "GPULEDGER_TEST_HOLD_MERGE"
+TEST_HOLD_ENV = env_name("test_hold_merge")
 _test_held = False
 
 
 def _test_hold(provider: str) -> None:
     global _test_held
-    folder = os.environ.get(TEST_HOLD_ENV)
+    folder = load_settings().test_hold_merge
     if not folder or _test_held:
         return
     _test_held = True

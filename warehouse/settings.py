@@ -1,0 +1,130 @@
+"""Every `GPULEDGER_*` environment variable, as one typed settings object.
+
+`load_settings()` reads the environment when it is called, never at import, so a long-lived
+process (a Prefect worker, `gpuledger serve`) and a test that sets a variable see the value of
+the moment. Each field is the variable `GPULEDGER_<FIELD>` and a row of README's settings table
+(tests/test_settings.py checks both ways). This module lives in `warehouse/` because every
+folder may import the warehouse and the warehouse imports no other folder.
+
+Per-scrape overrides (a recording's manifest settings, a test's `SourceContext(settings=...)`)
+are passed as keyword arguments; the environment still wins over them, as an operator's
+explicit choice should.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import threading
+from typing import Any, Literal
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+log = logging.getLogger("gpuledger.settings")
+
+ENV_PREFIX = "GPULEDGER_"
+ENVIRON_READ_TRIES = 5
+
+# Read by the test suite and the benchmarks only (never by the installed package); known here so
+# that setting them does not warn as an unknown variable.
+DEVELOPMENT_VARIABLES = frozenset({
+    "GPULEDGER_BENCH_TMP", "GPULEDGER_FAULT_WORKERS", "GPULEDGER_FUZZ_EXAMPLES", "GPULEDGER_TEST_ARTIFACTS",
+})
+
+
+class Settings(BaseSettings):
+    """gpuledger's settings; `None` means "the source decides" (its docstring says how)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, case_sensitive=False, extra="forbid",
+                                      validate_default=True)
+
+    # -- the warehouse and the refresh --------------------------------------------------------
+    db: str | None = None  # warehouse file; None: ./gpuledger.duckdb
+    accept_anomaly: str = ""  # comma list of providers whose anomalies are loaded anyway
+    task_timeout_s: float = 1800.0
+    task_retries: int = 2  # Prefect retries of a live provider task that crashed (not a SourceError)
+    task_runner: str = "thread"  # thread | dask (checked where the runner is made, with its own message)
+    dask_address: str = ""
+    dask_workers: int | None = None
+    test_hold_merge: str | None = None  # test hook: hold the first merge open (warehouse/store.py)
+
+    # -- page sources -------------------------------------------------------------------------
+    chromium_path: str | None = None  # a Chromium executable (path or name on PATH)
+    chromium_no_sandbox: bool = False
+    spider_log_level: str = "WARNING"
+    spider_download_delay_s: float = 2.0
+    spider_timeout_s: float | None = None  # None: 60 s under replay, 300 s live
+    hyperstack_render_timeout_s: float | None = None  # None: 10 s under replay, 30 s live
+
+    # -- API sources --------------------------------------------------------------------------
+    aws_regions: str | None = None  # "all" or a comma list; None: the GPU regions (live), all recorded (replay)
+    aws_price_source: Literal["auto", "bulk", "api"] = "auto"
+    aws_ec2_api: Literal["auto", "off"] = "auto"
+    aws_concurrency: int = 4
+    gcp_regions: str | None = None
+    gcp_project: str | None = None
+    gcp_api_key: SecretStr | None = None
+    azure_regions: str | None = None
+    azure_max_pages: int = 500  # a live GPU query is ~15 pages; more means a paging loop
+    vastai_page_size: int = 1000
+    vastai_max_pages: int = 200
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment over per-scrape overrides; no .env or secrets-directory files.
+        return env_settings, init_settings
+
+    def accepted_anomalies(self) -> frozenset[str]:
+        return frozenset(p.strip() for p in self.accept_anomaly.split(",") if p.strip())
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a settings field: env_name("aws_regions") == "GPULEDGER_AWS_REGIONS"."""
+    if field not in Settings.model_fields:
+        raise KeyError(f"no setting {field!r}")
+    return ENV_PREFIX + field.upper()
+
+
+def known_variables() -> frozenset[str]:
+    return frozenset(env_name(f) for f in Settings.model_fields) | DEVELOPMENT_VARIABLES
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_unknown_variables(environ: Any = None) -> list[str]:
+    """Log one line naming the `GPULEDGER_*` variables that no setting reads (a typo such as
+    GPULEDGER_AWS_REGION would otherwise be ignored without a word); each name once per process."""
+    environ = os.environ if environ is None else environ
+    known = known_variables()
+    unknown = sorted(n for n in list(environ) if n.upper().startswith(ENV_PREFIX) and n.upper() not in known)
+    with _warned_lock:
+        new = [n for n in unknown if n not in _warned]
+        _warned.update(new)
+    if new:
+        hints = []
+        for name in new:
+            close = difflib.get_close_matches(name.upper(), sorted(known), n=1)
+            hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        log.warning("ignoring unknown settings: %s; README's settings table lists them all", ", ".join(hints))
+    return new
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The settings of this moment: environment, then `overrides`, then the defaults."""
+    warn_unknown_variables()
+    for _ in range(ENVIRON_READ_TRIES - 1):
+        try:
+            return Settings(**overrides)
+        except KeyError:
+            # pydantic-settings reads os.environ.items(), which raises when another thread removes a
+            # variable in between (pytest does, per test phase): read the environment again.
+            continue
+    return Settings(**overrides)
