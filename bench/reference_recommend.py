@@ -11,9 +11,9 @@ from typing import Any
 
 import duckdb
 
-from gpuledger.warehouse.memory import MemoryEstimate, TrainingSetup, estimate
-from gpuledger.warehouse.recommend import HOURS_PER_MONTH, RecommendRequest, _egress_gb, _storage_gb, sharded_plans
-from gpuledger.warehouse.recommend import _filters as region_and_provider_filters
+from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
+from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, RecommendRequest, _egress_gb, _storage_gb, sharded_plans
+from gpuledger.warehouse.recommender.recommend import _filters as region_and_provider_filters
 
 
 def ranked_previous(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[dict[str, Any]]:

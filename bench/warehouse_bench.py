@@ -229,7 +229,7 @@ def _p95(fn: Callable[[Any], Any], params: list[Any]) -> tuple[float, float]:
 
 
 def bench_queries(path: Path, quick: bool) -> list[Result]:
-    from gpuledger.warehouse.recommend import RecommendRequest
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest
     from gpuledger.warehouse.store import open_reader
 
     say("[4] queries")
@@ -317,7 +317,7 @@ def _bench_recommend(path: Path, con: Any, reqs: list[Any], params: list[Any]) -
     previous one-statement SQL ranking (bench/reference_recommend.py) in the same run; and the
     first call on a new connection, which builds the connection's offer facts."""
     from bench.reference_recommend import ranked_previous
-    from gpuledger.warehouse.recommend import recommend
+    from gpuledger.warehouse.recommender.recommend import recommend
     from gpuledger.warehouse.store import open_reader
 
     for r in reqs:  # same candidates, same order, same totals

@@ -223,7 +223,7 @@ def test_recommend_equals_the_previous_sql_ranking_on_a_generated_warehouse(tmp_
 
     from bench.reference_recommend import ranked_previous
     from bench.warehouse_gen import build
-    from gpuledger.warehouse.recommend import RecommendRequest, recommend
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
     from gpuledger.warehouse.store import open_reader
 
     build(tmp_path / "w.duckdb", offers=3000, nights=2)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,9 @@ import typer
 from typer.testing import CliRunner
 
 from gpuledger.flows.recommend_cli import register
-from gpuledger.warehouse.recommend import (
-    RecommendRequest, _best_first, billed_seconds, compute_cost, install_macros, recommend, storage_cost,
-    tiered_egress_cost,
+from gpuledger.warehouse.recommender.macros import install_macros, macros_sql
+from gpuledger.warehouse.recommender.recommend import (
+    RecommendRequest, _best_first, billed_seconds, compute_cost, recommend, storage_cost, tiered_egress_cost,
 )
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
@@ -120,7 +122,6 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A later failed attempt does not make stalecloud fresh, and does not make perhour stale.
     load(con, None, "stalecloud", T0, error="HTTP 503")
     load(con, None, "perhour", T0 + timedelta(minutes=30), error="HTTP 503")
-    install_macros(con)  # persisted, as open_writer will do
     con.close()
     return db
 
@@ -128,6 +129,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def con(warehouse: Path):
     c = open_reader(warehouse)
+    install_macros(c)  # as `gpuledger sql` does
     yield c
     c.close()
 
@@ -393,7 +395,7 @@ def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> No
 # -- the offer facts a connection keeps, and the ranking over them ----------------------------
 
 def test_read_only_connection_builds_its_offer_facts_once(warehouse: Path, monkeypatch) -> None:
-    import gpuledger.warehouse.offer_facts as facts_module
+    import gpuledger.warehouse.recommender.offer_facts as facts_module
 
     builds = []
     real_build = facts_module._build
@@ -502,12 +504,38 @@ def test_fits_macro_gives_the_same_candidate_set(con) -> None:
     assert shown == single | sharded
 
 
-def test_persisted_macros_serve_plain_duckdb_users(warehouse: Path) -> None:
-    plain = duckdb.connect(str(warehouse), read_only=True)
+def macro_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute(
+        "select function_name from duckdb_functions() where function_type in ('macro', 'table_macro') "
+        "and not internal").fetchall()}
+
+
+RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds", "is_fast_interconnect",
+                      "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
+
+
+def test_the_warehouse_file_holds_no_macros_and_the_macro_file_serves_plain_duckdb_users(warehouse: Path,
+                                                                                         cli) -> None:
+    plain = duckdb.connect(str(warehouse), read_only=True)  # a DuckDB session on a file refreshed by open_writer
     try:
+        assert macro_names(plain) == set()
+        printed = CliRunner().invoke(cli, ["macros"])
+        assert printed.exit_code == 0 and printed.stdout == macros_sql()
+        plain.execute(printed.stdout)  # what `.read` of `gpuledger macros > file` does
+        assert macro_names(plain) == RECOMMENDER_MACROS
         assert plain.execute("select count(*) from fits(70, as_of := ?)", [NOW]).fetchone()[0] > 0
     finally:
         plain.close()
+    again = duckdb.connect(str(warehouse), read_only=True)
+    assert macro_names(again) == set()  # TEMP macros: gone with the session
+    again.close()
+
+
+def test_the_store_does_not_import_the_recommender() -> None:
+    code = ("import sys; import gpuledger.warehouse.store, gpuledger.warehouse.export, gpuledger.warehouse.check; "
+            "print(sorted(m for m in sys.modules if m.startswith('gpuledger.warehouse.recommender')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_install_macros_on_a_read_only_connection_is_temporary(tmp_path: Path) -> None:
@@ -515,8 +543,9 @@ def test_install_macros_on_a_read_only_connection_is_temporary(tmp_path: Path) -
     plain = duckdb.connect(str(db))  # a warehouse made without the macros (as by an older gpuledger)
     migrate(plain)
     plain.close()
-    ro = open_reader(db)  # installs them, temporarily
-    install_macros(ro)  # again: would fail if it tried to write the file
+    ro = open_reader(db)
+    install_macros(ro)  # would fail if it tried to write the file
+    install_macros(ro)  # and again
     assert ro.execute("select count(*) from fits(1)").fetchone()[0] == 0
     ro.close()
     again = duckdb.connect(str(db), read_only=True)

@@ -24,16 +24,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpuledger.warehouse import gpus
-from gpuledger.warehouse.recommend import install_macros
 from gpuledger.warehouse.records import Batch, Quarantined
-from gpuledger.warehouse.schema import EGRESS, OFFERS, STORAGE, TableSpec, migrate
+from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, STORAGE, TableSpec, migrate
 
 DEFAULT_DB = "gpuledger.duckdb"
 LOCK_WAIT_S = 60.0
@@ -98,7 +97,6 @@ def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
         con.execute(statement)
     migrate(con)
     sync_reference(con)
-    install_macros(con)
     return con
 
 
@@ -128,9 +126,7 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     if not allow_files:
         config = {"enable_external_access": False, "autoinstall_known_extensions": False,
                   "autoload_known_extensions": False, "lock_configuration": True}
-    con = _connect_retrying(p, wait_s, read_only=True, config=config)
-    install_macros(con)
-    return con
+    return _connect_retrying(p, wait_s, read_only=True, config=config)
 
 
 @contextmanager
@@ -561,11 +557,14 @@ def prepare_loads(outcomes: Sequence[ScrapeOutcome]) -> list[PreparedLoad]:
 
 def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh_id: str,
                  policy: AnomalyPolicy | None = None, now: datetime | None = None,
-                 prepared: PreparedLoad | None = None) -> LoadReport:
+                 prepared: PreparedLoad | None = None,
+                 on_offers_merged: Callable[[str], None] | None = None) -> LoadReport:
     """Merge one provider's scrape in one transaction, or record why it was not loaded.
 
     `prepared`: this outcome's PreparedLoad from prepare_loads (a write window's loads are
     prepared before it opens); without it the preparation is done here.
+    `on_offers_merged(provider)` is called inside the transaction right after the provider's
+    offers were merged: the process-fault tests hold the write window open there.
     """
     policy = policy or AnomalyPolicy()
     now = now or utcnow()
@@ -598,7 +597,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     n, c, cl = _merge(con, spec, outcome.provider, rows, run_id, now)
                     if spec is OFFERS:
                         report.new, report.changed, report.closed = n, c, cl
-                        _test_hold(outcome.provider)
+                        if on_offers_merged is not None:
+                            on_offers_merged(outcome.provider)
                 report.rows_loaded = len(batch.offers)
                 report.egress_rows = len(batch.egress)
                 report.storage_rows = len(batch.storage)
@@ -657,29 +657,6 @@ def root_cause(err: BaseException) -> str:
     return f"{type(first).__name__}: {text}"[:500] if first is not err else text[:500]
 
 
-# Test hook (inert in production): when GPULEDGER_TEST_HOLD_MERGE names a folder, the first
-# provider's merge of this process, inside its transaction right after its offers were replaced,
-# writes <folder>/merging (this pid) and waits until <folder>/release exists (at most 120 s).
-# tests/faults/test_process_faults.py uses it to SIGKILL a real `gpuledger refresh` mid-merge and
-# to run readers and a second refresh against a write window held open.
-TEST_HOLD_ENV = "GPULEDGER_TEST_HOLD_MERGE"
-_test_held = False
-
-
-def _test_hold(provider: str) -> None:
-    global _test_held
-    folder = os.environ.get(TEST_HOLD_ENV)
-    if not folder or _test_held:
-        return
-    _test_held = True
-    hold = Path(folder)
-    (hold / "merging.part").write_text(f"{os.getpid()} {provider}")
-    os.replace(hold / "merging.part", hold / "merging")  # whole or absent: the test polls for it
-    deadline = time.monotonic() + 120
-    while not (hold / "release").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: LoadReport,
                 refresh_id: str, run_id: str) -> None:
     con.execute(
@@ -694,19 +671,12 @@ def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: 
          report.error, "; ".join(report.notes) or None])
 
 
-PROVIDER_FACT_COLUMNS = (
-    "display_name", "kind", "billing_granularity_s", "minimum_charge_s", "billing_notes",
-    "storage_persists_when_stopped", "stopped_billing_notes", "access_ssh", "access_docker", "access_jupyter",
-    "multinode_interconnect", "interruptible_offer", "price_source", "source_urls",
-)
-
-
 def _upsert_provider(con: duckdb.DuckDBPyConnection, facts: dict[str, Any], now: datetime) -> None:
-    values = {c: facts.get(c) for c in PROVIDER_FACT_COLUMNS}
+    values = {c.name: facts.get(c.name) for c in PROVIDER_FACT_COLUMNS}
     if isinstance(values["source_urls"], (list, tuple)):
         values["source_urls"] = json.dumps(list(values["source_urls"]))
     con.execute("delete from providers where provider = ?", [facts["provider"]])
-    cols = ("provider",) + PROVIDER_FACT_COLUMNS + ("updated_at",)
+    cols = ("provider", *values, "updated_at")
     con.execute(
         f"insert into providers ({', '.join(cols)}) values ({', '.join('?' for _ in cols)})",
         [facts["provider"], *values.values(), now])

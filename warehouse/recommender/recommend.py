@@ -1,7 +1,7 @@
 """Which rented GPU to fine-tune on: matching and cost, from the warehouse.
 
 `recommend(con, request)` works the way a practitioner does: estimate the
-memory the job needs (warehouse.memory), find the current offers that fit it
+memory the job needs (warehouse.recommender.memory), find the current offers that fit it
 from providers whose data is fresh (the SQL table macro `fits`, so a SQL user
 gets the same candidate set), and rank them by what the job would really
 cost: compute billed with the provider's increment and minimum charge, plus
@@ -14,56 +14,21 @@ Formulas and assumptions: docs/recommender.md. Everything here only reads.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import duckdb
 import numpy as np
 
-from gpuledger.warehouse.memory import MemoryEstimate, TrainingSetup, estimate
-from gpuledger.warehouse.offer_facts import TABLE, OfferFacts, is_read_only, offer_facts
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
+from gpuledger.warehouse.recommender.macros import install_macros, macros_current
+from gpuledger.warehouse.recommender.offer_facts import TABLE, OfferFacts, offer_facts
 
-SQL_PATH = Path(__file__).parent / "sql" / "recommend.sql"
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
-SLOW_FP16_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal")
-
-
-# -- SQL macros -----------------------------------------------------------------
-
-MACROS_SQL = SQL_PATH.read_text()
-# Installed with the macros, so a connection that already has this very version skips the reinstall
-# (recommend() runs per request; re-creating the macros each time cost 5-9 ms).
-MACROS_VERSION = hashlib.sha256(MACROS_SQL.encode()).hexdigest()[:16]
-
-
-def install_macros(con: duckdb.DuckDBPyConnection, temporary: bool | None = None) -> None:
-    """Create (or replace) the recommender's macros: billed_seconds, is_fast_interconnect,
-    fresh_providers, offer_facts, precision_ok, fit_ok, fits (warehouse/sql/recommend.sql), and
-    gpuledger_macros_version().
-
-    temporary=None: persisted in the warehouse file when `con` can write (the
-    DuckDB CLI, pandas and polars then see them too), TEMP macros when it is
-    read-only. Idempotent and cheap; call it right after opening the warehouse.
-    """
-    sql = MACROS_SQL + f"\ncreate or replace macro gpuledger_macros_version() as '{MACROS_VERSION}';\n"
-    if temporary is None:
-        temporary = is_read_only(con)
-    if temporary:
-        sql = sql.replace("create or replace macro", "create or replace temp macro")
-    con.execute(sql)
-
-
-def macros_current(con: duckdb.DuckDBPyConnection) -> bool:
-    """True when `con` sees this code's version of the macros (persisted or temporary)."""
-    try:
-        return con.execute("select gpuledger_macros_version()").fetchall()[0][0] == MACROS_VERSION
-    except duckdb.Error:  # not installed, or installed by an older gpuledger
-        return False
 
 
 # -- request and results ------------------------------------------------------------
@@ -90,7 +55,7 @@ class RecommendRequest:
     max_gpus: int = 8  # GPUs per plan (all nodes together)
     max_nodes: int = 1  # > 1 allows multi-node sharded plans (needs an RDMA fabric)
     shard_lora: bool = False  # allow FSDP-sharded LoRA/QLoRA across the GPUs of a node
-    max_age_hours: float = 36.0  # a provider's last successful scrape must be this recent
+    max_age_hours: float = DEFAULT_MAX_AGE_HOURS  # a provider's last successful scrape must be this recent
     headroom: float = DEFAULT_HEADROOM  # fraction of GPU memory left free
     dataset_gb: float = 1.0  # training data kept on disk
     checkpoints_kept: int = 1  # resumable checkpoints kept on disk at once
@@ -195,16 +160,6 @@ class Candidate:
         return d
 
 
-@dataclass(frozen=True)
-class ProviderFreshness:
-    provider: str
-    last_ok: datetime | None
-    last_attempt: datetime | None
-    last_state: str | None
-    age_hours: float | None
-    offers: int
-
-
 @dataclass
 class Recommendation:
     request: RecommendRequest
@@ -215,6 +170,7 @@ class Recommendation:
     stale_providers: list[ProviderFreshness]  # excluded: last successful scrape too old (or never)
     considered: int  # fitting offers before collapsing and the top-N cut
     notes: list[str] = field(default_factory=list)
+    offers_per_provider: dict[str, int] = field(default_factory=dict)  # current offers of each provider
 
     @property
     def nothing_fits(self) -> bool:
@@ -228,12 +184,17 @@ class Recommendation:
             "estimate": self.estimate.as_dict(),
             "sharded_estimates": {str(k): v.as_dict() for k, v in sorted(self.sharded_estimates.items())},
             "candidates": [c.as_dict() for c in self.candidates],
-            "fresh_providers": [asdict(p) for p in self.fresh_providers],
-            "stale_providers": [asdict(p) for p in self.stale_providers],
+            "fresh_providers": [self._freshness_dict(p) for p in self.fresh_providers],
+            "stale_providers": [self._freshness_dict(p) for p in self.stale_providers],
             "considered": self.considered,
             "nothing_fits": self.nothing_fits,
             "notes": list(self.notes),
         }
+
+    def _freshness_dict(self, p: ProviderFreshness) -> dict[str, Any]:
+        return {"provider": p.provider, "last_ok": p.last_ok, "last_attempt": p.last_attempt,
+                "last_state": p.last_state, "age_hours": p.age_hours,
+                "offers": self.offers_per_provider.get(p.provider, 0)}
 
 
 # -- cost arithmetic (pure) ------------------------------------------------------
@@ -281,26 +242,13 @@ def storage_cost(gb: float, usd_per_gb_month: float, hours: float) -> float:
 
 def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, facts: OfferFacts
                ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
-    rows = con.execute(
-        """with runs as (
-               select provider,
-                      max(finished_at) filter (where state = 'ok') as last_ok,
-                      max(finished_at) as last_attempt,
-                      arg_max(state, finished_at) as last_state
-               from scrape_runs group by provider)
-           select r.provider, r.last_ok, r.last_attempt, r.last_state, f.provider is not null as fresh,
-                  date_diff('second', r.last_ok, coalesce(?::timestamptz, now())) / 3600.0 as age
-           from runs r
-           left join fresh_providers(max_age_hours := ?, as_of := ?) f on f.provider = r.provider""",
-        [request.as_of, request.max_age_hours, request.as_of]).fetchall()
-    runs = {r[0]: r for r in rows}
+    """(fresh, stale) providers within the request's provider filter: every provider with a scrape
+    run or a current offer (an offer's provider without a run is stale)."""
     fresh, stale = [], []
-    for provider in sorted(runs.keys() | facts.offers_per_provider.keys()):
-        if request.providers and provider not in request.providers:
+    for p in provider_freshness(con, request.max_age_hours, request.as_of, facts.offers_per_provider):
+        if request.providers and p.provider not in request.providers:
             continue
-        _, last_ok, last_attempt, last_state, is_fresh, age = runs.get(provider, (provider, None, None, None, False, None))
-        p = ProviderFreshness(provider, last_ok, last_attempt, last_state, age, facts.offers_per_provider.get(provider, 0))
-        (fresh if is_fresh else stale).append(p)
+        (fresh if p.fresh else stale).append(p)
     return fresh, stale
 
 
@@ -517,12 +465,13 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
     """Rank the current offers that fit `request`, by the effective cost of the whole job."""
     if not macros_current(con):
-        install_macros(con, temporary=True)
+        install_macros(con)
     setup = request.setup()
     with offer_facts(con) as facts:
         single, plans = _plans(facts, request, setup)
         fresh, stale = _freshness(con, request, facts)
         rows, considered = _ranked(con, request, plans, facts, [p.provider for p in fresh])
+        offers_per_provider = facts.offers_per_provider
 
     notes: list[str] = []
     top: list[Candidate] = []
@@ -569,7 +518,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     if not top:
         notes.append(explain_nothing_fits(con, request, single, sharded, fresh))
     return Recommendation(request=request, estimate=single, sharded_estimates=sharded, candidates=top,
-                          fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes)
+                          fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes,
+                          offers_per_provider=dict(offers_per_provider))
 
 
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
