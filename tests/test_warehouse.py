@@ -83,7 +83,7 @@ def test_a_fingerprint_collision_cannot_hide_a_change(con, monkeypatch) -> None:
     given the same content_hash, a price change still closes the old version and opens a new one."""
     import gpuledger.warehouse.store as store
 
-    monkeypatch.setattr(store, "_hash_expr", lambda spec, alias="": "'same-for-all'")
+    monkeypatch.setattr(store, "content_hash_sql", lambda spec, alias="": "'same-for-all'")
     load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 21.957642}, 0)
     r = load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 19.5}, 1)
     assert (r.new, r.changed, r.closed) == (0, 1, 0)
