@@ -18,10 +18,8 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import random
-import shutil
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path

@@ -1,7 +1,7 @@
 """A warehouse holding a year of nightly history, for the merge, query and export benchmarks.
 
 `build(path, offers=100_000, nights=365)` makes a real gpuledger warehouse (open_writer:
-migrations, GPU reference tables, macros) and fills it in SQL:
+schema, GPU reference tables) and fills it in SQL:
 
 - `offers` keys: (provider, region, zone, instance_type, purchase_option), 8 providers,
   40 regions, 2,500 instance types, ~30% spot (per zone) and 70% on-demand; GPU models from
