@@ -107,11 +107,12 @@ STORAGE_COLUMNS = model_columns(StoragePrice, checks={"usd_per_gb_month": "CHECK
 # The facts of each provider, as its last successful load stored them. The columns of the
 # required facts below accept NULL as they always have, so a new warehouse and one upgraded
 # from an older gpuledger have the same table.
-PROVIDER_FACT_COLUMNS = model_columns(
+_PROVIDER_FACTS = model_columns(
     ProviderFacts, nullable=frozenset({"billing_granularity_s", "price_source", "source_urls"}))
+PROVIDER_FACT_COLUMNS = tuple(c.name for c in _PROVIDER_FACTS)
 PROVIDER_COLUMNS = (
     (Column("provider", "VARCHAR", extra="PRIMARY KEY"),)
-    + PROVIDER_FACT_COLUMNS
+    + _PROVIDER_FACTS
     + (Column("updated_at", "TIMESTAMPTZ", True),))
 
 CURRENT_ROW_COLUMNS = (

@@ -667,7 +667,7 @@ def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: 
 
 def upsert_provider_facts(con: duckdb.DuckDBPyConnection, facts: dict[str, Any], now: datetime) -> None:
     """Replace the provider's `providers` row with `facts` (a ProviderFacts' fields and `provider`)."""
-    values = {c.name: facts.get(c.name) for c in PROVIDER_FACT_COLUMNS}
+    values = {c: facts.get(c) for c in PROVIDER_FACT_COLUMNS}
     if isinstance(values["source_urls"], (list, tuple)):
         values["source_urls"] = json.dumps(list(values["source_urls"]))
     con.execute("delete from providers where provider = ?", [facts["provider"]])
