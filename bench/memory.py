@@ -26,14 +26,15 @@ def run(quick: bool = False) -> list[Result]:
     env = dict(os.environ, GPULEDGER_DB=str(work / "ledger.duckdb"))
     exe = str(Path(sys.executable).with_name("gpuledger"))
     cmd = [exe, "refresh", "--replay"] if Path(exe).exists() else \
-        [sys.executable, "-c", "from flows.cli import main; main()", "refresh", "--replay"]
-    floor = run_measured([sys.executable, "-c", "import flows.cli, flows.refresh"], env=env)
+        [sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay"]
+    floor = run_measured([sys.executable, "-c", "import gpuledger.flows.cli, gpuledger.flows.refresh"], env=env)
     res = run_measured(cmd, env=env, timeout=900)
     shutil.rmtree(work, ignore_errors=True)
     if res["returncode"] != 0:
         raise RuntimeError(f"gpuledger refresh --replay failed ({res['returncode']}):\n{res['stderr'][-2000:]}")
     say(f"  refresh: {res['wall_s']:.1f} s, peak RSS {res['peak_rss_mb']:.0f} MB (process tree peak "
-        f"{res['peak_tree_rss_mb']:.0f} MB); importing flows.cli + flows.refresh alone: {floor['peak_rss_mb']:.0f} MB")
+        f"{res['peak_tree_rss_mb']:.0f} MB); importing gpuledger.flows.cli + gpuledger.flows.refresh alone: "
+        f"{floor['peak_rss_mb']:.0f} MB")
     return [Result("6", "peak RSS, gpuledger refresh --replay (whole refresh, child process)", res["peak_rss_mb"],
                    "MB", TARGET_MB, ratio=res["peak_rss_mb"] / floor["peak_rss_mb"],
                    ratio_label="/ import-only process (lower is better)",

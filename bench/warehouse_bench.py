@@ -7,7 +7,7 @@
    warehouse.store.checkpoint_window); against a row-at-a-time SCD2 merge
    (per row: look up the current row, close its open version, insert the new version,
    replace the current row: one statement at a time), timed on a sample and extrapolated.
-4. queries: `offers` lookups, the recommender (warehouse.recommend.recommend and the `fits`
+4. queries: `offers` lookups, the recommender (warehouse.recommender.recommend.recommend and the `fits`
    macro) and point-in-time history lookups, p95 over many runs with varied parameters, on a
    read-only connection; the baseline is the same statements with DuckDB's optimizer off
    (PRAGMA disable_optimizer) in the same process.
@@ -18,10 +18,8 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import random
-import shutil
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -229,12 +227,14 @@ def _p95(fn: Callable[[Any], Any], params: list[Any]) -> tuple[float, float]:
 
 
 def bench_queries(path: Path, quick: bool) -> list[Result]:
-    from gpuledger.warehouse.recommend import RecommendRequest
+    from gpuledger.warehouse.recommender.macros import install_macros
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest
     from gpuledger.warehouse.store import open_reader
 
     say("[4] queries")
     con = open_reader(path, allow_files=True)  # read-only; unlocked so the baseline can turn the optimizer off
     try:
+        install_macros(con)  # fits(), as `gpuledger sql` has it
         rng = random.Random(11)
         n = 20 if quick else 60
         keys = con.execute("select provider, region, zone, instance_type, purchase_option from offers "
@@ -302,132 +302,38 @@ def bench_queries(path: Path, quick: bool) -> list[Result]:
                notes="; ".join(f"{k}: {results[k][0]:.1f}" for k in lookup_names),
                extra={k: {"p95_ms": v[0], "p50_ms": v[1], "optimizer_off_p95_ms": v[2]} for k, v in results.items()}),
         Result("4", "recommend() (4 requests, incl. a sharded full fine-tune), p95", rec["p95_ms"], "ms",
-               LOOKUP_P95_MS, ratio=rec["previous_p95_ms"] / rec["p95_ms"],
-               ratio_label="previous one-statement SQL ranking p95 / p95",
-               notes=f"p50 {rec['p50_ms']:.0f} ms; first call on a new connection {rec['first_call_ms']:.0f} ms "
-                     f"(builds its offer facts; previous {rec['previous_first_call_ms']:.0f} ms); "
-                     "same candidates as the previous ranking", extra=rec),
+               LOOKUP_P95_MS, ratio=rec["optimizer_off_p95_ms"] / rec["p95_ms"],
+               ratio_label="optimizer-off p95 / p95",
+               notes=f"p50 {rec['p50_ms']:.0f} ms; first call on a new connection {rec['first_call_ms']:.0f} ms",
+               extra=rec),
         Result("4", "point-in-time history query, p95", pit[0], "ms", HISTORY_P95_MS, ratio=pit[2] / pit[0],
                ratio_label="optimizer-off p95 / p95"),
     ]
 
 
 def _bench_recommend(path: Path, con: Any, reqs: list[Any], params: list[Any]) -> dict[str, float]:
-    """recommend() on a long-lived read-only connection (as a service holds one), against the
-    previous one-statement SQL ranking (bench/reference_recommend.py) in the same run; and the
-    first call on a new connection, which builds the connection's offer facts."""
-    from bench.reference_recommend import ranked_previous
-    from gpuledger.warehouse.recommend import recommend
+    """recommend() on a long-lived read-only connection (as a service holds one), against the same
+    requests with DuckDB's optimizer off in the same run; and the first call on a new connection."""
+    from gpuledger.warehouse.recommender.recommend import recommend
     from gpuledger.warehouse.store import open_reader
 
-    for r in reqs:  # same candidates, same order, same totals
-        new = [(c.provider, c.region, c.zone, c.instance_type, c.purchase_option, round(c.cost.total_usd, 6))
-               for c in recommend(con, r).candidates]
-        old = [(x["provider"], x["region"], x["zone"], x["instance_type"], x["purchase_option"], x["sort_total"])
-               for x in ranked_previous(con, r)]
-        if new != old or not new:
-            raise AssertionError(f"recommend() and the previous ranking disagree on {r}: {new[:3]} vs {old[:3]}")
+    for r in reqs:
+        if not recommend(con, r).candidates:
+            raise AssertionError(f"recommend() found no candidate for {r}")
     p95, p50 = _p95(lambda r: recommend(con, r), params)
-    prev95, prev50 = _p95(lambda r: ranked_previous(con, r), params[: max(4, len(params) // 3)])
-    firsts = {}
-    for name, fn in (("new", lambda c: recommend(c, reqs[0])), ("previous", lambda c: ranked_previous(c, reqs[0]))):
-        fresh = open_reader(path, allow_files=True)  # the configuration of `con`, which stays open
-        try:
-            t0 = time.perf_counter()
-            fn(fresh)
-            firsts[name] = (time.perf_counter() - t0) * 1000
-        finally:
-            fresh.close()
-    say(f"  recommend(): p95 {p95:.1f} ms (p50 {p50:.1f} ms); previous ranking p95 {prev95:.1f} ms (p50 "
-        f"{prev50:.1f}); first call on a new connection {firsts['new']:.0f} ms (previous {firsts['previous']:.0f} ms)")
-    return {"p95_ms": p95, "p50_ms": p50, "previous_p95_ms": prev95, "previous_p50_ms": prev50,
-            "first_call_ms": firsts["new"], "previous_first_call_ms": firsts["previous"]}
-
-
-# -- 5. exports -------------------------------------------------------------------------
-
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _baseline_csv(con: Any, out: Path) -> None:
-    from gpuledger.warehouse.export import EXPORT_TABLES
-
-    cols = EXPORT_TABLES["offers"]
-    rows = con.execute(f"select {', '.join(cols)} from offers order by {', '.join(cols[:3])}").fetchall()
-    with out.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(cols)
-        for r in rows:
-            w.writerow(["'" + v if isinstance(v, str) and v.startswith(FORMULA_PREFIXES) else v for v in r])
-
-
-def _baseline_parquet(con: Any, out: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from gpuledger.warehouse.export import EXPORT_TABLES
-
-    cols = EXPORT_TABLES["offers"]
-    rows = con.execute(f"select {', '.join(cols)} from offers order by {', '.join(cols[:3])}").fetchall()
-    table = pa.Table.from_pylist([dict(zip(cols, r)) for r in rows])
-    pq.write_table(table, out, compression="zstd")
-
-
-def bench_exports(path: Path, quick: bool) -> list[Result]:
-    from gpuledger.warehouse.export import export_snapshot
-    from gpuledger.warehouse.store import open_reader
-
-    say("[5] exports")
-    out_root = tmp_root() / "exports"
-    shutil.rmtree(out_root, ignore_errors=True)
-    con = open_reader(path, allow_files=True)
-    results = []
+    con.execute("pragma disable_optimizer")
     try:
-        n = con.execute("select count(*) from offers").fetchall()[0][0]
-        reps = 2 if quick else 3
-        for fmt, base_fn in (("csv", _baseline_csv), ("parquet", _baseline_parquet)):
-            export_snapshot(con, out_root / "warm", formats=(fmt,), tables=["offers"])
-            ours = base = float("inf")
-            for i in range(reps):
-                t0 = time.perf_counter()
-                folder = export_snapshot(con, out_root / fmt, formats=(fmt,), tables=["offers"])
-                ours = min(ours, time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                base_fn(con, out_root / f"baseline-{i}.{fmt}")
-                base = min(base, time.perf_counter() - t0)
-            size = (folder / f"offers.{fmt}").stat().st_size
-            say(f"  {fmt}: export_snapshot {ours:.2f} s ({size / 1e6:.1f} MB), Python writer {base:.2f} s")
-            results.append(Result("5", f"export_snapshot offers ({n:,} rows) as {fmt.upper()}", ours, "s",
-                                  EXPORT_TARGET_S, ratio=base / ours, ratio_label="Python writer / export_snapshot",
-                                  extra={"bytes": size, "baseline_s": base}))
+        off95, off50 = _p95(lambda r: recommend(con, r), params[: max(4, len(params) // 3)])
     finally:
-        con.close()
-        shutil.rmtree(out_root, ignore_errors=True)
-    return results
-
-
-def run(quick: bool = False, keep: bool = False) -> list[Result]:
-    offers = 100_000
-    say(f"[3-5] building a warehouse with {offers:,} offers and a year of nightly history"
-        + (" (quick: 30 nights)" if quick else ""))
-    if quick:
-        from bench.warehouse_gen import build
-
-        path = tmp_root() / "year_quick.duckdb"
+        con.execute("pragma enable_optimizer")
+    fresh = open_reader(path, allow_files=True)  # the configuration of `con`, which stays open
+    try:
         t0 = time.perf_counter()
-        info = build(path, offers=offers, nights=30)
-        say(f"  built {path.name}: {info['offers']:,} offers, {info['offer_history']:,} history rows in "
-            f"{time.perf_counter() - t0:.0f} s")
-    else:
-        path, info = year_warehouse(offers)
-    try:
-        results = bench_merge(path, quick)
-        results += bench_queries(path, quick)
-        results += bench_exports(path, quick)
+        recommend(fresh, reqs[0])
+        first = (time.perf_counter() - t0) * 1000
     finally:
-        if not keep:
-            for p in (path, Path(str(path) + ".wal"), path.with_suffix(".json")):
-                p.unlink(missing_ok=True)
-    for r in results:
-        r.extra["warehouse"] = info
-    return results
+        fresh.close()
+    say(f"  recommend(): p95 {p95:.1f} ms (p50 {p50:.1f} ms); optimizer off p95 {off95:.1f} ms (p50 "
+        f"{off50:.1f}); first call on a new connection {first:.0f} ms")
+    return {"p95_ms": p95, "p50_ms": p50, "optimizer_off_p95_ms": off95, "optimizer_off_p50_ms": off50,
+            "first_call_ms": first}

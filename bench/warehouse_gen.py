@@ -1,7 +1,7 @@
 """A warehouse holding a year of nightly history, for the merge, query and export benchmarks.
 
 `build(path, offers=100_000, nights=365)` makes a real gpuledger warehouse (open_writer:
-migrations, GPU reference tables, macros) and fills it in SQL:
+schema, GPU reference tables) and fills it in SQL:
 
 - `offers` keys: (provider, region, zone, instance_type, purchase_option), 8 providers,
   40 regions, 2,500 instance types, ~30% spot (per zone) and 70% on-demand; GPU models from
@@ -9,7 +9,7 @@ migrations, GPU reference tables, macros) and fills it in SQL:
 - `offer_history`: on each of `nights` nights every offer changes price with probability
   CHANGE_RATE (0.27), so ~1 + 364 x 0.27 = ~99 versions per offer: ~10 million rows for 100k
   offers. Rows land night by night as a nightly load writes them. Open versions carry the
-  real content_hash (warehouse.store._hash_expr), closed ones a stand-in (never compared);
+  real content_hash (warehouse.store.content_hash_sql), closed ones a stand-in (never compared);
 - `scrape_runs`: one ok run per provider per night, the last one an hour ago (so every
   provider is fresh for the recommender); `providers` from the sources' ProviderSpec facts;
   a few storage and egress prices per provider and region.
@@ -39,7 +39,7 @@ def _h(expr: str, salt: int) -> str:
 def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datetime | None = None) -> dict[str, Any]:
     from gpuledger.flows.pipeline import source_module
     from gpuledger.warehouse.schema import OFFERS
-    from gpuledger.warehouse.store import _hash_expr, _upsert_provider, open_writer
+    from gpuledger.warehouse.store import content_hash_sql, upsert_provider_facts, open_writer
 
     t0 = time.perf_counter()
     path = Path(path)
@@ -110,7 +110,7 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
     con.execute(f"""
         insert into offer_history ({spec_cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
         select {spec_cols},
-               case when next_d is null then {_hash_expr(OFFERS)} else md5(i::varchar || '/' || d::varchar) end,
+               case when next_d is null then {content_hash_sql(OFFERS)} else md5(i::varchar || '/' || d::varchar) end,
                $start + to_days(d::int), $start + to_days(next_d::int),
                'run-' || provider || '-' || d, case when next_d is not null then 'run-' || provider || '-' || next_d end
         from hist order by d, i
@@ -152,7 +152,7 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
         con.execute(f"""insert into {history} ({', '.join(cols_)}, valid_from, valid_to, run_id)
                         select {', '.join(cols_)}, first_seen, null, run_id from {table}""")
     for p in PROVIDERS:
-        _upsert_provider(con, source_module(p).PROVIDER.facts_row(), now)
+        upsert_provider_facts(con, source_module(p).PROVIDER.facts_row(), now)
     for t in ("regions", "provs", "gpus", "keys", "versions", "hist"):
         con.execute(f"drop table {t}")
     con.execute("checkpoint")

@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from gpuledger.warehouse.schema import OFFER_KEY
+from gpuledger.warehouse.schema import OFFERS
 from gpuledger.warehouse.store import open_reader
 
 MOVE_COLUMNS = ("provider", "region", "zone", "instance_type", "purchase_option", "gpu_model",
@@ -26,7 +26,7 @@ MOVE_COLUMNS = ("provider", "region", "zone", "instance_type", "purchase_option"
 def largest_price_moves(con: duckdb.DuckDBPyConnection, refresh_id: str, top: int = 10) -> list[dict[str, Any]]:
     """The `top` offers whose price changed most in this refresh, by relative change of the
     instance price (largest |change| first; ties by key). change_pct is signed: -20.0 = 20% cheaper."""
-    join = " and ".join(f"n.{k} = o.{k}" for k in OFFER_KEY)
+    join = " and ".join(f"n.{k} = o.{k}" for k in OFFERS.key)
     rows = con.execute(
         f"""with runs as (select run_id from scrape_runs where refresh_id = $refresh and state = 'ok')
             select o.provider, o.region, o.zone, o.instance_type, o.purchase_option, n.gpu_model,

@@ -9,15 +9,18 @@ import logging
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import duckdb
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
+from rich.text import Text
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
+from gpuledger.adapters.registry import SOURCES
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
 from gpuledger.warehouse.settings import env_name
 
@@ -174,6 +177,8 @@ def sql(
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
+    The recommender's macros (fits, fresh_providers, billed_seconds, ...) are available.
+
     \b
     Example:
       gpuledger sql "select gpu_model, region, purchase_option, price_per_gpu_hour
@@ -181,11 +186,14 @@ def sql(
     """
     if fmt not in ("table", "csv", "json"):
         raise _fail(f"unknown format {fmt!r}: use table, csv or json", 2)
+    from gpuledger.warehouse.recommender.macros import install_macros
+
     try:
         con = open_reader(db)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
     try:
+        install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
         rel = con.execute(query)
         columns = [d[0] for d in rel.description] if rel.description else []
         rows = rel.fetchall() if columns else []
@@ -230,47 +238,41 @@ def export(
     out.print(str(folder))
 
 
-def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta,
-                    now: datetime | None = None) -> list[dict[str, Any]]:
+def _row_counts(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
+    return dict(con.execute(f"select provider, count(*) from {table} group by provider").fetchall())
+
+
+def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now: datetime | None = None,
+                    providers: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Every provider with a scrape run, and each of `providers` (state `never` without one):
+    state by warehouse.freshness, and its current rows."""
     now = now or datetime.now(timezone.utc)
-    rows = con.execute(
-        """select r.provider,
-                  max(r.finished_at) filter (where r.state = 'ok') as last_success,
-                  max(r.finished_at) as last_attempt,
-                  arg_max(r.state, r.finished_at) as last_state,
-                  arg_max(r.error, r.finished_at) as last_error,
-                  (select count(*) from offers o where o.provider = r.provider) as offers,
-                  (select count(*) from egress_prices e where e.provider = r.provider) as egress,
-                  (select count(*) from storage_prices s where s.provider = r.provider) as storage
-           from scrape_runs r group by r.provider order by r.provider""").fetchall()
-    result = []
-    for provider, last_success, last_attempt, last_state, last_error, offers, egress, storage in rows:
-        if last_state != "ok":
-            state = "failed"
-        elif last_success is None or now - last_success > stale_after:
-            state = "stale"
-        else:
-            state = "ok"
-        result.append({"provider": provider, "state": state, "last_success": last_success,
-                       "last_attempt": last_attempt, "offers": offers, "egress": egress, "storage": storage,
-                       "last_error": last_error if last_state != "ok" else None})
-    return result
+    offers, egress, storage = (_row_counts(con, t) for t in ("offers", "egress_prices", "storage_prices"))
+    return [{"provider": f.provider, "state": f.state, "last_success": f.last_ok, "last_attempt": f.last_attempt,
+             "offers": offers.get(f.provider, 0), "egress": egress.get(f.provider, 0),
+             "storage": storage.get(f.provider, 0), "last_error": f.last_error if f.last_state != "ok" else None}
+            for f in provider_freshness(con, stale_after.total_seconds() / 3600.0, now, providers)]
+
+
+STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow"}
 
 
 @app.command()
 def status(
     db: Optional[Path] = DbOption,
-    stale_after_hours: float = typer.Option(36.0, "--stale-after", help="Hours after which a provider's last "
-                                            "success counts as stale."),
+    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
+                                            "provider's last success counts as stale."),
     fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
 ) -> None:
-    """Per provider: last success, last attempt, state (ok / stale / failed), row counts."""
+    """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
+
+    Every registered source is listed, one that never loaded too (state `never`)."""
     try:
         con = open_reader(db)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
     try:
-        rows = provider_status(con, timedelta(hours=stale_after_hours))
+        rows = provider_status(con, timedelta(hours=stale_after_hours), providers=SOURCES)
     finally:
         con.close()
     if fmt == "json":
@@ -278,8 +280,9 @@ def status(
         return
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
-        colour = {"ok": "green", "stale": "yellow", "failed": "red"}[r["state"]]
-        t.add_row(r["provider"], f"[{colour}]{r['state']}[/{colour}]",
+        colour = STATE_COLOURS[r["state"]]
+        shown = "never loaded" if r["state"] == NEVER else r["state"]
+        t.add_row(Text(r["provider"]), Text(shown, style=colour),
                   *(str(r[k])[:19] if r[k] else "-" for k in ("last_success", "last_attempt")),
                   str(r["offers"]), str(r["egress"]), str(r["storage"]), (r["last_error"] or "")[:120])
     out.print(t)

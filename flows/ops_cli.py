@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
 
@@ -32,8 +33,8 @@ def report_command(
     db: Optional[Path] = _db_option(),
     egress_gb: float = typer.Option(140.0, "--egress-gb", help="The egress column prices downloading this many GB "
                                     "from the offer's region (tiered)."),
-    stale_after_hours: float = typer.Option(36.0, "--stale-after", help="Hours after which a provider's last "
-                                            "success counts as stale."),
+    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
+                                            "provider's last success counts as stale."),
 ) -> None:
     """Write a static HTML page comparing every current offer.
 
@@ -45,14 +46,14 @@ def report_command(
     Example:
       gpuledger report prices.html && xdg-open prices.html
     """
-    from gpuledger.flows.report import write_report
+    from gpuledger.flows.report import loaded_count, write_report
 
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours)
     except (WarehouseError, OSError) as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(1 if isinstance(e, OSError) else 2) from None
-    err.print(f"{len(report.rows)} offers from {len(report.providers)} providers", highlight=False)
+    err.print(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers", highlight=False)
     out.print(str(report.path), highlight=False)
 
 

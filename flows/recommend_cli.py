@@ -1,7 +1,8 @@
 """`gpuledger recommend`: the cheapest card or node that fits a fine-tuning job.
 
-A thin command over warehouse.recommend; registered on the main app by
-`register(app)` (flows/cli.py).
+Thin commands over warehouse.recommender; registered on the main app by
+`register(app)` (flows/cli.py). `gpuledger macros` prints the recommender's SQL macros for a
+plain DuckDB session.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuledger.warehouse.memory import METHODS, OPTIMIZERS, PRECISIONS
-from gpuledger.warehouse.models_catalog import UnknownModelError
-from gpuledger.warehouse.recommend import Candidate, Recommendation, RecommendRequest, recommend
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
+from gpuledger.warehouse.recommender.macros import macros_sql
+from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIONS
+from gpuledger.warehouse.recommender.models_catalog import UnknownModelError
+from gpuledger.warehouse.recommender.recommend import Candidate, Recommendation, RecommendRequest, recommend
 from gpuledger.warehouse.store import WarehouseError, open_reader
 from gpuledger.warehouse.settings import env_name
 
@@ -119,8 +122,8 @@ def recommend_command(
     top: int = typer.Option(10, "--top", help="Show this many candidates."),
     all_locations: bool = typer.Option(False, "--all-locations", help="One row per region/zone instead of "
                                        "one per instance type."),
-    max_age_hours: float = typer.Option(36.0, "--max-age-hours", help="Leave out providers whose last successful "
-                                        "scrape is older than this."),
+    max_age_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--max-age-hours", help="Leave out providers whose "
+                                        "last successful scrape is older than this."),
     as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
     db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
                                       help="Warehouse file [default: ./gpuledger.duckdb]."),
@@ -174,6 +177,21 @@ def recommend_command(
         raise typer.Exit(1)
 
 
+def macros_command() -> None:
+    """Print the recommender's SQL macros (fits, fresh_providers, billed_seconds, ...) as TEMP macros.
+
+    `gpuledger sql` and `gpuledger recommend` have them already; this is for a plain
+    DuckDB session, read-only included.
+
+    \b
+    Example:
+      gpuledger macros > gpuledger-macros.sql
+      duckdb -readonly gpuledger.duckdb     # then: .read gpuledger-macros.sql
+    """
+    sys.stdout.write(macros_sql())
+
+
 def register(app: typer.Typer) -> None:
-    """Add `recommend` to the gpuledger command line."""
+    """Add `recommend` and `macros` to the gpuledger command line."""
     app.command(name="recommend")(recommend_command)
+    app.command(name="macros")(macros_command)

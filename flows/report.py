@@ -17,15 +17,16 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import duckdb
 
-from gpuledger.warehouse.recommend import tiered_egress_cost
+from gpuledger.adapters.registry import SOURCES
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.recommender.recommend import tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
 
 DEFAULT_EGRESS_GB = 140.0
-DEFAULT_STALE_AFTER_H = 36.0
 
 OFFER_SQL = """
 with od as (
@@ -48,34 +49,43 @@ left join od on od.provider = o.provider and od.region = o.region and od.instanc
 order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option
 """
 
-FRESHNESS_SQL = """
-with runs as (
-    select provider,
-           max(finished_at) filter (where state = 'ok') as last_success,
-           max(finished_at) as last_attempt,
-           arg_max(state, finished_at) as last_state,
-           arg_max(error, finished_at) as last_error
-    from scrape_runs group by provider)
-select r.provider, coalesce(p.display_name, r.provider), r.last_success, r.last_attempt, r.last_state, r.last_error,
-       (select count(*) from offers o where o.provider = r.provider) as offers,
-       p.billing_granularity_s, p.minimum_charge_s
-from runs r left join providers p on p.provider = r.provider
-order by r.provider
+# What the freshness table shows of each provider besides its freshness.
+PROVIDER_SQL = """
+select p.provider, p.display_name, p.billing_granularity_s, p.minimum_charge_s,
+       (select count(*) from offers o where o.provider = p.provider) as offers
+from providers p
 """
 
 
-@dataclass
-class ProviderFreshness:
-    provider: str
+@dataclass(frozen=True)
+class ReportProvider:
+    """One row of the page's freshness table: a provider's freshness and its facts."""
+
+    freshness: ProviderFreshness
     display_name: str
-    last_success: datetime | None
-    last_attempt: datetime | None
-    state: str  # ok | stale | failed
-    last_error: str | None
     offers: int
     billing_granularity_s: int | None
     minimum_charge_s: int | None
-    age_hours: float | None
+
+    @property
+    def provider(self) -> str:
+        return self.freshness.provider
+
+    @property
+    def state(self) -> str:
+        return self.freshness.state
+
+    @property
+    def age_hours(self) -> float | None:
+        return self.freshness.age_hours
+
+    @property
+    def last_success(self) -> datetime | None:
+        return self.freshness.last_ok
+
+    @property
+    def last_error(self) -> str | None:
+        return self.freshness.last_error if self.freshness.last_state != "ok" else None
 
 
 @dataclass
@@ -86,20 +96,16 @@ class Report:
     generated_at: datetime
 
 
-def provider_freshness(con: duckdb.DuckDBPyConnection, now: datetime,
-                       stale_after_hours: float = DEFAULT_STALE_AFTER_H) -> list[ProviderFreshness]:
+def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
+                     stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
+                     providers: Iterable[str] = SOURCES) -> list[ReportProvider]:
+    """Every provider with a scrape run and every registered source (never loaded: state `never`)."""
+    facts = {r[0]: r[1:] for r in con.execute(PROVIDER_SQL).fetchall()}
+    offers = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
     out = []
-    for (provider, name, last_ok, last_attempt, last_state, last_error, offers, gran,
-         minimum) in con.execute(FRESHNESS_SQL).fetchall():
-        age = (now - last_ok).total_seconds() / 3600.0 if last_ok else None
-        if last_state != "ok":
-            state = "failed"
-        elif age is None or age > stale_after_hours:
-            state = "stale"
-        else:
-            state = "ok"
-        out.append(ProviderFreshness(provider, name, last_ok, last_attempt, state,
-                                     last_error if last_state != "ok" else None, offers, gran, minimum, age))
+    for f in provider_freshness(con, stale_after_hours, now, providers):
+        name, gran, minimum, _ = facts.get(f.provider, (None, None, None, 0))
+        out.append(ReportProvider(f, name or f.provider, offers.get(f.provider, 0), gran, minimum))
     return out
 
 
@@ -125,7 +131,7 @@ def egress_cost(tiers: dict[str, dict[str, list[tuple[float, float | None, float
 
 
 def report_rows(con: duckdb.DuckDBPyConnection, egress_gb: float = DEFAULT_EGRESS_GB,
-                freshness: Sequence[ProviderFreshness] = ()) -> list[dict[str, Any]]:
+                freshness: Sequence[ReportProvider] = ()) -> list[dict[str, Any]]:
     """Every current offer with what the page shows, cheapest per GPU-hour first."""
     rel = con.execute(OFFER_SQL)
     cols = [d[0] for d in rel.description]
@@ -238,13 +244,17 @@ def _row_html(r: dict[str, Any], egress_gb: float) -> str:
     return f"<tr {attrs}>{tds}</tr>"
 
 
-def _freshness_html(providers: Sequence[ProviderFreshness]) -> str:
+def _state(state: str) -> str:
+    return "never loaded" if state == NEVER else state
+
+
+def _freshness_html(providers: Sequence[ReportProvider]) -> str:
     rows = []
     for p in providers:
         when = p.last_success.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if p.last_success else "never"
         err = f'<td class="err">{_e(p.last_error)}</td>' if p.last_error else "<td></td>"
         rows.append(
-            f'<tr class="f-{_e(p.state)}"><td>{_e(p.display_name)}</td><td>{_e(p.state)}</td><td>{_e(when)}</td>'
+            f'<tr class="f-{_e(p.state)}"><td>{_e(p.display_name)}</td><td>{_e(_state(p.state))}</td><td>{_e(when)}</td>'
             f"<td>{_e(_age(p.age_hours))}</td><td>{p.offers}</td>"
             f"<td>{_e(_billing(p.billing_granularity_s, p.minimum_charge_s))}</td>{err}</tr>")
     return ("<table id=\"freshness\"><thead><tr><th>provider</th><th>state</th><th>last successful scrape</th>"
@@ -337,7 +347,12 @@ def _options(values: Sequence[str], label: str) -> str:
         f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
 
 
-def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ProviderFreshness], generated_at: datetime,
+def loaded_count(providers: Sequence[ReportProvider]) -> int:
+    """Providers with at least one scrape run (the others are registered sources never loaded)."""
+    return sum(p.state != NEVER for p in providers)
+
+
+def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider], generated_at: datetime,
                   egress_gb: float = DEFAULT_EGRESS_GB) -> str:
     """The whole page as one string."""
     gpus = sorted({r["gpu_model"] for r in rows})
@@ -361,7 +376,7 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ProviderFr
 </head>
 <body>
 <h1>Rented-GPU prices</h1>
-<p class="meta">Generated by gpuledger at {_e(stamp)}: {len(rows)} current offers from {len(providers)} providers.
+<p class="meta">Generated by gpuledger at {_e(stamp)}: {len(rows)} current offers from {loaded_count(providers)} providers.
 Egress = downloading {egress_gb:g} GB to the internet from the offer's region (monthly tiers; * = no tiers for the
 region, the provider's dearest region). Data age = time since the provider's last successful scrape.</p>
 <h2>Freshness per provider</h2>
@@ -385,13 +400,13 @@ region, the provider's dearest region). Data age = time since the provider's las
 
 
 def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
-                 egress_gb: float = DEFAULT_EGRESS_GB, stale_after_hours: float = DEFAULT_STALE_AFTER_H,
+                 egress_gb: float = DEFAULT_EGRESS_GB, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
                  now: datetime | None = None) -> Report:
     """Read the warehouse (read-only) and write the page to `out` (written whole, then renamed)."""
     now = now or datetime.now(timezone.utc)
     con = open_reader(db)
     try:
-        providers = provider_freshness(con, now, stale_after_hours)
+        providers = report_providers(con, now, stale_after_hours)
         rows = report_rows(con, egress_gb, providers)
     finally:
         con.close()
@@ -404,5 +419,5 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
     return Report(path, rows, providers, now)
 
 
-__all__ = ["Report", "ProviderFreshness", "egress_cost", "provider_freshness", "render_report", "report_rows",
+__all__ = ["Report", "ReportProvider", "egress_cost", "report_providers", "render_report", "report_rows",
            "write_report"]

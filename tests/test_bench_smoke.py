@@ -215,43 +215,6 @@ def test_year_warehouse_and_set_based_merge_keep_the_invariants(tmp_path: Path) 
         con.close()
 
 
-def test_recommend_equals_the_previous_sql_ranking_on_a_generated_warehouse(tmp_path: Path) -> None:
-    """The numpy ranking over the per-connection offer facts returns, for every request shape,
-    the candidates the previous one-statement SQL ranking (bench/reference_recommend.py) returned:
-    same offers, same order, same totals, same plans."""
-    import random
-
-    from bench.reference_recommend import ranked_previous
-    from bench.warehouse_gen import build
-    from gpuledger.warehouse.recommend import RecommendRequest, recommend
-    from gpuledger.warehouse.store import open_reader
-
-    build(tmp_path / "w.duckdb", offers=3000, nights=2)
-    con = open_reader(tmp_path / "w.duckdb")
-    rng = random.Random(5)
-    compared = nonempty = 0
-    for _ in range(40):
-        r = RecommendRequest(
-            model=rng.choice(["llama-3-8b", "llama-3-70b", "mistral-7b", "llama-2-13b"]),
-            method=rng.choice(["full", "lora", "qlora"]), spot=rng.random() < 0.5,
-            region=rng.choice([None, "us-", "eu-", "%west%"]), per_instance=rng.random() < 0.7,
-            max_gpus=rng.choice([1, 2, 4, 8, 16]), max_nodes=rng.choice([1, 1, 2]), top=rng.choice([1, 10, 50]),
-            precision=rng.choice(["bf16", "fp16", "fp32"]), runs=rng.choice([1, 3]), hours=rng.choice([0.5, 6.0, 13.3]),
-            max_age_hours=1e6)
-        rec = recommend(con, r)
-        previous = ranked_previous(con, r)
-        got = [(c.provider, c.region, c.zone, c.instance_type, c.purchase_option, c.plan, c.gpus_used,
-                c.other_locations, round(c.cost.total_usd, 6)) for c in rec.candidates]
-        want = [(x["provider"], x["region"], x["zone"], x["instance_type"], x["purchase_option"], x["plan"],
-                 x["gpus_used"], x["other_locations"], x["sort_total"]) for x in previous]
-        assert got == want, r
-        assert rec.considered == (previous[0]["considered"] if previous else 0)
-        compared += 1
-        nonempty += bool(got)
-    con.close()
-    assert compared == 40 and nonempty >= 15  # 17 of these 40 requests have candidates
-
-
 def test_steal_ticks_reads_the_machine_counters() -> None:
     from bench.concurrency import _steal_ticks
 

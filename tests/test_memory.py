@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuledger.warehouse import models_catalog
-from gpuledger.warehouse.memory import GIB, TrainingSetup, activation_bytes, estimate, parse_lora_targets
-from gpuledger.warehouse.models_catalog import UnknownModelError, lookup
+from gpuledger.warehouse.recommender import models_catalog
+from gpuledger.warehouse.recommender.memory import GIB, TrainingSetup, activation_bytes, estimate, parse_lora_targets
+from gpuledger.warehouse.recommender.models_catalog import UnknownModelError, lookup
 
 HEADROOM = 0.05  # the matcher's default: usable = reported x 0.95
 

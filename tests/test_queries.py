@@ -21,7 +21,7 @@ import pytest
 
 from tests.builders import lambda_price_hook, replayed_warehouse
 from gpuledger.warehouse.export import export_snapshot
-from gpuledger.warehouse.recommend import tiered_egress_cost
+from gpuledger.warehouse.recommender.recommend import tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "queries.md"

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from gpuledger.warehouse.schema import migrate
 import typer
 from typer.testing import CliRunner
 
 from gpuledger.flows.recommend_cli import register
-from gpuledger.warehouse.recommend import (
-    RecommendRequest, _best_first, billed_seconds, compute_cost, install_macros, recommend, storage_cost,
-    tiered_egress_cost,
+from gpuledger.warehouse.recommender.macros import install_macros, macros_sql
+from gpuledger.warehouse.recommender.recommend import (
+    RecommendRequest, billed_seconds, compute_cost, recommend, storage_cost, tiered_egress_cost,
 )
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
@@ -120,7 +119,6 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A later failed attempt does not make stalecloud fresh, and does not make perhour stale.
     load(con, None, "stalecloud", T0, error="HTTP 503")
     load(con, None, "perhour", T0 + timedelta(minutes=30), error="HTTP 503")
-    install_macros(con)  # persisted, as open_writer will do
     con.close()
     return db
 
@@ -128,6 +126,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def con(warehouse: Path):
     c = open_reader(warehouse)
+    install_macros(c)  # as `gpuledger sql` does
     yield c
     c.close()
 
@@ -329,8 +328,8 @@ def test_region_and_gpu_limits(con) -> None:
 
 
 def test_ranked_costs_match_the_python_reference(con) -> None:
-    """The ranking costs every fitting offer at once, over arrays (warehouse/recommend.py, _ranked);
-    the pure Python cost functions are its reference, so every component of every candidate is
+    """The ranking costs every fitting offer at once, in SQL (warehouse/recommender/recommend.py,
+    _ranked); the pure Python cost functions are its reference, so every component of every candidate is
     recomputed here, one offer at a time, from the warehouse's own rows."""
     tiers_of: dict[tuple[str, str], list[tuple[float, float | None, float]]] = {}
     for p, r, a, b, usd in con.execute("select provider, region, tier_start_gb, tier_end_gb, usd_per_gb "
@@ -390,29 +389,7 @@ def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> No
     con.close()
 
 
-# -- the offer facts a connection keeps, and the ranking over them ----------------------------
-
-def test_read_only_connection_builds_its_offer_facts_once(warehouse: Path, monkeypatch) -> None:
-    import gpuledger.warehouse.offer_facts as facts_module
-
-    builds = []
-    real_build = facts_module._build
-    monkeypatch.setattr(facts_module, "_build", lambda c: builds.append(c) or real_build(c))
-    con = open_reader(warehouse)
-    first = recommend(con, req(method="qlora", model="llama-2-7b"))
-    again = recommend(con, req(method="full", model="llama-3-8b", spot=True))
-    assert len(builds) == 1 and first.candidates and again.candidates
-    # every current offer: 16 persec, 2 perhour, 2 stalecloud
-    assert con.execute("select count(*) from temp.gpuledger_offer_facts").fetchone()[0] == 20
-    other = open_reader(warehouse)  # another connection keeps its own
-    assert names(recommend(other, req(method="qlora", model="llama-2-7b"))) == names(first)
-    assert len(builds) == 2
-    con.execute("drop table temp.gpuledger_offer_facts")  # a user's SQL on the same connection
-    assert names(recommend(con, req(method="qlora", model="llama-2-7b"))) == names(first)
-    assert len(builds) == 3
-    con.close()
-    other.close()
-
+# -- ranking on a writable connection, ties ---------------------------------------------
 
 def test_writable_connection_ranks_its_latest_writes(tmp_path: Path) -> None:
     con = open_writer(tmp_path / "w.duckdb")
@@ -426,9 +403,6 @@ def test_writable_connection_ranks_its_latest_writes(tmp_path: Path) -> None:
     after = recommend(con, req(method="qlora", model="llama-2-7b"))
     assert names(after) == ["perhour/3090.1/on_demand", "perhour/4090.1/on_demand"]  # a100.1 is gone
     assert after.candidates[0].cost.compute_usd == pytest.approx(6 * 0.19)
-    # Nothing is left in the connection between requests.
-    assert con.execute("select count(*) from duckdb_tables() where table_name = 'gpuledger_offer_facts'"
-                       ).fetchone()[0] == 0
     con.close()
 
 
@@ -450,25 +424,6 @@ def test_equal_costs_are_ordered_by_region_then_zone(tmp_path: Path) -> None:
         ("l4.1", "ap-south-1", 3), ("l4.same", "zz-last-1", 0)]
     assert grouped.considered == 5
     con.close()
-
-
-@settings(max_examples=300, deadline=None)
-@given(rows=st.lists(st.tuples(st.booleans(), st.integers(0, 6), st.integers(0, 3), st.integers(0, 5)),
-                     min_size=1, max_size=400),
-       top=st.integers(1, 30), grouped=st.booleans())
-def test_best_first_is_exactly_the_head_of_the_full_sort(rows, top, grouped) -> None:
-    """_best_first only sorts a prefix of the rows; it must return what sorting all of them
-    (slow, total, price, pos) and keeping each group's first row returns, ties included."""
-    slow = np.array([r[0] for r in rows])
-    total = np.array([r[1] / 4 for r in rows], dtype=float)  # many exact ties
-    price = np.array([r[2] / 2 for r in rows], dtype=float)
-    groups = np.array([r[3] for r in rows]) if grouped else None
-    pos = np.random.default_rng(len(rows)).permutation(len(rows) * 3)[: len(rows)]
-    full = sorted(range(len(rows)), key=lambda i: (slow[i], total[i], price[i], pos[i]))
-    if grouped:
-        seen: set[int] = set()
-        full = [i for i in full if not (groups[i] in seen or seen.add(groups[i]))]
-    assert _best_first(slow, total, price, pos, groups, top).tolist() == full[:top]
 
 
 # -- SQL macro -------------------------------------------------------------------------
@@ -502,12 +457,38 @@ def test_fits_macro_gives_the_same_candidate_set(con) -> None:
     assert shown == single | sharded
 
 
-def test_persisted_macros_serve_plain_duckdb_users(warehouse: Path) -> None:
-    plain = duckdb.connect(str(warehouse), read_only=True)
+def macro_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute(
+        "select function_name from duckdb_functions() where function_type in ('macro', 'table_macro') "
+        "and not internal").fetchall()}
+
+
+RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds", "is_fast_interconnect",
+                      "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
+
+
+def test_the_warehouse_file_holds_no_macros_and_the_macro_file_serves_plain_duckdb_users(warehouse: Path,
+                                                                                         cli) -> None:
+    plain = duckdb.connect(str(warehouse), read_only=True)  # a DuckDB session on a file refreshed by open_writer
     try:
+        assert macro_names(plain) == set()
+        printed = CliRunner().invoke(cli, ["macros"])
+        assert printed.exit_code == 0 and printed.stdout == macros_sql()
+        plain.execute(printed.stdout)  # what `.read` of `gpuledger macros > file` does
+        assert macro_names(plain) == RECOMMENDER_MACROS
         assert plain.execute("select count(*) from fits(70, as_of := ?)", [NOW]).fetchone()[0] > 0
     finally:
         plain.close()
+    again = duckdb.connect(str(warehouse), read_only=True)
+    assert macro_names(again) == set()  # TEMP macros: gone with the session
+    again.close()
+
+
+def test_the_store_does_not_import_the_recommender() -> None:
+    code = ("import sys; import gpuledger.warehouse.store, gpuledger.warehouse.export, gpuledger.warehouse.check; "
+            "print(sorted(m for m in sys.modules if m.startswith('gpuledger.warehouse.recommender')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_install_macros_on_a_read_only_connection_is_temporary(tmp_path: Path) -> None:
@@ -515,8 +496,9 @@ def test_install_macros_on_a_read_only_connection_is_temporary(tmp_path: Path) -
     plain = duckdb.connect(str(db))  # a warehouse made without the macros (as by an older gpuledger)
     migrate(plain)
     plain.close()
-    ro = open_reader(db)  # installs them, temporarily
-    install_macros(ro)  # again: would fail if it tried to write the file
+    ro = open_reader(db)
+    install_macros(ro)  # would fail if it tried to write the file
+    install_macros(ro)  # and again
     assert ro.execute("select count(*) from fits(1)").fetchone()[0] == 0
     ro.close()
     again = duckdb.connect(str(db), read_only=True)

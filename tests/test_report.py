@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from gpuledger.adapters.base import SourceContext
 from gpuledger.flows.ops_cli import register
-from gpuledger.flows.report import provider_freshness, render_report, report_rows, write_report
+from gpuledger.flows.report import render_report, report_providers, report_rows, write_report
 from gpuledger.spiders.browser import find_chromium, launch_args
 from tests.builders import T0, egress, load_day, offer, replayed_warehouse
 from gpuledger.warehouse.store import open_reader, open_writer
@@ -79,7 +79,7 @@ def sql(db: Path, query: str, params: list[Any] | None = None) -> list[tuple]:
 def test_rows_and_escaping(warehouse: Path) -> None:
     con = open_reader(warehouse)
     try:
-        fresh = provider_freshness(con, NOW)
+        fresh = report_providers(con, NOW)
         rows = report_rows(con, 140.0, fresh)
     finally:
         con.close()
@@ -94,6 +94,11 @@ def test_rows_and_escaping(warehouse: Path) -> None:
     by_provider = {f.provider: f for f in fresh}
     assert by_provider["acme"].state == "stale" and by_provider["acme"].age_hours == 48.0
     assert by_provider["lambda"].billing_granularity_s == 60 and by_provider["lambda"].minimum_charge_s == 60
+    # every registered source is listed: those this warehouse never loaded as such
+    assert sorted(by_provider) == ["acme", "aws", "azure", "coreweave", "gcp", "hyperstack", "lambda", "runpod",
+                                   "vastai"]
+    gcp = by_provider["gcp"]
+    assert (gcp.state, gcp.age_hours, gcp.last_success, gcp.offers, gcp.display_name) == ("never", None, None, 0, "gcp")
 
     page = render_report(rows, fresh, NOW, 140.0)
     assert EVIL_INSTANCE not in page and EVIL_REGION not in page
@@ -108,6 +113,8 @@ def test_rows_and_escaping(warehouse: Path) -> None:
     assert not tags.attrs & {"src", "href", "action", "srcset", "onerror", "onload"}  # nothing to fetch or run
     assert tags.csp.startswith("default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-")
     assert 'data-v="3.6"' in page and ">$3.60</td>" in page
+    assert '<tr class="f-never"><td>gcp</td><td>never loaded</td><td>never</td><td>never</td><td>0</td>' in page
+    assert "current offers from 4 providers." in page  # acme, lambda, runpod, vastai: the ones ever loaded
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.export import export_snapshot
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.schema import MIGRATIONS, SCHEMA_VERSION, current_version, migrate
+from gpuledger.warehouse.schema import SCHEMA_VERSION, UPGRADES, current_version, migrate
 from gpuledger.warehouse.store import (
     AnomalyPolicy, RefreshRunningError, ScrapeOutcome, WarehouseError, load_outcome, open_reader, open_writer,
     refresh_lock,
@@ -83,7 +83,7 @@ def test_a_fingerprint_collision_cannot_hide_a_change(con, monkeypatch) -> None:
     given the same content_hash, a price change still closes the old version and opens a new one."""
     import gpuledger.warehouse.store as store
 
-    monkeypatch.setattr(store, "_hash_expr", lambda spec, alias="": "'same-for-all'")
+    monkeypatch.setattr(store, "content_hash_sql", lambda spec, alias="": "'same-for-all'")
     load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 21.957642}, 0)
     r = load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 19.5}, 1)
     assert (r.new, r.changed, r.closed) == (0, 1, 0)
@@ -156,7 +156,7 @@ def test_bad_rows_are_quarantined_with_reason_and_duplicates_kept_once(con) -> N
 
 def test_migration_upgrades_in_place_without_losing_history(db: Path) -> None:
     con = duckdb.connect(str(db))
-    assert migrate(con, MIGRATIONS) == [1]
+    assert migrate(con) == [1, 2]  # a new warehouse is created at the current version
     con.close()
     con = open_writer(db)
     load(con, "aws", {"p5.48xlarge": 55.04}, 0)
@@ -164,9 +164,9 @@ def test_migration_upgrades_in_place_without_losing_history(db: Path) -> None:
     v2 = (SCHEMA_VERSION + 1, "test: offers gain a column",
           "alter table offers add column co2_kg_per_hour DOUBLE; "
           "alter table offer_history add column co2_kg_per_hour DOUBLE;")
-    assert migrate(con, MIGRATIONS + [v2]) == [SCHEMA_VERSION + 1]
+    assert migrate(con, UPGRADES + [v2]) == [SCHEMA_VERSION + 1]
     assert current_version(con) == SCHEMA_VERSION + 1
-    assert migrate(con, MIGRATIONS + [v2]) == []  # applied once only
+    assert migrate(con, UPGRADES + [v2]) == []  # applied once only
     assert con.execute("select price_per_hour from offer_history order by valid_from").fetchall() == [(55.04,), (50.0,)]
     con.close()
 
@@ -176,7 +176,7 @@ def test_failed_migration_rolls_back(db: Path) -> None:
     migrate(con)
     bad = (SCHEMA_VERSION + 1, "broken", "alter table offers add column x INT; select * from no_such_table;")
     with pytest.raises(duckdb.Error):
-        migrate(con, MIGRATIONS + [bad])
+        migrate(con, UPGRADES + [bad])
     assert current_version(con) == SCHEMA_VERSION
     assert "x" not in [r[0] for r in con.execute("describe offers").fetchall()]
 

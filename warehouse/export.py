@@ -17,23 +17,14 @@ from typing import Any, Sequence
 
 import duckdb
 
-from gpuledger.warehouse.schema import EGRESS, OFFERS, SCHEMA_VERSION, STORAGE
+from gpuledger.warehouse.freshness import provider_freshness
+from gpuledger.warehouse.schema import SCHEMA_VERSION, column_names
 from gpuledger.warehouse.store import WarehouseError, utcnow
 
+# content_hash is the merge's own fingerprint of a row, not data.
 EXPORT_TABLES: dict[str, tuple[str, ...]] = {
-    "offers": OFFERS.columns + ("first_seen", "last_seen", "run_id"),
-    "egress_prices": EGRESS.columns + ("first_seen", "last_seen", "run_id"),
-    "storage_prices": STORAGE.columns + ("first_seen", "last_seen", "run_id"),
-    "providers": ("provider", "display_name", "kind", "billing_granularity_s", "minimum_charge_s", "billing_notes",
-                  "storage_persists_when_stopped", "stopped_billing_notes", "access_ssh", "access_docker",
-                  "access_jupyter", "multinode_interconnect", "interruptible_offer", "price_source",
-                  "source_urls", "updated_at"),
-    "gpu_models": ("gpu_model", "vendor", "family", "memory_gb", "memory_type", "memory_bandwidth_tbs",
-                   "architecture", "bf16", "fp8", "fp4", "int8", "nvlink", "form_factor", "segment", "source"),
-    "scrape_runs": ("run_id", "refresh_id", "provider", "mode", "started_at", "finished_at", "state",
-                    "rows_parsed", "rows_loaded", "rows_quarantined", "egress_rows", "storage_rows",
-                    "offers_new", "offers_changed", "offers_closed", "requests", "duration_s", "error", "notes"),
-}
+    table: tuple(c for c in column_names(table) if c != "content_hash")
+    for table in ("offers", "egress_prices", "storage_prices", "providers", "gpu_models", "scrape_runs")}
 FORMATS = ("csv", "parquet")
 # Leading characters that make a spreadsheet evaluate a cell (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -54,12 +45,10 @@ def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], 
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    rows = con.execute(
-        """select provider, max(finished_at) filter (where state = 'ok') as last_success,
-                  max(finished_at) as last_attempt, arg_max(state, finished_at) as last_state
-           from scrape_runs group by provider order by provider""").fetchall()
-    return {p: {"last_success": ls.isoformat() if ls else None, "last_attempt": la.isoformat() if la else None,
-                "last_state": st} for p, ls, la, st in rows}
+    """The manifest's view of each provider's scrapes (warehouse.freshness)."""
+    return {f.provider: {"last_success": f.last_ok.isoformat() if f.last_ok else None,
+                         "last_attempt": f.last_attempt.isoformat() if f.last_attempt else None,
+                         "last_state": f.last_state} for f in provider_freshness(con)}
 
 
 def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[str],

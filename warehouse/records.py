@@ -263,13 +263,6 @@ class Batch:
             Quarantined(provider=self.provider, kind=kind, source_ref=ref, reason=reason, raw=_raw_json(raw))
         )
 
-    def extend(self, other: "Batch") -> None:
-        self.offers += other.offers
-        self.egress += other.egress
-        self.storage += other.storage
-        self.quarantined += other.quarantined
-        self.notes += other.notes
-
     def counts(self) -> dict[str, int]:
         return {
             "offers": len(self.offers),

@@ -1,35 +1,209 @@
-"""Warehouse schema and its migrations.
+"""Warehouse schema: every table defined once, and the upgrades of older warehouses.
 
-Each migration is applied once, in order, inside a transaction, and recorded
-in `schema_migrations`; a warehouse made by an older gpuledger upgrades in
-place when opened for writing. Migrations only ever add or reshape: history
-is never dropped. Column lists for loads and exports are derived from the
-`TableSpec`s below, the one place a table's columns are named in Python.
+The columns of `offers`, `egress_prices` and `storage_prices` (and their history tables) are
+the fields of the record models in warehouse/records.py, and those of `providers` the fields of
+`ProviderFacts`: type and NOT NULL from each field's annotation, DEFAULT from a text field's
+default, plus the CHECKs below. The other tables are listed here. The DDL, the column lists of
+loads and exports (`TableSpec`) and the integrity checks all come from these definitions.
+
+A new warehouse is created at the current version from them. A warehouse made by an older
+gpuledger upgrades in place when opened for writing: each step of UPGRADES newer than it is
+applied once, in order, inside a transaction, and recorded in `schema_migrations`. Steps only
+ever add or reshape: history is never dropped. A change to a definition needs its UPGRADES step
+(tests/test_schema.py checks that an upgraded warehouse equals a new one).
 """
 
 from __future__ import annotations
 
+import enum
+import types
+import typing
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
+from pydantic import BaseModel
 
-# Columns of `offers`, in order; the key first. Everything a recommender needs
-# to judge an offer without joining is here (dlt's "frozen" contract: a new
-# source field goes to provider_data or into a new migration, never ad hoc).
-OFFER_KEY = ("provider", "region", "zone", "instance_type", "purchase_option")
-OFFER_ATTRS = (
-    "gpu_model", "gpu_variant_exact", "gpu_name_reported", "gpu_vendor", "gpu_count",
-    "gpu_memory_gb", "gpu_memory_gb_nominal", "total_gpu_memory_gb",
-    "vcpus", "ram_gb", "local_disk_gb", "interconnect", "network_gbps", "multinode_fabric",
-    "price_per_hour", "price_per_gpu_hour", "source_currency", "source_price_per_hour",
-    "price_observed_at", "billing_granularity_s", "minimum_charge_s",
-    "available", "available_count", "availability_level", "interruption_risk",
-    "spot_savings_pct", "reliability", "provider_data",
+from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # DuckDB type
+    not_null: bool = False
+    extra: str = ""  # DEFAULT, CHECK, PRIMARY KEY
+
+    @property
+    def ddl(self) -> str:
+        return " ".join(part for part in (self.name, self.type, "NOT NULL" if self.not_null else "", self.extra)
+                        if part)
+
+
+_SQL_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "BOOLEAN"),  # before int: a bool is an int
+    (int, "INTEGER"),
+    (float, "DOUBLE"),
+    (str, "VARCHAR"),  # str enums included
+    (tuple, "VARCHAR"),  # stored as a JSON array
 )
-EGRESS_KEY = ("provider", "region", "destination", "tier_start_gb")
-EGRESS_ATTRS = ("tier_end_gb", "usd_per_gb", "source_currency", "source_usd_per_gb", "description")
-STORAGE_KEY = ("provider", "region", "storage_class")
-STORAGE_ATTRS = ("usd_per_gb_month", "source_currency", "source_usd_per_gb_month", "description")
+
+
+def _sql_type(annotation: Any) -> tuple[str, bool]:
+    """(DuckDB type, nullable) of a field annotation such as `float | None`."""
+    nullable = False
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        nullable = len(args) < len(typing.get_args(annotation))
+        (annotation,) = args
+    base = typing.get_origin(annotation) or annotation
+    if isinstance(base, type) and issubclass(base, enum.Enum):
+        base = str
+    for python_type, sql in _SQL_TYPES:
+        if isinstance(base, type) and issubclass(base, python_type):
+            return sql, nullable
+    raise TypeError(f"no warehouse column type for {annotation!r}")
+
+
+def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
+                  computed: dict[str, str] | None = None, nullable: frozenset[str] = frozenset()
+                  ) -> tuple[Column, ...]:
+    """The columns of a record model, in field order.
+
+    checks: column -> CHECK clause. computed: property -> the column it follows (its type from
+    the property's return annotation; it is never NULL). nullable: required fields whose column
+    still accepts NULL."""
+    checks, computed = checks or {}, computed or {}
+    after = {anchor: prop for prop, anchor in computed.items()}
+    out = []
+    for name, info in model.model_fields.items():
+        sql, is_nullable = _sql_type(info.annotation)
+        default = info.default if isinstance(info.default, str) else None
+        extra = " ".join(x for x in ("DEFAULT " + _quote(default) if default is not None else "",
+                                     checks.get(name, "")) if x)
+        out.append(Column(name, sql, not (is_nullable or name in nullable), extra))
+        if name in after:
+            prop = after[name]
+            sql, _ = _sql_type(typing.get_type_hints(getattr(model, prop).fget)["return"])
+            out.append(Column(prop, sql, True, checks.get(prop, "")))
+    return tuple(out)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# -- the tables ---------------------------------------------------------------------------------
+
+OFFER_COLUMNS = model_columns(
+    Offer,
+    checks={"gpu_count": "CHECK (gpu_count > 0)",
+            "price_per_hour": "CHECK (price_per_hour > 0 AND isfinite(price_per_hour))",
+            "price_per_gpu_hour": "CHECK (price_per_gpu_hour > 0)"},
+    computed={"price_per_gpu_hour": "price_per_hour"})
+EGRESS_COLUMNS = model_columns(EgressPrice, checks={"usd_per_gb": "CHECK (usd_per_gb >= 0)"})
+STORAGE_COLUMNS = model_columns(StoragePrice, checks={"usd_per_gb_month": "CHECK (usd_per_gb_month > 0)"})
+
+# The facts of each provider, as its last successful load stored them. The columns of the
+# required facts below accept NULL as they always have, so a new warehouse and one upgraded
+# from an older gpuledger have the same table.
+_PROVIDER_FACTS = model_columns(
+    ProviderFacts, nullable=frozenset({"billing_granularity_s", "price_source", "source_urls"}))
+PROVIDER_FACT_COLUMNS = tuple(c.name for c in _PROVIDER_FACTS)
+PROVIDER_COLUMNS = (
+    (Column("provider", "VARCHAR", extra="PRIMARY KEY"),)
+    + _PROVIDER_FACTS
+    + (Column("updated_at", "TIMESTAMPTZ", True),))
+
+CURRENT_ROW_COLUMNS = (
+    Column("content_hash", "VARCHAR", True),
+    Column("first_seen", "TIMESTAMPTZ", True),
+    Column("last_seen", "TIMESTAMPTZ", True),
+    Column("run_id", "VARCHAR", True),
+)
+HISTORY_ROW_COLUMNS = (
+    Column("content_hash", "VARCHAR", True),
+    Column("valid_from", "TIMESTAMPTZ", True),
+    Column("valid_to", "TIMESTAMPTZ"),  # NULL: this version is current
+    Column("run_id", "VARCHAR", True),  # the scrape that first saw this version
+    Column("closed_by_run_id", "VARCHAR"),  # the scrape that saw it change or vanish
+)
+
+SCRAPE_RUN_COLUMNS = (
+    Column("run_id", "VARCHAR", extra="PRIMARY KEY"),
+    Column("refresh_id", "VARCHAR", True),
+    Column("provider", "VARCHAR", True),
+    Column("mode", "VARCHAR", True),  # live | replay | record
+    Column("started_at", "TIMESTAMPTZ", True),
+    Column("finished_at", "TIMESTAMPTZ"),
+    Column("state", "VARCHAR", True),  # ok | failed
+    *(Column(c, "INTEGER", True, "DEFAULT 0") for c in (
+        "rows_parsed", "rows_loaded", "rows_quarantined", "egress_rows", "storage_rows",
+        "offers_new", "offers_changed", "offers_closed", "requests")),
+    Column("duration_s", "DOUBLE"),
+    Column("error", "VARCHAR"),
+    Column("notes", "VARCHAR"),
+)
+QUARANTINE_COLUMNS = (
+    Column("run_id", "VARCHAR", True),
+    Column("provider", "VARCHAR", True),
+    Column("kind", "VARCHAR", True),
+    Column("source_ref", "VARCHAR", True),
+    Column("reason", "VARCHAR", True),
+    Column("raw", "VARCHAR", True),
+    Column("quarantined_at", "TIMESTAMPTZ", True),
+)
+GPU_MODEL_COLUMNS = (
+    Column("gpu_model", "VARCHAR", extra="PRIMARY KEY"),
+    Column("vendor", "VARCHAR", True),
+    Column("family", "VARCHAR", True),  # the bare name a source may give: "H100"
+    Column("memory_gb", "DOUBLE", True),
+    Column("memory_type", "VARCHAR", True),
+    Column("memory_bandwidth_tbs", "DOUBLE"),
+    Column("architecture", "VARCHAR", True),
+    *(Column(c, "BOOLEAN", True) for c in ("bf16", "fp8", "fp4", "int8")),
+    Column("nvlink", "VARCHAR"),
+    Column("form_factor", "VARCHAR"),
+    Column("segment", "VARCHAR", True),  # datacenter | workstation | consumer
+    Column("source", "VARCHAR"),
+)
+GPU_ALIAS_COLUMNS = (
+    Column("provider", "VARCHAR", True),  # '*' for names every source uses
+    Column("alias", "VARCHAR", True),  # normalized: lower case, single spaces
+    Column("memory_mib_min", "INTEGER"),
+    Column("memory_mib_max", "INTEGER"),
+    Column("gpu_model", "VARCHAR", True),
+    Column("variant_exact", "BOOLEAN", True),
+)
+
+# Table -> its columns, in creation order.
+TABLES: dict[str, tuple[Column, ...]] = {
+    "offers": OFFER_COLUMNS + CURRENT_ROW_COLUMNS,
+    "offer_history": OFFER_COLUMNS + HISTORY_ROW_COLUMNS,
+    "egress_prices": EGRESS_COLUMNS + CURRENT_ROW_COLUMNS,
+    "egress_price_history": EGRESS_COLUMNS + HISTORY_ROW_COLUMNS,
+    "storage_prices": STORAGE_COLUMNS + CURRENT_ROW_COLUMNS,
+    "storage_price_history": STORAGE_COLUMNS + HISTORY_ROW_COLUMNS,
+    "scrape_runs": SCRAPE_RUN_COLUMNS,
+    "quarantine": QUARANTINE_COLUMNS,
+    "providers": PROVIDER_COLUMNS,
+    "gpu_models": GPU_MODEL_COLUMNS,
+    "gpu_aliases": GPU_ALIAS_COLUMNS,
+}
+
+
+def column_names(table: str) -> tuple[str, ...]:
+    return tuple(c.name for c in TABLES[table])
+
+
+def create_sql() -> str:
+    """The DDL of every table at the current version."""
+    return "".join(
+        f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in columns) + "\n);\n"
+        for table, columns in TABLES.items())
+
+
+# -- current tables with SCD2 history -------------------------------------------------------------
 
 # Attributes whose change is *not* a new version of an offer: the spot feed
 # restamps an unchanged price every few minutes.
@@ -55,175 +229,47 @@ class TableSpec:
         return tuple(c for c in self.attrs if c not in UNTRACKED)
 
 
-OFFERS = TableSpec("offer", "offers", "offer_history", OFFER_KEY, OFFER_ATTRS)
-EGRESS = TableSpec("egress", "egress_prices", "egress_price_history", EGRESS_KEY, EGRESS_ATTRS)
-STORAGE = TableSpec("storage", "storage_prices", "storage_price_history", STORAGE_KEY, STORAGE_ATTRS)
+def _spec(kind: str, table: str, history: str, columns: tuple[Column, ...], key: tuple[str, ...]) -> TableSpec:
+    names = tuple(c.name for c in columns)
+    assert names[:len(key)] == key, f"{table}: the key columns come first"
+    return TableSpec(kind, table, history, key, names[len(key):])
+
+
+# The key of each table comes first in its model (a record's `key` property).
+OFFERS = _spec("offer", "offers", "offer_history", OFFER_COLUMNS,
+               ("provider", "region", "zone", "instance_type", "purchase_option"))
+EGRESS = _spec("egress", "egress_prices", "egress_price_history", EGRESS_COLUMNS,
+               ("provider", "region", "destination", "tier_start_gb"))
+STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_COLUMNS,
+                ("provider", "region", "storage_class"))
 SPECS = (OFFERS, EGRESS, STORAGE)
 
-_OFFER_COLUMNS_SQL = """
-    provider            VARCHAR NOT NULL,
-    region              VARCHAR NOT NULL,
-    zone                VARCHAR NOT NULL DEFAULT '',
-    instance_type       VARCHAR NOT NULL,
-    purchase_option     VARCHAR NOT NULL,
-    gpu_model           VARCHAR NOT NULL,
-    gpu_variant_exact   BOOLEAN NOT NULL,
-    gpu_name_reported   VARCHAR NOT NULL,
-    gpu_vendor          VARCHAR NOT NULL,
-    gpu_count           DOUBLE NOT NULL CHECK (gpu_count > 0),
-    gpu_memory_gb       DOUBLE,
-    gpu_memory_gb_nominal DOUBLE,
-    total_gpu_memory_gb DOUBLE,
-    vcpus               DOUBLE,
-    ram_gb              DOUBLE,
-    local_disk_gb       DOUBLE,
-    interconnect        VARCHAR,
-    network_gbps        DOUBLE,
-    multinode_fabric    VARCHAR,
-    price_per_hour      DOUBLE NOT NULL CHECK (price_per_hour > 0 AND isfinite(price_per_hour)),
-    price_per_gpu_hour  DOUBLE NOT NULL CHECK (price_per_gpu_hour > 0),
-    source_currency     VARCHAR NOT NULL,
-    source_price_per_hour DOUBLE NOT NULL,
-    price_observed_at   VARCHAR,
-    billing_granularity_s INTEGER,
-    minimum_charge_s    INTEGER,
-    available           BOOLEAN,
-    available_count     INTEGER,
-    availability_level  VARCHAR,
-    interruption_risk   VARCHAR,
-    spot_savings_pct    DOUBLE,
-    reliability         DOUBLE,
-    provider_data       VARCHAR NOT NULL DEFAULT '{}',
-    content_hash        VARCHAR NOT NULL,
-"""
 
-_EGRESS_COLUMNS_SQL = """
-    provider            VARCHAR NOT NULL,
-    region              VARCHAR NOT NULL,
-    destination         VARCHAR NOT NULL,
-    tier_start_gb       DOUBLE NOT NULL,
-    tier_end_gb         DOUBLE,
-    usd_per_gb          DOUBLE NOT NULL CHECK (usd_per_gb >= 0),
-    source_currency     VARCHAR NOT NULL,
-    source_usd_per_gb   DOUBLE NOT NULL,
-    description         VARCHAR NOT NULL DEFAULT '',
-    content_hash        VARCHAR NOT NULL,
-"""
+# -- versions ---------------------------------------------------------------------------------
 
-_STORAGE_COLUMNS_SQL = """
-    provider            VARCHAR NOT NULL,
-    region              VARCHAR NOT NULL,
-    storage_class       VARCHAR NOT NULL,
-    usd_per_gb_month    DOUBLE NOT NULL CHECK (usd_per_gb_month > 0),
-    source_currency     VARCHAR NOT NULL,
-    source_usd_per_gb_month DOUBLE NOT NULL,
-    description         VARCHAR NOT NULL DEFAULT '',
-    content_hash        VARCHAR NOT NULL,
-"""
-
-
-def _current_and_history(table: str, history: str, columns_sql: str) -> str:
-    return f"""
-CREATE TABLE {table} ({columns_sql}
-    first_seen          TIMESTAMPTZ NOT NULL,
-    last_seen           TIMESTAMPTZ NOT NULL,
-    run_id              VARCHAR NOT NULL
-);
-CREATE TABLE {history} ({columns_sql}
-    valid_from          TIMESTAMPTZ NOT NULL,
-    valid_to            TIMESTAMPTZ,            -- NULL: this version is current
-    run_id              VARCHAR NOT NULL,       -- the scrape that first saw this version
-    closed_by_run_id    VARCHAR                 -- the scrape that saw it change or vanish
-);
-"""
-
-
-MIGRATIONS: list[tuple[int, str, str]] = [
+# (version, description, SQL): what each version changed, for a warehouse made before it.
+# Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
+INITIAL = (1, "initial schema: offers, history, runs, quarantine, providers, GPU reference")
+UPGRADES: list[tuple[int, str, str]] = [
     (
-        1,
-        "initial schema: offers, history, runs, quarantine, providers, GPU reference",
-        _current_and_history("offers", "offer_history", _OFFER_COLUMNS_SQL)
-        + _current_and_history("egress_prices", "egress_price_history", _EGRESS_COLUMNS_SQL)
-        + _current_and_history("storage_prices", "storage_price_history", _STORAGE_COLUMNS_SQL)
-        + """
-CREATE TABLE scrape_runs (
-    run_id              VARCHAR PRIMARY KEY,
-    refresh_id          VARCHAR NOT NULL,
-    provider            VARCHAR NOT NULL,
-    mode                VARCHAR NOT NULL,        -- live | replay | record
-    started_at          TIMESTAMPTZ NOT NULL,
-    finished_at         TIMESTAMPTZ,
-    state               VARCHAR NOT NULL,        -- ok | failed
-    rows_parsed         INTEGER NOT NULL DEFAULT 0,
-    rows_loaded         INTEGER NOT NULL DEFAULT 0,
-    rows_quarantined    INTEGER NOT NULL DEFAULT 0,
-    egress_rows         INTEGER NOT NULL DEFAULT 0,
-    storage_rows        INTEGER NOT NULL DEFAULT 0,
-    offers_new          INTEGER NOT NULL DEFAULT 0,
-    offers_changed      INTEGER NOT NULL DEFAULT 0,
-    offers_closed       INTEGER NOT NULL DEFAULT 0,
-    requests            INTEGER NOT NULL DEFAULT 0,
-    duration_s          DOUBLE,
-    error               VARCHAR,
-    notes               VARCHAR
-);
-CREATE TABLE quarantine (
-    run_id              VARCHAR NOT NULL,
-    provider            VARCHAR NOT NULL,
-    kind                VARCHAR NOT NULL,
-    source_ref          VARCHAR NOT NULL,
-    reason              VARCHAR NOT NULL,
-    raw                 VARCHAR NOT NULL,
-    quarantined_at      TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE providers (
-    provider            VARCHAR PRIMARY KEY,
-    display_name        VARCHAR NOT NULL,
-    kind                VARCHAR NOT NULL,        -- hyperscaler | gpu_cloud | marketplace
-    billing_granularity_s INTEGER,
-    minimum_charge_s    INTEGER,
-    billing_notes       VARCHAR,
-    storage_persists_when_stopped BOOLEAN,
-    stopped_billing_notes VARCHAR,
-    access_ssh          BOOLEAN,
-    access_docker       BOOLEAN,
-    access_jupyter      BOOLEAN,
-    multinode_interconnect VARCHAR,
-    interruptible_offer VARCHAR,
-    price_source        VARCHAR,
-    source_urls         VARCHAR,
-    updated_at          TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE gpu_models (
-    gpu_model           VARCHAR PRIMARY KEY,
-    vendor              VARCHAR NOT NULL,
-    family              VARCHAR NOT NULL,        -- the bare name a source may give: "H100"
-    memory_gb           DOUBLE NOT NULL,
-    memory_type         VARCHAR NOT NULL,
-    memory_bandwidth_tbs DOUBLE,
-    architecture        VARCHAR NOT NULL,
-    bf16                BOOLEAN NOT NULL,
-    fp8                 BOOLEAN NOT NULL,
-    fp4                 BOOLEAN NOT NULL,
-    int8                BOOLEAN NOT NULL,
-    nvlink              VARCHAR,
-    form_factor         VARCHAR,
-    segment             VARCHAR NOT NULL,        -- datacenter | workstation | consumer
-    source              VARCHAR
-);
-CREATE TABLE gpu_aliases (
-    provider            VARCHAR NOT NULL,        -- '*' for names every source uses
-    alias               VARCHAR NOT NULL,        -- normalized: lower case, single spaces
-    memory_mib_min      INTEGER,
-    memory_mib_max      INTEGER,
-    gpu_model           VARCHAR NOT NULL,
-    variant_exact       BOOLEAN NOT NULL
-);
+        2,
+        "drop the recommender macros earlier releases stored in the warehouse",
+        # The recommender installs its macros on the connection that uses them; copies stored
+        # in the file by earlier releases would go on answering a plain DuckDB session with
+        # an outdated definition.
+        """
+drop macro table if exists fits;
+drop macro table if exists offer_facts;
+drop macro table if exists fresh_providers;
+drop macro if exists fit_ok;
+drop macro if exists precision_ok;
+drop macro if exists is_fast_interconnect;
+drop macro if exists billed_seconds;
+drop macro if exists gpuledger_macros_version;
 """,
     ),
 ]
-
-SCHEMA_VERSION = MIGRATIONS[-1][0]
+SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
@@ -235,27 +281,34 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute("select coalesce(max(version), 0) from schema_migrations").fetchall()[0][0]
 
 
-def migrate(con: duckdb.DuckDBPyConnection, migrations: list[tuple[int, str, str]] | None = None) -> list[int]:
-    """Apply every migration newer than the warehouse; return the versions applied."""
-    steps = MIGRATIONS if migrations is None else migrations
+def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]] | None = None) -> list[int]:
+    """Create the schema in an empty warehouse, or upgrade an older one; return the versions
+    applied (a new warehouse gets every version at once)."""
+    steps = UPGRADES if upgrades is None else upgrades
     con.execute(
         "create table if not exists schema_migrations ("
         " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
     )
     have = current_version(con)
+    if have == 0:
+        versions = [INITIAL] + [(v, d) for v, d, _ in steps]
+        _in_transaction(con, create_sql(), versions)
+        return [v for v, _ in versions]
     applied = []
     for version, description, sql in steps:
-        if version <= have:
-            continue
-        con.execute("begin transaction")
-        try:
-            con.execute(sql)
-            con.execute(
-                "insert into schema_migrations values (?, ?, now())", [version, description]
-            )
-            con.execute("commit")
-        except Exception:
-            con.execute("rollback")
-            raise
-        applied.append(version)
+        if version > have:
+            _in_transaction(con, sql, [(version, description)])
+            applied.append(version)
     return applied
+
+
+def _in_transaction(con: duckdb.DuckDBPyConnection, sql: str, versions: list[tuple[int, str]]) -> None:
+    con.execute("begin transaction")
+    try:
+        con.execute(sql)
+        for version, description in versions:
+            con.execute("insert into schema_migrations values (?, ?, now())", [version, description])
+        con.execute("commit")
+    except Exception:
+        con.execute("rollback")
+        raise

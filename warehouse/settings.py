@@ -48,7 +48,6 @@ class Settings(BaseSettings):
     task_runner: str = "thread"  # thread | dask (checked where the runner is made, with its own message)
     dask_address: str = ""
     dask_workers: int | None = None
-    test_hold_merge: str | None = None  # test hook: hold the first merge open (warehouse/store.py)
 
     # -- page sources -------------------------------------------------------------------------
     chromium_path: str | None = None  # a Chromium executable (path or name on PATH)

@@ -24,17 +24,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpuledger.warehouse import gpus
-from gpuledger.warehouse.recommend import install_macros
 from gpuledger.warehouse.records import Batch, Quarantined
-from gpuledger.warehouse.schema import EGRESS, OFFERS, STORAGE, TableSpec, migrate
-from gpuledger.warehouse.settings import env_name, load_settings
+from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, STORAGE, TableSpec, migrate
+from gpuledger.warehouse.settings import load_settings
 
 DEFAULT_DB = "gpuledger.duckdb"
 LOCK_WAIT_S = 60.0
@@ -71,13 +70,12 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
 
 
 # The writer's commits go to the write-ahead log, and the window is folded into the database
-# file by one checkpoint when it closes (close_writer). DuckDB's defaults checkpoint at the
-# commit of any transaction estimated to write more than 100,000 (WAL) bytes, so each provider's
-# merge paid its own checkpoint, which rewrites the history columns its closing UPDATE touched
-# (1.5-3 s of a 100k-offer night). A commit is durable either way: DuckDB writes and fsyncs the
-# WAL at commit and replays it on the next open (read-only opens included), so a writer killed
-# after some providers' commits keeps exactly those. The limits stay finite: a window whose log
-# grows past WRITER_WAL_LIMIT still checkpoints on the way.
+# file by one checkpoint when it closes (close_writer): with DuckDB's defaults every provider's
+# merge would checkpoint on its own commit, rewriting the history columns its closing UPDATE
+# touched. A commit is durable either way: DuckDB writes and fsyncs the WAL at commit and
+# replays it on the next open (read-only opens included), so a writer killed after some
+# providers' commits keeps exactly those. A window whose log grows past WRITER_WAL_LIMIT still
+# checkpoints on the way.
 WRITER_WAL_LIMIT = "1GB"
 WRITER_SETTINGS = (
     "set auto_checkpoint_skip_wal_threshold = 1000000000000",
@@ -99,7 +97,6 @@ def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
         con.execute(statement)
     migrate(con)
     sync_reference(con)
-    install_macros(con)
     return con
 
 
@@ -129,9 +126,7 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     if not allow_files:
         config = {"enable_external_access": False, "autoinstall_known_extensions": False,
                   "autoload_known_extensions": False, "lock_configuration": True}
-    con = _connect_retrying(p, wait_s, read_only=True, config=config)
-    install_macros(con)
-    return con
+    return _connect_retrying(p, wait_s, read_only=True, config=config)
 
 
 @contextmanager
@@ -258,16 +253,12 @@ def _records_table(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPy
     if not records:
         return pa.table({c: pa.array([], type=schema.field(c).type) for c in spec.columns})
     # Fields straight from each record's __dict__ (a pydantic attribute lookup walks the class
-    # MRO first: ~0.3 us, x 33 columns x 100k records = 1 s), converted by pyarrow in one
-    # row-wise pass as a struct array (each record's dict is read once, in C, with borrowed
-    # references: no per-value tuples or refcount traffic, which is what cost at 3.3 M values
-    # spread over the heap: ~0.6 s per 100k offers with a tuple per record and a transpose,
-    # ~0.35 s this way), then split into its columns without a copy. Computed properties
-    # (price_per_gpu_hour) through getattr.
-    # The cyclic garbage collector is paused meanwhile: the conversion allocates ~100k objects
-    # per 100k offers (the computed floats), enough to start full collections that walk every
-    # record on the heap, which doubled the conversion's time (0.76 s instead of 0.32 s). Nothing
-    # made here is cyclic.
+    # MRO first), converted by pyarrow in one row-wise pass as a struct array (each dict read
+    # once, in C, with no per-value tuples), then split into its columns without a copy.
+    # Computed properties (price_per_gpu_hour) through getattr.
+    # The cyclic garbage collector is paused meanwhile: the conversion allocates an object per
+    # computed value, enough to start full collections that walk every record on the heap.
+    # Nothing made here is cyclic.
     stored = [c for c in spec.columns if c in vars(records[0])]
     collecting = gc.isenabled()
     gc.disable()
@@ -286,10 +277,10 @@ def _records_table(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPy
 def _table_if_keys_unique(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPyConnection) -> pa.Table | None:
     """The records' Arrow table if no two of them share a key (the usual case, in which _dedupe
     would return them as they are), else None. Only for specs whose key columns are all text,
-    where DuckDB's equality is Python's: a DISTINCT in DuckDB (~4 ms per 12k offers) instead of
-    a Python set of key tuples (~13 ms). A record that does not convert also gives None: the
-    records then take the _dedupe way and are converted again inside the transaction, where a
-    failure fails the provider's load as it always did."""
+    where DuckDB's equality is Python's, so a DISTINCT in DuckDB can replace a Python set of key
+    tuples. A record that does not convert also gives None: the records then take the _dedupe
+    way and are converted again inside the transaction, where a failure fails the provider's
+    load."""
     try:
         table = _records_table(spec, records, con)
     except Exception:  # see the docstring: reported by the conversion inside the transaction
@@ -319,11 +310,11 @@ def _dedupe(records: list[Any], kind: str, quarantined: list[Quarantined], provi
     return out
 
 
-def _hash_expr(spec: TableSpec, alias: str = "") -> str:
+def content_hash_sql(spec: TableSpec, alias: str = "") -> str:
     """content_hash of new and changed rows: a 64-bit fingerprint of the key and the tracked
     columns (DuckDB's hash(), as text). It pairs a current row with its open history version;
     whether a row changed is decided by comparing its columns, never its hash, so a collision
-    cannot hide a change. (md5 of the row cast to text cost 5.7 us a row, hash() 0.2 us.)"""
+    cannot hide a change, and hash() is far cheaper per row than md5 of the row as text."""
     prefix = f"{alias}." if alias else ""
     return f"hash({', '.join(prefix + c for c in spec.key + spec.tracked)})::VARCHAR"
 
@@ -338,7 +329,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
 
     A row whose tracked content equals its current row's (compared value by value,
     NULLs equal) is `unchanged` and keeps that row's content_hash; only new and changed
-    rows are hashed (_hash_expr). The current table is edited in place (changed and
+    rows are hashed (content_hash_sql). The current table is edited in place (changed and
     vanished rows deleted, new and changed rows inserted, the rest restamped), so a
     nightly load writes little more than what changed.
 
@@ -357,7 +348,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     try:
         con.execute(
             f"""create or replace temp table {stage} as
-                select *, case when unchanged then current_hash else {_hash_expr(spec)} end as content_hash
+                select *, case when unchanged then current_hash else {content_hash_sql(spec)} end as content_hash
                 from (select s.*, coalesce(o.content_hash is not null and {same}, false) as unchanged,
                              o.content_hash as current_hash, o.first_seen as current_first_seen
                       from _incoming s left join (select * from {spec.table} where provider = $p) o
@@ -392,8 +383,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     # restamped by a scan of the current table (untracked columns by a lookup in the stage),
     # not by UPDATE ... FROM a join: a join hands DuckDB the row ids in its probe order, and
     # updating rows scattered over the table (as a provider's unchanged rows are after a few
-    # nights of deletes and appends) in that order cost 10-20x more (~180 ms, not ~10 ms, per
-    # 12k offers).
+    # nights of deletes and appends) in that order is many times slower.
     untracked = "".join(
         f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)"
         for c in spec.attrs if c not in spec.tracked)
@@ -528,7 +518,7 @@ def _prepare(outcome: ScrapeOutcome, con: duckdb.DuckDBPyConnection) -> Prepared
 
 class LoadPreparer:
     """What load_outcome does before its transaction, without opening the warehouse:
-    deduplication and the records-to-Arrow conversion (~0.4 s of Python per 100k offers). Done
+    deduplication and the records-to-Arrow conversion (the Python part of a load). Done
     before the write window, which then holds the writer's lock (and keeps every reader out)
     only for the SQL; a refresh prepares each provider as its scrape finishes, while the
     others are still fetching. Column types come from an in-memory database at the current
@@ -561,11 +551,14 @@ def prepare_loads(outcomes: Sequence[ScrapeOutcome]) -> list[PreparedLoad]:
 
 def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh_id: str,
                  policy: AnomalyPolicy | None = None, now: datetime | None = None,
-                 prepared: PreparedLoad | None = None) -> LoadReport:
+                 prepared: PreparedLoad | None = None,
+                 on_offers_merged: Callable[[str], None] | None = None) -> LoadReport:
     """Merge one provider's scrape in one transaction, or record why it was not loaded.
 
     `prepared`: this outcome's PreparedLoad from prepare_loads (a write window's loads are
     prepared before it opens); without it the preparation is done here.
+    `on_offers_merged(provider)` is called inside the transaction right after the provider's
+    offers were merged: the process-fault tests hold the write window open there.
     """
     policy = policy or AnomalyPolicy()
     now = now or utcnow()
@@ -598,13 +591,14 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     n, c, cl = _merge(con, spec, outcome.provider, rows, run_id, now)
                     if spec is OFFERS:
                         report.new, report.changed, report.closed = n, c, cl
-                        _test_hold(outcome.provider)
+                        if on_offers_merged is not None:
+                            on_offers_merged(outcome.provider)
                 report.rows_loaded = len(batch.offers)
                 report.egress_rows = len(batch.egress)
                 report.storage_rows = len(batch.storage)
                 report.state = "ok"
                 if outcome.provider_facts:
-                    _upsert_provider(con, outcome.provider_facts, now)
+                    upsert_provider_facts(con, outcome.provider_facts, now)
         if batch is not None:
             report.notes = list(batch.notes)
         if quarantined:
@@ -657,29 +651,6 @@ def root_cause(err: BaseException) -> str:
     return f"{type(first).__name__}: {text}"[:500] if first is not err else text[:500]
 
 
-# Test hook (inert in production): when the `test_hold_merge` setting names a folder, the first
-# provider's merge of this process, inside its transaction right after its offers were replaced,
-# writes <folder>/merging (this pid) and waits until <folder>/release exists (at most 120 s).
-# tests/faults/test_process_faults.py uses it to SIGKILL a real `gpuledger refresh` mid-merge and
-# to run readers and a second refresh against a write window held open.
-TEST_HOLD_ENV = env_name("test_hold_merge")
-_test_held = False
-
-
-def _test_hold(provider: str) -> None:
-    global _test_held
-    folder = load_settings().test_hold_merge
-    if not folder or _test_held:
-        return
-    _test_held = True
-    hold = Path(folder)
-    (hold / "merging.part").write_text(f"{os.getpid()} {provider}")
-    os.replace(hold / "merging.part", hold / "merging")  # whole or absent: the test polls for it
-    deadline = time.monotonic() + 120
-    while not (hold / "release").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: LoadReport,
                 refresh_id: str, run_id: str) -> None:
     con.execute(
@@ -694,19 +665,13 @@ def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: 
          report.error, "; ".join(report.notes) or None])
 
 
-PROVIDER_FACT_COLUMNS = (
-    "display_name", "kind", "billing_granularity_s", "minimum_charge_s", "billing_notes",
-    "storage_persists_when_stopped", "stopped_billing_notes", "access_ssh", "access_docker", "access_jupyter",
-    "multinode_interconnect", "interruptible_offer", "price_source", "source_urls",
-)
-
-
-def _upsert_provider(con: duckdb.DuckDBPyConnection, facts: dict[str, Any], now: datetime) -> None:
+def upsert_provider_facts(con: duckdb.DuckDBPyConnection, facts: dict[str, Any], now: datetime) -> None:
+    """Replace the provider's `providers` row with `facts` (a ProviderFacts' fields and `provider`)."""
     values = {c: facts.get(c) for c in PROVIDER_FACT_COLUMNS}
     if isinstance(values["source_urls"], (list, tuple)):
         values["source_urls"] = json.dumps(list(values["source_urls"]))
     con.execute("delete from providers where provider = ?", [facts["provider"]])
-    cols = ("provider",) + PROVIDER_FACT_COLUMNS + ("updated_at",)
+    cols = ("provider", *values, "updated_at")
     con.execute(
         f"insert into providers ({', '.join(cols)}) values ({', '.join('?' for _ in cols)})",
         [facts["provider"], *values.values(), now])

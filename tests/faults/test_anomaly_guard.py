@@ -95,7 +95,7 @@ def offers(provider: str, n: int, price: float, option: str, start: int = 0) -> 
 
 def both(od: int, od_price: float, spot: int, spot_price: float) -> Batch:
     b = offers("aws", od, od_price, "on_demand")
-    b.extend(offers("aws", spot, spot_price, "spot", start=1000))
+    b.offers += offers("aws", spot, spot_price, "spot", start=1000).offers
     return b
 
 

@@ -6,11 +6,11 @@
 - a full disk (RLIMIT_FSIZE in the child) for a refresh and for an export, and an export
   directory that cannot be created.
 
-Holding the write window open. `warehouse.store` has a test hook, inert unless the env
-var GPULEDGER_TEST_HOLD_MERGE names a folder: the refresh's first provider merge, inside its
-transaction right after the provider's offers were replaced, writes <folder>/merging and waits
-for <folder>/release. So "kill during the merge" and "a second refresh during the write window"
-are deterministic, not a race against a sleep.
+Holding the write window open. The held refresh runs the command line through held_refresh.py,
+which passes `warehouse.store.load_outcome` an `on_offers_merged` hook: the refresh's first
+provider merge, inside its transaction right after the provider's offers were replaced, writes
+<folder>/merging and waits for <folder>/release. So "kill during the merge" and "a second refresh
+during the write window" are deterministic, not a race against a sleep.
 
 The children talk to one Prefect API server started for this module (prefect_test_harness),
 instead of each starting its own ephemeral server: same flow, a third of the start-up.
@@ -36,7 +36,7 @@ import pytest
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
-from gpuledger.warehouse.store import TEST_HOLD_ENV, AnomalyPolicy, utcnow
+from gpuledger.warehouse.store import AnomalyPolicy, utcnow
 
 pytestmark = pytest.mark.prefect
 PROVIDERS = ("lambda", "runpod")  # small, fast recordings: the subject is the process, not the parse
@@ -58,7 +58,7 @@ def cli_cmd(*args: str) -> list[str]:
 
 
 def cli_env(api: str | None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != TEST_HOLD_ENV}
+    env = dict(os.environ)
     if api:
         env["PREFECT_API_URL"] = api
     env.update(extra)
@@ -132,9 +132,10 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 180) -> s
 def start_held_refresh(db: Path, recordings: Path, hold: Path, api: str) -> subprocess.Popen[str]:
     hold.mkdir(exist_ok=True)
     return subprocess.Popen(
-        cli_cmd("refresh", "--replay", "--recordings", str(recordings), "--db", str(db),
-                *[a for p in PROVIDERS for a in ("-p", p)]),
-        env=cli_env(api, **{TEST_HOLD_ENV: str(hold)}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [sys.executable, str(Path(__file__).with_name("held_refresh.py")), str(hold),
+         "refresh", "--replay", "--recordings", str(recordings), "--db", str(db),
+         *[a for p in PROVIDERS for a in ("-p", p)]],
+        env=cli_env(api), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def assert_check_passes(db: Path) -> None:

@@ -1,7 +1,7 @@
 """Which rented GPU to fine-tune on: matching and cost, from the warehouse.
 
 `recommend(con, request)` works the way a practitioner does: estimate the
-memory the job needs (warehouse.memory), find the current offers that fit it
+memory the job needs (warehouse.recommender.memory), find the current offers that fit it
 from providers whose data is fresh (the SQL table macro `fits`, so a SQL user
 gets the same candidate set), and rank them by what the job would really
 cost: compute billed with the provider's increment and minimum charge, plus
@@ -14,56 +14,19 @@ Formulas and assumptions: docs/recommender.md. Everything here only reads.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import duckdb
-import numpy as np
 
-from gpuledger.warehouse.memory import MemoryEstimate, TrainingSetup, estimate
-from gpuledger.warehouse.offer_facts import TABLE, OfferFacts, is_read_only, offer_facts
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
+from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 
-SQL_PATH = Path(__file__).parent / "sql" / "recommend.sql"
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
-SLOW_FP16_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal")
-
-
-# -- SQL macros -----------------------------------------------------------------
-
-MACROS_SQL = SQL_PATH.read_text()
-# Installed with the macros, so a connection that already has this very version skips the reinstall
-# (recommend() runs per request; re-creating the macros each time cost 5-9 ms).
-MACROS_VERSION = hashlib.sha256(MACROS_SQL.encode()).hexdigest()[:16]
-
-
-def install_macros(con: duckdb.DuckDBPyConnection, temporary: bool | None = None) -> None:
-    """Create (or replace) the recommender's macros: billed_seconds, is_fast_interconnect,
-    fresh_providers, offer_facts, precision_ok, fit_ok, fits (warehouse/sql/recommend.sql), and
-    gpuledger_macros_version().
-
-    temporary=None: persisted in the warehouse file when `con` can write (the
-    DuckDB CLI, pandas and polars then see them too), TEMP macros when it is
-    read-only. Idempotent and cheap; call it right after opening the warehouse.
-    """
-    sql = MACROS_SQL + f"\ncreate or replace macro gpuledger_macros_version() as '{MACROS_VERSION}';\n"
-    if temporary is None:
-        temporary = is_read_only(con)
-    if temporary:
-        sql = sql.replace("create or replace macro", "create or replace temp macro")
-    con.execute(sql)
-
-
-def macros_current(con: duckdb.DuckDBPyConnection) -> bool:
-    """True when `con` sees this code's version of the macros (persisted or temporary)."""
-    try:
-        return con.execute("select gpuledger_macros_version()").fetchall()[0][0] == MACROS_VERSION
-    except duckdb.Error:  # not installed, or installed by an older gpuledger
-        return False
 
 
 # -- request and results ------------------------------------------------------------
@@ -90,7 +53,7 @@ class RecommendRequest:
     max_gpus: int = 8  # GPUs per plan (all nodes together)
     max_nodes: int = 1  # > 1 allows multi-node sharded plans (needs an RDMA fabric)
     shard_lora: bool = False  # allow FSDP-sharded LoRA/QLoRA across the GPUs of a node
-    max_age_hours: float = 36.0  # a provider's last successful scrape must be this recent
+    max_age_hours: float = DEFAULT_MAX_AGE_HOURS  # a provider's last successful scrape must be this recent
     headroom: float = DEFAULT_HEADROOM  # fraction of GPU memory left free
     dataset_gb: float = 1.0  # training data kept on disk
     checkpoints_kept: int = 1  # resumable checkpoints kept on disk at once
@@ -195,16 +158,6 @@ class Candidate:
         return d
 
 
-@dataclass(frozen=True)
-class ProviderFreshness:
-    provider: str
-    last_ok: datetime | None
-    last_attempt: datetime | None
-    last_state: str | None
-    age_hours: float | None
-    offers: int
-
-
 @dataclass
 class Recommendation:
     request: RecommendRequest
@@ -215,6 +168,7 @@ class Recommendation:
     stale_providers: list[ProviderFreshness]  # excluded: last successful scrape too old (or never)
     considered: int  # fitting offers before collapsing and the top-N cut
     notes: list[str] = field(default_factory=list)
+    offers_per_provider: dict[str, int] = field(default_factory=dict)  # current offers of each provider
 
     @property
     def nothing_fits(self) -> bool:
@@ -228,31 +182,29 @@ class Recommendation:
             "estimate": self.estimate.as_dict(),
             "sharded_estimates": {str(k): v.as_dict() for k, v in sorted(self.sharded_estimates.items())},
             "candidates": [c.as_dict() for c in self.candidates],
-            "fresh_providers": [asdict(p) for p in self.fresh_providers],
-            "stale_providers": [asdict(p) for p in self.stale_providers],
+            "fresh_providers": [self._freshness_dict(p) for p in self.fresh_providers],
+            "stale_providers": [self._freshness_dict(p) for p in self.stale_providers],
             "considered": self.considered,
             "nothing_fits": self.nothing_fits,
             "notes": list(self.notes),
         }
 
+    def _freshness_dict(self, p: ProviderFreshness) -> dict[str, Any]:
+        return {"provider": p.provider, "last_ok": p.last_ok, "last_attempt": p.last_attempt,
+                "last_state": p.last_state, "age_hours": p.age_hours,
+                "offers": self.offers_per_provider.get(p.provider, 0)}
+
 
 # -- cost arithmetic (pure) ------------------------------------------------------
-
-def billed_seconds_array(duration_s: float, granularity_s: np.ndarray, minimum_s: np.ndarray) -> np.ndarray:
-    """Billed seconds of one run on each offer: raised to the minimum charge, rounded up to the
-    increment (granularity_s and minimum_s already resolved: no missing values)."""
-    gran = np.maximum(granularity_s, 1.0)
-    return np.ceil(np.round(np.maximum(duration_s, minimum_s) / gran, 9)) * gran
-
 
 def billed_seconds(duration_s: float, granularity_s: int | None, minimum_s: int | None) -> float:
     """One run's billed seconds: raised to the minimum charge, rounded up to the increment.
 
     Same rule as the SQL macro billed_seconds; a missing increment counts as 3600 s.
     """
-    gran = int(granularity_s if granularity_s is not None else 3600)
-    return float(billed_seconds_array(float(duration_s), np.array([gran], dtype=float),
-                                      np.array([float(minimum_s or 0)]))[0])
+    gran = max(int(granularity_s if granularity_s is not None else 3600), 1)
+    d = max(float(duration_s), float(minimum_s or 0))
+    return float(math.ceil(round(d / gran, 9)) * gran)
 
 
 def compute_cost(price_per_hour: float, hours: float, runs: int, granularity_s: int | None,
@@ -279,28 +231,15 @@ def storage_cost(gb: float, usd_per_gb_month: float, hours: float) -> float:
 
 # -- warehouse queries ------------------------------------------------------------
 
-def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, facts: OfferFacts
+def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers_per_provider: dict[str, int]
                ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
-    rows = con.execute(
-        """with runs as (
-               select provider,
-                      max(finished_at) filter (where state = 'ok') as last_ok,
-                      max(finished_at) as last_attempt,
-                      arg_max(state, finished_at) as last_state
-               from scrape_runs group by provider)
-           select r.provider, r.last_ok, r.last_attempt, r.last_state, f.provider is not null as fresh,
-                  date_diff('second', r.last_ok, coalesce(?::timestamptz, now())) / 3600.0 as age
-           from runs r
-           left join fresh_providers(max_age_hours := ?, as_of := ?) f on f.provider = r.provider""",
-        [request.as_of, request.max_age_hours, request.as_of]).fetchall()
-    runs = {r[0]: r for r in rows}
+    """(fresh, stale) providers within the request's provider filter: every provider with a scrape
+    run or a current offer (an offer's provider without a run is stale)."""
     fresh, stale = [], []
-    for provider in sorted(runs.keys() | facts.offers_per_provider.keys()):
-        if request.providers and provider not in request.providers:
+    for p in provider_freshness(con, request.max_age_hours, request.as_of, offers_per_provider):
+        if request.providers and p.provider not in request.providers:
             continue
-        _, last_ok, last_attempt, last_state, is_fresh, age = runs.get(provider, (provider, None, None, None, False, None))
-        p = ProviderFreshness(provider, last_ok, last_attempt, last_state, age, facts.offers_per_provider.get(provider, 0))
-        (fresh if is_fresh else stale).append(p)
+        (fresh if p.fresh else stale).append(p)
     return fresh, stale
 
 
@@ -318,125 +257,127 @@ def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
     return " and ".join(where), args
 
 
-# Which plan each current offer fits, within the request's filters: the first plan (single GPU,
-# then fewest nodes) whose fit_ok holds, the rule `fits` applies, with the plan's GPUs within
-# max_gpus. Offers that fit none are left out. One scan of the temp table kept by
-# warehouse.offer_facts; only numbers reach Python. Freshness (fresh_providers, as `fits` joins
-# it) is applied by _ranked: joining the macro here cost 8-13 ms a request.
-_FIT_SQL = """
-select pos, plan_idx, precision_ok($precision, gpu_bf16, gpu_architecture) as precision_supported
-from (select pos, gpu_bf16, gpu_architecture, case {plan_cases} end as plan_idx
-      from temp.{table}
-      where ($spot or purchase_option = 'on_demand') and {where})
-where plan_idx is not null
+def _fits_call(i: int) -> str:
+    """One `fits` call for plan i: its need, GPU and node counts are $need_i, $gpus_i, $nodes_i; the
+    request's own arguments come from _fits_params."""
+    return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
+            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of)")
+
+
+def _fits_params(request: RecommendRequest) -> dict[str, Any]:
+    return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
+            "precision": request.precision, "as_of": request.as_of}
+
+
+# The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
+# candidates; the single-GPU plan first, then fewest nodes: an offer keeps the first plan it
+# fits), costed as the pure functions above cost one offer (billed compute; storage at the
+# region's cheapest class, else the provider's cheapest; egress through the region's tiers, else
+# the provider's dearest region), ordered by (slow path, total, price per hour, key), collapsed
+# to one row per provider/instance type/purchase option when asked, and cut to the top N. The
+# ranking carries narrow rows; the wide columns are joined back for the top N only.
+_NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
+           "granularity_s, minimum_s, precision_supported, gpu_vendor")
+_WIDE = ", ".join(f"h.{c}" for c in (
+    "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_count", "gpu_variant_exact",
+    "gpu_architecture", "plan", "gpus_used", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
+    "interconnect", "price_per_gpu_hour", "available", "billing_source"))
+_KEY = "provider, region, zone, instance_type, purchase_option"
+_ORDER = "tier, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
+_COSTED_SQL = """
+with plans(plan_idx, need_gb, storage_gb, egress_gb) as (values {plan_values}),
+hits as not materialized ({hits}),
+chosen as (select {narrow} from hits {first_plan_only}),
+storage_region as (
+    select provider, region, min(usd_per_gb_month) as usd,
+           arg_min(storage_class, (usd_per_gb_month, storage_class)) as storage_class
+    from storage_prices group by all),
+storage_provider as (
+    select provider, min(usd) as usd, arg_min(storage_class, (usd, storage_class)) as storage_class
+    from storage_region group by all),
+egress_region as (
+    select p.plan_idx, e.provider, e.region,
+           sum(greatest(least(p.egress_gb, coalesce(e.tier_end_gb, p.egress_gb)) - e.tier_start_gb, 0)
+               * e.usd_per_gb) as usd
+    from egress_prices e cross join plans p
+    where e.destination = 'internet'
+    group by all),
+egress_provider as (
+    select plan_idx, provider, max(usd) as usd from egress_region group by all),
+costed as (
+    select c.*, p.need_gb, p.storage_gb, p.egress_gb,
+           billed_seconds($hours * 3600.0, c.granularity_s, c.minimum_s) as billed_s,
+           coalesce(sr.storage_class, sp.storage_class) as storage_class,
+           coalesce(sr.usd, sp.usd, 0.0) as storage_usd_per_gb_month,
+           case when sr.usd is not null then 'region' when sp.usd is not null then 'provider'
+                else 'none' end as storage_source,
+           coalesce(er.usd, ep.usd, 0.0) as egress_usd,
+           case when er.usd is not null then 'region' when ep.usd is not null then 'provider'
+                else 'none' end as egress_source,
+           case when not c.precision_supported
+                     or ($method = 'qlora' and coalesce(c.gpu_vendor, '') <> 'NVIDIA') then 1
+                else 0 end as tier
+    from chosen c
+    join plans p on p.plan_idx = c.plan_idx
+    left join storage_region sr on sr.provider = c.provider and sr.region = c.region
+    left join storage_provider sp on sp.provider = c.provider
+    left join egress_region er on er.plan_idx = c.plan_idx and er.provider = c.provider and er.region = c.region
+    left join egress_provider ep on ep.plan_idx = c.plan_idx and ep.provider = c.provider),
+totals as (
+    select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
+    from (select *,
+                 $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
+                 storage_gb * storage_usd_per_gb_month * $storage_hours / {hours_per_month} as storage_usd
+          from costed)),
+{best}
+select best.*, {wide}
+from best join hits h using (plan_idx, {key})
+order by {best_order}
 """
-_PLAN_CASE = ("when gpu_count * $nodes_{i} <= $max_gpus and fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, "
-              "multinode_fabric, $need_{i}, $gpus_{i}, $nodes_{i}, $headroom) then {i}")
+# An offer fits several plans: it keeps the first (single-GPU, then fewest nodes).
+_FIRST_PLAN_ONLY = f"qualify row_number() over (partition by {_KEY} order by plan_idx) = 1"
+# Every place of an instance type and purchase option: the cheapest stands for them all.
+_BEST_PER_INSTANCE = """grouped as (
+    select arg_min(t, (t.tier, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
+           count(*) - 1 as other_locations,
+           sum(count(*)) over () as considered
+    from totals t
+    group by t.provider, t.instance_type, t.purchase_option),
+best as (
+    select unnest(pick), other_locations, considered from grouped
+    order by pick.tier, pick.sort_total, pick.price_per_hour, pick.provider, pick.region, pick.zone,
+             pick.instance_type, pick.purchase_option
+    limit $top)"""
+_BEST_EVERYWHERE = f"""best as (
+    select *, 0 as other_locations, count(*) over () as considered from totals
+    order by {_ORDER}
+    limit $top)"""
 
 
-def _egress_by_place(facts: OfferFacts, gb: float) -> tuple[np.ndarray, list[str]]:
-    """USD to send `gb` to the internet from each place: through the region's tiers, else the
-    provider's dearest region, else nothing known (0, flagged)."""
-    in_region = {key: tiered_egress_cost(gb, tiers) for key, tiers in facts.egress_tiers.items()}
-    dearest: dict[str, float] = {}
-    for (provider, _), usd in in_region.items():
-        dearest[provider] = max(dearest.get(provider, usd), usd)
-    usd_by_place, sources = np.zeros(len(facts.places)), []
-    for i, key in enumerate(facts.places):
-        if key in in_region:
-            usd_by_place[i] = in_region[key]
-            sources.append("region")
-        elif key[0] in dearest:
-            usd_by_place[i] = dearest[key[0]]
-            sources.append("provider")
-        else:
-            sources.append("none")
-    return usd_by_place, sources
-
-
-def _best_first(slow: np.ndarray, total: np.ndarray, price: np.ndarray, pos: np.ndarray,
-                groups: np.ndarray | None, top: int) -> np.ndarray:
-    """Indexes of the `top` best rows in the order (slow, total, price, pos); with `groups`, only
-    each group's best row counts.
-
-    Sorting every fitting row (tens of thousands) cost ~15 ms; the answer lies in a short
-    prefix of that order. The prefix is cut exactly: every row whose (slow, total) is at most
-    the cut row's (the float `rank` below only finds a cut near the m-th row). When the prefix
-    holds fewer than `top` rows or groups, it grows."""
-    n = len(pos)
-    rank = total + slow * (float(total.max()) + 1.0)
-    m = min(n, 8 * top + 64)
-    while True:
-        if m >= n:
-            prefix = np.arange(n)
-        else:
-            cut = np.argpartition(rank, m - 1)[m - 1]
-            prefix = np.flatnonzero((slow < slow[cut]) | ((slow == slow[cut]) & (total <= total[cut])))
-        order = prefix[np.lexsort((pos[prefix], price[prefix], total[prefix], slow[prefix]))]
-        if groups is not None:
-            _, first = np.unique(groups[order], return_index=True)
-            order = order[np.sort(first)]
-        if len(order) >= top or m >= n:
-            return order[:top]
-        m *= 4
-
-
-def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
-            facts: OfferFacts, fresh: list[str]) -> tuple[list[dict[str, Any]], int]:
-    """The top candidates as dicts, best first, and how many offers of the `fresh` providers fit.
-
-    Costed as the pure functions above cost one offer (billed compute; storage at the region's
-    cheapest class, else the provider's cheapest; egress through the region's tiers, else the
-    provider's dearest region), over numpy arrays: ordered by slow path last, total, price per
-    hour, then the key (provider, region, zone, instance type, purchase option); collapsed to
-    the cheapest place per provider/instance type/purchase option unless per_instance is off."""
+def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]]
+            ) -> tuple[list[dict[str, Any]], int]:
+    """The top candidates as dicts (columns of `fits` plus the cost columns), best first, and how
+    many offers fit."""
     where, args = _filters(request)
+    where = f"gpu_count * nodes <= $max_gpus and {where}"
+    hits, values = [], []
     for i, (gpus, nodes, est) in enumerate(plans):
-        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes})
-    args.update(spot=request.spot, headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus)
-    fit = con.execute(_FIT_SQL.format(plan_cases=" ".join(_PLAN_CASE.format(i=i) for i in range(len(plans))),
-                                      table=TABLE, where=where), args).fetchnumpy()
-    pos = np.asarray(fit["pos"], dtype=np.int64)
-    keep = np.isin(facts.provider_id[pos], [i for i, name in enumerate(facts.provider_names) if name in fresh])
-    pos = pos[keep]
-    if not len(pos):
-        return [], 0
-    plan = np.asarray(fit["plan_idx"], dtype=np.int64)[keep]
-    precise = np.asarray(fit["precision_supported"], dtype=bool)[keep]
-
-    nodes_of = np.array([nodes for _, nodes, _ in plans], dtype=float)
-    storage_gb_of = np.array([_storage_gb(request, est) for _, _, est in plans])
-    egress_gb_of = [_egress_gb(request, est) for _, _, est in plans]
-    egress_of = {gb: _egress_by_place(facts, gb) for gb in set(egress_gb_of)}
-    egress_usd_of = np.stack([egress_of[gb][0] for gb in egress_gb_of])
-
-    price, place = facts.price_per_hour[pos], facts.place[pos]
-    billed = billed_seconds_array(request.hours * 3600.0, facts.granularity_s[pos], facts.minimum_s[pos])
-    compute = request.runs * nodes_of[plan] * price * billed / 3600.0
-    storage = storage_gb_of[plan] * facts.storage_usd[place] * (request.hours * request.runs) / HOURS_PER_MONTH
-    egress = egress_usd_of[plan, place]
-    total = np.round(compute + storage + egress, 6)
-    slow = ~precise | ((request.method == "qlora") & ~facts.nvidia[pos])
-    groups = facts.gid[pos] if request.per_instance else None
-    picks = _best_first(slow, total, price, pos, groups, request.top)
-    others = (np.bincount(groups, minlength=facts.group_count)[groups[picks]] - 1 if groups is not None
-              else np.zeros(len(picks), dtype=np.int64))
-
-    rows = facts.details(pos[picks].tolist())
-    for row, i, other in zip(rows, picks.tolist(), others.tolist()):
-        p, where_ = int(plan[i]), int(place[i])
-        gpus, nodes, est = plans[p]
-        single = gpus <= 1 and nodes <= 1  # labelled as `fits` labels its plans
-        row.update(
-            nodes=nodes, plan="single" if single else "sharded",
-            gpus_used=min(row["gpu_count"], 1) if single else gpus,
-            usable_gb_per_gpu=row["memory_gb_per_gpu"] * (1 - request.headroom), need_gb=est.per_gpu_gb,
-            precision_supported=bool(precise[i]), billed_s=float(billed[i]), compute_usd=float(compute[i]),
-            storage_gb=float(storage_gb_of[p]), storage_class=facts.storage_class[where_],
-            storage_usd_per_gb_month=float(facts.storage_usd[where_]), storage_source=facts.storage_source[where_],
-            storage_usd=float(storage[i]), egress_gb=egress_gb_of[p], egress_usd=float(egress[i]),
-            egress_source=egress_of[egress_gb_of[p]][1][where_], other_locations=other)
-    return rows, len(pos)
+        hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where}")
+        values.append(f"({i}, $need_{i}, $storage_gb_{i}, $egress_gb_{i})")
+        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
+                     f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est)})
+    args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
+                storage_hours=request.hours * request.runs, method=request.method, top=request.top)
+    sql = _COSTED_SQL.format(
+        plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
+        first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
+        hours_per_month=repr(HOURS_PER_MONTH),
+        best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
+        best_order=", ".join(f"best.{c.strip()}" for c in _ORDER.split(",")))
+    rel = con.execute(sql, args)
+    cols = [d[0] for d in rel.description]
+    rows = [dict(zip(cols, r)) for r in rel.fetchall()]
+    return rows, (int(rows[0]["considered"]) if rows else 0)
 
 
 def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
@@ -463,12 +404,14 @@ def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest)
 
 # -- the recommender ------------------------------------------------------------------
 
-def _plans(facts: OfferFacts, request: RecommendRequest, setup: TrainingSetup
+def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest, setup: TrainingSetup
            ) -> tuple[MemoryEstimate, list[tuple[int, int, MemoryEstimate]]]:
     single = estimate(setup, 1)
     plans: list[tuple[int, int, MemoryEstimate]] = [(1, 1, single)]
     if setup.method == "full" or request.shard_lora:
-        plans += sharded_plans(request, setup, facts.gpu_counts)
+        plans += sharded_plans(request, setup, [c for (c,) in con.execute(
+            "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count)"
+        ).fetchall()])
     return single, plans
 
 
@@ -517,12 +460,12 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
     """Rank the current offers that fit `request`, by the effective cost of the whole job."""
     if not macros_current(con):
-        install_macros(con, temporary=True)
+        install_macros(con)
     setup = request.setup()
-    with offer_facts(con) as facts:
-        single, plans = _plans(facts, request, setup)
-        fresh, stale = _freshness(con, request, facts)
-        rows, considered = _ranked(con, request, plans, facts, [p.provider for p in fresh])
+    single, plans = _plans(con, request, setup)
+    offers_per_provider = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
+    fresh, stale = _freshness(con, request, offers_per_provider)
+    rows, considered = _ranked(con, request, plans)
 
     notes: list[str] = []
     top: list[Candidate] = []
@@ -569,7 +512,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     if not top:
         notes.append(explain_nothing_fits(con, request, single, sharded, fresh))
     return Recommendation(request=request, estimate=single, sharded_estimates=sharded, candidates=top,
-                          fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes)
+                          fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes,
+                          offers_per_provider=offers_per_provider)
 
 
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,

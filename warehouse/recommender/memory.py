@@ -81,8 +81,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuledger.warehouse import models_catalog
-from gpuledger.warehouse.models_catalog import ModelSpec
+from gpuledger.warehouse.recommender import models_catalog
+from gpuledger.warehouse.recommender.models_catalog import ModelSpec
 
 GIB = float(2**30)
 

@@ -1,10 +1,10 @@
 -- Recommender macros: the candidate set of `gpuledger recommend`, in SQL.
 --
--- Installed by warehouse.recommend.install_macros(con): persisted in the
--- warehouse file on a writable connection (so the DuckDB CLI, pandas and
--- polars see them), as TEMP macros on a read-only one. The Python recommender
--- selects its candidates through `fits` itself, so SQL and Python agree.
--- See docs/recommender.md for the formulas behind vram_gb.
+-- Installed by warehouse.recommender.macros.install_macros(con), after the freshness macros
+-- (provider_freshness, fresh_providers) of warehouse/freshness.py: TEMP macros on the
+-- connection that uses them. `gpuledger macros` prints the whole set for a DuckDB session
+-- to `.read`. The Python recommender shares the fit rule `fit_ok` with `fits`, so SQL and
+-- Python agree. See docs/recommender.md for the formulas behind vram_gb.
 
 -- Seconds billed for one run of duration_s seconds: the run is raised to the
 -- minimum charge, then rounded up to the billing increment. A missing
@@ -22,21 +22,6 @@ create or replace macro billed_seconds(duration_s, granularity_s, minimum_s) as
 create or replace macro is_fast_interconnect(interconnect) as
     coalesce(interconnect ilike 'nvswitch%' or interconnect ilike 'nvlink%', false);
 
--- Providers whose latest successful scrape (scrape_runs.state = 'ok') finished
--- within max_age_hours of as_of (default: now). Offers of other providers are
--- stale: `fits` leaves them out, and the recommender reports them.
---   select * from fresh_providers(max_age_hours := 24);
-create or replace macro fresh_providers(max_age_hours := 36, as_of := NULL) as table
-    with ref as (select coalesce(as_of, now())::timestamptz as t0, max_age_hours::double as max_age),
-    ok as (
-        select r.provider, max(r.finished_at) as last_ok
-        from scrape_runs r
-        where r.state = 'ok'
-        group by r.provider)
-    select ok.provider, ok.last_ok, date_diff('second', ok.last_ok, ref.t0) / 3600.0 as age_hours
-    from ok, ref
-    where ok.last_ok >= ref.t0 - to_seconds(ref.max_age * 3600.0);
-
 -- Every current offer with what matching and costing derive from the
 -- reference tables, whatever the request and the providers' freshness:
 --   memory_gb_per_gpu  gpu_memory_gb as the source reports it (GiB), not the
@@ -47,7 +32,7 @@ create or replace macro fresh_providers(max_age_hours := 36, as_of := NULL) as t
 --   gpu_bf16, gpu_architecture, gpu_segment  from gpu_models (precision_ok)
 --   granularity_s, minimum_s, billing_source  the offer's billing increment
 --                      and minimum charge, else the provider's, else per hour
--- `fits` builds on it; the recommender keeps a copy per read-only connection.
+-- `fits` builds on it.
 create or replace macro offer_facts() as table
     select o.*,
            o.purchase_option <> 'on_demand' as interruptible,
@@ -99,12 +84,13 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 -- Current offers that fit a job needing vram_gb GiB on each GPU: offers of
 -- fresh providers (fresh_providers) that fit_ok the plan, on-demand unless spot.
 --
---   vram_gb        memory the job needs per GPU, GiB (warehouse.memory: per_gpu.total_gb)
+--   vram_gb        memory the job needs per GPU, GiB (warehouse.recommender.memory: per_gpu.total_gb)
 --   gpus, nodes    the plan: 1 GPU, or sharded over exactly `gpus` GPUs on `nodes` machines
 --                  (nodes > 1 needs an RDMA fabric: multinode_fabric)
 --   spot           false: on-demand only; true: spot / low_priority / interruptible
 --                  too, flagged by the `interruptible` column, never unmarked
---   max_age_hours  freshness limit on the provider's last successful scrape
+--   max_age_hours  freshness limit on the provider's last successful scrape (NULL: the
+--                  default, warehouse.freshness.DEFAULT_MAX_AGE_HOURS)
 --   headroom       fraction of each GPU's memory left free (allocator
 --                  fragmentation, driver reservations): usable = memory * (1 - headroom)
 --   train_precision 'bf16' | 'fp16' | 'fp32': sets precision_supported (precision_ok)
@@ -117,7 +103,7 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --   select provider, instance_type, region, purchase_option, price_per_hour, usable_gb_per_gpu
 --   from fits(46.2, spot := true) where region like 'us-%' order by price_per_hour limit 10;
 --   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
-create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := 36, headroom := 0.05,
+create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := NULL, headroom := 0.05,
                              train_precision := 'bf16', nodes := 1, as_of := NULL) as table
     select o.*,
            f.last_ok as provider_last_ok,

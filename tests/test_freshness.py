@@ -1,0 +1,113 @@
+"""One freshness rule (warehouse/freshness.py) behind `gpuledger status`, the report, export
+manifests and the recommender; every registered source is listed, never-loaded ones too."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.cli import app, provider_status
+from gpuledger.warehouse.export import freshness as manifest_freshness
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, provider_freshness
+from gpuledger.warehouse.recommender.macros import install_macros
+from gpuledger.warehouse.store import open_reader, open_writer
+from tests.builders import T0, load_day, offer
+
+NOW = T0 + timedelta(days=2)  # aws: 48 h old; lambda: 36 h; runpod failed after a good run 12 h ago
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("fresh") / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "aws", [offer("p5.48xlarge", 55.04)], 0)
+        load_day(con, "lambda", [offer("gpu_8x_h100", 23.92)], 0.5)
+        load_day(con, "runpod", [offer("H100 SXM", 2.99, count=1)], 1.5)
+        load_day(con, "runpod", None, 1.75, error="HTTP 503")
+        load_day(con, "acme", [offer("x1", 9.0)], 1.9)  # not a registered source: listed for its runs
+    finally:
+        con.close()
+    return db
+
+
+def test_the_rule(warehouse: Path) -> None:
+    con = open_reader(warehouse)
+    try:
+        judged = {f.provider: f for f in provider_freshness(con, 36.0, NOW, ["aws", "gcp"])}
+    finally:
+        con.close()
+    assert sorted(judged) == ["acme", "aws", "gcp", "lambda", "runpod"]
+    assert (judged["aws"].age_hours, judged["aws"].fresh, judged["aws"].state) == (48.0, False, "stale")
+    assert (judged["lambda"].age_hours, judged["lambda"].fresh, judged["lambda"].state) == (36.0, True, "ok")  # <=
+    runpod = judged["runpod"]  # a later failure keeps it fresh, and shows
+    assert (runpod.age_hours, runpod.fresh, runpod.state, runpod.last_error) == (12.0, True, "failed", "HTTP 503")
+    assert runpod.last_ok == T0 + timedelta(days=1.5) and runpod.last_attempt == T0 + timedelta(days=1.75)
+    gcp = judged["gcp"]
+    assert (gcp.last_ok, gcp.last_attempt, gcp.age_hours, gcp.fresh, gcp.state) == (None, None, None, False, "never")
+    assert DEFAULT_MAX_AGE_HOURS == 36.0
+
+
+def test_the_sql_macros_apply_the_same_rule(warehouse: Path) -> None:
+    con = open_reader(warehouse)
+    try:
+        install_macros(con)
+        rows = con.execute("select provider, age_hours, fresh, state from provider_freshness(as_of := ?) "
+                           "order by provider", [NOW]).fetchall()
+        fresh = con.execute("select provider from fresh_providers(max_age_hours := 24, as_of := ?) order by 1",
+                            [NOW]).fetchall()
+    finally:
+        con.close()
+    assert rows == [("acme", pytest.approx(2.4), True, "ok"), ("aws", 48.0, False, "stale"),
+                    ("lambda", 36.0, True, "ok"), ("runpod", 12.0, True, "failed")]
+    assert fresh == [("acme",), ("runpod",)]
+
+
+def test_status_lists_every_registered_source(warehouse: Path) -> None:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        rows = {r["provider"]: r for r in provider_status(con, timedelta(hours=36), NOW, SOURCES)}
+    finally:
+        con.close()
+    assert sorted(rows) == sorted({*SOURCES, "acme"})
+    assert rows["aws"]["state"] == "stale" and rows["aws"]["offers"] == 1
+    assert rows["runpod"]["state"] == "failed" and rows["runpod"]["last_error"] == "HTTP 503"
+    assert rows["lambda"]["state"] == "ok" and rows["lambda"]["last_error"] is None
+    assert rows["gcp"] == {"provider": "gcp", "state": "never", "last_success": None, "last_attempt": None,
+                           "offers": 0, "egress": 0, "storage": 0, "last_error": None}
+
+
+def test_status_command_shows_never_loaded_sources(warehouse: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["status", "--db", str(warehouse), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    states = {r["provider"]: r["state"] for r in json.loads(result.stdout)}
+    # judged now, weeks after T0: everything loaded is stale or failed
+    assert states == {"acme": "stale", "aws": "stale", "azure": "never", "coreweave": "never", "gcp": "never",
+                      "hyperstack": "never", "lambda": "stale", "runpod": "failed", "vastai": "never"}
+    table = runner.invoke(app, ["status", "--db", str(warehouse)])
+    assert table.exit_code == 0 and table.stdout.count("never loaded") == 5  # azure, coreweave, gcp, hyperstack, vastai
+
+
+def test_the_export_manifest_reads_the_same_runs(warehouse: Path) -> None:
+    con = open_reader(warehouse)
+    try:
+        manifest = manifest_freshness(con)
+    finally:
+        con.close()
+    assert manifest["runpod"] == {"last_success": (T0 + timedelta(days=1.5)).isoformat(),
+                                  "last_attempt": (T0 + timedelta(days=1.75)).isoformat(), "last_state": "failed"}
+    assert sorted(manifest) == ["acme", "aws", "lambda", "runpod"]
+
+
+def test_gpuledger_sql_has_the_recommender_macros(warehouse: Path) -> None:
+    result = CliRunner().invoke(app, ["sql", "select billed_seconds(1200, 3600, 60) as s", "--db", str(warehouse),
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [{"s": 3600.0}]

@@ -1,0 +1,136 @@
+"""The schema is defined once (warehouse/schema.py from the record models), and a warehouse made
+by an older gpuledger upgrades in place to exactly what a new one is."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+
+from gpuledger.warehouse.check import run_checks
+from gpuledger.warehouse.export import EXPORT_TABLES
+from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
+from gpuledger.warehouse.schema import (
+    EGRESS, OFFERS, SCHEMA_VERSION, STORAGE, TABLES, column_names, create_sql, current_version, migrate,
+)
+from gpuledger.warehouse.store import close_writer, open_writer
+
+V1_SQL = Path(__file__).parent / "fixtures" / "warehouse_v1.sql"
+T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
+
+
+def layout(con: duckdb.DuckDBPyConnection) -> tuple[list[tuple], list[tuple]]:
+    """Every table's columns (name, type, nullability, default) and constraints, in order."""
+    columns = con.execute(
+        "select table_name, column_index, column_name, data_type, is_nullable, column_default "
+        "from duckdb_columns() where database_name = current_database() and schema_name = 'main' "
+        "and not internal and table_name <> 'schema_migrations' "
+        "order by table_name, column_index").fetchall()
+    constraints = con.execute(
+        "select table_name, constraint_type, expression, constraint_column_names::varchar from duckdb_constraints() "
+        "where database_name = current_database() and schema_name = 'main' and table_name <> 'schema_migrations' "
+        "order by all").fetchall()
+    return columns, constraints
+
+
+def v1_warehouse(path: Path) -> None:
+    """A warehouse as the release before schema version 2 left it: the frozen v1 DDL, a day of
+    offers and their history, and the recommender macros that release stored in the file."""
+    con = duckdb.connect(str(path))
+    con.execute("create table schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
+                "applied_at TIMESTAMPTZ NOT NULL)")
+    con.execute(V1_SQL.read_text())
+    con.execute("insert into schema_migrations values (1, 'initial schema', ?)", [T0])
+    values = ("'aws', 'us-east-1', '', 'p5.48xlarge', 'on_demand', 'H100-SXM', true, 'H100', 'NVIDIA', 8, 80, 80, "
+              "640, 192, 2048, 7600, 'NVSwitch', 3200, 'EFA', 55.04, 6.88, 'USD', 55.04, null, 1, 60, true, null, "
+              "null, null, null, null, '{}', 'h1'")
+    con.execute(f"insert into offers values ({values}, ?, ?, 'run-1')", [T0, T0])
+    con.execute(f"insert into offer_history values ({values}, ?, null, 'run-1', null)", [T0])
+    con.execute("insert into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state, "
+                "rows_parsed, rows_loaded) values ('run-1', 'refresh-1', 'aws', 'replay', ?, ?, 'ok', 1, 1)", [T0, T0])
+    con.execute("create macro billed_seconds(d, g, m) as d")
+    con.execute("create macro gpuledger_macros_version() as 'older'")
+    con.execute("create macro fits(vram_gb, gpus := 1) as table select * from offers")
+    con.execute("create macro offer_facts() as table select * from offers")
+    con.close()
+
+
+def test_the_tables_are_the_record_models() -> None:
+    assert OFFERS.columns == tuple(Offer.model_fields)[:20] + ("price_per_gpu_hour",) + tuple(Offer.model_fields)[20:]
+    assert OFFERS.columns[19:22] == ("price_per_hour", "price_per_gpu_hour", "source_currency")
+    assert EGRESS.columns == tuple(EgressPrice.model_fields)
+    assert STORAGE.columns == tuple(StoragePrice.model_fields)
+    assert column_names("providers") == ("provider", *ProviderFacts.model_fields, "updated_at")
+    assert OFFERS.key == ("provider", "region", "zone", "instance_type", "purchase_option")
+    assert OFFERS.tracked == tuple(c for c in OFFERS.attrs if c != "price_observed_at")
+    ddl = {c.name: c.ddl for c in TABLES["offers"]}
+    assert ddl["zone"] == "zone VARCHAR NOT NULL DEFAULT ''"  # a text field's default
+    assert ddl["gpu_variant_exact"] == "gpu_variant_exact BOOLEAN NOT NULL"
+    assert ddl["gpu_memory_gb"] == "gpu_memory_gb DOUBLE"  # float | None
+    assert ddl["available_count"] == "available_count INTEGER"
+    assert ddl["price_per_gpu_hour"] == "price_per_gpu_hour DOUBLE NOT NULL CHECK (price_per_gpu_hour > 0)"
+    assert ddl["purchase_option"] == "purchase_option VARCHAR NOT NULL"  # a str enum
+    providers = {c.name: c.ddl for c in TABLES["providers"]}
+    assert providers["source_urls"] == "source_urls VARCHAR"  # a JSON array
+    assert providers["kind"] == "kind VARCHAR NOT NULL"
+
+
+def test_export_columns_are_the_tables_without_the_row_fingerprint() -> None:
+    assert EXPORT_TABLES["offers"] == OFFERS.columns + ("first_seen", "last_seen", "run_id")
+    assert EXPORT_TABLES["providers"] == column_names("providers")
+    assert EXPORT_TABLES["scrape_runs"][:3] == ("run_id", "refresh_id", "provider") and \
+        len(EXPORT_TABLES["scrape_runs"]) == 19
+
+
+def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None:
+    new = duckdb.connect()
+    assert migrate(new) == [1, 2]
+    old = duckdb.connect()
+    old.execute(V1_SQL.read_text())
+    assert layout(new) == layout(old)  # version 2 changed no table
+    checks = [c for c in layout(new)[1] if c[0] == "offers" and c[1] in ("CHECK", "PRIMARY KEY")]
+    assert checks == [("offers", "CHECK", "((price_per_hour > 0) AND isfinite(price_per_hour))",
+                       "[price_per_hour, price_per_hour]"),
+                      ("offers", "CHECK", "(gpu_count > 0)", "[gpu_count]"),
+                      ("offers", "CHECK", "(price_per_gpu_hour > 0)", "[price_per_gpu_hour]")]
+    assert ("providers", "PRIMARY KEY", None, "[provider]") in layout(new)[1]
+    # offers 33 + 4, history 33 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs
+    assert len(layout(new)[0]) == 37 + 38 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 == 188
+    plain = duckdb.connect()
+    plain.execute(create_sql())
+    assert layout(plain) == layout(new)
+
+
+def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path) -> None:
+    db = tmp_path / "v1.duckdb"
+    v1_warehouse(db)
+    con = open_writer(db)
+    try:
+        assert current_version(con) == SCHEMA_VERSION == 2
+        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2]
+        # the macros the old release stored are gone: the recommender installs its own
+        assert con.execute("select count(*) from duckdb_functions() where not internal and "
+                           "function_type in ('macro', 'table_macro')").fetchall() == [(0,)]
+        assert con.execute("select instance_type, price_per_hour, valid_to from offer_history").fetchall() == \
+            [("p5.48xlarge", 55.04, None)]
+        assert con.execute("select price_per_gpu_hour from offers").fetchall() == [(6.88,)]
+        assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
+        fresh = duckdb.connect()
+        migrate(fresh)
+        assert layout(con) == layout(fresh)
+    finally:
+        close_writer(con)
+    con = open_writer(db)  # once only
+    assert con.execute("select count(*) from schema_migrations").fetchall() == [(2,)]
+    close_writer(con)
+
+
+def test_a_warehouse_newer_than_this_gpuledger_is_left_alone(tmp_path: Path) -> None:
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    migrate(con)
+    con.execute("insert into schema_migrations values (3, 'from the future', now())")
+    assert migrate(con) == []
+    assert current_version(con) == 3
+    (version_check,) = [r for r in run_checks(con) if r.name == "schema version"]
+    assert not version_check.ok and version_check.detail == "warehouse at version 3, this gpuledger expects 2"

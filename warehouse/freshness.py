@@ -1,0 +1,89 @@
+"""When a provider's data counts as fresh: the one rule behind `gpuledger status`, the report,
+export manifests and the recommender.
+
+A provider is **fresh** when its latest successful scrape (`scrape_runs.state = 'ok'`) finished
+at most `max_age_hours` before the reference time (`as_of`, default now). Its **state** is
+`failed` when its latest attempt failed (its offers are still those of its last good scrape),
+else `stale` when it is not fresh, else `ok`; a provider named by the caller with no run at all
+is `never` (never loaded).
+
+The rule is written once, as SQL (`_RULE`): Python reads it through `provider_freshness`, and
+SQL users get it as the table macros `provider_freshness(...)` and `fresh_providers(...)`
+(`MACROS_SQL`, installed with the recommender's macros).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable
+
+import duckdb
+
+# Hours after which a provider's last successful scrape is too old to rely on: nightly refreshes
+# plus a missed night's slack.
+DEFAULT_MAX_AGE_HOURS = 36.0
+
+NEVER = "never"  # state of a provider with no scrape run at all
+
+# {max_age} and {as_of} are the rule's two parameters: macro arguments in MACROS_SQL, query
+# parameters in provider_freshness.
+_RULE = """
+    with ref as (select coalesce({as_of}, now())::timestamptz as t0,
+                        coalesce({max_age}, {default})::double as max_age),
+    runs as (
+        select provider,
+               max(finished_at) filter (where state = 'ok') as last_ok,
+               max(finished_at) as last_attempt,
+               arg_max(state, finished_at) as last_state,
+               arg_max(error, finished_at) as last_error
+        from scrape_runs group by provider),
+    judged as (
+        select runs.*, epoch(ref.t0 - runs.last_ok) / 3600.0 as age_hours,
+               coalesce(runs.last_ok >= ref.t0 - to_seconds(ref.max_age * 3600.0), false) as fresh
+        from runs, ref)
+    select provider, last_ok, last_attempt, last_state, last_error, age_hours, fresh,
+           case when last_state <> 'ok' then 'failed' when not fresh then 'stale' else 'ok' end as state
+    from judged"""
+
+MACROS_SQL = f"""
+-- Per provider with a scrape run: last_ok (latest successful scrape), last_attempt, last_state,
+-- last_error, age_hours (since last_ok), fresh, state (ok | stale | failed). warehouse/freshness.py.
+--   select * from provider_freshness(max_age_hours := 24);
+create or replace macro provider_freshness(max_age_hours := NULL, as_of := NULL) as table
+{_RULE.format(as_of="as_of", max_age="max_age_hours", default=DEFAULT_MAX_AGE_HOURS)};
+
+-- The fresh providers only: provider, last_ok, age_hours. Offers of the others are stale.
+--   select * from fresh_providers(max_age_hours := 24);
+create or replace macro fresh_providers(max_age_hours := NULL, as_of := NULL) as table
+    select provider, last_ok, age_hours
+    from provider_freshness(max_age_hours := max_age_hours, as_of := as_of) where fresh;
+"""
+
+_QUERY = _RULE.format(as_of="$as_of::timestamptz", max_age="$max_age::double", default=DEFAULT_MAX_AGE_HOURS)
+
+
+@dataclass(frozen=True)
+class ProviderFreshness:
+    """One provider's freshness at a reference time."""
+
+    provider: str
+    last_ok: datetime | None  # latest successful scrape; None: none yet
+    last_attempt: datetime | None
+    last_state: str | None  # state of the latest attempt: ok | failed
+    last_error: str | None  # error of the latest attempt
+    age_hours: float | None  # since last_ok
+    fresh: bool
+    state: str  # ok | stale | failed | never
+
+
+def provider_freshness(con: duckdb.DuckDBPyConnection, max_age_hours: float = DEFAULT_MAX_AGE_HOURS,
+                       as_of: datetime | None = None, providers: Iterable[str] = ()) -> list[ProviderFreshness]:
+    """Every provider with a scrape run, plus each of `providers` without one (state `never`),
+    sorted by name."""
+    rows = con.execute(f"select * from ({_QUERY}) order by provider",
+                       {"max_age": max_age_hours, "as_of": as_of}).fetchall()
+    judged = {r[0]: ProviderFreshness(*r) for r in rows}
+    for name in providers:
+        judged.setdefault(name, ProviderFreshness(name, None, None, None, None, None, False, NEVER))
+    return [judged[name] for name in sorted(judged)]
