@@ -21,12 +21,11 @@ from typing import Any, Iterator
 
 import duckdb
 import pytest
-
-from gpuledger.adapters.registry import SOURCES
 import typer
 from typer.testing import CliRunner
 
 from gpuledger.adapters.base import SourceContext
+from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.ops_cli import register
 from gpuledger.flows.report import render_report, report_providers, report_rows, write_report
 from gpuledger.spiders.browser import find_chromium, launch_args
