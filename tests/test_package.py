@@ -14,6 +14,9 @@ from gpuledger.adapters.base import SourceError
 from gpuledger.flows import pipeline
 from gpuledger.flows.cli import app
 from gpuledger.spiders import browser
+# Imported before the tests below stub browser.find_chromium, so that its own binding of the
+# real function is the one the rest of the session uses.
+from gpuledger.spiders import hyperstack  # noqa: F401
 
 ROOT = Path(__file__).parents[1]
 
