@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
 log = logging.getLogger("gpuledger.adapters.aws")
@@ -588,18 +588,6 @@ def _local_disk_gb(text: str) -> float | None:
     return int(m.group(1)) * size
 
 
-@dataclass
-class GpuFacts:
-    gpu_model: str
-    variant_exact: bool
-    name: str
-    vendor: str
-    count: float
-    memory_gb: float | None
-    memory_gb_nominal: float
-    total_memory_gb: float | None
-
-
 def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | None) -> GpuFacts:
     """GPU model, count and memory from EC2's GpuInfo, else from the price list + family table."""
     family = family_of(instance_type)
@@ -675,7 +663,7 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
         elif row.kind == "storage":
             if row.unit != "GB-Mo":
                 continue  # IOPS/throughput dimensions of io2/gp3 are not per-GB prices
-            if not _usd_or_quarantine(batch, "storage", f"{p.region}/{row.volume_api_name}/{row.sku}", row):
+            if not batch.usd_only("storage", f"{p.region}/{row.volume_api_name}/{row.sku}", row.currency, row.__dict__):
                 continue
             batch.add("storage", row.sku, row.__dict__, region=row.region, storage_class=row.volume_api_name,
                       usd_per_gb_month=row.price, source_currency=row.currency,
@@ -772,7 +760,7 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
                 and r.to_location in ("External", "")]
     for r in internet:
         start = _tier(r.tier_start) or 0.0
-        if not _usd_or_quarantine(batch, "egress", f"{p.region}/internet/{r.sku}", r):
+        if not batch.usd_only("egress", f"{p.region}/internet/{r.sku}", r.currency, r.__dict__):
             continue
         batch.add("egress", f"{p.region}/internet/{r.sku}", r.__dict__, region=p.region, destination="internet",
                   tier_start_gb=start, tier_end_gb=_tier(r.tier_end), usd_per_gb=r.price,
@@ -782,7 +770,7 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
     inter: dict[float, list[PriceRow]] = {}
     for r in p.prices:
         if r.kind == "egress" and r.transfer_type == "InterRegion Outbound" and \
-                _usd_or_quarantine(batch, "egress", f"{p.region}/inter_region/{r.sku}", r):
+                batch.usd_only("egress", f"{p.region}/inter_region/{r.sku}", r.currency, r.__dict__):
             inter.setdefault(_tier(r.tier_start) or 0.0, []).append(r)
     for start, rows in sorted(inter.items()):
         top = max(rows, key=lambda r: r.price)
@@ -791,15 +779,6 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
                   destination="inter_region", tier_start_gb=start, tier_end_gb=_tier(top.tier_end),
                   usd_per_gb=top.price, source_currency=top.currency, source_usd_per_gb=top.price,
                   description=f"highest of {len(rows)} destination rates ({low:g} to {top.price:g} USD/GB)")
-
-
-def _usd_or_quarantine(batch: Batch, kind: str, ref: str, row: PriceRow) -> bool:
-    """Storage and egress rows carry their own currency: a non-USD one is never stored as USD."""
-    if row.currency == "USD":
-        return True
-    batch.quarantine(kind, ref, f"price in {row.currency or 'no currency'}, not USD; no conversion is configured",
-                     row.__dict__)
-    return False
 
 
 # -- fetching ---------------------------------------------------------------------

@@ -40,7 +40,7 @@ import httpx
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
 log = logging.getLogger("gpuledger.adapters.azure")
@@ -224,18 +224,6 @@ def looks_like_gpu_size(arm_sku_name: str) -> bool:
     return arm_sku_name.startswith(GPU_SKU_PREFIXES)
 
 
-@dataclass(frozen=True)
-class GpuFacts:
-    gpu_model: str
-    variant_exact: bool
-    name: str
-    vendor: str
-    count: float
-    memory_gb: float  # per GPU, or the slice's own memory for a partition
-    memory_gb_nominal: float
-    total_memory_gb: float
-
-
 def gpu_facts(arm_sku_name: str) -> GpuFacts:
     """Canonical GPU facts of a size; KeyError if the size is not in GPU_SIZES, UnknownGPUError
     if its GPU name is not in the reference table."""
@@ -369,15 +357,6 @@ def _out_of_scope(item: dict[str, Any], skipped: Skipped) -> bool:
     return False
 
 
-def _usd_or_quarantine(batch: Batch, kind: str, item: dict[str, Any]) -> bool:
-    currency = item.get("currencyCode")
-    if currency != "USD":
-        batch.quarantine(kind, _ref(item), f"price in {currency or 'no currency'}, not USD; the request asked "
-                         "for USD and no conversion is configured", item)
-        return False
-    return True
-
-
 def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]]) -> dict[str, Any] | None:
     """One item per record key. Identical duplicates collapse; the newest effectiveStartDate
     wins; two current items that disagree are quarantined rather than guessed between."""
@@ -419,7 +398,7 @@ def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[
         if regions is not None and region not in regions:
             skipped.add("regions not selected")
             continue
-        if not _usd_or_quarantine(batch, "offer", item):
+        if not batch.usd_only("offer", _ref(item), item.get("currencyCode"), item):
             continue
         if item["unitOfMeasure"] != "1 Hour":
             batch.quarantine("offer", _ref(item), f"unexpected unit {item['unitOfMeasure']!r} for a VM rate "
@@ -532,7 +511,7 @@ def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[st
         else:
             skipped.add("storage meters not modelled")
             continue
-        if not _usd_or_quarantine(batch, "storage", item):
+        if not batch.usd_only("storage", _ref(item), item.get("currencyCode"), item):
             continue
         candidates.setdefault((region, cls), []).append((item, per_gib, desc))
     for (region, cls), group in sorted(candidates.items()):
@@ -584,7 +563,7 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
         else:
             skipped.add("bandwidth meters not modelled")
             continue
-        if not _usd_or_quarantine(batch, "egress", item):
+        if not batch.usd_only("egress", _ref(item), item.get("currencyCode"), item):
             continue
         try:
             start = float(item.get("tierMinimumUnits") or 0.0)

@@ -53,6 +53,20 @@ class Alias:
     variant_exact: bool
 
 
+@dataclass(frozen=True)
+class GpuFacts:
+    """The GPUs of one offer, as a source resolved them against the reference table."""
+
+    gpu_model: str
+    variant_exact: bool  # the source's name fixes the variant (memory, form factor), not a guess
+    name: str  # as the source names it
+    vendor: str
+    count: float  # below 1 for a partition of one GPU
+    memory_gb: float | None  # per GPU, or the slice's own memory for a partition; None: not stated
+    memory_gb_nominal: float  # the reference table's figure for the model
+    total_memory_gb: float | None
+
+
 def normalize_name(name: str) -> str:
     """Lower case, single spaces, no vendor-neutral noise around the name."""
     return re.sub(r"\s+", " ", name.strip().lower())

@@ -263,6 +263,13 @@ class Batch:
             Quarantined(provider=self.provider, kind=kind, source_ref=ref, reason=reason, raw=_raw_json(raw))
         )
 
+    def usd_only(self, kind: str, ref: str, currency: str | None, raw: Any) -> bool:
+        """True for a price stated in USD; any other (or none) is quarantined, never stored as USD."""
+        if currency == "USD":
+            return True
+        self.quarantine(kind, ref, f"price in {currency or 'no currency'}, not USD; no conversion is configured", raw)
+        return False
+
     def counts(self) -> dict[str, int]:
         return {
             "offers": len(self.offers),
