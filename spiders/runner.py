@@ -34,9 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module,
-# and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
-# 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
+# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child runs this module
+# and never needs it.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
@@ -44,6 +43,7 @@ STDERR_TAIL_CHARS = 1500
 EXIT_OK = 0
 EXIT_FAILED = 3
 FAILURE_PREFIX = "gpuledger spider failed: "  # the child's last stderr line on failure
+ITEMS_FILE = "items.jsonl"  # the crawl's item feed (scrapy's FEEDS), in its work folder
 
 
 @dataclass
@@ -88,9 +88,8 @@ def node_compile_cache_dir() -> Path:
 def child_env() -> dict[str, str]:
     """The crawl child's environment: ours, less a stray Scrapy project, plus a Node compile cache.
 
-    Playwright's driver is a Node.js process that compiles ~12 MB of JavaScript at every start;
-    Node (>= 22.1) keeps the compiled code in NODE_COMPILE_CACHE, which saved ~0.2 s of CPU per
-    browser crawl after the first (Hyperstack's crawl child tree: 4.6 -> 4.3 s, median of 6).
+    Playwright's driver is a Node.js process that compiles its JavaScript at every start; Node
+    (>= 22.1) keeps the compiled code in NODE_COMPILE_CACHE, so later browser crawls reuse it.
     A NODE_COMPILE_CACHE already set is kept; an unwritable directory only disables the cache.
     """
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -203,7 +202,7 @@ def _hand_job(child: _WarmChild, job: dict[str, Any]) -> bool:
 def _job(work: Path, url: str, settings: dict[str, Any], spider_args: dict[str, str] | None) -> dict[str, Any]:
     """A crawl's job, its files in `work` (the settings file is written here)."""
     (work / "settings.json").write_text(json.dumps(settings))
-    return {"url": url, "settings": str(work / "settings.json"), "out": str(work / "items.jsonl"),
+    return {"url": url, "settings": str(work / "settings.json"), "out": str(work / ITEMS_FILE),
             "status": str(work / "status.json"), "args": dict(spider_args or {})}
 
 
@@ -255,11 +254,24 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
             reason = status.get("failure") or f"the crawler exited with code {rc}"
             raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; "
                               f"log tail: {tail or '(no log output)'}")
-        items = [json.loads(line) for line in (work / "items.jsonl").read_text().splitlines() if line.strip()]
+        items = _read_feed(work / ITEMS_FILE)
+        if items is None or len(items) != status.get("items"):
+            held = "was not written" if items is None else f"holds {len(items)} items"
+            raise SourceError(f"{ctx.provider}: scrape of {where} failed: its item feed {held}, "
+                              f"the crawl scraped {status.get('items')}")
     finally:
         folder.cleanup()
     return CrawlResult(items=items, status=status, wall_s=wall, stderr_tail=tail,
                        requests=int(status.get("requests", 0)))
+
+
+def _read_feed(path: Path) -> list[dict[str, Any]] | None:
+    """The items of a crawl's JSON-lines feed; None when the feed file is missing."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 # -- the child process --------------------------------------------------------------
@@ -276,6 +288,9 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
     errors = {k: v for k, v in stats.items() if k.startswith("spider_exceptions/") and v}
     if errors:
         return f"the spider raised {errors}"
+    unwritten = {k: v for k, v in stats.items() if k.startswith("feedexport/failed_count/") and v}
+    if unwritten:
+        return f"the item feed could not be written {unwritten}"
     if items == 0:
         return f"no price rows scraped from {url}"
     return None
@@ -283,30 +298,22 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
 
 def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
               spider_args: dict[str, str], prestarted: bool = False) -> int:
-    # Start-up (scrapy, Twisted, the spider; ~1 s of CPU) allocates ~95,000 long-lived objects,
-    # and the cyclic GC kept re-scanning them: collection is paused until they are built, then
-    # they are frozen out of later collections. CPU per crawl child, means of 5 interleaved
-    # runs: CoreWeave 1.62 -> 1.28 s, Hyperstack (with Node and Chromium) 4.38 -> 4.17 s; CPU a
-    # refresh spends while the other providers run.
+    # Start-up (scrapy, Twisted, the spider) builds tens of thousands of long-lived objects that
+    # the cyclic GC would keep re-scanning: collection is paused while they are built, then they
+    # are frozen out of later collections.
     gc.disable()
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.misc import load_object
 
-    from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY
+    from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY, item_feed
 
     if settings.pop(BROWSER_SAME_HOST_ONLY, False):
         from gpuledger.spiders.browser import same_host_only
 
         settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
+    settings["FEEDS"] = item_feed(out)
     spider_cls = load_object(spider_path)
-    items: list[dict[str, Any]] = []
-
-    def collect(item: Any, **_: Any) -> None:
-        from itemadapter import ItemAdapter
-
-        items.append(ItemAdapter(item).asdict())
-
     effective: dict[str, Any] = {}
 
     def opened(spider: Any) -> None:
@@ -316,21 +323,18 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
     crawler = process.create_crawler(spider_cls)
     gc.freeze()
     gc.enable()
-    crawler.signals.connect(collect, signal=signals.item_scraped)
     crawler.signals.connect(opened, signal=signals.spider_opened)
     process.crawl(crawler, start_url=url, **spider_args)
     process.start()
 
     stats = crawler.stats.get_stats() if crawler.stats else {}
     spider_failure = getattr(crawler.spider, "failure", None)
-    failure = _judge(stats, spider_failure, len(items), url)
-    with open(out, "w") as f:
-        for item in items:
-            f.write(json.dumps(item, sort_keys=True, default=str) + "\n")
+    items = int(stats.get("item_scraped_count", 0))
+    failure = _judge(stats, spider_failure, items, url)
     status = {
         "failure": failure,
         "finish_reason": stats.get("finish_reason"),
-        "items": len(items),
+        "items": items,
         "requests": stats.get("downloader/request_count", 0),
         "responses": stats.get("downloader/response_count", 0),
         "robots_forbidden": stats.get("robotstxt/forbidden", 0),
@@ -414,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spider", required=True, help="module:Class or module.Class of the spider")
     parser.add_argument("--url", help="start URL")
     parser.add_argument("--settings", help="JSON file of scrapy settings")
-    parser.add_argument("--out", help="JSONL file the items are written to")
+    parser.add_argument("--out", help="file the item feed (JSON lines) is written to")
     parser.add_argument("--status", help="JSON file the crawl status is written to")
     parser.add_argument("--arg", action="append", default=[], help="spider argument key=value")
     parser.add_argument("--wait-for-job", action="store_true",

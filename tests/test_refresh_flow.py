@@ -15,8 +15,12 @@ import gpuledger.flows.pipeline
 import gpuledger.flows.refresh
 from gpuledger import flows
 from gpuledger.flows.pipeline import ScrapeTimeout, SourcePlan, fetch_within, gc_frozen
-from gpuledger.spiders import coreweave, hyperstack, runner
+from gpuledger.spiders import coreweave, runner
+from gpuledger.spiders import settings as spider_settings
+from gpuledger.spiders.page_source import spider_path
 from tests.builders import shared_prefect_server
+
+CW_SPIDER = spider_path(coreweave.CoreWeavePricingSpider)
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +111,6 @@ def spy_on_prestart(monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
 
     monkeypatch.setattr(runner, "prestart", prestart)
     monkeypatch.setattr(runner, "_take_prestarted", take)
-    monkeypatch.setattr(coreweave, "prestart_child", prestart)
-    monkeypatch.setattr(hyperstack, "prestart_child", prestart)
     return started, taken
 
 
@@ -119,8 +121,8 @@ def test_refresh_crawls_in_the_children_it_started_ahead(api_url: str, tmp_path:
     summary = flows.refresh.nightly_refresh(db=str(tmp_path / "w.duckdb"), providers=["coreweave", "runpod"],
                                             replay=True)
     assert summary["ok"]
-    assert [child.spider for child in started] == [coreweave.SPIDER]  # runpod has no crawl
-    assert taken == [(coreweave.SPIDER, started[0])]  # the crawl took that very child
+    assert [child.spider for child in started] == [CW_SPIDER]  # runpod has no crawl
+    assert taken == [(CW_SPIDER, started[0])]  # the crawl took that very child
     assert started[0].proc.returncode == runner.EXIT_OK and runner._WARM == {}
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     try:
@@ -138,11 +140,11 @@ def test_refresh_ends_a_prestarted_child_its_provider_never_used(api_url: str, t
     def broken_settings(ctx):
         raise RuntimeError("settings could not be built")
 
-    monkeypatch.setattr(coreweave, "crawl_settings", broken_settings)
+    monkeypatch.setattr(spider_settings, "crawl_settings", broken_settings)
     summary = flows.refresh.nightly_refresh(db=str(tmp_path / "w.duckdb"), providers=["coreweave", "runpod"],
                                             replay=True)
     assert summary["failed"] == ["coreweave"]
-    assert [child.spider for child in started] == [coreweave.SPIDER] and taken == []
+    assert [child.spider for child in started] == [CW_SPIDER] and taken == []
     child = started[0]
     assert child.proc.poll() is not None and not child.folder.exists()  # ended, its folder removed
     assert runner._WARM == {}

@@ -24,7 +24,7 @@ from gpuledger.adapters.base import USER_AGENT, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, runner
 from gpuledger.spiders.items import (
-    PriceRow,
+    PageRow,
     PriceTextError,
     parse_money,
     parse_number,
@@ -33,9 +33,7 @@ from gpuledger.spiders.items import (
 )
 from gpuledger.spiders.runner import crawl
 from gpuledger.spiders.settings import browser_settings, crawl_settings
-from gpuledger.spiders.sites import coreweave as cw_site
-from gpuledger.spiders.sites import hyperstack as hs_site
-from gpuledger.spiders.sites.base import LayoutChanged
+from gpuledger.spiders.page_source import LayoutChanged, spider_path
 from tests.conftest import replay_context
 
 FIX = Path(__file__).parent / "fixtures"
@@ -43,6 +41,8 @@ CW_PAGE = BUNDLED_RECORDINGS / "coreweave" / "www.coreweave.com" / "pricing.html
 HS_SERVED = BUNDLED_RECORDINGS / "hyperstack" / "www.hyperstack.cloud" / "gpu-pricing.html"
 HS_RENDERED = FIX / "hyperstack" / "gpu-pricing.rendered.html"
 WALL_TIMES: dict[str, float] = {}
+CW_SPIDER = spider_path(coreweave.CoreWeavePricingSpider)
+HS_SPIDER = spider_path(hyperstack.HyperstackPricingSpider)
 
 
 def html(path: Path, url: str) -> HtmlResponse:
@@ -94,7 +94,7 @@ def test_units_and_numbers() -> None:
 # -- CoreWeave: parser on the saved page -----------------------------------------------------------
 
 def test_coreweave_rows_from_saved_page() -> None:
-    rows = cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    rows = coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
     gpu = [r for r in rows if r.kind == "gpu"]
     assert [r.name for r in gpu][:4] == ["NVIDIA GB200 NVL72", "NVIDIA GB300 NVL72", "NVIDIA HGX B300",
                                         "NVIDIA HGX B200"]
@@ -114,7 +114,7 @@ def test_coreweave_rows_from_saved_page() -> None:
 
 
 def test_coreweave_normalized_records() -> None:
-    batch = coreweave.build_batch(cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing")))
+    batch = coreweave.build_batch(coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing")))
     options = [o.purchase_option for o in batch.offers]
     assert (options.count("on_demand"), options.count("spot")) == (9, 5)
     assert (len(batch.storage), len(batch.egress), len(batch.quarantined)) == (5, 1, 0)
@@ -148,7 +148,7 @@ def test_coreweave_normalized_records() -> None:
 
 
 def test_coreweave_bad_rows_are_quarantined_not_dropped() -> None:
-    rows = cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    rows = coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
     rows = [r for r in rows if r.name in ("NVIDIA HGX H100", "NVIDIA L40", "NVIDIA L40S")]
     rows[0].name = "NVIDIA Z9000"  # unknown GPU
     rows[1].price_text = "€18.00"  # not USD
@@ -164,10 +164,10 @@ def test_coreweave_bad_rows_are_quarantined_not_dropped() -> None:
 def test_coreweave_layout_changes_raise() -> None:
     redesigned = FIX / "coreweave" / "layout_changed" / "coreweave" / "www.coreweave.com" / "pricing.html"
     with pytest.raises(LayoutChanged, match="no GPU price table"):
-        cw_site.parse_pricing_page(html(redesigned, "https://www.coreweave.com/pricing"))
+        coreweave.parse_pricing_page(html(redesigned, "https://www.coreweave.com/pricing"))
     renamed = CW_PAGE.read_text().replace("<div>GPU Count</div></div>", "<div>Accelerators</div></div>")
     with pytest.raises(LayoutChanged, match="lacks the columns \\['gpu count'\\]"):
-        cw_site.parse_pricing_page(HtmlResponse(url="https://x/", body=renamed.encode(), encoding="utf-8"))
+        coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=renamed.encode(), encoding="utf-8"))
 
 
 def test_coreweave_region_tabs_and_plain_price_cells() -> None:
@@ -182,7 +182,7 @@ def test_coreweave_region_tabs_and_plain_price_cells() -> None:
                 f'<div class="table-v2-cell"><div>8</div></div><div class="table-v2-cell"><div>48</div></div>'
                 f'<div class="table-v2-cell"><div>{price}</div></div></div></div></div>')
     page = f"<html><body>{table('NORTH AMERICA', 'NVIDIA L40S', '$18.00')}{table('EUROPE', 'NVIDIA L40', '$10.00')}</body></html>"
-    rows = cw_site.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8"))
+    rows = coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8"))
     assert [(r.section, r.price_text) for r in rows] == [("REGION: NORTH AMERICA", "$18.00"), ("REGION: EUROPE", "$10.00")]
     batch = coreweave.build_batch(rows)
     assert sorted((o.region, o.price_per_hour) for o in batch.offers) == [("europe", 10.0), ("north-america", 18.0)]
@@ -191,7 +191,7 @@ def test_coreweave_region_tabs_and_plain_price_cells() -> None:
 # -- Hyperstack: parser on the rendered DOM, and proof the served HTML needs JavaScript ------------
 
 def test_hyperstack_rows_from_rendered_dom() -> None:
-    rows = hs_site.parse_pricing_page(html(HS_RENDERED, "https://www.hyperstack.cloud/gpu-pricing"))
+    rows = hyperstack.parse_pricing_page(html(HS_RENDERED, "https://www.hyperstack.cloud/gpu-pricing"))
     on_demand = [r for r in rows if r.kind == "gpu" and not r.spot_text]
     spot = [r for r in rows if r.spot_text]
     assert len(on_demand) == 13 and len(spot) == 5
@@ -207,11 +207,11 @@ def test_hyperstack_rows_from_rendered_dom() -> None:
 
 def test_hyperstack_served_html_has_no_prices_without_javascript() -> None:
     with pytest.raises(LayoutChanged, match="has no price rows"):
-        hs_site.parse_pricing_page(html(HS_SERVED, "https://www.hyperstack.cloud/gpu-pricing"))
+        hyperstack.parse_pricing_page(html(HS_SERVED, "https://www.hyperstack.cloud/gpu-pricing"))
 
 
 def test_hyperstack_normalized_records() -> None:
-    batch = hyperstack.build_batch(hs_site.parse_pricing_page(html(HS_RENDERED, "https://x/gpu-pricing")))
+    batch = hyperstack.build_batch(hyperstack.parse_pricing_page(html(HS_RENDERED, "https://x/gpu-pricing")))
     options = [o.purchase_option for o in batch.offers]
     assert (options.count("on_demand"), options.count("spot")) == (13, 5)
     h100 = by_key(batch, "1x NVIDIA H100 SXM")
@@ -349,7 +349,7 @@ def test_crawl_child_collects_garbage_again_after_its_start_up(replay) -> None:
     """The child pauses the cyclic GC while scrapy starts, then freezes those objects and turns
     collection back on for the crawl itself (a child left without GC would only grow)."""
     ctx = replay_context(replay("coreweave"), "coreweave")
-    result = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
+    result = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
     kinds = sorted(item["kind"] for item in result.items)
     assert kinds == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
     assert result.status["gc"]["enabled"] is True
@@ -359,7 +359,7 @@ def test_crawl_child_collects_garbage_again_after_its_start_up(replay) -> None:
 def test_crawl_timeout_kills_the_child(replay) -> None:
     ctx = replay_context(replay("coreweave"), "coreweave")
     with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 0.3 s"):
-        crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=0.3)
+        crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=0.3)
 
 
 def test_hyperstack_without_a_browser_finds_nothing(replay) -> None:
@@ -369,7 +369,7 @@ def test_hyperstack_without_a_browser_finds_nothing(replay) -> None:
     served = httpx.get(server.endpoints()[hyperstack.HOST] + hyperstack.PRICING_PATH).text
     assert "Loading prices" in served and "$3.20" not in served
     with pytest.raises(SourceError, match="hyperstack: .*layout changed .*has no price rows"):
-        crawl(ctx, hyperstack.SPIDER, hyperstack.HOST, hyperstack.PRICING_PATH, crawl_settings(ctx))
+        crawl(ctx, HS_SPIDER, hyperstack.HOST, hyperstack.PRICING_PATH, crawl_settings(ctx))
 
 
 def test_hyperstack_renders_the_page_in_chromium(replay) -> None:
@@ -454,25 +454,25 @@ def test_prestarted_child_takes_the_crawl(replay) -> None:
     ctx = replay_context(replay("coreweave"), "coreweave")
     coreweave.prestart()
     coreweave.prestart()  # again while it waits: no second child
-    child = _waiting_child(coreweave.SPIDER)
-    assert list(runner._WARM) == [coreweave.SPIDER]
-    result = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
+    child = _waiting_child(CW_SPIDER)
+    assert list(runner._WARM) == [CW_SPIDER]
+    result = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
     assert result.status["prestarted"] is True
     assert sorted(item["kind"] for item in result.items) == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
     assert {i["name"]: i["price_text"] for i in result.items if i["kind"] == "gpu"}["NVIDIA HGX H100"] == "$49.24"
     assert child.proc.poll() == runner.EXIT_OK and not child.folder.exists()  # its work folder is gone
     assert runner._WARM == {}
-    again = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
+    again = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
     assert again.status["prestarted"] is False and len(again.items) == 21  # none waiting: a fresh child
 
 
 def test_prestarted_child_that_died_is_replaced_by_a_fresh_one(replay) -> None:
     ctx = replay_context(replay("coreweave"), "coreweave")
     coreweave.prestart()
-    child = _waiting_child(coreweave.SPIDER)
+    child = _waiting_child(CW_SPIDER)
     os.killpg(child.proc.pid, signal.SIGKILL)
     child.proc.wait()
-    result = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
+    result = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
     assert result.status["prestarted"] is False and len(result.items) == 21
     assert not child.folder.exists() and runner._WARM == {}
 
@@ -485,16 +485,16 @@ def test_prestarted_child_is_killed_at_the_timeout(replay) -> None:
 
     ctx = replay_context(replay("coreweave", hook=slow_page), "coreweave")
     coreweave.prestart()
-    child = _waiting_child(coreweave.SPIDER)
+    child = _waiting_child(CW_SPIDER)
     with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 1 s"):
-        crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=1)
+        crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=1)
     assert child.proc.returncode == -signal.SIGKILL and not child.folder.exists()
 
 
 def test_unused_prestarted_children_are_discarded() -> None:
     coreweave.prestart()
     hyperstack.prestart()
-    children = [_waiting_child(coreweave.SPIDER), _waiting_child(hyperstack.SPIDER)]
+    children = [_waiting_child(CW_SPIDER), _waiting_child(HS_SPIDER)]
     runner.discard_prestarted()
     assert runner._WARM == {}
     for child in children:
@@ -506,10 +506,10 @@ def test_prestarted_browser_crawl_renders_the_page(replay) -> None:
     server = replay("hyperstack")
     ctx = replay_context(server, "hyperstack")
     hyperstack.prestart()
-    _waiting_child(hyperstack.SPIDER)
+    _waiting_child(HS_SPIDER)
     result = hyperstack.scrape(ctx)
     assert result.status["prestarted"] is True
-    batch = hyperstack.build_batch([PriceRow.from_dict(item) for item in result.items])
+    batch = hyperstack.build_batch([PageRow.from_dict(item) for item in result.items])
     assert batch.counts() == {"offers": 18, "egress": 1, "storage": 1, "quarantined": 0}
     assert by_key(batch, "1x NVIDIA H100 SXM").price_per_hour == 3.2
     assert "/gpu-pricing/rates.json" in {req.path for _, req in server.requests}  # rendered by Chromium
