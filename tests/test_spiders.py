@@ -22,8 +22,9 @@ from scrapy.http import HtmlResponse
 from gpuledger.adapters import aws
 from gpuledger.adapters.base import USER_AGENT, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
-from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, runner
+from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, page_source, runner
 from gpuledger.spiders.items import (
+    PAGE_ROW_FIELDS,
     PageRow,
     PriceTextError,
     parse_money,
@@ -234,6 +235,30 @@ def test_hyperstack_normalized_records() -> None:
     assert (egress.region, egress.usd_per_gb, egress.tier_start_gb) == ("global", 0.0, 0.0)
 
 
+def test_shared_storage_and_egress_rows() -> None:
+    """Both page sources make storage and egress records through the same builders."""
+    from gpuledger.warehouse.records import Batch
+
+    batch = Batch("hyperstack")
+    for text in ("Free", "$0.02 per GB", "€0.02/GB", "$4.00 per IP / month", "TBD"):
+        page_source.add_egress(batch, PageRow(kind="network", section="", name="Data egress", price_text=text),
+                               ["global"], f"egress: {text}")
+    page_source.add_egress(batch, PageRow(kind="network", section="", name="Public IP", price_text="$4/mo"),
+                           ["global"], "not egress")
+    assert [(e.usd_per_gb, e.description) for e in batch.egress] == [(0.0, "egress: Free"),
+                                                                    (0.02, "egress: $0.02 per GB")]
+    assert [q.reason for q in batch.quarantined] == [
+        "egress price '€0.02/GB' is not USD per GB", "egress price '$4.00 per IP / month' is not USD per GB",
+        "price: no price in 'TBD'"]
+    for text in ("$0.000096774 per GB per hour", "Contact sales", "$3/hr"):
+        page_source.add_storage(batch, PageRow(kind="storage", section="", name="Block SSD", price_text=text),
+                                ["eu", "us"], "ssd")
+    assert [(s.region, s.storage_class, s.usd_per_gb_month) for s in batch.storage] == [
+        ("eu", "block-ssd", 0.070645), ("us", "block-ssd", 0.070645)]  # x 730 h, once per region
+    assert batch.notes == ["skipped storage 'Block SSD': no public price (Contact sales)"]
+    assert batch.quarantined[-1].reason == "price: not a per-GB storage price: '$3/hr'"
+
+
 def test_provider_facts_contract() -> None:
     for module in (coreweave, hyperstack):
         assert set(module.PROVIDER_FACTS) == set(aws.PROVIDER_FACTS), module.NAME
@@ -354,6 +379,24 @@ def test_crawl_child_collects_garbage_again_after_its_start_up(replay) -> None:
     assert kinds == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
     assert result.status["gc"]["enabled"] is True
     assert result.status["gc"]["frozen_objects"] > 50_000  # scrapy's and Twisted's start-up objects
+
+
+def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
+    """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
+    that lost items against the crawl's own count fails the scrape instead of loading less."""
+    ctx = replay_context(replay("coreweave"), "coreweave")
+    result = page_source.scrape(ctx, coreweave.CoreWeavePricingSpider)
+    assert list(result.items[0]) == list(PAGE_ROW_FIELDS) == [
+        "kind", "section", "name", "cells", "price_text", "spot_text", "product_id", "footnotes", "row_index",
+        "source_url"]
+    assert result.status["items"] == len(result.items) == 21
+    h100 = PageRow.from_dict(next(i for i in result.items if i["name"] == "NVIDIA HGX H100"))
+    assert (h100.price_text, h100.spot_text, h100.cells["System RAM (GB)"]) == ("$49.24", "$19.71", "2,048")
+    real_read = runner._read_feed
+    monkeypatch.setattr(runner, "_read_feed", lambda path: real_read(path)[:-1])
+    with pytest.raises(SourceError, match="coreweave: scrape of www.coreweave.com/pricing .*failed: its item feed "
+                                          "holds 20 items, the crawl scraped 21"):
+        page_source.scrape(ctx, coreweave.CoreWeavePricingSpider)
 
 
 def test_crawl_timeout_kills_the_child(replay) -> None:
