@@ -20,10 +20,9 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from gpuledger.adapters.replay import ReplayServer
 from gpuledger.flows.pipeline import (
     FetchResult, SourcePlan, bundled_recordings, describe_failure, fetch_within, gc_frozen, load_all,
-    outcome_from, plans_for, prestart_crawls, resolve_providers,
+    outcome_from, plans_for, resolve_providers,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
-from gpuledger.spiders.runner import discard_prestarted
 from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
@@ -114,7 +113,6 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     names = resolve_providers(list(providers or []))
     refresh_id = new_id("refresh")
     with refresh_lock(db), gc_frozen():
-        prestart_crawls(names)  # no-op for the ones `gpuledger refresh` started during Prefect's start-up
         server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
         if server is not None:
             server.start()
@@ -148,7 +146,6 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                         outcomes[plan.provider] = outcome_from(result, plan, None, started)
                     prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
         finally:
-            discard_prestarted()  # the crawl children no crawl took (a provider that failed before it)
             if server is not None:
                 server.close()
         reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly),

@@ -48,7 +48,6 @@ from gpuledger.spiders.items import (
     usd_price,
 )
 from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, add_egress, add_storage, fetch_page, raw_row
-from gpuledger.spiders.page_source import prestart as prestart_page
 from gpuledger.spiders.page_source import scrape as scrape_page
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch
@@ -318,10 +317,6 @@ def build_batch(rows: list[PageRow]) -> Batch:
         elif row.kind == NETWORK:
             add_egress(batch, row, regions, egress_description(row))
     return batch
-
-
-def prestart() -> None:
-    prestart_page(CoreWeavePricingSpider)
 
 
 def scrape(ctx: SourceContext) -> CrawlResult:

@@ -56,7 +56,6 @@ from gpuledger.spiders.page_source import (
     fetch_page,
     raw_row,
 )
-from gpuledger.spiders.page_source import prestart as prestart_page
 from gpuledger.spiders.page_source import scrape as scrape_page
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch
@@ -358,10 +357,6 @@ def build_batch(rows: list[PageRow]) -> Batch:
         elif row.kind == NETWORK:
             add_egress(batch, row, [REGION], f"{row.name}: {row.price_text} ({PAGE_URL})")
     return batch
-
-
-def prestart() -> None:
-    prestart_page(HyperstackPricingSpider)
 
 
 def scrape(ctx: SourceContext) -> CrawlResult:

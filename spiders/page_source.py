@@ -130,13 +130,6 @@ def spider_path(spider: type[PricingSpider]) -> str:
     return f"{spider.__module__}:{spider.__qualname__}"
 
 
-def prestart(spider: type[PricingSpider]) -> None:
-    """Start the spider's crawl child ahead of its crawl (spiders.runner.prestart)."""
-    from gpuledger.spiders.runner import prestart as prestart_child
-
-    prestart_child(spider_path(spider), preload=("scrapy_playwright.handler",) if spider.needs_browser else ())
-
-
 def scrape(ctx: SourceContext, spider: type[PricingSpider], timeout_s: float | None = None) -> CrawlResult:
     """Crawl the spider's page in a child process: plain HTTP, or rendered in Chromium."""
     from gpuledger.spiders.runner import crawl

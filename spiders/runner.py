@@ -2,37 +2,27 @@
 
 Scrapy's Twisted reactor can be started once per process, so a Prefect worker
 (or a test session) that scrapes twice would fail on the second crawl. Each
-crawl therefore runs as `python -m gpuledger.spiders.runner ...`: the child starts one
-CrawlerProcess, writes the items as JSONL plus a small status file, and exits
-non-zero when the crawl did not produce a price table. The parent enforces a
-timeout (killing the child's whole process group, browser included) and turns
-any failure into a SourceError that names the provider, the URL and the
-child's last log lines.
-
-A child can also be started ahead of its crawl (`prestart`): it imports
-scrapy, Twisted and the spider, then waits for its job on stdin. `gpuledger
-refresh` does this while Prefect starts up, so the imports (~0.85 s of CPU per
-child) are off the fetch phase. The crawl itself runs exactly as in a fresh
-child: one process per crawl, its own session, the same timeout and kill.
+crawl therefore runs as `python -m gpuledger.spiders.runner ...` in its own work
+folder: the child starts one CrawlerProcess, writes the items through scrapy's
+feed export (JSON lines) and a small status file, and exits non-zero when the
+crawl did not produce a price table. The parent enforces a timeout (killing
+the child's whole process group, browser included) and turns any failure into
+a SourceError that names the provider, the URL and the child's last log lines.
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
-import importlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 # adapters.base (httpx, tenacity, ...) is imported where used: the crawl child runs this module
 # and never needs it.
@@ -48,11 +38,8 @@ ITEMS_FILE = "items.jsonl"  # the crawl's item feed (scrapy's FEEDS), in its wor
 
 @dataclass
 class CrawlResult:
-    items: list[dict[str, Any]]
-    status: dict[str, Any]
-    wall_s: float
-    stderr_tail: str = ""
-    requests: int = 0
+    items: list[dict[str, Any]]  # the item feed, one dict per PageRow
+    status: dict[str, Any]  # the child's status.json: counts, the settings it ran with
 
 
 def default_timeout_s(ctx: SourceContext) -> float:
@@ -98,120 +85,23 @@ def child_env() -> dict[str, str]:
     return env
 
 
-READY_FILE = "ready"  # a prestarted child writes it in its work folder once its imports are done
-
-
-@dataclass
-class _WarmChild:
-    """A crawl child started ahead of its job, waiting for it on stdin."""
-
-    spider: str
-    proc: subprocess.Popen[bytes]
-    work: tempfile.TemporaryDirectory[str]
-
-    @property
-    def folder(self) -> Path:
-        return Path(self.work.name)
-
-    def discard(self) -> None:
-        _kill_group(self.proc)
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        self.work.cleanup()
-
-
-_WARM: dict[str, _WarmChild] = {}
-_WARM_LOCK = threading.Lock()
-
-
-def _spawn(args: list[str], work: Path, stdin: int) -> subprocess.Popen[bytes]:
+def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes]:
     """`python -m gpuledger.spiders.runner ARGS` in `work`, its own session (so a timeout can kill its whole
     group, browser included), its output in work/stdout.log and work/stderr.log."""
     with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
         return subprocess.Popen([sys.executable, "-m", "gpuledger.spiders.runner", *args], cwd=work, env=child_env(),
-                                stdout=stdout, stderr=stderr, stdin=stdin, start_new_session=True)
+                                stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def prestart(spider: str, preload: Sequence[str] = ()) -> None:
-    """Start a crawl child for `spider` (module:Class) now; the next crawl() of that spider hands
-    it its job. `preload`: modules the crawl will load anyway (e.g. scrapy-playwright's handler).
-
-    Why: the child's imports cost ~0.85 s of CPU (scrapy, Twisted, the spider, Playwright). Paid
-    while Prefect starts up, they are off the fetch phase, where every provider competes for the
-    CPU. Calling it again for a spider whose child is still waiting does nothing.
-    """
-    with _WARM_LOCK:
-        current = _WARM.get(spider)
-        if current is not None and current.proc.poll() is None:
-            return
-        if current is not None:
-            current.discard()
-        work = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
-        args = ["--spider", spider, "--wait-for-job"]
-        for module in preload:
-            args += ["--preload", module]
-        _WARM[spider] = _WarmChild(spider, _spawn(args, Path(work.name), stdin=subprocess.PIPE), work)
-
-
-def wait_prestarted(timeout_s: float = 30.0) -> bool:
-    """Wait until every prestarted child has done its imports (or exited); True if all did in time."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with _WARM_LOCK:
-            waiting = [w for w in _WARM.values() if w.proc.poll() is None and not (w.folder / READY_FILE).exists()]
-        if not waiting:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-
-
-def discard_prestarted() -> None:
-    """End every prestarted child that got no job (a provider that failed before its crawl)."""
-    with _WARM_LOCK:
-        children = list(_WARM.values())
-        _WARM.clear()
-    for child in children:
-        child.discard()
-
-
-atexit.register(discard_prestarted)
-
-
-def _take_prestarted(spider: str) -> _WarmChild | None:
-    with _WARM_LOCK:
-        child = _WARM.pop(spider, None)
-    if child is not None and child.proc.poll() is not None:  # it died while waiting: start afresh
-        child.discard()
-        return None
-    return child
-
-
-def _hand_job(child: _WarmChild, job: dict[str, Any]) -> bool:
-    """Give a prestarted child its job; False (child discarded) if it can no longer take it."""
-    assert child.proc.stdin is not None
-    try:
-        child.proc.stdin.write(json.dumps(job).encode() + b"\n")
-        child.proc.stdin.close()
-        return True
-    except (BrokenPipeError, OSError):
-        child.discard()
-        return False
-
-
-def _job(work: Path, url: str, settings: dict[str, Any], spider_args: dict[str, str] | None) -> dict[str, Any]:
-    """A crawl's job, its files in `work` (the settings file is written here)."""
+def _start(spider: str, work: Path, url: str, settings: dict[str, Any],
+           spider_args: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """Write the crawl's settings into `work` and start its child there."""
     (work / "settings.json").write_text(json.dumps(settings))
-    return {"url": url, "settings": str(work / "settings.json"), "out": str(work / ITEMS_FILE),
-            "status": str(work / "status.json"), "args": dict(spider_args or {})}
-
-
-def _start_fresh(spider: str, job: dict[str, Any], work: Path) -> subprocess.Popen[bytes]:
-    args = ["--spider", spider, "--url", job["url"], "--settings", job["settings"], "--out", job["out"],
-            "--status", job["status"]]
-    for key, value in job["args"].items():
+    args = ["--spider", spider, "--url", url, "--settings", str(work / "settings.json"),
+            "--out", str(work / ITEMS_FILE), "--status", str(work / "status.json")]
+    for key, value in (spider_args or {}).items():
         args += ["--arg", f"{key}={value}"]
-    return _spawn(args, work, stdin=subprocess.DEVNULL)
+    return _spawn(args, work)
 
 
 def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
@@ -226,14 +116,9 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
     start_url = ctx.url(host) + path
     where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
     timeout = timeout_s if timeout_s is not None else default_timeout_s(ctx)
-    started = time.monotonic()
-    child = _take_prestarted(spider)
-    if child is not None and _hand_job(child, _job(child.folder, start_url, settings, spider_args)):
-        proc, folder = child.proc, child.work
-    else:  # none waiting, or it could not take the job: a fresh child
-        folder = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
-        proc = _start_fresh(spider, _job(Path(folder.name), start_url, settings, spider_args), Path(folder.name))
+    folder = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
     work = Path(folder.name)
+    proc = _start(spider, work, start_url, settings, spider_args)
     stderr_path = work / "stderr.log"
     try:
         try:
@@ -243,7 +128,6 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
             raise SourceError(
                 f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
                 f"log tail: {_tail(stderr_path) or '(no log output)'}") from None
-        wall = time.monotonic() - started
         tail = _tail(stderr_path)
         try:
             status = json.loads((work / "status.json").read_text())
@@ -261,8 +145,7 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
                               f"the crawl scraped {status.get('items')}")
     finally:
         folder.cleanup()
-    return CrawlResult(items=items, status=status, wall_s=wall, stderr_tail=tail,
-                       requests=int(status.get("requests", 0)))
+    return CrawlResult(items=items, status=status)
 
 
 def _read_feed(path: Path) -> list[dict[str, Any]] | None:
@@ -297,8 +180,8 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
 
 
 def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
-              spider_args: dict[str, str], prestarted: bool = False) -> int:
-    # Start-up (scrapy, Twisted, the spider) builds tens of thousands of long-lived objects that
+              spider_args: dict[str, str]) -> int:
+    # Start-up (scrapy, Twisted, the spider) builds about 100,000 long-lived objects that
     # the cyclic GC would keep re-scanning: collection is paused while they are built, then they
     # are frozen out of later collections.
     gc.disable()
@@ -341,7 +224,6 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
         "elapsed_s": stats.get("elapsed_time_seconds"),
         "effective": effective,
         "gc": {"enabled": gc.isenabled(), "frozen_objects": gc.get_freeze_count()},
-        "prestarted": prestarted,
     }
     status_path.write_text(json.dumps(status, default=str))
     if failure:
@@ -375,44 +257,6 @@ def effective_settings(crawler: Any) -> dict[str, Any]:
     }
 
 
-# Download handlers scrapy loads only when a URL of their scheme comes up (S3 would import botocore).
-_LAZY_HANDLERS = ("s3", "ftp", "file", "data")
-
-
-def scrapy_component_paths() -> list[str]:
-    """Every scrapy class its default settings name (middlewares, extensions, handlers, scheduler,
-    ...): what a crawl loads anyway. Read from scrapy's own defaults, so a component a later
-    scrapy adds is preloaded too."""
-    from scrapy.settings import default_settings
-
-    paths: list[str] = []
-    for name in dir(default_settings):
-        value = getattr(default_settings, name)
-        if name == "DOWNLOAD_HANDLERS_BASE":
-            value = {k: v for k, v in value.items() if k not in _LAZY_HANDLERS}
-        values = list(value) + list(value.values()) if isinstance(value, dict) else [value]
-        paths += [v for v in values if isinstance(v, str) and v.startswith("scrapy.") and "." in v[7:]]
-    return sorted(set(paths))
-
-
-def _wait_for_job(spider: str, preload: list[str]) -> dict[str, Any] | None:
-    """Prestarted child: import what the crawl needs, say so (READY_FILE), then read the job."""
-    gc.disable()  # as in run_child: start-up objects are frozen there, not scanned here
-    from scrapy.utils.misc import load_object
-
-    for module in ["scrapy.crawler", "itemadapter", *preload]:
-        importlib.import_module(module)
-    for path in scrapy_component_paths():
-        try:
-            load_object(path)
-        except Exception:  # noqa: BLE001 - a warm-up only: the crawl reports real import errors
-            pass
-    load_object(spider.replace(":", "."))
-    Path(READY_FILE).touch()
-    line = sys.stdin.readline()
-    return json.loads(line) if line.strip() else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one gpuledger spider crawl (used by spiders.runner.crawl).")
     parser.add_argument("--spider", required=True, help="module:Class or module.Class of the spider")
@@ -421,26 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="file the item feed (JSON lines) is written to")
     parser.add_argument("--status", help="JSON file the crawl status is written to")
     parser.add_argument("--arg", action="append", default=[], help="spider argument key=value")
-    parser.add_argument("--wait-for-job", action="store_true",
-                        help="import first, then read the job (url, settings, out, status, args) as JSON on stdin")
-    parser.add_argument("--preload", action="append", default=[], help="module to import while waiting")
     args = parser.parse_args(argv)
-    if args.wait_for_job:
-        job = _wait_for_job(args.spider, args.preload)
-        if job is None:  # discarded before it got a job
-            return EXIT_OK
-        url, settings_file, out, status = job["url"], job["settings"], job["out"], job["status"]
-        spider_args = {str(k): str(v) for k, v in job.get("args", {}).items()}
-    else:
-        missing = [f"--{name}" for name in ("url", "settings", "out", "status") if not getattr(args, name)]
-        if missing:
-            parser.error(f"{', '.join(missing)} required (or --wait-for-job)")
-        url, settings_file, out, status = args.url, args.settings, args.out, args.status
-        spider_args = dict(a.split("=", 1) for a in args.arg)
-    settings = json.loads(Path(settings_file).read_text())
-    return run_child(args.spider.replace(":", "."), url, settings, Path(out), Path(status), spider_args,
-                     prestarted=args.wait_for_job)
-
+    missing = [f"--{name}" for name in ("url", "settings", "out", "status") if not getattr(args, name)]
+    if missing:
+        parser.error(f"{', '.join(missing)} required")
+    settings = json.loads(Path(args.settings).read_text())
+    spider_args = dict(a.split("=", 1) for a in args.arg)
+    return run_child(args.spider.replace(":", "."), args.url, settings, Path(args.out), Path(args.status), spider_args)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,8 +9,6 @@ adapters/recordings/{coreweave,hyperstack}/README.md).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import stat
 import time
 from pathlib import Path
@@ -32,9 +30,9 @@ from gpuledger.spiders.items import (
     price_unit,
     usd_per_gb_month,
 )
+from gpuledger.spiders.page_source import LayoutChanged, spider_path
 from gpuledger.spiders.runner import crawl
 from gpuledger.spiders.settings import browser_settings, crawl_settings
-from gpuledger.spiders.page_source import LayoutChanged, spider_path
 from tests.conftest import replay_context
 
 FIX = Path(__file__).parent / "fixtures"
@@ -482,85 +480,3 @@ def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
     assert "SCRAPY_SETTINGS_MODULE" not in env and env["PYTHONUNBUFFERED"] == "1"
     monkeypatch.setenv("NODE_COMPILE_CACHE", "/elsewhere")
     assert child_env()["NODE_COMPILE_CACHE"] == "/elsewhere"  # the user's own choice is kept
-
-
-# -- crawl children started ahead of their crawl (spiders.runner.prestart) ------------------------
-
-def _waiting_child(spider: str):
-    child = runner._WARM[spider]
-    assert runner.wait_prestarted(60)
-    assert (child.folder / runner.READY_FILE).exists() and child.proc.poll() is None  # imported, waiting
-    return child
-
-
-def test_prestarted_child_takes_the_crawl(replay) -> None:
-    ctx = replay_context(replay("coreweave"), "coreweave")
-    coreweave.prestart()
-    coreweave.prestart()  # again while it waits: no second child
-    child = _waiting_child(CW_SPIDER)
-    assert list(runner._WARM) == [CW_SPIDER]
-    result = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
-    assert result.status["prestarted"] is True
-    assert sorted(item["kind"] for item in result.items) == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
-    assert {i["name"]: i["price_text"] for i in result.items if i["kind"] == "gpu"}["NVIDIA HGX H100"] == "$49.24"
-    assert child.proc.poll() == runner.EXIT_OK and not child.folder.exists()  # its work folder is gone
-    assert runner._WARM == {}
-    again = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
-    assert again.status["prestarted"] is False and len(again.items) == 21  # none waiting: a fresh child
-
-
-def test_prestarted_child_that_died_is_replaced_by_a_fresh_one(replay) -> None:
-    ctx = replay_context(replay("coreweave"), "coreweave")
-    coreweave.prestart()
-    child = _waiting_child(CW_SPIDER)
-    os.killpg(child.proc.pid, signal.SIGKILL)
-    child.proc.wait()
-    result = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
-    assert result.status["prestarted"] is False and len(result.items) == 21
-    assert not child.folder.exists() and runner._WARM == {}
-
-
-def test_prestarted_child_is_killed_at_the_timeout(replay) -> None:
-    def slow_page(host, req, ex):
-        if req.path == "/pricing":
-            time.sleep(3)
-        return None
-
-    ctx = replay_context(replay("coreweave", hook=slow_page), "coreweave")
-    coreweave.prestart()
-    child = _waiting_child(CW_SPIDER)
-    with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 1 s"):
-        crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=1)
-    assert child.proc.returncode == -signal.SIGKILL and not child.folder.exists()
-
-
-def test_unused_prestarted_children_are_discarded() -> None:
-    coreweave.prestart()
-    hyperstack.prestart()
-    children = [_waiting_child(CW_SPIDER), _waiting_child(HS_SPIDER)]
-    runner.discard_prestarted()
-    assert runner._WARM == {}
-    for child in children:
-        assert child.proc.poll() is not None and not child.folder.exists()
-
-
-def test_prestarted_browser_crawl_renders_the_page(replay) -> None:
-    """Hyperstack's child preloads scrapy-playwright's handler; the crawl then renders as usual."""
-    server = replay("hyperstack")
-    ctx = replay_context(server, "hyperstack")
-    hyperstack.prestart()
-    _waiting_child(HS_SPIDER)
-    result = hyperstack.scrape(ctx)
-    assert result.status["prestarted"] is True
-    batch = hyperstack.build_batch([PageRow.from_dict(item) for item in result.items])
-    assert batch.counts() == {"offers": 18, "egress": 1, "storage": 1, "quarantined": 0}
-    assert by_key(batch, "1x NVIDIA H100 SXM").price_per_hour == 3.2
-    assert "/gpu-pricing/rates.json" in {req.path for _, req in server.requests}  # rendered by Chromium
-
-
-def test_scrapy_component_paths_are_read_from_scrapy_and_skip_lazy_handlers() -> None:
-    paths = runner.scrapy_component_paths()
-    assert "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler" in paths
-    assert "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware" in paths
-    assert "scrapy.extensions.telnet.TelnetConsole" in paths
-    assert not any(".handlers.s3." in p or ".handlers.ftp." in p for p in paths)  # would import botocore / ftp
