@@ -15,10 +15,6 @@ does) is measured four ways, in this process:
 - one request at a time: providers one after another, aws_concurrency=1, and the hook holds a
   single global semaphore, so exactly one request is in flight anywhere.
 
-Before each of these runs the crawl children are started ahead and left to import (`_prestart`),
-as `gpuledger refresh` starts them while Prefect starts up. A second Prefect run per round starts
-them cold, as a scheduled flow run without the CLI's head start would: reported, not judged.
-
 Alone, threads and Prefect run side by side in each of 5 rounds (1 with --quick), in the
 opposite order every other round; the judged figure is the median of the rounds' Prefect /
 critical-path ratios. Each round also reports the share of CPU the hypervisor gave to other
@@ -80,17 +76,6 @@ def _plans(server: Any, providers: list[str], overrides: dict[str, Any] | None =
     return plans_for(providers, "replay", server.endpoints(), settings, http_attempts=1)
 
 
-def _prestart(providers: list[str]) -> None:
-    """Start the crawl children ahead, as `gpuledger refresh` does while Prefect starts up (10-20 s
-    here, time enough for their imports), and wait until they have imported what they need."""
-    from gpuledger.flows.pipeline import prestart_crawls
-    from gpuledger.spiders.runner import wait_prestarted
-
-    prestart_crawls(providers)
-    if not wait_prestarted(60):
-        raise RuntimeError("the prestarted crawl children did not get ready within 60 s")
-
-
 def _fetch(plan: Any) -> tuple[str, float, int]:
     from gpuledger.flows.pipeline import fetch_source
 
@@ -133,7 +118,6 @@ def run(quick: bool = False) -> list[Result]:
             times: dict[str, float] = {}
             counts: dict[str, int] = {}
             for plan in _plans(server, providers):
-                _prestart([plan.provider])
                 server.hook = LatencyHook(lo, hi, PER_HOST)
                 name, dt, n = _fetch(plan)
                 times[name], counts[name] = dt, n
@@ -141,7 +125,6 @@ def run(quick: bool = False) -> list[Result]:
             return times, counts
 
         def threads_arm() -> float:
-            _prestart(providers)
             hook = server.hook = LatencyHook(lo, hi, PER_HOST)
             t0 = time.perf_counter()
             with ThreadPoolExecutor(8) as pool:
@@ -151,13 +134,10 @@ def run(quick: bool = False) -> list[Result]:
                 f"flight; slowest {max(per, key=lambda x: x[1])[0]} {max(x[1] for x in per):.2f} s")
             return dt
 
-        def prefect_arm(cold: bool = False) -> float:
-            if not cold:
-                _prestart(providers)
+        def prefect_arm() -> float:
             hook = server.hook = LatencyHook(lo, hi, PER_HOST)
             dt, per_task = prefect.measure()
-            say(f"    concurrent (Prefect flow, scrape-provider tasks{', crawl children cold' if cold else ''}): "
-                f"fetch phase {dt:.2f} s, max "
+            say(f"    concurrent (Prefect flow, scrape-provider tasks): fetch phase {dt:.2f} s, max "
                 f"{hook.max_in_flight} requests in flight; slowest task "
                 f"{max(per_task, key=per_task.get)} {max(per_task.values()):.2f} s")
             return dt
@@ -173,9 +153,7 @@ def run(quick: bool = False) -> list[Result]:
             say(f"  round {r + 1}/{rounds} (load average {load:.1f})")
             if r % 2 == 0:
                 (alone, requests), wall_threads, wall_prefect = alone_arm(), threads_arm(), prefect_arm()
-                wall_cold = prefect_arm(cold=True)
             else:
-                wall_cold = prefect_arm(cold=True)
                 wall_prefect, wall_threads, (alone, requests) = prefect_arm(), threads_arm(), alone_arm()
             steal1, total1 = _steal_ticks()
             steal = (steal1 - steal0) / (total1 - total0) if total1 > total0 else 0.0
@@ -184,18 +162,15 @@ def run(quick: bool = False) -> list[Result]:
             per_round.append({"alone_s": alone, "requests": requests, "critical_provider": critical_provider,
                               "critical_s": critical, "wall_threads_s": wall_threads,
                               "wall_prefect_s": wall_prefect, "prefect_ratio": wall_prefect / critical,
-                              "threads_ratio": wall_threads / critical, "wall_prefect_cold_s": wall_cold,
-                              "cold_ratio": wall_cold / critical, "steal": steal, "load": load})
+                              "threads_ratio": wall_threads / critical, "steal": steal, "load": load})
             say(f"    round {r + 1}: critical path {critical_provider} {critical:.2f} s; Prefect "
-                f"{wall_prefect / critical:.2f}x, threads {wall_threads / critical:.2f}x, Prefect with the "
-                f"crawl children cold {wall_cold / critical:.2f}x; "
+                f"{wall_prefect / critical:.2f}x, threads {wall_threads / critical:.2f}x; "
                 f"CPU stolen by the host {steal:.1%}")
 
         hook = server.hook = LatencyHook(lo, hi, PER_HOST, global_limit=1)
         seq = {}
         wall_seq = 0.0
         for plan in _plans(server, providers, {"aws_concurrency": 1}):
-            _prestart([plan.provider])  # as for the concurrent runs; kept off the clock
             name, dt, _ = _fetch(plan)
             wall_seq += dt
             seq[name] = dt
@@ -216,8 +191,7 @@ def run(quick: bool = False) -> list[Result]:
     return [
         Result("1", f"refresh fetch phase in one Prefect flow run / critical path ({'/'.join(providers_on_path)} "
                     f"alone, median {critical:.2f} s), median of {rounds} round(s)", prefect_ratio, "x", 1.3,
-               notes=f"rounds {rounds_text}; plain threads {threads_ratio:.2f}x; Prefect with the crawl children "
-                     f"started cold (a scheduled run, no CLI head start) {mid('cold_ratio'):.2f}x", extra=extra),
+               notes=f"rounds {rounds_text}; plain threads {threads_ratio:.2f}x", extra=extra),
         Result("1", "refresh fetch phase (Prefect, median) vs one request at a time", wall_prefect, "s", None,
                ratio=wall_seq / wall_prefect, ratio_label=f"sequential {wall_seq:.1f} s / concurrent", ratio_target=4.0,
                notes=f"threads: {wall_seq / mid('wall_threads_s'):.2f}x", extra=extra),

@@ -99,15 +99,13 @@ def refresh(
       gpuledger refresh --provider aws        # live, AWS only
     """
     _setup_logging(verbose)
-    from gpuledger.flows.pipeline import UnknownProviderError, ensure_browsers, prestart_crawls, resolve_providers
+    from gpuledger.flows.pipeline import UnknownProviderError, ensure_browsers, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
     try:
         wanted = resolve_providers(provider)
         ensure_browsers(wanted, say=lambda line: console.print(line, markup=False, highlight=False))
-        # The crawl children import scrapy (and Playwright) while Prefect starts up.
-        prestart_crawls(wanted)
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
@@ -136,10 +134,9 @@ def record(
       gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
-    from gpuledger.flows.pipeline import UnknownProviderError, prestart_crawls, resolve_providers
+    from gpuledger.flows.pipeline import UnknownProviderError, resolve_providers
 
     try:
-        prestart_crawls(resolve_providers(provider))  # their imports overlap Prefect's start-up
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,

@@ -31,19 +31,6 @@ from gpuledger.warehouse.store import (
 log = logging.getLogger("gpuledger.refresh")
 
 
-def prestart_crawls(providers: list[str]) -> None:
-    """Start the crawl children of the providers that crawl web pages, ahead of their crawls
-    (spiders.runner.prestart): their imports then run while Prefect starts up, not while every
-    provider competes for the CPU. Never fails the refresh: a crawl without one starts afresh."""
-    for name in providers:
-        try:
-            start = getattr(source_module(name), "prestart", None)
-            if start is not None:
-                start()
-        except Exception as err:  # noqa: BLE001 - an optimisation only
-            log.warning("%s: could not start its crawl child ahead: %s", name, err)
-
-
 def ensure_browsers(providers: list[str], say: Any = print) -> None:
     """Find (or install, the way `gpuledger.spiders.browser --ensure` does) the Chromium that a
     requested page source renders with, before any fetch: a fresh machine has none. A failure is

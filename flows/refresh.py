@@ -20,10 +20,9 @@ from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer
 from gpuledger.flows.pipeline import (
     FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within, load_all,
-    outcome_from, plans_for, prestart_crawls, resolve_providers,
+    outcome_from, plans_for, resolve_providers,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
-from gpuledger.spiders.runner import discard_prestarted
 from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
 
@@ -129,7 +128,6 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     names = resolve_providers(list(providers or []))
     refresh_id = new_id("refresh")
     with refresh_lock(db):
-        prestart_crawls(names)  # no-op for the ones `gpuledger refresh` started during Prefect's start-up
         server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
         if server is not None:
             server.start()
@@ -164,7 +162,6 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                         outcomes[plan.provider] = outcome_from(result, plan, None, started)
                     prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
         finally:
-            discard_prestarted()  # the crawl children no crawl took (a provider that failed before it)
             if server is not None:
                 server.close()
         reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly),

@@ -1,15 +1,15 @@
 """What a pricing-page spider yields, and the pure text helpers that read its cells.
 
-A spider copies the page's own words into `PriceRow` items (names, cell texts,
+A spider copies the page's own words into `PageRow` items (names, cell texts,
 price texts as printed); numbers, units and canonical GPU names are decided
 afterwards by each provider's pure normalization function. So a unit or
-naming question can be answered from the scraped JSONL alone, without the page.
+naming question can be answered from the crawl's item feed alone, without the page.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # Row kinds a spider emits.
@@ -19,8 +19,8 @@ NETWORK = "network"
 
 
 @dataclass
-class PriceRow:
-    """One priced row of a pricing page, as printed."""
+class PageRow:
+    """One priced row of a pricing page, as printed (the spiders' scrapy item)."""
 
     kind: str  # gpu | storage | network
     section: str  # the page's heading/tab the row sits under, e.g. "REGION: NORTH AMERICA"
@@ -37,9 +37,13 @@ class PriceRow:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> "PriceRow":
+    def from_dict(cls, doc: dict[str, Any]) -> "PageRow":
         known = {k: doc[k] for k in cls.__dataclass_fields__ if k in doc}
         return cls(**known)
+
+
+# The columns of the crawl's item feed, in this order (FEEDS "fields").
+PAGE_ROW_FIELDS = tuple(f.name for f in fields(PageRow))
 
 
 class PriceTextError(ValueError):
@@ -107,6 +111,14 @@ def parse_number(text: str) -> float | None:
     if not m:
         raise ValueError(f"not a number: {text!r}")
     return float(m.group(1).replace(",", ""))
+
+
+def cell_number(cells: dict[str, str], prefix: str) -> float | None:
+    """The number in the first cell whose column label starts with `prefix` (lower case); None without one."""
+    for label, text in cells.items():
+        if label.lower().startswith(prefix):
+            return parse_number(text)
+    return None
 
 
 # Units a price can be quoted in, normalized. Order matters: the longest phrase first.

@@ -2,41 +2,30 @@
 
 Scrapy's Twisted reactor can be started once per process, so a Prefect worker
 (or a test session) that scrapes twice would fail on the second crawl. Each
-crawl therefore runs as `python -m gpuledger.spiders.runner ...`: the child starts one
-CrawlerProcess, writes the items as JSONL plus a small status file, and exits
-non-zero when the crawl did not produce a price table. The parent enforces a
-timeout (killing the child's whole process group, browser included) and turns
-any failure into a SourceError that names the provider, the URL and the
-child's last log lines.
-
-A child can also be started ahead of its crawl (`prestart`): it imports
-scrapy, Twisted and the spider, then waits for its job on stdin. `gpuledger
-refresh` does this while Prefect starts up, so the imports (~0.85 s of CPU per
-child) are off the fetch phase. The crawl itself runs exactly as in a fresh
-child: one process per crawl, its own session, the same timeout and kill.
+crawl therefore runs as `python -m gpuledger.spiders.runner ...` in its own work
+folder: the child starts one CrawlerProcess, writes the items through scrapy's
+feed export (JSON lines) and a small status file, and exits non-zero when the
+crawl did not produce a price table. The parent enforces a timeout (killing
+the child's whole process group, browser included) and turns any failure into
+a SourceError that names the provider, the URL and the child's last log lines.
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
-import importlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module,
-# and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
-# 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
+# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child runs this module
+# and never needs it.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
@@ -44,15 +33,13 @@ STDERR_TAIL_CHARS = 1500
 EXIT_OK = 0
 EXIT_FAILED = 3
 FAILURE_PREFIX = "gpuledger spider failed: "  # the child's last stderr line on failure
+ITEMS_FILE = "items.jsonl"  # the crawl's item feed (scrapy's FEEDS), in its work folder
 
 
 @dataclass
 class CrawlResult:
-    items: list[dict[str, Any]]
-    status: dict[str, Any]
-    wall_s: float
-    stderr_tail: str = ""
-    requests: int = 0
+    items: list[dict[str, Any]]  # the item feed, one dict per PageRow
+    status: dict[str, Any]  # the child's status.json: counts, the settings it ran with
 
 
 def default_timeout_s(ctx: SourceContext) -> float:
@@ -88,9 +75,8 @@ def node_compile_cache_dir() -> Path:
 def child_env() -> dict[str, str]:
     """The crawl child's environment: ours, less a stray Scrapy project, plus a Node compile cache.
 
-    Playwright's driver is a Node.js process that compiles ~12 MB of JavaScript at every start;
-    Node (>= 22.1) keeps the compiled code in NODE_COMPILE_CACHE, which saved ~0.2 s of CPU per
-    browser crawl after the first (Hyperstack's crawl child tree: 4.6 -> 4.3 s, median of 6).
+    Playwright's driver is a Node.js process that compiles its JavaScript at every start; Node
+    (>= 22.1) keeps the compiled code in NODE_COMPILE_CACHE, so later browser crawls reuse it.
     A NODE_COMPILE_CACHE already set is kept; an unwritable directory only disables the cache.
     """
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -99,120 +85,23 @@ def child_env() -> dict[str, str]:
     return env
 
 
-READY_FILE = "ready"  # a prestarted child writes it in its work folder once its imports are done
-
-
-@dataclass
-class _WarmChild:
-    """A crawl child started ahead of its job, waiting for it on stdin."""
-
-    spider: str
-    proc: subprocess.Popen[bytes]
-    work: tempfile.TemporaryDirectory[str]
-
-    @property
-    def folder(self) -> Path:
-        return Path(self.work.name)
-
-    def discard(self) -> None:
-        _kill_group(self.proc)
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        self.work.cleanup()
-
-
-_WARM: dict[str, _WarmChild] = {}
-_WARM_LOCK = threading.Lock()
-
-
-def _spawn(args: list[str], work: Path, stdin: int) -> subprocess.Popen[bytes]:
+def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes]:
     """`python -m gpuledger.spiders.runner ARGS` in `work`, its own session (so a timeout can kill its whole
     group, browser included), its output in work/stdout.log and work/stderr.log."""
     with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
         return subprocess.Popen([sys.executable, "-m", "gpuledger.spiders.runner", *args], cwd=work, env=child_env(),
-                                stdout=stdout, stderr=stderr, stdin=stdin, start_new_session=True)
+                                stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def prestart(spider: str, preload: Sequence[str] = ()) -> None:
-    """Start a crawl child for `spider` (module:Class) now; the next crawl() of that spider hands
-    it its job. `preload`: modules the crawl will load anyway (e.g. scrapy-playwright's handler).
-
-    Why: the child's imports cost ~0.85 s of CPU (scrapy, Twisted, the spider, Playwright). Paid
-    while Prefect starts up, they are off the fetch phase, where every provider competes for the
-    CPU. Calling it again for a spider whose child is still waiting does nothing.
-    """
-    with _WARM_LOCK:
-        current = _WARM.get(spider)
-        if current is not None and current.proc.poll() is None:
-            return
-        if current is not None:
-            current.discard()
-        work = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
-        args = ["--spider", spider, "--wait-for-job"]
-        for module in preload:
-            args += ["--preload", module]
-        _WARM[spider] = _WarmChild(spider, _spawn(args, Path(work.name), stdin=subprocess.PIPE), work)
-
-
-def wait_prestarted(timeout_s: float = 30.0) -> bool:
-    """Wait until every prestarted child has done its imports (or exited); True if all did in time."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with _WARM_LOCK:
-            waiting = [w for w in _WARM.values() if w.proc.poll() is None and not (w.folder / READY_FILE).exists()]
-        if not waiting:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-
-
-def discard_prestarted() -> None:
-    """End every prestarted child that got no job (a provider that failed before its crawl)."""
-    with _WARM_LOCK:
-        children = list(_WARM.values())
-        _WARM.clear()
-    for child in children:
-        child.discard()
-
-
-atexit.register(discard_prestarted)
-
-
-def _take_prestarted(spider: str) -> _WarmChild | None:
-    with _WARM_LOCK:
-        child = _WARM.pop(spider, None)
-    if child is not None and child.proc.poll() is not None:  # it died while waiting: start afresh
-        child.discard()
-        return None
-    return child
-
-
-def _hand_job(child: _WarmChild, job: dict[str, Any]) -> bool:
-    """Give a prestarted child its job; False (child discarded) if it can no longer take it."""
-    assert child.proc.stdin is not None
-    try:
-        child.proc.stdin.write(json.dumps(job).encode() + b"\n")
-        child.proc.stdin.close()
-        return True
-    except (BrokenPipeError, OSError):
-        child.discard()
-        return False
-
-
-def _job(work: Path, url: str, settings: dict[str, Any], spider_args: dict[str, str] | None) -> dict[str, Any]:
-    """A crawl's job, its files in `work` (the settings file is written here)."""
+def _start(spider: str, work: Path, url: str, settings: dict[str, Any],
+           spider_args: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """Write the crawl's settings into `work` and start its child there."""
     (work / "settings.json").write_text(json.dumps(settings))
-    return {"url": url, "settings": str(work / "settings.json"), "out": str(work / "items.jsonl"),
-            "status": str(work / "status.json"), "args": dict(spider_args or {})}
-
-
-def _start_fresh(spider: str, job: dict[str, Any], work: Path) -> subprocess.Popen[bytes]:
-    args = ["--spider", spider, "--url", job["url"], "--settings", job["settings"], "--out", job["out"],
-            "--status", job["status"]]
-    for key, value in job["args"].items():
+    args = ["--spider", spider, "--url", url, "--settings", str(work / "settings.json"),
+            "--out", str(work / ITEMS_FILE), "--status", str(work / "status.json")]
+    for key, value in (spider_args or {}).items():
         args += ["--arg", f"{key}={value}"]
-    return _spawn(args, work, stdin=subprocess.DEVNULL)
+    return _spawn(args, work)
 
 
 def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
@@ -227,14 +116,9 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
     start_url = ctx.url(host) + path
     where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
     timeout = timeout_s if timeout_s is not None else default_timeout_s(ctx)
-    started = time.monotonic()
-    child = _take_prestarted(spider)
-    if child is not None and _hand_job(child, _job(child.folder, start_url, settings, spider_args)):
-        proc, folder = child.proc, child.work
-    else:  # none waiting, or it could not take the job: a fresh child
-        folder = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
-        proc = _start_fresh(spider, _job(Path(folder.name), start_url, settings, spider_args), Path(folder.name))
+    folder = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
     work = Path(folder.name)
+    proc = _start(spider, work, start_url, settings, spider_args)
     stderr_path = work / "stderr.log"
     try:
         try:
@@ -244,7 +128,6 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
             raise SourceError(
                 f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
                 f"log tail: {_tail(stderr_path) or '(no log output)'}") from None
-        wall = time.monotonic() - started
         tail = _tail(stderr_path)
         try:
             status = json.loads((work / "status.json").read_text())
@@ -255,11 +138,23 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
             reason = status.get("failure") or f"the crawler exited with code {rc}"
             raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; "
                               f"log tail: {tail or '(no log output)'}")
-        items = [json.loads(line) for line in (work / "items.jsonl").read_text().splitlines() if line.strip()]
+        items = _read_feed(work / ITEMS_FILE)
+        if items is None or len(items) != status.get("items"):
+            held = "was not written" if items is None else f"holds {len(items)} items"
+            raise SourceError(f"{ctx.provider}: scrape of {where} failed: its item feed {held}, "
+                              f"the crawl scraped {status.get('items')}")
     finally:
         folder.cleanup()
-    return CrawlResult(items=items, status=status, wall_s=wall, stderr_tail=tail,
-                       requests=int(status.get("requests", 0)))
+    return CrawlResult(items=items, status=status)
+
+
+def _read_feed(path: Path) -> list[dict[str, Any]] | None:
+    """The items of a crawl's JSON-lines feed; None when the feed file is missing."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 # -- the child process --------------------------------------------------------------
@@ -276,37 +171,32 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
     errors = {k: v for k, v in stats.items() if k.startswith("spider_exceptions/") and v}
     if errors:
         return f"the spider raised {errors}"
+    unwritten = {k: v for k, v in stats.items() if k.startswith("feedexport/failed_count/") and v}
+    if unwritten:
+        return f"the item feed could not be written {unwritten}"
     if items == 0:
         return f"no price rows scraped from {url}"
     return None
 
 
 def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
-              spider_args: dict[str, str], prestarted: bool = False) -> int:
-    # Start-up (scrapy, Twisted, the spider; ~1 s of CPU) allocates ~95,000 long-lived objects,
-    # and the cyclic GC kept re-scanning them: collection is paused until they are built, then
-    # they are frozen out of later collections. CPU per crawl child, means of 5 interleaved
-    # runs: CoreWeave 1.62 -> 1.28 s, Hyperstack (with Node and Chromium) 4.38 -> 4.17 s; CPU a
-    # refresh spends while the other providers run.
+              spider_args: dict[str, str]) -> int:
+    # Start-up (scrapy, Twisted, the spider) builds about 100,000 long-lived objects that
+    # the cyclic GC would keep re-scanning: collection is paused while they are built, then they
+    # are frozen out of later collections.
     gc.disable()
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.misc import load_object
 
-    from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY
+    from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY, item_feed
 
     if settings.pop(BROWSER_SAME_HOST_ONLY, False):
         from gpuledger.spiders.browser import same_host_only
 
         settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
+    settings["FEEDS"] = item_feed(out)
     spider_cls = load_object(spider_path)
-    items: list[dict[str, Any]] = []
-
-    def collect(item: Any, **_: Any) -> None:
-        from itemadapter import ItemAdapter
-
-        items.append(ItemAdapter(item).asdict())
-
     effective: dict[str, Any] = {}
 
     def opened(spider: Any) -> None:
@@ -316,28 +206,24 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
     crawler = process.create_crawler(spider_cls)
     gc.freeze()
     gc.enable()
-    crawler.signals.connect(collect, signal=signals.item_scraped)
     crawler.signals.connect(opened, signal=signals.spider_opened)
     process.crawl(crawler, start_url=url, **spider_args)
     process.start()
 
     stats = crawler.stats.get_stats() if crawler.stats else {}
     spider_failure = getattr(crawler.spider, "failure", None)
-    failure = _judge(stats, spider_failure, len(items), url)
-    with open(out, "w") as f:
-        for item in items:
-            f.write(json.dumps(item, sort_keys=True, default=str) + "\n")
+    items = int(stats.get("item_scraped_count", 0))
+    failure = _judge(stats, spider_failure, items, url)
     status = {
         "failure": failure,
         "finish_reason": stats.get("finish_reason"),
-        "items": len(items),
+        "items": items,
         "requests": stats.get("downloader/request_count", 0),
         "responses": stats.get("downloader/response_count", 0),
         "robots_forbidden": stats.get("robotstxt/forbidden", 0),
         "elapsed_s": stats.get("elapsed_time_seconds"),
         "effective": effective,
         "gc": {"enabled": gc.isenabled(), "frozen_objects": gc.get_freeze_count()},
-        "prestarted": prestarted,
     }
     status_path.write_text(json.dumps(status, default=str))
     if failure:
@@ -371,72 +257,21 @@ def effective_settings(crawler: Any) -> dict[str, Any]:
     }
 
 
-# Download handlers scrapy loads only when a URL of their scheme comes up (S3 would import botocore).
-_LAZY_HANDLERS = ("s3", "ftp", "file", "data")
-
-
-def scrapy_component_paths() -> list[str]:
-    """Every scrapy class its default settings name (middlewares, extensions, handlers, scheduler,
-    ...): what a crawl loads anyway. Read from scrapy's own defaults, so a component a later
-    scrapy adds is preloaded too."""
-    from scrapy.settings import default_settings
-
-    paths: list[str] = []
-    for name in dir(default_settings):
-        value = getattr(default_settings, name)
-        if name == "DOWNLOAD_HANDLERS_BASE":
-            value = {k: v for k, v in value.items() if k not in _LAZY_HANDLERS}
-        values = list(value) + list(value.values()) if isinstance(value, dict) else [value]
-        paths += [v for v in values if isinstance(v, str) and v.startswith("scrapy.") and "." in v[7:]]
-    return sorted(set(paths))
-
-
-def _wait_for_job(spider: str, preload: list[str]) -> dict[str, Any] | None:
-    """Prestarted child: import what the crawl needs, say so (READY_FILE), then read the job."""
-    gc.disable()  # as in run_child: start-up objects are frozen there, not scanned here
-    from scrapy.utils.misc import load_object
-
-    for module in ["scrapy.crawler", "itemadapter", *preload]:
-        importlib.import_module(module)
-    for path in scrapy_component_paths():
-        try:
-            load_object(path)
-        except Exception:  # noqa: BLE001 - a warm-up only: the crawl reports real import errors
-            pass
-    load_object(spider.replace(":", "."))
-    Path(READY_FILE).touch()
-    line = sys.stdin.readline()
-    return json.loads(line) if line.strip() else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one gpuledger spider crawl (used by spiders.runner.crawl).")
     parser.add_argument("--spider", required=True, help="module:Class or module.Class of the spider")
     parser.add_argument("--url", help="start URL")
     parser.add_argument("--settings", help="JSON file of scrapy settings")
-    parser.add_argument("--out", help="JSONL file the items are written to")
+    parser.add_argument("--out", help="file the item feed (JSON lines) is written to")
     parser.add_argument("--status", help="JSON file the crawl status is written to")
     parser.add_argument("--arg", action="append", default=[], help="spider argument key=value")
-    parser.add_argument("--wait-for-job", action="store_true",
-                        help="import first, then read the job (url, settings, out, status, args) as JSON on stdin")
-    parser.add_argument("--preload", action="append", default=[], help="module to import while waiting")
     args = parser.parse_args(argv)
-    if args.wait_for_job:
-        job = _wait_for_job(args.spider, args.preload)
-        if job is None:  # discarded before it got a job
-            return EXIT_OK
-        url, settings_file, out, status = job["url"], job["settings"], job["out"], job["status"]
-        spider_args = {str(k): str(v) for k, v in job.get("args", {}).items()}
-    else:
-        missing = [f"--{name}" for name in ("url", "settings", "out", "status") if not getattr(args, name)]
-        if missing:
-            parser.error(f"{', '.join(missing)} required (or --wait-for-job)")
-        url, settings_file, out, status = args.url, args.settings, args.out, args.status
-        spider_args = dict(a.split("=", 1) for a in args.arg)
-    settings = json.loads(Path(settings_file).read_text())
-    return run_child(args.spider.replace(":", "."), url, settings, Path(out), Path(status), spider_args,
-                     prestarted=args.wait_for_job)
-
+    missing = [f"--{name}" for name in ("url", "settings", "out", "status") if not getattr(args, name)]
+    if missing:
+        parser.error(f"{', '.join(missing)} required")
+    settings = json.loads(Path(args.settings).read_text())
+    spider_args = dict(a.split("=", 1) for a in args.arg)
+    return run_child(args.spider.replace(":", "."), args.url, settings, Path(args.out), Path(args.status), spider_args)
 
 if __name__ == "__main__":
     sys.exit(main())

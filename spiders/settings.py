@@ -9,11 +9,13 @@ runs code sent to it) are always off.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module,
-# and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
-# 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
+from gpuledger.spiders.items import PAGE_ROW_FIELDS
+
+# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module
+# and never needs it.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
@@ -83,3 +85,9 @@ def browser_settings(ctx: SourceContext, chromium_path: str) -> dict[str, Any]:
         BROWSER_SAME_HOST_ONLY: True,
     })
     return settings
+
+
+def item_feed(path: Path) -> dict[str, dict[str, Any]]:
+    """FEEDS for one crawl: its items as JSON lines in `path`, the columns of PageRow in order."""
+    return {str(path): {"format": "jsonlines", "encoding": "utf-8", "fields": list(PAGE_ROW_FIELDS),
+                        "overwrite": True}}

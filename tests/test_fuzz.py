@@ -30,10 +30,8 @@ from hypothesis import strategies as st
 from gpuledger.adapters import aws, azure, gcp, lambdalabs, runpod, vastai
 from gpuledger.adapters.base import SchemaDriftError, SourceError
 from gpuledger.spiders import coreweave, hyperstack
-from gpuledger.spiders.items import PriceRow, PriceTextError, parse_money, usd_per_gb_month, usd_price
-from gpuledger.spiders.sites import coreweave as coreweave_site
-from gpuledger.spiders.sites import hyperstack as hyperstack_site
-from gpuledger.spiders.sites.base import LayoutChanged
+from gpuledger.spiders.items import PageRow, PriceTextError, parse_money, usd_per_gb_month, usd_price
+from gpuledger.spiders.page_source import LayoutChanged
 from gpuledger.warehouse.records import Batch
 
 REC = Path(__file__).parent.parent / "adapters" / "recordings"
@@ -321,7 +319,7 @@ def test_coreweave_page_parser_survives_damage(edits: list) -> None:
     from parsel import Selector
 
     page = damage_html(COREWEAVE_PAGE, edits)
-    rows = survives(lambda: coreweave_site.parse_pricing_page(Selector(text=page)), (LayoutChanged,))
+    rows = survives(lambda: coreweave.parse_pricing_page(Selector(text=page)), (LayoutChanged,))
     if isinstance(rows, list):
         survives(lambda: coreweave.build_batch(rows), ())  # normalizing never raises: it quarantines
 
@@ -332,21 +330,21 @@ def test_hyperstack_page_parser_survives_damage(edits: list) -> None:
     from parsel import Selector
 
     page = damage_html(HYPERSTACK_PAGE, edits)
-    rows = survives(lambda: hyperstack_site.parse_pricing_page(Selector(text=page)), (LayoutChanged,))
+    rows = survives(lambda: hyperstack.parse_pricing_page(Selector(text=page)), (LayoutChanged,))
     if isinstance(rows, list):
         survives(lambda: hyperstack.build_batch(rows), ())
 
 
 row_text = st.one_of(st.text(max_size=20), st.sampled_from(["$3.20/hr", "$NaN", "-$1/hr", "€2/hr", "8", "80",
                                                             "H100", "NVIDIA HGX H100", "REGION: EU", "Free"]))
-price_rows = st.builds(PriceRow, kind=st.sampled_from(["gpu", "storage", "network", "other"]), section=row_text,
+price_rows = st.builds(PageRow, kind=st.sampled_from(["gpu", "storage", "network", "other"]), section=row_text,
                        name=row_text, cells=st.dictionaries(row_text, row_text, max_size=6), price_text=row_text,
                        spot_text=row_text, product_id=row_text)
 
 
 @FUZZ
 @given(st.lists(price_rows, max_size=8))
-def test_spider_normalizers_never_raise(rows: list[PriceRow]) -> None:
+def test_spider_normalizers_never_raise(rows: list[PageRow]) -> None:
     survives(lambda: coreweave.build_batch(rows), ())
     survives(lambda: hyperstack.build_batch(rows), ())
 
@@ -379,8 +377,8 @@ def test_undamaged_payloads_parse_to_offers() -> None:
                        (azure_parse, AZURE_DOCS), (gcp_parse, GCP_DOCS), (aws_parse, AWS_DOCS)):
         batch = parse(doc)
         assert len(batch.offers) >= 2, (parse.__name__, batch.counts())
-    assert len(coreweave.build_batch(coreweave_site.parse_pricing_page(Selector(text=COREWEAVE_PAGE.decode()))).offers) > 5
-    assert len(hyperstack.build_batch(hyperstack_site.parse_pricing_page(Selector(text=HYPERSTACK_PAGE.decode()))).offers) > 5
+    assert len(coreweave.build_batch(coreweave.parse_pricing_page(Selector(text=COREWEAVE_PAGE.decode()))).offers) > 5
+    assert len(hyperstack.build_batch(hyperstack.parse_pricing_page(Selector(text=HYPERSTACK_PAGE.decode()))).offers) > 5
 
 
 def test_damage_is_real() -> None:

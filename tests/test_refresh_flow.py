@@ -1,5 +1,4 @@
-"""The nightly_refresh flow gives up on a stuck provider and still lands the others, and hands its
-crawls to the crawl children it started ahead of them."""
+"""The nightly_refresh flow gives up on a stuck provider and still lands the others."""
 
 from __future__ import annotations
 
@@ -14,9 +13,7 @@ import gpuledger.flows.pipeline
 import gpuledger.flows.refresh
 from gpuledger import flows
 from gpuledger.flows.pipeline import ScrapeTimeout, SourcePlan, fetch_within
-from gpuledger.spiders import coreweave, hyperstack, runner
 from tests.builders import shared_prefect_server
-
 
 @pytest.fixture(scope="module")
 def api_url(request: pytest.FixtureRequest) -> str:
@@ -76,61 +73,3 @@ def test_refresh_records_a_timed_out_provider_and_loads_the_rest(api_url: str, t
     assert runs == {"lambda": "failed", "runpod": "ok"}
     assert error.startswith("lambda: the scrape did not finish within 3 s")
     assert offers == {"runpod": 85}
-
-
-def spy_on_prestart(monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
-    """(children prestarted, children the crawls took) during the test."""
-    started: list = []
-    taken: list = []
-    real_prestart, real_take = runner.prestart, runner._take_prestarted
-
-    def prestart(spider: str, preload=()):
-        real_prestart(spider, preload)
-        started.append(runner._WARM[spider])
-
-    def take(spider: str):
-        child = real_take(spider)
-        taken.append((spider, child))
-        return child
-
-    monkeypatch.setattr(runner, "prestart", prestart)
-    monkeypatch.setattr(runner, "_take_prestarted", take)
-    monkeypatch.setattr(coreweave, "prestart_child", prestart)
-    monkeypatch.setattr(hyperstack, "prestart_child", prestart)
-    return started, taken
-
-
-@pytest.mark.prefect
-def test_refresh_crawls_in_the_children_it_started_ahead(api_url: str, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    started, taken = spy_on_prestart(monkeypatch)
-    summary = flows.refresh.nightly_refresh(db=str(tmp_path / "w.duckdb"), providers=["coreweave", "runpod"],
-                                            replay=True)
-    assert summary["ok"]
-    assert [child.spider for child in started] == [coreweave.SPIDER]  # runpod has no crawl
-    assert taken == [(coreweave.SPIDER, started[0])]  # the crawl took that very child
-    assert started[0].proc.returncode == runner.EXIT_OK and runner._WARM == {}
-    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
-    try:
-        offers = dict(con.execute("select provider, count(*) from offers group by 1").fetchall())
-    finally:
-        con.close()
-    assert offers == {"coreweave": 14, "runpod": 85}
-
-
-@pytest.mark.prefect
-def test_refresh_ends_a_prestarted_child_its_provider_never_used(api_url: str, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    started, taken = spy_on_prestart(monkeypatch)
-
-    def broken_settings(ctx):
-        raise RuntimeError("settings could not be built")
-
-    monkeypatch.setattr(coreweave, "crawl_settings", broken_settings)
-    summary = flows.refresh.nightly_refresh(db=str(tmp_path / "w.duckdb"), providers=["coreweave", "runpod"],
-                                            replay=True)
-    assert summary["failed"] == ["coreweave"]
-    assert [child.spider for child in started] == [coreweave.SPIDER] and taken == []
-    child = started[0]
-    assert child.proc.poll() is not None and not child.folder.exists()  # ended, its folder removed
-    assert runner._WARM == {}

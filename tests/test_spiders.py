@@ -9,8 +9,6 @@ adapters/recordings/{coreweave,hyperstack}/README.md).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import stat
 import time
 from pathlib import Path
@@ -21,20 +19,19 @@ from scrapy.http import HtmlResponse
 
 from gpuledger.adapters.base import USER_AGENT, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
-from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, runner
+from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, page_source, runner
 from gpuledger.spiders.items import (
-    PriceRow,
+    PAGE_ROW_FIELDS,
+    PageRow,
     PriceTextError,
     parse_money,
     parse_number,
     price_unit,
     usd_per_gb_month,
 )
+from gpuledger.spiders.page_source import LayoutChanged, spider_path
 from gpuledger.spiders.runner import crawl
 from gpuledger.spiders.settings import browser_settings, crawl_settings
-from gpuledger.spiders.sites import coreweave as cw_site
-from gpuledger.spiders.sites import hyperstack as hs_site
-from gpuledger.spiders.sites.base import LayoutChanged
 from tests.conftest import replay_context
 
 FIX = Path(__file__).parent / "fixtures"
@@ -42,6 +39,8 @@ CW_PAGE = BUNDLED_RECORDINGS / "coreweave" / "www.coreweave.com" / "pricing.html
 HS_SERVED = BUNDLED_RECORDINGS / "hyperstack" / "www.hyperstack.cloud" / "gpu-pricing.html"
 HS_RENDERED = FIX / "hyperstack" / "gpu-pricing.rendered.html"
 WALL_TIMES: dict[str, float] = {}
+CW_SPIDER = spider_path(coreweave.CoreWeavePricingSpider)
+HS_SPIDER = spider_path(hyperstack.HyperstackPricingSpider)
 
 
 def html(path: Path, url: str) -> HtmlResponse:
@@ -93,7 +92,7 @@ def test_units_and_numbers() -> None:
 # -- CoreWeave: parser on the saved page -----------------------------------------------------------
 
 def test_coreweave_rows_from_saved_page() -> None:
-    rows = cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    rows = coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
     gpu = [r for r in rows if r.kind == "gpu"]
     assert [r.name for r in gpu][:4] == ["NVIDIA GB200 NVL72", "NVIDIA GB300 NVL72", "NVIDIA HGX B300",
                                         "NVIDIA HGX B200"]
@@ -113,7 +112,7 @@ def test_coreweave_rows_from_saved_page() -> None:
 
 
 def test_coreweave_normalized_records() -> None:
-    batch = coreweave.build_batch(cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing")))
+    batch = coreweave.build_batch(coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing")))
     options = [o.purchase_option for o in batch.offers]
     assert (options.count("on_demand"), options.count("spot")) == (9, 5)
     assert (len(batch.storage), len(batch.egress), len(batch.quarantined)) == (5, 1, 0)
@@ -147,7 +146,7 @@ def test_coreweave_normalized_records() -> None:
 
 
 def test_coreweave_bad_rows_are_quarantined_not_dropped() -> None:
-    rows = cw_site.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    rows = coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
     rows = [r for r in rows if r.name in ("NVIDIA HGX H100", "NVIDIA L40", "NVIDIA L40S")]
     rows[0].name = "NVIDIA Z9000"  # unknown GPU
     rows[1].price_text = "€18.00"  # not USD
@@ -163,10 +162,10 @@ def test_coreweave_bad_rows_are_quarantined_not_dropped() -> None:
 def test_coreweave_layout_changes_raise() -> None:
     redesigned = FIX / "coreweave" / "layout_changed" / "coreweave" / "www.coreweave.com" / "pricing.html"
     with pytest.raises(LayoutChanged, match="no GPU price table"):
-        cw_site.parse_pricing_page(html(redesigned, "https://www.coreweave.com/pricing"))
+        coreweave.parse_pricing_page(html(redesigned, "https://www.coreweave.com/pricing"))
     renamed = CW_PAGE.read_text().replace("<div>GPU Count</div></div>", "<div>Accelerators</div></div>")
     with pytest.raises(LayoutChanged, match="lacks the columns \\['gpu count'\\]"):
-        cw_site.parse_pricing_page(HtmlResponse(url="https://x/", body=renamed.encode(), encoding="utf-8"))
+        coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=renamed.encode(), encoding="utf-8"))
 
 
 def test_coreweave_region_tabs_and_plain_price_cells() -> None:
@@ -181,7 +180,7 @@ def test_coreweave_region_tabs_and_plain_price_cells() -> None:
                 f'<div class="table-v2-cell"><div>8</div></div><div class="table-v2-cell"><div>48</div></div>'
                 f'<div class="table-v2-cell"><div>{price}</div></div></div></div></div>')
     page = f"<html><body>{table('NORTH AMERICA', 'NVIDIA L40S', '$18.00')}{table('EUROPE', 'NVIDIA L40', '$10.00')}</body></html>"
-    rows = cw_site.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8"))
+    rows = coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8"))
     assert [(r.section, r.price_text) for r in rows] == [("REGION: NORTH AMERICA", "$18.00"), ("REGION: EUROPE", "$10.00")]
     batch = coreweave.build_batch(rows)
     assert sorted((o.region, o.price_per_hour) for o in batch.offers) == [("europe", 10.0), ("north-america", 18.0)]
@@ -190,7 +189,7 @@ def test_coreweave_region_tabs_and_plain_price_cells() -> None:
 # -- Hyperstack: parser on the rendered DOM, and proof the served HTML needs JavaScript ------------
 
 def test_hyperstack_rows_from_rendered_dom() -> None:
-    rows = hs_site.parse_pricing_page(html(HS_RENDERED, "https://www.hyperstack.cloud/gpu-pricing"))
+    rows = hyperstack.parse_pricing_page(html(HS_RENDERED, "https://www.hyperstack.cloud/gpu-pricing"))
     on_demand = [r for r in rows if r.kind == "gpu" and not r.spot_text]
     spot = [r for r in rows if r.spot_text]
     assert len(on_demand) == 13 and len(spot) == 5
@@ -206,11 +205,11 @@ def test_hyperstack_rows_from_rendered_dom() -> None:
 
 def test_hyperstack_served_html_has_no_prices_without_javascript() -> None:
     with pytest.raises(LayoutChanged, match="has no price rows"):
-        hs_site.parse_pricing_page(html(HS_SERVED, "https://www.hyperstack.cloud/gpu-pricing"))
+        hyperstack.parse_pricing_page(html(HS_SERVED, "https://www.hyperstack.cloud/gpu-pricing"))
 
 
 def test_hyperstack_normalized_records() -> None:
-    batch = hyperstack.build_batch(hs_site.parse_pricing_page(html(HS_RENDERED, "https://x/gpu-pricing")))
+    batch = hyperstack.build_batch(hyperstack.parse_pricing_page(html(HS_RENDERED, "https://x/gpu-pricing")))
     options = [o.purchase_option for o in batch.offers]
     assert (options.count("on_demand"), options.count("spot")) == (13, 5)
     h100 = by_key(batch, "1x NVIDIA H100 SXM")
@@ -231,6 +230,30 @@ def test_hyperstack_normalized_records() -> None:
     assert (ssd.storage_class, ssd.usd_per_gb_month) == ("cloud-ssd-volumes-ssvs", 0.070645)
     [egress] = batch.egress
     assert (egress.region, egress.usd_per_gb, egress.tier_start_gb) == ("global", 0.0, 0.0)
+
+
+def test_shared_storage_and_egress_rows() -> None:
+    """Both page sources make storage and egress records through the same builders."""
+    from gpuledger.warehouse.records import Batch
+
+    batch = Batch("hyperstack")
+    for text in ("Free", "$0.02 per GB", "€0.02/GB", "$4.00 per IP / month", "TBD"):
+        page_source.add_egress(batch, PageRow(kind="network", section="", name="Data egress", price_text=text),
+                               ["global"], f"egress: {text}")
+    page_source.add_egress(batch, PageRow(kind="network", section="", name="Public IP", price_text="$4/mo"),
+                           ["global"], "not egress")
+    assert [(e.usd_per_gb, e.description) for e in batch.egress] == [(0.0, "egress: Free"),
+                                                                    (0.02, "egress: $0.02 per GB")]
+    assert [q.reason for q in batch.quarantined] == [
+        "egress price '€0.02/GB' is not USD per GB", "egress price '$4.00 per IP / month' is not USD per GB",
+        "price: no price in 'TBD'"]
+    for text in ("$0.000096774 per GB per hour", "Contact sales", "$3/hr"):
+        page_source.add_storage(batch, PageRow(kind="storage", section="", name="Block SSD", price_text=text),
+                                ["eu", "us"], "ssd")
+    assert [(s.region, s.storage_class, s.usd_per_gb_month) for s in batch.storage] == [
+        ("eu", "block-ssd", 0.070645), ("us", "block-ssd", 0.070645)]  # x 730 h, once per region
+    assert batch.notes == ["skipped storage 'Block SSD': no public price (Contact sales)"]
+    assert batch.quarantined[-1].reason == "price: not a per-GB storage price: '$3/hr'"
 
 
 def test_provider_declarations() -> None:
@@ -349,17 +372,35 @@ def test_crawl_child_collects_garbage_again_after_its_start_up(replay) -> None:
     """The child pauses the cyclic GC while scrapy starts, then freezes those objects and turns
     collection back on for the crawl itself (a child left without GC would only grow)."""
     ctx = replay_context(replay("coreweave"), "coreweave")
-    result = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
+    result = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
     kinds = sorted(item["kind"] for item in result.items)
     assert kinds == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
     assert result.status["gc"]["enabled"] is True
     assert result.status["gc"]["frozen_objects"] > 50_000  # scrapy's and Twisted's start-up objects
 
 
+def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
+    """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
+    that lost items against the crawl's own count fails the scrape instead of loading less."""
+    ctx = replay_context(replay("coreweave"), "coreweave")
+    result = page_source.scrape(ctx, coreweave.CoreWeavePricingSpider)
+    assert list(result.items[0]) == list(PAGE_ROW_FIELDS) == [
+        "kind", "section", "name", "cells", "price_text", "spot_text", "product_id", "footnotes", "row_index",
+        "source_url"]
+    assert result.status["items"] == len(result.items) == 21
+    h100 = PageRow.from_dict(next(i for i in result.items if i["name"] == "NVIDIA HGX H100"))
+    assert (h100.price_text, h100.spot_text, h100.cells["System RAM (GB)"]) == ("$49.24", "$19.71", "2,048")
+    real_read = runner._read_feed
+    monkeypatch.setattr(runner, "_read_feed", lambda path: real_read(path)[:-1])
+    with pytest.raises(SourceError, match="coreweave: scrape of www.coreweave.com/pricing .*failed: its item feed "
+                                          "holds 20 items, the crawl scraped 21"):
+        page_source.scrape(ctx, coreweave.CoreWeavePricingSpider)
+
+
 def test_crawl_timeout_kills_the_child(replay) -> None:
     ctx = replay_context(replay("coreweave"), "coreweave")
     with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 0.3 s"):
-        crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=0.3)
+        crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=0.3)
 
 
 def test_hyperstack_without_a_browser_finds_nothing(replay) -> None:
@@ -369,7 +410,7 @@ def test_hyperstack_without_a_browser_finds_nothing(replay) -> None:
     served = httpx.get(server.endpoints()[hyperstack.HOST] + hyperstack.PRICING_PATH).text
     assert "Loading prices" in served and "$3.20" not in served
     with pytest.raises(SourceError, match="hyperstack: .*layout changed .*has no price rows"):
-        crawl(ctx, hyperstack.SPIDER, hyperstack.HOST, hyperstack.PRICING_PATH, crawl_settings(ctx))
+        crawl(ctx, HS_SPIDER, hyperstack.HOST, hyperstack.PRICING_PATH, crawl_settings(ctx))
 
 
 def test_hyperstack_renders_the_page_in_chromium(replay) -> None:
@@ -439,85 +480,3 @@ def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
     assert "SCRAPY_SETTINGS_MODULE" not in env and env["PYTHONUNBUFFERED"] == "1"
     monkeypatch.setenv("NODE_COMPILE_CACHE", "/elsewhere")
     assert child_env()["NODE_COMPILE_CACHE"] == "/elsewhere"  # the user's own choice is kept
-
-
-# -- crawl children started ahead of their crawl (spiders.runner.prestart) ------------------------
-
-def _waiting_child(spider: str):
-    child = runner._WARM[spider]
-    assert runner.wait_prestarted(60)
-    assert (child.folder / runner.READY_FILE).exists() and child.proc.poll() is None  # imported, waiting
-    return child
-
-
-def test_prestarted_child_takes_the_crawl(replay) -> None:
-    ctx = replay_context(replay("coreweave"), "coreweave")
-    coreweave.prestart()
-    coreweave.prestart()  # again while it waits: no second child
-    child = _waiting_child(coreweave.SPIDER)
-    assert list(runner._WARM) == [coreweave.SPIDER]
-    result = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
-    assert result.status["prestarted"] is True
-    assert sorted(item["kind"] for item in result.items) == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
-    assert {i["name"]: i["price_text"] for i in result.items if i["kind"] == "gpu"}["NVIDIA HGX H100"] == "$49.24"
-    assert child.proc.poll() == runner.EXIT_OK and not child.folder.exists()  # its work folder is gone
-    assert runner._WARM == {}
-    again = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
-    assert again.status["prestarted"] is False and len(again.items) == 21  # none waiting: a fresh child
-
-
-def test_prestarted_child_that_died_is_replaced_by_a_fresh_one(replay) -> None:
-    ctx = replay_context(replay("coreweave"), "coreweave")
-    coreweave.prestart()
-    child = _waiting_child(coreweave.SPIDER)
-    os.killpg(child.proc.pid, signal.SIGKILL)
-    child.proc.wait()
-    result = crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
-    assert result.status["prestarted"] is False and len(result.items) == 21
-    assert not child.folder.exists() and runner._WARM == {}
-
-
-def test_prestarted_child_is_killed_at_the_timeout(replay) -> None:
-    def slow_page(host, req, ex):
-        if req.path == "/pricing":
-            time.sleep(3)
-        return None
-
-    ctx = replay_context(replay("coreweave", hook=slow_page), "coreweave")
-    coreweave.prestart()
-    child = _waiting_child(coreweave.SPIDER)
-    with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 1 s"):
-        crawl(ctx, coreweave.SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=1)
-    assert child.proc.returncode == -signal.SIGKILL and not child.folder.exists()
-
-
-def test_unused_prestarted_children_are_discarded() -> None:
-    coreweave.prestart()
-    hyperstack.prestart()
-    children = [_waiting_child(coreweave.SPIDER), _waiting_child(hyperstack.SPIDER)]
-    runner.discard_prestarted()
-    assert runner._WARM == {}
-    for child in children:
-        assert child.proc.poll() is not None and not child.folder.exists()
-
-
-def test_prestarted_browser_crawl_renders_the_page(replay) -> None:
-    """Hyperstack's child preloads scrapy-playwright's handler; the crawl then renders as usual."""
-    server = replay("hyperstack")
-    ctx = replay_context(server, "hyperstack")
-    hyperstack.prestart()
-    _waiting_child(hyperstack.SPIDER)
-    result = hyperstack.scrape(ctx)
-    assert result.status["prestarted"] is True
-    batch = hyperstack.build_batch([PriceRow.from_dict(item) for item in result.items])
-    assert batch.counts() == {"offers": 18, "egress": 1, "storage": 1, "quarantined": 0}
-    assert by_key(batch, "1x NVIDIA H100 SXM").price_per_hour == 3.2
-    assert "/gpu-pricing/rates.json" in {req.path for _, req in server.requests}  # rendered by Chromium
-
-
-def test_scrapy_component_paths_are_read_from_scrapy_and_skip_lazy_handlers() -> None:
-    paths = runner.scrapy_component_paths()
-    assert "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler" in paths
-    assert "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware" in paths
-    assert "scrapy.extensions.telnet.TelnetConsole" in paths
-    assert not any(".handlers.s3." in p or ".handlers.ftp." in p for p in paths)  # would import botocore / ftp

@@ -1,1 +1,0 @@
-"""Scrapy spiders, one module per pricing page. They run inside `python -m gpuledger.spiders.runner`."""
