@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 # adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module,
-# and skipping it saved each crawl child ~0.7 s of CPU at start (Hyperstack 4.5 -> 3.5 s, CoreWeave
-# 2.0 -> 1.25 s), CPU a refresh spends while every other provider runs.
+# and its start-up CPU is taken from the providers fetching beside it.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
