@@ -13,7 +13,6 @@ a SourceError that names the provider, the URL and the child's last log lines.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import signal
@@ -181,10 +180,6 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
 
 def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
               spider_args: dict[str, str]) -> int:
-    # Start-up (scrapy, Twisted, the spider) builds about 100,000 long-lived objects that
-    # the cyclic GC would keep re-scanning: collection is paused while they are built, then they
-    # are frozen out of later collections.
-    gc.disable()
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.misc import load_object
@@ -204,8 +199,6 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
 
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(spider_cls)
-    gc.freeze()
-    gc.enable()
     crawler.signals.connect(opened, signal=signals.spider_opened)
     process.crawl(crawler, start_url=url, **spider_args)
     process.start()
@@ -223,7 +216,6 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
         "robots_forbidden": stats.get("robotstxt/forbidden", 0),
         "elapsed_s": stats.get("elapsed_time_seconds"),
         "effective": effective,
-        "gc": {"enabled": gc.isenabled(), "frozen_objects": gc.get_freeze_count()},
     }
     status_path.write_text(json.dumps(status, default=str))
     if failure:

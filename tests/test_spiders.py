@@ -368,17 +368,6 @@ def test_coreweave_http_error_and_robots_refusal(replay) -> None:
     assert [req.path for _, req in server.requests] == ["/robots.txt"]  # the page was never fetched
 
 
-def test_crawl_child_collects_garbage_again_after_its_start_up(replay) -> None:
-    """The child pauses the cyclic GC while scrapy starts, then freezes those objects and turns
-    collection back on for the crawl itself (a child left without GC would only grow)."""
-    ctx = replay_context(replay("coreweave"), "coreweave")
-    result = crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))
-    kinds = sorted(item["kind"] for item in result.items)
-    assert kinds == ["gpu"] * 11 + ["network"] * 5 + ["storage"] * 5
-    assert result.status["gc"]["enabled"] is True
-    assert result.status["gc"]["frozen_objects"] > 50_000  # scrapy's and Twisted's start-up objects
-
-
 def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
     """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
     that lost items against the crawl's own count fails the scrape instead of loading less."""
