@@ -18,8 +18,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import random
+import shutil
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -337,3 +339,92 @@ def _bench_recommend(path: Path, con: Any, reqs: list[Any], params: list[Any]) -
         f"{off50:.1f}); first call on a new connection {first:.0f} ms")
     return {"p95_ms": p95, "p50_ms": p50, "optimizer_off_p95_ms": off95, "optimizer_off_p50_ms": off50,
             "first_call_ms": first}
+
+
+# -- 5. exports -------------------------------------------------------------------------
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _baseline_csv(con: Any, out: Path) -> None:
+    from gpuledger.warehouse.export import EXPORT_TABLES
+
+    cols = EXPORT_TABLES["offers"]
+    rows = con.execute(f"select {', '.join(cols)} from offers order by {', '.join(cols[:3])}").fetchall()
+    with out.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for r in rows:
+            w.writerow(["'" + v if isinstance(v, str) and v.startswith(FORMULA_PREFIXES) else v for v in r])
+
+
+def _baseline_parquet(con: Any, out: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpuledger.warehouse.export import EXPORT_TABLES
+
+    cols = EXPORT_TABLES["offers"]
+    rows = con.execute(f"select {', '.join(cols)} from offers order by {', '.join(cols[:3])}").fetchall()
+    table = pa.Table.from_pylist([dict(zip(cols, r)) for r in rows])
+    pq.write_table(table, out, compression="zstd")
+
+
+def bench_exports(path: Path, quick: bool) -> list[Result]:
+    from gpuledger.warehouse.export import export_snapshot
+    from gpuledger.warehouse.store import open_reader
+
+    say("[5] exports")
+    out_root = tmp_root() / "exports"
+    shutil.rmtree(out_root, ignore_errors=True)
+    con = open_reader(path, allow_files=True)
+    results = []
+    try:
+        n = con.execute("select count(*) from offers").fetchall()[0][0]
+        reps = 2 if quick else 3
+        for fmt, base_fn in (("csv", _baseline_csv), ("parquet", _baseline_parquet)):
+            export_snapshot(con, out_root / "warm", formats=(fmt,), tables=["offers"])
+            ours = base = float("inf")
+            for i in range(reps):
+                t0 = time.perf_counter()
+                folder = export_snapshot(con, out_root / fmt, formats=(fmt,), tables=["offers"])
+                ours = min(ours, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                base_fn(con, out_root / f"baseline-{i}.{fmt}")
+                base = min(base, time.perf_counter() - t0)
+            size = (folder / f"offers.{fmt}").stat().st_size
+            say(f"  {fmt}: export_snapshot {ours:.2f} s ({size / 1e6:.1f} MB), Python writer {base:.2f} s")
+            results.append(Result("5", f"export_snapshot offers ({n:,} rows) as {fmt.upper()}", ours, "s",
+                                  EXPORT_TARGET_S, ratio=base / ours, ratio_label="Python writer / export_snapshot",
+                                  extra={"bytes": size, "baseline_s": base}))
+    finally:
+        con.close()
+        shutil.rmtree(out_root, ignore_errors=True)
+    return results
+
+
+def run(quick: bool = False, keep: bool = False) -> list[Result]:
+    offers = 100_000
+    say(f"[3-5] building a warehouse with {offers:,} offers and a year of nightly history"
+        + (" (quick: 30 nights)" if quick else ""))
+    if quick:
+        from bench.warehouse_gen import build
+
+        path = tmp_root() / "year_quick.duckdb"
+        t0 = time.perf_counter()
+        info = build(path, offers=offers, nights=30)
+        say(f"  built {path.name}: {info['offers']:,} offers, {info['offer_history']:,} history rows in "
+            f"{time.perf_counter() - t0:.0f} s")
+    else:
+        path, info = year_warehouse(offers)
+    try:
+        results = bench_merge(path, quick)
+        results += bench_queries(path, quick)
+        results += bench_exports(path, quick)
+    finally:
+        if not keep:
+            for p in (path, Path(str(path) + ".wal"), path.with_suffix(".json")):
+                p.unlink(missing_ok=True)
+    for r in results:
+        r.extra["warehouse"] = info
+    return results
