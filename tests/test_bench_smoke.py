@@ -223,3 +223,16 @@ def test_steal_ticks_reads_the_machine_counters() -> None:
     steal1, total1 = _steal_ticks()
     assert total0 > 0 and total1 > total0
     assert 0 <= steal0 <= steal1 <= total1
+
+
+def test_every_benchmark_module_can_be_run() -> None:
+    """`python -m bench` calls each module's run(quick=..., ...): a module that lost it crashes the run."""
+    import importlib
+    import inspect
+
+    from bench.__main__ import BENCHES
+
+    for number, (name, module) in BENCHES.items():
+        run = getattr(importlib.import_module(module), "run", None)
+        assert callable(run), f"benchmark {number} ({name}): {module} has no run()"
+        assert "quick" in inspect.signature(run).parameters, module
