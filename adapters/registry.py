@@ -1,8 +1,8 @@
 """The registry: every source gpuledger knows, one line each, name -> module.
 
-Modules are imported on first use, so a refresh of one provider never pays for (or breaks on)
-another provider's SDK. Each module declares `PROVIDER` (a `ProviderSpec` whose name is its
-key here) and `fetch(ctx) -> Batch`.
+Modules are imported on first use. Each declares `PROVIDER` (a `ProviderSpec` whose name is its
+key here) and `fetch(ctx) -> Batch`. The redaction reads every spec once per process
+(`secret_env_vars`); a module that fails to import there is reported and leaves the others covered.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-# Only for the annotations: the crawl children import this registry and skip pydantic at start.
+# Only for the annotations: importing the registry itself stays cheap.
 if TYPE_CHECKING:
     from gpuledger.adapters.contract import ProviderSpec
 
