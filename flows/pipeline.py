@@ -37,20 +37,22 @@ def ensure_browsers(providers: list[str], say: Any = print) -> None:
     said in one line; that provider then fails on its own and the others load."""
     if not any(spec(n).needs_browser for n in providers):
         return
-    from gpuledger.adapters.base import SourceError
-    from gpuledger.spiders.browser import ensure_browser, find_chromium
+    from gpuledger.spiders.browser import ensure_browser
+
+    installing: list[bool] = []
+
+    def announce() -> None:
+        installing.append(True)
+        say("No Chromium found for the JavaScript-rendered pricing pages: installing one "
+            "(Debian's chromium as root, else `playwright install chromium`) ...")
 
     try:
-        find_chromium(SourceContext(provider="browser"))
-        return
-    except SourceError:
-        pass
-    say("No Chromium found for the JavaScript-rendered pricing pages: installing one "
-        "(Debian's chromium as root, else `playwright install chromium`) ...")
-    try:
-        say(f"chromium: {ensure_browser()}")
+        path = ensure_browser(on_install=announce)
     except Exception as err:  # noqa: BLE001 - reported in one line; the page source fails by itself
         say(f"could not install a Chromium ({type(err).__name__}: {err}); the page sources that need it will fail")
+        return
+    if installing:
+        say(f"chromium: {path}")
 
 
 def resolve_providers(names: list[str] | None) -> list[str]:

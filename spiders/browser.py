@@ -118,11 +118,12 @@ def same_host_only(start_url: str) -> Callable[[Any], bool]:
     return abort
 
 
-def ensure_browser() -> str:
+def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
     """Find a Chromium, or install one the way this machine allows; return its path.
 
     Debian as root: the distribution's `chromium` package (playwright cannot
     download browsers on every network); elsewhere: `playwright install chromium`.
+    `on_install` is called once an install is needed, before it starts.
     """
     import subprocess
     import sys
@@ -134,6 +135,8 @@ def ensure_browser() -> str:
         return find_chromium(ctx)
     except SourceError:
         pass
+    if on_install is not None:
+        on_install()
     if os.geteuid() == 0 and shutil.which("apt-get"):
         subprocess.run(["apt-get", "update", "-qq"], check=True)
         subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True,

@@ -34,33 +34,46 @@ def test_version_option() -> None:
     assert result.stdout.strip() == f"gpuledger {gpuledger.__version__}" == "gpuledger 0.2.0"
 
 
+def stub_machine(monkeypatch, run) -> None:
+    """A root Debian machine with no Chromium until `run` (the stand-in for subprocess.run) installs one."""
+    found: list[str] = []
+
+    def find(ctx):
+        if not found:
+            raise SourceError("no Chromium found")
+        return found[0]
+
+    def installing(cmd, **kwargs):
+        run(cmd)
+        if cmd[:2] == ["apt-get", "install"]:
+            found.append("/opt/chromium")
+
+    monkeypatch.setattr(browser, "find_chromium", find)
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(browser.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("subprocess.run", installing)
+
+
 def test_refresh_installs_a_browser_first_when_a_page_source_needs_one(monkeypatch) -> None:
     said: list[str] = []
     installed: list[bool] = []
-
-    def none_found(ctx):
-        raise SourceError("no Chromium found")
-
-    monkeypatch.setattr(browser, "find_chromium", none_found)
-    monkeypatch.setattr(browser, "ensure_browser", lambda: installed.append(True) or "/opt/chromium")
+    stub_machine(monkeypatch, lambda cmd: cmd[:2] == ["apt-get", "install"] and installed.append(True))
     pipeline.ensure_browsers(["lambda", "runpod"], say=said.append)
     assert installed == [] and said == []  # no page source that renders: nothing to do
     pipeline.ensure_browsers(["hyperstack"], say=said.append)
     assert installed == [True]
     assert said[0].startswith("No Chromium found") and said[1] == "chromium: /opt/chromium"
+    pipeline.ensure_browsers(["hyperstack"], say=said.append)
+    assert installed == [True] and len(said) == 2  # found now: nothing installed, nothing said
 
 
 def test_a_failed_browser_install_is_one_line(monkeypatch) -> None:
     said: list[str] = []
 
-    def none_found(ctx):
-        raise SourceError("no Chromium found")
-
-    def fails():
+    def fails(cmd):
         raise OSError("apt-get: not found")
 
-    monkeypatch.setattr(browser, "find_chromium", none_found)
-    monkeypatch.setattr(browser, "ensure_browser", fails)
+    stub_machine(monkeypatch, fails)
     pipeline.ensure_browsers(["hyperstack"], say=said.append)
     assert len(said) == 2 and "OSError: apt-get: not found" in said[1] and "\n" not in said[1]
 
