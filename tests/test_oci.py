@@ -40,9 +40,9 @@ def by_shape(batch: Any) -> dict[str, Any]:
 def test_fetch_through_httpx_prices_every_documented_gpu_shape(replay: Any) -> None:
     server = replay("oci")
     batch = oci.fetch(replay_context(server, "oci"))
-    assert batch.counts() == {"offers": 17, "egress": 2, "storage": 2, "quarantined": 4}
+    assert batch.counts() == {"offers": 18, "egress": 2, "storage": 2, "quarantined": 3}
     rows = by_shape(batch)
-    assert len(rows) == 17 and {o.region for o in batch.offers} == {"global"}
+    assert len(rows) == 18 and {o.region for o in batch.offers} == {"global"}
 
     # Per-GPU-hour list prices x GPU count, checked by hand against the price list:
     h100 = rows["BM.GPU.H100.8"]  # B98415: 10.00 per GPU-hour x 8
@@ -54,6 +54,7 @@ def test_fetch_through_httpx_prices_every_documented_gpu_shape(replay: Any) -> N
     assert rows["BM.GPU.H200.8"].price_per_hour == 80.0  # B110519: 10.00 x 8
     assert rows["BM.GPU.B200.8"].price_per_hour == 112.0  # B110978: 14.00 x 8
     assert rows["BM.GPU.MI300X.8"].price_per_hour == 48.0  # B109485: 6.00 x 8
+    assert rows["BM.GPU.GB300.4"].price_per_hour == 72.0  # B112140: 18.00 x 4
     # One A10 part prices three shapes: 2.00 per GPU-hour
     assert [rows[s].price_per_hour for s in ("VM.GPU.A10.1", "VM.GPU.A10.2", "BM.GPU.A10.4")] == [2.0, 4.0, 8.0]
 
@@ -81,6 +82,7 @@ def test_fetch_through_httpx_prices_every_documented_gpu_shape(replay: Any) -> N
         ("BM.GPU.L40S.4", "L40S", True),
         ("BM.GPU.B200.8", "B200", True),
         ("BM.GPU.GB200.4", "GB200", True),
+        ("BM.GPU.GB300.4", "GB300", True),
         ("BM.GPU.MI300X.8", "MI300X", True),
         ("VM.GPU3.4", "V100-SXM2-16", False),  # "Tesla V100 16 GB": SXM2 or PCIe not stated
         ("VM.GPU2.1", "P100", True),
@@ -95,8 +97,7 @@ def test_oci_shapes_map_to_canonical_gpus(shape: str, model: str, exact: bool) -
 def test_what_is_not_a_gpu_offer_is_counted_or_quarantined_with_its_reason() -> None:
     batch = oci.parse_products([body()])
     reasons = {q.source_ref: q.reason for q in batch.quarantined}
-    assert set(reasons) == {"BM.GPU.GB300.4/global", "B109480", "B93544", "B111758"}
-    assert reasons["BM.GPU.GB300.4/global"].startswith("gpu: unknown GPU name 'gb300'")
+    assert set(reasons) == {"B109480", "B93544", "B111758"}
     assert reasons["B109480"] == ("B109480 (OCI - Compute - GPU - H100T): priced per GPU-hour, but no OCI shape "
                                   "is documented for this part")
     assert "no OCI shape is documented" in reasons["B111758"]  # MI355X: no shape name verified
@@ -133,11 +134,11 @@ def test_bad_gpu_parts_are_quarantined_and_the_rest_still_load() -> None:
     assert reasons["B95907"] == "B95907 (Compute - GPU - A100 - v2): schema: a PAY_AS_YOU_GO price lacks 'value'"
     assert reasons["B110519"] == "B110519 (OCI - Compute - GPU - H200): value 'ten' is not a number"
     assert reasons["B110978"].startswith("duplicate partNumber B110978")
-    assert len(batch.quarantined) == 4 + 5  # the recording's own four, and these five
+    assert len(batch.quarantined) == 3 + 5  # the recording's own three, and these five
     rows = by_shape(batch)
     assert not {"BM.GPU.H100.8", "BM.GPU.L40S.4", "BM.GPU.A100-v2.8", "BM.GPU.H200.8"} & set(rows)
     assert rows["BM.GPU.B200.8"].price_per_hour == 112.0  # the first listing is kept, the second refused
-    assert len(batch.offers) == 17 - 4
+    assert len(batch.offers) == 18 - 4
 
 
 def test_nan_price_is_quarantined_by_the_record_contract() -> None:
@@ -170,7 +171,7 @@ def test_a_next_link_is_followed_on_the_same_host(replay: Any) -> None:
 
     server = replay("oci", hook=pages)
     batch = oci.fetch(replay_context(server, "oci"))
-    assert len(batch.offers) == 17
+    assert len(batch.offers) == 18
     assert [r.params for _, r in server.requests] == [{"currencyCode": "USD"}, {"currencyCode": "USD", "offset": "25"}]
 
 

@@ -129,9 +129,9 @@ def test_every_group_key_is_unique_and_counts_add_up() -> None:
 
 def test_unknown_gpu_is_quarantined_once_per_name_with_its_offers() -> None:
     q = {x.source_ref: x for x in small_batch().quarantined}
-    assert set(q) == {"gpu/RTX 3060", "109/on_demand"}
-    unknown = q["gpu/RTX 3060"]
-    assert unknown.reason.startswith("gpu: unknown GPU name 'RTX 3060'") and unknown.reason.endswith("(2 offers)")
+    assert set(q) == {"gpu/RTX 9999 Mystery", "109/on_demand"}
+    unknown = q["gpu/RTX 9999 Mystery"]
+    assert unknown.reason.startswith("gpu: unknown GPU name 'RTX 9999 Mystery'") and unknown.reason.endswith("(2 offers)")
     raw = json.loads(unknown.raw)
     assert (raw["offer_count"], raw["offer_ids"]) == (2, [107, 108])
     assert q["109/on_demand"].reason == "price: dph_total is not a positive price (0.0)"
@@ -153,11 +153,11 @@ def test_host_set_storage_and_egress_medians_per_country() -> None:
 def test_fetch_walks_every_page_through_httpx(replay: Any) -> None:
     server = replay("vastai")
     batch = vastai.fetch(replay_context(server, "vastai"))
-    assert batch.counts() == {"offers": 499, "egress": 28, "storage": 28, "quarantined": 7}
-    assert sum(o.purchase_option == "on_demand" for o in batch.offers) == 249
-    assert sum(o.purchase_option == "interruptible" for o in batch.offers) == 250
-    assert len({o.gpu_model for o in batch.offers}) == 25 and len({o.region for o in batch.offers}) == 28
-    assert len(rows(batch)) == 499
+    assert batch.counts() == {"offers": 523, "egress": 28, "storage": 28, "quarantined": 4}
+    assert sum(o.purchase_option == "on_demand" for o in batch.offers) == 261
+    assert sum(o.purchase_option == "interruptible" for o in batch.offers) == 262
+    assert len({o.gpu_model for o in batch.offers}) == 28 and len({o.region for o in batch.offers}) == 28
+    assert len(rows(batch)) == 523
 
     bodies = [req.json_body() for _, req in server.requests]
     assert len(bodies) == 5  # pages of 100, 100, 100, 60, then an empty page
@@ -177,8 +177,16 @@ def test_fetch_walks_every_page_through_httpx(replay: Any) -> None:
     b200 = rows(batch)[("US", "8x B200", "on_demand")]  # 32.280047 and 27.903586
     assert (b200.price_per_hour, b200.available_count) == (27.903586, 2)
 
+    # The consumer cards of the page bodies, read off them: US 1x RTX 3060 offers 12539671 (0.067545,
+    # bid 0.0417), 12544926, 12926680, 13028650; PL 2x "RTX 4070S Ti" 12403651 (0.329797).
+    rtx3060 = rows(batch)[("US", "1x RTX-3060", "on_demand")]
+    assert (rtx3060.price_per_hour, rtx3060.available_count, rtx3060.gpu_memory_gb_nominal) == (0.067545, 4, 12)
+    assert rows(batch)[("US", "1x RTX-3060", "interruptible")].price_per_hour == 0.0417
+    super_ti = rows(batch)[("PL", "2x RTX-4070-Ti-SUPER", "on_demand")]
+    assert (super_ti.price_per_hour, super_ti.gpu_name_reported) == (0.329797, "RTX 4070S Ti")
+    assert rows(batch)[("FI", "1x GTX-1080-Ti", "on_demand")].price_per_hour == 0.052503
     q = {x.source_ref: x.reason for x in batch.quarantined}
-    assert {k for k in q if k.startswith("gpu/")} == {"gpu/RTX 3060", "gpu/RTX 4070S Ti", "gpu/GTX 1080 Ti"}
+    assert not {k for k in q if k.startswith("gpu/")}
     a5000 = rows(batch)[("RO", "4x RTX-A5000", "on_demand")]
     assert (a5000.gpu_model, a5000.price_per_hour) == ("RTX-A5000", 0.753935)
     assert sum(1 for k in q if not k.startswith("gpu/")) == 4
