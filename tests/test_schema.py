@@ -3,18 +3,18 @@ by an older gpuledger upgrades in place to exactly what a new one is."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
 
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.export import EXPORT_TABLES
-from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
+from gpuledger.warehouse.records import Batch, EgressPrice, Offer, ProviderFacts, StoragePrice
 from gpuledger.warehouse.schema import (
     EGRESS, OFFERS, SCHEMA_VERSION, STORAGE, TABLES, column_names, create_sql, current_version, migrate,
 )
-from gpuledger.warehouse.store import close_writer, open_writer
+from gpuledger.warehouse.store import ScrapeOutcome, close_writer, load_outcome, open_writer
 
 V1_SQL = Path(__file__).parent / "fixtures" / "warehouse_v1.sql"
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
@@ -85,18 +85,29 @@ def test_export_columns_are_the_tables_without_the_row_fingerprint() -> None:
 
 def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None:
     new = duckdb.connect()
-    assert migrate(new) == [1, 2]
+    assert migrate(new) == [1, 2, 3]
     old = duckdb.connect()
     old.execute(V1_SQL.read_text())
-    assert layout(new) == layout(old)  # version 2 changed no table
+    v1_offers = [c for c in layout(old)[0] if c[0] == "offers"]
+    old.execute("create table schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
+                "applied_at TIMESTAMPTZ NOT NULL)")
+    old.execute("insert into schema_migrations values (1, 'initial schema', now())")
+    assert migrate(old) == [2, 3]
+    assert layout(new) == layout(old)
+    # version 3 put operated_by after provider_data in both offer tables, and changed nothing else
+    new_offers = [c for c in layout(new)[0] if c[0] == "offers"]
+    assert [c[2] for c in new_offers] == [c[2] for c in v1_offers[:33]] + ["operated_by"] + \
+        [c[2] for c in v1_offers[33:]]
+    assert ("offers", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
+    assert ("offer_history", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     checks = [c for c in layout(new)[1] if c[0] == "offers" and c[1] in ("CHECK", "PRIMARY KEY")]
     assert checks == [("offers", "CHECK", "((price_per_hour > 0) AND isfinite(price_per_hour))",
                        "[price_per_hour, price_per_hour]"),
                       ("offers", "CHECK", "(gpu_count > 0)", "[gpu_count]"),
                       ("offers", "CHECK", "(price_per_gpu_hour > 0)", "[price_per_gpu_hour]")]
     assert ("providers", "PRIMARY KEY", None, "[provider]") in layout(new)[1]
-    # offers 33 + 4, history 33 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs
-    assert len(layout(new)[0]) == 37 + 38 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 == 188
+    # offers 34 + 4, history 34 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs
+    assert len(layout(new)[0]) == 38 + 39 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 == 190
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)
@@ -107,14 +118,17 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     v1_warehouse(db)
     con = open_writer(db)
     try:
-        assert current_version(con) == SCHEMA_VERSION == 2
-        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2]
+        assert current_version(con) == SCHEMA_VERSION == 3
+        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3]
         # the macros the old release stored are gone: the recommender installs its own
         assert con.execute("select count(*) from duckdb_functions() where not internal and "
                            "function_type in ('macro', 'table_macro')").fetchall() == [(0,)]
         assert con.execute("select instance_type, price_per_hour, valid_to from offer_history").fetchall() == \
             [("p5.48xlarge", 55.04, None)]
         assert con.execute("select price_per_gpu_hour from offers").fetchall() == [(6.88,)]
+        # the rows made before operated_by ran on their provider's own machines, history included
+        assert con.execute("select operated_by, content_hash from offers").fetchall() == [("aws", "h1")]
+        assert con.execute("select operated_by, content_hash from offer_history").fetchall() == [("aws", "h1")]
         assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
         fresh = duckdb.connect()
         migrate(fresh)
@@ -122,15 +136,39 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     finally:
         close_writer(con)
     con = open_writer(db)  # once only
-    assert con.execute("select count(*) from schema_migrations").fetchall() == [(2,)]
+    assert con.execute("select count(*) from schema_migrations").fetchall() == [(3,)]
     close_writer(con)
+
+
+def test_rows_upgraded_to_version_3_are_unchanged_when_their_source_sends_them_again(tmp_path: Path) -> None:
+    """operated_by filled with the provider by the upgrade is what the record now says by default,
+    so the first load after the upgrade opens no new version of an unchanged offer."""
+    db = tmp_path / "v1.duckdb"
+    v1_warehouse(db)
+    batch = Batch("aws")
+    assert batch.offer("p5", {}, region="us-east-1", instance_type="p5.48xlarge", purchase_option="on_demand",
+                       gpu_model="H100-SXM", gpu_name_reported="H100", gpu_vendor="NVIDIA", gpu_count=8,
+                       gpu_memory_gb=80, gpu_memory_gb_nominal=80, total_gpu_memory_gb=640, vcpus=192, ram_gb=2048,
+                       local_disk_gb=7600, interconnect="NVSwitch", network_gbps=3200, multinode_fabric="EFA",
+                       price_per_hour=55.04, source_currency="USD", source_price_per_hour=55.04,
+                       billing_granularity_s=1, minimum_charge_s=60, available=True)
+    assert batch.offers[0].operated_by == "aws"
+    con = open_writer(db)
+    try:
+        now = T0 + timedelta(days=1)
+        report = load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=batch), "refresh-2", now=now)
+        assert report.ok and (report.new, report.changed, report.closed) == (0, 0, 0)
+        assert con.execute("select count(*), count(valid_to) from offer_history").fetchall() == [(1, 0)]
+        assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
+    finally:
+        close_writer(con)
 
 
 def test_a_warehouse_newer_than_this_gpuledger_is_left_alone(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     migrate(con)
-    con.execute("insert into schema_migrations values (3, 'from the future', now())")
+    con.execute("insert into schema_migrations values (4, 'from the future', now())")
     assert migrate(con) == []
-    assert current_version(con) == 3
+    assert current_version(con) == 4
     (version_check,) = [r for r in run_checks(con) if r.name == "schema version"]
-    assert not version_check.ok and version_check.detail == "warehouse at version 3, this gpuledger expects 2"
+    assert not version_check.ok and version_check.detail == "warehouse at version 4, this gpuledger expects 3"

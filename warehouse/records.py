@@ -98,6 +98,16 @@ class Offer(_Record):
     reliability: float | None = None  # marketplace host reliability, 0..1
 
     provider_data: str = "{}"  # JSON: source fields without a column of their own
+    # The cloud that runs the machine: the provider itself for a direct source, the underlying
+    # cloud for an aggregator reselling it (Shadeform). Filled with `provider` when not given.
+    operated_by: str = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _operated_by_the_provider_unless_said(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("operated_by") is None and "provider" in data:
+            return {**data, "operated_by": data["provider"]}
+        return data
 
     @field_validator("price_per_hour", "source_price_per_hour")
     @classmethod

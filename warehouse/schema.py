@@ -247,6 +247,42 @@ SPECS = (OFFERS, EGRESS, STORAGE)
 
 # -- versions ---------------------------------------------------------------------------------
 
+# The offer columns of version 3, frozen (the definitions above may move on; this step must still
+# give version 3's layout). DuckDB adds a column only at the end of a table, while a new
+# warehouse has operated_by right after provider_data, so the step rebuilds both offer tables in
+# this layout and fills operated_by with the provider: every row written before ran on its
+# provider's own machines (no aggregator was loaded). The rebuilt rows keep their values and
+# content_hash, so the next load finds them unchanged.
+_V3_OFFER_COLUMNS = """
+    provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL DEFAULT '',
+    instance_type VARCHAR NOT NULL, purchase_option VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL,
+    gpu_variant_exact BOOLEAN NOT NULL, gpu_name_reported VARCHAR NOT NULL, gpu_vendor VARCHAR NOT NULL,
+    gpu_count DOUBLE NOT NULL CHECK (gpu_count > 0), gpu_memory_gb DOUBLE, gpu_memory_gb_nominal DOUBLE,
+    total_gpu_memory_gb DOUBLE, vcpus DOUBLE, ram_gb DOUBLE, local_disk_gb DOUBLE, interconnect VARCHAR,
+    network_gbps DOUBLE, multinode_fabric VARCHAR,
+    price_per_hour DOUBLE NOT NULL CHECK (price_per_hour > 0 AND isfinite(price_per_hour)),
+    price_per_gpu_hour DOUBLE NOT NULL CHECK (price_per_gpu_hour > 0), source_currency VARCHAR NOT NULL,
+    source_price_per_hour DOUBLE NOT NULL, price_observed_at VARCHAR, billing_granularity_s INTEGER,
+    minimum_charge_s INTEGER, available BOOLEAN, available_count INTEGER, availability_level VARCHAR,
+    interruption_risk VARCHAR, spot_savings_pct DOUBLE, reliability DOUBLE,
+    provider_data VARCHAR NOT NULL DEFAULT '{}', operated_by VARCHAR NOT NULL"""
+_V3_ROW_COLUMNS = {
+    "offers": "content_hash VARCHAR NOT NULL, first_seen TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL, "
+              "run_id VARCHAR NOT NULL",
+    "offer_history": "content_hash VARCHAR NOT NULL, valid_from TIMESTAMPTZ NOT NULL, valid_to TIMESTAMPTZ, "
+                     "run_id VARCHAR NOT NULL, closed_by_run_id VARCHAR",
+}
+
+
+def _with_operated_by(table: str) -> str:
+    return f"""
+create table {table}__v3 ({_V3_OFFER_COLUMNS}, {_V3_ROW_COLUMNS[table]});
+insert into {table}__v3 by name select *, provider as operated_by from {table};
+drop table {table};
+alter table {table}__v3 rename to {table};
+"""
+
+
 # (version, description, SQL): what each version changed, for a warehouse made before it.
 # Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
 INITIAL = (1, "initial schema: offers, history, runs, quarantine, providers, GPU reference")
@@ -267,6 +303,12 @@ drop macro if exists is_fast_interconnect;
 drop macro if exists billed_seconds;
 drop macro if exists gpuledger_macros_version;
 """,
+    ),
+    (
+        3,
+        "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
+        "name the underlying cloud); existing rows get their provider",
+        _with_operated_by("offers") + _with_operated_by("offer_history"),
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
