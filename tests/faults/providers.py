@@ -699,8 +699,78 @@ HYPERSTACK = ProviderFaults(
 )
 
 
+# -- Crusoe: a server-rendered Webflow pricing page (HTML), crawled by scrapy -----------------------------------
+
+def _crusoe_gpu_rows(tree: Any) -> list[Any]:
+    """The GPU table's rows: the `.pricing_gpu-item`s under the table whose first column is "GPU model"."""
+    tables = [t for t in tree.xpath(f"//div[{_has('pricing-gap')}]")
+              if [h.text_content().strip() for h in t.xpath(f".//div[{_has('pricing-heading')}]")][:1] == ["GPU model"]]
+    return [r for t in tables for r in t.xpath(f".//div[{_has('pricing_gpu-item')}]")]
+
+
+def _crusoe_price_paragraphs(row: Any) -> list[Any]:
+    return [p for p in row.xpath(f"./div[{_has('pricing-rich')}]/p") if (p.text or "").startswith("$")]
+
+
+def _crusoe_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if req.path != "/cloud/pricing":
+        return None
+    tree = _cw_tree(body)
+    rows = _crusoe_gpu_rows(tree)
+    victim = next(r for r in rows if _crusoe_price_paragraphs(r))  # the first row with a published price
+    e.victim = " ".join(victim.xpath(".//h4")[0].text_content().split())  # its model as printed, "NVIDIA H200"
+    listitem = lambda row: row.getparent()  # noqa: E731 - the CMS list item that holds the row
+    if e.fault == "empty":
+        for row in rows:
+            listitem(row).getparent().remove(listitem(row))
+    elif e.fault == "rows_90pct_gone":  # one priced row of the table is left
+        for row in rows:
+            if row is not victim:
+                listitem(row).getparent().remove(listitem(row))
+    elif e.fault in ("price_x100", "currency"):
+        for row in rows:
+            for p in _crusoe_price_paragraphs(row):
+                p.text = (re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) * 100:.2f}", p.text)
+                          if e.fault == "price_x100" else p.text.replace("$", "€"))
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            listitem(victim).getparent().remove(listitem(victim))
+        else:
+            for p in _crusoe_price_paragraphs(victim):
+                p.text = "-" + p.text if e.fault == "price_negative" else "$NaN/GPU-hr"
+    elif e.fault == "duplicates":
+        if not e.oracle:  # the same row listed twice, at another price
+            dup = copy.deepcopy(listitem(victim))
+            for p in _crusoe_price_paragraphs(dup.xpath(f".//div[{_has('pricing_gpu-item')}]")[0]):
+                p.text = re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) + 1:.2f}", p.text)
+            listitem(victim).addnext(dup)
+    elif e.fault == "schema_drift":  # the On-demand column is gone, heading and cells
+        for heading in tree.xpath(f"//div[{_has('pricing-heading')}]"):
+            if heading.text_content().strip() == "On-demand" and heading.getparent() is not None:
+                heading.getparent().remove(heading)
+        for row in rows:
+            cells = row.xpath(f"./div[{_has('pricing-rich')}]")
+            if cells:
+                row.remove(cells[0])
+    elif e.fault == "layout":  # the Webflow classes the spider selects on are renamed
+        return body.replace(b"pricing_gpu-item", b"pricing-card-v2").replace(b"pricing-gap", b"pricing-grid-v2")
+    else:
+        return None
+    return _cw_dump(tree)
+
+
+CRUSOE = ProviderFaults(
+    name="crusoe",
+    target=lambda host, req: req.path == "/cloud/pricing",
+    truncate=lambda host, req: req.path == "/cloud/pricing",
+    refuse=("www.crusoe.ai",),
+    edit=_crusoe_edit,
+    timeout_s=5.0,
+)
+
+
 # The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
-CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, GCP, HYPERSTACK, LAMBDA, RUNPOD, VASTAI)}
+CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, RUNPOD, VASTAI)}
 
 
 def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
