@@ -26,6 +26,7 @@ SOURCES: dict[str, str] = {
     "gcp": "gpuledger.adapters.gcp",
     "hyperstack": "gpuledger.spiders.hyperstack",
     "lambda": "gpuledger.adapters.lambdalabs",
+    "nebius": "gpuledger.spiders.nebius",
     "oci": "gpuledger.adapters.oci",
     "runpod": "gpuledger.adapters.runpod",
     "vastai": "gpuledger.adapters.vastai",

@@ -769,8 +769,84 @@ CRUSOE = ProviderFaults(
 )
 
 
+# -- Nebius: a server-rendered page-constructor price page (HTML), crawled by scrapy ----------------------------
+
+_NB = "pc-highlight-table-block"
+
+
+def _nebius_gpu_table(tree: Any) -> tuple[Any, Any]:
+    """The GPU table's head row and body: the highlight table whose head has a GPU-hour column."""
+    for block in tree.xpath(f"//div[{_has(_NB)}]"):
+        head = block.xpath(f".//div[{_has(_NB + '__head')}]/div[{_has(_NB + '__row')}]")
+        if head and "GPU-hour" in head[0].text_content():
+            return head[0], block.xpath(f".//div[{_has(_NB + '__body')}]")[0]
+    raise AssertionError("no Nebius GPU table in the recording")
+
+
+def _nebius_cells(row: Any) -> list[Any]:
+    return row.xpath(f"./div[{_has(_NB + '__cell')}]")
+
+
+def _nebius_price_ps(row: Any) -> list[Any]:
+    return [p for cell in _nebius_cells(row)[1:] for p in cell.xpath(".//p") if "$" in (p.text or "")]
+
+
+def _nebius_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if req.path != "/prices":
+        return None
+    if e.fault == "layout":  # the page-constructor block the spider selects on is renamed
+        return body.replace(_NB.encode(), b"pc-price-grid-v2")
+    tree = _cw_tree(body)
+    head, gpu_body = _nebius_gpu_table(tree)
+    rows = gpu_body.xpath(f"./div[{_has(_NB + '__row')}]")
+    victim = next(r for r in rows if len(_nebius_price_ps(r)) == 2)  # priced on-demand and preemptible
+    e.victim = " ".join(_nebius_cells(victim)[0].text_content().split())  # e.g. "NVIDIA HGX B300"
+    if e.fault == "empty":
+        for row in rows:
+            gpu_body.remove(row)
+    elif e.fault == "rows_90pct_gone":  # one priced row of nine is left
+        for row in rows:
+            if row is not victim:
+                gpu_body.remove(row)
+    elif e.fault in ("price_x100", "currency"):
+        for row in rows:
+            for p in _nebius_price_ps(row):
+                p.text = (re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) * 100:.2f}", p.text)
+                          if e.fault == "price_x100" else p.text.replace("$", "€"))
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            gpu_body.remove(victim)
+        else:
+            for p in _nebius_price_ps(victim):
+                p.text = p.text.replace("$", "-$") if e.fault == "price_negative" else "$NaN"
+    elif e.fault == "duplicates":
+        if not e.oracle:  # the same GPU listed twice, at other prices
+            dup = copy.deepcopy(victim)
+            for p in _nebius_price_ps(dup):
+                p.text = re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) + 1:.2f}", p.text)
+            victim.addnext(dup)
+    elif e.fault == "schema_drift":  # the on-demand column is gone, label and cells
+        labels = [" ".join(c.text_content().split()) for c in _nebius_cells(head)]
+        column = next(i for i, label in enumerate(labels) if label.startswith("On-demand"))
+        for row in [head, *rows]:
+            row.remove(_nebius_cells(row)[column])
+    else:
+        return None
+    return _cw_dump(tree)
+
+
+NEBIUS = ProviderFaults(
+    name="nebius",
+    target=lambda host, req: req.path == "/prices",
+    truncate=lambda host, req: req.path == "/prices",
+    refuse=("nebius.com",),
+    edit=_nebius_edit,
+    timeout_s=5.0,
+)
+
+
 # The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
-CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, RUNPOD, VASTAI)}
+CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, NEBIUS, RUNPOD, VASTAI)}
 
 
 def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
