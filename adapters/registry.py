@@ -28,6 +28,7 @@ SOURCES: dict[str, str] = {
     "lambda": "gpuledger.adapters.lambdalabs",
     "nebius": "gpuledger.spiders.nebius",
     "oci": "gpuledger.adapters.oci",
+    "paperspace": "gpuledger.spiders.paperspace",
     "runpod": "gpuledger.adapters.runpod",
     "vastai": "gpuledger.adapters.vastai",
 }

@@ -845,8 +845,72 @@ NEBIUS = ProviderFaults(
 )
 
 
+# -- Paperspace: a server-rendered Webflow pricing page (HTML), crawled by scrapy -------------------------------
+
+def _paperspace_cards(tree: Any) -> list[Any]:
+    return tree.xpath(f"//div[{_has('instance-container-flex')}]//div[{_has('instance-type-holder-flex')}]")
+
+
+def _paperspace_amounts(card: Any) -> list[Any]:
+    return card.xpath(f".//h1[{_has('instance-price-2')}]")
+
+
+def _paperspace_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if req.path != "/pricing":
+        return None
+    if e.fault == "layout":  # the Webflow card class the spider selects on is renamed
+        return body.replace(b"instance-type-holder-flex", b"machine-card-v2")
+    tree = _cw_tree(body)
+    cards = _paperspace_cards(tree)
+    victim = next(c for c in cards if c.xpath(".//h1")[0].text_content().strip() == "H100")  # priced, no footnote
+    e.victim = "H100"
+    if e.fault == "empty":
+        for card in cards:
+            card.getparent().remove(card)
+    elif e.fault == "rows_90pct_gone":  # one priced card is left
+        for card in cards:
+            if card is not victim:
+                card.getparent().remove(card)
+    elif e.fault == "price_x100":
+        for card in cards:
+            for h1 in _paperspace_amounts(card):
+                h1.text = re.sub(r"[0-9.]+", lambda m: f"{float(m[0]) * 100:.2f}", h1.text, count=1)
+    elif e.fault == "currency":
+        for sign in tree.xpath(f"//div[{_has('instance-dollar')}]"):
+            sign.text = "€"
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            victim.getparent().remove(victim)
+        else:
+            for h1 in _paperspace_amounts(victim):
+                h1.text = "-" + h1.text if e.fault == "price_negative" else "NaN"
+    elif e.fault == "duplicates":
+        if not e.oracle:  # the same machine listed twice, at another price
+            dup = copy.deepcopy(victim)
+            for h1 in _paperspace_amounts(dup):
+                h1.text = f"{float(h1.text) + 1:.2f}"
+            victim.addnext(dup)
+    elif e.fault == "schema_drift":  # the amount elements are gone: the cards show "$ / hour"
+        for card in cards:
+            for h1 in _paperspace_amounts(card):
+                h1.getparent().remove(h1)
+    else:
+        return None
+    return _cw_dump(tree)
+
+
+PAPERSPACE = ProviderFaults(
+    name="paperspace",
+    target=lambda host, req: req.path == "/pricing",
+    truncate=lambda host, req: req.path == "/pricing",
+    refuse=("www.paperspace.com",),
+    edit=_paperspace_edit,
+    timeout_s=5.0,
+)
+
+
 # The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
-CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, NEBIUS, RUNPOD, VASTAI)}
+CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, NEBIUS, PAPERSPACE, RUNPOD, VASTAI)}
 
 
 def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
