@@ -123,6 +123,10 @@ def cell_number(cells: dict[str, str], prefix: str) -> float | None:
 
 # Units a price can be quoted in, normalized. Order matters: the longest phrase first.
 _UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Binary gigabytes first: "GiB" is never read as "GB" (the GB patterns need "GB" as a word).
+    (re.compile(r"(/|\bper\s+)\s*GiB\s*(/|\s+per\s+)\s*(mo|month)\b|/GiB-mo\b", re.I), "gib_month"),
+    (re.compile(r"(/|\bper\s+)\s*GiB\s*(/|\s+per\s+)\s*(hr|hour)\b", re.I), "gib_hour"),
+    (re.compile(r"(/|\bper\s+)\s*GiB\b", re.I), "gib"),
     (re.compile(r"(/|\bper\s+)\s*GB\s*(/|\s+per\s+)\s*(mo|month)\b|/GB-mo\b|per\s+GB-month", re.I), "gb_month"),
     (re.compile(r"(/|\bper\s+)\s*GB\s*(/|\s+per\s+)\s*(hr|hour)\b", re.I), "gb_hour"),
     (re.compile(r"(/|\bper\s+)\s*GB\b", re.I), "gb"),
@@ -130,6 +134,7 @@ _UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(/|\bper\s+)\s*(GPU\s+per\s+)?(hr|hour)\b|/\s*h\b", re.I), "hour"),
 )
 HOURS_PER_MONTH = 730.0  # 8760 h / 12: the convention cloud price lists use to turn hourly into monthly
+GB_PER_GIB = 2**30 / 10**9  # a price per GiB is this many times the price per (decimal) GB
 
 
 def price_unit(text: str) -> str | None:
@@ -147,7 +152,8 @@ def slug(text: str) -> str:
 
 
 def usd_per_gb_month(text: str) -> tuple[float, str] | None:
-    """A storage price as (amount per GB-month, currency); hourly rates become monthly at 730 h.
+    """A storage price as (amount per GB-month, currency); hourly rates become monthly at 730 h,
+    and a price per GiB becomes a price per (decimal) GB.
 
     None when the cell has no public price; PriceTextError when the unit is not per GB.
     """
@@ -160,6 +166,10 @@ def usd_per_gb_month(text: str) -> tuple[float, str] | None:
         return amount, currency
     if unit == "gb_hour":
         return round(amount * HOURS_PER_MONTH, 6), currency
+    if unit == "gib_month":
+        return round(amount / GB_PER_GIB, 6), currency
+    if unit == "gib_hour":
+        return round(amount * HOURS_PER_MONTH / GB_PER_GIB, 6), currency
     raise PriceTextError(f"not a per-GB storage price: {clean_text(text)!r}")
 
 

@@ -262,7 +262,9 @@ def test_provider_declarations() -> None:
         assert module.PROVIDER.facts.billing_granularity_s == 60, module.NAME  # both bill per minute
         assert not module.PROVIDER.honours_retry_after and module.PROVIDER.secret_env_vars == ()
     assert hyperstack.PROVIDER.needs_browser and not coreweave.PROVIDER.needs_browser
-    assert SPIDERS == {"coreweave": "gpuledger.spiders.coreweave", "hyperstack": "gpuledger.spiders.hyperstack"}
+    assert {"coreweave": "gpuledger.spiders.coreweave", "hyperstack": "gpuledger.spiders.hyperstack"}.items() <= \
+        SPIDERS.items()
+    assert all(module.startswith("gpuledger.spiders.") for module in SPIDERS.values())
 
 
 # -- settings and browser discovery ----------------------------------------------------------------

@@ -699,8 +699,218 @@ HYPERSTACK = ProviderFaults(
 )
 
 
+# -- Crusoe: a server-rendered Webflow pricing page (HTML), crawled by scrapy -----------------------------------
+
+def _crusoe_gpu_rows(tree: Any) -> list[Any]:
+    """The GPU table's rows: the `.pricing_gpu-item`s under the table whose first column is "GPU model"."""
+    tables = [t for t in tree.xpath(f"//div[{_has('pricing-gap')}]")
+              if [h.text_content().strip() for h in t.xpath(f".//div[{_has('pricing-heading')}]")][:1] == ["GPU model"]]
+    return [r for t in tables for r in t.xpath(f".//div[{_has('pricing_gpu-item')}]")]
+
+
+def _crusoe_price_paragraphs(row: Any) -> list[Any]:
+    return [p for p in row.xpath(f"./div[{_has('pricing-rich')}]/p") if (p.text or "").startswith("$")]
+
+
+def _crusoe_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if req.path != "/cloud/pricing":
+        return None
+    tree = _cw_tree(body)
+    rows = _crusoe_gpu_rows(tree)
+    victim = next(r for r in rows if _crusoe_price_paragraphs(r))  # the first row with a published price
+    e.victim = " ".join(victim.xpath(".//h4")[0].text_content().split())  # its model as printed, "NVIDIA H200"
+    listitem = lambda row: row.getparent()  # noqa: E731 - the CMS list item that holds the row
+    if e.fault == "empty":
+        for row in rows:
+            listitem(row).getparent().remove(listitem(row))
+    elif e.fault == "rows_90pct_gone":  # one priced row of the table is left
+        for row in rows:
+            if row is not victim:
+                listitem(row).getparent().remove(listitem(row))
+    elif e.fault in ("price_x100", "currency"):
+        for row in rows:
+            for p in _crusoe_price_paragraphs(row):
+                p.text = (re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) * 100:.2f}", p.text)
+                          if e.fault == "price_x100" else p.text.replace("$", "€"))
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            listitem(victim).getparent().remove(listitem(victim))
+        else:
+            for p in _crusoe_price_paragraphs(victim):
+                p.text = "-" + p.text if e.fault == "price_negative" else "$NaN/GPU-hr"
+    elif e.fault == "duplicates":
+        if not e.oracle:  # the same row listed twice, at another price
+            dup = copy.deepcopy(listitem(victim))
+            for p in _crusoe_price_paragraphs(dup.xpath(f".//div[{_has('pricing_gpu-item')}]")[0]):
+                p.text = re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) + 1:.2f}", p.text)
+            listitem(victim).addnext(dup)
+    elif e.fault == "schema_drift":  # the On-demand column is gone, heading and cells
+        for heading in tree.xpath(f"//div[{_has('pricing-heading')}]"):
+            if heading.text_content().strip() == "On-demand" and heading.getparent() is not None:
+                heading.getparent().remove(heading)
+        for row in rows:
+            cells = row.xpath(f"./div[{_has('pricing-rich')}]")
+            if cells:
+                row.remove(cells[0])
+    elif e.fault == "layout":  # the Webflow classes the spider selects on are renamed
+        return body.replace(b"pricing_gpu-item", b"pricing-card-v2").replace(b"pricing-gap", b"pricing-grid-v2")
+    else:
+        return None
+    return _cw_dump(tree)
+
+
+CRUSOE = ProviderFaults(
+    name="crusoe",
+    target=lambda host, req: req.path == "/cloud/pricing",
+    truncate=lambda host, req: req.path == "/cloud/pricing",
+    refuse=("www.crusoe.ai",),
+    edit=_crusoe_edit,
+    timeout_s=5.0,
+)
+
+
+# -- Nebius: a server-rendered page-constructor price page (HTML), crawled by scrapy ----------------------------
+
+_NB = "pc-highlight-table-block"
+
+
+def _nebius_gpu_table(tree: Any) -> tuple[Any, Any]:
+    """The GPU table's head row and body: the highlight table whose head has a GPU-hour column."""
+    for block in tree.xpath(f"//div[{_has(_NB)}]"):
+        head = block.xpath(f".//div[{_has(_NB + '__head')}]/div[{_has(_NB + '__row')}]")
+        if head and "GPU-hour" in head[0].text_content():
+            return head[0], block.xpath(f".//div[{_has(_NB + '__body')}]")[0]
+    raise AssertionError("no Nebius GPU table in the recording")
+
+
+def _nebius_cells(row: Any) -> list[Any]:
+    return row.xpath(f"./div[{_has(_NB + '__cell')}]")
+
+
+def _nebius_price_ps(row: Any) -> list[Any]:
+    return [p for cell in _nebius_cells(row)[1:] for p in cell.xpath(".//p") if "$" in (p.text or "")]
+
+
+def _nebius_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if req.path != "/prices":
+        return None
+    if e.fault == "layout":  # the page-constructor block the spider selects on is renamed
+        return body.replace(_NB.encode(), b"pc-price-grid-v2")
+    tree = _cw_tree(body)
+    head, gpu_body = _nebius_gpu_table(tree)
+    rows = gpu_body.xpath(f"./div[{_has(_NB + '__row')}]")
+    victim = next(r for r in rows if len(_nebius_price_ps(r)) == 2)  # priced on-demand and preemptible
+    e.victim = " ".join(_nebius_cells(victim)[0].text_content().split())  # e.g. "NVIDIA HGX B300"
+    if e.fault == "empty":
+        for row in rows:
+            gpu_body.remove(row)
+    elif e.fault == "rows_90pct_gone":  # one priced row of nine is left
+        for row in rows:
+            if row is not victim:
+                gpu_body.remove(row)
+    elif e.fault in ("price_x100", "currency"):
+        for row in rows:
+            for p in _nebius_price_ps(row):
+                p.text = (re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) * 100:.2f}", p.text)
+                          if e.fault == "price_x100" else p.text.replace("$", "€"))
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            gpu_body.remove(victim)
+        else:
+            for p in _nebius_price_ps(victim):
+                p.text = p.text.replace("$", "-$") if e.fault == "price_negative" else "$NaN"
+    elif e.fault == "duplicates":
+        if not e.oracle:  # the same GPU listed twice, at other prices
+            dup = copy.deepcopy(victim)
+            for p in _nebius_price_ps(dup):
+                p.text = re.sub(r"\$([0-9.]+)", lambda m: f"${float(m[1]) + 1:.2f}", p.text)
+            victim.addnext(dup)
+    elif e.fault == "schema_drift":  # the on-demand column is gone, label and cells
+        labels = [" ".join(c.text_content().split()) for c in _nebius_cells(head)]
+        column = next(i for i, label in enumerate(labels) if label.startswith("On-demand"))
+        for row in [head, *rows]:
+            row.remove(_nebius_cells(row)[column])
+    else:
+        return None
+    return _cw_dump(tree)
+
+
+NEBIUS = ProviderFaults(
+    name="nebius",
+    target=lambda host, req: req.path == "/prices",
+    truncate=lambda host, req: req.path == "/prices",
+    refuse=("nebius.com",),
+    edit=_nebius_edit,
+    timeout_s=5.0,
+)
+
+
+# -- Paperspace: a server-rendered Webflow pricing page (HTML), crawled by scrapy -------------------------------
+
+def _paperspace_cards(tree: Any) -> list[Any]:
+    return tree.xpath(f"//div[{_has('instance-container-flex')}]//div[{_has('instance-type-holder-flex')}]")
+
+
+def _paperspace_amounts(card: Any) -> list[Any]:
+    return card.xpath(f".//h1[{_has('instance-price-2')}]")
+
+
+def _paperspace_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if req.path != "/pricing":
+        return None
+    if e.fault == "layout":  # the Webflow card class the spider selects on is renamed
+        return body.replace(b"instance-type-holder-flex", b"machine-card-v2")
+    tree = _cw_tree(body)
+    cards = _paperspace_cards(tree)
+    victim = next(c for c in cards if c.xpath(".//h1")[0].text_content().strip() == "H100")  # priced, no footnote
+    e.victim = "H100"
+    if e.fault == "empty":
+        for card in cards:
+            card.getparent().remove(card)
+    elif e.fault == "rows_90pct_gone":  # one priced card is left
+        for card in cards:
+            if card is not victim:
+                card.getparent().remove(card)
+    elif e.fault == "price_x100":
+        for card in cards:
+            for h1 in _paperspace_amounts(card):
+                h1.text = re.sub(r"[0-9.]+", lambda m: f"{float(m[0]) * 100:.2f}", h1.text, count=1)
+    elif e.fault == "currency":
+        for sign in tree.xpath(f"//div[{_has('instance-dollar')}]"):
+            sign.text = "€"
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            victim.getparent().remove(victim)
+        else:
+            for h1 in _paperspace_amounts(victim):
+                h1.text = "-" + h1.text if e.fault == "price_negative" else "NaN"
+    elif e.fault == "duplicates":
+        if not e.oracle:  # the same machine listed twice, at another price
+            dup = copy.deepcopy(victim)
+            for h1 in _paperspace_amounts(dup):
+                h1.text = f"{float(h1.text) + 1:.2f}"
+            victim.addnext(dup)
+    elif e.fault == "schema_drift":  # the amount elements are gone: the cards show "$ / hour"
+        for card in cards:
+            for h1 in _paperspace_amounts(card):
+                h1.getparent().remove(h1)
+    else:
+        return None
+    return _cw_dump(tree)
+
+
+PAPERSPACE = ProviderFaults(
+    name="paperspace",
+    target=lambda host, req: req.path == "/pricing",
+    truncate=lambda host, req: req.path == "/pricing",
+    refuse=("www.paperspace.com",),
+    edit=_paperspace_edit,
+    timeout_s=5.0,
+)
+
+
 # The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
-CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, GCP, HYPERSTACK, LAMBDA, RUNPOD, VASTAI)}
+CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, NEBIUS, PAPERSPACE, RUNPOD, VASTAI)}
 
 
 def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
