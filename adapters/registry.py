@@ -23,6 +23,7 @@ SOURCES: dict[str, str] = {
     "azure": "gpuledger.adapters.azure",
     "coreweave": "gpuledger.spiders.coreweave",
     "gcp": "gpuledger.adapters.gcp",
+    "hotaisle": "gpuledger.adapters.hotaisle",
     "hyperstack": "gpuledger.spiders.hyperstack",
     "lambda": "gpuledger.adapters.lambdalabs",
     "oci": "gpuledger.adapters.oci",
