@@ -25,6 +25,7 @@ SOURCES: dict[str, str] = {
     "gcp": "gpuledger.adapters.gcp",
     "hotaisle": "gpuledger.adapters.hotaisle",
     "hyperstack": "gpuledger.spiders.hyperstack",
+    "jarvislabs": "gpuledger.adapters.jarvislabs",
     "lambda": "gpuledger.adapters.lambdalabs",
     "oci": "gpuledger.adapters.oci",
     "runpod": "gpuledger.adapters.runpod",
