@@ -906,11 +906,62 @@ PAPERSPACE = ProviderFaults(
     refuse=("www.paperspace.com",),
     edit=_paperspace_edit,
     timeout_s=5.0,
+# -- Hot Aisle: JSON arrays of available types {"Quantity", "OnDemandPrice" (cents), "Specs"}; no type names ----
+# A listed type has no field naming it (faults.json's `key`), so the victim is named the way the
+# adapter names its rows, from the type's specs.
+
+_HOTAISLE_VMS = "/api/teams/gpuledger-example/virtual_machines/available/"
+
+
+def _hotaisle_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    from gpuledger.adapters.hotaisle import type_name
+
+    if req.path != _HOTAISLE_VMS:
+        return None
+    types = _json(body)
+    names = [type_name("vm", t) for t in types]
+    victim = next(t for t, n in zip(types, names) if t["Specs"].get("gpus") and names.count(n) == 1)
+    e.victim = type_name("vm", victim)
+    if e.fault == "empty":
+        types = []
+    elif e.fault == "rows_90pct_gone":
+        types = types[: max(1, len(types) // 10)]
+    elif e.fault == "price_x100":
+        for t in types:
+            t["OnDemandPrice"] *= 100
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            types.remove(victim)
+        else:
+            victim["OnDemandPrice"] = -victim["OnDemandPrice"] if e.fault == "price_negative" else math.nan
+    elif e.fault == "duplicates":
+        if e.oracle:
+            return None
+        twin = copy.deepcopy(victim)
+        twin["OnDemandPrice"] = round(victim["OnDemandPrice"] * 1.25)
+        types.insert(types.index(victim) + 1, twin)
+    elif e.fault == "schema_drift":
+        for t in types:
+            t["OnDemandPrice_v2"] = t.pop("OnDemandPrice")
+    else:
+        return None
+    return _dump(types)
+
+
+HOTAISLE = ProviderFaults(
+    name="hotaisle",
+    target=lambda host, req: req.path == _HOTAISLE_VMS,
+    truncate=lambda host, req: req.path == _HOTAISLE_VMS,
+    refuse=("admin.hotaisle.app",),
+    edit=_hotaisle_edit,
+    outcome={"layout": "n/a", "currency": "n/a"},  # prices are US cents by definition: no currency field
 )
 
 
 # The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
-CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, NEBIUS, PAPERSPACE, RUNPOD, VASTAI)}
+CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, NEBIUS, PAPERSPACE, RUNPOD,
+                              VASTAI)}
+CUSTOM[HOTAISLE.name] = HOTAISLE  # no field names a listed type (see _hotaisle_edit)
 
 
 def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
