@@ -27,6 +27,7 @@ SOURCES: dict[str, str] = {
     "lambda": "gpuledger.adapters.lambdalabs",
     "oci": "gpuledger.adapters.oci",
     "runpod": "gpuledger.adapters.runpod",
+    "tensordock": "gpuledger.adapters.tensordock",
     "vastai": "gpuledger.adapters.vastai",
 }
 
