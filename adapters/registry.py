@@ -33,6 +33,7 @@ SOURCES: dict[str, str] = {
     "paperspace": "gpuledger.spiders.paperspace",
     "runpod": "gpuledger.adapters.runpod",
     "shadeform": "gpuledger.adapters.shadeform",
+    "tensordock": "gpuledger.adapters.tensordock",
     "vastai": "gpuledger.adapters.vastai",
 }
 
