@@ -35,6 +35,7 @@ SOURCES: dict[str, str] = {
     "shadeform": "gpuledger.adapters.shadeform",
     "tensordock": "gpuledger.adapters.tensordock",
     "vastai": "gpuledger.adapters.vastai",
+    "verda": "gpuledger.adapters.verda",
 }
 
 

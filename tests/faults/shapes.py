@@ -7,7 +7,8 @@ in each record the key, the price and (if any) the currency are:
     {
       "records": {
         "path": "/v1/instances",       request path whose answers hold the records
-        "at": "data.instances",        dotted path from the body to the list (or an object's values: "data.*")
+        "at": "data.instances",        dotted path from the body to the list (or an object's values: "data.*";
+                                       ".": the body itself is the list)
         "key": "id",                   the field that names a record (the victim is found by it)
         "price": "price.hourly",       dotted path to the price inside a record (a number or numeric text)
         "currency": "price.currency",  optional: the field holding the currency code
@@ -81,8 +82,13 @@ def _parent(doc: Any, dotted: str) -> tuple[Any, Any]:
     return doc, int(last) if isinstance(doc, list) else last
 
 
+ROOT = "."  # `at` for a body that is the record list itself
+
+
 def _records(doc: Any, at: str) -> list[dict[str, Any]]:
-    """The record list of a body (a live view: edits reach the body), for "a.b" or "a.*"."""
+    """The record list of a body (a live view: edits reach the body), for "a.b", "a.*" or "."."""
+    if at == ROOT:
+        return doc
     if at.endswith(".*") or at == "*":
         holder = _get(doc, at[:-2]) if at != "*" else doc
         return list(holder.values())
@@ -91,7 +97,9 @@ def _records(doc: Any, at: str) -> list[dict[str, Any]]:
 
 def _set_records(doc: Any, at: str, records: list[dict[str, Any]], keep: set[int]) -> None:
     """Keep only the records whose id() is in `keep` (or replace the list wholesale)."""
-    if at.endswith(".*") or at == "*":
+    if at == ROOT:
+        doc[:] = [r for r in records if id(r) in keep]
+    elif at.endswith(".*") or at == "*":
         holder = _get(doc, at[:-2]) if at != "*" else doc
         for k in [k for k, v in holder.items() if id(v) not in keep]:
             del holder[k]
@@ -155,8 +163,11 @@ def edit_json(shape: JsonShape, edit: Any, req: Any, body: bytes) -> bytes | Non
         twin = copy.deepcopy(victim)
         parent, last = _parent(twin, spec.price)
         parent[last] = _scaled(parent[last], 1.25)
-        parent_list, list_name = _parent(doc, spec.at)
-        items = parent_list[list_name]
+        if spec.at == ROOT:
+            items = doc
+        else:
+            parent_list, list_name = _parent(doc, spec.at)
+            items = parent_list[list_name]
         items.insert(items.index(victim) + 1, twin)
     elif fault == "schema_drift":  # the price field renamed in every record
         for r in priced:

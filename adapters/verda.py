@@ -1,0 +1,325 @@
+"""Verda (formerly DataCrunch): GPU instance types, their on-demand and spot prices, and where
+each can be deployed now.
+
+Source: Verda's public REST API at `https://api.verda.com/v1` (the host its official Python SDK
+uses today; the older `api.datacrunch.io/v1` served the same API before the rename). Auth is
+OAuth2 client credentials, the way the SDK does it:
+
+    POST /v1/oauth2/token  {"grant_type": "client_credentials", "client_id", "client_secret"}
+      -> {"access_token", "refresh_token", "scope", "token_type": "Bearer", "expires_in"}
+
+with the SDK's documented variables VERDA_CLIENT_ID and VERDA_CLIENT_SECRET. The tokens handed
+back are registered with the redaction at once. Then, as Bearer:
+
+    GET /v1/instance-types?currency=usd
+      -> [{"instance_type": "1H100.80S.30V", "price_per_hour": "3.25", "spot_price": "1.63",
+           "currency": "usd", "gpu": {"description": "1x H100 SXM5 80GB", "number_of_gpus": 1},
+           "gpu_memory": {"size_in_gigabytes": 80}, "cpu": {"number_of_cores": 30},
+           "memory": {"size_in_gigabytes": 120}, "storage": {...}, "p2p": ..., ...}]
+    GET /v1/instance-availability?isSpot=false   (and isSpot=true)
+      -> [{"location_code": "FIN-01", "availabilities": ["1H100.80S.30V", ...]}]
+    GET /v1/volume-types
+      -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
+
+Prices are strings, per instance per hour. None of these answers pages.
+
+Row shape. A price is the same in every location; what differs by location is whether the type
+can be deployed there now. So each GPU type becomes one offer per location the availability
+answers name x purchase option (on-demand, and spot where the type has a spot price), with
+`available` saying whether that location lists the type for that option right now. The row
+count follows Verda's catalogue and locations, not its stock.
+
+Nothing is dropped silently: CPU-only types are counted in the notes; a type whose GPU is unknown,
+whose price is not a positive USD number, or that is listed twice is quarantined whole (all its
+offers) with the reason.
+
+`fetch_*` does the I/O; `parse_*` functions are pure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from gpuledger.adapters.base import (
+    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret,
+    stated_currency,
+)
+from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.records import Batch, ProviderFacts
+
+NAME = "verda"
+API_HOST = "api.verda.com"
+TOKEN_PATH = "/v1/oauth2/token"
+INSTANCE_TYPES_PATH = "/v1/instance-types"
+AVAILABILITY_PATH = "/v1/instance-availability"
+VOLUME_TYPES_PATH = "/v1/volume-types"
+CLIENT_ID_ENV = "VERDA_CLIENT_ID"
+CLIENT_SECRET_ENV = "VERDA_CLIENT_SECRET"
+CURRENCY = "USD"
+GLOBAL_REGION = "global"  # used only when the availability answers name no location at all
+
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    secret_env_vars=(CLIENT_ID_ENV, CLIENT_SECRET_ENV),
+    credentials_required=True,
+    facts=ProviderFacts(
+        display_name="Verda (formerly DataCrunch)",
+        kind="gpu_cloud",
+        billing_granularity_s=600,
+        billing_notes="On-demand and spot instances are billed in 10-minute increments (a third-party guide "
+                      "states it; not verified on Verda's own pages). Prices exclude VAT.",
+        storage_persists_when_stopped=None,
+        stopped_billing_notes="Block volumes (NVMe, 0.20 USD per GiB-month on the pricing page) bill until "
+                              "deleted; whether a shut-down instance keeps billing was not verified.",
+        access_ssh=True,
+        multinode_interconnect="Instant clusters with InfiniBand (bandwidth not verified; not loaded)",
+        interruptible_offer="Spot instances at a fixed, lower price; Verda may reclaim them at any time "
+                            "(loaded as purchase option spot)",
+        price_source="Verda API GET /v1/instance-types, /v1/instance-availability and /v1/volume-types "
+                     "(OAuth2 client credentials)",
+        source_urls=[
+            "https://api.verda.com/v1/docs",
+            "https://github.com/verda-cloud/sdk-python",
+            "https://verda.com/pricing",
+            "https://docs.verda.com/welcome-to-verda/pricing-and-billing",
+        ],
+    ),
+)
+
+# "1x H100 SXM5 80GB", "8x B200 SXM6 180GB", "1x Tesla V100 16GB", "2x RTX A6000 48GB".
+_GPU_DESCRIPTION = re.compile(r"^\s*(?P<count>\d+)\s*x\s+(?P<name>.+?)\s+(?P<mem>\d+(?:\.\d+)?)\s*GB\s*$", re.I)
+_SXM = re.compile(r"\bSXM\d?\b", re.I)
+
+
+class _BadRecord(Exception):
+    """One instance type that cannot become rows: its reason goes to quarantine."""
+
+
+@dataclass(frozen=True)
+class GpuDescription:
+    count: int
+    name: str  # "H100 SXM5": looked up in gpu_aliases
+    memory_gb: float  # per GPU, as Verda states it
+
+
+def parse_gpu_description(text: Any) -> GpuDescription:
+    m = _GPU_DESCRIPTION.match(text) if isinstance(text, str) else None
+    if not m:
+        raise ValueError(f"gpu description {text!r} is not '<n>x <name> <memory>GB'")
+    return GpuDescription(int(m.group("count")), m.group("name"), float(m.group("mem")))
+
+
+def _price(value: Any, what: str) -> float:
+    """A price as Verda sends it (a decimal string; a number is taken too)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise _BadRecord(f"{what} {value!r} is not a number")
+    try:
+        price = float(value)
+    except ValueError:
+        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    if not math.isfinite(price):
+        raise _BadRecord(f"{what} {value!r} is not a finite number")
+    if price <= 0:
+        raise _BadRecord(f"{what} {value!r} must be positive")
+    return price
+
+
+def _size(obj: Any, key: str = "size_in_gigabytes") -> float | None:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def parse_availability(doc: Any, what: str) -> dict[str, set[str]]:
+    """An instance-availability answer -> {location code: instance types deployable there now}."""
+    if not isinstance(doc, list):
+        raise SchemaDriftError(f"verda: the {what} availability answer is not a list of locations")
+    out: dict[str, set[str]] = {}
+    for entry in doc:
+        if not isinstance(entry, dict) or not isinstance(entry.get("location_code"), str) \
+                or not isinstance(entry.get("availabilities"), list):
+            raise SchemaDriftError(f"verda: a {what} availability entry lacks 'location_code' or 'availabilities'")
+        out.setdefault(entry["location_code"], set()).update(str(t) for t in entry["availabilities"])
+    return out
+
+
+@drift_guard("verda: instance types")
+def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[str, set[str]],
+                         volume_types: Any = None) -> Batch:
+    """The instance-types answer and both availability answers -> offers; volume types -> storage."""
+    if not isinstance(doc, list):
+        raise SchemaDriftError("verda: the instance-types answer is not a list")
+    if not doc:
+        raise SourceError("verda: the instance-types answer returned no instance types")
+    batch = Batch(NAME)
+    locations = sorted(set(on_demand) | set(spot)) or [GLOBAL_REGION]
+    skipped: Counter[str] = Counter()
+    seen: set[str] = set()
+    for item in doc:
+        name = item.get("instance_type") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            batch.quarantine("offer", "?", "schema: an instance type lacks 'instance_type'", item)
+            continue
+        if name in seen:
+            batch.quarantine("offer", name, f"duplicate instance_type {name}: listed again (first listing kept, "
+                             "this one refused)", item)
+            continue
+        seen.add(name)
+        gpu = item.get("gpu")
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("number_of_gpus"), int):
+            batch.quarantine("offer", name, "schema: lacks 'gpu.number_of_gpus'", item)
+            continue
+        if gpu["number_of_gpus"] == 0:
+            skipped["CPU-only instance types skipped"] += 1
+            continue
+        try:
+            rows = _offers(name, item, gpu, locations, on_demand, spot)
+        except _BadRecord as err:
+            batch.quarantine("offer", name, f"{name}: {err}", item)
+            continue
+        for ref, fields in rows:
+            batch.offer(ref, item, **fields)
+        if item.get("spot_price") in (None, "", "0", "0.00", 0):
+            skipped["GPU types without a spot price (on-demand only)"] += 1
+    _add_volume_types(batch, volume_types)
+    batch.notes.append(f"verda: {len(doc)} instance types in {len(locations)} locations "
+                       f"({', '.join(locations)}); " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
+                                                        or "nothing skipped"))
+    return batch
+
+
+def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: list[str],
+            on_demand: dict[str, set[str]], spot: dict[str, set[str]]) -> list[tuple[str, dict[str, Any]]]:
+    currency = stated_currency(item)
+    if currency != CURRENCY:
+        raise _BadRecord(f"price in {currency or 'no currency'}, not USD; no conversion is configured")
+    try:
+        desc = parse_gpu_description(gpu.get("description"))
+    except ValueError as err:
+        raise _BadRecord(f"gpu: {err}") from None
+    count = gpu["number_of_gpus"]
+    if desc.count != count:
+        raise _BadRecord(f"gpu: description says {desc.count} GPUs, number_of_gpus says {count}")
+    try:
+        model, exact = canonicalize(NAME, desc.name, desc.memory_gb * 1024)
+    except UnknownGPUError as err:
+        raise _BadRecord(f"gpu: {err}") from None
+    prices = {"on_demand": _price(item.get("price_per_hour"), "price_per_hour")}
+    if item.get("spot_price") not in (None, "", "0", "0.00", 0):
+        prices["spot"] = _price(item.get("spot_price"), "spot_price")
+    common = dict(
+        zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        gpu_name_reported=gpu["description"], gpu_vendor=model.vendor, gpu_count=count,
+        gpu_memory_gb=desc.memory_gb, gpu_memory_gb_nominal=model.memory_gb,
+        total_gpu_memory_gb=_size(item.get("gpu_memory")) or desc.memory_gb * count,
+        vcpus=_size(item.get("cpu"), "number_of_cores"), ram_gb=_size(item.get("memory")),
+        local_disk_gb=_size(item.get("storage")),
+        interconnect="NVLink" if count > 1 and _SXM.search(desc.name) else None,
+        source_currency=CURRENCY, billing_granularity_s=PROVIDER.facts.billing_granularity_s,
+    )
+    data = {"id": item.get("id"), "p2p": item.get("p2p"), "description": item.get("description"),
+            "price_per_hour": item.get("price_per_hour"), "spot_price": item.get("spot_price")}
+    rows = []
+    for option, price in prices.items():
+        where = on_demand if option == "on_demand" else spot
+        for location in locations:
+            deployable = name in where.get(location, set()) if location != GLOBAL_REGION else None
+            rows.append((f"{name}/{location}/{option}", dict(
+                common, region=location, purchase_option=option, price_per_hour=price, source_price_per_hour=price,
+                available=deployable,
+                availability_level=None if deployable is None else
+                ("deployable now" if deployable else "not deployable now"),
+                provider_data=json.dumps(data, sort_keys=True))))
+    return rows
+
+
+def _add_volume_types(batch: Batch, doc: Any) -> None:
+    """Block-volume prices per GB-month from /v1/volume-types (the pricing page says per GiB)."""
+    if doc is None:
+        return
+    if not isinstance(doc, list):
+        raise SchemaDriftError("verda: the volume-types answer is not a list")
+    for item in doc:
+        kind = item.get("type") if isinstance(item, dict) else None
+        price = item.get("price") if isinstance(item, dict) else None
+        if not isinstance(kind, str) or not isinstance(price, dict):
+            batch.quarantine("storage", str(kind or "?"), "schema: a volume type lacks 'type' or 'price'", item)
+            continue
+        currency = stated_currency(price)
+        if currency != CURRENCY:
+            batch.quarantine("storage", kind, f"price in {currency or 'no currency'}, not USD; "
+                             "no conversion is configured", item)
+            continue
+        try:
+            usd = _price(price.get("price_per_month_per_gb"), "price_per_month_per_gb")
+        except _BadRecord as err:
+            batch.quarantine("storage", kind, f"{kind}: {err}", item)
+            continue
+        batch.add("storage", f"{GLOBAL_REGION}/{kind}", item, region=GLOBAL_REGION, storage_class=kind,
+                  usd_per_gb_month=usd, source_currency=CURRENCY, source_usd_per_gb_month=usd,
+                  description=f"Verda {kind} block volume, per GB-month (/v1/volume-types); same in every location")
+
+
+# -- fetching ---------------------------------------------------------------------
+
+def needs_credentials(ctx: SourceContext) -> bool:
+    """A real Verda endpoint is reached (live, or recording from live)."""
+    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
+
+
+def _json(resp: Any, path: str) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        raise SourceError(f"verda: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
+
+
+def access_token(ctx: SourceContext, client: Any) -> str | None:
+    """An OAuth2 access token for the client credentials, or None under replay without them."""
+    client_id = os.environ.get(CLIENT_ID_ENV, "").strip()
+    secret = os.environ.get(CLIENT_SECRET_ENV, "").strip()
+    if not (client_id and secret):
+        if needs_credentials(ctx):
+            missing = [n for n, v in ((CLIENT_ID_ENV, client_id), (CLIENT_SECRET_ENV, secret)) if not v]
+            raise MissingCredentialsError(f"verda: {' and '.join(missing)} not set; the API needs OAuth2 "
+                                          "client credentials")
+        return None
+    resp = ctx.post(client, API_HOST, TOKEN_PATH,
+                    json={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret})
+    doc = _json(resp, TOKEN_PATH)
+    token = doc.get("access_token") if isinstance(doc, dict) else None
+    if not isinstance(token, str) or not token:
+        raise SourceError(f"verda: {API_HOST}{TOKEN_PATH} answered without an access_token")
+    register_secret(token)
+    if isinstance(doc.get("refresh_token"), str):
+        register_secret(doc["refresh_token"])
+    return token
+
+
+def fetch_all(ctx: SourceContext) -> tuple[Any, Any, Any, Any]:
+    """The token, then instance types, both availability answers and the volume types."""
+    with ctx.http_client(headers={"Accept": "application/json"}) as client:
+        token = access_token(ctx, client)
+        if token:
+            client.headers["Authorization"] = f"Bearer {token}"
+        types = _json(ctx.get(client, API_HOST, INSTANCE_TYPES_PATH, params={"currency": "usd"}),
+                      INSTANCE_TYPES_PATH)
+        on_demand = _json(ctx.get(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "false"}),
+                          AVAILABILITY_PATH)
+        spot = _json(ctx.get(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "true"}), AVAILABILITY_PATH)
+        volumes = _json(ctx.get(client, API_HOST, VOLUME_TYPES_PATH), VOLUME_TYPES_PATH)
+    return types, on_demand, spot, volumes
+
+
+def fetch(ctx: SourceContext) -> Batch:
+    """Five requests: a token, the instance types, on-demand and spot availability, volume types."""
+    types, on_demand, spot, volumes = fetch_all(ctx)
+    return parse_instance_types(types, parse_availability(on_demand, "on-demand"),
+                                parse_availability(spot, "spot"), volumes)
