@@ -28,6 +28,7 @@ SOURCES: dict[str, str] = {
     "oci": "gpuledger.adapters.oci",
     "runpod": "gpuledger.adapters.runpod",
     "vastai": "gpuledger.adapters.vastai",
+    "vultr": "gpuledger.adapters.vultr",
 }
 
 
