@@ -257,7 +257,7 @@ def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
         raise SourceError(f"vultr: {PLANS_PATH} returned no plans")
     for listing, path in ((plans, PLANS_PATH), (metal, METAL_PATH)):
         if listing and not any(isinstance(p, dict) and "hourly_cost" in p for p in listing):
-            raise SchemaDriftError(f"vultr: no plan in {path} has 'hourly_cost'; the plan format changed")
+            raise SchemaDriftError(f"vultr: every plan in {path} lacks 'hourly_cost'; the plan format changed")
     batch = Batch(NAME)
     skipped: Counter[str] = Counter()
     seen: set[str] = set()

@@ -258,7 +258,7 @@ def test_answers_without_their_list_or_price_field_are_schema_drift_and_an_empty
     drifted = plans()
     for p in drifted["plans"]:
         p["hourly_price"] = p.pop("hourly_cost")
-    with pytest.raises(SchemaDriftError, match="vultr: no plan in /v2/plans has 'hourly_cost'"):
+    with pytest.raises(SchemaDriftError, match="vultr: every plan in /v2/plans lacks 'hourly_cost'"):
         vultr.parse_plans([drifted], [metal()])
     with pytest.raises(SourceError, match="vultr: /v2/plans returned no plans"):
         vultr.parse_plans([{"plans": [], "meta": {"total": 0, "links": {"next": "", "prev": ""}}}], [metal()])
