@@ -36,6 +36,7 @@ SOURCES: dict[str, str] = {
     "tensordock": "gpuledger.adapters.tensordock",
     "vastai": "gpuledger.adapters.vastai",
     "verda": "gpuledger.adapters.verda",
+    "vultr": "gpuledger.adapters.vultr",
 }
 
 
