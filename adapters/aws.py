@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+from collections import Counter
 import json
 import logging
 import re
@@ -41,13 +42,14 @@ SPOT_ADVISOR_PATH = "/spot-advisor-data.json"
 EC2_REGION_INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 DATA_TRANSFER_REGION_INDEX = "/offers/v1.0/aws/AWSDataTransfer/current/region_index.json"
 
-# Regions with GPU capacity that a default live refresh covers; the `aws_regions` setting
-# ("all" or a comma list) changes it.
-DEFAULT_REGIONS = (
-    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
-    "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1", "eu-south-2",
-    "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2", "ap-south-1",
-)
+# A default live refresh covers every commercial region of the price list's region index
+# (GovCloud and China are other partitions with their own accounts) that the account may use:
+# with EC2 credentials, the regions DescribeRegions says are enabled (an opt-in region not
+# opted into would refuse every EC2 call). The `aws_regions` setting ("all" or a comma list)
+# overrides it.
+_REGION_CODE = re.compile(r"[a-z]{2}-[a-z]+-\d+")
+_OTHER_PARTITIONS = ("us-gov-", "cn-")
+_ENABLED = ("opt-in-not-required", "opted-in")
 # Instance families that carry GPUs, and the name EC2 gives their GPU. Used to
 # select price rows and, without EC2 credentials, to name the GPU; with
 # credentials DescribeInstanceTypes' own GpuInfo wins.
@@ -102,6 +104,24 @@ def family_of(instance_type: str) -> str:
     return instance_type.split(".", 1)[0]
 
 
+def default_regions(index_regions: Iterable[str], enabled: Iterable[str] | None) -> list[str]:
+    """The commercial regions of the price list, narrowed to the account's enabled regions
+    when EC2 told them."""
+    out = [r for r in index_regions if _REGION_CODE.fullmatch(r) and not r.startswith(_OTHER_PARTITIONS)]
+    if enabled is not None:
+        allowed = set(enabled)
+        out = [r for r in out if r in allowed]
+    return sorted(out)
+
+
+@drift_guard("aws: DescribeRegions")
+def parse_enabled_regions(doc: dict[str, Any]) -> list[str]:
+    """Region names DescribeRegions (AllRegions) lists as usable by the account."""
+    if "Regions" not in doc:
+        raise SchemaDriftError("aws: DescribeRegions answer lacks Regions")
+    return sorted(r["RegionName"] for r in doc["Regions"] if r.get("OptInStatus", "opt-in-not-required") in _ENABLED)
+
+
 # -- price rows: one shape for both the bulk CSV and the Pricing API ----------
 
 @dataclass(frozen=True)
@@ -143,18 +163,34 @@ _CSV_COLUMNS = {
 
 COMPUTE_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
 
+# Why a price-list row is not kept: the keys of the skip counts the refresh notes report.
+SKIP_TERM = "reserved-term rows"
+SKIP_VARIANT = "instance rows for another OS, tenancy, licence, software or capacity reservation"
+SKIP_CPU_ONLY = "CPU-only instance rows"
+SKIP_OTHER_PRODUCT = "rows of other products (snapshots, IOPS, IP addresses, other transfer)"
+SKIP_STORAGE_DIMENSION = "EBS price dimensions not per GB-month (IOPS, throughput)"
+SKIP_OTHER_REGION = "data-transfer rows of another region"
 
-def _is_wanted_instance(r: dict[str, str]) -> bool:
+
+def _is_wanted_variant(r: dict[str, str]) -> bool:
+    """The one row per instance type we price: Linux, shared tenancy, no licence or software,
+    plain on-demand capacity."""
     return (
-        r.get("family") in COMPUTE_FAMILIES
-        and r.get("os") == "Linux"
+        r.get("os") == "Linux"
         and r.get("tenancy") == "Shared"
         and r.get("sw") == "NA"
         and r.get("capacity") == "Used"
         and r.get("license", "No License required") in ("No License required", "")
         and r.get("market", "OnDemand") in ("OnDemand", "")
-        and (family_of(r.get("instance_type", "")) in GPU_FAMILIES or _positive(r.get("gpu", "")))
     )
+
+
+def _has_gpu(r: dict[str, str]) -> bool:
+    return family_of(r.get("instance_type", "")) in GPU_FAMILIES or _positive(r.get("gpu", ""))
+
+
+def _is_wanted_instance(r: dict[str, str]) -> bool:
+    return r.get("family") in COMPUTE_FAMILIES and _is_wanted_variant(r) and _has_gpu(r)
 
 
 def _positive(text: str) -> bool:
@@ -164,12 +200,23 @@ def _positive(text: str) -> bool:
         return False
 
 
-def _csv_row_to_price(r: dict[str, str], region: str) -> PriceRow | None:
+def _skip(skipped: Counter[str] | None, reason: str, n: int = 1) -> None:
+    if skipped is not None and n:
+        skipped[reason] += n
+
+
+def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | None = None) -> PriceRow | None:
+    """The row as a PriceRow, or None (counted by reason in `skipped`) for a row we do not keep."""
     if r.get("term") != "OnDemand":
+        _skip(skipped, SKIP_TERM)
         return None
     family = r.get("family", "")
     if family in COMPUTE_FAMILIES:
-        if not _is_wanted_instance(r):
+        if not _is_wanted_variant(r):
+            _skip(skipped, SKIP_VARIANT)
+            return None
+        if not _has_gpu(r):
+            _skip(skipped, SKIP_CPU_ONLY)
             return None
         kind = "instance"
     elif family == "Storage" and r.get("volume_api_name"):
@@ -177,6 +224,7 @@ def _csv_row_to_price(r: dict[str, str], region: str) -> PriceRow | None:
     elif family == "Data Transfer" and r.get("transfer_type") in ("AWS Outbound", "InterRegion Outbound"):
         kind = "egress"
     else:
+        _skip(skipped, SKIP_OTHER_PRODUCT)
         return None
     try:
         price = float(r["price"])
@@ -258,10 +306,12 @@ class _KeptRowParser:
     field count is not the header's.
     """
 
-    def __init__(self, header: list[str], positions: dict[str, int], region: str) -> None:
+    def __init__(self, header: list[str], positions: dict[str, int], region: str,
+                 skipped: Counter[str] | None = None) -> None:
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
+        self.skipped = skipped
         self.width = len(header)
         self.positions = positions
         self.region = region
@@ -297,7 +347,7 @@ class _KeptRowParser:
             yield from self._rows_csv_module(lines)
             return
         for row in self._candidates(table):
-            price = _csv_row_to_price(row, self.region)
+            price = _csv_row_to_price(row, self.region, self.skipped)
             if price is not None:
                 yield price
 
@@ -306,11 +356,16 @@ class _KeptRowParser:
         import pyarrow.compute as pc
 
         family = table[self.col["family"]]
-        compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
+        any_compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
+        compute = any_compute
         for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used")):
             if name in self.col:  # (a missing column only widens the pre-selection)
                 compute = pc.and_(compute, pc.equal(table[self.col[name]], wanted))
         other = pc.is_in(family, value_set=pa.array(["Storage", "Data Transfer"]))
+        # The rows left out here are counted under the reason _csv_row_to_price would give them.
+        n_any_compute, n_compute, n_other = (pc.sum(m).as_py() or 0 for m in (any_compute, compute, other))
+        _skip(self.skipped, SKIP_VARIANT, n_any_compute - n_compute)
+        _skip(self.skipped, SKIP_OTHER_PRODUCT, table.num_rows - n_any_compute - n_other)
         picked = table.filter(pc.or_(compute, other))
         if picked.num_rows == 0:
             return
@@ -326,12 +381,13 @@ class _KeptRowParser:
                     f"aws: offer file for {self.region}: a row has {len(fields)} fields, the header {self.width} "
                     f"(truncated or malformed file; row starts {fields[:2]!r})")
             row = {name: fields[i] for name, i in self.positions.items()}
-            price = _csv_row_to_price(row, self.region)
+            price = _csv_row_to_price(row, self.region, self.skipped)
             if price is not None:
                 yield price
 
 
-def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | None = None) -> Iterator[PriceRow]:
+def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | None = None,
+                    skipped: Counter[str] | None = None) -> Iterator[PriceRow]:
     """Stream a bulk offer file (CSV form) given as text lines; see parse_offer_chunks."""
     def batches() -> Iterator[list[bytes]]:
         batch: list[bytes] = []
@@ -343,10 +399,11 @@ def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | No
         if batch:
             yield batch
 
-    return _parse_offer_batches(batches(), region, meta)
+    return _parse_offer_batches(batches(), region, meta, skipped)
 
 
-def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None) -> Iterator[PriceRow]:
+def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None,
+                       skipped: Counter[str] | None = None) -> Iterator[PriceRow]:
     """Stream a bulk offer file (CSV form): 5 metadata lines, a header, then rows.
 
     `chunks` are the raw bytes of the body in any sizes (an HTTP response's
@@ -355,23 +412,23 @@ def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str
     metadata lines, e.g. "Publication Date". Rows whose TermType is not OnDemand
     (~80% of the file) are dropped on bytes before any CSV parsing; the OnDemand
     rows are CSV-parsed in batches (pyarrow, else the csv module) and every one
-    must have the header's field count.
+    must have the header's field count. `skipped` (if given) counts the rows not kept, by reason.
     """
-    return _parse_offer_batches(_line_batches(chunks), region, meta)
+    return _parse_offer_batches(_line_batches(chunks), region, meta, skipped)
 
 
 def _parse_offer_batches(batches: Iterable[list[bytes]], region: str,
-                         meta: dict[str, str] | None) -> Iterator[PriceRow]:
+                         meta: dict[str, str] | None, skipped: Counter[str] | None = None) -> Iterator[PriceRow]:
     """The parse proper; the csv module's own error (e.g. a bare CR inside an unquoted field)
     becomes a SchemaDriftError naming the region, like every other malformed file."""
     try:
-        yield from _parse_offer_rows(batches, region, meta)
+        yield from _parse_offer_rows(batches, region, meta, skipped)
     except csv.Error as err:
         raise SchemaDriftError(f"aws: offer file for {region} is not valid CSV: {err}") from None
 
 
 def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
-                      meta: dict[str, str] | None) -> Iterator[PriceRow]:
+                      meta: dict[str, str] | None, skipped: Counter[str] | None) -> Iterator[PriceRow]:
     it = iter(batches)
     meta = {} if meta is None else meta
     header: list[str] | None = None
@@ -394,7 +451,7 @@ def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
         raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
     positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
     width = len(header)
-    parser = _KeptRowParser(header, positions, region)
+    parser = _KeptRowParser(header, positions, region, skipped)
     last = b""
     pending: list[bytes] = []
     pending_bytes = 0
@@ -406,6 +463,7 @@ def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
                 continue
             last = batch[-1]
             kept = _on_demand_lines(batch)
+            _skip(skipped, SKIP_TERM, len(batch) - batch.count(b"") - len(kept))
             if not kept:
                 continue
             pending.extend(kept)
@@ -438,7 +496,8 @@ def parse_region_index(doc: Any, what: str) -> dict[str, str]:
 
 
 @drift_guard("aws: GetProducts item")
-def parse_price_list_item(item: str | dict[str, Any], region: str) -> list[PriceRow]:
+def parse_price_list_item(item: str | dict[str, Any], region: str,
+                          skipped: Counter[str] | None = None) -> list[PriceRow]:
     """One Pricing API PriceList element (a JSON string) -> on-demand price rows."""
     doc = json.loads(item) if isinstance(item, str) else item
     try:
@@ -469,7 +528,7 @@ def parse_price_list_item(item: str | dict[str, Any], region: str) -> list[Price
             row = dict(base, description=dim.get("description", ""), unit=dim.get("unit", ""),
                        price=amount, currency=currency, tier_start=dim.get("beginRange", ""),
                        tier_end=dim.get("endRange", ""))
-            parsed = _csv_row_to_price(row, region)
+            parsed = _csv_row_to_price(row, region, skipped)
             if parsed is not None:
                 rows.append(parsed)
     return rows
@@ -651,6 +710,48 @@ class RegionPayload:
     spot: dict[tuple[str, str], tuple[float, str]] | None = None
     advisor: dict[str, tuple[str, int]] = field(default_factory=dict)
     publication: str | None = None
+    skipped: Counter[str] = field(default_factory=Counter)  # price-list rows not kept, by reason
+
+
+def described_unpriced(p: RegionPayload) -> list[str]:
+    """GPU types EC2 describes in the region that have no price-list row there (no on-demand offer)."""
+    if p.specs is None:
+        return []
+    priced = {r.instance_type for r in p.prices if r.kind == "instance"}
+    return sorted(set(p.specs) - priced)
+
+
+def _families_phrase(pairs: list[tuple[str, str]]) -> str:
+    """[(type, region)] -> 'g7 (6 types in us-east-1, us-west-2), p6-b300 (1 type in us-west-2)'."""
+    by_family: dict[str, tuple[set[str], set[str]]] = {}
+    for itype, region in pairs:
+        types, regions = by_family.setdefault(family_of(itype), (set(), set()))
+        types.add(itype)
+        regions.add(region)
+    parts = []
+    for fam, (types, regions) in sorted(by_family.items()):
+        where = ", ".join(sorted(regions)) if len(regions) <= 4 else f"{len(regions)} regions"
+        parts.append(f"{fam} ({len(types)} type{'s' if len(types) > 1 else ''} in {where})")
+    return ", ".join(parts)
+
+
+def refresh_notes(payloads: list[RegionPayload]) -> list[str]:
+    """What the region payloads held that became no row, by reason and count."""
+    notes = []
+    unpriced = [(t, p.region) for p in payloads for t in described_unpriced(p)]
+    if unpriced:
+        notes.append(f"{len(unpriced)} GPU type-region pairs described by EC2 but not in the price list "
+                     f"(no on-demand offer made): {_families_phrase(unpriced)}")
+    no_gpu = sorted(p.region for p in payloads if not any(r.kind == "instance" for r in p.prices))
+    if no_gpu:
+        notes.append(f"{len(no_gpu)} regions have no GPU instance type in the price list: {', '.join(no_gpu)}")
+    skipped: Counter[str] = Counter()
+    for p in payloads:
+        skipped.update(p.skipped)
+    if skipped:
+        notes.append("price-list rows skipped: " + "; ".join(
+            f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))))
+    return notes
 
 
 @drift_guard("aws: a region's price list and EC2 answers")
@@ -661,8 +762,9 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
         if row.kind == "instance":
             _add_instance_offer(batch, p, row, on_demand)
         elif row.kind == "storage":
-            if row.unit != "GB-Mo":
-                continue  # IOPS/throughput dimensions of io2/gp3 are not per-GB prices
+            if row.unit != "GB-Mo":  # IOPS/throughput dimensions of io2/gp3 are not per-GB prices
+                p.skipped[SKIP_STORAGE_DIMENSION] += 1
+                continue
             if not batch.usd_only("storage", f"{p.region}/{row.volume_api_name}/{row.sku}", row.currency, row.__dict__):
                 continue
             batch.add("storage", row.sku, row.__dict__, region=row.region, storage_class=row.volume_api_name,
@@ -842,31 +944,60 @@ def fetch_ec2(ctx: SourceContext, region: str) -> tuple[dict[str, InstanceSpecs]
     return types, offerings, spot
 
 
+def fetch_enabled_regions(ctx: SourceContext) -> list[str]:
+    """The regions the account may use (EC2 DescribeRegions, asked once in us-east-1)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
+
+    ec2 = ctx.boto_client("ec2", "us-east-1", "ec2.us-east-1.amazonaws.com", **_client_kwargs(ctx))
+    try:
+        return parse_enabled_regions(ec2.describe_regions(AllRegions=True))
+    except (BotoCoreError, ClientError) as err:
+        raise SourceError(f"aws: EC2 DescribeRegions failed: {err}") from scrubbed(err)
+    except ResponseParserError as err:
+        raise SchemaDriftError(f"aws: EC2 DescribeRegions answered XML botocore cannot parse: "
+                               f"{str(err).splitlines()[0][:200]}") from scrubbed(err)
+
+
 def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],
-                      dt_index: dict[str, str]) -> tuple[list[PriceRow], str | None]:
+                      dt_index: dict[str, str], skipped: Counter[str] | None = None
+                      ) -> tuple[list[PriceRow], str | None]:
     """A region's EC2 offer file and (if listed) its AWSDataTransfer file, both streamed and
-    parsed as they arrive; the two downloads run side by side."""
+    parsed as they arrive; the two downloads run side by side. `skipped` receives the counts
+    of rows not kept, by reason."""
     if region not in ec2_index:
         raise SourceError(f"aws: the price list has no EC2 offer file for region {region}")
     meta: dict[str, str] = {}
+    ec2_skipped: Counter[str] = Counter()
+    dt_skipped: Counter[str] = Counter()  # (filled in the other thread)
 
     def ec2_rows() -> list[PriceRow]:
-        return list(parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, ec2_index[region]), region, meta))
+        return list(parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, ec2_index[region]), region, meta,
+                                       ec2_skipped))
 
     def dt_rows() -> list[PriceRow]:
         if region not in dt_index:
             return []
-        return [r for r in parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, dt_index[region]), region)
-                if r.kind == "egress" and r.region == region]
+        kept = []
+        for r in parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, dt_index[region]), region,
+                                    skipped=dt_skipped):
+            if r.kind == "egress" and r.region == region:
+                kept.append(r)
+            else:
+                dt_skipped[SKIP_OTHER_REGION if r.kind == "egress" else SKIP_OTHER_PRODUCT] += 1
+        return kept
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"aws-bulk-{region}") as pool:
         dt_future = pool.submit(dt_rows)
         rows = ec2_rows()
         rows.extend(dt_future.result())
+    if skipped is not None:
+        skipped.update(ec2_skipped)
+        skipped.update(dt_skipped)
     return rows, meta.get("Publication Date")
 
 
-def fetch_prices_api(ctx: SourceContext, region: str) -> list[PriceRow]:
+def fetch_prices_api(ctx: SourceContext, region: str, skipped: Counter[str] | None = None) -> list[PriceRow]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     pricing = ctx.boto_client("pricing", "us-east-1", PRICING_API_HOST, **_client_kwargs(ctx))
@@ -886,7 +1017,7 @@ def fetch_prices_api(ctx: SourceContext, region: str) -> list[PriceRow]:
                 if "PriceList" not in page:
                     raise SchemaDriftError("aws: GetProducts page lacks PriceList")
                 for item in page["PriceList"]:
-                    rows.extend(parse_price_list_item(item, region))
+                    rows.extend(parse_price_list_item(item, region, skipped))
     except (BotoCoreError, ClientError) as err:
         raise SourceError(f"aws: Pricing API for {region} failed: {err}") from scrubbed(err)
     return rows
@@ -907,7 +1038,8 @@ def fetch(ctx: SourceContext) -> Batch:
         dt_index = {} if use_api else parse_region_index(
             _json_body(ctx, client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX), "AWSDataTransfer")
         advisor_doc = _json_body(ctx, client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH)
-        regions = ctx.select_regions(ec2_index, DEFAULT_REGIONS, "the price list")
+        enabled = fetch_enabled_regions(ctx) if use_ec2 and config.aws_regions is None else None
+        regions = ctx.select_regions(ec2_index, default_regions(ec2_index, enabled), "the price list")
         if not use_ec2:
             batch.notes.append("no AWS credentials (or aws_ec2_api=off): on-demand prices from the public "
                                "price list only; no EC2 facts, AZ offerings or spot prices")
@@ -917,12 +1049,13 @@ def fetch(ctx: SourceContext) -> Batch:
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-ec2-{region}") as side:
                 ec2 = side.submit(fetch_ec2, ctx, region) if use_ec2 else None
                 publication = None
+                skipped: Counter[str] = Counter()
                 if use_api:
-                    prices = fetch_prices_api(ctx, region)
+                    prices = fetch_prices_api(ctx, region, skipped)
                 else:
-                    prices, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index)
+                    prices, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index, skipped)
                 payload = RegionPayload(region=region, prices=prices, publication=publication,
-                                        advisor=parse_spot_advisor(advisor_doc, region))
+                                        advisor=parse_spot_advisor(advisor_doc, region), skipped=skipped)
                 if ec2 is not None:
                     payload.specs, payload.offerings, payload.spot = ec2.result()
             return payload
@@ -932,4 +1065,5 @@ def fetch(ctx: SourceContext) -> Batch:
             payloads = list(pool.map(one_region, regions))
     for payload in payloads:
         build_region(batch, payload)
+    batch.notes.extend(refresh_notes(payloads))
     return batch

@@ -102,6 +102,45 @@ REGIONS = {
                        azs=[("ap-south-1a", "aps1-az1"), ("ap-south-1b", "aps1-az3"),
                             ("ap-south-1c", "aps1-az2")]),
 }
+# The other commercial regions whose public price data (OD_MORE_REGIONS) lists a GPU type of
+# FAMILIES.  They carry GPU rows only: no EBS, CPU-only or data-transfer products (see README).
+# Location names are the price list's; AZ letters and zone ids are one plausible account's.
+MORE_REGIONS = {
+    "af-south-1": dict(name="Africa (Cape Town)", prefix="AFS1-", n_az=3, id="afs1"),
+    "ap-east-1": dict(name="Asia Pacific (Hong Kong)", prefix="APE1-", n_az=3, id="ape1"),
+    "ap-northeast-2": dict(name="Asia Pacific (Seoul)", prefix="APN2-", n_az=4, id="apne2"),
+    "ap-northeast-3": dict(name="Asia Pacific (Osaka)", prefix="APN3-", n_az=3, id="apne3"),
+    "ap-south-2": dict(name="Asia Pacific (Hyderabad)", prefix="APS5-", n_az=3, id="aps2"),
+    "ap-southeast-2": dict(name="Asia Pacific (Sydney)", prefix="APS2-", n_az=3, id="apse2"),
+    "ap-southeast-3": dict(name="Asia Pacific (Jakarta)", prefix="APS4-", n_az=3, id="apse3"),
+    "ap-southeast-5": dict(name="Asia Pacific (Malaysia)", prefix="APS7-", n_az=3, id="apse5"),
+    "ca-central-1": dict(name="Canada (Central)", prefix="CAN1-", n_az=3, id="cac1"),
+    "eu-central-2": dict(name="EU (Zurich)", prefix="EUC2-", n_az=3, id="euc2"),
+    "eu-north-1": dict(name="EU (Stockholm)", prefix="EUN1-", n_az=3, id="eun1"),
+    "eu-south-1": dict(name="EU (Milan)", prefix="EUS1-", n_az=3, id="eus1"),
+    "eu-south-2": dict(name="EU (Spain)", prefix="EUS2-", n_az=3, id="eus2"),
+    "eu-west-2": dict(name="EU (London)", prefix="EUW2-", n_az=3, id="euw2"),
+    "eu-west-3": dict(name="EU (Paris)", prefix="EUW3-", n_az=3, id="euw3"),
+    "il-central-1": dict(name="Israel (Tel Aviv)", prefix="ILC1-", n_az=3, id="ilc1"),
+    "me-central-1": dict(name="Middle East (UAE)", prefix="MEC1-", n_az=3, id="mec1"),
+    "me-south-1": dict(name="Middle East (Bahrain)", prefix="MES1-", n_az=3, id="mes1"),
+    "sa-east-1": dict(name="South America (Sao Paulo)", prefix="SAE1-", n_az=3, id="sae1"),
+    "us-west-1": dict(name="US West (N. California)", prefix="USW1-", n_az=2, id="usw1"),
+}
+for _code, _m in MORE_REGIONS.items():
+    _letters = "ac" if _m["n_az"] == 2 else "abcd"[:_m["n_az"]]
+    _ids = [1, 3] if _m["n_az"] == 2 else list(range(1, _m["n_az"] + 1))
+    REGIONS[_code] = dict(name=_m["name"], prefix=_m["prefix"], dt=_m["prefix"].rstrip("-"),
+                          legacy=set(), azs=[(f"{_code}{c}", f"{_m['id']}-az{i}")
+                                             for c, i in zip(_letters, _ids)])
+ALL_REGIONS = REGION_ORDER + sorted(MORE_REGIONS)
+# Regions a new account must opt into (AWS docs, "Enable or disable AWS Regions in your account").
+OPT_IN_REGIONS = {"af-south-1", "ap-east-1", "ap-south-2", "ap-southeast-3", "ap-southeast-5",
+                  "eu-central-2", "eu-south-1", "eu-south-2", "il-central-1", "me-central-1",
+                  "me-south-1"}
+# Regions EC2's DescribeRegions lists that the account has not opted into (not recorded).
+NOT_OPTED_IN = ["ap-southeast-4", "ap-southeast-7", "ca-west-1", "mx-central-1"]
+
 # Regions that appear only as inter-region egress destinations (not recorded themselves).
 EXTRA_DT_REGIONS = {"ca-central-1": ("Canada (Central)", "CAN1"),
                     "eu-west-2": ("EU (London)", "EUW2"),
@@ -229,6 +268,28 @@ FAMILIES = {
                     eit=True, ena="required", usage=["capacity-block", "on-demand", "spot"],
                     pp="Intel Xeon Scalable (Emerald Rapids)", clock="3.9 GHz", intel=True,
                     feat="Intel AVX; Intel AVX2; Intel AVX512; Intel AMX; Intel Turbo", spot=0.62,
+                    srd=True),
+    # Described by EC2, absent from the price list (EC2_ONLY). GPU names and memory for these
+    # three are NOT verified against a real DescribeInstanceTypes response (see README).
+    "g7": dict(gpu=("RTX PRO 4500", "NVIDIA", 32768, ["graphics", "ml-ai"]), gb=32,
+               total="sum", cpu=("Intel", "x86_64", 3.2), hyper="nitro", tpm=True,
+               enclaves="supported", boot=["legacy-bios", "uefi"], dh=False, ar=False,
+               rm="unsupported", tpc=[1, 2], vc="even", eit=True, ena="required",
+               usage=["on-demand"], pp="Intel Xeon Scalable (Emerald Rapids)",
+               clock="3.2 GHz", intel=True,
+               feat="Intel AVX; Intel AVX2; Intel AVX512; Intel AMX; Intel Turbo", spot=None),
+    "gr6f": dict(gpu=("L4", "NVIDIA", 22888, ["graphics", "ml-ai"]), gb=24, total="part",
+                 cpu=("AMD", "x86_64", 3.4), hyper="nitro", tpm=True, enclaves="supported",
+                 boot=["legacy-bios", "uefi"], dh=False, ar=False, rm="unsupported", tpc=[1, 2],
+                 vc="even", eit=True, ena="required", usage=["on-demand"],
+                 pp="AMD EPYC 7R13 Processor", clock="3.95 GHz", intel=False,
+                 feat="AMD Turbo; AVX; AVX2", spot=None),
+    "p6-b300": dict(gpu=("B300", "NVIDIA", 268800, ["ml-ai"]), gb=262, total="sum",
+                    cpu=("Intel", "x86_64", 2.4), hyper="nitro", tpm=True, enclaves="unsupported",
+                    boot=["uefi"], dh=False, ar=False, rm="unsupported", tpc=[1, 2], vc="even",
+                    eit=True, ena="required", usage=["capacity-block", "on-demand"],
+                    pp="Intel Xeon Scalable (Emerald Rapids)", clock="3.9 GHz", intel=True,
+                    feat="Intel AVX; Intel AVX2; Intel AVX512; Intel AMX; Intel Turbo", spot=None,
                     srd=True),
 }
 
@@ -516,6 +577,194 @@ SIZES = {
         ebs=(100000, 400000, 12500.0, 100000, 400000, 12500.0), att=("dedicated", 32),
         eni=(16, 50, 50), net=("3200 Gigabit", 8, "400 Gigabit", 400.0, 400.0, 32), efa=8,
         od=(113.9328, 113.9328, 113.9328, None, None, None, None, 160.64525)),
+    # ---- described by EC2 only (no price-list row anywhere): vCPU, memory, GPU count, disks
+    # and network from instances.vantage.sh as republished in github.com/tsaol/aws-gpu; the
+    # rest are fill-ins.
+    "g7.2xlarge": dict(vcpu=8, cores=4, mem=32768, gpus=1, disk=(1, 440),
+        ebs=(5000, 20000, 625.0, 10000, 40000, 1250.0), att=("shared", 27), eni=(4, 15, 15),
+        net=("Up to 60 Gigabit", 1, "Up to 60 Gigabit", 15.0, 60.0, 16), efa=None, od=(None,) * 8),
+    "g7.4xlarge": dict(vcpu=16, cores=8, mem=65536, gpus=1, disk=(1, 875),
+        ebs=(8000, 32000, 1000.0, 15000, 60000, 1875.0), att=("shared", 27), eni=(8, 30, 30),
+        net=("Up to 100 Gigabit", 1, "Up to 100 Gigabit", 25.0, 100.0, 32), efa=None,
+        od=(None,) * 8),
+    "g7.8xlarge": dict(vcpu=32, cores=16, mem=131072, gpus=1, disk=(1, 930),
+        ebs=(20000, 80000, 2500.0, 20000, 80000, 2500.0), att=("shared", 27), eni=(8, 30, 30),
+        net=("100 Gigabit", 1, "100 Gigabit", 100.0, 100.0, 32), efa=1, od=(None,) * 8),
+    "g7.12xlarge": dict(vcpu=48, cores=24, mem=196608, gpus=2, disk=(1, 1900),
+        ebs=(40000, 160000, 5000.0, 40000, 160000, 5000.0), att=("shared", 27), eni=(16, 50, 50),
+        net=("175 Gigabit", 1, "175 Gigabit", 175.0, 175.0, 32), efa=1, od=(None,) * 8),
+    "g7.24xlarge": dict(vcpu=96, cores=48, mem=393216, gpus=4, disk=(2, 1900),
+        ebs=(60000, 240000, 7500.0, 60000, 240000, 7500.0), att=("shared", 27), eni=(32, 50, 50),
+        net=("350 Gigabit", 1, "350 Gigabit", 350.0, 350.0, 32), efa=1, od=(None,) * 8),
+    "g7.48xlarge": dict(vcpu=192, cores=96, mem=786432, gpus=8, disk=(2, 1900),
+        ebs=(100000, 400000, 12500.0, 100000, 400000, 12500.0), att=("dedicated", 32),
+        eni=(64, 50, 50), net=("700 Gigabit", 2, "350 Gigabit", 350.0, 350.0, 32), efa=2,
+        od=(None,) * 8),
+    "gr6f.4xlarge": dict(vcpu=16, cores=8, mem=131072, gpus=0, part=0.5, gpu_mib=11444,
+        disk=(1, 450), ebs=(6000, 24000, 750.0, 6000, 24000, 750.0), att=("shared", 27),
+        eni=(8, 30, 30), net=("Up to 25 Gigabit", 1, "Up to 25 Gigabit", 6.25, 25.0, 16),
+        efa=None, od=(None,) * 8),
+    "p6-b300.48xlarge": dict(vcpu=192, cores=96, mem=4194304, gpus=8, disk=(8, 475),
+        ebs=(100000, 400000, 12500.0, 100000, 400000, 12500.0), att=("dedicated", 32),
+        eni=(16, 50, 50), net=("6400 Gigabit", 8, "800 Gigabit", 800.0, 800.0, 32), efa=8,
+        od=(None,) * 8),
+}
+
+# Types EC2 describes (and offers in some AZs) that the price list has no row for: issue #15
+# reports g7, p6-b300 and gr6f like this; the adapter must say so in its notes.
+EC2_ONLY = {
+    **{t: ["us-east-1", "us-east-2", "us-west-2"]
+       for t in ("g7.2xlarge", "g7.4xlarge", "g7.8xlarge", "g7.12xlarge", "g7.24xlarge", "g7.48xlarge")},
+    "gr6f.4xlarge": ["us-east-1", "us-east-2", "us-west-2", "eu-central-1"],
+    "p6-b300.48xlarge": ["us-west-2"],
+}
+
+# Linux on-demand USD/h of SIZES types in MORE_REGIONS (a type absent from a region is not
+# priced there).  Transcribed from github.com/tsaol/aws-gpu data/all_gpu_instances.js at
+# commit 7412fd2 ("Last updated: 2026-01-21", instances.vantage.sh data): every one of that
+# file's 359 (type, region) prices for REGION_ORDER equals the 2026-08-26 version's used above.
+OD_MORE_REGIONS = {
+    "g4dn.xlarge": {"af-south-1": 0.698, "ap-east-1": 0.81, "ap-northeast-2": 0.647,
+        "ap-northeast-3": 0.71, "ap-southeast-2": 0.684, "ca-central-1": 0.584,
+        "eu-north-1": 0.558, "eu-south-1": 0.616, "eu-west-2": 0.615, "eu-west-3": 0.615,
+        "me-south-1": 0.645, "sa-east-1": 0.894, "us-west-1": 0.631},
+    "g4dn.2xlarge": {"af-south-1": 0.998, "ap-east-1": 1.158, "ap-northeast-2": 0.925,
+        "ap-northeast-3": 1.015, "ap-southeast-2": 0.978, "ca-central-1": 0.835,
+        "eu-north-1": 0.798, "eu-south-1": 0.88, "eu-west-2": 0.88, "eu-west-3": 0.879,
+        "me-south-1": 0.922, "sa-east-1": 1.278, "us-west-1": 0.902},
+    "g4dn.4xlarge": {"af-south-1": 1.597, "ap-east-1": 1.854, "ap-northeast-2": 1.481,
+        "ap-northeast-3": 1.625, "ap-southeast-2": 1.566, "ca-central-1": 1.337,
+        "eu-north-1": 1.277, "eu-south-1": 1.41, "eu-west-2": 1.409, "eu-west-3": 1.408,
+        "me-south-1": 1.477, "sa-east-1": 2.046, "us-west-1": 1.445},
+    "g4dn.8xlarge": {"af-south-1": 2.887, "ap-east-1": 3.351, "ap-northeast-2": 2.677,
+        "ap-northeast-3": 2.938, "ap-southeast-2": 2.83, "ca-central-1": 2.416,
+        "eu-north-1": 2.308, "eu-south-1": 2.547, "eu-west-2": 2.546, "eu-west-3": 2.544,
+        "me-south-1": 2.669, "sa-east-1": 3.698, "us-west-1": 2.611},
+    "g4dn.12xlarge": {"af-south-1": 5.19, "ap-east-1": 6.024, "ap-northeast-2": 4.812,
+        "ap-northeast-3": 5.281, "ap-southeast-2": 5.087, "ca-central-1": 4.343,
+        "eu-north-1": 4.15, "eu-south-1": 4.58, "eu-west-2": 4.577, "eu-west-3": 4.574,
+        "me-south-1": 4.798, "sa-east-1": 6.649, "us-west-1": 4.694},
+    "g4dn.16xlarge": {"af-south-1": 5.774, "ap-east-1": 6.702, "ap-northeast-2": 5.353,
+        "ap-northeast-3": 5.875, "ap-southeast-2": 5.659, "ca-central-1": 4.832,
+        "eu-north-1": 4.617, "eu-south-1": 5.095, "eu-west-2": 5.092, "eu-west-3": 5.088,
+        "me-south-1": 5.338, "sa-east-1": 7.397, "us-west-1": 5.222},
+    "g4dn.metal": {"af-south-1": 10.381, "ap-east-1": 12.048, "ap-northeast-2": 9.624,
+        "ap-northeast-3": 10.562, "ap-southeast-2": 10.174, "ca-central-1": 8.687,
+        "eu-north-1": 8.3, "eu-south-1": 9.16, "eu-west-2": 9.154, "eu-west-3": 9.148,
+        "me-south-1": 9.596, "sa-east-1": 13.298, "us-west-1": 9.389},
+    "g4ad.xlarge": {"ca-central-1": 0.42263, "eu-west-2": 0.44271},
+    "g4ad.2xlarge": {"ca-central-1": 0.60421, "eu-west-2": 0.63292},
+    "g4ad.4xlarge": {"ca-central-1": 0.968, "eu-west-2": 1.014},
+    "g4ad.8xlarge": {"ca-central-1": 1.936, "eu-west-2": 2.028},
+    "g4ad.16xlarge": {"ca-central-1": 3.872, "eu-west-2": 4.056},
+    "g5.xlarge": {"ap-east-1": 1.5488, "ap-northeast-2": 1.237, "ap-southeast-2": 1.308,
+        "ap-southeast-3": 1.408, "ca-central-1": 1.117, "eu-north-1": 1.067, "eu-west-2": 1.277,
+        "il-central-1": 1.17915, "me-central-1": 1.234, "sa-east-1": 1.71},
+    "g5.2xlarge": {"ap-east-1": 1.86595, "ap-northeast-2": 1.4903, "ap-southeast-2": 1.57584,
+        "ap-southeast-3": 1.69632, "ca-central-1": 1.34573, "eu-north-1": 1.28549,
+        "eu-west-2": 1.53849, "il-central-1": 1.42061, "me-central-1": 1.48669,
+        "sa-east-1": 2.06016},
+    "g5.4xlarge": {"ap-east-1": 2.50025, "ap-northeast-2": 1.99691, "ap-southeast-2": 2.11152,
+        "ap-southeast-3": 2.27295, "ca-central-1": 1.80319, "eu-north-1": 1.72247,
+        "eu-west-2": 2.06148, "il-central-1": 1.90352, "me-central-1": 1.99206,
+        "sa-east-1": 2.76048},
+    "g5.8xlarge": {"ap-east-1": 3.76885, "ap-northeast-2": 3.01012, "ap-southeast-2": 3.18289,
+        "ap-southeast-3": 3.42623, "ca-central-1": 2.71811, "eu-north-1": 2.59644,
+        "eu-west-2": 3.10745, "il-central-1": 2.86934, "me-central-1": 3.00282,
+        "sa-east-1": 4.16111},
+    "g5.12xlarge": {"ap-east-1": 8.7324, "ap-northeast-2": 6.97442, "ap-southeast-2": 7.37473,
+        "ap-southeast-3": 7.93854, "ca-central-1": 6.29784, "eu-north-1": 6.01593,
+        "eu-west-2": 7.19994, "il-central-1": 6.64825, "me-central-1": 6.9575,
+        "sa-east-1": 9.64127},
+    "g5.16xlarge": {"ap-east-1": 6.30605, "ap-northeast-2": 5.03653, "ap-southeast-2": 5.32561,
+        "ap-southeast-3": 5.73277, "ca-central-1": 4.54794, "eu-north-1": 4.34437,
+        "eu-west-2": 5.1994, "il-central-1": 4.80099, "me-central-1": 5.02432,
+        "sa-east-1": 6.96239},
+    "g5.24xlarge": {"ap-east-1": 12.5382, "ap-northeast-2": 10.01404, "ap-southeast-2": 10.58882,
+        "ap-southeast-3": 11.39836, "ca-central-1": 9.04259, "eu-north-1": 8.63782,
+        "eu-west-2": 10.33786, "il-central-1": 9.54572, "me-central-1": 9.98976,
+        "sa-east-1": 13.84318},
+    "g5.48xlarge": {"ap-east-1": 25.0764, "ap-northeast-2": 20.02809, "ap-southeast-2": 21.17764,
+        "ap-southeast-3": 22.79672, "ca-central-1": 18.08518, "eu-north-1": 17.27564,
+        "eu-west-2": 20.67572, "il-central-1": 19.09145, "me-central-1": 19.97951,
+        "sa-east-1": 27.68636},
+    "g5g.xlarge": {"ap-northeast-2": 0.5166, "eu-south-2": 0.4687},
+    "g5g.2xlarge": {"ap-northeast-2": 0.6839, "eu-south-2": 0.6205},
+    "g5g.4xlarge": {"ap-northeast-2": 1.0185, "eu-south-2": 0.924},
+    "g5g.8xlarge": {"ap-northeast-2": 1.6876, "eu-south-2": 1.5311},
+    "g5g.16xlarge": {"ap-northeast-2": 3.3752, "eu-south-2": 3.0622},
+    "g6.xlarge": {"ap-northeast-2": 0.9896, "ap-south-2": 0.9664, "ap-southeast-2": 1.0464,
+        "ap-southeast-5": 1.0138, "ca-central-1": 0.8936, "eu-central-2": 1.085,
+        "eu-north-1": 0.8536, "eu-south-2": 0.848, "eu-west-2": 1.0216, "eu-west-3": 1.0216,
+        "me-central-1": 0.98824, "sa-east-1": 1.368},
+    "g6.2xlarge": {"ap-northeast-2": 1.20208, "ap-south-2": 1.1739, "ap-southeast-2": 1.27107,
+        "ap-southeast-5": 1.23147, "ca-central-1": 1.08547, "eu-central-2": 1.31796,
+        "eu-north-1": 1.03688, "eu-south-2": 1.03008, "eu-west-2": 1.24095, "eu-west-3": 1.24095,
+        "me-central-1": 1.20043, "sa-east-1": 1.66173},
+    "g6.4xlarge": {"ap-northeast-2": 1.62704, "ap-south-2": 1.58889, "ap-southeast-2": 1.72042,
+        "ap-southeast-5": 1.66682, "ca-central-1": 1.4692, "eu-central-2": 1.78389,
+        "eu-north-1": 1.40343, "eu-south-2": 1.39423, "eu-west-2": 1.67965, "eu-west-3": 1.67965,
+        "me-central-1": 1.6248, "sa-east-1": 2.24918},
+    "g6.8xlarge": {"ap-northeast-2": 2.47695, "ap-south-2": 2.41888, "ap-southeast-2": 2.61912,
+        "ap-southeast-5": 2.53752, "ca-central-1": 2.23666, "eu-central-2": 2.71574,
+        "eu-north-1": 2.13655, "eu-south-2": 2.12253, "eu-west-2": 2.55705, "eu-west-3": 2.55705,
+        "me-central-1": 2.47355, "sa-east-1": 3.42408},
+    "g6.12xlarge": {"ap-northeast-2": 5.65823, "ap-south-2": 5.52558, "ap-southeast-2": 5.98299,
+        "ap-southeast-5": 5.7966, "ca-central-1": 5.10933, "eu-central-2": 6.2037,
+        "eu-north-1": 4.88062, "eu-south-2": 4.8486, "eu-west-2": 5.8412, "eu-west-3": 5.8412,
+        "me-central-1": 5.65045, "sa-east-1": 7.82181},
+    "g6.16xlarge": {"ap-northeast-2": 4.17678, "ap-south-2": 4.07886, "ap-southeast-2": 4.41652,
+        "ap-southeast-5": 4.27892, "ca-central-1": 3.7716, "eu-central-2": 4.57943,
+        "eu-north-1": 3.60277, "eu-south-2": 3.57913, "eu-west-2": 4.31184, "eu-west-3": 4.31184,
+        "me-central-1": 4.17104, "sa-east-1": 5.77388},
+    "g6.24xlarge": {"ap-northeast-2": 8.20797, "ap-south-2": 8.01555, "ap-southeast-2": 8.67909,
+        "ap-southeast-5": 8.4087, "ca-central-1": 7.41173, "eu-central-2": 8.99924,
+        "eu-north-1": 7.07996, "eu-south-2": 7.03351, "eu-west-2": 8.47339, "eu-west-3": 8.47339,
+        "me-central-1": 8.19669, "sa-east-1": 11.34651},
+    "g6.48xlarge": {"ap-northeast-2": 16.41595, "ap-south-2": 16.0311, "ap-southeast-2": 17.35817,
+        "ap-southeast-5": 16.81739, "ca-central-1": 14.82346, "eu-central-2": 17.99849,
+        "eu-north-1": 14.15992, "eu-south-2": 14.06702, "eu-west-2": 16.94678,
+        "eu-west-3": 16.94678, "me-central-1": 16.39339, "sa-east-1": 22.69303},
+    "gr6.4xlarge": {"ap-northeast-2": 1.8926, "ap-southeast-2": 2.0012, "ap-southeast-5": 1.9388,
+        "ca-central-1": 1.709, "eu-central-2": 2.1649, "eu-north-1": 1.6326, "eu-south-2": 1.6218,
+        "eu-west-2": 1.9539, "eu-west-3": 1.9538, "sa-east-1": 2.6164},
+    "gr6.8xlarge": {"ap-northeast-2": 3.00809, "ap-southeast-2": 3.1807, "ap-southeast-5": 3.08152,
+        "ca-central-1": 2.71628, "eu-central-2": 3.44089, "eu-north-1": 2.59485,
+        "eu-south-2": 2.57768, "eu-west-2": 3.10552, "eu-west-3": 3.10536, "sa-east-1": 4.1585},
+    "g6f.large": {"ap-northeast-2": 0.24838, "ap-southeast-2": 0.26264, "ca-central-1": 0.22429,
+        "eu-north-1": 0.21424, "eu-south-2": 0.22725, "eu-west-2": 0.25642, "sa-east-1": 0.34336},
+    "g6f.xlarge": {"ap-northeast-2": 0.29203, "ap-southeast-2": 0.30879, "ca-central-1": 0.26371,
+        "eu-north-1": 0.2519, "eu-south-2": 0.26719, "eu-west-2": 0.30149, "sa-east-1": 0.40371},
+    "g6f.2xlarge": {"ap-northeast-2": 0.58406, "ap-southeast-2": 0.61759, "ca-central-1": 0.52741,
+        "eu-north-1": 0.50379, "eu-south-2": 0.53438, "eu-west-2": 0.60298, "sa-east-1": 0.80742},
+    "g6f.4xlarge": {"ap-northeast-2": 1.16812, "ap-southeast-2": 1.23517, "ca-central-1": 1.05482,
+        "eu-north-1": 1.00758, "eu-south-2": 1.06875, "eu-west-2": 1.20595, "sa-east-1": 1.61483},
+    "g6e.xlarge": {"ap-northeast-2": 2.288, "eu-north-1": 1.974, "eu-south-2": 1.961},
+    "g6e.2xlarge": {"ap-northeast-2": 2.75652, "eu-north-1": 2.37822, "eu-south-2": 2.36256},
+    "g6e.4xlarge": {"ap-northeast-2": 3.69355, "eu-north-1": 3.18666, "eu-south-2": 3.16567},
+    "g6e.8xlarge": {"ap-northeast-2": 5.56762, "eu-north-1": 4.80353, "eu-south-2": 4.7719},
+    "g6e.12xlarge": {"ap-northeast-2": 12.90014, "eu-north-1": 11.12975, "eu-south-2": 11.05645},
+    "g6e.16xlarge": {"ap-northeast-2": 9.31575, "eu-north-1": 8.03728, "eu-south-2": 7.98435},
+    "g6e.24xlarge": {"ap-northeast-2": 18.52234, "eu-north-1": 15.98037, "eu-south-2": 15.87513},
+    "g6e.48xlarge": {"ap-northeast-2": 37.04468, "eu-north-1": 31.96075, "eu-south-2": 31.75027},
+    "p3.2xlarge": {"ap-northeast-2": 4.234, "ap-southeast-2": 4.234, "ca-central-1": 3.366,
+        "eu-west-2": 3.589},
+    "p3.8xlarge": {"ap-northeast-2": 16.936, "ap-southeast-2": 16.936, "ca-central-1": 13.464,
+        "eu-west-2": 14.356},
+    "p3.16xlarge": {"ap-northeast-2": 33.872, "ap-southeast-2": 33.872, "ca-central-1": 26.928,
+        "eu-west-2": 28.712},
+    "p4d.24xlarge": {"ap-northeast-2": 30.41028, "ap-southeast-2": 28.54493,
+        "ca-central-1": 25.25174, "eu-north-1": 23.71569, "eu-west-2": 28.54493,
+        "sa-east-1": 35.5569},
+    "p4de.24xlarge": {"il-central-1": 35.57346},
+    "p5.4xlarge": {"ap-southeast-2": 8.944, "ap-southeast-3": 9.4944, "eu-west-2": 8.944,
+        "sa-east-1": 11.5584},
+    "p5.48xlarge": {"ap-northeast-2": 75.9552, "ap-southeast-2": 71.552, "ap-southeast-3": 75.9552,
+        "ca-central-1": 63.296, "eu-north-1": 58.8928, "eu-west-2": 71.552, "sa-east-1": 92.4672,
+        "us-west-1": 68.8},
+    "p5en.48xlarge": {"ap-northeast-2": 87.34848, "ap-southeast-3": 87.34848,
+        "eu-north-1": 67.72672, "eu-south-2": 68.35968, "me-central-1": 75.9552,
+        "us-west-1": 79.12},
 }
 
 # p3 still has price-list rows everywhere in SIZES, but real 2026 offerings (moto's
@@ -531,11 +780,11 @@ PRICED_NOT_OFFERED = {("p3.2xlarge", "us-east-1"), ("p3.8xlarge", "us-east-1"),
 AZ_US_EAST_1 = {
     "g4dn": "abcdf", "g4ad": "abcd", "g5": "abcdf", "g5g": "abcd", "g6": "abcdf", "g6e": "abcd",
     "gr6": "abcd", "g6f": "abcd", "g7e": "ac", "p3": "", "p3dn": "cd", "p4d": "abcd",
-    "p4de": "bc", "p5": "abcdef", "p5en": "ac", "p6-b200": "c",
+    "p4de": "bc", "p5": "abcdef", "p5en": "ac", "p6-b200": "c", "g7": "acd", "gr6f": "ab",
 }
 AZ_COUNT = {"g4dn": 9, "g4ad": 2, "g5": 9, "g5g": 2, "g6": 9, "g6e": 3, "gr6": 2, "g6f": 2,
             "g7e": 2, "p3": 2, "p3dn": 1, "p4d": 2, "p4de": 1, "p5": 2, "p5e": 1, "p5en": 1,
-            "p6-b200": 1}
+            "p6-b200": 1, "g7": 2, "gr6f": 2, "p6-b300": 1}
 
 # Non-GPU types: bulk CSV only (the adapter must filter them out).
 NON_GPU = {
@@ -782,6 +1031,8 @@ def size_of(t: str) -> str:
 
 
 def od_price(t: str, region: str):
+    if region in MORE_REGIONS:   # GPU rows only there
+        return OD_MORE_REGIONS.get(t, {}).get(region)
     spec = SIZES.get(t) or NON_GPU.get(t)
     return spec["od"][REGION_ORDER.index(region)]
 
@@ -790,8 +1041,12 @@ def types_priced(region: str) -> list[str]:
     return [t for t in SIZES if od_price(t, region) is not None]
 
 
+def ec2_only(region: str) -> list[str]:
+    return [t for t, regions in EC2_ONLY.items() if region in regions]
+
+
 def types_offered(region: str) -> list[str]:
-    return [t for t in types_priced(region) if (t, region) not in PRICED_NOT_OFFERED]
+    return [t for t in types_priced(region) if (t, region) not in PRICED_NOT_OFFERED] + ec2_only(region)
 
 
 # ---------------------------------------------------------------- DescribeInstanceTypes
@@ -910,7 +1165,7 @@ def instance_type_info(t: str) -> dict:
 
 # ---------------------------------------------------------------- AZ offerings & spot
 def azs_for(t: str, region: str) -> list[str]:
-    if (t, region) in PRICED_NOT_OFFERED or od_price(t, region) is None:
+    if (t, region) in PRICED_NOT_OFFERED or (od_price(t, region) is None and t not in ec2_only(region)):
         return []
     fam = family_of(t)
     r = REGIONS[region]
@@ -994,7 +1249,7 @@ def ec2_xml(operation: str, body: dict, request_id: str) -> bytes:
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f'<{operation}Response xmlns="{EC2_NS}">', f"    <requestId>{request_id}</requestId>"]
     # members in model order, except that EC2 writes <nextToken> after the result set
-    names = [m for m in out.members if m != "NextToken"] + ["NextToken"]
+    names = [m for m in out.members if m != "NextToken"] + (["NextToken"] if "NextToken" in out.members else [])
     for mname in names:
         mshape = out.members[mname]
         if mname in body:
@@ -1462,9 +1717,10 @@ def advisor_feed() -> dict:
         if t not in instance_types:
             instance_types[t] = {"emr": False, "cores": s["vcpu"], "ram_gb": float(s["mem"] / 1024)}
     spot_advisor = {}
-    for region in REGION_ORDER:
+    for region in ALL_REGIONS:
         linux, windows = {}, {}
-        for t in list(SIZES) + [x for x in ADVISOR_REAL if x not in SIZES]:
+        others = [x for x in ADVISOR_REAL if x not in SIZES] if region in REGION_ORDER else []
+        for t in list(SIZES) + others:
             real = ADVISOR_REAL.get(t)
             if region in ("us-east-1", "eu-west-1") and real is not None:
                 off = 3 if region == "us-east-1" else 5
@@ -1547,26 +1803,27 @@ def build(root: Path) -> Writer:
 
     # ---------------- bulk price list: AmazonEC2
     pricing_host = "pricing.us-east-1.amazonaws.com"
-    for offer, version, publication in (("AmazonEC2", EC2_VERSION, EC2_PUBLICATION),
-                                        ("AWSDataTransfer", DT_VERSION, DT_PUBLICATION)):
+    for offer, version, publication, listed in (("AmazonEC2", EC2_VERSION, EC2_PUBLICATION, ALL_REGIONS),
+                                                ("AWSDataTransfer", DT_VERSION, DT_PUBLICATION, REGION_ORDER)):
         idx = {"formatVersion": "v1.0", "disclaimer": DISCLAIMER, "publicationDate": publication,
                "regions": {rg: {"regionCode": rg,
                                 "currentVersionUrl": f"/offers/v1.0/aws/{offer}/{version}/{rg}/index.json"}
-                           for rg in REGION_ORDER}}
+                           for rg in listed}}
         rel = w.write(f"bulk/{offer}/region_index.json",
                       (json.dumps(idx, indent=2, separators=(",", " : ")) + "\n").encode())
         w.exchange(pricing_host, "GET", f"/offers/v1.0/aws/{offer}/current/region_index.json", {},
                    rel, "application/json")
 
     gpu_products, storage_products, dt_by_region = {}, {}, {}
-    for region in REGION_ORDER:
+    for region in ALL_REGIONS:
         products, storage = {}, []
         rows = []
         for t in types_priced(region):
             rows += ec2_compute_rows(t, region, products)
-        for t in NON_GPU:
-            rows += ec2_compute_rows(t, region, {})
-        rows += ec2_other_rows(region, storage)
+        if region in REGION_ORDER:   # the other regions carry GPU rows only
+            for t in NON_GPU:
+                rows += ec2_compute_rows(t, region, {})
+            rows += ec2_other_rows(region, storage)
         rows.sort(key=lambda r: (r["SKU"], r["OfferTermCode"], r["RateCode"]))
         meta = [("FormatVersion", "v1.0"), ("Disclaimer", DISCLAIMER),
                 ("Publication Date", EC2_PUBLICATION), ("Version", EC2_VERSION),
@@ -1583,6 +1840,9 @@ def build(root: Path) -> Writer:
         stats[f"csv_rows:{region}"] = len(rows)
         stats[f"csv_reserved_share:{region}"] = round(reserved / len(rows), 3)
         stats[f"csv_gpu_linux_od_rows:{region}"] = kept
+        if region not in REGION_ORDER:
+            dt_by_region[region] = []
+            continue
 
         dts = dt_products(region)
         dt_by_region[region] = dts
@@ -1600,13 +1860,14 @@ def build(root: Path) -> Writer:
     # ---------------- Pricing API GetProducts
     api_host = "api.pricing.us-east-1.amazonaws.com"
     target = {"X-Amz-Target": "AWSPriceListService.GetProducts"}
-    for region in REGION_ORDER:
+    for region in ALL_REGIONS:
         kinds = [
             ("gpu", {"ServiceCode": "AmazonEC2",
                      "Filters": [{"Field": "regionCode", "Value": region},
                                  {"Field": "instanceFamily", "Value": "GPU instance"}]},
              [gpu_price_item(gpu_products[region][t]) for t in sorted(
-                 gpu_products[region], key=lambda t: gpu_products[region][t]["sku"])], PAGE_GP_GPU),
+                 gpu_products[region], key=lambda t: gpu_products[region][t]["sku"])],
+             min(PAGE_GP_GPU, max(1, math.ceil(len(gpu_products[region]) / 2)))),
             ("storage", {"ServiceCode": "AmazonEC2",
                          "Filters": [{"Field": "regionCode", "Value": region},
                                      {"Field": "productFamily", "Value": "Storage"}]},
@@ -1636,7 +1897,19 @@ def build(root: Path) -> Writer:
             stats[f"getproducts_{kind}:{region}"] = f"{len(items)} items / {len(pages)} pages"
 
     # ---------------- EC2 Query API
-    for region in REGION_ORDER:
+    regions_body = {"Regions": [
+        {"Endpoint": f"ec2.{rg}.amazonaws.com", "RegionName": rg,
+         "OptInStatus": "opted-in" if rg in OPT_IN_REGIONS else "opt-in-not-required"}
+        for rg in sorted(ALL_REGIONS)] + [
+        {"Endpoint": f"ec2.{rg}.amazonaws.com", "RegionName": rg, "OptInStatus": "not-opted-in"}
+        for rg in NOT_OPTED_IN]}
+    regions_body["Regions"].sort(key=lambda r: r["RegionName"])
+    data = ec2_xml("DescribeRegions", regions_body, uuid_like("us-east-1", "DescribeRegions", 0))
+    rel = w.write("ec2/us-east-1/DescribeRegions.xml", data)
+    w.sources[rel] = ("ec2", "DescribeRegions", regions_body)
+    w.exchange("ec2.us-east-1.amazonaws.com", "POST", "/", {"params": {"Action": "DescribeRegions"}}, rel,
+               "text/xml;charset=UTF-8")
+    for region in ALL_REGIONS:
         host = f"ec2.{region}.amazonaws.com"
         offered = sorted(types_offered(region), key=lambda t: h("order", region, t))
         infos = [instance_type_info(t) for t in offered]
@@ -1653,7 +1926,8 @@ def build(root: Path) -> Writer:
         offerings.sort(key=lambda o: h("off", region, o["InstanceType"], o["Location"]))
         spots.sort(key=lambda s: (s["Timestamp"], s["InstanceType"], s["AvailabilityZone"]), reverse=True)
         calls = [
-            ("DescribeInstanceTypes", "InstanceTypes", infos, PAGE_DESCRIBE_TYPES, {}),
+            ("DescribeInstanceTypes", "InstanceTypes", infos,
+             min(PAGE_DESCRIBE_TYPES, math.ceil(len(infos) / 2)), {}),
             ("DescribeInstanceTypeOfferings", "InstanceTypeOfferings", offerings,
              min(PAGE_OFFERINGS_MAX, math.ceil(len(offerings) / 2)), {"LocationType": "availability-zone"}),
             ("DescribeSpotPriceHistory", "SpotPriceHistory", spots,

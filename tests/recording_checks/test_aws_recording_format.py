@@ -8,6 +8,7 @@ import the generator, so they also catch hand edits.  Regenerate with
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import io
 import json
@@ -19,8 +20,15 @@ import botocore.parsers
 import botocore.session
 
 ROOT = Path(__file__).resolve().parents[2] / "adapters" / "recordings" / "aws"
-REGIONS = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1",
-           "ap-northeast-1", "ap-southeast-1", "ap-south-1"]
+# The first eight regions carry the whole price list (EBS, CPU-only rows, data transfer); the
+# other twenty only their GPU rows.
+FULL_REGIONS = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1",
+                "ap-northeast-1", "ap-southeast-1", "ap-south-1"]
+GPU_ONLY_REGIONS = ["af-south-1", "ap-east-1", "ap-northeast-2", "ap-northeast-3", "ap-south-2",
+                    "ap-southeast-2", "ap-southeast-3", "ap-southeast-5", "ca-central-1", "eu-central-2",
+                    "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-2", "eu-west-3", "il-central-1",
+                    "me-central-1", "me-south-1", "sa-east-1", "us-west-1"]
+REGIONS = FULL_REGIONS + GPU_ONLY_REGIONS
 EC2_CSV_PATH = "/offers/v1.0/aws/AmazonEC2/20261125173012/{}/index.csv"
 
 
@@ -47,10 +55,15 @@ def exchanges(manifest, host=None, path=None, action=None):
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def ec2_model():
+    """botocore's EC2 model, loaded once (loading it takes about a second)."""
+    return botocore.session.get_session().get_service_model("ec2")
+
+
 def ec2_pages(manifest, region, action):
     """Follow NextToken the way a client would; returns parsed pages."""
-    model = botocore.session.get_session().get_service_model("ec2")
-    shape = model.operation_model(action).output_shape
+    shape = ec2_model().operation_model(action).output_shape
     parser = botocore.parsers.create_parser("ec2")
     exs = exchanges(manifest, host=f"ec2.{region}.amazonaws.com", action=action)
     by_token = {ex["match"]["params"].get("NextToken"): ex for ex in exs}
@@ -116,11 +129,43 @@ def test_bulk_csv_format(manifest, region):
         assert rebuilt == line
     reserved = sum(r["TermType"] == "Reserved" for r in rows)
     assert 0.75 <= reserved / len(rows) <= 0.85
-    assert {r["Product Family"] for r in rows} >= {"Compute Instance", "Storage",
-                                                   "Storage Snapshot", "IP Address"}
-    assert {r["Instance Type"] for r in rows} >= {"m5.large", "c5.xlarge"}
     kept = kept_rows(rows)
     assert len({r["Instance Type"] for r in kept}) == len(kept)
+    if region in FULL_REGIONS:
+        assert {r["Product Family"] for r in rows} >= {"Compute Instance", "Storage",
+                                                       "Storage Snapshot", "IP Address"}
+        assert {r["Instance Type"] for r in rows} >= {"m5.large", "c5.xlarge"}
+    else:
+        assert {r["Product Family"] for r in rows} <= {"Compute Instance", "Compute Instance (bare metal)"}
+        assert all(r["Instance Family"] == "GPU instance" for r in rows)
+
+
+def test_region_indexes(manifest):
+    for offer, listed in (("AmazonEC2", REGIONS), ("AWSDataTransfer", FULL_REGIONS)):
+        ex = exchanges(manifest, host="pricing.us-east-1.amazonaws.com",
+                       path=f"/offers/v1.0/aws/{offer}/current/region_index.json")[0]
+        doc = json.loads(body(ex["response"]["body_file"]))
+        assert sorted(doc["regions"]) == sorted(listed)
+        assert all(v["currentVersionUrl"].endswith(f"/{k}/index.json") for k, v in doc["regions"].items())
+
+
+def test_describe_regions(manifest):
+    model = ec2_model()
+    [ex] = exchanges(manifest, host="ec2.us-east-1.amazonaws.com", action="DescribeRegions")
+    parsed = botocore.parsers.create_parser("ec2").parse(
+        {"body": body(ex["response"]["body_file"]), "headers": {}, "status_code": 200},
+        model.operation_model("DescribeRegions").output_shape)
+    status = {r["RegionName"]: r["OptInStatus"] for r in parsed["Regions"]}
+    assert {r for r, s in status.items() if s != "not-opted-in"} == set(REGIONS)
+    assert status["us-east-1"] == "opt-in-not-required" and status["af-south-1"] == "opted-in"
+
+
+def test_gpu_only_region_prices(manifest):
+    # github.com/tsaol/aws-gpu data/all_gpu_instances.js (2026-01-21 and 2026-08-26 versions)
+    od = {r["Instance Type"]: float(r["PricePerUnit"]) for r in kept_rows(ec2_csv(manifest, "sa-east-1")[2])}
+    assert od["g4dn.xlarge"] == 0.894
+    od = {r["Instance Type"]: float(r["PricePerUnit"]) for r in kept_rows(ec2_csv(manifest, "il-central-1")[2])}
+    assert od["g5.12xlarge"] == 6.64825
 
 
 def test_bulk_csv_known_prices(manifest):
@@ -163,6 +208,10 @@ def test_describe_instance_types(manifest):
     assert types["g5.xlarge"]["GpuInfo"]["Gpus"][0]["MemoryInfo"]["SizeInMiB"] == 22888
     assert types["p5.48xlarge"]["NetworkInfo"]["EfaInfo"]["MaximumEfaInterfaces"] == 32
     assert types["g7e.2xlarge"]["GpuInfo"]["Gpus"][0]["Name"] == "RTX PRO Server 6000"
+    # described, offered, and absent from the price list (README: EC2_ONLY)
+    _, _, rows = ec2_csv(manifest, "us-east-1")
+    priced = {r["Instance Type"] for r in rows}
+    assert {"g7.2xlarge", "gr6f.4xlarge"} <= set(types) and not {"g7.2xlarge", "gr6f.4xlarge"} & priced
 
 
 def test_offerings_and_spot(manifest):
@@ -187,6 +236,8 @@ def test_get_products_pages(manifest):
     gp = exchanges(manifest, host="api.pricing.us-east-1.amazonaws.com")
     for region in REGIONS:
         for field, value in (("instanceFamily", "GPU instance"), ("productFamily", "Storage")):
+            if field == "productFamily" and region in GPU_ONLY_REGIONS:
+                continue
             exs = [e for e in gp if {"Field": "regionCode", "Value": region} in e["match"]["json"]["Filters"]
                    and {"Field": field, "Value": value} in e["match"]["json"]["Filters"]]
             assert len(exs) >= 2
