@@ -141,11 +141,20 @@ class GpuSize:
 
 
 _T4 = Series("NCasT4_v3", _SIZES_DOC + "ncast4v3-series", "Tesla T4", 16, "PCIe")
-_A10_NC = Series(
-    "NC A10 v4", _SIZES_DOC + "nc-family", "NVIDIA A10", 24, "PCIe",
-    note="GPU counts 1/1/2 as the Resource SKUs API reports them; gpuhunt counts NC8ads_A10_v4 as 1/2 GPU "
-         "(its price is exactly half of NC16ads_A10_v4's)",
+# Microsoft publishes no size page for NCads A10 v4 (the NC family page lists no such series). What is
+# documented: the NVadsA10 v5 page sells the same A10 in partitions (1/6 .. 1/2 of a GPU, 4 .. 12 GiB
+# frame buffer), and the Resource SKUs API (as the Aspire AKS size table generated from it shows)
+# reports GPUs 1 / 1 / 2 for NC8 / NC16 / NC32 while reporting the documented 1/6 partition
+# NV6ads_A10_v5 as 1 GPU too, i.e. it rounds a partition up to 1. The whole-GPU count that is not a
+# rounded partition is NC32ads = 2; vCPUs, RAM and price all double at each step (8 / 16 / 32 vCPU,
+# 100 / 200 / 400 GiB, 1.1 / 2.2 / 4.4 USD/h), so NC16ads = 1 A10 and NC8ads = 1/2 A10 (12 GiB).
+A10_V4_GPU_SHARE_BASIS = (
+    "no Microsoft size page for NCads A10 v4; the Resource SKUs API rounds GPU partitions up to 1 (it "
+    "reports the documented 1/6-GPU NV6ads_A10_v5 as 1 GPU) and reports NC32ads_A10_v4 as 2 GPUs; vCPUs, "
+    "RAM and price double at each size, so NC16ads = 1 A10 and NC8ads = 1/2 A10 (12 GiB frame buffer), "
+    "as the NVadsA10 v5 page documents for its 1/2-GPU size"
 )
+_A10_NC = Series("NC A10 v4", _SIZES_DOC + "nc-family", "NVIDIA A10", 24, "PCIe", note=A10_V4_GPU_SHARE_BASIS)
 _A10_NV = Series("NVadsA10_v5", _SIZES_DOC + "nvadsa10v5-series", "NVIDIA A10", 24, "PCIe")
 _V100_NC = Series("NCv3", _SIZES_DOC + "ncv3-series", "Tesla V100-PCIE-16GB", 16, "PCIe")
 _V100_ND = Series("NDv2", _SIZES_DOC + "ndv2-series", "Tesla V100-SXM2-32GB", 32, "NVLink",
@@ -171,6 +180,13 @@ _H200_ND = Series("ND H200 v5", _SIZES_DOC + "nd-family", "NVIDIA H200", 141, "N
 _MI300X = Series("ND MI300X v5", _SIZES_DOC + "ndmi300xv5-series", "AMD Instinct MI300X OAM", 192,
                  "Infinity Fabric", "InfiniBand NDR 8x400 Gb/s")
 _GB200 = Series("ND GB200 v6", _SIZES_DOC + "nd-family", "NVIDIA GB200", 186, "NVLink (NVL72)", "InfiniBand NDR")
+_RTXPRO = Series(
+    "NC RTXPRO6000BSE v6", _SIZES_DOC + "nc-rtxpro6000-bse-v6-series",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, "PCIe",
+    note="GPU counts of the 128/256/320-vCPU sizes from the size page's Accelerators tab; the page's host "
+         "specs give 0.25 - 2 GPUs for 32 - 320 vCPUs, so the 32- and 64-vCPU sizes are 1/4 and 1/2 GPU "
+         "(the retail prices halve with them: NC64lds 2.44, NC32lds 1.243 USD/h)",
+)
 _MI25 = Series("NVv4", _SIZES_DOC + "nvv4-series", "AMD Radeon Instinct MI25", 16)
 _V620 = Series("NGads V620", _SIZES_DOC + "ngadsv620-series", "AMD Radeon Pro V620", 32)
 
@@ -181,7 +197,7 @@ GPU_SIZES: dict[str, GpuSize] = {
     "Standard_NC8as_T4_v3": GpuSize(_T4, F(1), 8, 56, 352, 8),
     "Standard_NC16as_T4_v3": GpuSize(_T4, F(1), 16, 110, 352, 8),
     "Standard_NC64as_T4_v3": GpuSize(_T4, F(4), 64, 440, 2816, 32),
-    "Standard_NC8ads_A10_v4": GpuSize(_A10_NC, F(1), 8, 100),
+    "Standard_NC8ads_A10_v4": GpuSize(_A10_NC, F(1, 2), 8, 100),
     "Standard_NC16ads_A10_v4": GpuSize(_A10_NC, F(1), 16, 200),
     "Standard_NC32ads_A10_v4": GpuSize(_A10_NC, F(2), 32, 400),
     # NVadsA10_v5: partitions of one A10 (1/6 = 4 GiB frame buffer .. 2 whole GPUs).
@@ -208,6 +224,18 @@ GPU_SIZES: dict[str, GpuSize] = {
     "Standard_ND96isr_H200_v5": GpuSize(_H200_ND, F(8), 96, 1850),
     "Standard_ND96isr_MI300X_v5": GpuSize(_MI300X, F(8), 96, 1850, 1000, 80),
     "Standard_ND128isr_NDR_GB200_v6": GpuSize(_GB200, F(4), 128, 864),
+    # NC RTX PRO 6000 BSE v6: vCPU, RAM GiB, temp disk GiB, network Gbps from the size page tabs
+    # (ds = general purpose, lds = compute optimized). Fractions: see _RTXPRO's note.
+    "Standard_NC32ds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(1, 4), 32, 128, 256, 25),
+    "Standard_NC64ds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(1, 2), 64, 256, 512, 50),
+    "Standard_NC128ds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(1), 128, 512, 1024, 75),
+    "Standard_NC256ds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(2), 256, 1024, 2048, 100),
+    "Standard_NC320ds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(2), 320, 1280, 2048, 200),
+    "Standard_NC32lds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(1, 4), 32, 64, 256, 25),
+    "Standard_NC64lds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(1, 2), 64, 128, 512, 50),
+    "Standard_NC128lds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(1), 128, 256, 1024, 75),
+    "Standard_NC256lds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(2), 256, 512, 2048, 100),
+    "Standard_NC320lds_xl_RTXPRO6000BSE_v6": GpuSize(_RTXPRO, F(2), 320, 640, 2048, 200),
     # NVv4: partitions of one Radeon Instinct MI25 (1/8 = 2 GiB .. 1 = 16 GiB).
     "Standard_NV4as_v4": GpuSize(_MI25, F(1, 8), 4, 14, 88, 1),
     "Standard_NV8as_v4": GpuSize(_MI25, F(1, 4), 8, 28, 176, 2),
@@ -357,15 +385,22 @@ def _out_of_scope(item: dict[str, Any], skipped: Skipped) -> bool:
     return False
 
 
-def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
+          skipped: Skipped | None = None) -> dict[str, Any] | None:
     """One item per record key. Identical duplicates collapse; the newest effectiveStartDate
-    wins; two current items that disagree are quarantined rather than guessed between."""
+    wins; two current items that disagree are quarantined rather than guessed between.
+    The items left out are counted in `skipped` by reason."""
     if len(items) == 1:
         return items[0]
     newest = max(str(i.get("effectiveStartDate", "")) for i in items)
     current = [i for i in items if str(i.get("effectiveStartDate", "")) == newest]
     prices = {_price(i) for i in current}
     if len(prices) == 1:
+        if skipped is not None:
+            for _ in range(len(items) - len(current)):
+                skipped.add("meters superseded by a newer effectiveStartDate")
+            for _ in range(len(current) - 1):
+                skipped.add("duplicate meters at the same price")
         return sorted(current, key=lambda i: str(i.get("meterId", "")))[0]
     for i in current:
         batch.quarantine(kind, _ref(i), f"{len(current)} current meters for {key_name} disagree on price "
@@ -412,7 +447,7 @@ def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[
 
     chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
     for key, group in sorted(candidates.items()):
-        picked = _pick(batch, "offer", "/".join(key), group)
+        picked = _pick(batch, "offer", "/".join(key), group, skipped)
         if picked is not None:
             chosen[key] = picked
     # On-demand first: Spot/Low Priority savings are computed only against an on-demand rate
@@ -446,6 +481,8 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
     }
     if size.series.note:
         data["gpu_facts_note"] = size.series.note
+    if size.gpu_count.denominator != 1:  # a partition: the share of one GPU, as the size page sells it
+        data["gpu_share"] = f"{size.gpu_count.numerator}/{size.gpu_count.denominator}"
     return batch.offer(
         _ref(item), item, region=region, zone="", instance_type=sku, purchase_option=option,
         gpu_model=g.gpu_model, gpu_variant_exact=g.variant_exact, gpu_name_reported=g.name,
@@ -515,7 +552,7 @@ def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[st
             continue
         candidates.setdefault((region, cls), []).append((item, per_gib, desc))
     for (region, cls), group in sorted(candidates.items()):
-        picked = _pick(batch, "storage", f"{region}/{cls}", [g[0] for g in group])
+        picked = _pick(batch, "storage", f"{region}/{cls}", [g[0] for g in group], skipped)
         if picked is None:
             continue
         _, per_gib, desc = next(g for g in group if g[0] is picked)
@@ -576,7 +613,7 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
     for region in sorted({r for r, _ in internet}):
         starts = sorted(s for r, s in internet if r == region)
         for n, start in enumerate(starts):
-            picked = _pick(batch, "egress", f"{region}/internet/{start:g}", internet[(region, start)])
+            picked = _pick(batch, "egress", f"{region}/internet/{start:g}", internet[(region, start)], skipped)
             if picked is None:
                 continue
             end = starts[n + 1] if n + 1 < len(starts) else None

@@ -52,9 +52,10 @@ REPLAY_PROJECT = "gpuledger-replay"  # the project id the bundled recording was 
 # (a comma list, or "all") changes it. Under replay every recorded region is used.
 DEFAULT_REGIONS = (
     "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3",
-    "us-west4", "northamerica-northeast1", "southamerica-east1", "europe-west1", "europe-west2",
-    "europe-west3", "europe-west4", "europe-north1", "asia-east1", "asia-northeast1", "asia-northeast3",
-    "asia-south1", "asia-southeast1", "australia-southeast1", "me-west1",
+    "us-west4", "northamerica-northeast1", "northamerica-northeast2", "southamerica-east1", "europe-west1",
+    "europe-west2", "europe-west3", "europe-west4", "europe-west6", "europe-west8", "europe-west9",
+    "europe-north1", "asia-east1", "asia-northeast1", "asia-northeast3", "asia-south1", "asia-south2",
+    "asia-southeast1", "asia-southeast2", "australia-southeast1", "me-west1",
 )
 
 # Server-side filter for machineTypes.aggregatedList (RE2, must match the whole
@@ -370,6 +371,20 @@ def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] |
     return None
 
 
+def _out_of_scope_reason(sku: dict[str, Any]) -> str:
+    """Why classify_compute_sku() left a Compute/Storage SKU out, for the notes."""
+    cat = sku.get("category") or {}
+    plain = strip_spot(sku.get("description", ""))
+    if cat.get("resourceGroup") == "GPU" and cat.get("resourceFamily") == "Compute":
+        if any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS):
+            return "GPU SKU not a plain on-demand/Spot GPU-hour (virtual workstation, sole tenancy, DWS...)"
+        return "GPU SKU of an unknown GPU (quarantined)"
+    if cat.get("resourceFamily") == "Compute":
+        if any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS):
+            return "vCPU/RAM SKU not a plain on-demand/Spot rate (sole tenancy, DWS...)"
+    return "compute SKU that is no vCPU/RAM/GPU part (TPU, license, ...)"
+
+
 def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> SkuCatalog:
     """Index the vCPU/RAM/GPU/Local SSD SKUs of the selected regions by component."""
     wanted = set(regions)
@@ -385,10 +400,13 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
             continue
         kind = classify_compute_sku(batch, sku)
         if kind is None:
+            if cat.get("resourceFamily") == "Compute":  # Storage SKUs other than Local SSD: build_storage's
+                catalog.skip(_out_of_scope_reason(sku))
             continue
         part, what = kind
         in_scope = [r for r in sku_regions(sku) if r in wanted]
         if not in_scope:
+            catalog.skip("compute SKU for no selected region")
             continue
         component, problem = _component(sku, part)
         for region in in_scope:
@@ -606,15 +624,31 @@ def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | s
                     max(stamps) if stamps else None)
 
 
+@dataclass
+class Skips:
+    """Machine types and N1 pairings left out on purpose, counted by reason for the notes."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, why: str, n: int = 1) -> None:
+        self.counts[why] = self.counts.get(why, 0) + n
+
+    def notes(self) -> list[str]:
+        return [f"{n} {why}" for why, n in sorted(self.counts.items())]
+
+
 def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], regions: Iterable[str],
-                batch: Batch) -> list[OfferPlan]:
-    """Every (zone, machine type) of a GPU family, and every N1 host + attachable GPU count."""
+                batch: Batch, skips: Skips | None = None) -> list[OfferPlan]:
+    """Every (zone, machine type) of a GPU family, and every N1 host + attachable GPU count.
+    What is left out is counted in `skips` (and so in the notes), never dropped silently."""
     wanted = set(regions)
+    skips = skips if skips is not None else Skips()
     plans: list[OfferPlan] = []
     for zone in sorted(set(shapes) | set(accelerators)):
         region = zones[zone].region if zone in zones else zone.rsplit("-", 1)[0]
         if region not in wanted:
+            skips.add("zone machine types outside the selected regions", len(shapes.get(zone, {})))
             continue
         zone_shapes = shapes.get(zone, {})
         zone_accels = accelerators.get(zone, {})
@@ -625,8 +659,13 @@ def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
                 if shape.accelerators:  # a GPU series we do not know how Google bills
                     batch.quarantine("offer", f"{zone}/{name}", f"unknown GPU machine series {series!r}: "
                                      "no rule for which SKUs bill it", shape.__dict__)
-                continue  # N1 hosts (priced below with their GPUs)
+                elif name.startswith("n1-"):
+                    skips.add("CPU-only N1 host machine types (priced only with attached GPUs)")
+                else:
+                    skips.add("CPU-only machine types outside the GPU families")
+                continue
             if shape.deprecated in ("OBSOLETE", "DELETED"):
+                skips.add(f"{shape.deprecated.lower()} GPU machine types (described, not sold)")
                 continue
             if len(shape.accelerators) != 1:
                 batch.quarantine("offer", f"{zone}/{name}",
@@ -644,15 +683,21 @@ def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
             ))
         for accel in sorted(zone_accels):
             if accel not in N1_ATTACHABLE_GPUS:
+                if accel.endswith("-vws"):
+                    skips.add("N1 pairings not priced: virtual-workstation GPU types (a GRID license on top)")
+                elif not any(a == accel for s in zone_shapes.values() for a, _ in s.accelerators):
+                    skips.add("N1 pairings not priced: accelerator types no N1 host takes")
                 continue
             info = zone_accels[accel]
             for count in N1_GPU_COUNTS:
                 if count > info.max_cards:
+                    skips.add("N1 pairings not priced: GPU count above the zone's maximumCardsPerInstance")
                     continue
                 host_name = f"n1-standard-{N1_VCPUS_PER_GPU * count}"
                 host = zone_shapes.get(host_name)
                 if host is None:
-                    batch.notes.append(f"{zone}: {accel} x{count} not priced: host {host_name} not listed in the zone")
+                    skips.add(f"N1 pairings not priced: host n1-standard-{N1_VCPUS_PER_GPU * count} "
+                              "not listed in the zone")
                     continue
                 plans.append(OfferPlan(
                     region=region, zone=zone, instance_type=f"{host_name}+{count}x{accel}", gpu_type=accel,
@@ -669,6 +714,8 @@ def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
 def _interconnect(plan: OfferPlan) -> str | None:
     if plan.gpu_count <= 1:
         return None
+    if plan.gpu_type == "nvidia-gb200":
+        return "NVLink (NVL72 domain)"
     if plan.sku_family in ("a2", "a3", "a3plus", "a3ultra") or plan.sku_family is None:
         return "NVSwitch"
     if plan.gpu_type == "nvidia-tesla-v100":
@@ -681,6 +728,7 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
     """Turn plans into on-demand and spot offers; quarantine what cannot be priced."""
     gpu_cache: dict[str, tuple[GPUModel, bool] | str] = {}
     spot_missing = 0
+    unpriced: dict[str, int] = {}  # described by Compute Engine, not priceable from the Catalog
     for plan in plans:
         ref = f"{plan.zone}/{plan.instance_type}"
         if plan.gpu_type not in gpu_cache:
@@ -702,12 +750,16 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
             composed = compose(plan, purchase, catalog)
             if isinstance(composed, str):
                 batch.quarantine("offer", f"{ref}/{purchase}", f"price: {composed}", _plan_raw(plan))
+                unpriced[purchase] = unpriced.get(purchase, 0) + 1
                 continue
             added = _add_offer(batch, plan, purchase, composed, model, exact, zones, on_demand_usd)
             if purchase == "on_demand" and added:
                 on_demand_usd = composed.usd_per_hour
     if spot_missing:
         batch.notes.append(f"{spot_missing} zone/machine-type pairs have no Spot GPU SKU in their region")
+    for purchase, n in sorted(unpriced.items()):
+        batch.notes.append(f"{n} {purchase} zone/machine types described by Compute Engine but not priced "
+                           "by the Catalog (quarantined with the missing part)")
 
 
 def _plan_raw(plan: OfferPlan) -> dict[str, Any]:
@@ -1112,7 +1164,9 @@ def build_batch(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
     catalog = parse_compute_skus(batch, skus, regions)
     for reason, n in sorted(catalog.skipped.items()):
         batch.notes.append(f"{n} SKUs left out: {reason}")
-    plans = plan_offers(zones, shapes, accelerators, regions, batch)
+    skips = Skips()
+    plans = plan_offers(zones, shapes, accelerators, regions, batch, skips)
+    batch.notes.extend(skips.notes())
     build_offers(batch, plans, catalog, zones)
     build_storage(batch, skus, regions)
     build_egress(batch, skus, regions)

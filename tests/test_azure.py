@@ -178,12 +178,12 @@ def test_provider_declaration() -> None:
 def test_every_page_fetched_and_counted(fetched: tuple[Batch, ReplayServer]) -> None:
     batch, server = fetched
     vm_requests = [r for _, r in server.requests if r.params.get("$filter") == azure.VM_FILTER]
-    assert [r.params.get("$skip") for r in vm_requests] == [None, "100", "200", "300", "400"]
+    assert [r.params.get("$skip") for r in vm_requests] == [None] + [str(100 * n) for n in range(1, 14)]
     assert all(r.params["currencyCode"] == "'USD'" and r.params["api-version"] == azure.API_VERSION
                for _, r in server.requests)
-    assert len(server.requests) == 7  # 5 VM pages, 1 storage, 1 bandwidth
-    assert "azure: Virtual Machines: 5 pages, 485 items (pages' Count total 485)" in batch.notes
-    assert len(recorded_items("vm")) == 485
+    assert len(server.requests) == 19  # 14 VM pages, 2 storage, 3 bandwidth
+    assert "azure: Virtual Machines: 14 pages, 1361 items (pages' Count total 1361)" in batch.notes
+    assert len(recorded_items("vm")) == 1361
 
 
 def test_recorded_pages_have_the_api_envelope() -> None:
@@ -202,10 +202,17 @@ def test_counts_from_the_recording(fetched: tuple[Batch, ReplayServer]) -> None:
     for o in batch.offers:
         by_option[str(o.purchase_option)] = by_option.get(str(o.purchase_option), 0) + 1
     mi25 = mi25_known()
-    assert by_option == {"on_demand": 118 + (8 if mi25 else 0), "spot": 104 + (8 if mi25 else 0), "low_priority": 5}
-    assert (len(batch.egress), len(batch.storage)) == (60, 30)
-    assert len(batch.quarantined) == (2 if mi25 else 18)
-    assert "azure: Virtual Machines: skipped 239 Windows meters" in batch.notes
+    nvv4 = 20  # NVv4 offers (5 regions x 4 sizes, on-demand; as many Spot): quarantined without MI25
+    assert by_option == {"on_demand": 470 + (nvv4 if mi25 else 0), "spot": 402 + (nvv4 if mi25 else 0),
+                         "low_priority": 5}
+    assert (len(batch.egress), len(batch.storage)) == (216, 108)
+    assert len(batch.quarantined) == (2 if mi25 else 2 + 2 * nvv4)
+    # Nothing silent: every Linux VM meter left out is counted by reason (the NDm legacy duplicate).
+    assert ("azure: Virtual Machines: skipped 441 Windows meters, 1 meters superseded by a newer "
+            "effectiveStartDate") in batch.notes
+    linux = {(i["armRegionName"], i["armSkuName"], azure.purchase_option(i)) for i in recorded_items("vm")
+             if "Windows" not in i["productName"] and i["armSkuName"] in azure.GPU_SIZES}
+    assert len(batch.offers) == (len(linux) if mi25 else len(linux) - 2 * nvv4)
     keys = [o.key for o in batch.offers]
     assert len(keys) == len(set(keys))
 
@@ -253,8 +260,13 @@ def test_hand_checked_offers(fetched: tuple[Batch, ReplayServer]) -> None:
     # The NDm rate is listed twice (legacy and current product name): one offer, the current one.
     ndm = got[("eastus", "Standard_ND96amsr_A100_v4", "on_demand")]
     assert json.loads(ndm.provider_data)["productName"] == "Virtual Machines NDamsr A100 v4 Series Linux"
+
+
+def test_every_recorded_region_has_offers(fetched: tuple[Batch, ReplayServer]) -> None:
     regions = {o.region for o in fetched[0].offers}
-    assert len(regions) == 10
+    recorded = {i["armRegionName"] for i in recorded_items("vm")}
+    assert regions == recorded and len(regions) >= 30
+    assert {"uksouth", "australiaeast", "brazilsouth", "centralindia", "jioindiacentral"} <= regions
 
 
 def test_fractional_nvads_a10_v5(fetched: tuple[Batch, ReplayServer]) -> None:
@@ -268,18 +280,65 @@ def test_fractional_nvads_a10_v5(fetched: tuple[Batch, ReplayServer]) -> None:
     assert (nv72.price_per_hour, nv72.gpu_count, nv72.interconnect) == (1.956, 2.0, "PCIe")
 
 
-def test_nc_a10_v4_count_conflict_is_recorded(fetched: tuple[Batch, ReplayServer]) -> None:
-    nc8 = offers_by_key(fetched[0])[("westus3", "Standard_NC8ads_A10_v4", "on_demand")]
-    assert (nc8.gpu_count, nc8.price_per_hour) == (1.0, 1.1)
-    assert "gpuhunt counts NC8ads_A10_v4 as 1/2 GPU" in json.loads(nc8.provider_data)["gpu_facts_note"]
+def test_nc_a10_v4_is_half_one_two_a10(fetched: tuple[Batch, ReplayServer]) -> None:
+    # Price ladder 1.1 / 2.2 / 4.4 (westus3, skypilot-catalog v6 azure vms.csv), vCPUs 8 / 16 / 32, and the
+    # Resource SKUs' 2 GPUs for NC32ads: NC8ads is half an A10 (12 GiB), NC16ads one, NC32ads two.
+    got = offers_by_key(fetched[0])
+    nc8 = got[("westus3", "Standard_NC8ads_A10_v4", "on_demand")]
+    assert (nc8.gpu_model, nc8.gpu_count, nc8.gpu_memory_gb, nc8.total_gpu_memory_gb, nc8.price_per_hour) == \
+        ("A10", 0.5, 12.0, 12.0, 1.1)
+    assert nc8.price_per_gpu_hour == pytest.approx(2.2)
+    data = json.loads(nc8.provider_data)
+    assert data["gpu_share"] == "1/2" and "rounds GPU partitions up to 1" in data["gpu_facts_note"]
+    nc16 = got[("westus3", "Standard_NC16ads_A10_v4", "on_demand")]
+    nc32 = got[("westus3", "Standard_NC32ads_A10_v4", "on_demand")]
+    assert (nc16.gpu_count, nc16.gpu_memory_gb, nc32.gpu_count, nc32.total_gpu_memory_gb) == (1.0, 24.0, 2.0, 48.0)
+    assert "gpu_share" not in json.loads(nc16.provider_data)
+    # The same price per A10 at each size: the ladder the GPU share explains.
+    assert nc8.price_per_gpu_hour == pytest.approx(nc16.price_per_gpu_hour) == pytest.approx(nc32.price_per_gpu_hour)
+
+
+def test_rtx_pro_6000_sizes_hand_checked(fetched: tuple[Batch, ReplayServer]) -> None:
+    # Linux pay-as-you-go rates in a public "Pricing Mismatch Report" generated from the Retail Prices
+    # API on 2026-09-01 (recording README): NC32lds eastus2 1.243, NC64lds eastus 2.44, NC256lds westus2
+    # 11.00, NC256ds eastus2 12.76 USD/h. GPU shares from the NC_RTXPRO6000BSE_v6 size page.
+    got = offers_by_key(fetched[0])
+    nc32 = got[("eastus2", "Standard_NC32lds_xl_RTXPRO6000BSE_v6", "on_demand")]
+    assert (nc32.price_per_hour, nc32.gpu_model, nc32.gpu_count, nc32.gpu_memory_gb) == \
+        (1.243, "RTX-PRO-6000-S", 0.25, 24.0)
+    assert json.loads(nc32.provider_data)["gpu_share"] == "1/4"
+    nc64 = got[("eastus", "Standard_NC64lds_xl_RTXPRO6000BSE_v6", "on_demand")]
+    assert (nc64.price_per_hour, nc64.gpu_count, nc64.gpu_memory_gb, nc64.vcpus, nc64.ram_gb) == \
+        (2.44, 0.5, 48.0, 64.0, 128.0)
+    nc256l = got[("westus2", "Standard_NC256lds_xl_RTXPRO6000BSE_v6", "on_demand")]
+    assert (nc256l.price_per_hour, nc256l.gpu_count, nc256l.total_gpu_memory_gb, nc256l.interconnect) == \
+        (11.0, 2.0, 192.0, "PCIe")
+    nc256 = got[("eastus2", "Standard_NC256ds_xl_RTXPRO6000BSE_v6", "on_demand")]
+    assert (nc256.price_per_hour, nc256.ram_gb, nc256.network_gbps) == (12.76, 1024.0, 100.0)
+    assert not any(o.instance_type.endswith("RTXPRO6000BSE_v6") and o.purchase_option == "spot"
+                   for o in fetched[0].offers)  # no Spot meter for the preview series
+
+
+def test_jio_india_prices_hand_checked(fetched: tuple[Batch, ReplayServer]) -> None:
+    # Same report: jioindiacentral NC24ads_A100_v4 5.142, NV36ads_A10_v5 4.48, NC40ads_H100_v5 9.772,
+    # all on-demand with no Spot meter.
+    got = offers_by_key(fetched[0])
+    assert got[("jioindiacentral", "Standard_NC24ads_A100_v4", "on_demand")].price_per_hour == 5.142
+    assert got[("jioindiacentral", "Standard_NV36ads_A10_v5", "on_demand")].price_per_hour == 4.48
+    assert got[("jioindiacentral", "Standard_NC40ads_H100_v5", "on_demand")].price_per_hour == 9.772
+    assert not [k for k in got if k[0] == "jioindiacentral" and k[2] == "spot"]
+
+
+UNDOCUMENTED_SIZES = ("Standard_NC132lds_xl_RTXPRO6000BSE_v6", "Standard_NC16lds_xl_RTXPRO6000BSE_v6")
 
 
 def test_unknown_gpu_size_is_quarantined(fetched: tuple[Batch, ReplayServer]) -> None:
     batch, _ = fetched
-    unknown = [q for q in batch.quarantined if "Standard_NC24lds_xl_RTXPRO6000BSE_v6" in q.source_ref]
-    assert len(unknown) == 2  # eastus and swedencentral, Linux on-demand (Windows meters are skipped first)
-    assert all("unknown GPU size Standard_NC24lds_xl_RTXPRO6000BSE_v6" in q.reason for q in unknown)
-    assert not any(o.instance_type == "Standard_NC24lds_xl_RTXPRO6000BSE_v6" for o in batch.offers)
+    for size in UNDOCUMENTED_SIZES:  # in the feed, on no current size page: no GPU share to model
+        unknown = [q for q in batch.quarantined if size in q.source_ref]
+        assert len(unknown) == 1  # eastus2, Linux on-demand (Windows meters are skipped first)
+        assert f"unknown GPU size {size}" in unknown[0].reason
+        assert not any(o.instance_type == size for o in batch.offers)
 
 
 def test_nvv4_mi25_needs_a_reference_row(fetched: tuple[Batch, ReplayServer]) -> None:
@@ -287,10 +346,10 @@ def test_nvv4_mi25_needs_a_reference_row(fetched: tuple[Batch, ReplayServer]) ->
     nvv4_offers = [o for o in batch.offers if o.instance_type.endswith("as_v4")]
     nvv4_quarantined = [q for q in batch.quarantined if "as_v4/" in q.source_ref]
     if mi25_known():
-        assert len(nvv4_offers) == 16 and not nvv4_quarantined
+        assert len(nvv4_offers) == 40 and not nvv4_quarantined
         assert {o.gpu_count for o in nvv4_offers} == {0.125, 0.25, 0.5, 1.0}
     else:
-        assert not nvv4_offers and len(nvv4_quarantined) == 16
+        assert not nvv4_offers and len(nvv4_quarantined) == 40
         assert all("AMD Radeon Instinct MI25" in q.reason for q in nvv4_quarantined)
 
 
@@ -318,7 +377,7 @@ def test_storage_per_gib_month(fetched: tuple[Batch, ReplayServer]) -> None:
 def test_region_setting_narrows_the_result_not_the_query() -> None:
     with ReplayServer(BUNDLED_RECORDINGS, providers=["azure"]) as server:
         batch = azure.fetch(replay_context(server, "azure", settings={"azure_regions": "eastus,westeurope"}))
-        assert len(server.requests) == 7
+        assert len(server.requests) == 19
     assert {o.region for o in batch.offers} == {"eastus", "westeurope"}
     assert {e.region for e in batch.egress} == {"eastus", "westeurope"}
 
@@ -352,7 +411,7 @@ def test_non_usd_page_is_quarantined_not_loaded(replay: Any) -> None:
     eur = [q for q in batch.quarantined if "price in EUR, not USD" in q.reason]
     page3 = json.loads((RECORDING / "vm" / "page-03.json").read_text())["Items"]
     linux_gpu = [i for i in page3 if "Windows" not in i["productName"]
-                 and i["armSkuName"] != "Standard_NC24lds_xl_RTXPRO6000BSE_v6"]
+                 and i["armSkuName"] not in UNDOCUMENTED_SIZES]
     assert len(eur) == len(linux_gpu) and eur
     assert all(o.source_currency == "USD" for o in batch.offers)
 
@@ -392,7 +451,7 @@ def test_record_mode_follows_pages_through_the_proxy_without_credentials(
         finally:
             proxy.close()
         recorder.write_manifest({}, "2026-11-30T03:00:00Z")
-    assert len(recorder.exchanges) == 7
+    assert len(recorder.exchanges) == 19
     # The recording just made replays to the same result.
     with ReplayServer(tmp_path, providers=["azure"]) as again:
         replayed = azure.fetch(replay_context(again, "azure"))
@@ -402,4 +461,4 @@ def test_record_mode_follows_pages_through_the_proxy_without_credentials(
 
 def test_iter_items_reads_saved_pages() -> None:
     pages = [json.loads(p.read_text()) for p in sorted((RECORDING / "vm").glob("page-*.json"))]
-    assert sum(1 for _ in azure.iter_items(copy.deepcopy(pages))) == 485
+    assert sum(1 for _ in azure.iter_items(copy.deepcopy(pages))) == 1361

@@ -212,33 +212,94 @@ def replayed():
 
 def test_replay_counts(replayed) -> None:
     batch, _, _ = replayed
-    assert Counter(o.purchase_option for o in batch.offers) == {"on_demand": 508, "spot": 506}
-    assert (len(batch.egress), len(batch.storage), batch.quarantined) == (57, 43, [])
+    assert Counter(o.purchase_option for o in batch.offers) == {"on_demand": 852, "spot": 847}
+    assert (len(batch.egress), len(batch.storage), batch.quarantined) == (177, 124, [])
     # One on-demand offer per (zone, machine type): zones x shapes of each family in the recording,
-    # e.g. g2 23 zones x 8 shapes, a3-highgpu 16 x 4; N1 + T4 24 zones x 1/2/4 cards, V100 10 x 1/2/4/8.
+    # e.g. g2 41 zones x 8 shapes, a3-highgpu 23 x 4, g4 6 x 4; N1 + T4 46 zones x 1/2/4 cards,
+    # V100 11 x 1/2/4/8.
     family = Counter(o.instance_type.split("+")[1].split("x", 1)[1] if "+" in o.instance_type
                      else gcp.series_of(o.instance_type) for o in batch.offers if o.purchase_option == "on_demand")
-    assert family == {"g2-standard": 184, "nvidia-tesla-t4": 72, "a3-highgpu": 64, "a2-highgpu": 52,
-                      "nvidia-tesla-v100": 40, "nvidia-tesla-p4": 27, "nvidia-tesla-p100": 27, "a2-ultragpu": 20,
-                      "a3-megagpu": 11, "a2-megagpu": 7, "a4-highgpu": 4}
-    assert len({o.region for o in batch.offers}) == 9
+    assert family == {"g2-standard": 328, "nvidia-tesla-t4": 138, "a3-highgpu": 92, "a2-highgpu": 72,
+                      "nvidia-tesla-v100": 44, "nvidia-tesla-p4": 48, "nvidia-tesla-p100": 36, "a2-ultragpu": 28,
+                      "a3-megagpu": 16, "a2-megagpu": 7, "a4-highgpu": 7, "a3-ultragpu": 9, "a4x-highgpu": 3,
+                      "g4-standard": 24}
     assert len({o.key for o in batch.offers}) == len(batch.offers)
-    # A4 Spot is not sold in Tokyo/Singapore (no Spot B200 SKU there): two pairs without a Spot offer.
-    assert "2 zone/machine-type pairs have no Spot GPU SKU in their region" in batch.notes
+    # A4 Spot is not sold outside the Americas/Virginia SKUs: five pairs without a Spot offer.
+    assert "5 zone/machine-type pairs have no Spot GPU SKU in their region" in batch.notes
     assert "3 SKUs left out: committed-use SKU (not on-demand)" in batch.notes
+
+
+def test_every_region_with_gpu_machine_types(replayed) -> None:
+    batch, _, _ = replayed
+    zones = gcp.parse_zones(recorded("compute/zones.*.json*"))
+    regions = {o.region for o in batch.offers}
+    assert regions == {z.region for z in zones.values()} and len(regions) >= 25
+    assert {"us-south1", "asia-south2", "europe-west9", "southamerica-east1", "me-west1"} <= regions
+    assert len({o.zone for o in batch.offers}) == 70
+
+
+def test_nothing_left_out_silently(replayed) -> None:
+    """Each kind of row not turned into an offer is counted by reason in the notes."""
+    batch, _, _ = replayed
+    # n1-standard-{8,16,32,64} in each of the 88 zones: hosts, priced only with GPUs attached.
+    assert "352 CPU-only N1 host machine types (priced only with attached GPUs)" in batch.notes
+    # 8 cards of T4 (46 zones), P4 (16), P100 (12): above their zones' maximumCardsPerInstance of 4.
+    assert "74 N1 pairings not priced: GPU count above the zone's maximumCardsPerInstance" in batch.notes
+    # -vws types of T4 (46 zones), P4 (16), P100 (12) and L4 (41): a license bundle, not priced.
+    assert "115 N1 pairings not priced: virtual-workstation GPU types (a GRID license on top)" in batch.notes
+    assert ("2 SKUs left out: GPU SKU not a plain on-demand/Spot GPU-hour (virtual workstation, sole tenancy, "
+            "DWS...)") in batch.notes
+    assert "1 SKUs left out: compute SKU that is no vCPU/RAM/GPU part (TPU, license, ...)" in batch.notes
+
+
+def test_region_setting_narrows_the_result() -> None:
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["gcp"]) as server:
+        batch = gcp.fetch(replay_context(server, "gcp", settings={"gcp_regions": "us-south1,asia-south2"}))
+    assert {o.region for o in batch.offers} == {"us-south1", "asia-south2"}
+    assert {s.region for s in batch.storage} == {"us-south1", "asia-south2"}
+    assert any("zone machine types outside the selected regions" in n for n in batch.notes)
+
+
+def test_new_machine_families_hand_checked(replayed) -> None:
+    batch, _, _ = replayed
+    # A3 Ultra: vCPU + RAM are SkyPilot's a3-ultragpu-8g host prices (catalogs/v7/gcp/vms.csv:
+    # us-central1 12.266 on-demand / 2.82111 Spot; us-south1 14.47387; asia-south2 14.73269); the
+    # H200 SKU (8.9025) is synthetic; 32 x 375 GiB Local SSD at 0.08 / 730 h.
+    for zone, host in (("us-central1-b", 12.266), ("us-south1-b", 14.47387), ("asia-south2-c", 14.73269)):
+        a3u = only(batch, zone, "a3-ultragpu-8g")
+        parts = json.loads(a3u.provider_data)["components"]
+        assert sum(p["usd_per_hour"] for p in parts if p["part"] in ("vcpu", "ram")) == pytest.approx(host, abs=1e-5)
+    a3u = only(batch, "us-central1-b", "a3-ultragpu-8g")
+    assert a3u.price_per_hour == pytest.approx(12.266 + 8 * 8.9025 + 12000 * 0.08 / 730, abs=1e-5)
+    assert (a3u.gpu_model, a3u.gpu_count, a3u.total_gpu_memory_gb, a3u.vcpus, a3u.ram_gb) == \
+        ("H200-SXM", 8, 141 * 8, 224, 2952)
+    assert (a3u.network_gbps, a3u.multinode_fabric) == (3200, "GPUDirect RDMA (RoCE)")
+    spot = only(batch, "us-central1-b", "a3-ultragpu-8g", "spot")
+    spot_parts = json.loads(spot.provider_data)["components"]
+    assert sum(p["usd_per_hour"] for p in spot_parts if p["part"] in ("vcpu", "ram")) == pytest.approx(2.82111, abs=1e-5)
+    # A4X: billed per GB200 slice like A4 (synthetic 18.0 per slice) plus its Local SSD.
+    a4x = only(batch, "us-central1-a", "a4x-highgpu-4g")
+    assert a4x.price_per_hour == pytest.approx(4 * 18.0 + 12000 * 0.08 / 730, abs=1e-9)
+    assert (a4x.gpu_model, a4x.gpu_count, a4x.interconnect) == ("GB200", 4, "NVLink (NVL72 domain)")
+    assert [p["part"] for p in json.loads(a4x.provider_data)["components"]] == ["gpu_slice", "local_ssd"]
+    # G4: vCPU, RAM, RTX PRO 6000 and Local SSD SKUs (all synthetic values).
+    g4 = only(batch, "us-central1-b", "g4-standard-48")
+    assert g4.price_per_hour == pytest.approx(48 * 0.0255 + 180 * 0.003 + 3.0 + 1500 * 0.08 / 730, abs=1e-9)
+    assert (g4.gpu_model, g4.gpu_count, g4.gpu_memory_gb, g4.interconnect) == ("RTX-PRO-6000-S", 1, 96, None)
+    assert only(batch, "us-central1-b", "g4-standard-384").gpu_count == 8
 
 
 def test_replay_paginates_every_list(replayed) -> None:
     _, server, ctx = replayed
     seen = Counter(req.path.rsplit("/", 1)[-1] for _, req in server.requests)
-    assert seen == {"zones": 1, "machineTypes": 3, "acceleratorTypes": 1, "skus": 5}
-    assert ctx.requests_made == 10
+    assert seen == {"zones": 1, "machineTypes": 5, "acceleratorTypes": 2, "skus": 9}
+    assert ctx.requests_made == 17
     skus = [req for host, req in server.requests if host == gcp.BILLING_HOST]
-    assert sum("pageToken" in r.params for r in skus) == 4
+    assert sum("pageToken" in r.params for r in skus) == 8
     assert all((r.params["currencyCode"], r.params["pageSize"]) == ("USD", "5000") for r in skus)
     types = [req for _, req in server.requests if req.path.endswith("/machineTypes")]
     assert all(r.params["filter"] == gcp.MACHINE_TYPE_FILTER for r in types)
-    assert sum("pageToken" in r.params for r in types) == 2
+    assert sum("pageToken" in r.params for r in types) == 4
 
 
 def test_replay_accelerator_optimized_prices(replayed) -> None:
@@ -344,7 +405,7 @@ def test_unknown_gpu_machine_type_and_sku_are_quarantined(replay) -> None:
     assert "Nvidia Z9000 GPU" in reasons[("gpu", "AAAA-BBBB-CCCC")]
     # A GPU series with no billing rule is not guessed either.
     assert "unknown GPU machine series 'a4x-maxgpu'" in reasons[("offer", "us-central1-b/a4x-maxgpu-4g-metal")]
-    assert len(batch.quarantined) == 3 and len(batch.offers) == 1014  # the rest is unaffected
+    assert len(batch.quarantined) == 3 and len(batch.offers) == 1699  # the rest is unaffected
 
 
 def test_idr_answer_is_converted_or_quarantined(replay) -> None:
@@ -419,7 +480,7 @@ def test_record_mode_round_trip(replayed, tmp_path: Path) -> None:
         finally:
             ctx.proxy.close()
         recorder.write_manifest(upstream.settings["gcp"], "2026-11-30T03:00:00")
-    assert len(recorder.exchanges) == 10
+    assert len(recorder.exchanges) == 17
     with ReplayServer(tmp_path, providers=["gcp"]) as again:
         replayed_batch = gcp.fetch(replay_context(again, "gcp"))
     assert recorded_batch.counts() == replayed_batch.counts() == batch.counts()

@@ -28,6 +28,8 @@ from gpuledger.adapters.azure import (  # noqa: E402
 PAGE_SIZE = 100  # the live API pages at 1,000 items; 100 keeps several pages in a small recording
 
 # region -> (billing "location", price factor vs. eastus for prices with no real value here)
+# The first ten regions are those of the first recording; the rest extend it to every public
+# region with GPU meters the builder knows of (README.md says which factors are real).
 REGIONS = {
     "eastus": ("US East", 1.0),
     "eastus2": ("US East 2", 1.0),
@@ -39,7 +41,35 @@ REGIONS = {
     "swedencentral": ("SE Central", 1.1),
     "japaneast": ("JA East", 1.3),
     "southeastasia": ("AP Southeast", 1.25),
+    # Added regions: factors are synthetic unless marked REAL.
+    "centralus": ("US Central", 1.0),
+    "northcentralus": ("US North Central", 1.0),
+    "westus": ("US West", 1.1),
+    "westcentralus": ("US West Central", 1.1),
+    "canadacentral": ("CA Central", 1.1),
+    "canadaeast": ("CA East", 1.1),
+    "brazilsouth": ("BR South", 2.0),  # REAL ratio: NC24s_v3 24.48 vs eastus 12.24
+    "uksouth": ("UK South", 1.15),
+    "ukwest": ("UK West", 1.2),
+    "francecentral": ("FR Central", 1.2),
+    "germanywestcentral": ("DE West Central", 1.2),
+    "switzerlandnorth": ("CH North", 1.35),
+    "norwayeast": ("NO East", 1.3),
+    "polandcentral": ("PL Central", 1.25),
+    "italynorth": ("IT North", 1.25),
+    "australiaeast": ("AU East", 1.3),
+    "australiasoutheast": ("AU Southeast", 1.3),
+    "japanwest": ("JA West", 1.3),
+    "koreacentral": ("KR Central", 1.25),
+    "centralindia": ("IN Central", 1.2),
+    "southindia": ("IN South", 1.25),
+    "jioindiacentral": ("IN Central Jio", 1.4),  # REAL ratio: NC24ads_A100_v4 5.142, NV36ads 4.48 (x1.4)
+    "eastasia": ("AP East", 1.35),
+    "uaenorth": ("AE North", 1.3),
+    "southafricanorth": ("ZA North", 1.35),
+    "qatarcentral": ("QA Central", 1.3),
 }
+FIRST_REGIONS = list(REGIONS)[:10]  # Windows meters are recorded here only (they are skipped anyway)
 WINDOWS_PER_VCPU = 0.046  # REAL: ND96isr_H100_v5 eastus Windows 102.736 - Linux 98.32 = 4.416 = 96 x 0.046
 
 VM_SERVICE_ID = "DZH313Z7MMC8"  # REAL (samples)
@@ -91,28 +121,60 @@ SIZES = {
     "Standard_NG8ads_V620_v1": ("NG8ads V620 v1", "Virtual Machines NGadsV620 Series", True, 8, 0.908, 0.25, "2023-07-01", False),
     "Standard_NG16ads_V620_v1": ("NG16ads V620 v1", "Virtual Machines NGadsV620 Series", True, 16, 1.815, 0.25, "2023-07-01", False),
     "Standard_NG32ads_V620_v1": ("NG32ads V620 v1", "Virtual Machines NGadsV620 Series", True, 32, 3.63, 0.25, "2023-07-01", False),
-    # Not in adapters/azure.py GPU_SIZES on purpose: the adapter must quarantine it.
-    "Standard_NC24lds_xl_RTXPRO6000BSE_v6": ("NC24lds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 24, 4.10, None, "2026-06-01", False),
+    "Standard_NC6s_v3": ("NC6s v3", "Virtual Machines NCSv3 Series", True, 6, 3.06, None, "2017-12-01", True),
+    "Standard_NC12s_v3": ("NC12s v3", "Virtual Machines NCSv3 Series", True, 12, 6.12, None, "2017-12-01", True),
+    "Standard_NC24s_v3": ("NC24s v3", "Virtual Machines NCSv3 Series", True, 24, 12.24, None, "2017-12-01", True),
+    "Standard_NC24rs_v3": ("NC24rs v3", "Virtual Machines NCSv3 Series", True, 24, 13.464, None, "2017-12-01", True),
+    # NC RTX PRO 6000 BSE v6 (preview): no Spot meter; Linux prices REAL where REAL says so.
+    "Standard_NC32ds_xl_RTXPRO6000BSE_v6": ("NC32ds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 32, 1.4355, None, "2026-06-01", False),
+    "Standard_NC64ds_xl_RTXPRO6000BSE_v6": ("NC64ds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 64, 2.82, None, "2026-06-01", False),
+    "Standard_NC128ds_xl_RTXPRO6000BSE_v6": ("NC128ds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 128, 6.38, None, "2026-06-01", False),
+    "Standard_NC256ds_xl_RTXPRO6000BSE_v6": ("NC256ds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 256, 12.76, None, "2026-06-01", False),
+    "Standard_NC32lds_xl_RTXPRO6000BSE_v6": ("NC32lds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 32, 1.243, None, "2026-06-01", False),
+    "Standard_NC64lds_xl_RTXPRO6000BSE_v6": ("NC64lds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 64, 2.44, None, "2026-06-01", False),
+    "Standard_NC128lds_xl_RTXPRO6000BSE_v6": ("NC128lds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 128, 5.50, None, "2026-06-01", False),
+    "Standard_NC256lds_xl_RTXPRO6000BSE_v6": ("NC256lds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 256, 11.00, None, "2026-06-01", False),
+    # In the feed, but on no current size page (so no documented GPU share): not in adapters/azure.py
+    # GPU_SIZES on purpose; the adapter must quarantine them.
+    "Standard_NC132lds_xl_RTXPRO6000BSE_v6": ("NC132lds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 132, 5.50, None, "2026-06-01", False),
+    "Standard_NC16lds_xl_RTXPRO6000BSE_v6": ("NC16lds xl RTXPRO6000BSE v6", "Virtual Machines NC RTXPRO6000BSE v6 Series", True, 16, 0.62, None, "2026-06-01", False),
 }
-_T4 = ["eastus", "eastus2", "westus2", "southcentralus", "westeurope", "japaneast"]
-_NV = ["eastus", "southcentralus", "westeurope", "swedencentral"]
-_H100NC = ["eastus", "eastus2", "southcentralus", "westus3", "swedencentral", "japaneast"]
+_ALL = list(REGIONS)
+# Which size is sold where: the first ten regions as before; the added regions follow the public
+# products-by-region pattern (T4 and A10 widest, the 8-GPU ND sizes in a few) and are synthetic.
+_T4 = [r for r in _ALL if r not in ("westus3", "swedencentral")]
+_NV = ["eastus", "southcentralus", "westeurope", "swedencentral", "eastus2", "westus2", "westus3", "centralus",
+       "northcentralus", "westus", "canadacentral", "brazilsouth", "uksouth", "francecentral",
+       "germanywestcentral", "switzerlandnorth", "norwayeast", "australiaeast", "japaneast", "koreacentral",
+       "centralindia", "southeastasia", "uaenorth", "jioindiacentral"]
+_A100 = FIRST_REGIONS + ["centralus", "canadacentral", "uksouth", "australiaeast", "koreacentral", "centralindia",
+                         "jioindiacentral"]
+_H100NC = ["eastus", "eastus2", "southcentralus", "westus3", "swedencentral", "japaneast", "australiaeast",
+           "jioindiacentral"]
+_NCV3 = ["eastus", "eastus2", "westus2", "southcentralus", "northeurope", "westeurope", "japaneast",
+         "australiaeast", "uksouth", "brazilsouth", "jioindiacentral"]
+_RTX = ["eastus", "eastus2", "westus2", "westus3"]
 WHERE = {
     **{s: _T4 for s in SIZES if "_T4_" in s},
     **{s: ["westus3"] for s in SIZES if "_A10_v4" in s},
     **{s: _NV for s in SIZES if "_A10_v5" in s},
-    **{s: list(REGIONS) for s in SIZES if "ads_A100_v4" in s},
+    **{s: _A100 for s in SIZES if "ads_A100_v4" in s},
     "Standard_NC40ads_H100_v5": _H100NC, "Standard_NC80adis_H100_v5": _H100NC,
-    "Standard_NCC40ads_H100_v5": ["eastus2"],
-    "Standard_ND96asr_v4": ["eastus", "westus2", "southcentralus", "westeurope"],
-    "Standard_ND96amsr_A100_v4": ["eastus", "eastus2", "southcentralus", "westeurope"],
-    "Standard_ND96isr_H100_v5": ["eastus", "eastus2", "southcentralus", "westeurope", "swedencentral", "japaneast"],
-    "Standard_ND96isr_H200_v5": ["eastus2", "westus3", "swedencentral"],
-    "Standard_ND96isr_MI300X_v5": ["eastus", "swedencentral"],
+    "Standard_NCC40ads_H100_v5": ["eastus2", "westeurope"],
+    "Standard_ND96asr_v4": ["eastus", "westus2", "southcentralus", "westeurope", "japaneast", "uksouth"],
+    "Standard_ND96amsr_A100_v4": ["eastus", "eastus2", "southcentralus", "westeurope", "westus3",
+                                  "switzerlandnorth"],
+    "Standard_ND96isr_H100_v5": ["eastus", "eastus2", "southcentralus", "westeurope", "swedencentral", "japaneast",
+                                 "westus3", "uksouth", "australiaeast", "polandcentral", "centralus"],
+    "Standard_ND96isr_H200_v5": ["eastus2", "westus3", "swedencentral", "italynorth", "southcentralus"],
+    "Standard_ND96isr_MI300X_v5": ["eastus", "swedencentral", "canadacentral"],
     "Standard_ND128isr_NDR_GB200_v6": ["eastus", "westus3"],
-    **{s: ["eastus", "westeurope"] for s in SIZES if s.endswith("as_v4")},
-    **{s: ["eastus2"] for s in SIZES if "_V620_" in s},
-    "Standard_NC24lds_xl_RTXPRO6000BSE_v6": ["eastus", "swedencentral"],
+    **{s: ["eastus", "westeurope", "southcentralus", "eastus2", "australiaeast"] for s in SIZES if s.endswith("as_v4")},
+    **{s: ["eastus2", "westeurope", "westus3"] for s in SIZES if "_V620_" in s},
+    **{s: _NCV3 for s in SIZES if s.endswith("s_v3") and "_T4_" not in s},
+    **{s: _RTX for s in SIZES if "RTXPRO6000" in s},
+    "Standard_NC132lds_xl_RTXPRO6000BSE_v6": ["eastus2"],
+    "Standard_NC16lds_xl_RTXPRO6000BSE_v6": ["eastus2"],
 }
 
 # REAL prices: (size, region) -> (on-demand, spot or None). Sources in README.md.
@@ -183,11 +245,38 @@ REAL = {
     ("Standard_NG8ads_V620_v1", "eastus2"): (0.908, 0.227),
     ("Standard_NG16ads_V620_v1", "eastus2"): (1.815, 0.45375),
     ("Standard_NG32ads_V620_v1", "eastus2"): (3.63, 0.9075),
+    # Retail Prices API figures in a public "Pricing Mismatch Report" (generated 2026-09-01T21:38:32Z,
+    # see README.md): the sizes it lists as on-demand with no Spot meter, at their first region.
+    ("Standard_NC24ads_A100_v4", "jioindiacentral"): (5.142, None),
+    ("Standard_NC48ads_A100_v4", "jioindiacentral"): (10.284, None),
+    ("Standard_NC96ads_A100_v4", "jioindiacentral"): (20.569, None),
+    ("Standard_NC40ads_H100_v5", "jioindiacentral"): (9.772, None),
+    ("Standard_NC80adis_H100_v5", "jioindiacentral"): (19.544, None),
+    ("Standard_NV6ads_A10_v5", "jioindiacentral"): (0.636, None),
+    ("Standard_NV12ads_A10_v5", "jioindiacentral"): (1.271, None),
+    ("Standard_NV18ads_A10_v5", "jioindiacentral"): (2.24, None),
+    ("Standard_NV36ads_A10_v5", "jioindiacentral"): (4.48, None),
+    ("Standard_NV36adms_A10_v5", "jioindiacentral"): (6.328, None),
+    ("Standard_NV72ads_A10_v5", "jioindiacentral"): (9.128, None),
+    ("Standard_NC6s_v3", "jioindiacentral"): (4.234, None),  # the report's region for NCv3 is jioindiawest
+    ("Standard_NC12s_v3", "jioindiacentral"): (8.468, None),
+    ("Standard_NC24rs_v3", "jioindiacentral"): (18.63, None),
+    ("Standard_NC24s_v3", "brazilsouth"): (24.48, None),
+    ("Standard_NC64as_T4_v3", "eastus2"): (4.352, 0.47872),
+    ("Standard_NC32lds_xl_RTXPRO6000BSE_v6", "eastus2"): (1.243, None),
+    ("Standard_NC64lds_xl_RTXPRO6000BSE_v6", "eastus"): (2.44, None),
+    ("Standard_NC256lds_xl_RTXPRO6000BSE_v6", "westus2"): (11.00, None),
+    ("Standard_NC256ds_xl_RTXPRO6000BSE_v6", "eastus2"): (12.76, None),
+    ("Standard_NC132lds_xl_RTXPRO6000BSE_v6", "eastus2"): (5.50, None),
 }
+# The report lists every GPU size in the Jio regions as on-demand only.
+NO_SPOT_REGIONS = {"jioindiacentral"}
+# (size, region) pairs the report lists as having no Spot meter: none is recorded for them.
+NO_SPOT_AT = {k for k, (_, spot) in REAL.items() if spot is None and k[1] in ("jioindiacentral", "brazilsouth")}
 # Sizes with no real spot ratio at hand: spot = this share of on-demand (typical of the REAL pairs).
-DEFAULT_SPOT_RATIO = {"T4": 0.11, "A100": 0.121, "ND": 0.11}
+DEFAULT_SPOT_RATIO = {"T4": 0.11, "A100": 0.121, "V100": 0.2, "ND": 0.11}
 NO_SPOT = {"Standard_NC40ads_H100_v5", "Standard_NC80adis_H100_v5", "Standard_ND128isr_NDR_GB200_v6",
-           "Standard_NC24lds_xl_RTXPRO6000BSE_v6"}
+           *(s for s in SIZES if "RTXPRO6000" in s)}
 # Low Priority (Batch) meters in the recording: (size, region) -> (Linux price, Windows price)
 LOW_PRIORITY = {
     ("Standard_ND96isr_H100_v5", "eastus"): (39.328, 41.094),  # Windows 41.094 REAL; Linux = 0.4 x 98.32
@@ -212,15 +301,17 @@ def vm_prices(sku: str, region: str) -> tuple[float, float | None]:
     _, _, _, _, od_eastus, ratio, _, _ = SIZES[sku]
     if (sku, region) in REAL:
         od, spot = REAL[(sku, region)]
+        if (sku, region) in NO_SPOT_AT:
+            return od, None
         if spot is None and sku not in NO_SPOT and ratio is not None:
             spot = _r(od * ratio)
         return od, spot
     factor = REGIONS[region][1]
     od = OVERRIDE_OD.get((sku, region), round(od_eastus * factor, 4))
-    if sku in NO_SPOT:
+    if sku in NO_SPOT or region in NO_SPOT_REGIONS:
         return od, None
     if ratio is None:
-        kind = "T4" if "_T4_" in sku else "A100" if "A100" in sku else "ND"
+        kind = "T4" if "_T4_" in sku else "A100" if "A100" in sku else "V100" if sku.endswith("s_v3") else "ND"
         ratio = DEFAULT_SPOT_RATIO[kind]
     return od, _r(od * ratio)
 
@@ -268,8 +359,9 @@ def vm_item(sku: str, region: str, option: str, windows: bool, price: float, leg
 def vm_items() -> list[dict]:
     items = []
     for sku, regions in WHERE.items():
-        _, _, has_windows, vcpus, *_ = SIZES[sku]
+        _, _, has_windows_meter, vcpus, *_ = SIZES[sku]
         for region in regions:
+            has_windows = has_windows_meter and region in FIRST_REGIONS
             od, spot = vm_prices(sku, region)
             windows_od = 102.736 if (sku, region) == ("Standard_ND96isr_H100_v5", "eastus") else round(
                 od + WINDOWS_PER_VCPU * vcpus, 4)
@@ -303,7 +395,8 @@ STORAGE_FACTOR = {"eastus": 1.0, "eastus2": 1.0, "westus2": 1.0, "westus3": 1.0,
 def storage_items() -> list[dict]:
     items = []
     for region, (location, _) in REGIONS.items():
-        f = STORAGE_FACTOR[region]
+        # Added regions: synthetic, the region's VM factor capped at 1.3.
+        f = STORAGE_FACTOR.get(region, min(1.3, REGIONS[region][1]))
         for product, sku, meter, unit, price, start in (
             ("Premium SSD Managed Disks", "P30 LRS", "P30 LRS Disk", "1/Month", round(122.88 * f, 2), "2018-05-01"),
             ("Standard SSD Managed Disks", "E30 LRS", "E30 LRS Disk", "1/Month", round(76.80 * f, 2), "2019-04-01"),
@@ -324,7 +417,10 @@ def storage_items() -> list[dict]:
     return sorted(items, key=lambda i: i["meterId"])
 
 
-ASIA = {"japaneast", "southeastasia"}
+ASIA = {"japaneast", "southeastasia", "japanwest", "koreacentral", "centralindia", "southindia",
+        "jioindiacentral", "eastasia", "australiaeast", "australiasoutheast"}
+# Zone 3 (South America, Africa, Middle East) is billed at the Asia rates here: synthetic.
+ASIA |= {"brazilsouth", "southafricanorth", "uaenorth", "qatarcentral"}
 # Tier starts in GB: first 100 GB free, next 10 TB, next 40 TB, next 100 TB, next 350 TB.
 INTERNET_TIERS = (0.0, 100.0, 10340.0, 51300.0, 153700.0)
 INTERNET_PRICES = {"zone1": (0.0, 0.087, 0.083, 0.07, 0.05), "zone2": (0.0, 0.12, 0.085, 0.082, 0.08)}

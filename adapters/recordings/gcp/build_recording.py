@@ -29,6 +29,25 @@ ZONES = {  # region -> zone suffixes (real zone names)
     "europe-west4": "abc", "europe-west1": "bcd", "asia-northeast1": "abc", "asia-southeast1": "abc",
     "europe-west3": "abc", "australia-southeast1": "abc",
 }
+# Every other region with GPU machine types (Google's GPU regions and zones page; the zones each
+# family is in are below): area name as the region's "running in <place>" SKUs say it, and the
+# on-demand and Spot price level vs. us-central1 used for the synthetic SKU prices of that area:
+# the real ratio of the region's c2-standard-16 price (n2d-384-224-tpu host where the region has no
+# C2), from SkyPilot's GCP catalog (skypilot-org/skypilot-catalog catalogs/v7/gcp/vms.csv).
+NEW_AREAS = {  # area -> (region, on-demand factor, Spot factor)
+    "Columbus": ("us-east5", 1.0, 0.2907), "Dallas": ("us-south1", 1.18, 0.8327),
+    "Los Angeles": ("us-west2", 1.2011, 1.0273), "Salt Lake City": ("us-west3", 1.2011, 1.1748),
+    "Montreal": ("northamerica-northeast1", 1.1009, 0.7155), "Toronto": ("northamerica-northeast2", 1.1009, 1.1563),
+    "Sao Paulo": ("southamerica-east1", 1.5873, 0.5607), "London": ("europe-west2", 1.2883, 0.9671),
+    "Frankfurt": ("europe-west3", 1.2883, 0.9448), "Zurich": ("europe-west6", 1.31, 1.4222),
+    "Finland": ("europe-north1", 1.101, 1.3676), "Milan": ("europe-west8", 1.16, 0.695),
+    "Paris": ("europe-west9", 1.16, 1.31), "Israel": ("me-west1", 1.1, 0.3194),
+    "Taiwan": ("asia-east1", 1.1579, 0.8919), "Seoul": ("asia-northeast3", 1.2828, 1.0835),
+    "Mumbai": ("asia-south1", 1.2011, 1.4556), "Delhi": ("asia-south2", 1.2011, 0.6502),
+    "Jakarta": ("asia-southeast2", 1.3447, 1.5516), "Sydney": ("australia-southeast1", 1.4189, 1.8288),
+}
+for _area, (_region, _, _) in NEW_AREAS.items():
+    ZONES.setdefault(_region, "abc")
 DOWN_ZONES = {"europe-west1-c"}  # synthetic: one zone reported DOWN, to exercise `available`
 # The Catalog's price areas: "Americas" SKUs cover us-central1/us-east1/us-west1 (as the
 # real opencost sample shows), other regions have their own "running in <City>" SKUs.
@@ -36,6 +55,7 @@ AREAS = {
     "Americas": ["us-central1", "us-east1", "us-west1"],
     "Virginia": ["us-east4"], "Las Vegas": ["us-west4"], "Netherlands": ["europe-west4"],
     "Belgium": ["europe-west1"], "Tokyo": ["asia-northeast1"], "Singapore": ["asia-southeast1"],
+    **{area: [region] for area, (region, _, _) in NEW_AREAS.items()},
 }
 # On-demand and Spot price level of each area relative to us-central1, from the public
 # a2-highgpu-1g prices per region (Cyclenerd/google-cloud-pricing-cost-calculator
@@ -59,7 +79,19 @@ A3_MEGA_8G = {
 }
 
 
+# a3-ultragpu-8g host part (224 vCPU + 2952 GiB, without GPUs and Local SSD), (on-demand, Spot)
+# USD/h per area: SkyPilot's GCP catalog (catalogs/v7/gcp/vms.csv rows a3-ultragpu-8g), which
+# prices a GPU machine type's vCPU and memory SKUs only. REAL ratios; the GPU SKU is synthetic.
+A3U_HOST = {
+    "Americas": (12.266, 2.82111), "Virginia": (12.266, 2.20896), "Belgium": (13.50609, 2.43008),
+    "Netherlands": (12.8793, 2.31952), "Columbus": (13.81519, 2.48648), "Dallas": (14.47387, 10.20849),
+    "Mumbai": (12.75664, 2.29651), "Delhi": (14.73269, 10.39103),
+}
+
+
 def factors(area: str) -> tuple[float, float]:
+    if area in NEW_AREAS:
+        return NEW_AREAS[area][1], NEW_AREAS[area][2]
     od, spot = A2_1G[area]
     return od / A2_1G["Americas"][0], spot / A2_1G["Americas"][1]
 
@@ -72,13 +104,18 @@ def mt(name, vcpus, gib, accel=None, count=0, lssd=0, desc=None):
 
 A100, A100_80, H100, H100_MEGA, B200, L4 = ("nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb",
                                            "nvidia-h100-mega-80gb", "nvidia-b200", "nvidia-l4")
+H200, GB200, RTX6000 = "nvidia-h200-141gb", "nvidia-gb200", "nvidia-rtx-pro-6000"
 FAMILIES = {
     "a2-highgpu": [mt(f"a2-highgpu-{n}g", 12 * n, 85 * n, A100, n) for n in (1, 2, 4, 8)],
     "a2-megagpu": [mt("a2-megagpu-16g", 96, 1360, A100, 16)],
     "a2-ultragpu": [mt(f"a2-ultragpu-{n}g", 12 * n, 170 * n, A100_80, n, n) for n in (1, 2, 4, 8)],
     "a3-highgpu": [mt(f"a3-highgpu-{n}g", 26 * n, 234 * n, H100, n, 2 * n) for n in (1, 2, 4, 8)],
     "a3-megagpu": [mt("a3-megagpu-8g", 208, 1872, H100_MEGA, 8, 16)],
+    "a3-ultragpu": [mt("a3-ultragpu-8g", 224, 2952, H200, 8, 32)],
     "a4-highgpu": [mt("a4-highgpu-8g", 224, 3968, B200, 8, 32)],
+    "a4x-highgpu": [mt("a4x-highgpu-4g", 140, 884, GB200, 4, 32)],
+    "g4-standard": [mt(f"g4-standard-{v}", v, 3.75 * v, RTX6000, g, 4 * g) for v, g in
+                    ((48, 1), (96, 2), (192, 4), (384, 8))],
     "g2-standard": [mt(f"g2-standard-{v}", v, 4 * v, L4, g) for v, g in
                     ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1), (48, 4), (96, 8))],
     "n1-standard": [mt(f"n1-standard-{v}", v, 3.75 * v) for v in (8, 16, 32, 64)],
@@ -88,20 +125,30 @@ FAMILIES = {
 FAMILY_ZONES = {
     "a2-highgpu": "us-central1-a us-central1-b us-central1-c us-central1-f us-east1-b us-west1-b us-west4-b "
                   "europe-west4-a europe-west4-b asia-northeast1-a asia-northeast1-c asia-southeast1-b "
-                  "asia-southeast1-c",
+                  "asia-southeast1-c asia-northeast3-a asia-northeast3-b me-west1-a me-west1-c us-west3-b",
     "a2-megagpu": "us-central1-a us-central1-b us-central1-c us-central1-f europe-west4-a europe-west4-b "
                   "asia-southeast1-c",
-    "a2-ultragpu": "us-central1-a us-central1-c us-east4-c europe-west4-a asia-southeast1-c",
+    "a2-ultragpu": "us-central1-a us-central1-c us-east4-c europe-west4-a asia-southeast1-c us-east5-a us-east5-b",
     "a3-highgpu": "us-central1-a us-central1-b us-central1-c us-east4-a us-east4-b us-east4-c us-west1-a "
                   "us-west1-b us-west4-a europe-west4-b europe-west4-c europe-west1-b europe-west1-c "
-                  "asia-northeast1-b asia-southeast1-b asia-southeast1-c",
+                  "asia-northeast1-b asia-southeast1-b asia-southeast1-c asia-east1-c asia-south1-c "
+                  "australia-southeast1-c europe-north1-c europe-west3-c europe-west8-c us-east5-a",
     "a3-megagpu": "us-east4-a us-east4-b us-east4-c us-west4-a europe-west4-b europe-west4-c europe-west1-b "
-                  "europe-west1-c asia-northeast1-b asia-southeast1-b asia-southeast1-c",
-    "a4-highgpu": "us-central1-b us-east4-b asia-northeast1-b asia-southeast1-b",
+                  "europe-west1-c asia-northeast1-b asia-southeast1-b asia-southeast1-c asia-east1-c "
+                  "australia-southeast1-c europe-north1-c europe-west3-c us-east5-a",
+    "a3-ultragpu": "asia-south1-b asia-south2-c europe-west1-b europe-west4-a us-central1-b us-east4-b us-east5-a "
+                   "us-south1-b us-west1-c",
+    "a4-highgpu": "us-central1-b us-east4-b asia-northeast1-b asia-southeast1-b europe-west4-b us-south1-b "
+                  "us-west2-c",
+    "a4x-highgpu": "us-central1-a us-east4-b us-south1-a",
+    "g4-standard": "us-central1-b us-east1-b us-east4-c europe-west4-a asia-southeast1-b us-south1-a",
     "g2-standard": "us-central1-a us-central1-b us-central1-c us-east1-b us-east1-c us-east1-d us-east4-a "
                    "us-east4-c us-west1-a us-west1-b us-west1-c us-west4-a us-west4-c europe-west4-a "
                    "europe-west4-b europe-west4-c europe-west1-b europe-west1-c asia-northeast1-a "
-                   "asia-northeast1-c asia-southeast1-a asia-southeast1-b asia-southeast1-c",
+                   "asia-northeast1-c asia-southeast1-a asia-southeast1-b asia-southeast1-c asia-east1-a "
+                   "asia-east1-c asia-northeast3-a asia-northeast3-b asia-south1-a asia-south1-b asia-southeast2-a "
+                   "europe-west2-a europe-west2-b europe-west3-a europe-west3-b europe-west6-b europe-west9-a "
+                   "europe-west9-b northamerica-northeast2-a northamerica-northeast2-b us-east5-a us-west3-a",
     "n1-standard": "*",
 }
 # Attachable N1 GPUs per zone (same SkyPilot catalog) and maximumCardsPerInstance.
@@ -109,13 +156,19 @@ ATTACHABLE = {
     ("nvidia-tesla-t4", "NVIDIA T4", 4): "us-central1-a us-central1-b us-central1-c us-central1-f us-east1-c "
         "us-east1-d us-east4-a us-east4-b us-east4-c us-west1-a us-west1-b us-west4-a us-west4-b europe-west4-a "
         "europe-west4-b europe-west4-c europe-west1-b europe-west1-c europe-west1-d asia-northeast1-a "
-        "asia-northeast1-c asia-southeast1-a asia-southeast1-b asia-southeast1-c",
+        "asia-northeast1-c asia-southeast1-a asia-southeast1-b asia-southeast1-c asia-east1-a asia-east1-c "
+        "asia-northeast3-b asia-northeast3-c asia-south1-a asia-south1-b asia-southeast2-a asia-southeast2-b "
+        "australia-southeast1-a australia-southeast1-c europe-west2-a europe-west2-b europe-west3-b europe-west6-b "
+        "northamerica-northeast1-a northamerica-northeast1-c southamerica-east1-a southamerica-east1-c us-west2-b "
+        "us-west2-c us-west3-b me-west1-b",
     ("nvidia-tesla-v100", "NVIDIA V100", 8): "us-central1-a us-central1-b us-central1-c us-central1-f us-east1-c "
-        "us-west1-a us-west1-b europe-west4-a europe-west4-b europe-west4-c",
+        "us-west1-a us-west1-b europe-west4-a europe-west4-b europe-west4-c asia-east1-c",
     ("nvidia-tesla-p100", "NVIDIA Tesla P100", 4): "us-central1-c us-central1-f us-east1-b us-east1-c us-west1-a "
-        "us-west1-b europe-west1-b europe-west1-d europe-west4-a",
+        "us-west1-b europe-west1-b europe-west1-d europe-west4-a asia-east1-a asia-east1-c australia-southeast1-c",
     ("nvidia-tesla-p4", "NVIDIA Tesla P4", 4): "us-central1-a us-central1-c us-east4-a us-east4-b us-east4-c "
-        "europe-west4-b europe-west4-c asia-southeast1-b asia-southeast1-c",
+        "europe-west4-b europe-west4-c asia-southeast1-b asia-southeast1-c northamerica-northeast1-a "
+        "northamerica-northeast1-b northamerica-northeast1-c us-west2-b us-west2-c australia-southeast1-a "
+        "australia-southeast1-b",
 }
 VWS = {"nvidia-tesla-t4": ("nvidia-tesla-t4-vws", "NVIDIA T4 Virtual Workstation"),
        "nvidia-tesla-p4": ("nvidia-tesla-p4-vws", "NVIDIA Tesla P4 Virtual Workstation"),
@@ -125,7 +178,8 @@ FAMILY_ACCEL = {  # accelerator types the accelerator-optimized families bring i
     "a2-highgpu": (A100, "NVIDIA A100 40GB", 16), "a2-megagpu": (A100, "NVIDIA A100 40GB", 16),
     "a2-ultragpu": (A100_80, "NVIDIA A100 80GB", 8), "a3-highgpu": (H100, "NVIDIA H100 80GB", 8),
     "a3-megagpu": (H100_MEGA, "NVIDIA H100 80GB MEGA", 8), "a4-highgpu": (B200, "NVIDIA B200", 8),
-    "g2-standard": (L4, "NVIDIA L4", 8),
+    "g2-standard": (L4, "NVIDIA L4", 8), "a3-ultragpu": (H200, "NVIDIA H200 141GB", 8),
+    "a4x-highgpu": (GB200, "NVIDIA GB200", 4), "g4-standard": (RTX6000, "NVIDIA RTX PRO 6000", 8),
 }
 
 
@@ -290,10 +344,13 @@ BASE_OD = {"a2_core": 0.031611, "a2_ram": 0.004237, "a100": 2.933908,  # real SK
            "a3_core": 0.0295, "a3_ram": 0.00177,  # split of the A3 host part (synthetic split)
            "g2_core": 0.024988, "g2_ram": 0.002927, "l4": 0.56004,  # g2-standard-4 = 0.706824
            "n1_core": 0.031611, "n1_ram": 0.004237,  # n1-standard-4 = 0.189999
-           "lssd": 0.08, "b200_slice": 16.11}
+           "lssd": 0.08, "b200_slice": 16.11,
+           # synthetic (no public figure at hand): the H200, GB200 slice, RTX PRO 6000 GPU SKUs and G4 vCPU/RAM
+           "h200": 8.9025, "gb200_slice": 18.0, "rtx6000": 3.0, "g4_core": 0.0255, "g4_ram": 0.003}
 BASE_SPOT = {"a2_core": 0.012643, "a2_ram": 0.0016946, "a100": 0.997598,  # sums to 1.293355 (a2-highgpu-1g)
              "a100_80": 1.5712, "a3_core": 0.0118, "a3_ram": 0.000708, "g2_core": 0.009995, "g2_ram": 0.001171,
-             "l4": 0.2231, "n1_core": 0.00698, "n1_ram": 0.000936, "lssd": 0.048, "b200_slice": 4.9542}
+             "l4": 0.2231, "n1_core": 0.00698, "n1_ram": 0.000936, "lssd": 0.048, "b200_slice": 4.9542,
+             "h200": 3.561, "gb200_slice": 7.2, "rtx6000": 1.2, "g4_core": 0.0102, "g4_ram": 0.0012}
 # Per-area GPU prices from SkyPilot's GCP catalog where it has them: (on-demand, spot).
 GPU_AREA = {
     "t4": {"Americas": (0.35, 0.14), "Virginia": (0.37, 0.1123), "Las Vegas": (0.37, 0.1258),
@@ -307,12 +364,26 @@ GPU_AREA = {
     "a100_80": {"Americas": (None, 1.5712), "Virginia": (None, 1.7697), "Netherlands": (None, 1.5771),
                 "Singapore": (None, 1.6476)},
 }
-AREA_FAMILIES = {  # which priced families exist in each area (from FAMILY_ZONES)
-    "Americas": {"a2", "a2u", "a3", "a4", "g2", "n1"}, "Virginia": {"a2u", "a3", "a3m", "a4", "g2", "n1"},
-    "Las Vegas": {"a2", "a3", "a3m", "g2", "n1"}, "Netherlands": {"a2", "a2u", "a3", "a3m", "g2", "n1"},
-    "Belgium": {"a3", "a3m", "g2", "n1"}, "Tokyo": {"a2", "a3", "a3m", "a4", "g2", "n1"},
-    "Singapore": {"a2", "a2u", "a3", "a3m", "a4", "g2", "n1"},
-}
+FAMILY_TOKEN = {"a2-highgpu": "a2", "a2-megagpu": "a2", "a2-ultragpu": "a2u", "a3-highgpu": "a3",
+                "a3-megagpu": "a3m", "a3-ultragpu": "a3u", "a4-highgpu": "a4", "a4x-highgpu": "a4x",
+                "g2-standard": "g2", "g4-standard": "g4"}
+
+
+def area_families() -> dict[str, set[str]]:
+    """Which priced families exist in each area, from FAMILY_ZONES (N1 everywhere)."""
+    out: dict[str, set[str]] = {area: {"n1"} for area in AREAS}
+    for family, zones in FAMILY_ZONES.items():
+        if family in FAMILY_TOKEN:
+            for z in zones.split():
+                out[AREAS_BY_REGION[region_of(z)]].add(FAMILY_TOKEN[family])
+    return out
+
+
+AREA_FAMILIES = area_families()
+# The H100 GPU SKU of us-central1, solved from a3-highgpu-8g's total (see compute_skus); the H100
+# SKU of an added area is it times the area's factor (synthetic).
+H100_AMERICAS = ((A3_8G["Americas"][0] - 208 * 0.0295 - 1872 * 0.00177 - 6000 * 0.08 / 730) / 8,
+                 (A3_8G["Americas"][1] - 208 * 0.0118 - 1872 * 0.000708 - 6000 * 0.048 / 730) / 8)
 
 
 def compute_skus() -> list[dict]:
@@ -355,15 +426,21 @@ def compute_skus() -> list[dict]:
         if "a3" in fams or "a3m" in fams:
             family_parts("A3", "a3_core", "a3_ram")
         if "a3" in fams:
-            total_od, total_spot = A3_8G[area]
-            h_od = (total_od - 208 * od["a3_core"] - 1872 * od["a3_ram"] - 6000 * lssd_od / 730) / 8
-            h_sp = (total_spot - 208 * sp["a3_core"] - 1872 * sp["a3_ram"] - 6000 * lssd_spot / 730) / 8
+            if area in A3_8G:
+                total_od, total_spot = A3_8G[area]
+                h_od = (total_od - 208 * od["a3_core"] - 1872 * od["a3_ram"] - 6000 * lssd_od / 730) / 8
+                h_sp = (total_spot - 208 * sp["a3_core"] - 1872 * sp["a3_ram"] - 6000 * lssd_spot / 730) / 8
+            else:  # an added area: the us-central1 H100 SKU at the area's level (synthetic)
+                h_od, h_sp = H100_AMERICAS[0] * f_od, H100_AMERICAS[1] * f_spot
             gpu("Nvidia H100 80GB", r9(h_od), r9(h_sp))
         if "a3m" in fams:
             family_parts("A3Plus", "a3_core", "a3_ram")
-            total_od, total_spot = A3_MEGA_8G[area]
-            m_od = (total_od - 208 * od["a3_core"] - 1872 * od["a3_ram"] - 6000 * lssd_od / 730) / 8
-            m_sp = (total_spot - 208 * sp["a3_core"] - 1872 * sp["a3_ram"] - 6000 * lssd_spot / 730) / 8
+            if area in A3_MEGA_8G:
+                total_od, total_spot = A3_MEGA_8G[area]
+                m_od = (total_od - 208 * od["a3_core"] - 1872 * od["a3_ram"] - 6000 * lssd_od / 730) / 8
+                m_sp = (total_spot - 208 * sp["a3_core"] - 1872 * sp["a3_ram"] - 6000 * lssd_spot / 730) / 8
+            else:  # synthetic: 7 % above the area's H100 SKU, about the Virginia Mega/High ratio
+                m_od, m_sp = H100_AMERICAS[0] * f_od * 1.07, H100_AMERICAS[1] * f_spot * 1.07
             # Both names are in the real catalog for the A3 Mega GPU.
             gpu("Nvidia H100 80GB Plus" if area in ("Virginia", "Las Vegas") else "Nvidia H100 80GB Mega",
                 r9(m_od), r9(m_sp))
@@ -373,6 +450,23 @@ def compute_skus() -> list[dict]:
                 # Real quirk: Google tags this Spot SKU usageType OnDemand; only its description says Spot.
                 add(f"Spot Preemptible A4 Nvidia B200 (1 gpu slice) {where}", "GPU", "OnDemand", "h",
                     sp["b200_slice"])
+        if "a3u" in fams:
+            # The host part (vCPU + RAM) is the real SkyPilot figure where it has one, split in A3's
+            # vCPU:RAM proportion (the split is synthetic, the sum is what the figure fixes).
+            host_od, host_sp = A3U_HOST.get(area, (A3U_HOST["Americas"][0] * f_od, A3U_HOST["Americas"][1] * f_spot))
+            k_od = host_od / (224 * BASE_OD["a3_core"] + 2952 * BASE_OD["a3_ram"])
+            k_sp = host_sp / (224 * BASE_SPOT["a3_core"] + 2952 * BASE_SPOT["a3_ram"])
+            od["a3u_core"], od["a3u_ram"] = r9(BASE_OD["a3_core"] * k_od), r9(BASE_OD["a3_ram"] * k_od)
+            sp["a3u_core"], sp["a3u_ram"] = r9(BASE_SPOT["a3_core"] * k_sp), r9(BASE_SPOT["a3_ram"] * k_sp)
+            family_parts("A3Ultra", "a3u_core", "a3u_ram")
+            gpu("Nvidia H200 141GB", od["h200"], sp["h200"])
+        if "a4x" in fams:
+            add(f"A4X Nvidia GB200 (1 gpu slice) {where}", "GPU", "OnDemand", "h", od["gb200_slice"])
+            add(f"Spot Preemptible A4X Nvidia GB200 (1 gpu slice) {where}", "GPU", "Preemptible", "h",
+                sp["gb200_slice"])
+        if "g4" in fams:
+            family_parts("G4", "g4_core", "g4_ram")
+            gpu("Nvidia RTX 6000 96GB", od["rtx6000"], sp["rtx6000"])
         if "g2" in fams:
             family_parts("G2", "g2_core", "g2_ram")
             gpu("Nvidia L4", od["l4"], sp["l4"])
@@ -388,6 +482,9 @@ def compute_skus() -> list[dict]:
                 if area in GPU_AREA[g]:
                     o, s = GPU_AREA[g][area]
                     gpu(name, o, s)
+                elif area in NEW_AREAS:  # an added area: the us-central1 SKU at the area's level (synthetic)
+                    o, s = GPU_AREA[g]["Americas"]
+                    gpu(name, r9(o * f_od), r9(s * f_spot))
         loc = "" if area == "Americas" else f" in {area}"
         add(f"SSD backed Local Storage{loc}", "LocalSSD", "OnDemand", "GiBy.mo", lssd_od, family="Storage")
         add(f"SSD backed Local Storage attached to Spot Preemptible VMs{loc}", "LocalSSD", "Preemptible",
@@ -422,6 +519,8 @@ def storage_skus(real: list[dict]) -> list[dict]:
     disks = {  # area -> (pd-standard, pd-balanced, pd-ssd) USD per GiB-month (public disk price list)
         "Virginia": (0.044, 0.11, 0.187), "Las Vegas": (0.044, 0.11, 0.187), "Netherlands": (0.044, 0.11, 0.187),
         "Tokyo": (0.052, 0.13, 0.221), "Singapore": (0.048, 0.12, 0.204),
+        # added areas: the us-east4 figures at the area's level (synthetic)
+        **{area: tuple(round(v * f, 3) for v in (0.044, 0.11, 0.187)) for area, (_, f, _) in NEW_AREAS.items()},
     }
     for area, (std, bal, ssd) in disks.items():
         regions = AREAS[area]
@@ -444,6 +543,10 @@ def network_skus(real: list[dict]) -> list[dict]:
     out = [s for s in real if s["category"]["resourceFamily"] == "Network"]
     continents = {"Americas": ["us-central1", "us-east1", "us-east4", "us-west1", "us-west4"],
                   "EMEA": ["europe-west1", "europe-west4"], "APAC": ["asia-northeast1", "asia-southeast1"]}
+    for _, (region, _, _) in NEW_AREAS.items():  # added regions by continent (their rates: synthetic)
+        cont = ("APAC" if region.startswith(("asia", "australia")) else
+                "EMEA" if region.startswith(("europe", "me-")) else "Americas")
+        continents[cont].append(region)
     internet = {  # source -> destination -> Premium Tier tiers (0-1 GiB free, <1 TiB, 1-10 TiB, >10 TiB)
         "Americas": {"Americas": (0.12, 0.11, 0.08), "EMEA": (0.12, 0.11, 0.08), "Asia Pacific": (0.12, 0.11, 0.08),
                      "Australia": (0.19, 0.18, 0.15), "China": (0.23, 0.22, 0.20)},
@@ -521,7 +624,7 @@ def main() -> None:
            {"maxResults": str(PAGE), "pageToken": prev}, write(f"compute/acceleratorTypes.{n}.json.gz", page))
         prev = page.get("nextPageToken")
     prev = None
-    for n, page in enumerate(billing_pages(skus, per_page=70), 1):
+    for n, page in enumerate(billing_pages(skus, per_page=100), 1):
         ex(BILLING, "/v1/services/6F81-5844-456A/skus", {"currencyCode": "USD", "pageSize": "5000", "pageToken": prev},
            write(f"billing/skus.{n}.json.gz", page))
         prev = page.get("nextPageToken") or None
