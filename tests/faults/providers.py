@@ -906,107 +906,12 @@ PAPERSPACE = ProviderFaults(
     refuse=("www.paperspace.com",),
     edit=_paperspace_edit,
     timeout_s=5.0,
-# -- Hot Aisle: JSON arrays of available types {"Quantity", "OnDemandPrice" (cents), "Specs"}; no type names ----
-# A listed type has no field naming it (faults.json's `key`), so the victim is named the way the
-# adapter names its rows, from the type's specs.
-
-_HOTAISLE_VMS = "/api/teams/gpuledger-example/virtual_machines/available/"
-
-
-def _hotaisle_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
-    from gpuledger.adapters.hotaisle import type_name
-
-    if req.path != _HOTAISLE_VMS:
-        return None
-    types = _json(body)
-    names = [type_name("vm", t) for t in types]
-    victim = next(t for t, n in zip(types, names) if t["Specs"].get("gpus") and names.count(n) == 1)
-    e.victim = type_name("vm", victim)
-    if e.fault == "empty":
-        types = []
-    elif e.fault == "rows_90pct_gone":
-        types = types[: max(1, len(types) // 10)]
-    elif e.fault == "price_x100":
-        for t in types:
-            t["OnDemandPrice"] *= 100
-    elif e.fault in ("price_negative", "price_nan"):
-        if e.oracle:
-            types.remove(victim)
-        else:
-            victim["OnDemandPrice"] = -victim["OnDemandPrice"] if e.fault == "price_negative" else math.nan
-    elif e.fault == "duplicates":
-        if e.oracle:
-            return None
-        twin = copy.deepcopy(victim)
-        twin["OnDemandPrice"] = round(victim["OnDemandPrice"] * 1.25)
-        types.insert(types.index(victim) + 1, twin)
-    elif e.fault == "schema_drift":
-        for t in types:
-            t["OnDemandPrice_v2"] = t.pop("OnDemandPrice")
-    else:
-        return None
-    return _dump(types)
-
-
-HOTAISLE = ProviderFaults(
-    name="hotaisle",
-    target=lambda host, req: req.path == _HOTAISLE_VMS,
-    truncate=lambda host, req: req.path == _HOTAISLE_VMS,
-    refuse=("admin.hotaisle.app",),
-    edit=_hotaisle_edit,
-    outcome={"layout": "n/a", "currency": "n/a"},  # prices are US cents by definition: no currency field
-# -- TensorDock: one answer {"data": {"locations": [{"id", ..., "gpus": [{"v0Name", "price_per_hr", ...}]}]}} --
-# Each location nests its GPU listings, so no one JSON path reaches every price: the edits walk them.
-
-def _tensordock_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
-    doc = _json(body)
-    locations = doc["data"]["locations"]
-    listings = [(loc, g) for loc in locations for g in loc["gpus"]]
-    victim_loc, victim = next((loc, g) for loc, g in listings if g["max_count"] > 0
-                              and g["v0Name"].startswith(("h100", "a100", "geforcertx4090")))
-    e.victim = f"{victim_loc['id']}/{victim['v0Name']}"
-    if e.fault == "empty":
-        doc["data"]["locations"] = []
-    elif e.fault == "rows_90pct_gone":
-        doc["data"]["locations"] = locations[: max(1, len(locations) // 10)]
-    elif e.fault == "price_x100":
-        for _, g in listings:
-            g["price_per_hr"] = round(g["price_per_hr"] * 100, 6)
-    elif e.fault in ("price_negative", "price_nan"):
-        if e.oracle:
-            victim_loc["gpus"].remove(victim)
-        else:
-            victim["price_per_hr"] = -victim["price_per_hr"] if e.fault == "price_negative" else math.nan
-    elif e.fault == "currency":
-        for _, g in listings:
-            g["currency"] = "EUR"
-    elif e.fault == "duplicates":
-        if not e.oracle:  # the same GPU listed twice at one location, at another price
-            twin = copy.deepcopy(victim)
-            twin["price_per_hr"] = round(twin["price_per_hr"] * 1.25, 6)
-            victim_loc["gpus"].insert(victim_loc["gpus"].index(victim) + 1, twin)
-    elif e.fault == "schema_drift":
-        for _, g in listings:
-            g.pop("price_per_hr", None)
-    else:
-        return None
-    return _dump(doc)
-
-
-TENSORDOCK = ProviderFaults(
-    name="tensordock",
-    target=lambda host, req: req.path == "/api/v2/locations",
-    truncate=lambda host, req: req.path == "/api/v2/locations",
-    refuse=("dashboard.tensordock.com",),
-    edit=_tensordock_edit,
-    outcome={"layout": "n/a"},
 )
 
 
 # The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
 CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, CRUSOE, GCP, HYPERSTACK, LAMBDA, NEBIUS, PAPERSPACE, RUNPOD,
-                              TENSORDOCK, VASTAI)}
-CUSTOM[HOTAISLE.name] = HOTAISLE  # no field names a listed type (see _hotaisle_edit)
+                              VASTAI)}
 
 
 def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
