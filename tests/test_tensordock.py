@@ -60,7 +60,10 @@ def test_replayed_locations_give_whole_machine_prices_at_the_published_from_rate
     server = replay("tensordock")
     batch = tensordock.fetch(replay_context(server, "tensordock"))
     r = rows(batch)
-    assert len(batch.offers) == 61
+    assert len(batch.offers) == 63
+    # RTX 3060 12GB at 0.08 (listed in one US location, two at most)
+    assert math.isclose(r[("US", "1x RTX-3060")].price_per_hour, 0.08 + BASE_STD)
+    assert math.isclose(r[("US", "2x RTX-3060")].price_per_hour, 2 * 0.08 + BASE_STD)
     # H100 SXM5 from 2.25 (Austin): 1 GPU + the smallest machine
     h100 = r[("US", "1x H100-SXM")]
     assert json.loads(h100.provider_data)["cheapest_location"]["usd_per_gpu_hour"] == 2.25
@@ -134,10 +137,10 @@ def test_a_display_name_the_aliases_know_maps_when_the_v0_name_is_new() -> None:
 def test_what_is_not_loaded_is_quarantined_or_counted_with_its_reason() -> None:
     batch = batch_of(body())
     reasons = {q.source_ref: q.reason for q in batch.quarantined}
-    assert set(reasons) == {"gpu/geforcertx3060-pcie-12gb", "gpu/v100-sxm3-32gb"}
+    assert set(reasons) == {"gpu/v100-sxm3-32gb"}  # SXM3 (DGX-2) is not in the canon
     assert reasons["gpu/v100-sxm3-32gb"].startswith("gpu: unknown GPU name 'v100-sxm3-32gb'")
     assert reasons["gpu/v100-sxm3-32gb"].endswith("(1 listings)")
-    assert batch.notes[0] == ("tensordock: 12 locations, 23 priced GPU listings; skipped: 1 GPU listings with "
+    assert batch.notes[0] == ("tensordock: 12 locations, 24 priced GPU listings; skipped: 1 GPU listings with "
                               "no capacity (max_count 0)")  # Stockholm's RTX 5090
 
 

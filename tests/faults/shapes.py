@@ -8,8 +8,9 @@ in each record the key, the price and (if any) the currency are:
       "records": {
         "path": "/v1/instances",       request path whose answers hold the records
         "at": "data.instances",        dotted path from the body to the list (or an object's values: "data.*";
-                                       ".": the body itself is the list)
-        "key": "id",                   the field that names a record (the victim is found by it)
+                                       ".": the body itself is the list; "data.sites[].gpus": the lists
+                                       inside each element of a list, taken together)
+        "key": "id",                   dotted path to the field that names a record (the victim is found by it)
         "price": "price.hourly",       dotted path to the price inside a record (a number or numeric text)
         "currency": "price.currency",  optional: the field holding the currency code
         "where": {"kind": "gpu"}       optional: only records with these values are the source's own
@@ -18,7 +19,8 @@ in each record the key, the price and (if any) the currency are:
     }
 
 A dotted path steps into lists by index ("prices.0.value"). `where` keeps the one record a
-row-level fault corrupts among those the source loads (a catalogue lists more than GPUs).
+row-level fault corrupts among those the source loads (a catalogue lists more than GPUs); its
+keys are dotted paths too.
 
 From it every data fault is a plausible change of that format: the list emptied, 90% of it
 gone, every price x100 (cents read as dollars), one record's price negative or NaN, one record
@@ -85,18 +87,29 @@ def _parent(doc: Any, dotted: str) -> tuple[Any, Any]:
 ROOT = "."  # `at` for a body that is the record list itself
 
 
+NESTED = "[]."  # in `at`: every element of the list before it, then the path after it
+
+
+def _lists(doc: Any, at: str) -> list[tuple[Any, Any]]:
+    """The (container, field) pairs whose values are the record lists of `at` ("a.b", "a[].b", ".")."""
+    if NESTED in at:
+        outer, inner = at.split(NESTED, 1)
+        return [pair for element in _get(doc, outer) for pair in _lists(element, inner)]
+    return [_parent(doc, at)]
+
+
 def _records(doc: Any, at: str) -> list[dict[str, Any]]:
-    """The record list of a body (a live view: edits reach the body), for "a.b", "a.*" or "."."""
+    """The record list of a body (a live view: edits reach the body), for "a.b", "a.*", "a[].b" or "."."""
     if at == ROOT:
         return doc
     if at.endswith(".*") or at == "*":
         holder = _get(doc, at[:-2]) if at != "*" else doc
         return list(holder.values())
-    return _get(doc, at)
+    return [r for parent, field in _lists(doc, at) for r in parent[field]]
 
 
 def _set_records(doc: Any, at: str, records: list[dict[str, Any]], keep: set[int]) -> None:
-    """Keep only the records whose id() is in `keep` (or replace the list wholesale)."""
+    """Keep only the records whose id() is in `keep`."""
     if at == ROOT:
         doc[:] = [r for r in records if id(r) in keep]
     elif at.endswith(".*") or at == "*":
@@ -104,8 +117,19 @@ def _set_records(doc: Any, at: str, records: list[dict[str, Any]], keep: set[int
         for k in [k for k, v in holder.items() if id(v) not in keep]:
             del holder[k]
     else:
-        parent, last = _parent(doc, at)
-        parent[last] = [r for r in records if id(r) in keep]
+        for parent, field in _lists(doc, at):
+            parent[field] = [r for r in parent[field] if id(r) in keep]
+
+
+def _value(record: Any, dotted: str) -> Any:
+    try:
+        return _get(record, dotted)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def _own(record: Any, where: dict[str, Any]) -> bool:
+    return all(_value(record, k) == v for k, v in where.items())
 
 
 def _price(record: dict[str, Any], dotted: str) -> float | None:
@@ -132,9 +156,9 @@ def edit_json(shape: JsonShape, edit: Any, req: Any, body: bytes) -> bytes | Non
     if not records:
         return None
     priced = [r for r in records if _price(r, spec.price) is not None]
-    own = [r for r in priced if all(r.get(k) == v for k, v in spec.where.items())]
-    keys = [r.get(spec.key) for r in records]
-    victim = next((r for r in own if keys.count(r.get(spec.key)) == 1), None)
+    own = [r for r in priced if _own(r, spec.where)]
+    keys = [_value(r, spec.key) for r in records]
+    victim = next((r for r in own if keys.count(_value(r, spec.key)) == 1), None)
     fault = edit.fault
     if fault == "empty":
         _set_records(doc, spec.at, records, set())
@@ -147,7 +171,7 @@ def edit_json(shape: JsonShape, edit: Any, req: Any, body: bytes) -> bytes | Non
     elif fault in ("price_negative", "price_nan"):
         if victim is None:
             return None
-        edit.victim = str(victim[spec.key])
+        edit.victim = str(_value(victim, spec.key))
         if edit.oracle:
             _set_records(doc, spec.at, records, {id(r) for r in records if r is not victim})
         else:
@@ -159,16 +183,13 @@ def edit_json(shape: JsonShape, edit: Any, req: Any, body: bytes) -> bytes | Non
         # An object's values cannot hold one key twice: a JSON object has no duplicates to fake.
         if victim is None or edit.oracle or spec.at.endswith("*"):
             return None
-        edit.victim = str(victim[spec.key])
+        edit.victim = str(_value(victim, spec.key))
         twin = copy.deepcopy(victim)
         parent, last = _parent(twin, spec.price)
         parent[last] = _scaled(parent[last], 1.25)
-        if spec.at == ROOT:
-            items = doc
-        else:
-            parent_list, list_name = _parent(doc, spec.at)
-            items = parent_list[list_name]
-        items.insert(items.index(victim) + 1, twin)
+        lists = [doc] if spec.at == ROOT else [parent[field] for parent, field in _lists(doc, spec.at)]
+        items = next(items for items in lists if any(r is victim for r in items))
+        items.insert(next(n for n, r in enumerate(items) if r is victim) + 1, twin)
     elif fault == "schema_drift":  # the price field renamed in every record
         for r in priced:
             parent, last = _parent(r, spec.price)
@@ -201,10 +222,10 @@ def check_shape(shape: JsonShape, bodies: list[Any]) -> list[str]:
     priced = [r for r in records if _price(r, spec.price) is not None]
     if records and not priced:
         problems.append(f"no record has a positive price at {spec.price!r}")
-    own = [r for r in priced if all(r.get(k) == v for k, v in spec.where.items())]
+    own = [r for r in priced if _own(r, spec.where)]
     if priced and not own:
         problems.append(f"no priced record matches `where` {spec.where}")
-    if own and not all(spec.key in r for r in own):
+    if own and not all(_value(r, spec.key) is not None for r in own):
         problems.append(f"a record lacks the key field {spec.key!r}")
     if spec.currency is not None:
         for r in own:
