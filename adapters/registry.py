@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 SOURCES: dict[str, str] = {
     "aws": "gpuledger.adapters.aws",
     "azure": "gpuledger.adapters.azure",
+    "cloudrift": "gpuledger.adapters.cloudrift",
     "coreweave": "gpuledger.spiders.coreweave",
     "gcp": "gpuledger.adapters.gcp",
     "hyperstack": "gpuledger.spiders.hyperstack",

@@ -699,6 +699,55 @@ HYPERSTACK = ProviderFaults(
 )
 
 
+# -- CloudRift: one answer {"version", "data": {"instance_types": [{"brand_short", "variants": [...]}]}} --------
+# Prices sit in each type's variants (US cents), so no one JSON path reaches them: the edits walk them.
+
+def _cloudrift_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    doc = _json(body)
+    types = doc["data"]["instance_types"]
+    variants = [(t, v) for t in types for v in t["variants"]]
+    victim_type, victim = next((t, v) for t, v in variants if t["brand_short"] == "RTX 4090")
+    e.victim = victim["name"]
+    if e.fault == "empty":
+        doc["data"]["instance_types"] = []
+    elif e.fault == "rows_90pct_gone":
+        doc["data"]["instance_types"] = types[: max(1, len(types) // 10)]
+        for t in doc["data"]["instance_types"]:
+            t["variants"] = t["variants"][:1]
+    elif e.fault == "price_x100":
+        for _, v in variants:
+            v["cost_per_hour"] *= 100  # dollars read as cents: a unit change
+    elif e.fault in ("price_negative", "price_nan"):
+        if e.oracle:
+            victim_type["variants"].remove(victim)
+        else:
+            victim["cost_per_hour"] = -victim["cost_per_hour"] if e.fault == "price_negative" else math.nan
+    elif e.fault == "currency":
+        for _, v in variants:
+            v["currency"] = "EUR"
+    elif e.fault == "duplicates":
+        if not e.oracle:  # the same variant listed twice, at another price
+            twin = copy.deepcopy(victim)
+            twin["cost_per_hour"] += 7
+            victim_type["variants"].insert(victim_type["variants"].index(victim) + 1, twin)
+    elif e.fault == "schema_drift":
+        for _, v in variants:
+            v.pop("cost_per_hour", None)
+    else:
+        return None
+    return _dump(doc)
+
+
+CLOUDRIFT = ProviderFaults(
+    name="cloudrift",
+    target=lambda host, req: req.path == "/api/v1/instance-types/list",
+    truncate=lambda host, req: req.path == "/api/v1/instance-types/list",
+    refuse=("api.cloudrift.ai",),
+    edit=_cloudrift_edit,
+    outcome={"layout": "n/a"},
+)
+
+
 # -- TensorDock: one answer {"data": {"locations": [{"id", ..., "gpus": [{"v0Name", "price_per_hr", ...}]}]}} --
 # Each location nests its GPU listings, so no one JSON path reaches every price: the edits walk them.
 
@@ -748,7 +797,8 @@ TENSORDOCK = ProviderFaults(
 
 
 # The sources whose formats need code of their own (CSV streams, XML, HTML, paged walks).
-CUSTOM = {p.name: p for p in (AWS, AZURE, COREWEAVE, GCP, HYPERSTACK, LAMBDA, RUNPOD, TENSORDOCK, VASTAI)}
+CUSTOM = {p.name: p for p in (AWS, AZURE, CLOUDRIFT, COREWEAVE, GCP, HYPERSTACK, LAMBDA, RUNPOD, TENSORDOCK,
+                                              VASTAI)}
 
 
 def declared(name: str, recordings: Path = BUNDLED_RECORDINGS) -> ProviderFaults:
