@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 SOURCES: dict[str, str] = {
     "aws": "gpuledger.adapters.aws",
     "azure": "gpuledger.adapters.azure",
+    "cloudrift": "gpuledger.adapters.cloudrift",
     "coreweave": "gpuledger.spiders.coreweave",
     "crusoe": "gpuledger.spiders.crusoe",
     "gcp": "gpuledger.adapters.gcp",
