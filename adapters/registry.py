@@ -22,6 +22,7 @@ SOURCES: dict[str, str] = {
     "aws": "gpuledger.adapters.aws",
     "azure": "gpuledger.adapters.azure",
     "coreweave": "gpuledger.spiders.coreweave",
+    "digitalocean": "gpuledger.adapters.digitalocean",
     "gcp": "gpuledger.adapters.gcp",
     "hyperstack": "gpuledger.spiders.hyperstack",
     "lambda": "gpuledger.adapters.lambdalabs",
