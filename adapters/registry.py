@@ -24,6 +24,7 @@ SOURCES: dict[str, str] = {
     "cloudrift": "gpuledger.adapters.cloudrift",
     "coreweave": "gpuledger.spiders.coreweave",
     "crusoe": "gpuledger.spiders.crusoe",
+    "digitalocean": "gpuledger.adapters.digitalocean",
     "gcp": "gpuledger.adapters.gcp",
     "hotaisle": "gpuledger.adapters.hotaisle",
     "hyperstack": "gpuledger.spiders.hyperstack",
