@@ -75,12 +75,14 @@ def test_gpu_mapping_and_offer_fields() -> None:
         "1x NVIDIA A100 80GB SXM": ("A100-SXM4-80", True), "1x NVIDIA A100 80GB PCIe": ("A100-PCIe-80", True),
         "1x NVIDIA L40S 48GB": ("L40S", True), "1x AMD MI300X 192GB": ("MI300X", True)}
     h100 = offer(batch, "1x NVIDIA H100 80GB HGX")
-    assert (h100.region, h100.zone, h100.gpu_count, h100.gpu_memory_gb, h100.gpu_vendor) == ("global", "", 1, 80, "NVIDIA")
+    assert (h100.region, h100.zone, h100.gpu_count, h100.gpu_memory_gb, h100.gpu_vendor) == (
+        "global", "", 1, 80, "NVIDIA")
     assert (h100.interconnect, h100.billing_granularity_s, h100.source_currency) == ("NVSwitch", 3600, "USD")
     assert offer(batch, "1x NVIDIA A100 80GB PCIe").interconnect is None
     assert offer(batch, "1x AMD MI300X 192GB").gpu_vendor == "AMD"
-    assert json.loads(h100.provider_data) == {"page_section": "GPU instances pricing", "price_basis": "per GPU per hour",
-                                              "price_text": "$3.90/GPU-hr", "tags": "80GB HGX"}
+    assert json.loads(h100.provider_data) == {
+        "page_section": "GPU instances pricing", "price_basis": "per GPU per hour", "price_text": "$3.90/GPU-hr",
+        "tags": "80GB HGX"}
 
 
 def test_contact_sales_is_noted_never_priced() -> None:

@@ -81,7 +81,8 @@ def test_gpu_mapping_and_offer_fields() -> None:
         "1x NVIDIA RTX PRO 6000": ("RTX-PRO-6000-S", False),  # the page does not say which edition
         "1x NVIDIA L40S with Intel CPU": ("L40S", True), "1x NVIDIA L40S with AMD CPU": ("L40S", True)}
     h100 = offer(batch, "1x NVIDIA HGX H100")
-    assert (h100.region, h100.gpu_count, h100.vcpus, h100.ram_gb, h100.interconnect) == ("global", 1, 16, 200, "NVSwitch")
+    assert (h100.region, h100.gpu_count, h100.vcpus, h100.ram_gb, h100.interconnect) == (
+        "global", 1, 16, 200, "NVSwitch")
     assert (h100.billing_granularity_s, h100.gpu_memory_gb, h100.gpu_memory_gb_nominal) == (1, None, 80)
     spot = offer(batch, "1x NVIDIA HGX H100", "spot")
     assert spot.spot_savings_pct == 44.2  # 1 - 2.15 / 3.85

@@ -27,7 +27,8 @@ def response(body: str | bytes) -> HtmlResponse:
 
 
 def batch_of(text: str | bytes | None = None):
-    return paperspace.build_batch(paperspace.parse_pricing_page(response(text if text is not None else PAGE.read_bytes())))
+    page = text if text is not None else PAGE.read_bytes()
+    return paperspace.build_batch(paperspace.parse_pricing_page(response(page)))
 
 
 def offer(batch, instance_type: str):

@@ -262,9 +262,8 @@ def test_provider_declarations() -> None:
         assert module.PROVIDER.facts.billing_granularity_s == 60, module.NAME  # both bill per minute
         assert not module.PROVIDER.honours_retry_after and module.PROVIDER.secret_env_vars == ()
     assert hyperstack.PROVIDER.needs_browser and not coreweave.PROVIDER.needs_browser
-    assert {"coreweave": "gpuledger.spiders.coreweave", "hyperstack": "gpuledger.spiders.hyperstack"}.items() <= \
-        SPIDERS.items()
-    assert all(module.startswith("gpuledger.spiders.") for module in SPIDERS.values())
+    assert {name: f"gpuledger.spiders.{name}" for name in ("coreweave", "crusoe", "hyperstack", "nebius", "paperspace")
+            }.items() <= SPIDERS.items()  # the page sources, none of them left out of the registry
 
 
 # -- settings and browser discovery ----------------------------------------------------------------
