@@ -50,14 +50,18 @@ def test_prices_checked_by_hand() -> None:
     assert offer(batch, "A6000").price_per_hour == 1.89
     assert offer(batch, "A4000").price_per_hour == 0.76
     assert offer(batch, "V100").price_per_hour == 2.30
+    assert offer(batch, "P6000").price_per_hour == 1.10
+    assert offer(batch, "RTX4000").price_per_hour == 0.56
 
 
 def test_gpu_mapping_and_fields() -> None:
     batch = batch_of()
-    assert batch.counts() == {"offers": 5, "egress": 0, "storage": 0, "quarantined": 6}
+    assert batch.counts() == {"offers": 11, "egress": 0, "storage": 0, "quarantined": 0}
     assert {o.instance_type: (o.gpu_model, o.gpu_variant_exact) for o in batch.offers} == {
         "H100": ("H100-SXM", False), "A6000": ("RTX-A6000", True), "A5000": ("RTX-A5000", True),
-        "A4000": ("RTX-A4000", True), "V100": ("V100-SXM2-16", False)}  # form factor not on the page: not exact
+        "A4000": ("RTX-A4000", True), "V100": ("V100-SXM2-16", False),  # form factor not on the page: not exact
+        "P6000": ("Quadro-P6000", True), "P5000": ("Quadro-P5000", True), "P4000": ("Quadro-P4000", True),
+        "RTX5000": ("Quadro-RTX-5000", True), "RTX4000": ("Quadro-RTX-4000", True), "M4000": ("Quadro-M4000", True)}
     h100 = offer(batch, "H100")
     assert (h100.region, h100.gpu_count, h100.purchase_option, h100.billing_granularity_s) == (
         "global", 1, "on_demand", 3600)
@@ -76,17 +80,18 @@ def test_footnoted_monthly_and_cpu_prices_are_noted_not_loaded() -> None:
 
 
 def test_unknown_cards_and_bad_prices_are_quarantined() -> None:
-    reasons = {q.source_ref: q.reason for q in batch_of().quarantined}
-    assert sorted(reasons) == ["global/m4000", "global/p4000", "global/p5000", "global/p6000", "global/rtx4000",
-                               "global/rtx5000"]
-    assert reasons["global/p6000"].startswith("gpu: unknown GPU name 'P6000' from paperspace")
+    unknown = PAGE.read_text().replace('instance-names">M4000<', 'instance-names">X9000<')
+    reasons = {q.source_ref: q.reason for q in batch_of(unknown).quarantined}
+    assert sorted(reasons) == ["global/x9000"]
+    assert reasons["global/x9000"].startswith("gpu: unknown GPU name 'X9000' from paperspace")
     text = PAGE.read_text().replace('instance-price-2">3.09<', 'instance-price-2">TBD<', 1) \
         .replace('<div class="instance-per">/ hour</div>', '<div class="instance-per">per month</div>', 4)
     batch = batch_of(text)
     bad = {q.source_ref: q.reason for q in batch.quarantined}
     assert bad["global/h100"] == "price: no price in '$ TBD per month'"
     assert bad["global/a6000"] == "price: price '$ 1.89 per month' is not per hour"
-    assert [o.instance_type for o in batch.offers] == ["A5000", "A4000", "V100"]  # nothing else lost
+    assert [o.instance_type for o in batch.offers] == ["A5000", "A4000", "V100", "P6000", "RTX5000", "P5000", "RTX4000",
+                                                       "P4000", "M4000"]  # nothing else lost
 
 
 def test_layout_changes_raise() -> None:
@@ -105,7 +110,7 @@ def test_declaration() -> None:
 def test_crawl_against_the_replay_server(replay) -> None:
     server = replay("paperspace")
     batch = paperspace.fetch(replay_context(server, "paperspace"))
-    assert batch.counts() == {"offers": 5, "egress": 0, "storage": 0, "quarantined": 6}
+    assert batch.counts() == {"offers": 11, "egress": 0, "storage": 0, "quarantined": 0}
     assert offer(batch, "H100").price_per_hour == 3.09
     assert [(req.path, req.headers.get("user-agent")) for _, req in server.requests] == [
         ("/robots.txt", USER_AGENT), ("/pricing", USER_AGENT)]
