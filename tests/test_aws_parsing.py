@@ -72,6 +72,29 @@ def test_bulk_csv_sample_keeps_only_linux_shared_on_demand_gpu_rows() -> None:
     assert meta["Publication Date"] == "2025-09-12T22:53:08Z"
 
 
+def test_bulk_csv_rows_not_kept_are_counted_by_reason() -> None:
+    from collections import Counter
+
+    lines = (FIX / "AmazonEC2_index_csv_sample_20250912.csv").read_text().splitlines()
+    skipped: Counter[str] = Counter()
+    assert list(aws.parse_offer_csv(lines, "ap-southeast-2", skipped=skipped)) == []
+    # Counted by hand in the sample: 30 Reserved rows (20 c6i.large, 10 m6id.2xlarge); the 14
+    # OnDemand rows are all Windows/RHEL/SUSE/Ubuntu Pro, Dedicated/Host or capacity reservations.
+    assert skipped == {aws.SKIP_TERM: 30, aws.SKIP_VARIANT: 14}
+    import csv
+    import io
+
+    names = next(csv.reader([lines[5]]))
+    fields = next(csv.reader([next(ln for ln in lines if "c5d.2xlarge" in ln)]))
+    for col, value in (("Operating System", "Linux"), ("Pre Installed S/W", "NA")):
+        fields[names.index(col)] = value
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_NONNUMERIC).writerow(fields)
+    skipped.clear()
+    assert list(aws.parse_offer_csv(lines[:6] + [buf.getvalue().strip()], "ap-southeast-2", skipped=skipped)) == []
+    assert skipped == {aws.SKIP_CPU_ONLY: 1}  # c5d has no GPU
+
+
 def test_bulk_csv_row_shape_is_read_by_header_name() -> None:
     lines = (FIX / "AmazonEC2_index_csv_sample_20250912.csv").read_text().splitlines()
     # Turn the real SUSE/dedicated g5.48xlarge row into the row we want, field by field.

@@ -14,9 +14,9 @@ files.
 What it writes (see ``adapters/recordings/aws/README.md`` for provenance):
 
 * ``manifest.json``                                  the exchanges, format of docs/recordings.md
-* ``bulk/AmazonEC2/region_index.json``                bulk price list region index (8 regions)
+* ``bulk/AmazonEC2/region_index.json``                bulk price list region index (28 regions)
 * ``bulk/AmazonEC2/<region>/index.csv.gz``            bulk offer file, CSV form, 91 columns
-* ``bulk/AWSDataTransfer/region_index.json``          same for AWS Data Transfer
+* ``bulk/AWSDataTransfer/region_index.json``          same for AWS Data Transfer (the 8 full regions)
 * ``bulk/AWSDataTransfer/<region>/index.csv.gz``      AWS Data Transfer offer file, 24 columns
 * ``pricing/<region>/{gpu,storage,transfer}.<n>.json[.gz]``  Pricing API GetProducts pages
 * ``ec2/<region>/<Operation>.<n>.xml[.gz]``          EC2 Query API pages
