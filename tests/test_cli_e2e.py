@@ -55,6 +55,26 @@ def test_refresh_replay_loads_every_bundled_provider(replayed_db: Path) -> None:
     assert all(state == "ok" and rows > 0 for _, state, rows in runs), runs
 
 
+def readme_query(title: str) -> str:
+    """The SQL under a `-- title` comment of README.md's query block, up to its `;`."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    start = text.index(f"-- {title}\n") + len(title) + 4
+    return text[start:text.index(";", start)]
+
+
+def test_the_bundled_market_is_wide(replayed_db: Path) -> None:
+    con = duckdb.connect(str(replayed_db), read_only=True)
+    try:
+        cheapest = con.execute(readme_query("cheapest 80 GB-class card per provider, on demand")).fetchall()
+        regions = dict(con.execute("select provider, count(distinct region) from offers "
+                                   "where provider in ('aws', 'azure', 'gcp') group by provider").fetchall())
+    finally:
+        con.close()
+    assert len({row[0] for row in cheapest}) >= 12, sorted({row[0] for row in cheapest})
+    assert len(SOURCES) >= 20
+    assert regions["aws"] >= 25 and regions["azure"] >= 30 and regions["gcp"] >= 25, regions
+
+
 def test_sql_answers_and_refuses_writes(replayed_db: Path) -> None:
     q = ("select gpu_model, region, purchase_option, price_per_gpu_hour from offers "
          "where provider = 'aws' order by price_per_gpu_hour limit 3")
