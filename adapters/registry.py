@@ -27,6 +27,7 @@ SOURCES: dict[str, str] = {
     "lambda": "gpuledger.adapters.lambdalabs",
     "oci": "gpuledger.adapters.oci",
     "runpod": "gpuledger.adapters.runpod",
+    "scaleway": "gpuledger.adapters.scaleway",
     "vastai": "gpuledger.adapters.vastai",
     "verda": "gpuledger.adapters.verda",
 }
