@@ -34,6 +34,7 @@ SOURCES: dict[str, str] = {
     "oci": "gpuledger.adapters.oci",
     "paperspace": "gpuledger.spiders.paperspace",
     "runpod": "gpuledger.adapters.runpod",
+    "scaleway": "gpuledger.adapters.scaleway",
     "shadeform": "gpuledger.adapters.shadeform",
     "tensordock": "gpuledger.adapters.tensordock",
     "vastai": "gpuledger.adapters.vastai",

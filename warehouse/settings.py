@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Any, Literal
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 log = logging.getLogger("gpuledger.settings")
@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     azure_max_pages: int = 500  # a live GPU query is ~15 pages; more means a paging loop
     vastai_page_size: int = 1000
     vastai_max_pages: int = 200
+    # USD per EUR for Scaleway's EUR prices; None: no conversion, every EUR price is quarantined.
+    scaleway_usd_per_eur: float | None = Field(default=None, gt=0)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
