@@ -59,8 +59,8 @@ def test_fetch_authenticates_then_prices_every_gpu_type_per_location_and_option(
         replay: Any, creds: tuple[str, str]) -> None:
     server = replay("verda")
     batch = verda.fetch(replay_context(server, "verda"))
-    # 14 GPU types with a known GPU x 4 locations x (on-demand, spot); GB300 quarantined
-    assert batch.counts() == {"offers": 112, "egress": 0, "storage": 2, "quarantined": 1}
+    # 15 GPU types x 4 locations x (on-demand, spot)
+    assert batch.counts() == {"offers": 120, "egress": 0, "storage": 2, "quarantined": 0}
     got = rows(batch)
 
     # verda.com/pricing, 2026-08-22, per GPU-hour: H100 SXM5 3.25 (spot 1.625), H200 SXM5 4.00,
@@ -111,8 +111,8 @@ def test_availability_says_where_each_type_can_be_deployed_now(creds: tuple[str,
     off = got["1H100.80S.30V", "ICE-01", "on_demand"]
     assert (off.available, off.availability_level) == (False, "not deployable now")
     assert got["1B300.30V", "FIN-03", "spot"].availability_level == "deployable now"
-    # the GPU types listed: on demand 6 + 5 + 3 + 1 (GB300 is quarantined), spot 4 + 3 + 1 + 0
-    assert sum(o.available for o in got.values() if o.purchase_option == "on_demand") == 15
+    # the GPU types listed: on demand 7 + 5 + 3 + 1, spot 4 + 3 + 1 + 0
+    assert sum(o.available for o in got.values() if o.purchase_option == "on_demand") == 16
     assert sum(o.available for o in got.values() if o.purchase_option == "spot") == 8
 
 
@@ -145,12 +145,16 @@ def test_gpu_description_is_split_into_count_name_and_memory() -> None:
 
 
 def test_cpu_types_are_counted_and_unknown_gpus_quarantined() -> None:
-    batch = parse(body("instance-types-usd.json"))
+    types = body("instance-types-usd.json")
+    gb300 = next(t for t in types if t["instance_type"] == "1GB300.36V")
+    gb300["gpu"]["description"] = "1x Mystery X1 288GB"  # a GPU nobody can identify
+    gb300["name"] = gb300["model"] = "Mystery X1"
+    batch = parse(types)
     [note] = batch.notes
     assert note == ("verda: 17 instance types in 4 locations (FIN-01, FIN-02, FIN-03, ICE-01); "
                     "2 CPU-only instance types skipped")
     [q] = batch.quarantined
-    assert q.source_ref == "1GB300.36V" and q.reason.startswith("1GB300.36V: gpu: unknown GPU name 'GB300 SXM6'")
+    assert q.source_ref == "1GB300.36V" and q.reason.startswith("1GB300.36V: gpu: unknown GPU name 'Mystery X1'")
     assert not {o.instance_type for o in batch.offers} & {"CPU.4V.16G", "CPU.8V.32G", "1GB300.36V"}
 
 
@@ -184,7 +188,7 @@ def test_bad_types_are_quarantined_whole_and_the_rest_still_load() -> None:
     loaded = {o.instance_type for o in batch.offers}
     assert not loaded & {"1H100.80S.30V", "1H200.141S.44V", "1B200.31V", "1L40S.20V", "1A100.22V"}
     assert {o.price_per_hour for o in batch.offers if o.instance_type == "1V100.6V"} == {0.17, 0.085}
-    assert len(batch.offers) == 112 - 5 * 8
+    assert len(batch.offers) == 120 - 5 * 8
 
 
 def test_a_changed_answer_shape_is_schema_drift() -> None:
@@ -223,6 +227,6 @@ def test_a_rejected_token_request_names_the_status_and_holds_no_secret(
 def test_replay_without_credentials_skips_the_token(replay: Any) -> None:
     server = replay("verda")
     batch = verda.fetch(replay_context(server, "verda"))
-    assert len(batch.offers) == 112
+    assert len(batch.offers) == 120
     assert [r.path for _, r in server.requests][0] == "/v1/instance-types"
     assert all("authorization" not in r.headers for _, r in server.requests)
