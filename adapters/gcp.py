@@ -400,7 +400,7 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
             continue
         kind = classify_compute_sku(batch, sku)
         if kind is None:
-            if cat.get("resourceFamily") == "Compute":  # Storage SKUs other than Local SSD: build_storage's
+            if cat.get("resourceFamily") == "Compute":  # other Storage SKUs are build_storage()'s
                 catalog.skip(_out_of_scope_reason(sku))
             continue
         part, what = kind

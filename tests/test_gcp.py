@@ -426,6 +426,8 @@ def test_idr_answer_is_converted_or_quarantined(replay) -> None:
     # Every on-demand A2 offer of the Americas SKUs' regions: a2-highgpu-{1,2,4,8}g in 6 zones (24),
     # a2-megagpu-16g in 4 us-central1 zones (4), a2-ultragpu-{1,2,4,8}g in 2 (8).
     assert len(americas) == len(batch.quarantined) == 36
+    assert ("36 on_demand zone/machine types described by Compute Engine but not priced by the Catalog "
+            "(quarantined with the missing part)") in batch.notes
     assert all("2390-DCAF-DA38" in q.reason for q in americas)
     assert not [o for o in batch.offers if o.region == "us-central1" and o.instance_type.startswith("a2-")
                 and o.purchase_option == "on_demand"]
