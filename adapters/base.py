@@ -260,6 +260,11 @@ class SourceContext:
         client.meta.events.register("before-send", count)
         return client
 
+    @property
+    def reaches_provider(self) -> bool:
+        """A real provider endpoint is reached (live, or recording from live): a key is needed."""
+        return self.mode == "live" or (self.mode == "record" and not self.replay_urls)
+
     def http_client(self, **kwargs: Any) -> httpx.Client:
         headers = {"User-Agent": USER_AGENT, **kwargs.pop("headers", {})}
         return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=True, **kwargs)
@@ -270,6 +275,20 @@ class SourceContext:
 
     def post(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
         return self._with_retries(lambda: client.post(self.url(host) + path, **kwargs), host, path)
+
+    def get_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
+        """GET under the retry policy, the answer parsed as JSON (SourceError when it is not)."""
+        return self.json_of(self.get(client, host, path, **kwargs), host, path)
+
+    def post_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
+        return self.json_of(self.post(client, host, path, **kwargs), host, path)
+
+    def json_of(self, resp: httpx.Response, host: str, path: str) -> Any:
+        try:
+            return resp.json()
+        except ValueError:
+            raise SourceError(f"{self.provider}: {host}{path} did not answer JSON "
+                              f"(starts {resp.text[:80]!r})") from None
 
     def stream_lines(self, client: httpx.Client, host: str, path: str) -> Iterator[str]:
         """Stream a text body line by line: memory stays flat whatever the size. No source uses it

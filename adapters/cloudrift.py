@@ -289,12 +289,7 @@ def fetch_instance_types(ctx: SourceContext) -> Any:
     if key:
         headers["X-API-Key"] = key
     with ctx.http_client(headers=headers) as client:
-        resp = ctx.post(client, API_HOST, INSTANCE_TYPES_PATH, json=build_request())
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"cloudrift: {API_HOST}{INSTANCE_TYPES_PATH} did not answer JSON "
-                          f"(starts {resp.text[:80]!r})") from None
+        return ctx.post_json(client, API_HOST, INSTANCE_TYPES_PATH, json=build_request())
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -250,11 +250,6 @@ def _add_documented_terms(batch: Batch) -> None:
 
 # -- fetching ---------------------------------------------------------------------
 
-def needs_credentials(ctx: SourceContext) -> bool:
-    """A real DigitalOcean endpoint is reached (live, or recording from live)."""
-    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-
-
 def _next_page(doc: Any) -> dict[str, str] | None:
     """The query of the answer's `links.pages.next`, if it has one."""
     links = doc.get("links") if isinstance(doc, dict) else None
@@ -272,7 +267,7 @@ def _next_page(doc: Any) -> dict[str, str] | None:
 
 def fetch_sizes(ctx: SourceContext) -> list[Any]:
     token = os.environ.get(TOKEN_ENV, "").strip()
-    if not token and needs_credentials(ctx):
+    if not token and ctx.reaches_provider:
         raise MissingCredentialsError(f"digitalocean: {TOKEN_ENV} is not set; the sizes API needs a token")
     headers = {"Accept": "application/json"}
     if token:
@@ -281,12 +276,7 @@ def fetch_sizes(ctx: SourceContext) -> list[Any]:
     params = {"page": "1", "per_page": str(PER_PAGE)}
     with ctx.http_client(headers=headers) as client:
         for _ in range(MAX_PAGES):
-            resp = ctx.get(client, API_HOST, SIZES_PATH, params=params)
-            try:
-                doc = resp.json()
-            except ValueError:
-                raise SourceError(f"digitalocean: {API_HOST}{SIZES_PATH} did not answer JSON "
-                                  f"(starts {resp.text[:80]!r})") from None
+            doc = ctx.get_json(client, API_HOST, SIZES_PATH, params=params)
             pages.append(doc)
             nxt = _next_page(doc)
             if nxt is None:

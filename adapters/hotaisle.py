@@ -259,18 +259,6 @@ def _add_documented_terms(batch: Batch) -> None:
 
 # -- fetching ---------------------------------------------------------------------
 
-def needs_credentials(ctx: SourceContext) -> bool:
-    """A real Hot Aisle endpoint is reached (live, or recording from live)."""
-    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-
-
-def _json(resp: Any, path: str) -> Any:
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"hotaisle: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
-
-
 def parse_team(doc: Any) -> str:
     """The one team a key may price for, from GET /api/teams/ (invitations not yet accepted do not count)."""
     if not isinstance(doc, list):
@@ -288,7 +276,7 @@ def parse_team(doc: Any) -> str:
 
 def fetch_available(ctx: SourceContext) -> tuple[Any, Any]:
     key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and needs_credentials(ctx):
+    if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"hotaisle: {API_KEY_ENV} is not set; the API needs a team's API key")
     headers = {"Accept": "application/json"}
     if key:
@@ -296,13 +284,13 @@ def fetch_available(ctx: SourceContext) -> tuple[Any, Any]:
     with ctx.http_client(headers=headers) as client:
         team = os.environ.get(TEAM_ENV, "").strip()
         if not team:
-            team = parse_team(_json(ctx.get(client, API_HOST, TEAMS_PATH), TEAMS_PATH))
+            team = parse_team(ctx.get_json(client, API_HOST, TEAMS_PATH))
         if not re.fullmatch(r"[A-Za-z0-9._-]+", team):
             raise SourceError(f"hotaisle: team handle {team[:40]!r} is not a handle")
         docs = []
         for template in (VM_PATH, BARE_METAL_PATH):
             path = template.format(team=team)
-            docs.append(_json(ctx.get(client, API_HOST, path), path))
+            docs.append(ctx.get_json(client, API_HOST, path))
     return docs[0], docs[1]
 
 

@@ -280,18 +280,6 @@ def _add_documented_terms(batch: Batch, regions: list[str]) -> None:
 
 # -- fetching ---------------------------------------------------------------------
 
-def needs_credentials(ctx: SourceContext) -> bool:
-    """A real Jarvislabs endpoint is reached (live, or recording from live)."""
-    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-
-
-def _json(resp: Any, path: str) -> Any:
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"jarvislabs: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
-
-
 def parse_currency(doc: Any) -> str:
     """The account's currency, read as the SDK reads it: INR when `misc/` says success, else USD."""
     if not isinstance(doc, dict):
@@ -303,14 +291,14 @@ def parse_currency(doc: Any) -> str:
 
 def fetch_server_meta(ctx: SourceContext) -> tuple[Any, str]:
     key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and needs_credentials(ctx):
+    if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"jarvislabs: {API_KEY_ENV} is not set; the catalogue needs an API key")
     headers = {"Accept": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     with ctx.http_client(headers=headers) as client:
-        currency = parse_currency(_json(ctx.get(client, API_HOST, CURRENCY_PATH), CURRENCY_PATH))
-        doc = _json(ctx.get(client, API_HOST, SERVER_META_PATH), SERVER_META_PATH)
+        currency = parse_currency(ctx.get_json(client, API_HOST, CURRENCY_PATH))
+        doc = ctx.get_json(client, API_HOST, SERVER_META_PATH)
     return doc, currency
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
+    MissingCredentialsError, SchemaDriftError, SourceContext, drift_guard, stated_currency,
 )
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -210,25 +210,15 @@ def _add_documented_terms(batch: Batch) -> None:
 
 # -- fetching ---------------------------------------------------------------------
 
-def needs_credentials(ctx: SourceContext) -> bool:
-    """A real Lambda endpoint is reached (live, or recording from live)."""
-    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-
-
 def fetch_instance_types(ctx: SourceContext) -> Any:
     key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and needs_credentials(ctx):
+    if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"lambda: {API_KEY_ENV} is not set; the instance-types API needs an API key")
     headers = {"Accept": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     with ctx.http_client(headers=headers) as client:
-        resp = ctx.get(client, API_HOST, INSTANCE_TYPES_PATH)
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"lambda: {API_HOST}{INSTANCE_TYPES_PATH} did not answer JSON "
-                          f"(starts {resp.text[:80]!r})") from None
+        return ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH)
 
 
 def fetch(ctx: SourceContext) -> Batch:

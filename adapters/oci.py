@@ -353,11 +353,7 @@ def fetch_products(ctx: SourceContext) -> list[Any]:
     path, params = PRODUCTS_PATH, {"currencyCode": CURRENCY}
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         for _ in range(MAX_PAGES):
-            resp = ctx.get(client, API_HOST, path, params=params)
-            try:
-                doc = resp.json()
-            except ValueError:
-                raise SourceError(f"oci: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
+            doc = ctx.get_json(client, API_HOST, path, params=params)
             pages.append(doc)
             nxt = _next_page(doc)
             if nxt is None:

@@ -235,11 +235,7 @@ def fetch_gpu_types(ctx: SourceContext) -> Any:
     params = {"api_key": key} if key else None  # documented auth; never part of an error message
     body = {"operationName": OPERATION, "query": QUERY, "variables": {}}
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
-        resp = ctx.post(client, API_HOST, GRAPHQL_PATH, json=body, params=params)
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"runpod: {API_HOST}{GRAPHQL_PATH} did not answer JSON (starts {resp.text[:80]!r})") from None
+        return ctx.post_json(client, API_HOST, GRAPHQL_PATH, json=body, params=params)
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -292,21 +292,13 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
 
 # -- fetching ---------------------------------------------------------------------
 
-def _json(resp: Any, path: str) -> Any:
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"scaleway: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
-
-
 def fetch_catalog(ctx: SourceContext, client: Any) -> list[Any]:
     """Every page of the instance products, until total_count have come."""
     pages: list[Any] = []
     got = 0
     for page in range(1, MAX_PAGES + 1):
-        doc = _json(ctx.get(client, API_HOST, CATALOG_PATH,
-                            params={"product_types": "instance", "page": page, "page_size": PAGE_SIZE}),
-                    CATALOG_PATH)
+        doc = ctx.get_json(client, API_HOST, CATALOG_PATH,
+                           params={"product_types": "instance", "page": page, "page_size": PAGE_SIZE})
         pages.append(doc)
         products = doc.get("products") if isinstance(doc, dict) else None
         total = doc.get("total_count") if isinstance(doc, dict) else None
@@ -326,7 +318,7 @@ def fetch_stock(ctx: SourceContext, client: Any, zone: str) -> list[Any]:
     got = 0
     for page in range(1, MAX_PAGES + 1):
         resp = ctx.get(client, API_HOST, path, params={"per_page": PAGE_SIZE, "page": page})
-        doc = _json(resp, path)
+        doc = ctx.json_of(resp, API_HOST, path)
         pages.append(doc)
         servers = doc.get("servers") if isinstance(doc, dict) else None
         if not isinstance(servers, dict) or not servers:

@@ -279,25 +279,15 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
 
 # -- fetching ---------------------------------------------------------------------
 
-def needs_credentials(ctx: SourceContext) -> bool:
-    """A real Shadeform endpoint is reached (live, or recording from live)."""
-    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-
-
 def fetch_instance_types(ctx: SourceContext) -> Any:
     key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and needs_credentials(ctx):
+    if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"shadeform: {API_KEY_ENV} is not set; the instance types API needs an API key")
     headers = {"Accept": "application/json"}
     if key:
         headers["X-API-KEY"] = key
     with ctx.http_client(headers=headers) as client:
-        resp = ctx.get(client, API_HOST, INSTANCE_TYPES_PATH)
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"shadeform: {API_HOST}{INSTANCE_TYPES_PATH} did not answer JSON "
-                          f"(starts {resp.text[:80]!r})") from None
+        return ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH)
 
 
 def fetch(ctx: SourceContext) -> Batch:

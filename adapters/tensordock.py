@@ -422,26 +422,16 @@ def _add_free_bandwidth(batch: Batch) -> None:
 
 # -- fetching ---------------------------------------------------------------------
 
-def needs_credentials(ctx: SourceContext) -> bool:
-    """A real TensorDock endpoint is reached (live, or recording from live)."""
-    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-
-
 def fetch_locations(ctx: SourceContext) -> Any:
     key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and needs_credentials(ctx):
+    if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"tensordock: {API_KEY_ENV} is not set; the v2 API takes an API key "
                                       "as a Bearer token")
     headers = {"Accept": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     with ctx.http_client(headers=headers) as client:
-        resp = ctx.get(client, API_HOST, LOCATIONS_PATH)
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"tensordock: {API_HOST}{LOCATIONS_PATH} did not answer JSON "
-                          f"(starts {resp.text[:80]!r})") from None
+        return ctx.get_json(client, API_HOST, LOCATIONS_PATH)
 
 
 def fetch(ctx: SourceContext) -> Batch:

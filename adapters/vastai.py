@@ -363,12 +363,7 @@ def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
     cursor: int | None = None
     with ctx.http_client(headers=headers) as client:
         for _ in range(max_pages):
-            resp = ctx.post(client, API_HOST, BUNDLES_PATH, json=build_search(cursor, page_size))
-            try:
-                doc = resp.json()
-            except ValueError:
-                raise SourceError(f"vastai: {API_HOST}{BUNDLES_PATH} did not answer JSON "
-                                  f"(starts {resp.text[:80]!r})") from None
+            doc = ctx.post_json(client, API_HOST, BUNDLES_PATH, json=build_search(cursor, page_size))
             page = parse_page(doc, cursor)
             if not page:
                 return offers

@@ -269,31 +269,19 @@ def _add_volume_types(batch: Batch, doc: Any) -> None:
 
 # -- fetching ---------------------------------------------------------------------
 
-def needs_credentials(ctx: SourceContext) -> bool:
-    """A real Verda endpoint is reached (live, or recording from live)."""
-    return ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-
-
-def _json(resp: Any, path: str) -> Any:
-    try:
-        return resp.json()
-    except ValueError:
-        raise SourceError(f"verda: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
-
-
 def access_token(ctx: SourceContext, client: Any) -> str | None:
     """An OAuth2 access token for the client credentials, or None under replay without them."""
     client_id = os.environ.get(CLIENT_ID_ENV, "").strip()
     secret = os.environ.get(CLIENT_SECRET_ENV, "").strip()
     if not (client_id and secret):
-        if needs_credentials(ctx):
+        if ctx.reaches_provider:
             missing = [n for n, v in ((CLIENT_ID_ENV, client_id), (CLIENT_SECRET_ENV, secret)) if not v]
             raise MissingCredentialsError(f"verda: {' and '.join(missing)} not set; the API needs OAuth2 "
                                           "client credentials")
         return None
     resp = ctx.post(client, API_HOST, TOKEN_PATH,
                     json={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret})
-    doc = _json(resp, TOKEN_PATH)
+    doc = ctx.json_of(resp, API_HOST, TOKEN_PATH)
     token = doc.get("access_token") if isinstance(doc, dict) else None
     if not isinstance(token, str) or not token:
         raise SourceError(f"verda: {API_HOST}{TOKEN_PATH} answered without an access_token")
@@ -309,12 +297,10 @@ def fetch_all(ctx: SourceContext) -> tuple[Any, Any, Any, Any]:
         token = access_token(ctx, client)
         if token:
             client.headers["Authorization"] = f"Bearer {token}"
-        types = _json(ctx.get(client, API_HOST, INSTANCE_TYPES_PATH, params={"currency": "usd"}),
-                      INSTANCE_TYPES_PATH)
-        on_demand = _json(ctx.get(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "false"}),
-                          AVAILABILITY_PATH)
-        spot = _json(ctx.get(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "true"}), AVAILABILITY_PATH)
-        volumes = _json(ctx.get(client, API_HOST, VOLUME_TYPES_PATH), VOLUME_TYPES_PATH)
+        types = ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, params={"currency": "usd"})
+        on_demand = ctx.get_json(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "false"})
+        spot = ctx.get_json(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "true"})
+        volumes = ctx.get_json(client, API_HOST, VOLUME_TYPES_PATH)
     return types, on_demand, spot, volumes
 
 

@@ -378,11 +378,7 @@ def fetch_pages(ctx: SourceContext, client: Any, path: str) -> list[Any]:
     pages: list[Any] = []
     params = {"per_page": str(PER_PAGE)}
     for _ in range(MAX_PAGES):
-        resp = ctx.get(client, API_HOST, path, params=params)
-        try:
-            doc = resp.json()
-        except ValueError:
-            raise SourceError(f"vultr: {API_HOST}{path} did not answer JSON (starts {resp.text[:80]!r})") from None
+        doc = ctx.get_json(client, API_HOST, path, params=params)
         pages.append(doc)
         cursor = _next_cursor(doc)
         if cursor is None:
