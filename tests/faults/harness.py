@@ -1,5 +1,10 @@
 """One cell of the fault matrix: fetch one provider through a faulty loopback server, load it
-beside clean scrapes of every other provider, and judge what the warehouse kept.
+beside clean scrapes of its window peers, and judge what the warehouse kept.
+
+A cell's write window holds the faulted provider and the next WINDOW_PEERS sources in name
+order (wrapping round): every source is a peer in other cells, so the whole matrix shows that
+no provider's fault reaches another's load, without each of its hundreds of cells reloading
+every source. The sources outside the window must keep their rows untouched.
 
 The steps are the refresh's own (flows.pipeline): `fetch_source` with the real client,
 `describe_failure`/`outcome_from` for a failed fetch, `load_all` for the write window with
@@ -34,6 +39,7 @@ from gpuledger.warehouse.schema import SPECS
 from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, utcnow
 
 PROVIDER_NAMES = sorted(SOURCES)
+WINDOW_PEERS = 2
 BOOKKEEPING = ("last_seen", "run_id")  # what every successful merge rewrites, whatever the data
 # Sources whose clients wait as long as a 429's Retry-After asks (ProviderSpec.honours_retry_after).
 HONOURS_RETRY_AFTER = {s.name for s in specs() if s.honours_retry_after}
@@ -232,14 +238,20 @@ def fetch_with_fault(provider: str, fault: str, oracle: bool = False) -> Run:
     return Run(result, error, server, edit, plan, started)
 
 
+def window(provider: str) -> list[str]:
+    """The providers loaded in `provider`'s cell: itself and its WINDOW_PEERS successors by name."""
+    at = PROVIDER_NAMES.index(provider)
+    return [PROVIDER_NAMES[(at + n) % len(PROVIDER_NAMES)] for n in range(min(WINDOW_PEERS + 1, len(PROVIDER_NAMES)))]
+
+
 def load_beside_clean(world: World, db: Path, run: Run, refresh_id: str) -> list[LoadReport]:
-    """The write window of a refresh in which `run` is one provider and all others scraped cleanly."""
+    """The write window of a refresh in which `run` is one provider and its peers scraped cleanly."""
     provider = run.plan.provider
     shutil.copy(world.seed_db, db)
     faulted = outcome_from(run.result, run.plan,
                            describe_failure(provider, run.error) if run.error is not None else None, run.started)
     outcomes = [faulted if p == provider else outcome_from(fresh(world.clean[p]), world.plans[p], None, run.started)
-                for p in PROVIDER_NAMES]
+                for p in window(provider)]
     return load_all(db, outcomes, refresh_id, AnomalyPolicy())
 
 
@@ -288,7 +300,7 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
         runs = {r[0]: r[1:] for r in con.execute(
             "select provider, state, error, rows_loaded, rows_quarantined, run_id from scrape_runs "
             "where refresh_id = ?", [refresh_id]).fetchall()}
-        verdict.check(set(runs) == set(PROVIDER_NAMES), f"scrape_runs rows for {sorted(runs)}")
+        verdict.check(set(runs) == set(window(provider)), f"scrape_runs rows for {sorted(runs)}")
         state, error, rows_loaded, rows_quarantined, run_id = runs[provider]
         verdict.detail = (error or f"ok, {rows_loaded} offers, {rows_quarantined} quarantined")[:300]
         verdict.check(run.error is None or isinstance(run.error, SourceError),
@@ -338,8 +350,13 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
                 verdict.check(times[1] - times[0] >= 1.9, f"retried {times[1] - times[0]:.2f} s after a 429 "
                               "with Retry-After: 2")
 
-        # -- every other provider loaded normally in the same write window ---------------------
+        # -- its peers loaded normally in the same write window; the rest untouched --------------
         for p in PROVIDER_NAMES:
+            if p not in runs:
+                [(kept,)] = con.execute("select count(*) from offers where provider = ?", [p]).fetchall()
+                verdict.check(kept == len(world.before[p]["offers"]),
+                              f"{p}: {kept} offers, expected {len(world.before[p]['offers'])} (not in this refresh)")
+                continue
             if p == provider:
                 continue
             other_state, other_error, other_rows, _, other_run = runs[p]

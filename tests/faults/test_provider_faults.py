@@ -2,8 +2,9 @@
 
 For each cell: the provider's previous rows stay byte for byte (failed load), or only the
 bad records are quarantined with a reason (row-level fault), or a retry gets through
-(transient error); scrape_runs says what happened; every other provider, loaded in the
-same write window, loads normally; the warehouse passes its integrity check.
+(transient error); scrape_runs says what happened; its window peers, loaded in the same
+write window, load normally, and the providers outside it keep their rows; the warehouse
+passes its integrity check.
 The suite prints the provider x fault matrix at the end (tests/faults/conftest.py).
 """
 
