@@ -18,7 +18,8 @@ def render(matrix: dict[tuple[str, str], Any]) -> list[str]:
     providers = sorted({p for p, _ in matrix})
     faults = [f for f in FAULTS if any((p, f) in matrix for p in providers)]
     width = max(len(SHORT[f]) for f in faults)
-    lines = ["provider    " + " ".join(SHORT[f].rjust(width) for f in faults)]
+    name_width = max([len("provider"), *map(len, providers)]) + 1
+    lines = ["provider".ljust(name_width) + " " + " ".join(SHORT[f].rjust(width) for f in faults)]
     tried = survived = lost_rows = 0
     for p in providers:
         cells = []
@@ -34,7 +35,7 @@ def render(matrix: dict[tuple[str, str], Any]) -> list[str]:
                 lost_rows += v.rows_lost
                 mark = "ok" if v.survived else "LOST"
             cells.append(mark.rjust(width))
-        lines.append(f"{p:<11} " + " ".join(cells))
+        lines.append(p.ljust(name_width) + " " + " ".join(cells))
     lines.append(f"faults tried: {tried}, survived: {survived}, lost: {tried - survived}, "
                  f"providers: {len(providers)}, rows lost or wrong: {lost_rows}")
     lines.append("ok = survived (failed cleanly with rows byte for byte, or loaded with only the bad records "
