@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     hyperstack_render_timeout_s: float | None = None  # None: 10 s under replay, 30 s live
 
     # -- API sources --------------------------------------------------------------------------
-    aws_regions: str | None = None  # "all" or a comma list; None: every commercial region the account enabled (live), all recorded (replay)
+    aws_regions: str | None = None  # "all" or a comma list; None: the enabled commercial regions (live), all recorded (replay)
     aws_price_source: Literal["auto", "bulk", "api"] = "auto"
     aws_ec2_api: Literal["auto", "off"] = "auto"
     aws_concurrency: int = 4
