@@ -14,9 +14,10 @@ flat monthly fee) and is noted, not loaded.
 
 A price with a footnote marker ("*" 3-year commitment, "**" special promo price) is not an
 on-demand list price: it is noted and not loaded. CPU machines ("C1", "C10") share the card
-markup and are counted in the notes. Machine names the canonical GPU table lacks (Quadro
-P4000/P5000/P6000/M4000, RTX4000/RTX5000) are quarantined, never guessed. The page prices one
-machine with one GPU and names no region: region "global".
+markup and are counted in the notes. The machine names are GPU names (the older ones Quadro
+cards: P6000, RTX5000, M4000, ...), mapped through gpu_aliases; a name the reference lacks is
+quarantined, never guessed. The page prices one machine with one GPU and names no region:
+region "global".
 
 `fetch` does the I/O; `parse_pricing_page` (page -> rows) and `build_batch` (rows -> Batch)
 are pure.
