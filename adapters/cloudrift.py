@@ -186,11 +186,8 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
         batch.quarantine("offer", f"{itype.get('name')}/?", "schema: a variant lacks 'name'", variant)
         return
     name = variant["name"]
-    if name in seen:
-        batch.quarantine("offer", name, f"duplicate variant {name}: listed again (first listing kept, this one "
-                         "refused)", variant)
+    if batch.listed_again(seen, name, f"variant {name}", variant):
         return
-    seen.add(name)
     gpus = variant.get("gpu_count")
     if isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus == 0:
         skipped["CPU-only variants"] += 1

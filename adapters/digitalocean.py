@@ -171,11 +171,8 @@ def parse_sizes(pages: list[Any]) -> Batch:
         if not size.get("gpu_info"):
             skipped["CPU-only sizes"] += 1
             continue
-        if slug in seen:
-            batch.quarantine("offer", slug, f"duplicate size slug {slug}: listed again (first listing kept, "
-                             "this one refused)", size)
+        if batch.listed_again(seen, slug, f"size slug {slug}", size):
             continue
-        seen.add(slug)
         try:
             _add_size(batch, slug, size)
         except _BadRecord as err:

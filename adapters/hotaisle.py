@@ -218,11 +218,8 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
     except UnknownGPUError as err:
         batch.quarantine("offer", ref, f"gpu: {err} ({ref})", item)
         return
-    if ref in seen:
-        batch.quarantine("offer", ref, f"duplicate type {ref}: listed again (first listing kept, this one "
-                         "refused)", item)
+    if batch.listed_again(seen, ref, f"type {ref}", item):
         return
-    seen.add(ref)
     price = cents / 100
     cpu_model, cores_per_cpu = _cpu(specs)
     bare_metal = kind == "bm"

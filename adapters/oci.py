@@ -218,7 +218,7 @@ def parse_products(pages: list[Any]) -> Batch:
         raise SourceError("oci: the price list returned no items")
     batch = Batch(NAME)
     skipped: Counter[str] = Counter()
-    seen: dict[str, Any] = {}
+    seen: set[str] = set()
     for item in items:
         if not isinstance(item, dict) or not _text(item, "partNumber"):
             batch.quarantine("offer", "?", "schema: an item lacks 'partNumber'", item)
@@ -228,11 +228,8 @@ def parse_products(pages: list[Any]) -> Batch:
             skipped[kind] += 1
             continue
         part = _text(item, "partNumber")
-        if part in seen:
-            batch.quarantine("offer", part, f"duplicate partNumber {part}: listed again (first listing kept, "
-                             "this one refused)", item)
+        if batch.listed_again(seen, part, f"partNumber {part}", item):
             continue
-        seen[part] = item
         _add_gpu_part(batch, part, item, updated)
     _add_storage_and_egress(batch, items)
     gpu_parts = len(seen)

@@ -203,11 +203,8 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
         if not isinstance(sku, str) or not sku:
             batch.quarantine("offer", "?", "schema: a product lacks 'sku'", item)
             continue
-        if sku in seen:
-            batch.quarantine("offer", sku, f"duplicate sku {sku}: listed again (first listing kept, this one "
-                             "refused)", item)
+        if batch.listed_again(seen, sku, f"sku {sku}", item):
             continue
-        seen.add(sku)
         gpus = _get(item, "properties", "hardware", "gpu", "count")
         if not gpus:
             skipped["CPU-only instance products skipped"] += 1

@@ -270,11 +270,8 @@ def build_batch(locations: list[dict[str, Any]]) -> Batch:
             batch.quarantine("offer", "?", "schema: a location lacks 'id'", location)
             continue
         loc_id = str(location["id"])
-        if loc_id in seen_locations:
-            batch.quarantine("offer", loc_id, f"duplicate location id {loc_id}: listed again (first listing kept, "
-                             "this one refused)", location)
+        if batch.listed_again(seen_locations, loc_id, f"location id {loc_id}", location):
             continue
-        seen_locations.add(loc_id)
         country = country_code(location.get("country"))
         if country != "unknown" and not re.fullmatch(r"[A-Z]{2}", country):
             slugs.add(str(location.get("country")))
@@ -318,11 +315,8 @@ def _add_listing(batch: Batch, listings: list[Listing], location: dict[str, Any]
         return
     name = _gpu_name(gpu)
     ref = f"{loc_id}/{name or '?'}"
-    if name in names_here:
-        batch.quarantine("offer", ref, f"duplicate GPU listing {name} at location {loc_id}: listed again "
-                         "(first listing kept, this one refused)", gpu)
+    if batch.listed_again(names_here, name, f"GPU listing {name} at location {loc_id}", gpu, ref=ref):
         return
-    names_here.add(name)
     currency = stated_currency(gpu) or stated_currency(location)
     if currency not in (None, "USD"):
         batch.quarantine("offer", ref, f"price in {currency}, not USD; no conversion is configured", gpu)

@@ -167,11 +167,8 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
         if not isinstance(name, str) or not name:
             batch.quarantine("offer", "?", "schema: an instance type lacks 'instance_type'", item)
             continue
-        if name in seen:
-            batch.quarantine("offer", name, f"duplicate instance_type {name}: listed again (first listing kept, "
-                             "this one refused)", item)
+        if batch.listed_again(seen, name, f"instance_type {name}", item):
             continue
-        seen.add(name)
         gpu = item.get("gpu")
         if not isinstance(gpu, dict) or not isinstance(gpu.get("number_of_gpus"), int):
             batch.quarantine("offer", name, "schema: lacks 'gpu.number_of_gpus'", item)

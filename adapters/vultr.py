@@ -284,11 +284,8 @@ def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
         except _BadRecord as err:
             batch.quarantine("offer", plan_id, f"{plan_id}: {err}", plan)
             continue
-        if plan_id in seen:
-            batch.quarantine("offer", plan_id, f"duplicate plan id {plan_id}: listed again (first listing kept, "
-                             "this one refused)", plan)
+        if batch.listed_again(seen, plan_id, f"plan id {plan_id}", plan):
             continue
-        seen.add(plan_id)
         gpu_plans += 1
         _add_plan(batch, plan, kind, gpus, skipped)
     _add_egress(batch)

@@ -273,6 +273,18 @@ class Batch:
             Quarantined(provider=self.provider, kind=kind, source_ref=ref, reason=reason, raw=_raw_json(raw))
         )
 
+    def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None,
+                     kind: str = "offer") -> bool:
+        """True for a `key` this answer listed before: the first listing is kept, this one quarantined.
+
+        `what` names the record in the reason ("sku H100-1-80G"); `seen` collects the keys."""
+        if key in seen:
+            ref = str(key) if ref is None else ref
+            self.quarantine(kind, ref, f"duplicate {what}: listed again (first listing kept, this one refused)", raw)
+            return True
+        seen.add(key)
+        return False
+
     def usd_only(self, kind: str, ref: str, currency: str | None, raw: Any) -> bool:
         """True for a price stated in USD; any other (or none) is quarantined, never stored as USD."""
         if currency == "USD":
