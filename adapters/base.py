@@ -363,6 +363,17 @@ def _tries(retrying: Retrying) -> int:
 CURRENCY_FIELDS = ("currency", "currencyCode", "currency_code", "price_currency")
 
 
+def as_number(value: Any, what: str, error: type[Exception]) -> float:
+    """A JSON number or numeric text ("2.19") as a float; anything else raises `error` naming
+    `what` and the value (a boolean is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise error(f"{what} {value!r} is not a number")
+    try:
+        return float(value)
+    except ValueError:
+        raise error(f"{what} {value!r} is not a number") from None
+
+
 def stated_currency(record: Any) -> str | None:
     """The currency a record says its prices are in, if it says one (APIs that publish bare USD
     numbers today, like Lambda's, RunPod's and Vast's, would gain such a field first)."""

@@ -41,7 +41,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
+    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, stated_currency,
 )
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -101,12 +101,7 @@ class _BadRecord(Exception):
 # -- parsing ----------------------------------------------------------------------
 
 def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _BadRecord(f"{what} {value!r} is not a number")
-    try:
-        return float(value)
-    except ValueError:
-        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    return as_number(value, what, _BadRecord)
 
 
 def size_gpus(size: dict[str, Any]) -> tuple[Any, bool, str, int, float]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard,
+    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard,
 )
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -104,12 +104,7 @@ def _number(value: Any, what: str, *, required: bool = True) -> float | None:
         if required:
             raise _BadRecord(f"no {what}")
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _BadRecord(f"{what} {value!r} is not a number")
-    try:
-        return float(value)
-    except ValueError:
-        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    return as_number(value, what, _BadRecord)
 
 
 def _whole(value: Any, what: str) -> int | None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -172,12 +172,7 @@ def usd_payg_prices(item: Any) -> list[dict[str, Any]]:
 def _number(value: Any, what: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _BadRecord(f"{what} {value!r} is not a number")
-    try:
-        return float(value)
-    except ValueError:
-        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    return as_number(value, what, _BadRecord)
 
 
 def gpu_hour_price(item: dict[str, Any]) -> float:

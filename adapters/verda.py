@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret,
+    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, register_secret,
     stated_currency,
 )
 from gpuledger.adapters.contract import ProviderSpec
@@ -119,12 +119,7 @@ def parse_gpu_description(text: Any) -> GpuDescription:
 
 def _price(value: Any, what: str) -> float:
     """A price as Verda sends it (a decimal string; a number is taken too)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise _BadRecord(f"{what} {value!r} is not a number")
-    try:
-        price = float(value)
-    except ValueError:
-        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    price = as_number(value, what, _BadRecord)
     if not math.isfinite(price):
         raise _BadRecord(f"{what} {value!r} is not a finite number")
     if price <= 0:

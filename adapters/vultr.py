@@ -46,7 +46,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.adapters.base import (
+    SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, stated_currency,
+)
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -135,12 +137,7 @@ class PlanGpus:
 # -- parsing ----------------------------------------------------------------------
 
 def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _BadRecord(f"{what} {value!r} is not a number")
-    try:
-        return float(value)
-    except ValueError:
-        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    return as_number(value, what, _BadRecord)
 
 
 def parse_gpu_count(text: Any) -> Fraction:
