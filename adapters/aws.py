@@ -6,7 +6,8 @@ Sources, all through real clients:
   the Pricing API's GetProducts (boto3 `pricing`, paginated);
 - GPU facts: EC2 DescribeInstanceTypes; where each type is offered:
   DescribeInstanceTypeOfferings per availability zone; spot prices:
-  DescribeSpotPriceHistory (latest per AZ) — these need credentials;
+  DescribeSpotPriceHistory (every change since the warehouse's newest stored one, or over the
+  last 30 days on a first run; the latest per AZ is the spot offer) — these need credentials;
 - interruption frequency and savings: the public Spot Instance Advisor feed;
 - egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list.
 
@@ -21,7 +22,7 @@ from collections import Counter
 import json
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -31,6 +32,7 @@ from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.spot import SINCE_KEY, add_spot_price
 
 log = logging.getLogger("gpuledger.adapters.aws")
 
@@ -620,6 +622,58 @@ def parse_spot_history(pages: Iterable[dict[str, Any]]) -> dict[tuple[str, str],
     return latest
 
 
+# The spot price history a first run backfills (AWS keeps 90 days), and the page size asked for.
+SPOT_HISTORY_BACKFILL_DAYS = 30
+SPOT_HISTORY_PAGE_SIZE = 1000
+SPOT_PRODUCT = "Linux/UNIX"
+SKIP_SPOT_OTHER_PRODUCT = "observations of another product description"
+SKIP_SPOT_REPEATED = "observations the answer listed twice (first kept)"
+
+
+@dataclass(frozen=True)
+class SpotObservation:
+    instance_type: str
+    zone: str
+    product_description: str
+    price: str  # as the API wrote it
+    observed_at: datetime
+
+
+@drift_guard("aws: DescribeSpotPriceHistory")
+def parse_spot_observations(pages: Iterable[dict[str, Any]], skipped: Counter[str] | None = None
+                            ) -> list[SpotObservation]:
+    """Every Linux/UNIX price change of the answer, oldest first; the others counted in `skipped`."""
+    out: dict[tuple[str, str, datetime], SpotObservation] = {}
+    for page in pages:
+        if "SpotPriceHistory" not in page:
+            raise SchemaDriftError("aws: DescribeSpotPriceHistory page lacks SpotPriceHistory")
+        for p in page["SpotPriceHistory"]:
+            if p.get("ProductDescription") != SPOT_PRODUCT:
+                _skip(skipped, SKIP_SPOT_OTHER_PRODUCT)
+                continue
+            ts = p["Timestamp"]
+            if not isinstance(ts, datetime):
+                raise SchemaDriftError(f"aws: spot price Timestamp {ts!r} is not a timestamp")
+            stamp = ts.astimezone(timezone.utc)
+            key = (p["InstanceType"], p["AvailabilityZone"], stamp)
+            if key in out:
+                _skip(skipped, SKIP_SPOT_REPEATED)
+                continue
+            out[key] = SpotObservation(p["InstanceType"], p["AvailabilityZone"], SPOT_PRODUCT,
+                                       str(p.get("SpotPrice", "")), stamp)
+    return sorted(out.values(), key=lambda o: (o.instance_type, o.zone, o.observed_at))
+
+
+def spot_history_start(since: dict[str, str], region: str, now: datetime) -> datetime:
+    """Where a region's history fetch starts: its newest stored observation (AWS then answers the
+    price in effect at that moment first, already stored, and every change after it), or on a
+    first run SPOT_HISTORY_BACKFILL_DAYS before `now`."""
+    mark = since.get(SINCE_KEY.format(region=region))
+    if mark:
+        return datetime.fromisoformat(mark).astimezone(timezone.utc)
+    return now - timedelta(days=SPOT_HISTORY_BACKFILL_DAYS)
+
+
 @drift_guard("aws: Spot Instance Advisor feed")
 def parse_spot_advisor(doc: Any, region: str) -> dict[str, tuple[str, int]]:
     """instance type -> (interruption frequency bucket label, savings % over on-demand)."""
@@ -708,9 +762,11 @@ class RegionPayload:
     specs: dict[str, InstanceSpecs] | None = None  # None: no EC2 credentials
     offerings: dict[str, list[str]] | None = None
     spot: dict[tuple[str, str], tuple[float, str]] | None = None
+    spot_history: list[SpotObservation] = field(default_factory=list)
     advisor: dict[str, tuple[str, int]] = field(default_factory=dict)
     publication: str | None = None
     skipped: Counter[str] = field(default_factory=Counter)  # price-list rows not kept, by reason
+    spot_skipped: Counter[str] = field(default_factory=Counter)  # spot observations not kept, by reason
 
 
 def described_unpriced(p: RegionPayload) -> list[str]:
@@ -751,6 +807,12 @@ def refresh_notes(payloads: list[RegionPayload]) -> list[str]:
     if skipped:
         notes.append("price-list rows skipped: " + "; ".join(
             f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))))
+    spot_skipped: Counter[str] = Counter()
+    for p in payloads:
+        spot_skipped.update(p.spot_skipped)
+    if spot_skipped:
+        notes.append("spot price observations skipped: " + "; ".join(
+            f"{n} {reason}" for reason, n in sorted(spot_skipped.items())))
     return notes
 
 
@@ -774,6 +836,19 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
     if p.spot is not None and p.specs is not None:
         for (itype, az), (price, stamp) in sorted(p.spot.items()):
             _add_spot_offer(batch, p, itype, az, price, stamp, on_demand.get(itype))
+    for o in p.spot_history:
+        raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": o.price,
+               "timestamp": o.observed_at.isoformat()}
+        try:
+            price = float(o.price)
+        except ValueError:
+            batch.quarantine("spot_price", f"{p.region}/{o.zone}/{o.instance_type}/{o.observed_at.isoformat()}",
+                             f"SpotPrice {o.price!r} is not a number", raw)
+            continue
+        add_spot_price(batch, f"{p.region}/{o.zone}/{o.instance_type}/{o.observed_at.isoformat()}", raw,
+                       region=p.region, zone=o.zone, instance_type=o.instance_type,
+                       product_description=o.product_description, observed_at=o.observed_at,
+                       spot_price_per_hour=price, source_currency="USD")
 
 
 def _instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[str, Any]:
@@ -915,8 +990,11 @@ def _gpu_type_filters() -> list[dict[str, Any]]:
     return [{"Name": "instance-type", "Values": [f"{f}.*" for f in sorted(GPU_FAMILIES)]}]
 
 
-def fetch_ec2(ctx: SourceContext, region: str) -> tuple[dict[str, InstanceSpecs], dict[str, list[str]],
-                                                        dict[tuple[str, str], tuple[float, str]]]:
+def fetch_ec2(ctx: SourceContext, region: str, skipped: Counter[str] | None = None
+              ) -> tuple[dict[str, InstanceSpecs], dict[str, list[str]], dict[tuple[str, str], tuple[float, str]],
+                         list[SpotObservation]]:
+    """DescribeInstanceTypes, the AZ offerings and the spot price history of one region; spot
+    observations not kept are counted in `skipped`."""
     from botocore.exceptions import BotoCoreError, ClientError
     from botocore.parsers import ResponseParserError
 
@@ -929,19 +1007,20 @@ def fetch_ec2(ctx: SourceContext, region: str) -> tuple[dict[str, InstanceSpecs]
             ec2.get_paginator("describe_instance_types").paginate(Filters=_gpu_type_filters())),
         "offerings": lambda: parse_offerings(ec2.get_paginator("describe_instance_type_offerings").paginate(
             LocationType="availability-zone", Filters=_gpu_type_filters())),
-        "spot": lambda: parse_spot_history(ec2.get_paginator("describe_spot_price_history").paginate(
-            ProductDescriptions=["Linux/UNIX"], StartTime=datetime.now(timezone.utc), Filters=_gpu_type_filters())),
+        "spot": lambda: list(ec2.get_paginator("describe_spot_price_history").paginate(
+            ProductDescriptions=[SPOT_PRODUCT], StartTime=spot_history_start(ctx.since, region, datetime.now(timezone.utc)),
+            Filters=_gpu_type_filters(), PaginationConfig={"PageSize": SPOT_HISTORY_PAGE_SIZE})),
     }
     try:
         with ThreadPoolExecutor(max_workers=len(chains), thread_name_prefix=f"aws-ec2-{region}") as pool:
             futures = {name: pool.submit(chain) for name, chain in chains.items()}
-            types, offerings, spot = (futures[n].result() for n in ("types", "offerings", "spot"))
+            types, offerings, spot_pages = (futures[n].result() for n in ("types", "offerings", "spot"))
     except (BotoCoreError, ClientError) as err:
         raise SourceError(f"aws: EC2 API in {region} failed: {err}") from scrubbed(err)
     except ResponseParserError as err:  # a cut or malformed XML answer (not a BotoCoreError)
         raise SchemaDriftError(f"aws: EC2 API in {region} answered XML botocore cannot parse: "
                                f"{str(err).splitlines()[0][:200]}") from scrubbed(err)
-    return types, offerings, spot
+    return types, offerings, parse_spot_history(spot_pages), parse_spot_observations(spot_pages, skipped)
 
 
 def fetch_enabled_regions(ctx: SourceContext) -> list[str]:
@@ -1047,7 +1126,8 @@ def fetch(ctx: SourceContext) -> Batch:
         def one_region(region: str) -> RegionPayload:
             # The EC2 API answers (other hosts) are fetched while the price list streams.
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-ec2-{region}") as side:
-                ec2 = side.submit(fetch_ec2, ctx, region) if use_ec2 else None
+                spot_skipped: Counter[str] = Counter()
+                ec2 = side.submit(fetch_ec2, ctx, region, spot_skipped) if use_ec2 else None
                 publication = None
                 skipped: Counter[str] = Counter()
                 if use_api:
@@ -1055,9 +1135,10 @@ def fetch(ctx: SourceContext) -> Batch:
                 else:
                     prices, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index, skipped)
                 payload = RegionPayload(region=region, prices=prices, publication=publication,
-                                        advisor=parse_spot_advisor(advisor_doc, region), skipped=skipped)
+                                        advisor=parse_spot_advisor(advisor_doc, region), skipped=skipped,
+                                        spot_skipped=spot_skipped)
                 if ec2 is not None:
-                    payload.specs, payload.offerings, payload.spot = ec2.result()
+                    payload.specs, payload.offerings, payload.spot, payload.spot_history = ec2.result()
             return payload
 
         workers = config.aws_concurrency

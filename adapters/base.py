@@ -174,6 +174,10 @@ class SourceContext:
     mode: str = "live"  # live | replay | record
     replay_urls: dict[str, str] = field(default_factory=dict)  # host -> loopback base URL
     settings: dict[str, Any] = field(default_factory=dict)
+    # Where each incremental stream of this source resumes: stream key (the source names it) ->
+    # ISO timestamp of the newest observation the warehouse holds. The flow reads it from the
+    # warehouse before the scrape; a missing key means a first run (the source backfills).
+    since: dict[str, str] = field(default_factory=dict)
     recorder: Recorder | None = None
     proxy: RecordingProxy | None = None
     http_timeout_s: float = 60.0

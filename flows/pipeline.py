@@ -71,6 +71,7 @@ class SourcePlan:
     mode: str = "live"  # live | replay | record
     replay_urls: dict[str, str] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    since: dict[str, str] = field(default_factory=dict)  # SourceContext.since
     record_dir: str | None = None
     http_attempts: int = 3
     retry_wait_max_s: float = 8.0
@@ -98,7 +99,7 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
         recorder = RedactingRecorder(Path(plan.record_dir) / plan.provider, plan.provider)
     ctx = SourceContext(
         provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
-        recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
+        since=dict(plan.since), recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
         retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s,
     )
     if recorder is not None:
@@ -192,10 +193,12 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
 
 def plans_for(providers: list[str], mode: str, replay_urls: dict[str, str] | None = None,
               replay_settings: dict[str, dict[str, Any]] | None = None, record_dir: str | None = None,
-              **http: Any) -> list[SourcePlan]:
+              since: dict[str, dict[str, str]] | None = None, **http: Any) -> list[SourcePlan]:
+    """`since`: provider -> its SourceContext.since marks (warehouse.spot.read_since)."""
     return [
         SourcePlan(provider=p, mode=mode, replay_urls=dict(replay_urls or {}),
-                   settings=dict((replay_settings or {}).get(p, {})), record_dir=record_dir, **http)
+                   settings=dict((replay_settings or {}).get(p, {})), since=dict((since or {}).get(p, {})),
+                   record_dir=record_dir, **http)
         for p in providers
     ]
 

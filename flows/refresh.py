@@ -24,6 +24,7 @@ from gpuledger.flows.pipeline import (
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.warehouse.settings import env_name, load_settings
+from gpuledger.warehouse.spot import read_since
 from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
@@ -134,7 +135,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
         try:
             mode = "record" if record_dir else ("replay" if replay else "live")
             plans = plans_for(names, mode, server.endpoints() if server else None,
-                              server.settings if server else None, record_dir,
+                              server.settings if server else None, record_dir, since=read_since(db),
                               http_attempts=http_attempts, retry_wait_max_s=retry_wait_max_s)
             # A recording answers the same way every time: a replay is never retried. Live, only a
             # crash is (retry_only_crashes): the HTTP policy already retried each request.

@@ -18,6 +18,7 @@ import duckdb
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
 from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.spot import read_since
 from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, ScrapeOutcome, load_outcome, utcnow
 
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
@@ -94,7 +95,7 @@ def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
     server = ReplayServer(BUNDLED_RECORDINGS, providers=list(providers), hook=hook)
     server.start()
     try:
-        plans = plans_for(list(providers), "replay", server.endpoints(), server.settings,
+        plans = plans_for(list(providers), "replay", server.endpoints(), server.settings, since=read_since(db),
                           http_attempts=2, retry_wait_max_s=0.05)
         outcomes = []
         for plan in plans:

@@ -920,6 +920,15 @@ ADVISOR_RANGES = [
 PAGE_DESCRIBE_TYPES = 10
 PAGE_OFFERINGS_MAX = 60
 PAGE_SPOT_MAX = 100
+# Series whose DescribeSpotPriceHistory answer carries 30+ days of changes (spot_history): region
+# -> GPU types. Every other (type, AZ) answers its current price only. The answer of a region
+# with history comes in pages of PAGE_SPOT_HISTORY (the adapter asks MaxResults=1000).
+HISTORY_SERIES = {
+    "us-east-1": ("p5.48xlarge", "p4d.24xlarge", "p5en.48xlarge", "g6e.xlarge"),
+    "us-west-2": ("p5.48xlarge", "g5.xlarge"),
+}
+HISTORY_START = dt.datetime(2026, 10, 31, 3, 0, 0, tzinfo=dt.timezone.utc)  # RECORDED_AT - 30 days
+PAGE_SPOT_HISTORY = 1000
 PAGE_GP_GPU = 8
 PAGE_GP_STORAGE = 4
 PAGE_GP_TRANSFER = 6
@@ -1197,6 +1206,31 @@ def spot_timestamp(t: str, az: str) -> dt.datetime:
     base = dt.datetime(2026, 11, 29, 0, 0, 0, tzinfo=dt.timezone.utc)
     secs = h("ts", t, az) % (27 * 3600)     # 2026-11-29T00:00:00Z .. 2026-11-30T02:59:59Z
     return base + dt.timedelta(seconds=secs)
+
+
+def spot_history(t: str, region: str, az: str) -> list[tuple[float, dt.datetime]]:
+    """(price, timestamp) of every spot price change of a HISTORY_SERIES type in one AZ, newest
+    first: the newest is the current (spot_price, spot_timestamp); walking back, each change comes
+    3 to 40 hours before the next one and moves the price by up to +-4 % (a rare +18..30 % spike
+    held for a few hours), pulled back toward the current level, kept within 30-90 % of on-demand.
+    The oldest change is the first one at or before HISTORY_START: the price in effect then, which
+    is what AWS returns first for a StartTime of HISTORY_START."""
+    price, stamp = spot_price(t, region, az), spot_timestamp(t, az)
+    level, od = price, od_price(t, region)
+    out = [(price, stamp)]
+    k = 0
+    while stamp > HISTORY_START:
+        k += 1
+        gap = 3 * 3600 + h("gap", t, az, k) % (37 * 3600)
+        stamp = stamp - dt.timedelta(seconds=gap)
+        if frac("spike", t, az, k) < 0.04:
+            moved = price * (1.18 + 0.12 * frac("spike-size", t, az, k))
+        else:
+            step = (frac("step", t, az, k) - 0.5) * 0.08
+            moved = price * (1 + step) + (level - price) * 0.2
+        price = round(min(0.90 * od, max(0.30 * od, moved)), 4)
+        out.append((price, stamp))
+    return out
 
 
 # ---------------------------------------------------------------- XML (EC2 Query API)
@@ -1919,10 +1953,14 @@ def build(root: Path) -> Writer:
             for a in azs_for(t, region):
                 offerings.append({"InstanceType": t, "LocationType": "availability-zone", "Location": a})
                 sp = spot_price(t, region, a)
-                if sp is not None:
+                if sp is None:
+                    continue
+                changes = (spot_history(t, region, a) if t in HISTORY_SERIES.get(region, ())
+                           else [(sp, spot_timestamp(t, a))])
+                for price, stamp in changes:
                     spots.append({"AvailabilityZone": a, "AvailabilityZoneId": az_id(region, a),
                                   "InstanceType": t, "ProductDescription": "Linux/UNIX",
-                                  "SpotPrice": f"{sp:.6f}", "Timestamp": spot_timestamp(t, a)})
+                                  "SpotPrice": f"{price:.6f}", "Timestamp": stamp})
         offerings.sort(key=lambda o: h("off", region, o["InstanceType"], o["Location"]))
         spots.sort(key=lambda s: (s["Timestamp"], s["InstanceType"], s["AvailabilityZone"]), reverse=True)
         calls = [
@@ -1931,7 +1969,7 @@ def build(root: Path) -> Writer:
             ("DescribeInstanceTypeOfferings", "InstanceTypeOfferings", offerings,
              min(PAGE_OFFERINGS_MAX, math.ceil(len(offerings) / 2)), {"LocationType": "availability-zone"}),
             ("DescribeSpotPriceHistory", "SpotPriceHistory", spots,
-             min(PAGE_SPOT_MAX, math.ceil(len(spots) / 2)), {}),
+             min(PAGE_SPOT_HISTORY if region in HISTORY_SERIES else PAGE_SPOT_MAX, math.ceil(len(spots) / 2)), {}),
         ]
         for op, key, items, size, extra in calls:
             pages = paginate(items, size)

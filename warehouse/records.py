@@ -251,6 +251,10 @@ class Batch:
         self.storage: list[StoragePrice] = []
         self.quarantined: list[Quarantined] = []
         self.notes: list[str] = []
+        # Rows of tables outside the SCD2 merge, validated by their own modules:
+        # warehouse.spot.SpotPricePoint and warehouse.capacity_blocks.CapacityBlockOffering.
+        self.spot_prices: list[Any] = []
+        self.capacity_blocks: list[Any] = []
 
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
         model = RECORD_TYPES[kind]

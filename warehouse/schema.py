@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel
 
+from gpuledger.warehouse import spot_stats
 from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
 
 
@@ -176,6 +177,46 @@ GPU_ALIAS_COLUMNS = (
     Column("variant_exact", "BOOLEAN", True),
 )
 
+# AWS Spot price history: one row per published price change of one (region, AZ, instance type,
+# product description), at its own timestamp. Rows are only ever added (warehouse.spot).
+SPOT_PRICE_HISTORY_COLUMNS = (
+    Column("provider", "VARCHAR", True),
+    Column("region", "VARCHAR", True),
+    Column("zone", "VARCHAR", True),  # the availability zone
+    Column("instance_type", "VARCHAR", True),
+    Column("product_description", "VARCHAR", True),  # "Linux/UNIX"
+    Column("observed_at", "TIMESTAMPTZ", True),  # when the price took effect, as the provider stamps it
+    Column("spot_price_per_hour", "DOUBLE", True, "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"),
+    Column("source_currency", "VARCHAR", True),
+    Column("run_id", "VARCHAR", True),  # the scrape that first stored it
+    Column("loaded_at", "TIMESTAMPTZ", True),
+)
+# AWS EC2 Capacity Blocks for ML: each offering every scrape saw (a block of `instance_count`
+# instances for `duration_hours` from `start_at`, for one upfront fee), kept per scrape: an
+# offering is a moment's quote, and many durations and starts exist per type (warehouse.capacity_blocks).
+CAPACITY_BLOCK_COLUMNS = (
+    Column("provider", "VARCHAR", True),
+    Column("region", "VARCHAR", True),
+    Column("zone", "VARCHAR", True),
+    Column("instance_type", "VARCHAR", True),
+    Column("purchase_option", "VARCHAR", True, "DEFAULT 'capacity_block'"),
+    Column("offering_id", "VARCHAR", True),
+    Column("instance_count", "INTEGER", True, "CHECK (instance_count > 0)"),
+    Column("start_at", "TIMESTAMPTZ", True),
+    Column("end_at", "TIMESTAMPTZ", True),
+    Column("duration_hours", "INTEGER", True, "CHECK (duration_hours > 0)"),
+    Column("upfront_fee", "DOUBLE", True, "CHECK (upfront_fee > 0 AND isfinite(upfront_fee))"),
+    Column("source_currency", "VARCHAR", True),
+    Column("upfront_fee_usd", "DOUBLE", True),
+    Column("gpu_model", "VARCHAR", True),
+    Column("gpu_count", "DOUBLE", True, "CHECK (gpu_count > 0)"),  # per instance
+    Column("usd_per_hour", "DOUBLE", True),  # the whole block: fee / duration
+    Column("usd_per_gpu_hour", "DOUBLE", True),  # fee / (duration x instances x GPUs per instance)
+    Column("tenancy", "VARCHAR"),
+    Column("observed_at", "TIMESTAMPTZ", True),  # when the scrape saw the offering
+    Column("run_id", "VARCHAR", True),
+)
+
 # Table -> its columns, in creation order.
 TABLES: dict[str, tuple[Column, ...]] = {
     "offers": OFFER_COLUMNS + CURRENT_ROW_COLUMNS,
@@ -189,6 +230,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "providers": PROVIDER_COLUMNS,
     "gpu_models": GPU_MODEL_COLUMNS,
     "gpu_aliases": GPU_ALIAS_COLUMNS,
+    "spot_price_history": SPOT_PRICE_HISTORY_COLUMNS,
+    "capacity_block_offerings": CAPACITY_BLOCK_COLUMNS,
 }
 
 
@@ -196,11 +239,13 @@ def column_names(table: str) -> tuple[str, ...]:
     return tuple(c.name for c in TABLES[table])
 
 
+def table_ddl(table: str) -> str:
+    return f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in TABLES[table]) + "\n);\n"
+
+
 def create_sql() -> str:
-    """The DDL of every table at the current version."""
-    return "".join(
-        f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in columns) + "\n);\n"
-        for table, columns in TABLES.items())
+    """The DDL of every table, view and macro at the current version."""
+    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL
 
 
 # -- current tables with SCD2 history -------------------------------------------------------------
@@ -309,6 +354,12 @@ drop macro if exists gpuledger_macros_version;
         "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
         _with_operated_by("offers") + _with_operated_by("offer_history"),
+    ),
+    (
+        5,
+        "spot_price_history (AWS Spot price changes) and capacity_block_offerings (EC2 Capacity Blocks); "
+        "the view spot_price_intervals, the macro spot_price_stats_at and the view spot_price_stats",
+        table_ddl("spot_price_history") + table_ddl("capacity_block_offerings") + spot_stats.SQL,
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]

@@ -593,6 +593,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                         report.new, report.changed, report.closed = n, c, cl
                         if on_offers_merged is not None:
                             on_offers_merged(outcome.provider)
+                load_side_tables(con, batch, run_id, now)
                 report.rows_loaded = len(batch.offers)
                 report.egress_rows = len(batch.egress)
                 report.storage_rows = len(batch.storage)
@@ -627,6 +628,18 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                 f"cannot write to the warehouse, stopped at {outcome.provider} (its rows and those of the "
                 f"providers after it are unchanged): {root_cause(err)}") from again
     return report
+
+
+def load_side_tables(con: duckdb.DuckDBPyConnection, batch: Batch, run_id: str, now: datetime) -> None:
+    """Append the batch's spot price history and capacity block offerings; their counts go to its notes."""
+    from gpuledger.warehouse.capacity_blocks import load_capacity_blocks
+    from gpuledger.warehouse.spot import history_notes, load_spot_history
+
+    stored, skipped = load_spot_history(con, batch.spot_prices, run_id, now)
+    batch.notes.extend(history_notes(stored, len(batch.spot_prices), skipped))
+    blocks = load_capacity_blocks(con, batch.capacity_blocks, run_id, now)
+    if blocks:
+        batch.notes.append(f"capacity blocks: {blocks} offerings stored")
 
 
 def _rollback_quietly(con: duckdb.DuckDBPyConnection) -> None:

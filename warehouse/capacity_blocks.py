@@ -1,0 +1,106 @@
+"""Capacity Blocks (AWS EC2 Capacity Blocks for ML): GPU capacity reserved ahead for a fixed
+duration and start, for one upfront fee. Their own purchase option in their own table
+(`capacity_block_offerings`): a type has many offerings at once (durations, starts, zones), so
+they have no place under the offers' one-row-per-(region, zone, type, option) key.
+
+Every scrape's offerings are appended with its run id: an offering is a quote of that moment.
+`latest_capacity_blocks` (SQL in docs/queries.md) reads those of the newest scrape.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, describe_validation_error
+
+
+class CapacityBlockOffering(BaseModel):
+    """One offering: `instance_count` x `instance_type` in `zone` from `start_at` to `end_at`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    instance_type: str = Field(min_length=1)
+    offering_id: str = Field(min_length=1)
+    instance_count: int = Field(gt=0)
+    start_at: datetime
+    end_at: datetime
+    duration_hours: int = Field(gt=0)
+    upfront_fee: float
+    source_currency: str = Field(pattern=r"^[A-Z]{3}$")
+    gpu_model: str = Field(min_length=1)
+    gpu_count: float = Field(gt=0)  # GPUs per instance
+    tenancy: str | None = None
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _aware_utc(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("timestamp has no time zone")
+        return v.astimezone(timezone.utc)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CapacityBlockOffering":
+        if not math.isfinite(self.upfront_fee) or self.upfront_fee <= 0:
+            raise ValueError(f"upfront fee must be a positive number, got {self.upfront_fee}")
+        if self.source_currency != "USD":
+            raise ValueError(f"fee in {self.source_currency}, not USD; no conversion is configured")
+        if self.end_at <= self.start_at:
+            raise ValueError("end_at must be after start_at")
+        if self.usd_per_hour / self.instance_count > MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:
+            raise ValueError(f"{self.usd_per_hour / self.instance_count:.2f} USD per instance-hour exceeds "
+                             f"the plausibility cap {MAX_PLAUSIBLE_PRICE_PER_HOUR_USD}")
+        return self
+
+    @property
+    def upfront_fee_usd(self) -> float:
+        return self.upfront_fee
+
+    @property
+    def usd_per_hour(self) -> float:
+        """The whole block's price per hour of its duration."""
+        return self.upfront_fee_usd / self.duration_hours
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.usd_per_hour / (self.instance_count * self.gpu_count)
+
+
+def add_capacity_block(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
+    """Validate one offering into `batch.capacity_blocks`, or quarantine it (kind capacity_block)."""
+    try:
+        block = CapacityBlockOffering(provider=batch.provider, **fields)
+    except ValidationError as err:
+        batch.quarantine("capacity_block", ref, f"contract: {describe_validation_error(err)}", raw)
+        return False
+    batch.capacity_blocks.append(block)
+    return True
+
+
+_FIELDS = ("provider", "region", "zone", "instance_type", "offering_id", "instance_count", "start_at", "end_at",
+           "duration_hours", "upfront_fee", "source_currency", "upfront_fee_usd", "gpu_model", "gpu_count",
+           "usd_per_hour", "usd_per_gpu_hour", "tenancy")
+
+
+def load_capacity_blocks(con: duckdb.DuckDBPyConnection, blocks: list[CapacityBlockOffering], run_id: str,
+                         now: datetime) -> int:
+    """Append this scrape's offerings (inside the caller's transaction); return how many."""
+    if not blocks:
+        return 0
+    schema = con.sql(f"select {', '.join(_FIELDS)} from capacity_block_offerings limit 0").to_arrow_table().schema
+    rows = pa.table({c: pa.array([getattr(b, c) for b in blocks], type=schema.field(c).type) for c in _FIELDS})
+    con.register("_blocks", rows)
+    try:
+        con.execute(f"insert into capacity_block_offerings ({', '.join(_FIELDS)}, observed_at, run_id) "
+                    f"select *, $now, $run from _blocks", {"now": now, "run": run_id})
+    finally:
+        con.unregister("_blocks")
+    return len(blocks)

@@ -1,0 +1,147 @@
+"""Spot price history: the observations a source emits, how they are stored, and where the next
+incremental fetch starts.
+
+A source that publishes its own price history (AWS DescribeSpotPriceHistory) adds one
+`SpotPricePoint` per published change to its Batch (`add_spot_price`); the loader appends those
+the warehouse does not hold yet to `spot_price_history` (`load_spot_history`). Before the next
+scrape the flow reads the newest stored observation per region (`history_since`) and hands it to
+the source as its `since` marks, so the source asks only for what came after.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpuledger.warehouse.records import Batch, describe_validation_error
+
+# The `since` mark of a region's spot price history: the key a source reads from its context.
+SINCE_KEY = "spot_price_history:{region}"
+# Why an observation of an answer was not stored: the keys of the counts in the refresh notes.
+ALREADY_STORED = "already in the warehouse"
+STORED_WITH_OTHER_PRICE = "already in the warehouse with another price (the stored one kept)"
+
+
+class SpotPricePoint(BaseModel):
+    """One published spot price: in effect from `observed_at` until the series' next one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    instance_type: str = Field(min_length=1)
+    product_description: str = Field(min_length=1)
+    observed_at: datetime
+    spot_price_per_hour: float
+    source_currency: str = Field(pattern=r"^[A-Z]{3}$")
+
+    @field_validator("observed_at")
+    @classmethod
+    def _aware_utc(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("observed_at has no time zone")
+        return v.astimezone(timezone.utc)
+
+    @field_validator("spot_price_per_hour")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not math.isfinite(v) or v <= 0:
+            raise ValueError(f"spot price must be a positive number, got {v}")
+        return v
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str, datetime]:
+        return (self.provider, self.region, self.zone, self.instance_type, self.product_description,
+                self.observed_at)
+
+
+def add_spot_price(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
+    """Validate one observation into `batch.spot_prices`, or quarantine it (kind spot_price)."""
+    try:
+        point = SpotPricePoint(provider=batch.provider, **fields)
+    except ValidationError as err:
+        batch.quarantine("spot_price", ref, f"contract: {describe_validation_error(err)}", raw)
+        return False
+    batch.spot_prices.append(point)
+    return True
+
+
+_COLUMNS = ("provider", "region", "zone", "instance_type", "product_description", "observed_at",
+            "spot_price_per_hour", "source_currency")
+_KEY = _COLUMNS[:6]
+
+
+def load_spot_history(con: duckdb.DuckDBPyConnection, points: list[SpotPricePoint], run_id: str,
+                      now: datetime) -> tuple[int, Counter[str]]:
+    """Append the observations the warehouse does not hold (inside the caller's transaction);
+    return (stored, counts of the others by reason)."""
+    skipped: Counter[str] = Counter()
+    if not points:
+        return 0, skipped
+    rows = pa.table({c: [getattr(p, c) for p in points] for c in _COLUMNS},
+                    schema=pa.schema([(c, pa.timestamp("us", tz="UTC") if c == "observed_at" else
+                                       (pa.float64() if c == "spot_price_per_hour" else pa.string()))
+                                      for c in _COLUMNS]))
+    on = " and ".join(f"h.{c} = n.{c}" for c in _KEY)
+    con.register("_spot_new", rows)
+    try:
+        stored_same, stored_other = con.execute(
+            f"""select count(*) filter (where h.spot_price_per_hour = n.spot_price_per_hour),
+                       count(*) filter (where h.spot_price_per_hour <> n.spot_price_per_hour)
+                from _spot_new n join spot_price_history h on {on}""").fetchall()[0]
+        con.execute(
+            f"""insert into spot_price_history ({', '.join(_COLUMNS)}, run_id, loaded_at)
+                select n.*, $run, $now from _spot_new n
+                where not exists (select 1 from spot_price_history h where {on})""",
+            {"run": run_id, "now": now})
+    finally:
+        con.unregister("_spot_new")
+    if stored_same:
+        skipped[ALREADY_STORED] = stored_same
+    if stored_other:
+        skipped[STORED_WITH_OTHER_PRICE] = stored_other
+    return len(points) - stored_same - stored_other, skipped
+
+
+def history_notes(stored: int, received: int, skipped: Counter[str]) -> list[str]:
+    if not received:
+        return []
+    note = f"spot price history: {stored} of {received} observations stored"
+    if skipped:
+        note += " (" + "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())) + ")"
+    return [note]
+
+
+def history_since(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    """provider -> {SINCE_KEY of each region: its newest stored observation, ISO 8601 UTC}."""
+    exists = con.execute("select count(*) from information_schema.tables "
+                         "where table_name = 'spot_price_history'").fetchall()[0][0]
+    if not exists:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for provider, region, newest in con.execute(
+            "select provider, region, max(observed_at) from spot_price_history group by all order by all").fetchall():
+        out.setdefault(provider, {})[SINCE_KEY.format(region=region)] = \
+            newest.astimezone(timezone.utc).isoformat()
+    return out
+
+
+def read_since(db: str | Path | None) -> dict[str, dict[str, str]]:
+    """history_since of the warehouse at `db`; empty when it does not exist yet (a first run)."""
+    from gpuledger.warehouse.store import db_path, open_reader
+
+    if not db_path(db).exists():
+        return {}
+    con = open_reader(db)
+    try:
+        return history_since(con)
+    finally:
+        con.close()
