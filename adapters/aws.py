@@ -8,6 +8,8 @@ Sources, all through real clients:
   DescribeInstanceTypeOfferings per availability zone; spot prices:
   DescribeSpotPriceHistory (every change since the warehouse's newest stored one, or over the
   last 30 days on a first run; the latest per AZ is the spot offer) — these need credentials;
+- Capacity Blocks for ML: DescribeCapacityBlockOfferings per type sold that way and duration
+  (CAPACITY_BLOCK_HOURS), starts in the next 8 weeks (credentials needed);
 - interruption frequency and savings: the public Spot Instance Advisor feed;
 - egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list.
 
@@ -32,6 +34,7 @@ from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.capacity_blocks import add_capacity_block
 from gpuledger.warehouse.spot import SINCE_KEY, add_spot_price
 
 log = logging.getLogger("gpuledger.adapters.aws")
@@ -553,6 +556,7 @@ class InstanceSpecs:
     efa: bool
     logical_gpu_count: int | None = None
     gpu_partition_size: float | None = None  # 0.125 = one eighth of a card
+    capacity_block: bool = False  # SupportedUsageClasses lists capacity-block
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -590,6 +594,7 @@ def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceS
                 efa=bool(net.get("EfaSupported")),
                 logical_gpu_count=g.get("LogicalGpuCount"),
                 gpu_partition_size=g.get("GpuPartitionSize"),
+                capacity_block="capacity-block" in (it.get("SupportedUsageClasses") or []),
                 raw={"GpuInfo": it.get("GpuInfo"), "NetworkPerformance": net.get("NetworkPerformance")},
             )
     return out
@@ -672,6 +677,58 @@ def spot_history_start(since: dict[str, str], region: str, now: datetime) -> dat
     if mark:
         return datetime.fromisoformat(mark).astimezone(timezone.utc)
     return now - timedelta(days=SPOT_HISTORY_BACKFILL_DAYS)
+
+
+# Capacity Block durations asked for each type (1, 3, 7 and 14 days), and how far ahead a block
+# can start (AWS sells them up to 8 weeks in advance).
+CAPACITY_BLOCK_HOURS = (24, 72, 168, 336)
+CAPACITY_BLOCK_AHEAD = timedelta(weeks=8)
+
+
+def capacity_block_regions(setting: str, regions: Iterable[str]) -> set[str]:
+    """The scraped regions whose Capacity Blocks are asked: every one ("auto"), none ("off"), or
+    those of a comma list."""
+    wanted = setting.strip().lower()
+    if wanted == "auto":
+        return set(regions)
+    if wanted == "off":
+        return set()
+    return {r.strip() for r in setting.split(",") if r.strip()} & set(regions)
+
+
+@drift_guard("aws: DescribeCapacityBlockOfferings")
+def parse_capacity_block_pages(pages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for page in pages:
+        if "CapacityBlockOfferings" not in page:
+            raise SchemaDriftError("aws: DescribeCapacityBlockOfferings page lacks CapacityBlockOfferings")
+        out.extend(page["CapacityBlockOfferings"])
+    return out
+
+
+def _add_capacity_block(batch: Batch, p: RegionPayload, o: dict[str, Any]) -> None:
+    itype = o.get("InstanceType", "")
+    ref = f"{p.region}/{o.get('AvailabilityZone')}/{itype}/{o.get('CapacityBlockOfferingId')}"
+    raw = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in o.items()}
+    specs = (p.specs or {}).get(itype)
+    if specs is None:
+        batch.quarantine("capacity_block", ref, "capacity block of a type EC2 did not describe", raw)
+        return
+    try:
+        g = gpu_facts(itype, None, specs)
+        fee = float(o["UpfrontFee"])
+    except (UnknownGPUError, ValueError) as err:
+        batch.quarantine("capacity_block", ref, f"{type(err).__name__}: {err}", raw)
+        return
+    except KeyError as err:
+        batch.quarantine("capacity_block", ref, f"offering lacks {err}", raw)
+        return
+    add_capacity_block(
+        batch, ref, raw, region=p.region, zone=o.get("AvailabilityZone") or "", instance_type=itype,
+        offering_id=o.get("CapacityBlockOfferingId") or "", instance_count=o.get("InstanceCount"),
+        start_at=o.get("StartDate"), end_at=o.get("EndDate"), duration_hours=o.get("CapacityBlockDurationHours"),
+        upfront_fee=fee, source_currency=o.get("CurrencyCode") or "", gpu_model=g.gpu_model, gpu_count=g.count,
+        tenancy=o.get("Tenancy"))
 
 
 @drift_guard("aws: Spot Instance Advisor feed")
@@ -763,6 +820,7 @@ class RegionPayload:
     offerings: dict[str, list[str]] | None = None
     spot: dict[tuple[str, str], tuple[float, str]] | None = None
     spot_history: list[SpotObservation] = field(default_factory=list)
+    capacity_blocks: list[dict[str, Any]] = field(default_factory=list)  # CapacityBlockOfferings items
     advisor: dict[str, tuple[str, int]] = field(default_factory=dict)
     publication: str | None = None
     skipped: Counter[str] = field(default_factory=Counter)  # price-list rows not kept, by reason
@@ -836,6 +894,8 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
     if p.spot is not None and p.specs is not None:
         for (itype, az), (price, stamp) in sorted(p.spot.items()):
             _add_spot_offer(batch, p, itype, az, price, stamp, on_demand.get(itype))
+    for block in p.capacity_blocks:
+        _add_capacity_block(batch, p, block)
     for o in p.spot_history:
         raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": o.price,
                "timestamp": o.observed_at.isoformat()}
@@ -1023,6 +1083,37 @@ def fetch_ec2(ctx: SourceContext, region: str, skipped: Counter[str] | None = No
     return types, offerings, parse_spot_history(spot_pages), parse_spot_observations(spot_pages, skipped)
 
 
+def fetch_capacity_blocks(ctx: SourceContext, region: str, specs: dict[str, InstanceSpecs],
+                          notes: list[str]) -> list[dict[str, Any]]:
+    """Every Capacity Block offering of one instance of each type sold that way, for each duration
+    of CAPACITY_BLOCK_HOURS, starting from now to CAPACITY_BLOCK_AHEAD. A region that refuses
+    the call (Capacity Blocks are sold in some regions only) says so in `notes`."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
+
+    types = sorted(t for t, s in specs.items() if s.capacity_block)
+    if not types:
+        return []
+    ec2 = ctx.boto_client("ec2", region, f"ec2.{region}.amazonaws.com", **_client_kwargs(ctx))
+    now = datetime.now(timezone.utc)
+    out: list[dict[str, Any]] = []
+    try:
+        for itype in types:
+            for hours in CAPACITY_BLOCK_HOURS:
+                out.extend(parse_capacity_block_pages(ec2.get_paginator("describe_capacity_block_offerings").paginate(
+                    InstanceType=itype, InstanceCount=1, CapacityDurationHours=hours, StartDateRange=now,
+                    EndDateRange=now + CAPACITY_BLOCK_AHEAD)))
+    except ClientError as err:
+        notes.append(f"capacity blocks in {region} not fetched: {scrubbed(err)}")
+        return []
+    except BotoCoreError as err:
+        raise SourceError(f"aws: DescribeCapacityBlockOfferings in {region} failed: {err}") from scrubbed(err)
+    except ResponseParserError as err:
+        raise SchemaDriftError(f"aws: DescribeCapacityBlockOfferings in {region} answered XML botocore cannot "
+                               f"parse: {str(err).splitlines()[0][:200]}") from scrubbed(err)
+    return out
+
+
 def fetch_enabled_regions(ctx: SourceContext) -> list[str]:
     """The regions the account may use (EC2 DescribeRegions, asked once in us-east-1)."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -1119,6 +1210,8 @@ def fetch(ctx: SourceContext) -> Batch:
         advisor_doc = _json_body(ctx, client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH)
         enabled = fetch_enabled_regions(ctx) if use_ec2 and config.aws_regions is None else None
         regions = ctx.select_regions(ec2_index, default_regions(ec2_index, enabled), "the price list")
+        block_regions = capacity_block_regions(config.aws_capacity_blocks, regions) if use_ec2 else set()
+        block_notes: list[str] = []
         if not use_ec2:
             batch.notes.append("no AWS credentials (or aws_ec2_api=off): on-demand prices from the public "
                                "price list only; no EC2 facts, AZ offerings or spot prices")
@@ -1139,6 +1232,8 @@ def fetch(ctx: SourceContext) -> Batch:
                                         spot_skipped=spot_skipped)
                 if ec2 is not None:
                     payload.specs, payload.offerings, payload.spot, payload.spot_history = ec2.result()
+                    if region in block_regions:
+                        payload.capacity_blocks = fetch_capacity_blocks(ctx, region, payload.specs, block_notes)
             return payload
 
         workers = config.aws_concurrency
@@ -1147,4 +1242,5 @@ def fetch(ctx: SourceContext) -> Batch:
     for payload in payloads:
         build_region(batch, payload)
     batch.notes.extend(refresh_notes(payloads))
+    batch.notes.extend(sorted(block_notes))
     return batch

@@ -60,8 +60,15 @@ def table(db: Path, query: str) -> list[tuple]:
     return run(db, query)[1]
 
 
+# Sections whose queries need data these five providers' replay lacks, run by their own tests.
+TESTED_ELSEWHERE = {
+    "p95 spot price of p5.48xlarge in us-east-1 over 30 days, per AZ": "tests/test_spot_history.py",
+    "Capacity Block of 8 x H100 for 3 days starting next week": "tests/test_spot_history.py",
+}
+
+
 def test_every_sql_block_runs_and_answers_right(db: Path) -> None:
-    sql = blocks("sql")
+    sql = [(h, q) for h, q in blocks("sql") if h not in TESTED_ELSEWHERE]
     assert [h for h, _ in sql] == ["Cheapest H100 per provider", "Spot discount by region", "Price history of a GPU",
                                    "Price history of a GPU", "Egress: what downloading 140 GB costs at each provider",
                                    "Freshness per provider"]

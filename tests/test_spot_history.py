@@ -226,3 +226,128 @@ def test_the_stored_history_is_never_counted_twice(hand_made) -> None:
     assert history_since(hand_made) == {"aws": {"spot_price_history:us-east-1": "2026-11-30T06:00:00+00:00"}}
     assert hand_made.execute("select count(*) from spot_price_stats where provider = 'aws' and zone = 'us-east-1a' "
                              "and source = 'offer_history'").fetchall() == [(0,)]
+
+
+# -- Capacity Blocks and the docs/queries.md sections that need this module's warehouse -----------
+
+def doc_query(heading: str) -> str:
+    from tests.test_queries import blocks
+
+    (query,) = [q for h, q in blocks("sql") if h == heading]
+    return query
+
+
+def recorded_spot_series(region: str, itype: str) -> dict[str, list[tuple[datetime, float]]]:
+    """zone -> [(timestamp, price)] read straight from the recorded XML bodies, not via the adapter."""
+    import gzip
+    import xml.etree.ElementTree as ET
+
+    ns = {"e": "http://ec2.amazonaws.com/doc/2016-11-15/"}
+    out: dict[str, list[tuple[datetime, float]]] = {}
+    for path in sorted((BUNDLED_RECORDINGS / "aws" / "ec2" / region).glob("DescribeSpotPriceHistory.*")):
+        data = path.read_bytes()
+        root = ET.fromstring(gzip.decompress(data) if path.suffix == ".gz" else data)
+        for item in root.iterfind("e:spotPriceHistorySet/e:item", ns):
+            if item.findtext("e:instanceType", namespaces=ns) == itype:
+                stamp = datetime.fromisoformat(item.findtext("e:timestamp", namespaces=ns).replace("Z", "+00:00"))
+                out.setdefault(item.findtext("e:availabilityZone", namespaces=ns), []).append(
+                    (stamp, float(item.findtext("e:spotPrice", namespaces=ns))))
+    return out
+
+
+def test_docs_query_p95_spot_price_per_az_over_30_days(history_db) -> None:
+    db = history_db[0]
+    con = duckdb.connect(str(db), read_only=True)  # as a user would
+    try:
+        rel = con.execute(doc_query("p95 spot price of p5.48xlarge in us-east-1 over 30 days, per AZ"))
+        cols = [d[0] for d in rel.description]
+        rows = [dict(zip(cols, r)) for r in rel.fetchall()]
+    finally:
+        con.close()
+    # the same p95 worked out from the recorded bodies: each price weighted by the seconds it held
+    # between 2026-10-31 03:00 and 2026-11-30 03:00
+    end = datetime(2026, 11, 30, 3, tzinfo=UTC)
+    start = end - timedelta(days=30)
+    expected = {}
+    for zone, series in recorded_spot_series("us-east-1", "p5.48xlarge").items():
+        series.sort()
+        held = []
+        for (t, price), nxt in zip(series, [s[0] for s in series[1:]] + [end]):
+            seconds = (min(nxt, end) - max(t, start)).total_seconds()
+            if seconds > 0:
+                held.append((price, seconds))
+        total, run = sum(s for _, s in held), 0.0
+        for price, seconds in sorted(held):
+            run += seconds
+            if run >= 0.95 * total:
+                expected[zone] = round(price, 4)
+                break
+    assert [r["zone"] for r in rows] == [f"us-east-1{c}" for c in "abcdef"]
+    assert {r["zone"]: r["p95_usd"] for r in rows} == expected
+    assert all(r["hours_covered"] == 720 and r["source"] == "spot_price_history" for r in rows)
+    assert all(r["p50_usd"] <= r["p95_usd"] <= r["max_usd"] for r in rows)
+
+
+def test_docs_query_capacity_block_of_8_h100_for_3_days_next_week(history_db) -> None:
+    db = history_db[0]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute(doc_query("Capacity Block of 8 x H100 for 3 days starting next week")).fetchall()
+        # every scrape appends its offerings: two refreshes, and the query read the newest only
+        runs = con.execute("select count(distinct run_id) from capacity_block_offerings").fetchall()
+    finally:
+        con.close()
+    assert runs == [(2,)]
+    # read off ec2/us-east-1/DescribeCapacityBlockOfferings.p5.48xlarge.72h.xml: the offerings that
+    # start between Monday 2026-12-07 and Sunday 2026-12-13, cheapest first
+    got = [(r[0], r[1], r[2].astimezone(UTC), r[3].astimezone(UTC), r[4], r[5], r[6], r[7]) for r in rows]
+    dec = lambda d, h=11, m=30: datetime(2026, 12, d, h, m, tzinfo=UTC)  # noqa: E731
+    assert got == [
+        ("p5.48xlarge", "us-east-1a", dec(8), dec(11), 1, 2211.29, round(2211.29 / 72, 2), round(2211.29 / 72 / 8, 3)),
+        ("p5.48xlarge", "us-east-1e", dec(8), dec(11), 1, 2341.96, round(2341.96 / 72, 2), round(2341.96 / 72 / 8, 3)),
+        ("p5.48xlarge", "us-east-1c", dec(7), dec(10), 1, 2371.09, round(2371.09 / 72, 2), round(2371.09 / 72 / 8, 3)),
+    ]
+
+
+def test_capacity_blocks_are_asked_per_type_and_duration_where_the_setting_says(history_db) -> None:
+    assert aws.capacity_block_regions("auto", ["us-east-1", "us-west-2"]) == {"us-east-1", "us-west-2"}
+    assert aws.capacity_block_regions("off", ["us-east-1"]) == set()
+    assert aws.capacity_block_regions("us-east-1, eu-west-1", ["us-east-1", "us-west-2"]) == {"us-east-1"}
+    db = history_db[0]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        newest = con.execute(
+            "select instance_type, duration_hours, count(*) from capacity_block_offerings "
+            "where run_id = (select arg_max(run_id, observed_at) from capacity_block_offerings) "
+            "group by all order by all").fetchall()
+    finally:
+        con.close()
+    # the recording's us-east-1 capacity-block types (SupportedUsageClasses), 4 durations each;
+    # counts from the generator's statistics
+    assert [(t, h) for t, h, _ in newest] == [(t, h) for t in ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
+                                                               "p5.4xlarge", "p5en.48xlarge", "p6-b200.48xlarge")
+                                              for h in (24, 72, 168, 336)]
+    assert sum(n for *_, n in newest) == 171
+
+
+def test_a_capacity_block_breaking_the_contract_is_quarantined() -> None:
+    specs = aws.InstanceSpecs("p5.48xlarge", "H100", "NVIDIA", 8, 81920, 655360, 192, 2048, 7600, 3200, True,
+                              capacity_block=True)
+    start = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
+    good = {"CapacityBlockOfferingId": "cb-1", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+            "InstanceCount": 1, "StartDate": start, "EndDate": start + timedelta(hours=72),
+            "CapacityBlockDurationHours": 72, "UpfrontFee": "2211.29", "CurrencyCode": "USD", "Tenancy": "default"}
+    payload = aws.RegionPayload(region="us-east-1", prices=[], specs={"p5.48xlarge": specs}, capacity_blocks=[
+        good, {**good, "CapacityBlockOfferingId": "cb-2", "CurrencyCode": "EUR"},
+        {**good, "CapacityBlockOfferingId": "cb-3", "UpfrontFee": "n/a"},
+        {**good, "CapacityBlockOfferingId": "cb-4", "InstanceType": "p9.48xlarge"}])
+    batch = Batch("aws")
+    aws.build_region(batch, payload)
+    (block,) = batch.capacity_blocks
+    assert (block.offering_id, block.gpu_model, block.usd_per_hour, block.usd_per_gpu_hour) == \
+        ("cb-1", "H100-SXM", 2211.29 / 72, 2211.29 / 72 / 8)
+    reasons = {q.source_ref.rsplit("/", 1)[1]: q.reason for q in batch.quarantined}
+    assert set(reasons) == {"cb-2", "cb-3", "cb-4"}
+    assert "fee in EUR, not USD" in reasons["cb-2"]
+    assert "could not convert string to float: 'n/a'" in reasons["cb-3"]
+    assert reasons["cb-4"] == "capacity block of a type EC2 did not describe"

@@ -929,6 +929,13 @@ HISTORY_SERIES = {
 }
 HISTORY_START = dt.datetime(2026, 10, 31, 3, 0, 0, tzinfo=dt.timezone.utc)  # RECORDED_AT - 30 days
 PAGE_SPOT_HISTORY = 1000
+# Capacity Blocks for ML: the regions whose DescribeCapacityBlockOfferings answers are recorded
+# (the manifest's `aws_capacity_blocks` setting names them), the durations the adapter asks, and
+# the start days offered (days after RECORDED_AT; blocks start at 11:30 UTC).
+CAPACITY_BLOCK_REGIONS = ("us-east-1",)
+CAPACITY_BLOCK_HOURS = (24, 72, 168, 336)
+CAPACITY_BLOCK_START_DAYS = (1, 4, 8, 9, 15)
+SETTINGS = {"aws_price_source": "bulk", "aws_capacity_blocks": ",".join(CAPACITY_BLOCK_REGIONS)}
 PAGE_GP_GPU = 8
 PAGE_GP_STORAGE = 4
 PAGE_GP_TRANSFER = 6
@@ -1230,6 +1237,26 @@ def spot_history(t: str, region: str, az: str) -> list[tuple[float, dt.datetime]
             moved = price * (1 + step) + (level - price) * 0.2
         price = round(min(0.90 * od, max(0.30 * od, moved)), 4)
         out.append((price, stamp))
+    return out
+
+
+def capacity_block_offerings(t: str, region: str, hours: int) -> list[dict]:
+    """The offerings of one type and duration: each start day in one or two of the type's AZs,
+    one instance each, for an upfront fee of a made-up hourly rate (57 % of on-demand, +-8 % by
+    start day) times the duration."""
+    out = []
+    azs = azs_for(t, region)
+    for day in CAPACITY_BLOCK_START_DAYS:
+        start = dt.datetime(2026, 11, 30, 11, 30, tzinfo=dt.timezone.utc) + dt.timedelta(days=day - 1)
+        chosen = sorted(azs, key=lambda a: h("cb-az", t, a, day, hours))[:1 + h("cb-n", t, day, hours) % 2]
+        for a in sorted(chosen):
+            rate = od_price(t, region) * 0.57 * (1 + (frac("cb-rate", t, day, a) - 0.5) * 0.16)
+            out.append({
+                "CapacityBlockOfferingId": f"cb-{h('cb', t, a, day, hours):017x}",
+                "InstanceType": t, "AvailabilityZone": a, "InstanceCount": 1,
+                "StartDate": start, "EndDate": start + dt.timedelta(hours=hours),
+                "CapacityBlockDurationHours": hours, "UpfrontFee": f"{round(rate * hours, 2):.2f}",
+                "CurrencyCode": "USD", "Tenancy": "default"})
     return out
 
 
@@ -1989,6 +2016,19 @@ def build(root: Path) -> Writer:
                     params["NextToken"] = tokens[i]
                 w.exchange(host, "POST", "/", {"params": params}, rel, "text/xml;charset=UTF-8")
             stats[f"{op}:{region}"] = f"{len(items)} items / {len(pages)} pages"
+        if region in CAPACITY_BLOCK_REGIONS:
+            op = "DescribeCapacityBlockOfferings"
+            for t in sorted(t for t in offered if "capacity-block" in FAMILIES[family_of(t)]["usage"]
+                            and azs_for(t, region)):
+                for hours in CAPACITY_BLOCK_HOURS:
+                    body = {"CapacityBlockOfferings": capacity_block_offerings(t, region, hours)}
+                    data = ec2_xml(op, body, uuid_like(region, op, t, hours))
+                    rel = w.write(f"ec2/{region}/{op}.{t}.{hours}h.xml", data)
+                    w.sources[rel] = ("ec2", op, body)
+                    params = {"Action": op, "InstanceType": t, "InstanceCount": "1",
+                              "CapacityDurationHours": str(hours)}
+                    w.exchange(host, "POST", "/", {"params": params}, rel, "text/xml;charset=UTF-8")
+                    stats[f"{op}:{region}:{t}:{hours}h"] = f"{len(body['CapacityBlockOfferings'])} offerings"
 
     # ---------------- Spot Instance Advisor
     feed = advisor_feed()
@@ -1996,8 +2036,7 @@ def build(root: Path) -> Writer:
     w.exchange("spot-bid-advisor.s3.amazonaws.com", "GET", "/spot-advisor-data.json", {}, rel,
                "application/json")
 
-    manifest = {"provider": "aws", "recorded_at": RECORDED_AT,
-                "settings": {"aws_price_source": "bulk"}, "exchanges": w.exchanges}
+    manifest = {"provider": "aws", "recorded_at": RECORDED_AT, "settings": SETTINGS, "exchanges": w.exchanges}
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     stats["exchanges"] = len(w.exchanges)
     return w
@@ -2022,7 +2061,7 @@ def verify(root: Path, sources: dict | None = None) -> list[str]:
     import botocore.parsers
     problems = []
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["provider"] == "aws" and manifest["settings"] == {"aws_price_source": "bulk"}
+    assert manifest["provider"] == "aws" and manifest["settings"] == SETTINGS
     seen = set()
     ec2_model, pricing_model = _ec2_model(), _pricing_model()
     for ex in manifest["exchanges"]:

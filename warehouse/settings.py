@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     aws_price_source: Literal["auto", "bulk", "api"] = "auto"
     aws_ec2_api: Literal["auto", "off"] = "auto"
     aws_concurrency: int = 4
+    # EC2 Capacity Blocks: "auto" asks every scraped region whose DescribeInstanceTypes lists a type
+    # sold as capacity blocks; "off"; or a comma list of regions (those of it that are scraped)
+    aws_capacity_blocks: str = "auto"
     gcp_regions: str | None = None
     gcp_project: str | None = None
     gcp_api_key: SecretStr | None = None

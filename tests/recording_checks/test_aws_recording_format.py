@@ -98,7 +98,7 @@ def kept_rows(rows):
 
 def test_manifest_shape(manifest):
     assert manifest["provider"] == "aws"
-    assert manifest["settings"] == {"aws_price_source": "bulk"}
+    assert manifest["settings"] == {"aws_price_source": "bulk", "aws_capacity_blocks": "us-east-1"}
     for ex in manifest["exchanges"]:
         assert ex["method"] in ("GET", "POST")
         assert (ROOT / ex["response"]["body_file"]).is_file()
