@@ -1220,7 +1220,13 @@ def fetch(ctx: SourceContext) -> Batch:
             # The EC2 API answers (other hosts) are fetched while the price list streams.
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-ec2-{region}") as side:
                 spot_skipped: Counter[str] = Counter()
-                ec2 = side.submit(fetch_ec2, ctx, region, spot_skipped) if use_ec2 else None
+
+                def ec2_calls() -> tuple[Any, ...]:
+                    specs, offerings, spot, history = fetch_ec2(ctx, region, spot_skipped)
+                    blocks = fetch_capacity_blocks(ctx, region, specs, block_notes) if region in block_regions else []
+                    return specs, offerings, spot, history, blocks
+
+                ec2 = side.submit(ec2_calls) if use_ec2 else None
                 publication = None
                 skipped: Counter[str] = Counter()
                 if use_api:
@@ -1231,9 +1237,8 @@ def fetch(ctx: SourceContext) -> Batch:
                                         advisor=parse_spot_advisor(advisor_doc, region), skipped=skipped,
                                         spot_skipped=spot_skipped)
                 if ec2 is not None:
-                    payload.specs, payload.offerings, payload.spot, payload.spot_history = ec2.result()
-                    if region in block_regions:
-                        payload.capacity_blocks = fetch_capacity_blocks(ctx, region, payload.specs, block_notes)
+                    (payload.specs, payload.offerings, payload.spot, payload.spot_history,
+                     payload.capacity_blocks) = ec2.result()
             return payload
 
         workers = config.aws_concurrency
