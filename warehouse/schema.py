@@ -328,6 +328,28 @@ alter table {table}__v3 rename to {table};
 """
 
 
+# The two tables version 5 adds, frozen as that version made them (the definitions above may move
+# on; a later change comes with its own step). The views and the macro version 5 adds are
+# `create or replace` (spot_stats.SQL): a later step that changes them replaces them again.
+_V5_TABLES = """
+CREATE TABLE spot_price_history (
+    provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL, instance_type VARCHAR NOT NULL,
+    product_description VARCHAR NOT NULL, observed_at TIMESTAMPTZ NOT NULL,
+    spot_price_per_hour DOUBLE NOT NULL CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour)),
+    source_currency VARCHAR NOT NULL, run_id VARCHAR NOT NULL, loaded_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE capacity_block_offerings (
+    provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL, instance_type VARCHAR NOT NULL,
+    purchase_option VARCHAR NOT NULL DEFAULT 'capacity_block', offering_id VARCHAR NOT NULL,
+    instance_count INTEGER NOT NULL CHECK (instance_count > 0), start_at TIMESTAMPTZ NOT NULL,
+    end_at TIMESTAMPTZ NOT NULL, duration_hours INTEGER NOT NULL CHECK (duration_hours > 0),
+    upfront_fee DOUBLE NOT NULL CHECK (upfront_fee > 0 AND isfinite(upfront_fee)), source_currency VARCHAR NOT NULL,
+    upfront_fee_usd DOUBLE NOT NULL, gpu_model VARCHAR NOT NULL, gpu_count DOUBLE NOT NULL CHECK (gpu_count > 0),
+    usd_per_hour DOUBLE NOT NULL, usd_per_gpu_hour DOUBLE NOT NULL, tenancy VARCHAR,
+    observed_at TIMESTAMPTZ NOT NULL, run_id VARCHAR NOT NULL
+);
+"""
+
 # (version, description, SQL): what each version changed, for a warehouse made before it.
 # Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
 INITIAL = (1, "initial schema: offers, history, runs, quarantine, providers, GPU reference")
@@ -359,7 +381,7 @@ drop macro if exists gpuledger_macros_version;
         5,
         "spot_price_history (AWS Spot price changes) and capacity_block_offerings (EC2 Capacity Blocks); "
         "the view spot_price_intervals, the macro spot_price_stats_at and the view spot_price_stats",
-        table_ddl("spot_price_history") + table_ddl("capacity_block_offerings") + spot_stats.SQL,
+        _V5_TABLES + spot_stats.SQL,
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
