@@ -26,6 +26,8 @@ VOLATILE_PARAMS = frozenset(
     {
         "StartTime",
         "EndTime",
+        "StartDateRange",  # DescribeCapacityBlockOfferings: the next 8 weeks from the moment asked
+        "EndDateRange",
         "X-Amz-Date",
         "X-Amz-Signature",
         "X-Amz-Credential",
