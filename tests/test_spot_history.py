@@ -20,6 +20,7 @@ import pytest
 from gpuledger.adapters import aws
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.schema import migrate
 from gpuledger.warehouse.spot import SpotPricePoint, history_since, load_spot_history, read_since
@@ -351,3 +352,15 @@ def test_a_capacity_block_breaking_the_contract_is_quarantined() -> None:
     assert "fee in EUR, not USD" in reasons["cb-2"]
     assert "could not convert string to float: 'n/a'" in reasons["cb-3"]
     assert reasons["cb-4"] == "capacity block of a type EC2 did not describe"
+
+
+def test_the_integrity_check_finds_an_observation_stored_twice(tmp_path: Path) -> None:
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    migrate(con)
+    name = "spot_price_history: no observation stored twice"
+    p = point("us-east-1a", datetime(2026, 11, 20, tzinfo=UTC), 10.0)
+    load_spot_history(con, [p], "run-1", T0)
+    assert {r.name: r.ok for r in run_checks(con)}[name]
+    con.execute("insert into spot_price_history select * from spot_price_history")  # bypassing the loader
+    (check,) = [r for r in run_checks(con) if r.name == name]
+    assert (check.ok, check.detail) == (False, "1 offending rows")

@@ -54,4 +54,11 @@ def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
         for name, q in queries.items():
             bad = con.execute(f"select count(*) from ({q})").fetchall()[0][0]
             results.append(CheckResult(name, bad == 0, f"{bad} offending rows" if bad else "ok"))
+    if con.execute("select count(*) from information_schema.tables where table_name = 'spot_price_history'"
+                   ).fetchall()[0][0]:
+        bad = con.execute(
+            "select count(*) from (select 1 from spot_price_history group by provider, region, zone, instance_type, "
+            "product_description, observed_at having count(*) > 1)").fetchall()[0][0]
+        results.append(CheckResult("spot_price_history: no observation stored twice", bad == 0,
+                                   f"{bad} offending rows" if bad else "ok"))
     return results
