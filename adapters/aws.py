@@ -1062,13 +1062,14 @@ def fetch_ec2(ctx: SourceContext, region: str, skipped: Counter[str] | None = No
     ec2 = ctx.boto_client("ec2", region, host, **_client_kwargs(ctx))
     # Three independent page chains: walked side by side (a boto3 client is thread-safe), so the
     # region costs its longest chain, not the sum of the three.
+    spot_start = spot_history_start(ctx.since, region, datetime.now(timezone.utc))
     chains = {
         "types": lambda: parse_instance_types(
             ec2.get_paginator("describe_instance_types").paginate(Filters=_gpu_type_filters())),
         "offerings": lambda: parse_offerings(ec2.get_paginator("describe_instance_type_offerings").paginate(
             LocationType="availability-zone", Filters=_gpu_type_filters())),
         "spot": lambda: list(ec2.get_paginator("describe_spot_price_history").paginate(
-            ProductDescriptions=[SPOT_PRODUCT], StartTime=spot_history_start(ctx.since, region, datetime.now(timezone.utc)),
+            ProductDescriptions=[SPOT_PRODUCT], StartTime=spot_start,
             Filters=_gpu_type_filters(), PaginationConfig={"PageSize": SPOT_HISTORY_PAGE_SIZE})),
     }
     try:

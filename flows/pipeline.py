@@ -99,8 +99,8 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
         recorder = RedactingRecorder(Path(plan.record_dir) / plan.provider, plan.provider)
     ctx = SourceContext(
         provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
-        since=dict(plan.since), recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
-        retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s,
+        recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
+        retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s, since=dict(plan.since),
     )
     if recorder is not None:
         proxy = RecordingProxy(recorder, ctx.upstream_url)

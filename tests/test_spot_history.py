@@ -26,7 +26,6 @@ from gpuledger.warehouse.schema import migrate
 from gpuledger.warehouse.spot import SpotPricePoint, history_since, load_spot_history, read_since
 from gpuledger.warehouse.store import AnomalyPolicy, utcnow
 from tests.builders import T0, load_day, offer
-from tests.conftest import replay_context
 
 REGIONS = "us-east-1,us-west-2"
 UTC = timezone.utc
