@@ -1,8 +1,8 @@
 """AWS Spot price history (DescribeSpotPriceHistory into spot_price_history) and the time-weighted
 statistics views over it and offer_history.
 
-The replayed parts run the real boto3 client against the bundled recording, narrowed to the two
-regions whose recording carries 30 days of history (us-east-1, us-west-2: see
+The replayed parts run the real boto3 client against the bundled recording, narrowed to
+us-east-1, whose recording carries 30 days of history and the Capacity Blocks (see
 adapters/recordings/aws/README.md). The statistics are checked on a tiny hand-made history whose
 figures are worked out by hand in each test.
 """
@@ -27,7 +27,7 @@ from gpuledger.warehouse.spot import SpotPricePoint, history_since, load_spot_hi
 from gpuledger.warehouse.store import AnomalyPolicy, utcnow
 from tests.builders import T0, load_day, offer
 
-REGIONS = "us-east-1,us-west-2"
+REGIONS = "us-east-1"
 UTC = timezone.utc
 
 
@@ -51,7 +51,7 @@ def spot_start_times(server: ReplayServer, since: int) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def history_db(tmp_path_factory: pytest.TempPathFactory):
-    """A refresh of the two history regions (a backfill), then one of us-east-1 (incremental)."""
+    """Two refreshes of us-east-1: the first backfills, the second is incremental."""
     db = tmp_path_factory.mktemp("spot") / "gpuledger.duckdb"
     with ReplayServer(BUNDLED_RECORDINGS, providers=["aws"]) as server:
         before = utcnow()
@@ -59,21 +59,20 @@ def history_db(tmp_path_factory: pytest.TempPathFactory):
         first = spot_start_times(server, 0)
         n = len(server.requests)
         since = read_since(db)
-        replay_refresh(db, server, "refresh-2", "us-east-1")
+        replay_refresh(db, server, "refresh-2")
         second = spot_start_times(server, n)
     return db, before, first, since, second
 
 
 def test_first_run_backfills_30_days_then_resumes_from_the_newest_stored(history_db) -> None:
     db, before, first, since, second = history_db
-    assert set(first) == {"us-east-1", "us-west-2"}
+    assert set(first) == {"us-east-1"}
     for region, (start,) in first.items():
         asked = datetime.fromisoformat(start.replace("Z", "+00:00"))
         assert before - timedelta(days=30, minutes=1) <= asked <= utcnow() - timedelta(days=30), region
-    # the newest observations of the recording, read off its bodies: g5.xlarge in us-east-1c at
-    # 02:58:05 and g5.4xlarge in us-west-2b at 02:58:21 on 2026-11-30
-    assert since == {"aws": {"spot_price_history:us-east-1": "2026-11-30T02:58:05+00:00",
-                             "spot_price_history:us-west-2": "2026-11-30T02:58:21+00:00"}}
+    # the newest observation of the recording, read off its bodies: g5.xlarge in us-east-1c at
+    # 02:58:05 on 2026-11-30
+    assert since == {"aws": {"spot_price_history:us-east-1": "2026-11-30T02:58:05+00:00"}}
     assert second == {"us-east-1": {"2026-11-30T02:58:05Z"}}
 
 
@@ -81,9 +80,9 @@ def test_every_observation_at_its_own_timestamp_over_30_days(history_db) -> None
     db = history_db[0]
     con = duckdb.connect(str(db), read_only=True)
     try:
-        # us-east-1 answers 765 observations, us-west-2 395 (the generator's page statistics)
+        # us-east-1 answers 765 observations (the generator's page statistics)
         assert con.execute("select region, count(*) from spot_price_history group by 1 order by 1").fetchall() == \
-            [("us-east-1", 765), ("us-west-2", 395)]
+            [("us-east-1", 765)]
         rows = con.execute(
             "select zone, count(*), min(observed_at), max(observed_at), count(distinct spot_price_per_hour) "
             "from spot_price_history where region = 'us-east-1' and instance_type = 'p5.48xlarge' "
@@ -102,7 +101,7 @@ def test_every_observation_at_its_own_timestamp_over_30_days(history_db) -> None
                 "select count(*) from offers where purchase_option = 'spot'").fetchall()[0][0],) * 2]
         # the second (incremental) run was answered the same history: nothing stored twice, said so
         notes = dict(con.execute("select refresh_id, notes from scrape_runs").fetchall())
-        assert "spot price history: 1160 of 1160 observations stored" in notes["refresh-1"]
+        assert "spot price history: 765 of 765 observations stored" in notes["refresh-1"]
         assert "spot price history: 0 of 765 observations stored (765 already in the warehouse)" in \
             notes["refresh-2"]
     finally:
