@@ -1050,16 +1050,20 @@ def _gpu_type_filters() -> list[dict[str, Any]]:
     return [{"Name": "instance-type", "Values": [f"{f}.*" for f in sorted(GPU_FAMILIES)]}]
 
 
-def fetch_ec2(ctx: SourceContext, region: str, skipped: Counter[str] | None = None
+def ec2_client(ctx: SourceContext, region: str) -> Any:
+    return ctx.boto_client("ec2", region, f"ec2.{region}.amazonaws.com", **_client_kwargs(ctx))
+
+
+def fetch_ec2(ctx: SourceContext, region: str, skipped: Counter[str] | None = None, ec2: Any = None
               ) -> tuple[dict[str, InstanceSpecs], dict[str, list[str]], dict[tuple[str, str], tuple[float, str]],
                          list[SpotObservation]]:
-    """DescribeInstanceTypes, the AZ offerings and the spot price history of one region; spot
-    observations not kept are counted in `skipped`."""
+    """DescribeInstanceTypes, the AZ offerings and the spot price history of one region (through
+    `ec2`, the region's client, made here when not given); spot observations not kept are
+    counted in `skipped`."""
     from botocore.exceptions import BotoCoreError, ClientError
     from botocore.parsers import ResponseParserError
 
-    host = f"ec2.{region}.amazonaws.com"
-    ec2 = ctx.boto_client("ec2", region, host, **_client_kwargs(ctx))
+    ec2 = ec2 or ec2_client(ctx, region)
     # Three independent page chains: walked side by side (a boto3 client is thread-safe), so the
     # region costs its longest chain, not the sum of the three.
     spot_start = spot_history_start(ctx.since, region, datetime.now(timezone.utc))
@@ -1085,7 +1089,7 @@ def fetch_ec2(ctx: SourceContext, region: str, skipped: Counter[str] | None = No
 
 
 def fetch_capacity_blocks(ctx: SourceContext, region: str, specs: dict[str, InstanceSpecs],
-                          notes: list[str]) -> list[dict[str, Any]]:
+                          notes: list[str], ec2: Any = None) -> list[dict[str, Any]]:
     """Every Capacity Block offering of one instance of each type sold that way, for each duration
     of CAPACITY_BLOCK_HOURS, starting from now to CAPACITY_BLOCK_AHEAD. A region that refuses
     the call (Capacity Blocks are sold in some regions only) says so in `notes`."""
@@ -1095,7 +1099,7 @@ def fetch_capacity_blocks(ctx: SourceContext, region: str, specs: dict[str, Inst
     types = sorted(t for t, s in specs.items() if s.capacity_block)
     if not types:
         return []
-    ec2 = ctx.boto_client("ec2", region, f"ec2.{region}.amazonaws.com", **_client_kwargs(ctx))
+    ec2 = ec2 or ec2_client(ctx, region)
     now = datetime.now(timezone.utc)
     out: list[dict[str, Any]] = []
     try:
@@ -1223,8 +1227,10 @@ def fetch(ctx: SourceContext) -> Batch:
                 spot_skipped: Counter[str] = Counter()
 
                 def ec2_calls() -> tuple[Any, ...]:
-                    specs, offerings, spot, history = fetch_ec2(ctx, region, spot_skipped)
-                    blocks = fetch_capacity_blocks(ctx, region, specs, block_notes) if region in block_regions else []
+                    ec2 = ec2_client(ctx, region)
+                    specs, offerings, spot, history = fetch_ec2(ctx, region, spot_skipped, ec2)
+                    blocks = (fetch_capacity_blocks(ctx, region, specs, block_notes, ec2)
+                              if region in block_regions else [])
                     return specs, offerings, spot, history, blocks
 
                 ec2 = side.submit(ec2_calls) if use_ec2 else None

@@ -362,3 +362,34 @@ def test_the_integrity_check_finds_an_observation_stored_twice(tmp_path: Path) -
     con.execute("insert into spot_price_history select * from spot_price_history")  # bypassing the loader
     (check,) = [r for r in run_checks(con) if r.name == name]
     assert (check.ok, check.detail) == (False, "1 offending rows")
+
+
+def test_a_region_refusing_capacity_blocks_is_noted_not_fatal() -> None:
+    from tests.conftest import replay_context
+
+    specs = {"p5.48xlarge": aws.InstanceSpecs("p5.48xlarge", "H100", "NVIDIA", 8, 81920, 655360, 192, 2048, 7600,
+                                              3200, True, capacity_block=True),
+             "g5.xlarge": aws.InstanceSpecs("g5.xlarge", "A10G", "NVIDIA", 1, 22888, 22888, 4, 16, 250, 10, False)}
+    refused = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>Unsupported</Code>'
+               b'<Message>Capacity Blocks are not supported in this Region.</Message></Error></Errors>'
+               b'<RequestID>5f1b0c4e-0000-4000-8000-000000000000</RequestID></Response>')
+
+    def refuse(host, req, ex):
+        if req.params.get("Action") == "DescribeCapacityBlockOfferings":
+            return 400, {"Content-Type": "text/xml;charset=UTF-8"}, refused
+        return None
+
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["aws"]) as server:
+        ctx = replay_context(server, "aws")
+        ec2 = aws.ec2_client(ctx, "us-east-1")
+        notes: list[str] = []
+        blocks = aws.fetch_capacity_blocks(ctx, "us-east-1", specs, notes, ec2)
+        asked = [r.params for _, r in server.requests if r.params.get("Action") == "DescribeCapacityBlockOfferings"]
+        server.hook = refuse
+        assert aws.fetch_capacity_blocks(ctx, "us-east-1", specs, notes, ec2) == []
+    # only the type sold as capacity blocks, once per duration, one instance
+    assert [(a["InstanceType"], a["InstanceCount"], a["CapacityDurationHours"]) for a in asked] == \
+        [("p5.48xlarge", "1", str(h)) for h in (24, 72, 168, 336)]
+    assert len(blocks) == 8 + 7 + 8 + 7  # the four p5.48xlarge answers of the recording
+    assert len(notes) == 1 and notes[0].startswith("capacity blocks in us-east-1 not fetched: ") and \
+        "Unsupported" in notes[0] and "not supported in this Region" in notes[0]
