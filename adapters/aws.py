@@ -802,8 +802,9 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
                       usd_per_gb_month=row.price, source_currency=row.currency,
                       source_usd_per_gb_month=row.price, description=row.description)
     _add_egress(batch, p)
+    fields: dict[str, dict[str, Any] | Exception] = {}  # per type: twelve terms share one description
     for rows in reserved.values():
-        _add_reserved_offer(batch, p, rows, on_demand.get(rows[0].instance_type))
+        _add_reserved_offer(batch, p, rows, on_demand.get(rows[0].instance_type), fields)
     if p.spot is not None and p.specs is not None:
         for (itype, az), (price, stamp) in sorted(p.spot.items()):
             _add_spot_offer(batch, p, itype, az, price, stamp, on_demand.get(itype))
@@ -880,7 +881,8 @@ def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
     return (by_unit.get("Quantity") or [0.0])[0], by_unit["Hrs"][0]
 
 
-def _add_reserved_offer(batch: Batch, p: RegionPayload, rows: list[PriceRow], on_demand_price: float | None) -> None:
+def _add_reserved_offer(batch: Batch, p: RegionPayload, rows: list[PriceRow], on_demand_price: float | None,
+                        fields_of: dict[str, dict[str, Any] | Exception]) -> None:
     """One Reserved Instance term (lease, payment option, offering class) as its own purchase option,
     priced at its effective hourly rate: the upfront fee spread over the term plus the hourly rate."""
     first = rows[0]
@@ -894,9 +896,16 @@ def _add_reserved_offer(batch: Batch, p: RegionPayload, rows: list[PriceRow], on
         batch.quarantine("offer", ref, f"reserved term with unknown lease {first.lease!r}, payment {first.payment!r} "
                          f"or class {first.offering_class!r}", raw)
         return
+    if itype not in fields_of:
+        try:
+            fields_of[itype] = _instance_fields(p, itype, first)
+        except (UnknownGPUError, ValueError) as err:
+            fields_of[itype] = err
     try:
         upfront, hourly = reserved_term_price(rows)
-        fields = _instance_fields(p, itype, first)
+        fields = fields_of[itype]
+        if isinstance(fields, Exception):
+            raise fields
     except (UnknownGPUError, ValueError) as err:
         batch.quarantine("offer", ref, f"reserved term: {err}", raw)
         return
