@@ -8,7 +8,9 @@ Sources, all through real clients:
   DescribeInstanceTypeOfferings per availability zone; spot prices:
   DescribeSpotPriceHistory (latest per AZ) — these need credentials;
 - interruption frequency and savings: the public Spot Instance Advisor feed;
-- egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list.
+- egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list;
+- Reserved Instances: the Reserved rows of the same price list (GPU families), one offer per
+  term (lease, payment option, offering class) at its effective hourly rate.
 
 `fetch_*` functions do I/O and return payloads; `parse_*`/`build_*` are pure.
 """

@@ -4,8 +4,9 @@ Source: the Azure Retail Prices API (https://prices.azure.com/api/retail/prices,
 no authentication), read with httpx. Three narrow OData `$filter` queries, each
 followed page by page through `NextPageLink`:
 
-- GPU virtual machines: `serviceName eq 'Virtual Machines' and priceType eq
-  'Consumption'` plus `contains(armSkuName, 'Standard_NC'|'_ND'|'_NG'|'_NV')`.
+- GPU virtual machines: `serviceName eq 'Virtual Machines' and (priceType eq
+  'Consumption' or priceType eq 'Reservation')` plus `contains(armSkuName,
+  'Standard_NC'|'_ND'|'_NG'|'_NV')`.
   One query for every region and GPU family (live, some ten to twenty pages of
   1,000 items) rather than one per family: fewer round trips, and a new size in
   an old family shows up on its own (as a quarantined "unknown GPU size") instead
@@ -388,7 +389,7 @@ class Skipped:
 
 
 def _out_of_scope(item: dict[str, Any], skipped: Skipped) -> bool:
-    """Rates that are not pay-as-you-go, or not primary: never loaded, only counted."""
+    """Rates that are neither pay-as-you-go nor a reservation, or not primary: never loaded, only counted."""
     kind = item.get("type")
     if kind not in ("Consumption", "Reservation"):  # DevTestConsumption (the $filter asks for neither)
         skipped.add(f"type {kind}")
