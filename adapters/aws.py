@@ -11,7 +11,9 @@ Sources, all through real clients:
 - Capacity Blocks for ML: DescribeCapacityBlockOfferings per type sold that way and duration
   (CAPACITY_BLOCK_HOURS), starts in the next 8 weeks (credentials needed);
 - interruption frequency and savings: the public Spot Instance Advisor feed;
-- egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list.
+- egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list;
+- Reserved Instances: the Reserved rows of the same price list (GPU families), one offer per
+  term (lease, payment option, offering class) at its effective hourly rate.
 
 `fetch_*` functions do I/O and return payloads; `parse_*`/`build_*` are pure.
 """
@@ -33,8 +35,8 @@ from typing import Any, Iterable, Iterator
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
 from gpuledger.warehouse.capacity_blocks import add_capacity_block
+from gpuledger.warehouse.records import Batch, ProviderFacts, amortized_usd_per_hour, commitment_option
 from gpuledger.warehouse.spot import SINCE_KEY, add_spot_price
 
 log = logging.getLogger("gpuledger.adapters.aws")
@@ -151,6 +153,12 @@ class PriceRow:
     to_region: str = ""
     tier_start: str = ""
     tier_end: str = ""
+    # Reserved terms only: one term is an hourly row (Unit Hrs) plus, unless No Upfront, a fee row
+    # (Unit Quantity) under the same SKU and offer term code.
+    term_code: str = ""
+    lease: str = ""  # "1yr" | "3yr"
+    payment: str = ""  # "No Upfront" | "Partial Upfront" | "All Upfront"
+    offering_class: str = ""  # "standard" | "convertible"
 
 
 # Bulk CSV columns we read, by header name (positions are looked up from the header).
@@ -163,13 +171,15 @@ _CSV_COLUMNS = {
     "CapacityStatus": "capacity", "GPU": "gpu", "GPU Memory": "gpu_memory", "Region Code": "region",
     "Volume API Name": "volume_api_name", "Transfer Type": "transfer_type", "To Location": "to_location",
     "From Region Code": "from_region", "To Region Code": "to_region", "MarketOption": "market",
+    "OfferTermCode": "term_code", "LeaseContractLength": "lease", "PurchaseOption": "payment",
+    "OfferingClass": "offering_class",
 }
 
 
 COMPUTE_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
 
 # Why a price-list row is not kept: the keys of the skip counts the refresh notes report.
-SKIP_TERM = "reserved-term rows"
+SKIP_TERM = "reserved-term rows of instance families without GPUs"
 SKIP_VARIANT = "instance rows for another OS, tenancy, licence, software or capacity reservation"
 SKIP_CPU_ONLY = "CPU-only instance rows"
 SKIP_OTHER_PRODUCT = "rows of other products (snapshots, IOPS, IP addresses, other transfer)"
@@ -212,7 +222,8 @@ def _skip(skipped: Counter[str] | None, reason: str, n: int = 1) -> None:
 
 def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | None = None) -> PriceRow | None:
     """The row as a PriceRow, or None (counted by reason in `skipped`) for a row we do not keep."""
-    if r.get("term") != "OnDemand":
+    term = r.get("term")
+    if term not in ("OnDemand", "Reserved"):
         _skip(skipped, SKIP_TERM)
         return None
     family = r.get("family", "")
@@ -221,9 +232,12 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
             _skip(skipped, SKIP_VARIANT)
             return None
         if not _has_gpu(r):
-            _skip(skipped, SKIP_CPU_ONLY)
+            _skip(skipped, SKIP_TERM if term == "Reserved" else SKIP_CPU_ONLY)
             return None
-        kind = "instance"
+        kind = "instance" if term == "OnDemand" else "reserved"
+    elif term == "Reserved":
+        _skip(skipped, SKIP_OTHER_PRODUCT)
+        return None
     elif family == "Storage" and r.get("volume_api_name"):
         kind = "storage"
     elif family == "Data Transfer" and r.get("transfer_type") in ("AWS Outbound", "InterRegion Outbound"):
@@ -244,22 +258,25 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
         volume_api_name=r.get("volume_api_name", ""), transfer_type=r.get("transfer_type", ""),
         to_location=r.get("to_location", ""), to_region=r.get("to_region", ""),
         tier_start=r.get("tier_start", ""), tier_end=r.get("tier_end", ""),
+        **({"term_code": r.get("term_code", ""), "lease": r.get("lease", ""), "payment": r.get("payment", ""),
+            "offering_class": r.get("offering_class", "")} if kind == "reserved" else {}),
     )
 
 
 # Cheap test of the 4th field (TermType) before any CSV parsing: Reserved terms are ~80% of the
-# file. SKU, OfferTermCode and RateCode never hold commas, so the 4th comma-separated piece is
-# TermType, and it must be exactly "OnDemand" ("OnDemand" alone is no test: the MarketOption
-# column says it on reserved rows too). As a compiled pattern, `filter(_ON_DEMAND_LINE.match,
-# lines)` tests a line without running Python bytecode for it.
-_ON_DEMAND_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,"OnDemand",')
+# file, nearly all of them for instance families without GPUs. SKU, OfferTermCode and RateCode
+# never hold commas, so the 4th comma-separated piece is TermType: exactly "OnDemand" ("OnDemand"
+# alone is no test: the MarketOption column says it on reserved rows too), or "Reserved" on a row
+# whose Instance Family is "GPU instance" (every family of GPU_FAMILIES is filed under it). As a
+# compiled pattern, `filter(_KEPT_LINE.match, lines)` tests a line without running Python bytecode.
+_KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,"GPU instance",)')
 _SPLIT_AT_BYTES = 128 << 10  # raw bytes split into lines at once: small enough to stay in the CPU cache
 _PARSE_AT_BYTES = 4 << 20  # kept (OnDemand) bytes handed to the CSV parser at once
 
 
 def _on_demand_lines(lines: list[bytes]) -> list[bytes]:
-    """The lines whose TermType is OnDemand (`_ON_DEMAND_LINE`)."""
-    return list(filter(_ON_DEMAND_LINE.match, lines))
+    """The lines whose TermType is OnDemand, or Reserved for a GPU instance family (`_KEPT_LINE`)."""
+    return list(filter(_KEPT_LINE.match, lines))
 
 
 def _line_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
@@ -503,12 +520,13 @@ def parse_region_index(doc: Any, what: str) -> dict[str, str]:
 @drift_guard("aws: GetProducts item")
 def parse_price_list_item(item: str | dict[str, Any], region: str,
                           skipped: Counter[str] | None = None) -> list[PriceRow]:
-    """One Pricing API PriceList element (a JSON string) -> on-demand price rows."""
+    """One Pricing API PriceList element (a JSON string) -> on-demand and reserved-term price rows."""
     doc = json.loads(item) if isinstance(item, str) else item
     try:
         product = doc["product"]
         attrs = product["attributes"]
-        on_demand = doc.get("terms", {}).get("OnDemand", {})
+        terms = doc.get("terms", {})
+        on_demand = terms.get("OnDemand", {})
     except (KeyError, TypeError) as err:
         raise SchemaDriftError(f"aws: GetProducts item lacks product/attributes ({err!r})") from None
     family = product.get("productFamily", "")
@@ -533,6 +551,18 @@ def parse_price_list_item(item: str | dict[str, Any], region: str,
             row = dict(base, description=dim.get("description", ""), unit=dim.get("unit", ""),
                        price=amount, currency=currency, tier_start=dim.get("beginRange", ""),
                        tier_end=dim.get("endRange", ""))
+            parsed = _csv_row_to_price(row, region, skipped)
+            if parsed is not None:
+                rows.append(parsed)
+    for code, term in terms.get("Reserved", {}).items():
+        attrs_ = term.get("termAttributes", {})
+        for dim in term.get("priceDimensions", {}).values():
+            ppu = dim.get("pricePerUnit", {})
+            currency, amount = next(iter(ppu.items()), ("", ""))
+            row = dict(base, term="Reserved", description=dim.get("description", ""), unit=dim.get("unit", ""),
+                       price=amount, currency=currency, term_code=term.get("offerTermCode", code.rsplit(".", 1)[-1]),
+                       lease=attrs_.get("LeaseContractLength", ""), payment=attrs_.get("PurchaseOption", ""),
+                       offering_class=attrs_.get("OfferingClass", ""))
             parsed = _csv_row_to_price(row, region, skipped)
             if parsed is not None:
                 rows.append(parsed)
@@ -878,9 +908,12 @@ def refresh_notes(payloads: list[RegionPayload]) -> list[str]:
 def build_region(batch: Batch, p: RegionPayload) -> None:
     """Turn one region's payloads into offers and storage/egress prices."""
     on_demand: dict[str, float] = {}
+    reserved: dict[tuple[str, str, str], list[PriceRow]] = {}
     for row in p.prices:
         if row.kind == "instance":
             _add_instance_offer(batch, p, row, on_demand)
+        elif row.kind == "reserved":
+            reserved.setdefault((row.instance_type, row.sku, row.term_code), []).append(row)
         elif row.kind == "storage":
             if row.unit != "GB-Mo":  # IOPS/throughput dimensions of io2/gp3 are not per-GB prices
                 p.skipped[SKIP_STORAGE_DIMENSION] += 1
@@ -891,6 +924,9 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
                       usd_per_gb_month=row.price, source_currency=row.currency,
                       source_usd_per_gb_month=row.price, description=row.description)
     _add_egress(batch, p)
+    fields: dict[str, dict[str, Any] | Exception] = {}  # per type: twelve terms share one description
+    for rows in reserved.values():
+        _add_reserved_offer(batch, p, rows, on_demand.get(rows[0].instance_type), fields)
     if p.spot is not None and p.specs is not None:
         for (itype, az), (price, stamp) in sorted(p.spot.items()):
             _add_spot_offer(batch, p, itype, az, price, stamp, on_demand.get(itype))
@@ -960,6 +996,71 @@ def _add_instance_offer(batch: Batch, p: RegionPayload, row: PriceRow, on_demand
         # A second row for the same type (a duplicate) is quarantined by the loader, which keeps
         # the first: spot savings are computed against that same first price.
         on_demand.setdefault(itype, row.price)
+
+
+LEASE_MONTHS = {"1yr": 12, "3yr": 36}
+RESERVED_PAYMENT = {"No Upfront": "no_upfront", "Partial Upfront": "partial_upfront", "All Upfront": "all_upfront"}
+RESERVED_CLASS = {"standard": "reserved", "convertible": "reserved_convertible"}
+
+
+def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
+    """(upfront fee USD, hourly USD) of one Reserved term from its rows: one hourly row (Unit Hrs)
+    and, for Partial and All Upfront, one fee row (Unit Quantity). ValueError says what is wrong."""
+    by_unit: dict[str, list[float]] = {}
+    for r in rows:
+        if r.currency != "USD":
+            raise ValueError(f"price in {r.currency or 'no currency'}, not USD; no conversion is configured")
+        by_unit.setdefault(r.unit, []).append(r.price)
+    odd = sorted(set(by_unit) - {"Hrs", "Quantity"})
+    if odd or len(by_unit.get("Hrs", [])) != 1 or len(by_unit.get("Quantity", [])) > 1:
+        raise ValueError(f"a reserved term needs one hourly row and at most one upfront fee row, got units "
+                         f"{sorted(r.unit for r in rows)}")
+    return (by_unit.get("Quantity") or [0.0])[0], by_unit["Hrs"][0]
+
+
+def _add_reserved_offer(batch: Batch, p: RegionPayload, rows: list[PriceRow], on_demand_price: float | None,
+                        fields_of: dict[str, dict[str, Any] | Exception]) -> None:
+    """One Reserved Instance term (lease, payment option, offering class) as its own purchase option,
+    priced at its effective hourly rate: the upfront fee spread over the term plus the hourly rate."""
+    first = rows[0]
+    itype = first.instance_type
+    ref = f"{p.region}/{itype}/{first.sku}.{first.term_code}"
+    raw = [r.__dict__ for r in rows]
+    months = LEASE_MONTHS.get(first.lease)
+    payment = RESERVED_PAYMENT.get(first.payment)
+    commitment = RESERVED_CLASS.get(first.offering_class)
+    if months is None or payment is None or commitment is None:
+        batch.quarantine("offer", ref, f"reserved term with unknown lease {first.lease!r}, payment {first.payment!r} "
+                         f"or class {first.offering_class!r}", raw)
+        return
+    if itype not in fields_of:
+        try:
+            fields_of[itype] = _instance_fields(p, itype, first)
+        except (UnknownGPUError, ValueError) as err:
+            fields_of[itype] = err
+    try:
+        upfront, hourly = reserved_term_price(rows)
+        fields = fields_of[itype]
+        if isinstance(fields, Exception):
+            raise fields
+    except (UnknownGPUError, ValueError) as err:
+        batch.quarantine("offer", ref, f"reserved term: {err}", raw)
+        return
+    price = round(amortized_usd_per_hour(upfront, hourly, months), 10)
+    zones = p.offerings.get(itype, []) if p.offerings is not None else None
+    data = {"sku": first.sku, "offer_term_code": first.term_code, "offering_class": first.offering_class,
+            "upfront_fee_usd": upfront, "hourly_usd": hourly, "availability_zones": zones,
+            "saving_vs_on_demand_pct": round(100 * (1 - price / on_demand_price), 1) if on_demand_price else None}
+    batch.offer(
+        ref, raw, region=p.region, zone="", purchase_option=commitment_option(commitment, months, payment),
+        term_months=months, payment_option=payment,
+        price_per_hour=price, source_currency="USD", source_price_per_hour=price, price_observed_at=p.publication,
+        available=(bool(zones) if zones is not None else None),
+        available_count=(len(zones) if zones is not None else None),
+        availability_level=("offered in %d AZs" % len(zones) if zones else ("not offered" if zones is not None else None)),
+        interruption_risk=None, spot_savings_pct=None,
+        provider_data=json.dumps(data, sort_keys=True), **fields,
+    )
 
 
 def _add_spot_offer(batch: Batch, p: RegionPayload, itype: str, az: str, price: float, stamp: str,

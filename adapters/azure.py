@@ -4,13 +4,16 @@ Source: the Azure Retail Prices API (https://prices.azure.com/api/retail/prices,
 no authentication), read with httpx. Three narrow OData `$filter` queries, each
 followed page by page through `NextPageLink`:
 
-- GPU virtual machines: `serviceName eq 'Virtual Machines' and priceType eq
-  'Consumption'` plus `contains(armSkuName, 'Standard_NC'|'_ND'|'_NG'|'_NV')`.
+- GPU virtual machines: `serviceName eq 'Virtual Machines' and (priceType eq
+  'Consumption' or priceType eq 'Reservation')` plus `contains(armSkuName,
+  'Standard_NC'|'_ND'|'_NG'|'_NV')`.
   One query for every region and GPU family (live, some ten to twenty pages of
   1,000 items) rather than one per family: fewer round trips, and a new size in
   an old family shows up on its own (as a quarantined "unknown GPU size") instead
-  of silently never being asked for. `priceType eq 'Consumption'` keeps
-  reservations and dev/test rates out server-side; the parser excludes them again.
+  of silently never being asked for. `priceType` Consumption or Reservation keeps
+  dev/test rates out server-side; the parser excludes them again. Reservation items
+  (1- and 3-year reserved instances, priced for the whole term) and the `savingsPlan`
+  rates on pay-as-you-go items become offers of their own purchase options.
 - Managed disks (`serviceName eq 'Storage'`): Premium SSD P30, Standard SSD E30
   (both priced per disk per month) and Premium SSD v2 capacity (per GiB-hour).
 - Bandwidth: internet egress over the Microsoft network ("Rtn Preference: MGN",
@@ -41,7 +44,7 @@ import httpx
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, amortized_usd_per_hour, commitment_option
 
 log = logging.getLogger("gpuledger.adapters.azure")
 
@@ -55,8 +58,10 @@ HOURS_PER_MONTH = 730  # Azure's own month for per-hour storage meters
 # does not, and the filter never asks for it.
 GPU_SKU_PREFIXES = ("Standard_NC", "Standard_ND", "Standard_NG", "Standard_NV")
 
+# Consumption (pay-as-you-go, Spot, Low Priority; savings-plan rates ride on these items) and
+# Reservation (1- and 3-year reserved VM instances) items; DevTestConsumption stays out.
 VM_FILTER = (
-    "serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and ("
+    "serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq 'Reservation') and ("
     + " or ".join(f"contains(armSkuName, '{p}')" for p in GPU_SKU_PREFIXES)
     + ")"
 )
@@ -332,8 +337,18 @@ def check_item(item: Any, what: str) -> dict[str, Any]:
 
 # -- classifying items ------------------------------------------------------------------
 
+# reservationTerm / savingsPlan term -> months. Azure bills either commitment upfront or monthly
+# at the same total, so both have the one payment option "upfront_or_monthly".
+COMMITMENT_TERMS = {"1 Year": 12, "3 Years": 36}
+COMMITMENT_PAYMENT = "upfront_or_monthly"
+
+
 def purchase_option(item: dict[str, Any]) -> str:
-    """'… Spot' meters are Spot VMs, '… Low Priority' meters are Batch low-priority nodes."""
+    """'… Spot' meters are Spot VMs, '… Low Priority' meters are Batch low-priority nodes; a
+    Reservation item is a reserved instance of its `reservationTerm`."""
+    if item.get("type") == "Reservation":
+        months = COMMITMENT_TERMS.get(str(item.get("reservationTerm")))
+        return commitment_option("reserved", months, COMMITMENT_PAYMENT) if months else "reservation of an unknown term"
     names = (str(item.get("meterName", "")), str(item.get("skuName", "")))
     if any(n.endswith(" Spot") for n in names):
         return "spot"
@@ -374,9 +389,9 @@ class Skipped:
 
 
 def _out_of_scope(item: dict[str, Any], skipped: Skipped) -> bool:
-    """Rates that are not pay-as-you-go, or not primary: never loaded, only counted."""
+    """Rates that are neither pay-as-you-go nor a reservation, or not primary: never loaded, only counted."""
     kind = item.get("type")
-    if kind != "Consumption":  # Reservation, DevTestConsumption (the $filter already asks for Consumption)
+    if kind not in ("Consumption", "Reservation"):  # DevTestConsumption (the $filter asks for neither)
         skipped.add(f"type {kind}")
         return True
     if item.get("isPrimaryMeterRegion") is False:
@@ -435,6 +450,10 @@ def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[
             continue
         if not batch.usd_only("offer", _ref(item), item.get("currencyCode"), item):
             continue
+        if item.get("type") == "Reservation" and str(item.get("reservationTerm")) not in COMMITMENT_TERMS:
+            batch.quarantine("offer", _ref(item), f"reservation with unknown reservationTerm "
+                             f"{item.get('reservationTerm')!r} (expected one of {sorted(COMMITMENT_TERMS)})", item)
+            continue
         if item["unitOfMeasure"] != "1 Hour":
             batch.quarantine("offer", _ref(item), f"unexpected unit {item['unitOfMeasure']!r} for a VM rate "
                              "(expected '1 Hour')", item)
@@ -459,7 +478,40 @@ def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[
     for (region, sku, option), item in chosen.items():
         if option != "on_demand":
             _add_vm_offer(batch, region, sku, option, item, on_demand.get((region, sku)))
+    for (region, sku, option), item in chosen.items():
+        if option == "on_demand" and (region, sku) in on_demand:  # a rejected item's plans go with it
+            _add_savings_plan_offers(batch, region, sku, item, on_demand.get((region, sku)))
     return skipped
+
+
+def _add_savings_plan_offers(batch: Batch, region: str, sku: str, item: dict[str, Any],
+                             on_demand_price: float | None) -> None:
+    """The `savingsPlan` rates a pay-as-you-go item carries (api-version 2023-01-01-preview): one
+    offer per term, priced at the plan's hourly rate."""
+    plans = item.get("savingsPlan")
+    if plans is None:
+        return
+    if not isinstance(plans, list):
+        batch.quarantine("offer", _ref(item), f"savingsPlan is not a list: {str(plans)[:100]}", item)
+        return
+    seen: set[str] = set()
+    for plan in plans:
+        term = str(plan.get("term")) if isinstance(plan, dict) else None
+        months = COMMITMENT_TERMS.get(term or "")
+        ref = f"{_ref(item)}/savingsPlan/{term}"
+        if months is None:
+            batch.quarantine("offer", ref, f"savings plan with unknown term {term!r} (expected one of "
+                             f"{sorted(COMMITMENT_TERMS)})", item)
+            continue
+        if batch.listed_again(seen, term, f"savings plan term {term} of {sku} in {region}", item, ref):
+            continue
+        try:
+            rate = float(plan["retailPrice"])
+        except (KeyError, TypeError, ValueError):
+            batch.quarantine("offer", ref, f"savings plan rate {plan.get('retailPrice')!r} is not a number", item)
+            continue
+        _add_vm_offer(batch, region, sku, commitment_option("savings_plan", months, COMMITMENT_PAYMENT),
+                      {**item, "retailPrice": rate, "savingsPlanTerm": term}, on_demand_price)
 
 
 def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[str, Any],
@@ -471,6 +523,12 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
         return False
     size = GPU_SIZES[sku]
     price = _price(item)
+    months = COMMITMENT_TERMS.get(str(item.get("reservationTerm") or item.get("savingsPlanTerm")))
+    if item.get("type") == "Reservation" and months:
+        # A reservation's unitPrice is the whole term's price, not an hourly rate.
+        price = round(amortized_usd_per_hour(price, 0.0, months), 10)
+    elif "savingsPlanTerm" not in item:
+        months = None
     saving = None
     if option != "on_demand" and on_demand_price:
         saving = round(100 * (1 - price / on_demand_price), 1)
@@ -481,6 +539,11 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
     }
     if size.series.note:
         data["gpu_facts_note"] = size.series.note
+    if months is not None:
+        data["commitment"] = ({"reservationTerm": item.get("reservationTerm"), "term_price_usd": _price(item)}
+                              if item.get("type") == "Reservation" else {"savingsPlan_term": item["savingsPlanTerm"]})
+        data["saving_vs_on_demand_pct"] = saving
+        saving = None
     if size.gpu_count.denominator != 1:  # a partition: the share of one GPU, as the size page sells it
         data["gpu_share"] = f"{size.gpu_count.numerator}/{size.gpu_count.denominator}"
     return batch.offer(
@@ -498,6 +561,7 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
         minimum_charge_s=PROVIDER.facts.minimum_charge_s,
         available=None, available_count=None, availability_level=None, interruption_risk=None,
         spot_savings_pct=saving,
+        term_months=months, payment_option=COMMITMENT_PAYMENT if months is not None else None,
         provider_data=json.dumps(data, sort_keys=True),
     )
 

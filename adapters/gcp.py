@@ -36,7 +36,7 @@ from gpuledger.adapters.base import (
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.adapters.retry import AttemptsSpent, retry_after_s
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option
 from gpuledger.warehouse.settings import env_name
 
 log = logging.getLogger("gpuledger.adapters.gcp")
@@ -228,7 +228,7 @@ SPOT_MARKERS = ("spot preemptible", "preemptible")
 # GPU SKUs that are not a plain on-demand/spot GPU-hour: a vWS license bundle,
 # sole-tenant nodes, reservations and DWS/flex-start capacity. Out of scope.
 GPU_OUT_OF_SCOPE_MARKERS = ("virtual workstation", "sole tenancy", "sole-tenancy", "reserved", "reservation",
-                            "dws", "flex", "calendar", "commitment")
+                            "dws", "flex", "calendar")
 
 # SKU description -> accelerator type name, most specific first (the "A100
 # 80GB" SKU also contains "A100"; "GB200" contains "B200"; the A3 Mega GPU is
@@ -254,20 +254,31 @@ GPU_SKU_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 GPU_SLICE = re.compile(r"\(\s*1 gpu slice\s*\)")
 CORE_RAM = re.compile(r"^(?P<family>.+?) (?:instance )?(?P<part>core|ram) running in (?P<where>.+)$")
 LOCAL_SSD = re.compile(r"^ssd backed local storage(?: attached to spot preemptible vms)?(?: in .+)?$")
+# Resource-based committed use: "Commitment v1: A3 Cpu in Americas for 1 Year", "... A3 Ram ...",
+# "Commitment v1: Nvidia H100 80GB GPU running in Americas for 3 Year", "Commitment v1: Local SSD In ...".
+COMMITMENT_PREFIX = re.compile(r"^commitment v1: ")
+COMMIT_CORE_RAM = re.compile(r"^(?P<family>.+?) (?P<part>cpu|ram) in (?P<where>.+) for \d+ years?$")
+COMMIT_LOCAL_SSD = re.compile(r"^local ssd (?:in .+ )?for \d+ years?$")
+# Committed-use SKUs are billed monthly over the term with nothing upfront; their prices are hourly rates.
+COMMITMENTS = {"Commit1Yr": commitment_option("committed_use", 12, "no_upfront"),
+               "Commit3Yr": commitment_option("committed_use", 36, "no_upfront")}
+COMMITMENT_TERMS = {COMMITMENTS["Commit1Yr"]: 12, COMMITMENTS["Commit3Yr"]: 36}
 
 
 def purchase_option(usage_type: str, description: str) -> str | None:
-    """on_demand | spot, or None for what is out of scope.
+    """on_demand | spot | a committed-use option, or None for what is out of scope.
 
-    Commitment SKUs (usageType Commit1Yr/Commit3Yr, "Commitment v1: ...") are
-    1- and 3-year committed-use prices, not on-demand: they are left out here on
-    purpose. The description's "Spot Preemptible" wins over the usage type:
+    Commitment SKUs (usageType Commit1Yr/Commit3Yr, "Commitment v1: ...") are the
+    1- and 3-year committed-use prices (`COMMITMENTS`); a commitment of another usage type
+    is out of scope. The description's "Spot Preemptible" wins over the usage type:
     Google tags some Spot GPU SKUs OnDemand (e.g. "Spot Preemptible A4 Nvidia
     B200 (1 gpu slice) running in Americas").
     """
     desc = description.lower()
+    if usage_type in COMMITMENTS and desc.startswith("commitment"):
+        return COMMITMENTS[usage_type]
     if usage_type.startswith("Commit") or desc.startswith("commitment"):
-        return None  # committed-use discount SKUs: not on-demand, excluded
+        return None  # a commitment of a term or kind we do not price
     if any(m in desc for m in SPOT_MARKERS) or usage_type == "Preemptible":
         return "spot"
     if usage_type == "OnDemand":
@@ -277,6 +288,7 @@ def purchase_option(usage_type: str, description: str) -> str | None:
 
 def strip_spot(description: str) -> str:
     d = description.lower().strip()
+    d = COMMITMENT_PREFIX.sub("", d)
     d = re.sub(r"^(spot preemptible|preemptible) ", "", d)
     return d.replace(" attached to spot preemptible vms", "")
 
@@ -362,11 +374,11 @@ def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] |
     if family == "Compute":
         if any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS):
             return None  # sole-tenant, reserved, DWS... vCPU/RAM: not the plain on-demand/spot rate
-        m = CORE_RAM.match(plain)
+        m = CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None)
         if m:
-            return ("core" if m.group("part") == "core" else "ram", re.sub(r"[\s-]+", "", m.group("family")))
+            return ("ram" if m.group("part") == "ram" else "core", re.sub(r"[\s-]+", "", m.group("family")))
         return None
-    if family == "Storage" and LOCAL_SSD.match(plain):
+    if family == "Storage" and (LOCAL_SSD.match(plain) or COMMIT_LOCAL_SSD.match(plain)):
         return ("local_ssd", "")
     return None
 
@@ -396,7 +408,7 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
         purchase = purchase_option(cat.get("usageType", ""), sku.get("description", ""))
         if purchase is None:
             if cat.get("usageType", "").startswith("Commit"):
-                catalog.skip("committed-use SKU (not on-demand)")
+                catalog.skip("committed-use SKU of a term or kind not priced")
             continue
         kind = classify_compute_sku(batch, sku)
         if kind is None:
@@ -727,7 +739,7 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                  zones: dict[str, ZoneInfo]) -> None:
     """Turn plans into on-demand and spot offers; quarantine what cannot be priced."""
     gpu_cache: dict[str, tuple[GPUModel, bool] | str] = {}
-    spot_missing = 0
+    spot_missing = commit_missing = 0
     unpriced: dict[str, int] = {}  # described by Compute Engine, not priceable from the Catalog
     for plan in plans:
         ref = f"{plan.zone}/{plan.instance_type}"
@@ -742,10 +754,14 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
             continue
         model, exact = known
         on_demand_usd: float | None = None
-        for purchase in ("on_demand", "spot"):
+        for purchase in ("on_demand", "spot", *COMMITMENT_TERMS):
             gpu_key = next(p.key for p in plan.parts(purchase) if p.name in ("gpu", "gpu_slice"))
-            if purchase == "spot" and gpu_key not in catalog.prices and gpu_key not in catalog.invalid:
-                spot_missing += 1  # no Spot SKU for this GPU here: Spot is not sold, not an error
+            if purchase != "on_demand" and gpu_key not in catalog.prices and gpu_key not in catalog.invalid:
+                # no Spot or committed-use SKU for this GPU here: not sold that way, not an error
+                if purchase == "spot":
+                    spot_missing += 1
+                else:
+                    commit_missing += 1
                 continue
             composed = compose(plan, purchase, catalog)
             if isinstance(composed, str):
@@ -757,6 +773,9 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                 on_demand_usd = composed.usd_per_hour
     if spot_missing:
         batch.notes.append(f"{spot_missing} zone/machine-type pairs have no Spot GPU SKU in their region")
+    if commit_missing:
+        batch.notes.append(f"{commit_missing} zone/machine-type/term triples have no committed-use GPU SKU "
+                           "in their region")
     for purchase, n in sorted(unpriced.items()):
         batch.notes.append(f"{n} {purchase} zone/machine types described by Compute Engine but not priced "
                            "by the Catalog (quarantined with the missing part)")
@@ -780,6 +799,11 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, model:
     saving = None
     if purchase == "spot" and on_demand_usd:
         saving = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1)
+    months = COMMITMENT_TERMS.get(purchase)
+    if months is not None:
+        data["billing"] += "; committed-use SKUs are billed every month of the term, used or not"
+        if on_demand_usd:
+            data["saving_vs_on_demand_pct"] = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1)
     return batch.offer(
         f"{plan.zone}/{plan.instance_type}/{purchase}", _plan_raw(plan), region=plan.region, zone=plan.zone,
         instance_type=plan.instance_type, purchase_option=purchase, gpu_model=model.gpu_model,
@@ -794,6 +818,7 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, model:
         available=(zone.status == "UP") if zone else None, available_count=None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
         interruption_risk=None, spot_savings_pct=saving,
+        term_months=months, payment_option="no_upfront" if months else None,
         provider_data=json.dumps(data, sort_keys=True),
     )
 

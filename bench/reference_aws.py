@@ -5,7 +5,7 @@
   then `csv.reader`. The smoke test checks the optimized parser returns exactly its PriceRows.
 - `parse_prefilter_dictreader`: the straightforward approach of the best-known open GPU
   catalog (gpuhunt reads the file with `csv.DictReader` and tests each row dict), with a
-  substring prefilter in front (skip lines holding a `"Reserved"` field) — the issue's
+  substring prefilter in front (skip lines holding a `"Reserved"` field, but for GPU instance families) — the issue's
   "substring prefilter + csv.DictReader" baseline. Same selection rules, same PriceRows.
 - `parse_dictreader_all`: plain `csv.DictReader` over every row.
 """
@@ -20,8 +20,9 @@ from gpuledger.adapters.base import SchemaDriftError
 
 
 def _is_on_demand_line(line: str) -> bool:
+    """OnDemand rows, and the Reserved rows of GPU instance families (their commitment terms)."""
     parts = line.split(",", 4)
-    return len(parts) > 4 and parts[3] == '"OnDemand"'
+    return len(parts) > 4 and (parts[3] == '"OnDemand"' or (parts[3] == '"Reserved"' and ',"GPU instance",' in line))
 
 
 def parse_offer_csv_lines(lines: Iterable[str], region: str, meta: dict[str, str] | None = None) -> Iterator[PriceRow]:
@@ -81,7 +82,7 @@ def parse_prefilter_dictreader(f: IO[str], region: str) -> Iterator[PriceRow]:
     """f: the offer file opened in text mode with newline=''."""
     _skip_metadata(f)
     header = f.readline()
-    lines = (ln for ln in f if ',"Reserved",' not in ln)
+    lines = (ln for ln in f if ',"Reserved",' not in ln or ',"GPU instance",' in ln)
     reader = csv.DictReader(_chain(header, lines))
     return _rows_from_dicts(reader, region)
 

@@ -89,7 +89,8 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
               'offered' as availability_level,
               case when purchase_option = 'spot' then '<5%' end as interruption_risk,
               case when purchase_option = 'spot' then 60.0 end as spot_savings_pct, null::double as reliability,
-              '{}' as provider_data, provider as operated_by"""
+              '{}' as provider_data, provider as operated_by, null::integer as term_months,
+              null::varchar as payment_option"""
     # Versions: night 0 for every offer, then a change with probability CHANGE_RATE each night.
     con.execute(f"""
         create temp table versions as

@@ -112,6 +112,9 @@ def recommend_command(
     hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run."),
     runs: int = typer.Option(1, "--runs", help="Number of runs (experiments)."),
     spot: bool = typer.Option(False, "--spot", help="Also consider spot / interruptible offers (marked)."),
+    commitments: bool = typer.Option(False, "--commitments",
+                                     help="Also consider 1- and 3-year commitments (reserved, savings plans, "
+                                          "committed use; marked)."),
     region: Optional[str] = typer.Option(None, "--region", help="Region prefix (us-), or a LIKE pattern (%us%)."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     max_gpus: int = typer.Option(8, "--max-gpus", help="At most this many GPUs per plan."),
@@ -146,7 +149,7 @@ def recommend_command(
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
-            gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, spot=spot, region=region,
+            gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, spot=spot, commitments=commitments, region=region,
             providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, top=top,
             per_instance=not all_locations)

@@ -46,6 +46,7 @@ select o.gpu_model,
 from offers o
 left join providers p on p.provider = o.provider
 left join od on od.provider = o.provider and od.region = o.region and od.instance_type = o.instance_type
+where o.term_months is null  -- the page compares what can be rented now; 1- and 3-year commitments stay in SQL
 order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option
 """
 

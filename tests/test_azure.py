@@ -92,16 +92,28 @@ def test_real_p10_disk_is_converted_from_per_disk_to_per_gib_month() -> None:
     assert got[("westus", "premium-ssd-lrs")].usd_per_gb_month == pytest.approx(19.71 / 128)
 
 
-def test_reservation_devtest_and_savings_plans_are_excluded() -> None:
+def test_reservations_and_savings_plans_are_their_own_options_devtest_is_excluded() -> None:
     vm = next(i for i in recorded_items("vm") if i["armSkuName"] == "Standard_NC24ads_A100_v4"
               and i["armRegionName"] == "eastus" and "savingsPlan" in i)
-    reservation = dict(vm, type="Reservation", reservationTerm="1 Year", retailPrice=19166.0)
+    reservation = dict(vm, type="Reservation", reservationTerm="1 Year", retailPrice=19166.0, unitPrice=19166.0)
+    reservation.pop("savingsPlan")
+    odd_term = dict(reservation, reservationTerm="5 Years", meterId="x")
     devtest = dict(vm, type="DevTestConsumption", retailPrice=1.0)
     batch = Batch("azure")
-    skipped = azure.build_vm_offers(batch, [vm, reservation, devtest])
-    assert [o.price_per_hour for o in batch.offers] == [3.673]  # pay-as-you-go, not a savings-plan rate
+    skipped = azure.build_vm_offers(batch, [vm, reservation, odd_term, devtest])
+    got = {o.purchase_option: (o.price_per_hour, o.term_months, o.payment_option) for o in batch.offers}
+    assert got == {
+        "on_demand": (3.673, None, None),  # pay-as-you-go, not a savings-plan rate
+        # the reservation's price is the whole year's: 19166 / 8760 h = 2.18790 USD/h
+        "reserved_1y_upfront_or_monthly": (pytest.approx(2.1878995434), 12, "upfront_or_monthly"),
+        # the savingsPlan array's hourly rates (vm["savingsPlan"]: 2.3999 for 1 year, 1.6319 for 3)
+        "savings_plan_1y_upfront_or_monthly": (2.3999, 12, "upfront_or_monthly"),
+        "savings_plan_3y_upfront_or_monthly": (1.6319, 36, "upfront_or_monthly"),
+    }
     assert "savingsPlan" not in batch.offers[0].provider_data
-    assert skipped.counts == {"type Reservation": 1, "type DevTestConsumption": 1}
+    assert [q.reason for q in batch.quarantined] == [
+        "reservation with unknown reservationTerm '5 Years' (expected one of ['1 Year', '3 Years'])"]
+    assert skipped.counts == {"type DevTestConsumption": 1}
 
 
 @pytest.mark.parametrize("meter, option", [
@@ -141,7 +153,8 @@ def test_next_page_link_keeps_path_and_query_only() -> None:
 
 def test_filters_are_narrow() -> None:
     f = azure.VM_FILTER
-    assert f.startswith("serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and (")
+    assert f.startswith("serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or "
+                        "priceType eq 'Reservation') and (")
     assert all(f"contains(armSkuName, '{p}')" in f for p in ("Standard_NC", "Standard_ND", "Standard_NG", "Standard_NV"))
     assert "Standard_NP" not in f  # FPGA family
     assert azure.first_page_params(f)["currencyCode"] == "'USD'"
@@ -182,8 +195,8 @@ def test_every_page_fetched_and_counted(fetched: tuple[Batch, ReplayServer]) -> 
     assert all(r.params["currencyCode"] == "'USD'" and r.params["api-version"] == azure.API_VERSION
                for _, r in server.requests)
     assert len(server.requests) == 19  # 14 VM pages, 2 storage, 3 bandwidth
-    assert "azure: Virtual Machines: 14 pages, 1361 items (pages' Count total 1361)" in batch.notes
-    assert len(recorded_items("vm")) == 1361
+    assert "azure: Virtual Machines: 14 pages, 1367 items (pages' Count total 1367)" in batch.notes
+    assert len(recorded_items("vm")) == 1367  # 6 of them Reservation items
 
 
 def test_recorded_pages_have_the_api_envelope() -> None:
@@ -203,8 +216,15 @@ def test_counts_from_the_recording(fetched: tuple[Batch, ReplayServer]) -> None:
         by_option[str(o.purchase_option)] = by_option.get(str(o.purchase_option), 0) + 1
     mi25 = mi25_known()
     nvv4 = 20  # NVv4 offers (5 regions x 4 sizes, on-demand; as many Spot): quarantined without MI25
+    # Savings plans: one offer per term of every Linux pay-as-you-go item with a savingsPlan array;
+    # reservations: the 3 sizes x 2 terms the recording holds (README).
+    plans = {(i["armRegionName"], i["armSkuName"]) for i in recorded_items("vm") if "savingsPlan" in i
+             and "Windows" not in i["productName"] and (mi25 or not i["armSkuName"].startswith("Standard_NV"))
+             and i["armSkuName"] in azure.GPU_SIZES}
     assert by_option == {"on_demand": 470 + (nvv4 if mi25 else 0), "spot": 402 + (nvv4 if mi25 else 0),
-                         "low_priority": 5}
+                         "low_priority": 5, "reserved_1y_upfront_or_monthly": 3, "reserved_3y_upfront_or_monthly": 3,
+                         "savings_plan_1y_upfront_or_monthly": len(plans),
+                         "savings_plan_3y_upfront_or_monthly": len(plans)}
     assert (len(batch.egress), len(batch.storage)) == (216, 108)
     assert len(batch.quarantined) == (2 if mi25 else 2 + 2 * nvv4)
     # Nothing silent: every Linux VM meter left out is counted by reason (the NDm legacy duplicate).
@@ -212,7 +232,7 @@ def test_counts_from_the_recording(fetched: tuple[Batch, ReplayServer]) -> None:
             "effectiveStartDate") in batch.notes
     linux = {(i["armRegionName"], i["armSkuName"], azure.purchase_option(i)) for i in recorded_items("vm")
              if "Windows" not in i["productName"] and i["armSkuName"] in azure.GPU_SIZES}
-    assert len(batch.offers) == (len(linux) if mi25 else len(linux) - 2 * nvv4)
+    assert len(batch.offers) == 2 * len(plans) + (len(linux) if mi25 else len(linux) - 2 * nvv4)
     keys = [o.key for o in batch.offers]
     assert len(keys) == len(set(keys))
 
@@ -343,7 +363,7 @@ def test_unknown_gpu_size_is_quarantined(fetched: tuple[Batch, ReplayServer]) ->
 
 def test_nvv4_mi25_needs_a_reference_row(fetched: tuple[Batch, ReplayServer]) -> None:
     batch, _ = fetched
-    nvv4_offers = [o for o in batch.offers if o.instance_type.endswith("as_v4")]
+    nvv4_offers = [o for o in batch.offers if o.instance_type.endswith("as_v4") and o.term_months is None]
     nvv4_quarantined = [q for q in batch.quarantined if "as_v4/" in q.source_ref]
     if mi25_known():
         assert len(nvv4_offers) == 40 and not nvv4_quarantined
@@ -461,4 +481,4 @@ def test_record_mode_follows_pages_through_the_proxy_without_credentials(
 
 def test_iter_items_reads_saved_pages() -> None:
     pages = [json.loads(p.read_text()) for p in sorted((RECORDING / "vm").glob("page-*.json"))]
-    assert sum(1 for _ in azure.iter_items(copy.deepcopy(pages))) == 1361
+    assert sum(1 for _ in azure.iter_items(copy.deepcopy(pages))) == 1367

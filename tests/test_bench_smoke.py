@@ -104,8 +104,9 @@ def _rows(data: bytes) -> list[bytes]:
 
 def test_malformed_and_truncated_files_fail_as_before(synthetic: bytes) -> None:
     lines = _rows(synthetic)
-    od = next(i for i, ln in enumerate(lines) if i > 5 and aws._ON_DEMAND_LINE.match(ln))
-    rsv = next(i for i, ln in enumerate(lines) if i > 5 and b'"Reserved"' in ln.split(b",", 4)[3])
+    od = next(i for i, ln in enumerate(lines) if i > 5 and aws._KEPT_LINE.match(ln))
+    rsv = next(i for i, ln in enumerate(lines) if i > 5 and b'"Reserved"' in ln.split(b",", 4)[3]
+               and b',"GPU instance",' not in ln)
 
     def both(data: bytes) -> tuple[object, object]:
         out = []
@@ -122,7 +123,7 @@ def test_malformed_and_truncated_files_fail_as_before(synthetic: bytes) -> None:
     old, new = both(b"\n".join(extra))
     assert old == new and "a row has 92 fields, the header 91" in str(new)
     bad_reserved = list(lines)
-    bad_reserved[rsv] = bad_reserved[rsv] + b',"surplus"'  # a Reserved row: never parsed, never an error
+    bad_reserved[rsv] = bad_reserved[rsv] + b',"surplus"'  # a CPU-only Reserved row: never parsed, never an error
     old, new = both(b"\n".join(bad_reserved))
     assert old == new and isinstance(new, list)
     cut = synthetic[: len(synthetic) // 2]
@@ -132,7 +133,7 @@ def test_malformed_and_truncated_files_fail_as_before(synthetic: bytes) -> None:
     # a kept row whose price is not a number
     head = next(csv.reader([lines[5].decode()]))
     kept = {r.sku for r in aws.parse_offer_chunks([synthetic], "x") if r.kind == "instance"}
-    keep = next(i for i, ln in enumerate(lines) if i > 5 and aws._ON_DEMAND_LINE.match(ln)
+    keep = next(i for i, ln in enumerate(lines) if i > 5 and aws._KEPT_LINE.match(ln)
                 and ln[1:17].decode() in kept)
     fields = next(csv.reader([lines[keep].decode()]))
     fields[head.index("PricePerUnit")] = "n/a"

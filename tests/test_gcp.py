@@ -168,8 +168,11 @@ def test_purchase_option_rules() -> None:
     assert gcp.purchase_option("Preemptible", "Nvidia L4 GPU attached to Spot Preemptible VMs running in X") == "spot"
     # Google tags this Spot SKU OnDemand; the description decides.
     assert gcp.purchase_option("OnDemand", "Spot Preemptible A4 Nvidia B200 (1 gpu slice) running in Americas") == "spot"
-    assert gcp.purchase_option("Commit1Yr", "Commitment v1: A2 Cpu in Americas for 1 Year") is None
-    assert gcp.purchase_option("Commit3Yr", "Commitment v1: Nvidia Tesla A100 GPU in Americas for 3 Year") is None
+    # committed-use SKUs are their own purchase options, one per term
+    assert gcp.purchase_option("Commit1Yr", "Commitment v1: A2 Cpu in Americas for 1 Year") == \
+        "committed_use_1y_no_upfront"
+    assert gcp.purchase_option("Commit3Yr", "Commitment v1: Nvidia Tesla A100 GPU in Americas for 3 Year") == \
+        "committed_use_3y_no_upfront"
 
 
 def test_compute_samples_parse() -> None:
@@ -212,7 +215,8 @@ def replayed():
 
 def test_replay_counts(replayed) -> None:
     batch, _, _ = replayed
-    assert Counter(o.purchase_option for o in batch.offers) == {"on_demand": 852, "spot": 847}
+    assert Counter(o.purchase_option for o in batch.offers) == {
+        "on_demand": 852, "spot": 847, "committed_use_1y_no_upfront": 48, "committed_use_3y_no_upfront": 48}
     assert (len(batch.egress), len(batch.storage), batch.quarantined) == (177, 124, [])
     # One on-demand offer per (zone, machine type): zones x shapes of each family in the recording,
     # e.g. g2 41 zones x 8 shapes, a3-highgpu 23 x 4, g4 6 x 4; N1 + T4 46 zones x 1/2/4 cards,
@@ -226,7 +230,8 @@ def test_replay_counts(replayed) -> None:
     assert len({o.key for o in batch.offers}) == len(batch.offers)
     # A4 Spot is not sold outside the Americas/Virginia SKUs: five pairs without a Spot offer.
     assert "5 zone/machine-type pairs have no Spot GPU SKU in their region" in batch.notes
-    assert "3 SKUs left out: committed-use SKU (not on-demand)" in batch.notes
+    # Committed-use GPU SKUs are recorded for the A100 and H100 of the Americas only: (852 - 48) x 2 terms.
+    assert "1608 zone/machine-type/term triples have no committed-use GPU SKU in their region" in batch.notes
 
 
 def test_every_region_with_gpu_machine_types(replayed) -> None:
@@ -292,10 +297,10 @@ def test_new_machine_families_hand_checked(replayed) -> None:
 def test_replay_paginates_every_list(replayed) -> None:
     _, server, ctx = replayed
     seen = Counter(req.path.rsplit("/", 1)[-1] for _, req in server.requests)
-    assert seen == {"zones": 1, "machineTypes": 5, "acceleratorTypes": 2, "skus": 9}
-    assert ctx.requests_made == 17
+    assert seen == {"zones": 1, "machineTypes": 5, "acceleratorTypes": 2, "skus": 10}
+    assert ctx.requests_made == 18
     skus = [req for host, req in server.requests if host == gcp.BILLING_HOST]
-    assert sum("pageToken" in r.params for r in skus) == 8
+    assert sum("pageToken" in r.params for r in skus) == 9
     assert all((r.params["currencyCode"], r.params["pageSize"]) == ("USD", "5000") for r in skus)
     types = [req for _, req in server.requests if req.path.endswith("/machineTypes")]
     assert all(r.params["filter"] == gcp.MACHINE_TYPE_FILTER for r in types)
@@ -405,7 +410,7 @@ def test_unknown_gpu_machine_type_and_sku_are_quarantined(replay) -> None:
     assert "Nvidia Z9000 GPU" in reasons[("gpu", "AAAA-BBBB-CCCC")]
     # A GPU series with no billing rule is not guessed either.
     assert "unknown GPU machine series 'a4x-maxgpu'" in reasons[("offer", "us-central1-b/a4x-maxgpu-4g-metal")]
-    assert len(batch.quarantined) == 3 and len(batch.offers) == 1699  # the rest is unaffected
+    assert len(batch.quarantined) == 3 and len(batch.offers) == 1795  # the rest is unaffected
 
 
 def test_idr_answer_is_converted_or_quarantined(replay) -> None:
@@ -482,7 +487,7 @@ def test_record_mode_round_trip(replayed, tmp_path: Path) -> None:
         finally:
             ctx.proxy.close()
         recorder.write_manifest(upstream.settings["gcp"], "2026-11-30T03:00:00")
-    assert len(recorder.exchanges) == 17
+    assert len(recorder.exchanges) == 18
     with ReplayServer(tmp_path, providers=["gcp"]) as again:
         replayed_batch = gcp.fetch(replay_context(again, "gcp"))
     assert recorded_batch.counts() == replayed_batch.counts() == batch.counts()

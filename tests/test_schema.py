@@ -12,10 +12,12 @@ from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.export import EXPORT_TABLES
 from gpuledger.warehouse.records import Batch, EgressPrice, Offer, ProviderFacts, StoragePrice
 from gpuledger.warehouse.schema import (
-    EGRESS, OFFERS, SCHEMA_VERSION, STORAGE, TABLES, column_names, create_sql, current_version, migrate,
+    EGRESS, INITIAL, OFFERS, SCHEMA_VERSION, STORAGE, TABLES, UPGRADES, column_names, create_sql, current_version,
+    migrate,
 )
 from gpuledger.warehouse.store import ScrapeOutcome, close_writer, load_outcome, open_writer
 
+VERSIONS = [INITIAL[0], *(version for version, _, _ in UPGRADES)]  # every version, in order
 V1_SQL = Path(__file__).parent / "fixtures" / "warehouse_v1.sql"
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
 
@@ -85,19 +87,19 @@ def test_export_columns_are_the_tables_without_the_row_fingerprint() -> None:
 
 def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None:
     new = duckdb.connect()
-    assert migrate(new) == [1, 2, 3, 5]
+    assert migrate(new) == VERSIONS
     old = duckdb.connect()
     old.execute(V1_SQL.read_text())
     v1_offers = [c for c in layout(old)[0] if c[0] == "offers"]
     old.execute("create table schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
                 "applied_at TIMESTAMPTZ NOT NULL)")
     old.execute("insert into schema_migrations values (1, 'initial schema', now())")
-    assert migrate(old) == [2, 3, 5]
+    assert migrate(old) == VERSIONS[1:]
     assert layout(new) == layout(old)
     # version 3 put operated_by after provider_data in both offer tables, and changed nothing else
     new_offers = [c for c in layout(new)[0] if c[0] == "offers"]
     assert [c[2] for c in new_offers] == [c[2] for c in v1_offers[:33]] + ["operated_by"] + \
-        [c[2] for c in v1_offers[33:]]
+        ["term_months", "payment_option"] + [c[2] for c in v1_offers[33:]]
     assert ("offers", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     assert ("offer_history", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     checks = [c for c in layout(new)[1] if c[0] == "offers" and c[1] in ("CHECK", "PRIMARY KEY")]
@@ -106,9 +108,12 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
                       ("offers", "CHECK", "(gpu_count > 0)", "[gpu_count]"),
                       ("offers", "CHECK", "(price_per_gpu_hour > 0)", "[price_per_gpu_hour]")]
     assert ("providers", "PRIMARY KEY", None, "[provider]") in layout(new)[1]
-    # offers 34 + 4, history 34 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
+    # version 6 put term_months and payment_option after operated_by, before the bookkeeping columns
+    assert [c[2] for c in new_offers[34:]] == ["term_months", "payment_option", "content_hash", "first_seen",
+                                                "last_seen", "run_id"]
+    # offers 36 + 4, history 36 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
     # spot price history, capacity blocks; the views spot_price_intervals and spot_price_stats
-    assert len(layout(new)[0]) == 38 + 39 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 + 10 + 20 + 9 + 21 == 250
+    assert len(layout(new)[0]) == 40 + 41 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 + 10 + 20 + 9 + 21 == 254
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)
@@ -119,8 +124,8 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     v1_warehouse(db)
     con = open_writer(db)
     try:
-        assert current_version(con) == SCHEMA_VERSION == 5
-        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3, 5]
+        assert current_version(con) == SCHEMA_VERSION == VERSIONS[-1]
+        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == VERSIONS
         # the macros the old release stored are gone (the recommender installs its own); the one the
         # schema defines (version 5) is there
         assert con.execute("select function_name from duckdb_functions() where not internal and "
@@ -131,6 +136,10 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
         # the rows made before operated_by ran on their provider's own machines, history included
         assert con.execute("select operated_by, content_hash from offers").fetchall() == [("aws", "h1")]
         assert con.execute("select operated_by, content_hash from offer_history").fetchall() == [("aws", "h1")]
+        # and were bought without a commitment: no term, no payment option, the checks still pass
+        assert con.execute("select term_months, payment_option, run_id from offers union all "
+                           "select term_months, payment_option, run_id from offer_history").fetchall() == \
+            [(None, None, "run-1"), (None, None, "run-1")]
         assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
         fresh = duckdb.connect()
         migrate(fresh)
@@ -138,7 +147,7 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     finally:
         close_writer(con)
     con = open_writer(db)  # once only
-    assert con.execute("select count(*) from schema_migrations").fetchall() == [(4,)]
+    assert con.execute("select count(*) from schema_migrations").fetchall() == [(len(VERSIONS),)]
     close_writer(con)
 
 
@@ -169,8 +178,10 @@ def test_rows_upgraded_to_version_3_are_unchanged_when_their_source_sends_them_a
 def test_a_warehouse_newer_than_this_gpuledger_is_left_alone(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     migrate(con)
-    con.execute("insert into schema_migrations values (6, 'from the future', now())")
+    future = SCHEMA_VERSION + 1
+    con.execute("insert into schema_migrations values (?, 'from the future', now())", [future])
     assert migrate(con) == []
-    assert current_version(con) == 6
+    assert current_version(con) == future
     (version_check,) = [r for r in run_checks(con) if r.name == "schema version"]
-    assert not version_check.ok and version_check.detail == "warehouse at version 6, this gpuledger expects 5"
+    assert not version_check.ok and \
+        version_check.detail == f"warehouse at version {future}, this gpuledger expects {SCHEMA_VERSION}"

@@ -813,6 +813,34 @@ RESERVED_TERMS = [
 ]
 # Families sold without Reserved Instances (capacity-block / savings-plan era types).
 NO_RESERVED = {"p5e", "p5en", "p6-b200"}
+# REAL effective Reserved rates (USD/h, Linux, shared tenancy) of a few types in us-east-1:
+# instances.vantage.sh data as published in github.com/tsaol/aws-gpu data/gpu_instances_raw.json
+# (commit 2d0108c, 2025-11-30), keyed "yrTerm<1|3><Standard|Convertible>.<payment>". A term absent
+# there is absent here too (p5.48xlarge has no 1-year Standard term). How a Partial Upfront rate
+# splits into fee and hourly part is not in that data: half and half, as ri_prices does.
+REAL_RESERVED = {
+    ("g4dn.xlarge", "us-east-1"): {
+        "1S.no": 0.331, "1S.partial": 0.315763, "1S.all": 0.309247, "1C.no": 0.381, "1C.partial": 0.362507,
+        "1C.all": 0.355708, "3S.no": 0.227, "3S.partial": 0.210213, "3S.all": 0.197793, "3C.no": 0.273,
+        "3C.partial": 0.252256, "3C.all": 0.247412},
+    ("g5.xlarge", "us-east-1"): {
+        "1S.no": 0.63378, "1S.partial": 0.603626, "1S.all": 0.591553, "1C.no": 0.79223, "1C.partial": 0.754533,
+        "1C.all": 0.739384, "3S.no": 0.43459, "3S.partial": 0.402418, "3S.all": 0.378272, "3C.no": 0.54324,
+        "3C.partial": 0.502984, "3C.all": 0.492922},
+    ("p5.48xlarge", "us-east-1"): {
+        "1C.no": 43.344, "1C.partial": 41.279954, "1C.all": 40.454452, "3S.no": 23.77728,
+        "3S.partial": 22.015991, "3S.all": 20.695053, "3C.no": 40.42138, "3C.partial": 37.427184,
+        "3C.all": 36.678653},
+}
+
+
+def real_reserved_rate(t: str, region: str, lease: str, option: str, klass: str) -> float | None | bool:
+    """The REAL effective rate of a term, None for a term the real data lacks, False without real data."""
+    table = REAL_RESERVED.get((t, region))
+    if table is None:
+        return False
+    key = f"{lease[0]}{klass[0].upper()}.{option.split()[0].lower()}"
+    return table.get(key)
 
 # EBS $/GB-month per region (us-east-1 list prices; others from AWS EBS pricing page values).
 #            gp3     gp2    io2     io1    st1    sc1     standard snapshot
@@ -1486,7 +1514,11 @@ def ec2_compute_rows(t: str, region: str, products: dict) -> list[dict]:
         if has_ri:
             ri_os = "Linux/UNIX" if os_ == "Linux" else "Windows"
             for term, lease, option, klass, rate in RESERVED_TERMS:
-                hourly, upfront = ri_prices(price, rate, lease, option)
+                real = real_reserved_rate(t, region, lease, option, klass) if os_ == "Linux" else False
+                if real is None:
+                    continue
+                hourly, upfront = ri_prices(price, rate, lease, option) if real is False else \
+                    ri_prices(1.0, real, lease, option)
                 applied = f"{ri_os} (Amazon VPC), {t} reserved instance applied"
                 hd = f"USD 0.0 per {applied}" if option == "All Upfront" else applied
                 common = {"OfferTermCode": term, "TermType": "Reserved", "EffectiveDate": RI_EFFECTIVE,

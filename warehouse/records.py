@@ -24,12 +24,59 @@ MAX_PLAUSIBLE_USD_PER_GB = 10.0
 
 
 class PurchaseOption(str, Enum):
-    """How the capacity is bought. Reserved/committed terms are out of scope."""
+    """How the capacity is bought without a commitment. A commitment (a 1- or 3-year term) has
+    its own purchase option, named by `commitment_option`."""
 
     ON_DEMAND = "on_demand"
     SPOT = "spot"  # AWS Spot, GCP Spot/Preemptible, Azure Spot: provider may reclaim
     LOW_PRIORITY = "low_priority"  # Azure Batch low-priority
     INTERRUPTIBLE = "interruptible"  # marketplace bid capacity (Vast.ai, RunPod spot)
+
+
+class Commitment(str, Enum):
+    """What a term commitment buys; with its term and payment option it names a purchase option."""
+
+    RESERVED = "reserved"  # AWS Standard Reserved Instance, Azure reservation: one instance type
+    RESERVED_CONVERTIBLE = "reserved_convertible"  # AWS Convertible RI: exchangeable for another type
+    SAVINGS_PLAN = "savings_plan"  # Azure savings plan: an hourly spend commitment
+    COMMITTED_USE = "committed_use"  # GCP resource-based committed use (vCPU, memory, GPU, Local SSD)
+
+
+class PaymentOption(str, Enum):
+    NO_UPFRONT = "no_upfront"  # billed hourly or monthly over the term
+    PARTIAL_UPFRONT = "partial_upfront"  # a fee at purchase plus a lower hourly rate
+    ALL_UPFRONT = "all_upfront"  # the whole term paid at purchase
+    UPFRONT_OR_MONTHLY = "upfront_or_monthly"  # Azure: the same total either way
+
+
+# A commitment's upfront fee is spread over the term's hours at this rate (AWS and Azure state
+# their effective hourly rates over 8760-hour years).
+HOURS_PER_YEAR = 8760
+
+
+def commitment_option(commitment: str, term_months: int, payment_option: str) -> str:
+    """The purchase option of a commitment: 'reserved_3y_partial_upfront', 'committed_use_1y_no_upfront'.
+
+    Term and payment are in the name so the offer key keeps 1- and 3-year terms and payment options
+    apart; the `term_months` and `payment_option` columns hold them again for filtering."""
+    commitment, payment_option = Commitment(commitment).value, PaymentOption(payment_option).value
+    if term_months <= 0 or term_months % 12:
+        raise ValueError(f"a commitment term is whole years, got {term_months} months")
+    return f"{commitment}_{term_months // 12}y_{payment_option}"
+
+
+def amortized_usd_per_hour(upfront_usd: float, hourly_usd: float, term_months: int) -> float:
+    """Effective USD per hour of a commitment: the upfront fee over the term's hours, plus the hourly part."""
+    if upfront_usd < 0 or hourly_usd < 0:
+        raise ValueError("a commitment's upfront fee and hourly rate are never negative")
+    return upfront_usd / (HOURS_PER_YEAR * term_months / 12) + hourly_usd
+
+
+_COMMITMENT_OPTIONS = {
+    commitment_option(c.value, months, p.value): (months, p.value)
+    for c in Commitment for months in (12, 36) for p in PaymentOption
+}
+PURCHASE_OPTIONS: tuple[str, ...] = tuple(o.value for o in PurchaseOption) + tuple(_COMMITMENT_OPTIONS)
 
 
 class EgressDestination(str, Enum):
@@ -64,7 +111,7 @@ class Offer(_Record):
 
     zone: str = ""  # "" when the price is regional, not per availability zone
     instance_type: str = Field(min_length=1)
-    purchase_option: PurchaseOption
+    purchase_option: str  # a PurchaseOption, or a commitment's (`commitment_option`)
 
     gpu_model: str = Field(min_length=1)  # canonical, from warehouse.gpus
     gpu_variant_exact: bool = True  # False: source named only the family ("H100")
@@ -102,12 +149,25 @@ class Offer(_Record):
     # cloud for an aggregator reselling it (Shadeform). Filled with `provider` when not given.
     operated_by: str = Field(min_length=1)
 
+    # A commitment's term and how it is paid; None for on-demand and interruptible capacity.
+    # price_per_hour is then the effective rate: upfront fee amortized over the term plus the hourly part.
+    term_months: int | None = None
+    payment_option: str | None = None
+
     @model_validator(mode="before")
     @classmethod
     def _operated_by_the_provider_unless_said(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("operated_by") is None and "provider" in data:
             return {**data, "operated_by": data["provider"]}
         return data
+
+    @field_validator("purchase_option", mode="before")
+    @classmethod
+    def _known_option(cls, v: Any) -> str:
+        v = v.value if isinstance(v, Enum) else v
+        if v not in PURCHASE_OPTIONS:
+            raise ValueError(f"unknown purchase option {v!r}")
+        return v
 
     @field_validator("price_per_hour", "source_price_per_hour")
     @classmethod
@@ -151,6 +211,11 @@ class Offer(_Record):
             raise ValueError("a USD source price must equal price_per_hour")
         if self.reliability is not None and not 0 <= self.reliability <= 1:
             raise ValueError(f"reliability must be within 0..1, got {self.reliability}")
+        term = _COMMITMENT_OPTIONS.get(self.purchase_option)
+        if (self.term_months, self.payment_option) != (term or (None, None)):
+            raise ValueError(f"purchase option {self.purchase_option} has term {term[0] if term else None} months "
+                             f"and payment {term[1] if term else None}, not {self.term_months} and "
+                             f"{self.payment_option}")
         return self
 
     @property

@@ -350,6 +350,36 @@ CREATE TABLE capacity_block_offerings (
 );
 """
 
+# The bookkeeping columns that follow the offer columns, as of version 6 (frozen like the layout
+# above). DuckDB adds a column only at the end of a table, so the step adds the commitment columns
+# and then moves these behind them: drop-and-re-add keeps every other column, with its constraints,
+# where it is, whatever the steps before added.
+_V6_ROW_COLUMNS = {
+    "offers": (("content_hash", "VARCHAR", True), ("first_seen", "TIMESTAMPTZ", True),
+               ("last_seen", "TIMESTAMPTZ", True), ("run_id", "VARCHAR", True)),
+    "offer_history": (("content_hash", "VARCHAR", True), ("valid_from", "TIMESTAMPTZ", True),
+                      ("valid_to", "TIMESTAMPTZ", False), ("run_id", "VARCHAR", True),
+                      ("closed_by_run_id", "VARCHAR", False)),
+}
+
+
+def _with_commitment_terms(table: str) -> str:
+    sql = [f"alter table {table} add column term_months INTEGER;",
+           f"alter table {table} add column payment_option VARCHAR;"]
+    for name, sql_type, not_null in _V6_ROW_COLUMNS[table]:
+        # NOT NULL comes with the new column (a placeholder default, dropped once the values are
+        # copied): DuckDB cannot add the constraint later in a transaction that has updated rows.
+        placeholder = {"VARCHAR": "''", "TIMESTAMPTZ": "'epoch'"}[sql_type]
+        sql += [f"alter table {table} rename column {name} to {name}__v5;",
+                f"alter table {table} add column {name} {sql_type}"
+                + (f" not null default {placeholder};" if not_null else ";"),
+                f"update {table} set {name} = {name}__v5;",
+                f"alter table {table} drop column {name}__v5;"]
+        if not_null:
+            sql.append(f"alter table {table} alter column {name} drop default;")
+    return "\n".join(sql) + "\n"
+
+
 # (version, description, SQL): what each version changed, for a warehouse made before it.
 # Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
 INITIAL = (1, "initial schema: offers, history, runs, quarantine, providers, GPU reference")
@@ -382,6 +412,12 @@ drop macro if exists gpuledger_macros_version;
         "spot_price_history (AWS Spot price changes) and capacity_block_offerings (EC2 Capacity Blocks); "
         "the view spot_price_intervals, the macro spot_price_stats_at and the view spot_price_stats",
         _V5_TABLES + spot_stats.SQL,
+    ),
+    (
+        6,
+        "offers and offer_history: term_months and payment_option of commitments (reserved, savings plan, "
+        "committed use), each its own purchase option; existing rows are on-demand or interruptible (NULL)",
+        _with_commitment_terms("offers") + _with_commitment_terms("offer_history"),
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]

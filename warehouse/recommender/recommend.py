@@ -48,6 +48,7 @@ class RecommendRequest:
     hours: float = 6.0  # wall-clock hours per run, on the machine chosen
     runs: int = 1  # how many such runs (experiments)
     spot: bool = False  # also consider spot / low-priority / interruptible offers
+    commitments: bool = False  # also consider 1- and 3-year commitments (reserved, savings plan, committed use)
     region: str | None = None  # region prefix ('us-'), or a LIKE pattern with % or _
     providers: tuple[str, ...] = ()  # only these providers (empty: all)
     max_gpus: int = 8  # GPUs per plan (all nodes together)
@@ -261,12 +262,12 @@ def _fits_call(i: int) -> str:
     """One `fits` call for plan i: its need, GPU and node counts are $need_i, $gpus_i, $nodes_i; the
     request's own arguments come from _fits_params."""
     return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
-            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of)")
+            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of, commitments := $commitments)")
 
 
 def _fits_params(request: RecommendRequest) -> dict[str, Any]:
     return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
-            "precision": request.precision, "as_of": request.as_of}
+            "precision": request.precision, "as_of": request.as_of, "commitments": request.commitments}
 
 
 # The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
@@ -281,7 +282,7 @@ _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, no
 _WIDE = ", ".join(f"h.{c}" for c in (
     "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_count", "gpu_variant_exact",
     "gpu_architecture", "plan", "gpus_used", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
-    "interconnect", "price_per_gpu_hour", "available", "billing_source"))
+    "interconnect", "price_per_gpu_hour", "available", "billing_source", "term_months", "payment_option"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
@@ -394,10 +395,12 @@ def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest)
     """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
     where, args = _filters(request)
     args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
-                precision=request.precision, as_of=request.as_of, max_gpus=request.max_gpus)
+                precision=request.precision, as_of=request.as_of, max_gpus=request.max_gpus,
+                commitments=request.commitments)
     rows = con.execute(
         "select memory_gb_per_gpu, gpu_model from fits(0.0, spot := $spot, max_age_hours := $max_age, "
-        f"headroom := $headroom, train_precision := $precision, as_of := $as_of) where {where} "
+        f"headroom := $headroom, train_precision := $precision, as_of := $as_of, commitments := $commitments) "
+        f"where {where} "
         "and gpu_count <= $max_gpus order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
     return (rows[0][0], rows[0][1]) if rows else None
 
@@ -435,6 +438,9 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
     """Warnings for one offer, and its tier (0: supported path, 1: ranked after: slow path)."""
     flags, tier = [], 0
     gpu = row["gpu_model"]
+    if row.get("term_months"):
+        flags.append(f"a {row['term_months']}-month commitment ({row['payment_option']}): billed for the whole "
+                     "term whether used or not; the cost shown counts only the hours of the runs")
     if not row["precision_supported"]:
         tier = 1
         if request.precision == "bf16":

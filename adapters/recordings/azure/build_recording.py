@@ -356,6 +356,28 @@ def vm_item(sku: str, region: str, option: str, windows: bool, price: float, leg
     return item
 
 
+# Reserved VM instances in eastus, as (effective hourly rate / pay-as-you-go) per term in years:
+# SYNTHETIC shares (no published reservation price of these sizes was at hand); the item's price is
+# the whole term's, pay-as-you-go x share x 8760 h x years, as the API states reservations.
+RESERVATIONS = {
+    ("Standard_ND96isr_H100_v5", "eastus"): {1: 0.62, 3: 0.41},
+    ("Standard_NC24ads_A100_v4", "eastus"): {1: 0.63, 3: 0.40},
+    ("Standard_ND96asr_v4", "eastus"): {1: 0.63, 3: 0.40},
+}
+
+
+def reservation_item(sku: str, region: str, term: str, term_price: float) -> dict:
+    """A Reservation item: the Linux meter's fields, type Reservation, the term's whole price."""
+    item = vm_item(sku, region, "on_demand", False, term_price)
+    item.pop("savingsPlan", None)
+    item["meterId"] = _meter_id(region, item["meterName"], item["productName"], term)
+    item["skuId"] = f"{item['productId']}/{_h(region, item['meterName'], term, n=4)}"
+    item["effectiveStartDate"] = "2026-10-01T00:00:00Z"
+    item["type"] = "Reservation"
+    item["reservationTerm"] = term
+    return item
+
+
 def vm_items() -> list[dict]:
     items = []
     for sku, regions in WHERE.items():
@@ -376,6 +398,10 @@ def vm_items() -> list[dict]:
                 lp_linux, lp_windows = LOW_PRIORITY[(sku, region)]
                 items.append(vm_item(sku, region, "low_priority", False, lp_linux))
                 items.append(vm_item(sku, region, "low_priority", True, lp_windows))
+    for (sku, region), shares in RESERVATIONS.items():
+        od, _ = vm_prices(sku, region)
+        for term, years in (("1 Year", 1), ("3 Years", 3)):
+            items.append(reservation_item(sku, region, term, round(od * shares[years] * 8760 * years, 2)))
     # The same NDm rate under its legacy product name (older effectiveStartDate): the
     # adapter must keep exactly one offer.
     items.append(vm_item("Standard_ND96amsr_A100_v4", "eastus", "on_demand", False, 32.77,

@@ -490,14 +490,9 @@ def compute_skus() -> list[dict]:
         add(f"SSD backed Local Storage attached to Spot Preemptible VMs{loc}", "LocalSSD", "Preemptible",
             "GiBy.mo", lssd_spot, family="Storage")
     americas = AREAS["Americas"]
+    out += commitment_skus(americas)
     # Out-of-scope SKUs of the same kinds, as the real catalog has them next to the ones we use.
     out += [
-        sku("Commitment v1: A2 Cpu in Americas for 1 Year", "Compute", "CPU", "Commit1Yr", "h", [(0, 0.019915)],
-            americas),
-        sku("Commitment v1: Nvidia Tesla A100 GPU in Americas for 3 Year", "Compute", "GPU", "Commit3Yr", "h",
-            [(0, 1.03)], americas),
-        sku("Commitment v1: Nvidia H100 80GB GPU running in Americas for 1 Year", "Compute", "GPU", "Commit1Yr",
-            "h", [(0, 6.171827)], americas),
         sku("Nvidia Tesla T4 Virtual Workstation GPU running in Americas", "Compute", "GPU", "OnDemand", "h",
             [(0, 0.55)], americas),
         sku("Nvidia Tesla T4 GPU attached to Sole Tenancy VMs running in Americas", "Compute", "GPU", "OnDemand",
@@ -510,6 +505,42 @@ def compute_skus() -> list[dict]:
         sku("Licensing Fee for Windows Server 2019 Datacenter Edition (CPU cost)", "License", "Google", "OnDemand",
             "h", [(0, 0.046)], list(AREAS_BY_REGION)),
     ]
+    return out
+
+
+# Committed-use totals per hour in us-central1, us-east1 and us-west1 (pricing.yml, generated
+# 2025-03-06: month_1y / month_3y over its 730-hour month): a2-highgpu-1g 1689.3711392 / 938.56707798,
+# a3-highgpu-8g 44810.08066464 / 28370.99821392. On-demand: 3.673385 and 88.4899999025753.
+A2_1G_COMMIT = {1: 1689.3711392 / 730, 3: 938.56707798 / 730}
+A3_8G_COMMIT = {1: 44810.08066464 / 730, 3: 28370.99821392 / 730}
+
+
+def commitment_skus(regions: list[str]) -> list[dict]:
+    """Commit1Yr/Commit3Yr SKUs of the Americas for the A2 and A3 High parts. Each part is its
+    on-demand SKU at the machine's real committed/on-demand ratio, so a2-highgpu-1g and
+    a3-highgpu-8g sum to the real committed totals; the split over the parts is synthetic."""
+    out = []
+    for years, usage in ((1, "Commit1Yr"), (3, "Commit3Yr")):
+        a2 = A2_1G_COMMIT[years] / A2_1G["Americas"][0]
+        a3 = A3_8G_COMMIT[years] / A3_8G["Americas"][0]
+        core, ram, lssd = r9(BASE_OD["a3_core"] * a3), r9(BASE_OD["a3_ram"] * a3), r9(BASE_OD["lssd"] * a3)
+        h100 = r9((A3_8G_COMMIT[years] - 208 * core - 1872 * ram - 6000 * lssd / 730) / 8)
+        a2_core, a2_ram = r9(BASE_OD["a2_core"] * a2), r9(BASE_OD["a2_ram"] * a2)
+        a100 = r9(A2_1G_COMMIT[years] - 12 * a2_core - 85 * a2_ram)
+        term = f"for {years} Year"
+        out += [
+            sku(f"Commitment v1: A2 Cpu in Americas {term}", "Compute", "CPU", usage, "h", [(0, a2_core)], regions),
+            sku(f"Commitment v1: A2 Ram in Americas {term}", "Compute", "RAM", usage, "GiBy.h", [(0, a2_ram)],
+                regions),
+            sku(f"Commitment v1: Nvidia Tesla A100 GPU in Americas {term}", "Compute", "GPU", usage, "h",
+                [(0, a100)], regions),
+            sku(f"Commitment v1: A3 Cpu in Americas {term}", "Compute", "CPU", usage, "h", [(0, core)], regions),
+            sku(f"Commitment v1: A3 Ram in Americas {term}", "Compute", "RAM", usage, "GiBy.h", [(0, ram)], regions),
+            sku(f"Commitment v1: Nvidia H100 80GB GPU running in Americas {term}", "Compute", "GPU", usage, "h",
+                [(0, h100)], regions),
+            sku(f"Commitment v1: Local SSD In Americas {term}", "Storage", "LocalSSD", usage, "GiBy.mo",
+                [(0, lssd)], regions),
+        ]
     return out
 
 

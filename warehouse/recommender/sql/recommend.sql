@@ -35,7 +35,7 @@ create or replace macro is_fast_interconnect(interconnect) as
 -- `fits` builds on it.
 create or replace macro offer_facts() as table
     select o.*,
-           o.purchase_option <> 'on_demand' as interruptible,
+           o.purchase_option <> 'on_demand' and o.term_months is null as interruptible,
            coalesce(o.gpu_memory_gb,
                     coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
                as memory_gb_per_gpu,
@@ -89,6 +89,8 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --                  (nodes > 1 needs an RDMA fabric: multinode_fabric)
 --   spot           false: on-demand only; true: spot / low_priority / interruptible
 --                  too, flagged by the `interruptible` column, never unmarked
+--   commitments    false: no commitment; true: 1- and 3-year commitments too (term_months,
+--                  payment_option set; price_per_hour is their effective hourly rate)
 --   max_age_hours  freshness limit on the provider's last successful scrape (NULL: the
 --                  default, warehouse.freshness.DEFAULT_MAX_AGE_HOURS)
 --   headroom       fraction of each GPU's memory left free (allocator
@@ -104,7 +106,7 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --   from fits(46.2, spot := true) where region like 'us-%' order by price_per_hour limit 10;
 --   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
 create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := NULL, headroom := 0.05,
-                             train_precision := 'bf16', nodes := 1, as_of := NULL) as table
+                             train_precision := 'bf16', nodes := 1, as_of := NULL, commitments := false) as table
     select o.*,
            f.last_ok as provider_last_ok,
            precision_ok(train_precision, o.gpu_bf16, o.gpu_architecture) as precision_supported,
@@ -116,6 +118,8 @@ create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours :=
            o.price_per_hour * nodes as plan_price_per_hour
     from offer_facts() o
     join fresh_providers(max_age_hours := max_age_hours, as_of := as_of) f on f.provider = o.provider
-    where (spot or o.purchase_option = 'on_demand')
+    -- A commitment (term_months set) is a 1- or 3-year contract, not a way to rent for one job:
+    -- only `commitments := true` lets it in.
+    where (o.term_months is null and (spot or o.purchase_option = 'on_demand') or (commitments and o.term_months is not null))
       and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect, o.multinode_fabric,
                  vram_gb, gpus, nodes, headroom);
