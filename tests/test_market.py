@@ -9,8 +9,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
+from gpuledger.adapters import runpod, vastai
+from gpuledger.warehouse import interruption
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import (
+    AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer, utcnow,
+)
 from tests.builders import T0, batch, load_day, offer
+from tests.conftest import replay_context
 
 LAMBDA_PRICES = {"gpu_1x_h100_sxm5": 3.29, "gpu_8x_h100_sxm5": 23.92, "gpu_1x_a100_sxm4": 1.29}
 
@@ -72,3 +78,124 @@ def test_the_factor_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert AnomalyPolicy().max_offer_ratio == 5.0
     monkeypatch.setenv("GPULEDGER_OFFER_ANOMALY_FACTOR", "12")
     assert AnomalyPolicy.from_env().max_offer_ratio == 12.0
+
+
+# -- staleness per row -----------------------------------------------------------------------------
+
+def test_offer_freshness_marks_the_offers_of_a_provider_that_last_succeeded_long_ago(con) -> None:
+    assert load_day(con, "lambda", lambda_offers(LAMBDA_PRICES), 0).ok  # 2026-11-01, weeks ago
+    now = utcnow()
+    fresh = ScrapeOutcome("runpod", "replay", now, now, batch=batch("runpod", [offer("1x H100", 2.69, count=1)]))
+    assert load_outcome(con, fresh, "r-now", now=now).ok
+    # lambda's latest attempt failed just now: its offers stay, and stay stale
+    assert load_day(con, "lambda", None, (now - T0).total_seconds() / 86400, error="lambda: HTTP 503").state == "failed"
+    rows = con.execute("select provider, instance_type, provider_last_ok, provider_age_hours, provider_state, stale "
+                       "from offer_freshness order by provider, instance_type").fetchall()
+    assert [r[:2] for r in rows] == [("lambda", "gpu_1x_a100_sxm4"), ("lambda", "gpu_1x_h100_sxm5"),
+                                     ("lambda", "gpu_8x_h100_sxm5"), ("runpod", "1x H100")]
+    for provider, _, last_ok, age, state, stale in rows[:3]:
+        assert last_ok == T0 and stale is True and state == "failed"
+        assert age == pytest.approx((utcnow() - T0).total_seconds() / 3600, abs=0.1)  # 30 days and more
+    assert rows[3][2] == now and rows[3][4:] == ("ok", False) and rows[3][3] < 0.1
+
+
+# -- one interruption-risk scale ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("label, source, expected", [
+    ("<5%", interruption.AWS_SPOT_ADVISOR, ("low", 5, "aws_spot_advisor")),
+    ("10-15%", interruption.AWS_SPOT_ADVISOR, ("medium", 15, "aws_spot_advisor")),
+    (">20%", interruption.AWS_SPOT_ADVISOR, ("high", 100, "aws_spot_advisor")),
+    ("0-5", interruption.AZURE_EVICTION_RATE, ("low", 5, "azure_spot_eviction_rate")),
+    ("15-20", interruption.AZURE_EVICTION_RATE, ("high", 20, "azure_spot_eviction_rate")),
+    ("20+", interruption.AZURE_EVICTION_RATE, ("high", 100, "azure_spot_eviction_rate")),
+    (None, interruption.AWS_SPOT_ADVISOR, ("unknown", None, "unpublished")),
+    ("<5%", interruption.AZURE_EVICTION_RATE, ("unknown", None, "unpublished")),  # not Azure's label
+])
+def test_published_rate_bands(label, source, expected) -> None:
+    r = interruption.from_rate_band(label, source)
+    assert (r["interruption_risk_level"], r["interruption_rate_max_pct"], r["interruption_risk_source"]) == expected
+
+
+def test_an_offer_without_a_signal_is_unknown_unless_on_demand() -> None:
+    b = batch("gcp", [offer("a3-highgpu-8g", 88.49), offer("a3-highgpu-8g", 29.4, option="spot")])
+    levels = {o.purchase_option: (o.interruption_risk_level, o.interruption_rate_max_pct,
+                                  o.interruption_risk_source) for o in b.offers}
+    assert levels == {"on_demand": ("none", None, "not_interruptible"), "spot": ("unknown", None, "unpublished")}
+    assert not Batch("x").offer("bad", {}, **offer("t", 1.0, option="spot", interruption_risk_level="safe",
+                                                   interruption_risk_source="unpublished"))
+
+
+def test_runpod_interruptible_pods_take_their_level_from_the_stock(replay) -> None:
+    server = replay("runpod")
+    got = {(o.region, o.purchase_option): (o.availability_level, o.interruption_risk_level, o.interruption_risk_source)
+           for o in runpod.fetch(replay_context(server, "runpod")).offers if o.gpu_name_reported == "NVIDIA H100 80GB HBM3"}
+    # the recording: secureStock Medium, communityStock Low
+    assert got == {("secure-cloud", "on_demand"): ("medium", "none", "not_interruptible"),
+                   ("secure-cloud", "interruptible"): ("medium", "medium", "runpod_stock_status"),
+                   ("community-cloud", "on_demand"): ("low", "none", "not_interruptible"),
+                   ("community-cloud", "interruptible"): ("low", "high", "runpod_stock_status")}
+
+
+def test_vastai_offers_take_their_level_from_host_reliability(replay) -> None:
+    server = replay("vastai")
+    got = {(o.region, o.instance_type, o.purchase_option): (o.reliability, o.interruption_risk_level)
+           for o in vastai.fetch(replay_context(server, "vastai")).offers}
+    assert got[("US", "2x H100-SXM", "on_demand")] == (0.806, "high")  # reliability2 0.806, search/page-4.json
+    assert got[("CA", "8x H100-NVL", "on_demand")] == (0.9023, "medium")
+    assert got[("BE", "8x H100-SXM", "on_demand")] == (0.9997, "low")
+    assert got[("BE", "8x H100-SXM", "interruptible")] == (0.9997, "medium")  # a higher bid stops it
+
+
+RISK_COLUMNS = "interruption_risk_level, interruption_rate_max_pct, interruption_risk_source"
+SIGNALS = {  # provider -> offers carrying each source's signal, as its adapter makes them
+    "aws": [offer("p5.48xlarge", 55.04),
+            offer("p5.48xlarge", 12.5, option="spot", zone="us-east-1a", interruption_risk="<5%",
+                  **interruption.from_rate_band("<5%", interruption.AWS_SPOT_ADVISOR)),
+            offer("p4d.24xlarge", 9.8, gpu="A100-SXM4-80", option="spot", zone="us-east-1b", interruption_risk=">20%",
+                  **interruption.from_rate_band(">20%", interruption.AWS_SPOT_ADVISOR))],
+    "vastai": [offer("8x H100-SXM", 15.2, reliability=0.9997, **interruption.from_host_reliability(0.9997, False)),
+               offer("8x H100-SXM", 9.1, option="interruptible", reliability=0.9997,
+                     **interruption.from_host_reliability(0.9997, True)),
+               offer("2x H100-SXM", 4.1, count=2, reliability=0.806, **interruption.from_host_reliability(0.806, False)),
+               offer("1x H100-SXM", 2.0, count=1, **interruption.from_host_reliability(None, False))],
+    "runpod": [offer("1x H100", 1.75, count=1, option="interruptible", availability_level="medium",
+                     **interruption.from_stock_level("medium")),
+               offer("1x L4", 0.22, gpu="L4", count=1, option="interruptible", availability_level="low",
+                     **interruption.from_stock_level("low"))],
+    "gcp": [offer("a3-highgpu-8g", 29.4, option="spot")],
+}
+
+
+def test_rows_upgraded_to_version_7_get_the_levels_their_sources_give(tmp_path: Path) -> None:
+    """A version 3 warehouse upgrades with each row's level filled from its stored signal: the
+    same as its adapter gives now, so the next load of the same offers opens no new version."""
+    from gpuledger.warehouse.schema import UPGRADES, migrate
+    from tests.test_schema import v1_warehouse
+
+    fresh = tmp_path / "fresh.duckdb"
+    con = open_writer(fresh)
+    for provider, offers in SIGNALS.items():
+        assert load_day(con, provider, offers, 0).ok
+    expected = con.execute(f"select instance_type, purchase_option, {RISK_COLUMNS} from offers order by all").fetchall()
+    close_writer(con)
+    old = tmp_path / "v3.duckdb"
+    v1_warehouse(old)
+    con = duckdb.connect(str(old))
+    migrate(con, [step for step in UPGRADES if step[0] <= 3])
+    con.execute(f"attach '{fresh}' as fresh (read_only)")
+    for table in ("offers", "offer_history", "scrape_runs"):
+        con.execute(f"delete from {table}")
+        drop = f" exclude ({RISK_COLUMNS})" if table != "scrape_runs" else ""
+        con.execute(f"insert into {table} by name select *{drop} from fresh.{table}")
+    con.close()
+    con = open_writer(old)
+    try:
+        assert con.execute(f"select instance_type, purchase_option, {RISK_COLUMNS} from offers order by all"
+                           ).fetchall() == expected
+        assert ("p4d.24xlarge", "spot", "high", 100.0, "aws_spot_advisor") in expected
+        assert ("1x H100-SXM", "on_demand", "unknown", None, "unpublished") in expected
+        for provider, offers in SIGNALS.items():
+            report = load_day(con, provider, offers, 1)
+            assert report.ok and (report.new, report.changed, report.closed) == (0, 0, 0), provider
+    finally:
+        close_writer(con)

@@ -85,18 +85,20 @@ def test_export_columns_are_the_tables_without_the_row_fingerprint() -> None:
 
 def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None:
     new = duckdb.connect()
-    assert migrate(new) == [1, 2, 3]
+    assert migrate(new) == [1, 2, 3, 7]
     old = duckdb.connect()
     old.execute(V1_SQL.read_text())
     v1_offers = [c for c in layout(old)[0] if c[0] == "offers"]
     old.execute("create table schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
                 "applied_at TIMESTAMPTZ NOT NULL)")
     old.execute("insert into schema_migrations values (1, 'initial schema', now())")
-    assert migrate(old) == [2, 3]
+    assert migrate(old) == [2, 3, 7]
     assert layout(new) == layout(old)
     # version 3 put operated_by after provider_data in both offer tables, and changed nothing else
     new_offers = [c for c in layout(new)[0] if c[0] == "offers"]
-    assert [c[2] for c in new_offers] == [c[2] for c in v1_offers[:33]] + ["operated_by"] + \
+    # and version 7 appended the interruption-risk scale after it
+    risk = ["interruption_risk_level", "interruption_rate_max_pct", "interruption_risk_source"]
+    assert [c[2] for c in new_offers] == [c[2] for c in v1_offers[:33]] + ["operated_by"] + risk + \
         [c[2] for c in v1_offers[33:]]
     assert ("offers", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     assert ("offer_history", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
@@ -106,8 +108,11 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
                       ("offers", "CHECK", "(gpu_count > 0)", "[gpu_count]"),
                       ("offers", "CHECK", "(price_per_gpu_hour > 0)", "[price_per_gpu_hour]")]
     assert ("providers", "PRIMARY KEY", None, "[provider]") in layout(new)[1]
-    # offers 34 + 4, history 34 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs
-    assert len(layout(new)[0]) == 38 + 39 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 == 190
+    assert ("offers", 35, "interruption_risk_level", "VARCHAR", False, "'unknown'") in layout(new)[0]
+    assert ("offer_history", 37, "interruption_risk_source", "VARCHAR", False, "'unpublished'") in layout(new)[0]
+    # offers 37 + 4, history 37 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
+    # the view offer_freshness
+    assert len(layout(new)[0]) == 41 + 42 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 + 10 == 206
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)
@@ -118,8 +123,8 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     v1_warehouse(db)
     con = open_writer(db)
     try:
-        assert current_version(con) == SCHEMA_VERSION == 3
-        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3]
+        assert current_version(con) == SCHEMA_VERSION == 7
+        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3, 7]
         # the macros the old release stored are gone: the recommender installs its own
         assert con.execute("select count(*) from duckdb_functions() where not internal and "
                            "function_type in ('macro', 'table_macro')").fetchall() == [(0,)]
@@ -129,6 +134,9 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
         # the rows made before operated_by ran on their provider's own machines, history included
         assert con.execute("select operated_by, content_hash from offers").fetchall() == [("aws", "h1")]
         assert con.execute("select operated_by, content_hash from offer_history").fetchall() == [("aws", "h1")]
+        # an on-demand row is not interruptible (version 7)
+        assert con.execute("select interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
+                           "from offers").fetchall() == [("none", None, "not_interruptible")]
         assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
         fresh = duckdb.connect()
         migrate(fresh)
@@ -136,7 +144,7 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     finally:
         close_writer(con)
     con = open_writer(db)  # once only
-    assert con.execute("select count(*) from schema_migrations").fetchall() == [(3,)]
+    assert con.execute("select count(*) from schema_migrations").fetchall() == [(4,)]
     close_writer(con)
 
 
@@ -167,8 +175,8 @@ def test_rows_upgraded_to_version_3_are_unchanged_when_their_source_sends_them_a
 def test_a_warehouse_newer_than_this_gpuledger_is_left_alone(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     migrate(con)
-    con.execute("insert into schema_migrations values (4, 'from the future', now())")
+    con.execute("insert into schema_migrations values (8, 'from the future', now())")
     assert migrate(con) == []
-    assert current_version(con) == 4
+    assert current_version(con) == 8
     (version_check,) = [r for r in run_checks(con) if r.name == "schema version"]
-    assert not version_check.ok and version_check.detail == "warehouse at version 4, this gpuledger expects 3"
+    assert not version_check.ok and version_check.detail == "warehouse at version 8, this gpuledger expects 7"

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gpuledger.warehouse import interruption
+
 # A single rented machine above this hourly price is not a real offer (the
 # largest 8-GPU nodes list at roughly $100-$160/h); such a record is a parsing
 # or unit error (cents read as dollars, a monthly price read as hourly).
@@ -101,12 +103,25 @@ class Offer(_Record):
     # The cloud that runs the machine: the provider itself for a direct source, the underlying
     # cloud for an aggregator reselling it (Shadeform). Filled with `provider` when not given.
     operated_by: str = Field(min_length=1)
+    # One interruption-risk scale across providers (warehouse/interruption.py): a level, the upper
+    # end of a published monthly rate band where there is one, and where it comes from. Filled
+    # from the purchase option when the source gives no signal.
+    interruption_risk_level: str = "unknown"  # none | low | medium | high | unknown
+    interruption_rate_max_pct: float | None = None
+    interruption_risk_source: str = "unpublished"
 
     @model_validator(mode="before")
     @classmethod
     def _operated_by_the_provider_unless_said(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("operated_by") is None and "provider" in data:
             return {**data, "operated_by": data["provider"]}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _interruption_risk_from_the_option_unless_said(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "interruption_risk_source" not in data:
+            return {**interruption.default_for(data.get("purchase_option")), **data}
         return data
 
     @field_validator("price_per_hour", "source_price_per_hour")
@@ -151,6 +166,15 @@ class Offer(_Record):
             raise ValueError("a USD source price must equal price_per_hour")
         if self.reliability is not None and not 0 <= self.reliability <= 1:
             raise ValueError(f"reliability must be within 0..1, got {self.reliability}")
+        if self.interruption_risk_level not in interruption.LEVELS:
+            raise ValueError(f"interruption_risk_level must be one of {interruption.LEVELS}, "
+                             f"got {self.interruption_risk_level!r}")
+        if self.interruption_risk_source not in interruption.SOURCES:
+            raise ValueError(f"interruption_risk_source {self.interruption_risk_source!r} is not in "
+                             "warehouse/interruption.py SOURCES")
+        rate = self.interruption_rate_max_pct
+        if rate is not None and not (math.isfinite(rate) and 0 < rate <= 100):
+            raise ValueError(f"interruption_rate_max_pct must be within (0, 100], got {rate}")
         return self
 
     @property

@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel
 
+from gpuledger.warehouse.freshness import RULE_NOW_SQL
 from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
 
 
@@ -192,15 +193,33 @@ TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 
+# View -> its query. Views hold no data: every upgrade remakes them all from these definitions
+# (views_sql), so a stored view never lags the definition of the version it belongs to.
+VIEWS: dict[str, str] = {
+    # Every current offer with its provider's last successful scrape and whether it is stale under
+    # the one freshness rule (warehouse/freshness.py, at its default age, judged at query time).
+    "offer_freshness": f"""
+    select o.provider, o.region, o.zone, o.instance_type, o.purchase_option, o.last_seen,
+           f.last_ok as provider_last_ok, f.age_hours as provider_age_hours,
+           coalesce(f.state, 'never') as provider_state, coalesce(not f.fresh, true) as stale
+    from offers o left join ({RULE_NOW_SQL}) f on f.provider = o.provider""",
+}
+
+
 def column_names(table: str) -> tuple[str, ...]:
     return tuple(c.name for c in TABLES[table])
 
 
+def views_sql(replace: bool = True) -> str:
+    verb = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
+    return "".join(f"{verb} {name} AS {query};\n" for name, query in VIEWS.items())
+
+
 def create_sql() -> str:
-    """The DDL of every table at the current version."""
+    """The DDL of every table and view at the current version."""
     return "".join(
         f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in columns) + "\n);\n"
-        for table, columns in TABLES.items())
+        for table, columns in TABLES.items()) + views_sql(replace=False)
 
 
 # -- current tables with SCD2 history -------------------------------------------------------------
@@ -283,6 +302,45 @@ alter table {table}__v3 rename to {table};
 """
 
 
+# Version 7 appends the interruption-risk scale to the offer columns of version 3, frozen like
+# them. The offer tables are rebuilt in this layout (a column added by ALTER would land after the
+# row columns), and each row gets the level its source's signal gives it (warehouse/interruption.py
+# as of version 7), so the next load finds unchanged offers unchanged.
+_V7_RISK_COLUMNS = ("interruption_risk_level VARCHAR NOT NULL DEFAULT 'unknown', interruption_rate_max_pct DOUBLE, "
+                    "interruption_risk_source VARCHAR NOT NULL DEFAULT 'unpublished'")
+_V7_RISK_SOURCE = """case
+        when provider = 'vastai' and reliability is not null then 'vastai_host_reliability'
+        when provider = 'vastai' then 'unpublished'
+        when purchase_option = 'on_demand' then 'not_interruptible'
+        when provider = 'aws' and interruption_risk in ('<5%', '5-10%', '10-15%', '15-20%', '>20%') then 'aws_spot_advisor'
+        when provider = 'runpod' and purchase_option = 'interruptible'
+             and availability_level in ('high', 'medium', 'low', 'none') then 'runpod_stock_status'
+        else 'unpublished' end"""
+_V7_RISK_VALUES = """
+    case src when 'not_interruptible' then 'none'
+        when 'aws_spot_advisor' then case interruption_risk when '<5%' then 'low' when '5-10%' then 'medium'
+                                       when '10-15%' then 'medium' else 'high' end
+        when 'vastai_host_reliability' then case when reliability >= 0.95 and purchase_option <> 'interruptible'
+                                               then 'low' when reliability >= 0.85 then 'medium' else 'high' end
+        when 'runpod_stock_status' then case when availability_level in ('high', 'medium') then 'medium'
+                                           else 'high' end
+        else 'unknown' end as interruption_risk_level,
+    case when src = 'aws_spot_advisor' then case interruption_risk when '<5%' then 5 when '5-10%' then 10
+                                              when '10-15%' then 15 when '15-20%' then 20 else 100 end
+    end::DOUBLE as interruption_rate_max_pct,
+    src as interruption_risk_source"""
+
+
+def _with_interruption_risk(table: str) -> str:
+    return f"""
+create table {table}__v7 ({_V3_OFFER_COLUMNS}, {_V7_RISK_COLUMNS}, {_V3_ROW_COLUMNS[table]});
+insert into {table}__v7 by name select * exclude (src), {_V7_RISK_VALUES}
+    from (select *, {_V7_RISK_SOURCE} as src from {table});
+drop table {table};
+alter table {table}__v7 rename to {table};
+"""
+
+
 # (version, description, SQL): what each version changed, for a warehouse made before it.
 # Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
 INITIAL = (1, "initial schema: offers, history, runs, quarantine, providers, GPU reference")
@@ -309,6 +367,14 @@ drop macro if exists gpuledger_macros_version;
         "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
         _with_operated_by("offers") + _with_operated_by("offer_history"),
+    ),
+    (
+        7,
+        "offers and offer_history: interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
+        "(one interruption-risk scale across providers); view offer_freshness",
+        # the view is made with every other view once the steps are applied (migrate)
+        "drop view if exists offer_freshness;"
+        + _with_interruption_risk("offers") + _with_interruption_risk("offer_history"),
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
@@ -341,6 +407,8 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
         if version > have:
             _in_transaction(con, sql, [(version, description)])
             applied.append(version)
+    if applied and upgrades is None:
+        con.execute(views_sql())
     return applied
 
 
