@@ -7,9 +7,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
 
-from gpuledger.adapters import runpod, vastai
+from gpuledger.adapters import azure, azure_eviction, runpod, vastai
+from gpuledger.adapters.base import SourceContext
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import (
@@ -199,3 +201,43 @@ def test_rows_upgraded_to_version_7_get_the_levels_their_sources_give(tmp_path: 
             assert report.ok and (report.new, report.changed, report.closed) == (0, 0, 0), provider
     finally:
         close_writer(con)
+
+
+def test_azure_spot_offers_take_the_eviction_rate_resource_graph_publishes(replay) -> None:
+    server = replay("azure")
+    b = azure.fetch(replay_context(server, "azure"))
+    rated = {(o.region, o.instance_type): (o.interruption_risk, o.interruption_risk_level, o.interruption_rate_max_pct)
+             for o in b.offers if o.interruption_risk_source == interruption.AZURE_EVICTION_RATE}
+    # resource-graph/page-01.json and page-02.json (the second page reached through $skipToken)
+    assert rated[("eastus", "Standard_ND96isr_H100_v5")] == ("0-5", "low", 5)
+    assert rated[("westus3", "Standard_ND96isr_H100_v5")] == ("20+", "high", 100)
+    assert rated[("southcentralus", "Standard_NV36ads_A10_v5")] == ("10-15", "medium", 15)
+    assert len(rated) == 9
+    assert all(o.purchase_option == "spot" for o in b.offers if o.interruption_risk_source == "azure_spot_eviction_rate")
+    on_demand = next(o for o in b.offers if (o.region, o.instance_type, o.purchase_option) ==
+                     ("eastus", "Standard_ND96isr_H100_v5", "on_demand"))
+    assert (on_demand.interruption_risk_level, on_demand.interruption_risk) == ("none", None)
+    spot = sum(o.purchase_option == "spot" for o in b.offers)
+    assert f"azure: spot eviction rates: 11 rows in 2 pages from Resource Graph; 9 of {spot} spot offers have one, " \
+           f"{spot - 9} unknown" in b.notes
+    requests = [r for _, r in server.requests if r.path == azure_eviction.RESOURCE_GRAPH_PATH]
+    assert len(requests) == 2 and all("authorization" not in r.headers for r in requests)  # a replay sends no token
+
+
+def test_live_azure_without_credentials_skips_the_rates_with_a_counted_note(monkeypatch: pytest.MonkeyPatch,
+                                                                             tmp_path: Path) -> None:
+    for name in ("AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH",
+                 "AZURE_USERNAME", "AZURE_FEDERATED_TOKEN_FILE", "IDENTITY_ENDPOINT", "MSI_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path))  # no `az login` either
+    b = batch("azure", [offer("Standard_ND96isr_H100_v5", 18.17, option="spot", region="eastus"),
+                        offer("Standard_ND96isr_H100_v5", 98.32, region="eastus")])
+    ctx = SourceContext(provider="azure", mode="live")
+    with ctx.http_client(transport=httpx.MockTransport(lambda req: pytest.fail(f"no request expected: {req.url}"))) \
+            as client:
+        azure_eviction.add_eviction_rates(ctx, client, b)
+    [note] = b.notes
+    assert note.startswith("azure: spot eviction rates skipped: no Azure credentials (")
+    assert note.endswith("; 1 spot offers have interruption_risk_level unknown")
+    assert [(o.purchase_option, o.interruption_risk_level) for o in b.offers] == [("spot", "unknown"),
+                                                                                  ("on_demand", "none")]
