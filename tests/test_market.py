@@ -3,6 +3,8 @@ interruption-risk scale across providers, and the queries of docs/queries.md tha
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,12 +14,13 @@ import pytest
 
 from gpuledger.adapters import azure, azure_eviction, runpod, vastai
 from gpuledger.adapters.base import SourceContext
+from gpuledger.flows.cadence import refresh_lock_within
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer, utcnow,
+    AnomalyPolicy, RefreshRunningError, ScrapeOutcome, close_writer, load_outcome, open_writer, refresh_lock, utcnow,
 )
-from tests.builders import T0, batch, load_day, offer
+from tests.builders import T0, batch, load_day, offer, shared_prefect_server
 from tests.conftest import replay_context
 
 LAMBDA_PRICES = {"gpu_1x_h100_sxm5": 3.29, "gpu_8x_h100_sxm5": 23.92, "gpu_1x_a100_sxm4": 1.29}
@@ -241,3 +244,60 @@ def test_live_azure_without_credentials_skips_the_rates_with_a_counted_note(monk
     assert note.endswith("; 1 spot offers have interruption_risk_level unknown")
     assert [(o.purchase_option, o.interruption_risk_level) for o in b.offers] == [("spot", "unknown"),
                                                                                   ("on_demand", "none")]
+
+
+# -- cadence: refreshes queue for the warehouse ------------------------------------------------------
+
+def hold_lock(db: Path, seconds: float) -> threading.Thread:
+    """Another refresh holding the lock for `seconds` (a thread of this process: the lock is an
+    flock on its own file descriptor, so it excludes this process's later opens too)."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        with refresh_lock(db):
+            taken.set()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert taken.wait(10)
+    return thread
+
+
+def test_a_scheduled_refresh_waits_for_the_running_one_and_a_bounded_wait_gives_up(db: Path) -> None:
+    holder = hold_lock(db, 1.5)
+    started = time.monotonic()
+    with pytest.raises(RefreshRunningError, match="another refresh of .* is running"):
+        with refresh_lock_within(db, 0.3, poll_s=0.05):
+            pass
+    assert 0.3 <= time.monotonic() - started < 1.4
+    with refresh_lock_within(db, 30, poll_s=0.05):
+        waited = time.monotonic() - started
+    assert 1.4 <= waited < 10  # it got the lock once the holder let go
+    holder.join()
+    with pytest.raises(RefreshRunningError):  # 0: refused at once, as `gpuledger refresh` is
+        with refresh_lock_within(db, 0):
+            with refresh_lock_within(db, 0):
+                pass
+
+
+@pytest.fixture(scope="module")
+def prefect_api(request: pytest.FixtureRequest) -> str:
+    return shared_prefect_server(request.config)
+
+
+@pytest.mark.prefect
+def test_the_flow_queues_behind_a_running_refresh(prefect_api: str, db: Path) -> None:
+    from gpuledger.flows.refresh import nightly_refresh
+
+    holder = hold_lock(db, 2.0)
+    released_at = utcnow() + timedelta(seconds=1.5)
+    summary = nightly_refresh(db=str(db), providers=["lambda"], replay=True, lock_wait_s=60)
+    holder.join()
+    assert summary["ok"] and summary["providers"][0]["offers"] == 27
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        [(started,)] = con.execute("select started_at from scrape_runs").fetchall()
+    finally:
+        con.close()
+    assert started >= released_at  # it scraped only once the other refresh was done
