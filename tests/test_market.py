@@ -20,7 +20,7 @@ from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import (
     AnomalyPolicy, RefreshRunningError, ScrapeOutcome, close_writer, load_outcome, open_writer, refresh_lock, utcnow,
 )
-from tests.builders import T0, batch, load_day, offer, shared_prefect_server
+from tests.builders import T0, batch, load_day, offer
 from tests.conftest import replay_context
 
 LAMBDA_PRICES = {"gpu_1x_h100_sxm5": 3.29, "gpu_8x_h100_sxm5": 23.92, "gpu_1x_a100_sxm4": 1.29}
@@ -279,25 +279,3 @@ def test_a_scheduled_refresh_waits_for_the_running_one_and_a_bounded_wait_gives_
         with refresh_lock_within(db, 0):
             with refresh_lock_within(db, 0):
                 pass
-
-
-@pytest.fixture(scope="module")
-def prefect_api(request: pytest.FixtureRequest) -> str:
-    return shared_prefect_server(request.config)
-
-
-@pytest.mark.prefect
-def test_the_flow_queues_behind_a_running_refresh(prefect_api: str, db: Path) -> None:
-    from gpuledger.flows.refresh import nightly_refresh
-
-    holder = hold_lock(db, 2.0)
-    released_at = utcnow() + timedelta(seconds=1.5)
-    summary = nightly_refresh(db=str(db), providers=["lambda"], replay=True, lock_wait_s=60)
-    holder.join()
-    assert summary["ok"] and summary["providers"][0]["offers"] == 27
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        [(started,)] = con.execute("select started_at from scrape_runs").fetchall()
-    finally:
-        con.close()
-    assert started >= released_at  # it scraped only once the other refresh was done
