@@ -279,3 +279,18 @@ def test_a_scheduled_refresh_waits_for_the_running_one_and_a_bounded_wait_gives_
         with refresh_lock_within(db, 0):
             with refresh_lock_within(db, 0):
                 pass
+
+
+def test_the_weekly_price_move_query_counts_this_weeks_moves_only(con) -> None:
+    from tests.test_queries import blocks
+
+    [query] = [q for heading, q in blocks("sql") if heading == "Offers whose price moved more than 20 % this week"]
+    now = utcnow()
+    for days_ago, prices in ((10, {"a": 2.0, "b": 10.0, "c": 4.0}), (9, {"a": 3.0, "b": 10.0, "c": 4.0}),
+                             (2, {"a": 3.0, "b": 8.5, "c": 2.8})):
+        at = now - timedelta(days=days_ago)
+        outcome = ScrapeOutcome("lambda", "replay", at, at, batch=batch("lambda", [offer(k, v) for k, v in prices.items()]))
+        assert load_outcome(con, outcome, f"r-{days_ago}", now=at).ok
+    rows = con.execute(query).fetchall()
+    # a: +50 % nine days ago (last week); b: -15 % (too small); c: 4.00 -> 2.80, -30 % two days ago
+    assert [r[3:8] for r in rows] == [("c", "on_demand", 4.0, 2.8, -30.0)]
