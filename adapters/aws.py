@@ -34,6 +34,7 @@ from typing import Any, Iterable, Iterator
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
 from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.warehouse import interruption
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
 from gpuledger.warehouse.capacity_blocks import add_capacity_block
 from gpuledger.warehouse.records import Batch, ProviderFacts, amortized_usd_per_hour, commitment_option
@@ -1081,6 +1082,7 @@ def _add_spot_offer(batch: Batch, p: RegionPayload, itype: str, az: str, price: 
         price_per_hour=price, source_currency="USD", source_price_per_hour=price, price_observed_at=stamp,
         available=True, available_count=None, availability_level="spot price published",
         interruption_risk=advisor[0] if advisor else None,
+        **interruption.from_rate_band(advisor[0] if advisor else None, interruption.AWS_SPOT_ADVISOR),
         spot_savings_pct=saving if saving is not None else (float(advisor[1]) if advisor else None),
         provider_data=json.dumps({"advisor_savings_pct": advisor[1] if advisor else None}, sort_keys=True),
         **fields,

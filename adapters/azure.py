@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gpuledger.adapters import azure_eviction
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
@@ -757,6 +758,8 @@ def fetch(ctx: SourceContext) -> Batch:
         batch.notes.append(f"azure: {what}: {result.pages} pages, {len(result.items)} items "
                            f"(pages' Count total {result.counted})")
         batch.notes.append(skipped.describe(what))
+    with ctx.http_client() as client:
+        azure_eviction.add_eviction_rates(ctx, client, batch)
     return batch
 
 

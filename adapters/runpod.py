@@ -43,6 +43,7 @@ from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.warehouse import interruption
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -183,6 +184,8 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
                 billing_granularity_s=PROVIDER.facts.billing_granularity_s,
                 minimum_charge_s=PROVIDER.facts.minimum_charge_s,
                 **availability(stock),
+                **(interruption.from_stock_level(availability(stock)["availability_level"])
+                   if option == "interruptible" else {}),
                 provider_data=json.dumps(_provider_data(gt, cloud, stock), sort_keys=True),
             )
 

@@ -54,6 +54,7 @@ from typing import Any, Iterable
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
+from gpuledger.warehouse import interruption
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, ProviderFacts
 
@@ -282,6 +283,7 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
     per_gpu = [x.per_gpu for x in listings]
     gpu_ram = _num(offer.get("gpu_ram"))
     reliability = _num(offer.get("reliability2"))
+    host_reliability = reliability if reliability is not None and 0 <= reliability <= 1 else None
     bw_nvlink = _num(offer.get("bw_nvlink")) or 0
     data = {
         "offer_count": len(listings),
@@ -312,7 +314,8 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
         billing_granularity_s=PROVIDER.facts.billing_granularity_s,
         minimum_charge_s=PROVIDER.facts.minimum_charge_s,
         available=True, available_count=len(listings), availability_level="offered",
-        reliability=reliability if reliability is not None and 0 <= reliability <= 1 else None,
+        reliability=host_reliability,
+        **interruption.from_host_reliability(host_reliability, outbid=option == "interruptible"),
         provider_data=json.dumps(data, sort_keys=True),
     )
 

@@ -90,7 +90,11 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
               case when purchase_option = 'spot' then '<5%' end as interruption_risk,
               case when purchase_option = 'spot' then 60.0 end as spot_savings_pct, null::double as reliability,
               '{}' as provider_data, provider as operated_by, null::integer as term_months,
-              null::varchar as payment_option"""
+              null::varchar as payment_option,
+              case when purchase_option = 'spot' then 'low' else 'none' end as interruption_risk_level,
+              case when purchase_option = 'spot' then 5.0 end as interruption_rate_max_pct,
+              case when purchase_option = 'spot' then 'aws_spot_advisor' else 'not_interruptible' end
+                  as interruption_risk_source"""
     # Versions: night 0 for every offer, then a change with probability CHANGE_RATE each night.
     con.execute(f"""
         create temp table versions as

@@ -18,6 +18,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer
+from gpuledger.flows import cadence
 from gpuledger.flows.pipeline import (
     FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within, load_all,
     outcome_from, plans_for, resolve_providers,
@@ -25,7 +26,7 @@ from gpuledger.flows.pipeline import (
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.warehouse.spot import read_since
-from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, refresh_lock, utcnow
+from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, utcnow
 
 log = logging.getLogger("gpuledger.refresh")
 
@@ -120,15 +121,18 @@ def _artifact_markdown(summary: dict[str, Any]) -> str:
 def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = None, replay: bool = False,
                     recordings: str | None = None, record_dir: str | None = None,
                     accept_anomaly: Sequence[str] = (), http_attempts: int = 3,
-                    retry_wait_max_s: float = 8.0) -> dict[str, Any]:
-    """Refresh the warehouse from every provider (or the named ones).
+                    retry_wait_max_s: float = 8.0, group: str | None = None,
+                    lock_wait_s: float = 0.0) -> dict[str, Any]:
+    """Refresh the warehouse from every provider (or the named ones, or a cadence group's).
 
     replay=True answers every request from recordings (bundled by default)
     over loopback HTTP; record_dir saves what each provider answered.
+    `group` (flows/cadence.py) names the providers when `providers` does not; `lock_wait_s`:
+    how long to wait for a running refresh to finish before giving up (0: refused at once).
     """
-    names = resolve_providers(list(providers or []))
+    names = resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
-    with refresh_lock(db):
+    with cadence.refresh_lock_within(db, lock_wait_s):
         server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
         if server is not None:
             server.start()

@@ -193,14 +193,15 @@ def test_every_page_fetched_and_counted(fetched: tuple[Batch, ReplayServer]) -> 
     vm_requests = [r for _, r in server.requests if r.params.get("$filter") == azure.VM_FILTER]
     assert [r.params.get("$skip") for r in vm_requests] == [None] + [str(100 * n) for n in range(1, 14)]
     assert all(r.params["currencyCode"] == "'USD'" and r.params["api-version"] == azure.API_VERSION
-               for _, r in server.requests)
-    assert len(server.requests) == 19  # 14 VM pages, 2 storage, 3 bandwidth
+               for host, r in server.requests if host == azure.PRICES_HOST)
+    # 14 VM pages, 2 storage, 3 bandwidth; then 2 Resource Graph pages of spot eviction rates
+    assert [host for host, _ in server.requests] == [azure.PRICES_HOST] * 19 + ["management.azure.com"] * 2
     assert "azure: Virtual Machines: 14 pages, 1367 items (pages' Count total 1367)" in batch.notes
     assert len(recorded_items("vm")) == 1367  # 6 of them Reservation items
 
 
 def test_recorded_pages_have_the_api_envelope() -> None:
-    for page in sorted(RECORDING.glob("*/page-*.json")):
+    for page in sorted(p for folder in ("vm", "storage", "bandwidth") for p in RECORDING.glob(f"{folder}/page-*.json")):
         doc = json.loads(page.read_text())
         assert list(doc) == ["BillingCurrency", "CustomerEntityId", "CustomerEntityType", "Items", "NextPageLink",
                              "Count"], page  # no "Url": that key was added by a third-party tool
@@ -397,7 +398,7 @@ def test_storage_per_gib_month(fetched: tuple[Batch, ReplayServer]) -> None:
 def test_region_setting_narrows_the_result_not_the_query() -> None:
     with ReplayServer(BUNDLED_RECORDINGS, providers=["azure"]) as server:
         batch = azure.fetch(replay_context(server, "azure", settings={"azure_regions": "eastus,westeurope"}))
-        assert len(server.requests) == 19
+        assert len(server.requests) == 19 + 2  # price pages, Resource Graph pages
     assert {o.region for o in batch.offers} == {"eastus", "westeurope"}
     assert {e.region for e in batch.egress} == {"eastus", "westeurope"}
 
@@ -471,7 +472,7 @@ def test_record_mode_follows_pages_through_the_proxy_without_credentials(
         finally:
             proxy.close()
         recorder.write_manifest({}, "2026-11-30T03:00:00Z")
-    assert len(recorder.exchanges) == 19
+    assert len(recorder.exchanges) == 19 + 2  # price pages, Resource Graph pages
     # The recording just made replays to the same result.
     with ReplayServer(tmp_path, providers=["azure"]) as again:
         replayed = azure.fetch(replay_context(again, "azure"))

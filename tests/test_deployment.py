@@ -26,6 +26,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuledger.adapters.registry import specs
+from gpuledger.flows.cadence import CADENCES, SCHEDULED_LOCK_WAIT_S, groups, providers_in
 from gpuledger.flows.ops_cli import NIGHTLY_CRON, NIGHTLY_TIMEZONE, nightly_deployment, register
 from tests.builders import replayed_warehouse, shared_prefect_server
 
@@ -34,12 +35,15 @@ PREFECT_YAML = ROOT / "prefect.yaml"
 NIGHTLY_YML = ROOT / ".github" / "workflows" / "nightly.yml"
 
 
-def nightly_config() -> dict[str, Any]:
+def deployment_configs() -> dict[str, dict[str, Any]]:
     from prefect.cli.deploy._models import PrefectYamlModel
 
     model = PrefectYamlModel.model_validate(yaml.safe_load(PREFECT_YAML.read_text()))  # raises when invalid
-    [config] = [d.model_dump(exclude_unset=True, mode="json") for d in model.deployments]
-    return config
+    return {d.name: d.model_dump(exclude_unset=True, mode="json") for d in model.deployments}
+
+
+def nightly_config() -> dict[str, Any]:
+    return deployment_configs()["nightly"]
 
 
 def next_runs(schedule: Any, after: datetime, n: int) -> list[datetime]:
@@ -56,7 +60,8 @@ def test_prefect_yaml_defines_the_nightly_deployment(monkeypatch: pytest.MonkeyP
 
     config = nightly_config()
     assert config["name"] == "nightly" and config["entrypoint"] == "flows/refresh.py:nightly_refresh"
-    assert config["work_pool"]["name"] == "gpuledger" and config["concurrency_limit"] == 1
+    assert config["work_pool"]["name"] == "gpuledger"
+    assert config["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
     [raw] = config["schedules"]
     schedule = _schedule_config_to_deployment_schedule(raw)["schedule"]  # what `prefect deploy` builds
     assert isinstance(schedule, CronSchedule)
@@ -71,6 +76,39 @@ def test_prefect_yaml_defines_the_nightly_deployment(monkeypatch: pytest.MonkeyP
     assert served.name == "nightly" and served.entrypoint == config["entrypoint"]
     [s] = served.schedules
     assert (s.schedule.cron, s.schedule.timezone) == ("0 3 * * *", "UTC")
+
+
+def test_one_deployment_per_cadence_group_on_its_schedule() -> None:
+    from prefect.cli.deploy._schedules import _schedule_config_to_deployment_schedule
+
+    configs = deployment_configs()
+    assert set(configs) == set(CADENCES) == {"nightly", "capacity", "market"}
+    for name, config in configs.items():
+        assert config["entrypoint"] == "flows/refresh.py:nightly_refresh"
+        assert config["parameters"] == {"group": name, "lock_wait_s": SCHEDULED_LOCK_WAIT_S}
+        assert config["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
+        assert config["work_pool"] == configs["nightly"]["work_pool"]
+        [raw] = config["schedules"]
+        schedule = _schedule_config_to_deployment_schedule(raw)["schedule"]
+        assert (schedule.cron, schedule.timezone) == (CADENCES[name].cron, "UTC")
+    after = datetime(2026, 12, 1, 2, 10, tzinfo=timezone.utc)
+    hour = [datetime(2026, 12, 1, h, m, tzinfo=timezone.utc) for h, m in ((3, 0), (4, 0), (5, 0))]
+    market = _schedule_config_to_deployment_schedule(configs["market"]["schedules"][0])["schedule"]
+    assert next_runs(market, after, 3) == hour
+    capacity = _schedule_config_to_deployment_schedule(configs["capacity"]["schedules"][0])["schedule"]
+    assert next_runs(capacity, after, 3) == [datetime(2026, 12, 1, h, 30, tzinfo=timezone.utc) for h in (4, 8, 12)]
+
+
+def test_every_provider_is_in_exactly_one_cadence_group() -> None:
+    found = groups()
+    listed = [p for members in found.values() for p in members]
+    assert sorted(listed) == sorted(s.name for s in specs()) and len(listed) == len(set(listed))
+    assert {"aws", "azure", "gcp", "oci"} == set(found["nightly"])  # the hyperscalers
+    assert {"vastai", "tensordock", "shadeform", "runpod"} == set(found["market"])  # RunPod: ALSO
+    assert "lambda" in found["capacity"] and "runpod" not in found["capacity"]
+    assert providers_in("market") == found["market"]
+    with pytest.raises(ValueError, match="unknown cadence group 'weekly'; known: market, capacity, nightly"):
+        providers_in("weekly")
 
 
 def test_serve_refuses_without_a_lasting_server() -> None:

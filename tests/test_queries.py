@@ -44,7 +44,35 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("queries") / "gpuledger.duckdb"
     replayed_warehouse(path, PROVIDERS, refresh_id="refresh-1")
     replayed_warehouse(path, ["lambda"], hook=lambda_price_hook("gpu_8x_h100_sxm5", 2872), refresh_id="refresh-2")
+    # then the 1x A10 cut from $1.29 to $0.99 (-23.3 %), the 8x H100 staying at its cut price
+    replayed_warehouse(path, ["lambda"], hook=lambda_prices_hook({"gpu_8x_h100_sxm5": 2872, "gpu_1x_a10": 99}),
+                       refresh_id="refresh-3")
     return path
+
+
+def lambda_prices_hook(cents: dict[str, int]) -> Any:
+    hooks = [lambda_price_hook(instance, c) for instance, c in cents.items()]
+
+    def hook(host: str, request: Any, exchange: Any) -> tuple[int, dict[str, str], bytes] | None:
+        answer = None
+        for h in hooks:
+            changed = h(host, request, exchange)
+            if changed is not None:
+                answer = changed
+                exchange = _Answered(exchange, changed[2])
+        return answer
+    return hook
+
+
+class _Answered:
+    """An exchange whose body is an earlier hook's answer, for the next hook to change further."""
+
+    def __init__(self, exchange: Any, body: bytes) -> None:
+        self._exchange, self._body = exchange, body
+        self.status, self.headers, self.path = exchange.status, exchange.headers, exchange.path
+
+    def body(self) -> bytes:
+        return self._body
 
 
 def run(db: Path, query: str) -> tuple[list[str], list[tuple]]:
@@ -72,7 +100,8 @@ def test_every_sql_block_runs_and_answers_right(db: Path) -> None:
     sql = [(h, q) for h, q in blocks("sql") if h not in TESTED_ELSEWHERE]
     assert [h for h, _ in sql] == ["Cheapest H100 per provider", "Spot discount by region", "Price history of a GPU",
                                    "Price history of a GPU", "Egress: what downloading 140 GB costs at each provider",
-                                   "Freshness per provider"]
+                                   "H100 offers with an interruption risk below 5 %",
+                                   "Offers whose price moved more than 20 % this week", "Freshness per provider"]
     results = [run(db, q) for _, q in sql]
     for (heading, _), (_, rows) in zip(sql, results):
         assert rows, heading
@@ -139,8 +168,23 @@ def test_every_sql_block_runs_and_answers_right(db: Path) -> None:
     assert got_e["aws"][1] == 3.6  # 100 GB free + 40 GB x 0.09, checked by hand
     assert got_e["lambda"] == (1, 0.0, 0.0) and got_e["runpod"][1:] == (0.0, 0.0)
 
+    # H100 with a published interruption rate below 5 %: Azure's eastus ND H100 v5 spot ("0-5",
+    # resource-graph/page-01.json); AWS's p5.48xlarge is ">20%" in the advisor feed, Vast.ai and
+    # RunPod publish no rate
+    cols, rows = results[5]
+    assert {(r[0], r[1], r[2], r[4]) for r in rows} == {("azure", "Standard_ND96isr_H100_v5", "eastus", "spot")}
+    assert [r[6:] for r in rows] == [("low", 5.0, "azure_spot_eviction_rate")]
+    assert table(db, "select count(*) from offers where provider = 'aws' and instance_type = 'p5.48xlarge' "
+                     "and purchase_option = 'spot' and interruption_risk = '>20%'")[0][0] > 0
+
+    # moved more than 20 % this week: the A10 cut of refresh-3, in both its regions; the 10 % cut
+    # of the 8x H100 is not
+    cols, rows = results[6]
+    assert [r[:8] for r in rows] == [("lambda", region, "", "gpu_1x_a10", "on_demand", 1.29, 0.99, -23.3)
+                                     for region in ("us-east-1", "us-west-1")]
+
     # freshness
-    assert [(r[0], r[2]) for r in results[5][1]] == [(p, "ok") for p in PROVIDERS]
+    assert [(r[0], r[2]) for r in results[7][1]] == [(p, "ok") for p in PROVIDERS]
 
 
 def test_python_snippets_run(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

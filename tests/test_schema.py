@@ -98,8 +98,10 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
     assert layout(new) == layout(old)
     # version 3 put operated_by after provider_data in both offer tables, and changed nothing else
     new_offers = [c for c in layout(new)[0] if c[0] == "offers"]
+    # version 6 put the commitment terms after it, and version 7 the interruption-risk scale
+    risk = ["interruption_risk_level", "interruption_rate_max_pct", "interruption_risk_source"]
     assert [c[2] for c in new_offers] == [c[2] for c in v1_offers[:33]] + ["operated_by"] + \
-        ["term_months", "payment_option"] + [c[2] for c in v1_offers[33:]]
+        ["term_months", "payment_option"] + risk + [c[2] for c in v1_offers[33:]]
     assert ("offers", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     assert ("offer_history", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     checks = [c for c in layout(new)[1] if c[0] == "offers" and c[1] in ("CHECK", "PRIMARY KEY")]
@@ -108,12 +110,11 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
                       ("offers", "CHECK", "(gpu_count > 0)", "[gpu_count]"),
                       ("offers", "CHECK", "(price_per_gpu_hour > 0)", "[price_per_gpu_hour]")]
     assert ("providers", "PRIMARY KEY", None, "[provider]") in layout(new)[1]
-    # version 6 put term_months and payment_option after operated_by, before the bookkeeping columns
-    assert [c[2] for c in new_offers[34:]] == ["term_months", "payment_option", "content_hash", "first_seen",
-                                                "last_seen", "run_id"]
-    # offers 36 + 4, history 36 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
-    # spot price history, capacity blocks; the views spot_price_intervals and spot_price_stats
-    assert len(layout(new)[0]) == 40 + 41 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 + 10 + 20 + 9 + 21 == 254
+    assert ("offers", 37, "interruption_risk_level", "VARCHAR", False, "'unknown'") in layout(new)[0]
+    assert ("offer_history", 39, "interruption_risk_source", "VARCHAR", False, "'unpublished'") in layout(new)[0]
+    # offers 39 + 4, history 39 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
+    # spot price history, capacity blocks; the views spot_price_intervals, spot_price_stats, offer_freshness
+    assert len(layout(new)[0]) == 43 + 44 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 + 10 + 20 + 9 + 21 + 10 == 270
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)
@@ -140,6 +141,9 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
         assert con.execute("select term_months, payment_option, run_id from offers union all "
                            "select term_months, payment_option, run_id from offer_history").fetchall() == \
             [(None, None, "run-1"), (None, None, "run-1")]
+        # an on-demand row is not interruptible (version 7)
+        assert con.execute("select interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
+                           "from offers").fetchall() == [("none", None, "not_interruptible")]
         assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
         fresh = duckdb.connect()
         migrate(fresh)

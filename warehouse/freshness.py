@@ -60,6 +60,10 @@ create or replace macro fresh_providers(max_age_hours := NULL, as_of := NULL) as
     from provider_freshness(max_age_hours := max_age_hours, as_of := as_of) where fresh;
 """
 
+# The rule at the default age, judged at the moment of the query: what the `offer_freshness` view
+# (warehouse/schema.py) joins to every current offer.
+RULE_NOW_SQL = _RULE.format(as_of="NULL", max_age="NULL", default=DEFAULT_MAX_AGE_HOURS)
+
 _QUERY = _RULE.format(as_of="$as_of::timestamptz", max_age="$max_age::double", default=DEFAULT_MAX_AGE_HOURS)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gpuledger.warehouse import interruption
+
 # A single rented machine above this hourly price is not a real offer (the
 # largest 8-GPU nodes list at roughly $100-$160/h); such a record is a parsing
 # or unit error (cents read as dollars, a monthly price read as hourly).
@@ -148,11 +150,17 @@ class Offer(_Record):
     # The cloud that runs the machine: the provider itself for a direct source, the underlying
     # cloud for an aggregator reselling it (Shadeform). Filled with `provider` when not given.
     operated_by: str = Field(min_length=1)
-
     # A commitment's term and how it is paid; None for on-demand and interruptible capacity.
     # price_per_hour is then the effective rate: upfront fee amortized over the term plus the hourly part.
     term_months: int | None = None
     payment_option: str | None = None
+
+    # One interruption-risk scale across providers (warehouse/interruption.py): a level, the upper
+    # end of a published monthly rate band where there is one, and where it comes from. Filled
+    # from the purchase option when the source gives no signal.
+    interruption_risk_level: str = "unknown"  # none | low | medium | high | unknown
+    interruption_rate_max_pct: float | None = None
+    interruption_risk_source: str = "unpublished"
 
     @model_validator(mode="before")
     @classmethod
@@ -168,6 +176,14 @@ class Offer(_Record):
         if v not in PURCHASE_OPTIONS:
             raise ValueError(f"unknown purchase option {v!r}")
         return v
+    @model_validator(mode="before")
+    @classmethod
+    def _interruption_risk_from_the_option_unless_said(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "interruption_risk_source" not in data:
+            option = getattr(data.get("purchase_option"), "value", data.get("purchase_option"))
+            committed = option in _COMMITMENT_OPTIONS  # reserved capacity is not reclaimed
+            return {**interruption.default_for("on_demand" if committed else option), **data}
+        return data
 
     @field_validator("price_per_hour", "source_price_per_hour")
     @classmethod
@@ -216,6 +232,15 @@ class Offer(_Record):
             raise ValueError(f"purchase option {self.purchase_option} has term {term[0] if term else None} months "
                              f"and payment {term[1] if term else None}, not {self.term_months} and "
                              f"{self.payment_option}")
+        if self.interruption_risk_level not in interruption.LEVELS:
+            raise ValueError(f"interruption_risk_level must be one of {interruption.LEVELS}, "
+                             f"got {self.interruption_risk_level!r}")
+        if self.interruption_risk_source not in interruption.SOURCES:
+            raise ValueError(f"interruption_risk_source {self.interruption_risk_source!r} is not in "
+                             "warehouse/interruption.py SOURCES")
+        rate = self.interruption_rate_max_pct
+        if rate is not None and not (math.isfinite(rate) and 0 < rate <= 100):
+            raise ValueError(f"interruption_rate_max_pct must be within (0, 100], got {rate}")
         return self
 
     @property

@@ -25,6 +25,7 @@ import duckdb
 from pydantic import BaseModel
 
 from gpuledger.warehouse import spot_stats
+from gpuledger.warehouse.freshness import RULE_NOW_SQL
 from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
 
 
@@ -235,6 +236,19 @@ TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 
+# View -> its query. Views hold no data: every upgrade remakes them all from these definitions
+# (views_sql), so a stored view never lags the definition of the version it belongs to.
+VIEWS: dict[str, str] = {
+    # Every current offer with its provider's last successful scrape and whether it is stale under
+    # the one freshness rule (warehouse/freshness.py, at its default age, judged at query time).
+    "offer_freshness": f"""
+    select o.provider, o.region, o.zone, o.instance_type, o.purchase_option, o.last_seen,
+           f.last_ok as provider_last_ok, f.age_hours as provider_age_hours,
+           coalesce(f.state, 'never') as provider_state, coalesce(not f.fresh, true) as stale
+    from offers o left join ({RULE_NOW_SQL}) f on f.provider = o.provider""",
+}
+
+
 def column_names(table: str) -> tuple[str, ...]:
     return tuple(c.name for c in TABLES[table])
 
@@ -243,9 +257,14 @@ def table_ddl(table: str) -> str:
     return f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in TABLES[table]) + "\n);\n"
 
 
+def views_sql(replace: bool = True) -> str:
+    verb = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
+    return "".join(f"{verb} {name} AS {query};\n" for name, query in VIEWS.items())
+
+
 def create_sql() -> str:
     """The DDL of every table, view and macro at the current version."""
-    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL
+    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + views_sql(replace=False)
 
 
 # -- current tables with SCD2 history -------------------------------------------------------------
@@ -350,11 +369,11 @@ CREATE TABLE capacity_block_offerings (
 );
 """
 
-# The bookkeeping columns that follow the offer columns, as of version 6 (frozen like the layout
-# above). DuckDB adds a column only at the end of a table, so the step adds the commitment columns
-# and then moves these behind them: drop-and-re-add keeps every other column, with its constraints,
+# The bookkeeping columns that follow the offer columns, as of versions 6 and 7 (frozen like the
+# layout above). DuckDB adds a column only at the end of a table, so a step that adds offer columns
+# then moves these behind them: drop-and-re-add keeps every other column, with its constraints,
 # where it is, whatever the steps before added.
-_V6_ROW_COLUMNS = {
+_ROW_COLUMNS_AFTER_OFFER = {
     "offers": (("content_hash", "VARCHAR", True), ("first_seen", "TIMESTAMPTZ", True),
                ("last_seen", "TIMESTAMPTZ", True), ("run_id", "VARCHAR", True)),
     "offer_history": (("content_hash", "VARCHAR", True), ("valid_from", "TIMESTAMPTZ", True),
@@ -363,21 +382,56 @@ _V6_ROW_COLUMNS = {
 }
 
 
-def _with_commitment_terms(table: str) -> str:
-    sql = [f"alter table {table} add column term_months INTEGER;",
-           f"alter table {table} add column payment_option VARCHAR;"]
-    for name, sql_type, not_null in _V6_ROW_COLUMNS[table]:
+def _append_offer_columns(table: str, columns: tuple[str, ...], fill: str = "") -> str:
+    """Add `columns` (DDL) after the offer columns of `table`, run `fill` (an UPDATE giving the
+    existing rows their values), then move the bookkeeping columns behind them."""
+    sql = [f"alter table {table} add column {ddl};" for ddl in columns] + ([fill] if fill else [])
+    for name, sql_type, not_null in _ROW_COLUMNS_AFTER_OFFER[table]:
         # NOT NULL comes with the new column (a placeholder default, dropped once the values are
         # copied): DuckDB cannot add the constraint later in a transaction that has updated rows.
         placeholder = {"VARCHAR": "''", "TIMESTAMPTZ": "'epoch'"}[sql_type]
-        sql += [f"alter table {table} rename column {name} to {name}__v5;",
+        sql += [f"alter table {table} rename column {name} to {name}__moved;",
                 f"alter table {table} add column {name} {sql_type}"
                 + (f" not null default {placeholder};" if not_null else ";"),
-                f"update {table} set {name} = {name}__v5;",
-                f"alter table {table} drop column {name}__v5;"]
+                f"update {table} set {name} = {name}__moved;",
+                f"alter table {table} drop column {name}__moved;"]
         if not_null:
             sql.append(f"alter table {table} alter column {name} drop default;")
     return "\n".join(sql) + "\n"
+
+
+# Version 7: the interruption-risk scale after the commitment columns. Each existing row gets the
+# level its source's signal gives it (warehouse/interruption.py as of version 7), so the next load
+# finds unchanged offers unchanged.
+_V7_RISK_COLUMNS = ("interruption_risk_level VARCHAR NOT NULL DEFAULT 'unknown'", "interruption_rate_max_pct DOUBLE",
+                    "interruption_risk_source VARCHAR NOT NULL DEFAULT 'unpublished'")
+_V7_RISK_SOURCE = """case
+        when provider = 'vastai' and reliability is not null then 'vastai_host_reliability'
+        when provider = 'vastai' then 'unpublished'
+        when purchase_option = 'on_demand' or term_months is not null then 'not_interruptible'
+        when provider = 'aws' and interruption_risk in ('<5%', '5-10%', '10-15%', '15-20%', '>20%') then 'aws_spot_advisor'
+        when provider = 'runpod' and purchase_option = 'interruptible'
+             and availability_level in ('high', 'medium', 'low', 'none') then 'runpod_stock_status'
+        else 'unpublished' end"""
+_V7_RISK_VALUES = """
+    interruption_risk_level = case interruption_risk_source when 'not_interruptible' then 'none'
+        when 'aws_spot_advisor' then case interruption_risk when '<5%' then 'low' when '5-10%' then 'medium'
+                                       when '10-15%' then 'medium' else 'high' end
+        when 'vastai_host_reliability' then case when reliability >= 0.95 and purchase_option <> 'interruptible'
+                                               then 'low' when reliability >= 0.85 then 'medium' else 'high' end
+        when 'runpod_stock_status' then case when availability_level in ('high', 'medium') then 'medium'
+                                           else 'high' end
+        else 'unknown' end,
+    interruption_rate_max_pct = case when interruption_risk_source = 'aws_spot_advisor' then
+        case interruption_risk when '<5%' then 5 when '5-10%' then 10 when '10-15%' then 15 when '15-20%' then 20
+                               else 100 end end::DOUBLE"""
+
+
+def _with_interruption_risk(table: str) -> str:
+    return _append_offer_columns(table, _V7_RISK_COLUMNS,
+                                 f"update {table} set interruption_risk_source = {_V7_RISK_SOURCE};\n"
+                                 f"update {table} set {_V7_RISK_VALUES};")
+
 
 
 # (version, description, SQL): what each version changed, for a warehouse made before it.
@@ -417,7 +471,16 @@ drop macro if exists gpuledger_macros_version;
         6,
         "offers and offer_history: term_months and payment_option of commitments (reserved, savings plan, "
         "committed use), each its own purchase option; existing rows are on-demand or interruptible (NULL)",
-        _with_commitment_terms("offers") + _with_commitment_terms("offer_history"),
+        _append_offer_columns("offers", ("term_months INTEGER", "payment_option VARCHAR"))
+        + _append_offer_columns("offer_history", ("term_months INTEGER", "payment_option VARCHAR")),
+    ),
+    (
+        7,
+        "offers and offer_history: interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
+        "(one interruption-risk scale across providers); view offer_freshness",
+        # the view is made with every other view once the steps are applied (migrate)
+        "drop view if exists offer_freshness;"
+        + _with_interruption_risk("offers") + _with_interruption_risk("offer_history"),
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
@@ -450,6 +513,8 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
         if version > have:
             _in_transaction(con, sql, [(version, description)])
             applied.append(version)
+    if applied and upgrades is None:
+        con.execute(views_sql())
     return applied
 
 

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     # -- the warehouse and the refresh --------------------------------------------------------
     db: str | None = None  # warehouse file; None: ./gpuledger.duckdb
     accept_anomaly: str = ""  # comma list of providers whose anomalies are loaded anyway
+    # One offer whose price moves more than this factor either way against its current version is
+    # held back at that version (the provider's other offers load): warehouse.store.hold_back_offer_jumps.
+    offer_anomaly_factor: float = Field(default=5.0, gt=1)
     task_timeout_s: float = 1800.0
     task_retries: int = 2  # Prefect retries of a live provider task that crashed (not a SourceError)
     task_runner: str = "thread"  # thread | dask (checked where the runner is made, with its own message)

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from gpuledger.warehouse import gpus
 from gpuledger.warehouse.records import Batch, Quarantined
 from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, STORAGE, TableSpec, migrate
-from gpuledger.warehouse.settings import load_settings
+from gpuledger.warehouse.settings import Settings, load_settings
 
 DEFAULT_DB = "gpuledger.duckdb"
 LOCK_WAIT_S = 60.0
@@ -205,10 +205,14 @@ class AnomalyPolicy:
     # on-demand prices from the price list: one source can collapse while the other carries the
     # total), once it had at least this many rows.
     min_option_rows: int = 10
+    # One offer's price moving more than this factor either way against its current version is held
+    # back (hold_back_offer_jumps); setting `offer_anomaly_factor`.
+    max_offer_ratio: float = Settings.model_fields["offer_anomaly_factor"].default
 
     @classmethod
     def from_env(cls, accept: Sequence[str] = ()) -> "AnomalyPolicy":
-        return cls(accept=load_settings().accepted_anomalies() | set(accept))
+        settings = load_settings()
+        return cls(accept=settings.accepted_anomalies() | set(accept), max_offer_ratio=settings.offer_anomaly_factor)
 
 
 @dataclass
@@ -490,6 +494,59 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch,
         f" (if this is a real market move, rerun with --accept-anomaly {provider})"
 
 
+def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch, offers: pa.Table,
+                          policy: AnomalyPolicy) -> tuple[pa.Table, list[Quarantined]]:
+    """The offers to merge, with each offer whose price moved more than `policy.max_offer_ratio`
+    either way against its current row replaced by that row (so the merge keeps it at its
+    previous version), and a quarantine entry per offer held back naming both prices.
+
+    One such jump among unchanged offers is a unit or parsing slip in that one record (3.99 read
+    as 39.9), which the median checks of check_anomalies cannot see; the rest of the batch loads.
+    For a provider in `policy.accept` every offer loads and the jumps are listed in the notes.
+    """
+    limit = policy.max_offer_ratio
+    con.register("_incoming", offers)
+    try:
+        jumps = con.execute(
+            f"""select {', '.join('i.' + k for k in OFFERS.key)}, o.price_per_hour, i.price_per_hour
+                from _incoming i join offers o on {_key_join(OFFERS, 'i', 'o')}
+                where o.provider = $p and (i.price_per_hour > o.price_per_hour * $limit
+                                           or i.price_per_hour * $limit < o.price_per_hour)
+                order by all""", {"p": provider, "limit": limit}).fetchall()
+        if not jumps:
+            return offers, []
+        described = [
+            f"{provider} offer {'/'.join(str(v) for v in row[1:5])}: price per hour moved from "
+            f"{row[5]:g} to {row[6]:g} USD (x{row[6] / row[5]:.2f}, limit x{limit:g})" for row in jumps]
+        if provider in policy.accept:
+            batch.notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
+            return offers, []
+        held = pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])
+        con.register("_held", held)
+        try:
+            cols = ", ".join(OFFERS.columns)
+            held_key = _key_join(OFFERS, "h", "t")
+            kept = con.sql(
+                f"""select {cols} from _incoming t where not exists (select 1 from _held h where {held_key})
+                    union all
+                    select {cols} from offers t where provider = $p
+                      and exists (select 1 from _held h where {held_key})""",
+                params={"p": provider}).to_arrow_table()
+        finally:
+            con.unregister("_held")
+    finally:
+        con.unregister("_incoming")
+    raw = {r.key: r for r in batch.offers}
+    quarantined = [
+        Quarantined(provider=provider, kind="offer", source_ref="/".join(str(v) for v in row[1:5]),
+                    reason=f"per-offer anomaly guard: {text}; kept at its previous version "
+                           f"(if this is a real price change, rerun with --accept-anomaly {provider})",
+                    raw=raw[tuple(row[:5])].model_dump_json() if tuple(row[:5]) in raw else "{}")
+        for row, text in zip(jumps, described)]
+    batch.notes.append(f"{len(jumps)} offer(s) held back at their previous price by the per-offer anomaly guard")
+    return kept.cast(offers.schema), quarantined
+
+
 @dataclass
 class PreparedLoad:
     """The part of a provider's load that needs no warehouse, done before the write window
@@ -584,6 +641,10 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
             if reason:
                 report.error = reason
             else:
+                if offers is not None:
+                    offers, held_back = hold_back_offer_jumps(con, outcome.provider, batch, offers, policy)
+                    quarantined = quarantined + held_back
+                    report.rows_quarantined = len(quarantined)
                 for spec, recs in ((OFFERS, batch.offers), (EGRESS, batch.egress), (STORAGE, batch.storage)):
                     if spec is not OFFERS and not recs:
                         continue  # a source without egress/storage data leaves those rows alone

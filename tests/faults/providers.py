@@ -319,6 +319,8 @@ def _azure_victim(items: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _azure_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if host != "prices.azure.com":
+        return None  # the Resource Graph answers (spot eviction rates) stay as recorded
     doc = _json(body)
     items = doc["Items"]
     query = _azure_query(req)

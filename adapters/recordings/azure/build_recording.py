@@ -24,6 +24,9 @@ sys.path.insert(0, str(HERE.parents[2]))
 from gpuledger.adapters.azure import (  # noqa: E402
     API_VERSION, BANDWIDTH_FILTER, PRICES_HOST, PRICES_PATH, STORAGE_FILTER, VM_FILTER,
 )
+from gpuledger.adapters.azure_eviction import (  # noqa: E402
+    QUERY, RESOURCE_GRAPH_API_VERSION, RESOURCE_GRAPH_HOST, RESOURCE_GRAPH_PATH,
+)
 
 PAGE_SIZE = 100  # the live API pages at 1,000 items; 100 keeps several pages in a small recording
 
@@ -527,12 +530,57 @@ def write_query(folder: str, odata_filter: str, items: list[dict], exchanges: li
     return len(pages)
 
 
+# -- spot eviction rates (Azure Resource Graph) ----------------------------------------------------
+
+# SYNTHETIC eviction-rate bands (Resource Graph answers only a signed-in identity; no real answer
+# is at hand): (size, region) -> `properties.evictionRate`. Two pairs match no spot offer of the
+# price pages (NC6s_v3 qatarcentral, ND96isr_H200_v5 eastus): the adapter must ignore them.
+EVICTION_RATES = {
+    ("Standard_NC24ads_A100_v4", "eastus"): "5-10",
+    ("Standard_NC24ads_A100_v4", "westeurope"): "0-5",
+    ("Standard_NC4as_T4_v3", "eastus"): "0-5",
+    ("Standard_NC4as_T4_v3", "westus2"): "10-15",
+    ("Standard_NC6s_v3", "qatarcentral"): "5-10",
+    ("Standard_ND96amsr_A100_v4", "eastus"): "15-20",
+    ("Standard_ND96isr_H100_v5", "eastus"): "0-5",
+    ("Standard_ND96isr_H100_v5", "westus3"): "20+",
+    ("Standard_ND96isr_H200_v5", "eastus"): "15-20",
+    ("Standard_NV36ads_A10_v5", "eastus"): "5-10",
+    ("Standard_NV36ads_A10_v5", "southcentralus"): "10-15",
+}
+EVICTION_PAGE_ROWS = 7  # the live service pages at up to 1,000 rows ($top); 7 gives two pages here
+EVICTION_SKIP_TOKEN = "eyIkaWQiOiIxIiwiTWF4Um93cyI6NywiUm93c1RvU2tpcCI6N30="  # opaque to the client; synthetic
+
+
+def write_eviction_rates(exchanges: list[dict]) -> int:
+    rows = [{"skuName": sku, "location": region, "evictionRate": rate}
+            for (sku, region), rate in sorted(EVICTION_RATES.items())]  # the query's `order by`
+    pages = [rows[:EVICTION_PAGE_ROWS], rows[EVICTION_PAGE_ROWS:]]
+    (HERE / "resource-graph").mkdir(exist_ok=True)
+    for n, chunk in enumerate(pages):
+        doc: dict = {"totalRecords": len(rows), "count": len(chunk), "data": chunk, "facets": [],
+                     "resultTruncated": "false"}
+        if n == 0:
+            doc["$skipToken"] = EVICTION_SKIP_TOKEN
+        rel = f"resource-graph/page-{n + 1:02d}.json"
+        (HERE / rel).write_text(json.dumps(doc, indent=1) + "\n")
+        exchanges.append({
+            "host": RESOURCE_GRAPH_HOST, "method": "POST", "path": RESOURCE_GRAPH_PATH,
+            "match": {"params": {"api-version": RESOURCE_GRAPH_API_VERSION},
+                      "json": {"query": QUERY, "options": {"$skipToken": EVICTION_SKIP_TOKEN if n else None}}},
+            "response": {"status": 200, "headers": {"Content-Type": "application/json; charset=utf-8"},
+                         "body_file": rel},
+        })
+    return len(pages)
+
+
 def main() -> None:
     exchanges: list[dict] = []
     counts = {
         "vm": write_query("vm", VM_FILTER, vm_items(), exchanges),
         "storage": write_query("storage", STORAGE_FILTER, storage_items(), exchanges),
         "bandwidth": write_query("bandwidth", BANDWIDTH_FILTER, bandwidth_items(), exchanges),
+        "resource-graph": write_eviction_rates(exchanges),
     }
     manifest = {"provider": "azure", "recorded_at": "2026-11-30T03:00:00Z",
                 "settings": {}, "exchanges": exchanges}

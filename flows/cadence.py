@@ -1,0 +1,92 @@
+"""How often each provider is refreshed, and refreshes that queue for the warehouse.
+
+Providers fall into cadence groups by the kind their ProviderSpec declares (`ProviderFacts.kind`),
+so a new source joins a schedule without a list to edit; `ALSO` moves a provider whose prices
+move faster than its kind's. prefect.yaml has one deployment per group, each running
+`nightly_refresh(group=...)` on the group's cron (tests/test_deployment.py checks both agree).
+
+Two refreshes never write at once: the refresh lock (warehouse/store.py) lets one in, and a
+scheduled refresh waits for it (`lock_wait_s`, polled) instead of failing, so a refresh due while
+another runs starts when that one ends. A refresh from the command line waits for nothing: it
+is told at once that another is running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+from gpuledger.adapters.registry import specs
+from gpuledger.warehouse.store import RefreshRunningError, refresh_lock
+
+log = logging.getLogger("gpuledger.refresh")
+
+
+@dataclass(frozen=True)
+class Cadence:
+    cron: str  # UTC
+    kinds: tuple[str, ...]  # ProviderFacts.kind values refreshed on this schedule
+    why: str
+
+
+CADENCES: dict[str, Cadence] = {
+    "market": Cadence("0 * * * *", ("marketplace", "aggregator"),
+                      "bid and marketplace prices and live listings move within the hour"),
+    "capacity": Cadence("30 */4 * * *", ("gpu_cloud",),
+                        "list prices change rarely, but the capacity each scrape records moves through the day"),
+    "nightly": Cadence("0 3 * * *", ("hyperscaler",),
+                       "list prices are published at most daily; AWS's price list is the largest download"),
+}
+# Providers refreshed with another group than their kind's: RunPod's interruptible pods are priced
+# and stocked like a marketplace's.
+ALSO: dict[str, str] = {"runpod": "market"}
+
+# How long a scheduled refresh waits for a running one (prefect.yaml's `lock_wait_s`): less than
+# the hourly interval, so waiting runs never pile up; one that gives up fails with the lock's message.
+SCHEDULED_LOCK_WAIT_S = 3000.0
+LOCK_POLL_S = 5.0
+
+
+def group_of(name: str, kind: str) -> str:
+    if name in ALSO:
+        return ALSO[name]
+    [group] = [g for g, c in CADENCES.items() if kind in c.kinds]
+    return group
+
+
+def groups() -> dict[str, list[str]]:
+    """Cadence group -> its providers (every registered provider is in exactly one)."""
+    out: dict[str, list[str]] = {g: [] for g in CADENCES}
+    for spec in specs():
+        out[group_of(spec.name, spec.facts.kind)].append(spec.name)
+    return out
+
+
+def providers_in(group: str) -> list[str]:
+    if group not in CADENCES:
+        raise ValueError(f"unknown cadence group {group!r}; known: {', '.join(CADENCES)}")
+    return groups()[group]
+
+
+@contextmanager
+def refresh_lock_within(db: str | os.PathLike[str] | None, wait_s: float,
+                        poll_s: float = LOCK_POLL_S) -> Iterator[None]:
+    """The refresh lock, waiting up to `wait_s` seconds for a running refresh to release it
+    (0: refused at once, as refresh_lock is). Past the bound, RefreshRunningError as ever."""
+    deadline = time.monotonic() + wait_s
+    with ExitStack() as stack:
+        while True:
+            try:
+                stack.enter_context(refresh_lock(db))
+                break
+            except RefreshRunningError as err:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                log.info("waiting up to %.0f s for the refresh lock: %s", left, err)
+                time.sleep(min(poll_s, left))
+        yield

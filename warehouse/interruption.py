@@ -1,0 +1,92 @@
+"""One interruption-risk scale across providers, with its source beside it.
+
+Every offer carries three columns (docs/data-dictionary.md has the table of what each provider
+gives):
+
+- `interruption_risk_level`: `none` (not interruptible: on-demand capacity the provider does not
+  reclaim), `low`, `medium`, `high`, or `unknown` (no published signal). Never NULL, so a missing
+  signal can never read as safe.
+- `interruption_rate_max_pct`: the upper end of the published monthly interruption (AWS) or
+  eviction (Azure) rate band, in percent (`<5%` gives 5, `>20%` gives 100); NULL wherever the
+  source publishes no rate.
+- `interruption_risk_source`: where the level comes from (`SOURCES`).
+
+Levels from a published rate band: below 5 % is `low`, 5 to 15 % `medium`, above 15 % `high`.
+A bid marketplace's interruptible offer (Vast.ai, RunPod) stops whenever a higher bid arrives,
+which no published figure covers, so its level is never `low`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LEVELS = ("none", "low", "medium", "high", "unknown")
+
+AWS_SPOT_ADVISOR = "aws_spot_advisor"
+AZURE_EVICTION_RATE = "azure_spot_eviction_rate"
+VASTAI_RELIABILITY = "vastai_host_reliability"
+RUNPOD_STOCK = "runpod_stock_status"
+NOT_INTERRUPTIBLE = "not_interruptible"
+UNPUBLISHED = "unpublished"
+SOURCES = (AWS_SPOT_ADVISOR, AZURE_EVICTION_RATE, VASTAI_RELIABILITY, RUNPOD_STOCK, NOT_INTERRUPTIBLE, UNPUBLISHED)
+
+# A published band's label -> (upper end in percent, level). AWS Spot Advisor's labels (its feed's
+# `ranges`), Azure Resource Graph's `properties.evictionRate` values.
+RATE_BANDS: dict[str, dict[str, tuple[float, str]]] = {
+    AWS_SPOT_ADVISOR: {"<5%": (5, "low"), "5-10%": (10, "medium"), "10-15%": (15, "medium"),
+                       "15-20%": (20, "high"), ">20%": (100, "high")},
+    AZURE_EVICTION_RATE: {"0-5": (5, "low"), "5-10": (10, "medium"), "10-15": (15, "medium"),
+                          "15-20": (20, "high"), "20+": (100, "high")},
+}
+
+# Vast.ai's host reliability (0..1) -> level: 1 - reliability read as the share of time the host
+# is unavailable; at most 5 % is low, at most 15 % medium.
+RELIABILITY_LOW = 0.95
+RELIABILITY_MEDIUM = 0.85
+
+# RunPod's stockStatus (lower case) of an interruptible pod -> level: scarce stock means a higher
+# bid or an on-demand renter takes the GPU back sooner.
+STOCK_LEVELS = {"high": "medium", "medium": "medium", "low": "high", "none": "high"}
+
+
+def risk(level: str, source: str, rate_max_pct: float | None = None) -> dict[str, Any]:
+    """The three offer fields, for an adapter's `batch.offer(..., **risk(...))`."""
+    return {"interruption_risk_level": level, "interruption_rate_max_pct": rate_max_pct,
+            "interruption_risk_source": source}
+
+
+def unknown() -> dict[str, Any]:
+    return risk("unknown", UNPUBLISHED)
+
+
+def from_rate_band(label: str | None, source: str) -> dict[str, Any]:
+    """A published monthly rate band (`<5%` from AWS, `0-5` from Azure); an absent or unlisted
+    label is `unknown`."""
+    band = RATE_BANDS[source].get((label or "").strip())
+    if band is None:
+        return unknown()
+    upper, level = band
+    return risk(level, source, upper)
+
+
+def from_host_reliability(reliability: float | None, outbid: bool) -> dict[str, Any]:
+    """Vast.ai's host reliability; `outbid`: the offer is an interruptible bid."""
+    if reliability is None:
+        return unknown()
+    level = "low" if reliability >= RELIABILITY_LOW else "medium" if reliability >= RELIABILITY_MEDIUM else "high"
+    if outbid and level == "low":
+        level = "medium"
+    return risk(level, VASTAI_RELIABILITY)
+
+
+def from_stock_level(level: str | None) -> dict[str, Any]:
+    """RunPod's stock level of an interruptible pod (`high`/`medium`/`low`, `none` when out)."""
+    mapped = STOCK_LEVELS.get((level or "").strip().lower())
+    return risk(mapped, RUNPOD_STOCK) if mapped else unknown()
+
+
+def default_for(purchase_option: Any) -> dict[str, Any]:
+    """What an offer whose source gives no signal carries: on-demand is not interruptible, any
+    other purchase option is `unknown`."""
+    option = getattr(purchase_option, "value", purchase_option)
+    return risk("none", NOT_INTERRUPTIBLE) if option == "on_demand" else unknown()
