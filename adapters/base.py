@@ -9,6 +9,7 @@ in all three, which is what makes the replay tests honest.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -24,6 +25,7 @@ from tenacity import RetryCallState, Retrying
 
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
+from gpuledger.warehouse.records import install_secret_cutter
 from gpuledger.warehouse.settings import Settings, load_settings
 
 log = logging.getLogger("gpuledger.adapters")
@@ -83,6 +85,26 @@ def redact(text: str, patterns: bool = True) -> str:
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def secret_cutter() -> Callable[[str], str] | None:
+    """A function replacing every known secret value in a text, as it is, URL-encoded or
+    JSON-escaped (the forms a value takes inside a body or a provider_data document), or None
+    while no secret is known. Only exact values: data is not searched for credential shapes."""
+    values = known_secrets()
+    if not values:
+        return None
+    forms = {f for v in values for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
+    pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+    def cut(text: str) -> str:
+        return pattern.sub(REDACTED, text) if pattern.search(text) else text
+
+    return cut
+
+
+# Every Batch a source fills cuts these values out of its records, quarantine entries and notes.
+install_secret_cutter(secret_cutter)
 
 
 class RedactingRecorder(Recorder):
