@@ -20,6 +20,7 @@ from rich.table import Table
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import cell, labelled, literal
+from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
 from gpuledger.warehouse.settings import env_name
@@ -30,6 +31,8 @@ app = typer.Typer(
 )
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+
+SQL_TIMEOUT_S = 300.0  # `gpuledger sql --timeout`: long enough for any query over a year of history
 
 DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
@@ -175,10 +178,13 @@ def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
     fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json"),
+    timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query after this many "
+                                  "seconds, exit 124 (0: no limit)."),
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
     The recommender's macros (fits, fresh_providers, billed_seconds, ...) are available.
+    Ctrl-C cancels a running query (exit 130); the warehouse is never changed.
 
     \b
     Example:
@@ -193,11 +199,16 @@ def sql(
         con = open_reader(db)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
-    try:
+    def answer() -> tuple[list[str], list[tuple[Any, ...]]]:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
         rel = con.execute(query)
         columns = [d[0] for d in rel.description] if rel.description else []
-        rows = rel.fetchall() if columns else []
+        return columns, (rel.fetchall() if columns else [])
+
+    try:
+        columns, rows = run_stoppable(con, answer, timeout)
+    except QueryStopped as stop:
+        raise _fail(str(stop), stop.exit_code) from None
     except duckdb.Error as err:
         text = str(err)
         if "read-only" in text or "read only" in text:
