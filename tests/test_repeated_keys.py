@@ -51,38 +51,30 @@ def refresh_lambda(body: bytes, db: Path) -> None:
 
 
 def test_lambda_instance_type_given_twice_loads_the_first_price_and_quarantines_the_second(tmp_path: Path) -> None:
-    second = json.loads(RECORDING.read_text())["data"]["gpu_1x_a10"]
+    """gpu_1x_a10 named again at $5.55, and gpu_1x_rtx6000 (69 cents recorded) with its price
+    field given twice: one answer, both caught."""
+    data = json.loads(RECORDING.read_text())["data"]
+    second = json.loads(json.dumps(data["gpu_1x_a10"]))
     second["instance_type"]["price_cents_per_hour"] = 555
-    db = tmp_path / "ledger.duckdb"
-    refresh_lambda(lambda_body_with(f'"gpu_1x_a10": {json.dumps(second)}'), db)
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        prices = con.execute("select region, price_per_hour from offers where instance_type = 'gpu_1x_a10' "
-                             "order by region").fetchall()
-        quarantined = con.execute("select kind, source_ref, reason, raw from quarantine").fetchall()
-        count = con.execute("select count(*) from offers").fetchone()[0]
-    finally:
-        con.close()
-    assert prices == [("us-east-1", 1.29), ("us-west-1", 1.29)]  # never $5.55
-    assert count == 27  # the recording's offers, the repeated one not added
-    [(kind, ref, reason, raw)] = quarantined
-    assert kind == "json" and ref == "cloud.lambda.ai/api/v1/instance-types key 'gpu_1x_a10'"
-    assert "repeated JSON key 'gpu_1x_a10'" in reason and "first value is kept" in reason
-    assert json.loads(raw)["instance_type"]["price_cents_per_hour"] == 555
-
-
-def test_a_field_repeated_inside_a_record_is_caught_too(tmp_path: Path) -> None:
-    first = json.loads(RECORDING.read_text())["data"]["gpu_1x_rtx6000"]  # 69 cents in the recording
-    text = json.dumps(first).replace('"price_cents_per_hour": 69', '"price_cents_per_hour": 69, '
-                                     '"price_cents_per_hour": 555')
-    body = lambda_body_with("").replace(json.dumps(first).encode(), text.encode())
+    rtx = json.dumps(data["gpu_1x_rtx6000"])
+    body = lambda_body_with(f'"gpu_1x_a10": {json.dumps(second)}').replace(
+        rtx.encode(), rtx.replace('"price_cents_per_hour": 69', '"price_cents_per_hour": 69, '
+                                  '"price_cents_per_hour": 555').encode())
     db = tmp_path / "ledger.duckdb"
     refresh_lambda(body, db)
     con = duckdb.connect(str(db), read_only=True)
     try:
-        price = con.execute("select price_per_hour from offers where instance_type = 'gpu_1x_rtx6000'").fetchall()
-        refs = con.execute("select source_ref, raw from quarantine").fetchall()
+        prices = con.execute("select instance_type, region, price_per_hour from offers where instance_type in "
+                             "('gpu_1x_a10', 'gpu_1x_rtx6000') order by 1, 2").fetchall()
+        quarantined = con.execute("select kind, source_ref, reason, raw from quarantine order by source_ref").fetchall()
+        count = con.execute("select count(*) from offers").fetchone()[0]
     finally:
         con.close()
-    assert price == [(0.69,)]
-    assert refs == [("cloud.lambda.ai/api/v1/instance-types key 'price_cents_per_hour'", "555")]
+    assert prices == [("gpu_1x_a10", "us-east-1", 1.29), ("gpu_1x_a10", "us-west-1", 1.29),
+                      ("gpu_1x_rtx6000", "us-south-1", 0.69)]  # never $5.55
+    assert count == 27  # the recording's offers, the repeated one not added
+    (kind, ref, reason, raw), (kind2, ref2, _, raw2) = quarantined
+    assert kind == "json" and ref == "cloud.lambda.ai/api/v1/instance-types key 'gpu_1x_a10'"
+    assert "repeated JSON key 'gpu_1x_a10'" in reason and "first value is kept" in reason
+    assert json.loads(raw)["instance_type"]["price_cents_per_hour"] == 555
+    assert (kind2, ref2, raw2) == ("json", "cloud.lambda.ai/api/v1/instance-types key 'price_cents_per_hour'", "555")
