@@ -14,12 +14,11 @@ from typing import Any, Iterable, Optional
 import duckdb
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.table import Table
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
-from gpuledger.flows.literal import cell, labelled, literal
+from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
@@ -54,7 +53,7 @@ def _main_options(
 
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=console, show_path=False, show_time=False)])
+                        handlers=[LiteralRichHandler(console=console, show_path=False, show_time=False)])
     logging.getLogger("gpuledger").setLevel(logging.DEBUG if verbose else logging.INFO)
 
 

@@ -12,10 +12,13 @@ take a screen. JSON and CSV output keep the full value: they are data, not displ
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from typing import Any
 
+from rich.console import ConsoleRenderable
+from rich.logging import RichHandler
 from rich.text import Text
 
 # A table cell longer than this is cut (with an ellipsis); the full value stays in JSON and CSV.
@@ -62,3 +65,11 @@ def cell(value: Any, style: str = "") -> Text:
 def labelled(label: str, style: str, message: Any, limit: int | None = MESSAGE_LIMIT) -> Text:
     """`label` in `style` (our own words), then `message` literally: "error: <what failed>"."""
     return Text.assemble((label, style), " " if label else "", literal(message, limit))
+
+
+class LiteralRichHandler(RichHandler):
+    """The command line's log handler: a log line may quote a provider's answer (a retry names
+    the error), so each line of a message passes `plain` (a traceback keeps its lines)."""
+
+    def render_message(self, record: logging.LogRecord, message: str) -> ConsoleRenderable:
+        return super().render_message(record, "\n".join(plain(line) for line in message.split("\n")))

@@ -161,6 +161,23 @@ def test_refresh_summary_prints_errors_and_notes_literally(capsys: pytest.Captur
     assert text.count("L") < MESSAGE_LIMIT + 10  # a note the length of a page is cut, on the terminal only
 
 
+def test_log_lines_quoting_provider_text_are_literal() -> None:
+    import logging
+
+    from rich.console import Console
+
+    from gpuledger.flows.literal import LiteralRichHandler
+
+    buf = io.StringIO()
+    handler = LiteralRichHandler(console=Console(file=buf, width=400), show_path=False, show_time=False)
+    record = logging.LogRecord("gpuledger.adapters", logging.INFO, __file__, 1, "lambda: retrying after %s\nline 2",
+                               (HOSTILE,), None)
+    handler.emit(record)
+    text = buf.getvalue()
+    shows_literally(text)
+    assert "line 2" in text.splitlines()[1]  # a message's own lines stay lines
+
+
 def test_the_hostile_warehouse_is_stored_as_given(hostile_db: Path) -> None:
     """The guard for every test above: the data really holds the hostile values."""
     con = duckdb.connect(str(hostile_db), read_only=True)
