@@ -87,20 +87,24 @@ def redact(text: str, patterns: bool = True) -> str:
     return text
 
 
-def secret_cutter() -> Callable[[str], str] | None:
-    """A function replacing every known secret value in a text, as it is, URL-encoded or
-    JSON-escaped (the forms a value takes inside a body or a provider_data document), or None
-    while no secret is known. Only exact values: data is not searched for credential shapes."""
+class SecretCutter:
+    """Replaces given secret values in a text, as they are, URL-encoded or JSON-escaped (the forms
+    a value takes inside a body or a provider_data document). A class, not a closure: a Batch
+    keeps one and is pickled to a Dask worker and back."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        forms = {f for v in values for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
+        self.pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+    def __call__(self, text: str) -> str:
+        return self.pattern.sub(REDACTED, text) if self.pattern.search(text) else text
+
+
+def secret_cutter() -> SecretCutter | None:
+    """The cutter of every known secret value, or None while none is known. Only exact values:
+    data is not searched for credential shapes."""
     values = known_secrets()
-    if not values:
-        return None
-    forms = {f for v in values for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
-    pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
-
-    def cut(text: str) -> str:
-        return pattern.sub(REDACTED, text) if pattern.search(text) else text
-
-    return cut
+    return SecretCutter(values) if values else None
 
 
 # Every Batch a source fills cuts these values out of its records, quarantine entries and notes.

@@ -269,6 +269,16 @@ class _Notes(list[str]):
         self.extend(notes)
         return self
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A Batch travels to a Dask worker and back; its notes were cut on their way in.
+        return _restore_notes, (self._cut, list(self))
+
+
+def _restore_notes(cut: Callable[[str], str], notes: list[str]) -> _Notes:
+    restored = _Notes(cut)
+    list.extend(restored, notes)
+    return restored
+
 
 class Batch:
     """What one provider's parse produced: valid records plus quarantined ones.
