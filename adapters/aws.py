@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 
 
 from gpuledger.adapters.base import (
-    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json, scrubbed,
+    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json, register_secret, scrubbed,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
@@ -904,7 +904,15 @@ def has_credentials(ctx: SourceContext) -> bool:
         return True  # the loopback server does not check signatures
     import boto3
 
-    return boto3.Session().get_credentials() is not None
+    creds = boto3.Session().get_credentials()
+    if creds is None:
+        return False
+    # The chain may have read them from a file, SSO or the instance metadata service, not the
+    # environment: known now, they are cut from every message and record like an env secret.
+    frozen = creds.get_frozen_credentials()
+    for value in (frozen.access_key, frozen.secret_key, frozen.token):
+        register_secret(value)
+    return True
 
 
 def _client_kwargs(ctx: SourceContext) -> dict[str, Any]:

@@ -90,3 +90,23 @@ def test_runpod_key_in_display_name_reaches_no_table_and_no_export(monkeypatch: 
     assert "held a known secret value" in notes  # said, not silent
     exported = (folder / "offers.csv").read_text()
     assert f"MI300X {REDACTED}" in exported and KEY not in exported
+
+
+def test_aws_keys_read_from_the_shared_credentials_file_are_cut_too(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """boto3's chain finds the key in ~/.aws/credentials, not in the environment."""
+    from gpuledger.adapters import aws
+    from gpuledger.adapters.base import SourceContext, redact
+
+    secret = "CANARYfilesecretA1b2C3d4E5f6G7h8"
+    creds = tmp_path / "credentials"
+    creds.write_text(f"[default]\naws_access_key_id = AKIAFILECANARY01\naws_secret_access_key = {secret}\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    assert aws.has_credentials(SourceContext(provider="aws", mode="live"))
+    assert redact(f"echo {secret}", patterns=False) == f"echo {REDACTED}"
+    b = Batch("aws")
+    b.notes.append(f"said {secret}")
+    assert b.notes == [f"said {REDACTED}"]
