@@ -1,7 +1,7 @@
 """Faults in the text of an answer, from the wire to every output: hostile strings and a secret
 inside the data. Lambda's client reads the edited answer from the loopback
 replay server; the load is the refresh's own (`fetch_source`, `load_all`); then every output
-path is read: `sql` as a table, JSON and CSV, `status`, `recommend`, and an exported CSV.
+path is read: `sql` as a table, JSON and CSV, `recommend`, and an exported CSV.
 
 One provider, two cells: each is seconds, and the same code paths serve every source (the
 secret cutter lives in `Batch`, the terminal helper in `flows.literal`). The cells join the
@@ -96,11 +96,12 @@ def hostile_everywhere(v: Verdict, db: Path, tmp: Path) -> None:
     code, text = cli("sql", select, "--db", str(db), "--format", "csv")
     rows = list(csv.reader(io.StringIO(text, newline=""))) if code == 0 else []
     v.check(rows[1:2] == [[name, "1.29"]], f"sql csv: {rows[:2]}")
-    for args in (("status",), ("recommend", "--params", "1e9", "--method", "qlora", "--all-locations", "--top", "40")):
-        code, text = cli(*args, "--db", str(db))
-        v.check(code == 0, f"{args[0]}: exit {code}: {text[-300:]}")
-        v.check(not any(c in text for c in TERMINAL_FORBIDDEN), f"{args[0]}: an escape reached the terminal")
-    v.check("[/x]" in text, "recommend: the hostile name is not listed as its characters")
+    # tests/test_literal_output.py runs every command on such text (built from records); here,
+    # one reader besides sql shows the text that came over the wire.
+    code, text = cli("recommend", "--params", "1e9", "--method", "qlora", "--all-locations", "--top", "40",
+                     "--db", str(db))
+    v.check(code == 0 and "[/x]" in text, f"recommend: exit {code}, or the name is not shown as its characters")
+    v.check(not any(c in text for c in TERMINAL_FORBIDDEN), "recommend: an escape reached the terminal")
     v.check({r["instance_type"] for r in exported_offers(db, tmp / "export")} >= {name},
             "export: the name is not whole in offers.csv")
 
