@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, scrubbed
+from gpuledger.adapters.base import (
+    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json, register_secret, scrubbed,
+)
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
@@ -519,10 +521,12 @@ def parse_region_index(doc: Any, what: str) -> dict[str, str]:
 
 
 @drift_guard("aws: GetProducts item")
-def parse_price_list_item(item: str | dict[str, Any], region: str,
-                          skipped: Counter[str] | None = None) -> list[PriceRow]:
-    """One Pricing API PriceList element (a JSON string) -> on-demand and reserved-term price rows."""
-    doc = json.loads(item) if isinstance(item, str) else item
+def parse_price_list_item(item: str | dict[str, Any], region: str, skipped: Counter[str] | None = None,
+                          repeated: list[RepeatedKey] | None = None) -> list[PriceRow]:
+    """One Pricing API PriceList element (a JSON string) -> on-demand and reserved-term price rows.
+    A key the element repeats keeps its first value; the later ones go to `repeated` (base.parse_json)."""
+    doc = parse_json(item, f"{PRICING_API_HOST} GetProducts", [] if repeated is None else repeated) \
+        if isinstance(item, str) else item
     try:
         product = doc["product"]
         attrs = product["attributes"]
@@ -1127,7 +1131,7 @@ def _json_body(ctx: SourceContext, client: Any, host: str, path: str) -> Any:
     """GET a JSON document; a body that does not parse is schema drift, not a bare ValueError."""
     resp = ctx.get(client, host, path)
     try:
-        return resp.json()
+        return ctx.parse_json(resp.content, f"{host}{path}")
     except ValueError as err:
         raise SchemaDriftError(f"aws: {host}{path} did not answer valid JSON ({err}; starts "
                                f"{resp.text[:60]!r})") from None
@@ -1138,7 +1142,15 @@ def has_credentials(ctx: SourceContext) -> bool:
         return True  # the loopback server does not check signatures
     import boto3
 
-    return boto3.Session().get_credentials() is not None
+    creds = boto3.Session().get_credentials()
+    if creds is None:
+        return False
+    # The chain may have read them from a file, SSO or the instance metadata service, not the
+    # environment: known now, they are cut from every message and record like an env secret.
+    frozen = creds.get_frozen_credentials()
+    for value in (frozen.access_key, frozen.secret_key, frozen.token):
+        register_secret(value)
+    return True
 
 
 def _client_kwargs(ctx: SourceContext) -> dict[str, Any]:
@@ -1295,7 +1307,7 @@ def fetch_prices_api(ctx: SourceContext, region: str, skipped: Counter[str] | No
                 if "PriceList" not in page:
                     raise SchemaDriftError("aws: GetProducts page lacks PriceList")
                 for item in page["PriceList"]:
-                    rows.extend(parse_price_list_item(item, region, skipped))
+                    rows.extend(parse_price_list_item(item, region, skipped, ctx.repeated_keys))
     except (BotoCoreError, ClientError) as err:
         raise SourceError(f"aws: Pricing API for {region} failed: {err}") from scrubbed(err)
     return rows

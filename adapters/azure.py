@@ -717,7 +717,7 @@ def fetch_all_pages(ctx: SourceContext, client: httpx.Client, odata_filter: str,
     resp = ctx.get(client, PRICES_HOST, PRICES_PATH, params=first_page_params(odata_filter))
     while True:
         try:
-            doc = resp.json()
+            doc = ctx.parse_json(resp.content, f"{PRICES_HOST}{PRICES_PATH} page {pages + 1}")
         except ValueError as err:
             raise SchemaDriftError(f"azure: {what} page {pages + 1} is not JSON ({err})") from None
         page = parse_page(doc, what)

@@ -9,6 +9,7 @@ in all three, which is what makes the replay tests honest.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -24,6 +25,7 @@ from tenacity import RetryCallState, Retrying
 
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
+from gpuledger.warehouse.records import install_secret_cutter
 from gpuledger.warehouse.settings import Settings, load_settings
 
 log = logging.getLogger("gpuledger.adapters")
@@ -85,6 +87,30 @@ def redact(text: str, patterns: bool = True) -> str:
     return text
 
 
+class SecretCutter:
+    """Replaces given secret values in a text, as they are, URL-encoded or JSON-escaped (the forms
+    a value takes inside a body or a provider_data document). A class, not a closure: a Batch
+    keeps one and is pickled to a Dask worker and back."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        forms = {f for v in values for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
+        self.pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+    def __call__(self, text: str) -> str:
+        return self.pattern.sub(REDACTED, text) if self.pattern.search(text) else text
+
+
+def secret_cutter() -> SecretCutter | None:
+    """The cutter of every known secret value, or None while none is known. Only exact values:
+    data is not searched for credential shapes."""
+    values = known_secrets()
+    return SecretCutter(values) if values else None
+
+
+# Every Batch a source fills cuts these values out of its records, quarantine entries and notes.
+install_secret_cutter(secret_cutter)
+
+
 class RedactingRecorder(Recorder):
     """A Recorder that never writes a secret: a server may quote our key in a body it answers with
     (a GraphQL error, an echo), and a recording is shared like source code. Only exact secret
@@ -125,6 +151,45 @@ class _RedactingFilter(logging.Filter):
 
 for _name in ("httpx", "urllib3.connectionpool"):
     logging.getLogger(_name).addFilter(_RedactingFilter())
+
+
+# -- a JSON object names each key once ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class RepeatedKey:
+    """A key a JSON object gave again: the value refused (the object keeps its first)."""
+
+    where: str  # host and path of the answer
+    key: str
+    value: Any
+
+
+def parse_json(data: bytes | str, where: str, repeated: list[RepeatedKey]) -> Any:
+    """`data` parsed as JSON (ValueError when it is not). An object that names a key twice keeps
+    the first value, and each later one is appended to `repeated`: Python's json would keep the
+    last silently, and an answer listing a price twice is not to be trusted for the second."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(items)
+        if len(obj) == len(items):  # the common case, at C speed
+            return obj
+        first: dict[str, Any] = {}
+        for key, value in items:
+            if key in first:
+                repeated.append(RepeatedKey(where, key, value))
+            else:
+                first[key] = value
+        return first
+
+    return json.loads(data, object_pairs_hook=pairs)
+
+
+def quarantine_repeated(batch: Any, repeated: list[RepeatedKey]) -> None:
+    """Each refused value of a repeated key, quarantined in `batch` (kind `json`) with its key."""
+    for r in repeated:
+        batch.quarantine("json", f"{r.where} key {r.key!r}",
+                         f"repeated JSON key {r.key!r}: the object names it again; its first value is kept, "
+                         "this one refused", r.value)
 
 
 class SourceError(Exception):
@@ -185,6 +250,8 @@ class SourceContext:
     retry_wait_max_s: float = 8.0
     retry_budget_s: float = 120.0
     requests_made: int = 0
+    # Later values of keys a JSON answer repeated (parse_json), for the flow to quarantine.
+    repeated_keys: list[RepeatedKey] = field(default_factory=list)
     _boto_session: Any = field(default=None, repr=False, compare=False)
 
     # -- where to send requests -------------------------------------------------
@@ -288,11 +355,16 @@ class SourceContext:
         return self.json_of(self.post(client, host, path, **kwargs), host, path)
 
     def json_of(self, resp: httpx.Response, host: str, path: str) -> Any:
+        """The answer parsed by parse_json: a repeated key's later values go to `repeated_keys`."""
         try:
-            return resp.json()
+            return self.parse_json(resp.content, f"{host}{path}")
         except ValueError:
             raise SourceError(f"{self.provider}: {host}{path} did not answer JSON "
                               f"(starts {resp.text[:80]!r})") from None
+
+    def parse_json(self, data: bytes | str, where: str) -> Any:
+        """JSON from this source (ValueError when it is not), repeated keys noted (parse_json)."""
+        return parse_json(data, where, self.repeated_keys)
 
     def stream_lines(self, client: httpx.Client, host: str, path: str) -> Iterator[str]:
         """Stream a text body line by line: memory stays flat whatever the size. No source uses it

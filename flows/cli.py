@@ -14,12 +14,12 @@ from typing import Any, Iterable, Optional
 import duckdb
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.table import Table
-from rich.text import Text
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
+from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
 from gpuledger.warehouse.settings import env_name
@@ -30,6 +30,8 @@ app = typer.Typer(
 )
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+
+SQL_TIMEOUT_S = 300.0  # `gpuledger sql --timeout`: long enough for any query over a year of history
 
 DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
@@ -51,30 +53,30 @@ def _main_options(
 
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=console, show_path=False, show_time=False)])
+                        handlers=[LiteralRichHandler(console=console, show_path=False, show_time=False)])
     logging.getLogger("gpuledger").setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(labelled("error:", "red", message))
     return typer.Exit(code)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    t = Table(title=f"refresh {summary['refresh_id']}")
+    t = Table(title=literal(f"refresh {summary['refresh_id']}"))
     for col in ("provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage"):
         t.add_column(col, justify="right" if col not in ("provider", "state") else "left", no_wrap=True)
     for p in summary["providers"]:
-        state = "[green]ok[/green]" if p["state"] == "ok" else "[red]failed[/red]"
-        t.add_row(p["provider"], state, *(str(p[k]) for k in ("offers", "new", "changed", "closed", "quarantined",
-                                                                 "egress", "storage")))
+        state = cell("ok", "green") if p["state"] == "ok" else cell("failed", "red")
+        t.add_row(cell(p["provider"]), state, *(cell(p[k]) for k in ("offers", "new", "changed", "closed",
+                                                                     "quarantined", "egress", "storage")))
     console.print(t)
     for p in summary["providers"]:
         if p["error"]:
-            console.print(f"[red]{p['provider']}[/red]: {p['error']}", highlight=False)
+            console.print(labelled(f"{p['provider']}:", "red", p["error"]))
         for note in p["notes"]:
             prefix = "" if note.startswith(f"{p['provider']}:") else f"{p['provider']}: "
-            console.print(f"[yellow]{prefix}[/yellow]{note}", highlight=False)
+            console.print(labelled(prefix.rstrip(), "yellow", note))
 
 
 @app.command()
@@ -105,7 +107,7 @@ def refresh(
         raise _fail("--recordings goes with --replay", 2)
     try:
         wanted = resolve_providers(provider)
-        ensure_browsers(wanted, say=lambda line: console.print(line, markup=False, highlight=False))
+        ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
@@ -145,14 +147,16 @@ def record(
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     _print_summary(summary)
-    console.print(f"recorded to {out_dir}")
+    console.print(literal(f"recorded to {out_dir}"))
     if not summary["ok"]:
         raise _fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
 def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
     if fmt == "json":
-        out.print_json(json.dumps([dict(zip(columns, r)) for r in rows], default=str))
+        # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \\u escape,
+        # the same value to a JSON reader and inert on a terminal.
+        out.print_json(json.dumps([dict(zip(columns, r)) for r in rows], default=str), ensure_ascii=True)
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
@@ -160,9 +164,11 @@ def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
         w.writerows(rows)
         sys.stdout.write(buf.getvalue())
     else:
-        t = Table(*columns)
+        t = Table()
+        for c in columns:
+            t.add_column(cell(c))
         for r in rows:
-            t.add_row(*("" if v is None else str(v) for v in r))
+            t.add_row(*(cell(v) for v in r))
         out.print(t)
 
 
@@ -171,10 +177,13 @@ def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
     fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json"),
+    timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query after this many "
+                                  "seconds, exit 124 (0: no limit)."),
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
     The recommender's macros (fits, fresh_providers, billed_seconds, ...) are available.
+    Ctrl-C cancels a running query (exit 130); the warehouse is never changed.
 
     \b
     Example:
@@ -189,11 +198,16 @@ def sql(
         con = open_reader(db)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
-    try:
+    def answer() -> tuple[list[str], list[tuple[Any, ...]]]:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
         rel = con.execute(query)
         columns = [d[0] for d in rel.description] if rel.description else []
-        rows = rel.fetchall() if columns else []
+        return columns, (rel.fetchall() if columns else [])
+
+    try:
+        columns, rows = run_stoppable(con, answer, timeout)
+    except QueryStopped as stop:
+        raise _fail(str(stop), stop.exit_code) from None
     except duckdb.Error as err:
         text = str(err)
         if "read-only" in text or "read only" in text:
@@ -231,8 +245,8 @@ def export(
         raise _fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
-        console.print(f"{name}: {info['rows']} rows -> {', '.join(info['files'])}")
-    out.print(str(folder))
+        console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(info['files'])}"))
+    out.print(literal(folder))
 
 
 def _row_counts(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
@@ -273,15 +287,15 @@ def status(
     finally:
         con.close()
     if fmt == "json":
-        out.print_json(json.dumps(rows, default=str))
+        out.print_json(json.dumps(rows, default=str), ensure_ascii=True)
         return
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
         colour = STATE_COLOURS[r["state"]]
         shown = "never loaded" if r["state"] == NEVER else r["state"]
-        t.add_row(Text(r["provider"]), Text(shown, style=colour),
-                  *(str(r[k])[:19] if r[k] else "-" for k in ("last_success", "last_attempt")),
-                  str(r["offers"]), str(r["egress"]), str(r["storage"]), (r["last_error"] or "")[:120])
+        t.add_row(cell(r["provider"]), cell(shown, colour),
+                  *(cell(str(r[k])[:19] if r[k] else "-") for k in ("last_success", "last_attempt")),
+                  cell(r["offers"]), cell(r["egress"]), cell(r["storage"]), literal(r["last_error"] or "", 120))
     out.print(t)
 
 
@@ -299,8 +313,8 @@ def check(db: Optional[Path] = DbOption) -> None:
     finally:
         con.close()
     for r in results:
-        mark = "[green]ok[/green]  " if r.ok else "[red]FAIL[/red]"
-        out.print(f"{mark} {r.name}: {r.detail}", highlight=False)
+        mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
+        out.print(mark, literal(f"{r.name}: {r.detail}"))
     if not all(r.ok for r in results):
         raise _fail(f"{sum(not r.ok for r in results)} integrity check(s) failed")
 

@@ -12,6 +12,8 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
+from gpuledger.flows.literal import labelled, literal
+
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
@@ -51,10 +53,10 @@ def report_command(
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours)
     except (WarehouseError, OSError) as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(labelled("error:", "red", e))
         raise typer.Exit(1 if isinstance(e, OSError) else 2) from None
-    err.print(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers", highlight=False)
-    out.print(str(report.path), highlight=False)
+    err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
+    out.print(literal(report.path))
 
 
 def plot_command(
@@ -76,11 +78,11 @@ def plot_command(
     try:
         history = plot_price_history(db, gpu, out_file, option, provider or None)
     except WarehouseError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(labelled("error:", "red", e))
         raise typer.Exit(2) from None
     changes = sum(len(s) for s in history.series.values())
-    err.print(f"{gpu}: {len(history.series)} providers, {changes} points", highlight=False)
-    out.print(str(history.path), highlight=False)
+    err.print(literal(f"{gpu}: {len(history.series)} providers, {changes} points"))
+    out.print(literal(history.path))
 
 
 def nightly_deployment(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZONE, name: str = DEPLOYMENT_NAME,
@@ -134,8 +136,8 @@ def serve_command(
     deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     from prefect import serve
 
-    err.print(f"serving nightly_refresh/{deployment.name}: cron {cron!r} ({timezone}) "
-              f"on {PREFECT_API_URL.value()}; Ctrl-C stops", highlight=False)
+    err.print(literal(f"serving nightly_refresh/{deployment.name}: cron {cron!r} ({timezone}) "
+                      f"on {PREFECT_API_URL.value()}; Ctrl-C stops"))
     serve(deployment, print_starting_message=False, limit=1)  # one refresh at a time (it holds a lock anyway)
 
 

@@ -18,7 +18,9 @@ from typing import Any
 
 import duckdb
 
-from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
+from gpuledger.adapters.base import (
+    REDACTED, MissingCredentialsError, RedactingRecorder, SourceContext, quarantine_repeated, redact,
+)
 from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, spec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from gpuledger.warehouse.records import Batch
@@ -110,6 +112,10 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
     finally:
         if proxy is not None:
             proxy.close()
+    quarantine_repeated(batch, ctx.repeated_keys)
+    if batch.secrets_redacted:
+        batch.notes.append(f"{plan.provider}: {batch.secrets_redacted} records or notes held a known secret value; "
+                           f"it is stored as {REDACTED}")
     if recorder is not None:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
     provider = module.PROVIDER

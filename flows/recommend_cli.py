@@ -15,6 +15,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from gpuledger.flows.literal import cell, labelled, literal, plain
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -32,11 +35,11 @@ def _money(x: float) -> str:
     return f"{x:,.2f}" if x >= 0.005 or x == 0 else f"{x:.4f}"
 
 
-def _purchase(c: Candidate) -> str:
+def _purchase(c: Candidate) -> Text:
     if not c.interruptible:
-        return "on-demand"
+        return cell("on-demand")
     risk = c.interruption_risk or (f"rel {c.reliability:.2f}" if c.reliability is not None else "risk unknown")
-    return f"[yellow]{c.purchase_option.upper()}[/yellow] {risk}"
+    return Text.assemble(cell(c.purchase_option.upper(), "yellow"), " ", cell(risk))
 
 
 def _gpus(c: Candidate) -> str:
@@ -45,29 +48,31 @@ def _gpus(c: Candidate) -> str:
     return node if c.nodes == 1 else f"{c.nodes} nodes x {node}"
 
 
-def _estimate_lines(rec: Recommendation) -> list[str]:
+def _estimate_lines(rec: Recommendation) -> list[Text]:
     e, s = rec.estimate, rec.estimate.setup
     b = e.per_gpu
     method = s.method if s.method == "full" else f"{s.method} r{s.lora_rank} {s.lora_targets}"
     lines = [
-        f"[bold]{e.model_display}[/bold] ({e.params / 1e9:.1f}B params) - {method}, {s.precision}, {s.optimizer}, "
-        f"seq {s.seq_len} x micro-batch {s.micro_batch}, gradient checkpointing {'on' if s.gradient_checkpointing else 'off'}",
-        f"one GPU needs [bold]{b.total_gb:.1f} GiB[/bold] = weights {b.weights_gb:.1f} + gradients {b.gradients_gb:.1f}"
-        f" + optimizer {b.optimizer_gb:.1f} + adapters {b.adapters_gb:.1f} + activations {b.activations_gb:.1f}"
-        f" + overhead {b.overhead_gb:.1f}",
+        Text.assemble((plain(e.model_display), "bold"), plain(
+            f" ({e.params / 1e9:.1f}B params) - {method}, {s.precision}, {s.optimizer}, seq {s.seq_len} x "
+            f"micro-batch {s.micro_batch}, gradient checkpointing {'on' if s.gradient_checkpointing else 'off'}")),
+        Text.assemble("one GPU needs ", (f"{b.total_gb:.1f} GiB", "bold"),
+                      f" = weights {b.weights_gb:.1f} + gradients {b.gradients_gb:.1f}"
+                      f" + optimizer {b.optimizer_gb:.1f} + adapters {b.adapters_gb:.1f}"
+                      f" + activations {b.activations_gb:.1f} + overhead {b.overhead_gb:.1f}"),
     ]
     if rec.sharded_estimates:
         shards = ", ".join(f"{g} GPUs: {x.per_gpu_gb:.1f}" for g, x in sorted(rec.sharded_estimates.items()))
-        lines.append(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}")
-    lines.append(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB")
+        lines.append(literal(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}"))
+    lines.append(literal(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB"))
     return lines
 
 
 def _print(rec: Recommendation) -> None:
     for line in _estimate_lines(rec):
-        out.print(line, highlight=False)
+        out.print(line)
     req = rec.request
-    t = Table(title=f"{req.runs} run(s) x {req.hours:g} h, cheapest first", title_justify="left")
+    t = Table(title=literal(f"{req.runs} run(s) x {req.hours:g} h, cheapest first"), title_justify="left")
     for col, right in (("#", True), ("provider", False), ("region", False), ("instance", False),
                        ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
                        ("compute $", True), ("storage $", True), ("egress $", True), ("total $", True),
@@ -79,20 +84,20 @@ def _print(rec: Recommendation) -> None:
         for f in c.flags:
             marks.append(str(footnotes.setdefault(f, len(footnotes) + 1)))
         where = (c.zone or c.region) + (f" (+{c.other_locations})" if c.other_locations else "")
-        tier = "" if c.precision_supported else "[red]slow path[/red] "
-        t.add_row(str(c.rank), c.provider, where, c.instance_type, _purchase(c), _gpus(c),
-                  f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}",
-                  c.plan if c.plan == "single" else f"sharded x{c.gpus_used:g}",
-                  _money(c.price_per_hour * c.nodes), _money(c.cost.compute_usd), _money(c.cost.storage_usd),
-                  _money(c.cost.egress_usd), f"[bold]{_money(c.cost.total_usd)}[/bold]",
-                  tier + (" ".join(f"[{m}]" for m in marks)))
+        tier = literal("" if c.precision_supported else "slow path ", style="red")
+        t.add_row(cell(c.rank), cell(c.provider), cell(where), cell(c.instance_type), _purchase(c), cell(_gpus(c)),
+                  cell(f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}"),
+                  cell(c.plan if c.plan == "single" else f"sharded x{c.gpus_used:g}"),
+                  cell(_money(c.price_per_hour * c.nodes)), cell(_money(c.cost.compute_usd)),
+                  cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
+                  cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
     out.print(t)
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none cheaper; "
               "compute = runs x billed time (increment, minimum) x $/h", highlight=False)
     for text, n in footnotes.items():
-        out.print(f"[{n}] {text}", highlight=False)
+        out.print(literal(f"[{n}] {text}"))
     for note in rec.notes:
-        err.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+        err.print(labelled("note:", "yellow", note))
 
 
 def recommend_command(
@@ -154,12 +159,12 @@ def recommend_command(
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, top=top,
             per_instance=not all_locations)
     except (UnknownModelError, ValueError) as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(labelled("error:", "red", e))
         raise typer.Exit(2) from None
     try:
         con = open_reader(db)
     except WarehouseError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(labelled("error:", "red", e))
         raise typer.Exit(2) from None
     try:
         rec = recommend(con, request)
@@ -172,11 +177,11 @@ def recommend_command(
             _print(rec)
         else:
             for line in _estimate_lines(rec):
-                out.print(line, highlight=False)
+                out.print(line)
             for note in rec.notes[:-1]:
-                err.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+                err.print(labelled("note:", "yellow", note))
     if rec.nothing_fits:
-        err.print(f"[red]{rec.notes[-1]}[/red]", highlight=False)  # the explanation comes last
+        err.print(literal(rec.notes[-1], style="red"))  # the explanation comes last
         raise typer.Exit(1)
 
 

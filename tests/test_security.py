@@ -11,6 +11,7 @@ echoing the request back (headers, URL, body), the worst case for error messages
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ import pytest
 from gpuledger import flows  # noqa: F401  (environment defaults)
 from gpuledger.adapters.base import SourceContext, SourceError, redact, secret_env_vars
 from gpuledger.adapters.registry import specs
-from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request, load_manifest
 from gpuledger.flows.pipeline import describe_failure, load_all, source_module
 from gpuledger.spiders import coreweave, hyperstack
 from tests.conftest import replay_context
@@ -56,6 +57,43 @@ ACCESS_TOKEN = "ya29.CANARY-access-L4M5N6O7"
 ALL_CANARIES = [*CANARY.values(), *ADC_SECRETS.values(), ACCESS_TOKEN]
 API_PROVIDERS = tuple(sorted({owner for owner in SECRET_OWNERS.values()}))
 SENT_NOT = {"AWS_SECRET_ACCESS_KEY"}  # a signing key: only the signature made with it travels
+
+
+# Per source with a key: a text of its recorded answers that reaches its offers (an instance type,
+# a display name, a city). The live round plants the source's own key beside it, as a server
+# quoting the request inside the data would; the key must be cut out of every record.
+PLANTED = {
+    "aws": "g6e.16xlarge", "cloudrift": "rtx49-10c-kn.1", "digitalocean": "gpu-4000adax1-20gb",
+    "gcp": "a2-highgpu-1g", "hotaisle": "Xeon Platinum 8462Y+", "jarvislabs": "ada", "lambda": "gpu_1x_a10",
+    "runpod": "MI300X", "scaleway": "GPU L4-1-24G Instance - fr-par-2", "shadeform": "US, Kansas City, KS",
+    "tensordock": "Frankfurt", "vastai": "Quebec, CA", "verda": "1B300.30V",
+}
+
+
+def own_key(provider: str) -> str:
+    return CANARY[min(n for n, owner in SECRET_OWNERS.items() if owner == provider)]
+
+
+@functools.cache
+def host_owners() -> dict[str, str]:
+    return {ex.host: p for p in PLANTED for ex in load_manifest(BUNDLED_RECORDINGS / p)[1]}
+
+
+def keys_in_data(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+    """The recorded answer, its source's planted text followed by the source's key (as a JSON
+    string or an XML text)."""
+    provider = host_owners().get(host)
+    if ex is None or provider is None:
+        return None
+    text, key = PLANTED[provider], own_key(provider)
+    body = ex.body()
+    for form in ('"{}"', ">{}<"):
+        body = body.replace(form.format(text).encode(), form.format(f"{text} {key}").encode())
+    return ex.status, dict(ex.headers), body
+
+
+def test_every_source_with_a_key_has_a_planted_canary() -> None:
+    assert set(PLANTED) == set(API_PROVIDERS)  # a new source with a key names where its key is planted
 
 
 def test_every_declared_secret_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -217,7 +255,7 @@ def everything_written(db: Path, export_dir: Path) -> str:
 
 def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, captured_logs: Captured,
                                                      tmp_path: Path) -> None:
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(API_PROVIDERS))
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(API_PROVIDERS), hook=keys_in_data)
     server.start()
     outcomes, errors = [], []
     try:
@@ -279,10 +317,24 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
     db = tmp_path / "ledger.duckdb"
     failed = [ScrapeOutcome(p, "live", utcnow(), utcnow(), error=describe_failure(p, e)) for p, e in errors]
     reports = load_all(db, outcomes + failed, "canary", AnomalyPolicy())
-    assert [r.state for r in reports[: len(outcomes)]] == ["ok"] * len(outcomes)
+    assert [r.state for r in reports[: len(outcomes)]] == ["ok"] * len(outcomes), [r.error for r in reports]
     written = exported_and_stored(db, tmp_path / "export")
     assert "403" in written  # the failures were recorded...
-    assert not leaks(written), leaks(written)  # ...without what the servers quoted back
+    assert not leaks(written), leaks(written)  # ...without what the servers quoted back, or the keys in the data
+    # Each source's planted key reached its rows, and was cut there: current, history, exported CSV.
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        for table in ("offers", "offer_history"):
+            for p in API_PROVIDERS:
+                rows = str(con.execute(f"select * from {table} where provider = ?", [p]).fetchall())
+                assert f"{PLANTED[p]} [redacted]" in rows, (table, p)
+    finally:
+        con.close()
+    import csv
+
+    with open(next((tmp_path / "export").glob("*/offers.csv")), newline="") as f:
+        exported = {r["provider"] for r in csv.DictReader(f) if any("[redacted]" in v for v in r.values())}
+    assert exported == set(API_PROVIDERS)
     assert captured_logs.lines, "nothing was logged: the capture is not working"
     logged = "\n".join(captured_logs.lines)
     assert not leaks(logged), [line for line in captured_logs.lines if leaks(line)][:5]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from enum import Enum
-from typing import Any
+from typing import Any, Callable, Iterable, SupportsIndex
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -326,12 +326,58 @@ def describe_validation_error(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
+# Known secret values never enter a record: a server may quote our key inside the data itself
+# (a name, a description). The cutter is installed by gpuledger.adapters.base, which knows the
+# secrets (the warehouse knows no provider); it returns None while no secret value is known.
+TextCutter = Callable[[str], str]
+_secret_cutter: Callable[[], TextCutter | None] | None = None
+
+
+def install_secret_cutter(factory: Callable[[], TextCutter | None]) -> None:
+    """`factory()` gives the function that cuts every known secret value out of a text (or None)."""
+    global _secret_cutter
+    _secret_cutter = factory
+
+
+class _Notes(list[str]):
+    """A batch's notes: each one passes the batch's secret cutter on its way in."""
+
+    def __init__(self, cut: Callable[[str], str]) -> None:
+        super().__init__()
+        self._cut = cut
+
+    def append(self, note: str) -> None:
+        super().append(self._cut(note))
+
+    def insert(self, index: SupportsIndex, note: str) -> None:
+        super().insert(index, self._cut(note))
+
+    def extend(self, notes: Iterable[str]) -> None:
+        super().extend(self._cut(n) for n in notes)
+
+    def __iadd__(self, notes: Iterable[str]) -> "_Notes":  # type: ignore[override,misc]
+        self.extend(notes)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A Batch travels to a Dask worker and back; its notes were cut on their way in.
+        return _restore_notes, (self._cut, list(self))
+
+
+def _restore_notes(cut: Callable[[str], str], notes: list[str]) -> _Notes:
+    restored = _Notes(cut)
+    list.extend(restored, notes)
+    return restored
+
+
 class Batch:
     """What one provider's parse produced: valid records plus quarantined ones.
 
     Parse functions fill a Batch and return it; they never raise for a single
     bad record. `add(kind, ref, raw, **fields)` validates at once, so the
-    reason names the record while its context is at hand.
+    reason names the record while its context is at hand. Every text a record, a
+    quarantine entry or a note carries has each known secret value cut out first
+    (`secrets_redacted` counts the records and notes that held one).
     """
 
     def __init__(self, provider: str) -> None:
@@ -340,14 +386,44 @@ class Batch:
         self.egress: list[EgressPrice] = []
         self.storage: list[StoragePrice] = []
         self.quarantined: list[Quarantined] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = _Notes(self._cut_text)
         # Rows of tables outside the SCD2 merge, validated by their own modules:
         # warehouse.spot.SpotPricePoint and warehouse.capacity_blocks.CapacityBlockOffering.
         self.spot_prices: list[Any] = []
         self.capacity_blocks: list[Any] = []
+        self.secrets_redacted = 0
+        self._cutter: TextCutter | None = None
+        self._cutter_known = False
+
+    def _cutter_now(self) -> TextCutter | None:
+        # Asked once, when the first record is made: the scrape has authenticated by then, so
+        # every secret of its credential chain is known; one lookup keeps a large batch cheap.
+        if not self._cutter_known:
+            self._cutter = _secret_cutter() if _secret_cutter is not None else None
+            self._cutter_known = True
+        return self._cutter
+
+    def _cut_text(self, text: str) -> str:
+        cut = self._cutter_now()
+        if cut is None or not isinstance(text, str):
+            return text
+        clean = cut(text)
+        if clean != text:
+            self.secrets_redacted += 1
+        return clean
+
+    def _cut_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
+        cut = self._cutter_now()
+        if cut is None:
+            return fields
+        clean = {k: cut(v) if isinstance(v, str) else v for k, v in fields.items()}
+        if clean != fields:
+            self.secrets_redacted += 1
+        return clean
 
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
         model = RECORD_TYPES[kind]
+        fields = self._cut_fields(fields)
         try:
             record = model(provider=self.provider, **fields)
         except ValidationError as err:
@@ -363,9 +439,8 @@ class Batch:
         return self.add("offer", ref, raw, **fields)
 
     def quarantine(self, kind: str, ref: str, reason: str, raw: Any) -> None:
-        self.quarantined.append(
-            Quarantined(provider=self.provider, kind=kind, source_ref=ref, reason=reason, raw=_raw_json(raw))
-        )
+        entry = self._cut_fields({"source_ref": ref, "reason": reason, "raw": _raw_json(raw)})
+        self.quarantined.append(Quarantined(provider=self.provider, kind=kind, **entry))
 
     def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None,
                      kind: str = "offer") -> bool:

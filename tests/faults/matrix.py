@@ -11,12 +11,15 @@ SHORT = {
     "http_503_once": "503x1", "truncated": "trunc", "schema_drift": "drift", "empty": "empty",
     "rows_90pct_gone": "-90%", "price_x100": "x100", "price_negative": "neg", "price_nan": "NaN",
     "currency": "EUR", "duplicates": "dups", "layout": "layout",
+    # tests/faults/test_text_faults.py: from the wire to every output path, one source's cells
+    "hostile_text": "text", "secret_in_data": "secret",
 }
+TEXT_FAULTS = ("hostile_text", "secret_in_data")
 
 
 def render(matrix: dict[tuple[str, str], Any]) -> list[str]:
     providers = sorted({p for p, _ in matrix})
-    faults = [f for f in FAULTS if any((p, f) in matrix for p in providers)]
+    faults = [f for f in (*FAULTS, *TEXT_FAULTS) if any((p, f) in matrix for p in providers)]
     width = max(len(SHORT[f]) for f in faults)
     name_width = max([len("provider"), *map(len, providers)]) + 1
     lines = ["provider".ljust(name_width) + " " + " ".join(SHORT[f].rjust(width) for f in faults)]

@@ -1,0 +1,76 @@
+"""A DuckDB query that can be stopped: by a time limit, or by Ctrl-C.
+
+DuckDB runs a query in C++ and holds the calling thread until it ends; Python's own SIGINT
+handling only gets a word in between statements. So the query runs in a worker thread and the
+main thread waits: when the time limit passes or SIGINT arrives, it calls
+`connection.interrupt()`, which DuckDB honours at its next check inside the running query.
+The reader's connection is read-only, so a stopped query leaves the warehouse as it was.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any, Callable, TypeVar
+
+import duckdb
+
+T = TypeVar("T")
+
+EXIT_CANCELLED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+EXIT_TIMED_OUT = 124  # what timeout(1) exits with
+# After interrupt(), how long to wait for DuckDB to unwind before leaving the worker behind.
+UNWIND_S = 10.0
+
+
+class QueryStopped(Exception):
+    """The query was stopped before it finished; `exit_code` says how."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[], T], timeout_s: float | None) -> T:
+    """`work()` (which runs queries on `con`) in a worker thread; QueryStopped after `timeout_s`
+    seconds (None or 0: no limit) or on SIGINT, with the query interrupted. Errors of `work`
+    are raised here as they are."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+    stopped: list[QueryStopped] = []
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread, raised there
+            outcome["error"] = err
+        finally:
+            done.set()
+
+    def stop(reason: QueryStopped) -> None:
+        if not stopped:
+            stopped.append(reason)
+        con.interrupt()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        stop(QueryStopped("the query was cancelled (Ctrl-C); the warehouse is unchanged", EXIT_CANCELLED))
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    worker = threading.Thread(target=run, name="gpuledger-sql", daemon=True)
+    try:
+        worker.start()
+        if not done.wait(timeout_s or None):
+            stop(QueryStopped(f"the query ran longer than {timeout_s:g} s (--timeout) and was stopped",
+                              EXIT_TIMED_OUT))
+        while not done.is_set() and stopped:
+            if not done.wait(UNWIND_S):
+                break  # a worker that does not unwind is a daemon: it ends with the process
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    if stopped:
+        raise stopped[0]
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -1,0 +1,188 @@
+"""Scraped text and user input are data on every terminal surface: printed as the characters they
+are (no markup, no emoji codes, no escape sequences obeyed), bounded in tables, and kept whole in
+JSON and CSV. The warehouse is built with the real merge (tests/builders.py), not a refresh."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.flows.cli import _print_summary, app
+from gpuledger.flows.literal import CELL_LIMIT, ELLIPSIS, MESSAGE_LIMIT, plain
+from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer, utcnow
+from tests.builders import batch, offer
+
+runner = CliRunner()
+
+# Each piece is one word, so a table that wraps a cell keeps it whole on one line.
+MARKUP = "[/x] [bold]loud[/bold] :warning: [link=http://x]click[/link]"
+ESCAPES = "\x1b[31mred\x1b[0m \x1b]0;pwned\x07title \x1b[2J"
+HOSTILE = f"{MARKUP} {ESCAPES} over\rwritten rtl\u202eevil\u200fmark tab\tbell\x07"
+SHOWN = "[/x] [bold]loud[/bold] :warning: [link=http://x]click[/link] red title  over written rtlevilmark tab bell "
+LONG = "long-" + "L" * 5000
+PROVIDER = "evil[/x]"
+FORBIDDEN = ("\x1b", "\r", "\u202e", "\u200f", "\x07", "\u26a0")  # \u26a0: what :warning: renders as
+
+
+def shows_literally(text: str) -> None:
+    """Every hostile piece is there as the characters it is, and nothing a terminal would obey."""
+    for piece in ("[/x]", "[bold]loud[/bold]", ":warning:", "[link=http://x]click[/link]", "rtlevilmark"):
+        assert piece in text, (piece, text[:3000])
+    for bad in FORBIDDEN:
+        assert bad not in text, (repr(bad), text[:3000])
+
+
+def test_plain_cuts_escapes_controls_and_bidi_and_bounds_length() -> None:
+    assert plain(HOSTILE) == SHOWN
+    assert plain("H100 \u00e9\u4e2d ok") == "H100 \u00e9\u4e2d ok"  # printable text passes as it is
+    assert plain("x" * 10, limit=4) == "xxx" + ELLIPSIS
+    assert plain(None) == ""
+
+
+@pytest.fixture(scope="module")
+def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A provider whose every shown field is hostile, loaded now (fresh for `recommend`), and a
+    provider whose last run failed with a hostile error (for `status`)."""
+    db = tmp_path_factory.mktemp("hostile") / "ledger.duckdb"
+    rows = [dict(offer(HOSTILE, 1.25, count=1), gpu_name_reported=HOSTILE),
+            offer(LONG, 1.50, count=1),
+            offer("spot-" + HOSTILE, 0.75, count=1, option="spot", interruption_risk=HOSTILE)]
+    now = utcnow()
+    good = batch(PROVIDER, rows)
+    good.notes.append(HOSTILE)
+    con = open_writer(db)
+    try:
+        assert load_outcome(con, ScrapeOutcome(PROVIDER, "replay", now, now, batch=good), "r1",
+                            AnomalyPolicy(), now=now).ok
+        load_outcome(con, ScrapeOutcome("broken", "replay", now, now, error=f"broken: HTTP 500: {HOSTILE}"),
+                     "r1", AnomalyPolicy(), now=now)
+    finally:
+        con.close()
+    return db
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def test_sql_table_shows_provider_text_literally_and_bounded(hostile_db: Path) -> None:
+    code, text = invoke("sql", "select instance_type, gpu_name_reported from offers order by price_per_hour",
+                        "--db", str(hostile_db))
+    assert code == 0, text
+    shows_literally(text)
+    assert text.count("L") < CELL_LIMIT + 10 and ELLIPSIS in text  # the 5000-character name is cut
+    # A column name is user input too.
+    code, text = invoke("sql", 'select 1 as "[/x] :warning:"', "--db", str(hostile_db))
+    assert code == 0 and "[/x] :warning:" in text, text
+
+
+def test_sql_json_and_csv_keep_the_full_value(hostile_db: Path) -> None:
+    query = "select instance_type from offers order by price_per_hour"
+    code, text = invoke("sql", query, "--db", str(hostile_db), "--format", "json")
+    assert code == 0, text
+    assert [r["instance_type"] for r in json.loads(text)] == ["spot-" + HOSTILE, HOSTILE, LONG]
+    assert not any(bad in text for bad in FORBIDDEN)  # escaped as \\u sequences, still the same value
+    code, text = invoke("sql", query, "--db", str(hostile_db), "--format", "csv")
+    assert code == 0, text
+    assert [r[0] for r in csv.reader(io.StringIO(text, newline=""))] == ["instance_type", "spot-" + HOSTILE,
+                                                                         HOSTILE, LONG]
+
+
+def test_sql_error_quoting_the_query_is_one_literal_line(hostile_db: Path) -> None:
+    code, text = invoke("sql", "select '[/x]' from no_such_table", "--db", str(hostile_db))
+    assert code == 1, text
+    assert "error:" in text and "no_such_table" in text and "Traceback" not in text
+
+
+def test_status_shows_hostile_errors_and_provider_names_literally(hostile_db: Path) -> None:
+    code, text = invoke("status", "--db", str(hostile_db))
+    assert code == 0, text
+    assert PROVIDER in text and "broken" in text
+    for bad in FORBIDDEN:
+        assert bad not in text, repr(bad)
+    assert "[/x]" in text.split("broken", 1)[1] and ":warning:" in text  # the failed run's error, as text
+    code, text = invoke("status", "--db", str(hostile_db), "--format", "json")
+    assert code == 0, text
+    rows = {r["provider"]: r for r in json.loads(text)}
+    assert rows["broken"]["last_error"] == f"broken: HTTP 500: {HOSTILE}"  # whole, in JSON
+
+
+def test_recommend_table_and_json(hostile_db: Path) -> None:
+    args = ("recommend", "--params", "1e9", "--method", "qlora", "--spot", "--db", str(hostile_db),
+            "--provider", PROVIDER, "--all-locations")
+    code, text = invoke(*args)
+    assert code == 0, text
+    assert PROVIDER in text
+    shows_literally(text)
+    assert text.count("L") < CELL_LIMIT + 10
+    code, text = invoke(*args, "--json")
+    assert code == 0, text
+    names = {c["instance_type"] for c in json.loads(text)["candidates"]}
+    assert names == {HOSTILE, LONG, "spot-" + HOSTILE}
+    # User input in an error message.
+    code, text = invoke("recommend", "--model", "[/x]:warning:", "--method", "qlora", "--db", str(hostile_db))
+    assert code == 2 and "[/x]:warning:" in text, text
+
+
+def test_check_report_plot_and_export_messages(hostile_db: Path, tmp_path: Path) -> None:
+    code, text = invoke("check", "--db", str(hostile_db))
+    assert code == 0, text
+    folder = tmp_path / "[/x] :warning:"
+    code, text = invoke("report", str(folder / "page.html"), "--db", str(hostile_db))
+    assert code == 0 and "[/x] :warning:" in text, text
+    code, text = invoke("plot", "--gpu", "[/x]H100", "--db", str(hostile_db), str(tmp_path / "p.png"))
+    assert code == 2 and "[/x]H100" in text and "Traceback" not in text, text
+    code, text = invoke("export", str(folder / "export"), "--db", str(hostile_db), "--format", "csv",
+                        "--table", "offers")
+    assert code == 0 and "[/x] :warning:" in text, text
+    exported = next((folder / "export").glob("*/offers.csv"))
+    with open(exported, newline="") as f:
+        names = sorted(r["instance_type"] for r in csv.DictReader(f))
+    assert names == sorted([HOSTILE, LONG, "spot-" + HOSTILE])  # whole; no formula prefix to neutralize
+
+
+def test_refresh_summary_prints_errors_and_notes_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    row = {"provider": PROVIDER, "state": "ok", "offers": 3, "new": 3, "changed": 0, "closed": 0,
+           "quarantined": 0, "egress": 0, "storage": 0, "error": None, "notes": [HOSTILE, LONG]}
+    failed = dict(row, provider="broken", state="failed", error=f"broken: {HOSTILE}", notes=[])
+    _print_summary({"refresh_id": "r[/x]", "ok": False, "failed": ["broken"], "providers": [row, failed]})
+    text = capsys.readouterr().err
+    shows_literally(text)
+    flat, shown = " ".join(text.split()), " ".join(SHOWN.split())  # the console wraps long lines
+    assert "r[/x]" in text and f"{PROVIDER}: {shown}" in flat and f"broken: {shown}" in flat
+    assert text.count("L") < MESSAGE_LIMIT + 10  # a note the length of a page is cut, on the terminal only
+
+
+def test_log_lines_quoting_provider_text_are_literal() -> None:
+    import logging
+
+    from rich.console import Console
+
+    from gpuledger.flows.literal import LiteralRichHandler
+
+    buf = io.StringIO()
+    handler = LiteralRichHandler(console=Console(file=buf, width=400), show_path=False, show_time=False)
+    record = logging.LogRecord("gpuledger.adapters", logging.INFO, __file__, 1, "lambda: retrying after %s\nline 2",
+                               (HOSTILE,), None)
+    handler.emit(record)
+    text = buf.getvalue()
+    shows_literally(text)
+    assert "line 2" in text.splitlines()[1]  # a message's own lines stay lines
+
+
+def test_the_hostile_warehouse_is_stored_as_given(hostile_db: Path) -> None:
+    """The guard for every test above: the data really holds the hostile values."""
+    con = duckdb.connect(str(hostile_db), read_only=True)
+    try:
+        assert con.execute("select count(*) from offers where instance_type = ?", [HOSTILE]).fetchone() == (1,)
+        assert con.execute("select notes from scrape_runs where provider = ?", [PROVIDER]).fetchone() == (HOSTILE,)
+    finally:
+        con.close()
