@@ -20,6 +20,7 @@ from rich.text import Text
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
 from gpuledger.warehouse.settings import env_name
@@ -86,6 +87,8 @@ def refresh(
                                               "[default: the recordings bundled with gpuledger]."),
     accept_anomaly: list[str] = typer.Option([], "--accept-anomaly", help="Load this provider even if the "
                                              "anomaly guard objects (a real market move). Repeatable."),
+    resume: bool = typer.Option(False, "--resume", help="Only merge the results an earlier refresh fetched but "
+                                "could not write (kept beside the warehouse); fetch nothing."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Fetch prices from the providers and merge them into the warehouse.
@@ -97,22 +100,28 @@ def refresh(
     Examples:
       gpuledger refresh --replay              # offline, from bundled recordings
       gpuledger refresh --provider aws        # live, AWS only
+      gpuledger refresh --resume              # merge what a failed write left waiting
     """
     _setup_logging(verbose)
     from gpuledger.flows.pipeline import UnknownProviderError, ensure_browsers, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
+    if resume and (provider or replay):
+        raise _fail("--resume fetches nothing: it goes without --provider and --replay", 2)
     try:
-        wanted = resolve_providers(provider)
+        wanted = [] if resume else resolve_providers(provider)
         ensure_browsers(wanted, say=lambda line: console.print(line, markup=False, highlight=False))
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
                                   recordings=str(recordings) if recordings else None,
-                                  accept_anomaly=accept_anomaly)
+                                  accept_anomaly=accept_anomaly, resume=resume)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
+    if resume and not summary["providers"]:
+        console.print("nothing waiting to be merged", highlight=False)
+        return
     _print_summary(summary)
     if not summary["ok"]:
         raise _fail(f"failed providers: {', '.join(summary['failed'])}")
@@ -272,6 +281,12 @@ def status(
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=SOURCES)
     finally:
         con.close()
+    try:
+        saved = pending.waiting(db_path(db))
+    except pending.PendingError as err:
+        raise _fail(str(err), 2) from None
+    for r in rows:  # fetched results a failed write left for the next refresh (or --resume) to merge
+        r["waiting"] = [s.refresh_id for s in saved if r["provider"] in s.providers]
     if fmt == "json":
         out.print_json(json.dumps(rows, default=str))
         return
@@ -283,6 +298,11 @@ def status(
                   *(str(r[k])[:19] if r[k] else "-" for k in ("last_success", "last_attempt")),
                   str(r["offers"]), str(r["egress"]), str(r["storage"]), (r["last_error"] or "")[:120])
     out.print(t)
+    for s in saved:
+        line = (f"waiting to be merged: {s.refresh_id} (fetched {s.saved_at.isoformat(timespec='seconds')}: "
+                f"{', '.join(s.providers)}); write failed: {s.write_error or 'the refresh stopped before publishing'}; "
+                "`gpuledger refresh --resume` merges it")
+        console.print(Text(line, style="yellow"))
 
 
 @app.command()

@@ -21,12 +21,14 @@ import duckdb
 from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
 from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, spec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
+from gpuledger.warehouse import pending
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
-    open_writer, prepare_loads, root_cause, utcnow,
+    open_reader, open_writer, prepare_loads, root_cause, utcnow,
 )
+from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
 log = logging.getLogger("gpuledger.refresh")
 
@@ -166,28 +168,95 @@ def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None
 def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
              policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None) -> list[LoadReport]:
     """The write window: every provider's rows prepared (`prepared`, one per outcome, from
-    warehouse.store.LoadPreparer; prepared here when not given), open, merge each provider in
-    its own transaction (each commit logged to the WAL), fold them into the file with one
-    checkpoint, close.
+    warehouse.store.LoadPreparer; prepared here when not given), then merged into a working copy
+    of the warehouse, each provider in its own transaction, folded into the copy with one
+    checkpoint, and the copy published over the warehouse in one atomic rename
+    (warehouse.snapshot): readers holding the warehouse open neither block the window nor see
+    it until they reconnect.
 
-    A warehouse that cannot be written (disk full, read-only file) raises WarehouseError
-    naming the first cause; what was committed before stays, nothing else changes.
+    A warehouse that cannot be written (disk full, read-only folder) raises WarehouseError
+    naming the first cause; the published warehouse is then unchanged.
     """
     if prepared is None:
         prepared = prepare_loads(outcomes)  # deduplication and Arrow tables: no need to hold the lock for them
+    published = db_path(db)
     try:
-        con = open_writer(db)
-    except WarehouseError:
-        raise
-    except (duckdb.Error, OSError) as err:
-        raise WarehouseError(f"cannot open {db_path(db)} for writing: {root_cause(err)}") from err
+        work = start_working_copy(published)
+    except PublishError as err:
+        raise WarehouseError(f"cannot open {published} for writing: {err}") from err
     try:
-        return [load_outcome(con, o, refresh_id, policy, prepared=p) for o, p in zip(outcomes, prepared)]
-    finally:
         try:
-            close_writer(con)  # the window's one checkpoint
-        except duckdb.Error as err:  # a checkpoint that failed: the commits are safe in the WAL
-            log.warning("closing %s: %s", db_path(db), root_cause(err))
+            con = open_writer(work)
+        except WarehouseError as err:
+            raise WarehouseError(str(err).replace(str(work), str(published), 1)) from err
+        except (duckdb.Error, OSError) as err:
+            raise WarehouseError(f"cannot open {published} for writing: {root_cause(err)}") from err
+        try:
+            reports = [load_outcome(con, o, refresh_id, policy, prepared=p) for o, p in zip(outcomes, prepared)]
+        finally:
+            try:
+                close_writer(con)  # the window's one checkpoint
+            except duckdb.Error as err:  # left in the WAL: publish refuses the copy
+                log.warning("closing the working copy of %s: %s", published, root_cause(err))
+        publish(work, published)
+    except PublishError as err:
+        discard(work)
+        raise WarehouseError(f"cannot write {published}: {err}") from err
+    except BaseException:
+        discard(work)
+        raise
+    return reports
+
+
+def saved_last_ok(db: Path) -> dict[str, Any]:
+    """Per provider, when its latest successful scrape in the published warehouse started."""
+    if not db.exists():
+        return {}
+    con = open_reader(db)
+    try:
+        return dict(con.execute("select provider, max(started_at) from scrape_runs where state = 'ok' "
+                                "group by provider").fetchall())
+    finally:
+        con.close()
+
+
+def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
+                         policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None) -> list[LoadReport]:
+    """load_all, with nothing fetched thrown away (warehouse.pending): this refresh's outcomes are
+    saved before the write window and forgotten once it is published; outcomes an earlier
+    refresh saved and could not write are merged first, older first. The caller holds the
+    refresh lock. A failed window raises WarehouseError saying where the results are kept."""
+    published = db_path(db)
+    try:
+        earlier = pending.waiting(published)
+        last_ok = saved_last_ok(published) if earlier else {}
+    except (pending.PendingError, WarehouseError) as err:
+        raise WarehouseError(str(err)) from err
+    resumed = [pending.resumed_outcome(o, saved, last_ok.get(o.provider)) for saved in earlier for o in saved.outcomes]
+    this = None
+    if outcomes:
+        try:
+            this = pending.save(published, refresh_id, utcnow(), outcomes)
+        except OSError as err:  # the write window would fail the same way: say so, and try it
+            log.warning("could not keep the fetched results of %s on disk: %s", refresh_id, root_cause(err))
+    if prepared is None:
+        prepared = prepare_loads(outcomes)
+    try:
+        reports = load_all(db, resumed + outcomes, refresh_id, policy, prepared=prepare_loads(resumed) + prepared)
+    except WarehouseError as err:
+        if this is None:
+            raise
+        try:
+            pending.record_write_error(this, str(err))
+        except OSError:
+            pass  # the results themselves are on disk; only the reason is missing
+        raise WarehouseError(f"{err}. The fetched results are kept in {this}: the next refresh, or "
+                             f"`gpuledger refresh --resume`, merges them") from err
+    for saved in earlier:
+        pending.done(saved.path)
+    if this is not None:
+        pending.done(this)
+    return reports
 
 
 def plans_for(providers: list[str], mode: str, replay_urls: dict[str, str] | None = None,

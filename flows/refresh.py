@@ -19,8 +19,8 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer
 from gpuledger.flows.pipeline import (
-    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within, load_all,
-    outcome_from, plans_for, resolve_providers,
+    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
+    load_keeping_fetched, outcome_from, plans_for, resolve_providers,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.warehouse.settings import env_name, load_settings
@@ -119,16 +119,18 @@ def _artifact_markdown(summary: dict[str, Any]) -> str:
 def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = None, replay: bool = False,
                     recordings: str | None = None, record_dir: str | None = None,
                     accept_anomaly: Sequence[str] = (), http_attempts: int = 3,
-                    retry_wait_max_s: float = 8.0) -> dict[str, Any]:
+                    retry_wait_max_s: float = 8.0, resume: bool = False) -> dict[str, Any]:
     """Refresh the warehouse from every provider (or the named ones).
 
     replay=True answers every request from recordings (bundled by default)
     over loopback HTTP; record_dir saves what each provider answered.
+    Results an earlier refresh fetched but could not write are merged first;
+    resume=True merges only those, fetching nothing.
     """
-    names = resolve_providers(list(providers or []))
+    names = [] if resume else resolve_providers(list(providers or []))
     refresh_id = new_id("refresh")
     with refresh_lock(db):
-        server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
+        server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay and names else None
         if server is not None:
             server.start()
         try:
@@ -164,8 +166,8 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
         finally:
             if server is not None:
                 server.close()
-        reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly),
-                           prepared=[prepared[n] for n in names])
+        reports = load_keeping_fetched(db, [outcomes[n] for n in names], refresh_id,
+                                       AnomalyPolicy.from_env(accept_anomaly), prepared=[prepared[n] for n in names])
     summary = summarize(refresh_id, reports)
     try:  # read back after the write window: what this refresh changed most
         summary["price_moves"] = refresh_price_moves(db, refresh_id, PRICE_MOVES_TOP)
