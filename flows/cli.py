@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -22,7 +23,9 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
-from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
+from gpuledger.warehouse.store import (
+    RefreshRunningError, WarehouseError, check_writable, damaged_message, db_path, is_damaged, open_reader,
+)
 from gpuledger.warehouse.settings import env_name
 
 app = typer.Typer(
@@ -110,6 +113,7 @@ def refresh(
     if resume and (provider or replay):
         raise _fail("--resume fetches nothing: it goes without --provider and --replay", 2)
     try:
+        check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
         wanted = [] if resume else resolve_providers(provider)
         ensure_browsers(wanted, say=lambda line: console.print(line, markup=False, highlight=False))
         from gpuledger.flows.refresh import nightly_refresh
@@ -204,6 +208,8 @@ def sql(
         columns = [d[0] for d in rel.description] if rel.description else []
         rows = rel.fetchall() if columns else []
     except duckdb.Error as err:
+        if is_damaged(err):
+            raise _fail(damaged_message(db_path(db), err), 2) from None
         text = str(err)
         if "read-only" in text or "read only" in text:
             text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
@@ -232,11 +238,16 @@ def export(
 
     try:
         con = open_reader(db, allow_files=True)
+    except WarehouseError as err:
+        raise _fail(str(err), 2) from None
+    try:
         try:
             folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None)
         finally:
             con.close()
     except WarehouseError as err:
+        if err.__cause__ is not None and is_damaged(err.__cause__):
+            raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
         raise _fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
@@ -331,6 +342,27 @@ from gpuledger.flows.recommend_cli import register as _register_recommend  # noq
 
 _register_recommend(app)
 _register_ops(app)
+
+
+def _warehouse_guard(command: Any) -> Any:
+    """One line and exit 2, never a traceback, when a command meets a warehouse it cannot read
+    (truncated or garbled: DuckDB opens it and fails on the first damaged block) or a
+    WarehouseError the command does not report itself."""
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except duckdb.Error as err:
+            if not is_damaged(err):
+                raise
+            raise _fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
+        except WarehouseError as err:
+            raise _fail(str(err), 2) from None
+    return guarded
+
+
+for _command in app.registered_commands:
+    _command.callback = _warehouse_guard(_command.callback)
 
 
 def main() -> None:
