@@ -21,6 +21,7 @@ from rich.text import Text
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import (
@@ -112,6 +113,9 @@ def refresh(
         raise _fail("--recordings goes with --replay", 2)
     if resume and (provider or replay):
         raise _fail("--resume fetches nothing: it goes without --provider and --replay", 2)
+    from gpuledger.flows import watchdog
+
+    watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
     try:
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
         wanted = [] if resume else resolve_providers(provider)
@@ -123,6 +127,8 @@ def refresh(
                                   accept_anomaly=accept_anomaly, resume=resume)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
+    except RefreshInterrupted as stop:
+        raise _fail(str(stop), stop.exit_code) from None
     if resume and not summary["providers"]:
         console.print("nothing waiting to be merged", highlight=False)
         return
@@ -147,8 +153,10 @@ def record(
       gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
+    from gpuledger.flows import watchdog
     from gpuledger.flows.pipeline import UnknownProviderError, resolve_providers
 
+    watchdog.ensure_watched()
     try:
         from gpuledger.flows.refresh import nightly_refresh
 
@@ -157,6 +165,8 @@ def record(
                                   record_dir=str(out_dir))
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
+    except RefreshInterrupted as stop:
+        raise _fail(str(stop), stop.exit_code) from None
     _print_summary(summary)
     console.print(f"recorded to {out_dir}")
     if not summary["ok"]:
@@ -208,7 +218,7 @@ def sql(
         columns = [d[0] for d in rel.description] if rel.description else []
         rows = rel.fetchall() if columns else []
     except duckdb.Error as err:
-        if is_damaged(err):
+        if is_damaged(err, db_path(db)):
             raise _fail(damaged_message(db_path(db), err), 2) from None
         text = str(err)
         if "read-only" in text or "read only" in text:
@@ -246,7 +256,7 @@ def export(
         finally:
             con.close()
     except WarehouseError as err:
-        if err.__cause__ is not None and is_damaged(err.__cause__):
+        if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
             raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
         raise _fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -353,7 +363,7 @@ def _warehouse_guard(command: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except duckdb.Error as err:
-            if not is_damaged(err):
+            if not is_damaged(err, db_path(kwargs.get("db"))):
                 raise
             raise _fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
         except WarehouseError as err:

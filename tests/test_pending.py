@@ -112,3 +112,31 @@ def test_resume_fetches_nothing() -> None:
     result = CliRunner().invoke(app, ["refresh", "--resume", "-p", "lambda"])
     assert result.exit_code == 2
     assert "--resume fetches nothing" in " ".join(result.output.split())
+
+
+def test_a_signal_while_fetching_merges_nothing_and_keeps_what_was_fetched(db: Path) -> None:
+    import signal
+
+    from gpuledger.flows.stopping import RefreshInterrupted, Stopper
+
+    replayed_warehouse(db, ["lambda"])
+    fetched = fetched_lambda(150)
+    never_fetched = ScrapeOutcome("runpod", "replay", utcnow(), utcnow(), interrupted=True,
+                                  error="interrupted by SIGTERM while fetching")
+    stopper = Stopper()
+    stopper.signum = signal.SIGTERM  # what the handler sets when it stops the fetch
+    with pytest.raises(RefreshInterrupted) as stop:
+        load_keeping_fetched(db, fetched + [never_fetched], "refresh-stopped", AnomalyPolicy(), stopper=stopper)
+    assert str(stop.value).startswith("refresh interrupted by SIGTERM while fetching: 0 providers merged, "
+                                      "2 recorded as interrupted, the fetched results of 1 kept in ")
+    assert stop.value.exit_code == 143
+    assert a10_prices(db) == [(1.29,)]  # nothing merged
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        runs = con.execute("select provider, state from scrape_runs where refresh_id = 'refresh-stopped' "
+                           "order by provider").fetchall()
+    finally:
+        con.close()
+    assert runs == [("lambda", "interrupted"), ("runpod", "interrupted")]
+    saved = pending.waiting(db)
+    assert [s.providers for s in saved] == [["lambda"]] and saved[0].write_error == "interrupted by SIGTERM"

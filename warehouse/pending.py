@@ -78,11 +78,15 @@ def _outcome(doc: dict[str, Any]) -> ScrapeOutcome:
 
 def _write_atomically(path: Path, doc: dict[str, Any]) -> None:
     part = path.with_name(path.name + ".part")
-    with open(part, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(part, path)
+    try:
+        with open(part, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
 
 
 def save(db: Path, refresh_id: str, saved_at: datetime, outcomes: Sequence[ScrapeOutcome]) -> Path:

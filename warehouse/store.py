@@ -57,13 +57,15 @@ def _is_lock_conflict(err: Exception) -> bool:
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
 
 
-def is_damaged(err: BaseException) -> bool:
-    """A DuckDB error that says the file itself cannot be read (truncated, garbled, unreadable),
-    as opposed to a query's own mistake."""
-    if isinstance(err, (duckdb.IOException, duckdb.InternalException, duckdb.FatalException)):
-        return True
+def is_damaged(err: BaseException, path: Path) -> bool:
+    """A DuckDB error that says the warehouse file `path` itself cannot be read (truncated,
+    garbled), as opposed to a query's own mistake or a failure writing another file."""
+    if not isinstance(err, duckdb.Error):
+        return False
     text = str(err)
-    return isinstance(err, duckdb.Error) and ("Corrupt database" in text or "not a valid DuckDB" in text)
+    if "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException):
+        return True
+    return isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text
 
 
 def damaged_message(path: Path, err: BaseException) -> str:
@@ -263,6 +265,7 @@ class ScrapeOutcome:
     requests: int = 0
     provider_facts: dict[str, Any] | None = None
     min_row_ratio: float | None = None  # the source's own row-drop threshold (ANOMALY_MIN_ROW_RATIO)
+    interrupted: bool = False  # the refresh was stopped (SIGTERM/SIGINT) before this provider's merge
 
 
 @dataclass
@@ -647,6 +650,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                 "insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
                 {"run": run_id, "now": now})
             con.unregister("_q")
+        if outcome.interrupted:
+            report.state = "interrupted"
         _insert_run(con, outcome, report, refresh_id, run_id)
         con.execute("commit")
     except Exception as err:

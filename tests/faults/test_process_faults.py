@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import psutil
 import pytest
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
@@ -156,12 +157,14 @@ def test_refresh_killed_mid_merge_leaves_the_previous_state(prefect_api: str, tm
     try:
         holder = wait_for(hold / "merging", proc)
         assert holder == f"{proc.pid} lambda"  # the CLI process itself, inside lambda's merge
+        children = psutil.Process(proc.pid).children(recursive=True)  # its watchdog, at least
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == -signal.SIGKILL
+    assert children and not psutil.wait_procs(children, timeout=10)[1]  # no process left behind
     assert_check_passes(db)  # opens (WAL replayed) and passes every integrity check
     assert dump(db) == before  # offers, history, runs, quarantine: byte for byte the state before
     # The lock died with the process: the next refresh runs, and only now does the change land.
@@ -180,6 +183,44 @@ def lambda_prices(db: Path) -> dict[str, float]:
                                 "where provider = 'lambda'").fetchall())
     finally:
         con.close()
+
+
+# -- SIGTERM inside the write window -------------------------------------------------------------
+
+def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: str, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    old_runpod, old_lambda = dump(db)["offers"], lambda_prices(db)
+    recordings = raised_prices(tmp_path)
+    hold = tmp_path / "hold"
+    proc = start_held_refresh(db, recordings, hold, prefect_api)
+    try:
+        wait_for(hold / "merging", proc)  # inside lambda's merge transaction, runpod's not started
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(0.5)
+        (hold / "release").touch()
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    message = " ".join(err.split("error: ")[-1].split())
+    kept = Path(str(db) + ".pending")
+    assert message.startswith("refresh interrupted by SIGTERM in the write window: 1 providers merged, "
+                              "1 recorded as interrupted, the fetched results of 1 kept in "), message
+    con = duckdb.connect(str(db), read_only=True)
+    runs = con.execute("select provider, state, error from scrape_runs where refresh_id <> 'seed' "
+                       "order by provider").fetchall()
+    runpod = con.execute("select * from offers where provider = 'runpod' order by all").fetchall()
+    con.close()
+    # lambda's transaction, in progress at the signal, committed; runpod's merge never started.
+    assert [r[:2] for r in runs] == [("lambda", "ok"), ("runpod", "interrupted")]
+    assert runs[1][2].startswith("interrupted by SIGTERM before its merge")
+    assert runpod == [r for r in old_runpod if r[0] == "runpod"] and runpod
+    assert lambda_prices(db) == {k: round(v * 110) / 100 for k, v in old_lambda.items()}
+    saved = json.loads(next(kept.glob("*.json")).read_text())
+    assert [o["provider"] for o in saved["outcomes"]] == ["runpod"] and saved["write_error"] == "interrupted by SIGTERM"
+    assert_check_passes(db)
 
 
 # -- two refreshes at once ---------------------------------------------------------------------
