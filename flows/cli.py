@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -20,8 +21,12 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
+from gpuledger.flows.stopping import RefreshInterrupted
+from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
-from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
+from gpuledger.warehouse.store import (
+    RefreshRunningError, WarehouseError, check_writable, damaged_message, db_path, is_damaged, open_reader,
+)
 from gpuledger.warehouse.settings import env_name
 
 app = typer.Typer(
@@ -88,6 +93,8 @@ def refresh(
                                               "[default: the recordings bundled with gpuledger]."),
     accept_anomaly: list[str] = typer.Option([], "--accept-anomaly", help="Load this provider even if the "
                                              "anomaly guard objects (a real market move). Repeatable."),
+    resume: bool = typer.Option(False, "--resume", help="Only merge the results an earlier refresh fetched but "
+                                "could not write (kept beside the warehouse); fetch nothing."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
     """Fetch prices from the providers and merge them into the warehouse.
@@ -99,22 +106,34 @@ def refresh(
     Examples:
       gpuledger refresh --replay              # offline, from bundled recordings
       gpuledger refresh --provider aws        # live, AWS only
+      gpuledger refresh --resume              # merge what a failed write left waiting
     """
     _setup_logging(verbose)
     from gpuledger.flows.pipeline import UnknownProviderError, ensure_browsers, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
+    if resume and (provider or replay):
+        raise _fail("--resume fetches nothing: it goes without --provider and --replay", 2)
+    from gpuledger.flows import watchdog
+
+    watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
     try:
-        wanted = resolve_providers(provider)
+        check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
+        wanted = [] if resume else resolve_providers(provider)
         ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
                                   recordings=str(recordings) if recordings else None,
-                                  accept_anomaly=accept_anomaly)
+                                  accept_anomaly=accept_anomaly, resume=resume)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
+    except RefreshInterrupted as stop:
+        raise _fail(str(stop), stop.exit_code) from None
+    if resume and not summary["providers"]:
+        console.print("nothing waiting to be merged", highlight=False)
+        return
     _print_summary(summary)
     if not summary["ok"]:
         raise _fail(f"failed providers: {', '.join(summary['failed'])}")
@@ -136,8 +155,10 @@ def record(
       gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
+    from gpuledger.flows import watchdog
     from gpuledger.flows.pipeline import UnknownProviderError, resolve_providers
 
+    watchdog.ensure_watched()
     try:
         from gpuledger.flows.refresh import nightly_refresh
 
@@ -146,6 +167,8 @@ def record(
                                   record_dir=str(out_dir))
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
+    except RefreshInterrupted as stop:
+        raise _fail(str(stop), stop.exit_code) from None
     _print_summary(summary)
     console.print(literal(f"recorded to {out_dir}"))
     if not summary["ok"]:
@@ -209,6 +232,8 @@ def sql(
     except QueryStopped as stop:
         raise _fail(str(stop), stop.exit_code) from None
     except duckdb.Error as err:
+        if is_damaged(err, db_path(db)):
+            raise _fail(damaged_message(db_path(db), err), 2) from None
         text = str(err)
         if "read-only" in text or "read only" in text:
             text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
@@ -237,11 +262,16 @@ def export(
 
     try:
         con = open_reader(db, allow_files=True)
+    except WarehouseError as err:
+        raise _fail(str(err), 2) from None
+    try:
         try:
             folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None)
         finally:
             con.close()
     except WarehouseError as err:
+        if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
+            raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
         raise _fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
@@ -286,6 +316,12 @@ def status(
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=SOURCES)
     finally:
         con.close()
+    try:
+        saved = pending.waiting(db_path(db))
+    except pending.PendingError as err:
+        raise _fail(str(err), 2) from None
+    for r in rows:  # fetched results a failed write left for the next refresh (or --resume) to merge
+        r["waiting"] = [s.refresh_id for s in saved if r["provider"] in s.providers]
     if fmt == "json":
         out.print_json(json.dumps(rows, default=str), ensure_ascii=True)
         return
@@ -297,6 +333,11 @@ def status(
                   *(cell(str(r[k])[:19] if r[k] else "-") for k in ("last_success", "last_attempt")),
                   cell(r["offers"]), cell(r["egress"]), cell(r["storage"]), literal(r["last_error"] or "", 120))
     out.print(t)
+    for s in saved:
+        line = (f"waiting to be merged: {s.refresh_id} (fetched {s.saved_at.isoformat(timespec='seconds')}: "
+                f"{', '.join(s.providers)}); write failed: {s.write_error or 'the refresh stopped before publishing'}; "
+                "`gpuledger refresh --resume` merges it")
+        console.print(literal(line, style="yellow"))
 
 
 @app.command()
@@ -325,6 +366,27 @@ from gpuledger.flows.recommend_cli import register as _register_recommend  # noq
 
 _register_recommend(app)
 _register_ops(app)
+
+
+def _warehouse_guard(command: Any) -> Any:
+    """One line and exit 2, never a traceback, when a command meets a warehouse it cannot read
+    (truncated or garbled: DuckDB opens it and fails on the first damaged block) or a
+    WarehouseError the command does not report itself."""
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except duckdb.Error as err:
+            if not is_damaged(err, db_path(kwargs.get("db"))):
+                raise
+            raise _fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
+        except WarehouseError as err:
+            raise _fail(str(err), 2) from None
+    return guarded
+
+
+for _command in app.registered_commands:
+    _command.callback = _warehouse_guard(_command.callback)
 
 
 def main() -> None:

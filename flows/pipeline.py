@@ -8,6 +8,7 @@ Prefect, so each step can be called and tested directly.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import traceback
 from concurrent.futures import Future
@@ -23,12 +24,15 @@ from gpuledger.adapters.base import (
 )
 from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, spec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
+from gpuledger.flows.stopping import NEVER, RefreshInterrupted, Stopper
+from gpuledger.warehouse import pending
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
-    open_writer, prepare_loads, root_cause, utcnow,
+    open_reader, open_writer, prepare_loads, root_cause, utcnow,
 )
+from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
 log = logging.getLogger("gpuledger.refresh")
 
@@ -170,31 +174,136 @@ def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None
     return ScrapeOutcome(plan.provider, plan.mode, started, utcnow(), error=error)
 
 
-def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
-             policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None) -> list[LoadReport]:
-    """The write window: every provider's rows prepared (`prepared`, one per outcome, from
-    warehouse.store.LoadPreparer; prepared here when not given), open, merge each provider in
-    its own transaction (each commit logged to the WAL), fold them into the file with one
-    checkpoint, close.
+def interrupted_outcome(o: ScrapeOutcome, signum: int) -> ScrapeOutcome:
+    """What is recorded for a provider whose merge a signal kept from starting."""
+    if o.batch is None:
+        return o  # a failed fetch: its failure is recorded as it is
+    name = signal.Signals(signum).name
+    return ScrapeOutcome(o.provider, o.mode, o.started_at, o.finished_at, requests=o.requests, interrupted=True,
+                         error=f"interrupted by {name} before its merge; its fetched results are kept "
+                               "for the next refresh")
 
-    A warehouse that cannot be written (disk full, read-only file) raises WarehouseError
-    naming the first cause; what was committed before stays, nothing else changes.
+
+def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
+             policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
+             stopper: Stopper = NEVER) -> list[LoadReport]:
+    """The write window: every provider's rows prepared (`prepared`, one per outcome, from
+    warehouse.store.LoadPreparer; prepared here when not given), then merged into a working copy
+    of the warehouse, each provider in its own transaction, folded into the copy with one
+    checkpoint, and the copy published over the warehouse in one atomic rename
+    (warehouse.snapshot): readers holding the warehouse open neither block the window nor see
+    it until they reconnect.
+
+    A warehouse that cannot be written (disk full, read-only folder) raises WarehouseError
+    naming the first cause; the published warehouse is then unchanged. Once `stopper` says a
+    signal came, no further merge starts: the providers left are recorded as interrupted.
     """
     if prepared is None:
         prepared = prepare_loads(outcomes)  # deduplication and Arrow tables: no need to hold the lock for them
+    published = db_path(db)
     try:
-        con = open_writer(db)
-    except WarehouseError:
-        raise
-    except (duckdb.Error, OSError) as err:
-        raise WarehouseError(f"cannot open {db_path(db)} for writing: {root_cause(err)}") from err
+        work = start_working_copy(published)
+    except PublishError as err:
+        raise WarehouseError(f"cannot open {published} for writing: {err}") from err
     try:
-        return [load_outcome(con, o, refresh_id, policy, prepared=p) for o, p in zip(outcomes, prepared)]
-    finally:
         try:
-            close_writer(con)  # the window's one checkpoint
-        except duckdb.Error as err:  # a checkpoint that failed: the commits are safe in the WAL
-            log.warning("closing %s: %s", db_path(db), root_cause(err))
+            con = open_writer(work)
+        except WarehouseError as err:
+            raise WarehouseError(str(err).replace(str(work), str(published), 1)) from err
+        except (duckdb.Error, OSError) as err:
+            raise WarehouseError(f"cannot open {published} for writing: {root_cause(err)}") from err
+        try:
+            reports = []
+            for o, p in zip(outcomes, prepared):
+                signum = stopper.requested()
+                if signum is not None:
+                    o, p = interrupted_outcome(o, signum), None
+                reports.append(load_outcome(con, o, refresh_id, policy, prepared=p))
+        finally:
+            try:
+                close_writer(con)  # the window's one checkpoint
+            except duckdb.Error as err:  # left in the WAL: publish refuses the copy
+                log.warning("closing the working copy of %s: %s", published, root_cause(err))
+        publish(work, published)
+    except PublishError as err:
+        discard(work)
+        raise WarehouseError(f"cannot write {published}: {err}") from err
+    except BaseException:
+        discard(work)
+        raise
+    return reports
+
+
+def saved_last_ok(db: Path) -> dict[str, Any]:
+    """Per provider, when its latest successful scrape in the published warehouse started."""
+    if not db.exists():
+        return {}
+    con = open_reader(db)
+    try:
+        return dict(con.execute("select provider, max(started_at) from scrape_runs where state = 'ok' "
+                                "group by provider").fetchall())
+    finally:
+        con.close()
+
+
+def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
+                         policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
+                         stopper: Stopper = NEVER) -> list[LoadReport]:
+    """load_all, with nothing fetched thrown away (warehouse.pending): this refresh's outcomes are
+    saved before the write window and forgotten once it is published; outcomes an earlier
+    refresh saved and could not write are merged first, older first. The caller holds the
+    refresh lock. A failed window raises WarehouseError saying where the results are kept."""
+    published = db_path(db)
+    try:
+        earlier = pending.waiting(published)
+        last_ok = saved_last_ok(published) if earlier else {}
+    except (pending.PendingError, WarehouseError) as err:
+        raise WarehouseError(str(err)) from err
+    resumed = [pending.resumed_outcome(o, saved, last_ok.get(o.provider)) for saved in earlier for o in saved.outcomes]
+    this = None
+    if outcomes:
+        try:
+            this = pending.save(published, refresh_id, utcnow(), outcomes)
+        except OSError as err:  # the write window would fail the same way: say so, and try it
+            log.warning("could not keep the fetched results of %s on disk: %s", refresh_id, root_cause(err))
+    if prepared is None:
+        prepared = prepare_loads(outcomes)
+    while_fetching = stopper.requested() is not None  # the fetch was cut short: nothing is merged
+    stopper.in_window = True  # a signal from here on stops the window between two merges
+    try:
+        everything = resumed + outcomes
+        reports = load_all(db, everything, refresh_id, policy, prepared=prepare_loads(resumed) + prepared,
+                           stopper=stopper)
+    except WarehouseError as err:
+        if this is None:
+            raise
+        try:
+            pending.record_write_error(this, str(err))
+        except OSError:
+            pass  # the results themselves are on disk; only the reason is missing
+        raise WarehouseError(f"{err}. The fetched results are kept in {this}: the next refresh, or "
+                             f"`gpuledger refresh --resume`, merges them") from err
+    interrupted = sum(r.state == "interrupted" for r in reports)
+    left = [o for o, r in zip(everything, reports) if r.state == "interrupted" and o.batch is not None]
+    signum = stopper.requested()
+    kept = None
+    if left:  # the merges a signal kept from starting: saved again, on their own
+        try:
+            kept = pending.save(published, refresh_id, utcnow(), left)
+            pending.record_write_error(kept, f"interrupted by {signal.Signals(signum or signal.SIGTERM).name}")
+        except OSError as err:
+            log.warning("could not keep the interrupted results of %s on disk: %s", refresh_id, root_cause(err))
+    for saved in earlier:
+        pending.done(saved.path)
+    if this is not None and this != kept:
+        pending.done(this)
+    if signum is not None and interrupted:
+        where = "while fetching" if while_fetching else "in the write window"
+        kept_in = (f", the fetched results of {len(left)} kept in {kept} for the next refresh "
+                   "(or `gpuledger refresh --resume`)") if kept else ""
+        raise RefreshInterrupted(signum, f"{where}: {sum(r.ok for r in reports)} providers merged, "
+                                         f"{interrupted} recorded as interrupted{kept_in}")
+    return reports
 
 
 def plans_for(providers: list[str], mode: str, replay_urls: dict[str, str] | None = None,

@@ -9,7 +9,8 @@ past its timeout, or rolls back the other providers.
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
@@ -20,13 +21,16 @@ from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer
 from gpuledger.flows import cadence
 from gpuledger.flows.pipeline import (
-    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within, load_all,
-    outcome_from, plans_for, resolve_providers,
+    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
+    load_keeping_fetched, outcome_from, plans_for, resolve_providers,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.warehouse.settings import env_name, load_settings
+from gpuledger.flows.stopping import RefreshInterrupted, stop_on_signals
 from gpuledger.warehouse.spot import read_since
-from gpuledger.warehouse.store import AnomalyPolicy, LoadPreparer, LoadReport, new_id, utcnow
+from gpuledger.warehouse.store import (
+    AnomalyPolicy, LoadPreparer, LoadReport, PreparedLoad, ScrapeOutcome, new_id, utcnow,
+)
 
 log = logging.getLogger("gpuledger.refresh")
 
@@ -117,23 +121,43 @@ def _artifact_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def interruptible_fetch(plans: list[SourcePlan], outcomes: dict[str, Any], prepared: dict[str, Any],
+                        started: Any) -> Iterator[None]:
+    """A signal while fetching ends the fetch: the providers not fetched yet count as interrupted
+    (the write window then records every provider as interrupted, merging none, and keeps what
+    was fetched for the next refresh)."""
+    try:
+        yield
+    except RefreshInterrupted as stop:
+        log.warning("%s: the providers fetched so far are kept, none is merged", stop)
+        for plan in plans:
+            if plan.provider not in outcomes:
+                outcomes[plan.provider] = ScrapeOutcome(
+                    plan.provider, plan.mode, started, utcnow(), interrupted=True,
+                    error=f"interrupted by {stop.name} while fetching")
+                prepared[plan.provider] = PreparedLoad()
+
+
 @flow(name="nightly_refresh", task_runner=task_runner_from_env())
 def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = None, replay: bool = False,
                     recordings: str | None = None, record_dir: str | None = None,
                     accept_anomaly: Sequence[str] = (), http_attempts: int = 3,
                     retry_wait_max_s: float = 8.0, group: str | None = None,
-                    lock_wait_s: float = 0.0) -> dict[str, Any]:
+                    lock_wait_s: float = 0.0, resume: bool = False) -> dict[str, Any]:
     """Refresh the warehouse from every provider (or the named ones, or a cadence group's).
 
     replay=True answers every request from recordings (bundled by default)
     over loopback HTTP; record_dir saves what each provider answered.
     `group` (flows/cadence.py) names the providers when `providers` does not; `lock_wait_s`:
     how long to wait for a running refresh to finish before giving up (0: refused at once).
+    Results an earlier refresh fetched but could not write are merged first;
+    resume=True merges only those, fetching nothing.
     """
-    names = resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
+    names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
-    with cadence.refresh_lock_within(db, lock_wait_s):
-        server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay else None
+    with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper:
+        server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay and names else None
         if server is not None:
             server.start()
         try:
@@ -151,7 +175,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             outcomes, prepared = {}, {}
             # Each provider's rows are prepared for the write window (deduplicated, made Arrow) as
             # its scrape finishes, while slower providers are still fetching.
-            with LoadPreparer() as preparer:
+            with LoadPreparer() as preparer, interruptible_fetch(plans, outcomes, prepared, started):
                 for fut in as_completed(list(futures)):
                     plan = futures[fut]
                     result = fut.result(raise_on_failure=False)
@@ -169,8 +193,9 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
         finally:
             if server is not None:
                 server.close()
-        reports = load_all(db, [outcomes[n] for n in names], refresh_id, AnomalyPolicy.from_env(accept_anomaly),
-                           prepared=[prepared[n] for n in names])
+        reports = load_keeping_fetched(db, [outcomes[n] for n in names], refresh_id,
+                                       AnomalyPolicy.from_env(accept_anomaly), prepared=[prepared[n] for n in names],
+                                       stopper=stopper)
     summary = summarize(refresh_id, reports)
     try:  # read back after the write window: what this refresh changed most
         summary["price_moves"] = refresh_price_moves(db, refresh_id, PRICE_MOVES_TOP)

@@ -138,7 +138,7 @@ SCRAPE_RUN_COLUMNS = (
     Column("mode", "VARCHAR", True),  # live | replay | record
     Column("started_at", "TIMESTAMPTZ", True),
     Column("finished_at", "TIMESTAMPTZ"),
-    Column("state", "VARCHAR", True),  # ok | failed
+    Column("state", "VARCHAR", True),  # ok | failed | interrupted
     *(Column(c, "INTEGER", True, "DEFAULT 0") for c in (
         "rows_parsed", "rows_loaded", "rows_quarantined", "egress_rows", "storage_rows",
         "offers_new", "offers_changed", "offers_closed", "requests")),

@@ -4,10 +4,11 @@ Design for readers (DuckDB lets one process hold a file for writing, and that
 lock also shuts out read-only openers): a refresh fetches every provider and
 prepares its rows (prepare_loads) with the warehouse closed, then opens it for a
 short write window in which each provider's merge is one transaction, committed
-to the WAL, and closes it with one checkpoint (close_writer). Readers open read-only,
-query, close, and retry for a while if they meet the writer's lock, so they
-always see the last committed state. A separate lock file keeps two refreshes
-from running at once.
+to the WAL, and closes it with one checkpoint (close_writer). A refresh opens a
+working copy of the warehouse, never the published file (warehouse/snapshot.py), so
+a reader holding the published file open never meets the writer's lock; readers still
+retry for a while on a lock (a script may open the file for writing itself). A
+separate lock file keeps two refreshes from running at once.
 """
 
 from __future__ import annotations
@@ -56,7 +57,29 @@ def _is_lock_conflict(err: Exception) -> bool:
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
 
 
+def is_damaged(err: BaseException, path: Path) -> bool:
+    """A DuckDB error that says the warehouse file `path` itself cannot be read (truncated,
+    garbled), as opposed to a query's own mistake or a failure writing another file."""
+    if not isinstance(err, duckdb.Error):
+        return False
+    text = str(err)
+    if "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException):
+        return True
+    return isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text
+
+
+def damaged_message(path: Path, err: BaseException) -> str:
+    first = " ".join(str(err).split())[:300]
+    return f"cannot read the warehouse {path}: {first} (a damaged or truncated file: restore it, or refresh into a new --db)"
+
+
+def _not_a_directory(path: Path) -> None:
+    if path.is_dir():
+        raise WarehouseError(f"{path} is a directory, not a warehouse file: pass the file with --db")
+
+
 def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDBPyConnection:
+    _not_a_directory(path)
     deadline = time.monotonic() + wait_s
     delay = 0.02
     while True:
@@ -67,6 +90,8 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
                 raise WarehouseError(f"cannot open {path}: {err}") from err
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
+        except duckdb.Error as err:  # a garbled file fails its checksum at open
+            raise WarehouseError(damaged_message(path, err)) from err
 
 
 # The writer's commits go to the write-ahead log, and the window is folded into the database
@@ -129,12 +154,28 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     return _connect_retrying(p, wait_s, read_only=True, config=config)
 
 
+def _open_lock_file(db: Path) -> Any:
+    """The refresh lock file beside the warehouse; WarehouseError (one line) if it cannot be made
+    (a read-only filesystem, a --db that is a directory, a missing permission)."""
+    _not_a_directory(db)
+    lock_path = Path(str(db) + ".refresh.lock")
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        return open(lock_path, "a+")
+    except OSError as err:
+        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: "
+                             f"{err.strerror or err}") from None
+
+
+def check_writable(path: str | os.PathLike[str] | None = None) -> None:
+    """Fail at once, before any fetch, where a refresh could never write (see _open_lock_file)."""
+    _open_lock_file(db_path(path)).close()
+
+
 @contextmanager
 def refresh_lock(path: str | os.PathLike[str] | None = None, wait: bool = False) -> Iterator[None]:
     """Only one refresh per warehouse at a time: a second one is told so at once."""
-    lock_path = Path(str(db_path(path)) + ".refresh.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as f:
+    with _open_lock_file(db_path(path)) as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -228,6 +269,7 @@ class ScrapeOutcome:
     requests: int = 0
     provider_facts: dict[str, Any] | None = None
     min_row_ratio: float | None = None  # the source's own row-drop threshold (ANOMALY_MIN_ROW_RATIO)
+    interrupted: bool = False  # the refresh was stopped (SIGTERM/SIGINT) before this provider's merge
 
 
 @dataclass
@@ -670,6 +712,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                 "insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
                 {"run": run_id, "now": now})
             con.unregister("_q")
+        if outcome.interrupted:
+            report.state = "interrupted"
         _insert_run(con, outcome, report, refresh_id, run_id)
         con.execute("commit")
     except Exception as err:

@@ -2,7 +2,7 @@
 
 - a refresh killed with SIGKILL inside its merge transaction;
 - two refreshes started at once;
-- `gpuledger sql` readers in a loop while a refresh writes;
+- `gpuledger sql` readers in a loop, and a held read-only connection, while a refresh writes;
 - a full disk (RLIMIT_FSIZE in the child) for a refresh and for an export, and an export
   directory that cannot be created.
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import psutil
 import pytest
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
@@ -156,12 +157,14 @@ def test_refresh_killed_mid_merge_leaves_the_previous_state(prefect_api: str, tm
     try:
         holder = wait_for(hold / "merging", proc)
         assert holder == f"{proc.pid} lambda"  # the CLI process itself, inside lambda's merge
+        children = psutil.Process(proc.pid).children(recursive=True)  # its watchdog, at least
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == -signal.SIGKILL
+    assert children and not psutil.wait_procs(children, timeout=10)[1]  # no process left behind
     assert_check_passes(db)  # opens (WAL replayed) and passes every integrity check
     assert dump(db) == before  # offers, history, runs, quarantine: byte for byte the state before
     # The lock died with the process: the next refresh runs, and only now does the change land.
@@ -180,6 +183,44 @@ def lambda_prices(db: Path) -> dict[str, float]:
                                 "where provider = 'lambda'").fetchall())
     finally:
         con.close()
+
+
+# -- SIGTERM inside the write window -------------------------------------------------------------
+
+def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: str, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    seed(db)
+    old_runpod, old_lambda = dump(db)["offers"], lambda_prices(db)
+    recordings = raised_prices(tmp_path)
+    hold = tmp_path / "hold"
+    proc = start_held_refresh(db, recordings, hold, prefect_api)
+    try:
+        wait_for(hold / "merging", proc)  # inside lambda's merge transaction, runpod's not started
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(0.5)
+        (hold / "release").touch()
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    message = " ".join(err.split("error: ")[-1].split())
+    kept = Path(str(db) + ".pending")
+    assert message.startswith("refresh interrupted by SIGTERM in the write window: 1 providers merged, "
+                              "1 recorded as interrupted, the fetched results of 1 kept in "), message
+    con = duckdb.connect(str(db), read_only=True)
+    runs = con.execute("select provider, state, error from scrape_runs where refresh_id <> 'seed' "
+                       "order by provider").fetchall()
+    runpod = con.execute("select * from offers where provider = 'runpod' order by all").fetchall()
+    con.close()
+    # lambda's transaction, in progress at the signal, committed; runpod's merge never started.
+    assert [r[:2] for r in runs] == [("lambda", "ok"), ("runpod", "interrupted")]
+    assert runs[1][2].startswith("interrupted by SIGTERM before its merge")
+    assert runpod == [r for r in old_runpod if r[0] == "runpod"] and runpod
+    assert lambda_prices(db) == {k: round(v * 110) / 100 for k, v in old_lambda.items()}
+    saved = json.loads(next(kept.glob("*.json")).read_text())
+    assert [o["provider"] for o in saved["outcomes"]] == ["runpod"] and saved["write_error"] == "interrupted by SIGTERM"
+    assert_check_passes(db)
 
 
 # -- two refreshes at once ---------------------------------------------------------------------
@@ -240,19 +281,22 @@ def test_readers_never_fail_and_see_committed_states_during_a_refresh(prefect_ap
     proc = start_held_refresh(db, recordings, hold, prefect_api)
     try:
         wait_for(hold / "merging", proc)
-        # A reader started inside the write window (the writer holds DuckDB's file lock): it must
-        # wait the window out, not fail, and then see the committed state.
-        inside = subprocess.Popen(cli_cmd("sql", STATE_QUERY, "--db", str(db), "--format", "json"), env=cli_env(None),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.5)
-        assert inside.poll() is None  # still waiting: the window is open
+        # A reader started inside the write window: the refresh writes its working copy, so the
+        # reader answers at once, with the snapshot published before the window.
+        inside = subprocess.run(cli_cmd("sql", STATE_QUERY, "--db", str(db), "--format", "json"),
+                                env=cli_env(None), capture_output=True, text=True, timeout=120)
+        # A notebook's read-only connection, held from inside the window through its end.
+        notebook = duckdb.connect(str(db), read_only=True)
         (hold / "release").touch()
-        inside_out, inside_err = inside.communicate(timeout=120)
         out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err[-2000:]
+    # The notebook keeps its snapshot until it reconnects (closed first: DuckDB gives a process's
+    # later connections to the path the instance its open one holds).
+    assert notebook.execute(STATE_QUERY).fetchall()[0] == s0
+    notebook.close()
     n_after = len(seen)
     while len(seen) < n_after + 2:
         time.sleep(0.05)
@@ -266,8 +310,8 @@ def test_readers_never_fail_and_see_committed_states_during_a_refresh(prefect_ap
     states = [tuple(json.loads(o)[0].values()) for _, _, _, o, _ in seen]
     assert set(states) <= {s0, s1}, states  # never a half-written state
     assert s0 in states and s1 in states
-    assert inside.returncode == 0, inside_err
-    assert tuple(json.loads(inside_out)[0].values()) == s1
+    assert inside.returncode == 0, inside.stderr
+    assert tuple(json.loads(inside.stdout)[0].values()) == s0
 
 
 # -- a full disk, an export directory that cannot be made -------------------------------------------

@@ -1,0 +1,68 @@
+"""Stopping a refresh as a whole on SIGTERM or SIGINT.
+
+While providers are fetched, a signal stops the refresh at once (RefreshInterrupted is raised
+in the main thread). Inside the write window it is only noted: the provider merge in progress
+finishes its transaction, no later merge starts, every provider not merged is recorded as
+`interrupted` in scrape_runs, and their fetched results stay on disk for the next refresh
+(warehouse.pending). A second signal in the window is noted the same way: a merge is never
+cut in half by the handler.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class RefreshInterrupted(Exception):
+    """The refresh was stopped by a signal; `signum` says which."""
+
+    def __init__(self, signum: int, during: str) -> None:
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        super().__init__(f"refresh interrupted by {self.name} {during}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+
+class Stopper:
+    """What the signal handlers set, and what the write window asks between merges."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.in_window = False
+
+    def requested(self) -> int | None:
+        return self.signum
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if not self.in_window:
+            raise RefreshInterrupted(signum, "while fetching")
+
+
+NEVER = Stopper()  # for callers without signal handling (a refresh off the main thread)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[Stopper]:
+    """Install the handlers for the block (only the main thread can); restore them after."""
+    stopper = Stopper()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopper
+        return
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, stopper._handle)
+    try:
+        yield stopper
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,0 +1,154 @@
+"""Fetched results waiting to be merged: nothing a refresh fetched is thrown away.
+
+A refresh saves every provider's outcome (the parsed records, quarantined ones, notes, errors)
+to `<db>.pending/<refresh_id>.json` before its write window opens, and removes the file once
+the window is published. If the write cannot happen (a full disk, a read-only folder, a crash)
+the file stays, with the reason (`write_error`) when there was one; the next refresh, or
+`gpuledger refresh --resume`, merges it before its own results, older first, and `status`
+lists it meanwhile. A saved outcome older than what the warehouse already holds for its
+provider is not merged over it (it would set prices back): its run is recorded as failed
+with the reason instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+from gpuledger.warehouse.records import Batch, Quarantined, RECORD_TYPES
+from gpuledger.warehouse.store import ScrapeOutcome
+
+FORMAT = 1
+_KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
+
+
+@dataclass
+class PendingRefresh:
+    """One refresh's saved outcomes."""
+
+    path: Path
+    refresh_id: str
+    saved_at: datetime
+    outcomes: list[ScrapeOutcome] = field(default_factory=list)
+    write_error: str | None = None
+
+    @property
+    def providers(self) -> list[str]:
+        return [o.provider for o in self.outcomes]
+
+
+def pending_dir(db: Path) -> Path:
+    return Path(str(db) + ".pending")
+
+
+def _batch_doc(batch: Batch) -> dict[str, Any]:
+    doc: dict[str, Any] = {name: [r.model_dump(mode="json") for r in getattr(batch, name)] for name in _KINDS}
+    doc["quarantined"] = [q.model_dump(mode="json") for q in batch.quarantined]
+    doc["notes"] = list(batch.notes)
+    return doc
+
+
+def _batch(provider: str, doc: dict[str, Any]) -> Batch:
+    batch = Batch(provider)
+    for name, kind in _KINDS.items():
+        setattr(batch, name, [RECORD_TYPES[kind].model_validate(r) for r in doc[name]])
+    batch.quarantined = [Quarantined.model_validate(q) for q in doc["quarantined"]]
+    batch.notes = list(doc["notes"])
+    return batch
+
+
+def _outcome_doc(o: ScrapeOutcome) -> dict[str, Any]:
+    return {"provider": o.provider, "mode": o.mode, "started_at": o.started_at.isoformat(),
+            "finished_at": o.finished_at.isoformat(), "error": o.error, "requests": o.requests,
+            "provider_facts": o.provider_facts, "min_row_ratio": o.min_row_ratio,
+            "batch": _batch_doc(o.batch) if o.batch is not None else None}
+
+
+def _outcome(doc: dict[str, Any]) -> ScrapeOutcome:
+    return ScrapeOutcome(
+        provider=doc["provider"], mode=doc["mode"], started_at=datetime.fromisoformat(doc["started_at"]),
+        finished_at=datetime.fromisoformat(doc["finished_at"]), error=doc["error"], requests=doc["requests"],
+        provider_facts=doc["provider_facts"], min_row_ratio=doc["min_row_ratio"],
+        batch=_batch(doc["provider"], doc["batch"]) if doc["batch"] is not None else None)
+
+
+def _write_atomically(path: Path, doc: dict[str, Any]) -> None:
+    part = path.with_name(path.name + ".part")
+    try:
+        with open(part, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+
+
+def save(db: Path, refresh_id: str, saved_at: datetime, outcomes: Sequence[ScrapeOutcome]) -> Path:
+    """Keep a refresh's outcomes on disk until its write window is published; raises OSError."""
+    folder = pending_dir(db)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{refresh_id}.json"
+    _write_atomically(path, {"format": FORMAT, "refresh_id": refresh_id, "saved_at": saved_at.isoformat(),
+                             "write_error": None, "outcomes": [_outcome_doc(o) for o in outcomes]})
+    return path
+
+
+def record_write_error(path: Path, error: str) -> None:
+    """Say in the saved file why its write window failed (shown by `status`, noted on resume)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["write_error"] = error
+    _write_atomically(path, doc)
+
+
+def done(path: Path) -> None:
+    """The outcomes are in the published warehouse: forget them."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+class PendingError(Exception):
+    """A saved file cannot be read; the message names it."""
+
+
+def load(path: Path) -> PendingRefresh:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT}")
+        return PendingRefresh(path, doc["refresh_id"], datetime.fromisoformat(doc["saved_at"]),
+                              [_outcome(o) for o in doc["outcomes"]], doc.get("write_error"))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise PendingError(f"cannot read the saved refresh {path}: {type(err).__name__}: {err}") from err
+
+
+def waiting(db: Path) -> list[PendingRefresh]:
+    """The saved refreshes of this warehouse, oldest first."""
+    folder = pending_dir(db)
+    if not folder.is_dir():
+        return []
+    return sorted((load(p) for p in folder.glob("*.json")), key=lambda p: p.saved_at)
+
+
+def resumed_outcome(o: ScrapeOutcome, saved: PendingRefresh, last_ok: datetime | None) -> ScrapeOutcome:
+    """A saved outcome as it is merged now: what happened to it noted on its run; refused when
+    the warehouse already holds a newer successful scrape of its provider (`last_ok`)."""
+    why = f"fetched by {saved.refresh_id}"
+    if saved.write_error:
+        why += f", whose write failed ({saved.write_error})"
+    if last_ok is not None and last_ok >= o.started_at:
+        return ScrapeOutcome(o.provider, o.mode, o.started_at, o.finished_at, requests=o.requests,
+                             error=f"not merged: {why}; the warehouse already holds a later scrape "
+                                   f"(finished {last_ok.isoformat(timespec='seconds')})")
+    if o.batch is not None:
+        o.batch.notes.append(f"resumed: {why}; merged later")
+    elif o.error:
+        o.error = f"{o.error} (resumed: {why})"
+    return o
