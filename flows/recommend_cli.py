@@ -20,7 +20,9 @@ from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
 from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIONS
 from gpuledger.warehouse.recommender.models_catalog import UnknownModelError
-from gpuledger.warehouse.recommender.recommend import Candidate, Recommendation, RecommendRequest, recommend
+from gpuledger.warehouse.recommender.recommend import (
+    Candidate, Recommendation, RecommendRequest, UnknownProviderError, recommend,
+)
 from gpuledger.warehouse.store import WarehouseError, open_reader
 from gpuledger.warehouse.settings import env_name
 
@@ -117,6 +119,8 @@ def recommend_command(
     max_gpus: int = typer.Option(8, "--max-gpus", help="At most this many GPUs per plan."),
     max_nodes: int = typer.Option(1, "--max-nodes", help="Allow sharded plans over this many nodes (RDMA fabric)."),
     shard_lora: bool = typer.Option(False, "--shard-lora", help="Allow FSDP-sharded LoRA/QLoRA across a node."),
+    include_unavailable: bool = typer.Option(False, "--include-unavailable", help="Keep offers the source reports "
+                                             "without capacity (flagged)."),
     headroom: float = typer.Option(0.05, "--headroom", help="Fraction of GPU memory left free."),
     dataset_gb: float = typer.Option(1.0, "--dataset-gb", help="Training data kept on disk, GB."),
     top: int = typer.Option(10, "--top", help="Show this many candidates."),
@@ -148,6 +152,7 @@ def recommend_command(
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
             gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, spot=spot, region=region,
             providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
+            include_unavailable=include_unavailable,
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, top=top,
             per_instance=not all_locations)
     except (UnknownModelError, ValueError) as e:
@@ -160,6 +165,9 @@ def recommend_command(
         raise typer.Exit(2) from None
     try:
         rec = recommend(con, request)
+    except UnknownProviderError as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2) from None
     finally:
         con.close()
     if as_json:

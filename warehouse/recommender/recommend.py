@@ -15,7 +15,7 @@ Formulas and assumptions: docs/recommender.md. Everything here only reads.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
@@ -27,6 +27,15 @@ from gpuledger.warehouse.recommender.macros import install_macros, macros_curren
 
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
+# Limits past which a request is a typo, not a fine-tuning job: a run longer than a year, more runs
+# than anyone schedules, or more tokens than Llama 3 was pretrained on (15T).
+MAX_HOURS = 8760.0
+MAX_RUNS = 10_000
+MAX_TOKENS = 15e12
+
+
+class UnknownProviderError(ValueError):
+    """A --provider names no provider the warehouse knows; the message lists the known ones."""
 
 
 # -- request and results ------------------------------------------------------------
@@ -53,6 +62,7 @@ class RecommendRequest:
     max_gpus: int = 8  # GPUs per plan (all nodes together)
     max_nodes: int = 1  # > 1 allows multi-node sharded plans (needs an RDMA fabric)
     shard_lora: bool = False  # allow FSDP-sharded LoRA/QLoRA across the GPUs of a node
+    include_unavailable: bool = False  # keep offers the source reports without capacity (flagged)
     max_age_hours: float = DEFAULT_MAX_AGE_HOURS  # a provider's last successful scrape must be this recent
     headroom: float = DEFAULT_HEADROOM  # fraction of GPU memory left free
     dataset_gb: float = 1.0  # training data kept on disk
@@ -65,7 +75,9 @@ class RecommendRequest:
     def __post_init__(self) -> None:
         checks = [
             (self.hours > 0 and math.isfinite(self.hours), f"hours must be positive, got {self.hours}"),
+            (self.hours <= MAX_HOURS, f"hours must be at most {MAX_HOURS:g} (a year) per run, got {self.hours:g}"),
             (self.runs >= 1, f"runs must be at least 1, got {self.runs}"),
+            (self.runs <= MAX_RUNS, f"runs must be at most {MAX_RUNS}, got {self.runs}"),
             (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
             (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
             (self.max_age_hours > 0, f"max_age_hours must be positive, got {self.max_age_hours}"),
@@ -261,12 +273,12 @@ def _fits_call(i: int) -> str:
     """One `fits` call for plan i: its need, GPU and node counts are $need_i, $gpus_i, $nodes_i; the
     request's own arguments come from _fits_params."""
     return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
-            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of)")
+            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of, include_unavailable := $unavailable)")
 
 
 def _fits_params(request: RecommendRequest) -> dict[str, Any]:
     return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
-            "precision": request.precision, "as_of": request.as_of}
+            "precision": request.precision, "as_of": request.as_of, "unavailable": request.include_unavailable}
 
 
 # The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
@@ -281,7 +293,7 @@ _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, no
 _WIDE = ", ".join(f"h.{c}" for c in (
     "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_count", "gpu_variant_exact",
     "gpu_architecture", "plan", "gpus_used", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
-    "interconnect", "price_per_gpu_hour", "available", "billing_source"))
+    "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
@@ -393,11 +405,11 @@ def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
 def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> tuple[float, str] | None:
     """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
     where, args = _filters(request)
-    args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
-                precision=request.precision, as_of=request.as_of, max_gpus=request.max_gpus)
+    args.update(_fits_params(request), max_gpus=request.max_gpus)
     rows = con.execute(
         "select memory_gb_per_gpu, gpu_model from fits(0.0, spot := $spot, max_age_hours := $max_age, "
-        f"headroom := $headroom, train_precision := $precision, as_of := $as_of) where {where} "
+        f"headroom := $headroom, train_precision := $precision, as_of := $as_of, "
+        f"include_unavailable := $unavailable) where {where} "
         "and gpu_count <= $max_gpus order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
     return (rows[0][0], rows[0][1]) if rows else None
 
@@ -449,7 +461,9 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
     if not row["gpu_variant_exact"]:
         flags.append(f"the source named only the GPU family; {gpu} is the likeliest variant")
     if row["available"] is False:
-        flags.append("the source reports no capacity right now")
+        flags.append("the source reports no capacity right now (kept by --include-unavailable)")
+    if row["link_note"]:
+        flags.append(row["link_note"])
     if row["billing_source"] == "assumed":
         flags.append("no billing increment known; per-hour billing assumed")
     if row["gpu_count"] < 1:
@@ -461,6 +475,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     """Rank the current offers that fit `request`, by the effective cost of the whole job."""
     if not macros_current(con):
         install_macros(con)
+    check_providers(con, request)
     setup = request.setup()
     single, plans = _plans(con, request, setup)
     offers_per_provider = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
@@ -516,9 +531,80 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                           offers_per_provider=offers_per_provider)
 
 
+def known_providers(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every provider the warehouse knows: in the providers table, with offers, or with scrape runs."""
+    return [p for (p,) in con.execute(
+        "select provider from providers union select provider from offers union select provider from scrape_runs "
+        "order by 1").fetchall()]
+
+
+def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> None:
+    """Refuse a --provider the warehouse does not know (names are the warehouse's, e.g. 'aws')."""
+    if not request.providers:
+        return
+    known = known_providers(con)
+    for p in request.providers:
+        if p not in known:
+            raise UnknownProviderError(f"unknown provider {p}; known: {', '.join(known)}")
+
+
+def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any]]]:
+    """(the options as typed, the request fields they set) of single changes worth trying when
+    nothing fits, most specific first."""
+    r, out = request, []
+    shardable = r.method == "full" or r.shard_lora
+    if r.method != "full" and not r.shard_lora:
+        out.append(("--shard-lora", {"shard_lora": True}))
+    if shardable or r.method != "full":
+        extra = {} if shardable else {"shard_lora": True}
+        flag = "" if shardable else "--shard-lora "
+        if r.max_gpus < 8:
+            out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
+        if r.max_nodes == 1:
+            out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
+    if r.method == "full" and r.optimizer == "adamw":
+        out.append(("--optimizer adamw8bit", {"optimizer": "adamw8bit"}))
+    for method in ("lora", "qlora"):
+        if (r.method, method) in (("full", "lora"), ("full", "qlora"), ("lora", "qlora")):
+            out.append((f"--method {method}", {"method": method}))
+            out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
+    if not r.spot:
+        out.append(("--spot", {"spot": True}))
+    if not r.include_unavailable:
+        out.append(("--include-unavailable", {"include_unavailable": True}))
+    if r.region:
+        out.append(("no --region", {"region": None}))
+    if r.providers:
+        out.append(("no --provider", {"providers": ()}))
+    if not r.gradient_checkpointing:
+        out.append(("--grad-ckpt", {"gradient_checkpointing": True}))
+    if r.micro_batch > 1:
+        out.append(("--micro-batch 1", {"micro_batch": 1}))
+    if r.seq_len > 512:
+        out.append((f"--seq-len {r.seq_len // 2}", {"seq_len": r.seq_len // 2}))
+    return out
+
+
+def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[str]:
+    """The single changes of options (from _option_variants) under which some offer fits, each
+    checked against the warehouse; a change implied by one already listed is left out."""
+    found: list[str] = []
+    for flags, changes in _option_variants(request):
+        if any(flags.startswith(f + " ") for f in found):
+            continue  # "--method qlora" fits: "--method qlora --shard-lora" adds nothing
+        if "--max-nodes" in flags and any("--max-gpus" in f for f in found):
+            continue  # more GPUs on one node fit already: a second node is not the fix
+        variant = replace(request, **changes, top=1)
+        _, plans = _plans(con, variant, variant.setup())
+        if _ranked(con, variant, plans)[0]:
+            found.append(flags)
+    return found
+
+
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
                          sharded: dict[int, MemoryEstimate], fresh: list[ProviderFreshness]) -> str:
-    """One sentence on why no offer fits, with the largest memory that was on offer."""
+    """One sentence on why no offer fits, with the largest memory that was on offer and the options
+    that would make something fit (each checked against the offers)."""
     if not fresh:
         return "nothing fits: no provider has a successful scrape within " \
                f"{request.max_age_hours:g} h (run `gpuledger refresh`, or raise --max-age-hours)"
@@ -530,23 +616,7 @@ def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendReque
     if sharded:
         g, e = max(sharded.items())
         parts.append(f"sharded over {g} GPUs it needs {e.per_gpu_gb:.1f} GiB per GPU on an NVLink/NVSwitch node")
-    hints = []
-    if request.method == "full":
-        hints.append("--method lora or qlora")
-        if request.optimizer == "adamw":
-            hints.append("--optimizer adamw8bit")
-    elif request.method == "lora":
-        hints.append("--method qlora")
-    if request.region or request.providers:
-        hints.append("a wider --region / no --provider")
-    if not request.spot:
-        hints.append("--spot")
-    if request.method == "full" and request.max_nodes == 1:
-        hints.append("--max-nodes 2 (and --max-gpus 16)")
-    if not request.gradient_checkpointing:
-        hints.append("--grad-ckpt")
-    if request.micro_batch > 1:
-        hints.append("--micro-batch 1")
-    if request.seq_len > 512:
-        hints.append("a shorter --seq-len")
-    return "; ".join(parts) + ". Try " + ", ".join(hints) + "."
+    options = options_that_fit(con, request)
+    if not options:
+        return "; ".join(parts) + ". No single change of options makes it fit on the current offers."
+    return "; ".join(parts) + ". It would fit with " + ", or ".join(f"`{o}`" for o in options) + "."

@@ -16,11 +16,31 @@ create or replace macro billed_seconds(duration_s, granularity_s, minimum_s) as
     ceil(round(greatest(duration_s, coalesce(minimum_s, 0)) / greatest(coalesce(granularity_s, 3600), 1), 9))
     * greatest(coalesce(granularity_s, 3600), 1);
 
--- True for an intra-node GPU link fast enough for sharded (ZeRO-3/FSDP) full
--- fine-tuning: NVSwitch or NVLink (incl. 'NVLink bridge', 'NVLink (NVL72)').
--- PCIe, Infinity Fabric and unknown (NULL) links are not counted as fast.
+-- True when a source's interconnect text claims NVSwitch or NVLink (incl.
+-- 'NVLink bridge', 'NVLink (NVL72)'). PCIe, Infinity Fabric and unknown (NULL)
+-- links do not. A claim alone does not make a node fast: node_link_ok checks it
+-- against the card.
 create or replace macro is_fast_interconnect(interconnect) as
     coalesce(interconnect ilike 'nvswitch%' or interconnect ilike 'nvlink%', false);
+
+-- What the card can do, from gpu_models: 'node' when its NVLink reaches every GPU of
+-- the node (SXM and superchip parts, on NVLink/NVSwitch baseboards), 'pairs' when
+-- NVLink exists only as a bridge between two PCIe cards (A100/H100 PCIe, A40,
+-- RTX A6000, RTX 3090), 'none' otherwise (GeForce RTX 4090/5090 have no NVLink;
+-- an SLI bridge is not NVLink).
+create or replace macro card_nvlink_reach(vendor, card_nvlink, form_factor) as
+    case when vendor = 'NVIDIA' and card_nvlink ilike 'nvlink%'
+              and (form_factor ilike 'sxm%' or form_factor = 'Superchip') then 'node'
+         when vendor = 'NVIDIA' and (card_nvlink ilike 'bridge%' or card_nvlink ilike 'nvlink%') then 'pairs'
+         else 'none' end;
+
+-- True when a node's GPUs are joined well enough for sharded (ZeRO-3/FSDP) training:
+-- the source claims NVLink/NVSwitch AND the card supports it across the node's GPUs
+-- (all of them for 'node' cards, exactly two for bridged 'pairs').
+create or replace macro node_link_ok(interconnect, gpu_count, vendor, card_nvlink, form_factor) as
+    is_fast_interconnect(interconnect)
+    and case card_nvlink_reach(vendor, card_nvlink, form_factor)
+            when 'node' then true when 'pairs' then gpu_count = 2 else false end;
 
 -- Every current offer with what matching and costing derive from the
 -- reference tables, whatever the request and the providers' freshness:
@@ -28,7 +48,8 @@ create or replace macro is_fast_interconnect(interconnect) as
 --                      marketed figure; when a source gave none, the marketed
 --                      figure read as decimal GB (x 10^9 / 2^30), flagged
 --                      memory_source = 'nominal'
---   fast_interconnect  is_fast_interconnect(interconnect)
+--   fast_interconnect  node_link_ok: the source's claim checked against the card
+--   link_note          why a claimed NVLink/NVSwitch was not counted (NULL otherwise)
 --   gpu_bf16, gpu_architecture, gpu_segment  from gpu_models (precision_ok)
 --   granularity_s, minimum_s, billing_source  the offer's billing increment
 --                      and minimum charge, else the provider's, else per hour
@@ -40,7 +61,14 @@ create or replace macro offer_facts() as table
                     coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
                as memory_gb_per_gpu,
            case when o.gpu_memory_gb is not null then 'reported' else 'nominal' end as memory_source,
-           is_fast_interconnect(o.interconnect) as fast_interconnect,
+           node_link_ok(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor) as fast_interconnect,
+           case when o.gpu_count > 1 and is_fast_interconnect(o.interconnect)
+                     and not node_link_ok(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor)
+                then 'the source says ' || o.interconnect || '; ' || o.gpu_model ||
+                     case card_nvlink_reach(g.vendor, g.nvlink, g.form_factor)
+                         when 'pairs' then ' joins only pairs by an NVLink bridge: counted as PCIe between pairs'
+                         else ' has no NVLink: counted as PCIe' end
+           end as link_note,
            g.bf16 as gpu_bf16,
            g.architecture as gpu_architecture,
            g.segment as gpu_segment,
@@ -89,6 +117,8 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --                  (nodes > 1 needs an RDMA fabric: multinode_fabric)
 --   spot           false: on-demand only; true: spot / low_priority / interruptible
 --                  too, flagged by the `interruptible` column, never unmarked
+--   include_unavailable  false: offers the source reports without capacity
+--                  (available = false) are left out; true: kept (the column says so)
 --   max_age_hours  freshness limit on the provider's last successful scrape (NULL: the
 --                  default, warehouse.freshness.DEFAULT_MAX_AGE_HOURS)
 --   headroom       fraction of each GPU's memory left free (allocator
@@ -104,7 +134,8 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --   from fits(46.2, spot := true) where region like 'us-%' order by price_per_hour limit 10;
 --   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
 create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := NULL, headroom := 0.05,
-                             train_precision := 'bf16', nodes := 1, as_of := NULL) as table
+                             train_precision := 'bf16', nodes := 1, as_of := NULL,
+                             include_unavailable := false) as table
     select o.*,
            f.last_ok as provider_last_ok,
            precision_ok(train_precision, o.gpu_bf16, o.gpu_architecture) as precision_supported,
@@ -117,5 +148,6 @@ create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours :=
     from offer_facts() o
     join fresh_providers(max_age_hours := max_age_hours, as_of := as_of) f on f.provider = o.provider
     where (spot or o.purchase_option = 'on_demand')
+      and (include_unavailable or coalesce(o.available, true))
       and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect, o.multinode_fabric,
                  vram_gb, gpus, nodes, headroom);
