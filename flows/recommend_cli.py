@@ -30,7 +30,9 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
-def _money(x: float) -> str:
+def _money(x: float | None) -> str:
+    if x is None:
+        return "?"
     return f"{x:,.2f}" if x >= 0.005 or x == 0 else f"{x:.4f}"
 
 
@@ -69,9 +71,12 @@ def _print(rec: Recommendation) -> None:
     for line in _estimate_lines(rec):
         out.print(line, highlight=False)
     req = rec.request
-    t = Table(title=f"{req.runs} run(s) x {req.hours:g} h, cheapest first", title_justify="left")
+    size = (f"{req.job_tokens:,.0f} tokens" if req.job_tokens is not None else f"{req.hours:g} h")
+    order = "fastest first" if req.by == "time" else "cheapest first"
+    t = Table(title=f"{req.runs} run(s) x {size}, {order}", title_justify="left")
     for col, right in (("#", True), ("provider", False), ("region", False), ("instance", False),
                        ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
+                       ("tokens/s", True), ("h/run", True),
                        ("compute $", True), ("storage $", True), ("egress $", True), ("total $", True),
                        ("notes", False)):
         t.add_column(col, justify="right" if right else "left", no_wrap=col not in ("notes", "instance"))
@@ -85,7 +90,10 @@ def _print(rec: Recommendation) -> None:
         t.add_row(str(c.rank), c.provider, where, c.instance_type, _purchase(c), _gpus(c),
                   f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}",
                   c.plan if c.plan == "single" else f"sharded x{c.gpus_used:g}",
-                  _money(c.price_per_hour * c.nodes), _money(c.cost.compute_usd), _money(c.cost.storage_usd),
+                  _money(c.price_per_hour * c.nodes),
+                  f"{c.tokens_per_s:,.0f}" if c.tokens_per_s is not None else "?",
+                  f"{c.hours_per_run:,.2f}" if c.hours_per_run is not None else "?",
+                  _money(c.cost.compute_usd), _money(c.cost.storage_usd),
                   _money(c.cost.egress_usd), f"[bold]{_money(c.cost.total_usd)}[/bold]",
                   tier + (" ".join(f"[{m}]" for m in marks)))
     out.print(t)
@@ -111,8 +119,18 @@ def recommend_command(
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
     grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
-    hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run."),
+    hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run, when no job size is given."),
     runs: int = typer.Option(1, "--runs", help="Number of runs (experiments)."),
+    tokens: Optional[float] = typer.Option(None, "--tokens", help="Training tokens per run (50e6): each offer's "
+                                           "hours then come from the time model."),
+    dataset_tokens: Optional[float] = typer.Option(None, "--dataset-tokens", help="Tokens in the dataset; "
+                                                   "x --epochs per run."),
+    examples: Optional[int] = typer.Option(None, "--examples", help="Training examples; x --seq-len x --epochs "
+                                           "per run."),
+    epochs: float = typer.Option(1.0, "--epochs", help="Passes over --dataset-tokens or --examples."),
+    by: str = typer.Option("cost", "--by", help="Rank by cost (cheapest whole job) or time (fastest)."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Only jobs costing at most this many USD "
+                                           "(with --by time: the fastest under it)."),
     spot: bool = typer.Option(False, "--spot", help="Also consider spot / interruptible offers (marked)."),
     region: Optional[str] = typer.Option(None, "--region", help="Region prefix (us-), or a LIKE pattern (%us%)."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
@@ -142,6 +160,8 @@ def recommend_command(
     \b
     Examples:
       gpuledger recommend --model llama-3-8b --method qlora
+      gpuledger recommend --model llama-3-8b --method lora --tokens 50e6
+      gpuledger recommend --model llama-3-70b --method lora --tokens 20e6 --by time --budget 500
       gpuledger recommend --model llama-3-70b --method qlora --hours 6 --runs 10 --spot
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
@@ -150,7 +170,8 @@ def recommend_command(
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
-            gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, spot=spot, region=region,
+            gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, tokens=tokens, dataset_tokens=dataset_tokens,
+            examples=examples, epochs=epochs, by=by, budget=budget, spot=spot, region=region,
             providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
             include_unavailable=include_unavailable,
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, top=top,

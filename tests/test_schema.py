@@ -85,14 +85,14 @@ def test_export_columns_are_the_tables_without_the_row_fingerprint() -> None:
 
 def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None:
     new = duckdb.connect()
-    assert migrate(new) == [1, 2, 3]
+    assert migrate(new) == [1, 2, 3, 8]
     old = duckdb.connect()
     old.execute(V1_SQL.read_text())
     v1_offers = [c for c in layout(old)[0] if c[0] == "offers"]
     old.execute("create table schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
                 "applied_at TIMESTAMPTZ NOT NULL)")
     old.execute("insert into schema_migrations values (1, 'initial schema', now())")
-    assert migrate(old) == [2, 3]
+    assert migrate(old) == [2, 3, 8]
     assert layout(new) == layout(old)
     # version 3 put operated_by after provider_data in both offer tables, and changed nothing else
     new_offers = [c for c in layout(new)[0] if c[0] == "offers"]
@@ -107,7 +107,7 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
                       ("offers", "CHECK", "(price_per_gpu_hour > 0)", "[price_per_gpu_hour]")]
     assert ("providers", "PRIMARY KEY", None, "[provider]") in layout(new)[1]
     # offers 34 + 4, history 34 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs
-    assert len(layout(new)[0]) == 38 + 39 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 15 + 6 == 190
+    assert len(layout(new)[0]) == 38 + 39 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 18 + 6 == 193
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)
@@ -118,8 +118,8 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     v1_warehouse(db)
     con = open_writer(db)
     try:
-        assert current_version(con) == SCHEMA_VERSION == 3
-        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3]
+        assert current_version(con) == SCHEMA_VERSION == 8
+        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3, 8]
         # the macros the old release stored are gone: the recommender installs its own
         assert con.execute("select count(*) from duckdb_functions() where not internal and "
                            "function_type in ('macro', 'table_macro')").fetchall() == [(0,)]
@@ -136,7 +136,7 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     finally:
         close_writer(con)
     con = open_writer(db)  # once only
-    assert con.execute("select count(*) from schema_migrations").fetchall() == [(3,)]
+    assert con.execute("select count(*) from schema_migrations").fetchall() == [(4,)]
     close_writer(con)
 
 
@@ -167,8 +167,8 @@ def test_rows_upgraded_to_version_3_are_unchanged_when_their_source_sends_them_a
 def test_a_warehouse_newer_than_this_gpuledger_is_left_alone(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     migrate(con)
-    con.execute("insert into schema_migrations values (4, 'from the future', now())")
+    con.execute("insert into schema_migrations values (9, 'from the future', now())")
     assert migrate(con) == []
-    assert current_version(con) == 4
+    assert current_version(con) == 9
     (version_check,) = [r for r in run_checks(con) if r.name == "schema version"]
-    assert not version_check.ok and version_check.detail == "warehouse at version 4, this gpuledger expects 3"
+    assert not version_check.ok and version_check.detail == "warehouse at version 9, this gpuledger expects 8"

@@ -166,6 +166,10 @@ GPU_MODEL_COLUMNS = (
     Column("form_factor", "VARCHAR"),
     Column("segment", "VARCHAR", True),  # datacenter | workstation | consumer
     Column("source", "VARCHAR"),
+    # Dense (no sparsity) tensor peak for training: BF16, and FP16 (FP32 accumulate on GeForce).
+    Column("bf16_dense_tflops", "DOUBLE"),
+    Column("fp16_dense_tflops", "DOUBLE"),
+    Column("tensor_tflops_source", "VARCHAR"),
 )
 GPU_ALIAS_COLUMNS = (
     Column("provider", "VARCHAR", True),  # '*' for names every source uses
@@ -309,6 +313,16 @@ drop macro if exists gpuledger_macros_version;
         "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
         _with_operated_by("offers") + _with_operated_by("offer_history"),
+    ),
+    (
+        8,
+        "gpu_models: dense BF16/FP16 tensor TFLOPS and their source, for the recommender's time model",
+        # Reference data: the next sync from data/gpu_models.csv fills them.
+        """
+alter table gpu_models add column bf16_dense_tflops DOUBLE;
+alter table gpu_models add column fp16_dense_tflops DOUBLE;
+alter table gpu_models add column tensor_tflops_source VARCHAR;
+""",
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]

@@ -24,6 +24,7 @@ import duckdb
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
+from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, PCIE_GBS, step_work
 
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
@@ -54,8 +55,15 @@ class RecommendRequest:
     seq_len: int = 2048
     micro_batch: int = 1
     gradient_checkpointing: bool = True
-    hours: float = 6.0  # wall-clock hours per run, on the machine chosen
+    hours: float = 6.0  # wall-clock hours per run when no job size is given
     runs: int = 1  # how many such runs (experiments)
+    # The job size of one run, in training tokens (one of the three; None: cost --hours instead).
+    tokens: float | None = None
+    dataset_tokens: float | None = None  # times epochs
+    examples: int | None = None  # times seq_len times epochs
+    epochs: float = 1.0
+    by: str = "cost"  # cost: cheapest whole job first | time: fastest first
+    budget: float | None = None  # USD: only jobs costing at most this (with by="time": fastest under it)
     spot: bool = False  # also consider spot / low-priority / interruptible offers
     region: str | None = None  # region prefix ('us-'), or a LIKE pattern with % or _
     providers: tuple[str, ...] = ()  # only these providers (empty: all)
@@ -78,6 +86,17 @@ class RecommendRequest:
             (self.hours <= MAX_HOURS, f"hours must be at most {MAX_HOURS:g} (a year) per run, got {self.hours:g}"),
             (self.runs >= 1, f"runs must be at least 1, got {self.runs}"),
             (self.runs <= MAX_RUNS, f"runs must be at most {MAX_RUNS}, got {self.runs}"),
+            (sum(x is not None for x in (self.tokens, self.dataset_tokens, self.examples)) <= 1,
+             "give the job size once: tokens, dataset_tokens (x epochs) or examples (x seq_len x epochs)"),
+            (self.epochs > 0 and math.isfinite(self.epochs), f"epochs must be positive, got {self.epochs}"),
+            (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
+             f"the job must train at least one token, got {self.job_tokens}"),
+            (self.job_tokens is None or self.job_tokens <= MAX_TOKENS,
+             f"tokens must be at most {MAX_TOKENS:g} per run (more than Llama 3's pretraining), "
+             f"got {self.job_tokens:g}" if self.job_tokens is not None else ""),
+            (self.by in ("cost", "time"), f"by must be cost or time, got {self.by!r}"),
+            (self.budget is None or (self.budget > 0 and math.isfinite(self.budget)),
+             f"budget must be a positive amount of USD, got {self.budget}"),
             (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
             (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
             (self.max_age_hours > 0, f"max_age_hours must be positive, got {self.max_age_hours}"),
@@ -100,6 +119,17 @@ class RecommendRequest:
             gradient_checkpointing=self.gradient_checkpointing)
 
     @property
+    def job_tokens(self) -> float | None:
+        """Training tokens of one run, from whichever job size was given (None: none)."""
+        if self.tokens is not None:
+            return float(self.tokens)
+        if self.dataset_tokens is not None:
+            return float(self.dataset_tokens) * self.epochs
+        if self.examples is not None:
+            return float(self.examples) * self.seq_len * self.epochs
+        return None
+
+    @property
     def download_count(self) -> int:
         return self.runs if self.downloads is None else self.downloads
 
@@ -108,10 +138,10 @@ class RecommendRequest:
 class CostBreakdown:
     """What the job costs on one candidate, USD, by component."""
 
-    compute_usd: float
-    storage_usd: float
+    compute_usd: float | None  # None: the run's time is unknown (no tensor figure for the card)
+    storage_usd: float | None
     egress_usd: float
-    billed_seconds_per_run: float
+    billed_seconds_per_run: float | None
     granularity_s: int
     minimum_s: int
     billing_source: str  # offer | provider | assumed
@@ -123,7 +153,9 @@ class CostBreakdown:
     egress_source: str  # region | provider | none
 
     @property
-    def total_usd(self) -> float:
+    def total_usd(self) -> float | None:
+        if self.compute_usd is None or self.storage_usd is None:
+            return None
         return self.compute_usd + self.storage_usd + self.egress_usd
 
     def as_dict(self) -> dict[str, Any]:
@@ -153,12 +185,15 @@ class Candidate:
     memory_source: str  # reported | nominal
     usable_gb_per_gpu: float  # after headroom
     need_gb_per_gpu: float
-    interconnect: str | None
+    interconnect: str | None  # as the source states it
+    nvlink_counted: bool  # the node's NVLink/NVSwitch counts (node_link_ok: the claim checked against the card)
     precision_supported: bool
     slow_path: bool  # ranked after the others: no fast path for the precision (or QLoRA off CUDA)
     price_per_hour: float  # one node
     price_per_gpu_hour: float
     available: bool | None
+    tokens_per_s: float | None  # the time model's estimate for the whole plan (None: card figures unknown)
+    hours_per_run: float | None  # from the time model when a job size is given, else the request's hours
     cost: CostBreakdown
     flags: tuple[str, ...] = ()
     other_locations: int = 0  # same instance and purchase option elsewhere (not shown)
@@ -273,12 +308,14 @@ def _fits_call(i: int) -> str:
     """One `fits` call for plan i: its need, GPU and node counts are $need_i, $gpus_i, $nodes_i; the
     request's own arguments come from _fits_params."""
     return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
-            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of, include_unavailable := $unavailable)")
+            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of, include_unavailable := $unavailable, "
+            f"sharded_needs_nvlink := $needs_nvlink)")
 
 
 def _fits_params(request: RecommendRequest) -> dict[str, Any]:
     return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
-            "precision": request.precision, "as_of": request.as_of, "unavailable": request.include_unavailable}
+            "precision": request.precision, "as_of": request.as_of, "unavailable": request.include_unavailable,
+            "needs_nvlink": request.method == "full"}
 
 
 # The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
@@ -289,15 +326,17 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 # to one row per provider/instance type/purchase option when asked, and cut to the top N. The
 # ranking carries narrow rows; the wide columns are joined back for the top N only.
 _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
-           "granularity_s, minimum_s, precision_supported, gpu_vendor")
+           "granularity_s, minimum_s, precision_supported, gpu_vendor, gpu_count, plan, gpus_used, "
+           "gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink, fast_interconnect, network_gbps")
 _WIDE = ", ".join(f"h.{c}" for c in (
-    "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_count", "gpu_variant_exact",
-    "gpu_architecture", "plan", "gpus_used", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
+    "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_variant_exact",
+    "gpu_architecture", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
     "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
-_ORDER = "tier, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
+_ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
-with plans(plan_idx, need_gb, storage_gb, egress_gb) as (values {plan_values}),
+with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b, dequant_b, shard_b,
+           replica_b) as (values {plan_values}),
 hits as not materialized ({hits}),
 chosen as (select {narrow} from hits {first_plan_only}),
 storage_region as (
@@ -316,9 +355,36 @@ egress_region as (
     group by all),
 egress_provider as (
     select plan_idx, provider, max(usd) as usd from egress_region group by all),
-costed as (
+speeds as (
+    -- The time model (warehouse.recommender.throughput.tokens_per_second, the reference).
     select c.*, p.need_gb, p.storage_gb, p.egress_gb,
-           billed_seconds($hours * 3600.0, c.granularity_s, c.minimum_s) as billed_s,
+           case when peak is null or c.gpu_bandwidth_tbs is null then null
+                else running * p.tok_step / greatest(
+                    greatest(p.tok_step * p.flops_tok / (peak * 1e12 * p.util), p.wread_b / (c.gpu_bandwidth_tbs * 1e12))
+                        + p.dequant_b / (c.gpu_bandwidth_tbs * 1e12),
+                    case when c.plan = 'sharded'
+                              then p.shard_b / ((case when c.nodes > 1 then fabric else link end) * 1e9)
+                         when c.gpu_count >= 2
+                              then p.replica_b * (floor(c.gpu_count) - 1) / floor(c.gpu_count) / (link * 1e9)
+                         else 0 end)
+           end as tokens_per_s
+    from (select c.*,
+                 case $precision when 'bf16' then coalesce(c.gpu_bf16_tflops, c.gpu_fp16_tflops)
+                                 when 'fp16' then coalesce(c.gpu_fp16_tflops, c.gpu_bf16_tflops) end as peak,
+                 case when c.plan = 'sharded' then c.gpus_used when c.gpu_count >= 1 then floor(c.gpu_count)
+                      else c.gpu_count end as running,
+                 coalesce(case when c.fast_interconnect
+                               then try_cast(nullif(regexp_extract(c.gpu_nvlink, '([0-9.]+)\\s*GB/s', 1), '') as double) / 2
+                          end, {pcie_gbs}) as link,
+                 coalesce(c.network_gbps / 8.0 / greatest(c.gpu_count, 1), {fabric_gbs}) as fabric
+          from chosen c) c
+    join plans p on p.plan_idx = c.plan_idx),
+timed as (
+    select *, case when $job_tokens is null then $hours else $job_tokens / tokens_per_s / 3600.0 end as run_hours
+    from speeds),
+costed as (
+    select c.*,
+           billed_seconds(c.run_hours * 3600.0, c.granularity_s, c.minimum_s) as billed_s,
            coalesce(sr.storage_class, sp.storage_class) as storage_class,
            coalesce(sr.usd, sp.usd, 0.0) as storage_usd_per_gb_month,
            case when sr.usd is not null then 'region' when sp.usd is not null then 'provider'
@@ -326,21 +392,23 @@ costed as (
            coalesce(er.usd, ep.usd, 0.0) as egress_usd,
            case when er.usd is not null then 'region' when ep.usd is not null then 'provider'
                 else 'none' end as egress_source,
-           case when not c.precision_supported
+           case when c.run_hours is null then 2
+                when not c.precision_supported
                      or ($method = 'qlora' and coalesce(c.gpu_vendor, '') <> 'NVIDIA') then 1
                 else 0 end as tier
-    from chosen c
-    join plans p on p.plan_idx = c.plan_idx
+    from timed c
     left join storage_region sr on sr.provider = c.provider and sr.region = c.region
     left join storage_provider sp on sp.provider = c.provider
     left join egress_region er on er.plan_idx = c.plan_idx and er.provider = c.provider and er.region = c.region
     left join egress_provider ep on ep.plan_idx = c.plan_idx and ep.provider = c.provider),
 totals as (
-    select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
-    from (select *,
-                 $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
-                 storage_gb * storage_usd_per_gb_month * $storage_hours / {hours_per_month} as storage_usd
-          from costed)),
+    select *, case when $by = 'time' then round(run_hours, 9) else sort_total end as sort_key
+    from (select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
+          from (select *,
+                       $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
+                       storage_gb * storage_usd_per_gb_month * $runs * run_hours / {hours_per_month} as storage_usd
+                from costed))
+    where $budget is null or compute_usd + storage_usd + egress_usd <= $budget),
 {best}
 select best.*, {wide}
 from best join hits h using (plan_idx, {key})
@@ -350,14 +418,14 @@ order by {best_order}
 _FIRST_PLAN_ONLY = f"qualify row_number() over (partition by {_KEY} order by plan_idx) = 1"
 # Every place of an instance type and purchase option: the cheapest stands for them all.
 _BEST_PER_INSTANCE = """grouped as (
-    select arg_min(t, (t.tier, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
+    select arg_min(t, (t.tier, t.sort_key, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
            count(*) - 1 as other_locations,
            sum(count(*)) over () as considered
     from totals t
     group by t.provider, t.instance_type, t.purchase_option),
 best as (
     select unnest(pick), other_locations, considered from grouped
-    order by pick.tier, pick.sort_total, pick.price_per_hour, pick.provider, pick.region, pick.zone,
+    order by pick.tier, pick.sort_key, pick.sort_total, pick.price_per_hour, pick.provider, pick.region, pick.zone,
              pick.instance_type, pick.purchase_option
     limit $top)"""
 _BEST_EVERYWHERE = f"""best as (
@@ -375,21 +443,41 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
     hits, values = [], []
     for i, (gpus, nodes, est) in enumerate(plans):
         hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where}")
-        values.append(f"({i}, $need_{i}, $storage_gb_{i}, $egress_gb_{i})")
+        work = step_work(est, gpus)
+        names = ("need", "storage_gb", "egress_gb", "tok_step", "flops_tok", "util", "wread_b", "dequant_b",
+                 "shard_b", "replica_b")
+        values.append("(" + ", ".join([str(i)] + [f"${n}_{i}" for n in names]) + ")")
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
-                     f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est)})
+                     f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est),
+                     f"tok_step_{i}": work.tokens, f"flops_tok_{i}": work.flops_per_token,
+                     f"util_{i}": work.utilization, f"wread_b_{i}": work.weight_read_bytes,
+                     f"dequant_b_{i}": work.dequant_bytes, f"shard_b_{i}": work.shard_bytes,
+                     f"replica_b_{i}": work.replica_bytes})
     args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
-                storage_hours=request.hours * request.runs, method=request.method, top=request.top)
+                method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
+                budget=request.budget)
     sql = _COSTED_SQL.format(
         plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
         first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
-        hours_per_month=repr(HOURS_PER_MONTH),
+        hours_per_month=repr(HOURS_PER_MONTH), pcie_gbs=repr(PCIE_GBS), fabric_gbs=repr(FABRIC_GBS_ASSUMED),
         best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
         best_order=", ".join(f"best.{c.strip()}" for c in _ORDER.split(",")))
     rel = con.execute(sql, args)
     cols = [d[0] for d in rel.description]
     rows = [dict(zip(cols, r)) for r in rel.fetchall()]
     return rows, (int(rows[0]["considered"]) if rows else 0)
+
+
+def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
+              plans: list[tuple[int, int, MemoryEstimate]]) -> bool:
+    """Whether any offer fits one of the plans (the candidate set of _ranked, without costing it)."""
+    where, args = _filters(request)
+    args.update(_fits_params(request), max_gpus=request.max_gpus)
+    hits = []
+    for i, (gpus, nodes, est) in enumerate(plans):
+        hits.append(f"(select 1 from {_fits_call(i)} where gpu_count * nodes <= $max_gpus and {where} limit 1)")
+        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes})
+    return bool(con.execute(" union all ".join(hits) + " limit 1", args).fetchall())
 
 
 def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
@@ -409,7 +497,7 @@ def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest)
     rows = con.execute(
         "select memory_gb_per_gpu, gpu_model from fits(0.0, spot := $spot, max_age_hours := $max_age, "
         f"headroom := $headroom, train_precision := $precision, as_of := $as_of, "
-        f"include_unavailable := $unavailable) where {where} "
+        f"include_unavailable := $unavailable, sharded_needs_nvlink := $needs_nvlink) where {where} "
         "and gpu_count <= $max_gpus order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
     return (rows[0][0], rows[0][1]) if rows else None
 
@@ -491,7 +579,11 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             minimum_s=int(row["minimum_s"]), billing_source=row["billing_source"], storage_gb=row["storage_gb"],
             storage_class=row["storage_class"], storage_usd_per_gb_month=row["storage_usd_per_gb_month"],
             storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
-        flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put last
+        flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
+        if row["tokens_per_s"] is None:
+            flags.append(f"no dense tensor figure for {row['gpu_model']} at {request.precision}: "
+                         + ("time and cost unknown, ranked last" if request.job_tokens is not None
+                            else "speed unknown"))
         cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
         if s_src == "none":
             flags.append(f"no storage price for {row['provider']}: storage assumed free")
@@ -510,13 +602,21 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],
             memory_source=row["memory_source"], usable_gb_per_gpu=row["usable_gb_per_gpu"],
             need_gb_per_gpu=row["need_gb"], interconnect=row["interconnect"],
+            nvlink_counted=bool(row["fast_interconnect"]),
             precision_supported=bool(row["precision_supported"]), slow_path=tier > 0,
             price_per_hour=row["price_per_hour"], price_per_gpu_hour=row["price_per_gpu_hour"],
-            available=row["available"], cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
+            available=row["available"], tokens_per_s=row["tokens_per_s"], hours_per_run=row["run_hours"],
+            cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
-    notes.append(f"hours = {request.hours:g} per run on the machine chosen: throughput is not modelled, "
-                 "so a faster card's shorter run is not credited")
+    if request.job_tokens is None:
+        notes.append(f"no job size given (--tokens, --dataset-tokens or --examples): every offer is costed for "
+                     f"{request.hours:g} h per run; tokens/s shows how much each would train in that time")
+    else:
+        notes.append(f"{request.job_tokens:,.0f} tokens per run; hours per offer from the time model "
+                     "(docs/recommender.md), billed with each offer's increment and minimum")
+    if request.budget is not None:
+        notes.append(f"only jobs costing at most ${request.budget:,.2f} in total")
     if stale:
         notes.append("stale providers left out (last successful scrape older than "
                      f"{request.max_age_hours:g} h, or none): " + ", ".join(p.provider for p in stale))
@@ -596,7 +696,7 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
             continue  # more GPUs on one node fit already: a second node is not the fix
         variant = replace(request, **changes, top=1)
         _, plans = _plans(con, variant, variant.setup())
-        if _ranked(con, variant, plans)[0]:
+        if _any_fits(con, variant, plans):
             found.append(flags)
     return found
 

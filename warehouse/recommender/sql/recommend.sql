@@ -51,6 +51,7 @@ create or replace macro node_link_ok(interconnect, gpu_count, vendor, card_nvlin
 --   fast_interconnect  node_link_ok: the source's claim checked against the card
 --   link_note          why a claimed NVLink/NVSwitch was not counted (NULL otherwise)
 --   gpu_bf16, gpu_architecture, gpu_segment  from gpu_models (precision_ok)
+--   gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink  from gpu_models (time model)
 --   granularity_s, minimum_s, billing_source  the offer's billing increment
 --                      and minimum charge, else the provider's, else per hour
 -- `fits` builds on it.
@@ -70,6 +71,10 @@ create or replace macro offer_facts() as table
                          else ' has no NVLink: counted as PCIe' end
            end as link_note,
            g.bf16 as gpu_bf16,
+           g.bf16_dense_tflops as gpu_bf16_tflops,
+           g.fp16_dense_tflops as gpu_fp16_tflops,
+           g.memory_bandwidth_tbs as gpu_bandwidth_tbs,
+           g.nvlink as gpu_nvlink,
            g.architecture as gpu_architecture,
            g.segment as gpu_segment,
            coalesce(o.billing_granularity_s, p.billing_granularity_s, 3600) as granularity_s,
@@ -117,6 +122,9 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --                  (nodes > 1 needs an RDMA fabric: multinode_fabric)
 --   spot           false: on-demand only; true: spot / low_priority / interruptible
 --                  too, flagged by the `interruptible` column, never unmarked
+--   sharded_needs_nvlink  true (full fine-tuning): a sharded plan needs node_link_ok; false
+--                  (sharded LoRA/QLoRA, which only gathers frozen weights): PCIe nodes too,
+--                  the time model charges their slower link
 --   include_unavailable  false: offers the source reports without capacity
 --                  (available = false) are left out; true: kept (the column says so)
 --   max_age_hours  freshness limit on the provider's last successful scrape (NULL: the
@@ -135,7 +143,7 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
 create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := NULL, headroom := 0.05,
                              train_precision := 'bf16', nodes := 1, as_of := NULL,
-                             include_unavailable := false) as table
+                             include_unavailable := false, sharded_needs_nvlink := true) as table
     select o.*,
            f.last_ok as provider_last_ok,
            precision_ok(train_precision, o.gpu_bf16, o.gpu_architecture) as precision_supported,
@@ -149,5 +157,5 @@ create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours :=
     join fresh_providers(max_age_hours := max_age_hours, as_of := as_of) f on f.provider = o.provider
     where (spot or o.purchase_option = 'on_demand')
       and (include_unavailable or coalesce(o.available, true))
-      and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect, o.multinode_fabric,
+      and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect or not sharded_needs_nvlink, o.multinode_fabric,
                  vram_gb, gpus, nodes, headroom);
