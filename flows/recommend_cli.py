@@ -141,6 +141,8 @@ def recommend_command(
                                              "without capacity (flagged)."),
     headroom: float = typer.Option(0.05, "--headroom", help="Fraction of GPU memory left free."),
     dataset_gb: float = typer.Option(1.0, "--dataset-gb", help="Training data kept on disk, GB."),
+    days: Optional[float] = typer.Option(None, "--days", help="Keep the working set on a volume this many days "
+                                         "(runs and the idle time between them); billed for all of it."),
     top: int = typer.Option(10, "--top", help="Show this many candidates."),
     all_locations: bool = typer.Option(False, "--all-locations", help="One row per region/zone instead of "
                                        "one per instance type."),
@@ -174,7 +176,7 @@ def recommend_command(
             examples=examples, epochs=epochs, by=by, budget=budget, spot=spot, region=region,
             providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
             include_unavailable=include_unavailable,
-            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, top=top,
+            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days, top=top,
             per_instance=not all_locations)
     except (UnknownModelError, ValueError) as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)

@@ -281,11 +281,17 @@ def test_storage_and_tiered_egress_components(con) -> None:
     assert c.cost.egress_gb == pytest.approx(10 * e.artifact_gb)
     assert c.cost.egress_usd == pytest.approx((10 * e.artifact_gb - 100) * 0.09)
     assert c.cost.egress_source == "region"
-    # Storage: the region's cheapest class, dataset + base weights + one checkpoint, for 20 hours.
-    assert (c.cost.storage_class, c.cost.storage_source) == ("sc1", "region")
+    # Storage: the region's cheapest class that can hold a working set (gp3 at $0.08, not the cold
+    # HDD sc1 at $0.015), dataset + base weights + one checkpoint, for 20 hours.
+    assert (c.cost.storage_class, c.cost.storage_source) == ("gp3", "region")
     gb = 1.0 + e.base_weights_gb + e.checkpoint_gb
     assert c.cost.storage_gb == pytest.approx(gb)
-    assert c.cost.storage_usd == pytest.approx(gb * 0.015 * 20 / 730)
+    assert c.cost.storage_usd == pytest.approx(gb * 0.08 * 20 / 730)
+    # Kept for 30 days between the runs, the volume is billed for 720 hours, not for the 20 of running.
+    month = recommend(con, req(method="full", model="llama-3-8b", hours=2, runs=10, top=100, days=30))
+    kept = next(c for c in month.candidates if c.instance_type == "h200.8")
+    assert kept.cost.storage_usd == pytest.approx(gb * 0.08 * 720 / 730)
+    assert kept.cost.compute_usd == c.cost.compute_usd
     assert c.cost.total_usd == pytest.approx(c.cost.compute_usd + c.cost.storage_usd + c.cost.egress_usd)
     assert c.cost.compute_usd == pytest.approx(10 * 2 * 40.0)
     # A provider without storage or egress prices: assumed free, and said so.
@@ -336,7 +342,9 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
                                        "from egress_prices where destination = 'internet'").fetchall():
         tiers_of.setdefault((p, r), []).append((a, b, usd))
     cheapest = {(p, r): usd for p, r, usd in con.execute(
-        "select provider, region, min(usd_per_gb_month) from storage_prices group by all").fetchall()}
+        # sc1 is AWS's cold HDD: it cannot boot or hold a working set, so never the class priced.
+        "select provider, region, min(usd_per_gb_month) from storage_prices where storage_class <> 'sc1' "
+        "group by all").fetchall()}
     requests = [req(method="qlora", model="llama-2-7b", top=100, per_instance=False, runs=3, hours=2.5),
                 req(method="full", model="llama-3-8b", top=100, spot=True, downloads=4),
                 req(method="lora", model="llama-2-13b", top=100, dataset_gb=50, checkpoints_kept=3)]
@@ -467,7 +475,7 @@ def macro_names(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds", "is_fast_interconnect",
-                      "card_nvlink_reach", "node_link_ok",
+                      "card_nvlink_reach", "node_link_ok", "working_volume_ok",
                       "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
 
 

@@ -74,6 +74,7 @@ class RecommendRequest:
     max_age_hours: float = DEFAULT_MAX_AGE_HOURS  # a provider's last successful scrape must be this recent
     headroom: float = DEFAULT_HEADROOM  # fraction of GPU memory left free
     dataset_gb: float = 1.0  # training data kept on disk
+    days: float | None = None  # the working set stays on a volume this long (runs and the idle time between)
     checkpoints_kept: int = 1  # resumable checkpoints kept on disk at once
     downloads: int | None = None  # results downloaded (default: one per run)
     top: int = 10
@@ -102,6 +103,7 @@ class RecommendRequest:
             (self.max_age_hours > 0, f"max_age_hours must be positive, got {self.max_age_hours}"),
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
             (self.dataset_gb >= 0, f"dataset_gb must not be negative, got {self.dataset_gb}"),
+            (self.days is None or 0 < self.days <= 3660, f"days must be within (0, 3660], got {self.days}"),
             (self.checkpoints_kept >= 0, f"checkpoints_kept must not be negative, got {self.checkpoints_kept}"),
             (self.downloads is None or self.downloads >= 0, f"downloads must not be negative, got {self.downloads}"),
             (self.top >= 1, f"top must be at least 1, got {self.top}"),
@@ -331,18 +333,20 @@ _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, no
 _WIDE = ", ".join(f"h.{c}" for c in (
     "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_variant_exact",
     "gpu_architecture", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
-    "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source"))
+    "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source", "persists_when_stopped"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
 with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b, dequant_b, shard_b,
            replica_b) as (values {plan_values}),
-hits as not materialized ({hits}),
+hits as not materialized (
+    select x.*, pv.storage_persists_when_stopped as persists_when_stopped
+    from ({hits}) x left join providers pv on pv.provider = x.provider),
 chosen as (select {narrow} from hits {first_plan_only}),
 storage_region as (
     select provider, region, min(usd_per_gb_month) as usd,
            arg_min(storage_class, (usd_per_gb_month, storage_class)) as storage_class
-    from storage_prices group by all),
+    from storage_prices where working_volume_ok(storage_class) group by all),
 storage_provider as (
     select provider, min(usd) as usd, arg_min(storage_class, (usd, storage_class)) as storage_class
     from storage_region group by all),
@@ -384,7 +388,9 @@ timed as (
     from speeds),
 costed as (
     select c.*,
-           billed_seconds(c.run_hours * 3600.0, c.granularity_s, c.minimum_s) as billed_s,
+           -- greatest() skips NULLs: an unknown run time must stay unknown, never the minimum charge
+           case when c.run_hours is not null
+                then billed_seconds(c.run_hours * 3600.0, c.granularity_s, c.minimum_s) end as billed_s,
            coalesce(sr.storage_class, sp.storage_class) as storage_class,
            coalesce(sr.usd, sp.usd, 0.0) as storage_usd_per_gb_month,
            case when sr.usd is not null then 'region' when sp.usd is not null then 'provider'
@@ -406,7 +412,9 @@ totals as (
     from (select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
           from (select *,
                        $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
-                       storage_gb * storage_usd_per_gb_month * $runs * run_hours / {hours_per_month} as storage_usd
+                       case when run_hours is not null
+                            then storage_gb * storage_usd_per_gb_month * greatest($runs * run_hours, $days * 24.0)
+                                 / {hours_per_month} end as storage_usd
                 from costed))
     where $budget is null or compute_usd + storage_usd + egress_usd <= $budget),
 {best}
@@ -455,6 +463,7 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
                      f"replica_b_{i}": work.replica_bytes})
     args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
                 method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
+                days=request.days or 0.0,
                 budget=request.budget)
     sql = _COSTED_SQL.format(
         plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
@@ -589,6 +598,13 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             flags.append(f"no storage price for {row['provider']}: storage assumed free")
         elif s_src == "provider":
             flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
+        if request.days is not None or request.runs > 1:
+            keep = row["persists_when_stopped"]
+            if keep is False:
+                flags.append(f"{row['provider']} does not keep a stopped machine's disk: the working set stays "
+                             f"on a {cls or 'persistent'} volume between runs, machines are deleted")
+            elif keep is None:
+                flags.append(f"{row['provider']} does not document whether a stopped machine's disk persists")
         if e_src == "none":
             flags.append(f"no egress price for {row['provider']}: egress assumed free")
         elif e_src == "provider":

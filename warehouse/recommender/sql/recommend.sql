@@ -86,6 +86,17 @@ create or replace macro offer_facts() as table
     left join providers p on p.provider = o.provider
     left join gpu_models g on g.gpu_model = o.gpu_model;
 
+-- True for a storage class that can hold a training job's working set between runs: a
+-- persistent block volume or file system. Cold HDD (AWS sc1/st1/standard magnetic, GCP
+-- pd-standard, Azure HDD, hyperdisk-throughput), archive, cold and object tiers cannot boot or
+-- serve a working set; local/instance/container disks vanish with the machine; hyperdisk-ml is
+-- read-only.
+create or replace macro working_volume_ok(storage_class) as
+    not (lower(storage_class) in ('sc1', 'st1', 'standard', 'pd-standard', 'pd-standard-regional',
+                                  'hyperdisk-throughput', 'hyperdisk-ml', 'local-ssd', 'instance-storage',
+                                  'container-disk', 'host-disk')
+         or regexp_matches(lower(storage_class), 'hdd|archive|cold|glacier|nearline|object|blob'));
+
 -- True when a GPU has a fast path for training in train_precision
 -- ('bf16' | 'fp16' | 'fp32'): BF16 needs the hardware type (Ampere and later),
 -- FP16 tensor cores start with Volta; FP32 runs everywhere.
