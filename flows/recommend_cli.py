@@ -141,6 +141,8 @@ def recommend_command(
                                              "without capacity (flagged)."),
     headroom: float = typer.Option(0.05, "--headroom", help="Fraction of GPU memory left free."),
     dataset_gb: float = typer.Option(1.0, "--dataset-gb", help="Training data kept on disk, GB."),
+    checkpoint_every: float = typer.Option(30.0, "--checkpoint-every", help="Spot: minutes between checkpoints "
+                                           "(an interruption redoes half of it on average)."),
     days: Optional[float] = typer.Option(None, "--days", help="Keep the working set on a volume this many days "
                                          "(runs and the idle time between them); billed for all of it."),
     top: int = typer.Option(10, "--top", help="Show this many candidates."),
@@ -176,7 +178,8 @@ def recommend_command(
             examples=examples, epochs=epochs, by=by, budget=budget, spot=spot, region=region,
             providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
             include_unavailable=include_unavailable,
-            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days, top=top,
+            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
+            checkpoint_every_minutes=checkpoint_every, top=top,
             per_instance=not all_locations)
     except (UnknownModelError, ValueError) as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)

@@ -21,6 +21,9 @@ from gpuledger.warehouse.recommender.macros import install_macros, macros_sql
 from gpuledger.warehouse.recommender.recommend import (
     RecommendRequest, billed_seconds, compute_cost, recommend, storage_cost, tiered_egress_cost,
 )
+from gpuledger.warehouse.recommender.spot import (
+    checkpoint_write_hours, expected_run_hours, interruption_rate_per_hour, restart_hours,
+)
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
 
@@ -353,11 +356,19 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
         rec = recommend(con, r)
         assert len(rec.candidates) >= 3
         for c in rec.candidates:
-            compute, billed = compute_cost(c.price_per_hour, r.hours, r.runs, c.cost.granularity_s,
+            hours = r.hours
+            if c.interruptible and interruption_rate_per_hour(c.interruption_risk) is not None:
+                est = rec.sharded_estimates[int(c.gpus_used)] if c.plan == "sharded" else rec.estimate
+                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_risk), 0.5,
+                                           restart_hours(est.base_weights_gb, est.checkpoint_gb),
+                                           checkpoint_write_hours(est.checkpoint_gb))
+                assert hours > r.hours
+            assert c.hours_per_run == pytest.approx(hours, rel=1e-12)
+            compute, billed = compute_cost(c.price_per_hour, hours, r.runs, c.cost.granularity_s,
                                            c.cost.minimum_s, c.nodes)
             assert (c.cost.compute_usd, c.cost.billed_seconds_per_run) == (pytest.approx(compute, rel=1e-12), billed)
             assert c.cost.storage_usd == pytest.approx(
-                storage_cost(c.cost.storage_gb, c.cost.storage_usd_per_gb_month, r.hours * r.runs), rel=1e-12)
+                storage_cost(c.cost.storage_gb, c.cost.storage_usd_per_gb_month, hours * r.runs), rel=1e-12)
             if c.cost.storage_source == "region":
                 assert c.cost.storage_usd_per_gb_month == cheapest[(c.provider, c.region)]
             if c.cost.egress_source == "region":
@@ -475,7 +486,7 @@ def macro_names(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds", "is_fast_interconnect",
-                      "card_nvlink_reach", "node_link_ok", "working_volume_ok",
+                      "card_nvlink_reach", "node_link_ok", "working_volume_ok", "interruption_rate",
                       "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
 
 

@@ -26,6 +26,7 @@ def market() -> Batch:
     add(b, "h100x8pcie", "H100-SXM", 8, 80.0, 19.00, interconnect="PCIe", **bill)
     add(b, "l4.gone", "L4", 1, 22.35, 0.05, available=False, **bill)
     add(b, "l4.here", "L4", 1, 22.35, 0.60, available=True, **bill)
+    add(b, "l4.here", "L4", 1, 22.35, 0.10, option="spot", **bill)  # no interruption risk published
     return b
 
 
@@ -102,3 +103,13 @@ def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
 def test_absurd_job_sizes_are_refused(kw, message) -> None:
     with pytest.raises(ValueError, match=message):
         RecommendRequest(method="qlora", model="llama-3-8b", **kw)
+
+
+def test_spot_without_a_published_risk_is_unknown_never_free_of_interruptions(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", tokens=3e6, spot=True, top=100))
+    spot = next(c for c in rec.candidates if c.interruptible)
+    assert spot.interruption_rate_per_hour is None
+    assert ("interruption risk unknown: cost shown without interruptions (a lower bound), ranked after offers "
+            "whose expected cost is known") in spot.flags
+    # It is the cheapest by its sticker, yet ranked after every offer whose expected cost is known.
+    assert spot.rank == max(c.rank for c in rec.candidates if c.tokens_per_s is not None)

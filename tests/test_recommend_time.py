@@ -11,6 +11,7 @@ from gpuledger.warehouse import gpus as gpu_table
 from gpuledger.warehouse.recommender.macros import install_macros
 from gpuledger.warehouse.recommender.memory import TrainingSetup, estimate
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, compute_cost, recommend
+from gpuledger.warehouse.recommender.spot import interruption_rate_per_hour
 from gpuledger.warehouse.recommender.throughput import (
     fabric_gbs, link_gbs, step_work, tokens_per_second,
 )
@@ -96,7 +97,9 @@ def test_ranked_hours_and_costs_match_the_python_time_model(con) -> None:
                                      gpu_count=c.gpu_count, plan_gpus=plan_gpus, nodes=c.nodes,
                                      link=link_gbs(card.nvlink, fast), fabric=fabric_gbs(None, c.gpu_count))
         assert c.tokens_per_s == pytest.approx(expected, rel=1e-9), c.instance_type
-        assert c.hours_per_run == pytest.approx(50e6 / expected / 3600, rel=1e-9)
+        assert c.uninterrupted_hours == pytest.approx(50e6 / expected / 3600, rel=1e-9)
+        if not c.interruptible:
+            assert c.hours_per_run == c.uninterrupted_hours
         usd, _ = compute_cost(c.price_per_hour, c.hours_per_run, 1, c.cost.granularity_s, c.cost.minimum_s, c.nodes)
         assert c.cost.compute_usd == pytest.approx(usd, rel=1e-9)
     totals = [c.cost.total_usd for c in rec.candidates if not c.slow_path and c.cost.total_usd is not None]
@@ -168,3 +171,25 @@ def test_8b_qlora_of_a_few_million_tokens_a_cheap_24gb_card_wins(replayed) -> No
     assert first.price_per_hour < 0.5
     fastest = min(rec.candidates, key=lambda c: c.hours_per_run)
     assert fastest.hours_per_run < first.hours_per_run and fastest.cost.total_usd > first.cost.total_usd
+
+
+def test_spot_advisor_buckets_become_hourly_rates() -> None:
+    # A monthly share p of interrupted instances as a constant hazard: -ln(1 - p) / 730 h.
+    assert interruption_rate_per_hour("<5%") == pytest.approx(0.025318 / 730, rel=1e-4)
+    assert interruption_rate_per_hour(">20%") == pytest.approx(0.287682 / 730, rel=1e-4)
+    assert interruption_rate_per_hour(None) is None and interruption_rate_per_hour("high") is None
+
+
+def test_spot_is_costed_as_expected_time_and_checkpoints_matter(con) -> None:
+    def b200_spot(minutes: float):
+        rec = recommend(con, RecommendRequest(method="full", model="llama-3-70b", tokens=200e6, spot=True, top=100,
+                                              as_of=NOW, checkpoint_every_minutes=minutes))
+        return next(c for c in rec.candidates if c.instance_type == "b200.8" and c.interruptible)
+    often, rarely = b200_spot(10), b200_spot(240)
+    assert often.uninterrupted_hours == rarely.uninterrupted_hours
+    # >20 % a month: 3.94e-4 interruptions per hour; rare checkpoints lose more work per interruption,
+    # frequent ones spend more time writing them (the 70B checkpoint is ~920 GiB at 125 MiB/s).
+    assert often.hours_per_run > often.uninterrupted_hours and rarely.hours_per_run > rarely.uninterrupted_hours
+    lost = rarely.uninterrupted_hours * interruption_rate_per_hour(">20%") * (4 / 2)
+    assert rarely.hours_per_run - rarely.uninterrupted_hours > lost
+    assert any(f.startswith("expected ") and "interruptions (>20% a month)" in f for f in often.flags)

@@ -24,6 +24,9 @@ import duckdb
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
+from gpuledger.warehouse.recommender.spot import (
+    DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
+)
 from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, PCIE_GBS, step_work
 
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
@@ -75,6 +78,7 @@ class RecommendRequest:
     headroom: float = DEFAULT_HEADROOM  # fraction of GPU memory left free
     dataset_gb: float = 1.0  # training data kept on disk
     days: float | None = None  # the working set stays on a volume this long (runs and the idle time between)
+    checkpoint_every_minutes: float = DEFAULT_CHECKPOINT_MINUTES  # spot: work lost per interruption is half of it
     checkpoints_kept: int = 1  # resumable checkpoints kept on disk at once
     downloads: int | None = None  # results downloaded (default: one per run)
     top: int = 10
@@ -104,6 +108,8 @@ class RecommendRequest:
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
             (self.dataset_gb >= 0, f"dataset_gb must not be negative, got {self.dataset_gb}"),
             (self.days is None or 0 < self.days <= 3660, f"days must be within (0, 3660], got {self.days}"),
+            (1 <= self.checkpoint_every_minutes <= 24 * 60,
+             f"checkpoint_every_minutes must be within [1, 1440], got {self.checkpoint_every_minutes}"),
             (self.checkpoints_kept >= 0, f"checkpoints_kept must not be negative, got {self.checkpoints_kept}"),
             (self.downloads is None or self.downloads >= 0, f"downloads must not be negative, got {self.downloads}"),
             (self.top >= 1, f"top must be at least 1, got {self.top}"),
@@ -195,6 +201,8 @@ class Candidate:
     price_per_gpu_hour: float
     available: bool | None
     tokens_per_s: float | None  # the time model's estimate for the whole plan (None: card figures unknown)
+    interruption_rate_per_hour: float | None  # spot: from the provider's risk (None: unknown, or not spot)
+    uninterrupted_hours: float | None  # the run's time without interruptions
     hours_per_run: float | None  # from the time model when a job size is given, else the request's hours
     cost: CostBreakdown
     flags: tuple[str, ...] = ()
@@ -329,16 +337,17 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 # ranking carries narrow rows; the wide columns are joined back for the top N only.
 _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
            "granularity_s, minimum_s, precision_supported, gpu_vendor, gpu_count, plan, gpus_used, "
+           "interruptible, interruption_risk, "
            "gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink, fast_interconnect, network_gbps")
 _WIDE = ", ".join(f"h.{c}" for c in (
-    "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_variant_exact",
+    "reliability", "gpu_model", "gpu_variant_exact",
     "gpu_architecture", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
     "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source", "persists_when_stopped"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
 with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b, dequant_b, shard_b,
-           replica_b) as (values {plan_values}),
+           replica_b, restart_h, write_h) as (values {plan_values}),
 hits as not materialized (
     select x.*, pv.storage_persists_when_stopped as persists_when_stopped
     from ({hits}) x left join providers pv on pv.provider = x.provider),
@@ -384,8 +393,14 @@ speeds as (
           from chosen c) c
     join plans p on p.plan_idx = c.plan_idx),
 timed as (
-    select *, case when $job_tokens is null then $hours else $job_tokens / tokens_per_s / 3600.0 end as run_hours
-    from speeds),
+    -- An interruptible run takes its expected time (warehouse.recommender.spot.expected_run_hours);
+    -- with no published risk its time is the uninterrupted one, and `tier` ranks it after.
+    select *, case when interruptible and rate is not null
+                   then base_hours * (1 + rate * ($ckpt_h / 2 + restart_h)) + base_hours / $ckpt_h * write_h
+                   else base_hours end as run_hours
+    from (select s.*, p.restart_h, p.write_h, interruption_rate(s.interruption_risk) as rate,
+                 case when $job_tokens is null then $hours else $job_tokens / s.tokens_per_s / 3600.0 end as base_hours
+          from speeds s join plans p on p.plan_idx = s.plan_idx)),
 costed as (
     select c.*,
            -- greatest() skips NULLs: an unknown run time must stay unknown, never the minimum charge
@@ -398,7 +413,7 @@ costed as (
            coalesce(er.usd, ep.usd, 0.0) as egress_usd,
            case when er.usd is not null then 'region' when ep.usd is not null then 'provider'
                 else 'none' end as egress_source,
-           case when c.run_hours is null then 2
+           case when c.run_hours is null or (c.interruptible and c.rate is null) then 2
                 when not c.precision_supported
                      or ($method = 'qlora' and coalesce(c.gpu_vendor, '') <> 'NVIDIA') then 1
                 else 0 end as tier
@@ -453,17 +468,19 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
         hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where}")
         work = step_work(est, gpus)
         names = ("need", "storage_gb", "egress_gb", "tok_step", "flops_tok", "util", "wread_b", "dequant_b",
-                 "shard_b", "replica_b")
+                 "shard_b", "replica_b", "restart_h", "write_h")
         values.append("(" + ", ".join([str(i)] + [f"${n}_{i}" for n in names]) + ")")
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
                      f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est),
                      f"tok_step_{i}": work.tokens, f"flops_tok_{i}": work.flops_per_token,
                      f"util_{i}": work.utilization, f"wread_b_{i}": work.weight_read_bytes,
                      f"dequant_b_{i}": work.dequant_bytes, f"shard_b_{i}": work.shard_bytes,
-                     f"replica_b_{i}": work.replica_bytes})
+                     f"replica_b_{i}": work.replica_bytes,
+                     f"restart_h_{i}": restart_hours(est.base_weights_gb, est.checkpoint_gb),
+                     f"write_h_{i}": checkpoint_write_hours(est.checkpoint_gb)})
     args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
                 method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
-                days=request.days or 0.0,
+                days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0,
                 budget=request.budget)
     sql = _COSTED_SQL.format(
         plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
@@ -589,6 +606,15 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             storage_class=row["storage_class"], storage_usd_per_gb_month=row["storage_usd_per_gb_month"],
             storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
         flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
+        if row["interruptible"]:
+            rate = interruption_rate_per_hour(row["interruption_risk"])  # the reference for row["rate"]
+            if rate is None:
+                flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
+                             "ranked after offers whose expected cost is known")
+            elif row["base_hours"] is not None:
+                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions ({row['interruption_risk']} a "
+                             f"month): {row['run_hours'] - row['base_hours']:.2f} h of redone work, restarts and "
+                             f"checkpoints every {request.checkpoint_every_minutes:g} min included")
         if row["tokens_per_s"] is None:
             flags.append(f"no dense tensor figure for {row['gpu_model']} at {request.precision}: "
                          + ("time and cost unknown, ranked last" if request.job_tokens is not None
@@ -622,6 +648,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             precision_supported=bool(row["precision_supported"]), slow_path=tier > 0,
             price_per_hour=row["price_per_hour"], price_per_gpu_hour=row["price_per_gpu_hour"],
             available=row["available"], tokens_per_s=row["tokens_per_s"], hours_per_run=row["run_hours"],
+            interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
+            uninterrupted_hours=row["base_hours"],
             cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
