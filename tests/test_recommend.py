@@ -579,6 +579,21 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
     assert data["candidates"][0]["gpu_model"] == "A100-SXM4-80"
     assert set(data["candidates"][0]["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
     assert data["estimate"]["per_gpu"]["total_gb"] > 40
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--tokens", "50e6",
+                            "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    assert "tokens/s" in r.output and "h/run" in r.output and "50,000,000 tokens" in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--tokens", "50e6",
+                            "--db", str(db), "--json"])
+    first = json.loads(r.stdout)["candidates"][0]
+    assert first["tokens_per_s"] > 0 and first["hours_per_run"] == pytest.approx(50e6 / first["tokens_per_s"] / 3600)
+    assert set(first["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
+                            "--provider", "AWS"])
+    assert r.exit_code == 2 and "unknown provider AWS; known: persec" in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
+                            "--hours", "1e9"])
+    assert r.exit_code == 2 and "hours must be at most 8760" in r.output
     r = runner.invoke(cli, ["recommend", "--model", "llama-3.1-405b", "--method", "full", "--db", str(db)])
     assert r.exit_code == 1
     assert "nothing fits" in r.output

@@ -103,7 +103,7 @@ create or replace macro interruption_rate(interruption_risk) as
 create or replace macro working_volume_ok(storage_class) as
     not (lower(storage_class) in ('sc1', 'st1', 'standard', 'pd-standard', 'pd-standard-regional',
                                   'hyperdisk-throughput', 'hyperdisk-ml', 'local-ssd', 'instance-storage',
-                                  'container-disk', 'host-disk')
+                                  'container-disk')
          or regexp_matches(lower(storage_class), 'hdd|archive|cold|glacier|nearline|object|blob'));
 
 -- True when a GPU has a fast path for training in train_precision
