@@ -64,6 +64,8 @@ def _estimate_lines(rec: Recommendation) -> list[str]:
         shards = ", ".join(f"{g} GPUs: {x.per_gpu_gb:.1f}" for g, x in sorted(rec.sharded_estimates.items()))
         lines.append(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}")
     lines.append(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB")
+    if e.host_gb:
+        lines.append(f"ZeRO-Offload: {e.host_gb:.0f} GiB of host RAM for the optimizer state (all nodes)")
     return lines
 
 
@@ -119,6 +121,8 @@ def recommend_command(
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
     grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
+    offload: bool = typer.Option(False, "--offload", help="Full fine-tuning with ZeRO-Offload: optimizer state "
+                                 "in host RAM (checked against the offer's RAM)."),
     hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run, when no job size is given."),
     runs: int = typer.Option(1, "--runs", help="Number of runs (experiments)."),
     tokens: Optional[float] = typer.Option(None, "--tokens", help="Training tokens per run (50e6): each offer's "
@@ -174,7 +178,7 @@ def recommend_command(
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
-            gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, tokens=tokens, dataset_tokens=dataset_tokens,
+            gradient_checkpointing=grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens, dataset_tokens=dataset_tokens,
             examples=examples, epochs=epochs, by=by, budget=budget, spot=spot, region=region,
             providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
             include_unavailable=include_unavailable,

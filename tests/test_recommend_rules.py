@@ -3,11 +3,14 @@ against the card, offers without capacity, option hints checked against the offe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from gpuledger.warehouse import gpus as gpu_table
 from gpuledger.warehouse.recommender.macros import install_macros
+from gpuledger.warehouse.recommender.throughput import link_gbs, step_work, tokens_per_second
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, UnknownProviderError, recommend
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import open_reader, open_writer
@@ -24,6 +27,8 @@ def market() -> Batch:
     add(b, "a6000x2", "RTX-A6000", 2, 47.99, 1.00, interconnect="NVLink", **bill)
     add(b, "h100x8", "H100-SXM", 8, 80.0, 20.00, interconnect="NVLink", **bill)
     add(b, "h100x8pcie", "H100-SXM", 8, 80.0, 19.00, interconnect="PCIe", **bill)
+    add(b, "h100x8ram", "H100-SXM", 8, 80.0, 21.00, interconnect="NVSwitch", ram_gb=2048, **bill)
+    add(b, "h100x8lowram", "H100-SXM", 8, 80.0, 20.50, interconnect="NVSwitch", ram_gb=512, **bill)
     add(b, "l4.gone", "L4", 1, 22.35, 0.05, available=False, **bill)
     add(b, "l4.here", "L4", 1, 22.35, 0.60, available=True, **bill)
     add(b, "l4.here", "L4", 1, 22.35, 0.10, option="spot", **bill)  # no interruption risk published
@@ -64,7 +69,7 @@ def test_an_nvlink_claim_is_checked_against_the_card(con) -> None:
 def test_a_sharded_full_finetune_never_lands_on_geforce_or_bridged_pairs(con) -> None:
     rec = recommend(con, req(method="full", model="llama-3-8b", top=100))
     sharded = {c.instance_type for c in rec.candidates if c.plan == "sharded"}
-    assert sharded == {"h100x8"}
+    assert sharded == {"h100x8", "h100x8ram", "h100x8lowram"}
     # The same offers still serve single-GPU jobs, with the source's claim and the card's limit shown.
     q = recommend(con, req(method="qlora", model="llama-3-8b", top=100))
     by_type = {c.instance_type: c for c in q.candidates}
@@ -113,3 +118,22 @@ def test_spot_without_a_published_risk_is_unknown_never_free_of_interruptions(co
             "whose expected cost is known") in spot.flags
     # It is the cheapest by its sticker, yet ranked after every offer whose expected cost is known.
     assert spot.rank == max(c.rank for c in rec.candidates if c.tokens_per_s is not None)
+
+
+def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_optimizer(con) -> None:
+    plain = recommend(con, req(method="full", model="llama-3-70b"))
+    assert plain.nothing_fits and "`--offload`" in plain.notes[-1]
+    rec = recommend(con, req(method="full", model="llama-3-70b", offload=True, tokens=1e6, top=100))
+    # 12 bytes per parameter (fp32 master + two AdamW moments) of 70.55B in host RAM: 788 GiB.
+    assert rec.estimate.host_gb == pytest.approx(70.554e9 * 12 / 2**30, rel=1e-3)
+    assert rec.sharded_estimates[8].per_gpu.optimizer_gb == 0
+    assert {c.instance_type for c in rec.candidates} == {"h100x8ram"}  # 512 GiB is too little, no RAM figure too
+    c = rec.candidates[0]
+    # The PCIe traffic of the offload (2 x 2N/8 bytes per GPU per step at 25 GB/s) slows each step.
+    work = step_work(rec.sharded_estimates[8], 8)
+    assert work.offload_bytes == pytest.approx(2 * 2 * rec.estimate.params / 8)
+    card = gpu_table.models()["H100-SXM"]
+    args = dict(gpu_count=8, plan_gpus=8, nodes=1, link=link_gbs(card.nvlink, True), fabric=12.5)
+    with_offload = tokens_per_second(work, 989, card.memory_bandwidth_tbs, **args)
+    assert c.tokens_per_s == pytest.approx(with_offload, rel=1e-9)
+    assert with_offload < tokens_per_second(replace(work, offload_bytes=0.0), 989, card.memory_bandwidth_tbs, **args)

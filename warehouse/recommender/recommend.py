@@ -58,6 +58,7 @@ class RecommendRequest:
     seq_len: int = 2048
     micro_batch: int = 1
     gradient_checkpointing: bool = True
+    offload: bool = False  # full fine-tuning with ZeRO-Offload: optimizer state in host RAM (checked)
     hours: float = 6.0  # wall-clock hours per run when no job size is given
     runs: int = 1  # how many such runs (experiments)
     # The job size of one run, in training tokens (one of the three; None: cost --hours instead).
@@ -124,7 +125,7 @@ class RecommendRequest:
             method=self.method, model=self.model, params=self.params, precision=self.precision,
             optimizer=self.optimizer, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
             seq_len=self.seq_len, micro_batch=self.micro_batch,
-            gradient_checkpointing=self.gradient_checkpointing)
+            gradient_checkpointing=self.gradient_checkpointing, offload=self.offload)
 
     @property
     def job_tokens(self) -> float | None:
@@ -347,7 +348,7 @@ _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
 with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b, dequant_b, shard_b,
-           replica_b, restart_h, write_h) as (values {plan_values}),
+           replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
 hits as not materialized (
     select x.*, pv.storage_persists_when_stopped as persists_when_stopped
     from ({hits}) x left join providers pv on pv.provider = x.provider),
@@ -374,7 +375,7 @@ speeds as (
            case when peak is null or c.gpu_bandwidth_tbs is null then null
                 else running * p.tok_step / greatest(
                     greatest(p.tok_step * p.flops_tok / (peak * 1e12 * p.util), p.wread_b / (c.gpu_bandwidth_tbs * 1e12))
-                        + p.dequant_b / (c.gpu_bandwidth_tbs * 1e12),
+                        + p.dequant_b / (c.gpu_bandwidth_tbs * 1e12) + p.offload_b / ({pcie_gbs} * 1e9),
                     case when c.plan = 'sharded'
                               then p.shard_b / ((case when c.nodes > 1 then fabric else link end) * 1e9)
                          when c.gpu_count >= 2
@@ -437,6 +438,9 @@ select best.*, {wide}
 from best join hits h using (plan_idx, {key})
 order by {best_order}
 """
+# ZeRO-Offload's host RAM: each node holds its share of the optimizer state, with the same headroom
+# as GPU memory; an offer that states no RAM cannot be shown to fit.
+_HOST_RAM_OK = "($host_gb_{i} = 0 or coalesce(ram_gb, 0) * (1 - $headroom) * nodes >= $host_gb_{i})"
 # An offer fits several plans: it keeps the first (single-GPU, then fewest nodes).
 _FIRST_PLAN_ONLY = f"qualify row_number() over (partition by {_KEY} order by plan_idx) = 1"
 # Every place of an instance type and purchase option: the cheapest stands for them all.
@@ -465,10 +469,10 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
     where = f"gpu_count * nodes <= $max_gpus and {where}"
     hits, values = [], []
     for i, (gpus, nodes, est) in enumerate(plans):
-        hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where}")
+        hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where} and {_HOST_RAM_OK.format(i=i)}")
         work = step_work(est, gpus)
         names = ("need", "storage_gb", "egress_gb", "tok_step", "flops_tok", "util", "wread_b", "dequant_b",
-                 "shard_b", "replica_b", "restart_h", "write_h")
+                 "shard_b", "replica_b", "restart_h", "write_h", "offload_b")
         values.append("(" + ", ".join([str(i)] + [f"${n}_{i}" for n in names]) + ")")
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
                      f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est),
@@ -477,7 +481,8 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
                      f"dequant_b_{i}": work.dequant_bytes, f"shard_b_{i}": work.shard_bytes,
                      f"replica_b_{i}": work.replica_bytes,
                      f"restart_h_{i}": restart_hours(est.base_weights_gb, est.checkpoint_gb),
-                     f"write_h_{i}": checkpoint_write_hours(est.checkpoint_gb)})
+                     f"write_h_{i}": checkpoint_write_hours(est.checkpoint_gb),
+                     f"offload_b_{i}": work.offload_bytes, f"host_gb_{i}": est.host_gb})
     args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
                 method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
                 days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0,
@@ -501,8 +506,9 @@ def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
     args.update(_fits_params(request), max_gpus=request.max_gpus)
     hits = []
     for i, (gpus, nodes, est) in enumerate(plans):
-        hits.append(f"(select 1 from {_fits_call(i)} where gpu_count * nodes <= $max_gpus and {where} limit 1)")
-        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes})
+        hits.append(f"(select 1 from {_fits_call(i)} where gpu_count * nodes <= $max_gpus and {where} "
+                    f"and {_HOST_RAM_OK.format(i=i)} limit 1)")
+        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes, f"host_gb_{i}": est.host_gb})
     return bool(con.execute(" union all ".join(hits) + " limit 1", args).fetchall())
 
 
@@ -708,6 +714,8 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
             out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
     if r.method == "full" and r.optimizer == "adamw":
         out.append(("--optimizer adamw8bit", {"optimizer": "adamw8bit"}))
+    if r.method == "full" and not r.offload:
+        out.append(("--offload", {"offload": True}))
     for method in ("lora", "qlora"):
         if (r.method, method) in (("full", "lora"), ("full", "qlora"), ("lora", "qlora")):
             out.append((f"--method {method}", {"method": method}))

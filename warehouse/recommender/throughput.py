@@ -9,6 +9,9 @@ A training step on one GPU processes `seq_len x micro_batch` tokens. Its time is
                     (read 0.5 byte, write the 16-bit copy the matmul then reads)
     communication = bytes each GPU sends per step / link bandwidth, overlapped with compute
                     (FSDP/ZeRO-3 prefetch), so it only costs time when it is the longer part
+    ZeRO-Offload adds its PCIe traffic: each GPU's share of the 16-bit gradients to the host and
+                    of the updated weights back (2 x 2N / n bytes at 25 GB/s); the CPU's own
+                    update time is not modelled
 
 FLOPs per token (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", sec. 2.1: forward
 2N + 2 n_layer n_ctx d_attn; backward twice the forward):
@@ -56,6 +59,7 @@ class StepWork:
     shard_bytes: float  # bytes each GPU sends per step in a sharded plan (ZeRO-3 / FSDP)
     replica_bytes: float  # bytes each GPU sends per step when whole copies run data-parallel
     utilization: float
+    offload_bytes: float = 0.0  # ZeRO-Offload: gradients to the host and updated weights back, over PCIe
 
 
 def flops_per_token(spec: ModelSpec, method: str, seq_len: int, adapter_params: float,
@@ -93,7 +97,8 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
         flops_per_token=flops_per_token(spec, s.method, s.seq_len, est.adapter_params, s.gradient_checkpointing,
                                         params=n),
         weight_read_bytes=passes * weight_bytes, dequant_bytes=dequant, shard_bytes=shard,
-        replica_bytes=2.0 * trainable_grad_bytes, utilization=UTILIZATION[s.method])
+        replica_bytes=2.0 * trainable_grad_bytes, utilization=UTILIZATION[s.method],
+        offload_bytes=(2.0 * n * pb / gpus) if s.offload else 0.0)
 
 
 def link_gbs(card_nvlink: str | None, fast: bool) -> float:
@@ -122,7 +127,7 @@ def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: 
         return None
     bw = bandwidth_tbs * 1e12
     compute = work.tokens * work.flops_per_token / (peak_tflops * 1e12 * work.utilization)
-    step = max(compute, work.weight_read_bytes / bw) + work.dequant_bytes / bw
+    step = max(compute, work.weight_read_bytes / bw) + work.dequant_bytes / bw + work.offload_bytes / (PCIE_GBS * 1e9)
     if plan_gpus > 1:
         gbs = fabric if nodes > 1 else link
         comm = work.shard_bytes / (gbs * 1e9)
