@@ -343,15 +343,13 @@ _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, no
 _WIDE = ", ".join(f"h.{c}" for c in (
     "reliability", "gpu_model", "gpu_variant_exact",
     "gpu_architecture", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
-    "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source", "persists_when_stopped"))
+    "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
 with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b, dequant_b, shard_b,
            replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
-hits as not materialized (
-    select x.*, pv.storage_persists_when_stopped as persists_when_stopped
-    from ({hits}) x left join providers pv on pv.provider = x.provider),
+hits as not materialized ({hits}),
 chosen as (select {narrow} from hits {first_plan_only}),
 storage_region as (
     select provider, region, min(usd_per_gb_month) as usd,
@@ -434,8 +432,9 @@ totals as (
                 from costed))
     where $budget is null or compute_usd + storage_usd + egress_usd <= $budget),
 {best}
-select best.*, {wide}
+select best.*, {wide}, pv.storage_persists_when_stopped as persists_when_stopped
 from best join hits h using (plan_idx, {key})
+left join providers pv on pv.provider = best.provider
 order by {best_order}
 """
 # ZeRO-Offload's host RAM: each node holds its share of the optimizer state, with the same headroom
