@@ -137,3 +137,12 @@ def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_op
     with_offload = tokens_per_second(work, 989, card.memory_bandwidth_tbs, **args)
     assert c.tokens_per_s == pytest.approx(with_offload, rel=1e-9)
     assert with_offload < tokens_per_second(replace(work, offload_bytes=0.0), 989, card.memory_bandwidth_tbs, **args)
+
+
+def test_hints_respect_the_region_and_provider_filters(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-3.1-405b", max_gpus=2, providers=("market",),
+                             region="us-"))
+    assert rec.nothing_fits
+    assert rec.notes[-1].endswith(". It would fit with `--shard-lora --max-gpus 8`.")
+    none = recommend(con, req(method="qlora", model="llama-3-8b", region="eu-"))
+    assert none.nothing_fits and none.notes[-1].endswith(". It would fit with `no --region`.")

@@ -500,15 +500,23 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
 
 def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
               plans: list[tuple[int, int, MemoryEstimate]]) -> bool:
-    """Whether any offer fits one of the plans (the candidate set of _ranked, without costing it)."""
+    """Whether any offer fits one of the plans: the candidate set of _ranked (the same rule,
+    fit_ok, with the filters of `fits`), found in one scan of the offers and not costed."""
     where, args = _filters(request)
     args.update(_fits_params(request), max_gpus=request.max_gpus)
-    hits = []
+    terms = []
     for i, (gpus, nodes, est) in enumerate(plans):
-        hits.append(f"(select 1 from {_fits_call(i)} where gpu_count * nodes <= $max_gpus and {where} "
-                    f"and {_HOST_RAM_OK.format(i=i)} limit 1)")
+        terms.append(f"(fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect or not $needs_nvlink, "
+                     f"multinode_fabric, $need_{i}, $gpus_{i}, $nodes_{i}, $headroom) "
+                     f"and gpu_count * $nodes_{i} <= $max_gpus "
+                     f"and {_HOST_RAM_OK.format(i=i).replace('* nodes', f'* $nodes_{i}')})")
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes, f"host_gb_{i}": est.host_gb})
-    return bool(con.execute(" union all ".join(hits) + " limit 1", args).fetchall())
+    sql = ("select 1 from (select o.* from offer_facts() o "
+           "join fresh_providers(max_age_hours := $max_age, as_of := $as_of) f on f.provider = o.provider) "
+           "where ($spot or purchase_option = 'on_demand') and ($unavailable or coalesce(available, true)) "
+           f"and {where} and ({' or '.join(terms)}) limit 1")
+    args.pop("precision", None)
+    return bool(con.execute(sql, args).fetchall())
 
 
 def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
