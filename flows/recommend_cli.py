@@ -99,7 +99,7 @@ def _print(rec: Recommendation) -> None:
                   _money(c.cost.egress_usd), f"[bold]{_money(c.cost.total_usd)}[/bold]",
                   tier + (" ".join(f"[{m}]" for m in marks)))
     out.print(t)
-    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none cheaper; "
+    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked higher; "
               "compute = runs x billed time (increment, minimum) x $/h", highlight=False)
     for text, n in footnotes.items():
         out.print(f"[{n}] {text}", highlight=False)
