@@ -86,7 +86,10 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
     else:
         weight_bytes, dequant, gathered = n * pb, 0.0, n * pb
     share = (gpus - 1) / gpus if gpus > 1 else 0.0
-    trainable_grad_bytes = est.trainable_params * (pb if s.method == "full" else (2.0 if s.method == "qlora" and s.precision == "bf16" else 4.0))
+    # Gradients live in the trainable parameters' dtype: the training precision for full fine-tuning,
+    # the adapters' (fp32 for LoRA, bf16 for QLoRA under bf16; memory.estimate) otherwise.
+    grad_b = pb if s.method == "full" else (2.0 if s.method == "qlora" and s.precision == "bf16" else 4.0)
+    trainable_grad_bytes = est.trainable_params * grad_b
     if s.method == "full":
         shard = (2 * gathered + trainable_grad_bytes) * share  # two all-gathers + one reduce-scatter
     else:
@@ -116,8 +119,7 @@ def fabric_gbs(network_gbps: float | None, gpus_per_node: float) -> float:
 
 
 def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: float | None, *,
-                      gpu_count: float, plan_gpus: int, nodes: int, link: float, fabric: float,
-                      replica_gpus: int | None = None) -> float | None:
+                      gpu_count: float, plan_gpus: int, nodes: int, link: float, fabric: float) -> float | None:
     """Tokens per second of one plan on one offer (None: the card's peak or bandwidth is unknown).
 
     plan_gpus > 1: a sharded plan over plan_gpus GPUs on `nodes` nodes; plan_gpus = 1: a single-GPU
@@ -133,7 +135,7 @@ def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: 
         comm = work.shard_bytes / (gbs * 1e9)
         running = float(plan_gpus)
     else:
-        copies = replica_gpus if replica_gpus is not None else (int(gpu_count) if gpu_count >= 1 else 1)
+        copies = int(gpu_count) if gpu_count >= 1 else 1
         comm = work.replica_bytes * (copies - 1) / copies / (link * 1e9) if copies > 1 else 0.0
         running = float(copies) if gpu_count >= 1 else gpu_count
     return running * work.tokens / max(step, comm)
