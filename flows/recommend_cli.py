@@ -23,7 +23,9 @@ from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
 from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIONS
 from gpuledger.warehouse.recommender.models_catalog import UnknownModelError
-from gpuledger.warehouse.recommender.recommend import Candidate, Recommendation, RecommendRequest, recommend
+from gpuledger.warehouse.recommender.recommend import (
+    Candidate, Recommendation, RecommendRequest, UnknownProviderError, recommend,
+)
 from gpuledger.warehouse.store import WarehouseError, open_reader
 from gpuledger.warehouse.settings import env_name
 
@@ -31,7 +33,9 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
-def _money(x: float) -> str:
+def _money(x: float | None) -> str:
+    if x is None:
+        return "?"
     return f"{x:,.2f}" if x >= 0.005 or x == 0 else f"{x:.4f}"
 
 
@@ -65,6 +69,8 @@ def _estimate_lines(rec: Recommendation) -> list[Text]:
         shards = ", ".join(f"{g} GPUs: {x.per_gpu_gb:.1f}" for g, x in sorted(rec.sharded_estimates.items()))
         lines.append(literal(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}"))
     lines.append(literal(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB"))
+    if e.host_gb:
+        lines.append(literal(f"ZeRO-Offload: {e.host_gb:.0f} GiB of host RAM for the optimizer state (all nodes)"))
     return lines
 
 
@@ -72,9 +78,12 @@ def _print(rec: Recommendation) -> None:
     for line in _estimate_lines(rec):
         out.print(line)
     req = rec.request
-    t = Table(title=literal(f"{req.runs} run(s) x {req.hours:g} h, cheapest first"), title_justify="left")
+    size = (f"{req.job_tokens:,.0f} tokens" if req.job_tokens is not None else f"{req.hours:g} h")
+    order = "fastest first" if req.by == "time" else "cheapest first"
+    t = Table(title=literal(f"{req.runs} run(s) x {size}, {order}"), title_justify="left")
     for col, right in (("#", True), ("provider", False), ("region", False), ("instance", False),
                        ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
+                       ("tokens/s", True), ("h/run", True),
                        ("compute $", True), ("storage $", True), ("egress $", True), ("total $", True),
                        ("notes", False)):
         t.add_column(col, justify="right" if right else "left", no_wrap=col not in ("notes", "instance"))
@@ -88,11 +97,13 @@ def _print(rec: Recommendation) -> None:
         t.add_row(cell(c.rank), cell(c.provider), cell(where), cell(c.instance_type), _purchase(c), cell(_gpus(c)),
                   cell(f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}"),
                   cell(c.plan if c.plan == "single" else f"sharded x{c.gpus_used:g}"),
-                  cell(_money(c.price_per_hour * c.nodes)), cell(_money(c.cost.compute_usd)),
-                  cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
+                  cell(_money(c.price_per_hour * c.nodes)),
+                  cell(f"{c.tokens_per_s:,.0f}" if c.tokens_per_s is not None else "?"),
+                  cell(f"{c.hours_per_run:,.2f}" if c.hours_per_run is not None else "?"),
+                  cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
                   cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
     out.print(t)
-    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none cheaper; "
+    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked higher; "
               "compute = runs x billed time (increment, minimum) x $/h", highlight=False)
     for text, n in footnotes.items():
         out.print(literal(f"[{n}] {text}"))
@@ -114,8 +125,20 @@ def recommend_command(
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
     grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
-    hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run."),
+    offload: bool = typer.Option(False, "--offload", help="Full fine-tuning with ZeRO-Offload: optimizer state "
+                                 "in host RAM (checked against the offer's RAM)."),
+    hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run, when no job size is given."),
     runs: int = typer.Option(1, "--runs", help="Number of runs (experiments)."),
+    tokens: Optional[float] = typer.Option(None, "--tokens", help="Training tokens per run (50e6): each offer's "
+                                           "hours then come from the time model."),
+    dataset_tokens: Optional[float] = typer.Option(None, "--dataset-tokens", help="Tokens in the dataset; "
+                                                   "x --epochs per run."),
+    examples: Optional[int] = typer.Option(None, "--examples", help="Training examples; x --seq-len x --epochs "
+                                           "per run."),
+    epochs: float = typer.Option(1.0, "--epochs", help="Passes over --dataset-tokens or --examples."),
+    by: str = typer.Option("cost", "--by", help="Rank by cost (cheapest whole job) or time (fastest)."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Only jobs costing at most this many USD "
+                                           "(with --by time: the fastest under it)."),
     spot: bool = typer.Option(False, "--spot", help="Also consider spot / interruptible offers (marked)."),
     commitments: bool = typer.Option(False, "--commitments",
                                      help="Also consider 1- and 3-year commitments (reserved, savings plans, "
@@ -125,8 +148,14 @@ def recommend_command(
     max_gpus: int = typer.Option(8, "--max-gpus", help="At most this many GPUs per plan."),
     max_nodes: int = typer.Option(1, "--max-nodes", help="Allow sharded plans over this many nodes (RDMA fabric)."),
     shard_lora: bool = typer.Option(False, "--shard-lora", help="Allow FSDP-sharded LoRA/QLoRA across a node."),
+    include_unavailable: bool = typer.Option(False, "--include-unavailable", help="Keep offers the source reports "
+                                             "without capacity (flagged)."),
     headroom: float = typer.Option(0.05, "--headroom", help="Fraction of GPU memory left free."),
     dataset_gb: float = typer.Option(1.0, "--dataset-gb", help="Training data kept on disk, GB."),
+    checkpoint_every: float = typer.Option(30.0, "--checkpoint-every", help="Spot: minutes between checkpoints "
+                                           "(an interruption redoes half of it on average)."),
+    days: Optional[float] = typer.Option(None, "--days", help="Keep the working set on a volume this many days "
+                                         "(runs and the idle time between them); billed for all of it."),
     top: int = typer.Option(10, "--top", help="Show this many candidates."),
     all_locations: bool = typer.Option(False, "--all-locations", help="One row per region/zone instead of "
                                        "one per instance type."),
@@ -146,6 +175,8 @@ def recommend_command(
     \b
     Examples:
       gpuledger recommend --model llama-3-8b --method qlora
+      gpuledger recommend --model llama-3-8b --method lora --tokens 50e6
+      gpuledger recommend --model llama-3-70b --method lora --tokens 20e6 --by time --budget 500
       gpuledger recommend --model llama-3-70b --method qlora --hours 6 --runs 10 --spot
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
@@ -154,9 +185,13 @@ def recommend_command(
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
-            gradient_checkpointing=grad_ckpt, hours=hours, runs=runs, spot=spot, commitments=commitments, region=region,
+            gradient_checkpointing=grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens,
+            dataset_tokens=dataset_tokens, examples=examples, epochs=epochs, by=by, budget=budget, spot=spot,
+            commitments=commitments, region=region,
             providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
-            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, top=top,
+            include_unavailable=include_unavailable,
+            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
+            checkpoint_every_minutes=checkpoint_every, top=top,
             per_instance=not all_locations)
     except (UnknownModelError, ValueError) as e:
         err.print(labelled("error:", "red", e))
@@ -168,6 +203,9 @@ def recommend_command(
         raise typer.Exit(2) from None
     try:
         rec = recommend(con, request)
+    except UnknownProviderError as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2) from None
     finally:
         con.close()
     if as_json:

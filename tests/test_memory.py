@@ -213,3 +213,31 @@ def test_mixture_of_experts_counts_every_expert_for_memory() -> None:
 def test_bad_setups_are_refused_with_a_reason(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         TrainingSetup(**kwargs)
+
+
+# -- names and counts from the configs ------------------------------------------------------
+
+@pytest.mark.parametrize("name, canonical", [
+    ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b-v0.3"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+    ("meta-llama/Llama-3.2-3B", "llama-3.2-3b"),
+    ("meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-1b"),
+    ("google/gemma-2-9b-it", "gemma-2-9b"),
+    ("Qwen/Qwen2.5-14B-Instruct", "qwen2.5-14b"),
+    ("mistralai/Mistral-7B-v0.1", "mistral-7b"),
+])
+def test_hub_names_with_tuning_and_version_suffixes_are_known(name: str, canonical: str) -> None:
+    assert models_catalog.lookup(name).name == canonical
+
+
+@pytest.mark.parametrize("name, billions", [
+    # From each config.json's shapes (linear weights, untied embeddings, norms, q/k/v biases);
+    # the model cards round them to 14.7B and 32.5B.
+    ("qwen2.5-14b", 14.770), ("qwen2.5-32b", 32.764),
+    # Llama 3.2 (tied embeddings): the cards' 1.24B and 3.21B.
+    ("llama-3.2-1b", 1.236), ("llama-3.2-3b", 3.213),
+])
+def test_parameter_counts_come_from_the_config_shapes(name: str, billions: float) -> None:
+    spec = models_catalog.lookup(name)
+    assert spec.params / 1e9 == pytest.approx(billions, abs=0.0005)
+    assert estimate(TrainingSetup("qlora", model=name)).params == spec.params

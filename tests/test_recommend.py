@@ -21,6 +21,9 @@ from gpuledger.warehouse.recommender.macros import install_macros, macros_sql
 from gpuledger.warehouse.recommender.recommend import (
     RecommendRequest, billed_seconds, compute_cost, recommend, storage_cost, tiered_egress_cost,
 )
+from gpuledger.warehouse.recommender.spot import (
+    checkpoint_write_hours, expected_run_hours, interruption_rate_per_hour, restart_hours,
+)
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
 
@@ -281,11 +284,17 @@ def test_storage_and_tiered_egress_components(con) -> None:
     assert c.cost.egress_gb == pytest.approx(10 * e.artifact_gb)
     assert c.cost.egress_usd == pytest.approx((10 * e.artifact_gb - 100) * 0.09)
     assert c.cost.egress_source == "region"
-    # Storage: the region's cheapest class, dataset + base weights + one checkpoint, for 20 hours.
-    assert (c.cost.storage_class, c.cost.storage_source) == ("sc1", "region")
+    # Storage: the region's cheapest class that can hold a working set (gp3 at $0.08, not the cold
+    # HDD sc1 at $0.015), dataset + base weights + one checkpoint, for 20 hours.
+    assert (c.cost.storage_class, c.cost.storage_source) == ("gp3", "region")
     gb = 1.0 + e.base_weights_gb + e.checkpoint_gb
     assert c.cost.storage_gb == pytest.approx(gb)
-    assert c.cost.storage_usd == pytest.approx(gb * 0.015 * 20 / 730)
+    assert c.cost.storage_usd == pytest.approx(gb * 0.08 * 20 / 730)
+    # Kept for 30 days between the runs, the volume is billed for 720 hours, not for the 20 of running.
+    month = recommend(con, req(method="full", model="llama-3-8b", hours=2, runs=10, top=100, days=30))
+    kept = next(c for c in month.candidates if c.instance_type == "h200.8")
+    assert kept.cost.storage_usd == pytest.approx(gb * 0.08 * 720 / 730)
+    assert kept.cost.compute_usd == c.cost.compute_usd
     assert c.cost.total_usd == pytest.approx(c.cost.compute_usd + c.cost.storage_usd + c.cost.egress_usd)
     assert c.cost.compute_usd == pytest.approx(10 * 2 * 40.0)
     # A provider without storage or egress prices: assumed free, and said so.
@@ -336,7 +345,9 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
                                        "from egress_prices where destination = 'internet'").fetchall():
         tiers_of.setdefault((p, r), []).append((a, b, usd))
     cheapest = {(p, r): usd for p, r, usd in con.execute(
-        "select provider, region, min(usd_per_gb_month) from storage_prices group by all").fetchall()}
+        # sc1 is AWS's cold HDD: it cannot boot or hold a working set, so never the class priced.
+        "select provider, region, min(usd_per_gb_month) from storage_prices where storage_class <> 'sc1' "
+        "group by all").fetchall()}
     requests = [req(method="qlora", model="llama-2-7b", top=100, per_instance=False, runs=3, hours=2.5),
                 req(method="full", model="llama-3-8b", top=100, spot=True, downloads=4),
                 req(method="lora", model="llama-2-13b", top=100, dataset_gb=50, checkpoints_kept=3)]
@@ -345,11 +356,19 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
         rec = recommend(con, r)
         assert len(rec.candidates) >= 3
         for c in rec.candidates:
-            compute, billed = compute_cost(c.price_per_hour, r.hours, r.runs, c.cost.granularity_s,
+            hours = r.hours
+            if c.interruptible and interruption_rate_per_hour(c.interruption_risk) is not None:
+                est = rec.sharded_estimates[int(c.gpus_used)] if c.plan == "sharded" else rec.estimate
+                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_risk), 0.5,
+                                           restart_hours(est.base_weights_gb, est.checkpoint_gb),
+                                           checkpoint_write_hours(est.checkpoint_gb))
+                assert hours > r.hours
+            assert c.hours_per_run == pytest.approx(hours, rel=1e-12)
+            compute, billed = compute_cost(c.price_per_hour, hours, r.runs, c.cost.granularity_s,
                                            c.cost.minimum_s, c.nodes)
             assert (c.cost.compute_usd, c.cost.billed_seconds_per_run) == (pytest.approx(compute, rel=1e-12), billed)
             assert c.cost.storage_usd == pytest.approx(
-                storage_cost(c.cost.storage_gb, c.cost.storage_usd_per_gb_month, r.hours * r.runs), rel=1e-12)
+                storage_cost(c.cost.storage_gb, c.cost.storage_usd_per_gb_month, hours * r.runs), rel=1e-12)
             if c.cost.storage_source == "region":
                 assert c.cost.storage_usd_per_gb_month == cheapest[(c.provider, c.region)]
             if c.cost.egress_source == "region":
@@ -371,7 +390,10 @@ def test_nothing_fits_is_said_clearly(con) -> None:
     assert rec.nothing_fits and rec.candidates == []
     why = rec.notes[-1]
     assert why.startswith("nothing fits: the job needs") and "MI300X with 192.0 GiB" in why
-    assert "--method lora or qlora" in why
+    # Only changes checked to make something fit are named: QLoRA or LoRA alone still need more than
+    # any one GPU; sharded over the 8 x 80 GB NVSwitch nodes they fit.
+    assert why.endswith("It would fit with `--method lora --shard-lora`, or `--method qlora --shard-lora`.")
+    assert "--spot" not in why and "--seq-len" not in why
     nobody = recommend(con, req(method="qlora", model="llama-2-7b", as_of=NOW + timedelta(days=30)))
     assert nobody.nothing_fits and "no provider has a successful scrape" in nobody.notes[-1]
     assert {p.provider for p in nobody.stale_providers} == {"persec", "perhour", "stalecloud"}
@@ -464,6 +486,7 @@ def macro_names(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds", "is_fast_interconnect",
+                      "card_nvlink_reach", "node_link_ok", "working_volume_ok", "interruption_rate",
                       "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
 SCHEMA_MACROS = {"spot_price_stats_at"}  # the schema's own (warehouse/spot_stats.py), stored in the file
 
@@ -557,6 +580,21 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
     assert data["candidates"][0]["gpu_model"] == "A100-SXM4-80"
     assert set(data["candidates"][0]["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
     assert data["estimate"]["per_gpu"]["total_gb"] > 40
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--tokens", "50e6",
+                            "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    assert "tokens/s" in r.output and "h/run" in r.output and "50,000,000 tokens" in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--tokens", "50e6",
+                            "--db", str(db), "--json"])
+    first = json.loads(r.stdout)["candidates"][0]
+    assert first["tokens_per_s"] > 0 and first["hours_per_run"] == pytest.approx(50e6 / first["tokens_per_s"] / 3600)
+    assert set(first["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
+                            "--provider", "AWS"])
+    assert r.exit_code == 2 and "unknown provider AWS; known: persec" in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
+                            "--hours", "1e9"])
+    assert r.exit_code == 2 and "hours must be at most 8760" in r.output
     r = runner.invoke(cli, ["recommend", "--model", "llama-3.1-405b", "--method", "full", "--db", str(db)])
     assert r.exit_code == 1
     assert "nothing fits" in r.output

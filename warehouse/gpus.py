@@ -41,6 +41,9 @@ class GPUModel:
     form_factor: str | None
     segment: str
     source: str | None
+    bf16_dense_tflops: float | None = None  # dense tensor peak, no sparsity
+    fp16_dense_tflops: float | None = None
+    tensor_tflops_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,10 @@ def _bool(v: str) -> bool:
     return v.strip().lower() == "true"
 
 
+def _opt_float(v: str) -> float | None:
+    return float(v) if v.strip() else None
+
+
 def _opt_int(v: str) -> int | None:
     return int(v) if v.strip() else None
 
@@ -92,6 +99,9 @@ def models() -> dict[str, GPUModel]:
                 architecture=r["architecture"], bf16=_bool(r["bf16"]), fp8=_bool(r["fp8"]),
                 fp4=_bool(r["fp4"]), int8=_bool(r["int8"]), nvlink=r["nvlink"] or None,
                 form_factor=r["form_factor"] or None, segment=r["segment"], source=r["source"] or None,
+                bf16_dense_tflops=_opt_float(r["bf16_dense_tflops"]),
+                fp16_dense_tflops=_opt_float(r["fp16_dense_tflops"]),
+                tensor_tflops_source=r["tensor_tflops_source"] or None,
             )
     return out
 

@@ -168,6 +168,10 @@ GPU_MODEL_COLUMNS = (
     Column("form_factor", "VARCHAR"),
     Column("segment", "VARCHAR", True),  # datacenter | workstation | consumer
     Column("source", "VARCHAR"),
+    # Dense (no sparsity) tensor peak for training: BF16, and FP16 (FP32 accumulate on GeForce).
+    Column("bf16_dense_tflops", "DOUBLE"),
+    Column("fp16_dense_tflops", "DOUBLE"),
+    Column("tensor_tflops_source", "VARCHAR"),
 )
 GPU_ALIAS_COLUMNS = (
     Column("provider", "VARCHAR", True),  # '*' for names every source uses
@@ -481,6 +485,16 @@ drop macro if exists gpuledger_macros_version;
         # the view is made with every other view once the steps are applied (migrate)
         "drop view if exists offer_freshness;"
         + _with_interruption_risk("offers") + _with_interruption_risk("offer_history"),
+    ),
+    (
+        8,
+        "gpu_models: dense BF16/FP16 tensor TFLOPS and their source, for the recommender's time model",
+        # Reference data: the next sync from data/gpu_models.csv fills them.
+        """
+alter table gpu_models add column bf16_dense_tflops DOUBLE;
+alter table gpu_models add column fp16_dense_tflops DOUBLE;
+alter table gpu_models add column tensor_tflops_source VARCHAR;
+""",
     ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]

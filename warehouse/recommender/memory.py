@@ -71,8 +71,12 @@ GPU (each GPU runs its own micro-batch), the overhead above is per GPU. LoRA
 and QLoRA are single-GPU methods unless shard_lora (FSDP + QLoRA, as
 Answer.AI's fsdp_qlora does), in which case the same division applies.
 
-Not included, on purpose: CPU offload (ZeRO-Offload, paged optimizers
-spilling to host RAM), tensor/pipeline parallelism, KV caches (training has
+ZeRO-Offload (offload=True, full fine-tuning): the optimizer state and fp32
+master copy move to host RAM (host_gb, for the whole job), the GPU keeps the
+16-bit weights and gradients (Ren et al. 2021, "ZeRO-Offload", sec. 4).
+
+Not included, on purpose: paged optimizers spilling to host RAM,
+tensor/pipeline parallelism, KV caches (training has
 none), the allocator's fragmentation (the matcher leaves headroom for it).
 """
 
@@ -146,6 +150,7 @@ class TrainingSetup:
     seq_len: int = 2048
     micro_batch: int = 1
     gradient_checkpointing: bool = True
+    offload: bool = False  # full fine-tuning: ZeRO-Offload keeps the optimizer state and fp32 master in host RAM
 
     def __post_init__(self) -> None:
         checks = [
@@ -157,6 +162,7 @@ class TrainingSetup:
             (self.lora_rank >= 1, f"lora_rank must be at least 1, got {self.lora_rank}"),
             (self.seq_len >= 1, f"seq_len must be at least 1, got {self.seq_len}"),
             (self.micro_batch >= 1, f"micro_batch must be at least 1, got {self.micro_batch}"),
+            (not self.offload or self.method == "full", "offload applies to full fine-tuning only"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -213,6 +219,7 @@ class MemoryEstimate:
     checkpoint_gb: float  # one resumable checkpoint (trainable weights + optimizer state)
     base_weights_gb: float  # the base model's files (16-bit safetensors) on disk
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    host_gb: float = 0.0  # host RAM the job needs, all nodes together (ZeRO-Offload's optimizer state)
 
     @property
     def per_gpu_gb(self) -> float:
@@ -240,7 +247,7 @@ class MemoryEstimate:
             "gradient_checkpointing": self.setup.gradient_checkpointing,
             "gpus": self.gpus, "sharded": self.sharded, "per_gpu": self.per_gpu.as_dict(),
             "total_gb": self.total_gb, "artifact_gb": self.artifact_gb, "checkpoint_gb": self.checkpoint_gb,
-            "base_weights_gb": self.base_weights_gb, "assumptions": list(self.assumptions),
+            "base_weights_gb": self.base_weights_gb, "host_gb": self.host_gb, "assumptions": list(self.assumptions),
         }
 
 
@@ -284,12 +291,20 @@ def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> M
         notes.append(f"parameter count {n / 1e9:.2f}B given; architecture of {spec.display} ({spec.params / 1e9:.2f}B)")
 
     adapter_params = 0.0
+    host = 0.0
     sharded = gpus > 1 and (setup.method == "full" or shard_lora)
     div = gpus if sharded else 1
     if setup.method == "full":
         weights = n * pb
         grads = n * pb
         optimizer = n * (state_b + (MASTER_COPY_BYTES if pb < 4 else 0.0))
+        if setup.offload:
+            # ZeRO-Offload (Ren et al. 2021, sec. 4): fp32 master weights and optimizer moments live in
+            # host RAM and the CPU runs the update; the GPU keeps 16-bit weights and gradients.
+            host = optimizer
+            optimizer = 0.0
+            notes.append(f"ZeRO-Offload: optimizer state and fp32 master ({host / GIB:.0f} GiB) in host RAM")
+
         adapters = 0.0
         trainable = n
         artifact = n * pb
@@ -345,4 +360,5 @@ def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> M
         setup=setup, model_name=spec.name, model_display=spec.display, generic_architecture=spec.generic,
         params=n, trainable_params=trainable, adapter_params=adapter_params, gpus=gpus, sharded=sharded,
         per_gpu=per_gpu, artifact_gb=artifact / GIB, checkpoint_gb=checkpoint / GIB,
-        base_weights_gb=n * 2.0 / GIB, assumptions=tuple(notes))
+        base_weights_gb=n * 2.0 / GIB, assumptions=tuple(notes),
+        host_gb=host / GIB)

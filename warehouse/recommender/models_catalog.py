@@ -33,7 +33,7 @@ class ModelSpec:
 
     name: str  # canonical key: "llama-3-70b"
     display: str
-    params: float  # published parameter count
+    published_params: float  # the model card's (rounded) count; `params` is computed from the shapes
     layers: int  # num_hidden_layers
     hidden: int  # hidden_size
     heads: int  # num_attention_heads
@@ -45,6 +45,7 @@ class ModelSpec:
     gated_mlp: bool = True  # SwiGLU/GeGLU (gate, up, down) vs. plain 2-matrix MLP (Falcon)
     experts: int = 1  # MoE: experts per layer (Mixtral: 8)
     experts_per_token: int = 1  # MoE: experts each token is routed to (Mixtral: 2)
+    qkv_bias: bool = False  # attention_bias / Qwen2: q, k and v projections carry biases
     aliases: tuple[str, ...] = ()
     source: str = ""  # where the figures come from
     generic: bool = field(default=False, compare=False)  # True: shape derived from a parameter count
@@ -102,8 +103,26 @@ class ModelSpec:
         return self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.hidden
 
     def architecture_params(self) -> int:
-        """Parameter count implied by the architecture (biases ignored)."""
-        return self.block_linear_params + self.embedding_params + self.norm_params
+        """Parameter count implied by the architecture: linear weights, embeddings, norms, and the
+        q/k/v biases where the config has them (other biases: none in these models)."""
+        bias = self.layers * (self.q_dim + 2 * self.kv_dim) if self.qkv_bias else 0
+        return self.block_linear_params + self.embedding_params + self.norm_params + bias
+
+    @property
+    def params(self) -> float:
+        """The parameter count the estimates use: computed from the config shapes (the model card's
+        figure is rounded: Qwen2.5-14B is 14.77B, not 14.7B); a generic spec keeps the count it was
+        derived from."""
+        return float(self.published_params) if self.generic else float(self.architecture_params())
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token passes through: an MoE token uses experts_per_token of the experts."""
+        if self.experts <= 1:
+            return self.params
+        idle = self.layers * (self.experts - self.experts_per_token) * (
+            self.mlp_params_per_layer - self.hidden * self.experts) / self.experts
+        return self.params - idle
 
     @property
     def quantizable_fraction(self) -> float:
@@ -127,8 +146,8 @@ def _hf(repo: str) -> str:
     return f"https://huggingface.co/{repo}/blob/main/config.json"
 
 
-# Architecture fields are the config.json values at the URL given. Parameter
-# counts are the model card's (or the Hub's safetensors total) figure.
+# Architecture fields are the config.json values at the URL given. The third field is the model
+# card's rounded parameter count (shown, and checked against the shapes); estimates use `params`.
 _MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("llama-3-8b", "Llama 3 8B", 8.03e9, layers=32, hidden=4096, heads=32, kv_heads=8,
               intermediate=14336, vocab=128256,
@@ -139,6 +158,12 @@ _MODELS: tuple[ModelSpec, ...] = (
               aliases=("meta-llama-3-70b", "llama3-70b", "llama-3.1-70b", "llama3.1-70b", "meta-llama-3.1-70b",
                        "llama-3.3-70b", "llama3.3-70b"),
               source=_hf("meta-llama/Meta-Llama-3-70B") + " (3.1: " + _hf("meta-llama/Llama-3.1-70B") + ", same shape)"),
+    ModelSpec("llama-3.2-1b", "Llama 3.2 1B", 1.24e9, layers=16, hidden=2048, heads=32, kv_heads=8, head_dim=64,
+              intermediate=8192, vocab=128256, tied_embeddings=True, aliases=("llama3.2-1b", "meta-llama-3.2-1b"),
+              source=_hf("meta-llama/Llama-3.2-1B")),
+    ModelSpec("llama-3.2-3b", "Llama 3.2 3B", 3.21e9, layers=28, hidden=3072, heads=24, kv_heads=8,
+              intermediate=8192, vocab=128256, tied_embeddings=True, aliases=("llama3.2-3b", "meta-llama-3.2-3b"),
+              source=_hf("meta-llama/Llama-3.2-3B")),
     ModelSpec("llama-3.1-405b", "Llama 3.1 405B", 405.9e9, layers=126, hidden=16384, heads=128, kv_heads=8,
               intermediate=53248, vocab=128256,
               aliases=("meta-llama-3.1-405b", "llama3.1-405b", "llama-3-405b", "llama-405b"),
@@ -160,21 +185,27 @@ _MODELS: tuple[ModelSpec, ...] = (
     ModelSpec("mistral-7b", "Mistral 7B", 7.24e9, layers=32, hidden=4096, heads=32, kv_heads=8,
               intermediate=14336, vocab=32000, aliases=("mistral-7b-v0.1", "mistral7b"),
               source=_hf("mistralai/Mistral-7B-v0.1")),
+    ModelSpec("mistral-7b-v0.3", "Mistral 7B v0.3", 7.25e9, layers=32, hidden=4096, heads=32, kv_heads=8,
+              intermediate=14336, vocab=32768, aliases=("mistral7b-v0.3", "mistral-7b-v0.2"),
+              source=_hf("mistralai/Mistral-7B-v0.3") + " (v0.2 and v0.3: vocabulary 32768)"),
     ModelSpec("mixtral-8x7b", "Mixtral 8x7B", 46.7e9, layers=32, hidden=4096, heads=32, kv_heads=8,
               intermediate=14336, vocab=32000, experts=8, experts_per_token=2,
               aliases=("mixtral-8x7b-v0.1", "mixtral"),
               source=_hf("mistralai/Mixtral-8x7B-v0.1")),
+    ModelSpec("qwen-7b", "Qwen 7B (first generation)", 7.72e9, layers=32, hidden=4096, heads=32, kv_heads=32,
+              intermediate=11008, vocab=151936, qkv_bias=True, aliases=("qwen1-7b",),
+              source=_hf("Qwen/Qwen-7B") + " (intermediate_size 22016 covers both SwiGLU halves, 11008 each)"),
     ModelSpec("qwen2.5-7b", "Qwen2.5 7B", 7.61e9, layers=28, hidden=3584, heads=28, kv_heads=4,
-              intermediate=18944, vocab=152064, aliases=("qwen-2.5-7b", "qwen25-7b"),
+              intermediate=18944, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-7b", "qwen25-7b"),
               source=_hf("Qwen/Qwen2.5-7B")),
     ModelSpec("qwen2.5-14b", "Qwen2.5 14B", 14.7e9, layers=48, hidden=5120, heads=40, kv_heads=8,
-              intermediate=13824, vocab=152064, aliases=("qwen-2.5-14b", "qwen25-14b"),
+              intermediate=13824, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-14b", "qwen25-14b"),
               source=_hf("Qwen/Qwen2.5-14B")),
     ModelSpec("qwen2.5-32b", "Qwen2.5 32B", 32.5e9, layers=64, hidden=5120, heads=40, kv_heads=8,
-              intermediate=27648, vocab=152064, aliases=("qwen-2.5-32b", "qwen25-32b"),
+              intermediate=27648, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-32b", "qwen25-32b"),
               source=_hf("Qwen/Qwen2.5-32B")),
     ModelSpec("qwen2.5-72b", "Qwen2.5 72B", 72.7e9, layers=80, hidden=8192, heads=64, kv_heads=8,
-              intermediate=29568, vocab=152064, aliases=("qwen-2.5-72b", "qwen25-72b"),
+              intermediate=29568, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-72b", "qwen25-72b"),
               source=_hf("Qwen/Qwen2.5-72B")),
     ModelSpec("gemma-2-9b", "Gemma 2 9B", 9.24e9, layers=42, hidden=3584, heads=16, kv_heads=8, head_dim=256,
               intermediate=14336, vocab=256000, tied_embeddings=True, aliases=("gemma2-9b",),
@@ -191,12 +222,20 @@ _MODELS: tuple[ModelSpec, ...] = (
 )
 
 
-def _norm(name: str) -> str:
-    """Lower case, repo owner dropped, separators unified: 'meta-llama/Meta-Llama-3-70B' -> 'meta-llama-3-70b'."""
+# A tuning word at the end, or just before a trailing -vX version ("-Instruct-v0.3").
+_TUNING_SUFFIX = re.compile(r"-(hf|instruct|chat|it|base)(?=(-v\d+(\.\d+)*)?$)")
+_VERSION_SUFFIX = re.compile(r"-v\d+(\.\d+)*$")
+
+
+def _norm(name: str, drop_version: bool = False) -> str:
+    """Lower case, repo owner dropped, separators unified, tuning words dropped (-Instruct, -it,
+    -chat, -hf, -base): 'mistralai/Mistral-7B-Instruct-v0.3' -> 'mistral-7b-v0.3'; with
+    drop_version the trailing -vX goes too ('mistral-7b')."""
     n = name.strip().lower().rsplit("/", 1)[-1]
     n = re.sub(r"[\s_]+", "-", n)
-    n = re.sub(r"-(hf|instruct|chat|it|base)$", "", n)
-    return n
+    while (m := _TUNING_SUFFIX.search(n)) is not None:
+        n = n[:m.start()] + n[m.end():]
+    return _VERSION_SUFFIX.sub("", n) if drop_version else n
 
 
 def _index() -> dict[str, ModelSpec]:
@@ -221,8 +260,9 @@ def names() -> list[str]:
 
 def lookup(name: str) -> ModelSpec:
     """The built-in model called `name` (case, separators, an owner/ prefix and -hf/-instruct ignored)."""
-    key = _norm(name)
-    spec = _INDEX.get(key) or _INDEX.get(key.replace("-", ""))
+    spec = None
+    for key in (_norm(name), _norm(name, drop_version=True)):
+        spec = spec or _INDEX.get(key) or _INDEX.get(key.replace("-", ""))
     if spec is None:
         raise UnknownModelError(
             f"unknown model {name!r}; built-in models: {', '.join(names())} "

@@ -15,7 +15,7 @@ Formulas and assumptions: docs/recommender.md. Everything here only reads.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
@@ -24,9 +24,22 @@ import duckdb
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
+from gpuledger.warehouse.recommender.spot import (
+    DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
+)
+from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, PCIE_GBS, step_work
 
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
+# Limits past which a request is a typo, not a fine-tuning job: a run longer than a year, more runs
+# than anyone schedules, or more tokens than Llama 3 was pretrained on (15T).
+MAX_HOURS = 8760.0
+MAX_RUNS = 10_000
+MAX_TOKENS = 15e12
+
+
+class UnknownProviderError(ValueError):
+    """A --provider names no provider the warehouse knows; the message lists the known ones."""
 
 
 # -- request and results ------------------------------------------------------------
@@ -45,8 +58,16 @@ class RecommendRequest:
     seq_len: int = 2048
     micro_batch: int = 1
     gradient_checkpointing: bool = True
-    hours: float = 6.0  # wall-clock hours per run, on the machine chosen
+    offload: bool = False  # full fine-tuning with ZeRO-Offload: optimizer state in host RAM (checked)
+    hours: float = 6.0  # wall-clock hours per run when no job size is given
     runs: int = 1  # how many such runs (experiments)
+    # The job size of one run, in training tokens (one of the three; None: cost --hours instead).
+    tokens: float | None = None
+    dataset_tokens: float | None = None  # times epochs
+    examples: int | None = None  # times seq_len times epochs
+    epochs: float = 1.0
+    by: str = "cost"  # cost: cheapest whole job first | time: fastest first
+    budget: float | None = None  # USD: only jobs costing at most this (with by="time": fastest under it)
     spot: bool = False  # also consider spot / low-priority / interruptible offers
     commitments: bool = False  # also consider 1- and 3-year commitments (reserved, savings plan, committed use)
     region: str | None = None  # region prefix ('us-'), or a LIKE pattern with % or _
@@ -54,9 +75,12 @@ class RecommendRequest:
     max_gpus: int = 8  # GPUs per plan (all nodes together)
     max_nodes: int = 1  # > 1 allows multi-node sharded plans (needs an RDMA fabric)
     shard_lora: bool = False  # allow FSDP-sharded LoRA/QLoRA across the GPUs of a node
+    include_unavailable: bool = False  # keep offers the source reports without capacity (flagged)
     max_age_hours: float = DEFAULT_MAX_AGE_HOURS  # a provider's last successful scrape must be this recent
     headroom: float = DEFAULT_HEADROOM  # fraction of GPU memory left free
     dataset_gb: float = 1.0  # training data kept on disk
+    days: float | None = None  # the working set stays on a volume this long (runs and the idle time between)
+    checkpoint_every_minutes: float = DEFAULT_CHECKPOINT_MINUTES  # spot: work lost per interruption is half of it
     checkpoints_kept: int = 1  # resumable checkpoints kept on disk at once
     downloads: int | None = None  # results downloaded (default: one per run)
     top: int = 10
@@ -66,12 +90,28 @@ class RecommendRequest:
     def __post_init__(self) -> None:
         checks = [
             (self.hours > 0 and math.isfinite(self.hours), f"hours must be positive, got {self.hours}"),
+            (self.hours <= MAX_HOURS, f"hours must be at most {MAX_HOURS:g} (a year) per run, got {self.hours:g}"),
             (self.runs >= 1, f"runs must be at least 1, got {self.runs}"),
+            (self.runs <= MAX_RUNS, f"runs must be at most {MAX_RUNS}, got {self.runs}"),
+            (sum(x is not None for x in (self.tokens, self.dataset_tokens, self.examples)) <= 1,
+             "give the job size once: tokens, dataset_tokens (x epochs) or examples (x seq_len x epochs)"),
+            (self.epochs > 0 and math.isfinite(self.epochs), f"epochs must be positive, got {self.epochs}"),
+            (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
+             f"the job must train at least one token, got {self.job_tokens}"),
+            (self.job_tokens is None or self.job_tokens <= MAX_TOKENS,
+             f"tokens must be at most {MAX_TOKENS:g} per run (more than Llama 3's pretraining), "
+             f"got {self.job_tokens:g}" if self.job_tokens is not None else ""),
+            (self.by in ("cost", "time"), f"by must be cost or time, got {self.by!r}"),
+            (self.budget is None or (self.budget > 0 and math.isfinite(self.budget)),
+             f"budget must be a positive amount of USD, got {self.budget}"),
             (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
             (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
             (self.max_age_hours > 0, f"max_age_hours must be positive, got {self.max_age_hours}"),
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
             (self.dataset_gb >= 0, f"dataset_gb must not be negative, got {self.dataset_gb}"),
+            (self.days is None or 0 < self.days <= 3660, f"days must be within (0, 3660], got {self.days}"),
+            (1 <= self.checkpoint_every_minutes <= 24 * 60,
+             f"checkpoint_every_minutes must be within [1, 1440], got {self.checkpoint_every_minutes}"),
             (self.checkpoints_kept >= 0, f"checkpoints_kept must not be negative, got {self.checkpoints_kept}"),
             (self.downloads is None or self.downloads >= 0, f"downloads must not be negative, got {self.downloads}"),
             (self.top >= 1, f"top must be at least 1, got {self.top}"),
@@ -86,7 +126,18 @@ class RecommendRequest:
             method=self.method, model=self.model, params=self.params, precision=self.precision,
             optimizer=self.optimizer, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
             seq_len=self.seq_len, micro_batch=self.micro_batch,
-            gradient_checkpointing=self.gradient_checkpointing)
+            gradient_checkpointing=self.gradient_checkpointing, offload=self.offload)
+
+    @property
+    def job_tokens(self) -> float | None:
+        """Training tokens of one run, from whichever job size was given (None: none)."""
+        if self.tokens is not None:
+            return float(self.tokens)
+        if self.dataset_tokens is not None:
+            return float(self.dataset_tokens) * self.epochs
+        if self.examples is not None:
+            return float(self.examples) * self.seq_len * self.epochs
+        return None
 
     @property
     def download_count(self) -> int:
@@ -97,10 +148,10 @@ class RecommendRequest:
 class CostBreakdown:
     """What the job costs on one candidate, USD, by component."""
 
-    compute_usd: float
-    storage_usd: float
+    compute_usd: float | None  # None: the run's time is unknown (no tensor figure for the card)
+    storage_usd: float | None
     egress_usd: float
-    billed_seconds_per_run: float
+    billed_seconds_per_run: float | None
     granularity_s: int
     minimum_s: int
     billing_source: str  # offer | provider | assumed
@@ -112,7 +163,9 @@ class CostBreakdown:
     egress_source: str  # region | provider | none
 
     @property
-    def total_usd(self) -> float:
+    def total_usd(self) -> float | None:
+        if self.compute_usd is None or self.storage_usd is None:
+            return None
         return self.compute_usd + self.storage_usd + self.egress_usd
 
     def as_dict(self) -> dict[str, Any]:
@@ -142,12 +195,17 @@ class Candidate:
     memory_source: str  # reported | nominal
     usable_gb_per_gpu: float  # after headroom
     need_gb_per_gpu: float
-    interconnect: str | None
+    interconnect: str | None  # as the source states it
+    nvlink_counted: bool  # the node's NVLink/NVSwitch counts (node_link_ok: the claim checked against the card)
     precision_supported: bool
     slow_path: bool  # ranked after the others: no fast path for the precision (or QLoRA off CUDA)
     price_per_hour: float  # one node
     price_per_gpu_hour: float
     available: bool | None
+    tokens_per_s: float | None  # the time model's estimate for the whole plan (None: card figures unknown)
+    interruption_rate_per_hour: float | None  # spot: from the provider's risk (None: unknown, or not spot)
+    uninterrupted_hours: float | None  # the run's time without interruptions
+    hours_per_run: float | None  # from the time model when a job size is given, else the request's hours
     cost: CostBreakdown
     flags: tuple[str, ...] = ()
     other_locations: int = 0  # same instance and purchase option elsewhere (not shown)
@@ -262,12 +320,14 @@ def _fits_call(i: int) -> str:
     """One `fits` call for plan i: its need, GPU and node counts are $need_i, $gpus_i, $nodes_i; the
     request's own arguments come from _fits_params."""
     return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
-            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of, commitments := $commitments)")
+            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of, commitments := $commitments, "
+            f"include_unavailable := $unavailable, sharded_needs_nvlink := $needs_nvlink)")
 
 
 def _fits_params(request: RecommendRequest) -> dict[str, Any]:
     return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
-            "precision": request.precision, "as_of": request.as_of, "commitments": request.commitments}
+            "precision": request.precision, "as_of": request.as_of, "commitments": request.commitments,
+            "unavailable": request.include_unavailable, "needs_nvlink": request.method == "full"}
 
 
 # The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
@@ -278,21 +338,25 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 # to one row per provider/instance type/purchase option when asked, and cut to the top N. The
 # ranking carries narrow rows; the wide columns are joined back for the top N only.
 _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
-           "granularity_s, minimum_s, precision_supported, gpu_vendor")
+           "granularity_s, minimum_s, precision_supported, gpu_vendor, gpu_count, plan, gpus_used, "
+           "interruptible, interruption_risk, "
+           "gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink, fast_interconnect, network_gbps")
 _WIDE = ", ".join(f"h.{c}" for c in (
-    "interruptible", "interruption_risk", "reliability", "gpu_model", "gpu_count", "gpu_variant_exact",
-    "gpu_architecture", "plan", "gpus_used", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
-    "interconnect", "price_per_gpu_hour", "available", "billing_source", "term_months", "payment_option"))
+    "reliability", "gpu_model", "gpu_variant_exact",
+    "gpu_architecture", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
+    "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source", "term_months",
+    "payment_option"))
 _KEY = "provider, region, zone, instance_type, purchase_option"
-_ORDER = "tier, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
+_ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
-with plans(plan_idx, need_gb, storage_gb, egress_gb) as (values {plan_values}),
+with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b, dequant_b, shard_b,
+           replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
 hits as not materialized ({hits}),
 chosen as (select {narrow} from hits {first_plan_only}),
 storage_region as (
     select provider, region, min(usd_per_gb_month) as usd,
            arg_min(storage_class, (usd_per_gb_month, storage_class)) as storage_class
-    from storage_prices group by all),
+    from storage_prices where working_volume_ok(storage_class) group by all),
 storage_provider as (
     select provider, min(usd) as usd, arg_min(storage_class, (usd, storage_class)) as storage_class
     from storage_region group by all),
@@ -305,9 +369,44 @@ egress_region as (
     group by all),
 egress_provider as (
     select plan_idx, provider, max(usd) as usd from egress_region group by all),
-costed as (
+speeds as (
+    -- The time model (warehouse.recommender.throughput.tokens_per_second, the reference).
     select c.*, p.need_gb, p.storage_gb, p.egress_gb,
-           billed_seconds($hours * 3600.0, c.granularity_s, c.minimum_s) as billed_s,
+           case when peak is null or c.gpu_bandwidth_tbs is null then null
+                else running * p.tok_step / greatest(
+                    greatest(p.tok_step * p.flops_tok / (peak * 1e12 * p.util), p.wread_b / (c.gpu_bandwidth_tbs * 1e12))
+                        + p.dequant_b / (c.gpu_bandwidth_tbs * 1e12) + p.offload_b / ({pcie_gbs} * 1e9),
+                    case when c.plan = 'sharded'
+                              then p.shard_b / ((case when c.nodes > 1 then fabric else link end) * 1e9)
+                         when c.gpu_count >= 2
+                              then p.replica_b * (floor(c.gpu_count) - 1) / floor(c.gpu_count) / (link * 1e9)
+                         else 0 end)
+           end as tokens_per_s
+    from (select c.*,
+                 case $precision when 'bf16' then coalesce(c.gpu_bf16_tflops, c.gpu_fp16_tflops)
+                                 when 'fp16' then coalesce(c.gpu_fp16_tflops, c.gpu_bf16_tflops) end as peak,
+                 case when c.plan = 'sharded' then c.gpus_used when c.gpu_count >= 1 then floor(c.gpu_count)
+                      else c.gpu_count end as running,
+                 coalesce(case when c.fast_interconnect
+                               then try_cast(nullif(regexp_extract(c.gpu_nvlink, '([0-9.]+)\\s*GB/s', 1), '') as double) / 2
+                          end, {pcie_gbs}) as link,
+                 coalesce(c.network_gbps / 8.0 / greatest(c.gpu_count, 1), {fabric_gbs}) as fabric
+          from chosen c) c
+    join plans p on p.plan_idx = c.plan_idx),
+timed as (
+    -- An interruptible run takes its expected time (warehouse.recommender.spot.expected_run_hours);
+    -- with no published risk its time is the uninterrupted one, and `tier` ranks it after.
+    select *, case when interruptible and rate is not null
+                   then base_hours * (1 + rate * ($ckpt_h / 2 + restart_h)) + base_hours / $ckpt_h * write_h
+                   else base_hours end as run_hours
+    from (select s.*, p.restart_h, p.write_h, interruption_rate(s.interruption_risk) as rate,
+                 case when $job_tokens is null then $hours else $job_tokens / s.tokens_per_s / 3600.0 end as base_hours
+          from speeds s join plans p on p.plan_idx = s.plan_idx)),
+costed as (
+    select c.*,
+           -- greatest() skips NULLs: an unknown run time must stay unknown, never the minimum charge
+           case when c.run_hours is not null
+                then billed_seconds(c.run_hours * 3600.0, c.granularity_s, c.minimum_s) end as billed_s,
            coalesce(sr.storage_class, sp.storage_class) as storage_class,
            coalesce(sr.usd, sp.usd, 0.0) as storage_usd_per_gb_month,
            case when sr.usd is not null then 'region' when sp.usd is not null then 'provider'
@@ -315,38 +414,46 @@ costed as (
            coalesce(er.usd, ep.usd, 0.0) as egress_usd,
            case when er.usd is not null then 'region' when ep.usd is not null then 'provider'
                 else 'none' end as egress_source,
-           case when not c.precision_supported
+           case when c.run_hours is null or (c.interruptible and c.rate is null) then 2
+                when not c.precision_supported
                      or ($method = 'qlora' and coalesce(c.gpu_vendor, '') <> 'NVIDIA') then 1
                 else 0 end as tier
-    from chosen c
-    join plans p on p.plan_idx = c.plan_idx
+    from timed c
     left join storage_region sr on sr.provider = c.provider and sr.region = c.region
     left join storage_provider sp on sp.provider = c.provider
     left join egress_region er on er.plan_idx = c.plan_idx and er.provider = c.provider and er.region = c.region
     left join egress_provider ep on ep.plan_idx = c.plan_idx and ep.provider = c.provider),
 totals as (
-    select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
-    from (select *,
-                 $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
-                 storage_gb * storage_usd_per_gb_month * $storage_hours / {hours_per_month} as storage_usd
-          from costed)),
+    select *, case when $by = 'time' then round(run_hours, 9) else sort_total end as sort_key
+    from (select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
+          from (select *,
+                       $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
+                       case when run_hours is not null
+                            then storage_gb * storage_usd_per_gb_month * greatest($runs * run_hours, $days * 24.0)
+                                 / {hours_per_month} end as storage_usd
+                from costed))
+    where $budget is null or compute_usd + storage_usd + egress_usd <= $budget),
 {best}
-select best.*, {wide}
+select best.*, {wide}, pv.storage_persists_when_stopped as persists_when_stopped
 from best join hits h using (plan_idx, {key})
+left join providers pv on pv.provider = best.provider
 order by {best_order}
 """
+# ZeRO-Offload's host RAM: each node holds its share of the optimizer state, with the same headroom
+# as GPU memory; an offer that states no RAM cannot be shown to fit.
+_HOST_RAM_OK = "($host_gb_{i} = 0 or coalesce(ram_gb, 0) * (1 - $headroom) * nodes >= $host_gb_{i})"
 # An offer fits several plans: it keeps the first (single-GPU, then fewest nodes).
 _FIRST_PLAN_ONLY = f"qualify row_number() over (partition by {_KEY} order by plan_idx) = 1"
 # Every place of an instance type and purchase option: the cheapest stands for them all.
 _BEST_PER_INSTANCE = """grouped as (
-    select arg_min(t, (t.tier, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
+    select arg_min(t, (t.tier, t.sort_key, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
            count(*) - 1 as other_locations,
            sum(count(*)) over () as considered
     from totals t
     group by t.provider, t.instance_type, t.purchase_option),
 best as (
     select unnest(pick), other_locations, considered from grouped
-    order by pick.tier, pick.sort_total, pick.price_per_hour, pick.provider, pick.region, pick.zone,
+    order by pick.tier, pick.sort_key, pick.sort_total, pick.price_per_hour, pick.provider, pick.region, pick.zone,
              pick.instance_type, pick.purchase_option
     limit $top)"""
 _BEST_EVERYWHERE = f"""best as (
@@ -363,22 +470,55 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
     where = f"gpu_count * nodes <= $max_gpus and {where}"
     hits, values = [], []
     for i, (gpus, nodes, est) in enumerate(plans):
-        hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where}")
-        values.append(f"({i}, $need_{i}, $storage_gb_{i}, $egress_gb_{i})")
+        hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where} and {_HOST_RAM_OK.format(i=i)}")
+        work = step_work(est, gpus)
+        names = ("need", "storage_gb", "egress_gb", "tok_step", "flops_tok", "util", "wread_b", "dequant_b",
+                 "shard_b", "replica_b", "restart_h", "write_h", "offload_b")
+        values.append("(" + ", ".join([str(i)] + [f"${n}_{i}" for n in names]) + ")")
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
-                     f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est)})
+                     f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est),
+                     f"tok_step_{i}": work.tokens, f"flops_tok_{i}": work.flops_per_token,
+                     f"util_{i}": work.utilization, f"wread_b_{i}": work.weight_read_bytes,
+                     f"dequant_b_{i}": work.dequant_bytes, f"shard_b_{i}": work.shard_bytes,
+                     f"replica_b_{i}": work.replica_bytes,
+                     f"restart_h_{i}": restart_hours(est.base_weights_gb, est.checkpoint_gb),
+                     f"write_h_{i}": checkpoint_write_hours(est.checkpoint_gb),
+                     f"offload_b_{i}": work.offload_bytes, f"host_gb_{i}": est.host_gb})
     args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
-                storage_hours=request.hours * request.runs, method=request.method, top=request.top)
+                method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
+                days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0,
+                budget=request.budget)
     sql = _COSTED_SQL.format(
         plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
         first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
-        hours_per_month=repr(HOURS_PER_MONTH),
+        hours_per_month=repr(HOURS_PER_MONTH), pcie_gbs=repr(PCIE_GBS), fabric_gbs=repr(FABRIC_GBS_ASSUMED),
         best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
         best_order=", ".join(f"best.{c.strip()}" for c in _ORDER.split(",")))
     rel = con.execute(sql, args)
     cols = [d[0] for d in rel.description]
     rows = [dict(zip(cols, r)) for r in rel.fetchall()]
     return rows, (int(rows[0]["considered"]) if rows else 0)
+
+
+def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
+              plans: list[tuple[int, int, MemoryEstimate]]) -> bool:
+    """Whether any offer fits one of the plans: the candidate set of _ranked (the same rule,
+    fit_ok, with the filters of `fits`), found in one scan of the offers and not costed."""
+    where, args = _filters(request)
+    args.update(_fits_params(request), max_gpus=request.max_gpus)
+    terms = []
+    for i, (gpus, nodes, est) in enumerate(plans):
+        terms.append(f"(fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect or not $needs_nvlink, "
+                     f"multinode_fabric, $need_{i}, $gpus_{i}, $nodes_{i}, $headroom) "
+                     f"and gpu_count * $nodes_{i} <= $max_gpus "
+                     f"and {_HOST_RAM_OK.format(i=i).replace('* nodes', f'* $nodes_{i}')})")
+        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes, f"host_gb_{i}": est.host_gb})
+    sql = ("select 1 from (select o.* from offer_facts() o "
+           "join fresh_providers(max_age_hours := $max_age, as_of := $as_of) f on f.provider = o.provider) "
+           "where ($spot or purchase_option = 'on_demand') and ($unavailable or coalesce(available, true)) "
+           f"and {where} and ({' or '.join(terms)}) limit 1")
+    args.pop("precision", None)
+    return bool(con.execute(sql, args).fetchall())
 
 
 def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
@@ -394,13 +534,11 @@ def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
 def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> tuple[float, str] | None:
     """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
     where, args = _filters(request)
-    args.update(spot=request.spot, max_age=request.max_age_hours, headroom=request.headroom,
-                precision=request.precision, as_of=request.as_of, max_gpus=request.max_gpus,
-                commitments=request.commitments)
+    args.update(_fits_params(request), max_gpus=request.max_gpus)
     rows = con.execute(
         "select memory_gb_per_gpu, gpu_model from fits(0.0, spot := $spot, max_age_hours := $max_age, "
-        f"headroom := $headroom, train_precision := $precision, as_of := $as_of, commitments := $commitments) "
-        f"where {where} "
+        f"headroom := $headroom, train_precision := $precision, as_of := $as_of, commitments := $commitments, "
+        f"include_unavailable := $unavailable, sharded_needs_nvlink := $needs_nvlink) where {where} "
         "and gpu_count <= $max_gpus order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
     return (rows[0][0], rows[0][1]) if rows else None
 
@@ -455,7 +593,9 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
     if not row["gpu_variant_exact"]:
         flags.append(f"the source named only the GPU family; {gpu} is the likeliest variant")
     if row["available"] is False:
-        flags.append("the source reports no capacity right now")
+        flags.append("the source reports no capacity right now (kept by --include-unavailable)")
+    if row["link_note"]:
+        flags.append(row["link_note"])
     if row["billing_source"] == "assumed":
         flags.append("no billing increment known; per-hour billing assumed")
     if row["gpu_count"] < 1:
@@ -467,6 +607,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     """Rank the current offers that fit `request`, by the effective cost of the whole job."""
     if not macros_current(con):
         install_macros(con)
+    check_providers(con, request)
     setup = request.setup()
     single, plans = _plans(con, request, setup)
     offers_per_provider = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
@@ -482,12 +623,32 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             minimum_s=int(row["minimum_s"]), billing_source=row["billing_source"], storage_gb=row["storage_gb"],
             storage_class=row["storage_class"], storage_usd_per_gb_month=row["storage_usd_per_gb_month"],
             storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
-        flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put last
+        flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
+        if row["interruptible"]:
+            rate = interruption_rate_per_hour(row["interruption_risk"])  # the reference for row["rate"]
+            if rate is None:
+                flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
+                             "ranked after offers whose expected cost is known")
+            elif row["base_hours"] is not None:
+                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions ({row['interruption_risk']} a "
+                             f"month): {row['run_hours'] - row['base_hours']:.2f} h of redone work, restarts and "
+                             f"checkpoints every {request.checkpoint_every_minutes:g} min included")
+        if row["tokens_per_s"] is None:
+            flags.append(f"no dense tensor figure for {row['gpu_model']} at {request.precision}: "
+                         + ("time and cost unknown, ranked last" if request.job_tokens is not None
+                            else "speed unknown"))
         cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
         if s_src == "none":
             flags.append(f"no storage price for {row['provider']}: storage assumed free")
         elif s_src == "provider":
             flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
+        if request.days is not None or request.runs > 1:
+            keep = row["persists_when_stopped"]
+            if keep is False:
+                flags.append(f"{row['provider']} does not keep a stopped machine's disk: the working set stays "
+                             f"on a {cls or 'persistent'} volume between runs, machines are deleted")
+            elif keep is None:
+                flags.append(f"{row['provider']} does not document whether a stopped machine's disk persists")
         if e_src == "none":
             flags.append(f"no egress price for {row['provider']}: egress assumed free")
         elif e_src == "provider":
@@ -501,13 +662,23 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],
             memory_source=row["memory_source"], usable_gb_per_gpu=row["usable_gb_per_gpu"],
             need_gb_per_gpu=row["need_gb"], interconnect=row["interconnect"],
+            nvlink_counted=bool(row["fast_interconnect"]),
             precision_supported=bool(row["precision_supported"]), slow_path=tier > 0,
             price_per_hour=row["price_per_hour"], price_per_gpu_hour=row["price_per_gpu_hour"],
-            available=row["available"], cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
+            available=row["available"], tokens_per_s=row["tokens_per_s"], hours_per_run=row["run_hours"],
+            interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
+            uninterrupted_hours=row["base_hours"],
+            cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
-    notes.append(f"hours = {request.hours:g} per run on the machine chosen: throughput is not modelled, "
-                 "so a faster card's shorter run is not credited")
+    if request.job_tokens is None:
+        notes.append(f"no job size given (--tokens, --dataset-tokens or --examples): every offer is costed for "
+                     f"{request.hours:g} h per run; tokens/s shows how much each would train in that time")
+    else:
+        notes.append(f"{request.job_tokens:,.0f} tokens per run; hours per offer from the time model "
+                     "(docs/recommender.md), billed with each offer's increment and minimum")
+    if request.budget is not None:
+        notes.append(f"only jobs costing at most ${request.budget:,.2f} in total")
     if stale:
         notes.append("stale providers left out (last successful scrape older than "
                      f"{request.max_age_hours:g} h, or none): " + ", ".join(p.provider for p in stale))
@@ -522,9 +693,82 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                           offers_per_provider=offers_per_provider)
 
 
+def known_providers(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every provider the warehouse knows: in the providers table, with offers, or with scrape runs."""
+    return [p for (p,) in con.execute(
+        "select provider from providers union select provider from offers union select provider from scrape_runs "
+        "order by 1").fetchall()]
+
+
+def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> None:
+    """Refuse a --provider the warehouse does not know (names are the warehouse's, e.g. 'aws')."""
+    if not request.providers:
+        return
+    known = known_providers(con)
+    for p in request.providers:
+        if p not in known:
+            raise UnknownProviderError(f"unknown provider {p}; known: {', '.join(known)}")
+
+
+def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any]]]:
+    """(the options as typed, the request fields they set) of single changes worth trying when
+    nothing fits, most specific first."""
+    r, out = request, []
+    shardable = r.method == "full" or r.shard_lora
+    if r.method != "full" and not r.shard_lora:
+        out.append(("--shard-lora", {"shard_lora": True}))
+    if shardable or r.method != "full":
+        extra = {} if shardable else {"shard_lora": True}
+        flag = "" if shardable else "--shard-lora "
+        if r.max_gpus < 8:
+            out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
+        if r.max_nodes == 1:
+            out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
+    if r.method == "full" and r.optimizer == "adamw":
+        out.append(("--optimizer adamw8bit", {"optimizer": "adamw8bit"}))
+    if r.method == "full" and not r.offload:
+        out.append(("--offload", {"offload": True}))
+    for method in ("lora", "qlora"):
+        if (r.method, method) in (("full", "lora"), ("full", "qlora"), ("lora", "qlora")):
+            out.append((f"--method {method}", {"method": method}))
+            out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
+    if not r.spot:
+        out.append(("--spot", {"spot": True}))
+    if not r.include_unavailable:
+        out.append(("--include-unavailable", {"include_unavailable": True}))
+    if r.region:
+        out.append(("no --region", {"region": None}))
+    if r.providers:
+        out.append(("no --provider", {"providers": ()}))
+    if not r.gradient_checkpointing:
+        out.append(("--grad-ckpt", {"gradient_checkpointing": True}))
+    if r.micro_batch > 1:
+        out.append(("--micro-batch 1", {"micro_batch": 1}))
+    if r.seq_len > 512:
+        out.append((f"--seq-len {r.seq_len // 2}", {"seq_len": r.seq_len // 2}))
+    return out
+
+
+def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[str]:
+    """The single changes of options (from _option_variants) under which some offer fits, each
+    checked against the warehouse; a change implied by one already listed is left out."""
+    found: list[str] = []
+    for flags, changes in _option_variants(request):
+        if any(flags.startswith(f + " ") for f in found):
+            continue  # "--method qlora" fits: "--method qlora --shard-lora" adds nothing
+        if "--max-nodes" in flags and any("--max-gpus" in f for f in found):
+            continue  # more GPUs on one node fit already: a second node is not the fix
+        variant = replace(request, **changes, top=1)
+        _, plans = _plans(con, variant, variant.setup())
+        if _any_fits(con, variant, plans):
+            found.append(flags)
+    return found
+
+
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
                          sharded: dict[int, MemoryEstimate], fresh: list[ProviderFreshness]) -> str:
-    """One sentence on why no offer fits, with the largest memory that was on offer."""
+    """One sentence on why no offer fits, with the largest memory that was on offer and the options
+    that would make something fit (each checked against the offers)."""
     if not fresh:
         return "nothing fits: no provider has a successful scrape within " \
                f"{request.max_age_hours:g} h (run `gpuledger refresh`, or raise --max-age-hours)"
@@ -536,23 +780,7 @@ def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendReque
     if sharded:
         g, e = max(sharded.items())
         parts.append(f"sharded over {g} GPUs it needs {e.per_gpu_gb:.1f} GiB per GPU on an NVLink/NVSwitch node")
-    hints = []
-    if request.method == "full":
-        hints.append("--method lora or qlora")
-        if request.optimizer == "adamw":
-            hints.append("--optimizer adamw8bit")
-    elif request.method == "lora":
-        hints.append("--method qlora")
-    if request.region or request.providers:
-        hints.append("a wider --region / no --provider")
-    if not request.spot:
-        hints.append("--spot")
-    if request.method == "full" and request.max_nodes == 1:
-        hints.append("--max-nodes 2 (and --max-gpus 16)")
-    if not request.gradient_checkpointing:
-        hints.append("--grad-ckpt")
-    if request.micro_batch > 1:
-        hints.append("--micro-batch 1")
-    if request.seq_len > 512:
-        hints.append("a shorter --seq-len")
-    return "; ".join(parts) + ". Try " + ", ".join(hints) + "."
+    options = options_that_fit(con, request)
+    if not options:
+        return "; ".join(parts) + ". No single change of options makes it fit on the current offers."
+    return "; ".join(parts) + ". It would fit with " + ", or ".join(f"`{o}`" for o in options) + "."

@@ -16,11 +16,31 @@ create or replace macro billed_seconds(duration_s, granularity_s, minimum_s) as
     ceil(round(greatest(duration_s, coalesce(minimum_s, 0)) / greatest(coalesce(granularity_s, 3600), 1), 9))
     * greatest(coalesce(granularity_s, 3600), 1);
 
--- True for an intra-node GPU link fast enough for sharded (ZeRO-3/FSDP) full
--- fine-tuning: NVSwitch or NVLink (incl. 'NVLink bridge', 'NVLink (NVL72)').
--- PCIe, Infinity Fabric and unknown (NULL) links are not counted as fast.
+-- True when a source's interconnect text claims NVSwitch or NVLink (incl.
+-- 'NVLink bridge', 'NVLink (NVL72)'). PCIe, Infinity Fabric and unknown (NULL)
+-- links do not. A claim alone does not make a node fast: node_link_ok checks it
+-- against the card.
 create or replace macro is_fast_interconnect(interconnect) as
     coalesce(interconnect ilike 'nvswitch%' or interconnect ilike 'nvlink%', false);
+
+-- What the card can do, from gpu_models: 'node' when its NVLink reaches every GPU of
+-- the node (SXM and superchip parts, on NVLink/NVSwitch baseboards), 'pairs' when
+-- NVLink exists only as a bridge between two PCIe cards (A100/H100 PCIe, A40,
+-- RTX A6000, RTX 3090), 'none' otherwise (GeForce RTX 4090/5090 have no NVLink;
+-- an SLI bridge is not NVLink).
+create or replace macro card_nvlink_reach(vendor, card_nvlink, form_factor) as
+    case when vendor = 'NVIDIA' and card_nvlink ilike 'nvlink%'
+              and (form_factor ilike 'sxm%' or form_factor = 'Superchip') then 'node'
+         when vendor = 'NVIDIA' and (card_nvlink ilike 'bridge%' or card_nvlink ilike 'nvlink%') then 'pairs'
+         else 'none' end;
+
+-- True when a node's GPUs are joined well enough for sharded (ZeRO-3/FSDP) training:
+-- the source claims NVLink/NVSwitch AND the card supports it across the node's GPUs
+-- (all of them for 'node' cards, exactly two for bridged 'pairs').
+create or replace macro node_link_ok(interconnect, gpu_count, vendor, card_nvlink, form_factor) as
+    is_fast_interconnect(interconnect)
+    and case card_nvlink_reach(vendor, card_nvlink, form_factor)
+            when 'node' then true when 'pairs' then gpu_count = 2 else false end;
 
 -- Every current offer with what matching and costing derive from the
 -- reference tables, whatever the request and the providers' freshness:
@@ -28,8 +48,10 @@ create or replace macro is_fast_interconnect(interconnect) as
 --                      marketed figure; when a source gave none, the marketed
 --                      figure read as decimal GB (x 10^9 / 2^30), flagged
 --                      memory_source = 'nominal'
---   fast_interconnect  is_fast_interconnect(interconnect)
+--   fast_interconnect  node_link_ok: the source's claim checked against the card
+--   link_note          why a claimed NVLink/NVSwitch was not counted (NULL otherwise)
 --   gpu_bf16, gpu_architecture, gpu_segment  from gpu_models (precision_ok)
+--   gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink  from gpu_models (time model)
 --   granularity_s, minimum_s, billing_source  the offer's billing increment
 --                      and minimum charge, else the provider's, else per hour
 -- `fits` builds on it.
@@ -40,8 +62,19 @@ create or replace macro offer_facts() as table
                     coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
                as memory_gb_per_gpu,
            case when o.gpu_memory_gb is not null then 'reported' else 'nominal' end as memory_source,
-           is_fast_interconnect(o.interconnect) as fast_interconnect,
+           node_link_ok(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor) as fast_interconnect,
+           case when o.gpu_count > 1 and is_fast_interconnect(o.interconnect)
+                     and not node_link_ok(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor)
+                then 'the source says ' || o.interconnect || '; ' || o.gpu_model ||
+                     case card_nvlink_reach(g.vendor, g.nvlink, g.form_factor)
+                         when 'pairs' then ' joins only pairs by an NVLink bridge: counted as PCIe between pairs'
+                         else ' has no NVLink: counted as PCIe' end
+           end as link_note,
            g.bf16 as gpu_bf16,
+           g.bf16_dense_tflops as gpu_bf16_tflops,
+           g.fp16_dense_tflops as gpu_fp16_tflops,
+           g.memory_bandwidth_tbs as gpu_bandwidth_tbs,
+           g.nvlink as gpu_nvlink,
            g.architecture as gpu_architecture,
            g.segment as gpu_segment,
            coalesce(o.billing_granularity_s, p.billing_granularity_s, 3600) as granularity_s,
@@ -52,6 +85,26 @@ create or replace macro offer_facts() as table
     from offers o
     left join providers p on p.provider = o.provider
     left join gpu_models g on g.gpu_model = o.gpu_model;
+
+-- Interruptions per hour from offers.interruption_risk (AWS Spot Advisor buckets: the share of
+-- instances interrupted over a month, at the bucket's midpoint, as a constant hazard
+-- -ln(1 - p) / 730 h); NULL when the source gives no risk (unknown, never zero). Mirrors
+-- warehouse.recommender.spot.interruption_rate_per_hour.
+create or replace macro interruption_rate(interruption_risk) as
+    -ln(1 - case replace(interruption_risk, ' ', '')
+                 when '<5%' then 0.025 when '5-10%' then 0.075 when '10-15%' then 0.125
+                 when '15-20%' then 0.175 when '>20%' then 0.25 end) / 730.0;
+
+-- True for a storage class that can hold a training job's working set between runs: a
+-- persistent block volume or file system. Cold HDD (AWS sc1/st1/standard magnetic, GCP
+-- pd-standard, Azure HDD, hyperdisk-throughput), archive, cold and object tiers cannot boot or
+-- serve a working set; local/instance/container disks vanish with the machine; hyperdisk-ml is
+-- read-only.
+create or replace macro working_volume_ok(storage_class) as
+    not (lower(storage_class) in ('sc1', 'st1', 'standard', 'pd-standard', 'pd-standard-regional',
+                                  'hyperdisk-throughput', 'hyperdisk-ml', 'local-ssd', 'instance-storage',
+                                  'container-disk')
+         or regexp_matches(lower(storage_class), 'hdd|archive|cold|glacier|nearline|object|blob'));
 
 -- True when a GPU has a fast path for training in train_precision
 -- ('bf16' | 'fp16' | 'fp32'): BF16 needs the hardware type (Ampere and later),
@@ -91,6 +144,11 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --                  too, flagged by the `interruptible` column, never unmarked
 --   commitments    false: no commitment; true: 1- and 3-year commitments too (term_months,
 --                  payment_option set; price_per_hour is their effective hourly rate)
+--   sharded_needs_nvlink  true (full fine-tuning): a sharded plan needs node_link_ok; false
+--                  (sharded LoRA/QLoRA, which only gathers frozen weights): PCIe nodes too,
+--                  the time model charges their slower link
+--   include_unavailable  false: offers the source reports without capacity
+--                  (available = false) are left out; true: kept (the column says so)
 --   max_age_hours  freshness limit on the provider's last successful scrape (NULL: the
 --                  default, warehouse.freshness.DEFAULT_MAX_AGE_HOURS)
 --   headroom       fraction of each GPU's memory left free (allocator
@@ -106,7 +164,8 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --   from fits(46.2, spot := true) where region like 'us-%' order by price_per_hour limit 10;
 --   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
 create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := NULL, headroom := 0.05,
-                             train_precision := 'bf16', nodes := 1, as_of := NULL, commitments := false) as table
+                             train_precision := 'bf16', nodes := 1, as_of := NULL, commitments := false,
+                             include_unavailable := false, sharded_needs_nvlink := true) as table
     select o.*,
            f.last_ok as provider_last_ok,
            precision_ok(train_precision, o.gpu_bf16, o.gpu_architecture) as precision_supported,
@@ -121,5 +180,6 @@ create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours :=
     -- A commitment (term_months set) is a 1- or 3-year contract, not a way to rent for one job:
     -- only `commitments := true` lets it in.
     where (o.term_months is null and (spot or o.purchase_option = 'on_demand') or (commitments and o.term_months is not null))
-      and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect, o.multinode_fabric,
+      and (include_unavailable or coalesce(o.available, true))
+      and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect or not sharded_needs_nvlink, o.multinode_fabric,
                  vram_gb, gpus, nodes, headroom);

@@ -1,0 +1,148 @@
+"""The recommender's fit rules that a source's flags alone must not decide: NVLink claims checked
+against the card, offers without capacity, option hints checked against the offers, names."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpuledger.warehouse import gpus as gpu_table
+from gpuledger.warehouse.recommender.macros import install_macros
+from gpuledger.warehouse.recommender.throughput import link_gbs, step_work, tokens_per_second
+from gpuledger.warehouse.recommender.recommend import RecommendRequest, UnknownProviderError, recommend
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import open_reader, open_writer
+from tests.test_recommend import NOW, T0, add, facts, load
+
+
+def market() -> Batch:
+    """A marketplace whose hosts set an NVLink field themselves (as Vast.ai's bw_nvlink is)."""
+    b = Batch("market")
+    bill = {"billing_granularity_s": 1, "minimum_charge_s": 0}
+    add(b, "4090x8", "RTX-4090", 8, 23.99, 3.00, interconnect="NVLink", **bill)
+    add(b, "5090x8", "RTX-5090", 8, 31.84, 4.00, interconnect="NVLink", **bill)
+    add(b, "a6000x4", "RTX-A6000", 4, 47.99, 2.00, interconnect="NVLink", **bill)
+    add(b, "a6000x2", "RTX-A6000", 2, 47.99, 1.00, interconnect="NVLink", **bill)
+    add(b, "h100x8", "H100-SXM", 8, 80.0, 20.00, interconnect="NVLink", **bill)
+    add(b, "h100x8pcie", "H100-SXM", 8, 80.0, 19.00, interconnect="PCIe", **bill)
+    add(b, "h100x8ram", "H100-SXM", 8, 80.0, 21.00, interconnect="NVSwitch", ram_gb=2048, **bill)
+    add(b, "h100x8lowram", "H100-SXM", 8, 80.0, 20.50, interconnect="NVSwitch", ram_gb=512, **bill)
+    add(b, "l4.gone", "L4", 1, 22.35, 0.05, available=False, **bill)
+    add(b, "l4.here", "L4", 1, 22.35, 0.60, available=True, **bill)
+    add(b, "l4.here", "L4", 1, 22.35, 0.10, option="spot", **bill)  # no interruption risk published
+    return b
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory: pytest.TempPathFactory):
+    db: Path = tmp_path_factory.mktemp("rules") / "ledger.duckdb"
+    w = open_writer(db)
+    load(w, market(), "market", T0, facts("market", 1, 0))
+    w.close()
+    c = open_reader(db)
+    install_macros(c)
+    yield c
+    c.close()
+
+
+def req(**kw) -> RecommendRequest:
+    kw.setdefault("as_of", NOW)
+    return RecommendRequest(**kw)
+
+
+def test_an_nvlink_claim_is_checked_against_the_card(con) -> None:
+    rows = dict((r[0], r[1:]) for r in con.execute(
+        "select instance_type, fast_interconnect, link_note from offer_facts()").fetchall())
+    # GeForce RTX 4090/5090 have no NVLink connector at all (gpu_models: no nvlink).
+    assert rows["4090x8"] == (False, "the source says NVLink; RTX-4090 has no NVLink: counted as PCIe")
+    assert rows["5090x8"][0] is False
+    # RTX A6000: an NVLink bridge joins two cards; four are two pairs over PCIe.
+    assert rows["a6000x4"] == (False, "the source says NVLink; RTX-A6000 joins only pairs by an NVLink bridge: "
+                                      "counted as PCIe between pairs")
+    assert rows["a6000x2"] == (True, None)  # one bridged pair is all-to-all
+    assert rows["h100x8"] == (True, None)  # SXM5 on an NVLink baseboard
+    assert rows["h100x8pcie"] == (False, None)  # nothing claimed, nothing counted
+
+
+def test_a_sharded_full_finetune_never_lands_on_geforce_or_bridged_pairs(con) -> None:
+    rec = recommend(con, req(method="full", model="llama-3-8b", top=100))
+    sharded = {c.instance_type for c in rec.candidates if c.plan == "sharded"}
+    assert sharded == {"h100x8", "h100x8ram", "h100x8lowram"}
+    # The same offers still serve single-GPU jobs, with the source's claim and the card's limit shown.
+    q = recommend(con, req(method="qlora", model="llama-3-8b", top=100))
+    by_type = {c.instance_type: c for c in q.candidates}
+    assert by_type["4090x8"].plan == "single"
+    assert "the source says NVLink; RTX-4090 has no NVLink: counted as PCIe" in by_type["4090x8"].flags
+
+
+def test_offers_without_capacity_are_left_out_unless_asked(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", top=100))
+    assert "l4.gone" not in {c.instance_type for c in rec.candidates}
+    kept = recommend(con, req(method="qlora", model="llama-3-8b", top=100, include_unavailable=True))
+    gone = next(c for c in kept.candidates if c.instance_type == "l4.gone")
+    assert gone.available is False
+    assert "the source reports no capacity right now (kept by --include-unavailable)" in gone.flags
+    cnt = con.execute("select count(*) from fits(10, as_of := ?) where instance_type = 'l4.gone'", [NOW]).fetchone()
+    assert cnt == (0,)
+
+
+def test_nothing_fits_names_the_options_that_would_make_it_fit(con) -> None:
+    # 405B QLoRA needs ~220 GiB on one GPU; within 2 GPUs nothing holds it. Sharded over the 8 x H100
+    # NVLink node it fits; spot, a shorter sequence or offers without capacity would not help.
+    rec = recommend(con, req(method="qlora", model="llama-3.1-405b", max_gpus=2))
+    assert rec.nothing_fits
+    assert rec.notes[-1].endswith(". It would fit with `--shard-lora --max-gpus 8`.")
+
+
+def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
+    with pytest.raises(UnknownProviderError, match=r"^unknown provider AWS; known: market$"):
+        recommend(con, req(method="qlora", model="llama-3-8b", providers=("AWS",)))
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"hours": 1e6}, "hours must be at most 8760"),
+    ({"runs": 10**7}, "runs must be at most 10000"),
+])
+def test_absurd_job_sizes_are_refused(kw, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        RecommendRequest(method="qlora", model="llama-3-8b", **kw)
+
+
+def test_spot_without_a_published_risk_is_unknown_never_free_of_interruptions(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", tokens=3e6, spot=True, top=100))
+    spot = next(c for c in rec.candidates if c.interruptible)
+    assert spot.interruption_rate_per_hour is None
+    assert ("interruption risk unknown: cost shown without interruptions (a lower bound), ranked after offers "
+            "whose expected cost is known") in spot.flags
+    # It is the cheapest by its sticker, yet ranked after every offer whose expected cost is known.
+    assert spot.rank == max(c.rank for c in rec.candidates if c.tokens_per_s is not None)
+
+
+def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_optimizer(con) -> None:
+    plain = recommend(con, req(method="full", model="llama-3-70b"))
+    assert plain.nothing_fits and "`--offload`" in plain.notes[-1]
+    rec = recommend(con, req(method="full", model="llama-3-70b", offload=True, tokens=1e6, top=100))
+    # 12 bytes per parameter (fp32 master + two AdamW moments) of 70.55B in host RAM: 788 GiB.
+    assert rec.estimate.host_gb == pytest.approx(70.554e9 * 12 / 2**30, rel=1e-3)
+    assert rec.sharded_estimates[8].per_gpu.optimizer_gb == 0
+    assert {c.instance_type for c in rec.candidates} == {"h100x8ram"}  # 512 GiB is too little, no RAM figure too
+    c = rec.candidates[0]
+    # The PCIe traffic of the offload (2 x 2N/8 bytes per GPU per step at 25 GB/s) slows each step.
+    work = step_work(rec.sharded_estimates[8], 8)
+    assert work.offload_bytes == pytest.approx(2 * 2 * rec.estimate.params / 8)
+    card = gpu_table.models()["H100-SXM"]
+    args = dict(gpu_count=8, plan_gpus=8, nodes=1, link=link_gbs(card.nvlink, True), fabric=12.5)
+    with_offload = tokens_per_second(work, 989, card.memory_bandwidth_tbs, **args)
+    assert c.tokens_per_s == pytest.approx(with_offload, rel=1e-9)
+    assert with_offload < tokens_per_second(replace(work, offload_bytes=0.0), 989, card.memory_bandwidth_tbs, **args)
+
+
+def test_hints_respect_the_region_and_provider_filters(con) -> None:
+    rec = recommend(con, req(method="qlora", model="llama-3.1-405b", max_gpus=2, providers=("market",),
+                             region="us-"))
+    assert rec.nothing_fits
+    assert rec.notes[-1].endswith(". It would fit with `--shard-lora --max-gpus 8`.")
+    none = recommend(con, req(method="qlora", model="llama-3-8b", region="eu-"))
+    assert none.nothing_fits and none.notes[-1].endswith(". It would fit with `no --region`.")
