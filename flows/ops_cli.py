@@ -35,22 +35,27 @@ def report_command(
                                     "from the offer's region (tiered)."),
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
                                             "provider's last success counts as stale."),
+    model: list[str] = typer.Option([], "--model", "-m", help="A model whose fine-tuning answers (every method) "
+                                    "the page carries (repeatable) [default: nine common ones, llama-3-8b to "
+                                    "qwen2.5-72b]."),
 ) -> None:
     """Write a static HTML page comparing every current offer.
 
-    Sortable and filterable by GPU, VRAM, provider, region, purchase option,
-    with price per GPU-hour, spot discount, billing granularity, egress and
-    freshness per provider. No external resources: open it anywhere.
+    Three views: one row per GPU (cheapest on demand and spot per provider),
+    every offer (filter, sort and columns kept in the link), and the
+    recommender's answers for common fine-tuning jobs. No external
+    resources: open it anywhere.
 
     \b
     Example:
       gpuledger report prices.html && xdg-open prices.html
     """
-    from gpuledger.flows.report import loaded_count, write_report
+    from gpuledger.flows.report import COMMON_MODELS, loaded_count, write_report
 
     try:
-        report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours)
-    except (WarehouseError, OSError) as e:
+        report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
+                              models=model or COMMON_MODELS)
+    except (WarehouseError, OSError, ValueError) as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(1 if isinstance(e, OSError) else 2) from None
     err.print(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers", highlight=False)
