@@ -234,18 +234,22 @@ COLUMNS: tuple[PageColumn, ...] = (
 )
 
 
-def _row_values(r: dict[str, Any]) -> dict[str, Any]:
-    """One offer as the page's column values (before dictionary encoding)."""
-    gran, minimum = r["billing_granularity_s"], r["minimum_charge_s"]
-    return {
-        "gpu": r["gpu_model"], "vram": r["vram_gb"], "count": r["gpu_count"], "provider": r["provider"],
-        "region": r["region"], "zone": r["zone"], "instance": r["instance_type"], "option": r["purchase_option"],
-        "price": r["price_per_gpu_hour"], "hourly": r["price_per_hour"], "spot": r["spot_discount_pct"],
-        "risk": r.get("interruption_risk"), "vcpus": r.get("vcpus"), "ram": r.get("ram_gb"),
-        "avail": _availability(r), "reliability": r.get("reliability"),
-        "billing": None if gran is None and minimum is None else (gran, minimum),
-        "egress": r["egress_usd"], "egress_source": r["egress_source"],
-    }
+# The report_rows field behind each page column (the others are computed below).
+_FIELDS = {"gpu": "gpu_model", "vram": "vram_gb", "count": "gpu_count", "provider": "provider", "region": "region",
+           "zone": "zone", "instance": "instance_type", "option": "purchase_option", "price": "price_per_gpu_hour",
+           "hourly": "price_per_hour", "spot": "spot_discount_pct", "risk": "interruption_risk", "vcpus": "vcpus",
+           "ram": "ram_gb", "reliability": "reliability", "egress": "egress_usd", "egress_source": "egress_source"}
+
+
+def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
+    """One page column's values (before dictionary encoding), row by row."""
+    if key == "avail":
+        return [_availability(r) for r in rows]
+    if key == "billing":
+        return [None if r["billing_granularity_s"] is None and r["minimum_charge_s"] is None
+                else (r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
+    field = _FIELDS[key]
+    return [r[field] for r in rows]
 
 
 def _text_key(v: str) -> tuple[str, str]:
@@ -267,7 +271,7 @@ def encode_column(values: Sequence[Any], key: Any = None, label: Any = None) -> 
 
 
 def _clean_number(v: Any) -> Any:
-    if isinstance(v, float):
+    if isinstance(v, float) and math.isfinite(v):
         return int(v) if v.is_integer() and abs(v) < 2 ** 53 else v  # 80 rather than 80.0
     return v
 
@@ -277,18 +281,17 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ordered = sorted(rows, key=lambda r: (r["purchase_option"] != "on_demand", r["price_per_gpu_hour"],
                                           r["provider"], r["region"], r["zone"], r["instance_type"],
                                           r["purchase_option"]))
-    values = [_row_values(r) for r in ordered]
-    numeric = {c.key for c in COLUMNS if c.fmt != "text"} - {"age"}
+    numeric = {c.key for c in COLUMNS if c.fmt != "text"}
     cols: dict[str, Any] = {}
-    for key in [c.key for c in COLUMNS if c.key != "age"] + ["egress_source"]:
-        column = [v[key] for v in values]
+    for key in [c.key for c in COLUMNS if c.key != "age"] + ["egress_source"]:  # age: the browser's
+        values = _column_values(ordered, key)
         if key == "billing":
-            cols[key] = encode_column(column, _billing_key, lambda b: _billing(*b))
+            cols[key] = encode_column(values, _billing_key, lambda b: _billing(*b))
         elif key in numeric:
-            cols[key] = encode_column([None if x is None else _clean_number(float(x)) for x in column])
+            cols[key] = encode_column(values, label=_clean_number)
         else:
-            cols[key] = encode_column(column, _text_key)
-    return {"n": len(values), "cols": cols}
+            cols[key] = encode_column(values, _text_key)
+    return {"n": len(ordered), "cols": cols}
 
 
 def gpu_facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:

@@ -43,11 +43,11 @@
   })();
 
   // -- formatting -------------------------------------------------------------------------------
+  var DOLLARS = new Intl.NumberFormat("en-US", {minimumFractionDigits: 2, maximumFractionDigits: 2});
   function money(x) {
     if (x == null) return "";
     if (x === 0) return "free";
-    return x >= 1 ? "$" + x.toLocaleString("en-US", {minimumFractionDigits: 2, maximumFractionDigits: 2})
-                  : "$" + x.toFixed(3);
+    return "$" + (x >= 1 ? DOLLARS.format(x) : x.toFixed(3));
   }
   var FMT = {
     text: function (v) { return v == null ? "" : String(v); },
@@ -75,7 +75,15 @@
     var p = new URLSearchParams(location.hash.slice(1));
     KEYS.forEach(function (k) { S[k] = p.get(k) || ""; });
   }
+  // The address is written once the current change is done (history calls cross to the
+  // browser process, and the view should not wait for them).
+  var hashQueued = false;
   function writeHash() {
+    if (hashQueued) return;
+    hashQueued = true;
+    queueMicrotask(function () { hashQueued = false; writeHashNow(); });
+  }
+  function writeHashNow() {
     var p = new URLSearchParams();
     KEYS.forEach(function (k) { if (S[k]) p.set(k, S[k]); });
     var h = p.toString();
@@ -94,22 +102,20 @@
   var identity = new Uint32Array(N);
   for (var ii = 0; ii < N; ii++) identity[ii] = ii;
   var order = identity, view = identity, sortedBy = "";
-  var SHIFT = Math.pow(2, Math.max(1, Math.ceil(Math.log2(N + 1))));
   function sortRows() {
+    // A counting sort on the codes (dense ranks): linear, stable (ties keep the default order),
+    // blanks last either way.
     if (S.sort === sortedBy) return;
     sortedBy = S.sort;
     var desc = S.sort.charAt(0) === "-", key = desc ? S.sort.slice(1) : S.sort;
     if (!key || !codes[key]) { order = identity; return; }
-    var c = codes[key], max = 0, i;
-    for (i = 0; i < N; i++) if (c[i] > max) max = c[i];
-    var keys = new Float64Array(N);
-    for (i = 0; i < N; i++) {  // blanks last either way; ties keep the default order
-      var v = c[i], r = v < 0 ? max + 1 : (desc ? max - v : v);
-      keys[i] = r * SHIFT + i;
-    }
-    keys.sort();
+    var c = codes[key], size = 0, i;
+    for (i = 0; i < N; i++) if (c[i] >= size) size = c[i] + 1;
+    var start = new Int32Array(size + 2);  // slot size: blanks
+    for (i = 0; i < N; i++) start[(c[i] < 0 ? size : desc ? size - 1 - c[i] : c[i]) + 1]++;
+    for (i = 1; i <= size + 1; i++) start[i] += start[i - 1];
     order = new Uint32Array(N);
-    for (i = 0; i < N; i++) order[i] = keys[i] % SHIFT;
+    for (i = 0; i < N; i++) order[start[c[i] < 0 ? size : desc ? size - 1 - c[i] : c[i]]++] = i;
   }
   function mask(key, test) {
     var d = dicts[key], m = new Uint8Array(d.length);
@@ -167,36 +173,63 @@
     table.insertBefore(cg, table.tHead);
     table.tHead.replaceChildren(tr);
     table.style.width = Math.max(width, scroller.clientWidth - 2) + "px";
+    resetPool();
   }
-  function pad(h) {
-    var tr = document.createElement("tr"), td = document.createElement("td");
+  // Rows are reused from a pool: a re-render only rewrites the text of the cells on screen.
+  var topPad = padRow(), bottomPad = padRow(), pool = [];
+  function padRow() {
+    var tr = document.createElement("tr");
     tr.className = "pad";
-    td.colSpan = cols.length;
-    td.style.height = h + "px";
-    tr.appendChild(td);
+    tr.appendChild(document.createElement("td"));
     return tr;
+  }
+  function resetPool() {
+    pool = [];
+    tbody.replaceChildren();
+  }
+  function poolRow(x) {
+    while (pool.length <= x) {
+      var tr = document.createElement("tr");
+      for (var k = 0; k < cols.length; k++) {
+        var td = document.createElement("td");
+        td.className = cols[k].key === "age" ? "r age" : cols[k].fmt !== "text" ? "r" : "";
+        tr.appendChild(td);
+      }
+      pool.push(tr);
+    }
+    return pool[x];
+  }
+  function setPad(tr, h) {
+    tr.hidden = h <= 0;
+    tr.firstChild.colSpan = cols.length;
+    tr.firstChild.style.height = h + "px";
   }
   function renderRows() {
     var st = scroller.scrollTop, h = scroller.clientHeight || 600;
-    var first = Math.max(0, Math.floor(st / ROW_H) - 10);
-    var last = Math.min(view.length, Math.ceil((st + h) / ROW_H) + 10);
-    var frag = document.createDocumentFragment();
-    if (first) frag.appendChild(pad(first * ROW_H));
-    for (var x = first; x < last; x++) {
-      var i = view[x], tr = document.createElement("tr");
-      tr.className = "f-" + stateOf(provOfCode[codes.provider[i]]);
+    var first = Math.max(0, Math.floor(st / ROW_H) - 4);
+    var last = Math.min(view.length, Math.ceil((st + h) / ROW_H) + 4);
+    var want = last - first;
+    for (var x = 0; x < want; x++) {
+      var i = view[first + x], tr = poolRow(x), cls = "f-" + stateOf(provOfCode[codes.provider[i]]);
+      if (tr.className !== cls) tr.className = cls;
       for (var k = 0; k < cols.length; k++) {
-        var td = document.createElement("td"), text = cellText(cols[k], i);
-        td.textContent = text;
-        if (cols[k].fmt !== "text") td.className = "r";
-        else if (text.length > 14) td.title = text;
-        if (cols[k].key === "age") td.className = "r age";
-        tr.appendChild(td);
+        var td = tr.cells[k], text = cellText(cols[k], i);
+        if (td.textContent !== text) {
+          td.textContent = text;
+          td.title = cols[k].fmt === "text" && text.length > 14 ? text : "";
+        }
       }
-      frag.appendChild(tr);
     }
-    if (last < view.length) frag.appendChild(pad((view.length - last) * ROW_H));
-    tbody.replaceChildren(frag);
+    setPad(topPad, first * ROW_H);
+    setPad(bottomPad, (view.length - last) * ROW_H);
+    var kids = tbody.children;
+    if (kids.length !== want + 2 || kids[0] !== topPad || kids[want] !== pool[want - 1]) {
+      var frag = document.createDocumentFragment();
+      frag.appendChild(topPad);
+      for (x = 0; x < want; x++) frag.appendChild(pool[x]);
+      frag.appendChild(bottomPad);
+      tbody.replaceChildren(frag);
+    }
     $("count").textContent = String(view.length);
   }
   var pending = false;
@@ -232,10 +265,12 @@
   form.addEventListener("change", function (e) { if (!e.target.closest("#picker")) onForm(); });
   form.addEventListener("submit", function (e) { e.preventDefault(); });
   $("clear").addEventListener("click", function () {
-    KEYS.forEach(function (k) { if (k !== "view" && k !== "model" && k !== "method" && k !== "open") S[k] = ""; });
+    KEYS.forEach(function (k) { if (FIELDS[k] || k === "sort") S[k] = ""; });
+    var colsChanged = S.cols !== "";
+    S.cols = "";
     writeHash();
     syncForm();
-    buildHead();
+    if (colsChanged) buildHead(); else markSort();
     refreshOffers(true);
   });
   var fs = $("picker").querySelector("fieldset");
@@ -255,10 +290,16 @@
     label.appendChild(document.createTextNode(c.label));
     fs.appendChild(label);
   });
+  function markSort() {
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
+      var k = th.dataset.key, s = S.sort === k ? "ascending" : S.sort === "-" + k ? "descending" : "";
+      if (s) th.setAttribute("aria-sort", s); else th.removeAttribute("aria-sort");
+    });
+  }
   function sortBy(key) {
     S.sort = S.sort === key ? "-" + key : key;
     writeHash();
-    buildHead();
+    markSort();
     refreshOffers(true);
   }
   table.tHead.addEventListener("click", function (e) {
