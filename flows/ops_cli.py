@@ -65,7 +65,8 @@ def report_command(
 def plot_command(
     out_file: Path = typer.Argument(..., metavar="OUT.png", help="The PNG to write."),
     gpu: str = typer.Option(..., "--gpu", "-g", help="Canonical GPU model (H100-SXM, A100-SXM4-80, L4, ...)."),
-    option: str = typer.Option("on_demand", "--option", help="on_demand, spot, low_priority, interruptible or any."),
+    option: str = typer.Option("on_demand", "--option", help="on_demand, spot (every reclaimable offer: spot, "
+                               "low-priority and marketplace interruptible), low_priority, interruptible or any."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     db: Optional[Path] = _db_option(),
 ) -> None:
@@ -76,7 +77,7 @@ def plot_command(
       gpuledger plot --gpu H100-SXM h100.png
       gpuledger plot --gpu A100-SXM4-80 --option spot --provider aws --provider gcp a100-spot.png
     """
-    from gpuledger.flows.plot import plot_price_history
+    from gpuledger.flows.plot import plot_price_history, utc_minute
 
     try:
         history = plot_price_history(db, gpu, out_file, option, provider or None)
@@ -84,7 +85,12 @@ def plot_command(
         err.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(2) from None
     changes = sum(len(s) for s in history.series.values())
-    err.print(f"{gpu}: {len(history.series)} providers, {changes} points", highlight=False)
+    if history.snapshot is not None:
+        when = utc_minute(history.snapshot)
+        err.print(f"{gpu}: a single snapshot ({when}) of {len(history.series)} providers: no history yet, "
+                  "drawn as one bar per provider", highlight=False)
+    else:
+        err.print(f"{gpu}: {len(history.series)} providers, {changes} points", highlight=False)
     out.print(str(history.path), highlight=False)
 
 
