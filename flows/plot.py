@@ -127,7 +127,8 @@ def figure(history: PriceHistory) -> Any:
         prices = sorted(latest_prices(history).items(), key=lambda kv: (-kv[1], kv[0]))
         names = [p for p, _ in prices]
         bars = ax.barh(names, [v for _, v in prices], color="#4c72b0")
-        ax.bar_label(bars, labels=[f"${v:,.2f}" if v >= 1 else f"${v:.3f}" for _, v in prices], padding=3, fontsize="small")
+        labels = [f"${v:,.2f}" if v >= 1 else f"${v:.3f}" for _, v in prices]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize="small")
         ax.set_xlabel("USD per GPU-hour")
         ax.set_xlim(0, max(v for _, v in prices) * 1.15)
         when = utc_minute(history.snapshot)
