@@ -346,7 +346,16 @@ def test_offers_view_filters_sorts_keeps_state_in_the_url_and_runs_no_scraped_co
     assert page.evaluate("typeof window.pwned") == "undefined" and dialogs == []
     assert page.locator("#offers img, #offers script").count() == 0
     assert requests == [page_file.as_uri()]  # nothing but the file itself
+
+    # the picture for people: H100 on demand, cheapest first
+    page.click("#clear")
+    page.select_option("#f-gpu", "H100-SXM")
+    page.select_option("#f-option", "on_demand")
+    page.locator("#offers th[data-key=price]").click()
+    page.screenshot(path=str(tmp_path / "report.png"))
     page.close()
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    keep_artifacts(tmp_path, "report.png", "report-filtered.png")
 
 
 def test_gpu_summary_and_fine_tuning_views(page_file: Path, warehouse: Path, browser: Any, tmp_path: Path) -> None:
@@ -492,9 +501,9 @@ def test_filter_and_sort_at_100000_offers_under_100_ms(warehouse: Path, browser:
     out.write_text(render_report(rows, fresh, NOW, 140.0), encoding="utf-8")
     page = open_page(browser, out.as_uri() + "#view=offers")
     assert page.text_content("#count") == "100000"
-    runs = [page.evaluate(MEASURE_JS) for _ in range(5)]
+    runs = [page.evaluate(MEASURE_JS) for _ in range(7)]
     page.close()
     assert all(r["filtered"] == h100 for r in runs) and all(r["rendered"] < 120 for r in runs)
     best = {k: min(r[k] for r in runs) for k in runs[0] if k not in ("rendered", "filtered")}
-    print("ms at 100,000 offers (best of 5):", {k: round(v, 1) for k, v in best.items()})
+    print("ms at 100,000 offers (best of 7):", {k: round(v, 1) for k, v in best.items()})
     assert max(best.values()) < 100, best
