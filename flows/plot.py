@@ -72,7 +72,8 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
     """The step series the plot draws, straight from offer_history."""
     if purchase_option not in PURCHASE_OPTIONS:
         raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(PURCHASE_OPTIONS)}")
-    params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option], "providers": list(providers) if providers else None}
+    params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],
+              "providers": list(providers) if providers else None}
     rows = con.execute(HISTORY_SQL, params).fetchall()
     if not rows:
         known = [r[0] for r in con.execute(

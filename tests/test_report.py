@@ -27,8 +27,9 @@ from typer.testing import CliRunner
 from gpuledger.adapters.base import SourceContext
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.ops_cli import register
-from gpuledger.flows.report import (fine_tuning, gpu_facts, gpu_summary, offer_columns, render_report,
+from gpuledger.flows.report import (COMMON_MODELS, fine_tuning, gpu_facts, gpu_summary, offer_columns, render_report,
                                     report_providers, report_rows, write_report)
+from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 from gpuledger.spiders.browser import find_chromium, launch_args
 from tests.builders import T0, egress, load_day, offer, replayed_warehouse
@@ -186,6 +187,7 @@ def test_fine_tuning_answers_are_the_recommenders(warehouse: Path) -> None:
     finally:
         con.close()
     assert tuning["models"] == [{"value": "llama-3-8b", "label": "llama-3-8b"}]
+    assert [models_catalog.lookup(m).name for m in COMMON_MODELS] == list(COMMON_MODELS)  # the page's default set
     answer = tuning["answers"]["llama-3-8b|qlora"]
     assert direct.candidates
     assert [(c["provider"], c["instance_type"], c["region"], c["job_usd"]) for c in answer["candidates"]] == [
