@@ -37,22 +37,27 @@ def report_command(
                                     "from the offer's region (tiered)."),
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
                                             "provider's last success counts as stale."),
+    model: list[str] = typer.Option([], "--model", "-m", help="A model whose fine-tuning answers (every method) "
+                                    "the page carries (repeatable) [default: nine common ones, llama-3-8b to "
+                                    "qwen2.5-72b]."),
 ) -> None:
     """Write a static HTML page comparing every current offer.
 
-    Sortable and filterable by GPU, VRAM, provider, region, purchase option,
-    with price per GPU-hour, spot discount, billing granularity, egress and
-    freshness per provider. No external resources: open it anywhere.
+    Three views: one row per GPU (cheapest on demand and spot per provider),
+    every offer (filter, sort and columns kept in the link), and the
+    recommender's answers for common fine-tuning jobs. No external
+    resources: open it anywhere.
 
     \b
     Example:
       gpuledger report prices.html && xdg-open prices.html
     """
-    from gpuledger.flows.report import loaded_count, write_report
+    from gpuledger.flows.report import COMMON_MODELS, loaded_count, write_report
 
     try:
-        report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours)
-    except (WarehouseError, OSError) as e:
+        report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
+                              models=model or COMMON_MODELS)
+    except (WarehouseError, OSError, ValueError) as e:
         err.print(labelled("error:", "red", e))
         raise typer.Exit(1 if isinstance(e, OSError) else 2) from None
     err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
@@ -62,7 +67,8 @@ def report_command(
 def plot_command(
     out_file: Path = typer.Argument(..., metavar="OUT.png", help="The PNG to write."),
     gpu: str = typer.Option(..., "--gpu", "-g", help="Canonical GPU model (H100-SXM, A100-SXM4-80, L4, ...)."),
-    option: str = typer.Option("on_demand", "--option", help="on_demand, spot, low_priority, interruptible or any."),
+    option: str = typer.Option("on_demand", "--option", help="on_demand, spot (every reclaimable offer: spot, "
+                               "low-priority and marketplace interruptible), low_priority, interruptible or any."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     db: Optional[Path] = _db_option(),
 ) -> None:
@@ -73,7 +79,7 @@ def plot_command(
       gpuledger plot --gpu H100-SXM h100.png
       gpuledger plot --gpu A100-SXM4-80 --option spot --provider aws --provider gcp a100-spot.png
     """
-    from gpuledger.flows.plot import plot_price_history
+    from gpuledger.flows.plot import plot_price_history, utc_minute
 
     try:
         history = plot_price_history(db, gpu, out_file, option, provider or None)
@@ -81,7 +87,12 @@ def plot_command(
         err.print(labelled("error:", "red", e))
         raise typer.Exit(2) from None
     changes = sum(len(s) for s in history.series.values())
-    err.print(literal(f"{gpu}: {len(history.series)} providers, {changes} points"))
+    if history.snapshot is not None:
+        when = utc_minute(history.snapshot)
+        err.print(literal(f"{gpu}: a single snapshot ({when}) of {len(history.series)} providers: no history yet, "
+                          "drawn as one bar per provider"))
+    else:
+        err.print(literal(f"{gpu}: {len(history.series)} providers, {changes} points"))
     out.print(literal(history.path))
 
 

@@ -4,7 +4,11 @@ One step line per provider: at every instant, the cheapest price per GPU-hour
 among that provider's versions of offers for the GPU that were valid then
 (`valid_from <= t < valid_to`). A provider with no valid offer leaves a gap.
 The line runs on to the last time a successful scrape saw one of its offers.
-Drawn with matplotlib's Agg canvas (no display, no global pyplot state).
+`spot` means every offer the provider may reclaim: cloud spot, Azure low-priority
+and marketplace interruptible capacity. When every point falls within one scrape
+(less than SNAPSHOT_SPAN apart) there is no history to draw: the picture is one bar
+per provider, titled as a single snapshot. The legend sits beside the plot, never
+over the lines. Drawn with matplotlib's Agg canvas (no display, no global pyplot state).
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import duckdb
 
@@ -22,11 +26,16 @@ from gpuledger.warehouse.store import WarehouseError, open_reader
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
 PURCHASE_OPTIONS = ("on_demand", "spot", "low_priority", "interruptible", "any")
+# The purchase options each choice covers (None: all).
+OPTION_COVERS: dict[str, list[str] | None] = {
+    "on_demand": ["on_demand"], "spot": ["spot", "low_priority", "interruptible"],
+    "low_priority": ["low_priority"], "interruptible": ["interruptible"], "any": None}
+SNAPSHOT_SPAN = timedelta(hours=1)  # points closer together than this are one refresh, not a history
 
 HISTORY_SQL = """
 with h as (
     select provider, valid_from, valid_to, price_per_gpu_hour from offer_history
-    where gpu_model = $gpu and ($option = 'any' or purchase_option = $option)
+    where gpu_model = $gpu and ($options is null or list_contains($options, purchase_option))
       and ($providers is null or list_contains($providers, provider))),
 pts as (
     select provider, valid_from as t from h
@@ -40,7 +49,7 @@ order by 1, 2
 
 LAST_SEEN_SQL = """
 select provider, max(last_seen) from offers
-where gpu_model = $gpu and ($option = 'any' or purchase_option = $option)
+where gpu_model = $gpu and ($options is null or list_contains($options, purchase_option))
   and ($providers is null or list_contains($providers, provider))
 group by provider
 """
@@ -53,6 +62,7 @@ class PriceHistory:
     # provider -> [(instant, cheapest USD per GPU-hour then, or None for a gap)], ascending
     series: dict[str, list[tuple[datetime, float | None]]] = field(default_factory=dict)
     extended: set[str] = field(default_factory=set)  # providers whose last point only extends the line
+    snapshot: datetime | None = None  # set when all points are one scrape: there is no history yet
     path: Path | None = None
     size_px: tuple[int, int] = (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
 
@@ -62,7 +72,8 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
     """The step series the plot draws, straight from offer_history."""
     if purchase_option not in PURCHASE_OPTIONS:
         raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(PURCHASE_OPTIONS)}")
-    params = {"gpu": gpu, "option": purchase_option, "providers": list(providers) if providers else None}
+    params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],
+              "providers": list(providers) if providers else None}
     rows = con.execute(HISTORY_SQL, params).fetchall()
     if not rows:
         known = [r[0] for r in con.execute(
@@ -79,18 +90,53 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
         if points and points[-1][1] is not None and last_seen is not None and last_seen > points[-1][0]:
             points.append((last_seen, points[-1][1]))  # still the price when last seen
             result.extended.add(provider)
+    instants = [t for points in result.series.values() for t, _ in points]
+    if max(instants) - min(instants) < SNAPSHOT_SPAN:
+        result.snapshot = max(instants)
     return result
 
 
-def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
-    """Write the PNG; returns the same history with its path set."""
+def latest_prices(history: PriceHistory) -> dict[str, float]:
+    """Each provider's last known price (providers whose offers all vanished are left out)."""
+    out = {}
+    for provider, points in history.series.items():
+        priced = [p for _, p in points if p is not None]
+        if priced and points[-1][1] is not None:
+            out[provider] = points[-1][1]
+    return out
+
+
+def utc_minute(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _option_words(option: str) -> str:
+    return {"any": "any purchase option", "spot": "spot or interruptible"}.get(option, option.replace("_", "-"))
+
+
+def figure(history: PriceHistory) -> Any:
+    """The matplotlib Figure of `history`: step lines over time, or bars for a single snapshot."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
+    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
+    option = _option_words(history.purchase_option)
+    if history.snapshot is not None:
+        prices = sorted(latest_prices(history).items(), key=lambda kv: (-kv[1], kv[0]))
+        names = [p for p, _ in prices]
+        bars = ax.barh(names, [v for _, v in prices], color="#4c72b0")
+        labels = [f"${v:,.2f}" if v >= 1 else f"${v:.3f}" for _, v in prices]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize="small")
+        ax.set_xlabel("USD per GPU-hour")
+        ax.set_xlim(0, max(v for _, v in prices) * 1.15)
+        when = utc_minute(history.snapshot)
+        ax.set_title(f"{history.gpu}: cheapest {option} price per GPU-hour, one snapshot ({when})\n"
+                     "a single refresh so far: no price history to draw yet", fontsize="medium")
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
     for provider in sorted(history.series):
         points = history.series[provider]
         xs = [t for t, _ in points]
@@ -101,14 +147,19 @@ def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    option = "any purchase option" if history.purchase_option == "any" else history.purchase_option.replace("_", "-")
     ax.set_title(f"{history.gpu}: cheapest {option} price per GPU-hour, per provider")
     ax.set_ylabel("USD per GPU-hour")
     ax.set_xlabel("time (UTC)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    fig.tight_layout()
+    # beside the axes, so it can never hide a line
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
+    return fig
+
+
+def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
+    """Write the PNG; returns the same history with its path set."""
+    fig = figure(history)
     path = Path(out)
     if path.parent and not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,18 +1,24 @@
 """`gpuledger report OUT.html`: one self-contained page to compare every current offer.
 
-The page needs nothing but the file: CSS and JavaScript are inline, nothing is
-fetched (a Content-Security-Policy with `default-src 'none'` and the hash of the
-one inline script makes sure of it). The table is rendered here, in Python, with
-every scraped string HTML-escaped (provider data is untrusted); the script only
-filters and sorts rows that already exist, reading `data-*` attributes and
-never writing HTML.
-"""
+The page needs nothing but the file: CSS, JavaScript and the data are inline, nothing is
+fetched (a Content-Security-Policy with `default-src 'none'` and the hash of the one
+inline script makes sure of it). Three views: a summary with one row per canonical GPU,
+every offer (filtered, sorted and rendered on demand in the browser, state in the URL),
+and the recommender's answers for common fine-tuning jobs.
 
+Python prepares the data (pure functions below, apart from reading the warehouse); the
+script only renders it. Offers travel column by column, each value stored once in a sorted
+dictionary and each row holding its value's index, so a code is also its sort rank. The
+data block is JSON with `<`, `>` and `&` escaped, and the script writes every value with
+`textContent`: a scraped string is text on the page, never markup.
+"""
 from __future__ import annotations
 
 import base64
 import hashlib
 import html
+import json
+import math
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -42,7 +48,8 @@ select o.gpu_model,
                      then round(100.0 * (1 - o.price_per_hour / od.od_price), 1) end) as spot_discount_pct,
        coalesce(o.billing_granularity_s, p.billing_granularity_s) as billing_granularity_s,
        coalesce(o.minimum_charge_s, p.minimum_charge_s) as minimum_charge_s,
-       o.interruption_risk, o.last_seen
+       o.interruption_risk_level as interruption_risk, o.vcpus, o.ram_gb, o.available, o.available_count, o.availability_level,
+       o.reliability, o.last_seen
 from offers o
 left join providers p on p.provider = o.provider
 left join od on od.provider = o.provider and od.region = o.region and od.instance_type = o.instance_type
@@ -151,19 +158,11 @@ def report_rows(con: duckdb.DuckDBPyConnection, egress_gb: float = DEFAULT_EGRES
     return rows
 
 
-# -- formatting -----------------------------------------------------------------
+# -- the page's data (pure) -----------------------------------------------------------------------
 
 def _e(value: Any) -> str:
     """HTML-escape any value for text or a quoted attribute."""
     return html.escape("" if value is None else str(value), quote=True)
-
-
-def _money(x: float | None) -> str:
-    if x is None:
-        return ""
-    if x == 0:
-        return "free"
-    return f"${x:,.2f}" if x >= 1 else f"${x:.3f}"
 
 
 def _seconds(s: int | None) -> str:
@@ -193,56 +192,226 @@ def _age(hours: float | None) -> str:
     return f"{hours / 24:.0f} d"
 
 
-def _num(x: float | None) -> str:
-    return "" if x is None else repr(float(x))
+def _availability(r: dict[str, Any]) -> str | None:
+    if r.get("available") is True:
+        return "yes" + (f" ({r['available_count']})" if r.get("available_count") else "")
+    if r.get("available") is False:
+        return "no"
+    return r.get("availability_level")
 
 
-def _g(x: float | None) -> str:
-    return "" if x is None else f"{x:g}"
+@dataclass(frozen=True)
+class PageColumn:
+    key: str
+    label: str
+    title: str  # the header's tooltip: what the column holds, with its unit
+    fmt: str  # text | num | money | pct | share: how the browser formats the value
+    width: int  # px
+    wide: bool  # shown by default on a wide screen
+    narrow: int = 0  # > 0: shown by default on a phone, this many px wide
 
 
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    # (key, header, sort type)
-    ("gpu", "GPU", "text"), ("vram", "VRAM GiB", "num"), ("count", "GPUs", "num"),
-    ("provider", "provider", "text"), ("region", "region", "text"), ("zone", "zone", "text"),
-    ("instance", "instance", "text"), ("option", "purchase", "text"),
-    ("price", "$ / GPU-h", "num"), ("hourly", "$ / h", "num"), ("spot", "spot discount", "num"),
-    ("billing", "billing", "num"), ("egress", "egress", "num"), ("fresh", "data age", "num"),
+# The default wide set fits 1,400 px; the phone set keeps the offer's name and price in 390 px.
+COLUMNS: tuple[PageColumn, ...] = (
+    PageColumn("gpu", "GPU", "canonical GPU model", "text", 118, True, 92),
+    PageColumn("vram", "VRAM", "memory per GPU, GiB", "num", 54, True),
+    PageColumn("count", "GPUs", "GPUs per instance", "num", 48, True),
+    PageColumn("provider", "provider", "provider", "text", 86, True, 72),
+    PageColumn("region", "region", "region", "text", 118, True),
+    PageColumn("zone", "zone", "availability zone", "text", 90, False),
+    PageColumn("instance", "instance", "instance type (the offer's name)", "text", 170, True, 116),
+    PageColumn("option", "purchase", "purchase option", "text", 96, True),
+    PageColumn("price", "$/GPU-h", "USD per GPU-hour", "money", 86, True, 80),
+    PageColumn("hourly", "$/h", "USD per instance-hour", "money", 76, True),
+    PageColumn("spot", "spot off", "spot discount against the same instance on demand", "pct", 64, True),
+    PageColumn("risk", "interruption", "interruption risk, as the provider states it", "text", 96, False),
+    PageColumn("vcpus", "vCPU", "vCPUs per instance", "num", 52, True),
+    PageColumn("ram", "RAM", "instance memory, GiB", "num", 58, True),
+    PageColumn("avail", "available", "capacity the source says can be had now (count)", "text", 86, False),
+    PageColumn("reliability", "reliability", "marketplace host reliability", "share", 78, False),
+    PageColumn("billing", "billing", "billing increment (minimum charge)", "text", 100, True),
+    PageColumn("egress", "egress", "egress of the page's GB to the internet, USD", "money", 66, True),
+    PageColumn("age", "age", "data age: since the provider's last successful scrape", "num", 60, True),
 )
 
 
-def _row_html(r: dict[str, Any], egress_gb: float) -> str:
-    spot = r["spot_discount_pct"]
-    egress_title = {"region": f"{egress_gb:g} GB to the internet from {r['region']}, monthly tiers",
-                    "provider": f"{egress_gb:g} GB: no tiers for this region, the provider's dearest region",
-                    "none": "no egress price known"}[r["egress_source"]]
-    egress_text = _money(r["egress_usd"]) + ("*" if r["egress_source"] == "provider" else "")
-    if r["egress_source"] == "none":
-        egress_text = "?"
-    cells = [
-        (r["gpu_model"], r["gpu_model"], ""),
-        (_g(r["vram_gb"]), _num(r["vram_gb"]), ""),
-        (_g(r["gpu_count"]), _num(r["gpu_count"]), ""),
-        (r["provider"], r["provider"], ""),
-        (r["region"], r["region"], ""),
-        (r["zone"], r["zone"], ""),
-        (r["instance_type"], r["instance_type"], ""),
-        (r["purchase_option"] + (f" ({r['interruption_risk']})" if r["interruption_risk"] else ""),
-         r["purchase_option"], ""),
-        (_money(r["price_per_gpu_hour"]), _num(r["price_per_gpu_hour"]), ""),
-        (_money(r["price_per_hour"]), _num(r["price_per_hour"]), ""),
-        ("" if spot is None else f"{spot:.0f}%", _num(spot), ""),
-        (_billing(r["billing_granularity_s"], r["minimum_charge_s"]), _num(r["billing_granularity_s"]), ""),
-        (egress_text, _num(r["egress_usd"]), egress_title),
-        (_age(r["age_hours"]), _num(r["age_hours"]), r["freshness_state"]),
-    ]
-    tds = "".join(
-        f'<td data-v="{_e(v)}"' + (f' title="{_e(t)}"' if t else "") + f">{_e(text)}</td>"
-        for text, v, t in cells)
-    attrs = (f'data-gpu="{_e(r["gpu_model"])}" data-vram="{_num(r["vram_gb"])}" data-provider="{_e(r["provider"])}" '
-             f'data-region="{_e(r["region"])} {_e(r["zone"])}" data-option="{_e(r["purchase_option"])}" '
-             f'data-price="{_num(r["price_per_gpu_hour"])}" class="f-{_e(r["freshness_state"])}"')
-    return f"<tr {attrs}>{tds}</tr>"
+# The report_rows field behind each page column (the others are computed below).
+_FIELDS = {"gpu": "gpu_model", "vram": "vram_gb", "count": "gpu_count", "provider": "provider", "region": "region",
+           "zone": "zone", "instance": "instance_type", "option": "purchase_option", "price": "price_per_gpu_hour",
+           "hourly": "price_per_hour", "spot": "spot_discount_pct", "risk": "interruption_risk", "vcpus": "vcpus",
+           "ram": "ram_gb", "reliability": "reliability", "egress": "egress_usd", "egress_source": "egress_source"}
+
+
+def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
+    """One page column's values (before dictionary encoding), row by row."""
+    if key == "avail":
+        return [_availability(r) for r in rows]
+    if key == "billing":
+        return [None if r["billing_granularity_s"] is None and r["minimum_charge_s"] is None
+                else (r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
+    field = _FIELDS[key]
+    return [r[field] for r in rows]
+
+
+def _text_key(v: str) -> tuple[str, str]:
+    return (v.casefold(), v)
+
+
+def _billing_key(v: tuple[int | None, int | None]) -> tuple[float, float]:
+    gran, minimum = v
+    return (math.inf if gran is None else gran, minimum or 0)
+
+
+def encode_column(values: Sequence[Any], key: Any = None, label: Any = None) -> dict[str, list[Any]]:
+    """{"dict": distinct values in sort order (as `label` shows them), "codes": each value's index,
+    -1 for none}: a code is its value's sort rank."""
+    distinct = sorted({v for v in values if v is not None}, key=key)
+    index = {v: i for i, v in enumerate(distinct)}
+    return {"dict": [label(v) if label else v for v in distinct],
+            "codes": [-1 if v is None else index[v] for v in values]}
+
+
+def _clean_number(v: Any) -> Any:
+    if isinstance(v, float) and math.isfinite(v):
+        return int(v) if v.is_integer() and abs(v) < 2 ** 53 else v  # 80 rather than 80.0
+    return v
+
+
+def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Every offer, column by column, in the page's default order (on demand first, then price)."""
+    ordered = sorted(rows, key=lambda r: (r["purchase_option"] != "on_demand", r["price_per_gpu_hour"],
+                                          r["provider"], r["region"], r["zone"], r["instance_type"],
+                                          r["purchase_option"]))
+    numeric = {c.key for c in COLUMNS if c.fmt != "text"}
+    cols: dict[str, Any] = {}
+    for key in [c.key for c in COLUMNS if c.key != "age"] + ["egress_source"]:  # age: the browser's
+        values = _column_values(ordered, key)
+        if key == "billing":
+            cols[key] = encode_column(values, _billing_key, lambda b: _billing(*b))
+        elif key in numeric:
+            cols[key] = encode_column(values, label=_clean_number)
+        else:
+            cols[key] = encode_column(values, _text_key)
+    return {"n": len(ordered), "cols": cols}
+
+
+def gpu_facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """The reference facts of each canonical GPU (warehouse table gpu_models)."""
+    rel = con.execute("select gpu_model, memory_gb, memory_type, bf16, fp8 from gpu_models")
+    return {g: {"memory_gb": m, "memory_type": t, "bf16": b, "fp8": f} for g, m, t, b, f in rel.fetchall()}
+
+
+def gpu_summary(rows: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per canonical GPU on offer: its facts, offer count, and the cheapest on-demand and
+    cheapest spot/interruptible price per GPU-hour, overall and per provider. Largest memory first."""
+    per_gpu: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        p = per_gpu.setdefault(r["gpu_model"], {}).setdefault(
+            r["provider"], {"provider": r["provider"], "on_demand": None, "spot": None, "offers": 0})
+        p["offers"] += 1
+        slot = "on_demand" if r["purchase_option"] == "on_demand" else "spot"
+        if p[slot] is None or r["price_per_gpu_hour"] < p[slot]:
+            p[slot] = r["price_per_gpu_hour"]
+    out = []
+    for gpu, provs in per_gpu.items():
+        f = facts.get(gpu, {})
+        vram = f.get("memory_gb") or max((r["vram_gb"] or 0 for r in rows if r["gpu_model"] == gpu), default=None)
+        providers = sorted(provs.values(), key=lambda p: (p["on_demand"] is None, p["on_demand"] or p["spot"] or 0,
+                                                          p["provider"]))
+
+        def cheapest(slot: str) -> dict[str, Any] | None:
+            priced = [p for p in providers if p[slot] is not None]
+            if not priced:
+                return None
+            b = min(priced, key=lambda p: (p[slot], p["provider"]))
+            return {"price": b[slot], "provider": b["provider"]}
+
+        out.append({"gpu": gpu, "vram_gb": _clean_number(vram) if vram else None,
+                    "memory_type": f.get("memory_type"), "bf16": f.get("bf16"), "fp8": f.get("fp8"),
+                    "offers": sum(p["offers"] for p in providers), "providers": providers,
+                    "best_on_demand": cheapest("on_demand"), "best_spot": cheapest("spot")})
+    out.sort(key=lambda g: (-(g["vram_gb"] or 0), g["gpu"]))
+    return out
+
+
+# -- the fine-tuning view: the recommender's answers, precomputed ------------------------------------
+
+# Common fine-tuning bases of the built-in catalog, small to large.
+COMMON_MODELS = ("llama-3-8b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "qwen2.5-14b", "qwen2.5-32b",
+                 "mixtral-8x7b", "llama-3-70b", "qwen2.5-72b")
+METHODS = ("qlora", "lora", "full")
+
+
+def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str, now: datetime,
+                        stale_after_hours: float) -> dict[str, Any]:
+    """The recommender's answer for one job with its default settings, as the page shows it.
+
+    The only place the page touches the recommender: its public `recommend` and the fields of
+    its result."""
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
+
+    request = RecommendRequest(method=method, model=model, as_of=now, max_age_hours=stale_after_hours)
+    answer = recommend(con, request)
+    candidates = [{
+        "rank": c.rank, "provider": c.provider, "region": c.region, "instance_type": c.instance_type,
+        "purchase_option": c.purchase_option,
+        "gpus": f"{c.gpu_count:g} × {c.gpu_model}" + (f" × {c.nodes} nodes" if c.nodes > 1 else ""),
+        "price_per_hour": c.price_per_hour * c.nodes, "job_usd": round(c.cost.total_usd, 4),
+        "need_gb_per_gpu": c.need_gb_per_gpu, "flags": list(c.flags),
+    } for c in answer.candidates]
+    return {"summary": (f"{model}, {method}: about {answer.estimate.per_gpu_gb:.1f} GiB on one GPU; "
+                        f"{request.hours:g} h, {request.runs} run, on demand; cost = compute + storage + egress"),
+            "candidates": candidates, "notes": list(answer.notes)}
+
+
+def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
+                models: Sequence[str] = COMMON_MODELS, methods: Sequence[str] = METHODS) -> dict[str, Any]:
+    """The answers for every (model, method) of `models` x `methods`; a model the catalog does not
+    know is an error (ValueError naming the models it knows)."""
+    from gpuledger.warehouse.recommender import models_catalog
+
+    chosen = [models_catalog.lookup(m).name for m in models]
+    answers = {f"{m}|{k}": recommendation_view(con, m, k, now, stale_after_hours) for m in chosen for k in methods}
+    return {"models": [{"value": m, "label": m} for m in chosen],
+            "methods": [{"value": k, "label": k} for k in methods], "answers": answers}
+
+
+def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider], generated_at: datetime,
+              stale_after_hours: float = DEFAULT_MAX_AGE_HOURS, gpus: Sequence[dict[str, Any]] = (),
+              tuning: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the script renders, as one JSON-ready value."""
+    def ms(t: datetime | None) -> int | None:
+        return None if t is None else int(t.timestamp() * 1000)
+
+    columns = [c.__dict__ for c in COLUMNS]
+    return {
+        "generated_at_ms": ms(generated_at), "stale_after_hours": stale_after_hours,
+        "columns": columns,
+        "providers": [{"provider": p.provider, "last_ok_ms": ms(p.last_success),
+                       "failed": p.freshness.last_state not in (None, "ok")} for p in providers],
+        "offers": offer_columns(rows),
+        "gpus": list(gpus),
+        "tuning": tuning or {"models": [], "methods": [], "answers": {}},
+    }
+
+
+def json_for_html(value: Any) -> str:
+    """JSON that cannot end its <script> element or open a comment: <, >, & and the two JS line
+    separators escaped."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                    ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+# -- the page -----------------------------------------------------------------------------------------
+
+ASSETS = Path(__file__).parent / "report_page"
+
+
+def _asset(name: str) -> str:
+    return (ASSETS / name).read_text(encoding="utf-8")
 
 
 def _state(state: str) -> str:
@@ -255,92 +424,13 @@ def _freshness_html(providers: Sequence[ReportProvider]) -> str:
         when = p.last_success.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if p.last_success else "never"
         err = f'<td class="err">{_e(p.last_error)}</td>' if p.last_error else "<td></td>"
         rows.append(
-            f'<tr class="f-{_e(p.state)}"><td>{_e(p.display_name)}</td><td>{_e(_state(p.state))}</td><td>{_e(when)}</td>'
-            f"<td>{_e(_age(p.age_hours))}</td><td>{p.offers}</td>"
+            f'<tr class="f-{_e(p.state)}" data-provider="{_e(p.provider)}"><td>{_e(p.display_name)}</td>'
+            f'<td class="state">{_e(_state(p.state))}</td><td>{_e(when)}</td>'
+            f'<td class="age">{_e(_age(p.age_hours))}</td><td>{p.offers}</td>'
             f"<td>{_e(_billing(p.billing_granularity_s, p.minimum_charge_s))}</td>{err}</tr>")
-    return ("<table id=\"freshness\"><thead><tr><th>provider</th><th>state</th><th>last successful scrape</th>"
-            "<th>age</th><th>offers</th><th>billing</th><th>last error</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
-
-
-CSS = """
-body{font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.2em;color:#1d2330;background:#fff}
-h1{font-size:1.4em;margin:0 0 .2em} h2{font-size:1.1em;margin:1.2em 0 .4em}
-.meta{color:#5a6273;margin:0 0 1em}
-table{border-collapse:collapse}
-th,td{padding:2px 6px;border-bottom:1px solid #e3e6ec;text-align:left;white-space:nowrap}
-#offers td:nth-child(2),#offers td:nth-child(3),#offers td:nth-child(n+9):nth-child(-n+11),#offers td:nth-child(13),
-#offers td:nth-child(14){text-align:right}
-th{background:#f3f5f9;position:sticky;top:0;user-select:none}
-#offers th{cursor:pointer}
-#offers th[aria-sort=ascending]::after{content:" \\25B2"} #offers th[aria-sort=descending]::after{content:" \\25BC"}
-tbody tr:nth-child(even){background:#fafbfd}
-#offers tr.f-stale td:last-child{color:#a86400} #offers tr.f-failed td:last-child{color:#b3261e}
-#freshness tr.f-failed td:nth-child(2){color:#b3261e;font-weight:600}
-#freshness tr.f-stale td:nth-child(2){color:#a86400;font-weight:600}
-td.err{white-space:normal;max-width:40em;color:#b3261e}
-form{display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:end;margin:.6em 0;padding:.6em;background:#f3f5f9}
-label{display:flex;flex-direction:column;font-size:.85em;color:#5a6273}
-input,select{font:inherit;padding:2px 4px}
-#count{font-weight:600}
-"""
-
-SCRIPT = """
-(function () {
-  "use strict";
-  var table = document.getElementById("offers");
-  var tbody = table.tBodies[0];
-  var rows = Array.prototype.slice.call(tbody.rows);
-  var form = document.getElementById("filters");
-  var count = document.getElementById("count");
-  function val(id) { return document.getElementById(id).value.trim(); }
-  function num(id) { var v = val(id); return v === "" ? NaN : Number(v); }
-  function apply() {
-    var gpu = val("f-gpu"), provider = val("f-provider"), option = val("f-option");
-    var region = val("f-region").toLowerCase(), vram = num("f-vram"), maxPrice = num("f-price");
-    var shown = 0;
-    rows.forEach(function (r) {
-      var d = r.dataset;
-      var ok = (!gpu || d.gpu === gpu) && (!provider || d.provider === provider) &&
-               (!option || d.option === option) && (!region || d.region.toLowerCase().indexOf(region) >= 0) &&
-               (isNaN(vram) || Number(d.vram) >= vram) && (isNaN(maxPrice) || Number(d.price) <= maxPrice);
-      r.hidden = !ok;
-      if (ok) shown++;
-    });
-    count.textContent = String(shown);
-  }
-  function sortBy(th) {
-    var idx = th.cellIndex, numeric = th.dataset.type === "num";
-    var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
-    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (c) { c.removeAttribute("aria-sort"); });
-    th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
-    var keyed = rows.map(function (r, i) {
-      var v = r.cells[idx].dataset.v;
-      return {r: r, i: i, empty: v === "", v: numeric ? Number(v) : v.toLowerCase()};
-    });
-    keyed.sort(function (a, b) {
-      if (a.empty !== b.empty) return a.empty ? 1 : -1;  // blanks last, either way
-      if (a.v < b.v) return -dir;
-      if (a.v > b.v) return dir;
-      return a.i - b.i;  // stable
-    });
-    rows = keyed.map(function (k) { return k.r; });
-    var frag = document.createDocumentFragment();
-    rows.forEach(function (r) { frag.appendChild(r); });
-    tbody.appendChild(frag);
-  }
-  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) {
-    th.addEventListener("click", function () { sortBy(th); });
-    th.addEventListener("keydown", function (e) { if (e.key === "Enter") sortBy(th); });
-  });
-  form.addEventListener("input", apply);
-  form.addEventListener("change", apply);
-  form.addEventListener("reset", function () { setTimeout(apply, 0); });
-  form.addEventListener("submit", function (e) { e.preventDefault(); });
-  apply();
-  document.body.setAttribute("data-ready", "1");
-})();
-"""
+    return ('<div class="wrap"><table id="freshness"><thead><tr><th>provider</th><th>state</th>'
+            "<th>last successful scrape</th><th>age</th><th>offers</th><th>billing</th><th>last error</th></tr>"
+            "</thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def _options(values: Sequence[str], label: str) -> str:
@@ -354,17 +444,16 @@ def loaded_count(providers: Sequence[ReportProvider]) -> int:
 
 
 def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider], generated_at: datetime,
-                  egress_gb: float = DEFAULT_EGRESS_GB) -> str:
+                  egress_gb: float = DEFAULT_EGRESS_GB, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
+                  gpus: Sequence[dict[str, Any]] = (), tuning: dict[str, Any] | None = None) -> str:
     """The whole page as one string."""
-    gpus = sorted({r["gpu_model"] for r in rows})
-    provs = sorted({r["provider"] for r in rows})
-    opts = sorted({r["purchase_option"] for r in rows})
-    script_hash = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    script = _asset("page.js")
+    script_hash = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; "
            "img-src data:; form-action 'none'; base-uri 'none'")
-    head = "".join(f'<th data-key="{k}" data-type="{t}" tabindex="0">{_e(h)}</th>' for k, h, t in COLUMNS)
-    body = "".join(_row_html(r, egress_gb) for r in rows)
+    data = json_for_html(page_data(rows, providers, generated_at, stale_after_hours, gpus, tuning))
     stamp = generated_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    options = sorted({r["purchase_option"] for r in rows})
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -373,28 +462,59 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>gpuledger: rented-GPU prices</title>
-<style>{CSS}</style>
+<style>{_asset("page.css")}</style>
 </head>
 <body>
 <h1>Rented-GPU prices</h1>
-<p class="meta">Generated by gpuledger at {_e(stamp)}: {len(rows)} current offers from {loaded_count(providers)} providers.
+<p class="meta">Generated by gpuledger at {_e(stamp)}:
+{len(rows)} current offers from {loaded_count(providers)} providers.
 Egress = downloading {egress_gb:g} GB to the internet from the offer's region (monthly tiers; * = no tiers for the
-region, the provider's dearest region). Data age = time since the provider's last successful scrape.</p>
+region, the provider's dearest region). Data age = time since the provider's last successful scrape, as of now.
+Every view is in the address: copy the link to share it.</p>
+<nav><button type="button" id="tab-gpus">GPUs</button>
+<button type="button" id="tab-offers">offers</button>
+<button type="button" id="tab-tune">fine-tuning</button></nav>
+<section id="v-gpus">
+<p class="muted">One row per GPU: the cheapest price per GPU-hour on demand and spot or interruptible.
+Open a row for each provider's cheapest and its offers.</p>
+<div class="wrap"><table id="gpus"><thead><tr>
+<th>GPU</th><th class="r">cheapest on-demand</th>
+<th class="r">cheapest spot</th><th class="r">VRAM</th><th>memory</th><th>bf16</th><th>fp8</th>
+<th class="r">offers</th><th class="r">providers</th>
+</tr></thead><tbody></tbody></table></div>
+</section>
+<section id="v-offers" hidden>
+<form id="filters" autocomplete="off">
+<label>GPU<select id="f-gpu">{_options(sorted({r["gpu_model"] for r in rows}), "any")}</select></label>
+<label>min VRAM / GPU (GiB)<input id="f-vram" type="number" min="0" step="1" inputmode="numeric"></label>
+<label>provider<select id="f-provider">{_options(sorted({r["provider"] for r in rows}), "any")}</select></label>
+<label>region or zone<input id="f-region" type="search"></label>
+<label>purchase<select id="f-option">{_options(options, "any")}
+<option value="reclaimable">any spot or interruptible</option></select></label>
+<label>max $ / GPU-h<input id="f-price" type="number" min="0" step="0.01"></label>
+<button type="button" id="clear">clear</button>
+<details id="picker"><summary>columns</summary><fieldset></fieldset></details>
+<span><span id="count">{len(rows)}</span> of {len(rows)} offers</span>
+</form>
+<div id="scroller"><table id="offers"><thead></thead><tbody></tbody></table></div>
+</section>
+<section id="v-tune" hidden>
+<p class="muted">Start from the model and the method, work back to the memory: the cards and nodes that fit,
+cheapest job first, as <code>gpuledger recommend</code> answers with its defaults.</p>
+<form id="tune" autocomplete="off"><label>model<select id="t-model"></select></label>
+<label>method<select id="t-method"></select></label></form>
+<p id="tune-need"></p>
+<div class="wrap"><table id="tune-table"><thead><tr>
+<th class="r">#</th><th>GPUs</th><th>provider</th>
+<th>instance</th><th>region</th><th>purchase</th><th class="r">$ / h</th><th class="r">job cost</th>
+<th class="r">needs / GPU</th>
+</tr></thead><tbody></tbody></table></div>
+<ul class="notes" id="tune-notes"></ul>
+</section>
 <h2>Freshness per provider</h2>
 {_freshness_html(providers)}
-<h2>Offers</h2>
-<form id="filters" autocomplete="off">
-<label>GPU<select id="f-gpu">{_options(gpus, "any")}</select></label>
-<label>min VRAM per GPU (GiB)<input id="f-vram" type="number" min="0" step="1" inputmode="numeric"></label>
-<label>provider<select id="f-provider">{_options(provs, "any")}</select></label>
-<label>region or zone contains<input id="f-region" type="search"></label>
-<label>purchase option<select id="f-option">{_options(opts, "any")}</select></label>
-<label>max $ per GPU-hour<input id="f-price" type="number" min="0" step="0.01"></label>
-<button type="reset">clear</button>
-<span><span id="count">{len(rows)}</span> of {len(rows)} offers shown</span>
-</form>
-<table id="offers"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
-<script>{SCRIPT}</script>
+<script type="application/json" id="page-data">{data}</script>
+<script>{script}</script>
 </body>
 </html>
 """
@@ -402,23 +522,27 @@ region, the provider's dearest region). Data age = time since the provider's las
 
 def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
                  egress_gb: float = DEFAULT_EGRESS_GB, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
-                 now: datetime | None = None) -> Report:
-    """Read the warehouse (read-only) and write the page to `out` (written whole, then renamed)."""
+                 now: datetime | None = None, models: Sequence[str] = COMMON_MODELS) -> Report:
+    """Read the warehouse (read-only) and write the page to `out` (written whole, then renamed).
+    `models`: the models whose fine-tuning answers the page carries (every method each)."""
     now = now or datetime.now(timezone.utc)
     con = open_reader(db)
     try:
         providers = report_providers(con, now, stale_after_hours)
         rows = report_rows(con, egress_gb, providers)
+        gpus = gpu_summary(rows, gpu_facts(con))
+        tuning = fine_tuning(con, now, stale_after_hours, models) if models else None
     finally:
         con.close()
     path = Path(out)
     if path.parent and not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(render_report(rows, providers, now, egress_gb), encoding="utf-8")
+    tmp.write_text(render_report(rows, providers, now, egress_gb, stale_after_hours, gpus, tuning), encoding="utf-8")
     tmp.replace(path)
     return Report(path, rows, providers, now)
 
 
-__all__ = ["Report", "ReportProvider", "egress_cost", "report_providers", "render_report", "report_rows",
+__all__ = ["COLUMNS", "Report", "ReportProvider", "egress_cost", "encode_column", "fine_tuning", "gpu_summary",
+           "offer_columns", "page_data", "recommendation_view", "report_providers", "render_report", "report_rows",
            "write_report"]

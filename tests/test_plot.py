@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -12,7 +13,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from gpuledger.flows.ops_cli import register
-from gpuledger.flows.plot import plot_price_history
+from gpuledger.flows.plot import figure, plot_price_history
 from tests.builders import T0, load_day, offer
 from gpuledger.warehouse.store import open_writer
 
@@ -42,6 +43,10 @@ def history_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.49, count=1, region="us-west-1"), a100], 1)
         load_day(con, "lambda", [a100], 2)
         load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.99, count=1, region="us-west-1"), a100], 3)
+        # vastai: marketplace interruptible capacity only, 1.60 then 1.40 per GPU-hour
+        bid = dict(gpu="H100-SXM", count=1, region="US", option="interruptible")
+        load_day(con, "vastai", [offer("1x H100-SXM", 1.60, **bid)], 1)
+        load_day(con, "vastai", [offer("1x H100-SXM", 1.40, **bid)], 3)
     finally:
         con.close()
     return db
@@ -71,8 +76,12 @@ def test_plotted_series_match_the_loaded_history(history_db: Path, tmp_path: Pat
 
 
 def test_spot_and_provider_filters(history_db: Path, tmp_path: Path) -> None:
+    # spot covers every reclaimable offer: AWS Spot and the marketplace's interruptible bids
     h = plot_price_history(history_db, "H100-SXM", tmp_path / "spot.png", purchase_option="spot")
-    assert h.series == {"aws": [(D[0], 5.0), (D[4], 5.0)]}
+    assert h.series == {"aws": [(D[0], 5.0), (D[4], 5.0)], "vastai": [(D[1], 1.60), (D[3], 1.40)]}
+    assert h.snapshot is None
+    h = plot_price_history(history_db, "H100-SXM", tmp_path / "bids.png", purchase_option="interruptible")
+    assert h.series == {"vastai": [(D[1], 1.60), (D[3], 1.40)]}
     h = plot_price_history(history_db, "H100-SXM", tmp_path / "gcp.png", providers=["gcp", "lambda"])
     assert sorted(h.series) == ["gcp", "lambda"]
     h = plot_price_history(history_db, "L4", tmp_path / "l4.png")
@@ -92,3 +101,49 @@ def test_plot_command(history_db: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no price history for GPU 'H200-SXM'; GPUs with history: A100-SXM4-80, H100-SXM, L4" in result.output
     assert not (tmp_path / "x.png").exists()
+
+
+def boxes(fig: Any) -> tuple[Any, Any]:
+    """The axes' and the legend's boxes on the canvas, in pixels."""
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    return ax.get_window_extent(), ax.get_legend().get_window_extent()
+
+
+def test_legend_beside_the_lines(history_db: Path, tmp_path: Path) -> None:
+    h = plot_price_history(history_db, "H100-SXM", tmp_path / "h100.png")
+    axes, legend = boxes(figure(h))
+    assert not axes.overlaps(legend) and legend.x0 >= axes.x1  # to the right of the plot, not over it
+    assert legend.x1 <= h.size_px[0]  # and still on the picture
+    assert png_size(tmp_path / "h100.png") == (1200, 660)
+
+
+@pytest.fixture(scope="module")
+def snapshot_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("snapshot") / "ledger.duckdb"
+    con = open_writer(db)
+    try:  # one refresh: two providers scraped seconds apart
+        load_day(con, "aws", [offer("p5.48xlarge", 80.0)], 0, "refresh-one")
+        load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.49, count=1, region="us-west-1")], 10 / 86400,
+                 "refresh-one")
+    finally:
+        con.close()
+    return db
+
+
+def test_a_single_snapshot_says_so(snapshot_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "one.png"
+    h = plot_price_history(snapshot_db, "H100-SXM", out)
+    assert h.series == {"aws": [(D[0], 10.0)], "lambda": [(D[0] + timedelta(seconds=10), 2.49)]}
+    assert h.snapshot == D[0] + timedelta(seconds=10)
+    fig = figure(h)
+    ax = fig.axes[0]
+    assert "one snapshot (2026-11-01 03:00 UTC)" in ax.get_title() and "no price history" in ax.get_title()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["aws", "lambda"]  # one bar each, the cheapest on top
+    assert sorted(round(b.get_width(), 2) for b in ax.patches) == [2.49, 10.0]
+    assert png_size(out) == (1200, 660)
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(tmp_path / "cli.png"), "--db", str(snapshot_db)])
+    assert result.exit_code == 0, result.output
+    assert "H100-SXM: a single snapshot (2026-11-01 03:00 UTC) of 2 providers: no history yet" in result.output

@@ -515,7 +515,8 @@ def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes, f"host_gb_{i}": est.host_gb})
     sql = ("select 1 from (select o.* from offer_facts() o "
            "join fresh_providers(max_age_hours := $max_age, as_of := $as_of) f on f.provider = o.provider) "
-           "where ($spot or purchase_option = 'on_demand') and ($unavailable or coalesce(available, true)) "
+           "where (term_months is null and ($spot or purchase_option = 'on_demand') "
+           "or ($commitments and term_months is not null)) and ($unavailable or coalesce(available, true)) "
            f"and {where} and ({' or '.join(terms)}) limit 1")
     args.pop("precision", None)
     return bool(con.execute(sql, args).fetchall())
