@@ -182,6 +182,11 @@ def run(quick: bool = False, keep: bool = False) -> list[Result]:
                       notes=f"baseline {mbs['baseline']:.0f} MB/s, previous parser {mbs['before']:.0f} MB/s",
                       extra=extra)]
 
+    # The real gpuhunt on the same file, in its own venv.
+    from bench.gpuhunt_baseline import compare
+
+    results += compare(f1, rounds=3)
+
     # Streaming over loopback HTTP.
     with FileServer(f1.parent) as srv:
         http_now(srv.port, f1.name)  # warm-up: connection, server
