@@ -42,7 +42,9 @@ def _money(x: float | None) -> str:
 def _purchase(c: Candidate) -> Text:
     if not c.interruptible:
         return cell("on-demand")
-    risk = c.interruption_risk or (f"rel {c.reliability:.2f}" if c.reliability is not None else "risk unknown")
+    risk = "risk unknown" if c.interruption_risk_level == "unknown" else f"{c.interruption_risk_level} risk"
+    if c.interruption_rate_max_pct is not None:
+        risk += f" (<={c.interruption_rate_max_pct:g}%/mo)"
     return Text.assemble(cell(c.purchase_option.upper(), "yellow"), " ", cell(risk))
 
 

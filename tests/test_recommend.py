@@ -12,6 +12,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from gpuledger.warehouse.interruption import AWS_SPOT_ADVISOR, from_rate_band
 from gpuledger.warehouse.schema import migrate
 import typer
 from typer.testing import CliRunner
@@ -64,7 +65,8 @@ def persec() -> Batch:
     b = Batch("persec")
     bill = {"billing_granularity_s": 1, "minimum_charge_s": 60}
     add(b, "l4.1", "L4", 1, 22.352, 0.80, **bill)
-    add(b, "l4.1", "L4", 1, 22.352, 0.25, zone="us-east-1a", option="spot", interruption_risk="<5%", **bill)
+    add(b, "l4.1", "L4", 1, 22.352, 0.25, zone="us-east-1a", option="spot", interruption_risk="<5%",
+        **from_rate_band("<5%", AWS_SPOT_ADVISOR), **bill)
     add(b, "l4.half", "L4", 0.5, 11.176, 0.45, **bill)
     add(b, "l4.eighth", "L4", 0.125, 2.794, 0.12, **bill)
     add(b, "t4.1", "T4", 1, 15.0, 0.30, **bill)
@@ -74,7 +76,7 @@ def persec() -> Batch:
     add(b, "h200.8", "H200-SXM", 8, 141.0, 40.0, interconnect="NVSwitch", **bill)
     add(b, "b200.8", "B200", 8, 179.06, 60.0, interconnect="NVSwitch", **bill)
     add(b, "b200.8", "B200", 8, 179.06, 25.0, zone="us-east-1b", option="spot", interconnect="NVSwitch",
-        interruption_risk=">20%", **bill)
+        interruption_risk=">20%", **from_rate_band(">20%", AWS_SPOT_ADVISOR), **bill)
     add(b, "pro6000.8", "RTX-PRO-6000-S", 8, 96.0, 9.0, interconnect="PCIe", **bill)
     add(b, "a100x8.nolink", "A100-SXM4-80", 8, 80.0, 8.0, interconnect=None, **bill)
     add(b, "a100.8", "A100-SXM4-80", 8, 80.0, 16.0, interconnect="NVSwitch", **bill)
@@ -357,9 +359,9 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
         assert len(rec.candidates) >= 3
         for c in rec.candidates:
             hours = r.hours
-            if c.interruptible and interruption_rate_per_hour(c.interruption_risk) is not None:
+            if c.interruptible and interruption_rate_per_hour(c.interruption_rate_max_pct) is not None:
                 est = rec.sharded_estimates[int(c.gpus_used)] if c.plan == "sharded" else rec.estimate
-                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_risk), 0.5,
+                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_rate_max_pct), 0.5,
                                            restart_hours(est.base_weights_gb, est.checkpoint_gb),
                                            checkpoint_write_hours(est.checkpoint_gb))
                 assert hours > r.hours

@@ -173,11 +173,12 @@ def test_8b_qlora_of_a_few_million_tokens_a_cheap_24gb_card_wins(replayed) -> No
     assert fastest.hours_per_run < first.hours_per_run and fastest.cost.total_usd > first.cost.total_usd
 
 
-def test_spot_advisor_buckets_become_hourly_rates() -> None:
-    # A monthly share p of interrupted instances as a constant hazard: -ln(1 - p) / 730 h.
-    assert interruption_rate_per_hour("<5%") == pytest.approx(0.025318 / 730, rel=1e-4)
-    assert interruption_rate_per_hour(">20%") == pytest.approx(0.287682 / 730, rel=1e-4)
-    assert interruption_rate_per_hour(None) is None and interruption_rate_per_hour("high") is None
+def test_published_rate_bands_become_hourly_rates() -> None:
+    # A monthly share p of interrupted instances as a constant hazard: -ln(1 - p) / 730 h; "<5%" is
+    # the band up to 5, ">20%" the open band stored as 100.
+    assert interruption_rate_per_hour(5) == pytest.approx(0.025318 / 730, rel=1e-4)
+    assert interruption_rate_per_hour(100) == pytest.approx(0.287682 / 730, rel=1e-4)
+    assert interruption_rate_per_hour(None) is None and interruption_rate_per_hour(7) is None
 
 
 def test_spot_is_costed_as_expected_time_and_checkpoints_matter(con) -> None:
@@ -190,6 +191,6 @@ def test_spot_is_costed_as_expected_time_and_checkpoints_matter(con) -> None:
     # >20 % a month: 3.94e-4 interruptions per hour; rare checkpoints lose more work per interruption,
     # frequent ones spend more time writing them (the 70B checkpoint is ~920 GiB at 125 MiB/s).
     assert often.hours_per_run > often.uninterrupted_hours and rarely.hours_per_run > rarely.uninterrupted_hours
-    lost = rarely.uninterrupted_hours * interruption_rate_per_hour(">20%") * (4 / 2)
+    lost = rarely.uninterrupted_hours * interruption_rate_per_hour(100) * (4 / 2)
     assert rarely.hours_per_run - rarely.uninterrupted_hours > lost
-    assert any(f.startswith("expected ") and "interruptions (>20% a month)" in f for f in often.flags)
+    assert any(f.startswith("expected ") and "interruptions (high risk, up to 100% a month, aws_spot_advisor)" in f for f in often.flags)

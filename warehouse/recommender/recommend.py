@@ -183,8 +183,12 @@ class Candidate:
     instance_type: str
     purchase_option: str
     interruptible: bool  # spot / low_priority / interruptible: the provider may reclaim it
-    interruption_risk: str | None
+    interruption_risk: str | None  # the source's own words (AWS "<5%", Azure "0-5")
     reliability: float | None
+    # The one interruption-risk scale (warehouse/interruption.py): level, published band, source.
+    interruption_risk_level: str
+    interruption_rate_max_pct: float | None
+    interruption_risk_source: str
     gpu_model: str
     gpu_vendor: str
     gpu_count: float  # per node
@@ -339,7 +343,8 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 # ranking carries narrow rows; the wide columns are joined back for the top N only.
 _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
            "granularity_s, minimum_s, precision_supported, gpu_vendor, gpu_count, plan, gpus_used, "
-           "interruptible, interruption_risk, "
+           "interruptible, interruption_risk, interruption_risk_level, interruption_rate_max_pct, "
+           "interruption_risk_source, "
            "gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink, fast_interconnect, network_gbps")
 _WIDE = ", ".join(f"h.{c}" for c in (
     "reliability", "gpu_model", "gpu_variant_exact",
@@ -399,7 +404,7 @@ timed as (
     select *, case when interruptible and rate is not null
                    then base_hours * (1 + rate * ($ckpt_h / 2 + restart_h)) + base_hours / $ckpt_h * write_h
                    else base_hours end as run_hours
-    from (select s.*, p.restart_h, p.write_h, interruption_rate(s.interruption_risk) as rate,
+    from (select s.*, p.restart_h, p.write_h, interruption_rate(s.interruption_rate_max_pct) as rate,
                  case when $job_tokens is null then $hours else $job_tokens / s.tokens_per_s / 3600.0 end as base_hours
           from speeds s join plans p on p.plan_idx = s.plan_idx)),
 costed as (
@@ -626,13 +631,14 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
         flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
         if row["interruptible"]:
-            rate = interruption_rate_per_hour(row["interruption_risk"])  # the reference for row["rate"]
+            rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
             if rate is None:
                 flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
                              "ranked after offers whose expected cost is known")
             elif row["base_hours"] is not None:
-                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions ({row['interruption_risk']} a "
-                             f"month): {row['run_hours'] - row['base_hours']:.2f} h of redone work, restarts and "
+                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions ({row['interruption_risk_level']} "
+                             f"risk, up to {row['interruption_rate_max_pct']:g}% a month, "
+                             f"{row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} h of redone work, restarts and "
                              f"checkpoints every {request.checkpoint_every_minutes:g} min included")
         if row["tokens_per_s"] is None:
             flags.append(f"no dense tensor figure for {row['gpu_model']} at {request.precision}: "
@@ -658,6 +664,9 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             rank=rank, provider=row["provider"], region=row["region"], zone=row["zone"],
             instance_type=row["instance_type"], purchase_option=row["purchase_option"],
             interruptible=bool(row["interruptible"]), interruption_risk=row["interruption_risk"],
+            interruption_risk_level=row["interruption_risk_level"],
+            interruption_rate_max_pct=row["interruption_rate_max_pct"],
+            interruption_risk_source=row["interruption_risk_source"],
             reliability=row["reliability"], gpu_model=row["gpu_model"], gpu_vendor=row["gpu_vendor"],
             gpu_count=row["gpu_count"], nodes=int(row["nodes"]),
             plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],

@@ -17,20 +17,24 @@ from __future__ import annotations
 import math
 
 HOURS_PER_MONTH = 730.0
-# AWS Spot Advisor "frequency of interruption" buckets: the share of instances of a type that AWS
-# interrupted over the trailing month (https://aws.amazon.com/ec2/spot/instance-advisor/). A bucket
-# stands for its midpoint; ">20%" for 25 %.
-SPOT_ADVISOR_MONTHLY = {"<5%": 0.025, "5-10%": 0.075, "10-15%": 0.125, "15-20%": 0.175, ">20%": 0.25}
+# The published monthly rate bands of the one interruption-risk scale (offers.interruption_rate_max_pct,
+# warehouse/interruption.py), keyed by their upper end: AWS Spot Advisor "frequency of interruption"
+# buckets, the share of instances of a type interrupted over the trailing month
+# (https://aws.amazon.com/ec2/spot/instance-advisor/), and Azure's spot eviction-rate bands (the same
+# 0-5 ... 20+ %). A band stands for its midpoint; the open top band (">20%", 100) for 25 %.
+BAND_MONTHLY_SHARE = {5.0: 0.025, 10.0: 0.075, 15.0: 0.125, 20.0: 0.175, 100.0: 0.25}
 # gp3's baseline throughput, 125 MiB/s (https://docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html):
 # the speed a checkpoint is written and read back at, on the cheapest bootable block volume.
 STORAGE_GIB_PER_S = 125 / 1024
 DEFAULT_CHECKPOINT_MINUTES = 30.0
 
 
-def interruption_rate_per_hour(risk: str | None) -> float | None:
-    """Interruptions per hour from today's `offers.interruption_risk` text (AWS Spot Advisor
-    buckets): a monthly share p becomes the constant hazard -ln(1 - p) / 730 h. None: unknown."""
-    share = SPOT_ADVISOR_MONTHLY.get((risk or "").replace(" ", ""))
+def interruption_rate_per_hour(band_max_pct: float | None) -> float | None:
+    """Interruptions per hour from an offer's published monthly rate band (its upper end,
+    `offers.interruption_rate_max_pct`): the band's share p becomes the constant hazard
+    -ln(1 - p) / 730 h. None: no published rate (a level from host reliability or stock alone
+    gives none), so unknown."""
+    share = BAND_MONTHLY_SHARE.get(band_max_pct) if band_max_pct is not None else None
     return None if share is None else -math.log(1.0 - share) / HOURS_PER_MONTH
 
 

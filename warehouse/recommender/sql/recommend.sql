@@ -86,14 +86,15 @@ create or replace macro offer_facts() as table
     left join providers p on p.provider = o.provider
     left join gpu_models g on g.gpu_model = o.gpu_model;
 
--- Interruptions per hour from offers.interruption_risk (AWS Spot Advisor buckets: the share of
--- instances interrupted over a month, at the bucket's midpoint, as a constant hazard
--- -ln(1 - p) / 730 h); NULL when the source gives no risk (unknown, never zero). Mirrors
+-- Interruptions per hour from offers.interruption_rate_max_pct, the published monthly rate band of
+-- the one risk scale (AWS Spot Advisor buckets, Azure eviction rates: the share of instances
+-- interrupted over a month, at the band's midpoint, as a constant hazard -ln(1 - p) / 730 h);
+-- NULL when the source publishes no rate (unknown, never zero). Mirrors
 -- warehouse.recommender.spot.interruption_rate_per_hour.
-create or replace macro interruption_rate(interruption_risk) as
-    -ln(1 - case replace(interruption_risk, ' ', '')
-                 when '<5%' then 0.025 when '5-10%' then 0.075 when '10-15%' then 0.125
-                 when '15-20%' then 0.175 when '>20%' then 0.25 end) / 730.0;
+create or replace macro interruption_rate(band_max_pct) as
+    -ln(1 - case band_max_pct
+                 when 5 then 0.025 when 10 then 0.075 when 15 then 0.125
+                 when 20 then 0.175 when 100 then 0.25 end) / 730.0;
 
 -- True for a storage class that can hold a training job's working set between runs: a
 -- persistent block volume or file system. Cold HDD (AWS sc1/st1/standard magnetic, GCP
