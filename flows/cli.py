@@ -211,28 +211,46 @@ def export(
     out_dir: Path = typer.Argument(..., help="Snapshots go to OUT_DIR/<UTC timestamp>/."),
     db: Optional[Path] = DbOption,
     fmt: str = typer.Option("csv,parquet", "--format", "-f", help="csv, parquet, or both (comma-separated)."),
-    table: list[str] = typer.Option([], "--table", "-t", help="Only these tables (repeatable)."),
+    table: list[str] = typer.Option([], "--table", "-t", help="Only these tables (repeatable): the current "
+                                    "ones, offer_history, egress_price_history, storage_price_history, "
+                                    "quarantine, scrape_runs [default: the current tables and scrape_runs]."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="DATE", help="History, quarantine and scrape "
+                                        "runs only from this UTC date or time on (2026-11-01, "
+                                        "2026-11-01T03:00); the current tables are always whole."),
 ) -> None:
-    """Write a snapshot of the current tables (CSV and/or Parquet) with a manifest.
+    """Write a snapshot of warehouse tables (CSV and/or Parquet) with a manifest.
+
+    The manifest gives each table's columns with their types, and each file's
+    row count and sha256. Timestamps are UTC in both formats.
 
     \b
-    Example:
+    Examples:
       gpuledger export snapshots/ --format csv
+      gpuledger export snapshots/ -t offer_history --since 2026-11-01
     """
     from gpuledger.warehouse.export import export_snapshot
 
+    start = None
+    if since is not None:
+        try:
+            start = datetime.fromisoformat(since)
+        except ValueError:
+            raise _fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
+        start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
     try:
         con = open_reader(db, allow_files=True)
         try:
-            folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None)
+            folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None,
+                                     since=start)
         finally:
             con.close()
     except WarehouseError as err:
         raise _fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
-        console.print(f"{name}: {info['rows']} rows -> {', '.join(info['files'])}")
-    out.print(str(folder))
+        console.print(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}",
+                      markup=False, highlight=False)
+    out.print(str(folder), markup=False, highlight=False)
 
 
 def _row_counts(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:

@@ -85,14 +85,14 @@ def test_export_columns_are_the_tables_without_the_row_fingerprint() -> None:
 
 def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None:
     new = duckdb.connect()
-    assert migrate(new) == [1, 2, 3]
+    assert migrate(new) == [1, 2, 3, 4]
     old = duckdb.connect()
     old.execute(V1_SQL.read_text())
     v1_offers = [c for c in layout(old)[0] if c[0] == "offers"]
     old.execute("create table schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
                 "applied_at TIMESTAMPTZ NOT NULL)")
     old.execute("insert into schema_migrations values (1, 'initial schema', now())")
-    assert migrate(old) == [2, 3]
+    assert migrate(old) == [2, 3, 4]
     assert layout(new) == layout(old)
     # version 3 put operated_by after provider_data in both offer tables, and changed nothing else
     new_offers = [c for c in layout(new)[0] if c[0] == "offers"]
@@ -118,8 +118,8 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     v1_warehouse(db)
     con = open_writer(db)
     try:
-        assert current_version(con) == SCHEMA_VERSION == 3
-        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3]
+        assert current_version(con) == SCHEMA_VERSION == 4
+        assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == [1, 2, 3, 4]
         # the macros the old release stored are gone: the recommender installs its own
         assert con.execute("select count(*) from duckdb_functions() where not internal and "
                            "function_type in ('macro', 'table_macro')").fetchall() == [(0,)]
@@ -136,7 +136,7 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     finally:
         close_writer(con)
     con = open_writer(db)  # once only
-    assert con.execute("select count(*) from schema_migrations").fetchall() == [(3,)]
+    assert con.execute("select count(*) from schema_migrations").fetchall() == [(4,)]
     close_writer(con)
 
 
@@ -167,8 +167,35 @@ def test_rows_upgraded_to_version_3_are_unchanged_when_their_source_sends_them_a
 def test_a_warehouse_newer_than_this_gpuledger_is_left_alone(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     migrate(con)
-    con.execute("insert into schema_migrations values (4, 'from the future', now())")
+    con.execute("insert into schema_migrations values (99, 'from the future', now())")
     assert migrate(con) == []
-    assert current_version(con) == 4
+    assert current_version(con) == 99
     (version_check,) = [r for r in run_checks(con) if r.name == "schema version"]
-    assert not version_check.ok and version_check.detail == "warehouse at version 4, this gpuledger expects 3"
+    assert not version_check.ok and version_check.detail == "warehouse at version 99, this gpuledger expects 4"
+
+
+def test_version_4_makes_price_observed_at_a_timestamptz_keeping_every_value(tmp_path: Path) -> None:
+    db = tmp_path / "v1.duckdb"
+    v1_warehouse(db)
+    con = duckdb.connect(str(db))
+    con.execute("update offers set price_observed_at = '2026-11-29T00:11:48.000Z'")
+    con.execute("update offer_history set price_observed_at = '2026-11-29T00:11:48.000Z'")
+    # an older, closed version stamped with an offset, one without any (read as UTC), one with none at all
+    for stamp, valid_from in (("2026-10-01T02:00:00+02:00", T0 - timedelta(days=30)),
+                              ("2026-09-01T12:30:00", T0 - timedelta(days=60)), (None, T0 - timedelta(days=90))):
+        con.execute("insert into offer_history select * replace (?::varchar as price_observed_at, ? as valid_from, "
+                    "? as valid_to, 'run-0' as closed_by_run_id) from offer_history where valid_to is null",
+                    [stamp, valid_from, valid_from + timedelta(days=1)])
+    con.close()
+    con = open_writer(db)
+    try:
+        assert con.execute("select data_type from information_schema.columns where column_name = 'price_observed_at' "
+                           "order by table_name").fetchall() == [("TIMESTAMP WITH TIME ZONE",)] * 2
+        utc = timezone.utc
+        assert con.execute("select price_observed_at from offers").fetchall() == [
+            (datetime(2026, 11, 29, 0, 11, 48, tzinfo=utc),)]
+        assert con.execute("select price_observed_at from offer_history order by valid_from").fetchall() == [
+            (None,), (datetime(2026, 9, 1, 12, 30, tzinfo=utc),), (datetime(2026, 10, 1, 0, 0, tzinfo=utc),),
+            (datetime(2026, 11, 29, 0, 11, 48, tzinfo=utc),)]
+    finally:
+        close_writer(con)
