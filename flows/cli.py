@@ -13,6 +13,7 @@ from typing import Any, Iterable, Optional
 
 import duckdb
 import typer
+from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
@@ -21,7 +22,9 @@ from rich.text import Text
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
-from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, db_path, open_reader
+from gpuledger.warehouse.store import (
+    RefreshRunningError, WarehouseError, check_warehouse_file, db_path, open_reader,
+)
 from gpuledger.warehouse.settings import env_name
 
 app = typer.Typer(
@@ -56,12 +59,14 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)  # one line, however long
     return typer.Exit(code)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    t = Table(title=f"refresh {summary['refresh_id']}")
+    # Columns one space apart and no outer border: within 80 columns with the longest provider
+    # name and six-digit counts.
+    t = Table(title=f"refresh {summary['refresh_id']}", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
     for col in ("provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage"):
         t.add_column(col, justify="right" if col not in ("provider", "state") else "left", no_wrap=True)
     for p in summary["providers"]:
@@ -86,7 +91,7 @@ def refresh(
                                               "[default: the recordings bundled with gpuledger]."),
     accept_anomaly: list[str] = typer.Option([], "--accept-anomaly", help="Load this provider even if the "
                                              "anomaly guard objects (a real market move). Repeatable."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
 ) -> None:
     """Fetch prices from the providers and merge them into the warehouse.
 
@@ -104,6 +109,7 @@ def refresh(
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
     try:
+        check_warehouse_file(db)
         wanted = resolve_providers(provider)
         ensure_browsers(wanted, say=lambda line: console.print(line, markup=False, highlight=False))
         from gpuledger.flows.refresh import nightly_refresh
@@ -125,7 +131,7 @@ def record(
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     from_recordings: Optional[Path] = typer.Option(None, "--from-recordings", help="Record from a replay of "
                                                    "this folder instead of the live providers (for tests)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
 ) -> None:
     """Refresh from the live providers and save every response for later replay.
 
@@ -137,6 +143,8 @@ def record(
     from gpuledger.flows.pipeline import UnknownProviderError, resolve_providers
 
     try:
+        check_warehouse_file(db)
+        resolve_providers(provider)
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
@@ -170,7 +178,7 @@ def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
-    fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json"),
+    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table, csv or json."),
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
@@ -270,6 +278,15 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
 
 
 STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow"}
+# `gpuledger status` exit codes (README): 2 is a usage or warehouse error, as everywhere.
+STATUS_OK, STATUS_FAILED, STATUS_STALE = 0, 1, 3
+
+
+def status_exit_code(rows: Iterable[dict[str, Any]]) -> int:
+    """1 if any provider's latest attempt failed, else 3 if any is stale, else 0. A source that
+    never loaded is listed but counts for neither: a warehouse may hold only some providers."""
+    states = {r["state"] for r in rows}
+    return STATUS_FAILED if "failed" in states else STATUS_STALE if "stale" in states else STATUS_OK
 
 
 @app.command()
@@ -277,22 +294,36 @@ def status(
     db: Optional[Path] = DbOption,
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
                                             "provider's last success counts as stale."),
-    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
+    provider: list[str] = typer.Option([], "--provider", "-p", help="Judge only these providers (repeatable)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table or json."),
+    as_json: bool = typer.Option(False, "--json", help="JSON for scripts (the same as --format json)."),
 ) -> None:
     """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
 
-    Every registered source is listed, one that never loaded too (state `never`)."""
+    Every registered source is listed, one that never loaded too (state `never`).
+    Exit codes: 0 every loaded provider is ok; 1 a provider's latest attempt
+    failed; 3 a provider is stale (none failed); 2 the warehouse cannot be read.
+
+    \b
+    Example:
+      gpuledger status --json -p aws -p gcp || echo "aws or gcp needs attention"
+    """
+    if fmt not in ("table", "json"):
+        raise _fail(f"unknown format {fmt!r}: use table or json", 2)
     try:
         con = open_reader(db)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
     try:
-        rows = provider_status(con, timedelta(hours=stale_after_hours), providers=SOURCES)
+        rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     finally:
         con.close()
-    if fmt == "json":
+    if provider:
+        rows = [r for r in rows if r["provider"] in provider]
+    code = status_exit_code(rows)
+    if as_json or fmt == "json":
         out.print_json(json.dumps(rows, default=str))
-        return
+        raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
         colour = STATE_COLOURS[r["state"]]
@@ -301,6 +332,7 @@ def status(
                   *(str(r[k])[:19] if r[k] else "-" for k in ("last_success", "last_attempt")),
                   str(r["offers"]), str(r["egress"]), str(r["storage"]), (r["last_error"] or "")[:120])
     out.print(t)
+    raise typer.Exit(code)
 
 
 @app.command()

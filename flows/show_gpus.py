@@ -50,7 +50,7 @@ def show_gpus_command(
                                               "per GPU-hour."),
     db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
                                       help="Warehouse file [default: ./gpuledger.duckdb]."),
-    fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json"),
+    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table, csv or json."),
 ) -> None:
     """One line per GPU model: memory, cheapest USD per GPU-hour per purchase option, providers, regions.
 

@@ -252,3 +252,32 @@ def test_nightly_workflow_snapshot_step_runs(tmp_path: Path) -> None:
     assert {"manifest.json", "offers.csv", "offers.parquet", "prices.html", "h100-sxm.png", "gpuledger.duckdb",
             "status.txt"} <= names
     assert f"snapshot: snapshots/{folder.name}" in done.stdout
+
+
+# The command GitHub runs a step with, by its `shell` (docs.github.com, workflow syntax,
+# jobs.<job_id>.steps[*].shell: unspecified `bash -e {0}`, `bash` `bash --noprofile --norc -eo pipefail {0}`).
+GITHUB_SHELLS = {None: ["bash", "-e"], "bash": ["bash", "--noprofile", "--norc", "-eo", "pipefail"]}
+
+
+def test_nightly_workflow_steps_fail_when_a_piped_command_fails(tmp_path: Path) -> None:
+    doc = workflow()
+    shell = doc.get("defaults", {}).get("run", {}).get("shell")
+    assert shell == "bash", "without `shell: bash` GitHub runs steps without pipefail"
+    steps = doc["jobs"]["refresh"]["steps"]
+    assert all(s.get("shell", shell) == "bash" for s in steps if "run" in s)
+    # the snapshot step with a `gpuledger` whose export fails: the step must fail there
+    script = next(s for s in steps if s.get("name") == "Snapshot, comparison page and price plot")["run"]
+    assert "| tail -n 1" in script
+    fake = tmp_path / "bin" / "gpuledger"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nif [ "$1" = export ]; then echo "error: export failed" >&2; exit 1; fi\n'
+                    'echo "gpuledger $1 ran" >> "$RAN"\n')
+    fake.chmod(0o755)
+    ran = tmp_path / "ran.txt"
+    env = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}", RAN=str(ran),
+               GPULEDGER_DB=str(tmp_path / "missing.duckdb"))
+    done = subprocess.run([*GITHUB_SHELLS[shell], "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: export failed" in done.stderr and "snapshot:" not in done.stdout
+    assert not ran.exists()  # nothing after the failed export ran
