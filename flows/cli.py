@@ -112,11 +112,14 @@ def refresh(
         check_warehouse_file(db)
         wanted = resolve_providers(provider)
         ensure_browsers(wanted, say=lambda line: console.print(line, markup=False, highlight=False))
-        from gpuledger.flows.refresh import nightly_refresh
+        from gpuledger.flows.progress import RefreshProgress
 
-        summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
-                                  recordings=str(recordings) if recordings else None,
-                                  accept_anomaly=accept_anomaly)
+        with RefreshProgress(console, wanted):
+            from gpuledger.flows.refresh import nightly_refresh
+
+            summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
+                                      recordings=str(recordings) if recordings else None,
+                                      accept_anomaly=accept_anomaly)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     _print_summary(summary)

@@ -21,6 +21,7 @@ import duckdb
 from gpuledger.adapters.base import MissingCredentialsError, RedactingRecorder, SourceContext, redact
 from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, spec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
+from gpuledger.flows.progress import report as report_progress
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import (
@@ -182,7 +183,11 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
     except (duckdb.Error, OSError) as err:
         raise WarehouseError(f"cannot open {db_path(db)} for writing: {root_cause(err)}") from err
     try:
-        return [load_outcome(con, o, refresh_id, policy, prepared=p) for o, p in zip(outcomes, prepared)]
+        reports = []
+        for o, p in zip(outcomes, prepared):
+            reports.append(load_outcome(con, o, refresh_id, policy, prepared=p))
+            report_progress("merged", o.provider)
+        return reports
     finally:
         try:
             close_writer(con)  # the window's one checkpoint

@@ -101,3 +101,29 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
             if len(text.split()) < 3 or re.fullmatch(r"[\w-]+( *\| *[\w-]+)+", text):
                 missing.append(f"gpuledger {name} {param.opts[0] if param.opts else param.name}: {text!r}")
     assert not missing, "options without help that says what they do:\n" + "\n".join(missing)
+
+
+def test_refresh_progress_names_the_providers_still_fetching_then_counts_the_merges(tmp_path: Path) -> None:
+    from gpuledger.flows.pipeline import load_all
+    from gpuledger.flows.progress import PROGRESS_LOGGER, RefreshProgress, report
+
+    screen = Console(width=80, record=True, force_terminal=True)
+    providers = ["aws", "azure", "gcp", "lambda", "runpod"]
+    with RefreshProgress(screen, providers) as progress:
+        assert progress.state() == ("starting Prefect and the providers' clients", 0, 5)
+        report("fetched", "azure")
+        assert progress.state() == ("fetching, waiting for aws, gcp, lambda and 1 more", 1, 5)
+        report("failed", "aws")
+        report("fetched", "lambda")
+        assert progress.state() == ("fetching, waiting for gcp, runpod", 3, 5)
+        report("fetched", "gcp")
+        report("fetched", "runpod")
+        assert progress.state() == ("fetched every provider", 5, 5)
+        report("merging")
+        assert progress.state() == ("merging into the warehouse", 0, 5)
+        # the write window's own events: one per provider merged
+        now = utcnow()
+        outcomes = [ScrapeOutcome(p, "replay", now, now, batch=batch(p, [offer(f"{p}-8x", 20.0)])) for p in providers]
+        load_all(tmp_path / "w.duckdb", outcomes, "refresh-progress", AnomalyPolicy())
+        assert progress.state() == ("merged runpod", 5, 5)
+    assert PROGRESS_LOGGER.handlers == [] and PROGRESS_LOGGER.propagate
