@@ -108,7 +108,8 @@ def recommend_command(
                                      "comma list of q,k,v,o,gate,up,down."),
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
-    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Assume gradient checkpointing (activations recomputed: less memory)."),
+    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Assume gradient checkpointing "
+                                   "(activations recomputed: less memory)."),
     hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run."),
     runs: int = typer.Option(1, "--runs", help="Number of runs (experiments)."),
     spot: bool = typer.Option(False, "--spot", help="Also consider spot / interruptible offers (marked)."),
