@@ -115,26 +115,22 @@ def work_pool_of(deployment: str) -> str | None:
 
 @contextmanager
 def _run_logging() -> Iterator[None]:
-    """While serving, the environment under which each run (a process of its own) logs to this
-    terminal: Prefect's flow-run messages and gpuledger's at INFO (gpuledger.flows), unless the
-    user chose a Prefect log level."""
-    from gpuledger import flows
-
-    names = [n.strip() for n in os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "").split(",") if n.strip()]
-    updates = {"PREFECT_LOGGING_EXTRA_LOGGERS": ",".join(dict.fromkeys([*names, "gpuledger"]))}
-    if "PREFECT_LOGGING_LEVEL" in flows.DEFAULTED:
-        updates["PREFECT_LOGGING_LEVEL"] = "INFO"
-    # Both the environment (the runs' processes inherit it) and Prefect's settings of this process
-    # (a run's command gets them on top of the environment, as read when prefect was imported).
+    """While serving, each run (a process of its own) logs to this terminal: Prefect's flow-run
+    messages and gpuledger's at INFO (see gpuledger.flows), unless the user chose a Prefect log
+    level. Set in the environment, which the runs' processes inherit, and in Prefect's settings
+    of this process, which a run's command gets on top of the environment."""
     from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL, temporary_settings
 
-    settings = {PREFECT_LOGGING_EXTRA_LOGGERS: updates["PREFECT_LOGGING_EXTRA_LOGGERS"]}
-    if "PREFECT_LOGGING_LEVEL" in updates:
-        settings[PREFECT_LOGGING_LEVEL] = updates["PREFECT_LOGGING_LEVEL"]
-    saved = {name: os.environ.get(name) for name in updates}
-    os.environ.update(updates)
+    from gpuledger import flows
+
+    extra = [n.strip() for n in os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "").split(",") if n.strip()]
+    updates = {PREFECT_LOGGING_EXTRA_LOGGERS: ",".join(dict.fromkeys([*extra, "gpuledger"]))}
+    if "PREFECT_LOGGING_LEVEL" in flows.DEFAULTED:
+        updates[PREFECT_LOGGING_LEVEL] = "INFO"
+    saved = {setting.name: os.environ.get(setting.name) for setting in updates}
+    os.environ.update({setting.name: value for setting, value in updates.items()})
     try:
-        with temporary_settings(updates=settings):
+        with temporary_settings(updates=updates):
             yield
     finally:
         for name, value in saved.items():
@@ -191,9 +187,10 @@ def serve_command(
                                 f"{type(e).__name__}: {e}"), highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if pool and not force:
-        err.print(f"[red]error:[/red] nightly_refresh/{name} is deployed to the work pool {pool!r} (prefect.yaml); "
-                  "serving under that name would replace its parameters and schedule. Serve under another "
-                  "--name, or pass --force to replace it.", highlight=False, soft_wrap=True)
+        err.print(Text.assemble(("error:", "red"), f" nightly_refresh/{name} is deployed to the work pool {pool!r} "
+                                "(prefect.yaml's, or another `prefect deploy`); serving under that name would "
+                                "replace its parameters and schedule. Serve under another --name, or pass --force "
+                                "to replace it."), highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     from prefect import serve
