@@ -7,7 +7,7 @@
     offers.pl()   # polars, where installed
 
 The filters are those of `gpuledger show-gpus` (warehouse/offer_filter.py). The warehouse is the
-one the command line uses (`--db` there: here `db=`, else GPULEDGER_DB, else ./gpuledger.duckdb),
+one the command line uses (`--db` there: here `db=`, else the `db` setting, else ./gpuledger.duckdb),
 opened read-only for the query and closed again, so it never holds a refresh up for long.
 """
 
