@@ -84,7 +84,7 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
               case when gpu_count >= 8 then 'NVSwitch' when gpu_count > 1 then 'PCIe' end as interconnect,
               25 * gpu_count as network_gbps, case when gpu_count >= 8 then 'EFA' end as multinode_fabric,
               price * gpu_count as price_per_hour, price as price_per_gpu_hour, 'USD' as source_currency,
-              price * gpu_count as source_price_per_hour, null::varchar as price_observed_at,
+              price * gpu_count as source_price_per_hour, null::timestamptz as price_observed_at,
               1 as billing_granularity_s, 60 as minimum_charge_s, true as available, 3 as available_count,
               'offered' as availability_level,
               case when purchase_option = 'spot' then '<5%' end as interruption_risk,

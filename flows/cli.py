@@ -14,6 +14,7 @@ from typing import Any, Iterable, Optional
 
 import duckdb
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -25,7 +26,8 @@ from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import (
-    RefreshRunningError, WarehouseError, check_writable, damaged_message, db_path, is_damaged, open_reader,
+    RefreshRunningError, WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged,
+    open_reader,
 )
 from gpuledger.warehouse.settings import env_name
 
@@ -63,12 +65,15 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(labelled("error:", "red", message))
+    console.print(labelled("error:", "red", message), soft_wrap=True)  # one line, however long
     return typer.Exit(code)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    t = Table(title=literal(f"refresh {summary['refresh_id']}"))
+    # Columns one space apart and no outer border: within 80 columns with the longest provider
+    # name and six-digit counts.
+    t = Table(title=literal(f"refresh {summary['refresh_id']}"), box=box.SIMPLE_HEAD, show_edge=False,
+              padding=(0, 0))
     for col in ("provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage"):
         t.add_column(col, justify="right" if col not in ("provider", "state") else "left", no_wrap=True)
     for p in summary["providers"]:
@@ -95,7 +100,7 @@ def refresh(
                                              "anomaly guard objects (a real market move). Repeatable."),
     resume: bool = typer.Option(False, "--resume", help="Only merge the results an earlier refresh fetched but "
                                 "could not write (kept beside the warehouse); fetch nothing."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
 ) -> None:
     """Fetch prices from the providers and merge them into the warehouse.
 
@@ -120,13 +125,17 @@ def refresh(
     watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
     try:
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
+        check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
         wanted = [] if resume else resolve_providers(provider)
         ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
-        from gpuledger.flows.refresh import nightly_refresh
+        from gpuledger.flows.progress import RefreshProgress
 
-        summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
-                                  recordings=str(recordings) if recordings else None,
-                                  accept_anomaly=accept_anomaly, resume=resume)
+        with RefreshProgress(console, wanted):
+            from gpuledger.flows.refresh import nightly_refresh
+
+            summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
+                                      recordings=str(recordings) if recordings else None,
+                                      accept_anomaly=accept_anomaly, resume=resume)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     except RefreshInterrupted as stop:
@@ -146,7 +155,7 @@ def record(
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     from_recordings: Optional[Path] = typer.Option(None, "--from-recordings", help="Record from a replay of "
                                                    "this folder instead of the live providers (for tests)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
 ) -> None:
     """Refresh from the live providers and save every response for later replay.
 
@@ -160,6 +169,8 @@ def record(
 
     watchdog.ensure_watched()
     try:
+        check_warehouse_file(db)
+        resolve_providers(provider)
         from gpuledger.flows.refresh import nightly_refresh
 
         summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
@@ -199,7 +210,7 @@ def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
-    fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json"),
+    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table, csv or json."),
     timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query after this many "
                                   "seconds, exit 124 (0: no limit)."),
 ) -> None:
@@ -250,23 +261,40 @@ def export(
     out_dir: Path = typer.Argument(..., help="Snapshots go to OUT_DIR/<UTC timestamp>/."),
     db: Optional[Path] = DbOption,
     fmt: str = typer.Option("csv,parquet", "--format", "-f", help="csv, parquet, or both (comma-separated)."),
-    table: list[str] = typer.Option([], "--table", "-t", help="Only these tables (repeatable)."),
+    table: list[str] = typer.Option([], "--table", "-t", help="Only these tables (repeatable): the current "
+                                    "ones, offer_history, egress_price_history, storage_price_history, "
+                                    "quarantine, scrape_runs [default: the current tables and scrape_runs]."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="DATE", help="History, quarantine and scrape "
+                                        "runs only from this UTC date or time on (2026-11-01, "
+                                        "2026-11-01T03:00); the current tables are always whole."),
 ) -> None:
-    """Write a snapshot of the current tables (CSV and/or Parquet) with a manifest.
+    """Write a snapshot of warehouse tables (CSV and/or Parquet) with a manifest.
+
+    The manifest gives each table's columns with their types, and each file's
+    row count and sha256. Timestamps are UTC in both formats.
 
     \b
-    Example:
+    Examples:
       gpuledger export snapshots/ --format csv
+      gpuledger export snapshots/ -t offer_history --since 2026-11-01
     """
     from gpuledger.warehouse.export import export_snapshot
 
+    start = None
+    if since is not None:
+        try:
+            start = datetime.fromisoformat(since)
+        except ValueError:
+            raise _fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
+        start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
     try:
         con = open_reader(db, allow_files=True)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
     try:
         try:
-            folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None)
+            folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None,
+                                     since=start)
         finally:
             con.close()
     except WarehouseError as err:
@@ -275,7 +303,7 @@ def export(
         raise _fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
-        console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(info['files'])}"))
+        console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
     out.print(literal(folder))
 
 
@@ -296,6 +324,15 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
 
 
 STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow"}
+# `gpuledger status` exit codes (README): 2 is a usage or warehouse error, as everywhere.
+STATUS_OK, STATUS_FAILED, STATUS_STALE = 0, 1, 3
+
+
+def status_exit_code(rows: Iterable[dict[str, Any]]) -> int:
+    """1 if any provider's latest attempt failed, else 3 if any is stale, else 0. A source that
+    never loaded is listed but counts for neither: a warehouse may hold only some providers."""
+    states = {r["state"] for r in rows}
+    return STATUS_FAILED if "failed" in states else STATUS_STALE if "stale" in states else STATUS_OK
 
 
 @app.command()
@@ -303,17 +340,28 @@ def status(
     db: Optional[Path] = DbOption,
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
                                             "provider's last success counts as stale."),
-    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
+    provider: list[str] = typer.Option([], "--provider", "-p", help="Judge only these providers (repeatable)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table or json."),
+    as_json: bool = typer.Option(False, "--json", help="JSON for scripts (the same as --format json)."),
 ) -> None:
     """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
 
-    Every registered source is listed, one that never loaded too (state `never`)."""
+    Every registered source is listed, one that never loaded too (state `never`).
+    Exit codes: 0 every loaded provider is ok; 1 a provider's latest attempt
+    failed; 3 a provider is stale (none failed); 2 the warehouse cannot be read.
+
+    \b
+    Example:
+      gpuledger status --json -p aws -p gcp || echo "aws or gcp needs attention"
+    """
+    if fmt not in ("table", "json"):
+        raise _fail(f"unknown format {fmt!r}: use table or json", 2)
     try:
         con = open_reader(db)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
     try:
-        rows = provider_status(con, timedelta(hours=stale_after_hours), providers=SOURCES)
+        rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     finally:
         con.close()
     try:
@@ -322,9 +370,12 @@ def status(
         raise _fail(str(err), 2) from None
     for r in rows:  # fetched results a failed write left for the next refresh (or --resume) to merge
         r["waiting"] = [s.refresh_id for s in saved if r["provider"] in s.providers]
-    if fmt == "json":
+    if provider:
+        rows = [r for r in rows if r["provider"] in provider]
+    code = status_exit_code(rows)
+    if as_json or fmt == "json":
         out.print_json(json.dumps(rows, default=str), ensure_ascii=True)
-        return
+        raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
         colour = STATE_COLOURS[r["state"]]
@@ -338,6 +389,7 @@ def status(
                 f"{', '.join(s.providers)}); write failed: {s.write_error or 'the refresh stopped before publishing'}; "
                 "`gpuledger refresh --resume` merges it")
         console.print(literal(line, style="yellow"))
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -363,9 +415,11 @@ def check(db: Optional[Path] = DbOption) -> None:
 # Commands that live in their own modules, listed after the core ones in --help.
 from gpuledger.flows.ops_cli import register as _register_ops  # noqa: E402
 from gpuledger.flows.recommend_cli import register as _register_recommend  # noqa: E402
+from gpuledger.flows.show_gpus import register as _register_show_gpus  # noqa: E402
 
 _register_recommend(app)
 _register_ops(app)
+_register_show_gpus(app)
 
 
 def _warehouse_guard(command: Any) -> Any:

@@ -5,12 +5,15 @@ Registered on the main app by `register(app)` (flows/cli.py), like `recommend`.
 
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from gpuledger.flows.literal import labelled, literal
 
@@ -23,7 +26,8 @@ out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 NIGHTLY_CRON = "0 3 * * *"  # 03:00 UTC, after the providers' overnight price-list publications
 NIGHTLY_TIMEZONE = "UTC"
-DEPLOYMENT_NAME = "nightly"
+DEPLOYMENT_NAME = "nightly"  # prefect.yaml's deployment, run by a work pool's workers
+SERVE_DEPLOYMENT_NAME = "serve"  # `gpuledger serve`'s own, so it never takes over prefect.yaml's
 
 
 def _db_option() -> Any:
@@ -109,21 +113,66 @@ def nightly_deployment(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZON
         tags=["gpuledger"])
 
 
+def work_pool_of(deployment: str) -> str | None:
+    """The work pool the Prefect deployment `flow/name` is bound to; None when it has none or
+    does not exist."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            return client.read_deployment_by_name(deployment).work_pool_name
+        except ObjectNotFound:
+            return None
+
+
+@contextmanager
+def _run_logging() -> Iterator[None]:
+    """While serving, each run (a process of its own) logs to this terminal: Prefect's flow-run
+    messages and gpuledger's at INFO (see gpuledger.flows), unless the user chose a Prefect log
+    level. Set in the environment, which the runs' processes inherit, and in Prefect's settings
+    of this process, which a run's command gets on top of the environment."""
+    from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL, temporary_settings
+
+    from gpuledger import flows
+
+    extra = [n.strip() for n in os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "").split(",") if n.strip()]
+    updates = {PREFECT_LOGGING_EXTRA_LOGGERS: ",".join(dict.fromkeys([*extra, "gpuledger"]))}
+    if "PREFECT_LOGGING_LEVEL" in flows.DEFAULTED:
+        updates[PREFECT_LOGGING_LEVEL] = "INFO"
+    saved = {setting.name: os.environ.get(setting.name) for setting in updates}
+    os.environ.update({setting.name: value for setting, value in updates.items()})
+    try:
+        with temporary_settings(updates=updates):
+            yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def serve_command(
     cron: str = typer.Option(NIGHTLY_CRON, "--cron", help="Cron schedule of the refresh."),
     timezone: str = typer.Option(NIGHTLY_TIMEZONE, "--timezone", help="Time zone of the cron schedule."),
-    name: str = typer.Option(DEPLOYMENT_NAME, "--name", help="Deployment name (nightly_refresh/NAME)."),
+    name: str = typer.Option(SERVE_DEPLOYMENT_NAME, "--name", help="Deployment name (nightly_refresh/NAME); "
+                             "not prefect.yaml's `nightly`."),
     db: Optional[Path] = _db_option(),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     replay: bool = typer.Option(False, "--replay", help="Scheduled runs answer from recordings (a dry run)."),
+    force: bool = typer.Option(False, "--force", help="Serve under NAME even if a deployment of that name is "
+                               "bound to a work pool (its parameters and schedule are then replaced)."),
 ) -> None:
     """Run the nightly refresh on a schedule, in this process, until stopped.
 
-    Registers the `nightly` deployment (default 03:00 UTC) with the Prefect
-    server that PREFECT_API_URL names (a `prefect server start` or Prefect
-    Cloud) and runs each scheduled flow run here. For a work pool with
-    several workers, use `prefect deploy` with prefect.yaml instead
-    (docs/operations.md).
+    Registers its own deployment, nightly_refresh/serve (default 03:00 UTC),
+    with the Prefect server that PREFECT_API_URL names (a `prefect server
+    start` or Prefect Cloud), runs each scheduled flow run here and logs it
+    to this terminal; Ctrl-C stops it and pauses its schedule. A deployment
+    bound to a work pool (prefect.yaml's `nightly`) is never replaced unless
+    --force. For a work pool with several workers, use `prefect deploy` with
+    prefect.yaml instead (docs/operations.md).
 
     \b
     Example:
@@ -144,12 +193,25 @@ def serve_command(
         parameters["providers"] = list(provider)
     if replay:
         parameters["replay"] = True
+    try:
+        pool = work_pool_of(f"nightly_refresh/{name}")
+    except Exception as e:  # an unreachable or refusing server: one line, not Prefect's traceback
+        err.print(Text.assemble(("error:", "red"), f" cannot reach the Prefect server at {PREFECT_API_URL.value()}: "
+                                f"{type(e).__name__}: {e}"), highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    if pool and not force:
+        err.print(Text.assemble(("error:", "red"), f" nightly_refresh/{name} is deployed to the work pool {pool!r} "
+                                "(prefect.yaml's, or another `prefect deploy`); serving under that name would "
+                                "replace its parameters and schedule. Serve under another --name, or pass --force "
+                                "to replace it."), highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
     deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     from prefect import serve
 
     err.print(literal(f"serving nightly_refresh/{deployment.name}: cron {cron!r} ({timezone}) "
                       f"on {PREFECT_API_URL.value()}; Ctrl-C stops"))
-    serve(deployment, print_starting_message=False, limit=1)  # one refresh at a time (it holds a lock anyway)
+    with _run_logging():
+        serve(deployment, print_starting_message=False, limit=1)  # one refresh at a time (it holds a lock anyway)
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_mo
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from gpuledger.flows.stopping import NEVER, RefreshInterrupted, Stopper
 from gpuledger.warehouse import pending
+from gpuledger.flows.progress import report as report_progress
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import (
@@ -219,6 +220,7 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
                 if signum is not None:
                     o, p = interrupted_outcome(o, signum), None
                 reports.append(load_outcome(con, o, refresh_id, policy, prepared=p))
+                report_progress("merged", o.provider)
         finally:
             try:
                 close_writer(con)  # the window's one checkpoint

@@ -121,12 +121,13 @@ def recommend_command(
                                            "or stands alone for a model not in the table."),
     precision: str = typer.Option("bf16", "--precision", help=f"Training precision: {', '.join(PRECISIONS)}."),
     optimizer: str = typer.Option("adamw", "--optimizer", help=f"Optimizer: {', '.join(OPTIMIZERS)}."),
-    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank r."),
+    lora_rank: int = typer.Option(16, "--lora-rank", help="LoRA rank r of the adapters."),
     lora_targets: str = typer.Option("all-linear", "--lora-targets", help="all-linear, attention, qv, mlp, or a "
                                      "comma list of q,k,v,o,gate,up,down."),
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
-    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Gradient checkpointing."),
+    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Assume gradient checkpointing "
+                                   "(activations recomputed: less memory)."),
     offload: bool = typer.Option(False, "--offload", help="Full fine-tuning with ZeRO-Offload: optimizer state "
                                  "in host RAM (checked against the offer's RAM)."),
     hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run, when no job size is given."),
@@ -163,7 +164,7 @@ def recommend_command(
                                        "one per instance type."),
     max_age_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--max-age-hours", help="Leave out providers whose "
                                         "last successful scrape is older than this."),
-    as_json: bool = typer.Option(False, "--json", help="JSON for scripts."),
+    as_json: bool = typer.Option(False, "--json", help="Print the candidates as JSON, for scripts."),
     db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
                                       help="Warehouse file [default: ./gpuledger.duckdb]."),
 ) -> None:

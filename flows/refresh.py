@@ -25,6 +25,7 @@ from gpuledger.flows.pipeline import (
     load_keeping_fetched, outcome_from, plans_for, resolve_providers,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
+from gpuledger.flows.progress import report as report_progress
 from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.flows.stopping import RefreshInterrupted, stop_on_signals
 from gpuledger.warehouse.spot import read_since
@@ -183,16 +184,19 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                         error = describe_failure(plan.provider, result)
                         log.warning("%s: failed: %s", plan.provider, error)
                         outcomes[plan.provider] = outcome_from(None, plan, error, started)
+                        report_progress("failed", plan.provider)
                     else:
                         counts = result.batch.counts()
                         log.info("%s: fetched %d offers, %d egress, %d storage, %d quarantined (%d requests)",
                                  plan.provider, counts["offers"], counts["egress"], counts["storage"],
                                  counts["quarantined"], result.requests)
                         outcomes[plan.provider] = outcome_from(result, plan, None, started)
+                        report_progress("fetched", plan.provider)
                     prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
         finally:
             if server is not None:
                 server.close()
+        report_progress("merging")
         reports = load_keeping_fetched(db, [outcomes[n] for n in names], refresh_id,
                                        AnomalyPolicy.from_env(accept_anomaly), prepared=[prepared[n] for n in names],
                                        stopper=stopper)

@@ -6,3 +6,13 @@ and `gpuledger.flows`, so nothing generic lands in a user's site-packages.
 """
 
 __version__ = "0.2.0"
+
+__all__ = ["__version__", "query"]
+
+
+def __getattr__(name: str):  # the API loads DuckDB only when first used
+    if name == "query":
+        from gpuledger.api import query
+
+        return query
+    raise AttributeError(f"module 'gpuledger' has no attribute {name!r}")

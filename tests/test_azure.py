@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +264,7 @@ def test_hand_checked_offers(fetched: tuple[Batch, ReplayServer]) -> None:
     a100 = got[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
     assert (a100.price_per_hour, a100.gpu_model, a100.gpu_count, a100.vcpus, a100.ram_gb) == \
         (3.673, "A100-PCIe-80", 1.0, 24.0, 220.0)
-    assert a100.price_observed_at == "2022-07-01T00:00:00Z"
+    assert a100.price_observed_at == datetime(2022, 7, 1, tzinfo=timezone.utc)  # "2022-07-01T00:00:00Z"
     nd_a100 = got[("eastus", "Standard_ND96asr_v4", "on_demand")]
     assert (nd_a100.price_per_hour, nd_a100.price_per_gpu_hour) == (27.197, pytest.approx(3.399625))
     assert (nd_a100.interconnect, nd_a100.multinode_fabric) == ("NVSwitch", "InfiniBand HDR 8x200 Gb/s")

@@ -186,21 +186,54 @@ def test_deploy_then_a_worker_runs_the_deployment(api_url: str, tmp_path: Path) 
     assert "## Largest price moves (top 10, by relative change)\n\nNo price changed in this refresh." in artifact.data
 
 
+async def _pooled_nightly(client: Any) -> Any:
+    """A deployment as `prefect deploy` makes prefect.yaml's: nightly_refresh/nightly, bound to a
+    work pool, with its own parameters and schedule."""
+    from prefect.client.schemas.actions import DeploymentScheduleCreate, WorkPoolCreate
+    from prefect.client.schemas.schedules import CronSchedule
+
+    pool = await client.create_work_pool(WorkPoolCreate(name="pooled-test", type="process"), overwrite=True)
+    flow_id = await client.create_flow_from_name("nightly_refresh")
+    return await client.create_deployment(
+        flow_id, name="nightly", work_pool_name=pool.name, entrypoint="flows/refresh.py:nightly_refresh",
+        parameters={"db": "/srv/gpuledger/gpuledger.duckdb"},
+        schedules=[DeploymentScheduleCreate(schedule=CronSchedule(cron="0 3 * * *", timezone="UTC"), active=True)])
+
+
+def _nightly_as_deployed() -> tuple[Any, ...]:
+    d = asyncio.run(_read(lambda c: c.read_deployment_by_name("nightly_refresh/nightly")))
+    return (d.parameters, d.work_pool_name, d.paused,
+            [(s.schedule.cron, s.schedule.timezone, s.active) for s in d.schedules])
+
+
 @pytest.mark.prefect
-def test_serve_registers_the_schedule_and_runs_until_stopped(api_url: str, tmp_path: Path) -> None:
-    code = ("import typer; from flows.ops_cli import register; app = typer.Typer(); register(app); "
-            "app(prog_name='gpuledger')")
-    env = dict(os.environ, PREFECT_API_URL=api_url)
-    proc = subprocess.Popen([sys.executable, "-c", code, "serve", "--name", "served", "--cron", "30 4 * * *",
+def test_serve_leaves_the_work_pool_deployment_alone_and_logs_its_runs(api_url: str, tmp_path: Path) -> None:
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter
+    from prefect.client.schemas.filters import FlowRunFilterState, FlowRunFilterStateType
+
+    asyncio.run(_read(_pooled_nightly))
+    before = _nightly_as_deployed()
+    assert before == ({"db": "/srv/gpuledger/gpuledger.duckdb"}, "pooled-test", False, [("0 3 * * *", "UTC", True)])
+    app = typer.Typer()
+    register(app)
+    refused = CliRunner().invoke(app, ["serve", "--name", "nightly"])
+    assert refused.exit_code == 2, refused.output
+    assert "nightly_refresh/nightly is deployed to the work pool 'pooled-test'" in refused.output
+    assert "--force" in refused.output and _nightly_as_deployed() == before
+
+    env = dict(os.environ, PREFECT_API_URL=api_url, PREFECT_RUNNER_POLL_FREQUENCY="1")
+    env.pop("PREFECT_LOGGING_LEVEL", None)  # as a user would run it: gpuledger's default, not the test's
+    proc = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "serve", "--cron", "30 4 * * *",
                              "--db", str(tmp_path / "served.duckdb"), "--replay", "-p", "lambda"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+    output = ""
     try:
         deadline = time.monotonic() + 90
         found = None
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                found = asyncio.run(_read(lambda c: c.read_deployment_by_name("nightly_refresh/served")))
+                found = asyncio.run(_read(lambda c: c.read_deployment_by_name("nightly_refresh/serve")))
                 break
             except Exception:  # noqa: BLE001 - not registered yet
                 time.sleep(0.5)
@@ -208,14 +241,36 @@ def test_serve_registers_the_schedule_and_runs_until_stopped(api_url: str, tmp_p
         [s] = found.schedules
         assert (s.schedule.cron, s.schedule.timezone) == ("30 4 * * *", "UTC")
         assert found.parameters == {"db": str(tmp_path / "served.duckdb"), "providers": ["lambda"], "replay": True}
+        assert found.work_pool_name is None
+        assert _nightly_as_deployed() == before  # the work-pool deployment: parameters and schedule untouched
+
+        # one run of the served deployment, run by the serving process and logged to its terminal
+        from prefect.deployments import run_deployment
+
+        run = run_deployment("nightly_refresh/serve", timeout=0)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            state = asyncio.run(_read(lambda c: c.read_flow_run(run.id))).state
+            if state.is_final():
+                break
+            time.sleep(1)
+        assert state.is_completed(), state
         assert proc.poll() is None  # still serving
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            proc.wait(timeout=20)
+            output, _ = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            output, _ = proc.communicate()
+    assert "serving nightly_refresh/serve" in output
+    assert "lambda: fetched 27 offers" in output, output
+    assert "Completed" in output, output
+    assert _nightly_as_deployed() == before  # stopping serve paused only its own schedule
+    late = asyncio.run(_read(lambda c: c.read_flow_runs(flow_run_filter=FlowRunFilter(
+        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=["SCHEDULED"]))),
+        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[found.id])))))
+    assert late == []
 
 
 # -- GitHub Actions ----------------------------------------------------------------
@@ -290,3 +345,32 @@ def test_nightly_workflow_snapshot_step_runs(tmp_path: Path) -> None:
     assert {"manifest.json", "offers.csv", "offers.parquet", "prices.html", "h100-sxm.png", "gpuledger.duckdb",
             "status.txt"} <= names
     assert f"snapshot: snapshots/{folder.name}" in done.stdout
+
+
+# The command GitHub runs a step with, by its `shell` (docs.github.com, workflow syntax,
+# jobs.<job_id>.steps[*].shell: unspecified `bash -e {0}`, `bash` `bash --noprofile --norc -eo pipefail {0}`).
+GITHUB_SHELLS = {None: ["bash", "-e"], "bash": ["bash", "--noprofile", "--norc", "-eo", "pipefail"]}
+
+
+def test_nightly_workflow_steps_fail_when_a_piped_command_fails(tmp_path: Path) -> None:
+    doc = workflow()
+    shell = doc.get("defaults", {}).get("run", {}).get("shell")
+    assert shell == "bash", "without `shell: bash` GitHub runs steps without pipefail"
+    steps = doc["jobs"]["refresh"]["steps"]
+    assert all(s.get("shell", shell) == "bash" for s in steps if "run" in s)
+    # the snapshot step with a `gpuledger` whose export fails: the step must fail there
+    script = next(s for s in steps if s.get("name") == "Snapshot, comparison page and price plot")["run"]
+    assert "| tail -n 1" in script
+    fake = tmp_path / "bin" / "gpuledger"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nif [ "$1" = export ]; then echo "error: export failed" >&2; exit 1; fi\n'
+                    'echo "gpuledger $1 ran" >> "$RAN"\n')
+    fake.chmod(0o755)
+    ran = tmp_path / "ran.txt"
+    env = dict(os.environ, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}", RAN=str(ran),
+               GPULEDGER_DB=str(tmp_path / "missing.duckdb"))
+    done = subprocess.run([*GITHUB_SHELLS[shell], "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: export failed" in done.stderr and "snapshot:" not in done.stdout
+    assert not ran.exists()  # nothing after the failed export ran

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from datetime import datetime, timezone
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def test_a2_highgpu_1g_is_composed_from_the_real_opencost_skus() -> None:
     assert [(p["part"], p["sku"], p["quantity"], p["unit_price_usd"]) for p in parts] == [
         ("vcpu", "2922-40C5-B19F", 12, 0.031611), ("ram", "2390-DCAF-DA38", 85, 0.004237),
         ("gpu", "039F-D0DA-4055", 1, 2.933908)]
-    assert offer.price_observed_at == "2023-03-24T10:52:50.681Z"
+    assert offer.price_observed_at == datetime(2023, 3, 24, 10, 52, 50, 681000, tzinfo=timezone.utc)  # "…50.681Z"
     # The sample has no Spot SKUs: no Spot offer, and that is not an error.
     assert [o.purchase_option for o in batch.offers] == ["on_demand"] and batch.quarantined == []
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -61,7 +62,7 @@ def test_fetch_through_httpx_prices_every_documented_gpu_shape(replay: Any) -> N
     assert (h100.purchase_option, h100.zone, h100.source_currency, h100.source_price_per_hour) == (
         "on_demand", "", "USD", 80.0)
     assert (h100.billing_granularity_s, h100.minimum_charge_s) == (1, 60)
-    assert h100.price_observed_at == "2026-01-05T13:27:33.583Z"
+    assert h100.price_observed_at == datetime(2026, 1, 5, 13, 27, 33, 583000, tzinfo=timezone.utc)  # "…33.583Z"
     assert h100.gpu_name_reported == "Oracle Cloud Infrastructure - Compute - GPU - H100"
     assert json.loads(h100.provider_data) == {"part_number": "B98415", "usd_per_gpu_hour": 10,
                                               "metric": "GPU Per Hour", "service_category": "Compute - GPU"}

@@ -189,3 +189,30 @@ def test_a_warehouse_newer_than_this_gpuledger_is_left_alone(tmp_path: Path) -> 
     (version_check,) = [r for r in run_checks(con) if r.name == "schema version"]
     assert not version_check.ok and \
         version_check.detail == f"warehouse at version {future}, this gpuledger expects {SCHEMA_VERSION}"
+
+
+def test_version_4_makes_price_observed_at_a_timestamptz_keeping_every_value(tmp_path: Path) -> None:
+    db = tmp_path / "v1.duckdb"
+    v1_warehouse(db)
+    con = duckdb.connect(str(db))
+    con.execute("update offers set price_observed_at = '2026-11-29T00:11:48.000Z'")
+    con.execute("update offer_history set price_observed_at = '2026-11-29T00:11:48.000Z'")
+    # an older, closed version stamped with an offset, one without any (read as UTC), one with none at all
+    for stamp, valid_from in (("2026-10-01T02:00:00+02:00", T0 - timedelta(days=30)),
+                              ("2026-09-01T12:30:00", T0 - timedelta(days=60)), (None, T0 - timedelta(days=90))):
+        con.execute("insert into offer_history select * replace (?::varchar as price_observed_at, ? as valid_from, "
+                    "? as valid_to, 'run-0' as closed_by_run_id) from offer_history where valid_to is null",
+                    [stamp, valid_from, valid_from + timedelta(days=1)])
+    con.close()
+    con = open_writer(db)
+    try:
+        assert con.execute("select data_type from information_schema.columns where column_name = 'price_observed_at' "
+                           "order by table_name").fetchall() == [("TIMESTAMP WITH TIME ZONE",)] * 2
+        utc = timezone.utc
+        assert con.execute("select price_observed_at from offers").fetchall() == [
+            (datetime(2026, 11, 29, 0, 11, 48, tzinfo=utc),)]
+        assert con.execute("select price_observed_at from offer_history order by valid_from").fetchall() == [
+            (None,), (datetime(2026, 9, 1, 12, 30, tzinfo=utc),), (datetime(2026, 10, 1, 0, 0, tzinfo=utc),),
+            (datetime(2026, 11, 29, 0, 11, 48, tzinfo=utc),)]
+    finally:
+        close_writer(con)

@@ -1,38 +1,70 @@
-"""Snapshots of the current tables as CSV and Parquet, with a manifest.
+"""Snapshots of the warehouse's tables as CSV and Parquet, with a manifest.
 
 Each export goes to a new timestamped folder (never overwriting an earlier
 one), written under a temporary name and renamed when complete, so a failed
 export leaves no half snapshot. Columns are listed explicitly per table.
 CSV text cells that a spreadsheet would run as a formula are prefixed with
 an apostrophe; numeric columns stay numeric.
+
+By default the current tables and the scrape runs are exported; the history tables and the
+quarantine when named (`tables`). Those with a time of their own (SINCE) are written whole or,
+with `since`, from that time on. Timestamps are written in UTC, as ISO 8601 text with
+microseconds in CSV and as UTC-adjusted timestamps in Parquet, so both files hold the same
+instants; in CSV an empty text is `""` and NULL an empty cell. The manifest gives each table's
+columns with their DuckDB types, and each file's row count and sha256.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
 import duckdb
 
 from gpuledger.warehouse.freshness import provider_freshness
-from gpuledger.warehouse.schema import SCHEMA_VERSION, column_names
+from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, column_names
 from gpuledger.warehouse.store import WarehouseError, utcnow
 
+# The tables an export writes unless told which.
+DEFAULT_TABLES = ("offers", "egress_prices", "storage_prices", "providers", "gpu_models", "scrape_runs")
+# Tables with a time of their own, and the rows of them `since` keeps: the history versions in
+# force at any time from it on (so the export alone gives every price from then on), the
+# quarantine entries and runs made from it on.
+SINCE: dict[str, str] = {
+    "offer_history": "valid_to is null or valid_to > $since",
+    "egress_price_history": "valid_to is null or valid_to > $since",
+    "storage_price_history": "valid_to is null or valid_to > $since",
+    "quarantine": "quarantined_at >= $since",
+    "scrape_runs": "started_at >= $since",
+}
 # content_hash is the merge's own fingerprint of a row, not data.
 EXPORT_TABLES: dict[str, tuple[str, ...]] = {
-    table: tuple(c for c in column_names(table) if c != "content_hash")
-    for table in ("offers", "egress_prices", "storage_prices", "providers", "gpu_models", "scrape_runs")}
+    table: tuple(c for c in column_names(table) if c != "content_hash") for table in (*DEFAULT_TABLES, *SINCE)}
+# The order of each table's rows: its key, then the time of its versions or entries.
+ORDER: dict[str, tuple[str, ...]] = {
+    **{spec.history: (*spec.key, "valid_from") for spec in SPECS},
+    "quarantine": ("quarantined_at", "provider", "kind", "source_ref"),
+}
+CSV_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # with TimeZone UTC, which export_snapshot sets
 FORMATS = ("csv", "parquet")
 # Leading characters that make a spreadsheet evaluate a cell (OWASP CSV injection).
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], neutralize: bool) -> str:
-    types = dict(con.execute(
-        "select column_name, data_type from information_schema.columns where table_name = ?", [table]).fetchall())
+def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    return dict(con.execute(
+        "select column_name, data_type from information_schema.columns where table_name = ? "
+        "order by ordinal_position", [table]).fetchall())
+
+
+def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], neutralize: bool,
+            since: bool) -> str:
+    types = column_types(con, table)
     parts = []
     for c in columns:
         if neutralize and types.get(c) == "VARCHAR":
@@ -40,8 +72,17 @@ def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], 
             parts.append(f"case when {cond} then '''' || {c} else {c} end as {c}")
         else:
             parts.append(c)
-    order = ", ".join(columns[:3])
-    return f"select {', '.join(parts)} from {table} order by {order}"
+    order = ", ".join(ORDER.get(table, columns[:3]))
+    where = f" where {SINCE[table]}" if since and table in SINCE else ""
+    return f"select {', '.join(parts)} from {table}{where} order by {order}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -52,12 +93,17 @@ def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[str],
-                    formats: Sequence[str] = FORMATS, tables: Sequence[str] | None = None) -> Path:
-    """Write the current tables to OUT_DIR/<UTC timestamp>/ and return that folder."""
+                    formats: Sequence[str] = FORMATS, tables: Sequence[str] | None = None,
+                    since: datetime | None = None) -> Path:
+    """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder.
+    `since` (an aware datetime) keeps only the rows of that time on of the tables in SINCE.
+    The connection's TimeZone is set to UTC."""
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise WarehouseError(f"unknown export format(s) {bad}; choose from {', '.join(FORMATS)}")
-    names = list(tables or EXPORT_TABLES)
+    if since is not None and since.utcoffset() is None:
+        raise WarehouseError("the time an export starts from needs a UTC offset")
+    names = list(tables or DEFAULT_TABLES)
     unknown = [t for t in names if t not in EXPORT_TABLES]
     if unknown:
         raise WarehouseError(f"unknown table(s) {unknown}; exportable: {', '.join(EXPORT_TABLES)}")
@@ -78,21 +124,29 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
     tmp = root / f".{final.name}.partial"
     try:
         tmp.mkdir()
+        con.execute("set TimeZone = 'UTC'")
         manifest: dict[str, Any] = {
             "exported_at": now.isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION,
+            "since": since.isoformat() if since else None,
             "formats": list(formats), "tables": {}, "freshness": freshness(con),
         }
+        params = {"since": since} if since else {}
         for table in names:
             cols = EXPORT_TABLES[table]
-            count = con.execute(f"select count(*) from {table}").fetchall()[0][0]
+            types = column_types(con, table)
             files = []
             for fmt in formats:
                 path = tmp / f"{table}.{fmt}"
-                query = _select(con, table, cols, neutralize=(fmt == "csv"))
-                opts = "(format csv, header true)" if fmt == "csv" else "(format parquet, compression zstd)"
-                con.execute(f"copy ({query}) to '{path.as_posix()}' {opts}")
-                files.append(path.name)
-            manifest["tables"][table] = {"rows": count, "files": files, "columns": list(cols)}
+                query = _select(con, table, cols, neutralize=(fmt == "csv"), since=since is not None)
+                opts = (f"(format csv, header true, timestampformat '{CSV_TIMESTAMP}')" if fmt == "csv"
+                        else "(format parquet, compression zstd)")
+                rows = con.execute(f"copy ({query}) to '{path.as_posix()}' {opts}",
+                                   params if table in SINCE else {}).fetchall()[0][0]
+                files.append({"name": path.name, "format": fmt, "rows": rows, "bytes": path.stat().st_size,
+                              "sha256": _sha256(path)})
+            manifest["tables"][table] = {
+                "rows": files[0]["rows"], "files": files,
+                "columns": [{"name": c, "type": types[c]} for c in cols]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         tmp.rename(final)
     except (OSError, duckdb.Error) as err:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Callable, Iterable, SupportsIndex
 
@@ -134,7 +135,9 @@ class Offer(_Record):
     price_per_hour: float  # USD
     source_currency: str = Field(min_length=3, max_length=3)
     source_price_per_hour: float
-    price_observed_at: str | None = None  # ISO timestamp the source gives for the price
+    # The source's own time for the price, given as ISO 8601 text with an offset (or a datetime);
+    # stored in UTC.
+    price_observed_at: datetime | None = None
 
     billing_granularity_s: int | None = None
     minimum_charge_s: int | None = None
@@ -194,6 +197,15 @@ class Offer(_Record):
     @classmethod
     def _optional_positive(cls, v: float | None, info: Any) -> float | None:
         return _finite_positive(v, info.field_name)
+
+    @field_validator("price_observed_at")
+    @classmethod
+    def _observed_in_utc(cls, v: datetime | None) -> datetime | None:
+        if v is None:
+            return None
+        if v.utcoffset() is None:  # a naive time would be read in whatever zone the reader is in
+            raise ValueError("price_observed_at has no UTC offset")
+        return v.astimezone(timezone.utc)
 
     @field_validator("gpu_count")
     @classmethod

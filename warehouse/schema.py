@@ -19,6 +19,7 @@ import enum
 import types
 import typing
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -47,6 +48,7 @@ _SQL_TYPES: tuple[tuple[type, str], ...] = (
     (int, "INTEGER"),
     (float, "DOUBLE"),
     (str, "VARCHAR"),  # str enums included
+    (datetime, "TIMESTAMPTZ"),
     (tuple, "VARCHAR"),  # stored as a JSON array
 )
 
@@ -437,6 +439,18 @@ def _with_interruption_risk(table: str) -> str:
                                  f"update {table} set {_V7_RISK_VALUES};")
 
 
+def _observed_at_as_timestamptz(table: str) -> str:
+    # Every text gpuledger stored carries an offset (Z or +00:00); one without is read as UTC rather
+    # than in the zone of whoever upgrades. Text that is no timestamp fails the step, which rolls
+    # back and leaves the warehouse at version 3 with its values.
+    return f"""
+alter table {table} alter price_observed_at type timestamptz using
+    case when regexp_matches(price_observed_at, '([zZ]|[+-][0-9][0-9](:?[0-9][0-9])?)$')
+         then price_observed_at::timestamptz
+         else price_observed_at::timestamp at time zone 'UTC' end;
+"""
+
+
 
 # (version, description, SQL): what each version changed, for a warehouse made before it.
 # Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
@@ -464,6 +478,12 @@ drop macro if exists gpuledger_macros_version;
         "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
         _with_operated_by("offers") + _with_operated_by("offer_history"),
+    ),
+    (
+        4,
+        "offers and offer_history: price_observed_at is a TIMESTAMPTZ (was the source's text); text "
+        "without a UTC offset is read as UTC",
+        _observed_at_as_timestamptz("offers") + _observed_at_as_timestamptz("offer_history"),
     ),
     (
         5,

@@ -52,6 +52,28 @@ def db_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or load_settings().db or DEFAULT_DB)
 
 
+DUCKDB_MAGIC = (8, b"DUCK")  # a DuckDB database file has these bytes at this offset
+
+
+def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
+    """The warehouse path, refused (WarehouseError) when it names something other than a DuckDB
+    database: a refresh checks it before fetching anything. A path that does not exist yet is
+    fine (the refresh creates it)."""
+    p = db_path(path)
+    if p.is_dir():
+        raise WarehouseError(f"{p} is a directory, not a DuckDB warehouse file")
+    if p.exists():
+        offset, magic = DUCKDB_MAGIC
+        try:
+            with p.open("rb") as f:
+                head = f.read(offset + len(magic))
+        except OSError as err:
+            raise WarehouseError(f"cannot read {p}: {err.strerror or err}") from err
+        if head[offset:] != magic:
+            raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
+    return p
+
+
 def _is_lock_conflict(err: Exception) -> bool:
     text = str(err)
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)

@@ -1,0 +1,77 @@
+"""Live progress of a refresh on the terminal.
+
+The refresh says what happens (`report`: a provider fetched or failed, the merge started, a
+provider merged) on the `gpuledger.progress` logger, which is silent unless a `RefreshProgress`
+listens: the command line's display, a rich progress bar naming the providers still fetching,
+then counting the merges. A flow run that nobody watches (a worker, `serve`) pays one
+disabled-logger check per event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+PROGRESS_LOGGER = logging.getLogger("gpuledger.progress")
+EVENTS = ("fetched", "failed", "merging", "merged")
+SHOWN_PENDING = 3  # providers named while fetching; the rest are counted
+
+
+def report(event: str, provider: str | None = None) -> None:
+    """Tell a watching RefreshProgress that `event` (one of EVENTS) happened to `provider`."""
+    if PROGRESS_LOGGER.isEnabledFor(logging.DEBUG):
+        PROGRESS_LOGGER.debug("%s %s", event, provider or "", extra={"refresh_event": (event, provider)})
+
+
+class RefreshProgress(logging.Handler):
+    """A progress bar over `providers` for the length of a `with` block, fed by `report`."""
+
+    def __init__(self, console: Console, providers: Sequence[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.providers = list(providers)
+        self._done: set[str] = set()
+        self._merged = 0
+        self._lock = threading.Lock()
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20),
+                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+        self._task = self._progress.add_task("starting Prefect and the providers' clients",
+                                             total=len(self.providers))
+        self._saved: tuple[int, bool] = (PROGRESS_LOGGER.level, PROGRESS_LOGGER.propagate)
+
+    def state(self) -> tuple[str, int, int]:
+        """(what the bar says, steps done, steps in all)."""
+        task = self._progress.tasks[0]
+        return task.description, int(task.completed), int(task.total or 0)
+
+    def __enter__(self) -> RefreshProgress:
+        PROGRESS_LOGGER.setLevel(logging.DEBUG)
+        PROGRESS_LOGGER.propagate = False  # the events are for this display, not the log
+        PROGRESS_LOGGER.addHandler(self)
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.stop()
+        PROGRESS_LOGGER.removeHandler(self)
+        PROGRESS_LOGGER.setLevel(self._saved[0])
+        PROGRESS_LOGGER.propagate = self._saved[1]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event, provider = getattr(record, "refresh_event", (None, None))
+        with self._lock:
+            if event in ("fetched", "failed") and provider:
+                self._done.add(provider)
+                pending = [p for p in self.providers if p not in self._done]
+                shown = ", ".join(pending[:SHOWN_PENDING]) + (f" and {len(pending) - SHOWN_PENDING} more"
+                                                              if len(pending) > SHOWN_PENDING else "")
+                description = f"fetching, waiting for {shown}" if pending else "fetched every provider"
+                self._progress.update(self._task, completed=len(self._done), description=description)
+            elif event == "merging":
+                self._progress.update(self._task, completed=0, description="merging into the warehouse")
+            elif event == "merged" and provider:
+                self._merged += 1
+                self._progress.update(self._task, completed=self._merged, description=f"merged {provider}")

@@ -1,0 +1,94 @@
+"""The Python API: the warehouse's current offers as Python objects, read-only.
+
+    import gpuledger
+    offers = gpuledger.query(gpu="H100-SXM", min_vram_gb=80, spot=False, providers=["aws", "lambda"])
+    offers[0].price_per_gpu_hour
+    offers.df()   # pandas, where installed
+    offers.pl()   # polars, where installed
+
+The filters are those of `gpuledger show-gpus` (warehouse/offer_filter.py). The warehouse is the
+one the command line uses (`--db` there: here `db=`, else the `db` setting, else ./gpuledger.duckdb),
+opened read-only for the query and closed again, so it never holds a refresh up for long.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import make_dataclass
+from typing import Any, Sequence
+
+from gpuledger.warehouse.offer_filter import OfferFilter
+from gpuledger.warehouse.schema import column_names
+from gpuledger.warehouse.store import open_reader
+
+# content_hash is the merge's fingerprint of a row, not data (as in exports).
+OFFER_FIELDS = tuple(c for c in column_names("offers") if c != "content_hash")
+_SHOWN = ("provider", "instance_type", "region", "zone", "purchase_option", "gpu_model", "gpu_count",
+          "price_per_gpu_hour")
+
+
+def _offer_repr(self: Any) -> str:
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _SHOWN)
+    return f"Offer({shown}, ...)"
+
+
+Offer = make_dataclass("Offer", OFFER_FIELDS, frozen=True, repr=False, namespace={"__repr__": _offer_repr})
+Offer.__doc__ = ("One current offer: a row of the warehouse's `offers` table (docs/data-dictionary.md), "
+                 "its columns as attributes.")
+Offer.__module__ = __name__
+
+
+class Offers(list):  # type: ignore[type-arg]
+    """A list of Offer, cheapest per GPU-hour first, that converts to a data frame."""
+
+    def __init__(self, offers: Sequence[Any], arrow: Any) -> None:
+        super().__init__(offers)
+        self._arrow = arrow
+
+    def arrow(self) -> Any:
+        """The offers as a pyarrow Table."""
+        return self._arrow
+
+    def df(self) -> Any:
+        """The offers as a pandas DataFrame (needs pandas: pip install pandas)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ImportError("Offers.df() needs pandas: pip install pandas") from None
+        return self._arrow.to_pandas()
+
+    def pl(self) -> Any:
+        """The offers as a polars DataFrame (needs polars: pip install polars)."""
+        try:
+            import polars
+        except ImportError:
+            raise ImportError("Offers.pl() needs polars: pip install polars") from None
+        return polars.from_arrow(self._arrow)
+
+
+def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: bool | None = None,
+          providers: Sequence[str] = (), regions: Sequence[str] = (), min_gpu_count: float | None = None,
+          max_gpu_count: float | None = None, max_price: float | None = None,
+          db: str | os.PathLike[str] | None = None) -> Offers:
+    """The current offers that pass every filter given, cheapest per GPU-hour first.
+
+    gpu: canonical model ("H100-SXM") or family ("H100"); min_vram_gb: GB per GPU (marketed size);
+    spot: True only reclaimable offers (spot, low_priority, interruptible), False only on-demand,
+    None both; providers, regions: only these (a region ending in "*" is a prefix); min_gpu_count,
+    max_gpu_count: GPUs per instance; max_price: USD per GPU-hour; db: the warehouse file.
+    Raises gpuledger.warehouse.store.WarehouseError when there is no warehouse, and
+    gpuledger.warehouse.offer_filter.FilterError for a filter that cannot be applied.
+    """
+    where, params = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
+                                min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count,
+                                max_price=max_price).where()
+    con = open_reader(db)
+    try:
+        table = con.sql(
+            f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
+            "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
+            params=params).to_arrow_table()
+    finally:
+        con.close()
+    columns = [table.column(c).to_pylist() for c in OFFER_FIELDS]
+    return Offers([Offer(*values) for values in zip(*columns)], table)

@@ -1,0 +1,129 @@
+"""A command line that tells the truth: `status` exit codes, a bad `--db` refused before any
+fetch, a refresh summary within 80 columns, and help for every option of every command."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import typer.main
+from rich.console import Console
+from typer.testing import CliRunner
+
+from gpuledger.flows import cli
+from gpuledger.flows.cli import app
+from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer, utcnow
+from tests.builders import batch, offer
+
+runner = CliRunner()
+
+
+def load(db: Path, provider: str, hours_ago: float, error: str | None = None) -> None:
+    now = utcnow() - timedelta(hours=hours_ago)
+    con = open_writer(db)
+    try:
+        b = None if error else batch(provider, [offer(f"{provider}-8x", 20.0)])
+        load_outcome(con, ScrapeOutcome(provider, "replay", now, now, batch=b, error=error), f"refresh-{provider}",
+                     AnomalyPolicy(), now=now)
+    finally:
+        con.close()
+
+
+def status(db: Path, *args: str) -> tuple[int, dict[str, str]]:
+    result = runner.invoke(app, ["status", "--db", str(db), "--json", *args])
+    return result.exit_code, {r["provider"]: r["state"] for r in json.loads(result.stdout)}
+
+
+def test_status_exit_codes(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    code, states = status(db)
+    assert code == 0 and states["lambda"] == "ok" and states["aws"] == "never"  # never loaded: listed, not judged
+    load(db, "aws", 48)  # older than the 36 h default
+    assert status(db) == (3, status(db)[1]) and status(db)[1]["aws"] == "stale"
+    assert status(db, "--stale-after", "72")[0] == 0
+    assert status(db, "-p", "lambda") == (0, {"lambda": "ok"})
+    load(db, "runpod", 2)
+    load(db, "runpod", 0.5, error="HTTP 503")  # its latest attempt failed: failed wins over stale
+    code, states = status(db)
+    assert code == 1 and states["runpod"] == "failed"
+    table = runner.invoke(app, ["status", "--db", str(db)])
+    assert table.exit_code == 1 and "failed" in table.stdout
+    assert runner.invoke(app, ["status", "--db", str(tmp_path / "none.duckdb")]).exit_code == 2
+    help_text = runner.invoke(app, ["status", "--help"]).output
+    assert "1 a provider's latest attempt" in help_text and "3 a provider is stale" in help_text
+
+
+@pytest.mark.parametrize("command", [["refresh", "--replay"], ["record", "out"]])
+def test_a_db_that_is_not_duckdb_is_refused_before_any_fetch(command: list[str], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.flows import pipeline, refresh
+
+    def no_fetch(*args: object, **kwargs: object) -> None:
+        raise AssertionError("fetched although --db is no warehouse")
+
+    monkeypatch.setattr(refresh, "nightly_refresh", no_fetch)
+    monkeypatch.setattr(pipeline, "ensure_browsers", no_fetch)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a text file, not a warehouse\n" * 20)
+    for bad, says in ((notes, "is not a DuckDB database"), (tmp_path, "is a directory")):
+        result = runner.invoke(app, [*command, "--db", str(bad), "-p", "lambda"])
+        assert result.exit_code == 2, result.output
+        assert says in result.output and str(bad) in result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+    assert notes.read_text() == "a text file, not a warehouse\n" * 20
+
+
+def test_the_refresh_summary_fits_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    screen = Console(width=80, record=True, force_terminal=False)
+    monkeypatch.setattr(cli, "console", screen)
+    rows = [{"provider": name, "state": state, "offers": 123456, "new": 123456, "changed": 99999, "closed": 99999,
+             "quarantined": 12345, "egress": 21600, "storage": 10800, "error": None, "notes": []}
+            for name, state in (("digitalocean", "ok"), ("aws", "failed"))]
+    cli._print_summary({"refresh_id": "refresh-20261201T204435Z-53d2c252", "providers": rows})
+    text = screen.export_text()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    assert re.search(r"provider +state +offers +new +changed +closed +quarantined +egress +storage", text)
+    assert re.search(r"digitalocean +ok +123456 +123456 +99999 +99999 +12345 +21600 +10800", text)
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    group = typer.main.get_command(app)
+    missing = []
+    for name, command in sorted(group.commands.items()):  # type: ignore[attr-defined]
+        for param in command.params:
+            text = (getattr(param, "help", None) or "").strip()
+            # a sentence, not a bare list of choices ("table | csv | json")
+            if len(text.split()) < 3 or re.fullmatch(r"[\w-]+( *\| *[\w-]+)+", text):
+                missing.append(f"gpuledger {name} {param.opts[0] if param.opts else param.name}: {text!r}")
+    assert not missing, "options without help that says what they do:\n" + "\n".join(missing)
+
+
+def test_refresh_progress_names_the_providers_still_fetching_then_counts_the_merges(tmp_path: Path) -> None:
+    from gpuledger.flows.pipeline import load_all
+    from gpuledger.flows.progress import PROGRESS_LOGGER, RefreshProgress, report
+
+    screen = Console(width=80, record=True, force_terminal=True)
+    providers = ["aws", "azure", "gcp", "lambda", "runpod"]
+    with RefreshProgress(screen, providers) as progress:
+        assert progress.state() == ("starting Prefect and the providers' clients", 0, 5)
+        report("fetched", "azure")
+        assert progress.state() == ("fetching, waiting for aws, gcp, lambda and 1 more", 1, 5)
+        report("failed", "aws")
+        report("fetched", "lambda")
+        assert progress.state() == ("fetching, waiting for gcp, runpod", 3, 5)
+        report("fetched", "gcp")
+        report("fetched", "runpod")
+        assert progress.state() == ("fetched every provider", 5, 5)
+        report("merging")
+        assert progress.state() == ("merging into the warehouse", 0, 5)
+        # the write window's own events: one per provider merged
+        now = utcnow()
+        outcomes = [ScrapeOutcome(p, "replay", now, now, batch=batch(p, [offer(f"{p}-8x", 20.0)])) for p in providers]
+        load_all(tmp_path / "w.duckdb", outcomes, "refresh-progress", AnomalyPolicy())
+        assert progress.state() == ("merged runpod", 5, 5)
+    assert PROGRESS_LOGGER.handlers == [] and PROGRESS_LOGGER.propagate

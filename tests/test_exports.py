@@ -1,0 +1,162 @@
+"""Exports with history: `gpuledger export -t offer_history` (all, or `--since`), the egress and
+storage history and the quarantine, a manifest with column types, row counts and checksums, the
+same instants in CSV and Parquet, and `price_observed_at` loaded as a TIMESTAMPTZ.
+
+The warehouse: two days of one provider merged by the refresh's own loader (tests/builders.py).
+Day 0 (2026-11-01 03:00 UTC): p5.48xlarge at 55.04 (the source stamps it 02:00 UTC, as text) and
+g6.xlarge at 0.805, egress 0.09 per GB. Day 1: p5.48xlarge at 50.0 (stamped "2026-11-02T04:00:00+01:00"),
+g6.xlarge gone, egress 0.07, and one offer whose stamp has no UTC offset (quarantined). So
+offer_history holds three versions: p5 day 0 -> day 1, p5 day 1 -> open, g6 day 0 -> day 1.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.flows.cli import app
+from gpuledger.warehouse.export import EXPORT_TABLES
+from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
+from tests.builders import T0, batch, egress, offer
+
+UTC = timezone.utc
+DAY1 = T0 + timedelta(days=1)
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("exports") / "w.duckdb"
+    con = open_writer(db)
+    try:
+        day0 = batch("aws", [offer("p5.48xlarge", 55.04, price_observed_at="2026-11-01T02:00:00Z"),
+                             offer("g6.xlarge", 0.805, gpu="L4", count=1)],
+                     egress("us-east-1", [(0, None, 0.09)]))
+        day1 = batch("aws", [offer("p5.48xlarge", 50.0, price_observed_at="2026-11-02T04:00:00+01:00")],
+                     egress("us-east-1", [(0, None, 0.07)]))
+        assert not day1.offer("naive", {}, **offer("p4d.24xlarge", 21.96, gpu="A100-SXM4-80",
+                                                     price_observed_at="2026-11-02T03:00:00"))
+        for now, b in ((T0, day0), (DAY1, day1)):
+            report = load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=b), f"refresh-{now:%d}",
+                                  AnomalyPolicy(min_row_ratio=0), now=now)
+            assert report.ok, report.error
+    finally:
+        close_writer(con)
+    return db
+
+
+def export(warehouse: Path, out: Path, *args: str) -> tuple[Path, dict]:
+    result = CliRunner().invoke(app, ["export", str(out), "--db", str(warehouse), *args])
+    assert result.exit_code == 0, result.output
+    folder = Path(result.stdout.strip().splitlines()[-1])
+    return folder, json.loads((folder / "manifest.json").read_text())
+
+
+def table_rows(warehouse: Path, table: str, where: str = "true") -> list[tuple]:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return sorted(con.execute(f"select {', '.join(EXPORT_TABLES[table])} from {table} where {where}").fetchall(),
+                      key=repr)
+    finally:
+        con.close()
+
+
+def file_rows(path: Path, columns: list[dict]) -> list[tuple]:
+    """A file's rows read back by DuckDB, CSV cells read as the manifest's types."""
+    if path.suffix == ".csv":
+        types = ", ".join(f"'{c['name']}': '{c['type']}'" for c in columns)
+        query = f"select * from read_csv('{path}', header = true, allow_quoted_nulls = false, columns = {{{types}}})"
+    else:
+        query = f"select * from '{path}'"
+    return sorted(duckdb.sql(query).fetchall(), key=repr)
+
+
+def test_price_observed_at_is_loaded_as_a_timestamptz(warehouse: Path) -> None:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        assert con.execute("select data_type from information_schema.columns where table_name = 'offers' "
+                           "and column_name = 'price_observed_at'").fetchall() == [("TIMESTAMP WITH TIME ZONE",)]
+        assert con.execute("select price_observed_at from offer_history where instance_type = 'p5.48xlarge' "
+                           "order by valid_from").fetchall() == [
+            (datetime(2026, 11, 1, 2, tzinfo=UTC),), (datetime(2026, 11, 2, 3, tzinfo=UTC),)]
+        assert con.execute("select source_ref, reason from quarantine").fetchall() == [
+            ("naive", "contract: price_observed_at: Value error, price_observed_at has no UTC offset")]
+    finally:
+        con.close()
+
+
+def test_export_offer_history_rows_equal_the_table(warehouse: Path, tmp_path: Path) -> None:
+    folder, manifest = export(warehouse, tmp_path, "-t", "offer_history")
+    assert list(manifest["tables"]) == ["offer_history"]
+    info = manifest["tables"]["offer_history"]
+    expected = table_rows(warehouse, "offer_history")
+    assert len(expected) == info["rows"] == 3
+    types = {c["name"]: c["type"] for c in info["columns"]}
+    assert [c["name"] for c in info["columns"]] == list(EXPORT_TABLES["offer_history"])
+    assert (types["valid_from"], types["price_observed_at"], types["price_per_hour"], types["gpu_count"]) == (
+        "TIMESTAMP WITH TIME ZONE", "TIMESTAMP WITH TIME ZONE", "DOUBLE", "DOUBLE")
+    assert [f["name"] for f in info["files"]] == ["offer_history.csv", "offer_history.parquet"]
+    for f in info["files"]:
+        path = folder / f["name"]
+        assert f["rows"] == 3 and f["bytes"] == path.stat().st_size
+        assert f["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert file_rows(path, info["columns"]) == expected, f["name"]
+
+
+def test_csv_and_parquet_hold_the_same_instants(warehouse: Path, tmp_path: Path) -> None:
+    folder, _ = export(warehouse, tmp_path, "-t", "offer_history", "-t", "offers")
+    for table in ("offer_history", "offers"):
+        with (folder / f"{table}.csv").open() as f:
+            text = sorted(csv.DictReader(f), key=lambda r: (r["instance_type"], r.get("valid_from", "")))
+        parquet = sorted(pq.read_table(folder / f"{table}.parquet").to_pylist(),
+                         key=lambda r: (r["instance_type"], r.get("valid_from") or datetime.min.replace(tzinfo=UTC)))
+        stamps = [c for c in ("valid_from", "valid_to", "first_seen", "last_seen", "price_observed_at") if c in text[0]]
+        for t, p in zip(text, parquet, strict=True):
+            for c in stamps:
+                assert (datetime.fromisoformat(t[c]) if t[c] else None) == p[c], (table, c)
+                assert not t[c] or t[c].endswith("Z")
+    with (folder / "offer_history.csv").open() as f:
+        p5 = [r for r in csv.DictReader(f) if r["instance_type"] == "p5.48xlarge"]
+    assert sorted(r["price_observed_at"] for r in p5) == ["2026-11-01T02:00:00.000000Z", "2026-11-02T03:00:00.000000Z"]
+
+
+def test_since_keeps_the_versions_in_force_from_then_on(warehouse: Path, tmp_path: Path) -> None:
+    _, manifest = export(warehouse, tmp_path / "a", "-t", "offer_history", "-t", "quarantine",
+                         "-t", "offers", "--since", "2026-11-01T12:00")
+    assert manifest["since"] == "2026-11-01T12:00:00+00:00"
+    rows = {t: info["rows"] for t, info in manifest["tables"].items()}
+    assert rows == {"offer_history": 3, "quarantine": 1, "offers": 1}
+    folder, manifest = export(warehouse, tmp_path / "b", "-t", "offer_history", "-t", "quarantine",
+                              "-t", "scrape_runs", "--since", "2026-11-02T03:00:00+00:00", "-f", "parquet")
+    assert {t: info["rows"] for t, info in manifest["tables"].items()} == {
+        "offer_history": 1, "quarantine": 1, "scrape_runs": 1}
+    (only,) = pq.read_table(folder / "offer_history.parquet").to_pylist()
+    assert (only["instance_type"], only["price_per_hour"], only["valid_to"]) == ("p5.48xlarge", 50.0, None)
+    _, manifest = export(warehouse, tmp_path / "c", "-t", "quarantine", "--since", "2026-11-03")
+    assert manifest["tables"]["quarantine"]["rows"] == 0
+
+
+def test_egress_and_storage_history_and_quarantine_are_exportable(warehouse: Path, tmp_path: Path) -> None:
+    folder, manifest = export(warehouse, tmp_path, "-t", "egress_price_history", "-t", "storage_price_history",
+                              "-t", "quarantine", "-f", "parquet")
+    assert {t: info["rows"] for t, info in manifest["tables"].items()} == {
+        "egress_price_history": 2, "storage_price_history": 0, "quarantine": 1}
+    egress_rows = pq.read_table(folder / "egress_price_history.parquet").to_pylist()
+    assert sorted((r["usd_per_gb"], r["valid_to"] is None) for r in egress_rows) == [(0.07, True), (0.09, False)]
+    for table in manifest["tables"]:
+        assert file_rows(folder / f"{table}.parquet", []) == table_rows(warehouse, table)
+
+
+def test_bad_since_and_unknown_table_are_one_line(warehouse: Path, tmp_path: Path) -> None:
+    bad = CliRunner().invoke(app, ["export", str(tmp_path), "--db", str(warehouse), "--since", "yesterday"])
+    assert bad.exit_code == 2 and "--since 'yesterday' is not a date" in bad.output
+    unknown = CliRunner().invoke(app, ["export", str(tmp_path), "--db", str(warehouse), "-t", "nope"])
+    assert unknown.exit_code == 1 and "unknown table(s) ['nope']" in unknown.output
+    assert "offer_history" in unknown.output and "Traceback" not in unknown.output
