@@ -104,13 +104,13 @@ def test_sql_error_quoting_the_query_is_one_literal_line(hostile_db: Path) -> No
 
 def test_status_shows_hostile_errors_and_provider_names_literally(hostile_db: Path) -> None:
     code, text = invoke("status", "--db", str(hostile_db))
-    assert code == 0, text
+    assert code == 1, text  # a provider failed: status says so in its exit code too
     assert PROVIDER in text and "broken" in text
     for bad in FORBIDDEN:
         assert bad not in text, repr(bad)
     assert "[/x]" in text.split("broken", 1)[1] and ":warning:" in text  # the failed run's error, as text
     code, text = invoke("status", "--db", str(hostile_db), "--format", "json")
-    assert code == 0, text
+    assert code == 1, text
     rows = {r["provider"]: r for r in json.loads(text)}
     assert rows["broken"]["last_error"] == f"broken: HTTP 500: {HOSTILE}"  # whole, in JSON
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import duckdb
 
 from gpuledger.adapters.base import RepeatedKey, parse_json
-from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
-from gpuledger.warehouse.store import AnomalyPolicy, utcnow
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+from tests.builders import replayed_warehouse
 
 RECORDING = BUNDLED_RECORDINGS / "lambda" / "instance-types.json"
 
@@ -39,15 +38,7 @@ def refresh_lambda(body: bytes, db: Path) -> None:
             return None
         return 200, {"Content-Type": "application/json"}, body
 
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
-    server.start()
-    try:
-        plan = plans_for(["lambda"], "replay", server.endpoints(), server.settings, http_attempts=1)[0]
-        started = utcnow()
-        outcome = outcome_from(fetch_source(plan), plan, None, started)
-    finally:
-        server.close()
-    assert load_all(db, [outcome], "r-dup", AnomalyPolicy())[0].ok
+    replayed_warehouse(db, ["lambda"], hook=hook, refresh_id="r-dup")
 
 
 def test_lambda_instance_type_given_twice_loads_the_first_price_and_quarantines_the_second(tmp_path: Path) -> None:

@@ -17,11 +17,10 @@ import duckdb
 import pytest
 
 from gpuledger.adapters.base import REDACTED
-from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
 from gpuledger.warehouse.export import export_snapshot
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import AnomalyPolicy, open_reader, utcnow
+from gpuledger.warehouse.store import open_reader
+from tests.builders import replayed_warehouse
 
 KEY = "rpa_CANARYdata7g8h9i0j1k2l"
 
@@ -60,16 +59,8 @@ def test_runpod_key_in_display_name_reaches_no_table_and_no_export(monkeypatch: 
         body = ex.body().replace(b'"MI300X"', f'"MI300X {KEY}"'.encode())  # type: ignore[attr-defined]
         return ex.status, dict(ex.headers), body  # type: ignore[attr-defined]
 
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=["runpod"], hook=key_in_display_name)
-    server.start()
-    try:
-        plan = plans_for(["runpod"], "replay", server.endpoints(), server.settings, http_attempts=1)[0]
-        started = utcnow()
-        outcome = outcome_from(fetch_source(plan), plan, None, started)
-    finally:
-        server.close()
     db = tmp_path / "ledger.duckdb"
-    assert load_all(db, [outcome], "r-canary", AnomalyPolicy())[0].ok
+    replayed_warehouse(db, ["runpod"], hook=key_in_display_name, refresh_id="r-canary")
     con = open_reader(db, allow_files=True)
     try:
         folder = export_snapshot(con, tmp_path / "export", ["csv"])

@@ -21,12 +21,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Request
 from gpuledger.flows.cli import app
-from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
 from tests.faults.conftest import MATRIX
+from tests.builders import replayed_warehouse
 from tests.faults.harness import Verdict
-from gpuledger.warehouse.store import AnomalyPolicy, utcnow
 
 RECORDING = BUNDLED_RECORDINGS / "lambda" / "instance-types.json"
 HOSTILE = "[/x] [bold]b[/bold] :warning: \x1b[31mred\x1b[0m over\rwrite rtl\u202eevil"
@@ -51,16 +50,7 @@ def load(body: bytes, db: Path) -> None:
             return None
         return 200, {"Content-Type": "application/json"}, body
 
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
-    server.start()
-    try:
-        plan = plans_for(["lambda"], "replay", server.endpoints(), server.settings, http_attempts=1)[0]
-        started = utcnow()
-        outcome = outcome_from(fetch_source(plan), plan, None, started)
-    finally:
-        server.close()
-    [report] = load_all(db, [outcome], "r-text", AnomalyPolicy())
-    assert report.ok, report.error
+    replayed_warehouse(db, ["lambda"], hook=hook, refresh_id="r-text")
 
 
 def cli(*args: str) -> tuple[int, str]:
