@@ -77,7 +77,7 @@ class CapacityBlockOffering(BaseModel):
 def add_capacity_block(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     """Validate one offering into `batch.capacity_blocks`, or quarantine it (kind capacity_block)."""
     try:
-        block = CapacityBlockOffering(provider=batch.provider, **fields)
+        block = CapacityBlockOffering(provider=batch.provider, **batch.without_secrets(fields))
     except ValidationError as err:
         batch.quarantine("capacity_block", ref, f"contract: {describe_validation_error(err)}", raw)
         return False

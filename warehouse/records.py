@@ -433,6 +433,11 @@ class Batch:
             self.secrets_redacted += 1
         return clean
 
+    def without_secrets(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """`fields` with every known secret value cut from its text: for the rows of the tables
+        outside the SCD2 merge (spot history, capacity blocks), validated by their own modules."""
+        return self._cut_fields(fields)
+
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
         model = RECORD_TYPES[kind]
         fields = self._cut_fields(fields)

@@ -66,7 +66,7 @@ class SpotPricePoint(BaseModel):
 def add_spot_price(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     """Validate one observation into `batch.spot_prices`, or quarantine it (kind spot_price)."""
     try:
-        point = SpotPricePoint(provider=batch.provider, **fields)
+        point = SpotPricePoint(provider=batch.provider, **batch.without_secrets(fields))
     except ValidationError as err:
         batch.quarantine("spot_price", ref, f"contract: {describe_validation_error(err)}", raw)
         return False
