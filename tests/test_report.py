@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Iterator
@@ -399,20 +399,23 @@ def test_gpu_summary_and_fine_tuning_views(page_file: Path, warehouse: Path, bro
     keep_artifacts(tmp_path, "report-gpus.png", "report-tune.png")
 
 
-def test_data_age_is_computed_in_the_browser(page_file: Path, browser: Any) -> None:
-    # acme's only scrape finished at T0; the page was written a month later, when acme was stale
+def acme_offers_at(browser: Any, page_file: Path, now: datetime) -> Any:
+    """The page's acme offers, opened in a browser whose clock says `now`."""
     page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.clock.set_fixed_time(T0 + timedelta(hours=3))
+    page.clock.set_fixed_time(now)
     page.goto(page_file.as_uri() + "#view=offers&provider=acme")
     page.wait_for_selector("body[data-ready='1']")
+    return page
+
+
+def test_data_age_is_computed_in_the_browser(page_file: Path, browser: Any) -> None:
+    # acme's only scrape finished at T0; the page was written a month later, when acme was stale
+    page = acme_offers_at(browser, page_file, T0 + timedelta(hours=3))
     assert {r["age"] for r in shown(page)} == {"3 h"}
     acme = page.locator("#freshness tr[data-provider=acme]")
     assert acme.locator("td.age").text_content() == "3 h" and acme.locator("td.state").text_content() == "ok"
     page.close()
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.clock.set_fixed_time(T0 + timedelta(hours=50))
-    page.goto(page_file.as_uri() + "#view=offers&provider=acme")
-    page.wait_for_selector("body[data-ready='1']")
+    page = acme_offers_at(browser, page_file, T0 + timedelta(hours=50))
     assert {r["age"] for r in shown(page)} == {"2 d"}
     acme = page.locator("#freshness tr[data-provider=acme]")
     assert acme.locator("td.state").text_content() == "stale"
