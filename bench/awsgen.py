@@ -210,6 +210,81 @@ class _Row:
         return ",".join(_q(term.get(c, "")) for c in self.term_cols) + "," + tail + "\n"
 
 
+def product_lines(row: "_Row", rng: random.Random, t: dict, region: str, location: str, prefix: str,
+                  keep: float, stats: dict[str, int]) -> list[str]:
+    """Every row of one instance type in one region (its 12 x 3 x 3 OnDemand products, each kept
+    with probability `keep`, and the Reserved terms of the Used, non-Host ones), unshuffled."""
+    lines: list[str] = []
+    base_price = 0.0125 * t["vcpu"] * (1 + 0.1 * (_stable(t["name"]) % 5)) if not t["gpu"] else \
+        0.6 * max(float(t["gpu"]), 0.125) * (1 + t["vcpu"] / 96)
+    common = {
+        "Product Family": "Compute Instance (bare metal)" if t["name"].endswith(".metal") else "Compute Instance",
+        "serviceCode": "AmazonEC2", "Location": location, "Location Type": "AWS Region",
+        "Instance Type": t["name"], "Current Generation": "Yes", "Instance Family": t["family"],
+        "vCPU": str(t["vcpu"]), "Physical Processor": "Intel Xeon Platinum 8375C (Ice Lake)",
+        "Clock Speed": "3.5 GHz", "Memory": f"{t['mem']:g} GiB",
+        "Storage": "EBS only" if not t["gpu"] else "1 x 250 NVMe SSD",
+        "Network Performance": "Up to 12500 Megabit", "Processor Architecture": "64-bit",
+        "EBS Optimized": "Yes", "AvailabilityZone": "NA", "ClassicNetworkingSupport": "false",
+        "Dedicated EBS Throughput": "Up to 10000 Mbps", "ECU": "NA", "Enhanced Networking Supported": "Yes",
+        "GPU": t["gpu"], "GPU Memory": t["gpu_mem"], "Intel AVX2 Available": "Yes",
+        "Intel AVX Available": "Yes", "Intel Turbo Available": "Yes", "MarketOption": "OnDemand",
+        "Normalization Size Factor": str(max(1, t["vcpu"] // 2)),
+        "Processor Features": "Intel AVX; Intel AVX2; Intel AVX512; Intel Turbo", "Region Code": region,
+        "serviceName": "Amazon Elastic Compute Cloud", "VPCNetworkingSupport": "true",
+    }
+    for os_, lic, sw, op, words in VARIANTS:
+        for tenancy, stem in TENANCIES:
+            for capacity, cap_stem in CAPACITY:
+                if rng.random() >= keep:
+                    continue
+                sku = _code(rng, 16)
+                price = base_price * (1.1 if tenancy == "Dedicated" else 1.0) + \
+                    (0.046 * t["vcpu"] if os_ == "Windows" and lic != "Bring your own license" else 0) + \
+                    (0.12 * t["vcpu"] if sw != "NA" else 0)
+                if tenancy == "Host" or capacity == "AllocatedCapacityReservation":
+                    price = 0.0
+                usage = f"{prefix}{cap_stem or stem}:{t['name']}"
+                tail = row.product_tail(dict(common, **{
+                    "Tenancy": tenancy, "Operating System": os_, "License Model": lic,
+                    "usageType": usage, "operation": op, "CapacityStatus": capacity,
+                    "Pre Installed S/W": sw,
+                    "instanceSKU": _code(rng, 16) if capacity != "Used" else "",
+                }))
+                if tenancy == "Host":
+                    desc = f"${price:.3f} per {os_} {t['name']} Dedicated Host Instance hour"
+                else:
+                    desc = f"${price:.3f} per On Demand {words} {t['name']} Instance Hour"
+                stats["on_demand"] += 1
+                lines.append(row.line({
+                    "SKU": sku, "OfferTermCode": OD_TERM, "RateCode": f"{sku}.{OD_TERM}.{RATE_HOURLY}",
+                    "TermType": "OnDemand", "PriceDescription": desc, "EffectiveDate": "2026-11-01",
+                    "StartingRange": "0", "EndingRange": "Inf", "Unit": "Hrs", "PricePerUnit": _p10(price),
+                    "Currency": "USD"}, tail))
+                if capacity != "Used" or tenancy == "Host":
+                    continue
+                applied = f"{'Windows' if os_ == 'Windows' else 'Linux/UNIX'} (Amazon VPC), {t['name']} reserved instance applied"
+                for term, lease, option, klass, rate in RESERVED_TERMS:
+                    hours = 8760 if lease == "1yr" else 26280
+                    eff = price * rate
+                    hourly = eff if option == "No Upfront" else (eff / 2 if option == "Partial Upfront" else 0.0)
+                    common_term = {"SKU": sku, "OfferTermCode": term, "TermType": "Reserved",
+                                   "EffectiveDate": "2026-11-25", "Currency": "USD",
+                                   "LeaseContractLength": lease, "PurchaseOption": option,
+                                   "OfferingClass": klass}
+                    lines.append(row.line(dict(common_term, **{
+                        "RateCode": f"{sku}.{term}.{RATE_HOURLY}",
+                        "PriceDescription": f"USD 0.0 per {applied}" if option == "All Upfront" else applied,
+                        "StartingRange": "0", "EndingRange": "Inf", "Unit": "Hrs",
+                        "PricePerUnit": _p10(hourly)}), tail))
+                    if option != "No Upfront":
+                        upfront = round(eff * hours * (0.5 if option == "Partial Upfront" else 1))
+                        lines.append(row.line(dict(common_term, **{
+                            "RateCode": f"{sku}.{term}.{RATE_UPFRONT}", "PriceDescription": "Upfront Fee",
+                            "Unit": "Quantity", "PricePerUnit": str(upfront)}), tail))
+    return lines
+
+
 def generate(target_bytes: int, seed: int = 1, stats: dict[str, int] | None = None) -> Iterator[str]:
     """Chunks of lines of a synthetic offer file of about target_bytes; `stats` (if given) receives
     the counts of data rows ("rows") and OnDemand rows ("on_demand")."""
@@ -226,73 +301,7 @@ def generate(target_bytes: int, seed: int = 1, stats: dict[str, int] | None = No
         present = [t for t in types if random.Random(f"{region}|{t['name']}").random() < PRESENCE]
         lines = []
         for t in present:
-            base_price = 0.0125 * t["vcpu"] * (1 + 0.1 * (_stable(t["name"]) % 5)) if not t["gpu"] else \
-                0.6 * max(float(t["gpu"]), 0.125) * (1 + t["vcpu"] / 96)
-            common = {
-                "Product Family": "Compute Instance (bare metal)" if t["name"].endswith(".metal") else "Compute Instance",
-                "serviceCode": "AmazonEC2", "Location": location, "Location Type": "AWS Region",
-                "Instance Type": t["name"], "Current Generation": "Yes", "Instance Family": t["family"],
-                "vCPU": str(t["vcpu"]), "Physical Processor": "Intel Xeon Platinum 8375C (Ice Lake)",
-                "Clock Speed": "3.5 GHz", "Memory": f"{t['mem']:g} GiB",
-                "Storage": "EBS only" if not t["gpu"] else "1 x 250 NVMe SSD",
-                "Network Performance": "Up to 12500 Megabit", "Processor Architecture": "64-bit",
-                "EBS Optimized": "Yes", "AvailabilityZone": "NA", "ClassicNetworkingSupport": "false",
-                "Dedicated EBS Throughput": "Up to 10000 Mbps", "ECU": "NA", "Enhanced Networking Supported": "Yes",
-                "GPU": t["gpu"], "GPU Memory": t["gpu_mem"], "Intel AVX2 Available": "Yes",
-                "Intel AVX Available": "Yes", "Intel Turbo Available": "Yes", "MarketOption": "OnDemand",
-                "Normalization Size Factor": str(max(1, t["vcpu"] // 2)),
-                "Processor Features": "Intel AVX; Intel AVX2; Intel AVX512; Intel Turbo", "Region Code": region,
-                "serviceName": "Amazon Elastic Compute Cloud", "VPCNetworkingSupport": "true",
-            }
-            for os_, lic, sw, op, words in VARIANTS:
-                for tenancy, stem in TENANCIES:
-                    for capacity, cap_stem in CAPACITY:
-                        if rng.random() >= keep:
-                            continue
-                        sku = _code(rng, 16)
-                        price = base_price * (1.1 if tenancy == "Dedicated" else 1.0) + \
-                            (0.046 * t["vcpu"] if os_ == "Windows" and lic != "Bring your own license" else 0) + \
-                            (0.12 * t["vcpu"] if sw != "NA" else 0)
-                        if tenancy == "Host" or capacity == "AllocatedCapacityReservation":
-                            price = 0.0
-                        usage = f"{prefix}{cap_stem or stem}:{t['name']}"
-                        tail = row.product_tail(dict(common, **{
-                            "Tenancy": tenancy, "Operating System": os_, "License Model": lic,
-                            "usageType": usage, "operation": op, "CapacityStatus": capacity,
-                            "Pre Installed S/W": sw,
-                            "instanceSKU": _code(rng, 16) if capacity != "Used" else "",
-                        }))
-                        if tenancy == "Host":
-                            desc = f"${price:.3f} per {os_} {t['name']} Dedicated Host Instance hour"
-                        else:
-                            desc = f"${price:.3f} per On Demand {words} {t['name']} Instance Hour"
-                        stats["on_demand"] += 1
-                        lines.append(row.line({
-                            "SKU": sku, "OfferTermCode": OD_TERM, "RateCode": f"{sku}.{OD_TERM}.{RATE_HOURLY}",
-                            "TermType": "OnDemand", "PriceDescription": desc, "EffectiveDate": "2026-11-01",
-                            "StartingRange": "0", "EndingRange": "Inf", "Unit": "Hrs", "PricePerUnit": _p10(price),
-                            "Currency": "USD"}, tail))
-                        if capacity != "Used" or tenancy == "Host":
-                            continue
-                        applied = f"{'Windows' if os_ == 'Windows' else 'Linux/UNIX'} (Amazon VPC), {t['name']} reserved instance applied"
-                        for term, lease, option, klass, rate in RESERVED_TERMS:
-                            hours = 8760 if lease == "1yr" else 26280
-                            eff = price * rate
-                            hourly = eff if option == "No Upfront" else (eff / 2 if option == "Partial Upfront" else 0.0)
-                            common_term = {"SKU": sku, "OfferTermCode": term, "TermType": "Reserved",
-                                           "EffectiveDate": "2026-11-25", "Currency": "USD",
-                                           "LeaseContractLength": lease, "PurchaseOption": option,
-                                           "OfferingClass": klass}
-                            lines.append(row.line(dict(common_term, **{
-                                "RateCode": f"{sku}.{term}.{RATE_HOURLY}",
-                                "PriceDescription": f"USD 0.0 per {applied}" if option == "All Upfront" else applied,
-                                "StartingRange": "0", "EndingRange": "Inf", "Unit": "Hrs",
-                                "PricePerUnit": _p10(hourly)}), tail))
-                            if option != "No Upfront":
-                                upfront = round(eff * hours * (0.5 if option == "Partial Upfront" else 1))
-                                lines.append(row.line(dict(common_term, **{
-                                    "RateCode": f"{sku}.{term}.{RATE_UPFRONT}", "PriceDescription": "Upfront Fee",
-                                    "Unit": "Quantity", "PricePerUnit": str(upfront)}), tail))
+            lines.extend(product_lines(row, rng, t, region, location, prefix, keep, stats))
             if len(lines) >= 20000:
                 stats["rows"] += len(lines)
                 rng.shuffle(lines)  # the real file is sorted by SKU: products interleave
