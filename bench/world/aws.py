@@ -55,10 +55,16 @@ OTHER_WEIGHT = 0.8
 SCALE = {"world": 1.0, "small": 0.0005}
 # Days of spot history: the adapter's first run asks 30 (RECORDED_AT minus 30 days).
 HISTORY_DAYS = {"world": 30, "small": 2}
+# Share of a CPU type's products kept: all at "world"; at "small" a tenth, the same row mix.
+FILLER_KEEP = {"world": 1.0, "small": 0.1}
 
-PAGE_DESCRIBE_TYPES = 100  # DescribeInstanceTypes MaxResults upper bound (API reference: 5-100)
-PAGE_OFFERINGS = 1000  # DescribeInstanceTypeOfferings MaxResults upper bound (5-1000)
-PAGE_SPOT = 1000  # the MaxResults the adapter asks (adapters/aws.py SPOT_HISTORY_PAGE_SIZE)
+# Items scanned per page: at "world" the APIs' MaxResults upper bounds (API reference:
+# DescribeInstanceTypes 5-100, DescribeInstanceTypeOfferings 5-1000) and for spot history the
+# MaxResults the adapter asks (adapters/aws.py SPOT_HISTORY_PAGE_SIZE); "small" pages smaller so
+# its few items still span several pages.
+PAGE_DESCRIBE_TYPES = {"world": 100, "small": 20}
+PAGE_OFFERINGS = {"world": 1000, "small": 100}
+PAGE_SPOT = {"world": 1000, "small": 100}
 SCALED_ACTIONS = {"DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory"}
 XML = "text/xml;charset=UTF-8"
 
@@ -117,7 +123,7 @@ def offer_chunks(region: str, scale: str, bundled_csv: bytes, used: list[str]) -
         if used and written + sum(map(len, lines)) >= target:
             break
         used.append(t["name"])
-        lines.extend(awsgen.product_lines(row, rng, t, region, location, prefix, 1.0, stats))
+        lines.extend(awsgen.product_lines(row, rng, t, region, location, prefix, FILLER_KEEP[scale], stats))
         if len(lines) >= 20000:
             rng.shuffle(lines)  # the real file is sorted by SKU: products interleave
             chunk = "".join(lines).encode()
@@ -200,14 +206,14 @@ def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: 
     every = sorted(set(cpu_names) | gpu_set)
     infos = {t: b.instance_type_info(t) for t in gpu}
     _paged(rec, region, "DescribeInstanceTypes", "InstanceTypes",
-           [[infos[t] for t in page] for page in filtered_pages(every, PAGE_DESCRIBE_TYPES, gpu_set.__contains__)], {})
+           [[infos[t] for t in page] for page in filtered_pages(every, PAGE_DESCRIBE_TYPES[scale], gpu_set.__contains__)], {})
 
     offerings = []
     for t in every:
         azs = b.azs_for(t, region) if t in gpu_set else cpu_azs(region, t)
         offerings.extend((t, a) for a in azs)
     offerings.sort(key=lambda o: b.h("world-off", region, *o))
-    pages = filtered_pages(offerings, PAGE_OFFERINGS, lambda o: o[0] in gpu_set)
+    pages = filtered_pages(offerings, PAGE_OFFERINGS[scale], lambda o: o[0] in gpu_set)
     _paged(rec, region, "DescribeInstanceTypeOfferings", "InstanceTypeOfferings",
            [[{"InstanceType": t, "LocationType": "availability-zone", "Location": a} for t, a in page]
             for page in pages], {"LocationType": "availability-zone"})
@@ -222,7 +228,8 @@ def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: 
                               "InstanceType": t, "ProductDescription": "Linux/UNIX",
                               "SpotPrice": f"{price:.6f}", "Timestamp": stamp})
     spots.sort(key=lambda s: (s["Timestamp"], s["InstanceType"], s["AvailabilityZone"]), reverse=True)
-    spot_pages = [spots[i:i + PAGE_SPOT] for i in range(0, len(spots), PAGE_SPOT)] or [[]]
+    size = PAGE_SPOT[scale]
+    spot_pages = [spots[i:i + size] for i in range(0, len(spots), size)] or [[]]
     _paged(rec, region, "DescribeSpotPriceHistory", "SpotPriceHistory", spot_pages, {}, empty_last_token=True)
     return {"types": len(every), "gpu_types": len(gpu), "offerings": len(offerings), "spot": len(spots)}
 

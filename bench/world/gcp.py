@@ -60,7 +60,10 @@ LICENSE_EDITIONS = ["Standard", "Enterprise", "Web", "Datacenter"]
 LICENSE_DIMENSIONS = ["CPU cost", "RAM cost", "GPU cost", "f1-micro", "g1-small", "per core 1-4",
                       "per core 5+", "shared core"]
 # The Compute Engine service's SKU count (ESTIMATE, README.md): families x core/RAM x usage x area.
-SCALE_SKUS = {"world": None, "small": 1500}
+SCALE_SKUS = {"world": None, "small": 300}
+# SKUs per Catalog page: the adapter's pageSize (the Catalog's maximum) at "world"; fewer at
+# "small" (the API may answer fewer than pageSize) so its SKUs still span several pages.
+SKUS_PER_PAGE = {"world": PAGE_SIZE_BILLING, "small": 300}
 
 
 def builder():
@@ -137,7 +140,7 @@ def generate(root: Path, scale: str) -> dict[str, Any]:
         filler = filler[::max(1, len(filler) // SCALE_SKUS[scale])]
     skus = sorted(priced + filler, key=lambda s: s["skuId"])  # the Catalog's id order mixes kinds
     prev = None
-    for n, doc in enumerate(b.billing_pages(skus, PAGE_SIZE_BILLING), 1):
+    for n, doc in enumerate(b.billing_pages(skus, SKUS_PER_PAGE[scale]), 1):
         ex(b.BILLING, f"/v1/{COMPUTE_ENGINE_SERVICE}/skus",
            {"currencyCode": "USD", "pageSize": str(PAGE_SIZE_BILLING), "pageToken": prev},
            f"billing/skus.{n}.json", doc)
