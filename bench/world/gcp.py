@@ -66,12 +66,23 @@ SCALE_SKUS = {"world": None, "small": 300}
 SKUS_PER_PAGE = {"world": PAGE_SIZE_BILLING, "small": 300}
 
 
-def builder():
-    spec = importlib.util.spec_from_file_location("bench_world_gcp_builder", BUILDER_PATH)
+# Regions at "small": GPU regions of every family kind and two without GPUs.
+SMALL_REGIONS = {"us-central1", "us-east4", "europe-west4", "asia-southeast1", "africa-south1", "europe-west12"}
+
+
+def builder(scale: str):
+    spec = importlib.util.spec_from_file_location(f"bench_world_gcp_builder_{scale}", BUILDER_PATH)
     b = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(b)
     for region, (letters, _) in OTHER_REGIONS.items():
         b.ZONES.setdefault(region, letters)
+    if scale == "small":
+        b.ZONES = {r: z for r, z in b.ZONES.items() if r in SMALL_REGIONS}
+
+        def kept(zones: str) -> str:
+            return zones if zones == "*" else " ".join(z for z in zones.split() if b.region_of(z) in SMALL_REGIONS)
+        b.FAMILY_ZONES = {f: kept(z) for f, z in b.FAMILY_ZONES.items()}
+        b.ATTACHABLE = {k: kept(z) for k, z in b.ATTACHABLE.items()}
     return b
 
 
@@ -104,7 +115,7 @@ def filler_skus(b) -> list[dict[str, Any]]:
 
 
 def generate(root: Path, scale: str) -> dict[str, Any]:
-    b = builder()
+    b = builder(scale)
     bundled = json.loads((BUNDLED_RECORDINGS / PROVIDER / "manifest.json").read_text())
     rec = ProviderRecording(root, PROVIDER, bundled["recorded_at"], dict(bundled.get("settings", {})))
     base = f"/compute/v1/projects/{b.PROJECT}"
