@@ -12,10 +12,10 @@ import pytest
 
 from bench.world import __main__ as world_cli
 from bench.world import generate, generator
-from gpuledger.adapters import runpod, shadeform, vastai
+from gpuledger.adapters import oci, runpod, shadeform, vastai
 from tests.conftest import replay_context
 
-GENERATED = ["runpod", "shadeform", "vastai"]
+GENERATED = ["oci", "runpod", "shadeform", "vastai"]
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +85,14 @@ def test_runpod_small_answers_the_gpu_types_query(replay: Any, small_world: Path
     # so each is quarantined (with the bundled zero spot price: 4).
     assert len(batch.offers) == 85
     assert len(batch.quarantined) == 4
+
+
+def test_oci_small_answers_the_whole_list_in_one_body(replay: Any, small_world: Path) -> None:
+    batch, server = fetch_through_replay(replay, small_world, oci)
+    assert every_exchange_answered_once(server)
+    # 80 parts at small scale: the bundled 50 (its 18 offers, 3 quarantined parts) and 30 fillers.
+    assert len(batch.offers) == 18 and len(batch.quarantined) == 3
+    assert any(note.startswith("oci: 80 parts listed") for note in batch.notes)
 
 
 def test_bundled_provider_is_copied_with_its_tally(small_world: Path) -> None:
