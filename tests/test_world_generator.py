@@ -12,10 +12,10 @@ import pytest
 
 from bench.world import __main__ as world_cli
 from bench.world import generate, generator
-from gpuledger.adapters import oci, runpod, shadeform, vastai
+from gpuledger.adapters import digitalocean, oci, runpod, scaleway, shadeform, vastai, vultr
 from tests.conftest import replay_context
 
-GENERATED = ["oci", "runpod", "shadeform", "vastai"]
+GENERATED = ["digitalocean", "oci", "runpod", "scaleway", "shadeform", "vastai", "vultr"]
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +93,25 @@ def test_oci_small_answers_the_whole_list_in_one_body(replay: Any, small_world: 
     # 80 parts at small scale: the bundled 50 (its 18 offers, 3 quarantined parts) and 30 fillers.
     assert len(batch.offers) == 18 and len(batch.quarantined) == 3
     assert any(note.startswith("oci: 80 parts listed") for note in batch.notes)
+
+
+def test_scaleway_small_pages_the_catalogue_and_asks_each_gpu_zone(replay: Any, small_world: Path) -> None:
+    batch, server = fetch_through_replay(replay, small_world, scaleway)
+    assert every_exchange_answered_once(server)
+    # The bundled 15 products and DEV1's 4 and GP1's 5 sizes in fr-par-2 and pl-waw-2 (18): 33,
+    # one catalogue page; stock from the 3 zones with a GPU product. The bundled 14 offers stay.
+    assert len(server.requests) == 4
+    assert len(batch.offers) == 14
+    assert any("33 instance products" in note for note in batch.notes)
+
+
+def test_plan_lists_keep_their_gpu_offers_at_their_small_length(replay: Any, small_world: Path) -> None:
+    do_batch, do_server = fetch_through_replay(replay, small_world, digitalocean)
+    vultr_batch, vultr_server = fetch_through_replay(replay, small_world, vultr)
+    assert every_exchange_answered_once(do_server) and every_exchange_answered_once(vultr_server)
+    assert len(do_batch.offers) == 8 and any("20 sizes listed" in n for n in do_batch.notes)
+    assert len(vultr_batch.offers) == 14
+    assert any("20 instance plans and 5 bare-metal plans listed" in n for n in vultr_batch.notes)
 
 
 def test_bundled_provider_is_copied_with_its_tally(small_world: Path) -> None:
