@@ -12,10 +12,10 @@ import pytest
 
 from bench.world import __main__ as world_cli
 from bench.world import generate, generator
-from gpuledger.adapters import digitalocean, oci, runpod, scaleway, shadeform, vastai, vultr
+from gpuledger.adapters import digitalocean, oci, runpod, scaleway, shadeform, tensordock, vastai, vultr
 from tests.conftest import replay_context
 
-GENERATED = ["digitalocean", "oci", "runpod", "scaleway", "shadeform", "vastai", "vultr"]
+GENERATED = ["digitalocean", "oci", "runpod", "scaleway", "shadeform", "tensordock", "vastai", "vultr"]
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +112,16 @@ def test_plan_lists_keep_their_gpu_offers_at_their_small_length(replay: Any, sma
     assert len(do_batch.offers) == 8 and any("20 sizes listed" in n for n in do_batch.notes)
     assert len(vultr_batch.offers) == 14
     assert any("20 instance plans and 5 bare-metal plans listed" in n for n in vultr_batch.notes)
+
+
+def test_tensordock_small_offers_one_row_per_gpu_count_and_country(replay: Any, small_world: Path) -> None:
+    batch, server = fetch_through_replay(replay, small_world, tensordock)
+    assert every_exchange_answered_once(server)
+    # Austin (H100 x8, RTX 4090 x4), Dallas (H100 x8, RTX 6000 Ada x2) and their copies Phoenix,
+    # Mexico City, Atlanta, Sao Paulo. Counts 1/2/4/8 up to max_count: US H100 4 + 4090 3 +
+    # 6000 Ada 2 = 9; MX H100 4 + 4090 3 = 7; BR H100 4 + 6000 Ada 2 = 6; 22 in all.
+    assert len(batch.offers) == 22
+    assert {o.region for o in batch.offers} == {"US", "MX", "BR"}
 
 
 def test_bundled_provider_is_copied_with_its_tally(small_world: Path) -> None:
