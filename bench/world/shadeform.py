@@ -52,7 +52,8 @@ CLOUDS: dict[str, tuple[tuple[str, ...], list[tuple[str, int, str, float, tuple[
     "nebius": (("helsinki-finland-3", "paris-france-2", "kansascity-usa-3"), [
         ("H200_sxm5", 141, "sxm5", 3.65, (1, 8)), ("H100_sxm5", 80, "sxm5", 3.06, (1, 8))]),
     "scaleway": (("paris-france-1", "paris-france-5", "warsaw-poland-1"), [
-        ("L4", 24, "pcie", 0.90, (1, 2, 4, 8)), ("H100", 80, "pcie", 3.08, (1, 2)), ("L40S", 48, "pcie", 1.61, (1, 2, 4, 8))]),
+        ("L4", 24, "pcie", 0.90, (1, 2, 4, 8)), ("H100", 80, "pcie", 3.08, (1, 2)),
+        ("L40S", 48, "pcie", 1.61, (1, 2, 4, 8))]),
     "paperspace": (("newyork-usa-1",), [
         ("A100_80G_sxm4", 80, "sxm4", 3.22, (1, 8)), ("H100", 80, "pcie", 5.99, (1, 8)),
         ("A5000", 24, "pcie", 1.42, (1, 2, 4)), ("A4000", 16, "pcie", 0.80, (1, 2, 4)),
