@@ -4,8 +4,8 @@
 resells, one record per (cloud, type) with its regions in `availability`; one body, no paging.
 The clouds, their regions and their per-GPU prices are those of SkyPilot's catalogue of this
 API (skypilot-org/skypilot-catalog `catalogs/v8/shadeform/vms.csv`, commit 8e50954, one row
-per available region, price in dollars); the record layout is the bundled recording's
-(adapters/recordings/shadeform/README.md). Each type is listed in every region of its cloud,
+per available region, price in dollars) or of the bundled recording, which quotes the same
+catalogue; the record layout is the bundled recording's (adapters/recordings/shadeform/README.md). Each type is listed in every region of its cloud,
 and every seventh region entry is written sold out (`"available": false`), since the catalogue
 shows only available rows while the API lists both.
 """
@@ -42,7 +42,7 @@ CLOUDS: dict[str, tuple[tuple[str, ...], list[tuple[str, int, str, float, tuple[
     "digitalocean": (("newyork-usa-2", "toronto-canada-1", "amsterdam-netherlands-2"), [
         ("H100_sxm5", 80, "sxm5", 3.34, (1,)), ("H100_sxm5", 80, "sxm5", 2.99, (8,))]),
     "boostrun": (("raleigh-usa-1",), [("L40S", 48, "pcie", 0.83, (8,))]),
-    "excesssupply": (("dallas-usa-2",), [("H200", 141, "sxm5", 4.00, (8,))]),
+    "excesssupply": (("tokyo-japan-5",), [("H200", 141, "sxm5", 4.00, (8,))]),
     "crusoe": (("culpeper-usa-1", "houston-usa-2"), [
         ("A100_80G", 80, "pcie", 1.65, (1, 2, 4)), ("L40S", 48, "pcie", 1.45, (1, 8)),
         ("A100_80G_sxm4", 80, "sxm4", 2.30, (8,))]),
@@ -58,7 +58,7 @@ CLOUDS: dict[str, tuple[tuple[str, ...], list[tuple[str, int, str, float, tuple[
         ("A100_80G_sxm4", 80, "sxm4", 3.22, (1, 8)), ("H100", 80, "pcie", 5.99, (1, 8)),
         ("A5000", 24, "pcie", 1.42, (1, 2, 4)), ("A4000", 16, "pcie", 0.80, (1, 2, 4)),
         ("A6000", 48, "pcie", 1.93, (1, 2, 4)), ("V100", 32, "pcie", 2.34, (1,))]),
-    "vultr": (("newjersey-usa-1", "chicago-usa-1"), [("A16", 16, "pcie", 0.51, (1, 2, 4))]),
+    "vultr": (("bangalore-india-1",), [("A16", 16, "pcie", 0.51, (1, 2, 4))]),
 }
 SMALL_CLOUDS = ("massedcompute", "lambdalabs")
 SOLD_OUT_EVERY = 7
