@@ -5,7 +5,8 @@ provider, deterministically, so `gpuledger refresh --replay --recordings <root>`
 clients against the same replay server as the bundled recordings, only at the size each
 provider's API really answers. A provider with a module `bench.world.<provider>` is generated
 by its `generate(root: Path, scale: str) -> dict` (the `ProviderRecording.close()` tally); a
-provider without one is copied from its bundled recording, which is already at its real size.
+provider without one is copied from its bundled recording (bench/world/README.md says, per
+provider, why that copy is its real size).
 
 Scales: "world" (the real sizes, for `python -m bench`), "small" (the same formats at a few
 percent of the size, for the smoke test and `--quick`).

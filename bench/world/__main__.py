@@ -20,9 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     tallies = generate(args.out, args.scale, args.providers)
     print(f"{'provider':<14} {'source':<10} {'requests':>9} {'MB served':>10}")
     for t in tallies:
-        print(f"{t['provider']:<14} {t['source']:<10} {t['exchanges']:>9,} {t['body_bytes'] / 1e6:>10.1f}")
+        print(f"{t['provider']:<14} {t['source']:<10} {t['exchanges']:>9,} {t['body_bytes'] / 1e6:>10.3f}")
     total = sum(t["body_bytes"] for t in tallies)
-    print(f"{'all':<14} {'':<10} {sum(t['exchanges'] for t in tallies):>9,} {total / 1e6:>10.1f}"
+    print(f"{'all':<14} {'':<10} {sum(t['exchanges'] for t in tallies):>9,} {total / 1e6:>10.3f}"
           f"   ({time.perf_counter() - started:.0f} s)")
     return 0
 
