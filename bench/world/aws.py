@@ -69,14 +69,17 @@ SCALED_ACTIONS = {"DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "Des
 XML = "text/xml;charset=UTF-8"
 
 
-def builder():
-    """tools/build_aws_recordings.py as a module (its facts and serializers)."""
-    name = "build_aws_recordings"
+def builder(scale: str = "world"):
+    """tools/build_aws_recordings.py as a private module (its facts and serializers), with its
+    spot history starting HISTORY_DAYS[scale] before the recording's moment."""
+    name = f"bench_world_aws_builder_{scale}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, BUILDER_PATH)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
+        recorded = dt.datetime.fromisoformat(module.RECORDED_AT.replace("Z", "+00:00"))
+        module.HISTORY_START = recorded - dt.timedelta(days=HISTORY_DAYS[scale])
     return sys.modules[name]
 
 
@@ -186,21 +189,8 @@ def cpu_azs(region: str, name: str) -> list[str]:
     return [a for a in names if b.frac("world-cpu-az", name, a) < 0.85] or names[:1]
 
 
-def spot_changes(region: str, t: str, az: str, days: int) -> list[tuple[float, dt.datetime]]:
-    """The type's spot price changes in the AZ since `days` before recorded_at, newest first,
-    starting with the change in effect then (as AWS answers a StartTime)."""
-    b = builder()
-    start = dt.datetime.fromisoformat(b.RECORDED_AT.replace("Z", "+00:00")) - dt.timedelta(days=days)
-    out = []
-    for price, stamp in b.spot_history(t, region, az):
-        out.append((price, stamp))
-        if stamp <= start:
-            break
-    return out
-
-
 def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: str) -> dict[str, int]:
-    b = builder()
+    b = builder(scale)
     gpu = sorted(b.types_offered(region))
     gpu_set = set(gpu)
     every = sorted(set(cpu_names) | gpu_set)
@@ -223,7 +213,7 @@ def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: 
         for a in b.azs_for(t, region):
             if b.spot_price(t, region, a) is None:
                 continue
-            for price, stamp in spot_changes(region, t, a, HISTORY_DAYS[scale]):
+            for price, stamp in b.spot_history(t, region, a):
                 spots.append({"AvailabilityZone": a, "AvailabilityZoneId": b.az_id(region, a),
                               "InstanceType": t, "ProductDescription": "Linux/UNIX",
                               "SpotPrice": f"{price:.6f}", "Timestamp": stamp})
