@@ -122,15 +122,18 @@ def offer_chunks(region: str, scale: str, bundled_csv: bytes, used: list[str]) -
     lines: list[str] = []
     if region not in builder().REGION_ORDER:  # the bundled GPU-only files have no EBS products
         lines.extend(awsgen._storage_lines(row, rng, region, location, prefix))
+    pending = sum(map(len, lines))
     for t in region_cpu_order(region):
-        if used and written + sum(map(len, lines)) >= target:
+        if used and written + pending >= target:
             break
         used.append(t["name"])
-        lines.extend(awsgen.product_lines(row, rng, t, region, location, prefix, FILLER_KEEP[scale], stats))
+        more = awsgen.product_lines(row, rng, t, region, location, prefix, FILLER_KEEP[scale], stats)
+        lines.extend(more)
+        pending += sum(map(len, more))
         if len(lines) >= 20000:
             rng.shuffle(lines)  # the real file is sorted by SKU: products interleave
             chunk = "".join(lines).encode()
-            lines = []
+            lines, pending = [], 0
             written += len(chunk)
             yield chunk
     if lines:
@@ -195,8 +198,8 @@ def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: 
     gpu_set = set(gpu)
     every = sorted(set(cpu_names) | gpu_set)
     infos = {t: b.instance_type_info(t) for t in gpu}
-    _paged(rec, region, "DescribeInstanceTypes", "InstanceTypes",
-           [[infos[t] for t in page] for page in filtered_pages(every, PAGE_DESCRIBE_TYPES[scale], gpu_set.__contains__)], {})
+    type_pages = filtered_pages(every, PAGE_DESCRIBE_TYPES[scale], gpu_set.__contains__)
+    _paged(rec, region, "DescribeInstanceTypes", "InstanceTypes", [[infos[t] for t in page] for page in type_pages], {})
 
     offerings = []
     for t in every:
