@@ -42,7 +42,7 @@ BUILDER_PATH = REPO / "tools" / "build_aws_recordings.py"
 
 # The real all-region AmazonEC2 offer file (bench/awsgen.py: ~5.7 GB, ~7.7 M rows over 36
 # regions) split by an ESTIMATED weight per region: us-east-1 carries nearly every instance
-# type, the other large regions most, the rest about 40 % of them (README.md says why).
+# type, the other large regions most, the rest fewer (README.md says why).
 ALL_REGIONS_BYTES = awsgen.FULL_SCALE_BYTES
 ALL_REGIONS_COUNT = 36
 REGION_WEIGHT = {
@@ -59,7 +59,8 @@ HISTORY_DAYS = {"world": 30, "small": 2}
 FILLER_KEEP = {"world": 1.0, "small": 0.1}
 
 # Items scanned per page: at "world" the APIs' MaxResults upper bounds (API reference:
-# DescribeInstanceTypes 5-100, DescribeInstanceTypeOfferings 5-1000) and for spot history the
+# DescribeInstanceTypes 5-100, DescribeInstanceTypeOfferings 5-1000; the adapter sends no
+# MaxResults, and that the default is the upper bound is an estimate) and for spot history the
 # MaxResults the adapter asks (adapters/aws.py SPOT_HISTORY_PAGE_SIZE); "small" pages smaller so
 # its few items still span several pages.
 PAGE_DESCRIBE_TYPES = {"world": 100, "small": 20}
