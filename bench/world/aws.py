@@ -42,7 +42,7 @@ BUILDER_PATH = REPO / "tools" / "build_aws_recordings.py"
 
 # The real all-region AmazonEC2 offer file (bench/awsgen.py: ~5.7 GB, ~7.7 M rows over 36
 # regions) split by an ESTIMATED weight per region: us-east-1 carries nearly every instance
-# type, the other large regions most, the rest about 40 % of them (README.md says why).
+# type, the other large regions most, the rest fewer (README.md says why).
 ALL_REGIONS_BYTES = awsgen.FULL_SCALE_BYTES
 ALL_REGIONS_COUNT = 36
 REGION_WEIGHT = {
@@ -59,7 +59,8 @@ HISTORY_DAYS = {"world": 30, "small": 2}
 FILLER_KEEP = {"world": 1.0, "small": 0.1}
 
 # Items scanned per page: at "world" the APIs' MaxResults upper bounds (API reference:
-# DescribeInstanceTypes 5-100, DescribeInstanceTypeOfferings 5-1000) and for spot history the
+# DescribeInstanceTypes 5-100, DescribeInstanceTypeOfferings 5-1000; the adapter sends no
+# MaxResults, and that the default is the upper bound is an estimate) and for spot history the
 # MaxResults the adapter asks (adapters/aws.py SPOT_HISTORY_PAGE_SIZE); "small" pages smaller so
 # its few items still span several pages.
 PAGE_DESCRIBE_TYPES = {"world": 100, "small": 20}
@@ -69,14 +70,17 @@ SCALED_ACTIONS = {"DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "Des
 XML = "text/xml;charset=UTF-8"
 
 
-def builder():
-    """tools/build_aws_recordings.py as a module (its facts and serializers)."""
-    name = "build_aws_recordings"
+def builder(scale: str = "world"):
+    """tools/build_aws_recordings.py as a private module (its facts and serializers), with its
+    spot history starting HISTORY_DAYS[scale] before the recording's moment."""
+    name = f"bench_world_aws_builder_{scale}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, BUILDER_PATH)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
+        recorded = dt.datetime.fromisoformat(module.RECORDED_AT.replace("Z", "+00:00"))
+        module.HISTORY_START = recorded - dt.timedelta(days=HISTORY_DAYS[scale])
     return sys.modules[name]
 
 
@@ -119,15 +123,18 @@ def offer_chunks(region: str, scale: str, bundled_csv: bytes, used: list[str]) -
     lines: list[str] = []
     if region not in builder().REGION_ORDER:  # the bundled GPU-only files have no EBS products
         lines.extend(awsgen._storage_lines(row, rng, region, location, prefix))
+    pending = sum(map(len, lines))
     for t in region_cpu_order(region):
-        if used and written + sum(map(len, lines)) >= target:
+        if used and written + pending >= target:
             break
         used.append(t["name"])
-        lines.extend(awsgen.product_lines(row, rng, t, region, location, prefix, FILLER_KEEP[scale], stats))
+        more = awsgen.product_lines(row, rng, t, region, location, prefix, FILLER_KEEP[scale], stats)
+        lines.extend(more)
+        pending += sum(map(len, more))
         if len(lines) >= 20000:
             rng.shuffle(lines)  # the real file is sorted by SKU: products interleave
             chunk = "".join(lines).encode()
-            lines = []
+            lines, pending = [], 0
             written += len(chunk)
             yield chunk
     if lines:
@@ -186,27 +193,14 @@ def cpu_azs(region: str, name: str) -> list[str]:
     return [a for a in names if b.frac("world-cpu-az", name, a) < 0.85] or names[:1]
 
 
-def spot_changes(region: str, t: str, az: str, days: int) -> list[tuple[float, dt.datetime]]:
-    """The type's spot price changes in the AZ since `days` before recorded_at, newest first,
-    starting with the change in effect then (as AWS answers a StartTime)."""
-    b = builder()
-    start = dt.datetime.fromisoformat(b.RECORDED_AT.replace("Z", "+00:00")) - dt.timedelta(days=days)
-    out = []
-    for price, stamp in b.spot_history(t, region, az):
-        out.append((price, stamp))
-        if stamp <= start:
-            break
-    return out
-
-
 def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: str) -> dict[str, int]:
-    b = builder()
+    b = builder(scale)
     gpu = sorted(b.types_offered(region))
     gpu_set = set(gpu)
     every = sorted(set(cpu_names) | gpu_set)
     infos = {t: b.instance_type_info(t) for t in gpu}
-    _paged(rec, region, "DescribeInstanceTypes", "InstanceTypes",
-           [[infos[t] for t in page] for page in filtered_pages(every, PAGE_DESCRIBE_TYPES[scale], gpu_set.__contains__)], {})
+    type_pages = filtered_pages(every, PAGE_DESCRIBE_TYPES[scale], gpu_set.__contains__)
+    _paged(rec, region, "DescribeInstanceTypes", "InstanceTypes", [[infos[t] for t in page] for page in type_pages], {})
 
     offerings = []
     for t in every:
@@ -223,7 +217,7 @@ def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: 
         for a in b.azs_for(t, region):
             if b.spot_price(t, region, a) is None:
                 continue
-            for price, stamp in spot_changes(region, t, a, HISTORY_DAYS[scale]):
+            for price, stamp in b.spot_history(t, region, a):
                 spots.append({"AvailabilityZone": a, "AvailabilityZoneId": b.az_id(region, a),
                               "InstanceType": t, "ProductDescription": "Linux/UNIX",
                               "SpotPrice": f"{price:.6f}", "Timestamp": stamp})
