@@ -114,7 +114,8 @@ def refresh(
       gpuledger refresh --resume              # merge what a failed write left waiting
     """
     _setup_logging(verbose)
-    from gpuledger.flows.pipeline import UnknownProviderError, ensure_browsers, resolve_providers
+    from gpuledger.adapters.registry import UnknownProviderError
+    from gpuledger.flows.pipeline import ensure_browsers, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
@@ -165,7 +166,8 @@ def record(
     """
     _setup_logging(verbose)
     from gpuledger.flows import watchdog
-    from gpuledger.flows.pipeline import UnknownProviderError, resolve_providers
+    from gpuledger.adapters.registry import UnknownProviderError
+    from gpuledger.flows.pipeline import resolve_providers
 
     watchdog.ensure_watched()
     try:
