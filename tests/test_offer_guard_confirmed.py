@@ -45,22 +45,14 @@ def test_a_jump_seen_on_two_scrapes_in_a_row_loads_on_the_second(con) -> None:
                        "order by valid_from", [p]).fetchall() == [(2.0,), (12.4,)]
 
 
-def test_a_one_scrape_slip_is_held_and_the_next_normal_price_needs_no_confirmation(con) -> None:
+def test_a_slip_is_held_a_second_different_jump_too_and_a_normal_price_needs_no_confirmation(con) -> None:
     p = "runpod"
     day(con, p, 0)
-    day(con, p, 1, **{"h100.a": 20.0})  # 2.0 read as 20.0 once
-    back = day(con, p, 2)  # the source is right again: nothing to confirm, nothing held
-    assert price(con, p) == 2.0 and back.rows_quarantined == 0
-    again = day(con, p, 3, **{"h100.a": 20.0})  # a slip after a normal scrape is held afresh
-    assert price(con, p) == 2.0 and again.rows_quarantined == 1
-
-
-def test_a_second_different_jump_is_held_again(con) -> None:
-    p = "tensordock"
-    day(con, p, 0)
-    day(con, p, 1, **{"h100.a": 12.0})
-    other = day(con, p, 2, **{"h100.a": 120.0})  # x10 against the 12.0 held too: not the same new price
+    day(con, p, 1, **{"h100.a": 20.0})  # 2.0 read as 20.0
+    other = day(con, p, 2, **{"h100.a": 200.0})  # x10 against the 20.0 held too: not the same new price
     assert price(con, p) == 2.0 and other.rows_quarantined == 1
     [(reason,)] = con.execute("select reason from quarantine where run_id = (select run_id from scrape_runs "
                               "where provider = ? order by finished_at desc limit 1)", [p]).fetchall()
-    assert "moved from 2 to 120 USD" in reason
+    assert "moved from 2 to 200 USD" in reason
+    back = day(con, p, 3)  # the source is right again: nothing to confirm, nothing held
+    assert price(con, p) == 2.0 and back.rows_quarantined == 0
