@@ -339,9 +339,9 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 
 # The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
 # candidates; the single-GPU plan first, then fewest nodes: an offer keeps the first plan it
-# fits), costed as the pure functions above cost one offer (billed compute; storage at the
-# region's cheapest class, else the provider's cheapest; egress through the region's tiers, else
-# the provider's dearest region), ordered by (slow path, total, price per hour, key), collapsed
+# fits), costed as the pure functions above cost one offer (billed compute; storage on the
+# region's class whose billed volume costs least, else the provider's; egress through the
+# region's tiers, else the provider's dearest region), ordered by (slow path, total, price per hour, key), collapsed
 # to one row per provider/instance type/purchase option when asked, and cut to the top N. The
 # ranking carries narrow rows; the wide columns are joined back for the top N only.
 _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
@@ -513,7 +513,8 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
                 days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0,
                 budget=request.budget)
     sql = _COSTED_SQL.format(
-        plan_values=", ".join(values), volume_values=", ".join(volume_values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
+        plan_values=", ".join(values), volume_values=", ".join(volume_values),
+        hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
         first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
         hours_per_month=repr(HOURS_PER_MONTH), pcie_gbs=repr(PCIE_GBS), fabric_gbs=repr(FABRIC_GBS_ASSUMED),
         best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
