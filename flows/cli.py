@@ -114,7 +114,8 @@ def refresh(
       gpuledger refresh --resume              # merge what a failed write left waiting
     """
     _setup_logging(verbose)
-    from gpuledger.flows.pipeline import UnknownProviderError, ensure_browsers, resolve_providers
+    from gpuledger.adapters.registry import UnknownProviderError
+    from gpuledger.flows.pipeline import ensure_browsers, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
@@ -165,7 +166,8 @@ def record(
     """
     _setup_logging(verbose)
     from gpuledger.flows import watchdog
-    from gpuledger.flows.pipeline import UnknownProviderError, resolve_providers
+    from gpuledger.adapters.registry import UnknownProviderError
+    from gpuledger.flows.pipeline import resolve_providers
 
     watchdog.ensure_watched()
     try:
@@ -229,9 +231,13 @@ def sql(
     from gpuledger.warehouse.recommender.macros import install_macros
 
     try:
-        con = open_reader(db)
+        con = open_reader(db)  # waits up to LOCK_WAIT_S while a refresh writes
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
+    except KeyboardInterrupt:
+        raise _fail("the query was cancelled (Ctrl-C) while waiting for the refresh that is writing the "
+                    "warehouse; nothing was read", 130) from None
+
     def answer() -> tuple[list[str], list[tuple[Any, ...]]]:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
         rel = con.execute(query)

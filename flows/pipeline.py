@@ -22,7 +22,7 @@ import duckdb
 from gpuledger.adapters.base import (
     REDACTED, MissingCredentialsError, RedactingRecorder, SourceContext, quarantine_repeated, redact,
 )
-from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, spec
+from gpuledger.adapters.registry import SOURCES, source_module, spec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingProxy
 from gpuledger.flows.stopping import NEVER, RefreshInterrupted, Stopper
 from gpuledger.warehouse import pending

@@ -13,6 +13,7 @@ opened read-only for the query and closed again, so it never holds a refresh up 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import make_dataclass
 from typing import Any, Sequence
@@ -51,10 +52,9 @@ class Offers(list):  # type: ignore[type-arg]
 
     def df(self) -> Any:
         """The offers as a pandas DataFrame (needs pandas: pip install pandas)."""
-        try:
-            import pandas  # noqa: F401
-        except ImportError:
-            raise ImportError("Offers.df() needs pandas: pip install pandas") from None
+        # pyarrow imports pandas itself; checked first for a message that names the fix
+        if importlib.util.find_spec("pandas") is None:
+            raise ImportError("Offers.df() needs pandas: pip install pandas")
         return self._arrow.to_pandas()
 
     def pl(self) -> Any:

@@ -25,6 +25,7 @@ from gpuledger.warehouse.recommender.recommend import (
 from gpuledger.warehouse.recommender.spot import (
     checkpoint_write_hours, expected_run_hours, interruption_rate_per_hour, restart_hours,
 )
+from gpuledger.warehouse.recommender.volumes import billed_gb_for
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
 
@@ -370,9 +371,11 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
                                            c.cost.minimum_s, c.nodes)
             assert (c.cost.compute_usd, c.cost.billed_seconds_per_run) == (pytest.approx(compute, rel=1e-12), billed)
             assert c.cost.storage_usd == pytest.approx(
-                storage_cost(c.cost.storage_gb, c.cost.storage_usd_per_gb_month, hours * r.runs), rel=1e-12)
+                storage_cost(c.cost.storage_billed_gb, c.cost.storage_usd_per_gb_month, hours * r.runs), rel=1e-12)
             if c.cost.storage_source == "region":
                 assert c.cost.storage_usd_per_gb_month == cheapest[(c.provider, c.region)]
+            if c.cost.storage_source != "none":
+                assert c.cost.storage_billed_gb == billed_gb_for(c.provider, c.cost.storage_class, c.cost.storage_gb)
             if c.cost.egress_source == "region":
                 assert c.cost.egress_usd == pytest.approx(
                     tiered_egress_cost(c.cost.egress_gb, tiers_of[(c.provider, c.region)]), rel=1e-12, abs=1e-12)
@@ -488,7 +491,8 @@ def macro_names(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds", "is_fast_interconnect",
-                      "card_nvlink_reach", "node_link_ok", "working_volume_ok", "interruption_rate",
+                      "card_nvlink_reach", "node_link_ok", "working_volume_ok", "billed_volume_gb",
+                      "interruption_rate",
                       "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
 SCHEMA_MACROS = {"spot_price_stats_at"}  # the schema's own (warehouse/spot_stats.py), stored in the file
 

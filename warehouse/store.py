@@ -566,17 +566,42 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, batch: 
 
     One such jump among unchanged offers is a unit or parsing slip in that one record (3.99 read
     as 39.9), which the median checks of check_anomalies cannot see; the rest of the batch loads.
+    A slip is not repeated by the source: a jump the provider's previous successful scrape held
+    back, seen again now within the same factor of the price held then, is the real new price and
+    loads (listed in the notes), so a marketplace listing never sticks at its old price.
     For a provider in `policy.accept` every offer loads and the jumps are listed in the notes.
     """
     limit = policy.max_offer_ratio
     con.register("_incoming", offers)
     try:
-        jumps = con.execute(
-            f"""select {', '.join('i.' + k for k in OFFERS.key)}, o.price_per_hour, i.price_per_hour
+        rows = con.execute(
+            f"""with last_run as (
+                    select run_id from scrape_runs where provider = $p and state = 'ok'
+                    order by finished_at desc, rowid desc limit 1),
+                held_before as (
+                    select json_extract_string(q.raw, '$.region') as region,
+                           coalesce(json_extract_string(q.raw, '$.zone'), '') as zone,
+                           json_extract_string(q.raw, '$.instance_type') as instance_type,
+                           json_extract_string(q.raw, '$.purchase_option') as purchase_option,
+                           try_cast(json_extract(q.raw, '$.price_per_hour') as double) as price
+                    from quarantine q join last_run r on r.run_id = q.run_id
+                    where q.provider = $p and q.kind = 'offer'
+                      and starts_with(q.reason, 'per-offer anomaly guard: '))
+                select {', '.join('i.' + k for k in OFFERS.key)}, o.price_per_hour, i.price_per_hour,
+                       coalesce(i.price_per_hour <= h.price * $limit and i.price_per_hour * $limit >= h.price,
+                                false) as confirmed
                 from _incoming i join offers o on {_key_join(OFFERS, 'i', 'o')}
+                left join held_before h on h.region = i.region and h.zone = i.zone
+                     and h.instance_type = i.instance_type and h.purchase_option = i.purchase_option
                 where o.provider = $p and (i.price_per_hour > o.price_per_hour * $limit
                                            or i.price_per_hour * $limit < o.price_per_hour)
                 order by all""", {"p": provider, "limit": limit}).fetchall()
+        confirmed = [r[:7] for r in rows if r[7]]
+        if confirmed:
+            batch.notes.append(
+                f"{len(confirmed)} offer price jump(s) loaded, seen again after the previous scrape held them back: "
+                + "; ".join(f"{'/'.join(str(v) for v in r[1:5])} {r[5]:g} -> {r[6]:g} USD" for r in confirmed))
+        jumps = [r[:7] for r in rows if not r[7]]
         if not jumps:
             return offers, []
         described = [

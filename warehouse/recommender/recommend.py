@@ -28,6 +28,7 @@ from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
 from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, PCIE_GBS, step_work
+from gpuledger.warehouse.recommender.volumes import volume_sizings
 
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
@@ -155,7 +156,9 @@ class CostBreakdown:
     granularity_s: int
     minimum_s: int
     billing_source: str  # offer | provider | assumed
-    storage_gb: float
+    storage_gb: float  # the working set
+    storage_billed_gb: float  # the volume billed for it: the class's minimum and size tiers applied
+    storage_size_known: bool | None  # the class's sizing rule is published (None: no storage price)
     storage_class: str | None
     storage_usd_per_gb_month: float
     storage_source: str  # region | provider | none
@@ -336,9 +339,9 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 
 # The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
 # candidates; the single-GPU plan first, then fewest nodes: an offer keeps the first plan it
-# fits), costed as the pure functions above cost one offer (billed compute; storage at the
-# region's cheapest class, else the provider's cheapest; egress through the region's tiers, else
-# the provider's dearest region), ordered by (slow path, total, price per hour, key), collapsed
+# fits), costed as the pure functions above cost one offer (billed compute; storage on the
+# region's class whose billed volume costs least, else the provider's; egress through the
+# region's tiers, else the provider's dearest region), ordered by (slow path, total, price per hour, key), collapsed
 # to one row per provider/instance type/purchase option when asked, and cut to the top N. The
 # ranking carries narrow rows; the wide columns are joined back for the top N only.
 _NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
@@ -358,12 +361,21 @@ with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, 
            replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
 hits as not materialized ({hits}),
 chosen as (select {narrow} from hits {first_plan_only}),
+volume_sizes(provider, storage_class, min_gb, increment_gb, tiers_gb) as (values {volume_values}),
+storage_billed as (
+    -- Each plan's working set on each class that can hold it, billed at the class's size rule
+    -- (warehouse.recommender.volumes.billed_volume_gb, the reference).
+    select p.plan_idx, s.provider, s.region, s.storage_class, s.usd_per_gb_month as usd,
+           billed_volume_gb(p.storage_gb, v.min_gb, v.increment_gb, v.tiers_gb) as billed_gb,
+           v.min_gb is not null as size_known
+    from storage_prices s cross join plans p
+    left join volume_sizes v on v.provider = s.provider and v.storage_class = s.storage_class
+    where working_volume_ok(s.storage_class)),
 storage_region as (
-    select provider, region, min(usd_per_gb_month) as usd,
-           arg_min(storage_class, (usd_per_gb_month, storage_class)) as storage_class
-    from storage_prices where working_volume_ok(storage_class) group by all),
+    select plan_idx, provider, region, arg_min(s, (s.billed_gb * s.usd, s.storage_class)) as pick
+    from storage_billed s group by all),
 storage_provider as (
-    select provider, min(usd) as usd, arg_min(storage_class, (usd, storage_class)) as storage_class
+    select plan_idx, provider, arg_min(pick, (pick.billed_gb * pick.usd, pick.storage_class)) as pick
     from storage_region group by all),
 egress_region as (
     select p.plan_idx, e.provider, e.region,
@@ -412,9 +424,11 @@ costed as (
            -- greatest() skips NULLs: an unknown run time must stay unknown, never the minimum charge
            case when c.run_hours is not null
                 then billed_seconds(c.run_hours * 3600.0, c.granularity_s, c.minimum_s) end as billed_s,
-           coalesce(sr.storage_class, sp.storage_class) as storage_class,
-           coalesce(sr.usd, sp.usd, 0.0) as storage_usd_per_gb_month,
-           case when sr.usd is not null then 'region' when sp.usd is not null then 'provider'
+           coalesce(sr.pick.storage_class, sp.pick.storage_class) as storage_class,
+           coalesce(sr.pick.usd, sp.pick.usd, 0.0) as storage_usd_per_gb_month,
+           coalesce(sr.pick.billed_gb, sp.pick.billed_gb, c.storage_gb) as storage_billed_gb,
+           coalesce(sr.pick.size_known, sp.pick.size_known) as storage_size_known,
+           case when sr.pick is not null then 'region' when sp.pick is not null then 'provider'
                 else 'none' end as storage_source,
            coalesce(er.usd, ep.usd, 0.0) as egress_usd,
            case when er.usd is not null then 'region' when ep.usd is not null then 'provider'
@@ -424,8 +438,8 @@ costed as (
                      or ($method = 'qlora' and coalesce(c.gpu_vendor, '') <> 'NVIDIA') then 1
                 else 0 end as tier
     from timed c
-    left join storage_region sr on sr.provider = c.provider and sr.region = c.region
-    left join storage_provider sp on sp.provider = c.provider
+    left join storage_region sr on sr.plan_idx = c.plan_idx and sr.provider = c.provider and sr.region = c.region
+    left join storage_provider sp on sp.plan_idx = c.plan_idx and sp.provider = c.provider
     left join egress_region er on er.plan_idx = c.plan_idx and er.provider = c.provider and er.region = c.region
     left join egress_provider ep on ep.plan_idx = c.plan_idx and ep.provider = c.provider),
 totals as (
@@ -434,7 +448,7 @@ totals as (
           from (select *,
                        $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
                        case when run_hours is not null
-                            then storage_gb * storage_usd_per_gb_month * greatest($runs * run_hours, $days * 24.0)
+                            then storage_billed_gb * storage_usd_per_gb_month * greatest($runs * run_hours, $days * 24.0)
                                  / {hours_per_month} end as storage_usd
                 from costed))
     where $budget is null or compute_usd + storage_usd + egress_usd <= $budget),
@@ -489,12 +503,18 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
                      f"restart_h_{i}": restart_hours(est.base_weights_gb, est.checkpoint_gb),
                      f"write_h_{i}": checkpoint_write_hours(est.checkpoint_gb),
                      f"offload_b_{i}": work.offload_bytes, f"host_gb_{i}": est.host_gb})
+    volume_values = []
+    for j, v in enumerate(volume_sizings().values()):
+        volume_values.append(f"($vp_{j}, $vc_{j}, $vmin_{j}, $vinc_{j}, $vtiers_{j}::double[])")
+        args.update({f"vp_{j}": v.provider, f"vc_{j}": v.storage_class, f"vmin_{j}": v.min_gb,
+                     f"vinc_{j}": v.increment_gb, f"vtiers_{j}": list(v.tiers_gb)})
     args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
                 method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
                 days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0,
                 budget=request.budget)
     sql = _COSTED_SQL.format(
-        plan_values=", ".join(values), hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
+        plan_values=", ".join(values), volume_values=", ".join(volume_values),
+        hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
         first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
         hours_per_month=repr(HOURS_PER_MONTH), pcie_gbs=repr(PCIE_GBS), fabric_gbs=repr(FABRIC_GBS_ASSUMED),
         best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
@@ -609,6 +629,18 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
     return flags, tier
 
 
+def _volume_flags(row: dict[str, Any]) -> list[str]:
+    """What the storage figure bills beyond the working set, or that the class's minimum is unknown."""
+    need, billed, cls = row["storage_gb"], row["storage_billed_gb"], row["storage_class"]
+    if not row["storage_size_known"]:
+        return [f"no published minimum volume size for {row['provider']} {cls}: storage billed for the "
+                f"{need:.1f} GiB needed"]
+    if billed > math.ceil(need):  # a minimum or a size tier, not the rounding to a whole GiB
+        return [f"storage billed for a {billed:g} GiB {cls} volume ({row['provider']}'s minimum or size tier; "
+                f"the job needs {need:.1f} GiB)"]
+    return []
+
+
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
     """Rank the current offers that fit `request`, by the effective cost of the whole job."""
     if not macros_current(con):
@@ -627,6 +659,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             compute_usd=row["compute_usd"], storage_usd=row["storage_usd"], egress_usd=row["egress_usd"],
             billed_seconds_per_run=row["billed_s"], granularity_s=int(row["granularity_s"]),
             minimum_s=int(row["minimum_s"]), billing_source=row["billing_source"], storage_gb=row["storage_gb"],
+            storage_billed_gb=row["storage_billed_gb"], storage_size_known=row["storage_size_known"],
             storage_class=row["storage_class"], storage_usd_per_gb_month=row["storage_usd_per_gb_month"],
             storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
         flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
@@ -649,6 +682,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             flags.append(f"no storage price for {row['provider']}: storage assumed free")
         elif s_src == "provider":
             flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
+        if s_src != "none":
+            flags.extend(_volume_flags(row))
         if request.days is not None or request.runs > 1:
             keep = row["persists_when_stopped"]
             if keep is False:

@@ -107,6 +107,20 @@ create or replace macro working_volume_ok(storage_class) as
                                   'container-disk')
          or regexp_matches(lower(storage_class), 'hdd|archive|cold|glacier|nearline|object|blob'));
 
+-- GiB billed for a volume that must hold need_gb, by its class's published sizing rule
+-- (warehouse/data/storage_volume_sizes.csv): at least min_gb, then the smallest of tiers_gb that
+-- holds it (past the largest tier, whole disks of the largest size), else rounded up to
+-- increment_gb (0: any size). A NULL min_gb (no published rule) bills the size needed.
+-- Mirrors warehouse.recommender.volumes.billed_volume_gb.
+create or replace macro billed_volume_gb(need_gb, min_gb, increment_gb, tiers_gb) as
+    case when min_gb is null then need_gb
+         when len(coalesce(tiers_gb, [])) > 0
+              then coalesce(list_min(list_filter(tiers_gb, lambda t: t >= greatest(need_gb, min_gb))),
+                            ceil(greatest(need_gb, min_gb) / list_max(tiers_gb)) * list_max(tiers_gb))
+         when coalesce(increment_gb, 0) > 0
+              then ceil(greatest(need_gb, min_gb) / increment_gb) * increment_gb
+         else greatest(need_gb, min_gb) end;
+
 -- True when a GPU has a fast path for training in train_precision
 -- ('bf16' | 'fp16' | 'fp32'): BF16 needs the hardware type (Ampere and later),
 -- FP16 tensor cores start with Volta; FP32 runs everywhere.
