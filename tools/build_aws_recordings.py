@@ -2165,7 +2165,32 @@ def build(root: Path) -> Writer:
     manifest = {"provider": "aws", "recorded_at": RECORDED_AT, "settings": SETTINGS, "exchanges": w.exchanges}
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     stats["exchanges"] = len(w.exchanges)
+    stats["unit exchanges"] = build_capacity_block_unit(root, root.parent / UNIT, w.exchanges)
     return w
+
+
+# The refresh unit `aws_capacity_blocks` (adapters/aws_capacity_blocks.py) asks only these of
+# the same recording, in the capacity-block regions: its folder holds copies of their bodies.
+UNIT = "aws_capacity_blocks"
+UNIT_ACTIONS = ("DescribeInstanceTypes", "DescribeCapacityBlockOfferings")
+UNIT_SETTINGS = {"aws_capacity_blocks": ",".join(CAPACITY_BLOCK_REGIONS)}
+
+
+def build_capacity_block_unit(aws_root: Path, root: Path, exchanges: list[dict]) -> int:
+    hosts = {f"ec2.{rg}.amazonaws.com" for rg in CAPACITY_BLOCK_REGIONS}
+    kept = [ex for ex in exchanges if ex["host"] in hosts
+            and ex["match"].get("params", {}).get("Action") in UNIT_ACTIONS]
+    if root.exists():
+        for child in root.iterdir():
+            if child.name != "README.md":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    for ex in kept:
+        rel = ex["response"]["body_file"]
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(aws_root / rel, root / rel)
+    manifest = {"provider": UNIT, "recorded_at": RECORDED_AT, "settings": UNIT_SETTINGS, "exchanges": kept}
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return len(kept)
 
 
 # =====================================================================================
