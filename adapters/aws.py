@@ -1077,8 +1077,9 @@ def _add_reserved_offer(batch: Batch, p: RegionPayload, rows: list[PriceRow], on
 def _add_savings_plan_offers(batch: Batch, p: RegionPayload, on_demand_price: dict[str, float],
                              fields_of: dict[str, dict[str, Any] | Exception]) -> None:
     """Each Savings Plan rate of an on-demand offer of the region (joined by its price-list SKU) as
-    its own purchase option, at the plan's hourly rate (already the effective rate)."""
-    on_demand = {r.sku: r for r in p.prices if r.kind == "instance"}
+    its own purchase option, at the plan's hourly rate (already the effective rate). A rate of an
+    on-demand row that became no offer (quarantined) makes none either."""
+    on_demand = {r.sku: r for r in p.prices if r.kind == "instance" and on_demand_price.get(r.instance_type) == r.price}
     for rate in aws_savings_plans.join_on_demand(p.savings_plans, on_demand, p.skipped):
         row = on_demand[rate.discounted_sku]
         itype = row.instance_type

@@ -14,6 +14,7 @@ tests/test_commitments.py).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections import Counter
@@ -148,3 +149,17 @@ def test_docs_query_shows_savings_plans_beside_reserved(us_east_1, tmp_path: Pat
     assert rows[0]["purchase_option"] == "reserved_3y_all_upfront"  # 20.695053, the cheapest
     assert [r["committed_usd_per_hour"] for r in rows] == sorted(r["committed_usd_per_hour"] for r in rows)
     assert "## " + QUERY in DOC.read_text()
+
+
+def test_an_on_demand_row_quarantined_takes_its_savings_plans_with_it(us_east_1) -> None:
+    _, payload = us_east_1
+    prices = [dataclasses.replace(r, currency="EUR") if r.sku == P5_SKU and r.kind == "instance" else r
+              for r in payload.prices]
+    skipped: Counter[str] = Counter()
+    batch = Batch("aws")
+    aws.build_region(batch, aws.RegionPayload(region="us-east-1", prices=prices, savings_plans=payload.savings_plans,
+                                              skipped=skipped))
+    options = {o.purchase_option for o in batch.offers if o.instance_type == "p5.48xlarge"}
+    assert not any("savings_plan" in o for o in options) and "on_demand" not in options
+    assert skipped[sp.SKIP_NO_ON_DEMAND] == 12  # the twelve plans' rates of that SKU
+    assert any(q.source_ref.startswith("us-east-1/p5.48xlarge/") and "EUR" in q.reason for q in batch.quarantined)
