@@ -92,10 +92,12 @@ class _SavingsPlanFile:
         self.region = region
         self.families = families
         self.skipped = skipped
+        self.products_seen = 0
         self.plans: dict[str, tuple[str, str]] = {}  # plan sku -> (commitment, payment option)
         self.terms: list[tuple[str, int, str, list[dict[str, Any]]]] = []  # (sku, months, description, kept rates)
 
     def product(self, item: Any) -> None:
+        self.products_seen += 1
         try:
             kind = PLAN_KINDS.get(item.get("productFamily", ""))
             payment = PAYMENTS.get((item.get("attributes") or {}).get("purchaseOption", ""))
@@ -153,15 +155,24 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
     every other rate is counted in `skipped` by reason. Memory holds one term at a time."""
     skipped = Counter() if skipped is None else skipped
     found = _SavingsPlanFile(region, families, skipped)
-    coros = [ijson.items_coro(_Sink(found.product), "products.item"),
-             ijson.items_coro(_Sink(found.term), "terms.savingsPlan.item")]
+    products = ijson.items_coro(_Sink(found.product), "products.item")
+    terms = ijson.items_coro(_Sink(found.term), "terms.savingsPlan.item")
+    products_open = True
     try:
         for chunk in chunks:
-            if chunk:
-                for coro in coros:
-                    coro.send(chunk)
-        for coro in coros:
-            coro.close()
+            if not chunk:
+                continue
+            products_before, terms_before = found.products_seen, len(found.terms)
+            if products_open:
+                products.send(chunk)
+            terms.send(chunk)
+            if products_open and products_before and not terms_before and found.terms:
+                # The first term came in a chunk after products: that array had closed, and the rest
+                # of the file, nearly all of it, need not be parsed twice.
+                products_open = False
+        terms.close()
+        if products_open:
+            products.close()
     except ijson.JSONError as err:
         raise SchemaDriftError(f"aws: Savings Plans file for {region} is not valid JSON "
                                f"(truncated download?): {str(err)[:200]}") from None

@@ -163,3 +163,13 @@ def test_an_on_demand_row_quarantined_takes_its_savings_plans_with_it(us_east_1)
     assert not any("savings_plan" in o for o in options) and "on_demand" not in options
     assert skipped[sp.SKIP_NO_ON_DEMAND] == 12  # the twelve plans' rates of that SKU
     assert any(q.source_ref.startswith("us-east-1/p5.48xlarge/") and "EUR" in q.reason for q in batch.quarantined)
+
+
+def test_terms_before_products_parse_the_same() -> None:
+    # The documentation shows products first; a file that lists its terms first loses nothing.
+    whole, _ = parsed_rates()
+    doc = json.loads(gzip.decompress(SP_US_EAST_1.read_bytes()))
+    body = json.dumps({"terms": doc["terms"], "products": doc["products"]}).encode()
+    chunks = [body[i:i + 4096] for i in range(0, len(body), 4096)]
+    assert sp.parse_savings_plan_chunks(chunks, "us-east-1", aws.GPU_FAMILIES) == whole
+    assert len(whole) == 756  # 63 GPU types' rates x 12 plans
