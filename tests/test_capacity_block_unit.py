@@ -19,8 +19,10 @@ import pytest
 
 from gpuledger.adapters import aws_capacity_blocks, registry
 from gpuledger.adapters.base import MissingCredentialsError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows import cadence
-from gpuledger.warehouse.store import close_writer, open_writer
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
 from tests.builders import load_day, offer, replayed_warehouse
 from tests.conftest import replay_context
 
@@ -45,13 +47,24 @@ def aws_state(db: Path) -> dict[str, list[tuple]]:
     )}
 
 
-def test_the_unit_asks_only_for_instance_types_and_capacity_blocks(replay) -> None:
-    server = replay(UNIT)
-    batch = aws_capacity_blocks.fetch(replay_context(server, UNIT))
-    actions = sorted({r.params.get("Action") for _, r in server.requests})
+@pytest.fixture(scope="module")
+def unit_fetch() -> tuple[Batch, list]:
+    """The unit's batch, fetched once by its real client from its recording, and the requests it made."""
+    with ReplayServer(BUNDLED_RECORDINGS, providers=[UNIT]) as server:
+        return aws_capacity_blocks.fetch(replay_context(server, UNIT)), list(server.requests)
+
+
+@pytest.fixture
+def unit_batch(unit_fetch) -> Batch:
+    return unit_fetch[0]
+
+
+def test_the_unit_asks_only_for_instance_types_and_capacity_blocks(unit_fetch) -> None:
+    batch, requests = unit_fetch
+    actions = sorted({r.params.get("Action") for _, r in requests})
     assert actions == ["DescribeCapacityBlockOfferings", "DescribeInstanceTypes"]
-    assert {h for h, _ in server.requests} == {"ec2.us-east-1.amazonaws.com"}
-    assert sum(r.params.get("Action") == "DescribeCapacityBlockOfferings" for _, r in server.requests) == 24
+    assert {h for h, _ in requests} == {"ec2.us-east-1.amazonaws.com"}
+    assert sum(r.params.get("Action") == "DescribeCapacityBlockOfferings" for _, r in requests) == 24
     assert batch.offers == [] and batch.quarantined == [] and len(batch.capacity_blocks) == 171
     assert {b.provider for b in batch.capacity_blocks} == {"aws"}
     (block,) = [b for b in batch.capacity_blocks if b.offering_id == "cb-098d575e639c27b67"]
@@ -60,7 +73,7 @@ def test_the_unit_asks_only_for_instance_types_and_capacity_blocks(replay) -> No
     assert block.start_at == datetime(2026, 11, 30, 11, 30, tzinfo=timezone.utc)
 
 
-def test_a_blocks_only_run_leaves_aws_offers_alone_and_an_aws_run_keeps_the_blocks(tmp_path: Path) -> None:
+def test_a_blocks_only_run_leaves_aws_offers_alone_and_an_aws_run_keeps_the_blocks(unit_batch, tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
     con = open_writer(db)
     try:
@@ -89,7 +102,13 @@ def test_a_blocks_only_run_leaves_aws_offers_alone_and_an_aws_run_keeps_the_bloc
     assert rows(db, "select count(*) from capacity_block_offerings") == [(171,)]
 
     # The next blocks-only run adds a newer set; the older stays as history
-    replayed_warehouse(db, [UNIT], refresh_id="refresh-blocks-2")
+    con = open_writer(db)
+    try:
+        now = datetime(2026, 12, 1, 7, 30, tzinfo=timezone.utc)
+        outcome = ScrapeOutcome(UNIT, "replay", now, now, batch=unit_batch, side_tables_only=True)
+        assert load_outcome(con, outcome, "refresh-blocks-2", AnomalyPolicy(), now=now).ok
+    finally:
+        close_writer(con)
     assert rows(db, "select count(*), count(distinct run_id) from capacity_block_offerings") == [(342, 2)]
     assert rows(db, "select price_per_hour from offers where instance_type = 'p5.48xlarge'") == [(54.0,)]
 
