@@ -13,7 +13,9 @@ Sources, all through real clients:
 - interruption frequency and savings: the public Spot Instance Advisor feed;
 - egress: the AWSDataTransfer price list; EBS: storage rows of the EC2 list;
 - Reserved Instances: the Reserved rows of the same price list (GPU families), one offer per
-  term (lease, payment option, offering class) at its effective hourly rate.
+  term (lease, payment option, offering class) at its effective hourly rate;
+- Savings Plans (Compute and EC2 Instance): the public Savings Plans price list, streamed
+  (adapters/aws_savings_plans.py), each plan's rate joined to the on-demand offer by its SKU.
 
 `fetch_*` functions do I/O and return payloads; `parse_*`/`build_*` are pure.
 """
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 
+from gpuledger.adapters import aws_savings_plans
 from gpuledger.adapters.base import (
     RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json, register_secret, scrubbed,
 )
@@ -856,6 +859,8 @@ class RegionPayload:
     spot: dict[tuple[str, str], tuple[float, str]] | None = None
     spot_history: list[SpotObservation] = field(default_factory=list)
     capacity_blocks: list[dict[str, Any]] = field(default_factory=list)  # CapacityBlockOfferings items
+    savings_plans: list[aws_savings_plans.SavingsPlanRate] = field(default_factory=list)
+    savings_plan_publication: str | None = None
     advisor: dict[str, tuple[str, int]] = field(default_factory=dict)
     publication: str | None = None
     skipped: Counter[str] = field(default_factory=Counter)  # price-list rows not kept, by reason
@@ -932,6 +937,7 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
     fields: dict[str, dict[str, Any] | Exception] = {}  # per type: twelve terms share one description
     for rows in reserved.values():
         _add_reserved_offer(batch, p, rows, on_demand.get(rows[0].instance_type), fields)
+    _add_savings_plan_offers(batch, p, on_demand, fields)
     if p.spot is not None and p.specs is not None:
         for (itype, az), (price, stamp) in sorted(p.spot.items()):
             _add_spot_offer(batch, p, itype, az, price, stamp, on_demand.get(itype))
@@ -1066,6 +1072,63 @@ def _add_reserved_offer(batch: Batch, p: RegionPayload, rows: list[PriceRow], on
         interruption_risk=None, spot_savings_pct=None,
         provider_data=json.dumps(data, sort_keys=True), **fields,
     )
+
+
+def _add_savings_plan_offers(batch: Batch, p: RegionPayload, on_demand_price: dict[str, float],
+                             fields_of: dict[str, dict[str, Any] | Exception]) -> None:
+    """Each Savings Plan rate of an on-demand offer of the region (joined by its price-list SKU) as
+    its own purchase option, at the plan's hourly rate (already the effective rate). A rate of an
+    on-demand row that became no offer (quarantined) makes none either."""
+    on_demand = {r.sku: r for r in p.prices if r.kind == "instance" and on_demand_price.get(r.instance_type) == r.price}
+    for rate in aws_savings_plans.join_on_demand(p.savings_plans, on_demand, p.skipped):
+        row = on_demand[rate.discounted_sku]
+        itype = row.instance_type
+        ref = f"{p.region}/{itype}/{rate.rate_code or rate.plan_sku}"
+        raw = rate.__dict__
+        if itype not in fields_of:
+            try:
+                fields_of[itype] = _instance_fields(p, itype, row)
+            except (UnknownGPUError, ValueError) as err:
+                fields_of[itype] = err
+        fields = fields_of[itype]
+        if isinstance(fields, Exception):
+            batch.quarantine("offer", ref, f"savings plan: {fields}", raw)
+            continue
+        if rate.currency != "USD":
+            batch.quarantine("offer", ref, f"savings plan rate in {rate.currency or 'no currency'}, not USD; "
+                             "no conversion is configured", raw)
+            continue
+        try:
+            price = float(rate.rate)
+        except ValueError:
+            batch.quarantine("offer", ref, f"savings plan rate {rate.rate!r} is not a number", raw)
+            continue
+        od_price = on_demand_price.get(itype)
+        zones = p.offerings.get(itype, []) if p.offerings is not None else None
+        data = {"sku": row.sku, "savings_plan_sku": rate.plan_sku, "rate_code": rate.rate_code,
+                "usage_type": rate.usage_type, "plan": rate.description, "availability_zones": zones,
+                "saving_vs_on_demand_pct": round(100 * (1 - price / od_price), 1) if od_price else None}
+        batch.offer(
+            ref, raw, region=p.region, zone="",
+            purchase_option=commitment_option(rate.commitment, rate.term_months, rate.payment_option),
+            term_months=rate.term_months, payment_option=rate.payment_option,
+            price_per_hour=price, source_currency="USD", source_price_per_hour=price,
+            price_observed_at=p.savings_plan_publication or p.publication,
+            available=(bool(zones) if zones is not None else None),
+            available_count=(len(zones) if zones is not None else None),
+            availability_level=("offered in %d AZs" % len(zones) if zones else ("not offered" if zones is not None else None)),
+            interruption_risk=None, spot_savings_pct=None,
+            provider_data=json.dumps(data, sort_keys=True), **fields,
+        )
+
+
+def fetch_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str],
+                        skipped: Counter[str]) -> list[aws_savings_plans.SavingsPlanRate]:
+    """A region's Savings Plans file, streamed and parsed as it arrives (rates of GPU families only)."""
+    if region not in index:
+        return []
+    return aws_savings_plans.parse_savings_plan_chunks(
+        ctx.stream_bytes(client, PRICING_BULK_HOST, index[region]), region, GPU_FAMILIES, skipped)
 
 
 def _add_spot_offer(batch: Batch, p: RegionPayload, itype: str, az: str, price: float, stamp: str,
@@ -1328,6 +1391,8 @@ def fetch(ctx: SourceContext) -> Batch:
         dt_index = {} if use_api else parse_region_index(
             _json_body(ctx, client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX), "AWSDataTransfer")
         advisor_doc = _json_body(ctx, client, SPOT_ADVISOR_HOST, SPOT_ADVISOR_PATH)
+        sp_doc = _json_body(ctx, client, PRICING_BULK_HOST, aws_savings_plans.SAVINGS_PLAN_REGION_INDEX)
+        sp_index = aws_savings_plans.parse_savings_plan_index(sp_doc)
         enabled = fetch_enabled_regions(ctx) if use_ec2 and config.aws_regions is None else None
         regions = ctx.select_regions(ec2_index, default_regions(ec2_index, enabled), "the price list")
         block_regions = capacity_block_regions(config.aws_capacity_blocks, regions) if use_ec2 else set()
@@ -1338,8 +1403,10 @@ def fetch(ctx: SourceContext) -> Batch:
 
         def one_region(region: str) -> RegionPayload:
             # The EC2 API answers (other hosts) are fetched while the price list streams.
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-ec2-{region}") as side:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"aws-ec2-{region}") as side:
                 spot_skipped: Counter[str] = Counter()
+                sp_skipped: Counter[str] = Counter()
+                plans = side.submit(fetch_savings_plans, ctx, client, region, sp_index, sp_skipped)
 
                 def ec2_calls() -> tuple[Any, ...]:
                     ec2 = ec2_client(ctx, region)
@@ -1358,6 +1425,9 @@ def fetch(ctx: SourceContext) -> Batch:
                 payload = RegionPayload(region=region, prices=prices, publication=publication,
                                         advisor=parse_spot_advisor(advisor_doc, region), skipped=skipped,
                                         spot_skipped=spot_skipped)
+                payload.savings_plans = plans.result()
+                payload.savings_plan_publication = sp_doc.get("publicationDate")
+                payload.skipped.update(sp_skipped)
                 if ec2 is not None:
                     (payload.specs, payload.offerings, payload.spot, payload.spot_history,
                      payload.capacity_blocks) = ec2.result()
@@ -1370,4 +1440,7 @@ def fetch(ctx: SourceContext) -> Batch:
         build_region(batch, payload)
     batch.notes.extend(refresh_notes(payloads))
     batch.notes.extend(sorted(block_notes))
+    no_plans = sorted(set(regions) - set(sp_index))
+    if no_plans:
+        batch.notes.append(f"{len(no_plans)} regions have no Savings Plans price file: {', '.join(no_plans)}")
     return batch

@@ -52,6 +52,9 @@ class ProviderSpec(BaseModel):
     # holds it to that); scrapy's retry middleware does not, so page sources say False.
     honours_retry_after: bool = True
     anomaly: AnomalyThresholds = AnomalyThresholds()
+    # A refresh unit of another provider that loads side tables only (capacity blocks): its run never
+    # merges offers, egress or storage, so it leaves the provider's rows as they are.
+    side_tables_only: bool = False
     facts: ProviderFacts
 
     @model_validator(mode="after")

@@ -43,13 +43,21 @@ SOURCES: dict[str, str] = {
 }
 
 
+# Parts of a provider refreshed on a cadence of their own (flows/cadence.py): run and loaded like a
+# source, but no source of offers, so not in SOURCES (a full refresh, the provider tables and the
+# fault matrix cover the provider itself, which fetches the same data in its own scrape).
+UNITS: dict[str, str] = {
+    "aws_capacity_blocks": "gpuledger.adapters.aws_capacity_blocks",
+}
+
+
 class UnknownProviderError(ValueError):
     pass
 
 
 def source_module(name: str) -> ModuleType:
     try:
-        path = SOURCES[name]
+        path = SOURCES[name] if name in SOURCES else UNITS[name]
     except KeyError:
         raise UnknownProviderError(
             f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}") from None

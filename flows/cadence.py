@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from gpuledger.adapters.registry import specs
+from gpuledger.adapters.registry import UNITS, specs
 from gpuledger.warehouse.store import RefreshRunningError, refresh_lock
 
 log = logging.getLogger("gpuledger.refresh")
@@ -44,6 +44,9 @@ CADENCES: dict[str, Cadence] = {
 # Providers refreshed with another group than their kind's: RunPod's interruptible pods are priced
 # and stocked like a marketplace's.
 ALSO: dict[str, str] = {"runpod": "market"}
+# Refresh units (adapters/registry.py UNITS) and the group that runs each: Capacity Blocks are sold
+# out and released through the day, while AWS's price list is scraped nightly.
+UNIT_GROUPS: dict[str, str] = {"aws_capacity_blocks": "capacity"}
 
 # How long a scheduled refresh waits for a running one (prefect.yaml's `lock_wait_s`): less than
 # the hourly interval, so waiting runs never pile up; one that gives up fails with the lock's message.
@@ -59,10 +62,13 @@ def group_of(name: str, kind: str) -> str:
 
 
 def groups() -> dict[str, list[str]]:
-    """Cadence group -> its providers (every registered provider is in exactly one)."""
+    """Cadence group -> its providers and refresh units (every registered provider and unit is in
+    exactly one)."""
     out: dict[str, list[str]] = {g: [] for g in CADENCES}
     for spec in specs():
         out[group_of(spec.name, spec.facts.kind)].append(spec.name)
+    for unit in sorted(UNITS):
+        out[UNIT_GROUPS[unit]].append(unit)
     return out
 
 

@@ -95,6 +95,7 @@ class FetchResult:
     finished_at: Any
     facts: dict[str, Any]
     min_row_ratio: float | None = None  # the source's own anomaly threshold (ProviderSpec.anomaly), if any
+    side_tables_only: bool = False  # ProviderSpec.side_tables_only
 
 
 def fetch_source(plan: SourcePlan) -> FetchResult:
@@ -125,7 +126,7 @@ def fetch_source(plan: SourcePlan) -> FetchResult:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
     provider = module.PROVIDER
     return FetchResult(plan.provider, batch, ctx.requests_made, started, utcnow(), provider.facts_row(),
-                       min_row_ratio=provider.anomaly.min_row_ratio)
+                       min_row_ratio=provider.anomaly.min_row_ratio, side_tables_only=provider.side_tables_only)
 
 
 class ScrapeTimeout(TimeoutError):
@@ -171,7 +172,7 @@ def outcome_from(result: FetchResult | None, plan: SourcePlan, error: str | None
     if result is not None:
         return ScrapeOutcome(plan.provider, plan.mode, result.started_at, result.finished_at, batch=result.batch,
                              requests=result.requests, provider_facts=result.facts,
-                             min_row_ratio=result.min_row_ratio)
+                             min_row_ratio=result.min_row_ratio, side_tables_only=result.side_tables_only)
     return ScrapeOutcome(plan.provider, plan.mode, started, utcnow(), error=error)
 
 

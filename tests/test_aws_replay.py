@@ -79,8 +79,12 @@ def test_counts_per_purchase_option_and_region(bulk_batch) -> None:
     # p5.48xlarge in us-east-1 has no 1-year Standard term (the real data of the README).
     terms = [f"{c}_{y}y_{p}_upfront" for c in ("reserved", "reserved_convertible") for y in (1, 3)
              for p in ("no", "partial", "all")]
+    # Six Compute and six EC2 Instance Savings Plans (1/3 years x 3 payment options): the recording has
+    # a rate of each for every GPU type priced in a region, so every on-demand offer has all twelve.
+    plans = [f"{c}_savings_plan_{y}y_{p}_upfront" for c in ("compute", "ec2_instance") for y in (1, 3)
+             for p in ("no", "partial", "all")]
     assert Counter(o.purchase_option for o in batch.offers) == {
-        "on_demand": 789, "spot": 2176, **dict.fromkeys(terms, 773),
+        "on_demand": 789, "spot": 2176, **dict.fromkeys(terms, 773), **dict.fromkeys(plans, 789),
         **dict.fromkeys(("reserved_1y_no_upfront", "reserved_1y_partial_upfront", "reserved_1y_all_upfront"), 772)}
     # One on-demand offer per Linux/Shared/Used GPU row of each region's CSV.
     per_region = Counter(o.region for o in batch.offers if o.purchase_option == "on_demand")

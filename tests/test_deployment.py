@@ -25,7 +25,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from gpuledger.adapters.registry import specs
+from gpuledger.adapters.registry import UNITS, specs
 from gpuledger.flows.cadence import CADENCES, SCHEDULED_LOCK_WAIT_S, groups, providers_in
 from gpuledger.flows.ops_cli import NIGHTLY_CRON, NIGHTLY_TIMEZONE, nightly_deployment, register
 from tests.builders import replayed_warehouse, shared_prefect_server
@@ -102,7 +102,7 @@ def test_one_deployment_per_cadence_group_on_its_schedule() -> None:
 def test_every_provider_is_in_exactly_one_cadence_group() -> None:
     found = groups()
     listed = [p for members in found.values() for p in members]
-    assert sorted(listed) == sorted(s.name for s in specs()) and len(listed) == len(set(listed))
+    assert sorted(listed) == sorted([s.name for s in specs()] + list(UNITS)) and len(listed) == len(set(listed))
     assert {"aws", "azure", "gcp", "oci"} == set(found["nightly"])  # the hyperscalers
     assert {"vastai", "tensordock", "shadeform", "runpod"} == set(found["market"])  # RunPod: ALSO
     assert "lambda" in found["capacity"] and "runpod" not in found["capacity"]

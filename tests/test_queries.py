@@ -93,6 +93,7 @@ TESTED_ELSEWHERE = {
     "p95 spot price of p5.48xlarge in us-east-1 over 30 days, per AZ": "tests/test_spot_history.py",
     "Capacity Block of 8 x H100 for 3 days starting next week": "tests/test_spot_history.py",
     "3-year commitment vs on-demand for a3-highgpu-8g": "tests/test_commitments.py",
+    "3-year commitment vs on-demand for p5.48xlarge: Reserved and Savings Plans": "tests/test_savings_plans.py",
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, load_manifest
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.adapters.registry import SOURCES, UnknownProviderError, source_module, specs
+from gpuledger.adapters.registry import SOURCES, UNITS, UnknownProviderError, source_module, specs
 from gpuledger.warehouse import gpus
 from gpuledger.warehouse.records import ProviderFacts
 
@@ -48,7 +48,7 @@ def test_every_source_has_a_documented_recording(provider: str) -> None:
 
 
 def test_every_registered_module_exists_once() -> None:
-    modules = list(SOURCES.values())
+    modules = list(SOURCES.values()) + list(UNITS.values())  # a refresh unit declares its spec too
     assert len(modules) == len(set(modules))
     # A source module is one that declares a source; a module of shared code does not.
     declaring = {f"gpuledger.{folder}.{p.stem}" for folder in ("adapters", "spiders") for p in

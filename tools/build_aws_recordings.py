@@ -964,6 +964,23 @@ CAPACITY_BLOCK_REGIONS = ("us-east-1",)
 CAPACITY_BLOCK_HOURS = (24, 72, 168, 336)
 CAPACITY_BLOCK_START_DAYS = (1, 4, 8, 9, 15)
 SETTINGS = {"aws_price_source": "bulk", "aws_capacity_blocks": ",".join(CAPACITY_BLOCK_REGIONS)}
+# Savings Plans price list (savingsPlan/v1.0/aws/AWSComputeSavingsPlan): its version and
+# publication, and the rate of each plan as a share of the Linux on-demand price. MADE UP: AWS's
+# Savings Plans pricing page shows rates only in its interactive calculator, which no stored
+# source captured; the shares are of the size AWS states ("up to 66%" off for Compute, "up to
+# 72%" for EC2 Instance Savings Plans), deeper for 3 years and more upfront. Keyed
+# (productFamily, years, purchase option).
+SP_VERSION = "20261124183551"
+SP_PUBLICATION = "2026-11-24T18:35:51Z"
+SP_EFFECTIVE = "2026-11-24T00:00:00Z"
+SP_SHARE = {
+    ("ComputeSavingsPlans", 1, "No Upfront"): 0.75, ("ComputeSavingsPlans", 1, "Partial Upfront"): 0.73,
+    ("ComputeSavingsPlans", 1, "All Upfront"): 0.72, ("ComputeSavingsPlans", 3, "No Upfront"): 0.55,
+    ("ComputeSavingsPlans", 3, "Partial Upfront"): 0.52, ("ComputeSavingsPlans", 3, "All Upfront"): 0.50,
+    ("EC2InstanceSavingsPlans", 1, "No Upfront"): 0.66, ("EC2InstanceSavingsPlans", 1, "Partial Upfront"): 0.64,
+    ("EC2InstanceSavingsPlans", 1, "All Upfront"): 0.63, ("EC2InstanceSavingsPlans", 3, "No Upfront"): 0.45,
+    ("EC2InstanceSavingsPlans", 3, "Partial Upfront"): 0.42, ("EC2InstanceSavingsPlans", 3, "All Upfront"): 0.40,
+}
 PAGE_GP_GPU = 8
 PAGE_GP_STORAGE = 4
 PAGE_GP_TRANSFER = 6
@@ -1610,6 +1627,68 @@ def ec2_other_rows(region: str, storage_products: list) -> list[dict]:
     return rows
 
 
+def _sp_rate(plan_sku: str, od_sku: str, usage: str, operation: str, service: str, price: float,
+             region: str, t: str) -> dict:
+    return {"discountedSku": od_sku, "discountedUsageType": usage, "discountedOperation": operation,
+            "discountedServiceCode": service, "rateCode": f"{plan_sku}.{od_sku}", "unit": "Hrs",
+            "discountedRate": {"price": f"{price:.4f}".rstrip("0").rstrip("."), "currency": "USD"},
+            "discountedRegionCode": region, "discountedInstanceType": t}
+
+
+def savings_plan_file(region: str) -> dict:
+    """A region's Savings Plans file: the six Compute Savings Plans and six EC2 Instance Savings Plans
+    per GPU family priced there, with a rate per GPU type's Linux shared on-demand SKU; beside them
+    rates the adapter must leave out (the Windows SKU of one type, a CPU type, Fargate)."""
+    r = REGIONS[region]
+    prefix, loc = r["prefix"], r["name"]
+    types = types_priced(region)
+    products, terms = [], []
+    plans = [("ComputeSavingsPlans", None)] + [("EC2InstanceSavingsPlans", f) for f in
+                                               sorted({family_of(t) for t in types})]
+    for family, fam in plans:
+        for years in (1, 3):
+            for option in ("No Upfront", "Partial Upfront", "All Upfront"):
+                compact = option.replace(" ", "")
+                plan_sku = sku("savingsplan", region if fam else "any", family, fam, years, option)
+                if fam is None:
+                    usage = f"ComputeSP:{years}yr{compact}"
+                    desc = f"{years} year {option} Compute Savings Plan"
+                    attrs = {"purchaseOption": option, "granularity": "hourly", "instanceType": "",
+                             "purchaseTerm": f"{years}yr", "locationType": "AWS Region", "location": "Any"}
+                else:
+                    usage = f"{r['dt']}-EC2SP:{fam}.{years}yr{compact}"
+                    desc = f"{years} year {option} {fam} EC2 Instance Savings Plan in {region}"
+                    attrs = {"purchaseOption": option, "granularity": "hourly", "instanceType": fam,
+                             "purchaseTerm": f"{years}yr", "locationType": "AWS Region", "location": loc,
+                             "regionCode": region}
+                products.append({"sku": plan_sku, "productFamily": family, "serviceCode": "ComputeSavingsPlans",
+                                 "usageType": usage, "operation": "", "attributes": attrs})
+                share = SP_SHARE[(family, years, option)]
+                rates = []
+                covered = [t for t in types if fam is None or family_of(t) == fam]
+                for t in covered:
+                    od_sku = sku(region, t, "Linux", "NA", "Shared", "Used")
+                    rates.append(_sp_rate(plan_sku, od_sku, f"{prefix}BoxUsage:{t}", "RunInstances", "AmazonEC2",
+                                          od_price(t, region) * share, region, t))
+                first = covered[0]
+                if FAMILIES[family_of(first)]["cpu"][1] != "arm64":   # a Windows SKU: never an offer
+                    win = sku(region, first, "Windows", "NA", "Shared", "Used")
+                    rates.append(_sp_rate(plan_sku, win, f"{prefix}BoxUsage:{first}", "RunInstances:0002",
+                                          "AmazonEC2", od_price(first, region) * share * 1.3, region, first))
+                if fam is None:
+                    if region in REGION_ORDER:   # a CPU type (its SKU is in the EC2 file, no GPU)
+                        rates.append(_sp_rate(plan_sku, sku(region, "m5.large", "Linux", "NA", "Shared", "Used"),
+                                              f"{prefix}BoxUsage:m5.large", "RunInstances", "AmazonEC2",
+                                              NON_GPU["m5.large"]["od"][REGION_ORDER.index(region)] * share,
+                                              region, "m5.large"))
+                    rates.append(_sp_rate(plan_sku, sku("fargate", region), f"{r['dt']}-Fargate-vCPU-Hours:perCPU",
+                                          "FargateTask", "AmazonECS", 0.04048 * share, region, ""))
+                terms.append({"sku": plan_sku, "description": desc, "effectiveDate": SP_EFFECTIVE,
+                              "leaseContractLength": {"duration": years, "unit": "year"}, "rates": rates})
+    return {"version": SP_VERSION, "publicationDate": SP_PUBLICATION, "regionCode": region,
+            "products": products, "terms": {"savingsPlan": terms}}
+
+
 def csv_bytes(header: list[str], meta: list[tuple[str, str]], rows: list[dict]) -> bytes:
     def q(v: str) -> str:
         return '"' + v.replace('"', '""') + '"' if v != "" else ""
@@ -1950,6 +2029,21 @@ def build(root: Path) -> Writer:
                    "text/csv")
         stats[f"dt_csv_rows:{region}"] = len(drows)
 
+    # ---------------- Savings Plans price list (JSON only; the adapter streams each region's file)
+    sp_index = {"disclaimer": DISCLAIMER, "publicationDate": SP_PUBLICATION,
+                "regions": [{"regionCode": rg, "versionUrl":
+                             f"/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/{SP_VERSION}/{rg}/index.json"}
+                            for rg in ALL_REGIONS]}
+    rel = w.write("bulk/AWSComputeSavingsPlan/region_index.json", (json.dumps(sp_index, indent=2) + "\n").encode())
+    w.exchange(pricing_host, "GET", "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json", {},
+               rel, "application/json")
+    for region in ALL_REGIONS:
+        doc = savings_plan_file(region)
+        rel = w.write(f"bulk/AWSComputeSavingsPlan/{region}/index.json.gz", json.dumps(doc, indent=1).encode())
+        w.exchange(pricing_host, "GET", f"/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/{SP_VERSION}/{region}/index.json",
+                   {}, rel, "application/json")
+        stats[f"savings_plan_rates:{region}"] = sum(len(t["rates"]) for t in doc["terms"]["savingsPlan"])
+
     # ---------------- Pricing API GetProducts
     api_host = "api.pricing.us-east-1.amazonaws.com"
     target = {"X-Amz-Target": "AWSPriceListService.GetProducts"}
@@ -2071,7 +2165,32 @@ def build(root: Path) -> Writer:
     manifest = {"provider": "aws", "recorded_at": RECORDED_AT, "settings": SETTINGS, "exchanges": w.exchanges}
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     stats["exchanges"] = len(w.exchanges)
+    stats["unit exchanges"] = build_capacity_block_unit(root, root.parent / UNIT, w.exchanges)
     return w
+
+
+# The refresh unit `aws_capacity_blocks` (adapters/aws_capacity_blocks.py) asks only these of
+# the same recording, in the capacity-block regions: its folder holds copies of their bodies.
+UNIT = "aws_capacity_blocks"
+UNIT_ACTIONS = ("DescribeInstanceTypes", "DescribeCapacityBlockOfferings")
+UNIT_SETTINGS = {"aws_capacity_blocks": ",".join(CAPACITY_BLOCK_REGIONS)}
+
+
+def build_capacity_block_unit(aws_root: Path, root: Path, exchanges: list[dict]) -> int:
+    hosts = {f"ec2.{rg}.amazonaws.com" for rg in CAPACITY_BLOCK_REGIONS}
+    kept = [ex for ex in exchanges if ex["host"] in hosts
+            and ex["match"].get("params", {}).get("Action") in UNIT_ACTIONS]
+    if root.exists():
+        for child in root.iterdir():
+            if child.name != "README.md":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    for ex in kept:
+        rel = ex["response"]["body_file"]
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(aws_root / rel, root / rel)
+    manifest = {"provider": UNIT, "recorded_at": RECORDED_AT, "settings": UNIT_SETTINGS, "exchanges": kept}
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return len(kept)
 
 
 # =====================================================================================

@@ -42,6 +42,8 @@ class Commitment(str, Enum):
     RESERVED = "reserved"  # AWS Standard Reserved Instance, Azure reservation: one instance type
     RESERVED_CONVERTIBLE = "reserved_convertible"  # AWS Convertible RI: exchangeable for another type
     SAVINGS_PLAN = "savings_plan"  # Azure savings plan: an hourly spend commitment
+    COMPUTE_SAVINGS_PLAN = "compute_savings_plan"  # AWS: an hourly spend on any EC2 type, region, OS
+    EC2_INSTANCE_SAVINGS_PLAN = "ec2_instance_savings_plan"  # AWS: an hourly spend on one family in one region
     COMMITTED_USE = "committed_use"  # GCP resource-based committed use (vCPU, memory, GPU, Local SSD)
 
 

@@ -292,6 +292,9 @@ class ScrapeOutcome:
     provider_facts: dict[str, Any] | None = None
     min_row_ratio: float | None = None  # the source's own row-drop threshold (ANOMALY_MIN_ROW_RATIO)
     interrupted: bool = False  # the refresh was stopped (SIGTERM/SIGINT) before this provider's merge
+    # A unit that loads side tables only (capacity blocks): no anomaly check, no offer/egress/storage
+    # merge, no providers row, so the provider's own rows stay as they are.
+    side_tables_only: bool = False
 
 
 @dataclass
@@ -726,7 +729,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
             # The offers' Arrow table first: the anomaly check reads its prices from it.
             if offers is None and batch.offers:
                 offers = _records_table(OFFERS, batch.offers, con)
-            reason = check_anomalies(con, outcome.provider, batch, offers, policy, outcome.min_row_ratio)
+            reason = None if outcome.side_tables_only else \
+                check_anomalies(con, outcome.provider, batch, offers, policy, outcome.min_row_ratio)
             if reason:
                 report.error = reason
             else:
@@ -735,7 +739,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     quarantined = quarantined + held_back
                     report.rows_quarantined = len(quarantined)
                 for spec, recs in ((OFFERS, batch.offers), (EGRESS, batch.egress), (STORAGE, batch.storage)):
-                    if spec is not OFFERS and not recs:
+                    if (spec is not OFFERS or outcome.side_tables_only) and not recs:
                         continue  # a source without egress/storage data leaves those rows alone
                     rows = offers if spec is OFFERS and offers is not None else _records_table(spec, recs, con)
                     n, c, cl = _merge(con, spec, outcome.provider, rows, run_id, now)
@@ -748,7 +752,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                 report.egress_rows = len(batch.egress)
                 report.storage_rows = len(batch.storage)
                 report.state = "ok"
-                if outcome.provider_facts:
+                if outcome.provider_facts and not outcome.side_tables_only:
                     upsert_provider_facts(con, outcome.provider_facts, now)
         if batch is not None:
             report.notes = list(batch.notes)

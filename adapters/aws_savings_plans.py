@@ -1,0 +1,192 @@
+"""AWS Savings Plans (Compute and EC2 Instance, 1 and 3 years) from the public Savings Plans price list.
+
+Format (AWS Billing User Guide, "Service Region index file for Savings Plan" and "Reading the
+service price list file for a Savings Plan"): the region index
+`/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json` lists `regions`, each with
+its `regionCode` and the `versionUrl` of that region's JSON file. A region file holds `products`
+(one per plan: `sku`, `productFamily` ComputeSavingsPlans or EC2InstanceSavingsPlans,
+`attributes.purchaseOption` No/Partial/All Upfront) and `terms.savingsPlan` (one per plan `sku`:
+`leaseContractLength` {duration, unit}, and `rates`, each the plan's price of one EC2 product:
+`discountedSku` is the on-demand SKU it discounts, `discountedRate` {price, currency} the hourly
+rate). A Savings Plan rate is already the effective hourly rate whatever the payment option: the
+upfront part pays the commitment, not an instance.
+
+The region file is large (every instance type, OS and tenancy, Fargate and Lambda): it is parsed
+as it streams (ijson), keeping only rates of Linux on-demand usage of GPU families; the join to
+the on-demand offers by SKU is `join_on_demand`, pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Collection, Iterable
+
+import ijson
+
+from gpuledger.adapters.base import SchemaDriftError, drift_guard
+
+SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json"
+
+# productFamily -> the Commitment of warehouse.records it is sold as.
+PLAN_KINDS = {"ComputeSavingsPlans": "compute_savings_plan", "EC2InstanceSavingsPlans": "ec2_instance_savings_plan"}
+PAYMENTS = {"No Upfront": "no_upfront", "Partial Upfront": "partial_upfront", "All Upfront": "all_upfront"}
+# The usage a Linux, shared-tenancy on-demand instance is billed under (`BoxUsage:<type>`, with the
+# region's prefix outside us-east-1) and its operation.
+LINUX_OPERATION = "RunInstances"
+BOX_USAGE = "BoxUsage:"
+
+# Why a Savings Plans rate or plan becomes no offer: keys of the skip counts in the refresh notes.
+SKIP_OTHER_SERVICE = "savings-plan rates of other services (Fargate, Lambda, SageMaker)"
+SKIP_OTHER_USAGE = "savings-plan rates of EC2 usage other than Linux shared on-demand GPU instances"
+SKIP_NO_ON_DEMAND = "savings-plan rates whose discounted SKU is no on-demand offer of the region"
+SKIP_OTHER_PLAN = "savings-plan terms of plans other than Compute and EC2 Instance Savings Plans"
+
+
+@dataclass(frozen=True)
+class SavingsPlanRate:
+    """One plan's hourly rate for one on-demand SKU."""
+
+    commitment: str  # compute_savings_plan | ec2_instance_savings_plan
+    term_months: int
+    payment_option: str  # no_upfront | partial_upfront | all_upfront
+    plan_sku: str
+    discounted_sku: str
+    usage_type: str
+    instance_type: str
+    rate: str  # as the file writes it
+    currency: str
+    rate_code: str
+    description: str
+
+
+@drift_guard("aws: Savings Plans region index")
+def parse_savings_plan_index(doc: Any) -> dict[str, str]:
+    """region code -> path of its Savings Plans file."""
+    try:
+        return {r["regionCode"]: r["versionUrl"] for r in doc["regions"]}
+    except (KeyError, TypeError) as err:
+        raise SchemaDriftError(f"aws: Savings Plans region index lacks regions/regionCode/versionUrl ({err!r})") \
+            from None
+
+
+def instance_type_of(usage_type: str) -> str | None:
+    """'USE2-BoxUsage:p5.48xlarge' or 'BoxUsage:p5.48xlarge' -> 'p5.48xlarge'; None for other usage."""
+    head, sep, itype = usage_type.partition(BOX_USAGE)
+    if not sep or (head and not head.endswith("-")) or not itype:
+        return None
+    return itype
+
+
+class _Sink:
+    """An ijson coroutine target: hands each item to `take` as it is parsed."""
+
+    def __init__(self, take: Any) -> None:
+        self.send = take
+
+
+class _SavingsPlanFile:
+    """What a region file's stream leaves: its plans and the rates kept of its terms."""
+
+    def __init__(self, region: str, families: Collection[str], skipped: Counter[str]) -> None:
+        self.region = region
+        self.families = families
+        self.skipped = skipped
+        self.products_seen = 0
+        self.plans: dict[str, tuple[str, str]] = {}  # plan sku -> (commitment, payment option)
+        self.terms: list[tuple[str, int, str, list[dict[str, Any]]]] = []  # (sku, months, description, kept rates)
+
+    def product(self, item: Any) -> None:
+        self.products_seen += 1
+        try:
+            kind = PLAN_KINDS.get(item.get("productFamily", ""))
+            payment = PAYMENTS.get((item.get("attributes") or {}).get("purchaseOption", ""))
+            if kind is not None and payment is not None:
+                self.plans[item["sku"]] = (kind, payment)
+        except (AttributeError, KeyError, TypeError) as err:
+            raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: a product lacks {err}") from None
+
+    def term(self, item: Any) -> None:
+        try:
+            length = item["leaseContractLength"]
+            if length.get("unit") != "year":
+                raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: term {item['sku']} lasts "
+                                       f"{length!r}, not whole years")
+            months = int(length["duration"]) * 12
+            kept = []
+            for rate in item["rates"]:
+                if rate.get("discountedServiceCode") != "AmazonEC2":
+                    self.skipped[SKIP_OTHER_SERVICE] += 1
+                    continue
+                itype = instance_type_of(rate.get("discountedUsageType", ""))
+                if (rate.get("discountedOperation") != LINUX_OPERATION or itype is None
+                        or itype.split(".", 1)[0] not in self.families):
+                    self.skipped[SKIP_OTHER_USAGE] += 1
+                    continue
+                kept.append({"discountedSku": rate["discountedSku"], "discountedUsageType": rate["discountedUsageType"],
+                             "instance_type": itype, "rateCode": rate.get("rateCode", ""),
+                             "price": str(rate["discountedRate"]["price"]),
+                             "currency": rate["discountedRate"].get("currency", "")})
+            self.terms.append((item["sku"], months, item.get("description", ""), kept))
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: a term lacks or garbles {err}") \
+                from None
+
+    def rates(self) -> list[SavingsPlanRate]:
+        out = []
+        for sku, months, description, kept in self.terms:
+            plan = self.plans.get(sku)
+            if plan is None:
+                self.skipped[SKIP_OTHER_PLAN] += 1
+                continue
+            commitment, payment = plan
+            out.extend(SavingsPlanRate(
+                commitment=commitment, term_months=months, payment_option=payment, plan_sku=sku,
+                discounted_sku=r["discountedSku"], usage_type=r["discountedUsageType"],
+                instance_type=r["instance_type"], rate=r["price"], currency=r["currency"], rate_code=r["rateCode"],
+                description=description) for r in kept)
+        return out
+
+
+def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Collection[str],
+                              skipped: Counter[str] | None = None) -> list[SavingsPlanRate]:
+    """Stream a region's Savings Plans file (raw body chunks of any size) into the rates of Compute
+    and EC2 Instance Savings Plans for Linux shared on-demand usage of the instance `families`;
+    every other rate is counted in `skipped` by reason. Memory holds one term at a time."""
+    skipped = Counter() if skipped is None else skipped
+    found = _SavingsPlanFile(region, families, skipped)
+    products = ijson.items_coro(_Sink(found.product), "products.item")
+    terms = ijson.items_coro(_Sink(found.term), "terms.savingsPlan.item")
+    products_open = True
+    try:
+        for chunk in chunks:
+            if not chunk:
+                continue
+            products_before, terms_before = found.products_seen, len(found.terms)
+            if products_open:
+                products.send(chunk)
+            terms.send(chunk)
+            if products_open and products_before and not terms_before and found.terms:
+                # The first term came in a chunk after products: that array had closed, and the rest
+                # of the file, nearly all of it, need not be parsed twice.
+                products_open = False
+        terms.close()
+        if products_open:
+            products.close()
+    except ijson.JSONError as err:
+        raise SchemaDriftError(f"aws: Savings Plans file for {region} is not valid JSON "
+                               f"(truncated download?): {str(err)[:200]}") from None
+    return found.rates()
+
+
+def join_on_demand(rates: Iterable[SavingsPlanRate], on_demand_skus: Collection[str],
+                   skipped: Counter[str] | None = None) -> list[SavingsPlanRate]:
+    """The rates whose `discountedSku` is one of the region's on-demand offers (its price-list SKU);
+    the others counted in `skipped`."""
+    out = []
+    for rate in rates:
+        if rate.discounted_sku in on_demand_skus:
+            out.append(rate)
+        elif skipped is not None:
+            skipped[SKIP_NO_ON_DEMAND] += 1
+    return out
