@@ -379,6 +379,24 @@ class ReplayServer:
         return ex.status, dict(ex.headers), ex.payload()
 
 
+def write_endpoints(server: ReplayServer, path: Path) -> None:
+    """Save a started server's endpoints and recorded settings, for a refresh in another process
+    (`gpuledger refresh --replay --replay-endpoints FILE`) to send its clients to."""
+    doc = {"endpoints": server.endpoints(), "settings": server.settings}
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+
+
+def read_endpoints(path: Path | str) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """(host -> loopback URL, provider -> recorded settings) as `write_endpoints` saved them."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        return dict(doc["endpoints"]), dict(doc.get("settings", {}))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RecordingError(f"{path}: not a replay endpoints file ({err})") from err
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "root"
 
