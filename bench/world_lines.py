@@ -323,10 +323,11 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
 
     # The write window: a second refresh into the same warehouse while a reader reads it.
     copy_s = copy_seconds(db, work)
+    db_mb = db.stat().st_size / 1e6
     second = refresh(world, work, db, names, during=lambda: reader_probe(db, work))
     probe = second["probe"]
     say(f"  second refresh: {second['wall_s']:.1f} s; reader: longest wait {probe['max_s'] * 1000:.0f} ms over "
-        f"{probe['reads']} reads ({probe['failures']} failed opens retried); copying the {db.stat().st_size / 1e6:.0f} MB "
+        f"{probe['reads']} reads ({probe['failures']} failed opens retried); copying the {db_mb:.0f} MB "
         f"warehouse {copy_s * 1000:.0f} ms")
 
     rec = recommend_p95(db, 12 if quick else 40)
@@ -368,7 +369,7 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
         Result("7", "write window: longest a reader waits during a refresh", probe["max_s"], "s", WRITE_WINDOW_TARGET_S,
                ratio=probe["max_s"] / copy_s if copy_s else None, ratio_label="/ copying the warehouse file",
                notes=f"{probe['reads']} reads, median {probe['p50_s'] * 1000:.0f} ms, {probe['failures']} failed opens; "
-                     f"copy {copy_s * 1000:.0f} ms of {db.stat().st_size / 1e6 if db.exists() else 0:.0f} MB",
+                     f"copy {copy_s * 1000:.0f} ms of {db_mb:.0f} MB",
                extra={**probe, "copy_s": copy_s}),
         Result("7", "recommend() with the time model on the world warehouse, p95", rec["p95_ms"], "ms",
                RECOMMEND_P95_TARGET_MS, ratio=rec["p95_ms"] / rec["select_p95_ms"],
