@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -42,6 +42,10 @@ HOP_HEADERS = frozenset(
     {"content-length", "transfer-encoding", "connection", "content-encoding", "date", "server", "keep-alive"}
 )
 BUNDLED_RECORDINGS = Path(__file__).parent / "recordings"
+# A body file larger than this is streamed from disk (a .gz one decompressed chunk by chunk), so
+# a replay of bodies of hundreds of MB holds one chunk of each in memory, not the whole body.
+STREAM_MIN_BYTES = 1 << 20
+STREAM_CHUNK_BYTES = 1 << 20
 
 
 @dataclass
@@ -145,6 +149,31 @@ class Exchange:
         data = self.body_source.read_bytes()
         return gzip.decompress(data) if self.body_source.suffix == ".gz" else data
 
+    def payload(self) -> bytes | FileBody:
+        """The body to send: a large body file is streamed, a small body is read whole."""
+        if isinstance(self.body_source, Path) and self.body_source.stat().st_size > STREAM_MIN_BYTES:
+            return FileBody(self.body_source)
+        return self.body()
+
+
+@dataclass(frozen=True)
+class FileBody:
+    """A recorded body served from its file in chunks. A .gz file is decompressed as it is
+    sent, so its served length is unknown until the end: it goes out with chunked transfer
+    encoding; a plain file goes out with its size as Content-Length."""
+
+    path: Path
+
+    @property
+    def length(self) -> int | None:
+        return None if self.path.suffix == ".gz" else self.path.stat().st_size
+
+    def chunks(self, size: int = STREAM_CHUNK_BYTES) -> Iterator[bytes]:
+        opener = gzip.open if self.path.suffix == ".gz" else open
+        with opener(self.path, "rb") as f:
+            while chunk := f.read(size):
+                yield chunk
+
 
 class RecordingError(Exception):
     """A recording folder is missing or malformed."""
@@ -190,7 +219,12 @@ def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
 ResponseHook = Callable[[str, Request, "Exchange | None"], "tuple[int, dict[str, str], bytes] | None"]
 
 
-def _make_handler(host: str, answer: Callable[[str, Request], tuple[int, dict[str, str], bytes]]):
+Answer = Callable[[str, Request], "tuple[int, dict[str, str], bytes | FileBody]"]
+# Told after each answer: (host, request, body bytes sent).
+SentHook = Callable[[str, Request, int], None]
+
+
+def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -203,10 +237,38 @@ def _make_handler(host: str, answer: Callable[[str, Request], tuple[int, dict[st
             for k, v in headers.items():
                 if k.lower() not in HOP_HEADERS:
                     self.send_header(k, v)
-            self.send_header("Content-Length", str(len(payload)))
+            if isinstance(payload, FileBody):
+                sent = self._stream(payload)
+            else:
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                sent = 0
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+                    sent = len(payload)
+            if on_sent is not None:
+                on_sent(host, req, sent)
+
+        def _stream(self, body: FileBody) -> int:
+            length = body.length
+            chunked = length is None
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(length))
             self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
+            if self.command == "HEAD":
+                return 0
+            sent = 0
+            try:
+                for chunk in body.chunks():
+                    self.wfile.write(b"%X\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                    sent += len(chunk)
+                if chunked:
+                    self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up: nothing left to send to
+                self.close_connection = True
+            return sent
 
         do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _serve
 
@@ -223,9 +285,9 @@ class _HostServers:
         self._servers: dict[str, ThreadingHTTPServer] = {}
         self._threads: list[threading.Thread] = []
 
-    def add(self, host: str, answer: Callable[[str, Request], tuple[int, dict[str, str], bytes]]) -> str:
+    def add(self, host: str, answer: Answer, on_sent: SentHook | None = None) -> str:
         if host not in self._servers:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(host, answer))
+            server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
             server.daemon_threads = True
             self._servers[host] = server
             t = threading.Thread(target=server.serve_forever, name=f"replay-{host}", daemon=True)
@@ -263,6 +325,7 @@ class ReplayServer:
         self.exchanges: dict[str, list[Exchange]] = {}
         self.settings: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, Request]] = []
+        self.bytes_sent: dict[str, int] = {}  # host -> response body bytes sent
         self._lock = threading.Lock()
         self._hosts = _HostServers()
         names = providers if providers is not None else sorted(
@@ -283,7 +346,7 @@ class ReplayServer:
 
     def start(self) -> None:
         for host in self.exchanges:
-            self._hosts.add(host, self._answer)
+            self._hosts.add(host, self._answer, self._sent)
 
     def close(self) -> None:
         self._hosts.close()
@@ -298,7 +361,11 @@ class ReplayServer:
                 best = ex
         return best
 
-    def _answer(self, host: str, req: Request) -> tuple[int, dict[str, str], bytes]:
+    def _sent(self, host: str, req: Request, nbytes: int) -> None:
+        with self._lock:
+            self.bytes_sent[host] = self.bytes_sent.get(host, 0) + nbytes
+
+    def _answer(self, host: str, req: Request) -> tuple[int, dict[str, str], bytes | FileBody]:
         with self._lock:
             self.requests.append((host, req))
         ex = self.find(host, req)
@@ -309,7 +376,25 @@ class ReplayServer:
         if ex is None:
             msg = f"gpuledger replay: no recorded exchange for {host}: {req.describe()}"
             return 404, {"Content-Type": "text/plain"}, msg.encode()
-        return ex.status, dict(ex.headers), ex.body()
+        return ex.status, dict(ex.headers), ex.payload()
+
+
+def write_endpoints(server: ReplayServer, path: Path) -> None:
+    """Save a started server's endpoints and recorded settings, for a refresh in another process
+    (`gpuledger refresh --replay --replay-endpoints FILE`) to send its clients to."""
+    doc = {"endpoints": server.endpoints(), "settings": server.settings}
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+
+
+def read_endpoints(path: Path | str) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """(host -> loopback URL, provider -> recorded settings) as `write_endpoints` saved them."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        return dict(doc["endpoints"]), dict(doc.get("settings", {}))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RecordingError(f"{path}: not a replay endpoints file ({err})") from err
 
 
 def _slug(text: str) -> str:

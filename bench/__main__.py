@@ -25,6 +25,7 @@ BENCHES = {
     "2": ("AWS bulk CSV ingest", "bench.ingest"),
     "3": ("warehouse merge, queries, exports", "bench.warehouse_bench"),
     "6": ("refresh peak RSS", "bench.memory"),
+    "7": ("world refresh", "bench.world_lines"),
 }
 ALIASES = {"4": "3", "5": "3"}
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small-scale run (a few minutes)")
-    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3 4 5 6 (3-5 run together)")
+    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3 4 5 6 7 (3-5 run together)")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     ap.add_argument("--keep", action="store_true", help="keep generated data in the bench tmp folder")
     args = ap.parse_args(argv)

@@ -96,6 +96,9 @@ def refresh(
     replay: bool = typer.Option(False, "--replay", help="Answer every request from recordings (offline)."),
     recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay "
                                               "[default: the recordings bundled with gpuledger]."),
+    replay_endpoints: Optional[Path] = typer.Option(None, "--replay-endpoints", help="With --replay: send the "
+                                                    "clients to an already running replay server, whose endpoints "
+                                                    "file (adapters.replay.write_endpoints) this is."),
     accept_anomaly: list[str] = typer.Option([], "--accept-anomaly", help="Load this provider even if the "
                                              "anomaly guard objects (a real market move). Repeatable."),
     resume: bool = typer.Option(False, "--resume", help="Only merge the results an earlier refresh fetched but "
@@ -119,6 +122,15 @@ def refresh(
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
+    if replay_endpoints and (not replay or recordings):
+        raise _fail("--replay-endpoints goes with --replay and without --recordings", 2)
+    if replay_endpoints:
+        from gpuledger.adapters.replay import RecordingError, read_endpoints
+
+        try:
+            read_endpoints(replay_endpoints)
+        except RecordingError as err:
+            raise _fail(str(err), 2) from None
     if resume and (provider or replay):
         raise _fail("--resume fetches nothing: it goes without --provider and --replay", 2)
     from gpuledger.flows import watchdog
@@ -136,7 +148,8 @@ def refresh(
 
             summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
                                       recordings=str(recordings) if recordings else None,
-                                      accept_anomaly=accept_anomaly, resume=resume)
+                                      accept_anomaly=accept_anomaly, resume=resume,
+                                      replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     except RefreshInterrupted as stop:

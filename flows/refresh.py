@@ -18,7 +18,7 @@ from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from gpuledger.adapters.base import SourceError
-from gpuledger.adapters.replay import ReplayServer
+from gpuledger.adapters.replay import ReplayServer, read_endpoints
 from gpuledger.flows import cadence
 from gpuledger.flows.pipeline import (
     FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
@@ -145,7 +145,8 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                     recordings: str | None = None, record_dir: str | None = None,
                     accept_anomaly: Sequence[str] = (), http_attempts: int = 3,
                     retry_wait_max_s: float = 8.0, group: str | None = None,
-                    lock_wait_s: float = 0.0, resume: bool = False) -> dict[str, Any]:
+                    lock_wait_s: float = 0.0, resume: bool = False,
+                    replay_endpoints: str | None = None) -> dict[str, Any]:
     """Refresh the warehouse from every provider (or the named ones, or a cadence group's).
 
     replay=True answers every request from recordings (bundled by default)
@@ -153,18 +154,22 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     `group` (flows/cadence.py) names the providers when `providers` does not; `lock_wait_s`:
     how long to wait for a running refresh to finish before giving up (0: refused at once).
     Results an earlier refresh fetched but could not write are merged first;
-    resume=True merges only those, fetching nothing.
+    resume=True merges only those, fetching nothing. `replay_endpoints` (with replay=True): a
+    file from adapters.replay.write_endpoints; the clients go to that already running replay
+    server (another process) instead of one started here.
     """
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
     with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper:
-        server = ReplayServer(recordings or bundled_recordings(), providers=names) if replay and names else None
+        external = read_endpoints(replay_endpoints) if replay and replay_endpoints and names else None
+        server = ReplayServer(recordings or bundled_recordings(), providers=names) \
+            if replay and names and external is None else None
         if server is not None:
             server.start()
         try:
             mode = "record" if record_dir else ("replay" if replay else "live")
-            plans = plans_for(names, mode, server.endpoints() if server else None,
-                              server.settings if server else None, record_dir, since=read_since(db),
+            urls, replay_settings = external or ((server.endpoints(), server.settings) if server else (None, None))
+            plans = plans_for(names, mode, urls, replay_settings, record_dir, since=read_since(db),
                               http_attempts=http_attempts, retry_wait_max_s=retry_wait_max_s)
             # A recording answers the same way every time: a replay is never retried. Live, only a
             # crash is (retry_only_crashes): the HTTP policy already retried each request.

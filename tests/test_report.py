@@ -32,6 +32,7 @@ from gpuledger.flows.report import (COMMON_MODELS, fine_tuning, gpu_facts, gpu_s
 from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 from gpuledger.spiders.browser import find_chromium, launch_args
+from bench.pagetime import MEASURE_JS
 from tests.builders import T0, egress, load_day, offer, replayed_warehouse
 from gpuledger.warehouse.store import open_reader, open_writer
 
@@ -459,31 +460,6 @@ def test_write_report_replaces_the_file_whole(warehouse: Path, tmp_path: Path) -
     acme = [r for r in r2.rows if r["provider"] == "acme"][0]
     assert acme["egress_usd"] == pytest.approx(10140 * 0.09 + 9760 * 0.05)
     assert "downloading 20000 GB" in out.read_text()
-
-
-MEASURE_JS = """() => {
-  const ms = {};
-  function time(name, act) {
-    const t0 = performance.now();
-    act();
-    document.getElementById('scroller').getBoundingClientRect();  // layout included
-    ms[name] = performance.now() - t0;
-  }
-  const set = (id, v) => { const e = document.getElementById(id); e.value = v;
-                           e.dispatchEvent(new Event('change', {bubbles: true})); };
-  const sort = key => document.querySelector('#offers th[data-key=' + key + ']').click();
-  time('filter_gpu', () => set('f-gpu', 'H100-SXM'));
-  const filtered = document.getElementById('count').textContent;
-  time('filter_region_text', () => set('f-region', 'us-'));
-  time('clear', () => document.getElementById('clear').click());
-  time('sort_price', () => sort('price'));
-  time('sort_price_desc', () => sort('price'));
-  time('sort_instance', () => sort('instance'));
-  time('sort_age', () => sort('age'));
-  ms.rendered = document.querySelectorAll('#offers tbody tr:not(.pad)').length;
-  ms.filtered = Number(filtered);
-  return ms;
-}"""
 
 
 def test_filter_and_sort_at_100000_offers_under_100_ms(warehouse: Path, browser: Any, tmp_path: Path) -> None:

@@ -1,0 +1,386 @@
+"""Benchmark 7: a whole refresh on the world replay (bench/world), and the warehouse it leaves.
+
+The world replay is generated once into the bench tmp folder and kept there, under a name made
+from a hash of the generators' sources, the bundled recordings' manifests and the scale, so a
+later run reuses it until a generator changes. `--quick` uses the small scale. Every refresh is
+the real command, `gpuledger refresh --replay --replay-endpoints FILE`, in a child process,
+sent to a replay server in a process of its own (bench/replay_serve.py): the refresh's peak RSS
+is then the refresh's, not the recording's.
+
+Lines: the full refresh's wall time, and its ratio to the critical path (the slowest providers
+of that refresh refreshed alone, in the same run); the refresh's peak RSS against an import-only
+process; what a reader waits for while a second refresh publishes, against copying the
+warehouse file; recommend() p95 with the time model against a plain select of the offers it
+ranks; the comparison page's filter and sort in Chromium against sorting as many numbers; the
+bytes fetched per provider against its source's answers fetched once (bench/sources.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from bench.common import REPO, Result, percentile, run_measured, say, tmp_root
+
+API_URL: list[str] = []  # the benchmark's Prefect API server while run() runs
+WALL_TARGET_S = 90.0
+CRITICAL_PATH_TARGET = 1.3
+RSS_TARGET_MB = 1024.0
+WRITE_WINDOW_TARGET_S = 2.0
+RECOMMEND_P95_TARGET_MS = 50.0
+PAGE_TARGET_MS = 100.0
+BYTES_RATIO_TARGET = 1.0  # every recorded answer fetched once, none twice
+
+# A reader of the published warehouse, as a notebook or the CLI opens it, in a loop: each read
+# is timed from its first attempt to its answer (a failed open is retried and counted).
+PROBE = """
+import json, os, sys, time
+import duckdb
+db, stop, out = sys.argv[1:4]
+waits, failures = [], 0
+while not os.path.exists(stop):
+    t0 = time.perf_counter()
+    while True:
+        try:
+            con = duckdb.connect(db, read_only=True)
+            con.execute("select count(*) from offers").fetchall()
+            con.close()
+            break
+        except duckdb.Error:
+            failures += 1
+            time.sleep(0.005)
+    waits.append(time.perf_counter() - t0)
+    time.sleep(0.02)
+waits.sort()
+with open(out, "w") as f:
+    json.dump({"max_s": waits[-1], "p50_s": waits[len(waits) // 2], "reads": len(waits), "failures": failures}, f)
+"""
+
+
+def world_key(scale: str, providers: Sequence[str] | None = None) -> str:
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+
+    h = hashlib.sha256(f"{scale}|{','.join(providers or [])}".encode())
+    for path in sorted((REPO / "bench" / "world").glob("*.py")) + sorted(BUNDLED_RECORDINGS.glob("*/manifest.json")):
+        h.update(str(path.relative_to(REPO)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def world_folder(scale: str, providers: Sequence[str] | None = None, root: Path | None = None
+                 ) -> tuple[Path, list[dict[str, Any]], bool]:
+    """The world replay for `scale` (generated unless a folder of the same key is there):
+    (folder, the generator's tallies, whether it was reused)."""
+    from bench.world import generate
+
+    folder = (root or tmp_root()) / f"world-{scale}-{world_key(scale, providers)}"
+    tallies_file = folder / "tallies.json"
+    if tallies_file.exists():
+        return folder, json.loads(tallies_file.read_text()), True
+    shutil.rmtree(folder, ignore_errors=True)
+    tallies = generate(folder, scale, list(providers) if providers else None)
+    tallies_file.write_text(json.dumps(tallies))  # written last: it marks a complete folder
+    return folder, tallies, False
+
+
+def host_providers(world: Path) -> dict[str, str]:
+    from gpuledger.adapters.replay import load_manifest
+
+    hosts = {}
+    for manifest in sorted(world.glob("*/manifest.json")):
+        for ex in load_manifest(manifest.parent)[1]:
+            hosts.setdefault(ex.host, manifest.parent.name)
+    return hosts
+
+
+@contextmanager
+def replay_process(world: Path, work: Path, timeout_s: float = 300) -> Iterator[dict[str, Any]]:
+    """A replay server of `world` in its own process; yields {"endpoints": FILE}, and after the
+    block holds its log too: "sent" (one row per answer) and "peak_rss_mb"."""
+    endpoints, log, errors = work / "endpoints.json", work / "replay-log.json", work / "replay.stderr"
+    for p in (endpoints, log):
+        p.unlink(missing_ok=True)
+    with errors.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "bench.replay_serve", str(world), str(endpoints), str(log)],
+                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=err)
+    info: dict[str, Any] = {"endpoints": endpoints}
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not endpoints.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the replay server of {world} did not start:\n{errors.read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield info
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if log.exists():
+        info.update(json.loads(log.read_text()))
+
+
+@contextmanager
+def prefect_api() -> Iterator[str]:
+    """One Prefect API server for every refresh of the benchmark, as a deployment runs against a
+    server already up: each refresh's wall time is then the refresh's, not Prefect's start-up
+    (9-35 s here, more on a loaded machine). A PREFECT_API_URL already set is used instead."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield os.environ["PREFECT_API_URL"]
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start(timeout=600)
+    try:
+        yield server.api_url
+    finally:
+        server.stop()
+
+
+def refresh_command(endpoints: Path, providers: Sequence[str] = ()) -> list[str]:
+    exe = Path(sys.executable).with_name("gpuledger")
+    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "gpuledger.flows.cli"]
+    return [*base, "refresh", "--replay", "--replay-endpoints", str(endpoints),
+            *[a for p in providers for a in ("-p", p)]]
+
+
+def refresh(world: Path, work: Path, db: Path, providers: Sequence[str] = (), during: Any = None) -> dict[str, Any]:
+    """One `gpuledger refresh` of `providers` (all: empty) into db, measured; `during`: a context
+    manager factory run around it (the reader probe)."""
+    with replay_process(world, work) as server:
+        env = dict(os.environ, GPULEDGER_DB=str(db), **({"PREFECT_API_URL": API_URL[0]} if API_URL else {}))
+        if during is None:
+            res = run_measured(refresh_command(server["endpoints"], providers), env=env, timeout=1800)
+        else:
+            with during() as probe:
+                res = run_measured(refresh_command(server["endpoints"], providers), env=env, timeout=1800)
+            res["probe"] = probe
+    if res["returncode"] != 0:
+        raise RuntimeError(f"gpuledger refresh {' '.join(providers) or '(all)'} failed ({res['returncode']}):\n"
+                           f"{res['stdout'][-1500:]}\n{res['stderr'][-2500:]}")
+    res["server"] = server
+    return res
+
+
+def scrape_runs(db: Path) -> list[dict[str, Any]]:
+    """The last refresh's rows of scrape_runs, slowest first."""
+    from gpuledger.warehouse.store import open_reader
+
+    con = open_reader(db)
+    try:
+        cur = con.execute(
+            "select provider, state, rows_loaded, requests, duration_s from scrape_runs where refresh_id = "
+            "(select refresh_id from scrape_runs order by started_at desc limit 1) order by duration_s desc")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def bytes_by_provider(sent: list[list[Any]], hosts: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Per provider: requests answered, body bytes sent, and the bytes of its distinct answers
+    (each request, by host, method, target and body, counted once)."""
+    out: dict[str, dict[str, int]] = {}
+    seen: set[tuple[Any, ...]] = set()
+    for host, method, target, digest, nbytes in sent:
+        row = out.setdefault(hosts.get(host, host), {"requests": 0, "bytes": 0, "distinct_bytes": 0})
+        row["requests"] += 1
+        row["bytes"] += nbytes
+        key = (host, method, target, digest)
+        if key not in seen:
+            seen.add(key)
+            row["distinct_bytes"] += nbytes
+    return out
+
+
+@contextmanager
+def reader_probe(db: Path, work: Path) -> Iterator[dict[str, Any]]:
+    stop, out = work / "probe.stop", work / "probe.json"
+    for p in (stop, out):
+        p.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", PROBE, str(db), str(stop), str(out)], cwd=REPO)
+    info: dict[str, Any] = {}
+    try:
+        yield info
+    finally:
+        stop.touch()
+        proc.wait(60)
+    if out.exists():
+        info.update(json.loads(out.read_text()))
+
+
+def copy_seconds(db: Path, work: Path, rounds: int = 3) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        shutil.copyfile(db, work / "copy.duckdb")
+        best = min(best, time.perf_counter() - t0)
+        (work / "copy.duckdb").unlink()
+    return best
+
+
+def recommend_p95(db: Path, calls: int) -> dict[str, float]:
+    """recommend() with a job size (hours from the time model), ranked by cost and by time, on a
+    long-lived reader; and one plain select of the offers it ranks, on the same connection."""
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
+    from gpuledger.warehouse.store import open_reader
+
+    reqs = [RecommendRequest(model="llama-3-8b", method="qlora", tokens=2e8),
+            RecommendRequest(model="llama-3-70b", method="qlora", tokens=1e9, by="time"),
+            RecommendRequest(model="mistral-7b", method="lora", tokens=5e8, spot=True),
+            RecommendRequest(model="llama-3-8b", method="full", tokens=1e9, max_gpus=8, by="time")]
+    select = ("select provider, region, instance_type, purchase_option, gpu_model, gpu_count, price_per_hour "
+              "from offers where gpu_count > 0 and purchase_option = 'on_demand'")
+    con = open_reader(db)
+    try:
+        for r in reqs:  # warm-up: the macros and DuckDB's caches
+            recommend(con, r)
+        con.execute(select).fetchall()
+        rec, plain = [], []
+        for i in range(calls):
+            t0 = time.perf_counter()
+            recommend(con, reqs[i % len(reqs)])
+            rec.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            con.execute(select).fetchall()
+            plain.append((time.perf_counter() - t0) * 1000)
+    finally:
+        con.close()
+    return {"p95_ms": percentile(rec, 95), "p50_ms": percentile(rec, 50), "select_p95_ms": percentile(plain, 95)}
+
+
+def page_timing(db: Path, work: Path, runs: int) -> dict[str, Any]:
+    from bench.pagetime import measure
+    from gpuledger.flows.report import write_report
+
+    out = work / "prices.html"
+    write_report(db, out, models=("llama-3-8b",))
+    timing = measure(out, runs)
+    timing["page_bytes"] = out.stat().st_size
+    return timing
+
+
+def run(quick: bool = False, world: Path | None = None, providers: Sequence[str] | None = None) -> list[Result]:
+    """world: an existing world replay folder to use as it is (default: generated, cached);
+    providers: only these (the smoke test's tiny world)."""
+    scale = "small" if quick else "world"
+    say(f"[7] world refresh ({scale} scale)")
+    work = tmp_root() / "world-lines"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    if world is None:
+        t0 = time.perf_counter()
+        world, tallies, reused = world_folder(scale, providers)
+        say(f"  world replay {world.name}: {'reused' if reused else f'generated in {time.perf_counter() - t0:.0f} s'}, "
+            f"{sum(t['exchanges'] for t in tallies):,} exchanges, {sum(t['body_bytes'] for t in tallies) / 1e6:.1f} MB")
+    names = list(providers or [])
+    hosts = host_providers(world)
+    db = work / "ledger.duckdb"
+    with prefect_api() as api_url:
+        API_URL[:] = [api_url]
+        try:
+            return _lines(world, work, db, names, hosts, scale, quick)
+        finally:
+            API_URL.clear()
+
+
+def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str, str], scale: str,
+           quick: bool) -> list[Result]:
+    full = refresh(world, work, db, names)
+    runs = scrape_runs(db)
+    say(f"  full refresh: {full['wall_s']:.1f} s, peak RSS {full['peak_rss_mb']:.0f} MB "
+        f"(process tree {full['peak_tree_rss_mb']:.0f} MB; replay server process {full['server']['peak_rss_mb']:.0f} MB)")
+    fetched = bytes_by_provider(full["server"].get("sent", []), hosts)
+    say(f"  {'provider':<13} {'state':<6} {'offers':>8} {'requests':>9} {'MB fetched':>11} {'fetched once':>13} {'fetch s':>8}")
+    for r in sorted(runs, key=lambda r: r["provider"]):
+        b = fetched.get(r["provider"], {"requests": 0, "bytes": 0, "distinct_bytes": 0})
+        say(f"  {r['provider']:<13} {r['state']:<6} {r['rows_loaded']:>8,} {b['requests']:>9,} "
+            f"{b['bytes'] / 1e6:>11.2f} {b['distinct_bytes'] / 1e6:>13.2f} {r['duration_s'] or 0:>8.1f}")
+
+    # The critical path: the providers slowest in the full refresh, each refreshed alone.
+    slowest = [r["provider"] for r in runs[: 1 if quick else 2]]
+    alone = {}
+    for p in slowest:
+        res = refresh(world, work, work / f"alone-{p}.duckdb", [p])
+        alone[p] = res["wall_s"]
+        say(f"  {p} alone: {res['wall_s']:.1f} s")
+    critical_provider = max(alone, key=alone.get)
+    critical = alone[critical_provider]
+
+    floor = run_measured([sys.executable, "-c", "import gpuledger.flows.cli, gpuledger.flows.refresh"])
+
+    # The write window: a second refresh into the same warehouse while a reader reads it.
+    copy_s = copy_seconds(db, work)
+    db_mb = db.stat().st_size / 1e6
+    second = refresh(world, work, db, names, during=lambda: reader_probe(db, work))
+    probe = second["probe"]
+    say(f"  second refresh: {second['wall_s']:.1f} s; reader: longest wait {probe['max_s'] * 1000:.0f} ms over "
+        f"{probe['reads']} reads ({probe['failures']} failed opens retried); copying the {db_mb:.0f} MB "
+        f"warehouse {copy_s * 1000:.0f} ms")
+
+    rec = recommend_p95(db, 12 if quick else 40)
+    say(f"  recommend(): p95 {rec['p95_ms']:.1f} ms (p50 {rec['p50_ms']:.1f}); plain select p95 {rec['select_p95_ms']:.1f} ms")
+    page = page_timing(db, work, 3 if quick else 5)
+    worst_action = max(page["best_ms"], key=page["best_ms"].get)
+    worst_ms = page["best_ms"][worst_action]
+    say(f"  page: {page['offers']:,} offers, {page['page_bytes'] / 1e6:.1f} MB; best ms per action "
+        f"{ {k: round(v, 1) for k, v in page['best_ms'].items()} }; sorting {page['offers']:,} numbers "
+        f"{page['sort_floor_ms']:.2f} ms")
+
+    from bench.sources import SOURCES
+
+    ratios = {p: b["bytes"] / b["distinct_bytes"] for p, b in fetched.items() if b["distinct_bytes"]}
+    worst_bytes = max(ratios, key=ratios.get) if ratios else "-"
+    total = sum(b["bytes"] for b in fetched.values())
+    total_once = sum(b["distinct_bytes"] for b in fetched.values())
+    smaller = "; ".join(f"{p}: {s.smaller} ({'needs credentials' if s.smaller_needs_credentials else 'no credentials'}, "
+                        f"{'size not measured' if s.smaller_bytes is None else f'{s.smaller_bytes / 1e6:.1f} MB'})"
+                        for p, s in sorted(SOURCES.items()) if s.smaller and p in fetched)
+    shutil.rmtree(work, ignore_errors=True)
+    offers = sum(r["rows_loaded"] for r in runs)
+    label = f"{scale} scale, {len(runs)} providers, {offers:,} offers"
+    return [
+        Result("7", f"full refresh on the world replay ({label}), wall", full["wall_s"], "s", WALL_TARGET_S,
+               ratio=full["wall_s"] / critical, ratio_label=f"/ {critical_provider} alone",
+               notes=f"second refresh into the same warehouse {second['wall_s']:.1f} s; "
+                     "each refresh talks to one Prefect server started before them",
+               extra={"runs": runs, "alone_s": alone, "second_wall_s": second["wall_s"]}),
+        Result("7", f"full refresh / critical path ({critical_provider} alone, {critical:.1f} s)",
+               full["wall_s"] / critical, "x", CRITICAL_PATH_TARGET, extra={"alone_s": alone}),
+        Result("7", "peak RSS of the full refresh (the refresh process; replay server apart)", full["peak_rss_mb"], "MB",
+               RSS_TARGET_MB, ratio=full["peak_rss_mb"] / floor["peak_rss_mb"],
+               ratio_label="/ import-only process (lower is better)",
+               notes=f"process tree incl. Prefect server and crawlers {full['peak_tree_rss_mb']:.0f} MB; "
+                     f"replay server process {full['server']['peak_rss_mb']:.0f} MB; import-only {floor['peak_rss_mb']:.0f} MB",
+               extra={"peak_tree_rss_mb": full["peak_tree_rss_mb"], "replay_server_mb": full["server"]["peak_rss_mb"],
+                      "import_only_mb": floor["peak_rss_mb"]}),
+        Result("7", "write window: longest a reader waits during a refresh", probe["max_s"], "s", WRITE_WINDOW_TARGET_S,
+               ratio=probe["max_s"] / copy_s if copy_s else None, ratio_label="/ copying the warehouse file",
+               notes=f"{probe['reads']} reads, median {probe['p50_s'] * 1000:.0f} ms, {probe['failures']} failed opens; "
+                     f"copy {copy_s * 1000:.0f} ms of {db_mb:.0f} MB",
+               extra={**probe, "copy_s": copy_s}),
+        Result("7", "recommend() with the time model on the world warehouse, p95", rec["p95_ms"], "ms",
+               RECOMMEND_P95_TARGET_MS, ratio=rec["p95_ms"] / rec["select_p95_ms"],
+               ratio_label="/ plain select of the offers (lower is better)", extra=rec),
+        Result("7", f"comparison page filter/sort in Chromium, {page['offers']:,} offers, worst ({worst_action})",
+               worst_ms, "ms", PAGE_TARGET_MS, ratio=worst_ms / page["sort_floor_ms"] if page["sort_floor_ms"] else None,
+               ratio_label="/ sorting as many numbers (lower is better)", extra=page),
+        Result("7", f"bytes fetched / the source's answers fetched once, worst ({worst_bytes})",
+               ratios.get(worst_bytes, 0.0), "x", BYTES_RATIO_TARGET,
+               ratio=total / total_once if total_once else None,
+               ratio_label=f"all providers: {total / 1e6:.1f} MB fetched",
+               notes=f"smaller sources of the same prices: {smaller or 'none'}",
+               extra={"by_provider": fetched}),
+    ]
