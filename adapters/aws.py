@@ -268,55 +268,76 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
 
 # Cheap test of the 4th field (TermType) before any CSV parsing: Reserved terms are ~80% of the
 # file, nearly all of them for instance families without GPUs. SKU, OfferTermCode and RateCode
-# never hold commas, so the 4th comma-separated piece is TermType: exactly "OnDemand" ("OnDemand"
-# alone is no test: the MarketOption column says it on reserved rows too), or "Reserved" on a row
-# whose Instance Family is "GPU instance" (every family of GPU_FAMILIES is filed under it). As a
-# compiled pattern, `filter(_KEPT_LINE.match, lines)` tests a line without running Python bytecode.
+# never hold commas, so the 4th comma-separated piece is TermType. A line is kept when that piece
+# is exactly "OnDemand" ("OnDemand" alone is no test: the MarketOption column says it on reserved
+# rows too), or "Reserved" on a line holding the field "GPU instance" after it (every family of
+# GPU_FAMILIES is filed under that Instance Family). `_KEPT_LINE` states the rule for one line;
+# `_kept_lines` applies it to a window of many lines without making a bytes object per line.
 _KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,"GPU instance",)')
-_SPLIT_AT_BYTES = 128 << 10  # raw bytes split into lines at once: small enough to stay in the CPU cache
-_PARSE_AT_BYTES = 4 << 20  # kept (OnDemand) bytes handed to the CSV parser at once
+# One search over the window finds the OnDemand lines: the possessive `[^,]*+` runs in sre's tight
+# single-character loop, where `[^,\n]*` costs twice as much; a match that ran across a newline
+# (a line with fewer than 3 commas) sends the window to the exact per-line path. The Reserved GPU
+# lines are found from the occurrences of their family field (bytes.find), so the Reserved lines
+# of other families are never scanned field by field.
+_ON_DEMAND_LINE = re.compile(rb'\n([^,]*+,[^,]*+,[^,]*+,"OnDemand",[^\n]*+)')
+_RESERVED_HEAD = re.compile(rb'[^,]*,[^,]*,[^,]*,"Reserved",')
+_GPU_FAMILY_FIELD = b',"GPU instance",'
+_WINDOW_BYTES = 1 << 20  # body bytes scanned at once
+_PARSE_AT_BYTES = 4 << 20  # kept bytes handed to the CSV parser at once
 
 
-def _on_demand_lines(lines: list[bytes]) -> list[bytes]:
-    """The lines whose TermType is OnDemand, or Reserved for a GPU instance family (`_KEPT_LINE`)."""
-    return list(filter(_KEPT_LINE.match, lines))
+def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int]:
+    """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, and how many of its
+    lines are not empty. `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
+    lines = window.count(b"\n", start, end) - 1
+    if window.find(b"\n\n", start, end) >= 0:
+        lines -= len(re.findall(rb"\n(?=\n)", window[start:end]))
+    spans = [m.span(1) for m in _ON_DEMAND_LINE.finditer(window, start, end)]
+    find, rfind = window.find, window.rfind
+    hit = find(_GPU_FAMILY_FIELD, start, end)
+    reserved = False
+    while hit >= 0:
+        line_start = rfind(b"\n", start, hit) + 1
+        line_end = find(b"\n", hit, end)
+        head = _RESERVED_HEAD.match(window, line_start, line_end)
+        if head is not None and find(_GPU_FAMILY_FIELD, head.end(), line_end) >= 0:
+            spans.append((line_start, line_end))
+            reserved = True
+        hit = find(_GPU_FAMILY_FIELD, line_end, end)
+    if reserved:
+        spans.sort()
+    kept = [window[a:b] for a, b in spans]
+    if any(map(bytes.__contains__, kept, itertools.repeat(b"\n"))):
+        kept = list(filter(_KEPT_LINE.match, window[start + 1:end - 1].split(b"\n")))
+    return kept, lines
 
 
-def _line_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
-    """Raw body chunks (any sizes) -> lists of whole lines, without their b"\n".
-
-    Split in windows of about _SPLIT_AT_BYTES whatever the chunk size. A body ending
-    in a newline yields no empty last line (as str.splitlines); a body cut mid-line
-    yields that partial line last.
-    """
-    rest = b""
-    pending: list[bytes] = []
+def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int]]:
+    """Raw body chunks (any sizes) -> (buffer, end) windows of about _WINDOW_BYTES or more:
+    `buffer[:end]` is b"\n" then whole lines, each ending in b"\n". A body cut mid-line
+    yields that partial line last (given its b"\n")."""
+    pending: list[bytes] = [b"\n"]
     size = 0
     for chunk in chunks:
         if not chunk:
             continue
         pending.append(chunk)
         size += len(chunk)
-        if size < _SPLIT_AT_BYTES:
+        if size < _WINDOW_BYTES:
             continue
-        buf = rest + b"".join(pending) if rest or len(pending) > 1 else pending[0]
-        pending, size = [], 0
-        start, end = 0, len(buf)
-        while start < end:
-            cut = buf.rfind(b"\n", start, start + _SPLIT_AT_BYTES)
-            if cut < 0:  # a line longer than the window
-                cut = buf.find(b"\n", start + _SPLIT_AT_BYTES)
-                if cut < 0:
-                    break
-            yield buf[start:cut].split(b"\n")
-            start = cut + 1
-        rest = buf[start:]
-    tail = rest + b"".join(pending)
-    if tail:
-        lines = tail.split(b"\n")
-        if not lines[-1]:
-            lines.pop()
-        yield lines
+        buf = b"".join(pending)
+        cut = buf.rfind(b"\n")
+        if cut == 0:  # no line ends yet: keep gathering
+            pending = [buf]
+            continue
+        yield buf, cut + 1
+        pending = [buf[cut:]]
+        size = len(buf) - cut - 1
+    tail = b"".join(pending)
+    if len(tail) > 1:
+        if not tail.endswith(b"\n"):
+            tail += b"\n"
+        yield tail, len(tail)
 
 
 class _KeptRowParser:
@@ -414,17 +435,13 @@ class _KeptRowParser:
 def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | None = None,
                     skipped: Counter[str] | None = None) -> Iterator[PriceRow]:
     """Stream a bulk offer file (CSV form) given as text lines; see parse_offer_chunks."""
-    def batches() -> Iterator[list[bytes]]:
-        batch: list[bytes] = []
-        for line in lines:
-            batch.append(line.encode())
-            if len(batch) >= 256:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+    def windows() -> Iterator[tuple[bytes, int]]:
+        for batch in iter(lambda: list(itertools.islice(it, 4096)), []):
+            window = b"\n" + b"\n".join(line.encode() for line in batch) + b"\n"
+            yield window, len(window)
 
-    return _parse_offer_batches(batches(), region, meta, skipped)
+    it = iter(lines)
+    return _parse_offer_windows(windows(), region, meta, skipped)
 
 
 def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None,
@@ -439,34 +456,37 @@ def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str
     rows are CSV-parsed in batches (pyarrow, else the csv module) and every one
     must have the header's field count. `skipped` (if given) counts the rows not kept, by reason.
     """
-    return _parse_offer_batches(_line_batches(chunks), region, meta, skipped)
+    return _parse_offer_windows(_line_windows(chunks), region, meta, skipped)
 
 
-def _parse_offer_batches(batches: Iterable[list[bytes]], region: str,
+def _parse_offer_windows(windows: Iterable[tuple[bytes, int]], region: str,
                          meta: dict[str, str] | None, skipped: Counter[str] | None = None) -> Iterator[PriceRow]:
     """The parse proper; the csv module's own error (e.g. a bare CR inside an unquoted field)
     becomes a SchemaDriftError naming the region, like every other malformed file."""
     try:
-        yield from _parse_offer_rows(batches, region, meta, skipped)
+        yield from _parse_offer_rows(windows, region, meta, skipped)
     except csv.Error as err:
         raise SchemaDriftError(f"aws: offer file for {region} is not valid CSV: {err}") from None
 
 
-def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
+def _parse_offer_rows(windows: Iterable[tuple[bytes, int]], region: str,
                       meta: dict[str, str] | None, skipped: Counter[str] | None) -> Iterator[PriceRow]:
-    it = iter(batches)
+    it = iter(windows)
     meta = {} if meta is None else meta
     header: list[str] | None = None
-    first: list[bytes] = []
-    for batch in it:
-        for i, raw in enumerate(batch):
-            fields = next(csv.reader([raw.decode("utf-8", "replace")]))
+    first: tuple[bytes, int, int] = (b"", 0, 0)
+    for window, end in it:
+        pos = 1
+        while pos < end:
+            stop = window.find(b"\n", pos, end)
+            fields = next(csv.reader([window[pos:stop].decode("utf-8", "replace")]), [])
             if fields and fields[0] == "SKU":
                 header = fields
-                first = batch[i + 1:]
+                first = (window, stop, end)
                 break
             if len(fields) >= 2:
                 meta[fields[0]] = fields[1]
+            pos = stop + 1
         if header is not None:
             break
     if header is None:
@@ -483,12 +503,12 @@ def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
     # One batch parses in the worker while the next is prefiltered; rows come out in file order.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="aws-csv") as pool:
         inflight: tuple[list[bytes], Any] | None = None
-        for batch in itertools.chain([first], it):
-            if not batch:
+        for window, start, end in itertools.chain([first], ((w, 0, e) for w, e in it)):
+            if end - start <= 1:
                 continue
-            last = batch[-1]
-            kept = _on_demand_lines(batch)
-            _skip(skipped, SKIP_TERM, len(batch) - batch.count(b"") - len(kept))
+            last = window[window.rfind(b"\n", start, end - 1) + 1:end - 1]
+            kept, lines = _kept_lines(window, start, end)
+            _skip(skipped, SKIP_TERM, lines - len(kept))
             if not kept:
                 continue
             pending.extend(kept)
