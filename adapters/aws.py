@@ -412,7 +412,7 @@ class _KeptRowParser:
         family = table[self.col["family"]]
         any_compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
         compute = any_compute
-        for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used")):
+        for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used"), ("sw", "NA")):
             if name in self.col:  # (a missing column only widens the pre-selection)
                 compute = pc.and_(compute, pc.equal(table[self.col[name]], wanted))
         other = pc.is_in(family, value_set=pa.array(["Storage", "Data Transfer"]))
