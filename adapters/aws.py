@@ -351,10 +351,10 @@ def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
 class _KeptRowParser:
     """CSV-parses batches of kept OnDemand lines into PriceRows.
 
-    Fast path: pyarrow's CSV reader on the whole batch (only the columns we read),
+    Fast path: pyarrow's CSV reader on the whole batch (only the pre-selection's columns),
     a vectorized pre-selection that is a superset of what `_csv_row_to_price` keeps
-    (so every row it would keep, or raise on, still reaches it), then
-    `_csv_row_to_price` on those few rows. Any batch pyarrow rejects or that holds
+    (so every row it would keep, or raise on, still reaches it), then pyarrow again on
+    those few lines (every column we read) and `_csv_row_to_price` on each. Any batch pyarrow rejects or that holds
     bytes where it and the csv module could disagree (CR, NUL) goes through the csv
     module instead, which raises the same SchemaDriftError as before on a row whose
     field count is not the header's.
