@@ -271,28 +271,59 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
 
 # Cheap test of the 4th field (TermType) before any CSV parsing: Reserved terms are ~80% of the
 # file, nearly all of them for instance families without GPUs. SKU, OfferTermCode and RateCode
-# never hold commas, so the 4th comma-separated piece is TermType: exactly "OnDemand" ("OnDemand"
-# alone is no test: the MarketOption column says it on reserved rows too), or "Reserved" on a row
-# whose Instance Family is "GPU instance" (every family of GPU_FAMILIES is filed under it). As a
-# compiled pattern, `filter(_KEPT_LINE.match, lines)` tests a line without running Python bytecode.
+# never hold commas, so the 4th comma-separated piece is TermType. A line is kept when that piece
+# is exactly "OnDemand" ("OnDemand" alone is no test: the MarketOption column says it on reserved
+# rows too), or "Reserved" on a line holding the field "GPU instance" after it (every family of
+# GPU_FAMILIES is filed under that Instance Family). `_KEPT_LINE` states the rule for one line;
+# `_kept_lines` applies it to a window of many lines without making a bytes object per line.
 _KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,"GPU instance",)')
-_SPLIT_AT_BYTES = 128 << 10  # raw bytes split into lines at once: small enough to stay in the CPU cache
-_PARSE_AT_BYTES = 4 << 20  # kept (OnDemand) bytes handed to the CSV parser at once
+# One search over the window finds the OnDemand lines: the possessive `[^,]*+` runs in sre's tight
+# single-character loop, where `[^,\n]*` costs twice as much; a match that ran across a newline
+# (a line with fewer than 3 commas) sends the window to the exact per-line path. The Reserved GPU
+# lines are found from the occurrences of their family field (bytes.find), so the Reserved lines
+# of other families are never scanned field by field.
+_ON_DEMAND_LINE = re.compile(rb'\n([^,]*+,[^,]*+,[^,]*+,"OnDemand",[^\n]*+)')
+_RESERVED_HEAD = re.compile(rb'[^,]*,[^,]*,[^,]*,"Reserved",')
+_GPU_FAMILY_FIELD = b',"GPU instance",'
+_WINDOW_BYTES = 1 << 20  # body bytes scanned at once
+_PARSE_AT_BYTES = 4 << 20  # kept bytes handed to the CSV parser at once
 
 
-def _on_demand_lines(lines: list[bytes]) -> list[bytes]:
-    """The lines whose TermType is OnDemand, or Reserved for a GPU instance family (`_KEPT_LINE`)."""
-    return list(filter(_KEPT_LINE.match, lines))
+def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int]:
+    """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, and how many of its
+    lines are not empty. `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
+    import numpy as np
+
+    # A line is not empty where two newlines are more than one byte apart (numpy: one vectorized
+    # pass, where bytes.count alone costs more than the OnDemand search).
+    newlines = np.flatnonzero(np.frombuffer(window, np.uint8, end - start, start) == 10)
+    lines = int(np.count_nonzero(np.diff(newlines) > 1))
+    spans = [m.span(1) for m in _ON_DEMAND_LINE.finditer(window, start, end)]
+    find, rfind = window.find, window.rfind
+    hit = find(_GPU_FAMILY_FIELD, start, end)
+    reserved = False
+    while hit >= 0:
+        line_start = rfind(b"\n", start, hit) + 1
+        line_end = find(b"\n", hit, end)
+        head = _RESERVED_HEAD.match(window, line_start, line_end)
+        if head is not None and find(_GPU_FAMILY_FIELD, head.end(), line_end) >= 0:
+            spans.append((line_start, line_end))
+            reserved = True
+        hit = find(_GPU_FAMILY_FIELD, line_end, end)
+    if reserved:
+        spans.sort()
+    kept = [window[a:b] for a, b in spans]
+    if any(map(bytes.__contains__, kept, itertools.repeat(b"\n"))):
+        kept = list(filter(_KEPT_LINE.match, window[start + 1:end - 1].split(b"\n")))
+    return kept, lines
 
 
-def _line_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
-    """Raw body chunks (any sizes) -> lists of whole lines, without their b"\n".
-
-    Split in windows of about _SPLIT_AT_BYTES whatever the chunk size. A body ending
-    in a newline yields no empty last line (as str.splitlines); a body cut mid-line
-    yields that partial line last.
-    """
-    rest = b""
+def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
+    """Raw body chunks (any sizes) -> (buffer, start, end) windows: `buffer[start:end]` is b"\n"
+    then whole lines, each ending in b"\n". Chunks are gathered to _WINDOW_BYTES; a chunk that
+    large is scanned in place (its first line, completing the carried-over partial line, goes
+    in a small window of its own). A body cut mid-line yields that partial line last."""
+    rest = b""  # the partial line carried over, without a b"\n"
     pending: list[bytes] = []
     size = 0
     for chunk in chunks:
@@ -300,35 +331,33 @@ def _line_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
             continue
         pending.append(chunk)
         size += len(chunk)
-        if size < _SPLIT_AT_BYTES:
+        if size < _WINDOW_BYTES:
             continue
-        buf = rest + b"".join(pending) if rest or len(pending) > 1 else pending[0]
+        buf = pending[0] if len(pending) == 1 else b"".join(pending)
         pending, size = [], 0
-        start, end = 0, len(buf)
-        while start < end:
-            cut = buf.rfind(b"\n", start, start + _SPLIT_AT_BYTES)
-            if cut < 0:  # a line longer than the window
-                cut = buf.find(b"\n", start + _SPLIT_AT_BYTES)
-                if cut < 0:
-                    break
-            yield buf[start:cut].split(b"\n")
-            start = cut + 1
-        rest = buf[start:]
+        first = buf.find(b"\n")
+        if first < 0:
+            rest += buf
+            continue
+        last = buf.rfind(b"\n")
+        head = b"\n" + rest + buf[:first + 1]
+        yield head, 0, len(head)
+        if last > first:
+            yield buf, first, last + 1
+        rest = buf[last + 1:]
     tail = rest + b"".join(pending)
     if tail:
-        lines = tail.split(b"\n")
-        if not lines[-1]:
-            lines.pop()
-        yield lines
+        tail = b"\n" + tail + (b"" if tail.endswith(b"\n") else b"\n")
+        yield tail, 0, len(tail)
 
 
 class _KeptRowParser:
     """CSV-parses batches of kept OnDemand lines into PriceRows.
 
-    Fast path: pyarrow's CSV reader on the whole batch (only the columns we read),
+    Fast path: pyarrow's CSV reader on the whole batch (only the pre-selection's columns),
     a vectorized pre-selection that is a superset of what `_csv_row_to_price` keeps
-    (so every row it would keep, or raise on, still reaches it), then
-    `_csv_row_to_price` on those few rows. Any batch pyarrow rejects or that holds
+    (so every row it would keep, or raise on, still reaches it), then pyarrow again on
+    those few lines (every column we read) and `_csv_row_to_price` on each. Any batch pyarrow rejects or that holds
     bytes where it and the csv module could disagree (CR, NUL) goes through the csv
     module instead, which raises the same SchemaDriftError as before on a row whose
     field count is not the header's.
@@ -350,57 +379,69 @@ class _KeptRowParser:
         self.parse_options = pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=True)
         self.convert_options = pacsv.ConvertOptions(include_columns=used, column_types={c: pa.string() for c in used},
                                                     strings_can_be_null=False, quoted_strings_can_be_null=False)
+        # The pre-selection's columns alone: most kept lines are not candidates, and converting
+        # 4 columns of them costs half of converting all 28.
+        narrow = sorted({names[header.index("Product Family")]}
+                        | {self.col[n] for n in ("os", "tenancy", "capacity") if n in self.col})
+        self.narrow_options = pacsv.ConvertOptions(
+            include_columns=narrow, column_types={c: pa.string() for c in narrow},
+            strings_can_be_null=False, quoted_strings_can_be_null=False)
 
     def table(self, lines: list[bytes]) -> Any:
-        """pyarrow's parse of the lines, or None where the csv module must decide.
+        """pyarrow's parse of the candidate lines and the counts of the others by reason, or
+        None where the csv module must decide.
 
-        Runs in a worker thread: pyarrow parses without holding the GIL, so the
-        next batch's prefilter goes on meanwhile.
+        The lines are parsed twice: the pre-selection's columns of every line, then every
+        column the parser reads of the candidates only. Runs in a worker thread: pyarrow parses
+        without holding the GIL, so the next window's prefilter goes on meanwhile.
         """
         data = b"\n".join(lines)
         if b"\r" in data or b"\0" in data:
             return None
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.csv as pacsv
 
         try:
-            table = pacsv.read_csv(pa.py_buffer(data), read_options=self.read_options,
+            narrow = pacsv.read_csv(pa.py_buffer(data), read_options=self.read_options,
+                                    parse_options=self.parse_options, convert_options=self.narrow_options)
+            if narrow.num_rows != len(lines):
+                return None
+            family = narrow[self.col["family"]]
+            any_compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
+            compute = any_compute
+            for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used")):
+                if name in self.col:  # (a missing column only widens the pre-selection)
+                    compute = pc.and_(compute, pc.equal(narrow[self.col[name]], wanted))
+            other = pc.is_in(family, value_set=pa.array(["Storage", "Data Transfer"]))
+            # The rows left out here are counted under the reason _csv_row_to_price would give them.
+            n_any_compute, n_compute, n_other = (pc.sum(m).as_py() or 0 for m in (any_compute, compute, other))
+            left_out = {SKIP_VARIANT: n_any_compute - n_compute,
+                        SKIP_OTHER_PRODUCT: narrow.num_rows - n_any_compute - n_other}
+            picked = [lines[i] for i in pc.indices_nonzero(pc.or_(compute, other)).to_pylist()]
+            if not picked:
+                return None, left_out
+            table = pacsv.read_csv(pa.py_buffer(b"\n".join(picked)), read_options=self.read_options,
                                    parse_options=self.parse_options, convert_options=self.convert_options)
         except pa.ArrowInvalid:
             return None
-        return table if table.num_rows == len(lines) else None
+        return (table, left_out) if table.num_rows == len(picked) else None
 
-    def rows(self, lines: list[bytes], table: Any) -> Iterator[PriceRow]:
-        if table is None:
+    def rows(self, lines: list[bytes], parsed: Any) -> Iterator[PriceRow]:
+        if parsed is None:
             yield from self._rows_csv_module(lines)
             return
-        for row in self._candidates(table):
-            price = _csv_row_to_price(row, self.region, self.skipped)
-            if price is not None:
-                yield price
-
-    def _candidates(self, table: Any) -> Iterator[dict[str, str]]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        family = table[self.col["family"]]
-        any_compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
-        compute = any_compute
-        for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used")):
-            if name in self.col:  # (a missing column only widens the pre-selection)
-                compute = pc.and_(compute, pc.equal(table[self.col[name]], wanted))
-        other = pc.is_in(family, value_set=pa.array(["Storage", "Data Transfer"]))
-        # The rows left out here are counted under the reason _csv_row_to_price would give them.
-        n_any_compute, n_compute, n_other = (pc.sum(m).as_py() or 0 for m in (any_compute, compute, other))
-        _skip(self.skipped, SKIP_VARIANT, n_any_compute - n_compute)
-        _skip(self.skipped, SKIP_OTHER_PRODUCT, table.num_rows - n_any_compute - n_other)
-        picked = table.filter(pc.or_(compute, other))
-        if picked.num_rows == 0:
+        table, left_out = parsed
+        for reason, n in left_out.items():
+            _skip(self.skipped, reason, n)
+        if table is None:
             return
-        columns = {name: picked[c].to_pylist() for name, c in self.col.items()}
+        columns = {name: table[c].to_pylist() for name, c in self.col.items()}
         names = list(columns)
         for values in zip(*columns.values()):
-            yield dict(zip(names, values))
+            price = _csv_row_to_price(dict(zip(names, values)), self.region, self.skipped)
+            if price is not None:
+                yield price
 
     def _rows_csv_module(self, lines: list[bytes]) -> Iterator[PriceRow]:
         for fields in csv.reader([ln.decode("utf-8", "replace") for ln in lines]):
@@ -417,17 +458,13 @@ class _KeptRowParser:
 def parse_offer_csv(lines: Iterable[str], region: str, meta: dict[str, str] | None = None,
                     skipped: Counter[str] | None = None) -> Iterator[PriceRow]:
     """Stream a bulk offer file (CSV form) given as text lines; see parse_offer_chunks."""
-    def batches() -> Iterator[list[bytes]]:
-        batch: list[bytes] = []
-        for line in lines:
-            batch.append(line.encode())
-            if len(batch) >= 256:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+    def windows() -> Iterator[tuple[bytes, int, int]]:
+        for batch in iter(lambda: list(itertools.islice(it, 4096)), []):
+            window = b"\n" + b"\n".join(line.encode() for line in batch) + b"\n"
+            yield window, 0, len(window)
 
-    return _parse_offer_batches(batches(), region, meta, skipped)
+    it = iter(lines)
+    return _parse_offer_windows(windows(), region, meta, skipped)
 
 
 def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None,
@@ -442,34 +479,37 @@ def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str
     rows are CSV-parsed in batches (pyarrow, else the csv module) and every one
     must have the header's field count. `skipped` (if given) counts the rows not kept, by reason.
     """
-    return _parse_offer_batches(_line_batches(chunks), region, meta, skipped)
+    return _parse_offer_windows(_line_windows(chunks), region, meta, skipped)
 
 
-def _parse_offer_batches(batches: Iterable[list[bytes]], region: str,
+def _parse_offer_windows(windows: Iterable[tuple[bytes, int, int]], region: str,
                          meta: dict[str, str] | None, skipped: Counter[str] | None = None) -> Iterator[PriceRow]:
     """The parse proper; the csv module's own error (e.g. a bare CR inside an unquoted field)
     becomes a SchemaDriftError naming the region, like every other malformed file."""
     try:
-        yield from _parse_offer_rows(batches, region, meta, skipped)
+        yield from _parse_offer_rows(windows, region, meta, skipped)
     except csv.Error as err:
         raise SchemaDriftError(f"aws: offer file for {region} is not valid CSV: {err}") from None
 
 
-def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
+def _parse_offer_rows(windows: Iterable[tuple[bytes, int, int]], region: str,
                       meta: dict[str, str] | None, skipped: Counter[str] | None) -> Iterator[PriceRow]:
-    it = iter(batches)
+    it = iter(windows)
     meta = {} if meta is None else meta
     header: list[str] | None = None
-    first: list[bytes] = []
-    for batch in it:
-        for i, raw in enumerate(batch):
-            fields = next(csv.reader([raw.decode("utf-8", "replace")]))
+    first: tuple[bytes, int, int] = (b"", 0, 0)
+    for window, start, end in it:
+        pos = start + 1
+        while pos < end:
+            stop = window.find(b"\n", pos, end)
+            fields = next(csv.reader([window[pos:stop].decode("utf-8", "replace")]), [])
             if fields and fields[0] == "SKU":
                 header = fields
-                first = batch[i + 1:]
+                first = (window, stop, end)
                 break
             if len(fields) >= 2:
                 meta[fields[0]] = fields[1]
+            pos = stop + 1
         if header is not None:
             break
     if header is None:
@@ -486,12 +526,12 @@ def _parse_offer_rows(batches: Iterable[list[bytes]], region: str,
     # One batch parses in the worker while the next is prefiltered; rows come out in file order.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="aws-csv") as pool:
         inflight: tuple[list[bytes], Any] | None = None
-        for batch in itertools.chain([first], it):
-            if not batch:
+        for window, start, end in itertools.chain([first], it):
+            if end - start <= 1:
                 continue
-            last = batch[-1]
-            kept = _on_demand_lines(batch)
-            _skip(skipped, SKIP_TERM, len(batch) - batch.count(b"") - len(kept))
+            last = window[window.rfind(b"\n", start, end - 1) + 1:end - 1]
+            kept, lines = _kept_lines(window, start, end)
+            _skip(skipped, SKIP_TERM, lines - len(kept))
             if not kept:
                 continue
             pending.extend(kept)

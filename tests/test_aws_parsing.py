@@ -213,3 +213,50 @@ def test_build_region_on_demand_spot_and_quarantine() -> None:
     egress = {(e.destination, e.tier_start_gb): e for e in batch.egress}
     assert egress[("internet", 0.0)].usd_per_gb == 0.09 and egress[("internet", 0.0)].tier_end_gb == 10240
     assert egress[("inter_region", 0.0)].usd_per_gb == 0.02  # the highest destination rate
+
+
+# Lines of the one-line rule's edge cases, each with its verdict worked out by hand from the rule
+# (the 4th comma-separated piece is "OnDemand", or "Reserved" with the field "GPU instance" after it).
+_EDGE_LINES = [
+    (b'"no commas at all"', False),
+    (b'"A","B","C","OnDemand","x"', True),
+    (b'"one","comma"', False),  # fewer than 3 commas: the next line must still be tested alone
+    (b'"A","B","C","OnDemand",', True),
+    (b'', False),  # an empty line: neither kept nor counted
+    (b'"A","B","C","Reserved","desc","GPU instance","p5"', True),
+    (b'"A","B","C","Reserved","desc","Compute optimized","c5"', False),
+    (b'"A","B","C","Reserved","GPU instance"', False),  # the family field needs a comma on both sides
+    (b'"A","GPU instance","C","Reserved","x"', False),  # the family field occurs only before TermType
+    (b'"A","B","C","OnDemandX","x"', False),
+    (b'"A","B","C","Reserved",,"GPU instance",', True),
+    (b'"A","B","C","OnDemand","GPU instance","x"\r', True),
+]
+
+
+def _window_scan(body: bytes, chunk: int) -> tuple[list[bytes], int]:
+    kept: list[bytes] = []
+    lines = 0
+    for window, start, end in aws._line_windows(body[i:i + chunk] for i in range(0, len(body), chunk)):
+        got, n = aws._kept_lines(window, start, end)
+        kept += got
+        lines += n
+    return kept, lines
+
+
+@pytest.mark.parametrize("window_bytes", [64, 1 << 20])
+def test_window_prefilter_keeps_what_the_one_line_rule_keeps(window_bytes: int, monkeypatch) -> None:
+    import gzip
+
+    monkeypatch.setattr(aws, "_WINDOW_BYTES", window_bytes)
+    recording = Path(aws.__file__).parent / "recordings" / "aws" / "bulk" / "AmazonEC2" / "us-east-1" / "index.csv.gz"
+    body = gzip.decompress(recording.read_bytes()).split(b"\n", 6)[6]  # the rows after the header
+    real = body.rstrip(b"\n").split(b"\n")[:3000]
+    edge = [line for line, _ in _EDGE_LINES]
+    for lines in (real + edge, edge + real, edge):
+        for chunk in (4093, 1 << 20):
+            kept, counted = _window_scan(b"\n".join(lines) + b"\n", chunk)
+            assert kept == [line for line in lines if aws._KEPT_LINE.match(line)]
+            assert counted == sum(1 for line in lines if line)
+    assert [line for line, keep in _EDGE_LINES if keep] == [line for line in edge if aws._KEPT_LINE.match(line)]
+    kept_real, _ = _window_scan(body, 1 << 20)
+    assert len(kept_real) > 0 and any(b'"Reserved"' in line for line in kept_real)
