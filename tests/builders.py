@@ -70,7 +70,7 @@ def shared_prefect_server(config: Any) -> str:
     from prefect.testing.utilities import prefect_test_harness
 
     if not _PREFECT_SERVER:
-        harness = prefect_test_harness(server_startup_timeout=120)
+        harness = prefect_test_harness(server_startup_timeout=180)
         harness.__enter__()
         _PREFECT_SERVER.append(harness)
         config.add_cleanup(lambda: harness.__exit__(None, None, None))

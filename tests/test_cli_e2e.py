@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.flows.cli import app
 from gpuledger.flows.pipeline import SOURCES
+from tests.builders import shared_prefect_server
 
 pytestmark = pytest.mark.prefect
 runner = CliRunner()
@@ -22,11 +23,8 @@ FIXTURES_DIR = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+def prefect_harness(request: pytest.FixtureRequest) -> str:
+    return shared_prefect_server(request.config)
 
 
 @pytest.fixture(scope="module")
@@ -113,15 +111,26 @@ def test_export_writes_timestamped_snapshot(replayed_db: Path, tmp_path: Path) -
     assert duckdb.sql(f"select count(*) from '{folder / 'offers.parquet'}'").fetchall()[0][0] == n
 
 
-def test_rerun_is_idempotent_through_the_flow(replayed_db: Path, tmp_path: Path) -> None:
+def test_rerun_is_idempotent_through_the_flow(replayed_db: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two of AWS's regions carry every kind of row it has (on demand, spot per zone, the twelve
+    # Reserved terms, egress, EBS; a GPU-only region): the rerun, not the size, is the subject.
+    monkeypatch.setenv("GPULEDGER_AWS_REGIONS", "us-east-1,eu-north-1")
     db = tmp_path / "again.duckdb"
     for _ in range(2):
         assert runner.invoke(app, ["refresh", "--replay", "--db", str(db), "-p", "aws"]).exit_code == 0
     con = duckdb.connect(str(db), read_only=True)
     hist, cur = con.execute("select (select count(*) from offer_history), (select count(*) from offers)").fetchall()[0]
     runs = con.execute("select offers_new, offers_changed, offers_closed from scrape_runs order by finished_at").fetchall()
+    regions = con.execute("select distinct region from offers order by region").fetchall()
+    options = {r[0] for r in con.execute("select distinct purchase_option from offers").fetchall()}
+    egress, storage = con.execute("select (select count(*) from egress_prices), "
+                                  "(select count(*) from storage_prices)").fetchall()[0]
     con.close()
-    assert hist == cur
+    assert regions == [("eu-north-1",), ("us-east-1",)]
+    assert {"on_demand", "spot", "reserved_1y_no_upfront", "reserved_convertible_3y_all_upfront"} <= options
+    assert egress > 0 and storage > 0
+    assert hist == cur and runs[0][0] == cur > 0
     assert runs[1] == (0, 0, 0)
 
 
@@ -165,7 +174,9 @@ def test_every_command_has_help() -> None:
 
 def test_failures_stay_with_their_provider(replayed_db: Path, tmp_path: Path) -> None:
     """Azure's API starts failing and CoreWeave's page changes layout: both fail, keep their
-    previous rows byte for byte, and every other provider still loads."""
+    previous rows byte for byte, and the other providers of the same refresh still load.
+    (The flow, not the market, is the subject: two clean peers stand for the rest; the fault
+    matrix in tests/faults loads every provider beside faulted ones.)"""
     import shutil
 
     recordings = tmp_path / "recordings"
@@ -182,7 +193,9 @@ def test_failures_stay_with_their_provider(replayed_db: Path, tmp_path: Path) ->
     db = tmp_path / "faults.duckdb"
     shutil.copy(replayed_db, db)
     before = {p: [r for r in offers_without_run_columns(db) if r[0] == p] for p in ("azure", "coreweave")}
-    result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(recordings), "--db", str(db)])
+    subset = ["azure", "coreweave", "lambda", "runpod"]
+    result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(recordings), "--db", str(db),
+                                 *[a for p in subset for a in ("-p", p)]])
     assert result.exit_code == 1
     assert "failed providers: azure, coreweave" in result.output
     after = offers_without_run_columns(db)
@@ -193,6 +206,11 @@ def test_failures_stay_with_their_provider(replayed_db: Path, tmp_path: Path) ->
         "select provider, arg_max(state, finished_at) from scrape_runs group by provider").fetchall())
     errors = dict(con.execute(
         "select provider, arg_max(error, finished_at) from scrape_runs group by provider").fetchall())
+    [(refresh_id,)] = con.execute("select refresh_id from scrape_runs where provider = 'azure' "
+                                  "order by finished_at desc limit 1").fetchall()
+    this_refresh = dict(con.execute("select provider, state from scrape_runs where refresh_id = ?",
+                                    [refresh_id]).fetchall())
     con.close()
+    assert this_refresh == {"azure": "failed", "coreweave": "failed", "lambda": "ok", "runpod": "ok"}
     assert last == {p: ("failed" if p in ("azure", "coreweave") else "ok") for p in SOURCES}
     assert "HTTP 500" in errors["azure"] and "layout" in errors["coreweave"].lower()

@@ -83,7 +83,7 @@ def test_dask_runner_gives_the_thread_runner_warehouse(api_url: str, cluster: An
         with get_task_stream(client=client) as stream:
             done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", *args,
                                    "--db", str(tmp_path / "dask.duckdb")],
-                                  env=env, capture_output=True, text=True, timeout=180)
+                                  env=env, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stdout + done.stderr
     # the provider tasks ran on the cluster's two worker processes, not in the flow's process
     assert len(worker_pids) == 2 and os.getpid() not in worker_pids

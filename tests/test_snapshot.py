@@ -76,7 +76,7 @@ def lambda_recordings(root: Path, a10_cents: int) -> Path:
 
 
 @pytest.mark.prefect
-def test_ten_refreshes_succeed_while_a_notebook_holds_the_warehouse(api_url: str, tmp_path: Path) -> None:
+def test_refreshes_in_a_row_succeed_while_a_notebook_holds_the_warehouse(api_url: str, tmp_path: Path) -> None:
     from gpuledger.flows.refresh import nightly_refresh
 
     db = tmp_path / "w.duckdb"
@@ -89,7 +89,7 @@ def test_ten_refreshes_succeed_while_a_notebook_holds_the_warehouse(api_url: str
     notebook = Notebook(db)
     try:
         assert notebook.read() == [[1.29], 2, 1]  # 2 regions, one version each, one run
-        for i in range(1, 11):
+        for i in range(1, 5):  # two full turns of any alternation between snapshot files
             t0 = time.monotonic()
             summary = refresh(129 + i)
             took = time.monotonic() - t0

@@ -12,7 +12,7 @@ provider merge, inside its transaction right after the provider's offers were re
 <folder>/merging and waits for <folder>/release. So "kill during the merge" and "a second refresh
 during the write window" are deterministic, not a race against a sleep.
 
-The children talk to one Prefect API server started for this module (prefect_test_harness),
+The children talk to the session's one Prefect API server (tests.builders.shared_prefect_server),
 instead of each starting its own ephemeral server: same flow, a third of the start-up.
 """
 
@@ -38,6 +38,7 @@ import pytest
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
 from gpuledger.warehouse.store import AnomalyPolicy, utcnow
+from tests.builders import shared_prefect_server
 
 pytestmark = pytest.mark.prefect
 PROVIDERS = ("lambda", "runpod")  # small, fast recordings: the subject is the process, not the parse
@@ -46,12 +47,8 @@ STATE_QUERY = "select count(*) as n, round(sum(price_per_hour), 6) as usd from o
 
 
 @pytest.fixture(scope="module")
-def prefect_api() -> str:
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=180):
-        yield PREFECT_API_URL.value()
+def prefect_api(request: pytest.FixtureRequest) -> str:
+    return shared_prefect_server(request.config)
 
 
 def cli_cmd(*args: str) -> list[str]:
