@@ -36,6 +36,11 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     if not selected:
         yield None
         return
+    # Every source module is imported here, in the main thread: imports done by the background
+    # world build would add to sys.modules, the logging registry and os.environ while pytest's own
+    # hooks iterate them in this thread.
+    from gpuledger.adapters.registry import specs
+    specs()
     runner = CellRunner(tmp_path_factory.mktemp("fault-cells"), selected)
     yield runner
     runner.close()
