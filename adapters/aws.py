@@ -274,32 +274,65 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
 # never hold commas, so the 4th comma-separated piece is TermType. A line is kept when that piece
 # is exactly "OnDemand" ("OnDemand" alone is no test: the MarketOption column says it on reserved
 # rows too), or "Reserved" on a line holding the field "GPU instance" after it (every family of
-# GPU_FAMILIES is filed under that Instance Family). `_KEPT_LINE` states the rule for one line;
-# `_kept_lines` applies it to a window of many lines without making a bytes object per line.
-_KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,"GPU instance",)')
+# GPU_FAMILIES is filed under that Instance Family).
+# Such a line of a compute product (it holds the field "Compute Instance" or "Compute Instance
+# (bare metal)", values only Product Family takes) is kept only when it also holds the fields
+# "Linux", "Shared" and "Used": without one of them its Operating System, Tenancy or
+# CapacityStatus cannot be the one variant `_is_wanted_variant` prices, so `_csv_row_to_price`
+# would skip it as SKIP_VARIANT, and it is counted so without being parsed (about 95% of the
+# lines the TermType test keeps). Every field test looks after TermType only, and the values
+# are quoted, as in every AWS offer file.
+# `_KEPT_LINE` states the rule for one line; `_kept_lines` applies it to a window of many lines
+# without making a bytes object per line.
+_KEPT_LINE = re.compile(
+    rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand"(?=,)|"Reserved"(?=,.*?,"GPU instance",))'
+    rb'(?!(?=.*,"Compute Instance(?: \(bare metal\))?",)(?!(?=.*,"Linux",)(?=.*,"Shared",)(?=.*,"Used",)))')
+# The TermType test alone: a line it keeps and `_KEPT_LINE` does not is an unwanted variant.
+_TERM_KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,"GPU instance",)')
 # One search over the window finds the OnDemand lines: the possessive `[^,]*+` runs in sre's tight
 # single-character loop, where `[^,\n]*` costs twice as much; a match that ran across a newline
-# (a line with fewer than 3 commas) sends the window to the exact per-line path. The Reserved GPU
-# lines are found from the occurrences of their family field (bytes.find), so the Reserved lines
-# of other families are never scanned field by field.
-_ON_DEMAND_LINE = re.compile(rb'\n([^,]*+,[^,]*+,[^,]*+,"OnDemand",[^\n]*+)')
+# (a line with fewer than 3 commas) sends the window to the exact per-line path. Group 2 is the
+# line after TermType, where the variant fields are looked for. The Reserved GPU lines are found
+# from the occurrences of their family field (bytes.find), so the Reserved lines of other
+# families are never scanned field by field.
+_ON_DEMAND_LINE = re.compile(rb'\n([^,]*+,[^,]*+,[^,]*+,"OnDemand"(,[^\n]*+))')
+_COMPUTE_FIELD = re.compile(rb',"Compute Instance(?: \(bare metal\))?",')
+_LINUX_FIELD, _SHARED_FIELD, _USED_FIELD = b',"Linux",', b',"Shared",', b',"Used",'
 _RESERVED_HEAD = re.compile(rb'[^,]*,[^,]*,[^,]*,"Reserved",')
 _GPU_FAMILY_FIELD = b',"GPU instance",'
 _WINDOW_BYTES = 1 << 20  # body bytes scanned at once
 _PARSE_AT_BYTES = 4 << 20  # kept bytes handed to the CSV parser at once
 
 
-def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int]:
-    """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, and how many of its
-    lines are not empty. `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
+def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, int]:
+    """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, how many of its
+    lines are not empty, and how many of them the rule drops as an unwanted variant.
+    `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
     import numpy as np
 
     # A line is not empty where two newlines are more than one byte apart (numpy: one vectorized
     # pass, where bytes.count alone costs more than the OnDemand search).
     newlines = np.flatnonzero(np.frombuffer(window, np.uint8, end - start, start) == 10)
     lines = int(np.count_nonzero(np.diff(newlines) > 1))
-    spans = [m.span(1) for m in _ON_DEMAND_LINE.finditer(window, start, end)]
     find, rfind = window.find, window.rfind
+    compute = _COMPUTE_FIELD.search
+    spans = []
+    variant = 0
+    crossed = False  # a match ran across a newline (kept lines are checked below, once)
+
+    def unwanted_variant(rest: int, line_end: int) -> bool:
+        # "Linux" first: it is the field most dropped lines lack.
+        return (find(_LINUX_FIELD, rest, line_end) < 0 or find(_SHARED_FIELD, rest, line_end) < 0
+                or find(_USED_FIELD, rest, line_end) < 0) and compute(window, rest, line_end) is not None
+
+    for m in _ON_DEMAND_LINE.finditer(window, start, end):
+        line_start = m.start(1)
+        rest, line_end = m.span(2)
+        if unwanted_variant(rest, line_end):
+            variant += 1
+            crossed = crossed or find(b"\n", line_start, rest) >= 0
+        else:
+            spans.append((line_start, line_end))
     hit = find(_GPU_FAMILY_FIELD, start, end)
     reserved = False
     while hit >= 0:
@@ -307,15 +340,20 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int]:
         line_end = find(b"\n", hit, end)
         head = _RESERVED_HEAD.match(window, line_start, line_end)
         if head is not None and find(_GPU_FAMILY_FIELD, head.end(), line_end) >= 0:
-            spans.append((line_start, line_end))
-            reserved = True
+            if unwanted_variant(head.end() - 1, line_end):
+                variant += 1
+            else:
+                spans.append((line_start, line_end))
+                reserved = True
         hit = find(_GPU_FAMILY_FIELD, line_end, end)
     if reserved:
         spans.sort()
     kept = [window[a:b] for a, b in spans]
-    if any(map(bytes.__contains__, kept, itertools.repeat(b"\n"))):
-        kept = list(filter(_KEPT_LINE.match, window[start + 1:end - 1].split(b"\n")))
-    return kept, lines
+    if crossed or any(map(bytes.__contains__, kept, itertools.repeat(b"\n"))):
+        every = window[start + 1:end - 1].split(b"\n")
+        kept = list(filter(_KEPT_LINE.match, every))
+        variant = sum(1 for line in every if _TERM_KEPT_LINE.match(line)) - len(kept)
+    return kept, lines, variant
 
 
 def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
@@ -530,8 +568,9 @@ def _parse_offer_rows(windows: Iterable[tuple[bytes, int, int]], region: str,
             if end - start <= 1:
                 continue
             last = window[window.rfind(b"\n", start, end - 1) + 1:end - 1]
-            kept, lines = _kept_lines(window, start, end)
-            _skip(skipped, SKIP_TERM, lines - len(kept))
+            kept, lines, variant = _kept_lines(window, start, end)
+            _skip(skipped, SKIP_VARIANT, variant)
+            _skip(skipped, SKIP_TERM, lines - len(kept) - variant)
             if not kept:
                 continue
             pending.extend(kept)

@@ -121,9 +121,23 @@ def test_bulk_csv_row_shape_is_read_by_header_name() -> None:
 
 
 def test_truncated_csv_row_is_schema_drift() -> None:
+    import csv
+    import io
+
     lines = (FIX / "AmazonEC2_index_csv_sample_20250912.csv").read_text().splitlines()
+    header = next(csv.reader([lines[5]]))
     od = next(ln for ln in lines[6:] if ln.split(",", 4)[3] == '"OnDemand"')
-    with pytest.raises(SchemaDriftError, match="fields"):
+    fields = next(csv.reader([od]))
+    for column, value in (("Operating System", "Linux"), ("Tenancy", "Shared"), ("CapacityStatus", "Used")):
+        fields[header.index(column)] = value  # the variant whose line the CSV parser reads
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(fields)
+    wanted = buf.getvalue()
+    cut = wanted[: wanted.index(',"Used",') + 8]  # cut after the comma that ends CapacityStatus (51st field): 52 fields
+    with pytest.raises(SchemaDriftError, match="a row has 52 fields, the header 91"):
+        list(aws.parse_offer_csv(lines[:6] + [cut], "x"))
+    # A line the rule drops unparsed (Dedicated tenancy) is still caught as the file's last row.
+    with pytest.raises(SchemaDriftError, match="ends in a partial row"):
         list(aws.parse_offer_csv(lines[:6] + [od[: len(od) // 2]], "x"))
 
 
@@ -230,17 +244,39 @@ _EDGE_LINES = [
     (b'"A","B","C","OnDemandX","x"', False),
     (b'"A","B","C","Reserved",,"GPU instance",', True),
     (b'"A","B","C","OnDemand","GPU instance","x"\r', True),
+    # OnDemand lines of compute products: kept only with the fields "Linux", "Shared" and "Used"
+    (b'"A","B","C","OnDemand","d","Compute Instance","Linux","Shared","Used","z"', True),
+    (b'"A","B","C","OnDemand","d","Compute Instance","Windows","Shared","Used","z"', False),
+    (b'"A","B","C","OnDemand","d","Compute Instance (bare metal)","Linux","Dedicated","Used",', False),
+    (b'"A","B","C","OnDemand","Compute Instance","Linux","Shared","Used",', True),  # fields right after TermType
+    (b'"A","Linux","C","OnDemand","Compute Instance","Shared","Used",', False),  # "Linux" before TermType
+    (b'"A","B","C","OnDemand","Compute Instance","Linux","Shared","Used"', False),  # "Used" not a field
+    (b'"A","B","C","OnDemand","d","Compute Instances","Windows","z"', True),  # not a compute family
+    (b'"A","B","C","OnDemand","d","Storage","x","Windows",', True),
+    (b'"A","B","C","Reserved","d","Compute Instance","GPU instance","Linux","Shared","Used","z"', True),
+    (b'"A","B","C","Reserved","d","Compute Instance","GPU instance","Linux","Shared","Unused","z"', False),
+    (b'"one","comma"', False),  # the next line's 4th piece is "d": a match from here runs across
+    (b'"B","C","OnDemand","d","Compute Instance","Windows",', False),
 ]
 
 
-def _window_scan(body: bytes, chunk: int) -> tuple[list[bytes], int]:
+def _term_kept(line: bytes) -> bool:
+    """The TermType test alone: the 4th comma-separated piece is "OnDemand", or "Reserved" with
+    the field "GPU instance" after it."""
+    parts = line.split(b",", 4)
+    return len(parts) == 5 and (parts[3] == b'"OnDemand"' or (parts[3] == b'"Reserved"'
+                                                            and b',"GPU instance",' in parts[4]))
+
+
+def _window_scan(body: bytes, chunk: int) -> tuple[list[bytes], int, int]:
     kept: list[bytes] = []
-    lines = 0
+    lines = variant = 0
     for window, start, end in aws._line_windows(body[i:i + chunk] for i in range(0, len(body), chunk)):
-        got, n = aws._kept_lines(window, start, end)
+        got, n, v = aws._kept_lines(window, start, end)
         kept += got
         lines += n
-    return kept, lines
+        variant += v
+    return kept, lines, variant
 
 
 @pytest.mark.parametrize("window_bytes", [64, 1 << 20])
@@ -254,9 +290,10 @@ def test_window_prefilter_keeps_what_the_one_line_rule_keeps(window_bytes: int, 
     edge = [line for line, _ in _EDGE_LINES]
     for lines in (real + edge, edge + real, edge):
         for chunk in (4093, 1 << 20):
-            kept, counted = _window_scan(b"\n".join(lines) + b"\n", chunk)
+            kept, counted, variant = _window_scan(b"\n".join(lines) + b"\n", chunk)
             assert kept == [line for line in lines if aws._KEPT_LINE.match(line)]
             assert counted == sum(1 for line in lines if line)
+            assert variant == sum(1 for line in lines if _term_kept(line) and not aws._KEPT_LINE.match(line))
     assert [line for line, keep in _EDGE_LINES if keep] == [line for line in edge if aws._KEPT_LINE.match(line)]
-    kept_real, _ = _window_scan(body, 1 << 20)
+    kept_real, _, _ = _window_scan(body, 1 << 20)
     assert len(kept_real) > 0 and any(b'"Reserved"' in line for line in kept_real)
