@@ -8,14 +8,18 @@
   substring prefilter in front (skip lines holding a `"Reserved"` field, but for GPU instance families) — the issue's
   "substring prefilter + csv.DictReader" baseline. Same selection rules, same PriceRows.
 - `parse_dictreader_all`: plain `csv.DictReader` over every row.
+- `skip_counts`: the rows not kept, by reason, from the csv module's parse of every row: a
+  Reserved row the TermType test drops is SKIP_TERM, every other row gets `_csv_row_to_price`'s
+  reason. The smoke test checks the optimized parser counts exactly these.
 """
 
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from typing import IO, Iterable, Iterator
 
-from gpuledger.adapters.aws import _CSV_COLUMNS, PriceRow, _csv_row_to_price
+from gpuledger.adapters.aws import _CSV_COLUMNS, SKIP_TERM, PriceRow, _csv_row_to_price
 from gpuledger.adapters.base import SchemaDriftError
 
 
@@ -62,6 +66,26 @@ def parse_offer_csv_lines(lines: Iterable[str], region: str, meta: dict[str, str
             yield price
     if last[0] and len(next(csv.reader([last[0]]))) != width:
         raise SchemaDriftError(f"aws: offer file for {region} ends in a partial row (truncated download?)")
+
+
+def skip_counts(lines: Iterable[str], region: str) -> Counter[str]:
+    """lines: the offer file's text lines, metadata and header included."""
+    it = iter(lines)
+    for line in it:
+        if next(csv.reader([line]), [""])[0] == "SKU":
+            header = next(csv.reader([line]))
+            break
+    positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
+    skipped: Counter[str] = Counter()
+    for line in it:
+        if not line:
+            continue
+        if not _is_on_demand_line(line):
+            skipped[SKIP_TERM] += 1
+            continue
+        fields = next(csv.reader([line]))
+        _csv_row_to_price({name: fields[i] for name, i in positions.items()}, region, skipped)
+    return skipped
 
 
 def _skip_metadata(f: IO[str]) -> None:

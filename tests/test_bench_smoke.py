@@ -21,7 +21,7 @@ from gpuledger.adapters import aws
 from gpuledger.adapters.base import SchemaDriftError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from bench import awsgen
-from bench.reference_aws import parse_offer_csv_lines, parse_prefilter_dictreader
+from bench.reference_aws import parse_offer_csv_lines, parse_prefilter_dictreader, skip_counts
 from tests.conftest import replay_context
 
 SAMPLE = Path(__file__).parent / "fixtures" / "aws" / "AmazonEC2_index_csv_sample_20250912.csv"
@@ -90,6 +90,20 @@ def test_optimized_parser_equals_baselines_on_a_generated_file(synthetic: bytes)
     kinds = Counter(r.kind for r in got)
     assert kinds["instance"] > 0 and kinds["storage"] > 0
     assert all(r.currency == "USD" and r.unit for r in got)
+
+
+def test_skipped_counts_by_reason_equal_the_csv_module_parse_of_every_row(synthetic: bytes) -> None:
+    want = skip_counts(synthetic.decode().splitlines(), "us-east-1")
+    assert want[aws.SKIP_VARIANT] > 0 and want[aws.SKIP_CPU_ONLY] > 0 and want[aws.SKIP_TERM] > 0
+    for size in (4093, 1 << 16, len(synthetic)):
+        skipped: Counter[str] = Counter()
+        list(aws.parse_offer_chunks(chunked(synthetic, size), "us-east-1", skipped=skipped))
+        assert skipped == want
+    for path in BULK:
+        data = gzip.decompress(path.read_bytes())
+        skipped = Counter()
+        list(aws.parse_offer_chunks(chunked(data, 65536), path.parent.name, skipped=skipped))
+        assert skipped == skip_counts(data.decode().splitlines(), path.parent.name)
 
 
 def test_crlf_file_takes_the_csv_module_path_with_the_same_rows(synthetic: bytes) -> None:
