@@ -279,7 +279,7 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
 # (bare metal)", values only Product Family takes) is kept only when it also holds the fields
 # "Linux", "Shared" and "Used": without one of them its Operating System, Tenancy or
 # CapacityStatus cannot be the one variant `_is_wanted_variant` prices, so `_csv_row_to_price`
-# would skip it as SKIP_VARIANT, and it is counted so without being parsed (about 95% of the
+# would skip it as SKIP_VARIANT, and it is counted so without being parsed (about 93% of the
 # lines the TermType test keeps). Every field test looks after TermType only, and the values
 # are quoted, as in every AWS offer file.
 # `_KEPT_LINE` states the rule for one line; `_kept_lines` applies it to a window of many lines
