@@ -14,8 +14,10 @@ followed page by page through `NextPageLink`:
   dev/test rates out server-side; the parser excludes them again. Reservation items
   (1- and 3-year reserved instances, priced for the whole term) and the `savingsPlan`
   rates on pay-as-you-go items become offers of their own purchase options.
-- Managed disks (`serviceName eq 'Storage'`): Premium SSD P30, Standard SSD E30
-  (both priced per disk per month) and Premium SSD v2 capacity (per GiB-hour).
+- Managed disks (`serviceName eq 'Storage'`): every LRS size tier of Premium SSD (P1-P80),
+  Standard SSD (E1-E80) and Standard HDD (S4-S80), each priced per disk per month and
+  recorded as a storage class of its own (`premium-ssd-lrs-p10`), and Premium SSD v2
+  capacity (per GiB-hour).
 - Bandwidth: internet egress over the Microsoft network ("Rtn Preference: MGN",
   tiered by `tierMinimumUnits`) and inter-region transfer ("Bandwidth Inter-Region").
 
@@ -68,8 +70,9 @@ VM_FILTER = (
 )
 STORAGE_FILTER = (
     "serviceName eq 'Storage' and priceType eq 'Consumption' and ("
-    "(productName eq 'Premium SSD Managed Disks' and meterName eq 'P30 LRS Disk') or "
-    "(productName eq 'Standard SSD Managed Disks' and meterName eq 'E30 LRS Disk') or "
+    "(productName eq 'Premium SSD Managed Disks' and contains(meterName, 'LRS Disk')) or "
+    "(productName eq 'Standard SSD Managed Disks' and contains(meterName, 'LRS Disk')) or "
+    "(productName eq 'Standard HDD Managed Disks' and contains(meterName, 'LRS Disk')) or "
     "(productName eq 'Azure Premium SSD v2' and meterName eq 'Premium LRS Provisioned Capacity'))"
 )
 BANDWIDTH_FILTER = (
@@ -569,22 +572,25 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
 
 # -- storage ----------------------------------------------------------------------------
 
-# Managed disk tiers are sold per disk per month; the tier fixes the size (GiB).
+# Managed disk tiers are sold per disk per month; the tier fixes the size (GiB). A disk is billed
+# as the tier that holds it, at that tier's own price, so every tier is a class of its own.
 # https://learn.microsoft.com/en-us/azure/virtual-machines/disks-types
 DISK_TIER_GIB: dict[str, int] = {
     "1": 4, "2": 8, "3": 16, "4": 32, "6": 64, "10": 128, "15": 256, "20": 512, "30": 1024,
     "40": 2048, "50": 4096, "60": 8192, "70": 16384, "80": 32767,
 }
-_DISK_METER = re.compile(r"^(?P<kind>[PE])(?P<tier>\d+) LRS Disk$")
-_DISK_CLASS = {"P": ("premium-ssd-lrs", "Premium SSD"), "E": ("standard-ssd-lrs", "Standard SSD")}
+_DISK_METER = re.compile(r"^(?P<kind>[PES])(?P<tier>\d+) LRS Disk$")
+_DISK_CLASS = {"P": ("premium-ssd-lrs", "Premium SSD"), "E": ("standard-ssd-lrs", "Standard SSD"),
+               "S": ("standard-hdd-lrs", "Standard HDD")}
 
 
 @drift_guard("azure: Storage items")
 def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
-    """Managed disk meters -> USD per GiB-month, one storage class per region.
+    """Managed disk meters -> USD per GiB-month, one storage class per tier and region.
 
-    Premium/Standard SSD tiers are priced per disk per month: the price is divided by
-    the tier's size (P30 = 1024 GiB) and the description says so. Premium SSD v2 is
+    Premium/Standard SSD and Standard HDD tiers are priced per disk per month: each tier is
+    its own class (`premium-ssd-lrs-p10`), its price divided by the tier's size (P10 =
+    128 GiB) and the description says so. Premium SSD v2 is
     priced per GiB-hour and multiplied by Azure's 730-hour month.
     """
     skipped = Skipped()
@@ -601,7 +607,8 @@ def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[st
         m = _DISK_METER.match(meter)
         if m and unit == "1/Month" and m["tier"] in DISK_TIER_GIB:
             gib = DISK_TIER_GIB[m["tier"]]
-            cls, label = _DISK_CLASS[m["kind"]]
+            family, label = _DISK_CLASS[m["kind"]]
+            cls = f"{family}-{m['kind'].lower()}{m['tier']}"
             desc = (f"{label} {m['kind']}{m['tier']} LRS: {price:g} USD per disk per month / {gib} GiB; "
                     "priced per disk, not per GiB")
             per_gib = price / gib

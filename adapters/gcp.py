@@ -340,12 +340,17 @@ class SkuCatalog:
     prices: dict[ComponentKey, Component] = field(default_factory=dict)
     invalid: dict[ComponentKey, str] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # out-of-scope SKUs by reason
+    # Every in-scope SKU's components, and those an offer asked for: a SKU none of whose
+    # components prices an offer is counted in the notes by why (unused_counts).
+    sku_keys: dict[str, list[ComponentKey]] = field(default_factory=dict)
+    asked: set[ComponentKey] = field(default_factory=set)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
     def lookup(self, key: ComponentKey) -> Component | str:
         """The price, or the reason there is none."""
+        self.asked.add(key)
         if key in self.invalid:
             return self.invalid[key]
         if key in self.prices:
@@ -421,6 +426,8 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
             catalog.skip("compute SKU for no selected region")
             continue
         component, problem = _component(sku, part)
+        catalog.sku_keys[str(sku.get("skuId") or sku.get("name") or id(sku))] = \
+            [ComponentKey(region, part, what, purchase) for region in in_scope]
         for region in in_scope:
             key = ComponentKey(region, part, what, purchase)
             if problem is not None:
@@ -429,6 +436,29 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
             assert component is not None
             _store(catalog, key, component)
     return catalog
+
+
+def unused_counts(catalog: SkuCatalog) -> dict[str, int]:
+    """The in-scope SKUs that price no offer, by why (after build_offers asked for its parts)."""
+    asked_what = {(k.part, k.what) for k in catalog.asked}
+    counts: dict[str, int] = {}
+    for sku_id, keys in catalog.sku_keys.items():
+        priced = [k for k in keys if k in catalog.asked]
+        if any(k in catalog.invalid or catalog.prices[k].sku_id == sku_id for k in priced):
+            continue  # prices an offer, or its problem is reported on the offers that asked
+        part, what = keys[0].part, keys[0].what
+        if priced:
+            reason = "SKU whose component a more specific SKU (for fewer regions) prices"
+        elif part in ("core", "ram") and (part, what) not in asked_what:
+            reason = "vCPU/RAM SKU of a machine family without GPU machine types"
+        elif part in ("core", "ram"):
+            reason = "vCPU/RAM SKU of a GPU machine family for a region or purchase option no GPU machine type has"
+        elif part == "local_ssd":
+            reason = "Local SSD SKU for a region or purchase option no GPU machine type has"
+        else:
+            reason = "GPU SKU for a GPU type, region or purchase option no machine type has"
+        counts[reason] = counts.get(reason, 0) + 1
+    return counts
 
 
 def _component(sku: dict[str, Any], part: str) -> tuple[Component | None, str | None]:
@@ -1193,6 +1223,8 @@ def build_batch(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
     plans = plan_offers(zones, shapes, accelerators, regions, batch, skips)
     batch.notes.extend(skips.notes())
     build_offers(batch, plans, catalog, zones)
+    for reason, n in sorted(unused_counts(catalog).items()):
+        batch.notes.append(f"{n} SKUs not used: {reason}")
     build_storage(batch, skus, regions)
     build_egress(batch, skus, regions)
     return batch

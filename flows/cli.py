@@ -69,6 +69,11 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def waiting_cancelled(what: str, outcome: str) -> str:
+    """The one line of a command stopped by Ctrl-C while it waited for a refresh's write lock."""
+    return f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; {outcome}"
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     # Columns one space apart and no outer border: within 80 columns with the longest provider
     # name and six-digit counts.
@@ -310,6 +315,8 @@ def export(
         con = open_reader(db, allow_files=True)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
+    except KeyboardInterrupt:
+        raise _fail(waiting_cancelled("the export", "nothing was written"), 130) from None
     try:
         try:
             folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None,
@@ -379,6 +386,8 @@ def status(
         con = open_reader(db)
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
+    except KeyboardInterrupt:
+        raise _fail(waiting_cancelled("status", "nothing was read"), 130) from None
     try:
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     finally:

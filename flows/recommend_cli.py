@@ -204,6 +204,11 @@ def recommend_command(
     except WarehouseError as e:
         err.print(labelled("error:", "red", e))
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        from gpuledger.flows.cli import waiting_cancelled
+
+        err.print(labelled("error:", "red", waiting_cancelled("the recommendation", "nothing was read")))
+        raise typer.Exit(130) from None
     try:
         rec = recommend(con, request)
     except UnknownProviderError as e:

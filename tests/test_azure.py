@@ -86,11 +86,11 @@ def test_real_p10_disk_is_converted_from_per_disk_to_per_gib_month() -> None:
     batch = Batch("azure")
     azure.build_storage(batch, items)
     got = {(s.region, s.storage_class): s for s in batch.storage}
-    assert set(got) == {("westeurope", "premium-ssd-lrs"), ("westus", "premium-ssd-lrs")}
-    west_eu = got[("westeurope", "premium-ssd-lrs")]
+    assert set(got) == {("westeurope", "premium-ssd-lrs-p10"), ("westus", "premium-ssd-lrs-p10")}
+    west_eu = got[("westeurope", "premium-ssd-lrs-p10")]
     assert west_eu.usd_per_gb_month == pytest.approx(21.68 / 128)  # P10 = 128 GiB
     assert "per disk per month / 128 GiB" in west_eu.description
-    assert got[("westus", "premium-ssd-lrs")].usd_per_gb_month == pytest.approx(19.71 / 128)
+    assert got[("westus", "premium-ssd-lrs-p10")].usd_per_gb_month == pytest.approx(19.71 / 128)
 
 
 def test_reservations_and_savings_plans_are_their_own_options_devtest_is_excluded() -> None:
@@ -195,8 +195,8 @@ def test_every_page_fetched_and_counted(fetched: tuple[Batch, ReplayServer]) -> 
     assert [r.params.get("$skip") for r in vm_requests] == [None] + [str(100 * n) for n in range(1, 14)]
     assert all(r.params["currencyCode"] == "'USD'" and r.params["api-version"] == azure.API_VERSION
                for host, r in server.requests if host == azure.PRICES_HOST)
-    # 14 VM pages, 2 storage, 3 bandwidth; then 2 Resource Graph pages of spot eviction rates
-    assert [host for host, _ in server.requests] == [azure.PRICES_HOST] * 19 + ["management.azure.com"] * 2
+    # 14 VM pages, 3 storage, 3 bandwidth; then 2 Resource Graph pages of spot eviction rates
+    assert [host for host, _ in server.requests] == [azure.PRICES_HOST] * 20 + ["management.azure.com"] * 2
     assert "azure: Virtual Machines: 14 pages, 1367 items (pages' Count total 1367)" in batch.notes
     assert len(recorded_items("vm")) == 1367  # 6 of them Reservation items
 
@@ -227,7 +227,8 @@ def test_counts_from_the_recording(fetched: tuple[Batch, ReplayServer]) -> None:
                          "low_priority": 5, "reserved_1y_upfront_or_monthly": 3, "reserved_3y_upfront_or_monthly": 3,
                          "savings_plan_1y_upfront_or_monthly": len(plans),
                          "savings_plan_3y_upfront_or_monthly": len(plans)}
-    assert (len(batch.egress), len(batch.storage)) == (216, 108)
+    # storage: 40 disk classes in 5 regions, P30, E30 and Premium SSD v2 in 31 (recording README)
+    assert (len(batch.egress), len(batch.storage)) == (216, 5 * 40 + 31 * 3)
     assert len(batch.quarantined) == (2 if mi25 else 2 + 2 * nvv4)
     # Nothing silent: every Linux VM meter left out is counted by reason (the NDm legacy duplicate).
     assert ("azure: Virtual Machines: skipped 441 Windows meters, 1 meters superseded by a newer "
@@ -390,16 +391,23 @@ def test_egress_tiers_and_inter_region(fetched: tuple[Batch, ReplayServer]) -> N
 
 def test_storage_per_gib_month(fetched: tuple[Batch, ReplayServer]) -> None:
     got = {(s.region, s.storage_class): s for s in fetched[0].storage}
-    assert got[("eastus", "premium-ssd-lrs")].usd_per_gb_month == 0.12  # 122.88 / 1024
-    assert got[("eastus", "standard-ssd-lrs")].usd_per_gb_month == 0.075  # 76.80 / 1024
+    # Each tier at its own price (recording README "Disks"): P10 19.71 and P30 135.17 a disk-month.
+    assert got[("eastus", "premium-ssd-lrs-p10")].usd_per_gb_month == pytest.approx(19.71 / 128)
+    assert got[("eastus", "premium-ssd-lrs-p30")].usd_per_gb_month == pytest.approx(135.17 / 1024)
+    assert got[("eastus", "standard-ssd-lrs-e30")].usd_per_gb_month == 0.075  # 76.80 / 1024
     assert got[("eastus", "premium-ssd-v2-lrs")].usd_per_gb_month == pytest.approx(0.0803)  # 0.00011 x 730
-    assert "priced per disk, not per GiB" in got[("westeurope", "premium-ssd-lrs")].description
+    assert "priced per disk, not per GiB" in got[("westeurope", "premium-ssd-lrs-p30")].description
+    # Every tier where the recording has them all (P1-P80, E1-E80, S4-S80); P30 and E30 elsewhere.
+    assert sum(r == "eastus" and c.startswith(("premium-ssd-lrs-", "standard-ssd-lrs-", "standard-hdd-lrs-"))
+               for r, c in got) == 14 + 14 + 11
+    assert {c for r, c in got if r == "northeurope"} == {"premium-ssd-lrs-p30", "standard-ssd-lrs-e30",
+                                                           "premium-ssd-v2-lrs"}
 
 
 def test_region_setting_narrows_the_result_not_the_query() -> None:
     with ReplayServer(BUNDLED_RECORDINGS, providers=["azure"]) as server:
         batch = azure.fetch(replay_context(server, "azure", settings={"azure_regions": "eastus,westeurope"}))
-        assert len(server.requests) == 19 + 2  # price pages, Resource Graph pages
+        assert len(server.requests) == 20 + 2  # price pages, Resource Graph pages
     assert {o.region for o in batch.offers} == {"eastus", "westeurope"}
     assert {e.region for e in batch.egress} == {"eastus", "westeurope"}
 
@@ -473,7 +481,7 @@ def test_record_mode_follows_pages_through_the_proxy_without_credentials(
         finally:
             proxy.close()
         recorder.write_manifest({}, "2026-11-30T03:00:00Z")
-    assert len(recorder.exchanges) == 19 + 2  # price pages, Resource Graph pages
+    assert len(recorder.exchanges) == 20 + 2  # price pages, Resource Graph pages
     # The recording just made replays to the same result.
     with ReplayServer(tmp_path, providers=["azure"]) as again:
         replayed = azure.fetch(replay_context(again, "azure"))

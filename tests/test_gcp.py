@@ -514,3 +514,14 @@ def test_recorded_bodies_are_exact_wire_format() -> None:
         asked = [t for t, _ in chain]
         given = [t for _, t in chain]
         assert asked == [None] + given[:-1] and given[-1] == "", kind
+
+
+def test_every_in_scope_sku_an_offer_does_not_use_is_counted_by_reason(replayed) -> None:
+    batch, _, _ = replayed
+    # Read by hand from adapters/recordings/gcp: the plain vCPU/RAM SKUs of families without GPU
+    # machine types in the selected regions are "E2 Instance Core/Ram running in Americas",
+    # "Spot Preemptible H3 Instance Ram running in Americas" and "Spot Preemptible E2 Custom
+    # Instance Core running in Paris" (T2D's are for Singapore, a region not selected).
+    assert "4 SKUs not used: vCPU/RAM SKU of a machine family without GPU machine types" in batch.notes
+    unused = [n for n in batch.notes if " SKUs not used: " in n]
+    assert all(int(n.split()[0]) > 0 for n in unused) and len(unused) == len({n.split(": ")[1] for n in unused})

@@ -19,11 +19,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
+from pydantic import BaseModel
+
+from gpuledger.warehouse.capacity_blocks import CapacityBlockOffering
 from gpuledger.warehouse.records import Batch, Quarantined, RECORD_TYPES
+from gpuledger.warehouse.spot import SpotPricePoint
 from gpuledger.warehouse.store import ScrapeOutcome
 
-FORMAT = 1
+FORMAT = 2  # 2 adds the side tables' rows, the batch's provider and side_tables_only
+READABLE_FORMATS = (1, 2)  # a format 1 file reads as one without side tables, as it was saved
 _KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
+# The rows of the tables outside the SCD2 merge a batch carries, by Batch attribute.
+_SIDE_TABLES: dict[str, type[BaseModel]] = {"spot_prices": SpotPricePoint, "capacity_blocks": CapacityBlockOffering}
 
 
 @dataclass
@@ -47,15 +54,20 @@ def pending_dir(db: Path) -> Path:
 
 def _batch_doc(batch: Batch) -> dict[str, Any]:
     doc: dict[str, Any] = {name: [r.model_dump(mode="json") for r in getattr(batch, name)] for name in _KINDS}
+    for name in _SIDE_TABLES:
+        doc[name] = [r.model_dump(mode="json") for r in getattr(batch, name)]
+    doc["provider"] = batch.provider  # a unit's batch holds another provider's rows (capacity blocks: aws)
     doc["quarantined"] = [q.model_dump(mode="json") for q in batch.quarantined]
     doc["notes"] = list(batch.notes)
     return doc
 
 
 def _batch(provider: str, doc: dict[str, Any]) -> Batch:
-    batch = Batch(provider)
+    batch = Batch(doc.get("provider", provider))
     for name, kind in _KINDS.items():
         setattr(batch, name, [RECORD_TYPES[kind].model_validate(r) for r in doc[name]])
+    for name, model in _SIDE_TABLES.items():
+        setattr(batch, name, [model.model_validate(r) for r in doc.get(name, [])])
     batch.quarantined = [Quarantined.model_validate(q) for q in doc["quarantined"]]
     batch.notes = list(doc["notes"])
     return batch
@@ -65,6 +77,7 @@ def _outcome_doc(o: ScrapeOutcome) -> dict[str, Any]:
     return {"provider": o.provider, "mode": o.mode, "started_at": o.started_at.isoformat(),
             "finished_at": o.finished_at.isoformat(), "error": o.error, "requests": o.requests,
             "provider_facts": o.provider_facts, "min_row_ratio": o.min_row_ratio,
+            "side_tables_only": o.side_tables_only,
             "batch": _batch_doc(o.batch) if o.batch is not None else None}
 
 
@@ -73,6 +86,7 @@ def _outcome(doc: dict[str, Any]) -> ScrapeOutcome:
         provider=doc["provider"], mode=doc["mode"], started_at=datetime.fromisoformat(doc["started_at"]),
         finished_at=datetime.fromisoformat(doc["finished_at"]), error=doc["error"], requests=doc["requests"],
         provider_facts=doc["provider_facts"], min_row_ratio=doc["min_row_ratio"],
+        side_tables_only=doc.get("side_tables_only", False),
         batch=_batch(doc["provider"], doc["batch"]) if doc["batch"] is not None else None)
 
 
@@ -121,8 +135,8 @@ class PendingError(Exception):
 def load(path: Path) -> PendingRefresh:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("format") != FORMAT:
-            raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT}")
+        if doc.get("format") not in READABLE_FORMATS:
+            raise ValueError(f"format {doc.get('format')!r}, expected one of {READABLE_FORMATS}")
         return PendingRefresh(path, doc["refresh_id"], datetime.fromisoformat(doc["saved_at"]),
                               [_outcome(o) for o in doc["outcomes"]], doc.get("write_error"))
     except (OSError, ValueError, KeyError, TypeError) as err:

@@ -361,16 +361,17 @@ with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, 
            replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
 hits as not materialized ({hits}),
 chosen as (select {narrow} from hits {first_plan_only}),
-volume_sizes(provider, storage_class, min_gb, increment_gb, tiers_gb) as (values {volume_values}),
+volume_sizes(provider, storage_class, min_gb, increment_gb, tiers_gb, max_gb) as (values {volume_values}),
 storage_billed as (
     -- Each plan's working set on each class that can hold it, billed at the class's size rule
-    -- (warehouse.recommender.volumes.billed_volume_gb, the reference).
+    -- (warehouse.recommender.volumes.billed_volume_gb, the reference); a fixed-size tier (max_gb)
+    -- only for the volumes it holds (volumes.holds).
     select p.plan_idx, s.provider, s.region, s.storage_class, s.usd_per_gb_month as usd,
            billed_volume_gb(p.storage_gb, v.min_gb, v.increment_gb, v.tiers_gb) as billed_gb,
            v.min_gb is not null as size_known
     from storage_prices s cross join plans p
     left join volume_sizes v on v.provider = s.provider and v.storage_class = s.storage_class
-    where working_volume_ok(s.storage_class)),
+    where working_volume_ok(s.storage_class) and (v.max_gb is null or p.storage_gb <= v.max_gb)),
 storage_region as (
     select plan_idx, provider, region, arg_min(s, (s.billed_gb * s.usd, s.storage_class)) as pick
     from storage_billed s group by all),
@@ -505,9 +506,9 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
                      f"offload_b_{i}": work.offload_bytes, f"host_gb_{i}": est.host_gb})
     volume_values = []
     for j, v in enumerate(volume_sizings().values()):
-        volume_values.append(f"($vp_{j}, $vc_{j}, $vmin_{j}, $vinc_{j}, $vtiers_{j}::double[])")
+        volume_values.append(f"($vp_{j}, $vc_{j}, $vmin_{j}, $vinc_{j}, $vtiers_{j}::double[], $vmax_{j}::double)")
         args.update({f"vp_{j}": v.provider, f"vc_{j}": v.storage_class, f"vmin_{j}": v.min_gb,
-                     f"vinc_{j}": v.increment_gb, f"vtiers_{j}": list(v.tiers_gb)})
+                     f"vinc_{j}": v.increment_gb, f"vtiers_{j}": list(v.tiers_gb), f"vmax_{j}": v.max_gb})
     args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
                 method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
                 days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0,

@@ -3,7 +3,10 @@
 Block storage is billed for the size provisioned, not the bytes written, and a provider sets a
 minimum size (GCP's balanced persistent disk: 10 GB) or bills fixed size tiers (an Azure
 managed disk is billed as the smallest offered size that holds it: 20 GiB on Premium SSD is a
-P4, 32 GiB). The facts are `warehouse/data/storage_volume_sizes.csv`, one row per (provider,
+P4, 32 GiB). Each Azure tier has its own monthly price, so each is a storage class of its own
+(`premium-ssd-lrs-p10`: exactly 128 GiB, holding at most 128): a volume is costed on every tier
+that holds it and the cheapest wins, which is the smallest holding tier. The facts are
+`warehouse/data/storage_volume_sizes.csv`, one row per (provider,
 storage class), each citing the provider's page and the date it was read. A class without a
 row has no published minimum known here: it is billed for the size needed, and the
 recommender says the minimum is unknown.
@@ -31,6 +34,7 @@ class VolumeSizing:
     min_gb: float  # the smallest volume it creates (0: billed as used)
     increment_gb: float  # sizes are whole multiples of this (0: any size)
     tiers_gb: tuple[float, ...]  # fixed sizes billed, smallest first; () when sizes are free
+    max_gb: float | None  # the largest volume one disk of the class holds (None: several disks past the largest)
     source: str
     checked: str  # the date the source was read
 
@@ -44,7 +48,8 @@ def volume_sizings() -> dict[tuple[str, str], VolumeSizing]:
             tiers = tuple(sorted(float(t) for t in r["tiers_gb"].split()))
             sizing = VolumeSizing(provider=r["provider"], storage_class=r["storage_class"],
                                   min_gb=float(r["min_gb"]), increment_gb=float(r["increment_gb"]),
-                                  tiers_gb=tiers, source=r["source"], checked=r["checked"])
+                                  tiers_gb=tiers, max_gb=float(r["max_gb"]) if r["max_gb"] else None,
+                                  source=r["source"], checked=r["checked"])
             out[(sizing.provider, sizing.storage_class)] = sizing
     return out
 
@@ -72,3 +77,9 @@ def billed_gb_for(provider: str, storage_class: str, need_gb: float) -> float:
     if s is None:
         return need_gb
     return billed_volume_gb(need_gb, s.min_gb, s.increment_gb, s.tiers_gb)
+
+
+def holds(provider: str, storage_class: str, need_gb: float) -> bool:
+    """Whether one volume of (provider, storage_class) holds need_gb (an Azure P10 holds 128 GiB)."""
+    s = volume_sizings().get((provider, storage_class))
+    return s is None or s.max_gb is None or need_gb <= s.max_gb

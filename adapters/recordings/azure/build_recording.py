@@ -421,17 +421,37 @@ STORAGE_FACTOR = {"eastus": 1.0, "eastus2": 1.0, "westus2": 1.0, "westus3": 1.0,
                   "southeastasia": 1.15}
 
 
+# Monthly price per disk in the US regions, USD, by meter. REAL: P4 5.28, P10 19.71, P20 73.22,
+# P30 135.17, E30 76.80 (README "Disks"); every other tier is SYNTHETIC (README).
+DISK_TIERS = {
+    "Premium SSD Managed Disks": ("P", "Premium_SSD_Managed_Disk", "2018-05-01", {
+        "1": 0.77, "2": 1.54, "3": 3.08, "4": 5.28, "6": 10.21, "10": 19.71, "15": 38.02, "20": 73.22,
+        "30": 135.17, "40": 259.05, "50": 495.57, "60": 946.08, "70": 1802.15, "80": 3604.30}),
+    "Standard SSD Managed Disks": ("E", "StandardSSD_Managed_Disk", "2019-04-01", {
+        "1": 0.30, "2": 0.60, "3": 1.20, "4": 2.40, "6": 4.80, "10": 9.60, "15": 19.20, "20": 38.40,
+        "30": 76.80, "40": 153.60, "50": 307.20, "60": 614.40, "70": 1228.80, "80": 2457.60}),
+    "Standard HDD Managed Disks": ("S", "Standard_HDD_Managed_Disk", "2017-04-01", {
+        "4": 1.54, "6": 3.01, "10": 5.89, "15": 11.33, "20": 21.76, "30": 40.96, "40": 81.92, "50": 163.84,
+        "60": 327.68, "70": 655.36, "80": 1310.72}),
+}
+# Every tier in these regions; the others carry P30 and E30 only, to keep the recording small.
+ALL_TIER_REGIONS = {"eastus", "eastus2", "westus2", "westeurope", "japaneast"}
+
+
 def storage_items() -> list[dict]:
     items = []
     for region, (location, _) in REGIONS.items():
         # Added regions: synthetic, the region's VM factor capped at 1.3.
         f = STORAGE_FACTOR.get(region, min(1.3, REGIONS[region][1]))
-        for product, sku, meter, unit, price, start in (
-            ("Premium SSD Managed Disks", "P30 LRS", "P30 LRS Disk", "1/Month", round(122.88 * f, 2), "2018-05-01"),
-            ("Standard SSD Managed Disks", "E30 LRS", "E30 LRS Disk", "1/Month", round(76.80 * f, 2), "2019-04-01"),
-            ("Azure Premium SSD v2", "Premium LRS", "Premium LRS Provisioned Capacity", "1 GiB/Hour",
-             _r(0.000110 * f), "2023-06-01"),
-        ):
+        meters = []
+        for product, (letter, arm_prefix, start, prices) in DISK_TIERS.items():
+            for tier, price in prices.items():
+                if region in ALL_TIER_REGIONS or (letter in "PE" and tier == "30"):
+                    meters.append((product, f"{letter}{tier} LRS", f"{letter}{tier} LRS Disk", "1/Month",
+                                   round(price * f, 2), start, f"{arm_prefix}_{letter}{tier}"))
+        meters.append(("Azure Premium SSD v2", "Premium LRS", "Premium LRS Provisioned Capacity", "1 GiB/Hour",
+                       _r(0.000110 * f), "2023-06-01", ""))
+        for product, sku, meter, unit, price, start, arm_sku in meters:
             product_id = "DZH318Z0" + _h(product)
             items.append({
                 "currencyCode": "USD", "tierMinimumUnits": 0.0, "retailPrice": price, "unitPrice": price,
@@ -440,8 +460,7 @@ def storage_items() -> list[dict]:
                 "skuId": f"{product_id}/{_h(region, sku)}", "productName": product, "skuName": sku,
                 "serviceName": "Storage", "serviceId": STORAGE_SERVICE_ID, "serviceFamily": "Storage",
                 "unitOfMeasure": unit, "type": "Consumption", "isPrimaryMeterRegion": True,
-                "armSkuName": "Premium_SSD_Managed_Disk_P30" if sku == "P30 LRS" else
-                "StandardSSD_Managed_Disk_E30" if sku == "E30 LRS" else "",
+                "armSkuName": arm_sku,
             })
     return sorted(items, key=lambda i: i["meterId"])
 
