@@ -161,3 +161,14 @@ def test_gcp_pages_and_replay(world: Path) -> None:
     assert [round(o.price_per_hour, 6) for o in a2] == [3.673385]  # the bundle's real SKUs
     zones = json.loads(body(world, "gcp", exchanges[0]))["items"]
     assert {"africa-south1-a", "europe-west12-c"} <= {z["name"] for z in zones}
+
+
+def test_the_public_price_list_line_overrides_the_world_manifest(world: Path, monkeypatch) -> None:
+    from bench.world_lines import AWS_PUBLIC_ONLY_ENV
+    from gpuledger.adapters.base import SourceContext
+
+    manifest_settings = json.loads((world / "aws" / "manifest.json").read_text())["settings"]
+    for name, value in AWS_PUBLIC_ONLY_ENV.items():
+        monkeypatch.setenv(name, value)
+    config = SourceContext(provider="aws", mode="replay", settings=manifest_settings).config
+    assert (config.aws_price_source, config.aws_ec2_api) == ("bulk", "off")
