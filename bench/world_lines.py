@@ -383,4 +383,47 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
                ratio_label=f"all providers: {total / 1e6:.1f} MB fetched",
                notes=f"smaller sources of the same prices: {smaller or 'none'}",
                extra={"by_provider": fetched}),
+        *aws_public_price_list_lines(world, hosts, names, alone),
     ]
+
+
+# What a user without an AWS account gets: the public price list's offer files, no EC2 API. The
+# environment wins over a manifest's settings (warehouse/settings.py), so these reach the refresh
+# over the world manifest's credentialed `aws_price_source: api`.
+AWS_PUBLIC_ONLY_ENV = {"GPULEDGER_AWS_PRICE_SOURCE": "bulk", "GPULEDGER_AWS_EC2_API": "off"}
+
+
+def aws_public_price_list_lines(world: Path, hosts: dict[str, str], names: list[str],
+                                alone: dict[str, float]) -> list[Result]:
+    """AWS alone refreshed from the public price list only (informational: no target), against
+    AWS alone in the world's credentialed configuration (the critical-path run's figure when
+    AWS was one of the slowest, else measured here). None when the run leaves AWS out."""
+    if names and "aws" not in names:
+        return []
+    work = tmp_root() / "world-lines-aws-public"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        credentialed = alone.get("aws")
+        if credentialed is None:
+            credentialed = refresh(world, work, work / "aws-credentialed.duckdb", ["aws"])["wall_s"]
+        db = work / "aws-public.duckdb"
+        with replay_process(world, work) as server:
+            env = dict(os.environ, GPULEDGER_DB=str(db), **AWS_PUBLIC_ONLY_ENV,
+                       **({"PREFECT_API_URL": API_URL[0]} if API_URL else {}))
+            res = run_measured(refresh_command(server["endpoints"], ["aws"]), env=env, timeout=1800)
+        if res["returncode"] != 0:
+            raise RuntimeError(f"gpuledger refresh aws (public price list only) failed ({res['returncode']}):\n"
+                               f"{res['stdout'][-1500:]}\n{res['stderr'][-2500:]}")
+        fetched = bytes_by_provider(server.get("sent", []), hosts).get("aws", {"requests": 0, "bytes": 0})
+        offers = sum(r["rows_loaded"] for r in scrape_runs(db) if r["provider"] == "aws")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    say(f"  aws alone, public price list only: {res['wall_s']:.1f} s, {fetched['bytes'] / 1e6:,.0f} MB in "
+        f"{fetched['requests']} requests, {offers:,} offers (credentialed: {credentialed:.1f} s)")
+    return [Result("7", f"AWS alone without credentials (public price list only: {offers:,} offers, "
+                        f"{fetched['bytes'] / 1e6:,.0f} MB fetched)", res["wall_s"], "s", None,
+                   ratio=res["wall_s"] / credentialed, ratio_label="/ AWS alone with credentials (informational)",
+                   notes="GPULEDGER_AWS_PRICE_SOURCE=bulk, GPULEDGER_AWS_EC2_API=off: no EC2 facts, AZs or spot prices",
+                   extra={"offers": offers, "bytes": fetched["bytes"], "requests": fetched["requests"],
+                          "credentialed_s": credentialed, "peak_rss_mb": res["peak_rss_mb"]})]

@@ -67,7 +67,8 @@ def test_aws_ec2_page_chains_are_complete(world: Path) -> None:
 
 
 def test_aws_replays_through_boto3(world: Path) -> None:
-    server, batch = replayed(world, "aws", aws_regions="eu-north-1")
+    # The bulk offer file: the path that carries the CPU-only rows and their notes.
+    server, batch = replayed(world, "aws", aws_regions="eu-north-1", aws_price_source="bulk")
     exchanges = manifest(world, "aws")
     spot_pages = [e for e in exchanges if e["host"] == "ec2.eu-north-1.amazonaws.com"
                   and e["match"]["params"]["Action"] == "DescribeSpotPriceHistory"]
@@ -89,6 +90,34 @@ def test_aws_replays_through_boto3(world: Path) -> None:
     assert cpu_reserved > 0
     assert any(f"{cpu_reserved} reserved-term rows of instance families without GPUs" in n for n in batch.notes)
     assert any(s.region == "eu-north-1" for s in batch.storage)  # EBS rows added to a GPU-only file
+
+
+def test_aws_pricing_api_and_bulk_files_agree(world: Path) -> None:
+    # The manifest's configuration is a credentialed deployment's: GetProducts, not the offer files.
+    assert json.loads((world / "aws" / "manifest.json").read_text())["settings"]["aws_price_source"] == "api"
+    fetched = {source: replayed(world, "aws", aws_regions="eu-north-1", aws_ec2_api="off", aws_price_source=source)
+               for source in ("api", "bulk")}
+    (api_server, api), (bulk_server, bulk) = fetched["api"], fetched["bulk"]
+    pages = [e for e in manifest(world, "aws") if e["host"] == world_aws.PRICING_API_HOST
+             and "/eu-north-1/" in e["response"]["body_file"]]
+    asked = [r for host, r in api_server.requests if host == world_aws.PRICING_API_HOST]
+    assert len(asked) == len(pages) > 3  # every NextToken followed, each page asked once
+    assert not [r for host, r in bulk_server.requests if host == world_aws.PRICING_API_HOST]
+
+    def on_demand(batch):
+        return sorted((o.instance_type, o.region, o.price_per_hour) for o in batch.offers
+                      if o.purchase_option == "on_demand")
+
+    # Two formats of one catalog: the same on-demand offers, storage prices and reserved terms.
+    assert on_demand(api) == on_demand(bulk)
+    assert ("g4dn.8xlarge", "eu-north-1", 2.308) in on_demand(api)  # the bundle's real price (its README)
+    assert sorted(map(repr, api.storage)) == sorted(map(repr, bulk.storage))
+    assert {s.storage_class: s.usd_per_gb_month for s in api.storage} == {  # bench/awsgen.py EBS
+        "gp3": 0.08, "gp2": 0.10, "io2": 0.125, "io1": 0.125, "st1": 0.045, "sc1": 0.015, "standard": 0.05}
+    reserved = sorted((o.instance_type, o.purchase_option, o.price_per_hour) for o in api.offers
+                      if o.purchase_option.startswith("reserved"))
+    assert reserved and reserved == sorted((o.instance_type, o.purchase_option, o.price_per_hour)
+                                           for o in bulk.offers if o.purchase_option.startswith("reserved"))
 
 
 def test_azure_pages_and_replay(world: Path) -> None:
@@ -132,3 +161,14 @@ def test_gcp_pages_and_replay(world: Path) -> None:
     assert [round(o.price_per_hour, 6) for o in a2] == [3.673385]  # the bundle's real SKUs
     zones = json.loads(body(world, "gcp", exchanges[0]))["items"]
     assert {"africa-south1-a", "europe-west12-c"} <= {z["name"] for z in zones}
+
+
+def test_the_public_price_list_line_overrides_the_world_manifest(world: Path, monkeypatch) -> None:
+    from bench.world_lines import AWS_PUBLIC_ONLY_ENV
+    from gpuledger.adapters.base import SourceContext
+
+    manifest_settings = json.loads((world / "aws" / "manifest.json").read_text())["settings"]
+    for name, value in AWS_PUBLIC_ONLY_ENV.items():
+        monkeypatch.setenv(name, value)
+    config = SourceContext(provider="aws", mode="replay", settings=manifest_settings).config
+    assert (config.aws_price_source, config.aws_ec2_api) == ("bulk", "off")

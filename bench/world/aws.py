@@ -11,16 +11,27 @@ adapter makes. What this module scales, and how (bench/world/README.md gives the
   list (CPU and GPU), with the adapter's instance-type filter applied inside each page, so most
   pages carry few or no items and every page but the last a NextToken;
 - DescribeSpotPriceHistory: 30 days of Linux/UNIX price changes for every GPU type and AZ,
-  1,000 per page (the adapter's page size), the last page with an empty nextToken.
+  1,000 per page (the adapter's page size), the last page with an empty nextToken;
+- Pricing API GetProducts: the three queries the adapter sends per region (GPU instances,
+  storage, data transfer) answered with the same products and terms as the offer files, at
+  GetProducts' page size. The bundled GPU and data-transfer items are the bundled files' rows in
+  JSON form (tools/build_aws_recordings.py writes both from one catalog); the EBS volumes the
+  world adds to a GPU-only region's file get their Storage items from those very CSV rows.
+
+The manifest sets `aws_price_source: api`, the configuration of a deployment with credentials
+(adapters/aws.py `fetch`: `auto` picks the Pricing API live when credentials are found); the
+bulk offer files stay, for a refresh that sets GPULEDGER_AWS_PRICE_SOURCE=bulk (the environment
+wins over a manifest's settings), as a user without an AWS account gets.
 
 Every other exchange of the bundled manifest (price-list indexes, data-transfer files,
-GetProducts pages, DescribeRegions, capacity blocks, the spot advisor, and any request added to
-the bundled recording later) is carried over unchanged with its body, so no request the adapter
-makes goes unanswered.
+DescribeRegions, capacity blocks, the spot advisor, and any request added to the bundled
+recording later) is carried over unchanged with its body, so no request the adapter makes goes
+unanswered.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import gzip
 import importlib.util
@@ -69,6 +80,15 @@ PAGE_SPOT = {"world": 1000, "small": 100}
 SCALED_ACTIONS = {"DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory"}
 XML = "text/xml;charset=UTF-8"
 
+# GetProducts: items per page. The API reference (Billing and Cost Management API Reference,
+# GetProducts: "MaxResults ... Valid Range: Minimum value of 1. Maximum value of 100") gives 100
+# as the upper bound; the adapter sends no MaxResults, and that the default is that bound is an
+# estimate. "small" pages smaller so its chains still span several pages.
+PRICING_API_HOST = "api.pricing.us-east-1.amazonaws.com"
+GET_PRODUCTS = {"X-Amz-Target": "AWSPriceListService.GetProducts"}
+PAGE_GET_PRODUCTS = {"world": 100, "small": 10}
+GET_PRODUCTS_KINDS = ("gpu", "storage", "transfer")
+
 
 def builder(scale: str = "world"):
     """tools/build_aws_recordings.py as a private module (its facts and serializers), with its
@@ -109,9 +129,11 @@ def region_cpu_order(region: str) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- offer files
 
-def offer_chunks(region: str, scale: str, bundled_csv: bytes, used: list[str]) -> Iterator[bytes]:
+def offer_chunks(region: str, scale: str, bundled_csv: bytes, used: list[str],
+                 storage: list[str] | None = None) -> Iterator[bytes]:
     """The region's offer file: the bundled file (metadata, header, GPU rows), then CPU types'
-    rows in shuffled chunks until the target size. The names of the CPU types written go to `used`."""
+    rows in shuffled chunks until the target size. The names of the CPU types written go to `used`,
+    the EBS rows added (GPU-only regions) to `storage`."""
     location = builder().REGIONS[region]["name"]
     prefix = builder().REGIONS[region]["prefix"]
     row = awsgen._Row(awsgen.header())
@@ -123,6 +145,8 @@ def offer_chunks(region: str, scale: str, bundled_csv: bytes, used: list[str]) -
     lines: list[str] = []
     if region not in builder().REGION_ORDER:  # the bundled GPU-only files have no EBS products
         lines.extend(awsgen._storage_lines(row, rng, region, location, prefix))
+        if storage is not None:
+            storage.extend(lines)
     pending = sum(map(len, lines))
     for t in region_cpu_order(region):
         if used and written + pending >= target:
@@ -228,6 +252,54 @@ def write_ec2(rec: ProviderRecording, region: str, cpu_names: list[str], scale: 
     return {"types": len(every), "gpu_types": len(gpu), "offerings": len(offerings), "spot": len(spots)}
 
 
+# ---------------------------------------------------------------- Pricing API GetProducts
+
+def _get_products_kind(exchange: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(region, kind, page number) of a bundled GetProducts exchange (None for any other)."""
+    if exchange["host"] != PRICING_API_HOST:
+        return None
+    region, name = exchange["response"]["body_file"].split("/")[-2:]
+    kind, number = name.split(".")[:2]
+    return region, kind, int(number)
+
+
+def storage_items(lines: list[str]) -> list[str]:
+    """GetProducts Storage items (aws_v1) of offer-file rows: the EBS volume rows among `lines`
+    (productFamily Storage, what the adapter's storage query asks), one item per SKU with its
+    OnDemand term, attributes named as GetProducts names the CSV columns."""
+    b = builder()
+    header = awsgen.header()
+    items = []
+    for values in csv.reader(lines):
+        r = dict(zip(header, values))
+        if r["Product Family"] != "Storage":
+            continue
+        terms = {"OnDemand": b.od_term(r["SKU"], [(b.RATE_HOURLY, r["Unit"], r["StartingRange"], r["EndingRange"],
+                                                   float(r["PricePerUnit"]), r["PriceDescription"])])}
+        items.append(b.price_item("Storage", r["SKU"], b.attrs_from(r), terms, "AmazonEC2",
+                                  b.EC2_VERSION, b.EC2_PUBLICATION))
+    return items
+
+
+def write_get_products(rec: ProviderRecording, region: str, kind: str, match_json: dict[str, Any],
+                       items: list[str], scale: str) -> int:
+    """One query's answer, paged at PAGE_GET_PRODUCTS[scale] with NextToken; returns its pages."""
+    b = builder()
+    size = PAGE_GET_PRODUCTS[scale]
+    pages = [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+    tokens = [b.pricing_token("world", region, kind, i) for i in range(len(pages))]
+    for i, page in enumerate(pages):
+        body: dict[str, Any] = {"FormatVersion": "aws_v1", "PriceList": page}
+        if i + 1 < len(pages):
+            body["NextToken"] = tokens[i + 1]
+        data = json.dumps(body, separators=(",", ":")).encode()
+        match = {**match_json, **({"NextToken": tokens[i]} if i else {})}
+        rec.add(PRICING_API_HOST, "/", data, body_file=f"pricing/{region}/{kind}.{i + 1}.json", method="POST",
+                match={"headers": GET_PRODUCTS, "json": match},
+                headers={"Content-Type": "application/x-amz-json-1.1"}, compress=len(data) > 40_000)
+    return len(pages)
+
+
 # ---------------------------------------------------------------- the recording
 
 def _action(exchange: dict[str, Any]) -> str | None:
@@ -249,13 +321,23 @@ def _read_bundled(rel: str) -> bytes:
 
 def generate(root: Path, scale: str) -> dict[str, Any]:
     manifest = json.loads((BUNDLED / "manifest.json").read_text())
-    rec = ProviderRecording(root, PROVIDER, manifest["recorded_at"], dict(manifest.get("settings", {})))
+    rec = ProviderRecording(root, PROVIDER, manifest["recorded_at"],
+                            {**manifest.get("settings", {}), "aws_price_source": "api"})
     offer_files: dict[str, dict[str, Any]] = {}
     ec2_regions: list[str] = []
+    # (region, kind) -> the query's match (first page) and its items, page after page
+    queries: dict[tuple[str, str], tuple[dict[str, Any], list[tuple[int, list[str]]]]] = {}
     for ex in manifest["exchanges"]:
         region = _offer_file_region(ex)
         if region:
             offer_files[region] = ex
+            continue
+        query = _get_products_kind(ex)
+        if query:
+            region, kind, number = query
+            page = json.loads(_read_bundled(ex["response"]["body_file"]))["PriceList"]
+            match = {k: v for k, v in ex["match"]["json"].items() if k != "NextToken"}
+            queries.setdefault((region, kind), (match, []))[1].append((number, page))
             continue
         if ex["host"].startswith("ec2.") and _action(ex) in SCALED_ACTIONS:
             region = ex["host"].split(".")[1]
@@ -271,14 +353,27 @@ def generate(root: Path, scale: str) -> dict[str, Any]:
             rec.body_bytes += len(ex["response"].get("body", "").encode())
         rec.exchanges.append(ex)
     tally: dict[str, Any] = {"regions": {}}
-    for region in sorted(set(offer_files) | set(ec2_regions)):
+    for region in sorted(set(offer_files) | set(ec2_regions) | {r for r, _ in queries}):
         cpu_names: list[str] = []
+        storage_lines: list[str] = []
         before = rec.body_bytes
         if region in offer_files:
             ex = offer_files[region]
             write_streamed(rec, ex, ex["response"]["body_file"],
-                           offer_chunks(region, scale, _read_bundled(ex["response"]["body_file"]), cpu_names))
+                           offer_chunks(region, scale, _read_bundled(ex["response"]["body_file"]), cpu_names,
+                                        storage_lines))
         csv_bytes = rec.body_bytes - before
         ec2 = write_ec2(rec, region, cpu_names, scale) if region in ec2_regions else {}
-        tally["regions"][region] = {"offer_file_bytes": csv_bytes, **ec2}
+        before = rec.body_bytes
+        api_pages = 0
+        for kind in GET_PRODUCTS_KINDS:
+            if (region, kind) not in queries:
+                continue
+            match, pages = queries[region, kind]
+            items = [item for _, page in sorted(pages, key=lambda p: p[0]) for item in page]
+            if kind == "storage":
+                items = sorted(items + storage_items(storage_lines), key=lambda i: json.loads(i)["product"]["sku"])
+            api_pages += write_get_products(rec, region, kind, match, items, scale)
+        tally["regions"][region] = {"offer_file_bytes": csv_bytes, **ec2, "get_products_pages": api_pages,
+                                    "get_products_bytes": rec.body_bytes - before}
     return {**rec.close(), **tally}
