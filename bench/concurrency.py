@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
 import statistics
 import threading
 import time
@@ -84,6 +85,13 @@ def _fetch(plan: Any) -> tuple[str, float, int]:
     return plan.provider, time.perf_counter() - t0, result.requests
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process (every thread, the replay server's included) plus its waited-for
+    children (the crawl children, and the browsers they waited for)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
 def _steal_ticks() -> tuple[int, int]:
     """(steal, total) CPU ticks of the whole machine from /proc/stat: the share the hypervisor gave
     to other guests, which no code here can win back. (0, 0) where /proc/stat is missing."""
@@ -97,10 +105,11 @@ def _steal_ticks() -> tuple[int, int]:
 
 def run(quick: bool = False) -> list[Result]:
     from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-    from gpuledger.flows.pipeline import resolve_providers
+    from gpuledger.flows.pipeline import resolve_providers, start_order
 
     lo, hi = 100, 300
     rounds = 1 if quick else 5
+    cores = os.cpu_count() or 1
     providers = resolve_providers(None)
     say(f"[1] concurrent refresh: {len(providers)} providers replayed with {lo}-{hi} ms per request, "
         f"<= {PER_HOST} requests at once per host; {rounds} round(s) of alone / threads / Prefect")
@@ -114,21 +123,24 @@ def run(quick: bool = False) -> list[Result]:
         prefect = _PrefectFetchPhase(server, providers)
         prefect.warm_up()
 
-        def alone_arm() -> tuple[dict[str, float], dict[str, int]]:
+        def alone_arm() -> tuple[dict[str, float], dict[str, int], dict[str, float]]:
             times: dict[str, float] = {}
             counts: dict[str, int] = {}
+            cpu: dict[str, float] = {}
             for plan in _plans(server, providers):
                 server.hook = LatencyHook(lo, hi, PER_HOST)
+                c0 = _cpu_s()
                 name, dt, n = _fetch(plan)
-                times[name], counts[name] = dt, n
-            say("    alone: " + ", ".join(f"{p} {times[p]:.2f} s ({counts[p]} req)" for p in providers))
-            return times, counts
+                times[name], counts[name], cpu[name] = dt, n, _cpu_s() - c0
+            say("    alone: " + ", ".join(f"{p} {times[p]:.2f} s / {cpu[p]:.2f} s CPU ({counts[p]} req)"
+                                         for p in providers))
+            return times, counts, cpu
 
         def threads_arm() -> float:
             hook = server.hook = LatencyHook(lo, hi, PER_HOST)
             t0 = time.perf_counter()
             with ThreadPoolExecutor(8) as pool:
-                per = list(pool.map(_fetch, _plans(server, providers)))
+                per = list(pool.map(_fetch, start_order(_plans(server, providers))))
             dt = time.perf_counter() - t0
             say(f"    concurrent (8 threads, fetch_source): {dt:.2f} s, max {hook.max_in_flight} requests in "
                 f"flight; slowest {max(per, key=lambda x: x[1])[0]} {max(x[1] for x in per):.2f} s")
@@ -152,20 +164,28 @@ def run(quick: bool = False) -> list[Result]:
             load = os.getloadavg()[0]
             say(f"  round {r + 1}/{rounds} (load average {load:.1f})")
             if r % 2 == 0:
-                (alone, requests), wall_threads, wall_prefect = alone_arm(), threads_arm(), prefect_arm()
+                (alone, requests, cpu), wall_threads, wall_prefect = alone_arm(), threads_arm(), prefect_arm()
             else:
-                wall_prefect, wall_threads, (alone, requests) = prefect_arm(), threads_arm(), alone_arm()
+                wall_prefect, wall_threads, (alone, requests, cpu) = prefect_arm(), threads_arm(), alone_arm()
             steal1, total1 = _steal_ticks()
             steal = (steal1 - steal0) / (total1 - total0) if total1 > total0 else 0.0
             critical_provider = max(alone, key=alone.get)  # type: ignore[arg-type]
             critical = alone[critical_provider]
-            per_round.append({"alone_s": alone, "requests": requests, "critical_provider": critical_provider,
-                              "critical_s": critical, "wall_threads_s": wall_threads,
+            # No schedule on `cores` cores beats the total CPU spread over all of them, nor the
+            # slowest provider alone: the larger of the two is the bound that binds.
+            cpu_total = sum(cpu.values())
+            cpu_bound = cpu_total / cores
+            binding = "CPU" if cpu_bound > critical else "critical path"
+            per_round.append({"alone_s": alone, "requests": requests, "cpu_s": cpu, "critical_provider": critical_provider,
+                              "critical_s": critical, "cpu_total_s": cpu_total, "cpu_bound_s": cpu_bound,
+                              "binding": binding, "wall_threads_s": wall_threads,
                               "wall_prefect_s": wall_prefect, "prefect_ratio": wall_prefect / critical,
+                              "prefect_over_bound": wall_prefect / max(critical, cpu_bound),
                               "threads_ratio": wall_threads / critical, "steal": steal, "load": load})
-            say(f"    round {r + 1}: critical path {critical_provider} {critical:.2f} s; Prefect "
-                f"{wall_prefect / critical:.2f}x, threads {wall_threads / critical:.2f}x; "
-                f"CPU stolen by the host {steal:.1%}")
+            say(f"    round {r + 1}: critical path {critical_provider} {critical:.2f} s; CPU bound "
+                f"{cpu_total:.2f} s / {cores} cores = {cpu_bound:.2f} s ({binding} binds); Prefect "
+                f"{wall_prefect / critical:.2f}x the critical path, {wall_prefect / max(critical, cpu_bound):.2f}x "
+                f"the binding bound; threads {wall_threads / critical:.2f}x; CPU stolen by the host {steal:.1%}")
 
         hook = server.hook = LatencyHook(lo, hi, PER_HOST, global_limit=1)
         seq = {}
@@ -186,12 +206,17 @@ def run(quick: bool = False) -> list[Result]:
     wall_prefect, critical = mid("wall_prefect_s"), mid("critical_s")
     providers_on_path = sorted({x["critical_provider"] for x in per_round})
     rounds_text = ", ".join(f"{x['prefect_ratio']:.2f}x" for x in per_round)
+    bound_text = (f"bounds (medians): critical path {critical:.2f} s, CPU {mid('cpu_total_s'):.2f} s / {cores} cores "
+                  f"= {mid('cpu_bound_s'):.2f} s, binding: "
+                  f"{'/'.join(sorted({x['binding'] for x in per_round}))}; Prefect / binding bound "
+                  f"{mid('prefect_over_bound'):.2f}x")
+    say(f"  {bound_text}")
     extra = {"latency_ms": [lo, hi], "per_host": PER_HOST, "rounds": per_round, "wall_sequential_s": wall_seq,
              "sequential_per_provider_s": seq, "prefect_startup_s": prefect.startup_s}
     return [
         Result("1", f"refresh fetch phase in one Prefect flow run / critical path ({'/'.join(providers_on_path)} "
                     f"alone, median {critical:.2f} s), median of {rounds} round(s)", prefect_ratio, "x", 1.3,
-               notes=f"rounds {rounds_text}; plain threads {threads_ratio:.2f}x", extra=extra),
+               notes=f"rounds {rounds_text}; plain threads {threads_ratio:.2f}x; {bound_text}", extra=extra),
         Result("1", "refresh fetch phase (Prefect, median) vs one request at a time", wall_prefect, "s", None,
                ratio=wall_seq / wall_prefect, ratio_label=f"sequential {wall_seq:.1f} s / concurrent", ratio_target=4.0,
                notes=f"threads: {wall_seq / mid('wall_threads_s'):.2f}x", extra=extra),
@@ -210,6 +235,7 @@ class _PrefectFetchPhase:
         from prefect import flow
         from prefect.task_runners import ThreadPoolTaskRunner
 
+        from gpuledger.flows.pipeline import start_order
         from gpuledger.flows.refresh import scrape_provider
 
         self.server, self.providers = server, providers
@@ -219,7 +245,7 @@ class _PrefectFetchPhase:
         @flow(name="bench-fetch-phase", task_runner=ThreadPoolTaskRunner(max_workers=8))
         def fetch_phase() -> None:
             runner = scrape_provider.with_options(retries=0)
-            plans = _plans(self.server, self.providers)
+            plans = start_order(_plans(self.server, self.providers))  # as nightly_refresh submits them
             t0 = time.perf_counter()
             futures = [runner.submit(p) for p in plans]
             results = [f.result() for f in futures]

@@ -321,5 +321,47 @@ def plans_for(providers: list[str], mode: str, replay_urls: dict[str, str] | Non
     ]
 
 
+def last_scrape_seconds(db: str | Path | None) -> dict[str, float]:
+    """Per provider, how long its latest successful scrape took (empty for a new warehouse, or one
+    that cannot be read: the start order is a schedule, never a reason to fail a refresh)."""
+    path = db_path(db)
+    if not path.exists():
+        return {}
+    try:
+        con = open_reader(path)
+    except (WarehouseError, duckdb.Error, OSError) as err:
+        log.debug("no scrape durations for the start order: %s", err)
+        return {}
+    try:
+        rows = con.execute(
+            "select provider, arg_max(epoch(finished_at) - epoch(started_at), started_at) from scrape_runs "
+            "where state = 'ok' and finished_at is not null group by provider").fetchall()
+    except duckdb.Error as err:
+        log.debug("no scrape durations for the start order: %s", err)
+        return {}
+    finally:
+        con.close()
+    return {provider: float(seconds) for provider, seconds in rows if seconds is not None}
+
+
+def start_order(plans: list[SourcePlan], last_seconds: dict[str, float] | None = None) -> list[SourcePlan]:
+    """The order the flow submits its provider tasks in: the task runner has fewer workers than
+    there are providers, and a task submitted late starts late.
+
+    The page sources come first, a browser-rendered one before the plain ones: each starts a crawl
+    child (Python, scrapy and for one of them Chromium) whose start-up is CPU work that overlaps
+    the API sources' waits on the network only if it starts early. Within each group the longest
+    scrape of the last refresh (`last_scrape_seconds`) starts first; the rest keep their order.
+    """
+    known = last_seconds or {}
+
+    def key(plan: SourcePlan) -> tuple[int, float]:
+        source = spec(plan.provider)
+        group = 0 if source.needs_browser else 1 if source.source_kind == "page" else 2
+        return group, -known.get(plan.provider, 0.0)
+
+    return sorted(plans, key=key)
+
+
 def bundled_recordings() -> Path:
     return BUNDLED_RECORDINGS

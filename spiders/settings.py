@@ -24,6 +24,25 @@ if TYPE_CHECKING:
 BROWSER_SAME_HOST_ONLY = "gpuledger.browser_same_host_only"
 
 
+# Components switched off in every crawl, taken out of scrapy's base lists: scrapy imports every
+# component a list names (an override of None included) before it asks whether it is enabled,
+# and those imports (aiohttp for the remote control, tldextract for cookies) are a large share
+# of a crawl child's start-up CPU, which the providers fetching beside it need.
+UNUSED_COMPONENTS = {
+    "EXTENSIONS_BASE": ("scrapy.extensions.telnet.TelnetConsole", "scrapy.extensions.remote_control.RemoteControl"),
+    "DOWNLOADER_MIDDLEWARES_BASE": ("scrapy.downloadermiddlewares.cookies.CookiesMiddleware",
+                                    "scrapy.downloadermiddlewares.httpcache.HttpCacheMiddleware"),
+}
+
+
+def base_components_in_use() -> dict[str, dict[str, int]]:
+    """Scrapy's own base component lists, less UNUSED_COMPONENTS."""
+    from scrapy.settings import default_settings
+
+    return {name: {path: order for path, order in getattr(default_settings, name).items() if path not in unused}
+            for name, unused in UNUSED_COMPONENTS.items()}
+
+
 def is_local(ctx: SourceContext) -> bool:
     """Replay (or recording from a replay) answers from loopback: no real site to be polite to."""
     return ctx.mode == "replay" or (ctx.mode == "record" and bool(ctx.replay_urls))
@@ -49,6 +68,7 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
         "REDIRECT_ENABLED": True,
         "LOG_LEVEL": ctx.config.spider_log_level,
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+        **base_components_in_use(),
     }
     if local:
         settings.update({"AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0})

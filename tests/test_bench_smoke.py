@@ -240,6 +240,19 @@ def test_steal_ticks_reads_the_machine_counters() -> None:
     assert 0 <= steal0 <= steal1 <= total1
 
 
+def test_benchmark_1_cpu_counts_a_crawl_childs_cpu() -> None:
+    """The CPU bound of benchmark 1 adds the crawl children's CPU: a waited-for child's counts."""
+    import subprocess
+    import sys
+
+    from bench.concurrency import _cpu_s
+
+    before = _cpu_s()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 0.4: pass"], check=True)
+    assert _cpu_s() - before >= 0.4  # this process alone spent a few milliseconds waiting
+
+
 def test_every_benchmark_module_can_be_run() -> None:
     """`python -m bench` calls each module's run(quick=..., ...): a module that lost it crashes the run."""
     import importlib

@@ -470,3 +470,33 @@ def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
     assert "SCRAPY_SETTINGS_MODULE" not in env and env["PYTHONUNBUFFERED"] == "1"
     monkeypatch.setenv("NODE_COMPILE_CACHE", "/elsewhere")
     assert child_env()["NODE_COMPILE_CACHE"] == "/elsewhere"  # the user's own choice is kept
+
+
+CHILD_LOADS_COMPONENTS = """
+import sys
+from scrapy.settings import Settings
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
+from gpuledger.adapters.base import SourceContext
+from gpuledger.spiders.settings import crawl_settings
+
+settings = Settings(crawl_settings(SourceContext(provider="crusoe", mode="replay")))
+for name in ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES"):
+    for path in build_component_list(settings.get_component_priority_dict_with_base(name)):
+        load_object(path)  # what scrapy does with every listed component, enabled or not
+print(sorted(m for m in ("aiohttp", "tldextract") if m in sys.modules))
+"""
+
+
+def test_crawl_components_leave_out_the_imports_of_disabled_ones() -> None:
+    """The remote control (aiohttp) and cookies (tldextract) are off in every crawl; their modules
+    are not even imported by the crawl child, whose start-up CPU the other providers need."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", CHILD_LOADS_COMPONENTS], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+    enabled = crawl_settings(SourceContext(provider="crusoe", mode="replay"))
+    assert "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware" in enabled["DOWNLOADER_MIDDLEWARES_BASE"]
+    assert "scrapy.extensions.feedexport.FeedExporter" in enabled["EXTENSIONS_BASE"]
