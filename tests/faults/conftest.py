@@ -21,14 +21,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.faults)
+    # The matrix's verdicts are read last: its cells run in their own process from the first
+    # fault test on, beside every other test, and are mostly done by the time they are read.
+    matrix = Path(__file__).with_name("test_provider_faults.py")
+    items.sort(key=lambda item: Path(str(item.fspath)) == matrix)  # stable: each group keeps its order
 
 
 @pytest.fixture(scope="session", autouse=True)
 def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
-    """The matrix's cells selected in this session, started in the background as the first test of
-    tests/faults begins: the clean world is scraped and seeded once, then the cells run on a small
-    pool (tests/faults/runner.py) while the process-fault tests run in the main thread."""
-    from tests.faults.runner import CellRunner
+    """The matrix's cells selected in this session, started in a process of their own as the first
+    test of tests/faults begins (tests/faults/cell_process.py): the clean world is scraped and
+    seeded once, then the cells run on a small pool (tests/faults/runner.py) while the rest of the
+    session runs here."""
+    from tests.faults.cell_process import MatrixProcess
 
     selected = [(item.callspec.params["provider"], item.callspec.params["fault"])
                 for item in request.session.items
@@ -36,12 +41,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     if not selected:
         yield None
         return
-    # Every source module is imported here, in the main thread: imports done by the background
-    # world build would add to sys.modules, the logging registry and os.environ while pytest's own
-    # hooks iterate them in this thread.
-    from gpuledger.adapters.registry import specs
-    specs()
-    runner = CellRunner(tmp_path_factory.mktemp("fault-cells"), selected)
+    runner = MatrixProcess(tmp_path_factory.mktemp("fault-cells"), selected)
     yield runner
     runner.close()
 

@@ -5,8 +5,8 @@ crawler child process and its browser. Running a few cells at once keeps the who
 within minutes on two cores. Each cell has its own replay server, its own client and its own
 copy of the warehouse; the verdicts are the same as run one by one (GPULEDGER_FAULT_WORKERS=1).
 
-The runner starts with the session (tests/faults/conftest.py): the clean world is built and
-the selected cells run in the background while the process-fault tests use the main thread.
+The runner starts with the session, in a process of its own (tests/faults/cell_process.py): the
+clean world is built and the selected cells run there while the rest of the session runs.
 """
 
 from __future__ import annotations

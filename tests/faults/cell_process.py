@@ -1,0 +1,130 @@
+"""The fault matrix in a process of its own, beside the rest of the test run.
+
+Most of the suite waits on child processes (command-line refreshes, Prefect, Chromium) and
+leaves a core idle; the matrix is hundreds of cells of CPU work. Run in the pytest process, its
+cells would also share that process's global state with every other test (os.environ and module
+attributes a test monkeypatches, the logging a test captures), so it could only run beside the
+fault tests. In its own process it starts with the session and runs beside every test, isolated
+from them: the test process only sends cells and reads back verdicts.
+
+`python -m tests.faults.cell_process ROOT` reads cells on stdin (one JSON list of [provider, fault]
+pairs a line, so CellRunner orders each batch slow cells first), runs
+them with CellRunner (the same cells, the same judge) and writes one `VERDICT {json}` line per
+finished cell on stdout. It ends when stdin closes: at the end of the session, or when the
+test process dies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+from tests.faults.harness import Verdict
+from tests.faults.providers import PROVIDERS
+
+PREFIX = "VERDICT "
+REPO = Path(__file__).resolve().parents[2]
+STDERR_TAIL_CHARS = 3000
+
+
+class MatrixProcess:
+    """The test process's side: CellRunner's interface (submit, result, close) over a child process."""
+
+    def __init__(self, root: Path, cells: list[tuple[str, str]]) -> None:
+        self.root = root
+        self.stderr_path = root / "cell-process.stderr"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.cell_process", str(root)], cwd=REPO,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1)
+        self.futures: dict[tuple[str, str], Future[Verdict]] = {}
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, name="fault-verdicts", daemon=True).start()
+        self.submit(cells)
+
+    def submit(self, cells: list[tuple[str, str]]) -> None:
+        with self._lock:
+            new = [c for c in cells if c not in self.futures and PROVIDERS[c[0]].expected(c[1]) != "n/a"]
+            for cell in new:
+                self.futures[cell] = Future()
+            if new and self.proc.stdin is not None and not self.proc.stdin.closed:
+                try:
+                    self.proc.stdin.write(json.dumps(new) + "\n")
+                    self.proc.stdin.flush()
+                except (BrokenPipeError, OSError):
+                    pass  # the child is gone: _read reports every open cell with its log tail
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if not line.startswith(PREFIX):
+                continue
+            verdict = Verdict(**json.loads(line[len(PREFIX):]))
+            with self._lock:
+                future = self.futures.setdefault((verdict.provider, verdict.fault), Future())
+            if not future.done():
+                future.set_result(verdict)
+        rc = self.proc.wait()
+        tail = self.stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        with self._lock:
+            for (provider, fault), future in self.futures.items():
+                if not future.done():
+                    future.set_result(Verdict(provider, fault, PROVIDERS[provider].expected(fault), problems=[
+                        f"the matrix process ended (exit code {rc}) before this cell; its log tail: {tail}"]))
+
+    def result(self, provider: str, fault: str) -> Verdict:
+        self.submit([(provider, fault)])
+        return self.futures[(provider, fault)].result()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._stderr.close()
+
+
+def main(argv: list[str]) -> int:
+    from gpuledger.adapters.registry import specs
+    from tests.faults.runner import CellRunner
+
+    specs()  # every source module imported before the background world build starts its threads
+    root = Path(argv[0])
+    out_lock = threading.Lock()
+    runner = CellRunner(root, [])
+
+    def report(future: Future[Verdict]) -> None:
+        if future.cancelled():  # queued when stdin closed: nobody waits for it any more
+            return
+        line = PREFIX + json.dumps(dataclasses.asdict(future.result())) + "\n"
+        with out_lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        cells = [(provider, fault) for provider, fault in json.loads(line)]
+        with runner._lock:
+            new = [c for c in cells if c not in runner.futures]
+        runner.submit(new)
+        for cell in new:
+            if cell in runner.futures:  # not n/a
+                runner.futures[cell].add_done_callback(report)
+    runner.close()  # stdin closed: the running cells finish, the queued ones are dropped
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
