@@ -323,22 +323,14 @@ def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
     return " and ".join(where), args
 
 
-def _fits_call(i: int) -> str:
-    """One `fits` call for plan i: its need, GPU and node counts are $need_i, $gpus_i, $nodes_i; the
-    request's own arguments come from _fits_params."""
-    return (f"fits($need_{i}, gpus := $gpus_{i}, spot := $spot, max_age_hours := $max_age, headroom := $headroom, "
-            f"train_precision := $precision, nodes := $nodes_{i}, as_of := $as_of, commitments := $commitments, "
-            f"include_unavailable := $unavailable, sharded_needs_nvlink := $needs_nvlink)")
-
-
 def _fits_params(request: RecommendRequest) -> dict[str, Any]:
     return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
             "precision": request.precision, "as_of": request.as_of, "commitments": request.commitments,
             "unavailable": request.include_unavailable, "needs_nvlink": request.method == "full"}
 
 
-# The ranking, in one statement: each plan's fitting offers (`fits`, so SQL users get the same
-# candidates; the single-GPU plan first, then fewest nodes: an offer keeps the first plan it
+# The ranking, in one statement: each plan's fitting offers (the rows of `fits`, so SQL users get
+# the same candidates; the single-GPU plan first, then fewest nodes: an offer keeps the first plan it
 # fits), costed as the pure functions above cost one offer (billed compute; storage on the
 # region's class whose billed volume costs least, else the provider's; egress through the
 # region's tiers, else the provider's dearest region), ordered by (slow path, total, price per hour, key), collapsed
@@ -357,9 +349,23 @@ _WIDE = ", ".join(f"h.{c}" for c in (
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
 _COSTED_SQL = """
-with plans(plan_idx, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b, dequant_b, shard_b,
-           replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
-hits as not materialized ({hits}),
+with plans(plan_idx, gpus, nodes, host_gb, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b,
+           dequant_b, shard_b, replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
+hits as materialized (
+    -- The rows `fits` returns for each plan, found in one scan: fits() with no memory need is every
+    -- offer the request may use (fit_ok never passes an offer without a memory figure), joined to
+    -- the plans by fits()'s own rule, fit_ok, and labelled as fits() labels them.
+    select p.plan_idx, c.* exclude (need_gb_per_gpu, plan, gpus_used, nodes, plan_price_per_hour),
+           p.need_gb as need_gb_per_gpu,
+           case when p.gpus <= 1 and p.nodes <= 1 then 'single' else 'sharded' end as plan,
+           case when p.gpus <= 1 and p.nodes <= 1 then least(c.gpu_count, 1) else p.gpus end as gpus_used,
+           p.nodes as nodes
+    from fits(0.0, spot := $spot, max_age_hours := $max_age, headroom := $headroom, train_precision := $precision,
+              as_of := $as_of, commitments := $commitments, include_unavailable := $unavailable) c
+    join plans p on fit_ok(c.memory_gb_per_gpu, c.gpu_count, c.fast_interconnect or not $needs_nvlink,
+                           c.multinode_fabric, p.need_gb, p.gpus, p.nodes, $headroom)
+    where c.gpu_count * p.nodes <= $max_gpus and {where}
+      and (p.host_gb = 0 or coalesce(c.ram_gb, 0) * (1 - $headroom) * p.nodes >= p.host_gb)),  -- _HOST_RAM_OK
 chosen as (select {narrow} from hits {first_plan_only}),
 volume_sizes(provider, storage_class, min_gb, increment_gb, tiers_gb, max_gb) as (values {volume_values}),
 storage_billed as (
@@ -487,14 +493,14 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
     """The top candidates as dicts (columns of `fits` plus the cost columns), best first, and how
     many offers fit."""
     where, args = _filters(request)
-    where = f"gpu_count * nodes <= $max_gpus and {where}"
-    hits, values = [], []
+    values = []
     for i, (gpus, nodes, est) in enumerate(plans):
-        hits.append(f"select {i} as plan_idx, * from {_fits_call(i)} where {where} and {_HOST_RAM_OK.format(i=i)}")
         work = step_work(est, gpus)
-        names = ("need", "storage_gb", "egress_gb", "tok_step", "flops_tok", "util", "wread_b", "dequant_b",
+        names = ("gpus", "nodes", "host_gb", "need", "storage_gb", "egress_gb", "tok_step", "flops_tok", "util", "wread_b", "dequant_b",
                  "shard_b", "replica_b", "restart_h", "write_h", "offload_b")
-        values.append("(" + ", ".join([str(i)] + [f"${n}_{i}" for n in names]) + ")")
+        # typed, so the VALUES columns are doubles and integers whatever the first plan's figures
+        values.append("(" + ", ".join([str(i), f"$gpus_{i}::integer", f"$nodes_{i}::integer"]
+                                      + [f"${n}_{i}::double" for n in names[2:]]) + ")")
         args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
                      f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est),
                      f"tok_step_{i}": work.tokens, f"flops_tok_{i}": work.flops_per_token,
@@ -515,7 +521,7 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
                 budget=request.budget)
     sql = _COSTED_SQL.format(
         plan_values=", ".join(values), volume_values=", ".join(volume_values),
-        hits=" union all by name ".join(hits), narrow=_NARROW, key=_KEY, wide=_WIDE,
+        where=where, narrow=_NARROW, key=_KEY, wide=_WIDE,
         first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
         hours_per_month=repr(HOURS_PER_MONTH), pcie_gbs=repr(PCIE_GBS), fabric_gbs=repr(FABRIC_GBS_ASSUMED),
         best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
