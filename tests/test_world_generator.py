@@ -81,10 +81,11 @@ def test_runpod_small_answers_the_gpu_types_query(replay: Any, small_world: Path
     assert len(body["data"]["gpuTypes"]) == 30
     assert {"NVIDIA RTX A4500", "NVIDIA RTX A2000", "NVIDIA GeForce RTX 3070"} <= {
         t["id"] for t in body["data"]["gpuTypes"]}
-    # The bundled 85 offers load as before; the three added cards are not in the GPU table yet,
-    # so each is quarantined (with the bundled zero spot price: 4).
-    assert len(batch.offers) == 85
-    assert len(batch.quarantined) == 4
+    # The bundled 85 offers, plus 4 for each added card (now in gpu_models.csv); the one
+    # quarantined record is the bundled zero spot price of the L4.
+    assert len(batch.offers) == 85 + 3 * 4
+    assert sum(o.gpu_model in {"RTX-A4500", "RTX-A2000", "RTX-3070"} for o in batch.offers) == 12
+    assert len(batch.quarantined) == 1
 
 
 def test_oci_small_answers_the_whole_list_in_one_body(replay: Any, small_world: Path) -> None:
