@@ -319,12 +319,15 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
     spans = []
     variant = 0
     crossed = False  # a match ran across a newline (kept lines are checked below, once)
-    # The variant test is written out in both loops (no helper call: they run once per line).
-    # "Linux" comes first: it is the field most dropped lines lack.
+
+    def unwanted_variant(rest: int, line_end: int) -> bool:
+        # "Linux" comes first: it is the field most dropped lines lack.
+        return ((find(_LINUX_FIELD, rest, line_end) < 0 or find(_SHARED_FIELD, rest, line_end) < 0
+                 or find(_USED_FIELD, rest, line_end) < 0) and compute(window, rest, line_end) is not None)
+
     for m in _ON_DEMAND_LINE.finditer(window, start, end):
         rest, line_end = m.span(2)
-        if (find(_LINUX_FIELD, rest, line_end) < 0 or find(_SHARED_FIELD, rest, line_end) < 0
-                or find(_USED_FIELD, rest, line_end) < 0) and compute(window, rest, line_end) is not None:
+        if unwanted_variant(rest, line_end):
             variant += 1
             crossed = crossed or find(b"\n", m.start(1), rest) >= 0
         else:
@@ -336,9 +339,7 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
         line_end = find(b"\n", hit, end)
         head = _RESERVED_HEAD.match(window, line_start, line_end)
         if head is not None and find(_GPU_FAMILY_FIELD, head.end(), line_end) >= 0:
-            rest = head.end() - 1
-            if (find(_LINUX_FIELD, rest, line_end) < 0 or find(_SHARED_FIELD, rest, line_end) < 0
-                    or find(_USED_FIELD, rest, line_end) < 0) and compute(window, rest, line_end) is not None:
+            if unwanted_variant(head.end() - 1, line_end):
                 variant += 1
             else:
                 spans.append((line_start, line_end))
