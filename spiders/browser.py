@@ -125,7 +125,6 @@ def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
     download browsers on every network); elsewhere: `playwright install chromium`.
     `on_install` is called once an install is needed, before it starts.
     """
-    import subprocess
     import sys
 
     from gpuledger.adapters.base import SourceContext, SourceError
@@ -138,12 +137,25 @@ def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
     if on_install is not None:
         on_install()
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "update", "-qq"], check=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        _run_installer(["apt-get", "update", "-qq"], env)
+        _run_installer(["apt-get", "install", "-y", "-qq", "chromium"], env)
     else:
-        subprocess.run([sys.executable, "-m", "playwright", "install", "chromium"], check=True)
+        _run_installer([sys.executable, "-m", "playwright", "install", "chromium"], dict(os.environ))
     return find_chromium(ctx)
+
+
+def _run_installer(cmd: list[str], env: dict[str, str]) -> None:
+    """Run one install step with its output captured: dpkg prints progress lines even under -qq,
+    and they would land in the middle of a refresh's output. A failure raises with the step's
+    last line of output, which is what names the cause."""
+    import subprocess
+
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        last = lines[-1] if lines else "no output"
+        raise RuntimeError(f"`{' '.join(cmd[:3])}` exited {done.returncode}: {last[:300]}")
 
 
 if __name__ == "__main__":
@@ -151,4 +163,4 @@ if __name__ == "__main__":
 
     if sys.argv[1:] != ["--ensure"]:
         sys.exit("usage: python -m gpuledger.spiders.browser --ensure   (find or install a Chromium for JS pages)")
-    print(f"chromium: {ensure_browser()}")
+    print(f"chromium: {ensure_browser(on_install=lambda: print('no Chromium found: installing one ...', flush=True))}")

@@ -47,6 +47,7 @@ def stub_machine(monkeypatch, run) -> None:
         run(cmd)
         if cmd[:2] == ["apt-get", "install"]:
             found.append("/opt/chromium")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(browser, "find_chromium", find)
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
@@ -76,6 +77,62 @@ def test_a_failed_browser_install_is_one_line(monkeypatch) -> None:
     stub_machine(monkeypatch, fails)
     pipeline.ensure_browsers(["hyperstack"], say=said.append)
     assert len(said) == 2 and "OSError: apt-get: not found" in said[1] and "\n" not in said[1]
+
+
+def fake_apt_get(folder: Path, exit_code: int) -> None:
+    """An `apt-get` that talks the way dpkg does under -qq (progress on stdout even when quiet),
+    failing with apt's own error line when exit_code is not 0."""
+    script = folder / "apt-get"
+    script.write_text("#!/bin/sh\n"
+                      'echo "Selecting previously unselected package chromium."\n'
+                      'echo "Unpacking chromium (120.0) ..."\n'
+                      + (f'echo "E: Unable to locate package chromium" >&2\nexit {exit_code}\n' if exit_code else "exit 0\n"))
+    script.chmod(0o755)
+
+
+def test_the_installers_own_output_stays_off_the_terminal(monkeypatch, tmp_path, capfd) -> None:
+    fake_apt_get(tmp_path, 0)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{browser.os.environ['PATH']}")
+    said: list[str] = []
+    installs: list[bool] = []
+    real_run = subprocess.run
+
+    def counting_run(cmd, **kwargs):
+        installs.append(cmd[:2] == ["apt-get", "install"])
+        return real_run(cmd, **kwargs)
+
+
+    def find(ctx):
+        if not any(installs):
+            raise SourceError("no Chromium found")
+        return "/opt/chromium"
+
+    monkeypatch.setattr(browser, "find_chromium", find)
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
+    monkeypatch.setattr("subprocess.run", counting_run)
+    pipeline.ensure_browsers(["hyperstack"], say=said.append)
+    out, err = capfd.readouterr()
+    assert installs == [False, True]  # apt-get update, then install, both through the real process
+    assert said[1] == "chromium: /opt/chromium"
+    assert "Selecting" not in out + err and "Unpacking" not in out + err
+
+
+def test_a_failed_install_says_the_installers_last_line(monkeypatch, tmp_path, capfd) -> None:
+    fake_apt_get(tmp_path, 100)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{browser.os.environ['PATH']}")
+
+    def find(ctx):
+        raise SourceError("no Chromium found")
+
+    monkeypatch.setattr(browser, "find_chromium", find)
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
+    said: list[str] = []
+    pipeline.ensure_browsers(["hyperstack"], say=said.append)
+    out, err = capfd.readouterr()
+    assert len(said) == 2 and "\n" not in said[1]
+    assert said[1] == ("could not install a Chromium (RuntimeError: `apt-get update -qq` exited 100: "
+                       "E: Unable to locate package chromium); the page sources that need it will fail")
+    assert "Selecting" not in out + err
 
 
 # A developer's machine in a file: a shared folder, a home directory, a virtualenv's interpreter.
