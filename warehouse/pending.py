@@ -31,6 +31,9 @@ READABLE_FORMATS = (1, 2)  # a format 1 file reads as one without side tables, a
 _KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
 # The rows of the tables outside the SCD2 merge a batch carries, by Batch attribute.
 _SIDE_TABLES: dict[str, type[BaseModel]] = {"spot_prices": SpotPricePoint, "capacity_blocks": CapacityBlockOffering}
+# Every list of rows a batch carries, by Batch attribute, with the model that reads it back.
+_ROW_MODELS: dict[str, type[BaseModel]] = {**{name: RECORD_TYPES[kind] for name, kind in _KINDS.items()},
+                                           **_SIDE_TABLES}
 
 
 @dataclass
@@ -53,9 +56,7 @@ def pending_dir(db: Path) -> Path:
 
 
 def _batch_doc(batch: Batch) -> dict[str, Any]:
-    doc: dict[str, Any] = {name: [r.model_dump(mode="json") for r in getattr(batch, name)] for name in _KINDS}
-    for name in _SIDE_TABLES:
-        doc[name] = [r.model_dump(mode="json") for r in getattr(batch, name)]
+    doc: dict[str, Any] = {name: [r.model_dump(mode="json") for r in getattr(batch, name)] for name in _ROW_MODELS}
     doc["provider"] = batch.provider  # a unit's batch holds another provider's rows (capacity blocks: aws)
     doc["quarantined"] = [q.model_dump(mode="json") for q in batch.quarantined]
     doc["notes"] = list(batch.notes)
@@ -64,10 +65,9 @@ def _batch_doc(batch: Batch) -> dict[str, Any]:
 
 def _batch(provider: str, doc: dict[str, Any]) -> Batch:
     batch = Batch(doc.get("provider", provider))
-    for name, kind in _KINDS.items():
-        setattr(batch, name, [RECORD_TYPES[kind].model_validate(r) for r in doc[name]])
-    for name, model in _SIDE_TABLES.items():
-        setattr(batch, name, [model.model_validate(r) for r in doc.get(name, [])])
+    for name, model in _ROW_MODELS.items():
+        rows = doc[name] if name in _KINDS else doc.get(name, [])  # format 1 saved no side tables
+        setattr(batch, name, [model.model_validate(r) for r in rows])
     batch.quarantined = [Quarantined.model_validate(q) for q in doc["quarantined"]]
     batch.notes = list(doc["notes"])
     return batch
