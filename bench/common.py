@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -212,3 +213,41 @@ def tmp_root() -> Path:
     root = Path(os.environ.get("GPULEDGER_BENCH_TMP", "/tmp/gpuledger-bench"))
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+@contextmanager
+def prefect_api() -> Iterator[str]:
+    """A Prefect API server for the refreshes of a benchmark, as a deployment runs against a
+    server already up: each refresh's wall time is then the refresh's, not Prefect's start-up
+    (9-35 s here, more on a loaded machine). A PREFECT_API_URL already set is used instead."""
+    if os.environ.get("PREFECT_API_URL"):
+        yield os.environ["PREFECT_API_URL"]
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start(timeout=600)
+    try:
+        yield server.api_url
+    finally:
+        server.stop()
+
+
+@contextmanager
+def shared_prefect_api() -> Iterator[str]:
+    """One Prefect API server for every benchmark of a `python -m bench` run: its URL goes to the
+    child processes' environment and to this process's Prefect settings (benchmark 1 runs its
+    flows in this process), so the server starts once, not once per benchmark."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with prefect_api() as url:
+        before = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = url
+        try:
+            with temporary_settings(updates={PREFECT_API_URL: url}):
+                yield url
+        finally:
+            if before is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = before

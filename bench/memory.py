@@ -24,6 +24,9 @@ def run(quick: bool = False) -> list[Result]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     env = dict(os.environ, GPULEDGER_DB=str(work / "ledger.duckdb"))
+    # The newcomer's refresh starts Prefect's ephemeral server itself, whichever server the
+    # other benchmarks share.
+    env.pop("PREFECT_API_URL", None)
     exe = str(Path(sys.executable).with_name("gpuledger"))
     cmd = [exe, "refresh", "--replay"] if Path(exe).exists() else \
         [sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay"]

@@ -30,7 +30,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from bench.common import REPO, Result, percentile, run_measured, say, tmp_root
+from bench.common import REPO, Result, percentile, prefect_api, run_measured, say, tmp_root
 
 API_URL: list[str] = []  # the benchmark's Prefect API server while run() runs
 WALL_TARGET_S = 90.0
@@ -130,24 +130,6 @@ def replay_process(world: Path, work: Path, timeout_s: float = 300) -> Iterator[
             proc.wait()
     if log.exists():
         info.update(json.loads(log.read_text()))
-
-
-@contextmanager
-def prefect_api() -> Iterator[str]:
-    """One Prefect API server for every refresh of the benchmark, as a deployment runs against a
-    server already up: each refresh's wall time is then the refresh's, not Prefect's start-up
-    (9-35 s here, more on a loaded machine). A PREFECT_API_URL already set is used instead."""
-    if os.environ.get("PREFECT_API_URL"):
-        yield os.environ["PREFECT_API_URL"]
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    server.start(timeout=600)
-    try:
-        yield server.api_url
-    finally:
-        server.stop()
 
 
 def refresh_command(endpoints: Path, providers: Sequence[str] = ()) -> list[str]:

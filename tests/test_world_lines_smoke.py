@@ -80,3 +80,19 @@ def test_a_refresh_sends_its_clients_to_an_already_running_replay_server(api_url
     assert summary["ok"] and [p["offers"] for p in summary["providers"]] == [27]
     assert hosts == ["cloud.lambda.ai"]  # the one recorded request, answered by this server
     assert server.bytes_sent == {"cloud.lambda.ai": LAMBDA_BODY.stat().st_size}
+
+
+def test_one_prefect_server_reaches_both_child_processes_and_this_ones_flows(monkeypatch) -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    from bench.common import shared_prefect_api
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    outside = PREFECT_API_URL.value()
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # a server already up: used as it is
+    with shared_prefect_api() as url:
+        assert url == "http://127.0.0.1:9/api"
+        assert PREFECT_API_URL.value() == url  # benchmark 1's in-process flows
+        assert world_lines.os.environ["PREFECT_API_URL"] == url  # the refresh children
+    monkeypatch.delenv("PREFECT_API_URL")
+    assert PREFECT_API_URL.value() == outside
