@@ -428,6 +428,11 @@ def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
         yield tail, 0, len(tail)
 
 
+# The values `_is_wanted_variant` accepts, by column, for pyarrow's pre-selection.
+_VARIANT_VALUES = (("os", ["Linux"]), ("tenancy", ["Shared"]), ("capacity", ["Used"]), ("sw", ["NA"]),
+                   ("license", ["No License required", ""]), ("market", ["OnDemand", ""]))
+
+
 class _KeptRowParser:
     """CSV-parses batches of kept OnDemand lines into PriceRows.
 
@@ -456,10 +461,10 @@ class _KeptRowParser:
         self.parse_options = pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=True)
         self.convert_options = pacsv.ConvertOptions(include_columns=used, column_types={c: pa.string() for c in used},
                                                     strings_can_be_null=False, quoted_strings_can_be_null=False)
-        # The pre-selection's columns alone: most kept lines are not candidates, and converting
-        # 4 columns of them costs half of converting all 28.
+        # The pre-selection's columns alone: most kept lines are not candidates (another software
+        # or licence), and converting 7 columns of them costs a fraction of converting all 28.
         narrow = sorted({names[header.index("Product Family")]}
-                        | {self.col[n] for n in ("os", "tenancy", "capacity") if n in self.col})
+                        | {self.col[n] for n, _ in _VARIANT_VALUES if n in self.col})
         self.narrow_options = pacsv.ConvertOptions(
             include_columns=narrow, column_types={c: pa.string() for c in narrow},
             strings_can_be_null=False, quoted_strings_can_be_null=False)
@@ -487,9 +492,9 @@ class _KeptRowParser:
             family = narrow[self.col["family"]]
             any_compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
             compute = any_compute
-            for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used")):
+            for name, wanted in _VARIANT_VALUES:
                 if name in self.col:  # (a missing column only widens the pre-selection)
-                    compute = pc.and_(compute, pc.equal(narrow[self.col[name]], wanted))
+                    compute = pc.and_(compute, pc.is_in(narrow[self.col[name]], value_set=pa.array(wanted)))
             other = pc.is_in(family, value_set=pa.array(["Storage", "Data Transfer"]))
             # The rows left out here are counted under the reason _csv_row_to_price would give them.
             n_any_compute, n_compute, n_other = (pc.sum(m).as_py() or 0 for m in (any_compute, compute, other))
