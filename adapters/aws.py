@@ -299,7 +299,7 @@ _TERM_KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,
 # are found from the occurrences of their family field (bytes.find), so the Reserved lines of
 # other families are never scanned field by field.
 _ON_DEMAND_HEAD = re.compile(rb'[^,]*+,[^,]*+,[^,]*+,"OnDemand",')
-_COMPUTE_FIELD = re.compile(rb',"Compute Instance(?: \(bare metal\))?",')
+_COMPUTE_HEAD, _COMPUTE_ENDS = b',"Compute Instance', (b'",', b' (bare metal)",')  # the two compute families
 _LINUX_FIELD, _SHARED_FIELD, _USED_FIELD = b',"Linux",', b',"Shared",', b',"Used",'
 _RESERVED_HEAD = re.compile(rb'[^,]*,[^,]*,[^,]*,"Reserved",')
 _GPU_FAMILY_FIELD = b',"GPU instance",'
@@ -361,15 +361,22 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
     lines are not empty, and how many of them the rule drops as an unwanted variant.
     `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
     on_demand, lines = _on_demand_lines(window, start, end)
-    find, rfind = window.find, window.rfind
-    compute = _COMPUTE_FIELD.search
+    find, rfind, starts_with = window.find, window.rfind, window.startswith
     spans = []
     variant = 0
 
     def unwanted_variant(rest: int, line_end: int) -> bool:
         # "Linux" comes first: it is the field most dropped lines lack.
-        return ((find(_LINUX_FIELD, rest, line_end) < 0 or find(_SHARED_FIELD, rest, line_end) < 0
-                 or find(_USED_FIELD, rest, line_end) < 0) and compute(window, rest, line_end) is not None)
+        if (find(_LINUX_FIELD, rest, line_end) >= 0 and find(_SHARED_FIELD, rest, line_end) >= 0
+                and find(_USED_FIELD, rest, line_end) >= 0):
+            return False
+        at = find(_COMPUTE_HEAD, rest, line_end)
+        while at >= 0:  # bytes.find, then the field's two possible ends: cheaper than a regex search
+            after = at + len(_COMPUTE_HEAD)
+            if starts_with(_COMPUTE_ENDS, after, line_end):
+                return True
+            at = find(_COMPUTE_HEAD, after, line_end)
+        return False
 
     for line_start, rest, line_end in on_demand:
         # The variant fields are looked for from the comma after TermType, as the rule does.
