@@ -287,8 +287,6 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
 _KEPT_LINE = re.compile(
     rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand"(?=,)|"Reserved"(?=,.*?,"GPU instance",))'
     rb'(?!(?=.*,"Compute Instance(?: \(bare metal\))?",)(?!(?=.*,"Linux",)(?=.*,"Shared",)(?=.*,"Used",)))')
-# The TermType test alone: a line it keeps and `_KEPT_LINE` does not is an unwanted variant.
-_TERM_KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,"GPU instance",)')
 # TermType is found without a per-line search where the line has the layout of every real AWS
 # file: SKU (16 characters), OfferTermCode (10) and RateCode (38), quoted, so the 3rd comma is
 # byte 72 of the line. numpy takes the first 88 bytes of every line (one copy each) and, as
@@ -336,8 +334,10 @@ def _on_demand_lines(window: bytes, start: int, end: int) -> tuple[list[tuple[in
         # Bytes equal to a comma become 0; a zero byte is one whose high bit stays clear below.
         x = words[:, :_TERM_AT // 8] ^ np.uint64(0x2C * _WORD_ONES)
         nonzero = ((x & np.uint64(_WORD_LOWS)) + np.uint64(_WORD_LOWS)) | x
-        commas = (_TERM_AT // 8) * 8 - np.bitwise_count(nonzero & np.uint64(0x80 * _WORD_ONES)).sum(axis=1, dtype=np.int64)
-        term, after = words[:, 9], words[:, 10] & np.uint64(0xFFFFFFFF)
+        high_bits = np.bitwise_count(nonzero & np.uint64(0x80 * _WORD_ONES)).sum(axis=1, dtype=np.int64)
+        commas = _TERM_AT - high_bits
+        # bytes 72-79, and 80-83 (the rest of the word is the line's next bytes, masked off)
+        term, after = words[:, _TERM_AT // 8], words[:, _TERM_AT // 8 + 1] & np.uint64(0xFFFFFFFF)
         fits = (commas == 2) & ((term & np.uint64(0xFF)) == np.uint64(0x2C))
         on_demand = fits & (term == np.uint64(_ON_DEMAND_WORDS[0])) & (after == np.uint64(_ON_DEMAND_WORDS[1]))
         usual_index = np.flatnonzero(usual)
