@@ -287,51 +287,103 @@ def _csv_row_to_price(r: dict[str, str], region: str, skipped: Counter[str] | No
 _KEPT_LINE = re.compile(
     rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand"(?=,)|"Reserved"(?=,.*?,"GPU instance",))'
     rb'(?!(?=.*,"Compute Instance(?: \(bare metal\))?",)(?!(?=.*,"Linux",)(?=.*,"Shared",)(?=.*,"Used",)))')
-# The TermType test alone: a line it keeps and `_KEPT_LINE` does not is an unwanted variant.
-_TERM_KEPT_LINE = re.compile(rb'[^,]*,[^,]*,[^,]*,(?:"OnDemand",|"Reserved",.*?,"GPU instance",)')
-# One search over the window finds the OnDemand lines: the possessive `[^,]*+` runs in sre's tight
-# single-character loop, where `[^,\n]*` costs twice as much; a match that ran across a newline
-# (a line with fewer than 3 commas) sends the window to the exact per-line path. Group 2 is the
-# line after TermType, where the variant fields are looked for. The Reserved GPU lines are found
-# from the occurrences of their family field (bytes.find), so the Reserved lines of other
-# families are never scanned field by field.
-_ON_DEMAND_LINE = re.compile(rb'\n([^,]*+,[^,]*+,[^,]*+,"OnDemand"(,[^\n]*+))')
-_COMPUTE_FIELD = re.compile(rb',"Compute Instance(?: \(bare metal\))?",')
+# TermType is found without a per-line search where the line has the layout of every real AWS
+# file: SKU (16 characters), OfferTermCode (10) and RateCode (38), quoted, so the 3rd comma is
+# byte 72 of the line. numpy takes the first 88 bytes of every line (one copy each) and, as
+# 64-bit words, counts the commas of bytes 0-71 and compares bytes 72-83 with ',"OnDemand",':
+# where bytes 0-71 hold exactly 2 commas and byte 72 is one, the 4th piece starts at byte 73, so
+# the comparison is the rule's TermType test, exactly. Lines of another layout, or
+# shorter than 88 bytes, are matched one by one with `_ON_DEMAND_HEAD`. The Reserved GPU lines
+# are found from the occurrences of their family field (bytes.find), so the Reserved lines of
+# other families are never scanned field by field.
+_ON_DEMAND_HEAD = re.compile(rb'[^,]*+,[^,]*+,[^,]*+,"OnDemand",')
+_COMPUTE_HEAD, _COMPUTE_ENDS = b',"Compute Instance', (b'",', b' (bare metal)",')  # the two compute families
 _LINUX_FIELD, _SHARED_FIELD, _USED_FIELD = b',"Linux",', b',"Shared",', b',"Used",'
 _RESERVED_HEAD = re.compile(rb'[^,]*,[^,]*,[^,]*,"Reserved",')
 _GPU_FAMILY_FIELD = b',"GPU instance",'
 _WINDOW_BYTES = 1 << 20  # body bytes scanned at once
 _PARSE_AT_BYTES = 4 << 20  # kept bytes handed to the CSV parser at once
+_HEAD_BYTES = 88  # bytes of each line compared as 11 words
+_TERM_AT = 72  # the 3rd comma of the usual layout
+_WORD_ONES, _WORD_LOWS = 0x0101010101010101, 0x7F7F7F7F7F7F7F7F
+
+
+def _word(text: bytes) -> int:
+    return int.from_bytes(text.ljust(8, b"\0"), "little")  # as numpy's "<u8" reads it
+
+
+_ON_DEMAND_WORDS = (_word(b',"OnDema'), _word(b'nd",'))
+
+
+def _on_demand_lines(window: bytes, start: int, end: int) -> tuple[list[tuple[int, int, int]], int]:
+    """The OnDemand lines of `window[start:end]` in order, each as (start, the comma after its
+    TermType, end), and how many of its lines are not empty."""
+    import numpy as np
+
+    newlines = np.flatnonzero(np.frombuffer(window, np.uint8, end - start, start) == 10) + start
+    starts, ends = newlines[:-1] + 1, newlines[1:]
+    lengths = ends - starts
+    lines = int(np.count_nonzero(lengths))
+    size = len(window)
+    usual = (lengths >= _HEAD_BYTES) if size >= _HEAD_BYTES else np.zeros(len(starts), bool)
+    heads = starts[usual]
+    if len(heads):
+        # Every byte offset as one 88-byte item: indexing copies each line's head in one memcpy.
+        words = np.ndarray((size - _HEAD_BYTES + 1,), f"V{_HEAD_BYTES}", window, 0, (1,))[heads].view("<u8")
+        words = words.reshape(len(heads), _HEAD_BYTES // 8)
+        # Bytes equal to a comma become 0; a zero byte is one whose high bit stays clear below.
+        x = words[:, :_TERM_AT // 8] ^ np.uint64(0x2C * _WORD_ONES)
+        nonzero = ((x & np.uint64(_WORD_LOWS)) + np.uint64(_WORD_LOWS)) | x
+        high_bits = np.bitwise_count(nonzero & np.uint64(0x80 * _WORD_ONES)).sum(axis=1, dtype=np.int64)
+        commas = _TERM_AT - high_bits
+        # bytes 72-79, and 80-83 (the rest of the word is the line's next bytes, masked off)
+        term, after = words[:, _TERM_AT // 8], words[:, _TERM_AT // 8 + 1] & np.uint64(0xFFFFFFFF)
+        fits = (commas == 2) & ((term & np.uint64(0xFF)) == np.uint64(0x2C))
+        on_demand = fits & (term == np.uint64(_ON_DEMAND_WORDS[0])) & (after == np.uint64(_ON_DEMAND_WORDS[1]))
+        usual_index = np.flatnonzero(usual)
+        usual[usual_index[~fits]] = False  # the rule is looked at line by line there
+        found = usual_index[on_demand]
+        spans = list(zip(starts[found].tolist(), (starts[found] + (_TERM_AT + 11)).tolist(), ends[found].tolist()))
+    else:
+        spans = []
+    others = np.flatnonzero(~usual & (lengths > 0))
+    if len(others):
+        head = _ON_DEMAND_HEAD.match
+        more = [(a, m.end() - 1, b) for a, b in zip(starts[others].tolist(), ends[others].tolist())
+                if (m := head(window, a, b)) is not None]
+        if more:
+            spans = sorted(spans + more)
+    return spans, lines
 
 
 def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, int]:
     """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, how many of its
     lines are not empty, and how many of them the rule drops as an unwanted variant.
     `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
-    import numpy as np
-
-    # A line is not empty where two newlines are more than one byte apart (numpy: one vectorized
-    # pass, where bytes.count alone costs more than the OnDemand search).
-    newlines = np.flatnonzero(np.frombuffer(window, np.uint8, end - start, start) == 10)
-    lines = int(np.count_nonzero(np.diff(newlines) > 1))
-    find, rfind = window.find, window.rfind
-    compute = _COMPUTE_FIELD.search
+    on_demand, lines = _on_demand_lines(window, start, end)
+    find, rfind, starts_with = window.find, window.rfind, window.startswith
     spans = []
     variant = 0
-    crossed = False  # a match ran across a newline (kept lines are checked below, once)
 
     def unwanted_variant(rest: int, line_end: int) -> bool:
         # "Linux" comes first: it is the field most dropped lines lack.
-        return ((find(_LINUX_FIELD, rest, line_end) < 0 or find(_SHARED_FIELD, rest, line_end) < 0
-                 or find(_USED_FIELD, rest, line_end) < 0) and compute(window, rest, line_end) is not None)
+        if (find(_LINUX_FIELD, rest, line_end) >= 0 and find(_SHARED_FIELD, rest, line_end) >= 0
+                and find(_USED_FIELD, rest, line_end) >= 0):
+            return False
+        at = find(_COMPUTE_HEAD, rest, line_end)
+        while at >= 0:  # bytes.find, then the field's two possible ends: cheaper than a regex search
+            after = at + len(_COMPUTE_HEAD)
+            if starts_with(_COMPUTE_ENDS, after, line_end):
+                return True
+            at = find(_COMPUTE_HEAD, after, line_end)
+        return False
 
-    for m in _ON_DEMAND_LINE.finditer(window, start, end):
-        rest, line_end = m.span(2)
+    for line_start, rest, line_end in on_demand:
+        # The variant fields are looked for from the comma after TermType, as the rule does.
         if unwanted_variant(rest, line_end):
             variant += 1
-            crossed = crossed or find(b"\n", m.start(1), rest) >= 0
         else:
-            spans.append((m.start(1), line_end))
+            spans.append((line_start, line_end))
     hit = find(_GPU_FAMILY_FIELD, start, end)
     reserved = False
     while hit >= 0:
@@ -347,12 +399,7 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
         hit = find(_GPU_FAMILY_FIELD, line_end, end)
     if reserved:
         spans.sort()
-    kept = [window[a:b] for a, b in spans]
-    if crossed or any(map(bytes.__contains__, kept, itertools.repeat(b"\n"))):
-        every = window[start + 1:end - 1].split(b"\n")
-        kept = list(filter(_KEPT_LINE.match, every))
-        variant = sum(1 for line in every if _TERM_KEPT_LINE.match(line)) - len(kept)
-    return kept, lines, variant
+    return [window[a:b] for a, b in spans], lines, variant
 
 
 def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
@@ -388,6 +435,11 @@ def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
         yield tail, 0, len(tail)
 
 
+# The values `_is_wanted_variant` accepts, by column, for pyarrow's pre-selection.
+_VARIANT_VALUES = (("os", ["Linux"]), ("tenancy", ["Shared"]), ("capacity", ["Used"]), ("sw", ["NA"]),
+                   ("license", ["No License required", ""]), ("market", ["OnDemand", ""]))
+
+
 class _KeptRowParser:
     """CSV-parses batches of kept OnDemand lines into PriceRows.
 
@@ -416,10 +468,10 @@ class _KeptRowParser:
         self.parse_options = pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=True)
         self.convert_options = pacsv.ConvertOptions(include_columns=used, column_types={c: pa.string() for c in used},
                                                     strings_can_be_null=False, quoted_strings_can_be_null=False)
-        # The pre-selection's columns alone: most kept lines are not candidates, and converting
-        # 4 columns of them costs half of converting all 28.
+        # The pre-selection's columns alone: most kept lines are not candidates (another software
+        # or licence), and converting 7 columns of them costs a fraction of converting all 28.
         narrow = sorted({names[header.index("Product Family")]}
-                        | {self.col[n] for n in ("os", "tenancy", "capacity") if n in self.col})
+                        | {self.col[n] for n, _ in _VARIANT_VALUES if n in self.col})
         self.narrow_options = pacsv.ConvertOptions(
             include_columns=narrow, column_types={c: pa.string() for c in narrow},
             strings_can_be_null=False, quoted_strings_can_be_null=False)
@@ -447,9 +499,9 @@ class _KeptRowParser:
             family = narrow[self.col["family"]]
             any_compute = pc.is_in(family, value_set=pa.array(COMPUTE_FAMILIES))
             compute = any_compute
-            for name, wanted in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used")):
+            for name, wanted in _VARIANT_VALUES:
                 if name in self.col:  # (a missing column only widens the pre-selection)
-                    compute = pc.and_(compute, pc.equal(narrow[self.col[name]], wanted))
+                    compute = pc.and_(compute, pc.is_in(narrow[self.col[name]], value_set=pa.array(wanted)))
             other = pc.is_in(family, value_set=pa.array(["Storage", "Data Transfer"]))
             # The rows left out here are counted under the reason _csv_row_to_price would give them.
             n_any_compute, n_compute, n_other = (pc.sum(m).as_py() or 0 for m in (any_compute, compute, other))

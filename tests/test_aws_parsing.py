@@ -231,6 +231,10 @@ def test_build_region_on_demand_spot_and_quarantine() -> None:
 
 # Lines of the one-line rule's edge cases, each with its verdict worked out by hand from the rule
 # (the 4th comma-separated piece is "OnDemand", or "Reserved" with the field "GPU instance" after it).
+# SKU, OfferTermCode and RateCode as AWS writes them: 72 bytes, ending before the 3rd comma.
+_USUAL_HEAD = b'"8FBD755MED6YVC8L","JRTCKXETXF","8FBD755MED6YVC8L.JRTCKXETXF.6YS6EN2CT7"'
+assert len(_USUAL_HEAD) == 72
+
 _EDGE_LINES = [
     (b'"no commas at all"', False),
     (b'"A","B","C","OnDemand","x"', True),
@@ -257,6 +261,19 @@ _EDGE_LINES = [
     (b'"A","B","C","Reserved","d","Compute Instance","GPU instance","Linux","Shared","Unused","z"', False),
     (b'"one","comma"', False),  # the next line's 4th piece is "d": a match from here runs across
     (b'"B","C","OnDemand","d","Compute Instance","Windows",', False),
+    # Lines of 88 bytes or more, where the 3rd comma of the usual layout (SKU, OfferTermCode,
+    # RateCode of 16, 10 and 38 characters) is byte 72 and TermType is compared in place.
+    (_USUAL_HEAD + b',"OnDemand","$1.00 per hour","Compute Instance","Linux","Shared","Used","p5"', True),
+    (_USUAL_HEAD + b',"OnDemand","$1.00 per hour","Compute Instance","Windows","Shared","Used","p5"', False),
+    (_USUAL_HEAD + b',"OnDemand"' + b' ' * 80, False),  # no comma after TermType
+    (_USUAL_HEAD + b',"Reserved","1yr","GPU instance","Compute Instance","Linux","Shared","Used","p5"', True),
+    # a comma inside the quoted SKU: the 4th piece is the RateCode, "OnDemand" the 5th
+    (b'"SKUSKUS,SKUSKUSK"' + _USUAL_HEAD[18:] + b',"OnDemand","$1.00 per hour","Storage","gp3","x"', False),
+    # SKU and OfferTermCode as one field: "OnDemand" at byte 73 is the 3rd piece, not TermType
+    (b'"' + b'S' * 29 + b'"' + _USUAL_HEAD[30:] + b',"OnDemand","$1.00 per hour","Storage","gp3","x"', False),
+    # short codes on a long line: TermType sits elsewhere and the line is tested by the regex
+    (b'"A","B","C","OnDemand","' + b'd' * 80 + b'","Storage","gp3"', True),
+    (b'"A","B","C","Reserved","' + b'd' * 80 + b'","OnDemand","OnDemand","OnDemand","x"', False),
 ]
 
 
