@@ -89,10 +89,10 @@ def lambda_price_hook(instance: str, cents: int) -> Any:
 
 
 def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
-                       refresh_id: str = "refresh-replayed", recordings: Path = BUNDLED_RECORDINGS) -> list[LoadReport]:
-    """Fetch `providers` from `recordings` (the bundled ones unless named) with their real clients
-    (responses optionally changed by a ReplayServer hook), then load them as one refresh."""
-    server = ReplayServer(recordings, providers=list(providers), hook=hook)
+                       refresh_id: str = "refresh-replayed") -> list[LoadReport]:
+    """Fetch `providers` from the bundled recordings with their real clients (responses optionally
+    changed by a ReplayServer hook), then load them as one refresh."""
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(providers), hook=hook)
     server.start()
     try:
         plans = plans_for(list(providers), "replay", server.endpoints(), server.settings, since=read_since(db),

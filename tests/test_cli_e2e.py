@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.flows.cli import app
 from gpuledger.flows.pipeline import SOURCES
-from tests.builders import replayed_warehouse, shared_prefect_server
+from tests.builders import shared_prefect_server
 
 pytestmark = pytest.mark.prefect
 runner = CliRunner()
@@ -145,9 +145,8 @@ def test_record_then_replay_gives_the_same_warehouse(replayed_db: Path, tmp_path
     manifest = json.loads((rec / "aws" / "manifest.json").read_text())
     assert len(manifest["exchanges"]) > 10
     assert "replay" not in json.dumps(manifest)  # no credentials, not even the dummy ones
-    # Replayed with the same clients and the same load as a refresh, without the flow around them
-    # (replayed_db already runs all of them through it): the recordings, not Prefect, are the subject.
-    replayed_warehouse(db2, sorted(SOURCES), recordings=rec)
+    result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(rec), "--db", str(db2)])
+    assert result.exit_code == 0, result.output
     assert offers_without_run_columns(db1) == offers_without_run_columns(db2) == offers_without_run_columns(replayed_db)
 
 
