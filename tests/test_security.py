@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -412,6 +413,39 @@ def sql(db: Path, query: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+# One child runs `gpuledger sql` once per query, each through the command's whole path (its own
+# locked read-only connection, its error handling, its exit code), with a marker line on both
+# streams before each, so the queries cost one interpreter start between them, not one each.
+_SQL_EACH = """
+import json, sys
+from gpuledger.flows.cli import app
+db, queries, codes = sys.argv[1], json.loads(sys.argv[2]), []
+for i, query in enumerate(queries):
+    for stream in (sys.stdout, sys.stderr):
+        print(f"\\n==sql-case {i}==", file=stream, flush=True)
+    try:
+        app(["sql", query, "--db", db, "--format", "csv"], prog_name="gpuledger")
+    except SystemExit as done:
+        codes.append(done.code)
+    else:
+        codes.append(0)
+    sys.stdout.flush(); sys.stderr.flush()
+print("\\n==sql-codes==" + json.dumps(codes), flush=True)
+"""
+
+
+def sql_each(db: Path, queries: list[str]) -> list[tuple[int, str, str]]:
+    """(exit code, stdout, stderr) of `gpuledger sql QUERY` for each query, in order."""
+    done = subprocess.run([sys.executable, "-c", _SQL_EACH, str(db), json.dumps(queries)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out, codes = done.stdout.split("\n==sql-codes==")
+    outs = re.split(r"\n==sql-case \d+==\n", out)[1:]
+    errs = re.split(r"\n==sql-case \d+==\n", done.stderr)[1:]
+    assert len(outs) == len(errs) == len(queries), done.stdout + done.stderr
+    return list(zip(json.loads(codes), outs, errs))
+
+
 def test_sql_refuses_attach_copy_local_files_and_extensions(small_db: Path, tmp_path: Path) -> None:
     secret_file = tmp_path / "secret.csv"
     secret_file.write_text("token\nCANARY-local-file-contents\n")
@@ -430,12 +464,11 @@ def test_sql_refuses_attach_copy_local_files_and_extensions(small_db: Path, tmp_
         "drop table offers": "read-only",
         "insert into scrape_runs (run_id) values ('x')": "read-only",
     }
-    for query, expected in cases.items():
-        result = sql(small_db, query)
-        message = " ".join(result.stderr.split())
-        assert result.returncode == 1, (query, result.stdout, message)
+    for (query, expected), (code, out, err) in zip(cases.items(), sql_each(small_db, list(cases))):
+        message = " ".join(err.split())
+        assert code == 1, (query, out, message)
         assert expected in message, (query, message)
-        assert "CANARY-local-file-contents" not in result.stdout + result.stderr
+        assert "CANARY-local-file-contents" not in out + err
     assert not other.exists() and not copied.exists()
     assert small_db.read_bytes() == before
     ok = sql(small_db, "select count(*) as n from offers")

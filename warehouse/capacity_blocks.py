@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, describe_validation_error
@@ -95,6 +94,7 @@ def load_capacity_blocks(con: duckdb.DuckDBPyConnection, blocks: list[CapacityBl
     """Append this scrape's offerings (inside the caller's transaction); return how many."""
     if not blocks:
         return 0
+    import pyarrow as pa  # here, not at the top: reading commands import this module too
     schema = con.sql(f"select {', '.join(_FIELDS)} from capacity_block_offerings limit 0").to_arrow_table().schema
     rows = pa.table({c: pa.array([getattr(b, c) for b in blocks], type=schema.field(c).type) for c in _FIELDS})
     con.register("_blocks", rows)

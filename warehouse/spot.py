@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpuledger.warehouse.records import Batch, describe_validation_error
@@ -86,6 +85,7 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, points: list[SpotPricePoin
     skipped: Counter[str] = Counter()
     if not points:
         return 0, skipped
+    import pyarrow as pa  # here, not at the top: reading commands import this module too
     rows = pa.table({c: [getattr(p, c) for p in points] for c in _COLUMNS},
                     schema=pa.schema([(c, pa.timestamp("us", tz="UTC") if c == "observed_at" else
                                        (pa.float64() if c == "spot_price_per_hour" else pa.string()))

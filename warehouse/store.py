@@ -25,11 +25,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
+
+# pyarrow (and numpy under it) is imported by the functions that write: it costs about a
+# second of CPU, which every reading command (status, sql, --help) would otherwise pay.
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from gpuledger.warehouse import gpus
 from gpuledger.warehouse.records import Batch, Quarantined
@@ -230,6 +233,7 @@ def new_id(prefix: str) -> str:
 
 def sync_reference(con: duckdb.DuckDBPyConnection) -> None:
     """Make gpu_models/gpu_aliases equal to the CSVs the parsers use."""
+    import pyarrow as pa
     model_rows = [vars(m) for m in gpus.models().values()]
     alias_rows = [vars(a) for a in gpus.aliases()]
     models_tbl = pa.Table.from_pylist(model_rows)
@@ -320,6 +324,7 @@ class LoadReport:
 
 def _records_table(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPyConnection) -> pa.Table:
     """Column-wise Arrow table in the current table's column order and types."""
+    import pyarrow as pa
     schema = con.sql(f"select {', '.join(spec.columns)} from {spec.table} limit 0").to_arrow_table().schema
     if not records:
         return pa.table({c: pa.array([], type=schema.field(c).type) for c in spec.columns})
@@ -518,6 +523,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch,
     `min_row_ratio` is the source's own row-drop threshold (a module's ANOMALY_MIN_ROW_RATIO,
     for sources whose row count follows live capacity); None means the policy's.
     """
+    import pyarrow.compute as pc
     if not batch.offers or offers is None:  # offers is None only when batch.offers is empty
         return _empty_reason(batch)
     last_rows = last_good_rows(con, provider)
@@ -574,6 +580,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, batch: 
     loads (listed in the notes), so a marketplace listing never sticks at its old price.
     For a provider in `policy.accept` every offer loads and the jumps are listed in the notes.
     """
+    import pyarrow as pa
     limit = policy.max_offer_ratio
     con.register("_incoming", offers)
     try:
@@ -709,6 +716,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     `on_offers_merged(provider)` is called inside the transaction right after the provider's
     offers were merged: the process-fault tests hold the write window open there.
     """
+    import pyarrow as pa
     policy = policy or AnomalyPolicy()
     now = now or utcnow()
     run_id = new_id(f"run-{outcome.provider}")

@@ -261,7 +261,15 @@ def test_readers_never_fail_and_see_committed_states_during_a_refresh(prefect_ap
     seen: list[tuple[float, float, int, str, str]] = []  # (started, ended, rc, stdout, stderr)
     lock = threading.Lock()
 
-    def reader() -> None:
+    # One reader runs all along (the refresh's start and fetch phase); the second joins it from the
+    # write window on, where the refresh writes and publishes: two readers a whole refresh long
+    # would keep both cores busy and slow the refresh they watch, and before its window they
+    # can only repeat the state before it.
+    window = threading.Event()
+
+    def reader(joins_at_window: bool) -> None:
+        if joins_at_window:
+            window.wait()
         while not stop.is_set():
             t0 = time.monotonic()
             r = subprocess.run(cli_cmd("sql", STATE_QUERY, "--db", str(db), "--format", "json"), env=cli_env(None),
@@ -269,7 +277,7 @@ def test_readers_never_fail_and_see_committed_states_during_a_refresh(prefect_ap
             with lock:
                 seen.append((t0, time.monotonic(), r.returncode, r.stdout, r.stderr))
 
-    readers = [threading.Thread(target=reader, daemon=True) for _ in range(2)]
+    readers = [threading.Thread(target=reader, args=(n == 1,), daemon=True) for n in range(2)]
     for t in readers:
         t.start()
     while len(seen) < 2:
@@ -278,6 +286,7 @@ def test_readers_never_fail_and_see_committed_states_during_a_refresh(prefect_ap
     proc = start_held_refresh(db, recordings, hold, prefect_api)
     try:
         wait_for(hold / "merging", proc)
+        window.set()
         # A reader started inside the write window: the refresh writes its working copy, so the
         # reader answers at once, with the snapshot published before the window.
         inside = subprocess.run(cli_cmd("sql", STATE_QUERY, "--db", str(db), "--format", "json"),
@@ -298,6 +307,7 @@ def test_readers_never_fail_and_see_committed_states_during_a_refresh(prefect_ap
     while len(seen) < n_after + 2:
         time.sleep(0.05)
     stop.set()
+    window.set()  # a reader still waiting (the refresh failed before its window) ends too
     for t in readers:
         t.join(120)
     s1 = state(db)
