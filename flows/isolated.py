@@ -9,9 +9,10 @@ children are forked from multiprocessing's fork server, a fresh single-threaded 
 imports gpuledger once (a fork of the refresh itself, holding Prefect's threads and sockets, is
 unsafe; a fresh interpreter per child pays the imports, about 1.5 s of CPU, each time).
 
-The child is killed when the timeout passes, when the waiting thread gives up (a signal ending
-the refresh), or when this process ends (it watches its parent and exits with it), so a stopped
-refresh leaves no fetch running.
+The child is killed when the timeout passes, when this process's main thread has ended (a
+signal ended the refresh, and the interpreter waits for its worker threads before it exits), or
+when this process dies (it watches its parent and exits with it), so a stopped refresh neither
+waits for a fetch nor leaves one running.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def fetch_in_child(fetch: Callable[[Any], Any], plan: Any, timeout_s: float,
         while not receive.poll(RESULT_POLL_S):
             if time.monotonic() > deadline:
                 raise on_timeout()
+            if not threading.main_thread().is_alive():  # the interpreter is exiting (a signal ended the refresh)
+                raise ChildCrashed(f"the fetch process of {getattr(plan, 'provider', 'the source')} was "
+                                   "stopped: the refresh is ending")
         try:
             payload = receive.recv_bytes()
         except EOFError:
