@@ -54,7 +54,9 @@ def _child(fetch: Callable[[Any], Any], plan: Any, conn: Any) -> None:
         outcome = ("error", err)
     try:
         payload = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as err:  # noqa: BLE001 - an exception that cannot be pickled: its text is kept
+        if outcome[0] == "error":
+            pickle.loads(payload)  # an exception whose __init__ takes other arguments pickles but does not load
+    except Exception as err:  # noqa: BLE001 - an exception that cannot travel: its type and text are kept
         raised = outcome[1] if outcome[0] == "error" else err
         payload = pickle.dumps(("error", SourceError(f"{type(raised).__name__}: {raised}")))
     conn.send_bytes(payload)

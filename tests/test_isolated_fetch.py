@@ -23,6 +23,15 @@ def fails(plan: SourcePlan) -> None:
     raise SourceError(f"{plan.provider}: HTTP 503 from the price list")
 
 
+class TwoArgumentError(Exception):
+    def __init__(self, code: int, operation: str) -> None:
+        super().__init__(f"{operation} answered {code}")
+
+
+def fails_oddly(plan: SourcePlan) -> None:
+    raise TwoArgumentError(503, "GetProducts")
+
+
 def hangs(plan: SourcePlan) -> None:
     time.sleep(120)
 
@@ -44,6 +53,11 @@ def test_the_heavy_sources_fetch_in_a_child_and_the_others_on_a_thread(monkeypat
 def test_a_source_error_in_the_child_is_raised_as_it_is() -> None:
     with pytest.raises(SourceError, match=r"^gcp: HTTP 503 from the price list$"):
         fetch_in_child(fails, SourcePlan("gcp"), 60, no_timeout)
+
+
+def test_an_error_that_cannot_be_rebuilt_here_keeps_its_type_and_text() -> None:
+    with pytest.raises(SourceError, match=r"^TwoArgumentError: GetProducts answered 503$"):
+        fetch_in_child(fails_oddly, SourcePlan("aws"), 60, no_timeout)
 
 
 def test_a_child_past_its_timeout_is_killed() -> None:
