@@ -8,6 +8,7 @@ Prefect, so each step can be called and tested directly.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import signal
 import threading
 import traceback
@@ -133,13 +134,29 @@ class ScrapeTimeout(TimeoutError):
     pass
 
 
+# The sources whose parse is seconds of CPU at world scale: each fetches and parses in a process
+# of its own (flows/isolated.py), so they spread over the cores instead of sharing one
+# interpreter lock. The others are mostly waits on the network and stay on threads.
+OWN_PROCESS_SOURCES = frozenset({"aws", "gcp", "azure", "vastai"})
+
+
 def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
     """fetch_source in a daemon thread, waited on for at most `timeout_s` seconds.
 
     A scrape stuck in blocking I/O cannot be interrupted from outside its thread, so on timeout
     it is abandoned (its thread holds nothing the refresh needs and ends with the process) and
-    ScrapeTimeout is raised for the flow to record, while the other providers go on.
+    ScrapeTimeout is raised for the flow to record, while the other providers go on. A source of
+    OWN_PROCESS_SOURCES runs in a child process instead, killed on timeout.
     """
+    def timed_out() -> ScrapeTimeout:
+        return ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
+                             f"({env_name('task_timeout_s')}) and was abandoned")
+
+    # A daemonic process (a Dask worker) may not start children; its task already has a process.
+    if plan.provider in OWN_PROCESS_SOURCES and not multiprocessing.current_process().daemon:
+        from gpuledger.flows.isolated import fetch_in_child
+
+        return fetch_in_child(fetch_source, plan, timeout_s, timed_out)
     future: Future[FetchResult] = Future()
 
     def run() -> None:
@@ -153,8 +170,7 @@ def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
     try:
         return future.result(timeout=timeout_s)
     except FutureTimeout:
-        raise ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
-                            f"({env_name('task_timeout_s')}) and was abandoned") from None
+        raise timed_out() from None
 
 
 def describe_failure(provider: str, err: BaseException) -> str:
