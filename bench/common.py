@@ -120,29 +120,42 @@ def peak_rss_self_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _tree_rss_kb(pid: int) -> int:
-    """Current RSS of pid and all its descendants (from /proc), in KiB."""
+def _pss_kb(pid: int | str) -> int:
+    """Proportional set size of one process (/proc/PID/smaps_rollup), in KiB: its private pages
+    plus its share of the pages it shares (libraries, pages a fork left shared), so a process
+    tree's sum counts each page once."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _tree_memory_kb(pid: int) -> tuple[int, int]:
+    """(summed RSS, summed PSS) of pid and all its descendants (from /proc), in KiB."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                parts = f.read().rsplit(")", 1)[1].split()
-            ppid = int(parts[1])
-            with open(f"/proc/{entry}/statm") as f:
-                pages = int(f.read().split()[1])
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-        rss[int(entry)] = pages * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    total, stack = 0, [pid]
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    rss = pss = 0
+    stack = [pid]
     while stack:
         p = stack.pop()
-        total += rss.get(p, 0)
         stack.extend(children.get(p, []))
-    return total
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                rss += int(f.read().split()[1]) * page_kb
+            pss += _pss_kb(p)
+        except (OSError, IndexError, ValueError):
+            continue  # ended between the listing and the read
+    return rss, pss
 
 
 # Linux carries a process's peak RSS across fork and exec: a child of this (large) process would
@@ -160,20 +173,21 @@ with open(sys.argv[1], "w") as f:
 def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
                  timeout: float = 1800, sample_s: float = 0.05) -> dict[str, Any]:
     """Run a command; return its exit code, output, wall time, its own peak RSS (ru_maxrss from
-    wait4, via a small launcher process) and the peak summed RSS of its process tree (sampled
-    from /proc)."""
+    wait4, via a small launcher process) and the peaks of its process tree's summed RSS and
+    summed PSS (sampled from /proc; the launcher's few MB included)."""
     import tempfile
 
     with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, report.name, *cmd], env=env,
                                 cwd=cwd or REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        peak_tree = [0]
+        peak_tree = [0, 0]
         done = threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                peak_tree[0] = max(peak_tree[0], _tree_rss_kb(proc.pid))
+                rss, pss = _tree_memory_kb(proc.pid)
+                peak_tree[0], peak_tree[1] = max(peak_tree[0], rss), max(peak_tree[1], pss)
                 done.wait(sample_s)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -192,6 +206,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
             doc = {}
     return {"returncode": doc.get("code", proc.returncode or -1), "wall_s": wall,
             "peak_rss_mb": doc.get("maxrss_kb", 0) / 1024, "peak_tree_rss_mb": peak_tree[0] / 1024,
+            "peak_tree_pss_mb": peak_tree[1] / 1024,
             "stdout": stdout, "stderr": stderr}
 
 

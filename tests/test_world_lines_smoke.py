@@ -96,3 +96,26 @@ def test_one_prefect_server_reaches_both_child_processes_and_this_ones_flows(mon
         assert world_lines.os.environ["PREFECT_API_URL"] == url  # the refresh children
     monkeypatch.delenv("PREFECT_API_URL")
     assert PREFECT_API_URL.value() == outside
+
+
+SHARED_AFTER_FORK = """
+import os, time
+block = bytearray(200 * 1024 * 1024)
+for i in range(0, len(block), 4096):  # touch every page: 200 MiB resident
+    block[i] = 1
+if os.fork() == 0:  # the child shares every page of the block with its parent until one writes
+    time.sleep(1.5)
+    os._exit(0)
+time.sleep(1.5)
+os.wait()
+"""
+
+
+def test_the_memory_line_counts_a_page_two_processes_share_once() -> None:
+    from bench.common import run_measured
+
+    res = run_measured([world_lines.sys.executable, "-c", SHARED_AFTER_FORK], sample_s=0.05)
+    assert res["returncode"] == 0
+    # Parent and child each map the 200 MiB block: RSS counts it in both, PSS once.
+    assert res["peak_tree_rss_mb"] > 400
+    assert 200 < res["peak_tree_pss_mb"] < 290
