@@ -104,6 +104,8 @@ class OfferFacts:
     cacheable: bool  # read-only: shown rows and picks may be kept
     storage_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
     egress_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
+    place_tables: dict[tuple[float, float], Any] = field(default_factory=dict)  # (storage GB, egress GB)
+    picks: list[tuple] = field(default_factory=list)  # the storage picks the place tables index
     shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
 
     def shown_rows(self, con: duckdb.DuckDBPyConnection, rows: Sequence[int]) -> list[dict[str, Any]]:
@@ -218,6 +220,47 @@ def _egress_picks(f: OfferFacts, egress_gb: float) -> tuple[dict, dict]:
     return region, provider
 
 
+_SOURCES = ("none", "region", "provider")
+_PLACE_TABLES_KEPT = 64
+
+
+@dataclass
+class _PlaceTable:
+    """Per place code: the storage pick (index into OfferFacts.picks, -1: none), its USD per GB-month
+    and billed GB, the egress USD, and where each came from (an index into _SOURCES)."""
+
+    pick: np.ndarray
+    usd: np.ndarray
+    billed: np.ndarray
+    s_source: np.ndarray
+    e_usd: np.ndarray
+    e_source: np.ndarray
+
+
+def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTable:
+    key = (storage_gb, egress_gb)
+    if key in f.place_tables:
+        return f.place_tables[key]
+    by_region, by_provider = _storage_picks(f, storage_gb)
+    e_region, e_provider = _egress_picks(f, egress_gb)
+    n = len(f.places)
+    t = _PlaceTable(np.full(n, -1), np.zeros(n), np.zeros(n), np.zeros(n, int), np.zeros(n), np.zeros(n, int))
+    for code, (prov, reg) in enumerate(f.places):
+        pick, src = by_region.get((prov, reg)), 1
+        if pick is None:
+            pick, src = by_provider.get(prov), 2
+        if pick is not None:
+            f.picks.append(pick)
+            t.pick[code], t.usd[code], t.billed[code], t.s_source[code] = len(f.picks) - 1, pick[1], pick[2], src
+        usd, src = e_region.get((prov, reg)), 1
+        if usd is None:
+            usd, src = e_provider.get(prov), 2
+        if usd is not None:
+            t.e_usd[code], t.e_source[code] = usd, src
+    f.place_tables[key] = t
+    return t
+
+
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b with NULL (NaN) where b is 0 or NULL, as DuckDB divides."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -261,6 +304,8 @@ class RankArgs:
 def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a: RankArgs) -> tuple[list[dict[str, Any]], int]:
     """The top candidates as dicts, best first, and how many offers fit (after the budget)."""
     c = f.cols
+    if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
+        f.place_tables.clear(), f.picks.clear(), f.storage_picks.clear(), f.egress_picks.clear()
     allowed = [i for i, p in enumerate(f.providers) if p in a.fresh and (not a.providers or p in a.providers)]
     ok = np.isin(f.provider_code, allowed)
     if a.region_ok is not None:
@@ -326,34 +371,21 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         compute_usd = a.runs * nodes * price * billed_s / 3600.0
 
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
-    storage_gb = col("storage_gb")
     n_rows = len(idx)
-    s_class = np.full(n_rows, None, object)
-    s_usd, s_billed = np.zeros(n_rows), storage_gb.copy()
-    s_known = np.full(n_rows, None, object)
-    s_source = np.full(n_rows, "none", object)
+    s_pick = np.full(n_rows, -1)
+    s_usd, s_billed = np.zeros(n_rows), col("storage_gb")
+    s_source, e_source = np.zeros(n_rows, int), np.zeros(n_rows, int)
     e_usd = np.zeros(n_rows)
-    e_source = np.full(n_rows, "none", object)
     places = f.place[idx]
     for i, p in enumerate(plans):
         rows = np.nonzero(pi == i)[0]
         if not len(rows):
             continue
-        by_region, by_provider = _storage_picks(f, p.storage_gb)
-        e_region, e_provider = _egress_picks(f, p.egress_gb)
-        for code in np.unique(places[rows]):
-            at = rows[places[rows] == code]
-            prov, reg = f.places[code]
-            pick, src = by_region.get((prov, reg)), "region"
-            if pick is None:
-                pick, src = by_provider.get(prov), "provider"
-            if pick is not None:
-                s_class[at], s_usd[at], s_billed[at], s_known[at], s_source[at] = (*pick, src)
-            usd, src = e_region.get((prov, reg)), "region"
-            if usd is None:
-                usd, src = e_provider.get(prov), "provider"
-            if usd is not None:
-                e_usd[at], e_source[at] = usd, src
+        t = _place_table(f, p.storage_gb, p.egress_gb)
+        at = places[rows]
+        s_pick[rows], s_source[rows], e_source[rows], e_usd[rows] = t.pick[at], t.s_source[at], t.e_source[at], t.e_usd[at]
+        has = t.pick[at] >= 0
+        s_usd[rows[has]], s_billed[rows[has]] = t.usd[at][has], t.billed[at][has]
 
     with np.errstate(invalid="ignore"):
         storage_usd = np.where(np.isnan(run_hours), np.nan,
@@ -393,6 +425,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     for b, row in zip(best, shown):
         j, o = picks[b], idx[picks[b]]
         plan = plans[pi[j]]
+        picked = f.picks[s_pick[j]] if s_pick[j] >= 0 else (None, None, None, None)
         row.update(
             plan_idx=int(pi[j]), nodes=int(nodes[j]), plan="sharded" if sharded[j] else "single",
             gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
@@ -400,9 +433,9 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
             need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
             tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
             run_hours=val(run_hours, j), billed_s=val(billed_s, j), compute_usd=val(compute_usd, j),
-            storage_class=s_class[j], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
-            storage_size_known=s_known[j], storage_source=s_source[j], egress_usd=float(e_usd[j]),
-            egress_source=e_source[j], storage_usd=val(storage_usd, j), tier=int(tier[j]),
+            storage_class=picked[0], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
+            storage_size_known=picked[3], storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
+            egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), tier=int(tier[j]),
             sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(others[b]),
             considered=considered, persists_when_stopped=f.persists.get(row["provider"]))
         out.append(row)
