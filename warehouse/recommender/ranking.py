@@ -318,6 +318,8 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     link_fast = c["fast_interconnect"] | (not a.needs_nvlink)
     ram = c["ram_gb"]
     plan_of = np.full(f.n, -1)
+    # fit_ok's rule (sql/recommend.sql), the host-RAM rule of _HOST_RAM_OK and the GPU limit; the
+    # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
     with np.errstate(invalid="ignore"):
         for i, p in enumerate(plans):
             single = p.gpus <= 1 and p.nodes <= 1

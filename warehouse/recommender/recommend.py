@@ -2,8 +2,8 @@
 
 `recommend(con, request)` works the way a practitioner does: estimate the
 memory the job needs (warehouse.recommender.memory), find the current offers that fit it
-from providers whose data is fresh (the SQL table macro `fits`, so a SQL user
-gets the same candidate set), and rank them by what the job would really
+from providers whose data is fresh (the rule of the SQL table macro `fits`, so a SQL
+user gets the same candidate set; warehouse.recommender.ranking), and rank them by what the job would really
 cost: compute billed with the provider's increment and minimum charge, plus
 storage for the data and checkpoints while the job runs, plus the egress of
 downloading the result. Each component is shown; nothing is mixed silently
