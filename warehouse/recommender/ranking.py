@@ -108,6 +108,10 @@ class OfferFacts:
     picks: list[tuple] = field(default_factory=list)  # the storage picks the place tables index
     shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
 
+    def offers_per_provider(self) -> dict[str, int]:
+        """Current offers of each provider that has any."""
+        return dict(zip(self.providers, np.bincount(self.provider_code).tolist()))
+
     def shown_rows(self, con: duckdb.DuckDBPyConnection, rows: Sequence[int]) -> list[dict[str, Any]]:
         """The columns of `fits` of these offers (row numbers), read once each on a read-only connection."""
         missing = [i for i in dict.fromkeys(rows) if i not in self.shown]
@@ -263,8 +267,9 @@ def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTa
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b with NULL (NaN) where b is 0 or NULL, as DuckDB divides."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where((b == 0) | np.isnan(b), np.nan, a / np.where(b == 0, 1.0, b))
+    a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+    out = np.full(a.shape, np.nan)
+    return np.divide(a, b, out=out, where=b != 0)  # a NULL b gives NaN by itself
 
 
 def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
@@ -272,6 +277,31 @@ def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
     m = 10.0 ** digits
     with np.errstate(invalid="ignore"):
         return np.sign(x) * np.floor(np.abs(x) * m + 0.5) / m
+
+
+def _head(rows: np.ndarray, tier: np.ndarray, key: np.ndarray, group: np.ndarray, top: int) -> np.ndarray:
+    """The rows that can hold the first `top` groups' best rows in (tier, key) order: every row of
+    a tier whose key is at most the cut where `top` groups are reached, ties included, and all
+    the rows of the tiers before it (only those rows need the full sort)."""
+    out: list[np.ndarray] = []
+    for t in (0, 1, 2):
+        r = rows[tier[rows] == t]
+        k = min(len(r), 4 * top)
+        while len(r):
+            if k < len(r):
+                cut = key[r[np.argpartition(key[r], k - 1)[:k]]].max()
+                cand = r[key[r] <= cut]
+            else:
+                cand = r
+            enough = len(np.unique(group[np.concatenate(out + [cand])])) >= top
+            if enough or len(cand) == len(r):
+                break
+            k = min(len(r), 4 * k)
+        if len(r):
+            out.append(cand)
+            if enough:
+                break
+    return np.concatenate(out) if out else rows[:0]
 
 
 @dataclass(frozen=True)
@@ -401,20 +431,15 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         keep = np.ones(n_rows, bool) if a.budget is None else (total <= a.budget)
     sel = np.nonzero(keep)[0]
     considered = len(sel)
-    key = idx  # the row number is the rank of (provider, region, zone, instance type, purchase option)
-    if a.per_instance:
-        # within an instance group provider, instance type and purchase option are one: the key
-        # orders by region, then zone
-        group = f.group[idx]
-        order = sel[np.lexsort((key[sel], price[sel], sort_total[sel], sort_key[sel], tier[sel], group[sel]))]
-        g = group[order]
-        first = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
-        starts = np.nonzero(first)[0]
-        others = np.diff(np.r_[starts, len(g)]) - 1
-        picks = order[starts]
-    else:
-        picks, others = sel, np.zeros(len(sel), int)
-    best = np.lexsort(tuple(x[picks] for x in (key, price, sort_total, sort_key, tier)))[: a.top]
+    # One order for all: (slow path, sort key, total, price per hour, key); the row number is the
+    # rank of (provider, region, zone, instance type, purchase option). An instance group's best
+    # place is its first row in it: within a group the key orders by region, then zone.
+    group = f.group[idx] if a.per_instance else np.arange(n_rows)
+    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, a.top)
+    order = head[np.lexsort((idx[head], price[head], sort_total[head], sort_key[head], tier[head]))]
+    _, first = np.unique(group[order], return_index=True)
+    top_rows = order[np.sort(first)[: a.top]]
+    others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
 
     def val(arr: np.ndarray, j: int) -> Any:
         v = arr[j]
@@ -423,9 +448,9 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         return None if isinstance(v, float) and math.isnan(v) else v
 
     out = []
-    shown = f.shown_rows(con, [int(idx[picks[b]]) for b in best])
-    for b, row in zip(best, shown):
-        j, o = picks[b], idx[picks[b]]
+    shown = f.shown_rows(con, [int(idx[j]) for j in top_rows])
+    for j, other, row in zip(top_rows, others, shown):
+        o = idx[j]
         plan = plans[pi[j]]
         picked = f.picks[s_pick[j]] if s_pick[j] >= 0 else (None, None, None, None)
         row.update(
@@ -438,7 +463,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
             storage_class=picked[0], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
             storage_size_known=picked[3], storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
             egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), tier=int(tier[j]),
-            sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(others[b]),
+            sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(other),
             considered=considered, persists_when_stopped=f.persists.get(row["provider"]))
         out.append(row)
     return out, considered

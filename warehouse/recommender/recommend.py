@@ -505,7 +505,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     check_providers(con, request)
     setup = request.setup()
     single, plans = _plans(con, request, setup)
-    offers_per_provider = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
+    offers_per_provider = ranking.offer_facts(con).offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
     rows, considered = _ranked(con, request, plans, [p.provider for p in fresh])
 
