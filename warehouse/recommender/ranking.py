@@ -364,8 +364,12 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
             plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
     idx = np.nonzero(plan_of >= 0)[0]
     pi = plan_of[idx]
-    col = lambda name: np.array([getattr(p, name) for p in plans], float)[pi]  # noqa: E731
-    gpus, nodes = col("gpus"), col("nodes")
+    def col(name: str, array: bool = False) -> Any:
+        """A plan figure for every fitting row (one plan: the number itself, as broadcasting takes it)."""
+        figures = np.array([getattr(p, name) for p in plans], float)
+        return figures[pi] if array or len(plans) > 1 else figures[0]
+
+    gpus, nodes = col("gpus", array=True), col("nodes", array=True)
     sharded = ~((gpus <= 1) & (nodes <= 1))
     cnt = count[idx]
     gpus_used = np.where(sharded, gpus, np.minimum(cnt, 1))
@@ -405,7 +409,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
     n_rows = len(idx)
     s_pick = np.full(n_rows, -1)
-    s_usd, s_billed = np.zeros(n_rows), col("storage_gb")
+    s_usd, s_billed = np.zeros(n_rows), col("storage_gb", array=True)
     s_source, e_source = np.zeros(n_rows, int), np.zeros(n_rows, int)
     e_usd = np.zeros(n_rows)
     places = f.place[idx]
