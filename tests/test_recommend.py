@@ -18,6 +18,7 @@ import typer
 from typer.testing import CliRunner
 
 from gpuledger.flows.recommend_cli import register
+from gpuledger.warehouse.recommender import ranking
 from gpuledger.warehouse.recommender.macros import install_macros, macros_sql
 from gpuledger.warehouse.recommender.recommend import (
     RecommendRequest, billed_seconds, compute_cost, recommend, storage_cost, tiered_egress_cost,
@@ -451,6 +452,30 @@ def test_equal_costs_are_ordered_by_region_then_zone(tmp_path: Path) -> None:
         ("l4.1", "ap-south-1", 3), ("l4.same", "zz-last-1", 0)]
     assert grouped.considered == 5
     con.close()
+
+
+def test_a_read_only_connection_reads_the_offer_facts_once(con) -> None:
+    first = recommend(con, req(method="qlora", model="llama-2-7b"))
+    facts = ranking.offer_facts(con)
+    eu = recommend(con, req(method="qlora", model="llama-2-7b", region="eu-%"))
+    assert ranking.offer_facts(con) is facts
+    # persec's l4.1 at $0.70/h is the only offer in eu-west-1: 6 h billed per second.
+    assert [(c.provider, c.instance_type, c.region) for c in eu.candidates] == [("persec", "l4.1", "eu-west-1")]
+    assert eu.candidates[0].cost.compute_usd == pytest.approx(6 * 0.70)
+    # What one request filtered or costed does not stay behind for the next.
+    assert recommend(con, req(method="qlora", model="llama-2-7b")).as_dict() == first.as_dict()
+    assert len(first.candidates) > 1
+
+
+def test_each_read_only_connection_has_its_own_facts(warehouse: Path) -> None:
+    a, b = open_reader(warehouse), open_reader(warehouse)
+    try:
+        assert recommend(a, req(method="lora", model="llama-3-8b")).as_dict() == \
+            recommend(b, req(method="lora", model="llama-3-8b")).as_dict()
+        assert ranking.offer_facts(a) is not ranking.offer_facts(b)
+    finally:
+        a.close()
+        b.close()
 
 
 # -- SQL macro -------------------------------------------------------------------------

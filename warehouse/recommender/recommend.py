@@ -2,8 +2,8 @@
 
 `recommend(con, request)` works the way a practitioner does: estimate the
 memory the job needs (warehouse.recommender.memory), find the current offers that fit it
-from providers whose data is fresh (the SQL table macro `fits`, so a SQL user
-gets the same candidate set), and rank them by what the job would really
+from providers whose data is fresh (the rule of the SQL table macro `fits`, so a SQL
+user gets the same candidate set; warehouse.recommender.ranking), and rank them by what the job would really
 cost: compute billed with the provider's increment and minimum charge, plus
 storage for the data and checkpoints while the job runs, plus the egress of
 downloading the result. Each component is shown; nothing is mixed silently
@@ -22,13 +22,13 @@ from typing import Any, Iterable, Sequence
 import duckdb
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.recommender import ranking
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
-from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, PCIE_GBS, step_work
-from gpuledger.warehouse.recommender.volumes import volume_sizings
+from gpuledger.warehouse.recommender.throughput import step_work
 
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
@@ -329,207 +329,57 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
             "unavailable": request.include_unavailable, "needs_nvlink": request.method == "full"}
 
 
-# The ranking, in one statement: each plan's fitting offers (the rows of `fits`, so SQL users get
-# the same candidates; the single-GPU plan first, then fewest nodes: an offer keeps the first plan it
-# fits), costed as the pure functions above cost one offer (billed compute; storage on the
-# region's class whose billed volume costs least, else the provider's; egress through the
-# region's tiers, else the provider's dearest region), ordered by (slow path, total, price per hour, key), collapsed
-# to one row per provider/instance type/purchase option when asked, and cut to the top N. The
-# ranking carries narrow rows; the wide columns are joined back for the top N only.
-_NARROW = ("plan_idx, provider, region, zone, instance_type, purchase_option, nodes, price_per_hour, "
-           "granularity_s, minimum_s, precision_supported, gpu_vendor, gpu_count, plan, gpus_used, "
-           "interruptible, interruption_risk, interruption_risk_level, interruption_rate_max_pct, "
-           "interruption_risk_source, "
-           "gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink, fast_interconnect, network_gbps")
-_WIDE = ", ".join(f"h.{c}" for c in (
-    "reliability", "gpu_model", "gpu_variant_exact",
-    "gpu_architecture", "memory_gb_per_gpu", "memory_source", "usable_gb_per_gpu",
-    "interconnect", "link_note", "price_per_gpu_hour", "available", "billing_source", "term_months",
-    "payment_option"))
-_KEY = "provider, region, zone, instance_type, purchase_option"
-_ORDER = "tier, sort_key, sort_total, price_per_hour, provider, region, zone, instance_type, purchase_option"
-_COSTED_SQL = """
-with plans(plan_idx, gpus, nodes, host_gb, need_gb, storage_gb, egress_gb, tok_step, flops_tok, util, wread_b,
-           dequant_b, shard_b, replica_b, restart_h, write_h, offload_b) as (values {plan_values}),
-hits as materialized (
-    -- The rows `fits` returns for each plan, found in one scan: fits() with no memory need is every
-    -- offer the request may use (fit_ok never passes an offer without a memory figure), joined to
-    -- the plans by fits()'s own rule, fit_ok, and labelled as fits() labels them.
-    select p.plan_idx, c.* exclude (need_gb_per_gpu, plan, gpus_used, nodes, plan_price_per_hour),
-           p.need_gb as need_gb_per_gpu,
-           case when p.gpus <= 1 and p.nodes <= 1 then 'single' else 'sharded' end as plan,
-           case when p.gpus <= 1 and p.nodes <= 1 then least(c.gpu_count, 1) else p.gpus end as gpus_used,
-           p.nodes as nodes
-    from fits(0.0, spot := $spot, max_age_hours := $max_age, headroom := $headroom, train_precision := $precision,
-              as_of := $as_of, commitments := $commitments, include_unavailable := $unavailable) c
-    join plans p on fit_ok(c.memory_gb_per_gpu, c.gpu_count, c.fast_interconnect or not $needs_nvlink,
-                           c.multinode_fabric, p.need_gb, p.gpus, p.nodes, $headroom)
-    where c.gpu_count * p.nodes <= $max_gpus and {where}
-      and (p.host_gb = 0 or coalesce(c.ram_gb, 0) * (1 - $headroom) * p.nodes >= p.host_gb)),  -- _HOST_RAM_OK
-chosen as (select {narrow} from hits {first_plan_only}),
-volume_sizes(provider, storage_class, min_gb, increment_gb, tiers_gb, max_gb) as (values {volume_values}),
-storage_billed as (
-    -- Each plan's working set on each class that can hold it, billed at the class's size rule
-    -- (warehouse.recommender.volumes.billed_volume_gb, the reference); a fixed-size tier (max_gb)
-    -- only for the volumes it holds (volumes.holds).
-    select p.plan_idx, s.provider, s.region, s.storage_class, s.usd_per_gb_month as usd,
-           billed_volume_gb(p.storage_gb, v.min_gb, v.increment_gb, v.tiers_gb) as billed_gb,
-           v.min_gb is not null as size_known
-    from storage_prices s cross join plans p
-    left join volume_sizes v on v.provider = s.provider and v.storage_class = s.storage_class
-    where working_volume_ok(s.storage_class) and (v.max_gb is null or p.storage_gb <= v.max_gb)),
-storage_region as (
-    select plan_idx, provider, region, arg_min(s, (s.billed_gb * s.usd, s.storage_class)) as pick
-    from storage_billed s group by all),
-storage_provider as (
-    select plan_idx, provider, arg_min(pick, (pick.billed_gb * pick.usd, pick.storage_class)) as pick
-    from storage_region group by all),
-egress_region as (
-    select p.plan_idx, e.provider, e.region,
-           sum(greatest(least(p.egress_gb, coalesce(e.tier_end_gb, p.egress_gb)) - e.tier_start_gb, 0)
-               * e.usd_per_gb) as usd
-    from egress_prices e cross join plans p
-    where e.destination = 'internet'
-    group by all),
-egress_provider as (
-    select plan_idx, provider, max(usd) as usd from egress_region group by all),
-speeds as (
-    -- The time model (warehouse.recommender.throughput.tokens_per_second, the reference).
-    select c.*, p.need_gb, p.storage_gb, p.egress_gb,
-           case when peak is null or c.gpu_bandwidth_tbs is null then null
-                else running * p.tok_step / greatest(
-                    greatest(p.tok_step * p.flops_tok / (peak * 1e12 * p.util), p.wread_b / (c.gpu_bandwidth_tbs * 1e12))
-                        + p.dequant_b / (c.gpu_bandwidth_tbs * 1e12) + p.offload_b / ({pcie_gbs} * 1e9),
-                    case when c.plan = 'sharded'
-                              then p.shard_b / ((case when c.nodes > 1 then fabric else link end) * 1e9)
-                         when c.gpu_count >= 2
-                              then p.replica_b * (floor(c.gpu_count) - 1) / floor(c.gpu_count) / (link * 1e9)
-                         else 0 end)
-           end as tokens_per_s
-    from (select c.*,
-                 case $precision when 'bf16' then coalesce(c.gpu_bf16_tflops, c.gpu_fp16_tflops)
-                                 when 'fp16' then coalesce(c.gpu_fp16_tflops, c.gpu_bf16_tflops) end as peak,
-                 case when c.plan = 'sharded' then c.gpus_used when c.gpu_count >= 1 then floor(c.gpu_count)
-                      else c.gpu_count end as running,
-                 coalesce(case when c.fast_interconnect
-                               then try_cast(nullif(regexp_extract(c.gpu_nvlink, '([0-9.]+)\\s*GB/s', 1), '') as double) / 2
-                          end, {pcie_gbs}) as link,
-                 coalesce(c.network_gbps / 8.0 / greatest(c.gpu_count, 1), {fabric_gbs}) as fabric
-          from chosen c) c
-    join plans p on p.plan_idx = c.plan_idx),
-timed as (
-    -- An interruptible run takes its expected time (warehouse.recommender.spot.expected_run_hours);
-    -- with no published risk its time is the uninterrupted one, and `tier` ranks it after.
-    select *, case when interruptible and rate is not null
-                   then base_hours * (1 + rate * ($ckpt_h / 2 + restart_h)) + base_hours / $ckpt_h * write_h
-                   else base_hours end as run_hours
-    from (select s.*, p.restart_h, p.write_h, interruption_rate(s.interruption_rate_max_pct) as rate,
-                 case when $job_tokens is null then $hours else $job_tokens / s.tokens_per_s / 3600.0 end as base_hours
-          from speeds s join plans p on p.plan_idx = s.plan_idx)),
-costed as (
-    select c.*,
-           -- greatest() skips NULLs: an unknown run time must stay unknown, never the minimum charge
-           case when c.run_hours is not null
-                then billed_seconds(c.run_hours * 3600.0, c.granularity_s, c.minimum_s) end as billed_s,
-           coalesce(sr.pick.storage_class, sp.pick.storage_class) as storage_class,
-           coalesce(sr.pick.usd, sp.pick.usd, 0.0) as storage_usd_per_gb_month,
-           coalesce(sr.pick.billed_gb, sp.pick.billed_gb, c.storage_gb) as storage_billed_gb,
-           coalesce(sr.pick.size_known, sp.pick.size_known) as storage_size_known,
-           case when sr.pick is not null then 'region' when sp.pick is not null then 'provider'
-                else 'none' end as storage_source,
-           coalesce(er.usd, ep.usd, 0.0) as egress_usd,
-           case when er.usd is not null then 'region' when ep.usd is not null then 'provider'
-                else 'none' end as egress_source,
-           case when c.run_hours is null or (c.interruptible and c.rate is null) then 2
-                when not c.precision_supported
-                     or ($method = 'qlora' and coalesce(c.gpu_vendor, '') <> 'NVIDIA') then 1
-                else 0 end as tier
-    from timed c
-    left join storage_region sr on sr.plan_idx = c.plan_idx and sr.provider = c.provider and sr.region = c.region
-    left join storage_provider sp on sp.plan_idx = c.plan_idx and sp.provider = c.provider
-    left join egress_region er on er.plan_idx = c.plan_idx and er.provider = c.provider and er.region = c.region
-    left join egress_provider ep on ep.plan_idx = c.plan_idx and ep.provider = c.provider),
-totals as (
-    select *, case when $by = 'time' then round(run_hours, 9) else sort_total end as sort_key
-    from (select *, round(compute_usd + storage_usd + egress_usd, 6) as sort_total
-          from (select *,
-                       $runs * nodes * price_per_hour * billed_s / 3600.0 as compute_usd,
-                       case when run_hours is not null
-                            then storage_billed_gb * storage_usd_per_gb_month * greatest($runs * run_hours, $days * 24.0)
-                                 / {hours_per_month} end as storage_usd
-                from costed))
-    where $budget is null or compute_usd + storage_usd + egress_usd <= $budget),
-{best}
-select best.*, {wide}, pv.storage_persists_when_stopped as persists_when_stopped
-from best join hits h using (plan_idx, {key})
-left join providers pv on pv.provider = best.provider
-order by {best_order}
-"""
+# The ranking (warehouse.recommender.ranking): each plan's fitting offers (fit_ok's rule over the
+# rows `fits` would return, the single-GPU plan first, then fewest nodes: an offer keeps the first
+# plan it fits), costed as the pure functions above cost one offer (billed compute; storage on the
+# region's class whose billed volume costs least, else the provider's; egress through the region's
+# tiers, else the provider's dearest region), ordered by (slow path, total or hours, total, price
+# per hour, key), collapsed to one row per provider/instance type/purchase option when asked, and
+# cut to the top N.
 # ZeRO-Offload's host RAM: each node holds its share of the optimizer state, with the same headroom
 # as GPU memory; an offer that states no RAM cannot be shown to fit.
 _HOST_RAM_OK = "($host_gb_{i} = 0 or coalesce(ram_gb, 0) * (1 - $headroom) * nodes >= $host_gb_{i})"
-# An offer fits several plans: it keeps the first (single-GPU, then fewest nodes).
-_FIRST_PLAN_ONLY = f"qualify row_number() over (partition by {_KEY} order by plan_idx) = 1"
-# Every place of an instance type and purchase option: the cheapest stands for them all.
-_BEST_PER_INSTANCE = """grouped as (
-    select arg_min(t, (t.tier, t.sort_key, t.sort_total, t.price_per_hour, t.region, t.zone)) as pick,
-           count(*) - 1 as other_locations,
-           sum(count(*)) over () as considered
-    from totals t
-    group by t.provider, t.instance_type, t.purchase_option),
-best as (
-    select unnest(pick), other_locations, considered from grouped
-    order by pick.tier, pick.sort_key, pick.sort_total, pick.price_per_hour, pick.provider, pick.region, pick.zone,
-             pick.instance_type, pick.purchase_option
-    limit $top)"""
-_BEST_EVERYWHERE = f"""best as (
-    select *, 0 as other_locations, count(*) over () as considered from totals
-    order by {_ORDER}
-    limit $top)"""
 
 
-def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]]
-            ) -> tuple[list[dict[str, Any]], int]:
+def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
+            fresh: Iterable[str]) -> tuple[list[dict[str, Any]], int]:
     """The top candidates as dicts (columns of `fits` plus the cost columns), best first, and how
-    many offers fit."""
-    where, args = _filters(request)
-    values = []
-    for i, (gpus, nodes, est) in enumerate(plans):
+    many offers fit; `fresh` names the providers whose data is fresh."""
+    facts = ranking.offer_facts(con)
+    figures = []
+    for gpus, nodes, est in plans:
         work = step_work(est, gpus)
-        names = ("gpus", "nodes", "host_gb", "need", "storage_gb", "egress_gb", "tok_step", "flops_tok", "util", "wread_b", "dequant_b",
-                 "shard_b", "replica_b", "restart_h", "write_h", "offload_b")
-        # typed, so the VALUES columns are doubles and integers whatever the first plan's figures
-        values.append("(" + ", ".join([str(i), f"$gpus_{i}::integer", f"$nodes_{i}::integer"]
-                                      + [f"${n}_{i}::double" for n in names[2:]]) + ")")
-        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes,
-                     f"storage_gb_{i}": _storage_gb(request, est), f"egress_gb_{i}": _egress_gb(request, est),
-                     f"tok_step_{i}": work.tokens, f"flops_tok_{i}": work.flops_per_token,
-                     f"util_{i}": work.utilization, f"wread_b_{i}": work.weight_read_bytes,
-                     f"dequant_b_{i}": work.dequant_bytes, f"shard_b_{i}": work.shard_bytes,
-                     f"replica_b_{i}": work.replica_bytes,
-                     f"restart_h_{i}": restart_hours(est.base_weights_gb, est.checkpoint_gb),
-                     f"write_h_{i}": checkpoint_write_hours(est.checkpoint_gb),
-                     f"offload_b_{i}": work.offload_bytes, f"host_gb_{i}": est.host_gb})
-    volume_values = []
-    for j, v in enumerate(volume_sizings().values()):
-        volume_values.append(f"($vp_{j}, $vc_{j}, $vmin_{j}, $vinc_{j}, $vtiers_{j}::double[], $vmax_{j}::double)")
-        args.update({f"vp_{j}": v.provider, f"vc_{j}": v.storage_class, f"vmin_{j}": v.min_gb,
-                     f"vinc_{j}": v.increment_gb, f"vtiers_{j}": list(v.tiers_gb), f"vmax_{j}": v.max_gb})
-    args.update(_fits_params(request), max_gpus=request.max_gpus, hours=request.hours, runs=request.runs,
-                method=request.method, top=request.top, job_tokens=request.job_tokens, by=request.by,
-                days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0,
-                budget=request.budget)
-    sql = _COSTED_SQL.format(
-        plan_values=", ".join(values), volume_values=", ".join(volume_values),
-        where=where, narrow=_NARROW, key=_KEY, wide=_WIDE,
-        first_plan_only=_FIRST_PLAN_ONLY if len(plans) > 1 else "",
-        hours_per_month=repr(HOURS_PER_MONTH), pcie_gbs=repr(PCIE_GBS), fabric_gbs=repr(FABRIC_GBS_ASSUMED),
-        best=_BEST_PER_INSTANCE if request.per_instance else _BEST_EVERYWHERE,
-        best_order=", ".join(f"best.{c.strip()}" for c in _ORDER.split(",")))
-    rel = con.execute(sql, args)
-    cols = [d[0] for d in rel.description]
-    rows = [dict(zip(cols, r)) for r in rel.fetchall()]
-    return rows, (int(rows[0]["considered"]) if rows else 0)
+        figures.append(ranking.Plan(
+            gpus=gpus, nodes=nodes, need_gb=est.per_gpu_gb, host_gb=est.host_gb,
+            storage_gb=_storage_gb(request, est), egress_gb=_egress_gb(request, est), tok_step=work.tokens,
+            flops_tok=work.flops_per_token, util=work.utilization, wread_b=work.weight_read_bytes,
+            dequant_b=work.dequant_bytes, shard_b=work.shard_bytes, replica_b=work.replica_bytes,
+            offload_b=work.offload_bytes, restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb),
+            write_h=checkpoint_write_hours(est.checkpoint_gb)))
+    args = ranking.RankArgs(
+        fresh=frozenset(fresh), spot=request.spot, commitments=request.commitments,
+        include_unavailable=request.include_unavailable, needs_nvlink=request.method == "full",
+        headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus,
+        region_ok=_regions_ok(con, request, facts.places), providers=tuple(request.providers),
+        method=request.method, job_tokens=request.job_tokens, hours=request.hours, runs=request.runs,
+        days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0, by=request.by,
+        budget=request.budget, top=request.top, per_instance=request.per_instance,
+        hours_per_month=HOURS_PER_MONTH)
+    return ranking.rank(con, facts, figures, args)
+
+
+def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, places: list[tuple[str, str]]
+                ) -> frozenset[str] | None:
+    """The regions the request's --region keeps, by the rule of _filters (None: no --region)."""
+    if not request.region:
+        return None
+    regions = sorted({r for _, r in places})
+    if not regions:
+        return frozenset()
+    where, args = _filters(replace(request, providers=()))
+    return frozenset(r for (r,) in con.execute(
+        f"select region from (select unnest($regions::varchar[]) as region) where {where}",
+        {**args, "regions": regions}).fetchall())
 
 
 def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
@@ -655,9 +505,9 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     check_providers(con, request)
     setup = request.setup()
     single, plans = _plans(con, request, setup)
-    offers_per_provider = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
+    offers_per_provider = ranking.offer_facts(con).offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
-    rows, considered = _ranked(con, request, plans)
+    rows, considered = _ranked(con, request, plans, [p.provider for p in fresh])
 
     notes: list[str] = []
     top: list[Candidate] = []

@@ -3,8 +3,9 @@
 -- Installed by warehouse.recommender.macros.install_macros(con), after the freshness macros
 -- (provider_freshness, fresh_providers) of warehouse/freshness.py: TEMP macros on the
 -- connection that uses them. `gpuledger macros` prints the whole set for a DuckDB session
--- to `.read`. The Python recommender shares the fit rule `fit_ok` with `fits`, so SQL and
--- Python agree. See docs/recommender.md for the formulas behind vram_gb.
+-- to `.read`. The Python recommender reads its per-offer facts through offer_facts and applies
+-- fit_ok's rule over arrays (warehouse/recommender/ranking.py); the tests hold its candidates to
+-- the rows of `fits`. See docs/recommender.md for the formulas behind vram_gb.
 
 -- Seconds billed for one run of duration_s seconds: the run is raised to the
 -- minimum charge, then rounded up to the billing increment. A missing
@@ -131,7 +132,7 @@ create or replace macro precision_ok(train_precision, gpu_bf16, gpu_architecture
         else true
     end;
 
--- The one definition of "fits", used by `fits` and by the recommender: an
+-- The definition of "fits", used by `fits` (warehouse/recommender/ranking.py mirrors it): an
 -- offer fits a plan needing vram_gb GiB on each GPU when its usable memory
 -- (memory_gb_per_gpu x (1 - headroom)) is at least vram_gb, and
 --   gpus 1, nodes 1  single-GPU plan: the whole job on one GPU (or one

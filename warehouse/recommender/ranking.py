@@ -1,0 +1,473 @@
+"""The recommender's ranking over offer facts held in numpy arrays, one set per connection.
+
+What does not depend on the request (each current offer with the columns of `offer_facts()`,
+its link and fabric speeds, its interruption rate; storage and egress prices) is read once per
+read-only connection: DuckDB's file lock keeps writers out while it is open, so the facts cannot
+go stale. A writable connection reads them again for every request. A request then costs and
+ranks every offer with array arithmetic: DuckDB spends far longer planning one statement that
+does this (its binder and optimizer, ~150-200 ms at 38,500 offers) than numpy spends doing it.
+
+The per-offer facts come from the SQL macros (offer_facts, precision_ok, interruption_rate), the
+per-plan figures from the pure functions of memory, throughput, spot and volumes; the arithmetic
+here is theirs written over arrays, in the same order of operations as the SQL macros
+billed_seconds and fit_ok, so `fits` and the ranking agree (tests/test_recommend*.py).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import duckdb
+import numpy as np
+
+from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, PCIE_GBS
+from gpuledger.warehouse.recommender.volumes import billed_volume_gb, volume_sizings
+
+# Every current offer in key order (provider, region, zone, instance type, purchase option: the
+# ranking's last tie-break is then the row number), with what fitting and costing read.
+_FACTS_SQL = f"""
+select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
+       fast_interconnect, multinode_fabric is not null as has_fabric, coalesce(ram_gb, 0) as ram_gb,
+       term_months is not null as committed, purchase_option = 'on_demand' as on_demand,
+       coalesce(available, true) as available_or_unknown, interruptible,
+       interruption_rate(interruption_rate_max_pct) as rate, granularity_s, minimum_s,
+       coalesce(gpu_vendor, '') = 'NVIDIA' as nvidia,
+       precision_ok('bf16', gpu_bf16, gpu_architecture) as ok_bf16,
+       precision_ok('fp16', gpu_bf16, gpu_architecture) as ok_fp16,
+       coalesce(gpu_bf16_tflops, gpu_fp16_tflops) as peak_bf16,
+       coalesce(gpu_fp16_tflops, gpu_bf16_tflops) as peak_fp16,
+       gpu_bandwidth_tbs,
+       coalesce(case when fast_interconnect
+                     then try_cast(nullif(regexp_extract(gpu_nvlink, '([0-9.]+)\\s*GB/s', 1), '') as double) / 2
+                end, {PCIE_GBS!r}) as link,
+       coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric,
+       -- what one row per instance type collapses by; 64 bits, so two groups share a value with
+       -- odds of about groups^2 / 2^65 (1e-11 at 10^4 instance types)
+       hash(provider, instance_type, purchase_option) as instance_group
+from offer_facts()
+order by provider, region, zone, instance_type, purchase_option
+"""
+_KEY = ("provider", "region", "zone", "instance_type", "purchase_option")
+# The columns of `fits` a shown row carries, read for the rows shown only.
+_SHOWN_SQL = """
+select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
+       fast_interconnect, term_months, available, interruptible, granularity_s, minimum_s, gpu_vendor,
+       interruption_risk, interruption_risk_level, interruption_rate_max_pct, interruption_risk_source, reliability,
+       gpu_model, gpu_variant_exact, gpu_architecture, memory_source, interconnect, link_note, price_per_gpu_hour,
+       billing_source, payment_option
+from offer_facts() o join (select unnest($provider) as provider, unnest($region) as region, unnest($zone) as zone,
+                                  unnest($instance_type) as instance_type,
+                                  unnest($purchase_option) as purchase_option) k
+     using (provider, region, zone, instance_type, purchase_option)
+"""
+
+
+@dataclass
+class Plan:
+    """One plan's request figures (recommend._ranked builds them from the estimate)."""
+
+    gpus: int
+    nodes: int
+    need_gb: float
+    host_gb: float
+    storage_gb: float
+    egress_gb: float
+    tok_step: float
+    flops_tok: float
+    util: float
+    wread_b: float
+    dequant_b: float
+    shard_b: float
+    replica_b: float
+    offload_b: float
+    restart_h: float
+    write_h: float
+
+
+@dataclass
+class OfferFacts:
+    """Every current offer's request-independent facts, as arrays in key order."""
+
+    n: int
+    cols: dict[str, np.ndarray]  # NULLs are NaN in float columns
+    group: np.ndarray  # the instance group of each offer, as a dense code
+    places: list[tuple[str, str]]  # (provider, region) of each place code
+    place: np.ndarray  # each offer's place code
+    providers: list[str]
+    provider_code: np.ndarray
+    storage: list[tuple[str, str, str, float, float | None, float | None, tuple[float, ...] | None, float | None]]
+    egress: list[tuple[str, str, float, float | None, float]]  # provider, region, start, end, usd
+    persists: dict[str, bool | None]
+    cacheable: bool  # read-only: shown rows and picks may be kept
+    storage_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
+    egress_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
+    place_tables: dict[tuple[float, float], Any] = field(default_factory=dict)  # (storage GB, egress GB)
+    picks: list[tuple] = field(default_factory=list)  # the storage picks the place tables index
+    shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
+
+    def offers_per_provider(self) -> dict[str, int]:
+        """Current offers of each provider that has any."""
+        return dict(zip(self.providers, np.bincount(self.provider_code).tolist()))
+
+    def shown_rows(self, con: duckdb.DuckDBPyConnection, rows: Sequence[int]) -> list[dict[str, Any]]:
+        """The columns of `fits` of these offers (row numbers), read once each on a read-only connection."""
+        missing = [i for i in dict.fromkeys(rows) if i not in self.shown]
+        if missing:
+            rel = con.execute(_SHOWN_SQL, {k: [self.cols[k][i] for i in missing] for k in _KEY})
+            names = [d[0] for d in rel.description]
+            by_key = {r[:5]: dict(zip(names, r)) for r in rel.fetchall()}
+            for i in missing:
+                self.shown[i] = by_key[tuple(self.cols[k][i] for k in _KEY)]
+        out = [dict(self.shown[i]) for i in rows]
+        if not self.cacheable:
+            self.shown.clear()
+        return out
+
+
+_CACHE: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, OfferFacts]" = weakref.WeakKeyDictionary()
+
+
+def offer_facts(con: duckdb.DuckDBPyConnection) -> OfferFacts:
+    """The connection's facts: read once on a read-only connection, every time on a writable one."""
+    facts = _CACHE.get(con)
+    if facts is not None:
+        return facts
+    read_only = con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only"
+    facts = _load(con, read_only)
+    if read_only:
+        _CACHE[con] = facts
+    return facts
+
+
+def _runs(values: np.ndarray) -> np.ndarray:
+    """A code per row that grows by one wherever the value differs from the row before."""
+    if not len(values):
+        return np.zeros(0, int)
+    return np.cumsum(np.r_[False, values[1:] != values[:-1]])
+
+
+def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
+    cols = {}
+    for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():
+        mask = np.ma.getmaskarray(arr) if isinstance(arr, np.ma.MaskedArray) else None
+        data = np.ma.getdata(arr)
+        if data.dtype.kind in "fiu" and name != "instance_group":
+            data = data.astype(float)
+            if mask is not None:
+                data[mask] = np.nan
+        cols[name] = data
+    n = len(cols["provider"])
+    provider_code = _runs(cols["provider"])  # key order: a provider's rows, then a place's, are contiguous
+    changes = np.r_[True, (cols["provider"][1:] != cols["provider"][:-1])
+                    | (cols["region"][1:] != cols["region"][:-1])] if n else np.zeros(0, bool)
+    place = np.cumsum(changes) - 1
+    starts = np.nonzero(changes)[0]
+    places = [(cols["provider"][i], cols["region"][i]) for i in starts]
+    providers = [cols["provider"][i] for i in np.nonzero(np.r_[True, provider_code[1:] != provider_code[:-1]])[0]] \
+        if n else []
+    _, group = np.unique(cols["instance_group"], return_inverse=True)
+    sizings = volume_sizings()
+    storage = []
+    for prov, region, cls, usd in con.execute(
+            "select provider, region, storage_class, usd_per_gb_month from storage_prices "
+            "where working_volume_ok(storage_class)").fetchall():
+        v = sizings.get((prov, cls))
+        storage.append((prov, region, cls, usd, v.min_gb if v else None, v.increment_gb if v else None,
+                        v.tiers_gb if v else None, v.max_gb if v else None))
+    egress = con.execute("select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
+                         "where destination = 'internet'").fetchall()
+    persists = dict(con.execute("select provider, storage_persists_when_stopped from providers").fetchall())
+    return OfferFacts(n=n, cols=cols, group=group.reshape(-1), places=places, place=place, providers=providers,
+                      provider_code=provider_code, storage=storage, egress=egress, persists=persists,
+                      cacheable=read_only)
+
+
+def _storage_picks(f: OfferFacts, storage_gb: float) -> tuple[dict, dict]:
+    """(by place, by provider) the class whose billed volume costs least for storage_gb, as
+    (storage_class, usd per GB-month, billed GB, size known); ties go to the class name."""
+    if storage_gb in f.storage_picks:
+        return f.storage_picks[storage_gb]
+    region: dict[tuple[str, str], tuple] = {}
+    for prov, reg, cls, usd, min_gb, inc, tiers, max_gb in f.storage:
+        if max_gb is not None and storage_gb > max_gb:
+            continue  # a fixed-size tier holds only the volumes up to its size (volumes.holds)
+        billed = billed_volume_gb(storage_gb, min_gb, inc, list(tiers) if tiers is not None else None)
+        pick = (cls, usd, float(billed), min_gb is not None)
+        old = region.get((prov, reg))
+        if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
+            region[(prov, reg)] = pick
+    provider: dict[str, tuple] = {}
+    for (prov, _), pick in region.items():
+        old = provider.get(prov)
+        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
+            provider[prov] = pick
+    f.storage_picks[storage_gb] = (region, provider)
+    return region, provider
+
+
+def _egress_picks(f: OfferFacts, egress_gb: float) -> tuple[dict, dict]:
+    """(by place, by provider) USD to send egress_gb through the region's tiers; a provider's
+    figure is its dearest region."""
+    if egress_gb in f.egress_picks:
+        return f.egress_picks[egress_gb]
+    region: dict[tuple[str, str], float] = {}
+    for prov, reg, start, end, usd in f.egress:
+        upper = min(egress_gb, egress_gb if end is None else end)
+        region[(prov, reg)] = region.get((prov, reg), 0.0) + max(upper - start, 0.0) * usd
+    provider: dict[str, float] = {}
+    for (prov, _), usd in region.items():
+        provider[prov] = max(provider.get(prov, usd), usd)
+    f.egress_picks[egress_gb] = (region, provider)
+    return region, provider
+
+
+_SOURCES = ("none", "region", "provider")
+_PLACE_TABLES_KEPT = 64
+
+
+@dataclass
+class _PlaceTable:
+    """Per place code: the storage pick (index into OfferFacts.picks, -1: none), its USD per GB-month
+    and billed GB, the egress USD, and where each came from (an index into _SOURCES)."""
+
+    pick: np.ndarray
+    usd: np.ndarray
+    billed: np.ndarray
+    s_source: np.ndarray
+    e_usd: np.ndarray
+    e_source: np.ndarray
+
+
+def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTable:
+    key = (storage_gb, egress_gb)
+    if key in f.place_tables:
+        return f.place_tables[key]
+    by_region, by_provider = _storage_picks(f, storage_gb)
+    e_region, e_provider = _egress_picks(f, egress_gb)
+    n = len(f.places)
+    t = _PlaceTable(np.full(n, -1), np.zeros(n), np.zeros(n), np.zeros(n, int), np.zeros(n), np.zeros(n, int))
+    for code, (prov, reg) in enumerate(f.places):
+        pick, src = by_region.get((prov, reg)), 1
+        if pick is None:
+            pick, src = by_provider.get(prov), 2
+        if pick is not None:
+            f.picks.append(pick)
+            t.pick[code], t.usd[code], t.billed[code], t.s_source[code] = len(f.picks) - 1, pick[1], pick[2], src
+        usd, src = e_region.get((prov, reg)), 1
+        if usd is None:
+            usd, src = e_provider.get(prov), 2
+        if usd is not None:
+            t.e_usd[code], t.e_source[code] = usd, src
+    f.place_tables[key] = t
+    return t
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b with NULL (NaN) where b is 0 or NULL, as DuckDB divides."""
+    a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+    out = np.full(a.shape, np.nan)
+    return np.divide(a, b, out=out, where=b != 0)  # a NULL b gives NaN by itself
+
+
+def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
+    """DuckDB's round(x, digits) on doubles: half away from zero."""
+    m = 10.0 ** digits
+    with np.errstate(invalid="ignore"):
+        return np.sign(x) * np.floor(np.abs(x) * m + 0.5) / m
+
+
+def _head(rows: np.ndarray, tier: np.ndarray, key: np.ndarray, group: np.ndarray, top: int) -> np.ndarray:
+    """The rows that can hold the first `top` groups' best rows in (tier, key) order: every row of
+    a tier whose key is at most the cut where `top` groups are reached, ties included, and all
+    the rows of the tiers before it (only those rows need the full sort)."""
+    out: list[np.ndarray] = []
+    for t in (0, 1, 2):
+        r = rows[tier[rows] == t]
+        k = min(len(r), 4 * top)
+        while len(r):
+            if k < len(r):
+                cut = key[r[np.argpartition(key[r], k - 1)[:k]]].max()
+                cand = r[key[r] <= cut]
+            else:
+                cand = r
+            enough = len(np.unique(group[np.concatenate(out + [cand])])) >= top
+            if enough or len(cand) == len(r):
+                break
+            k = min(len(r), 4 * k)
+        if len(r):
+            out.append(cand)
+            if enough:
+                break
+    return np.concatenate(out) if out else rows[:0]
+
+
+@dataclass(frozen=True)
+class RankArgs:
+    """The request's figures the ranking reads (recommend._ranked fills them in)."""
+
+    fresh: frozenset[str]
+    spot: bool
+    commitments: bool
+    include_unavailable: bool
+    needs_nvlink: bool
+    headroom: float
+    precision: str
+    max_gpus: int
+    region_ok: frozenset[str] | None  # regions the --region filter keeps (None: every region)
+    providers: tuple[str, ...]
+    method: str
+    job_tokens: float | None
+    hours: float
+    runs: int
+    days: float
+    ckpt_h: float
+    by: str
+    budget: float | None
+    top: int
+    per_instance: bool
+    hours_per_month: float
+
+
+def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a: RankArgs) -> tuple[list[dict[str, Any]], int]:
+    """The top candidates as dicts, best first, and how many offers fit (after the budget)."""
+    c = f.cols
+    if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
+        f.place_tables.clear(), f.picks.clear(), f.storage_picks.clear(), f.egress_picks.clear()
+    allowed = [i for i, p in enumerate(f.providers) if p in a.fresh and (not a.providers or p in a.providers)]
+    ok = np.isin(f.provider_code, allowed)
+    if a.region_ok is not None:
+        ok &= np.isin(f.place, [i for i, (_, r) in enumerate(f.places) if r in a.region_ok])
+    committed = c["committed"]
+    ok &= (~committed & (a.spot | c["on_demand"])) | (a.commitments & committed)
+    if not a.include_unavailable:
+        ok &= c["available_or_unknown"]
+    mem, count = c["memory_gb_per_gpu"], c["gpu_count"]
+    link_fast = c["fast_interconnect"] | (not a.needs_nvlink)
+    ram = c["ram_gb"]
+    plan_of = np.full(f.n, -1)
+    # fit_ok's rule (sql/recommend.sql), the host-RAM rule of _HOST_RAM_OK and the GPU limit; the
+    # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
+    with np.errstate(invalid="ignore"):
+        for i, p in enumerate(plans):
+            single = p.gpus <= 1 and p.nodes <= 1
+            fit = mem * (1 - a.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
+            if not single:
+                fit &= (count >= 1) & (count * p.nodes == p.gpus) & ((count == 1) | link_fast)
+                if p.nodes != 1:
+                    fit &= c["has_fabric"]
+            fit &= count * p.nodes <= a.max_gpus
+            if p.host_gb != 0:
+                fit &= ram * (1 - a.headroom) * p.nodes >= p.host_gb
+            plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
+    idx = np.nonzero(plan_of >= 0)[0]
+    pi = plan_of[idx]
+    def col(name: str, array: bool = False) -> Any:
+        """A plan figure for every fitting row (one plan: the number itself, as broadcasting takes it)."""
+        figures = np.array([getattr(p, name) for p in plans], float)
+        return figures[pi] if array or len(plans) > 1 else figures[0]
+
+    gpus, nodes = col("gpus", array=True), col("nodes", array=True)
+    sharded = ~((gpus <= 1) & (nodes <= 1))
+    cnt = count[idx]
+    gpus_used = np.where(sharded, gpus, np.minimum(cnt, 1))
+    precision_supported = {"bf16": c["ok_bf16"], "fp16": c["ok_fp16"]}.get(a.precision, np.ones(f.n, bool))[idx]
+    peak = {"bf16": c["peak_bf16"], "fp16": c["peak_fp16"]}.get(a.precision, np.full(f.n, np.nan))[idx]
+    bw = c["gpu_bandwidth_tbs"][idx]
+    link, fabric = c["link"][idx], c["fabric"][idx]
+
+    # The time model (throughput.tokens_per_second), NULL where a card figure is unknown.
+    tok, util = col("tok_step"), col("util")
+    with np.errstate(invalid="ignore"):
+        running = np.where(sharded, gpus_used, np.where(cnt >= 1, np.floor(cnt), cnt))
+        compute = _div(tok * col("flops_tok"), peak * 1e12 * util)
+        step = (np.fmax(compute, _div(col("wread_b"), bw * 1e12)) + _div(col("dequant_b"), bw * 1e12)
+                + col("offload_b") / (PCIE_GBS * 1e9))
+        whole = np.floor(cnt)
+        comm = np.where(sharded, _div(col("shard_b"), np.where(nodes > 1, fabric, link) * 1e9),
+                        np.where(cnt >= 2, _div(_div(col("replica_b") * (whole - 1), whole), link * 1e9), 0.0))
+        tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(running * tok, np.fmax(step, comm)))
+
+        # Hours per run, an interruptible run's expected hours (spot.expected_run_hours).
+        base_hours = (np.full(len(idx), a.hours) if a.job_tokens is None
+                      else _div(np.full(len(idx), a.job_tokens), tokens_per_s) / 3600.0)
+        rate = c["rate"][idx]
+        interruptible = c["interruptible"][idx]
+        timed = interruptible & ~np.isnan(rate)
+        run_hours = np.where(timed, base_hours * (1 + rate * (a.ckpt_h / 2 + col("restart_h")))
+                             + base_hours / a.ckpt_h * col("write_h"), base_hours)
+
+        # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
+        gran = np.maximum(c["granularity_s"][idx], 1)
+        billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
+        billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
+        price = c["price_per_hour"][idx]
+        compute_usd = a.runs * nodes * price * billed_s / 3600.0
+
+    # Storage on the cheapest class of the region, else of the provider; egress likewise.
+    n_rows = len(idx)
+    s_pick = np.full(n_rows, -1)
+    s_usd, s_billed = np.zeros(n_rows), col("storage_gb", array=True)
+    s_source, e_source = np.zeros(n_rows, int), np.zeros(n_rows, int)
+    e_usd = np.zeros(n_rows)
+    places = f.place[idx]
+    for i, p in enumerate(plans):
+        rows = np.nonzero(pi == i)[0]
+        if not len(rows):
+            continue
+        t = _place_table(f, p.storage_gb, p.egress_gb)
+        at = places[rows]
+        s_pick[rows], s_source[rows], e_source[rows], e_usd[rows] = t.pick[at], t.s_source[at], t.e_source[at], t.e_usd[at]
+        has = t.pick[at] >= 0
+        s_usd[rows[has]], s_billed[rows[has]] = t.usd[at][has], t.billed[at][has]
+
+    with np.errstate(invalid="ignore"):
+        storage_usd = np.where(np.isnan(run_hours), np.nan,
+                               s_billed * s_usd * np.maximum(a.runs * run_hours, a.days * 24.0) / a.hours_per_month)
+        total = compute_usd + storage_usd + e_usd
+        qlora_off_cuda = (a.method == "qlora") & ~c["nvidia"][idx]
+        tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
+                        np.where(~precision_supported | qlora_off_cuda, 1, 0))
+        sort_total = _round_half_away(total, 6)
+        sort_key = _round_half_away(run_hours, 9) if a.by == "time" else sort_total
+        keep = np.ones(n_rows, bool) if a.budget is None else (total <= a.budget)
+    sel = np.nonzero(keep)[0]
+    considered = len(sel)
+    # One order for all: (slow path, sort key, total, price per hour, key); the row number is the
+    # rank of (provider, region, zone, instance type, purchase option). An instance group's best
+    # place is its first row in it: within a group the key orders by region, then zone.
+    group = f.group[idx] if a.per_instance else np.arange(n_rows)
+    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, a.top)
+    order = head[np.lexsort((idx[head], price[head], sort_total[head], sort_key[head], tier[head]))]
+    _, first = np.unique(group[order], return_index=True)
+    top_rows = order[np.sort(first)[: a.top]]
+    others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
+
+    def val(arr: np.ndarray, j: int) -> Any:
+        v = arr[j]
+        if isinstance(v, np.generic):
+            v = v.item()
+        return None if isinstance(v, float) and math.isnan(v) else v
+
+    out = []
+    shown = f.shown_rows(con, [int(idx[j]) for j in top_rows])
+    for j, other, row in zip(top_rows, others, shown):
+        o = idx[j]
+        plan = plans[pi[j]]
+        picked = f.picks[s_pick[j]] if s_pick[j] >= 0 else (None, None, None, None)
+        row.update(
+            plan_idx=int(pi[j]), nodes=int(nodes[j]), plan="sharded" if sharded[j] else "single",
+            gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
+            usable_gb_per_gpu=val(mem, o) * (1 - a.headroom) if not math.isnan(mem[o]) else None,
+            need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
+            tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
+            run_hours=val(run_hours, j), billed_s=val(billed_s, j), compute_usd=val(compute_usd, j),
+            storage_class=picked[0], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
+            storage_size_known=picked[3], storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
+            egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), tier=int(tier[j]),
+            sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(other),
+            considered=considered, persists_when_stopped=f.persists.get(row["provider"]))
+        out.append(row)
+    return out, considered
