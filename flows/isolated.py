@@ -46,8 +46,12 @@ def _exit_with_parent(parent: int) -> None:
             os._exit(1)
 
 
-def _child(fetch: Callable[[Any], Any], plan: Any, conn: Any) -> None:
+def _child(fetch: Callable[[Any], Any], plan: Any, conn: Any, environ: dict[str, str]) -> None:
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    # The fork server holds the environment of the moment it started; the settings a fetch reads
+    # are the refresh's of this moment.
+    os.environ.clear()
+    os.environ.update(environ)
     try:
         outcome: tuple[str, Any] = ("ok", fetch(plan))
     except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
@@ -72,7 +76,7 @@ def fetch_in_child(fetch: Callable[[Any], Any], plan: Any, timeout_s: float,
     mp = multiprocessing.get_context("forkserver")
     mp.set_forkserver_preload(PRELOAD)
     receive, send = mp.Pipe(duplex=False)
-    proc = mp.Process(target=_child, args=(fetch, plan, send),
+    proc = mp.Process(target=_child, args=(fetch, plan, send, dict(os.environ)),
                       name=f"fetch-{getattr(plan, 'provider', 'source')}", daemon=True)
     proc.start()
     send.close()  # the child holds the only sending end: its death closes the pipe
