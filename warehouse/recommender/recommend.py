@@ -22,7 +22,6 @@ from typing import Any, Iterable, Sequence
 import duckdb
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
-from gpuledger.warehouse.recommender import ranking
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 from gpuledger.warehouse.recommender.spot import (
@@ -345,6 +344,8 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
             fresh: Iterable[str]) -> tuple[list[dict[str, Any]], int]:
     """The top candidates as dicts (columns of `fits` plus the cost columns), best first, and how
     many offers fit; `fresh` names the providers whose data is fresh."""
+    from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
+
     facts = ranking.offer_facts(con)
     figures = []
     for gpus, nodes, est in plans:
@@ -505,6 +506,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     check_providers(con, request)
     setup = request.setup()
     single, plans = _plans(con, request, setup)
+    from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
+
     offers_per_provider = ranking.offer_facts(con).offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
     rows, considered = _ranked(con, request, plans, [p.provider for p in fresh])
