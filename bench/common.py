@@ -131,8 +131,9 @@ def _pss_kb(pid: int | str) -> int:
     return 0
 
 
-def _tree_memory_kb(pid: int) -> tuple[int, int]:
-    """(summed RSS, summed PSS) of pid and all its descendants (from /proc), in KiB."""
+def _tree_memory_kb(pid: int, parts: list[tuple[int, str]] | None = None) -> tuple[int, int]:
+    """(summed RSS, summed PSS) of pid and all its descendants (from /proc), in KiB; `parts`, when
+    given, receives each process's (PSS, command name)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -152,10 +153,21 @@ def _tree_memory_kb(pid: int) -> tuple[int, int]:
         try:
             with open(f"/proc/{p}/statm") as f:
                 rss += int(f.read().split()[1]) * page_kb
-            pss += _pss_kb(p)
+            own = _pss_kb(p)
+            pss += own
+            if parts is not None:
+                parts.append((own, _command_name(p)))
         except (OSError, IndexError, ValueError):
             continue  # ended between the listing and the read
     return rss, pss
+
+
+def _command_name(pid: int) -> str:
+    """A process's command line, short: enough to tell a fetch child from a crawl or a browser."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        words = f.read().split(b"\0")
+    text = " ".join(w.decode(errors="replace").rsplit("/", 1)[-1] for w in words[:4] if w)
+    return text[:60]
 
 
 # Linux carries a process's peak RSS across fork and exec: a child of this (large) process would
@@ -166,7 +178,8 @@ import json, os, sys
 pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
 _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as f:
-    json.dump({"maxrss_kb": usage.ru_maxrss, "code": os.waitstatus_to_exitcode(status)}, f)
+    json.dump({"maxrss_kb": usage.ru_maxrss, "cpu_s": usage.ru_utime + usage.ru_stime,
+               "code": os.waitstatus_to_exitcode(status)}, f)
 """
 
 
@@ -174,7 +187,8 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
                  timeout: float = 1800, sample_s: float = 0.05) -> dict[str, Any]:
     """Run a command; return its exit code, output, wall time, its own peak RSS (ru_maxrss from
     wait4, via a small launcher process) and the peaks of its process tree's summed RSS and
-    summed PSS (sampled from /proc; the launcher's few MB included)."""
+    summed PSS (sampled from /proc; the launcher's few MB included), with each process's PSS at
+    that peak, and the CPU seconds of the command and the descendants it waited for."""
     import tempfile
 
     with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
@@ -182,12 +196,16 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
         proc = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, report.name, *cmd], env=env,
                                 cwd=cwd or REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         peak_tree = [0, 0]
+        at_peak: list[tuple[int, str]] = []
         done = threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                rss, pss = _tree_memory_kb(proc.pid)
-                peak_tree[0], peak_tree[1] = max(peak_tree[0], rss), max(peak_tree[1], pss)
+                parts: list[tuple[int, str]] = []
+                rss, pss = _tree_memory_kb(proc.pid, parts)
+                peak_tree[0] = max(peak_tree[0], rss)
+                if pss > peak_tree[1]:
+                    peak_tree[1], at_peak[:] = pss, sorted(parts, reverse=True)
                 done.wait(sample_s)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -206,7 +224,8 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
             doc = {}
     return {"returncode": doc.get("code", proc.returncode or -1), "wall_s": wall,
             "peak_rss_mb": doc.get("maxrss_kb", 0) / 1024, "peak_tree_rss_mb": peak_tree[0] / 1024,
-            "peak_tree_pss_mb": peak_tree[1] / 1024,
+            "peak_tree_pss_mb": peak_tree[1] / 1024, "cpu_s": doc.get("cpu_s", 0.0),
+            "pss_at_peak_mb": [(round(kb / 1024), name) for kb, name in at_peak],
             "stdout": stdout, "stderr": stderr}
 
 

@@ -295,7 +295,8 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
     runs = scrape_runs(db)
     say(f"  full refresh: {full['wall_s']:.1f} s, peak PSS of its process tree {full['peak_tree_pss_mb']:.0f} MB "
         f"(the refresh process's own peak RSS {full['peak_rss_mb']:.0f} MB; summed RSS {full['peak_tree_rss_mb']:.0f} MB; "
-        f"replay server process {full['server']['peak_rss_mb']:.0f} MB)")
+        f"replay server process {full['server']['peak_rss_mb']:.0f} MB); CPU {full['cpu_s']:.1f} s")
+    say(f"  PSS at that peak, MB: {', '.join(f'{mb} {name}' for mb, name in full['pss_at_peak_mb'][:8])}")
     fetched = bytes_by_provider(full["server"].get("sent", []), hosts)
     say(f"  {'provider':<13} {'state':<6} {'offers':>8} {'requests':>9} {'MB fetched':>11} {'fetched once':>13} {'fetch s':>8}")
     for r in sorted(runs, key=lambda r: r["provider"]):
@@ -314,7 +315,7 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
     for p in slowest:
         res = refresh(world, work, work / f"alone-{p}.duckdb", [p])
         alone[p] = res["wall_s"]
-        say(f"  {p} alone: {res['wall_s']:.1f} s")
+        say(f"  {p} alone: {res['wall_s']:.1f} s, CPU {res['cpu_s']:.1f} s")
     critical_provider = max(alone, key=alone.get)
     critical = alone[critical_provider]
 

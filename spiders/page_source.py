@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
+from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.exceptions import CloseSpider, IgnoreRequest
@@ -138,7 +139,7 @@ def scrape(ctx: SourceContext, spider: type[PricingSpider], timeout_s: float | N
     if spider.needs_browser:
         from gpuledger.spiders.browser import find_chromium
 
-        settings = browser_settings(ctx, find_chromium(ctx))
+        settings = browser_settings(ctx, find_chromium(ctx), scheme=urlsplit(ctx.url(spider.host)).scheme)
     else:
         settings = crawl_settings(ctx)
     return crawl(ctx, spider_path(spider), spider.host, spider.path, settings, timeout_s=timeout_s,

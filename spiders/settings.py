@@ -84,23 +84,25 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
     return settings
 
 
-def browser_settings(ctx: SourceContext, chromium_path: str) -> dict[str, Any]:
-    """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright)."""
+def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "https") -> dict[str, Any]:
+    """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright).
+
+    Only the page's own scheme (`scheme`: https live, http under replay) goes to scrapy-playwright:
+    scrapy builds one handler per scheme, and each starts a Playwright driver (a Node.js process of
+    about 90 MB and a second of CPU) whether or not it ever renders. The other scheme keeps scrapy's
+    plain handler."""
     from gpuledger.spiders.browser import launch_options
 
     timeout_ms = ctx.http_timeout_s * 1000
     settings = crawl_settings(ctx)
     settings.update({
-        "DOWNLOAD_HANDLERS": {
-            "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
-            "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
-        },
+        "DOWNLOAD_HANDLERS": {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"},
         "PLAYWRIGHT_BROWSER_TYPE": "chromium",
         "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
         "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms,
         # scrapy-playwright's default header processing gives every request the page makes (its
         # scripts, its JSON) our USER_AGENT too. No startup contexts: the browser is launched
-        # lazily, by the one download handler (http or https) that renders the page.
+        # lazily, on the first request that renders.
         "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
         BROWSER_SAME_HOST_ONLY: True,
     })

@@ -279,7 +279,10 @@ def test_crawl_settings_polite_and_safe(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("GPULEDGER_CHROMIUM_NO_SANDBOX", "1")  # as root, or a container without user namespaces
     b = browser_settings(SourceContext(provider="hyperstack", mode="live"), "/opt/chrome/chrome")
     assert b["TWISTED_REACTOR"] == "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
-    assert b["DOWNLOAD_HANDLERS"]["https"] == "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+    # One Playwright driver per crawl: only the page's scheme is rendered, the other keeps scrapy's own handler.
+    assert b["DOWNLOAD_HANDLERS"] == {"https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"}
+    replayed = browser_settings(SourceContext(provider="hyperstack", mode="replay"), "/opt/chrome/chrome", scheme="http")
+    assert replayed["DOWNLOAD_HANDLERS"] == {"http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"}
     assert b["PLAYWRIGHT_LAUNCH_OPTIONS"]["executable_path"] == "/opt/chrome/chrome"
     assert b["PLAYWRIGHT_LAUNCH_OPTIONS"]["args"] == [
         "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
