@@ -108,6 +108,16 @@ def test_saved_outcomes_read_back_equal(tmp_path: Path) -> None:
     assert back.batch.notes == o.batch.notes and back.provider_facts == o.provider_facts
 
 
+def test_text_utf8_cannot_hold_is_saved_and_read_back(tmp_path: Path) -> None:
+    outcomes = fetched_lambda(129)
+    # A provider's JSON may carry a lone surrogate escape ("\ud800"): json.loads keeps it in the str.
+    outcomes[0].batch.notes.append("lambda: odd name 'A10\ud800'")
+    path = pending.save(tmp_path / "w.duckdb", "refresh-s", utcnow(), outcomes)
+    back = pending.load(path).outcomes[0]
+    assert back.batch.notes[-1] == "lambda: odd name 'A10\ud800'"
+    assert back.batch.offers == outcomes[0].batch.offers
+
+
 def test_resume_fetches_nothing() -> None:
     result = CliRunner().invoke(app, ["refresh", "--resume", "-p", "lambda"])
     assert result.exit_code == 2

@@ -19,7 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 from gpuledger.warehouse.capacity_blocks import CapacityBlockOffering
 from gpuledger.warehouse.records import Batch, Quarantined, RECORD_TYPES
@@ -55,10 +56,16 @@ def pending_dir(db: Path) -> Path:
     return Path(str(db) + ".pending")
 
 
+# A saved file's document holds the records themselves; pydantic's serializer writes each as its
+# model_dump(mode="json") would, in one pass of compiled code (the file of a world-scale refresh
+# is some 100,000 records, written while the refresh waits).
+_DOCUMENT = TypeAdapter(Any)
+
+
 def _batch_doc(batch: Batch) -> dict[str, Any]:
-    doc: dict[str, Any] = {name: [r.model_dump(mode="json") for r in getattr(batch, name)] for name in _ROW_MODELS}
+    doc: dict[str, Any] = {name: list(getattr(batch, name)) for name in _ROW_MODELS}
     doc["provider"] = batch.provider  # a unit's batch holds another provider's rows (capacity blocks: aws)
-    doc["quarantined"] = [q.model_dump(mode="json") for q in batch.quarantined]
+    doc["quarantined"] = list(batch.quarantined)
     doc["notes"] = list(batch.notes)
     return doc
 
@@ -90,11 +97,20 @@ def _outcome(doc: dict[str, Any]) -> ScrapeOutcome:
         batch=_batch(doc["provider"], doc["batch"]) if doc["batch"] is not None else None)
 
 
+def _document_json(doc: dict[str, Any]) -> bytes:
+    try:
+        return _DOCUMENT.dump_json(doc)
+    except PydanticSerializationError:
+        # Text no UTF-8 can hold (a lone surrogate, from a provider's "\ud800" escape) is kept as
+        # json's own \u escape, which reads back to the same string.
+        return json.dumps(_DOCUMENT.dump_python(doc, mode="json")).encode("ascii")
+
+
 def _write_atomically(path: Path, doc: dict[str, Any]) -> None:
     part = path.with_name(path.name + ".part")
     try:
-        with open(part, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
+        with open(part, "wb") as f:
+            f.write(_document_json(doc))
             f.flush()
             os.fsync(f.fileno())
         os.replace(part, path)
