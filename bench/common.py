@@ -120,6 +120,16 @@ def peak_rss_self_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def own_peak_rss_mb() -> float:
+    """This process's peak resident set since its exec (VmHWM), in MB: unlike ru_maxrss, which
+    Linux carries over from the process that forked it (a large benchmark process)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return peak_rss_self_mb()
+
+
 def _pss_kb(pid: int | str) -> int:
     """Proportional set size of one process (/proc/PID/smaps_rollup), in KiB: its private pages
     plus its share of the pages it shares (libraries, pages a fork left shared), so a process

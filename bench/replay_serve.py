@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import resource
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from bench.common import own_peak_rss_mb
 from gpuledger.adapters.replay import ReplayServer, Request, write_endpoints
 
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         stop.wait()
         with server._lock:
             sent = list(server.sent)
-    log.write_text(json.dumps({"sent": sent, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    log.write_text(json.dumps({"sent": sent, "peak_rss_mb": own_peak_rss_mb()}))
     return 0
 
 
