@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuledger.warehouse.store import close_writer, open_writer
-from tests.test_sql_wait_stop import SLEEP_SYSCALL, waiting
+from tests.test_sql_wait_stop import SLEEP_SYSCALL, ctrl_c_as_in_a_terminal, waiting
 
 COMMANDS = {
     "status": (["status"], "status was cancelled (Ctrl-C) while waiting for the refresh that is writing the "
@@ -44,7 +44,8 @@ def test_ctrl_c_while_waiting_for_the_refresh_lock_exits_130_in_one_line(command
     args, line = COMMANDS[command]
     argv = [a.format(out=tmp_path / "out") for a in args] + ["--db", str(held)]
     child = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", *argv],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=ctrl_c_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 60
         while child.poll() is None and not waiting(child.pid) and time.monotonic() < deadline:

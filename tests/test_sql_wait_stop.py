@@ -18,6 +18,13 @@ from gpuledger.warehouse.store import close_writer, open_writer
 SLEEP_SYSCALL = {"x86_64": 230, "aarch64": 115}.get(platform.machine())
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """preexec_fn of the child: SIGINT at its default, as a terminal's foreground command has it.
+    A command started in the background by a shell without job control inherits SIGINT ignored
+    (POSIX), and Python then leaves it ignored: a test run started that way would see no Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def waiting(pid: int) -> bool:
     """True once the process has imported duckdb and its main thread sleeps between attempts to
     open the warehouse (nothing else in `gpuledger sql` sleeps), seen three times in a row."""
@@ -38,7 +45,8 @@ def test_ctrl_c_while_waiting_for_the_refresh_lock_exits_130_in_one_line(tmp_pat
     sql = None
     try:
         sql = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "sql", "select 42", "--db", str(db)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=ctrl_c_as_in_a_terminal)
         deadline = time.monotonic() + 60
         while sql.poll() is None and not waiting(sql.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
