@@ -27,7 +27,7 @@ from gpuledger.flows.pipeline import (
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.flows.progress import report as report_progress
 from gpuledger.warehouse.settings import env_name, load_settings
-from gpuledger.flows.stopping import RefreshInterrupted, stop_on_signals
+from gpuledger.flows.stopping import RefreshInterrupted, stop_on_signals, stop_reported_once
 from gpuledger.warehouse.spot import read_since
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadPreparer, LoadReport, PreparedLoad, ScrapeOutcome, new_id, utcnow,
@@ -158,6 +158,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     file from adapters.replay.write_endpoints; the clients go to that already running replay
     server (another process) instead of one started here.
     """
+    stop_reported_once()
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
     with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper:

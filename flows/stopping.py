@@ -10,6 +10,7 @@ cut in half by the handler.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from contextlib import contextmanager
@@ -46,6 +47,22 @@ class Stopper:
             self.signum = signum
         if not self.in_window:
             raise RefreshInterrupted(signum, "while fetching")
+
+
+class SaidOnce(logging.Filter):
+    """Drops the flow engine's report of a RefreshInterrupted (its traceback, at ERROR): the
+    command line says the stop in one line, and the flow run ends Failed with the same message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], RefreshInterrupted))
+
+
+_SAID_ONCE = SaidOnce()
+
+
+def stop_reported_once() -> None:
+    """Install SaidOnce on Prefect's flow-run logger (idempotent)."""
+    logging.getLogger("prefect.flow_runs").addFilter(_SAID_ONCE)
 
 
 NEVER = Stopper()  # for callers without signal handling (a refresh off the main thread)
