@@ -88,9 +88,9 @@ def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "http
     """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright).
 
     Only the page's own scheme (`scheme`: https live, http under replay) goes to scrapy-playwright:
-    scrapy builds one handler per scheme, and each starts a Playwright driver (a Node.js process of
-    about 90 MB and a second of CPU) whether or not it ever renders. The other scheme keeps scrapy's
-    plain handler."""
+    scrapy builds one handler per scheme, and each starts a Playwright driver (a Node.js process,
+    90-115 MB PSS here) whether or not it ever renders. The other scheme keeps scrapy's plain
+    handler."""
     from gpuledger.spiders.browser import launch_options
 
     timeout_ms = ctx.http_timeout_s * 1000
