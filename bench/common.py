@@ -116,18 +116,17 @@ def median(xs: list[float]) -> float:
 
 
 def peak_rss_self_mb() -> float:
-    """This process's peak resident set (ru_maxrss, KiB on Linux) in MB."""
+    """This process's peak resident set since its exec (VmHWM), in MB; ru_maxrss where /proc is
+    missing. ru_maxrss is not used first: Linux carries it over from the process that forked this
+    one (a large benchmark process)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def own_peak_rss_mb() -> float:
-    """This process's peak resident set since its exec (VmHWM), in MB: unlike ru_maxrss, which
-    Linux carries over from the process that forked it (a large benchmark process)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return peak_rss_self_mb()
 
 
 def _pss_kb(pid: int | str) -> int:
@@ -141,9 +140,9 @@ def _pss_kb(pid: int | str) -> int:
     return 0
 
 
-def _tree_memory_kb(pid: int, parts: list[tuple[int, str]] | None = None) -> tuple[int, int]:
+def _tree_memory_kb(pid: int, parts: list[tuple[int, int]] | None = None) -> tuple[int, int]:
     """(summed RSS, summed PSS) of pid and all its descendants (from /proc), in KiB; `parts`, when
-    given, receives each process's (PSS, command name)."""
+    given, receives each process's (PSS, pid)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -166,7 +165,7 @@ def _tree_memory_kb(pid: int, parts: list[tuple[int, str]] | None = None) -> tup
             own = _pss_kb(p)
             pss += own
             if parts is not None:
-                parts.append((own, _command_name(p)))
+                parts.append((own, p))
         except (OSError, IndexError, ValueError):
             continue  # ended between the listing and the read
     return rss, pss
@@ -174,8 +173,11 @@ def _tree_memory_kb(pid: int, parts: list[tuple[int, str]] | None = None) -> tup
 
 def _command_name(pid: int) -> str:
     """A process's command line, short: enough to tell a fetch child from a crawl or a browser."""
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        words = f.read().split(b"\0")
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+    except OSError:
+        return f"(pid {pid}, ended)"
     text = " ".join(w.decode(errors="replace").rsplit("/", 1)[-1] for w in words[:4] if w)
     return text[:60]
 
@@ -211,11 +213,12 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
 
         def sample() -> None:
             while not done.is_set():
-                parts: list[tuple[int, str]] = []
+                parts: list[tuple[int, int]] = []
                 rss, pss = _tree_memory_kb(proc.pid, parts)
                 peak_tree[0] = max(peak_tree[0], rss)
-                if pss > peak_tree[1]:
-                    peak_tree[1], at_peak[:] = pss, sorted(parts, reverse=True)
+                if pss > peak_tree[1]:  # named only at a new peak: the sampler shares the cores it measures
+                    peak_tree[1] = pss
+                    at_peak[:] = [(kb, _command_name(p)) for kb, p in sorted(parts, reverse=True)]
                 done.wait(sample_s)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -237,6 +240,11 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
             "peak_tree_pss_mb": peak_tree[1] / 1024, "cpu_s": doc.get("cpu_s", 0.0),
             "pss_at_peak_mb": [(round(kb / 1024), name) for kb, name in at_peak],
             "stdout": stdout, "stderr": stderr}
+
+
+def peak_parts_line(res: dict[str, Any], most: int = 8) -> str:
+    """The largest processes of run_measured's PSS peak, for a benchmark's log."""
+    return "PSS at that peak, MB: " + ", ".join(f"{mb} {name}" for mb, name in res["pss_at_peak_mb"][:most])
 
 
 def run_worker(module: str, args: list[str], timeout: float = 1800) -> dict[str, Any]:

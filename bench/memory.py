@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench.common import Result, run_measured, say, tmp_root
+from bench.common import Result, peak_parts_line, run_measured, say, tmp_root
 
 TARGET_MB = 1024.0
 
@@ -40,7 +40,7 @@ def run(quick: bool = False) -> list[Result]:
     say(f"  refresh: {res['wall_s']:.1f} s, peak PSS of its process tree {res['peak_tree_pss_mb']:.0f} MB (the refresh "
         f"process's own peak RSS {res['peak_rss_mb']:.0f} MB; summed RSS {res['peak_tree_rss_mb']:.0f} MB); importing "
         f"gpuledger.flows.cli + gpuledger.flows.refresh alone: {floor['peak_tree_pss_mb']:.0f} MB PSS")
-    say(f"  PSS at that peak, MB: {', '.join(f'{mb} {name}' for mb, name in res['pss_at_peak_mb'][:8])}")
+    say(f"  {peak_parts_line(res)}")
     return [Result("6", "peak memory, gpuledger refresh --replay: PSS summed over the refresh and its child processes "
                         "(Prefect's server, fetch processes, crawlers, Chromium)", res["peak_tree_pss_mb"],
                    "MB", TARGET_MB, ratio=res["peak_tree_pss_mb"] / floor["peak_tree_pss_mb"],

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from bench.common import own_peak_rss_mb
+from bench.common import peak_rss_self_mb
 from gpuledger.adapters.replay import ReplayServer, Request, write_endpoints
 
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         stop.wait()
         with server._lock:
             sent = list(server.sent)
-    log.write_text(json.dumps({"sent": sent, "peak_rss_mb": own_peak_rss_mb()}))
+    log.write_text(json.dumps({"sent": sent, "peak_rss_mb": peak_rss_self_mb()}))
     return 0
 
 

@@ -30,7 +30,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from bench.common import REPO, Result, percentile, prefect_api, run_measured, say, tmp_root
+from bench.common import REPO, Result, peak_parts_line, percentile, prefect_api, run_measured, say, tmp_root
 
 API_URL: list[str] = []  # the benchmark's Prefect API server while run() runs
 WALL_TARGET_S = 90.0
@@ -296,7 +296,7 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
     say(f"  full refresh: {full['wall_s']:.1f} s, peak PSS of its process tree {full['peak_tree_pss_mb']:.0f} MB "
         f"(the refresh process's own peak RSS {full['peak_rss_mb']:.0f} MB; summed RSS {full['peak_tree_rss_mb']:.0f} MB; "
         f"replay server process {full['server']['peak_rss_mb']:.0f} MB); CPU {full['cpu_s']:.1f} s")
-    say(f"  PSS at that peak, MB: {', '.join(f'{mb} {name}' for mb, name in full['pss_at_peak_mb'][:8])}")
+    say(f"  {peak_parts_line(full)}")
     fetched = bytes_by_provider(full["server"].get("sent", []), hosts)
     say(f"  {'provider':<13} {'state':<6} {'offers':>8} {'requests':>9} {'MB fetched':>11} {'fetched once':>13} {'fetch s':>8}")
     for r in sorted(runs, key=lambda r: r["provider"]):
