@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import duckdb
 
@@ -28,6 +28,9 @@ from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
 from gpuledger.warehouse.recommender.throughput import step_work
+
+if TYPE_CHECKING:  # numpy: imported by a recommendation only, not by the reading commands
+    from gpuledger.warehouse.recommender.ranking import OfferFacts
 
 HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
@@ -341,12 +344,11 @@ _HOST_RAM_OK = "($host_gb_{i} = 0 or coalesce(ram_gb, 0) * (1 - $headroom) * nod
 
 
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
-            fresh: Iterable[str]) -> tuple[list[dict[str, Any]], int]:
+            fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int]:
     """The top candidates as dicts (columns of `fits` plus the cost columns), best first, and how
-    many offers fit; `fresh` names the providers whose data is fresh."""
-    from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
+    many offers fit; `fresh` names the providers whose data is fresh, `facts` are the connection's."""
+    from gpuledger.warehouse.recommender import ranking
 
-    facts = ranking.offer_facts(con)
     figures = []
     for gpus, nodes, est in plans:
         work = step_work(est, gpus)
@@ -508,9 +510,10 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     single, plans = _plans(con, request, setup)
     from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
 
-    offers_per_provider = ranking.offer_facts(con).offers_per_provider()
+    facts = ranking.offer_facts(con)  # read once per request (a writable connection keeps no cache)
+    offers_per_provider = facts.offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
-    rows, considered = _ranked(con, request, plans, [p.provider for p in fresh])
+    rows, considered = _ranked(con, request, plans, [p.provider for p in fresh], facts)
 
     notes: list[str] = []
     top: list[Candidate] = []
