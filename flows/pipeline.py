@@ -52,7 +52,7 @@ def ensure_browsers(providers: list[str], say: Any = print) -> None:
     def announce() -> None:
         installing.append(True)
         say("No Chromium found for the JavaScript-rendered pricing pages: installing one "
-            "(Debian's chromium as root, else `playwright install chromium`) ...")
+            "(Debian's chromium-headless-shell as root, else `playwright install chromium`) ...")
 
     try:
         path = ensure_browser(on_install=announce)

@@ -130,9 +130,52 @@ def test_a_failed_install_says_the_installers_last_line(monkeypatch, tmp_path, c
     pipeline.ensure_browsers(["hyperstack"], say=said.append)
     out, err = capfd.readouterr()
     assert len(said) == 2 and "\n" not in said[1]
-    assert said[1] == ("could not install a Chromium (RuntimeError: `apt-get update -qq` exited 100: "
+    assert said[1] == ("could not install a Chromium (RuntimeError: `apt-get update` exited 100: "
                        "E: Unable to locate package chromium); the page sources that need it will fail")
     assert "Selecting" not in out + err
+
+
+def test_debian_without_the_headless_shell_package_gets_the_full_browser(monkeypatch) -> None:
+    """Debian's headless shell first (the lighter browser); a release without that package gets its
+    `chromium`, and the refresh says which one it found."""
+    asked: list[str] = []
+
+    def find(ctx):
+        if "chromium" not in asked:
+            raise SourceError("no Chromium found")
+        return "/usr/bin/chromium"
+
+    def apt(cmd, **kwargs):
+        if cmd[:2] == ["apt-get", "install"]:
+            asked.append(cmd[-1])
+            if cmd[-1] == "chromium-headless-shell":
+                return subprocess.CompletedProcess(cmd, 100, "", "E: Unable to locate package chromium-headless-shell\n")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(browser, "find_chromium", find)
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(browser.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("subprocess.run", apt)
+    said: list[str] = []
+    pipeline.ensure_browsers(["hyperstack"], say=said.append)
+    assert asked == ["chromium-headless-shell", "chromium"]
+    assert said[1] == "chromium: /usr/bin/chromium"
+
+
+def test_both_debian_packages_failing_is_one_line_naming_the_last(monkeypatch) -> None:
+    def apt(cmd, **kwargs):
+        if cmd[:2] == ["apt-get", "install"]:
+            return subprocess.CompletedProcess(cmd, 100, "", f"E: Unable to locate package {cmd[-1]}\n")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(browser, "find_chromium", lambda ctx: (_ for _ in ()).throw(SourceError("none")))
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(browser.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("subprocess.run", apt)
+    said: list[str] = []
+    pipeline.ensure_browsers(["hyperstack"], say=said.append)
+    assert said[1] == ("could not install a Chromium (RuntimeError: `apt-get install chromium` exited 100: "
+                       "E: Unable to locate package chromium); the page sources that need it will fail")
 
 
 # A developer's machine in a file: a shared folder, a home directory, a virtualenv's interpreter.

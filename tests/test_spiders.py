@@ -305,6 +305,12 @@ def test_browser_discovery_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert browser.find_chromium(SourceContext(provider="x", settings={"chromium_path": str(fake)})) == str(fake)
     monkeypatch.setattr(browser.shutil, "which", lambda name: str(fake) if name == "chromium" else None)
     assert browser.find_chromium(ctx) == str(fake)  # a Chromium on PATH
+    shell = tmp_path / "chromium-headless-shell"
+    shell.write_text("#!/bin/sh\n")
+    shell.chmod(shell.stat().st_mode | stat.S_IXUSR)
+    on_path = {"chromium": str(fake), "chromium-headless-shell": str(shell)}
+    monkeypatch.setattr(browser.shutil, "which", on_path.get)
+    assert browser.find_chromium(ctx) == str(shell)  # the headless shell before the full browser
     monkeypatch.setattr(browser.shutil, "which", lambda name: None)
     monkeypatch.setattr(browser, "KNOWN_LOCATIONS", (str(tmp_path / "nowhere"),))
     monkeypatch.setattr(browser, "playwright_chromium", lambda: str(fake))
