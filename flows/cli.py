@@ -474,7 +474,7 @@ for _command in app.registered_commands:
 def main() -> None:
     """The `gpuledger` command. Its process keeps pandas out: pyarrow imports pandas (where it
     is installed) at its first conversion only to ask whether the input is a pandas object,
-    40-50 MB of a refresh's memory, and no command hands pyarrow one. `app` called in another
+    about 40 MB of a refresh's memory, and no command hands pyarrow one. `app` called in another
     program's process (a test, a notebook) leaves that process's modules alone."""
     sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]  # an import of it fails as "not installed"
     app()

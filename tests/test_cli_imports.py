@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuledger.warehouse.store import close_writer, open_writer
+from gpuledger.warehouse.store import close_writer, open_reader, open_writer
 from tests.builders import load_day, offer
 
 # One child runs the three commands in turn, as `gpuledger` would, then reports which of the
@@ -43,3 +43,35 @@ def test_help_status_and_sql_import_neither_pyarrow_nor_numpy(tmp_path: Path) ->
     assert report["codes"] == [0, 3, 0], out.stdout
     assert "gpu_8x_h100_sxm5" in out.stdout  # sql printed the stored row: the query really ran
     assert report["heavy"] == []
+
+
+# The `gpuledger` command itself (main(), not app) refreshing one provider, then reporting what
+# its process holds: pyarrow converted the rows, and pyarrow would have imported pandas there.
+REFRESH_CHILD = """
+import json, sys
+from gpuledger.flows.cli import main
+sys.argv = ["gpuledger", "refresh", "--replay", "-p", "lambda"]
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+print(json.dumps({"code": code, "pyarrow": "pyarrow.lib" in sys.modules,
+                  "pandas": sys.modules.get("pandas") is not None}))
+"""
+
+
+def test_the_gpuledger_command_keeps_pandas_out_of_a_refresh(tmp_path: Path) -> None:
+    import importlib.util
+
+    assert importlib.util.find_spec("pandas") is not None, "the test extra installs pandas"
+    db = tmp_path / "w.duckdb"
+    out = subprocess.run([sys.executable, "-c", REFRESH_CHILD], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env={**os.environ, "GPULEDGER_DB": str(db), "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"code": 0, "pyarrow": True, "pandas": False}, out.stdout + out.stderr
+    con = open_reader(db)
+    try:
+        assert con.execute("select count(*) from offers where provider = 'lambda'").fetchone()[0] > 0
+    finally:
+        con.close()
