@@ -293,9 +293,11 @@ _KEPT_LINE = re.compile(
 # 64-bit words, counts the commas of bytes 0-71 and compares bytes 72-83 with ',"OnDemand",':
 # where bytes 0-71 hold exactly 2 commas and byte 72 is one, the 4th piece starts at byte 73, so
 # the comparison is the rule's TermType test, exactly. Lines of another layout, or
-# shorter than 88 bytes, are matched one by one with `_ON_DEMAND_HEAD`. The Reserved GPU lines
-# are found from the occurrences of their family field (bytes.find), so the Reserved lines of
-# other families are never scanned field by field.
+# shorter than 88 bytes, are matched one by one with `_ON_DEMAND_HEAD`. The same comparison with
+# ',"Reserved",' finds the Reserved lines. AWS's files are sorted by SKU, and a SKU's lines hold
+# the same product fields (the CSV repeats the product on each of its terms), so the lines of a
+# run of one SKU get the same verdict and the first line of each run is tested for the family
+# and variant fields, for the whole run: the Reserved lines of other families are never scanned.
 _ON_DEMAND_HEAD = re.compile(rb'[^,]*+,[^,]*+,[^,]*+,"OnDemand",')
 _COMPUTE_HEAD, _COMPUTE_ENDS = b',"Compute Instance', (b'",', b' (bare metal)",')  # the two compute families
 _LINUX_FIELD, _SHARED_FIELD, _USED_FIELD = b',"Linux",', b',"Shared",', b',"Used",'
@@ -313,11 +315,26 @@ def _word(text: bytes) -> int:
 
 
 _ON_DEMAND_WORDS = (_word(b',"OnDema'), _word(b'nd",'))
+_RESERVED_WORDS = (_word(b',"Reserv'), _word(b'ed",'))
+_KEY_WORDS = 3  # a SKU is compared within the first 24 bytes of its line
 
 
-def _on_demand_lines(window: bytes, start: int, end: int) -> tuple[list[tuple[int, int, int]], int]:
-    """The OnDemand lines of `window[start:end]` in order, each as (start, the comma after its
-    TermType, end), and how many of its lines are not empty."""
+@dataclass
+class _TermLines:
+    """The lines of one window sorted by TermType (see `_term_lines`)."""
+
+    on_demand: list[tuple[int, int, int]]  # (start, the comma after TermType, end), in order
+    reserved_starts: Any  # numpy: the Reserved lines of the usual layout, in order
+    reserved_ends: Any
+    runs: Any  # numpy: where each run of one SKU begins in reserved_starts, then their number
+    others: list[tuple[int, int]]  # the lines of another layout that are not OnDemand: (start, end)
+    lines: int  # how many lines are not empty
+
+
+def _term_lines(window: bytes, start: int, end: int) -> _TermLines:
+    """The lines of `window[start:end]` by TermType, found without a per-line search where a
+    line has the usual layout. The Reserved lines come in runs of consecutive lines of one SKU:
+    AWS's files are sorted by SKU, so a run is usually every Reserved line of one product."""
     import numpy as np
 
     newlines = np.flatnonzero(np.frombuffer(window, np.uint8, end - start, start) == 10) + start
@@ -327,6 +344,9 @@ def _on_demand_lines(window: bytes, start: int, end: int) -> tuple[list[tuple[in
     size = len(window)
     usual = (lengths >= _HEAD_BYTES) if size >= _HEAD_BYTES else np.zeros(len(starts), bool)
     heads = starts[usual]
+    on_demand: list[tuple[int, int, int]] = []
+    reserved_starts = reserved_ends = runs = np.zeros(1, np.int64)
+    tested = np.zeros(len(starts), bool)  # lines whose TermType the word comparison decided
     if len(heads):
         # Every byte offset as one 88-byte item: indexing copies each line's head in one memcpy.
         words = np.ndarray((size - _HEAD_BYTES + 1,), f"V{_HEAD_BYTES}", window, 0, (1,))[heads].view("<u8")
@@ -339,29 +359,55 @@ def _on_demand_lines(window: bytes, start: int, end: int) -> tuple[list[tuple[in
         # bytes 72-79, and 80-83 (the rest of the word is the line's next bytes, masked off)
         term, after = words[:, _TERM_AT // 8], words[:, _TERM_AT // 8 + 1] & np.uint64(0xFFFFFFFF)
         fits = (commas == 2) & ((term & np.uint64(0xFF)) == np.uint64(0x2C))
-        on_demand = fits & (term == np.uint64(_ON_DEMAND_WORDS[0])) & (after == np.uint64(_ON_DEMAND_WORDS[1]))
+        is_on_demand = fits & (term == np.uint64(_ON_DEMAND_WORDS[0])) & (after == np.uint64(_ON_DEMAND_WORDS[1]))
+        is_reserved = fits & (term == np.uint64(_RESERVED_WORDS[0])) & (after == np.uint64(_RESERVED_WORDS[1]))
         usual_index = np.flatnonzero(usual)
-        usual[usual_index[~fits]] = False  # the rule is looked at line by line there
-        found = usual_index[on_demand]
-        spans = list(zip(starts[found].tolist(), (starts[found] + (_TERM_AT + 11)).tolist(), ends[found].tolist()))
-    else:
-        spans = []
-    others = np.flatnonzero(~usual & (lengths > 0))
+        tested[usual_index[fits]] = True
+        found = usual_index[is_on_demand]
+        on_demand = list(zip(starts[found].tolist(), (starts[found] + (_TERM_AT + 11)).tolist(),
+                             ends[found].tolist()))
+        if is_reserved.any():
+            found = usual_index[is_reserved]
+            reserved_starts, reserved_ends = starts[found], ends[found]
+            runs = _sku_runs(words[:, :_KEY_WORDS][is_reserved])
+    others = np.flatnonzero(~tested & (lengths > 0))
+    rest: list[tuple[int, int]] = []
     if len(others):
         head = _ON_DEMAND_HEAD.match
-        more = [(a, m.end() - 1, b) for a, b in zip(starts[others].tolist(), ends[others].tolist())
-                if (m := head(window, a, b)) is not None]
-        if more:
-            spans = sorted(spans + more)
-    return spans, lines
+        for a, b in zip(starts[others].tolist(), ends[others].tolist()):
+            m = head(window, a, b)
+            if m is None:
+                rest.append((a, b))
+            else:
+                on_demand.append((a, m.end() - 1, b))
+        on_demand.sort()
+    return _TermLines(on_demand, reserved_starts, reserved_ends, runs, rest, lines)
+
+
+def _sku_runs(words: Any) -> Any:
+    """Where runs of consecutive lines of one SKU begin, from the lines' first 3 head words; then
+    how many lines there are. The SKU is the first field, the bytes before the first comma. Two
+    lines whose bytes 0-18 are equal, with byte 18 a comma, have the same first field (16
+    characters, quoted, in every AWS file); a line whose byte 18 is not a comma is a run alone."""
+    import numpy as np
+
+    first, second = words[:, 0], words[:, 1]
+    third = words[:, 2] & np.uint64(0xFFFFFF)  # bytes 16-18
+    keyed = (third >> np.uint64(16)) == np.uint64(0x2C)
+    new = np.ones(len(words), bool)
+    new[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1]) | (third[1:] != third[:-1])
+    new[1:] |= ~keyed[1:] | ~keyed[:-1]
+    return np.append(np.flatnonzero(new), len(words))
 
 
 def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, int]:
     """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, how many of its
     lines are not empty, and how many of them the rule drops as an unwanted variant.
     `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
-    on_demand, lines = _on_demand_lines(window, start, end)
-    find, rfind, starts_with = window.find, window.rfind, window.startswith
+    import numpy as np
+
+    found = _term_lines(window, start, end)
+    find, starts_with = window.find, window.startswith
     spans = []
     variant = 0
 
@@ -378,17 +424,29 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
             at = find(_COMPUTE_HEAD, after, line_end)
         return False
 
-    for line_start, rest, line_end in on_demand:
+    for line_start, rest, line_end in found.on_demand:
         # The variant fields are looked for from the comma after TermType, as the rule does.
         if unwanted_variant(rest, line_end):
             variant += 1
         else:
             spans.append((line_start, line_end))
-    hit = find(_GPU_FAMILY_FIELD, start, end)
     reserved = False
-    while hit >= 0:
-        line_start = rfind(b"\n", start, hit) + 1
-        line_end = find(b"\n", hit, end)
+    # One line of a run decides for the run: the lines of one SKU differ only in their term's
+    # fields (code, description, dates, price, lease, payment, class), which never take the values
+    # the rule looks for, so each line would get the same answer.
+    starts, ends, bounds = found.reserved_starts, found.reserved_ends, found.runs
+    firsts = bounds[:-1]
+    for run, line_start, line_end in zip(firsts.tolist(), starts[firsts].tolist(), ends[firsts].tolist()):
+        rest = line_start + _TERM_AT + 11  # the comma after TermType
+        if find(_GPU_FAMILY_FIELD, rest + 1, line_end) < 0:
+            continue
+        stop = int(bounds[np.searchsorted(bounds, run, "right")])
+        if unwanted_variant(rest, line_end):
+            variant += stop - run
+        else:
+            spans.extend(zip(starts[run:stop].tolist(), ends[run:stop].tolist()))
+            reserved = True
+    for line_start, line_end in found.others:
         head = _RESERVED_HEAD.match(window, line_start, line_end)
         if head is not None and find(_GPU_FAMILY_FIELD, head.end(), line_end) >= 0:
             if unwanted_variant(head.end() - 1, line_end):
@@ -396,10 +454,9 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
             else:
                 spans.append((line_start, line_end))
                 reserved = True
-        hit = find(_GPU_FAMILY_FIELD, line_end, end)
     if reserved:
         spans.sort()
-    return [window[a:b] for a, b in spans], lines, variant
+    return [window[a:b] for a, b in spans], found.lines, variant
 
 
 def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:

@@ -7,7 +7,8 @@ quoted, empty fields bare, LF line endings. The mix follows the real all-region 
 operating-system/licence/software variants x 3 tenancies x 3 capacity statuses per type and
 region, Reserved terms (12 offer terms, Partial/All Upfront with an Upfront Fee row) on the
 Used, non-Host products, so ~18% of rows are OnDemand and ~82% Reserved, plus EBS, snapshot,
-IOPS and IP-address products per region.
+IOPS and IP-address products per region. Rows are in the real file's order: by SKU, then offer
+term code, so the products of a region interleave and each product's rows are adjacent.
 
 `write_offer_file(path, target_bytes)` keeps each product (region x type x variant) with
 probability target/full so a small file has the same mix as a full one; output is
@@ -285,6 +286,14 @@ def product_lines(row: "_Row", rng: random.Random, t: dict, region: str, locatio
     return lines
 
 
+GENERATOR_VERSION = 2  # a file written by another version is written again
+
+
+def _file_order(line: str) -> list[str]:
+    """The real file's row order: SKU, then OfferTermCode (the first two fields)."""
+    return line.split(",", 2)[:2]
+
+
 def generate(target_bytes: int, seed: int = 1, stats: dict[str, int] | None = None) -> Iterator[str]:
     """Chunks of lines of a synthetic offer file of about target_bytes; `stats` (if given) receives
     the counts of data rows ("rows") and OnDemand rows ("on_demand")."""
@@ -304,7 +313,7 @@ def generate(target_bytes: int, seed: int = 1, stats: dict[str, int] | None = No
             lines.extend(product_lines(row, rng, t, region, location, prefix, keep, stats))
             if len(lines) >= 20000:
                 stats["rows"] += len(lines)
-                rng.shuffle(lines)  # the real file is sorted by SKU: products interleave
+                lines.sort(key=_file_order)
                 chunk = "".join(lines)
                 lines = []
                 written += len(chunk)
@@ -315,7 +324,7 @@ def generate(target_bytes: int, seed: int = 1, stats: dict[str, int] | None = No
         stats["on_demand"] += len(extra)
         lines.extend(extra)
         stats["rows"] += len(lines)
-        rng.shuffle(lines)
+        lines.sort(key=_file_order)
         chunk = "".join(lines)
         written += len(chunk)
         yield chunk
@@ -356,7 +365,8 @@ def _storage_lines(row: _Row, rng: random.Random, region: str, location: str, pr
 
 
 def write_offer_file(path: str | Path, target_bytes: int, seed: int = 1) -> dict[str, int]:
-    """Write a synthetic offer file; returns {"bytes": .., "rows": .., "on_demand": ..} (data rows)."""
+    """Write a synthetic offer file; returns {"bytes": .., "rows": .., "on_demand": ..} (data rows)
+    and the generator's version."""
     path = Path(path)
     stats: dict[str, int] = {}
     n = 0
@@ -365,7 +375,7 @@ def write_offer_file(path: str | Path, target_bytes: int, seed: int = 1) -> dict
             data = chunk.encode()
             f.write(data)
             n += len(data)
-    return {"bytes": n, **stats}
+    return {"bytes": n, **stats, "version": GENERATOR_VERSION}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,11 +44,11 @@ def file_chunks(path: Path, size: int = READ_BYTES) -> Iterator[bytes]:
 
 def offer_file(gb: float) -> Path:
     """The synthetic offer file of that size, generated once per bench tmp folder."""
-    from bench.awsgen import write_offer_file
+    from bench.awsgen import GENERATOR_VERSION, write_offer_file
 
     path = tmp_root() / f"AmazonEC2_synthetic_{gb:g}GB.csv"
     done = path.with_suffix(".json")
-    if path.exists() and done.exists():
+    if path.exists() and done.exists() and json.loads(done.read_text()).get("version") == GENERATOR_VERSION:
         return path
     free = shutil.disk_usage(path.parent).free
     if free < gb * 1e9 * 1.5:

@@ -232,7 +232,11 @@ def test_build_region_on_demand_spot_and_quarantine() -> None:
 # Lines of the one-line rule's edge cases, each with its verdict worked out by hand from the rule
 # (the 4th comma-separated piece is "OnDemand", or "Reserved" with the field "GPU instance" after it).
 # SKU, OfferTermCode and RateCode as AWS writes them: 72 bytes, ending before the 3rd comma.
-_USUAL_HEAD = b'"8FBD755MED6YVC8L","JRTCKXETXF","8FBD755MED6YVC8L.JRTCKXETXF.6YS6EN2CT7"'
+def _usual_head(sku: bytes, term_code: bytes = b"JRTCKXETXF") -> bytes:
+    return b'"%s","%s","%s.%s.6YS6EN2CT7"' % (sku, term_code, sku, term_code)
+
+
+_USUAL_HEAD = _usual_head(b"8FBD755MED6YVC8L")
 assert len(_USUAL_HEAD) == 72
 
 _EDGE_LINES = [
@@ -267,6 +271,19 @@ _EDGE_LINES = [
     (_USUAL_HEAD + b',"OnDemand","$1.00 per hour","Compute Instance","Windows","Shared","Used","p5"', False),
     (_USUAL_HEAD + b',"OnDemand"' + b' ' * 80, False),  # no comma after TermType
     (_USUAL_HEAD + b',"Reserved","1yr","GPU instance","Compute Instance","Linux","Shared","Used","p5"', True),
+    # Reserved lines of one SKU in a row (one product: its fields after the term's are the same)
+    (_usual_head(b"2EWCCDE55MHWXKVC", b"38NPMPTW36") + b',"Reserved","Upfront Fee","3yr","GPU instance",'
+     b'"Compute Instance","Linux","Shared","Used","p5"', True),
+    (_usual_head(b"2EWCCDE55MHWXKVC", b"4NA7Y494T4") + b',"Reserved","USD 1.2 per hour","1yr","GPU instance",'
+     b'"Compute Instance","Linux","Shared","Used","p5"', True),
+    # the next SKU differs from it in its last character only: tested on its own
+    (_usual_head(b"2EWCCDE55MHWXKVD", b"38NPMPTW36") + b',"Reserved","Upfront Fee","3yr","Compute optimized",'
+     b'"Compute Instance","Linux","Shared","Used","c5"', False),
+    # two lines of a SKU of another variant: both counted as dropped variants
+    (_usual_head(b"2EWCCDE55MHWXKVE", b"38NPMPTW36") + b',"Reserved","Upfront Fee","3yr","GPU instance",'
+     b'"Compute Instance","Windows","Shared","Used","g5"', False),
+    (_usual_head(b"2EWCCDE55MHWXKVE", b"4NA7Y494T4") + b',"Reserved","USD 1.9 per hour","1yr","GPU instance",'
+     b'"Compute Instance","Windows","Shared","Used","g5"', False),
     # a comma inside the quoted SKU: the 4th piece is the RateCode, "OnDemand" the 5th
     (b'"SKUSKUS,SKUSKUSK"' + _USUAL_HEAD[18:] + b',"OnDemand","$1.00 per hour","Storage","gp3","x"', False),
     # SKU and OfferTermCode as one field: "OnDemand" at byte 73 is the 3rd piece, not TermType

@@ -49,6 +49,20 @@ def test_generator_has_the_real_header_metadata_and_quoting(synthetic: bytes) ->
         assert ",".join('"' + f.replace('"', '""') + '"' if f else "" for f in row) == ln
 
 
+def test_generator_writes_rows_in_the_real_files_order(synthetic: bytes) -> None:
+    # The real file is sorted by SKU, then OfferTermCode (the sample's first 21 rows are one SKU,
+    # its OnDemand row 12th among them): each product's rows are adjacent.
+    rows = list(csv.reader(synthetic.decode().split("\n")[6:-1]))
+    skus = [r[0] for r in rows]
+    runs = [sku for i, sku in enumerate(skus) if i == 0 or skus[i - 1] != sku]
+    assert len(runs) == len(set(skus)) < len(skus) / 3  # one block per SKU, many rows each
+    for sku in list(set(skus))[:200]:
+        block = [r[1] for r in rows if r[0] == sku]
+        assert block == sorted(block)
+    real = list(csv.reader(SAMPLE.read_text().split("\n")[6:-1]))
+    assert [r[0] for r in real[:21]] == [real[0][0]] * 21 and real[11][3] == "OnDemand"
+
+
 def test_generator_mix_is_realistic(synthetic: bytes) -> None:
     lines = synthetic.decode().split("\n")
     head = next(csv.reader([lines[5]]))
@@ -90,6 +104,23 @@ def test_optimized_parser_equals_baselines_on_a_generated_file(synthetic: bytes)
     kinds = Counter(r.kind for r in got)
     assert kinds["instance"] > 0 and kinds["storage"] > 0
     assert all(r.currency == "USD" and r.unit for r in got)
+
+
+def test_rows_of_one_sku_scattered_through_the_file_give_what_the_reference_gives(synthetic: bytes) -> None:
+    # The prefilter decides a run of one SKU's Reserved lines on its first; with the rows shuffled
+    # every run is one line long, and the kept rows and the counts stay the reference's.
+    import random
+
+    lines = synthetic.split(b"\n")
+    rows = lines[6:-1]
+    random.Random(5).shuffle(rows)
+    shuffled = b"\n".join(lines[:6] + rows) + b"\n"
+    want = list(parse_offer_csv_lines(shuffled.decode().splitlines(), "us-east-1"))
+    assert sum(1 for r in want if r.kind == "reserved") > 10
+    for size in (4093, len(shuffled)):
+        skipped: Counter[str] = Counter()
+        assert list(aws.parse_offer_chunks(chunked(shuffled, size), "us-east-1", skipped=skipped)) == want
+        assert skipped == skip_counts(shuffled.decode().splitlines(), "us-east-1")
 
 
 def test_skipped_counts_by_reason_equal_the_csv_module_parse_of_every_row(synthetic: bytes) -> None:
