@@ -150,3 +150,52 @@ def test_a_signal_while_fetching_merges_nothing_and_keeps_what_was_fetched(db: P
     assert runs == [("lambda", "interrupted"), ("runpod", "interrupted")]
     saved = pending.waiting(db)
     assert [s.providers for s in saved] == [["lambda"]] and saved[0].write_error == "interrupted by SIGTERM"
+
+
+def test_a_merge_done_while_others_fetch_is_published_with_the_window_not_before(db: Path, monkeypatch) -> None:
+    import gpuledger.flows.pipeline as pipeline
+    from gpuledger.flows.pipeline import MergeAsFetched
+    from gpuledger.flows.stopping import Stopper
+    from gpuledger.warehouse.snapshot import work_path
+    from gpuledger.warehouse.store import prepare_loads
+
+    replayed_warehouse(db, ["lambda"])
+    fetched = fetched_lambda(150)
+    merges = []
+    real = pipeline.load_outcome
+    monkeypatch.setattr(pipeline, "load_outcome", lambda con, o, *a, **k: merges.append(o.provider) or real(con, o, *a, **k))
+    with MergeAsFetched(db, "refresh-early", AnomalyPolicy(), Stopper()) as early:
+        early.merge(fetched[0], prepare_loads(fetched)[0])
+        assert work_path(db).exists() and a10_prices(db) == [(1.29,)]  # merged in the copy, not published
+        reports = load_keeping_fetched(db, fetched, "refresh-early", AnomalyPolicy(), stopper=Stopper(), early=early)
+    # gpu_1x_a10 has capacity in us-east-1 and us-west-1 in the recording: two offers changed
+    assert [(r.provider, r.state, r.changed) for r in reports] == [("lambda", "ok", 2)]
+    assert a10_prices(db) == [(1.5,)] and not work_path(db).exists() and pending.waiting(db) == []
+    assert merges == ["lambda"]  # the window published the early merge, it did not merge lambda again
+
+
+def test_an_early_merge_that_cannot_start_leaves_the_provider_to_the_window(db: Path, monkeypatch) -> None:
+    import gpuledger.flows.pipeline as pipeline
+    from gpuledger.flows.stopping import Stopper
+    from gpuledger.warehouse.snapshot import PublishError
+    from gpuledger.warehouse.store import prepare_loads
+
+    replayed_warehouse(db, ["lambda"])
+    fetched = fetched_lambda(150)
+    real = pipeline.start_working_copy
+    calls = []
+
+    def first_fails(path: Path) -> Path:
+        calls.append(path)
+        if len(calls) == 1:
+            raise PublishError("no room for the copy")
+        return real(path)
+
+    monkeypatch.setattr(pipeline, "start_working_copy", first_fails)
+    with pipeline.MergeAsFetched(db, "refresh-late", AnomalyPolicy(), Stopper()) as early:
+        early.merge(fetched[0], prepare_loads(fetched)[0])
+        assert not early.enabled and a10_prices(db) == [(1.29,)]
+        reports = load_keeping_fetched(db, fetched, "refresh-late", AnomalyPolicy(), stopper=Stopper(), early=early)
+    assert len(calls) == 2  # the window made its own copy
+    assert [(r.provider, r.state, r.changed) for r in reports] == [("lambda", "ok", 2)]
+    assert a10_prices(db) == [(1.5,)]
