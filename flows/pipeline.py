@@ -1,9 +1,8 @@
 """The refresh, as plain functions the Prefect flow orchestrates.
 
 fetch (per provider, no warehouse access, may run concurrently) -> load (one
-transaction per provider into a private working copy, the providers fetched
-first while the others still fetch; the copy published at once). Nothing here
-knows about Prefect, so each step can be called and tested directly.
+short write window, one transaction per provider). Nothing here knows about
+Prefect, so each step can be called and tested directly.
 """
 
 from __future__ import annotations
@@ -203,84 +202,9 @@ def interrupted_outcome(o: ScrapeOutcome, signum: int) -> ScrapeOutcome:
                                "for the next refresh")
 
 
-class MergeAsFetched:
-    """The merges of the providers fetched while slower ones still fetch, into the working copy
-    the write window publishes.
-
-    At world scale the slowest source fetches for many seconds after the others are done, with
-    a core to spare meanwhile; each merge is 50-300 ms of CPU that would otherwise wait for it.
-    The copy is private until load_all renames it over the warehouse (warehouse.snapshot), so
-    readers wait no longer than before. These merges are provisional: a signal while fetching,
-    or any error in one of them, discards the copy, and the write window does what it does
-    without them (a signal: nothing merged, the fetched results kept for the next refresh; an
-    error: the window merges every provider itself and reports what failed). The last provider
-    fetched is merged in the window, after the fetched results are saved (warehouse.pending).
-    Off when results an earlier refresh saved wait to be merged: those go first, in the window.
-    """
-
-    def __init__(self, db: str | Path | None, refresh_id: str, policy: AnomalyPolicy, stopper: Stopper) -> None:
-        self.published = db_path(db)
-        self.refresh_id, self.policy, self.stopper = refresh_id, policy, stopper
-        try:
-            self.enabled = not pending.waiting(self.published)
-        except (pending.PendingError, WarehouseError, OSError):
-            self.enabled = False  # the window says what is wrong with the saved results
-        self.work: Path | None = None
-        self.con: duckdb.DuckDBPyConnection | None = None
-        self.reports: dict[int, LoadReport] = {}  # id(outcome) -> what its merge reported
-
-    def __enter__(self) -> MergeAsFetched:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.discard()  # a copy load_all did not take is never published
-
-    def merge(self, outcome: ScrapeOutcome, prepared: PreparedLoad) -> None:
-        """Merge `outcome` now; a signal that came meanwhile then ends the fetch."""
-        if not self.enabled or self.stopper.requested() is not None:
-            return
-        self.stopper.in_window = True  # a signal is taken between two merges, never inside one
-        try:
-            if self.con is None:
-                self.work = start_working_copy(self.published)
-                self.con = open_writer(self.work)
-            self.reports[id(outcome)] = load_outcome(self.con, outcome, self.refresh_id, self.policy,
-                                                     prepared=prepared)
-        except Exception as err:  # noqa: BLE001 - the write window merges it again and reports the failure
-            log.debug("%s: not merged while the others fetch (%s); the write window merges it",
-                      outcome.provider, root_cause(err))
-            self.discard()
-        finally:
-            self.stopper.in_window = False
-        signum = self.stopper.requested()
-        if signum is not None:
-            raise RefreshInterrupted(signum, "while fetching")
-
-    def hand_over(self) -> tuple[Path, duckdb.DuckDBPyConnection, dict[int, LoadReport]] | None:
-        """The open working copy, its connection and the reports of the merges done, for load_all."""
-        if self.con is None or self.work is None:
-            return None
-        held = (self.work, self.con, dict(self.reports))
-        self.work, self.con, self.enabled = None, None, False
-        self.reports.clear()
-        return held
-
-    def discard(self) -> None:
-        self.enabled = False
-        self.reports.clear()
-        con, work, self.con, self.work = self.con, self.work, None, None
-        if con is not None:
-            try:
-                con.close()
-            except duckdb.Error:
-                pass
-        if work is not None:
-            discard(work)
-
-
 def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
              policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
-             stopper: Stopper = NEVER, early: MergeAsFetched | None = None) -> list[LoadReport]:
+             stopper: Stopper = NEVER) -> list[LoadReport]:
     """The write window: every provider's rows prepared (`prepared`, one per outcome, from
     warehouse.store.LoadPreparer; prepared here when not given), then merged into a working copy
     of the warehouse, each provider in its own transaction, folded into the copy with one
@@ -291,38 +215,24 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
     A warehouse that cannot be written (disk full, read-only folder) raises WarehouseError
     naming the first cause; the published warehouse is then unchanged. Once `stopper` says a
     signal came, no further merge starts: the providers left are recorded as interrupted.
-    `early`: the working copy the providers fetched first were merged into (MergeAsFetched);
-    those are not merged again.
     """
     if prepared is None:
         prepared = prepare_loads(outcomes)  # deduplication and Arrow tables: no need to hold the lock for them
     published = db_path(db)
-    held = early.hand_over() if early is not None else None
-    merged = held[2] if held is not None else {}
-    if held is not None:
-        work = held[0]
-    else:
-        try:
-            work = start_working_copy(published)
-        except PublishError as err:
-            raise WarehouseError(f"cannot open {published} for writing: {err}") from err
     try:
-        if held is not None:
-            con = held[1]
-        else:
-            try:
-                con = open_writer(work)
-            except WarehouseError as err:
-                raise WarehouseError(str(err).replace(str(work), str(published), 1)) from err
-            except (duckdb.Error, OSError) as err:
-                raise WarehouseError(f"cannot open {published} for writing: {root_cause(err)}") from err
+        work = start_working_copy(published)
+    except PublishError as err:
+        raise WarehouseError(f"cannot open {published} for writing: {err}") from err
+    try:
+        try:
+            con = open_writer(work)
+        except WarehouseError as err:
+            raise WarehouseError(str(err).replace(str(work), str(published), 1)) from err
+        except (duckdb.Error, OSError) as err:
+            raise WarehouseError(f"cannot open {published} for writing: {root_cause(err)}") from err
         try:
             reports = []
             for o, p in zip(outcomes, prepared):
-                if id(o) in merged:
-                    reports.append(merged[id(o)])
-                    report_progress("merged", o.provider)
-                    continue
                 signum = stopper.requested()
                 if signum is not None:
                     o, p = interrupted_outcome(o, signum), None
@@ -357,12 +267,11 @@ def saved_last_ok(db: Path) -> dict[str, Any]:
 
 def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
                          policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
-                         stopper: Stopper = NEVER, early: MergeAsFetched | None = None) -> list[LoadReport]:
+                         stopper: Stopper = NEVER) -> list[LoadReport]:
     """load_all, with nothing fetched thrown away (warehouse.pending): this refresh's outcomes are
     saved before the write window and forgotten once it is published; outcomes an earlier
     refresh saved and could not write are merged first, older first. The caller holds the
-    refresh lock. A failed window raises WarehouseError saying where the results are kept.
-    `early`: the merges done while fetching (MergeAsFetched), kept unless the fetch was cut short."""
+    refresh lock. A failed window raises WarehouseError saying where the results are kept."""
     published = db_path(db)
     try:
         earlier = pending.waiting(published)
@@ -379,13 +288,11 @@ def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], r
     if prepared is None:
         prepared = prepare_loads(outcomes)
     while_fetching = stopper.requested() is not None  # the fetch was cut short: nothing is merged
-    if early is not None and (while_fetching or resumed):
-        early.discard()
     stopper.in_window = True  # a signal from here on stops the window between two merges
     try:
         everything = resumed + outcomes
         reports = load_all(db, everything, refresh_id, policy, prepared=prepare_loads(resumed) + prepared,
-                           stopper=stopper, early=early)
+                           stopper=stopper)
     except WarehouseError as err:
         if this is None:
             raise

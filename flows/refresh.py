@@ -9,7 +9,7 @@ past its timeout, or rolls back the other providers.
 from __future__ import annotations
 
 import logging
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from prefect import flow, task
@@ -21,7 +21,7 @@ from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer, read_endpoints
 from gpuledger.flows import cadence
 from gpuledger.flows.pipeline import (
-    FetchResult, MergeAsFetched, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
+    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
     last_scrape_seconds, load_keeping_fetched, outcome_from, plans_for, resolve_providers, start_order,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
@@ -161,7 +161,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     stop_reported_once()
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
-    with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper, ExitStack() as stack:
+    with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper:
         external = read_endpoints(replay_endpoints) if replay and replay_endpoints and names else None
         server = ReplayServer(recordings or bundled_recordings(), providers=names) \
             if replay and names and external is None else None
@@ -181,11 +181,8 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             started = utcnow()
             futures = {runner.submit(plan): plan for plan in plans}
             outcomes, prepared = {}, {}
-            policy = AnomalyPolicy.from_env(accept_anomaly)
-            early = stack.enter_context(MergeAsFetched(db, refresh_id, policy, stopper))
-            # Each provider's rows are prepared for the write window (deduplicated, made Arrow) and
-            # merged into its working copy as its scrape finishes, while slower providers are still
-            # fetching; the last one is merged in the window.
+            # Each provider's rows are prepared for the write window (deduplicated, made Arrow) as
+            # its scrape finishes, while slower providers are still fetching.
             with LoadPreparer() as preparer, interruptible_fetch(plans, outcomes, prepared, started):
                 for fut in as_completed(list(futures)):
                     plan = futures[fut]
@@ -203,14 +200,13 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                         outcomes[plan.provider] = outcome_from(result, plan, None, started)
                         report_progress("fetched", plan.provider)
                     prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
-                    if len(outcomes) < len(plans):
-                        early.merge(outcomes[plan.provider], prepared[plan.provider])
         finally:
             if server is not None:
                 server.close()
         report_progress("merging")
-        reports = load_keeping_fetched(db, [outcomes[n] for n in names], refresh_id, policy,
-                                       prepared=[prepared[n] for n in names], stopper=stopper, early=early)
+        reports = load_keeping_fetched(db, [outcomes[n] for n in names], refresh_id,
+                                       AnomalyPolicy.from_env(accept_anomaly), prepared=[prepared[n] for n in names],
+                                       stopper=stopper)
     summary = summarize(refresh_id, reports)
     try:  # read back after the write window: what this refresh changed most
         summary["price_moves"] = refresh_price_moves(db, refresh_id, PRICE_MOVES_TOP)

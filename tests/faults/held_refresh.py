@@ -5,11 +5,6 @@ Its load_outcome calls get `on_offers_merged`: the first provider's merge, insid
 right after its offers were replaced, writes FOLDER/merging ("<pid> <provider>", whole or absent)
 and waits until FOLDER/release exists (at most 120 s). test_process_faults.py kills the process
 there, or runs readers and a second refresh against the held window.
-
-The refresh's merges while others still fetch (flows.pipeline.MergeAsFetched) are off, so the
-first merge is the write window's, in the order of the providers asked for. With HELD_EARLY=1
-in the environment they stay on and the merge held is the first provider fetched, while the
-other still fetches or waits.
 """
 
 from __future__ import annotations
@@ -45,8 +40,6 @@ def main() -> None:
     from gpuledger.flows.cli import app
 
     pipeline.load_outcome = functools.partial(pipeline.load_outcome, on_offers_merged=hold_first_merge(folder))
-    if os.environ.get("HELD_EARLY") != "1":
-        pipeline.MergeAsFetched.merge = lambda self, outcome, prepared: None
     app(args, prog_name="gpuledger")
 
 
