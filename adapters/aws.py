@@ -321,12 +321,12 @@ _KEY_WORDS = 3  # a SKU is compared within the first 24 bytes of its line
 
 @dataclass
 class _TermLines:
-    """The lines of one window sorted by TermType (see `_term_lines`)."""
+    """The lines of one window, by TermType (see `_term_lines`)."""
 
     on_demand: list[tuple[int, int, int]]  # (start, the comma after TermType, end), in order
     reserved_starts: Any  # numpy: the Reserved lines of the usual layout, in order
     reserved_ends: Any
-    runs: Any  # numpy: where each run of one SKU begins in reserved_starts, then their number
+    runs: Any  # numpy: where each run of one SKU begins in reserved_starts, then len(reserved_starts)
     others: list[tuple[int, int]]  # the lines of another layout that are not OnDemand: (start, end)
     lines: int  # how many lines are not empty
 
@@ -404,8 +404,6 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
     """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, how many of its
     lines are not empty, and how many of them the rule drops as an unwanted variant.
     `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
-    import numpy as np
-
     found = _term_lines(window, start, end)
     find, starts_with = window.find, window.startswith
     spans = []
@@ -436,11 +434,11 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
     # the rule looks for, so each line would get the same answer.
     starts, ends, bounds = found.reserved_starts, found.reserved_ends, found.runs
     firsts = bounds[:-1]
-    for run, line_start, line_end in zip(firsts.tolist(), starts[firsts].tolist(), ends[firsts].tolist()):
+    for run, stop, line_start, line_end in zip(firsts.tolist(), bounds[1:].tolist(), starts[firsts].tolist(),
+                                               ends[firsts].tolist()):
         rest = line_start + _TERM_AT + 11  # the comma after TermType
         if find(_GPU_FAMILY_FIELD, rest + 1, line_end) < 0:
             continue
-        stop = int(bounds[np.searchsorted(bounds, run, "right")])
         if unwanted_variant(rest, line_end):
             variant += stop - run
         else:
