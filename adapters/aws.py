@@ -345,7 +345,8 @@ def _term_lines(window: bytes, start: int, end: int) -> _TermLines:
     usual = (lengths >= _HEAD_BYTES) if size >= _HEAD_BYTES else np.zeros(len(starts), bool)
     heads = starts[usual]
     on_demand: list[tuple[int, int, int]] = []
-    reserved_starts = reserved_ends = runs = np.zeros(1, np.int64)
+    reserved_starts = reserved_ends = np.zeros(0, np.int64)
+    runs = np.zeros(1, np.int64)  # no run: only the count of Reserved lines, 0
     tested = np.zeros(len(starts), bool)  # lines whose TermType the word comparison decided
     if len(heads):
         # Every byte offset as one 88-byte item: indexing copies each line's head in one memcpy.
