@@ -196,11 +196,16 @@ with open(sys.argv[1], "w") as f:
 
 
 def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-                 timeout: float = 1800, sample_s: float = 0.05) -> dict[str, Any]:
+                 timeout: float = 1800, sample_s: float | None = 0.05) -> dict[str, Any]:
     """Run a command; return its exit code, output, wall time, its own peak RSS (ru_maxrss from
     wait4, via a small launcher process) and the peaks of its process tree's summed RSS and
     summed PSS (sampled from /proc; the launcher's few MB included), with each process's PSS at
-    that peak, and the CPU seconds of the command and the descendants it waited for."""
+    that peak, and the CPU seconds of the command and the descendants it waited for.
+
+    sample_s=None: no tree sampling (its peaks are None). A run timed against another should not
+    be sampled: reading every process's smaps_rollup each 50 ms costs about a quarter of a core
+    during a world refresh, which on 2 cores slows a run that uses both more than one that uses one.
+    """
     import tempfile
 
     with tempfile.NamedTemporaryFile("r", suffix=".json") as report:
@@ -222,7 +227,8 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
                 done.wait(sample_s)
 
         sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        if sample_s is not None:
+            sampler.start()
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -230,14 +236,17 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | 
             stdout, stderr = proc.communicate()
         wall = time.perf_counter() - t0
         done.set()
-        sampler.join()
+        if sample_s is not None:
+            sampler.join()
         try:
             doc = json.loads(Path(report.name).read_text() or "{}")
         except ValueError:
             doc = {}
     return {"returncode": doc.get("code", proc.returncode or -1), "wall_s": wall,
-            "peak_rss_mb": doc.get("maxrss_kb", 0) / 1024, "peak_tree_rss_mb": peak_tree[0] / 1024,
-            "peak_tree_pss_mb": peak_tree[1] / 1024, "cpu_s": doc.get("cpu_s", 0.0),
+            "peak_rss_mb": doc.get("maxrss_kb", 0) / 1024,
+            "peak_tree_rss_mb": peak_tree[0] / 1024 if sample_s is not None else None,
+            "peak_tree_pss_mb": peak_tree[1] / 1024 if sample_s is not None else None,
+            "cpu_s": doc.get("cpu_s", 0.0),
             "pss_at_peak_mb": [(round(kb / 1024), name) for kb, name in at_peak],
             "stdout": stdout, "stderr": stderr}
 

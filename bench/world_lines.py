@@ -8,9 +8,9 @@ sent to a replay server in a process of its own (bench/replay_serve.py): the ref
 is then the refresh's, not the recording's.
 
 Lines: the full refresh's wall time, and its ratio to the critical path (the slowest providers
-of that refresh refreshed alone, in the same run; at full scale the full refresh and the slowest
-alone again, 3 back-to-back pairs in all, the median of their ratios judged); the refresh's peak RSS against an import-only
-process; what a reader waits for while a second refresh publishes, against copying the
+of that refresh refreshed alone, in the same run; at full scale 3 back-to-back pairs of the full
+refresh and the slowest alone, the median of their ratios judged; none of these runs is
+memory-sampled); the first full refresh's peak memory (sampled) against an import-only process; what a reader waits for while a second refresh publishes, against copying the
 warehouse file; recommend() p95 with the time model against a plain select of the offers it
 ranks; the comparison page's filter and sort in Chromium against sorting as many numbers; the
 bytes fetched per provider against its source's answers fetched once (bench/sources.py).
@@ -141,16 +141,20 @@ def refresh_command(endpoints: Path, providers: Sequence[str] = ()) -> list[str]
             *[a for p in providers for a in ("-p", p)]]
 
 
-def refresh(world: Path, work: Path, db: Path, providers: Sequence[str] = (), during: Any = None) -> dict[str, Any]:
+def refresh(world: Path, work: Path, db: Path, providers: Sequence[str] = (), during: Any = None,
+            memory: bool = True) -> dict[str, Any]:
     """One `gpuledger refresh` of `providers` (all: empty) into db, measured; `during`: a context
-    manager factory run around it (the reader probe)."""
+    manager factory run around it (the reader probe); memory=False: wall time without sampling
+    the process tree's memory (run_measured), for the runs timed against each other."""
     with replay_process(world, work) as server:
         env = dict(os.environ, GPULEDGER_DB=str(db), **({"PREFECT_API_URL": API_URL[0]} if API_URL else {}))
+        cmd = refresh_command(server["endpoints"], providers)
+        sample_s = 0.05 if memory else None
         if during is None:
-            res = run_measured(refresh_command(server["endpoints"], providers), env=env, timeout=1800)
+            res = run_measured(cmd, env=env, timeout=1800, sample_s=sample_s)
         else:
             with during() as probe:
-                res = run_measured(refresh_command(server["endpoints"], providers), env=env, timeout=1800)
+                res = run_measured(cmd, env=env, timeout=1800, sample_s=sample_s)
             res["probe"] = probe
     if res["returncode"] != 0:
         raise RuntimeError(f"gpuledger refresh {' '.join(providers) or '(all)'} failed ({res['returncode']}):\n"
@@ -295,7 +299,7 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
            quick: bool) -> list[Result]:
     full = refresh(world, work, db, names)
     runs = scrape_runs(db)
-    say(f"  full refresh: {full['wall_s']:.1f} s, peak PSS of its process tree {full['peak_tree_pss_mb']:.0f} MB "
+    say(f"  full refresh (memory sampled): {full['wall_s']:.1f} s, peak PSS of its process tree {full['peak_tree_pss_mb']:.0f} MB "
         f"(the refresh process's own peak RSS {full['peak_rss_mb']:.0f} MB; summed RSS {full['peak_tree_rss_mb']:.0f} MB; "
         f"replay server process {full['server']['peak_rss_mb']:.0f} MB); CPU {full['cpu_s']:.1f} s")
     say(f"  {peak_parts_line(full)}")
@@ -311,23 +315,26 @@ def _lines(world: Path, work: Path, db: Path, names: list[str], hosts: dict[str,
     for line in offer_lines({r["provider"]: r["rows_loaded"] for r in runs}):
         say(line)
 
-    # The critical path: the providers slowest in the full refresh, each refreshed alone.
+    # The critical path: the providers slowest in the full refresh, each refreshed alone. The runs
+    # timed against each other are not memory-sampled (run_measured's sample_s).
     slowest = [r["provider"] for r in runs[: 1 if quick else 2]]
     alone = {}
     for p in slowest:
-        res = refresh(world, work, work / f"alone-{p}.duckdb", [p])
+        res = refresh(world, work, work / f"alone-{p}.duckdb", [p], memory=False)
         alone[p] = res["wall_s"]
-        say(f"  {p} alone: {res['wall_s']:.1f} s, CPU {res['cpu_s']:.1f} s")
+        say(f"  {p} alone: {res['wall_s']:.1f} s")
     critical_provider = max(alone, key=alone.get)
-    # More pairs of the full refresh and its critical provider alone, each into a warehouse of its
-    # own and back to back, in alternating order: this host's speed drifts by tens of percent
-    # within minutes (benchmark 1), and one ratio of two runs a minute apart follows the drift.
-    pairs = [(full["wall_s"], alone[critical_provider])]
-    for i in range(0 if quick else PAIRS - 1):
-        walls = {}
+    # Pairs of the full refresh and its critical provider alone, each into a warehouse of its own
+    # and back to back, in alternating order: this host's speed drifts by tens of percent within
+    # minutes (benchmark 1), and one ratio of two runs a minute apart follows the drift. The first
+    # pair's alone run is the one just measured.
+    pairs = []
+    for i in range(1 if quick else PAIRS):
+        walls = {"alone": alone[critical_provider]} if i == 0 else {}
         for arm in (("alone", "full") if i % 2 == 0 else ("full", "alone")):
-            which = [critical_provider] if arm == "alone" else names
-            walls[arm] = refresh(world, work, work / f"{arm}-{i}.duckdb", which)["wall_s"]
+            if arm not in walls:
+                which = [critical_provider] if arm == "alone" else names
+                walls[arm] = refresh(world, work, work / f"{arm}-{i}.duckdb", which, memory=False)["wall_s"]
         pairs.append((walls["full"], walls["alone"]))
     say(f"  full refresh / {critical_provider} alone, {len(pairs)} pairs: "
         + ", ".join(f"{f:.1f} / {a:.1f} s = {f / a:.2f}x" for f, a in pairs))
@@ -442,12 +449,12 @@ def aws_public_price_list_lines(world: Path, hosts: dict[str, str], names: list[
     try:
         credentialed = alone.get("aws")
         if credentialed is None:
-            credentialed = refresh(world, work, work / "aws-credentialed.duckdb", ["aws"])["wall_s"]
+            credentialed = refresh(world, work, work / "aws-credentialed.duckdb", ["aws"], memory=False)["wall_s"]
         db = work / "aws-public.duckdb"
         with replay_process(world, work) as server:
             env = dict(os.environ, GPULEDGER_DB=str(db), **AWS_PUBLIC_ONLY_ENV,
                        **({"PREFECT_API_URL": API_URL[0]} if API_URL else {}))
-            res = run_measured(refresh_command(server["endpoints"], ["aws"]), env=env, timeout=1800)
+            res = run_measured(refresh_command(server["endpoints"], ["aws"]), env=env, timeout=1800, sample_s=None)
         if res["returncode"] != 0:
             raise RuntimeError(f"gpuledger refresh aws (public price list only) failed ({res['returncode']}):\n"
                                f"{res['stdout'][-1500:]}\n{res['stderr'][-2500:]}")
