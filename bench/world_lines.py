@@ -10,7 +10,8 @@ is then the refresh's, not the recording's.
 Lines: the full refresh's wall time, and its ratio to the critical path (the slowest providers
 of that refresh refreshed alone, in the same run; at full scale 5 back-to-back pairs of the full
 refresh and the slowest alone, the median of their ratios judged; none of these runs is
-memory-sampled); the first full refresh's peak memory (sampled) against an import-only process; what a reader waits for while a second refresh publishes, against copying the
+memory-sampled); the first full refresh's peak memory (sampled) against an import-only
+process; what a reader waits for while a second refresh publishes, against copying the
 warehouse file; recommend() p95 with the time model against a plain select of the offers it
 ranks; the comparison page's filter and sort in Chromium against sorting as many numbers; the
 bytes fetched per provider against its source's answers fetched once (bench/sources.py).
