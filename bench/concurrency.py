@@ -3,8 +3,8 @@
 One ReplayServer answers every provider from the bundled recordings; its hook sleeps 100-300 ms
 per request (deterministic per request: a hash of host, method, target and body) inside a
 per-host semaphore (at most PER_HOST requests served at once per host, like a provider's rate
-limit). The fetch phase (flows.pipeline.fetch_source per provider, which is all a Prefect task
-does) is measured four ways, in this process:
+limit). The fetch phase (flows.pipeline.fetch_source per provider, which a Prefect task runs
+through fetch_within) is measured four ways, in this process:
 
 - alone: each provider by itself (fetch_source in this process, which also gives its CPU), then
   the slowest once more the way the task fetches it (flows.pipeline.fetch_within: the sources of
