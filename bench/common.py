@@ -195,8 +195,11 @@ with open(sys.argv[1], "w") as f:
 """
 
 
+TREE_SAMPLE_S = 0.05  # how often run_measured samples the process tree's memory
+
+
 def run_measured(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-                 timeout: float = 1800, sample_s: float | None = 0.05) -> dict[str, Any]:
+                 timeout: float = 1800, sample_s: float | None = TREE_SAMPLE_S) -> dict[str, Any]:
     """Run a command; return its exit code, output, wall time, its own peak RSS (ru_maxrss from
     wait4, via a small launcher process) and the peaks of its process tree's summed RSS and
     summed PSS (sampled from /proc; the launcher's few MB included), with each process's PSS at

@@ -90,9 +90,10 @@ def _fetch(plan: Any) -> tuple[str, float, int]:
 def _fetch_as_task(plan: Any) -> float:
     """Wall seconds of one provider's fetch on the path the flow's task takes (fetch_within)."""
     from gpuledger.flows.pipeline import fetch_within
+    from gpuledger.warehouse.settings import load_settings
 
     t0 = time.perf_counter()
-    fetch_within(plan, 1800.0)
+    fetch_within(plan, load_settings().task_timeout_s)
     return time.perf_counter() - t0
 
 

@@ -32,7 +32,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from bench.common import REPO, Result, median, peak_parts_line, percentile, prefect_api, run_measured, say, tmp_root
+from bench.common import (
+    REPO, TREE_SAMPLE_S, Result, median, peak_parts_line, percentile, prefect_api, run_measured, say, tmp_root,
+)
 
 API_URL: list[str] = []  # the benchmark's Prefect API server while run() runs
 WALL_TARGET_S = 90.0
@@ -150,7 +152,7 @@ def refresh(world: Path, work: Path, db: Path, providers: Sequence[str] = (), du
     with replay_process(world, work) as server:
         env = dict(os.environ, GPULEDGER_DB=str(db), **({"PREFECT_API_URL": API_URL[0]} if API_URL else {}))
         cmd = refresh_command(server["endpoints"], providers)
-        sample_s = 0.05 if memory else None
+        sample_s = TREE_SAMPLE_S if memory else None
         if during is None:
             res = run_measured(cmd, env=env, timeout=1800, sample_s=sample_s)
         else:
