@@ -5,9 +5,10 @@ sources whose parse is seconds of CPU at world scale (AWS's price lists and spot
 SKU catalog and aggregated lists, Azure's retail feed, Vast.ai's listings) would parse one after
 another on one core however many cores the machine has. Such a source's fetch and parse run in
 a child process, which hands back the same FetchResult a thread would have returned. The
-children are forked from multiprocessing's fork server, a fresh single-threaded process that
-imports gpuledger once (a fork of the refresh itself, holding Prefect's threads and sockets, is
-unsafe; a fresh interpreter per child pays the imports, about 1.5 s of CPU, each time).
+children are forked from the refresh's fork server (gpuledger/forkserver.py), a fresh
+single-threaded process that imports gpuledger once (a fork of the refresh itself, holding
+Prefect's threads and sockets, is unsafe; a fresh interpreter per child pays the imports, about
+1.5 s of CPU, each time).
 
 The child is killed when the timeout passes, when this process's main thread has ended (a
 signal ended the refresh, and the interpreter waits for its worker threads before it exits), or
@@ -17,13 +18,13 @@ waits for a fetch nor leaves one running.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import threading
 import time
 from typing import Any, Callable
 
+from gpuledger import forkserver
 from gpuledger.adapters.base import SourceError
 
 PARENT_CHECK_S = 0.5  # how often the child looks whether its parent is still there
@@ -32,9 +33,6 @@ RESULT_POLL_S = 0.2  # how often the waiting thread looks at the child while wai
 
 class ChildCrashed(RuntimeError):
     """The child process ended without handing back a result (killed, out of memory)."""
-
-
-PRELOAD = ["gpuledger.flows.pipeline"]  # imported once by the fork server, before any child
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -73,8 +71,7 @@ def fetch_in_child(fetch: Callable[[Any], Any], plan: Any, timeout_s: float,
 
     `fetch` must be a module-level function (the child imports it by name). After `timeout_s`
     the child is killed and `on_timeout()` is raised."""
-    mp = multiprocessing.get_context("forkserver")
-    mp.set_forkserver_preload(PRELOAD)
+    mp = forkserver.context()
     receive, send = mp.Pipe(duplex=False)
     proc = mp.Process(target=_child, args=(fetch, plan, send, dict(os.environ)),
                       name=f"fetch-{getattr(plan, 'provider', 'source')}", daemon=True)

@@ -22,7 +22,8 @@ from gpuledger.adapters.replay import ReplayServer, read_endpoints
 from gpuledger.flows import cadence
 from gpuledger.flows.pipeline import (
     FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
-    last_scrape_seconds, load_keeping_fetched, outcome_from, plans_for, resolve_providers, start_order,
+    last_scrape_seconds, load_keeping_fetched, outcome_from, plans_for, resolve_providers, prepare_children,
+    start_order,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.flows.progress import report as report_progress
@@ -173,6 +174,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             plans = plans_for(names, mode, urls, replay_settings, record_dir, since=read_since(db),
                               http_attempts=http_attempts, retry_wait_max_s=retry_wait_max_s)
             plans = start_order(plans, last_scrape_seconds(db) if names else {})
+            prepare_children(names)
             # A recording answers the same way every time: a replay is never retried. Live, only a
             # crash is (retry_only_crashes): the HTTP policy already retried each request.
             retries = 0 if replay else load_settings().task_retries

@@ -2,12 +2,18 @@
 
 Scrapy's Twisted reactor can be started once per process, so a Prefect worker
 (or a test session) that scrapes twice would fail on the second crawl. Each
-crawl therefore runs as `python -m gpuledger.spiders.runner ...` in its own work
-folder: the child starts one CrawlerProcess, writes the items through scrapy's
-feed export (JSON lines) and a small status file, and exits non-zero when the
-crawl did not produce a price table. The parent enforces a timeout (killing
-the child's whole process group, browser included) and turns any failure into
-a SourceError that names the provider, the URL and the child's last log lines.
+crawl therefore runs in a child process of its own, in its own work folder: the
+child starts one CrawlerProcess, writes the items through scrapy's feed export
+(JSON lines) and a small status file, and exits non-zero when the crawl did not
+produce a price table. The parent enforces a timeout (killing the child's whole
+process group, browser included) and turns any failure into a SourceError that
+names the provider, the URL and the child's last log lines.
+
+The child is forked from the refresh's fork server (gpuledger/forkserver.py),
+which has imported Scrapy and Twisted once and started no reactor: a fresh
+interpreter pays about 1 s of CPU for those imports, per crawl, while the other
+providers are parsing. Where no child can be forked (a daemonic Dask worker) it
+is a fresh `python -m gpuledger.spiders.runner ...`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,12 +65,31 @@ def _tail(path: Path) -> str:
     return text[-STDERR_TAIL_CHARS:].strip()
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+PARENT_CHECK_S = 0.5  # how often a forked crawl looks whether the refresh is still there
+
+
+class _ForkedCrawl:
+    """A crawl child forked from the fork server, waited on and killed as a Popen is."""
+
+    def __init__(self, proc: Any) -> None:
+        self.proc, self.pid = proc, proc.pid
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.proc.join(timeout)
+        if self.proc.exitcode is None:
+            raise subprocess.TimeoutExpired("crawl", timeout or 0)
+        return self.proc.exitcode
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+
+def _kill_group(proc: subprocess.Popen[bytes] | _ForkedCrawl) -> None:
     """End the child and everything it started (Chromium) — this process group only."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    except ProcessLookupError:  # a forked child killed before it made its group
+        proc.kill()
     proc.wait()
 
 
@@ -84,16 +111,49 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes]:
-    """`python -m gpuledger.spiders.runner ARGS` in `work`, its own session (so a timeout can kill its whole
-    group, browser included), its output in work/stdout.log and work/stderr.log."""
+def _end_with_parent(parent: int) -> None:
+    """A forked crawl's parent is the fork server, which ends when the refresh does: the crawl
+    and its browser end then too (the refresh's watchdog finds no orphan by its parent)."""
+    while True:
+        time.sleep(PARENT_CHECK_S)
+        if os.getppid() != parent:
+            os.killpg(0, signal.SIGKILL)
+
+
+def _forked_main(args: list[str], work: str, environ: dict[str, str]) -> None:
+    """The forked child: what `python -m gpuledger.spiders.runner ARGS` would do, in `work`."""
+    os.setsid()  # its own group, as start_new_session gives the fresh interpreter
+    os.chdir(work)
+    os.environ.clear()
+    os.environ.update(environ)
+    for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
+        log = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, fd)
+        os.close(log)
+    sys.stdout.reconfigure(line_buffering=True)
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+    raise SystemExit(main(args))
+
+
+def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes] | _ForkedCrawl:
+    """The crawl child for `python -m gpuledger.spiders.runner ARGS` in `work`, in its own session (so a
+    timeout can kill its whole group, browser included), its output in work/stdout.log and
+    work/stderr.log."""
+    from gpuledger import forkserver
+
+    if forkserver.can_fork():
+        forkserver.preload(forkserver.CRAWL_MODULES)
+        proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), child_env()),
+                                            name="crawl", daemon=True)
+        proc.start()
+        return _ForkedCrawl(proc)
     with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
         return subprocess.Popen([sys.executable, "-m", "gpuledger.spiders.runner", *args], cwd=work, env=child_env(),
                                 stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def _start(spider: str, work: Path, url: str, settings: dict[str, Any],
-           spider_args: dict[str, str] | None) -> subprocess.Popen[bytes]:
+           spider_args: dict[str, str] | None) -> subprocess.Popen[bytes] | _ForkedCrawl:
     """Write the crawl's settings into `work` and start its child there."""
     (work / "settings.json").write_text(json.dumps(settings))
     args = ["--spider", spider, "--url", url, "--settings", str(work / "settings.json"),

@@ -83,3 +83,30 @@ def test_a_replayed_source_fetched_in_a_child_gives_the_records_a_thread_gives(r
     assert in_child.batch.offers == on_thread.batch.offers
     assert in_child.batch.quarantined == on_thread.batch.quarantined
     assert list(in_child.batch.notes) == list(on_thread.batch.notes)
+
+
+def test_the_fork_server_imports_scrapy_only_for_a_refresh_with_a_page_source(monkeypatch) -> None:
+    from gpuledger import forkserver
+
+    monkeypatch.setattr(forkserver, "_preload", list(forkserver.FETCH_MODULES))
+    pipeline.prepare_children(["aws", "gcp", "lambda"])  # API sources only
+    assert forkserver._preload == ["gpuledger.flows.pipeline"]
+    pipeline.prepare_children(["aws", "coreweave"])
+    assert forkserver._preload == ["gpuledger.flows.pipeline", "scrapy.crawler",
+                                   "scrapy.core.downloader.handlers.http11", "scrapy.extensions.feedexport"]
+
+
+def test_the_crawl_modules_start_no_reactor_in_the_fork_server() -> None:
+    """A reactor installed in the fork server would be every crawl child's, already chosen (and not
+    the asyncio one the browser crawls need): the preloaded modules must leave it to the crawl."""
+    import subprocess
+    import sys
+
+    from gpuledger import forkserver
+
+    code = ("import importlib, sys\n"
+            f"for m in {list(forkserver.CRAWL_MODULES)!r}: importlib.import_module(m)\n"
+            "print('twisted.internet.reactor' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

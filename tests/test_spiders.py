@@ -9,6 +9,7 @@ adapters/recordings/{coreweave,hyperstack}/README.md).
 from __future__ import annotations
 
 import json
+import os
 import stat
 import time
 from pathlib import Path
@@ -396,10 +397,74 @@ def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch
         page_source.scrape(ctx, coreweave.CoreWeavePricingSpider)
 
 
-def test_crawl_timeout_kills_the_child(replay) -> None:
+def _recording_spawns(monkeypatch) -> list:
+    spawned: list = []
+    real_spawn = runner._spawn
+
+    def spawn(args, work):
+        spawned.append(real_spawn(args, work))
+        return spawned[-1]
+
+    monkeypatch.setattr(runner, "_spawn", spawn)
+    return spawned
+
+
+def test_crawl_timeout_kills_the_child(replay, monkeypatch) -> None:
+    """The page is answered after 20 s, the crawl's limit is 1 s: the error says so well before
+    the answer, and the child (leader of a process group of its own) is gone with its group."""
+    def stall(host, req, exchange):
+        if req.target.startswith(coreweave.PRICING_PATH):
+            time.sleep(20)
+        return None
+
+    server = replay("coreweave", hook=stall)
+    ctx = replay_context(server, "coreweave")
+    spawned = _recording_spawns(monkeypatch)
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 1 s"):
+        crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=1)
+    assert time.monotonic() - started < 10
+    (child,) = spawned
+    with pytest.raises(ProcessLookupError):
+        os.killpg(child.pid, 0)  # no process is left in the crawl's group
+
+
+def test_crawl_child_is_forked_into_a_group_of_its_own_with_the_callers_environment(replay, monkeypatch) -> None:
+    """Forked from the fork server, the crawl still runs as a fresh `python -m` child would: in a
+    process group of its own, with the environment of the moment it was asked for (the fork
+    server, started earlier in the session, never saw this variable)."""
+    seen: dict = {}
+
+    def look(host, req, exchange):
+        child = spawned[-1]
+        seen["forked"] = isinstance(child, runner._ForkedCrawl)
+        seen["own group"] = os.getpgid(child.pid) == child.pid
+        return None
+
+    server = replay("coreweave", hook=look)
+    ctx = replay_context(server, "coreweave")
+    spawned = _recording_spawns(monkeypatch)
+    crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))  # the server is up
+    for mark in ("first", "second"):
+        monkeypatch.setenv("CRAWL_TEST_MARK", mark)
+        result = crawl(ctx, "tests.env_spider:EnvironmentSpider", coreweave.HOST, coreweave.PRICING_PATH,
+                       crawl_settings(ctx))
+        assert result.items == [{"name": mark}]
+    assert seen == {"forked": True, "own group": True}
+
+
+def test_where_no_child_can_be_forked_the_crawl_runs_in_a_fresh_interpreter(replay, monkeypatch) -> None:
+    """In a daemonic process (a Dask worker) multiprocessing starts no child: the crawl is then
+    `python -m gpuledger.spiders.runner`, with the same items."""
+    from gpuledger import forkserver
+
+    monkeypatch.setattr(forkserver, "can_fork", lambda: False)
     ctx = replay_context(replay("coreweave"), "coreweave")
-    with pytest.raises(SourceError, match="coreweave: crawl of www.coreweave.com/pricing .*timed out after 0.3 s"):
-        crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx), timeout_s=0.3)
+    spawned = _recording_spawns(monkeypatch)
+    result = page_source.scrape(ctx, coreweave.CoreWeavePricingSpider)
+    assert result.status["items"] == len(result.items) == 21
+    (child,) = spawned
+    assert child.args[1:3] == ["-m", "gpuledger.spiders.runner"]
 
 
 def test_hyperstack_without_a_browser_finds_nothing(replay) -> None:

@@ -1,0 +1,46 @@
+"""The one fork server a refresh's child processes are forked from.
+
+Python's multiprocessing keeps one fork server per process: the first child started through it
+starts it, and it imports the modules named by then once, before it forks any child. A fork of
+it costs milliseconds; a fresh interpreter pays its imports every time. Both kinds of child use
+it: a provider fetch in a process of its own (flows/isolated.py) and a page crawl
+(spiders/runner.py), so each names what it needs here rather than on the server, where one
+list would replace the other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from multiprocessing.context import BaseContext
+from typing import Iterable
+
+# A provider fetch in a process of its own.
+FETCH_MODULES = ("gpuledger.flows.pipeline",)
+# A page crawl: Scrapy, Twisted and the parsers, about 1 s of CPU in a fresh interpreter.
+# Third-party modules only: a module of ours reading a setting at import would keep the fork
+# server's value in every child.
+CRAWL_MODULES = ("scrapy.crawler", "scrapy.core.downloader.handlers.http11", "scrapy.extensions.feedexport")
+
+_preload = list(FETCH_MODULES)
+_lock = threading.Lock()
+
+
+def preload(modules: Iterable[str]) -> None:
+    """Have the fork server import `modules` too. A server already running keeps what it has:
+    its children then import the rest themselves."""
+    with _lock:
+        _preload.extend(m for m in modules if m not in _preload)
+
+
+def context() -> BaseContext:
+    """The forkserver context, its server (when this starts it) preloading every module named."""
+    mp = multiprocessing.get_context("forkserver")
+    with _lock:
+        mp.set_forkserver_preload(list(_preload))
+    return mp
+
+
+def can_fork() -> bool:
+    """False in a daemonic process (a Dask worker), which multiprocessing lets start no child."""
+    return not multiprocessing.current_process().daemon
