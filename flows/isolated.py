@@ -27,7 +27,6 @@ from typing import Any, Callable
 from gpuledger import forkserver
 from gpuledger.adapters.base import SourceError
 
-PARENT_CHECK_S = 0.5  # how often the child looks whether its parent is still there
 RESULT_POLL_S = 0.2  # how often the waiting thread looks at the child while waiting
 
 
@@ -35,21 +34,8 @@ class ChildCrashed(RuntimeError):
     """The child process ended without handing back a result (killed, out of memory)."""
 
 
-def _exit_with_parent(parent: int) -> None:
-    """The fork server ends when the refresh does (the refresh holds its pipe): its children,
-    given to another parent then, end too."""
-    while True:
-        time.sleep(PARENT_CHECK_S)
-        if os.getppid() != parent:
-            os._exit(1)
-
-
 def _child(fetch: Callable[[Any], Any], plan: Any, conn: Any, environ: dict[str, str]) -> None:
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    # The fork server holds the environment of the moment it started; the settings a fetch reads
-    # are the refresh's of this moment.
-    os.environ.clear()
-    os.environ.update(environ)
+    forkserver.begin_child(environ, on_orphaned=lambda: os._exit(1))
     try:
         outcome: tuple[str, Any] = ("ok", fetch(plan))
     except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it

@@ -11,9 +11,11 @@ list would replace the other.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
+import time
 from multiprocessing.context import BaseContext
-from typing import Iterable
+from typing import Callable, Iterable
 
 # A provider fetch in a process of its own.
 FETCH_MODULES = ("gpuledger.flows.pipeline",)
@@ -21,6 +23,8 @@ FETCH_MODULES = ("gpuledger.flows.pipeline",)
 # Third-party modules only: a module of ours reading a setting at import would keep the fork
 # server's value in every child.
 CRAWL_MODULES = ("scrapy.crawler", "scrapy.core.downloader.handlers.http11", "scrapy.extensions.feedexport")
+
+PARENT_CHECK_S = 0.5  # how often a child looks whether the fork server is still there
 
 _preload = list(FETCH_MODULES)
 _lock = threading.Lock()
@@ -44,3 +48,23 @@ def context() -> BaseContext:
 def can_fork() -> bool:
     """False in a daemonic process (a Dask worker), which multiprocessing lets start no child."""
     return not multiprocessing.current_process().daemon
+
+
+def begin_child(environ: dict[str, str], on_orphaned: Callable[[], None]) -> None:
+    """First steps of a child forked from the fork server.
+
+    The fork server holds the environment of the moment it started; the settings a child reads
+    are the refresh's of the moment it asked for the child: `environ`. The fork server ends when
+    the refresh does (the refresh holds its pipe); its children, given to another parent then,
+    call `on_orphaned` (from a daemon thread) so that they end too."""
+    os.environ.clear()
+    os.environ.update(environ)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_CHECK_S)
+            if os.getppid() != parent:
+                on_orphaned()
+
+    threading.Thread(target=watch, name="end-with-fork-server", daemon=True).start()

@@ -25,11 +25,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from gpuledger import forkserver
 
 # adapters.base (httpx, tenacity, ...) is imported where used: the crawl child runs this module
 # and never needs it.
@@ -63,9 +63,6 @@ def _tail(path: Path) -> str:
         return ""
     text = "\n".join(line for line in lines if not line.startswith(FAILURE_PREFIX))
     return text[-STDERR_TAIL_CHARS:].strip()
-
-
-PARENT_CHECK_S = 0.5  # how often a forked crawl looks whether the refresh is still there
 
 
 class _ForkedCrawl:
@@ -111,27 +108,18 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def _end_with_parent(parent: int) -> None:
-    """A forked crawl's parent is the fork server, which ends when the refresh does: the crawl
-    and its browser end then too (the refresh's watchdog finds no orphan by its parent)."""
-    while True:
-        time.sleep(PARENT_CHECK_S)
-        if os.getppid() != parent:
-            os.killpg(0, signal.SIGKILL)
-
-
 def _forked_main(args: list[str], work: str, environ: dict[str, str]) -> None:
     """The forked child: what `python -m gpuledger.spiders.runner ARGS` would do, in `work`."""
     os.setsid()  # its own group, as start_new_session gives the fresh interpreter
+    # Orphaned, the crawl ends with its group, browser included (the refresh's watchdog finds
+    # no orphan by its parent).
+    forkserver.begin_child(environ, on_orphaned=lambda: os.killpg(0, signal.SIGKILL))
     os.chdir(work)
-    os.environ.clear()
-    os.environ.update(environ)
     for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
         log = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(log, fd)
         os.close(log)
     sys.stdout.reconfigure(line_buffering=True)
-    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
     raise SystemExit(main(args))
 
 
@@ -139,8 +127,6 @@ def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes] | _ForkedCraw
     """The crawl child for `python -m gpuledger.spiders.runner ARGS` in `work`, in its own session (so a
     timeout can kill its whole group, browser included), its output in work/stdout.log and
     work/stderr.log."""
-    from gpuledger import forkserver
-
     if forkserver.can_fork():
         forkserver.preload(forkserver.CRAWL_MODULES)
         proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), child_env()),
