@@ -11,6 +11,7 @@ list would replace the other.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import threading
 import time
@@ -55,10 +56,17 @@ def begin_child(environ: dict[str, str], on_orphaned: Callable[[], None]) -> Non
 
     The fork server holds the environment of the moment it started; the settings a child reads
     are the refresh's of the moment it asked for the child: `environ`. The fork server ends when
-    the refresh does (the refresh holds its pipe); its children, given to another parent then,
-    call `on_orphaned` (from a daemon thread) so that they end too."""
+    every holder of its "alive" pipe's write end has closed it; its children, given to another
+    parent then, call `on_orphaned` (from a daemon thread) so that they end too."""
     os.environ.clear()
     os.environ.update(environ)
+    # multiprocessing hands each child the refresh's end of that pipe, so that the child could
+    # start processes through the server itself (ours start none). Kept, it would hold the
+    # server, and so the child, alive after a refresh killed without its cleanup.
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_alive_fd is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
     parent = os.getppid()
 
     def watch() -> None:
