@@ -331,3 +331,28 @@ def test_window_prefilter_keeps_what_the_one_line_rule_keeps(window_bytes: int, 
     assert [line for line, keep in _EDGE_LINES if keep] == [line for line in edge if aws._KEPT_LINE.match(line)]
     kept_real, _, _ = _window_scan(body, 1 << 20)
     assert len(kept_real) > 0 and any(b'"Reserved"' in line for line in kept_real)
+
+
+@pytest.mark.parametrize("body, start, expected", [
+    (b"\n", 0, [0]),
+    (b"\nabcdefg\n", 0, [0, 8]),  # the second newline ends the first word
+    (b"\nabcdefgh\n", 0, [0, 9]),  # ... and here starts the last, partial word
+    (b"\n\n\n\n\n\n\n\n\n", 0, list(range(9))),  # every byte of a word a newline
+    (b"x\na\nbb\n\nccc\n", 1, [1, 3, 6, 7, 11]),  # from an odd offset, several newlines per word
+    (b"\n" + b"y" * 40 + b"\n" + b"z" * 7 + b"\n", 0, [0, 41, 49]),
+])
+def test_newline_offsets_finds_every_newline_in_order(body: bytes, start: int, expected: list[int]) -> None:
+    assert aws._newline_offsets(body, start, len(body)).tolist() == expected
+
+
+def test_newline_offsets_agrees_with_a_byte_by_byte_scan() -> None:
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.binary(max_size=200).map(lambda b: b.replace(b"a", b"\n")), st.integers(0, 200), st.integers(0, 200))
+    def check(body: bytes, start: int, end: int) -> None:
+        start, end = min(start, len(body)), min(max(start, end), len(body))
+        expected = [i for i in range(start, end) if body[i] == 10]
+        assert aws._newline_offsets(body, start, end).tolist() == expected
+
+    check()
