@@ -20,6 +20,7 @@ from rich.table import Table
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
@@ -141,24 +142,30 @@ def refresh(
     from gpuledger.flows import watchdog
 
     watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
+    api_server = None
     try:
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
         check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
         wanted = [] if resume else resolve_providers(provider)
+        api_server = prefect_api.start_if_needed()  # starts while the checks and imports below run
         ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
         from gpuledger.flows.progress import RefreshProgress
+        from gpuledger.flows.refresh import nightly_refresh
 
-        with RefreshProgress(console, wanted):
-            from gpuledger.flows.refresh import nightly_refresh
-
+        with prefect_api.flow_api(api_server), RefreshProgress(console, wanted):
             summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
                                       recordings=str(recordings) if recordings else None,
                                       accept_anomaly=accept_anomaly, resume=resume,
                                       replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
+    except prefect_api.ApiServerError as err:
+        raise _fail(str(err)) from None
     except RefreshInterrupted as stop:
         raise _fail(str(stop), stop.exit_code) from None
+    finally:
+        if api_server is not None:
+            api_server.stop()  # a failure before the flow ran leaves it started
     if resume and not summary["providers"]:
         console.print("nothing waiting to be merged", highlight=False)
         return
@@ -188,18 +195,26 @@ def record(
     from gpuledger.flows.pipeline import resolve_providers
 
     watchdog.ensure_watched()
+    api_server = None
     try:
         check_warehouse_file(db)
         resolve_providers(provider)
+        api_server = prefect_api.start_if_needed()
         from gpuledger.flows.refresh import nightly_refresh
 
-        summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
-                                  recordings=str(from_recordings) if from_recordings else None,
-                                  record_dir=str(out_dir))
+        with prefect_api.flow_api(api_server):
+            summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
+                                      recordings=str(from_recordings) if from_recordings else None,
+                                      record_dir=str(out_dir))
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
+    except prefect_api.ApiServerError as err:
+        raise _fail(str(err)) from None
     except RefreshInterrupted as stop:
         raise _fail(str(stop), stop.exit_code) from None
+    finally:
+        if api_server is not None:
+            api_server.stop()
     _print_summary(summary)
     console.print(literal(f"recorded to {out_dir}"))
     if not summary["ok"]:

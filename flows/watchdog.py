@@ -1,7 +1,7 @@
 """No child outlives a refresh: `python -m gpuledger.flows.watchdog PID` watches process PID.
 
 A refresh starts children it does not always get to stop: Prefect's temporary API server
-(started by the flow engine when no PREFECT_API_URL is set), crawl children in their own
+(`flows.prefect_api`, when no PREFECT_API_URL is set), crawl children in their own
 sessions, and the Chromium they drive. A `kill -9` of the refresh runs none of its cleanup,
 and those children would live on under PID 1. So the command line starts this watchdog first:
 a separate process (its own session, so a terminal's Ctrl-C reaches the refresh, not it)

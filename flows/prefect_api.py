@@ -1,0 +1,175 @@
+"""The Prefect API a command's flow run reports to: the one PREFECT_API_URL names, or a temporary
+server this process starts for itself.
+
+With no PREFECT_API_URL, Prefect's client starts a temporary server on the first flow run
+(`prefect.server.api.server.SubprocessASGIServer`): uvicorn with Prefect's app factory, in a
+subprocess. Importing the module that class lives in loads the whole server (FastAPI,
+SQLAlchemy, the API's schemas): about 80 MB in the calling process, for the whole refresh, only
+to start a subprocess. `TemporaryApiServer` starts the same server the same way without that
+import, and as soon as the command knows it will run a flow: its start-up (10 s and more on 2
+cores) then overlaps the command's own imports instead of following them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Iterator
+
+import httpx
+
+HEALTH_POLL_S = 0.1
+STOP_WAIT_S = 5.0
+# A port chosen free can be taken before uvicorn binds it; uvicorn then exits at once.
+START_ATTEMPTS = 3
+
+# What Prefect's own temporary server is started with: no UI, and the ephemeral server's set of
+# background services (the ones a flow run in this process needs, not a scheduler's). And no
+# block-type registration: it serves this process's runs, which use no blocks, and loading
+# the installed collections to register theirs imports prefect-dask's Dask and distributed into
+# the server (27 MB of its 210 MB RSS). A user's own setting of either still wins.
+SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+              "PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
+              "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false"}
+
+
+class ApiServerError(RuntimeError):
+    """Prefect's temporary API server did not start; the message says why in one line."""
+
+
+def configured_url() -> str | None:
+    """The API that Prefect's settings name (PREFECT_API_URL, a profile), or None."""
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url or None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TemporaryApiServer:
+    """Prefect's API server in a subprocess of this one, for this process's flow runs."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self._stderr: IO[bytes] | None = None
+        self._attempts = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def command(self, port: int) -> list[str]:
+        import prefect
+
+        return [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(prefect.__file__).parent.parent),
+                "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+                "--port", str(port), "--log-level", "error", "--lifespan", "on"]
+
+    def start(self) -> None:
+        """Start the server process; it is not waited for (`wait_ready` does)."""
+        from prefect.settings import get_current_settings
+
+        self.stop()
+        self._attempts += 1
+        self.port = free_port()
+        self._stderr = tempfile.TemporaryFile()
+        env = {**os.environ, **SERVER_ENV, **get_current_settings().to_environment_variables(exclude_unset=True)}
+        self.process = subprocess.Popen(self.command(self.port), env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=self._stderr)
+
+    def wait_ready(self, timeout_s: float) -> str:
+        """Wait until the server answers its health check; its API URL. ApiServerError if it
+        exits (after START_ATTEMPTS tries) or does not answer within `timeout_s`."""
+        if self.process is None:
+            self.start()
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=5.0, trust_env=False) as client:  # loopback: no proxy applies
+            while True:
+                assert self.process is not None
+                code = self.process.poll()
+                if code is not None:
+                    if self._attempts < START_ATTEMPTS:
+                        self.start()
+                        continue
+                    raise ApiServerError(f"Prefect's temporary API server exited with code {code}"
+                                         f"{self._stderr_tail()}")
+                try:
+                    if client.get(f"{self.api_url}/health").status_code == 200:
+                        return self.api_url
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    said = self._stderr_tail()
+                    self.stop()
+                    raise ApiServerError(f"Prefect's temporary API server did not answer within {timeout_s:g} s "
+                                         f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS){said}")
+                time.sleep(HEALTH_POLL_S)
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        lines = [line for line in self._stderr.read().decode(errors="replace").splitlines() if line.strip()]
+        return f": {lines[-1].strip()}" if lines else ""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+def start_if_needed() -> TemporaryApiServer | None:
+    """Start a temporary server now when the flow runs of this process will need one (no API
+    configured, Prefect's ephemeral mode allowed); None otherwise."""
+    from prefect.settings import get_current_settings
+
+    if configured_url() or not get_current_settings().server.ephemeral.enabled:
+        return None
+    server = TemporaryApiServer()
+    server.start()
+    return server
+
+
+@contextmanager
+def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
+    """Within: this process's Prefect settings (and its environment, for processes it starts)
+    name `server`'s API, once it answers; the server is stopped on the way out. With no server:
+    the configured API, or none (Prefect then decides, as it would)."""
+    if server is None:
+        yield configured_url()
+        return
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    try:
+        url = server.wait_ready(float(get_current_settings().server.ephemeral.startup_timeout_seconds))
+        before = os.environ.get("PREFECT_API_URL")
+        os.environ["PREFECT_API_URL"] = url
+        try:
+            with temporary_settings(updates={PREFECT_API_URL: url}):
+                yield url
+        finally:
+            if before is None:
+                os.environ.pop("PREFECT_API_URL", None)
+            else:
+                os.environ["PREFECT_API_URL"] = before
+    finally:
+        server.stop()

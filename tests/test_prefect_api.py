@@ -1,0 +1,133 @@
+"""The Prefect API of a command's flow runs (flows/prefect_api.py): the configured one, or a
+temporary server the command starts itself, with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.flows import prefect_api
+from gpuledger.flows.cli import app
+
+# The same newcomer's path as README's first command: no API configured anywhere.
+NO_API_SCRIPT = r"""
+import json, os, sys
+from gpuledger.flows import prefect_api
+from prefect import flow
+from prefect.client.orchestration import get_client
+
+@flow(name="prefect-api-probe")
+def probe() -> str:
+    from prefect.runtime import flow_run
+    return flow_run.id
+
+server = prefect_api.start_if_needed()
+with prefect_api.flow_api(server) as url:
+    pid = server.process.pid
+    run_id = probe()
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(run_id)
+print(json.dumps({
+    "url": url, "port": server.port, "run_state": run.state.type.value,
+    "server_module_imported": "prefect.server.api.server" in sys.modules,
+    "stopped": server.process is None, "pid": pid, "api_url_env_after": os.environ.get("PREFECT_API_URL"),
+}))
+"""
+
+
+def no_api_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # its own database, not the user's
+    return env
+
+
+def test_a_temporary_server_serves_the_flow_run_and_is_stopped_after(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", NO_API_SCRIPT], env=no_api_env(tmp_path), capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["url"] == f"http://127.0.0.1:{doc['port']}/api"
+    assert doc["run_state"] == "COMPLETED"  # the run the server recorded, read back from it
+    # The reason for starting it ourselves: the server's modules stay out of this process.
+    assert doc["server_module_imported"] is False
+    assert doc["stopped"] is True and doc["api_url_env_after"] is None
+    assert not psutil.pid_exists(doc["pid"])
+    # Prefect's database went where PREFECT_HOME says: the server had this process's settings.
+    assert (tmp_path / "prefect-home" / "prefect.db").exists()
+
+
+def test_a_configured_api_is_used_and_nothing_is_started() -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        assert prefect_api.start_if_needed() is None
+        with prefect_api.flow_api(None) as url:
+            assert url == "http://127.0.0.1:9/api"
+
+
+class ScriptedServer(prefect_api.TemporaryApiServer):
+    """The real start/wait/stop with another program in the server's place."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def command(self, port: int) -> list[str]:
+        return [sys.executable, "-c", self.code]
+
+    def start(self) -> None:
+        super().start()
+        assert self.process is not None
+        self.started.append(self.process)
+
+
+def test_a_server_that_exits_is_retried_then_said_in_one_line() -> None:
+    server = ScriptedServer("import sys; sys.stderr.write('warming up\\nERROR: [Errno 98] address already in use\\n');"
+                            " sys.exit(3)")
+    with pytest.raises(prefect_api.ApiServerError) as err:
+        server.wait_ready(60)
+    assert str(err.value) == ("Prefect's temporary API server exited with code 3: "
+                              "ERROR: [Errno 98] address already in use")
+    assert len(server.started) == prefect_api.START_ATTEMPTS == 3
+
+
+def test_a_server_that_never_answers_times_out_and_is_killed() -> None:
+    server = ScriptedServer("import sys, time; sys.stderr.write('stuck in migrations\\n'); sys.stderr.flush();"
+                            " time.sleep(120)")
+    server.start()
+    with pytest.raises(prefect_api.ApiServerError) as err:
+        server.wait_ready(1.5)
+    assert str(err.value) == ("Prefect's temporary API server did not answer within 1.5 s "
+                              "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): stuck in migrations")
+    assert server.process is None and server.started[0].poll() is not None  # stopped, not left behind
+
+
+def test_the_refresh_command_says_a_failed_server_in_one_line(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[ScriptedServer] = []
+
+    def failing() -> ScriptedServer:
+        server = ScriptedServer("import sys; sys.stderr.write('boom\\n'); sys.exit(1)")
+        server.start()
+        started.append(server)
+        return server
+
+    monkeypatch.setattr(prefect_api, "start_if_needed", failing)
+    db = tmp_path / "ledger.duckdb"
+    result = CliRunner().invoke(app, ["refresh", "--replay", "--db", str(db), "-p", "lambda"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "error: Prefect's temporary API server exited with code 1: boom"
+    assert all(p.poll() is not None for p in started[0].started)
+    if db.exists():  # nothing was fetched, so nothing was loaded
+        con = duckdb.connect(str(db), read_only=True)
+        assert con.execute("select count(*) from offers").fetchone() == (0,)
+        con.close()
