@@ -34,7 +34,11 @@ KNOWN_LOCATIONS = ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium", "/us
 # refuses to start sandboxed as root), or where the `chromium_no_sandbox` setting says the machine
 # has no user namespaces for it. Nothing else weakens the browser (no --disable-web-security,
 # no remote debugging port, no site-isolation switches).
+# Fewer processes for one page: the GPU and network services run in the browser's own process,
+# and unsandboxed there is no zygote (it exists to start sandboxed renderers). Chromium's
+# processes for one rendered page: 7 and 199 MB PSS as before, 3 and 181 MB so.
 NO_SANDBOX = "--no-sandbox"
+UNSANDBOXED_ARGS = (NO_SANDBOX, "--no-zygote")
 BROWSER_ARGS = (
     "--disable-gpu",
     "--disable-dev-shm-usage",
@@ -43,6 +47,8 @@ BROWSER_ARGS = (
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    "--in-process-gpu",
+    "--enable-features=NetworkServiceInProcess2",
 )
 # Sub-resources a price table never needs; skipping them keeps renders fast.
 SKIPPED_RESOURCE_TYPES = frozenset({"image", "media", "font"})
@@ -100,7 +106,7 @@ def needs_no_sandbox() -> bool:
 
 
 def launch_args() -> list[str]:
-    return ([NO_SANDBOX] if needs_no_sandbox() else []) + list(BROWSER_ARGS)
+    return list(UNSANDBOXED_ARGS if needs_no_sandbox() else ()) + list(BROWSER_ARGS)
 
 
 def launch_options(executable_path: str, timeout_ms: float) -> dict[str, Any]:

@@ -610,9 +610,11 @@ def test_browser_sandbox_stays_on_for_other_users(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.delenv("GPULEDGER_CHROMIUM_NO_SANDBOX", raising=False)
     monkeypatch.setattr(browser.os, "geteuid", lambda: 1000)
-    assert "--no-sandbox" not in browser.launch_options("/usr/bin/chromium", 1000)["args"]
+    sandboxed = browser.launch_options("/usr/bin/chromium", 1000)["args"]
+    # The zygote starts sandboxed renderers: kept whenever the sandbox is.
+    assert "--no-sandbox" not in sandboxed and "--no-zygote" not in sandboxed
     monkeypatch.setenv("GPULEDGER_CHROMIUM_NO_SANDBOX", "1")  # a container without user namespaces
-    assert browser.launch_options("/usr/bin/chromium", 1000)["args"][0] == "--no-sandbox"
+    assert browser.launch_options("/usr/bin/chromium", 1000)["args"][:2] == ["--no-sandbox", "--no-zygote"]
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
     monkeypatch.delenv("GPULEDGER_CHROMIUM_NO_SANDBOX")
     assert browser.launch_options("/usr/bin/chromium", 1000)["args"][0] == "--no-sandbox"

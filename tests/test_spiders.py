@@ -286,8 +286,9 @@ def test_crawl_settings_polite_and_safe(monkeypatch: pytest.MonkeyPatch) -> None
     assert replayed["DOWNLOAD_HANDLERS"] == {"http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"}
     assert b["PLAYWRIGHT_LAUNCH_OPTIONS"]["executable_path"] == "/opt/chrome/chrome"
     assert b["PLAYWRIGHT_LAUNCH_OPTIONS"]["args"] == [
-        "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+        "--no-sandbox", "--no-zygote", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic", "--in-process-gpu",
+        "--enable-features=NetworkServiceInProcess2"]
     json.dumps(b)  # crosses the process boundary as JSON
 
 
@@ -544,6 +545,15 @@ def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
     assert "SCRAPY_SETTINGS_MODULE" not in env and env["PYTHONUNBUFFERED"] == "1"
     monkeypatch.setenv("NODE_COMPILE_CACHE", "/elsewhere")
     assert child_env()["NODE_COMPILE_CACHE"] == "/elsewhere"  # the user's own choice is kept
+
+
+def test_crawl_child_driver_gets_a_small_young_generation_beside_the_users_node_options(monkeypatch) -> None:
+    from gpuledger.spiders.runner import child_env
+
+    monkeypatch.delenv("NODE_OPTIONS", raising=False)
+    assert child_env()["NODE_OPTIONS"] == "--max-semi-space-size=1"
+    monkeypatch.setenv("NODE_OPTIONS", "--max-old-space-size=512")
+    assert child_env()["NODE_OPTIONS"] == "--max-old-space-size=512 --max-semi-space-size=1"
 
 
 CHILD_LOADS_COMPONENTS = """
