@@ -302,16 +302,7 @@ def shared_prefect_api() -> Iterator[str]:
     """One Prefect API server for every benchmark of a `python -m bench` run: its URL goes to the
     child processes' environment and to this process's Prefect settings (benchmark 1 runs its
     flows in this process), so the server starts once, not once per benchmark."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from gpuledger.flows.prefect_api import api_url_set
 
-    with prefect_api() as url:
-        before = os.environ.get("PREFECT_API_URL")
-        os.environ["PREFECT_API_URL"] = url
-        try:
-            with temporary_settings(updates={PREFECT_API_URL: url}):
-                yield url
-        finally:
-            if before is None:
-                os.environ.pop("PREFECT_API_URL", None)
-            else:
-                os.environ["PREFECT_API_URL"] = before
+    with prefect_api() as url, api_url_set(url):
+        yield url

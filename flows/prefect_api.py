@@ -150,26 +150,35 @@ def start_if_needed() -> TemporaryApiServer | None:
 
 
 @contextmanager
+def api_url_set(url: str) -> Iterator[str]:
+    """Within: this process's Prefect settings and its environment (for the processes it starts)
+    name `url` as the API."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    before = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield url
+    finally:
+        if before is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = before
+
+
+@contextmanager
 def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
-    """Within: this process's Prefect settings (and its environment, for processes it starts)
-    name `server`'s API, once it answers; the server is stopped on the way out. With no server:
-    the configured API, or none (Prefect then decides, as it would)."""
+    """Within: the API of `server`, once it answers (api_url_set); the server is stopped on the
+    way out. With no server: the configured API, or none (Prefect then decides, as it would)."""
     if server is None:
         yield configured_url()
         return
-    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+    from prefect.settings import get_current_settings
 
     try:
         url = server.wait_ready(float(get_current_settings().server.ephemeral.startup_timeout_seconds))
-        before = os.environ.get("PREFECT_API_URL")
-        os.environ["PREFECT_API_URL"] = url
-        try:
-            with temporary_settings(updates={PREFECT_API_URL: url}):
-                yield url
-        finally:
-            if before is None:
-                os.environ.pop("PREFECT_API_URL", None)
-            else:
-                os.environ["PREFECT_API_URL"] = before
+        with api_url_set(url):
+            yield url
     finally:
         server.stop()
