@@ -287,12 +287,11 @@ def prefect_api() -> Iterator[str]:
     if os.environ.get("PREFECT_API_URL"):
         yield os.environ["PREFECT_API_URL"]
         return
-    from prefect.server.api.server import SubprocessASGIServer
+    from gpuledger.flows.prefect_api import TemporaryApiServer
 
-    server = SubprocessASGIServer()
-    server.start(timeout=600)
+    server = TemporaryApiServer()  # the server `gpuledger refresh` starts when none is configured
     try:
-        yield server.api_url
+        yield server.wait_ready(600)
     finally:
         server.stop()
 
