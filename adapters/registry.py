@@ -2,7 +2,8 @@
 
 Modules are imported on first use. Each declares `PROVIDER` (a `ProviderSpec` whose name is its
 key here) and `fetch(ctx) -> Batch`. The redaction reads every spec once per process
-(`secret_env_vars`); a module that fails to import there is reported and leaves the others covered.
+(`secret_env_vars`), and a refresh's child processes take the names from the refresh; a module
+that fails to import there is reported and leaves the others covered.
 """
 
 from __future__ import annotations
@@ -97,3 +98,11 @@ def secret_env_vars() -> tuple[str, ...]:
     if complete:
         _secret_env_vars = found
     return found
+
+
+def adopt_secret_env_vars(names: tuple[str, ...]) -> None:
+    """Take `secret_env_vars()` as another process of this refresh found it: a fetch or crawl
+    child would otherwise import every source module, a page source's Scrapy and Twisted with
+    them, only to learn these names (20 MB and more in each child)."""
+    global _secret_env_vars
+    _secret_env_vars = tuple(names)

@@ -24,6 +24,7 @@ from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
+from gpuledger.pandas_refused import refuse_pandas
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import (
@@ -487,11 +488,10 @@ for _command in app.registered_commands:
 
 
 def main() -> None:
-    """The `gpuledger` command. Its process keeps pandas out: pyarrow imports pandas (where it
-    is installed) at its first conversion only to ask whether the input is a pandas object,
-    about 40 MB of a refresh's memory, and no command hands pyarrow one. `app` called in another
-    program's process (a test, a notebook) leaves that process's modules alone."""
-    sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]  # an import of it fails as "not installed"
+    """The `gpuledger` command. Its process keeps pandas out (gpuledger/pandas_refused.py): no
+    command hands pyarrow a pandas object. `app` called in another program's process (a test, a
+    notebook) leaves that process's modules alone."""
+    refuse_pandas()
     app()
 
 

@@ -34,8 +34,8 @@ class ChildCrashed(RuntimeError):
     """The child process ended without handing back a result (killed, out of memory)."""
 
 
-def _child(fetch: Callable[[Any], Any], plan: Any, conn: Any, environ: dict[str, str]) -> None:
-    forkserver.begin_child(environ, on_orphaned=lambda: os._exit(1))
+def _child(fetch: Callable[[Any], Any], plan: Any, conn: Any, handed: forkserver.Handover) -> None:
+    forkserver.begin_child(handed, on_orphaned=lambda: os._exit(1))
     try:
         outcome: tuple[str, Any] = ("ok", fetch(plan))
     except BaseException as err:  # noqa: BLE001 - handed to the parent, which raises it
@@ -59,7 +59,7 @@ def fetch_in_child(fetch: Callable[[Any], Any], plan: Any, timeout_s: float,
     the child is killed and `on_timeout()` is raised."""
     mp = forkserver.context()
     receive, send = mp.Pipe(duplex=False)
-    proc = mp.Process(target=_child, args=(fetch, plan, send, dict(os.environ)),
+    proc = mp.Process(target=_child, args=(fetch, plan, send, forkserver.handover()),
                       name=f"fetch-{getattr(plan, 'provider', 'source')}", daemon=True)
     proc.start()
     send.close()  # the child holds the only sending end: its death closes the pipe

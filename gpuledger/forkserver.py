@@ -15,6 +15,7 @@ import multiprocessing.forkserver
 import os
 import threading
 import time
+from dataclasses import dataclass
 from multiprocessing.context import BaseContext
 from typing import Callable, Iterable
 
@@ -51,15 +52,36 @@ def can_fork() -> bool:
     return not multiprocessing.current_process().daemon
 
 
-def begin_child(environ: dict[str, str], on_orphaned: Callable[[], None]) -> None:
+@dataclass(frozen=True)
+class Handover:
+    """What a child takes from the refresh at the moment it asks for the child: the environment
+    (the settings it reads) and the names of the secret variables its messages are redacted of."""
+
+    environ: dict[str, str]
+    secret_env_vars: tuple[str, ...]
+
+
+def handover(environ: dict[str, str] | None = None) -> Handover:
+    """This process's Handover; `environ` instead of its own environment when given."""
+    from gpuledger.adapters.registry import secret_env_vars
+
+    return Handover(dict(os.environ if environ is None else environ), secret_env_vars())
+
+
+def begin_child(handed: Handover, on_orphaned: Callable[[], None]) -> None:
     """First steps of a child forked from the fork server.
 
     The fork server holds the environment of the moment it started; the settings a child reads
-    are the refresh's of the moment it asked for the child: `environ`. The fork server ends when
-    every holder of its "alive" pipe's write end has closed it; its children, given to another
-    parent then, call `on_orphaned` (from a daemon thread) so that they end too."""
+    are the refresh's of the moment it asked for the child. The fork server ends when every
+    holder of its "alive" pipe's write end has closed it; its children, given to another parent
+    then, call `on_orphaned` (from a daemon thread) so that they end too."""
+    from gpuledger.adapters.registry import adopt_secret_env_vars
+    from gpuledger.pandas_refused import refuse_pandas
+
     os.environ.clear()
-    os.environ.update(environ)
+    os.environ.update(handed.environ)
+    adopt_secret_env_vars(handed.secret_env_vars)
+    refuse_pandas()
     # multiprocessing hands each child the refresh's end of that pipe, so that the child could
     # start processes through the server itself (ours start none). Kept, it would hold the
     # server, and so the child, alive after a refresh killed without its cleanup.

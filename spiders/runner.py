@@ -115,12 +115,12 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def _forked_main(args: list[str], work: str, environ: dict[str, str]) -> None:
+def _forked_main(args: list[str], work: str, handed: forkserver.Handover) -> None:
     """The forked child: what `python -m gpuledger.spiders.runner ARGS` would do, in `work`."""
     os.setsid()  # its own group, as start_new_session gives the fresh interpreter
     # Orphaned, the crawl ends with its group, browser included (the refresh's watchdog finds
     # no orphan by its parent).
-    forkserver.begin_child(environ, on_orphaned=lambda: os.killpg(0, signal.SIGKILL))
+    forkserver.begin_child(handed, on_orphaned=lambda: os.killpg(0, signal.SIGKILL))
     os.chdir(work)
     for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
         log = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -136,7 +136,7 @@ def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes] | _ForkedCraw
     work/stderr.log."""
     if forkserver.can_fork():
         forkserver.preload(forkserver.CRAWL_MODULES)
-        proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), child_env()),
+        proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), forkserver.handover(child_env())),
                                             name="crawl", daemon=True)
         proc.start()
         return _ForkedCrawl(proc)

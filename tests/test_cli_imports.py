@@ -75,3 +75,28 @@ def test_the_gpuledger_command_keeps_pandas_out_of_a_refresh(tmp_path: Path) -> 
         assert con.execute("select count(*) from offers where provider = 'lambda'").fetchone()[0] > 0
     finally:
         con.close()
+
+
+# pyarrow 26 reads sys.modules itself when it looks for pandas: a None entry there (what
+# `sys.modules["pandas"] = None` would make) is taken for the module, and its first conversion
+# raises AttributeError. Refused by gpuledger, the import fails as a missing module does.
+REFUSED_CHILD = """
+import json, sys
+from gpuledger.pandas_refused import refuse_pandas
+refuse_pandas()
+import pyarrow as pa
+table = pa.Table.from_pylist([{"gpu": "H100", "usd": 2.49}])
+try:
+    import pandas
+    imported = True
+except ModuleNotFoundError:
+    imported = False
+print(json.dumps({"rows": table.to_pylist(), "pandas imported": imported, "in sys.modules": "pandas" in sys.modules}))
+"""
+
+
+def test_refused_pandas_leaves_pyarrow_converting_from_its_first_call() -> None:
+    out = subprocess.run([sys.executable, "-c", REFUSED_CHILD], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"rows": [{"gpu": "H100", "usd": 2.49}], "pandas imported": False,
+                                      "in sys.modules": False}

@@ -40,6 +40,25 @@ def dies(plan: SourcePlan) -> None:
     os._exit(9)
 
 
+def what_the_child_holds(plan: SourcePlan) -> dict[str, object]:
+    """Redaction, the modules imported and pyarrow's first conversion, as a fetch child sees them."""
+    import sys
+
+    import pyarrow as pa
+
+    from gpuledger.adapters.base import redact
+    from gpuledger.adapters.registry import SOURCES
+
+    redacted = redact(f"answered 401 for key {os.environ['LAMBDA_API_KEY']}")
+    try:
+        import pandas  # noqa: F401
+        pandas_import = "imported"
+    except ModuleNotFoundError:
+        pandas_import = "refused"
+    return {"redacted": redacted, "source modules": sorted(set(SOURCES.values()) & set(sys.modules)),
+            "converted": pa.array([1.5, 2.0]).to_pylist(), "pandas": pandas_import}
+
+
 def no_timeout() -> BaseException:
     return AssertionError("the child was given up on before its timeout")
 
@@ -71,6 +90,16 @@ def test_a_child_past_its_timeout_is_killed() -> None:
 def test_a_child_that_dies_without_a_result_says_so() -> None:
     with pytest.raises(ChildCrashed, match=r"fetch process of vastai ended without a result \(exit code 9\)"):
         fetch_in_child(dies, SourcePlan("vastai"), 60, no_timeout)
+
+
+def test_a_child_redacts_the_refresh_secrets_without_importing_every_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The refresh hands the child the secret variables' names: learning them itself would import
+    # all 21 source modules (Scrapy and Twisted with the page sources) into every fetch process.
+    # And pyarrow's first conversion works there with pandas refused (installed: the test extra).
+    monkeypatch.setenv("LAMBDA_API_KEY", "canary-lambda-7f3e9a")
+    held = fetch_in_child(what_the_child_holds, SourcePlan("vastai"), 60, no_timeout)
+    assert held == {"redacted": "answered 401 for key [redacted]", "source modules": [],
+                    "converted": [1.5, 2.0], "pandas": "refused"}
 
 
 def test_a_replayed_source_fetched_in_a_child_gives_the_records_a_thread_gives(replay) -> None:
