@@ -13,9 +13,10 @@ import threading
 import traceback
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import duckdb
 
@@ -29,7 +30,7 @@ from gpuledger.flows.stopping import NEVER, RefreshInterrupted, Stopper
 from gpuledger.warehouse import pending
 from gpuledger.flows.progress import report as report_progress
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.settings import env_name
+from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
     open_reader, open_writer, prepare_loads, root_cause, utcnow,
@@ -140,6 +141,43 @@ class ScrapeTimeout(TimeoutError):
 OWN_PROCESS_SOURCES = frozenset({"aws", "gcp", "azure", "vastai"})
 
 
+# The fetches whose processes are the largest of a refresh. Replaying the bundled recordings,
+# PSS at their peaks: AWS's fetch process about 280 MB, GCP's 180 (google-cloud-compute's types
+# alone are 137 MB), and a browser-rendered page 330 over its crawl's Python, the Playwright
+# driver and Chromium. At most `large_fetches` of them run at once (2: one per core of a small
+# machine), so that a refresh's peak never holds all three; the rest wait for a turn. start_order
+# puts the browser-rendered page and then the longest source first, so the refresh's critical
+# path is never the one waiting.
+LARGE_PROCESS_SOURCES = frozenset({"aws", "gcp"})
+TURN_POLL_S = 0.2  # how often a waiting fetch looks whether the refresh is ending
+
+_turns: dict[int, threading.BoundedSemaphore] = {}
+_turns_lock = threading.Lock()
+
+
+def has_large_process(provider: str) -> bool:
+    return provider in LARGE_PROCESS_SOURCES or spec(provider).needs_browser
+
+
+@contextmanager
+def large_fetch_turn(provider: str) -> Iterator[None]:
+    """Within: one of the `large_fetches` turns, when `provider`'s fetch has a large process
+    (has_large_process); any other fetch, or a limit of 0, goes at once."""
+    limit = load_settings().large_fetches
+    if limit <= 0 or not has_large_process(provider):
+        yield
+        return
+    with _turns_lock:
+        turns = _turns.setdefault(limit, threading.BoundedSemaphore(limit))
+    while not turns.acquire(timeout=TURN_POLL_S):
+        if not threading.main_thread().is_alive():  # the interpreter is exiting (a signal ended the refresh)
+            raise RuntimeError(f"{provider}: the refresh ended while its fetch waited for a turn")
+    try:
+        yield
+    finally:
+        turns.release()
+
+
 def prepare_children(providers: list[str]) -> None:
     """Before a refresh of `providers` starts its first child: have the fork server its fetch and
     crawl children are forked from import Scrapy too when a page source is among them (five
@@ -154,17 +192,23 @@ def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
     A scrape stuck in blocking I/O cannot be interrupted from outside its thread, so on timeout
     it is abandoned (its thread holds nothing the refresh needs and ends with the process) and
     ScrapeTimeout is raised for the flow to record, while the other providers go on. A source of
-    OWN_PROCESS_SOURCES runs in a child process instead, killed on timeout.
+    OWN_PROCESS_SOURCES runs in a child process instead, killed on timeout. A fetch with a large
+    process first waits for its turn (large_fetch_turn); the timeout counts from its start.
     """
     def timed_out() -> ScrapeTimeout:
         return ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
                              f"({env_name('task_timeout_s')}) and was abandoned")
 
-    # A daemonic process (a Dask worker) may not start children; its task already has a process.
-    if plan.provider in OWN_PROCESS_SOURCES and forkserver.can_fork():
-        from gpuledger.flows.isolated import fetch_in_child
+    with large_fetch_turn(plan.provider):
+        # A daemonic process (a Dask worker) may not start children; its task already has a process.
+        if plan.provider in OWN_PROCESS_SOURCES and forkserver.can_fork():
+            from gpuledger.flows.isolated import fetch_in_child
 
-        return fetch_in_child(fetch_source, plan, timeout_s, timed_out)
+            return fetch_in_child(fetch_source, plan, timeout_s, timed_out)
+        return _fetch_on_thread(plan, timeout_s, timed_out)
+
+
+def _fetch_on_thread(plan: SourcePlan, timeout_s: float, timed_out: Callable[[], ScrapeTimeout]) -> FetchResult:
     future: Future[FetchResult] = Future()
 
     def run() -> None:

@@ -53,6 +53,18 @@ def test_refresh_replay_loads_every_bundled_provider(replayed_db: Path) -> None:
     assert all(state == "ok" and rows > 0 for _, state, rows in runs), runs
 
 
+def test_the_third_large_fetch_started_when_one_of_the_first_two_had_ended(replayed_db: Path) -> None:
+    # flows.pipeline.large_fetch_turn: the browser-rendered page and AWS go first; GCP waits.
+    con = duckdb.connect(str(replayed_db), read_only=True)
+    try:
+        runs = {p: (start, end) for p, start, end in con.execute(
+            "select provider, started_at, finished_at from scrape_runs "
+            "where provider in ('hyperstack', 'aws', 'gcp')").fetchall()}
+    finally:
+        con.close()
+    assert runs["gcp"][0] >= min(runs["hyperstack"][1], runs["aws"][1]), runs
+
+
 def readme_query(title: str) -> str:
     """The SQL under a `-- title` comment of README.md's query block, up to its `;`."""
     text = (Path(__file__).parents[1] / "README.md").read_text()

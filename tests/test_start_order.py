@@ -1,11 +1,16 @@
-"""The order nightly_refresh submits its provider tasks in (flows.pipeline.start_order)."""
+"""The order nightly_refresh submits its provider tasks in (flows.pipeline.start_order), and the
+turns the fetches with a large process take (flows.pipeline.large_fetch_turn)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
-from gpuledger.flows.pipeline import last_scrape_seconds, plans_for, start_order
+import pytest
+
+from gpuledger.flows.pipeline import large_fetch_turn, last_scrape_seconds, plans_for, start_order
 from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
 from tests.builders import T0, batch, offer
 
@@ -40,3 +45,44 @@ def test_last_scrape_seconds_reads_each_providers_latest_successful_scrape(tmp_p
     finally:
         close_writer(con)
     assert last_scrape_seconds(db) == {"lambda": 12.5, "runpod": 4.0}
+
+
+class Holder:
+    """A fetch that takes its turn in a thread and holds it until released."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.inside = threading.Event()
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        with large_fetch_turn(self.provider):
+            self.inside.set()
+            self.release.wait(30)
+
+
+def test_two_large_fetches_at_once_the_third_waits_for_one_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPULEDGER_LARGE_FETCHES", raising=False)
+    browser, aws = Holder("hyperstack"), Holder("aws")
+    assert browser.inside.wait(10) and aws.inside.wait(10)
+    gcp = Holder("gcp")
+    assert not gcp.inside.wait(1.0)  # both turns are taken
+    started = time.monotonic()
+    with large_fetch_turn("lambda"):  # an API source with a small process never waits
+        assert time.monotonic() - started < 0.5
+    browser.release.set()
+    assert gcp.inside.wait(10)
+    for holder in (aws, gcp):
+        holder.release.set()
+        holder.thread.join(10)
+
+
+def test_no_turns_with_the_limit_at_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULEDGER_LARGE_FETCHES", "0")
+    holders = [Holder(p) for p in ("hyperstack", "aws", "gcp")]
+    assert all(h.inside.wait(10) for h in holders)
+    for holder in holders:
+        holder.release.set()
+        holder.thread.join(10)
