@@ -13,10 +13,9 @@ import threading
 import traceback
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import duckdb
 
@@ -30,7 +29,7 @@ from gpuledger.flows.stopping import NEVER, RefreshInterrupted, Stopper
 from gpuledger.warehouse import pending
 from gpuledger.flows.progress import report as report_progress
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.settings import env_name, load_settings
+from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import (
     AnomalyPolicy, LoadReport, PreparedLoad, ScrapeOutcome, WarehouseError, close_writer, db_path, load_outcome,
     open_reader, open_writer, prepare_loads, root_cause, utcnow,
@@ -145,37 +144,22 @@ OWN_PROCESS_SOURCES = frozenset({"aws", "gcp", "azure", "vastai"})
 # PSS at their peaks: AWS's fetch process about 280 MB, GCP's 180 (google-cloud-compute's types
 # alone are 137 MB), and a browser-rendered page 330 over its crawl's Python, the Playwright
 # driver and Chromium. At most `large_fetches` of them run at once (2: one per core of a small
-# machine), so that a refresh's peak never holds all three; the rest wait for a turn. start_order
-# puts the browser-rendered page and then the longest source first, so the refresh's critical
-# path is never the one waiting.
+# machine), so that a refresh's peak never holds all three (turn_waits).
 LARGE_PROCESS_SOURCES = frozenset({"aws", "gcp"})
-TURN_POLL_S = 0.2  # how often a waiting fetch looks whether the refresh is ending
-
-_turns: dict[int, threading.BoundedSemaphore] = {}
-_turns_lock = threading.Lock()
 
 
 def has_large_process(provider: str) -> bool:
     return provider in LARGE_PROCESS_SOURCES or spec(provider).needs_browser
 
 
-@contextmanager
-def large_fetch_turn(provider: str) -> Iterator[None]:
-    """Within: one of the `large_fetches` turns, when `provider`'s fetch has a large process
-    (has_large_process); any other fetch, or a limit of 0, goes at once."""
-    limit = load_settings().large_fetches
-    if limit <= 0 or not has_large_process(provider):
-        yield
-        return
-    with _turns_lock:
-        turns = _turns.setdefault(limit, threading.BoundedSemaphore(limit))
-    while not turns.acquire(timeout=TURN_POLL_S):
-        if not threading.main_thread().is_alive():  # the interpreter is exiting (a signal ended the refresh)
-            raise RuntimeError(f"{provider}: the refresh ended while its fetch waited for a turn")
-    try:
-        yield
-    finally:
-        turns.release()
+def turn_waits(plans: list[SourcePlan], limit: int) -> dict[str, str]:
+    """Which provider's fetch each fetch with a large process waits for, so that at most `limit`
+    run at once: in the plans' order, the k-th of them (k >= limit) starts once the (k - limit)-th
+    has ended, failed or not. Empty for a limit of 0 (no limit)."""
+    if limit <= 0:
+        return {}
+    large = [plan.provider for plan in plans if has_large_process(plan.provider)]
+    return {large[k]: large[k - limit] for k in range(limit, len(large))}
 
 
 def prepare_children(providers: list[str]) -> None:
@@ -192,23 +176,17 @@ def fetch_within(plan: SourcePlan, timeout_s: float) -> FetchResult:
     A scrape stuck in blocking I/O cannot be interrupted from outside its thread, so on timeout
     it is abandoned (its thread holds nothing the refresh needs and ends with the process) and
     ScrapeTimeout is raised for the flow to record, while the other providers go on. A source of
-    OWN_PROCESS_SOURCES runs in a child process instead, killed on timeout. A fetch with a large
-    process first waits for its turn (large_fetch_turn); the timeout counts from its start.
+    OWN_PROCESS_SOURCES runs in a child process instead, killed on timeout.
     """
     def timed_out() -> ScrapeTimeout:
         return ScrapeTimeout(f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
                              f"({env_name('task_timeout_s')}) and was abandoned")
 
-    with large_fetch_turn(plan.provider):
-        # A daemonic process (a Dask worker) may not start children; its task already has a process.
-        if plan.provider in OWN_PROCESS_SOURCES and forkserver.can_fork():
-            from gpuledger.flows.isolated import fetch_in_child
+    # A daemonic process (a Dask worker) may not start children; its task already has a process.
+    if plan.provider in OWN_PROCESS_SOURCES and forkserver.can_fork():
+        from gpuledger.flows.isolated import fetch_in_child
 
-            return fetch_in_child(fetch_source, plan, timeout_s, timed_out)
-        return _fetch_on_thread(plan, timeout_s, timed_out)
-
-
-def _fetch_on_thread(plan: SourcePlan, timeout_s: float, timed_out: Callable[[], ScrapeTimeout]) -> FetchResult:
+        return fetch_in_child(fetch_source, plan, timeout_s, timed_out)
     future: Future[FetchResult] = Future()
 
     def run() -> None:
@@ -416,16 +394,25 @@ def start_order(plans: list[SourcePlan], last_seconds: dict[str, float] | None =
     """The order the flow submits its provider tasks in: the task runner has fewer workers than
     there are providers, and a task submitted late starts late.
 
-    The page sources come first, a browser-rendered one before the plain ones: each starts a crawl
-    child (Python, scrapy and for one of them Chromium) whose start-up is CPU work that overlaps
-    the API sources' waits on the network only if it starts early. Within each group the longest
-    scrape of the last refresh (`last_scrape_seconds`) starts first; the rest keep their order.
+    A browser-rendered page source comes first, then the API sources with a large process
+    (LARGE_PROCESS_SOURCES: the longest of a refresh, its critical path among them), then the other
+    page sources, then the other API sources. The browser-rendered page and the first large source
+    so run at once, and the second large source waits for the browser (turn_waits): its render is
+    over before that source's process grows. A crawl child's start-up (Python, scrapy) is CPU work that
+    overlaps the API sources' waits on the network only if it starts early, so the page sources
+    come before the small API sources. Within each group the longest scrape of the last refresh
+    (`last_scrape_seconds`) starts first; the rest keep their order.
     """
     known = last_seconds or {}
 
     def key(plan: SourcePlan) -> tuple[int, float]:
         source = spec(plan.provider)
-        group = 0 if source.needs_browser else 1 if source.source_kind == "page" else 2
+        if source.needs_browser:
+            group = 0
+        elif plan.provider in LARGE_PROCESS_SOURCES:
+            group = 1
+        else:
+            group = 2 if source.source_kind == "page" else 3
         return group, -known.get(plan.provider, 0.0)
 
     return sorted(plans, key=key)

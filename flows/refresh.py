@@ -12,7 +12,7 @@ import logging
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from prefect import flow, task
+from prefect import allow_failure, flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
@@ -23,7 +23,7 @@ from gpuledger.flows import cadence
 from gpuledger.flows.pipeline import (
     FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
     last_scrape_seconds, load_keeping_fetched, outcome_from, plans_for, resolve_providers, prepare_children,
-    start_order,
+    start_order, turn_waits,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.flows.progress import report as report_progress
@@ -180,8 +180,15 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             retries = 0 if replay else load_settings().task_retries
             runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0,
                                                   retry_condition_fn=retry_only_crashes)
+            waits = turn_waits(plans, load_settings().large_fetches)
             started = utcnow()
-            futures = {runner.submit(plan): plan for plan in plans}
+            futures: dict[Any, SourcePlan] = {}
+            submitted: dict[str, Any] = {}
+            for plan in plans:
+                before = submitted.get(waits.get(plan.provider, ""))
+                future = runner.submit(plan, wait_for=[allow_failure(before)] if before is not None else None)
+                futures[future] = plan
+                submitted[plan.provider] = future
             outcomes, prepared = {}, {}
             # Each provider's rows are prepared for the write window (deduplicated, made Arrow) as
             # its scrape finishes, while slower providers are still fetching.

@@ -53,8 +53,8 @@ def test_refresh_replay_loads_every_bundled_provider(replayed_db: Path) -> None:
     assert all(state == "ok" and rows > 0 for _, state, rows in runs), runs
 
 
-def test_the_third_large_fetch_started_when_one_of_the_first_two_had_ended(replayed_db: Path) -> None:
-    # flows.pipeline.large_fetch_turn: the browser-rendered page and AWS go first; GCP waits.
+def test_gcp_started_when_the_browser_rendered_page_had_ended(replayed_db: Path) -> None:
+    # flows.pipeline.turn_waits: the browser-rendered page and AWS go first; GCP waits for the page.
     con = duckdb.connect(str(replayed_db), read_only=True)
     try:
         runs = {p: (start, end) for p, start, end in con.execute(
@@ -62,7 +62,7 @@ def test_the_third_large_fetch_started_when_one_of_the_first_two_had_ended(repla
             "where provider in ('hyperstack', 'aws', 'gcp')").fetchall()}
     finally:
         con.close()
-    assert runs["gcp"][0] >= min(runs["hyperstack"][1], runs["aws"][1]), runs
+    assert runs["gcp"][0] >= runs["hyperstack"][1] and runs["aws"][0] < runs["hyperstack"][1], runs
 
 
 def readme_query(title: str) -> str:

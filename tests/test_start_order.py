@@ -1,16 +1,12 @@
-"""The order nightly_refresh submits its provider tasks in (flows.pipeline.start_order), and the
-turns the fetches with a large process take (flows.pipeline.large_fetch_turn)."""
+"""The order nightly_refresh submits its provider tasks in (flows.pipeline.start_order), and which
+fetch with a large process waits for which (flows.pipeline.turn_waits)."""
 
 from __future__ import annotations
 
-import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
-
-from gpuledger.flows.pipeline import large_fetch_turn, last_scrape_seconds, plans_for, start_order
+from gpuledger.flows.pipeline import last_scrape_seconds, plans_for, start_order, turn_waits
 from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
 from tests.builders import T0, batch, offer
 
@@ -19,11 +15,11 @@ def names(plans: list) -> list[str]:
     return [p.provider for p in plans]
 
 
-def test_page_sources_start_first_the_browser_one_before_them_then_the_longest() -> None:
-    plans = plans_for(["aws", "coreweave", "gcp", "hyperstack", "lambda", "nebius"], "replay")
-    assert names(start_order(plans)) == ["hyperstack", "coreweave", "nebius", "aws", "gcp", "lambda"]
-    last = {"lambda": 30.0, "aws": 80.0, "gcp": 5.0, "nebius": 9.0, "coreweave": 2.0}
-    assert names(start_order(plans, last)) == ["hyperstack", "nebius", "coreweave", "aws", "lambda", "gcp"]
+def test_the_browser_page_first_then_the_large_api_sources_the_pages_and_the_rest_longest_first() -> None:
+    plans = plans_for(["aws", "coreweave", "gcp", "hyperstack", "lambda", "nebius", "vastai"], "replay")
+    assert names(start_order(plans)) == ["hyperstack", "aws", "gcp", "coreweave", "nebius", "lambda", "vastai"]
+    last = {"lambda": 30.0, "aws": 80.0, "gcp": 95.0, "nebius": 9.0, "coreweave": 2.0, "vastai": 40.0}
+    assert names(start_order(plans, last)) == ["hyperstack", "gcp", "aws", "nebius", "coreweave", "vastai", "lambda"]
 
 
 def test_last_scrape_seconds_reads_each_providers_latest_successful_scrape(tmp_path: Path) -> None:
@@ -47,42 +43,9 @@ def test_last_scrape_seconds_reads_each_providers_latest_successful_scrape(tmp_p
     assert last_scrape_seconds(db) == {"lambda": 12.5, "runpod": 4.0}
 
 
-class Holder:
-    """A fetch that takes its turn in a thread and holds it until released."""
-
-    def __init__(self, provider: str) -> None:
-        self.provider = provider
-        self.inside = threading.Event()
-        self.release = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        with large_fetch_turn(self.provider):
-            self.inside.set()
-            self.release.wait(30)
-
-
-def test_two_large_fetches_at_once_the_third_waits_for_one_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("GPULEDGER_LARGE_FETCHES", raising=False)
-    browser, aws = Holder("hyperstack"), Holder("aws")
-    assert browser.inside.wait(10) and aws.inside.wait(10)
-    gcp = Holder("gcp")
-    assert not gcp.inside.wait(1.0)  # both turns are taken
-    started = time.monotonic()
-    with large_fetch_turn("lambda"):  # an API source with a small process never waits
-        assert time.monotonic() - started < 0.5
-    browser.release.set()
-    assert gcp.inside.wait(10)
-    for holder in (aws, gcp):
-        holder.release.set()
-        holder.thread.join(10)
-
-
-def test_no_turns_with_the_limit_at_zero(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPULEDGER_LARGE_FETCHES", "0")
-    holders = [Holder(p) for p in ("hyperstack", "aws", "gcp")]
-    assert all(h.inside.wait(10) for h in holders)
-    for holder in holders:
-        holder.release.set()
-        holder.thread.join(10)
+def test_the_third_large_fetch_waits_for_the_first_and_the_small_ones_for_none() -> None:
+    plans = start_order(plans_for(["aws", "coreweave", "gcp", "hyperstack", "lambda", "vastai"], "replay"))
+    assert turn_waits(plans, 2) == {"gcp": "hyperstack"}
+    assert turn_waits(plans, 1) == {"aws": "hyperstack", "gcp": "aws"}
+    assert turn_waits(plans, 0) == {}
+    assert turn_waits(plans_for(["aws", "gcp", "lambda"], "replay"), 2) == {}  # two large ones: no wait
