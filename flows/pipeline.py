@@ -11,11 +11,11 @@ import logging
 import signal
 import threading
 import traceback
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
@@ -232,6 +232,60 @@ def interrupted_outcome(o: ScrapeOutcome, signum: int) -> ScrapeOutcome:
                                "for the next refresh")
 
 
+# Providers merged at once in the write window, each in its own transaction on a cursor of the
+# writer: DuckDB runs their statements outside the interpreter lock, and no two transactions
+# touch the same row (each edits its own provider's). The world replay's 21 merges: 1.8 s one
+# after another, 1.2-1.4 s two at a time.
+MERGE_WORKERS = 2
+
+
+def _rows(outcome: ScrapeOutcome) -> int:
+    batch = outcome.batch
+    return 0 if batch is None else len(batch.offers) + len(batch.spot_prices) + len(batch.egress) + len(batch.storage)
+
+
+def merge_outcomes(con: duckdb.DuckDBPyConnection, outcomes: list[ScrapeOutcome], prepared: list[PreparedLoad | None],
+                   refresh_id: str, policy: AnomalyPolicy, stopper: Stopper = NEVER,
+                   now: Any = None) -> list[LoadReport]:
+    """load_outcome for every outcome, the reports in the outcomes' order. MERGE_WORKERS
+    providers at a time, the largest first; one provider's outcomes (results an earlier refresh
+    kept, then this one's) one after another, in their order. Once `stopper` says a signal came,
+    no further merge starts (those under way finish): the outcomes left are recorded as
+    interrupted. An error stops the merges not yet started and is raised."""
+    reports: list[LoadReport | None] = [None] * len(outcomes)
+    by_provider: dict[str, list[int]] = {}
+    for i, o in enumerate(outcomes):
+        by_provider.setdefault(o.provider, []).append(i)
+    local = threading.local()
+    cursors: list[duckdb.DuckDBPyConnection] = []
+    cursors_lock = threading.Lock()
+
+    def merge(indices: list[int]) -> None:
+        cursor = getattr(local, "cursor", None)
+        if cursor is None:
+            cursor = local.cursor = con.cursor()
+            with cursors_lock:
+                cursors.append(cursor)
+        for i in indices:
+            o, p = outcomes[i], prepared[i]
+            signum = stopper.requested()
+            if signum is not None:
+                o, p = interrupted_outcome(o, signum), None
+            reports[i] = load_outcome(cursor, o, refresh_id, policy, now=now, prepared=p)
+            report_progress("merged", o.provider)
+
+    largest_first = sorted(by_provider.values(), key=lambda group: -sum(_rows(outcomes[i]) for i in group))
+    pool = ThreadPoolExecutor(MERGE_WORKERS, thread_name_prefix="merge")
+    try:
+        for future in [pool.submit(merge, group) for group in largest_first]:
+            future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for cursor in cursors:
+            cursor.close()
+    return cast("list[LoadReport]", reports)  # each merge set its report, or raised
+
+
 def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
              policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
              stopper: Stopper = NEVER) -> list[LoadReport]:
@@ -261,13 +315,7 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
         except (duckdb.Error, OSError) as err:
             raise WarehouseError(f"cannot open {published} for writing: {root_cause(err)}") from err
         try:
-            reports = []
-            for o, p in zip(outcomes, prepared):
-                signum = stopper.requested()
-                if signum is not None:
-                    o, p = interrupted_outcome(o, signum), None
-                reports.append(load_outcome(con, o, refresh_id, policy, prepared=p))
-                report_progress("merged", o.provider)
+            reports = merge_outcomes(con, outcomes, prepared, refresh_id, policy, stopper)
         finally:
             try:
                 close_writer(con)  # the window's one checkpoint

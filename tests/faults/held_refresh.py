@@ -1,10 +1,10 @@
 """`python held_refresh.py FOLDER ARGS...`: the `gpuledger` command line (ARGS), with the write
-window held open inside the first provider's merge.
+window held open inside the providers' merges.
 
-Its load_outcome calls get `on_offers_merged`: the first provider's merge, inside its transaction
-right after its offers were replaced, writes FOLDER/merging ("<pid> <provider>", whole or absent)
-and waits until FOLDER/release exists (at most 120 s). test_process_faults.py kills the process
-there, or runs readers and a second refresh against the held window.
+Its load_outcome calls get `on_offers_merged`: each merge, inside its transaction right after its
+offers were replaced, adds "<pid> <provider>" to FOLDER/merging (whole or absent) and waits until
+FOLDER/release exists (at most 120 s). test_process_faults.py kills the process there, stops it
+with a signal, or runs readers and a second refresh against the held window.
 """
 
 from __future__ import annotations
@@ -12,21 +12,24 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 
-def hold_first_merge(folder: Path, timeout_s: float = 120.0) -> Callable[[str], None]:
-    held = False
+def hold_every_merge(folder: Path, timeout_s: float = 120.0) -> Callable[[str], None]:
+    """The hook: each merge that reaches it adds "<pid> <provider>" as a line of FOLDER/merging
+    (the file rewritten whole) and waits there for FOLDER/release. The window merges
+    MERGE_WORKERS providers at a time, so that many are held at once and the others wait."""
+    lock = threading.Lock()
+    held: list[str] = []
 
     def hold(provider: str) -> None:
-        nonlocal held
-        if held:
-            return
-        held = True
-        (folder / "merging.part").write_text(f"{os.getpid()} {provider}")
-        os.replace(folder / "merging.part", folder / "merging")  # the test polls for it
+        with lock:
+            held.append(f"{os.getpid()} {provider}")
+            (folder / "merging.part").write_text("\n".join(held))
+            os.replace(folder / "merging.part", folder / "merging")  # the test polls for it
         deadline = time.monotonic() + timeout_s
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -39,7 +42,7 @@ def main() -> None:
     from gpuledger.flows import pipeline
     from gpuledger.flows.cli import app
 
-    pipeline.load_outcome = functools.partial(pipeline.load_outcome, on_offers_merged=hold_first_merge(folder))
+    pipeline.load_outcome = functools.partial(pipeline.load_outcome, on_offers_merged=hold_every_merge(folder))
     app(args, prog_name="gpuledger")
 
 

@@ -7,10 +7,12 @@
   directory that cannot be created.
 
 Holding the write window open. The held refresh runs the command line through held_refresh.py,
-which passes `warehouse.store.load_outcome` an `on_offers_merged` hook: the refresh's first
-provider merge, inside its transaction right after the provider's offers were replaced, writes
-<folder>/merging and waits for <folder>/release. So "kill during the merge" and "a second refresh
-during the write window" are deterministic, not a race against a sleep.
+which passes `warehouse.store.load_outcome` an `on_offers_merged` hook: each provider merge,
+inside its transaction right after the provider's offers were replaced, adds itself to
+<folder>/merging and waits for <folder>/release. The window merges MERGE_WORKERS providers at a
+time, so with three providers two are held and the third has not started. So "kill during the
+merge", "a signal in the write window" and "a second refresh during the write window" are
+deterministic, not a race against a sleep.
 
 The children talk to the session's one Prefect API server (tests.builders.shared_prefect_server),
 instead of each starting its own ephemeral server: same flow, a third of the start-up.
@@ -36,12 +38,14 @@ import psutil
 import pytest
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from gpuledger.flows.pipeline import MERGE_WORKERS, fetch_source, load_all, outcome_from, plans_for
 from gpuledger.warehouse.store import AnomalyPolicy, utcnow
 from tests.builders import shared_prefect_server
 
 pytestmark = pytest.mark.prefect
-PROVIDERS = ("lambda", "runpod")  # small, fast recordings: the subject is the process, not the parse
+# Small, fast recordings (the subject is the process, not the parse); one more than the write
+# window merges at a time.
+PROVIDERS = ("lambda", "runpod", "cloudrift")
 TABLES = ("offers", "offer_history", "egress_prices", "storage_prices", "scrape_runs", "quarantine", "providers")
 STATE_QUERY = "select count(*) as n, round(sum(price_per_hour), 6) as usd from offers"
 
@@ -116,9 +120,10 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 180) -> str:
+def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 180, lines: int = 1) -> str:
+    """The text of `path` once it exists with at least `lines` lines."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not path.exists() or len(path.read_text().splitlines()) < lines:
         if proc.poll() is not None:
             out, err = proc.communicate()
             raise AssertionError(f"the refresh ended (rc {proc.returncode}) before its merge: {err[-2000:]}")
@@ -152,8 +157,8 @@ def test_refresh_killed_mid_merge_leaves_the_previous_state(prefect_api: str, tm
     hold = tmp_path / "hold"
     proc = start_held_refresh(db, recordings, hold, prefect_api)
     try:
-        holder = wait_for(hold / "merging", proc)
-        assert holder == f"{proc.pid} lambda"  # the CLI process itself, inside lambda's merge
+        holder = wait_for(hold / "merging", proc).splitlines()[0].split()
+        assert holder[0] == str(proc.pid) and holder[1] in PROVIDERS  # the CLI process itself, inside a merge
         children = psutil.Process(proc.pid).children(recursive=True)  # its watchdog, at least
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
@@ -187,12 +192,13 @@ def lambda_prices(db: Path) -> dict[str, float]:
 def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: str, tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
     seed(db)
-    old_runpod, old_lambda = dump(db)["offers"], lambda_prices(db)
+    old_offers, old_lambda = dump(db)["offers"], lambda_prices(db)
     recordings = raised_prices(tmp_path)
     hold = tmp_path / "hold"
     proc = start_held_refresh(db, recordings, hold, prefect_api)
     try:
-        wait_for(hold / "merging", proc)  # inside lambda's merge transaction, runpod's not started
+        # Both merge workers inside a provider's transaction; the third provider's merge not started.
+        held = wait_for(hold / "merging", proc, lines=MERGE_WORKERS)
         os.kill(proc.pid, signal.SIGTERM)
         time.sleep(0.5)
         (hold / "release").touch()
@@ -200,24 +206,27 @@ def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: s
     finally:
         if proc.poll() is None:
             proc.kill()
+    merged = sorted(line.split()[1] for line in held.splitlines())
+    (left,) = set(PROVIDERS) - set(merged)
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert "Traceback" not in err and "Encountered exception" not in err, err[-3000:]  # said once, in one line
     message = " ".join(err.split("error: ")[-1].split())
     kept = Path(str(db) + ".pending")
-    assert message.startswith("refresh interrupted by SIGTERM in the write window: 1 providers merged, "
+    assert message.startswith("refresh interrupted by SIGTERM in the write window: 2 providers merged, "
                               "1 recorded as interrupted, the fetched results of 1 kept in "), message
     con = duckdb.connect(str(db), read_only=True)
-    runs = con.execute("select provider, state, error from scrape_runs where refresh_id <> 'seed' "
-                       "order by provider").fetchall()
-    runpod = con.execute("select * from offers where provider = 'runpod' order by all").fetchall()
+    runs = dict(con.execute("select provider, state || ': ' || coalesce(error, '') from scrape_runs "
+                            "where refresh_id <> 'seed'").fetchall())
+    left_offers = con.execute("select * from offers where provider = ? order by all", [left]).fetchall()
     con.close()
-    # lambda's transaction, in progress at the signal, committed; runpod's merge never started.
-    assert [r[:2] for r in runs] == [("lambda", "ok"), ("runpod", "interrupted")]
-    assert runs[1][2].startswith("interrupted by SIGTERM before its merge")
-    assert runpod == [r for r in old_runpod if r[0] == "runpod"] and runpod
-    assert lambda_prices(db) == {k: round(v * 110) / 100 for k, v in old_lambda.items()}
+    # The transactions in progress at the signal committed; the third merge never started.
+    assert {p: runs[p].split(":")[0] for p in PROVIDERS} == {**{p: "ok" for p in merged}, left: "interrupted"}
+    assert runs[left].startswith("interrupted: interrupted by SIGTERM before its merge")
+    assert left_offers == [r for r in old_offers if r[0] == left] and left_offers
+    raised = {k: round(v * 110) / 100 for k, v in old_lambda.items()}
+    assert lambda_prices(db) == (raised if "lambda" in merged else old_lambda)
     saved = json.loads(next(kept.glob("*.json")).read_text())
-    assert [o["provider"] for o in saved["outcomes"]] == ["runpod"] and saved["write_error"] == "interrupted by SIGTERM"
+    assert [o["provider"] for o in saved["outcomes"]] == [left] and saved["write_error"] == "interrupted by SIGTERM"
     assert_check_passes(db)
 
 
@@ -248,7 +257,7 @@ def test_second_refresh_is_turned_away_while_the_first_writes(prefect_api: str, 
     con = duckdb.connect(str(db), read_only=True)
     runs = con.execute("select refresh_id, provider, state from scrape_runs where refresh_id <> 'seed'").fetchall()
     con.close()
-    assert len({r[0] for r in runs}) == 1 and sorted(r[1:] for r in runs) == [(p, "ok") for p in PROVIDERS]
+    assert len({r[0] for r in runs}) == 1 and sorted(r[1:] for r in runs) == [(p, "ok") for p in sorted(PROVIDERS)]
     assert state(db) != s0  # the first refresh's change is in; the second wrote nothing
 
 # -- readers while a refresh writes ------------------------------------------------------------
