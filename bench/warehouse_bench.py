@@ -209,7 +209,8 @@ def bench_merge(path: Path, quick: bool) -> list[Result]:
                    best["seconds"], "s", MERGE_TARGET_S, ratio=base_total / best["seconds"],
                    ratio_label=f"row-at-a-time ({base['rows']} rows sampled, extrapolated)",
                    ratio_target=MERGE_RATIO,
-                   notes=f"_merge SQL {best['merge_sql_s']:.2f} s summed over {MERGE_WORKERS} merges at a time, checkpoint {best['checkpoint_s']:.2f} s; "
+                   notes=f"_merge SQL {best['merge_sql_s']:.2f} s summed over {MERGE_WORKERS} merges at a time, "
+                         f"checkpoint {best['checkpoint_s']:.2f} s; "
                          f"prepared before the window in {best['prepare_s']:.2f} s (_records_table "
                          f"{best['records_table_s']:.2f} s; a refresh prepares each provider as its scrape "
                          f"finishes, the largest here {best['prepare_max_s']:.2f} s); with DuckDB's default checkpoints "

@@ -443,13 +443,13 @@ def start_order(plans: list[SourcePlan], last_seconds: dict[str, float] | None =
     there are providers, and a task submitted late starts late.
 
     A browser-rendered page source comes first, then the API sources with a large process
-    (LARGE_PROCESS_SOURCES: the longest of a refresh, its critical path among them), then the other
-    page sources, then the other API sources. The browser-rendered page and the first large source
-    so run at once, and the second large source waits for the browser (turn_waits): its render is
-    over before that source's process grows. A crawl child's start-up (Python, scrapy) is CPU work that
-    overlaps the API sources' waits on the network only if it starts early, so the page sources
-    come before the small API sources. Within each group the longest scrape of the last refresh
-    (`last_scrape_seconds`) starts first; the rest keep their order.
+    (LARGE_PROCESS_SOURCES: the longest of a refresh, its critical path among them), then the
+    other page sources, then the other API sources. The browser-rendered page and the first large
+    source so run at once, and the second large source waits for the page (turn_waits): its
+    render is over before that source's process grows. A crawl child's start-up (Python, scrapy)
+    is CPU work that overlaps the API sources' waits on the network only if it starts early, so
+    the page sources come before the small API sources. Within each group the longest scrape of
+    the last refresh (`last_scrape_seconds`) starts first; the rest keep their order.
     """
     known = last_seconds or {}
 

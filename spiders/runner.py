@@ -136,8 +136,9 @@ def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes] | _ForkedCraw
     work/stderr.log."""
     if forkserver.can_fork():
         forkserver.preload(forkserver.CRAWL_MODULES)
-        proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), forkserver.handover(child_env())),
-                                            name="crawl", daemon=True)
+        handed = forkserver.handover(child_env())
+        proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), handed), name="crawl",
+                                            daemon=True)
         proc.start()
         return _ForkedCrawl(proc)
     with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
