@@ -185,8 +185,8 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             futures: dict[Any, SourcePlan] = {}
             submitted: dict[str, Any] = {}
             for plan in plans:
-                before = submitted.get(waits.get(plan.provider, ""))
-                future = runner.submit(plan, wait_for=[allow_failure(before)] if before is not None else None)
+                waited = waits.get(plan.provider)  # a provider earlier in `plans`, so already submitted
+                future = runner.submit(plan, wait_for=[allow_failure(submitted[waited])] if waited else None)
                 futures[future] = plan
                 submitted[plan.provider] = future
             outcomes, prepared = {}, {}
