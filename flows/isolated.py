@@ -61,7 +61,7 @@ def fetch_in_child(fetch: Callable[[Any], Any], plan: Any, timeout_s: float,
     receive, send = mp.Pipe(duplex=False)
     proc = mp.Process(target=_child, args=(fetch, plan, send, forkserver.handover()),
                       name=f"fetch-{getattr(plan, 'provider', 'source')}", daemon=True)
-    proc.start()
+    forkserver.start(proc)
     send.close()  # the child holds the only sending end: its death closes the pipe
     deadline = time.monotonic() + timeout_s
     try:
@@ -74,15 +74,15 @@ def fetch_in_child(fetch: Callable[[Any], Any], plan: Any, timeout_s: float,
         try:
             payload = receive.recv_bytes()
         except EOFError:
-            proc.join(5)
+            code = forkserver.wait(proc, 5)
             raise ChildCrashed(f"the fetch process of {getattr(plan, 'provider', 'the source')} ended "
-                               f"without a result (exit code {proc.exitcode})") from None
-        proc.join(30)
+                               f"without a result (exit code {code})") from None
+        forkserver.wait(proc, 30)
     finally:
         receive.close()
-        if proc.is_alive():
+        if forkserver.wait(proc, 0) is None:
             proc.kill()
-            proc.join()
+            forkserver.wait(proc, None)
     state, value = pickle.loads(payload)
     if state == "error":
         raise value

@@ -11,6 +11,7 @@ list would replace the other.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.forkserver
 import os
 import threading
@@ -30,6 +31,13 @@ PARENT_CHECK_S = 0.5  # how often a child looks whether the fork server is still
 
 _preload = list(FETCH_MODULES)
 _lock = threading.Lock()
+# A fork-server child's exit code is read from the fork server's socket, and CPython does not
+# guard that read (python/cpython#130895): when two threads poll one child at once, the second
+# finds EOF and records exit code 255 over the real one. Any Process.start() polls every other
+# child (multiprocessing's cleanup of ended children), so a refresh's threads starting and
+# waiting for children hit it: a crawl that succeeded read as "exited with code 255".
+# Every start and every exit-code read of a child goes through start() and wait() below.
+_reap_lock = threading.Lock()
 
 
 def preload(modules: Iterable[str]) -> None:
@@ -50,6 +58,21 @@ def context() -> BaseContext:
 def can_fork() -> bool:
     """False in a daemonic process (a Dask worker), which multiprocessing lets start no child."""
     return not multiprocessing.current_process().daemon
+
+
+def start(proc: multiprocessing.process.BaseProcess) -> None:
+    """Start `proc` (a child of this module's context), safe beside other threads' wait()."""
+    with _reap_lock:
+        proc.start()
+
+
+def wait(proc: multiprocessing.process.BaseProcess, timeout: float | None) -> int | None:
+    """`proc`'s exit code once it has ended, waiting at most `timeout` seconds (None: until it
+    ends); None when it is still running. Safe beside other threads' start() and wait()."""
+    if not multiprocessing.connection.wait([proc.sentinel], timeout):
+        return None
+    with _reap_lock:
+        return proc.exitcode
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,10 @@ class _ForkedCrawl:
         self.proc, self.pid = proc, proc.pid
 
     def wait(self, timeout: float | None = None) -> int:
-        self.proc.join(timeout)
-        if self.proc.exitcode is None:
+        code = forkserver.wait(self.proc, timeout)
+        if code is None:
             raise subprocess.TimeoutExpired("crawl", timeout or 0)
-        return self.proc.exitcode
+        return code
 
     def kill(self) -> None:
         self.proc.kill()
@@ -139,7 +139,7 @@ def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes] | _ForkedCraw
         handed = forkserver.handover(child_env())
         proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), handed), name="crawl",
                                             daemon=True)
-        proc.start()
+        forkserver.start(proc)
         return _ForkedCrawl(proc)
     with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
         return subprocess.Popen([sys.executable, "-m", "gpuledger.spiders.runner", *args], cwd=work, env=child_env(),
