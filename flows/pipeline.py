@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Iterable, cast
 
 import duckdb
 
@@ -246,12 +246,13 @@ def _rows(outcome: ScrapeOutcome) -> int:
 
 def merge_outcomes(con: duckdb.DuckDBPyConnection, outcomes: list[ScrapeOutcome], prepared: list[PreparedLoad | None],
                    refresh_id: str, policy: AnomalyPolicy, stopper: Stopper = NEVER,
-                   now: Any = None) -> list[LoadReport]:
+                   now: Any = None, shown: bool = True) -> list[LoadReport]:
     """load_outcome for every outcome, the reports in the outcomes' order. MERGE_WORKERS
     providers at a time, the largest first; one provider's outcomes (results an earlier refresh
     kept, then this one's) one after another, in their order. Once `stopper` says a signal came,
     no further merge starts (those under way finish): the outcomes left are recorded as
-    interrupted. An error stops the merges not yet started and is raised."""
+    interrupted. An error stops the merges not yet started and is raised. `shown`: each merge
+    is reported to the progress display."""
     reports: list[LoadReport | None] = [None] * len(outcomes)
     by_provider: dict[str, list[int]] = {}
     for i, o in enumerate(outcomes):
@@ -272,7 +273,8 @@ def merge_outcomes(con: duckdb.DuckDBPyConnection, outcomes: list[ScrapeOutcome]
             if signum is not None:
                 o, p = interrupted_outcome(o, signum), None
             reports[i] = load_outcome(cursor, o, refresh_id, policy, now=now, prepared=p)
-            report_progress("merged", o.provider)
+            if shown:
+                report_progress("merged", o.provider)
 
     largest_first = sorted(by_provider.values(), key=lambda group: -sum(_rows(outcomes[i]) for i in group))
     pool = ThreadPoolExecutor(MERGE_WORKERS, thread_name_prefix="merge")
@@ -287,8 +289,8 @@ def merge_outcomes(con: duckdb.DuckDBPyConnection, outcomes: list[ScrapeOutcome]
 
 
 def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
-             policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
-             stopper: Stopper = NEVER) -> list[LoadReport]:
+             policy: AnomalyPolicy, prepared: list[PreparedLoad | None] | None = None,
+             stopper: Stopper = NEVER, early: EarlyMerge | None = None) -> list[LoadReport]:
     """The write window: every provider's rows prepared (`prepared`, one per outcome, from
     warehouse.store.LoadPreparer; prepared here when not given), then merged into a working copy
     of the warehouse, each provider in its own transaction, folded into the copy with one
@@ -299,14 +301,23 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
     A warehouse that cannot be written (disk full, read-only folder) raises WarehouseError
     naming the first cause; the published warehouse is then unchanged. Once `stopper` says a
     signal came, no further merge starts: the providers left are recorded as interrupted.
+    `early`: the outcomes merge_early already merged into the working copy (the same objects):
+    the window goes on with that copy and merges the others.
     """
-    if prepared is None:
-        prepared = prepare_loads(outcomes)  # deduplication and Arrow tables: no need to hold the lock for them
     published = db_path(db)
-    try:
-        work = start_working_copy(published)
-    except PublishError as err:
-        raise WarehouseError(f"cannot open {published} for writing: {err}") from err
+    merged = early.merged() if early is not None else {}
+    left = [i for i, o in enumerate(outcomes) if id(o) not in merged]
+    # deduplication and Arrow tables: no need to hold the lock for them
+    prepared_left = prepare_loads([outcomes[i] for i in left]) if prepared is None else [prepared[i] for i in left]
+    if early is not None:
+        work = early.work
+        for o in early.outcomes:
+            report_progress("merged", o.provider)  # counted among this window's merges by the display
+    else:
+        try:
+            work = start_working_copy(published)
+        except PublishError as err:
+            raise WarehouseError(f"cannot open {published} for writing: {err}") from err
     try:
         try:
             con = open_writer(work)
@@ -315,7 +326,7 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
         except (duckdb.Error, OSError) as err:
             raise WarehouseError(f"cannot open {published} for writing: {root_cause(err)}") from err
         try:
-            reports = merge_outcomes(con, outcomes, prepared, refresh_id, policy, stopper)
+            merged_now = merge_outcomes(con, [outcomes[i] for i in left], prepared_left, refresh_id, policy, stopper)
         finally:
             try:
                 close_writer(con)  # the window's one checkpoint
@@ -328,7 +339,10 @@ def load_all(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: s
     except BaseException:
         discard(work)
         raise
-    return reports
+    reports = [merged.get(id(o)) for o in outcomes]
+    for i, report in zip(left, merged_now):
+        reports[i] = report
+    return cast("list[LoadReport]", reports)
 
 
 def saved_last_ok(db: Path) -> dict[str, Any]:
@@ -343,34 +357,116 @@ def saved_last_ok(db: Path) -> dict[str, Any]:
         con.close()
 
 
-def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
-                         policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
-                         stopper: Stopper = NEVER) -> list[LoadReport]:
-    """load_all, with nothing fetched thrown away (warehouse.pending): this refresh's outcomes are
-    saved before the write window and forgotten once it is published; outcomes an earlier
-    refresh saved and could not write are merged first, older first. The caller holds the
-    refresh lock. A failed window raises WarehouseError saying where the results are kept."""
-    published = db_path(db)
+def saved_earlier(published: Path, refresh_id: str) -> tuple[list[pending.PendingRefresh], list[ScrapeOutcome]]:
+    """The results earlier refreshes than `refresh_id` saved and could not write, and their
+    outcomes to merge (older first); raises WarehouseError for a saved file that cannot be read."""
     try:
-        earlier = pending.waiting(published)
+        earlier = [saved for saved in pending.waiting(published) if saved.refresh_id != refresh_id]
         last_ok = saved_last_ok(published) if earlier else {}
     except (pending.PendingError, WarehouseError) as err:
         raise WarehouseError(str(err)) from err
-    resumed = [pending.resumed_outcome(o, saved, last_ok.get(o.provider)) for saved in earlier for o in saved.outcomes]
+    return earlier, [pending.resumed_outcome(o, saved, last_ok.get(o.provider))
+                     for saved in earlier for o in saved.outcomes]
+
+
+@dataclass
+class EarlyMerge:
+    """What merge_early merged into the refresh's working copy while a last fetch was running:
+    the copy (closed, checkpointed, not published), the earlier refreshes' saved results and
+    their outcomes (merged first), and the outcomes it merged with their reports, in order."""
+
+    work: Path
+    saved: Path  # the outcomes it merged, kept on disk (warehouse.pending)
+    earlier: list[pending.PendingRefresh]
+    resumed: list[ScrapeOutcome]
+    outcomes: list[ScrapeOutcome]  # resumed, then this refresh's merged here
+    reports: list[LoadReport]
+
+    def merged(self) -> dict[int, LoadReport]:
+        """Each merged outcome's report, by the outcome object's id."""
+        return {id(o): r for o, r in zip(self.outcomes, self.reports)}
+
+
+def waits_for_last_large_fetch(providers: list[str], fetched: Iterable[str]) -> bool:
+    """Whether the only provider of `providers` not fetched yet is a source with a large process:
+    the others can then be merged (merge_early) while it runs, the longest fetch of a refresh."""
+    left = set(providers) - set(fetched)
+    return len(left) == 1 and has_large_process(next(iter(left)))
+
+
+def merge_early(db: str | Path | None, outcomes: list[ScrapeOutcome], prepared: list[PreparedLoad],
+                refresh_id: str, policy: AnomalyPolicy, stopper: Stopper = NEVER) -> EarlyMerge | None:
+    """Merge the outcomes fetched so far into the refresh's working copy while its last fetch
+    runs, so that the write window then merges that one only. Called when no other process of
+    the refresh is large any more (waits_for_last_large_fetch): the writer, closed again before
+    this returns, never holds its memory beside the fetches' peaks.
+
+    The outcomes are saved first (warehouse.pending), as the write window saves them: a refresh
+    killed from here on keeps them for the next one. Nothing is published. A saved file that
+    cannot be read, a warehouse that cannot be written, a signal: the copy is discarded, None
+    is returned, and the write window does all of it as it would have (and says why)."""
+    published = db_path(db)
+    saved = work = None
+    try:
+        earlier, resumed = saved_earlier(published, refresh_id)
+        saved = pending.save(published, refresh_id, utcnow(), outcomes)
+        work = start_working_copy(published)
+        merging = resumed + outcomes
+        con = open_writer(work)
+        try:
+            reports = merge_outcomes(con, merging, prepare_loads(resumed) + prepared, refresh_id, policy, stopper,
+                                     shown=False)
+        finally:
+            close_writer(con)
+        if stopper.requested() is not None or any(r.state == "interrupted" for r in reports):
+            raise RefreshInterrupted(stopper.requested() or signal.SIGTERM, "while fetching")
+    except Exception as err:  # noqa: BLE001 - the write window meets it again and reports it
+        log.info("merging every provider once the fetch is over, not early: %s", root_cause(err))
+        if work is not None:
+            discard(work)
+        if saved is not None:
+            pending.done(saved)  # the write window saves them again
+        return None
+    log.info("merged %d providers while the last fetch runs", len(outcomes))
+    return EarlyMerge(work, saved, earlier, resumed, merging, reports)
+
+
+def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], refresh_id: str,
+                         policy: AnomalyPolicy, prepared: list[PreparedLoad] | None = None,
+                         stopper: Stopper = NEVER, early: EarlyMerge | None = None) -> list[LoadReport]:
+    """load_all, with nothing fetched thrown away (warehouse.pending): this refresh's outcomes are
+    saved before the write window and forgotten once it is published; outcomes an earlier
+    refresh saved and could not write are merged first, older first. The caller holds the
+    refresh lock. A failed window raises WarehouseError saying where the results are kept.
+    `early` (from merge_early, with outcomes among `outcomes`): the window goes on from its
+    working copy; a fetch cut short by a signal discards it (nothing is merged then)."""
+    published = db_path(db)
+    if early is not None and stopper.requested() is not None:
+        discard(early.work)
+        early = None
+    if early is not None:
+        earlier, resumed = early.earlier, early.resumed
+    else:
+        earlier, resumed = saved_earlier(published, refresh_id)
     this = None
     if outcomes:
         try:
             this = pending.save(published, refresh_id, utcnow(), outcomes)
         except OSError as err:  # the write window would fail the same way: say so, and try it
             log.warning("could not keep the fetched results of %s on disk: %s", refresh_id, root_cause(err))
+            this = early.saved if early is not None else None  # what was kept before
     if prepared is None:
         prepared = prepare_loads(outcomes)
     while_fetching = stopper.requested() is not None  # the fetch was cut short: nothing is merged
     stopper.in_window = True  # a signal from here on stops the window between two merges
     try:
         everything = resumed + outcomes
-        reports = load_all(db, everything, refresh_id, policy, prepared=prepare_loads(resumed) + prepared,
-                           stopper=stopper)
+        merged = early.merged() if early is not None else {}
+        resumed_prepared = iter(prepare_loads([o for o in resumed if id(o) not in merged]))
+        reports = load_all(db, everything, refresh_id, policy,
+                           prepared=[None if id(o) in merged else next(resumed_prepared) for o in resumed]
+                           + [None if id(o) in merged else p for o, p in zip(outcomes, prepared)],
+                           stopper=stopper, early=early)
     except WarehouseError as err:
         if this is None:
             raise

@@ -1,7 +1,8 @@
 """The `nightly_refresh` Prefect flow: one task per provider, concurrently.
 
 A provider task only fetches and parses; the flow then merges every result
-in one short write window (one transaction per provider). A failed task,
+in one short write window (one transaction per provider), the others meanwhile
+when only a large fetch is left (flows.pipeline.merge_early). A failed task,
 after its retries, becomes a failed scrape_runs row: it never stops, delays
 past its timeout, or rolls back the other providers.
 """
@@ -9,6 +10,7 @@ past its timeout, or rolls back the other providers.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -21,9 +23,9 @@ from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.replay import ReplayServer, read_endpoints
 from gpuledger.flows import cadence
 from gpuledger.flows.pipeline import (
-    FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
-    last_scrape_seconds, load_keeping_fetched, outcome_from, plans_for, resolve_providers, prepare_children,
-    start_order, turn_waits,
+    EarlyMerge, FetchResult, ScrapeTimeout, SourcePlan, bundled_recordings, describe_failure, fetch_within,
+    last_scrape_seconds, load_keeping_fetched, merge_early, outcome_from, plans_for, resolve_providers,
+    prepare_children, start_order, turn_waits, waits_for_last_large_fetch,
 )
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.flows.progress import report as report_progress
@@ -190,9 +192,13 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                 futures[future] = plan
                 submitted[plan.provider] = future
             outcomes, prepared = {}, {}
+            policy = AnomalyPolicy.from_env(accept_anomaly)
+            early: Future[EarlyMerge | None] | None = None
             # Each provider's rows are prepared for the write window (deduplicated, made Arrow) as
-            # its scrape finishes, while slower providers are still fetching.
-            with LoadPreparer() as preparer, interruptible_fetch(plans, outcomes, prepared, started):
+            # its scrape finishes, while slower providers are still fetching; once only a large
+            # fetch is left, the others are merged meanwhile (merge_early).
+            with LoadPreparer() as preparer, ThreadPoolExecutor(1, thread_name_prefix="early-merge") as merger, \
+                    interruptible_fetch(plans, outcomes, prepared, started):
                 for fut in as_completed(list(futures)):
                     plan = futures[fut]
                     result = fut.result(raise_on_failure=False)
@@ -209,13 +215,17 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                         outcomes[plan.provider] = outcome_from(result, plan, None, started)
                         report_progress("fetched", plan.provider)
                     prepared[plan.provider] = preparer.prepare(outcomes[plan.provider])
+                    if early is None and waits_for_last_large_fetch(names, outcomes):
+                        done = [n for n in names if n in outcomes]
+                        early = merger.submit(merge_early, db, [outcomes[n] for n in done],
+                                              [prepared[n] for n in done], refresh_id, policy, stopper)
         finally:
             if server is not None:
                 server.close()
         report_progress("merging")
-        reports = load_keeping_fetched(db, [outcomes[n] for n in names], refresh_id,
-                                       AnomalyPolicy.from_env(accept_anomaly), prepared=[prepared[n] for n in names],
-                                       stopper=stopper)
+        reports = load_keeping_fetched(db, [outcomes[n] for n in names], refresh_id, policy,
+                                       prepared=[prepared[n] for n in names], stopper=stopper,
+                                       early=early.result() if early is not None else None)
     summary = summarize(refresh_id, reports)
     try:  # read back after the write window: what this refresh changed most
         summary["price_moves"] = refresh_price_moves(db, refresh_id, PRICE_MOVES_TOP)

@@ -27,11 +27,15 @@ def prefect_harness(request: pytest.FixtureRequest) -> str:
     return shared_prefect_server(request.config)
 
 
+REFRESH_OUTPUT: list[str] = []  # what the module's refresh printed
+
+
 @pytest.fixture(scope="module")
 def replayed_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("e2e") / "ledger.duckdb"
     result = runner.invoke(app, ["refresh", "--replay", "--db", str(db)])
     assert result.exit_code == 0, result.output
+    REFRESH_OUTPUT.append(result.output)
     return db
 
 
@@ -63,6 +67,18 @@ def test_gcp_started_when_the_browser_rendered_page_had_ended(replayed_db: Path)
     finally:
         con.close()
     assert runs["gcp"][0] >= runs["hyperstack"][1] and runs["aws"][0] < runs["hyperstack"][1], runs
+
+
+def test_the_others_were_merged_while_the_last_large_fetch_ran(replayed_db: Path) -> None:
+    # AWS's and GCP's fetches are the longest by far: the one that ends last is fetched alone
+    # while the 20 others are merged (flows.pipeline.merge_early).
+    assert "merged 20 providers while the last fetch runs" in " ".join(REFRESH_OUTPUT[0].split())
+    con = duckdb.connect(str(replayed_db), read_only=True)
+    try:
+        last = con.execute("select provider from scrape_runs order by finished_at desc limit 1").fetchall()
+    finally:
+        con.close()
+    assert last in ([("aws",)], [("gcp",)])
 
 
 def readme_query(title: str) -> str:
