@@ -21,6 +21,7 @@ from gpuledger.warehouse import pending
 from gpuledger.warehouse.snapshot import work_path
 from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, prepare_loads, utcnow
 from tests.builders import lambda_price_hook, replayed_warehouse
+from tests.test_pending import a10_prices
 
 
 def fetched(providers: list[str]) -> list[ScrapeOutcome]:
@@ -52,14 +53,6 @@ def warehouse_rows(db: Path) -> dict[str, list[tuple]]:
             "egress": con.execute("select * exclude (first_seen, last_seen, run_id) from egress_prices "
                                   "order by all").fetchall(),
         }
-    finally:
-        con.close()
-
-
-def a10_prices(db: Path) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute("select distinct price_per_hour from offers where instance_type = 'gpu_1x_a10'").fetchall()
     finally:
         con.close()
 
