@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -27,15 +28,30 @@ def prefect_harness(request: pytest.FixtureRequest) -> str:
     return shared_prefect_server(request.config)
 
 
-REFRESH_OUTPUT: list[str] = []  # what the module's refresh printed
+class Messages(logging.Handler):
+    """The messages a logger gives, whatever the test session did to logging's handlers."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+REFRESH_LOG = Messages()  # what the module's refresh logged on gpuledger.refresh
 
 
 @pytest.fixture(scope="module")
 def replayed_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("e2e") / "ledger.duckdb"
-    result = runner.invoke(app, ["refresh", "--replay", "--db", str(db)])
+    logger = logging.getLogger("gpuledger.refresh")
+    logger.addHandler(REFRESH_LOG)
+    try:
+        result = runner.invoke(app, ["refresh", "--replay", "--db", str(db)])
+    finally:
+        logger.removeHandler(REFRESH_LOG)
     assert result.exit_code == 0, result.output
-    REFRESH_OUTPUT.append(result.output)
     return db
 
 
@@ -72,7 +88,7 @@ def test_gcp_started_when_the_browser_rendered_page_had_ended(replayed_db: Path)
 def test_the_others_were_merged_while_the_last_large_fetch_ran(replayed_db: Path) -> None:
     # AWS's and GCP's fetches are the longest by far: the one that ends last is fetched alone
     # while the 20 others are merged (flows.pipeline.merge_early).
-    assert "merged 20 providers while the last fetch runs" in " ".join(REFRESH_OUTPUT[0].split())
+    assert "merged 20 providers while the last fetch runs" in REFRESH_LOG.messages
     con = duckdb.connect(str(replayed_db), read_only=True)
     try:
         last = con.execute("select provider from scrape_runs order by finished_at desc limit 1").fetchall()
