@@ -464,8 +464,7 @@ def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], r
         merged = early.merged() if early is not None else {}
         resumed_prepared = iter(prepare_loads([o for o in resumed if id(o) not in merged]))
         reports = load_all(db, everything, refresh_id, policy,
-                           prepared=[None if id(o) in merged else next(resumed_prepared) for o in resumed]
-                           + [None if id(o) in merged else p for o, p in zip(outcomes, prepared)],
+                           prepared=[None if id(o) in merged else next(resumed_prepared) for o in resumed] + prepared,
                            stopper=stopper, early=early)
     except WarehouseError as err:
         if this is None:

@@ -17,6 +17,7 @@ from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.flows.cli import app
 from gpuledger.flows.pipeline import SOURCES
 from tests.builders import shared_prefect_server
+from tests.test_security import Captured
 
 pytestmark = pytest.mark.prefect
 runner = CliRunner()
@@ -28,18 +29,8 @@ def prefect_harness(request: pytest.FixtureRequest) -> str:
     return shared_prefect_server(request.config)
 
 
-class Messages(logging.Handler):
-    """The messages a logger gives, whatever the test session did to logging's handlers."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-REFRESH_LOG = Messages()  # what the module's refresh logged on gpuledger.refresh
+# What the module's refresh logged on gpuledger.refresh, whatever the test session did to logging's handlers.
+REFRESH_LOG = Captured()
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +79,7 @@ def test_gcp_started_when_the_browser_rendered_page_had_ended(replayed_db: Path)
 def test_the_others_were_merged_while_the_last_large_fetch_ran(replayed_db: Path) -> None:
     # AWS's and GCP's fetches are the longest by far: the one that ends last is fetched alone
     # while the 20 others are merged (flows.pipeline.merge_early).
-    assert "merged 20 providers while the last fetch runs" in REFRESH_LOG.messages
+    assert "gpuledger.refresh INFO merged 20 providers while the last fetch runs" in REFRESH_LOG.lines
     con = duckdb.connect(str(replayed_db), read_only=True)
     try:
         last = con.execute("select provider from scrape_runs order by finished_at desc limit 1").fetchall()
