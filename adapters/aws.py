@@ -289,10 +289,10 @@ _KEPT_LINE = re.compile(
     rb'(?!(?=.*,"Compute Instance(?: \(bare metal\))?",)(?!(?=.*,"Linux",)(?=.*,"Shared",)(?=.*,"Used",)))')
 # TermType is found without a per-line search where the line has the layout of every real AWS
 # file: SKU (16 characters), OfferTermCode (10) and RateCode (38), quoted, so the 3rd comma is
-# byte 72 of the line. numpy takes the first 88 bytes of every line (one copy each) and, as
-# 64-bit words, counts the commas of bytes 0-71 and compares bytes 72-83 with ',"OnDemand",':
-# where bytes 0-71 hold exactly 2 commas and byte 72 is one, the 4th piece starts at byte 73, so
-# the comparison is the rule's TermType test, exactly. Lines of another layout, or
+# byte 72 of the line. numpy takes the first 88 bytes of every line (one copy each), finds the
+# commas of bytes 0-71 and compares bytes 72-83 with ',"OnDemand",' as 64-bit words: where
+# bytes 0-71 hold commas at 18 and 31 only and byte 72 is one, the 4th piece starts at byte 73,
+# so the comparison is the rule's TermType test, exactly. Lines of another layout, or
 # shorter than 88 bytes, are matched one by one with `_ON_DEMAND_HEAD`. The same comparison with
 # ',"Reserved",' finds the Reserved lines. AWS's files are sorted by SKU, and a SKU's lines hold
 # the same product fields (the CSV repeats the product on each of its terms), so the lines of a
@@ -303,17 +303,19 @@ _COMPUTE_HEAD, _COMPUTE_ENDS = b',"Compute Instance', (b'",', b' (bare metal)",'
 _LINUX_FIELD, _SHARED_FIELD, _USED_FIELD = b',"Linux",', b',"Shared",', b',"Used",'
 _RESERVED_HEAD = re.compile(rb'[^,]*,[^,]*,[^,]*,"Reserved",')
 _GPU_FAMILY_FIELD = b',"GPU instance",'
-_WINDOW_BYTES = 1 << 20  # body bytes scanned at once
+_WINDOW_BYTES = 4 << 20  # body bytes scanned at once
 _PARSE_AT_BYTES = 4 << 20  # kept bytes handed to the CSV parser at once
 _HEAD_BYTES = 88  # bytes of each line compared as 11 words
 _TERM_AT = 72  # the 3rd comma of the usual layout
-_WORD_ONES, _WORD_LOWS = 0x0101010101010101, 0x7F7F7F7F7F7F7F7F
 
 
 def _word(text: bytes) -> int:
     return int.from_bytes(text.ljust(8, b"\0"), "little")  # as numpy's "<u8" reads it
 
 
+# Bytes 0-71 of a line of the usual layout, 1 where a comma is (after the SKU and after the
+# OfferTermCode), as the 9 words numpy reads them.
+_USUAL_COMMAS = tuple(_word(bytes(int(i in (18, 31)) for i in range(at, at + 8))) for at in range(0, _TERM_AT, 8))
 _ON_DEMAND_WORDS = (_word(b',"OnDema'), _word(b'nd",'))
 _RESERVED_WORDS = (_word(b',"Reserv'), _word(b'ed",'))
 _KEY_WORDS = 3  # a SKU is compared within the first 24 bytes of its line
@@ -378,14 +380,12 @@ def _term_lines(window: bytes, start: int, end: int) -> _TermLines:
         # Every byte offset as one 88-byte item: indexing copies each line's head in one memcpy.
         words = np.ndarray((size - _HEAD_BYTES + 1,), f"V{_HEAD_BYTES}", window, 0, (1,))[heads].view("<u8")
         words = words.reshape(len(heads), _HEAD_BYTES // 8)
-        # Bytes equal to a comma become 0; a zero byte is one whose high bit stays clear below.
-        x = words[:, :_TERM_AT // 8] ^ np.uint64(0x2C * _WORD_ONES)
-        nonzero = ((x & np.uint64(_WORD_LOWS)) + np.uint64(_WORD_LOWS)) | x
-        high_bits = np.bitwise_count(nonzero & np.uint64(0x80 * _WORD_ONES)).sum(axis=1, dtype=np.int64)
-        commas = _TERM_AT - high_bits
         # bytes 72-79, and 80-83 (the rest of the word is the line's next bytes, masked off)
         term, after = words[:, _TERM_AT // 8], words[:, _TERM_AT // 8 + 1] & np.uint64(0xFFFFFFFF)
-        fits = (commas == 2) & ((term & np.uint64(0xFF)) == np.uint64(0x2C))
+        fits = (term & np.uint64(0xFF)) == np.uint64(0x2C)
+        commas = (words.view(np.uint8)[:, :_TERM_AT] == 0x2C).view(np.uint64)
+        for i, expected in enumerate(_USUAL_COMMAS):
+            fits &= commas[:, i] == np.uint64(expected)
         is_on_demand = fits & (term == np.uint64(_ON_DEMAND_WORDS[0])) & (after == np.uint64(_ON_DEMAND_WORDS[1]))
         is_reserved = fits & (term == np.uint64(_RESERVED_WORDS[0])) & (after == np.uint64(_RESERVED_WORDS[1]))
         usual_index = np.flatnonzero(usual)

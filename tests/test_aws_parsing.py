@@ -288,6 +288,9 @@ _EDGE_LINES = [
     (b'"SKUSKUS,SKUSKUSK"' + _USUAL_HEAD[18:] + b',"OnDemand","$1.00 per hour","Storage","gp3","x"', False),
     # SKU and OfferTermCode as one field: "OnDemand" at byte 73 is the 3rd piece, not TermType
     (b'"' + b'S' * 29 + b'"' + _USUAL_HEAD[30:] + b',"OnDemand","$1.00 per hour","Storage","gp3","x"', False),
+    # a SKU of 15 characters and an OfferTermCode of 11: the 3rd comma is still byte 72, but the
+    # others are not at 18 and 31, so the line is tested by the regex
+    (b'"' + b'S' * 15 + b'","' + b'T' * 11 + b'"' + _USUAL_HEAD[31:] + b',"OnDemand","$1.00 per hour","Storage",', True),
     # short codes on a long line: TermType sits elsewhere and the line is tested by the regex
     (b'"A","B","C","OnDemand","' + b'd' * 80 + b'","Storage","gp3"', True),
     (b'"A","B","C","Reserved","' + b'd' * 80 + b'","OnDemand","OnDemand","OnDemand","x"', False),
