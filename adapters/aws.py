@@ -299,13 +299,14 @@ _KEPT_LINE = re.compile(
 # run of one SKU get the same verdict and the first line of each run is tested for the family
 # and variant fields, for the whole run: the Reserved lines of other families are never scanned.
 _ON_DEMAND_HEAD = re.compile(rb'[^,]*+,[^,]*+,[^,]*+,"OnDemand",')
-_COMPUTE_HEAD, _COMPUTE_ENDS = b',"Compute Instance', (b'",', b' (bare metal)",')  # the two compute families
+_COMPUTE_FIELDS = (b',"Compute Instance",', b',"Compute Instance (bare metal)",')  # the two compute families
 _LINUX_FIELD, _SHARED_FIELD, _USED_FIELD = b',"Linux",', b',"Shared",', b',"Used",'
 _RESERVED_HEAD = re.compile(rb'[^,]*,[^,]*,[^,]*,"Reserved",')
 _GPU_FAMILY_FIELD = b',"GPU instance",'
 _WINDOW_BYTES = 4 << 20  # body bytes scanned at once
 _PARSE_AT_BYTES = 4 << 20  # kept bytes handed to the CSV parser at once
 _HEAD_BYTES = 88  # bytes of each line compared as 11 words
+_ITEM_BYTES = 4096  # the longest line part searched by numpy (see _LineItems)
 _TERM_AT = 72  # the 3rd comma of the usual layout
 
 
@@ -325,7 +326,7 @@ _KEY_WORDS = 3  # a SKU is compared within the first 24 bytes of its line
 class _TermLines:
     """The lines of one window, by TermType (see `_term_lines`)."""
 
-    on_demand: list[tuple[int, int, int]]  # (start, the comma after TermType, end), in order
+    on_demand: Any  # numpy (n, 3): each OnDemand line's start, the comma after its TermType, its end; in order
     reserved_starts: Any  # numpy: the Reserved lines of the usual layout, in order
     reserved_ends: Any
     runs: Any  # numpy: where each run of one SKU begins in reserved_starts, then len(reserved_starts)
@@ -372,7 +373,7 @@ def _term_lines(window: bytes, start: int, end: int) -> _TermLines:
     size = len(window)
     usual = (lengths >= _HEAD_BYTES) if size >= _HEAD_BYTES else np.zeros(len(starts), bool)
     heads = starts[usual]
-    on_demand: list[tuple[int, int, int]] = []
+    on_demand = np.zeros((0, 3), np.int64)
     reserved_starts = reserved_ends = np.zeros(0, np.int64)
     runs = np.zeros(1, np.int64)  # no run: only the count of Reserved lines, 0
     tested = np.zeros(len(starts), bool)  # lines whose TermType the word comparison decided
@@ -391,8 +392,7 @@ def _term_lines(window: bytes, start: int, end: int) -> _TermLines:
         usual_index = np.flatnonzero(usual)
         tested[usual_index[fits]] = True
         found = usual_index[is_on_demand]
-        on_demand = list(zip(starts[found].tolist(), (starts[found] + (_TERM_AT + 11)).tolist(),
-                             ends[found].tolist()))
+        on_demand = np.stack([starts[found], starts[found] + (_TERM_AT + 11), ends[found]], axis=1)
         if is_reserved.any():
             found = usual_index[is_reserved]
             reserved_starts, reserved_ends = starts[found], ends[found]
@@ -401,13 +401,16 @@ def _term_lines(window: bytes, start: int, end: int) -> _TermLines:
     rest: list[tuple[int, int]] = []
     if len(others):
         head = _ON_DEMAND_HEAD.match
+        more = []
         for a, b in zip(starts[others].tolist(), ends[others].tolist()):
             m = head(window, a, b)
             if m is None:
                 rest.append((a, b))
             else:
-                on_demand.append((a, m.end() - 1, b))
-        on_demand.sort()
+                more.append((a, m.end() - 1, b))
+        if more:
+            on_demand = np.concatenate([on_demand, np.array(more, np.int64)])
+            on_demand = on_demand[np.argsort(on_demand[:, 0], kind="stable")]
     return _TermLines(on_demand, reserved_starts, reserved_ends, runs, rest, lines)
 
 
@@ -427,70 +430,91 @@ def _sku_runs(words: Any) -> Any:
     return np.append(np.flatnonzero(new), len(words))
 
 
+class _LineItems:
+    """Byte ranges of a window (a part of each of its lines) as one numpy array of fixed-width
+    items, one copy each, so that numpy's string search tests every range for a field in one
+    call: a `bytes.find` per line cost as much in the call as in the search. numpy searches
+    without the GIL, so the CSV parser's thread runs meanwhile. A range longer than _ITEM_BYTES
+    (no line of a real AWS file is near it) is searched by `bytes.find` instead."""
+
+    def __init__(self, window: bytes, starts: Any, ends: Any) -> None:
+        import numpy as np
+
+        lengths = ends - starts
+        self.long = np.flatnonzero(lengths > _ITEM_BYTES)
+        width = int(min(lengths.max(initial=1), _ITEM_BYTES))  # at most the window's size: a range lies in it
+        base = np.minimum(starts, len(window) - width)  # a range near the window's end ends before its item
+        self.items = np.ndarray((len(window) - width + 1,), f"S{width}", window, 0, (1,))[base]
+        self.start = starts - base
+        self.end = self.start + lengths
+        self.start[self.long] = self.end[self.long] = 0  # an empty range: never found by numpy
+        self.window, self.starts, self.ends = window, starts, ends
+
+    def has(self, field: bytes, among: Any = None) -> Any:
+        """Whether each range holds `field`; with `among` (bool), only those ranges are searched
+        (the others answer False)."""
+        import numpy as np
+
+        end = self.end if among is None else np.where(among, self.end, self.start)
+        found = np.strings.find(self.items, field, self.start, end) >= 0
+        for i in self.long.tolist():
+            found[i] = (among is None or bool(among[i])) and self.window.find(
+                field, int(self.starts[i]), int(self.ends[i])) >= 0
+        return found
+
+
+def _unwanted_variants(lines: _LineItems) -> Any:
+    """Per range (from the comma after TermType to the end of the line): a compute product's line
+    that lacks one of the fields "Linux", "Shared", "Used" (the variant rule of _KEPT_LINE)."""
+    wanted = lines.has(_LINUX_FIELD)
+    wanted &= lines.has(_SHARED_FIELD, wanted)
+    wanted &= lines.has(_USED_FIELD, wanted)
+    compute = lines.has(_COMPUTE_FIELDS[0], ~wanted)
+    compute |= lines.has(_COMPUTE_FIELDS[1], ~wanted & ~compute)
+    return compute & ~wanted
+
+
 def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, int]:
     """The lines of `window[start:end]` that `_KEPT_LINE` keeps, in order, how many of its
     lines are not empty, and how many of them the rule drops as an unwanted variant.
     `window[start:end]` is b"\n" then whole lines, each ending in b"\n"."""
+    import numpy as np
+
     found = _term_lines(window, start, end)
-    find, starts_with = window.find, window.startswith
-    spans = []
-    variant = 0
-
-    def unwanted_variant(rest: int, line_end: int) -> bool:
-        # "Linux" comes first: it is the field most dropped lines lack.
-        if (find(_LINUX_FIELD, rest, line_end) >= 0 and find(_SHARED_FIELD, rest, line_end) >= 0
-                and find(_USED_FIELD, rest, line_end) >= 0):
-            return False
-        at = find(_COMPUTE_HEAD, rest, line_end)
-        while at >= 0:  # bytes.find, then the field's two possible ends: cheaper than a regex search
-            after = at + len(_COMPUTE_HEAD)
-            if starts_with(_COMPUTE_ENDS, after, line_end):
-                return True
-            at = find(_COMPUTE_HEAD, after, line_end)
-        return False
-
-    compute_head = len(_COMPUTE_HEAD)
-    for line_start, rest, line_end in found.on_demand:
-        # unwanted_variant, written out: this loop runs once per OnDemand line, and the call
-        # cost as much as its bytes.find. The fields are looked for from the comma after TermType.
-        if (find(_LINUX_FIELD, rest, line_end) >= 0 and find(_SHARED_FIELD, rest, line_end) >= 0
-                and find(_USED_FIELD, rest, line_end) >= 0):
-            spans.append((line_start, line_end))
-            continue
-        at = find(_COMPUTE_HEAD, rest, line_end)
-        while at >= 0 and not starts_with(_COMPUTE_ENDS, at + compute_head, line_end):
-            at = find(_COMPUTE_HEAD, at + compute_head, line_end)
-        if at >= 0:
-            variant += 1
-        else:
-            spans.append((line_start, line_end))
-    reserved = False
+    find = window.find
+    on_demand = found.on_demand
+    unwanted = _unwanted_variants(_LineItems(window, on_demand[:, 1], on_demand[:, 2]))
+    variant = int(np.count_nonzero(unwanted))
+    kept_starts, kept_ends = [on_demand[~unwanted, 0]], [on_demand[~unwanted, 2]]
     # One line of a run decides for the run: the lines of one SKU differ only in their term's
     # fields (code, description, dates, price, lease, payment, class), which never take the values
     # the rule looks for, so each line would get the same answer.
     starts, ends, bounds = found.reserved_starts, found.reserved_ends, found.runs
-    firsts = bounds[:-1]
-    for run, stop, line_start, line_end in zip(firsts.tolist(), bounds[1:].tolist(), starts[firsts].tolist(),
-                                               ends[firsts].tolist()):
-        rest = line_start + _TERM_AT + 11  # the comma after TermType
-        if find(_GPU_FAMILY_FIELD, rest + 1, line_end) < 0:
-            continue
-        if unwanted_variant(rest, line_end):
-            variant += stop - run
-        else:
-            spans.extend(zip(starts[run:stop].tolist(), ends[run:stop].tolist()))
-            reserved = True
+    if len(starts):
+        firsts = bounds[:-1]
+        rests = starts[firsts] + (_TERM_AT + 11)  # the comma after TermType
+        gpu = _LineItems(window, rests + 1, ends[firsts]).has(_GPU_FAMILY_FIELD)
+        dropped = np.zeros(len(firsts), bool)
+        dropped[gpu] = _unwanted_variants(_LineItems(window, rests[gpu], ends[firsts][gpu]))
+        sizes = np.diff(bounds)
+        variant += int(sizes[dropped].sum())
+        kept = np.repeat(gpu & ~dropped, sizes)
+        kept_starts.append(starts[kept])
+        kept_ends.append(ends[kept])
     for line_start, line_end in found.others:
         head = _RESERVED_HEAD.match(window, line_start, line_end)
         if head is not None and find(_GPU_FAMILY_FIELD, head.end(), line_end) >= 0:
-            if unwanted_variant(head.end() - 1, line_end):
+            rest = np.array([head.end() - 1])
+            if _unwanted_variants(_LineItems(window, rest, np.array([line_end])))[0]:
                 variant += 1
             else:
-                spans.append((line_start, line_end))
-                reserved = True
-    if reserved:
-        spans.sort()
-    return [window[a:b] for a, b in spans], found.lines, variant
+                kept_starts.append(np.array([line_start]))
+                kept_ends.append(np.array([line_end]))
+    kept_at, kept_to = np.concatenate(kept_starts), np.concatenate(kept_ends)
+    if len(kept_starts) > 1:
+        order = np.argsort(kept_at, kind="stable")
+        kept_at, kept_to = kept_at[order], kept_to[order]
+    return [window[a:b] for a, b in zip(kept_at.tolist(), kept_to.tolist())], found.lines, variant
 
 
 def _line_windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
