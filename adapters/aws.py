@@ -307,6 +307,7 @@ _WINDOW_BYTES = 4 << 20  # body bytes scanned at once
 _PARSE_AT_BYTES = 4 << 20  # kept bytes handed to the CSV parser at once
 _HEAD_BYTES = 88  # bytes of each line compared as 11 words
 _ITEM_BYTES = 4096  # the longest line part searched by numpy (see _LineItems)
+_ITEMS_MAX_BYTES = 16 << 20  # the most bytes _LineItems copies for a window
 _TERM_AT = 72  # the 3rd comma of the usual layout
 
 
@@ -433,16 +434,19 @@ def _sku_runs(words: Any) -> Any:
 class _LineItems:
     """Byte ranges of a window (a part of each of its lines) as one numpy array of fixed-width
     items, one copy each, so that numpy's string search tests every range for a field in one
-    call: a `bytes.find` per line cost as much in the call as in the search. numpy searches
-    without the GIL, so the CSV parser's thread runs meanwhile. A range longer than _ITEM_BYTES
-    (no line of a real AWS file is near it) is searched by `bytes.find` instead."""
+    call, where a `bytes.find` per line cost about 100 ns of call beside its search. numpy
+    searches without the GIL, so the CSV parser's thread runs meanwhile. A range longer than the
+    items (no line of a real AWS file is near _ITEM_BYTES) is searched by `bytes.find` instead."""
 
     def __init__(self, window: bytes, starts: Any, ends: Any) -> None:
         import numpy as np
 
         lengths = ends - starts
-        self.long = np.flatnonzero(lengths > _ITEM_BYTES)
-        width = int(min(lengths.max(initial=1), _ITEM_BYTES))  # at most the window's size: a range lies in it
+        # The longest range, within _ITEM_BYTES and _ITEMS_MAX_BYTES for all the items (many short
+        # lines and one long one would otherwise copy the long one's width for each). It is at
+        # most the window's size: a range lies in it.
+        width = int(min(lengths.max(initial=1), _ITEM_BYTES, max(1, _ITEMS_MAX_BYTES // max(1, len(starts)))))
+        self.long = np.flatnonzero(lengths > width)
         base = np.minimum(starts, len(window) - width)  # a range near the window's end ends before its item
         self.items = np.ndarray((len(window) - width + 1,), f"S{width}", window, 0, (1,))[base]
         self.start = starts - base

@@ -5,7 +5,7 @@ size, then, in this process, times the same parse three ways on the 1x file (pag
 
 - baseline: substring prefilter + csv.DictReader (bench.reference_aws.parse_prefilter_dictreader),
 - before: gpuledger's previous line-based parser (bench.reference_aws.parse_offer_csv_lines),
-- now: adapters.aws.parse_offer_chunks on 1 MiB reads,
+- now: adapters.aws.parse_offer_chunks on 4 MiB reads,
 
 each best of N, interleaved, and checks all three return the same PriceRows. Then streaming
 over loopback HTTP from a child server (bench.fileserver): the previous fetch path

@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpuledger.adapters import aws
@@ -337,6 +338,25 @@ def test_window_prefilter_keeps_what_the_one_line_rule_keeps(window_bytes: int, 
     assert [line for line, keep in _EDGE_LINES if keep] == [line for line in edge if aws._KEPT_LINE.match(line)]
     kept_real, _, _ = _window_scan(body, 1 << 20)
     assert len(kept_real) > 0 and any(b'"Reserved"' in line for line in kept_real)
+
+
+def test_line_items_copy_at_most_their_budget(monkeypatch) -> None:
+    """Many short lines and one long one: the items are not each as wide as the long line; the
+    lines they cannot hold are searched by bytes.find, with the same answers."""
+    monkeypatch.setattr(aws, "_ITEMS_MAX_BYTES", 64_000)
+    short = [b'"A","B","C","OnDemand","' + b"d" * (i % 40) + b'","Linux",' for i in range(2000)]
+    lines = [*short, b'"A","B","C","OnDemand","' + b"d" * 3000 + b'","Windows",']
+    window = b"\n" + b"\n".join(lines) + b"\n"
+    starts = np.array([window.index(line) for line in (lines[0], lines[1], lines[-1])])
+    ends = starts + np.array([len(lines[0]), len(lines[1]), len(lines[-1])])
+    few = aws._LineItems(window, starts, ends)
+    assert few.items.dtype.itemsize == len(lines[-1])  # 3 ranges: all held by numpy's items
+    assert few.has(b',"Linux",').tolist() == [True, True, False]
+    offsets = np.flatnonzero(np.frombuffer(window, np.uint8) == 10)
+    items = aws._LineItems(window, offsets[:-1] + 1, offsets[1:])
+    assert items.items.nbytes <= 64_000 and len(items.long) > 0
+    assert items.has(b',"Linux",').tolist() == [True] * 2000 + [False]
+    assert items.has(b',"Windows",').tolist() == [False] * 2000 + [True]
 
 
 @pytest.mark.parametrize("body, start, expected", [
