@@ -496,10 +496,10 @@ def _kept_lines(window: bytes, start: int, end: int) -> tuple[list[bytes], int, 
     starts, ends, bounds = found.reserved_starts, found.reserved_ends, found.runs
     if len(starts):
         firsts = bounds[:-1]
-        rests = starts[firsts] + (_TERM_AT + 11)  # the comma after TermType
-        gpu = _LineItems(window, rests + 1, ends[firsts]).has(_GPU_FAMILY_FIELD)
+        rests, run_ends = starts[firsts] + (_TERM_AT + 11), ends[firsts]  # from the comma after TermType
+        gpu = _LineItems(window, rests + 1, run_ends).has(_GPU_FAMILY_FIELD)
         dropped = np.zeros(len(firsts), bool)
-        dropped[gpu] = _unwanted_variants(_LineItems(window, rests[gpu], ends[firsts][gpu]))
+        dropped[gpu] = _unwanted_variants(_LineItems(window, rests[gpu], run_ends[gpu]))
         sizes = np.diff(bounds)
         variant += int(sizes[dropped].sum())
         kept = np.repeat(gpu & ~dropped, sizes)

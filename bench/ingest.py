@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from bench.common import Result, best_of, run_worker, say, tmp_root
+from gpuledger.adapters.aws import _WINDOW_BYTES
 
 BASELINE_FACTOR = 2.5
 RSS_LIMIT_MB = 300.0
 RSS_FLAT_LIMIT = 1.25  # 4x-size peak over 1x-size peak
-READ_BYTES = 4 << 20  # the parser's window: a read that large is scanned in place, not joined
+READ_BYTES = _WINDOW_BYTES  # the parser's window: a read that large is scanned in place, not joined
 
 
 def file_chunks(path: Path, size: int = READ_BYTES) -> Iterator[bytes]:

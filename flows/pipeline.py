@@ -461,10 +461,9 @@ def load_keeping_fetched(db: str | Path | None, outcomes: list[ScrapeOutcome], r
     stopper.in_window = True  # a signal from here on stops the window between two merges
     try:
         everything = resumed + outcomes
-        merged = early.merged() if early is not None else {}
-        resumed_prepared = iter(prepare_loads([o for o in resumed if id(o) not in merged]))
-        reports = load_all(db, everything, refresh_id, policy,
-                           prepared=[None if id(o) in merged else next(resumed_prepared) for o in resumed] + prepared,
+        # the earlier refreshes' outcomes are either all merged early or all merged in the window
+        resumed_prepared = prepare_loads(resumed) if early is None else [None] * len(resumed)
+        reports = load_all(db, everything, refresh_id, policy, prepared=resumed_prepared + prepared,
                            stopper=stopper, early=early)
     except WarehouseError as err:
         if this is None:
