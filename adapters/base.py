@@ -9,16 +9,18 @@ in all three, which is what makes the replay tests honest.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
 import re
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import ValidationError
@@ -27,7 +29,7 @@ from tenacity import RetryCallState, Retrying
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
 from gpuledger.warehouse.records import install_secret_cutter
-from gpuledger.warehouse.settings import Settings, load_settings
+from gpuledger.warehouse.settings import Settings, env_name, load_settings
 
 log = logging.getLogger("gpuledger.adapters")
 
@@ -229,6 +231,58 @@ class SchemaDriftError(SourceError):
     """The provider answered, but not in the shape we parse (a field is missing or renamed)."""
 
 
+class EnrichmentTimeout(SourceError):
+    """An enrichment ran past its time limit; raised at its next request."""
+
+
+# The deadline of the enrichment running in this thread (a monotonic time), checked before each request.
+_ENRICHMENT_DEADLINE: contextvars.ContextVar[tuple[str, float] | None] = contextvars.ContextVar(
+    "gpuledger_enrichment_deadline", default=None)
+
+
+def _check_deadline() -> None:
+    running = _ENRICHMENT_DEADLINE.get()
+    if running is not None and time.monotonic() > running[1]:
+        raise EnrichmentTimeout(f"{running[0]}: timed out")
+
+
+# -- paging ---------------------------------------------------------------------------------------
+
+# How the next page is asked for: given the answer, the items it held and the request that got it,
+# the next request ({"path", "params", "json"}) or None when the listing is complete.
+NextPage = Callable[[Any, list[Any], dict[str, Any]], "dict[str, Any] | None"]
+
+
+def next_link(link: Callable[[Any], str | None], host: str) -> NextPage:
+    """Follow the answer's link to the next page (OData NextPageLink, JSON:API links.next), which
+    must stay on `host`: a link elsewhere is refused, never followed with our credentials."""
+    def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
+        url = link(doc)
+        if not url:
+            return None
+        parts = urlsplit(url)
+        if parts.netloc and parts.netloc != host:
+            raise SourceError(f"the next-page link points outside {host}: {url[:200]!r}")
+        return {**request, "path": parts.path + (f"?{parts.query}" if parts.query else ""), "params": {}}
+    return following
+
+
+def cursor(value: Callable[[Any], Any], param: str) -> NextPage:
+    """Send the answer's cursor back as query parameter `param`; no cursor ends the listing."""
+    def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
+        token = value(doc)
+        return {**request, "params": {**request["params"], param: token}} if token else None
+    return following
+
+
+def page_number(param: str = "page", start: int = 1) -> NextPage:
+    """Ask for page start, start + 1, ... until a page comes back empty."""
+    def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
+        current = int(request["params"].get(param, start))
+        return {**request, "params": {**request["params"], param: current + 1}}
+    return following
+
+
 # boto3 clients are made under one lock (a boto3 Session is not thread-safe) from one session per
 # scrape; every session of the process shares one botocore loader, so each service model (read-only
 # JSON) is parsed once, not once per client. Credentials stay per session (the standard chain).
@@ -268,6 +322,8 @@ class SourceContext:
     retry_wait_max_s: float = 8.0
     retry_budget_s: float = 120.0
     requests_made: int = 0
+    pages: dict[str, int] = field(default_factory=dict)  # listing -> pages read (paginate)
+    degraded: dict[str, str] = field(default_factory=dict)  # enrichment -> why it is missing (enrich)
     # Later values of keys a JSON answer repeated (parse_json), for the flow to quarantine.
     repeated_keys: list[RepeatedKey] = field(default_factory=list)
     _boto_session: Any = field(default=None, repr=False, compare=False)
@@ -344,6 +400,7 @@ class SourceContext:
             record_boto_client(client, self.recorder, host)
 
         def count(**_: Any) -> None:
+            _check_deadline()
             self.requests_made += 1
 
         client.meta.events.register("before-send", count)
@@ -395,6 +452,59 @@ class SourceContext:
         lines themselves faster than httpx's text decoding can."""
         return self._stream(client, host, path, lambda resp: resp.iter_bytes())
 
+    def enrich(self, name: str, fetch: Callable[..., Any], *args: Any, timeout_s: float = 600.0,
+               default: Any = None, **kwargs: Any) -> Any:
+        """`fetch(*args, **kwargs)` as the enrichment `name` (ProviderSpec.enrichments): its failure,
+        or its running past `timeout_s`, costs only itself. The reason is kept in `degraded` (the
+        run is then marked degraded and the warehouse keeps what the enrichment last gave) and
+        `default` is returned. Missing credentials are not a failure of an enrichment: they
+        propagate."""
+        token = _ENRICHMENT_DEADLINE.set((name, time.monotonic() + timeout_s))
+        try:
+            return fetch(*args, **kwargs)
+        except MissingCredentialsError:
+            raise
+        except Exception as err:  # noqa: BLE001 - an enrichment's failure is recorded, never raised
+            reason = " ".join(redact(str(err) or type(err).__name__).split())[:300]
+            with _registered_lock:
+                self.degraded[name] = f"{self.degraded[name]}; {reason}" if name in self.degraded else reason
+            log.warning("%s: %s degraded: %s", self.provider, name, reason)
+            return default
+        finally:
+            _ENRICHMENT_DEADLINE.reset(token)
+
+    def paginate(self, client: httpx.Client, host: str, path: str, items: Callable[[Any], list[Any]],
+                 next_page: NextPage, *, method: str = "GET", params: dict[str, Any] | None = None,
+                 json: Any = None, what: str | None = None, max_pages: int | None = None) -> Iterator[Any]:
+        """Every item of a paged listing: `items(answer)` of each page, `next_page` choosing the next
+        request (next_link, cursor, page_number, or the source's own). A repeated request or more
+        than `max_pages` pages (setting `max_pages`) is a paging loop: SourceError. The pages read
+        are counted in `pages` under `what` and noted on the run."""
+        what = what or f"{host}{path}"
+        limit = max_pages or self.config.max_pages
+        request: dict[str, Any] = {"path": path, "params": dict(params or {}), "json": json}
+        asked: set[str] = set()
+        for _ in range(limit):
+            asked.add(repr(sorted(request.items(), key=str)))
+            send = self.get_json if method == "GET" else self.post_json
+            extra = {"params": request["params"]} if request["params"] else {}
+            if request["json"] is not None:
+                extra["json"] = request["json"]
+            doc = send(client, host, request["path"], **extra)
+            page = items(doc)
+            with _registered_lock:
+                self.pages[what] = self.pages.get(what, 0) + 1
+            yield from page
+            following = next_page(doc, page, request) if page else None
+            if following is None:
+                return
+            if repr(sorted(following.items(), key=str)) in asked:
+                raise SourceError(f"{self.provider}: {what}: the next page asked for is one already read "
+                                  "(a paging loop)")
+            request = following
+        raise SourceError(f"{self.provider}: {what}: paging did not end within {limit} pages "
+                          f"({env_name('max_pages')})")
+
     @property
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(attempts=self.http_attempts, wait_max_s=self.retry_wait_max_s, budget_s=self.retry_budget_s)
@@ -406,6 +516,7 @@ class SourceContext:
         url = self.url(host) + path
 
         def open_stream() -> httpx.Response:
+            _check_deadline()
             resp = client.send(client.build_request("GET", url), stream=True)
             self.requests_made += 1
             if resp.status_code >= 400:
@@ -430,6 +541,7 @@ class SourceContext:
             log.info("%s: retrying %s%s after %s", self.provider, host, path, state.outcome.exception())
 
         def attempt() -> httpx.Response:
+            _check_deadline()
             resp = call()
             if count:
                 self.requests_made += 1

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuledger.warehouse.records import ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 SourceKind = Literal["api", "page"]
 
@@ -28,6 +28,21 @@ class AnomalyThresholds(BaseModel):
     # warehouse's default (AnomalyPolicy.min_row_ratio, 0.5). Sources whose rows follow live
     # capacity (Lambda's regions, Vast.ai's hosts) set it lower.
     min_row_ratio: float | None = Field(default=None, gt=0, le=1)
+
+
+class Enrichment(BaseModel):
+    """An optional part of a source: what its core offers gain from a further answer (spot prices,
+    interruption rates, commitments, capacity blocks, stock levels). When it fails or runs past
+    `timeout_s`, the scrape still succeeds: the run is marked degraded with the reason, and the
+    warehouse keeps what the enrichment last gave (the rows of the purchase options and the values
+    of the columns it owns stay as they were)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)  # as the run's `degraded` column names it: "capacity blocks"
+    options: tuple[str, ...] = ()  # purchase options whose offers only this enrichment yields
+    columns: tuple[str, ...] = ()  # offer columns only this enrichment fills
+    timeout_s: float = Field(default=600.0, gt=0)
 
 
 class ProviderSpec(BaseModel):
@@ -55,6 +70,7 @@ class ProviderSpec(BaseModel):
     # A refresh unit of another provider that loads side tables only (capacity blocks): its run never
     # merges offers, egress or storage, so it leaves the provider's rows as they are.
     side_tables_only: bool = False
+    enrichments: tuple[Enrichment, ...] = ()
     facts: ProviderFacts
 
     @model_validator(mode="after")
@@ -62,6 +78,13 @@ class ProviderSpec(BaseModel):
         if self.needs_browser and self.source_kind != "page":
             raise ValueError(f"{self.name}: only a page source can need a browser")
         return self
+
+    def batch(self) -> Batch:
+        """An empty batch of this source's records, its facts filling each offer's billing terms."""
+        return Batch(self.name, self.facts)
+
+    def enrichment(self, name: str) -> Enrichment:
+        return next(e for e in self.enrichments if e.name == name)
 
     @property
     def display_name(self) -> str:

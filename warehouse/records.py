@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, SupportsIndex
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpuledger.warehouse import interruption
+from gpuledger.warehouse import gpus, interruption
 
 # A single rented machine above this hourly price is not a real offer (the
 # largest 8-GPU nodes list at roughly $100-$160/h); such a record is a parsing
@@ -373,16 +373,6 @@ class _Notes(list[str]):
         self.extend(notes)
         return self
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # A Batch travels to a Dask worker and back; its notes were cut on their way in.
-        return _restore_notes, (self._cut, list(self))
-
-
-def _restore_notes(cut: Callable[[str], str], notes: list[str]) -> _Notes:
-    restored = _Notes(cut)
-    list.extend(restored, notes)
-    return restored
-
 
 class Batch:
     """What one provider's parse produced: valid records plus quarantined ones.
@@ -394,8 +384,9 @@ class Batch:
     (`secrets_redacted` counts the records and notes that held one).
     """
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, facts: ProviderFacts | None = None) -> None:
         self.provider = provider
+        self.facts = facts  # the provider's billing terms fill each offer's that the source leaves out
         self.offers: list[Offer] = []
         self.egress: list[EgressPrice] = []
         self.storage: list[StoragePrice] = []
@@ -454,7 +445,44 @@ class Batch:
         {"offer": self.offers, "egress": self.egress, "storage": self.storage}[kind].append(record)  # type: ignore[arg-type]
         return True
 
-    def offer(self, ref: str, raw: Any, **fields: Any) -> bool:
+    def offer(self, ref: str, raw: Any, *, gpu: str | None = None, gpu_model: str | None = None,
+              gpu_lookup_mib: float | None = None, **fields: Any) -> bool:
+        """Add an offer, deriving what follows from the GPU canon and the provider's facts unless given.
+
+        `gpu` is the name the source reports: it is resolved against warehouse/data (within the
+        reported `gpu_memory_gb`, or `gpu_lookup_mib` where the lookup needs another figure) and an
+        unknown name is quarantined. `gpu_model` skips the lookup for a model the source resolved
+        itself. Filled in: gpu_name_reported, gpu_model, gpu_variant_exact, gpu_vendor, the nominal
+        and total memory, the billing increment and minimum, and a USD source price."""
+        memory = fields.get("gpu_memory_gb")
+        try:
+            if gpu_model is None:
+                lookup = gpu_lookup_mib if gpu_lookup_mib is not None else memory * 1024 if memory else None
+                model, exact = gpus.canonicalize(self.provider, gpu or "", lookup)
+                fields.setdefault("gpu_variant_exact", exact)
+            else:
+                model = gpus.models()[gpu_model]
+        except gpus.UnknownGPUError as err:
+            self.quarantine("offer", ref, f"gpu: {err}", raw)
+            return False
+        except KeyError:
+            self.quarantine("offer", ref, f"gpu: {gpu_model!r} is not a model of warehouse/data/gpu_models.csv", raw)
+            return False
+        if gpu is not None:
+            fields.setdefault("gpu_name_reported", gpu)
+        fields.setdefault("gpu_model", model.gpu_model)
+        fields.setdefault("gpu_vendor", model.vendor)
+        fields.setdefault("gpu_memory_gb_nominal", model.memory_gb)
+        count = fields.get("gpu_count")
+        if memory and isinstance(count, (int, float)) and "total_gpu_memory_gb" not in fields:
+            # a slice of one GPU (count below 1) reports the slice's own memory
+            fields["total_gpu_memory_gb"] = memory * count if count >= 1 else memory
+        if self.facts is not None:
+            fields.setdefault("billing_granularity_s", self.facts.billing_granularity_s)
+            fields.setdefault("minimum_charge_s", self.facts.minimum_charge_s)
+        fields.setdefault("source_currency", "USD")
+        if fields["source_currency"] == "USD":
+            fields.setdefault("source_price_per_hour", fields.get("price_per_hour"))
         return self.add("offer", ref, raw, **fields)
 
     def quarantine(self, kind: str, ref: str, reason: str, raw: Any) -> None:

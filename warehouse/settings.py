@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     gcp_regions: str | None = None
     gcp_project: str | None = None
     gcp_api_key: SecretStr | None = None
+    max_pages: int = Field(default=500, ge=1)  # pages of one paged listing before it counts as a paging loop
     azure_regions: str | None = None
     azure_max_pages: int = 500  # a live GPU query is ~15 pages; more means a paging loop
     vastai_page_size: int = 1000

@@ -1,0 +1,138 @@
+"""The adapter kit: offers derived from the GPU canon and the provider's facts, one paging helper,
+enrichments whose failure costs only themselves."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from gpuledger.adapters import lambdalabs
+from gpuledger.adapters.base import SourceContext, SourceError, cursor, next_link, page_number
+
+
+def test_an_offer_takes_memory_vendor_and_billing_from_the_canon_and_the_facts() -> None:
+    batch = lambdalabs.PROVIDER.batch()
+    assert batch.offer("x", {}, gpu="H100 SXM5", gpu_memory_gb=80.0, gpu_count=8, region="us-east-1",
+                       instance_type="gpu_8x_h100_sxm5", purchase_option="on_demand", price_per_hour=23.92)
+    [offer] = batch.offers
+    # warehouse/data/gpu_models.csv: H100-SXM is NVIDIA's 80 GB card; Lambda bills per minute (its docs).
+    assert (offer.gpu_model, offer.gpu_vendor, offer.gpu_memory_gb_nominal) == ("H100-SXM", "NVIDIA", 80.0)
+    assert offer.total_gpu_memory_gb == 640.0
+    assert (offer.billing_granularity_s, offer.minimum_charge_s) == (60, 60)
+    assert (offer.source_currency, offer.source_price_per_hour, offer.gpu_name_reported) == ("USD", 23.92, "H100 SXM5")
+
+
+def test_an_unknown_gpu_is_quarantined_with_its_name() -> None:
+    batch = lambdalabs.PROVIDER.batch()
+    assert not batch.offer("gpu_1x_h1000", {"a": 1}, gpu="H1000", gpu_count=1, region="r", instance_type="t",
+                           purchase_option="on_demand", price_per_hour=1.0)
+    [q] = batch.quarantined
+    assert not batch.offers and q.source_ref == "gpu_1x_h1000" and "unknown GPU name 'H1000'" in q.reason
+
+
+def test_a_slice_keeps_its_own_memory_as_the_total() -> None:
+    batch = lambdalabs.PROVIDER.batch()
+    batch.offer("s", {}, gpu_model="L4", gpu_name_reported="L4", gpu_memory_gb=3.0, gpu_count=0.125, region="r",
+                instance_type="g6f.large", purchase_option="on_demand", price_per_hour=0.2)
+    assert batch.offers[0].total_gpu_memory_gb == 3.0 and batch.offers[0].gpu_variant_exact
+
+
+class Pages(BaseHTTPRequestHandler):
+    """Three pages of two items each, reached by cursor, link or page number; `loop` repeats a cursor."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        url = urlsplit(self.path)
+        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        n = int(q.get("page") or q.get("after") or 1)
+        body: dict[str, Any] = {"items": [2 * n - 1, 2 * n] if n <= 3 else []}
+        if url.path == "/loop":
+            body["next"] = "1"
+        elif n < 3:
+            body["next"] = str(n + 1)
+            body["link"] = f"http://{self.headers['Host']}/link?after={n + 1}"
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def pages_host() -> Any:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    yield host
+    server.shutdown()
+
+
+def ctx_for(host: str) -> SourceContext:
+    return SourceContext(provider="lambda", mode="replay", replay_urls={"api.example": f"http://{host}"},
+                         http_attempts=1)
+
+
+@pytest.mark.parametrize("path, following", [
+    ("/cursor", cursor(lambda doc: doc.get("next"), "after")),
+    ("/numbers", page_number("page")),
+])
+def test_paginate_reads_every_page_and_counts_them(pages_host: str, path: str, following: Any) -> None:
+    ctx = ctx_for(pages_host)
+    with ctx.http_client() as client:
+        got = list(ctx.paginate(client, "api.example", path, lambda doc: doc["items"], following, what="things"))
+    # cursor: 3 pages, the third without a next; page numbers: an empty 4th page ends the listing
+    assert got == [1, 2, 3, 4, 5, 6]
+    assert ctx.pages == {"things": 3 if path == "/cursor" else 4}
+
+
+def test_paginate_follows_a_link_only_on_its_host(pages_host: str) -> None:
+    ctx = ctx_for(pages_host)
+    with ctx.http_client() as client:
+        got = list(ctx.paginate(client, "api.example", "/link", lambda doc: doc["items"],
+                                next_link(lambda doc: doc.get("link"), pages_host)))
+        assert got == [1, 2, 3, 4, 5, 6]
+        with pytest.raises(SourceError, match="points outside api.example"):
+            list(ctx.paginate(client, "api.example", "/link", lambda doc: doc["items"],
+                              next_link(lambda doc: doc.get("link"), "api.example")))
+
+
+def test_paginate_refuses_a_loop_and_a_listing_past_the_cap(pages_host: str) -> None:
+    ctx = ctx_for(pages_host)
+    with ctx.http_client() as client:
+        with pytest.raises(SourceError, match="already read"):
+            list(ctx.paginate(client, "api.example", "/loop", lambda doc: doc["items"],
+                              cursor(lambda doc: doc.get("next"), "after")))
+        with pytest.raises(SourceError, match="within 2 pages .*GPULEDGER_MAX_PAGES"):
+            list(ctx.paginate(client, "api.example", "/numbers", lambda doc: doc["items"], page_number(),
+                              max_pages=2))
+
+
+def test_a_failing_enrichment_costs_only_itself_and_says_why() -> None:
+    ctx = SourceContext(provider="aws", mode="replay")
+
+    def blocks() -> list[str]:
+        raise SourceError("aws: DescribeCapacityBlockOfferings in us-east-1: HTTP 404")
+
+    assert ctx.enrich("capacity blocks", blocks, default=[]) == []
+    assert ctx.enrich("spot advisor", lambda: {"a": 1}) == {"a": 1}
+    assert ctx.degraded == {"capacity blocks": "aws: DescribeCapacityBlockOfferings in us-east-1: HTTP 404"}
+
+
+def test_an_enrichment_past_its_time_stops_at_its_next_request(pages_host: str) -> None:
+    ctx = ctx_for(pages_host)
+
+    def slow() -> Any:
+        with ctx.http_client() as client:
+            return ctx.get_json(client, "api.example", "/numbers")
+
+    assert ctx.enrich("stock levels", slow, timeout_s=-1) is None
+    assert ctx.degraded == {"stock levels": "stock levels: timed out"}
+    assert ctx.requests_made == 0
