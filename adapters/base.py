@@ -240,7 +240,9 @@ _ENRICHMENT_DEADLINE: contextvars.ContextVar[tuple[str, float] | None] = context
     "gpuledger_enrichment_deadline", default=None)
 
 
-def _check_deadline() -> None:
+def check_deadline() -> None:
+    """Raise EnrichmentTimeout when the enrichment running in this thread is past its time (a client
+    that makes requests gpuledger's httpx and boto3 hooks do not see calls this before each)."""
     running = _ENRICHMENT_DEADLINE.get()
     if running is not None and time.monotonic() > running[1]:
         raise EnrichmentTimeout(f"{running[0]}: timed out")
@@ -256,12 +258,15 @@ NextPage = Callable[[Any, list[Any], dict[str, Any]], "dict[str, Any] | None"]
 def next_link(link: Callable[[Any], str | None], host: str) -> NextPage:
     """Follow the answer's link to the next page (OData NextPageLink, JSON:API links.next), which
     must stay on `host`: a link elsewhere is refused, never followed with our credentials."""
+    expected = urlsplit(f"//{host}")
+
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
         url = link(doc)
         if not url:
             return None
         parts = urlsplit(url)
-        if parts.netloc and parts.netloc != host:
+        if parts.netloc and (parts.hostname != expected.hostname
+                             or parts.port not in (expected.port, None if expected.port else 443)):
             raise SourceError(f"the next-page link points outside {host}: {url[:200]!r}")
         return {**request, "path": parts.path + (f"?{parts.query}" if parts.query else ""), "params": {}}
     return following
@@ -278,6 +283,8 @@ def cursor(value: Callable[[Any], Any], param: str) -> NextPage:
 def page_number(param: str = "page", start: int = 1) -> NextPage:
     """Ask for page start, start + 1, ... until a page comes back empty."""
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
+        if not items:
+            return None
         current = int(request["params"].get(param, start))
         return {**request, "params": {**request["params"], param: current + 1}}
     return following
@@ -400,7 +407,7 @@ class SourceContext:
             record_boto_client(client, self.recorder, host)
 
         def count(**_: Any) -> None:
-            _check_deadline()
+            check_deadline()
             self.requests_made += 1
 
         client.meta.events.register("before-send", count)
@@ -475,13 +482,13 @@ class SourceContext:
 
     def paginate(self, client: httpx.Client, host: str, path: str, items: Callable[[Any], list[Any]],
                  next_page: NextPage, *, method: str = "GET", params: dict[str, Any] | None = None,
-                 json: Any = None, what: str | None = None, max_pages: int | None = None) -> Iterator[Any]:
+                 json: Any = None, what: str | None = None, cap: str = "max_pages") -> Iterator[Any]:
         """Every item of a paged listing: `items(answer)` of each page, `next_page` choosing the next
-        request (next_link, cursor, page_number, or the source's own). A repeated request or more
-        than `max_pages` pages (setting `max_pages`) is a paging loop: SourceError. The pages read
-        are counted in `pages` under `what` and noted on the run."""
+        request (next_link, cursor, page_number, or the source's own) or ending the listing. A
+        repeated request or more pages than the setting `cap` allows is a paging loop: SourceError.
+        The pages read are counted in `pages` under `what` and noted on the run."""
         what = what or f"{host}{path}"
-        limit = max_pages or self.config.max_pages
+        limit = getattr(self.config, cap)
         request: dict[str, Any] = {"path": path, "params": dict(params or {}), "json": json}
         asked: set[str] = set()
         for _ in range(limit):
@@ -495,15 +502,14 @@ class SourceContext:
             with _registered_lock:
                 self.pages[what] = self.pages.get(what, 0) + 1
             yield from page
-            following = next_page(doc, page, request) if page else None
+            following = next_page(doc, page, request)
             if following is None:
                 return
             if repr(sorted(following.items(), key=str)) in asked:
                 raise SourceError(f"{self.provider}: {what}: the next page asked for is one already read "
                                   "(a paging loop)")
             request = following
-        raise SourceError(f"{self.provider}: {what}: paging did not end within {limit} pages "
-                          f"({env_name('max_pages')})")
+        raise SourceError(f"{self.provider}: {what}: paging did not end within {limit} pages ({env_name(cap)})")
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -516,7 +522,7 @@ class SourceContext:
         url = self.url(host) + path
 
         def open_stream() -> httpx.Response:
-            _check_deadline()
+            check_deadline()
             resp = client.send(client.build_request("GET", url), stream=True)
             self.requests_made += 1
             if resp.status_code >= 400:
@@ -541,7 +547,7 @@ class SourceContext:
             log.info("%s: retrying %s%s after %s", self.provider, host, path, state.outcome.exception())
 
         def attempt() -> httpx.Response:
-            _check_deadline()
+            check_deadline()
             resp = call()
             if count:
                 self.requests_made += 1

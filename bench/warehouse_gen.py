@@ -37,7 +37,7 @@ def _h(expr: str, salt: int) -> str:
 
 
 def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datetime | None = None) -> dict[str, Any]:
-    from gpuledger.flows.pipeline import source_module
+    from gpuledger.adapters.registry import source_module
     from gpuledger.warehouse.schema import OFFERS
     from gpuledger.warehouse.store import content_hash_sql, upsert_provider_facts, open_writer
 

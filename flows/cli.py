@@ -24,7 +24,6 @@ from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
-from gpuledger.pandas_refused import refuse_pandas
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.store import (
@@ -76,6 +75,9 @@ def waiting_cancelled(what: str, outcome: str) -> str:
     return f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; {outcome}"
 
 
+STATE_SHOWN = {"ok": ("ok", "green"), "not_configured": ("not configured", "yellow")}
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     # Columns one space apart and no outer border: within 80 columns with the longest provider
     # name and six-digit counts.
@@ -84,13 +86,16 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for col in ("provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage"):
         t.add_column(col, justify="right" if col not in ("provider", "state") else "left", no_wrap=True)
     for p in summary["providers"]:
-        state = cell("ok", "green") if p["state"] == "ok" else cell("failed", "red")
-        t.add_row(cell(p["provider"]), state, *(cell(p[k]) for k in ("offers", "new", "changed", "closed",
-                                                                     "quarantined", "egress", "storage")))
+        shown, colour = STATE_SHOWN.get(p["state"], (p["state"], "red"))
+        t.add_row(cell(p["provider"]), cell(shown, colour), *(cell(p[k]) for k in (
+            "offers", "new", "changed", "closed", "quarantined", "egress", "storage")))
     console.print(t)
     for p in summary["providers"]:
         if p["error"]:
-            console.print(labelled(f"{p['provider']}:", "red", p["error"]))
+            console.print(labelled(f"{p['provider']}:", "yellow" if p["state"] == "not_configured" else "red",
+                                   p["error"]))
+        if p["degraded"]:
+            console.print(labelled(f"{p['provider']}: degraded:", "yellow", p["degraded"]))
         for note in p["notes"]:
             prefix = "" if note.startswith(f"{p['provider']}:") else f"{p['provider']}: "
             console.print(labelled(prefix.rstrip(), "yellow", note))
@@ -125,7 +130,7 @@ def refresh(
     """
     _setup_logging(verbose)
     from gpuledger.adapters.registry import UnknownProviderError
-    from gpuledger.flows.pipeline import ensure_browsers, resolve_providers
+    from gpuledger.flows.refresh import ensure_browsers, resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
@@ -193,7 +198,7 @@ def record(
     _setup_logging(verbose)
     from gpuledger.flows import watchdog
     from gpuledger.adapters.registry import UnknownProviderError
-    from gpuledger.flows.pipeline import resolve_providers
+    from gpuledger.flows.refresh import resolve_providers
 
     watchdog.ensure_watched()
     api_server = None
@@ -359,20 +364,27 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
     state by warehouse.freshness, and its current rows."""
     now = now or datetime.now(timezone.utc)
     offers, egress, storage = (_row_counts(con, t) for t in ("offers", "egress_prices", "storage_prices"))
+    try:  # the enrichments the latest run went without (a warehouse older than schema 9 has none)
+        degraded = dict(con.execute("select provider, arg_max(degraded, finished_at) from scrape_runs "
+                                    "group by provider").fetchall())
+    except duckdb.BinderException:
+        degraded = {}
     return [{"provider": f.provider, "state": f.state, "last_success": f.last_ok, "last_attempt": f.last_attempt,
              "offers": offers.get(f.provider, 0), "egress": egress.get(f.provider, 0),
-             "storage": storage.get(f.provider, 0), "last_error": f.last_error if f.last_state != "ok" else None}
+             "storage": storage.get(f.provider, 0), "last_error": f.last_error if f.last_state != "ok" else None,
+             "degraded": degraded.get(f.provider)}
             for f in provider_freshness(con, stale_after.total_seconds() / 3600.0, now, providers)]
 
 
-STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow"}
+STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
 # `gpuledger status` exit codes (README): 2 is a usage or warehouse error, as everywhere.
 STATUS_OK, STATUS_FAILED, STATUS_STALE = 0, 1, 3
 
 
 def status_exit_code(rows: Iterable[dict[str, Any]]) -> int:
     """1 if any provider's latest attempt failed, else 3 if any is stale, else 0. A source that
-    never loaded is listed but counts for neither: a warehouse may hold only some providers."""
+    never loaded, or has no credentials, is listed but counts for neither: a warehouse may hold
+    only some providers."""
     states = {r["state"] for r in rows}
     return STATUS_FAILED if "failed" in states else STATUS_STALE if "stale" in states else STATUS_OK
 
@@ -408,12 +420,9 @@ def status(
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     finally:
         con.close()
-    try:
-        saved = pending.waiting(db_path(db))
-    except pending.PendingError as err:
-        raise _fail(str(err), 2) from None
-    for r in rows:  # fetched results a failed write left for the next refresh (or --resume) to merge
-        r["waiting"] = [s.refresh_id for s in saved if r["provider"] in s.providers]
+    saved = pending.waiting(db_path(db))  # fetched results a failed write left for the next merge
+    for r in rows:
+        r["waiting"] = sorted({p.parent.name for p in saved if p.stem == r["provider"]})
     if provider:
         rows = [r for r in rows if r["provider"] in provider]
     code = status_exit_code(rows)
@@ -423,16 +432,17 @@ def status(
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
         colour = STATE_COLOURS[r["state"]]
-        shown = "never loaded" if r["state"] == NEVER else r["state"]
+        shown = {NEVER: "never loaded", "not_configured": "not configured"}.get(r["state"], r["state"])
         t.add_row(cell(r["provider"]), cell(shown, colour),
                   *(cell(str(r[k])[:19] if r[k] else "-") for k in ("last_success", "last_attempt")),
-                  cell(r["offers"]), cell(r["egress"]), cell(r["storage"]), literal(r["last_error"] or "", 120))
+                  cell(r["offers"]), cell(r["egress"]), cell(r["storage"]),
+                  literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 120))
     out.print(t)
-    for s in saved:
-        line = (f"waiting to be merged: {s.refresh_id} (fetched {s.saved_at.isoformat(timespec='seconds')}: "
-                f"{', '.join(s.providers)}); write failed: {s.write_error or 'the refresh stopped before publishing'}; "
-                "`gpuledger refresh --resume` merges it")
-        console.print(literal(line, style="yellow"))
+    for folder in sorted({p.parent for p in saved}):
+        providers = sorted(p.stem for p in saved if p.parent == folder)
+        why = pending.write_error(folder / f"{providers[0]}.json") or "the refresh stopped before publishing"
+        console.print(literal(f"waiting to be merged: {folder.name} ({', '.join(providers)}); write failed: {why}; "
+                              "`gpuledger refresh --resume` merges it", style="yellow"))
     raise typer.Exit(code)
 
 
@@ -488,10 +498,7 @@ for _command in app.registered_commands:
 
 
 def main() -> None:
-    """The `gpuledger` command. Its process keeps pandas out (gpuledger/pandas_refused.py): no
-    command hands pyarrow a pandas object. `app` called in another program's process (a test, a
-    notebook) leaves that process's modules alone."""
-    refuse_pandas()
+    """The `gpuledger` command."""
     app()
 
 

@@ -1,13 +1,10 @@
 """The Prefect API a command's flow run reports to: the one PREFECT_API_URL names, or a temporary
-server this process starts for itself.
+server this command starts for itself with Prefect's own `prefect server start`.
 
-With no PREFECT_API_URL, Prefect's client starts a temporary server on the first flow run
-(`prefect.server.api.server.SubprocessASGIServer`): uvicorn with Prefect's app factory, in a
-subprocess. Importing the module that class lives in loads the whole server (FastAPI,
-SQLAlchemy, the API's schemas): about 80 MB in the calling process, for the whole refresh, only
-to start a subprocess. `TemporaryApiServer` starts the same server the same way without that
-import, and as soon as the command knows it will run a flow: its start-up (10 s and more on 2
-cores) then overlaps the command's own imports instead of following them.
+Prefect would start such a server itself at the first flow run, after the command's imports and
+with its server modules (80 MB) loaded into the command's process. Started here, as soon as the
+command knows it will run a flow, its start-up overlaps the command's own work. Its logs stay out
+of the terminal: a temporary server's run logs are read by nobody.
 """
 
 from __future__ import annotations
@@ -26,17 +23,7 @@ import httpx
 
 HEALTH_POLL_S = 0.1
 STOP_WAIT_S = 5.0
-# A port chosen free can be taken before uvicorn binds it; uvicorn then exits at once.
-START_ATTEMPTS = 3
-
-# What Prefect's own temporary server is started with: no UI, and the ephemeral server's set of
-# background services (the ones a flow run in this process needs, not a scheduler's). And no
-# block-type registration: it serves this process's runs, which use no blocks, and loading
-# the installed collections to register theirs imports prefect-dask's Dask and distributed into
-# the server (27 MB of its 210 MB RSS). A user's own setting of either still wins.
-SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-              "PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
-              "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false"}
+START_ATTEMPTS = 3  # a port chosen free can be taken before the server binds it
 
 
 class ApiServerError(RuntimeError):
@@ -57,7 +44,7 @@ def free_port() -> int:
 
 
 class TemporaryApiServer:
-    """Prefect's API server in a subprocess of this one, for this process's flow runs."""
+    """`prefect server start` on a loopback port, for this command's flow runs only."""
 
     def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
@@ -70,21 +57,16 @@ class TemporaryApiServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def command(self, port: int) -> list[str]:
-        import prefect
-
-        return [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(prefect.__file__).parent.parent),
-                "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-                "--port", str(port), "--log-level", "error", "--lifespan", "on"]
+        prefect = Path(sys.executable).with_name("prefect")
+        return [str(prefect) if prefect.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
+                "--port", str(port), "--no-ui", "--no-services", "--analytics-off"]
 
     def start(self) -> None:
-        """Start the server process; it is not waited for (`wait_ready` does)."""
-        from prefect.settings import get_current_settings
-
         self.stop()
         self._attempts += 1
         self.port = free_port()
         self._stderr = tempfile.TemporaryFile()
-        env = {**os.environ, **SERVER_ENV, **get_current_settings().to_environment_variables(exclude_unset=True)}
+        env = {**os.environ, "PREFECT_SERVER_LOGGING_LEVEL": "ERROR", "PREFECT_LOGGING_TO_API_ENABLED": "false"}
         self.process = subprocess.Popen(self.command(self.port), env=env, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=self._stderr)
 
@@ -150,15 +132,16 @@ def start_if_needed() -> TemporaryApiServer | None:
 
 
 @contextmanager
-def api_url_set(url: str) -> Iterator[str]:
+def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
     """Within: this process's Prefect settings and its environment (for the processes it starts)
-    name `url` as the API."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    name `url` as the API; `to_api` False keeps the run logs out of it (and off the terminal when
+    it is gone)."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
 
     before = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = url
     try:
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_LOGGING_TO_API_ENABLED: to_api}):
             yield url
     finally:
         if before is None:
@@ -178,7 +161,7 @@ def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
 
     try:
         url = server.wait_ready(float(get_current_settings().server.ephemeral.startup_timeout_seconds))
-        with api_url_set(url):
+        with api_url_set(url, to_api=False):
             yield url
     finally:
         server.stop()

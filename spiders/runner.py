@@ -1,19 +1,12 @@
 """Run one spider crawl in a fresh Python process and read its items back.
 
-Scrapy's Twisted reactor can be started once per process, so a Prefect worker
-(or a test session) that scrapes twice would fail on the second crawl. Each
-crawl therefore runs in a child process of its own, in its own work folder: the
-child starts one CrawlerProcess, writes the items through scrapy's feed export
-(JSON lines) and a small status file, and exits non-zero when the crawl did not
-produce a price table. The parent enforces a timeout (killing the child's whole
-process group, browser included) and turns any failure into a SourceError that
-names the provider, the URL and the child's last log lines.
-
-The child is forked from the refresh's fork server (gpuledger/forkserver.py),
-which has imported Scrapy and Twisted once and started no reactor: a fresh
-interpreter pays about 1 s of CPU for those imports, per crawl, while the other
-providers are parsing. Where no child can be forked (a daemonic Dask worker) it
-is a fresh `python -m gpuledger.spiders.runner ...`.
+Scrapy's Twisted reactor can be started once per process, so a process that scrapes twice would
+fail on the second crawl. Each crawl therefore runs in a child process of its own
+(`python -m gpuledger.spiders.runner ...`, gpuledger.children), in its own work folder: the child
+starts one CrawlerProcess, writes the items through scrapy's feed export (JSON lines) and a small
+status file, and exits non-zero when the crawl did not produce a price table. The parent enforces
+a timeout (killing the child's whole process group, browser included) and turns any failure into
+a SourceError that names the provider, the URL and the child's last log lines.
 """
 
 from __future__ import annotations
@@ -21,15 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuledger import forkserver
+from gpuledger import children
 
 # adapters.base (httpx, tenacity, ...) is imported where used: the crawl child runs this module
 # and never needs it.
@@ -55,39 +46,10 @@ def default_timeout_s(ctx: SourceContext) -> float:
     return ctx.config.spider_timeout_s or fallback
 
 
-def _tail(path: Path) -> str:
+def _tail(stderr: str) -> str:
     """The child's last log lines (its own failure line left out: the message already says it)."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    text = "\n".join(line for line in lines if not line.startswith(FAILURE_PREFIX))
+    text = "\n".join(line for line in stderr.splitlines() if not line.startswith(FAILURE_PREFIX))
     return text[-STDERR_TAIL_CHARS:].strip()
-
-
-class _ForkedCrawl:
-    """A crawl child forked from the fork server, waited on and killed as a Popen is."""
-
-    def __init__(self, proc: Any) -> None:
-        self.proc, self.pid = proc, proc.pid
-
-    def wait(self, timeout: float | None = None) -> int:
-        code = forkserver.wait(self.proc, timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired("crawl", timeout or 0)
-        return code
-
-    def kill(self) -> None:
-        self.proc.kill()
-
-
-def _kill_group(proc: subprocess.Popen[bytes] | _ForkedCrawl) -> None:
-    """End the child and everything it started (Chromium) — this process group only."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # a forked child killed before it made its group
-        proc.kill()
-    proc.wait()
 
 
 def node_compile_cache_dir() -> Path:
@@ -115,48 +77,6 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def _forked_main(args: list[str], work: str, handed: forkserver.Handover) -> None:
-    """The forked child: what `python -m gpuledger.spiders.runner ARGS` would do, in `work`."""
-    os.setsid()  # its own group, as start_new_session gives the fresh interpreter
-    # Orphaned, the crawl ends with its group, browser included (the refresh's watchdog finds
-    # no orphan by its parent).
-    forkserver.begin_child(handed, on_orphaned=lambda: os.killpg(0, signal.SIGKILL))
-    os.chdir(work)
-    for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
-        log = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(log, fd)
-        os.close(log)
-    sys.stdout.reconfigure(line_buffering=True)
-    raise SystemExit(main(args))
-
-
-def _spawn(args: list[str], work: Path) -> subprocess.Popen[bytes] | _ForkedCrawl:
-    """The crawl child for `python -m gpuledger.spiders.runner ARGS` in `work`, in its own session (so a
-    timeout can kill its whole group, browser included), its output in work/stdout.log and
-    work/stderr.log."""
-    if forkserver.can_fork():
-        forkserver.preload(forkserver.CRAWL_MODULES)
-        handed = forkserver.handover(child_env())
-        proc = forkserver.context().Process(target=_forked_main, args=(args, str(work), handed), name="crawl",
-                                            daemon=True)
-        forkserver.start(proc)
-        return _ForkedCrawl(proc)
-    with open(work / "stdout.log", "wb") as stdout, open(work / "stderr.log", "wb") as stderr:
-        return subprocess.Popen([sys.executable, "-m", "gpuledger.spiders.runner", *args], cwd=work, env=child_env(),
-                                stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def _start(spider: str, work: Path, url: str, settings: dict[str, Any],
-           spider_args: dict[str, str] | None) -> subprocess.Popen[bytes] | _ForkedCrawl:
-    """Write the crawl's settings into `work` and start its child there."""
-    (work / "settings.json").write_text(json.dumps(settings))
-    args = ["--spider", spider, "--url", url, "--settings", str(work / "settings.json"),
-            "--out", str(work / ITEMS_FILE), "--status", str(work / "status.json")]
-    for key, value in (spider_args or {}).items():
-        args += ["--arg", f"{key}={value}"]
-    return _spawn(args, work)
-
-
 def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
           timeout_s: float | None = None, spider_args: dict[str, str] | None = None) -> CrawlResult:
     """Crawl `ctx.url(host) + path` with spider `module:Class` in a child process.
@@ -169,19 +89,18 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
     start_url = ctx.url(host) + path
     where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
     timeout = timeout_s if timeout_s is not None else default_timeout_s(ctx)
-    folder = tempfile.TemporaryDirectory(prefix="gpuledger-crawl-")
-    work = Path(folder.name)
-    proc = _start(spider, work, start_url, settings, spider_args)
-    stderr_path = work / "stderr.log"
-    try:
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise SourceError(
-                f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
-                f"log tail: {_tail(stderr_path) or '(no log output)'}") from None
-        tail = _tail(stderr_path)
+    with tempfile.TemporaryDirectory(prefix="gpuledger-crawl-") as folder:
+        work = Path(folder)
+        (work / "settings.json").write_text(json.dumps(settings))
+        args = ["--spider", spider, "--url", start_url, "--settings", str(work / "settings.json"),
+                "--out", str(work / ITEMS_FILE), "--status", str(work / "status.json")]
+        for key, value in (spider_args or {}).items():
+            args += ["--arg", f"{key}={value}"]
+        rc, stderr = children.run("gpuledger.spiders.runner", args, timeout, cwd=work, env=child_env())
+        tail = _tail(stderr)
+        if rc is None:
+            raise SourceError(f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
+                              f"log tail: {tail or '(no log output)'}")
         try:
             status = json.loads((work / "status.json").read_text())
         except (OSError, ValueError):
@@ -196,8 +115,6 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
             held = "was not written" if items is None else f"holds {len(items)} items"
             raise SourceError(f"{ctx.provider}: scrape of {where} failed: its item feed {held}, "
                               f"the crawl scraped {status.get('items')}")
-    finally:
-        folder.cleanup()
     return CrawlResult(items=items, status=status)
 
 
@@ -315,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [f"--{name}" for name in ("url", "settings", "out", "status") if not getattr(args, name)]
     if missing:
         parser.error(f"{', '.join(missing)} required")
+    children.end_with_parent()
     settings = json.loads(Path(args.settings).read_text())
     spider_args = dict(a.split("=", 1) for a in args.arg)
     return run_child(args.spider.replace(":", "."), args.url, settings, Path(args.out), Path(args.status), spider_args)

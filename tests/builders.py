@@ -1,9 +1,11 @@
 """Warehouses for tests, built only through the real code paths.
 
 `load_day` merges a hand-written batch with warehouse.store.load_outcome (the
-same SCD2 merge a refresh uses); `replayed_warehouse` runs the providers' real
-clients against the loopback replay server and loads them with
-flows.pipeline.load_all, without Prefect (quick, for tests that only need data).
+same SCD2 merge a refresh uses); `load` hands outcomes over on disk and merges
+them as a refresh does (warehouse.pending, merge_pending); `replayed_warehouse`
+runs the providers' real clients against the loopback replay server and loads
+them that way, in this process and without Prefect (quick, for tests that only
+need data).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from gpuledger.flows.fetch import SourcePlan, fetch_outcome
+from gpuledger.warehouse import pending
+from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.spot import read_since
-from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, ScrapeOutcome, load_outcome, utcnow
+from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, db_path, load_outcome, merge_pending
 
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
 
@@ -50,14 +54,30 @@ def batch(provider: str, offers: Sequence[dict[str, Any]], egress_rows: Sequence
     return b
 
 
+def outcome(b: Batch | None, provider: str | None = None, when: datetime = T0, error: str | None = None,
+            **run: Any) -> ScrapeOutcome:
+    """A scrape's outcome as a fetch hands it over: `b`'s rows, or (no batch) a failed run."""
+    if b is None:
+        assert provider is not None
+        return ScrapeOutcome(provider, "replay", when, when, state="failed", error=error or "failed", **run)
+    return pending.outcome_of(b, provider, mode="replay", started_at=when, finished_at=when, **run)
+
+
 def load_day(con: duckdb.DuckDBPyConnection, provider: str, offers: Sequence[dict[str, Any]] | None, day: float,
              refresh_id: str | None = None, error: str | None = None,
              egress_rows: Sequence[dict[str, Any]] = ()) -> LoadReport:
     """One provider's scrape on day `day` (T0 + day), merged by the real loader."""
     now = T0 + timedelta(days=day)
-    outcome = ScrapeOutcome(provider, "replay", now, now,
-                            batch=batch(provider, offers, egress_rows) if offers else None, error=error)
-    return load_outcome(con, outcome, refresh_id or f"refresh-day{day:g}", AnomalyPolicy(), now=now)
+    scraped = outcome(batch(provider, offers, egress_rows) if offers else None, provider, now, error)
+    return load_outcome(con, scraped, refresh_id or f"refresh-day{day:g}", AnomalyPolicy(), now=now)
+
+
+def load(db: Path | str, outcomes: Sequence[ScrapeOutcome], refresh_id: str = "refresh-test",
+         policy: AnomalyPolicy | None = None, **merge: Any) -> list[LoadReport]:
+    """Hand `outcomes` over on disk and merge them, as a refresh does."""
+    for o in outcomes:
+        pending.write(pending.pending_dir(db_path(db)) / refresh_id, o)
+    return merge_pending(db, refresh_id, policy or AnomalyPolicy(), **merge)
 
 
 _PREFECT_SERVER: list[Any] = []
@@ -95,14 +115,21 @@ def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
     server = ReplayServer(BUNDLED_RECORDINGS, providers=list(providers), hook=hook)
     server.start()
     try:
-        plans = plans_for(list(providers), "replay", server.endpoints(), server.settings, since=read_since(db),
-                          http_attempts=2, retry_wait_max_s=0.05)
-        outcomes = []
-        for plan in plans:
-            started = utcnow()
-            outcomes.append(outcome_from(fetch_source(plan), plan, None, started))
+        since = read_since(db)
+        outcomes = [fetch_outcome(SourcePlan(p, "replay", server.endpoints(), dict(server.settings.get(p, {})),
+                                             since.get(p, {}), http_attempts=2, retry_wait_max_s=0.05))
+                    for p in providers]
     finally:
         server.close()
-    reports = load_all(db, outcomes, refresh_id, AnomalyPolicy())
+    reports = load(db, outcomes, refresh_id)
     assert all(r.ok for r in reports), [(r.provider, r.error) for r in reports]
     return reports
+
+
+def scraped(provider: str, mode: str, started: datetime, finished: datetime, batch: Batch | None = None,
+            error: str | None = None, **run: Any) -> ScrapeOutcome:
+    """An outcome as a fetch hands it over: `batch`'s rows (a failed run when `error` is given or
+    there is no batch)."""
+    if error is not None or batch is None:
+        return ScrapeOutcome(provider, mode, started, finished, state=run.pop("state", "failed"), error=error, **run)
+    return pending.outcome_of(batch, provider, mode=mode, started_at=started, finished_at=finished, **run)

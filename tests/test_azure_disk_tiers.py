@@ -21,7 +21,8 @@ from gpuledger.warehouse.recommender.memory import TrainingSetup, estimate
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 from gpuledger.warehouse.recommender.volumes import holds
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer, utcnow
+from gpuledger.warehouse.store import load_outcome, open_reader, open_writer, utcnow
+from tests.builders import scraped
 from tests.conftest import replay_context
 
 MODEL = "llama-3.2-1b"
@@ -46,7 +47,7 @@ def premium_only(eastus: Batch, tmp_path_factory: pytest.TempPathFactory):
     db: Path = tmp_path_factory.mktemp("tiers") / "ledger.duckdb"
     now = utcnow()
     w = open_writer(db)
-    assert load_outcome(w, ScrapeOutcome("azure", "replay", now, now, batch=batch), "refresh-tiers", now=now).ok
+    assert load_outcome(w, scraped("azure", "replay", now, now, batch=batch), "refresh-tiers", now=now).ok
     w.close()
     con = open_reader(db)
     install_macros(con)

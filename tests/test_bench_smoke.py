@@ -20,6 +20,7 @@ import pytest
 from gpuledger.adapters import aws
 from gpuledger.adapters.base import SchemaDriftError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+from tests.builders import scraped
 from bench import awsgen
 from bench.reference_aws import parse_offer_csv_lines, parse_prefilter_dictreader, skip_counts
 from tests.conftest import replay_context
@@ -230,7 +231,7 @@ def test_year_warehouse_and_set_based_merge_keep_the_invariants(tmp_path: Path) 
     from bench.warehouse_gen import PROVIDERS, build, current_offers, next_night
     from gpuledger.warehouse.check import run_checks
     from gpuledger.warehouse.records import Batch
-    from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer
+    from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer
 
     info = build(tmp_path / "w.duckdb", offers=1600, nights=12)
     assert info["offers"] == 1600 and 1600 + 11 * 1600 * 0.2 < info["offer_history"] < 1600 + 11 * 1600 * 0.34
@@ -245,7 +246,7 @@ def test_year_warehouse_and_set_based_merge_keep_the_invariants(tmp_path: Path) 
             b.offers = next_night(list(before[p].values()), 12)
             new_keys = {o.key for o in b.offers}
             changed = sum(1 for o in b.offers if o.key in before[p] and o != before[p][o.key])
-            report = load_outcome(con, ScrapeOutcome(p, "live", now, now, batch=b), "r", AnomalyPolicy(), now)
+            report = load_outcome(con, scraped(p, "live", now, now, batch=b), "r", AnomalyPolicy(), now)
             assert report.ok, report.error
             assert report.new == len(new_keys - before[p].keys())
             assert report.closed == len(before[p].keys() - new_keys)

@@ -22,8 +22,8 @@ from gpuledger.adapters.base import MissingCredentialsError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows import cadence
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
-from tests.builders import load_day, offer, replayed_warehouse
+from gpuledger.warehouse.store import AnomalyPolicy, close_writer, load_outcome, open_writer
+from tests.builders import scraped, load_day, offer, replayed_warehouse
 from tests.conftest import replay_context
 
 UNIT = "aws_capacity_blocks"
@@ -105,7 +105,7 @@ def test_a_blocks_only_run_leaves_aws_offers_alone_and_an_aws_run_keeps_the_bloc
     con = open_writer(db)
     try:
         now = datetime(2026, 12, 1, 7, 30, tzinfo=timezone.utc)
-        outcome = ScrapeOutcome(UNIT, "replay", now, now, batch=unit_batch, side_tables_only=True)
+        outcome = scraped(UNIT, "replay", now, now, batch=unit_batch, side_tables_only=True)
         assert load_outcome(con, outcome, "refresh-blocks-2", AnomalyPolicy(), now=now).ok
     finally:
         close_writer(con)

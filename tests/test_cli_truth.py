@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 
 from gpuledger.flows import cli
 from gpuledger.flows.cli import app
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer, utcnow
-from tests.builders import batch, offer
+from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer, utcnow
+from tests.builders import load as merge
+from tests.builders import scraped, batch, offer
 
 runner = CliRunner()
 
@@ -26,7 +27,7 @@ def load(db: Path, provider: str, hours_ago: float, error: str | None = None) ->
     con = open_writer(db)
     try:
         b = None if error else batch(provider, [offer(f"{provider}-8x", 20.0)])
-        load_outcome(con, ScrapeOutcome(provider, "replay", now, now, batch=b, error=error), f"refresh-{provider}",
+        load_outcome(con, scraped(provider, "replay", now, now, batch=b, error=error), f"refresh-{provider}",
                      AnomalyPolicy(), now=now)
     finally:
         con.close()
@@ -60,13 +61,13 @@ def test_status_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", [["refresh", "--replay"], ["record", "out"]])
 def test_a_db_that_is_not_duckdb_is_refused_before_any_fetch(command: list[str], tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuledger.flows import pipeline, refresh
+    from gpuledger.flows import refresh
 
     def no_fetch(*args: object, **kwargs: object) -> None:
         raise AssertionError("fetched although --db is no warehouse")
 
     monkeypatch.setattr(refresh, "nightly_refresh", no_fetch)
-    monkeypatch.setattr(pipeline, "ensure_browsers", no_fetch)
+    monkeypatch.setattr(refresh, "ensure_browsers", no_fetch)
     notes = tmp_path / "notes.txt"
     notes.write_text("a text file, not a warehouse\n" * 20)
     for bad, says in ((notes, "is not a DuckDB database"), (tmp_path, "is a directory")):
@@ -81,7 +82,7 @@ def test_the_refresh_summary_fits_80_columns(monkeypatch: pytest.MonkeyPatch) ->
     screen = Console(width=80, record=True, force_terminal=False)
     monkeypatch.setattr(cli, "console", screen)
     rows = [{"provider": name, "state": state, "offers": 123456, "new": 123456, "changed": 99999, "closed": 99999,
-             "quarantined": 12345, "egress": 21600, "storage": 10800, "error": None, "notes": []}
+             "quarantined": 12345, "egress": 21600, "storage": 10800, "error": None, "notes": [], "degraded": None}
             for name, state in (("digitalocean", "ok"), ("aws", "failed"))]
     cli._print_summary({"refresh_id": "refresh-20261201T204435Z-53d2c252", "providers": rows})
     text = screen.export_text()
@@ -104,7 +105,6 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
 
 
 def test_refresh_progress_names_the_providers_still_fetching_then_counts_the_merges(tmp_path: Path) -> None:
-    from gpuledger.flows.pipeline import load_all
     from gpuledger.flows.progress import PROGRESS_LOGGER, RefreshProgress, report
 
     screen = Console(width=80, record=True, force_terminal=True)
@@ -123,7 +123,7 @@ def test_refresh_progress_names_the_providers_still_fetching_then_counts_the_mer
         assert progress.state() == ("merging into the warehouse", 0, 5)
         # the write window's own events: one per provider merged
         now = utcnow()
-        outcomes = [ScrapeOutcome(p, "replay", now, now, batch=batch(p, [offer(f"{p}-8x", 20.0)])) for p in providers]
-        load_all(tmp_path / "w.duckdb", outcomes, "refresh-progress", AnomalyPolicy())
+        outcomes = [scraped(p, "replay", now, now, batch=batch(p, [offer(f"{p}-8x", 20.0)])) for p in providers]
+        merge(tmp_path / "w.duckdb", outcomes, "refresh-progress", on_merged=lambda p: report("merged", p))
         assert progress.state() == ("merged runpod", 5, 5)
     assert PROGRESS_LOGGER.handlers == [] and PROGRESS_LOGGER.propagate

@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 
 from gpuledger.flows.cli import app
 from gpuledger.warehouse.export import EXPORT_TABLES
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
-from tests.builders import T0, batch, egress, offer
+from gpuledger.warehouse.store import AnomalyPolicy, close_writer, load_outcome, open_writer
+from tests.builders import scraped, T0, batch, egress, offer
 
 UTC = timezone.utc
 DAY1 = T0 + timedelta(days=1)
@@ -44,7 +44,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert not day1.offer("naive", {}, **offer("p4d.24xlarge", 21.96, gpu="A100-SXM4-80",
                                                      price_observed_at="2026-11-02T03:00:00"))
         for now, b in ((T0, day0), (DAY1, day1)):
-            report = load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=b), f"refresh-{now:%d}",
+            report = load_outcome(con, scraped("aws", "replay", now, now, batch=b), f"refresh-{now:%d}",
                                   AnomalyPolicy(min_row_ratio=0), now=now)
             assert report.ok, report.error
     finally:

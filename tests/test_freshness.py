@@ -80,7 +80,7 @@ def test_status_lists_every_registered_source(warehouse: Path) -> None:
     assert rows["runpod"]["state"] == "failed" and rows["runpod"]["last_error"] == "HTTP 503"
     assert rows["lambda"]["state"] == "ok" and rows["lambda"]["last_error"] is None
     assert rows["gcp"] == {"provider": "gcp", "state": "never", "last_success": None, "last_attempt": None,
-                           "offers": 0, "egress": 0, "storage": 0, "last_error": None}
+                           "offers": 0, "egress": 0, "storage": 0, "last_error": None, "degraded": None}
 
 
 def test_status_command_shows_never_loaded_sources(warehouse: Path) -> None:

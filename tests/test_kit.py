@@ -102,17 +102,25 @@ def test_paginate_follows_a_link_only_on_its_host(pages_host: str) -> None:
         with pytest.raises(SourceError, match="points outside api.example"):
             list(ctx.paginate(client, "api.example", "/link", lambda doc: doc["items"],
                               next_link(lambda doc: doc.get("link"), "api.example")))
+    # the default port of https is the host itself; another port, scheme-less host or name is not
+    follow = next_link(lambda doc: doc, "prices.azure.com")
+    request = {"path": "/api/retail/prices", "params": {"$filter": "x"}, "json": None}
+    assert follow("https://prices.azure.com:443/api/retail/prices?$skip=100", [1], request)["path"] == \
+        "/api/retail/prices?$skip=100"
+    for elsewhere in ("https://prices.azure.com:8443/p", "https://evil.example/p", "https://prices.azure.com.evil/p"):
+        with pytest.raises(SourceError, match="points outside"):
+            follow(elsewhere, [1], request)
 
 
-def test_paginate_refuses_a_loop_and_a_listing_past_the_cap(pages_host: str) -> None:
+def test_paginate_refuses_a_loop_and_a_listing_past_the_cap(pages_host: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = ctx_for(pages_host)
+    monkeypatch.setenv("GPULEDGER_MAX_PAGES", "2")
     with ctx.http_client() as client:
         with pytest.raises(SourceError, match="already read"):
             list(ctx.paginate(client, "api.example", "/loop", lambda doc: doc["items"],
                               cursor(lambda doc: doc.get("next"), "after")))
         with pytest.raises(SourceError, match="within 2 pages .*GPULEDGER_MAX_PAGES"):
-            list(ctx.paginate(client, "api.example", "/numbers", lambda doc: doc["items"], page_number(),
-                              max_pages=2))
+            list(ctx.paginate(client, "api.example", "/numbers", lambda doc: doc["items"], page_number()))
 
 
 def test_a_failing_enrichment_costs_only_itself_and_says_why() -> None:

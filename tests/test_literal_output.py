@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from gpuledger.flows.cli import _print_summary, app
 from gpuledger.flows.literal import CELL_LIMIT, ELLIPSIS, MESSAGE_LIMIT, plain
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, load_outcome, open_writer, utcnow
-from tests.builders import batch, offer
+from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer, utcnow
+from tests.builders import scraped, batch, offer
 
 runner = CliRunner()
 
@@ -58,9 +58,9 @@ def hostile_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     good.notes.append(HOSTILE)
     con = open_writer(db)
     try:
-        assert load_outcome(con, ScrapeOutcome(PROVIDER, "replay", now, now, batch=good), "r1",
+        assert load_outcome(con, scraped(PROVIDER, "replay", now, now, batch=good), "r1",
                             AnomalyPolicy(), now=now).ok
-        load_outcome(con, ScrapeOutcome("broken", "replay", now, now, error=f"broken: HTTP 500: {HOSTILE}"),
+        load_outcome(con, scraped("broken", "replay", now, now, error=f"broken: HTTP 500: {HOSTILE}"),
                      "r1", AnomalyPolicy(), now=now)
     finally:
         con.close()
@@ -151,13 +151,15 @@ def test_check_report_plot_and_export_messages(hostile_db: Path, tmp_path: Path)
 
 def test_refresh_summary_prints_errors_and_notes_literally(capsys: pytest.CaptureFixture[str]) -> None:
     row = {"provider": PROVIDER, "state": "ok", "offers": 3, "new": 3, "changed": 0, "closed": 0,
-           "quarantined": 0, "egress": 0, "storage": 0, "error": None, "notes": [HOSTILE, LONG]}
+           "quarantined": 0, "egress": 0, "storage": 0, "error": None, "notes": [HOSTILE, LONG], "degraded": None}
     failed = dict(row, provider="broken", state="failed", error=f"broken: {HOSTILE}", notes=[])
-    _print_summary({"refresh_id": "r[/x]", "ok": False, "failed": ["broken"], "providers": [row, failed]})
+    degraded = dict(row, provider="dented", notes=[], degraded=f"stock levels ({HOSTILE})")
+    _print_summary({"refresh_id": "r[/x]", "ok": False, "failed": ["broken"], "providers": [row, failed, degraded]})
     text = capsys.readouterr().err
     shows_literally(text)
     flat, shown = " ".join(text.split()), " ".join(SHOWN.split())  # the console wraps long lines
     assert "r[/x]" in text and f"{PROVIDER}: {shown}" in flat and f"broken: {shown}" in flat
+    assert f"dented: degraded: stock levels ({shown}" in flat
     assert text.count("L") < MESSAGE_LIMIT + 10  # a note the length of a page is cut, on the terminal only
 
 

@@ -18,9 +18,9 @@ from gpuledger.flows.cadence import refresh_lock_within
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, RefreshRunningError, ScrapeOutcome, close_writer, load_outcome, open_writer, refresh_lock, utcnow,
+    AnomalyPolicy, RefreshRunningError, close_writer, load_outcome, open_writer, refresh_lock, utcnow,
 )
-from tests.builders import T0, batch, load_day, offer
+from tests.builders import scraped, T0, batch, load_day, offer
 from tests.conftest import replay_context
 
 LAMBDA_PRICES = {"gpu_1x_h100_sxm5": 3.29, "gpu_8x_h100_sxm5": 23.92, "gpu_1x_a100_sxm4": 1.29}
@@ -71,7 +71,7 @@ def test_the_override_loads_the_jump(con) -> None:
     assert load_day(con, "lambda", lambda_offers(LAMBDA_PRICES), 0).ok
     jumped = dict(LAMBDA_PRICES, gpu_1x_h100_sxm5=32.9)
     now = T0 + timedelta(days=1)
-    outcome = ScrapeOutcome("lambda", "replay", now, now, batch=batch("lambda", lambda_offers(jumped)))
+    outcome = scraped("lambda", "replay", now, now, batch=batch("lambda", lambda_offers(jumped)))
     report = load_outcome(con, outcome, "r1", AnomalyPolicy(accept=frozenset({"lambda"})), now=now)
     assert report.ok and report.rows_quarantined == 0
     assert current(con)["gpu_1x_h100_sxm5"] == 32.9
@@ -90,7 +90,7 @@ def test_the_factor_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_offer_freshness_marks_the_offers_of_a_provider_that_last_succeeded_long_ago(con) -> None:
     assert load_day(con, "lambda", lambda_offers(LAMBDA_PRICES), 0).ok  # 2026-11-01, weeks ago
     now = utcnow()
-    fresh = ScrapeOutcome("runpod", "replay", now, now, batch=batch("runpod", [offer("1x H100", 2.69, count=1)]))
+    fresh = scraped("runpod", "replay", now, now, batch=batch("runpod", [offer("1x H100", 2.69, count=1)]))
     assert load_outcome(con, fresh, "r-now", now=now).ok
     # lambda's latest attempt failed just now: its offers stay, and stay stale
     assert load_day(con, "lambda", None, (now - T0).total_seconds() / 86400, error="lambda: HTTP 503").state == "failed"
@@ -190,7 +190,7 @@ def test_rows_upgraded_to_version_7_get_the_levels_their_sources_give(tmp_path: 
     con.execute(f"attach '{fresh}' as fresh (read_only)")
     for table in ("offers", "offer_history", "scrape_runs"):
         con.execute(f"delete from {table}")
-        drop = f" exclude ({RISK_COLUMNS})" if table != "scrape_runs" else ""
+        drop = f" exclude ({RISK_COLUMNS})" if table != "scrape_runs" else " exclude (degraded, bytes_fetched)"
         con.execute(f"insert into {table} by name select *{drop} from fresh.{table}")
     con.close()
     con = open_writer(old)
@@ -292,7 +292,7 @@ def test_the_weekly_price_move_query_counts_this_weeks_moves_only(con) -> None:
     for days_ago, prices in ((10, {"a": 2.0, "b": 10.0, "c": 4.0}), (9, {"a": 3.0, "b": 10.0, "c": 4.0}),
                              (2, {"a": 3.0, "b": 8.5, "c": 2.8})):
         at = now - timedelta(days=days_ago)
-        outcome = ScrapeOutcome("lambda", "replay", at, at, batch=batch("lambda", [offer(k, v) for k, v in prices.items()]))
+        outcome = scraped("lambda", "replay", at, at, batch=batch("lambda", [offer(k, v) for k, v in prices.items()]))
         assert load_outcome(con, outcome, f"r-{days_ago}", now=at).ok
     rows = con.execute(query).fetchall()
     # a: +50 % nine days ago (last week); b: -15 % (too small); c: 4.00 -> 2.80, -30 % two days ago

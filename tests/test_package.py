@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import gpuledger
 from gpuledger.adapters.base import SourceError
-from gpuledger.flows import pipeline
+from gpuledger.flows import refresh as pipeline
 from gpuledger.flows.cli import app
 from gpuledger.spiders import browser
 # Imported before the tests below stub browser.find_chromium, so that its own binding of the

@@ -1,8 +1,9 @@
-"""Nothing fetched is thrown away (warehouse/pending.py): a write window that fails keeps the
-fetched results on disk, `status` shows them, and the next load merges them."""
+"""Nothing fetched is thrown away (warehouse/pending.py): every fetch hands its outcome over on
+disk, a merge that fails keeps it there, `status` shows it, and the next merge takes it."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import resource
@@ -15,20 +16,20 @@ from typer.testing import CliRunner
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows.cli import app
-from gpuledger.flows.pipeline import fetch_source, load_keeping_fetched, outcome_from, plans_for
+from gpuledger.flows.fetch import SourcePlan, fetch_source
 from gpuledger.warehouse import pending
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, WarehouseError, utcnow
-from tests.builders import lambda_price_hook, replayed_warehouse
+from gpuledger.warehouse.pending import ScrapeOutcome
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import AnomalyPolicy, WarehouseError, merge_pending
+from tests.builders import T0, batch, lambda_price_hook, load, offer, replayed_warehouse, scraped
 
 
-def fetched_lambda(a10_cents: int) -> list[ScrapeOutcome]:
+def fetched_lambda(a10_cents: int) -> ScrapeOutcome:
     """Lambda fetched by its real client from the bundled recording, gpu_1x_a10 at `a10_cents`."""
     server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=lambda_price_hook("gpu_1x_a10", a10_cents))
     server.start()
     try:
-        plan = plans_for(["lambda"], "replay", server.endpoints(), server.settings, http_attempts=1)[0]
-        started = utcnow()
-        return [outcome_from(fetch_source(plan), plan, None, started)]
+        return fetch_source(SourcePlan("lambda", "replay", server.endpoints(), http_attempts=1))
     finally:
         server.close()
 
@@ -41,10 +42,10 @@ def a10_prices(db: Path) -> list[tuple]:
         con.close()
 
 
-def test_a_failed_write_keeps_the_fetched_results_and_the_next_load_merges_them(db: Path) -> None:
+def test_a_failed_write_keeps_the_fetched_results_and_the_next_merge_takes_them(db: Path) -> None:
     replayed_warehouse(db, ["lambda"])  # the recorded a10 price, $1.29
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
-    outcomes = fetched_lambda(150)
+    outcome = fetched_lambda(150)
     # Writes past 512 KB fail with EFBIG, as on a full disk (Python ignores SIGXFSZ): the saved
     # results (a few KB) fit, the warehouse's working copy does not.
     assert db.stat().st_size > 512 * 1024
@@ -52,18 +53,18 @@ def test_a_failed_write_keeps_the_fetched_results_and_the_next_load_merges_them(
     resource.setrlimit(resource.RLIMIT_FSIZE, (512 * 1024, hard))
     try:
         with pytest.raises(WarehouseError) as failed:
-            load_keeping_fetched(db, outcomes, "refresh-full-disk", AnomalyPolicy())
+            load(db, [outcome], "refresh-full-disk")
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    kept = pending.pending_dir(db) / "refresh-full-disk.json"
+    kept = pending.pending_dir(db) / "refresh-full-disk"
     message = str(failed.value)
-    assert "File too large" in message and f"The fetched results are kept in {kept}" in message, message
+    assert "File too large" in message and f"The fetched results wait in {pending.pending_dir(db)}" in message
     assert "`gpuledger refresh --resume`" in message
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest  # the published warehouse never written
     assert a10_prices(db) == [(1.29,)]
-    doc = json.loads(kept.read_text())
-    assert "File too large" in doc["write_error"]
-    assert [o["provider"] for o in doc["outcomes"]] == ["lambda"]
+    assert sorted(p.name for p in kept.iterdir()) == ["lambda.egress.parquet", "lambda.json", "lambda.offers.parquet",
+                                                      "lambda.storage.parquet", "write-error.txt"]
+    assert "File too large" in (kept / "write-error.txt").read_text()
 
     # `status` says what is waiting, as JSON per provider and as a line under the table.
     shown = CliRunner().invoke(app, ["status", "--db", str(db), "--format", "json"])
@@ -73,8 +74,8 @@ def test_a_failed_write_keeps_the_fetched_results_and_the_next_load_merges_them(
     table = CliRunner().invoke(app, ["status", "--db", str(db)])
     assert "waiting to be merged: refresh-full-disk" in " ".join(table.output.split())
 
-    # The next load (here one with nothing of its own, as `refresh --resume`) merges them.
-    reports = load_keeping_fetched(db, [], "refresh-resume", AnomalyPolicy())
+    # The next merge (here one with nothing of its own, as `refresh --resume`) takes them.
+    reports = merge_pending(db, "refresh-resume", AnomalyPolicy())
     assert [(r.provider, r.state, r.changed) for r in reports] == [("lambda", "ok", 2)]  # a10: 2 regions
     assert a10_prices(db) == [(1.50,)]
     con = duckdb.connect(str(db), read_only=True)
@@ -85,68 +86,67 @@ def test_a_failed_write_keeps_the_fetched_results_and_the_next_load_merges_them(
         con.close()
     assert "resumed: fetched by refresh-full-disk, whose write failed (" in notes and "File too large" in notes
     assert versions == [(4,)]  # two regions, the recorded version and the resumed one each: history whole
-    assert not kept.exists()
+    assert not pending.pending_dir(db).exists()
 
 
-def test_a_saved_scrape_older_than_the_warehouse_is_recorded_not_merged(tmp_path: Path) -> None:
-    t = utcnow()
-    saved = pending.PendingRefresh(tmp_path / "r.json", "refresh-old", t)
-    old = ScrapeOutcome("lambda", "live", t, t + timedelta(seconds=5), batch=None, error=None)
-    refused = pending.resumed_outcome(old, saved, last_ok=t + timedelta(hours=1))
-    assert refused.batch is None and refused.error.startswith("not merged: fetched by refresh-old; the warehouse "
-                                                              "already holds a later scrape")
+def test_a_saved_scrape_older_than_the_warehouse_is_recorded_not_merged(db: Path) -> None:
+    old = fetched_lambda(150)
+    replayed_warehouse(db, ["lambda"])  # a later scrape, already merged
+    pending.write(pending.pending_dir(db) / "refresh-old", old)
+    (report,) = merge_pending(db, "refresh-now", AnomalyPolicy())
+    assert report.state == "failed" and report.error.startswith(
+        "not merged: fetched by refresh-old; the warehouse already holds a later scrape (started ")
+    assert a10_prices(db) == [(1.29,)]
 
 
-def test_saved_outcomes_read_back_equal(tmp_path: Path) -> None:
-    outcomes = fetched_lambda(129)
-    path = pending.save(tmp_path / "w.duckdb", "refresh-x", utcnow(), outcomes)
-    back = pending.load(path).outcomes[0]
-    o = outcomes[0]
-    assert (back.provider, back.started_at, back.finished_at, back.requests) == \
-        (o.provider, o.started_at, o.finished_at, o.requests)
-    assert back.batch.offers == o.batch.offers and back.batch.quarantined == o.batch.quarantined
-    assert back.batch.notes == o.batch.notes and back.provider_facts == o.provider_facts
+def test_a_saved_outcome_reads_back_equal(tmp_path: Path) -> None:
+    outcome = dataclasses.replace(fetched_lambda(129), degraded=[
+        {"name": "stock", "reason": "HTTP 500", "options": ["spot"], "columns": ["available"]}])
+    back = pending.read(pending.write(tmp_path / "refresh-x", outcome))
+    assert back.refresh_id == "refresh-x" and back.path == tmp_path / "refresh-x" / "lambda.json"
+    for field in ("provider", "mode", "started_at", "finished_at", "state", "requests", "notes", "quarantined",
+                  "degraded", "provider_facts", "min_row_ratio"):
+        assert getattr(back, field) == getattr(outcome, field), field
+    assert back.tables.keys() == outcome.tables.keys() == {"offers", "egress", "storage"}
+    assert all(back.tables[t].equals(outcome.tables[t]) for t in back.tables)
+    assert back.count("offers") == 27  # the recording's 27 type x region rows
 
 
-def test_text_utf8_cannot_hold_is_saved_and_read_back(tmp_path: Path) -> None:
-    outcomes = fetched_lambda(129)
+def test_text_utf8_cannot_hold_quarantines_its_record_only(tmp_path: Path) -> None:
+    b = batch("lambda", [offer("gpu_8x_h100", 23.92)])
     # A provider's JSON may carry a lone surrogate escape ("\ud800"): json.loads keeps it in the str.
-    outcomes[0].batch.notes.append("lambda: odd name 'A10\ud800'")
-    path = pending.save(tmp_path / "w.duckdb", "refresh-s", utcnow(), outcomes)
-    back = pending.load(path).outcomes[0]
-    assert back.batch.notes[-1] == "lambda: odd name 'A10\ud800'"
-    assert back.batch.offers == outcomes[0].batch.offers
+    assert not b.offer("odd", {"name": "A10\ud800"}, **offer("gpu_1x_a10\ud800", 1.29))
+    b.notes.append("lambda: odd name 'A10\ud800'")
+    (q,) = b.quarantined
+    assert q.source_ref == "odd" and "instance_type holds text UTF-8 cannot encode" in q.reason
+    assert q.raw == '{"name": "A10\\ud800"}'  # the evidence keeps the escape
+    back = pending.read(pending.write(tmp_path / "r", scraped("lambda", "replay", T0, T0,
+                                                                batch=b)))
+    assert back.notes == ["lambda: odd name 'A10\\ud800'"] and back.count("offers") == 1
+
+
+def test_an_unreadable_saved_result_is_recorded_and_set_aside(db: Path) -> None:
+    replayed_warehouse(db, ["lambda"])
+    folder = pending.pending_dir(db) / "refresh-torn"
+    pending.write(folder, fetched_lambda(150))
+    (folder / "lambda.offers.parquet").write_bytes(b"not parquet at all")
+    (report,) = merge_pending(db, "refresh-next", AnomalyPolicy())
+    assert report.state == "failed" and "cannot read the saved result" in report.error
+    assert report.error.endswith("set aside as lambda.json.unreadable")
+    assert (folder / "lambda.json.unreadable").exists() and pending.waiting(db) == []
+    assert merge_pending(db, "refresh-after", AnomalyPolicy()) == []  # it blocks nothing after
+
+
+def test_a_refresh_unit_hands_its_rows_over_under_its_own_name(tmp_path: Path) -> None:
+    unit = Batch("aws")  # a unit's batch holds the provider's rows (capacity blocks: aws's)
+    saved = pending.outcome_of(unit, "aws_capacity_blocks", mode="replay", started_at=T0,
+                               finished_at=T0 + timedelta(seconds=1), side_tables_only=True)
+    back = pending.read(pending.write(tmp_path / "r", saved))
+    assert (back.provider, back.side_tables_only, back.path.name) == ("aws_capacity_blocks", True,
+                                                                     "aws_capacity_blocks.json")
 
 
 def test_resume_fetches_nothing() -> None:
     result = CliRunner().invoke(app, ["refresh", "--resume", "-p", "lambda"])
     assert result.exit_code == 2
     assert "--resume fetches nothing" in " ".join(result.output.split())
-
-
-def test_a_signal_while_fetching_merges_nothing_and_keeps_what_was_fetched(db: Path) -> None:
-    import signal
-
-    from gpuledger.flows.stopping import RefreshInterrupted, Stopper
-
-    replayed_warehouse(db, ["lambda"])
-    fetched = fetched_lambda(150)
-    never_fetched = ScrapeOutcome("runpod", "replay", utcnow(), utcnow(), interrupted=True,
-                                  error="interrupted by SIGTERM while fetching")
-    stopper = Stopper()
-    stopper.signum = signal.SIGTERM  # what the handler sets when it stops the fetch
-    with pytest.raises(RefreshInterrupted) as stop:
-        load_keeping_fetched(db, fetched + [never_fetched], "refresh-stopped", AnomalyPolicy(), stopper=stopper)
-    assert str(stop.value).startswith("refresh interrupted by SIGTERM while fetching: 0 providers merged, "
-                                      "2 recorded as interrupted, the fetched results of 1 kept in ")
-    assert stop.value.exit_code == 143
-    assert a10_prices(db) == [(1.29,)]  # nothing merged
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        runs = con.execute("select provider, state from scrape_runs where refresh_id = 'refresh-stopped' "
-                           "order by provider").fetchall()
-    finally:
-        con.close()
-    assert runs == [("lambda", "interrupted"), ("runpod", "interrupted")]
-    saved = pending.waiting(db)
-    assert [s.providers for s in saved] == [["lambda"]] and saved[0].write_error == "interrupted by SIGTERM"

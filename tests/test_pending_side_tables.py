@@ -8,7 +8,7 @@ tests/test_capacity_block_unit.py); AWS's outcome is built from records by hand.
 
 from __future__ import annotations
 
-import copy
+
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,13 +17,13 @@ import pytest
 
 from gpuledger.adapters import aws_capacity_blocks
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from gpuledger.flows.pipeline import load_keeping_fetched
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.capacity_blocks import add_capacity_block
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.spot import add_spot_price
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, open_writer
-from tests.builders import batch, load_day, offer
+from gpuledger.warehouse.pending import ScrapeOutcome
+from gpuledger.warehouse.store import AnomalyPolicy, close_writer, merge_pending, open_writer
+from tests.builders import batch, load, load_day, offer, scraped
 from tests.conftest import replay_context
 
 UNIT = "aws_capacity_blocks"
@@ -59,9 +59,9 @@ def fetched(unit_fetch: Batch) -> list[ScrapeOutcome]:
                               start_at=datetime(2026, 12, 3, 11, 30, tzinfo=timezone.utc),
                               end_at=datetime(2026, 12, 4, 11, 30, tzinfo=timezone.utc), duration_hours=24,
                               upfront_fee=717.41, source_currency="USD", gpu_model="H100-SXM", gpu_count=8)
-    unit = copy.deepcopy(unit_fetch)
-    return [ScrapeOutcome("aws", "replay", AT, AT, batch=aws),
-            ScrapeOutcome(UNIT, "replay", AT, AT, batch=unit, side_tables_only=True)]
+    unit = unit_fetch
+    return [scraped("aws", "replay", AT, AT, batch=aws),
+            scraped(UNIT, "replay", AT, AT, batch=unit, side_tables_only=True)]
 
 
 def warehouse_with_aws(db: Path) -> None:
@@ -84,10 +84,11 @@ def test_a_resumed_load_equals_a_direct_one(unit_fetch: Batch, tmp_path: Path) -
     direct, resumed = tmp_path / "direct.duckdb", tmp_path / "resumed.duckdb"
     warehouse_with_aws(direct)
     warehouse_with_aws(resumed)
-    assert all(r.ok for r in load_keeping_fetched(direct, fetched(unit_fetch), "refresh-x", AnomalyPolicy()))
+    assert all(r.ok for r in load(direct, fetched(unit_fetch), "refresh-x"))
 
-    pending.save(resumed, "refresh-x", AT, fetched(unit_fetch))
-    reports = load_keeping_fetched(resumed, [], "refresh-resume", AnomalyPolicy())
+    for outcome in fetched(unit_fetch):
+        pending.write(pending.pending_dir(resumed) / "refresh-x", outcome)
+    reports = merge_pending(resumed, "refresh-resume", AnomalyPolicy())
     assert [(r.provider, r.state) for r in reports] == [("aws", "ok"), (UNIT, "ok")]
     got = tables(resumed)
     assert got == tables(direct)
@@ -101,11 +102,11 @@ def test_a_resumed_load_equals_a_direct_one(unit_fetch: Batch, tmp_path: Path) -
 
 
 def test_a_kept_unit_outcome_stays_side_tables_only(unit_fetch: Batch, tmp_path: Path) -> None:
-    path = pending.save(tmp_path / "w.duckdb", "refresh-x", AT, fetched(unit_fetch))
-    aws, unit = pending.load(path).outcomes
-    assert not aws.side_tables_only and unit.side_tables_only
-    assert unit.batch.provider == "aws" and len(unit.batch.capacity_blocks) == 171
-    (spot,) = aws.batch.spot_prices
-    assert (spot.instance_type, spot.spot_price_per_hour) == ("p5.48xlarge", 31.4683)
-    (block,) = aws.batch.capacity_blocks
-    assert (block.offering_id, block.upfront_fee, block.duration_hours) == ("cb-0123456789abcdef0", 717.41, 24)
+    aws, unit = (pending.read(pending.write(tmp_path / "refresh-x", o)) for o in fetched(unit_fetch))
+    assert not aws.side_tables_only and unit.side_tables_only and unit.provider == UNIT
+    blocks = unit.tables["capacity_blocks"]
+    assert set(blocks.column("provider").to_pylist()) == {"aws"} and blocks.num_rows == 171
+    (spot,) = aws.tables["spot_prices"].to_pylist()
+    assert (spot["instance_type"], spot["spot_price_per_hour"]) == ("p5.48xlarge", 31.4683)
+    (block,) = aws.tables["capacity_blocks"].to_pylist()
+    assert (block["offering_id"], block["upfront_fee"], block["duration_hours"]) == ("cb-0123456789abcdef0", 717.41, 24)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
+from gpuledger.warehouse.store import load_outcome, open_reader, open_writer
+from tests.builders import scraped
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -27,7 +28,7 @@ def batch(n: int, price: float, provider: str = "aws") -> Batch:
 
 def seed(db: Path) -> None:
     con = open_writer(db)
-    load_outcome(con, ScrapeOutcome("aws", "replay", T0, T0, batch=batch(500, 1.0)), "seed", now=T0)
+    load_outcome(con, scraped("aws", "replay", T0, T0, batch=batch(500, 1.0)), "seed", now=T0)
     con.close()
 
 
@@ -90,7 +91,7 @@ def _killed_mid_merge(db: str) -> None:
     store._merge = dying_merge
     con = open_writer(db)
     now = datetime(2026, 11, 2, tzinfo=timezone.utc)
-    load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=batch(400, 3.0)), "killed", now=now)
+    load_outcome(con, scraped("aws", "replay", now, now, batch=batch(400, 3.0)), "killed", now=now)
 
 
 def test_kill_9_mid_merge_leaves_the_previous_state(tmp_path: Path) -> None:
@@ -126,11 +127,11 @@ def _killed_in_second_merge(db: str) -> None:
     store._merge = dying_merge
     con = open_writer(db)
     now = datetime(2026, 11, 2, tzinfo=timezone.utc)
-    assert load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=batch(400, 3.0)), "window", now=now).ok
+    assert load_outcome(con, scraped("aws", "replay", now, now, batch=batch(400, 3.0)), "window", now=now).ok
     wal = Path(db + ".wal")
     if not (wal.exists() and wal.stat().st_size > 0):  # the commit must be in the WAL only, or the test proves nothing
         os._exit(3)
-    load_outcome(con, ScrapeOutcome("lambda", "replay", now, now, batch=batch(50, 2.0, "lambda")), "window", now=now)
+    load_outcome(con, scraped("lambda", "replay", now, now, batch=batch(50, 2.0, "lambda")), "window", now=now)
 
 
 def test_kill_9_after_a_commit_keeps_it_and_loses_only_the_merge_in_flight(tmp_path: Path) -> None:

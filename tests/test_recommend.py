@@ -28,7 +28,8 @@ from gpuledger.warehouse.recommender.spot import (
 )
 from gpuledger.warehouse.recommender.volumes import billed_gb_for
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
+from gpuledger.warehouse.store import load_outcome, open_reader, open_writer
+from tests.builders import scraped
 
 T0 = datetime(2026, 11, 2, 3, 0, tzinfo=timezone.utc)
 NOW = T0 + timedelta(hours=1)  # requests judge freshness at this time
@@ -110,7 +111,7 @@ def stale() -> Batch:
 
 def load(con: duckdb.DuckDBPyConnection, batch: Batch | None, provider: str, finished: datetime,
          provider_facts: dict[str, Any] | None = None, error: str | None = None) -> None:
-    outcome = ScrapeOutcome(provider, "replay", finished - timedelta(minutes=5), finished, batch=batch, error=error,
+    outcome = scraped(provider, "replay", finished - timedelta(minutes=5), finished, batch=batch, error=error,
                             provider_facts=provider_facts)
     report = load_outcome(con, outcome, f"refresh-{provider}-{finished:%H%M}", now=finished)
     assert report.state == ("failed" if error else "ok"), report.error

@@ -21,7 +21,8 @@ from gpuledger.warehouse.recommender.memory import TrainingSetup, estimate
 from gpuledger.warehouse.recommender.recommend import Candidate, RecommendRequest, recommend
 from gpuledger.warehouse.recommender.volumes import billed_gb_for, billed_volume_gb, volume_sizings
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import ScrapeOutcome, load_outcome, open_reader, open_writer
+from gpuledger.warehouse.store import load_outcome, open_reader, open_writer
+from tests.builders import scraped
 
 T0 = datetime(2026, 11, 2, 3, 0, tzinfo=timezone.utc)
 MODEL = "llama-3.2-1b"
@@ -72,7 +73,7 @@ def con(tmp_path_factory: pytest.TempPathFactory):
     db: Path = tmp_path_factory.mktemp("volumes") / "ledger.duckdb"
     w = open_writer(db)
     for batch in (azure(), gcp(), vastai()):
-        outcome = ScrapeOutcome(batch.provider, "replay", T0 - timedelta(minutes=5), T0, batch=batch)
+        outcome = scraped(batch.provider, "replay", T0 - timedelta(minutes=5), T0, batch=batch)
         assert load_outcome(w, outcome, f"refresh-{batch.provider}", now=T0).state == "ok"
     w.close()
     c = open_reader(db)

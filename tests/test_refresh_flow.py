@@ -1,67 +1,74 @@
-"""The nightly_refresh flow gives up on a stuck provider and still lands the others."""
+"""The nightly_refresh flow stops a stuck provider's fetch process and still lands the others."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import psutil
 import pytest
 
-import gpuledger.flows.pipeline
-import gpuledger.flows.refresh
-from gpuledger import flows
-from gpuledger.flows.pipeline import ScrapeTimeout, SourcePlan, fetch_within
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, write_endpoints
+from gpuledger.flows import refresh
+from gpuledger.flows.fetch import SourcePlan, fetch_in_child
+from gpuledger.warehouse import pending
 from tests.builders import shared_prefect_server
+from tests.faults.faultserver import FaultyReplay, Stall
+
 
 @pytest.fixture(scope="module")
 def api_url(request: pytest.FixtureRequest) -> str:
     return shared_prefect_server(request.config)
 
 
-def stuck_for(provider: str, release: threading.Event, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make `provider`'s fetch block (as on a socket that never answers) until `release` is set."""
-    real = flows.pipeline.fetch_source
+def stalling(stuck: str) -> FaultyReplay:
+    """Lambda's and RunPod's recordings, every request to host `stuck` left unanswered."""
+    def transport(host: str, req: Any) -> Stall | None:
+        return Stall() if host == stuck else None
 
-    def fetch(plan: SourcePlan):
-        if plan.provider == provider:
-            release.wait(60)
-        return real(plan)
-
-    monkeypatch.setattr(flows.pipeline, "fetch_source", fetch)
+    server = FaultyReplay(BUNDLED_RECORDINGS, ["lambda", "runpod"], transport=transport)
+    server.start()
+    return server
 
 
-def test_fetch_within_abandons_a_stuck_scrape(monkeypatch: pytest.MonkeyPatch) -> None:
-    release = threading.Event()
-    stuck_for("lambda", release, monkeypatch)
+def test_a_stuck_fetch_process_is_killed_with_its_group_and_reported(tmp_path: Path) -> None:
+    server = stalling("cloud.lambda.ai")
     started = time.monotonic()
     try:
-        with pytest.raises(ScrapeTimeout, match=r"^lambda: the scrape did not finish within 0.3 s"):
-            fetch_within(SourcePlan("lambda", mode="replay"), 0.3)
-        assert time.monotonic() - started < 5
+        files = fetch_in_child(SourcePlan("lambda", "replay", server.endpoints()), timeout_s=3)
     finally:
-        release.set()
+        server.close()
+    assert time.monotonic() - started < 20  # not the client's 60 s read timeout
+    outcome = pending.read(pending.save(tmp_path / "r", files))
+    assert outcome.state == "failed" and outcome.error.startswith(
+        "lambda: the scrape did not finish within 3 s (GPULEDGER_TASK_TIMEOUT_S) and was stopped")
+    me = psutil.Process()
+    assert not [c for c in me.children(recursive=True) if "gpuledger.flows.fetch" in " ".join(c.cmdline())]
 
 
-def test_fetch_within_passes_the_scrape_error_through() -> None:
-    with pytest.raises(Exception, match="unknown provider 'nosuch'"):
-        fetch_within(SourcePlan("nosuch", mode="replay"), 30)
+def test_a_failing_source_is_its_outcome_not_a_crash(tmp_path: Path) -> None:
+    files = fetch_in_child(SourcePlan("nosuch", mode="replay"), timeout_s=60)
+    (outcome,) = (pending.read(p) for p in [pending.save(tmp_path / "r", files)])
+    assert outcome.state == "failed" and "unknown provider 'nosuch'" in outcome.error
 
 
 @pytest.mark.prefect
 def test_refresh_records_a_timed_out_provider_and_loads_the_rest(api_url: str, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    release = threading.Event()
-    stuck_for("lambda", release, monkeypatch)
+    server = stalling("cloud.lambda.ai")
+    endpoints = tmp_path / "endpoints.json"
+    write_endpoints(server, endpoints)
     monkeypatch.setenv("GPULEDGER_TASK_TIMEOUT_S", "3")
     db = tmp_path / "w.duckdb"
     started = time.monotonic()
     try:
-        summary = flows.refresh.nightly_refresh(db=str(db), providers=["lambda", "runpod"], replay=True)
+        summary = refresh.nightly_refresh(db=str(db), providers=["lambda", "runpod"], replay=True,
+                                          replay_endpoints=str(endpoints))
     finally:
-        release.set()
-    assert time.monotonic() - started < 40  # not the stuck fetch's 60 s
+        server.close()
+    assert time.monotonic() - started < 40  # not the stuck client's 60 s read timeout
     assert not summary["ok"] and summary["failed"] == ["lambda"]
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -73,3 +80,4 @@ def test_refresh_records_a_timed_out_provider_and_loads_the_rest(api_url: str, t
     assert runs == {"lambda": "failed", "runpod": "ok"}
     assert error.startswith("lambda: the scrape did not finish within 3 s")
     assert offers == {"runpod": 85}
+    assert not pending.pending_dir(db).exists()

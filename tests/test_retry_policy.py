@@ -12,16 +12,12 @@ import threading
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-import duckdb
 import pytest
 
 from gpuledger.adapters import aws, gcp, lambdalabs
 from gpuledger.adapters.base import SourceContext, SourceError
 from gpuledger.adapters.retry import RetryPolicy, retry_after_s
-from gpuledger.flows.pipeline import ScrapeTimeout
-from tests.builders import shared_prefect_server
 
 DOCUMENTED_BOUND = 3  # docs/reliability.md, "Retries": attempts per endpoint per refresh
 
@@ -192,33 +188,19 @@ def test_prefect_retries_a_crash_but_never_a_provider_failure() -> None:
 
     assert retry_only_crashes(None, None, Failed(data=RuntimeError("worker lost"))) is True
     assert retry_only_crashes(None, None, Failed(data=SourceError("lambda: HTTP 503 ..."))) is False
-    assert retry_only_crashes(None, None, Failed(data=ScrapeTimeout("lambda: did not finish"))) is False
 
 
-@pytest.fixture(scope="module")
-def api_url(request: pytest.FixtureRequest) -> str:
-    return shared_prefect_server(request.config)
-
-
-@pytest.mark.prefect
-def test_a_live_refresh_hits_a_failing_endpoint_three_times_with_task_retries_on(
-        api_url: str, replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The whole stack: the nightly flow (live, Prefect task retries at their default of 2), the
-    lambda source's real httpx client, an endpoint that always answers 503."""
-    from gpuledger import flows
+def test_a_live_fetch_hits_a_failing_endpoint_three_times_and_reports_it_as_its_outcome(
+        replay, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lambda source's real httpx client, live, against an endpoint that always answers 503: the
+    HTTP policy's three attempts, then a failed outcome. The task hands that outcome back as its
+    result, so Prefect's task retries (retry_only_crashes) never multiply the hits."""
+    from gpuledger.flows.fetch import SourcePlan, fetch_outcome
 
     hook = Always503()
     server = replay("lambda", hook=hook)
     monkeypatch.setattr(SourceContext, "url", lambda self, host: server.endpoints()[host])
     monkeypatch.setenv("LAMBDA_API_KEY", "secret-test-key")
-    monkeypatch.delenv("GPULEDGER_TASK_RETRIES", raising=False)
-    db = tmp_path / "w.duckdb"
-    summary = flows.refresh.nightly_refresh(db=str(db), providers=["lambda"], replay=False)
-    assert summary["failed"] == ["lambda"]
+    outcome = fetch_outcome(SourcePlan("lambda", "live"))
+    assert outcome.state == "failed" and "failed after 3 attempts: HTTP 503" in outcome.error
     assert hook.hits == {(lambdalabs.API_HOST, lambdalabs.INSTANCE_TYPES_PATH): DOCUMENTED_BOUND}
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        error = con.execute("select error from scrape_runs where provider = 'lambda'").fetchone()[0]
-    finally:
-        con.close()
-    assert "failed after 3 attempts: HTTP 503" in error

@@ -28,7 +28,8 @@ from gpuledger.adapters import aws, aws_savings_plans as sp
 from gpuledger.adapters.base import SchemaDriftError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, close_writer, load_outcome, open_writer
+from gpuledger.warehouse.store import AnomalyPolicy, close_writer, load_outcome, open_writer
+from tests.builders import scraped
 from tests.test_queries import DOC, blocks
 
 BULK = BUNDLED_RECORDINGS / "aws" / "bulk"
@@ -124,7 +125,7 @@ def test_docs_query_shows_savings_plans_beside_reserved(us_east_1, tmp_path: Pat
     now = datetime(2026, 11, 30, 3, tzinfo=timezone.utc)
     con = open_writer(db)
     try:
-        report = load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=batch), "refresh-sp",
+        report = load_outcome(con, scraped("aws", "replay", now, now, batch=batch), "refresh-sp",
                               AnomalyPolicy(), now=now)
         assert report.ok, report.error
     finally:

@@ -15,7 +15,8 @@ from gpuledger.warehouse.schema import (
     EGRESS, INITIAL, OFFERS, SCHEMA_VERSION, STORAGE, TABLES, UPGRADES, column_names, create_sql, current_version,
     migrate,
 )
-from gpuledger.warehouse.store import ScrapeOutcome, close_writer, load_outcome, open_writer
+from gpuledger.warehouse.store import close_writer, load_outcome, open_writer
+from tests.builders import scraped
 
 VERSIONS = [INITIAL[0], *(version for version, _, _ in UPGRADES)]  # every version, in order
 V1_SQL = Path(__file__).parent / "fixtures" / "warehouse_v1.sql"
@@ -82,7 +83,7 @@ def test_export_columns_are_the_tables_without_the_row_fingerprint() -> None:
     assert EXPORT_TABLES["offers"] == OFFERS.columns + ("first_seen", "last_seen", "run_id")
     assert EXPORT_TABLES["providers"] == column_names("providers")
     assert EXPORT_TABLES["scrape_runs"][:3] == ("run_id", "refresh_id", "provider") and \
-        len(EXPORT_TABLES["scrape_runs"]) == 19
+        len(EXPORT_TABLES["scrape_runs"]) == 21 and EXPORT_TABLES["scrape_runs"][-2:] == ("degraded", "bytes_fetched")
 
 
 def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None:
@@ -114,7 +115,7 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
     assert ("offer_history", 39, "interruption_risk_source", "VARCHAR", False, "'unpublished'") in layout(new)[0]
     # offers 39 + 4, history 39 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
     # spot price history, capacity blocks; the views spot_price_intervals, spot_price_stats, offer_freshness
-    assert len(layout(new)[0]) == 43 + 44 + 13 + 14 + 11 + 12 + 19 + 7 + 16 + 18 + 6 + 10 + 20 + 9 + 21 + 10 == 273
+    assert len(layout(new)[0]) == 43 + 44 + 13 + 14 + 11 + 12 + 21 + 7 + 16 + 18 + 6 + 10 + 20 + 9 + 21 + 10 == 275
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)
@@ -171,7 +172,7 @@ def test_rows_upgraded_to_version_3_are_unchanged_when_their_source_sends_them_a
     con = open_writer(db)
     try:
         now = T0 + timedelta(days=1)
-        report = load_outcome(con, ScrapeOutcome("aws", "replay", now, now, batch=batch), "refresh-2", now=now)
+        report = load_outcome(con, scraped("aws", "replay", now, now, batch=batch), "refresh-2", now=now)
         assert report.ok and (report.new, report.changed, report.closed) == (0, 0, 0)
         assert con.execute("select count(*), count(valid_to) from offer_history").fetchall() == [(1, 0)]
         assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]

@@ -32,11 +32,13 @@ from gpuledger import flows  # noqa: F401  (environment defaults)
 from gpuledger.adapters.base import SourceContext, SourceError, redact, secret_env_vars
 from gpuledger.adapters.registry import specs
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request, load_manifest
-from gpuledger.flows.pipeline import describe_failure, load_all, source_module
+from gpuledger.adapters.registry import source_module
+from gpuledger.flows.fetch import describe_failure
 from gpuledger.spiders import coreweave, hyperstack
+from tests.builders import load, scraped
 from tests.conftest import replay_context
 from gpuledger.warehouse.export import export_snapshot
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, open_reader, utcnow
+from gpuledger.warehouse.store import AnomalyPolicy, open_reader, utcnow
 
 # One canary per secret variable a registered source declares (ProviderSpec.secret_env_vars), so a
 # new provider's key is covered with no edit here. Some are shaped like the real thing.
@@ -267,7 +269,7 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
             before = len(server.requests)
             batch = source_module(p).fetch(ctx)
             by_provider[p] = [r for _, r in server.requests[before:]]
-            outcomes.append(ScrapeOutcome(p, "live", now, utcnow(), batch=batch, requests=ctx.requests_made))
+            outcomes.append(scraped(p, "live", now, utcnow(), batch=batch, requests=ctx.requests_made))
         seen = list(server.requests)
         # Round two: every server quotes our request back in a 403; the token server in a 400.
         server.hook = echo
@@ -316,9 +318,10 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
 
     # The warehouse and an export of it, after the good round and the failed one.
     db = tmp_path / "ledger.duckdb"
-    failed = [ScrapeOutcome(p, "live", utcnow(), utcnow(), error=describe_failure(p, e)) for p, e in errors]
-    reports = load_all(db, outcomes + failed, "canary", AnomalyPolicy())
-    assert [r.state for r in reports[: len(outcomes)]] == ["ok"] * len(outcomes), [r.error for r in reports]
+    failed = [scraped(p, "live", utcnow(), utcnow(), error=describe_failure(p, e)) for p, e in errors]
+    reports = load(db, outcomes, "canary-1")
+    assert [r.state for r in reports] == ["ok"] * len(outcomes), [r.error for r in reports]
+    load(db, failed, "canary-2")
     written = exported_and_stored(db, tmp_path / "export")
     assert "403" in written  # the failures were recorded...
     assert not leaks(written), leaks(written)  # ...without what the servers quoted back, or the keys in the data
@@ -404,7 +407,7 @@ def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         batch = source_module("lambda").fetch(ctx)
     finally:
         server.close()
-    assert load_all(db, [ScrapeOutcome("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r", AnomalyPolicy())[0].ok
+    assert load(db, [scraped("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r")[0].ok
     return db
 
 
@@ -503,7 +506,7 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
     finally:
         server.close()
     db = tmp_path / "ledger.duckdb"
-    assert load_all(db, [ScrapeOutcome("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r", AnomalyPolicy())[0].ok
+    assert load(db, [scraped("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r")[0].ok
     out = tmp_path / "export"
     result = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "export", str(out), "--db", str(db)],
                             capture_output=True, text=True, timeout=120)

@@ -21,7 +21,8 @@ import pytest
 from gpuledger.adapters import registry, shadeform
 from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Exchange, Request
-from gpuledger.warehouse.store import ScrapeOutcome, close_writer, load_outcome, open_writer
+from gpuledger.warehouse.store import close_writer, load_outcome, open_writer
+from tests.builders import scraped
 from tests.conftest import replay_context
 
 RECORDING = BUNDLED_RECORDINGS / "shadeform" / "instance-types.json"
@@ -255,7 +256,7 @@ def test_the_warehouse_keeps_who_runs_each_offer(replay: Any, tmp_path: Path) ->
     now = datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)
     con = open_writer(tmp_path / "w.duckdb")
     try:
-        report = load_outcome(con, ScrapeOutcome("shadeform", "replay", now, now, batch=batch), "r1", now=now)
+        report = load_outcome(con, scraped("shadeform", "replay", now, now, batch=batch), "r1", now=now)
         assert report.ok and report.rows_loaded == 20
         assert con.execute("select operated_by, count(*) from offers where provider = 'shadeform' "
                            "group by all order by 1").fetchall() == [

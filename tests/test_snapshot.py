@@ -19,8 +19,8 @@ import pytest
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, utcnow
-from tests.builders import shared_prefect_server
+from gpuledger.warehouse.store import AnomalyPolicy, utcnow
+from tests.builders import load, scraped, shared_prefect_server
 
 # What a notebook does: one read-only connection, opened the way docs/queries.md says, kept open.
 # Each line on stdin is answered with one JSON line; "reconnect" closes and opens again first.
@@ -112,7 +112,7 @@ def test_refreshes_in_a_row_succeed_while_a_notebook_holds_the_warehouse(api_url
 
 # -- kill -9 during publish ---------------------------------------------------------------------
 
-# A write window (flows.pipeline.load_all) of one provider at `price`, held at `point` of the
+# A write window (warehouse.store.merge_pending) of one provider at `price`, held at `point` of the
 # publish step: "before-rename" (the working copy flushed, the path still the old file) or
 # "after-rename" (renamed, the folder not yet flushed). It writes FOLDER/held there and sleeps.
 WINDOW = """
@@ -136,16 +136,14 @@ load_window(db, price)
 
 
 def load_window(db: Path | str, price: float) -> None:
-    """One write window (flows.pipeline.load_all): 200 AWS offers, all at `price`."""
-    from gpuledger.flows.pipeline import load_all
-
+    """One write window (warehouse.store.merge_pending): 200 AWS offers, all at `price`."""
     b = Batch("aws")
     for i in range(200):
         assert b.offer(str(i), {}, region="us-east-1", instance_type=f"t{i}", purchase_option="on_demand",
                        gpu_model="L4", gpu_name_reported="L4", gpu_vendor="NVIDIA", gpu_count=1,
                        price_per_hour=price, source_currency="USD", source_price_per_hour=price)
     now = utcnow()
-    assert load_all(db, [ScrapeOutcome("aws", "replay", now, now, batch=b)], f"r{price}", AnomalyPolicy())[0].ok
+    assert load(db, [scraped("aws", "replay", now, now, batch=b)], f"r{price}")[-1].ok
 
 
 def window(db: Path, price: float, point: str, folder: Path) -> subprocess.Popen[str]:

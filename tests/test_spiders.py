@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -400,13 +401,13 @@ def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch
 
 def _recording_spawns(monkeypatch) -> list:
     spawned: list = []
-    real_spawn = runner._spawn
+    real_popen = subprocess.Popen
 
-    def spawn(args, work):
-        spawned.append(real_spawn(args, work))
+    def popen(*args, **kwargs):
+        spawned.append(real_popen(*args, **kwargs))
         return spawned[-1]
 
-    monkeypatch.setattr(runner, "_spawn", spawn)
+    monkeypatch.setattr(subprocess, "Popen", popen)
     return spawned
 
 
@@ -430,42 +431,26 @@ def test_crawl_timeout_kills_the_child(replay, monkeypatch) -> None:
         os.killpg(child.pid, 0)  # no process is left in the crawl's group
 
 
-def test_crawl_child_is_forked_into_a_group_of_its_own_with_the_callers_environment(replay, monkeypatch) -> None:
-    """Forked from the fork server, the crawl still runs as a fresh `python -m` child would: in a
-    process group of its own, with the environment of the moment it was asked for (the fork
-    server, started earlier in the session, never saw this variable)."""
+def test_crawl_child_runs_in_a_group_of_its_own_with_the_callers_environment(replay, monkeypatch) -> None:
+    """The crawl is `python -m gpuledger.spiders.runner` in a process group of its own (a timeout
+    kills its browser with it), with the environment of the moment it was asked for."""
     seen: dict = {}
 
     def look(host, req, exchange):
-        child = spawned[-1]
-        seen["forked"] = isinstance(child, runner._ForkedCrawl)
-        seen["own group"] = os.getpgid(child.pid) == child.pid
+        seen["own group"] = os.getpgid(spawned[-1].pid) == spawned[-1].pid
         return None
 
     server = replay("coreweave", hook=look)
     ctx = replay_context(server, "coreweave")
     spawned = _recording_spawns(monkeypatch)
-    crawl(ctx, CW_SPIDER, coreweave.HOST, coreweave.PRICING_PATH, crawl_settings(ctx))  # the server is up
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[1]))  # the child imports tests.env_spider
     for mark in ("first", "second"):
         monkeypatch.setenv("CRAWL_TEST_MARK", mark)
         result = crawl(ctx, "tests.env_spider:EnvironmentSpider", coreweave.HOST, coreweave.PRICING_PATH,
                        crawl_settings(ctx))
         assert result.items == [{"name": mark}]
-    assert seen == {"forked": True, "own group": True}
-
-
-def test_where_no_child_can_be_forked_the_crawl_runs_in_a_fresh_interpreter(replay, monkeypatch) -> None:
-    """In a daemonic process (a Dask worker) multiprocessing starts no child: the crawl is then
-    `python -m gpuledger.spiders.runner`, with the same items."""
-    from gpuledger import forkserver
-
-    monkeypatch.setattr(forkserver, "can_fork", lambda: False)
-    ctx = replay_context(replay("coreweave"), "coreweave")
-    spawned = _recording_spawns(monkeypatch)
-    result = page_source.scrape(ctx, coreweave.CoreWeavePricingSpider)
-    assert result.status["items"] == len(result.items) == 21
-    (child,) = spawned
-    assert child.args[1:3] == ["-m", "gpuledger.spiders.runner"]
+    assert seen == {"own group": True}
+    assert all(child.args[1:3] == ["-m", "gpuledger.spiders.runner"] for child in spawned)
 
 
 def test_hyperstack_without_a_browser_finds_nothing(replay) -> None:

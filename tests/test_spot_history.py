@@ -19,7 +19,9 @@ import pytest
 
 from gpuledger.adapters import aws
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from gpuledger.flows.pipeline import fetch_source, load_all, outcome_from, plans_for
+from gpuledger.flows.fetch import SourcePlan, fetch_source
+from gpuledger.warehouse.pending import records_table
+from tests.builders import load
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.schema import migrate
@@ -34,10 +36,9 @@ UTC = timezone.utc
 def replay_refresh(db: Path, server: ReplayServer, refresh_id: str, regions: str = REGIONS) -> None:
     """One AWS refresh of `regions`, as the flow runs it (since read from the warehouse)."""
     settings = {**server.settings["aws"], "aws_regions": regions}
-    (plan,) = plans_for(["aws"], "replay", server.endpoints(), {"aws": settings}, since=read_since(db),
-                        http_attempts=2, retry_wait_max_s=0.05)
-    started = utcnow()
-    (report,) = load_all(db, [outcome_from(fetch_source(plan), plan, None, started)], refresh_id, AnomalyPolicy())
+    plan = SourcePlan("aws", "replay", server.endpoints(), settings, read_since(db).get("aws", {}),
+                      http_attempts=2, retry_wait_max_s=0.05)
+    (report,) = load(db, [fetch_source(plan)], refresh_id)
     assert report.ok, report.error
 
 
@@ -156,7 +157,7 @@ def hand_made(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnec
     points = [point("us-east-1a", datetime(2026, 11, 20, tzinfo=UTC), 10.0),
               point("us-east-1a", datetime(2026, 11, 26, tzinfo=UTC), 20.0),
               point("us-east-1a", datetime(2026, 11, 29, 23, tzinfo=UTC), 40.0)]
-    assert load_spot_history(con, points, "run-hand", T0) == (3, Counter())
+    assert load_spot_history(con, records_table("spot_prices", points), "run-hand", T0) == (3, Counter())
     rp = [offer("x", 3.0, gpu="L4", count=1, region="US", option="interruptible")]
     load_day(con, "runpod", rp, 0)
     load_day(con, "runpod", [{**rp[0], "price_per_hour": 4.0, "source_price_per_hour": 4.0}], 6)
@@ -219,7 +220,7 @@ def test_the_stored_history_is_never_counted_twice(hand_made) -> None:
     again = [point("us-east-1a", datetime(2026, 11, 26, tzinfo=UTC), 20.0),
              point("us-east-1a", datetime(2026, 11, 29, 23, tzinfo=UTC), 41.0),
              point("us-east-1a", datetime(2026, 11, 30, 6, tzinfo=UTC), 25.0)]
-    stored, skipped = load_spot_history(hand_made, again, "run-2", T0)
+    stored, skipped = load_spot_history(hand_made, records_table("spot_prices", again), "run-2", T0)
     assert stored == 1 and skipped == {"already in the warehouse": 1,
                                        "already in the warehouse with another price (the stored one kept)": 1}
     assert history_since(hand_made) == {"aws": {"spot_price_history:us-east-1": "2026-11-30T06:00:00+00:00"}}
@@ -357,7 +358,7 @@ def test_the_integrity_check_finds_an_observation_stored_twice(tmp_path: Path) -
     migrate(con)
     name = "spot_price_history: no observation stored twice"
     p = point("us-east-1a", datetime(2026, 11, 20, tzinfo=UTC), 10.0)
-    load_spot_history(con, [p], "run-1", T0)
+    load_spot_history(con, records_table("spot_prices", [p]), "run-1", T0)
     assert {r.name: r.ok for r in run_checks(con)}[name]
     con.execute("insert into spot_price_history select * from spot_price_history")  # bypassing the loader
     (check,) = [r for r in run_checks(con) if r.name == name]

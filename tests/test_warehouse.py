@@ -13,8 +13,9 @@ from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.export import export_snapshot
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.schema import SCHEMA_VERSION, UPGRADES, current_version, migrate
+from tests.builders import scraped
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, RefreshRunningError, ScrapeOutcome, WarehouseError, load_outcome, open_reader, open_writer,
+    AnomalyPolicy, RefreshRunningError, WarehouseError, load_outcome, open_reader, open_writer,
     refresh_lock,
 )
 
@@ -35,7 +36,7 @@ def offers_batch(provider: str, prices: dict[str, float]) -> Batch:
 def load(con: duckdb.DuckDBPyConnection, provider: str, prices: dict[str, float] | None, day: int,
          error: str | None = None, policy: AnomalyPolicy | None = None):
     now = T0 + timedelta(days=day)
-    outcome = ScrapeOutcome(provider, "replay", now, now, batch=offers_batch(provider, prices) if prices else None,
+    outcome = scraped(provider, "replay", now, now, batch=offers_batch(provider, prices) if prices else None,
                             error=error)
     return load_outcome(con, outcome, f"refresh-{day}", policy, now=now)
 
@@ -118,7 +119,7 @@ def test_failed_scrape_changes_nothing_and_is_recorded(con) -> None:
 def test_empty_and_collapsed_scrapes_are_refused(con) -> None:
     load(con, "aws", {f"t{i}": 10.0 + i for i in range(10)}, 0)
     snapshot = current(con)
-    empty = ScrapeOutcome("aws", "replay", T0, T0, batch=Batch("aws"))
+    empty = scraped("aws", "replay", T0, T0, batch=Batch("aws"))
     r = load_outcome(con, empty, "r-empty")
     assert r.state == "failed" and "no valid offers" in r.error
     r = load(con, "aws", {"t0": 10.0, "t1": 11.0, "t2": 12.0, "t3": 13.0}, 1)
@@ -145,7 +146,7 @@ def test_bad_rows_are_quarantined_with_reason_and_duplicates_kept_once(con) -> N
     b.offer("dup", {}, region="us-east-1", instance_type="g5.xlarge", purchase_option="on_demand",
             gpu_model="A10G", gpu_name_reported="A10G", gpu_vendor="NVIDIA", gpu_count=1,
             price_per_hour=1.5, source_currency="USD", source_price_per_hour=1.5)
-    r = load_outcome(con, ScrapeOutcome("aws", "replay", T0, T0, batch=b), "r1")
+    r = load_outcome(con, scraped("aws", "replay", T0, T0, batch=b), "r1")
     assert (r.state, r.rows_loaded, r.rows_quarantined) == ("ok", 2, 2)
     reasons = dict(con.execute("select source_ref, reason from quarantine order by 1").fetchall())
     assert reasons["bad"] == "contract: price_per_hour: Value error, price_per_hour must be positive, got -0.8; " \
@@ -205,7 +206,7 @@ def test_second_refresh_is_turned_away(db: Path) -> None:
 
 def test_export_snapshot_csv_parquet_manifest_and_formula_guard(con, tmp_path: Path) -> None:
     b = offers_batch("aws", {"=HYPERLINK(\"http://x\")": 3.5, "p5.48xlarge": 55.04})
-    load_outcome(con, ScrapeOutcome("aws", "replay", T0, T0, batch=b), "r1")
+    load_outcome(con, scraped("aws", "replay", T0, T0, batch=b), "r1")
     first = export_snapshot(con, tmp_path / "snaps")
     second = export_snapshot(con, tmp_path / "snaps", formats=["csv"], tables=["offers"])
     assert first != second and first.exists() and second.exists()

@@ -49,42 +49,42 @@ def test_a_killed_refresh_leaves_no_process_behind() -> None:
             proc.kill()
 
 
-# A stand-in for a refresh that forks both kinds of child from the fork server: a provider fetch
-# that takes 300 s, and a crawl of a page that never answers (the test's listener, which outlives
-# the refresh, accepts no connection).
-REFRESH_WITH_FORKED_CHILDREN = """
-import pathlib, sys, tempfile, threading, time
-from gpuledger.flows import isolated
-from gpuledger.spiders import runner
-threading.Thread(target=isolated.fetch_in_child, args=(time.sleep, 300, 300, TimeoutError), daemon=True).start()
+# A stand-in for a refresh without a watchdog (a Prefect worker's): a provider fetch and a page
+# crawl, each a child in its own session, against a listener that never answers (the test's,
+# which outlives the refresh and accepts no connection).
+REFRESH_WITH_CHILDREN = """
+import json, pathlib, sys, tempfile, threading, time
+from gpuledger import children
 work = pathlib.Path(tempfile.mkdtemp())
-crawl = runner._start("tests.env_spider:EnvironmentSpider", work, sys.argv[1], {}, None)
-print(crawl.pid, flush=True)
+(work / "settings.json").write_text("{}")
+threading.Thread(target=children.run, args=("gpuledger.flows.fetch", [str(work)], 300),
+                 kwargs={"stdin": json.dumps({"provider": "lambda", "mode": "replay",
+                                              "replay_urls": {"cloud.lambda.ai": sys.argv[1]}}).encode()},
+                 daemon=True).start()
+threading.Thread(target=children.run, args=("gpuledger.spiders.runner", [
+    "--spider", "tests.env_spider:EnvironmentSpider", "--url", sys.argv[1], "--settings", str(work / "settings.json"),
+    "--out", str(work / "items.jsonl"), "--status", str(work / "status.json")], 300),
+                 kwargs={"env": {**__import__("os").environ, "PYTHONPATH": sys.argv[2]}}, daemon=True).start()
 time.sleep(300)
 """
 
 
-def test_children_forked_from_the_fork_server_end_with_a_killed_refresh() -> None:
-    """No watchdog here: the fork server ends with the refresh, and each child it forked notices
-    that its parent has gone; the crawl takes its own process group with it."""
+def test_children_end_with_a_killed_refresh() -> None:
+    """No watchdog here: each child notices that the process that started it has gone."""
     listener = socket.create_server(("127.0.0.1", 0))
-    page = f"http://127.0.0.1:{listener.getsockname()[1]}/"
-    proc = subprocess.Popen([sys.executable, "-c", REFRESH_WITH_FORKED_CHILDREN, page], stdout=subprocess.PIPE,
-                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    page = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", REFRESH_WITH_CHILDREN, page, root], cwd=root)
     try:
-        assert proc.stdout is not None
-        crawl_pid = int(proc.stdout.readline())
-        fork_server = psutil.Process(crawl_pid).parent()
         deadline = time.monotonic() + 60
-        while len(fork_server.children()) < 2:  # the fetch child is up beside the crawl
-            assert time.monotonic() < deadline, fork_server.children()
+        while len(kids := psutil.Process(proc.pid).children()) < 2:  # both children up
+            assert time.monotonic() < deadline, kids
             time.sleep(0.1)
-        time.sleep(1.0)  # both children past their first steps
-        children = fork_server.children()
-        assert psutil.Process(crawl_pid) in children and os.getpgid(crawl_pid) == crawl_pid
+        time.sleep(1.5)  # both past their first steps
+        assert all(os.getpgid(k.pid) == k.pid for k in kids)  # each leads a process group of its own
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        gone, alive = psutil.wait_procs([fork_server, *children], timeout=10)
+        gone, alive = psutil.wait_procs(kids, timeout=10)
         assert not alive, [(p.pid, p.cmdline()) for p in alive]
     finally:
         listener.close()

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, describe_validation_error
+from gpuledger.warehouse.schema import CAPACITY_BLOCK_FIELDS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class CapacityBlockOffering(BaseModel):
@@ -84,23 +88,12 @@ def add_capacity_block(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     return True
 
 
-_FIELDS = ("provider", "region", "zone", "instance_type", "offering_id", "instance_count", "start_at", "end_at",
-           "duration_hours", "upfront_fee", "source_currency", "upfront_fee_usd", "gpu_model", "gpu_count",
-           "usd_per_hour", "usd_per_gpu_hour", "tenancy")
-
-
-def load_capacity_blocks(con: duckdb.DuckDBPyConnection, blocks: list[CapacityBlockOffering], run_id: str,
-                         now: datetime) -> int:
-    """Append this scrape's offerings (inside the caller's transaction); return how many."""
-    if not blocks:
-        return 0
-    import pyarrow as pa  # here, not at the top: reading commands import this module too
-    schema = con.sql(f"select {', '.join(_FIELDS)} from capacity_block_offerings limit 0").to_arrow_table().schema
-    rows = pa.table({c: pa.array([getattr(b, c) for b in blocks], type=schema.field(c).type) for c in _FIELDS})
+def load_capacity_blocks(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str, now: datetime) -> int:
+    """Append this scrape's offerings (CAPACITY_BLOCK_FIELDS, inside the caller's transaction); return how many."""
     con.register("_blocks", rows)
     try:
-        con.execute(f"insert into capacity_block_offerings ({', '.join(_FIELDS)}, observed_at, run_id) "
+        con.execute(f"insert into capacity_block_offerings ({', '.join(CAPACITY_BLOCK_FIELDS)}, observed_at, run_id) "
                     f"select *, $now, $run from _blocks", {"now": now, "run": run_id})
     finally:
         con.unregister("_blocks")
-    return len(blocks)
+    return rows.num_rows

@@ -3,9 +3,9 @@ export manifests and the recommender.
 
 A provider is **fresh** when its latest successful scrape (`scrape_runs.state = 'ok'`) finished
 at most `max_age_hours` before the reference time (`as_of`, default now). Its **state** is
-`failed` when its latest attempt failed (its offers are still those of its last good scrape),
-else `stale` when it is not fresh, else `ok`; a provider named by the caller with no run at all
-is `never` (never loaded).
+`not_configured` when its latest attempt found no credentials for it, `failed` when its latest
+attempt failed (its offers are still those of its last good scrape), else `stale` when it is not
+fresh, else `ok`; a provider named by the caller with no run at all is `never` (never loaded).
 
 The rule is written once, as SQL (`_RULE`): Python reads it through `provider_freshness`, and
 SQL users get it as the table macros `provider_freshness(...)` and `fresh_providers(...)`
@@ -43,12 +43,14 @@ _RULE = """
                coalesce(runs.last_ok >= ref.t0 - to_seconds(ref.max_age * 3600.0), false) as fresh
         from runs, ref)
     select provider, last_ok, last_attempt, last_state, last_error, age_hours, fresh,
-           case when last_state <> 'ok' then 'failed' when not fresh then 'stale' else 'ok' end as state
+           case when last_state = 'not_configured' then 'not_configured' when last_state <> 'ok' then 'failed'
+                when not fresh then 'stale' else 'ok' end as state
     from judged"""
 
 MACROS_SQL = f"""
 -- Per provider with a scrape run: last_ok (latest successful scrape), last_attempt, last_state,
--- last_error, age_hours (since last_ok), fresh, state (ok | stale | failed). warehouse/freshness.py.
+-- last_error, age_hours (since last_ok), fresh, state (ok | stale | failed | not_configured).
+-- warehouse/freshness.py.
 --   select * from provider_freshness(max_age_hours := 24);
 create or replace macro provider_freshness(max_age_hours := NULL, as_of := NULL) as table
 {_RULE.format(as_of="as_of", max_age="max_age_hours", default=DEFAULT_MAX_AGE_HOURS)};
@@ -78,7 +80,7 @@ class ProviderFreshness:
     last_error: str | None  # error of the latest attempt
     age_hours: float | None  # since last_ok
     fresh: bool
-    state: str  # ok | stale | failed | never
+    state: str  # ok | stale | failed | not_configured | never
 
 
 def provider_freshness(con: duckdb.DuckDBPyConnection, max_age_hours: float = DEFAULT_MAX_AGE_HOURS,

@@ -1,184 +1,241 @@
-"""Fetched results waiting to be merged: nothing a refresh fetched is thrown away.
+"""Fetched results waiting to be merged: the one hand-off between a provider's fetch and the merge.
 
-A refresh saves every provider's outcome (the parsed records, quarantined ones, notes, errors)
-to `<db>.pending/<refresh_id>.json` before its write window opens, and removes the file once
-the window is published. If the write cannot happen (a full disk, a read-only folder, a crash)
-the file stays, with the reason (`write_error`) when there was one; the next refresh, or
-`gpuledger refresh --resume`, merges it before its own results, older first, and `status`
-lists it meanwhile. A saved outcome older than what the warehouse already holds for its
-provider is not merged over it (it would set prices back): its run is recorded as failed
-with the reason instead.
+A provider's fetch (a child process of the refresh) leaves its outcome in
+`<db>.pending/<refresh_id>/`: `<provider>.<table>.parquet` for each table it has rows for
+(deduplicated, in the warehouse's column types) and `<provider>.json` (the run: times, state,
+error, notes, quarantined records, degraded enrichments), written last and atomically, so a
+provider without its JSON file has no outcome. `warehouse.store.merge_pending` merges every
+waiting outcome, oldest refresh first, and removes the files once the merged warehouse is
+published; what a failed write leaves waits for the next refresh or `gpuledger refresh --resume`,
+and `status` lists it. Nothing fetched is lost, and the files are plain Parquet and JSON an
+operator can read.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from pydantic import BaseModel, TypeAdapter
-from pydantic_core import PydanticSerializationError
+from gpuledger.warehouse.records import Batch, Quarantined
+from gpuledger.warehouse.schema import (
+    CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, SPOT_PRICE_FIELDS, STORAGE, arrow_schema,
+)
 
-from gpuledger.warehouse.capacity_blocks import CapacityBlockOffering
-from gpuledger.warehouse.records import Batch, Quarantined, RECORD_TYPES
-from gpuledger.warehouse.spot import SpotPricePoint
-from gpuledger.warehouse.store import ScrapeOutcome
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-FORMAT = 2  # 2 adds the side tables' rows, the batch's provider and side_tables_only
-READABLE_FORMATS = (1, 2)  # a format 1 file reads as one without side tables, as it was saved
-_KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
-# The rows of the tables outside the SCD2 merge a batch carries, by Batch attribute.
-_SIDE_TABLES: dict[str, type[BaseModel]] = {"spot_prices": SpotPricePoint, "capacity_blocks": CapacityBlockOffering}
-# Every list of rows a batch carries, by Batch attribute, with the model that reads it back.
-_ROW_MODELS: dict[str, type[BaseModel]] = {**{name: RECORD_TYPES[kind] for name, kind in _KINDS.items()},
-                                           **_SIDE_TABLES}
+# Batch attribute -> (the warehouse table whose column types it takes, the columns it carries)
+TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "offers": (OFFERS.table, OFFERS.columns),
+    "egress": (EGRESS.table, EGRESS.columns),
+    "storage": (STORAGE.table, STORAGE.columns),
+    "spot_prices": ("spot_price_history", SPOT_PRICE_FIELDS),
+    "capacity_blocks": ("capacity_block_offerings", CAPACITY_BLOCK_FIELDS),
+}
+KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
+FORMAT = 3
 
 
 @dataclass
-class PendingRefresh:
-    """One refresh's saved outcomes."""
+class ScrapeOutcome:
+    """One provider's scrape as the merge takes it: its run and its rows as Arrow tables."""
 
-    path: Path
-    refresh_id: str
-    saved_at: datetime
-    outcomes: list[ScrapeOutcome] = field(default_factory=list)
-    write_error: str | None = None
+    provider: str
+    mode: str  # live | replay | record
+    started_at: datetime
+    finished_at: datetime
+    state: str = "ok"  # ok | failed | not_configured | interrupted
+    error: str | None = None
+    requests: int = 0
+    bytes_fetched: int = 0
+    provider_facts: dict[str, Any] | None = None
+    min_row_ratio: float | None = None  # the source's own row-drop threshold
+    # A refresh unit of another provider that loads side tables only (capacity blocks): no anomaly
+    # check, no offer/egress/storage merge, no providers row.
+    side_tables_only: bool = False
+    notes: list[str] = field(default_factory=list)
+    quarantined: list[dict[str, str]] = field(default_factory=list)  # Quarantined fields
+    # Enrichments that failed: {"name", "reason", "options", "columns"} (adapters.contract.Enrichment)
+    degraded: list[dict[str, Any]] = field(default_factory=list)
+    tables: dict[str, pa.Table] = field(default_factory=dict, repr=False)  # TABLES keys
+    refresh_id: str = ""  # the refresh that fetched it
+    path: Path | None = None  # its JSON file, once saved
 
     @property
-    def providers(self) -> list[str]:
-        return [o.provider for o in self.outcomes]
+    def rows(self) -> int:
+        return sum(t.num_rows for t in self.tables.values())
+
+    def count(self, table: str) -> int:
+        return self.tables[table].num_rows if table in self.tables else 0
+
+
+def _dedupe(records: list[Any], kind: str, quarantined: list[dict[str, str]], provider: str) -> list[Any]:
+    """One record per key: a repeat with equal values is dropped, one with other values quarantined."""
+    seen: dict[Any, Any] = {}
+    out = []
+    for r in records:
+        prior = seen.setdefault(r.key, r)
+        if prior is r:
+            out.append(r)
+        elif prior != r:
+            quarantined.append(Quarantined(
+                provider=provider, kind=kind, source_ref="/".join(map(str, r.key)),
+                reason="duplicate key with different values; kept the first occurrence",
+                raw=r.model_dump_json()).model_dump())
+    return out
+
+
+def records_table(name: str, records: Sequence[Any]) -> pa.Table:
+    """Records (pydantic models) as the Arrow table of TABLES[name], column by column."""
+    import operator
+
+    import pyarrow as pa
+
+    table, columns = TABLES[name]
+    schema = arrow_schema(table, columns)
+    if not records:
+        return schema.empty_table()
+    # Stored fields in one row-wise pass over each record's __dict__ (a struct array, split into its
+    # columns without a copy); computed properties (price_per_gpu_hour) through getattr.
+    stored = [c for c in columns if c in vars(records[0])]
+    struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
+    arrays = dict(zip(stored, struct.flatten()))
+    for c in columns:
+        if c not in arrays:
+            arrays[c] = pa.array(list(map(operator.attrgetter(c), records)), type=schema.field(c).type)
+    return pa.table([arrays[c] for c in columns], schema=schema)
+
+
+def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeOutcome:
+    """A scrape's batch as its outcome: each table deduplicated and converted (the repeats with
+    other values quarantined), its quarantine and notes kept. `provider`: the source that fetched
+    it, when not the batch's own (a refresh unit loading another provider's rows); `run`: the
+    ScrapeOutcome fields."""
+    quarantined = [q.model_dump() for q in batch.quarantined]
+    tables = {}
+    for name in TABLES:
+        records = getattr(batch, name)
+        if name in KINDS:
+            records = _dedupe(records, KINDS[name], quarantined, batch.provider)
+        if records:
+            tables[name] = records_table(name, records)
+    return ScrapeOutcome(provider=provider or batch.provider, notes=list(batch.notes), quarantined=quarantined,
+                         tables=tables, **run)
+
+
+class PendingError(Exception):
+    """A saved result cannot be read; the message names it."""
 
 
 def pending_dir(db: Path) -> Path:
     return Path(str(db) + ".pending")
 
 
-# A saved file's document holds the records themselves; pydantic's serializer writes each as its
-# model_dump(mode="json") would, in one pass of compiled code (the file of a world-scale refresh
-# is some 100,000 records, written while the refresh waits).
-_DOCUMENT = TypeAdapter(Any)
+def _fsync_replace(part: Path, path: Path) -> None:
+    with open(part, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(part, path)
 
 
-def _batch_doc(batch: Batch) -> dict[str, Any]:
-    doc: dict[str, Any] = {name: list(getattr(batch, name)) for name in _ROW_MODELS}
-    doc["provider"] = batch.provider  # a unit's batch holds another provider's rows (capacity blocks: aws)
-    doc["quarantined"] = list(batch.quarantined)
-    doc["notes"] = list(batch.notes)
-    return doc
+def write(folder: Path, outcome: ScrapeOutcome) -> Path:
+    """Save `outcome` in `folder` (a refresh's pending folder); its JSON last. Raises OSError."""
+    import pyarrow.parquet as pq
 
-
-def _batch(provider: str, doc: dict[str, Any]) -> Batch:
-    batch = Batch(doc.get("provider", provider))
-    for name, model in _ROW_MODELS.items():
-        rows = doc[name] if name in _KINDS else doc.get(name, [])  # format 1 saved no side tables
-        setattr(batch, name, [model.model_validate(r) for r in rows])
-    batch.quarantined = [Quarantined.model_validate(q) for q in doc["quarantined"]]
-    batch.notes = list(doc["notes"])
-    return batch
-
-
-def _outcome_doc(o: ScrapeOutcome) -> dict[str, Any]:
-    return {"provider": o.provider, "mode": o.mode, "started_at": o.started_at.isoformat(),
-            "finished_at": o.finished_at.isoformat(), "error": o.error, "requests": o.requests,
-            "provider_facts": o.provider_facts, "min_row_ratio": o.min_row_ratio,
-            "side_tables_only": o.side_tables_only,
-            "batch": _batch_doc(o.batch) if o.batch is not None else None}
-
-
-def _outcome(doc: dict[str, Any]) -> ScrapeOutcome:
-    return ScrapeOutcome(
-        provider=doc["provider"], mode=doc["mode"], started_at=datetime.fromisoformat(doc["started_at"]),
-        finished_at=datetime.fromisoformat(doc["finished_at"]), error=doc["error"], requests=doc["requests"],
-        provider_facts=doc["provider_facts"], min_row_ratio=doc["min_row_ratio"],
-        side_tables_only=doc.get("side_tables_only", False),
-        batch=_batch(doc["provider"], doc["batch"]) if doc["batch"] is not None else None)
-
-
-def _document_json(doc: dict[str, Any]) -> bytes:
-    try:
-        return _DOCUMENT.dump_json(doc)
-    except PydanticSerializationError:
-        # Text no UTF-8 can hold (a lone surrogate, from a provider's "\ud800" escape) is kept as
-        # json's own \u escape, which reads back to the same string.
-        return json.dumps(_DOCUMENT.dump_python(doc, mode="json")).encode("ascii")
-
-
-def _write_atomically(path: Path, doc: dict[str, Any]) -> None:
-    part = path.with_name(path.name + ".part")
-    try:
-        with open(part, "wb") as f:
-            f.write(_document_json(doc))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(part, path)
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
-
-
-def save(db: Path, refresh_id: str, saved_at: datetime, outcomes: Sequence[ScrapeOutcome]) -> Path:
-    """Keep a refresh's outcomes on disk until its write window is published; raises OSError."""
-    folder = pending_dir(db)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{refresh_id}.json"
-    _write_atomically(path, {"format": FORMAT, "refresh_id": refresh_id, "saved_at": saved_at.isoformat(),
-                             "write_error": None, "outcomes": [_outcome_doc(o) for o in outcomes]})
+    for name, table in outcome.tables.items():
+        part = folder / f"{outcome.provider}.{name}.parquet.part"
+        pq.write_table(table, part)
+        _fsync_replace(part, folder / f"{outcome.provider}.{name}.parquet")
+    doc = {k: v for k, v in asdict(outcome).items() if k not in ("tables", "path", "refresh_id")}
+    doc.update(format=FORMAT, tables={name: t.num_rows for name, t in sorted(outcome.tables.items())},
+               started_at=outcome.started_at.isoformat(), finished_at=outcome.finished_at.isoformat())
+    path = folder / f"{outcome.provider}.json"
+    part = path.with_name(path.name + ".part")
+    # ensure_ascii: a lone surrogate a provider sent ("\ud800") travels as its escape
+    part.write_text(json.dumps(doc, ensure_ascii=True, default=str), encoding="ascii")
+    _fsync_replace(part, path)
     return path
 
 
-def record_write_error(path: Path, error: str) -> None:
-    """Say in the saved file why its write window failed (shown by `status`, noted on resume)."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    doc["write_error"] = error
-    _write_atomically(path, doc)
+def describe(doc: dict[str, Any]) -> str:
+    """One line on a saved outcome (its JSON document), for the refresh's log."""
+    if doc["state"] != "ok":
+        return f"{doc['provider']}: {doc['state']}: {doc['error']}"
+    n = doc["tables"]
+    return (f"{doc['provider']}: fetched {n.get('offers', 0)} offers, {n.get('egress', 0)} egress, "
+            f"{n.get('storage', 0)} storage, {len(doc['quarantined'])} quarantined ({doc['requests']} requests)")
 
 
-def done(path: Path) -> None:
-    """The outcomes are in the published warehouse: forget them."""
+def save(folder: Path, files: dict[str, bytes]) -> Path:
+    """Keep the files of a fetch's outcome (as `write` made them elsewhere) in `folder`, the JSON
+    file last; its path. Raises OSError."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(files, key=lambda n: n.endswith(".json")):
+        part = folder / (name + ".part")
+        part.write_bytes(files[name])
+        _fsync_replace(part, folder / name)
+    return folder / next(n for n in files if n.endswith(".json"))
+
+
+def read(path: Path) -> ScrapeOutcome:
+    """The outcome saved as `path` (its JSON file), its tables read back; PendingError when it
+    cannot be read."""
+    import pyarrow.parquet as pq
+
     try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+        doc = json.loads(path.read_text(encoding="ascii"))
+        if doc.pop("format", None) != FORMAT:
+            raise ValueError("not a format this gpuledger reads")
+        counts = doc.pop("tables")
+        doc["started_at"] = datetime.fromisoformat(doc["started_at"])
+        doc["finished_at"] = datetime.fromisoformat(doc["finished_at"])
+        tables = {}
+        for name, rows in counts.items():
+            table, columns = TABLES[name]
+            tables[name] = pq.read_table(path.with_name(f"{doc['provider']}.{name}.parquet")).cast(
+                arrow_schema(table, columns))
+            if tables[name].num_rows != rows:
+                raise ValueError(f"{name} has {tables[name].num_rows} rows, the run says {rows}")
+        return ScrapeOutcome(**doc, tables=tables, refresh_id=path.parent.name, path=path)
+    except Exception as err:  # noqa: BLE001 - every way a file can be wrong, said in one line
+        raise PendingError(f"cannot read the saved result {path}: {type(err).__name__}: {err}"[:500]) from None
 
 
-class PendingError(Exception):
-    """A saved file cannot be read; the message names it."""
-
-
-def load(path: Path) -> PendingRefresh:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if doc.get("format") not in READABLE_FORMATS:
-            raise ValueError(f"format {doc.get('format')!r}, expected one of {READABLE_FORMATS}")
-        return PendingRefresh(path, doc["refresh_id"], datetime.fromisoformat(doc["saved_at"]),
-                              [_outcome(o) for o in doc["outcomes"]], doc.get("write_error"))
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise PendingError(f"cannot read the saved refresh {path}: {type(err).__name__}: {err}") from err
-
-
-def waiting(db: Path) -> list[PendingRefresh]:
-    """The saved refreshes of this warehouse, oldest first."""
+def waiting(db: Path) -> list[Path]:
+    """The JSON files of the saved outcomes of this warehouse, oldest refresh first."""
     folder = pending_dir(db)
     if not folder.is_dir():
         return []
-    return sorted((load(p) for p in folder.glob("*.json")), key=lambda p: p.saved_at)
+    return sorted(folder.glob("*/*.json"), key=lambda p: (p.parent.name, p.name))
 
 
-def resumed_outcome(o: ScrapeOutcome, saved: PendingRefresh, last_ok: datetime | None) -> ScrapeOutcome:
-    """A saved outcome as it is merged now: what happened to it noted on its run; refused when
-    the warehouse already holds a newer successful scrape of its provider (`last_ok`)."""
-    why = f"fetched by {saved.refresh_id}"
-    if saved.write_error:
-        why += f", whose write failed ({saved.write_error})"
-    if last_ok is not None and last_ok >= o.started_at:
-        return ScrapeOutcome(o.provider, o.mode, o.started_at, o.finished_at, requests=o.requests,
-                             error=f"not merged: {why}; the warehouse already holds a later scrape "
-                                   f"(finished {last_ok.isoformat(timespec='seconds')})")
-    if o.batch is not None:
-        o.batch.notes.append(f"resumed: {why}; merged later")
-    elif o.error:
-        o.error = f"{o.error} (resumed: {why})"
-    return o
+def write_error(path: Path) -> str | None:
+    """Why the merge of the refresh that saved `path` failed, if it did."""
+    marker = path.parent / "write-error.txt"
+    return marker.read_text(encoding="utf-8") if marker.exists() else None
+
+
+def record_write_error(paths: Sequence[Path], error: str) -> None:
+    for folder in {p.parent for p in paths}:
+        try:
+            (folder / "write-error.txt").write_text(error, encoding="utf-8")
+        except OSError:
+            pass  # the results themselves are on disk; only the reason is missing
+
+
+def done(path: Path) -> None:
+    """The outcome saved as `path` is in the published warehouse: remove its files (and its
+    refresh's folder once that is empty)."""
+    for f in path.parent.glob(f"{path.stem}.*"):
+        f.unlink(missing_ok=True)
+    left = [f for f in path.parent.iterdir() if f.name != "write-error.txt"] if path.parent.exists() else []
+    if not left:
+        (path.parent / "write-error.txt").unlink(missing_ok=True)
+        try:
+            path.parent.rmdir()
+        except OSError:
+            pass

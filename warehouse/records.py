@@ -332,6 +332,15 @@ def _raw_json(raw: Any) -> str:
         return json.dumps(repr(raw)[:20_000])
 
 
+def utf8_text(text: str) -> str:
+    """`text` as UTF-8 can hold it: a lone surrogate (a provider's "\\ud800" escape) kept as its escape."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def describe_validation_error(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
@@ -409,6 +418,7 @@ class Batch:
         return self._cutter
 
     def _cut_text(self, text: str) -> str:
+        text = utf8_text(text) if isinstance(text, str) else text
         cut = self._cutter_now()
         if cut is None or not isinstance(text, str):
             return text
@@ -434,6 +444,11 @@ class Batch:
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
         model = RECORD_TYPES[kind]
         fields = self._cut_fields(fields)
+        unencodable = [k for k, v in fields.items() if isinstance(v, str) and utf8_text(v) is not v]
+        if unencodable:
+            self.quarantine(kind, ref, f"contract: {', '.join(unencodable)} holds text UTF-8 cannot encode "
+                            "(a lone surrogate escape)", raw)
+            return False
         try:
             record = model(provider=self.provider, **fields)
         except ValidationError as err:
@@ -486,7 +501,7 @@ class Batch:
         return self.add("offer", ref, raw, **fields)
 
     def quarantine(self, kind: str, ref: str, reason: str, raw: Any) -> None:
-        entry = self._cut_fields({"source_ref": ref, "reason": reason, "raw": _raw_json(raw)})
+        entry = self._cut_fields({"source_ref": utf8_text(str(ref)), "reason": utf8_text(reason), "raw": _raw_json(raw)})
         self.quarantined.append(Quarantined(provider=self.provider, kind=kind, **entry))
 
     def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None,

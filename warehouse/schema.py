@@ -20,14 +20,17 @@ import types
 import typing
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 from pydantic import BaseModel
 
 from gpuledger.warehouse import spot_stats
 from gpuledger.warehouse.freshness import RULE_NOW_SQL
 from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
+
+if TYPE_CHECKING:  # a fetch process writes Arrow tables in these types without loading DuckDB
+    import duckdb
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,8 @@ SCRAPE_RUN_COLUMNS = (
     Column("duration_s", "DOUBLE"),
     Column("error", "VARCHAR"),
     Column("notes", "VARCHAR"),
+    Column("degraded", "VARCHAR"),  # the enrichments that failed and why; the run is still ok
+    Column("bytes_fetched", "BIGINT", True, "DEFAULT 0"),
 )
 QUARANTINE_COLUMNS = (
     Column("run_id", "VARCHAR", True),
@@ -253,6 +258,24 @@ VIEWS: dict[str, str] = {
            coalesce(f.state, 'never') as provider_state, coalesce(not f.fresh, true) as stale
     from offers o left join ({RULE_NOW_SQL}) f on f.provider = o.provider""",
 }
+
+
+# The columns a scrape hands over for the two append-only tables (the rest the merge adds).
+SPOT_PRICE_FIELDS = ("provider", "region", "zone", "instance_type", "product_description", "observed_at",
+                     "spot_price_per_hour", "source_currency")
+CAPACITY_BLOCK_FIELDS = ("provider", "region", "zone", "instance_type", "offering_id", "instance_count", "start_at",
+                         "end_at", "duration_hours", "upfront_fee", "source_currency", "upfront_fee_usd", "gpu_model",
+                         "gpu_count", "usd_per_hour", "usd_per_gpu_hour", "tenancy")
+
+
+def arrow_schema(table: str, columns: tuple[str, ...] | None = None) -> pa.Schema:
+    """The Arrow types of `table`'s columns (all, or `columns` in that order)."""
+    import pyarrow as pa
+
+    types = {"VARCHAR": pa.string(), "DOUBLE": pa.float64(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
+             "BOOLEAN": pa.bool_(), "TIMESTAMPTZ": pa.timestamp("us", tz="UTC")}
+    by_name = {c.name: c for c in TABLES[table]}
+    return pa.schema([(n, types[by_name[n].type]) for n in columns or by_name])
 
 
 def column_names(table: str) -> tuple[str, ...]:
@@ -514,6 +537,15 @@ drop macro if exists gpuledger_macros_version;
 alter table gpu_models add column bf16_dense_tflops DOUBLE;
 alter table gpu_models add column fp16_dense_tflops DOUBLE;
 alter table gpu_models add column tensor_tflops_source VARCHAR;
+""",
+    ),
+    (
+        9,
+        "scrape_runs: degraded (the enrichments that failed, the run still ok) and bytes_fetched; "
+        "state not_configured for a provider without credentials",
+        """
+alter table scrape_runs add column degraded VARCHAR;
+alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;
 """,
     ),
 ]

@@ -51,9 +51,6 @@ class Settings(BaseSettings):
     task_runner: str = "thread"  # thread | dask (checked where the runner is made, with its own message)
     dask_address: str = ""
     dask_workers: int | None = None
-    # How many fetches with a large process (AWS's, GCP's, a browser-rendered page's) run at once;
-    # 0: no limit (flows.pipeline.large_fetch_turn).
-    large_fetches: int = Field(default=2, ge=0)
 
     # -- page sources -------------------------------------------------------------------------
     chromium_path: str | None = None  # a Chromium executable (path or name on PATH)

@@ -14,12 +14,16 @@ import math
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpuledger.warehouse.records import Batch, describe_validation_error
+from gpuledger.warehouse.schema import SPOT_PRICE_FIELDS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The `since` mark of a region's spot price history: the key a source reads from its context.
 SINCE_KEY = "spot_price_history:{region}"
@@ -73,23 +77,14 @@ def add_spot_price(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     return True
 
 
-_COLUMNS = ("provider", "region", "zone", "instance_type", "product_description", "observed_at",
-            "spot_price_per_hour", "source_currency")
-_KEY = _COLUMNS[:6]
+_KEY = SPOT_PRICE_FIELDS[:6]
 
 
-def load_spot_history(con: duckdb.DuckDBPyConnection, points: list[SpotPricePoint], run_id: str,
+def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str,
                       now: datetime) -> tuple[int, Counter[str]]:
-    """Append the observations the warehouse does not hold (inside the caller's transaction);
-    return (stored, counts of the others by reason)."""
+    """Append the observations (SPOT_PRICE_FIELDS) the warehouse does not hold (inside the caller's
+    transaction); return (stored, counts of the others by reason)."""
     skipped: Counter[str] = Counter()
-    if not points:
-        return 0, skipped
-    import pyarrow as pa  # here, not at the top: reading commands import this module too
-    rows = pa.table({c: [getattr(p, c) for p in points] for c in _COLUMNS},
-                    schema=pa.schema([(c, pa.timestamp("us", tz="UTC") if c == "observed_at" else
-                                       (pa.float64() if c == "spot_price_per_hour" else pa.string()))
-                                      for c in _COLUMNS]))
     on = " and ".join(f"h.{c} = n.{c}" for c in _KEY)
     con.register("_spot_new", rows)
     try:
@@ -98,7 +93,7 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, points: list[SpotPricePoin
                        count(*) filter (where h.spot_price_per_hour <> n.spot_price_per_hour)
                 from _spot_new n join spot_price_history h on {on}""").fetchall()[0]
         con.execute(
-            f"""insert into spot_price_history ({', '.join(_COLUMNS)}, run_id, loaded_at)
+            f"""insert into spot_price_history ({', '.join(SPOT_PRICE_FIELDS)}, run_id, loaded_at)
                 select n.*, $run, $now from _spot_new n
                 where not exists (select 1 from spot_price_history h where {on})""",
             {"run": run_id, "now": now})
@@ -108,7 +103,7 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, points: list[SpotPricePoin
         skipped[ALREADY_STORED] = stored_same
     if stored_other:
         skipped[STORED_WITH_OTHER_PRICE] = stored_other
-    return len(points) - stored_same - stored_other, skipped
+    return rows.num_rows - stored_same - stored_other, skipped
 
 
 def history_notes(stored: int, received: int, skipped: Counter[str]) -> list[str]:

@@ -14,9 +14,8 @@ separate lock file keeps two refreshes from running at once.
 from __future__ import annotations
 
 import fcntl
-import gc
 import json
-import operator
+import logging
 import os
 import statistics
 import time
@@ -34,10 +33,12 @@ import duckdb
 if TYPE_CHECKING:
     import pyarrow as pa
 
-from gpuledger.warehouse import gpus
-from gpuledger.warehouse.records import Batch, Quarantined
+from gpuledger.warehouse import gpus, pending
+from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, STORAGE, TableSpec, migrate
 from gpuledger.warehouse.settings import Settings, load_settings
+
+log = logging.getLogger("gpuledger.refresh")
 
 DEFAULT_DB = "gpuledger.duckdb"
 LOCK_WAIT_S = 60.0
@@ -283,29 +284,10 @@ class AnomalyPolicy:
 
 
 @dataclass
-class ScrapeOutcome:
-    """What one provider's fetch produced, handed from the flow to the loader."""
-
-    provider: str
-    mode: str
-    started_at: datetime
-    finished_at: datetime
-    batch: Batch | None = None
-    error: str | None = None
-    requests: int = 0
-    provider_facts: dict[str, Any] | None = None
-    min_row_ratio: float | None = None  # the source's own row-drop threshold (ANOMALY_MIN_ROW_RATIO)
-    interrupted: bool = False  # the refresh was stopped (SIGTERM/SIGINT) before this provider's merge
-    # A unit that loads side tables only (capacity blocks): no anomaly check, no offer/egress/storage
-    # merge, no providers row, so the provider's own rows stay as they are.
-    side_tables_only: bool = False
-
-
-@dataclass
 class LoadReport:
     provider: str
     run_id: str
-    state: str
+    state: str  # ok | failed | not_configured | interrupted
     error: str | None = None
     rows_parsed: int = 0
     rows_loaded: int = 0
@@ -316,74 +298,11 @@ class LoadReport:
     changed: int = 0
     closed: int = 0
     notes: list[str] = field(default_factory=list)
+    degraded: str | None = None  # the enrichments that failed, and why
 
     @property
     def ok(self) -> bool:
-        return self.state == "ok"
-
-
-def _records_table(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """Column-wise Arrow table in the current table's column order and types."""
-    import pyarrow as pa
-    schema = con.sql(f"select {', '.join(spec.columns)} from {spec.table} limit 0").to_arrow_table().schema
-    if not records:
-        return pa.table({c: pa.array([], type=schema.field(c).type) for c in spec.columns})
-    # Fields straight from each record's __dict__ (a pydantic attribute lookup walks the class
-    # MRO first), converted by pyarrow in one row-wise pass as a struct array (each dict read
-    # once, in C, with no per-value tuples), then split into its columns without a copy.
-    # Computed properties (price_per_gpu_hour) through getattr.
-    # The cyclic garbage collector is paused meanwhile: the conversion allocates an object per
-    # computed value, enough to start full collections that walk every record on the heap.
-    # Nothing made here is cyclic.
-    stored = [c for c in spec.columns if c in vars(records[0])]
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
-        columns = dict(zip(stored, struct.flatten()))
-        for c in spec.columns:
-            if c not in columns:
-                columns[c] = pa.array(list(map(operator.attrgetter(c), records)), type=schema.field(c).type)
-    finally:
-        if collecting:
-            gc.enable()
-    return pa.table({c: columns[c] for c in spec.columns})
-
-
-def _table_if_keys_unique(spec: TableSpec, records: Sequence[Any], con: duckdb.DuckDBPyConnection) -> pa.Table | None:
-    """The records' Arrow table if no two of them share a key (the usual case, in which _dedupe
-    would return them as they are), else None. Only for specs whose key columns are all text,
-    where DuckDB's equality is Python's, so a DISTINCT in DuckDB can replace a Python set of key
-    tuples. A record that does not convert also gives None: the records then take the _dedupe
-    way and are converted again inside the transaction, where a failure fails the provider's
-    load."""
-    try:
-        table = _records_table(spec, records, con)
-    except Exception:  # see the docstring: reported by the conversion inside the transaction
-        return None
-    con.register("_keys", table.select(list(spec.key)))
-    try:
-        distinct = con.execute(f"select count(*) from (select distinct {', '.join(spec.key)} from _keys)").fetchall()
-    finally:
-        con.unregister("_keys")
-    return table if distinct[0][0] == table.num_rows else None
-
-
-def _dedupe(records: list[Any], kind: str, quarantined: list[Quarantined], provider: str) -> list[Any]:
-    seen: dict[Any, Any] = {}
-    out = []
-    for r in records:
-        prior = seen.get(r.key)
-        if prior is None:
-            seen[r.key] = r
-            out.append(r)
-        elif prior != r:
-            quarantined.append(Quarantined(
-                provider=provider, kind=kind, source_ref="/".join(map(str, r.key)),
-                reason="duplicate key with different values; kept the first occurrence",
-                raw=r.model_dump_json(),
-            ))
-    return out
+        return self.state in ("ok", "not_configured")
 
 
 def content_hash_sql(spec: TableSpec, alias: str = "") -> str:
@@ -505,36 +424,32 @@ def _moved(old: float | None, new: float, limit: float) -> float | None:
     return ratio if ratio > limit or ratio < 1 / limit else None
 
 
-def _empty_reason(batch: Batch) -> str:
-    why = "the scrape produced no valid offers (an empty result is never loaded)"
-    bad = [q for q in batch.quarantined if q.kind == "offer"]
-    if bad:
-        reasons = sorted({q.reason[:120] for q in bad})
-        why += f"; {len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}"
-    return why
+def _quarantine_summary(quarantined: list[dict[str, str]]) -> str:
+    bad = [q for q in quarantined if q["kind"] == "offer"]
+    reasons = sorted({q["reason"][:120] for q in bad})
+    return f"{len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}" if bad else ""
 
 
-def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch, offers: pa.Table | None,
-                    policy: AnomalyPolicy, min_row_ratio: float | None = None) -> str | None:
-    """Why this batch must not replace the provider's current rows, or None.
-
-    `offers` is batch.offers as _records_table made it (None only when there are none): prices
-    and options are read from its columns, without a property call per record.
-    `min_row_ratio` is the source's own row-drop threshold (a module's ANOMALY_MIN_ROW_RATIO,
-    for sources whose row count follows live capacity); None means the policy's.
-    """
+def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, policy: AnomalyPolicy,
+                    notes: list[str]) -> str | None:
+    """Why this scrape must not replace the provider's current rows, or None. `min_row_ratio` of
+    the outcome is the source's own row-drop threshold (sources whose rows follow live capacity);
+    None means the policy's. An accepted anomaly is said in `notes`."""
     import pyarrow.compute as pc
-    if not batch.offers or offers is None:  # offers is None only when batch.offers is empty
-        return _empty_reason(batch)
+    provider, offers = outcome.provider, outcome.tables.get("offers")
+    if offers is None:
+        why = "the scrape produced no valid offers (an empty result is never loaded)"
+        bad = _quarantine_summary(outcome.quarantined)
+        return f"{why}; {bad}" if bad else why
     last_rows = last_good_rows(con, provider)
     if last_rows is None:
         return None
     last_median, current = current_prices(con, provider)
-    min_ratio = policy.min_row_ratio if min_row_ratio is None else min_row_ratio
+    min_ratio = policy.min_row_ratio if outcome.min_row_ratio is None else outcome.min_row_ratio
     problems = []
-    if last_rows and len(batch.offers) < min_ratio * last_rows:
+    if last_rows and offers.num_rows < min_ratio * last_rows:
         problems.append(
-            f"row count dropped from {last_rows} to {len(batch.offers)} "
+            f"row count dropped from {last_rows} to {offers.num_rows} "
             f"(below {min_ratio:.0%} of the last good run)")
     median = statistics.median(offers.column("price_per_gpu_hour").to_pylist())
     moved = _moved(last_median, median, policy.max_median_ratio)
@@ -556,19 +471,43 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch,
                     f"{statistics.median(prices):.4f} USD (x{moved:.2f}, limit x{policy.max_median_ratio:g})")
     if not problems:
         return None
-    quarantined = [q for q in batch.quarantined if q.kind == "offer"]
-    if quarantined:
-        reasons = sorted({q.reason[:120] for q in quarantined})
-        problems.append(f"{len(quarantined)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}")
+    bad = _quarantine_summary(outcome.quarantined)
+    if bad:
+        problems.append(bad)
     if provider in policy.accept:
-        batch.notes.append("anomaly accepted by override: " + "; ".join(problems))
+        notes.append("anomaly accepted by override: " + "; ".join(problems))
         return None
     return "anomaly guard: " + "; ".join(problems) + \
         f" (if this is a real market move, rerun with --accept-anomaly {provider})"
 
 
-def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, batch: Batch, offers: pa.Table,
-                          policy: AnomalyPolicy) -> tuple[pa.Table, list[Quarantined]]:
+def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
+                   degraded: list[dict[str, Any]]) -> pa.Table:
+    """The offers to merge when enrichments failed: the current offers of the purchase options only
+    a failed enrichment yields are carried over as they are, and the columns only it fills keep
+    their current values, so a failed enrichment changes none of what it gave before."""
+    options = sorted({o for d in degraded for o in d.get("options", ())})
+    kept = {c for d in degraded for c in d.get("columns", ())}
+    if not options and not kept:
+        return offers
+    cols = ", ".join(OFFERS.columns)
+    picked = ", ".join(f"case when o.provider is null then i.{c} else o.{c} end as {c}" if c in kept else f"i.{c}"
+                       for c in OFFERS.columns)
+    con.register("_incoming", offers)
+    try:
+        return con.sql(
+            f"""select {picked} from _incoming i
+                left join (select * from offers where provider = $p) o on {_key_join(OFFERS, 'o', 'i')}
+                union all
+                select {cols} from offers o where o.provider = $p and list_contains($options, o.purchase_option)
+                  and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
+            params={"p": provider, "options": options}).to_arrow_table().cast(offers.schema)
+    finally:
+        con.unregister("_incoming")
+
+
+def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table, policy: AnomalyPolicy,
+                          notes: list[str]) -> tuple[pa.Table, list[dict[str, str]]]:
     """The offers to merge, with each offer whose price moved more than `policy.max_offer_ratio`
     either way against its current row replaced by that row (so the merge keeps it at its
     previous version), and a quarantine entry per offer held back naming both prices.
@@ -599,7 +538,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, batch: 
                       and starts_with(q.reason, 'per-offer anomaly guard: '))
                 select {', '.join('i.' + k for k in OFFERS.key)}, o.price_per_hour, i.price_per_hour,
                        coalesce(i.price_per_hour <= h.price * $limit and i.price_per_hour * $limit >= h.price,
-                                false) as confirmed
+                                false) as confirmed, to_json(i)::varchar as raw
                 from _incoming i join offers o on {_key_join(OFFERS, 'i', 'o')}
                 left join held_before h on h.region = i.region and h.zone = i.zone
                      and h.instance_type = i.instance_type and h.purchase_option = i.purchase_option
@@ -608,17 +547,17 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, batch: 
                 order by all""", {"p": provider, "limit": limit}).fetchall()
         confirmed = [r[:7] for r in rows if r[7]]
         if confirmed:
-            batch.notes.append(
+            notes.append(
                 f"{len(confirmed)} offer price jump(s) loaded, seen again after the previous scrape held them back: "
                 + "; ".join(f"{'/'.join(str(v) for v in r[1:5])} {r[5]:g} -> {r[6]:g} USD" for r in confirmed))
-        jumps = [r[:7] for r in rows if not r[7]]
+        jumps = [r for r in rows if not r[7]]
         if not jumps:
             return offers, []
         described = [
             f"{provider} offer {'/'.join(str(v) for v in row[1:5])}: price per hour moved from "
             f"{row[5]:g} to {row[6]:g} USD (x{row[6] / row[5]:.2f}, limit x{limit:g})" for row in jumps]
         if provider in policy.accept:
-            batch.notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
+            notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
             return offers, []
         held = pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])
         con.register("_held", held)
@@ -635,84 +574,20 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, batch: 
             con.unregister("_held")
     finally:
         con.unregister("_incoming")
-    raw = {r.key: r for r in batch.offers}
     quarantined = [
-        Quarantined(provider=provider, kind="offer", source_ref="/".join(str(v) for v in row[1:5]),
-                    reason=f"per-offer anomaly guard: {text}; kept at its previous version "
-                           f"(if this is a real price change, rerun with --accept-anomaly {provider})",
-                    raw=raw[tuple(row[:5])].model_dump_json() if tuple(row[:5]) in raw else "{}")
+        {"provider": provider, "kind": "offer", "source_ref": "/".join(str(v) for v in row[1:5]),
+         "reason": f"per-offer anomaly guard: {text}; kept at its previous version "
+                   f"(if this is a real price change, rerun with --accept-anomaly {provider})", "raw": row[8]}
         for row, text in zip(jumps, described)]
-    batch.notes.append(f"{len(jumps)} offer(s) held back at their previous price by the per-offer anomaly guard")
+    notes.append(f"{len(jumps)} offer(s) held back at their previous price by the per-offer anomaly guard")
     return kept.cast(offers.schema), quarantined
-
-
-@dataclass
-class PreparedLoad:
-    """The part of a provider's load that needs no warehouse, done before the write window
-    opens (prepare_loads): the batch deduplicated (its lists replaced), the quarantine entries
-    gathered, and the offers' Arrow table when no two offers share a key. `error` is what
-    preparing raised, raised again by load_outcome where it would have raised it itself."""
-
-    quarantined: list[Quarantined] = field(default_factory=list)
-    offers: pa.Table | None = None
-    error: Exception | None = None
-
-
-def _prepare(outcome: ScrapeOutcome, con: duckdb.DuckDBPyConnection) -> PreparedLoad:
-    """Deduplicate and convert; `con` is only asked for column types and a DISTINCT."""
-    batch = outcome.batch
-    prepared = PreparedLoad(list(batch.quarantined) if batch else [])
-    if batch is not None:
-        if outcome.error is None and batch.offers:
-            prepared.offers = _table_if_keys_unique(OFFERS, batch.offers, con)
-        if prepared.offers is None:
-            batch.offers = _dedupe(batch.offers, "offer", prepared.quarantined, outcome.provider)
-        batch.egress = _dedupe(batch.egress, "egress", prepared.quarantined, outcome.provider)
-        batch.storage = _dedupe(batch.storage, "storage", prepared.quarantined, outcome.provider)
-    return prepared
-
-
-class LoadPreparer:
-    """What load_outcome does before its transaction, without opening the warehouse:
-    deduplication and the records-to-Arrow conversion (the Python part of a load). Done
-    before the write window, which then holds the writer's lock (and keeps every reader out)
-    only for the SQL; a refresh prepares each provider as its scrape finishes, while the
-    others are still fetching. Column types come from an in-memory database at the current
-    schema, which is the warehouse's once open_writer has migrated it."""
-
-    def __enter__(self) -> LoadPreparer:
-        self._scratch = duckdb.connect()
-        try:
-            migrate(self._scratch)
-        except BaseException:
-            self._scratch.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._scratch.close()
-
-    def prepare(self, outcome: ScrapeOutcome) -> PreparedLoad:
-        try:
-            return _prepare(outcome, self._scratch)
-        except Exception as err:  # raised by load_outcome, before its transaction
-            return PreparedLoad(error=err)
-
-
-def prepare_loads(outcomes: Sequence[ScrapeOutcome]) -> list[PreparedLoad]:
-    """LoadPreparer.prepare for each outcome."""
-    with LoadPreparer() as preparer:
-        return [preparer.prepare(o) for o in outcomes]
 
 
 def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh_id: str,
                  policy: AnomalyPolicy | None = None, now: datetime | None = None,
-                 prepared: PreparedLoad | None = None,
                  on_offers_merged: Callable[[str], None] | None = None) -> LoadReport:
     """Merge one provider's scrape in one transaction, or record why it was not loaded.
 
-    `prepared`: this outcome's PreparedLoad from prepare_loads (a write window's loads are
-    prepared before it opens); without it the preparation is done here.
     `on_offers_merged(provider)` is called inside the transaction right after the provider's
     offers were merged: the process-fault tests hold the write window open there.
     """
@@ -720,59 +595,43 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     policy = policy or AnomalyPolicy()
     now = now or utcnow()
     run_id = new_id(f"run-{outcome.provider}")
-    report = LoadReport(outcome.provider, run_id, "failed", error=outcome.error)
-    batch = outcome.batch
-    if prepared is None:
-        prepared = _prepare(outcome, con)
-    elif prepared.error is not None:
-        raise prepared.error
-    quarantined = prepared.quarantined
-    offers = prepared.offers
-    if batch is not None:
-        report.rows_parsed = len(batch.offers) + sum(1 for q in quarantined if q.kind == "offer")
-        report.rows_quarantined = len(quarantined)
+    report = LoadReport(outcome.provider, run_id, "failed" if outcome.state == "ok" else outcome.state,
+                        error=outcome.error, notes=list(outcome.notes))
+    if outcome.degraded:
+        report.degraded = "; ".join(f"{d['name']} ({d['reason']})" for d in outcome.degraded)
+    quarantined = list(outcome.quarantined)
+    offers = outcome.tables.get("offers")
+    report.rows_parsed = outcome.count("offers") + sum(q["kind"] == "offer" for q in quarantined)
     con.execute("begin transaction")
     try:
-        if outcome.error is None and batch is not None:
-            # The offers' Arrow table first: the anomaly check reads its prices from it.
-            if offers is None and batch.offers:
-                offers = _records_table(OFFERS, batch.offers, con)
-            reason = None if outcome.side_tables_only else \
-                check_anomalies(con, outcome.provider, batch, offers, policy, outcome.min_row_ratio)
-            if reason:
-                report.error = reason
-            else:
-                if offers is not None:
-                    offers, held_back = hold_back_offer_jumps(con, outcome.provider, batch, offers, policy)
-                    quarantined = quarantined + held_back
-                    report.rows_quarantined = len(quarantined)
-                for spec, recs in ((OFFERS, batch.offers), (EGRESS, batch.egress), (STORAGE, batch.storage)):
-                    if (spec is not OFFERS or outcome.side_tables_only) and not recs:
-                        continue  # a source without egress/storage data leaves those rows alone
-                    rows = offers if spec is OFFERS and offers is not None else _records_table(spec, recs, con)
-                    n, c, cl = _merge(con, spec, outcome.provider, rows, run_id, now)
-                    if spec is OFFERS:
-                        report.new, report.changed, report.closed = n, c, cl
-                        if on_offers_merged is not None:
-                            on_offers_merged(outcome.provider)
-                load_side_tables(con, batch, run_id, now)
-                report.rows_loaded = len(batch.offers)
-                report.egress_rows = len(batch.egress)
-                report.storage_rows = len(batch.storage)
+        if outcome.state == "ok":
+            reason = None if outcome.side_tables_only else check_anomalies(con, outcome, policy, report.notes)
+            report.error = reason
+            if reason is None:
+                if offers is not None and not outcome.side_tables_only:
+                    offers = carry_degraded(con, outcome.provider, offers, outcome.degraded)
+                    offers, held_back = hold_back_offer_jumps(con, outcome.provider, offers, policy, report.notes)
+                    quarantined += held_back
+                    report.new, report.changed, report.closed = _merge(con, OFFERS, outcome.provider, offers,
+                                                                       run_id, now)
+                    if on_offers_merged is not None:
+                        on_offers_merged(outcome.provider)
+                for spec, name in ((EGRESS, "egress"), (STORAGE, "storage")):
+                    if name in outcome.tables:  # a source without egress/storage data leaves those rows alone
+                        _merge(con, spec, outcome.provider, outcome.tables[name], run_id, now)
+                load_side_tables(con, outcome, run_id, now, report.notes)
+                report.rows_loaded = outcome.count("offers")
+                report.egress_rows, report.storage_rows = outcome.count("egress"), outcome.count("storage")
                 report.state = "ok"
                 if outcome.provider_facts and not outcome.side_tables_only:
                     upsert_provider_facts(con, outcome.provider_facts, now)
-        if batch is not None:
-            report.notes = list(batch.notes)
+        report.rows_quarantined = len(quarantined)
         if quarantined:
-            qt = pa.Table.from_pylist([q.model_dump() for q in quarantined])
-            con.register("_q", qt)
+            con.register("_q", pa.Table.from_pylist(quarantined))
             con.execute(
                 "insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
                 {"run": run_id, "now": now})
             con.unregister("_q")
-        if outcome.interrupted:
-            report.state = "interrupted"
         _insert_run(con, outcome, report, refresh_id, run_id)
         con.execute("commit")
     except Exception as err:
@@ -794,16 +653,18 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     return report
 
 
-def load_side_tables(con: duckdb.DuckDBPyConnection, batch: Batch, run_id: str, now: datetime) -> None:
-    """Append the batch's spot price history and capacity block offerings; their counts go to its notes."""
+def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, now: datetime,
+                     notes: list[str]) -> None:
+    """Append the scrape's spot price history and capacity block offerings; their counts go to `notes`."""
     from gpuledger.warehouse.capacity_blocks import load_capacity_blocks
     from gpuledger.warehouse.spot import history_notes, load_spot_history
 
-    stored, skipped = load_spot_history(con, batch.spot_prices, run_id, now)
-    batch.notes.extend(history_notes(stored, len(batch.spot_prices), skipped))
-    blocks = load_capacity_blocks(con, batch.capacity_blocks, run_id, now)
-    if blocks:
-        batch.notes.append(f"capacity blocks: {blocks} offerings stored")
+    if "spot_prices" in outcome.tables:
+        stored, skipped = load_spot_history(con, outcome.tables["spot_prices"], run_id, now)
+        notes.extend(history_notes(stored, outcome.count("spot_prices"), skipped))
+    if "capacity_blocks" in outcome.tables:
+        blocks = load_capacity_blocks(con, outcome.tables["capacity_blocks"], run_id, now)
+        notes.append(f"capacity blocks: {blocks} offerings stored")
 
 
 def _rollback_quietly(con: duckdb.DuckDBPyConnection) -> None:
@@ -833,13 +694,13 @@ def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: 
     con.execute(
         """insert into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state,
                rows_parsed, rows_loaded, rows_quarantined, egress_rows, storage_rows,
-               offers_new, offers_changed, offers_closed, requests, duration_s, error, notes)
-           values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               offers_new, offers_changed, offers_closed, requests, duration_s, error, notes, degraded, bytes_fetched)
+           values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         [run_id, refresh_id, outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at,
          report.state, report.rows_parsed, report.rows_loaded, report.rows_quarantined,
          report.egress_rows, report.storage_rows, report.new, report.changed, report.closed,
          outcome.requests, (outcome.finished_at - outcome.started_at).total_seconds(),
-         report.error, "; ".join(report.notes) or None])
+         report.error, "; ".join(report.notes) or None, report.degraded, outcome.bytes_fetched])
 
 
 def upsert_provider_facts(con: duckdb.DuckDBPyConnection, facts: dict[str, Any], now: datetime) -> None:
@@ -854,3 +715,105 @@ def upsert_provider_facts(con: duckdb.DuckDBPyConnection, facts: dict[str, Any],
         [facts["provider"], *values.values(), now])
 
 
+
+
+def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetime]) -> ScrapeOutcome | None:
+    """A result an earlier refresh saved, as it is merged now: noted as resumed, or refused when the
+    warehouse already holds a later successful scrape of its provider (it would set prices back);
+    None when it is in the warehouse already (its refresh published, then died before forgetting it)."""
+    if outcome.refresh_id == refresh_id:
+        return outcome
+    if last_ok.get(outcome.provider) == outcome.started_at:
+        return None
+    why = f"fetched by {outcome.refresh_id}"
+    if outcome.path is not None and (error := pending.write_error(outcome.path)):
+        why += f", whose write failed ({error})"
+    newer = last_ok.get(outcome.provider)
+    if newer is not None and newer >= outcome.started_at:
+        return ScrapeOutcome(outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at, state="failed",
+                             requests=outcome.requests, error=f"not merged: {why}; the warehouse already holds a "
+                             f"later scrape (started {newer.isoformat(timespec='seconds')})")
+    outcome.notes.append(f"resumed: {why}; merged later")
+    return outcome
+
+
+def _unreadable(path: Path, err: Exception) -> ScrapeOutcome:
+    """A saved result that cannot be read: recorded as its provider's failed run, its file set aside."""
+    aside = path.with_name(path.name + ".unreadable")
+    path.replace(aside)
+    now = utcnow()
+    return ScrapeOutcome(path.stem, "unknown", now, now, state="failed", error=f"{err}; set aside as {aside.name}")
+
+
+def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: AnomalyPolicy,
+                  stop_requested: Callable[[], bool] = lambda: False,
+                  on_offers_merged: Callable[[str], None] | None = None,
+                  on_merged: Callable[[str], None] | None = None) -> list[LoadReport]:
+    """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, one
+    transaction per provider, into a working copy of the warehouse, and publish that copy over
+    it in one atomic rename (warehouse.snapshot): readers holding the warehouse open neither block
+    this nor see it until they reconnect. The merged results are then forgotten.
+
+    The caller holds the refresh lock. Once `stop_requested()`, no further merge starts: the results
+    left keep waiting (reported as `interrupted`). A warehouse that cannot be written raises
+    WarehouseError naming the first cause and where the results wait; the published warehouse is
+    then unchanged. `on_merged(provider)` follows each merge (the progress display)."""
+    from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
+
+    published = db_path(db)
+    paths = pending.waiting(published)
+    if not paths:
+        return []
+    reports: list[LoadReport] = []
+    merged: list[Path] = []
+    work = None
+    try:
+        try:
+            work = start_working_copy(published)
+            con = open_writer(work)
+        except WarehouseError as err:
+            raise WarehouseError(str(err).replace(str(work), str(published), 1)) from err
+        except (PublishError, duckdb.Error, OSError) as err:
+            raise WarehouseError(f"cannot open {published} for writing: {root_cause(err)}") from err
+        try:
+            last_ok = dict(con.execute("select provider, max(started_at) from scrape_runs where state = 'ok' "
+                                       "group by provider").fetchall())
+            for path in paths:
+                if stop_requested():
+                    reports.append(LoadReport(path.stem, "", "interrupted", error="interrupted before its merge; "
+                                              f"its fetched result waits in {path.parent}"))
+                    continue
+                try:
+                    outcome = _resumed(pending.read(path), refresh_id, last_ok)
+                except pending.PendingError as err:
+                    outcome = _unreadable(path, err)
+                if outcome is None:
+                    merged.append(path)
+                    continue
+                reports.append(load_outcome(con, outcome, refresh_id, policy, on_offers_merged=on_offers_merged))
+                merged.append(path)
+                if on_merged is not None:
+                    on_merged(outcome.provider)
+        finally:
+            try:
+                close_writer(con)  # the window's one checkpoint
+            except duckdb.Error as err:  # left in the WAL: publish refuses the copy
+                log.warning("closing the working copy of %s: %s", published, root_cause(err))
+        publish(work, published)
+    except BaseException as err:
+        if work is not None:
+            discard(work)
+        if not isinstance(err, (WarehouseError, PublishError)):
+            raise
+        said = str(err) if isinstance(err, WarehouseError) else f"cannot write {published}: {err}"
+        pending.record_write_error(paths, said)
+        raise WarehouseError(f"{said}. The fetched results wait in {pending.pending_dir(published)}: the next "
+                             "refresh, or `gpuledger refresh --resume`, merges them") from err
+    for path in merged:
+        if path.exists():  # an unreadable one stays set aside for its operator
+            pending.done(path)
+    try:
+        pending.pending_dir(published).rmdir()
+    except OSError:
+        pass  # results still wait there
+    return reports

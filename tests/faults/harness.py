@@ -6,14 +6,14 @@ order (wrapping round): every source is a peer in other cells, so the whole matr
 no provider's fault reaches another's load, without each of its hundreds of cells reloading
 every source. The sources outside the window must keep their rows untouched.
 
-The steps are the refresh's own (flows.pipeline): `fetch_source` with the real client,
-`describe_failure`/`outcome_from` for a failed fetch, `load_all` for the write window with
-one transaction per provider. Only the Prefect orchestration around them is left out.
+The steps are the refresh's own: `fetch_source` with the real client (flows.fetch), its outcome
+(or `describe_failure` of its error) handed over on disk and merged by `merge_pending`, one
+transaction per provider. Only the child process and Prefect's orchestration are left out.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import re
 import shutil
 import threading
@@ -28,9 +28,10 @@ import duckdb
 from gpuledger.adapters.base import SourceError
 from gpuledger.adapters.registry import specs
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request, load_manifest
-from gpuledger.flows.pipeline import (
-    SOURCES, FetchResult, SourcePlan, describe_failure, fetch_source, load_all, outcome_from,
-)
+from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.fetch import SourcePlan, describe_failure, failed, fetch_source
+from gpuledger.warehouse.pending import ScrapeOutcome
+from tests.builders import load
 from tests.faults.faultserver import FaultyReplay, Reset, Stall
 from tests.faults.providers import DATA_FAULTS, ERROR_PATTERNS, PROVIDERS, REASON_PATTERNS, Edit, ProviderFaults
 from tests.faults.shapes import SHAPE_FILE
@@ -55,19 +56,10 @@ def http_plan(provider: str, endpoints: dict[str, str], **overrides: Any) -> Sou
 
 # -- the warehouse before any fault ---------------------------------------------------------------
 
-def fresh(result: FetchResult) -> FetchResult:
-    """A copy of a clean scrape a load may consume: the loader replaces the batch's lists (dedupe)
-    and appends notes; the records themselves are frozen and shared."""
-    batch = copy.copy(result.batch)
-    batch.offers, batch.egress, batch.storage = list(batch.offers), list(batch.egress), list(batch.storage)
-    batch.quarantined, batch.notes = list(batch.quarantined), list(batch.notes)
-    return copy.replace(result, batch=batch) if hasattr(copy, "replace") else _replace(result, batch)
-
-
-def _replace(result: FetchResult, batch: Any) -> FetchResult:
-    import dataclasses
-
-    return dataclasses.replace(result, batch=batch)
+def fresh(outcome: ScrapeOutcome) -> ScrapeOutcome:
+    """A copy of a clean scrape a load may consume (the merge adds notes to its own copy only; the
+    tables are never changed)."""
+    return dataclasses.replace(outcome, notes=list(outcome.notes), quarantined=list(outcome.quarantined))
 
 
 def snapshot(con: duckdb.DuckDBPyConnection, provider: str) -> dict[str, list[tuple]]:
@@ -92,7 +84,7 @@ class World:
     """Clean scrapes of every provider, and one seeded warehouse every cell starts from (a copy)."""
 
     seed_db: Path
-    clean: dict[str, FetchResult]
+    clean: dict[str, ScrapeOutcome]
     plans: dict[str, SourcePlan]
     before: dict[str, dict[str, list[tuple]]]
     root: Path = Path(".")
@@ -144,9 +136,7 @@ def build_world(root: Path) -> World:
     finally:
         server.close()
     seed = root / "seed.duckdb"
-    started = utcnow()
-    reports = load_all(seed, [outcome_from(fresh(clean[p]), plans[p], None, started) for p in PROVIDER_NAMES],
-                       "seed", AnomalyPolicy())
+    reports = load(seed, [fresh(clean[p]) for p in PROVIDER_NAMES], "seed")
     bad = [(r.provider, r.error) for r in reports if not r.ok]
     assert not bad, f"the clean recordings must load: {bad}"
     con = duckdb.connect(str(seed), read_only=True)
@@ -163,7 +153,7 @@ def build_world(root: Path) -> World:
 class Run:
     """What one faulted fetch did."""
 
-    result: FetchResult | None
+    result: ScrapeOutcome | None
     error: BaseException | None
     server: FaultyReplay
     edit: Edit
@@ -248,11 +238,9 @@ def load_beside_clean(world: World, db: Path, run: Run, refresh_id: str) -> list
     """The write window of a refresh in which `run` is one provider and its peers scraped cleanly."""
     provider = run.plan.provider
     shutil.copy(world.seed_db, db)
-    faulted = outcome_from(run.result, run.plan,
-                           describe_failure(provider, run.error) if run.error is not None else None, run.started)
-    outcomes = [faulted if p == provider else outcome_from(fresh(world.clean[p]), world.plans[p], None, run.started)
-                for p in window(provider)]
-    return load_all(db, outcomes, refresh_id, AnomalyPolicy())
+    faulted = run.result if run.error is None else failed(run.plan, describe_failure(provider, run.error), run.started)
+    outcomes = [faulted if p == provider else fresh(world.clean[p]) for p in window(provider)]
+    return load(db, outcomes, refresh_id)
 
 
 @dataclass

@@ -9,19 +9,18 @@ with a signal, or runs readers and a second refresh against the held window.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 
 def hold_every_merge(folder: Path, timeout_s: float = 120.0) -> Callable[[str], None]:
     """The hook: each merge that reaches it adds "<pid> <provider>" as a line of FOLDER/merging
-    (the file rewritten whole) and waits there for FOLDER/release. The window merges
-    MERGE_WORKERS providers at a time, so that many are held at once and the others wait."""
+    (the file rewritten whole) and waits there for FOLDER/release. The window merges one
+    provider at a time, so the first is held and the others wait."""
     lock = threading.Lock()
     held: list[str] = []
 
@@ -39,10 +38,15 @@ def hold_every_merge(folder: Path, timeout_s: float = 120.0) -> Callable[[str], 
 
 def main() -> None:
     folder, args = Path(sys.argv[1]), sys.argv[2:]
-    from gpuledger.flows import pipeline
     from gpuledger.flows.cli import app
+    from gpuledger.warehouse import store
 
-    pipeline.load_outcome = functools.partial(pipeline.load_outcome, on_offers_merged=hold_every_merge(folder))
+    real, hold = store.load_outcome, hold_every_merge(folder)
+
+    def held(*args: Any, on_offers_merged: Any = None, **kwargs: Any) -> Any:
+        return real(*args, on_offers_merged=hold, **kwargs)
+
+    store.load_outcome = held
     app(args, prog_name="gpuledger")
 
 

@@ -3,11 +3,12 @@
 A capacity crunch at Lambda is a real market state, not a broken scrape: every instance type
 is still listed, in fewer regions. Its source threshold (0.2) lets it load where the default
 (0.5) would refuse it; the same row drop at a catalogue source is refused, with the override
-named. Through the real client and the pipeline's own fetch_source.
+named. Through the real client and the refresh's own fetch_source.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ from pydantic import ValidationError
 from gpuledger.adapters import lambdalabs, vastai
 from gpuledger.adapters.contract import AnomalyThresholds
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request
-from gpuledger.flows.pipeline import SourcePlan, fetch_source, load_all, outcome_from
+from gpuledger.flows.fetch import SourcePlan, fetch_source
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import AnomalyPolicy, ScrapeOutcome, utcnow
+from gpuledger.warehouse.store import AnomalyPolicy, utcnow
+from tests.builders import load as merge
+from tests.builders import scraped
 
 REGIONS = [{"name": n, "description": n} for n in ("us-east-1", "us-west-1", "us-south-1", "europe-central-1")]
 
@@ -47,27 +50,25 @@ def lambda_fetch(capacity: bool) -> Any:
 
 
 def test_a_lambda_capacity_crunch_loads_under_its_own_threshold(tmp_path: Path) -> None:
-    plan = SourcePlan("lambda", "replay")
     db = tmp_path / "ledger.duckdb"
     full = lambda_fetch(capacity=True)
     assert full.min_row_ratio == lambdalabs.PROVIDER.anomaly.min_row_ratio == 0.2  # carried from the spec
-    assert load_all(db, [outcome_from(full, plan, None, utcnow())], "r1", AnomalyPolicy())[0].ok
+    assert merge(db, [full], "r1")[0].ok
     crunch = lambda_fetch(capacity=False)
-    rows_before, rows_now = len(full.batch.offers), len(crunch.batch.offers)
+    rows_before, rows_now = full.count("offers"), crunch.count("offers")
     assert 0.2 <= rows_now / rows_before < 0.5  # 19 types sold out: one "global" row each, a quarter of before
-    assert all(not o.available for o in crunch.batch.offers)
+    assert not any(crunch.tables["offers"].column("available").to_pylist())
 
     # With the default threshold the same market state would be refused...
-    default = outcome_from(crunch, plan, None, utcnow())
-    default.min_row_ratio = None
+    default = dataclasses.replace(crunch, min_row_ratio=None)
     db2 = tmp_path / "default.duckdb"
-    assert load_all(db2, [outcome_from(lambda_fetch(capacity=True), plan, None, utcnow())], "r1", AnomalyPolicy())[0].ok
-    refused = load_all(db2, [default], "r2", AnomalyPolicy())[0]
+    assert merge(db2, [lambda_fetch(capacity=True)], "r1")[0].ok
+    refused = merge(db2, [default], "r2")[0]
     assert refused.state == "failed"
     assert f"row count dropped from {rows_before} to {rows_now} (below 50% of the last good run)" in refused.error
     assert "--accept-anomaly lambda" in refused.error
     # ...while Lambda's own threshold loads it, and the warehouse says every type is sold out.
-    report = load_all(db, [outcome_from(crunch, plan, None, utcnow())], "r2", AnomalyPolicy())[0]
+    report = merge(db, [crunch], "r2")[0]
     assert report.ok, report.error
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("select count(*), count(*) filter (where not available) from offers").fetchall() == \
@@ -100,8 +101,7 @@ def both(od: int, od_price: float, spot: int, spot_price: float) -> Batch:
 
 
 def load(db: Path, batch: Batch, policy: AnomalyPolicy | None = None) -> Any:
-    return load_all(db, [ScrapeOutcome("aws", "replay", utcnow(), utcnow(), batch=batch)], "r",
-                    policy or AnomalyPolicy())[0]
+    return merge(db, [scraped("aws", "replay", utcnow(), utcnow(), batch=batch)], "r", policy)[0]
 
 
 def test_one_purchase_option_collapsing_is_refused_even_when_the_total_looks_fine(tmp_path: Path) -> None:

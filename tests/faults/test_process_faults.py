@@ -9,10 +9,10 @@
 Holding the write window open. The held refresh runs the command line through held_refresh.py,
 which passes `warehouse.store.load_outcome` an `on_offers_merged` hook: each provider merge,
 inside its transaction right after the provider's offers were replaced, adds itself to
-<folder>/merging and waits for <folder>/release. The window merges MERGE_WORKERS providers at a
-time, so with three providers two are held and the third has not started. So "kill during the
-merge", "a signal in the write window" and "a second refresh during the write window" are
-deterministic, not a race against a sleep.
+<folder>/merging and waits for <folder>/release. The window merges one provider at a time, so
+the first is held and the others have not started. So "kill during the merge", "a signal in the
+write window" and "a second refresh during the write window" are deterministic, not a race
+against a sleep.
 
 The children talk to the session's one Prefect API server (tests.builders.shared_prefect_server),
 instead of each starting its own ephemeral server: same flow, a third of the start-up.
@@ -38,13 +38,10 @@ import psutil
 import pytest
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
-from gpuledger.flows.pipeline import MERGE_WORKERS, fetch_source, load_all, outcome_from, plans_for
-from gpuledger.warehouse.store import AnomalyPolicy, utcnow
-from tests.builders import shared_prefect_server
+from tests.builders import replayed_warehouse, shared_prefect_server
 
 pytestmark = pytest.mark.prefect
-# Small, fast recordings (the subject is the process, not the parse); one more than the write
-# window merges at a time.
+# Small, fast recordings (the subject is the process, not the parse).
 PROVIDERS = ("lambda", "runpod", "cloudrift")
 TABLES = ("offers", "offer_history", "egress_prices", "storage_prices", "scrape_runs", "quarantine", "providers")
 STATE_QUERY = "select count(*) as n, round(sum(price_per_hour), 6) as usd from offers"
@@ -75,16 +72,7 @@ def cli(*args: str, api: str | None = None, timeout: float = 240, preexec: Any =
 
 def seed(db: Path) -> None:
     """The warehouse before the refresh under test: the bundled recordings, loaded by the library."""
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(PROVIDERS))
-    server.start()
-    try:
-        plans = plans_for(list(PROVIDERS), "replay", server.endpoints(), server.settings, http_attempts=2,
-                          retry_wait_max_s=0.05)
-        started = utcnow()
-        outcomes = [outcome_from(fetch_source(plan), plan, None, started) for plan in plans]
-    finally:
-        server.close()
-    assert all(r.ok for r in load_all(db, outcomes, "seed", AnomalyPolicy()))
+    replayed_warehouse(db, PROVIDERS, refresh_id="seed")
 
 
 def raised_prices(root: Path) -> Path:
@@ -197,8 +185,8 @@ def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: s
     hold = tmp_path / "hold"
     proc = start_held_refresh(db, recordings, hold, prefect_api)
     try:
-        # Both merge workers inside a provider's transaction; the third provider's merge not started.
-        held = wait_for(hold / "merging", proc, lines=MERGE_WORKERS)
+        # The first provider inside its merge transaction; the others not started.
+        held = wait_for(hold / "merging", proc)
         os.kill(proc.pid, signal.SIGTERM)
         time.sleep(0.5)
         (hold / "release").touch()
@@ -206,28 +194,35 @@ def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: s
     finally:
         if proc.poll() is None:
             proc.kill()
-    merged = sorted(line.split()[1] for line in held.splitlines())
-    (left,) = set(PROVIDERS) - set(merged)
+    (merged,) = [line.split()[1] for line in held.splitlines()]
+    left = sorted(set(PROVIDERS) - {merged})
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert "Traceback" not in err and "Encountered exception" not in err, err[-3000:]  # said once, in one line
     message = " ".join(err.split("error: ")[-1].split())
     kept = Path(str(db) + ".pending")
-    assert message.startswith("refresh interrupted by SIGTERM in the write window: 2 providers merged, "
-                              "1 recorded as interrupted, the fetched results of 1 kept in "), message
+    assert message == f"refresh interrupted by SIGTERM in the write window: 1 providers merged, 2 wait in {kept}", \
+        message
     con = duckdb.connect(str(db), read_only=True)
-    runs = dict(con.execute("select provider, state || ': ' || coalesce(error, '') from scrape_runs "
-                            "where refresh_id <> 'seed'").fetchall())
-    left_offers = con.execute("select * from offers where provider = ? order by all", [left]).fetchall()
+    runs = dict(con.execute("select provider, state from scrape_runs where refresh_id <> 'seed'").fetchall())
+    left_offers = con.execute("select * from offers where provider in (?, ?) order by all", left).fetchall()
     con.close()
-    # The transactions in progress at the signal committed; the third merge never started.
-    assert {p: runs[p].split(":")[0] for p in PROVIDERS} == {**{p: "ok" for p in merged}, left: "interrupted"}
-    assert runs[left].startswith("interrupted: interrupted by SIGTERM before its merge")
-    assert left_offers == [r for r in old_offers if r[0] == left] and left_offers
+    # The transaction in progress at the signal committed; the other merges never started.
+    assert runs == {merged: "ok"}
+    assert left_offers == [r for r in old_offers if r[0] in left] and left_offers
     raised = {k: round(v * 110) / 100 for k, v in old_lambda.items()}
-    assert lambda_prices(db) == (raised if "lambda" in merged else old_lambda)
-    saved = json.loads(next(kept.glob("*.json")).read_text())
-    assert [o["provider"] for o in saved["outcomes"]] == [left] and saved["write_error"] == "interrupted by SIGTERM"
+    assert lambda_prices(db) == (raised if merged == "lambda" else old_lambda)
+    assert sorted(p.stem for p in kept.glob("*/*.json")) == left
     assert_check_passes(db)
+    # --resume merges what waits, noted as resumed
+    resumed = cli("refresh", "--resume", "--db", str(db), api=prefect_api)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    con = duckdb.connect(str(db), read_only=True)
+    runs = con.execute("select provider, state, notes from scrape_runs where refresh_id <> 'seed' "
+                       "and provider <> ?", [merged]).fetchall()
+    con.close()
+    assert sorted(r[:2] for r in runs) == [(p, "ok") for p in left]
+    assert all("resumed: fetched by refresh-" in r[2] for r in runs)
+    assert lambda_prices(db) == raised and not kept.exists()
 
 
 # -- two refreshes at once ---------------------------------------------------------------------
@@ -348,9 +343,8 @@ def test_refresh_on_a_full_disk_fails_clearly_and_changes_nothing(prefect_api: s
     result = cli("refresh", "--replay", "--recordings", str(recordings), "--db", str(db),
                  *[a for p in PROVIDERS for a in ("-p", p)], api=prefect_api, preexec=file_size_limit(4096))
     assert result.returncode == 2, result.stderr[-3000:]
-    # The command's own last words: one line naming the warehouse and the first cause (the
-    # failed WAL write), not the rollback error that followed it. (Prefect's flow engine logs
-    # the traceback above it.)
+    # The command's own last words: one line naming the warehouse and the first cause (its working
+    # copy cannot be written), not a traceback.
     last = " ".join(result.stderr.split("\nerror: ")[-1].split())
     assert last.startswith(f"cannot open {db} for writing:") and "File too large" in last, result.stderr[-3000:]
     assert "rollback" not in last
