@@ -195,9 +195,13 @@ def build_batch(rows: list[PageRow]) -> Batch:
     regions = sorted({region_code(r.section) for r in gpu_rows}) or ["global"]
     for row in gpu_rows:
         add_gpu_row(batch, row)
-    add_services(batch, rows, regions, lambda row: f"{row.name}: {row.price_text} ({PAGE_URL}; {BILLING_DOC})"
-                 if row.kind == NETWORK else
-                 "; ".join(filter(None, [row.name, row.cells.get("note"), f"{row.price_text} ({STORAGE_DOC})"])))
+
+    def describe(row: PageRow) -> str:
+        if row.kind == NETWORK:
+            return f"{row.name}: {row.price_text} ({PAGE_URL}; {BILLING_DOC})"
+        return "; ".join(filter(None, [row.name, row.cells.get("note"), f"{row.price_text} ({STORAGE_DOC})"]))
+
+    add_services(batch, rows, regions, describe)
     return batch
 
 

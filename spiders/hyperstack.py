@@ -101,8 +101,8 @@ async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str
     if status >= 400:
         return {"rendered": False, "status": status}
     try:
-        handle = await page.wait_for_function(ROWS_OR_PAGE_ERROR_JS, arg=selector, timeout=timeout_ms)
-        outcome = await handle.json_value()
+        outcome = await (await page.wait_for_function(ROWS_OR_PAGE_ERROR_JS, arg=selector, timeout=timeout_ms)
+                         ).json_value()
     except PlaywrightTimeout:
         return {"rendered": False, "why": f"the price rows ({selector}) did not appear within "
                                           f"{timeout_ms / 1000:g} s of rendering"}
@@ -152,10 +152,7 @@ class HyperstackPricingSpider(PricingSpider):
     name, host, path = "hyperstack_pricing", HOST, PRICING_PATH
     needs_browser = PROVIDER.needs_browser
     complete_marker = None  # the DOM Chromium rendered is read, not the bytes served
-
-    def __init__(self, start_url: str = "", render_timeout_s: str | float = 20, **kwargs: Any) -> None:
-        super().__init__(start_url=start_url, **kwargs)
-        self.render_timeout_ms = float(render_timeout_s) * 1000
+    render_timeout_s: str | float = 20  # a spider argument (crawl_args), set by scrapy's Spider.__init__
 
     @classmethod
     def crawl_args(cls, ctx: SourceContext) -> dict[str, str]:
@@ -167,7 +164,8 @@ class HyperstackPricingSpider(PricingSpider):
         from scrapy_playwright.page import PageMethod
 
         return {"playwright": True, "playwright_page_init_callback": mark_served_placeholder,
-                "playwright_page_methods": [PageMethod(wait_for_rows, ROW_SELECTOR, self.render_timeout_ms)]}
+                "playwright_page_methods": [PageMethod(wait_for_rows, ROW_SELECTOR,
+                                                       float(self.render_timeout_s) * 1000)]}
 
     def parse_rows(self, response: Response) -> Iterable[PageRow]:
         try:

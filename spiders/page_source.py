@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
 import scrapy
-from parsel import Selector
+from parsel import Selector, SelectorList
 from scrapy.exceptions import CloseSpider, IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
@@ -174,7 +174,7 @@ def has_class(name: str) -> str:
     return f"contains(concat(' ', normalize-space(@class), ' '), ' {name} ')"
 
 
-def text_of(sel: Selector | Any, texts: str = ALL_TEXT) -> str:
+def text_of(sel: Selector | SelectorList, texts: str = ALL_TEXT) -> str:
     """The text of an element (or of a selector list) as a reader sees it; `texts` picks its text nodes."""
     return clean_text(" ".join(sel.xpath(texts).getall()))
 

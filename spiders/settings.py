@@ -65,15 +65,13 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
 def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "https") -> dict[str, Any]:
     """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright).
 
-    Only the page's own scheme (https live, http under replay) goes to scrapy-playwright: scrapy builds
-    one handler per scheme, and each starts a Playwright driver (a Node.js process, 90-115 MB PSS here)
-    whether or not it ever renders. The other scheme keeps scrapy's plain handler."""
+    Only the page's own scheme (https live, http under replay) goes to scrapy-playwright: each scheme's
+    handler starts a Playwright driver (Node.js, 90-115 MB PSS here) whether or not it renders. Its
+    default header processing gives the page's own requests our USER_AGENT too; without startup
+    contexts the browser is launched on the first request that renders."""
     from gpuledger.spiders.browser import launch_options
 
     timeout_ms = ctx.http_timeout_s * 1000
-    # scrapy-playwright's default header processing gives every request the page makes (its scripts,
-    # its JSON) our USER_AGENT too. No startup contexts: the browser is launched lazily, on the first
-    # request that renders.
     return {**crawl_settings(ctx),
             "DOWNLOAD_HANDLERS": {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"},
             "PLAYWRIGHT_BROWSER_TYPE": "chromium",
