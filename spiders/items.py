@@ -1,9 +1,8 @@
 """What a pricing-page spider yields, and the pure text helpers that read its cells.
 
-A spider copies the page's own words into `PageRow` items (names, cell texts,
-price texts as printed); numbers, units and canonical GPU names are decided
-afterwards by each provider's pure normalization function. So a unit or
-naming question can be answered from the crawl's item feed alone, without the page.
+A spider copies the page's own words into `PageRow` items; numbers, units and GPU names are decided
+afterwards by each provider's pure normalization, so a unit or naming question can be answered from
+the crawl's item feed alone, without the page.
 """
 
 from __future__ import annotations
@@ -33,13 +32,13 @@ class PageRow:
     row_index: int = 0  # position within its table, for error messages
     source_url: str = ""  # the page URL as crawled (loopback in replay)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def raw(self) -> dict[str, Any]:
+        """The row as kept with its records: the crawled URL left out (loopback under replay)."""
+        return {k: v for k, v in asdict(self).items() if k != "source_url"}
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> "PageRow":
-        known = {k: doc[k] for k in cls.__dataclass_fields__ if k in doc}
-        return cls(**known)
+        return cls(**{k: doc[k] for k in cls.__dataclass_fields__ if k in doc})
 
 
 # The columns of the crawl's item feed, in this order (FEEDS "fields").
@@ -51,11 +50,8 @@ class PriceTextError(ValueError):
 
 
 # Cells that say "there is no public price here": the row is skipped, never priced.
-_NO_PRICE = re.compile(
-    r"^\s*(contact\s+(sales|us)|request\s+(access|a\s+quote)|talk\s+to\s+sales|coming\s+soon|"
-    r"n/?a|[-–—]+)\s*\.?\s*$",
-    re.I,
-)
+_NO_PRICE = re.compile(r"^\s*(contact\s+(sales|us)|request\s+(access|a\s+quote)|talk\s+to\s+sales|coming\s+soon|"
+                       r"n/?a|[-–—]+)\s*\.?\s*$", re.I)
 _FREE = re.compile(r"^\s*(free|included|no\s+charge|\$?0(\.0+)?)\s*$", re.I)
 _CURRENCY_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
 # A minus sign (ASCII or U+2212) on the price: right before it ("-$3.20", "-3.20 USD") or between
@@ -80,11 +76,8 @@ def is_free(text: str) -> bool:
 
 
 def parse_money(text: str) -> tuple[float, str] | None:
-    """'$49.24/hr' -> (49.24, 'USD'); 'Contact sales' -> None; '€3.20' -> (3.2, 'EUR').
-
-    Raises PriceTextError for text that is neither (an empty cell, 'TBD'): the
-    caller quarantines that row rather than guessing.
-    """
+    """'$49.24/hr' -> (49.24, 'USD'); 'Contact sales' -> None; '€3.20' -> (3.2, 'EUR'). PriceTextError for
+    text that is neither (an empty cell, 'TBD'): the caller quarantines that row rather than guessing."""
     text = clean_text(text)
     if is_no_price(text):
         return None
@@ -115,10 +108,7 @@ def parse_number(text: str) -> float | None:
 
 def cell_number(cells: dict[str, str], prefix: str) -> float | None:
     """The number in the first cell whose column label starts with `prefix` (lower case); None without one."""
-    for label, text in cells.items():
-        if label.lower().startswith(prefix):
-            return parse_number(text)
-    return None
+    return next((parse_number(text) for label, text in cells.items() if label.lower().startswith(prefix)), None)
 
 
 # Units a price can be quoted in, normalized. Order matters: the longest phrase first.
@@ -135,6 +125,9 @@ _UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 HOURS_PER_MONTH = 730.0  # 8760 h / 12: the convention cloud price lists use to turn hourly into monthly
 GB_PER_GIB = 2**30 / 10**9  # a price per GiB is this many times the price per (decimal) GB
+# Other storage units -> (hours of a month, GB per unit) that turn their price into one per GB-month.
+_TO_GB_MONTH = {"gb_hour": (HOURS_PER_MONTH, 1), "gib_month": (1, GB_PER_GIB),
+                "gib_hour": (HOURS_PER_MONTH, GB_PER_GIB)}
 
 
 def price_unit(text: str) -> str | None:
@@ -152,11 +145,8 @@ def slug(text: str) -> str:
 
 
 def usd_per_gb_month(text: str) -> tuple[float, str] | None:
-    """A storage price as (amount per GB-month, currency); hourly rates become monthly at 730 h,
-    and a price per GiB becomes a price per (decimal) GB.
-
-    None when the cell has no public price; PriceTextError when the unit is not per GB.
-    """
+    """A storage price as (amount per GB-month, currency): hourly rates become monthly at 730 h, a price
+    per GiB a price per (decimal) GB. None for no public price; PriceTextError for a unit not per GB."""
     money = parse_money(text)
     if money is None:
         return None
@@ -164,20 +154,15 @@ def usd_per_gb_month(text: str) -> tuple[float, str] | None:
     unit = price_unit(text)
     if unit == "gb_month":
         return amount, currency
-    if unit == "gb_hour":
-        return round(amount * HOURS_PER_MONTH, 6), currency
-    if unit == "gib_month":
-        return round(amount / GB_PER_GIB, 6), currency
-    if unit == "gib_hour":
-        return round(amount * HOURS_PER_MONTH / GB_PER_GIB, 6), currency
+    if unit in _TO_GB_MONTH:
+        hours, gib = _TO_GB_MONTH[unit]
+        return round(amount * hours / gib, 6), currency
     raise PriceTextError(f"not a per-GB storage price: {clean_text(text)!r}")
 
 
 def usd_price(text: str) -> float | None:
-    """A USD amount, or None for 'no public price'; PriceTextError for other currencies or no price.
-
-    Web pages carry no exchange rate, so a non-USD price is quarantined, never converted.
-    """
+    """A USD amount, or None for 'no public price'; PriceTextError for other currencies or no price
+    (web pages carry no exchange rate: a non-USD price is quarantined, never converted)."""
     money = parse_money(text)
     if money is None:
         return None
@@ -185,3 +170,13 @@ def usd_price(text: str) -> float | None:
     if currency != "USD":
         raise PriceTextError(f"price {clean_text(text)!r} is in {currency}, not USD; no conversion is configured")
     return amount
+
+
+def usd_per_hour(text: str, basis: str = "per hour", units: tuple[str | None, ...] = ("hour",),
+                 also: str = "") -> float | None:
+    """A USD price quoted in one of `units` (or in words matching the pattern `also`); None for no
+    public price; PriceTextError for another unit or currency."""
+    price = usd_price(text)
+    if price is not None and price_unit(text) not in units and not (also and re.search(also, text, re.I)):
+        raise PriceTextError(f"price {text!r} is not {basis}")
+    return price

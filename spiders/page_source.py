@@ -1,14 +1,15 @@
-"""What every page source shares: its spider's base class, the crawl, and the rows every
-pricing page has (storage, egress) made into records.
+"""What every page source shares: its spec, its spider's base class, the crawl, reading a page's
+elements, and the rows every pricing page has (GPU offers, storage, egress) made into records.
 
-A page source is one module (`spiders/<provider>.py`): its facts, its page parsing, its
-spider (a `PricingSpider` subclass naming the page) and its pure `build_batch(rows)`; its
-`fetch(ctx)` is `fetch_page(ctx, TheSpider, build_batch)`. The crawl runs in a child
-process (`spiders.runner`), whose items come back through scrapy's feed export.
+A page source is one module (`spiders/<provider>.py`): its facts (`page_spec`), its pure page parsing
+(`parse_pricing_page`: page -> PageRow items), its spider (a `PricingSpider` naming the page; the
+callback only selects and yields), its pure `build_batch(rows) -> Batch`, and the I/O: `scrape` (the
+crawl, in a child process: `spiders.runner`; items come back through scrapy's feed export) and `fetch`.
+A price cell that says "Contact sales" (or the like) is skipped and noted, never priced.
 
-A spider records *why* it failed in `failure` (HTTP status, robots.txt, layout change)
-and closes; the runner turns that into a non-zero exit and the parent into a
-SourceError. A page that parses to no price table is a failure, never an empty success.
+A spider records *why* it failed in `failure` (HTTP status, robots.txt, layout change) and closes; the
+runner turns that into a non-zero exit and the parent into a SourceError. A page that parses to no
+price table is a failure, never an empty success.
 """
 
 from __future__ import annotations
@@ -18,19 +19,28 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
 import scrapy
+from parsel import Selector, SelectorList
 from scrapy.exceptions import CloseSpider, IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
-from gpuledger.spiders.items import GPU, PageRow, PriceTextError, is_free, parse_money, price_unit, slug, usd_per_gb_month
-from gpuledger.warehouse.records import Batch
+from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, clean_text, is_free, parse_money
+from gpuledger.spiders.items import price_unit, slug, usd_per_gb_month
+from gpuledger.warehouse.records import Batch, ProviderFacts
 
 # The crawl child imports this module (through its spider's): adapters.base and the crawl
 # machinery are imported where the parent uses them, so the child never loads them.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
     from gpuledger.spiders.runner import CrawlResult
+
+
+def page_spec(name: str, needs_browser: bool = False, **facts: Any) -> ProviderSpec:
+    """A page source's spec. Scrapy's retry middleware does not wait as a 429's Retry-After asks."""
+    return ProviderSpec(name=name, source_kind="page", needs_browser=needs_browser, honours_retry_after=False,
+                        facts=ProviderFacts(**facts))
 
 
 class LayoutChanged(Exception):
@@ -59,9 +69,9 @@ class PricingSpider(scrapy.Spider):
     host = ""  # the site's real host; the context maps it to a loopback port under replay
     path = ""
     needs_browser = False  # True: the page is rendered in headless Chromium (scrapy-playwright)
-    # The page's last bytes always hold this (e.g. b"</html>" for a page that always closes its
-    # document): without it the answer was cut short, even when its Content-Length matched.
-    complete_marker: bytes | None = None
+    # The page's last bytes always hold this (the served documents always close): without it the
+    # answer was cut short, even when its Content-Length matched. None: not checked.
+    complete_marker: bytes | None = b"</html>"
 
     def __init__(self, start_url: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -89,17 +99,11 @@ class PricingSpider(scrapy.Spider):
     def parse_rows(self, response: Response) -> Iterable[PageRow]:
         raise NotImplementedError
 
-    def truncated(self, response: Response) -> str | None:
-        """Why the page as served is incomplete, or None."""
-        if self.complete_marker is None or self.complete_marker in response.body[-2048:].lower():
-            return None
-        return (f"the page ends without {self.complete_marker.decode()} after {len(response.body)} bytes "
-                "(a truncated answer)")
-
     def parse_page(self, response: Response) -> Iterable[PageRow]:
-        cut = self.truncated(response)
-        if cut:
-            self.failure = f"incomplete page at {response.url}: {cut}"
+        marker = self.complete_marker
+        if marker is not None and marker not in response.body[-2048:].lower():
+            self.failure = (f"incomplete page at {response.url}: the page ends without {marker.decode()} after "
+                            f"{len(response.body)} bytes (a truncated answer)")
             raise CloseSpider("truncated")
         try:
             rows = list(self.parse_rows(response))
@@ -159,13 +163,72 @@ def fetch_page(ctx: SourceContext, spider: type[PricingSpider], build_batch: Cal
     return batch
 
 
+# -- reading a page's elements ---------------------------------------------------------------------
+
+ALL_TEXT = ".//text()"
+NO_FOOTNOTES = ".//text()[not(ancestor::sup)]"  # footnote markers ('4<sup>1</sup>') left out
+
+
+def has_class(name: str) -> str:
+    """An XPath test for an element carrying the CSS class `name`."""
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {name} ')"
+
+
+def text_of(sel: Selector | SelectorList, texts: str = ALL_TEXT) -> str:
+    """The text of an element (or of a selector list) as a reader sees it; `texts` picks its text nodes."""
+    return clean_text(" ".join(sel.xpath(texts).getall()))
+
+
+def page_of(response: Response | Selector) -> Selector:
+    return response.selector if isinstance(response, Response) else response
+
+
+def require_columns(labels: list[str], wanted: Iterable[str], what: str) -> None:
+    """LayoutChanged unless every `wanted` prefix (lower case) starts one of the column labels."""
+    lowered = [label.lower() for label in labels]
+    missing = [want for want in wanted if not any(have.startswith(want) for have in lowered)]
+    if missing:
+        raise LayoutChanged(f"{what} {labels!r} lacks the columns {missing}")
+
+
 # -- rows every pricing page has -------------------------------------------------------------------
 
-def raw_row(row: PageRow) -> dict[str, Any]:
-    """The row as kept with its records: the crawled URL left out (loopback under replay)."""
-    raw = row.to_dict()
-    raw.pop("source_url", None)
-    return raw
+def spot_saving(spot: float, on_demand: float | None) -> float | None:
+    """How much cheaper the spot price is, in percent of the on-demand one."""
+    return round(100 * (1 - spot / on_demand), 1) if on_demand else None
+
+
+def add_gpu_offers(batch: Batch, ref: str, raw: Any, priced: dict[str, tuple[float | None, str]],
+                   **fields: Any) -> bool:
+    """A row's offers, `priced` mapping each purchase option to its price (None: not offered) and
+    provider_data: the on-demand one at `ref`, the spot one at `ref/spot` with its saving against the
+    on-demand price. A GPU the canon lacks quarantines the row once (and gives False)."""
+    on_demand = priced["on_demand"][0] if "on_demand" in priced else None
+    for option, (price, data) in priced.items():
+        if price is None:
+            continue
+        extra = {"spot_savings_pct": spot_saving(price, on_demand)} if option == "spot" else {}
+        if not batch.offer(f"{ref}/spot" if option == "spot" else ref, raw, purchase_option=option,
+                           price_per_hour=price, provider_data=data, **extra, **fields) \
+                and batch.quarantined[-1].reason.startswith("gpu: "):
+            return False
+    return True
+
+
+def add_services(batch: Batch, rows: list[PageRow], regions: list[str], describe: Callable[[PageRow], str]) -> None:
+    """The storage and egress rows' records, once per region; `describe(row)` their description."""
+    for row in rows:
+        if row.kind == STORAGE:
+            add_storage(batch, row, regions, describe(row))
+        elif row.kind == NETWORK:
+            add_egress(batch, row, regions, describe(row))
+
+
+def describe_service(row: PageRow, url: str) -> str:
+    """'name: price (url)', saying how a storage price per GiB or per GB-hour was made one per GB-month."""
+    how = {"gib_month": " (per GiB converted to per GB: / 1.073741824)", "gb_hour": " (per GB-hour x 730 h)"}
+    how_made = how.get(price_unit(row.price_text) or "", "") if row.kind == STORAGE else ""
+    return f"{row.name}: {row.price_text}{how_made} ({url})"
 
 
 def add_storage(batch: Batch, row: PageRow, regions: list[str], description: str) -> None:
@@ -173,37 +236,32 @@ def add_storage(batch: Batch, row: PageRow, regions: list[str], description: str
     try:
         price = usd_per_gb_month(row.price_text)
     except PriceTextError as err:
-        batch.quarantine("storage", row.name, f"price: {err}", raw_row(row))
+        batch.quarantine("storage", row.name, f"price: {err}", row.raw())
         return
     if price is None:
         batch.notes.append(f"skipped storage {row.name!r}: no public price ({row.price_text})")
         return
     for region in regions:
-        batch.add("storage", f"{region}/{row.name}", raw_row(row), region=region, storage_class=slug(row.name),
+        batch.add("storage", f"{region}/{row.name}", row.raw(), region=region, storage_class=slug(row.name),
                   usd_per_gb_month=price[0], source_currency=price[1], source_usd_per_gb_month=price[0],
                   description=description)
 
 
 def add_egress(batch: Batch, row: PageRow, regions: list[str], description: str) -> None:
-    """Data transfer out to the internet (free, or USD per GB), once per region.
-
-    Only rows named egress count: public IPs, cross-connects and the like are out of scope.
-    """
+    """Data transfer out to the internet (free, or USD per GB), once per region. Only rows named egress
+    count: public IPs, cross-connects and the like are out of scope."""
     if not re.search(r"\begress\b", row.name, re.I):
         return
-    if is_free(row.price_text):
-        usd = 0.0
-    else:
-        try:
-            money = parse_money(row.price_text)
-        except PriceTextError as err:
-            batch.quarantine("egress", row.name, f"price: {err}", raw_row(row))
-            return
-        if money is None or price_unit(row.price_text) != "gb" or money[1] != "USD":
-            batch.quarantine("egress", row.name, f"egress price {row.price_text!r} is not USD per GB", raw_row(row))
-            return
-        usd = money[0]
+    free = is_free(row.price_text)
+    try:
+        money = (0.0, "USD") if free else parse_money(row.price_text)
+    except PriceTextError as err:
+        batch.quarantine("egress", row.name, f"price: {err}", row.raw())
+        return
+    if money is None or not free and (price_unit(row.price_text) != "gb" or money[1] != "USD"):
+        batch.quarantine("egress", row.name, f"egress price {row.price_text!r} is not USD per GB", row.raw())
+        return
     for region in regions:
-        batch.add("egress", f"{region}/internet", raw_row(row), region=region, destination="internet",
-                  tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=usd, source_currency="USD", source_usd_per_gb=usd,
+        batch.add("egress", f"{region}/internet", row.raw(), region=region, destination="internet", tier_start_gb=0.0,
+                  tier_end_gb=None, usd_per_gb=money[0], source_currency="USD", source_usd_per_gb=money[0],
                   description=description)

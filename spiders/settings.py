@@ -1,10 +1,9 @@
 """Scrapy settings for one crawl, derived from the source context.
 
-Every crawl obeys robots.txt, names itself with gpuledger's User-Agent, and is
-throttled live (AutoThrottle, one request at a time per site). Under replay the
-"site" is a loopback server, so delays shrink to nothing and tests stay fast.
-Scrapy's telnet console and its remote-control extension (a localhost port that
-runs code sent to it) are always off.
+Every crawl obeys robots.txt, names itself with gpuledger's User-Agent, and is throttled live
+(AutoThrottle, one request at a time per site). Under replay the "site" is a loopback server, so delays
+shrink to nothing. Scrapy's telnet console and its remote-control extension (a localhost port that runs
+code sent to it) are always off.
 """
 
 from __future__ import annotations
@@ -23,11 +22,10 @@ if TYPE_CHECKING:
 # cross the process boundary as JSON).
 BROWSER_SAME_HOST_ONLY = "gpuledger.browser_same_host_only"
 
-
 # Components switched off in every crawl, taken out of scrapy's base lists: scrapy imports every
-# component a list names (an override of None included) before it asks whether it is enabled,
-# and those imports (aiohttp for the remote control, tldextract for cookies) are a large share
-# of a crawl child's start-up CPU, which the providers fetching beside it need.
+# component a list names (an override of None included) before it asks whether it is enabled, and
+# those imports (aiohttp for the remote control, tldextract for cookies) are a large share of a crawl
+# child's start-up CPU, which the providers fetching beside it need.
 UNUSED_COMPONENTS = {
     "EXTENSIONS_BASE": ("scrapy.extensions.telnet.TelnetConsole", "scrapy.extensions.remote_control.RemoteControl"),
     "DOWNLOADER_MIDDLEWARES_BASE": ("scrapy.downloadermiddlewares.cookies.CookiesMiddleware",
@@ -43,70 +41,43 @@ def base_components_in_use() -> dict[str, dict[str, int]]:
             for name, unused in UNUSED_COMPONENTS.items()}
 
 
-def is_local(ctx: SourceContext) -> bool:
-    """Replay (or recording from a replay) answers from loopback: no real site to be polite to."""
-    return ctx.mode == "replay" or (ctx.mode == "record" and bool(ctx.replay_urls))
-
-
 def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
     """Settings for a plain-HTTP crawl (server-rendered pages)."""
     from gpuledger.adapters.base import USER_AGENT
 
-    local = is_local(ctx)
-    settings: dict[str, Any] = {
-        "USER_AGENT": USER_AGENT,
-        "ROBOTSTXT_OBEY": True,
-        "TELNETCONSOLE_ENABLED": False,
-        "REMOTE_CONTROL_ENABLED": False,
-        "COOKIES_ENABLED": False,
-        "HTTPCACHE_ENABLED": False,
-        "CONCURRENT_REQUESTS": 4,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
-        "DOWNLOAD_TIMEOUT": ctx.http_timeout_s,
-        "RETRY_ENABLED": True,
-        "RETRY_TIMES": max(0, ctx.http_attempts - 1),
-        "REDIRECT_ENABLED": True,
+    delay = ctx.config.spider_download_delay_s
+    # Replay (or recording from a replay) answers from loopback: no real site to be polite to.
+    local = ctx.mode == "replay" or (ctx.mode == "record" and bool(ctx.replay_urls))
+    return {
+        "USER_AGENT": USER_AGENT, "ROBOTSTXT_OBEY": True, "TELNETCONSOLE_ENABLED": False,
+        "REMOTE_CONTROL_ENABLED": False, "COOKIES_ENABLED": False, "HTTPCACHE_ENABLED": False,
+        "CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_TIMEOUT": ctx.http_timeout_s,
+        "RETRY_ENABLED": True, "RETRY_TIMES": max(0, ctx.http_attempts - 1), "REDIRECT_ENABLED": True,
         "LOG_LEVEL": ctx.config.spider_log_level,
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
         **base_components_in_use(),
+        **({"AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0} if local else {
+            "AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": delay, "AUTOTHROTTLE_MAX_DELAY": 30.0,
+            "AUTOTHROTTLE_TARGET_CONCURRENCY": 1.0, "DOWNLOAD_DELAY": delay}),
     }
-    if local:
-        settings.update({"AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0})
-    else:
-        delay = ctx.config.spider_download_delay_s
-        settings.update({
-            "AUTOTHROTTLE_ENABLED": True,
-            "AUTOTHROTTLE_START_DELAY": delay,
-            "AUTOTHROTTLE_MAX_DELAY": 30.0,
-            "AUTOTHROTTLE_TARGET_CONCURRENCY": 1.0,
-            "DOWNLOAD_DELAY": delay,
-        })
-    return settings
 
 
 def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "https") -> dict[str, Any]:
     """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright).
 
-    Only the page's own scheme (`scheme`: https live, http under replay) goes to scrapy-playwright:
-    scrapy builds one handler per scheme, and each starts a Playwright driver (a Node.js process,
-    90-115 MB PSS here) whether or not it ever renders. The other scheme keeps scrapy's plain
-    handler."""
+    Only the page's own scheme (https live, http under replay) goes to scrapy-playwright: each scheme's
+    handler starts a Playwright driver (Node.js, 90-115 MB PSS here) whether or not it renders. Its
+    default header processing gives the page's own requests our USER_AGENT too; without startup
+    contexts the browser is launched on the first request that renders."""
     from gpuledger.spiders.browser import launch_options
 
     timeout_ms = ctx.http_timeout_s * 1000
-    settings = crawl_settings(ctx)
-    settings.update({
-        "DOWNLOAD_HANDLERS": {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"},
-        "PLAYWRIGHT_BROWSER_TYPE": "chromium",
-        "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
-        "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms,
-        # scrapy-playwright's default header processing gives every request the page makes (its
-        # scripts, its JSON) our USER_AGENT too. No startup contexts: the browser is launched
-        # lazily, on the first request that renders.
-        "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
-        BROWSER_SAME_HOST_ONLY: True,
-    })
-    return settings
+    return {**crawl_settings(ctx),
+            "DOWNLOAD_HANDLERS": {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"},
+            "PLAYWRIGHT_BROWSER_TYPE": "chromium",
+            "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
+            "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
+            BROWSER_SAME_HOST_ONLY: True}
 
 
 def item_feed(path: Path) -> dict[str, dict[str, Any]]:

@@ -258,6 +258,40 @@ def test_shared_storage_and_egress_rows() -> None:
     assert batch.quarantined[-1].reason == "price: not a per-GB storage price: '$3/hr'"
 
 
+def test_page_sources_report_gpu_memory_only_where_the_page_states_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each offer goes to Batch.offer with gpu_memory_gb as the page prints it and None where it prints
+    none (the kit fills the canon's figure and marks it so): Nebius's and Paperspace's tables have no
+    memory column, Hyperstack's spot table lists an H100 PCIe its on-demand table does not. Values
+    checked by hand against the recordings (Hyperstack: rates.json `vram_gb`)."""
+    from gpuledger.spiders import crusoe, nebius, paperspace
+    from gpuledger.warehouse.records import Batch
+
+    passed: dict[tuple[str, str, str], object] = {}
+    real_offer = Batch.offer
+
+    def offer(self, ref, raw, **fields):
+        passed[(self.provider, fields["instance_type"], fields["purchase_option"])] = fields.get("gpu_memory_gb", "-")
+        return real_offer(self, ref, raw, **fields)
+
+    monkeypatch.setattr(Batch, "offer", offer)
+    pages = {coreweave: CW_PAGE, crusoe: BUNDLED_RECORDINGS / "crusoe" / "www.crusoe.ai" / "cloud-pricing.html",
+             hyperstack: HS_RENDERED, nebius: BUNDLED_RECORDINGS / "nebius" / "nebius.com" / "prices.html",
+             paperspace: BUNDLED_RECORDINGS / "paperspace" / "www.paperspace.com" / "pricing.html"}
+    batches = {m.NAME: m.build_batch(m.parse_pricing_page(html(page, "https://x/"))) for m, page in pages.items()}
+    by_provider = {name: {k[1:]: v for k, v in passed.items() if k[0] == name} for name in batches}
+    assert len(by_provider["nebius"]) == 14 and set(by_provider["nebius"].values()) == {None}
+    assert len(by_provider["paperspace"]) == 11 and set(by_provider["paperspace"].values()) == {None}
+    hs = by_provider["hyperstack"]
+    assert hs[("1x NVIDIA H100 PCIe", "spot")] is None  # not on the on-demand table: no memory on the page
+    assert hs[("1x NVIDIA A100", "spot")] == 80  # its on-demand row's "VRAM (GB)"
+    assert hs[("1x NVIDIA B200", "on_demand")] == 192  # the page's figure, though the canon's B200 has 180
+    assert by_provider["coreweave"][("8x NVIDIA HGX H100", "spot")] == 80
+    assert by_provider["crusoe"][("1x AMD MI300X 192GB", "on_demand")] == 192
+    # A bare "V100" (16 or 32 GB, SXM2 or PCIe) is stored as the 16 GB SXM2 card, marked as a guess.
+    [v100] = [o for o in batches["paperspace"].offers if o.instance_type == "V100"]
+    assert (v100.gpu_model, v100.gpu_variant_exact, v100.gpu_name_reported) == ("V100-SXM2-16", False, "V100")
+
+
 def test_provider_declarations() -> None:
     for module in (coreweave, hyperstack):
         assert module.PROVIDER.name == module.NAME and module.PROVIDER.source_kind == "page", module.NAME
