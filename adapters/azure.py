@@ -94,9 +94,7 @@ PROVIDER = ProviderSpec(
             "A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
             "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full."
         ),
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=False,
+        access_ssh=True, access_docker=True, access_jupyter=False,
         multinode_interconnect=(
             "InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); HDR 200 Gb/s per GPU (ND A100 v4)"
         ),

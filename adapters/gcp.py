@@ -1,20 +1,15 @@
 """Google Cloud Compute Engine: GPU VM prices composed from Billing Catalog SKUs, PD, egress.
 
-Google does not publish one price per GPU machine type: it bills each VM as the sum of its parts
-(vCPU SKU x cores + RAM SKU x GiB + GPU SKU x cards + bundled Local SSD), and so does this
-adapter. Sources, all through Google's own client libraries (REST transport) and their pagers:
-
+Google bills each VM as the sum of its parts (vCPU SKU x cores + RAM SKU x GiB + GPU SKU x cards +
+bundled Local SSD), and so does this adapter, through Google's own clients (REST) and their pagers:
 - `google-cloud-compute`: machine types of the GPU families (aggregated over zones, with their
-  `accelerators` and bundled Local SSD partitions) and accelerator types (which GPUs a zone offers
-  and how many an N1 VM may attach); zones (an enrichment: each zone's status UP/DOWN, which only
-  the offers' `available` and `availability_level` carry; without it a zone's region is its name
-  less the zone letter, Google's naming, and the regions are those the aggregated lists name);
-- `google-cloud-billing`: the Cloud Billing Catalog SKUs of the Compute Engine service
-  (`services/6F81-5844-456A`): vCPU, RAM, GPU, Local SSD, committed-use, persistent disk and
-  network egress prices, per `serviceRegions`, all in one listing.
-
-`fetch` does the I/O and hands on plain JSON-shaped dicts (the wire format, camelCase); the
-`parse_*`/`build_*` functions are pure and take those dicts.
+  accelerators and bundled Local SSD) and accelerator types (which GPUs a zone offers, how many an
+  N1 VM may attach); zones, an enrichment: their status UP/DOWN fills only `available` and
+  `availability_level` (without it a zone's region is its name less the zone letter, Google's
+  naming, and the regions are those the aggregated lists name);
+- `google-cloud-billing`: the Catalog SKUs of Compute Engine (`services/6F81-5844-456A`): vCPU,
+  RAM, GPU, Local SSD, committed-use, disk and egress prices per `serviceRegions`, one listing.
+`fetch` does the I/O and hands on wire-format dicts (camelCase); `parse_*`/`build_*` are pure.
 """
 
 from __future__ import annotations
@@ -48,8 +43,8 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REPLAY_PROJECT = "gpuledger-replay"  # the project id the bundled recording was made with
 ZONE_STATUS = "zone status"
 
-# Regions with GPU capacity a default live refresh covers; the `gcp_regions` setting
-# (a comma list, or "all") changes it. Under replay every recorded region is used.
+# Regions with GPU capacity a default live refresh covers; the `gcp_regions` setting (a comma list,
+# or "all") changes it. Under replay every recorded region is used.
 DEFAULT_REGIONS = (
     "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3",
     "us-west4", "northamerica-northeast1", "northamerica-northeast2", "southamerica-east1", "europe-west1",
@@ -58,8 +53,7 @@ DEFAULT_REGIONS = (
     "asia-southeast1", "asia-southeast2", "australia-southeast1", "me-west1",
 )
 
-# Server-side filter for machineTypes.aggregatedList (RE2, must match the whole
-# name): the GPU families, plus the N1 shapes used as hosts for attachable GPUs.
+# machineTypes.aggregatedList's filter (RE2, whole name): the GPU families and the N1 hosts of attachable GPUs.
 MACHINE_TYPE_FILTER = 'name eq "(a2|a3|a4|a4x|g2|g4)-.*|n1-standard-(8|16|32|64)"'
 PAGE_SIZE_COMPUTE = 200  # maxResults per Compute page (the API allows up to 500)
 PAGE_SIZE_BILLING = 5000  # the Catalog's maximum pageSize
@@ -67,9 +61,8 @@ PAGE_SIZE_BILLING = 5000  # the Catalog's maximum pageSize
 HOURS_PER_MONTH = 730  # Google's conversion of monthly (GiB-month) prices to hours
 LOCAL_SSD_PARTITION_GIB = 375  # one bundled Local SSD partition
 
-# Machine series -> the family token of its vCPU/RAM SKUs ("A3Plus Instance Core
-# running in ..." -> "a3plus"). A4/A4X have no vCPU/RAM SKUs: one "A4 Nvidia B200
-# (1 gpu slice)" SKU per GPU carries the GPU with its share of vCPUs and memory.
+# Machine series -> the family token of its vCPU/RAM SKUs ("A3Plus Instance Core running in ..." ->
+# "a3plus"). A4/A4X have none: one "A4 Nvidia B200 (1 gpu slice)" SKU per GPU bills its share of all.
 SERIES_SKU_FAMILY: dict[str, str] = {
     "a2-highgpu": "a2", "a2-megagpu": "a2", "a2-ultragpu": "a2",
     "a3-highgpu": "a3", "a3-edgegpu": "a3", "a3-megagpu": "a3plus", "a3-ultragpu": "a3ultra",
@@ -78,25 +71,20 @@ SERIES_SKU_FAMILY: dict[str, str] = {
 SLICE_SERIES = ("a4-highgpu", "a4x-highgpu")
 N1_SKU_FAMILY = "n1predefined"  # "N1 Predefined Instance Core running in ..."
 
-# GPUs an N1 VM can attach, and the host shape we price them on. Google lets a
-# user pick any N1 shape up to a per-GPU-count vCPU limit; we price one
-# sensible shape per GPU count: n1-standard with 8 vCPUs per GPU (n1-standard-8
-# for 1 GPU ... n1-standard-64 for 8), within every attachable GPU's vCPU limit
-# (the lowest, K80 x1, is 8 vCPUs). Only counts up to the zone's
-# `maximumCardsPerInstance` are offered. Virtual-workstation (-vws) variants add
-# a GRID license and are left out.
+# GPUs an N1 VM can attach. Any N1 shape up to a per-GPU-count vCPU limit may host them; we price one
+# per GPU count, n1-standard with 8 vCPUs per GPU (n1-standard-8 for 1 ... -64 for 8), within every
+# attachable GPU's limit (the lowest, K80 x1, is 8 vCPUs), up to the zone's `maximumCardsPerInstance`.
+# Virtual-workstation (-vws) variants add a GRID license and are left out.
 N1_ATTACHABLE_GPUS = ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4",
                       "nvidia-tesla-k80")
 N1_GPU_COUNTS = (1, 2, 4, 8)
 N1_VCPUS_PER_GPU = 8
 
-# Multi-node GPU networking of the 8-GPU A3/A4 shapes (Google's GPU network
-# bandwidth page); other shapes have only the VM's ordinary NIC.
+# Multi-node GPU networking of the 8-GPU A3/A4 shapes (Google's GPU network bandwidth page); other
+# shapes have only the VM's ordinary NIC.
 MULTINODE: dict[str, tuple[float, str]] = {
-    "a3-highgpu-8g": (1000.0, "GPUDirect-TCPX"),
-    "a3-megagpu-8g": (1800.0, "GPUDirect-TCPXO"),
-    "a3-ultragpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
-    "a4-highgpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
+    "a3-highgpu-8g": (1000.0, "GPUDirect-TCPX"), "a3-megagpu-8g": (1800.0, "GPUDirect-TCPXO"),
+    "a3-ultragpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"), "a4-highgpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
 }
 
 PROVIDER = ProviderSpec(
@@ -116,8 +104,7 @@ PROVIDER = ProviderSpec(
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped VM stops vCPU/GPU/memory billing; persistent disks and static "
                               "external IP addresses keep billing.",
-        access_ssh=True,
-        access_docker=True,
+        access_ssh=True, access_docker=True,
         access_jupyter=False,  # plain VMs; Jupyter is a separate product (Vertex AI Workbench)
         multinode_interconnect="A3 High 1000 Gbps GPUDirect-TCPX; A3 Mega 1800 Gbps GPUDirect-TCPXO; "
                                "A3 Ultra / A4 3200 Gbps GPUDirect RDMA",
@@ -177,13 +164,10 @@ def money(unit_price: dict[str, Any]) -> float:
 
 
 def to_usd(amount: float, currency: str, rate: float | None) -> float:
-    """Convert a Catalog amount to USD, or refuse.
-
-    The Catalog documents `currencyConversionRate` as "from USD to the currency specified in the
-    request ... USD * currencyConversionRate = JPY", so a non-USD amount divided by its rate is the
-    USD list price. A non-USD amount without a usable rate (absent, zero, or the default 1.0) is
-    never read as USD.
-    """
+    """A Catalog amount in USD, or PriceError. The Catalog documents `currencyConversionRate` as "from
+    USD to the currency specified in the request ... USD * currencyConversionRate = JPY", so a non-USD
+    amount over its rate is the USD list price; without a usable rate (absent, 0, the default 1.0)
+    a non-USD amount is never read as USD."""
     if currency == "USD":
         return amount
     if not currency:
@@ -231,32 +215,20 @@ def _in_regions(sku: dict[str, Any], wanted: set[str]) -> list[str]:
 # -- what a SKU is --------------------------------------------------------------------
 
 SPOT_MARKERS = ("spot preemptible", "preemptible")
-# GPU SKUs that are not a plain on-demand/spot GPU-hour: a vWS license bundle,
-# sole-tenant nodes, reservations and DWS/flex-start capacity. Out of scope.
+# SKUs that are not a plain on-demand/spot rate: a vWS license bundle, sole-tenant nodes,
+# reservations, DWS/flex-start capacity. Out of scope.
 GPU_OUT_OF_SCOPE_MARKERS = ("virtual workstation", "sole tenancy", "sole-tenancy", "reserved", "reservation",
                             "dws", "flex", "calendar")
 
-# SKU description -> accelerator type name, most specific first (the "A100
-# 80GB" SKU also contains "A100"; "GB200" contains "B200"; the A3 Mega GPU is
-# sold as "H100 80GB Mega" and "H100 80GB Plus").
-GPU_SKU_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), t) for p, t in (
-        (r"\bgb200\b", "nvidia-gb200"),
-        (r"\bb200\b", "nvidia-b200"),
-        (r"\bh200\b", "nvidia-h200-141gb"),
-        (r"\bh100\b.*\b(mega|plus)\b|\bh100 mega\b", "nvidia-h100-mega-80gb"),
-        (r"\bh100\b", "nvidia-h100-80gb"),
-        (r"\ba100\b.*\b80 ?gb\b", "nvidia-a100-80gb"),
-        (r"\ba100\b", "nvidia-tesla-a100"),
-        (r"\bl4\b", "nvidia-l4"),
-        (r"\bt4\b", "nvidia-tesla-t4"),
-        (r"\bv100\b", "nvidia-tesla-v100"),
-        (r"\bp100\b", "nvidia-tesla-p100"),
-        (r"\bp4\b", "nvidia-tesla-p4"),
-        (r"\bk80\b", "nvidia-tesla-k80"),
-        (r"\brtx (pro )?6000\b", "nvidia-rtx-pro-6000"),
-    )
-)
+# SKU description -> accelerator type name, most specific first (the "A100 80GB" SKU also contains
+# "A100"; "GB200" contains "B200"; the A3 Mega GPU is sold as "H100 80GB Mega" and "H100 80GB Plus").
+GPU_SKU_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), t) for p, t in (
+    (r"\bgb200\b", "nvidia-gb200"), (r"\bb200\b", "nvidia-b200"), (r"\bh200\b", "nvidia-h200-141gb"),
+    (r"\bh100\b.*\b(mega|plus)\b|\bh100 mega\b", "nvidia-h100-mega-80gb"), (r"\bh100\b", "nvidia-h100-80gb"),
+    (r"\ba100\b.*\b80 ?gb\b", "nvidia-a100-80gb"), (r"\ba100\b", "nvidia-tesla-a100"), (r"\bl4\b", "nvidia-l4"),
+    (r"\bt4\b", "nvidia-tesla-t4"), (r"\bv100\b", "nvidia-tesla-v100"), (r"\bp100\b", "nvidia-tesla-p100"),
+    (r"\bp4\b", "nvidia-tesla-p4"), (r"\bk80\b", "nvidia-tesla-k80"), (r"\brtx (pro )?6000\b", "nvidia-rtx-pro-6000"),
+))
 GPU_SLICE = re.compile(r"\(\s*1 gpu slice\s*\)")
 CORE_RAM = re.compile(r"^(?P<family>.+?) (?:instance )?(?P<part>core|ram) running in (?P<where>.+)$")
 LOCAL_SSD = re.compile(r"^ssd backed local storage(?: attached to spot preemptible vms)?(?: in .+)?$")
@@ -272,13 +244,10 @@ COMMITMENT_TERMS = {COMMITMENTS["Commit1Yr"]: 12, COMMITMENTS["Commit3Yr"]: 36}
 
 
 def purchase_option(usage_type: str, description: str) -> str | None:
-    """on_demand | spot | a committed-use option, or None for what is out of scope.
-
-    Commitment SKUs (usageType Commit1Yr/Commit3Yr, "Commitment v1: ...") are the 1- and 3-year
-    committed-use prices (`COMMITMENTS`); a commitment of another usage type is out of scope. The
-    description's "Spot Preemptible" wins over the usage type: Google tags some Spot GPU SKUs
-    OnDemand (e.g. "Spot Preemptible A4 Nvidia B200 (1 gpu slice) running in Americas").
-    """
+    """on_demand | spot | a committed-use option (`COMMITMENTS`: usageType Commit1Yr/Commit3Yr,
+    "Commitment v1: ..."), or None for what is out of scope. The description's "Spot Preemptible"
+    wins over the usage type: Google tags some Spot GPU SKUs OnDemand ("Spot Preemptible A4 Nvidia
+    B200 (1 gpu slice) running in Americas")."""
     desc = description.lower()
     if usage_type in COMMITMENTS and desc.startswith("commitment"):
         return COMMITMENTS[usage_type]
@@ -337,11 +306,8 @@ class SkuCatalog:
 
 def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] | str | None:
     """(part, family-or-GPU-type) for a compute SKU we price; else why a Compute SKU is left out,
-    for the notes; None for a Storage SKU other than Local SSD (build_storage's).
-
-    A GPU SKU whose description names no GPU we know goes to quarantine: a new GPU must never
-    silently fall out of the table.
-    """
+    for the notes; None for a Storage SKU other than Local SSD (build_storage's). A GPU SKU naming
+    no GPU we know is quarantined: a new GPU must never silently fall out of the table."""
     cat = sku.get("category") or {}
     family, desc = cat.get("resourceFamily", ""), sku.get("description", "")
     plain = strip_spot(desc)
@@ -555,8 +521,9 @@ class OfferPlan:
             parts = [("vcpu", ComponentKey(r, "core", self.sku_family, purchase), self.vcpus),
                      ("ram", ComponentKey(r, "ram", self.sku_family, purchase), self.ram_gib),
                      ("gpu", ComponentKey(r, "gpu", self.gpu_type, purchase), self.gpu_count)]
-        if self.local_ssd_gib:  # GiB-month SKU -> per hour: GiB x price / 730
-            parts.append(("local_ssd", ComponentKey(r, "local_ssd", "", purchase), self.local_ssd_gib / HOURS_PER_MONTH))
+        if self.local_ssd_gib:  # a GiB-month SKU, per hour: GiB / 730 h
+            parts.append(("local_ssd", ComponentKey(r, "local_ssd", "", purchase),
+                          self.local_ssd_gib / HOURS_PER_MONTH))
         return parts
 
     def raw(self) -> dict[str, Any]:
@@ -740,26 +707,18 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: t
 
 # -- persistent disks -------------------------------------------------------------
 
-# Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and
-# throughput SKUs, snapshots, images, storage pools and Confidential-mode
-# surcharges are other dimensions and are out of scope.
-STORAGE_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), c) for p, c in (
-        (r"^storage pd capacity\b", "pd-standard"),
-        (r"^regional storage pd capacity\b", "pd-standard-regional"),
-        (r"^balanced pd capacity\b", "pd-balanced"),
-        (r"^regional balanced pd capacity\b", "pd-balanced-regional"),
-        (r"^ssd backed pd capacity\b", "pd-ssd"),
-        (r"^regional ssd backed pd capacity\b", "pd-ssd-regional"),
-        (r"^extreme pd capacity\b", "pd-extreme"),
-        (r"^hyperdisk balanced capacity\b", "hyperdisk-balanced"),
-        (r"^hyperdisk balanced high availability capacity\b", "hyperdisk-balanced-ha"),
-        (r"^hyperdisk extreme capacity\b", "hyperdisk-extreme"),
-        (r"^hyperdisk throughput capacity\b", "hyperdisk-throughput"),
-        (r"^hyperdisk ml capacity\b", "hyperdisk-ml"),
-        (r"^ssd backed local storage(?: in .+)?$", "local-ssd"),
-    )
-)
+# Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and throughput SKUs,
+# snapshots, images, storage pools and Confidential-mode surcharges are other dimensions.
+STORAGE_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), c) for p, c in (
+    (r"^storage pd capacity\b", "pd-standard"), (r"^regional storage pd capacity\b", "pd-standard-regional"),
+    (r"^balanced pd capacity\b", "pd-balanced"), (r"^regional balanced pd capacity\b", "pd-balanced-regional"),
+    (r"^ssd backed pd capacity\b", "pd-ssd"), (r"^regional ssd backed pd capacity\b", "pd-ssd-regional"),
+    (r"^extreme pd capacity\b", "pd-extreme"), (r"^hyperdisk balanced capacity\b", "hyperdisk-balanced"),
+    (r"^hyperdisk balanced high availability capacity\b", "hyperdisk-balanced-ha"),
+    (r"^hyperdisk extreme capacity\b", "hyperdisk-extreme"), (r"^hyperdisk ml capacity\b", "hyperdisk-ml"),
+    (r"^hyperdisk throughput capacity\b", "hyperdisk-throughput"),
+    (r"^ssd backed local storage(?: in .+)?$", "local-ssd"),
+))
 
 
 def storage_class_of(description: str) -> str | None:
@@ -823,15 +782,11 @@ def _rate_at(price: SkuPrice, usage: float) -> float:
 
 
 def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> None:
-    """Egress tiers per region and destination kind.
-
-    Google prices egress per (source, destination continent); the table keeps one rate per tier:
-    at each tier boundary found in any SKU, the highest destination rate, so a cost estimate never
-    comes out too low. Internet egress to China and to Australia is left out of that maximum, as
-    Google's own Premium Tier table does ("worldwide destinations excluding China & Australia"):
-    both are separately priced, rarely relevant destinations; the highest of their rates is named
-    in the description.
-    """
+    """Egress tiers per region and destination kind. Google prices egress per (source, destination
+    continent); one rate per tier is kept: at each tier boundary of any SKU, the highest destination
+    rate, so a cost estimate never comes out too low. Internet egress to China and Australia is left
+    out of that maximum, as Google's Premium Tier table does ("worldwide destinations excluding China
+    & Australia"); the highest of their rates is named in the description."""
     wanted = set(regions)
     groups: dict[tuple[str, str], list[SkuPrice]] = {}
     special: dict[str, float] = {}  # region -> highest internet rate to China/Australia
@@ -873,13 +828,10 @@ _COUNT_LOCK = threading.Lock()  # the listings run in threads and share ctx.requ
 
 
 def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
-    """(keyword arguments of a Compute client, the Billing Catalog client, the project id): real
-    google-cloud clients (REST), aimed at ctx.url(host); credentials per mode.
-
-    Replay: anonymous credentials against the loopback server. Live: Application Default
-    Credentials (and the project id from the `gcp_project` setting, GOOGLE_CLOUD_PROJECT or ADC)
-    for Compute; an API key (the `gcp_api_key` setting or GOOGLE_API_KEY), else ADC, for the Catalog.
-    """
+    """(a Compute client's keyword arguments, the Catalog client, the project id), aimed at ctx.url(host).
+    Replay: anonymous credentials. Live: Application Default Credentials (the project from the
+    `gcp_project` setting, GOOGLE_CLOUD_PROJECT or ADC); for the Catalog an API key (the `gcp_api_key`
+    setting or GOOGLE_API_KEY) if one is set."""
     import google.auth
     from google.api_core.gapic_v1.client_info import ClientInfo
     from google.auth.credentials import AnonymousCredentials
@@ -908,7 +860,8 @@ def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
                 f"gcp: no credentials: {what}; run `gcloud auth application-default login` or set "
                 "GOOGLE_APPLICATION_CREDENTIALS")
         # What the credentials file holds is as secret as the env's keys: never in a message.
-        for secret in (api_key, getattr(credentials, "refresh_token", None), getattr(credentials, "client_secret", None)):
+        for secret in (api_key, getattr(credentials, "refresh_token", None),
+                       getattr(credentials, "client_secret", None)):
             register_secret(secret if isinstance(secret, str) else None)
         project = config.gcp_project or os.environ.get("GOOGLE_CLOUD_PROJECT") or adc_project
         if not project:
@@ -993,29 +946,28 @@ def fetch(ctx: SourceContext) -> Batch:
     from google.cloud import billing_v1, compute_v1
 
     compute, catalog, project = make_clients(ctx)
-    listings = {
-        "machineTypes.aggregatedList": (compute_v1.MachineTypesClient(**compute).aggregated_list,
-                                        compute_v1.AggregatedListMachineTypesRequest(
-                                            project=project, filter=MACHINE_TYPE_FILTER, max_results=PAGE_SIZE_COMPUTE)),
-        "acceleratorTypes.aggregatedList": (compute_v1.AcceleratorTypesClient(**compute).aggregated_list,
-                                            compute_v1.AggregatedListAcceleratorTypesRequest(
-                                                project=project, max_results=PAGE_SIZE_COMPUTE)),
-        "services.skus.list": (catalog.list_skus, billing_v1.ListSkusRequest(
+    page = {"project": project, "max_results": PAGE_SIZE_COMPUTE}
+    listings = (
+        ("machineTypes.aggregatedList", compute_v1.MachineTypesClient(**compute).aggregated_list,
+         compute_v1.AggregatedListMachineTypesRequest(**page, filter=MACHINE_TYPE_FILTER)),
+        ("acceleratorTypes.aggregatedList", compute_v1.AcceleratorTypesClient(**compute).aggregated_list,
+         compute_v1.AggregatedListAcceleratorTypesRequest(**page)),
+        ("services.skus.list", catalog.list_skus, billing_v1.ListSkusRequest(
             parent=COMPUTE_ENGINE_SERVICE, currency_code="USD", page_size=PAGE_SIZE_BILLING)),
-    }
-    zones_request = compute_v1.ListZonesRequest(project=project, max_results=PAGE_SIZE_COMPUTE)
+    )
+    zones_list = compute_v1.ZonesClient(**compute).list
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="gcp") as pool:
         zones_f = pool.submit(ctx.enrich, ZONE_STATUS, lambda: parse_zones(fetch_listing(
-            ctx, "zones.list", compute_v1.ZonesClient(**compute).list, zones_request)), default={},
+            ctx, "zones.list", zones_list, compute_v1.ListZonesRequest(**page))), default={},
             timeout_s=PROVIDER.enrichment(ZONE_STATUS).timeout_s)
-        found = {what: pool.submit(fetch_listing, ctx, what, *job) for what, job in listings.items()}
-        type_pages, accel_pages, sku_pages = (f.result() for f in found.values())
+        type_pages, accel_pages, sku_pages = [f.result() for f in [pool.submit(fetch_listing, ctx, *job)
+                                                                   for job in listings]]
         zones = zones_f.result()
     skus = [sku for page in sku_pages for sku in page.get("skus") or []]
     if not skus:
         raise SchemaDriftError("gcp: the Cloud Billing Catalog returned no Compute Engine SKUs")
     shapes = parse_machine_types(type_pages)
-    if not any(series_of(n) in SERIES_SKU_FAMILY or series_of(n) in SLICE_SERIES for z in shapes.values() for n in z):
+    if not any(series_of(n) in (*SERIES_SKU_FAMILY, *SLICE_SERIES) for z in shapes.values() for n in z):
         raise SchemaDriftError("gcp: machineTypes.aggregatedList returned no GPU machine types")
     accelerators = parse_accelerator_types(accel_pages)
     # Without zones.list, the regions are those of every zone the aggregated lists name.

@@ -1,32 +1,26 @@
 """RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot.
 
-Source: RunPod's GraphQL API, `POST https://api.runpod.io/graphql`, two queries whose
-`gpuTypes` is not paginated. The public fields need no API key (gpuhunt queries them without
-one); when RUNPOD_API_KEY is set it is sent as the documented `api_key` query parameter.
-
-- Prices (the core): `gpuTypes { id displayName manufacturer memoryInGb maxGpuCount
-  secureCloud communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice }`.
+Source: RunPod's GraphQL API, `POST https://api.runpod.io/graphql`, two queries; `gpuTypes` is not
+paginated. The public fields need no API key (gpuhunt reads them without one); RUNPOD_API_KEY, when
+set, is sent as the documented `api_key` query parameter.
+- Prices (the core): `gpuTypes { id displayName manufacturer memoryInGb maxGpuCount secureCloud
+  communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice }`.
 - Stock levels (an enrichment): `gpuTypes { id secureStock: lowestPrice(input: {gpuCount: 1,
-  secureCloud: true}) {...} communityStock: lowestPrice(... secureCloud: false) {...} }`.
-  `lowestPrice` is a live lookup over the machines free right now, not a catalogue field, so it
-  is asked apart: when it fails or hangs the prices still load, and the warehouse keeps the stock
-  columns as they were. stockStatus High/Medium/Low becomes availability_level "high"/"medium"/
-  "low", null means no stock (available=False); maxUnreservedGpuCount is available_count,
-  minVcpu/minMemory the pod's vCPUs and RAM.
+  secureCloud: true}) {...} communityStock: ...(secureCloud: false) }`. `lowestPrice` is a live
+  lookup over the machines free now, not a catalogue field, so it is asked apart: when it fails the
+  prices still load and the warehouse keeps the stock columns. stockStatus High/Medium/Low becomes
+  availability_level "high"/"medium"/"low", null no stock (available=False); maxUnreservedGpuCount
+  is available_count, minVcpu/minMemory the pod's vCPUs and RAM.
 
-Row shape. RunPod prices a GPU per cloud, not per data center, so the region is the cloud:
-"secure-cloud" or "community-cloud". Each GPU type offered in a cloud gives up to two offers
-there: on_demand (securePrice/communityPrice) and interruptible (secureSpotPrice/
-communitySpotPrice, RunPod's "spot" pods, stopped when outbid). A null price means "not sold
-that way" and gives no row; a zero or negative price is quarantined. instance_type is
-"1x <RunPod GPU type id>" with gpu_count 1: prices are per GPU, and the id is unique.
-
-GraphQL reports errors with HTTP 200 and an `errors` list: a validation error (a field RunPod
-renamed or removed) raises SchemaDriftError, any other SourceError, each naming RunPod's message.
-
-Storage and egress are not in the API: RunPod's docs give network volumes 0.07 USD/GB-month
-(0.05 above 1 TB), container and pod-volume disk 0.10 (pod volumes 0.20 while stopped), and no
-data-transfer fees; they are emitted per cloud so they join to the offers' regions.
+Rows: RunPod prices a GPU per cloud, not per data center, so the region is the cloud ("secure-cloud",
+"community-cloud"). A GPU type sold in a cloud gives an on_demand offer (securePrice/communityPrice)
+and an interruptible one (the spot prices: pods stopped when outbid); a null price means "not sold
+that way", a zero or negative one is quarantined. instance_type "1x <RunPod GPU type id>" with
+gpu_count 1: prices are per GPU, and the id is unique. GraphQL reports errors with HTTP 200 and an
+`errors` list: a validation error (a field renamed or removed) is SchemaDriftError, any other a
+SourceError, each naming RunPod's message. Storage and egress are not in the API: RunPod's docs give
+network volumes 0.07 USD/GB-month (0.05 above 1 TB), container and pod-volume disk 0.10 (pod volumes
+0.20 while stopped) and no data-transfer fees, emitted per cloud to join the offers' regions.
 """
 
 from __future__ import annotations
@@ -95,9 +89,7 @@ PROVIDER = ProviderSpec(
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped pod stops compute billing; its volume disk keeps billing at 0.20 USD/GB-month "
                               "(0.10 while running).",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=True,
+        access_ssh=True, access_docker=True, access_jupyter=True,
         multinode_interconnect="Instant Clusters (bandwidth not verified)",
         interruptible_offer="Spot pods (interruptible; stopped when outbid or reclaimed)",
         price_source="RunPod GraphQL API gpuTypes (no key needed for prices); storage/egress from the docs",

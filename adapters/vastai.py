@@ -79,9 +79,7 @@ PROVIDER = ProviderSpec(
                       "bandwidth per TB at host-set rates.",
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped instance stops GPU billing; its disk keeps billing at the host's storage rate.",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=True,
+        access_ssh=True, access_docker=True, access_jupyter=True,
         multinode_interconnect=None,
         interruptible_offer="Interruptible (bid) instances: the highest bid runs, lower bids are paused",
         price_source="Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
