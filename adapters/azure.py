@@ -1,61 +1,51 @@
-"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority), managed disks, egress.
+"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans),
+managed disks, egress, and Spot eviction rates.
 
-Source: the Azure Retail Prices API (https://prices.azure.com/api/retail/prices,
-no authentication), read with httpx. Three narrow OData `$filter` queries, each
-followed page by page through `NextPageLink`:
+Source: the Azure Retail Prices API (https://prices.azure.com/api/retail/prices, no authentication),
+read with httpx: three narrow OData `$filter` queries, each followed through `NextPageLink`.
 
-- GPU virtual machines: `serviceName eq 'Virtual Machines' and (priceType eq
-  'Consumption' or priceType eq 'Reservation')` plus `contains(armSkuName,
-  'Standard_NC'|'_ND'|'_NG'|'_NV')`.
-  One query for every region and GPU family (live, some ten to twenty pages of
-  1,000 items) rather than one per family: fewer round trips, and a new size in
-  an old family shows up on its own (as a quarantined "unknown GPU size") instead
-  of silently never being asked for. `priceType` Consumption or Reservation keeps
-  dev/test rates out server-side; the parser excludes them again. Reservation items
-  (1- and 3-year reserved instances, priced for the whole term) and the `savingsPlan`
-  rates on pay-as-you-go items become offers of their own purchase options.
-- Managed disks (`serviceName eq 'Storage'`): every LRS size tier of Premium SSD (P1-P80),
-  Standard SSD (E1-E80) and Standard HDD (S4-S80), each priced per disk per month and
-  recorded as a storage class of its own (`premium-ssd-lrs-p10`), and Premium SSD v2
-  capacity (per GiB-hour).
-- Bandwidth: internet egress over the Microsoft network ("Rtn Preference: MGN",
+- GPU VMs (the core): Consumption and Reservation items whose `armSkuName` contains Standard_NC,
+  _ND, _NG or _NV. One query for every region and GPU family: fewer round trips, and a new size in
+  an old family shows up (as a quarantined "unknown GPU size") instead of never being asked for.
+  Reservations (priced for the whole term) and the `savingsPlan` rates on pay-as-you-go items are
+  offers of their own purchase options; dev/test rates are kept out.
+- Managed disks (an enrichment): every LRS tier of Premium SSD (P1-P80), Standard SSD (E1-E80) and
+  Standard HDD (S4-S80), priced per disk per month, a storage class per tier
+  (`premium-ssd-lrs-p10`), and Premium SSD v2 capacity (per GiB-hour).
+- Bandwidth (an enrichment): internet egress over the Microsoft network ("Rtn Preference: MGN",
   tiered by `tierMinimumUnits`) and inter-region transfer ("Bandwidth Inter-Region").
+- Spot eviction rates (an enrichment, adapters/azure_eviction.py): Azure Resource Graph.
+An enrichment that fails costs only itself: the run is marked degraded and the warehouse keeps
+what it last gave (a run without storage or egress rows leaves those tables alone).
 
-The API says nothing about GPUs: `GPU_SIZES` below maps each VM size to its GPU
-model, count, memory, vCPUs, RAM and fabric, from the learn.microsoft.com size
-pages cited on each series. A GPU-family size missing from the table is
-quarantined, never guessed. (The compute Resource SKUs API could enrich this
-live, with credentials; it is deliberately not used, so the table is the one
-source in every mode.)
-
-`fetch_*` functions do I/O; `parse_*`/`build_*` are pure.
+The API says nothing about GPUs: `GPU_SIZES` maps each VM size to its GPU model, count, memory,
+vCPUs, RAM and fabric, from the learn.microsoft.com size pages cited on each series; a GPU-family
+size missing from it is quarantined, never guessed. (The Resource SKUs API could give this live,
+with credentials; it is deliberately not used, so the table is the one source in every mode.)
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable, Iterator
-from urllib.parse import urlsplit
+from typing import Any, Callable, Iterable
 
 import httpx
 
 from gpuledger.adapters import azure_eviction
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
-from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard, next_link
+from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts, amortized_usd_per_hour, commitment_option
-
-log = logging.getLogger("gpuledger.adapters.azure")
 
 NAME = "azure"
 PRICES_HOST = "prices.azure.com"
 PRICES_PATH = "/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
 HOURS_PER_MONTH = 730  # Azure's own month for per-hour storage meters
+DISK_PRICES, BANDWIDTH_PRICES = "managed disk prices", "bandwidth prices"
 
 # Families whose sizes carry GPUs. NP (Xilinx FPGA) is the one N* family that
 # does not, and the filter never asks for it.
@@ -84,6 +74,12 @@ BANDWIDTH_FILTER = (
 PROVIDER = ProviderSpec(
     name=NAME,
     source_kind="api",
+    enrichments=(
+        Enrichment(name=azure_eviction.EVICTION_RATES, columns=(
+            "interruption_risk", "interruption_risk_level", "interruption_rate_max_pct", "interruption_risk_source")),
+        Enrichment(name=DISK_PRICES),  # storage rows only
+        Enrichment(name=BANDWIDTH_PRICES),  # egress rows only
+    ),
     facts=ProviderFacts(
         display_name="Microsoft Azure (Virtual Machines)",
         kind="hyperscaler",
@@ -98,9 +94,7 @@ PROVIDER = ProviderSpec(
             "A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
             "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full."
         ),
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=False,
+        access_ssh=True, access_docker=True, access_jupyter=False,
         multinode_interconnect=(
             "InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); HDR 200 Gb/s per GPU (ND A100 v4)"
         ),
@@ -150,13 +144,8 @@ class GpuSize:
 
 
 _T4 = Series("NCasT4_v3", _SIZES_DOC + "ncast4v3-series", "Tesla T4", 16, "PCIe")
-# Microsoft publishes no size page for NCads A10 v4 (the NC family page lists no such series). What is
-# documented: the NVadsA10 v5 page sells the same A10 in partitions (1/6 .. 1/2 of a GPU, 4 .. 12 GiB
-# frame buffer), and the Resource SKUs API (as the Aspire AKS size table generated from it shows)
-# reports GPUs 1 / 1 / 2 for NC8 / NC16 / NC32 while reporting the documented 1/6 partition
-# NV6ads_A10_v5 as 1 GPU too, i.e. it rounds a partition up to 1. The whole-GPU count that is not a
-# rounded partition is NC32ads = 2; vCPUs, RAM and price all double at each step (8 / 16 / 32 vCPU,
-# 100 / 200 / 400 GiB, 1.1 / 2.2 / 4.4 USD/h), so NC16ads = 1 A10 and NC8ads = 1/2 A10 (12 GiB).
+# Resource SKUs counts as the Aspire AKS size table (generated from that API) shows them; NC8 / NC16 /
+# NC32 have 8 / 16 / 32 vCPU, 100 / 200 / 400 GiB and list at 1.1 / 2.2 / 4.4 USD/h.
 A10_V4_GPU_SHARE_BASIS = (
     "no Microsoft size page for NCads A10 v4; the Resource SKUs API rounds GPU partitions up to 1 (it "
     "reports the documented 1/6-GPU NV6ads_A10_v5 as 1 GPU) and reports NC32ads_A10_v4 as 2 GPUs; vCPUs, "
@@ -257,53 +246,19 @@ GPU_SIZES: dict[str, GpuSize] = {
 }
 
 
-def looks_like_gpu_size(arm_sku_name: str) -> bool:
-    return arm_sku_name.startswith(GPU_SKU_PREFIXES)
-
-
-def gpu_facts(arm_sku_name: str) -> GpuFacts:
-    """Canonical GPU facts of a size; KeyError if the size is not in GPU_SIZES, UnknownGPUError
-    if its GPU name is not in the reference table."""
-    size = GPU_SIZES[arm_sku_name]
-    s = size.series
-    model, exact = canonicalize(NAME, s.gpu_name, s.gpu_memory_gb * 1024)
-    if size.gpu_count < 1:
-        per_gpu = float(s.gpu_memory_gb * size.gpu_count)  # the partition's frame buffer
-        total = per_gpu
-    else:
-        per_gpu = float(s.gpu_memory_gb)
-        total = float(s.gpu_memory_gb * size.gpu_count)
-    return GpuFacts(
-        gpu_model=model.gpu_model, variant_exact=exact, name=s.gpu_name, vendor=model.vendor,
-        count=round(float(size.gpu_count), 4), memory_gb=round(per_gpu, 3),
-        memory_gb_nominal=model.memory_gb, total_memory_gb=round(total, 3),
-    )
-
-
-# -- paging -------------------------------------------------------------------------
+# -- pages and items -------------------------------------------------------------------
 
 def first_page_params(odata_filter: str) -> dict[str, str]:
     """Query of a first page. USD is asked for explicitly; primary meters only (the
     preview API otherwise also lists each meter's non-primary duplicates)."""
-    return {
-        "api-version": API_VERSION,
-        "currencyCode": "'USD'",
-        "meterRegion": "'primary'",
-        "$filter": odata_filter,
-    }
+    return {"api-version": API_VERSION, "currencyCode": "'USD'", "meterRegion": "'primary'", "$filter": odata_filter}
 
 
-def next_page_path(link: str) -> str:
-    """Path and query of an absolute NextPageLink, to be sent to ctx.url(PRICES_HOST).
-
-    The API answers with `https://prices.azure.com:443/api/retail/prices?...&$skip=1000`;
-    only the path and query are kept, so the same code follows pages live, through a
-    recording proxy and under replay.
-    """
-    parts = urlsplit(link)
-    if parts.scheme not in ("https", "http") or parts.hostname != PRICES_HOST:
-        raise SourceError(f"azure: NextPageLink points outside {PRICES_HOST}: {link[:200]!r}")
-    return parts.path + (f"?{parts.query}" if parts.query else "")
+def next_page_link(doc: dict[str, Any]) -> str | None:
+    """NextPageLink, absolute and naming the default port (`https://prices.azure.com:443/...`):
+    the port is dropped so ctx.paginate's check that the link stays on the host holds."""
+    link = doc.get("NextPageLink")
+    return link.replace(f"//{PRICES_HOST}:443/", f"//{PRICES_HOST}/", 1) if link else None
 
 
 @dataclass(frozen=True)
@@ -378,34 +333,46 @@ def _ref(item: dict[str, Any]) -> str:
     return "/".join(str(item.get(k, "")) for k in ("armRegionName", "armSkuName", "meterName", "meterId"))
 
 
-@dataclass
-class Skipped:
-    """Items left out on purpose, counted so a run can say what it did not load."""
+class Skipped(Counter[str]):
+    """Items left out on purpose, by reason, so a run can say what it did not load."""
 
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, why: str) -> None:
-        self.counts[why] = self.counts.get(why, 0) + 1
+    @property
+    def counts(self) -> dict[str, int]:
+        return {why: n for why, n in self.items() if n}
 
     def describe(self, what: str) -> str:
         parts = ", ".join(f"{n} {why}" for why, n in sorted(self.counts.items()))
         return f"azure: {what}: skipped {parts}" if parts else f"azure: {what}: nothing skipped"
 
 
-def _out_of_scope(item: dict[str, Any], skipped: Skipped) -> bool:
-    """Rates that are neither pay-as-you-go nor a reservation, or not primary: never loaded, only counted."""
+def _out_of_scope(item: dict[str, Any], regions: set[str] | None) -> str | None:
+    """Why an item is never loaded (only counted): a rate neither pay-as-you-go nor a reservation,
+    a non-primary meter, a region not selected."""
     kind = item.get("type")
     if kind not in ("Consumption", "Reservation"):  # DevTestConsumption (the $filter asks for neither)
-        skipped.add(f"type {kind}")
-        return True
+        return f"type {kind}"
     if item.get("isPrimaryMeterRegion") is False:
-        skipped.add("non-primary meters")
-        return True
-    return False
+        return "non-primary meters"
+    if regions is not None and item["armRegionName"] not in regions:
+        return "regions not selected"
+    return None
+
+
+def _vm_out_of_scope(item: dict[str, Any], regions: set[str] | None) -> str | None:
+    service = item.get("serviceName", "Virtual Machines")
+    if service != "Virtual Machines":
+        return f"service {service}"
+    if is_windows(item):
+        return "Windows meters"
+    if why := _out_of_scope(item, None):
+        return why
+    if not str(item.get("armSkuName") or "").startswith(GPU_SKU_PREFIXES):
+        return "sizes outside the GPU families"
+    return _out_of_scope(item, regions)
 
 
 def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
-          skipped: Skipped | None = None) -> dict[str, Any] | None:
+          skipped: Skipped) -> dict[str, Any] | None:
     """One item per record key. Identical duplicates collapse; the newest effectiveStartDate
     wins; two current items that disagree are quarantined rather than guessed between.
     The items left out are counted in `skipped` by reason."""
@@ -415,11 +382,8 @@ def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
     current = [i for i in items if str(i.get("effectiveStartDate", "")) == newest]
     prices = {_price(i) for i in current}
     if len(prices) == 1:
-        if skipped is not None:
-            for _ in range(len(items) - len(current)):
-                skipped.add("meters superseded by a newer effectiveStartDate")
-            for _ in range(len(current) - 1):
-                skipped.add("duplicate meters at the same price")
+        skipped["meters superseded by a newer effectiveStartDate"] += len(items) - len(current)
+        skipped["duplicate meters at the same price"] += len(current) - 1
         return sorted(current, key=lambda i: str(i.get("meterId", "")))[0]
     for i in current:
         batch.quarantine(kind, _ref(i), f"{len(current)} current meters for {key_name} disagree on price "
@@ -431,60 +395,44 @@ def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
 
 @drift_guard("azure: Virtual Machines items")
 def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
-    """Linux GPU VM items -> offers (on-demand, Spot, Low Priority), one per region/size/option."""
+    """Linux GPU VM items -> offers (on-demand, Spot, Low Priority, reservations, savings plans),
+    one per region/size/option."""
     skipped = Skipped()
     candidates: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for raw in items:
         item = check_item(raw, "Virtual Machines")
-        if item.get("serviceName", "Virtual Machines") != "Virtual Machines":
-            skipped.add(f"service {item.get('serviceName')}")
+        if why := _vm_out_of_scope(item, regions):
+            skipped[why] += 1
             continue
-        if is_windows(item):
-            skipped.add("Windows meters")
-            continue
-        if _out_of_scope(item, skipped):
-            continue
-        sku = str(item.get("armSkuName") or "")
-        if not looks_like_gpu_size(sku):
-            skipped.add("sizes outside the GPU families")
-            continue
-        region = str(item["armRegionName"])
-        if regions is not None and region not in regions:
-            skipped.add("regions not selected")
-            continue
+        sku = str(item["armSkuName"])
         if not batch.usd_only("offer", _ref(item), item.get("currencyCode"), item):
             continue
+        problem = None
         if item.get("type") == "Reservation" and str(item.get("reservationTerm")) not in COMMITMENT_TERMS:
-            batch.quarantine("offer", _ref(item), f"reservation with unknown reservationTerm "
-                             f"{item.get('reservationTerm')!r} (expected one of {sorted(COMMITMENT_TERMS)})", item)
+            problem = (f"reservation with unknown reservationTerm {item.get('reservationTerm')!r} "
+                       f"(expected one of {sorted(COMMITMENT_TERMS)})")
+        elif item["unitOfMeasure"] != "1 Hour":
+            problem = f"unexpected unit {item['unitOfMeasure']!r} for a VM rate (expected '1 Hour')"
+        elif sku not in GPU_SIZES:
+            problem = (f"unknown GPU size {sku}: a GPU family, but not in adapters/azure.py GPU_SIZES; add it "
+                       "from its learn.microsoft.com size page")
+        if problem:
+            batch.quarantine("offer", _ref(item), problem, item)
             continue
-        if item["unitOfMeasure"] != "1 Hour":
-            batch.quarantine("offer", _ref(item), f"unexpected unit {item['unitOfMeasure']!r} for a VM rate "
-                             "(expected '1 Hour')", item)
-            continue
-        if sku not in GPU_SIZES:
-            batch.quarantine("offer", _ref(item), f"unknown GPU size {sku}: a GPU family, but not in "
-                             "adapters/azure.py GPU_SIZES; add it from its learn.microsoft.com size page", item)
-            continue
-        candidates.setdefault((region, sku, purchase_option(item)), []).append(item)
+        candidates.setdefault((str(item["armRegionName"]), sku, purchase_option(item)), []).append(item)
 
-    chosen: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for key, group in sorted(candidates.items()):
-        picked = _pick(batch, "offer", "/".join(key), group, skipped)
-        if picked is not None:
-            chosen[key] = picked
+    chosen = {key: picked for key, group in sorted(candidates.items())
+              if (picked := _pick(batch, "offer", "/".join(key), group, skipped)) is not None}
     # On-demand first: Spot/Low Priority savings are computed only against an on-demand rate
     # that passed the record contract (a negative or NaN rate is quarantined, never a baseline).
-    on_demand: dict[tuple[str, str], float] = {}
-    for (region, sku, option), item in chosen.items():
-        if option == "on_demand" and _add_vm_offer(batch, region, sku, option, item, None):
-            on_demand[(region, sku)] = _price(item)
+    on_demand = {(region, sku): _price(item) for (region, sku, option), item in chosen.items()
+                 if option == "on_demand" and _add_vm_offer(batch, region, sku, option, item, None)}
     for (region, sku, option), item in chosen.items():
         if option != "on_demand":
             _add_vm_offer(batch, region, sku, option, item, on_demand.get((region, sku)))
     for (region, sku, option), item in chosen.items():
         if option == "on_demand" and (region, sku) in on_demand:  # a rejected item's plans go with it
-            _add_savings_plan_offers(batch, region, sku, item, on_demand.get((region, sku)))
+            _add_savings_plan_offers(batch, region, sku, item, on_demand[(region, sku)])
     return skipped
 
 
@@ -520,12 +468,8 @@ def _add_savings_plan_offers(batch: Batch, region: str, sku: str, item: dict[str
 
 def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[str, Any],
                   on_demand_price: float | None) -> bool:
-    try:
-        g = gpu_facts(sku)
-    except UnknownGPUError as err:
-        batch.quarantine("offer", _ref(item), f"gpu: {err}", item)
-        return False
     size = GPU_SIZES[sku]
+    series, count = size.series, size.gpu_count
     price = _price(item)
     months = COMMITMENT_TERMS.get(str(item.get("reservationTerm") or item.get("savingsPlanTerm")))
     if item.get("type") == "Reservation" and months:
@@ -533,39 +477,27 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
         price = round(amortized_usd_per_hour(price, 0.0, months), 10)
     elif "savingsPlanTerm" not in item:
         months = None
-    saving = None
-    if option != "on_demand" and on_demand_price:
-        saving = round(100 * (1 - price / on_demand_price), 1)
-    data = {
-        "meterId": item.get("meterId"), "skuId": item.get("skuId"), "productName": item.get("productName"),
-        "meterName": item.get("meterName"), "skuName": item.get("skuName"), "location": item.get("location"),
-        "series": size.series.name, "gpu_facts_source": size.series.doc,
-    }
-    if size.series.note:
-        data["gpu_facts_note"] = size.series.note
+    saving = round(100 * (1 - price / on_demand_price), 1) if option != "on_demand" and on_demand_price else None
+    data = {k: item.get(k) for k in ("meterId", "skuId", "productName", "meterName", "skuName", "location")}
+    data.update(series=series.name, gpu_facts_source=series.doc)
+    if series.note:
+        data["gpu_facts_note"] = series.note
     if months is not None:
         data["commitment"] = ({"reservationTerm": item.get("reservationTerm"), "term_price_usd": _price(item)}
                               if item.get("type") == "Reservation" else {"savingsPlan_term": item["savingsPlanTerm"]})
-        data["saving_vs_on_demand_pct"] = saving
-        saving = None
-    if size.gpu_count.denominator != 1:  # a partition: the share of one GPU, as the size page sells it
-        data["gpu_share"] = f"{size.gpu_count.numerator}/{size.gpu_count.denominator}"
+        data["saving_vs_on_demand_pct"], saving = saving, None
+    if count.denominator != 1:  # a partition: the share of one GPU, as the size page sells it
+        data["gpu_share"] = f"{count.numerator}/{count.denominator}"
     return batch.offer(
-        _ref(item), item, region=region, zone="", instance_type=sku, purchase_option=option,
-        gpu_model=g.gpu_model, gpu_variant_exact=g.variant_exact, gpu_name_reported=g.name,
-        gpu_vendor=g.vendor, gpu_count=g.count, gpu_memory_gb=g.memory_gb,
-        gpu_memory_gb_nominal=g.memory_gb_nominal, total_gpu_memory_gb=g.total_memory_gb,
-        vcpus=float(size.vcpus), ram_gb=float(size.ram_gb), local_disk_gb=size.local_disk_gb,
-        interconnect=size.series.interconnect if g.count > 1 else None,
-        network_gbps=size.network_gbps,
-        multinode_fabric=size.multinode_fabric or size.series.multinode_fabric,
-        price_per_hour=price, source_currency="USD", source_price_per_hour=price,
-        price_observed_at=item.get("effectiveStartDate"),
-        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-        available=None, available_count=None, availability_level=None, interruption_risk=None,
-        spot_savings_pct=saving,
-        term_months=months, payment_option=COMMITMENT_PAYMENT if months is not None else None,
+        _ref(item), item, gpu=series.gpu_name, gpu_lookup_mib=series.gpu_memory_gb * 1024,
+        # a partition's memory is its own frame buffer: the share of one GPU's
+        gpu_memory_gb=round(float(series.gpu_memory_gb * min(count, 1)), 3), gpu_count=round(float(count), 4),
+        region=region, instance_type=sku, purchase_option=option, vcpus=float(size.vcpus),
+        ram_gb=float(size.ram_gb), local_disk_gb=size.local_disk_gb,
+        interconnect=series.interconnect if count > 1 else None, network_gbps=size.network_gbps,
+        multinode_fabric=size.multinode_fabric or series.multinode_fabric, price_per_hour=price,
+        price_observed_at=item.get("effectiveStartDate"), spot_savings_pct=saving, term_months=months,
+        payment_option=COMMITMENT_PAYMENT if months is not None else None,
         provider_data=json.dumps(data, sort_keys=True),
     )
 
@@ -588,20 +520,15 @@ _DISK_CLASS = {"P": ("premium-ssd-lrs", "Premium SSD"), "E": ("standard-ssd-lrs"
 def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
     """Managed disk meters -> USD per GiB-month, one storage class per tier and region.
 
-    Premium/Standard SSD and Standard HDD tiers are priced per disk per month: each tier is
-    its own class (`premium-ssd-lrs-p10`), its price divided by the tier's size (P10 =
-    128 GiB) and the description says so. Premium SSD v2 is
-    priced per GiB-hour and multiplied by Azure's 730-hour month.
+    Premium/Standard SSD and Standard HDD tiers are priced per disk per month: each tier is its
+    own class (`premium-ssd-lrs-p10`), its price divided by the tier's size (P10 = 128 GiB), as
+    the description says. Premium SSD v2 is priced per GiB-hour: times Azure's 730-hour month.
     """
     skipped = Skipped()
     candidates: dict[tuple[str, str], list[tuple[dict[str, Any], float, str]]] = {}
     for raw in items:
-        item = check_item(raw, "Storage")
-        if _out_of_scope(item, skipped):
-            continue
-        region = str(item["armRegionName"])
-        if regions is not None and region not in regions:
-            skipped.add("regions not selected")
+        if why := _out_of_scope(item := check_item(raw, "Storage"), regions):
+            skipped[why] += 1
             continue
         meter, unit, price = str(item["meterName"]), str(item["unitOfMeasure"]), _price(item)
         m = _DISK_METER.match(meter)
@@ -618,19 +545,17 @@ def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[st
                     "IOPS above 3,000 and throughput above 125 MB/s are billed separately")
             per_gib = price * HOURS_PER_MONTH
         else:
-            skipped.add("storage meters not modelled")
+            skipped["storage meters not modelled"] += 1
             continue
-        if not batch.usd_only("storage", _ref(item), item.get("currencyCode"), item):
-            continue
-        candidates.setdefault((region, cls), []).append((item, per_gib, desc))
+        if batch.usd_only("storage", _ref(item), item.get("currencyCode"), item):
+            candidates.setdefault((str(item["armRegionName"]), cls), []).append((item, per_gib, desc))
     for (region, cls), group in sorted(candidates.items()):
         picked = _pick(batch, "storage", f"{region}/{cls}", [g[0] for g in group], skipped)
-        if picked is None:
-            continue
-        _, per_gib, desc = next(g for g in group if g[0] is picked)
-        batch.add("storage", _ref(picked), picked, region=region, storage_class=cls,
-                  usd_per_gb_month=round(per_gib, 8), source_currency="USD",
-                  source_usd_per_gb_month=round(per_gib, 8), description=desc)
+        if picked is not None:
+            _, per_gib, desc = next(g for g in group if g[0] is picked)
+            batch.add("storage", _ref(picked), picked, region=region, storage_class=cls,
+                      usd_per_gb_month=round(per_gib, 8), source_currency="USD",
+                      source_usd_per_gb_month=round(per_gib, 8), description=desc)
     return skipped
 
 
@@ -644,25 +569,20 @@ INTER_REGION_PRODUCT = "Bandwidth Inter-Region"
 def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
     """Bandwidth meters -> egress tiers per region.
 
-    Internet egress (routing over the Microsoft network) is tiered: each item's
-    `tierMinimumUnits` is where its tier starts, in GB per month; a tier ends where
-    the next begins. Inter-region rates differ by destination continent; like the
-    AWS adapter, one rate per tier is kept: the highest, so an estimate never comes
-    out too low, with the range in the description.
+    Internet egress (routing over the Microsoft network) is tiered: each item's `tierMinimumUnits`
+    is where its tier starts, in GB per month; a tier ends where the next begins. Inter-region
+    rates differ by destination continent; like the AWS adapter, one rate per tier is kept: the
+    highest, so an estimate never comes out too low, with the range in the description.
     """
     skipped = Skipped()
     internet: dict[tuple[str, float], list[dict[str, Any]]] = {}
     inter: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for raw in items:
-        item = check_item(raw, "Bandwidth")
-        if _out_of_scope(item, skipped):
-            continue
-        region = str(item["armRegionName"])
-        if regions is not None and region not in regions:
-            skipped.add("regions not selected")
+        if why := _out_of_scope(item := check_item(raw, "Bandwidth"), regions):
+            skipped[why] += 1
             continue
         if item["unitOfMeasure"] != "1 GB":
-            skipped.add(f"bandwidth unit {item['unitOfMeasure']}")
+            skipped[f"bandwidth unit {item['unitOfMeasure']}"] += 1
             continue
         product, meter = item["productName"], str(item["meterName"])
         if product == INTERNET_EGRESS_PRODUCT and meter == "Standard Data Transfer Out":
@@ -670,7 +590,7 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
         elif product == INTER_REGION_PRODUCT and "Data Transfer Out" in meter:
             target = inter
         else:
-            skipped.add("bandwidth meters not modelled")
+            skipped["bandwidth meters not modelled"] += 1
             continue
         if not batch.usd_only("egress", _ref(item), item.get("currencyCode"), item):
             continue
@@ -680,7 +600,7 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
             batch.quarantine("egress", _ref(item), f"tierMinimumUnits {item.get('tierMinimumUnits')!r} is not a "
                              "number", item)
             continue
-        target.setdefault((region, start), []).append(item)
+        target.setdefault((str(item["armRegionName"]), start), []).append(item)
 
     for region in sorted({r for r, _ in internet}):
         starts = sorted(s for r, s in internet if r == region)
@@ -689,11 +609,10 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
             if picked is None:
                 continue
             end = starts[n + 1] if n + 1 < len(starts) else None
-            price = _price(picked)
             span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
             batch.add("egress", _ref(picked), picked, region=region, destination="internet",
-                      tier_start_gb=start, tier_end_gb=end, usd_per_gb=price, source_currency="USD",
-                      source_usd_per_gb=price,
+                      tier_start_gb=start, tier_end_gb=end, usd_per_gb=_price(picked), source_currency="USD",
+                      source_usd_per_gb=_price(picked),
                       description=f"internet egress over the Microsoft network, {span} per month")
     for (region, start), group in sorted(inter.items()):
         top = max(group, key=lambda i: (_price(i), str(i.get("meterName"))))
@@ -708,39 +627,31 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
 
 # -- fetching -------------------------------------------------------------------------
 
-@dataclass
-class QueryResult:
-    items: list[dict[str, Any]]
-    pages: int
-    counted: int  # sum of the pages' own Count
+Build = Callable[[Batch, Iterable[dict[str, Any]], "set[str] | None"], Skipped]
 
 
-def fetch_all_pages(ctx: SourceContext, client: httpx.Client, odata_filter: str, what: str) -> QueryResult:
-    """Every page of one query; any failed page fails the whole query (no partial result)."""
-    items: list[dict[str, Any]] = []
-    pages = counted = 0
-    seen: set[str] = set()
-    max_pages = ctx.config.azure_max_pages
-    resp = ctx.get(client, PRICES_HOST, PRICES_PATH, params=first_page_params(odata_filter))
-    while True:
-        try:
-            doc = ctx.parse_json(resp.content, f"{PRICES_HOST}{PRICES_PATH} page {pages + 1}")
-        except ValueError as err:
-            raise SchemaDriftError(f"azure: {what} page {pages + 1} is not JSON ({err})") from None
+def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str, odata_filter: str, build: Build,
+              regions: set[str] | None) -> None:
+    """Every page of one query, built into `batch` only when all of it was read and parsed: a
+    failed page or a malformed item leaves the batch as it was."""
+    counted = 0
+
+    def items(doc: Any) -> list[dict[str, Any]]:
+        nonlocal counted
         page = parse_page(doc, what)
-        pages += 1
-        items.extend(page.items)
         counted += page.count if page.count is not None else len(page.items)
-        if page.count is not None and page.count != len(page.items):
-            log.info("azure: %s page %d says Count %d but holds %d items", what, pages, page.count,
-                     len(page.items))
-        if not page.next_link:
-            return QueryResult(items, pages, counted)
-        if page.next_link in seen or pages >= max_pages:
-            raise SourceError(f"azure: {what}: paging did not end after {pages} pages (NextPageLink "
-                              f"{page.next_link[:160]!r})")
-        seen.add(page.next_link)
-        resp = ctx.get(client, PRICES_HOST, next_page_path(page.next_link))
+        return page.items
+
+    found = list(ctx.paginate(client, PRICES_HOST, PRICES_PATH, items, next_link(next_page_link, PRICES_HOST),
+                              params=first_page_params(odata_filter), what=f"azure {what}",
+                              max_pages=ctx.config.azure_max_pages))
+    part = PROVIDER.batch()
+    skipped = build(part, found, regions)
+    for name in ("offers", "storage", "egress", "quarantined"):
+        getattr(batch, name).extend(getattr(part, name))
+    batch.notes.append(f"azure: {what}: {ctx.pages[f'azure {what}']} pages, {len(found)} items "
+                       f"(pages' Count total {counted})")
+    batch.notes.append(skipped.describe(what))
 
 
 def selected_regions(ctx: SourceContext) -> set[str] | None:
@@ -752,25 +663,18 @@ def selected_regions(ctx: SourceContext) -> set[str] | None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Scrape Azure: GPU VM rates, managed disk and bandwidth prices, into one Batch."""
-    batch = Batch(NAME)
+    """Scrape Azure: GPU VM rates, then managed disk and bandwidth prices and Spot eviction rates
+    as enrichments, into one Batch."""
+    batch = PROVIDER.batch()
     regions = selected_regions(ctx)
     with ctx.http_client() as client:
-        vms = fetch_all_pages(ctx, client, VM_FILTER, "Virtual Machines")
-        disks = fetch_all_pages(ctx, client, STORAGE_FILTER, "Storage")
-        bandwidth = fetch_all_pages(ctx, client, BANDWIDTH_FILTER, "Bandwidth")
-    for what, result, build in (("Virtual Machines", vms, build_vm_offers), ("Storage", disks, build_storage),
-                                ("Bandwidth", bandwidth, build_egress)):
-        skipped = build(batch, result.items, regions)
-        batch.notes.append(f"azure: {what}: {result.pages} pages, {len(result.items)} items "
-                           f"(pages' Count total {result.counted})")
-        batch.notes.append(skipped.describe(what))
+        add_query(ctx, client, batch, "Virtual Machines", VM_FILTER, build_vm_offers, regions)
+        for name, what, odata_filter, build in ((DISK_PRICES, "Storage", STORAGE_FILTER, build_storage),
+                                                (BANDWIDTH_PRICES, "Bandwidth", BANDWIDTH_FILTER, build_egress)):
+            ctx.enrich(name, add_query, ctx, client, batch, what, odata_filter, build, regions,
+                       timeout_s=PROVIDER.enrichment(name).timeout_s)
     with ctx.http_client() as client:
-        azure_eviction.add_eviction_rates(ctx, client, batch)
+        azure_eviction.add_eviction_rates(ctx, client, batch,
+                                          PROVIDER.enrichment(azure_eviction.EVICTION_RATES).timeout_s)
     return batch
 
-
-def iter_items(pages: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Items of already-fetched page documents (tests and ad-hoc analysis of saved pages)."""
-    for n, doc in enumerate(pages, 1):
-        yield from parse_page(doc, f"page {n}").items

@@ -9,32 +9,31 @@ by the answer's `$skipToken` (sent back in `options`). The answer (Resource Grap
 bands `0-5`, `5-10`, `10-15`, `15-20`, `20+` (percent of spot VMs of that size evicted in that
 region over the trailing weeks).
 
-Resource Graph needs a signed-in identity: the bearer token comes from azure-identity's
-DefaultAzureCredential (AZURE_TENANT_ID / AZURE_CLIENT_ID / AZURE_CLIENT_SECRET, workload or
-managed identity, `az login`). Without one the rates are skipped and the scrape's notes say so and
-count the spot offers left `unknown`; Azure's prices load either way. A replay sends no token.
+An enrichment of Azure's offers: when the query fails, the spot offers' risk columns keep what the
+warehouse holds and the run is marked degraded. Resource Graph needs a signed-in identity: the
+bearer token comes from azure-identity's DefaultAzureCredential (AZURE_TENANT_ID / AZURE_CLIENT_ID
+/ AZURE_CLIENT_SECRET, workload or managed identity, `az login`). Without one the rates are skipped
+and the notes say so and count the spot offers left `unknown`. A replay sends no token.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, register_secret
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, register_secret
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.records import Batch
 
-log = logging.getLogger("gpuledger.adapters.azure")
-
+EVICTION_RATES = "spot eviction rates"
 RESOURCE_GRAPH_HOST = "management.azure.com"
 RESOURCE_GRAPH_PATH = "/providers/Microsoft.ResourceGraph/resources"
 RESOURCE_GRAPH_API_VERSION = "2022-10-01"
 TOKEN_SCOPE = "https://management.azure.com/.default"
 PAGE_ROWS = 1000  # Resource Graph's largest $top
 MAX_PAGES = 50
+WHAT = "Resource Graph spot eviction rates"
 
 # Sizes of the GPU families only (Standard_NC/ND/NG/NV; `startswith` ignores case in KQL).
 QUERY = (
@@ -44,12 +43,6 @@ QUERY = (
     "evictionRate = tostring(properties.evictionRate) "
     "| order by skuName asc, location asc"
 )
-
-
-@dataclass
-class EvictionRates:
-    rates: dict[tuple[str, str], str]  # (region, lower-case size) -> Azure's band label
-    pages: int
 
 
 def bearer_token(ctx: SourceContext) -> tuple[str | None, str | None]:
@@ -77,57 +70,52 @@ def request_body(skip_token: str | None) -> dict[str, Any]:
     return {"query": QUERY, "options": options}
 
 
-def parse_page(doc: Any) -> tuple[list[dict[str, str]], str | None]:
-    """A Resource Graph answer -> (rows, $skipToken of the next page or None)."""
+def parse_page(doc: Any) -> list[dict[str, str]]:
+    """A Resource Graph answer -> its rows."""
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise SchemaDriftError("azure: Resource Graph answer has no `data` row list (resultFormat objectArray)")
-    rows = []
     for row in doc["data"]:
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("skuName", "location")):
             raise SchemaDriftError(f"azure: Resource Graph row lacks skuName/location: {str(row)[:120]}")
-        rows.append(row)
-    return rows, doc.get("$skipToken") or None
+    return doc["data"]
 
 
-def fetch_eviction_rates(ctx: SourceContext, client: httpx.Client, token: str | None) -> EvictionRates:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    params = {"api-version": RESOURCE_GRAPH_API_VERSION}
-    rates: dict[tuple[str, str], str] = {}
-    skip_token: str | None = None
-    for page in range(1, MAX_PAGES + 1):
-        doc = ctx.post_json(client, RESOURCE_GRAPH_HOST, RESOURCE_GRAPH_PATH, params=params, headers=headers,
-                            json=request_body(skip_token))
-        rows, skip_token = parse_page(doc)
-        for row in rows:
-            rates[(row["location"].lower(), row["skuName"].lower())] = str(row.get("evictionRate") or "")
-        if not skip_token:
-            return EvictionRates(rates, page)
-    raise SourceError(f"azure: Resource Graph paging did not end after {MAX_PAGES} pages")
+def next_page(doc: Any, rows: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
+    """The same query with the answer's `$skipToken`, or None on the last page."""
+    token = doc.get("$skipToken")
+    return {**request, "json": request_body(token)} if token else None
 
 
-def add_eviction_rates(ctx: SourceContext, client: httpx.Client, batch: Batch) -> None:
+def fetch_eviction_rates(ctx: SourceContext, client: httpx.Client) -> dict[tuple[str, str], str]:
+    """(region, lower-case size) -> Azure's band label, every page of the query."""
+    rows = ctx.paginate(client, RESOURCE_GRAPH_HOST, RESOURCE_GRAPH_PATH, parse_page, next_page, method="POST",
+                        params={"api-version": RESOURCE_GRAPH_API_VERSION}, json=request_body(None), what=WHAT,
+                        max_pages=MAX_PAGES)
+    return {(row["location"].lower(), row["skuName"].lower()): str(row.get("evictionRate") or "") for row in rows}
+
+
+def add_eviction_rates(ctx: SourceContext, client: httpx.Client, batch: Batch, timeout_s: float = 600.0) -> None:
     """Give the batch's spot offers the eviction rate of their size and region (their
-    `interruption_risk` and the scale's fields), and note what was found; without credentials,
-    or when Resource Graph fails, the spot offers stay `unknown` and the note says why."""
+    `interruption_risk` and the scale's fields) as the enrichment EVICTION_RATES, and note what was
+    found; without credentials the spot offers stay `unknown` and the note says why."""
     spot = [i for i, o in enumerate(batch.offers) if o.purchase_option == "spot"]
     token, missing = bearer_token(ctx)
     if missing:
         batch.notes.append(f"azure: spot eviction rates skipped: {missing}; {len(spot)} spot offers have "
                            "interruption_risk_level unknown")
         return
-    try:
-        found = fetch_eviction_rates(ctx, client, token)
-    except SourceError as err:
-        batch.notes.append(f"azure: spot eviction rates failed: {err}; {len(spot)} spot offers have "
-                           "interruption_risk_level unknown")
+    if token:
+        client.headers["Authorization"] = f"Bearer {token}"
+    rates = ctx.enrich(EVICTION_RATES, fetch_eviction_rates, ctx, client, timeout_s=timeout_s)
+    if rates is None:
         return
     rated = 0
     for i in spot:
         offer = batch.offers[i]
-        label = found.rates.get((offer.region.lower(), offer.instance_type.lower()))
+        label = rates.get((offer.region.lower(), offer.instance_type.lower()))
         risk = interruption.from_rate_band(label, interruption.AZURE_EVICTION_RATE)
         if risk["interruption_risk_source"] == interruption.AZURE_EVICTION_RATE:
             rated += 1
             batch.offers[i] = offer.model_copy(update={"interruption_risk": label, **risk})
-    batch.notes.append(f"azure: spot eviction rates: {len(found.rates)} rows in {found.pages} pages from Resource "
+    batch.notes.append(f"azure: spot eviction rates: {len(rates)} rows in {ctx.pages[WHAT]} pages from Resource "
                        f"Graph; {rated} of {len(spot)} spot offers have one, {len(spot) - rated} unknown")

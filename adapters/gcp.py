@@ -1,45 +1,39 @@
 """Google Cloud Compute Engine: GPU VM prices composed from Billing Catalog SKUs, PD, egress.
 
-Google does not publish one price per GPU machine type: it bills each VM as
-the sum of its parts (vCPU SKU x cores + RAM SKU x GiB + GPU SKU x cards +
-bundled Local SSD), and so does this adapter. Sources, all through Google's
-own client libraries (REST transport):
-
-- `google-cloud-compute`: zones (zone -> region, status), machine types of the
-  GPU families (aggregated over zones, with their `accelerators` and bundled
-  Local SSD partitions), accelerator types (which GPUs a zone offers and how
-  many an N1 VM may attach);
-- `google-cloud-billing`: the Cloud Billing Catalog SKUs of the Compute Engine
-  service (`services/6F81-5844-456A`): vCPU, RAM, GPU, Local SSD,
-  persistent disk and network egress prices, per `serviceRegions`.
-
-`fetch_*` functions do I/O and return plain JSON-shaped dicts (the wire
-format, camelCase); `parse_*`/`build_*` are pure and take those dicts.
+Google bills each VM as the sum of its parts (vCPU SKU x cores + RAM SKU x GiB + GPU SKU x cards +
+bundled Local SSD), and so does this adapter, through Google's own clients (REST) and their pagers:
+- `google-cloud-compute`: machine types of the GPU families (aggregated over zones, with their
+  accelerators and bundled Local SSD) and accelerator types (which GPUs a zone offers, how many an
+  N1 VM may attach); zones, an enrichment: their status UP/DOWN fills only `available` and
+  `availability_level` (without it a zone's region is its name less the zone letter, Google's
+  naming, and the regions are those the aggregated lists name);
+- `google-cloud-billing`: the Catalog SKUs of Compute Engine (`services/6F81-5844-456A`): vCPU,
+  RAM, GPU, Local SSD, committed-use, disk and egress prices per `serviceRegions`, one listing.
+`fetch` does the I/O and hands on wire-format dicts (camelCase); `parse_*`/`build_*` are pure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import logging
 import math
 import os
 import re
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable
 
 from gpuledger.adapters.base import (
     USER_AGENT, MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret,
     scrubbed,
 )
-from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.adapters.retry import AttemptsSpent, retry_after_s
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option
 from gpuledger.warehouse.settings import env_name
-
-log = logging.getLogger("gpuledger.adapters.gcp")
 
 NAME = "gcp"
 COMPUTE_HOST = "compute.googleapis.com"
@@ -47,9 +41,10 @@ BILLING_HOST = "cloudbilling.googleapis.com"
 COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"  # the Billing Catalog id of Compute Engine
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REPLAY_PROJECT = "gpuledger-replay"  # the project id the bundled recording was made with
+ZONE_STATUS = "zone status"
 
-# Regions with GPU capacity a default live refresh covers; the `gcp_regions` setting
-# (a comma list, or "all") changes it. Under replay every recorded region is used.
+# Regions with GPU capacity a default live refresh covers; the `gcp_regions` setting (a comma list,
+# or "all") changes it. Under replay every recorded region is used.
 DEFAULT_REGIONS = (
     "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3",
     "us-west4", "northamerica-northeast1", "northamerica-northeast2", "southamerica-east1", "europe-west1",
@@ -58,19 +53,16 @@ DEFAULT_REGIONS = (
     "asia-southeast1", "asia-southeast2", "australia-southeast1", "me-west1",
 )
 
-# Server-side filter for machineTypes.aggregatedList (RE2, must match the whole
-# name): the GPU families, plus the N1 shapes used as hosts for attachable GPUs.
+# machineTypes.aggregatedList's filter (RE2, whole name): the GPU families and the N1 hosts of attachable GPUs.
 MACHINE_TYPE_FILTER = 'name eq "(a2|a3|a4|a4x|g2|g4)-.*|n1-standard-(8|16|32|64)"'
 PAGE_SIZE_COMPUTE = 200  # maxResults per Compute page (the API allows up to 500)
 PAGE_SIZE_BILLING = 5000  # the Catalog's maximum pageSize
-MAX_PAGES = 1000
 
 HOURS_PER_MONTH = 730  # Google's conversion of monthly (GiB-month) prices to hours
 LOCAL_SSD_PARTITION_GIB = 375  # one bundled Local SSD partition
 
-# Machine series -> the family token of its vCPU/RAM SKUs ("A3Plus Instance Core
-# running in ..." -> "a3plus"). A4/A4X have no vCPU/RAM SKUs: one "A4 Nvidia B200
-# (1 gpu slice)" SKU per GPU carries the GPU with its share of vCPUs and memory.
+# Machine series -> the family token of its vCPU/RAM SKUs ("A3Plus Instance Core running in ..." ->
+# "a3plus"). A4/A4X have none: one "A4 Nvidia B200 (1 gpu slice)" SKU per GPU bills its share of all.
 SERIES_SKU_FAMILY: dict[str, str] = {
     "a2-highgpu": "a2", "a2-megagpu": "a2", "a2-ultragpu": "a2",
     "a3-highgpu": "a3", "a3-edgegpu": "a3", "a3-megagpu": "a3plus", "a3-ultragpu": "a3ultra",
@@ -79,25 +71,20 @@ SERIES_SKU_FAMILY: dict[str, str] = {
 SLICE_SERIES = ("a4-highgpu", "a4x-highgpu")
 N1_SKU_FAMILY = "n1predefined"  # "N1 Predefined Instance Core running in ..."
 
-# GPUs an N1 VM can attach, and the host shape we price them on. Google lets a
-# user pick any N1 shape up to a per-GPU-count vCPU limit; we price one
-# sensible shape per GPU count: n1-standard with 8 vCPUs per GPU (n1-standard-8
-# for 1 GPU ... n1-standard-64 for 8), within every attachable GPU's vCPU limit
-# (the lowest, K80 x1, is 8 vCPUs). Only counts up to the zone's
-# `maximumCardsPerInstance` are offered. Virtual-workstation (-vws) variants add
-# a GRID license and are left out.
+# GPUs an N1 VM can attach. Any N1 shape up to a per-GPU-count vCPU limit may host them; we price one
+# per GPU count, n1-standard with 8 vCPUs per GPU (n1-standard-8 for 1 ... -64 for 8), within every
+# attachable GPU's limit (the lowest, K80 x1, is 8 vCPUs), up to the zone's `maximumCardsPerInstance`.
+# Virtual-workstation (-vws) variants add a GRID license and are left out.
 N1_ATTACHABLE_GPUS = ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4",
                       "nvidia-tesla-k80")
 N1_GPU_COUNTS = (1, 2, 4, 8)
 N1_VCPUS_PER_GPU = 8
 
-# Multi-node GPU networking of the 8-GPU A3/A4 shapes (Google's GPU network
-# bandwidth page); other shapes have only the VM's ordinary NIC.
+# Multi-node GPU networking of the 8-GPU A3/A4 shapes (Google's GPU network bandwidth page); other
+# shapes have only the VM's ordinary NIC.
 MULTINODE: dict[str, tuple[float, str]] = {
-    "a3-highgpu-8g": (1000.0, "GPUDirect-TCPX"),
-    "a3-megagpu-8g": (1800.0, "GPUDirect-TCPXO"),
-    "a3-ultragpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
-    "a4-highgpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
+    "a3-highgpu-8g": (1000.0, "GPUDirect-TCPX"), "a3-megagpu-8g": (1800.0, "GPUDirect-TCPXO"),
+    "a3-ultragpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"), "a4-highgpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
 }
 
 PROVIDER = ProviderSpec(
@@ -106,6 +93,7 @@ PROVIDER = ProviderSpec(
     secret_env_vars=("GOOGLE_API_KEY", env_name("gcp_api_key")),
     nightly_secrets=("GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT"),
     credentials_required=True,
+    enrichments=(Enrichment(name=ZONE_STATUS, columns=("available", "availability_level")),),
     facts=ProviderFacts(
         display_name="Google Cloud (Compute Engine)",
         kind="hyperscaler",
@@ -116,8 +104,7 @@ PROVIDER = ProviderSpec(
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped VM stops vCPU/GPU/memory billing; persistent disks and static "
                               "external IP addresses keep billing.",
-        access_ssh=True,
-        access_docker=True,
+        access_ssh=True, access_docker=True,
         access_jupyter=False,  # plain VMs; Jupyter is a separate product (Vertex AI Workbench)
         multinode_interconnect="A3 High 1000 Gbps GPUDirect-TCPX; A3 Mega 1800 Gbps GPUDirect-TCPXO; "
                                "A3 Ultra / A4 3200 Gbps GPUDirect RDMA",
@@ -133,9 +120,6 @@ PROVIDER = ProviderSpec(
         ],
     ),
 )
-
-
-_COUNT_LOCK = threading.Lock()  # the four listings run in threads and share ctx.requests_made
 
 
 class PriceError(ValueError):
@@ -155,17 +139,19 @@ class SkuPrice:
     conversion_rate: float | None
     tiers: tuple[tuple[float, float], ...]  # (startUsageAmount, amount per unit)
     effective_time: str | None
+    n_regions: int = 0  # how many regions the SKU prices: the fewer, the more specific
 
     def to_usd(self, amount: float) -> float:
         return to_usd(amount, self.currency, self.conversion_rate)
 
     @property
-    def list_amount(self) -> float:
+    def source_amount(self) -> float:
         """The list rate: the first non-zero tier (a first free tier is a free allowance)."""
-        for _, amount in self.tiers:
-            if amount > 0:
-                return amount
-        return self.tiers[0][1] if self.tiers else 0.0
+        return next((amount for _, amount in self.tiers if amount > 0), self.tiers[0][1] if self.tiers else 0.0)
+
+    @property
+    def usd(self) -> float:
+        return self.to_usd(self.source_amount)
 
 
 def money(unit_price: dict[str, Any]) -> float:
@@ -178,13 +164,10 @@ def money(unit_price: dict[str, Any]) -> float:
 
 
 def to_usd(amount: float, currency: str, rate: float | None) -> float:
-    """Convert a Catalog amount to USD, or refuse.
-
-    The Catalog documents `currencyConversionRate` as "from USD to the currency
-    specified in the request ... USD * currencyConversionRate = JPY", so a
-    non-USD amount divided by its rate is the USD list price. A non-USD amount
-    without a usable rate (absent, zero, or the default 1.0) is never read as USD.
-    """
+    """A Catalog amount in USD, or PriceError. The Catalog documents `currencyConversionRate` as "from
+    USD to the currency specified in the request ... USD * currencyConversionRate = JPY", so a non-USD
+    amount over its rate is the USD list price; without a usable rate (absent, 0, the default 1.0)
+    a non-USD amount is never read as USD."""
     if currency == "USD":
         return amount
     if not currency:
@@ -194,7 +177,8 @@ def to_usd(amount: float, currency: str, rate: float | None) -> float:
     raise PriceError(f"price in {currency} without a currency conversion rate; not read as USD")
 
 
-def sku_price(sku: dict[str, Any]) -> SkuPrice:
+def sku_price(sku: dict[str, Any], unit: str | None = None) -> SkuPrice:
+    """The SKU's first pricing expression (PriceError if unreadable or not in `unit`)."""
     infos = sku.get("pricingInfo") or []
     if not infos:
         raise PriceError("SKU has no pricingInfo")
@@ -209,11 +193,13 @@ def sku_price(sku: dict[str, Any]) -> SkuPrice:
     tiers = tuple(sorted((float(r.get("startUsageAmount") or 0), money(r.get("unitPrice") or {})) for r in rates))
     if any(amount < 0 for _, amount in tiers):
         raise PriceError("negative price")
+    if unit is not None and expr.get("usageUnit", "") != unit:
+        raise PriceError(f"unit {expr.get('usageUnit', '')!r}, expected {unit!r}")
     rate = info.get("currencyConversionRate")
     return SkuPrice(
         sku_id=sku.get("skuId", ""), description=sku.get("description", ""), unit=expr.get("usageUnit", ""),
         currency=currencies.pop(), conversion_rate=float(rate) if rate not in (None, "") else None, tiers=tiers,
-        effective_time=info.get("effectiveTime") or None,
+        effective_time=info.get("effectiveTime") or None, n_regions=len(sku_regions(sku)),
     )
 
 
@@ -222,35 +208,27 @@ def sku_regions(sku: dict[str, Any]) -> list[str]:
     return [r for r in regions if r]
 
 
+def _in_regions(sku: dict[str, Any], wanted: set[str]) -> list[str]:
+    return [r for r in sku_regions(sku) if r in wanted]
+
+
 # -- what a SKU is --------------------------------------------------------------------
 
 SPOT_MARKERS = ("spot preemptible", "preemptible")
-# GPU SKUs that are not a plain on-demand/spot GPU-hour: a vWS license bundle,
-# sole-tenant nodes, reservations and DWS/flex-start capacity. Out of scope.
+# SKUs that are not a plain on-demand/spot rate: a vWS license bundle, sole-tenant nodes,
+# reservations, DWS/flex-start capacity. Out of scope.
 GPU_OUT_OF_SCOPE_MARKERS = ("virtual workstation", "sole tenancy", "sole-tenancy", "reserved", "reservation",
                             "dws", "flex", "calendar")
 
-# SKU description -> accelerator type name, most specific first (the "A100
-# 80GB" SKU also contains "A100"; "GB200" contains "B200"; the A3 Mega GPU is
-# sold as "H100 80GB Mega" and "H100 80GB Plus").
-GPU_SKU_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), t) for p, t in (
-        (r"\bgb200\b", "nvidia-gb200"),
-        (r"\bb200\b", "nvidia-b200"),
-        (r"\bh200\b", "nvidia-h200-141gb"),
-        (r"\bh100\b.*\b(mega|plus)\b|\bh100 mega\b", "nvidia-h100-mega-80gb"),
-        (r"\bh100\b", "nvidia-h100-80gb"),
-        (r"\ba100\b.*\b80 ?gb\b", "nvidia-a100-80gb"),
-        (r"\ba100\b", "nvidia-tesla-a100"),
-        (r"\bl4\b", "nvidia-l4"),
-        (r"\bt4\b", "nvidia-tesla-t4"),
-        (r"\bv100\b", "nvidia-tesla-v100"),
-        (r"\bp100\b", "nvidia-tesla-p100"),
-        (r"\bp4\b", "nvidia-tesla-p4"),
-        (r"\bk80\b", "nvidia-tesla-k80"),
-        (r"\brtx (pro )?6000\b", "nvidia-rtx-pro-6000"),
-    )
-)
+# SKU description -> accelerator type name, most specific first (the "A100 80GB" SKU also contains
+# "A100"; "GB200" contains "B200"; the A3 Mega GPU is sold as "H100 80GB Mega" and "H100 80GB Plus").
+GPU_SKU_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), t) for p, t in (
+    (r"\bgb200\b", "nvidia-gb200"), (r"\bb200\b", "nvidia-b200"), (r"\bh200\b", "nvidia-h200-141gb"),
+    (r"\bh100\b.*\b(mega|plus)\b|\bh100 mega\b", "nvidia-h100-mega-80gb"), (r"\bh100\b", "nvidia-h100-80gb"),
+    (r"\ba100\b.*\b80 ?gb\b", "nvidia-a100-80gb"), (r"\ba100\b", "nvidia-tesla-a100"), (r"\bl4\b", "nvidia-l4"),
+    (r"\bt4\b", "nvidia-tesla-t4"), (r"\bv100\b", "nvidia-tesla-v100"), (r"\bp100\b", "nvidia-tesla-p100"),
+    (r"\bp4\b", "nvidia-tesla-p4"), (r"\bk80\b", "nvidia-tesla-k80"), (r"\brtx (pro )?6000\b", "nvidia-rtx-pro-6000"),
+))
 GPU_SLICE = re.compile(r"\(\s*1 gpu slice\s*\)")
 CORE_RAM = re.compile(r"^(?P<family>.+?) (?:instance )?(?P<part>core|ram) running in (?P<where>.+)$")
 LOCAL_SSD = re.compile(r"^ssd backed local storage(?: attached to spot preemptible vms)?(?: in .+)?$")
@@ -266,14 +244,10 @@ COMMITMENT_TERMS = {COMMITMENTS["Commit1Yr"]: 12, COMMITMENTS["Commit3Yr"]: 36}
 
 
 def purchase_option(usage_type: str, description: str) -> str | None:
-    """on_demand | spot | a committed-use option, or None for what is out of scope.
-
-    Commitment SKUs (usageType Commit1Yr/Commit3Yr, "Commitment v1: ...") are the
-    1- and 3-year committed-use prices (`COMMITMENTS`); a commitment of another usage type
-    is out of scope. The description's "Spot Preemptible" wins over the usage type:
-    Google tags some Spot GPU SKUs OnDemand (e.g. "Spot Preemptible A4 Nvidia
-    B200 (1 gpu slice) running in Americas").
-    """
+    """on_demand | spot | a committed-use option (`COMMITMENTS`: usageType Commit1Yr/Commit3Yr,
+    "Commitment v1: ..."), or None for what is out of scope. The description's "Spot Preemptible"
+    wins over the usage type: Google tags some Spot GPU SKUs OnDemand ("Spot Preemptible A4 Nvidia
+    B200 (1 gpu slice) running in Americas")."""
     desc = description.lower()
     if usage_type in COMMITMENTS and desc.startswith("commitment"):
         return COMMITMENTS[usage_type]
@@ -281,14 +255,11 @@ def purchase_option(usage_type: str, description: str) -> str | None:
         return None  # a commitment of a term or kind we do not price
     if any(m in desc for m in SPOT_MARKERS) or usage_type == "Preemptible":
         return "spot"
-    if usage_type == "OnDemand":
-        return "on_demand"
-    return None
+    return "on_demand" if usage_type == "OnDemand" else None
 
 
 def strip_spot(description: str) -> str:
-    d = description.lower().strip()
-    d = COMMITMENT_PREFIX.sub("", d)
+    d = COMMITMENT_PREFIX.sub("", description.lower().strip())
     d = re.sub(r"^(spot preemptible|preemptible) ", "", d)
     return d.replace(" attached to spot preemptible vms", "")
 
@@ -296,10 +267,7 @@ def strip_spot(description: str) -> str:
 def gpu_type_of(description: str) -> str | None:
     """GPU SKU description -> accelerator type name ("Nvidia Tesla A100 80GB GPU ..." -> nvidia-a100-80gb)."""
     d = strip_spot(description)
-    for pattern, accel in GPU_SKU_PATTERNS:
-        if pattern.search(d):
-            return accel
-    return None
+    return next((accel for pattern, accel in GPU_SKU_PATTERNS if pattern.search(d)), None)
 
 
 @dataclass(frozen=True)
@@ -318,88 +286,49 @@ class ComponentKey:
 EXPECTED_UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h", "gpu_slice": "h", "local_ssd": "GiBy.mo"}
 
 
-@dataclass(frozen=True)
-class Component:
-    """A usable compute price: USD per unit, with the source amount kept for audit."""
-
-    sku_id: str
-    description: str
-    unit: str
-    usd: float
-    currency: str
-    source_amount: float
-    conversion_rate: float | None
-    n_regions: int
-    effective_time: str | None
-
-
 @dataclass
 class SkuCatalog:
     """Compute prices by component, and why a component could not be used."""
 
-    prices: dict[ComponentKey, Component] = field(default_factory=dict)
+    prices: dict[ComponentKey, SkuPrice] = field(default_factory=dict)
     invalid: dict[ComponentKey, str] = field(default_factory=dict)
-    skipped: dict[str, int] = field(default_factory=dict)  # out-of-scope SKUs by reason
+    skipped: Counter[str] = field(default_factory=Counter)  # out-of-scope SKUs by reason
     # Every in-scope SKU's components, and those an offer asked for: a SKU none of whose
     # components prices an offer is counted in the notes by why (unused_counts).
     sku_keys: dict[str, list[ComponentKey]] = field(default_factory=dict)
     asked: set[ComponentKey] = field(default_factory=set)
 
-    def skip(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
-
-    def lookup(self, key: ComponentKey) -> Component | str:
+    def lookup(self, key: ComponentKey) -> SkuPrice | str:
         """The price, or the reason there is none."""
         self.asked.add(key)
-        if key in self.invalid:
-            return self.invalid[key]
-        if key in self.prices:
-            return self.prices[key]
-        return f"no {key.label()} SKU in {key.region}"
+        return self.invalid.get(key) or self.prices.get(key) or f"no {key.label()} SKU in {key.region}"
 
 
-def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] | None:
-    """(part, family-or-GPU-type) for a compute SKU we price, None if out of scope.
-
-    A GPU SKU whose description names no GPU we know goes to quarantine: a new
-    GPU must never silently fall out of the table.
-    """
+def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] | str | None:
+    """(part, family-or-GPU-type) for a compute SKU we price; else why a Compute SKU is left out,
+    for the notes; None for a Storage SKU other than Local SSD (build_storage's). A GPU SKU naming
+    no GPU we know is quarantined: a new GPU must never silently fall out of the table."""
     cat = sku.get("category") or {}
-    family, group = cat.get("resourceFamily", ""), cat.get("resourceGroup", "")
-    desc = sku.get("description", "")
+    family, desc = cat.get("resourceFamily", ""), sku.get("description", "")
     plain = strip_spot(desc)
-    if family == "Compute" and group == "GPU":
-        if any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS):
-            return None
-        accel = gpu_type_of(desc)
-        if accel is None:
+    excluded = any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS)  # sole tenancy, reserved, DWS...
+    if family == "Compute" and cat.get("resourceGroup", "") == "GPU":
+        if excluded:
+            return "GPU SKU not a plain on-demand/Spot GPU-hour (virtual workstation, sole tenancy, DWS...)"
+        if (accel := gpu_type_of(desc)) is None:
             batch.quarantine("gpu", sku.get("skuId", desc), f"unknown GPU in SKU description {desc!r}", sku)
-            return None
+            return "GPU SKU of an unknown GPU (quarantined)"
         return ("gpu_slice" if GPU_SLICE.search(plain) else "gpu", accel)
     if family == "Compute":
-        if any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS):
-            return None  # sole-tenant, reserved, DWS... vCPU/RAM: not the plain on-demand/spot rate
+        if excluded:
+            return "vCPU/RAM SKU not a plain on-demand/Spot rate (sole tenancy, DWS...)"
         m = CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None)
         if m:
             return ("ram" if m.group("part") == "ram" else "core", re.sub(r"[\s-]+", "", m.group("family")))
-        return None
+        return "compute SKU that is no vCPU/RAM/GPU part (TPU, license, ...)"
     if family == "Storage" and (LOCAL_SSD.match(plain) or COMMIT_LOCAL_SSD.match(plain)):
         return ("local_ssd", "")
     return None
-
-
-def _out_of_scope_reason(sku: dict[str, Any]) -> str:
-    """Why classify_compute_sku() left a Compute/Storage SKU out, for the notes."""
-    cat = sku.get("category") or {}
-    plain = strip_spot(sku.get("description", ""))
-    if cat.get("resourceGroup") == "GPU" and cat.get("resourceFamily") == "Compute":
-        if any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS):
-            return "GPU SKU not a plain on-demand/Spot GPU-hour (virtual workstation, sole tenancy, DWS...)"
-        return "GPU SKU of an unknown GPU (quarantined)"
-    if cat.get("resourceFamily") == "Compute":
-        if any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS):
-            return "vCPU/RAM SKU not a plain on-demand/Spot rate (sole tenancy, DWS...)"
-    return "compute SKU that is no vCPU/RAM/GPU part (TPU, license, ...)"
 
 
 def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> SkuCatalog:
@@ -413,35 +342,43 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
         purchase = purchase_option(cat.get("usageType", ""), sku.get("description", ""))
         if purchase is None:
             if cat.get("usageType", "").startswith("Commit"):
-                catalog.skip("committed-use SKU of a term or kind not priced")
+                catalog.skipped["committed-use SKU of a term or kind not priced"] += 1
             continue
         kind = classify_compute_sku(batch, sku)
-        if kind is None:
-            if cat.get("resourceFamily") == "Compute":  # other Storage SKUs are build_storage()'s
-                catalog.skip(_out_of_scope_reason(sku))
+        if not isinstance(kind, tuple):
+            if kind is not None:
+                catalog.skipped[kind] += 1
             continue
         part, what = kind
-        in_scope = [r for r in sku_regions(sku) if r in wanted]
-        if not in_scope:
-            catalog.skip("compute SKU for no selected region")
+        if not (in_scope := _in_regions(sku, wanted)):
+            catalog.skipped["compute SKU for no selected region"] += 1
             continue
-        component, problem = _component(sku, part)
-        catalog.sku_keys[str(sku.get("skuId") or sku.get("name") or id(sku))] = \
-            [ComponentKey(region, part, what, purchase) for region in in_scope]
-        for region in in_scope:
-            key = ComponentKey(region, part, what, purchase)
-            if problem is not None:
-                catalog.invalid.setdefault(key, f"SKU {sku.get('skuId')} ({sku.get('description')}): {problem}")
-                continue
-            assert component is not None
-            _store(catalog, key, component)
+        keys = [ComponentKey(region, part, what, purchase) for region in in_scope]
+        catalog.sku_keys[str(sku.get("skuId") or sku.get("name") or id(sku))] = keys
+        try:
+            price = sku_price(sku, EXPECTED_UNIT[part])
+            if price.source_amount <= 0:
+                raise PriceError(f"price {price.source_amount:g} {price.currency} is not positive")
+            price.usd  # a non-USD price without a usable rate fails here
+        except (PriceError, ValueError, TypeError) as err:
+            for key in keys:
+                catalog.invalid.setdefault(key, f"SKU {sku.get('skuId')} ({sku.get('description')}): {err}")
+            continue
+        for key in keys:
+            old = catalog.prices.get(key)
+            # Two SKUs for one component: the one for fewer regions is the more specific price.
+            if old is None or price.n_regions < old.n_regions:
+                catalog.prices[key] = price
+            elif price.n_regions == old.n_regions and not math.isclose(price.usd, old.usd, rel_tol=1e-9):
+                catalog.invalid[key] = (f"conflicting SKUs {old.sku_id} ({old.usd:g} USD) and {price.sku_id} "
+                                        f"({price.usd:g} USD) for {key.label()} in {key.region}")
     return catalog
 
 
-def unused_counts(catalog: SkuCatalog) -> dict[str, int]:
+def unused_counts(catalog: SkuCatalog) -> Counter[str]:
     """The in-scope SKUs that price no offer, by why (after build_offers asked for its parts)."""
     asked_what = {(k.part, k.what) for k in catalog.asked}
-    counts: dict[str, int] = {}
+    counts: Counter[str] = Counter()
     for sku_id, keys in catalog.sku_keys.items():
         priced = [k for k in keys if k in catalog.asked]
         if any(k in catalog.invalid or catalog.prices[k].sku_id == sku_id for k in priced):
@@ -457,36 +394,8 @@ def unused_counts(catalog: SkuCatalog) -> dict[str, int]:
             reason = "Local SSD SKU for a region or purchase option no GPU machine type has"
         else:
             reason = "GPU SKU for a GPU type, region or purchase option no machine type has"
-        counts[reason] = counts.get(reason, 0) + 1
+        counts[reason] += 1
     return counts
-
-
-def _component(sku: dict[str, Any], part: str) -> tuple[Component | None, str | None]:
-    try:
-        price = sku_price(sku)
-        if price.unit != EXPECTED_UNIT[part]:
-            raise PriceError(f"unit {price.unit!r}, expected {EXPECTED_UNIT[part]!r}")
-        amount = price.list_amount
-        if amount <= 0:
-            raise PriceError(f"price {amount:g} {price.currency} is not positive")
-        usd = price.to_usd(amount)
-    except (PriceError, ValueError, TypeError) as err:
-        return None, str(err)
-    return Component(
-        sku_id=price.sku_id, description=price.description, unit=price.unit, usd=usd, currency=price.currency,
-        source_amount=amount, conversion_rate=price.conversion_rate, n_regions=len(sku_regions(sku)),
-        effective_time=price.effective_time,
-    ), None
-
-
-def _store(catalog: SkuCatalog, key: ComponentKey, new: Component) -> None:
-    """Two SKUs for one component: the one for fewer regions is the more specific price."""
-    old = catalog.prices.get(key)
-    if old is None or new.n_regions < old.n_regions:
-        catalog.prices[key] = new
-    elif new.n_regions == old.n_regions and not math.isclose(new.usd, old.usd, rel_tol=1e-9):
-        catalog.invalid[key] = (f"conflicting SKUs {old.sku_id} ({old.usd:g} USD) and {new.sku_id} "
-                                f"({new.usd:g} USD) for {key.label()} in {key.region}")
 
 
 # -- compute facts --------------------------------------------------------------------
@@ -521,6 +430,10 @@ def _last_segment(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
 
 
+def _scope_zone(scope: str) -> str:
+    return scope.split("/", 1)[1] if scope.startswith("zones/") else scope
+
+
 @drift_guard("gcp: zones.list")
 def parse_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
     out = {}
@@ -530,10 +443,6 @@ def parse_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
                 raise SchemaDriftError(f"gcp: zones.list item lacks name/region: {str(z)[:200]}")
             out[z["name"]] = ZoneInfo(z["name"], _last_segment(z["region"]), z.get("status", ""))
     return out
-
-
-def _scope_zone(scope: str) -> str:
-    return scope.split("/", 1)[1] if scope.startswith("zones/") else scope
 
 
 @drift_guard("gcp: machineTypes.aggregatedList")
@@ -552,15 +461,12 @@ def parse_machine_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
 
 
 def machine_shape(mt: dict[str, Any], zone: str = "") -> MachineShape:
-    accels = tuple(
-        (a["guestAcceleratorType"], int(a["guestAcceleratorCount"]))
-        for a in mt.get("accelerators") or [] if int(a.get("guestAcceleratorCount") or 0) > 0
-    )
-    bundled = mt.get("bundledLocalSsds") or {}
+    accels = tuple((a["guestAcceleratorType"], int(a["guestAcceleratorCount"]))
+                   for a in mt.get("accelerators") or [] if int(a.get("guestAcceleratorCount") or 0) > 0)
     return MachineShape(
         zone=_last_segment(mt.get("zone") or zone) or zone, name=mt["name"], vcpus=int(mt["guestCpus"]),
         memory_gib=int(mt["memoryMb"]) / 1024, accelerators=accels,
-        local_ssd_partitions=int(bundled.get("partitionCount") or 0),
+        local_ssd_partitions=int((mt.get("bundledLocalSsds") or {}).get("partitionCount") or 0),
         deprecated=(mt.get("deprecated") or {}).get("state", "") or "", description=mt.get("description", ""),
     )
 
@@ -572,14 +478,10 @@ def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[s
     for page in pages:
         for scope, scoped in (page.get("items") or {}).items():
             for a in scoped.get("acceleratorTypes") or []:
-                info = accelerator_info(a)
                 zone = _last_segment(a.get("zone") or "") or _scope_zone(scope)
-                out.setdefault(zone, {})[info.name] = info
+                out.setdefault(zone, {})[a["name"]] = AcceleratorInfo(
+                    a["name"], a.get("description", ""), int(a.get("maximumCardsPerInstance") or 0))
     return out
-
-
-def accelerator_info(a: dict[str, Any]) -> AcceleratorInfo:
-    return AcceleratorInfo(a["name"], a.get("description", ""), int(a.get("maximumCardsPerInstance") or 0))
 
 
 def series_of(machine_type: str) -> str:
@@ -587,14 +489,12 @@ def series_of(machine_type: str) -> str:
     return "-".join(machine_type.split("-")[:2])
 
 
+def region_of(zone: str, zones: dict[str, ZoneInfo]) -> str:
+    """The zone's region as zones.list says, else by Google's naming (us-central1-a -> us-central1)."""
+    return zones[zone].region if zone in zones else zone.rsplit("-", 1)[0]
+
+
 # -- composing offers -------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Part:
-    name: str  # vcpu | ram | gpu | gpu_slice | local_ssd
-    key: ComponentKey
-    quantity: float
-
 
 @dataclass(frozen=True)
 class OfferPlan:
@@ -611,19 +511,23 @@ class OfferPlan:
     sku_family: str | None  # None: billed per GPU slice
     extra: tuple[tuple[str, Any], ...] = ()
 
-    def parts(self, purchase: str) -> list[Part]:
+    def parts(self, purchase: str) -> list[tuple[str, ComponentKey, float]]:
+        """(part name, component, quantity) of each SKU the configuration is billed by."""
         r = self.region
         if self.sku_family is None:
-            parts = [Part("gpu_slice", ComponentKey(r, "gpu_slice", self.gpu_type, purchase), self.gpu_count)]
+            parts: list[tuple[str, ComponentKey, float]] = [
+                ("gpu_slice", ComponentKey(r, "gpu_slice", self.gpu_type, purchase), self.gpu_count)]
         else:
-            parts = [Part("vcpu", ComponentKey(r, "core", self.sku_family, purchase), self.vcpus),
-                     Part("ram", ComponentKey(r, "ram", self.sku_family, purchase), self.ram_gib),
-                     Part("gpu", ComponentKey(r, "gpu", self.gpu_type, purchase), self.gpu_count)]
-        if self.local_ssd_gib:
-            # GiB-month SKU -> per hour: GiB x price / 730.
-            parts.append(Part("local_ssd", ComponentKey(r, "local_ssd", "", purchase),
-                              self.local_ssd_gib / HOURS_PER_MONTH))
+            parts = [("vcpu", ComponentKey(r, "core", self.sku_family, purchase), self.vcpus),
+                     ("ram", ComponentKey(r, "ram", self.sku_family, purchase), self.ram_gib),
+                     ("gpu", ComponentKey(r, "gpu", self.gpu_type, purchase), self.gpu_count)]
+        if self.local_ssd_gib:  # a GiB-month SKU, per hour: GiB / 730 h
+            parts.append(("local_ssd", ComponentKey(r, "local_ssd", "", purchase),
+                          self.local_ssd_gib / HOURS_PER_MONTH))
         return parts
+
+    def raw(self) -> dict[str, Any]:
+        return {**{k: v for k, v in self.__dict__.items() if k != "extra"}, **dict(self.extra)}
 
 
 @dataclass(frozen=True)
@@ -637,119 +541,88 @@ class Composed:
 
 def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | str:
     """Sum the plan's parts at one purchase option, or say which part is missing or unusable."""
-    problems, rows = [], []
-    for part in plan.parts(purchase):
-        found = catalog.lookup(part.key)
-        if isinstance(found, str):
-            problems.append(f"{part.name}: {found}")
-            continue
-        rows.append((part, found))
+    found = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
+    problems = [f"{name}: {c}" for name, _, c in found if isinstance(c, str)]
     if problems:
         return "; ".join(problems)
-    currencies = {c.currency for _, c in rows}
+    rows = [(name, qty, c) for name, qty, c in found if isinstance(c, SkuPrice)]
+    currencies = {c.currency for _, _, c in rows}
     if len(currencies) > 1:
         return f"components priced in several currencies {sorted(currencies)}"
     components = []
-    for part, c in rows:
-        item = {"part": part.name, "sku": c.sku_id, "description": c.description, "unit": c.unit,
-                "unit_price_usd": round(c.usd, 12), "quantity": round(part.quantity, 9),
-                "usd_per_hour": round(c.usd * part.quantity, 12)}
+    for name, qty, c in rows:
+        item = {"part": name, "sku": c.sku_id, "description": c.description, "unit": c.unit,
+                "unit_price_usd": round(c.usd, 12), "quantity": round(qty, 9), "usd_per_hour": round(c.usd * qty, 12)}
         if c.currency != "USD":
             item.update(source_currency=c.currency, source_unit_price=c.source_amount,
                         currency_conversion_rate=c.conversion_rate)
         components.append(item)
-    usd = round(sum(c.usd * p.quantity for p, c in rows), 10)
-    source = round(sum(c.source_amount * p.quantity for p, c in rows), 10)
-    stamps = [c.effective_time for _, c in rows if c.effective_time]
+    usd = round(sum(c.usd * qty for _, qty, c in rows), 10)
+    stamps = [c.effective_time for _, _, c in rows if c.effective_time]
     currency = currencies.pop()
-    return Composed(usd, currency, usd if currency == "USD" else source, components,
-                    max(stamps) if stamps else None)
-
-
-@dataclass
-class Skips:
-    """Machine types and N1 pairings left out on purpose, counted by reason for the notes."""
-
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, why: str, n: int = 1) -> None:
-        self.counts[why] = self.counts.get(why, 0) + n
-
-    def notes(self) -> list[str]:
-        return [f"{n} {why}" for why, n in sorted(self.counts.items())]
+    source = usd if currency == "USD" else round(sum(c.source_amount * qty for _, qty, c in rows), 10)
+    return Composed(usd, currency, source, components, max(stamps) if stamps else None)
 
 
 def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], regions: Iterable[str],
-                batch: Batch, skips: Skips | None = None) -> list[OfferPlan]:
+                batch: Batch, skips: Counter[str] | None = None) -> list[OfferPlan]:
     """Every (zone, machine type) of a GPU family, and every N1 host + attachable GPU count.
     What is left out is counted in `skips` (and so in the notes), never dropped silently."""
     wanted = set(regions)
-    skips = skips if skips is not None else Skips()
+    skips = skips if skips is not None else Counter()
     plans: list[OfferPlan] = []
     for zone in sorted(set(shapes) | set(accelerators)):
-        region = zones[zone].region if zone in zones else zone.rsplit("-", 1)[0]
+        region = region_of(zone, zones)
+        zone_shapes, zone_accels = shapes.get(zone, {}), accelerators.get(zone, {})
         if region not in wanted:
-            skips.add("zone machine types outside the selected regions", len(shapes.get(zone, {})))
+            skips["zone machine types outside the selected regions"] += len(zone_shapes)
             continue
-        zone_shapes = shapes.get(zone, {})
-        zone_accels = accelerators.get(zone, {})
-        for name in sorted(zone_shapes):
-            shape = zone_shapes[name]
+        for name, shape in sorted(zone_shapes.items()):
             series = series_of(name)
             if series not in SERIES_SKU_FAMILY and series not in SLICE_SERIES:
                 if shape.accelerators:  # a GPU series we do not know how Google bills
                     batch.quarantine("offer", f"{zone}/{name}", f"unknown GPU machine series {series!r}: "
                                      "no rule for which SKUs bill it", shape.__dict__)
                 elif name.startswith("n1-"):
-                    skips.add("CPU-only N1 host machine types (priced only with attached GPUs)")
+                    skips["CPU-only N1 host machine types (priced only with attached GPUs)"] += 1
                 else:
-                    skips.add("CPU-only machine types outside the GPU families")
-                continue
-            if shape.deprecated in ("OBSOLETE", "DELETED"):
-                skips.add(f"{shape.deprecated.lower()} GPU machine types (described, not sold)")
-                continue
-            if len(shape.accelerators) != 1:
+                    skips["CPU-only machine types outside the GPU families"] += 1
+            elif shape.deprecated in ("OBSOLETE", "DELETED"):
+                skips[f"{shape.deprecated.lower()} GPU machine types (described, not sold)"] += 1
+            elif len(shape.accelerators) != 1:
                 batch.quarantine("offer", f"{zone}/{name}",
                                  f"GPU machine type with {len(shape.accelerators)} accelerator entries", shape.__dict__)
-                continue
-            accel, count = shape.accelerators[0]
-            info = zone_accels.get(accel)
-            plans.append(OfferPlan(
-                region=region, zone=zone, instance_type=name, gpu_type=accel, gpu_count=count, vcpus=shape.vcpus,
-                ram_gib=shape.memory_gib, local_ssd_gib=shape.local_ssd_partitions * LOCAL_SSD_PARTITION_GIB,
-                sku_family=SERIES_SKU_FAMILY.get(series),
-                extra=(("machine_description", shape.description),
-                       ("accelerator_description", info.description if info else None),
-                       ("deprecated", shape.deprecated or None)),
-            ))
-        for accel in sorted(zone_accels):
+            else:
+                accel, count = shape.accelerators[0]
+                info = zone_accels.get(accel)
+                plans.append(OfferPlan(
+                    region, zone, name, accel, count, shape.vcpus, shape.memory_gib,
+                    shape.local_ssd_partitions * LOCAL_SSD_PARTITION_GIB, SERIES_SKU_FAMILY.get(series),
+                    (("machine_description", shape.description),
+                     ("accelerator_description", info.description if info else None),
+                     ("deprecated", shape.deprecated or None))))
+        for accel, info in sorted(zone_accels.items()):
             if accel not in N1_ATTACHABLE_GPUS:
                 if accel.endswith("-vws"):
-                    skips.add("N1 pairings not priced: virtual-workstation GPU types (a GRID license on top)")
+                    skips["N1 pairings not priced: virtual-workstation GPU types (a GRID license on top)"] += 1
                 elif not any(a == accel for s in zone_shapes.values() for a, _ in s.accelerators):
-                    skips.add("N1 pairings not priced: accelerator types no N1 host takes")
+                    skips["N1 pairings not priced: accelerator types no N1 host takes"] += 1
                 continue
-            info = zone_accels[accel]
             for count in N1_GPU_COUNTS:
-                if count > info.max_cards:
-                    skips.add("N1 pairings not priced: GPU count above the zone's maximumCardsPerInstance")
-                    continue
                 host_name = f"n1-standard-{N1_VCPUS_PER_GPU * count}"
-                host = zone_shapes.get(host_name)
-                if host is None:
-                    skips.add(f"N1 pairings not priced: host n1-standard-{N1_VCPUS_PER_GPU * count} "
-                              "not listed in the zone")
-                    continue
-                plans.append(OfferPlan(
-                    region=region, zone=zone, instance_type=f"{host_name}+{count}x{accel}", gpu_type=accel,
-                    gpu_count=count, vcpus=host.vcpus, ram_gib=host.memory_gib, local_ssd_gib=0,
-                    sku_family=N1_SKU_FAMILY,
-                    extra=(("host_machine_type", host_name),
-                           ("host_rule", f"n1-standard with {N1_VCPUS_PER_GPU} vCPUs per attached GPU"),
-                           ("accelerator_description", info.description),
-                           ("maximum_cards_per_instance", info.max_cards)),
-                ))
+                if count > info.max_cards:
+                    skips["N1 pairings not priced: GPU count above the zone's maximumCardsPerInstance"] += 1
+                elif (host := zone_shapes.get(host_name)) is None:
+                    skips[f"N1 pairings not priced: host {host_name} not listed in the zone"] += 1
+                else:
+                    plans.append(OfferPlan(
+                        region, zone, f"{host_name}+{count}x{accel}", accel, count, host.vcpus, host.memory_gib, 0,
+                        N1_SKU_FAMILY,
+                        (("host_machine_type", host_name),
+                         ("host_rule", f"n1-standard with {N1_VCPUS_PER_GPU} vCPUs per attached GPU"),
+                         ("accelerator_description", info.description),
+                         ("maximum_cards_per_instance", info.max_cards))))
     return plans
 
 
@@ -760,17 +633,15 @@ def _interconnect(plan: OfferPlan) -> str | None:
         return "NVLink (NVL72 domain)"
     if plan.sku_family in ("a2", "a3", "a3plus", "a3ultra") or plan.sku_family is None:
         return "NVSwitch"
-    if plan.gpu_type == "nvidia-tesla-v100":
-        return "NVLink"
-    return "PCIe"
+    return "NVLink" if plan.gpu_type == "nvidia-tesla-v100" else "PCIe"
 
 
 def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                  zones: dict[str, ZoneInfo]) -> None:
-    """Turn plans into on-demand and spot offers; quarantine what cannot be priced."""
+    """Turn plans into on-demand, Spot and committed-use offers; quarantine what cannot be priced."""
     gpu_cache: dict[str, tuple[GPUModel, bool] | str] = {}
-    spot_missing = commit_missing = 0
-    unpriced: dict[str, int] = {}  # described by Compute Engine, not priceable from the Catalog
+    missing: Counter[str] = Counter()  # Spot or committed-use GPU SKUs a plan's region has none of
+    unpriced: Counter[str] = Counter()  # described by Compute Engine, not priceable from the Catalog
     for plan in plans:
         ref = f"{plan.zone}/{plan.instance_type}"
         if plan.gpu_type not in gpu_cache:
@@ -780,74 +651,55 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                 gpu_cache[plan.gpu_type] = str(err)
         known = gpu_cache[plan.gpu_type]
         if isinstance(known, str):
-            batch.quarantine("offer", ref, f"gpu: {known}", _plan_raw(plan))
+            batch.quarantine("offer", ref, f"gpu: {known}", plan.raw())
             continue
-        model, exact = known
         on_demand_usd: float | None = None
         for purchase in ("on_demand", "spot", *COMMITMENT_TERMS):
-            gpu_key = next(p.key for p in plan.parts(purchase) if p.name in ("gpu", "gpu_slice"))
+            gpu_key = next(key for name, key, _ in plan.parts(purchase) if name in ("gpu", "gpu_slice"))
             if purchase != "on_demand" and gpu_key not in catalog.prices and gpu_key not in catalog.invalid:
-                # no Spot or committed-use SKU for this GPU here: not sold that way, not an error
-                if purchase == "spot":
-                    spot_missing += 1
-                else:
-                    commit_missing += 1
+                missing[purchase if purchase == "spot" else "committed use"] += 1  # not sold that way: no error
                 continue
             composed = compose(plan, purchase, catalog)
             if isinstance(composed, str):
-                batch.quarantine("offer", f"{ref}/{purchase}", f"price: {composed}", _plan_raw(plan))
-                unpriced[purchase] = unpriced.get(purchase, 0) + 1
-                continue
-            added = _add_offer(batch, plan, purchase, composed, model, exact, zones, on_demand_usd)
-            if purchase == "on_demand" and added:
+                batch.quarantine("offer", f"{ref}/{purchase}", f"price: {composed}", plan.raw())
+                unpriced[purchase] += 1
+            elif _add_offer(batch, plan, purchase, composed, known, zones.get(plan.zone), on_demand_usd) \
+                    and purchase == "on_demand":
                 on_demand_usd = composed.usd_per_hour
-    if spot_missing:
-        batch.notes.append(f"{spot_missing} zone/machine-type pairs have no Spot GPU SKU in their region")
-    if commit_missing:
-        batch.notes.append(f"{commit_missing} zone/machine-type/term triples have no committed-use GPU SKU "
-                           "in their region")
+    if missing["spot"]:
+        batch.notes.append(f"{missing['spot']} zone/machine-type pairs have no Spot GPU SKU in their region")
+    if missing["committed use"]:
+        batch.notes.append(f"{missing['committed use']} zone/machine-type/term triples have no committed-use GPU "
+                           "SKU in their region")
     for purchase, n in sorted(unpriced.items()):
         batch.notes.append(f"{n} {purchase} zone/machine types described by Compute Engine but not priced "
                            "by the Catalog (quarantined with the missing part)")
 
 
-def _plan_raw(plan: OfferPlan) -> dict[str, Any]:
-    raw = {k: v for k, v in plan.__dict__.items() if k != "extra"}
-    raw.update(dict(plan.extra))
-    return raw
-
-
-def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, model: GPUModel, exact: bool,
-               zones: dict[str, ZoneInfo], on_demand_usd: float | None) -> bool:
-    zone = zones.get(plan.zone)
+def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: tuple[GPUModel, bool],
+               zone: ZoneInfo | None, on_demand_usd: float | None) -> bool:
     network, fabric = MULTINODE.get(plan.instance_type, (None, None))
     data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": c.components,
-                            "billing": "sum of the components' Catalog SKU prices"}
-    data.update({k: v for k, v in plan.extra if v is not None})
+                            "billing": "sum of the components' Catalog SKU prices",
+                            **{k: v for k, v in plan.extra if v is not None}}
     if c.currency != "USD":
         data["source_currency"] = c.currency
-    saving = None
-    if purchase == "spot" and on_demand_usd:
-        saving = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1)
+    saving = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1) if on_demand_usd else None
     months = COMMITMENT_TERMS.get(purchase)
     if months is not None:
         data["billing"] += "; committed-use SKUs are billed every month of the term, used or not"
-        if on_demand_usd:
-            data["saving_vs_on_demand_pct"] = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1)
+        if saving is not None:
+            data["saving_vs_on_demand_pct"] = saving
     return batch.offer(
-        f"{plan.zone}/{plan.instance_type}/{purchase}", _plan_raw(plan), region=plan.region, zone=plan.zone,
-        instance_type=plan.instance_type, purchase_option=purchase, gpu_model=model.gpu_model,
-        gpu_variant_exact=exact, gpu_name_reported=plan.gpu_type, gpu_vendor=model.vendor,
-        gpu_count=plan.gpu_count, gpu_memory_gb=model.memory_gb, gpu_memory_gb_nominal=model.memory_gb,
-        total_gpu_memory_gb=model.memory_gb * plan.gpu_count, vcpus=plan.vcpus, ram_gb=plan.ram_gib,
-        local_disk_gb=plan.local_ssd_gib or None, interconnect=_interconnect(plan), network_gbps=network,
-        multinode_fabric=fabric, price_per_hour=c.usd_per_hour, source_currency=c.currency,
-        source_price_per_hour=c.source_per_hour, price_observed_at=c.effective_time,
-        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-        available=(zone.status == "UP") if zone else None, available_count=None,
+        f"{plan.zone}/{plan.instance_type}/{purchase}", plan.raw(), gpu_model=gpu[0].gpu_model,
+        gpu_variant_exact=gpu[1], gpu_name_reported=plan.gpu_type, gpu_count=plan.gpu_count,
+        gpu_memory_gb=gpu[0].memory_gb, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
+        purchase_option=purchase, vcpus=plan.vcpus, ram_gb=plan.ram_gib, local_disk_gb=plan.local_ssd_gib or None,
+        interconnect=_interconnect(plan), network_gbps=network, multinode_fabric=fabric,
+        price_per_hour=c.usd_per_hour, source_currency=c.currency, source_price_per_hour=c.source_per_hour,
+        price_observed_at=c.effective_time, available=(zone.status == "UP") if zone else None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
-        interruption_risk=None, spot_savings_pct=saving,
+        spot_savings_pct=saving if purchase == "spot" else None,
         term_months=months, payment_option="no_upfront" if months else None,
         provider_data=json.dumps(data, sort_keys=True),
     )
@@ -855,75 +707,62 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, model:
 
 # -- persistent disks -------------------------------------------------------------
 
-# Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and
-# throughput SKUs, snapshots, images, storage pools and Confidential-mode
-# surcharges are other dimensions and are out of scope.
-STORAGE_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), c) for p, c in (
-        (r"^storage pd capacity\b", "pd-standard"),
-        (r"^regional storage pd capacity\b", "pd-standard-regional"),
-        (r"^balanced pd capacity\b", "pd-balanced"),
-        (r"^regional balanced pd capacity\b", "pd-balanced-regional"),
-        (r"^ssd backed pd capacity\b", "pd-ssd"),
-        (r"^regional ssd backed pd capacity\b", "pd-ssd-regional"),
-        (r"^extreme pd capacity\b", "pd-extreme"),
-        (r"^hyperdisk balanced capacity\b", "hyperdisk-balanced"),
-        (r"^hyperdisk balanced high availability capacity\b", "hyperdisk-balanced-ha"),
-        (r"^hyperdisk extreme capacity\b", "hyperdisk-extreme"),
-        (r"^hyperdisk throughput capacity\b", "hyperdisk-throughput"),
-        (r"^hyperdisk ml capacity\b", "hyperdisk-ml"),
-        (r"^ssd backed local storage(?: in .+)?$", "local-ssd"),
-    )
-)
+# Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and throughput SKUs,
+# snapshots, images, storage pools and Confidential-mode surcharges are other dimensions.
+STORAGE_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), c) for p, c in (
+    (r"^storage pd capacity\b", "pd-standard"), (r"^regional storage pd capacity\b", "pd-standard-regional"),
+    (r"^balanced pd capacity\b", "pd-balanced"), (r"^regional balanced pd capacity\b", "pd-balanced-regional"),
+    (r"^ssd backed pd capacity\b", "pd-ssd"), (r"^regional ssd backed pd capacity\b", "pd-ssd-regional"),
+    (r"^extreme pd capacity\b", "pd-extreme"), (r"^hyperdisk balanced capacity\b", "hyperdisk-balanced"),
+    (r"^hyperdisk balanced high availability capacity\b", "hyperdisk-balanced-ha"),
+    (r"^hyperdisk extreme capacity\b", "hyperdisk-extreme"), (r"^hyperdisk ml capacity\b", "hyperdisk-ml"),
+    (r"^hyperdisk throughput capacity\b", "hyperdisk-throughput"),
+    (r"^ssd backed local storage(?: in .+)?$", "local-ssd"),
+))
 
 
 def storage_class_of(description: str) -> str | None:
     d = description.lower().strip()
     if "confidential" in d:
         return None
-    for pattern, cls in STORAGE_CLASSES:
-        if pattern.search(d):
-            return cls
-    return None
+    return next((cls for pattern, cls in STORAGE_CLASSES if pattern.search(d)), None)
+
+
+def _on_demand_skus(skus: Iterable[dict[str, Any]], family: str) -> Iterable[dict[str, Any]]:
+    for sku in skus:
+        cat = sku.get("category") or {}
+        if cat.get("resourceFamily") == family and cat.get("usageType") == "OnDemand":
+            yield sku
 
 
 def build_storage(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> None:
     """One USD per GiB-month row per (region, disk type): the most specific SKU's list rate."""
     wanted = set(regions)
-    best: dict[tuple[str, str], tuple[int, dict[str, Any], SkuPrice]] = {}
-    for sku in skus:
-        cat = sku.get("category") or {}
-        if cat.get("resourceFamily") != "Storage" or cat.get("usageType") != "OnDemand":
-            continue
+    best: dict[tuple[str, str], tuple[dict[str, Any], SkuPrice]] = {}
+    for sku in _on_demand_skus(skus, "Storage"):
         cls = storage_class_of(sku.get("description", ""))
-        if cls is None:
-            continue
-        in_scope = [r for r in sku_regions(sku) if r in wanted]
-        if not in_scope:
+        if cls is None or not (in_scope := _in_regions(sku, wanted)):
             continue
         try:
-            price = sku_price(sku)
-            if price.unit != "GiBy.mo":
-                raise PriceError(f"unit {price.unit!r}, expected 'GiBy.mo'")
+            price = sku_price(sku, "GiBy.mo")
         except (PriceError, ValueError, TypeError) as err:
             batch.quarantine("storage", sku.get("skuId", ""), f"price: {err}", sku)
             continue
-        n = len(sku_regions(sku))
         for region in in_scope:
             old = best.get((region, cls))
-            if old is None or n < old[0]:
-                best[(region, cls)] = (n, sku, price)
-    for (region, cls), (_, sku, price) in sorted(best.items()):
-        amount = price.list_amount
+            if old is None or price.n_regions < old[1].n_regions:
+                best[(region, cls)] = (sku, price)
+    for (region, cls), (sku, price) in sorted(best.items()):
+        ref = f"{region}/{cls}/{price.sku_id}"
         try:
-            usd = price.to_usd(amount)
+            usd = price.usd
         except PriceError as err:
-            batch.quarantine("storage", f"{region}/{cls}/{price.sku_id}", f"price: {err}", sku)
+            batch.quarantine("storage", ref, f"price: {err}", sku)
             continue
-        free = [s for s, a in price.tiers if a == 0 and s == 0 and len(price.tiers) > 1]
+        free = len(price.tiers) > 1 and price.tiers[0] == (0, 0)
         note = f"; first {price.tiers[1][0]:g} GiB-month free" if free else ""
-        batch.add("storage", f"{region}/{cls}/{price.sku_id}", sku, region=region, storage_class=cls,
-                  usd_per_gb_month=usd, source_currency=price.currency, source_usd_per_gb_month=amount,
+        batch.add("storage", ref, sku, region=region, storage_class=cls, usd_per_gb_month=usd,
+                  source_currency=price.currency, source_usd_per_gb_month=price.source_amount,
                   description=f"{price.description} (SKU {price.sku_id}; USD per GiB-month{note})")
 
 
@@ -938,106 +777,76 @@ EGRESS_GROUPS = {
 
 
 def _rate_at(price: SkuPrice, usage: float) -> float:
-    rate = price.tiers[0][1]
-    for start, amount in price.tiers:
-        if start <= usage:
-            rate = amount
-    return rate
+    """The tier rate that applies at `usage` GiB."""
+    return next((amount for start, amount in reversed(price.tiers) if start <= usage), price.tiers[0][1])
 
 
 def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> None:
-    """Egress tiers per region and destination kind.
-
-    Google prices egress per (source, destination continent); the table keeps
-    one rate per tier: at each tier boundary found in any SKU, the highest
-    destination rate, so a cost estimate never comes out too low. Internet
-    egress to China and to Australia is left out of that maximum, as Google's
-    own Premium Tier table does ("worldwide destinations excluding China &
-    Australia"): both are separately priced, rarely relevant destinations; the
-    highest of their rates is named in the description.
-    """
+    """Egress tiers per region and destination kind. Google prices egress per (source, destination
+    continent); one rate per tier is kept: at each tier boundary of any SKU, the highest destination
+    rate, so a cost estimate never comes out too low. Internet egress to China and Australia is left
+    out of that maximum, as Google's Premium Tier table does ("worldwide destinations excluding China
+    & Australia"); the highest of their rates is named in the description."""
     wanted = set(regions)
     groups: dict[tuple[str, str], list[SkuPrice]] = {}
     special: dict[str, float] = {}  # region -> highest internet rate to China/Australia
-    for sku in skus:
-        cat = sku.get("category") or {}
-        dest = EGRESS_GROUPS.get(cat.get("resourceGroup", ""))
-        if cat.get("resourceFamily") != "Network" or dest is None or cat.get("usageType") != "OnDemand":
-            continue
-        in_scope = [r for r in sku_regions(sku) if r in wanted]
-        if not in_scope:
+    for sku in _on_demand_skus(skus, "Network"):
+        dest = EGRESS_GROUPS.get((sku.get("category") or {}).get("resourceGroup", ""))
+        if dest is None or not (in_scope := _in_regions(sku, wanted)):
             continue
         try:
-            price = sku_price(sku)
-            if price.unit != "GiBy":
-                raise PriceError(f"unit {price.unit!r}, expected 'GiBy'")
-            usd_tiers = tuple((s, price.to_usd(a)) for s, a in price.tiers)
+            price = sku_price(sku, "GiBy")
+            price = dataclasses.replace(price, currency="USD", conversion_rate=None,
+                                        tiers=tuple((s, price.to_usd(a)) for s, a in price.tiers))
         except (PriceError, ValueError, TypeError) as err:
             batch.quarantine("egress", sku.get("skuId", ""), f"price: {err}", sku)
             continue
-        usd_price = SkuPrice(price.sku_id, price.description, price.unit, "USD", None, usd_tiers,
-                             price.effective_time)
         for region in in_scope:
             if dest == "internet" and SPECIAL_INTERNET_DESTINATIONS.search(price.description.lower()):
-                special[region] = max(special.get(region, 0.0), max(a for _, a in usd_tiers))
-                continue
-            groups.setdefault((region, dest), []).append(usd_price)
+                special[region] = max(special.get(region, 0.0), max(a for _, a in price.tiers))
+            else:
+                groups.setdefault((region, dest), []).append(price)
     for (region, dest), prices in sorted(groups.items()):
         starts = sorted({s for p in prices for s, _ in p.tiers})
         paid = [a for p in prices for _, a in p.tiers if a > 0]
         low = min(paid) if paid else 0.0
+        extra = (f"; to China/Australia up to {special[region]:g} USD/GiB, not included"
+                 if dest == "internet" and region in special else "")
         for i, start in enumerate(starts):
-            end = starts[i + 1] if i + 1 < len(starts) else None
             top = max(prices, key=lambda p: _rate_at(p, start))
             rate = _rate_at(top, start)
-            extra = (f"; to China/Australia up to {special[region]:g} USD/GiB, not included"
-                     if dest == "internet" and region in special else "")
             batch.add("egress", f"{region}/{dest}/{start:g}", top.description, region=region, destination=dest,
-                      tier_start_gb=start, tier_end_gb=end, usd_per_gb=rate, source_currency="USD",
-                      source_usd_per_gb=rate,
+                      tier_start_gb=start, tier_end_gb=starts[i + 1] if i + 1 < len(starts) else None,
+                      usd_per_gb=rate, source_currency="USD", source_usd_per_gb=rate,
                       description=(f"highest of {len(prices)} destination SKUs at this tier ({top.description}, "
                                    f"SKU {top.sku_id}); lowest paid rate {low:g}; USD per GiB{extra}"))
 
 
 # -- fetching -----------------------------------------------------------------------------
 
-def _loopback(ctx: SourceContext) -> bool:
-    return ctx.mode == "replay" or (ctx.mode == "record" and bool(ctx.replay_urls))
+_COUNT_LOCK = threading.Lock()  # the listings run in threads and share ctx.requests_made and ctx.pages
 
 
-@dataclass
-class Clients:
-    zones: Any
-    machine_types: Any
-    accelerator_types: Any
-    catalog: Any
-    project: str
-
-
-def make_clients(ctx: SourceContext) -> Clients:
-    """Real google-cloud clients (REST), aimed at ctx.url(host); credentials per mode.
-
-    Replay: anonymous credentials against the loopback server. Live: Application
-    Default Credentials (and the project id from the `gcp_project` setting,
-    GOOGLE_CLOUD_PROJECT or ADC) for Compute; an API key (the `gcp_api_key`
-    setting or GOOGLE_API_KEY), else ADC, for the Billing Catalog.
-    """
+def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
+    """(a Compute client's keyword arguments, the Catalog client, the project id), aimed at ctx.url(host).
+    Replay: anonymous credentials. Live: Application Default Credentials (the project from the
+    `gcp_project` setting, GOOGLE_CLOUD_PROJECT or ADC); for the Catalog an API key (the `gcp_api_key`
+    setting or GOOGLE_API_KEY) if one is set."""
     import google.auth
     from google.api_core.gapic_v1.client_info import ClientInfo
     from google.auth.credentials import AnonymousCredentials
     from google.auth.exceptions import DefaultCredentialsError
-    from google.cloud import billing_v1, compute_v1
+    from google.cloud import billing_v1
 
-    info = ClientInfo(user_agent=USER_AGENT)
     api_key: str | None = None
-    if _loopback(ctx):
+    if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
         credentials: Any = AnonymousCredentials()
         # The recording's own project id, never the environment's: the request paths carry it.
         project = str(ctx.settings.get("gcp_project") or REPLAY_PROJECT)
     else:
         config = ctx.config
-        configured_key = config.gcp_api_key.get_secret_value() if config.gcp_api_key else None
-        api_key = configured_key or os.environ.get("GOOGLE_API_KEY") or None
+        api_key = (config.gcp_api_key.get_secret_value() if config.gcp_api_key else None) or \
+            os.environ.get("GOOGLE_API_KEY") or None
         try:
             credentials, adc_project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
         except DefaultCredentialsError:
@@ -1051,61 +860,39 @@ def make_clients(ctx: SourceContext) -> Clients:
                 f"gcp: no credentials: {what}; run `gcloud auth application-default login` or set "
                 "GOOGLE_APPLICATION_CREDENTIALS")
         # What the credentials file holds is as secret as the env's keys: never in a message.
-        for secret in (api_key, getattr(credentials, "refresh_token", None), getattr(credentials, "client_secret", None)):
+        for secret in (api_key, getattr(credentials, "refresh_token", None),
+                       getattr(credentials, "client_secret", None)):
             register_secret(secret if isinstance(secret, str) else None)
         project = config.gcp_project or os.environ.get("GOOGLE_CLOUD_PROJECT") or adc_project
         if not project:
             raise MissingCredentialsError("gcp: no credentials: no project id; set GOOGLE_CLOUD_PROJECT or "
                                           f"{env_name('gcp_project')}")
-
-    def options(host: str, key: str | None = None) -> dict[str, Any]:
-        opts: dict[str, Any] = {"api_endpoint": ctx.url(host)}
-        if key:
-            opts["api_key"] = key
-        return opts
-
-    compute_kwargs = dict(credentials=credentials, transport="rest", client_info=info,
-                          client_options=options(COMPUTE_HOST))
-    if api_key:
-        catalog = billing_v1.CloudCatalogClient(transport="rest", client_info=info,
-                                                client_options=options(BILLING_HOST, api_key))
-    else:
-        catalog = billing_v1.CloudCatalogClient(credentials=credentials, transport="rest", client_info=info,
-                                                client_options=options(BILLING_HOST))
-    return Clients(
-        zones=compute_v1.ZonesClient(**compute_kwargs),
-        machine_types=compute_v1.MachineTypesClient(**compute_kwargs),
-        accelerator_types=compute_v1.AcceleratorTypesClient(**compute_kwargs),
-        catalog=catalog, project=str(project),
-    )
+    common = {"transport": "rest", "client_info": ClientInfo(user_agent=USER_AGENT)}
+    catalog = billing_v1.CloudCatalogClient(
+        **common, **({"client_options": {"api_endpoint": ctx.url(BILLING_HOST), "api_key": api_key}} if api_key else
+                     {"credentials": credentials, "client_options": {"api_endpoint": ctx.url(BILLING_HOST)}}))
+    compute = {**common, "credentials": credentials, "client_options": {"api_endpoint": ctx.url(COMPUTE_HOST)}}
+    return compute, catalog, str(project)
 
 
-def _retryable() -> tuple[type[BaseException], ...]:
-    import requests
-    from google.api_core import exceptions as api
-
-    # ChunkedEncodingError: the connection broke mid-body; a page is fetched whole, so retrying it is safe.
-    return (api.TooManyRequests, api.ServerError, requests.exceptions.ConnectionError,
-            requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError)
+def _count(ctx: SourceContext, what: str | None = None) -> None:
+    with _COUNT_LOCK:
+        ctx.requests_made += 1
+        if what:
+            ctx.pages[what] = ctx.pages.get(what, 0) + 1
 
 
 def _retry_after(err: BaseException) -> float | None:
     """Seconds a 429/503 answer asked us to wait (Retry-After), if it said."""
-    response = getattr(err, "response", None)
-    headers = getattr(response, "headers", None) or {}
+    headers = getattr(getattr(err, "response", None), "headers", None) or {}
     return retry_after_s(headers.get("Retry-After"))
 
 
-def _count(ctx: SourceContext) -> None:
-    with _COUNT_LOCK:
-        ctx.requests_made += 1
-
-
-def _pages(ctx: SourceContext, what: str, method: Callable[..., Any], request_type: Any,
-           fields: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every page of a list method through the client's own pager, each page under the retry
-    policy (a google-api-core Retry the pager keeps for its later pages); wire-format dicts.
-    Every failure becomes a SourceError."""
+def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any) -> list[dict[str, Any]]:
+    """Every page of a list method, through the client's own pager, as wire-format dicts. Each page
+    is under the retry policy (a google-api-core Retry the pager keeps for its later pages); a
+    repeated page token or more than `max_pages` pages is a paging loop. Every failure becomes a
+    SourceError naming the page."""
     import requests
     from google.api_core import exceptions as api
     from google.api_core.timeout import ConstantTimeout
@@ -1113,27 +900,28 @@ def _pages(ctx: SourceContext, what: str, method: Callable[..., Any], request_ty
     from google.protobuf.json_format import ParseError
 
     policy = ctx.retry_policy
-    attempts = policy.google_retry(_retryable(), lambda: _count(ctx), _retry_after)
-    n, seen = 1, set()
-    page_what = f"{what} (page {n})"
+    # ChunkedEncodingError: the connection broke mid-body; a page is fetched whole, so retrying it is safe.
+    retryable = (api.TooManyRequests, api.ServerError, requests.exceptions.ConnectionError,
+                 requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError)
+    attempts = policy.google_retry(retryable, lambda: _count(ctx), _retry_after)
+    pages: list[dict[str, Any]] = []
+    tokens: set[str] = set()
+    page_what = f"{what} (page 1)"
     try:
         # Each try gets the whole read timeout, as an httpx or boto3 request does (a float would be
         # one deadline shared by all the tries of a page).
-        pager = method(request=request_type(**fields), retry=attempts.retry, timeout=ConstantTimeout(ctx.http_timeout_s))
-        for page in pager.pages:
-            _count(ctx)
+        for page in method(request=request, retry=attempts.retry, timeout=ConstantTimeout(ctx.http_timeout_s)).pages:
+            _count(ctx, what)
             attempts.page_done()
-            yield type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False)
+            pages.append(type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False))
             token = page.next_page_token
-            if not token:
-                return
-            if token in seen:
-                raise SchemaDriftError(f"gcp: {what} repeated page token {token[:40]!r}")
-            if n >= MAX_PAGES:
-                raise SourceError(f"gcp: {what} did not end after {MAX_PAGES} pages")
-            seen.add(token)
-            n += 1
-            page_what = f"{what} (page {n})"
+            if token in tokens:
+                raise SourceError(f"gcp: {what}: page token {token[:40]!r} came again (a paging loop)")
+            if token and len(pages) >= ctx.config.max_pages:
+                raise SourceError(f"gcp: {what}: paging did not end within {len(pages)} pages "
+                                  f"({env_name('max_pages')})")
+            tokens.add(token)
+            page_what = f"{what} (page {len(pages) + 1})"
     except AttemptsSpent as err:
         raise SourceError(f"gcp: {page_what} failed after {err.attempts} attempts: {err.last}") from scrubbed(err.last)
     except api.RetryError as err:  # google's deadline (the policy's budget) passed first
@@ -1149,63 +937,43 @@ def _pages(ctx: SourceContext, what: str, method: Callable[..., Any], request_ty
                                f"{str(err)[:300]}") from err
     except requests.exceptions.RequestException as err:
         raise SourceError(f"gcp: {page_what} failed: {type(err).__name__}: {str(err)[:200]}") from scrubbed(err)
-
-
-def fetch_zones(ctx: SourceContext, clients: Clients) -> list[dict[str, Any]]:
-    from google.cloud import compute_v1
-
-    return list(_pages(ctx, "zones.list", clients.zones.list, compute_v1.ListZonesRequest,
-                       {"project": clients.project, "max_results": PAGE_SIZE_COMPUTE}))
-
-
-def fetch_machine_types(ctx: SourceContext, clients: Clients) -> list[dict[str, Any]]:
-    from google.cloud import compute_v1
-
-    return list(_pages(ctx, "machineTypes.aggregatedList", clients.machine_types.aggregated_list,
-                       compute_v1.AggregatedListMachineTypesRequest,
-                       {"project": clients.project, "filter": MACHINE_TYPE_FILTER,
-                        "max_results": PAGE_SIZE_COMPUTE}))
-
-
-def fetch_accelerator_types(ctx: SourceContext, clients: Clients) -> list[dict[str, Any]]:
-    from google.cloud import compute_v1
-
-    return list(_pages(ctx, "acceleratorTypes.aggregatedList", clients.accelerator_types.aggregated_list,
-                       compute_v1.AggregatedListAcceleratorTypesRequest,
-                       {"project": clients.project, "max_results": PAGE_SIZE_COMPUTE}))
-
-
-def fetch_skus(ctx: SourceContext, clients: Clients) -> list[dict[str, Any]]:
-    """All Compute Engine SKUs, asking for USD (non-USD answers are still converted or refused)."""
-    from google.cloud import billing_v1
-
-    skus: list[dict[str, Any]] = []
-    for page in _pages(ctx, "services.skus.list", clients.catalog.list_skus, billing_v1.ListSkusRequest,
-                       {"parent": COMPUTE_ENGINE_SERVICE, "currency_code": "USD",
-                        "page_size": PAGE_SIZE_BILLING}):
-        skus.extend(page.get("skus") or [])
-    if not skus:
-        raise SchemaDriftError("gcp: the Cloud Billing Catalog returned no Compute Engine SKUs")
-    return skus
+    return pages
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Scrape GCP: zones, GPU machine types, accelerator types and Catalog SKUs, into one Batch."""
-    clients = make_clients(ctx)
+    """Scrape GCP: GPU machine types, accelerator types and Catalog SKUs, and the zones' status as
+    an enrichment, the four listings at once, into one Batch."""
+    from google.cloud import billing_v1, compute_v1
+
+    compute, catalog, project = make_clients(ctx)
+    page = {"project": project, "max_results": PAGE_SIZE_COMPUTE}
+    listings = (
+        ("machineTypes.aggregatedList", compute_v1.MachineTypesClient(**compute).aggregated_list,
+         compute_v1.AggregatedListMachineTypesRequest(**page, filter=MACHINE_TYPE_FILTER)),
+        ("acceleratorTypes.aggregatedList", compute_v1.AcceleratorTypesClient(**compute).aggregated_list,
+         compute_v1.AggregatedListAcceleratorTypesRequest(**page)),
+        ("services.skus.list", catalog.list_skus, billing_v1.ListSkusRequest(
+            parent=COMPUTE_ENGINE_SERVICE, currency_code="USD", page_size=PAGE_SIZE_BILLING)),
+    )
+    zones_list = compute_v1.ZonesClient(**compute).list
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="gcp") as pool:
-        zones_f = pool.submit(fetch_zones, ctx, clients)
-        types_f = pool.submit(fetch_machine_types, ctx, clients)
-        accels_f = pool.submit(fetch_accelerator_types, ctx, clients)
-        skus_f = pool.submit(fetch_skus, ctx, clients)
-        zone_pages, type_pages, accel_pages, skus = (zones_f.result(), types_f.result(), accels_f.result(),
-                                                     skus_f.result())
-    zones = parse_zones(zone_pages)
-    regions = ctx.select_regions({z.region for z in zones.values()}, DEFAULT_REGIONS, "the zones list")
+        zones_f = pool.submit(ctx.enrich, ZONE_STATUS, lambda: parse_zones(fetch_listing(
+            ctx, "zones.list", zones_list, compute_v1.ListZonesRequest(**page))), default={},
+            timeout_s=PROVIDER.enrichment(ZONE_STATUS).timeout_s)
+        type_pages, accel_pages, sku_pages = [f.result() for f in [pool.submit(fetch_listing, ctx, *job)
+                                                                   for job in listings]]
+        zones = zones_f.result()
+    skus = [sku for page in sku_pages for sku in page.get("skus") or []]
+    if not skus:
+        raise SchemaDriftError("gcp: the Cloud Billing Catalog returned no Compute Engine SKUs")
     shapes = parse_machine_types(type_pages)
-    if not any(series_of(n) in SERIES_SKU_FAMILY or series_of(n) in SLICE_SERIES
-               for zone in shapes.values() for n in zone):
+    if not any(series_of(n) in (*SERIES_SKU_FAMILY, *SLICE_SERIES) for z in shapes.values() for n in z):
         raise SchemaDriftError("gcp: machineTypes.aggregatedList returned no GPU machine types")
     accelerators = parse_accelerator_types(accel_pages)
+    # Without zones.list, the regions are those of every zone the aggregated lists name.
+    scopes = {_scope_zone(scope) for page in type_pages + accel_pages for scope in page.get("items") or {}}
+    available = {z.region for z in zones.values()} or {region_of(zone, zones) for zone in scopes}
+    regions = ctx.select_regions(available, DEFAULT_REGIONS, "the zones list")
     return build_batch(zones, shapes, accelerators, skus, regions)
 
 
@@ -1215,16 +983,14 @@ def build_batch(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
                 regions: Iterable[str]) -> Batch:
     """Everything fetched -> offers, storage and egress records (pure)."""
     regions = list(regions)
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     catalog = parse_compute_skus(batch, skus, regions)
-    for reason, n in sorted(catalog.skipped.items()):
-        batch.notes.append(f"{n} SKUs left out: {reason}")
-    skips = Skips()
+    batch.notes.extend(f"{n} SKUs left out: {reason}" for reason, n in sorted(catalog.skipped.items()))
+    skips: Counter[str] = Counter()
     plans = plan_offers(zones, shapes, accelerators, regions, batch, skips)
-    batch.notes.extend(skips.notes())
+    batch.notes.extend(f"{n} {why}" for why, n in sorted(skips.items()))
     build_offers(batch, plans, catalog, zones)
-    for reason, n in sorted(unused_counts(catalog).items()):
-        batch.notes.append(f"{n} SKUs not used: {reason}")
+    batch.notes.extend(f"{n} SKUs not used: {reason}" for reason, n in sorted(unused_counts(catalog).items()))
     build_storage(batch, skus, regions)
     build_egress(batch, skus, regions)
     return batch

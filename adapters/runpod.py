@@ -1,37 +1,26 @@
 """RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot.
 
-Source: one GraphQL query, `POST https://api.runpod.io/graphql`. The public
-price fields need no API key (gpuhunt queries them without one); when
-RUNPOD_API_KEY is set it is sent as the documented `api_key` query parameter.
-The answer is a single JSON body: `gpuTypes` is not paginated.
+Source: RunPod's GraphQL API, `POST https://api.runpod.io/graphql`, two queries; `gpuTypes` is not
+paginated. The public fields need no API key (gpuhunt reads them without one); RUNPOD_API_KEY, when
+set, is sent as the documented `api_key` query parameter.
+- Prices (the core): `gpuTypes { id displayName manufacturer memoryInGb maxGpuCount secureCloud
+  communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice }`.
+- Stock levels (an enrichment): `gpuTypes { id secureStock: lowestPrice(input: {gpuCount: 1,
+  secureCloud: true}) {...} communityStock: ...(secureCloud: false) }`. `lowestPrice` is a live
+  lookup over the machines free now, not a catalogue field, so it is asked apart: when it fails the
+  prices still load and the warehouse keeps the stock columns. stockStatus High/Medium/Low becomes
+  availability_level "high"/"medium"/"low", null no stock (available=False); maxUnreservedGpuCount
+  is available_count, minVcpu/minMemory the pod's vCPUs and RAM.
 
-    gpuTypes { id displayName manufacturer memoryInGb secureCloud communityCloud
-               securePrice communityPrice secureSpotPrice communitySpotPrice
-               secureStock: lowestPrice(input: {gpuCount: 1, secureCloud: true}) {...}
-               communityStock: lowestPrice(input: {gpuCount: 1, secureCloud: false}) {...} }
-
-Row shape. RunPod prices a GPU per cloud, not per data center, so the region
-is the cloud: "secure-cloud" or "community-cloud". Each GPU type offered in a
-cloud gives up to two offers there: on_demand (securePrice/communityPrice) and
-interruptible (secureSpotPrice/communitySpotPrice, RunPod's "spot" pods, which
-can be stopped when outbid). A null price means "not sold that way" and gives
-no row; a zero or negative price is a contract breach and is quarantined.
-instance_type is "1x <RunPod GPU type id>" with gpu_count 1: prices are per
-GPU, and the id (unlike the display name or our canonical name) is unique.
-
-Availability comes from the two aliased `lowestPrice` blocks (one per cloud,
-the GraphQL alias keeps it one request): stockStatus High/Medium/Low becomes
-availability_level "high"/"medium"/"low", null means no stock
-(available=False); maxUnreservedGpuCount is available_count.
-
-GraphQL reports errors with HTTP 200 and an `errors` list: a validation error
-(a field RunPod renamed or removed) raises SchemaDriftError, any other
-SourceError, each naming RunPod's message.
-
-Storage and egress are not in the API: RunPod's docs give network volumes
-0.07 USD/GB-month (0.05 above 1 TB), container and pod-volume disk 0.10
-(pod volumes 0.20 while stopped), and no data-transfer fees; they are emitted
-per cloud so they join to the offers' regions.
+Rows: RunPod prices a GPU per cloud, not per data center, so the region is the cloud ("secure-cloud",
+"community-cloud"). A GPU type sold in a cloud gives an on_demand offer (securePrice/communityPrice)
+and an interruptible one (the spot prices: pods stopped when outbid); a null price means "not sold
+that way", a zero or negative one is quarantined. instance_type "1x <RunPod GPU type id>" with
+gpu_count 1: prices are per GPU, and the id is unique. GraphQL reports errors with HTTP 200 and an
+`errors` list: a validation error (a field renamed or removed) is SchemaDriftError, any other a
+SourceError, each naming RunPod's message. Storage and egress are not in the API: RunPod's docs give
+network volumes 0.07 USD/GB-month (0.05 above 1 TB), container and pod-volume disk 0.10 (pod volumes
+0.20 while stopped) and no data-transfer fees, emitted per cloud to join the offers' regions.
 """
 
 from __future__ import annotations
@@ -42,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
-from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -52,12 +41,15 @@ API_HOST = "api.runpod.io"
 GRAPHQL_PATH = "/graphql"
 API_KEY_ENV = "RUNPOD_API_KEY"
 OPERATION = "GpuTypePrices"
+STOCK_OPERATION = "GpuTypeStock"
+STOCK_LEVELS = "stock levels"
 
+QUERY = (f"query {OPERATION} {{ gpuTypes {{ id displayName manufacturer memoryInGb maxGpuCount secureCloud "
+         "communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice } }")
 _STOCK_FIELDS = ("stockStatus maxUnreservedGpuCount availableGpuCounts minimumBidPrice uninterruptablePrice "
                  "minVcpu minMemory")
-QUERY = (
-    f"query {OPERATION} {{ gpuTypes {{ id displayName manufacturer memoryInGb maxGpuCount "
-    "secureCloud communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice "
+STOCK_QUERY = (
+    f"query {STOCK_OPERATION} {{ gpuTypes {{ id "
     f"secureStock: lowestPrice(input: {{gpuCount: 1, secureCloud: true}}) {{ {_STOCK_FIELDS} }} "
     f"communityStock: lowestPrice(input: {{gpuCount: 1, secureCloud: false}}) {{ {_STOCK_FIELDS} }} }} }}"
 )
@@ -83,6 +75,11 @@ PROVIDER = ProviderSpec(
     name=NAME,
     source_kind="api",
     secret_env_vars=(API_KEY_ENV,),
+    # provider_data holds the stock block's counts and bid prices beside the type's name and
+    # maximum GPU count, which the price query gives again on every run.
+    enrichments=(Enrichment(name=STOCK_LEVELS, columns=(
+        "available", "available_count", "availability_level", "vcpus", "ram_gb", "interruption_risk_level",
+        "interruption_rate_max_pct", "interruption_risk_source", "provider_data")),),
     facts=ProviderFacts(
         display_name="RunPod",
         kind="gpu_cloud",
@@ -92,9 +89,7 @@ PROVIDER = ProviderSpec(
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped pod stops compute billing; its volume disk keeps billing at 0.20 USD/GB-month "
                               "(0.10 while running).",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=True,
+        access_ssh=True, access_docker=True, access_jupyter=True,
         multinode_interconnect="Instant Clusters (bandwidth not verified)",
         interruptible_offer="Spot pods (interruptible; stopped when outbid or reclaimed)",
         price_source="RunPod GraphQL API gpuTypes (no key needed for prices); storage/egress from the docs",
@@ -118,48 +113,55 @@ DOCUMENTED_STORAGE = (
 )
 
 
-def check_graphql_errors(doc: Any) -> None:
-    """GraphQL answers failures with HTTP 200: raise on an `errors` list, naming RunPod's message."""
+def gpu_types(doc: Any) -> list[Any]:
+    """The `data.gpuTypes` list of an answer. GraphQL answers failures with HTTP 200: an `errors`
+    list raises, naming RunPod's message."""
     if not isinstance(doc, dict):
         raise SchemaDriftError(f"runpod: GraphQL answer is not a JSON object ({type(doc).__name__})")
-    errors = doc.get("errors")
-    if not errors:
-        return
-    messages = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)[:500]
-    codes = {str((e.get("extensions") or {}).get("code", "")) for e in errors if isinstance(e, dict)}
-    if "GRAPHQL_VALIDATION_FAILED" in codes or "Cannot query field" in messages:
-        raise SchemaDriftError(f"runpod: GraphQL rejected the query (schema changed?): {messages}")
-    raise SourceError(f"runpod: GraphQL error: {messages}")
+    if errors := doc.get("errors"):
+        messages = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)[:500]
+        codes = {str((e.get("extensions") or {}).get("code", "")) for e in errors if isinstance(e, dict)}
+        if "GRAPHQL_VALIDATION_FAILED" in codes or "Cannot query field" in messages:
+            raise SchemaDriftError(f"runpod: GraphQL rejected the query (schema changed?): {messages}")
+        raise SourceError(f"runpod: GraphQL error: {messages}")
+    types = (doc.get("data") or {}).get("gpuTypes")
+    if not isinstance(types, list):
+        raise SchemaDriftError("runpod: GraphQL answer lacks data.gpuTypes")
+    return types
+
+
+@drift_guard("runpod: stock levels")
+def parse_stock(doc: Any) -> dict[str, dict[str, Any]]:
+    """A stock answer -> GPU type id -> its lowestPrice block per cloud alias."""
+    return {str(t["id"]): {c.stock_alias: t.get(c.stock_alias) for c in CLOUDS} for t in gpu_types(doc)}
 
 
 @drift_guard("runpod: gpuTypes")
-def parse_gpu_types(doc: Any) -> Batch:
-    """A gpuTypes answer -> offers per GPU type, cloud and purchase option, plus documented storage/egress."""
-    check_graphql_errors(doc)
-    gpu_types = (doc.get("data") or {}).get("gpuTypes")
-    if not isinstance(gpu_types, list):
-        raise SchemaDriftError("runpod: GraphQL answer lacks data.gpuTypes")
-    batch = Batch(NAME)
-    for gt in sorted(gpu_types, key=lambda g: str(g.get("id")) if isinstance(g, dict) else ""):
+def parse_gpu_types(doc: Any, stock: dict[str, dict[str, Any]] | None = None) -> Batch:
+    """A price answer (and the stock per type id, when it came) -> offers per GPU type, cloud and
+    purchase option, plus the documented storage/egress."""
+    batch = PROVIDER.batch()
+    for gt in sorted(gpu_types(doc), key=lambda g: str(g.get("id")) if isinstance(g, dict) else ""):
+        if stock and isinstance(gt, dict):
+            gt = {**gt, **stock.get(str(gt.get("id")), {})}
         add_gpu_type(batch, gt)
     _add_documented_terms(batch)
     return batch
 
 
 def add_gpu_type(batch: Batch, gt: Any) -> None:
-    """One gpuTypes element -> its offers in each cloud that sells it."""
+    """One gpuTypes element (with its stock blocks, if any) -> its offers in each cloud that sells it."""
     if not isinstance(gt, dict):
         raise SchemaDriftError(f"runpod: a gpuTypes element is not an object ({str(gt)[:80]})")
     missing = [f for f in REQUIRED_FIELDS if f not in gt]
     if missing:
         raise SchemaDriftError(f"runpod: gpuType {gt.get('id')!r} lacks {missing}")
-    gpu_id = str(gt["id"])
-    memory_gb = gt.get("memoryInGb")
+    gpu_id, memory_gb = str(gt["id"]), gt.get("memoryInGb")
     currency = stated_currency(gt)
     if currency not in (None, "USD"):
         batch.quarantine("offer", gpu_id, f"prices in {currency}, not USD; no conversion is configured", gt)
         return
-    try:
+    try:  # once per type: an unknown card is one quarantine entry, not one per offer
         model, exact = canonicalize(NAME, gpu_id, memory_gb * 1024 if memory_gb else None)
     except UnknownGPUError as err:
         batch.quarantine("offer", gpu_id, f"gpu: {err}", gt)
@@ -168,30 +170,27 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
         if not gt[cloud.offered_flag]:
             continue
         stock = gt.get(cloud.stock_alias)
+        block = stock if isinstance(stock, dict) else {}
+        found = availability(stock)
+        data = {"gpu_type_id": gt["id"], "display_name": gt.get("displayName"), "max_gpu_count": gt.get("maxGpuCount"),
+                "cloud": cloud.region, "available_gpu_counts": block.get("availableGpuCounts"),
+                "minimum_bid_price": block.get("minimumBidPrice"),
+                "uninterruptable_price": block.get("uninterruptablePrice")}
         for option, price_field in (("on_demand", cloud.on_demand_price), ("interruptible", cloud.spot_price)):
             price = gt[price_field]
             if price is None:
                 continue  # not sold this way in this cloud
+            risk = interruption.from_stock_level(found["availability_level"]) if option == "interruptible" else {}
             batch.offer(
-                f"{cloud.region}/{gpu_id}/{option}", gt, region=cloud.region, zone="",
-                instance_type=f"1x {gpu_id}", purchase_option=option,
-                gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=gpu_id,
-                gpu_vendor=model.vendor, gpu_count=1, gpu_memory_gb=memory_gb or None,
-                gpu_memory_gb_nominal=model.memory_gb, total_gpu_memory_gb=memory_gb or None,
-                vcpus=_positive_or_none((stock or {}).get("minVcpu")),
-                ram_gb=_positive_or_none((stock or {}).get("minMemory")),
-                price_per_hour=price, source_currency="USD", source_price_per_hour=price,
-                billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-                minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-                **availability(stock),
-                **(interruption.from_stock_level(availability(stock)["availability_level"])
-                   if option == "interruptible" else {}),
-                provider_data=json.dumps(_provider_data(gt, cloud, stock), sort_keys=True),
-            )
+                f"{cloud.region}/{gpu_id}/{option}", gt, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+                gpu_name_reported=gpu_id, gpu_count=1, gpu_memory_gb=memory_gb or None, region=cloud.region,
+                instance_type=f"1x {gpu_id}", purchase_option=option, price_per_hour=price,
+                vcpus=_positive_or_none(block.get("minVcpu")), ram_gb=_positive_or_none(block.get("minMemory")),
+                **found, **risk, provider_data=json.dumps(data, sort_keys=True))
 
 
 def availability(stock: Any) -> dict[str, Any]:
-    """lowestPrice stock block -> availability fields; no block (not queried) -> unknown."""
+    """lowestPrice stock block -> availability fields; no block (not asked, or not answered) -> unknown."""
     if not isinstance(stock, dict):
         return {"available": None, "available_count": None, "availability_level": None}
     status = stock.get("stockStatus")
@@ -206,15 +205,6 @@ def availability(stock: Any) -> dict[str, Any]:
 
 def _positive_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def _provider_data(gt: dict[str, Any], cloud: Cloud, stock: Any) -> dict[str, Any]:
-    stock = stock if isinstance(stock, dict) else {}
-    return {
-        "gpu_type_id": gt["id"], "display_name": gt.get("displayName"), "max_gpu_count": gt.get("maxGpuCount"),
-        "cloud": cloud.region, "available_gpu_counts": stock.get("availableGpuCounts"),
-        "minimum_bid_price": stock.get("minimumBidPrice"), "uninterruptable_price": stock.get("uninterruptablePrice"),
-    }
 
 
 def _add_documented_terms(batch: Batch) -> None:
@@ -233,14 +223,16 @@ def _add_documented_terms(batch: Batch) -> None:
 
 # -- fetching ---------------------------------------------------------------------
 
-def fetch_gpu_types(ctx: SourceContext) -> Any:
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    params = {"api_key": key} if key else None  # documented auth; never part of an error message
-    body = {"operationName": OPERATION, "query": QUERY, "variables": {}}
-    with ctx.http_client(headers={"Accept": "application/json"}) as client:
-        return ctx.post_json(client, API_HOST, GRAPHQL_PATH, json=body, params=params)
-
-
 def fetch(ctx: SourceContext) -> Batch:
-    """One GraphQL request: every GPU type's prices and stock in both clouds."""
-    return parse_gpu_types(fetch_gpu_types(ctx))
+    """The price query, then the stock query as an enrichment."""
+    key = os.environ.get(API_KEY_ENV, "").strip()  # documented auth; never part of an error message
+    with ctx.http_client(headers={"Accept": "application/json"}, params={"api_key": key} if key else None) as client:
+        def ask(operation: str, query: str) -> Any:
+            body = {"operationName": operation, "query": query, "variables": {}}
+            return ctx.post_json(client, API_HOST, GRAPHQL_PATH, json=body)
+
+        prices = ask(OPERATION, QUERY)
+        gpu_types(prices)  # a failed price answer fails here, before the stock is asked for
+        stock = ctx.enrich(STOCK_LEVELS, lambda: parse_stock(ask(STOCK_OPERATION, STOCK_QUERY)), default=None,
+                           timeout_s=PROVIDER.enrichment(STOCK_LEVELS).timeout_s)
+    return parse_gpu_types(prices, stock)

@@ -1,44 +1,33 @@
 """Vast.ai: the GPU marketplace, landed as aggregates of rentable offers.
 
-Source: the marketplace search the vast CLI and gpuhunt use,
-`POST https://console.vast.ai/api/v0/bundles/` with a JSON search document
-(`{"verified": {"eq": true}, "rentable": {"eq": true}, ..., "order": [...],
-"type": "on-demand", "limit": N}`) answered by `{"offers": [...]}`. Searching
-needs no API key; VAST_API_KEY, when set, goes in an Authorization Bearer header.
+Source: the marketplace search the vast CLI and gpuhunt use, `POST https://console.vast.ai/api/v0/bundles/`
+with a JSON search document (`{"verified": {"eq": true}, "rentable": {"eq": true}, ..., "order": [...],
+"type": "on-demand", "limit": N}`) answered by `{"offers": [...]}`. Searching needs no API key;
+VAST_API_KEY, when set, goes in an Authorization Bearer header. Each offer carries both its prices
+(`dph_total` and `min_bid`) and its host's storage and transfer prices, so one walk serves everything:
+the source has no optional part to ask for apart.
 
-Paging. The API has no page token: it takes `limit` and `order`, and every
-listed search field as a filter, `id` included. We page by keyset: order by
-`id` ascending and ask each next page for `id > <last id seen>`, until a page
-comes back empty (an empty page, not a short one, ends the walk, so a server
-that caps `limit` below ours loses nothing). A page holding an id at or
-below the cursor means the filter was ignored: SchemaDriftError, not a loop.
+Paging. The API has no page token: it takes `limit` and `order`, and every listed search field as a
+filter, `id` included. We page by keyset: order by `id` ascending and ask each next page for
+`id > <last id seen>`, until a page comes back empty (not a short one: a server that caps `limit`
+below ours loses nothing). A page holding an id at or below the cursor means the filter was
+ignored: SchemaDriftError, not a loop.
 
-Row shape. A marketplace lists thousands of single-host offers that change
-hourly; one row per host would churn the warehouse and drown the providers
-that sell a catalogue. Offers are therefore aggregated: one row per
-(canonical GPU model, num_gpus, country, purchase option), with
-- region = the ISO country code from `geolocation` ("Texas, US" -> "US";
-  missing or unreadable -> "unknown"), zone "",
-- instance_type "<num_gpus>x <canonical model>" (e.g. "8x H100-SXM"),
-- price_per_hour = the cheapest offer's price in the group: a real price one
-  can rent at now (on_demand: `dph_total`, which includes the 5 GiB of disk
-  the search prices in; interruptible: `min_bid`, the current minimum bid),
-- the cheapest offer's specs (vCPUs, RAM share, disk, reliability),
-- available=True, available_count = the number of offers in the group,
-- provider_data: offer count, min/median/max price per GPU-hour, the cheapest
-  offer's id, machine id, reliability, verification and internet speeds, the
-  GPU names seen, and the medians of the hosts' storage and transfer prices.
-Each search answer carries both prices, so one walk serves both options.
+Row shape. Thousands of single-host offers change hourly; one row per host would churn the warehouse
+and drown the providers that sell a catalogue. One row per (canonical GPU model, num_gpus, country,
+purchase option): region = the ISO country code of `geolocation` ("Texas, US" -> "US"; else
+"unknown"); instance_type "<num_gpus>x <canonical model>"; price_per_hour = the group's cheapest
+price, one can rent at now (on_demand: `dph_total`, which includes the 5 GiB of disk the search
+prices in; interruptible: `min_bid`, the current minimum bid); that offer's specs (vCPUs, RAM share,
+disk, reliability); available_count = the group's offers; provider_data: offer count, min/median/max
+price per GPU-hour, the cheapest offer's id, machine, reliability, verification and internet speeds,
+the GPU names seen, and the medians of the hosts' storage and transfer prices.
 
-Quarantine: offers whose GPU name is unknown are grouped by name (one entry
-per name with the offer count and ids, so a popular unknown card does not
-flood the table); an offer whose price is missing, not positive or beyond the
-plausibility cap is quarantined per offer and option before it can skew a
-group's statistics. CPU-only offers are out of scope.
-
-Storage and egress are set by each host: per country, a storage record holds
-the median `storage_cost` (USD/GB-month) and an egress record the median
-`inet_up_cost` (USD/GB leaving the instance), each naming the spread.
+Quarantine: offers of an unknown GPU name are one entry per name (with the offer count and ids);
+an offer whose price is missing, not positive or beyond the plausibility cap is quarantined per
+offer and option before it can skew a group's statistics. CPU-only offers are out of scope.
+Storage and egress are host-set: per country, the median `storage_cost` (USD/GB-month) and the
+median `inet_up_cost` (USD/GB leaving the instance), each naming the spread.
 """
 
 from __future__ import annotations
@@ -52,10 +41,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse import interruption
-from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
+from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, ProviderFacts
 
 NAME = "vastai"
@@ -90,9 +79,7 @@ PROVIDER = ProviderSpec(
                       "bandwidth per TB at host-set rates.",
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped instance stops GPU billing; its disk keeps billing at the host's storage rate.",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=True,
+        access_ssh=True, access_docker=True, access_jupyter=True,
         multinode_interconnect=None,
         interruptible_offer="Interruptible (bid) instances: the highest bid runs, lower bids are paused",
         price_source="Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
@@ -112,15 +99,12 @@ PROVIDER = ProviderSpec(
 
 def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
     """One page's search document: ordered by id, past the cursor."""
-    search = {**BASE_SEARCH, "order": [["id", "asc"]], "type": "on-demand", "limit": page_size,
-              "allocated_storage": ALLOCATED_STORAGE_GIB}
-    if cursor is not None:
-        search["id"] = {"gt": cursor}
-    return search
+    return {**BASE_SEARCH, "order": [["id", "asc"]], "type": "on-demand", "limit": page_size,
+            "allocated_storage": ALLOCATED_STORAGE_GIB, **({"id": {"gt": cursor}} if cursor is not None else {})}
 
 
 @drift_guard("vastai: search answer")
-def parse_page(doc: Any, cursor: int | None) -> list[dict[str, Any]]:
+def parse_page(doc: Any, cursor: int | None = None) -> list[dict[str, Any]]:
     """One search answer -> its offers; checks the shape and that the id cursor was honoured."""
     offers = doc.get("offers") if isinstance(doc, dict) else None
     if not isinstance(offers, list):
@@ -129,10 +113,23 @@ def parse_page(doc: Any, cursor: int | None) -> list[dict[str, Any]]:
         oid = offer.get("id") if isinstance(offer, dict) else None
         if not isinstance(oid, int) or isinstance(oid, bool):
             raise SchemaDriftError(f"vastai: an offer has no integer id ({str(offer)[:120]})")
-        if cursor is not None and oid <= cursor:
-            raise SchemaDriftError(f"vastai: offer id {oid} is not above the page cursor {cursor}: "
-                                   "the search ignored the id filter, so keyset paging cannot work")
+    return past_cursor(offers, cursor)
+
+
+def past_cursor(offers: list[dict[str, Any]], cursor: int | None) -> list[dict[str, Any]]:
+    low = min((o["id"] for o in offers), default=None)
+    if cursor is not None and low is not None and low <= cursor:
+        raise SchemaDriftError(f"vastai: offer id {low} is not above the page cursor {cursor}: "
+                               "the search ignored the id filter, so keyset paging cannot work")
     return offers
+
+
+def keyset(page_size: int) -> Any:
+    """ctx.paginate's next request: the same search past the highest id seen."""
+    def following(doc: Any, offers: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any]:
+        past_cursor(offers, (request["json"].get("id") or {}).get("gt"))
+        return {**request, "json": build_search(max(o["id"] for o in offers), page_size)}
+    return following
 
 
 # -- pure helpers ---------------------------------------------------------------------
@@ -182,19 +179,11 @@ def _median(values: Iterable[float]) -> float | None:
 
 @dataclass(frozen=True)
 class Listing:
-    """One offer under one purchase option, with its GPU already mapped."""
+    """One offer's price under one purchase option, its GPU already mapped."""
 
     offer: dict[str, Any]
-    option: str
     price: float
-    model: GPUModel
     exact: bool
-    num_gpus: int
-    country: str
-
-    @property
-    def per_gpu(self) -> float:
-        return self.price / self.num_gpus
 
 
 GroupKey = tuple[str, int, str, str]  # (canonical model, num_gpus, country, purchase option)
@@ -202,9 +191,7 @@ GroupKey = tuple[str, int, str, str]  # (canonical model, num_gpus, country, pur
 
 def check_fields(offers: list[dict[str, Any]]) -> None:
     """SchemaDriftError when a field the parser needs is absent from every offer."""
-    if not offers:
-        return
-    missing = [f for f in REQUIRED_OFFER_FIELDS if not any(isinstance(o, dict) and f in o for o in offers)]
+    missing = [f for f in REQUIRED_OFFER_FIELDS if offers and not any(isinstance(o, dict) and f in o for o in offers)]
     if missing:
         raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
 
@@ -213,27 +200,25 @@ def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, 
     """One listing per offer id: a repeated identical listing is dropped (counted in a note), a
     repeated id with other values is quarantined; the first listing is kept, as the loader does."""
     seen: dict[Any, dict[str, Any]] = {}
-    out, repeats = [], 0
+    repeats = 0
     for offer in offers:
-        oid = offer.get("id")
-        first = seen.get(oid)
-        if first is None:
-            seen[oid] = offer
-            out.append(offer)
-        elif first == offer:
+        first = seen.setdefault(offer.get("id"), offer)
+        if first is offer:
+            continue
+        if first == offer:
             repeats += 1
         else:
-            batch.quarantine("offer", f"{oid}/duplicate", f"duplicate offer id {oid} listed again with different "
-                             "values; kept the first listing", offer)
+            batch.quarantine("offer", f"{offer['id']}/duplicate", f"duplicate offer id {offer['id']} listed again "
+                             "with different values; kept the first listing", offer)
     if repeats:
         batch.notes.append(f"vastai: {repeats} repeated identical offer listings dropped")
-    return out
+    return list(seen.values())
 
 
 @drift_guard("vastai: offers")
 def build_batch(offers: list[dict[str, Any]]) -> Batch:
     """All offers of one walk -> aggregated offers, host-set storage/egress medians, quarantine."""
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     check_fields(offers)
     unknown: dict[str, list[dict[str, Any]]] = defaultdict(list)
     unknown_reason: dict[str, str] = {}
@@ -250,21 +235,19 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
             continue
         gpu_offers.append(offer)
         name = str(offer.get("gpu_name") or "")
-        try:
+        try:  # per offer, but an unknown name is quarantined once with all its offers
             model, exact = canonicalize(NAME, name, _num(offer.get("gpu_ram")))
         except UnknownGPUError as err:
             unknown[name].append(offer)
             unknown_reason.setdefault(name, str(err))
             continue
-        country = country_code(offer.get("geolocation"))
         for option, field in PRICE_FIELDS:
             price = offer.get(field)
-            problem = price_problem(price)
-            if problem:
+            if problem := price_problem(price):
                 batch.quarantine("offer", f"{offer['id']}/{option}", f"price: {field} {problem}", offer)
                 continue
-            groups[(model.gpu_model, num_gpus, country, option)].append(
-                Listing(offer, option, float(price), model, exact, num_gpus, country))
+            key = (model.gpu_model, num_gpus, country_code(offer.get("geolocation")), option)
+            groups[key].append(Listing(offer, float(price), exact))
     for name in sorted(unknown):
         group = unknown[name]
         batch.quarantine("offer", f"gpu/{name}", f"gpu: {unknown_reason[name]} ({len(group)} offers)",
@@ -280,11 +263,10 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
     model_name, num_gpus, country, option = key
     cheapest = min(listings, key=lambda x: (x.price, x.offer["id"]))
     offer = cheapest.offer
-    per_gpu = [x.per_gpu for x in listings]
+    per_gpu = [x.price / num_gpus for x in listings]
     gpu_ram = _num(offer.get("gpu_ram"))
     reliability = _num(offer.get("reliability2"))
     host_reliability = reliability if reliability is not None and 0 <= reliability <= 1 else None
-    bw_nvlink = _num(offer.get("bw_nvlink")) or 0
     data = {
         "offer_count": len(listings),
         "price_per_gpu_hour": {"min": round(min(per_gpu), 6), "median": _median(per_gpu),
@@ -296,60 +278,44 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
             "dph_base": _num(offer.get("dph_base")),
         },
         "gpu_names": sorted({str(x.offer.get("gpu_name")) for x in listings}),
-        "median_storage_cost_usd_per_gb_month": _median(_num(x.offer.get("storage_cost")) for x in listings),
-        "median_inet_down_cost_usd_per_gb": _median(_num(x.offer.get("inet_down_cost")) for x in listings),
-        "median_inet_up_cost_usd_per_gb": _median(_num(x.offer.get("inet_up_cost")) for x in listings),
+        **{f"median_{field}_usd_per_gb{unit}": _median(_num(x.offer.get(field)) for x in listings)
+           for field, unit in (("storage_cost", "_month"), ("inet_down_cost", ""), ("inet_up_cost", ""))},
     }
     batch.offer(
         f"{country}/{num_gpus}x {model_name}/{option}", {"group": list(key), "cheapest_offer": offer},
-        region=country, zone="", instance_type=f"{num_gpus}x {model_name}", purchase_option=option,
+        region=country, instance_type=f"{num_gpus}x {model_name}", purchase_option=option,
         gpu_model=model_name, gpu_variant_exact=cheapest.exact, gpu_name_reported=str(offer.get("gpu_name")),
-        gpu_vendor=cheapest.model.vendor, gpu_count=num_gpus,
-        gpu_memory_gb=round(gpu_ram / 1024, 3) if gpu_ram else None, gpu_memory_gb_nominal=cheapest.model.memory_gb,
+        gpu_count=num_gpus, gpu_memory_gb=round(gpu_ram / 1024, 3) if gpu_ram else None,
         total_gpu_memory_gb=round(gpu_ram * num_gpus / 1024, 3) if gpu_ram else None,
         vcpus=_num(offer.get("cpu_cores_effective")) or None, ram_gb=_ram_gb(offer),
         local_disk_gb=_num(offer.get("disk_space")),
-        interconnect=("NVLink" if bw_nvlink > 0 else "PCIe") if num_gpus > 1 else None,
-        price_per_hour=cheapest.price, source_currency="USD", source_price_per_hour=cheapest.price,
-        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-        available=True, available_count=len(listings), availability_level="offered",
+        interconnect=("NVLink" if (_num(offer.get("bw_nvlink")) or 0) > 0 else "PCIe") if num_gpus > 1 else None,
+        price_per_hour=cheapest.price, available=True, available_count=len(listings), availability_level="offered",
         reliability=host_reliability,
         **interruption.from_host_reliability(host_reliability, outbid=option == "interruptible"),
         provider_data=json.dumps(data, sort_keys=True),
     )
 
 
-def _spread(values: list[float]) -> str:
-    return f"{len(values)} offers, {min(values):g} to {max(values):g}"
-
-
 def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
-    """Per country: median host-set storage price and median egress (upload) price."""
-    storage: dict[str, list[float]] = defaultdict(list)
-    egress: dict[str, list[float]] = defaultdict(list)
-    for offer in offers:
-        country = country_code(offer.get("geolocation"))
-        cost = _num(offer.get("storage_cost"))
-        if cost is not None and cost > 0:
-            storage[country].append(cost)
-        up = _num(offer.get("inet_up_cost"))
-        if up is not None and up >= 0:
-            egress[country].append(up)
-    for country in sorted(storage):
-        values = storage[country]
-        median = _median(values)
-        batch.add("storage", f"{country}/host-disk", {"country": country, "storage_cost": sorted(values)},
-                  region=country, storage_class="host-disk", usd_per_gb_month=median, source_currency="USD",
-                  source_usd_per_gb_month=median,
-                  description=f"median of host-set storage_cost ({_spread(values)} USD/GB-month)")
-    for country in sorted(egress):
-        values = egress[country]
-        median = _median(values)
-        batch.add("egress", f"{country}/internet", {"country": country, "inet_up_cost": sorted(values)},
-                  region=country, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
-                  usd_per_gb=median, source_currency="USD", source_usd_per_gb=median,
-                  description=f"median of host-set inet_up_cost ({_spread(values)} USD/GB)")
+    """Per country: median host-set storage price (above 0) and median egress (upload) price."""
+    for field, positive in (("storage_cost", True), ("inet_up_cost", False)):
+        by_country: dict[str, list[float]] = defaultdict(list)
+        for offer in offers:
+            value = _num(offer.get(field))
+            if value is not None and (value > 0 if positive else value >= 0):
+                by_country[country_code(offer.get("geolocation"))].append(value)
+        for country, values in sorted(by_country.items()):
+            median, raw = _median(values), {"country": country, field: sorted(values)}
+            spread = f"{len(values)} offers, {min(values):g} to {max(values):g}"
+            if positive:
+                batch.add("storage", f"{country}/host-disk", raw, region=country, storage_class="host-disk",
+                          usd_per_gb_month=median, source_currency="USD", source_usd_per_gb_month=median,
+                          description=f"median of host-set storage_cost ({spread} USD/GB-month)")
+            else:
+                batch.add("egress", f"{country}/internet", raw, region=country, destination="internet",
+                          tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=median, source_currency="USD",
+                          source_usd_per_gb=median, description=f"median of host-set inet_up_cost ({spread} USD/GB)")
 
 
 # -- fetching ---------------------------------------------------------------------
@@ -357,23 +323,12 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
 def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
     """Walk the marketplace by id until an empty page."""
     config = ctx.config
-    page_size, max_pages = config.vastai_page_size, config.vastai_max_pages
     key = os.environ.get(API_KEY_ENV, "").strip()
-    headers = {"Accept": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    offers: list[dict[str, Any]] = []
-    cursor: int | None = None
+    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     with ctx.http_client(headers=headers) as client:
-        for _ in range(max_pages):
-            doc = ctx.post_json(client, API_HOST, BUNDLES_PATH, json=build_search(cursor, page_size))
-            page = parse_page(doc, cursor)
-            if not page:
-                return offers
-            offers.extend(page)
-            cursor = max(o["id"] for o in page)
-    raise SourceError(f"vastai: the marketplace did not end within {max_pages} pages of {page_size} offers "
-                      "(raise vastai_max_pages)")
+        return list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(config.vastai_page_size),
+                                 method="POST", json=build_search(None, config.vastai_page_size),
+                                 what="the marketplace search", max_pages=config.vastai_max_pages))
 
 
 def fetch(ctx: SourceContext) -> Batch:

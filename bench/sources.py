@@ -117,8 +117,8 @@ SOURCES: dict[str, Source] = {
         "the price list behind Oracle's price page; no filter by product family is offered",
         candidate="the API also answers one part at a time (?partNumber=), which needs the GPU part numbers "
                   "known in advance: a new shape would then be missed"),
-    "runpod": Source("one GraphQL query of gpuTypes", "the query asks only the price fields it lands",
-                     "the same query (GraphQL: only the fields asked are sent)"),
+    "runpod": Source("two GraphQL queries of gpuTypes (prices, stock)", "the queries ask only the fields they land",
+                     "the same queries (GraphQL: only the fields asked are sent)"),
     "scaleway": Source("Product Catalog (instance products, paged) and the Instance API's stock",
                        "the catalog needs no key and is filtered to instances on the server",
                        "the same query: product_types=instance is the catalog's narrowest documented filter"),

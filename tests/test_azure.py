@@ -4,7 +4,6 @@ Values asserted here were checked by hand against those files."""
 
 from __future__ import annotations
 
-import copy
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpuledger.adapters import azure
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, next_link
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Exchange, Recorder, RecordingProxy, ReplayServer, Request
 from tests.conftest import replay_context
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -146,10 +145,15 @@ def test_item_without_price_is_schema_drift() -> None:
 
 
 def test_next_page_link_keeps_path_and_query_only() -> None:
+    following = next_link(azure.next_page_link, azure.PRICES_HOST)
+    first = {"path": azure.PRICES_PATH, "params": azure.first_page_params(azure.VM_FILTER), "json": None}
     link = "https://prices.azure.com:443/api/retail/prices?currencyCode=%27USD%27&$filter=x%20eq%20%27y%27&$skip=1000"
-    assert azure.next_page_path(link) == "/api/retail/prices?currencyCode=%27USD%27&$filter=x%20eq%20%27y%27&$skip=1000"
+    assert following({"NextPageLink": link}, [], first) == {
+        "path": "/api/retail/prices?currencyCode=%27USD%27&$filter=x%20eq%20%27y%27&$skip=1000", "params": {},
+        "json": None}
+    assert following({"NextPageLink": None}, [], first) is None
     with pytest.raises(SourceError, match="outside prices.azure.com"):
-        azure.next_page_path("https://example.test/api/retail/prices?$skip=1000")
+        following({"NextPageLink": "https://example.test/api/retail/prices?$skip=1000"}, [], first)
 
 
 def test_filters_are_narrow() -> None:
@@ -161,21 +165,22 @@ def test_filters_are_narrow() -> None:
     assert azure.first_page_params(f)["currencyCode"] == "'USD'"
 
 
-def test_gpu_table_fractional_and_multi_gpu_facts() -> None:
-    nv6 = azure.gpu_facts("Standard_NV6ads_A10_v5")
-    assert (nv6.gpu_model, nv6.count, nv6.memory_gb, nv6.total_memory_gb, nv6.memory_gb_nominal) == \
+def test_gpu_table_fractional_and_multi_gpu_facts(fetched: tuple[Batch, ReplayServer]) -> None:
+    size = {o.instance_type: o for o in fetched[0].offers if o.purchase_option == "on_demand"}
+    nv6 = size["Standard_NV6ads_A10_v5"]
+    assert (nv6.gpu_model, nv6.gpu_count, nv6.gpu_memory_gb, nv6.total_gpu_memory_gb, nv6.gpu_memory_gb_nominal) == \
         ("A10", 0.1667, 4.0, 4.0, 24)
-    nv72 = azure.gpu_facts("Standard_NV72ads_A10_v5")
-    assert (nv72.count, nv72.memory_gb, nv72.total_memory_gb) == (2.0, 24.0, 48.0)
-    assert azure.gpu_facts("Standard_NC24ads_A100_v4").gpu_model == "A100-PCIe-80"
-    assert azure.gpu_facts("Standard_ND96asr_v4").gpu_model == "A100-SXM4-40"
-    assert azure.gpu_facts("Standard_ND96amsr_A100_v4").gpu_model == "A100-SXM4-80"
-    assert azure.gpu_facts("Standard_NC40ads_H100_v5").gpu_model == "H100-NVL"
-    assert azure.gpu_facts("Standard_ND96isr_H100_v5").gpu_model == "H100-SXM"
-    h200 = azure.gpu_facts("Standard_ND96isr_H200_v5")
-    assert (h200.gpu_model, h200.variant_exact) == ("H200-SXM", True)
-    assert azure.gpu_facts("Standard_NC6s_v3").gpu_model == "V100-PCIe-16"
-    assert azure.gpu_facts("Standard_ND96isr_MI300X_v5").total_memory_gb == 1536.0
+    nv72 = size["Standard_NV72ads_A10_v5"]
+    assert (nv72.gpu_count, nv72.gpu_memory_gb, nv72.total_gpu_memory_gb) == (2.0, 24.0, 48.0)
+    assert size["Standard_NC24ads_A100_v4"].gpu_model == "A100-PCIe-80"
+    assert size["Standard_ND96asr_v4"].gpu_model == "A100-SXM4-40"
+    assert size["Standard_ND96amsr_A100_v4"].gpu_model == "A100-SXM4-80"
+    assert size["Standard_NC40ads_H100_v5"].gpu_model == "H100-NVL"
+    assert size["Standard_ND96isr_H100_v5"].gpu_model == "H100-SXM"
+    h200 = size["Standard_ND96isr_H200_v5"]
+    assert (h200.gpu_model, h200.gpu_variant_exact, h200.gpu_name_reported) == ("H200-SXM", True, "NVIDIA H200")
+    assert size["Standard_NC6s_v3"].gpu_model == "V100-PCIe-16"
+    assert size["Standard_ND96isr_MI300X_v5"].total_gpu_memory_gb == 1536.0
     assert all(s.startswith(azure.GPU_SKU_PREFIXES) for s in azure.GPU_SIZES)
 
 
@@ -460,8 +465,69 @@ def test_paging_loop_is_stopped(replay: Any) -> None:
         doc["NextPageLink"] = doc["NextPageLink"].replace("$skip=300", "$skip=200")
         return 200, {"Content-Type": "application/json"}, json.dumps(doc).encode()
 
-    with pytest.raises(SourceError, match="paging did not end"):
+    with pytest.raises(SourceError, match="azure Virtual Machines: the next page asked for is one already read"):
         azure.fetch(replay_context(replay("azure", hook=_on_page("200", loop)), "azure"))
+
+
+# -- enrichments: each one's failure costs only itself ---------------------------------------------
+
+def _on_query(odata_filter: str, skip: str | None, answer: Any):
+    def hook(host: str, req: Request, ex: Exchange | None) -> Any:
+        if req.params.get("$filter") == odata_filter and req.params.get("$skip") == skip:
+            return answer
+        return None
+    return hook
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("name, hook, reason", [
+    ("managed disk prices", _on_query(azure.STORAGE_FILTER, "200", (404, {}, b"gone")),
+     "azure: HTTP 404 from prices.azure.com/api/retail/prices?"),
+    # an item without its price: the pages read before it add nothing either
+    ("managed disk prices", _on_query(azure.STORAGE_FILTER, "200", (200, JSON, json.dumps(
+        {"Items": [{"armRegionName": "eastus"}], "NextPageLink": None, "Count": 1}).encode())),
+     "azure: Storage item ? lacks"),
+    ("bandwidth prices", _on_query(azure.BANDWIDTH_FILTER, None, (500, {}, b"upstream timeout")),
+     "azure: prices.azure.com/api/retail/prices failed after 2 attempts: HTTP 500"),
+    ("bandwidth prices", _on_query(azure.BANDWIDTH_FILTER, "100", (200, JSON, b'{"error": {"code": "Throttled"}}')),
+     "azure: Bandwidth page lacks Items/NextPageLink"),
+])
+def test_a_failing_disk_or_bandwidth_query_costs_only_its_own_rows(replay: Any, fetched: tuple[Batch, ReplayServer],
+                                                                   name: str, hook: Any, reason: str) -> None:
+    ctx = replay_context(replay("azure", hook=hook), "azure")
+    batch = azure.fetch(ctx)
+    assert list(ctx.degraded) == [name] and ctx.degraded[name].startswith(reason)
+    clean = fetched[0]
+    # The offers and the other query's rows load as recorded; the failed query's rows are left to
+    # the warehouse (a run without storage or egress rows leaves those tables alone).
+    assert sorted(o.key for o in batch.offers) == sorted(o.key for o in clean.offers)
+    assert (batch.storage, batch.egress) == (([], clean.egress) if name == "managed disk prices" else
+                                             (clean.storage, []))
+    assert {e.name for e in azure.PROVIDER.enrichments} == {"managed disk prices", "bandwidth prices",
+                                                            "spot eviction rates"}
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ((500, {}, b"upstream timeout"),
+     "azure: management.azure.com/providers/Microsoft.ResourceGraph/resources failed after 2 attempts: HTTP 500"),
+    ((200, JSON, b'{"totalRecords": 0, "count": 0, "data": {"rows": []}}'),
+     "azure: Resource Graph answer has no `data` row list"),
+])
+def test_a_failing_resource_graph_leaves_the_spot_risk_to_the_warehouse(replay: Any, answer: Any, reason: str) -> None:
+    server = replay("azure", hook=lambda host, req, ex: answer if host == "management.azure.com" else None)
+    ctx = replay_context(server, "azure")
+    batch = azure.fetch(ctx)
+    assert list(ctx.degraded) == ["spot eviction rates"] and ctx.degraded["spot eviction rates"].startswith(reason)
+    spot = [o for o in batch.offers if o.purchase_option == "spot"]
+    assert len(spot) == 422 and len(batch.offers) == 1813
+    # eastus ND96isr H100 v5 Spot has rate "0-5" in resource-graph/page-01.json; not asked, it is unknown
+    h100 = next(o for o in spot if (o.region, o.instance_type) == ("eastus", "Standard_ND96isr_H100_v5"))
+    assert (h100.interruption_risk, h100.interruption_risk_level) == (None, "unknown")
+    assert not any("spot eviction rates:" in n for n in batch.notes)
+    [enrichment] = [e for e in azure.PROVIDER.enrichments if e.name == "spot eviction rates"]
+    assert "interruption_risk_level" in enrichment.columns and not enrichment.options
 
 
 # -- recording (the path a live recording takes): no credentials needed ---------------------------
@@ -489,6 +555,6 @@ def test_record_mode_follows_pages_through_the_proxy_without_credentials(
     assert sorted(o.key for o in replayed.offers) == sorted(o.key for o in recorded_batch.offers)
 
 
-def test_iter_items_reads_saved_pages() -> None:
+def test_saved_pages_parse() -> None:
     pages = [json.loads(p.read_text()) for p in sorted((RECORDING / "vm").glob("page-*.json"))]
-    assert sum(1 for _ in azure.iter_items(copy.deepcopy(pages))) == 1367
+    assert sum(len(azure.parse_page(doc, "saved").items) for doc in pages) == 1367

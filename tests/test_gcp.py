@@ -455,6 +455,29 @@ def test_a_failing_page_raises_source_error_after_retries(replay) -> None:
     assert len(calls) == 2  # http_attempts=2 in replay_context
 
 
+@pytest.mark.parametrize("answer, reason", [
+    ((404, {"Content-Type": "application/json"}, b'{"error": {"code": 404, "message": "gone"}}'),
+     "gcp: zones.list (page 1) failed: HTTP 404"),
+    ((200, {"Content-Type": "application/json"}, b'{"items": [{"name": "us-central1-a", "status": "UP"}]}'),
+     "gcp: zones.list item lacks name/region"),
+])
+def test_a_failing_zones_list_costs_only_the_zone_status(replay, replayed, answer, reason: str) -> None:
+    clean, _, _ = replayed
+    server = replay("gcp", hook=lambda host, req, ex: answer if req.path.endswith("/zones") else None)
+    ctx = replay_context(server, "gcp")
+    batch = gcp.fetch(ctx)
+    assert list(ctx.degraded) == ["zone status"] and ctx.degraded["zone status"].startswith(reason)
+    # Every offer and its price as the clean run has them (a zone's region from its name), every
+    # storage and egress row; only the zones' status is unknown, left to the warehouse.
+    assert {o.key: o.price_per_hour for o in batch.offers} == {o.key: o.price_per_hour for o in clean.offers}
+    assert (batch.storage, batch.egress, batch.quarantined) == (clean.storage, clean.egress, [])
+    down = only(batch, "europe-west1-c", "a3-highgpu-8g")  # zone DOWN in the clean run
+    assert (down.available, down.availability_level) == (None, "listed in zone")
+    [enrichment] = gcp.PROVIDER.enrichments
+    assert (enrichment.name, enrichment.columns, enrichment.options) == (
+        "zone status", ("available", "availability_level"), ())
+
+
 def test_live_without_credentials_raises_missing_credentials(monkeypatch, tmp_path: Path) -> None:
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY",
                 "GOOGLE_CLOUD_PROJECT", "GPULEDGER_GCP_PROJECT"):

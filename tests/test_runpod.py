@@ -143,11 +143,46 @@ def test_fetch_through_httpx(replay: Any) -> None:
     assert {(e.region, e.destination, e.usd_per_gb) for e in batch.egress} == {
         ("secure-cloud", "internet", 0.0), ("community-cloud", "internet", 0.0)}
 
-    [(host, req)] = server.requests  # one request: the answer is not paginated
-    body = req.json_body()
-    assert (host, req.method, req.path, body["operationName"]) == ("api.runpod.io", "POST", "/graphql", "GpuTypePrices")
-    assert "secureStock: lowestPrice(input: {gpuCount: 1, secureCloud: true})" in body["query"]
-    assert "api_key" not in req.params
+    # Two requests, neither paginated: the prices, then the stock levels.
+    [(host, prices), (_, stock)] = server.requests
+    assert (host, prices.method, prices.path) == ("api.runpod.io", "POST", "/graphql")
+    assert [r.json_body()["operationName"] for r in (prices, stock)] == ["GpuTypePrices", "GpuTypeStock"]
+    assert "lowestPrice" not in prices.json_body()["query"]
+    assert "secureStock: lowestPrice(input: {gpuCount: 1, secureCloud: true})" in stock.json_body()["query"]
+    assert "api_key" not in prices.params
+
+
+def on_stock(answer: tuple[int, dict[str, str], bytes]) -> Any:
+    """A hook answering the stock query with `answer`; the price query as recorded."""
+    return lambda host, req, ex: answer if (req.json_body() or {}).get("operationName") == "GpuTypeStock" else None
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ((500, {}, b"upstream timeout"), "runpod: api.runpod.io/graphql failed after 2 attempts: HTTP 500"),
+    ((404, {}, b"not found"), "runpod: HTTP 404 from api.runpod.io/graphql"),
+    ((200, {"Content-Type": "application/json"}, b'{"data": null, "errors": [{"message": "lowestPrice timed out"}]}'),
+     "runpod: GraphQL error: lowestPrice timed out"),
+    ((200, {"Content-Type": "application/json"}, b'{"data": {"gpuTypes": [{"secureStock": null}]}}'),
+     "runpod: stock levels: the answer is malformed (KeyError: 'id')"),
+    ((200, {"Content-Type": "application/json"}, b'{"data": {"gpuTypes": [{"id": "NVIDIA H200", "secureSt'),
+     "runpod: api.runpod.io/graphql did not answer JSON"),
+])
+def test_a_failing_stock_answer_costs_only_the_stock_columns(replay: Any, answer: Any, reason: str) -> None:
+    server = replay("runpod", hook=on_stock(answer))
+    ctx = replay_context(server, "runpod")
+    batch = runpod.fetch(ctx)
+    assert list(ctx.degraded) == ["stock levels"] and ctx.degraded["stock levels"].startswith(reason)
+    # The core offers load as recorded, their stock columns left unknown (the warehouse keeps the
+    # last ones: PROVIDER declares them the enrichment's).
+    assert batch.counts() == {"offers": 85, "egress": 2, "storage": 5, "quarantined": 1}
+    h100 = by_key(batch)[("community-cloud", "1x NVIDIA H100 80GB HBM3", "on_demand")]
+    assert (h100.price_per_hour, h100.available, h100.availability_level, h100.vcpus) == (2.69, None, None, None)
+    assert json.loads(h100.provider_data)["available_gpu_counts"] is None
+    spot = by_key(batch)[("secure-cloud", "1x NVIDIA H100 80GB HBM3", "interruptible")]
+    assert (spot.price_per_hour, spot.interruption_risk_level) == (1.75, "unknown")
+    [enrichment] = runpod.PROVIDER.enrichments
+    assert enrichment.name == "stock levels" and not enrichment.options
+    assert {"available", "available_count", "availability_level", "interruption_risk_level"} <= set(enrichment.columns)
 
 
 def test_graphql_error_with_http_200_names_runpods_message(replay: Any) -> None:

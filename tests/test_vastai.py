@@ -217,8 +217,9 @@ def test_a_server_ignoring_the_cursor_is_schema_drift_not_a_loop(replay: Any) ->
 def test_walk_is_bounded_by_max_pages(replay: Any) -> None:
     server = replay("vastai")
     ctx = replay_context(server, "vastai", settings={"vastai_max_pages": 2})
-    with pytest.raises(SourceError, match="vastai: the marketplace did not end within 2 pages of 100 offers"):
+    with pytest.raises(SourceError, match="vastai: the marketplace search: paging did not end within 2 pages"):
         vastai.fetch(ctx)
+    assert len(server.requests) == 2
 
 
 def test_api_key_goes_in_a_bearer_header_and_not_in_errors(replay: Any, monkeypatch: pytest.MonkeyPatch) -> None:

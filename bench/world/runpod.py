@@ -1,7 +1,8 @@
-"""RunPod at catalogue size: every GPU type of RunPod's list in one `gpuTypes` answer.
+"""RunPod at catalogue size: every GPU type of RunPod's list in the `gpuTypes` answers.
 
-The adapter asks one GraphQL query whose `gpuTypes` is not paged and prices each type per cloud
-(Secure, Community), not per data center, so the real answer's size is the number of GPU types.
+The adapter asks two GraphQL queries (prices, then stock) whose `gpuTypes` is not paged and prices
+each type per cloud (Secure, Community), not per data center, so an answer's size is the number of
+GPU types.
 The 38 variants of the runpod-sdk crate's `GpuTypeId`
 (https://docs.rs/runpod-sdk/0.2.0/runpod_sdk/model/enum.GpuTypeId.html; the ids as spelt in
 https://docs.runpod.io/references/gpu-types) plus the three the bundled recording has beyond them
@@ -57,7 +58,10 @@ def scaled(template: dict[str, Any], gpu_id: str, display: str, memory: int, fac
 
 
 def gpu_types(scale: str) -> list[dict[str, Any]]:
+    """Every type with its prices and its stock blocks (as the adapter joins the two answers)."""
     bundled = json.loads((BUNDLED_RECORDINGS / "runpod" / "graphql-gpuTypes.json").read_text())["data"]["gpuTypes"]
+    stock = runpod.parse_stock(json.loads((BUNDLED_RECORDINGS / "runpod" / "graphql-gpuStock.json").read_text()))
+    bundled = [{**t, **stock[t["id"]]} for t in bundled]
     by_id = {t["id"]: t for t in bundled}
     missing = MISSING_TYPES if scale == "world" else MISSING_TYPES[:3]
     added = [scaled(by_id[model], gpu_id, display, memory, factor)
@@ -67,7 +71,13 @@ def gpu_types(scale: str) -> list[dict[str, Any]]:
 
 def generate(root: Path, scale: str) -> dict[str, Any]:
     rec = ProviderRecording(root, runpod.NAME, recorded_at="2026-12-02T00:00:00Z")
-    rec.add(runpod.API_HOST, runpod.GRAPHQL_PATH, json.dumps({"data": {"gpuTypes": gpu_types(scale)}}, indent=1),
-            method="POST", body_file="graphql-gpuTypes.json", match={"json": {"operationName": runpod.OPERATION}},
-            headers={"Content-Type": "application/json"})
+    types = gpu_types(scale)
+    aliases = [c.stock_alias for c in runpod.CLOUDS]
+    prices = [{k: v for k, v in t.items() if k not in aliases} for t in types]
+    stock = [{"id": t["id"], **{a: t[a] for a in aliases}} for t in types]
+    for operation, body_file, answer in ((runpod.OPERATION, "graphql-gpuTypes.json", prices),
+                                         (runpod.STOCK_OPERATION, "graphql-gpuStock.json", stock)):
+        rec.add(runpod.API_HOST, runpod.GRAPHQL_PATH, json.dumps({"data": {"gpuTypes": answer}}, indent=1),
+                method="POST", body_file=body_file, match={"json": {"operationName": operation}},
+                headers={"Content-Type": "application/json"})
     return rec.close()

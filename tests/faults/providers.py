@@ -181,6 +181,8 @@ _RUNPOD_PRICES = ("securePrice", "communityPrice", "secureSpotPrice", "community
 
 
 def _runpod_edit(e: Edit, host: str, req: Request, body: bytes) -> bytes | None:
+    if (req.json_body() or {}).get("operationName") != "GpuTypePrices":
+        return None  # the stock answer (an enrichment) holds no prices
     doc = _json(body)
     types = doc["data"]["gpuTypes"]
     victim = next(t for t in sorted(types, key=lambda t: t["id"]) if t["securePrice"] is not None
