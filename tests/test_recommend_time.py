@@ -12,9 +12,7 @@ from gpuledger.warehouse.recommender.macros import install_macros
 from gpuledger.warehouse.recommender.memory import TrainingSetup, estimate
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, compute_cost, recommend
 from gpuledger.warehouse.recommender.spot import interruption_rate_per_hour
-from gpuledger.warehouse.recommender.throughput import (
-    fabric_gbs, link_gbs, step_work, tokens_per_second,
-)
+from gpuledger.warehouse.recommender.throughput import fabric_gbs, node_link, pcie_gbs, step_work, tokens_per_second
 from gpuledger.warehouse.store import open_reader
 from tests.builders import replayed_warehouse
 from tests.test_recommend import NOW, warehouse  # noqa: F401  (the module-scoped fixture)
@@ -25,8 +23,9 @@ def rate_per_gpu(setup: TrainingSetup, gpu: str, plan_gpus: int = 1) -> float:
     card = gpu_table.models()[gpu]
     est = estimate(setup, plan_gpus, shard_lora=False)
     tps = tokens_per_second(step_work(est, plan_gpus), card.bf16_dense_tflops, card.memory_bandwidth_tbs,
-                            gpu_count=plan_gpus, plan_gpus=plan_gpus, nodes=1,
-                            link=link_gbs(card.nvlink, True), fabric=fabric_gbs(None, plan_gpus))
+                            gpu_count=plan_gpus, plan_gpus=plan_gpus, nodes=1, pcie=pcie_gbs(card.architecture),
+                            link=node_link(card.vendor, card.nvlink, card.form_factor, card.architecture, plan_gpus,
+                                           None)[1], fabric=fabric_gbs(None, plan_gpus))
     assert tps is not None
     return tps / plan_gpus
 
@@ -82,7 +81,7 @@ def con(warehouse: Path):  # noqa: F811
 def test_ranked_hours_and_costs_match_the_python_time_model(con) -> None:
     request = RecommendRequest(method="full", model="llama-3-8b", tokens=50e6, top=100, spot=True, as_of=NOW)
     rec = recommend(con, request)
-    assert len(rec.candidates) > 5 and {c.plan for c in rec.candidates} == {"single", "sharded"}
+    assert len(rec.candidates) > 5 and {c.plan for c in rec.candidates} == {"data-parallel", "sharded"}
     for c in rec.candidates:
         card = gpu_table.models()[c.gpu_model]
         peak = card.bf16_dense_tflops or card.fp16_dense_tflops
@@ -91,15 +90,16 @@ def test_ranked_hours_and_costs_match_the_python_time_model(con) -> None:
             continue
         plan_gpus = int(c.gpus_used) if c.plan == "sharded" else 1
         est = rec.sharded_estimates[plan_gpus] if plan_gpus > 1 else rec.estimate
-        fast = c.interconnect in ("NVSwitch", "NVLink") and c.gpu_model not in ("RTX-A6000", "RTX-PRO-6000-S")
-        assert c.nvlink_counted == fast
+        kind, link = node_link(card.vendor, card.nvlink, card.form_factor, card.architecture, c.gpu_count,
+                               c.interconnect)
+        assert (c.link_kind, c.link_gbs) == (kind, link)
         expected = tokens_per_second(step_work(est, plan_gpus), peak, card.memory_bandwidth_tbs,
-                                     gpu_count=c.gpu_count, plan_gpus=plan_gpus, nodes=c.nodes,
-                                     link=link_gbs(card.nvlink, fast), fabric=fabric_gbs(None, c.gpu_count))
+                                     gpu_count=c.gpu_count, plan_gpus=plan_gpus, nodes=c.nodes, link=link,
+                                     pcie=pcie_gbs(card.architecture), fabric=fabric_gbs(None, c.gpu_count))
         assert c.tokens_per_s == pytest.approx(expected, rel=1e-9), c.instance_type
         assert c.uninterrupted_hours == pytest.approx(50e6 / expected / 3600, rel=1e-9)
         if not c.interruptible:
-            assert c.hours_per_run == c.uninterrupted_hours
+            assert c.hours_per_run == pytest.approx(c.uninterrupted_hours + c.setup_hours, rel=1e-12)
         usd, _ = compute_cost(c.price_per_hour, c.hours_per_run, 1, c.cost.granularity_s, c.cost.minimum_s, c.nodes)
         assert c.cost.compute_usd == pytest.approx(usd, rel=1e-9)
     totals = [c.cost.total_usd for c in rec.candidates if not c.slow_path and c.cost.total_usd is not None]
