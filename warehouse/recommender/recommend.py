@@ -586,7 +586,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                          + ("speed, time and cost unknown: ranked after every offer with a known time"
                             if request.job_tokens is not None else "speed unknown"))
         elif row["setup_s"]:
-            flags.append(f"set-up {row['setup_s'] / 60:.1f} min a run (${row['setup_usd']:,.2f} in all): start-up, "
+            flags.append(f"set-up {row['setup_s'] / 60:.1f} min a run: start-up, "
                          f"the image and the weights down and the result up at {row['download_gbps']:.2g} Gb/s "
                          f"({row['bandwidth_source']})")
         cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
