@@ -117,7 +117,7 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
     return out
 
 
-def _egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
+def egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
     out: dict[str, dict[str, list[tuple[float, float | None, float]]]] = {}
     for provider, region, start, end, usd in con.execute(
             "select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
@@ -144,7 +144,7 @@ def report_rows(con: duckdb.DuckDBPyConnection, egress_gb: float = DEFAULT_EGRES
     rel = con.execute(OFFER_SQL)
     cols = [d[0] for d in rel.description]
     offers = rel.fetchall()  # before the next query on this connection replaces the result
-    tiers = _egress_tiers(con)
+    tiers = egress_tiers(con)
     fresh = {f.provider: f for f in freshness}
     rows = []
     for values in offers:
@@ -408,7 +408,7 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
     return {"models": [{"value": m, "label": m} for m in chosen],
             "methods": [{"value": k, "label": k} for k in methods], "answers": answers,
             "flags": sorted(flags, key=flags.__getitem__),
-            "tiers": {p: r for p, r in _egress_tiers(con).items() if p in used},
+            "tiers": {p: r for p, r in egress_tiers(con).items() if p in used},
             "default_tokens": DEFAULT_DATASET_TOKENS * DEFAULT_EPOCHS,
             "default_job": f"{DEFAULT_DATASET_TOKENS / 1e6:g}M tokens × {DEFAULT_EPOCHS:g} epochs"}
 
