@@ -3,6 +3,7 @@ deciding the two comparisons the recommender exists for (on the replayed warehou
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,37 @@ def test_spot_is_costed_as_expected_time_and_checkpoints_matter(con) -> None:
     lost = rarely.uninterrupted_hours * interruption_rate_per_hour(100) * (4 / 2)
     assert rarely.hours_per_run - rarely.uninterrupted_hours > lost
     assert any(f.startswith("expected ") and "interruptions (high risk, up to 100% a month, aws_spot_advisor)" in f for f in often.flags)
+
+
+# -- a job, always -------------------------------------------------------------------------------
+
+def test_without_a_size_the_default_job_is_costed_and_unknown_speeds_come_last(replayed) -> None:
+    rec = recommend(replayed, RecommendRequest(method="qlora", model="llama-3-8b", top=100))
+    assert rec.request.job_tokens == 20e6 * 3 and rec.as_dict()["job"]["default"] is True
+    assert rec.notes[0].startswith("job costed: 60M tokens (the default job: a typical instruction tune of 20M "
+                                   "tokens x 3 epochs")
+    assert all(c.tokens_per_s is not None for c in rec.candidates[:5])
+    unknown = [c.rank for c in rec.candidates if c.tokens_per_s is None]
+    known = [c.rank for c in rec.candidates if c.tokens_per_s is not None]
+    assert unknown and min(unknown) > max(known)  # never before an offer with a known time
+    c = next(c for c in rec.candidates if c.tokens_per_s is None)
+    assert c.cost.total_usd is None and any("ranked after every offer with a known time" in f for f in c.flags)
+
+
+def test_a_ten_minute_job_on_8x_b200_pays_its_set_up(con) -> None:
+    probe = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", tokens=1e6, top=100, as_of=NOW))
+    b200 = next(c for c in probe.candidates if c.instance_type == "b200.8")
+    tokens = b200.tokens_per_s * 600  # ten minutes of training on the node
+    rec = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", tokens=tokens, top=100, as_of=NOW))
+    c = next(c for c in rec.candidates if c.instance_type == "b200.8")
+    # persec is a gpu_cloud without a published network speed: 2 minutes to a shell, the 7 GB image
+    # and the 16-bit base model down and the adapter up at the assumed 1 Gb/s.
+    e = rec.estimate
+    setup_s = 120 + (7e9 + e.base_weights_gb * 2**30) * 8 / 1e9 + e.artifact_gb * 2**30 * 8 / 1e9
+    assert c.setup_hours == pytest.approx(setup_s / 3600)
+    assert c.hours_per_run == pytest.approx((600 + setup_s) / 3600)
+    assert c.cost.setup_usd == pytest.approx(60.0 * setup_s / 3600)  # $60/h, billed per second
+    assert c.cost.compute_usd == pytest.approx(60.0 * math.ceil(600 + setup_s) / 3600)
+    assert any(f.startswith(f"set-up {setup_s / 60:.1f} min a run: start-up") and f.endswith("at 1 Gb/s (assumed)")
+               for f in c.flags)
+    assert c.cost.setup_usd > 0.3 * c.cost.compute_usd  # the fixed part is a third of this short job
