@@ -361,9 +361,10 @@ def _why_not(row: dict[str, Any], plans: Sequence[Plan], a: RankArgs) -> str:
 
 
 def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a: RankArgs
-         ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]]]:
-    """The top candidates as dicts, best first; how many offers fit (after the budget); and the
-    offers cheaper by the hour than the first that fit no plan, each with its reason."""
+         ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None]:
+    """The top candidates as dicts, best first; how many offers fit (after the budget); the offers
+    cheaper by the hour than the first that fit no plan, each with its reason; and, when nothing
+    fits, the largest GPU on offer (memory, model)."""
     c = f.cols
     if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
         f.place_tables.clear(), f.picks.clear(), f.storage_picks.clear(), f.egress_picks.clear()
@@ -379,7 +380,8 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     mem, count = c["memory_gb_per_gpu"], c["gpu_count"]
     ram = c["ram_gb"]
     plan_of = np.full(f.n, -1)
-    # fit_ok's rule (sql/recommend.sql), the host-RAM rule of _HOST_RAM_OK and the GPU limit; the
+    # fit_ok's rule (sql/recommend.sql), host RAM for ZeRO-Offload (each node holds its share, with the
+    # GPUs' headroom; an offer without a RAM figure cannot be shown to fit) and the GPU limit; the
     # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
     with np.errstate(invalid="ignore"):
         for i, p in enumerate(plans):
@@ -510,7 +512,11 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
             sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(other),
             considered=considered, persists_when_stopped=f.persists.get(row["provider"]))
         out.append(row)
-    return out, considered, _left_out(f, plans, a, considered_offers & (plan_of < 0), out)
+    largest = None
+    if not out:  # what "nothing fits" names: the largest GPU on offer within the filters and the GPU limit
+        on_offer = np.nonzero(ok & (count <= a.max_gpus) & ~np.isnan(mem))[0]
+        largest = max(((mem[i], c["gpu_model"][i] or "") for i in on_offer), default=None)
+    return out, considered, _left_out(f, plans, a, considered_offers & (plan_of < 0), out), largest
 
 
 def _left_out(f: OfferFacts, plans: Sequence[Plan], a: RankArgs, excluded: np.ndarray,

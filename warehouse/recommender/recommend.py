@@ -15,6 +15,7 @@ Formulas and assumptions: docs/recommender.md. Everything here only reads.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -353,26 +354,6 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
     return fresh, stale
 
 
-def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
-    """The request's region and provider limits as a WHERE clause over offer rows."""
-    where, args = ["true"], {}
-    if request.region:
-        where.append("region like $region" if "%" in request.region or "_" in request.region
-                     else "starts_with(region, $region)")
-        args["region"] = request.region
-    if request.providers:
-        names = [f"$provider{i}" for i in range(len(request.providers))]
-        where.append(f"provider in ({', '.join(names)})")
-        args.update({n[1:]: p for n, p in zip(names, request.providers)})
-    return " and ".join(where), args
-
-
-def _fits_params(request: RecommendRequest) -> dict[str, Any]:
-    return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
-            "precision": request.precision, "as_of": request.as_of, "commitments": request.commitments,
-            "unavailable": request.include_unavailable}
-
-
 # The ranking (warehouse.recommender.ranking): each plan's fitting offers (fit_ok's rule over the
 # rows `fits` would return, the single-GPU plan first, then fewest nodes: an offer keeps the first
 # plan it fits), costed as the pure functions above cost one offer (billed compute; storage on the
@@ -380,13 +361,8 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 # tiers, else the provider's dearest region), ordered by (slow path, total or hours, total, price
 # per hour, key), collapsed to one row per provider/instance type/purchase option when asked, and
 # cut to the top N.
-# ZeRO-Offload's host RAM: each node holds its share of the optimizer state, with the same headroom
-# as GPU memory; an offer that states no RAM cannot be shown to fit.
-_HOST_RAM_OK = "($host_gb_{i} = 0 or coalesce(ram_gb, 0) * (1 - $headroom) * nodes >= $host_gb_{i})"
-
-
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
-            fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]]]:
+            fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any]:
     """The top candidates as dicts (columns of `fits` plus the cost columns), best first, how many
     offers fit, and the cheaper ones left out; `fresh` names the providers whose data is fresh."""
     from gpuledger.warehouse.recommender import ranking
@@ -405,7 +381,7 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
     args = ranking.RankArgs(
         fresh=frozenset(fresh), spot=request.spot, commitments=request.commitments,
         include_unavailable=request.include_unavailable, headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus,
-        region_ok=_regions_ok(con, request, facts.places), providers=tuple(request.providers),
+        region_ok=_regions_ok(request, facts.places), providers=tuple(request.providers),
         method=request.method, job_tokens=request.job_tokens, hours=request.hours or 0.0, runs=request.runs,
         days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0, by=request.by,
         budget=request.budget, top=request.top, per_instance=request.per_instance,
@@ -413,40 +389,26 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
     return ranking.rank(con, facts, figures, args)
 
 
-def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, places: list[tuple[str, str]]
-                ) -> frozenset[str] | None:
-    """The regions the request's --region keeps, by the rule of _filters (None: no --region)."""
+def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> frozenset[str] | None:
+    """The regions --region keeps (None: no --region): a prefix ('us-' is us-east-1, not Azure's
+    eastus), or a SQL LIKE pattern when it has % or _ (case-sensitive, as DuckDB's LIKE)."""
     if not request.region:
         return None
-    regions = sorted({r for _, r in places})
-    if not regions:
-        return frozenset()
-    where, args = _filters(replace(request, providers=()))
-    return frozenset(r for (r,) in con.execute(
-        f"select region from (select unnest($regions::varchar[]) as region) where {where}",
-        {**args, "regions": regions}).fetchall())
+    pattern = request.region
+    if "%" in pattern or "_" in pattern:
+        rx = re.compile("".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern), re.S)
+        return frozenset(r for _, r in places if rx.fullmatch(r))
+    return frozenset(r for _, r in places if r.startswith(pattern))
 
 
 def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
               plans: list[tuple[int, int, MemoryEstimate]]) -> bool:
-    """Whether any offer fits one of the plans: the candidate set of _ranked (the same rule,
-    fit_ok, with the filters of `fits`), found in one scan of the offers and not costed."""
-    where, args = _filters(request)
-    args.update(_fits_params(request), max_gpus=request.max_gpus)
-    terms = []
-    for i, (gpus, nodes, est) in enumerate(plans):
-        terms.append(f"(fit_ok(memory_gb_per_gpu, gpu_count, multinode_fabric, $need_{i}, $gpus_{i}, $nodes_{i}, "
-                     "$headroom) "
-                     f"and gpu_count * $nodes_{i} <= $max_gpus "
-                     f"and {_HOST_RAM_OK.format(i=i).replace('* nodes', f'* $nodes_{i}')})")
-        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes, f"host_gb_{i}": est.host_gb})
-    sql = ("select 1 from (select o.* from offer_facts() o "
-           "join fresh_providers(max_age_hours := $max_age, as_of := $as_of) f on f.provider = o.provider) "
-           "where (term_months is null and ($spot or purchase_option = 'on_demand') "
-           "or ($commitments and term_months is not null)) and ($unavailable or coalesce(available, true)) "
-           f"and {where} and ({' or '.join(terms)}) limit 1")
-    args.pop("precision", None)
-    return bool(con.execute(sql, args).fetchall())
+    """Whether any offer fits one of the plans: the ranking's candidate set, not kept."""
+    from gpuledger.warehouse.recommender import ranking
+
+    facts = ranking.offer_facts(con)
+    fresh, _ = _freshness(con, request, facts.offers_per_provider())
+    return bool(_ranked(con, replace(request, top=1, budget=None), plans, [p.provider for p in fresh], facts)[0])
 
 
 def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
@@ -457,18 +419,6 @@ def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
 def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
     """What leaves the provider: the trained artifact, once per download."""
     return est.artifact_gb * request.download_count
-
-
-def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> tuple[float, str] | None:
-    """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
-    where, args = _filters(request)
-    args.update(_fits_params(request), max_gpus=request.max_gpus)
-    rows = con.execute(
-        "select memory_gb_per_gpu, gpu_model from fits(0.0, spot := $spot, max_age_hours := $max_age, "
-        f"headroom := $headroom, train_precision := $precision, as_of := $as_of, commitments := $commitments, "
-        f"include_unavailable := $unavailable) where {where} "
-        "and gpu_count <= $max_gpus order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
-    return (rows[0][0], rows[0][1]) if rows else None
 
 
 # -- the recommender ------------------------------------------------------------------
@@ -558,7 +508,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     facts = ranking.offer_facts(con)  # read once per request (a writable connection keeps no cache)
     offers_per_provider = facts.offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
-    rows, considered, left_out = _ranked(con, request, plans, [p.provider for p in fresh], facts)
+    rows, considered, left_out, largest = _ranked(con, request, plans, [p.provider for p in fresh], facts)
 
     notes: list[str] = []
     top: list[Candidate] = []
@@ -643,7 +593,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
         notes.append(f"left out, cheaper by the hour: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
                      f"{o['gpu_model']}, ${o['price_per_hour']:,.2f}/h): {o['reason']}")
     if not top:
-        notes.append(explain_nothing_fits(con, request, single, sharded, fresh))
+        notes.append(explain_nothing_fits(con, request, single, sharded, fresh, largest))
     return Recommendation(request=request, estimate=single, sharded_estimates=sharded, candidates=top,
                           fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes,
                           offers_per_provider=offers_per_provider, left_out=left_out)
@@ -722,13 +672,13 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
 
 
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
-                         sharded: dict[int, MemoryEstimate], fresh: list[ProviderFreshness]) -> str:
+                         sharded: dict[int, MemoryEstimate], fresh: list[ProviderFreshness],
+                         best: tuple[float, str] | None) -> str:
     """One sentence on why no offer fits, with the largest memory that was on offer and the options
     that would make something fit (each checked against the offers)."""
     if not fresh:
         return "nothing fits: no provider has a successful scrape within " \
                f"{request.max_age_hours:g} h (run `gpuledger refresh`, or raise --max-age-hours)"
-    best = _largest_on_offer(con, request)
     largest = (f"the largest GPU on offer is {best[1]} with {best[0]:.1f} GiB" if best
                else "no GPU is on offer within the filters")
     parts = [f"nothing fits: the job needs {single.per_gpu_gb:.1f} GiB on one GPU "
