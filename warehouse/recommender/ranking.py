@@ -1,17 +1,12 @@
 """The recommender's ranking over offer facts held in numpy arrays, one set per connection.
 
-What does not depend on the request (each current offer with the columns of `offer_facts()`,
-its link and fabric speeds, its interruption rate; storage and egress prices) is read once per
-read-only connection: DuckDB's file lock keeps writers out while it is open, so the facts cannot
-go stale. A writable connection reads them again for every request. A request then costs and
-ranks every offer with array arithmetic: DuckDB spends far longer planning one statement that
-does this (its binder and optimizer, ~150-200 ms at 38,500 offers) than numpy spends doing it.
-
-The per-offer facts come from the SQL macros (offer_facts, precision_ok, interruption_rate), the
-per-plan figures from the pure functions of memory, throughput, spot and volumes; the arithmetic
-here is theirs written over arrays, in the same order of operations as the SQL macros
-billed_seconds and fit_ok, so `fits` and the ranking agree (tests/test_recommend*.py).
-"""
+What does not depend on the request (each current offer's `offer_facts()` columns, link, network
+and interruption figures; storage and egress prices) is read once per read-only connection (the
+file lock keeps writers out, so they cannot go stale), every time on a writable one. A request
+then fits, times, costs and ranks every offer in array arithmetic: DuckDB spends longer planning
+one such statement (~150-200 ms at 38,500 offers) than numpy spends doing it. The arithmetic is
+that of the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros
+billed_seconds and fit_ok, in their order of operations; tests hold the two to each other."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """Which rented GPU to fine-tune on: matching and cost, from the warehouse.
 
-`recommend(con, request)` works the way a practitioner does: estimate the
-memory the job needs (warehouse.recommender.memory), find the current offers that fit it
-from providers whose data is fresh (the rule of the SQL table macro `fits`, so a SQL
-user gets the same candidate set; warehouse.recommender.ranking), and rank them by what the job would really
-cost: compute billed with the provider's increment and minimum charge, plus
-storage for the data and checkpoints while the job runs, plus the egress of
-downloading the result. Each component is shown; nothing is mixed silently
-(spot vs. on-demand, cards without the chosen precision, stale providers).
-
-Formulas and assumptions: docs/recommender.md. Everything here only reads.
-"""
+`recommend(con, request)` estimates the memory the job needs (memory), keeps the current offers
+of fresh providers that fit it (the rule of the SQL macro `fits`), times the job on each and ranks
+them by what the whole job costs: billed compute (set-up included), storage and egress, each
+shown, nothing mixed silently. Formulas and sources: docs/recommender.md. Everything here reads."""
 
 from __future__ import annotations
 
