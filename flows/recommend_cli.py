@@ -54,6 +54,18 @@ def _gpus(c: Candidate) -> str:
     return node if c.nodes == 1 else f"{c.nodes} nodes x {node}"
 
 
+def _plan(c: Candidate) -> tuple[str, ...]:
+    if c.plan == "sharded":
+        return f"sharded x{c.gpus_used:g}", c.link_kind
+    return ("data-parallel", f"x{c.gpus_used:g}") if c.plan == "data-parallel" else \
+        ("1 GPU" if c.gpus_used == 1 else "slice",)
+
+
+def _lines(first: str, second: str = "") -> Text:
+    """A cell of two lines, the second dim."""
+    return Text.assemble(cell(first), *(("\n", cell(second, "dim")) if second else ()))
+
+
 def _estimate_lines(rec: Recommendation) -> list[Text]:
     e, s = rec.estimate, rec.estimate.setup
     b = e.per_gpu
@@ -80,15 +92,13 @@ def _print(rec: Recommendation) -> None:
     for line in _estimate_lines(rec):
         out.print(line)
     req = rec.request
-    size = (f"{req.job_tokens:,.0f} tokens" if req.job_tokens is not None else f"{req.hours:g} h")
-    order = "fastest first" if req.by == "time" else "cheapest first"
-    t = Table(title=literal(f"{req.runs} run(s) x {size}, {order}"), title_justify="left")
-    for col, right in (("#", True), ("provider", False), ("region", False), ("instance", False),
+    order = "fastest first" if req.by == "time" else "cheapest job first"
+    t = Table(title=literal(f"job: {req.job_text()}; {order}"), title_justify="left")
+    for col, right in (("#", True), ("provider", False), ("instance / place", False),
                        ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
-                       ("tokens/s", True), ("h/run", True),
-                       ("compute $", True), ("storage $", True), ("egress $", True), ("total $", True),
-                       ("notes", False)):
-        t.add_column(col, justify="right" if right else "left", no_wrap=col not in ("notes", "instance"))
+                       ("tokens/s\n/GPU", True), ("h/run", True), ("set-up", True),
+                       ("compute", True), ("storage", True), ("egress", True), ("total $", True), ("notes", False)):
+        t.add_column(col, justify="right" if right else "left", no_wrap=col != "notes")
     footnotes: dict[str, int] = {}
     for c in rec.candidates:
         marks = []
@@ -96,17 +106,20 @@ def _print(rec: Recommendation) -> None:
             marks.append(str(footnotes.setdefault(f, len(footnotes) + 1)))
         where = (c.zone or c.region) + (f" (+{c.other_locations})" if c.other_locations else "")
         tier = literal("" if c.precision_supported else "slow path ", style="red")
-        t.add_row(cell(c.rank), cell(c.provider), cell(where), cell(c.instance_type), _purchase(c), cell(_gpus(c)),
+        t.add_row(cell(c.rank), cell(c.provider), _lines(c.instance_type, where),
+                  _purchase(c), cell(_gpus(c)),
                   cell(f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}"),
-                  cell(c.plan if c.plan == "single" else f"sharded x{c.gpus_used:g}"),
-                  cell(_money(c.price_per_hour * c.nodes)),
-                  cell(f"{c.tokens_per_s:,.0f}" if c.tokens_per_s is not None else "?"),
+                  _lines(*_plan(c)), cell(_money(c.price_per_hour * c.nodes)),
+                  cell("?") if c.tokens_per_s is None else
+                  _lines(f"{c.tokens_per_s:,.0f}", f"{c.tokens_per_s_per_gpu:,.0f}"),
                   cell(f"{c.hours_per_run:,.2f}" if c.hours_per_run is not None else "?"),
+                  cell(_money(c.cost.setup_usd) if c.hours_per_run is not None else "?"),
                   cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
                   cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
     out.print(t)
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked higher; "
-              "compute = runs x billed time (increment, minimum) x $/h", highlight=False)
+              "h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time (increment, "
+              "minimum) x $/h, set-up $ included", highlight=False)
     for text, n in footnotes.items():
         out.print(literal(f"[{n}] {text}"))
     for note in rec.notes:
@@ -114,7 +127,7 @@ def _print(rec: Recommendation) -> None:
 
 
 def recommend_command(
-    method: str = typer.Option(..., "--method", help=f"Fine-tuning method: {', '.join(METHODS)}."),
+    method: str = typer.Option(..., "--method", help=f"Fine-tuning method: {', '.join(METHODS)} (any case)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="A built-in model (llama-3-70b, mistral-7b, "
                                         "qwen2.5-72b, ...); see docs/recommender.md."),
     params: Optional[float] = typer.Option(None, "--params", help="Parameter count (70e9); overrides the model's, "
@@ -130,15 +143,17 @@ def recommend_command(
                                    "(activations recomputed: less memory)."),
     offload: bool = typer.Option(False, "--offload", help="Full fine-tuning with ZeRO-Offload: optimizer state "
                                  "in host RAM (checked against the offer's RAM)."),
-    hours: float = typer.Option(6.0, "--hours", help="Wall-clock hours per run, when no job size is given."),
+    hours: Optional[float] = typer.Option(None, "--hours", help="Fixed wall-clock hours per run instead of a job "
+                                          "size (every offer costed for the same time)."),
     runs: int = typer.Option(1, "--runs", help="Number of runs (experiments)."),
-    tokens: Optional[float] = typer.Option(None, "--tokens", help="Training tokens per run (50e6): each offer's "
-                                           "hours then come from the time model."),
+    tokens: Optional[float] = typer.Option(None, "--tokens", help="Training tokens per run (50e6). Without a job "
+                                           "size: the default job, 20M tokens x 3 epochs."),
     dataset_tokens: Optional[float] = typer.Option(None, "--dataset-tokens", help="Tokens in the dataset; "
                                                    "x --epochs per run."),
     examples: Optional[int] = typer.Option(None, "--examples", help="Training examples; x --seq-len x --epochs "
                                            "per run."),
-    epochs: float = typer.Option(1.0, "--epochs", help="Passes over --dataset-tokens or --examples."),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Passes over --dataset-tokens or --examples "
+                                           "(default 1)."),
     by: str = typer.Option("cost", "--by", help="Rank by cost (cheapest whole job) or time (fastest)."),
     budget: Optional[float] = typer.Option(None, "--budget", help="Only jobs costing at most this many USD "
                                            "(with --by time: the fastest under it)."),
@@ -168,19 +183,21 @@ def recommend_command(
     db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
                                       help="Warehouse file [default: ./gpuledger.duckdb]."),
 ) -> None:
-    """Cheapest card or node that fits a fine-tuning job, by the job's effective cost.
+    """Cheapest card or node that fits a fine-tuning job, by what the whole job costs.
 
     Estimates the memory the job needs (weights, gradients, optimizer,
     adapters, activations, overhead), keeps the current offers that fit it
-    from providers with a fresh scrape, and ranks them by compute (billing
-    increment and minimum applied) + storage + egress. Exits 1 when nothing fits.
+    from providers with a fresh scrape, times the job on each (training plus
+    each run's set-up) and ranks them by compute (billing increment and
+    minimum applied) + storage + egress. Without a job size it costs the
+    default job, 20M tokens x 3 epochs, and says so. Exits 1 when nothing fits.
 
     \b
     Examples:
       gpuledger recommend --model llama-3-8b --method qlora
-      gpuledger recommend --model llama-3-8b --method lora --tokens 50e6
+      gpuledger recommend --model qwen3-8b --method lora --tokens 50e6
       gpuledger recommend --model llama-3-70b --method lora --tokens 20e6 --by time --budget 500
-      gpuledger recommend --model llama-3-70b --method qlora --hours 6 --runs 10 --spot
+      gpuledger recommend --model llama-3-70b --method qlora --dataset-tokens 5e6 --epochs 2 --runs 10 --spot
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """

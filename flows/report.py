@@ -29,7 +29,7 @@ import duckdb
 
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, ProviderFreshness, provider_freshness
-from gpuledger.warehouse.recommender.recommend import tiered_egress_cost
+from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
 
 DEFAULT_EGRESS_GB = 140.0
@@ -117,7 +117,7 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
     return out
 
 
-def _egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
+def egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
     out: dict[str, dict[str, list[tuple[float, float | None, float]]]] = {}
     for provider, region, start, end, usd in con.execute(
             "select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
@@ -144,7 +144,7 @@ def report_rows(con: duckdb.DuckDBPyConnection, egress_gb: float = DEFAULT_EGRES
     rel = con.execute(OFFER_SQL)
     cols = [d[0] for d in rel.description]
     offers = rel.fetchall()  # before the next query on this connection replaces the result
-    tiers = _egress_tiers(con)
+    tiers = egress_tiers(con)
     fresh = {f.provider: f for f in freshness}
     rows = []
     for values in offers:
@@ -334,46 +334,83 @@ def gpu_summary(rows: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any]]
     return out
 
 
-# -- the fine-tuning view: the recommender's answers, precomputed ------------------------------------
+# -- the fine-tuning view: the recommender's answers, re-costed in the browser ------------------------
 
 # Common fine-tuning bases of the built-in catalog, small to large.
-COMMON_MODELS = ("llama-3-8b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "qwen2.5-14b", "qwen2.5-32b",
+COMMON_MODELS = ("llama-3-8b", "qwen3-8b", "mistral-7b", "gemma-3-12b", "qwen2.5-14b", "qwen3-32b",
                  "mixtral-8x7b", "llama-3-70b", "qwen2.5-72b")
 METHODS = ("qlora", "lora", "full")
+# The job sizes (tokens per run) whose leaders make each answer's pool: the browser ranks the pool
+# for the size, runs and spot the reader picks.
+POOL_TOKENS = (3e6, None, 1e9)  # None: the recommender's default job
+POOL_TOP = 15
+
+
+def _tuning_row(c: Any, flags: dict[str, int]) -> dict[str, Any]:
+    """One candidate with what the browser needs to cost any job on it (recommend's arithmetic)."""
+    train_h = c.uninterrupted_hours
+    spot_factor = (c.hours_per_run - c.setup_hours) / train_h if train_h else 1.0
+    return {
+        "provider": c.provider, "region": c.region, "instance_type": c.instance_type,
+        "purchase_option": c.purchase_option, "spot": c.interruptible,
+        "gpus": f"{c.gpu_count:g} × {c.gpu_model}" + (f" × {c.nodes} nodes" if c.nodes > 1 else ""),
+        "plan": ("sharded ×" if c.plan == "sharded" else "data-parallel ×" if c.plan == "data-parallel" else "")
+        + (f"{c.gpus_used:g} over {c.link_kind}" if c.plan == "sharded" else f"{c.gpus_used:g}"
+           if c.plan == "data-parallel" else "1 GPU" if c.gpus_used == 1 else "slice"),
+        "price": c.price_per_hour * c.nodes, "tps": c.tokens_per_s, "tps_gpu": c.tokens_per_s_per_gpu,
+        "need_gb": c.need_gb_per_gpu, "setup_h": c.setup_hours, "k": spot_factor,
+        "tier": 2 if c.interruptible and c.interruption_rate_per_hour is None else int(c.slow_path),
+        "gran": c.cost.granularity_s, "min": c.cost.minimum_s, "result_gb": c.cost.egress_gb,
+        "storage_h": c.cost.storage_billed_gb * c.cost.storage_usd_per_gb_month / HOURS_PER_MONTH,
+        "egress": c.cost.egress_source, "flags": [flags.setdefault(f, len(flags)) for f in c.flags],
+    }
 
 
 def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str, now: datetime,
-                        stale_after_hours: float) -> dict[str, Any]:
-    """The recommender's answer for one job with its default settings, as the page shows it.
-
-    The only place the page touches the recommender: its public `recommend` and the fields of
-    its result."""
+                        stale_after_hours: float, flags: dict[str, int]) -> dict[str, Any]:
+    """The recommender's answers for one model and method, as a pool the browser ranks: the leaders
+    at a few job sizes, on demand and with spot, each carrying its cost arithmetic. The only place
+    the page touches the recommender: its public `recommend` and the fields of its result."""
     from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 
-    request = RecommendRequest(method=method, model=model, as_of=now, max_age_hours=stale_after_hours)
-    answer = recommend(con, request)
-    candidates = [{
-        "rank": c.rank, "provider": c.provider, "region": c.region, "instance_type": c.instance_type,
-        "purchase_option": c.purchase_option,
-        "gpus": f"{c.gpu_count:g} × {c.gpu_model}" + (f" × {c.nodes} nodes" if c.nodes > 1 else ""),
-        "price_per_hour": c.price_per_hour * c.nodes, "job_usd": round(c.cost.total_usd, 4),
-        "need_gb_per_gpu": c.need_gb_per_gpu, "flags": list(c.flags),
-    } for c in answer.candidates]
-    return {"summary": (f"{model}, {method}: about {answer.estimate.per_gpu_gb:.1f} GiB on one GPU; "
-                        f"{request.hours:g} h, {request.runs} run, on demand; cost = compute + storage + egress"),
-            "candidates": candidates, "notes": list(answer.notes)}
+    pool: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    answer = None
+    for tokens in POOL_TOKENS:
+        for spot in (False, True):
+            rec = recommend(con, RecommendRequest(method=method, model=model, as_of=now, spot=spot, tokens=tokens,
+                                                  max_age_hours=stale_after_hours, top=POOL_TOP))
+            answer = answer or rec  # the default job's, on demand
+            for c in rec.candidates:
+                if c.tokens_per_s is not None:
+                    pool.setdefault((c.provider, c.region, c.instance_type, c.purchase_option), _tuning_row(c, flags))
+    assert answer is not None
+    left = [f"{o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
+            f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
+    return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,
+            "sharded": {str(g): e.per_gpu_gb for g, e in answer.sharded_estimates.items()},
+            "candidates": list(pool.values()), "left_out": left,
+            "stale": [p.provider for p in answer.stale_providers]}
 
 
 def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
                 models: Sequence[str] = COMMON_MODELS, methods: Sequence[str] = METHODS) -> dict[str, Any]:
-    """The answers for every (model, method) of `models` x `methods`; a model the catalog does not
-    know is an error (ValueError naming the models it knows)."""
+    """The answers for every (model, method) of `models` x `methods`, the egress tiers their costs
+    need, and the default job; a model the catalog does not know is an error (ValueError naming the
+    nearest)."""
     from gpuledger.warehouse.recommender import models_catalog
+    from gpuledger.warehouse.recommender.recommend import DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS
 
     chosen = [models_catalog.lookup(m).name for m in models]
-    answers = {f"{m}|{k}": recommendation_view(con, m, k, now, stale_after_hours) for m in chosen for k in methods}
+    flags: dict[str, int] = {}
+    answers = {f"{m}|{k}": recommendation_view(con, m, k, now, stale_after_hours, flags)
+               for m in chosen for k in methods}
+    used = {c["provider"] for a in answers.values() for c in a["candidates"]}
     return {"models": [{"value": m, "label": m} for m in chosen],
-            "methods": [{"value": k, "label": k} for k in methods], "answers": answers}
+            "methods": [{"value": k, "label": k} for k in methods], "answers": answers,
+            "flags": sorted(flags, key=flags.__getitem__),
+            "tiers": {p: r for p, r in egress_tiers(con).items() if p in used},
+            "default_tokens": DEFAULT_DATASET_TOKENS * DEFAULT_EPOCHS,
+            "default_job": f"{DEFAULT_DATASET_TOKENS / 1e6:g}M tokens × {DEFAULT_EPOCHS:g} epochs"}
 
 
 def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider], generated_at: datetime,
@@ -391,7 +428,8 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
                        "failed": p.freshness.last_state not in (None, "ok")} for p in providers],
         "offers": offer_columns(rows),
         "gpus": list(gpus),
-        "tuning": tuning or {"models": [], "methods": [], "answers": {}},
+        "tuning": tuning or {"models": [], "methods": [], "answers": {}, "flags": [], "tiers": {},
+                             "default_tokens": 0, "default_job": ""},
     }
 
 
@@ -500,14 +538,19 @@ Open a row for each provider's cheapest and its offers.</p>
 </section>
 <section id="v-tune" hidden>
 <p class="muted">Start from the model and the method, work back to the memory: the cards and nodes that fit,
-cheapest job first, as <code>gpuledger recommend</code> answers with its defaults.</p>
+ranked by what the whole job costs (training time from the time model, each run's set-up, billing increments,
+storage and egress), among the offers that lead at some job size.</p>
 <form id="tune" autocomplete="off"><label>model<select id="t-model"></select></label>
-<label>method<select id="t-method"></select></label></form>
+<label>method<select id="t-method"></select></label>
+<label>tokens per run (millions)<input id="t-tokens" type="number" min="0.001" step="any" inputmode="decimal"></label>
+<label>runs<select id="t-runs"><option>1</option><option>2</option><option>3</option><option>5</option>
+<option>10</option></select></label>
+<label class="check"><input id="t-spot" type="checkbox">spot and interruptible too</label></form>
 <p id="tune-need"></p>
-<div class="wrap"><table id="tune-table"><thead><tr>
-<th class="r">#</th><th>GPUs</th><th>provider</th>
-<th>instance</th><th>region</th><th>purchase</th><th class="r">$ / h</th><th class="r">job cost</th>
-<th class="r">needs / GPU</th>
+<div class="wrap" id="tune-wrap"><table id="tune-table"><thead><tr>
+<th class="r">#</th><th>GPUs</th><th class="r">job cost</th><th class="r">hours / run</th>
+<th class="r">tokens/s (per GPU)</th><th>plan</th><th>provider</th><th>instance</th><th>region</th>
+<th>purchase</th><th class="r">$ / h</th><th class="r">needs / GPU</th>
 </tr></thead><tbody></tbody></table></div>
 <ul class="notes" id="tune-notes"></ul>
 </section>

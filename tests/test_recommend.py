@@ -151,21 +151,21 @@ def names(rec) -> list[str]:
 # -- the seed questions -----------------------------------------------------------------
 
 def test_7b_qlora_puts_consumer_and_mid_cards_first(con) -> None:
-    rec = recommend(con, req(method="qlora", model="llama-2-7b", top=6))
+    rec = recommend(con, req(method="qlora", model="llama-2-7b", top=6, hours=6))
     first = rec.candidates[0]
     assert first.gpu_model in ("RTX-4090", "L4") and first.gpu_count <= 1
     top_gpus = {c.gpu_model for c in rec.candidates[:4]}
     assert top_gpus <= {"RTX-4090", "L4", "RTX-A6000", "A100-SXM4-80"}
     assert not any(c.gpu_count > 1 for c in rec.candidates[:4])
     # A half L4 slice (11.2 GiB) fits a 6.5 GiB job and is flagged as a slice; an eighth (2.8 GiB) does not fit.
-    all_ = recommend(con, req(method="qlora", model="llama-2-7b", top=100))
+    all_ = recommend(con, req(method="qlora", model="llama-2-7b", top=100, hours=6))
     slices = {c.instance_type: c for c in all_.candidates if c.gpu_count < 1}
     assert "l4.half" in slices and "l4.eighth" not in slices
     assert any("slice" in f for f in slices["l4.half"].flags)
 
 
 def test_t4_without_bf16_is_ranked_after_supported_cards_and_flagged(con) -> None:
-    rec = recommend(con, req(method="qlora", model="llama-2-7b", top=100))
+    rec = recommend(con, req(method="qlora", model="llama-2-7b", top=100, hours=6))
     t4 = next(c for c in rec.candidates if c.gpu_model == "T4")
     assert not t4.precision_supported
     assert any("no BF16" in f for f in t4.flags)
@@ -176,36 +176,61 @@ def test_t4_without_bf16_is_ranked_after_supported_cards_and_flagged(con) -> Non
     mi300x = next(c for c in rec.candidates if c.gpu_model == "MI300X")  # QLoRA off CUDA: also after
     assert mi300x.slow_path and mi300x.precision_supported and any("bitsandbytes" in f for f in mi300x.flags)
     # In fp16 the T4 (Turing) is fine and comes first on price.
-    fp16 = recommend(con, req(method="qlora", model="llama-2-7b", precision="fp16"))
+    fp16 = recommend(con, req(method="qlora", model="llama-2-7b", precision="FP16", hours=6))
     assert fp16.candidates[0].gpu_model == "T4" and fp16.candidates[0].precision_supported
 
 
 def test_70b_qlora_wants_one_80gb_card_or_48gb_where_it_fits(con) -> None:
-    rec = recommend(con, req(method="qlora", model="llama-3-70b"))
+    rec = recommend(con, req(method="qlora", model="llama-3-70b", hours=6))
     assert rec.estimate.per_gpu_gb > 47.99 * 0.95  # 2048 tokens: a 48 GB card is too small
     first = rec.candidates[0]
     assert (first.gpu_model, first.gpu_count, first.plan) == ("A100-SXM4-80", 1, "single")
     assert all(c.memory_gb_per_gpu >= 80 for c in rec.candidates)
-    short = recommend(con, req(method="qlora", model="llama-3-70b", seq_len=512))
+    short = recommend(con, req(method="qlora", model="llama-3-70b", seq_len=512, hours=6))
     assert (short.candidates[0].gpu_model, short.candidates[0].gpu_count) == ("RTX-A6000", 1)
 
 
 def test_65b_qlora_fits_a_single_48gb_card(con) -> None:
     # QLoRA abstract: 65B on a single 48GB GPU (r=64 all-linear, sequence 512, batch 1).
-    rec = recommend(con, req(method="qlora", model="llama-65b", lora_rank=64, seq_len=512))
+    rec = recommend(con, req(method="qlora", model="llama-65b", lora_rank=64, seq_len=512, hours=6))
     assert rec.candidates[0].gpu_model == "RTX-A6000"
 
 
-def test_70b_full_finetune_gets_8_gpu_nvswitch_nodes_only(con) -> None:
+def test_70b_full_finetune_shards_over_8_gpu_nodes_with_the_memory_whatever_their_fabric(con) -> None:
     rec = recommend(con, req(method="full", model="llama-3-70b", top=100, spot=True))
-    assert rec.candidates
+    need = rec.sharded_estimates[8].per_gpu_gb
+    assert 141 * 0.95 < need < 179.06 * 0.95  # 8 x 80 GB and 8 x 141 GB are too small
     for c in rec.candidates:
         assert (c.gpu_count, c.plan, c.gpus_used) == (8, "sharded", 8)
-        assert c.interconnect in ("NVSwitch", "NVLink")
-        assert c.usable_gb_per_gpu >= c.need_gb_per_gpu == pytest.approx(rec.sharded_estimates[8].per_gpu_gb)
-    assert {c.gpu_model for c in rec.candidates} == {"B200"}  # 8 x 80 GB and 8 x 141 GB are too small
-    # The AMD node has the memory but Infinity Fabric is not NVLink/NVSwitch.
-    assert "mi300x.8" not in {c.instance_type for c in rec.candidates}
+        assert c.usable_gb_per_gpu >= c.need_gb_per_gpu == pytest.approx(need)
+    by = {(c.instance_type, c.purchase_option): c for c in rec.candidates}
+    assert set(by) == {("mi300x.8", "on_demand"), ("b200.8", "on_demand"), ("b200.8", "spot")}
+    # AMD's Infinity Fabric counts for what it is: 896 GB/s both ways per MI300X (gpu_models), half
+    # of it one way; the B200's NVLink5 1,800 GB/s likewise.
+    mi300x, b200 = by[("mi300x.8", "on_demand")], by[("b200.8", "on_demand")]
+    assert (mi300x.link_kind, mi300x.link_gbs) == ("Infinity Fabric", 448.0)
+    assert (b200.link_kind, b200.link_gbs) == ("NVLink", 900.0)
+    assert mi300x.rank == 1 and b200.tokens_per_s > mi300x.tokens_per_s  # slower, but $1/h against $60/h
+    assert mi300x.tokens_per_s_per_gpu == pytest.approx(mi300x.tokens_per_s / 8)
+    # What fits no plan and is cheaper by the hour than the first is named, with the reason.
+    assert all(o["price_per_hour"] < 1.0 for o in rec.left_out) and rec.left_out
+    assert any(n.startswith("left out, cheaper by the hour: persec a6000.1 (1x RTX-A6000, $0.70/h): needs "
+                            f"{rec.estimate.per_gpu_gb:.1f} GiB on one GPU, has 45.6 usable") for n in rec.notes)
+
+
+def test_cheaper_nodes_left_out_are_named_with_the_limit_that_excludes_them(con) -> None:
+    rec = recommend(con, req(method="full", model="llama-3-70b", top=100, providers=("persec",), region="us-",
+                             spot=False))
+    assert [c.instance_type for c in rec.candidates] == ["mi300x.8", "b200.8"]
+    # With 30 % headroom no node holds the 143.5 GiB per GPU: nothing fits, and the nodes nearest to
+    # fitting (most memory) are named with their limit.
+    tight = recommend(con, req(method="full", model="llama-3-70b", headroom=0.3))
+    need = tight.sharded_estimates[8].per_gpu_gb
+    left = {o["instance_type"]: o["reason"] for o in tight.left_out}
+    assert tight.nothing_fits and len(left) == 5 and {"mi300x.8", "b200.8", "h200.8", "pro6000.8"} <= set(left)
+    assert left["mi300x.8"] == f"needs {need:.1f} GiB per GPU sharded over 8, has {192 * 0.7:.1f} usable"
+    assert left["h200.8"] == f"needs {need:.1f} GiB per GPU sharded over 8, has {141 * 0.7:.1f} usable"
+    assert [o["price_per_hour"] for o in tight.left_out] == sorted(o["price_per_hour"] for o in tight.left_out)
 
 
 def test_multi_node_only_when_asked_and_only_with_a_fabric(con) -> None:
@@ -214,27 +239,33 @@ def test_multi_node_only_when_asked_and_only_with_a_fabric(con) -> None:
     multi = [c for c in rec.candidates if c.nodes > 1]
     assert [(c.instance_type, c.nodes, c.gpus_used) for c in multi] == [("h100.8", 3, 24)]
     assert multi[0].cost.compute_usd == pytest.approx(3 * 30.0 * 2)
-    assert rec.candidates[0].instance_type == "b200.8" and rec.candidates[0].nodes == 1  # one node is cheaper
+    assert rec.candidates[0].instance_type == "mi300x.8" and rec.candidates[0].nodes == 1  # one node is cheaper
     # The A100 nodes have NVSwitch but no RDMA fabric: never multi-node.
     assert not any(c.instance_type == "a100.8" and c.nodes > 1 for c in rec.candidates)
     single_node = recommend(con, req(method="full", model="llama-3-70b", top=100))
     assert all(c.nodes == 1 for c in single_node.candidates)
 
 
-def test_sharded_full_finetune_needs_a_fast_interconnect(con) -> None:
-    rec = recommend(con, req(method="full", model="llama-3-8b", top=100))
+def test_every_fabric_goes_into_the_sharded_time(con) -> None:
+    rec = recommend(con, req(method="full", model="llama-3-8b", top=100, tokens=50e6))
     kinds = {c.instance_type: c for c in rec.candidates}
-    assert "a100.8" in kinds and kinds["a100.8"].plan == "sharded"  # 8 x 80 GB over NVSwitch
-    assert "pro6000.8" not in kinds  # 96 GB cards, enough memory sharded, but PCIe
-    assert "a100x8.nolink" not in kinds  # interconnect unknown: not counted as fast
-    assert "h200.8" in kinds and kinds["h200.8"].plan == "single"  # one 141 GB GPU holds it all
-    assert rec.estimate.per_gpu_gb > 0.95 * 96  # so the PCIe node could only have run it sharded
+    assert rec.estimate.per_gpu_gb > 0.95 * 96  # the 96 GB PCIe node can only run it sharded
+    # A100 SXM4 modules sit on an NVLink baseboard: counted (600 GB/s both ways), with or without the
+    # source saying so, and flagged when it does not.
+    assert (kinds["a100.8"].plan, kinds["a100.8"].link_kind, kinds["a100.8"].link_gbs) == ("sharded", "NVLink", 300.0)
+    nolink = kinds["a100x8.nolink"]
+    assert (nolink.link_kind, nolink.link_gbs) == ("NVLink", 300.0)
+    assert any(f.startswith("the source states no NVLink; A100-SXM4-80 (SXM4) modules") for f in nolink.flags)
+    # PCIe cards shard too, over the host's PCIe (RTX PRO 6000: Blackwell, PCIe 5.0, 50 GB/s each way).
+    assert (kinds["pro6000.8"].plan, kinds["pro6000.8"].link_kind, kinds["pro6000.8"].link_gbs) == \
+        ("sharded", "PCIe", 50.0)
+    assert (kinds["h200.8"].plan, kinds["h200.8"].gpus_used) == ("data-parallel", 8)  # one 141 GB GPU holds it
 
 
 def test_spot_on_and_off_changes_the_answer(con) -> None:
-    on_demand = recommend(con, req(method="qlora", model="llama-3-8b"))
+    on_demand = recommend(con, req(method="qlora", model="llama-3-8b", hours=6))
     assert not any(c.interruptible for c in on_demand.candidates)
-    spot = recommend(con, req(method="qlora", model="llama-3-8b", spot=True))
+    spot = recommend(con, req(method="qlora", model="llama-3-8b", spot=True, hours=6))
     first = spot.candidates[0]
     assert (first.instance_type, first.purchase_option, first.interruptible) == ("l4.1", "spot", True)
     assert first.interruption_risk == "<5%"
@@ -354,8 +385,8 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
         "select provider, region, min(usd_per_gb_month) from storage_prices where storage_class <> 'sc1' "
         "group by all").fetchall()}
     requests = [req(method="qlora", model="llama-2-7b", top=100, per_instance=False, runs=3, hours=2.5),
-                req(method="full", model="llama-3-8b", top=100, spot=True, downloads=4),
-                req(method="lora", model="llama-2-13b", top=100, dataset_gb=50, checkpoints_kept=3)]
+                req(method="full", model="llama-3-8b", top=100, spot=True, downloads=4, hours=6),
+                req(method="lora", model="llama-2-13b", top=100, dataset_gb=50, checkpoints_kept=3, hours=6)]
     checked = 0
     for r in requests:
         rec = recommend(con, r)
@@ -423,13 +454,13 @@ def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> No
 def test_writable_connection_ranks_its_latest_writes(tmp_path: Path) -> None:
     con = open_writer(tmp_path / "w.duckdb")
     load(con, perhour(), "perhour", T0, facts("perhour", 3600, 3600))
-    before = recommend(con, req(method="qlora", model="llama-2-7b"))
+    before = recommend(con, req(method="qlora", model="llama-2-7b", hours=6))
     assert names(before)[0] == "perhour/4090.1/on_demand"
     cheaper = Batch("perhour")
     add(cheaper, "4090.1", "RTX-4090", 1, 23.99, 0.35, region="ca-1")
     add(cheaper, "3090.1", "RTX-3090", 1, 23.99, 0.19, region="ca-1")
     load(con, cheaper, "perhour", T0 + timedelta(minutes=10), facts("perhour", 3600, 3600))
-    after = recommend(con, req(method="qlora", model="llama-2-7b"))
+    after = recommend(con, req(method="qlora", model="llama-2-7b", hours=6))
     assert names(after) == ["perhour/3090.1/on_demand", "perhour/4090.1/on_demand"]  # a100.1 is gone
     assert after.candidates[0].cost.compute_usd == pytest.approx(6 * 0.19)
     con.close()
@@ -458,7 +489,7 @@ def test_equal_costs_are_ordered_by_region_then_zone(tmp_path: Path) -> None:
 def test_a_read_only_connection_reads_the_offer_facts_once(con) -> None:
     first = recommend(con, req(method="qlora", model="llama-2-7b"))
     facts = ranking.offer_facts(con)
-    eu = recommend(con, req(method="qlora", model="llama-2-7b", region="eu-%"))
+    eu = recommend(con, req(method="qlora", model="llama-2-7b", region="eu-%", hours=6))
     assert ranking.offer_facts(con) is facts
     # persec's l4.1 at $0.70/h is the only offer in eu-west-1: 6 h billed per second.
     assert [(c.provider, c.instance_type, c.region) for c in eu.candidates] == [("persec", "l4.1", "eu-west-1")]
@@ -490,13 +521,16 @@ def test_fits_macro_gives_the_same_candidate_set(con) -> None:
         "from fits(?, spot := true, as_of := ?)", [need, NOW]).fetchall()
     assert sorted(sql) == sorted((c.provider, c.region, c.zone, c.instance_type, c.purchase_option, c.interruptible)
                                  for c in rec.candidates)
-    # Sharded: exactly n GPUs per node, fast interconnect only (not PCIe, not unknown, not Infinity Fabric).
-    rows = con.execute("select instance_type, plan, gpus_used from fits(20, gpus := 8, as_of := ?) order by 1",
-                       [NOW]).fetchall()
-    assert rows == [("a100.8", "sharded", 8), ("b200.8", "sharded", 8), ("h100.8", "sharded", 8),
-                    ("h200.8", "sharded", 8)]
-    # The recommender's plans are fits()'s: an offer takes the single-GPU plan when it fits it
-    # (h200.8, b200.8: 141 and 179 GiB per GPU), else the sharded one, labelled as fits() labels it.
+    # Sharded: exactly n whole GPUs per node, whatever joins them (the time model charges the link).
+    rows = con.execute("select instance_type, plan, gpus_used, link_kind, link_gbs from fits(20, gpus := 8, "
+                       "as_of := ?) order by 1", [NOW]).fetchall()
+    assert rows == [("a100.8", "sharded", 8, "NVLink", 300), ("a100x8.nolink", "sharded", 8, "NVLink", 300),
+                    ("b200.8", "sharded", 8, "NVLink", 900), ("h100.8", "sharded", 8, "NVLink", 450),
+                    ("h200.8", "sharded", 8, "NVLink", 450), ("mi300x.8", "sharded", 8, "Infinity Fabric", 448),
+                    ("pro6000.8", "sharded", 8, "PCIe", 50)]
+    # The recommender's plans are fits()'s: an offer takes the one-GPU plan when it fits it, copied
+    # data-parallel onto each of its GPUs (h200.8, b200.8, mi300x.8: 141, 179 and 192 GiB per GPU),
+    # else the sharded one, labelled as fits() labels it.
     full = recommend(con, req(method="full", model="llama-3-8b", spot=True, top=1000, per_instance=False))
     shown = {(c.provider, c.region, c.zone, c.instance_type, c.purchase_option, c.plan, c.gpus_used,
               c.usable_gb_per_gpu) for c in full.candidates}
@@ -505,8 +539,9 @@ def test_fits_macro_gives_the_same_candidate_set(con) -> None:
     single = set(con.execute(fits_rows, [full.estimate.per_gpu_gb, 1, NOW]).fetchall())
     sharded = {r for r in con.execute(fits_rows, [full.sharded_estimates[8].per_gpu_gb, 8, NOW]).fetchall()
                if r[:5] not in {s[:5] for s in single}}
-    assert {r[3] for r in single} == {"h200.8", "b200.8", "mi300x.8"}
-    assert {r[3] for r in sharded} == {"a100.8", "h100.8"}
+    assert {(r[3], r[5], r[6]) for r in single} == {("h200.8", "data-parallel", 8), ("b200.8", "data-parallel", 8),
+                                                     ("mi300x.8", "data-parallel", 8)}
+    assert {r[3] for r in sharded} == {"a100.8", "a100x8.nolink", "h100.8", "pro6000.8"}
     assert shown == single | sharded
 
 
@@ -517,7 +552,7 @@ def macro_names(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds", "is_fast_interconnect",
-                      "card_nvlink_reach", "node_link_ok", "working_volume_ok", "billed_volume_gb",
+                      "card_fabric_reach", "pcie_gbs", "node_link_gbs", "working_volume_ok", "billed_volume_gb",
                       "interruption_rate",
                       "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
 SCHEMA_MACROS = {"spot_price_stats_at"}  # the schema's own (warehouse/spot_stats.py), stored in the file
@@ -615,11 +650,21 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--tokens", "50e6",
                             "--db", str(db)])
     assert r.exit_code == 0, r.output
-    assert "tokens/s" in r.output and "h/run" in r.output and "50,000,000 tokens" in r.output
+    assert "tokens/s" in r.output and "h/run" in r.output and "job: 50M tokens; cheapest job first" in r.output
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--tokens", "50e6",
                             "--db", str(db), "--json"])
-    first = json.loads(r.stdout)["candidates"][0]
-    assert first["tokens_per_s"] > 0 and first["hours_per_run"] == pytest.approx(50e6 / first["tokens_per_s"] / 3600)
+    data = json.loads(r.stdout)
+    first = data["candidates"][0]
+    assert data["job"] == {"tokens_per_run": 50e6, "hours_per_run": None, "runs": 1, "default": False,
+                           "text": "50M tokens"}
+    # A gpu_cloud provider without a published network speed: a 2-minute start, then the 7 GB image
+    # and the 16-bit base model down and the adapter up at the assumed 1 Gb/s.
+    est = data["estimate"]
+    setup_s = 120 + (7e9 + est["base_weights_gb"] * 2**30) * 8 / 1e9 + est["artifact_gb"] * 2**30 * 8 / 1e9
+    assert first["setup_hours"] == pytest.approx(setup_s / 3600)
+    assert first["tokens_per_s"] > 0 and first["hours_per_run"] == \
+        pytest.approx(50e6 / first["tokens_per_s"] / 3600 + setup_s / 3600)
+    assert first["tokens_per_s_per_gpu"] == pytest.approx(first["tokens_per_s"] / first["gpus_used"])
     assert set(first["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
                             "--provider", "AWS"])
@@ -630,7 +675,15 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
     r = runner.invoke(cli, ["recommend", "--model", "llama-3.1-405b", "--method", "full", "--db", str(db)])
     assert r.exit_code == 1
     assert "nothing fits" in r.output
-    r = runner.invoke(cli, ["recommend", "--model", "gpt-9", "--method", "qlora", "--db", str(db)])
-    assert r.exit_code == 2 and "unknown model" in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "nosuch", "--method", "qlora", "--db", str(db)])
+    assert r.exit_code == 2 and "unknown model 'nosuch'; did you mean " in r.output
+    r = runner.invoke(cli, ["recommend", "--model", "qwen3-8b", "--method", "qlroa", "--db", str(db)])
+    assert r.exit_code == 2 and "unknown method 'qlroa'; did you mean qlora or lora?" in r.output
+    for model, method in (("qwen3-8b", "QLoRA"), ("gemma-3-27b", "LoRA"), ("Llama-3-8B", "qlora")):
+        r = runner.invoke(cli, ["recommend", "--model", model, "--method", method, "--db", str(db), "--json"])
+        assert r.exit_code == 0, r.output
+        data = json.loads(r.stdout)
+        assert data["request"]["method"] == method.lower() and data["job"]["default"] is True
+        assert data["job"]["tokens_per_run"] == 60e6 and "the default job" in data["job"]["text"]
     r = runner.invoke(cli, ["recommend", "--params", "13e9", "--method", "lora", "--db", str(db), "--top", "3"])
     assert r.exit_code == 0, r.output

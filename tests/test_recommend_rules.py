@@ -10,7 +10,7 @@ import pytest
 
 from gpuledger.warehouse import gpus as gpu_table
 from gpuledger.warehouse.recommender.macros import install_macros
-from gpuledger.warehouse.recommender.throughput import link_gbs, step_work, tokens_per_second
+from gpuledger.warehouse.recommender.throughput import node_link, step_work, tokens_per_second
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, UnknownProviderError, recommend
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import open_reader, open_writer
@@ -54,26 +54,36 @@ def req(**kw) -> RecommendRequest:
 
 def test_an_nvlink_claim_is_checked_against_the_card(con) -> None:
     rows = dict((r[0], r[1:]) for r in con.execute(
-        "select instance_type, fast_interconnect, link_note from offer_facts()").fetchall())
-    # GeForce RTX 4090/5090 have no NVLink connector at all (gpu_models: no nvlink).
-    assert rows["4090x8"] == (False, "the source says NVLink; RTX-4090 has no NVLink: counted as PCIe")
-    assert rows["5090x8"][0] is False
-    # RTX A6000: an NVLink bridge joins two cards; four are two pairs over PCIe.
-    assert rows["a6000x4"] == (False, "the source says NVLink; RTX-A6000 joins only pairs by an NVLink bridge: "
-                                      "counted as PCIe between pairs")
-    assert rows["a6000x2"] == (True, None)  # one bridged pair is all-to-all
-    assert rows["h100x8"] == (True, None)  # SXM5 on an NVLink baseboard
-    assert rows["h100x8pcie"] == (False, None)  # nothing claimed, nothing counted
+        "select instance_type, link_kind, link_gbs, link_note from offer_facts()").fetchall())
+    # GeForce RTX 4090/5090 have no NVLink connector at all: PCIe 4.0 (Ada) and 5.0 (Blackwell).
+    assert rows["4090x8"] == ("PCIe", 25.0, "the source says NVLink; RTX-4090 has no NVLink: counted as PCIe")
+    assert rows["5090x8"][:2] == ("PCIe", 50.0)
+    # RTX A6000: an NVLink bridge (112.5 GB/s both ways) joins two cards; four are two pairs over PCIe.
+    assert rows["a6000x4"] == ("PCIe", 25.0, "the source says NVLink; RTX-A6000 joins only pairs by an NVLink "
+                                             "bridge: counted as PCIe between pairs")
+    assert rows["a6000x2"] == ("NVLink bridge", 56.25, None)
+    # H100 SXM5 modules sit on an NVLink baseboard (900 GB/s both ways), whatever a host's field says.
+    assert rows["h100x8"] == ("NVLink", 450.0, None)
+    assert rows["h100x8pcie"] == ("NVLink", 450.0, None)
+    for it, (kind, gbs, _) in rows.items():  # the SQL macro and the Python reference agree
+        vendor, link, form, arch, count, claim = con.execute(
+            "select gpu_vendor, gpu_nvlink, gpu_form_factor, gpu_architecture, gpu_count, interconnect "
+            "from offer_facts() where instance_type = ?", [it]).fetchall()[0]
+        assert node_link(vendor, link, form, arch, count, claim) == (kind, gbs), it
 
 
-def test_a_sharded_full_finetune_never_lands_on_geforce_or_bridged_pairs(con) -> None:
+def test_a_sharded_full_finetune_runs_over_any_link_at_its_speed(con) -> None:
     rec = recommend(con, req(method="full", model="llama-3-8b", top=100))
-    sharded = {c.instance_type for c in rec.candidates if c.plan == "sharded"}
-    assert sharded == {"h100x8", "h100x8ram", "h100x8lowram"}
+    sharded = {c.instance_type: c for c in rec.candidates if c.plan == "sharded"}
+    assert {"h100x8", "4090x8", "5090x8", "a6000x4"} <= set(sharded)
+    # The same ZeRO-3 step moves the same bytes: over PCIe 4.0 it waits longer than over PCIe 5.0.
+    assert sharded["4090x8"].link_gbs == 25.0 and sharded["5090x8"].link_gbs == 50.0
+    assert sharded["4090x8"].tokens_per_s_per_gpu < sharded["5090x8"].tokens_per_s_per_gpu
+    assert sharded["h100x8"].tokens_per_s_per_gpu > 4 * sharded["5090x8"].tokens_per_s_per_gpu
     # The same offers still serve single-GPU jobs, with the source's claim and the card's limit shown.
     q = recommend(con, req(method="qlora", model="llama-3-8b", top=100))
     by_type = {c.instance_type: c for c in q.candidates}
-    assert by_type["4090x8"].plan == "single"
+    assert (by_type["4090x8"].plan, by_type["4090x8"].gpus_used) == ("data-parallel", 8)
     assert "the source says NVLink; RTX-4090 has no NVLink: counted as PCIe" in by_type["4090x8"].flags
 
 
@@ -133,7 +143,8 @@ def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_op
     work = step_work(rec.sharded_estimates[8], 8)
     assert work.offload_bytes == pytest.approx(2 * 2 * rec.estimate.params / 8)
     card = gpu_table.models()["H100-SXM"]
-    args = dict(gpu_count=8, plan_gpus=8, nodes=1, link=link_gbs(card.nvlink, True), fabric=12.5)
+    args = dict(gpu_count=8, plan_gpus=8, nodes=1, fabric=12.5, pcie=50.0,
+                link=node_link(card.vendor, card.nvlink, card.form_factor, card.architecture, 8, None)[1])
     with_offload = tokens_per_second(work, 989, card.memory_bandwidth_tbs, **args)
     assert c.tokens_per_s == pytest.approx(with_offload, rel=1e-9)
     assert with_offload < tokens_per_second(replace(work, offload_bytes=0.0), 989, card.memory_bandwidth_tbs, **args)

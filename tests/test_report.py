@@ -11,7 +11,10 @@ GPULEDGER_TEST_ARTIFACTS set (e.g. tests/artifacts) they are copied there too, t
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
 import shutil
 from collections import Counter
 from datetime import datetime, timedelta
@@ -27,8 +30,8 @@ from typer.testing import CliRunner
 from gpuledger.adapters.base import SourceContext
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.ops_cli import register
-from gpuledger.flows.report import (COMMON_MODELS, fine_tuning, gpu_facts, gpu_summary, offer_columns, render_report,
-                                    report_providers, report_rows, write_report)
+from gpuledger.flows.report import (COMMON_MODELS, egress_cost, egress_tiers, fine_tuning, gpu_facts, gpu_summary,
+                                    offer_columns, render_report, report_providers, report_rows, write_report)
 from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 from gpuledger.spiders.browser import find_chromium, launch_args
@@ -117,7 +120,7 @@ def test_rows_and_escaping(warehouse: Path) -> None:
     tags.feed(page)
     assert tags.names == {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "nav", "button",
                           "section", "div", "table", "thead", "tbody", "tr", "th", "td", "form", "label", "select",
-                          "option", "input", "details", "summary", "fieldset", "span", "code", "ul", "script"}
+                          "option", "input", "details", "summary", "fieldset", "span", "ul", "script"}
     assert tags.count["script"] == 2 and tags.scripts == ["application/json", None]  # our data, our code
     assert not tags.attrs & {"src", "href", "action", "srcset", "onerror", "onload"}  # nothing to fetch or run
     assert tags.csp.startswith("default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-")
@@ -178,22 +181,49 @@ def test_gpu_summary_per_provider(warehouse: Path) -> None:
     assert memory == sorted(memory, reverse=True)  # largest memory first
 
 
+def job_cost(c: dict[str, Any], tiers: dict[str, Any], tokens: float, runs: int) -> tuple[float, float]:
+    """(hours per run, USD) of a job on one pool entry, by docs/recommender.md: training hours x the
+    spot factor + set-up, billed up to the increment and minimum; storage per run-hour; egress tiers."""
+    hours = tokens / c["tps"] / 3600 * c["k"] + c["setup_h"]
+    gran = max(c["gran"], 1)
+    billed = math.ceil(round(max(hours * 3600, c["min"]) / gran, 9)) * gran
+    egress = {"none": 0.0, "region": None}.get(c["egress"])
+    if egress is None:
+        egress, _ = egress_cost(tiers, c["provider"], c["region"], c["result_gb"] * runs)
+    return hours, runs * c["price"] * billed / 3600 + c["storage_h"] * runs * hours + egress
+
+
 def test_fine_tuning_answers_are_the_recommenders(warehouse: Path) -> None:
     con = open_reader(warehouse)
     try:
         tuning = fine_tuning(con, NOW, models=["Llama-3-8B"], methods=["qlora"])
-        direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW))
-        with pytest.raises(ValueError, match="unknown model 'gpt-9'"):
+        direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15))
+        small = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6,
+                                                spot=True, runs=1))
+        tiers = egress_tiers(con)
+        with pytest.raises(ValueError, match="unknown model 'gpt-9'; did you mean"):
             fine_tuning(con, NOW, models=["gpt-9"])
     finally:
         con.close()
     assert tuning["models"] == [{"value": "llama-3-8b", "label": "llama-3-8b"}]
     assert [models_catalog.lookup(m).name for m in COMMON_MODELS] == list(COMMON_MODELS)  # the page's default set
+    assert tuning["default_tokens"] == 60e6 == direct.request.job_tokens
     answer = tuning["answers"]["llama-3-8b|qlora"]
-    assert direct.candidates
-    assert [(c["provider"], c["instance_type"], c["region"], c["job_usd"]) for c in answer["candidates"]] == [
-        (c.provider, c.instance_type, c.region, round(c.cost.total_usd, 4)) for c in direct.candidates]
-    assert answer["notes"] == direct.notes
+    pool = {(c["provider"], c["region"], c["instance_type"], c["purchase_option"]): c for c in answer["candidates"]}
+    # Every known-speed candidate of the default job and of a 3M-token job with spot is in the pool,
+    # and the pool's figures cost it as the recommender did.
+    for rec, tokens in ((direct, 60e6), (small, 3e6)):
+        known = [c for c in rec.candidates if c.tokens_per_s is not None]
+        assert len(known) >= 10
+        for c in known:
+            entry = pool[(c.provider, c.region, c.instance_type, c.purchase_option)]
+            hours, usd = job_cost(entry, tiers, tokens, 1)
+            assert hours == pytest.approx(c.hours_per_run, rel=1e-9)
+            assert usd == pytest.approx(c.cost.total_usd, rel=1e-9), c.instance_type
+            assert entry["tps_gpu"] == pytest.approx(c.tokens_per_s_per_gpu)
+    assert answer["need_gb"] == pytest.approx(direct.estimate.per_gpu_gb)
+    # Nothing the page shows names a command-line option.
+    assert not re.search(r"--[a-z]", json.dumps(tuning))
 
 
 @pytest.fixture(scope="module")
@@ -388,13 +418,36 @@ def test_gpu_summary_and_fine_tuning_views(page_file: Path, warehouse: Path, bro
     assert "model=llama-3-70b" in page.url and "method=qlora" in page.url
     con = open_reader(warehouse)
     try:
-        direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-70b"))
+        default = recommend(con, RecommendRequest(method="qlora", model="llama-3-70b"))
+        small = recommend(con, RecommendRequest(method="qlora", model="llama-3-70b", tokens=3e6, spot=True))
+        three = recommend(con, RecommendRequest(method="qlora", model="llama-3-70b", tokens=3e6, spot=True, runs=3,
+                                                top=100))
     finally:
         con.close()
-    rows = [r.locator("td").all_text_contents() for r in page.locator("#tune-table tbody tr").all()]
-    assert direct.candidates and len(rows) == len(direct.candidates)
-    assert [(r[2], r[3], r[7]) for r in rows] == [
-        (c.provider, c.instance_type, money(c.cost.total_usd)) for c in direct.candidates]
+
+    def shown() -> list[list[str]]:
+        return [r.locator("td").all_text_contents() for r in page.locator("#tune-table tbody tr:not(.warn)").all()]
+
+    def expected(rec: Any) -> list[tuple[str, str, str]]:
+        return [(c.provider, c.instance_type, money(c.cost.total_usd)) for c in rec.candidates
+                if c.tokens_per_s is not None][:10]
+    rows = shown()
+    assert [(r[6], r[7], r[2]) for r in rows] == expected(default) and len(rows) == 10
+    assert "60M tokens per run (the default job" in page.text_content("#tune-need")
+    first = next(c for c in default.candidates if c.tokens_per_s is not None)
+    assert rows[0][3] == f"{first.hours_per_run:.2f}" and rows[0][4].startswith(f"{first.tokens_per_s:,.0f} (")
+    # Warnings are on the page, not in a tooltip.
+    assert page.locator("#tune-table tr.warn").count() >= 1 and "set-up" in page.text_content("#tune-table")
+    page.fill("#t-tokens", "3")
+    page.check("#t-spot")
+    assert "tokens=3" in page.url and "spot=1" in page.url
+    assert [(r[6], r[7], r[2]) for r in shown()] == expected(small)
+    page.select_option("#t-runs", "3")
+    top = shown()[0]
+    same = next(c for c in three.candidates if (c.provider, c.instance_type) == (top[6], top[7]))
+    assert top[2] == money(same.cost.total_usd)
+    # No text on the page tells the reader to use a command-line option.
+    assert not re.search(r"--[a-z]", page.inner_text("body"))
     page.screenshot(path=str(tmp_path / "report-tune.png"))
     page.close()
     keep_artifacts(tmp_path, "report-gpus.png", "report-tune.png")
@@ -441,7 +494,18 @@ def test_phone_width_shows_name_and_price_without_panning(page_file: Path, brows
     assert cells.nth(1).bounding_box()["x"] + cells.nth(1).bounding_box()["width"] <= 390
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.close()
-    keep_artifacts(tmp_path, "report-390.png")
+    # The fine-tuning view: the job cost stays on screen, and so do the warnings under each row.
+    page = open_page(browser, page_file.as_uri() + "#view=tune&model=llama-3-70b&method=qlora", 390, 844)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    heads = page.locator("#tune-table thead th").all_text_contents()
+    cost = page.locator("#tune-table tbody tr:not(.warn)").first.locator("td").nth(heads.index("job cost"))
+    box = cost.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and cost.text_content().startswith("$")
+    warn = page.locator("#tune-table tr.warn div").first.bounding_box()
+    assert warn["x"] >= 0 and warn["x"] + warn["width"] <= 390
+    page.screenshot(path=str(tmp_path / "report-tune-390.png"))
+    page.close()
+    keep_artifacts(tmp_path, "report-390.png", "report-tune-390.png")
 
 
 def test_report_command_without_a_warehouse(tmp_path: Path) -> None:

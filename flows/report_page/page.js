@@ -69,7 +69,7 @@
 
   // -- state, in the URL fragment ---------------------------------------------------------------
   var KEYS = ["view", "gpu", "vram", "provider", "region", "option", "price", "sort", "cols", "open", "model",
-              "method"];
+              "method", "tokens", "runs", "spot"];
   var S = {};
   function readHash() {
     var p = new URLSearchParams(location.hash.slice(1));
@@ -375,7 +375,10 @@
     body.replaceChildren(frag);
   }
 
-  // -- the fine-tuning view ---------------------------------------------------------------------
+  // -- the fine-tuning view: each answer's pool, costed for the job the reader picks -------------
+  // The arithmetic is the recommender's (warehouse/recommender/ranking.py): hours = training x the
+  // spot factor + set-up, billed up to the increment and minimum; storage by the run-hour; egress
+  // through the region's monthly tiers (else the provider's dearest region).
   var T = D.tuning;
   function fillSelect(id, items) {
     var s = $(id);
@@ -383,34 +386,99 @@
   }
   fillSelect("t-model", T.models);
   fillSelect("t-method", T.methods);
+  function tiered(gb, tiers) {
+    var usd = 0;
+    tiers.forEach(function (t) {
+      var upper = t[1] == null ? gb : Math.min(gb, t[1]);
+      if (upper > t[0]) usd += (upper - t[0]) * t[2];
+    });
+    return usd;
+  }
+  function egress(c, gb) {
+    var regions = T.tiers[c.provider] || {};
+    if (c.egress === "region" && regions[c.region]) return tiered(gb, regions[c.region]);
+    if (c.egress === "none") return 0;
+    var most = 0;
+    Object.keys(regions).forEach(function (r) { most = Math.max(most, tiered(gb, regions[r])); });
+    return most;
+  }
+  function roundTo(x, digits) { var m = Math.pow(10, digits); return Math.sign(x) * Math.floor(Math.abs(x) * m + 0.5) / m; }
+  function jobCost(c, tokens, runs) {
+    var hours = tokens / c.tps / 3600 * c.k + c.setup_h, gran = Math.max(c.gran, 1);
+    var billed = Math.ceil(roundTo(Math.max(hours * 3600, c.min) / gran, 9)) * gran;
+    var total = runs * c.price * billed / 3600 + c.storage_h * runs * hours + egress(c, c.result_gb * runs);
+    return {hours: hours, total: total};
+  }
+  var RUNS = ["1", "2", "3", "5", "10"], ORDER = ["provider", "region", "instance_type", "purchase_option"];
+  function cmp(a, b) {  // the recommender's last tie-break: the offer's key, in code-point order
+    for (var i = 0; i < ORDER.length; i++) {
+      if (a[ORDER[i]] !== b[ORDER[i]]) return a[ORDER[i]] < b[ORDER[i]] ? -1 : 1;
+    }
+    return 0;
+  }
   function renderTune() {
     var model = S.model || (T.models[0] && T.models[0].value) || "";
     var method = S.method || (T.methods[0] && T.methods[0].value) || "";
+    var tokens = parseFloat(S.tokens) > 0 ? parseFloat(S.tokens) * 1e6 : T.default_tokens;
+    var runs = RUNS.indexOf(S.runs) >= 0 ? +S.runs : 1, spot = S.spot === "1";
     $("t-model").value = model;
     $("t-method").value = method;
+    $("t-tokens").value = S.tokens || String(T.default_tokens / 1e6);
+    $("t-runs").value = String(runs);
+    $("t-spot").checked = spot;
     var a = T.answers[model + "|" + method], body = $("tune-table").tBodies[0], notes = $("tune-notes");
     body.replaceChildren();
     notes.replaceChildren();
-    $("tune-need").textContent = a ? a.summary : "no answer was computed for this model and method";
-    if (!a) return;
-    a.candidates.forEach(function (c) {
-      var tr = el("tr");
-      [[String(c.rank), "r"], [c.gpus], [c.provider], [c.instance_type], [c.region], [c.purchase_option],
-       [money(c.price_per_hour), "r"], [money(c.job_usd), "r"], [c.need_gb_per_gpu.toFixed(1) + " GiB", "r"]
-      ].forEach(function (x) { tr.appendChild(el("td", x[0], x[1])); });
-      if (c.flags.length) tr.title = c.flags.join("\n");
-      body.appendChild(tr);
+    if (!a) { $("tune-need").textContent = "no answer was computed for this model and method"; return; }
+    var job = (tokens / 1e6).toLocaleString("en-US", {maximumFractionDigits: 3}) + "M tokens per run" +
+      (runs > 1 ? ", " + runs + " runs" : "") + (S.tokens ? "" : " (the default job: a typical instruction tune, " +
+      T.default_job + ")") + (spot ? "; on demand, spot and interruptible" : "; on demand");
+    var shards = Object.keys(a.sharded).map(function (g) { return g + " GPUs: " + a.sharded[g].toFixed(1); });
+    $("tune-need").textContent = a.model + ", " + method + ": " + a.need_gb.toFixed(1) + " GiB on one GPU" +
+      (shards.length ? " (sharded, GiB per GPU: " + shards.join(", ") + ")" : "") + ". Job costed: " + job + ".";
+    var ranked = a.candidates.filter(function (c) { return spot || !c.spot; }).map(function (c) {
+      var j = jobCost(c, tokens, runs);
+      return {c: c, hours: j.hours, total: j.total, key: roundTo(j.total, 6)};
+    }).sort(function (x, y) {
+      return x.c.tier - y.c.tier || x.key - y.key || x.c.price - y.c.price || cmp(x.c, y.c);
     });
-    a.notes.forEach(function (n) { notes.appendChild(el("li", n)); });
+    var seen = {}, shown = 0;
+    ranked.forEach(function (r) {
+      var c = r.c, group = c.provider + "|" + c.instance_type + "|" + c.purchase_option;
+      if (seen[group] || shown >= 10) return;
+      seen[group] = true;
+      shown++;
+      var tr = el("tr", null, c.spot ? "spot" : "");
+      [[String(shown), "r"], [c.gpus], [money(r.total), "r cost"], [r.hours.toFixed(2), "r"],
+       [Math.round(c.tps).toLocaleString("en-US") + " (" + Math.round(c.tps_gpu).toLocaleString("en-US") + ")", "r"],
+       [c.plan], [c.provider], [c.instance_type], [c.region], [c.purchase_option], [money(c.price), "r"],
+       [c.need_gb.toFixed(1) + " GiB", "r"]].forEach(function (x) { tr.appendChild(el("td", x[0], x[1])); });
+      body.appendChild(tr);
+      if (c.flags.length) {
+        var w = el("tr", null, "warn"), td = el("td");
+        td.appendChild(el("div", c.flags.map(function (f) { return T.flags[f]; }).join(" · ")));
+        td.colSpan = 12;
+        w.appendChild(td);
+        body.appendChild(w);
+      }
+    });
+    if (!shown) notes.appendChild(el("li", "nothing fits this job on the offers with a speed estimate"));
+    notes.appendChild(el("li", "Offers whose GPU has no published tensor figure have no speed estimate: not ranked here."));
+    a.left_out.forEach(function (n) { notes.appendChild(el("li", "Left out, cheaper by the hour: " + n)); });
+    if (a.stale.length) notes.appendChild(el("li", "Stale providers left out: " + a.stale.join(", ")));
   }
   function onTune() {
     S.model = $("t-model").value;
     S.method = $("t-method").value;
+    var t = $("t-tokens").value.trim();
+    S.tokens = t && parseFloat(t) !== T.default_tokens / 1e6 ? t : "";
+    S.runs = $("t-runs").value === "1" ? "" : $("t-runs").value;
+    S.spot = $("t-spot").checked ? "1" : "";
     writeHash();
     renderTune();
   }
-  $("t-model").addEventListener("change", onTune);
-  $("t-method").addEventListener("change", onTune);
+  $("tune").addEventListener("change", onTune);
+  $("tune").addEventListener("submit", function (e) { e.preventDefault(); });
 
   // -- freshness table --------------------------------------------------------------------------
   function renderFreshness() {

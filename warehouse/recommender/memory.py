@@ -1,83 +1,10 @@
 """GPU memory needed to fine-tune an LLM: a pure estimator (no I/O).
 
-Work back from the model and the method to bytes per GPU, the way a
-practitioner does. All sizes are in GiB (2^30 bytes), the unit the warehouse's
-`gpu_memory_gb` is reported in, and are named `*_gb` like that column.
-
-Per GPU, the estimate is the sum of six parts (`MemoryBreakdown`):
-
-weights
-    full / lora: every parameter in the training precision (2 bytes for
-    bf16/fp16, 4 for fp32). qlora: the linear layers of the transformer blocks
-    in 4-bit NormalFloat with double quantization, 4 + 0.127 bits per
-    parameter (Dettmers et al. 2023, QLoRA, sec. 3 "Double Quantization":
-    the constants cost 8/64 + 32/(64*256) = 0.127 bits per parameter), and
-    the embeddings, LM head and norms in 16 bit (bitsandbytes leaves them
-    unquantized).
-gradients
-    One gradient per trainable parameter, in the trainable parameter's dtype.
-optimizer state
-    Full fine-tuning in mixed precision keeps an fp32 master copy (4 bytes)
-    plus the optimizer's moments: AdamW 2 x 4 bytes, 8-bit AdamW 2 x 1 byte
-    (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization";
-    block constants negligible), SGD with momentum 4 bytes. So mixed-precision
-    AdamW costs 2 + 2 + 12 = 16 bytes per parameter, K = 12 in the ZeRO paper
-    (Rajbhandari et al. 2020, sec. 3.1: "mixed-precision training of a model
-    with Psi parameters using Adam requires enough memory to hold 16 Psi
-    bytes"). Hugging Face's "Model training anatomy" counts 18 bytes (an extra
-    2-byte half copy kept by PyTorch AMP); the estimator uses the ZeRO
-    accounting, which DeepSpeed and FSDP mixed precision follow. fp32 training
-    needs no master copy (AdamW: 4 + 4 + 8 = 16 bytes as well).
-    LoRA/QLoRA: the moments of the adapter parameters only (AdamW: 8 bytes;
-    the QLoRA recipe uses paged 32-bit AdamW, which is the same size).
-adapters
-    LoRA parameters: r x (d_in + d_out) per adapted matrix (Hu et al. 2021).
-    lora: kept in fp32 (PEFT's default, autocast_adapter_dtype=True), so
-    their gradients are fp32 as well. qlora: kept in bf16 under bf16 training,
-    as the QLoRA reference code does (qlora.py casts every LoraLayer to
-    bfloat16); fp32 otherwise (fp16 gradients cannot be unscaled by AMP).
-activations
-    Per micro-batch of b sequences of s tokens, in the compute precision
-    (a = 2 bytes for bf16/fp16, 4 for fp32), following the accounting of
-    Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-    Transformer Models", sec. 4.1: 34 sbh + 5 a s^2 b bytes per layer for
-    GPT) re-derived for today's blocks: pre-norm, no dropout, FlashAttention /
-    SDPA (no s^2 score matrix is kept, so the 5as^2b term is gone), GQA, a
-    gated MLP of width i. Stored per token per layer:
-        attention: norm output h, Q q_dim, K and V 2 kv_dim, attention output q_dim
-        gated MLP: norm output h, gate i, up i, act(gate) i, product i   (plain MLP: h + 2i)
-        the two norms' inputs: 2h
-    times a bytes, i.e. a (3h + 2 q_dim + 2 kv_dim + 4i) for Llama (37.5 h bytes
-    for Llama 2 7B, against 34 h for Korthikanti's GPT). MoE: the MLP part
-    times the experts each token is routed to.
-    With gradient checkpointing (one checkpoint per layer, as Hugging Face
-    does) only each layer's input is kept, a s b h bytes per layer (the
-    "full recomputation" case of Korthikanti et al.: 2sbhL in 16 bit), plus
-    one layer's full activations while it is recomputed.
-    Plus the logits: s b V (a + 4 + 4) bytes for the LM-head output, its fp32
-    copy for the loss and the fp32 gradient. Unmodelled: LoRA dropout copies
-    (none with lora_dropout = 0), eager attention (add 5 a s^2 b per layer).
-framework overhead
-    1 GiB for the CUDA context and kernels (HF "Model training anatomy": "the
-    kernels ... can take up 1-2GB of memory"); qlora: one dequantized weight
-    matrix in 16 bit; sharded plans: the ZeRO-3/FSDP working set, two
-    gathered units (the current and the prefetched layer, or the embedding if
-    larger) plus one layer of unsharded gradients before reduce-scatter.
-
-Multi-GPU (gpus > 1) means ZeRO-3 / FSDP FULL_SHARD data parallelism inside
-one job: weights, gradients and optimizer state are divided by the GPU count
-(ZeRO paper, Fig. 1: 16 Psi / N_d per GPU with stage 3), activations are per
-GPU (each GPU runs its own micro-batch), the overhead above is per GPU. LoRA
-and QLoRA are single-GPU methods unless shard_lora (FSDP + QLoRA, as
-Answer.AI's fsdp_qlora does), in which case the same division applies.
-
-ZeRO-Offload (offload=True, full fine-tuning): the optimizer state and fp32
-master copy move to host RAM (host_gb, for the whole job), the GPU keeps the
-16-bit weights and gradients (Ren et al. 2021, "ZeRO-Offload", sec. 4).
-
-Not included, on purpose: paged optimizers spilling to host RAM,
-tensor/pipeline parallelism, KV caches (training has
-none), the allocator's fragmentation (the matcher leaves headroom for it).
+Per GPU, in GiB (2^30 bytes, the unit of the warehouse's `gpu_memory_gb`): weights, gradients,
+optimizer state, adapters, activations and overhead, for full fine-tuning, LoRA or QLoRA, on one
+GPU or sharded (ZeRO-3 / FSDP) over several. Every formula and its source (ZeRO, QLoRA, 8-bit
+optimizers, Korthikanti et al.'s activation accounting, ZeRO-Offload) is in docs/recommender.md,
+section 1.
 """
 
 from __future__ import annotations
@@ -87,6 +14,7 @@ from typing import Any
 
 from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.models_catalog import ModelSpec
+from gpuledger.warehouse.recommender.names import resolve_name
 
 GIB = float(2**30)
 
@@ -153,10 +81,9 @@ class TrainingSetup:
     offload: bool = False  # full fine-tuning: ZeRO-Offload keeps the optimizer state and fp32 master in host RAM
 
     def __post_init__(self) -> None:
+        for kind, known in (("method", METHODS), ("precision", PRECISIONS), ("optimizer", OPTIMIZERS)):
+            object.__setattr__(self, kind, resolve_name(kind, getattr(self, kind), known))  # QLoRA is qlora
         checks = [
-            (self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}"),
-            (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
-            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
             (self.model is not None or self.params is not None, "give a model name or a parameter count"),
             (self.params is None or self.params > 0, f"params must be positive, got {self.params}"),
             (self.lora_rank >= 1, f"lora_rank must be at least 1, got {self.lora_rank}"),
@@ -258,10 +185,11 @@ def precision_bytes(precision: str) -> float:
 def activation_bytes(spec: ModelSpec, seq_len: int, micro_batch: int, checkpointing: bool,
                      act_bytes: float) -> dict[str, float]:
     """Activation memory in bytes, by part: 'layers', 'recompute', 'logits' (see the module doc)."""
-    h, i = spec.hidden, spec.intermediate
+    h, per_width = spec.hidden, (4 if spec.gated_mlp else 2)
     attn = h + 2 * spec.q_dim + 2 * spec.kv_dim
-    mlp = (h + 4 * i) if spec.gated_mlp else (h + 2 * i)
-    mlp *= spec.experts_per_token if spec.experts > 1 else 1
+    # An MoE layer keeps the activations of each expert a token passes through.
+    moe = (h + per_width * spec.expert_width) * (spec.experts_per_token + spec.shared_experts)
+    mlp = ((spec.layers - spec.moe_layers) * (h + per_width * spec.intermediate) + spec.moe_layers * moe) / spec.layers
     per_token_layer = act_bytes * (attn + mlp + 2 * h)
     tokens = seq_len * micro_batch
     if checkpointing:
@@ -338,7 +266,7 @@ def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> M
     activations = sum(act.values())
     overhead = CUDA_CONTEXT_GB * GIB
     if setup.method == "qlora":
-        biggest = max(a * b for a, b in spec.linear_shapes().values())
+        biggest = max(a * b for w in (spec.intermediate, spec.expert_width) for a, b in spec.linear_shapes(w).values())
         overhead += biggest * 2.0  # one dequantized weight in 16 bit
     if sharded:
         scale = n / spec.params

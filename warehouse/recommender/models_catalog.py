@@ -1,56 +1,58 @@
-"""A small built-in table of well-known open models, for the memory estimator.
+"""The built-in models (models.csv beside this file): each row is the architecture of its
+`config.json` (URL in `source`) and the model card's parameter count, which the shapes must
+reproduce within 2 % (tests guard against a mistyped field). Nothing is downloaded at run time.
 
-Each entry carries the published parameter count and the architecture facts
-the activation and LoRA estimates need, copied from the model's own
-`config.json` (or, for LLaMA 65B, the paper's table), with the URL it came
-from. Nothing is downloaded at run time: the table is data in this file.
-
-The architecture also lets the estimator split the parameters into the
-linear layers inside the transformer blocks (what QLoRA quantizes to 4 bit and
-what LoRA adapts) and the embeddings / LM head (kept in 16 bit). Every entry's
-architecture reproduces its published parameter count within 2 %
-(tests/test_memory.py checks this), which guards against a mistyped field.
-
-A model that is not in the table is still estimated from `--params` alone,
-with a generic Llama-shaped architecture derived from the count
-(`generic_spec`); the estimate then says so.
+The shapes split the parameters into the block linear layers (what QLoRA quantizes and LoRA
+adapts) and the embeddings, norms and any frozen extra tower (kept in 16 bit). MoE: memory holds
+every expert, a token's compute passes through `experts_per_token` of them (plus a shared one).
+A model not in the table is estimated from `--params` with a Llama-shaped `generic_spec`.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from gpuledger.warehouse.recommender.names import resolve_name
+
+CATALOG = Path(__file__).parent / "models.csv"
 
 
 class UnknownModelError(ValueError):
-    """The name matches no built-in model; the message lists the known names."""
+    """The name matches no built-in model; the message names the nearest."""
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """A decoder-only transformer, described the way its config.json does."""
 
-    name: str  # canonical key: "llama-3-70b"
+    name: str
     display: str
     published_params: float  # the model card's (rounded) count; `params` is computed from the shapes
-    layers: int  # num_hidden_layers
-    hidden: int  # hidden_size
-    heads: int  # num_attention_heads
-    kv_heads: int  # num_key_value_heads (= heads without GQA/MQA)
-    intermediate: int  # intermediate_size (per expert for MoE)
-    vocab: int  # vocab_size
-    head_dim: int | None = None  # when not hidden / heads (Gemma 2 9B: 256)
-    tied_embeddings: bool = False  # tie_word_embeddings: LM head shares the embedding matrix
-    gated_mlp: bool = True  # SwiGLU/GeGLU (gate, up, down) vs. plain 2-matrix MLP (Falcon)
-    experts: int = 1  # MoE: experts per layer (Mixtral: 8)
-    experts_per_token: int = 1  # MoE: experts each token is routed to (Mixtral: 2)
-    qkv_bias: bool = False  # attention_bias / Qwen2: q, k and v projections carry biases
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    intermediate: int  # a dense layer's MLP width (intermediate_size, or intermediate_size_mlp)
+    vocab: int
+    head_dim: int | None = None  # when not hidden / heads
+    tied_embeddings: bool = False
+    gated_mlp: bool = True  # SwiGLU/GeGLU (gate, up, down) vs. a plain 2-matrix MLP (Falcon)
+    experts: int = 1  # MoE: routed experts per MoE layer
+    experts_per_token: int = 1
+    expert_intermediate: int | None = None  # one expert's MLP width (moe_intermediate_size)
+    shared_experts: int = 0  # experts every token passes through (Llama 4)
+    moe_every: int = 1  # every n-th layer is MoE (Llama 4 Maverick: 2)
+    qkv_bias: bool = False
+    extra_params: float = 0.0  # a frozen tower loaded with the model (Gemma 3's vision encoder)
     aliases: tuple[str, ...] = ()
-    source: str = ""  # where the figures come from
-    generic: bool = field(default=False, compare=False)  # True: shape derived from a parameter count
+    source: str = ""
+    generic: bool = field(default=False, compare=False)  # shape derived from a parameter count
 
-    # -- shapes ---------------------------------------------------------------
     @property
     def hd(self) -> int:
         return self.head_dim or self.hidden // self.heads
@@ -63,163 +65,104 @@ class ModelSpec:
     def kv_dim(self) -> int:
         return self.kv_heads * self.hd
 
-    def linear_shapes(self) -> dict[str, tuple[int, int]]:
-        """(in_features, out_features) of each linear layer in one block, per expert for the MLP."""
-        h, i = self.hidden, self.intermediate
-        shapes = {"q": (h, self.q_dim), "k": (h, self.kv_dim), "v": (h, self.kv_dim), "o": (self.q_dim, h)}
-        if self.gated_mlp:
-            shapes |= {"gate": (h, i), "up": (h, i), "down": (i, h)}
-        else:
-            shapes |= {"up": (h, i), "down": (i, h)}
-        return shapes
+    @property
+    def moe_layers(self) -> int:
+        return self.layers // self.moe_every if self.experts > 1 else 0
 
-    # -- parameter counts -----------------------------------------------------
+    @property
+    def expert_width(self) -> int:
+        return self.expert_intermediate or self.intermediate
+
+    def mlp_params(self, width: int) -> int:
+        return (3 if self.gated_mlp else 2) * self.hidden * width
+
+    def linear_shapes(self, width: int | None = None) -> dict[str, tuple[int, int]]:
+        """(in_features, out_features) of each linear layer of one block, the MLP at `width`."""
+        h, i = self.hidden, width or self.intermediate
+        shapes = {"q": (h, self.q_dim), "k": (h, self.kv_dim), "v": (h, self.kv_dim), "o": (self.q_dim, h)}
+        return shapes | ({"gate": (h, i), "up": (h, i), "down": (i, h)} if self.gated_mlp else
+                         {"up": (h, i), "down": (i, h)})
+
     @property
     def attention_params_per_layer(self) -> int:
-        return sum(a * b for k, (a, b) in self.linear_shapes().items() if k in ("q", "k", "v", "o"))
+        return sum(a * b for k, (a, b) in self.linear_shapes().items() if k in "qkvo")
 
-    @property
-    def mlp_params_per_layer(self) -> int:
-        per_expert = sum(a * b for k, (a, b) in self.linear_shapes().items() if k not in ("q", "k", "v", "o"))
-        router = self.hidden * self.experts if self.experts > 1 else 0
-        return per_expert * self.experts + router
+    def _mlp_total(self, experts_per_moe_layer: float) -> float:
+        """MLP weights over all layers, with this many experts counted per MoE layer."""
+        router = self.hidden * self.experts
+        moe = self.moe_layers * (experts_per_moe_layer * self.mlp_params(self.expert_width) + router)
+        return (self.layers - self.moe_layers) * self.mlp_params(self.intermediate) + moe
 
     @property
     def block_linear_params(self) -> int:
         """Linear-layer weights inside the transformer blocks: what QLoRA stores in 4 bit."""
-        return self.layers * (self.attention_params_per_layer + self.mlp_params_per_layer)
+        return int(self.layers * self.attention_params_per_layer
+                   + self._mlp_total(self.experts + self.shared_experts))
 
     @property
     def embedding_params(self) -> int:
-        """Token embedding plus LM head (once if tied): kept in 16 bit by QLoRA."""
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
 
     @property
-    def norm_params(self) -> int:
-        return (2 * self.layers + 1) * self.hidden
-
-    @property
-    def layer_params(self) -> int:
-        return self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.hidden
+    def layer_params(self) -> float:
+        """One block's weights (the largest FSDP unit): attention, an average MLP, norms."""
+        return (self.block_linear_params / self.layers) + 2 * self.hidden
 
     def architecture_params(self) -> int:
-        """Parameter count implied by the architecture: linear weights, embeddings, norms, and the
-        q/k/v biases where the config has them (other biases: none in these models)."""
+        """Parameter count implied by the shapes: linear weights, embeddings, norms, q/k/v biases
+        where the config has them, and any frozen extra tower."""
         bias = self.layers * (self.q_dim + 2 * self.kv_dim) if self.qkv_bias else 0
-        return self.block_linear_params + self.embedding_params + self.norm_params + bias
+        return int(self.block_linear_params + self.embedding_params + (2 * self.layers + 1) * self.hidden
+                   + bias + self.extra_params)
 
     @property
     def params(self) -> float:
-        """The parameter count the estimates use: computed from the config shapes (the model card's
-        figure is rounded: Qwen2.5-14B is 14.77B, not 14.7B); a generic spec keeps the count it was
-        derived from."""
+        """The count the estimates use: from the shapes (the card rounds); a generic spec keeps its own."""
         return float(self.published_params) if self.generic else float(self.architecture_params())
 
     @property
     def active_params(self) -> float:
-        """Parameters one token passes through: an MoE token uses experts_per_token of the experts."""
-        if self.experts <= 1:
-            return self.params
-        idle = self.layers * (self.experts - self.experts_per_token) * (
-            self.mlp_params_per_layer - self.hidden * self.experts) / self.experts
-        return self.params - idle
+        """Parameters one text token passes through: the routed experts it uses, not the others, and
+        no extra tower."""
+        idle = self._mlp_total(self.experts + self.shared_experts) - \
+            self._mlp_total(self.experts_per_token + self.shared_experts) if self.experts > 1 else 0.0
+        return self.params - idle - self.extra_params
 
     @property
     def quantizable_fraction(self) -> float:
-        """Share of the parameters in block linear layers (QLoRA quantizes these, not embeddings/norms)."""
         return self.block_linear_params / self.architecture_params()
 
     def lora_params(self, rank: int, targets: tuple[str, ...]) -> int:
-        """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (Hu et al. 2021, sec. 4)."""
-        shapes = self.linear_shapes()
-        per_layer = 0
-        for t in targets:
-            if t not in shapes:
-                continue  # e.g. "gate" on a plain-MLP model
-            a, b = shapes[t]
-            mult = self.experts if t in ("gate", "up", "down") else 1
-            per_layer += rank * (a + b) * mult
-        return per_layer * self.layers
+        """r x (d_in + d_out) per adapted matrix (Hu et al. 2021), every expert of an MoE layer."""
+        attention = sum(rank * sum(s) for t, s in self.linear_shapes().items() if t in targets and t in "qkvo")
+
+        def mlp(width: int) -> int:
+            return sum(rank * sum(s) for t, s in self.linear_shapes(width).items() if t in targets and t not in "qkvo")
+        dense = (self.layers - self.moe_layers) * mlp(self.intermediate)
+        return self.layers * attention + dense + self.moe_layers * (self.experts + self.shared_experts) * \
+            mlp(self.expert_width)
 
 
-def _hf(repo: str) -> str:
-    return f"https://huggingface.co/{repo}/blob/main/config.json"
+def _spec(r: dict[str, str]) -> ModelSpec:
+    def num(key: str, default: float = 0) -> float:
+        return float(r[key]) if r[key] else default
+    return ModelSpec(
+        r["name"], r["display"], num("published_params"), int(r["layers"]), int(r["hidden"]), int(r["heads"]),
+        int(r["kv_heads"]), int(r["intermediate"]), int(r["vocab"]), head_dim=int(num("head_dim")) or None,
+        tied_embeddings=r["tied"] == "1", gated_mlp=r["gated"] == "1", experts=int(num("experts", 1)),
+        experts_per_token=int(num("experts_per_token", 1)), expert_intermediate=int(num("expert_intermediate")) or None,
+        shared_experts=int(num("shared_experts")), moe_every=int(num("moe_every", 1)), qkv_bias=r["qkv_bias"] == "1",
+        extra_params=num("extra_params"), aliases=tuple(r["aliases"].split()), source=r["source"])
 
 
-# Architecture fields are the config.json values at the URL given. The third field is the model
-# card's rounded parameter count (shown, and checked against the shapes); estimates use `params`.
-_MODELS: tuple[ModelSpec, ...] = (
-    ModelSpec("llama-3-8b", "Llama 3 8B", 8.03e9, layers=32, hidden=4096, heads=32, kv_heads=8,
-              intermediate=14336, vocab=128256,
-              aliases=("meta-llama-3-8b", "llama3-8b", "llama-3.1-8b", "llama3.1-8b", "meta-llama-3.1-8b"),
-              source=_hf("meta-llama/Meta-Llama-3-8B") + " (3.1: " + _hf("meta-llama/Llama-3.1-8B") + ", same shape)"),
-    ModelSpec("llama-3-70b", "Llama 3 70B", 70.6e9, layers=80, hidden=8192, heads=64, kv_heads=8,
-              intermediate=28672, vocab=128256,
-              aliases=("meta-llama-3-70b", "llama3-70b", "llama-3.1-70b", "llama3.1-70b", "meta-llama-3.1-70b",
-                       "llama-3.3-70b", "llama3.3-70b"),
-              source=_hf("meta-llama/Meta-Llama-3-70B") + " (3.1: " + _hf("meta-llama/Llama-3.1-70B") + ", same shape)"),
-    ModelSpec("llama-3.2-1b", "Llama 3.2 1B", 1.24e9, layers=16, hidden=2048, heads=32, kv_heads=8, head_dim=64,
-              intermediate=8192, vocab=128256, tied_embeddings=True, aliases=("llama3.2-1b", "meta-llama-3.2-1b"),
-              source=_hf("meta-llama/Llama-3.2-1B")),
-    ModelSpec("llama-3.2-3b", "Llama 3.2 3B", 3.21e9, layers=28, hidden=3072, heads=24, kv_heads=8,
-              intermediate=8192, vocab=128256, tied_embeddings=True, aliases=("llama3.2-3b", "meta-llama-3.2-3b"),
-              source=_hf("meta-llama/Llama-3.2-3B")),
-    ModelSpec("llama-3.1-405b", "Llama 3.1 405B", 405.9e9, layers=126, hidden=16384, heads=128, kv_heads=8,
-              intermediate=53248, vocab=128256,
-              aliases=("meta-llama-3.1-405b", "llama3.1-405b", "llama-3-405b", "llama-405b"),
-              source=_hf("meta-llama/Llama-3.1-405B")),
-    ModelSpec("llama-2-7b", "Llama 2 7B", 6.74e9, layers=32, hidden=4096, heads=32, kv_heads=32,
-              intermediate=11008, vocab=32000, aliases=("llama2-7b", "llama-2-7b-hf"),
-              source=_hf("meta-llama/Llama-2-7b-hf")),
-    ModelSpec("llama-2-13b", "Llama 2 13B", 13.0e9, layers=40, hidden=5120, heads=40, kv_heads=40,
-              intermediate=13824, vocab=32000, aliases=("llama2-13b", "llama-2-13b-hf"),
-              source=_hf("meta-llama/Llama-2-13b-hf")),
-    ModelSpec("llama-2-70b", "Llama 2 70B", 69.0e9, layers=80, hidden=8192, heads=64, kv_heads=8,
-              intermediate=28672, vocab=32000, aliases=("llama2-70b", "llama-2-70b-hf"),
-              source=_hf("meta-llama/Llama-2-70b-hf")),
-    ModelSpec("llama-65b", "LLaMA 65B", 65.2e9, layers=80, hidden=8192, heads=64, kv_heads=64,
-              intermediate=22016, vocab=32000, aliases=("llama-1-65b", "llama1-65b", "llama65b"),
-              source="Touvron et al. 2023, LLaMA: Open and Efficient Foundation Language Models, Table 2 "
-                     "(https://arxiv.org/abs/2302.13971); intermediate size from the HF conversion "
-                     "(https://huggingface.co/huggyllama/llama-65b/blob/main/config.json)"),
-    ModelSpec("mistral-7b", "Mistral 7B", 7.24e9, layers=32, hidden=4096, heads=32, kv_heads=8,
-              intermediate=14336, vocab=32000, aliases=("mistral-7b-v0.1", "mistral7b"),
-              source=_hf("mistralai/Mistral-7B-v0.1")),
-    ModelSpec("mistral-7b-v0.3", "Mistral 7B v0.3", 7.25e9, layers=32, hidden=4096, heads=32, kv_heads=8,
-              intermediate=14336, vocab=32768, aliases=("mistral7b-v0.3", "mistral-7b-v0.2"),
-              source=_hf("mistralai/Mistral-7B-v0.3") + " (v0.2 and v0.3: vocabulary 32768)"),
-    ModelSpec("mixtral-8x7b", "Mixtral 8x7B", 46.7e9, layers=32, hidden=4096, heads=32, kv_heads=8,
-              intermediate=14336, vocab=32000, experts=8, experts_per_token=2,
-              aliases=("mixtral-8x7b-v0.1", "mixtral"),
-              source=_hf("mistralai/Mixtral-8x7B-v0.1")),
-    ModelSpec("qwen-7b", "Qwen 7B (first generation)", 7.72e9, layers=32, hidden=4096, heads=32, kv_heads=32,
-              intermediate=11008, vocab=151936, qkv_bias=True, aliases=("qwen1-7b",),
-              source=_hf("Qwen/Qwen-7B") + " (intermediate_size 22016 covers both SwiGLU halves, 11008 each)"),
-    ModelSpec("qwen2.5-7b", "Qwen2.5 7B", 7.61e9, layers=28, hidden=3584, heads=28, kv_heads=4,
-              intermediate=18944, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-7b", "qwen25-7b"),
-              source=_hf("Qwen/Qwen2.5-7B")),
-    ModelSpec("qwen2.5-14b", "Qwen2.5 14B", 14.7e9, layers=48, hidden=5120, heads=40, kv_heads=8,
-              intermediate=13824, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-14b", "qwen25-14b"),
-              source=_hf("Qwen/Qwen2.5-14B")),
-    ModelSpec("qwen2.5-32b", "Qwen2.5 32B", 32.5e9, layers=64, hidden=5120, heads=40, kv_heads=8,
-              intermediate=27648, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-32b", "qwen25-32b"),
-              source=_hf("Qwen/Qwen2.5-32B")),
-    ModelSpec("qwen2.5-72b", "Qwen2.5 72B", 72.7e9, layers=80, hidden=8192, heads=64, kv_heads=8,
-              intermediate=29568, vocab=152064, qkv_bias=True, aliases=("qwen-2.5-72b", "qwen25-72b"),
-              source=_hf("Qwen/Qwen2.5-72B")),
-    ModelSpec("gemma-2-9b", "Gemma 2 9B", 9.24e9, layers=42, hidden=3584, heads=16, kv_heads=8, head_dim=256,
-              intermediate=14336, vocab=256000, tied_embeddings=True, aliases=("gemma2-9b",),
-              source=_hf("google/gemma-2-9b")),
-    ModelSpec("gemma-2-27b", "Gemma 2 27B", 27.2e9, layers=46, hidden=4608, heads=32, kv_heads=16, head_dim=128,
-              intermediate=36864, vocab=256000, tied_embeddings=True, aliases=("gemma2-27b",),
-              source=_hf("google/gemma-2-27b")),
-    ModelSpec("phi-3-mini", "Phi-3 mini (3.8B)", 3.82e9, layers=32, hidden=3072, heads=32, kv_heads=32,
-              intermediate=8192, vocab=32064, aliases=("phi-3-mini-4k", "phi3-mini", "phi-3-mini-4k-instruct"),
-              source=_hf("microsoft/Phi-3-mini-4k-instruct")),
-    ModelSpec("falcon-40b", "Falcon 40B", 41.8e9, layers=60, hidden=8192, heads=128, kv_heads=8,
-              intermediate=32768, vocab=65024, gated_mlp=False, aliases=("falcon40b",),
-              source=_hf("tiiuae/falcon-40b") + " (ffn = 4 x hidden, GELU MLP, multi-query with 8 KV heads)"),
-)
+@lru_cache(maxsize=1)
+def models() -> tuple[ModelSpec, ...]:
+    with open(CATALOG, newline="") as f:
+        return tuple(_spec(r) for r in csv.DictReader(f))
+
+
+def names() -> list[str]:
+    return [m.name for m in models()]
 
 
 # A tuning word at the end, or just before a trailing -vX version ("-Instruct-v0.3").
@@ -228,67 +171,49 @@ _VERSION_SUFFIX = re.compile(r"-v\d+(\.\d+)*$")
 
 
 def _norm(name: str, drop_version: bool = False) -> str:
-    """Lower case, repo owner dropped, separators unified, tuning words dropped (-Instruct, -it,
-    -chat, -hf, -base): 'mistralai/Mistral-7B-Instruct-v0.3' -> 'mistral-7b-v0.3'; with
-    drop_version the trailing -vX goes too ('mistral-7b')."""
-    n = name.strip().lower().rsplit("/", 1)[-1]
-    n = re.sub(r"[\s_]+", "-", n)
+    """Lower case, owner dropped, separators unified, tuning words dropped:
+    'mistralai/Mistral-7B-Instruct-v0.3' -> 'mistral-7b-v0.3' (drop_version: 'mistral-7b')."""
+    n = re.sub(r"[\s_]+", "-", name.strip().lower().rsplit("/", 1)[-1])
     while (m := _TUNING_SUFFIX.search(n)) is not None:
         n = n[:m.start()] + n[m.end():]
     return _VERSION_SUFFIX.sub("", n) if drop_version else n
 
 
+@lru_cache(maxsize=1)
 def _index() -> dict[str, ModelSpec]:
     out: dict[str, ModelSpec] = {}
-    for m in _MODELS:
+    for m in models():
         for key in (m.name, *m.aliases):
-            out[_norm(key)] = m
-            out[_norm(key).replace("-", "")] = m
+            out[_norm(key)] = out[_norm(key).replace("-", "")] = m
     return out
 
 
-_INDEX = _index()
-
-
-def models() -> tuple[ModelSpec, ...]:
-    return _MODELS
-
-
-def names() -> list[str]:
-    return [m.name for m in _MODELS]
-
-
 def lookup(name: str) -> ModelSpec:
-    """The built-in model called `name` (case, separators, an owner/ prefix and -hf/-instruct ignored)."""
-    spec = None
+    """The built-in model called `name` (case, separators, an owner/ prefix and -hf/-instruct ignored);
+    else UnknownModelError naming the nearest."""
     for key in (_norm(name), _norm(name, drop_version=True)):
-        spec = spec or _INDEX.get(key) or _INDEX.get(key.replace("-", ""))
-    if spec is None:
-        raise UnknownModelError(
-            f"unknown model {name!r}; built-in models: {', '.join(names())} "
-            "(or give the parameter count with --params)")
-    return spec
+        spec = _index().get(key) or _index().get(key.replace("-", ""))
+        if spec is not None:
+            return spec
+    try:
+        resolve_name("model", name, names())
+    except ValueError as e:
+        raise UnknownModelError(f"{e} (or give the parameter count with --params)") from None
+    raise AssertionError("unreachable: a known name is found above")
 
 
 def generic_spec(params: float, name: str | None = None) -> ModelSpec:
-    """A Llama-shaped architecture with about `params` parameters, for models not in the table.
-
-    Shape rules, read off the Llama family above: head size 128, depth about
-    hidden / 128 (Llama 2 7B/13B: 4096/32, 5120/40), SwiGLU intermediate
-    3.5 x hidden (Llama 3), no GQA (full multi-head KV, the larger activation),
-    and a 128,256-token vocabulary with untied LM head (the larger logits).
-    With N ~ 12 L h^2 and L = h / 128 this gives h = (128 N / 12)^(1/3).
-    Activation and LoRA figures from it are approximate; the estimate says so.
-    """
+    """A Llama-shaped architecture with about `params` parameters, for models not in the table:
+    head size 128, depth about hidden / 128 (Llama 2), SwiGLU 3.5 x hidden (Llama 3), full multi-head
+    KV and a 128,256-token untied vocabulary (the larger activations). N ~ 12 L h^2 with L = h / 128
+    gives h = (128 N / 12)^(1/3). Activation and LoRA figures from it are approximate."""
     if not (params > 0 and math.isfinite(params)):
         raise ValueError(f"parameter count must be a positive number, got {params}")
     hidden = max(256, 128 * round((128 * params / 12) ** (1 / 3) / 128))
-    heads = hidden // 128
     intermediate = 256 * round(3.5 * hidden / 256)
     vocab = 128256
-    per_layer = 4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden
-    layers = max(1, round((params - 2 * vocab * hidden) / per_layer))
+    layers = max(1, round((params - 2 * vocab * hidden) / (4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden)))
     return ModelSpec(name or f"generic-{params / 1e9:g}b", f"generic {params / 1e9:g}B (Llama-shaped)", float(params),
-                     layers=layers, hidden=hidden, heads=heads, kv_heads=heads, intermediate=intermediate,
-                     vocab=vocab, source="derived from the parameter count (warehouse.models_catalog.generic_spec)",
-                     generic=True)
+                     layers=layers, hidden=hidden, heads=hidden // 128, kv_heads=hidden // 128,
+                     intermediate=intermediate, vocab=vocab,
+                     source="derived from the parameter count (models_catalog.generic_spec)", generic=True)

@@ -1,17 +1,12 @@
 """The recommender's ranking over offer facts held in numpy arrays, one set per connection.
 
-What does not depend on the request (each current offer with the columns of `offer_facts()`,
-its link and fabric speeds, its interruption rate; storage and egress prices) is read once per
-read-only connection: DuckDB's file lock keeps writers out while it is open, so the facts cannot
-go stale. A writable connection reads them again for every request. A request then costs and
-ranks every offer with array arithmetic: DuckDB spends far longer planning one statement that
-does this (its binder and optimizer, ~150-200 ms at 38,500 offers) than numpy spends doing it.
-
-The per-offer facts come from the SQL macros (offer_facts, precision_ok, interruption_rate), the
-per-plan figures from the pure functions of memory, throughput, spot and volumes; the arithmetic
-here is theirs written over arrays, in the same order of operations as the SQL macros
-billed_seconds and fit_ok, so `fits` and the ranking agree (tests/test_recommend*.py).
-"""
+What does not depend on the request (each current offer's `offer_facts()` columns, link, network
+and interruption figures; storage and egress prices) is read once per read-only connection (the
+file lock keeps writers out, so they cannot go stale), every time on a writable one. A request
+then fits, times, costs and ranks every offer in array arithmetic: DuckDB spends longer planning
+one such statement (~150-200 ms at 38,500 offers) than numpy spends doing it. The arithmetic is
+that of the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros
+billed_seconds and fit_ok, in their order of operations; tests hold the two to each other."""
 
 from __future__ import annotations
 
@@ -23,14 +18,20 @@ from typing import Any, Sequence
 import duckdb
 import numpy as np
 
-from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, PCIE_GBS
+from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
+from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED
 from gpuledger.warehouse.recommender.volumes import billed_volume_gb, volume_sizings
 
 # Every current offer in key order (provider, region, zone, instance type, purchase option: the
 # ranking's last tie-break is then the row number), with what fitting and costing read.
 _FACTS_SQL = f"""
 select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
-       fast_interconnect, multinode_fabric is not null as has_fabric, coalesce(ram_gb, 0) as ram_gb,
+       multinode_fabric is not null as has_fabric, coalesce(ram_gb, 0) as ram_gb,
+       available is false as no_capacity, gpu_model, coalesce(provider_kind, '') as provider_kind,
+       network_gbps, vcpus, link_gbs, pcie_gbs,
+       -- Vast.ai publishes each host's measured internet speed
+       try_cast(json_extract_string(provider_data, '$.cheapest_offer.inet_down_mbps') as double) as inet_down_mbps,
+       try_cast(json_extract_string(provider_data, '$.cheapest_offer.inet_up_mbps') as double) as inet_up_mbps,
        term_months is not null as committed, purchase_option = 'on_demand' as on_demand,
        coalesce(available, true) as available_or_unknown, interruptible,
        interruption_rate(interruption_rate_max_pct) as rate, granularity_s, minimum_s,
@@ -40,9 +41,6 @@ select provider, region, zone, instance_type, purchase_option, price_per_hour, g
        coalesce(gpu_bf16_tflops, gpu_fp16_tflops) as peak_bf16,
        coalesce(gpu_fp16_tflops, gpu_bf16_tflops) as peak_fp16,
        gpu_bandwidth_tbs,
-       coalesce(case when fast_interconnect
-                     then try_cast(nullif(regexp_extract(gpu_nvlink, '([0-9.]+)\\s*GB/s', 1), '') as double) / 2
-                end, {PCIE_GBS!r}) as link,
        coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric,
        -- what one row per instance type collapses by; 64 bits, so two groups share a value with
        -- odds of about groups^2 / 2^65 (1e-11 at 10^4 instance types)
@@ -54,7 +52,7 @@ _KEY = ("provider", "region", "zone", "instance_type", "purchase_option")
 # The columns of `fits` a shown row carries, read for the rows shown only.
 _SHOWN_SQL = """
 select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
-       fast_interconnect, term_months, available, interruptible, granularity_s, minimum_s, gpu_vendor,
+       link_kind, link_gbs, gpu_nvlink, gpu_form_factor, term_months, available, interruptible, granularity_s, minimum_s, gpu_vendor,
        interruption_risk, interruption_risk_level, interruption_rate_max_pct, interruption_risk_source, reliability,
        gpu_model, gpu_variant_exact, gpu_architecture, memory_source, interconnect, link_note, price_per_gpu_hour,
        billing_source, payment_option
@@ -85,6 +83,8 @@ class Plan:
     offload_b: float
     restart_h: float
     write_h: float
+    weights_gb: float  # downloaded before each run (the base model's 16-bit files)
+    result_gb: float  # uploaded after it
 
 
 @dataclass
@@ -169,6 +169,11 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
     providers = [cols["provider"][i] for i in np.nonzero(np.r_[True, provider_code[1:] != provider_code[:-1]])[0]] \
         if n else []
     _, group = np.unique(cols["instance_group"], return_inverse=True)
+    # What each run's set-up costs in time does not depend on the request but for the bytes moved.
+    cols["down_gbps"], cols["bandwidth_source"] = internet_gbps(
+        cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_down_mbps"])
+    cols["up_gbps"], _ = internet_gbps(cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_up_mbps"])
+    cols["boot_s"] = np.array([BOOT_S.get(k, BOOT_S["gpu_cloud"]) for k in cols["provider_kind"]], float)
     sizings = volume_sizings()
     storage = []
     for prov, region, cls, usd in con.execute(
@@ -312,14 +317,13 @@ class RankArgs:
     spot: bool
     commitments: bool
     include_unavailable: bool
-    needs_nvlink: bool
     headroom: float
     precision: str
     max_gpus: int
     region_ok: frozenset[str] | None  # regions the --region filter keeps (None: every region)
     providers: tuple[str, ...]
     method: str
-    job_tokens: float | None
+    job_tokens: float | None  # None: hours per run fixed by the request
     hours: float
     runs: int
     days: float
@@ -329,10 +333,33 @@ class RankArgs:
     top: int
     per_instance: bool
     hours_per_month: float
+    left_out: int = 5  # cheaper offers that fit no plan, named with the reason
 
 
-def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a: RankArgs) -> tuple[list[dict[str, Any]], int]:
-    """The top candidates as dicts, best first, and how many offers fit (after the budget)."""
+def _why_not(row: dict[str, Any], plans: Sequence[Plan], a: RankArgs) -> str:
+    """Why an offer fits no plan: the plan that uses all its GPUs, measured against it."""
+    count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - a.headroom)
+    if row["no_capacity"]:
+        return "the source reports no capacity right now"
+    if math.isnan(usable):
+        return "no memory figure for its GPU"
+    if count > a.max_gpus:
+        return f"{count:g} GPUs, over the limit of {a.max_gpus} per plan"
+    plan = next((p for p in plans if p.nodes == 1 and p.gpus == count), plans[0])
+    if usable < plan.need_gb:
+        where = f"per GPU sharded over {plan.gpus}" if plan.gpus > 1 else "on one GPU" + (
+            " (this method is not sharded)" if count >= 2 else "")
+        return f"needs {plan.need_gb:.1f} GiB {where}, has {usable:.1f} usable"
+    if plan.host_gb and row["ram_gb"] * (1 - a.headroom) < plan.host_gb:
+        return f"needs {plan.host_gb:.0f} GiB of host RAM for ZeRO-Offload, has {row['ram_gb'] * (1 - a.headroom):.0f}"
+    return "a slice of a GPU cannot be sharded" if count < 1 else "no plan fits its GPU count"
+
+
+def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a: RankArgs
+         ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None]:
+    """The top candidates as dicts, best first; how many offers fit (after the budget); the offers
+    cheaper by the hour than the first that fit no plan, each with its reason; and, when nothing
+    fits, the largest GPU on offer (memory, model)."""
     c = f.cols
     if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
         f.place_tables.clear(), f.picks.clear(), f.storage_picks.clear(), f.egress_picks.clear()
@@ -342,20 +369,20 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         ok &= np.isin(f.place, [i for i, (_, r) in enumerate(f.places) if r in a.region_ok])
     committed = c["committed"]
     ok &= (~committed & (a.spot | c["on_demand"])) | (a.commitments & committed)
+    considered_offers = ok.copy()  # what the user asked to see, before capacity and fit
     if not a.include_unavailable:
         ok &= c["available_or_unknown"]
     mem, count = c["memory_gb_per_gpu"], c["gpu_count"]
-    link_fast = c["fast_interconnect"] | (not a.needs_nvlink)
     ram = c["ram_gb"]
     plan_of = np.full(f.n, -1)
-    # fit_ok's rule (sql/recommend.sql), the host-RAM rule of _HOST_RAM_OK and the GPU limit; the
+    # fit_ok's rule (sql/recommend.sql), host RAM for ZeRO-Offload (each node holds its share, with the
+    # GPUs' headroom; an offer without a RAM figure cannot be shown to fit) and the GPU limit; the
     # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
     with np.errstate(invalid="ignore"):
         for i, p in enumerate(plans):
-            single = p.gpus <= 1 and p.nodes <= 1
             fit = mem * (1 - a.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
-            if not single:
-                fit &= (count >= 1) & (count * p.nodes == p.gpus) & ((count == 1) | link_fast)
+            if not (p.gpus <= 1 and p.nodes <= 1):
+                fit &= (count >= 1) & (count * p.nodes == p.gpus)
                 if p.nodes != 1:
                     fit &= c["has_fabric"]
             fit &= count * p.nodes <= a.max_gpus
@@ -364,6 +391,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
             plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
     idx = np.nonzero(plan_of >= 0)[0]
     pi = plan_of[idx]
+
     def col(name: str, array: bool = False) -> Any:
         """A plan figure for every fitting row (one plan: the number itself, as broadcasting takes it)."""
         figures = np.array([getattr(p, name) for p in plans], float)
@@ -372,32 +400,36 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     gpus, nodes = col("gpus", array=True), col("nodes", array=True)
     sharded = ~((gpus <= 1) & (nodes <= 1))
     cnt = count[idx]
-    gpus_used = np.where(sharded, gpus, np.minimum(cnt, 1))
+    # The GPUs the job runs on: the shards, the data-parallel copies (one per whole GPU), or a slice.
+    gpus_used = np.where(sharded, gpus, np.where(cnt >= 1, np.floor(cnt), cnt))
     precision_supported = {"bf16": c["ok_bf16"], "fp16": c["ok_fp16"]}.get(a.precision, np.ones(f.n, bool))[idx]
     peak = {"bf16": c["peak_bf16"], "fp16": c["peak_fp16"]}.get(a.precision, np.full(f.n, np.nan))[idx]
     bw = c["gpu_bandwidth_tbs"][idx]
-    link, fabric = c["link"][idx], c["fabric"][idx]
+    link, fabric, pcie = c["link_gbs"][idx], c["fabric"][idx], c["pcie_gbs"][idx]
 
     # The time model (throughput.tokens_per_second), NULL where a card figure is unknown.
     tok, util = col("tok_step"), col("util")
     with np.errstate(invalid="ignore"):
-        running = np.where(sharded, gpus_used, np.where(cnt >= 1, np.floor(cnt), cnt))
         compute = _div(tok * col("flops_tok"), peak * 1e12 * util)
         step = (np.fmax(compute, _div(col("wread_b"), bw * 1e12)) + _div(col("dequant_b"), bw * 1e12)
-                + col("offload_b") / (PCIE_GBS * 1e9))
+                + _div(col("offload_b"), pcie * 1e9))
         whole = np.floor(cnt)
         comm = np.where(sharded, _div(col("shard_b"), np.where(nodes > 1, fabric, link) * 1e9),
                         np.where(cnt >= 2, _div(_div(col("replica_b") * (whole - 1), whole), link * 1e9), 0.0))
-        tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(running * tok, np.fmax(step, comm)))
+        tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
 
-        # Hours per run, an interruptible run's expected hours (spot.expected_run_hours).
-        base_hours = (np.full(len(idx), a.hours) if a.job_tokens is None
-                      else _div(np.full(len(idx), a.job_tokens), tokens_per_s) / 3600.0)
+        # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
+        # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
+        rows = np.arange(len(idx))
+        setup_s = np.zeros(len(idx)) if a.job_tokens is None else setup_seconds(
+            c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
+        base_hours = (np.full(len(rows), a.hours) if a.job_tokens is None
+                      else _div(np.full(len(rows), a.job_tokens), tokens_per_s) / 3600.0)
         rate = c["rate"][idx]
         interruptible = c["interruptible"][idx]
         timed = interruptible & ~np.isnan(rate)
         run_hours = np.where(timed, base_hours * (1 + rate * (a.ckpt_h / 2 + col("restart_h")))
-                             + base_hours / a.ckpt_h * col("write_h"), base_hours)
+                             + base_hours / a.ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
 
         # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
         gran = np.maximum(c["granularity_s"][idx], 1)
@@ -414,14 +446,15 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     e_usd = np.zeros(n_rows)
     places = f.place[idx]
     for i, p in enumerate(plans):
-        rows = np.nonzero(pi == i)[0]
-        if not len(rows):
+        at_plan = np.nonzero(pi == i)[0]
+        if not len(at_plan):
             continue
         t = _place_table(f, p.storage_gb, p.egress_gb)
-        at = places[rows]
-        s_pick[rows], s_source[rows], e_source[rows], e_usd[rows] = t.pick[at], t.s_source[at], t.e_source[at], t.e_usd[at]
+        at = places[at_plan]
+        s_pick[at_plan], s_source[at_plan], e_source[at_plan], e_usd[at_plan] = \
+            t.pick[at], t.s_source[at], t.e_source[at], t.e_usd[at]
         has = t.pick[at] >= 0
-        s_usd[rows[has]], s_billed[rows[has]] = t.usd[at][has], t.billed[at][has]
+        s_usd[at_plan[has]], s_billed[at_plan[has]] = t.usd[at][has], t.billed[at][has]
 
     with np.errstate(invalid="ignore"):
         storage_usd = np.where(np.isnan(run_hours), np.nan,
@@ -457,12 +490,16 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         o = idx[j]
         plan = plans[pi[j]]
         picked = f.picks[s_pick[j]] if s_pick[j] >= 0 else (None, None, None, None)
+        label = "sharded" if sharded[j] else "data-parallel" if gpus_used[j] >= 2 else "single"
         row.update(
-            plan_idx=int(pi[j]), nodes=int(nodes[j]), plan="sharded" if sharded[j] else "single",
+            plan_idx=int(pi[j]), nodes=int(nodes[j]), plan=label,
             gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
             usable_gb_per_gpu=val(mem, o) * (1 - a.headroom) if not math.isnan(mem[o]) else None,
             need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
             tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
+            setup_s=float(setup_s[j]), setup_usd=float(a.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),
+            download_gbps=val(c["down_gbps"], o), upload_gbps=val(c["up_gbps"], o),
+            bandwidth_source=("measured", "published", "assumed")[int(c["bandwidth_source"][o])],
             run_hours=val(run_hours, j), billed_s=val(billed_s, j), compute_usd=val(compute_usd, j),
             storage_class=picked[0], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
             storage_size_known=picked[3], storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
@@ -470,4 +507,30 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
             sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(other),
             considered=considered, persists_when_stopped=f.persists.get(row["provider"]))
         out.append(row)
-    return out, considered
+    largest = None
+    if not out:  # what "nothing fits" names: the largest GPU on offer within the filters and the GPU limit
+        on_offer = np.nonzero(ok & (count <= a.max_gpus) & ~np.isnan(mem))[0]
+        largest = max(((mem[i], c["gpu_model"][i] or "") for i in on_offer), default=None)
+    return out, considered, _left_out(f, plans, a, considered_offers & (plan_of < 0), out), largest
+
+
+def _left_out(f: OfferFacts, plans: Sequence[Plan], a: RankArgs, excluded: np.ndarray,
+              ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cheapest offers by the hour, below the first ranked one's price (any, when none is),
+    that fit no plan: one per GPU model and count, each with the reason."""
+    c = f.cols
+    first = ranked[0]["price_per_hour"] * ranked[0]["nodes"] if ranked else math.inf
+    rows = np.nonzero(excluded & (c["price_per_hour"] < first))[0]
+    cheapest: dict[tuple[str, float], int] = {}  # the cheapest offer of each GPU model and count
+    for i in rows[np.argsort(c["price_per_hour"][rows], kind="stable")]:
+        cheapest.setdefault((c["gpu_model"][i], c["gpu_count"][i]), int(i))
+    # Those nearest to fitting first: the most memory on the node, then the cheapest.
+    near = sorted(cheapest.values(), key=lambda i: (-np.nan_to_num(c["memory_gb_per_gpu"][i] * c["gpu_count"][i]),
+                                                   c["price_per_hour"][i]))[: a.left_out]
+    out = []
+    for i in sorted(near, key=lambda i: c["price_per_hour"][i]):
+        row = {k: (c[k][i].item() if isinstance(c[k][i], np.generic) else c[k][i])
+               for k in ("provider", "region", "instance_type", "purchase_option", "gpu_model", "gpu_count",
+                         "price_per_hour", "memory_gb_per_gpu", "ram_gb", "no_capacity")}
+        out.append(row | {"reason": _why_not(row, plans, a)})
+    return out

@@ -1,20 +1,14 @@
 """Which rented GPU to fine-tune on: matching and cost, from the warehouse.
 
-`recommend(con, request)` works the way a practitioner does: estimate the
-memory the job needs (warehouse.recommender.memory), find the current offers that fit it
-from providers whose data is fresh (the rule of the SQL table macro `fits`, so a SQL
-user gets the same candidate set; warehouse.recommender.ranking), and rank them by what the job would really
-cost: compute billed with the provider's increment and minimum charge, plus
-storage for the data and checkpoints while the job runs, plus the egress of
-downloading the result. Each component is shown; nothing is mixed silently
-(spot vs. on-demand, cards without the chosen precision, stale providers).
-
-Formulas and assumptions: docs/recommender.md. Everything here only reads.
-"""
+`recommend(con, request)` estimates the memory the job needs (memory), keeps the current offers
+of fresh providers that fit it (the rule of the SQL macro `fits`), times the job on each and ranks
+them by what the whole job costs: billed compute (set-up included), storage and egress, each
+shown, nothing mixed silently. Formulas and sources: docs/recommender.md. Everything here reads."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -27,7 +21,7 @@ from gpuledger.warehouse.recommender.macros import install_macros, macros_curren
 from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
-from gpuledger.warehouse.recommender.throughput import step_work
+from gpuledger.warehouse.recommender.throughput import is_fabric_claim, step_work
 
 if TYPE_CHECKING:  # numpy: imported by a recommendation only, not by the reading commands
     from gpuledger.warehouse.recommender.ranking import OfferFacts
@@ -39,6 +33,10 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
+# The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
+# of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
+DEFAULT_DATASET_TOKENS = 20e6
+DEFAULT_EPOCHS = 3.0
 
 
 class UnknownProviderError(ValueError):
@@ -62,13 +60,14 @@ class RecommendRequest:
     micro_batch: int = 1
     gradient_checkpointing: bool = True
     offload: bool = False  # full fine-tuning with ZeRO-Offload: optimizer state in host RAM (checked)
-    hours: float = 6.0  # wall-clock hours per run when no job size is given
+    hours: float | None = None  # fixed wall-clock hours per run instead of a job size (set-up included)
     runs: int = 1  # how many such runs (experiments)
-    # The job size of one run, in training tokens (one of the three; None: cost --hours instead).
+    # The job size of one run, in training tokens (at most one of the three; none and no hours:
+    # the default job, DEFAULT_DATASET_TOKENS x DEFAULT_EPOCHS).
     tokens: float | None = None
     dataset_tokens: float | None = None  # times epochs
     examples: int | None = None  # times seq_len times epochs
-    epochs: float = 1.0
+    epochs: float | None = None  # passes over dataset_tokens or examples (default 1; the default job's 3)
     by: str = "cost"  # cost: cheapest whole job first | time: fastest first
     budget: float | None = None  # USD: only jobs costing at most this (with by="time": fastest under it)
     spot: bool = False  # also consider spot / low-priority / interruptible offers
@@ -91,14 +90,22 @@ class RecommendRequest:
     as_of: datetime | None = None  # judge freshness at this time (default: now)
 
     def __post_init__(self) -> None:
+        setup = self.setup()
+        setup.spec()  # an unknown model is refused here, naming the nearest
+        for name in ("method", "precision", "optimizer"):
+            object.__setattr__(self, name, getattr(setup, name))
+        hours = 1.0 if self.hours is None else self.hours
         checks = [
-            (self.hours > 0 and math.isfinite(self.hours), f"hours must be positive, got {self.hours}"),
-            (self.hours <= MAX_HOURS, f"hours must be at most {MAX_HOURS:g} (a year) per run, got {self.hours:g}"),
+            (hours > 0 and math.isfinite(hours), f"hours must be positive, got {self.hours}"),
+            (hours <= MAX_HOURS, f"hours must be at most {MAX_HOURS:g} (a year) per run, got {hours:g}"),
+            (self.hours is None or self._no_size,
+             "give either hours per run or a job size, not both"),
             (self.runs >= 1, f"runs must be at least 1, got {self.runs}"),
             (self.runs <= MAX_RUNS, f"runs must be at most {MAX_RUNS}, got {self.runs}"),
             (sum(x is not None for x in (self.tokens, self.dataset_tokens, self.examples)) <= 1,
              "give the job size once: tokens, dataset_tokens (x epochs) or examples (x seq_len x epochs)"),
-            (self.epochs > 0 and math.isfinite(self.epochs), f"epochs must be positive, got {self.epochs}"),
+            (self.epochs is None or self.epochs > 0 and math.isfinite(self.epochs),
+             f"epochs must be positive, got {self.epochs}"),
             (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
              f"the job must train at least one token, got {self.job_tokens}"),
             (self.job_tokens is None or self.job_tokens <= MAX_TOKENS,
@@ -122,7 +129,6 @@ class RecommendRequest:
         for ok, msg in checks:
             if not ok:
                 raise ValueError(msg)
-        self.setup().spec()  # validates method, precision, model name, ...
 
     def setup(self) -> TrainingSetup:
         return TrainingSetup(
@@ -132,15 +138,37 @@ class RecommendRequest:
             gradient_checkpointing=self.gradient_checkpointing, offload=self.offload)
 
     @property
+    def _no_size(self) -> bool:
+        return all(x is None for x in (self.tokens, self.dataset_tokens, self.examples))
+
+    @property
+    def default_job(self) -> bool:
+        """No job size and no hours given: the default job is costed."""
+        return self.hours is None and self._no_size
+
+    @property
     def job_tokens(self) -> float | None:
-        """Training tokens of one run, from whichever job size was given (None: none)."""
+        """Training tokens of one run (None: fixed hours per run instead)."""
+        epochs = self.epochs or 1.0
         if self.tokens is not None:
             return float(self.tokens)
         if self.dataset_tokens is not None:
-            return float(self.dataset_tokens) * self.epochs
+            return float(self.dataset_tokens) * epochs
         if self.examples is not None:
-            return float(self.examples) * self.seq_len * self.epochs
-        return None
+            return float(self.examples) * self.seq_len * epochs
+        return DEFAULT_DATASET_TOKENS * (self.epochs or DEFAULT_EPOCHS) if self.hours is None else None
+
+    def job_text(self) -> str:
+        """The job every offer was costed for, in words (every output says it)."""
+        runs = f"{self.runs} runs of " if self.runs > 1 else ""
+        if self.job_tokens is None:
+            return f"{runs}{self.hours:g} h each (fixed hours: set-up included, no job size)"
+        job = f"{runs}{self.job_tokens / 1e6:,.4g}M tokens"
+        if self.default_job:
+            job += (f" (the default job: a typical instruction tune of {DEFAULT_DATASET_TOKENS / 1e6:g}M tokens x "
+                    f"{self.epochs or DEFAULT_EPOCHS:g} epochs; give the job size with --tokens, --dataset-tokens or "
+                    "--examples)")
+        return job
 
     @property
     def download_count(self) -> int:
@@ -152,6 +180,7 @@ class CostBreakdown:
     """What the job costs on one candidate, USD, by component."""
 
     compute_usd: float | None  # None: the run's time is unknown (no tensor figure for the card)
+    setup_usd: float  # the share of compute_usd that pays each run's set-up (fixed.setup_seconds)
     storage_usd: float | None
     egress_usd: float
     billed_seconds_per_run: float | None
@@ -198,23 +227,26 @@ class Candidate:
     gpu_vendor: str
     gpu_count: float  # per node
     nodes: int
-    plan: str  # single | sharded
-    gpus_used: float
+    plan: str  # single (one GPU or a slice) | data-parallel (a copy per GPU) | sharded (ZeRO-3/FSDP)
+    gpus_used: float  # the GPUs the job runs on
     memory_gb_per_gpu: float  # as reported (GiB)
     memory_source: str  # reported | nominal
     usable_gb_per_gpu: float  # after headroom
     need_gb_per_gpu: float
     interconnect: str | None  # as the source states it
-    nvlink_counted: bool  # the node's NVLink/NVSwitch counts (node_link_ok: the claim checked against the card)
+    link_kind: str  # what joins the node's GPUs, as counted: NVLink | Infinity Fabric | NVLink bridge | PCIe
+    link_gbs: float  # its GB/s per direction (throughput.node_link)
     precision_supported: bool
     slow_path: bool  # ranked after the others: no fast path for the precision (or QLoRA off CUDA)
     price_per_hour: float  # one node
     price_per_gpu_hour: float
     available: bool | None
     tokens_per_s: float | None  # the time model's estimate for the whole plan (None: card figures unknown)
+    tokens_per_s_per_gpu: float | None
+    setup_hours: float  # start-up, image and weights down, result up: part of hours_per_run
     interruption_rate_per_hour: float | None  # spot: from the provider's risk (None: unknown, or not spot)
     uninterrupted_hours: float | None  # the run's time without interruptions
-    hours_per_run: float | None  # from the time model when a job size is given, else the request's hours
+    hours_per_run: float | None  # training (expected, for spot) plus set-up; or the request's fixed hours
     cost: CostBreakdown
     flags: tuple[str, ...] = ()
     other_locations: int = 0  # same instance and purchase option elsewhere (not shown)
@@ -237,6 +269,7 @@ class Recommendation:
     considered: int  # fitting offers before collapsing and the top-N cut
     notes: list[str] = field(default_factory=list)
     offers_per_provider: dict[str, int] = field(default_factory=dict)  # current offers of each provider
+    left_out: list[dict[str, Any]] = field(default_factory=list)  # cheaper offers that fit no plan, and why
 
     @property
     def nothing_fits(self) -> bool:
@@ -247,6 +280,9 @@ class Recommendation:
         req["providers"] = list(self.request.providers)
         return {
             "request": req,
+            "job": {"tokens_per_run": self.request.job_tokens, "hours_per_run": self.request.hours,
+                    "runs": self.request.runs, "default": self.request.default_job, "text": self.request.job_text()},
+            "left_out": self.left_out,
             "estimate": self.estimate.as_dict(),
             "sharded_estimates": {str(k): v.as_dict() for k, v in sorted(self.sharded_estimates.items())},
             "candidates": [c.as_dict() for c in self.candidates],
@@ -311,26 +347,6 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
     return fresh, stale
 
 
-def _filters(request: RecommendRequest) -> tuple[str, dict[str, Any]]:
-    """The request's region and provider limits as a WHERE clause over offer rows."""
-    where, args = ["true"], {}
-    if request.region:
-        where.append("region like $region" if "%" in request.region or "_" in request.region
-                     else "starts_with(region, $region)")
-        args["region"] = request.region
-    if request.providers:
-        names = [f"$provider{i}" for i in range(len(request.providers))]
-        where.append(f"provider in ({', '.join(names)})")
-        args.update({n[1:]: p for n, p in zip(names, request.providers)})
-    return " and ".join(where), args
-
-
-def _fits_params(request: RecommendRequest) -> dict[str, Any]:
-    return {"spot": request.spot, "max_age": request.max_age_hours, "headroom": request.headroom,
-            "precision": request.precision, "as_of": request.as_of, "commitments": request.commitments,
-            "unavailable": request.include_unavailable, "needs_nvlink": request.method == "full"}
-
-
 # The ranking (warehouse.recommender.ranking): each plan's fitting offers (fit_ok's rule over the
 # rows `fits` would return, the single-GPU plan first, then fewest nodes: an offer keeps the first
 # plan it fits), costed as the pure functions above cost one offer (billed compute; storage on the
@@ -338,15 +354,10 @@ def _fits_params(request: RecommendRequest) -> dict[str, Any]:
 # tiers, else the provider's dearest region), ordered by (slow path, total or hours, total, price
 # per hour, key), collapsed to one row per provider/instance type/purchase option when asked, and
 # cut to the top N.
-# ZeRO-Offload's host RAM: each node holds its share of the optimizer state, with the same headroom
-# as GPU memory; an offer that states no RAM cannot be shown to fit.
-_HOST_RAM_OK = "($host_gb_{i} = 0 or coalesce(ram_gb, 0) * (1 - $headroom) * nodes >= $host_gb_{i})"
-
-
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
-            fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int]:
-    """The top candidates as dicts (columns of `fits` plus the cost columns), best first, and how
-    many offers fit; `fresh` names the providers whose data is fresh, `facts` are the connection's."""
+            fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any]:
+    """The top candidates as dicts (columns of `fits` plus the cost columns), best first, how many
+    offers fit, and the cheaper ones left out; `fresh` names the providers whose data is fresh."""
     from gpuledger.warehouse.recommender import ranking
 
     figures = []
@@ -358,53 +369,39 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
             flops_tok=work.flops_per_token, util=work.utilization, wread_b=work.weight_read_bytes,
             dequant_b=work.dequant_bytes, shard_b=work.shard_bytes, replica_b=work.replica_bytes,
             offload_b=work.offload_bytes, restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb),
-            write_h=checkpoint_write_hours(est.checkpoint_gb)))
+            write_h=checkpoint_write_hours(est.checkpoint_gb), weights_gb=est.base_weights_gb,
+            result_gb=est.artifact_gb))
     args = ranking.RankArgs(
         fresh=frozenset(fresh), spot=request.spot, commitments=request.commitments,
-        include_unavailable=request.include_unavailable, needs_nvlink=request.method == "full",
-        headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus,
-        region_ok=_regions_ok(con, request, facts.places), providers=tuple(request.providers),
-        method=request.method, job_tokens=request.job_tokens, hours=request.hours, runs=request.runs,
+        include_unavailable=request.include_unavailable, headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus,
+        region_ok=_regions_ok(request, facts.places), providers=tuple(request.providers),
+        method=request.method, job_tokens=request.job_tokens, hours=request.hours or 0.0, runs=request.runs,
         days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0, by=request.by,
         budget=request.budget, top=request.top, per_instance=request.per_instance,
         hours_per_month=HOURS_PER_MONTH)
     return ranking.rank(con, facts, figures, args)
 
 
-def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, places: list[tuple[str, str]]
-                ) -> frozenset[str] | None:
-    """The regions the request's --region keeps, by the rule of _filters (None: no --region)."""
+def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> frozenset[str] | None:
+    """The regions --region keeps (None: no --region): a prefix ('us-' is us-east-1, not Azure's
+    eastus), or a SQL LIKE pattern when it has % or _ (case-sensitive, as DuckDB's LIKE)."""
     if not request.region:
         return None
-    regions = sorted({r for _, r in places})
-    if not regions:
-        return frozenset()
-    where, args = _filters(replace(request, providers=()))
-    return frozenset(r for (r,) in con.execute(
-        f"select region from (select unnest($regions::varchar[]) as region) where {where}",
-        {**args, "regions": regions}).fetchall())
+    pattern = request.region
+    if "%" in pattern or "_" in pattern:
+        rx = re.compile("".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern), re.S)
+        return frozenset(r for _, r in places if rx.fullmatch(r))
+    return frozenset(r for _, r in places if r.startswith(pattern))
 
 
 def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
               plans: list[tuple[int, int, MemoryEstimate]]) -> bool:
-    """Whether any offer fits one of the plans: the candidate set of _ranked (the same rule,
-    fit_ok, with the filters of `fits`), found in one scan of the offers and not costed."""
-    where, args = _filters(request)
-    args.update(_fits_params(request), max_gpus=request.max_gpus)
-    terms = []
-    for i, (gpus, nodes, est) in enumerate(plans):
-        terms.append(f"(fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect or not $needs_nvlink, "
-                     f"multinode_fabric, $need_{i}, $gpus_{i}, $nodes_{i}, $headroom) "
-                     f"and gpu_count * $nodes_{i} <= $max_gpus "
-                     f"and {_HOST_RAM_OK.format(i=i).replace('* nodes', f'* $nodes_{i}')})")
-        args.update({f"need_{i}": est.per_gpu_gb, f"gpus_{i}": gpus, f"nodes_{i}": nodes, f"host_gb_{i}": est.host_gb})
-    sql = ("select 1 from (select o.* from offer_facts() o "
-           "join fresh_providers(max_age_hours := $max_age, as_of := $as_of) f on f.provider = o.provider) "
-           "where (term_months is null and ($spot or purchase_option = 'on_demand') "
-           "or ($commitments and term_months is not null)) and ($unavailable or coalesce(available, true)) "
-           f"and {where} and ({' or '.join(terms)}) limit 1")
-    args.pop("precision", None)
-    return bool(con.execute(sql, args).fetchall())
+    """Whether any offer fits one of the plans: the ranking's candidate set, not kept."""
+    from gpuledger.warehouse.recommender import ranking
+
+    facts = ranking.offer_facts(con)
+    fresh, _ = _freshness(con, request, facts.offers_per_provider())
+    return bool(_ranked(con, replace(request, top=1, budget=None), plans, [p.provider for p in fresh], facts)[0])
 
 
 def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
@@ -415,18 +412,6 @@ def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
 def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
     """What leaves the provider: the trained artifact, once per download."""
     return est.artifact_gb * request.download_count
-
-
-def _largest_on_offer(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> tuple[float, str] | None:
-    """(GiB per GPU, GPU model) of the largest GPU among the fresh offers within the filters."""
-    where, args = _filters(request)
-    args.update(_fits_params(request), max_gpus=request.max_gpus)
-    rows = con.execute(
-        "select memory_gb_per_gpu, gpu_model from fits(0.0, spot := $spot, max_age_hours := $max_age, "
-        f"headroom := $headroom, train_precision := $precision, as_of := $as_of, commitments := $commitments, "
-        f"include_unavailable := $unavailable, sharded_needs_nvlink := $needs_nvlink) where {where} "
-        "and gpu_count <= $max_gpus order by memory_gb_per_gpu desc, gpu_model desc limit 1", args).fetchall()
-    return (rows[0][0], rows[0][1]) if rows else None
 
 
 # -- the recommender ------------------------------------------------------------------
@@ -482,6 +467,9 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
         flags.append("the source reports no capacity right now (kept by --include-unavailable)")
     if row["link_note"]:
         flags.append(row["link_note"])
+    if row["plan"] != "single" and row["link_kind"] != "PCIe" and not is_fabric_claim(row["interconnect"]):
+        flags.append(f"the source states no {row['link_kind']}; {gpu} ({row['gpu_form_factor']}) modules sit on "
+                     f"an {row['link_kind']} baseboard: counted at {row['link_gbs']:g} GB/s per direction")
     if row["billing_source"] == "assumed":
         flags.append("no billing increment known; per-hour billing assumed")
     if row["gpu_count"] < 1:
@@ -513,13 +501,13 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     facts = ranking.offer_facts(con)  # read once per request (a writable connection keeps no cache)
     offers_per_provider = facts.offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
-    rows, considered = _ranked(con, request, plans, [p.provider for p in fresh], facts)
+    rows, considered, left_out, largest = _ranked(con, request, plans, [p.provider for p in fresh], facts)
 
     notes: list[str] = []
     top: list[Candidate] = []
     for rank, row in enumerate(rows, start=1):
         cost = CostBreakdown(
-            compute_usd=row["compute_usd"], storage_usd=row["storage_usd"], egress_usd=row["egress_usd"],
+            compute_usd=row["compute_usd"], setup_usd=row["setup_usd"], storage_usd=row["storage_usd"], egress_usd=row["egress_usd"],
             billed_seconds_per_run=row["billed_s"], granularity_s=int(row["granularity_s"]),
             minimum_s=int(row["minimum_s"]), billing_source=row["billing_source"], storage_gb=row["storage_gb"],
             storage_billed_gb=row["storage_billed_gb"], storage_size_known=row["storage_size_known"],
@@ -538,8 +526,12 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                              f"checkpoints every {request.checkpoint_every_minutes:g} min included")
         if row["tokens_per_s"] is None:
             flags.append(f"no dense tensor figure for {row['gpu_model']} at {request.precision}: "
-                         + ("time and cost unknown, ranked last" if request.job_tokens is not None
-                            else "speed unknown"))
+                         + ("speed, time and cost unknown: ranked after every offer with a known time"
+                            if request.job_tokens is not None else "speed unknown"))
+        elif row["setup_s"]:
+            flags.append(f"set-up {row['setup_s'] / 60:.1f} min a run: start-up, "
+                         f"the image and the weights down and the result up at {row['download_gbps']:.2g} Gb/s "
+                         f"({row['bandwidth_source']})")
         cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
         if s_src == "none":
             flags.append(f"no storage price for {row['provider']}: storage assumed free")
@@ -570,21 +562,19 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],
             memory_source=row["memory_source"], usable_gb_per_gpu=row["usable_gb_per_gpu"],
             need_gb_per_gpu=row["need_gb"], interconnect=row["interconnect"],
-            nvlink_counted=bool(row["fast_interconnect"]),
+            link_kind=row["link_kind"], link_gbs=row["link_gbs"],
             precision_supported=bool(row["precision_supported"]), slow_path=tier > 0,
             price_per_hour=row["price_per_hour"], price_per_gpu_hour=row["price_per_gpu_hour"],
             available=row["available"], tokens_per_s=row["tokens_per_s"], hours_per_run=row["run_hours"],
+            tokens_per_s_per_gpu=None if row["tokens_per_s"] is None else row["tokens_per_s"] / row["gpus_used"],
+            setup_hours=row["setup_s"] / 3600.0,
             interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
             uninterrupted_hours=row["base_hours"],
             cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
-    if request.job_tokens is None:
-        notes.append(f"no job size given (--tokens, --dataset-tokens or --examples): every offer is costed for "
-                     f"{request.hours:g} h per run; tokens/s shows how much each would train in that time")
-    else:
-        notes.append(f"{request.job_tokens:,.0f} tokens per run; hours per offer from the time model "
-                     "(docs/recommender.md), billed with each offer's increment and minimum")
+    notes.append(f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "
+                 "set-up, billed with each offer's increment and minimum (docs/recommender.md)")
     if request.budget is not None:
         notes.append(f"only jobs costing at most ${request.budget:,.2f} in total")
     if stale:
@@ -592,13 +582,14 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                      f"{request.max_age_hours:g} h, or none): " + ", ".join(p.provider for p in stale))
     if not request.spot:
         notes.append("on-demand only; --spot adds spot/interruptible offers (marked)")
-    if setup.method == "full" and request.max_nodes == 1:
-        notes.append("single node only; sharded plans need an NVLink/NVSwitch node")
+    for o in left_out:
+        notes.append(f"left out, cheaper by the hour: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
+                     f"{o['gpu_model']}, ${o['price_per_hour']:,.2f}/h): {o['reason']}")
     if not top:
-        notes.append(explain_nothing_fits(con, request, single, sharded, fresh))
+        notes.append(explain_nothing_fits(con, request, single, sharded, fresh, largest))
     return Recommendation(request=request, estimate=single, sharded_estimates=sharded, candidates=top,
                           fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes,
-                          offers_per_provider=offers_per_provider)
+                          offers_per_provider=offers_per_provider, left_out=left_out)
 
 
 def known_providers(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -674,20 +665,20 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
 
 
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
-                         sharded: dict[int, MemoryEstimate], fresh: list[ProviderFreshness]) -> str:
+                         sharded: dict[int, MemoryEstimate], fresh: list[ProviderFreshness],
+                         best: tuple[float, str] | None) -> str:
     """One sentence on why no offer fits, with the largest memory that was on offer and the options
     that would make something fit (each checked against the offers)."""
     if not fresh:
         return "nothing fits: no provider has a successful scrape within " \
                f"{request.max_age_hours:g} h (run `gpuledger refresh`, or raise --max-age-hours)"
-    best = _largest_on_offer(con, request)
     largest = (f"the largest GPU on offer is {best[1]} with {best[0]:.1f} GiB" if best
                else "no GPU is on offer within the filters")
     parts = [f"nothing fits: the job needs {single.per_gpu_gb:.1f} GiB on one GPU "
              f"(usable memory = reported x {1 - request.headroom:g}); {largest}"]
     if sharded:
         g, e = max(sharded.items())
-        parts.append(f"sharded over {g} GPUs it needs {e.per_gpu_gb:.1f} GiB per GPU on an NVLink/NVSwitch node")
+        parts.append(f"sharded over {g} GPUs it needs {e.per_gpu_gb:.1f} GiB per GPU")
     options = options_that_fit(con, request)
     if not options:
         return "; ".join(parts) + ". No single change of options makes it fit on the current offers."

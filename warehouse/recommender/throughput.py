@@ -10,8 +10,10 @@ A training step on one GPU processes `seq_len x micro_batch` tokens. Its time is
     communication = bytes each GPU sends per step / link bandwidth, overlapped with compute
                     (FSDP/ZeRO-3 prefetch), so it only costs time when it is the longer part
     ZeRO-Offload adds its PCIe traffic: each GPU's share of the 16-bit gradients to the host and
-                    of the updated weights back (2 x 2N / n bytes at 25 GB/s); the CPU's own
-                    update time is not modelled
+                    of the updated weights back (2 x 2N / n bytes over the card's PCIe); the CPU's
+                    own update time is not modelled
+    link          = the node's GPU-to-GPU fabric per direction (node_link: NVLink/NVSwitch, AMD
+                    Infinity Fabric, an NVLink bridge between two cards) or the card's PCIe
 
 FLOPs per token (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", sec. 2.1: forward
 2N + 2 n_layer n_ctx d_attn; backward twice the forward):
@@ -44,7 +46,9 @@ from gpuledger.warehouse.recommender.models_catalog import ModelSpec
 # training uses, half the FP16-accumulate rate NVIDIA also lists).
 UTILIZATION = {"full": 0.50, "lora": 0.45, "qlora": 0.45}
 DEQUANT_BYTES_PER_PARAM = 2.5  # NF4 read (0.5) + bf16 write (2); the matmul's read is a weight read
-PCIE_GBS = 25.0  # PCIe 4.0 x16: 32 GB/s per direction, about 25 achieved
+# PCIe x16 per direction: 15.75, 31.5, 63 GB/s raw for 3.0, 4.0, 5.0 (PCI-SIG), about 80 % achieved.
+PCIE_GEN5 = ("Hopper", "Blackwell", "Blackwell Ultra", "CDNA3", "CDNA4")
+PCIE_GEN3 = ("Turing", "Volta", "Pascal", "Maxwell", "Kepler", "Vega/GCN5")
 FABRIC_GBS_ASSUMED = 12.5  # per GPU when a multi-node offer states no network speed: 100 Gb/s
 
 
@@ -104,11 +108,33 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
         offload_bytes=(2.0 * n * pb / gpus) if s.offload else 0.0)
 
 
-def link_gbs(card_nvlink: str | None, fast: bool) -> float:
-    """One direction's GB/s between a node's GPUs: half the card's NVLink figure (datasheets give
-    both directions) when the node's NVLink counts (node_link_ok), else PCIe."""
-    m = re.search(r"([0-9.]+)\s*GB/s", card_nvlink or "")
-    return float(m.group(1)) / 2 if fast and m else PCIE_GBS
+def pcie_gbs(architecture: str | None) -> float:
+    """The card's host link, achieved GB/s per direction (the SQL macro pcie_gbs)."""
+    return 50.0 if architecture in PCIE_GEN5 else 12.5 if architecture in PCIE_GEN3 else 25.0
+
+
+def is_fabric_claim(interconnect: str | None) -> bool:
+    """The source names a GPU fabric (the SQL macro is_fast_interconnect, plus Infinity Fabric)."""
+    return (interconnect or "").lower().startswith(("nvlink", "nvswitch", "infinity fabric"))
+
+
+def node_link(vendor: str | None, card_link: str | None, form_factor: str | None, architecture: str | None,
+              gpu_count: float, interconnect: str | None) -> tuple[str, float]:
+    """(kind, GB/s per direction) between a node's GPUs (the SQL macro node_link_gbs): a module that
+    only exists on a fabric baseboard (NVIDIA SXM/superchip, AMD OAM) has its fabric whatever the
+    source says; a PCIe card's NVLink bridge counts for exactly two cards the source says are
+    bridged; else PCIe. Datasheets give both directions: half is one direction."""
+    link, form = card_link or "", form_factor or ""
+    figure = re.search(r"([0-9.]+)\s*GB/s", link)
+    node = (vendor == "NVIDIA" and link.lower().startswith("nvlink") and (form.lower().startswith("sxm")
+                                                                          or form == "Superchip")) or \
+        (vendor == "AMD" and link.lower().startswith("infinity fabric") and form == "OAM")
+    bridged = vendor == "NVIDIA" and link.lower().startswith(("bridge", "nvlink")) and not node and gpu_count == 2 \
+        and is_fabric_claim(interconnect)
+    if figure and gpu_count >= 2 and (node or bridged):
+        kind = "NVLink bridge" if bridged else "Infinity Fabric" if vendor == "AMD" else "NVLink"
+        return kind, float(figure.group(1)) / 2
+    return "PCIe", pcie_gbs(architecture)
 
 
 def fabric_gbs(network_gbps: float | None, gpus_per_node: float) -> float:
@@ -119,7 +145,8 @@ def fabric_gbs(network_gbps: float | None, gpus_per_node: float) -> float:
 
 
 def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: float | None, *,
-                      gpu_count: float, plan_gpus: int, nodes: int, link: float, fabric: float) -> float | None:
+                      gpu_count: float, plan_gpus: int, nodes: int, link: float, fabric: float,
+                      pcie: float = 25.0) -> float | None:
     """Tokens per second of one plan on one offer (None: the card's peak or bandwidth is unknown).
 
     plan_gpus > 1: a sharded plan over plan_gpus GPUs on `nodes` nodes; plan_gpus = 1: a single-GPU
@@ -129,7 +156,7 @@ def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: 
         return None
     bw = bandwidth_tbs * 1e12
     compute = work.tokens * work.flops_per_token / (peak_tflops * 1e12 * work.utilization)
-    step = max(compute, work.weight_read_bytes / bw) + work.dequant_bytes / bw + work.offload_bytes / (PCIE_GBS * 1e9)
+    step = max(compute, work.weight_read_bytes / bw) + work.dequant_bytes / bw + work.offload_bytes / (pcie * 1e9)
     if plan_gpus > 1:
         gbs = fabric if nodes > 1 else link
         comm = work.shard_bytes / (gbs * 1e9)

@@ -17,31 +17,39 @@ create or replace macro billed_seconds(duration_s, granularity_s, minimum_s) as
     ceil(round(greatest(duration_s, coalesce(minimum_s, 0)) / greatest(coalesce(granularity_s, 3600), 1), 9))
     * greatest(coalesce(granularity_s, 3600), 1);
 
--- True when a source's interconnect text claims NVSwitch or NVLink (incl.
--- 'NVLink bridge', 'NVLink (NVL72)'). PCIe, Infinity Fabric and unknown (NULL)
--- links do not. A claim alone does not make a node fast: node_link_ok checks it
--- against the card.
+-- True when a source's interconnect text claims NVSwitch or NVLink (incl. 'NVLink bridge').
+-- A claim alone never sets a node's link speed: node_link checks it against the card.
 create or replace macro is_fast_interconnect(interconnect) as
     coalesce(interconnect ilike 'nvswitch%' or interconnect ilike 'nvlink%', false);
 
--- What the card can do, from gpu_models: 'node' when its NVLink reaches every GPU of
--- the node (SXM and superchip parts, on NVLink/NVSwitch baseboards), 'pairs' when
--- NVLink exists only as a bridge between two PCIe cards (A100/H100 PCIe, A40,
--- RTX A6000, RTX 3090), 'none' otherwise (GeForce RTX 4090/5090 have no NVLink;
--- an SLI bridge is not NVLink).
-create or replace macro card_nvlink_reach(vendor, card_nvlink, form_factor) as
-    case when vendor = 'NVIDIA' and card_nvlink ilike 'nvlink%'
+-- What the card's GPU-to-GPU fabric reaches, from gpu_models: 'node' for modules that only exist
+-- on a fabric baseboard (NVIDIA SXM and superchips on NVLink/NVSwitch, AMD OAM on Infinity Fabric),
+-- 'pairs' for PCIe cards joined by an optional NVLink bridge (A100/H100 PCIe, A40, RTX A6000,
+-- RTX 3090), 'none' otherwise (GeForce RTX 4090/5090 have no NVLink; an SLI bridge is not NVLink).
+create or replace macro card_fabric_reach(vendor, card_link, form_factor) as
+    case when vendor = 'NVIDIA' and card_link ilike 'nvlink%'
               and (form_factor ilike 'sxm%' or form_factor = 'Superchip') then 'node'
-         when vendor = 'NVIDIA' and (card_nvlink ilike 'bridge%' or card_nvlink ilike 'nvlink%') then 'pairs'
+         when vendor = 'AMD' and card_link ilike 'infinity fabric%' and form_factor = 'OAM' then 'node'
+         when vendor = 'NVIDIA' and (card_link ilike 'bridge%' or card_link ilike 'nvlink%') then 'pairs'
          else 'none' end;
 
--- True when a node's GPUs are joined well enough for sharded (ZeRO-3/FSDP) training:
--- the source claims NVLink/NVSwitch AND the card supports it across the node's GPUs
--- (all of them for 'node' cards, exactly two for bridged 'pairs').
-create or replace macro node_link_ok(interconnect, gpu_count, vendor, card_nvlink, form_factor) as
-    is_fast_interconnect(interconnect)
-    and case card_nvlink_reach(vendor, card_nvlink, form_factor)
-            when 'node' then true when 'pairs' then gpu_count = 2 else false end;
+-- The host link's achieved GB/s per direction, by the card's PCIe generation (x16: 15.75, 31.5 and
+-- 63 GB/s raw per direction, PCI-SIG; about 80 % achieved): Hopper, Blackwell and CDNA3/4 are
+-- PCIe 5.0, Turing and older 3.0, the rest 4.0. Mirrors throughput.pcie_gbs.
+create or replace macro pcie_gbs(architecture) as
+    case when architecture in ('Hopper', 'Blackwell', 'Blackwell Ultra', 'CDNA3', 'CDNA4') then 50.0
+         when architecture in ('Turing', 'Volta', 'Pascal', 'Maxwell', 'Kepler', 'Vega/GCN5') then 12.5
+         else 25.0 end;
+
+-- GB/s per direction between a node's GPUs, for the sharded and data-parallel time: the card's
+-- fabric figure halved (datasheets give both directions) when it reaches the node (or a claimed
+-- bridge joins exactly two cards), else the host's PCIe. Mirrors throughput.node_link.
+create or replace macro node_link_gbs(interconnect, gpu_count, vendor, card_link, form_factor, architecture) as
+    coalesce(case when gpu_count >= 2 and card_fabric_reach(vendor, card_link, form_factor) = 'node'
+                       or (card_fabric_reach(vendor, card_link, form_factor) = 'pairs' and gpu_count = 2
+                           and is_fast_interconnect(interconnect))
+                  then try_cast(nullif(regexp_extract(card_link, '([0-9.]+)\s*GB/s', 1), '') as double) / 2 end,
+             pcie_gbs(architecture));
 
 -- Every current offer with what matching and costing derive from the
 -- reference tables, whatever the request and the providers' freshness:
@@ -49,7 +57,8 @@ create or replace macro node_link_ok(interconnect, gpu_count, vendor, card_nvlin
 --                      marketed figure; when a source gave none, the marketed
 --                      figure read as decimal GB (x 10^9 / 2^30), flagged
 --                      memory_source = 'nominal'
---   fast_interconnect  node_link_ok: the source's claim checked against the card
+--   link_gbs, link_kind  node_link_gbs and what it is: 'NVLink', 'Infinity Fabric', 'NVLink bridge'
+--                      or 'PCIe'; pcie_gbs the host link
 --   link_note          why a claimed NVLink/NVSwitch was not counted (NULL otherwise)
 --   gpu_bf16, gpu_architecture, gpu_segment  from gpu_models (precision_ok)
 --   gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink  from gpu_models (time model)
@@ -63,11 +72,20 @@ create or replace macro offer_facts() as table
                     coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
                as memory_gb_per_gpu,
            case when o.gpu_memory_gb is not null then 'reported' else 'nominal' end as memory_source,
-           node_link_ok(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor) as fast_interconnect,
+           node_link_gbs(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor, g.architecture) as link_gbs,
+           case when node_link_gbs(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor, g.architecture)
+                     <> pcie_gbs(g.architecture) or regexp_matches(coalesce(g.nvlink, ''), '[0-9.]+\s*GB/s')
+                     and card_fabric_reach(g.vendor, g.nvlink, g.form_factor) = 'node' and o.gpu_count >= 2
+                then case when card_fabric_reach(g.vendor, g.nvlink, g.form_factor) = 'pairs' then 'NVLink bridge'
+                          when g.vendor = 'AMD' then 'Infinity Fabric' else 'NVLink' end
+                else 'PCIe' end as link_kind,
+           pcie_gbs(g.architecture) as pcie_gbs,
+           p.kind as provider_kind,
            case when o.gpu_count > 1 and is_fast_interconnect(o.interconnect)
-                     and not node_link_ok(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor)
+                     and card_fabric_reach(g.vendor, g.nvlink, g.form_factor) <> 'node'
+                     and not (card_fabric_reach(g.vendor, g.nvlink, g.form_factor) = 'pairs' and o.gpu_count = 2)
                 then 'the source says ' || o.interconnect || '; ' || o.gpu_model ||
-                     case card_nvlink_reach(g.vendor, g.nvlink, g.form_factor)
+                     case card_fabric_reach(g.vendor, g.nvlink, g.form_factor)
                          when 'pairs' then ' joins only pairs by an NVLink bridge: counted as PCIe between pairs'
                          else ' has no NVLink: counted as PCIe' end
            end as link_note,
@@ -76,6 +94,7 @@ create or replace macro offer_facts() as table
            g.fp16_dense_tflops as gpu_fp16_tflops,
            g.memory_bandwidth_tbs as gpu_bandwidth_tbs,
            g.nvlink as gpu_nvlink,
+           g.form_factor as gpu_form_factor,
            g.architecture as gpu_architecture,
            g.segment as gpu_segment,
            coalesce(o.billing_granularity_s, p.billing_granularity_s, 3600) as granularity_s,
@@ -135,18 +154,16 @@ create or replace macro precision_ok(train_precision, gpu_bf16, gpu_architecture
 -- The definition of "fits", used by `fits` (warehouse/recommender/ranking.py mirrors it): an
 -- offer fits a plan needing vram_gb GiB on each GPU when its usable memory
 -- (memory_gb_per_gpu x (1 - headroom)) is at least vram_gb, and
---   gpus 1, nodes 1  single-GPU plan: the whole job on one GPU (or one
---                    slice: fractional gpu_count, whose memory is the slice)
---   gpus n > 1       sharded over exactly n GPUs: gpu_count * nodes = n, whole
---                    GPUs only, a fast interconnect on multi-GPU nodes, and an
---                    RDMA fabric (multinode_fabric) when nodes > 1
+--   gpus 1, nodes 1  the whole job on one GPU (or one slice: fractional gpu_count, whose memory
+--                    is the slice), copied data-parallel onto every whole GPU of the node
+--   gpus n > 1       sharded over exactly n GPUs: gpu_count * nodes = n, whole GPUs only, and an
+--                    RDMA fabric (multinode_fabric) when nodes > 1; any link between the node's
+--                    GPUs, whose speed the time model charges (node_link_gbs)
 -- Never NULL: an offer without a memory figure does not fit.
-create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, multinode_fabric,
-                               vram_gb, gpus, nodes, headroom) as
+create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, multinode_fabric, vram_gb, gpus, nodes, headroom) as
     coalesce(memory_gb_per_gpu * (1 - headroom) >= vram_gb
              and case when gpus <= 1 and nodes <= 1 then true
                       else gpu_count >= 1 and gpu_count * nodes = gpus
-                           and (gpu_count = 1 or fast_interconnect)
                            and (nodes = 1 or multinode_fabric is not null)
                  end, false);
 
@@ -160,9 +177,6 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --                  too, flagged by the `interruptible` column, never unmarked
 --   commitments    false: no commitment; true: 1- and 3-year commitments too (term_months,
 --                  payment_option set; price_per_hour is their effective hourly rate)
---   sharded_needs_nvlink  true (full fine-tuning): a sharded plan needs node_link_ok; false
---                  (sharded LoRA/QLoRA, which only gathers frozen weights): PCIe nodes too,
---                  the time model charges their slower link
 --   include_unavailable  false: offers the source reports without capacity
 --                  (available = false) are left out; true: kept (the column says so)
 --   max_age_hours  freshness limit on the provider's last successful scrape (NULL: the
@@ -173,22 +187,25 @@ create or replace macro fit_ok(memory_gb_per_gpu, gpu_count, fast_interconnect, 
 --   as_of          the time freshness is judged at (default now())
 --
 -- Columns: those of offer_facts, plus provider_last_ok, precision_supported,
--- usable_gb_per_gpu, need_gb_per_gpu, plan ('single' | 'sharded'), gpus_used,
--- nodes and plan_price_per_hour.
+-- usable_gb_per_gpu, need_gb_per_gpu, plan ('single': one GPU or a slice; 'data-parallel': a
+-- copy on each whole GPU of the node; 'sharded'), gpus_used (the GPUs the job uses), nodes and
+-- plan_price_per_hour.
 --
 --   select provider, instance_type, region, purchase_option, price_per_hour, usable_gb_per_gpu
 --   from fits(46.2, spot := true) where region like 'us-%' order by price_per_hour limit 10;
 --   select * from fits(131.5, gpus := 8);        -- 70B full fine-tune, ZeRO-3 over 8 GPUs
 create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours := NULL, headroom := 0.05,
                              train_precision := 'bf16', nodes := 1, as_of := NULL, commitments := false,
-                             include_unavailable := false, sharded_needs_nvlink := true) as table
+                             include_unavailable := false) as table
     select o.*,
            f.last_ok as provider_last_ok,
            precision_ok(train_precision, o.gpu_bf16, o.gpu_architecture) as precision_supported,
            o.memory_gb_per_gpu * (1 - headroom) as usable_gb_per_gpu,
            vram_gb as need_gb_per_gpu,
-           case when gpus <= 1 and nodes <= 1 then 'single' else 'sharded' end as plan,
-           case when gpus <= 1 and nodes <= 1 then least(o.gpu_count, 1) else gpus end as gpus_used,
+           case when gpus > 1 or nodes > 1 then 'sharded' when o.gpu_count >= 2 then 'data-parallel'
+                else 'single' end as plan,
+           case when gpus > 1 or nodes > 1 then gpus when o.gpu_count >= 1 then floor(o.gpu_count)
+                else o.gpu_count end as gpus_used,
            nodes as nodes,
            o.price_per_hour * nodes as plan_price_per_hour
     from offer_facts() o
@@ -197,5 +214,4 @@ create or replace macro fits(vram_gb, gpus := 1, spot := false, max_age_hours :=
     -- only `commitments := true` lets it in.
     where (o.term_months is null and (spot or o.purchase_option = 'on_demand') or (commitments and o.term_months is not null))
       and (include_unavailable or coalesce(o.available, true))
-      and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.fast_interconnect or not sharded_needs_nvlink, o.multinode_fabric,
-                 vram_gb, gpus, nodes, headroom);
+      and fit_ok(o.memory_gb_per_gpu, o.gpu_count, o.multinode_fabric, vram_gb, gpus, nodes, headroom);

@@ -1,0 +1,20 @@
+"""Name matching for what a user types: case-insensitive, and a wrong name answered with the nearest."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+def resolve_name(kind: str, given: str, known: Iterable[str]) -> str:
+    """The known name that `given` names, ignoring case; else ValueError naming the nearest:
+    "unknown model 'x'; did you mean a, b or c?"."""
+    by_lower = {k.lower(): k for k in known}
+    key = given.strip().lower()
+    if key in by_lower:
+        return by_lower[key]
+    near = difflib.get_close_matches(key, by_lower, n=3, cutoff=0.6) or \
+        difflib.get_close_matches(key, by_lower, n=3, cutoff=0.0)
+    names = [by_lower[n] for n in near]
+    choice = " or ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else "nothing known"
+    raise ValueError(f"unknown {kind} {given!r}; did you mean {choice}?")
