@@ -644,7 +644,7 @@ def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str,
 
     found = list(ctx.paginate(client, PRICES_HOST, PRICES_PATH, items, next_link(next_page_link, PRICES_HOST),
                               params=first_page_params(odata_filter), what=f"azure {what}",
-                              max_pages=ctx.config.azure_max_pages))
+                              cap="azure_max_pages"))
     part = PROVIDER.batch()
     skipped = build(part, found, regions)
     for name in ("offers", "storage", "egress", "quarantined"):

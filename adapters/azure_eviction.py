@@ -32,7 +32,6 @@ RESOURCE_GRAPH_PATH = "/providers/Microsoft.ResourceGraph/resources"
 RESOURCE_GRAPH_API_VERSION = "2022-10-01"
 TOKEN_SCOPE = "https://management.azure.com/.default"
 PAGE_ROWS = 1000  # Resource Graph's largest $top
-MAX_PAGES = 50
 WHAT = "Resource Graph spot eviction rates"
 
 # Sizes of the GPU families only (Standard_NC/ND/NG/NV; `startswith` ignores case in KQL).
@@ -90,7 +89,7 @@ def fetch_eviction_rates(ctx: SourceContext, client: httpx.Client) -> dict[tuple
     """(region, lower-case size) -> Azure's band label, every page of the query."""
     rows = ctx.paginate(client, RESOURCE_GRAPH_HOST, RESOURCE_GRAPH_PATH, parse_page, next_page, method="POST",
                         params={"api-version": RESOURCE_GRAPH_API_VERSION}, json=request_body(None), what=WHAT,
-                        max_pages=MAX_PAGES)
+                        cap="azure_max_pages")
     return {(row["location"].lower(), row["skuName"].lower()): str(row.get("evictionRate") or "") for row in rows}
 
 

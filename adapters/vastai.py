@@ -125,8 +125,11 @@ def past_cursor(offers: list[dict[str, Any]], cursor: int | None) -> list[dict[s
 
 
 def keyset(page_size: int) -> Any:
-    """ctx.paginate's next request: the same search past the highest id seen."""
-    def following(doc: Any, offers: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any]:
+    """ctx.paginate's next request: the same search past the highest id seen; an empty page (not a
+    short one: a server may cap `limit` below ours) ends the walk."""
+    def following(doc: Any, offers: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any] | None:
+        if not offers:
+            return None
         past_cursor(offers, (request["json"].get("id") or {}).get("gt"))
         return {**request, "json": build_search(max(o["id"] for o in offers), page_size)}
     return following
@@ -328,7 +331,7 @@ def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
     with ctx.http_client(headers=headers) as client:
         return list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(config.vastai_page_size),
                                  method="POST", json=build_search(None, config.vastai_page_size),
-                                 what="the marketplace search", max_pages=config.vastai_max_pages))
+                                 what="the marketplace search", cap="vastai_max_pages"))
 
 
 def fetch(ctx: SourceContext) -> Batch:
