@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from gpuledger.adapters import aws
+from gpuledger.adapters.aws import ec2
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from tests.conftest import replay_context
 
@@ -147,12 +148,12 @@ def test_regions_setting_narrows_the_scrape(aws_server, fresh) -> None:
 
 def test_default_regions_are_the_commercial_ones_the_account_enabled() -> None:
     index = ["us-east-1", "us-gov-west-1", "cn-north-1", "eu-north-1", "af-south-1", "us-east-1-bos-1", "me-south-1"]
-    assert aws.default_regions(index, None) == ["af-south-1", "eu-north-1", "me-south-1", "us-east-1"]
-    assert aws.default_regions(index, ["us-east-1", "eu-north-1", "ap-south-1"]) == ["eu-north-1", "us-east-1"]
+    assert ec2.default_regions(index, None) == ["af-south-1", "eu-north-1", "me-south-1", "us-east-1"]
+    assert ec2.default_regions(index, ["us-east-1", "eu-north-1", "ap-south-1"]) == ["eu-north-1", "us-east-1"]
     doc = {"Regions": [{"RegionName": "us-east-1", "OptInStatus": "opt-in-not-required"},
                        {"RegionName": "af-south-1", "OptInStatus": "opted-in"},
                        {"RegionName": "me-south-1", "OptInStatus": "not-opted-in"}]}
-    assert aws.parse_enabled_regions(doc) == ["af-south-1", "us-east-1"]
+    assert ec2.parse_enabled_regions(doc) == ["af-south-1", "us-east-1"]
 
 
 def test_default_scrape_asks_ec2_which_regions_are_enabled(bulk_batch) -> None:
@@ -249,7 +250,7 @@ def test_without_ec2_the_price_list_alone_names_the_gpus(bulk_batch, aws_server,
     assert from_list == {k: v for k, v in described.items() if k[0] in SOME}
 
 
-def test_server_error_after_retries_fails_the_provider(aws_server, fresh) -> None:
+def test_spot_history_failing_after_retries_costs_only_the_spot_offers(bulk_batch, aws_server, fresh) -> None:
     def fail_spot(host, req, ex):
         if req.params.get("Action") == "DescribeSpotPriceHistory":
             return 503, {"Content-Type": "text/xml"}, b"<Response><Errors><Error><Code>Unavailable</Code>" \
@@ -257,10 +258,19 @@ def test_server_error_after_retries_fails_the_provider(aws_server, fresh) -> Non
         return None
 
     server = fresh(hook=fail_spot)
-    with pytest.raises(SourceError, match="aws: EC2 API in .* failed"):
-        aws.fetch(replay_context(aws_server, "aws", settings={"aws_regions": "us-east-1,eu-north-1"}))
+    ctx = replay_context(aws_server, "aws", settings={"aws_regions": "us-east-1,eu-north-1"})
+    batch = aws.fetch(ctx)
     attempts = [r for _, r in server.requests if r.params.get("Action") == "DescribeSpotPriceHistory"]
     assert len(attempts) >= 2  # botocore retried before giving up
+    assert set(ctx.degraded) == {"spot prices"}
+    assert "DescribeSpotPriceHistory" in ctx.degraded["spot prices"] and "Unavailable" in ctx.degraded["spot prices"]
+    assert not [o for o in batch.offers if o.purchase_option == "spot"] and not batch.spot_prices
+    # every other offer of the two regions is the full scrape's, as it was
+    full, _, _ = bulk_batch
+    key = lambda o: (o.region, o.instance_type, o.purchase_option, o.price_per_hour, o.available_count)  # noqa: E731
+    assert sorted(map(key, batch.offers)) == sorted(key(o) for o in full.offers if o.purchase_option != "spot"
+                                                    and o.region in ("us-east-1", "eu-north-1"))
+    assert len(batch.offers) > 1000 and batch.capacity_blocks
 
 
 def test_truncated_offer_file_is_schema_drift(aws_server, fresh) -> None:

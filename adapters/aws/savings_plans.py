@@ -1,19 +1,16 @@
 """AWS Savings Plans (Compute and EC2 Instance, 1 and 3 years) from the public Savings Plans price list.
 
 Format (AWS Billing User Guide, "Service Region index file for Savings Plan" and "Reading the
-service price list file for a Savings Plan"): the region index
-`/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json` lists `regions`, each with
-its `regionCode` and the `versionUrl` of that region's JSON file. A region file holds `products`
-(one per plan: `sku`, `productFamily` ComputeSavingsPlans or EC2InstanceSavingsPlans,
+service price list file for a Savings Plan"): the region index lists `regions`, each with its
+`regionCode` and the `versionUrl` of that region's JSON file. A region file holds `products` (one
+per plan: `sku`, `productFamily` ComputeSavingsPlans or EC2InstanceSavingsPlans,
 `attributes.purchaseOption` No/Partial/All Upfront) and `terms.savingsPlan` (one per plan `sku`:
 `leaseContractLength` {duration, unit}, and `rates`, each the plan's price of one EC2 product:
 `discountedSku` is the on-demand SKU it discounts, `discountedRate` {price, currency} the hourly
-rate). A Savings Plan rate is already the effective hourly rate whatever the payment option: the
-upfront part pays the commitment, not an instance.
+rate). A Savings Plan rate is already the effective hourly rate whatever the payment option.
 
 The region file is large (every instance type, OS and tenancy, Fargate and Lambda): it is parsed
-as it streams (ijson), keeping only rates of Linux on-demand usage of GPU families; the join to
-the on-demand offers by SKU is `join_on_demand`, pure.
+as it streams (ijson), keeping only rates of Linux on-demand usage of GPU families.
 """
 
 from __future__ import annotations
@@ -24,9 +21,7 @@ from typing import Any, Collection, Iterable
 
 import ijson
 
-from gpuledger.adapters.base import SchemaDriftError, drift_guard
-
-SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json"
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard
 
 # productFamily -> the Commitment of warehouse.records it is sold as.
 PLAN_KINDS = {"ComputeSavingsPlans": "compute_savings_plan", "EC2InstanceSavingsPlans": "ec2_instance_savings_plan"}
@@ -89,9 +84,7 @@ class _SavingsPlanFile:
     """What a region file's stream leaves: its plans and the rates kept of its terms."""
 
     def __init__(self, region: str, families: Collection[str], skipped: Counter[str]) -> None:
-        self.region = region
-        self.families = families
-        self.skipped = skipped
+        self.region, self.families, self.skipped = region, families, skipped
         self.products_seen = 0
         self.plans: dict[str, tuple[str, str]] = {}  # plan sku -> (commitment, payment option)
         self.terms: list[tuple[str, int, str, list[dict[str, Any]]]] = []  # (sku, months, description, kept rates)
@@ -112,7 +105,6 @@ class _SavingsPlanFile:
             if length.get("unit") != "year":
                 raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: term {item['sku']} lasts "
                                        f"{length!r}, not whole years")
-            months = int(length["duration"]) * 12
             kept = []
             for rate in item["rates"]:
                 if rate.get("discountedServiceCode") != "AmazonEC2":
@@ -123,11 +115,11 @@ class _SavingsPlanFile:
                         or itype.split(".", 1)[0] not in self.families):
                     self.skipped[SKIP_OTHER_USAGE] += 1
                     continue
-                kept.append({"discountedSku": rate["discountedSku"], "discountedUsageType": rate["discountedUsageType"],
-                             "instance_type": itype, "rateCode": rate.get("rateCode", ""),
-                             "price": str(rate["discountedRate"]["price"]),
-                             "currency": rate["discountedRate"].get("currency", "")})
-            self.terms.append((item["sku"], months, item.get("description", ""), kept))
+                kept.append(dict(discounted_sku=rate["discountedSku"], usage_type=rate["discountedUsageType"],
+                                 instance_type=itype, rate_code=rate.get("rateCode", ""),
+                                 rate=str(rate["discountedRate"]["price"]),
+                                 currency=rate["discountedRate"].get("currency", "")))
+            self.terms.append((item["sku"], int(length["duration"]) * 12, item.get("description", ""), kept))
         except (AttributeError, KeyError, TypeError, ValueError) as err:
             raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: a term lacks or garbles {err}") \
                 from None
@@ -135,16 +127,12 @@ class _SavingsPlanFile:
     def rates(self) -> list[SavingsPlanRate]:
         out = []
         for sku, months, description, kept in self.terms:
-            plan = self.plans.get(sku)
-            if plan is None:
+            if sku not in self.plans:
                 self.skipped[SKIP_OTHER_PLAN] += 1
                 continue
-            commitment, payment = plan
-            out.extend(SavingsPlanRate(
-                commitment=commitment, term_months=months, payment_option=payment, plan_sku=sku,
-                discounted_sku=r["discountedSku"], usage_type=r["discountedUsageType"],
-                instance_type=r["instance_type"], rate=r["price"], currency=r["currency"], rate_code=r["rateCode"],
-                description=description) for r in kept)
+            commitment, payment = self.plans[sku]
+            out.extend(SavingsPlanRate(commitment=commitment, term_months=months, payment_option=payment,
+                                       plan_sku=sku, description=description, **r) for r in kept)
         return out
 
 
@@ -153,8 +141,7 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
     """Stream a region's Savings Plans file (raw body chunks of any size) into the rates of Compute
     and EC2 Instance Savings Plans for Linux shared on-demand usage of the instance `families`;
     every other rate is counted in `skipped` by reason. Memory holds one term at a time."""
-    skipped = Counter() if skipped is None else skipped
-    found = _SavingsPlanFile(region, families, skipped)
+    found = _SavingsPlanFile(region, families, Counter() if skipped is None else skipped)
     products = ijson.items_coro(_Sink(found.product), "products.item")
     terms = ijson.items_coro(_Sink(found.term), "terms.savingsPlan.item")
     products_open = True
@@ -177,6 +164,14 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
         raise SchemaDriftError(f"aws: Savings Plans file for {region} is not valid JSON "
                                f"(truncated download?): {str(err)[:200]}") from None
     return found.rates()
+
+
+def fetch_savings_plans(ctx: SourceContext, client: Any, host: str, region: str, index: dict[str, str],
+                        families: Collection[str], skipped: Counter[str]) -> list[SavingsPlanRate]:
+    """A region's Savings Plans file, streamed and parsed as it arrives (rates of `families` only)."""
+    if region not in index:
+        return []
+    return parse_savings_plan_chunks(ctx.stream_bytes(client, host, index[region]), region, families, skipped)
 
 
 def join_on_demand(rates: Iterable[SavingsPlanRate], on_demand_skus: Collection[str],

@@ -15,10 +15,11 @@ every commercial region DescribeRegions says the account may use. Credentials ar
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from gpuledger.adapters import aws
-from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, scrubbed
+from gpuledger.adapters.aws import ec2
+from gpuledger.adapters.aws.offers import RegionPayload, build_region
+from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch
 
@@ -31,6 +32,7 @@ PROVIDER = ProviderSpec(
     nightly_secrets=aws.PROVIDER.nightly_secrets,
     credentials_required=True,
     side_tables_only=True,
+    enrichments=(aws.PROVIDER.enrichment("capacity blocks"),),  # a region's failure costs that region only
     facts=aws.PROVIDER.facts.model_copy(update={
         "display_name": "Amazon Web Services (EC2 Capacity Blocks for ML)",
         "price_source": "EC2 API: DescribeInstanceTypes, DescribeCapacityBlockOfferings",
@@ -45,53 +47,34 @@ def block_regions(ctx: SourceContext) -> list[str]:
     setting = ctx.config.aws_capacity_blocks.strip()
     if setting.lower() == "off":
         return []
-    if setting.lower() != "auto":
-        return sorted({r.strip() for r in setting.split(",") if r.strip()})
-    listed = ctx.config.aws_regions
+    listed = ctx.config.aws_regions if setting.lower() == "auto" else setting
     if listed and listed.strip().lower() != "all":
         return sorted({r.strip() for r in listed.split(",") if r.strip()})
-    enabled = aws.fetch_enabled_regions(ctx)
-    return aws.default_regions(enabled, enabled)
-
-
-def fetch_block_types(ctx: SourceContext, region: str, ec2: Any) -> dict[str, aws.InstanceSpecs]:
-    """The region's GPU types as DescribeInstanceTypes describes them (capacity_block: sold that way)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-    from botocore.parsers import ResponseParserError
-
-    try:
-        return aws.parse_instance_types(ec2.get_paginator("describe_instance_types").paginate(
-            Filters=aws._gpu_type_filters()))
-    except (BotoCoreError, ClientError) as err:
-        raise SourceError(f"aws: DescribeInstanceTypes in {region} failed: {err}") from scrubbed(err)
-    except ResponseParserError as err:
-        raise SchemaDriftError(f"aws: DescribeInstanceTypes in {region} answered XML botocore cannot parse: "
-                               f"{str(err).splitlines()[0][:200]}") from scrubbed(err)
+    enabled = ec2.fetch_enabled_regions(ctx)
+    return ec2.default_regions(enabled, enabled)
 
 
 def fetch(ctx: SourceContext) -> Batch:
     """Every Capacity Block offering of the selected regions, into a batch of AWS's records."""
-    if not aws.has_credentials(ctx):
+    if not ec2.has_credentials(ctx):
         raise MissingCredentialsError(f"{NAME}: no credentials: DescribeCapacityBlockOfferings needs AWS "
                                       "credentials (none found in the standard chain)")
     if ctx.config.aws_ec2_api == "off":
         raise SourceError(f"{NAME}: aws_ec2_api=off forbids the EC2 calls Capacity Blocks need")
-    batch = Batch(aws.NAME)  # the offerings are AWS's; this unit only refreshes them
+    batch = aws.PROVIDER.batch()  # the offerings are AWS's; this unit only refreshes them
     regions = block_regions(ctx)
-    notes: list[str] = []
 
-    def one_region(region: str) -> aws.RegionPayload:
-        ec2 = aws.ec2_client(ctx, region)
-        specs = fetch_block_types(ctx, region, ec2)
-        return aws.RegionPayload(region=region, prices=[], specs=specs,
-                                 capacity_blocks=aws.fetch_capacity_blocks(ctx, region, specs, notes, ec2))
+    def one_region(region: str) -> RegionPayload:
+        client = ec2.ec2_client(ctx, region)
+        specs = ec2.fetch_instance_types(client, region)
+        return RegionPayload(region=region, prices=[], specs=specs, capacity_blocks=aws.enrich(
+            ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, region, specs, default=[]))
 
     with ThreadPoolExecutor(max_workers=max(1, ctx.config.aws_concurrency), thread_name_prefix=NAME) as pool:
         payloads = list(pool.map(one_region, regions))
     for payload in payloads:
-        aws.build_region(batch, payload)
+        build_region(batch, payload)
     batch.notes.append(f"capacity blocks only (no prices, spot or offers): {len(batch.capacity_blocks)} offerings "
                        f"in {len(regions)} region{'s' if len(regions) != 1 else ''}"
                        + ("" if regions else " (aws_capacity_blocks=off)"))
-    batch.notes.extend(sorted(notes))
     return batch
