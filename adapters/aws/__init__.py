@@ -22,8 +22,8 @@ from gpuledger.adapters.aws import ec2, savings_plans
 from gpuledger.adapters.aws.ec2 import has_credentials
 from gpuledger.adapters.aws.offers import RegionPayload, build_region, refresh_notes
 from gpuledger.adapters.aws.pricelist import (
-    DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_API_HOST, PRICING_BULK_HOST,
-    SAVINGS_PLAN_REGION_INDEX, fetch_prices_api, fetch_prices_bulk, parse_region_index,
+    DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_BULK_HOST, fetch_prices_api, fetch_prices_bulk,
+    parse_region_index,
 )
 from gpuledger.adapters.base import SourceContext, SourceError
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
@@ -79,7 +79,7 @@ def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any,
 
 
 def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str, str], str | None]:
-    doc = ctx.get_json(client, PRICING_BULK_HOST, SAVINGS_PLAN_REGION_INDEX)
+    doc = ctx.get_json(client, PRICING_BULK_HOST, savings_plans.SAVINGS_PLAN_REGION_INDEX)
     return savings_plans.parse_savings_plan_index(doc), doc.get("publicationDate")
 
 
@@ -109,8 +109,9 @@ def fetch(ctx: SourceContext) -> Batch:
             p = RegionPayload(region=region, prices=[])
             # The region's other answers (other hosts) are fetched while its price list streams.
             with ThreadPoolExecutor(max_workers=5, thread_name_prefix=f"aws-{region}") as side:
-                rates = side.submit(enrich, ctx, "savings plans", fetch_region_plans, ctx, client, region, plans,
-                                    default=([], Counter())) if plans else None
+                rates = side.submit(enrich, ctx, "savings plans", savings_plans.fetch_savings_plans, ctx, client,
+                                    PRICING_BULK_HOST, region, plans[0], GPU_FAMILIES, default=([], Counter())) \
+                    if plans else None
                 if use_ec2:
                     client_ec2 = ec2.ec2_client(ctx, region)
                     types = side.submit(ec2.fetch_instance_types, client_ec2, region)
@@ -144,12 +145,3 @@ def fetch(ctx: SourceContext) -> Batch:
     if no_plans:
         batch.notes.append(f"{len(no_plans)} regions have no Savings Plans price file: {', '.join(no_plans)}")
     return batch
-
-
-def fetch_region_plans(ctx: SourceContext, client: Any, region: str, plans: tuple[dict[str, str], str | None]
-                       ) -> tuple[list[savings_plans.SavingsPlanRate], Counter[str]]:
-    """A region's Savings Plans rates and the rates not kept (counted only when the file parsed whole)."""
-    skipped: Counter[str] = Counter()
-    return savings_plans.fetch_savings_plans(ctx, client, PRICING_BULK_HOST, region, plans[0], GPU_FAMILIES,
-                                             skipped), skipped
-

@@ -1,12 +1,7 @@
-"""EC2 Capacity Blocks for ML on their own cadence: a refresh unit of AWS that asks only
-DescribeInstanceTypes (which GPU types are sold as Capacity Blocks, and their GPUs) and
-DescribeCapacityBlockOfferings, without the price list.
-
-It is not a source of offers (`registry.UNITS`, not `SOURCES`): its batch holds capacity block
-offerings only, loaded into `capacity_block_offerings` like the nightly AWS scrape's (append-only,
-one snapshot per run, the rows' provider `aws`), and never touches AWS's offers
-(`ProviderSpec.side_tables_only`). The 4-hourly "capacity" deployment runs it
-(flows/cadence.py `UNIT_GROUPS`); the nightly AWS scrape still asks them too.
+"""EC2 Capacity Blocks for ML on their own cadence: a refresh unit of AWS (`registry.UNITS`, run
+4-hourly by the "capacity" deployment, flows/cadence.py) that asks only DescribeInstanceTypes
+(which GPU types are sold as Capacity Blocks) and DescribeCapacityBlockOfferings. Its batch holds
+AWS's capacity block offerings only and never touches AWS's offers (`side_tables_only`).
 
 Regions: the `aws_capacity_blocks` setting's comma list; `auto` means the `aws_regions` list, else
 every commercial region DescribeRegions says the account may use. Credentials are needed.

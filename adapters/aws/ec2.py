@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -126,7 +126,6 @@ class InstanceSpecs:
     logical_gpu_count: int | None = None
     gpu_partition_size: float | None = None  # 0.125 = one eighth of a card
     capacity_block: bool = False  # SupportedUsageClasses lists capacity-block
-    raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def parse_network_gbps(text: str) -> float | None:
@@ -156,8 +155,7 @@ def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceS
                 local_disk_gb=(it.get("InstanceStorageInfo") or {}).get("TotalSizeInGB"),
                 network_gbps=parse_network_gbps(net.get("NetworkPerformance", "")), efa=bool(net.get("EfaSupported")),
                 logical_gpu_count=g.get("LogicalGpuCount"), gpu_partition_size=g.get("GpuPartitionSize"),
-                capacity_block="capacity-block" in (it.get("SupportedUsageClasses") or []),
-                raw={"GpuInfo": it.get("GpuInfo"), "NetworkPerformance": net.get("NetworkPerformance")})
+                capacity_block="capacity-block" in (it.get("SupportedUsageClasses") or []))
     return out
 
 

@@ -118,26 +118,6 @@ def instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[
         multinode_fabric="EFA" if specs and specs.efa else None)
 
 
-class _Fields:
-    """Per region, each type's columns (or why there are none) made once: many offers share them."""
-
-    def __init__(self, p: RegionPayload) -> None:
-        self.p = p
-        self.made: dict[tuple[str, bool], dict[str, Any] | Exception] = {}
-
-    def __call__(self, itype: str, row: PriceRow | None) -> dict[str, Any]:
-        key = (itype, row is None)
-        if key not in self.made:
-            try:
-                self.made[key] = instance_fields(self.p, itype, row)
-            except (UnknownGPUError, ValueError) as err:
-                self.made[key] = err
-        made = self.made[key]
-        if isinstance(made, Exception):
-            raise made
-        return made
-
-
 def _availability(zones: list[str] | None) -> dict[str, Any]:
     if zones is None:
         return dict(available=None, available_count=None, availability_level=None)
@@ -145,35 +125,8 @@ def _availability(zones: list[str] | None) -> dict[str, Any]:
                 availability_level=f"offered in {len(zones)} AZs" if zones else "not offered")
 
 
-def _add_priced(batch: Batch, p: RegionPayload, ref: str, raw: Any, fields: dict[str, Any], option: str,
-                price: float, observed: str | None, data: dict[str, Any], **terms: Any) -> bool:
-    """An offer of an on-demand or commitment price: one per region, its AZs from EC2's offerings."""
-    zones = p.offerings.get(fields["instance_type"], []) if p.offerings is not None else None
-    return batch.offer(ref, raw, region=p.region, zone="", purchase_option=option, price_per_hour=price,
-                       price_observed_at=observed, interruption_risk=None, spot_savings_pct=None,
-                       provider_data=json.dumps(data | {"availability_zones": zones}, sort_keys=True),
-                       **_availability(zones), **terms, **fields)
-
-
 def _saving(price: float, reference: float | None) -> float | None:
     return round(100 * (1 - price / reference), 1) if reference else None
-
-
-def _add_on_demand(batch: Batch, p: RegionPayload, row: PriceRow, fields: _Fields, on_demand: dict[str, float]) -> None:
-    itype, ref = row.instance_type, f"{p.region}/{row.instance_type}/{row.sku}"
-    if row.unit != "Hrs":
-        return batch.quarantine("offer", ref, f"unexpected price unit {row.unit!r}", row.__dict__)
-    if not batch.usd_only("offer", ref, row.currency, row.__dict__):
-        return None
-    try:
-        columns = fields(itype, row)
-    except (UnknownGPUError, ValueError) as err:
-        return batch.quarantine("offer", f"{p.region}/{itype}", f"gpu: {err}", row.__dict__)
-    if _add_priced(batch, p, ref, row.__dict__, columns, "on_demand", row.price, p.publication, {"sku": row.sku}):
-        # A second row of the type (a duplicate) is quarantined by the loader, which keeps the
-        # first: spot and commitment savings are computed against that same first price.
-        on_demand.setdefault(itype, row.price)
-    return None
 
 
 def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
@@ -190,108 +143,152 @@ def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
     return (by_unit.get("Quantity") or [0.0])[0], by_unit["Hrs"][0]
 
 
-def _add_reserved(batch: Batch, p: RegionPayload, rows: list[PriceRow], on_demand: dict[str, float],
-                  fields: _Fields) -> None:
-    """One Reserved Instance term (lease, payment option, offering class) as its own purchase option,
-    at its effective hourly rate: the upfront fee spread over the term plus the hourly rate."""
-    first = rows[0]
-    ref, raw = f"{p.region}/{first.instance_type}/{first.sku}.{first.term_code}", [r.__dict__ for r in rows]
-    months, payment = LEASE_MONTHS.get(first.lease), RESERVED_PAYMENT.get(first.payment)
-    commitment = RESERVED_CLASS.get(first.offering_class)
-    if months is None or payment is None or commitment is None:
-        return batch.quarantine("offer", ref, f"reserved term with unknown lease {first.lease!r}, payment "
-                                f"{first.payment!r} or class {first.offering_class!r}", raw)
-    try:
-        upfront, hourly = reserved_term_price(rows)
-        columns = fields(first.instance_type, first)
-    except (UnknownGPUError, ValueError) as err:
-        return batch.quarantine("offer", ref, f"reserved term: {err}", raw)
-    price = round(amortized_usd_per_hour(upfront, hourly, months), 10)
-    data = {"sku": first.sku, "offer_term_code": first.term_code, "offering_class": first.offering_class,
-            "upfront_fee_usd": upfront, "hourly_usd": hourly,
-            "saving_vs_on_demand_pct": _saving(price, on_demand.get(first.instance_type))}
-    _add_priced(batch, p, ref, raw, columns, commitment_option(commitment, months, payment), price, p.publication,
-                data, term_months=months, payment_option=payment)
-    return None
+class _Region:
+    """One region's offers into `batch`: each type's columns made once (many offers share them),
+    and each type's first on-demand price, which spot and commitment savings are measured against."""
 
+    def __init__(self, batch: Batch, p: RegionPayload) -> None:
+        self.batch, self.p = batch, p
+        self.columns: dict[tuple[str, bool], dict[str, Any] | Exception] = {}
+        self.on_demand: dict[str, float] = {}
 
-def _add_savings_plans(batch: Batch, p: RegionPayload, on_demand_price: dict[str, float], fields: _Fields) -> None:
-    """Each Savings Plan rate of an on-demand offer of the region (joined by its price-list SKU) as
-    its own purchase option, at the plan's hourly rate. A rate of an on-demand row that became no
-    offer (quarantined) makes none either."""
-    on_demand = {r.sku: r for r in p.prices if r.kind == "instance" and on_demand_price.get(r.instance_type) == r.price}
-    for rate in savings_plans.join_on_demand(p.savings_plans, on_demand, p.skipped):
-        row = on_demand[rate.discounted_sku]
-        ref, raw = f"{p.region}/{row.instance_type}/{rate.rate_code or rate.plan_sku}", rate.__dict__
+    def fields(self, itype: str, row: PriceRow | None) -> dict[str, Any]:
+        key = (itype, row is None)
+        if key not in self.columns:
+            try:
+                self.columns[key] = instance_fields(self.p, itype, row)
+            except (UnknownGPUError, ValueError) as err:
+                self.columns[key] = err
+        if isinstance(self.columns[key], Exception):
+            raise self.columns[key]
+        return self.columns[key]
+
+    def priced(self, ref: str, raw: Any, row: PriceRow, option: str, price: float, observed: str | None,
+               data: dict[str, Any], why: str, **terms: Any) -> bool:
+        """An offer of an on-demand or commitment price: one per region, its AZs from EC2's offerings."""
         try:
-            columns = fields(row.instance_type, row)
+            fields = self.fields(row.instance_type, row)
         except (UnknownGPUError, ValueError) as err:
-            batch.quarantine("offer", ref, f"savings plan: {err}", raw)
-            continue
-        if rate.currency != "USD":
-            batch.quarantine("offer", ref, f"savings plan rate in {rate.currency or 'no currency'}, not USD; "
-                             "no conversion is configured", raw)
-            continue
+            self.batch.quarantine("offer", ref, f"{why}: {err}", raw)
+            return False
+        zones = self.p.offerings.get(row.instance_type, []) if self.p.offerings is not None else None
+        return self.batch.offer(ref, raw, region=self.p.region, zone="", purchase_option=option, price_per_hour=price,
+                                price_observed_at=observed, interruption_risk=None, spot_savings_pct=None,
+                                provider_data=json.dumps(data | {"availability_zones": zones}, sort_keys=True),
+                                **_availability(zones), **terms, **fields)
+
+    def on_demand_offer(self, row: PriceRow) -> None:
+        ref = f"{self.p.region}/{row.instance_type}/{row.sku}"
+        if row.unit != "Hrs":
+            self.batch.quarantine("offer", ref, f"unexpected price unit {row.unit!r}", row.__dict__)
+        elif self.batch.usd_only("offer", ref, row.currency, row.__dict__) and self.priced(
+                ref, row.__dict__, row, "on_demand", row.price, self.p.publication, {"sku": row.sku}, "gpu"):
+            # A second row of the type (a duplicate) is quarantined by the loader, which keeps the first.
+            self.on_demand.setdefault(row.instance_type, row.price)
+
+    def reserved_offer(self, rows: list[PriceRow]) -> None:
+        """One Reserved Instance term (lease, payment option, offering class) as its own purchase
+        option, at its effective hourly rate: the upfront fee spread over the term plus the hourly rate."""
+        first = rows[0]
+        ref, raw = f"{self.p.region}/{first.instance_type}/{first.sku}.{first.term_code}", [r.__dict__ for r in rows]
+        months, payment = LEASE_MONTHS.get(first.lease), RESERVED_PAYMENT.get(first.payment)
+        commitment = RESERVED_CLASS.get(first.offering_class)
+        if months is None or payment is None or commitment is None:
+            return self.batch.quarantine("offer", ref, f"reserved term with unknown lease {first.lease!r}, payment "
+                                         f"{first.payment!r} or class {first.offering_class!r}", raw)
         try:
-            price = float(rate.rate)
+            upfront, hourly = reserved_term_price(rows)
+        except ValueError as err:
+            return self.batch.quarantine("offer", ref, f"reserved term: {err}", raw)
+        price = round(amortized_usd_per_hour(upfront, hourly, months), 10)
+        self.priced(ref, raw, first, commitment_option(commitment, months, payment), price, self.p.publication,
+                    {"sku": first.sku, "offer_term_code": first.term_code, "offering_class": first.offering_class,
+                     "upfront_fee_usd": upfront, "hourly_usd": hourly,
+                     "saving_vs_on_demand_pct": _saving(price, self.on_demand.get(first.instance_type))},
+                    "reserved term", term_months=months, payment_option=payment)
+        return None
+
+    def savings_plan_offers(self) -> None:
+        """Each Savings Plan rate of an on-demand offer of the region (joined by its price-list SKU)
+        as its own purchase option, at the plan's hourly rate. A rate of an on-demand row that
+        became no offer (quarantined) makes none either."""
+        p = self.p
+        on_demand = {r.sku: r for r in p.prices if r.kind == "instance" and self.on_demand.get(r.instance_type) == r.price}
+        for rate in savings_plans.join_on_demand(p.savings_plans, on_demand, p.skipped):
+            row = on_demand[rate.discounted_sku]
+            ref, raw = f"{p.region}/{row.instance_type}/{rate.rate_code or rate.plan_sku}", rate.__dict__
+            if rate.currency != "USD":
+                self.batch.quarantine("offer", ref, f"savings plan rate in {rate.currency or 'no currency'}, not USD; "
+                                      "no conversion is configured", raw)
+                continue
+            try:
+                price = float(rate.rate)
+            except ValueError:
+                self.batch.quarantine("offer", ref, f"savings plan rate {rate.rate!r} is not a number", raw)
+                continue
+            self.priced(ref, raw, row, commitment_option(rate.commitment, rate.term_months, rate.payment_option), price,
+                        p.savings_plan_publication or p.publication,
+                        {"sku": row.sku, "savings_plan_sku": rate.plan_sku, "rate_code": rate.rate_code,
+                         "usage_type": rate.usage_type, "plan": rate.description,
+                         "saving_vs_on_demand_pct": _saving(price, self.on_demand.get(row.instance_type))},
+                        "savings plan", term_months=rate.term_months, payment_option=rate.payment_option)
+
+    def spot_offer(self, o: SpotObservation) -> None:
+        """The latest price of a type in one AZ as its spot offer, with the Spot Advisor's interruption band."""
+        try:
+            price = float(o.price)
         except ValueError:
-            batch.quarantine("offer", ref, f"savings plan rate {rate.rate!r} is not a number", raw)
-            continue
-        data = {"sku": row.sku, "savings_plan_sku": rate.plan_sku, "rate_code": rate.rate_code,
-                "usage_type": rate.usage_type, "plan": rate.description,
-                "saving_vs_on_demand_pct": _saving(price, on_demand_price.get(row.instance_type))}
-        _add_priced(batch, p, ref, raw, columns, commitment_option(rate.commitment, rate.term_months,
-                                                                   rate.payment_option),
-                    price, p.savings_plan_publication or p.publication, data, term_months=rate.term_months,
-                    payment_option=rate.payment_option)
+            return None  # quarantined with the history
+        ref, stamp = f"{self.p.region}/{o.zone}/{o.instance_type}/spot", o.observed_at.isoformat()
+        raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": price, "timestamp": stamp}
+        try:
+            fields = self.fields(o.instance_type, None)
+        except (UnknownGPUError, ValueError) as err:
+            return self.batch.quarantine("offer", ref, f"gpu: {err}", raw)
+        band, advisor_saving = self.p.advisor.get(o.instance_type, (None, None))
+        saving = _saving(price, self.on_demand.get(o.instance_type))
+        if saving is None and advisor_saving is not None:
+            saving = float(advisor_saving)
+        self.batch.offer(ref, raw, region=self.p.region, zone=o.zone, purchase_option="spot", price_per_hour=price,
+                         price_observed_at=stamp, available=True, available_count=None,
+                         availability_level="spot price published", interruption_risk=band,
+                         **interruption.from_rate_band(band, interruption.AWS_SPOT_ADVISOR), spot_savings_pct=saving,
+                         provider_data=json.dumps({"advisor_savings_pct": advisor_saving}, sort_keys=True), **fields)
+        return None
 
+    def capacity_block(self, o: dict[str, Any]) -> None:
+        itype, p = o.get("InstanceType", ""), self.p
+        ref = f"{p.region}/{o.get('AvailabilityZone')}/{itype}/{o.get('CapacityBlockOfferingId')}"
+        raw = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in o.items()}
+        specs = (p.specs or {}).get(itype)
+        if specs is None:
+            return self.batch.quarantine("capacity_block", ref, "capacity block of a type EC2 did not describe", raw)
+        try:
+            g, fee = gpu_facts(itype, None, specs), float(o["UpfrontFee"])
+        except (UnknownGPUError, ValueError) as err:
+            return self.batch.quarantine("capacity_block", ref, f"{type(err).__name__}: {err}", raw)
+        except KeyError as err:
+            return self.batch.quarantine("capacity_block", ref, f"offering lacks {err}", raw)
+        add_capacity_block(
+            self.batch, ref, raw, region=p.region, zone=o.get("AvailabilityZone") or "", instance_type=itype,
+            offering_id=o.get("CapacityBlockOfferingId") or "", instance_count=o.get("InstanceCount"),
+            start_at=o.get("StartDate"), end_at=o.get("EndDate"), duration_hours=o.get("CapacityBlockDurationHours"),
+            upfront_fee=fee, source_currency=o.get("CurrencyCode") or "", gpu_model=g.gpu_model, gpu_count=g.count,
+            tenancy=o.get("Tenancy"))
+        return None
 
-def _add_spot(batch: Batch, p: RegionPayload, o: SpotObservation, on_demand_price: float | None,
-              fields: _Fields) -> None:
-    """The latest price of a type in one AZ as its spot offer, with the Spot Advisor's interruption band."""
-    try:
-        price = float(o.price)
-    except ValueError:
-        return None  # quarantined with the history
-    ref, stamp = f"{p.region}/{o.zone}/{o.instance_type}/spot", o.observed_at.isoformat()
-    raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": price, "timestamp": stamp}
-    try:
-        columns = fields(o.instance_type, None)
-    except (UnknownGPUError, ValueError) as err:
-        return batch.quarantine("offer", ref, f"gpu: {err}", raw)
-    band, advisor_saving = p.advisor.get(o.instance_type, (None, None))
-    saving = _saving(price, on_demand_price)
-    batch.offer(ref, raw, region=p.region, zone=o.zone, purchase_option="spot", price_per_hour=price,
-                price_observed_at=stamp, available=True, available_count=None,
-                availability_level="spot price published", interruption_risk=band,
-                **interruption.from_rate_band(band, interruption.AWS_SPOT_ADVISOR),
-                spot_savings_pct=saving if saving is not None else (
-                    float(advisor_saving) if advisor_saving is not None else None),
-                provider_data=json.dumps({"advisor_savings_pct": advisor_saving}, sort_keys=True), **columns)
-    return None
-
-
-def _add_capacity_block(batch: Batch, p: RegionPayload, o: dict[str, Any]) -> None:
-    itype = o.get("InstanceType", "")
-    ref = f"{p.region}/{o.get('AvailabilityZone')}/{itype}/{o.get('CapacityBlockOfferingId')}"
-    raw = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in o.items()}
-    specs = (p.specs or {}).get(itype)
-    if specs is None:
-        return batch.quarantine("capacity_block", ref, "capacity block of a type EC2 did not describe", raw)
-    try:
-        g = gpu_facts(itype, None, specs)
-        fee = float(o["UpfrontFee"])
-    except (UnknownGPUError, ValueError) as err:
-        return batch.quarantine("capacity_block", ref, f"{type(err).__name__}: {err}", raw)
-    except KeyError as err:
-        return batch.quarantine("capacity_block", ref, f"offering lacks {err}", raw)
-    add_capacity_block(
-        batch, ref, raw, region=p.region, zone=o.get("AvailabilityZone") or "", instance_type=itype,
-        offering_id=o.get("CapacityBlockOfferingId") or "", instance_count=o.get("InstanceCount"),
-        start_at=o.get("StartDate"), end_at=o.get("EndDate"), duration_hours=o.get("CapacityBlockDurationHours"),
-        upfront_fee=fee, source_currency=o.get("CurrencyCode") or "", gpu_model=g.gpu_model, gpu_count=g.count,
-        tenancy=o.get("Tenancy"))
-    return None
+    def spot_price(self, o: SpotObservation) -> None:
+        ref = f"{self.p.region}/{o.zone}/{o.instance_type}/{o.observed_at.isoformat()}"
+        raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": o.price,
+               "timestamp": o.observed_at.isoformat()}
+        try:
+            price = float(o.price)
+        except ValueError:
+            return self.batch.quarantine("spot_price", ref, f"SpotPrice {o.price!r} is not a number", raw)
+        add_spot_price(self.batch, ref, raw, region=self.p.region, zone=o.zone, instance_type=o.instance_type,
+                       product_description=o.product_description, observed_at=o.observed_at,
+                       spot_price_per_hour=price, source_currency="USD")
+        return None
 
 
 def _tier(text: str) -> float | None:
@@ -323,12 +320,11 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
 @drift_guard("aws: a region's price list and EC2 answers")
 def build_region(batch: Batch, p: RegionPayload) -> None:
     """Turn one region's payloads into offers, storage and egress prices, spot history and capacity blocks."""
-    on_demand: dict[str, float] = {}
+    region = _Region(batch, p)
     reserved: dict[tuple[str, str, str], list[PriceRow]] = {}
-    fields = _Fields(p)
     for row in p.prices:
         if row.kind == "instance":
-            _add_on_demand(batch, p, row, fields, on_demand)
+            region.on_demand_offer(row)
         elif row.kind == "reserved":
             reserved.setdefault((row.instance_type, row.sku, row.term_code), []).append(row)
         elif row.kind == "storage":
@@ -340,25 +336,15 @@ def build_region(batch: Batch, p: RegionPayload) -> None:
                           source_usd_per_gb_month=row.price, description=row.description)
     _add_egress(batch, p)
     for rows in reserved.values():
-        _add_reserved(batch, p, rows, on_demand, fields)
-    _add_savings_plans(batch, p, on_demand, fields)
+        region.reserved_offer(rows)
+    region.savings_plan_offers()
     latest = {(o.instance_type, o.zone): o for o in p.spot_history}  # oldest first: the last one stays
     for key in sorted(latest):
-        _add_spot(batch, p, latest[key], on_demand.get(key[0]), fields)
+        region.spot_offer(latest[key])
     for block in p.capacity_blocks:
-        _add_capacity_block(batch, p, block)
+        region.capacity_block(block)
     for o in p.spot_history:
-        ref = f"{p.region}/{o.zone}/{o.instance_type}/{o.observed_at.isoformat()}"
-        raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": o.price,
-               "timestamp": o.observed_at.isoformat()}
-        try:
-            price = float(o.price)
-        except ValueError:
-            batch.quarantine("spot_price", ref, f"SpotPrice {o.price!r} is not a number", raw)
-            continue
-        add_spot_price(batch, ref, raw, region=p.region, zone=o.zone, instance_type=o.instance_type,
-                       product_description=o.product_description, observed_at=o.observed_at,
-                       spot_price_per_hour=price, source_currency="USD")
+        region.spot_price(o)
 
 
 def _families_phrase(pairs: list[tuple[str, str]]) -> str:

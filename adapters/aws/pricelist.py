@@ -1,5 +1,5 @@
-"""AWS's price lists: the public bulk offer files (CSV, no credentials), the Pricing API's
-GetProducts (credentials) and the Savings Plans files, all into PriceRows / SavingsPlanRates.
+"""AWS's price lists, into PriceRows: the public bulk offer files (CSV, no credentials) and the
+Pricing API's GetProducts (credentials).
 
 An offer file is 5 metadata lines, a header and one row per (SKU, term, price dimension); a
 region's EC2 file runs to hundreds of MB, 80 % of it Reserved terms of families without GPUs. It
@@ -25,7 +25,6 @@ PRICING_BULK_HOST = "pricing.us-east-1.amazonaws.com"
 PRICING_API_HOST = "api.pricing.us-east-1.amazonaws.com"
 EC2_REGION_INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 DATA_TRANSFER_REGION_INDEX = "/offers/v1.0/aws/AWSDataTransfer/current/region_index.json"
-SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json"
 
 # Instance families that carry GPUs, and the name EC2 gives their GPU: they select price rows and,
 # without EC2 credentials, name the GPU (with credentials DescribeInstanceTypes' GpuInfo wins).
