@@ -291,25 +291,26 @@ def test_region_missing_from_the_price_list_fails_loudly(aws_server) -> None:
         aws.fetch(ctx)
 
 
-def test_boto_clients_made_side_by_side_share_one_session_and_the_parsed_models() -> None:
+def test_boto_clients_made_side_by_side_share_one_session_and_the_parsed_models(monkeypatch) -> None:
     """Eight regions' EC2 clients made from eight threads at once (boto3 Sessions are not
-    thread-safe): each gets its own region and endpoint, one session per scrape, and a second
-    scrape's session reuses the service models the first one parsed."""
+    thread-safe): each gets its own region and endpoint, and a second scrape's session reuses the
+    service model the first one read (botocore's loader reads none of EC2's model files again)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from botocore.loaders import Loader
+
+    read: list[str] = []
+    load = Loader.load_data_with_path
+    monkeypatch.setattr(Loader, "load_data_with_path", lambda self, name: read.append(name) or load(self, name))
     regions = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
                "ap-northeast-1", "ap-southeast-2"]
     urls = {f"ec2.{r}.amazonaws.com": f"http://127.0.0.1:{9000 + i}" for i, r in enumerate(regions)}
     ctx = SourceContext("aws", mode="replay", replay_urls=urls)
     with ThreadPoolExecutor(8) as pool:
-        clients = list(pool.map(lambda r: ctx.boto_client("ec2", r, f"ec2.{r}.amazonaws.com",
-                                                          aws_access_key_id="replay",
-                                                          aws_secret_access_key="replay"), regions))
+        clients = list(pool.map(lambda r: ec2.ec2_client(ctx, r), regions))
     assert [c.meta.region_name for c in clients] == regions
     assert [c.meta.endpoint_url for c in clients] == [urls[f"ec2.{r}.amazonaws.com"] for r in regions]
-    other = SourceContext("aws", mode="replay", replay_urls=urls)
-    other.boto_client("ec2", "us-east-1", "ec2.us-east-1.amazonaws.com", aws_access_key_id="replay",
-                      aws_secret_access_key="replay")
-    assert ctx._boto_session is not other._boto_session
-    loader = ctx._boto_session._session.get_component("data_loader")
-    assert other._boto_session._session.get_component("data_loader") is loader
+    first = len(read)
+    assert "ec2/2016-11-15/service-2" in read
+    ec2.ec2_client(SourceContext("aws", mode="replay", replay_urls=urls), "us-east-1")
+    assert not [name for name in read[first:] if name.startswith("ec2/")]
