@@ -18,6 +18,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from urllib.parse import quote, urlsplit
@@ -307,7 +308,24 @@ def _new_boto_session() -> Any:
         _BOTO_LOADER = core.get_component("data_loader")
     else:
         core.register_component("data_loader", _BOTO_LOADER)
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_api_timestamp)
     return boto3.session.Session(botocore_session=core)
+
+
+def parse_api_timestamp(value: Any) -> datetime:
+    """A timestamp of an AWS answer, timezone-aware: the ISO 8601 the EC2 API writes
+    ('2026-11-30T03:00:00.000Z') by the standard library, anything else by botocore's parser.
+    botocore's default goes through dateutil, the largest cost of a world-scale spot price
+    history (75,239 Timestamps): the same instants, many times faster."""
+    if isinstance(value, str):
+        try:
+            stamp = datetime.fromisoformat(value)
+            return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+        except ValueError:
+            pass
+    from botocore.utils import parse_timestamp
+
+    return parse_timestamp(value)
 
 
 @dataclass

@@ -48,7 +48,7 @@ SOURCES: dict[str, str] = {
 # source, but no source of offers, so not in SOURCES (a full refresh, the provider tables and the
 # fault matrix cover the provider itself, which fetches the same data in its own scrape).
 UNITS: dict[str, str] = {
-    "aws_capacity_blocks": "gpuledger.adapters.aws_capacity_blocks",
+    "aws_capacity_blocks": "gpuledger.adapters.aws.capacity_blocks",
 }
 
 

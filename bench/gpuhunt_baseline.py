@@ -2,7 +2,7 @@
 
 gpuhunt 0.1.34 (`gpuhunt[aws]`) is installed into a throwaway venv in the bench tmp folder (kept
 there for the next run) and its own `AWSProvider.get()` parses the same offer file as
-`adapters.aws.parse_offer_chunks`. Both run in child processes, each timing only its parse
+`adapters.aws.pricelist.parse_offer_file`. Both run in child processes, each timing only its parse
 (wall and CPU time, file in the page cache), in interleaved rounds whose order alternates; the
 lines judge the medians. gpuhunt's `get()` also asks EC2 for GPU details and spot prices; the
 worker replaces those two network steps with no-ops, so what is timed is gpuhunt's parse of
@@ -83,14 +83,13 @@ def time_gpuledger(offer_file: Path) -> dict[str, Any]:
 
 
 def gpuledger_worker(offer_file: Path) -> None:
-    from gpuledger.adapters import aws
-    from bench.ingest import file_chunks
+    from gpuledger.adapters.aws import pricelist
 
     with offer_file.open("rb") as f:  # warm-up: the parser's lazy imports are not part of the parse
         head = f.read(2_000_000).rsplit(b"\n", 1)[0] + b"\n"
-    list(aws.parse_offer_chunks(iter([head]), "us-east-1"))
+    pricelist.parse_offer_chunks(iter([head]), "us-east-1")
     wall, cpu = time.perf_counter(), time.process_time()
-    rows = list(aws.parse_offer_chunks(file_chunks(offer_file), "us-east-1"))
+    rows = pricelist.parse_offer_file(offer_file, "us-east-1")
     print(json.dumps({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu, "rows": len(rows)}))
 
 

@@ -1,8 +1,8 @@
-"""Reference AWS bulk-CSV parsers the optimized one is measured and checked against.
+"""Reference AWS bulk-CSV parsers the adapter's (adapters/aws/pricelist.py) is measured and checked against.
 
-- `parse_offer_csv_lines`: gpuledger's line-based parser as it was before the optimization
-  (adapters/aws.py at commit 41a1b25): text lines, a `split(",", 4)` TermType prefilter,
-  then `csv.reader`. The smoke test checks the optimized parser returns exactly its PriceRows.
+- `parse_offer_csv_lines`: gpuledger's first line-based parser (adapters/aws.py at commit
+  41a1b25): text lines, a `split(",", 4)` TermType prefilter, then `csv.reader`. The smoke test
+  checks the adapter's parse returns exactly its PriceRows.
 - `parse_prefilter_dictreader`: the straightforward approach of the best-known open GPU
   catalog (gpuhunt reads the file with `csv.DictReader` and tests each row dict), with a
   substring prefilter in front (skip lines holding a `"Reserved"` field, but for GPU instance families) — the issue's
@@ -10,7 +10,7 @@
 - `parse_dictreader_all`: plain `csv.DictReader` over every row.
 - `skip_counts`: the rows not kept, by reason, from the csv module's parse of every row: a
   Reserved row the TermType test drops is SKIP_TERM, every other row gets `_csv_row_to_price`'s
-  reason. The smoke test checks the optimized parser counts exactly these.
+  reason. The smoke test checks the adapter's parse counts exactly these.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import csv
 from collections import Counter
 from typing import IO, Iterable, Iterator
 
-from gpuledger.adapters.aws import _CSV_COLUMNS, SKIP_TERM, PriceRow, _csv_row_to_price
+from gpuledger.adapters.aws.pricelist import CSV_COLUMNS, SKIP_TERM, PriceRow, price_row
 from gpuledger.adapters.base import SchemaDriftError
 
 
@@ -45,7 +45,7 @@ def parse_offer_csv_lines(lines: Iterable[str], region: str, meta: dict[str, str
     missing = [c for c in ("SKU", "TermType", "PricePerUnit", "Product Family") if c not in header]
     if missing:
         raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
-    positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
+    positions = {name: header.index(col) for col, name in CSV_COLUMNS.items() if col in header}
     width = len(header)
     last = [""]
 
@@ -61,7 +61,7 @@ def parse_offer_csv_lines(lines: Iterable[str], region: str, meta: dict[str, str
                 f"aws: offer file for {region}: a row has {len(fields)} fields, the header {width} "
                 f"(truncated or malformed file; row starts {fields[:2]!r})")
         row = {name: fields[i] for name, i in positions.items()}
-        price = _csv_row_to_price(row, region)
+        price = price_row(row, region)
         if price is not None:
             yield price
     if last[0] and len(next(csv.reader([last[0]]))) != width:
@@ -75,7 +75,7 @@ def skip_counts(lines: Iterable[str], region: str) -> Counter[str]:
         if next(csv.reader([line]), [""])[0] == "SKU":
             header = next(csv.reader([line]))
             break
-    positions = {name: header.index(col) for col, name in _CSV_COLUMNS.items() if col in header}
+    positions = {name: header.index(col) for col, name in CSV_COLUMNS.items() if col in header}
     skipped: Counter[str] = Counter()
     for line in it:
         if not line:
@@ -84,7 +84,7 @@ def skip_counts(lines: Iterable[str], region: str) -> Counter[str]:
             skipped[SKIP_TERM] += 1
             continue
         fields = next(csv.reader([line]))
-        _csv_row_to_price({name: fields[i] for name, i in positions.items()}, region, skipped)
+        price_row({name: fields[i] for name, i in positions.items()}, region, skipped)
     return skipped
 
 
@@ -94,10 +94,10 @@ def _skip_metadata(f: IO[str]) -> None:
 
 
 def _rows_from_dicts(reader: Iterable[dict[str, str]], region: str) -> Iterator[PriceRow]:
-    names = [(col, name) for col, name in _CSV_COLUMNS.items()]
+    names = [(col, name) for col, name in CSV_COLUMNS.items()]
     for d in reader:
         row = {name: d[col] for col, name in names if col in d}
-        price = _csv_row_to_price(row, region)
+        price = price_row(row, region)
         if price is not None:
             yield price
 

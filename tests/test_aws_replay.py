@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from gpuledger.adapters import aws
+from gpuledger.adapters.aws import ec2
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from tests.conftest import replay_context
 
@@ -147,12 +148,12 @@ def test_regions_setting_narrows_the_scrape(aws_server, fresh) -> None:
 
 def test_default_regions_are_the_commercial_ones_the_account_enabled() -> None:
     index = ["us-east-1", "us-gov-west-1", "cn-north-1", "eu-north-1", "af-south-1", "us-east-1-bos-1", "me-south-1"]
-    assert aws.default_regions(index, None) == ["af-south-1", "eu-north-1", "me-south-1", "us-east-1"]
-    assert aws.default_regions(index, ["us-east-1", "eu-north-1", "ap-south-1"]) == ["eu-north-1", "us-east-1"]
+    assert ec2.default_regions(index, None) == ["af-south-1", "eu-north-1", "me-south-1", "us-east-1"]
+    assert ec2.default_regions(index, ["us-east-1", "eu-north-1", "ap-south-1"]) == ["eu-north-1", "us-east-1"]
     doc = {"Regions": [{"RegionName": "us-east-1", "OptInStatus": "opt-in-not-required"},
                        {"RegionName": "af-south-1", "OptInStatus": "opted-in"},
                        {"RegionName": "me-south-1", "OptInStatus": "not-opted-in"}]}
-    assert aws.parse_enabled_regions(doc) == ["af-south-1", "us-east-1"]
+    assert ec2.parse_enabled_regions(doc) == ["af-south-1", "us-east-1"]
 
 
 def test_default_scrape_asks_ec2_which_regions_are_enabled(bulk_batch) -> None:
@@ -249,7 +250,7 @@ def test_without_ec2_the_price_list_alone_names_the_gpus(bulk_batch, aws_server,
     assert from_list == {k: v for k, v in described.items() if k[0] in SOME}
 
 
-def test_server_error_after_retries_fails_the_provider(aws_server, fresh) -> None:
+def test_spot_history_failing_after_retries_costs_only_the_spot_offers(bulk_batch, aws_server, fresh) -> None:
     def fail_spot(host, req, ex):
         if req.params.get("Action") == "DescribeSpotPriceHistory":
             return 503, {"Content-Type": "text/xml"}, b"<Response><Errors><Error><Code>Unavailable</Code>" \
@@ -257,10 +258,19 @@ def test_server_error_after_retries_fails_the_provider(aws_server, fresh) -> Non
         return None
 
     server = fresh(hook=fail_spot)
-    with pytest.raises(SourceError, match="aws: EC2 API in .* failed"):
-        aws.fetch(replay_context(aws_server, "aws", settings={"aws_regions": "us-east-1,eu-north-1"}))
+    ctx = replay_context(aws_server, "aws", settings={"aws_regions": "us-east-1,eu-north-1"})
+    batch = aws.fetch(ctx)
     attempts = [r for _, r in server.requests if r.params.get("Action") == "DescribeSpotPriceHistory"]
     assert len(attempts) >= 2  # botocore retried before giving up
+    assert set(ctx.degraded) == {"spot prices"}
+    assert "DescribeSpotPriceHistory" in ctx.degraded["spot prices"] and "Unavailable" in ctx.degraded["spot prices"]
+    assert not [o for o in batch.offers if o.purchase_option == "spot"] and not batch.spot_prices
+    # every other offer of the two regions is the full scrape's, as it was
+    full, _, _ = bulk_batch
+    key = lambda o: (o.region, o.instance_type, o.purchase_option, o.price_per_hour, o.available_count)  # noqa: E731
+    assert sorted(map(key, batch.offers)) == sorted(key(o) for o in full.offers if o.purchase_option != "spot"
+                                                    and o.region in ("us-east-1", "eu-north-1"))
+    assert len(batch.offers) > 1000 and batch.capacity_blocks
 
 
 def test_truncated_offer_file_is_schema_drift(aws_server, fresh) -> None:
@@ -281,25 +291,26 @@ def test_region_missing_from_the_price_list_fails_loudly(aws_server) -> None:
         aws.fetch(ctx)
 
 
-def test_boto_clients_made_side_by_side_share_one_session_and_the_parsed_models() -> None:
+def test_boto_clients_made_side_by_side_share_one_session_and_the_parsed_models(monkeypatch) -> None:
     """Eight regions' EC2 clients made from eight threads at once (boto3 Sessions are not
-    thread-safe): each gets its own region and endpoint, one session per scrape, and a second
-    scrape's session reuses the service models the first one parsed."""
+    thread-safe): each gets its own region and endpoint, and a second scrape's session reuses the
+    service model the first one read (botocore's loader reads none of EC2's model files again)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from botocore.loaders import Loader
+
+    read: list[str] = []
+    load = Loader.load_data_with_path
+    monkeypatch.setattr(Loader, "load_data_with_path", lambda self, name: read.append(name) or load(self, name))
     regions = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
                "ap-northeast-1", "ap-southeast-2"]
     urls = {f"ec2.{r}.amazonaws.com": f"http://127.0.0.1:{9000 + i}" for i, r in enumerate(regions)}
     ctx = SourceContext("aws", mode="replay", replay_urls=urls)
     with ThreadPoolExecutor(8) as pool:
-        clients = list(pool.map(lambda r: ctx.boto_client("ec2", r, f"ec2.{r}.amazonaws.com",
-                                                          aws_access_key_id="replay",
-                                                          aws_secret_access_key="replay"), regions))
+        clients = list(pool.map(lambda r: ec2.ec2_client(ctx, r), regions))
     assert [c.meta.region_name for c in clients] == regions
     assert [c.meta.endpoint_url for c in clients] == [urls[f"ec2.{r}.amazonaws.com"] for r in regions]
-    other = SourceContext("aws", mode="replay", replay_urls=urls)
-    other.boto_client("ec2", "us-east-1", "ec2.us-east-1.amazonaws.com", aws_access_key_id="replay",
-                      aws_secret_access_key="replay")
-    assert ctx._boto_session is not other._boto_session
-    loader = ctx._boto_session._session.get_component("data_loader")
-    assert other._boto_session._session.get_component("data_loader") is loader
+    first = len(read)
+    assert "ec2/2016-11-15/service-2" in read
+    ec2.ec2_client(SourceContext("aws", mode="replay", replay_urls=urls), "us-east-1")
+    assert not [name for name in read[first:] if name.startswith("ec2/")]

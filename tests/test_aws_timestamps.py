@@ -1,4 +1,4 @@
-"""The EC2 clients' timestamp parser: the same instants as botocore's own, for every form AWS writes."""
+"""The boto3 clients' timestamp parser: the same instants as botocore's own, for every form AWS writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from datetime import datetime, timezone
 import pytest
 from botocore.utils import parse_timestamp
 
-from gpuledger.adapters import aws
+from gpuledger.adapters.aws import ec2
+from gpuledger.adapters.base import parse_api_timestamp
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from tests.conftest import replay_context
 
 
 @pytest.mark.parametrize("text, instant", [
@@ -18,12 +21,17 @@ from gpuledger.adapters import aws
     (1795911108, datetime(2026, 11, 29, 0, 11, 48, tzinfo=timezone.utc)),  # epoch seconds (JSON APIs)
 ])
 def test_same_instant_as_botocore(text, instant) -> None:
-    ours = aws.parse_api_timestamp(text)
+    ours = parse_api_timestamp(text)
     assert ours.tzinfo is not None and ours == instant == parse_timestamp(text)
 
 
 def test_ec2_clients_parse_with_it() -> None:
-    ctx = aws.SourceContext(provider="aws", mode="replay", replay_urls={"ec2.us-east-1.amazonaws.com": "http://127.0.0.1:9"})
-    client = aws.ec2_client(ctx, "us-east-1")
-    parser = client._endpoint._response_parser_factory.create_parser("ec2")
-    assert parser._timestamp_parser is aws.parse_api_timestamp
+    """A recorded spot price history page through a real EC2 client: its Timestamps carry the
+    standard library's UTC (botocore's own parser gives dateutil's tzutc())."""
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["aws"]) as server:
+        client = ec2.ec2_client(replay_context(server, "aws"), "af-south-1")
+        page = client.describe_spot_price_history(ProductDescriptions=["Linux/UNIX"],
+                                                  StartTime=datetime(2026, 11, 1, tzinfo=timezone.utc),
+                                                  Filters=ec2.gpu_type_filters(), MaxResults=1000)
+    stamps = [p["Timestamp"] for p in page["SpotPriceHistory"]]
+    assert stamps and all(s.tzinfo is timezone.utc for s in stamps)

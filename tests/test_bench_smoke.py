@@ -1,8 +1,9 @@
 """Fast correctness checks of the benchmark generators and of the optimized code paths.
 
 No timings here (those live in `python -m bench`): the synthetic data must have the real
-format and mix, the optimized AWS parser must return exactly what the straightforward one
-returns, and the set-based merge must leave a warehouse that passes its integrity checks.
+format and mix, the AWS offer-file parse (DuckDB's CSV reader) must return exactly what the
+straightforward line-based one returns, and the set-based merge must leave a warehouse that
+passes its integrity checks.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.adapters import aws
+from gpuledger.adapters.aws import pricelist
 from gpuledger.adapters.base import SchemaDriftError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from tests.builders import scraped
@@ -84,22 +85,21 @@ def test_generator_mix_is_realistic(synthetic: bytes) -> None:
 
 
 @pytest.mark.parametrize("path", BULK, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
-def test_optimized_parser_equals_the_straightforward_one_on_the_recording(path: Path) -> None:
+def test_the_parse_equals_the_straightforward_one_on_the_recording(path: Path) -> None:
     data = gzip.decompress(path.read_bytes())
     region = path.parent.name
     want_meta: dict[str, str] = {}
     want = list(parse_offer_csv_lines(data.decode().splitlines(), region, want_meta))
     assert want  # every bundled file has rows we keep
-    for size in (1, 97, 65536, len(data)):
+    for size in (97, len(data)):
         meta: dict[str, str] = {}
-        assert list(aws.parse_offer_chunks(chunked(data, size), region, meta)) == want
+        assert pricelist.parse_offer_chunks(chunked(data, size), region, meta) == want
         assert meta == want_meta
-    assert list(aws.parse_offer_csv(data.decode().splitlines(), region)) == want
 
 
-def test_optimized_parser_equals_baselines_on_a_generated_file(synthetic: bytes) -> None:
+def test_the_parse_equals_the_baselines_on_a_generated_file(synthetic: bytes) -> None:
     want = list(parse_offer_csv_lines(synthetic.decode().splitlines(), "us-east-1"))
-    got = list(aws.parse_offer_chunks(chunked(synthetic, 1 << 16), "us-east-1"))
+    got = list(pricelist.parse_offer_chunks(chunked(synthetic, 1 << 16), "us-east-1"))
     assert got == want
     assert list(parse_prefilter_dictreader(io.StringIO(synthetic.decode(), newline=""), "us-east-1")) == want
     kinds = Counter(r.kind for r in got)
@@ -108,8 +108,7 @@ def test_optimized_parser_equals_baselines_on_a_generated_file(synthetic: bytes)
 
 
 def test_rows_of_one_sku_scattered_through_the_file_give_what_the_reference_gives(synthetic: bytes) -> None:
-    # The prefilter decides a run of one SKU's Reserved lines on its first; with the rows shuffled
-    # every run is one line long, and the kept rows and the counts stay the reference's.
+    # The rows out of the file's SKU order: the kept rows keep their order, the counts the reference's.
     import random
 
     lines = synthetic.split(b"\n")
@@ -120,44 +119,41 @@ def test_rows_of_one_sku_scattered_through_the_file_give_what_the_reference_give
     assert sum(1 for r in want if r.kind == "reserved") > 10
     for size in (4093, len(shuffled)):
         skipped: Counter[str] = Counter()
-        assert list(aws.parse_offer_chunks(chunked(shuffled, size), "us-east-1", skipped=skipped)) == want
+        assert list(pricelist.parse_offer_chunks(chunked(shuffled, size), "us-east-1", skipped=skipped)) == want
         assert skipped == skip_counts(shuffled.decode().splitlines(), "us-east-1")
 
 
 def test_skipped_counts_by_reason_equal_the_csv_module_parse_of_every_row(synthetic: bytes) -> None:
     want = skip_counts(synthetic.decode().splitlines(), "us-east-1")
-    assert want[aws.SKIP_VARIANT] > 0 and want[aws.SKIP_CPU_ONLY] > 0 and want[aws.SKIP_TERM] > 0
+    assert want[pricelist.SKIP_VARIANT] > 0 and want[pricelist.SKIP_CPU_ONLY] > 0 and want[pricelist.SKIP_TERM] > 0
     for size in (4093, len(synthetic)):
         skipped: Counter[str] = Counter()
-        list(aws.parse_offer_chunks(chunked(synthetic, size), "us-east-1", skipped=skipped))
+        list(pricelist.parse_offer_chunks(chunked(synthetic, size), "us-east-1", skipped=skipped))
         assert skipped == want
     for path in [p for p in BULK if p.parent.parent.name == "AmazonEC2"][:1]:  # a real recording too
         data = gzip.decompress(path.read_bytes())
         skipped = Counter()
-        list(aws.parse_offer_chunks(chunked(data, 65536), path.parent.name, skipped=skipped))
+        list(pricelist.parse_offer_chunks(chunked(data, 65536), path.parent.name, skipped=skipped))
         assert skipped == skip_counts(data.decode().splitlines(), path.parent.name)
 
 
-def test_crlf_file_takes_the_csv_module_path_with_the_same_rows(synthetic: bytes) -> None:
-    want = list(aws.parse_offer_chunks([synthetic], "us-east-1"))
+def test_a_crlf_file_gives_the_same_rows(synthetic: bytes) -> None:
+    want = list(pricelist.parse_offer_chunks([synthetic], "us-east-1"))
     crlf = synthetic.replace(b"\n", b"\r\n")
-    assert list(aws.parse_offer_chunks(chunked(crlf, 4096), "us-east-1")) == want
+    assert list(pricelist.parse_offer_chunks(chunked(crlf, 4096), "us-east-1")) == want
 
 
-def _rows(data: bytes) -> list[bytes]:
-    return data.split(b"\n")
-
-
-def test_malformed_and_truncated_files_fail_as_before(synthetic: bytes) -> None:
-    lines = _rows(synthetic)
-    od = next(i for i, ln in enumerate(lines) if i > 5 and aws._KEPT_LINE.match(ln))
+def test_malformed_and_truncated_files_are_schema_drift(synthetic: bytes) -> None:
+    lines = synthetic.split(b"\n")
+    kept = {r.sku for r in pricelist.parse_offer_chunks([synthetic], "x") if r.kind == "instance"}
+    od = next(i for i, ln in enumerate(lines) if i > 5 and ln[1:17].decode() in kept)
     rsv = next(i for i, ln in enumerate(lines) if i > 5 and b'"Reserved"' in ln.split(b",", 4)[3]
                and b',"GPU instance",' not in ln)
 
     def both(data: bytes) -> tuple[object, object]:
         out = []
         for fn in (lambda: list(parse_offer_csv_lines(data.decode().splitlines(), "x")),
-                   lambda: list(aws.parse_offer_chunks(chunked(data, 1 << 16), "x"))):
+                   lambda: pricelist.parse_offer_chunks(chunked(data, 1 << 16), "x")):
             try:
                 out.append(fn())
             except SchemaDriftError as err:
@@ -165,28 +161,28 @@ def test_malformed_and_truncated_files_fail_as_before(synthetic: bytes) -> None:
         return out[0], out[1]
 
     extra = list(lines)
-    extra[od] = extra[od] + b',"surplus"'  # an OnDemand row with a 92nd field
+    extra[od] = extra[od] + b',"surplus"'  # a kept OnDemand row with a 92nd field
     old, new = both(b"\n".join(extra))
-    assert old == new and "a row has 92 fields, the header 91" in str(new)
+    assert "a row has 92 fields, the header 91" in str(old)
+    assert str(new).startswith(f"SchemaDriftError: aws: offer file for x is not valid CSV (Expected 91 columns, got "
+                               f"92: {lines[od][:40].decode()}")
     bad_reserved = list(lines)
-    bad_reserved[rsv] = bad_reserved[rsv] + b',"surplus"'  # a CPU-only Reserved row: never parsed, never an error
+    bad_reserved[rsv] = bad_reserved[rsv] + b',"surplus"'  # a CPU-only Reserved row: never a price
     old, new = both(b"\n".join(bad_reserved))
-    assert old == new and isinstance(new, list)
+    # the line-based parser never read it; the CSV reader reads every row and trusts no malformed file
+    assert isinstance(old, list) and f"Expected 91 columns, got 92: {lines[rsv][:40].decode()}" in str(new)
     cut = synthetic[: len(synthetic) // 2]
     cut = cut[: cut.rfind(b"\n") + 40]  # cut mid-row
     old, new = both(cut)
-    assert old == new and isinstance(new, str) and ("partial row" in new or "fields" in new)
+    assert "partial row" in str(old) and "not valid CSV" in str(new)
     # a kept row whose price is not a number
     head = next(csv.reader([lines[5].decode()]))
-    kept = {r.sku for r in aws.parse_offer_chunks([synthetic], "x") if r.kind == "instance"}
-    keep = next(i for i, ln in enumerate(lines) if i > 5 and aws._KEPT_LINE.match(ln)
-                and ln[1:17].decode() in kept)
-    fields = next(csv.reader([lines[keep].decode()]))
+    fields = next(csv.reader([lines[od].decode()]))
     fields[head.index("PricePerUnit")] = "n/a"
     buf = io.StringIO()
     csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(fields)
     priced = list(lines)
-    priced[keep] = buf.getvalue().encode()
+    priced[od] = buf.getvalue().encode()
     old, new = both(b"\n".join(priced))
     assert old == new and "no numeric PricePerUnit" in str(new)
 
@@ -196,12 +192,12 @@ def test_fetch_prices_bulk_streams_the_same_rows_as_the_reference(replay) -> Non
     ctx = replay_context(server, "aws")
     index = {p.parent.name: p for p in BULK if p.parent.parent.name == "AmazonEC2"}
     dt = {p.parent.name: p for p in BULK if p.parent.parent.name == "AWSDataTransfer"}
-    ec2_paths = aws.parse_region_index(__import__("json").loads(
+    ec2_paths = pricelist.parse_region_index(__import__("json").loads(
         (BUNDLED_RECORDINGS / "aws" / "bulk" / "AmazonEC2" / "region_index.json").read_text()), "AmazonEC2")
-    dt_paths = aws.parse_region_index(__import__("json").loads(
+    dt_paths = pricelist.parse_region_index(__import__("json").loads(
         (BUNDLED_RECORDINGS / "aws" / "bulk" / "AWSDataTransfer" / "region_index.json").read_text()), "AWSDataTransfer")
     with ctx.http_client() as client:
-        rows, publication = aws.fetch_prices_bulk(ctx, client, "us-east-1", ec2_paths, dt_paths)
+        rows, publication = pricelist.fetch_prices_bulk(ctx, client, "us-east-1", ec2_paths, dt_paths)
     want = list(parse_offer_csv_lines(gzip.decompress(index["us-east-1"].read_bytes()).decode().splitlines(),
                                       "us-east-1"))
     want += [r for r in parse_offer_csv_lines(gzip.decompress(dt["us-east-1"].read_bytes()).decode().splitlines(),

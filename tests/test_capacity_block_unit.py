@@ -17,7 +17,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger.adapters import aws_capacity_blocks, registry
+from gpuledger.adapters import registry
+from gpuledger.adapters.aws import capacity_blocks as aws_capacity_blocks
 from gpuledger.adapters.base import MissingCredentialsError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows import cadence

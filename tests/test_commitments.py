@@ -23,7 +23,8 @@ import duckdb
 import pytest
 from pydantic import ValidationError
 
-from gpuledger.adapters import aws, azure
+from gpuledger.adapters import azure
+from gpuledger.adapters.aws import offers, pricelist
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.warehouse.recommender.macros import install_macros
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
@@ -73,9 +74,9 @@ def test_term_and_payment_keep_commitments_apart() -> None:
 @pytest.fixture(scope="module")
 def aws_us_east_1() -> tuple[Batch, Counter[str]]:
     skipped: Counter[str] = Counter()
-    rows = list(aws.parse_offer_chunks([gzip.decompress(AWS_US_EAST_1.read_bytes())], "us-east-1", skipped=skipped))
+    rows = list(pricelist.parse_offer_chunks([gzip.decompress(AWS_US_EAST_1.read_bytes())], "us-east-1", skipped=skipped))
     batch = Batch("aws")
-    aws.build_region(batch, aws.RegionPayload(region="us-east-1", prices=rows))
+    offers.build_region(batch, offers.RegionPayload(region="us-east-1", prices=rows))
     return batch, skipped
 
 
@@ -108,7 +109,7 @@ def test_aws_reserved_rows_of_cpu_families_are_counted(aws_us_east_1) -> None:
     batch, skipped = aws_us_east_1
     assert batch.quarantined == []
     # m5.large and c5.xlarge: 2 types x 2 OS x (12 hourly + 8 fee rows) Reserved rows
-    assert skipped[aws.SKIP_TERM] == 80
+    assert skipped[pricelist.SKIP_TERM] == 80
 
 
 # -- Azure: reservations (a term's whole price) and savings plans (hourly rates) ----------------

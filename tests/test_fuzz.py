@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,7 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuledger.adapters import aws, azure, gcp, lambdalabs, runpod, vastai
+from gpuledger.adapters import azure, gcp, lambdalabs, runpod, vastai
+from gpuledger.adapters.aws import ec2, offers, pricelist
 from gpuledger.adapters.base import SchemaDriftError, SourceError
 from gpuledger.spiders import coreweave, hyperstack
 from gpuledger.spiders.items import PageRow, PriceTextError, parse_money, usd_per_gb_month, usd_price
@@ -241,19 +243,20 @@ AWS_DOCS = {
                                              "LocationType": "availability-zone"}]},
     "spot": {"SpotPriceHistory": [{"InstanceType": "g4ad.2xlarge", "AvailabilityZone": "us-east-1a",
                                    "ProductDescription": "Linux/UNIX", "SpotPrice": "0.2123",
-                                   "Timestamp": "2026-11-30T02:00:00+00:00"}]},
+                                   "Timestamp": datetime(2026, 11, 30, 2, tzinfo=timezone.utc)}]},
 }
 
 
 def aws_parse(docs: dict[str, Any]) -> Any:
-    aws.parse_region_index(docs["index"], "AmazonEC2")
-    rows = aws.parse_price_list_item(docs["item"], "us-east-1") + aws.parse_price_list_item(docs["ebs"], "us-east-1")
-    payload = aws.RegionPayload(
-        region="us-east-1", prices=rows, specs=aws.parse_instance_types([docs["types"]]),
-        offerings=aws.parse_offerings([docs["offerings"]]), spot=aws.parse_spot_history([docs["spot"]]),
-        advisor=aws.parse_spot_advisor(docs["advisor"], "us-east-1"))
+    pricelist.parse_region_index(docs["index"], "AmazonEC2")
+    rows = pricelist.parse_price_list_item(docs["item"], "us-east-1") + \
+        pricelist.parse_price_list_item(docs["ebs"], "us-east-1")
+    payload = offers.RegionPayload(
+        region="us-east-1", prices=rows, specs=ec2.parse_instance_types([docs["types"]]),
+        offerings=ec2.parse_offerings([docs["offerings"]]), spot_history=ec2.parse_spot_observations([docs["spot"]]),
+        advisor=ec2.parse_spot_advisor(docs["advisor"], "us-east-1"))
     batch = Batch("aws")
-    aws.build_region(batch, payload)
+    offers.build_region(batch, payload)
     return batch
 
 
@@ -269,12 +272,12 @@ CSV_HEAD = ['"FormatVersion","v1.0"', '"SKU","OfferTermCode","RateCode","TermTyp
 @FUZZ
 @given(st.lists(st.text(alphabet=st.sampled_from('ab," 0.5SKUOnDemandTermType'), max_size=60), max_size=8))
 def test_aws_offer_csv_survives_garbage(lines: list[str]) -> None:
-    survives(lambda: list(aws.parse_offer_csv(CSV_HEAD + lines, "us-east-1")))
+    survives(lambda: pricelist.parse_offer_chunks(["\n".join(CSV_HEAD + lines).encode()], "us-east-1"))
 
 
 def test_aws_offer_csv_bare_carriage_return() -> None:
     with pytest.raises(SchemaDriftError, match="us-east-1 is not valid CSV"):
-        list(aws.parse_offer_csv(CSV_HEAD + ['"X","a","b","OnDemand",\r0,"c"'], "us-east-1"))
+        pricelist.parse_offer_chunks(["\n".join(CSV_HEAD + ['"X","a","b","OnDemand",\r0,"c"']).encode()], "us-east-1")
 
 
 # -- the spiders: saved pages with random damage -----------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger.adapters import aws_capacity_blocks
+from gpuledger.adapters.aws import capacity_blocks as aws_capacity_blocks
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.capacity_blocks import add_capacity_block

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger.adapters import aws, aws_savings_plans as sp
+from gpuledger.adapters.aws import offers, pricelist, savings_plans as sp
 from gpuledger.adapters.base import SchemaDriftError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.warehouse.records import Batch
@@ -43,17 +43,17 @@ def parsed_rates(chunk_size: int | None = None) -> tuple[list[sp.SavingsPlanRate
     body = gzip.decompress(SP_US_EAST_1.read_bytes())
     chunks = [body] if chunk_size is None else [body[i:i + chunk_size] for i in range(0, len(body), chunk_size)]
     skipped: Counter[str] = Counter()
-    return sp.parse_savings_plan_chunks(chunks, "us-east-1", aws.GPU_FAMILIES, skipped), skipped
+    return sp.parse_savings_plan_chunks(chunks, "us-east-1", pricelist.GPU_FAMILIES, skipped), skipped
 
 
 @pytest.fixture(scope="module")
-def us_east_1() -> tuple[Batch, aws.RegionPayload]:
-    prices = list(aws.parse_offer_chunks([gzip.decompress(EC2_US_EAST_1.read_bytes())], "us-east-1"))
+def us_east_1() -> tuple[Batch, offers.RegionPayload]:
+    prices = list(pricelist.parse_offer_chunks([gzip.decompress(EC2_US_EAST_1.read_bytes())], "us-east-1"))
     rates, skipped = parsed_rates()
-    payload = aws.RegionPayload(region="us-east-1", prices=prices, savings_plans=rates,
+    payload = offers.RegionPayload(region="us-east-1", prices=prices, savings_plans=rates,
                                 savings_plan_publication="2026-11-24T18:35:51Z", skipped=skipped)
     batch = Batch("aws")
-    aws.build_region(batch, payload)
+    offers.build_region(batch, payload)
     return batch, payload
 
 
@@ -100,7 +100,7 @@ def test_the_stream_parses_the_same_in_small_chunks_and_a_cut_body_is_drift() ->
     assert parsed_rates(chunk_size=777)[0] == whole
     body = gzip.decompress(SP_US_EAST_1.read_bytes())
     with pytest.raises(SchemaDriftError, match="Savings Plans file for us-east-1 is not valid JSON"):
-        sp.parse_savings_plan_chunks([body[: len(body) // 2]], "us-east-1", aws.GPU_FAMILIES)
+        sp.parse_savings_plan_chunks([body[: len(body) // 2]], "us-east-1", pricelist.GPU_FAMILIES)
 
 
 def test_usage_types_name_the_instance() -> None:
@@ -158,7 +158,7 @@ def test_an_on_demand_row_quarantined_takes_its_savings_plans_with_it(us_east_1)
               for r in payload.prices]
     skipped: Counter[str] = Counter()
     batch = Batch("aws")
-    aws.build_region(batch, aws.RegionPayload(region="us-east-1", prices=prices, savings_plans=payload.savings_plans,
+    offers.build_region(batch, offers.RegionPayload(region="us-east-1", prices=prices, savings_plans=payload.savings_plans,
                                               skipped=skipped))
     options = {o.purchase_option for o in batch.offers if o.instance_type == "p5.48xlarge"}
     assert not any("savings_plan" in o for o in options) and "on_demand" not in options
@@ -172,5 +172,5 @@ def test_terms_before_products_parse_the_same() -> None:
     doc = json.loads(gzip.decompress(SP_US_EAST_1.read_bytes()))
     body = json.dumps({"terms": doc["terms"], "products": doc["products"]}).encode()
     chunks = [body[i:i + 4096] for i in range(0, len(body), 4096)]
-    assert sp.parse_savings_plan_chunks(chunks, "us-east-1", aws.GPU_FAMILIES) == whole
+    assert sp.parse_savings_plan_chunks(chunks, "us-east-1", pricelist.GPU_FAMILIES) == whole
     assert len(whole) == 756  # 63 GPU types' rates x 12 plans

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger.adapters import aws
+from gpuledger.adapters.aws import ec2, offers
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from gpuledger.flows.fetch import SourcePlan, fetch_source
 from gpuledger.warehouse.pending import records_table
@@ -116,24 +116,24 @@ def test_spot_observations_not_kept_are_counted_or_quarantined() -> None:
     pages = [{"SpotPriceHistory": [row, {**row, "ProductDescription": "Windows"}]},
              {"SpotPriceHistory": [row, {**row, "SpotPrice": "n/a", "Timestamp": stamp + timedelta(hours=1)}]}]
     skipped: Counter[str] = Counter()
-    observations = aws.parse_spot_observations(pages, skipped)
-    assert skipped == {aws.SKIP_SPOT_OTHER_PRODUCT: 1, aws.SKIP_SPOT_REPEATED: 1}
+    observations = ec2.parse_spot_observations(pages, skipped)
+    assert skipped == {ec2.SKIP_SPOT_OTHER_PRODUCT: 1, ec2.SKIP_SPOT_REPEATED: 1}
     batch = Batch("aws")
-    aws.build_region(batch, aws.RegionPayload(region="us-east-1", prices=[], spot_history=observations))
+    offers.build_region(batch, offers.RegionPayload(region="us-east-1", prices=[], spot_history=observations))
     assert [(p.zone, p.observed_at, p.spot_price_per_hour) for p in batch.spot_prices] == \
         [("us-east-1a", stamp, 27.5)]
     assert [(q.kind, q.reason) for q in batch.quarantined] == [("spot_price", "SpotPrice 'n/a' is not a number")]
-    notes = aws.refresh_notes([aws.RegionPayload(region="us-east-1", prices=[], spot_skipped=skipped)])
+    notes = offers.refresh_notes([offers.RegionPayload(region="us-east-1", prices=[], spot_skipped=skipped)])
     assert "spot price observations skipped: 1 observations of another product description; " \
            "1 observations the answer listed twice (first kept)" in notes
 
 
 def test_an_incremental_fetch_starts_at_the_mark_a_first_run_30_days_back() -> None:
     now = datetime(2026, 12, 1, 12, tzinfo=UTC)
-    assert aws.spot_history_start({}, "us-east-1", now) == datetime(2026, 11, 1, 12, tzinfo=UTC)
+    assert ec2.spot_history_start({}, "us-east-1", now) == datetime(2026, 11, 1, 12, tzinfo=UTC)
     marks = {"spot_price_history:us-east-1": "2026-11-30T02:58:05+00:00"}
-    assert aws.spot_history_start(marks, "us-east-1", now) == datetime(2026, 11, 30, 2, 58, 5, tzinfo=UTC)
-    assert aws.spot_history_start(marks, "us-west-2", now) == datetime(2026, 11, 1, 12, tzinfo=UTC)
+    assert ec2.spot_history_start(marks, "us-east-1", now) == datetime(2026, 11, 30, 2, 58, 5, tzinfo=UTC)
+    assert ec2.spot_history_start(marks, "us-west-2", now) == datetime(2026, 11, 1, 12, tzinfo=UTC)
 
 
 # -- the time-weighted statistics on a hand-made history --------------------------------------------
@@ -310,9 +310,9 @@ def test_docs_query_capacity_block_of_8_h100_for_3_days_next_week(history_db) ->
 
 
 def test_capacity_blocks_are_asked_per_type_and_duration_where_the_setting_says(history_db) -> None:
-    assert aws.capacity_block_regions("auto", ["us-east-1", "us-west-2"]) == {"us-east-1", "us-west-2"}
-    assert aws.capacity_block_regions("off", ["us-east-1"]) == set()
-    assert aws.capacity_block_regions("us-east-1, eu-west-1", ["us-east-1", "us-west-2"]) == {"us-east-1"}
+    assert ec2.capacity_block_regions("auto", ["us-east-1", "us-west-2"]) == {"us-east-1", "us-west-2"}
+    assert ec2.capacity_block_regions("off", ["us-east-1"]) == set()
+    assert ec2.capacity_block_regions("us-east-1, eu-west-1", ["us-east-1", "us-west-2"]) == {"us-east-1"}
     db = history_db[0]
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -331,18 +331,18 @@ def test_capacity_blocks_are_asked_per_type_and_duration_where_the_setting_says(
 
 
 def test_a_capacity_block_breaking_the_contract_is_quarantined() -> None:
-    specs = aws.InstanceSpecs("p5.48xlarge", "H100", "NVIDIA", 8, 81920, 655360, 192, 2048, 7600, 3200, True,
+    specs = ec2.InstanceSpecs("p5.48xlarge", "H100", "NVIDIA", 8, 81920, 655360, 192, 2048, 7600, 3200, True,
                               capacity_block=True)
     start = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
     good = {"CapacityBlockOfferingId": "cb-1", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
             "InstanceCount": 1, "StartDate": start, "EndDate": start + timedelta(hours=72),
             "CapacityBlockDurationHours": 72, "UpfrontFee": "2211.29", "CurrencyCode": "USD", "Tenancy": "default"}
-    payload = aws.RegionPayload(region="us-east-1", prices=[], specs={"p5.48xlarge": specs}, capacity_blocks=[
+    payload = offers.RegionPayload(region="us-east-1", prices=[], specs={"p5.48xlarge": specs}, capacity_blocks=[
         good, {**good, "CapacityBlockOfferingId": "cb-2", "CurrencyCode": "EUR"},
         {**good, "CapacityBlockOfferingId": "cb-3", "UpfrontFee": "n/a"},
         {**good, "CapacityBlockOfferingId": "cb-4", "InstanceType": "p9.48xlarge"}])
     batch = Batch("aws")
-    aws.build_region(batch, payload)
+    offers.build_region(batch, payload)
     (block,) = batch.capacity_blocks
     assert (block.offering_id, block.gpu_model, block.usd_per_hour, block.usd_per_gpu_hour) == \
         ("cb-1", "H100-SXM", 2211.29 / 72, 2211.29 / 72 / 8)
@@ -365,12 +365,13 @@ def test_the_integrity_check_finds_an_observation_stored_twice(tmp_path: Path) -
     assert (check.ok, check.detail) == (False, "1 offending rows")
 
 
-def test_a_region_refusing_capacity_blocks_is_noted_not_fatal() -> None:
+def test_a_region_refusing_capacity_blocks_degrades_them_alone() -> None:
+    from gpuledger.adapters import aws
     from tests.conftest import replay_context
 
-    specs = {"p5.48xlarge": aws.InstanceSpecs("p5.48xlarge", "H100", "NVIDIA", 8, 81920, 655360, 192, 2048, 7600,
+    specs = {"p5.48xlarge": ec2.InstanceSpecs("p5.48xlarge", "H100", "NVIDIA", 8, 81920, 655360, 192, 2048, 7600,
                                               3200, True, capacity_block=True),
-             "g5.xlarge": aws.InstanceSpecs("g5.xlarge", "A10G", "NVIDIA", 1, 22888, 22888, 4, 16, 250, 10, False)}
+             "g5.xlarge": ec2.InstanceSpecs("g5.xlarge", "A10G", "NVIDIA", 1, 22888, 22888, 4, 16, 250, 10, False)}
     refused = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>Unsupported</Code>'
                b'<Message>Capacity Blocks are not supported in this Region.</Message></Error></Errors>'
                b'<RequestID>5f1b0c4e-0000-4000-8000-000000000000</RequestID></Response>')
@@ -382,15 +383,16 @@ def test_a_region_refusing_capacity_blocks_is_noted_not_fatal() -> None:
 
     with ReplayServer(BUNDLED_RECORDINGS, providers=["aws"]) as server:
         ctx = replay_context(server, "aws")
-        ec2 = aws.ec2_client(ctx, "us-east-1")
-        notes: list[str] = []
-        blocks = aws.fetch_capacity_blocks(ctx, "us-east-1", specs, notes, ec2)
+        client = ec2.ec2_client(ctx, "us-east-1")
+        blocks = ec2.fetch_capacity_blocks(client, "us-east-1", specs)
         asked = [r.params for _, r in server.requests if r.params.get("Action") == "DescribeCapacityBlockOfferings"]
         server.hook = refuse
-        assert aws.fetch_capacity_blocks(ctx, "us-east-1", specs, notes, ec2) == []
+        assert aws.enrich(ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, "us-east-1", specs,
+                          default=[]) == []
     # only the type sold as capacity blocks, once per duration, one instance
     assert [(a["InstanceType"], a["InstanceCount"], a["CapacityDurationHours"]) for a in asked] == \
         [("p5.48xlarge", "1", str(h)) for h in (24, 72, 168, 336)]
     assert len(blocks) == 8 + 7 + 8 + 7  # the four p5.48xlarge answers of the recording
-    assert len(notes) == 1 and notes[0].startswith("capacity blocks in us-east-1 not fetched: ") and \
-        "Unsupported" in notes[0] and "not supported in this Region" in notes[0]
+    assert ctx.degraded == {"capacity blocks": "aws: EC2 API in us-east-1 (DescribeCapacityBlockOfferings) failed: "
+                            "HTTP 400: An error occurred (Unsupported) when calling the DescribeCapacityBlockOfferings "
+                            "operation: Capacity Blocks are not supported in this Region."}

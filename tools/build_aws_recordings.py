@@ -2169,7 +2169,7 @@ def build(root: Path) -> Writer:
     return w
 
 
-# The refresh unit `aws_capacity_blocks` (adapters/aws_capacity_blocks.py) asks only these of
+# The refresh unit `aws_capacity_blocks` (adapters/aws/capacity_blocks.py) asks only these of
 # the same recording, in the capacity-block regions: its folder holds copies of their bodies.
 UNIT = "aws_capacity_blocks"
 UNIT_ACTIONS = ("DescribeInstanceTypes", "DescribeCapacityBlockOfferings")

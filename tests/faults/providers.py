@@ -481,14 +481,14 @@ def _aws_rows(text: str) -> tuple[list[str], list[str], dict[str, int]]:
 
 
 def _aws_victim_line(lines: list[str], cols: dict[str, int]) -> int:
-    from gpuledger.adapters.aws import _csv_row_to_price, _CSV_COLUMNS
+    from gpuledger.adapters.aws.pricelist import CSV_COLUMNS, price_row
 
     for n in range(cols["_head"] + 1, len(lines)):
         if '"OnDemand"' not in lines[n]:
             continue
         fields = next(csv.reader([lines[n]]))
-        row = {name: fields[cols[col]] for col, name in _CSV_COLUMNS.items() if col in cols}
-        price = _csv_row_to_price(row, "us-east-1")
+        row = {name: fields[cols[col]] for col, name in CSV_COLUMNS.items() if col in cols}
+        price = price_row(row, "us-east-1")
         if price is not None and price.kind == "instance" and price.price > 0 and price.instance_type.startswith("g6e."):
             return n
     raise AssertionError("no on-demand g6e row in the us-east-1 price list")

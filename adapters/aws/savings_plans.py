@@ -1,33 +1,27 @@
 """AWS Savings Plans (Compute and EC2 Instance, 1 and 3 years) from the public Savings Plans price list.
 
-Format (AWS Billing User Guide, "Service Region index file for Savings Plan" and "Reading the
-service price list file for a Savings Plan"): the region index
-`/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json` lists `regions`, each with
-its `regionCode` and the `versionUrl` of that region's JSON file. A region file holds `products`
-(one per plan: `sku`, `productFamily` ComputeSavingsPlans or EC2InstanceSavingsPlans,
-`attributes.purchaseOption` No/Partial/All Upfront) and `terms.savingsPlan` (one per plan `sku`:
-`leaseContractLength` {duration, unit}, and `rates`, each the plan's price of one EC2 product:
-`discountedSku` is the on-demand SKU it discounts, `discountedRate` {price, currency} the hourly
-rate). A Savings Plan rate is already the effective hourly rate whatever the payment option: the
-upfront part pays the commitment, not an instance.
-
-The region file is large (every instance type, OS and tenancy, Fargate and Lambda): it is parsed
-as it streams (ijson), keeping only rates of Linux on-demand usage of GPU families; the join to
-the on-demand offers by SKU is `join_on_demand`, pure.
+Format (AWS Billing User Guide, "Reading the service price list file for a Savings Plan"): the
+region index lists `regions` with their `regionCode` and `versionUrl`. A region file holds
+`products` (one per plan: `sku`, `productFamily`, `attributes.purchaseOption`) and
+`terms.savingsPlan` (one per plan `sku`: `leaseContractLength` {duration, unit} and `rates`, each
+the plan's hourly rate `discountedRate` {price, currency} of the on-demand SKU `discountedSku`).
+A rate is the effective hourly rate whatever the payment option. The file holds every instance
+type, OS and tenancy, Fargate and Lambda: it is parsed as it streams (ijson), keeping only rates
+of Linux on-demand usage of GPU families.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Collection, Iterable
 
 import ijson
 
-from gpuledger.adapters.base import SchemaDriftError, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard
 
 SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json"
-
 # productFamily -> the Commitment of warehouse.records it is sold as.
 PLAN_KINDS = {"ComputeSavingsPlans": "compute_savings_plan", "EC2InstanceSavingsPlans": "ec2_instance_savings_plan"}
 PAYMENTS = {"No Upfront": "no_upfront", "Partial Upfront": "partial_upfront", "All Upfront": "all_upfront"}
@@ -73,25 +67,14 @@ def parse_savings_plan_index(doc: Any) -> dict[str, str]:
 def instance_type_of(usage_type: str) -> str | None:
     """'USE2-BoxUsage:p5.48xlarge' or 'BoxUsage:p5.48xlarge' -> 'p5.48xlarge'; None for other usage."""
     head, sep, itype = usage_type.partition(BOX_USAGE)
-    if not sep or (head and not head.endswith("-")) or not itype:
-        return None
-    return itype
-
-
-class _Sink:
-    """An ijson coroutine target: hands each item to `take` as it is parsed."""
-
-    def __init__(self, take: Any) -> None:
-        self.send = take
+    return itype if sep and itype and (not head or head.endswith("-")) else None
 
 
 class _SavingsPlanFile:
     """What a region file's stream leaves: its plans and the rates kept of its terms."""
 
     def __init__(self, region: str, families: Collection[str], skipped: Counter[str]) -> None:
-        self.region = region
-        self.families = families
-        self.skipped = skipped
+        self.region, self.families, self.skipped = region, families, skipped
         self.products_seen = 0
         self.plans: dict[str, tuple[str, str]] = {}  # plan sku -> (commitment, payment option)
         self.terms: list[tuple[str, int, str, list[dict[str, Any]]]] = []  # (sku, months, description, kept rates)
@@ -112,22 +95,20 @@ class _SavingsPlanFile:
             if length.get("unit") != "year":
                 raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: term {item['sku']} lasts "
                                        f"{length!r}, not whole years")
-            months = int(length["duration"]) * 12
             kept = []
             for rate in item["rates"]:
+                itype = instance_type_of(rate.get("discountedUsageType", ""))
                 if rate.get("discountedServiceCode") != "AmazonEC2":
                     self.skipped[SKIP_OTHER_SERVICE] += 1
-                    continue
-                itype = instance_type_of(rate.get("discountedUsageType", ""))
-                if (rate.get("discountedOperation") != LINUX_OPERATION or itype is None
-                        or itype.split(".", 1)[0] not in self.families):
+                elif rate.get("discountedOperation") != LINUX_OPERATION or itype is None \
+                        or itype.split(".", 1)[0] not in self.families:
                     self.skipped[SKIP_OTHER_USAGE] += 1
-                    continue
-                kept.append({"discountedSku": rate["discountedSku"], "discountedUsageType": rate["discountedUsageType"],
-                             "instance_type": itype, "rateCode": rate.get("rateCode", ""),
-                             "price": str(rate["discountedRate"]["price"]),
-                             "currency": rate["discountedRate"].get("currency", "")})
-            self.terms.append((item["sku"], months, item.get("description", ""), kept))
+                else:
+                    kept.append(dict(discounted_sku=rate["discountedSku"], usage_type=rate["discountedUsageType"],
+                                     instance_type=itype, rate_code=rate.get("rateCode", ""),
+                                     rate=str(rate["discountedRate"]["price"]),
+                                     currency=rate["discountedRate"].get("currency", "")))
+            self.terms.append((item["sku"], int(length["duration"]) * 12, item.get("description", ""), kept))
         except (AttributeError, KeyError, TypeError, ValueError) as err:
             raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: a term lacks or garbles {err}") \
                 from None
@@ -135,16 +116,12 @@ class _SavingsPlanFile:
     def rates(self) -> list[SavingsPlanRate]:
         out = []
         for sku, months, description, kept in self.terms:
-            plan = self.plans.get(sku)
-            if plan is None:
+            if sku not in self.plans:
                 self.skipped[SKIP_OTHER_PLAN] += 1
                 continue
-            commitment, payment = plan
-            out.extend(SavingsPlanRate(
-                commitment=commitment, term_months=months, payment_option=payment, plan_sku=sku,
-                discounted_sku=r["discountedSku"], usage_type=r["discountedUsageType"],
-                instance_type=r["instance_type"], rate=r["price"], currency=r["currency"], rate_code=r["rateCode"],
-                description=description) for r in kept)
+            commitment, payment = self.plans[sku]
+            out.extend(SavingsPlanRate(commitment=commitment, term_months=months, payment_option=payment,
+                                       plan_sku=sku, description=description, **r) for r in kept)
         return out
 
 
@@ -153,15 +130,12 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
     """Stream a region's Savings Plans file (raw body chunks of any size) into the rates of Compute
     and EC2 Instance Savings Plans for Linux shared on-demand usage of the instance `families`;
     every other rate is counted in `skipped` by reason. Memory holds one term at a time."""
-    skipped = Counter() if skipped is None else skipped
-    found = _SavingsPlanFile(region, families, skipped)
-    products = ijson.items_coro(_Sink(found.product), "products.item")
-    terms = ijson.items_coro(_Sink(found.term), "terms.savingsPlan.item")
+    found = _SavingsPlanFile(region, families, Counter() if skipped is None else skipped)
+    products = ijson.items_coro(SimpleNamespace(send=found.product), "products.item")
+    terms = ijson.items_coro(SimpleNamespace(send=found.term), "terms.savingsPlan.item")
     products_open = True
     try:
-        for chunk in chunks:
-            if not chunk:
-                continue
+        for chunk in filter(None, chunks):
             products_before, terms_before = found.products_seen, len(found.terms)
             if products_open:
                 products.send(chunk)
@@ -179,14 +153,20 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
     return found.rates()
 
 
-def join_on_demand(rates: Iterable[SavingsPlanRate], on_demand_skus: Collection[str],
-                   skipped: Counter[str] | None = None) -> list[SavingsPlanRate]:
+def fetch_savings_plans(ctx: SourceContext, client: Any, host: str, region: str, index: dict[str, str],
+                        families: Collection[str]) -> tuple[list[SavingsPlanRate], Counter[str]]:
+    """A region's Savings Plans rates (of `families` only), streamed, and the rates not kept."""
+    skipped: Counter[str] = Counter()
+    if region not in index:
+        return [], skipped
+    return parse_savings_plan_chunks(ctx.stream_bytes(client, host, index[region]), region, families, skipped), skipped
+
+
+def join_on_demand(rates: list[SavingsPlanRate], on_demand_skus: Collection[str],
+                   skipped: Counter[str]) -> list[SavingsPlanRate]:
     """The rates whose `discountedSku` is one of the region's on-demand offers (its price-list SKU);
     the others counted in `skipped`."""
-    out = []
-    for rate in rates:
-        if rate.discounted_sku in on_demand_skus:
-            out.append(rate)
-        elif skipped is not None:
-            skipped[SKIP_NO_ON_DEMAND] += 1
-    return out
+    kept = [rate for rate in rates if rate.discounted_sku in on_demand_skus]
+    if len(rates) > len(kept):
+        skipped[SKIP_NO_ON_DEMAND] += len(rates) - len(kept)
+    return kept

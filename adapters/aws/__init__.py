@@ -1,0 +1,147 @@
+"""Amazon EC2: GPU instance prices (on-demand and Reserved per region, Savings Plans, spot per AZ),
+EBS and egress, all through real clients.
+
+- core: the public bulk price list (no credentials: the region index, then each region's EC2 and
+  data-transfer offer files, `pricelist`) or, with credentials, the Pricing API's GetProducts;
+  with EC2 credentials DescribeRegions and DescribeInstanceTypes (the GPUs, `ec2`);
+- enrichments (`ENRICHMENTS`), each a request of its own whose failure costs only itself (the run
+  is marked degraded and the warehouse keeps what it last gave): spot prices
+  (DescribeSpotPriceHistory: every change since the newest stored one, or 30 days on a first run;
+  the latest per AZ is the spot offer), the Spot Instance Advisor's interruption bands, the AZs
+  offering each type (DescribeInstanceTypeOfferings), the Savings Plans price list and Capacity
+  Blocks for ML (DescribeCapacityBlockOfferings).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from gpuledger.adapters.aws import ec2, savings_plans
+from gpuledger.adapters.aws.ec2 import has_credentials
+from gpuledger.adapters.aws.offers import RegionPayload, build_region, refresh_notes
+from gpuledger.adapters.aws.pricelist import (
+    DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_BULK_HOST, fetch_prices_api, fetch_prices_bulk,
+    parse_region_index,
+)
+from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.adapters.contract import Enrichment, ProviderSpec
+from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option
+
+NAME = "aws"
+
+ENRICHMENTS = (
+    Enrichment(name="spot prices", options=("spot",)),
+    Enrichment(name="spot advisor", columns=("interruption_risk", "interruption_risk_level",
+                                             "interruption_rate_max_pct", "interruption_risk_source")),
+    Enrichment(name="az offerings", columns=("available", "available_count", "availability_level")),
+    Enrichment(name="savings plans", options=tuple(
+        commitment_option(plan, months, payment) for plan in savings_plans.PLAN_KINDS.values() for months in (12, 36)
+        for payment in savings_plans.PAYMENTS.values())),
+    Enrichment(name="capacity blocks"),
+)
+
+PROVIDER = ProviderSpec(
+    name=NAME,
+    source_kind="api",
+    secret_env_vars=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
+    # A session token belongs to short-lived credentials, which a repository secret cannot be.
+    nightly_secrets=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+    enrichments=ENRICHMENTS,
+    facts=ProviderFacts(
+        display_name="Amazon Web Services (EC2)",
+        kind="hyperscaler",
+        billing_granularity_s=1,
+        minimum_charge_s=60,
+        billing_notes="Linux on-demand and Spot are billed per second with a 60-second minimum.",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="A stopped instance stops compute billing; its EBS volumes keep billing.",
+        access_ssh=True,
+        access_docker=True,
+        access_jupyter=False,
+        multinode_interconnect="EFA (p4d 400 Gbps, p5 3200 Gbps)",
+        interruptible_offer="Spot (2-minute interruption notice)",
+        price_source="AWS Price List (bulk files or Pricing API), EC2 API, Spot Instance Advisor",
+        source_urls=[
+            "https://aws.amazon.com/ec2/pricing/on-demand/",
+            "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html",
+            "https://aws.amazon.com/ec2/instance-types/p5/",
+            "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html",
+        ],
+    ),
+)
+
+
+def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+    """`fetch(*args)` as the enrichment `name` of PROVIDER, within its time limit."""
+    return ctx.enrich(name, fetch, *args, default=default, timeout_s=PROVIDER.enrichment(name).timeout_s)
+
+
+def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str, str], str | None]:
+    doc = ctx.get_json(client, PRICING_BULK_HOST, savings_plans.SAVINGS_PLAN_REGION_INDEX)
+    return savings_plans.parse_savings_plan_index(doc), doc.get("publicationDate")
+
+
+def fetch(ctx: SourceContext) -> Batch:
+    """Scrape AWS: every selected region, concurrently, into one Batch."""
+    batch = PROVIDER.batch()
+    creds, config = has_credentials(ctx), ctx.config
+    use_ec2 = creds and config.aws_ec2_api != "off"
+    use_api = config.aws_price_source == "api" or (config.aws_price_source == "auto" and creds and ctx.mode == "live")
+    if use_api and not creds:
+        raise SourceError("aws: aws_price_source=api needs AWS credentials (none found in the standard chain)")
+    if not use_ec2:
+        batch.notes.append("no AWS credentials (or aws_ec2_api=off): on-demand prices from the public "
+                           "price list only; no EC2 facts, AZ offerings or spot prices")
+    with ctx.http_client() as client:
+        ec2_index = parse_region_index(ctx.get_json(client, PRICING_BULK_HOST, EC2_REGION_INDEX), "AmazonEC2")
+        dt_index = {} if use_api else parse_region_index(
+            ctx.get_json(client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX), "AWSDataTransfer")
+        advisor = enrich(ctx, "spot advisor", ctx.get_json, client, ec2.SPOT_ADVISOR_HOST, ec2.SPOT_ADVISOR_PATH) \
+            if use_ec2 else None
+        plans = enrich(ctx, "savings plans", fetch_savings_plan_index, ctx, client)
+        enabled = ec2.fetch_enabled_regions(ctx) if use_ec2 and config.aws_regions is None else None
+        regions = ctx.select_regions(ec2_index, ec2.default_regions(ec2_index, enabled), "the price list")
+        block_regions = ec2.capacity_block_regions(config.aws_capacity_blocks, regions) if use_ec2 else set()
+
+        def one_region(region: str) -> RegionPayload:
+            p = RegionPayload(region=region, prices=[])
+            # The region's other answers (other hosts) are fetched while its price list streams.
+            with ThreadPoolExecutor(max_workers=5, thread_name_prefix=f"aws-{region}") as side:
+                rates = side.submit(enrich, ctx, "savings plans", savings_plans.fetch_savings_plans, ctx, client,
+                                    PRICING_BULK_HOST, region, plans[0], GPU_FAMILIES, default=([], Counter())) \
+                    if plans else None
+                if use_ec2:
+                    client_ec2 = ec2.ec2_client(ctx, region)
+                    types = side.submit(ec2.fetch_instance_types, client_ec2, region)
+                    offerings = side.submit(enrich, ctx, "az offerings", ec2.fetch_offerings, client_ec2, region)
+                    spot = side.submit(enrich, ctx, "spot prices", ec2.fetch_spot_history, ctx, client_ec2, region,
+                                       default=([], Counter()))
+                    blocks = side.submit(lambda: enrich(ctx, "capacity blocks", ec2.fetch_capacity_blocks, client_ec2,
+                                                        region, types.result(), default=[])
+                                         if region in block_regions else [])
+                if use_api:
+                    p.prices = fetch_prices_api(ctx, region, ec2.client_kwargs(ctx), p.skipped)
+                else:
+                    p.prices, p.publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index, p.skipped)
+                if rates is not None:
+                    p.savings_plans, skipped = rates.result()
+                    p.skipped.update(skipped)
+                    p.savings_plan_publication = plans[1]
+                if use_ec2:
+                    p.specs, p.offerings, p.capacity_blocks = types.result(), offerings.result(), blocks.result()
+                    p.spot_history, p.spot_skipped = spot.result()
+                    if advisor is not None:
+                        p.advisor = enrich(ctx, "spot advisor", ec2.parse_spot_advisor, advisor, region, default={})
+            return p
+
+        with ThreadPoolExecutor(max_workers=max(1, config.aws_concurrency), thread_name_prefix="aws") as pool:
+            payloads = list(pool.map(one_region, regions))
+    for payload in payloads:
+        build_region(batch, payload)
+    batch.notes.extend(refresh_notes(payloads))
+    no_plans = sorted(set(regions) - set(plans[0])) if plans else []
+    if no_plans:
+        batch.notes.append(f"{len(no_plans)} regions have no Savings Plans price file: {', '.join(no_plans)}")
+    return batch

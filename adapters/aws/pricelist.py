@@ -1,0 +1,371 @@
+"""AWS's price lists, into PriceRows: the public bulk offer files (CSV, no credentials) and the
+Pricing API's GetProducts (credentials).
+
+An offer file is 5 metadata lines, a header and one row per (SKU, term, price dimension); a
+region's EC2 file runs to hundreds of MB, 80 % of it Reserved terms of families without GPUs. It
+is parsed as it streams by pyarrow's CSV reader, in blocks, keeping the rows `price_row` may turn
+into a record and counting the others by reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from gpuledger.adapters.base import (
+    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json,
+    scrubbed,
+)
+
+PRICING_BULK_HOST = "pricing.us-east-1.amazonaws.com"
+PRICING_API_HOST = "api.pricing.us-east-1.amazonaws.com"
+EC2_REGION_INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
+DATA_TRANSFER_REGION_INDEX = "/offers/v1.0/aws/AWSDataTransfer/current/region_index.json"
+
+# Instance families that carry GPUs, and the name EC2 gives their GPU: they select price rows and,
+# without EC2 credentials, name the GPU (with credentials DescribeInstanceTypes' GpuInfo wins).
+GPU_FAMILIES: dict[str, tuple[str, str]] = {
+    "p3": ("NVIDIA", "V100"), "p3dn": ("NVIDIA", "V100"), "p4d": ("NVIDIA", "A100"),
+    "p4de": ("NVIDIA", "A100"), "p5": ("NVIDIA", "H100"), "p5e": ("NVIDIA", "H200"),
+    "p5en": ("NVIDIA", "H200"), "p6-b200": ("NVIDIA", "B200"), "p6-b300": ("NVIDIA", "B300"),
+    "p6e-gb200": ("NVIDIA", "GB200"),
+    "g4dn": ("NVIDIA", "T4"), "g4ad": ("AMD", "Radeon Pro V520"), "g5": ("NVIDIA", "A10G"),
+    "g5g": ("NVIDIA", "T4g"), "g6": ("NVIDIA", "L4"), "gr6": ("NVIDIA", "L4"), "g6e": ("NVIDIA", "L40S"),
+    "g6f": ("NVIDIA", "L4"), "gr6f": ("NVIDIA", "L4"), "g7": ("NVIDIA", "RTX PRO 4500"),
+    "g7e": ("NVIDIA", "RTX PRO Server 6000"),
+}
+COMPUTE_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
+
+# Why a price-list row is not kept: the keys of the skip counts the refresh notes report.
+SKIP_TERM = "reserved-term rows of instance families without GPUs"
+SKIP_VARIANT = "instance rows for another OS, tenancy, licence, software or capacity reservation"
+SKIP_CPU_ONLY = "CPU-only instance rows"
+SKIP_OTHER_PRODUCT = "rows of other products (snapshots, IOPS, IP addresses, other transfer)"
+SKIP_STORAGE_DIMENSION = "EBS price dimensions not per GB-month (IOPS, throughput)"
+SKIP_OTHER_REGION = "data-transfer rows of another region"
+
+
+def family_of(instance_type: str) -> str:
+    return instance_type.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One price of the bulk CSV or the Pricing API, in one shape."""
+
+    kind: str  # instance | reserved | storage | egress
+    sku: str
+    region: str
+    price: float
+    currency: str
+    unit: str
+    description: str = ""
+    instance_type: str = ""
+    vcpu: str = ""
+    memory: str = ""
+    storage: str = ""
+    network: str = ""
+    gpu: str = ""
+    gpu_memory: str = ""
+    volume_api_name: str = ""
+    transfer_type: str = ""
+    to_location: str = ""
+    to_region: str = ""
+    tier_start: str = ""
+    tier_end: str = ""
+    # Reserved terms only: one term is an hourly row (Unit Hrs) plus, unless No Upfront, a fee row
+    # (Unit Quantity) under the same SKU and offer term code.
+    term_code: str = ""
+    lease: str = ""  # "1yr" | "3yr"
+    payment: str = ""  # "No Upfront" | "Partial Upfront" | "All Upfront"
+    offering_class: str = ""  # "standard" | "convertible"
+
+
+# Bulk CSV columns read, by header name -> the row key `price_row` reads.
+CSV_COLUMNS = {
+    "SKU": "sku", "TermType": "term", "PriceDescription": "description", "StartingRange": "tier_start",
+    "EndingRange": "tier_end", "Unit": "unit", "PricePerUnit": "price", "Currency": "currency",
+    "Product Family": "family", "Instance Family": "instance_family", "Instance Type": "instance_type",
+    "vCPU": "vcpu", "Memory": "memory", "Storage": "storage", "Network Performance": "network",
+    "Tenancy": "tenancy", "Operating System": "os", "License Model": "license", "Pre Installed S/W": "sw",
+    "CapacityStatus": "capacity", "GPU": "gpu", "GPU Memory": "gpu_memory", "Region Code": "region",
+    "Volume API Name": "volume_api_name", "Transfer Type": "transfer_type", "To Location": "to_location",
+    "From Region Code": "from_region", "To Region Code": "to_region", "MarketOption": "market",
+    "OfferTermCode": "term_code", "LeaseContractLength": "lease", "PurchaseOption": "payment",
+    "OfferingClass": "offering_class",
+}
+REQUIRED_COLUMNS = ("SKU", "TermType", "PricePerUnit", "Product Family")
+
+
+def _positive(text: str) -> bool:
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
+def _is_wanted_variant(r: dict[str, str]) -> bool:
+    """The one row per instance type priced: Linux, shared tenancy, no licence or software, plain
+    on-demand capacity (`_row_verdicts` states the same for a batch of rows)."""
+    return (r.get("os") == "Linux" and r.get("tenancy") == "Shared" and r.get("sw") == "NA"
+            and r.get("capacity") == "Used" and r.get("license", "No License required") in ("No License required", "")
+            and r.get("market", "OnDemand") in ("OnDemand", ""))
+
+
+def price_row(r: dict[str, str], region: str, skipped: Counter[str] | None = None) -> PriceRow | None:
+    """The row as a PriceRow, or None (counted by reason in `skipped`) for a row not kept."""
+    def skip(reason: str) -> None:
+        if skipped is not None:
+            skipped[reason] += 1
+
+    term, family = r.get("term"), r.get("family", "")
+    if term not in ("OnDemand", "Reserved"):
+        return skip(SKIP_TERM)
+    if family in COMPUTE_FAMILIES:
+        if not _is_wanted_variant(r):
+            return skip(SKIP_VARIANT)
+        if family_of(r.get("instance_type", "")) not in GPU_FAMILIES and not _positive(r.get("gpu", "")):
+            return skip(SKIP_TERM if term == "Reserved" else SKIP_CPU_ONLY)
+        kind = "instance" if term == "OnDemand" else "reserved"
+    elif term == "Reserved":
+        return skip(SKIP_OTHER_PRODUCT)
+    elif family == "Storage" and r.get("volume_api_name"):
+        kind = "storage"
+    elif family == "Data Transfer" and r.get("transfer_type") in ("AWS Outbound", "InterRegion Outbound"):
+        kind = "egress"
+    else:
+        return skip(SKIP_OTHER_PRODUCT)
+    try:
+        price = float(r["price"])
+    except (KeyError, ValueError):
+        raise SchemaDriftError(f"aws: price list row {r.get('sku')!r} has no numeric PricePerUnit") from None
+    g = lambda key: r.get(key) or ""  # noqa: E731
+    return PriceRow(
+        kind=kind, sku=g("sku"), region=g("region") or g("from_region") or region, price=price, currency=g("currency"),
+        unit=g("unit"), description=g("description"), instance_type=g("instance_type"), vcpu=g("vcpu"),
+        memory=g("memory"), storage=g("storage"), network=g("network"), gpu=g("gpu"), gpu_memory=g("gpu_memory"),
+        volume_api_name=g("volume_api_name"), transfer_type=g("transfer_type"), to_location=g("to_location"),
+        to_region=g("to_region"), tier_start=g("tier_start"), tier_end=g("tier_end"),
+        **({"term_code": g("term_code"), "lease": g("lease"), "payment": g("payment"),
+            "offering_class": g("offering_class")} if kind == "reserved" else {}))
+
+
+_HEAD_LINES = 20  # the header is within these lines (AWS writes 5 metadata lines before it)
+_BLOCK_BYTES = 4 << 20  # read and parsed at once
+_MISSING = {"license": "No License required", "market": "OnDemand"}  # `price_row`'s view of a missing column
+
+
+class _Chunks(io.RawIOBase):
+    """Body chunks of any sizes as a readable stream."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self.chunks, self.rest = iter(chunks), memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.rest:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                return 0
+            self.rest = memoryview(chunk)
+        n = min(len(buffer), len(self.rest))
+        buffer[:n], self.rest = self.rest[:n], self.rest[n:]
+        return n
+
+
+def _row_verdicts(col: Callable[[str], Any]) -> tuple[Any, Any, Any]:
+    """Per row of a batch: its TermType is kept (OnDemand, or Reserved of a GPU instance family: its
+    commitment terms); it is another variant of a compute product than the one priced
+    (`_is_wanted_variant`); it is a row `price_row` is to see."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    term = col("term")
+    term_kept = pc.or_(pc.equal(term, "OnDemand"),
+                       pc.and_(pc.equal(term, "Reserved"), pc.equal(col("instance_family"), "GPU instance")))
+    compute = pc.is_in(col("family"), pa.array(COMPUTE_FAMILIES))
+    wanted = pc.is_in(col("license"), pa.array(["No License required", ""]))
+    for name, value in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used"), ("sw", "NA")):
+        wanted = pc.and_(wanted, pc.equal(col(name), value))
+    wanted = pc.and_(wanted, pc.is_in(col("market"), pa.array(["OnDemand", ""])))
+    variant = pc.and_(term_kept, pc.and_(compute, pc.invert(wanted)))
+    other = pc.is_in(col("family"), pa.array(["Storage", "Data Transfer"]))
+    return term_kept, variant, pc.and_(term_kept, pc.or_(pc.and_(compute, wanted), other))
+
+
+def parse_offer_stream(stream: io.BufferedReader, region: str, meta: dict[str, str] | None = None,
+                       skipped: Counter[str] | None = None) -> list[PriceRow]:
+    """A bulk offer file (CSV form) read from `stream` as it arrives -> its PriceRows, in file
+    order. `meta` receives the metadata lines ("Publication Date"); `skipped` counts the rows not
+    kept, by reason. A row whose field count is not the header's (a truncated download, a
+    malformed file) is SchemaDriftError."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    meta = {} if meta is None else meta
+    skipped = Counter() if skipped is None else skipped
+    for _ in range(_HEAD_LINES):
+        fields = next(csv.reader([stream.readline().decode("utf-8", "replace")]), [])
+        if fields[:1] == ["SKU"]:
+            break
+        if len(fields) >= 2:
+            meta[fields[0]] = fields[1]
+    else:
+        raise SchemaDriftError(f"aws: offer file for {region} has no header row (metadata: {sorted(meta)})")
+    header = fields
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
+    at = {name: f"c{header.index(col)}" for col, name in CSV_COLUMNS.items() if col in header}
+    rows: list[dict[str, str]] = []
+    if not stream.peek(1):  # a file without rows (pyarrow's reader refuses one)
+        return []
+    try:  # the reader parses its first block when it opens
+        reader = pacsv.open_csv(stream, read_options=pacsv.ReadOptions(
+            column_names=[f"c{i}" for i in range(len(header))], block_size=_BLOCK_BYTES),
+            parse_options=pacsv.ParseOptions(newlines_in_values=False), convert_options=pacsv.ConvertOptions(
+                include_columns=list(at.values()), column_types=dict.fromkeys(at.values(), pa.string()),
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+        for batch in reader:
+            def col(name: str) -> Any:
+                return batch.column(at[name]) if name in at else pa.array([_MISSING.get(name, "")] * batch.num_rows)
+
+            term_kept, variant, kept = _row_verdicts(col)
+            n_term, n_variant, n_kept = (batch.num_rows - (pc.sum(term_kept).as_py() or 0),
+                                         pc.sum(variant).as_py() or 0, pc.sum(kept).as_py() or 0)
+            skipped.update(+Counter({SKIP_TERM: n_term, SKIP_VARIANT: n_variant,
+                                     SKIP_OTHER_PRODUCT: batch.num_rows - n_term - n_variant - n_kept}))
+            if n_kept:
+                columns = batch.filter(kept).select(list(at.values())).rename_columns(list(at)).to_pydict()
+                rows.extend(dict(zip(columns, values)) for values in zip(*columns.values()))
+    except pa.ArrowInvalid as err:  # "CSV parse error: Expected 91 columns, got 52: <the row>"
+        raise SchemaDriftError(f"aws: offer file for {region} is not valid CSV "
+                               f"({str(err).removeprefix('CSV parse error: ')[:160]})") from None
+    return [p for r in rows if (p := price_row(r, region, skipped)) is not None]
+
+
+def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None,
+                       skipped: Counter[str] | None = None) -> list[PriceRow]:
+    """An offer file given as body chunks (any sizes), parsed as they come (`parse_offer_stream`)."""
+    return parse_offer_stream(io.BufferedReader(_Chunks(chunks), _BLOCK_BYTES), region, meta, skipped)
+
+
+@drift_guard("aws: region index")
+def parse_region_index(doc: Any, what: str) -> dict[str, str]:
+    """region code -> path of its current offer file in CSV form."""
+    try:
+        return {code: entry["currentVersionUrl"].replace("/index.json", "/index.csv")
+                for code, entry in doc["regions"].items()}
+    except (KeyError, TypeError, AttributeError) as err:
+        raise SchemaDriftError(f"aws: {what} region index lacks regions/currentVersionUrl ({err!r})") from None
+
+
+def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],
+                      dt_index: dict[str, str], skipped: Counter[str] | None = None
+                      ) -> tuple[list[PriceRow], str | None]:
+    """A region's EC2 offer file and (if listed) its AWSDataTransfer file, downloaded side by side;
+    the rows not kept are counted in `skipped`. Returns the rows and the publication date."""
+    if region not in ec2_index:
+        raise SourceError(f"aws: the price list has no EC2 offer file for region {region}")
+    meta: dict[str, str] = {}
+    ec2_skipped: Counter[str] = Counter()
+    dt_skipped: Counter[str] = Counter()  # (filled in the other thread)
+
+    def read(index: dict[str, str], counts: Counter[str], into: dict[str, str] | None = None) -> list[PriceRow]:
+        if region not in index:
+            return []
+        return parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, index[region]), region, into, counts)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-bulk-{region}") as pool:
+        transfer = pool.submit(read, dt_index, dt_skipped)
+        rows = read(ec2_index, ec2_skipped, meta)
+        for r in transfer.result():
+            if r.kind == "egress" and r.region == region:
+                rows.append(r)
+            else:
+                dt_skipped[SKIP_OTHER_REGION if r.kind == "egress" else SKIP_OTHER_PRODUCT] += 1
+    if skipped is not None:
+        skipped.update(ec2_skipped)
+        skipped.update(dt_skipped)
+    return rows, meta.get("Publication Date")
+
+
+# -- the Pricing API --------------------------------------------------------------------------------
+
+_API_ATTRIBUTES = {  # row key -> GetProducts attribute
+    "instance_type": "instanceType", "vcpu": "vcpu", "memory": "memory", "storage": "storage",
+    "network": "networkPerformance", "tenancy": "tenancy", "os": "operatingSystem", "license": "licenseModel",
+    "sw": "preInstalledSw", "capacity": "capacitystatus", "gpu": "gpu", "gpu_memory": "gpuMemory",
+    "volume_api_name": "volumeApiName", "transfer_type": "transferType", "to_location": "toLocation",
+    "from_region": "fromRegionCode", "to_region": "toRegionCode", "market": "marketoption",
+}
+
+
+@drift_guard("aws: GetProducts item")
+def parse_price_list_item(item: str | dict[str, Any], region: str, skipped: Counter[str] | None = None,
+                          repeated: list[RepeatedKey] | None = None) -> list[PriceRow]:
+    """One Pricing API PriceList element (a JSON string) -> on-demand and reserved-term price rows.
+    A key the element repeats keeps its first value; the later ones go to `repeated` (base.parse_json)."""
+    doc = parse_json(item, f"{PRICING_API_HOST} GetProducts", [] if repeated is None else repeated) \
+        if isinstance(item, str) else item
+    try:
+        product, attrs, terms = doc["product"], doc["product"]["attributes"], doc.get("terms", {})
+        on_demand = terms.get("OnDemand", {})
+    except (KeyError, TypeError) as err:
+        raise SchemaDriftError(f"aws: GetProducts item lacks product/attributes ({err!r})") from None
+    base = {key: attrs.get(name, "") for key, name in _API_ATTRIBUTES.items()}
+    base.update(sku=product.get("sku", ""), family=product.get("productFamily", ""), term="OnDemand",
+                region=attrs.get("regionCode") or attrs.get("fromRegionCode") or region)
+    rows = []
+    for kind, code, term in [("OnDemand", c, t) for c, t in on_demand.items()] + \
+            [("Reserved", c, t) for c, t in terms.get("Reserved", {}).items()]:
+        extra: dict[str, Any] = {"term": kind}
+        if kind == "Reserved":
+            attrs_ = term.get("termAttributes", {})
+            extra.update(term_code=term.get("offerTermCode", code.rsplit(".", 1)[-1]),
+                         lease=attrs_.get("LeaseContractLength", ""), payment=attrs_.get("PurchaseOption", ""),
+                         offering_class=attrs_.get("OfferingClass", ""))
+        for dim in term.get("priceDimensions", {}).values():
+            currency, amount = next(iter(dim.get("pricePerUnit", {}).items()), ("", ""))
+            row = dict(base, **extra, description=dim.get("description", ""), unit=dim.get("unit", ""),
+                       price=amount, currency=currency)
+            if kind == "OnDemand":
+                row.update(tier_start=dim.get("beginRange", ""), tier_end=dim.get("endRange", ""))
+            parsed = price_row(row, region, skipped)
+            if parsed is not None:
+                rows.append(parsed)
+    return rows
+
+
+def fetch_prices_api(ctx: SourceContext, region: str, client_kwargs: dict[str, Any],
+                     skipped: Counter[str] | None = None) -> list[PriceRow]:
+    """The region's GPU instances, EBS volumes and data transfer through GetProducts (paginated)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    pricing = ctx.boto_client("pricing", "us-east-1", PRICING_API_HOST, **client_kwargs)
+    queries = [
+        ("AmazonEC2", [("regionCode", region), ("instanceFamily", "GPU instance"), ("operatingSystem", "Linux"),
+                       ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used")]),
+        ("AmazonEC2", [("regionCode", region), ("productFamily", "Storage")]),
+        ("AWSDataTransfer", [("fromRegionCode", region)]),
+    ]
+    rows: list[PriceRow] = []
+    try:
+        for service, filters in queries:
+            for page in pricing.get_paginator("get_products").paginate(
+                    ServiceCode=service, FormatVersion="aws_v1",
+                    Filters=[{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in filters]):
+                if "PriceList" not in page:
+                    raise SchemaDriftError("aws: GetProducts page lacks PriceList")
+                for item in page["PriceList"]:
+                    rows.extend(parse_price_list_item(item, region, skipped, ctx.repeated_keys))
+    except (BotoCoreError, ClientError) as err:
+        raise SourceError(f"aws: Pricing API for {region} failed: {err}") from scrubbed(err)
+    return rows
