@@ -90,7 +90,7 @@ def test_fetch_pages_the_catalogue_and_reads_stock_per_gpu_zone(replay: Any) -> 
     assert stocked == [(z, {"per_page": "100", "page": "1"}) for z in ("fr-par-1", "fr-par-2", "pl-waw-2")]
 
 
-def test_pages_are_followed_until_total_count_and_x_total_count(replay: Any,
+def test_pages_are_followed_until_total_count(replay: Any,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The recorded answers cut into pages of 4, the way the API serves a page_size/per_page of 4."""
     monkeypatch.setattr(scaleway, "PAGE_SIZE", 4)
@@ -107,8 +107,9 @@ def test_pages_are_followed_until_total_count_and_x_total_count(replay: Any,
         if req.path.endswith("/fr-par-2/products/servers/availability"):
             size = int(req.params["per_page"])
             part = dict(list(zone_stock.items())[(page - 1) * size: page * size])
+            # the total in the body (as Scaleway's SDK reads it) and in the X-Total-Count header
             return 200, {"Content-Type": "application/json", "X-Total-Count": str(len(zone_stock))}, json.dumps(
-                {"servers": {k: v for k, v in part.items()}}).encode()
+                {"servers": part, "total_count": len(zone_stock)}).encode()
         return None
 
     server = replay("scaleway", hook=paged)
@@ -117,8 +118,32 @@ def test_pages_are_followed_until_total_count_and_x_total_count(replay: Any,
     seen = [(r.path, r.params["page"]) for _, r in server.requests]
     # 15 products in pages of 4: 4 + 4 + 4 + 3, the short fourth is the last
     assert [page for path, page in seen if path == scaleway.CATALOG_PATH] == ["1", "2", "3", "4"]
-    # 12 types in fr-par-2 and X-Total-Count 12: three full pages, then the total is reached
+    # 12 types in fr-par-2 and total_count 12: three full pages, then the total is reached
     assert [page for path, page in seen if "/fr-par-2/" in path] == ["1", "2", "3"]
+    assert rows(batch)["B300-SXM-8-288G", "fr-par-2"].availability_level == "shortage"  # from page 3
+
+
+def test_without_a_total_a_full_page_is_followed_by_the_next(replay: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer that states no total_count: full pages are followed until one comes back short or empty."""
+    monkeypatch.setattr(scaleway, "PAGE_SIZE", 4)
+    zone_stock = json.loads((RECORDINGS / "availability-fr-par-2.json").read_text())["servers"]
+
+    catalog = pages()[0]
+
+    def paged(host: str, req: Request, ex: Exchange | None) -> tuple[int, dict[str, str], bytes] | None:
+        page = int(req.params["page"])
+        if req.path == scaleway.CATALOG_PATH:
+            doc = {"products": catalog["products"][(page - 1) * 4: page * 4], "total_count": catalog["total_count"]}
+        elif req.path.endswith("/fr-par-2/products/servers/availability"):
+            doc = {"servers": dict(list(zone_stock.items())[(page - 1) * 4: page * 4])}
+        else:
+            return None
+        return 200, {"Content-Type": "application/json"}, json.dumps(doc).encode()
+
+    server = replay("scaleway", hook=paged)
+    batch = scaleway.fetch(replay_context(server, "scaleway"))
+    # 12 types: three full pages and an empty fourth
+    assert [r.params["page"] for _, r in server.requests if "/fr-par-2/" in r.path] == ["1", "2", "3", "4"]
     assert rows(batch)["B300-SXM-8-288G", "fr-par-2"].availability_level == "shortage"  # from page 3
 
 

@@ -141,7 +141,7 @@ def test_cursor_paging_is_followed_until_next_is_empty(replay: Any) -> None:
 def test_a_cursor_that_repeats_is_an_error_not_a_loop(replay: Any) -> None:
     page = dict(plans(), meta={"total": 6, "links": {"next": "c2FtZQ==", "prev": ""}})
     server = replay("vultr", hook=serve(page))
-    with pytest.raises(SourceError, match="vultr: /v2/plans answered the same next cursor twice"):
+    with pytest.raises(SourceError, match="vultr: /v2/plans: the next page asked for is one already read"):
         vultr.fetch(replay_context(server, "vultr"))
     assert len(server.requests) == 2
 
