@@ -1,20 +1,17 @@
 """CloudRift: GPU instance types, their prices and the free nodes per datacenter.
 
-Source: `POST https://api.cloudrift.ai/api/v1/instance-types/list` (openapi at
-api.cloudrift.ai/api-docs/openapi.json), the envelope `{"version": "<date>", "data": {...}}` both ways;
+`POST https://api.cloudrift.ai/api/v1/instance-types/list` with the envelope `{"version", "data"}`,
 no key needed (CLOUDRIFT_API_KEY, when set, goes in `X-API-Key`). One answer, no paging:
 
     {"data": {"instance_types": [{"name": "rtx49-10c-kn", "brand_short": "RTX 4090",
        "variants": [{"name": "rtx49-10c-kn.1", "gpu_count": 1, "vram": <bytes per GPU>, "cpu_count",
                      "logical_cpu_count", "dram": <bytes>, "disk": <bytes>, "cost_per_hour": 39,  # US cents
-                     "nodes_per_dc": {"usny01_a01": 2}, "available_nodes": 1,
-                     "available_nodes_per_dc": {"usny01_a01": 1}, "ip_availability_per_dc": {...},
+                     "nodes_per_dc": {"usny01_a01": 2}, "available_nodes_per_dc": {"usny01_a01": 1},
+                     "ip_availability_per_dc": {...},
                      "volume_types_per_dc": {"<dc>": [{"name", "cost_per_gb_per_month"}]}}]}]}}
 
-Money is in cents (observed live: `cost_per_hour` 25.0 on a 0.25 USD/h rental). One on-demand offer
-per variant and datacenter it is listed in, available when it has a free node there; a variant in
-no datacenter is one "global" row, available=False. An unknown `brand_short` is quarantined once
-with its variants. Storage: the volume types per datacenter; egress: none is charged (pricing page).
+One offer per variant and datacenter it is listed in (available when it has a free node there), or
+one "global" row, available=False. Money is in cents (seen live: 25.0 on a 0.25 USD/h rental).
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """DigitalOcean: GPU Droplet sizes, where they can be created now, and their list prices.
 
-Source: `GET https://api.digitalocean.com/v2/sizes`, the account's token as a Bearer token (env
-DIGITALOCEAN_TOKEN; scope `sizes:read`). It pages with `page` and `per_page` (at most 200) and
-links the next page in full:
+`GET https://api.digitalocean.com/v2/sizes`, the token as a Bearer token (env DIGITALOCEAN_TOKEN),
+paged by `page`/`per_page` (at most 200) with the next page linked in full:
 
-    {"sizes": [{"slug": "gpu-h100x8-640gb", "memory": 1966080, "vcpus": 160, "disk": 2046,
-                "transfer": 60.0, "price_monthly": 17796.48, "price_hourly": 23.92,
-                "regions": ["nyc2", "tor1"], "available": true, "description": "H100 GPU - 8X",
-                "networking_throughput": 10000,
+    {"sizes": [{"slug": "gpu-h100x8-640gb", "memory": 1966080, "vcpus": 160, "transfer": 60.0,
+                "price_monthly": 17796.48, "price_hourly": 23.92, "regions": ["nyc2"], "available": true,
                 "gpu_info": {"count": 8, "model": "nvidia_h100", "vram": {"amount": 640, "unit": "gib"}},
                 "disk_info": [{"type": "local", "size": {"amount": 2046, "unit": "gib"}}]}],
-     "links": {"pages": {"next": "https://api.digitalocean.com/v2/sizes?page=2&per_page=200"}},
-     "meta": {"total": 150}}
+     "links": {"pages": {"next": "https://api.digitalocean.com/v2/sizes?page=2&per_page=200"}}}
 
-A GPU size is one on-demand offer per region in `regions` (where it can be created now; `available`
-false: not available), or one "global" row, available=False, when no region has it. `vram.amount`
-is the size's total. Sizes without `gpu_info` are CPU Droplets, counted in the notes. Volumes and
-outbound transfer are priced on DigitalOcean's pricing pages: documented constants below.
+A GPU size is one offer per region that can create it now, or one "global" row, available=False.
+Volumes and outbound transfer are priced on DigitalOcean's pricing pages: constants below.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """Hot Aisle: AMD Instinct MI300X virtual machines and bare-metal servers, with their stock.
 
-Source: Hot Aisle's REST API (swagger at admin.hotaisle.app/api/docs/), `Authorization: Token <key>`
-(env HOTAISLE_API_KEY). Prices are per team: HOTAISLE_TEAM_HANDLE when set (as dstack and gpuhunt
-read it), else the key's one team from `GET /api/teams/`. Then two JSON arrays, not paged:
+Hot Aisle's REST API, `Authorization: Token <key>` (env HOTAISLE_API_KEY), per team: the
+HOTAISLE_TEAM_HANDLE, else the key's one team (`GET /api/teams/`). Two JSON arrays, not paged:
 
     GET /api/teams/{team}/virtual_machines/available/   and   .../bare_metal/available/
     [{"Quantity": 2, "MinimumReservationMinutes": 30, "OnDemandPrice": 299,       # US cents per hour
-      "Specs": {"cpu_cores": 13, "cpus": {"count", "manufacturer", "model", "cores", "frequency"},
-                "ram_capacity": <bytes>, "disk_capacity": <bytes>,
-                "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
+      "Specs": {"cpu_cores": 13, "cpus": {"model", "cores", ...}, "ram_capacity": <bytes>,
+                "disk_capacity": <bytes>, "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
 
-`Quantity` (how many can be deployed now) is the availability, `MinimumReservationMinutes` the
-minimum charge. The API names no type, region or GPU memory: a type is named from its specs, every
-row is in Hot Aisle's one facility, and the per-GPU memory stays unknown. One on-demand offer per
-type, sold-out ones included; an empty VM list is an error (a sold-out type has Quantity 0).
+The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
+facility, the per-GPU memory stays unknown. `Quantity` is the availability (sold-out types: 0, so
+an empty VM list is an error).
 """
 
 from __future__ import annotations
@@ -201,7 +198,8 @@ def parse_team(doc: Any) -> str:
     return handles[0]
 
 
-def fetch_available(ctx: SourceContext) -> tuple[Any, Any]:
+def fetch(ctx: SourceContext) -> Batch:
+    """Two or three requests: the team (when not configured), its VM types and its bare-metal types."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"hotaisle: {API_KEY_ENV} is not set; the API needs a team's API key")
@@ -210,10 +208,5 @@ def fetch_available(ctx: SourceContext) -> tuple[Any, Any]:
         team = os.environ.get(TEAM_ENV, "").strip() or parse_team(ctx.get_json(client, API_HOST, TEAMS_PATH))
         if not re.fullmatch(r"[A-Za-z0-9._-]+", team):
             raise SourceError(f"hotaisle: team handle {team[:40]!r} is not a handle")
-        vms, metal = (ctx.get_json(client, API_HOST, path.format(team=team)) for path in (VM_PATH, BARE_METAL_PATH))
-        return vms, metal
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    """Two or three requests: the team (when not configured), its VM types and its bare-metal types."""
-    return parse_available(*fetch_available(ctx))
+        return parse_available(*(ctx.get_json(client, API_HOST, path.format(team=team))
+                                 for path in (VM_PATH, BARE_METAL_PATH)))

@@ -1,21 +1,17 @@
 """Jarvislabs.ai: per-GPU prices, spot prices and free GPUs per region, for containers and VMs.
 
-Source: the backend catalogue the official `jarvislabs` SDK reads (`Account.resources()`), the API
-key as a Bearer token (env JL_API_KEY), on the default (Noida) host:
+The backend catalogue the official `jarvislabs` SDK reads, the key as a Bearer token (env JL_API_KEY):
+`GET https://backendn.jarvislabs.net/misc/` ({"success": true}: the account pays in INR, quarantined)
+and `GET .../misc/server_meta`, one JSON body:
 
-    GET https://backendn.jarvislabs.net/misc/              {"success": true} when the account pays in INR
-    GET https://backendn.jarvislabs.net/misc/server_meta   one JSON body, not paged:
     {"server_meta": [{"gpu_type": "H100", "region": "india-noida-01", "num_free_devices": 8,
-                      "effective_num_free_devices": 8, "price_per_hour": 2.69, "spot_price": null,
-                      "vram": "80", "cpus_per_gpu": 16, "ram_per_gpu": 200, "workload_type": "container",
-                      "num_gpus": "8"}],
-     "cpu_meta": {"combinations": [{"vcpus": 2, "ram_gb": 8, "price_per_hour": 0.05, "regions": {...}}]}}
+                      "effective_num_free_devices": 8, "price_per_hour": 2.69, "spot_price": null, "vram": "80",
+                      "cpus_per_gpu": 16, "ram_per_gpu": 200, "workload_type": "container", "num_gpus": "8"}],
+     "cpu_meta": {"combinations": [...]}}
 
-Prices are per GPU-hour in the account's currency (an INR account's rows are quarantined).
-Rows are per server: rows of one GPU, region and workload at one price are merged (free GPUs
-summed), one at another price refused. `effective_num_free_devices` is the on-demand availability,
-`num_free_devices` the spot one (the SDK's reading). One 1-GPU offer per GPU x region x workload,
-on demand and spot where there is a spot price. Storage and egress come from the pricing page.
+Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed),
+another price is refused. Effective free devices are the on-demand availability, free devices the
+spot one (the SDK's reading). One 1-GPU offer per GPU x region x workload and purchase option.
 """
 
 from __future__ import annotations

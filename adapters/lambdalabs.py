@@ -1,16 +1,13 @@
 """Lambda Cloud: on-demand GPU instance types and where they have capacity now.
 
-Source: `GET https://cloud.lambda.ai/api/v1/instance-types`, the API key as a Bearer token (env
-LAMBDA_API_KEY). One JSON body, not paginated:
+`GET https://cloud.lambda.ai/api/v1/instance-types`, the key as a Bearer token (env LAMBDA_API_KEY):
 
     {"data": {"gpu_8x_h100_sxm5": {"instance_type": {"name", "description", "gpu_description",
       "price_cents_per_hour", "specs": {"vcpus", "memory_gib", "storage_gib", "gpus"}},
       "regions_with_capacity_available": [{"name", "description"}]}}}
 
-One price per type for all regions: a type is one offer per region with capacity now, or one
-"global" offer (available=False, available_count=0) when none has any, so the rows follow capacity.
-The GPU is named from `gpu_description` ("H100 (80 GB SXM5)"); without a form factor ("A100 (40
-GB)") the family's row is taken, not exact. Storage and egress come from Lambda's billing docs.
+One price per type: a type is one offer per region with capacity now, or one "global" offer
+(available=False) when none has any. The GPU is read from `gpu_description` ("H100 (80 GB SXM5)").
 """
 
 from __future__ import annotations
@@ -144,15 +141,11 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
                     **common)
 
 
-def fetch_instance_types(ctx: SourceContext) -> Any:
+def fetch(ctx: SourceContext) -> Batch:
+    """One request: every instance type with its price and the regions with capacity."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"lambda: {API_KEY_ENV} is not set; the instance-types API needs an API key")
-    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    with ctx.http_client(headers=headers) as client:
-        return ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH)
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    """One request: every instance type with its price and the regions with capacity."""
-    return parse_instance_types(fetch_instance_types(ctx))
+    with ctx.http_client(headers={"Accept": "application/json",
+                                  **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
+        return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH))

@@ -1,19 +1,15 @@
 """Oracle Cloud Infrastructure: GPU shapes priced from Oracle's public price list API.
 
-Source: `GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`, no key.
-One document today (Oracle's own client follows an APEX `links` entry with rel "next"; so does this):
+`GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`, no key; one
+document today, an APEX `links` entry with rel "next" followed as Oracle's own client does:
 
     {"lastUpdated": "2026-01-05T13:27:33.583Z",
      "items": [{"partNumber": "B98415", "displayName": "...", "metricName": "GPU Per Hour",
-                "serviceCategory": "Compute - GPU",
-                "currencyCodeLocalizations": [{"currencyCode": "USD",
-                    "prices": [{"model": "PAY_AS_YOU_GO", "value": 10, "rangeMin": 0, "rangeMax": 744}]}]}],
-     "links": [{"rel": "next", "href": "..."}]}
+                "serviceCategory": "Compute - GPU", "currencyCodeLocalizations": [{"currencyCode": "USD",
+                    "prices": [{"model": "PAY_AS_YOU_GO", "value": 10, "rangeMin": 0, "rangeMax": 744}]}]}]}
 
-The list prices parts: a GPU part is a price per GPU-hour that every shape with that GPU bills. The
-shapes of each part, with their GPU count, memory and host specs, come from Oracle's Compute Shapes
-reference (GPU_SHAPES). Prices are the same in every commercial region: each shape is one offer in
-region "global". Block-volume storage and internet egress are read from their own parts.
+A GPU part is a price per GPU-hour that every shape with that GPU bills; the shapes of each part come
+from Oracle's Compute Shapes reference (GPU_SHAPES). One offer per shape in region "global".
 """
 
 from __future__ import annotations
@@ -259,13 +255,9 @@ def _next_link(doc: Any) -> str | None:
                  and isinstance(link.get("href"), str)), None) if isinstance(links, list) else None
 
 
-def fetch_products(ctx: SourceContext) -> list[Any]:
-    """Every page of the USD price list (one today)."""
-    with ctx.http_client(headers={"Accept": "application/json"}) as client:
-        return list(ctx.paginate(client, API_HOST, PRODUCTS_PATH, lambda doc: [doc], next_link(_next_link, API_HOST),
-                                 params={"currencyCode": CURRENCY}, what="the price list", max_pages=MAX_PAGES))
-
-
 def fetch(ctx: SourceContext) -> Batch:
     """One request (more if the answer pages): every part with its USD price."""
-    return parse_products(fetch_products(ctx))
+    with ctx.http_client(headers={"Accept": "application/json"}) as client:
+        return parse_products(list(ctx.paginate(
+            client, API_HOST, PRODUCTS_PATH, lambda doc: [doc], next_link(_next_link, API_HOST),
+            params={"currencyCode": CURRENCY}, what="the price list", max_pages=MAX_PAGES)))

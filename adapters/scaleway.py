@@ -1,27 +1,19 @@
 """Scaleway: GPU Instance prices from the public Product Catalog, stock from the Instance API.
 
-Prices and hardware, no key, paged until `total_count` products have come (or a page is short):
-
-    GET https://api.scaleway.com/product-catalog/v2alpha1/public-catalog/products
-        ?product_types=instance&page=1&page_size=100
+    GET https://api.scaleway.com/product-catalog/v2alpha1/public-catalog/products?product_types=instance
       -> {"products": [{"sku": "/compute/h100_1_80g/run_fr-par-2", "locality": {"zone": "fr-par-2"},
                         "price": {"retail_price": {"currency_code": "EUR", "units": 2, "nanos": 866500000}},
                         "unit_of_measure": {"unit": "hour", "size": 1},
-                        "properties": {"instance": {"offer_id": "H100-1-80G", "range": "GPU"},
-                                       "hardware": {"gpu": {"count": 1, "type": "H100-PCIe", ...},
-                                                    "cpu": {"virtual": {"count": 24}}, "ram": {"size": <bytes>}}}}],
+                        "properties": {"instance": {"offer_id": "H100-1-80G"}, "hardware": {"gpu": {"count": 1,
+                                       "type": "H100-PCIe"}, "cpu": {"virtual": {"count": 24}}, "ram": {"size": 1}}}}],
           "total_count": 123}
-
-The catalogue states every price's currency and unit; the Instance API's `products/servers` has a
-bare `hourly_price` seen holding the per-minute figure of per-minute-billed types (a third-party
-guide, 2026-04). Stock: the Instance API with SCW_SECRET_KEY in `X-Auth-Token`, per GPU zone,
-paged the same way (its SDK reads the body's `total_count`):
-
-    GET https://api.scaleway.com/instance/v1/zones/{zone}/products/servers/availability?per_page=100&page=1
+    GET https://api.scaleway.com/instance/v1/zones/{zone}/products/servers/availability   (X-Auth-Token)
       -> {"servers": {"H100-1-80G": {"availability": "available"|"scarce"|"shortage"}}, "total_count": 12}
 
-Live without a key, offers carry no availability (the notes say why). EUR prices are converted at the
-setting `scaleway_usd_per_eur`; with no rate set they are quarantined, never stored as USD.
+Both page (`page`, `page_size`/`per_page`) until `total_count` items have come or a page is short.
+The catalogue states each price's currency and unit (the Instance API's bare `hourly_price` has been
+seen holding per-minute figures). Stock needs SCW_SECRET_KEY live. EUR prices are converted at the
+setting `scaleway_usd_per_eur`; without it they are quarantined, never stored as USD.
 """
 
 from __future__ import annotations
@@ -33,7 +25,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -77,12 +69,7 @@ class _BadRecord(Exception):
 
 
 def _integral(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _BadRecord(f"{what} {value!r} is not a number")
-    try:
-        number = float(value)
-    except ValueError:
-        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    number = as_number(value, what, _BadRecord)
     if not math.isfinite(number):
         raise _BadRecord(f"{what} {value!r} is not a finite number")
     if number != int(number):

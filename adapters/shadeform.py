@@ -1,21 +1,16 @@
 """Shadeform: a marketplace reselling the GPU instances of many clouds through one API.
 
-Source: `GET https://api.shadeform.ai/v1/instances/types`, the API key in `X-API-KEY` (env
-SHADEFORM_API_KEY, as Shadeform's SDK reads it). Every instance type in one JSON body, not paged:
+`GET https://api.shadeform.ai/v1/instances/types`, the key in `X-API-KEY` (env SHADEFORM_API_KEY):
 
     {"instance_types": [{"cloud": "massedcompute", "shade_instance_type": "A6000",
-      "cloud_instance_type": "gpu_1x_a6000",
+      "cloud_instance_type": "gpu_1x_a6000", "hourly_price": 57,          # US cents per instance-hour
       "configuration": {"memory_in_gb", "storage_in_gb", "vcpus", "num_gpus", "gpu_type",
-                        "interconnect", "nvlink", "os_options", "vram_per_gpu_in_gb", "gpu_manufacturer"},
-      "hourly_price": 57,                     integer US cents per instance-hour
-      "availability": [{"region": "kansascity-usa-1", "available": true, "display_name": "US, Kansas City, KS"}],
-      "boot_time": {"min_boot_in_sec", "max_boot_in_sec"}, "deployment_type": "vm"}]}
+                        "interconnect", "nvlink", "vram_per_gpu_in_gb"},
+      "availability": [{"region": "kansascity-usa-1", "available": true, "display_name": "..."}]}]}
 
-`cloud` runs the machine at its own rate (Shadeform's FAQ), so offers name it in `operated_by`, and a
-cloud gpuledger loads from its own source (the registry, at fetch time) is skipped and counted in
-the notes. One offer per `availability` entry, instance type "<cloud>/<shade_instance_type>", the
-GPU from `gpu_type` over the interconnect. Not read: billing increments (undocumented), egress (the
-underlying cloud's), `/volumes/types` (in the clouds' own region names; its example is marked wrong).
+`cloud` runs the machine at its own rate (Shadeform's FAQ): offers name it in `operated_by`, and a
+cloud loaded from its own source (the registry) is skipped and counted. Not read: billing increments
+(undocumented), egress, `/volumes/types` (in the clouds' own region names; its example marked wrong).
 """
 
 from __future__ import annotations
@@ -206,14 +201,10 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     return "ok"
 
 
-def fetch_instance_types(ctx: SourceContext) -> Any:
+def fetch(ctx: SourceContext) -> Batch:
+    """One request: every instance type of every cloud, with its price and availability per region."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"shadeform: {API_KEY_ENV} is not set; the instance types API needs an API key")
     with ctx.http_client(headers={"Accept": "application/json", **({"X-API-KEY": key} if key else {})}) as client:
-        return ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH)
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    """One request: every instance type of every cloud, with its price and availability per region."""
-    return parse_instance_types(fetch_instance_types(ctx))
+        return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH))

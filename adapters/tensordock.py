@@ -1,18 +1,15 @@
 """TensorDock: the GPU marketplace's deployable locations, landed as whole-machine aggregates.
 
-Source: API v2 `GET https://dashboard.tensordock.com/api/v2/locations` (docs: fetch-hostnodes), the
-organisation's API key as a Bearer token (env TENSORDOCK_API_KEY). One JSON body, not paged:
+`GET https://dashboard.tensordock.com/api/v2/locations`, the key as a Bearer token (env TENSORDOCK_API_KEY):
 
     {"data": {"locations": [{"id", "city", "stateprovince", "country", "tier",
       "gpus": [{"v0Name": "h100-sxm5-80gb", "displayName": "H100 SXM5 80GB", "max_count": 8,
                 "price_per_hr": 2.2, "resources": {"max_vcpus", "max_ram_gb", "max_storage_gb"},
                 "pricing": {"per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr"}}]}]}}
 
-`price_per_hr` is per GPU; `max_count` how many of that GPU one VM there can take now. A row is a
-whole machine: n GPUs plus the smallest machine around them at the location's rates (MIN_*; the
-included amounts are in provider_data), one per (canonical GPU, count 1/2/4/8, ISO country) at the
-cheapest location's price, available_count the GPUs of the group's locations. Storage: per country,
-the median disk rate as USD/GB-month. Egress: none is charged (tensordock.com).
+A row is a whole machine: n GPUs and the smallest machine around them at the location's rates (MIN_*),
+one per (GPU model, count, ISO country) at the cheapest location's price; `max_count` (GPUs one VM
+there can take now) is the availability. Disk: the median rate per country; egress is free.
 """
 
 from __future__ import annotations

@@ -1,23 +1,18 @@
-"""Verda (formerly DataCrunch): GPU instance types, their on-demand and spot prices, and where
-each can be deployed now.
+"""Verda (formerly DataCrunch): GPU instance types, on-demand and spot prices, where each deploys now.
 
-Source: `https://api.verda.com/v1` (the host of its official Python SDK), OAuth2 client credentials
-(VERDA_CLIENT_ID, VERDA_CLIENT_SECRET) as the SDK does it; the tokens are registered for redaction:
+`https://api.verda.com/v1` with OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET) as
+its Python SDK does it; the tokens handed back are registered for redaction. None of these pages:
 
-    POST /v1/oauth2/token  {"grant_type": "client_credentials", "client_id", "client_secret"}
-      -> {"access_token", "refresh_token", "scope", "token_type": "Bearer", "expires_in"}
+    POST /v1/oauth2/token  {"grant_type": "client_credentials", ...} -> {"access_token", "refresh_token", ...}
     GET /v1/instance-types?currency=usd
-      -> [{"instance_type": "1H100.80S.30V", "price_per_hour": "3.25", "spot_price": "1.63",
-           "currency": "usd", "gpu": {"description": "1x H100 SXM5 80GB", "number_of_gpus": 1},
-           "gpu_memory": {"size_in_gigabytes": 80}, "cpu": {"number_of_cores": 30},
-           "memory": {"size_in_gigabytes": 120}, "storage": {...}, "p2p": ..., ...}]
-    GET /v1/instance-availability?isSpot=false   (and isSpot=true)
-      -> [{"location_code": "FIN-01", "availabilities": ["1H100.80S.30V", ...]}]
+      -> [{"instance_type": "1H100.80S.30V", "price_per_hour": "3.25", "spot_price": "1.63", "currency": "usd",
+           "gpu": {"description": "1x H100 SXM5 80GB", "number_of_gpus": 1}, "gpu_memory": {"size_in_gigabytes": 80},
+           "cpu": {"number_of_cores": 30}, "memory": {"size_in_gigabytes": 120}, "storage": {...}, "p2p": ...}]
+    GET /v1/instance-availability?isSpot=false|true -> [{"location_code": "FIN-01", "availabilities": [...]}]
     GET /v1/volume-types -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
 
-Prices are strings, per instance-hour, the same in every location; none of these answers pages.
-A GPU type is one offer per location x purchase option (on demand, and spot where it has a spot
-price), `available` saying whether that location lists it for that option now.
+A price holds in every location: a GPU type is one offer per location x purchase option, `available`
+saying whether that location lists it for that option now.
 """
 
 from __future__ import annotations

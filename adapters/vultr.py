@@ -1,22 +1,17 @@
 """Vultr: Cloud GPU plans and GPU bare-metal plans from Vultr's public plan list.
 
-Source: `GET https://api.vultr.com/v2/plans` (Cloud GPU plans are type `vcg`) and
-`GET https://api.vultr.com/v2/plans-metal`, "No authorization required". Both page with a cursor
-(`per_page` at most 500): a non-empty `meta.links.next` is the `cursor` of the next page.
+`GET https://api.vultr.com/v2/plans` (Cloud GPU: type `vcg`) and `/v2/plans-metal` (under
+`plans_metal`), no key, paged by cursor: a non-empty `meta.links.next` is the next `cursor`.
 
-    {"plans": [{"id": "vcg-a16-2c-8g-2vram", "type": "vcg", "vcpu_count": 2, "ram": 8192,
-                "disk": 50, "bandwidth": 1024, "monthly_cost": 43, "hourly_cost": 0.059,
-                "gpu_type": "NVIDIA_A16", "gpu_vram_gb": 2, "gpu_count": "1/8",
-                "locations": ["ewr", "ord"], "location_cost": {}, "deploy_ondemand": true}],
-     "meta": {"total": 1, "links": {"next": "", "prev": ""}}}        (bare metal under `plans_metal`)
+    {"plans": [{"id": "vcg-a16-2c-8g-2vram", "type": "vcg", "vcpu_count": 2, "ram": 8192, "disk": 50,
+                "bandwidth": 1024, "monthly_cost": 43, "hourly_cost": 0.059, "gpu_type": "NVIDIA_A16",
+                "gpu_vram_gb": 2, "gpu_count": "1/8", "locations": ["ewr"], "location_cost": {},
+                "deploy_ondemand": true, "deploy_preemptible": false, "hourly_cost_preemptible": ...}],
+     "meta": {"total": 1, "links": {"next": "", "prev": ""}}}
 
-A plan is one offer per location (or one "global" row, available=False, when it lists none) and per
-purchase option: on demand at `hourly_cost`, preemptible ("spot") at `hourly_cost_preemptible`
-where `deploy_preemptible` is true; `location_cost` overrides one location's price. `gpu_count`
-("1", "8", "1/8") may be a slice of one card, loaded as a fraction of a GPU with the slice's own
-memory; without it the count comes from the VRAM and the card's memory. Dedicated Metal (`vdm`)
-and bare-metal plans state no GPU: bare metal is placed from BARE_METAL_GPUS, anything else that
-is evidently a GPU machine is quarantined. Egress is Vultr's documented overage rate.
+A plan is one offer per location (or one "global" row, available=False) and purchase option (on
+demand; preemptible loaded as "spot"). A `gpu_count` below 1 is a slice of one card, loaded as a
+fraction of a GPU with the slice's own memory. Bare-metal GPUs come from BARE_METAL_GPUS.
 """
 
 from __future__ import annotations
