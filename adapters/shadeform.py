@@ -129,12 +129,10 @@ def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batc
             outcomes[_add_instance_type(batch, cloud, item)] += 1
     for (cloud, direct), n in sorted(skipped.items()):
         run_by = cloud if cloud == direct else f"{cloud} ({direct})"
-        batch.notes.append(f"{n} offer{'s' if n != 1 else ''} run by {run_by}: skipped, {direct} is loaded "
-                           f"from its own source")
-    if outcomes["cpu"]:
-        batch.notes.append(f"{outcomes['cpu']} CPU-only instance types skipped")
-    if outcomes["no region"]:
-        batch.notes.append(f"{outcomes['no region']} instance types listing no region skipped")
+        batch.notes.append(f"{n} offer{'s' * (n != 1)} run by {run_by}: skipped, {direct} is loaded from its own "
+                           "source")
+    batch.notes.extend(f"{outcomes[why]} {what} skipped" for why, what in (
+        ("cpu", "CPU-only instance types"), ("no region", "instance types listing no region")) if outcomes[why])
     return batch
 
 
@@ -167,14 +165,12 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     cents, currency = item["hourly_price"], stated_currency(item)
     try:
         model, exact = _canonical(gpu_type, link, vram)
-    except UnknownGPUError as err:
-        batch.quarantine("offer", ref, f"gpu: {err}", item)
-        return "bad"
-    if _number(cents) is None:
-        batch.quarantine("offer", ref, f"hourly_price {cents!r} is not a number", item)
-        return "bad"
-    if currency not in (None, "USD"):
-        batch.quarantine("offer", ref, f"price in {currency}, not USD cents; no conversion is configured", item)
+        if _number(cents) is None:
+            raise ValueError(f"hourly_price {cents!r} is not a number")
+        if currency not in (None, "USD"):
+            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
+    except ValueError as err:  # an unknown GPU too (UnknownGPUError is one)
+        batch.quarantine("offer", ref, f"gpu: {err}" if isinstance(err, UnknownGPUError) else str(err), item)
         return "bad"
     common = dict(
         zone="", instance_type=ref, purchase_option="on_demand", operated_by=cloud, gpu_model=model.gpu_model,
