@@ -13,7 +13,8 @@
 Both page (`page`, `page_size`/`per_page`) until `total_count` items have come or a page is short.
 The catalogue states each price's currency and unit (the Instance API's bare `hourly_price` has been
 seen holding per-minute figures). Stock needs SCW_SECRET_KEY live. EUR prices are converted at the
-setting `scaleway_usd_per_eur`; without it they are quarantined, never stored as USD.
+setting `scaleway_usd_per_eur`; without it they are quarantined, never stored as USD. The per-GPU memory
+is read from the offer id ("H100-SXM-8-80G"); an older type's id (RENDER-S) states none.
 """
 
 from __future__ import annotations
@@ -181,17 +182,17 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
         raise _BadRecord("schema: lacks 'locality.zone'")
     gpu = _get(item, "properties", "hardware", "gpu")
     count = _integral(gpu.get("count"), "gpu count")
+    # The memory per GPU is in the offer id ("H100-SXM-8-80G"). Older types' ids do not follow that
+    # pattern (RENDER-S, a P100): their GPU is the hardware's own gpu fields, its memory not stated.
     m = _OFFER_ID.match(offer_id)
-    if not m:
-        raise _BadRecord(f"gpu: offer id {offer_id!r} is not '<family>-<count>-<memory>G'; memory unknown")
-    if int(m.group("count")) != count:
+    if m and int(m.group("count")) != count:
         raise _BadRecord(f"gpu: offer id {offer_id} says {m.group('count')} GPUs, hardware says {count}")
-    memory_gb = float(m.group("mem"))
+    memory_gb = float(m.group("mem")) if m else None
     name = gpu.get("type") or gpu.get("description")
     if not isinstance(name, str) or not name:
         raise _BadRecord("schema: lacks 'properties.hardware.gpu.type'")
     try:
-        model, exact = canonicalize(NAME, name, memory_gb * 1024)
+        model, exact = canonicalize(NAME, name, memory_gb * 1024 if m else None)
     except UnknownGPUError as err:
         raise _BadRecord(f"gpu: {err}") from None
     retail = _get(item, "price", "retail_price")

@@ -11,8 +11,8 @@ its Python SDK does it; the tokens handed back are registered for redaction. Non
     GET /v1/instance-availability?isSpot=false|true -> [{"location_code": "FIN-01", "availabilities": [...]}]
     GET /v1/volume-types -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
 
-A price holds in every location: a GPU type is one offer per location x purchase option, `available`
-saying whether that location lists it for that option now.
+A price holds in every location: a GPU type is one offer per location x purchase option it has a
+price for (on demand, spot, or spot only), `available` saying whether that location lists it now.
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ PROVIDER = ProviderSpec(
 # "1x H100 SXM5 80GB", "8x B200 SXM6 180GB", "1x Tesla V100 16GB", "2x RTX A6000 48GB".
 _GPU_DESCRIPTION = re.compile(r"^\s*(?P<count>\d+)\s*x\s+(?P<name>.+?)\s+(?P<mem>\d+(?:\.\d+)?)\s*GB\s*$", re.I)
 _SXM = re.compile(r"\bSXM\d?\b", re.I)
-_NO_PRICE = (None, "", "0", "0.00", 0)  # how a type without a spot price says so
 
 
 class _BadRecord(Exception):
@@ -95,6 +94,14 @@ def _price(value: Any, what: str) -> float:
     return price
 
 
+def _priced(value: Any) -> bool:
+    """False for a price field that says "none": absent, empty or zero (the SDK reads every one as a number)."""
+    try:
+        return value not in (None, "") and as_number(value, "", ValueError) != 0
+    except ValueError:
+        return True  # stated, but no number: _price says why it is refused
+
+
 def _size(obj: Any, key: str = "size_in_gigabytes") -> float | None:
     value = obj.get(key) if isinstance(obj, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
@@ -121,6 +128,8 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
         raise SchemaDriftError("verda: the instance-types answer is not a list")
     if not doc:
         raise SourceError("verda: the instance-types answer returned no instance types")
+    if not any(isinstance(t, dict) and "price_per_hour" in t for t in doc):  # not every type sold as spot alone
+        raise SchemaDriftError("verda: no instance type has a 'price_per_hour': the answer changed shape")
     batch = PROVIDER.batch()
     locations = sorted(set(on_demand) | set(spot)) or [GLOBAL_REGION]
     skipped: Counter[str] = Counter()
@@ -146,8 +155,10 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
             continue
         for ref, fields in rows:
             batch.offer(ref, item, **fields)
-        if item.get("spot_price") in _NO_PRICE:
-            skipped["GPU types without a spot price (on-demand only)"] += 1
+        options = {fields["purchase_option"] for _, fields in rows}
+        skipped.update(why for option, why in (("spot", "GPU types without a spot price (on-demand only)"),
+                                               ("on_demand", "GPU types without an on-demand price (spot only)"))
+                       if option not in options)
     _add_volume_types(batch, volume_types)
     batch.notes.append(f"verda: {len(doc)} instance types in {len(locations)} locations "
                        f"({', '.join(locations)}); " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
@@ -171,9 +182,11 @@ def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: lis
         model, exact = canonicalize(NAME, desc.name, desc.memory_gb * 1024)
     except UnknownGPUError as err:
         raise _BadRecord(f"gpu: {err}") from None
-    prices = {"on_demand": _price(item.get("price_per_hour"), "price_per_hour")}
-    if item.get("spot_price") not in _NO_PRICE:
-        prices["spot"] = _price(item.get("spot_price"), "spot_price")
+    # A type may be sold as spot only: its on-demand price is then empty or zero, and its spot offers stand.
+    on_demand, spot = item.get("price_per_hour"), item.get("spot_price")
+    prices = {"on_demand": _price(on_demand, "price_per_hour")} if _priced(on_demand) or not _priced(spot) else {}
+    if _priced(spot):
+        prices["spot"] = _price(spot, "spot_price")
     common = dict(
         zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
         gpu_name_reported=gpu["description"], gpu_count=count, gpu_memory_gb=desc.memory_gb,

@@ -11,7 +11,8 @@
 
 A plan is one offer per location (or one "global" row, available=False) and purchase option (on
 demand; preemptible loaded as "spot"). A `gpu_count` below 1 is a slice of one card, loaded as a
-fraction of a GPU with the slice's own memory. Bare-metal GPUs come from BARE_METAL_GPUS.
+fraction of a GPU with the slice's own memory; older lists carry no `gpu_count`, and the count is
+the VRAM against Vultr's whole card (CARD_MEMORY_GB). Bare-metal GPUs come from BARE_METAL_GPUS.
 """
 
 from __future__ import annotations
@@ -76,6 +77,15 @@ BARE_METAL_GPUS: dict[str, tuple[int, str, float]] = {
 }
 
 
+# The memory of one whole card of each Cloud GPU type, from the GPU and GPU RAM columns of Vultr's
+# pricing page (www.vultr.com/pricing/, Cloud GPU; as captured 2025-08-19): slices are fractions of
+# these (A100 PCIe: 1/8 = 10 GB, 1/4 = 20, 1/2 = 40, 1 = 80; A40: 1/24 = 2 GB ... 1 = 48; A16: 1/8 =
+# 2 GB ... 1 = 16), whole cards and multi-GPU plans multiples (L40S 48, GH200 96, HGX H100 8 x 80,
+# HGX B200 8 x 192, MI300X 8 x 192, MI325X 8 x 256).
+CARD_MEMORY_GB = {"NVIDIA_A100": 80, "NVIDIA_A40": 48, "NVIDIA_A16": 16, "NVIDIA_L40S": 48, "NVIDIA_GH200": 96,
+                  "NVIDIA_H100": 80, "NVIDIA_B200": 192, "AMD_MI300X": 192, "AMD_MI325X": 256}
+
+
 class _BadRecord(Exception):
     """One plan that cannot become rows: its reason goes to quarantine."""
 
@@ -129,10 +139,15 @@ def cloud_gpus(plan: dict[str, Any]) -> PlanGpus:
             # VRAM is the plan's total: a slice's card holds vram / count, a multi-GPU plan vram / count each.
             model, exact = canonicalize(NAME, alias, vram / float(count) * 1024)
         else:
-            # Older answers carry no gpu_count: the plan's VRAM against the card's own memory.
-            model, exact = canonicalize(NAME, alias, vram * 1024)
-            count = Fraction(vram / model.memory_gb).limit_denominator(64)
-            data["gpu_count_derived"] = f"gpu_vram_gb {vram:g} / {model.gpu_model} memory {model.memory_gb:g} GB"
+            # Older answers carry no gpu_count: the plan's VRAM against the whole card's, as Vultr sells it (a
+            # slice's VRAM alone would find a smaller card of the family: half an 80 GB A100 as a 40 GB one).
+            card_gb = CARD_MEMORY_GB.get(gpu_type.strip().upper())
+            if card_gb is None:
+                raise _BadRecord(f"gpu: no gpu_count, and the memory of a whole {gpu_type} card is not in "
+                                 "CARD_MEMORY_GB: a slice cannot be told from whole cards")
+            model, exact = canonicalize(NAME, alias, card_gb * 1024)
+            count = Fraction(vram / card_gb).limit_denominator(64)
+            data["gpu_count_derived"] = f"gpu_vram_gb {vram:g} / {model.gpu_model} memory {card_gb:g} GB"
     except UnknownGPUError as err:
         raise _BadRecord(f"gpu: {err}") from None
     data["fractional_gpu"] = count < 1
@@ -219,9 +234,14 @@ def _add_plan(batch: Batch, plan: dict[str, Any], kind: str, gpus: PlanGpus, ski
     if currency not in (None, "USD"):
         return batch.quarantine("offer", plan_id, f"{plan_id}: price in {currency}, not USD; no conversion is "
                                 "configured", plan)
+    # Older plan lists state no deploy_* flags: a plan is deployable on demand, and preemptible where it
+    # has a preemptible price. A preemptible price of a plan said not to be deployable so is counted.
+    preemptible = plan.get("deploy_preemptible", "hourly_cost_preemptible" in plan)
+    if preemptible is not True and "hourly_cost_preemptible" in plan:
+        skipped["preemptible prices of GPU plans not deployable preemptible"] += 1
     options = [(option, field) for option, field, allowed in (
         ("on_demand", "hourly_cost", plan.get("deploy_ondemand", True) is not False),
-        ("spot", "hourly_cost_preemptible", plan.get("deploy_preemptible") is True)) if allowed]
+        ("spot", "hourly_cost_preemptible", preemptible is True)) if allowed]
     if not options:
         skipped["GPU plans deployable neither on demand nor preemptible"] += 1
         return

@@ -260,6 +260,44 @@ def test_bad_products_are_quarantined_and_the_rest_still_load() -> None:
     assert rows(batch)["B300-SXM-8-288G", "fr-par-2"].source_price_per_hour == 60.0
 
 
+# RENDER-S, Scaleway's older P100 type, as a catalogue product: the fields of the recorded products
+# (the SDK's PublicCatalogProduct), filled from the Instance API's live answer of 2026-08-22 for fr-par-2
+# (getcomputable/gpu-index, tests/fixtures/observatory/scaleway/servers_page2.json, read 2026-12-05:
+# 10 vCPUs, 45097156608 bytes of RAM, one GPU named "P100" with 16 GiB, 1.221 EUR per hour). Its id does
+# not follow <family>-<count>-<memory>G. See adapters/recordings/scaleway/README.md.
+RENDER_S = {
+    "sku": "/compute/render_s/run_fr-par-2", "service_category": "Compute", "product_category": "Instance",
+    "product": "RENDER-S Instance", "variant": "GPU RENDER-S Instance - fr-par-2",
+    "description": "GPU RENDER-S Instance - fr-par-2 (1.221\u20ac per hour)", "status": "general_availability",
+    "badges": [], "locality": {"zone": "fr-par-2"},
+    "price": {"retail_price": {"currency_code": "EUR", "units": 1, "nanos": 221000000}},
+    "properties": {"instance": {"range": "GPU", "offer_id": "RENDER-S", "recommended_replacement_offer_ids": []},
+                   "hardware": {"cpu": {"description": "vCPUs: 10", "arch": "x64", "type": "", "virtual": {"count": 10},
+                                        "threads": 10, "shared": False},
+                                "ram": {"description": "42 GiB", "size": 45097156608, "type": ""},
+                                "storage": {"description": "Block", "total": 0},
+                                "gpu": {"description": "1 x P100", "count": 1, "type": "P100"}}},
+    "unit_of_measure": {"unit": "hour", "size": 1}}
+
+
+def test_an_older_type_whose_id_names_no_memory_is_mapped_by_its_gpu_fields(replay: Any) -> None:
+    cpu = next(p for p in pages()[0]["products"] if not p["properties"]["hardware"].get("gpu"))
+    only_render = json.dumps({"products": [RENDER_S, cpu], "total_count": 2}).encode()
+
+    def catalogue(host: str, req: Request, ex: Exchange | None) -> tuple[int, dict[str, str], bytes] | None:
+        return (200, {"Content-Type": "application/json"}, only_render) if req.path == scaleway.CATALOG_PATH else None
+
+    batch = scaleway.fetch(replay_context(replay("scaleway", hook=catalogue), "scaleway"))
+    assert not batch.quarantined
+    [offer] = batch.offers  # a catalogue of only such a type still loads
+    assert (offer.instance_type, offer.zone, offer.gpu_model, offer.gpu_variant_exact, offer.gpu_count) == (
+        "RENDER-S", "fr-par-2", "P100", True, 1)
+    # The catalogue states no GPU memory for it: unknown, never read from the id
+    assert (offer.gpu_memory_gb, offer.gpu_memory_gb_nominal) == (None, 16)
+    assert (offer.source_currency, offer.source_price_per_hour, offer.vcpus, offer.ram_gb) == ("EUR", 1.221, 10, 42)
+    assert math.isclose(offer.price_per_hour, 1.221 * RATE)
+
+
 def test_a_changed_answer_shape_or_an_empty_catalogue_fails_loudly() -> None:
     with pytest.raises(SourceError, match="lacks the 'products' list"):
         scaleway.parse_catalog([{"items": []}], RATE, None)
