@@ -1,39 +1,17 @@
 """CloudRift: GPU instance types, their prices and the free nodes per datacenter.
 
-Source: `POST https://api.cloudrift.ai/api/v1/instance-types/list`, CloudRift's public REST API
-(https://api.cloudrift.ai/api-docs/openapi.json, https://docs.cloudrift.ai/extras/rest-api).
-Every call is a POST with the envelope `{"version": "<date>", "data": {...}}` and answers in the
-same envelope. The listing answers without credentials; CLOUDRIFT_API_KEY, when set, goes in
-the `X-API-Key` header. One answer, no paging:
+`POST https://api.cloudrift.ai/api/v1/instance-types/list` with the envelope `{"version", "data"}`,
+no key needed (CLOUDRIFT_API_KEY, when set, goes in `X-API-Key`). One answer, no paging:
 
-    {"version": "2025-01-29",
-     "data": {"instance_types": [{"name": "rtx49-10c-kn", "brand_short": "RTX 4090",
-       "datacenters": [...],
-       "variants": [{"name": "rtx49-10c-kn.1", "gpu_count": 1, "vram": <bytes per GPU>,
-                     "cpu_count", "logical_cpu_count", "dram": <bytes>, "disk": <bytes>,
-                     "cost_per_hour": 39,                      # US cents for the variant
-                     "nodes_per_dc": {"usny01_a01": 2},
-                     "available_nodes": 1, "available_nodes_per_dc": {"usny01_a01": 1},
+    {"data": {"instance_types": [{"name": "rtx49-10c-kn", "brand_short": "RTX 4090",
+       "variants": [{"name": "rtx49-10c-kn.1", "gpu_count": 1, "vram": <bytes per GPU>, "cpu_count",
+                     "logical_cpu_count", "dram": <bytes>, "disk": <bytes>, "cost_per_hour": 39,  # US cents
+                     "nodes_per_dc": {"usny01_a01": 2}, "available_nodes_per_dc": {"usny01_a01": 1},
                      "ip_availability_per_dc": {...},
                      "volume_types_per_dc": {"<dc>": [{"name", "cost_per_gb_per_month"}]}}]}]}}
 
-Money is in cents everywhere (observed live: `cost_per_hour` 25.0 on a 0.25 USD/h rental), so
-a price is `cost_per_hour / 100` for the whole variant (its GPUs, vCPUs, RAM and disk).
-
-Row shape. One on-demand offer per variant and datacenter it is listed in (`nodes_per_dc` or
-`available_nodes_per_dc`): region = the datacenter name, available = it has a free node there,
-available_count = its free nodes there, availability_level "free nodes" / "no free node". A
-variant listed in no datacenter is one row in region "global" with available=False (the price
-is listed; nothing can be rented now), as Lambda's sold-out types are.
-
-GPUs are named by `brand_short` ("RTX 4090", "V100") and mapped with the per-GPU `vram`
-through gpu_aliases; an unknown brand is quarantined once with its variants. CPU-only variants
-are counted in the notes. A variant without a usable price, a variant name listed twice, or a
-price in another currency is quarantined with the reason. Storage: the volume types' prices
-(cents per GB-month) per datacenter when any are listed, otherwise a note says none are.
-Egress: CloudRift charges none (cloudrift.ai/pricing), one "global" record at 0.
-
-`fetch_*` does the I/O; `parse_*`/`build_*` functions are pure.
+One offer per variant and datacenter it is listed in (available when it has a free node there), or
+one "global" row, available=False. Money is in cents (seen live: 25.0 on a 0.25 USD/h rental).
 """
 
 from __future__ import annotations
@@ -41,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
@@ -56,85 +34,47 @@ API_KEY_ENV = "CLOUDRIFT_API_KEY"
 # The protocol date CloudRift's own client pins (cloudrift-ai/emmy PR #809); the listing
 # answers whatever the pin.
 API_VERSION = "2026-09-08"
-SERVICES = ("vm",)  # VM-capable types: what SSH access and a custom image need
+# VM-capable types: what SSH access and a custom image need
+REQUEST = {"version": API_VERSION, "data": {"selector": {"ByServiceAndLocation": {"services": ["vm"]}}}}
 GLOBAL_REGION = "global"
-GIB = 1024 ** 3
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(API_KEY_ENV,),
-    credentials_required=False,
+    name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=False,
     facts=ProviderFacts(
-        display_name="CloudRift",
-        kind="gpu_cloud",
-        billing_granularity_s=1,
-        minimum_charge_s=0,
+        display_name="CloudRift", kind="gpu_cloud", billing_granularity_s=1, minimum_charge_s=0,
         billing_notes="Billed per second of active runtime with no minimum (cloudrift.ai/pricing); a rental "
                       "that fails to start is not charged (docs changelog).",
         storage_persists_when_stopped=True,
         stopped_billing_notes="Persistent volumes bill until deleted, attached or not; stopping a reserved "
                               "instance terminates it and its ephemeral disk (docs: volumes).",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=None,
-        multinode_interconnect=None,
-        interruptible_offer=None,
+        access_ssh=True, access_docker=True, access_jupyter=None,
         price_source="CloudRift API POST api.cloudrift.ai/api/v1/instance-types/list (no key needed; "
                      "cost_per_hour in US cents per variant)",
-        source_urls=[
-            "https://api.cloudrift.ai/api-docs/openapi.json",
-            "https://docs.cloudrift.ai/extras/rest-api",
-            "https://docs.cloudrift.ai/cli-interface/instance-management",
-            "https://docs.cloudrift.ai/features/volumes",
-            "https://www.cloudrift.ai/pricing",
-        ],
-    ),
+        source_urls=["https://api.cloudrift.ai/api-docs/openapi.json", "https://docs.cloudrift.ai/extras/rest-api",
+                     "https://docs.cloudrift.ai/cli-interface/instance-management",
+                     "https://docs.cloudrift.ai/features/volumes", "https://www.cloudrift.ai/pricing"]),
 )
 
 
-class _BadVariant(Exception):
-    """One variant that cannot become a row: its reason goes to quarantine."""
+class _Bad(Exception):
+    """One variant that cannot become rows: its reason goes to quarantine."""
 
-
-def build_request() -> dict[str, Any]:
-    return {"version": API_VERSION, "data": {"selector": {"ByServiceAndLocation": {"services": list(SERVICES)}}}}
-
-
-# -- pure helpers ---------------------------------------------------------------------
 
 def _num(value: Any) -> float | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
 
 
-def price_usd(cents: Any) -> float:
-    """A variant's cost_per_hour (US cents) as USD per hour; _BadVariant when it is not a price."""
-    if cents is None:
-        raise _BadVariant("cost_per_hour is missing")
-    if isinstance(cents, bool) or not isinstance(cents, (int, float)):
-        raise _BadVariant(f"cost_per_hour {cents!r} is not a number")
-    if not math.isfinite(cents):
-        raise _BadVariant(f"cost_per_hour {cents!r} is not a finite number")
-    if cents <= 0:
-        raise _BadVariant(f"cost_per_hour {cents!r} is not a positive price")
-    return round(cents / 100, 6)
-
-
 def _counts(value: Any) -> dict[str, int]:
     """A {datacenter: node count} map, read leniently: what is not a count is left out."""
-    if not isinstance(value, dict):
-        return {}
-    return {str(dc): int(n) for dc, n in value.items()
-            if isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and n >= 0}
+    return {str(dc): int(n) for dc, n in value.items() if _num(n) is not None and n >= 0} \
+        if isinstance(value, dict) else {}
 
 
 def _gib(value: Any) -> float | None:
     n = _num(value)
-    return round(n / GIB, 3) if n and n > 0 else None
+    return round(n / 1024 ** 3, 3) if n and n > 0 else None
 
-
-# -- the answer -----------------------------------------------------------------------
 
 @drift_guard("cloudrift: instance-types")
 def parse_instance_types(doc: Any) -> list[dict[str, Any]]:
@@ -155,10 +95,9 @@ def parse_instance_types(doc: Any) -> list[dict[str, Any]]:
 @drift_guard("cloudrift: variants")
 def build_batch(types: list[dict[str, Any]]) -> Batch:
     """Instance types -> one offer per variant and datacenter, volume prices, quarantine."""
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     skipped: Counter[str] = Counter()
-    unknown: dict[str, list[str]] = defaultdict(list)
-    unknown_reason: dict[str, str] = {}
+    unknown: dict[str, tuple[str, list[str]]] = {}  # brand -> (why, its variants)
     seen: set[str] = set()
     variants = 0
     for itype in types:
@@ -168,80 +107,70 @@ def build_batch(types: list[dict[str, Any]]) -> Batch:
             continue
         for variant in itype["variants"]:
             variants += 1
-            _add_variant(batch, itype, variant, seen, skipped, unknown, unknown_reason)
-    for brand in sorted(unknown):
-        names = unknown[brand]
-        batch.quarantine("offer", f"gpu/{brand}", f"gpu: {unknown_reason[brand]} ({len(names)} variants)",
+            outcome = _add_variant(batch, itype, variant, seen)
+            if isinstance(outcome, UnknownGPUError):
+                unknown.setdefault(str(itype.get("brand_short") or ""), (str(outcome), []))[1].append(variant["name"])
+            elif outcome:
+                skipped[outcome] += 1
+    for brand, (why, names) in sorted(unknown.items()):
+        batch.quarantine("offer", f"gpu/{brand}", f"gpu: {why} ({len(names)} variants)",
                          {"brand_short": brand, "variants": sorted(names)})
     _add_volumes(batch, types)
-    _add_free_egress(batch)
+    batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[-1]},
+              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0,
+              source_currency="USD", source_usd_per_gb=0.0,
+              description="no egress or ingress charges (cloudrift.ai/pricing); every datacenter")
     counted = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
     batch.notes.insert(0, f"cloudrift: {len(types)} instance types, {variants} variants; skipped: {counted}")
     return batch
 
 
-def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[str], skipped: Counter[str],
-                 unknown: dict[str, list[str]], unknown_reason: dict[str, str]) -> None:
-    if not isinstance(variant, dict) or not isinstance(variant.get("name"), str) or not variant["name"]:
-        batch.quarantine("offer", f"{itype.get('name')}/?", "schema: a variant lacks 'name'", variant)
-        return
-    name = variant["name"]
+def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[str]) -> Any:
+    """Offers of one variant; returns what was skipped (a reason to count, or an unknown GPU)."""
+    name = variant.get("name") if isinstance(variant, dict) else None
+    if not isinstance(name, str) or not name:
+        return batch.quarantine("offer", f"{itype.get('name')}/?", "schema: a variant lacks 'name'", variant)
     if batch.listed_again(seen, name, f"variant {name}", variant):
-        return
-    gpus = variant.get("gpu_count")
+        return None
+    gpus, cents, vram = variant.get("gpu_count"), variant.get("cost_per_hour"), _num(variant.get("vram"))
     if isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus == 0:
-        skipped["CPU-only variants"] += 1
-        return
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
-        batch.quarantine("offer", name, f"{name}: gpu_count {gpus!r} is not a whole count", variant)
-        return
-    currency = stated_currency(variant) or stated_currency(itype)
-    if currency not in (None, "USD"):
-        batch.quarantine("offer", name, f"{name}: price in {currency}, not USD cents; no conversion is "
-                         "configured", variant)
-        return
-    brand = str(itype.get("brand_short") or "")
-    vram = _num(variant.get("vram"))
+        return "CPU-only variants"
+    brand, currency = str(itype.get("brand_short") or ""), stated_currency(variant) or stated_currency(itype)
     try:
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+            raise _Bad(f"gpu_count {gpus!r} is not a whole count")
+        if currency not in (None, "USD"):
+            raise _Bad(f"price in {currency}, not USD cents; no conversion is configured")
         model, exact = canonicalize(NAME, brand, vram / 2 ** 20 if vram else None)
+        if cents is None or isinstance(cents, bool) or not isinstance(cents, (int, float)):
+            raise _Bad("cost_per_hour is missing" if cents is None else f"cost_per_hour {cents!r} is not a number")
+        if not math.isfinite(cents) or cents <= 0:
+            raise _Bad(f"cost_per_hour {cents!r} is not a "
+                       + ("positive price" if math.isfinite(cents) else "finite number"))
     except UnknownGPUError as err:
-        unknown[brand].append(name)
-        unknown_reason.setdefault(brand, str(err))
-        return
-    try:
-        price = price_usd(variant.get("cost_per_hour"))
-    except _BadVariant as err:
-        batch.quarantine("offer", name, f"{name}: {err}", variant)
-        return
-    per_gpu_gb = _gib(vram)
+        return err
+    except _Bad as err:
+        return batch.quarantine("offer", name, f"{name}: {err}", variant)
     common = dict(
-        zone="", instance_type=name, purchase_option="on_demand",
-        gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=brand, gpu_vendor=model.vendor,
-        gpu_count=gpus, gpu_memory_gb=per_gpu_gb, gpu_memory_gb_nominal=model.memory_gb,
-        total_gpu_memory_gb=per_gpu_gb * gpus if per_gpu_gb else None,
+        zone="", instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        gpu_name_reported=brand, gpu_count=gpus, gpu_memory_gb=_gib(vram), price_per_hour=round(cents / 100, 6),
         vcpus=_num(variant.get("logical_cpu_count")) or _num(variant.get("cpu_count")) or None,
-        ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")),
-        price_per_hour=price, source_currency="USD", source_price_per_hour=price,
-        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-    )
+        ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")))
     nodes, free = _counts(variant.get("nodes_per_dc")), _counts(variant.get("available_nodes_per_dc"))
     ips = variant.get("ip_availability_per_dc") if isinstance(variant.get("ip_availability_per_dc"), dict) else {}
-    data = {"instance_type": itype.get("name"), "cost_per_hour_cents": variant.get("cost_per_hour"),
+    data = {"instance_type": itype.get("name"), "cost_per_hour_cents": cents,
             "available_nodes": variant.get("available_nodes"), "cpu_count": variant.get("cpu_count")}
-    datacenters = sorted(set(nodes) | set(free))
-    if not datacenters:
+    if not nodes and not free:
         batch.offer(f"{name}/{GLOBAL_REGION}", variant, region=GLOBAL_REGION, available=False, available_count=0,
                     availability_level="listed in no datacenter", provider_data=json.dumps(data, sort_keys=True),
                     **common)
-        return
-    for dc in datacenters:
+    for dc in sorted(set(nodes) | set(free)):
         count = free.get(dc, 0)
         batch.offer(f"{name}/{dc}", variant, region=dc, available=count > 0, available_count=count,
                     availability_level="free nodes" if count else "no free node",
                     provider_data=json.dumps(dict(data, nodes=nodes.get(dc), ip_availability=ips.get(dc)),
-                                             sort_keys=True, default=str),
-                    **common)
+                                             sort_keys=True, default=str), **common)
+    return None
 
 
 def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
@@ -250,15 +179,12 @@ def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
     for itype in types:
         for variant in itype.get("variants") or [] if isinstance(itype, dict) else []:
             per_dc = variant.get("volume_types_per_dc") if isinstance(variant, dict) else None
-            if not isinstance(per_dc, dict):
-                continue
-            for dc, vtypes in per_dc.items():
+            for dc, vtypes in per_dc.items() if isinstance(per_dc, dict) else ():
                 for vtype in vtypes if isinstance(vtypes, list) else []:
                     if isinstance(vtype, dict) and vtype.get("name"):
                         found.setdefault((str(dc), str(vtype["name"])), vtype)
     if not found:
         batch.notes.append("cloudrift: no volume type is listed in any datacenter; no storage price loaded")
-        return
     for (dc, vname), vtype in sorted(found.items()):
         cents = _num(vtype.get("cost_per_gb_per_month"))
         if cents is None or cents <= 0:
@@ -271,24 +197,9 @@ def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
                   description=f"persistent volume '{vname}', {cents:g} US cents per GB-month; bills until deleted")
 
 
-def _add_free_egress(batch: Batch) -> None:
-    batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[-1]},
-              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0,
-              source_currency="USD", source_usd_per_gb=0.0,
-              description="no egress or ingress charges (cloudrift.ai/pricing); every datacenter")
-
-
-# -- fetching ---------------------------------------------------------------------
-
-def fetch_instance_types(ctx: SourceContext) -> Any:
-    headers = {"Accept": "application/json"}
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if key:
-        headers["X-API-Key"] = key
-    with ctx.http_client(headers=headers) as client:
-        return ctx.post_json(client, API_HOST, INSTANCE_TYPES_PATH, json=build_request())
-
-
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every VM instance type with its variants, prices and free nodes per datacenter."""
-    return build_batch(parse_instance_types(fetch_instance_types(ctx)))
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    with ctx.http_client(headers={"Accept": "application/json", **({"X-API-Key": key} if key else {})}) as client:
+        doc = ctx.post_json(client, API_HOST, INSTANCE_TYPES_PATH, json=REQUEST)
+    return build_batch(parse_instance_types(doc))

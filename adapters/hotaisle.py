@@ -1,41 +1,16 @@
 """Hot Aisle: AMD Instinct MI300X virtual machines and bare-metal servers, with their stock.
 
-Source: Hot Aisle's REST API (OpenAPI 2.0 at https://admin.hotaisle.app/api/docs/swagger.json),
-authenticated with `Authorization: Token <key>` (env HOTAISLE_API_KEY). Prices are per team,
-so every call names one:
+Hot Aisle's REST API, `Authorization: Token <key>` (env HOTAISLE_API_KEY), per team: the
+HOTAISLE_TEAM_HANDLE, else the key's one team (`GET /api/teams/`). Two JSON arrays, not paged:
 
-    GET https://admin.hotaisle.app/api/teams/                         the key's teams (UserTeam[])
-    GET https://admin.hotaisle.app/api/teams/{team}/virtual_machines/available/
-    GET https://admin.hotaisle.app/api/teams/{team}/bare_metal/available/
+    GET /api/teams/{team}/virtual_machines/available/   and   .../bare_metal/available/
+    [{"Quantity": 2, "MinimumReservationMinutes": 30, "OnDemandPrice": 299,       # US cents per hour
+      "Specs": {"cpu_cores": 13, "cpus": {"model", "cores", ...}, "ram_capacity": <bytes>,
+                "disk_capacity": <bytes>, "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
 
-The team is HOTAISLE_TEAM_HANDLE when set (the variable dstack and gpuhunt read); otherwise the
-one team the key belongs to is asked for, and a key with several teams must name one. Each
-`available` answer is one JSON array, not paged:
-
-    [{"Quantity": 2, "MinimumReservationMinutes": 30, "OnDemandPrice": 299,
-      "Specs": {"cpu_cores": 13, "cpus": {"count", "manufacturer", "model", "cores", "frequency"},
-                "ram_capacity": <bytes>, "disk_capacity": <bytes>,
-                "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
-
-`OnDemandPrice` is the whole machine's price per hour in US cents; `Quantity` how many of the
-type can be deployed now (the availability signal: available_count, available when > 0);
-`MinimumReservationMinutes` the type's minimum charge. A bare-metal `Specs` lists `cpus` (and
-`disks`, `memory_modules`) as arrays, a VM's `cpus` is one object. The API names no type, no
-region and no GPU memory: a type is named here from its specs ("vm-1x-MI300X-13c-Xeon-Platinum-
-8470"), every row is in Hot Aisle's one facility (region "us-michigan-1", the name dstack shows),
-and the GPU's memory comes from the warehouse's GPU reference (192 GB for MI300X).
-
-Row shape: one on-demand offer per listed type, sold-out types included (available=False,
-available_count=0). Nothing is dropped silently: a type without GPUs is counted in the batch
-notes, a type that cannot be priced or placed (no price, no GPU count, a GPU the warehouse does
-not know, listed twice) is quarantined with the reason. An empty VM list is an error, not a
-sold-out market: a type with nothing free is listed with Quantity 0.
-
-Not in the API, from Hot Aisle's pages (PROVIDER.facts): billing by the minute, unmetered
-internet (an egress record at 0 USD/GB), no storage product of its own (each type's local NVMe
-is included in its price), 8x400G RoCEv2 between bare-metal servers.
-
-`fetch_*` does the I/O; `parse_*` functions are pure.
+The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
+facility, the per-GPU memory stays unknown. `Quantity` is the availability (sold-out types: 0, so
+an empty VM list is an error).
 """
 
 from __future__ import annotations
@@ -61,28 +36,18 @@ BARE_METAL_PATH = "/api/teams/{team}/bare_metal/available/"
 API_KEY_ENV = "HOTAISLE_API_KEY"
 TEAM_ENV = "HOTAISLE_TEAM_HANDLE"
 REGION = "us-michigan-1"  # Hot Aisle's one data center (Switch, Grand Rapids, Michigan); the API names none
-BYTES_PER_GIB = 1024 ** 3
 
 PRICING_PAGE = "https://www.hotaisle.xyz/pricing/"
 PRICE_POST = "https://www.hotaisle.xyz/blog/why-we-raised-our-mi300x-price/"
 COMPUTE_PAGE = "https://www.hotaisle.xyz/compute/"
-# Every server is a Dell XE9680 with 8 MI300X and eight 400G RoCEv2 ports (the compute page).
-BARE_METAL_NETWORK_GBPS = 3200.0
-BARE_METAL_FABRIC = "RoCEv2 Ethernet 8x400G"
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(API_KEY_ENV,),
+    name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=True,
     # The team handle is no secret (it is in every request path), but the nightly run has to be
     # told which team's prices to read when the key belongs to several.
     nightly_secrets=(API_KEY_ENV, TEAM_ENV),
-    credentials_required=True,
     facts=ProviderFacts(
-        display_name="Hot Aisle",
-        kind="gpu_cloud",
-        billing_granularity_s=60,
-        minimum_charge_s=None,
+        display_name="Hot Aisle", kind="gpu_cloud", billing_granularity_s=60, minimum_charge_s=None,
         billing_notes="VMs and bare metal are billed by the minute (pricing page). Each type's minimum is the "
                       "API's MinimumReservationMinutes (loaded per offer); bare metal has a one-month minimum "
                       "(Hot Aisle's price post of 2026-07-14). Allocations made before 2026-07-14 keep 1.99 USD "
@@ -91,20 +56,11 @@ PROVIDER = ProviderSpec(
         stopped_billing_notes="VMs can be stopped and started through the API; whether a stopped VM keeps billing "
                               "is not documented. There is no separate volume product: each type's local NVMe is "
                               "part of its price.",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=None,
+        access_ssh=True, access_docker=True, access_jupyter=None,
         multinode_interconnect="RoCEv2 Ethernet, 8x400G per 8-GPU bare-metal server; VMs: not stated",
-        interruptible_offer=None,
         price_source="Hot Aisle API GET admin.hotaisle.app/api/teams/{team}/virtual_machines/available/ and "
                      "bare_metal/available/ (API key)",
-        source_urls=[
-            "https://admin.hotaisle.app/api/docs/",
-            PRICING_PAGE,
-            PRICE_POST,
-            COMPUTE_PAGE,
-        ],
-    ),
+        source_urls=["https://admin.hotaisle.app/api/docs/", PRICING_PAGE, PRICE_POST, COMPUTE_PAGE]),
 )
 
 
@@ -112,21 +68,12 @@ class _BadRecord(Exception):
     """One listed type that cannot become a row: its reason goes to quarantine."""
 
 
-# -- parsing ----------------------------------------------------------------------
-
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _BadRecord(f"{what} {value!r} is not a whole number")
     if value < 0:
         raise _BadRecord(f"{what} {value!r} is negative")
     return value
-
-
-def _bytes_as_gib(specs: dict[str, Any], key: str) -> float | None:
-    value = specs.get(key)
-    if value is None:
-        return None
-    return round(_count(value, key) / BYTES_PER_GIB, 3) or None
 
 
 def _cpu(specs: dict[str, Any]) -> tuple[str, int | None]:
@@ -139,13 +86,6 @@ def _cpu(specs: dict[str, Any]) -> tuple[str, int | None]:
     return str(first.get("model") or "").strip(), cores if isinstance(cores, int) else None
 
 
-def _gpus(specs: dict[str, Any]) -> list[dict[str, Any]]:
-    gpus = specs.get("gpus") or []
-    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
-        raise _BadRecord("schema: Specs.gpus is not a list of objects")
-    return [g for g in gpus if g.get("count") != 0]
-
-
 def type_name(kind: str, item: Any) -> str:
     """A name for a listed type (the API gives none): kind, GPUs, cores and CPU model.
 
@@ -155,8 +95,7 @@ def type_name(kind: str, item: Any) -> str:
         return f"{kind}-?"
     gpus = specs.get("gpus") if isinstance(specs.get("gpus"), list) else []
     gpu_part = "+".join(f"{g.get('count')}x-{g.get('model')}" for g in gpus if isinstance(g, dict)) or "cpu"
-    cpu_model, _ = _cpu(specs)
-    parts = [kind, gpu_part, f"{specs.get('cpu_cores')}c", cpu_model or "cpu"]
+    parts = [kind, gpu_part, f"{specs.get('cpu_cores')}c", _cpu(specs)[0] or "cpu"]
     return re.sub(r"[^A-Za-z0-9.+-]+", "-", "-".join(parts)).strip("-")
 
 
@@ -165,20 +104,23 @@ def parse_available(vm_doc: Any, bare_metal_doc: Any) -> Batch:
     """The two `available` answers -> one offer per type, plus Hot Aisle's documented egress."""
     for what, doc in (("virtual_machines/available", vm_doc), ("bare_metal/available", bare_metal_doc)):
         if not isinstance(doc, list):
-            raise SchemaDriftError(f"hotaisle: {what} did not answer a JSON array "
-                                   f"(got {type(doc).__name__})")
+            raise SchemaDriftError(f"hotaisle: {what} did not answer a JSON array (got {type(doc).__name__})")
     if not vm_doc:
         raise SourceError("hotaisle: virtual_machines/available returned no types (a sold-out type is listed "
                           "with Quantity 0, so an empty list is not a full house)")
     if not any(isinstance(i, dict) and "OnDemandPrice" in i for i in vm_doc):
         raise SchemaDriftError("hotaisle: no VM type has an 'OnDemandPrice': the answer changed shape")
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     skipped: Counter[str] = Counter()
     seen: set[str] = set()
     for kind, doc in (("vm", vm_doc), ("bm", bare_metal_doc)):
         for item in doc:
             _add_type(batch, kind, item, seen, skipped)
-    _add_documented_terms(batch)
+    batch.add("egress", f"{REGION}/internet", {"source": PRICE_POST}, region=REGION, destination="internet",
+              tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
+              description="unmetered internet with IPv4 (Hot Aisle's price post, 2026-07-14)")
+    batch.notes.append("hotaisle: no storage prices: there is no volume product; each type's local NVMe "
+                       "(its local_disk_gb) is included in its price")
     batch.notes.append(f"hotaisle: {len(vm_doc)} VM types and {len(bare_metal_doc)} bare-metal types listed; "
                        "skipped: " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
     return batch
@@ -190,71 +132,56 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
         if not isinstance(item, dict) or not isinstance(item.get("Specs"), dict):
             raise _BadRecord("schema: the type lacks its 'Specs' object")
         specs = item["Specs"]
-        gpus = _gpus(specs)
+        gpus = specs.get("gpus") or []
+        if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+            raise _BadRecord("schema: Specs.gpus is not a list of objects")
+        gpus = [g for g in gpus if g.get("count") != 0]
         if not gpus:
             skipped["CPU-only types"] += 1
             return
         if len({str(g.get("model")) for g in gpus}) > 1:
             raise _BadRecord(f"mixed GPU models {[g.get('model') for g in gpus]}; one row cannot say which")
-        gpu = gpus[0]
         gpu_count = sum(_count(g.get("count"), "gpus.count") for g in gpus)
-        if "OnDemandPrice" not in item or item["OnDemandPrice"] is None:
+        cents = item.get("OnDemandPrice")
+        if cents is None:
             raise _BadRecord("no OnDemandPrice")
-        cents = item["OnDemandPrice"]
         if isinstance(cents, bool) or not isinstance(cents, (int, float)):
             raise _BadRecord(f"OnDemandPrice {cents!r} is not a number")
         quantity = _count(item.get("Quantity"), "Quantity")
         minimum = item.get("MinimumReservationMinutes")
         minimum_s = _count(minimum, "MinimumReservationMinutes") * 60 if minimum is not None else None
-        cores = _count(specs.get("cpu_cores"), "cpu_cores") if specs.get("cpu_cores") is not None else None
-        ram_gib, disk_gib = _bytes_as_gib(specs, "ram_capacity"), _bytes_as_gib(specs, "disk_capacity")
+        cores = _count(specs["cpu_cores"], "cpu_cores") if specs.get("cpu_cores") is not None else None
+        ram_gib, disk_gib = (round(_count(specs[k], k) / 1024 ** 3, 3) or None if specs.get(k) is not None
+                             else None for k in ("ram_capacity", "disk_capacity"))
         currency = stated_currency(item)
         if currency not in (None, "USD"):
             raise _BadRecord(f"price in {currency}, not USD cents; no conversion is configured")
-        model, exact = canonicalize(NAME, str(gpu.get("model") or ""))
+        model, exact = canonicalize(NAME, str(gpus[0].get("model") or ""))
     except _BadRecord as err:
-        batch.quarantine("offer", ref, f"{ref}: {err}", item)
-        return
+        return batch.quarantine("offer", ref, f"{ref}: {err}", item)
     except UnknownGPUError as err:
-        batch.quarantine("offer", ref, f"gpu: {err} ({ref})", item)
-        return
+        return batch.quarantine("offer", ref, f"gpu: {err} ({ref})", item)
     if batch.listed_again(seen, ref, f"type {ref}", item):
         return
-    price = cents / 100
     cpu_model, cores_per_cpu = _cpu(specs)
-    bare_metal = kind == "bm"
-    data = {"kind": "bare_metal" if bare_metal else "virtual_machine", "on_demand_price_cents": cents,
+    metal = kind == "bm"
+    data = {"kind": "bare_metal" if metal else "virtual_machine", "on_demand_price_cents": cents,
             "quantity": quantity, "minimum_reservation_minutes": minimum, "cpu_model": cpu_model,
-            "cores_per_cpu": cores_per_cpu, "gpu_manufacturer": gpu.get("manufacturer"),
+            "cores_per_cpu": cores_per_cpu, "gpu_manufacturer": gpus[0].get("manufacturer"),
             "gpu_memory_from": "warehouse GPU reference (the API states none)"}
+    # Every server is a Dell XE9680: eight MI300X joined by Infinity Fabric and eight 400G RoCEv2
+    # ports (the compute page); whether a VM's passed-through GPUs keep those links is not stated.
     batch.offer(f"{ref}/{REGION}", item, region=REGION, zone="", instance_type=ref, purchase_option="on_demand",
-                gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=str(gpu.get("model")),
-                gpu_vendor=model.vendor, gpu_count=gpu_count, gpu_memory_gb=None,
-                gpu_memory_gb_nominal=model.memory_gb,
+                gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=str(gpus[0].get("model")),
+                gpu_count=gpu_count, gpu_memory_gb=None,
                 total_gpu_memory_gb=model.memory_gb * gpu_count if model.memory_gb else None,
                 vcpus=cores or None, ram_gb=ram_gib, local_disk_gb=disk_gib,
-                # The XE9680's eight OAM modules are joined by Infinity Fabric; whether a VM's
-                # passed-through GPUs keep those links is not stated.
-                interconnect="Infinity Fabric" if bare_metal and gpu_count > 1 else None,
-                network_gbps=BARE_METAL_NETWORK_GBPS if bare_metal else None,
-                multinode_fabric=BARE_METAL_FABRIC if bare_metal else None,
-                price_per_hour=price, source_currency="USD", source_price_per_hour=price,
-                billing_granularity_s=PROVIDER.facts.billing_granularity_s, minimum_charge_s=minimum_s,
-                available=quantity > 0, available_count=quantity,
-                availability_level="in stock" if quantity > 0 else "sold out",
+                interconnect="Infinity Fabric" if metal and gpu_count > 1 else None,
+                network_gbps=3200.0 if metal else None, multinode_fabric="RoCEv2 Ethernet 8x400G" if metal else None,
+                price_per_hour=cents / 100, minimum_charge_s=minimum_s, available=quantity > 0,
+                available_count=quantity, availability_level="in stock" if quantity > 0 else "sold out",
                 provider_data=json.dumps(data, sort_keys=True))
 
-
-def _add_documented_terms(batch: Batch) -> None:
-    """Egress from Hot Aisle's own words; there is no storage product to price."""
-    batch.add("egress", f"{REGION}/internet", {"source": PRICE_POST}, region=REGION, destination="internet",
-              tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
-              description="unmetered internet with IPv4 (Hot Aisle's price post, 2026-07-14)")
-    batch.notes.append("hotaisle: no storage prices: there is no volume product; each type's local NVMe "
-                       "(its local_disk_gb) is included in its price")
-
-
-# -- fetching ---------------------------------------------------------------------
 
 def parse_team(doc: Any) -> str:
     """The one team a key may price for, from GET /api/teams/ (invitations not yet accepted do not count)."""
@@ -271,26 +198,15 @@ def parse_team(doc: Any) -> str:
     return handles[0]
 
 
-def fetch_available(ctx: SourceContext) -> tuple[Any, Any]:
+def fetch(ctx: SourceContext) -> Batch:
+    """Two or three requests: the team (when not configured), its VM types and its bare-metal types."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"hotaisle: {API_KEY_ENV} is not set; the API needs a team's API key")
-    headers = {"Accept": "application/json"}
-    if key:
-        headers["Authorization"] = f"Token {key}"
+    headers = {"Accept": "application/json", **({"Authorization": f"Token {key}"} if key else {})}
     with ctx.http_client(headers=headers) as client:
-        team = os.environ.get(TEAM_ENV, "").strip()
-        if not team:
-            team = parse_team(ctx.get_json(client, API_HOST, TEAMS_PATH))
+        team = os.environ.get(TEAM_ENV, "").strip() or parse_team(ctx.get_json(client, API_HOST, TEAMS_PATH))
         if not re.fullmatch(r"[A-Za-z0-9._-]+", team):
             raise SourceError(f"hotaisle: team handle {team[:40]!r} is not a handle")
-        docs = []
-        for template in (VM_PATH, BARE_METAL_PATH):
-            path = template.format(team=team)
-            docs.append(ctx.get_json(client, API_HOST, path))
-    return docs[0], docs[1]
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    """Two or three requests: the team (when not configured), its VM types and its bare-metal types."""
-    return parse_available(*fetch_available(ctx))
+        return parse_available(*(ctx.get_json(client, API_HOST, path.format(team=team))
+                                 for path in (VM_PATH, BARE_METAL_PATH)))

@@ -1,34 +1,17 @@
 """Jarvislabs.ai: per-GPU prices, spot prices and free GPUs per region, for containers and VMs.
 
-Source: the backend catalogue the official `jarvislabs` SDK and `jl` CLI read
-(`jarvislabsai/jarvislabs`: `Account.resources()`, `jl gpus`), with the account's API key as a
-Bearer token (env JL_API_KEY, the SDK's variable). Two requests to the default (Noida) host:
-
-    GET https://backendn.jarvislabs.net/misc/              {"success": true} when the account pays in INR
-    GET https://backendn.jarvislabs.net/misc/server_meta   the catalogue, one JSON body, not paged:
+The backend catalogue the official `jarvislabs` SDK reads, the key as a Bearer token (env JL_API_KEY):
+`GET https://backendn.jarvislabs.net/misc/` ({"success": true}: the account pays in INR, quarantined)
+and `GET .../misc/server_meta`, one JSON body:
 
     {"server_meta": [{"gpu_type": "H100", "region": "india-noida-01", "num_free_devices": 8,
-                      "effective_num_free_devices": 8, "price_per_hour": 2.69, "spot_price": null,
-                      "vram": "80", "cpus_per_gpu": 16, "ram_per_gpu": 200, "workload_type": "container",
-                      "num_gpus": "8"}],
-     "cpu_meta": {"combinations": [{"vcpus": 2, "ram_gb": 8, "price_per_hour": 0.05, "regions": {...}}]}}
+                      "effective_num_free_devices": 8, "price_per_hour": 2.69, "spot_price": null, "vram": "80",
+                      "cpus_per_gpu": 16, "ram_per_gpu": 200, "workload_type": "container", "num_gpus": "8"}],
+     "cpu_meta": {"combinations": [...]}}
 
-Prices are per GPU-hour in the account's currency: the SDK asks `misc/` and shows INR when it
-says success, USD otherwise; an INR account's rows are quarantined (no conversion is configured).
-`workload_type` says which launch a row is for: "container" (JupyterLab, IDE and SSH), "vm"
-(SSH only) or null (both). Free-GPU counts are per server: rows of one GPU, region and workload
-at one price are merged (their free GPUs summed); a row at another price is refused as a
-conflicting duplicate. `effective_num_free_devices` (what an on-demand create can take, spot
-GPUs that would be preempted included) is the on-demand availability, `num_free_devices` the
-spot one (the SDK's own reading).
-
-Row shape: one 1-GPU offer per GPU x region x workload (on-demand, and spot where the row has a
-spot price); `num_gpus`, the most GPUs one instance may take at n times the price, is kept in
-provider_data. Regions the SDK cannot create in (no backend host for them) are counted in the
-notes, as are CPU-only VM sizes. Billing, storage and egress come from the pricing page
-(PROVIDER.facts and the documented storage/egress records below).
-
-`fetch_*` does the I/O; `parse_*` functions are pure.
+Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed),
+another price is refused. Effective free devices are the on-demand availability, free devices the
+spot one (the SDK's reading). One 1-GPU offer per GPU x region x workload and purchase option.
 """
 
 from __future__ import annotations
@@ -37,7 +20,7 @@ import json
 import math
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import (
@@ -61,36 +44,22 @@ PRICING_PAGE = "https://jarvislabs.ai/pricing"
 STORAGE_USD_PER_GB_MONTH = 0.10  # pricing page, read 2026-09-20
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(API_KEY_ENV,),
-    credentials_required=True,
+    name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=True,
     # Rows follow the free GPUs only through availability, not their number: every listed GPU keeps
     # its row when sold out. The default guard fits.
     anomaly=AnomalyThresholds(),
     facts=ProviderFacts(
-        display_name="Jarvislabs.ai",
-        kind="gpu_cloud",
-        billing_granularity_s=60,
-        minimum_charge_s=None,
+        display_name="Jarvislabs.ai", kind="gpu_cloud", billing_granularity_s=60, minimum_charge_s=None,
         billing_notes="Billed per minute of compute at the listed per-GPU-hour rates (pricing page); a minimum "
                       "charge is not stated. Spot is offered for GPU containers (up to 56% off, pricing page).",
         storage_persists_when_stopped=True,
         stopped_billing_notes="Pausing an instance stops compute billing; its storage is kept and billed at "
                               "0.10 USD per GB-month (SDK docs, pricing page).",
-        access_ssh=True,
-        access_docker=None,
-        access_jupyter=True,
-        multinode_interconnect=None,
+        access_ssh=True, access_docker=None, access_jupyter=True,
         interruptible_offer="Spot GPU containers at the row's spot_price (loaded as purchase option spot)",
         price_source="Jarvislabs backend GET backendn.jarvislabs.net/misc/server_meta (API key), the catalogue "
                      "of the official jarvislabs SDK; pricing page for storage and egress",
-        source_urls=[
-            "https://docs.jarvislabs.ai/sdk",
-            "https://github.com/jarvislabsai/jarvislabs",
-            PRICING_PAGE,
-        ],
-    ),
+        source_urls=["https://docs.jarvislabs.ai/sdk", "https://github.com/jarvislabsai/jarvislabs", PRICING_PAGE]),
 )
 
 
@@ -109,11 +78,9 @@ def _number(value: Any, what: str, *, required: bool = True) -> float | None:
 
 def _whole(value: Any, what: str) -> int | None:
     number = _number(value, what, required=False)
-    if number is None:
-        return None
-    if not math.isfinite(number) or number < 0 or number != int(number):
+    if number is not None and (not math.isfinite(number) or number < 0 or number != int(number)):
         raise _BadRecord(f"{what} {value!r} is not a count")
-    return int(number)
+    return None if number is None else int(number)
 
 
 @dataclass
@@ -127,15 +94,13 @@ class _Listing:
     free_spot: int = 0
     servers: int = 0
     max_gpus: int = 1
-    extra: list[dict[str, Any]] = field(default_factory=list)
 
 
 def listing_name(row: Any) -> str:
     """"H100-container", "L4-vm", "H200-container-or-vm": the GPU and the launch it is for."""
     if not isinstance(row, dict):
         return "?"
-    workload = WORKLOADS.get(row.get("workload_type"), str(row.get("workload_type")))
-    return f"{row.get('gpu_type')}-{workload}"
+    return f"{row.get('gpu_type')}-{WORKLOADS.get(row.get('workload_type'), str(row.get('workload_type')))}"
 
 
 @drift_guard("jarvislabs: server_meta")
@@ -148,18 +113,28 @@ def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
         raise SourceError("jarvislabs: server_meta returned no GPU rows")
     if not any(isinstance(r, dict) and "price_per_hour" in r for r in rows):
         raise SchemaDriftError("jarvislabs: no server_meta row has a 'price_per_hour': the answer changed shape")
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     skipped: Counter[str] = Counter()
     listings: dict[tuple[str, str], _Listing] = {}
     for row in rows:
         _gather(batch, row, listings, skipped)
     for (region, name), listing in listings.items():
         _add_listing(batch, region, name, listing, currency)
-    cpu = doc.get("cpu_meta") if isinstance(doc.get("cpu_meta"), dict) else {}
-    combos = cpu.get("combinations") if isinstance(cpu.get("combinations"), list) else []
-    if combos:
+    combos = (doc.get("cpu_meta") or {}).get("combinations") if isinstance(doc.get("cpu_meta"), dict) else None
+    if isinstance(combos, list) and combos:
         skipped["CPU-only VM sizes (cpu_meta)"] += len(combos)
-    _add_documented_terms(batch, sorted({region for region, _ in listings}))
+    for region in sorted({region for region, _ in listings}):
+        batch.add("storage", f"{region}/instance-storage", {"source": PRICING_PAGE}, region=region,
+                  storage_class="instance-storage", usd_per_gb_month=STORAGE_USD_PER_GB_MONTH,
+                  source_currency="USD", source_usd_per_gb_month=STORAGE_USD_PER_GB_MONTH,
+                  description="instance storage, 0.10 USD per GB-month, kept and billed while paused "
+                              "(pricing page, read 2026-09-20)")
+        batch.add("egress", f"{region}/same_region", {"source": PRICING_PAGE}, region=region,
+                  destination="same_region", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0,
+                  source_currency="USD", source_usd_per_gb=0.0,
+                  description="egress free in-region (pricing page, read 2026-09-20)")
+    batch.notes.append("jarvislabs: internet egress is not priced on the pricing page (only 'free in-region'); "
+                       "no internet egress record loaded")
     batch.notes.append(f"jarvislabs: {len(rows)} GPU rows, {len(listings)} GPU x region x workload listings; "
                        "skipped: " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
     return batch
@@ -168,17 +143,15 @@ def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
 def _gather(batch: Batch, row: Any, listings: dict[tuple[str, str], _Listing], skipped: Counter[str]) -> None:
     name = listing_name(row)
     if not isinstance(row, dict) or not row.get("gpu_type") or not row.get("region"):
-        batch.quarantine("offer", name, "schema: a server_meta row lacks 'gpu_type' or 'region'", row)
-        return
+        return batch.quarantine("offer", name, "schema: a server_meta row lacks 'gpu_type' or 'region'", row)
     region = str(row["region"])
+    ref = f"{name}/{region}"
     if region not in CREATABLE_REGIONS:
         skipped[f"rows in regions the SDK cannot create in ({region})"] += 1
         return
     if row.get("workload_type") not in WORKLOADS:
-        batch.quarantine("offer", f"{name}/{region}", f"{name}: workload_type {row.get('workload_type')!r} is "
-                         "not container, vm or null", row)
-        return
-    ref = f"{name}/{region}"
+        return batch.quarantine("offer", ref, f"{name}: workload_type {row.get('workload_type')!r} is not "
+                                "container, vm or null", row)
     try:
         price = _number(row.get("price_per_hour"), "price_per_hour")
         spot = _number(row.get("spot_price"), "spot_price", required=False)
@@ -191,16 +164,12 @@ def _gather(batch: Batch, row: Any, listings: dict[tuple[str, str], _Listing], s
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise _BadRecord(f"{what} {value} is not a positive finite number")
     except _BadRecord as err:
-        batch.quarantine("offer", ref, f"{ref}: {err}", row)
-        return
-    listing = listings.get((region, name))
-    if listing is None:
-        listing = listings[(region, name)] = _Listing(row=row, price=price, spot_price=spot)
-    elif not (_same(listing.price, price) and _same(listing.spot_price, spot)):
-        batch.quarantine("offer", ref, f"duplicate listing {ref} at another price ({price} against "
-                         f"{listing.price}; spot {spot} against {listing.spot_price}): the first row kept, "
-                         "this one refused", row)
-        return
+        return batch.quarantine("offer", ref, f"{ref}: {err}", row)
+    listing = listings.setdefault((region, name), _Listing(row=row, price=price, spot_price=spot))
+    if not (_same(listing.price, price) and _same(listing.spot_price, spot)):
+        return batch.quarantine("offer", ref, f"duplicate listing {ref} at another price ({price} against "
+                                f"{listing.price}; spot {spot} against {listing.spot_price}): the first row kept, "
+                                "this one refused", row)
     listing.free_on_demand += effective if effective is not None else free
     listing.free_spot += free
     listing.servers += 1
@@ -212,8 +181,7 @@ def _same(a: float | None, b: float | None) -> bool:
 
 
 def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, currency: str) -> None:
-    row = listing.row
-    ref = f"{name}/{region}"
+    row, ref = listing.row, f"{name}/{region}"
     if not batch.usd_only("offer", ref, currency, row):
         return
     try:
@@ -222,33 +190,22 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
         ram = _number(row.get("ram_per_gpu"), "ram_per_gpu", required=False)
         model, exact = canonicalize(NAME, str(row["gpu_type"]), vram * 1024 if vram else None)
     except _BadRecord as err:
-        batch.quarantine("offer", ref, f"{ref}: {err}", row)
-        return
+        return batch.quarantine("offer", ref, f"{ref}: {err}", row)
     except UnknownGPUError as err:
-        batch.quarantine("offer", ref, f"gpu: {err} ({ref})", row)
-        return
-    workload = WORKLOADS[row.get("workload_type")]
-    data = {"gpu_type": row["gpu_type"], "workload": workload, "max_gpus_per_instance": listing.max_gpus,
-            "servers": listing.servers, "arc": row.get("arc")}
-    common = dict(
-        region=region, zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
-        gpu_name_reported=str(row["gpu_type"]), gpu_vendor=model.vendor, gpu_count=1,
-        gpu_memory_gb=vram or None, gpu_memory_gb_nominal=model.memory_gb, total_gpu_memory_gb=vram or None,
-        vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency,
-        billing_granularity_s=PROVIDER.facts.billing_granularity_s, minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-    )
-    batch.offer(f"{ref}/on_demand", row, purchase_option="on_demand", price_per_hour=listing.price,
-                source_price_per_hour=listing.price, available=listing.free_on_demand > 0,
-                available_count=listing.free_on_demand,
-                availability_level="free GPUs" if listing.free_on_demand else "none free",
-                provider_data=json.dumps(data, sort_keys=True), **common)
-    if listing.spot_price is not None:
-        batch.offer(f"{ref}/spot", row, purchase_option="spot", price_per_hour=listing.spot_price,
-                    source_price_per_hour=listing.spot_price, available=listing.free_spot > 0,
-                    available_count=listing.free_spot,
-                    availability_level="free GPUs" if listing.free_spot else "none free",
-                    spot_savings_pct=_savings(listing.price, listing.spot_price),
-                    provider_data=json.dumps(data, sort_keys=True), **common)
+        return batch.quarantine("offer", ref, f"gpu: {err} ({ref})", row)
+    data = json.dumps({"gpu_type": row["gpu_type"], "workload": WORKLOADS[row.get("workload_type")],
+                       "max_gpus_per_instance": listing.max_gpus, "servers": listing.servers, "arc": row.get("arc")},
+                      sort_keys=True)
+    common = dict(region=region, zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+                  gpu_name_reported=str(row["gpu_type"]), gpu_count=1, gpu_memory_gb=vram or None,
+                  vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency, provider_data=data)
+    for option, price, free in (("on_demand", listing.price, listing.free_on_demand),
+                                ("spot", listing.spot_price, listing.free_spot)):
+        if price is None and option == "spot":
+            continue
+        batch.offer(f"{ref}/{option}", row, purchase_option=option, price_per_hour=price, available=free > 0,
+                    available_count=free, availability_level="free GPUs" if free else "none free",
+                    spot_savings_pct=_savings(listing.price, price) if option == "spot" else None, **common)
 
 
 def _savings(on_demand: float | None, spot: float) -> float | None:
@@ -256,24 +213,6 @@ def _savings(on_demand: float | None, spot: float) -> float | None:
         return None
     return round(100 * (1 - spot / on_demand), 2)
 
-
-def _add_documented_terms(batch: Batch, regions: list[str]) -> None:
-    """Storage and egress from the pricing page: the API has no price for them."""
-    for region in regions:
-        batch.add("storage", f"{region}/instance-storage", {"source": PRICING_PAGE}, region=region,
-                  storage_class="instance-storage", usd_per_gb_month=STORAGE_USD_PER_GB_MONTH,
-                  source_currency="USD", source_usd_per_gb_month=STORAGE_USD_PER_GB_MONTH,
-                  description="instance storage, 0.10 USD per GB-month, kept and billed while paused "
-                              "(pricing page, read 2026-09-20)")
-        batch.add("egress", f"{region}/same_region", {"source": PRICING_PAGE}, region=region,
-                  destination="same_region", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0,
-                  source_currency="USD", source_usd_per_gb=0.0,
-                  description="egress free in-region (pricing page, read 2026-09-20)")
-    batch.notes.append("jarvislabs: internet egress is not priced on the pricing page (only 'free in-region'); "
-                       "no internet egress record loaded")
-
-
-# -- fetching ---------------------------------------------------------------------
 
 def parse_currency(doc: Any) -> str:
     """The account's currency, read as the SDK reads it: INR when `misc/` says success, else USD."""
@@ -284,20 +223,12 @@ def parse_currency(doc: Any) -> str:
     return "INR" if inr else "USD"
 
 
-def fetch_server_meta(ctx: SourceContext) -> tuple[Any, str]:
+def fetch(ctx: SourceContext) -> Batch:
+    """Two requests: the account's currency, then the catalogue."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"jarvislabs: {API_KEY_ENV} is not set; the catalogue needs an API key")
-    headers = {"Accept": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    with ctx.http_client(headers=headers) as client:
+    with ctx.http_client(headers={"Accept": "application/json",
+                                  **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
         currency = parse_currency(ctx.get_json(client, API_HOST, CURRENCY_PATH))
-        doc = ctx.get_json(client, API_HOST, SERVER_META_PATH)
-    return doc, currency
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    """Two requests: the account's currency, then the catalogue."""
-    doc, currency = fetch_server_meta(ctx)
-    return parse_server_meta(doc, currency)
+        return parse_server_meta(ctx.get_json(client, API_HOST, SERVER_META_PATH), currency)

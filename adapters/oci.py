@@ -1,34 +1,15 @@
 """Oracle Cloud Infrastructure: GPU shapes priced from Oracle's public price list API.
 
-Source: `GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`,
-the price list behind oracle.com/cloud/price-list and the cost estimator. No key. The answer
-is one JSON document:
+`GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`, no key; one
+document today, an APEX `links` entry with rel "next" followed as Oracle's own client does:
 
     {"lastUpdated": "2026-01-05T13:27:33.583Z",
      "items": [{"partNumber": "B98415", "displayName": "...", "metricName": "GPU Per Hour",
-                "serviceCategory": "Compute - GPU",
-                "currencyCodeLocalizations": [{"currencyCode": "USD",
-                    "prices": [{"model": "PAY_AS_YOU_GO", "value": 10,
-                                "rangeMin": 0, "rangeMax": 744}]}]}],
-     "links": [{"rel": "next", "href": "..."}]}
+                "serviceCategory": "Compute - GPU", "currencyCodeLocalizations": [{"currencyCode": "USD",
+                    "prices": [{"model": "PAY_AS_YOU_GO", "value": 10, "rangeMin": 0, "rangeMax": 744}]}]}]}
 
-`rangeMin`/`rangeMax` appear only on tiered parts (an Always Free allowance is the first
-tier, priced 0). The whole catalogue comes in one answer today; Oracle's own client follows
-an APEX `links` entry with rel "next", so this source does too, within MAX_PAGES.
-
-Row shape. The list prices *parts*, not shapes: a GPU part is a price per GPU-hour that every
-shape with that GPU bills (part B95909 prices VM.GPU.A10.1, VM.GPU.A10.2 and BM.GPU.A10.4).
-Which shapes use which part, and their GPU count, memory and host specs, is not in the API:
-it comes from Oracle's Compute Shapes reference (GPU_SHAPES below). OCI list prices are the
-same in every commercial region, so each shape is one on-demand offer in region "global",
-priced per GPU-hour x its GPU count.
-
-Dropped parts are never silent: a part of another service is counted in the batch notes by
-kind; a GPU part that cannot be priced or placed (no USD pay-as-you-go price, no shape
-documented for it, a GPU the warehouse does not know, listed twice) is quarantined with the
-reason. Block-volume storage and internet egress are read from their parts in the same list.
-
-`fetch_*` does the I/O; `parse_*` functions are pure.
+A GPU part is a price per GPU-hour that every shape with that GPU bills; the shapes of each part come
+from Oracle's Compute Shapes reference (GPU_SHAPES). One offer per shape in region "global".
 """
 
 from __future__ import annotations
@@ -36,13 +17,12 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any, NamedTuple
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import (
+    SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, next_link,
+)
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "oci"
@@ -67,13 +47,9 @@ BALANCED_VPUS_PER_GB = 10
 EGRESS_PART = "B88327"
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
+    name=NAME, source_kind="api",
     facts=ProviderFacts(
-        display_name="Oracle Cloud Infrastructure",
-        kind="hyperscaler",
-        billing_granularity_s=1,
-        minimum_charge_s=60,
+        display_name="Oracle Cloud Infrastructure", kind="hyperscaler", billing_granularity_s=1, minimum_charge_s=60,
         billing_notes="Usage is tracked per second after a one-minute minimum (Oracle's pricing pages state it for "
                       "block volumes; the same per-second terms for GPU instances were not verified).",
         storage_persists_when_stopped=True,
@@ -84,18 +60,15 @@ PROVIDER = ProviderSpec(
         interruptible_offer="Preemptible capacity at 50% of the on-demand price (not in the price list; not loaded)",
         price_source="Oracle price list API GET apexapps.oracle.com/pls/apex/cetools/api/v1/products/ "
                      "(no key); shapes from Oracle's Compute Shapes reference",
-        source_urls=[
-            "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD",
-            "https://www.oracle.com/cloud/price-list/",
-            "https://docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm",
-            "https://docs.oracle.com/en-us/iaas/Content/Compute/Tasks/resource-billing-stopped-instances.htm",
-        ],
-    ),
+        source_urls=["https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD",
+                     "https://www.oracle.com/cloud/price-list/",
+                     "https://docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm",
+                     "https://docs.oracle.com/en-us/iaas/Content/Compute/Tasks/"
+                     "resource-billing-stopped-instances.htm"]),
 )
 
 
-@dataclass(frozen=True)
-class GpuShape:
+class GpuShape(NamedTuple):
     name: str  # "BM.GPU.H100.8": the trailing number of a GPU shape is its GPU count
     gpus: int
     alias: str  # looked up in gpu_aliases
@@ -142,11 +115,13 @@ class _BadRecord(Exception):
     """One part that cannot become a row: its reason goes to quarantine."""
 
 
-# -- parsing ----------------------------------------------------------------------
-
 def _text(item: dict[str, Any], key: str) -> str:
     value = item.get(key)
     return value.strip() if isinstance(value, str) else ""
+
+
+def _number(value: Any, what: str) -> float | None:
+    return None if value is None else as_number(value, what, _BadRecord)
 
 
 def usd_payg_prices(item: Any) -> list[dict[str, Any]]:
@@ -160,30 +135,13 @@ def usd_payg_prices(item: Any) -> list[dict[str, Any]]:
     if not usd:
         codes = sorted({str(loc.get("currencyCode")) for loc in locs if isinstance(loc, dict)})
         raise _BadRecord(f"price in {', '.join(codes) or 'no currency'}, not USD; no conversion is configured")
-    tiers = [p for loc in usd for p in (loc.get("prices") or []) if isinstance(p, dict) and p.get("model") == PRICE_MODEL]
+    tiers = [p for loc in usd for p in (loc.get("prices") or [])
+             if isinstance(p, dict) and p.get("model") == PRICE_MODEL]
     if not tiers:
         raise _BadRecord(f"no USD {PRICE_MODEL} price")
-    for tier in tiers:
-        if "value" not in tier:
-            raise _BadRecord(f"schema: a {PRICE_MODEL} price lacks 'value'")
+    if any("value" not in tier for tier in tiers):
+        raise _BadRecord(f"schema: a {PRICE_MODEL} price lacks 'value'")
     return sorted(tiers, key=lambda t: _number(t.get("rangeMin"), "rangeMin") or 0.0)
-
-
-def _number(value: Any, what: str) -> float | None:
-    if value is None:
-        return None
-    return as_number(value, what, _BadRecord)
-
-
-def gpu_hour_price(item: dict[str, Any]) -> float:
-    """The one USD pay-as-you-go price per GPU-hour of a GPU part."""
-    tiers = usd_payg_prices(item)
-    if len(tiers) != 1:
-        raise _BadRecord(f"{len(tiers)} {PRICE_MODEL} tiers for a per-GPU-hour part; which one applies is not known")
-    price = _number(tiers[0]["value"], "value")
-    if price is None:
-        raise _BadRecord(f"the {PRICE_MODEL} value is null")
-    return price
 
 
 def _kind(item: dict[str, Any]) -> str:
@@ -193,9 +151,7 @@ def _kind(item: dict[str, Any]) -> str:
         return "not GPU compute"
     if LICENCE_MARKER in name:
         return "NVIDIA AI Enterprise licence (software, not a GPU)"
-    if metric != GPU_METRIC:
-        return f"GPU category, metric {metric!r}"
-    return "gpu"
+    return "gpu" if metric == GPU_METRIC else f"GPU category, metric {metric!r}"
 
 
 @drift_guard("oci: price list")
@@ -207,28 +163,21 @@ def parse_products(pages: list[Any]) -> Batch:
         if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
             raise SchemaDriftError("oci: price list answer lacks the 'items' list")
         items += doc["items"]
-        if isinstance(doc.get("lastUpdated"), str):
-            updated = doc["lastUpdated"]
+        updated = doc["lastUpdated"] if isinstance(doc.get("lastUpdated"), str) else updated
     if not items:
         raise SourceError("oci: the price list returned no items")
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     skipped: Counter[str] = Counter()
     seen: set[str] = set()
     for item in items:
         if not isinstance(item, dict) or not _text(item, "partNumber"):
             batch.quarantine("offer", "?", "schema: an item lacks 'partNumber'", item)
-            continue
-        kind = _kind(item)
-        if kind != "gpu":
-            skipped[kind] += 1
-            continue
-        part = _text(item, "partNumber")
-        if batch.listed_again(seen, part, f"partNumber {part}", item):
-            continue
-        _add_gpu_part(batch, part, item, updated)
-    _add_storage_and_egress(batch, items)
-    gpu_parts = len(seen)
-    batch.notes.append(f"oci: {len(items)} parts listed, {gpu_parts} GPU compute parts; skipped: "
+        elif _kind(item) != "gpu":
+            skipped[_kind(item)] += 1
+        elif not batch.listed_again(seen, _text(item, "partNumber"), f"partNumber {_text(item, 'partNumber')}", item):
+            _add_gpu_part(batch, _text(item, "partNumber"), item, updated)
+    _add_storage_and_egress(batch, {_text(i, "partNumber"): i for i in reversed(items) if isinstance(i, dict)})
+    batch.notes.append(f"oci: {len(items)} parts listed, {len(seen)} GPU compute parts; skipped: "
                        + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
     return batch
 
@@ -236,57 +185,43 @@ def parse_products(pages: list[Any]) -> Batch:
 def _add_gpu_part(batch: Batch, part: str, item: dict[str, Any], updated: str | None) -> None:
     name = _text(item, "displayName")
     try:
-        price = gpu_hour_price(item)
+        tiers = usd_payg_prices(item)
+        if len(tiers) != 1:
+            raise _BadRecord(f"{len(tiers)} {PRICE_MODEL} tiers for a per-GPU-hour part; which one applies is "
+                             "not known")
+        price = _number(tiers[0]["value"], "value")
+        if price is None:
+            raise _BadRecord(f"the {PRICE_MODEL} value is null")
+        if not GPU_SHAPES.get(part):
+            raise _BadRecord("priced per GPU-hour, but no OCI shape is documented for this part")
     except _BadRecord as err:
-        batch.quarantine("offer", part, f"{part} ({name}): {err}", item)
-        return
-    shapes = GPU_SHAPES.get(part)
-    if not shapes:
-        batch.quarantine("offer", part, f"{part} ({name}): priced per GPU-hour, but no OCI shape is documented "
-                         "for this part", item)
-        return
-    for shape in shapes:
-        ref = f"{shape.name}/{GLOBAL_REGION}"
-        try:
-            model, exact = canonicalize(NAME, shape.alias, shape.memory_gb * 1024)
-        except UnknownGPUError as err:
-            batch.quarantine("offer", ref, f"gpu: {err} ({part}, {shape.name})", item)
-            continue
-        total = price * shape.gpus
-        batch.offer(ref, item, region=GLOBAL_REGION, zone="", instance_type=shape.name,
-                    purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
-                    gpu_name_reported=name or shape.alias, gpu_vendor=model.vendor, gpu_count=shape.gpus,
-                    gpu_memory_gb=shape.memory_gb, gpu_memory_gb_nominal=model.memory_gb,
-                    total_gpu_memory_gb=shape.memory_gb * shape.gpus, vcpus=shape.vcpus, ram_gb=shape.ram_gb,
+        return batch.quarantine("offer", part, f"{part} ({name}): {err}", item)
+    data = json.dumps({"part_number": part, "usd_per_gpu_hour": price, "metric": _text(item, "metricName"),
+                       "service_category": _text(item, "serviceCategory")}, sort_keys=True)
+    for shape in GPU_SHAPES[part]:
+        batch.offer(f"{shape.name}/{GLOBAL_REGION}", item, gpu=shape.alias, gpu_name_reported=name or shape.alias,
+                    region=GLOBAL_REGION, zone="", instance_type=shape.name, purchase_option="on_demand",
+                    gpu_count=shape.gpus, gpu_memory_gb=shape.memory_gb, vcpus=shape.vcpus, ram_gb=shape.ram_gb,
                     local_disk_gb=shape.local_disk_gb, interconnect=shape.interconnect,
-                    price_per_hour=total, source_currency=CURRENCY, source_price_per_hour=total,
-                    price_observed_at=updated,
-                    billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-                    minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-                    provider_data=json.dumps({"part_number": part, "usd_per_gpu_hour": price,
-                                              "metric": _text(item, "metricName"),
-                                              "service_category": _text(item, "serviceCategory")},
-                                             sort_keys=True))
+                    price_per_hour=price * shape.gpus, price_observed_at=updated, provider_data=data)
 
 
-def _by_part(items: list[Any]) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for item in items:
-        if isinstance(item, dict) and _text(item, "partNumber") in (BLOCK_STORAGE_PART, BLOCK_VPU_PART, EGRESS_PART):
-            found.setdefault(_text(item, "partNumber"), item)
-    return found
+def _flat_price(item: dict[str, Any]) -> float:
+    tiers = usd_payg_prices(item)
+    price = _number(tiers[-1]["value"], "value")  # the marginal rate, past any free allowance
+    if price is None or not math.isfinite(price):
+        raise _BadRecord(f"value {tiers[-1]['value']!r} is not a finite number")
+    return price
 
 
-def _add_storage_and_egress(batch: Batch, items: list[Any]) -> None:
-    parts = _by_part(items)
-    storage, vpu = parts.get(BLOCK_STORAGE_PART), parts.get(BLOCK_VPU_PART)
+def _add_storage_and_egress(batch: Batch, parts: dict[str, dict[str, Any]]) -> None:
+    storage, vpu, egress = parts.get(BLOCK_STORAGE_PART), parts.get(BLOCK_VPU_PART), parts.get(EGRESS_PART)
     if storage is None or vpu is None:
         batch.notes.append(f"oci: block-volume parts {BLOCK_STORAGE_PART}/{BLOCK_VPU_PART} not in the list; "
                            "no storage price loaded")
     else:
         try:
-            per_gb = _flat_price(storage)
-            per_vpu = _flat_price(vpu)
+            per_gb, per_vpu = _flat_price(storage), _flat_price(vpu)
         except _BadRecord as err:
             batch.quarantine("storage", f"{GLOBAL_REGION}/block", f"block volume: {err}", [storage, vpu])
         else:
@@ -298,62 +233,31 @@ def _add_storage_and_egress(batch: Batch, items: list[Any]) -> None:
                 batch.add("storage", f"{GLOBAL_REGION}/{cls}", [storage, vpu], region=GLOBAL_REGION,
                           storage_class=cls, usd_per_gb_month=usd, source_currency=CURRENCY,
                           source_usd_per_gb_month=usd, description=text + "; same in every region")
-    egress = parts.get(EGRESS_PART)
     if egress is None:
         batch.notes.append(f"oci: egress part {EGRESS_PART} not in the list; no egress price loaded")
         return
     try:
-        tiers = usd_payg_prices(egress)
-        bounds = [(_number(t.get("rangeMin"), "rangeMin") or 0.0, _number(t["value"], "value")) for t in tiers]
+        bounds = [(_number(t.get("rangeMin"), "rangeMin") or 0.0, _number(t["value"], "value"))
+                  for t in usd_payg_prices(egress)]
     except _BadRecord as err:
-        batch.quarantine("egress", f"{GLOBAL_REGION}/internet", f"egress: {err}", egress)
-        return
+        return batch.quarantine("egress", f"{GLOBAL_REGION}/internet", f"egress: {err}", egress)
     for n, (start, usd) in enumerate(bounds):
         # The next tier's start ends this one; the last tier is open (Oracle's "infinity" sentinels vary).
-        end = bounds[n + 1][0] if n + 1 < len(bounds) else None
         batch.add("egress", f"{GLOBAL_REGION}/internet/{start:g}", egress, region=GLOBAL_REGION,
-                  destination="internet", tier_start_gb=start, tier_end_gb=end, usd_per_gb=usd,
-                  source_currency=CURRENCY, source_usd_per_gb=usd,
+                  destination="internet", tier_start_gb=start, tier_end_gb=bounds[n + 1][0] if n + 1 < len(bounds)
+                  else None, usd_per_gb=usd, source_currency=CURRENCY, source_usd_per_gb=usd,
                   description=f"{_text(egress, 'displayName')} ({EGRESS_PART})")
 
 
-def _flat_price(item: dict[str, Any]) -> float:
-    tiers = usd_payg_prices(item)
-    price = _number(tiers[-1]["value"], "value")  # the marginal rate, past any free allowance
-    if price is None or not math.isfinite(price):
-        raise _BadRecord(f"value {tiers[-1]['value']!r} is not a finite number")
-    return price
-
-
-# -- fetching ---------------------------------------------------------------------
-
-def _next_page(doc: Any) -> tuple[str, dict[str, str]] | None:
-    """The path and query of the answer's `next` link, if it has one."""
+def _next_link(doc: Any) -> str | None:
     links = doc.get("links") if isinstance(doc, dict) else None
-    for link in links if isinstance(links, list) else []:
-        if isinstance(link, dict) and link.get("rel") == "next" and isinstance(link.get("href"), str):
-            url = urlsplit(link["href"])
-            if url.netloc and url.netloc != API_HOST:
-                raise SourceError(f"oci: the price list's next page is on another host: {link['href'][:120]}")
-            return url.path, dict(parse_qsl(url.query))
-    return None
-
-
-def fetch_products(ctx: SourceContext) -> list[Any]:
-    """Every page of the USD price list (one today)."""
-    pages: list[Any] = []
-    path, params = PRODUCTS_PATH, {"currencyCode": CURRENCY}
-    with ctx.http_client(headers={"Accept": "application/json"}) as client:
-        for _ in range(MAX_PAGES):
-            doc = ctx.get_json(client, API_HOST, path, params=params)
-            pages.append(doc)
-            nxt = _next_page(doc)
-            if nxt is None:
-                return pages
-            path, params = nxt
-    raise SourceError(f"oci: the price list still had a next page after {MAX_PAGES} pages")
+    return next((link["href"] for link in links if isinstance(link, dict) and link.get("rel") == "next"
+                 and isinstance(link.get("href"), str)), None) if isinstance(links, list) else None
 
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request (more if the answer pages): every part with its USD price."""
-    return parse_products(fetch_products(ctx))
+    with ctx.http_client(headers={"Accept": "application/json"}) as client:
+        return parse_products(list(ctx.paginate(
+            client, API_HOST, PRODUCTS_PATH, lambda doc: [doc], next_link(_next_link, API_HOST),
+            params={"currencyCode": CURRENCY}, what="the price list", max_pages=MAX_PAGES)))

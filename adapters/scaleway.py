@@ -1,47 +1,20 @@
 """Scaleway: GPU Instance prices from the public Product Catalog, stock from the Instance API.
 
-Prices and hardware: Scaleway's Product Catalog API, which needs no key:
-
-    GET https://api.scaleway.com/product-catalog/v2alpha1/public-catalog/products
-        ?product_types=instance&page=1&page_size=100
-      -> {"products": [{"sku": "/compute/h100_1_80g/run_fr-par-2", "product": "H100-1-80G Instance",
-                        "locality": {"zone": "fr-par-2"}, "status": "general_availability",
+    GET https://api.scaleway.com/product-catalog/v2alpha1/public-catalog/products?product_types=instance
+      -> {"products": [{"sku": "/compute/h100_1_80g/run_fr-par-2", "locality": {"zone": "fr-par-2"},
                         "price": {"retail_price": {"currency_code": "EUR", "units": 2, "nanos": 866500000}},
                         "unit_of_measure": {"unit": "hour", "size": 1},
-                        "properties": {"instance": {"offer_id": "H100-1-80G", "range": "GPU"},
-                                       "hardware": {"gpu": {"count": 1, "type": "H100-PCIe", ...},
-                                                    "cpu": {"virtual": {"count": 24}, ...},
-                                                    "ram": {"size": <bytes>}, ...}}}],
+                        "properties": {"instance": {"offer_id": "H100-1-80G"}, "hardware": {"gpu": {"count": 1,
+                                       "type": "H100-PCIe"}, "cpu": {"virtual": {"count": 24}}, "ram": {"size": 1}}}}],
           "total_count": 123}
+    GET https://api.scaleway.com/instance/v1/zones/{zone}/products/servers/availability   (X-Auth-Token)
+      -> {"servers": {"H100-1-80G": {"availability": "available"|"scarce"|"shortage"}}, "total_count": 12}
 
-It is preferred to the Instance API's `products/servers` list for prices because it states the
-currency and the unit of measure of every price: `products/servers` has a bare `hourly_price`
-"in Euro" that, for per-minute-billed GPU types, has been seen holding the per-minute figure
-(a third-party guide, 2026-04); read as hourly it would be 60 times too low. Pages are followed
-until `total_count` products have come (or a page comes back short).
-
-Stock: the Instance API, with the account's secret key (SCW_SECRET_KEY, Scaleway's standard
-variable) in the `X-Auth-Token` header, for every zone the catalogue lists a GPU product in:
-
-    GET https://api.scaleway.com/instance/v1/zones/{zone}/products/servers/availability
-        ?per_page=100&page=1
-      -> {"servers": {"H100-1-80G": {"availability": "available"|"scarce"|"shortage"}}}
-         with the total in the X-Total-Count header; pages followed until it is reached (or a
-         page comes back short).
-
-Prices are public, so the key only adds stock: live without it, offers carry no availability and
-the notes say why. Without a key, the stock is read under replay all the same.
-
-Currency. Scaleway prices in EUR and gpuledger stores USD. The rate is a setting,
-`scaleway_usd_per_eur` (its environment variable is in README's settings table): the EUR price is kept as
-`source_price_per_hour` and the rate on every row; with no rate set every EUR price is
-quarantined with the reason, never stored as USD.
-
-Row shape: one on-demand offer per GPU product (instance type x zone). Nothing is dropped
-silently: CPU-only products are counted in the notes; a GPU product that cannot be priced or
-named (unknown GPU, bad Money, unknown unit, listed twice) is quarantined with the reason.
-
-`fetch_*` does the I/O; `parse_*` functions are pure.
+Both page (`page`, `page_size`/`per_page`) until `total_count` items have come or a page is short.
+The catalogue states each price's currency and unit (the Instance API's bare `hourly_price` has been
+seen holding per-minute figures). Stock needs SCW_SECRET_KEY live. EUR prices are converted at the
+setting `scaleway_usd_per_eur`; without it they are quarantined, never stored as USD. The per-GPU memory
+is read from the offer id ("H100-SXM-8-80G"); an older type's id (RENDER-S) states none.
 """
 
 from __future__ import annotations
@@ -53,7 +26,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -72,31 +45,20 @@ HOURS_PER_UNIT = {"hour": 1.0, "minute": 1 / 60, "second": 1 / 3600}
 DEPLOYABLE = {"available": True, "scarce": True, "shortage": False}
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(SECRET_KEY_ENV,),
-    credentials_required=False,
+    name=NAME, source_kind="api", secret_env_vars=(SECRET_KEY_ENV,), credentials_required=False,
     facts=ProviderFacts(
-        display_name="Scaleway",
-        kind="gpu_cloud",
-        billing_granularity_s=60,
+        display_name="Scaleway", kind="gpu_cloud", billing_granularity_s=60,
         billing_notes="GPU Instances are billed per minute of uptime, standby included (RENDER-S per hour); "
                       "prices are in EUR before tax and converted at the configured rate.",
         storage_persists_when_stopped=True,
         stopped_billing_notes="Block volumes and flexible IPs keep billing while the Instance is powered off; "
                               "local scratch NVMe is erased on a full stop.",
         access_ssh=True,
-        multinode_interconnect=None,
-        interruptible_offer=None,
         price_source="Scaleway Product Catalog API (public, no key); stock from the Instance API "
                      "products/servers/availability (SCW_SECRET_KEY)",
-        source_urls=[
-            "https://www.scaleway.com/en/developers/api/product-catalog/public-catalog/",
-            "https://www.scaleway.com/en/developers/api/instance/",
-            "https://www.scaleway.com/en/pricing/gpu/",
-            "https://www.scaleway.com/en/docs/instances/faq/",
-        ],
-    ),
+        source_urls=["https://www.scaleway.com/en/developers/api/product-catalog/public-catalog/",
+                     "https://www.scaleway.com/en/developers/api/instance/", "https://www.scaleway.com/en/pricing/gpu/",
+                     "https://www.scaleway.com/en/docs/instances/faq/"]),
 )
 
 # "H100-SXM-8-80G", "L40S-1-48G", "B300-SXM-8-288G": <family>-<GPU count>-<memory per GPU>G.
@@ -108,12 +70,7 @@ class _BadRecord(Exception):
 
 
 def _integral(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _BadRecord(f"{what} {value!r} is not a number")
-    try:
-        number = float(value)
-    except ValueError:
-        raise _BadRecord(f"{what} {value!r} is not a number") from None
+    number = as_number(value, what, _BadRecord)
     if not math.isfinite(number):
         raise _BadRecord(f"{what} {value!r} is not a finite number")
     if number != int(number):
@@ -151,35 +108,20 @@ def _get(obj: Any, *keys: str) -> Any:
     return obj
 
 
-def _gib(size_bytes: Any) -> float | None:
-    if isinstance(size_bytes, (int, float)) and not isinstance(size_bytes, bool) and size_bytes > 0:
-        return round(size_bytes / 1024 ** 3, 3)
-    return None
-
-
-def _gb(size_bytes: Any) -> float | None:
-    """Local scratch storage: Scaleway states it in decimal units ("1.6 TB")."""
-    if isinstance(size_bytes, (int, float)) and not isinstance(size_bytes, bool) and size_bytes > 0:
-        return round(size_bytes / 1e9, 3)
-    return None
-
-
-def region_of(zone: str) -> str:
-    """"fr-par-2" -> "fr-par"."""
-    return zone.rsplit("-", 1)[0] if re.search(r"-\d+$", zone) else zone
+def _size(size_bytes: Any, unit: float) -> float | None:
+    ok = isinstance(size_bytes, (int, float)) and not isinstance(size_bytes, bool) and size_bytes > 0
+    return round(size_bytes / unit, 3) if ok else None
 
 
 def parse_availability(pages: list[Any], zone: str) -> dict[str, str]:
     """The availability answers of one zone -> {instance type: stock level}."""
     out: dict[str, str] = {}
     for doc in pages:
-        servers = doc.get("servers") if isinstance(doc, dict) else None
+        servers = _get(doc, "servers")
         if not isinstance(servers, dict):
             raise SchemaDriftError(f"scaleway: the {zone} availability answer lacks the 'servers' object")
-        for name, entry in servers.items():
-            level = entry.get("availability") if isinstance(entry, dict) else None
-            if isinstance(level, str):
-                out[name] = level
+        out.update((name, e["availability"]) for name, e in servers.items()
+                   if isinstance(e, dict) and isinstance(e.get("availability"), str))
     return out
 
 
@@ -189,12 +131,12 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
     """Catalogue pages (+ stock per zone, None when not fetched) -> one offer per GPU product."""
     products: list[Any] = []
     for doc in pages:
-        if not isinstance(doc, dict) or not isinstance(doc.get("products"), list):
+        if not isinstance(_get(doc, "products"), list):
             raise SchemaDriftError("scaleway: the product catalog answer lacks the 'products' list")
         products += doc["products"]
     if not products:
         raise SourceError("scaleway: the product catalog returned no instance products")
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     skipped: Counter[str] = Counter()
     seen: set[str] = set()
     placed: set[tuple[str, str]] = set()
@@ -205,12 +147,11 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
             continue
         if batch.listed_again(seen, sku, f"sku {sku}", item):
             continue
-        gpus = _get(item, "properties", "hardware", "gpu", "count")
-        if not gpus:
+        if not _get(item, "properties", "hardware", "gpu", "count"):
             skipped["CPU-only instance products skipped"] += 1
             continue
         try:
-            ref, fields = _offer(sku, item, usd_per_eur, stock)
+            fields = _offer(sku, item, usd_per_eur, stock)
         except _BadRecord as err:
             batch.quarantine("offer", sku, f"{sku}: {err}", item)
             continue
@@ -219,13 +160,11 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
             batch.quarantine("offer", sku, f"duplicate product {where[0]} in {where[1]} under another sku", item)
             continue
         placed.add(where)
-        batch.offer(ref, item, **fields)
+        batch.offer(f"{where[0]}/{where[1]}", item, **fields)
     zones = sorted({o.zone for o in batch.offers})
-    summary = f"scaleway: {len(products)} instance products, {len(batch.offers)} GPU offers in " \
-              f"{len(zones)} zones ({', '.join(zones)})"
-    if skipped:
-        summary += "; " + ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-    batch.notes.append(summary)
+    batch.notes.append(f"scaleway: {len(products)} instance products, {len(batch.offers)} GPU offers in "
+                       f"{len(zones)} zones ({', '.join(zones)})"
+                       + "".join(f"; {n} {why}" for why, n in sorted(skipped.items())))
     batch.notes.append(f"scaleway: EUR prices converted at {usd_per_eur:g} USD per EUR (scaleway_usd_per_eur)"
                        if usd_per_eur else "scaleway: no scaleway_usd_per_eur rate is set, so every EUR price "
                                            "was quarantined")
@@ -235,119 +174,79 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
 
 
 def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
-           stock: dict[str, dict[str, str]] | None) -> tuple[str, dict[str, Any]]:
-    offer_id = _get(item, "properties", "instance", "offer_id")
-    zone = _get(item, "locality", "zone")
+           stock: dict[str, dict[str, str]] | None) -> dict[str, Any]:
+    offer_id, zone = _get(item, "properties", "instance", "offer_id"), _get(item, "locality", "zone")
     if not isinstance(offer_id, str) or not offer_id:
         raise _BadRecord("schema: lacks 'properties.instance.offer_id'")
     if not isinstance(zone, str) or not zone:
         raise _BadRecord("schema: lacks 'locality.zone'")
     gpu = _get(item, "properties", "hardware", "gpu")
     count = _integral(gpu.get("count"), "gpu count")
+    # The memory per GPU is in the offer id ("H100-SXM-8-80G"). Older types' ids do not follow that
+    # pattern (RENDER-S, a P100): their GPU is the hardware's own gpu fields, its memory not stated.
     m = _OFFER_ID.match(offer_id)
-    if not m:
-        raise _BadRecord(f"gpu: offer id {offer_id!r} is not '<family>-<count>-<memory>G'; memory unknown")
-    if int(m.group("count")) != count:
+    if m and int(m.group("count")) != count:
         raise _BadRecord(f"gpu: offer id {offer_id} says {m.group('count')} GPUs, hardware says {count}")
-    memory_gb = float(m.group("mem"))
+    memory_gb = float(m.group("mem")) if m else None
     name = gpu.get("type") or gpu.get("description")
     if not isinstance(name, str) or not name:
         raise _BadRecord("schema: lacks 'properties.hardware.gpu.type'")
     try:
-        model, exact = canonicalize(NAME, name, memory_gb * 1024)
+        model, exact = canonicalize(NAME, name, memory_gb * 1024 if m else None)
     except UnknownGPUError as err:
         raise _BadRecord(f"gpu: {err}") from None
-    currency, amount = money(_get(item, "price", "retail_price"))
+    retail = _get(item, "price", "retail_price")
+    currency, amount = money(retail)
     per_hour = hourly(amount, item.get("unit_of_measure"))
-    if currency == "USD":
-        usd = per_hour
-    elif currency == "EUR" and usd_per_eur:
-        usd = per_hour * usd_per_eur
-    else:
+    if currency not in ("USD", "EUR") or (currency == "EUR" and not usd_per_eur):
         raise _BadRecord(f"price in {currency or 'no currency'}, not USD; no conversion is configured"
                          + (f" (set {env_name(RATE_SETTING)})" if currency == "EUR" else ""))
     level = None if stock is None else stock.get(zone, {}).get(offer_id)
     data = {"sku": sku, "status": item.get("status"), "variant": item.get("variant"),
             "gpu_description": gpu.get("description"), "unit_of_measure": item.get("unit_of_measure"),
-            "retail_price": _get(item, "price", "retail_price"),
-            "usd_per_eur": usd_per_eur if currency == "EUR" else None}
-    return f"{offer_id}/{zone}", dict(
-        region=region_of(zone), zone=zone, instance_type=offer_id, purchase_option="on_demand",
-        gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=name, gpu_vendor=model.vendor,
-        gpu_count=count, gpu_memory_gb=memory_gb, gpu_memory_gb_nominal=model.memory_gb,
-        total_gpu_memory_gb=memory_gb * count,
+            "retail_price": retail, "usd_per_eur": usd_per_eur if currency == "EUR" else None}
+    return dict(
+        region=zone.rsplit("-", 1)[0] if re.search(r"-\d+$", zone) else zone, zone=zone, instance_type=offer_id,
+        purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=name,
+        gpu_count=count, gpu_memory_gb=memory_gb,
         vcpus=_get(item, "properties", "hardware", "cpu", "virtual", "count") or None,
-        ram_gb=_gib(_get(item, "properties", "hardware", "ram", "size")),
-        local_disk_gb=_gb(_get(item, "properties", "hardware", "storage", "total")),
-        price_per_hour=usd, source_currency=currency, source_price_per_hour=per_hour,
-        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-        available=None if level is None else DEPLOYABLE.get(level),
-        availability_level=level,
-        provider_data=json.dumps(data, sort_keys=True),
-    )
+        ram_gb=_size(_get(item, "properties", "hardware", "ram", "size"), 1024 ** 3),
+        # local scratch storage: Scaleway states it in decimal units ("1.6 TB")
+        local_disk_gb=_size(_get(item, "properties", "hardware", "storage", "total"), 1e9),
+        price_per_hour=per_hour * usd_per_eur if currency == "EUR" else per_hour, source_currency=currency,
+        source_price_per_hour=per_hour, available=None if level is None else DEPLOYABLE.get(level),
+        availability_level=level, provider_data=json.dumps(data, sort_keys=True))
 
 
-# -- fetching ---------------------------------------------------------------------
-
-def fetch_catalog(ctx: SourceContext, client: Any) -> list[Any]:
-    """Every page of the instance products, until total_count have come."""
-    pages: list[Any] = []
-    got = 0
-    for page in range(1, MAX_PAGES + 1):
-        doc = ctx.get_json(client, API_HOST, CATALOG_PATH,
-                           params={"product_types": "instance", "page": page, "page_size": PAGE_SIZE})
-        pages.append(doc)
-        products = doc.get("products") if isinstance(doc, dict) else None
-        total = doc.get("total_count") if isinstance(doc, dict) else None
-        if not isinstance(products, list) or not products:
-            return pages
-        got += len(products)
-        # A short page is the last one, whatever total_count says (records can go between pages).
-        if len(products) < PAGE_SIZE or not isinstance(total, int) or got >= total:
-            return pages
-    raise SourceError(f"scaleway: the product catalog still had pages after {MAX_PAGES}")
-
-
-def fetch_stock(ctx: SourceContext, client: Any, zone: str) -> list[Any]:
-    """Every page of one zone's availability, until the X-Total-Count header is reached."""
-    path = AVAILABILITY_PATH.format(zone=zone)
-    pages: list[Any] = []
-    got = 0
-    for page in range(1, MAX_PAGES + 1):
-        resp = ctx.get(client, API_HOST, path, params={"per_page": PAGE_SIZE, "page": page})
-        doc = ctx.json_of(resp, API_HOST, path)
-        pages.append(doc)
-        servers = doc.get("servers") if isinstance(doc, dict) else None
-        if not isinstance(servers, dict) or not servers:
-            return pages
-        got += len(servers)
-        header = resp.headers.get("X-Total-Count")
-        total = int(header) if header and header.strip().isdigit() else doc.get("total_count")
-        if len(servers) < PAGE_SIZE or not isinstance(total, int) or got >= total:
-            return pages
-    raise SourceError(f"scaleway: {zone} availability still had pages after {MAX_PAGES}")
-
-
-def _gpu_zones(pages: list[Any]) -> list[str]:
-    zones = set()
-    for doc in pages:
-        for item in doc.get("products") or [] if isinstance(doc, dict) else []:
-            zone = _get(item, "locality", "zone")
-            if _get(item, "properties", "hardware", "gpu", "count") and isinstance(zone, str):
-                zones.add(zone)
-    return sorted(zones)
+def _next_page(key: str, size_param: str) -> Any:
+    """Pages until one comes back short or `total_count` items have come (records can go between
+    pages, so a short page ends the listing whatever the total says)."""
+    def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
+        got, total = _get(doc, key), _get(doc, "total_count")
+        page, size = int(request["params"]["page"]), int(request["params"][size_param])
+        if not got or len(got) < size or (isinstance(total, int) and page * size >= total):
+            return None
+        return {**request, "params": {**request["params"], "page": page + 1}}
+    return following
 
 
 def fetch(ctx: SourceContext) -> Batch:
     """The catalogue's pages, then (with a key, or under replay) each GPU zone's stock."""
     key = os.environ.get(SECRET_KEY_ENV, "").strip()
-    reaches_scaleway = ctx.mode == "live" or (ctx.mode == "record" and not ctx.replay_urls)
-    read_stock = bool(key) or not reaches_scaleway
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
-        pages = fetch_catalog(ctx, client)
+        pages = list(ctx.paginate(client, API_HOST, CATALOG_PATH, lambda doc: [doc],
+                                  _next_page("products", "page_size"),
+                                  params={"product_types": "instance", "page": 1, "page_size": PAGE_SIZE},
+                                  what="the product catalog", max_pages=MAX_PAGES))
         stock: dict[str, dict[str, str]] | None = None
-        if read_stock:
+        if key or not ctx.reaches_provider:
             if key:
                 client.headers["X-Auth-Token"] = key
-            stock = {zone: parse_availability(fetch_stock(ctx, client, zone), zone) for zone in _gpu_zones(pages)}
+            zones = sorted({_get(i, "locality", "zone") for doc in pages for i in _get(doc, "products") or []
+                            if _get(i, "properties", "hardware", "gpu", "count")
+                            and isinstance(_get(i, "locality", "zone"), str)})
+            stock = {zone: parse_availability(list(ctx.paginate(
+                client, API_HOST, AVAILABILITY_PATH.format(zone=zone), lambda doc: [doc],
+                _next_page("servers", "per_page"), params={"per_page": PAGE_SIZE, "page": 1},
+                what=f"the {zone} availability", max_pages=MAX_PAGES)), zone) for zone in zones}
     return parse_catalog(pages, getattr(ctx.config, RATE_SETTING), stock)

@@ -1,50 +1,15 @@
 """TensorDock: the GPU marketplace's deployable locations, landed as whole-machine aggregates.
 
-Source: TensorDock's current API (v2), `GET https://dashboard.tensordock.com/api/v2/locations`
-("Fetch Hostnodes and Locations", https://dashboard.tensordock.com/api/docs/fetch-hostnodes),
-with the organisation's API key as a Bearer token (env TENSORDOCK_API_KEY, created under the
-dashboard's Developer Settings). The legacy v0 marketplace API
-(`marketplace.tensordock.com/api/v0/client/deploy/hostnodes`, key + token form fields) is not
-used: the v2 reference is the documented one today. One JSON body, no paging documented:
+`GET https://dashboard.tensordock.com/api/v2/locations`, the key as a Bearer token (env TENSORDOCK_API_KEY):
 
     {"data": {"locations": [{"id", "city", "stateprovince", "country", "tier",
-      "gpus": [{"v0Name": "h100-sxm5-80gb", "displayName": "H100 SXM5 80GB",
-                "max_count": 8, "price_per_hr": 2.2,
-                "resources": {"max_vcpus", "max_ram_gb", "max_storage_gb"},
-                "pricing": {"per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr"},
-                "network_features": {...}}]}]}}
+      "gpus": [{"v0Name": "h100-sxm5-80gb", "displayName": "H100 SXM5 80GB", "max_count": 8,
+                "price_per_hr": 2.2, "resources": {"max_vcpus", "max_ram_gb", "max_storage_gb"},
+                "pricing": {"per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr"}}]}]}}
 
-`price_per_hr` is per GPU; vCPUs, RAM and storage are priced apart by the hosts of that
-location. `max_count` is how many of that GPU one VM there can take now: the availability
-signal.
-
-The price of a row is a whole machine a user can rent: n GPUs at `price_per_hr`, plus the
-smallest machine around them, priced at that location's per-resource rates:
-- MIN_STORAGE_GB (100): the documented minimum disk of every instance;
-- MIN_VCPUS (2) and MIN_RAM_GB (4): the reference states no vCPU or RAM minimum; these are the
-  smallest amounts its own create-instance examples deploy (vCPUs also come in steps of 2).
-The included amounts are in provider_data, so a bigger machine can be priced from the rates.
-
-Row shape. One row per (canonical GPU model, GPU count, country) for the counts 1, 2, 4 and 8
-that a location can take (max_count at least that count):
-- region = the ISO country code ("United States" -> "US"; a country missing from COUNTRY_CODES
-  becomes a lower-case slug and is named in the batch notes), zone "";
-- instance_type "<n>x <canonical model>";
-- price_per_hour = the cheapest location's whole-machine price for n GPUs;
-- available=True, available_count = GPUs of that model deployable across the group's
-  locations (the sum of their max_count), availability_level "offered";
-- provider_data: locations in the group, min/median/max of the per-GPU rate and of the
-  machine price, the cheapest location (id, city, state, tier, its rates), the resources
-  included, and the GPUs available per location.
-
-Nothing is dropped silently: a GPU listing whose name the warehouse does not know is
-quarantined once per name (with its count and locations); a listing without a usable price,
-count or resource rates, a listing repeated within a location, and a location id listed twice
-are quarantined with the reason; listings with no capacity (max_count 0) are counted in the
-notes. Storage: per country, the median per-GB-hour disk rate x 730 hours as USD/GB-month.
-Egress: none is charged (tensordock.com), one "global" record at 0.
-
-`fetch_*` does the I/O; `parse_*`/`build_*` functions are pure.
+A row is a whole machine: n GPUs and the smallest machine around them at the location's rates (MIN_*),
+one per (GPU model, count, ISO country) at the cheapest location's price; `max_count` (GPUs one VM
+there can take now) is the availability. Disk: the median rate per country; egress is free.
 """
 
 from __future__ import annotations
@@ -55,8 +20,7 @@ import os
 import re
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import (
     MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
@@ -90,38 +54,25 @@ COUNTRY_CODES = {
 }
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(API_KEY_ENV,),
-    credentials_required=True,
+    name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=True,
     facts=ProviderFacts(
-        display_name="TensorDock",
-        kind="marketplace",
-        billing_granularity_s=1,
-        minimum_charge_s=None,
+        display_name="TensorDock", kind="marketplace", billing_granularity_s=1, minimum_charge_s=None,
         billing_notes="Billing is pro-rated to the microsecond (tensordock.com, as transcribed 2026-05-25); "
                       "an account needs a balance of at least 1 USD to deploy, and VMs are stopped when it runs "
                       "out. Host-set prices per GPU, vCPU, GB of RAM and GB of disk.",
         storage_persists_when_stopped=None,
         stopped_billing_notes="Disk keeps billing at the standard rate while a spot VM is outbid (spot-instances "
                               "doc); what a stopped on-demand VM is charged is not documented in the sources read.",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=True,
-        multinode_interconnect=None,
+        access_ssh=True, access_docker=True, access_jupyter=True,
         interruptible_offer="Spot instances (beta): a per-VM bid above the host's minimum (about half the "
                             "on-demand price); not in the locations answer, not loaded",
         price_source="TensorDock API v2 GET dashboard.tensordock.com/api/v2/locations (API key); per-GPU rate "
                      "x count + 2 vCPU + 4 GB RAM + 100 GB disk at the location's rates, aggregated per GPU "
                      "model x count x country",
-        source_urls=[
-            "https://dashboard.tensordock.com/api/docs/fetch-hostnodes",
-            "https://dashboard.tensordock.com/api/docs/instance-creation",
-            "https://dashboard.tensordock.com/api/docs",
-            "https://docs.tensordock.com/virtual-machines/spot-instances",
-            "https://www.tensordock.com",
-        ],
-    ),
+        source_urls=["https://dashboard.tensordock.com/api/docs/fetch-hostnodes",
+                     "https://dashboard.tensordock.com/api/docs/instance-creation",
+                     "https://dashboard.tensordock.com/api/docs",
+                     "https://docs.tensordock.com/virtual-machines/spot-instances", "https://www.tensordock.com"]),
 )
 
 
@@ -129,17 +80,13 @@ class _BadListing(Exception):
     """One GPU listing that cannot be priced: its reason goes to quarantine."""
 
 
-# -- pure helpers ---------------------------------------------------------------------
-
 def country_code(country: Any) -> str:
     """'United States' -> 'US'; a name missing from COUNTRY_CODES -> its slug; none -> 'unknown'."""
     if not isinstance(country, str) or not country.strip():
         return "unknown"
     name = country.strip()
-    if name in COUNTRY_CODES:
-        return COUNTRY_CODES[name]
-    if re.fullmatch(r"[A-Z]{2}", name):
-        return name
+    if name in COUNTRY_CODES or re.fullmatch(r"[A-Z]{2}", name):
+        return COUNTRY_CODES.get(name, name)
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
 
 
@@ -155,22 +102,11 @@ def _rate(value: Any, what: str, positive: bool = True) -> float:
     return float(value)
 
 
-def _count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _BadListing(f"{what} {value!r} is not a whole count")
-    return value
-
-
-def _median(values: list[float]) -> float:
-    return round(statistics.median(values), 6)
-
-
 def _spread(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 6), "median": _median(values), "max": round(max(values), 6)}
+    return {"min": round(min(values), 6), "median": round(statistics.median(values), 6), "max": round(max(values), 6)}
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(NamedTuple):
     """One GPU model at one location, priced and mapped."""
 
     location: dict[str, Any]
@@ -182,42 +118,32 @@ class Listing:
     vcpu_rate: float  # USD per vCPU-hour
     ram_rate: float  # USD per GB-hour of RAM
     storage_rate: float  # USD per GB-hour of disk
-    max_vcpus: float | None
-    max_ram_gb: float | None
     country: str
 
-    @property
-    def ref(self) -> str:
-        return f"{self.location.get('id')}/{self.gpu.get('v0Name')}"
-
-    def base_price(self) -> float:
-        """The smallest machine around the GPUs: minimum vCPUs, RAM and disk at this location's rates."""
-        return MIN_VCPUS * self.vcpu_rate + MIN_RAM_GB * self.ram_rate + MIN_STORAGE_GB * self.storage_rate
-
     def machine_price(self, gpus: int) -> float:
-        return round(gpus * self.gpu_rate + self.base_price(), 6)
+        """n GPUs and the smallest machine around them: minimum vCPUs, RAM and disk at this location's rates."""
+        base = MIN_VCPUS * self.vcpu_rate + MIN_RAM_GB * self.ram_rate + MIN_STORAGE_GB * self.storage_rate
+        return round(gpus * self.gpu_rate + base, 6)
 
 
 def _price_listing(location: dict[str, Any], gpu: dict[str, Any], model: GPUModel, exact: bool,
                    country: str) -> Listing:
     """A GPU listing's rates and limits, checked; _BadListing with the reason otherwise."""
-    max_count = _count(gpu.get("max_count"), "max_count")
+    max_count = gpu.get("max_count")
+    if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 0:
+        raise _BadListing(f"max_count {max_count!r} is not a whole count")
     gpu_rate = _rate(gpu.get("price_per_hr"), "price_per_hr")
     pricing = gpu.get("pricing")
     if not isinstance(pricing, dict):
         raise _BadListing("lacks the 'pricing' object (vCPU, RAM and storage rates), so no machine can be priced")
-    vcpu = _rate(pricing.get("per_vcpu_hr"), "pricing.per_vcpu_hr", positive=False)
-    ram = _rate(pricing.get("per_gb_ram_hr"), "pricing.per_gb_ram_hr", positive=False)
-    storage = _rate(pricing.get("per_gb_storage_hr"), "pricing.per_gb_storage_hr", positive=False)
+    rates = [_rate(pricing.get(k), f"pricing.{k}", positive=False)
+             for k in ("per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr")]
     resources = gpu.get("resources") if isinstance(gpu.get("resources"), dict) else {}
-    limits = {k: resources.get(k) for k in ("max_vcpus", "max_ram_gb", "max_storage_gb")}
     for key, need in (("max_vcpus", MIN_VCPUS), ("max_ram_gb", MIN_RAM_GB), ("max_storage_gb", MIN_STORAGE_GB)):
-        have = limits[key]
+        have = resources.get(key)
         if isinstance(have, (int, float)) and not isinstance(have, bool) and have < need:
             raise _BadListing(f"resources.{key} {have} is below the {need} the smallest machine needs")
-    num = lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None  # noqa: E731
-    return Listing(location, gpu, model, exact, max_count, gpu_rate, vcpu, ram, storage,
-                   num(limits["max_vcpus"]), num(limits["max_ram_gb"]), country)
+    return Listing(location, gpu, model, exact, max_count, gpu_rate, *rates, country)
 
 
 def _gpu_name(gpu: dict[str, Any]) -> str:
@@ -226,9 +152,8 @@ def _gpu_name(gpu: dict[str, Any]) -> str:
 
 def _canonical(gpu: dict[str, Any]) -> tuple[GPUModel, bool]:
     """The v0Name through gpu_aliases, then the display name; UnknownGPUError names the v0Name."""
-    v0, display = gpu.get("v0Name"), gpu.get("displayName")
     first: UnknownGPUError | None = None
-    for name in (v0, display):
+    for name in (gpu.get("v0Name"), gpu.get("displayName")):
         if isinstance(name, str) and name.strip():
             try:
                 return canonicalize(NAME, name)
@@ -236,8 +161,6 @@ def _canonical(gpu: dict[str, Any]) -> tuple[GPUModel, bool]:
                 first = first or err
     raise first or UnknownGPUError(f"a GPU listing names no GPU (no v0Name or displayName) from {NAME}")
 
-
-# -- the answer -----------------------------------------------------------------------
 
 @drift_guard("tensordock: locations")
 def parse_locations(doc: Any) -> list[dict[str, Any]]:
@@ -258,10 +181,9 @@ def parse_locations(doc: Any) -> list[dict[str, Any]]:
 @drift_guard("tensordock: listings")
 def build_batch(locations: list[dict[str, Any]]) -> Batch:
     """The locations -> whole-machine offers per GPU x count x country, disk rates, quarantine."""
-    batch = Batch(NAME)
+    batch = PROVIDER.batch()
     listings: list[Listing] = []
-    unknown: dict[str, list[str]] = defaultdict(list)
-    unknown_reason: dict[str, str] = {}
+    unknown: dict[str, tuple[str, list[str]]] = {}  # GPU name -> (why, its locations)
     skipped: Counter[str] = Counter()
     seen_locations: set[str] = set()
     slugs: set[str] = set()
@@ -275,18 +197,22 @@ def build_batch(locations: list[dict[str, Any]]) -> Batch:
         country = country_code(location.get("country"))
         if country != "unknown" and not re.fullmatch(r"[A-Z]{2}", country):
             slugs.add(str(location.get("country")))
-        gpus = location.get("gpus")
-        if not isinstance(gpus, list):
+        if not isinstance(location.get("gpus"), list):
             batch.quarantine("offer", loc_id, f"location {loc_id}: lacks the 'gpus' list", location)
             continue
-        if not gpus:
+        if not location["gpus"]:
             skipped["locations listing no GPU"] += 1
         names_here: set[str] = set()
-        for gpu in gpus:
-            _add_listing(batch, listings, location, gpu, country, names_here, unknown, unknown_reason, skipped)
-    for name in sorted(unknown):
-        where = unknown[name]
-        batch.quarantine("offer", f"gpu/{name}", f"gpu: {unknown_reason[name]} ({len(where)} listings)",
+        for gpu in location["gpus"]:
+            outcome = _listing(batch, location, gpu, country, names_here)
+            if isinstance(outcome, Listing):
+                listings.append(outcome)
+            elif isinstance(outcome, UnknownGPUError):
+                unknown.setdefault(_gpu_name(gpu), (str(outcome), []))[1].append(loc_id)
+            elif outcome:
+                skipped[outcome] += 1
+    for name, (why, where) in sorted(unknown.items()):
+        batch.quarantine("offer", f"gpu/{name}", f"gpu: {why} ({len(where)} listings)",
                          {"v0Name": name, "listing_count": len(where), "locations": sorted(where)[:50]})
     groups: dict[tuple[str, int, str], list[Listing]] = defaultdict(list)
     for listing in listings:
@@ -296,7 +222,10 @@ def build_batch(locations: list[dict[str, Any]]) -> Batch:
     for key in sorted(groups):
         _add_group(batch, key, groups[key])
     _add_disk_rates(batch, listings)
-    _add_free_bandwidth(batch)
+    batch.add("egress", "global/internet", {"source": "https://www.tensordock.com"}, region="global",
+              destination="internet", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0, source_currency="USD",
+              source_usd_per_gb=0.0, description="no bandwidth charges (tensordock.com, as read 2026-09-29); "
+                                                 "the same at every location")
     counted = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
     batch.notes.append(f"tensordock: {len(seen_locations)} locations, {len(listings)} priced GPU listings; "
                        f"skipped: {counted}")
@@ -306,88 +235,59 @@ def build_batch(locations: list[dict[str, Any]]) -> Batch:
     return batch
 
 
-def _add_listing(batch: Batch, listings: list[Listing], location: dict[str, Any], gpu: Any, country: str,
-                 names_here: set[str], unknown: dict[str, list[str]], unknown_reason: dict[str, str],
-                 skipped: Counter[str]) -> None:
+def _listing(batch: Batch, location: dict[str, Any], gpu: Any, country: str, names_here: set[str]) -> Any:
+    """One GPU listing priced, or what became of it: None (quarantined), an unknown GPU, a reason to count."""
     loc_id = str(location["id"])
     if not isinstance(gpu, dict):
-        batch.quarantine("offer", f"{loc_id}/?", f"location {loc_id}: a GPU listing is not an object", gpu)
-        return
+        return batch.quarantine("offer", f"{loc_id}/?", f"location {loc_id}: a GPU listing is not an object", gpu)
     name = _gpu_name(gpu)
     ref = f"{loc_id}/{name or '?'}"
     if batch.listed_again(names_here, name, f"GPU listing {name} at location {loc_id}", gpu, ref=ref):
-        return
+        return None
     currency = stated_currency(gpu) or stated_currency(location)
     if currency not in (None, "USD"):
-        batch.quarantine("offer", ref, f"price in {currency}, not USD; no conversion is configured", gpu)
-        return
+        return batch.quarantine("offer", ref, f"price in {currency}, not USD; no conversion is configured", gpu)
     if gpu.get("max_count") == 0:
-        skipped["GPU listings with no capacity (max_count 0)"] += 1
-        return
+        return "GPU listings with no capacity (max_count 0)"
     try:
-        model, exact = _canonical(gpu)
+        listing = _price_listing(location, gpu, *_canonical(gpu), country)
     except UnknownGPUError as err:
-        unknown[name].append(loc_id)
-        unknown_reason.setdefault(name, str(err))
-        return
-    try:
-        listing = _price_listing(location, gpu, model, exact, country)
+        return err
     except _BadListing as err:
-        batch.quarantine("offer", ref, f"{name} at location {loc_id}: {err}", gpu)
-        return
+        return batch.quarantine("offer", ref, f"{name} at location {loc_id}: {err}", gpu)
     if listing.machine_price(1) > MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:
-        batch.quarantine("offer", ref, f"{name} at location {loc_id}: price_per_hr {listing.gpu_rate} USD exceeds "
-                         f"the plausibility cap {MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:g}", gpu)
-        return
-    listings.append(listing)
-
-
-def _location_summary(x: Listing) -> dict[str, Any]:
-    loc = x.location
-    return {"id": loc.get("id"), "city": loc.get("city"), "stateprovince": loc.get("stateprovince"),
-            "tier": loc.get("tier"), "usd_per_gpu_hour": x.gpu_rate, "usd_per_vcpu_hour": x.vcpu_rate,
-            "usd_per_gb_ram_hour": x.ram_rate, "usd_per_gb_storage_hour": x.storage_rate}
+        return batch.quarantine("offer", ref, f"{name} at location {loc_id}: price_per_hr {listing.gpu_rate} USD "
+                                f"exceeds the plausibility cap {MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:g}", gpu)
+    return listing
 
 
 def _add_group(batch: Batch, key: tuple[str, int, str], listings: list[Listing]) -> None:
     model_name, n, country = key
     cheapest = min(listings, key=lambda x: (x.machine_price(n), str(x.location.get("id"))))
-    price = cheapest.machine_price(n)
-    gpu = cheapest.gpu
-    memory = _memory_gb(gpu, cheapest.model)
+    loc, gpu = cheapest.location, cheapest.gpu
+    # Per-GPU memory as the v0Name states it ("...-24gb"), else the card's nominal size.
+    m = re.search(r"(\d+)gb$", str(gpu.get("v0Name") or "").lower())
     data = {
         "location_count": len(listings),
         "price_per_gpu_hour": _spread([x.gpu_rate for x in listings]),
         "machine_price_per_hour": _spread([x.machine_price(n) for x in listings]),
-        "cheapest_location": _location_summary(cheapest),
+        "cheapest_location": {"id": loc.get("id"), "city": loc.get("city"), "stateprovince": loc.get("stateprovince"),
+                              "tier": loc.get("tier"), "usd_per_gpu_hour": cheapest.gpu_rate,
+                              "usd_per_vcpu_hour": cheapest.vcpu_rate, "usd_per_gb_ram_hour": cheapest.ram_rate,
+                              "usd_per_gb_storage_hour": cheapest.storage_rate},
         "included": {"vcpus": MIN_VCPUS, "ram_gb": MIN_RAM_GB, "storage_gb": MIN_STORAGE_GB},
         "gpus_available_by_location": {str(x.location.get("id")): x.max_count for x in listings},
         "gpu_names": sorted({_gpu_name(x.gpu) for x in listings}),
     }
-    available = sum(x.max_count for x in listings)
+    raw = {"group": list(key), "cheapest_listing": gpu, "cheapest_location": loc.get("id")}
     batch.offer(
-        f"{country}/{n}x {model_name}", {"group": list(key), "cheapest_listing": gpu,
-                                         "cheapest_location": cheapest.location.get("id")},
-        region=country, zone="", instance_type=f"{n}x {model_name}", purchase_option="on_demand",
-        gpu_model=model_name, gpu_variant_exact=cheapest.exact, gpu_name_reported=_gpu_name(gpu),
-        gpu_vendor=cheapest.model.vendor, gpu_count=n, gpu_memory_gb=memory,
-        gpu_memory_gb_nominal=cheapest.model.memory_gb, total_gpu_memory_gb=memory * n if memory else None,
-        vcpus=float(MIN_VCPUS), ram_gb=float(MIN_RAM_GB), local_disk_gb=float(MIN_STORAGE_GB),
-        price_per_hour=price, source_currency="USD", source_price_per_hour=price,
-        billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-        minimum_charge_s=PROVIDER.facts.minimum_charge_s,
-        available=True, available_count=available, availability_level="offered",
-        provider_data=json.dumps(data, sort_keys=True),
-    )
-
-
-_MEMORY = re.compile(r"(\d+)gb$")
-
-
-def _memory_gb(gpu: dict[str, Any], model: GPUModel) -> float | None:
-    """Per-GPU memory as the v0Name states it ("...-24gb"), else the card's nominal size."""
-    m = _MEMORY.search(str(gpu.get("v0Name") or "").lower())
-    return float(m.group(1)) if m else model.memory_gb
+        f"{country}/{n}x {model_name}", raw, region=country, zone="", instance_type=f"{n}x {model_name}",
+        purchase_option="on_demand", gpu_model=model_name, gpu_variant_exact=cheapest.exact,
+        gpu_name_reported=_gpu_name(gpu), gpu_count=n,
+        gpu_memory_gb=float(m.group(1)) if m else cheapest.model.memory_gb, vcpus=float(MIN_VCPUS),
+        ram_gb=float(MIN_RAM_GB), local_disk_gb=float(MIN_STORAGE_GB), price_per_hour=cheapest.machine_price(n),
+        available=True, available_count=sum(x.max_count for x in listings), availability_level="offered",
+        provider_data=json.dumps(data, sort_keys=True))
 
 
 def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
@@ -398,36 +298,22 @@ def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
             by_country[x.country].append(x.storage_rate)
     for country in sorted(by_country):
         rates = by_country[country]
-        monthly = round(_median(rates) * HOURS_PER_MONTH, 6)
+        median = round(statistics.median(rates), 6)
+        monthly = round(median * HOURS_PER_MONTH, 6)
         batch.add("storage", f"{country}/vm-disk", {"country": country, "per_gb_storage_hr": sorted(rates)},
                   region=country, storage_class="vm-disk", usd_per_gb_month=monthly, source_currency="USD",
                   source_usd_per_gb_month=monthly,
-                  description=f"VM disk: median host rate {_median(rates):g} USD per GB-hour x {HOURS_PER_MONTH} h "
+                  description=f"VM disk: median host rate {median:g} USD per GB-hour x {HOURS_PER_MONTH} h "
                               f"({len(rates)} listings, {min(rates):g} to {max(rates):g})")
-
-
-def _add_free_bandwidth(batch: Batch) -> None:
-    """TensorDock states no bandwidth charges (tensordock.com); the API has no egress price."""
-    batch.add("egress", "global/internet", {"source": "https://www.tensordock.com"}, region="global",
-              destination="internet", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0, source_currency="USD",
-              source_usd_per_gb=0.0, description="no bandwidth charges (tensordock.com, as read 2026-09-29); "
-                                                 "the same at every location")
-
-
-# -- fetching ---------------------------------------------------------------------
-
-def fetch_locations(ctx: SourceContext) -> Any:
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"tensordock: {API_KEY_ENV} is not set; the v2 API takes an API key "
-                                      "as a Bearer token")
-    headers = {"Accept": "application/json"}
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    with ctx.http_client(headers=headers) as client:
-        return ctx.get_json(client, API_HOST, LOCATIONS_PATH)
 
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every location's GPUs with their rates and deployable counts."""
-    return build_batch(parse_locations(fetch_locations(ctx)))
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    if not key and ctx.reaches_provider:
+        raise MissingCredentialsError(f"tensordock: {API_KEY_ENV} is not set; the v2 API takes an API key "
+                                      "as a Bearer token")
+    with ctx.http_client(headers={"Accept": "application/json",
+                                  **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
+        doc = ctx.get_json(client, API_HOST, LOCATIONS_PATH)
+    return build_batch(parse_locations(doc))

@@ -1,39 +1,18 @@
-"""Verda (formerly DataCrunch): GPU instance types, their on-demand and spot prices, and where
-each can be deployed now.
+"""Verda (formerly DataCrunch): GPU instance types, on-demand and spot prices, where each deploys now.
 
-Source: Verda's public REST API at `https://api.verda.com/v1` (the host its official Python SDK
-uses today; the older `api.datacrunch.io/v1` served the same API before the rename). Auth is
-OAuth2 client credentials, the way the SDK does it:
+`https://api.verda.com/v1` with OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET) as
+its Python SDK does it; the tokens handed back are registered for redaction. None of these pages:
 
-    POST /v1/oauth2/token  {"grant_type": "client_credentials", "client_id", "client_secret"}
-      -> {"access_token", "refresh_token", "scope", "token_type": "Bearer", "expires_in"}
-
-with the SDK's documented variables VERDA_CLIENT_ID and VERDA_CLIENT_SECRET. The tokens handed
-back are registered with the redaction at once. Then, as Bearer:
-
+    POST /v1/oauth2/token  {"grant_type": "client_credentials", ...} -> {"access_token", "refresh_token", ...}
     GET /v1/instance-types?currency=usd
-      -> [{"instance_type": "1H100.80S.30V", "price_per_hour": "3.25", "spot_price": "1.63",
-           "currency": "usd", "gpu": {"description": "1x H100 SXM5 80GB", "number_of_gpus": 1},
-           "gpu_memory": {"size_in_gigabytes": 80}, "cpu": {"number_of_cores": 30},
-           "memory": {"size_in_gigabytes": 120}, "storage": {...}, "p2p": ..., ...}]
-    GET /v1/instance-availability?isSpot=false   (and isSpot=true)
-      -> [{"location_code": "FIN-01", "availabilities": ["1H100.80S.30V", ...]}]
-    GET /v1/volume-types
-      -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
+      -> [{"instance_type": "1H100.80S.30V", "price_per_hour": "3.25", "spot_price": "1.63", "currency": "usd",
+           "gpu": {"description": "1x H100 SXM5 80GB", "number_of_gpus": 1}, "gpu_memory": {"size_in_gigabytes": 80},
+           "cpu": {"number_of_cores": 30}, "memory": {"size_in_gigabytes": 120}, "storage": {...}, "p2p": ...}]
+    GET /v1/instance-availability?isSpot=false|true -> [{"location_code": "FIN-01", "availabilities": [...]}]
+    GET /v1/volume-types -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
 
-Prices are strings, per instance per hour. None of these answers pages.
-
-Row shape. A price is the same in every location; what differs by location is whether the type
-can be deployed there now. So each GPU type becomes one offer per location the availability
-answers name x purchase option (on-demand, and spot where the type has a spot price), with
-`available` saying whether that location lists the type for that option right now. The row
-count follows Verda's catalogue and locations, not its stock.
-
-Nothing is dropped silently: CPU-only types are counted in the notes; a type whose GPU is unknown,
-whose price is not a positive USD number, or that is listed twice is quarantined whole (all its
-offers) with the reason.
-
-`fetch_*` does the I/O; `parse_*` functions are pure.
+A price holds in every location: a GPU type is one offer per location x purchase option it has a
+price for (on demand, spot, or spot only), `available` saying whether that location lists it now.
 """
 
 from __future__ import annotations
@@ -43,8 +22,7 @@ import math
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import (
     MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, register_secret,
@@ -66,14 +44,9 @@ CURRENCY = "USD"
 GLOBAL_REGION = "global"  # used only when the availability answers name no location at all
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(CLIENT_ID_ENV, CLIENT_SECRET_ENV),
-    credentials_required=True,
+    name=NAME, source_kind="api", secret_env_vars=(CLIENT_ID_ENV, CLIENT_SECRET_ENV), credentials_required=True,
     facts=ProviderFacts(
-        display_name="Verda (formerly DataCrunch)",
-        kind="gpu_cloud",
-        billing_granularity_s=600,
+        display_name="Verda (formerly DataCrunch)", kind="gpu_cloud", billing_granularity_s=600,
         billing_notes="On-demand and spot instances are billed in 10-minute increments (a third-party guide "
                       "states it; not verified on Verda's own pages). Prices exclude VAT.",
         storage_persists_when_stopped=None,
@@ -85,13 +58,8 @@ PROVIDER = ProviderSpec(
                             "(loaded as purchase option spot)",
         price_source="Verda API GET /v1/instance-types, /v1/instance-availability and /v1/volume-types "
                      "(OAuth2 client credentials)",
-        source_urls=[
-            "https://api.verda.com/v1/docs",
-            "https://github.com/verda-cloud/sdk-python",
-            "https://verda.com/pricing",
-            "https://docs.verda.com/welcome-to-verda/pricing-and-billing",
-        ],
-    ),
+        source_urls=["https://api.verda.com/v1/docs", "https://github.com/verda-cloud/sdk-python",
+                     "https://verda.com/pricing", "https://docs.verda.com/welcome-to-verda/pricing-and-billing"]),
 )
 
 # "1x H100 SXM5 80GB", "8x B200 SXM6 180GB", "1x Tesla V100 16GB", "2x RTX A6000 48GB".
@@ -103,8 +71,7 @@ class _BadRecord(Exception):
     """One instance type that cannot become rows: its reason goes to quarantine."""
 
 
-@dataclass(frozen=True)
-class GpuDescription:
+class GpuDescription(NamedTuple):
     count: int
     name: str  # "H100 SXM5": looked up in gpu_aliases
     memory_gb: float  # per GPU, as Verda states it
@@ -125,6 +92,14 @@ def _price(value: Any, what: str) -> float:
     if price <= 0:
         raise _BadRecord(f"{what} {value!r} must be positive")
     return price
+
+
+def _priced(value: Any) -> bool:
+    """False for a price field that says "none": absent, empty or zero (the SDK reads every one as a number)."""
+    try:
+        return value not in (None, "") and as_number(value, "", ValueError) != 0
+    except ValueError:
+        return True  # stated, but no number: _price says why it is refused
 
 
 def _size(obj: Any, key: str = "size_in_gigabytes") -> float | None:
@@ -153,7 +128,9 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
         raise SchemaDriftError("verda: the instance-types answer is not a list")
     if not doc:
         raise SourceError("verda: the instance-types answer returned no instance types")
-    batch = Batch(NAME)
+    if not any(isinstance(t, dict) and "price_per_hour" in t for t in doc):  # not every type sold as spot alone
+        raise SchemaDriftError("verda: no instance type has a 'price_per_hour': the answer changed shape")
+    batch = PROVIDER.batch()
     locations = sorted(set(on_demand) | set(spot)) or [GLOBAL_REGION]
     skipped: Counter[str] = Counter()
     seen: set[str] = set()
@@ -172,14 +149,16 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
             skipped["CPU-only instance types skipped"] += 1
             continue
         try:
-            rows = _offers(name, item, gpu, locations, on_demand, spot)
+            rows = _offers(name, item, gpu, locations, {"on_demand": on_demand, "spot": spot})
         except _BadRecord as err:
             batch.quarantine("offer", name, f"{name}: {err}", item)
             continue
         for ref, fields in rows:
             batch.offer(ref, item, **fields)
-        if item.get("spot_price") in (None, "", "0", "0.00", 0):
-            skipped["GPU types without a spot price (on-demand only)"] += 1
+        options = {fields["purchase_option"] for _, fields in rows}
+        skipped.update(why for option, why in (("spot", "GPU types without a spot price (on-demand only)"),
+                                               ("on_demand", "GPU types without an on-demand price (spot only)"))
+                       if option not in options)
     _add_volume_types(batch, volume_types)
     batch.notes.append(f"verda: {len(doc)} instance types in {len(locations)} locations "
                        f"({', '.join(locations)}); " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
@@ -188,7 +167,7 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
 
 
 def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: list[str],
-            on_demand: dict[str, set[str]], spot: dict[str, set[str]]) -> list[tuple[str, dict[str, Any]]]:
+            deployable: dict[str, dict[str, set[str]]]) -> list[tuple[str, dict[str, Any]]]:
     currency = stated_currency(item)
     if currency != CURRENCY:
         raise _BadRecord(f"price in {currency or 'no currency'}, not USD; no conversion is configured")
@@ -203,32 +182,28 @@ def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: lis
         model, exact = canonicalize(NAME, desc.name, desc.memory_gb * 1024)
     except UnknownGPUError as err:
         raise _BadRecord(f"gpu: {err}") from None
-    prices = {"on_demand": _price(item.get("price_per_hour"), "price_per_hour")}
-    if item.get("spot_price") not in (None, "", "0", "0.00", 0):
-        prices["spot"] = _price(item.get("spot_price"), "spot_price")
+    # A type may be sold as spot only: its on-demand price is then empty or zero, and its spot offers stand.
+    on_demand, spot = item.get("price_per_hour"), item.get("spot_price")
+    prices = {"on_demand": _price(on_demand, "price_per_hour")} if _priced(on_demand) or not _priced(spot) else {}
+    if _priced(spot):
+        prices["spot"] = _price(spot, "spot_price")
     common = dict(
         zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
-        gpu_name_reported=gpu["description"], gpu_vendor=model.vendor, gpu_count=count,
-        gpu_memory_gb=desc.memory_gb, gpu_memory_gb_nominal=model.memory_gb,
+        gpu_name_reported=gpu["description"], gpu_count=count, gpu_memory_gb=desc.memory_gb,
         total_gpu_memory_gb=_size(item.get("gpu_memory")) or desc.memory_gb * count,
         vcpus=_size(item.get("cpu"), "number_of_cores"), ram_gb=_size(item.get("memory")),
         local_disk_gb=_size(item.get("storage")),
         interconnect="NVLink" if count > 1 and _SXM.search(desc.name) else None,
-        source_currency=CURRENCY, billing_granularity_s=PROVIDER.facts.billing_granularity_s,
-    )
-    data = {"id": item.get("id"), "p2p": item.get("p2p"), "description": item.get("description"),
-            "price_per_hour": item.get("price_per_hour"), "spot_price": item.get("spot_price")}
+        provider_data=json.dumps({"id": item.get("id"), "p2p": item.get("p2p"), "description": item.get("description"),
+                                  "price_per_hour": item.get("price_per_hour"), "spot_price": item.get("spot_price")},
+                                 sort_keys=True))
     rows = []
     for option, price in prices.items():
-        where = on_demand if option == "on_demand" else spot
         for location in locations:
-            deployable = name in where.get(location, set()) if location != GLOBAL_REGION else None
+            now = name in deployable[option].get(location, set()) if location != GLOBAL_REGION else None
             rows.append((f"{name}/{location}/{option}", dict(
-                common, region=location, purchase_option=option, price_per_hour=price, source_price_per_hour=price,
-                available=deployable,
-                availability_level=None if deployable is None else
-                ("deployable now" if deployable else "not deployable now"),
-                provider_data=json.dumps(data, sort_keys=True))))
+                common, region=location, purchase_option=option, price_per_hour=price, available=now,
+                availability_level=None if now is None else "deployable now" if now else "not deployable now")))
     return rows
 
 
@@ -244,10 +219,7 @@ def _add_volume_types(batch: Batch, doc: Any) -> None:
         if not isinstance(kind, str) or not isinstance(price, dict):
             batch.quarantine("storage", str(kind or "?"), "schema: a volume type lacks 'type' or 'price'", item)
             continue
-        currency = stated_currency(price)
-        if currency != CURRENCY:
-            batch.quarantine("storage", kind, f"price in {currency or 'no currency'}, not USD; "
-                             "no conversion is configured", item)
+        if not batch.usd_only("storage", kind, stated_currency(price), item):
             continue
         try:
             usd = _price(price.get("price_per_month_per_gb"), "price_per_month_per_gb")
@@ -259,8 +231,6 @@ def _add_volume_types(batch: Batch, doc: Any) -> None:
                   description=f"Verda {kind} block volume, per GB-month (/v1/volume-types); same in every location")
 
 
-# -- fetching ---------------------------------------------------------------------
-
 def access_token(ctx: SourceContext, client: Any) -> str | None:
     """An OAuth2 access token for the client credentials, or None under replay without them."""
     client_id = os.environ.get(CLIENT_ID_ENV, "").strip()
@@ -271,9 +241,8 @@ def access_token(ctx: SourceContext, client: Any) -> str | None:
             raise MissingCredentialsError(f"verda: {' and '.join(missing)} not set; the API needs OAuth2 "
                                           "client credentials")
         return None
-    resp = ctx.post(client, API_HOST, TOKEN_PATH,
-                    json={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret})
-    doc = ctx.json_of(resp, API_HOST, TOKEN_PATH)
+    doc = ctx.post_json(client, API_HOST, TOKEN_PATH,
+                        json={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret})
     token = doc.get("access_token") if isinstance(doc, dict) else None
     if not isinstance(token, str) or not token:
         raise SourceError(f"verda: {API_HOST}{TOKEN_PATH} answered without an access_token")
@@ -283,21 +252,15 @@ def access_token(ctx: SourceContext, client: Any) -> str | None:
     return token
 
 
-def fetch_all(ctx: SourceContext) -> tuple[Any, Any, Any, Any]:
-    """The token, then instance types, both availability answers and the volume types."""
+def fetch(ctx: SourceContext) -> Batch:
+    """Five requests: a token, the instance types, on-demand and spot availability, volume types."""
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         token = access_token(ctx, client)
         if token:
             client.headers["Authorization"] = f"Bearer {token}"
         types = ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, params={"currency": "usd"})
-        on_demand = ctx.get_json(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "false"})
-        spot = ctx.get_json(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": "true"})
+        on_demand, spot = (
+            parse_availability(ctx.get_json(client, API_HOST, AVAILABILITY_PATH, params={"isSpot": flag}), what)
+            for flag, what in (("false", "on-demand"), ("true", "spot")))
         volumes = ctx.get_json(client, API_HOST, VOLUME_TYPES_PATH)
-    return types, on_demand, spot, volumes
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    """Five requests: a token, the instance types, on-demand and spot availability, volume types."""
-    types, on_demand, spot, volumes = fetch_all(ctx)
-    return parse_instance_types(types, parse_availability(on_demand, "on-demand"),
-                                parse_availability(spot, "spot"), volumes)
+    return parse_instance_types(types, on_demand, spot, volumes)

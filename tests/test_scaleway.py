@@ -90,7 +90,7 @@ def test_fetch_pages_the_catalogue_and_reads_stock_per_gpu_zone(replay: Any) -> 
     assert stocked == [(z, {"per_page": "100", "page": "1"}) for z in ("fr-par-1", "fr-par-2", "pl-waw-2")]
 
 
-def test_pages_are_followed_until_total_count_and_x_total_count(replay: Any,
+def test_pages_are_followed_until_total_count(replay: Any,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The recorded answers cut into pages of 4, the way the API serves a page_size/per_page of 4."""
     monkeypatch.setattr(scaleway, "PAGE_SIZE", 4)
@@ -107,8 +107,9 @@ def test_pages_are_followed_until_total_count_and_x_total_count(replay: Any,
         if req.path.endswith("/fr-par-2/products/servers/availability"):
             size = int(req.params["per_page"])
             part = dict(list(zone_stock.items())[(page - 1) * size: page * size])
+            # the total in the body (as Scaleway's SDK reads it) and in the X-Total-Count header
             return 200, {"Content-Type": "application/json", "X-Total-Count": str(len(zone_stock))}, json.dumps(
-                {"servers": {k: v for k, v in part.items()}}).encode()
+                {"servers": part, "total_count": len(zone_stock)}).encode()
         return None
 
     server = replay("scaleway", hook=paged)
@@ -117,8 +118,32 @@ def test_pages_are_followed_until_total_count_and_x_total_count(replay: Any,
     seen = [(r.path, r.params["page"]) for _, r in server.requests]
     # 15 products in pages of 4: 4 + 4 + 4 + 3, the short fourth is the last
     assert [page for path, page in seen if path == scaleway.CATALOG_PATH] == ["1", "2", "3", "4"]
-    # 12 types in fr-par-2 and X-Total-Count 12: three full pages, then the total is reached
+    # 12 types in fr-par-2 and total_count 12: three full pages, then the total is reached
     assert [page for path, page in seen if "/fr-par-2/" in path] == ["1", "2", "3"]
+    assert rows(batch)["B300-SXM-8-288G", "fr-par-2"].availability_level == "shortage"  # from page 3
+
+
+def test_without_a_total_a_full_page_is_followed_by_the_next(replay: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer that states no total_count: full pages are followed until one comes back short or empty."""
+    monkeypatch.setattr(scaleway, "PAGE_SIZE", 4)
+    zone_stock = json.loads((RECORDINGS / "availability-fr-par-2.json").read_text())["servers"]
+
+    catalog = pages()[0]
+
+    def paged(host: str, req: Request, ex: Exchange | None) -> tuple[int, dict[str, str], bytes] | None:
+        page = int(req.params["page"])
+        if req.path == scaleway.CATALOG_PATH:
+            doc = {"products": catalog["products"][(page - 1) * 4: page * 4], "total_count": catalog["total_count"]}
+        elif req.path.endswith("/fr-par-2/products/servers/availability"):
+            doc = {"servers": dict(list(zone_stock.items())[(page - 1) * 4: page * 4])}
+        else:
+            return None
+        return 200, {"Content-Type": "application/json"}, json.dumps(doc).encode()
+
+    server = replay("scaleway", hook=paged)
+    batch = scaleway.fetch(replay_context(server, "scaleway"))
+    # 12 types: three full pages and an empty fourth
+    assert [r.params["page"] for _, r in server.requests if "/fr-par-2/" in r.path] == ["1", "2", "3", "4"]
     assert rows(batch)["B300-SXM-8-288G", "fr-par-2"].availability_level == "shortage"  # from page 3
 
 
@@ -233,6 +258,44 @@ def test_bad_products_are_quarantined_and_the_rest_still_load() -> None:
     }
     assert len(batch.offers) == 14 - 6
     assert rows(batch)["B300-SXM-8-288G", "fr-par-2"].source_price_per_hour == 60.0
+
+
+# RENDER-S, Scaleway's older P100 type, as a catalogue product: the fields of the recorded products
+# (the SDK's PublicCatalogProduct), filled from the Instance API's live answer of 2026-08-22 for fr-par-2
+# (getcomputable/gpu-index, tests/fixtures/observatory/scaleway/servers_page2.json, read 2026-12-05:
+# 10 vCPUs, 45097156608 bytes of RAM, one GPU named "P100" with 16 GiB, 1.221 EUR per hour). Its id does
+# not follow <family>-<count>-<memory>G. See adapters/recordings/scaleway/README.md.
+RENDER_S = {
+    "sku": "/compute/render_s/run_fr-par-2", "service_category": "Compute", "product_category": "Instance",
+    "product": "RENDER-S Instance", "variant": "GPU RENDER-S Instance - fr-par-2",
+    "description": "GPU RENDER-S Instance - fr-par-2 (1.221\u20ac per hour)", "status": "general_availability",
+    "badges": [], "locality": {"zone": "fr-par-2"},
+    "price": {"retail_price": {"currency_code": "EUR", "units": 1, "nanos": 221000000}},
+    "properties": {"instance": {"range": "GPU", "offer_id": "RENDER-S", "recommended_replacement_offer_ids": []},
+                   "hardware": {"cpu": {"description": "vCPUs: 10", "arch": "x64", "type": "", "virtual": {"count": 10},
+                                        "threads": 10, "shared": False},
+                                "ram": {"description": "42 GiB", "size": 45097156608, "type": ""},
+                                "storage": {"description": "Block", "total": 0},
+                                "gpu": {"description": "1 x P100", "count": 1, "type": "P100"}}},
+    "unit_of_measure": {"unit": "hour", "size": 1}}
+
+
+def test_an_older_type_whose_id_names_no_memory_is_mapped_by_its_gpu_fields(replay: Any) -> None:
+    cpu = next(p for p in pages()[0]["products"] if not p["properties"]["hardware"].get("gpu"))
+    only_render = json.dumps({"products": [RENDER_S, cpu], "total_count": 2}).encode()
+
+    def catalogue(host: str, req: Request, ex: Exchange | None) -> tuple[int, dict[str, str], bytes] | None:
+        return (200, {"Content-Type": "application/json"}, only_render) if req.path == scaleway.CATALOG_PATH else None
+
+    batch = scaleway.fetch(replay_context(replay("scaleway", hook=catalogue), "scaleway"))
+    assert not batch.quarantined
+    [offer] = batch.offers  # a catalogue of only such a type still loads
+    assert (offer.instance_type, offer.zone, offer.gpu_model, offer.gpu_variant_exact, offer.gpu_count) == (
+        "RENDER-S", "fr-par-2", "P100", True, 1)
+    # The catalogue states no GPU memory for it: unknown, never read from the id
+    assert (offer.gpu_memory_gb, offer.gpu_memory_gb_nominal) == (None, 16)
+    assert (offer.source_currency, offer.source_price_per_hour, offer.vcpus, offer.ram_gb) == ("EUR", 1.221, 10, 42)
+    assert math.isclose(offer.price_per_hour, 1.221 * RATE)
 
 
 def test_a_changed_answer_shape_or_an_empty_catalogue_fails_loudly() -> None:

@@ -173,7 +173,7 @@ def test_bad_types_are_quarantined_whole_and_the_rest_still_load() -> None:
     by_name["1H200.141S.44V"]["spot_price"] = "NaN"
     by_name["1B200.31V"]["currency"] = "eur"
     by_name["1L40S.20V"]["gpu"]["number_of_gpus"] = 2  # disagrees with "1x L40S 48GB"
-    del by_name["1A100.22V"]["price_per_hour"]
+    del by_name["1A100.22V"]["price_per_hour"], by_name["1A100.22V"]["spot_price"]  # no price at all
     twin = copy.deepcopy(by_name["1V100.6V"])
     twin["price_per_hour"] = "0.99"
     types.append(twin)
@@ -191,6 +191,26 @@ def test_bad_types_are_quarantined_whole_and_the_rest_still_load() -> None:
     assert len(batch.offers) == 120 - 5 * 8
 
 
+@pytest.mark.parametrize("no_price", ["0.00", None, "absent"])
+def test_a_spot_only_type_keeps_its_spot_offers(no_price: Any) -> None:
+    """A type priced for spot alone: its on-demand price empty or zero (the SDK reads the field as a
+    number, so "0.00" is how one would come), its spot price valid."""
+    types = body("instance-types-usd.json")
+    b200 = next(t for t in types if t["instance_type"] == "1B200.31V")
+    if no_price == "absent":
+        del b200["price_per_hour"]
+    else:
+        b200["price_per_hour"] = no_price
+    batch = parse(types)
+    assert not batch.quarantined
+    got = {(r, p): o for (t, r, p), o in rows(batch).items() if t == "1B200.31V"}
+    assert {p for _, p in got} == {"spot"} and len(got) == 4  # one per location, on spot
+    assert got["FIN-02", "spot"].price_per_hour == 3.055  # verda.com/pricing: B200 SXM6 spot 3.055
+    assert len(batch.offers) == 120 - 4
+    assert batch.notes[0].endswith("2 CPU-only instance types skipped, 1 GPU types without an on-demand price "
+                                   "(spot only)")
+
+
 def test_a_changed_answer_shape_is_schema_drift() -> None:
     with pytest.raises(SourceError, match="verda: the instance-types answer is not a list"):
         verda.parse_instance_types({"data": []}, {}, {})
@@ -198,6 +218,11 @@ def test_a_changed_answer_shape_is_schema_drift() -> None:
         verda.parse_availability([{"code": "FIN-01"}], "spot")
     with pytest.raises(SourceError, match="returned no instance types"):
         verda.parse_instance_types([], {}, {})
+    # a renamed on-demand price is a changed answer, never every type turned spot-only
+    renamed = [{("price" if k == "price_per_hour" else k): v for k, v in t.items()}
+               for t in body("instance-types-usd.json")]
+    with pytest.raises(SourceError, match="no instance type has a 'price_per_hour'"):
+        parse(renamed)
 
 
 # -- credentials ---------------------------------------------------------------------

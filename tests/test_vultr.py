@@ -141,7 +141,7 @@ def test_cursor_paging_is_followed_until_next_is_empty(replay: Any) -> None:
 def test_a_cursor_that_repeats_is_an_error_not_a_loop(replay: Any) -> None:
     page = dict(plans(), meta={"total": 6, "links": {"next": "c2FtZQ==", "prev": ""}})
     server = replay("vultr", hook=serve(page))
-    with pytest.raises(SourceError, match="vultr: /v2/plans answered the same next cursor twice"):
+    with pytest.raises(SourceError, match="vultr: /v2/plans: the next page asked for is one already read"):
         vultr.fetch(replay_context(server, "vultr"))
     assert len(server.requests) == 2
 
@@ -186,9 +186,67 @@ def test_without_gpu_count_the_count_is_derived_from_vram_and_said_so() -> None:
     assert quarter.data["gpu_count_derived"] == "gpu_vram_gb 12 / A40 memory 48 GB"
     pair = vultr.cloud_gpus({"gpu_type": "NVIDIA_L40S", "gpu_vram_gb": 96})
     assert (pair.count, pair.memory_gb, pair.total_memory_gb, pair.data["fractional_gpu"]) == (2, 48, 96, False)
-    # An A100 slice without a count: the card's size cannot be told, so nothing is guessed
-    with pytest.raises(vultr._BadRecord, match="gpu: unknown GPU name 'a100' with 4096 MiB"):
-        vultr.cloud_gpus({"gpu_type": "NVIDIA_A100", "gpu_vram_gb": 4})
+    # An A100 slice without a count: a twentieth of Vultr's 80 GB card, never a card of its own
+    twentieth = vultr.cloud_gpus({"gpu_type": "NVIDIA_A100", "gpu_vram_gb": 4})
+    assert (twentieth.model.gpu_model, twentieth.count, twentieth.memory_gb, twentieth.data["gpu_fraction"]) == (
+        "A100-SXM4-80", 0.05, 4, "1/20")
+    # A card whose whole size Vultr's pricing page does not give: nothing is guessed
+    with pytest.raises(vultr._BadRecord, match="no gpu_count, and the memory of a whole NVIDIA_MI355X card"):
+        vultr.cloud_gpus({"gpu_type": "NVIDIA_MI355X", "gpu_vram_gb": 144})
+
+
+# The older plan lists, as gpuhunt's tests abridge live answers (dstackai/gpuhunt,
+# src/tests/providers/test_vultr.py at 3b38957, read 2026-12-05): Cloud GPU plans without gpu_count,
+# bare-metal plans without deploy_* flags but with their preemptible prices.
+OLDER_PLANS = {"plans": [
+    {"id": "vcg-a100-1c-6g-4vram", "vcpu_count": 1, "ram": 6144, "disk": 70, "disk_count": 1, "bandwidth": 1024,
+     "monthly_cost": 90, "hourly_cost": 0.123, "type": "vcg", "locations": ["ewr"], "gpu_vram_gb": 4,
+     "gpu_type": "NVIDIA_A100"},
+    {"id": "vcg-a100-12c-120g-80vram", "vcpu_count": 12, "ram": 122880, "disk": 1400, "disk_count": 1,
+     "bandwidth": 10240, "monthly_cost": 1750, "hourly_cost": 2.397, "type": "vcg", "locations": ["ewr"],
+     "gpu_vram_gb": 80, "gpu_type": "NVIDIA_A100"},
+    {"id": "vcg-a100-6c-60g-40vram", "vcpu_count": 12, "ram": 61440, "disk": 1400, "disk_count": 1,
+     "bandwidth": 10240, "monthly_cost": 800, "hourly_cost": 1.397, "type": "vcg", "locations": ["ewr"],
+     "gpu_vram_gb": 40, "gpu_type": "NVIDIA_A100"}]}
+OLDER_METAL = {"plans_metal": [
+    {"id": "vbm-256c-2048gb-8-mi300x-gpu", "physical_cpus": 2, "cpu_count": 128, "cpu_cores": 128, "cpu_threads": 256,
+     "cpu_model": "EPYC 9534", "cpu_mhz": 2450, "ram": 2321924, "disk": 3576, "disk_count": 8, "bandwidth": 10240,
+     "monthly_cost": 11773.44, "hourly_cost": 17.52, "monthly_cost_preemptible": 9891.84,
+     "hourly_cost_preemptible": 14.72, "type": "NVMe", "locations": ["ord"]},
+    {"id": "vbm-112c-2048gb-8-h100-gpu", "physical_cpus": 2, "cpu_count": 112, "cpu_cores": 112, "cpu_threads": 224,
+     "cpu_model": "Platinum 8480+", "cpu_mhz": 2000, "ram": 2097152, "disk": 960, "disk_count": 2, "bandwidth": 15360,
+     "monthly_cost": 16074.24, "hourly_cost": 23.92, "monthly_cost_preemptible": 12364.8,
+     "hourly_cost_preemptible": 18.4, "type": "NVMe", "locations": ["sea"]}]}
+
+
+def test_older_plan_lists_give_slices_as_fractions_and_keep_preemptible_prices(replay: Any) -> None:
+    server = replay("vultr", hook=serve(OLDER_PLANS, OLDER_METAL))
+    batch = vultr.fetch(replay_context(server, "vultr"))
+    got = rows(batch)
+    # 40 GB of an A100 is half of Vultr's 80 GB card (its pricing page: 1/2 = 40 GB), at 1.397 for the half
+    half = got[("vcg-a100-6c-60g-40vram", "ewr", "on_demand")]
+    assert (half.gpu_model, half.gpu_count, half.gpu_memory_gb, half.total_gpu_memory_gb) == (
+        "A100-SXM4-80", 0.5, 40, 40)
+    assert math.isclose(half.price_per_gpu_hour, 2.794)  # 1.397 / 0.5
+    assert json.loads(half.provider_data)["gpu_fraction"] == "1/2"
+    assert got[("vcg-a100-1c-6g-4vram", "ewr", "on_demand")].gpu_count == 0.05  # 4 of 80 GB
+    whole = got[("vcg-a100-12c-120g-80vram", "ewr", "on_demand")]
+    assert (whole.gpu_model, whole.gpu_count, whole.gpu_memory_gb) == ("A100-SXM4-80", 1, 80)
+    # No deploy_* flags: on demand, and preemptible at the plan's own preemptible price
+    assert got[("vbm-112c-2048gb-8-h100-gpu", "sea", "spot")].price_per_hour == 18.4
+    assert got[("vbm-256c-2048gb-8-mi300x-gpu", "ord", "spot")].price_per_hour == 14.72
+    assert got[("vbm-256c-2048gb-8-mi300x-gpu", "ord", "on_demand")].price_per_hour == 17.52
+    assert len(batch.offers) == 3 + 2 * 2 and not batch.quarantined
+    assert batch.notes[0] == ("vultr: 3 instance plans and 2 bare-metal plans listed, 5 GPU plans loaded; "
+                              "skipped: none")
+
+
+def test_a_preemptible_price_not_deployable_preemptible_is_counted() -> None:
+    metal = copy.deepcopy(OLDER_METAL)
+    metal["plans_metal"][1]["deploy_preemptible"] = False
+    batch = vultr.parse_plans([OLDER_PLANS], [metal])
+    assert ("vbm-112c-2048gb-8-h100-gpu", "sea", "spot") not in rows(batch)
+    assert batch.notes[0].endswith("skipped: 1 preemptible prices of GPU plans not deployable preemptible")
 
 
 def test_a_location_price_overrides_the_plan_price_there_only() -> None:
