@@ -35,7 +35,6 @@ API_HOST = "api.digitalocean.com"
 SIZES_PATH = "/v2/sizes"
 TOKEN_ENV = "DIGITALOCEAN_TOKEN"
 PER_PAGE = 200  # the API's maximum
-MAX_PAGES = 20  # about 150 sizes in all; a runaway `next` chain must still end
 GLOBAL_REGION = "global"  # a size that no region offers now; also the region of the flat prices
 
 GIB_PER_GB = 1e9 / 2**30  # DigitalOcean prices storage and transfer per GiB; the warehouse per GB
@@ -191,5 +190,5 @@ def fetch(ctx: SourceContext) -> Batch:
     with ctx.http_client(headers={"Accept": "application/json",
                                   **({"Authorization": f"Bearer {token}"} if token else {})}) as client:
         pages = list(ctx.paginate(client, API_HOST, SIZES_PATH, lambda doc: [doc], _next_page, what=SIZES_PATH,
-                                  params={"page": "1", "per_page": str(PER_PAGE)}, max_pages=MAX_PAGES))
+                                  params={"page": "1", "per_page": str(PER_PAGE)}))
     return parse_sizes(pages)

@@ -31,7 +31,6 @@ PRODUCTS_PATH = "/pls/apex/cetools/api/v1/products/"
 CURRENCY = "USD"
 PRICE_MODEL = "PAY_AS_YOU_GO"
 GLOBAL_REGION = "global"  # Oracle publishes one list price for all commercial regions
-MAX_PAGES = 20  # the catalogue is one page today; a runaway `next` chain must still end
 
 GPU_CATEGORY = "Compute - GPU"  # also "Compute - GPU - Other"
 GPU_METRIC = "GPU Per Hour"
@@ -260,4 +259,4 @@ def fetch(ctx: SourceContext) -> Batch:
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         return parse_products(list(ctx.paginate(
             client, API_HOST, PRODUCTS_PATH, lambda doc: [doc], next_link(_next_link, API_HOST),
-            params={"currencyCode": CURRENCY}, what="the price list", max_pages=MAX_PAGES)))
+            params={"currencyCode": CURRENCY}, what="the price list")))

@@ -39,7 +39,6 @@ AVAILABILITY_PATH = "/instance/v1/zones/{zone}/products/servers/availability"
 SECRET_KEY_ENV = "SCW_SECRET_KEY"
 RATE_SETTING = "scaleway_usd_per_eur"  # USD per EUR; None: EUR prices are quarantined
 PAGE_SIZE = 100
-MAX_PAGES = 50  # a runaway page chain must still end
 HOURS_PER_UNIT = {"hour": 1.0, "minute": 1 / 60, "second": 1 / 3600}
 # The Instance API's stock levels; "scarce" can still be had, "shortage" cannot.
 DEPLOYABLE = {"available": True, "scarce": True, "shortage": False}
@@ -237,7 +236,7 @@ def fetch(ctx: SourceContext) -> Batch:
         pages = list(ctx.paginate(client, API_HOST, CATALOG_PATH, lambda doc: [doc],
                                   _next_page("products", "page_size"),
                                   params={"product_types": "instance", "page": 1, "page_size": PAGE_SIZE},
-                                  what="the product catalog", max_pages=MAX_PAGES))
+                                  what="the product catalog"))
         stock: dict[str, dict[str, str]] | None = None
         if key or not ctx.reaches_provider:
             if key:
@@ -248,5 +247,5 @@ def fetch(ctx: SourceContext) -> Batch:
             stock = {zone: parse_availability(list(ctx.paginate(
                 client, API_HOST, AVAILABILITY_PATH.format(zone=zone), lambda doc: [doc],
                 _next_page("servers", "per_page"), params={"per_page": PAGE_SIZE, "page": 1},
-                what=f"the {zone} availability", max_pages=MAX_PAGES)), zone) for zone in zones}
+                what=f"the {zone} availability")), zone) for zone in zones}
     return parse_catalog(pages, getattr(ctx.config, RATE_SETTING), stock)

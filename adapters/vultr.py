@@ -35,7 +35,6 @@ API_HOST = "api.vultr.com"
 PLANS_PATH = "/v2/plans"
 METAL_PATH = "/v2/plans-metal"
 PER_PAGE = 500  # the most the API gives per page
-MAX_PAGES = 20  # a few hundred plans in all; a runaway cursor chain must still end
 GLOBAL_REGION = "global"  # a plan that no location lists
 
 CLOUD_GPU_TYPE = "vcg"
@@ -289,6 +288,6 @@ def fetch(ctx: SourceContext) -> Batch:
     """Two plan lists (more requests if they page): instance plans and bare-metal plans."""
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         plans, metal = (list(ctx.paginate(client, API_HOST, path, lambda doc: [doc], cursor(_next_cursor, "cursor"),
-                                          params={"per_page": str(PER_PAGE)}, what=path, max_pages=MAX_PAGES))
+                                          params={"per_page": str(PER_PAGE)}, what=path))
                         for path in (PLANS_PATH, METAL_PATH))
     return parse_plans(plans, metal)

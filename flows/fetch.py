@@ -15,6 +15,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,12 @@ from gpuledger.adapters.replay import RecordingProxy
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.settings import env_name
-from gpuledger.warehouse.store import utcnow
 
 log = logging.getLogger("gpuledger.refresh")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 @dataclass

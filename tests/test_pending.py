@@ -62,8 +62,8 @@ def test_a_failed_write_keeps_the_fetched_results_and_the_next_merge_takes_them(
     assert "`gpuledger refresh --resume`" in message
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest  # the published warehouse never written
     assert a10_prices(db) == [(1.29,)]
-    assert sorted(p.name for p in kept.iterdir()) == ["lambda.egress.parquet", "lambda.json", "lambda.offers.parquet",
-                                                      "lambda.storage.parquet", "write-error.txt"]
+    assert sorted(p.name for p in kept.iterdir()) == ["lambda.egress.json", "lambda.json", "lambda.offers.json",
+                                                      "lambda.storage.json", "write-error.txt"]
     assert "File too large" in (kept / "write-error.txt").read_text()
 
     # `status` says what is waiting, as JSON per provider and as a line under the table.
@@ -108,7 +108,7 @@ def test_a_saved_outcome_reads_back_equal(tmp_path: Path) -> None:
                   "degraded", "provider_facts", "min_row_ratio"):
         assert getattr(back, field) == getattr(outcome, field), field
     assert back.tables.keys() == outcome.tables.keys() == {"offers", "egress", "storage"}
-    assert all(back.tables[t].equals(outcome.tables[t]) for t in back.tables)
+    assert all(back.table(t).equals(outcome.table(t)) for t in back.tables)  # every value, in its column type
     assert back.count("offers") == 27  # the recording's 27 type x region rows
 
 
@@ -129,7 +129,7 @@ def test_an_unreadable_saved_result_is_recorded_and_set_aside(db: Path) -> None:
     replayed_warehouse(db, ["lambda"])
     folder = pending.pending_dir(db) / "refresh-torn"
     pending.write(folder, fetched_lambda(150))
-    (folder / "lambda.offers.parquet").write_bytes(b"not parquet at all")
+    (folder / "lambda.offers.json").write_bytes(b"[{not json at all")
     (report,) = merge_pending(db, "refresh-next", AnomalyPolicy())
     assert report.state == "failed" and "cannot read the saved result" in report.error
     assert report.error.endswith("set aside as lambda.json.unreadable")

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
 
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, describe_validation_error
 from gpuledger.warehouse.schema import CAPACITY_BLOCK_FIELDS
@@ -63,15 +63,18 @@ class CapacityBlockOffering(BaseModel):
                              f"the plausibility cap {MAX_PLAUSIBLE_PRICE_PER_HOUR_USD}")
         return self
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def upfront_fee_usd(self) -> float:
         return self.upfront_fee
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def usd_per_hour(self) -> float:
         """The whole block's price per hour of its duration."""
         return self.upfront_fee_usd / self.duration_hours
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def usd_per_gpu_hour(self) -> float:
         return self.usd_per_hour / (self.instance_count * self.gpu_count)

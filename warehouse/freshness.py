@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import duckdb
+if TYPE_CHECKING:  # a fetch process reads the schema (which names this rule) without DuckDB
+    import duckdb
 
 # Hours after which a provider's last successful scrape is too old to rely on: nightly refreshes
 # plus a missed night's slack.

@@ -1,14 +1,14 @@
 """Fetched results waiting to be merged: the one hand-off between a provider's fetch and the merge.
 
 A provider's fetch (a child process of the refresh) leaves its outcome in
-`<db>.pending/<refresh_id>/`: `<provider>.<table>.parquet` for each table it has rows for
-(deduplicated, in the warehouse's column types) and `<provider>.json` (the run: times, state,
-error, notes, quarantined records, degraded enrichments), written last and atomically, so a
-provider without its JSON file has no outcome. `warehouse.store.merge_pending` merges every
+`<db>.pending/<refresh_id>/`: `<provider>.<table>.json` for each table it has rows for (its
+deduplicated records, as pydantic writes them) and `<provider>.json` (the run: times, state,
+error, notes, quarantined records, degraded enrichments, each table's row count), written last
+and atomically, so a provider without its run file has no outcome. The merge reads the rows with
+DuckDB in the warehouse's column types; the fetch needs neither DuckDB nor pyarrow. `warehouse.store.merge_pending` merges every
 waiting outcome, oldest refresh first, and removes the files once the merged warehouse is
 published; what a failed write leaves waits for the next refresh or `gpuledger refresh --resume`,
-and `status` lists it. Nothing fetched is lost, and the files are plain Parquet and JSON an
-operator can read.
+and `status` lists it. Nothing fetched is lost, and the files are plain JSON an operator can read.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from gpuledger.warehouse.records import Batch, Quarantined
 from gpuledger.warehouse.schema import (
-    CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, SPOT_PRICE_FIELDS, STORAGE, arrow_schema,
+    CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, SPOT_PRICE_FIELDS, STORAGE, TABLES as COLUMNS, arrow_schema,
 )
 
 if TYPE_CHECKING:
@@ -61,16 +61,19 @@ class ScrapeOutcome:
     quarantined: list[dict[str, str]] = field(default_factory=list)  # Quarantined fields
     # Enrichments that failed: {"name", "reason", "options", "columns"} (adapters.contract.Enrichment)
     degraded: list[dict[str, Any]] = field(default_factory=list)
-    tables: dict[str, pa.Table] = field(default_factory=dict, repr=False)  # TABLES keys
+    # TABLES keys -> the records (as a fetch hands them over) or their Arrow table (as the merge reads them)
+    tables: dict[str, Any] = field(default_factory=dict, repr=False)
     refresh_id: str = ""  # the refresh that fetched it
     path: Path | None = None  # its JSON file, once saved
 
-    @property
-    def rows(self) -> int:
-        return sum(t.num_rows for t in self.tables.values())
-
     def count(self, table: str) -> int:
-        return self.tables[table].num_rows if table in self.tables else 0
+        rows = self.tables.get(table)
+        return 0 if rows is None else len(rows) if isinstance(rows, list) else rows.num_rows
+
+    def table(self, name: str) -> pa.Table | None:
+        """The rows of table `name` as Arrow (None when there are none)."""
+        rows = self.tables.get(name)
+        return records_table(name, rows) if isinstance(rows, list) else rows
 
 
 def _dedupe(records: list[Any], kind: str, quarantined: list[dict[str, str]], provider: str) -> list[Any]:
@@ -111,8 +114,8 @@ def records_table(name: str, records: Sequence[Any]) -> pa.Table:
 
 
 def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeOutcome:
-    """A scrape's batch as its outcome: each table deduplicated and converted (the repeats with
-    other values quarantined), its quarantine and notes kept. `provider`: the source that fetched
+    """A scrape's batch as its outcome: each table's records deduplicated (the repeats with other
+    values quarantined), its quarantine and notes kept. `provider`: the source that fetched
     it, when not the batch's own (a refresh unit loading another provider's rows); `run`: the
     ScrapeOutcome fields."""
     quarantined = [q.model_dump() for q in batch.quarantined]
@@ -122,7 +125,7 @@ def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeO
         if name in KINDS:
             records = _dedupe(records, KINDS[name], quarantined, batch.provider)
         if records:
-            tables[name] = records_table(name, records)
+            tables[name] = records
     return ScrapeOutcome(provider=provider or batch.provider, notes=list(batch.notes), quarantined=quarantined,
                          tables=tables, **run)
 
@@ -141,28 +144,32 @@ def _fsync_replace(part: Path, path: Path) -> None:
     os.replace(part, path)
 
 
+def _write(path: Path, data: bytes) -> None:
+    part = path.with_name(path.name + ".part")
+    part.write_bytes(data)
+    _fsync_replace(part, path)
+
+
 def write(folder: Path, outcome: ScrapeOutcome) -> Path:
-    """Save `outcome` in `folder` (a refresh's pending folder); its JSON last. Raises OSError."""
-    import pyarrow.parquet as pq
+    """Save `outcome` (its tables as records) in `folder`, a refresh's pending folder; the run file
+    last. Raises OSError."""
+    from pydantic import TypeAdapter
 
     folder.mkdir(parents=True, exist_ok=True)
-    for name, table in outcome.tables.items():
-        part = folder / f"{outcome.provider}.{name}.parquet.part"
-        pq.write_table(table, part)
-        _fsync_replace(part, folder / f"{outcome.provider}.{name}.parquet")
+    rows = TypeAdapter(Any)  # each record as its model writes itself, computed columns included
+    for name, records in outcome.tables.items():
+        _write(folder / f"{outcome.provider}.{name}.json", rows.dump_json(records))
     doc = {k: v for k, v in asdict(outcome).items() if k not in ("tables", "path", "refresh_id")}
-    doc.update(format=FORMAT, tables={name: t.num_rows for name, t in sorted(outcome.tables.items())},
+    doc.update(format=FORMAT, tables={name: outcome.count(name) for name in sorted(outcome.tables)},
                started_at=outcome.started_at.isoformat(), finished_at=outcome.finished_at.isoformat())
     path = folder / f"{outcome.provider}.json"
-    part = path.with_name(path.name + ".part")
     # ensure_ascii: a lone surrogate a provider sent ("\ud800") travels as its escape
-    part.write_text(json.dumps(doc, ensure_ascii=True, default=str), encoding="ascii")
-    _fsync_replace(part, path)
+    _write(path, json.dumps(doc, ensure_ascii=True, default=str).encode("ascii"))
     return path
 
 
 def describe(doc: dict[str, Any]) -> str:
-    """One line on a saved outcome (its JSON document), for the refresh's log."""
+    """One line on a saved outcome (its run document), for the refresh's log."""
     if doc["state"] != "ok":
         return f"{doc['provider']}: {doc['state']}: {doc['error']}"
     n = doc["tables"]
@@ -171,20 +178,19 @@ def describe(doc: dict[str, Any]) -> str:
 
 
 def save(folder: Path, files: dict[str, bytes]) -> Path:
-    """Keep the files of a fetch's outcome (as `write` made them elsewhere) in `folder`, the JSON
+    """Keep the files of a fetch's outcome (as `write` made them elsewhere) in `folder`, the run
     file last; its path. Raises OSError."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in sorted(files, key=lambda n: n.endswith(".json")):
-        part = folder / (name + ".part")
-        part.write_bytes(files[name])
-        _fsync_replace(part, folder / name)
-    return folder / next(n for n in files if n.endswith(".json"))
+    run = next(n for n in files if n.count(".") == 1)
+    for name in sorted(files, key=lambda n: n == run):
+        _write(folder / name, files[name])
+    return folder / run
 
 
 def read(path: Path) -> ScrapeOutcome:
-    """The outcome saved as `path` (its JSON file), its tables read back; PendingError when it
-    cannot be read."""
-    import pyarrow.parquet as pq
+    """The outcome saved as `path` (its run file), its tables read back as Arrow in the
+    warehouse's column types; PendingError when it cannot be read."""
+    import duckdb
 
     try:
         doc = json.loads(path.read_text(encoding="ascii"))
@@ -196,8 +202,11 @@ def read(path: Path) -> ScrapeOutcome:
         tables = {}
         for name, rows in counts.items():
             table, columns = TABLES[name]
-            tables[name] = pq.read_table(path.with_name(f"{doc['provider']}.{name}.parquet")).cast(
-                arrow_schema(table, columns))
+            types = {c.name: c.type for c in COLUMNS[table]}
+            tables[name] = duckdb.sql(
+                "select * from read_json($path, format = 'array', columns = $columns)",
+                params={"path": str(path.with_name(f"{doc['provider']}.{name}.json")),
+                        "columns": {c: types[c] for c in columns}}).to_arrow_table().cast(arrow_schema(table, columns))
             if tables[name].num_rows != rows:
                 raise ValueError(f"{name} has {tables[name].num_rows} rows, the run says {rows}")
         return ScrapeOutcome(**doc, tables=tables, refresh_id=path.parent.name, path=path)
@@ -206,11 +215,11 @@ def read(path: Path) -> ScrapeOutcome:
 
 
 def waiting(db: Path) -> list[Path]:
-    """The JSON files of the saved outcomes of this warehouse, oldest refresh first."""
+    """The run files of the saved outcomes of this warehouse, oldest refresh first."""
     folder = pending_dir(db)
     if not folder.is_dir():
         return []
-    return sorted(folder.glob("*/*.json"), key=lambda p: (p.parent.name, p.name))
+    return sorted((p for p in folder.glob("*/*.json") if p.name.count(".") == 1), key=lambda p: (p.parent.name, p.name))
 
 
 def write_error(path: Path) -> str | None:

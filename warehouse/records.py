@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Callable, Iterable, SupportsIndex
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
 
 from gpuledger.warehouse import gpus, interruption
 
@@ -257,6 +257,7 @@ class Offer(_Record):
             raise ValueError(f"interruption_rate_max_pct must be within (0, 100], got {rate}")
         return self
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def price_per_gpu_hour(self) -> float:
         """USD per whole-GPU hour: a 1/8 slice at $0.30/h is $2.40 per GPU-hour."""

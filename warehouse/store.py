@@ -430,13 +430,13 @@ def _quarantine_summary(quarantined: list[dict[str, str]]) -> str:
     return f"{len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}" if bad else ""
 
 
-def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, policy: AnomalyPolicy,
-                    notes: list[str]) -> str | None:
+def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offers: pa.Table | None,
+                    policy: AnomalyPolicy, notes: list[str]) -> str | None:
     """Why this scrape must not replace the provider's current rows, or None. `min_row_ratio` of
     the outcome is the source's own row-drop threshold (sources whose rows follow live capacity);
     None means the policy's. An accepted anomaly is said in `notes`."""
     import pyarrow.compute as pc
-    provider, offers = outcome.provider, outcome.tables.get("offers")
+    provider = outcome.provider
     if offers is None:
         why = "the scrape produced no valid offers (an empty result is never loaded)"
         bad = _quarantine_summary(outcome.quarantined)
@@ -600,12 +600,12 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     if outcome.degraded:
         report.degraded = "; ".join(f"{d['name']} ({d['reason']})" for d in outcome.degraded)
     quarantined = list(outcome.quarantined)
-    offers = outcome.tables.get("offers")
+    offers = outcome.table("offers")
     report.rows_parsed = outcome.count("offers") + sum(q["kind"] == "offer" for q in quarantined)
     con.execute("begin transaction")
     try:
         if outcome.state == "ok":
-            reason = None if outcome.side_tables_only else check_anomalies(con, outcome, policy, report.notes)
+            reason = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy, report.notes)
             report.error = reason
             if reason is None:
                 if offers is not None and not outcome.side_tables_only:
@@ -618,7 +618,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                         on_offers_merged(outcome.provider)
                 for spec, name in ((EGRESS, "egress"), (STORAGE, "storage")):
                     if name in outcome.tables:  # a source without egress/storage data leaves those rows alone
-                        _merge(con, spec, outcome.provider, outcome.tables[name], run_id, now)
+                        _merge(con, spec, outcome.provider, outcome.table(name), run_id, now)
                 load_side_tables(con, outcome, run_id, now, report.notes)
                 report.rows_loaded = outcome.count("offers")
                 report.egress_rows, report.storage_rows = outcome.count("egress"), outcome.count("storage")
@@ -660,10 +660,10 @@ def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run
     from gpuledger.warehouse.spot import history_notes, load_spot_history
 
     if "spot_prices" in outcome.tables:
-        stored, skipped = load_spot_history(con, outcome.tables["spot_prices"], run_id, now)
+        stored, skipped = load_spot_history(con, outcome.table("spot_prices"), run_id, now)
         notes.extend(history_notes(stored, outcome.count("spot_prices"), skipped))
     if "capacity_blocks" in outcome.tables:
-        blocks = load_capacity_blocks(con, outcome.tables["capacity_blocks"], run_id, now)
+        blocks = load_capacity_blocks(con, outcome.table("capacity_blocks"), run_id, now)
         notes.append(f"capacity blocks: {blocks} offerings stored")
 
 

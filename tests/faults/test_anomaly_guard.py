@@ -57,7 +57,7 @@ def test_a_lambda_capacity_crunch_loads_under_its_own_threshold(tmp_path: Path) 
     crunch = lambda_fetch(capacity=False)
     rows_before, rows_now = full.count("offers"), crunch.count("offers")
     assert 0.2 <= rows_now / rows_before < 0.5  # 19 types sold out: one "global" row each, a quarter of before
-    assert not any(crunch.tables["offers"].column("available").to_pylist())
+    assert not any(crunch.table("offers").column("available").to_pylist())
 
     # With the default threshold the same market state would be refused...
     default = dataclasses.replace(crunch, min_row_ratio=None)
