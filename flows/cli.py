@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 import logging
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -15,13 +12,14 @@ from typing import Any, Iterable, Optional
 import duckdb
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
+from gpuledger.flows.output import Format, chosen, emit, format_option, json_option, out
+from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
@@ -36,9 +34,6 @@ app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
     no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
 )
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-
 SQL_TIMEOUT_S = 300.0  # `gpuledger sql --timeout`: long enough for any query over a year of history
 
 DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
@@ -227,31 +222,12 @@ def record(
         raise _fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
-def _emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
-    if fmt == "json":
-        # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \\u escape,
-        # the same value to a JSON reader and inert on a terminal.
-        out.print_json(json.dumps([dict(zip(columns, r)) for r in rows], default=str), ensure_ascii=True)
-    elif fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(columns)
-        w.writerows(rows)
-        sys.stdout.write(buf.getvalue())
-    else:
-        t = Table()
-        for c in columns:
-            t.add_column(cell(c))
-        for r in rows:
-            t.add_row(*(cell(v) for v in r))
-        out.print(t)
-
-
 @app.command()
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
-    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table, csv or json."),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
     timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query after this many "
                                   "seconds, exit 124 (0: no limit)."),
 ) -> None:
@@ -265,8 +241,6 @@ def sql(
       gpuledger sql "select gpu_model, region, purchase_option, price_per_gpu_hour
                      from offers order by price_per_gpu_hour limit 10"
     """
-    if fmt not in ("table", "csv", "json"):
-        raise _fail(f"unknown format {fmt!r}: use table, csv or json", 2)
     from gpuledger.warehouse.recommender.macros import install_macros
 
     try:
@@ -298,7 +272,7 @@ def sql(
         raise _fail(text, 1) from None
     finally:
         con.close()
-    _emit(columns, rows, fmt)
+    emit(columns, rows, chosen(fmt, as_json))
 
 
 @app.command()
@@ -395,8 +369,8 @@ def status(
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
                                             "provider's last success counts as stale."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Judge only these providers (repeatable)."),
-    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table or json."),
-    as_json: bool = typer.Option(False, "--json", help="JSON for scripts (the same as --format json)."),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
 
@@ -408,8 +382,6 @@ def status(
     Example:
       gpuledger status --json -p aws -p gcp || echo "aws or gcp needs attention"
     """
-    if fmt not in ("table", "json"):
-        raise _fail(f"unknown format {fmt!r}: use table or json", 2)
     try:
         con = open_reader(db)
     except WarehouseError as err:
@@ -426,8 +398,8 @@ def status(
     if provider:
         rows = [r for r in rows if r["provider"] in provider]
     code = status_exit_code(rows)
-    if as_json or fmt == "json":
-        out.print_json(json.dumps(rows, default=str), ensure_ascii=True)
+    if chosen(fmt, as_json) != "table":
+        emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], chosen(fmt, as_json))
         raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:

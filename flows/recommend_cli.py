@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from gpuledger.flows.literal import cell, labelled, literal, plain
+from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -29,8 +29,6 @@ from gpuledger.warehouse.recommender.recommend import (
 from gpuledger.warehouse.store import WarehouseError, open_reader
 from gpuledger.warehouse.settings import env_name
 
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def _money(x: float | None) -> str:
@@ -179,7 +177,8 @@ def recommend_command(
                                        "one per instance type."),
     max_age_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--max-age-hours", help="Leave out providers whose "
                                         "last successful scrape is older than this."),
-    as_json: bool = typer.Option(False, "--json", help="Print the candidates as JSON, for scripts."),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
     db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
                                       help="Warehouse file [default: ./gpuledger.duckdb]."),
 ) -> None:
@@ -233,8 +232,13 @@ def recommend_command(
         raise typer.Exit(2) from None
     finally:
         con.close()
-    if as_json:
+    fmt = chosen(fmt, as_json)
+    if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
+    elif fmt == "csv":  # one row per candidate, its costs flattened
+        rows = [{**{k: v for k, v in c.as_dict().items() if k != "cost"},
+                 **{f"{k}": v for k, v in c.cost.as_dict().items()}} for c in rec.candidates]
+        emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], "csv")
     else:
         if rec.candidates:
             _print(rec)

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import duckdb
 import typer
 
+from gpuledger.flows.output import Format, chosen, emit, format_option, json_option
 from gpuledger.warehouse.offer_filter import VRAM_SQL, FilterError, OfferFilter
 from gpuledger.warehouse.records import PurchaseOption
 from gpuledger.warehouse.settings import env_name
@@ -50,7 +51,8 @@ def show_gpus_command(
                                               "per GPU-hour."),
     db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
                                       help="Warehouse file [default: ./gpuledger.duckdb]."),
-    fmt: str = typer.Option("table", "--format", "-f", help="Output format: table, csv or json."),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """One line per GPU model: memory, cheapest USD per GPU-hour per purchase option, providers, regions.
 
@@ -59,10 +61,8 @@ def show_gpus_command(
       gpuledger show-gpus --min-vram 80
       gpuledger show-gpus --gpu H100 --on-demand --format csv
     """
-    from gpuledger.flows.cli import _emit, _fail
+    from gpuledger.flows.cli import _fail
 
-    if fmt not in ("table", "csv", "json"):
-        raise _fail(f"unknown format {fmt!r}: use table, csv or json", 2)
     try:
         selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
                                 regions=tuple(region), max_price=max_price)
@@ -73,7 +73,7 @@ def show_gpus_command(
         columns, rows = gpu_summary(con, selection)
     finally:
         con.close()
-    _emit(columns, rows, fmt)
+    emit(columns, rows, chosen(fmt, as_json))
 
 
 def register(app: typer.Typer) -> None:
