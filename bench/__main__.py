@@ -1,8 +1,8 @@
 """Run the gpuledger benchmarks and print one table: figure, target, ratio, pass/fail.
 
-    python -m bench            # full scale (about 15-25 minutes on 2 cores)
+    python -m bench            # full scale
     python -m bench --quick    # small scale, a few minutes
-    python -m bench --only 2 5 --json out.json
+    python -m bench --only 1 --json out.json
 
 See docs/benchmarks.md for what each benchmark measures and the figures last measured.
 """
@@ -21,28 +21,27 @@ from contextlib import ExitStack
 from gpuledger import flows  # noqa: F401  (Prefect offline/quiet defaults, AWS metadata off)
 from bench.common import Result, say, shared_prefect_api, table
 
+# The user scenarios measured: the world refresh (its wall against the slowest provider alone, its
+# peak memory, what a reader waits, recommend() and the page on the warehouse it leaves), AWS without
+# credentials over a real link, and history queries and exports on a year of history.
 BENCHES = {
-    "1": ("concurrent refresh", "bench.concurrency"),
-    "2": ("AWS bulk CSV ingest", "bench.ingest"),
-    "3": ("warehouse merge, queries, exports", "bench.warehouse_bench"),
-    "6": ("refresh peak RSS", "bench.memory"),
-    "7": ("world refresh", "bench.world_lines"),
+    "1": ("world refresh", "bench.world_lines"),
+    "2": ("AWS without credentials over a link", "bench.ingest"),
+    "3": ("history query, recommend and export on a year of history", "bench.warehouse_bench"),
 }
-ALIASES = {"4": "3", "5": "3"}
-# The benchmarks whose flows run against a Prefect API server that is already up. Benchmark 6
-# measures what `gpuledger refresh --replay` costs a newcomer, its own ephemeral server included.
-SHARED_PREFECT = ("1", "7")
+# The benchmarks whose flows run against a Prefect API server that is already up.
+SHARED_PREFECT = ("1",)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small-scale run (a few minutes)")
-    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3 4 5 6 7 (3-5 run together)")
+    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     ap.add_argument("--keep", action="store_true", help="keep generated data in the bench tmp folder")
     args = ap.parse_args(argv)
-    chosen = list(dict.fromkeys(ALIASES.get(n, n) for n in (args.only or BENCHES)))
+    chosen = list(dict.fromkeys(args.only or BENCHES))
     unknown = [n for n in chosen if n not in BENCHES]
     if unknown:
         ap.error(f"unknown benchmark(s) {unknown}")

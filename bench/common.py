@@ -37,6 +37,7 @@ class Result:
     ratio: float | None = None
     ratio_label: str = ""
     ratio_target: float | None = None
+    better_ratio: str = "higher"
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -46,7 +47,8 @@ class Result:
         if self.target is not None:
             good = self.figure <= self.target if self.better == "lower" else self.figure >= self.target
         if self.ratio_target is not None and self.ratio is not None:
-            good = good and self.ratio >= self.ratio_target
+            good = good and (self.ratio >= self.ratio_target if self.better_ratio == "higher"
+                             else self.ratio <= self.ratio_target)
         return good
 
     def as_dict(self) -> dict[str, Any]:

@@ -207,22 +207,6 @@ def test_fetch_prices_bulk_streams_the_same_rows_as_the_reference(replay) -> Non
     assert ctx.requests_made == 2
 
 
-def test_latency_hook_is_deterministic_and_limits_each_host() -> None:
-    from gpuledger.adapters.replay import Request
-    from bench.concurrency import LatencyHook
-
-    hook = LatencyHook(10, 30, per_host=2)
-    req = Request("GET", "/a", {}, {}, b"", "/a?x=1")
-    d = hook.delay("h", req)
-    assert 0.010 <= d <= 0.030 and d == hook.delay("h", req) != hook.delay("h2", req)
-    threads = [threading.Thread(target=hook, args=("h", req, None)) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert hook.max_in_flight == 2 and hook.requests["h"] == 6
-
-
 def test_year_warehouse_and_set_based_merge_keep_the_invariants(tmp_path: Path) -> None:
     from bench.warehouse_gen import PROVIDERS, build, current_offers, next_night
     from gpuledger.warehouse.check import run_checks
@@ -256,29 +240,6 @@ def test_year_warehouse_and_set_based_merge_keep_the_invariants(tmp_path: Path) 
         assert con.execute("select count(distinct first_seen) from offers").fetchall()[0][0] == 2
     finally:
         con.close()
-
-
-def test_steal_ticks_reads_the_machine_counters() -> None:
-    from bench.concurrency import _steal_ticks
-
-    steal0, total0 = _steal_ticks()
-    sum(range(2_000_000))  # burn a little CPU so the machine's tick count moves
-    steal1, total1 = _steal_ticks()
-    assert total0 > 0 and total1 > total0
-    assert 0 <= steal0 <= steal1 <= total1
-
-
-def test_benchmark_1_cpu_counts_a_crawl_childs_cpu() -> None:
-    """The CPU bound of benchmark 1 adds the crawl children's CPU: a waited-for child's counts."""
-    import subprocess
-    import sys
-
-    from bench.concurrency import _cpu_s
-
-    before = _cpu_s()
-    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                    "while time.process_time() - t < 0.4: pass"], check=True)
-    assert _cpu_s() - before >= 0.4  # this process alone spent a few milliseconds waiting
 
 
 def test_every_benchmark_module_can_be_run() -> None:
