@@ -1,18 +1,13 @@
-"""Latitude.sh: GPU bare-metal plans, their hourly price per region and where they are in stock.
+"""Latitude.sh: GPU bare-metal plans, their hourly USD price per region and stock.
 
-`GET https://api.latitude.sh/plans?filter[gpu]=true`, the API key as the `Authorization` header (env
-LATITUDESH_AUTH_TOKEN), one JSON:API answer, no paging:
-
-    {"data": [{"id": "plan_...", "type": "plans", "attributes": {"slug": "g3-h100-small", "name": "g3.h100.small",
-       "specs": {"cpu": {"type", "clock", "cores", "count"}, "memory": {"total": 192}, "drives": [...], "nics": [...],
-                 "gpu": {"count": 1, "type": "NVIDIA H100 80GB", "vram_per_gpu": 80, "interconnect": null}},
-       "regions": [{"name": "United States", "deploys_instantly": [...], "stock_level": "unavailable",
-                    "locations": {"available": ["DAL", "NYC"], "in_stock": []},
-                    "pricing": {"USD": {"hour": 3.37, "month": 1230, "year": 10332}, "BRL": {...}}}]}}]}
-
-One on-demand offer per GPU plan and region priced in USD per hour; a region with no USD hourly price
-(null: not sold there) is counted, BRL is not converted. The monthly and yearly prices are commitments
-kept in provider_data.
+`GET https://api.latitude.sh/plans?filter[gpu]=true`, the key (LATITUDESH_AUTH_TOKEN) as the raw
+`Authorization` header, one JSON:API answer, no paging:
+    {"data": [{"id": "plan_...", "type": "plans", "attributes": {"slug": "g3-h100-small", "specs": {"cpu": {"cores",
+      "count"}, "memory": {"total": 192}, "gpu": {"count": 1, "type": "NVIDIA H100 80GB", "vram_per_gpu": 80,
+      "interconnect": null}}, "regions": [{"name": "United States", "stock_level": "unavailable", "locations":
+      {"available": ["DAL"], "in_stock": []}, "pricing": {"USD": {"hour": 3.37, "month": 1230}, "BRL": {...}}}]}}]}
+A region with no USD hourly price (null: not sold there) is counted, BRL is not converted; the monthly
+and yearly commitment prices go to provider_data.
 """
 
 from __future__ import annotations
@@ -28,10 +23,7 @@ from gpuledger.adapters.base import (
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
-NAME = "latitudesh"
-API_HOST = "api.latitude.sh"
-PLANS_PATH = "/plans"
-API_KEY_ENV = "LATITUDESH_AUTH_TOKEN"
+NAME, API_HOST, PLANS_PATH, API_KEY_ENV = "latitudesh", "api.latitude.sh", "/plans", "LATITUDESH_AUTH_TOKEN"
 
 PROVIDER = ProviderSpec(
     name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=True,
@@ -43,8 +35,7 @@ PROVIDER = ProviderSpec(
         stopped_billing_notes="A deployed server bills until it is deleted; powering it off is not documented "
                               "as pausing the charge.",
         access_ssh=True,
-        price_source="Latitude.sh API GET /plans?filter[gpu]=true (API key); the same plan data backs "
-                     "latitude.sh/pricing",
+        price_source="Latitude.sh API GET /plans?filter[gpu]=true (API key), the data behind latitude.sh/pricing",
         source_urls=["https://docs.latitude.sh/reference/get-plans", "https://www.latitude.sh/pricing",
                      "https://github.com/latitudesh/latitudesh-python-sdk"]),
 )
@@ -104,7 +95,8 @@ def _add(batch: Batch, plan: dict[str, Any], region: Any, seen: set[tuple[str, s
                 gpu_memory_gb=gpu.get("vram_per_gpu"), gpu_count=gpu.get("count"), region=where, instance_type=slug,
                 purchase_option="on_demand", price_per_hour=price,
                 vcpus=(cpu.get("cores") or 0) * (cpu.get("count") or 1) or None, ram_gb=_get(specs, "memory", "total"),
-                interconnect=None if network else link, multinode_fabric=link if network else None, available=level != "unavailable" and bool(in_stock),
+                interconnect=None if network else link, multinode_fabric=link if network else None,
+                available=level != "unavailable" and bool(in_stock),
                 availability_level=level, provider_data=json.dumps(data, sort_keys=True))
 
 

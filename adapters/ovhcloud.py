@@ -1,18 +1,13 @@
-"""OVHcloud Public Cloud: GPU instance flavors and their hourly prices from the public order catalog.
+"""OVHcloud Public Cloud: hourly GPU flavors from the public order catalog (no key, one answer).
 
-`GET https://ca.api.ovh.com/1.0/order/catalog/public/cloud?ovhSubsidiary=WE`, no key (the API schema
-marks it `noAuthentication`), one answer, no paging:
+`GET https://ca.api.ovh.com/1.0/order/catalog/public/cloud?ovhSubsidiary=WE` ->
+    {"locale": {"currencyCode": "USD", "subsidiary": "WE"}, "addons": [{"planCode": "h100-380.consumption",
+     "invoiceName": "h100-380", "pricings": [{"capacities": ["consumption"], "interval": 1, "intervalUnit": "hour",
+     "price": 299000000}], "configurations": [{"name": "region", "values": ["GRA11"]}], "blobs": {"technical":
+     {"gpu": {"model": "H100", "number": 1, "memory": {"size": 80}}, "cpu": {"cores": 30}, "memory": {"size": 380}}}}]}
 
-    {"locale": {"currencyCode": "USD", "subsidiary": "WE"}, "plans": [...],
-     "addons": [{"planCode": "h100-380.consumption", "invoiceName": "h100-380", "pricingType": "consumption",
-       "pricings": [{"capacities": ["consumption"], "interval": 1, "intervalUnit": "hour", "price": 299000000}],
-       "configurations": [{"name": "region", "values": ["GRA11", "BHS5"]}],
-       "blobs": {"technical": {"gpu": {"model": "H100", "number": 1, "memory": {"size": 80}},
-                               "cpu": {"cores": 30}, "memory": {"size": 380}, "bandwidth": {"level": 8000}}}}]}
-
-Prices are in 10^-8 of the locale's currency (WE, OVHcloud's international subsidiary, prices in USD;
-another currency is quarantined). A flavor is sold hourly as "<flavor>.consumption"; its monthly plan
-and Windows flavors ("win-") are counted, not loaded. A flavor's regions are those every plan of it lists.
+Prices are 10^-8 of the locale's currency (WE, the international subsidiary, is USD; another is
+quarantined). Monthly plans and Windows ("win-") flavors are counted; a flavor's regions are all its plans'.
 """
 
 from __future__ import annotations
@@ -25,47 +20,29 @@ from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
-NAME = "ovhcloud"
-API_HOST = "ca.api.ovh.com"
-CATALOG_PATH = "/1.0/order/catalog/public/cloud"
-SUBSIDIARY = "WE"
+NAME, API_HOST, CATALOG_PATH = "ovhcloud", "ca.api.ovh.com", "/1.0/order/catalog/public/cloud"
+SUBSIDIARY = "WE"  # OVHcloud's international subsidiary, priced in USD
 PRICE_UNIT = 1e8  # the catalog's "micro-cents": 10^-8 of the currency unit
 
 PROVIDER = ProviderSpec(
     name=NAME, source_kind="api",
     facts=ProviderFacts(
         display_name="OVHcloud", kind="gpu_cloud", billing_granularity_s=3600, minimum_charge_s=3600,
-        billing_notes="Hourly instances are billed per hour of existence, from creation to deletion (Public Cloud "
-                      "billing guide); monthly plans are cheaper for always-on use and not loaded here.",
+        billing_notes="Hourly instances are billed per hour from creation to deletion (Public Cloud billing guide).",
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped instance keeps its resources reserved and is billed as running; only "
                               "deleting it (or shelving, which bills its snapshot) ends the instance charge.",
         access_ssh=True, access_docker=True,
         price_source="OVHcloud order catalog API GET /1.0/order/catalog/public/cloud?ovhSubsidiary=WE (no key)",
-        source_urls=["https://ca.api.ovh.com/console/?section=%2Forder&branch=v1",
-                     "https://www.ovhcloud.com/en/public-cloud/prices/",
-                     "https://support.us.ovhcloud.com/hc/en-us/articles/22179651508115-Public-Cloud-Billing"]),
+        source_urls=["https://ca.api.ovh.com/console/?section=%2Forder&branch=v1", "https://www.ovhcloud.com/en/"
+                     "public-cloud/prices/", "https://support.us.ovhcloud.com/hc/en-us/articles/22179651508115"]),
 )
-
-
-class _Bad(Exception):
-    """One plan that cannot become rows: its reason goes to quarantine."""
 
 
 def _get(obj: Any, *keys: str) -> Any:
     for key in keys:
         obj = obj.get(key) if isinstance(obj, dict) else None
     return obj
-
-
-def _hourly_price(addon: dict[str, Any]) -> float:
-    hourly = [p for p in addon.get("pricings") or [] if "consumption" in (_get(p, "capacities") or [])]
-    if not hourly or "price" not in hourly[0]:
-        raise _Bad("schema: no consumption pricing with a 'price'")
-    p = hourly[0]
-    if p.get("intervalUnit") != "hour":
-        raise _Bad(f"consumption priced per {p.get('intervalUnit')!r}, not per hour")
-    return as_number(p["price"], "price", _Bad) / PRICE_UNIT / as_number(p.get("interval", 1), "interval", _Bad)
 
 
 @drift_guard("ovhcloud: public cloud catalog")
@@ -86,13 +63,12 @@ def parse_catalog(doc: Any) -> Batch:
             if _get(c, "name") == "region":
                 regions[str(a.get("invoiceName"))].update(map(str, c.get("values") or []))
     batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
-    currency = _get(doc, "locale", "currencyCode")
     for a in gpu:
         code, flavor = str(a.get("planCode") or "?"), str(a.get("invoiceName") or "?")
         if not code.endswith(".consumption") or flavor.startswith("win-"):
             skipped["Windows flavors" if flavor.startswith("win-") else "monthly plans"] += 1
         elif not batch.listed_again(seen, code, f"plan {code}", a):
-            _add(batch, a, code, flavor, sorted(regions[flavor]), currency)
+            _add(batch, a, code, flavor, sorted(regions[flavor]), _get(doc, "locale", "currencyCode"))
     batch.notes.append(f"ovhcloud: {len(gpu)} GPU plans in the {_get(doc, 'locale', 'subsidiary')} catalog; skipped: "
                        + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
     return batch
@@ -101,17 +77,18 @@ def parse_catalog(doc: Any) -> Batch:
 def _add(batch: Batch, a: dict[str, Any], code: str, flavor: str, regions: list[str], currency: Any) -> None:
     tech = a["blobs"]["technical"]
     try:
-        price = _hourly_price(a)
-        count = as_number(_get(tech, "gpu", "number"), "gpu number", _Bad)
-        if not regions:
-            raise _Bad("no plan of the flavor lists a region")
-    except _Bad as err:
+        [p, *_] = [p for p in a.get("pricings") or [] if "consumption" in (_get(p, "capacities") or [])] or [{}]
+        if p.get("intervalUnit") != "hour" or not regions:
+            raise ValueError(f"consumption priced per {p.get('intervalUnit')!r}, not per hour" if regions
+                             else "no plan of the flavor lists a region")
+        price = as_number(p.get("price"), "price", ValueError) / PRICE_UNIT / float(p.get("interval") or 1)
+        count = as_number(_get(tech, "gpu", "number"), "gpu number", ValueError)
+    except (TypeError, ValueError) as err:
         return batch.quarantine("offer", code, f"{code}: {err}", a)
     if not batch.usd_only("offer", code, currency, a):
         return
     level = _get(tech, "bandwidth", "level")
     disks = [d for d in _get(tech, "storage", "disks") or [] if isinstance(d, dict)]
-    data = {"plan_code": code, "subsidiary_currency": currency, "disks": disks}
     for region in regions:
         batch.offer(f"{flavor}/{region}", a, gpu=str(_get(tech, "gpu", "model") or ""),
                     gpu_memory_gb=_get(tech, "gpu", "memory", "size"), gpu_count=count, region=region,
@@ -119,7 +96,7 @@ def _add(batch: Batch, a: dict[str, Any], code: str, flavor: str, regions: list[
                     vcpus=_get(tech, "cpu", "cores"), ram_gb=_get(tech, "memory", "size"),
                     local_disk_gb=sum(d.get("capacity", 0) * d.get("number", 1) for d in disks) or None,
                     network_gbps=level / 1000 if isinstance(level, (int, float)) else None,
-                    provider_data=json.dumps(data, sort_keys=True))
+                    provider_data=json.dumps({"plan_code": code, "disks": disks}, sort_keys=True))
 
 
 def fetch(ctx: SourceContext) -> Batch:

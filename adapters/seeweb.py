@@ -2,12 +2,10 @@
 
 `GET https://api.seeweb.it/ecs/v2/plans` with the API token in `X-APITOKEN` (env ECSAPI_TOKEN, the
 name Seeweb's ecsapi SDK reads), one answer, no paging:
-
     {"status": "ok", "plans": [{"id": 42, "name": "ECS1GPU8", "cpu": "16", "ram": "262144", "disk": "750",
       "gpu": "1", "gpu_label": "H100 80GB", "hourly_price": 1.89, "montly_price": 1379.7, "windows": false,
       "host_type": "...", "available": true, "available_regions": [{"id": 2, "location": "it-fr2",
       "description": "Frosinone"}]}]}
-
 `ram` is MB, `disk` GB, all text. Prices are EUR (Seeweb bills in euros; the answer names no
 currency): they are converted at the setting `seeweb_usd_per_eur`, and quarantined without it. One
 on-demand offer per GPU plan and region it lists; the memory per GPU is read from the label.
@@ -27,10 +25,7 @@ from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 from gpuledger.warehouse.settings import env_name
 
-NAME = "seeweb"
-API_HOST = "api.seeweb.it"
-PLANS_PATH = "/ecs/v2/plans"
-API_KEY_ENV = "ECSAPI_TOKEN"
+NAME, API_HOST, PLANS_PATH, API_KEY_ENV = "seeweb", "api.seeweb.it", "/ecs/v2/plans", "ECSAPI_TOKEN"
 RATE_SETTING = "seeweb_usd_per_eur"
 _LABEL = re.compile(r"^\s*(?P<name>.+?)\s+(?P<mem>\d+)\s*GB\s*$", re.I)  # "H100 80GB"; "A30" states none
 
