@@ -36,6 +36,7 @@ from gpuledger.adapters.registry import source_module
 from gpuledger.flows.fetch import describe_failure
 from gpuledger.spiders import coreweave, hyperstack
 from tests.builders import load, scraped
+from tests.faults.shapes import _records, _value, load_shape
 from tests.conftest import replay_context
 from gpuledger.warehouse.export import export_snapshot
 from gpuledger.warehouse.store import AnomalyPolicy, open_reader, utcnow
@@ -71,6 +72,20 @@ PLANTED = {
     "runpod": "MI300X", "scaleway": "GPU L4-1-24G Instance - fr-par-2", "shadeform": "US, Kansas City, KS",
     "tensordock": "Frankfurt", "vastai": "Quebec, CA", "verda": "1B300.30V",
 }
+
+
+def recorded_name(provider: str) -> str | None:
+    """Where a source with a key and no PLANTED entry has its key planted: the name of the first
+    record its recording's fault shape (faults.json) declares, which reaches its offers."""
+    folder = BUNDLED_RECORDINGS / provider
+    if (shape := load_shape(folder)) is None:
+        return None
+    bodies = [json.loads(ex.body()) for ex in load_manifest(folder)[1] if ex.path == shape.records.path]
+    names = [_value(r, shape.records.key) for doc in bodies for r in _records(doc, shape.records.at)]
+    return next((n for n in names if isinstance(n, str)), None)
+
+
+PLANTED |= {p: name for p in API_PROVIDERS if p not in PLANTED and (name := recorded_name(p))}
 
 
 def own_key(provider: str) -> str:

@@ -78,6 +78,7 @@ class Settings(BaseSettings):
     vastai_max_pages: int = 200
     # USD per EUR for Scaleway's EUR prices; None: no conversion, every EUR price is quarantined.
     scaleway_usd_per_eur: float | None = Field(default=None, gt=0)
+    seeweb_usd_per_eur: float | None = Field(default=None, gt=0)  # the same for Seeweb's EUR prices
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

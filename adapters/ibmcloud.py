@@ -1,0 +1,129 @@
+"""IBM Cloud VPC: GPU virtual server profiles priced from the public Global Catalog (no key).
+
+1. `GET https://globalcatalog.cloud.ibm.com/api/v1?q=kind:instance.profile&include=metadata` ->
+   {"offset", "limit", "count", "resources": [{"name": "gx3-16x80x1l4", "metadata": {"other": {"profile": {
+    "default_config": {"cpu": 16, "ram": 80, "gpu_count": 1, "gpu_model": "L4", "gpu_memory": 24, "bandwidth": 32000},
+    "measures": [{"component": "instance", "deployments": [{"type": "multi-tenant", "plan": "<plan>"}]}]}}}}]}
+2. `GET /api/v1/{plan}/pricing/deployment` per GPU profile's plan -> {"resources": [{"deployment_location": "us-south",
+   "metrics": [{"metric_id": "part-is.instance-hours-<profile>", "amounts": [{"country": "USA", "currency": "USD",
+   "prices": [{"quantity_tier": 1, "price": 1.02}]}]}]}]}
+Both page by `_offset`/`_limit`. On demand is `part-is.instance-hours-<profile>`, spot `part-is.spot-<profile>`,
+from the USA amount; a profile priced only by vCPU/memory/GPU components (gx2) is quarantined, not summed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.contract import ProviderSpec
+from gpuledger.warehouse.records import Batch, ProviderFacts
+
+NAME, API_HOST, SEARCH_PATH = "ibmcloud", "globalcatalog.cloud.ibm.com", "/api/v1"
+PRICING_PATH = "/api/v1/{plan}/pricing/deployment"
+METRICS = {"part-is.instance-hours-{}": "on_demand", "part-is.spot-{}": "spot"}
+
+PROVIDER = ProviderSpec(
+    name=NAME, source_kind="api",
+    facts=ProviderFacts(
+        display_name="IBM Cloud", kind="hyperscaler", billing_granularity_s=1, minimum_charge_s=60,
+        billing_notes="VPC virtual servers are billed per second with a one-minute minimum; the instance-hour rate "
+                      "is the Linux one, OS licences are extra per-vCPU meters.",
+        storage_persists_when_stopped=True,
+        stopped_billing_notes="A stopped virtual server is not billed for its profile; its volumes keep billing.",
+        access_ssh=True, interruptible_offer="spot virtual servers (part-is.spot-<profile>)",
+        multinode_interconnect="cluster networks (RDMA) for gx3d H100 profiles",
+        price_source="IBM Global Catalog API: instance.profile entries, GET /api/v1/{plan}/pricing/deployment",
+        source_urls=["https://cloud.ibm.com/apidocs/resource-catalog/global-catalog",
+                     "https://cloud.ibm.com/docs/account?topic=account-getting-pricing-api",
+                     "https://cloud.ibm.com/docs/vpc?topic=vpc-accelerated-profile-family"]),
+)
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def _resources(doc: Any) -> list[Any]:
+    if not isinstance(_get(doc, "resources"), list):
+        raise SchemaDriftError("ibmcloud: a Global Catalog answer lacks the 'resources' list")
+    return doc["resources"]
+
+
+def _next_offset(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
+    """The next `_offset` until `count` items came or a page is short of its `limit` (entries go between pages)."""
+    got, count, limit = (_get(doc, "offset") or 0) + len(items), _get(doc, "count"), _get(doc, "limit")
+    if not items or not isinstance(count, int) or got >= count or (isinstance(limit, int) and len(items) < limit):
+        return None
+    return {**request, "params": {**request["params"], "_offset": got}}
+
+
+def profile_plan(profile: Any) -> str | None:
+    """The pricing plan of a profile's multi-tenant instance, else its catalog starting price's."""
+    plans = [d["plan"] for m in _get(profile, "metadata", "other", "profile", "measures") or []
+             if _get(m, "component") == "instance" for d in _get(m, "deployments") or []
+             if _get(d, "type") == "multi-tenant" and _get(d, "plan")]
+    return str(plans[0]) if plans else _get(profile, "metadata", "pricing", "starting_price", "plan_id")
+
+
+def gpu_profiles(profiles: list[Any]) -> list[dict[str, Any]]:
+    return [p for p in profiles if (_get(p, "metadata", "other", "profile", "default_config", "gpu_count") or 0) > 0]
+
+
+@drift_guard("ibmcloud: global catalog")
+def parse_pricing(profiles: list[Any], pricing: dict[str, list[Any]]) -> Batch:
+    """GPU profiles and their plans' deployment pricing -> offers per profile, region and option."""
+    if not (gpus := gpu_profiles(profiles)):
+        raise SourceError("ibmcloud: the Global Catalog returned no GPU instance profiles")
+    batch, seen = PROVIDER.batch(), set[tuple[str, str, str]]()
+    for p in gpus:
+        name, plan = str(p.get("name")), profile_plan(p)
+        if plan and not (deployments := pricing.get(plan)):
+            raise SourceError(f"ibmcloud: plan {plan} of {name} returned no priced deployments")
+        wanted = {m.format(name): option for m, option in METRICS.items()}
+        metrics = [(d, m) for d in pricing.get(plan or "", []) for m in _get(d, "metrics") or []
+                   if _get(m, "metric_id") in wanted]
+        if not metrics:
+            batch.quarantine("offer", name, f"{name}: plan {plan} has no instance-hours metric for it (priced by "
+                                            "vCPU, memory and GPU components, not loaded)", p)
+            continue
+        usa = [(d, m, next((a for a in m.get("amounts") or [] if _get(a, "country") == "USA"), {})) for d, m in metrics]
+        if not any("price" in (_get(a, "prices") or [{}])[0] for _, _, a in usa):
+            raise SchemaDriftError(f"ibmcloud: {name}: no USA amount carries a 'price' (the answer changed shape)")
+        for d, m, amount in usa:
+            _add(batch, p, d, m, amount, wanted[m["metric_id"]], seen)
+    batch.notes.append(f"ibmcloud: {len(gpus)} GPU profiles of {len(profiles)} listed, {len(pricing)} plans priced")
+    return batch
+
+
+def _add(batch: Batch, p: dict[str, Any], d: Any, m: dict[str, Any], amount: Any, option: str,
+         seen: set[tuple[str, str, str]]) -> None:
+    name, region = str(p["name"]), str(_get(d, "deployment_location") or _get(d, "deployment_region"))
+    ref, raw = f"{name}/{region}/{option}", {"deployment_id": _get(d, "deployment_id"), "metric": m}
+    if batch.listed_again(seen, (name, region, option), f"price {ref}", raw, ref=ref):
+        return
+    try:
+        price = as_number((_get(amount, "prices") or [{}])[0].get("price"), "USA price", ValueError)
+    except ValueError as err:
+        return batch.quarantine("offer", ref, f"{ref}: {err}", raw)
+    if batch.usd_only("offer", ref, _get(amount, "currency"), raw):
+        cfg = p["metadata"]["other"]["profile"]["default_config"]
+        batch.offer(ref, raw, gpu=str(cfg.get("gpu_model") or ""), gpu_memory_gb=cfg.get("gpu_memory"),
+                    gpu_count=cfg.get("gpu_count"), region=region, instance_type=name, purchase_option=option,
+                    price_per_hour=price, vcpus=cfg.get("cpu"), ram_gb=cfg.get("ram"),
+                    network_gbps=cfg["bandwidth"] / 1000 if isinstance(cfg.get("bandwidth"), (int, float)) else None,
+                    provider_data=json.dumps({"plan": profile_plan(p), "deployment_id": raw["deployment_id"],
+                                              "metric_id": m.get("metric_id")}, sort_keys=True))
+
+
+def fetch(ctx: SourceContext) -> Batch:
+    with ctx.http_client(headers={"Accept": "application/json"}) as client:
+        profiles = list(ctx.paginate(client, API_HOST, SEARCH_PATH, _resources, _next_offset, what="instance profiles",
+                                     params={"q": "kind:instance.profile", "include": "metadata", "_limit": 100}))
+        plans = sorted({plan for p in gpu_profiles(profiles) if (plan := profile_plan(p))})
+        pricing = {plan: list(ctx.paginate(client, API_HOST, PRICING_PATH.format(plan=plan), _resources, _next_offset,
+                                           params={"_limit": 100}, what=f"plan {plan} pricing")) for plan in plans}
+    return parse_pricing(profiles, pricing)
