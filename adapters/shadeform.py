@@ -40,6 +40,7 @@ API_KEY_ENV = "SHADEFORM_API_KEY"
 # renamed itself Verda; Shadeform lists both names.
 CLOUD_SOURCES: dict[str, tuple[str, ...]] = {
     "lambdalabs": ("lambda",),
+    "latitude": ("latitudesh",),
     "datacrunch": ("verda", "datacrunch"),
     "verda": ("verda", "datacrunch"),
 }
