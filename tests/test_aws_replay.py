@@ -299,9 +299,12 @@ def test_boto_clients_made_side_by_side_share_one_session_and_the_parsed_models(
 
     from botocore.loaders import Loader
 
+    from gpuledger.adapters import base
+
     read: list[str] = []
     load = Loader.load_data_with_path
     monkeypatch.setattr(Loader, "load_data_with_path", lambda self, name: read.append(name) or load(self, name))
+    monkeypatch.setattr(base, "_BOTO_LOADER", None)  # models an earlier test parsed would hide the first read
     regions = ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
                "ap-northeast-1", "ap-southeast-2"]
     urls = {f"ec2.{r}.amazonaws.com": f"http://127.0.0.1:{9000 + i}" for i, r in enumerate(regions)}
