@@ -9,6 +9,7 @@ in all three, which is what makes the replay tests honest.
 
 from __future__ import annotations
 
+import codecs
 import contextvars
 import json
 import logging
@@ -27,6 +28,7 @@ import httpx
 from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying
 
+from gpuledger.adapters import bounds
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
 from gpuledger.warehouse.records import install_secret_cutter
@@ -372,6 +374,19 @@ class SourceContext:
             return self.proxy.url(host)
         return self.upstream_url(host)
 
+    def guarded_url(self, host: str) -> str:
+        """Base URL for a client whose requests gpuledger does not send itself (the google clients):
+        a loopback proxy that bounds each answer and keeps redirects on their origin (bounds.py)."""
+        if self.proxy is None:
+            self.proxy = RecordingProxy(None, self.upstream_url, timeout=self.http_timeout_s + 5,
+                                        limit=self.answer_limit)
+        return self.proxy.url(host)
+
+    @property
+    def answer_limit(self) -> int:
+        """The most bytes one answer may hold, on the wire or decoded (ProviderSpec.max_answer_mb)."""
+        return bounds.answer_limit(self.provider)
+
     def boto_endpoint(self, host: str) -> str | None:
         """endpoint_url of a boto3 client for `host`: None (boto3's own, signed for the real host) when
         the real provider is reached; the replay server's loopback URL otherwise."""
@@ -439,14 +454,22 @@ class SourceContext:
     def http_client(self, **kwargs: Any) -> httpx.Client:
         headers = {"User-Agent": USER_AGENT, **kwargs.pop("headers", {})}
         kwargs.setdefault("verify", verifying_ssl_context())
-        return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=True, **kwargs)
+        # Redirects are followed by bounds.open_answer, on their own origin only.
+        return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=False, **kwargs)
 
     def get(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
-        """GET under the retry policy (transport errors, 429 and 5xx); SourceError when it gives up."""
-        return self._with_retries(lambda: client.get(self.url(host) + path, **kwargs), host, path)
+        """GET under the retry policy (transport errors, 429 and 5xx), its answer bounded (bounds.py);
+        SourceError when it gives up."""
+        return self.send(client, "GET", host, path, **kwargs)
 
     def post(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
-        return self._with_retries(lambda: client.post(self.url(host) + path, **kwargs), host, path)
+        return self.send(client, "POST", host, path, **kwargs)
+
+    def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
+        def fetch() -> httpx.Response:
+            request = client.build_request(method, self.url(host) + path, **kwargs)
+            return bounds.fetch(client, request, self.answer_limit, self.http_timeout_s)
+        return self._with_retries(fetch, host, path)
 
     def get_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
         """GET under the retry policy, the answer parsed as JSON (SourceError when it is not)."""
@@ -470,12 +493,12 @@ class SourceContext:
     def stream_lines(self, client: httpx.Client, host: str, path: str) -> Iterator[str]:
         """Stream a text body line by line: memory stays flat whatever the size. No source uses it
         today; kept as the text-decoding baseline that bench/ingest.py measures stream_bytes against."""
-        return self._stream(client, host, path, lambda resp: resp.iter_lines())
+        return self._stream(client, host, path, _lines)
 
     def stream_bytes(self, client: httpx.Client, host: str, path: str) -> Iterator[bytes]:
         """Stream a body as raw (content-decoded) byte chunks of any size, for parsers that split
         lines themselves faster than httpx's text decoding can."""
-        return self._stream(client, host, path, lambda resp: resp.iter_bytes())
+        return self._stream(client, host, path, iter)
 
     def enrich(self, name: str, fetch: Callable[..., Any], *args: Any, timeout_s: float = 600.0,
                default: Any = None, **kwargs: Any) -> Any:
@@ -534,27 +557,26 @@ class SourceContext:
         return RetryPolicy(attempts=self.http_attempts, wait_max_s=self.retry_wait_max_s, budget_s=self.retry_budget_s)
 
     def _stream(self, client: httpx.Client, host: str, path: str,
-                chunks: Callable[[httpx.Response], Iterator[Any]]) -> Iterator[Any]:
+                chunks: Callable[[Iterator[bytes]], Iterator[Any]]) -> Iterator[Any]:
         """The answer's status line and headers are retried like any request; once its body
         flows, a failure is final: a retry would hand the consumer pieces it has already seen."""
-        url = self.url(host) + path
+        url, limit = self.url(host) + path, self.answer_limit
 
         def open_stream() -> httpx.Response:
             check_deadline()
-            resp = client.send(client.build_request("GET", url), stream=True)
+            deadline[0] = time.monotonic() + self.http_timeout_s
+            resp = bounds.within(self.http_timeout_s,
+                                 lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
             self.requests_made += 1
             if resp.status_code >= 400:
-                try:
-                    resp.read()
-                finally:
-                    resp.close()
-                _raise_for(self.provider, host, path, resp)
+                _raise_for(self.provider, host, path, bounds.materialized(resp, limit, deadline[0]))
             return resp
 
+        deadline = [0.0]
         resp = self._with_retries(open_stream, host, path, count=False)
         try:
-            yield from chunks(resp)
-        except httpx.TransportError as err:
+            yield from chunks(bounds.chunks(resp, limit, deadline[0], streamed=True))
+        except (httpx.TransportError, bounds.AnswerRefused) as err:
             raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
         finally:
             resp.close()
@@ -579,6 +601,8 @@ class SourceContext:
             return retrying(attempt)
         except RetryableAnswer as err:
             raise SourceError(f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: {err}") from err
+        except bounds.AnswerRefused as err:
+            raise SourceError(f"{self.provider}: {host}{path}: {err}") from None
         except httpx.TransportError as err:
             raise SourceError(
                 f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: "
@@ -588,6 +612,17 @@ class SourceContext:
 
 def _tries(retrying: Retrying) -> int:
     return int(retrying.statistics.get("attempt_number", 1))
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """The text lines of a UTF-8 body given in chunks."""
+    decode, rest = codecs.getincrementaldecoder("utf-8")().decode, ""
+    for chunk in chunks:
+        *lines, rest = (rest + decode(chunk)).split("\n")
+        yield from (line.rstrip("\r") for line in lines)
+    rest += decode(b"", True)
+    if rest:
+        yield rest
 
 
 # Field names an API would use to say which currency its prices are in.

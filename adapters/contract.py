@@ -67,6 +67,8 @@ class ProviderSpec(BaseModel):
     # holds it to that); scrapy's retry middleware does not, so page sources say False.
     honours_retry_after: bool = True
     anomaly: AnomalyThresholds = AnomalyThresholds()
+    # The most MB one answer may hold, on the wire or decompressed (adapters/bounds.py).
+    max_answer_mb: float = Field(default=64, gt=0)
     # A refresh unit of another provider that loads side tables only (capacity blocks): its run never
     # merges offers, egress or storage, so it leaves the provider's rows as they are.
     side_tables_only: bool = False

@@ -21,6 +21,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
+from gpuledger.adapters import bounds
+
 # Never recorded, never matched: they change on every call or carry secrets.
 VOLATILE_PARAMS = frozenset(
     {
@@ -232,7 +234,11 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             req = parse_request(self.command, self.path, dict(self.headers.items()), body)
-            status, headers, payload = answer(host, req)
+            try:
+                status, headers, payload = answer(host, req)
+            except ConnectionAbortedError:  # a proxy whose upstream failed: the client sees it fail too
+                self.close_connection = True
+                return
             self.send_response(status)
             for k, v in headers.items():
                 if k.lower() not in HOP_HEADERS:
@@ -441,19 +447,25 @@ class Recorder:
 
 
 class RecordingProxy:
-    """Forwards each request to its upstream and records the exchange.
+    """Forwards each request to its upstream, bounded like any request of the source (bounds.py),
+    and records the exchange when it has a recorder.
 
     `upstream(host)` gives the base URL to forward to: `https://<host>` for a
     live recording, a ReplayServer's loopback URL in tests. Hosts are opened on
     first use, since a source discovers them as it goes (one per AWS region).
-    Request headers (credentials included) are forwarded, never written.
+    Request headers (credentials included) are forwarded, never written. An answer
+    refused (too large, a redirect off its origin) is a 502 saying why; a failed
+    transfer drops the client's connection, as the upstream's would have.
     Not for AWS SigV4 calls: a signature covers the host it was made for, so
     boto3 clients are recorded with `record_boto_client` instead.
     """
 
-    def __init__(self, recorder: "Recorder", upstream: Callable[[str], str], timeout: float = 300) -> None:
+    def __init__(self, recorder: Recorder | None, upstream: Callable[[str], str], timeout: float = 300,
+                 limit: int | None = None) -> None:
         self.recorder = recorder
         self.upstream = upstream
+        self.timeout = timeout
+        self.limit = limit if limit is not None else bounds.answer_limit(recorder.provider if recorder else "")
         self._hosts = _HostServers()
         self._client = httpx.Client(timeout=timeout, follow_redirects=False)
         self._lock = threading.Lock()
@@ -465,9 +477,15 @@ class RecordingProxy:
     def _forward(self, host: str, req: Request) -> tuple[int, dict[str, str], bytes]:
         target = self.upstream(host).rstrip("/") + (req.target or req.path)
         headers = {k: v for k, v in req.headers.items() if k not in ("host", "content-length", "accept-encoding")}
-        resp = self._client.request(req.method, target, headers=headers, content=req.body or None)
+        request = self._client.build_request(req.method, target, headers=headers, content=req.body or None)
+        try:
+            resp = bounds.fetch(self._client, request, self.limit, self.timeout)
+        except bounds.AnswerRefused as err:
+            return 502, {"Content-Type": "text/plain"}, f"gpuledger: {host}{req.path}: {err}".encode()
+        except httpx.TransportError as err:
+            raise ConnectionAbortedError(str(err)) from None
         out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
-        if 200 <= resp.status_code < 300:
+        if self.recorder is not None and 200 <= resp.status_code < 300:
             self.recorder.save(host, req, resp.status_code, out_headers, resp.content)
         return resp.status_code, out_headers, resp.content
 

@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -526,25 +527,34 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
 # -- crawls: what the child process really runs with -----------------------------------------------
 
 class Trap:
-    """A server on another host:port that must never be contacted."""
+    """A server on another host:port that must never be contacted: every request it gets (a
+    WebSocket handshake is a GET too) is kept as (method, path, headers, body)."""
 
-    def __init__(self) -> None:
-        self.hits: list[str] = []
+    def __init__(self, host: str = "localhost") -> None:
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.hits.append(self.path)
+            def _hit(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests.append((self.command, self.path, dict(self.headers), body))
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            do_GET = do_POST = do_PUT = _hit
 
             def log_message(self, *args: Any) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://localhost:{self.server.server_address[1]}"  # another netloc than 127.0.0.1:port
+        # "localhost": another netloc than 127.0.0.1:port; "127.0.0.1": the same host, another port
+        self.url = f"http://{host}:{self.server.server_address[1]}"
+
+    @property
+    def hits(self) -> list[str]:
+        return [path for _, path, _, _ in self.requests]
 
     def close(self) -> None:
         self.server.shutdown()
@@ -556,15 +566,42 @@ def planted(trap: Trap) -> bytes:
             f'<script>fetch("{trap.url}/inline"); new Image().src = "{trap.url}/beacon";</script>').encode()
 
 
-def scrape_with_planted_traps(module: Any, provider: str, page_path: str) -> tuple[Any, Trap]:
-    """Scrape `provider`'s replayed page with scripts and an image planted in it that would call
-    the trap server if anything ran or fetched them."""
-    trap = Trap()
+def every_way_out(trap: Trap) -> bytes:
+    """Script that tries each way a page can reach another origin and port."""
+    tries = (
+        'new WebSocket(T.replace("http", "ws") + "/websocket")',
+        'window.open(T + "/window-open")',
+        '(() => { const f = document.createElement("form"); f.method = "POST"; f.action = T + "/form-post"; '
+        'f.target = "_blank"; f.innerHTML = "<input name=q value=1>"; document.body.appendChild(f); f.submit(); })()',
+        'navigator.sendBeacon(T + "/send-beacon", "x")',
+        'new EventSource(T + "/event-source")',
+        'navigator.serviceWorker.register("/sw.js")',
+        'fetch(T + "/fetch", {mode: "no-cors", method: "POST", body: "x"})',
+        '(() => { const x = new XMLHttpRequest(); x.open("GET", T + "/xhr"); x.send(); })()',
+        '(() => { const l = document.createElement("link"); l.rel = "prefetch"; l.href = T + "/prefetch"; '
+        'document.head.appendChild(l); })()',
+        '(() => { const i = document.createElement("iframe"); i.src = T + "/iframe"; document.body.appendChild(i); })()',
+    )
+    return (f"<script>const T = {json.dumps(trap.url)}; const tries = [{', '.join(f'() => {js}' for js in tries)}];"
+            " for (const t of tries) { try { const p = t(); if (p && p.catch) p.catch(() => 0); } catch (e) {} }"
+            "</script>").encode()
+
+
+def scrape_with_planted_traps(module: Any, provider: str, page_path: str, plant: Any = planted,
+                              trap_host: str = "localhost", slow_path: str = "") -> tuple[Any, Trap]:
+    """Scrape `provider`'s replayed page with `plant(trap)` (scripts, images) planted in it that would
+    call the trap server if anything ran or fetched them. `slow_path` is answered 2 s late, so the
+    page stays open while the planted script's requests would leave."""
+    trap = Trap(trap_host)
 
     def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if req.path == slow_path:
+            time.sleep(2)
         if req.path != page_path or ex is None:
             return None
-        return 200, dict(ex.headers), ex.body().replace(b"<body>", b"<body>" + planted(trap), 1)
+        body, n = re.subn(rb"<body[^>]*>", lambda m: m.group(0) + plant(trap), ex.body(), count=1)
+        assert n == 1, "the page has no <body> to plant in"
+        return 200, dict(ex.headers), body
 
     server = ReplayServer(BUNDLED_RECORDINGS, providers=[provider], hook=hook)
     server.start()
@@ -598,6 +635,7 @@ def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_p
     eff = result.status["effective"]
     args = eff["browser_args"]
     assert eff["browser_headless"] is True and eff["abort_request_filter"] is True
+    assert eff["browser_provider"] == "gpuledger.spiders.fence.FencedBrowsers"  # every context fenced
     assert eff["ROBOTSTXT_OBEY"] is True and eff["TELNETCONSOLE_ENABLED"] is False
     assert "--disable-background-networking" in args and "--disable-component-update" in args
     from gpuledger.spiders.browser import needs_no_sandbox
@@ -606,6 +644,16 @@ def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_p
     assert ("--no-sandbox" in args) == needs_no_sandbox() == (os.geteuid() == 0 or
                                                              os.environ.get("GPULEDGER_CHROMIUM_NO_SANDBOX") == "1")
     assert not [a for a in args if a.startswith(FORBIDDEN_BROWSER_FLAGS)], args
+
+
+def test_a_rendered_page_reaches_no_other_origin_by_any_way_out() -> None:
+    """The Hyperstack page, rendered in Chromium with script that opens a WebSocket, a popup, a
+    form POST into a new window, a beacon, an event stream, a service worker, a prefetch and an
+    iframe towards another port of the same host: the page still renders, and nothing arrives."""
+    result, trap = scrape_with_planted_traps(hyperstack, "hyperstack", "/gpu-pricing", every_way_out, "127.0.0.1",
+                                             slow_path="/gpu-pricing/rates.json")
+    assert len(result.items) > 10
+    assert trap.requests == [], trap.hits
 
 
 def test_browser_sandbox_stays_on_for_other_users(monkeypatch: pytest.MonkeyPatch) -> None:
