@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +49,7 @@ BUNDLED_RECORDINGS = Path(__file__).parent / "recordings"
 # a replay of bodies of hundreds of MB holds one chunk of each in memory, not the whole body.
 STREAM_MIN_BYTES = 1 << 20
 STREAM_CHUNK_BYTES = 1 << 20
+MAX_BODY_BYTES = 1 << 30  # the most a body read whole (a hook's, a test's) may hold
 
 
 @dataclass
@@ -146,14 +148,15 @@ class Exchange:
         return True
 
     def body(self) -> bytes:
+        """The whole body; RecordingError past MAX_BODY_BYTES (a .gz file may inflate a thousandfold)."""
         if isinstance(self.body_source, bytes):
             return self.body_source
-        data = self.body_source.read_bytes()
-        return gzip.decompress(data) if self.body_source.suffix == ".gz" else data
+        return b"".join(FileBody(self.body_source).chunks(limit=MAX_BODY_BYTES))
 
     def payload(self) -> bytes | FileBody:
-        """The body to send: a large body file is streamed, a small body is read whole."""
-        if isinstance(self.body_source, Path) and self.body_source.stat().st_size > STREAM_MIN_BYTES:
+        """The body to send: a large or compressed body file is streamed, a small body is read whole."""
+        if isinstance(self.body_source, Path) and (self.body_source.suffix == ".gz"
+                                                   or self.body_source.stat().st_size > STREAM_MIN_BYTES):
             return FileBody(self.body_source)
         return self.body()
 
@@ -170,10 +173,14 @@ class FileBody:
     def length(self) -> int | None:
         return None if self.path.suffix == ".gz" else self.path.stat().st_size
 
-    def chunks(self, size: int = STREAM_CHUNK_BYTES) -> Iterator[bytes]:
+    def chunks(self, size: int = STREAM_CHUNK_BYTES, limit: int | None = None) -> Iterator[bytes]:
         opener = gzip.open if self.path.suffix == ".gz" else open
+        read = 0
         with opener(self.path, "rb") as f:
             while chunk := f.read(size):
+                read += len(chunk)
+                if limit is not None and read > limit:
+                    raise RecordingError(f"{self.path}: the body holds more than {limit:,} bytes")
                 yield chunk
 
 
@@ -284,8 +291,16 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up is no error here
+            super().handle_error(request, client_address)
+
+
 class _HostServers:
-    """One ThreadingHTTPServer per virtual host, all on 127.0.0.1."""
+    """One HTTP server per virtual host, all on 127.0.0.1."""
 
     def __init__(self) -> None:
         self._servers: dict[str, ThreadingHTTPServer] = {}
@@ -293,8 +308,7 @@ class _HostServers:
 
     def add(self, host: str, answer: Answer, on_sent: SentHook | None = None) -> str:
         if host not in self._servers:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
-            server.daemon_threads = True
+            server = _Server(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
             self._servers[host] = server
             t = threading.Thread(target=server.serve_forever, name=f"replay-{host}", daemon=True)
             t.start()

@@ -669,3 +669,160 @@ def test_browser_sandbox_stays_on_for_other_users(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
     monkeypatch.delenv("GPULEDGER_CHROMIUM_NO_SANDBOX")
     assert browser.launch_options("/usr/bin/chromium", 1000)["args"][0] == "--no-sandbox"
+
+
+# -- credentials stay with their host ------------------------------------------------------------
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_a_redirect_to_another_port_receives_no_credential_from_any_source(canary_env: TokenServer,
+                                                                          status: int) -> None:
+    """Every source that declares a secret (from the registry), live against loopback with its
+    canary keys, is answered with a redirect to another port of the same host, path and query
+    kept: the redirect is refused with a line saying so, and the other port hears nothing."""
+    trap = Trap("127.0.0.1")
+
+    def redirect(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        return status, {"Location": trap.url + req.target, "Content-Type": "text/plain"}, b""
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(API_PROVIDERS), hook=redirect)
+    server.start()
+    try:
+        for p in API_PROVIDERS:
+            with pytest.raises(SourceError, match=f"redirect to another origin \\({trap.url}/\\) not followed"):
+                source_module(p).fetch(live_context(server, p))
+    finally:
+        server.close()
+        trap.close()
+    assert trap.requests == []
+
+
+def test_a_redirect_on_the_same_origin_is_still_followed(replay: Any) -> None:
+    def moved(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if "moved" in req.params:
+            return None
+        return 308, {"Location": req.target + ("&" if "?" in req.target else "?") + "moved=1"}, b""
+
+    server = replay("lambda", hook=moved)
+    batch = source_module("lambda").fetch(replay_context(server, "lambda"))
+    assert len(batch.offers) == 27
+    assert [r.params.get("moved") for _, r in server.requests] == [None, "1"]
+
+
+# -- every answer bounded ------------------------------------------------------------------------
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """About 1 MB of gzip that inflates to 1 GiB."""
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"\0" * (1 << 20)
+    return b"".join([packer.compress(block) for _ in range(1024)] + [packer.flush()])
+
+
+def hostile_server(answer: Any) -> tuple[str, Any]:
+    """A loopback server that reads a request and answers with `answer(socket)`; (URL, close)."""
+    import socketserver
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(65536)
+            try:
+                answer(self.request)
+            except OSError:  # the client gave up
+                pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return f"http://127.0.0.1:{server.server_address[1]}", close
+
+
+def bomb(sock: Any) -> None:
+    body = gzip_bomb()
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def drip(at_once: bytes) -> Any:
+    """An answer that sends `at_once`, then one byte every 0.2 s (for at most 30 s)."""
+    def answer(sock: Any) -> None:
+        started = time.monotonic()
+        sock.sendall(at_once)
+        for byte in HEADERS[len(at_once):] + b"x" * 1000:
+            if time.monotonic() - started > 30:
+                return
+            sock.sendall(bytes([byte]))
+            time.sleep(0.2)
+    return answer
+
+
+HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (bomb, "exceeds the limit of 67,108,864 bytes"),
+    (drip(HEADERS), "ReadTimeout: "),
+    (drip(b""), "ReadTimeout: no complete answer within 2 s"),
+], ids=["gzip-bomb", "body-drip", "header-drip"])
+def test_a_hostile_answer_fails_its_request_within_the_bound(answer: Any, expected: str) -> None:
+    """Lambda's real client against a server that answers with a gzip bomb (1 MB inflating to
+    1 GiB) or drips its body or its status line a byte at a time: the request fails with one line
+    naming the source, within the documented bound (the retry budget plus one request's timeout),
+    having held no more than the source's byte limit."""
+    gzip_bomb()  # made before the clock starts
+    url, close = hostile_server(answer)
+    ctx = SourceContext(provider="lambda", mode="replay", replay_urls={"cloud.lambda.ai": url},
+                        http_timeout_s=2, http_attempts=2, retry_wait_max_s=0.05, retry_budget_s=3)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SourceError) as err:
+            source_module("lambda").fetch(ctx)
+    finally:
+        close()
+    elapsed = time.monotonic() - started
+    assert str(err.value).startswith("lambda: cloud.lambda.ai/api/v1/instance-types") and expected in str(err.value)
+    assert "\n" not in str(err.value)
+    assert elapsed < ctx.retry_budget_s + ctx.http_timeout_s + 1.5, elapsed
+
+
+def test_a_gzip_bomb_in_a_recording_fails_its_provider_alone_and_the_refresh_stays_small(tmp_path: Path) -> None:
+    """`gpuledger refresh --replay` from recordings whose Lambda body file is a gzip bomb (1 MB
+    inflating to 1 GiB): Lambda fails in one line naming its limit, Vast.ai loads, and the whole
+    process tree of the refresh never holds 1.5 GB."""
+    import shutil
+
+    import psutil
+
+    recordings = tmp_path / "recordings"
+    for p in ("lambda", "vastai"):
+        shutil.copytree(BUNDLED_RECORDINGS / p, recordings / p)
+    manifest = json.loads((recordings / "lambda" / "manifest.json").read_text())
+    for ex in manifest["exchanges"]:
+        ex["response"]["body_file"] = "bomb.json.gz"
+    (recordings / "lambda" / "manifest.json").write_text(json.dumps(manifest))
+    (recordings / "lambda" / "bomb.json.gz").write_bytes(gzip_bomb())
+    refresh = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", "--recordings",
+                                str(recordings), "-p", "lambda", "-p", "vastai", "--db", str(tmp_path / "l.duckdb")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tree = psutil.Process(refresh.pid)
+    peak = 0
+    while refresh.poll() is None:
+        try:
+            rss = sum(p.memory_info().rss for p in [tree, *tree.children(recursive=True)])
+        except psutil.Error:
+            continue
+        peak = max(peak, rss)
+        time.sleep(0.05)
+    out, err = refresh.communicate()
+    assert refresh.returncode == 1, out + err
+    assert peak < 1.5e9, peak
+    said = " ".join((out + err).split())
+    assert "lambda: cloud.lambda.ai/api/v1/instance-types: the answer exceeds the limit of 67,108,864 bytes" in said
+    assert "Traceback" not in out + err
+    assert "failed providers: lambda" in said and re.search(r"vastai\s+ok", out + err)
