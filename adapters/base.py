@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import contextvars
+import dataclasses
 import json
 import logging
 import os
@@ -45,6 +46,8 @@ USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price 
 # and of any secret registered at run time (register_secret: e.g. an OAuth refresh token read from
 # an ADC file) are cut out of every error message and of httpx's request log lines.
 REDACTED = "[redacted]"
+# The value of a JSON field that hands out a credential: an OAuth token answer, a key echoed back.
+TOKEN_FIELDS = re.compile(r'("(?:access_token|refresh_token|id_token|client_secret|api_?key)"\s*:\s*")[^"]*(")', re.I)
 _registered: set[str] = set()
 _registered_lock = threading.Lock()
 # Credential-shaped text whatever its value: what a server echoing our request would show.
@@ -118,19 +121,30 @@ install_secret_cutter(secret_cutter)
 
 
 class RedactingRecorder(Recorder):
-    """A Recorder that never writes a secret: a server may quote our key in a body it answers with
-    (a GraphQL error, an echo), and a recording is shared like source code. Only exact secret
-    values are cut, so a recording replays as it was answered otherwise."""
+    """A Recorder that never writes a secret (a recording is shared like source code): every known
+    secret value is cut from the answers it keeps (a server may quote our key back), and so is every
+    token an answer hands out (TOKEN_FIELDS: the source registers it only after the answer is kept);
+    a request parameter or JSON field holding a secret is left out of the exchange's `match`, so the
+    recording still replays. Otherwise an answer is kept as it was answered."""
 
     def save(self, host: str, req: Any, status: int, headers: dict[str, str], body: bytes) -> None:
-        secrets = known_secrets()
-        if secrets and body:
-            try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            if text is not None and any(s in text or quote(s, safe="") in text for s in secrets):
-                body = redact(text, patterns=False).encode("utf-8")
+        cut = secret_cutter() or (lambda text: text)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            clean = TOKEN_FIELDS.sub(lambda m: m.group(1) + REDACTED + m.group(2), cut(text))
+            body = clean.encode("utf-8") if clean != text else body
+
+        def kept(doc: Any) -> Any:
+            if isinstance(doc, dict):
+                return {k: kept(v) for k, v in doc.items() if not isinstance(v, str) or cut(v) == v}
+            return [kept(v) for v in doc if not isinstance(v, str) or cut(v) == v] if isinstance(doc, list) else doc
+
+        doc = req.json_body()
+        req = dataclasses.replace(req, path=cut(req.path), params=kept(req.params),
+                                  body=req.body if doc is None else json.dumps(kept(doc)).encode())
         super().save(host, req, status, headers, body)
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
+from pydantic import BaseModel, Field, ValidationError
 
 from gpuledger.adapters import bounds
 
@@ -188,38 +189,56 @@ class RecordingError(Exception):
     """A recording folder is missing or malformed."""
 
 
+class _Response(BaseModel):
+    status: int = Field(default=200, ge=100, le=599)
+    headers: dict[str, str] = {}
+    body: str = ""
+    body_file: str | None = None
+
+
+class _Exchange(BaseModel):
+    host: str = Field(min_length=1)
+    method: str = "GET"
+    path: str = "/"
+    match: dict[str, Any] = {}
+    response: _Response
+
+
+class _Manifest(BaseModel):
+    """A manifest as docs/recordings.md describes it; other top-level keys (provider, recorded_at,
+    notes) are the recording's own."""
+
+    settings: dict[str, Any] = {}
+    exchanges: list[_Exchange] = []
+
+
 def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
+    """The manifest's document and exchanges; RecordingError (one line) for a missing folder, a
+    manifest that is not JSON or not of the documented shape, or a body file that is missing or
+    lies outside the provider's folder (a recording is data: it names no other file)."""
     path = provider_dir / "manifest.json"
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise RecordingError(f"no recording for this provider: {path} does not exist") from err
-    except ValueError as err:
-        raise RecordingError(f"{path}: not valid JSON ({err})") from err
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        manifest = _Manifest.model_validate(doc)
+    except FileNotFoundError:
+        raise RecordingError(f"no recording for this provider: {path} does not exist") from None
+    except (OSError, ValueError) as err:  # ValidationError is a ValueError
+        problem = " ".join(str(err).split())[:300] if not isinstance(err, ValidationError) else "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
+        raise RecordingError(f"{path}: not a recording manifest ({problem})") from None
+    folder = provider_dir.resolve()
     exchanges = []
-    for i, ex in enumerate(doc.get("exchanges", [])):
-        try:
-            resp = ex["response"]
-            if "body_file" in resp:
-                body: Path | bytes = provider_dir / resp["body_file"]
-                if not body.exists():
-                    raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
-            else:
-                body = resp.get("body", "").encode()
-            exchanges.append(
-                Exchange(
-                    host=ex["host"],
-                    method=ex.get("method", "GET"),
-                    path=ex.get("path", "/"),
-                    match=ex.get("match", {}),
-                    status=int(resp.get("status", 200)),
-                    headers=resp.get("headers", {}),
-                    body_source=body,
-                    order=i,
-                )
-            )
-        except KeyError as err:
-            raise RecordingError(f"{path}: exchange {i} lacks {err}") from err
+    for i, ex in enumerate(manifest.exchanges):
+        body: Path | bytes = ex.response.body.encode()
+        if ex.response.body_file is not None:
+            body = (folder / ex.response.body_file).resolve()
+            if not body.is_relative_to(folder):
+                raise RecordingError(f"{path}: exchange {i}: body file {ex.response.body_file!r} is outside "
+                                     f"the recording's folder")
+            if not body.is_file():
+                raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
+        exchanges.append(Exchange(host=ex.host, method=ex.method, path=ex.path, match=ex.match,
+                                  status=ex.response.status, headers=ex.response.headers, body_source=body, order=i))
     return doc, exchanges
 
 

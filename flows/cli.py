@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 import logging
+import math
+import re
+import sys
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import duckdb
 import typer
@@ -222,14 +227,48 @@ def record(
         raise _fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
+SQL_BATCH_ROWS = 10_000  # rows fetched and written at a time: memory stays flat, a stop lands between batches
+MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|[KMGT]i?B)$", re.I)  # DuckDB's memory_limit: 2GB, 500MiB
+
+
+def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.Event) -> None:
+    """The answer of `rel` in `fmt`, a batch of rows at a time; CSV and JSON are written as they are
+    fetched. Nothing more is fetched or written once `stopping` is set."""
+    columns = [d[0] for d in rel.description] if rel.description else []
+
+    def batches() -> Iterator[list[tuple[Any, ...]]]:
+        while columns and not stopping.is_set() and (batch := rel.fetchmany(SQL_BATCH_ROWS)):
+            yield batch
+
+    if fmt == "table":
+        rows = [row for batch in batches() for row in batch]
+        if not stopping.is_set():
+            emit(columns, rows, fmt)
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        for batch in batches():
+            writer.writerows(batch)
+    else:  # the JSON emit writes, one object at a time
+        sep = "\n"
+        sys.stdout.write("[")
+        for row in (row for batch in batches() for row in batch):
+            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, row)), default=str, indent=2,
+                                                     ensure_ascii=True).replace("\n", "\n  "))
+            sep = ",\n"
+        sys.stdout.write("]\n" if sep == "\n" else "\n]\n")
+
+
 @app.command()
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
-    timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query after this many "
-                                  "seconds, exit 124 (0: no limit)."),
+    timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query, its fetching and its "
+                                  "printing after this many seconds, exit 124 (0: no limit)."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE", help="DuckDB's memory limit "
+                                             "for the query (500MB, 2GB) [default: DuckDB's, 80% of RAM]."),
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
@@ -243,22 +282,24 @@ def sql(
     """
     from gpuledger.warehouse.recommender.macros import install_macros
 
+    if not math.isfinite(timeout):
+        raise _fail(f"--timeout {timeout} is not a number of seconds", 2)
+    if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
+        raise _fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
     try:
-        con = open_reader(db)  # waits up to LOCK_WAIT_S while a refresh writes
+        con = open_reader(db, memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
     except KeyboardInterrupt:
         raise _fail("the query was cancelled (Ctrl-C) while waiting for the refresh that is writing the "
                     "warehouse; nothing was read", 130) from None
 
-    def answer() -> tuple[list[str], list[tuple[Any, ...]]]:
+    def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
-        rel = con.execute(query)
-        columns = [d[0] for d in rel.description] if rel.description else []
-        return columns, (rel.fetchall() if columns else [])
+        write_answer(con.execute(query), chosen(fmt, as_json), stopping)
 
     try:
-        columns, rows = run_stoppable(con, answer, timeout)
+        run_stoppable(con, answer, timeout)
     except QueryStopped as stop:
         raise _fail(str(stop), stop.exit_code) from None
     except duckdb.Error as err:
@@ -272,7 +313,6 @@ def sql(
         raise _fail(text, 1) from None
     finally:
         con.close()
-    emit(columns, rows, chosen(fmt, as_json))
 
 
 @app.command()

@@ -826,3 +826,56 @@ def test_a_gzip_bomb_in_a_recording_fails_its_provider_alone_and_the_refresh_sta
     assert "lambda: cloud.lambda.ai/api/v1/instance-types: the answer exceeds the limit of 67,108,864 bytes" in said
     assert "Traceback" not in out + err
     assert "failed providers: lambda" in said and re.search(r"vastai\s+ok", out + err)
+
+
+# -- recordings are data -------------------------------------------------------------------------
+
+OBTAINED = {"access_token": "CANARY-obtained-access-U1v2W3", "refresh_token": "CANARY-obtained-refresh-X4y5Z6"}
+
+
+def test_a_recording_holds_no_secret_and_still_replays(canary_env: TokenServer, tmp_path: Path) -> None:
+    """Every source with a secret is recorded (from a replay, its canary keys in the environment) with
+    its servers quoting its key inside the data and its token endpoints handing out canary tokens:
+    no file of the recording holds a key or a token, and Verda's recording (its token request
+    carries the client id and secret) replays to the same offers."""
+    from gpuledger.flows.fetch import SourcePlan, fetch_source
+
+    def answer(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if ex is not None and req.path.endswith("/token"):
+            return 200, {"Content-Type": "application/json"}, json.dumps(
+                {**OBTAINED, "token_type": "Bearer", "expires_in": 3600}).encode()
+        return keys_in_data(host, req, ex)
+
+    rec = tmp_path / "recorded"
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(API_PROVIDERS), hook=answer)
+    server.start()
+    try:
+        for p in API_PROVIDERS:
+            settings = {**server.settings.get(p, {}), "aws_regions": "us-east-1", "aws_price_source": "api",
+                        "gcp_regions": "us-central1"}
+            fetch_source(SourcePlan(provider=p, mode="record", replay_urls=server.endpoints(), settings=settings,
+                                    record_dir=str(rec), http_attempts=1, retry_wait_max_s=0.05))
+    finally:
+        server.close()
+    verda_sent = [r for h, r in server.requests if h == "api.verda.com" and r.path.endswith("/token")]
+    assert CANARY["VERDA_CLIENT_SECRET"] in verda_sent[0].body.decode()  # the secret was really sent
+    written = {str(f.relative_to(rec)): f.read_bytes().decode("latin-1") for f in rec.rglob("*") if f.is_file()}
+    assert {f.split("/")[0] for f in written} == set(API_PROVIDERS)
+    found = {f: [c for c in [*ALL_CANARIES, *OBTAINED.values()] if c in text or quote(c, safe="") in text]
+             for f, text in written.items()}
+    assert not {f: c for f, c in found.items() if c}
+    replayed = ReplayServer(rec, providers=["verda"])
+    replayed.start()
+    try:
+        batch = source_module("verda").fetch(replay_context(replayed, "verda"))
+    finally:
+        replayed.close()
+    original = ReplayServer(BUNDLED_RECORDINGS, providers=["verda"])
+    original.start()
+    try:
+        expected = source_module("verda").fetch(replay_context(original, "verda"))
+    finally:
+        original.close()
+    # the same offers, the key planted in one name cut out of it
+    assert sorted(str(o.key).replace(" [redacted]", "") for o in batch.offers) == \
+        sorted(str(o.key) for o in expected.offers) != []

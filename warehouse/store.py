@@ -64,8 +64,7 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
     database: a refresh checks it before fetching anything. A path that does not exist yet is
     fine (the refresh creates it)."""
     p = db_path(path)
-    if p.is_dir():
-        raise WarehouseError(f"{p} is a directory, not a DuckDB warehouse file")
+    _not_a_directory(p)
     if p.exists():
         offset, magic = DUCKDB_MAGIC
         try:
@@ -100,8 +99,10 @@ def damaged_message(path: Path, err: BaseException) -> str:
 
 
 def _not_a_directory(path: Path) -> None:
-    if path.is_dir():
-        raise WarehouseError(f"{path} is a directory, not a warehouse file: pass the file with --db")
+    """Only a regular file (or nothing yet) is a warehouse: a FIFO or a device would hang its reader."""
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise WarehouseError(f"{path} is {what}, not a warehouse file: pass the file with --db")
 
 
 def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDBPyConnection:
@@ -167,16 +168,16 @@ def close_writer(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S,
-                allow_files: bool = False) -> duckdb.DuckDBPyConnection:
+                allow_files: bool = False, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """Open read-only. Unless allow_files (exports), no other file can be touched:
-    no ATTACH, COPY, read_csv, extension loading."""
+    no ATTACH, COPY, read_csv, extension loading. `memory_limit`: DuckDB's ("2GB")."""
     p = db_path(path)
     if not p.exists():
         raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
     if not allow_files:
-        config = {"enable_external_access": False, "autoinstall_known_extensions": False,
-                  "autoload_known_extensions": False, "lock_configuration": True}
+        config |= {"enable_external_access": False, "autoinstall_known_extensions": False,
+                   "autoload_known_extensions": False, "lock_configuration": True}
     return _connect_retrying(p, wait_s, read_only=True, config=config)
 
 
