@@ -26,14 +26,13 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote, urlsplit
 
 import httpx
-from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying
 
 from gpuledger.adapters import bounds
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
 from gpuledger.warehouse.records import install_secret_cutter
-from gpuledger.warehouse.settings import Settings, env_name, load_settings
+from gpuledger.warehouse.settings import Settings, SettingsError, env_name, load_settings
 
 log = logging.getLogger("gpuledger.adapters")
 
@@ -413,9 +412,8 @@ class SourceContext:
         """The typed settings of this moment: GPULEDGER_* variables over this scrape's `settings`."""
         try:
             return load_settings(**self.settings)
-        except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '?'}: {e['msg']}" for e in err.errors())
-            raise SourceError(f"{self.provider}: invalid settings: {problems}") from None
+        except SettingsError as err:
+            raise SourceError(f"{self.provider}: invalid settings: {err}") from None
 
     def select_regions(self, available: "Iterable[str]", live_defaults: "Iterable[str]", listed_in: str) -> list[str]:
         """Regions to scrape: setting `<provider>_regions` ("all" or a comma list); else, live,

@@ -61,8 +61,8 @@ DUCKDB_MAGIC = (8, b"DUCK")  # a DuckDB database file has these bytes at this of
 
 def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
     """The warehouse path, refused (WarehouseError) when it names something other than a DuckDB
-    database: a refresh checks it before fetching anything. A path that does not exist yet is
-    fine (the refresh creates it)."""
+    database, or a damaged one: a refresh checks it before fetching anything. A path that does not
+    exist yet is fine (the refresh creates it)."""
     p = db_path(path)
     _not_a_directory(p)
     if p.exists():
@@ -74,6 +74,11 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
             raise WarehouseError(f"cannot read {p}: {err.strerror or err}") from err
         if head[offset:] != magic:
             raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
+        try:  # a truncated or garbled file fails at open; one another process holds is left to the refresh
+            duckdb.connect(str(p), read_only=True).close()
+        except duckdb.Error as err:
+            if not _is_lock_conflict(err):
+                raise WarehouseError(damaged_message(p, err)) from None
     return p
 
 
