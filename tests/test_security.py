@@ -486,11 +486,13 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
     The name travels through the real client into offers, and out through `gpuledger export`."""
     import csv
 
-    names = {"=HYPERLINK(\"http://x\",\"y\")": "a", "+SUM(1+1)": "b", "-2+3": "c", "@cmd": "d"}
+    names = {"=HYPERLINK(\"http://x\",\"y\")": "a", "+SUM(1+1)": "b", "-2+3": "c", "@cmd": "d",
+             " =1+1": "e", "\n=2+2": "f", "\u00a0=3+3": "g", "\uff1d4+4": "h", "|calc": "i", "\t5": "j"}
+    inert = {"gpu plain": "k", "nul\u0000byte": "l"}  # no formula; a NUL is written as U+2400
     doc = json.loads((BUNDLED_RECORDINGS / "lambda" / "instance-types.json").read_text())
     template = doc["data"]["gpu_1x_a10"]
     doc["data"] = {}
-    for i, name in enumerate(names):
+    for i, name in enumerate([*names, *inert]):
         item = json.loads(json.dumps(template))
         item["instance_type"]["name"] = name
         item["instance_type"]["price_cents_per_hour"] = 100 + i
@@ -515,13 +517,14 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
     folder = Path(result.stdout.strip().splitlines()[-1])
     with open(folder / "offers.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert sorted(r["instance_type"] for r in rows) == sorted("'" + n for n in names)
+    assert sorted(r["instance_type"] for r in rows) == sorted(["'" + n for n in names] +
+                                                              ["gpu plain", "nul\u2400byte"])
+    # numbers and booleans: bare, no apostrophe
+    assert sorted(float(r["price_per_hour"]) for r in rows) == [(100 + i) / 100 for i in range(len(rows))]
     for r in rows:
-        assert r["instance_type"][0] == "'" and r["instance_type"][1] in "=+-@"
-        assert float(r["price_per_hour"]) in {1.0, 1.01, 1.02, 1.03}  # numbers: bare, no apostrophe
         assert r["gpu_count"] == "1.0" and r["gpu_memory_gb"] == "24.0" and r["available"] == "true"
     parquet = duckdb.sql(f"select instance_type from '{folder / 'offers.parquet'}'").fetchall()
-    assert sorted(r[0] for r in parquet) == sorted(names)  # Parquet keeps the data as it is
+    assert sorted(r[0] for r in parquet) == sorted([*names, *inert])  # Parquet keeps the data as it is
 
 
 # -- crawls: what the child process really runs with -----------------------------------------------
@@ -879,3 +882,115 @@ def test_a_recording_holds_no_secret_and_still_replays(canary_env: TokenServer, 
     # the same offers, the key planted in one name cut out of it
     assert sorted(str(o.key).replace(" [redacted]", "") for o in batch.offers) == \
         sorted(str(o.key) for o in expected.offers) != []
+
+
+# -- one line, never a traceback -----------------------------------------------------------------
+
+def hostile_inputs(tmp: Path, db: Path) -> dict[str, tuple[list[str], dict[str, str], str]]:
+    """Each input issue 46 found a traceback for: (arguments, environment, what the error line says)."""
+    import shutil
+
+    def recording(name: str, edit: Any) -> str:
+        folder = tmp / name
+        shutil.copytree(BUNDLED_RECORDINGS / "lambda", folder / "lambda")
+        path = folder / "lambda" / "manifest.json"
+        doc = json.loads(path.read_text())
+        path.write_text(edit(doc) if callable(edit) else edit)
+        return str(folder)
+
+    def status_abc(doc: dict) -> str:
+        doc["exchanges"][0]["response"]["status"] = "abc"
+        return json.dumps(doc)
+
+    def escaping(doc: dict) -> str:
+        doc["exchanges"][0]["response"]["body_file"] = "../../../../../../etc/passwd"
+        return json.dumps(doc)
+
+    (tmp / "a-directory").mkdir()
+    (tmp / "busy").mkdir()
+    (tmp / "busy" / "kept.txt").write_text("mine")
+    truncated = tmp / "truncated.duckdb"
+    truncated.write_bytes(db.read_bytes()[:100_000])
+    refresh = ["refresh", "--replay", "-p", "lambda", "--db", str(tmp / "new.duckdb")]
+    return {
+        "manifest status abc": (["refresh", "--replay", "--recordings", recording("m1", status_abc), "-p", "lambda",
+                                 "--db", str(db)], {}, "exchanges.0.response.status: Input should be a valid integer"),
+        "manifest exchanges not a list": (["refresh", "--replay", "--recordings", recording("m2", lambda d: json.dumps(
+            {**d, "exchanges": {"a": 1}})), "-p", "lambda", "--db", str(db)], {}, "exchanges: Input should be a valid list"),
+        "manifest not JSON": (["refresh", "--replay", "--recordings", recording("m3", "{not json"), "-p", "lambda",
+                               "--db", str(db)], {}, "not a recording manifest (Expecting property name"),
+        "recordings folder missing": (["refresh", "--replay", "--recordings", str(tmp / "nowhere"), "-p", "lambda",
+                                       "--db", str(db)], {}, "no recording for this provider"),
+        "body file outside its folder": (["refresh", "--replay", "--recordings", recording("m4", escaping), "-p",
+                                          "lambda", "--db", str(db)], {}, "is outside the recording's folder"),
+        "task timeout abc": (refresh, {"GPULEDGER_TASK_TIMEOUT_S": "abc"},
+                             "GPULEDGER_TASK_TIMEOUT_S='abc': Input should be a valid number"),
+        "anomaly factor nan": (refresh, {"GPULEDGER_OFFER_ANOMALY_FACTOR": "nan"},
+                               "GPULEDGER_OFFER_ANOMALY_FACTOR='nan': Input should be a finite number"),
+        "anomaly factor 0": (refresh, {"GPULEDGER_OFFER_ANOMALY_FACTOR": "0"}, "Input should be greater than 1"),
+        "anomaly factor -1": (refresh, {"GPULEDGER_OFFER_ANOMALY_FACTOR": "-1"}, "Input should be greater than 1"),
+        "exchange rate -1": (refresh, {"GPULEDGER_SCALEWAY_USD_PER_EUR": "-1"},
+                             "GPULEDGER_SCALEWAY_USD_PER_EUR='-1': Input should be greater than or equal to 0.5"),
+        "status --stale-after nan": (["status", "--stale-after", "nan", "--db", str(db)], {},
+                                     "Invalid value for '--stale-after'"),
+        "plot into a directory": (["plot", "--gpu", "A10", str(tmp / "a-directory"), "--db", str(db)], {},
+                                  "Is a directory"),
+        "report into a directory": (["report", str(tmp / "a-directory"), "--db", str(db)], {}, "Is a directory"),
+        "record into a file's child": (["record", str(db / "sub"), "--from-recordings", str(BUNDLED_RECORDINGS),
+                                        "-p", "lambda", "--db", str(tmp / "r.duckdb")], {}, "Not a directory"),
+        "record into a non-empty folder": (["record", str(tmp / "busy"), "--from-recordings", str(BUNDLED_RECORDINGS),
+                                            "-p", "lambda", "--db", str(tmp / "r.duckdb")], {}, "is not empty"),
+        "refresh a truncated warehouse": (["refresh", "--replay", "-p", "lambda", "--db", str(truncated)], {},
+                                          "a damaged or truncated file"),
+        "accept an unknown provider's anomaly": (["refresh", "--replay", "-p", "lambda", "--accept-anomaly", "nosuch",
+                                                  "--db", str(db)], {}, "--accept-anomaly nosuch: no such provider"),
+        "sql on an ASCII terminal": (["sql", "select 'Zürich ☃' as city", "--db", str(db)],
+                                     {"PYTHONIOENCODING": "ascii"}, ""),
+    }
+
+
+def test_no_hostile_input_gets_a_traceback(small_db: Path, tmp_path: Path) -> None:
+    """Every input listed in issue 46, through the real command: one error line (or, for the ASCII
+    terminal, escaped output), never a Python traceback; a usage error or a refused input exits 2."""
+    for name, (args, env, said) in hostile_inputs(tmp_path, small_db).items():
+        done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", *args], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, **env})
+        shown = done.stdout + done.stderr
+        assert "Traceback" not in shown and "Error logging to API" not in shown, (name, shown[-3000:])
+        assert said in " ".join(shown.split()), (name, shown[-2000:])
+        if said:
+            assert done.returncode in (1, 2), (name, done.returncode)
+        else:
+            assert done.returncode == 0 and "Z\\xfcrich \\u2603" in done.stdout, (name, shown)
+    assert not list(tmp_path.glob(".*.partial")) and (tmp_path / "busy" / "kept.txt").read_text() == "mine"
+
+
+def test_a_failed_provider_and_a_corrupt_saved_result_cost_one_line_each(small_db: Path, tmp_path: Path) -> None:
+    """A refresh that runs its flow: one provider fails (its recording answers 500), a result saved by
+    an earlier refresh is unreadable. Each is said in one line: no Prefect task traceback, no complaint
+    about the temporary API server, and status still answers."""
+    import shutil
+
+    db = tmp_path / "ledger.duckdb"
+    shutil.copy(small_db, db)
+    saved = Path(f"{db}.pending") / "refresh-20261201T000000Z-deadbeef"
+    saved.mkdir(parents=True)
+    (saved / "vastai.json").write_text("{garbage")
+    recordings = tmp_path / "recordings"
+    for p in ("lambda", "vastai"):
+        shutil.copytree(BUNDLED_RECORDINGS / p, recordings / p)
+    manifest = json.loads((recordings / "lambda" / "manifest.json").read_text())
+    for ex in manifest["exchanges"]:
+        ex["response"] = {"status": 500, "body": "upstream exploded"}
+    (recordings / "lambda" / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", "--recordings",
+                           str(recordings), "-p", "lambda", "-p", "vastai", "--db", str(db)],
+                          capture_output=True, text=True, timeout=300)
+    shown = done.stdout + done.stderr
+    assert done.returncode == 1, shown
+    assert "Traceback" not in shown and "Error logging to API" not in shown and "EventsWorker" not in shown, shown
+    assert "HTTP 500 from cloud.lambda.ai/api/v1/instance-types: upstream exploded" in " ".join(shown.split())
+    assert "cannot read the saved result" in shown and (saved / "vastai.json.unreadable").exists()
+    status = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "status", "--db", str(db), "-f", "csv"],
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode in (0, 1, 3) and "vastai" in status.stdout, status.stderr
