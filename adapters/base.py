@@ -217,7 +217,16 @@ def parse_json(data: bytes | str, where: str, repeated: list[RepeatedKey]) -> An
                 first[key] = value
         return first
 
-    return json.loads(data, object_pairs_hook=pairs)
+    kept = len(repeated)
+    try:
+        return json.loads(data, object_pairs_hook=pairs)
+    except ValueError as err:
+        if "digits" not in str(err):
+            raise
+    # An integer longer than Python converts (4,300 digits) fails the whole answer: read it as a
+    # float instead (infinity), which the one record holding it fails as a number, not the provider.
+    del repeated[kept:]
+    return json.loads(data, object_pairs_hook=pairs, parse_int=lambda s: int(s) if len(s) < 4000 else float(s))
 
 
 def quarantine_repeated(batch: Any, repeated: list[RepeatedKey]) -> None:

@@ -994,3 +994,64 @@ def test_a_failed_provider_and_a_corrupt_saved_result_cost_one_line_each(small_d
     status = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "status", "--db", str(db), "-f", "csv"],
                             capture_output=True, text=True, timeout=120)
     assert status.returncode in (0, 1, 3) and "vastai" in status.stdout, status.stderr
+
+
+# -- a record is quarantined, not the provider ---------------------------------------------------
+
+def test_absurd_records_are_quarantined_while_the_rest_of_the_provider_loads(tmp_path: Path) -> None:
+    """Lambda's real client, its answer carrying four more instance types: a price of 5,000 digits, a
+    name holding a lone surrogate ("\\ud800", valid JSON), a new 8x H100 at price_cents_per_hour 1e-10
+    ($1.25e-13 per GPU-hour), and 8x V100 claiming 100,000 GPUs. Each is quarantined with its reason;
+    the 27 real offers load, and the warehouse's cheapest H100 and V100 are Lambda's real prices."""
+    doc = json.loads((BUNDLED_RECORDINGS / "lambda" / "instance-types.json").read_text())
+
+    def variant(of: str, name: str, **changes: Any) -> None:
+        item = json.loads(json.dumps(doc["data"][of]))
+        item["instance_type"].update(name=name, **{k: v for k, v in changes.items() if k != "gpus"})
+        if "gpus" in changes:
+            item["instance_type"]["specs"]["gpus"] = changes["gpus"]
+        doc["data"][name] = item
+
+    variant("gpu_8x_h100_sxm5", "gpu_8x_h100_huge", price_cents_per_hour=424242)
+    variant("gpu_1x_a10", "SURROGATE")
+    variant("gpu_8x_h100_sxm5", "gpu_8x_h100_new", price_cents_per_hour=1e-10)
+    variant("gpu_8x_v100", "gpu_100000x_v100", gpus=100_000)
+    body = (json.dumps(doc).replace("424242", "9" * 5000).replace('"SURROGATE"', '"gpu_1x_\\ud800"')).encode()
+
+    def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": "application/json"}, body
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
+    server.start()
+    try:
+        batch = source_module("lambda").fetch(replay_context(server, "lambda"))
+    finally:
+        server.close()
+    reasons = {q.source_ref: q.reason for q in batch.quarantined}
+    said = " | ".join(f"{ref}: {why}" for ref, why in reasons.items())
+    assert len(batch.offers) == 27, said
+    assert re.search(r"gpu_8x_h100_huge[^|]*price_per_hour is not a finite number", said), said
+    assert re.search(r"gpu_1x_\\ud800[^|]*UTF-8 cannot encode", said), said
+    assert re.search(r"gpu_8x_h100_new[^|]*price_per_gpu_hour 1\.25e-13 USD is outside 0\.075\.\.122", said), said
+    assert re.search(r"gpu_100000x_v100[^|]*gpu_count 100000 exceeds 16", said), said
+    db = tmp_path / "ledger.duckdb"
+    report = load(db, [scraped("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r")[0]
+    assert report.ok and report.rows_loaded == 27 and report.rows_quarantined == len(batch.quarantined)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cheapest = dict(con.execute("select gpu_model, min(price_per_gpu_hour) from offers group by 1").fetchall())
+    finally:
+        con.close()
+    assert cheapest["H100-SXM"] == 3.99 and cheapest["V100-SXM2-16"] == 0.79  # lambda.ai/instances, 2026-09-20
+
+
+def test_every_gpu_model_has_cited_plausibility_bounds() -> None:
+    from gpuledger.warehouse import gpus
+    from gpuledger.warehouse.records import plausible
+
+    assert set(plausible()) == set(gpus.models())  # a new model of gpu_models.csv needs its tier
+    text = (Path(gpus.__file__).parent / "data" / "plausibility.csv").read_text()
+    tiers = [line.split(",") for line in text.splitlines() if line and not line.startswith(("#", "tier,"))]
+    for tier, low, high, most, floor_from, ceiling_from, _ in tiers:
+        assert f"[{floor_from}]" in text and f"[{ceiling_from}]" in text, tier  # each bound cites its price
+        assert 0 < float(low) < float(high) and float(most) >= 16, tier
