@@ -25,7 +25,7 @@ class AnomalyThresholds(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # A scrape with fewer rows than this share of the last good run's is held back. None: the
-    # warehouse's default (AnomalyPolicy.min_row_ratio, 0.5). Sources whose rows follow live
+    # warehouse's default (AnomalyPolicy.min_row_ratio, 0.75). Sources whose rows follow live
     # capacity (Lambda's regions, Vast.ai's hosts) set it lower.
     min_row_ratio: float | None = Field(default=None, gt=0, le=1)
 

@@ -272,7 +272,10 @@ class AnomalyPolicy:
     are loaded anyway (CLI `--accept-anomaly aws`, setting `accept_anomaly`).
     """
 
-    min_row_ratio: float = 0.5  # fewer than half the rows of the last good run
+    # Fewer offers than this share of the last good run's (a drop of more than a quarter) is held back,
+    # overall and per purchase option; a source whose listing follows live capacity declares its own
+    # (ProviderSpec.anomaly.min_row_ratio: Lambda, Vast.ai, DigitalOcean 0.2).
+    min_row_ratio: float = 0.75
     max_median_ratio: float = 3.0  # median price per GPU-hour moved more than 3x either way
     accept: frozenset[str] = frozenset()
     # Each purchase option is checked on its own too (AWS's spot prices come from the EC2 API, its
