@@ -9,7 +9,9 @@ in all three, which is what makes the replay tests honest.
 
 from __future__ import annotations
 
+import codecs
 import contextvars
+import dataclasses
 import json
 import logging
 import os
@@ -24,13 +26,13 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote, urlsplit
 
 import httpx
-from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying
 
+from gpuledger.adapters import bounds
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
 from gpuledger.warehouse.records import install_secret_cutter
-from gpuledger.warehouse.settings import Settings, env_name, load_settings
+from gpuledger.warehouse.settings import Settings, SettingsError, env_name, load_settings
 
 log = logging.getLogger("gpuledger.adapters")
 
@@ -43,6 +45,8 @@ USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price 
 # and of any secret registered at run time (register_secret: e.g. an OAuth refresh token read from
 # an ADC file) are cut out of every error message and of httpx's request log lines.
 REDACTED = "[redacted]"
+# The value of a JSON field that hands out a credential: an OAuth token answer, a key echoed back.
+TOKEN_FIELDS = re.compile(r'("(?:access_token|refresh_token|id_token|client_secret|api_?key)"\s*:\s*")[^"]*(")', re.I)
 _registered: set[str] = set()
 _registered_lock = threading.Lock()
 # Credential-shaped text whatever its value: what a server echoing our request would show.
@@ -116,19 +120,30 @@ install_secret_cutter(secret_cutter)
 
 
 class RedactingRecorder(Recorder):
-    """A Recorder that never writes a secret: a server may quote our key in a body it answers with
-    (a GraphQL error, an echo), and a recording is shared like source code. Only exact secret
-    values are cut, so a recording replays as it was answered otherwise."""
+    """A Recorder that never writes a secret (a recording is shared like source code): every known
+    secret value is cut from the answers it keeps (a server may quote our key back), and so is every
+    token an answer hands out (TOKEN_FIELDS: the source registers it only after the answer is kept);
+    a request parameter or JSON field holding a secret is left out of the exchange's `match`, so the
+    recording still replays. Otherwise an answer is kept as it was answered."""
 
     def save(self, host: str, req: Any, status: int, headers: dict[str, str], body: bytes) -> None:
-        secrets = known_secrets()
-        if secrets and body:
-            try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            if text is not None and any(s in text or quote(s, safe="") in text for s in secrets):
-                body = redact(text, patterns=False).encode("utf-8")
+        cut = secret_cutter() or (lambda text: text)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            clean = TOKEN_FIELDS.sub(lambda m: m.group(1) + REDACTED + m.group(2), cut(text))
+            body = clean.encode("utf-8") if clean != text else body
+
+        def kept(doc: Any) -> Any:
+            if isinstance(doc, dict):
+                return {k: kept(v) for k, v in doc.items() if not isinstance(v, str) or cut(v) == v}
+            return [kept(v) for v in doc if not isinstance(v, str) or cut(v) == v] if isinstance(doc, list) else doc
+
+        doc = req.json_body()
+        req = dataclasses.replace(req, path=cut(req.path), params=kept(req.params),
+                                  body=req.body if doc is None else json.dumps(kept(doc)).encode())
         super().save(host, req, status, headers, body)
 
 
@@ -202,7 +217,16 @@ def parse_json(data: bytes | str, where: str, repeated: list[RepeatedKey]) -> An
                 first[key] = value
         return first
 
-    return json.loads(data, object_pairs_hook=pairs)
+    kept = len(repeated)
+    try:
+        return json.loads(data, object_pairs_hook=pairs)
+    except ValueError as err:
+        if "digits" not in str(err):
+            raise
+    # An integer longer than Python converts (4,300 digits) fails the whole answer: read it as a
+    # float instead (infinity), which the one record holding it fails as a number, not the provider.
+    del repeated[kept:]
+    return json.loads(data, object_pairs_hook=pairs, parse_int=lambda s: int(s) if len(s) < 4000 else float(s))
 
 
 def quarantine_repeated(batch: Any, repeated: list[RepeatedKey]) -> None:
@@ -372,6 +396,19 @@ class SourceContext:
             return self.proxy.url(host)
         return self.upstream_url(host)
 
+    def guarded_url(self, host: str) -> str:
+        """Base URL for a client whose requests gpuledger does not send itself (the google clients):
+        a loopback proxy that bounds each answer and keeps redirects on their origin (bounds.py)."""
+        if self.proxy is None:
+            self.proxy = RecordingProxy(None, self.upstream_url, timeout=self.http_timeout_s + 5,
+                                        limit=self.answer_limit)
+        return self.proxy.url(host)
+
+    @property
+    def answer_limit(self) -> int:
+        """The most bytes one answer may hold, on the wire or decoded (ProviderSpec.max_answer_mb)."""
+        return bounds.answer_limit(self.provider)
+
     def boto_endpoint(self, host: str) -> str | None:
         """endpoint_url of a boto3 client for `host`: None (boto3's own, signed for the real host) when
         the real provider is reached; the replay server's loopback URL otherwise."""
@@ -384,9 +421,8 @@ class SourceContext:
         """The typed settings of this moment: GPULEDGER_* variables over this scrape's `settings`."""
         try:
             return load_settings(**self.settings)
-        except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '?'}: {e['msg']}" for e in err.errors())
-            raise SourceError(f"{self.provider}: invalid settings: {problems}") from None
+        except SettingsError as err:
+            raise SourceError(f"{self.provider}: invalid settings: {err}") from None
 
     def select_regions(self, available: "Iterable[str]", live_defaults: "Iterable[str]", listed_in: str) -> list[str]:
         """Regions to scrape: setting `<provider>_regions` ("all" or a comma list); else, live,
@@ -439,14 +475,22 @@ class SourceContext:
     def http_client(self, **kwargs: Any) -> httpx.Client:
         headers = {"User-Agent": USER_AGENT, **kwargs.pop("headers", {})}
         kwargs.setdefault("verify", verifying_ssl_context())
-        return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=True, **kwargs)
+        # Redirects are followed by bounds.open_answer, on their own origin only.
+        return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=False, **kwargs)
 
     def get(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
-        """GET under the retry policy (transport errors, 429 and 5xx); SourceError when it gives up."""
-        return self._with_retries(lambda: client.get(self.url(host) + path, **kwargs), host, path)
+        """GET under the retry policy (transport errors, 429 and 5xx), its answer bounded (bounds.py);
+        SourceError when it gives up."""
+        return self.send(client, "GET", host, path, **kwargs)
 
     def post(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
-        return self._with_retries(lambda: client.post(self.url(host) + path, **kwargs), host, path)
+        return self.send(client, "POST", host, path, **kwargs)
+
+    def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
+        def fetch() -> httpx.Response:
+            request = client.build_request(method, self.url(host) + path, **kwargs)
+            return bounds.fetch(client, request, self.answer_limit, self.http_timeout_s)
+        return self._with_retries(fetch, host, path)
 
     def get_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
         """GET under the retry policy, the answer parsed as JSON (SourceError when it is not)."""
@@ -470,12 +514,12 @@ class SourceContext:
     def stream_lines(self, client: httpx.Client, host: str, path: str) -> Iterator[str]:
         """Stream a text body line by line: memory stays flat whatever the size. No source uses it
         today; kept as the text-decoding baseline that bench/ingest.py measures stream_bytes against."""
-        return self._stream(client, host, path, lambda resp: resp.iter_lines())
+        return self._stream(client, host, path, _lines)
 
     def stream_bytes(self, client: httpx.Client, host: str, path: str) -> Iterator[bytes]:
         """Stream a body as raw (content-decoded) byte chunks of any size, for parsers that split
         lines themselves faster than httpx's text decoding can."""
-        return self._stream(client, host, path, lambda resp: resp.iter_bytes())
+        return self._stream(client, host, path, iter)
 
     def enrich(self, name: str, fetch: Callable[..., Any], *args: Any, timeout_s: float = 600.0,
                default: Any = None, **kwargs: Any) -> Any:
@@ -534,27 +578,26 @@ class SourceContext:
         return RetryPolicy(attempts=self.http_attempts, wait_max_s=self.retry_wait_max_s, budget_s=self.retry_budget_s)
 
     def _stream(self, client: httpx.Client, host: str, path: str,
-                chunks: Callable[[httpx.Response], Iterator[Any]]) -> Iterator[Any]:
+                chunks: Callable[[Iterator[bytes]], Iterator[Any]]) -> Iterator[Any]:
         """The answer's status line and headers are retried like any request; once its body
         flows, a failure is final: a retry would hand the consumer pieces it has already seen."""
-        url = self.url(host) + path
+        url, limit = self.url(host) + path, self.answer_limit
 
         def open_stream() -> httpx.Response:
             check_deadline()
-            resp = client.send(client.build_request("GET", url), stream=True)
+            deadline[0] = time.monotonic() + self.http_timeout_s
+            resp = bounds.within(self.http_timeout_s,
+                                 lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
             self.requests_made += 1
             if resp.status_code >= 400:
-                try:
-                    resp.read()
-                finally:
-                    resp.close()
-                _raise_for(self.provider, host, path, resp)
+                _raise_for(self.provider, host, path, bounds.materialized(resp, limit, deadline[0]))
             return resp
 
+        deadline = [0.0]
         resp = self._with_retries(open_stream, host, path, count=False)
         try:
-            yield from chunks(resp)
-        except httpx.TransportError as err:
+            yield from chunks(bounds.chunks(resp, limit, deadline[0], streamed=True))
+        except (httpx.TransportError, bounds.AnswerRefused) as err:
             raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
         finally:
             resp.close()
@@ -579,6 +622,8 @@ class SourceContext:
             return retrying(attempt)
         except RetryableAnswer as err:
             raise SourceError(f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: {err}") from err
+        except bounds.AnswerRefused as err:
+            raise SourceError(f"{self.provider}: {host}{path}: {err}") from None
         except httpx.TransportError as err:
             raise SourceError(
                 f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: "
@@ -588,6 +633,17 @@ class SourceContext:
 
 def _tries(retrying: Retrying) -> int:
     return int(retrying.statistics.get("attempt_number", 1))
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """The text lines of a UTF-8 body given in chunks."""
+    decode, rest = codecs.getincrementaldecoder("utf-8")().decode, ""
+    for chunk in chunks:
+        *lines, rest = (rest + decode(chunk)).split("\n")
+        yield from (line.rstrip("\r") for line in lines)
+    rest += decode(b"", True)
+    if rest:
+        yield rest
 
 
 # Field names an API would use to say which currency its prices are in.

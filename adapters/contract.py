@@ -25,7 +25,7 @@ class AnomalyThresholds(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # A scrape with fewer rows than this share of the last good run's is held back. None: the
-    # warehouse's default (AnomalyPolicy.min_row_ratio, 0.5). Sources whose rows follow live
+    # warehouse's default (AnomalyPolicy.min_row_ratio, 0.75). Sources whose rows follow live
     # capacity (Lambda's regions, Vast.ai's hosts) set it lower.
     min_row_ratio: float | None = Field(default=None, gt=0, le=1)
 
@@ -67,6 +67,8 @@ class ProviderSpec(BaseModel):
     # holds it to that); scrapy's retry middleware does not, so page sources say False.
     honours_retry_after: bool = True
     anomaly: AnomalyThresholds = AnomalyThresholds()
+    # The most MB one answer may hold, on the wire or decompressed (adapters/bounds.py).
+    max_answer_mb: float = Field(default=64, gt=0)
     # A refresh unit of another provider that loads side tables only (capacity blocks): its run never
     # merges offers, egress or storage, so it leaves the provider's rows as they are.
     side_tables_only: bool = False

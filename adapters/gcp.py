@@ -828,7 +828,7 @@ _COUNT_LOCK = threading.Lock()  # the listings run in threads and share ctx.requ
 
 
 def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
-    """(a Compute client's keyword arguments, the Catalog client, the project id), aimed at ctx.url(host).
+    """(a Compute client's keyword arguments, the Catalog client, the project id), aimed at ctx.guarded_url(host).
     Replay: anonymous credentials. Live: Application Default Credentials (the project from the
     `gcp_project` setting, GOOGLE_CLOUD_PROJECT or ADC); for the Catalog an API key (the `gcp_api_key`
     setting or GOOGLE_API_KEY) if one is set."""
@@ -869,9 +869,9 @@ def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
                                           f"{env_name('gcp_project')}")
     common = {"transport": "rest", "client_info": ClientInfo(user_agent=USER_AGENT)}
     catalog = billing_v1.CloudCatalogClient(
-        **common, **({"client_options": {"api_endpoint": ctx.url(BILLING_HOST), "api_key": api_key}} if api_key else
-                     {"credentials": credentials, "client_options": {"api_endpoint": ctx.url(BILLING_HOST)}}))
-    compute = {**common, "credentials": credentials, "client_options": {"api_endpoint": ctx.url(COMPUTE_HOST)}}
+        **common, **({"client_options": {"api_endpoint": ctx.guarded_url(BILLING_HOST), "api_key": api_key}} if api_key else
+                     {"credentials": credentials, "client_options": {"api_endpoint": ctx.guarded_url(BILLING_HOST)}}))
+    compute = {**common, "credentials": credentials, "client_options": {"api_endpoint": ctx.guarded_url(COMPUTE_HOST)}}
     return compute, catalog, str(project)
 
 

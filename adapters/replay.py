@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +21,9 @@ from typing import Any, Callable, Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
+from pydantic import BaseModel, Field, ValidationError
+
+from gpuledger.adapters import bounds
 
 # Never recorded, never matched: they change on every call or carry secrets.
 VOLATILE_PARAMS = frozenset(
@@ -46,6 +50,7 @@ BUNDLED_RECORDINGS = Path(__file__).parent / "recordings"
 # a replay of bodies of hundreds of MB holds one chunk of each in memory, not the whole body.
 STREAM_MIN_BYTES = 1 << 20
 STREAM_CHUNK_BYTES = 1 << 20
+MAX_BODY_BYTES = 1 << 30  # the most a body read whole (a hook's, a test's) may hold
 
 
 @dataclass
@@ -144,14 +149,15 @@ class Exchange:
         return True
 
     def body(self) -> bytes:
+        """The whole body; RecordingError past MAX_BODY_BYTES (a .gz file may inflate a thousandfold)."""
         if isinstance(self.body_source, bytes):
             return self.body_source
-        data = self.body_source.read_bytes()
-        return gzip.decompress(data) if self.body_source.suffix == ".gz" else data
+        return b"".join(FileBody(self.body_source).chunks(limit=MAX_BODY_BYTES))
 
     def payload(self) -> bytes | FileBody:
-        """The body to send: a large body file is streamed, a small body is read whole."""
-        if isinstance(self.body_source, Path) and self.body_source.stat().st_size > STREAM_MIN_BYTES:
+        """The body to send: a large or compressed body file is streamed, a small body is read whole."""
+        if isinstance(self.body_source, Path) and (self.body_source.suffix == ".gz"
+                                                   or self.body_source.stat().st_size > STREAM_MIN_BYTES):
             return FileBody(self.body_source)
         return self.body()
 
@@ -168,10 +174,14 @@ class FileBody:
     def length(self) -> int | None:
         return None if self.path.suffix == ".gz" else self.path.stat().st_size
 
-    def chunks(self, size: int = STREAM_CHUNK_BYTES) -> Iterator[bytes]:
+    def chunks(self, size: int = STREAM_CHUNK_BYTES, limit: int | None = None) -> Iterator[bytes]:
         opener = gzip.open if self.path.suffix == ".gz" else open
+        read = 0
         with opener(self.path, "rb") as f:
             while chunk := f.read(size):
+                read += len(chunk)
+                if limit is not None and read > limit:
+                    raise RecordingError(f"{self.path}: the body holds more than {limit:,} bytes")
                 yield chunk
 
 
@@ -179,38 +189,56 @@ class RecordingError(Exception):
     """A recording folder is missing or malformed."""
 
 
+class _Response(BaseModel):
+    status: int = Field(default=200, ge=100, le=599)
+    headers: dict[str, str] = {}
+    body: str = ""
+    body_file: str | None = None
+
+
+class _Exchange(BaseModel):
+    host: str = Field(min_length=1)
+    method: str = "GET"
+    path: str = "/"
+    match: dict[str, Any] = {}
+    response: _Response
+
+
+class _Manifest(BaseModel):
+    """A manifest as docs/recordings.md describes it; other top-level keys (provider, recorded_at,
+    notes) are the recording's own."""
+
+    settings: dict[str, Any] = {}
+    exchanges: list[_Exchange] = []
+
+
 def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
+    """The manifest's document and exchanges; RecordingError (one line) for a missing folder, a
+    manifest that is not JSON or not of the documented shape, or a body file that is missing or
+    lies outside the provider's folder (a recording is data: it names no other file)."""
     path = provider_dir / "manifest.json"
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise RecordingError(f"no recording for this provider: {path} does not exist") from err
-    except ValueError as err:
-        raise RecordingError(f"{path}: not valid JSON ({err})") from err
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        manifest = _Manifest.model_validate(doc)
+    except FileNotFoundError:
+        raise RecordingError(f"no recording for this provider: {path} does not exist") from None
+    except (OSError, ValueError) as err:  # ValidationError is a ValueError
+        problem = " ".join(str(err).split())[:300] if not isinstance(err, ValidationError) else "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
+        raise RecordingError(f"{path}: not a recording manifest ({problem})") from None
+    folder = provider_dir.resolve()
     exchanges = []
-    for i, ex in enumerate(doc.get("exchanges", [])):
-        try:
-            resp = ex["response"]
-            if "body_file" in resp:
-                body: Path | bytes = provider_dir / resp["body_file"]
-                if not body.exists():
-                    raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
-            else:
-                body = resp.get("body", "").encode()
-            exchanges.append(
-                Exchange(
-                    host=ex["host"],
-                    method=ex.get("method", "GET"),
-                    path=ex.get("path", "/"),
-                    match=ex.get("match", {}),
-                    status=int(resp.get("status", 200)),
-                    headers=resp.get("headers", {}),
-                    body_source=body,
-                    order=i,
-                )
-            )
-        except KeyError as err:
-            raise RecordingError(f"{path}: exchange {i} lacks {err}") from err
+    for i, ex in enumerate(manifest.exchanges):
+        body: Path | bytes = ex.response.body.encode()
+        if ex.response.body_file is not None:
+            body = (folder / ex.response.body_file).resolve()
+            if not body.is_relative_to(folder):
+                raise RecordingError(f"{path}: exchange {i}: body file {ex.response.body_file!r} is outside "
+                                     f"the recording's folder")
+            if not body.is_file():
+                raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
+        exchanges.append(Exchange(host=ex.host, method=ex.method, path=ex.path, match=ex.match,
+                                  status=ex.response.status, headers=ex.response.headers, body_source=body, order=i))
     return doc, exchanges
 
 
@@ -232,7 +260,11 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             req = parse_request(self.command, self.path, dict(self.headers.items()), body)
-            status, headers, payload = answer(host, req)
+            try:
+                status, headers, payload = answer(host, req)
+            except ConnectionAbortedError:  # a proxy whose upstream failed: the client sees it fail too
+                self.close_connection = True
+                return
             self.send_response(status)
             for k, v in headers.items():
                 if k.lower() not in HOP_HEADERS:
@@ -278,8 +310,16 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up is no error here
+            super().handle_error(request, client_address)
+
+
 class _HostServers:
-    """One ThreadingHTTPServer per virtual host, all on 127.0.0.1."""
+    """One HTTP server per virtual host, all on 127.0.0.1."""
 
     def __init__(self) -> None:
         self._servers: dict[str, ThreadingHTTPServer] = {}
@@ -287,8 +327,7 @@ class _HostServers:
 
     def add(self, host: str, answer: Answer, on_sent: SentHook | None = None) -> str:
         if host not in self._servers:
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
-            server.daemon_threads = True
+            server = _Server(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
             self._servers[host] = server
             t = threading.Thread(target=server.serve_forever, name=f"replay-{host}", daemon=True)
             t.start()
@@ -441,19 +480,25 @@ class Recorder:
 
 
 class RecordingProxy:
-    """Forwards each request to its upstream and records the exchange.
+    """Forwards each request to its upstream, bounded like any request of the source (bounds.py),
+    and records the exchange when it has a recorder.
 
     `upstream(host)` gives the base URL to forward to: `https://<host>` for a
     live recording, a ReplayServer's loopback URL in tests. Hosts are opened on
     first use, since a source discovers them as it goes (one per AWS region).
-    Request headers (credentials included) are forwarded, never written.
+    Request headers (credentials included) are forwarded, never written. An answer
+    refused (too large, a redirect off its origin) is a 502 saying why; a failed
+    transfer drops the client's connection, as the upstream's would have.
     Not for AWS SigV4 calls: a signature covers the host it was made for, so
     boto3 clients are recorded with `record_boto_client` instead.
     """
 
-    def __init__(self, recorder: "Recorder", upstream: Callable[[str], str], timeout: float = 300) -> None:
+    def __init__(self, recorder: Recorder | None, upstream: Callable[[str], str], timeout: float = 300,
+                 limit: int | None = None) -> None:
         self.recorder = recorder
         self.upstream = upstream
+        self.timeout = timeout
+        self.limit = limit if limit is not None else bounds.answer_limit(recorder.provider if recorder else "")
         self._hosts = _HostServers()
         self._client = httpx.Client(timeout=timeout, follow_redirects=False)
         self._lock = threading.Lock()
@@ -465,9 +510,15 @@ class RecordingProxy:
     def _forward(self, host: str, req: Request) -> tuple[int, dict[str, str], bytes]:
         target = self.upstream(host).rstrip("/") + (req.target or req.path)
         headers = {k: v for k, v in req.headers.items() if k not in ("host", "content-length", "accept-encoding")}
-        resp = self._client.request(req.method, target, headers=headers, content=req.body or None)
+        request = self._client.build_request(req.method, target, headers=headers, content=req.body or None)
+        try:
+            resp = bounds.fetch(self._client, request, self.limit, self.timeout)
+        except bounds.AnswerRefused as err:
+            return 502, {"Content-Type": "text/plain"}, f"gpuledger: {host}{req.path}: {err}".encode()
+        except httpx.TransportError as err:
+            raise ConnectionAbortedError(str(err)) from None
         out_headers = {k: v for k, v in resp.headers.items() if k.lower() not in HOP_HEADERS}
-        if 200 <= resp.status_code < 300:
+        if self.recorder is not None and 200 <= resp.status_code < 300:
             self.recorder.save(host, req, resp.status_code, out_headers, resp.content)
         return resp.status_code, out_headers, resp.content
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 import logging
+import math
+import re
+import sys
+import tempfile
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import duckdb
 import typer
@@ -18,6 +24,7 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
+from gpuledger.flows.ops_cli import finite
 from gpuledger.flows.output import Format, chosen, emit, format_option, json_option, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
@@ -28,7 +35,7 @@ from gpuledger.warehouse.store import (
     RefreshRunningError, WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged,
     open_reader,
 )
-from gpuledger.warehouse.settings import env_name
+from gpuledger.warehouse.settings import SettingsError, env_name
 
 app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
@@ -54,10 +61,26 @@ def _main_options(
     """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""
 
 
+class _PrefectSaidOnce(logging.Filter):
+    """Prefect's own report of a failure (a flow's or task's traceback, its services' complaints that
+    the temporary API server is gone): the command says each failure in one line; -v shows them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR and not record.exc_info if record.name.startswith(
+            ("prefect.flow_runs", "prefect.task_runs")) else record.levelno >= logging.CRITICAL
+
+
+PREFECT_NOISE = ("prefect.flow_runs", "prefect.task_runs", "prefect._internal.concurrency", "prefect.events.clients")
+
+
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s",
                         handlers=[LiteralRichHandler(console=console, show_path=False, show_time=False)])
     logging.getLogger("gpuledger").setLevel(logging.DEBUG if verbose else logging.INFO)
+    if not verbose:
+        for name in PREFECT_NOISE:
+            logging.getLogger(name).addFilter(_PrefectSaidOnce())
+        logging.raiseExceptions = False  # Prefect's log worker writes "--- Error logging to API ---" unless
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -140,6 +163,9 @@ def refresh(
             raise _fail(str(err), 2) from None
     if resume and (provider or replay):
         raise _fail("--resume fetches nothing: it goes without --provider and --replay", 2)
+    unknown = sorted(set(accept_anomaly) - set(SOURCES))
+    if unknown:
+        raise _fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
     from gpuledger.flows import watchdog
 
     watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
@@ -148,6 +174,7 @@ def refresh(
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
         check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
         wanted = [] if resume else resolve_providers(provider)
+        _check_recordings(replay and not replay_endpoints, recordings, wanted)
         api_server = prefect_api.start_if_needed()  # starts while the checks and imports below run
         ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
         from gpuledger.flows.progress import RefreshProgress
@@ -175,6 +202,30 @@ def refresh(
         raise _fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
+def _check_recordings(replay: bool, folder: Path | None, providers: list[str]) -> None:
+    """Under replay, each provider's recording (bundled unless `folder`) read now: a malformed one is
+    said in one line before anything runs."""
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, load_manifest
+
+    try:
+        for name in providers if replay else ():
+            load_manifest(Path(folder or BUNDLED_RECORDINGS) / name)
+    except RecordingError as err:
+        raise _fail(str(err), 2) from None
+
+
+def _record_folder(out_dir: Path, force: bool) -> None:
+    """`out_dir` made and writable, and empty unless `force`."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if any(out_dir.iterdir()) and not force:
+            raise _fail(f"{out_dir} is not empty: record into a new folder, or pass --force to write into it", 2)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as err:
+        raise _fail(f"cannot record into {out_dir}: {err.strerror or err}", 2) from None
+
+
 @app.command()
 def record(
     out_dir: Path = typer.Argument(..., help="Folder to write <provider>/manifest.json and bodies into."),
@@ -182,6 +233,8 @@ def record(
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     from_recordings: Optional[Path] = typer.Option(None, "--from-recordings", help="Record from a replay of "
                                                    "this folder instead of the live providers (for tests)."),
+    force: bool = typer.Option(False, "--force", help="Record into OUT_DIR even if it holds files (those of the "
+                               "same names are replaced)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
 ) -> None:
     """Refresh from the live providers and save every response for later replay.
@@ -199,7 +252,8 @@ def record(
     api_server = None
     try:
         check_warehouse_file(db)
-        resolve_providers(provider)
+        _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider))
+        _record_folder(out_dir, force)
         api_server = prefect_api.start_if_needed()
         from gpuledger.flows.refresh import nightly_refresh
 
@@ -222,14 +276,48 @@ def record(
         raise _fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
+SQL_BATCH_ROWS = 10_000  # rows fetched and written at a time: memory stays flat, a stop lands between batches
+MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|[KMGT]i?B)$", re.I)  # DuckDB's memory_limit: 2GB, 500MiB
+
+
+def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.Event) -> None:
+    """The answer of `rel` in `fmt`, a batch of rows at a time; CSV and JSON are written as they are
+    fetched. Nothing more is fetched or written once `stopping` is set."""
+    columns = [d[0] for d in rel.description] if rel.description else []
+
+    def batches() -> Iterator[list[tuple[Any, ...]]]:
+        while columns and not stopping.is_set() and (batch := rel.fetchmany(SQL_BATCH_ROWS)):
+            yield batch
+
+    if fmt == "table":
+        rows = [row for batch in batches() for row in batch]
+        if not stopping.is_set():
+            emit(columns, rows, fmt)
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        for batch in batches():
+            writer.writerows(batch)
+    else:  # the JSON emit writes, one object at a time
+        sep = "\n"
+        sys.stdout.write("[")
+        for row in (row for batch in batches() for row in batch):
+            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, row)), default=str, indent=2,
+                                                     ensure_ascii=True).replace("\n", "\n  "))
+            sep = ",\n"
+        sys.stdout.write("]\n" if sep == "\n" else "\n]\n")
+
+
 @app.command()
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
-    timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query after this many "
-                                  "seconds, exit 124 (0: no limit)."),
+    timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query, its fetching and its "
+                                  "printing after this many seconds, exit 124 (0: no limit)."),
+    max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE", help="DuckDB's memory limit "
+                                             "for the query (500MB, 2GB) [default: DuckDB's, 80% of RAM]."),
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
@@ -243,22 +331,24 @@ def sql(
     """
     from gpuledger.warehouse.recommender.macros import install_macros
 
+    if not math.isfinite(timeout):
+        raise _fail(f"--timeout {timeout} is not a number of seconds", 2)
+    if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
+        raise _fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
     try:
-        con = open_reader(db)  # waits up to LOCK_WAIT_S while a refresh writes
+        con = open_reader(db, memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
     except WarehouseError as err:
         raise _fail(str(err), 2) from None
     except KeyboardInterrupt:
         raise _fail("the query was cancelled (Ctrl-C) while waiting for the refresh that is writing the "
                     "warehouse; nothing was read", 130) from None
 
-    def answer() -> tuple[list[str], list[tuple[Any, ...]]]:
+    def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
-        rel = con.execute(query)
-        columns = [d[0] for d in rel.description] if rel.description else []
-        return columns, (rel.fetchall() if columns else [])
+        write_answer(con.execute(query), chosen(fmt, as_json), stopping)
 
     try:
-        columns, rows = run_stoppable(con, answer, timeout)
+        run_stoppable(con, answer, timeout)
     except QueryStopped as stop:
         raise _fail(str(stop), stop.exit_code) from None
     except duckdb.Error as err:
@@ -272,7 +362,6 @@ def sql(
         raise _fail(text, 1) from None
     finally:
         con.close()
-    emit(columns, rows, chosen(fmt, as_json))
 
 
 @app.command()
@@ -366,8 +455,8 @@ def status_exit_code(rows: Iterable[dict[str, Any]]) -> int:
 @app.command()
 def status(
     db: Optional[Path] = DbOption,
-    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
-                                            "provider's last success counts as stale."),
+    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
+                                            help="Hours after which a provider's last success counts as stale."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Judge only these providers (repeatable)."),
     fmt: Format = format_option(),
     as_json: bool = json_option(),
@@ -470,8 +559,15 @@ for _command in app.registered_commands:
 
 
 def main() -> None:
-    """The `gpuledger` command."""
-    app()
+    """The `gpuledger` command: an invalid setting is one line, and text a terminal's encoding cannot
+    show is escaped, never a crash."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    try:
+        app()
+    except SettingsError as err:
+        raise SystemExit(_fail(f"invalid setting: {err}", 2).exit_code) from None
 
 
 if __name__ == "__main__":

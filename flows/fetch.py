@@ -69,7 +69,7 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
     module = source_module(plan.provider)
     spec = module.PROVIDER
     started = utcnow()
-    recorder = proxy = None
+    recorder = None
     if plan.record_dir is not None:
         recorder = RedactingRecorder(Path(plan.record_dir) / plan.provider, plan.provider)
     ctx = SourceContext(
@@ -78,13 +78,12 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
         retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s, since=dict(plan.since),
     )
     if recorder is not None:
-        proxy = RecordingProxy(recorder, ctx.upstream_url)
-        ctx.proxy = proxy
+        ctx.proxy = RecordingProxy(recorder, ctx.upstream_url)
     try:
         batch = module.fetch(ctx)
     finally:
-        if proxy is not None:
-            proxy.close()
+        if ctx.proxy is not None:  # the recording proxy, or the guard of a client gpuledger does not send for
+            ctx.proxy.close()
     quarantine_repeated(batch, ctx.repeated_keys)
     if batch.secrets_redacted:
         batch.notes.append(f"{plan.provider}: {batch.secrets_redacted} records or notes held a known secret value; "

@@ -5,6 +5,7 @@ Registered on the main app by `register(app)` (flows/cli.py), like `recommend`.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from contextlib import contextmanager
@@ -30,6 +31,13 @@ DEPLOYMENT_NAME = "nightly"  # prefect.yaml's deployment, run by a work pool's w
 SERVE_DEPLOYMENT_NAME = "serve"  # `gpuledger serve`'s own, so it never takes over prefect.yaml's
 
 
+def finite(value: float) -> float:
+    """An option's number, refused as a usage error when it is NaN or infinite."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 def _db_option() -> Any:
     return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
@@ -37,10 +45,10 @@ def _db_option() -> Any:
 def report_command(
     out_file: Path = typer.Argument(..., metavar="OUT.html", help="The page to write (one self-contained file)."),
     db: Optional[Path] = _db_option(),
-    egress_gb: float = typer.Option(140.0, "--egress-gb", help="The egress column prices downloading this many GB "
-                                    "from the offer's region (tiered)."),
-    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", help="Hours after which a "
-                                            "provider's last success counts as stale."),
+    egress_gb: float = typer.Option(140.0, "--egress-gb", min=0, callback=finite, help="The egress column prices "
+                                    "downloading this many GB from the offer's region (tiered)."),
+    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
+                                            help="Hours after which a provider's last success counts as stale."),
     model: list[str] = typer.Option([], "--model", "-m", help="A model whose fine-tuning answers (every method) "
                                     "the page carries (repeatable) [default: nine common ones, llama-3-8b to "
                                     "qwen2.5-72b]."),
@@ -61,9 +69,12 @@ def report_command(
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
                               models=model or COMMON_MODELS)
-    except (WarehouseError, OSError, ValueError) as e:
+    except (WarehouseError, ValueError) as e:
         err.print(labelled("error:", "red", e))
-        raise typer.Exit(1 if isinstance(e, OSError) else 2) from None
+        raise typer.Exit(2) from None
+    except OSError as e:
+        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"))
+        raise typer.Exit(1) from None
     err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
     out.print(literal(report.path))
 
@@ -90,6 +101,9 @@ def plot_command(
     except WarehouseError as e:
         err.print(labelled("error:", "red", e))
         raise typer.Exit(2) from None
+    except OSError as e:
+        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"))
+        raise typer.Exit(1) from None
     changes = sum(len(s) for s in history.series.values())
     if history.snapshot is not None:
         when = utc_minute(history.snapshot)

@@ -581,8 +581,11 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
     if path.parent and not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(render_report(rows, providers, now, egress_gb, stale_after_hours, gpus, tuning), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(render_report(rows, providers, now, egress_gb, stale_after_hours, gpus, tuning), encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a report that could not be written leaves nothing behind
     return Report(path, rows, providers, now)
 
 

@@ -1,9 +1,11 @@
-"""A DuckDB query that can be stopped: by a time limit, or by Ctrl-C.
+"""A DuckDB query that can be stopped, with the fetching and printing of its rows: by a time
+limit, or by Ctrl-C.
 
 DuckDB runs a query in C++ and holds the calling thread until it ends; Python's own SIGINT
-handling only gets a word in between statements. So the query runs in a worker thread and the
+handling only gets a word in between statements. So the work runs in a worker thread and the
 main thread waits: when the time limit passes or SIGINT arrives, it calls
-`connection.interrupt()`, which DuckDB honours at its next check inside the running query.
+`connection.interrupt()`, which DuckDB honours at its next check inside the running query, and
+sets the event the work checks between the batches it fetches and prints.
 The reader's connection is read-only, so a stopped query leaves the warehouse as it was.
 """
 
@@ -31,17 +33,18 @@ class QueryStopped(Exception):
         self.exit_code = exit_code
 
 
-def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[], T], timeout_s: float | None) -> T:
-    """`work()` (which runs queries on `con`) in a worker thread; QueryStopped after `timeout_s`
-    seconds (None or 0: no limit) or on SIGINT, with the query interrupted. Errors of `work`
-    are raised here as they are."""
+def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Event], T],
+                  timeout_s: float | None) -> T:
+    """`work(stopping)` (which runs queries on `con`) in a worker thread; QueryStopped after
+    `timeout_s` seconds (None or 0: no limit) or on SIGINT, with the query interrupted and
+    `stopping` set. Errors of `work` are raised here as they are."""
     outcome: dict[str, Any] = {}
-    done = threading.Event()
+    done, stopping = threading.Event(), threading.Event()
     stopped: list[QueryStopped] = []
 
     def run() -> None:
         try:
-            outcome["value"] = work()
+            outcome["value"] = work(stopping)
         except BaseException as err:  # noqa: BLE001 - handed to the waiting thread, raised there
             outcome["error"] = err
         finally:
@@ -50,6 +53,7 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[], T], timeout
     def stop(reason: QueryStopped) -> None:
         if not stopped:
             stopped.append(reason)
+        stopping.set()
         con.interrupt()
 
     def on_sigint(signum: int, frame: Any) -> None:

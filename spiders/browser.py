@@ -115,18 +115,16 @@ def launch_options(executable_path: str, timeout_ms: float) -> dict[str, Any]:
 
 
 def same_host_only(start_url: str) -> Callable[[Any], bool]:
-    """PLAYWRIGHT_ABORT_REQUEST predicate: let the page reach only its own host.
+    """PLAYWRIGHT_ABORT_REQUEST predicate: let the page reach only its own origin (scheme, host, port).
 
     Third-party scripts (analytics, tag managers, chat widgets) never render the
     price table; aborting them keeps the crawl polite, fast and, under replay,
-    strictly on 127.0.0.1.
+    strictly on its loopback port. spiders/fence.py closes the ways this route does not see.
     """
-    allowed = urlsplit(start_url).netloc
+    allowed = urlsplit(start_url)[:2]
 
     def abort(request: Any) -> bool:
-        if request.resource_type in SKIPPED_RESOURCE_TYPES:
-            return True
-        return urlsplit(request.url).netloc != allowed
+        return request.resource_type in SKIPPED_RESOURCE_TYPES or urlsplit(request.url)[:2] != allowed
 
     return abort
 

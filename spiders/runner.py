@@ -158,9 +158,11 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
     from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY, item_feed
 
     if settings.pop(BROWSER_SAME_HOST_ONLY, False):
+        from gpuledger.spiders import fence
         from gpuledger.spiders.browser import same_host_only
 
         settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
+        fence.ALLOWED_ORIGINS.add(fence.origin_of(url))
     settings["FEEDS"] = item_feed(out)
     spider_cls = load_object(spider_path)
     effective: dict[str, Any] = {}
@@ -215,6 +217,7 @@ def effective_settings(crawler: Any) -> dict[str, Any]:
         "browser_args": list(launch.get("args") or []),
         "browser_headless": launch.get("headless"),
         "abort_request_filter": callable(s.get("PLAYWRIGHT_ABORT_REQUEST")),
+        "browser_provider": s.get("PLAYWRIGHT_BROWSER_PROVIDER"),
         "extensions": _names(crawler.extensions.middlewares) if crawler.extensions else [],
         "downloader_middlewares": _names(downloader.middleware.middlewares) if downloader else [],
     }

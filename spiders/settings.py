@@ -77,7 +77,7 @@ def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "http
             "PLAYWRIGHT_BROWSER_TYPE": "chromium",
             "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
             "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
-            BROWSER_SAME_HOST_ONLY: True}
+            "PLAYWRIGHT_BROWSER_PROVIDER": "gpuledger.spiders.fence.FencedBrowsers", BROWSER_SAME_HOST_ONLY: True}
 
 
 def item_feed(path: Path) -> dict[str, dict[str, Any]]:

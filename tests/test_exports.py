@@ -160,3 +160,95 @@ def test_bad_since_and_unknown_table_are_one_line(warehouse: Path, tmp_path: Pat
     unknown = CliRunner().invoke(app, ["export", str(tmp_path), "--db", str(warehouse), "-t", "nope"])
     assert unknown.exit_code == 1 and "unknown table(s) ['nope']" in unknown.output
     assert "offer_history" in unknown.output and "Traceback" not in unknown.output
+
+
+# -- no path becomes SQL ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [
+    "O'Brien snaps",
+    "quote ' semicolon ; and\na newline",
+    # Closes the path's literal early: before the fix, DuckDB wrote the offers to the file "x" beside
+    # the folder, then failed on the injected COPY, and the command said "nothing written".
+    "x' (format csv); copy (select 42 as pwned) to 'PWNED.csv",
+])
+def test_export_to_a_folder_with_quotes_semicolons_and_newlines_writes_exactly_its_files(
+        warehouse: Path, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # where an injected relative COPY would land
+    before = warehouse.read_bytes()
+    out = tmp_path / name
+    result = CliRunner().invoke(app, ["export", str(out), "--db", str(warehouse), "-t", "offers"])
+    assert result.exit_code == 0, result.output
+    folder = Path(result.stdout.strip().splitlines()[-1]) if "\n" not in name else next(out.iterdir())
+    everything = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert everything == sorted([name, str(folder.relative_to(tmp_path)),
+                                 *(str((folder / f).relative_to(tmp_path))
+                                   for f in ("manifest.json", "offers.csv", "offers.parquet"))])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["tables"]["offers"]["rows"] == 1
+    assert warehouse.read_bytes() == before
+
+
+# -- any CSV reader infers the manifest's types ---------------------------------------------------
+
+# Type families: what each reader's inferred type must be for a column the manifest types so.
+FAMILIES = {"BOOLEAN": "bool", "DOUBLE": "float", "INTEGER": "int", "BIGINT": "int"}
+
+
+def family(reader_type: str) -> str:
+    t = reader_type.lower()
+    return ("bool" if "bool" in t else "float" if "float" in t or t == "double" else
+            "int" if "int" in t else "other")
+
+
+@pytest.fixture(scope="module")
+def replayed_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offers of AWS (21,706: more than one of pandas' read blocks), Azure, Vast.ai and Lambda,
+    replayed with their real clients, exported as CSV: columns that are empty for the first
+    thousands of rows (reliability, available) and booleans with NULLs among true and false."""
+    from tests.builders import replayed_warehouse
+
+    tmp = tmp_path_factory.mktemp("typed")
+    db = tmp / "w.duckdb"
+    replayed_warehouse(db, ["aws", "azure", "lambda", "vastai"])
+    result = CliRunner().invoke(app, ["export", str(tmp / "out"), "--db", str(db), "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def typed_columns(folder: Path, table: str) -> dict[str, str]:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    return {c["name"]: FAMILIES[c["type"]] for c in manifest["tables"][table]["columns"] if c["type"] in FAMILIES}
+
+
+@pytest.mark.parametrize("table", ["offers", "scrape_runs", "egress_prices", "storage_prices"])
+def test_pandas_polars_and_duckdb_infer_the_manifests_types_without_a_warning(replayed_export: Path,
+                                                                             table: str) -> None:
+    import warnings
+
+    import pandas as pd
+    import polars as pl
+
+    path = replayed_export / f"{table}.csv"
+    expected = typed_columns(replayed_export, table)
+    assert table != "offers" or {"available", "reliability", "price_per_hour", "term_months"} <= set(expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a DtypeWarning (mixed types in a column) fails the test
+        frame = pd.read_csv(path)
+        polars_types = pl.read_csv(path).schema
+    duck_types = dict(duckdb.sql(f"select column_name, column_type from (describe select * from "
+                                 f"read_csv('{path}'))").fetchall())
+    for column, want in expected.items():
+        assert family(str(polars_types[column])) == want, (column, polars_types[column])
+        assert family(duck_types[column]) == want, (column, duck_types[column])
+        values = frame[column].dropna()
+        if want == "bool":  # pandas has no nullable boolean by inference: bools, with NaN for NULL
+            assert all(isinstance(v, (bool, np_bool())) for v in values), (column, frame[column].dtype)
+        else:  # an integer column with NULLs is float64 in pandas
+            assert frame[column].dtype.kind in ("f" if want == "float" else "if"), (column, frame[column].dtype)
+    assert len(frame) == json.loads((replayed_export / "manifest.json").read_text())["tables"][table]["rows"]
+
+
+def np_bool() -> type:
+    import numpy as np
+
+    return np.bool_

@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -500,11 +501,13 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
     The name travels through the real client into offers, and out through `gpuledger export`."""
     import csv
 
-    names = {"=HYPERLINK(\"http://x\",\"y\")": "a", "+SUM(1+1)": "b", "-2+3": "c", "@cmd": "d"}
+    names = {"=HYPERLINK(\"http://x\",\"y\")": "a", "+SUM(1+1)": "b", "-2+3": "c", "@cmd": "d",
+             " =1+1": "e", "\n=2+2": "f", "\u00a0=3+3": "g", "\uff1d4+4": "h", "|calc": "i", "\t5": "j"}
+    inert = {"gpu plain": "k", "nul\u0000byte": "l"}  # no formula; a NUL is written as U+2400
     doc = json.loads((BUNDLED_RECORDINGS / "lambda" / "instance-types.json").read_text())
     template = doc["data"]["gpu_1x_a10"]
     doc["data"] = {}
-    for i, name in enumerate(names):
+    for i, name in enumerate([*names, *inert]):
         item = json.loads(json.dumps(template))
         item["instance_type"]["name"] = name
         item["instance_type"]["price_cents_per_hour"] = 100 + i
@@ -529,37 +532,47 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
     folder = Path(result.stdout.strip().splitlines()[-1])
     with open(folder / "offers.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert sorted(r["instance_type"] for r in rows) == sorted("'" + n for n in names)
+    assert sorted(r["instance_type"] for r in rows) == sorted(["'" + n for n in names] +
+                                                              ["gpu plain", "nul\u2400byte"])
+    # numbers and booleans: bare, no apostrophe
+    assert sorted(float(r["price_per_hour"]) for r in rows) == [(100 + i) / 100 for i in range(len(rows))]
     for r in rows:
-        assert r["instance_type"][0] == "'" and r["instance_type"][1] in "=+-@"
-        assert float(r["price_per_hour"]) in {1.0, 1.01, 1.02, 1.03}  # numbers: bare, no apostrophe
         assert r["gpu_count"] == "1.0" and r["gpu_memory_gb"] == "24.0" and r["available"] == "true"
     parquet = duckdb.sql(f"select instance_type from '{folder / 'offers.parquet'}'").fetchall()
-    assert sorted(r[0] for r in parquet) == sorted(names)  # Parquet keeps the data as it is
+    assert sorted(r[0] for r in parquet) == sorted([*names, *inert])  # Parquet keeps the data as it is
 
 
 # -- crawls: what the child process really runs with -----------------------------------------------
 
 class Trap:
-    """A server on another host:port that must never be contacted."""
+    """A server on another host:port that must never be contacted: every request it gets (a
+    WebSocket handshake is a GET too) is kept as (method, path, headers, body)."""
 
-    def __init__(self) -> None:
-        self.hits: list[str] = []
+    def __init__(self, host: str = "localhost") -> None:
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.hits.append(self.path)
+            def _hit(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests.append((self.command, self.path, dict(self.headers), body))
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            do_GET = do_POST = do_PUT = _hit
 
             def log_message(self, *args: Any) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://localhost:{self.server.server_address[1]}"  # another netloc than 127.0.0.1:port
+        # "localhost": another netloc than 127.0.0.1:port; "127.0.0.1": the same host, another port
+        self.url = f"http://{host}:{self.server.server_address[1]}"
+
+    @property
+    def hits(self) -> list[str]:
+        return [path for _, path, _, _ in self.requests]
 
     def close(self) -> None:
         self.server.shutdown()
@@ -571,15 +584,42 @@ def planted(trap: Trap) -> bytes:
             f'<script>fetch("{trap.url}/inline"); new Image().src = "{trap.url}/beacon";</script>').encode()
 
 
-def scrape_with_planted_traps(module: Any, provider: str, page_path: str) -> tuple[Any, Trap]:
-    """Scrape `provider`'s replayed page with scripts and an image planted in it that would call
-    the trap server if anything ran or fetched them."""
-    trap = Trap()
+def every_way_out(trap: Trap) -> bytes:
+    """Script that tries each way a page can reach another origin and port."""
+    tries = (
+        'new WebSocket(T.replace("http", "ws") + "/websocket")',
+        'window.open(T + "/window-open")',
+        '(() => { const f = document.createElement("form"); f.method = "POST"; f.action = T + "/form-post"; '
+        'f.target = "_blank"; f.innerHTML = "<input name=q value=1>"; document.body.appendChild(f); f.submit(); })()',
+        'navigator.sendBeacon(T + "/send-beacon", "x")',
+        'new EventSource(T + "/event-source")',
+        'navigator.serviceWorker.register("/sw.js")',
+        'fetch(T + "/fetch", {mode: "no-cors", method: "POST", body: "x"})',
+        '(() => { const x = new XMLHttpRequest(); x.open("GET", T + "/xhr"); x.send(); })()',
+        '(() => { const l = document.createElement("link"); l.rel = "prefetch"; l.href = T + "/prefetch"; '
+        'document.head.appendChild(l); })()',
+        '(() => { const i = document.createElement("iframe"); i.src = T + "/iframe"; document.body.appendChild(i); })()',
+    )
+    return (f"<script>const T = {json.dumps(trap.url)}; const tries = [{', '.join(f'() => {js}' for js in tries)}];"
+            " for (const t of tries) { try { const p = t(); if (p && p.catch) p.catch(() => 0); } catch (e) {} }"
+            "</script>").encode()
+
+
+def scrape_with_planted_traps(module: Any, provider: str, page_path: str, plant: Any = planted,
+                              trap_host: str = "localhost", slow_path: str = "") -> tuple[Any, Trap]:
+    """Scrape `provider`'s replayed page with `plant(trap)` (scripts, images) planted in it that would
+    call the trap server if anything ran or fetched them. `slow_path` is answered 2 s late, so the
+    page stays open while the planted script's requests would leave."""
+    trap = Trap(trap_host)
 
     def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if req.path == slow_path:
+            time.sleep(2)
         if req.path != page_path or ex is None:
             return None
-        return 200, dict(ex.headers), ex.body().replace(b"<body>", b"<body>" + planted(trap), 1)
+        body, n = re.subn(rb"<body[^>]*>", lambda m: m.group(0) + plant(trap), ex.body(), count=1)
+        assert n == 1, "the page has no <body> to plant in"
+        return 200, dict(ex.headers), body
 
     server = ReplayServer(BUNDLED_RECORDINGS, providers=[provider], hook=hook)
     server.start()
@@ -613,6 +653,7 @@ def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_p
     eff = result.status["effective"]
     args = eff["browser_args"]
     assert eff["browser_headless"] is True and eff["abort_request_filter"] is True
+    assert eff["browser_provider"] == "gpuledger.spiders.fence.FencedBrowsers"  # every context fenced
     assert eff["ROBOTSTXT_OBEY"] is True and eff["TELNETCONSOLE_ENABLED"] is False
     assert "--disable-background-networking" in args and "--disable-component-update" in args
     from gpuledger.spiders.browser import needs_no_sandbox
@@ -621,6 +662,16 @@ def test_browser_crawl_runs_sandboxed_except_as_root_and_stays_on_its_host(tmp_p
     assert ("--no-sandbox" in args) == needs_no_sandbox() == (os.geteuid() == 0 or
                                                              os.environ.get("GPULEDGER_CHROMIUM_NO_SANDBOX") == "1")
     assert not [a for a in args if a.startswith(FORBIDDEN_BROWSER_FLAGS)], args
+
+
+def test_a_rendered_page_reaches_no_other_origin_by_any_way_out() -> None:
+    """The Hyperstack page, rendered in Chromium with script that opens a WebSocket, a popup, a
+    form POST into a new window, a beacon, an event stream, a service worker, a prefetch and an
+    iframe towards another port of the same host: the page still renders, and nothing arrives."""
+    result, trap = scrape_with_planted_traps(hyperstack, "hyperstack", "/gpu-pricing", every_way_out, "127.0.0.1",
+                                             slow_path="/gpu-pricing/rates.json")
+    assert len(result.items) > 10
+    assert trap.requests == [], trap.hits
 
 
 def test_browser_sandbox_stays_on_for_other_users(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -636,3 +687,386 @@ def test_browser_sandbox_stays_on_for_other_users(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
     monkeypatch.delenv("GPULEDGER_CHROMIUM_NO_SANDBOX")
     assert browser.launch_options("/usr/bin/chromium", 1000)["args"][0] == "--no-sandbox"
+
+
+# -- credentials stay with their host ------------------------------------------------------------
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_a_redirect_to_another_port_receives_no_credential_from_any_source(canary_env: TokenServer,
+                                                                          status: int) -> None:
+    """Every source that declares a secret (from the registry), live against loopback with its
+    canary keys, is answered with a redirect to another port of the same host, path and query
+    kept: the redirect is refused with a line saying so, and the other port hears nothing."""
+    trap = Trap("127.0.0.1")
+
+    def redirect(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        return status, {"Location": trap.url + req.target, "Content-Type": "text/plain"}, b""
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(API_PROVIDERS), hook=redirect)
+    server.start()
+    try:
+        for p in API_PROVIDERS:
+            with pytest.raises(SourceError, match=f"redirect to another origin \\({trap.url}/\\) not followed"):
+                source_module(p).fetch(live_context(server, p))
+    finally:
+        server.close()
+        trap.close()
+    assert trap.requests == []
+
+
+def test_a_redirect_on_the_same_origin_is_still_followed(replay: Any) -> None:
+    def moved(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if "moved" in req.params:
+            return None
+        return 308, {"Location": req.target + ("&" if "?" in req.target else "?") + "moved=1"}, b""
+
+    server = replay("lambda", hook=moved)
+    batch = source_module("lambda").fetch(replay_context(server, "lambda"))
+    assert len(batch.offers) == 27
+    assert [r.params.get("moved") for _, r in server.requests] == [None, "1"]
+
+
+# -- every answer bounded ------------------------------------------------------------------------
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """About 1 MB of gzip that inflates to 1 GiB."""
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"\0" * (1 << 20)
+    return b"".join([packer.compress(block) for _ in range(1024)] + [packer.flush()])
+
+
+def hostile_server(answer: Any) -> tuple[str, Any]:
+    """A loopback server that reads a request and answers with `answer(socket)`; (URL, close)."""
+    import socketserver
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(65536)
+            try:
+                answer(self.request)
+            except OSError:  # the client gave up
+                pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return f"http://127.0.0.1:{server.server_address[1]}", close
+
+
+def bomb(sock: Any) -> None:
+    body = gzip_bomb()
+    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def drip(at_once: bytes) -> Any:
+    """An answer that sends `at_once`, then one byte every 0.2 s (for at most 30 s)."""
+    def answer(sock: Any) -> None:
+        started = time.monotonic()
+        sock.sendall(at_once)
+        for byte in HEADERS[len(at_once):] + b"x" * 1000:
+            if time.monotonic() - started > 30:
+                return
+            sock.sendall(bytes([byte]))
+            time.sleep(0.2)
+    return answer
+
+
+HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (bomb, "exceeds the limit of 67,108,864 bytes"),
+    (drip(HEADERS), "ReadTimeout: "),
+    (drip(b""), "ReadTimeout: no complete answer within 2 s"),
+], ids=["gzip-bomb", "body-drip", "header-drip"])
+def test_a_hostile_answer_fails_its_request_within_the_bound(answer: Any, expected: str) -> None:
+    """Lambda's real client against a server that answers with a gzip bomb (1 MB inflating to
+    1 GiB) or drips its body or its status line a byte at a time: the request fails with one line
+    naming the source, within the documented bound (the retry budget plus one request's timeout),
+    having held no more than the source's byte limit."""
+    gzip_bomb()  # made before the clock starts
+    url, close = hostile_server(answer)
+    ctx = SourceContext(provider="lambda", mode="replay", replay_urls={"cloud.lambda.ai": url},
+                        http_timeout_s=2, http_attempts=2, retry_wait_max_s=0.05, retry_budget_s=3)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SourceError) as err:
+            source_module("lambda").fetch(ctx)
+    finally:
+        close()
+    elapsed = time.monotonic() - started
+    assert str(err.value).startswith("lambda: cloud.lambda.ai/api/v1/instance-types") and expected in str(err.value)
+    assert "\n" not in str(err.value)
+    assert elapsed < ctx.retry_budget_s + ctx.http_timeout_s + 1.5, elapsed
+
+
+def test_a_gzip_bomb_in_a_recording_fails_its_provider_alone_and_the_refresh_stays_small(tmp_path: Path) -> None:
+    """`gpuledger refresh --replay` from recordings whose Lambda body file is a gzip bomb (1 MB
+    inflating to 1 GiB): Lambda fails in one line naming its limit, Vast.ai loads, and the whole
+    process tree of the refresh never holds 1.5 GB."""
+    import shutil
+
+    import psutil
+
+    recordings = tmp_path / "recordings"
+    for p in ("lambda", "vastai"):
+        shutil.copytree(BUNDLED_RECORDINGS / p, recordings / p)
+    manifest = json.loads((recordings / "lambda" / "manifest.json").read_text())
+    for ex in manifest["exchanges"]:
+        ex["response"]["body_file"] = "bomb.json.gz"
+    (recordings / "lambda" / "manifest.json").write_text(json.dumps(manifest))
+    (recordings / "lambda" / "bomb.json.gz").write_bytes(gzip_bomb())
+    refresh = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", "--recordings",
+                                str(recordings), "-p", "lambda", "-p", "vastai", "--db", str(tmp_path / "l.duckdb")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tree = psutil.Process(refresh.pid)
+    peak = 0
+    while refresh.poll() is None:
+        try:
+            rss = sum(p.memory_info().rss for p in [tree, *tree.children(recursive=True)])
+        except psutil.Error:
+            continue
+        peak = max(peak, rss)
+        time.sleep(0.05)
+    out, err = refresh.communicate()
+    assert refresh.returncode == 1, out + err
+    assert peak < 1.5e9, peak
+    said = " ".join((out + err).split())
+    assert "lambda: cloud.lambda.ai/api/v1/instance-types: the answer exceeds the limit of 67,108,864 bytes" in said
+    assert "Traceback" not in out + err
+    assert "failed providers: lambda" in said and re.search(r"vastai\s+ok", out + err)
+
+
+# -- recordings are data -------------------------------------------------------------------------
+
+OBTAINED = {"access_token": "CANARY-obtained-access-U1v2W3", "refresh_token": "CANARY-obtained-refresh-X4y5Z6"}
+
+
+def test_a_recording_holds_no_secret_and_still_replays(canary_env: TokenServer, tmp_path: Path) -> None:
+    """Every source with a secret is recorded (from a replay, its canary keys in the environment) with
+    its servers quoting its key inside the data and its token endpoints handing out canary tokens:
+    no file of the recording holds a key or a token, and Verda's recording (its token request
+    carries the client id and secret) replays to the same offers."""
+    from gpuledger.flows.fetch import SourcePlan, fetch_source
+
+    def answer(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if ex is not None and req.path.endswith("/token"):
+            return 200, {"Content-Type": "application/json"}, json.dumps(
+                {**OBTAINED, "token_type": "Bearer", "expires_in": 3600}).encode()
+        return keys_in_data(host, req, ex)
+
+    rec = tmp_path / "recorded"
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(API_PROVIDERS), hook=answer)
+    server.start()
+    try:
+        for p in API_PROVIDERS:
+            settings = {**server.settings.get(p, {}), "aws_regions": "us-east-1", "aws_price_source": "api",
+                        "gcp_regions": "us-central1"}
+            fetch_source(SourcePlan(provider=p, mode="record", replay_urls=server.endpoints(), settings=settings,
+                                    record_dir=str(rec), http_attempts=1, retry_wait_max_s=0.05))
+    finally:
+        server.close()
+    verda_sent = [r for h, r in server.requests if h == "api.verda.com" and r.path.endswith("/token")]
+    assert CANARY["VERDA_CLIENT_SECRET"] in verda_sent[0].body.decode()  # the secret was really sent
+    written = {str(f.relative_to(rec)): f.read_bytes().decode("latin-1") for f in rec.rglob("*") if f.is_file()}
+    assert {f.split("/")[0] for f in written} == set(API_PROVIDERS)
+    found = {f: [c for c in [*ALL_CANARIES, *OBTAINED.values()] if c in text or quote(c, safe="") in text]
+             for f, text in written.items()}
+    assert not {f: c for f, c in found.items() if c}
+    replayed = ReplayServer(rec, providers=["verda"])
+    replayed.start()
+    try:
+        batch = source_module("verda").fetch(replay_context(replayed, "verda"))
+    finally:
+        replayed.close()
+    original = ReplayServer(BUNDLED_RECORDINGS, providers=["verda"])
+    original.start()
+    try:
+        expected = source_module("verda").fetch(replay_context(original, "verda"))
+    finally:
+        original.close()
+    # the same offers, the key planted in one name cut out of it
+    assert sorted(str(o.key).replace(" [redacted]", "") for o in batch.offers) == \
+        sorted(str(o.key) for o in expected.offers) != []
+
+
+# -- one line, never a traceback -----------------------------------------------------------------
+
+def hostile_inputs(tmp: Path, db: Path) -> dict[str, tuple[list[str], dict[str, str], str]]:
+    """Each input issue 46 found a traceback for: (arguments, environment, what the error line says)."""
+    import shutil
+
+    def recording(name: str, edit: Any) -> str:
+        folder = tmp / name
+        shutil.copytree(BUNDLED_RECORDINGS / "lambda", folder / "lambda")
+        path = folder / "lambda" / "manifest.json"
+        doc = json.loads(path.read_text())
+        path.write_text(edit(doc) if callable(edit) else edit)
+        return str(folder)
+
+    def status_abc(doc: dict) -> str:
+        doc["exchanges"][0]["response"]["status"] = "abc"
+        return json.dumps(doc)
+
+    def escaping(doc: dict) -> str:
+        doc["exchanges"][0]["response"]["body_file"] = "../../../../../../etc/passwd"
+        return json.dumps(doc)
+
+    (tmp / "a-directory").mkdir()
+    (tmp / "busy").mkdir()
+    (tmp / "busy" / "kept.txt").write_text("mine")
+    truncated = tmp / "truncated.duckdb"
+    truncated.write_bytes(db.read_bytes()[:100_000])
+    refresh = ["refresh", "--replay", "-p", "lambda", "--db", str(tmp / "new.duckdb")]
+    return {
+        "manifest status abc": (["refresh", "--replay", "--recordings", recording("m1", status_abc), "-p", "lambda",
+                                 "--db", str(db)], {}, "exchanges.0.response.status: Input should be a valid integer"),
+        "manifest exchanges not a list": (["refresh", "--replay", "--recordings", recording("m2", lambda d: json.dumps(
+            {**d, "exchanges": {"a": 1}})), "-p", "lambda", "--db", str(db)], {}, "exchanges: Input should be a valid list"),
+        "manifest not JSON": (["refresh", "--replay", "--recordings", recording("m3", "{not json"), "-p", "lambda",
+                               "--db", str(db)], {}, "not a recording manifest (Expecting property name"),
+        "recordings folder missing": (["refresh", "--replay", "--recordings", str(tmp / "nowhere"), "-p", "lambda",
+                                       "--db", str(db)], {}, "no recording for this provider"),
+        "body file outside its folder": (["refresh", "--replay", "--recordings", recording("m4", escaping), "-p",
+                                          "lambda", "--db", str(db)], {}, "is outside the recording's folder"),
+        "task timeout abc": (refresh, {"GPULEDGER_TASK_TIMEOUT_S": "abc"},
+                             "GPULEDGER_TASK_TIMEOUT_S='abc': Input should be a valid number"),
+        "anomaly factor nan": (refresh, {"GPULEDGER_OFFER_ANOMALY_FACTOR": "nan"},
+                               "GPULEDGER_OFFER_ANOMALY_FACTOR='nan': Input should be a finite number"),
+        "anomaly factor 0": (refresh, {"GPULEDGER_OFFER_ANOMALY_FACTOR": "0"}, "Input should be greater than 1"),
+        "anomaly factor -1": (refresh, {"GPULEDGER_OFFER_ANOMALY_FACTOR": "-1"}, "Input should be greater than 1"),
+        "exchange rate -1": (refresh, {"GPULEDGER_SCALEWAY_USD_PER_EUR": "-1"},
+                             "GPULEDGER_SCALEWAY_USD_PER_EUR='-1': Input should be greater than or equal to 0.5"),
+        "status --stale-after nan": (["status", "--stale-after", "nan", "--db", str(db)], {},
+                                     "Invalid value for '--stale-after'"),
+        "plot into a directory": (["plot", "--gpu", "A10", str(tmp / "a-directory"), "--db", str(db)], {},
+                                  "Is a directory"),
+        "report into a directory": (["report", str(tmp / "a-directory"), "--db", str(db)], {}, "Is a directory"),
+        "record into a file's child": (["record", str(db / "sub"), "--from-recordings", str(BUNDLED_RECORDINGS),
+                                        "-p", "lambda", "--db", str(tmp / "r.duckdb")], {}, "Not a directory"),
+        "record into a non-empty folder": (["record", str(tmp / "busy"), "--from-recordings", str(BUNDLED_RECORDINGS),
+                                            "-p", "lambda", "--db", str(tmp / "r.duckdb")], {}, "is not empty"),
+        "refresh a truncated warehouse": (["refresh", "--replay", "-p", "lambda", "--db", str(truncated)], {},
+                                          "a damaged or truncated file"),
+        "accept an unknown provider's anomaly": (["refresh", "--replay", "-p", "lambda", "--accept-anomaly", "nosuch",
+                                                  "--db", str(db)], {}, "--accept-anomaly nosuch: no such provider"),
+        "sql on an ASCII terminal": (["sql", "select 'Zürich ☃' as city", "--db", str(db)],
+                                     {"PYTHONIOENCODING": "ascii"}, ""),
+    }
+
+
+def test_no_hostile_input_gets_a_traceback(small_db: Path, tmp_path: Path) -> None:
+    """Every input listed in issue 46, through the real command: one error line (or, for the ASCII
+    terminal, escaped output), never a Python traceback; a usage error or a refused input exits 2."""
+    for name, (args, env, said) in hostile_inputs(tmp_path, small_db).items():
+        done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", *args], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, **env})
+        shown = done.stdout + done.stderr
+        assert "Traceback" not in shown and "Error logging to API" not in shown, (name, shown[-3000:])
+        assert said in " ".join(shown.split()), (name, shown[-2000:])
+        if said:
+            assert done.returncode in (1, 2), (name, done.returncode)
+        else:
+            assert done.returncode == 0 and "Z\\xfcrich \\u2603" in done.stdout, (name, shown)
+    assert not list(tmp_path.glob(".*.partial")) and (tmp_path / "busy" / "kept.txt").read_text() == "mine"
+
+
+def test_a_failed_provider_and_a_corrupt_saved_result_cost_one_line_each(small_db: Path, tmp_path: Path) -> None:
+    """A refresh that runs its flow: one provider fails (its recording answers 500), a result saved by
+    an earlier refresh is unreadable. Each is said in one line: no Prefect task traceback, no complaint
+    about the temporary API server, and status still answers."""
+    import shutil
+
+    db = tmp_path / "ledger.duckdb"
+    shutil.copy(small_db, db)
+    saved = Path(f"{db}.pending") / "refresh-20261201T000000Z-deadbeef"
+    saved.mkdir(parents=True)
+    (saved / "vastai.json").write_text("{garbage")
+    recordings = tmp_path / "recordings"
+    for p in ("lambda", "vastai"):
+        shutil.copytree(BUNDLED_RECORDINGS / p, recordings / p)
+    manifest = json.loads((recordings / "lambda" / "manifest.json").read_text())
+    for ex in manifest["exchanges"]:
+        ex["response"] = {"status": 500, "body": "upstream exploded"}
+    (recordings / "lambda" / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", "--recordings",
+                           str(recordings), "-p", "lambda", "-p", "vastai", "--db", str(db)],
+                          capture_output=True, text=True, timeout=300)
+    shown = done.stdout + done.stderr
+    assert done.returncode == 1, shown
+    assert "Traceback" not in shown and "Error logging to API" not in shown and "EventsWorker" not in shown, shown
+    assert "HTTP 500 from cloud.lambda.ai/api/v1/instance-types: upstream exploded" in " ".join(shown.split())
+    assert "cannot read the saved result" in shown and (saved / "vastai.json.unreadable").exists()
+    status = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "status", "--db", str(db), "-f", "csv"],
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode in (0, 1, 3) and "vastai" in status.stdout, status.stderr
+
+
+# -- a record is quarantined, not the provider ---------------------------------------------------
+
+def test_absurd_records_are_quarantined_while_the_rest_of_the_provider_loads(tmp_path: Path) -> None:
+    """Lambda's real client, its answer carrying four more instance types: a price of 5,000 digits, a
+    name holding a lone surrogate ("\\ud800", valid JSON), a new 8x H100 at price_cents_per_hour 1e-10
+    ($1.25e-13 per GPU-hour), and 8x V100 claiming 100,000 GPUs. Each is quarantined with its reason;
+    the 27 real offers load, and the warehouse's cheapest H100 and V100 are Lambda's real prices."""
+    doc = json.loads((BUNDLED_RECORDINGS / "lambda" / "instance-types.json").read_text())
+
+    def variant(of: str, name: str, **changes: Any) -> None:
+        item = json.loads(json.dumps(doc["data"][of]))
+        item["instance_type"].update(name=name, **{k: v for k, v in changes.items() if k != "gpus"})
+        if "gpus" in changes:
+            item["instance_type"]["specs"]["gpus"] = changes["gpus"]
+        doc["data"][name] = item
+
+    variant("gpu_8x_h100_sxm5", "gpu_8x_h100_huge", price_cents_per_hour=424242)
+    variant("gpu_1x_a10", "SURROGATE")
+    variant("gpu_8x_h100_sxm5", "gpu_8x_h100_new", price_cents_per_hour=1e-10)
+    variant("gpu_8x_v100", "gpu_100000x_v100", gpus=100_000)
+    body = (json.dumps(doc).replace("424242", "9" * 5000).replace('"SURROGATE"', '"gpu_1x_\\ud800"')).encode()
+
+    def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": "application/json"}, body
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
+    server.start()
+    try:
+        batch = source_module("lambda").fetch(replay_context(server, "lambda"))
+    finally:
+        server.close()
+    reasons = {q.source_ref: q.reason for q in batch.quarantined}
+    said = " | ".join(f"{ref}: {why}" for ref, why in reasons.items())
+    assert len(batch.offers) == 27, said
+    assert re.search(r"gpu_8x_h100_huge[^|]*price_per_hour is not a finite number", said), said
+    assert re.search(r"gpu_1x_\\ud800[^|]*UTF-8 cannot encode", said), said
+    assert re.search(r"gpu_8x_h100_new[^|]*price_per_gpu_hour 1\.25e-13 USD is outside 0\.075\.\.122", said), said
+    assert re.search(r"gpu_100000x_v100[^|]*gpu_count 100000 exceeds 16", said), said
+    db = tmp_path / "ledger.duckdb"
+    report = load(db, [scraped("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r")[0]
+    assert report.ok and report.rows_loaded == 27 and report.rows_quarantined == len(batch.quarantined)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cheapest = dict(con.execute("select gpu_model, min(price_per_gpu_hour) from offers group by 1").fetchall())
+    finally:
+        con.close()
+    assert cheapest["H100-SXM"] == 3.99 and cheapest["V100-SXM2-16"] == 0.79  # lambda.ai/instances, 2026-09-20
+
+
+def test_every_gpu_model_has_cited_plausibility_bounds() -> None:
+    from gpuledger.warehouse import gpus
+    from gpuledger.warehouse.records import plausible
+
+    assert set(plausible()) == set(gpus.models())  # a new model of gpu_models.csv needs its tier
+    text = (Path(gpus.__file__).parent / "data" / "plausibility.csv").read_text()
+    tiers = [line.split(",") for line in text.splitlines() if line and not line.startswith(("#", "tier,"))]
+    for tier, low, high, most, floor_from, ceiling_from, _ in tiers:
+        assert f"[{floor_from}]" in text and f"[{ceiling_from}]" in text, tier  # each bound cites its price
+        assert 0 < float(low) < float(high) and float(most) >= 16, tier

@@ -76,16 +76,16 @@ def test_settings_are_read_when_used_not_at_import(monkeypatch: pytest.MonkeyPat
 
 def test_an_invalid_value_fails_the_provider_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPULEDGER_AWS_CONCURRENCY", "many")
-    with pytest.raises(SourceError, match=r"^aws: invalid settings: aws_concurrency: "):
+    with pytest.raises(SourceError, match=r"^aws: invalid settings: GPULEDGER_AWS_CONCURRENCY='many': Input should be a valid integer"):
         SourceContext(provider="aws").config
     monkeypatch.setenv("GPULEDGER_AWS_CONCURRENCY", "4")
     monkeypatch.setenv("GPULEDGER_AWS_PRICE_SOURCE", "csv")
-    with pytest.raises(SourceError, match=r"aws_price_source: Input should be 'auto', 'bulk' or 'api'"):
+    with pytest.raises(SourceError, match=r"GPULEDGER_AWS_PRICE_SOURCE='csv': Input should be 'auto', 'bulk' or 'api'"):
         SourceContext(provider="aws").config
 
 
 def test_an_unknown_per_scrape_setting_is_refused() -> None:
-    with pytest.raises(SourceError, match=r"invalid settings: aws_region: Extra inputs are not permitted"):
+    with pytest.raises(SourceError, match=r"invalid settings: aws_region='us-east-1': Extra inputs are not permitted"):
         SourceContext(provider="aws", settings={"aws_region": "us-east-1"}).config
 
 

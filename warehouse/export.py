@@ -3,8 +3,13 @@
 Each export goes to a new timestamped folder (never overwriting an earlier
 one), written under a temporary name and renamed when complete, so a failed
 export leaves no half snapshot. Columns are listed explicitly per table.
-CSV text cells that a spreadsheet would run as a formula are prefixed with
-an apostrophe; numeric columns stay numeric.
+CSV text cells that a spreadsheet would run as a formula (a trigger character,
+possibly after blanks or controls) are prefixed with an apostrophe, and a NUL
+character is written as U+2400 (C readers end a text at NUL); numbers and
+booleans stay bare. So that a reader inferring types from a file's first rows
+(polars: 100, DuckDB: a sample) finds every column's type, the CSV's first rows
+are, per column, its first row holding a value (and for a boolean, its first
+NULL); the rest follow in order.
 
 By default the current tables and the scrape runs are exported; the history tables and the
 quarantine when named (`tables`). Those with a time of their own (SINCE) are written whole or,
@@ -52,8 +57,15 @@ ORDER: dict[str, tuple[str, ...]] = {
 }
 CSV_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # with TimeZone UTC, which export_snapshot sets
 FORMATS = ("csv", "parquet")
-# Leading characters that make a spreadsheet evaluate a cell (OWASP CSV injection).
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+# A cell a spreadsheet would evaluate (OWASP CSV injection): a tab or carriage return first, or a
+# trigger (= + - @ |, or their fullwidth forms) after any blanks (Unicode spaces) and controls.
+FORMULA = r"^([\t\r]|[\s\p{Z}\p{Cc}]*[=+\-@|\x{FF1D}\x{FF0B}\x{FF0D}\x{FF20}\x{FF5C}])"
+NUL_SHOWN = "\u2400"
+
+
+def sql_text(value: str) -> str:
+    """`value` as a SQL string literal (a path in COPY ... TO, which takes no parameter)."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
@@ -62,19 +74,21 @@ def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
         "order by ordinal_position", [table]).fetchall())
 
 
-def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], neutralize: bool,
-            since: bool) -> str:
+def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], csv: bool, since: bool) -> str:
     types = column_types(con, table)
-    parts = []
-    for c in columns:
-        if neutralize and types.get(c) == "VARCHAR":
-            cond = " or ".join(f"starts_with({c}, {chr(39) + p + chr(39)})" for p in FORMULA_PREFIXES)
-            parts.append(f"case when {cond} then '''' || {c} else {c} end as {c}")
-        else:
-            parts.append(c)
     order = ", ".join(ORDER.get(table, columns[:3]))
     where = f" where {SINCE[table]}" if since and table in SINCE else ""
-    return f"select {', '.join(parts)} from {table}{where} order by {order}"
+    if not csv:
+        return f"select {', '.join(columns)} from {table}{where} order by {order}"
+    parts = [f"case when regexp_matches({c}, '{FORMULA}') then chr(39) else '' end || "
+             f"replace({c}, chr(0), '{NUL_SHOWN}') as {c}" if types.get(c) == "VARCHAR" else c for c in columns]
+    # pandas reads a CSV in blocks and warns when a boolean column's blocks differ (all NULL: float;
+    # some NULL: object): the first block gets a NULL of each boolean column too
+    witnesses = [f"min(_n) filter (where {c} is {nullness})" for c in columns if types.get(c) != "VARCHAR"
+                 for nullness in ("not null", "null")[:2 if types.get(c) == "BOOLEAN" else 1]]
+    return (f"with t as (select *, row_number() over (order by {order}) as _n from {table}{where}), "
+            f"w as (select unnest([{', '.join(witnesses) or 'null'}]) as _n from t) "
+            f"select {', '.join(parts)} from t order by _n not in (select _n from w where _n is not null), _n")
 
 
 def _sha256(path: Path) -> str:
@@ -137,10 +151,10 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
             files = []
             for fmt in formats:
                 path = tmp / f"{table}.{fmt}"
-                query = _select(con, table, cols, neutralize=(fmt == "csv"), since=since is not None)
+                query = _select(con, table, cols, csv=(fmt == "csv"), since=since is not None)
                 opts = (f"(format csv, header true, timestampformat '{CSV_TIMESTAMP}')" if fmt == "csv"
                         else "(format parquet, compression zstd)")
-                rows = con.execute(f"copy ({query}) to '{path.as_posix()}' {opts}",
+                rows = con.execute(f"copy ({query}) to {sql_text(path.as_posix())} {opts}",
                                    params if table in SINCE else {}).fetchall()[0][0]
                 files.append({"name": path.name, "format": fmt, "rows": rows, "bytes": path.stat().st_size,
                               "sha256": _sha256(path)})

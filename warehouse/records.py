@@ -9,10 +9,13 @@ dropped (dlt's "discard_row" contract, with the evidence kept).
 
 from __future__ import annotations
 
+import csv
+import functools
 import json
 import math
 from datetime import datetime, timezone
 from enum import Enum
+from pathlib import Path
 from typing import Any, Callable, Iterable, SupportsIndex
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
@@ -24,6 +27,16 @@ from gpuledger.warehouse import gpus, interruption
 # or unit error (cents read as dollars, a monthly price read as hourly).
 MAX_PLAUSIBLE_PRICE_PER_HOUR_USD = 2_000.0
 MAX_PLAUSIBLE_USD_PER_GB = 10.0
+
+
+@functools.cache
+def plausible() -> dict[str, tuple[float, float, float]]:
+    """GPU model -> (min USD per GPU-hour, max USD per GPU-hour, max GPUs per instance), as
+    warehouse/data/plausibility.csv cites them."""
+    with (Path(__file__).parent / "data" / "plausibility.csv").open(newline="") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return {model: (float(r["min_usd_per_gpu_hour"]), float(r["max_usd_per_gpu_hour"]),
+                         float(r["max_gpus_per_instance"])) for r in rows for model in r["models"].split()}
 
 
 class PurchaseOption(str, Enum):
@@ -235,6 +248,13 @@ class Offer(_Record):
                 f"price_per_hour {self.price_per_hour} USD exceeds the plausibility cap "
                 f"{MAX_PLAUSIBLE_PRICE_PER_HOUR_USD}"
             )
+        low, high, most = plausible().get(self.gpu_model, (0.0, math.inf, math.inf))
+        if self.gpu_count > most:
+            raise ValueError(f"gpu_count {self.gpu_count:g} exceeds {most:g}, the most {self.gpu_model} GPUs one "
+                             "instance plausibly has (warehouse/data/plausibility.csv)")
+        if not low <= self.price_per_gpu_hour <= high:
+            raise ValueError(f"price_per_gpu_hour {self.price_per_gpu_hour:.6g} USD is outside {low:g}..{high:g}, "
+                             f"the plausible range for {self.gpu_model} (warehouse/data/plausibility.csv)")
         if self.source_currency == "USD" and not math.isclose(
             self.price_per_hour, self.source_price_per_hour, rel_tol=1e-9
         ):

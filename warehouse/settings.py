@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 log = logging.getLogger("gpuledger.settings")
@@ -34,11 +34,15 @@ DEVELOPMENT_VARIABLES = frozenset({
 })
 
 
+class SettingsError(ValueError):
+    """A setting's value is refused; the message names its variable and what it accepts."""
+
+
 class Settings(BaseSettings):
     """gpuledger's settings; `None` means "the source decides" (its docstring says how)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, case_sensitive=False, extra="forbid",
-                                      validate_default=True)
+                                      validate_default=True, allow_inf_nan=False)
 
     # -- the warehouse and the refresh --------------------------------------------------------
     db: str | None = None  # warehouse file; None: ./gpuledger.duckdb
@@ -46,25 +50,25 @@ class Settings(BaseSettings):
     # One offer whose price moves more than this factor either way against its current version is
     # held back at that version (the provider's other offers load): warehouse.store.hold_back_offer_jumps.
     offer_anomaly_factor: float = Field(default=5.0, gt=1)
-    task_timeout_s: float = 1800.0
-    task_retries: int = 2  # Prefect retries of a live provider task that crashed (not a SourceError)
+    task_timeout_s: float = Field(default=1800.0, gt=0)
+    task_retries: int = Field(default=2, ge=0)  # Prefect retries of a live provider task that crashed (not a SourceError)
     task_runner: str = "thread"  # thread | dask (checked where the runner is made, with its own message)
     dask_address: str = ""
-    dask_workers: int | None = None
+    dask_workers: int | None = Field(default=None, ge=1)
 
     # -- page sources -------------------------------------------------------------------------
     chromium_path: str | None = None  # a Chromium executable (path or name on PATH)
     chromium_no_sandbox: bool = False
     spider_log_level: str = "WARNING"
-    spider_download_delay_s: float = 2.0
-    spider_timeout_s: float | None = None  # None: 60 s under replay, 300 s live
-    hyperstack_render_timeout_s: float | None = None  # None: 10 s under replay, 30 s live
+    spider_download_delay_s: float = Field(default=2.0, ge=0)
+    spider_timeout_s: float | None = Field(default=None, gt=0)  # None: 60 s under replay, 300 s live
+    hyperstack_render_timeout_s: float | None = Field(default=None, gt=0)  # None: 10 s under replay, 30 s live
 
     # -- API sources --------------------------------------------------------------------------
     aws_regions: str | None = None  # "all" or a comma list; None: the enabled commercial regions (live), all recorded (replay)
     aws_price_source: Literal["auto", "bulk", "api"] = "auto"
     aws_ec2_api: Literal["auto", "off"] = "auto"
-    aws_concurrency: int = 4
+    aws_concurrency: int = Field(default=4, ge=1)
     # EC2 Capacity Blocks: "auto" asks every scraped region whose DescribeInstanceTypes lists a type
     # sold as capacity blocks; "off"; or a comma list of regions (those of it that are scraped)
     aws_capacity_blocks: str = "auto"
@@ -73,12 +77,13 @@ class Settings(BaseSettings):
     gcp_api_key: SecretStr | None = None
     max_pages: int = Field(default=500, ge=1)  # pages of one paged listing before it counts as a paging loop
     azure_regions: str | None = None
-    azure_max_pages: int = 500  # a live GPU query is ~15 pages; more means a paging loop
-    vastai_page_size: int = 1000
-    vastai_max_pages: int = 200
+    azure_max_pages: int = Field(default=500, ge=1)  # a live GPU query is ~15 pages; more means a paging loop
+    vastai_page_size: int = Field(default=1000, ge=1)
+    vastai_max_pages: int = Field(default=200, ge=1)
     # USD per EUR for Scaleway's EUR prices; None: no conversion, every EUR price is quarantined.
-    scaleway_usd_per_eur: float | None = Field(default=None, gt=0)
-    seeweb_usd_per_eur: float | None = Field(default=None, gt=0)  # the same for Seeweb's EUR prices
+    # The euro has traded between 0.83 (2000) and 1.60 (2008) dollars (ECB reference rates).
+    scaleway_usd_per_eur: float | None = Field(default=None, ge=0.5, le=2.0)
+    seeweb_usd_per_eur: float | None = Field(default=None, ge=0.5, le=2.0)  # the same for Seeweb's EUR prices
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -126,14 +131,24 @@ def warn_unknown_variables(environ: Any = None) -> list[str]:
     return new
 
 
+def _named(loc: tuple[Any, ...]) -> str:
+    name = ".".join(map(str, loc))
+    return env_name(name) if name in Settings.model_fields else name
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """The settings of this moment: environment, then `overrides`, then the defaults."""
+    """The settings of this moment: environment, then `overrides`, then the defaults; SettingsError
+    naming each refused variable, its value and what it accepts."""
     warn_unknown_variables()
-    for _ in range(ENVIRON_READ_TRIES - 1):
+    for attempt in range(ENVIRON_READ_TRIES):
         try:
             return Settings(**overrides)
         except KeyError:
             # pydantic-settings reads os.environ.items(), which raises when another thread removes a
             # variable in between (pytest does, per test phase): read the environment again.
-            continue
-    return Settings(**overrides)
+            if attempt == ENVIRON_READ_TRIES - 1:
+                raise
+        except ValidationError as err:
+            raise SettingsError("; ".join(f"{_named(e['loc'])}={e.get('input')!r}: {e['msg']}"
+                                          for e in err.errors())) from None
+    raise AssertionError("unreachable")

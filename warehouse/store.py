@@ -61,11 +61,10 @@ DUCKDB_MAGIC = (8, b"DUCK")  # a DuckDB database file has these bytes at this of
 
 def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
     """The warehouse path, refused (WarehouseError) when it names something other than a DuckDB
-    database: a refresh checks it before fetching anything. A path that does not exist yet is
-    fine (the refresh creates it)."""
+    database, or a damaged one: a refresh checks it before fetching anything. A path that does not
+    exist yet is fine (the refresh creates it)."""
     p = db_path(path)
-    if p.is_dir():
-        raise WarehouseError(f"{p} is a directory, not a DuckDB warehouse file")
+    _not_a_directory(p)
     if p.exists():
         offset, magic = DUCKDB_MAGIC
         try:
@@ -75,6 +74,11 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
             raise WarehouseError(f"cannot read {p}: {err.strerror or err}") from err
         if head[offset:] != magic:
             raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
+        try:  # a truncated or garbled file fails at open; one another process holds is left to the refresh
+            duckdb.connect(str(p), read_only=True).close()
+        except duckdb.Error as err:
+            if not _is_lock_conflict(err):
+                raise WarehouseError(damaged_message(p, err)) from None
     return p
 
 
@@ -100,8 +104,10 @@ def damaged_message(path: Path, err: BaseException) -> str:
 
 
 def _not_a_directory(path: Path) -> None:
-    if path.is_dir():
-        raise WarehouseError(f"{path} is a directory, not a warehouse file: pass the file with --db")
+    """Only a regular file (or nothing yet) is a warehouse: a FIFO or a device would hang its reader."""
+    if path.exists() and not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise WarehouseError(f"{path} is {what}, not a warehouse file: pass the file with --db")
 
 
 def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDBPyConnection:
@@ -167,16 +173,16 @@ def close_writer(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S,
-                allow_files: bool = False) -> duckdb.DuckDBPyConnection:
+                allow_files: bool = False, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """Open read-only. Unless allow_files (exports), no other file can be touched:
-    no ATTACH, COPY, read_csv, extension loading."""
+    no ATTACH, COPY, read_csv, extension loading. `memory_limit`: DuckDB's ("2GB")."""
     p = db_path(path)
     if not p.exists():
         raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
     if not allow_files:
-        config = {"enable_external_access": False, "autoinstall_known_extensions": False,
-                  "autoload_known_extensions": False, "lock_configuration": True}
+        config |= {"enable_external_access": False, "autoinstall_known_extensions": False,
+                   "autoload_known_extensions": False, "lock_configuration": True}
     return _connect_retrying(p, wait_s, read_only=True, config=config)
 
 
@@ -266,7 +272,10 @@ class AnomalyPolicy:
     are loaded anyway (CLI `--accept-anomaly aws`, setting `accept_anomaly`).
     """
 
-    min_row_ratio: float = 0.5  # fewer than half the rows of the last good run
+    # Fewer offers than this share of the last good run's (a drop of more than a quarter) is held back,
+    # overall and per purchase option; a source whose listing follows live capacity declares its own
+    # (ProviderSpec.anomaly.min_row_ratio: Lambda, Vast.ai, DigitalOcean 0.2).
+    min_row_ratio: float = 0.75
     max_median_ratio: float = 3.0  # median price per GPU-hour moved more than 3x either way
     accept: frozenset[str] = frozenset()
     # Each purchase option is checked on its own too (AWS's spot prices come from the EC2 API, its

@@ -49,6 +49,7 @@ PROVIDER = ProviderSpec(
     # A session token belongs to short-lived credentials, which a repository secret cannot be.
     nightly_secrets=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
     enrichments=ENRICHMENTS,
+    max_answer_mb=4096,  # a region's price list file runs to hundreds of MB (streamed)
     facts=ProviderFacts(
         display_name="Amazon Web Services (EC2)",
         kind="hyperscaler",

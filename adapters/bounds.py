@@ -1,0 +1,125 @@
+"""Every answer bounded, every redirect kept on its origin.
+
+A request gets its whole answer within a wall-clock deadline (a server dripping a byte at a time
+cannot stretch it: the request runs in a worker thread the caller stops waiting for) and within the
+source's byte limit, counted on the wire and after decompression (a 1 MB gzip body may inflate to
+1 GiB). A redirect is followed only to the same scheme, host and port: the credentials a source sends
+(X-API-Key headers, OAuth client secrets in a 307's body) stay with the host they were meant for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+MAX_REDIRECTS = 5
+# A streamed body (an AWS price list of hundreds of MB) may take minutes: its deadline grows with
+# what it delivered, one second per STREAM_MIN_RATE bytes, on top of the request's own.
+STREAM_MIN_RATE = 256 * 1024
+# Headers of an answer that describe its transfer, not its content: a materialized answer drops them.
+TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+class AnswerRefused(Exception):
+    """An answer not taken: too large, or a redirect to another origin. Not worth a retry."""
+
+
+def origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return url.scheme, url.host, url.port or {"http": 80, "https": 443}.get(url.scheme)
+
+
+def within(seconds: float, work: Callable[[], T]) -> T:
+    """`work()` in a daemon thread; httpx.ReadTimeout when it has not finished after `seconds` (its
+    thread is left to end by itself; a response it still opens is closed)."""
+    lock, done, box = threading.Lock(), threading.Event(), []
+
+    def run() -> None:
+        try:
+            result = (True, work())
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            result = (False, err)
+        with lock:
+            if done.is_set():  # abandoned
+                if result[0] and isinstance(result[1], httpx.Response):
+                    result[1].close()
+                return
+            box.append(result)
+            done.set()
+
+    threading.Thread(target=run, daemon=True, name="gpuledger-request").start()
+    done.wait(seconds)
+    with lock:
+        if not box:
+            done.set()
+            raise httpx.ReadTimeout(f"no complete answer within {seconds:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value  # type: ignore[misc]
+    return value  # type: ignore[return-value]
+
+
+def open_answer(client: httpx.Client, request: httpx.Request, limit: int) -> httpx.Response:
+    """The answer to `request`, its body not read yet, after following redirects on the request's
+    origin (the client must not follow them itself)."""
+    resp = client.send(request, stream=True)
+    for _ in range(MAX_REDIRECTS + 1):
+        following = resp.next_request
+        if following is None:
+            declared = resp.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                resp.close()
+                raise AnswerRefused(f"the answer declares {int(declared):,} bytes, over the limit of {limit:,}")
+            return resp
+        resp.close()
+        if origin(following.url) != origin(request.url):
+            there = following.url.copy_with(path="/", query=None, fragment=None)
+            raise AnswerRefused(f"HTTP {resp.status_code} redirect to another origin ({there}) not followed: "
+                                "credentials stay with their host")
+        resp = client.send(following, stream=True)
+    resp.close()
+    raise AnswerRefused(f"more than {MAX_REDIRECTS} redirects")
+
+
+def chunks(resp: httpx.Response, limit: int, deadline: float, streamed: bool = False) -> Iterator[bytes]:
+    """The decoded body in chunks, refused past `limit` bytes (wire or decoded); httpx.ReadTimeout
+    past the monotonic `deadline` (for a streamed body, extended by what it delivered)."""
+    decoded = 0
+    for chunk in resp.iter_bytes():
+        decoded += len(chunk)
+        if max(decoded, resp.num_bytes_downloaded) > limit:
+            raise AnswerRefused(f"the answer exceeds the limit of {limit:,} bytes (after decompression)")
+        if time.monotonic() > deadline + (decoded / STREAM_MIN_RATE if streamed else 0):
+            raise httpx.ReadTimeout("the answer did not arrive within its deadline (a slow drip)")
+        yield chunk
+
+
+def materialized(resp: httpx.Response, limit: int, deadline: float) -> httpx.Response:
+    """`resp` (opened with stream=True) read whole within `limit` and `deadline`, and closed."""
+    try:
+        body = b"".join(chunks(resp, limit, deadline))
+    finally:
+        resp.close()
+    headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in TRANSFER_HEADERS]
+    return httpx.Response(resp.status_code, headers=headers, content=body, request=resp.request)
+
+
+def fetch(client: httpx.Client, request: httpx.Request, limit: int, timeout_s: float) -> httpx.Response:
+    """`request`'s whole answer, read within `timeout_s` seconds of wall clock and `limit` bytes."""
+    deadline = time.monotonic() + timeout_s
+    return within(timeout_s, lambda: materialized(open_answer(client, request, limit), limit, deadline))
+
+
+def answer_limit(provider: str) -> int:
+    """The most bytes one answer to `provider` may hold (ProviderSpec.max_answer_mb)."""
+    from gpuledger.adapters.contract import ProviderSpec
+    from gpuledger.adapters.registry import UnknownProviderError, spec
+
+    try:
+        mb = spec(provider).max_answer_mb
+    except UnknownProviderError:
+        mb = ProviderSpec.model_fields["max_answer_mb"].default
+    return int(mb * 2**20)

@@ -1,0 +1,54 @@
+"""The fence around a rendered page: its browser contexts reach only the page's own origin.
+
+scrapy-playwright routes the page it renders through PLAYWRIGHT_ABORT_REQUEST (browser.same_host_only),
+but a page's script can still leave by ways that route never sees: a WebSocket, a popup
+(`window.open`, a form POSTed into a new window: pages of their own), a service worker. Every context
+the crawl makes is fenced: a context-wide route aborts every request to another origin, popups'
+included; every WebSocket is refused; service workers are blocked. Imported in the crawl child only
+(scrapy-playwright's PLAYWRIGHT_BROWSER_PROVIDER, spiders/settings.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy_playwright.provider import PlaywrightBrowserProvider
+
+ALLOWED_ORIGINS: set[tuple[str, str]] = set()  # (scheme, netloc) of the crawl's start URL, set by the runner
+
+
+def origin_of(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc
+
+
+class FencedBrowser:
+    """The launched browser, each of its new contexts fenced; everything else as the browser's."""
+
+    def __init__(self, browser: Any) -> None:
+        self.browser = browser
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.browser, name)
+
+    async def new_context(self, **kwargs: Any) -> Any:
+        context = await self.browser.new_context(**{**kwargs, "service_workers": "block"})
+
+        async def route(route: Any) -> None:
+            if origin_of(route.request.url) in ALLOWED_ORIGINS:
+                await route.fallback()
+            else:
+                await route.abort("blockedbyclient")
+
+        async def refuse(ws: Any) -> None:
+            await ws.close()
+
+        await context.route("**/*", route)
+        await context.route_web_socket(lambda url: True, refuse)
+        return context
+
+
+class FencedBrowsers(PlaywrightBrowserProvider):
+    async def launch_browser(self) -> Any:
+        return FencedBrowser(await super().launch_browser())
