@@ -27,18 +27,19 @@ BENCHES = {
     "3": ("warehouse merge, queries, exports", "bench.warehouse_bench"),
     "6": ("refresh peak RSS", "bench.memory"),
     "7": ("world refresh", "bench.world_lines"),
+    "8": ("unchanged world refresh", "bench.unchanged"),
 }
 ALIASES = {"4": "3", "5": "3"}
 # The benchmarks whose flows run against a Prefect API server that is already up. Benchmark 6
 # measures what `gpuledger refresh --replay` costs a newcomer, its own ephemeral server included.
-SHARED_PREFECT = ("1", "7")
+SHARED_PREFECT = ("1", "7", "8")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small-scale run (a few minutes)")
-    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3 4 5 6 7 (3-5 run together)")
+    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3 4 5 6 7 8 (3-5 run together)")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     ap.add_argument("--keep", action="store_true", help="keep generated data in the bench tmp folder")
     args = ap.parse_args(argv)
