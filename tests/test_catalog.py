@@ -263,3 +263,12 @@ def test_segments_past_the_limit_are_folded_into_one(tmp_path: Path, monkeypatch
     assert [r.state for r in pull(b, str(folder))] == ["loaded"]
     assert digests(b) == digests(a)
     assert checks_pass(b)
+
+
+def test_publishing_over_a_manifest_without_its_files_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    a, folder = published
+    (tmp_path / "catalog").mkdir()
+    shutil.copy(folder / MANIFEST, tmp_path / "catalog" / MANIFEST)  # the files were not downloaded
+    code, said = cli("publish", str(tmp_path / "catalog"), "--db", str(a))
+    assert code == 2 and "files its manifest names are not there" in said.replace("\n", " ")
+    assert json.loads((tmp_path / "catalog" / MANIFEST).read_text()) == json.loads((folder / MANIFEST).read_text())

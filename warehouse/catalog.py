@@ -1,23 +1,18 @@
 """A published catalog of the warehouse (`gpuledger publish DIR`) and its loading (`gpuledger pull URL|DIR`).
 
-A catalog is a flat folder (GitHub release assets, a Pages folder, a bucket, any file server):
-`manifest.json` and per provider `<provider>.<table>.<stamp>.parquet` files: its current offers,
-egress and storage prices, and segments of its history (the SCD2 history tables, spot price
-history, capacity block offerings), each segment holding what changed since the one before. The
-manifest gives every file's table, rows, bytes and sha256, the schema version, and per provider
-its last successful scrape, its facts and how far its history is published (`marks`).
+A catalog is a flat folder any web host serves: `manifest.json` and per provider
+`<provider>.<table>.<stamp>.parquet` files, its current offers, egress and storage prices and
+segments of its history (SCD2 versions, spot prices, capacity blocks), each segment what changed
+since the one before. The manifest gives each file's table, rows, bytes and sha256, the schema
+version and per provider its last successful scrape, facts and how far its history is published.
 
-Publishing into the folder that holds the previous catalog writes a provider's files anew only
-when the warehouse has something later of it: a provider whose refreshes failed since keeps its
-previous files. Past MAX_SEGMENTS, a table's segments are folded into one.
-
-Pulling checks each file it needs against the manifest (bytes, sha256, rows, columns, provider)
-before anything of its provider is loaded; a file that fails is refused in one line and its
-provider is left as it was. The providers are loaded one transaction each into a working copy that
-is then published atomically, as a refresh does. A warehouse that holds only what it pulled of a
-provider takes the catalog's rows and versions as they are (its offers and history are then the
-publisher's); one that refreshes the provider itself merges the catalog's current rows as a scrape
-(its own later scrape wins). A provider whose files are those of its last pull is skipped.
+Publishing into the folder of the previous catalog writes a provider anew only when the
+warehouse has something later of it (one whose refreshes failed keeps its files); past
+MAX_SEGMENTS a table's segments are folded into one. Pulling checks every file it needs before
+anything of its provider is loaded, and loads each provider in one transaction into a working
+copy published atomically, as a refresh does: a warehouse that only pulled the provider takes
+its rows and versions as they are; one that refreshes it itself merges the catalog's current rows
+as a scrape.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 import httpx
@@ -147,12 +142,16 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
             done[p] = "published"
         for p in set(before["providers"]) - set(entries):  # not in this warehouse: kept as published
             entries[p], done[p] = before["providers"][p], "kept"
+        listed = {f["name"] for e in entries.values() for f in e["files"]}
+        missing = sorted(name for name in listed if not (folder / name).is_file())
+        if missing:
+            raise CatalogError(f"cannot publish into {folder}: {len(missing)} files its manifest names are not there, "
+                               f"{missing[0]} first (download the published catalog's files into it)")
         manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "gpuledger": __version__,
                     "published_at": now.isoformat(), "providers": dict(sorted(entries.items()))}
         part = folder / f".{MANIFEST}.part"
         part.write_text(json.dumps(manifest, indent=1))
         os.replace(part, folder / MANIFEST)
-        listed = {f["name"] for e in entries.values() for f in e["files"]}
         for old in folder.iterdir():
             if NAME.fullmatch(old.name) and old.name not in listed:
                 old.unlink()
@@ -251,16 +250,16 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     p = {"p": provider}
     files = _entry_files(provider, entry)
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-    if con.execute("select count(*) from fetch_validators where provider = $p and key = $k and validator = $v",
-                   {**p, "k": CATALOG_KEY, "v": digest}).fetchall()[0][0]:
-        return PullReport(provider, "up to date", detail="its files are those of the last pull")
-    own, last = con.execute(
-        "select exists (select 1 from offer_history h join scrape_runs r using (run_id) where h.provider = $p "
-        "and r.mode <> 'pull'), (select max(started_at) from scrape_runs where provider = $p and state = 'ok')",
-        p).fetchall()[0]
+    pulled, own, last, offers = con.execute(
+        "select exists (select 1 from fetch_validators where provider = $p and key = $k and validator = $v), "
+        "exists (select 1 from offer_history h join scrape_runs r using (run_id) where h.provider = $p "
+        "and r.mode <> 'pull'), (select max(started_at) from scrape_runs where provider = $p and state = 'ok'), "
+        "(select count(*) from offers where provider = $p)", {**p, "k": CATALOG_KEY, "v": digest}).fetchall()[0]
     started = _time(entry["started_at"])
+    if pulled:
+        return PullReport(provider, "up to date", offers, detail="its files are those of the last pull")
     if own and last is not None and last >= started:
-        return PullReport(provider, "up to date" if last == started else "kept",
+        return PullReport(provider, "up to date" if last == started else "kept", offers,
                           detail=f"the warehouse holds its scrape of {last:%Y-%m-%d %H:%M} UTC")
     marks = {t: con.execute(f"select max({mark}) from {t} where provider = $p", p).fetchall()[0][0]
              for t, (_, mark) in SEGMENTED.items()}
@@ -322,9 +321,12 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
             upsert_provider_facts(con, {**entry["facts"], "provider": provider}, now)
         keep_validators(con, provider, {CATALOG_KEY: digest}, refresh_id, now)
         con.execute("commit")
-    except BaseException:
+    except BaseException as err:
         con.execute("rollback")
-        raise
+        if not isinstance(err, duckdb.Error):
+            raise
+        raise CatalogError(f"{provider}: not loaded, nothing of it changed: {type(err).__name__}: "
+                           f"{str(err).splitlines()[0][:200]}") from None
     return PullReport(provider, "loaded", offers, new, changed, closed)
 
 
@@ -341,16 +343,6 @@ def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     return doc
 
 
-@contextlib.contextmanager
-def _client(source: str) -> Iterator[httpx.Client | None]:
-    if not re.match(r"https?://", source):
-        yield None
-        return
-    with httpx.Client(timeout=TIMEOUT_S, follow_redirects=True,
-                      headers={"User-Agent": f"gpuledger/{__version__} (catalog pull)"}) as client:
-        yield client
-
-
 def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
     """Load the catalog at `source` (a URL or a folder) into the warehouse at `db`. CatalogError when
     the manifest cannot be read; a provider whose files fail their checks is reported refused."""
@@ -358,7 +350,9 @@ def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
 
     published = db_path(db)
     refresh_id = new_id("pull")
-    with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, _client(source) as client:
+    client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source) else None
+    with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
         tmp = Path(folder)
         manifest = read_manifest(_fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes(),
                                  f"{source.rstrip('/')}/{MANIFEST}")
