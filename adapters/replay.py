@@ -89,13 +89,14 @@ def not_modified(req: Request, headers: dict[str, str]) -> bool:
     from email.utils import parsedate_to_datetime
 
     have = {k.lower(): v for k, v in headers.items()}
-    tags, since, modified = req.headers.get("if-none-match"), req.headers.get("if-modified-since"), have.get("last-modified")
+    tags, since = req.headers.get("if-none-match"), req.headers.get("if-modified-since")
+    modified = have.get("last-modified")
     if req.method not in ("GET", "HEAD") or (tags is None and (since is None or modified is None)):
         return False
     if tags is not None:
         def bare(tag: str) -> str:
             return tag.strip().removeprefix("W/")
-        return "etag" in have and (tags.strip() == "*" or bare(have["etag"]) in map(bare, tags.split(",")))
+        return tags.strip() == "*" or ("etag" in have and bare(have["etag"]) in map(bare, tags.split(",")))
     try:
         return parsedate_to_datetime(modified) <= parsedate_to_datetime(since)
     except (TypeError, ValueError):  # a date that does not parse: the condition is ignored

@@ -121,7 +121,8 @@ def test_each_night_publishes_new_files_then_the_manifest_then_drops_what_it_no_
         done = run_step(publish, tmp_path, **env)
         assert done.returncode == 0, done.stdout + done.stderr
         calls = log.read_text().splitlines()
-        now = {f["name"] for f in json.loads((tmp_path / "catalog" / MANIFEST).read_text())["providers"]["lambda"]["files"]}
+        manifest = json.loads((tmp_path / "catalog" / MANIFEST).read_text())
+        now = {f["name"] for f in manifest["providers"]["lambda"]["files"]}
         assert sorted(p.name for p in release.iterdir()) == sorted(now | {MANIFEST})
         # only the files this night made are sent, the manifest after them, then the replaced ones go
         uploads = [Path(c.split()[3]).name for c in calls if c.startswith("release upload")]

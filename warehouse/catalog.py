@@ -293,8 +293,9 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
     try:
         join = " and ".join(f"o.{k} = c.{k}" for k in CURRENT["offers"].key)
         new, changed, matched = con.execute(
-            f"select count(*) filter (where o.provider is null), count(*) filter (where o.content_hash <> c.content_hash), "
-            f"count(o.provider) from read_parquet($f) c left join (select * from offers where provider = $p) o on {join}",
+            f"select count(*) filter (where o.provider is null), count(*) filter "
+            f"(where o.content_hash <> c.content_hash), count(o.provider) from read_parquet($f) c "
+            f"left join (select * from offers where provider = $p) o on {join}",
             {**p, "f": by_table["offers"]}).fetchall()[0] if by_table["offers"] else (0, 0, 0)
         closed = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0] - matched
         for table in CURRENT:
