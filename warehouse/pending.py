@@ -203,15 +203,17 @@ def read(path: Path) -> ScrapeOutcome:
         doc["started_at"] = datetime.fromisoformat(doc["started_at"])
         doc["finished_at"] = datetime.fromisoformat(doc["finished_at"])
         tables = {}
-        for name, rows in counts.items():
-            table, columns = TABLES[name]
-            types = {c.name: c.type for c in COLUMNS[table]}
-            tables[name] = duckdb.sql(
-                "select * from read_json($path, format = 'array', columns = $columns)",
-                params={"path": str(path.with_name(f"{doc['provider']}.{name}.json")),
-                        "columns": {c: types[c] for c in columns}}).to_arrow_table().cast(arrow_schema(table, columns))
-            if tables[name].num_rows != rows:
-                raise ValueError(f"{name} has {tables[name].num_rows} rows, the run says {rows}")
+        with duckdb.connect() as con:  # its own: DuckDB's default connection refuses a second thread
+            for name, rows in counts.items():
+                table, columns = TABLES[name]
+                types = {c.name: c.type for c in COLUMNS[table]}
+                tables[name] = con.sql(
+                    "select * from read_json($path, format = 'array', columns = $columns)",
+                    params={"path": str(path.with_name(f"{doc['provider']}.{name}.json")),
+                            "columns": {c: types[c] for c in columns}}
+                ).to_arrow_table().cast(arrow_schema(table, columns))
+                if tables[name].num_rows != rows:
+                    raise ValueError(f"{name} has {tables[name].num_rows} rows, the run says {rows}")
         return ScrapeOutcome(**doc, tables=tables, refresh_id=path.parent.name, path=path)
     except Exception as err:  # noqa: BLE001 - every way a file can be wrong, said in one line
         raise PendingError(f"cannot read the saved result {path}: {type(err).__name__}: {err}"[:500]) from None
