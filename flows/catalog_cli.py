@@ -5,22 +5,19 @@ Registered on the main app by `register(app)` (flows/cli.py); the logic is wareh
 
 from __future__ import annotations
 
+from dataclasses import astuple, fields
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
-from gpuledger.flows.literal import cell, literal
+from gpuledger.flows.literal import labelled
+from gpuledger.flows.output import Format, chosen, emit, format_option, json_option
 from gpuledger.flows.output import err as console
-from gpuledger.flows.output import out
 from gpuledger.warehouse.settings import env_name
 
-STATE_COLOURS = {"loaded": "green", "up to date": "green", "kept": "yellow", "refused": "red"}
 
-
-def _db_option() -> Optional[Path]:
+def _db_option() -> Any:
     return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 
@@ -28,6 +25,8 @@ def publish_command(
     folder: Path = typer.Argument(..., metavar="DIR", help="The catalog folder: empty, or holding the previous "
                                   "catalog (a provider with nothing new keeps its files there)."),
     db: Optional[Path] = _db_option(),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Publish the warehouse as a static catalog (Parquet + manifest.json) any web host can serve.
 
@@ -41,7 +40,7 @@ def publish_command(
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
     from gpuledger.flows.cli import _fail
-    from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
+    from gpuledger.warehouse.catalog import CatalogError, publish
     from gpuledger.warehouse.store import WarehouseError, open_reader
 
     try:
@@ -54,15 +53,15 @@ def publish_command(
         raise _fail(str(err), 2) from None
     finally:
         con.close()
-    for provider, what in done.items():
-        console.print(literal(f"{provider}: {what}"))
-    out.print(literal(folder / MANIFEST))
+    emit(["provider", "files"], sorted(done.items()), chosen(fmt, as_json), title=f"published into {folder}")
 
 
 def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
                                  "(https://.../manifest.json is beside the files) or a local folder."),
     db: Optional[Path] = _db_option(),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Load a published catalog into the warehouse: current prices and their history, no keys needed.
 
@@ -77,7 +76,7 @@ def pull_command(
       gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
     """
     from gpuledger.flows.cli import _fail
-    from gpuledger.warehouse.catalog import CatalogError, pull
+    from gpuledger.warehouse.catalog import CatalogError, PullReport, pull
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
     try:
@@ -86,17 +85,12 @@ def pull_command(
         reports = pull(db, source)
     except (CatalogError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
-    t = Table(title=literal(f"pull {source}"), box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
-    for col in ("provider", "state", "offers", "new", "changed", "closed"):
-        t.add_column(col, justify="left" if col in ("provider", "state") else "right", no_wrap=True)
-    for r in reports:
-        t.add_row(cell(r.provider), cell(r.state, STATE_COLOURS[r.state]), *(cell(v) for v in (r.offers, r.new,
-                                                                                                 r.changed, r.closed)))
-    console.print(t)
-    for r in reports:
-        if r.state in ("refused", "kept"):
-            console.print(literal(f"{r.provider}: {r.state}: {r.detail}", style=STATE_COLOURS[r.state]))
+    emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
+         title=f"pull {source}")
     refused = [r.provider for r in reports if r.state == "refused"]
+    for r in reports:
+        if r.state == "refused":  # one line each, naming the file
+            console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
     if refused:
         raise _fail(f"refused providers: {', '.join(refused)}")
 
