@@ -256,6 +256,11 @@ class SchemaDriftError(SourceError):
     """The provider answered, but not in the shape we parse (a field is missing or renamed)."""
 
 
+class Unchanged(Exception):
+    """The source's answer is the one its last loaded fetch got (HTTP 304, the same price list
+    version): nothing is downloaded or parsed, and the merge confirms the provider's rows as they are."""
+
+
 class EnrichmentTimeout(SourceError):
     """An enrichment ran past its time limit; raised at its next request."""
 
@@ -364,6 +369,11 @@ class SourceContext:
     # ISO timestamp of the newest observation the warehouse holds. The flow reads it from the
     # warehouse before the scrape; a missing key means a first run (the source backfills).
     since: dict[str, str] = field(default_factory=dict)
+    # What proved this source's answers current at its last loaded fetch (key -> an ETag and
+    # Last-Modified date, a version; warehouse.validators), and what this fetch's answers carry.
+    validators: dict[str, str] = field(default_factory=dict)
+    new_validators: dict[str, str] = field(default_factory=dict)
+    bytes_fetched: int = 0  # response bodies as received, every client
     recorder: Recorder | None = None
     proxy: RecordingProxy | None = None
     http_timeout_s: float = 60.0
@@ -464,7 +474,12 @@ class SourceContext:
             check_deadline()
             self.requests_made += 1
 
+        def received(response_dict: Any = None, **_: Any) -> None:
+            body = (response_dict or {}).get("body")
+            self.count_bytes(len(body) if isinstance(body, bytes) else 0)
+
         client.meta.events.register("before-send", count)
+        client.meta.events.register("response-received", received)
         return client
 
     @property
@@ -478,10 +493,37 @@ class SourceContext:
         # Redirects are followed by bounds.open_answer, on their own origin only.
         return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=False, **kwargs)
 
-    def get(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
+    def get(self, client: httpx.Client, host: str, path: str, conditional: bool = False,
+            **kwargs: Any) -> httpx.Response:
         """GET under the retry policy (transport errors, 429 and 5xx), its answer bounded (bounds.py);
-        SourceError when it gives up."""
-        return self.send(client, "GET", host, path, **kwargs)
+        SourceError when it gives up. conditional=True, for the one answer a source's data is made
+        of: the request carries the ETag and Last-Modified date of the last loaded fetch, a 304
+        raises Unchanged, the answer's are kept."""
+        key = f"{host}{path}"
+        before = json.loads(self.validators.get(key, "{}")) if conditional else {}
+        asked = {h: before[v] for h, v in (("If-None-Match", "etag"), ("If-Modified-Since", "last-modified"))
+                 if v in before}
+        if asked:
+            kwargs["headers"] = {**kwargs.get("headers", {}), **asked}
+        resp = self.send(client, "GET", host, path, **kwargs)
+        if asked and resp.status_code == 304:
+            self.new_validators[key] = self.validators[key]
+            raise Unchanged(f"{self.provider}: {key} unchanged since the last loaded fetch (HTTP 304)")
+        now = {v: resp.headers[v] for v in ("etag", "last-modified") if conditional and v in resp.headers}
+        if now:
+            self.new_validators[key] = json.dumps(now, sort_keys=True)
+        return resp
+
+    def unless_unchanged(self, key: str, validator: str, what: str) -> None:
+        """Keep `validator` of `key` (a price list's versions) for the next fetch; raise Unchanged when
+        it is the one of the last loaded fetch."""
+        self.new_validators[key] = validator
+        if self.validators.get(key) == validator:
+            raise Unchanged(f"{self.provider}: {what} unchanged since the last loaded fetch")
+
+    def count_bytes(self, n: int) -> None:
+        with _registered_lock:
+            self.bytes_fetched += n
 
     def post(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
         return self.send(client, "POST", host, path, **kwargs)
@@ -489,7 +531,7 @@ class SourceContext:
     def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
         def fetch() -> httpx.Response:
             request = client.build_request(method, self.url(host) + path, **kwargs)
-            return bounds.fetch(client, request, self.answer_limit, self.http_timeout_s)
+            return bounds.fetch(client, request, self.answer_limit, self.http_timeout_s, self.count_bytes)
         return self._with_retries(fetch, host, path)
 
     def get_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
@@ -590,7 +632,8 @@ class SourceContext:
                                  lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
             self.requests_made += 1
             if resp.status_code >= 400:
-                _raise_for(self.provider, host, path, bounds.materialized(resp, limit, deadline[0]))
+                _raise_for(self.provider, host, path,
+                           bounds.materialized(resp, limit, deadline[0], on_received=self.count_bytes))
             return resp
 
         deadline = [0.0]
@@ -601,6 +644,7 @@ class SourceContext:
             raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
         finally:
             resp.close()
+            self.count_bytes(resp.num_bytes_downloaded)
 
     def _with_retries(self, call: Callable[[], httpx.Response], host: str, path: str,
                       count: bool = True) -> httpx.Response:

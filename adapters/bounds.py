@@ -97,20 +97,25 @@ def chunks(resp: httpx.Response, limit: int, deadline: float, streamed: bool = F
         yield chunk
 
 
-def materialized(resp: httpx.Response, limit: int, deadline: float) -> httpx.Response:
-    """`resp` (opened with stream=True) read whole within `limit` and `deadline`, and closed."""
+def materialized(resp: httpx.Response, limit: int, deadline: float,
+                 on_received: Callable[[int], None] | None = None) -> httpx.Response:
+    """`resp` (opened with stream=True) read whole within `limit` and `deadline`, and closed;
+    `on_received` is told the bytes that came over the wire."""
     try:
         body = b"".join(chunks(resp, limit, deadline))
     finally:
         resp.close()
+        if on_received is not None:
+            on_received(resp.num_bytes_downloaded)
     headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in TRANSFER_HEADERS]
     return httpx.Response(resp.status_code, headers=headers, content=body, request=resp.request)
 
 
-def fetch(client: httpx.Client, request: httpx.Request, limit: int, timeout_s: float) -> httpx.Response:
+def fetch(client: httpx.Client, request: httpx.Request, limit: int, timeout_s: float,
+          on_received: Callable[[int], None] | None = None) -> httpx.Response:
     """`request`'s whole answer, read within `timeout_s` seconds of wall clock and `limit` bytes."""
     deadline = time.monotonic() + timeout_s
-    return within(timeout_s, lambda: materialized(open_answer(client, request, limit), limit, deadline))
+    return within(timeout_s, lambda: materialized(open_answer(client, request, limit), limit, deadline, on_received))
 
 
 def answer_limit(provider: str) -> int:

@@ -914,6 +914,7 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any) -> l
             _count(ctx, what)
             attempts.page_done()
             pages.append(type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False))
+            ctx.count_bytes(len(json.dumps(pages[-1])))  # the client keeps its HTTP session: the page's JSON
             token = page.next_page_token
             if token in tokens:
                 raise SourceError(f"gcp: {what}: page token {token[:40]!r} came again (a paging loop)")

@@ -148,4 +148,4 @@ def fetch(ctx: SourceContext) -> Batch:
         raise MissingCredentialsError(f"lambda: {API_KEY_ENV} is not set; the instance-types API needs an API key")
     with ctx.http_client(headers={"Accept": "application/json",
                                   **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
-        return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH))
+        return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, conditional=True))

@@ -45,6 +45,9 @@ VOLATILE_PARAMS = frozenset(
 HOP_HEADERS = frozenset(
     {"content-length", "transfer-encoding", "connection", "content-encoding", "date", "server", "keep-alive"}
 )
+# Response headers a recording keeps besides the content type: what a client's next conditional
+# request (If-None-Match, If-Modified-Since) is answered against.
+VALIDATOR_HEADERS = ("etag", "last-modified")
 BUNDLED_RECORDINGS = Path(__file__).parent / "recordings"
 # A body file larger than this is streamed from disk (a .gz one decompressed chunk by chunk), so
 # a replay of bodies of hundreds of MB holds one chunk of each in memory, not the whole body.
@@ -82,6 +85,27 @@ def parse_request(method: str, target: str, headers: dict[str, str], body: bytes
     if "application/x-www-form-urlencoded" in lower.get("content-type", "") and body:
         params.update(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
     return Request(method.upper(), parts.path or "/", params, lower, body, target)
+
+
+def not_modified(req: Request, headers: dict[str, str]) -> bool:
+    """Whether a GET of an answer with these headers is answered 304 Not Modified, as an origin
+    server decides (RFC 9110, 13.1.2 and 13.1.3): If-None-Match first, by weak comparison of entity
+    tags; only without it, If-Modified-Since against Last-Modified."""
+    from email.utils import parsedate_to_datetime
+
+    have = {k.lower(): v for k, v in headers.items()}
+    tags, since = req.headers.get("if-none-match"), req.headers.get("if-modified-since")
+    modified = have.get("last-modified")
+    if req.method not in ("GET", "HEAD") or (tags is None and (since is None or modified is None)):
+        return False
+    if tags is not None:
+        def bare(tag: str) -> str:
+            return tag.strip().removeprefix("W/")
+        return tags.strip() == "*" or ("etag" in have and bare(have["etag"]) in map(bare, tags.split(",")))
+    try:
+        return parsedate_to_datetime(modified) <= parsedate_to_datetime(since)
+    except (TypeError, ValueError):  # a date that does not parse: the condition is ignored
+        return False
 
 
 def _json_subset(want: Any, got: Any) -> bool:
@@ -415,6 +439,8 @@ class ReplayServer:
         if ex is None:
             msg = f"gpuledger replay: no recorded exchange for {host}: {req.describe()}"
             return 404, {"Content-Type": "text/plain"}, msg.encode()
+        if ex.status == 200 and not_modified(req, ex.headers):
+            return 304, {k: v for k, v in ex.headers.items() if k.lower() in VALIDATOR_HEADERS}, b""
         return ex.status, dict(ex.headers), ex.payload()
 
 
@@ -464,7 +490,7 @@ class Recorder:
             rel = f"{_slug(host)}/{n:04d}-{_slug(hint)}.body"
             (self.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.out_dir / rel).write_bytes(body)
-            keep = {k: v for k, v in headers.items() if k.lower() in ("content-type",)}
+            keep = {k: v for k, v in headers.items() if k.lower() in ("content-type", *VALIDATOR_HEADERS)}
             self.exchanges.append(
                 {"host": host, "method": req.method, "path": req.path, "match": match,
                  "response": {"status": status, "headers": keep, "body_file": rel}}

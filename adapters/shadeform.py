@@ -204,4 +204,4 @@ def fetch(ctx: SourceContext) -> Batch:
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"shadeform: {API_KEY_ENV} is not set; the instance types API needs an API key")
     with ctx.http_client(headers={"Accept": "application/json", **({"X-API-KEY": key} if key else {})}) as client:
-        return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH))
+        return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, conditional=True))

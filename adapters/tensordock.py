@@ -315,5 +315,5 @@ def fetch(ctx: SourceContext) -> Batch:
                                       "as a Bearer token")
     with ctx.http_client(headers={"Accept": "application/json",
                                   **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
-        doc = ctx.get_json(client, API_HOST, LOCATIONS_PATH)
+        doc = ctx.get_json(client, API_HOST, LOCATIONS_PATH, conditional=True)
     return build_batch(parse_locations(doc))

@@ -28,16 +28,17 @@ BENCHES = {
     "1": ("world refresh", "bench.world_lines"),
     "2": ("AWS without credentials over a link", "bench.ingest"),
     "3": ("history query, recommend and export on a year of history", "bench.warehouse_bench"),
+    "4": ("unchanged world refresh", "bench.unchanged"),
 }
 # The benchmarks whose flows run against a Prefect API server that is already up.
-SHARED_PREFECT = ("1",)
+SHARED_PREFECT = ("1", "4")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small-scale run (a few minutes)")
-    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3")
+    ap.add_argument("--only", nargs="+", metavar="N", help="benchmarks to run: 1 2 3 4")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     ap.add_argument("--keep", action="store_true", help="keep generated data in the bench tmp folder")
     args = ap.parse_args(argv)

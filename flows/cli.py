@@ -528,6 +528,7 @@ def check(db: Optional[Path] = DbOption) -> None:
 
 
 # Commands that live in their own modules, listed after the core ones in --help.
+from gpuledger.flows.catalog_cli import register as _register_catalog  # noqa: E402
 from gpuledger.flows.ops_cli import register as _register_ops  # noqa: E402
 from gpuledger.flows.recommend_cli import register as _register_recommend  # noqa: E402
 from gpuledger.flows.show_gpus import register as _register_show_gpus  # noqa: E402
@@ -535,6 +536,7 @@ from gpuledger.flows.show_gpus import register as _register_show_gpus  # noqa: E
 _register_recommend(app)
 _register_ops(app)
 _register_show_gpus(app)
+_register_catalog(app)
 
 
 def _warehouse_guard(command: Any) -> Any:

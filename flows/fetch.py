@@ -9,6 +9,8 @@ whole group, and one provider's failure, crash or runaway memory costs that prov
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import logging
 import sys
@@ -21,7 +23,7 @@ from typing import Any
 
 from gpuledger import children
 from gpuledger.adapters.base import (
-    REDACTED, MissingCredentialsError, RedactingRecorder, SourceContext, quarantine_repeated, redact,
+    REDACTED, MissingCredentialsError, RedactingRecorder, SourceContext, Unchanged, quarantine_repeated, redact,
 )
 from gpuledger.adapters.registry import adopt_secret_env_vars, secret_env_vars, source_module
 from gpuledger.adapters.replay import RecordingProxy
@@ -45,6 +47,7 @@ class SourcePlan:
     replay_urls: dict[str, str] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     since: dict[str, str] = field(default_factory=dict)  # SourceContext.since
+    validators: dict[str, str] = field(default_factory=dict)  # SourceContext.validators (warehouse.validators)
     record_dir: str | None = None
     http_attempts: int = 3
     retry_wait_max_s: float = 8.0
@@ -64,6 +67,21 @@ def describe_failure(provider: str, err: BaseException) -> str:
     return redact(text)
 
 
+# The validator of the code, settings and mode the other validators' answers were made into rows
+# with: under another gpuledger (a parser fixed) or other settings they prove nothing about the rows.
+FINGERPRINT = "gpuledger"
+
+
+def fingerprint(ctx: SourceContext) -> str:
+    digest = hashlib.sha256(f"{ctx.mode}|{ctx.config.model_dump_json()}".encode())
+    for package in ("gpuledger", *(f"gpuledger.{p}" for p in ("adapters", "flows", "spiders", "warehouse"))):
+        root = Path(importlib.util.find_spec(package).submodule_search_locations[0])  # type: ignore[union-attr]
+        for f in sorted(root.glob("**/*" if package != "gpuledger" else "*")):
+            if f.suffix in (".py", ".csv", ".sql") and "recordings" not in f.parts:
+                digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
     """Run one provider's scrape in this process; raises on failure."""
     module = source_module(plan.provider)
@@ -77,10 +95,16 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
         recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
         retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s, since=dict(plan.since),
     )
+    ctx.new_validators[FINGERPRINT] = fingerprint(ctx)
+    if recorder is None and plan.validators.get(FINGERPRINT) == ctx.new_validators[FINGERPRINT]:
+        ctx.validators = dict(plan.validators)  # a recording is made of whole answers
     if recorder is not None:
         ctx.proxy = RecordingProxy(recorder, ctx.upstream_url)
     try:
         batch = module.fetch(ctx)
+    except Unchanged as same:
+        return ScrapeOutcome(plan.provider, plan.mode, started, utcnow(), state="unchanged", notes=[str(same)],
+                             requests=ctx.requests_made, bytes_fetched=ctx.bytes_fetched)
     finally:
         if ctx.proxy is not None:  # the recording proxy, or the guard of a client gpuledger does not send for
             ctx.proxy.close()
@@ -95,7 +119,8 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
     degraded = [{"name": name, "reason": reason, "options": list(spec.enrichment(name).options),
                  "columns": list(spec.enrichment(name).columns)} for name, reason in sorted(ctx.degraded.items())]
     return pending.outcome_of(batch, plan.provider, mode=plan.mode, started_at=started, finished_at=utcnow(),
-                              requests=ctx.requests_made, provider_facts=spec.facts_row(),
+                              requests=ctx.requests_made, bytes_fetched=ctx.bytes_fetched,
+                              validators=ctx.new_validators, provider_facts=spec.facts_row(),
                               min_row_ratio=spec.anomaly.min_row_ratio, side_tables_only=spec.side_tables_only,
                               degraded=degraded)
 

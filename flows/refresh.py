@@ -30,6 +30,7 @@ from gpuledger.flows.stopping import RefreshInterrupted, stop_on_signals, stop_r
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.warehouse.spot import read_since
+from gpuledger.warehouse.validators import read_validators
 from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, WarehouseError, db_path, merge_pending, new_id
 
 log = logging.getLogger("gpuledger.refresh")
@@ -177,9 +178,10 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
         try:
             mode = "record" if record_dir else ("replay" if replay else "live")
             urls, settings = external or ((server.endpoints(), server.settings) if server else ({}, {}))
-            since = read_since(db)
+            since, validators = read_since(db), read_validators(db)
             plans = [SourcePlan(provider=p, mode=mode, replay_urls=dict(urls), settings=dict(settings.get(p, {})),
-                                since=since.get(p, {}), record_dir=record_dir, http_attempts=http_attempts,
+                                since=since.get(p, {}), validators=validators.get(p, {}), record_dir=record_dir,
+                                http_attempts=http_attempts,
                                 retry_wait_max_s=retry_wait_max_s) for p in names]
             # A recording answers the same way every time: a replay is never retried. Live, only a
             # crash is (retry_only_crashes): the HTTP policy already retried each request.

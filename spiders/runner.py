@@ -106,6 +106,7 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
         except (OSError, ValueError):
             status = {}
         ctx.requests_made += int(status.get("requests", 0))
+        ctx.count_bytes(int(status.get("bytes", 0)))
         if rc != EXIT_OK:
             reason = status.get("failure") or f"the crawler exited with code {rc}"
             raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; "
@@ -186,6 +187,7 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
         "items": items,
         "requests": stats.get("downloader/request_count", 0),
         "responses": stats.get("downloader/response_count", 0),
+        "bytes": stats.get("downloader/response_bytes", 0),
         "robots_forbidden": stats.get("robotstxt/forbidden", 0),
         "elapsed_s": stats.get("elapsed_time_seconds"),
         "effective": effective,

@@ -48,7 +48,7 @@ class ScrapeOutcome:
     mode: str  # live | replay | record
     started_at: datetime
     finished_at: datetime
-    state: str = "ok"  # ok | failed | not_configured | interrupted
+    state: str = "ok"  # ok | unchanged | failed | not_configured | interrupted
     error: str | None = None
     requests: int = 0
     bytes_fetched: int = 0
@@ -61,6 +61,8 @@ class ScrapeOutcome:
     quarantined: list[dict[str, str]] = field(default_factory=list)  # Quarantined fields
     # Enrichments that failed: {"name", "reason", "options", "columns"} (adapters.contract.Enrichment)
     degraded: list[dict[str, Any]] = field(default_factory=list)
+    # What proved the answers current (adapters.base.SourceContext.new_validators), kept by the merge
+    validators: dict[str, str] = field(default_factory=dict)
     # TABLES keys -> the records (as a fetch hands them over) or their Arrow table (as the merge reads them)
     tables: dict[str, Any] = field(default_factory=dict, repr=False)
     refresh_id: str = ""  # the refresh that fetched it
@@ -170,11 +172,12 @@ def write(folder: Path, outcome: ScrapeOutcome) -> Path:
 
 def describe(doc: dict[str, Any]) -> str:
     """One line on a saved outcome (its run document), for the refresh's log."""
+    sent = f"({doc['requests']} requests, {doc['bytes_fetched']:,} bytes)"
     if doc["state"] != "ok":
-        return f"{doc['provider']}: {doc['state']}: {doc['error']}"
+        return f"{doc['provider']}: {doc['state']}: {doc['error'] or '; '.join(doc['notes'])} {sent}"
     n = doc["tables"]
     return (f"{doc['provider']}: fetched {n.get('offers', 0)} offers, {n.get('egress', 0)} egress, "
-            f"{n.get('storage', 0)} storage, {len(doc['quarantined'])} quarantined ({doc['requests']} requests)")
+            f"{n.get('storage', 0)} storage, {len(doc['quarantined'])} quarantined {sent}")
 
 
 def save(folder: Path, files: dict[str, bytes]) -> Path:

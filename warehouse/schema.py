@@ -229,6 +229,16 @@ CAPACITY_BLOCK_COLUMNS = (
     Column("run_id", "VARCHAR", True),
 )
 
+# What proved each source's last loaded answers current (an ETag, a Last-Modified date, a price list
+# version): handed to the next fetch, which asks only for what changed (adapters/base.py, Unchanged).
+FETCH_VALIDATOR_COLUMNS = (
+    Column("provider", "VARCHAR", True),
+    Column("key", "VARCHAR", True),  # what the source validates: a URL, a version index
+    Column("validator", "VARCHAR", True),
+    Column("run_id", "VARCHAR", True),  # the run whose load it belongs to
+    Column("stored_at", "TIMESTAMPTZ", True),
+)
+
 # Table -> its columns, in creation order.
 TABLES: dict[str, tuple[Column, ...]] = {
     "offers": OFFER_COLUMNS + CURRENT_ROW_COLUMNS,
@@ -244,6 +254,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "gpu_aliases": GPU_ALIAS_COLUMNS,
     "spot_price_history": SPOT_PRICE_HISTORY_COLUMNS,
     "capacity_block_offerings": CAPACITY_BLOCK_COLUMNS,
+    "fetch_validators": FETCH_VALIDATOR_COLUMNS,
 }
 
 
@@ -546,6 +557,18 @@ alter table gpu_models add column tensor_tflops_source VARCHAR;
         """
 alter table scrape_runs add column degraded VARCHAR;
 alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;
+""",
+    ),
+    (
+        12,
+        "fetch_validators: what proved each source's last loaded answers current (ETag, Last-Modified, "
+        "price list version), for a refresh that fetches only what changed",
+        # frozen as version 12 made it
+        """
+CREATE TABLE fetch_validators (
+    provider VARCHAR NOT NULL, key VARCHAR NOT NULL, validator VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+    stored_at TIMESTAMPTZ NOT NULL
+);
 """,
     ),
 ]

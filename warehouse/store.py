@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 
 from gpuledger.warehouse import gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
-from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, STORAGE, TableSpec, migrate
+from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SPECS, STORAGE, TableSpec, migrate
 from gpuledger.warehouse.settings import Settings, load_settings
+from gpuledger.warehouse.validators import keep_validators
 
 log = logging.getLogger("gpuledger.refresh")
 
@@ -611,9 +612,15 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     quarantined = list(outcome.quarantined)
     offers = outcome.table("offers")
     report.rows_parsed = outcome.count("offers") + sum(q["kind"] == "offer" for q in quarantined)
+    held_back: list[dict[str, str]] = []
     con.execute("begin transaction")
     try:
-        if outcome.state == "ok":
+        if outcome.state == "unchanged":
+            report.state = "ok"
+            report.rows_loaded, report.egress_rows, report.storage_rows = confirm_unchanged(con, outcome.provider,
+                                                                                            run_id, now)
+            report.notes.append(f"{report.rows_loaded} offers confirmed as they are")
+        elif outcome.state == "ok":
             reason = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy, report.notes)
             report.error = reason
             if reason is None:
@@ -634,6 +641,9 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                 report.state = "ok"
                 if outcome.provider_facts and not outcome.side_tables_only:
                     upsert_provider_facts(con, outcome.provider_facts, now)
+                # what validates the rows now loaded: none unless they are all this answer's
+                keep_validators(con, outcome.provider, {} if outcome.degraded or held_back else outcome.validators,
+                                run_id, now)
         report.rows_quarantined = len(quarantined)
         if quarantined:
             con.register("_q", pa.Table.from_pylist(quarantined))
@@ -660,6 +670,18 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                 f"cannot write to the warehouse, stopped at {outcome.provider} (its rows and those of the "
                 f"providers after it are unchanged): {root_cause(err)}") from again
     return report
+
+
+def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime
+                      ) -> tuple[int, int, int]:
+    """An unchanged answer's merge: the provider's current rows are seen again as they are (last_seen
+    and run_id move; no version closes or opens). Returns its current offers, egress and storage rows."""
+    for spec in SPECS:
+        con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
+                    {"now": now, "run": run_id, "p": provider})
+    return con.execute("select (select count(*) from offers where provider = $p), (select count(*) from egress_prices "
+                       "where provider = $p), (select count(*) from storage_prices where provider = $p)",
+                       {"p": provider}).fetchall()[0]
 
 
 def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, now: datetime,

@@ -23,7 +23,7 @@ from gpuledger.adapters.aws.ec2 import has_credentials
 from gpuledger.adapters.aws.offers import RegionPayload, build_region, refresh_notes
 from gpuledger.adapters.aws.pricelist import (
     DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_BULK_HOST, fetch_prices_api, fetch_prices_bulk,
-    parse_region_index,
+    parse_region_index, price_list_versions,
 )
 from gpuledger.adapters.base import SourceContext, SourceError
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
@@ -104,6 +104,9 @@ def fetch(ctx: SourceContext) -> Batch:
         plans = enrich(ctx, "savings plans", fetch_savings_plan_index, ctx, client)
         enabled = ec2.fetch_enabled_regions(ctx) if use_ec2 and config.aws_regions is None else None
         regions = ctx.select_regions(ec2_index, ec2.default_regions(ec2_index, enabled), "the price list")
+        if not use_ec2 and not use_api:  # the price list alone, whose version index says what changed
+            ctx.unless_unchanged("price list", price_list_versions(regions, ec2_index, dt_index, plans and plans[0]),
+                                 "the price list (the version of every region's offer files)")
         block_regions = ec2.capacity_block_regions(config.aws_capacity_blocks, regions) if use_ec2 else set()
 
         def one_region(region: str) -> RegionPayload:

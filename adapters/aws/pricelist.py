@@ -10,7 +10,9 @@ into a record and counting the others by reason.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -265,6 +267,14 @@ def parse_region_index(doc: Any, what: str) -> dict[str, str]:
                 for code, entry in doc["regions"].items()}
     except (KeyError, TypeError, AttributeError) as err:
         raise SchemaDriftError(f"aws: {what} region index lacks regions/currentVersionUrl ({err!r})") from None
+
+
+def price_list_versions(regions: Iterable[str], *indexes: dict[str, str] | None) -> str:
+    """The price list's version index as one validator: each region's offer file paths in `indexes`
+    (region -> the versioned path of its current file; None: not read). A file at a versioned path
+    never changes, so equal validators mean the same files, the same rows."""
+    files = [[r, *(None if i is None else i.get(r) for i in indexes)] for r in sorted(regions)]
+    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
 
 
 def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],

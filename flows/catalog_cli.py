@@ -1,0 +1,101 @@
+"""`gpuledger publish` and `gpuledger pull`: the warehouse as a static catalog, and loading one.
+
+Registered on the main app by `register(app)` (flows/cli.py); the logic is warehouse/catalog.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, fields
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from gpuledger.flows.literal import labelled
+from gpuledger.flows.output import Format, chosen, emit, format_option, json_option
+from gpuledger.flows.output import err as console
+from gpuledger.warehouse.settings import env_name
+
+
+def _db_option() -> Any:
+    return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
+
+
+def publish_command(
+    folder: Path = typer.Argument(..., metavar="DIR", help="The catalog folder: empty, or holding the previous "
+                                  "catalog (a provider with nothing new keeps its files there)."),
+    db: Optional[Path] = _db_option(),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
+) -> None:
+    """Publish the warehouse as a static catalog (Parquet + manifest.json) any web host can serve.
+
+    Per provider: current offers, egress and storage prices, and the history
+    since the previous publish into DIR; manifest.json gives each file's
+    sha256, rows and bytes, the schema version and each provider's last
+    successful scrape. `gpuledger pull` loads it.
+
+    \b
+    Example:
+      gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
+    """
+    from gpuledger.flows.cli import _fail
+    from gpuledger.warehouse.catalog import CatalogError, publish
+    from gpuledger.warehouse.store import WarehouseError, open_reader
+
+    try:
+        con = open_reader(db, allow_files=True)
+    except WarehouseError as err:
+        raise _fail(str(err), 2) from None
+    try:
+        done = publish(con, folder)
+    except CatalogError as err:
+        raise _fail(str(err), 2) from None
+    finally:
+        con.close()
+    emit(["provider", "files"], sorted(done.items()), chosen(fmt, as_json), title=f"published into {folder}")
+
+
+def pull_command(
+    source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
+                                 "(https://.../manifest.json is beside the files) or a local folder."),
+    db: Optional[Path] = _db_option(),
+    fmt: Format = format_option(),
+    as_json: bool = json_option(),
+) -> None:
+    """Load a published catalog into the warehouse: current prices and their history, no keys needed.
+
+    Every file is checked against the manifest (size, sha256, rows, columns)
+    before anything of its provider is loaded; a provider whose files fail
+    is refused and left as it was. Pulling again loads only what is new.
+    Exit codes: 0 every provider loaded or up to date; 1 a provider was
+    refused (the others are loaded); 2 the catalog or the warehouse cannot be read.
+
+    \b
+    Example:
+      gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
+    """
+    from gpuledger.flows.cli import _fail
+    from gpuledger.warehouse.catalog import CatalogError, PullReport, pull
+    from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
+
+    try:
+        check_writable(db)
+        check_warehouse_file(db)
+        reports = pull(db, source)
+    except (CatalogError, WarehouseError) as err:
+        raise _fail(str(err), 2) from None
+    emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
+         title=f"pull {source}")
+    refused = [r.provider for r in reports if r.state == "refused"]
+    for r in reports:
+        if r.state == "refused":  # one line each, naming the file
+            console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
+    if refused:
+        raise _fail(f"refused providers: {', '.join(refused)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `publish` and `pull` to the gpuledger command line."""
+    app.command(name="publish")(publish_command)
+    app.command(name="pull")(pull_command)

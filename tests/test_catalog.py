@@ -1,0 +1,274 @@
+"""`gpuledger publish` and `gpuledger pull`: a static catalog served by a plain HTTP server, loaded
+into another warehouse with its history, every file checked against the manifest."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.flows.cli import app
+from gpuledger.warehouse import catalog
+from gpuledger.warehouse.catalog import MANIFEST, pull
+from gpuledger.warehouse.check import run_checks
+from gpuledger.warehouse.store import open_reader
+from tests.builders import lambda_price_hook, load, outcome, replayed_warehouse
+
+# Every table a catalog carries, and the providers table without its local update time.
+TABLES = ("offers", "offer_history", "egress_prices", "egress_price_history", "storage_prices",
+          "storage_price_history", "spot_price_history", "capacity_block_offerings",
+          "(select * exclude (updated_at) from providers)")
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def digests(db: Path, where: str = "true") -> dict[str, tuple[int, str]]:
+    """Each table's rows and an md5 of all of them, every column included."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: tuple(con.execute(f"select count(*), md5(coalesce(string_agg(t::varchar, '|' order by t::varchar), "
+                                     f"'')) from {t} t where {where}").fetchall()[0]) for t in TABLES}
+    finally:
+        con.close()
+
+
+def query(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def checks_pass(db: Path) -> bool:
+    con = open_reader(db)
+    try:
+        return all(r.ok for r in run_checks(con))
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Warehouse A, refreshed from the recordings of AWS (spot history, capacity blocks), Lambda and
+    RunPod by their real clients, and its catalog."""
+    root = tmp_path_factory.mktemp("published")
+    a, folder = root / "a.duckdb", root / "catalog"
+    replayed_warehouse(a, ["aws", "lambda", "runpod"])
+    code, said = cli("publish", str(folder), "--db", str(a))
+    assert code == 0, said
+    return a, folder
+
+
+@pytest.fixture
+def served(published: tuple[Path, Path], tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A copy of the catalog folder (a test may damage it) served by a plain HTTP server on 127.0.0.1."""
+    folder = tmp_path / "served"
+    shutil.copytree(published[1], folder)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def file_of(folder: Path, provider: str, table: str) -> Path:
+    [path] = folder.glob(f"{provider}.{table}.*.parquet")
+    return path
+
+
+def test_the_catalog_lists_every_file_with_its_sha256_rows_and_scrape(published: tuple[Path, Path]) -> None:
+    a, folder = published
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["format"] == 1 and manifest["schema_version"] == 12 and set(manifest["providers"]) == {
+        "aws", "lambda", "runpod"}
+    runs = dict(query(a, "select provider, max(started_at) from scrape_runs where state = 'ok' group by all"))
+    for provider, entry in manifest["providers"].items():
+        assert entry["started_at"] == runs[provider].isoformat()
+        assert entry["facts"]["provider"] == provider and entry["facts"]["display_name"]
+        for f in entry["files"]:
+            path = folder / f["name"]
+            assert path.stat().st_size == f["bytes"] and catalog._sha256(path) == f["sha256"]
+            assert query(a, f"select count(*) from {f['table']} where provider = '{provider}'") == [(f["rows"],)]
+    assert {f["table"] for f in manifest["providers"]["aws"]["files"]} == {
+        "offers", "offer_history", "egress_prices", "egress_price_history", "storage_prices",
+        "storage_price_history", "spot_price_history", "capacity_block_offerings"}
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [MANIFEST] + [f["name"] for e in manifest["providers"].values() for f in e["files"]])
+
+
+def test_pull_over_http_gives_the_publishers_warehouse_and_pulling_again_loads_nothing(
+        published: tuple[Path, Path], served: tuple[Path, str], tmp_path: Path) -> None:
+    a, (_, url) = published[0], served
+    b = tmp_path / "b.duckdb"
+    code, said = cli("pull", url, "--db", str(b))
+    assert code == 0, said
+    assert "aws" in said and "loaded" in said
+    assert digests(b) == digests(a)  # offers, their history and the rest: every column equal
+    assert checks_pass(b)
+    code, said = cli("status", "--db", str(b))
+    assert code == 0, said  # each provider ok, as of the publisher's last successful scrape
+    again = pull(b, url)
+    assert [(r.provider, r.state, r.new, r.changed, r.closed) for r in again] == [
+        (p, "up to date", 0, 0, 0) for p in ("aws", "lambda", "runpod")]
+    assert digests(b) == digests(a)
+
+
+def test_a_damaged_file_is_refused_in_one_line_and_nothing_of_its_provider_is_loaded(
+        published: tuple[Path, Path], served: tuple[Path, str], tmp_path: Path) -> None:
+    folder, url = served
+    flipped = file_of(folder, "lambda", "offers")
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    flipped.write_bytes(bytes(data))
+    longer = file_of(folder, "aws", "egress_prices")
+    longer.write_bytes(longer.read_bytes() + b"\0" * 64)
+    b = tmp_path / "b.duckdb"
+    code, said = cli("pull", url, "--db", str(b))
+    assert code == 1
+    lines = said.replace("\n", " ")
+    assert f"lambda: refused: {flipped.name}: its sha256 is not the manifest's" in lines
+    assert f"aws: refused: {longer.name}: larger than" in lines
+    assert "error: refused providers: aws, lambda" in lines
+    for table in (*TABLES[:-1], "scrape_runs", "providers"):
+        assert query(b, f"select distinct provider from {table} order by 1") in ([], [("runpod",)]), table
+    assert digests(b, "provider = 'runpod'") == digests(published[0], "provider = 'runpod'")
+
+
+def test_a_truncated_or_mismatched_file_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    cut = file_of(folder, "runpod", "offer_history")
+    size = cut.stat().st_size
+    cut.write_bytes(cut.read_bytes()[:-100])
+    manifest = json.loads((folder / MANIFEST).read_text())
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "storage_prices"]
+    entry["rows"] += 1  # the manifest and the file disagree
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    reports = {r.provider: r for r in pull(b, str(folder))}
+    assert reports["runpod"].detail == (f"{cut.name}: {size - 100:,} bytes, the manifest says {size:,} "
+                                        "(truncated or replaced)")
+    assert reports["lambda"].detail.startswith(f"{entry['name']}: {entry['rows'] - 1} rows (0 of another provider), "
+                                               f"the manifest says {entry['rows']}")
+    assert reports["aws"].state == "loaded" and reports["runpod"].state == reports["lambda"].state == "refused"
+    assert query(b, "select distinct provider from offer_history") == [("aws",)]
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda folder: (folder / MANIFEST).unlink(), "manifest.json: not in"),
+    (lambda folder: (folder / MANIFEST).write_text("<html>"), "not a gpuledger catalog manifest"),
+    (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 99, "providers": {}})),
+     "made for warehouse schema 99; this gpuledger reads up to 12"),
+])
+def test_a_catalog_that_cannot_be_read_is_refused_whole(published: tuple[Path, Path], tmp_path: Path, damage: Any,
+                                                        said: str) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    damage(folder)
+    code, output = cli("pull", str(folder), "--db", str(tmp_path / "b.duckdb"))
+    assert code == 2 and said in output.replace("\n", " ")
+    assert not (tmp_path / "b.duckdb").exists() or query(tmp_path / "b.duckdb", "select count(*) from offers") == [(0,)]
+
+
+def test_a_file_entry_naming_another_place_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["providers"]["lambda"]["files"][0]["name"] = "../../etc/passwd"
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    reports = {r.provider: r for r in pull(tmp_path / "b.duckdb", str(folder))}
+    assert reports["lambda"].state == "refused" and "the manifest's entry is malformed" in reports["lambda"].detail
+
+
+def test_publishing_again_adds_the_history_since_and_keeps_a_failed_providers_files(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    folder = tmp_path / "it's a catalog; drop table offers"  # paths reach DuckDB as parameters
+    replayed_warehouse(a, ["lambda", "runpod"], refresh_id="refresh-1")
+    assert catalog.publish(duckdb.connect(str(a), read_only=True), folder) == {"lambda": "published",
+                                                                               "runpod": "published"}
+    first = json.loads((folder / MANIFEST).read_text())["providers"]
+    assert {r.state for r in pull(b, str(folder))} == {"loaded"}
+
+    # the next night: one Lambda price moves, RunPod fails
+    replayed_warehouse(a, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", 119), refresh_id="refresh-2")
+    load(a, [outcome(None, "runpod", error="runpod: HTTP 503")], "refresh-2b")
+    a10 = query(a, "select count(*) from offers where instance_type = 'gpu_1x_a10'")[0][0]
+    assert catalog.publish(duckdb.connect(str(a), read_only=True), folder) == {"lambda": "published",
+                                                                               "runpod": "kept"}
+    second = json.loads((folder / MANIFEST).read_text())["providers"]
+    assert second["runpod"] == first["runpod"]
+    old, new = ({f["name"]: f for f in m["lambda"]["files"]} for m in (first, second))
+    [segment] = [f for name, f in new.items() if f["table"] == "offer_history" and name not in old]
+    assert segment["rows"] == 2 * a10  # the versions it closed and the ones it opened, nothing else
+    assert set(old) - set(new) == {f["name"] for f in old.values() if f["table"] in catalog.CURRENT}
+    assert not any((folder / name).exists() for name in set(old) - set(new))
+
+    reports = {r.provider: r for r in pull(b, str(folder))}
+    assert (reports["lambda"].state, reports["lambda"].new, reports["lambda"].changed, reports["lambda"].closed) == (
+        "loaded", 0, a10, 0)
+    assert reports["runpod"].state == "up to date"
+    assert digests(b, "provider = 'lambda'") == digests(a, "provider = 'lambda'")
+    assert checks_pass(b)
+
+
+def test_a_warehouse_that_refreshes_a_provider_itself_merges_the_catalog_as_a_scrape(tmp_path: Path) -> None:
+    older, own, newer = (tmp_path / f"{n}.duckdb" for n in ("older", "own", "newer"))
+    replayed_warehouse(older, ["lambda"])
+    catalog.publish(duckdb.connect(str(older), read_only=True), tmp_path / "older")
+    replayed_warehouse(own, ["lambda"])
+    replayed_warehouse(newer, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", 119))
+    catalog.publish(duckdb.connect(str(newer), read_only=True), tmp_path / "newer")
+    [kept] = pull(own, str(tmp_path / "older"))
+    assert kept.state == "kept" and "holds its scrape of" in kept.detail
+    a10 = query(own, "select count(*) from offers where instance_type = 'gpu_1x_a10'")[0][0]
+    [merged] = pull(own, str(tmp_path / "newer"))
+    assert (merged.state, merged.new, merged.changed, merged.closed) == ("loaded", 0, a10, 0)
+    assert query(own, "select count(*), count(valid_to) from offer_history where instance_type = 'gpu_1x_a10'") == [
+        (2 * a10, a10)]
+    assert query(own, "select mode from scrape_runs order by started_at") == [("replay",), ("pull",)]
+    assert checks_pass(own)
+
+
+def test_segments_past_the_limit_are_folded_into_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog, "MAX_SEGMENTS", 2)
+    a, folder = tmp_path / "a.duckdb", tmp_path / "catalog"
+    for night, cents in enumerate((129, 119, 109, 99)):
+        replayed_warehouse(a, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", cents), refresh_id=f"refresh-{night}")
+        catalog.publish(duckdb.connect(str(a), read_only=True), folder)
+    files = json.loads((folder / MANIFEST).read_text())["providers"]["lambda"]["files"]
+    segments = [f for f in files if f["table"] == "offer_history"]
+    assert len(segments) == 2  # three folded into one, then the fourth night's
+    assert sum(f["rows"] for f in segments) >= query(a, "select count(*) from offer_history")[0][0]
+    b = tmp_path / "b.duckdb"
+    assert [r.state for r in pull(b, str(folder))] == ["loaded"]
+    assert digests(b) == digests(a)
+    assert checks_pass(b)
+
+
+def test_publishing_over_a_manifest_without_its_files_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    a, folder = published
+    (tmp_path / "catalog").mkdir()
+    shutil.copy(folder / MANIFEST, tmp_path / "catalog" / MANIFEST)  # the files were not downloaded
+    code, said = cli("publish", str(tmp_path / "catalog"), "--db", str(a))
+    assert code == 2 and "files its manifest names are not there" in said.replace("\n", " ")
+    assert json.loads((tmp_path / "catalog" / MANIFEST).read_text()) == json.loads((folder / MANIFEST).read_text())

@@ -1,0 +1,377 @@
+"""A published catalog of the warehouse (`gpuledger publish DIR`) and its loading (`gpuledger pull URL|DIR`).
+
+A catalog is a flat folder any web host serves: `manifest.json` and per provider
+`<provider>.<table>.<stamp>.parquet` files, its current offers, egress and storage prices and
+segments of its history (SCD2 versions, spot prices, capacity blocks), each segment what changed
+since the one before. The manifest gives each file's table, rows, bytes and sha256, the schema
+version and per provider its last successful scrape, facts and how far its history is published.
+
+Publishing into the folder of the previous catalog writes a provider anew only when the
+warehouse has something later of it (one whose refreshes failed keeps its files); past
+MAX_SEGMENTS a table's segments are folded into one. Pulling checks every file it needs before
+anything of its provider is loaded, and loads each provider in one transaction into a working
+copy published atomically, as a refresh does: a warehouse that only pulled the provider takes
+its rows and versions as they are; one that refreshes it itself merges the catalog's current rows
+as a scrape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+
+from gpuledger import __version__
+from gpuledger.warehouse.pending import ScrapeOutcome
+from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
+from gpuledger.warehouse.store import (
+    AnomalyPolicy, load_outcome, new_id, open_writer, close_writer, db_path, refresh_lock, upsert_provider_facts,
+    utcnow,
+)
+from gpuledger.warehouse.validators import keep_validators
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+MANIFEST_MAX_BYTES = 16 << 20
+FILE_MAX_BYTES = 2 << 30  # a GitHub release asset's limit
+MAX_SEGMENTS = 30  # segments of one table, beyond which they are folded into one
+TIMEOUT_S = 60.0
+CATALOG_KEY = "catalog"  # fetch_validators key: the files of a provider's last pull
+NAME = re.compile(r"([a-z0-9_]+)\.([a-z_]+)\.\d{8}T\d{6}Z(-\d+)*\.parquet")
+
+CURRENT = {spec.table: spec for spec in SPECS}
+# table -> (what identifies a row across segments, the time that marks a row as changed)
+SEGMENTED: dict[str, tuple[tuple[str, ...], str]] = {
+    **{s.history: (s.key + ("valid_from",), "greatest(valid_from, coalesce(valid_to, valid_from))") for s in SPECS},
+    "spot_price_history": (SPOT_PRICE_FIELDS[:6], "loaded_at"),
+    "capacity_block_offerings": (column_names("capacity_block_offerings"), "observed_at"),
+}
+HISTORY = {s.history for s in SPECS}
+OUTCOME_TABLES = {"offers": "offers", "egress_prices": "egress", "storage_prices": "storage"}
+
+
+class CatalogError(Exception):
+    """A catalog or one of its files cannot be written or read; the message names it and why."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+# -- publishing -------------------------------------------------------------------------------------
+
+def _write(con: duckdb.DuckDBPyConnection, folder: Path, name: str, table: str, query: str,
+           params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of `query` as Parquet file `name` and its manifest entry; none when there are none."""
+    rows = con.execute(f"select count(*) from ({query})", params).fetchall()[0][0]
+    if not rows:
+        return []
+    path = folder / name
+    con.sql(query, params=params).write_parquet(str(path), compression="zstd")
+    return [{"name": name, "table": table, "rows": rows, "bytes": path.stat().st_size, "sha256": _sha256(path)}]
+
+
+def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None = None) -> dict[str, str]:
+    """Publish the warehouse open on `con` into `folder` (empty, or holding the previous catalog):
+    provider -> "published" (new files) or "kept" (its previous files). Raises CatalogError."""
+    now = now or utcnow()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        before = json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).exists() else {"providers": {}}
+        stamp, n = now.strftime("%Y%m%dT%H%M%SZ"), 1
+        while any(folder.glob(f"*.{stamp}.parquet")):
+            n += 1
+            stamp = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{n}"
+        con.execute("set TimeZone = 'UTC'")
+        runs = {p: (run_id, started, finished) for p, run_id, started, finished in con.execute(
+            "select provider, arg_max(run_id, started_at), max(started_at), arg_max(finished_at, started_at) "
+            "from scrape_runs where state = 'ok' group by provider").fetchall()}
+        providers = sorted({p for t in (*CURRENT, *SEGMENTED) for (p,) in
+                            con.execute(f"select distinct provider from {t}").fetchall()} & set(runs))
+        entries, done = {}, {}
+        for p in providers:
+            prev, (run_id, started, finished) = before["providers"].get(p), runs[p]
+            marks = {t: _iso(con.execute(f"select max({mark}) from {t} where provider = $p", {"p": p}).fetchall()[0][0])
+                     for t, (_, mark) in SEGMENTED.items()}
+            if prev and (_time(prev["started_at"]) > started or (_time(prev["started_at"]) == started
+                                                                  and prev["marks"] == marks)):
+                entries[p], done[p] = prev, "kept"
+                continue
+            files = [f for f in (prev or {}).get("files", []) if f["table"] in SEGMENTED]
+            for table, spec in CURRENT.items():
+                files += _write(con, folder, f"{p}.{table}.{stamp}.parquet", table,
+                                f"select {', '.join(column_names(table))} from {table} where provider = $p "
+                                f"order by {', '.join(spec.key)}", {"p": p})
+            for table, (ids, mark) in SEGMENTED.items():
+                since = (prev or {}).get("marks", {}).get(table)
+                new = _write(con, folder, f"{p}.{table}.{stamp}.parquet", table,
+                             f"select {', '.join(column_names(table))} from {table} where provider = $p"
+                             + (f" and {mark} > $since::timestamptz" if since else "") + f" order by {', '.join(ids)}",
+                             {"p": p, **({"since": since} if since else {})})
+                files += [dict(f, through=marks[table]) for f in new]
+                segments = [f for f in files if f["table"] == table]
+                if len(segments) > MAX_SEGMENTS:
+                    files = [f for f in files if f["table"] != table] + _fold(con, folder, p, table, segments, stamp)
+            facts = con.execute("select * exclude (updated_at) from providers where provider = $p", {"p": p})
+            row = facts.fetchone()
+            entries[p] = {"run_id": run_id, "started_at": started.isoformat(), "finished_at": _iso(finished),
+                          "facts": dict(zip([d[0] for d in facts.description], map(_iso, row))) if row else None,
+                          "marks": marks, "files": files}
+            done[p] = "published"
+        for p in set(before["providers"]) - set(entries):  # not in this warehouse: kept as published
+            entries[p], done[p] = before["providers"][p], "kept"
+        listed = {f["name"] for e in entries.values() for f in e["files"]}
+        missing = sorted(name for name in listed if not (folder / name).is_file())
+        if missing:
+            raise CatalogError(f"cannot publish into {folder}: {len(missing)} files its manifest names are not there, "
+                               f"{missing[0]} first (download the published catalog's files into it)")
+        manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "gpuledger": __version__,
+                    "published_at": now.isoformat(), "providers": dict(sorted(entries.items()))}
+        part = folder / f".{MANIFEST}.part"
+        part.write_text(json.dumps(manifest, indent=1))
+        os.replace(part, folder / MANIFEST)
+        for old in folder.iterdir():
+            if NAME.fullmatch(old.name) and old.name not in listed:
+                old.unlink()
+    except (OSError, duckdb.Error, KeyError, TypeError, ValueError) as err:
+        raise CatalogError(f"cannot publish into {folder}: {type(err).__name__}: {err}") from err
+    return done
+
+
+def _fold(con: duckdb.DuckDBPyConnection, folder: Path, provider: str, table: str, segments: list[dict[str, Any]],
+          stamp: str) -> list[dict[str, Any]]:
+    """A table's segments as one: each row as its latest segment has it."""
+    ids = ", ".join(SEGMENTED[table][0])
+    [folded] = _write(con, folder, f"{provider}.{table}.{stamp}-0.parquet", table,
+                      f"select * exclude (filename) from read_parquet($paths, filename = true) "
+                      f"qualify row_number() over (partition by {ids} order by filename desc) = 1 order by {ids}",
+                      {"paths": [str(folder / f["name"]) for f in segments]})
+    return [dict(folded, through=max((f["through"] for f in segments), key=_time))]
+
+
+# -- pulling ----------------------------------------------------------------------------------------
+
+@dataclass
+class PullReport:
+    provider: str
+    state: str  # loaded | up to date | kept (the warehouse's own scrape is later) | refused
+    offers: int = 0
+    new: int = 0
+    changed: int = 0
+    closed: int = 0
+    detail: str = ""
+
+
+def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client | None) -> Path:
+    """File `name` of the catalog at `source`, downloaded into `tmp` (a URL) within `limit` bytes."""
+    if client is None:
+        path = Path(source) / name
+        if not path.is_file():
+            raise CatalogError(f"{name}: not in {source}")
+        return path
+    out = tmp / name
+    try:
+        with client.stream("GET", f"{source.rstrip('/')}/{name}") as resp, out.open("wb") as f:
+            if resp.status_code != 200:
+                raise CatalogError(f"{name}: HTTP {resp.status_code} from {source}")
+            for chunk in resp.iter_bytes():
+                if f.tell() + len(chunk) > limit:
+                    raise CatalogError(f"{name}: larger than {limit:,} bytes (the manifest's size): refused")
+                f.write(chunk)
+    except httpx.HTTPError as err:
+        raise CatalogError(f"{name}: {type(err).__name__} from {source}: {err}") from None
+    return out
+
+
+def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], provider: str) -> None:
+    """`path` is the file the manifest describes, a Parquet file of its table and provider."""
+    name, table = entry["name"], entry["table"]
+    size = path.stat().st_size
+    if size != entry["bytes"]:
+        raise CatalogError(f"{name}: {size:,} bytes, the manifest says {entry['bytes']:,} (truncated or replaced)")
+    if _sha256(path) != entry["sha256"]:
+        raise CatalogError(f"{name}: its sha256 is not the manifest's (the file changed after it was published)")
+    try:
+        columns = {r[0] for r in con.execute("describe select * from read_parquet($f)", {"f": str(path)}).fetchall()}
+        rows, others = con.execute("select count(*), count(*) filter (where provider is distinct from $p) "
+                                   "from read_parquet($f)", {"f": str(path), "p": provider}).fetchall()[0]
+    except duckdb.Error as err:
+        raise CatalogError(f"{name}: not a readable Parquet file ({str(err).splitlines()[0][:160]})") from None
+    required = {c.name for c in TABLES[table] if c.not_null and "DEFAULT" not in c.extra}
+    if not required <= columns <= set(column_names(table)):
+        raise CatalogError(f"{name}: its columns are not those of {table} (missing {sorted(required - columns)}, "
+                           f"unknown {sorted(columns - set(column_names(table)))})")
+    if (rows, others) != (entry["rows"], 0):
+        raise CatalogError(f"{name}: {rows} rows ({others} of another provider), the manifest says {entry['rows']}")
+
+
+def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
+    """The provider's file entries, refused (CatalogError) unless each is well formed."""
+    try:
+        files = list(entry["files"])
+        _time(entry["started_at"])
+        if not re.fullmatch(r"[a-z0-9_]+", provider):
+            raise ValueError("a provider name of other characters than a-z, 0-9 and _")
+        for f in files:
+            m = NAME.fullmatch(f["name"])
+            if not (m and m.group(1) == provider and m.group(2) == f["table"] and f["table"] in (*CURRENT, *SEGMENTED)
+                    and 0 <= int(f["rows"]) and 0 <= int(f["bytes"]) <= FILE_MAX_BYTES
+                    and re.fullmatch(r"[0-9a-f]{64}", f["sha256"])):
+                raise ValueError(f"file entry {str(f)[:120]}")
+        return files
+    except (KeyError, TypeError, ValueError) as err:
+        raise CatalogError(f"{provider}: the manifest's entry is malformed ({err})") from None
+
+
+def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, client: httpx.Client | None,
+                   provider: str, entry: dict[str, Any], refresh_id: str) -> PullReport:
+    p = {"p": provider}
+    files = _entry_files(provider, entry)
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    pulled, own, last, offers = con.execute(
+        "select exists (select 1 from fetch_validators where provider = $p and key = $k and validator = $v), "
+        "exists (select 1 from offer_history h join scrape_runs r using (run_id) where h.provider = $p "
+        "and r.mode <> 'pull'), (select max(started_at) from scrape_runs where provider = $p and state = 'ok'), "
+        "(select count(*) from offers where provider = $p)", {**p, "k": CATALOG_KEY, "v": digest}).fetchall()[0]
+    started = _time(entry["started_at"])
+    if pulled:
+        return PullReport(provider, "up to date", offers, detail="its files are those of the last pull")
+    if own and last is not None and last >= started:
+        return PullReport(provider, "up to date" if last == started else "kept", offers,
+                          detail=f"the warehouse holds its scrape of {last:%Y-%m-%d %H:%M} UTC")
+    marks = {t: con.execute(f"select max({mark}) from {t} where provider = $p", p).fetchall()[0][0]
+             for t, (_, mark) in SEGMENTED.items()}
+    # the current files, and (into a warehouse that holds what it pulled) the segments past its own history
+    wanted = [f for f in files if f["table"] in CURRENT or not own and (
+        marks[f["table"]] is None or _time(f.get("through")) is None or _time(f["through"]) > marks[f["table"]])]
+    paths = {}
+    for f in wanted:  # every file checked before anything of the provider is loaded
+        paths[f["name"]] = _fetch(source, f["name"], f["bytes"], tmp, client)
+        _check(con, paths[f["name"]], f, provider)
+    by_table = {t: [str(paths[f["name"]]) for f in sorted(wanted, key=lambda f: f["name"]) if f["table"] == t]
+                for t in (*CURRENT, *SEGMENTED)}
+    if own:  # merged as a scrape of the provider, like a refresh's
+        tables = {OUTCOME_TABLES[t]: con.sql(f"select {', '.join(spec.columns)} from read_parquet($f)",
+                                             params={"f": by_table[t]}).to_arrow_table().cast(
+            arrow_schema(t, spec.columns)) for t, spec in CURRENT.items() if by_table[t]}
+        outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
+                                provider_facts=entry.get("facts"), notes=[f"pulled from {source}"])
+        r = load_outcome(con, outcome, refresh_id, AnomalyPolicy.from_env())
+        if r.state != "ok":
+            return PullReport(provider, "refused", detail=r.error or r.state)
+        return PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
+    return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
+
+
+def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, Any], by_table: dict[str, list[str]],
+               digest: str, refresh_id: str, source: str) -> PullReport:
+    """The catalog's rows and versions of `provider`, as they are, in one transaction."""
+    p, now = {"p": provider}, utcnow()
+    con.execute("begin transaction")
+    try:
+        join = " and ".join(f"o.{k} = c.{k}" for k in CURRENT["offers"].key)
+        new, changed, matched = con.execute(
+            f"select count(*) filter (where o.provider is null), count(*) filter "
+            f"(where o.content_hash <> c.content_hash), count(o.provider) from read_parquet($f) c "
+            f"left join (select * from offers where provider = $p) o on {join}",
+            {**p, "f": by_table["offers"]}).fetchall()[0] if by_table["offers"] else (0, 0, 0)
+        closed = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0] - matched
+        for table in CURRENT:
+            con.execute(f"delete from {table} where provider = $p", p)
+            if by_table[table]:
+                con.execute(f"insert into {table} by name select * from read_parquet($f)", {"f": by_table[table]})
+        for table, (ids, _) in SEGMENTED.items():
+            same = " and ".join(f"t.{c} is not distinct from s.{c}" for c in ids)
+            for f in by_table[table]:  # oldest first: a later segment's closing wins
+                if table in HISTORY:
+                    con.execute(f"update {table} t set valid_to = s.valid_to, closed_by_run_id = s.closed_by_run_id "
+                                f"from read_parquet($f) s where t.provider = $p and t.valid_to is null "
+                                f"and s.valid_to is not null and {same}", {**p, "f": f})
+                con.execute(f"insert into {table} by name select * from read_parquet($f) s "
+                            f"where not exists (select 1 from {table} t where {same})", {"f": f})
+        offers = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0]
+        con.execute(
+            "insert or ignore into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state, "
+            "rows_parsed, rows_loaded, offers_new, offers_changed, offers_closed, notes) "
+            "values (?, ?, ?, 'pull', ?, ?, 'ok', ?, ?, ?, ?, ?, ?)",
+            [entry.get("run_id") or new_id(f"run-{provider}"), refresh_id, provider, _time(entry["started_at"]),
+             _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {source}"])
+        if entry.get("facts"):
+            upsert_provider_facts(con, {**entry["facts"], "provider": provider}, now)
+        keep_validators(con, provider, {CATALOG_KEY: digest}, refresh_id, now)
+        con.execute("commit")
+    except BaseException as err:
+        con.execute("rollback")
+        if not isinstance(err, duckdb.Error):
+            raise
+        raise CatalogError(f"{provider}: not loaded, nothing of it changed: {type(err).__name__}: "
+                           f"{str(err).splitlines()[0][:200]}") from None
+    return PullReport(provider, "loaded", offers, new, changed, closed)
+
+
+def read_manifest(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("providers"), dict):
+            raise ValueError
+    except ValueError:
+        raise CatalogError(f"{where}: not a gpuledger catalog manifest (format {FORMAT})") from None
+    if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] > SCHEMA_VERSION:
+        raise CatalogError(f"{where}: made for warehouse schema {doc.get('schema_version')!r}; this gpuledger "
+                           f"reads up to {SCHEMA_VERSION} (upgrade gpuledger)")
+    return doc
+
+
+def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
+    """Load the catalog at `source` (a URL or a folder) into the warehouse at `db`. CatalogError when
+    the manifest cannot be read; a provider whose files fail their checks is reported refused."""
+    from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
+
+    published = db_path(db)
+    refresh_id = new_id("pull")
+    client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source) else None
+    with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
+        tmp = Path(folder)
+        manifest = read_manifest(_fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes(),
+                                 f"{source.rstrip('/')}/{MANIFEST}")
+        with refresh_lock(published):
+            work = start_working_copy(published)
+            try:
+                con = open_writer(work)
+                reports = []
+                try:
+                    for provider, entry in sorted(manifest["providers"].items()):
+                        try:
+                            reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id))
+                        except CatalogError as err:
+                            reports.append(PullReport(provider, "refused", detail=str(err)))
+                finally:
+                    close_writer(con)
+                publish_copy(work, published)
+            except BaseException:
+                discard(work)
+                raise
+    return reports

@@ -1,0 +1,46 @@
+"""What proved each source's answers current when its rows were last loaded, for its next fetch.
+
+A source that can ask "has this changed?" (If-None-Match / If-Modified-Since with an ETag or a
+Last-Modified date, a price list's version index) says what its answers carried
+(adapters.base.SourceContext.new_validators). The merge keeps them with the run that loaded those
+rows, and only a complete load's (no enrichment missing, no offer held back): the warehouse then
+holds exactly what they validate; any other load of new rows forgets them. The next refresh hands
+them back (SourcePlan.validators), and an answer they prove unchanged is neither downloaded nor
+parsed (adapters.base.Unchanged).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+
+def read_validators(db: str | Path | None) -> dict[str, dict[str, str]]:
+    """provider -> {key: validator} of the warehouse at `db`; empty before its first refresh."""
+    from gpuledger.warehouse.store import db_path, open_reader
+
+    if not db_path(db).exists():
+        return {}
+    con = open_reader(db)
+    try:
+        if not con.execute("select count(*) from information_schema.tables where table_name = 'fetch_validators'"
+                           ).fetchall()[0][0]:
+            return {}
+        rows = con.execute("select provider, key, validator from fetch_validators order by all").fetchall()
+    finally:
+        con.close()
+    out: dict[str, dict[str, str]] = {}
+    for provider, key, validator in rows:
+        out.setdefault(provider, {})[key] = validator
+    return out
+
+
+def keep_validators(con: duckdb.DuckDBPyConnection, provider: str, validators: dict[str, str], run_id: str,
+                    now: datetime) -> None:
+    """The provider's validators become `validators` (inside the caller's transaction)."""
+    con.execute("delete from fetch_validators where provider = ?", [provider])
+    if validators:
+        con.executemany("insert into fetch_validators values (?, ?, ?, ?, ?)",
+                        [(provider, k, v, run_id, now) for k, v in sorted(validators.items())])
