@@ -228,7 +228,7 @@ def recommend_command(
     try:
         rec = recommend(con, request)
     except UnknownProviderError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(labelled("error:", "red", e))
         raise typer.Exit(2) from None
     finally:
         con.close()

@@ -548,6 +548,14 @@ alter table scrape_runs add column degraded VARCHAR;
 alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;
 """,
     ),
+    (
+        10,
+        "offers and offer_history: gpu_memory_from_canon (gpu_memory_gb is the canonical model's where the "
+        "source states none); existing rows keep what their source stated (false)",
+        "".join(_append_offer_columns(t, ("gpu_memory_from_canon BOOLEAN NOT NULL DEFAULT false",))
+                + f"alter table {t} alter column gpu_memory_from_canon drop default;\n"
+                for t in ("offers", "offer_history")),
+    ),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
 
