@@ -62,7 +62,7 @@ def report_command(
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
                               models=model or COMMON_MODELS)
     except (WarehouseError, OSError, ValueError) as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(1 if isinstance(e, OSError) else 2) from None
     err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
     out.print(literal(report.path))
@@ -88,7 +88,7 @@ def plot_command(
     try:
         history = plot_price_history(db, gpu, out_file, option, provider or None)
     except WarehouseError as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     changes = sum(len(s) for s in history.series.values())
     if history.snapshot is not None:

@@ -213,12 +213,12 @@ def recommend_command(
             checkpoint_every_minutes=checkpoint_every, top=top,
             per_instance=not all_locations)
     except (UnknownModelError, ValueError) as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     try:
         con = open_reader(db)
     except WarehouseError as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         from gpuledger.flows.cli import waiting_cancelled
@@ -228,7 +228,7 @@ def recommend_command(
     try:
         rec = recommend(con, request)
     except UnknownProviderError as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     finally:
         con.close()
