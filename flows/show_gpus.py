@@ -1,9 +1,7 @@
 """`gpuledger show-gpus [GPU]`: the current offers per GPU model, or per provider for one GPU.
 
-Registered on the main app by `register(app)` (flows/cli.py). Its filters are the Python API's
-(warehouse/offer_filter.py), its output the `sql` command's (table, csv or json). Both views
-count the offers the comparison page counts: on demand, spot, low priority and interruptible;
-1- and 3-year commitments only with --commitments.
+Filters as the Python API's (warehouse/offer_filter.py), output as `sql`'s. Both views count what
+the comparison page counts: no 1- or 3-year commitment, unless --commitments.
 """
 
 from __future__ import annotations
@@ -28,11 +26,9 @@ LISTING = ("gpu_model", "provider", "purchase_option", "usd_per_gpu_hour", "usd_
 
 
 def gpu_summary(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """(columns, rows): per GPU model among the selected offers, its memory per GPU (the largest
-    the filters read, see offer_filter), the cheapest USD per GPU-hour on demand, spot (any
-    reclaimable option) and, with commitments, committed, each with its provider (the first by
-    name on a tie); the offer count, its providers and the number of distinct regions. Rows
-    ordered by the cheapest price of any option."""
+    """(columns, rows): per GPU model, its memory per GPU, the cheapest USD per GPU-hour on demand,
+    spot (any reclaimable option) and committed (with commitments), each with its provider (the
+    first by name on a tie), the offer count, providers and regions; cheapest first."""
     where, params = selection.where()
     kinds = [k for k in KINDS if selection.commitments or k != "committed"]
     cheapest = ", ".join(f"round(min(o.price_per_gpu_hour) filter (where {KINDS[k]}), 4), "
@@ -48,9 +44,8 @@ def gpu_summary(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple
 
 
 def provider_listing(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """(columns, rows): per GPU model, provider and purchase option among the selected offers, its
-    cheapest offer (price per GPU-hour and per hour, GPUs, instance, region, memory per GPU) and
-    how many offers it has. On demand first, then by price."""
+    """(columns, rows): per GPU model, provider and purchase option, its cheapest offer and how many
+    it has; on demand first, then by price."""
     where, params = selection.where()
     rows = con.execute(
         f"""select o.gpu_model, o.provider, o.purchase_option, round(o.price_per_gpu_hour, 4),

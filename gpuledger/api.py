@@ -2,13 +2,10 @@
 
     import gpuledger
     offers = gpuledger.query(gpu="H100-SXM", min_vram_gb=80, spot=False, providers=["aws", "lambda"])
-    offers[0].price_per_gpu_hour
-    offers.df()   # pandas, where installed
-    offers.pl()   # polars, where installed
+    offers[0].price_per_gpu_hour, offers.df(), offers.pl()   # pandas, polars where installed
 
-The filters are those of `gpuledger show-gpus` (warehouse/offer_filter.py). The warehouse is the
-one the command line uses (`--db` there: here `db=`, else the `db` setting, else ./gpuledger.duckdb),
-opened read-only for the query and closed again, so it never holds a refresh up for long.
+The filters are those of `gpuledger show-gpus` (warehouse/offer_filter.py); the warehouse the command
+line's (`db=`, else the `db` setting, else ./gpuledger.duckdb), opened read-only for the query only.
 """
 
 from __future__ import annotations

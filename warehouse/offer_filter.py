@@ -1,23 +1,9 @@
-"""The offer filters shared by the Python API (`gpuledger.query`) and `gpuledger show-gpus`.
+"""The offer filters of the Python API (`gpuledger.query`, whose docstring lists them) and of
+`gpuledger show-gpus`: one SQL condition over `offers`, so both select the same rows.
 
-One definition turns the filters into a SQL condition over `offers`, so the library and the
-command line always select the same rows.
-
-- `gpu`: a canonical model (`H100-SXM`) or a family (`H100`: every H100 variant).
-- `min_vram_gb`: GPU memory per GPU, the card's marketed size (`gpu_memory_gb_nominal`, so an
-  A10G's reported 22.35 GiB counts as its 24 GB); for a slice of a GPU (`gpu_count` below 1)
-  the slice's own memory.
-- `spot`: True keeps only offers the provider may reclaim (spot, low_priority, interruptible),
-  False only on-demand offers, None both.
-- `providers`, `regions`: only these (a region ending in `*` is a prefix: `us-*`).
-- `min_gpu_count`, `max_gpu_count`: GPUs per instance.
-- `max_price`: USD per GPU-hour.
-- `commitments`: False (the default) leaves out 1- and 3-year commitments (reserved, savings
-  plans, committed use), as the comparison page does; True keeps them.
-
-GPU, provider and region names are matched without regard to case against what the warehouse
-holds (`resolved`): a name that matches nothing is a FilterError naming the nearest, never an
-empty answer.
+`min_vram_gb` reads the card's marketed size (an A10G's reported 22.35 GiB counts as its 24 GB),
+a slice of a GPU its own memory. Names match in any case against what the warehouse holds
+(`resolved`): one that matches nothing is a FilterError naming the nearest, never an empty answer.
 """
 
 from __future__ import annotations
@@ -29,7 +15,7 @@ import duckdb
 
 from gpuledger.warehouse.recommender.names import resolve_name
 
-# Memory per GPU as the filters read it (see the module docstring).
+# Memory per GPU as the filters read it.
 VRAM_SQL = ("case when o.gpu_count < 1 then coalesce(o.gpu_memory_gb, o.gpu_memory_gb_nominal * o.gpu_count) "
             "else coalesce(o.gpu_memory_gb_nominal, o.gpu_memory_gb) end")
 RECLAIMABLE = ("spot", "low_priority", "interruptible")
@@ -42,8 +28,7 @@ NAMES_SQL = {
 
 
 class FilterError(ValueError):
-    """A name or value given to a command or the API that can select nothing; the message names
-    it (and the nearest known name). The command line exits 2 on it, as on every usage error."""
+    """A name or value that can select nothing, named (with the nearest name); the CLI exits 2."""
 
 
 def known_names(con: duckdb.DuckDBPyConnection, kind: str) -> list[str]:
@@ -52,8 +37,7 @@ def known_names(con: duckdb.DuckDBPyConnection, kind: str) -> list[str]:
 
 
 def resolve_names(kind: str, given: Iterable[str], known: Iterable[str]) -> tuple[str, ...]:
-    """Each of `given` as `known` spells it (any case), without repeats; FilterError for one that
-    names nothing known, with the nearest."""
+    """Each of `given` as `known` spells it (any case), without repeats; else FilterError."""
     known = list(known)
     try:
         return tuple(dict.fromkeys(resolve_name(kind, g, known) for g in given))
