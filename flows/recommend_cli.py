@@ -223,7 +223,7 @@ def recommend_command(
     except KeyboardInterrupt:
         from gpuledger.flows.cli import waiting_cancelled
 
-        err.print(labelled("error:", "red", waiting_cancelled("the recommendation", "nothing was read")))
+        err.print(labelled("error:", "red", waiting_cancelled("the recommendation", "nothing was read")), soft_wrap=True)
         raise typer.Exit(130) from None
     try:
         rec = recommend(con, request)
