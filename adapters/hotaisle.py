@@ -9,7 +9,7 @@ HOTAISLE_TEAM_HANDLE, else the key's one team (`GET /api/teams/`). Two JSON arra
                 "disk_capacity": <bytes>, "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
 
 The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
-facility, the per-GPU memory stays unknown. `Quantity` is the availability (sold-out types: 0, so
+facility, the per-GPU memory is the canon's (gpu_memory_from_canon). `Quantity` is the availability (sold-out types: 0, so
 an empty VM list is an error).
 """
 
@@ -167,15 +167,12 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
     metal = kind == "bm"
     data = {"kind": "bare_metal" if metal else "virtual_machine", "on_demand_price_cents": cents,
             "quantity": quantity, "minimum_reservation_minutes": minimum, "cpu_model": cpu_model,
-            "cores_per_cpu": cores_per_cpu, "gpu_manufacturer": gpus[0].get("manufacturer"),
-            "gpu_memory_from": "warehouse GPU reference (the API states none)"}
+            "cores_per_cpu": cores_per_cpu, "gpu_manufacturer": gpus[0].get("manufacturer")}
     # Every server is a Dell XE9680: eight MI300X joined by Infinity Fabric and eight 400G RoCEv2
     # ports (the compute page); whether a VM's passed-through GPUs keep those links is not stated.
     batch.offer(f"{ref}/{REGION}", item, region=REGION, zone="", instance_type=ref, purchase_option="on_demand",
                 gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=str(gpus[0].get("model")),
-                gpu_count=gpu_count, gpu_memory_gb=None,
-                total_gpu_memory_gb=model.memory_gb * gpu_count if model.memory_gb else None,
-                vcpus=cores or None, ram_gb=ram_gib, local_disk_gb=disk_gib,
+                gpu_count=gpu_count, vcpus=cores or None, ram_gb=ram_gib, local_disk_gb=disk_gib,
                 interconnect="Infinity Fabric" if metal and gpu_count > 1 else None,
                 network_gbps=3200.0 if metal else None, multinode_fabric="RoCEv2 Ethernet 8x400G" if metal else None,
                 price_per_hour=cents / 100, minimum_charge_s=minimum_s, available=quantity > 0,

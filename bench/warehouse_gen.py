@@ -94,7 +94,7 @@ def build(path: str | Path, offers: int = 100_000, nights: int = 365, now: datet
               case when purchase_option = 'spot' then 'low' else 'none' end as interruption_risk_level,
               case when purchase_option = 'spot' then 5.0 end as interruption_rate_max_pct,
               case when purchase_option = 'spot' then 'aws_spot_advisor' else 'not_interruptible' end
-                  as interruption_risk_source"""
+                  as interruption_risk_source, false as gpu_memory_from_canon"""
     # Versions: night 0 for every offer, then a change with probability CHANGE_RATE each night.
     con.execute(f"""
         create temp table versions as

@@ -31,6 +31,7 @@ from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
+from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
     RefreshRunningError, WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged,
     open_reader,
@@ -386,8 +387,10 @@ def export(
       gpuledger export snapshots/ --format csv
       gpuledger export snapshots/ -t offer_history --since 2026-11-01
     """
-    from gpuledger.warehouse.export import export_snapshot
+    from gpuledger.warehouse.export import EXPORT_TABLES, FORMATS, export_snapshot
 
+    formats = resolve_names("export format", [f.strip() for f in fmt.split(",") if f.strip()], FORMATS)
+    tables = resolve_names("table", table, EXPORT_TABLES)
     start = None
     if since is not None:
         try:
@@ -403,8 +406,7 @@ def export(
         raise _fail(waiting_cancelled("the export", "nothing was written"), 130) from None
     try:
         try:
-            folder = export_snapshot(con, out_dir, [f.strip() for f in fmt.split(",") if f.strip()], table or None,
-                                     since=start)
+            folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
         finally:
             con.close()
     except WarehouseError as err:
@@ -478,6 +480,7 @@ def status(
     except KeyboardInterrupt:
         raise _fail(waiting_cancelled("status", "nothing was read"), 130) from None
     try:
+        provider = list(resolve_names("provider", provider, {*SOURCES, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     finally:
         con.close()
@@ -541,8 +544,8 @@ _register_catalog(app)
 
 def _warehouse_guard(command: Any) -> Any:
     """One line and exit 2, never a traceback, when a command meets a warehouse it cannot read
-    (truncated or garbled: DuckDB opens it and fails on the first damaged block) or a
-    WarehouseError the command does not report itself."""
+    (truncated or garbled: DuckDB opens it and fails on the first damaged block), a
+    WarehouseError the command does not report itself, or a name that matches nothing."""
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -551,7 +554,7 @@ def _warehouse_guard(command: Any) -> Any:
             if not is_damaged(err, db_path(kwargs.get("db"))):
                 raise
             raise _fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
-        except WarehouseError as err:
+        except (WarehouseError, FilterError) as err:  # every usage error: one line, exit 2
             raise _fail(str(err), 2) from None
     return guarded
 

@@ -70,10 +70,10 @@ def report_command(
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
                               models=model or COMMON_MODELS)
     except (WarehouseError, ValueError) as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     except OSError as e:
-        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"))
+        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"), soft_wrap=True)
         raise typer.Exit(1) from None
     err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
     out.print(literal(report.path))
@@ -99,7 +99,7 @@ def plot_command(
     try:
         history = plot_price_history(db, gpu, out_file, option, provider or None)
     except WarehouseError as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     except OSError as e:
         err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"))

@@ -56,7 +56,7 @@ def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, title:
     else:
         table = Table(title=cell(title) if title else None, title_justify="left")
         for c in columns:
-            table.add_column(cell(c))
+            table.add_column(cell(c), overflow="fold")  # a narrow terminal wraps a value, never cuts it
         for r in rows:
             table.add_row(*(cell(v) for v in r))
         out.print(table)

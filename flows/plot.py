@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import duckdb
 
+from gpuledger.warehouse.offer_filter import known_names, resolve_names
 from gpuledger.warehouse.store import WarehouseError, open_reader
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
@@ -72,6 +73,8 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
     """The step series the plot draws, straight from offer_history."""
     if purchase_option not in PURCHASE_OPTIONS:
         raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(PURCHASE_OPTIONS)}")
+    gpu = resolve_names("GPU", [gpu], known_names(con, "GPU"))[0]  # any case; unknown: the nearest named
+    providers = resolve_names("provider", providers or (), known_names(con, "provider"))
     params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],
               "providers": list(providers) if providers else None}
     rows = con.execute(HISTORY_SQL, params).fetchall()

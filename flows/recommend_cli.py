@@ -213,22 +213,22 @@ def recommend_command(
             checkpoint_every_minutes=checkpoint_every, top=top,
             per_instance=not all_locations)
     except (UnknownModelError, ValueError) as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     try:
         con = open_reader(db)
     except WarehouseError as e:
-        err.print(labelled("error:", "red", e))
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         from gpuledger.flows.cli import waiting_cancelled
 
-        err.print(labelled("error:", "red", waiting_cancelled("the recommendation", "nothing was read")))
+        err.print(labelled("error:", "red", waiting_cancelled("the recommendation", "nothing was read")), soft_wrap=True)
         raise typer.Exit(130) from None
     try:
         rec = recommend(con, request)
     except UnknownProviderError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
+        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
         raise typer.Exit(2) from None
     finally:
         con.close()

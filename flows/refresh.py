@@ -20,7 +20,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from gpuledger import children
 from gpuledger.adapters.base import SourceError
-from gpuledger.adapters.registry import SOURCES, source_module
+from gpuledger.adapters.registry import SOURCES, UNITS, UnknownProviderError, source_module
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, read_endpoints
 from gpuledger.flows import cadence
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
@@ -28,6 +28,7 @@ from gpuledger.flows.fetch import SourcePlan, describe_failure, failed, fetch_in
 from gpuledger.flows.progress import report as report_progress
 from gpuledger.flows.stopping import RefreshInterrupted, stop_on_signals, stop_reported_once
 from gpuledger.warehouse import pending
+from gpuledger.warehouse.recommender.names import resolve_name
 from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.warehouse.spot import read_since
 from gpuledger.warehouse.validators import read_validators
@@ -108,9 +109,10 @@ def ensure_browsers(providers: list[str], say: Any = print) -> None:
 def resolve_providers(names: list[str] | None) -> list[str]:
     if not names:
         return sorted(SOURCES)
-    for n in names:
-        source_module(n)
-    return list(dict.fromkeys(names))
+    try:  # any case (AWS is aws); an unknown name is refused naming the nearest
+        return list(dict.fromkeys(resolve_name("provider", n, [*SOURCES, *UNITS]) for n in names))
+    except ValueError as err:
+        raise UnknownProviderError(str(err)) from None
 
 
 def summarize(refresh_id: str, reports: list[LoadReport]) -> dict[str, Any]:

@@ -211,17 +211,17 @@ class PageColumn:
     narrow: int = 0  # > 0: shown by default on a phone, this many px wide
 
 
-# The default wide set fits 1,400 px; the phone set keeps the offer's name and price in 390 px.
+# The default wide set fits 1,366 px; the phone set keeps the offer's name, purchase option and price in 390 px.
 COLUMNS: tuple[PageColumn, ...] = (
-    PageColumn("gpu", "GPU", "canonical GPU model", "text", 118, True, 92),
+    PageColumn("gpu", "GPU", "canonical GPU model", "text", 118, True, 72),
     PageColumn("vram", "VRAM", "memory per GPU, GiB", "num", 54, True),
     PageColumn("count", "GPUs", "GPUs per instance", "num", 48, True),
-    PageColumn("provider", "provider", "provider", "text", 86, True, 72),
+    PageColumn("provider", "provider", "provider", "text", 86, True, 64),
     PageColumn("region", "region", "region", "text", 118, True),
     PageColumn("zone", "zone", "availability zone", "text", 90, False),
-    PageColumn("instance", "instance", "instance type (the offer's name)", "text", 170, True, 116),
-    PageColumn("option", "purchase", "purchase option", "text", 96, True),
-    PageColumn("price", "$/GPU-h", "USD per GPU-hour", "money", 86, True, 80),
+    PageColumn("instance", "instance", "instance type (the offer's name)", "text", 170, True, 82),
+    PageColumn("option", "purchase", "purchase option", "text", 96, True, 82),
+    PageColumn("price", "$/GPU-h", "USD per GPU-hour", "money", 86, True, 64),
     PageColumn("hourly", "$/h", "USD per instance-hour", "money", 76, True),
     PageColumn("spot", "spot off", "spot discount against the same instance on demand", "pct", 64, True),
     PageColumn("risk", "interruption", "interruption risk, as the provider states it", "text", 96, False),
@@ -297,13 +297,15 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def gpu_facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     """The reference facts of each canonical GPU (warehouse table gpu_models)."""
-    rel = con.execute("select gpu_model, memory_gb, memory_type, bf16, fp8 from gpu_models")
-    return {g: {"memory_gb": m, "memory_type": t, "bf16": b, "fp8": f} for g, m, t, b, f in rel.fetchall()}
+    rel = con.execute("select gpu_model, family, memory_gb, memory_type, bf16, fp8 from gpu_models")
+    return {g: {"family": fam, "memory_gb": m, "memory_type": t, "bf16": b, "fp8": f}
+            for g, fam, m, t, b, f in rel.fetchall()}
 
 
 def gpu_summary(rows: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per canonical GPU on offer: its facts, offer count, and the cheapest on-demand and
-    cheapest spot/interruptible price per GPU-hour, overall and per provider. Largest memory first."""
+    cheapest spot/interruptible price per GPU-hour, overall and per provider. Families with the
+    largest memory first, each family's variants together, largest first."""
     per_gpu: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
         p = per_gpu.setdefault(r["gpu_model"], {}).setdefault(
@@ -326,11 +328,12 @@ def gpu_summary(rows: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any]]
             b = min(priced, key=lambda p: (p[slot], p["provider"]))
             return {"price": b[slot], "provider": b["provider"]}
 
-        out.append({"gpu": gpu, "vram_gb": _clean_number(vram) if vram else None,
+        out.append({"gpu": gpu, "family": f.get("family") or gpu, "vram_gb": _clean_number(vram) if vram else None,
                     "memory_type": f.get("memory_type"), "bf16": f.get("bf16"), "fp8": f.get("fp8"),
                     "offers": sum(p["offers"] for p in providers), "providers": providers,
                     "best_on_demand": cheapest("on_demand"), "best_spot": cheapest("spot")})
-    out.sort(key=lambda g: (-(g["vram_gb"] or 0), g["gpu"]))
+    family_vram = {f: max(g["vram_gb"] or 0 for g in out if g["family"] == f) for f in {g["family"] for g in out}}
+    out.sort(key=lambda g: (-family_vram[g["family"]], g["family"], -(g["vram_gb"] or 0), g["gpu"]))
     return out
 
 
@@ -452,10 +455,6 @@ def _asset(name: str) -> str:
     return (ASSETS / name).read_text(encoding="utf-8")
 
 
-def _state(state: str) -> str:
-    return "never loaded" if state == NEVER else state
-
-
 def _freshness_html(providers: Sequence[ReportProvider]) -> str:
     rows = []
     for p in providers:
@@ -463,7 +462,7 @@ def _freshness_html(providers: Sequence[ReportProvider]) -> str:
         err = f'<td class="err">{_e(p.last_error)}</td>' if p.last_error else "<td></td>"
         rows.append(
             f'<tr class="f-{_e(p.state)}" data-provider="{_e(p.provider)}"><td>{_e(p.display_name)}</td>'
-            f'<td class="state">{_e(_state(p.state))}</td><td>{_e(when)}</td>'
+            f'<td class="state">{_e("never loaded" if p.state == NEVER else p.state)}</td><td>{_e(when)}</td>'
             f'<td class="age">{_e(_age(p.age_hours))}</td><td>{p.offers}</td>'
             f"<td>{_e(_billing(p.billing_granularity_s, p.minimum_charge_s))}</td>{err}</tr>")
     return ('<div class="wrap"><table id="freshness"><thead><tr><th>provider</th><th>state</th>'
@@ -504,21 +503,20 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
 </head>
 <body>
 <h1>Rented-GPU prices</h1>
-<p class="meta">Generated by gpuledger at {_e(stamp)}:
-{len(rows)} current offers from {loaded_count(providers)} providers.
-Egress = downloading {egress_gb:g} GB to the internet from the offer's region (monthly tiers; * = no tiers for the
-region, the provider's dearest region). Data age = time since the provider's last successful scrape, as of now.
-Every view is in the address: copy the link to share it.</p>
+<p class="meta">Generated by gpuledger at {_e(stamp)}: {len(rows)} current offers from {loaded_count(providers)} providers.</p>
+<details class="about"><summary>How to read it</summary><p>Prices are USD, per GPU-hour unless a column says
+per hour. Egress = downloading {egress_gb:g} GB to the internet from the offer's region (monthly tiers; * = no tiers
+for the region, the provider's dearest region). Data age = time since the provider's last successful scrape, as of
+now. Every view is in the address: copy the link to share it.</p></details>
+<p class="warn" id="stale" hidden></p>
 <nav><button type="button" id="tab-gpus">GPUs</button>
 <button type="button" id="tab-offers">offers</button>
 <button type="button" id="tab-tune">fine-tuning</button></nav>
 <section id="v-gpus">
-<p class="muted">One row per GPU: the cheapest price per GPU-hour on demand and spot or interruptible.
-Open a row for each provider's cheapest and its offers.</p>
+<p class="muted">The cheapest per GPU-hour, on demand and spot or interruptible; a row opens each provider's.</p>
 <div class="wrap"><table id="gpus"><thead><tr>
-<th>GPU</th><th class="r">cheapest on-demand</th>
-<th class="r">cheapest spot</th><th class="r">VRAM</th><th>memory</th><th>bf16</th><th>fp8</th>
-<th class="r">offers</th><th class="r">providers</th>
+<th>GPU</th><th class="r">cheapest on demand</th><th class="r">cheapest spot</th><th class="r">VRAM</th>
+<th class="w">memory</th><th class="w">bf16</th><th class="w">fp8</th><th class="r w">offers</th><th class="r w">providers</th>
 </tr></thead><tbody></tbody></table></div>
 </section>
 <section id="v-offers" hidden>
@@ -588,7 +586,3 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
         tmp.unlink(missing_ok=True)  # a report that could not be written leaves nothing behind
     return Report(path, rows, providers, now)
 
-
-__all__ = ["COLUMNS", "Report", "ReportProvider", "egress_cost", "encode_column", "fine_tuning", "gpu_summary",
-           "offer_columns", "page_data", "recommendation_view", "report_providers", "render_report", "report_rows",
-           "write_report"]

@@ -1,7 +1,7 @@
-"""`gpuledger show-gpus`: one line per GPU model, from the current offers.
+"""`gpuledger show-gpus [GPU]`: the current offers per GPU model, or per provider for one GPU.
 
-Registered on the main app by `register(app)` (flows/cli.py). Its filters are the Python API's
-(warehouse/offer_filter.py), its output the `sql` command's (table, csv or json).
+Filters as the Python API's (warehouse/offer_filter.py), output as `sql`'s. Both views count what
+the comparison page counts: no 1- or 3-year commitment, unless --commitments.
 """
 
 from __future__ import annotations
@@ -12,39 +12,63 @@ from typing import Any, Optional
 import duckdb
 import typer
 
-from gpuledger.flows.output import Format, chosen, emit, format_option, json_option
-from gpuledger.warehouse.offer_filter import VRAM_SQL, FilterError, OfferFilter
-from gpuledger.warehouse.records import PurchaseOption
+from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option
+from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
 from gpuledger.warehouse.settings import env_name
-from gpuledger.warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.store import open_reader
 
-OPTIONS = tuple(p.value for p in PurchaseOption)
-COLUMNS = ("gpu_model", "vram_gb", *(f"{o}_usd" for o in OPTIONS), "offers", "providers", "regions")
+# The summary's price columns: each the cheapest USD per GPU-hour under it, and its provider.
+KINDS = {"on_demand": "o.purchase_option = 'on_demand'", "spot": RECLAIMABLE_SQL,
+         "committed": "o.term_months is not null"}
+LISTING = ("gpu_model", "provider", "purchase_option", "usd_per_gpu_hour", "usd_per_hour", "gpu_count",
+           "instance_type", "region", "vram_gb", "offers")
 
 
 def gpu_summary(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """(columns, rows): per GPU model among the selected offers, its memory per GPU (the largest
-    the filters read, see offer_filter), the cheapest USD per GPU-hour under each purchase
-    option (NULL where it has none), the offer count, its providers (comma-separated) and the
-    number of distinct regions. Rows ordered by the cheapest price of any option."""
+    """(columns, rows): per GPU model, its memory per GPU, the cheapest USD per GPU-hour on demand,
+    spot (any reclaimable option) and committed (with commitments), each with its provider (the
+    first by name on a tie), the offer count, providers and regions; cheapest first."""
     where, params = selection.where()
-    cheapest = ", ".join(f"round(min(o.price_per_gpu_hour) filter (where o.purchase_option = '{o}'), 4)"
-                         for o in OPTIONS)
+    kinds = [k for k in KINDS if selection.commitments or k != "committed"]
+    cheapest = ", ".join(f"round(min(o.price_per_gpu_hour) filter (where {KINDS[k]}), 4), "
+                         f"arg_min(o.provider, (o.price_per_gpu_hour, o.provider)) filter (where {KINDS[k]})"
+                         for k in kinds)
     rows = con.execute(
         f"""select o.gpu_model, max({VRAM_SQL}) as vram_gb, {cheapest}, count(*),
-                   string_agg(distinct o.provider, ',' order by o.provider), count(distinct o.region)
+                   string_agg(distinct o.provider, ', ' order by o.provider), count(distinct o.region)
             from offers o where {where}
             group by o.gpu_model order by min(o.price_per_gpu_hour), o.gpu_model""", params).fetchall()
-    return list(COLUMNS), rows
+    return ["gpu_model", "vram_gb", *(f"{k}_{c}" for k in kinds for c in ("usd", "provider")), "offers",
+            "providers", "regions"], rows
+
+
+def provider_listing(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """(columns, rows): per GPU model, provider and purchase option, its cheapest offer and how many
+    it has; on demand first, then by price."""
+    where, params = selection.where()
+    rows = con.execute(
+        f"""select o.gpu_model, o.provider, o.purchase_option, round(o.price_per_gpu_hour, 4),
+                   round(o.price_per_hour, 4), o.gpu_count, o.instance_type, o.region, {VRAM_SQL}, count(*) over w
+            from offers o where {where}
+            window w as (partition by o.gpu_model, o.provider, o.purchase_option)
+            qualify row_number() over (w order by o.price_per_gpu_hour, o.region, o.zone, o.instance_type) = 1
+            order by o.gpu_model, o.purchase_option <> 'on_demand', o.term_months is not null,
+                     o.price_per_gpu_hour, o.provider, o.purchase_option""", params).fetchall()
+    return list(LISTING), rows
 
 
 def show_gpus_command(
-    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="Only this GPU: a canonical model (H100-SXM) "
-                                      "or a family (H100, every variant)."),
+    listing_gpu: Optional[str] = typer.Argument(None, metavar="[GPU]", help="List this GPU (a model, or a "
+                                                "family: every variant) per provider and purchase option."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="Only this GPU in the summary: a canonical model "
+                                      "(H100-SXM) or a family (H100, every variant)."),
     min_vram_gb: Optional[float] = typer.Option(None, "--min-vram", help="Only GPUs with at least this many GB "
                                                 "per GPU (the card's marketed memory)."),
     spot: Optional[bool] = typer.Option(None, "--spot/--on-demand", help="Only reclaimable offers (spot, "
                                         "low_priority, interruptible), or only on-demand ones [default: both]."),
+    commitments: bool = typer.Option(False, "--commitments", help="Also 1- and 3-year commitments (reserved, "
+                                     "savings plans, committed use): their own column, or their own rows."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     region: list[str] = typer.Option([], "--region", help="Only these regions (repeatable; `us-*` is a prefix)."),
     max_price: Optional[float] = typer.Option(None, "--max-price", help="Only offers at most this many USD "
@@ -54,25 +78,30 @@ def show_gpus_command(
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:
-    """One line per GPU model: memory, cheapest USD per GPU-hour per purchase option, providers, regions.
+    """Per GPU model: memory, the cheapest USD per GPU-hour on demand and spot with its provider,
+    the offer count, providers and regions. With a GPU: its cheapest offer per provider and
+    purchase option, with price, instance and region. Names match in any case; an unknown one
+    exits 2 naming the nearest.
 
     \b
     Examples:
       gpuledger show-gpus --min-vram 80
+      gpuledger show-gpus H100
       gpuledger show-gpus --gpu H100 --on-demand --format csv
     """
     from gpuledger.flows.cli import _fail
 
+    if gpu and listing_gpu:
+        raise _fail("name the GPU once: `show-gpus H100` lists it per provider, `--gpu H100` filters the summary", 2)
+    selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
+                            regions=tuple(region), max_price=max_price, commitments=commitments)
+    con = open_reader(db)  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)
     try:
-        selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
-                                regions=tuple(region), max_price=max_price)
-        con = open_reader(db)
-    except (FilterError, WarehouseError) as err:
-        raise _fail(str(err), 2) from None
-    try:
-        columns, rows = gpu_summary(con, selection)
+        columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection.resolved(con, SOURCES))
     finally:
         con.close()
+    if not rows:
+        err.print("no current offer passes these filters", highlight=False)
     emit(columns, rows, chosen(fmt, as_json))
 
 

@@ -2,13 +2,10 @@
 
     import gpuledger
     offers = gpuledger.query(gpu="H100-SXM", min_vram_gb=80, spot=False, providers=["aws", "lambda"])
-    offers[0].price_per_gpu_hour
-    offers.df()   # pandas, where installed
-    offers.pl()   # polars, where installed
+    offers[0].price_per_gpu_hour, offers.df(), offers.pl()   # pandas, polars where installed
 
-The filters are those of `gpuledger show-gpus` (warehouse/offer_filter.py). The warehouse is the
-one the command line uses (`--db` there: here `db=`, else the `db` setting, else ./gpuledger.duckdb),
-opened read-only for the query and closed again, so it never holds a refresh up for long.
+The filters are those of `gpuledger show-gpus` (warehouse/offer_filter.py); the warehouse the command
+line's (`db=`, else the `db` setting, else ./gpuledger.duckdb), opened read-only for the query only.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ import os
 from dataclasses import make_dataclass
 from typing import Any, Sequence
 
+from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.offer_filter import OfferFilter
 from gpuledger.warehouse.schema import column_names
 from gpuledger.warehouse.store import open_reader
@@ -68,22 +66,25 @@ class Offers(list):  # type: ignore[type-arg]
 
 def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: bool | None = None,
           providers: Sequence[str] = (), regions: Sequence[str] = (), min_gpu_count: float | None = None,
-          max_gpu_count: float | None = None, max_price: float | None = None,
+          max_gpu_count: float | None = None, max_price: float | None = None, commitments: bool = False,
           db: str | os.PathLike[str] | None = None) -> Offers:
     """The current offers that pass every filter given, cheapest per GPU-hour first.
 
     gpu: canonical model ("H100-SXM") or family ("H100"); min_vram_gb: GB per GPU (marketed size);
     spot: True only reclaimable offers (spot, low_priority, interruptible), False only on-demand,
     None both; providers, regions: only these (a region ending in "*" is a prefix); min_gpu_count,
-    max_gpu_count: GPUs per instance; max_price: USD per GPU-hour; db: the warehouse file.
+    max_gpu_count: GPUs per instance; max_price: USD per GPU-hour; commitments: also 1- and 3-year
+    commitments; db: the warehouse file. Names match in any case.
     Raises gpuledger.warehouse.store.WarehouseError when there is no warehouse, and
-    gpuledger.warehouse.offer_filter.FilterError for a filter that cannot be applied.
+    gpuledger.warehouse.offer_filter.FilterError (a ValueError) for a name that matches nothing
+    (naming the nearest) or a filter that cannot be applied.
     """
-    where, params = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
-                                min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count,
-                                max_price=max_price).where()
+    selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
+                            min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
+                            commitments=commitments)
     con = open_reader(db)
     try:
+        where, params = selection.resolved(con, SOURCES).where()
         table = con.sql(
             f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
             "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",

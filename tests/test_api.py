@@ -4,6 +4,8 @@ loaded from their bundled recordings by the refresh's own fetch and merge (tests
 Prices checked by hand against the recordings: Lambda's gpu_8x_h100_sxm5 is 3192 cents an hour
 (3.99 USD per GPU-hour), RunPod's "NVIDIA H100 80GB HBM3" has communityPrice 2.69, securePrice
 3.99, communitySpotPrice 1.5 and secureSpotPrice 1.75 (adapters/recordings/{lambda,runpod}/).
+A hand-made provider `acme` adds an 8x H100-SXM on demand at 40 USD an hour (5 per GPU-hour) and
+a 1-year reservation of it at 10 (1.25 per GPU-hour, the cheapest of all).
 """
 
 from __future__ import annotations
@@ -15,15 +17,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import gpuledger
 from gpuledger.flows.cli import app
 from gpuledger.warehouse.offer_filter import FilterError
 from gpuledger.warehouse.store import WarehouseError
-from tests.builders import replayed_warehouse
+from gpuledger.flows import output
+from gpuledger.flows.report import gpu_facts, report_rows
+from gpuledger.flows.report import gpu_summary as page_summary
+from gpuledger.warehouse.store import open_reader, utcnow
+from tests.builders import batch, load, offer, replayed_warehouse, scraped
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +39,10 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("api")
     db = folder / "gpuledger.duckdb"  # the default name, for the one-liner run in this folder
     replayed_warehouse(db, ["lambda", "runpod"])
+    now = utcnow()
+    acme = batch("acme", [offer("acme-8x", 40.0), offer("acme-8x", 10.0, option="reserved_1y_no_upfront",
+                                                         term_months=12, payment_option="no_upfront")])
+    load(db, [scraped("acme", "replay", now, now, batch=acme)], "refresh-acme")
     return db
 
 
@@ -92,35 +104,110 @@ def test_done_means_one_liner_uses_the_default_warehouse(warehouse: Path) -> Non
     assert done.stdout.count("Offer(") == 3
 
 
-def test_show_gpus_one_line_per_model(warehouse: Path) -> None:
-    result = CliRunner().invoke(app, ["show-gpus", "--db", str(warehouse), "--format", "csv"])
+def test_names_match_in_any_case_and_an_unknown_one_raises_naming_the_nearest(warehouse: Path) -> None:
+    exact = gpuledger.query(gpu="H100-SXM", providers=["runpod"], regions=["community-cloud"], db=warehouse)
+    assert exact and gpuledger.query(gpu="h100-sxm", providers=["RunPod"], regions=["Community-Cloud"],
+                                     db=warehouse) == exact
+    assert gpuledger.query(gpu="h100", regions=["US-*"], db=warehouse)  # a family, a prefix
+    with pytest.raises(ValueError, match=r"^unknown GPU 'H1000'; did you mean H100\b"):
+        gpuledger.query(gpu="H1000", db=warehouse)
+    with pytest.raises(FilterError, match=r"^unknown provider 'lambdda'; did you mean lambda\b"):
+        gpuledger.query(providers=["lambdda"], db=warehouse)
+    with pytest.raises(FilterError, match=r"^unknown region 'eu-'; did you mean"):
+        gpuledger.query(regions=["eu-*"], db=warehouse)
+    # A registered source this warehouse never loaded is a name, not a mistake: nothing from it.
+    assert gpuledger.query(providers=["AWS"], db=warehouse) == []
+
+
+def test_commitments_only_when_asked(warehouse: Path) -> None:
+    assert {o.purchase_option for o in gpuledger.query(providers=["acme"], db=warehouse)} == {"on_demand"}
+    both = gpuledger.query(providers=["acme"], commitments=True, db=warehouse)
+    assert [(o.purchase_option, o.price_per_gpu_hour) for o in both] == [("reserved_1y_no_upfront", 1.25),
+                                                                         ("on_demand", 5.0)]
+
+
+def show(*args: str) -> Any:
+    return CliRunner().invoke(app, ["show-gpus", *args])
+
+
+def test_show_gpus_counts_what_it_prices_and_names_the_cheapest_provider(warehouse: Path) -> None:
+    result = show("--db", str(warehouse), "--format", "csv")
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert list(rows[0]) == ["gpu_model", "vram_gb", "on_demand_usd", "on_demand_provider", "spot_usd",
+                             "spot_provider", "offers", "providers", "regions"]
     models = [r["gpu_model"] for r in rows]
     assert len(models) == len(set(models))
     h100 = next(r for r in rows if r["gpu_model"] == "H100-SXM")
-    assert (h100["vram_gb"], h100["on_demand_usd"], h100["interruptible_usd"], h100["spot_usd"]) == \
-        ("80.0", "2.69", "1.5", "")
-    assert h100["providers"] == "lambda,runpod"
+    # 5 Lambda + 4 RunPod + acme's on-demand offer; acme's reservation is no on-demand or spot price
+    assert h100 == {"gpu_model": "H100-SXM", "vram_gb": "80.0", "on_demand_usd": "2.69", "on_demand_provider": "runpod",
+                    "spot_usd": "1.5", "spot_provider": "runpod", "offers": "10", "providers": "acme, lambda, runpod",
+                    "regions": "6"}
     assert int(h100["offers"]) == len(gpuledger.query(gpu="H100-SXM", db=warehouse))
+    committed = show("--db", str(warehouse), "--format", "json", "--commitments", "--gpu", "h100-sxm")
+    [h100] = json.loads(committed.stdout)
+    assert (h100["committed_usd"], h100["committed_provider"], h100["offers"]) == (1.25, "acme", 11)
 
 
 def test_show_gpus_filters_are_the_api_filters(warehouse: Path) -> None:
-    result = CliRunner().invoke(app, ["show-gpus", "--db", str(warehouse), "--on-demand", "-p", "lambda",
-                                      "--min-vram", "80", "--format", "json"])
+    result = show("--db", str(warehouse), "--on-demand", "-p", "LAMBDA", "--min-vram", "80", "--format", "json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     offers = gpuledger.query(spot=False, providers=["lambda"], min_vram_gb=80, db=warehouse)
     assert {r["gpu_model"] for r in rows} == {o.gpu_model for o in offers}
-    assert all(r["interruptible_usd"] is None and r["providers"] == "lambda" for r in rows)
+    assert all(r["spot_usd"] is None and r["providers"] == "lambda" for r in rows)
     h100 = next(r for r in rows if r["gpu_model"] == "H100-SXM")
-    assert h100["on_demand_usd"] == 3.99
+    assert (h100["on_demand_usd"], h100["on_demand_provider"]) == (3.99, "lambda")
 
 
-def test_show_gpus_bad_input_is_one_line(warehouse: Path, tmp_path: Path) -> None:
-    bad = CliRunner().invoke(app, ["show-gpus", "--db", str(warehouse), "--format", "xml"])
+def test_show_gpus_for_one_gpu_lists_each_provider_and_option_like_the_page(warehouse: Path) -> None:
+    result = show("h100-sxm", "--db", str(warehouse), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = [tuple(r.values()) for r in json.loads(result.stdout)]
+    # the cheapest offer of each provider and option; Lambda's 8x at 31.92/h in two regions, the first by name
+    assert rows == [
+        ("H100-SXM", "runpod", "on_demand", 2.69, 2.69, 1.0, "1x NVIDIA H100 80GB HBM3", "community-cloud", 80.0, 2),
+        ("H100-SXM", "lambda", "on_demand", 3.99, 31.92, 8.0, "gpu_8x_h100_sxm5", "us-midwest-1", 80.0, 5),
+        ("H100-SXM", "acme", "on_demand", 5.0, 40.0, 8.0, "acme-8x", "us-east-1", 80.0, 1),
+        ("H100-SXM", "runpod", "interruptible", 1.5, 1.5, 1.0, "1x NVIDIA H100 80GB HBM3", "community-cloud", 80.0, 2)]
+    # the page's GPU view counts the same offers, per provider and in all
+    con = open_reader(warehouse)
+    try:
+        page = {g["gpu"]: g for g in page_summary(report_rows(con), gpu_facts(con))}
+    finally:
+        con.close()
+    assert {p["provider"]: p["offers"] for p in page["H100-SXM"]["providers"]} == {"runpod": 4, "lambda": 5, "acme": 1}
+    summary = json.loads(show("--db", str(warehouse), "--format", "json").stdout)
+    assert {r["gpu_model"]: r["offers"] for r in summary} == {g: p["offers"] for g, p in page.items()}
+    # a family lists every variant; a commitment is a row of its own, after the options without one
+    family = json.loads(show("H100", "--db", str(warehouse), "--format", "json", "--commitments").stdout)
+    assert {r["gpu_model"] for r in family} == {"H100-SXM", "H100-PCIe", "H100-NVL"}
+    sxm = [(r["provider"], r["purchase_option"]) for r in family if r["gpu_model"] == "H100-SXM"]
+    assert sxm == [("runpod", "on_demand"), ("lambda", "on_demand"), ("acme", "on_demand"),
+                   ("runpod", "interruptible"), ("acme", "reserved_1y_no_upfront")]
+
+
+def test_show_gpus_never_cuts_a_provider_name(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    narrow = Console(width=90, record=True, file=io.StringIO())
+    monkeypatch.setattr(output, "out", narrow)
+    assert show("--db", str(warehouse), "--gpu", "H100-SXM").exit_code == 0
+    text = narrow.export_text()
+    assert "…" not in text and all(name in text for name in ("acme", "lambda", "runpod")), text
+
+
+def test_show_gpus_bad_input_is_one_line_exit_2(warehouse: Path, tmp_path: Path) -> None:
+    bad = show("--db", str(warehouse), "--format", "xml")
     said = " ".join(bad.output.replace("│", " ").split())
-    assert bad.exit_code == 2 and "Invalid value for '--format' / '-f'" in said and "'xml' is not one of 'table', 'csv', 'json'" \
-        in said, said
-    missing = CliRunner().invoke(app, ["show-gpus", "--db", str(tmp_path / "none.duckdb")])
+    assert bad.exit_code == 2 and "Invalid value for '--format' / '-f'" in said and \
+        "'xml' is not one of 'table', 'csv', 'json'" in said, said
+    for args, message in ((["--gpu", "H1000"], "error: unknown GPU 'H1000'; did you mean H100, "),
+                          (["H1000"], "error: unknown GPU 'H1000'; did you mean H100, "),
+                          (["-p", "lambdda"], "error: unknown provider 'lambdda'; did you mean lambda"),
+                          (["--region", "mars-1"], "error: unknown region 'mars-1'; did you mean ")):
+        result = show("--db", str(warehouse), *args)
+        assert result.exit_code == 2 and result.output.startswith(message), (args, result.output)
+        assert len(result.output.strip().splitlines()) == 1, result.output
+    aws = show("--db", str(warehouse), "--provider", "AWS")  # registered, never loaded here: said, exit 0
+    assert aws.exit_code == 0 and "no current offer passes these filters" in aws.output
+    missing = show("--db", str(tmp_path / "none.duckdb"))
     assert missing.exit_code == 2 and "no warehouse at" in missing.output and "Traceback" not in missing.output

@@ -71,7 +71,8 @@ def readme_query(title: str) -> str:
 def test_the_bundled_market_is_wide(replayed_db: Path) -> None:
     con = duckdb.connect(str(replayed_db), read_only=True)
     try:
-        cheapest = con.execute(readme_query("cheapest 80 GB-class card per provider, on demand")).fetchall()
+        cheapest = con.execute(readme_query("cheapest 80 GB-class card per provider, on demand: one row per provider")
+                               ).fetchall()
         regions = dict(con.execute("select provider, count(distinct region) from offers "
                                    "where provider in ('aws', 'azure', 'gcp') group by provider").fetchall())
     finally:

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import typer.main
+import yaml
 
 from gpuledger.adapters.registry import SOURCES, specs
 from gpuledger.flows.cli import app
@@ -64,3 +65,17 @@ def test_every_source_threshold_is_in_the_reliability_doc() -> None:
     declared = {s.name: f"{s.anomaly.min_row_ratio:g}" for s in specs() if s.anomaly.min_row_ratio is not None}
     assert documented == declared, ("docs/reliability.md's min_row_ratio table must list exactly the sources "
                                     f"that set one: documented {documented}, declared {declared}")
+
+
+def test_the_readme_schedule_is_the_one_prefect_yaml_deploys() -> None:
+    deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
+    readme = (ROOT / "README.md").read_text()
+    schedule = " ".join(re.search(r"- \*\*Schedule\*\*:(.*?)\n- \*\*", readme, re.S).group(1).split())
+    count = re.search(r"deploys `nightly_refresh` (\w+) times", schedule).group(1)
+    assert {"two": 2, "three": 3, "four": 4}[count] == len(deployments) == 3
+    for d in deployments:
+        [cadence] = d["schedules"]
+        assert f"`{d['name']}`" in schedule and f"(`{cadence['cron']}`" in schedule, (d["name"], schedule)
+        assert cadence["timezone"] == "UTC" and "(UTC)" in schedule
+    # no other cadence is claimed
+    assert sorted(re.findall(r"\(`([0-9*/ ]+)`", schedule)) == sorted(d["schedules"][0]["cron"] for d in deployments)

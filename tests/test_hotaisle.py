@@ -84,9 +84,11 @@ def test_every_type_maps_to_the_mi300x_with_its_reference_memory(replay: Any) ->
     batch = hotaisle.fetch(replay_context(replay("hotaisle"), "hotaisle"))
     assert {(o.gpu_model, o.gpu_variant_exact, o.gpu_vendor, o.gpu_name_reported) for o in batch.offers} == {
         ("MI300X", True, "AMD", "MI300X")}
-    # The API states no GPU memory: the nominal 192 GB comes from the GPU reference, per-GPU stays unknown.
-    assert {(o.gpu_count, o.gpu_memory_gb, o.gpu_memory_gb_nominal, o.total_gpu_memory_gb) for o in batch.offers} == {
-        (1, None, 192, 192), (2, None, 192, 384), (4, None, 192, 768), (8, None, 192, 1536)}
+    # The API states no GPU memory: the MI300X's 192 GB per GPU comes from the GPU reference
+    # (warehouse/data/gpu_models.csv), marked as such, and the total is that times the GPUs.
+    assert {(o.gpu_count, o.gpu_memory_gb, o.gpu_memory_from_canon, o.gpu_memory_gb_nominal, o.total_gpu_memory_gb)
+            for o in batch.offers} == {(1, 192, True, 192, 192), (2, 192, True, 192, 384), (4, 192, True, 192, 768),
+                                       (8, 192, True, 192, 1536)}
 
 
 def test_quantity_is_the_availability_and_the_minimum_reservation_the_minimum_charge(replay: Any) -> None:

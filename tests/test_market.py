@@ -190,7 +190,8 @@ def test_rows_upgraded_to_version_7_get_the_levels_their_sources_give(tmp_path: 
     con.execute(f"attach '{fresh}' as fresh (read_only)")
     for table in ("offers", "offer_history", "scrape_runs"):
         con.execute(f"delete from {table}")
-        drop = f" exclude ({RISK_COLUMNS})" if table != "scrape_runs" else " exclude (degraded, bytes_fetched)"
+        drop = f" exclude ({RISK_COLUMNS}, gpu_memory_from_canon)" if table != "scrape_runs" \
+            else " exclude (degraded, bytes_fetched)"
         con.execute(f"insert into {table} by name select *{drop} from fresh.{table}")
     con.close()
     con = open_writer(old)

@@ -83,7 +83,12 @@ def test_gpu_mapping_and_offer_fields() -> None:
     h100 = offer(batch, "1x NVIDIA HGX H100")
     assert (h100.region, h100.gpu_count, h100.vcpus, h100.ram_gb, h100.interconnect) == (
         "global", 1, 16, 200, "NVSwitch")
-    assert (h100.billing_granularity_s, h100.gpu_memory_gb, h100.gpu_memory_gb_nominal) == (1, None, 80)
+    # The page prints no memory: the HGX H100's 80 GB is the GPU reference's, marked as such.
+    assert (h100.billing_granularity_s, h100.gpu_memory_gb, h100.gpu_memory_from_canon, h100.gpu_memory_gb_nominal,
+            h100.total_gpu_memory_gb) == (1, 80, True, 80, 80)
+    assert {(o.gpu_model, o.gpu_memory_gb) for o in batch.offers if o.gpu_memory_from_canon} == {
+        ("B300", 288), ("B200", 180), ("H200-SXM", 141), ("H100-SXM", 80), ("RTX-PRO-6000-S", 96), ("L40S", 48)}
+    assert all(o.gpu_memory_from_canon for o in batch.offers)
     spot = offer(batch, "1x NVIDIA HGX H100", "spot")
     assert spot.spot_savings_pct == 44.2  # 1 - 2.15 / 3.85
     data = json.loads(h100.provider_data)

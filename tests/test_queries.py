@@ -212,3 +212,35 @@ def test_python_snippets_run(db: Path, tmp_path: Path, monkeypatch: pytest.Monke
     assert "cheapest" in printed["polars"] and "lambda" in printed["polars"]
     for provider in PROVIDERS:
         assert provider in printed["polars"]
+
+
+def test_the_readme_example_queries_answer_what_their_comments_say(db: Path) -> None:
+    readme = (DOC.parent.parent / "README.md").read_text()
+    [block] = re.findall(r"^```sql\n(.*?)^```", readme, re.M | re.S)
+    queries = [q.strip() for q in block.split(";") if q.strip()]
+    assert [q.splitlines()[0] for q in queries] == [
+        "-- cheapest 80 GB-class card per provider, on demand: one row per provider",
+        "-- spot price and discount of one type in each zone, cheapest first: one row per zone",
+        "-- every price a p5.48xlarge had on demand in us-east-1, and when (valid_to NULL: in force now)"]
+    cheapest, spot, history = (run(db, q) for q in queries)
+
+    best: dict[str, float] = {}
+    for provider, price in table(db, "select provider, price_per_gpu_hour from offers "
+                                     "where gpu_memory_gb_nominal >= 80 and purchase_option = 'on_demand'"):
+        best[provider] = min(best.get(provider, price), price)
+    cols, rows = cheapest
+    assert len(rows) == len(best) == len(PROVIDERS)  # one row per provider, not per GPU, instance and region
+    assert {r[0]: r[cols.index("usd_per_gpu_hour")] for r in rows} == best
+    assert [r[-1] for r in rows] == sorted(best.values())
+
+    cols, rows = spot
+    zones = table(db, "select zone, price_per_hour from offers where instance_type = 'g6e.xlarge' "
+                      "and purchase_option = 'spot'")
+    assert len(zones) > 3 and len({z for z, _ in zones}) == len(zones) == len(rows)
+    assert sorted((r[1], r[2]) for r in rows) == sorted(zones) and [r[2] for r in rows] == sorted(r[2] for r in rows)
+
+    cols, rows = history
+    now = table(db, "select price_per_hour from offers where provider = 'aws' and region = 'us-east-1' and "
+                    "instance_type = 'p5.48xlarge' and purchase_option = 'on_demand'")
+    assert rows and rows[-1][0] == now[0][0] and rows[-1][2] is None  # the version in force now, last
+    assert all(r[2] is not None for r in rows[:-1])

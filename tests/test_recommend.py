@@ -668,7 +668,7 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
     assert set(first["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
                             "--provider", "AWS"])
-    assert r.exit_code == 2 and "unknown provider AWS; known: persec" in r.output
+    assert r.exit_code == 2 and "unknown provider 'AWS'; did you mean persec?" in r.output
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
                             "--hours", "1e9"])
     assert r.exit_code == 2 and "hours must be at most 8760" in r.output

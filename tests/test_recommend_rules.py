@@ -107,7 +107,7 @@ def test_nothing_fits_names_the_options_that_would_make_it_fit(con) -> None:
 
 
 def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
-    with pytest.raises(UnknownProviderError, match=r"^unknown provider AWS; known: market$"):
+    with pytest.raises(UnknownProviderError, match=r"^unknown provider 'AWS'; did you mean market\?$"):
         recommend(con, req(method="qlora", model="llama-3-8b", providers=("AWS",)))
 
 

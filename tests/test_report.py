@@ -177,8 +177,17 @@ def test_gpu_summary_per_provider(warehouse: Path) -> None:
     assert (h100["best_on_demand"]["price"], h100["best_on_demand"]["provider"]) == cheapest_od
     # acme's spot H100 at 12/8 = 1.5 per GPU-hour counts as spot
     assert ("acme", 3.0, 1.5, 2) in per_provider
-    memory = [g["vram_gb"] or 0 for g in summary]
-    assert memory == sorted(memory, reverse=True)  # largest memory first
+    # families by their largest memory, each family's variants together, largest first
+    families = list(dict.fromkeys(g["family"] for g in summary))
+    assert [g["family"] for g in summary] == sorted((g["family"] for g in summary), key=families.index)
+    largest = {f: max(g["vram_gb"] or 0 for g in summary if g["family"] == f) for f in families}
+    assert [largest[f] for f in families] == sorted(largest.values(), reverse=True)
+    for f in families:
+        memory = [g["vram_gb"] or 0 for g in summary if g["family"] == f]
+        assert memory == sorted(memory, reverse=True)
+    h100s = sql(warehouse, """select distinct o.gpu_model, g.memory_gb from offers o join gpu_models g using (gpu_model)
+                              where g.family = 'H100' order by g.memory_gb desc, o.gpu_model""")
+    assert len(h100s) >= 2 and [g["gpu"] for g in summary if g["family"] == "H100"] == [m for m, _ in h100s]
 
 
 def job_cost(c: dict[str, Any], tiers: dict[str, Any], tokens: float, runs: int) -> tuple[float, float]:
@@ -477,35 +486,103 @@ def test_data_age_is_computed_in_the_browser(page_file: Path, browser: Any) -> N
     page.close()
 
 
-def test_phone_width_shows_name_and_price_without_panning(page_file: Path, browser: Any, tmp_path: Path) -> None:
+def on_screen(locator: Any, width: int) -> bool:
+    """The element is wholly within the viewport's width (no panning needed to read it)."""
+    box = locator.bounding_box()
+    return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+
+
+def test_phone_width_keeps_what_the_reader_came_for_on_screen(page_file: Path, warehouse: Path, browser: Any,
+                                                               tmp_path: Path) -> None:
+    # The GPU summary: the GPU, its cheapest on-demand and spot price (and who sells it) without panning.
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.clock.set_fixed_time(T0 + timedelta(hours=50))  # acme's data is 2 days old: a warning
+    page.goto(page_file.as_uri())
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate("(() => { const w = document.querySelector('#v-gpus .wrap'); "
+                         "return w.scrollWidth <= w.clientWidth; })()")  # nothing hidden to the right
+    heads = page.locator("#gpus thead th").all()
+    assert [h.text_content() for h in heads if h.is_visible()] == ["GPU", "cheapest on demand", "cheapest spot",
+                                                                   "VRAM"]
+    row = page.locator("#gpus tr.gpu[data-gpu=H100-SXM]")
+    cells = row.locator("td")
+    for i in range(3):
+        assert on_screen(cells.nth(i), 390), cells.nth(i).text_content()
+    best = sql(warehouse, """select min(price_per_gpu_hour), arg_min(provider, (price_per_gpu_hour, provider))
+                             from offers where gpu_model = 'H100-SXM' and purchase_option = 'on_demand'""")[0]
+    assert cells.nth(1).text_content() == money(best[0]) + best[1]  # the price, and under it the provider
+    # Variants under their family, the variant named in full.
+    body = page.eval_on_selector_all("#gpus tbody tr", "trs => trs.map(tr => tr.dataset.gpu || tr.textContent)")
+    family = sql(warehouse, "select list(distinct gpu_model) from offers where gpu_model like 'H100-%'")[0][0]
+    head = body.index(f"H100 {len(family)} variants")
+    assert sorted(body[head + 1:head + 1 + len(family)]) == sorted(family) and len(family) >= 2
+    assert row.get_attribute("class") == "gpu var" and cells.first.text_content() == "H100-SXM"
+    # The warning is text on the page, on screen at once, not a tooltip.
+    stale = page.locator("#stale")
+    assert stale.is_visible() and on_screen(stale, 390)
+    assert stale.text_content() == "Not fresh: acme (data 2 d old). Their prices may have moved."
+    # A compact intro: the views' tabs within the first fifth of the screen.
+    nav = page.locator("nav").bounding_box()
+    assert nav["y"] + nav["height"] < 844 / 5, nav
+    page.screenshot(path=str(tmp_path / "report-gpus-390.png"))
+    page.close()
+
+    # Offers: the GPU, provider, instance, purchase option and price, spot rows saying so.
     page = open_page(browser, page_file.as_uri() + "#view=offers&gpu=H100-SXM", 390, 844)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     keys = page.eval_on_selector_all("#offers thead th", "ths => ths.map(th => th.dataset.key)")
-    assert "instance" in keys and "price" in keys
-    first = page.locator("#offers tbody tr:not(.pad)").first
-    for key in ("instance", "price"):
-        box = first.locator("td").nth(keys.index(key)).bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (key, box)
-    assert first.locator("td").nth(keys.index("price")).text_content().startswith("$")
+    assert keys == ["gpu", "provider", "instance", "option", "price"]
+    assert shown(page)[0]["option"] == "on_demand"  # on demand first
+    page.select_option("#f-option", "reclaimable")
+    reclaimable = sql(warehouse, "select distinct purchase_option from offers where gpu_model = 'H100-SXM' "
+                                 "and purchase_option <> 'on_demand'")
+    assert {r["option"] for r in shown(page)} == {r[0] for r in reclaimable} == {"spot", "interruptible"}
+    rows = page.locator("#offers tbody tr:not(.pad)")
+    for i in (0, rows.count() - 1):
+        for key in ("instance", "option", "price"):
+            assert on_screen(rows.nth(i).locator("td").nth(keys.index(key)), 390), key
+        assert rows.nth(i).locator("td").nth(keys.index("price")).text_content().startswith("$")
+    assert page.evaluate("""(() => [...document.querySelectorAll('#offers tbody td:nth-child(4)')]
+                            .every(td => td.scrollWidth <= td.clientWidth))()""")  # no option cut short
     page.screenshot(path=str(tmp_path / "report-390.png"))
     page.close()
-    page = open_page(browser, page_file.as_uri(), 390, 844)  # the summary: GPU and its cheapest price in view
-    cells = page.locator("#gpus tr.gpu").first.locator("td")
-    assert cells.nth(1).bounding_box()["x"] + cells.nth(1).bounding_box()["width"] <= 390
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    page.close()
+
     # The fine-tuning view: the job cost stays on screen, and so do the warnings under each row.
     page = open_page(browser, page_file.as_uri() + "#view=tune&model=llama-3-70b&method=qlora", 390, 844)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     heads = page.locator("#tune-table thead th").all_text_contents()
     cost = page.locator("#tune-table tbody tr:not(.warn)").first.locator("td").nth(heads.index("job cost"))
-    box = cost.bounding_box()
-    assert box["x"] >= 0 and box["x"] + box["width"] <= 390 and cost.text_content().startswith("$")
-    warn = page.locator("#tune-table tr.warn div").first.bounding_box()
-    assert warn["x"] >= 0 and warn["x"] + warn["width"] <= 390
+    assert on_screen(cost, 390) and cost.text_content().startswith("$")
+    assert on_screen(page.locator("#tune-table tr.warn div").first, 390)
     page.screenshot(path=str(tmp_path / "report-tune-390.png"))
     page.close()
-    keep_artifacts(tmp_path, "report-390.png", "report-tune-390.png")
+    keep_artifacts(tmp_path, "report-gpus-390.png", "report-390.png", "report-tune-390.png")
+
+
+def test_laptop_width_shows_every_column_without_panning(page_file: Path, browser: Any, tmp_path: Path) -> None:
+    page = open_page(browser, page_file.as_uri(), 1366, 768)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1366
+    heads = page.locator("#gpus thead th")
+    assert [h.text_content() for h in heads.all() if h.is_visible()] == [
+        "GPU", "cheapest on demand", "cheapest spot", "VRAM", "memory", "bf16", "fp8", "offers", "providers"]
+    assert on_screen(heads.last, 1366)
+    first = page.locator("#gpus tr.gpu").first.locator("td")
+    by, price = first.nth(1).locator("span.by").bounding_box(), first.nth(1).bounding_box()
+    assert by["height"] < price["height"] < 2 * by["height"]  # price and provider on one line
+    # by the browser's clock the replays are fresh, acme's month-old data not
+    assert re.fullmatch(r"Not fresh: acme \(data \d+ d old\)\. Their prices may have moved\.",
+                        page.text_content("#stale"))
+    page.screenshot(path=str(tmp_path / "report-gpus-1366.png"))
+    page.close()
+    page = open_page(browser, page_file.as_uri() + "#view=offers", 1366, 768)
+    keys = page.eval_on_selector_all("#offers thead th", "ths => ths.map(th => th.dataset.key)")
+    assert "option" in keys and "region" in keys and "egress" in keys
+    assert page.evaluate("(() => { const s = document.getElementById('scroller'); "
+                         "return s.scrollWidth <= s.clientWidth; })()")
+    page.screenshot(path=str(tmp_path / "report-offers-1366.png"))
+    page.close()
+    keep_artifacts(tmp_path, "report-gpus-1366.png", "report-offers-1366.png")
 
 
 def test_report_command_without_a_warehouse(tmp_path: Path) -> None:

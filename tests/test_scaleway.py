@@ -292,8 +292,8 @@ def test_an_older_type_whose_id_names_no_memory_is_mapped_by_its_gpu_fields(repl
     [offer] = batch.offers  # a catalogue of only such a type still loads
     assert (offer.instance_type, offer.zone, offer.gpu_model, offer.gpu_variant_exact, offer.gpu_count) == (
         "RENDER-S", "fr-par-2", "P100", True, 1)
-    # The catalogue states no GPU memory for it: unknown, never read from the id
-    assert (offer.gpu_memory_gb, offer.gpu_memory_gb_nominal) == (None, 16)
+    # The catalogue states no GPU memory for it: never read from the id, the P100's from the canon, marked
+    assert (offer.gpu_memory_gb, offer.gpu_memory_from_canon, offer.gpu_memory_gb_nominal) == (16, True, 16)
     assert (offer.source_currency, offer.source_price_per_hour, offer.vcpus, offer.ram_gb) == ("EUR", 1.221, 10, 42)
     assert math.isclose(offer.price_per_hour, 1.221 * RATE)
 

@@ -99,10 +99,11 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
     assert layout(new) == layout(old)
     # version 3 put operated_by after provider_data in both offer tables, and changed nothing else
     new_offers = [c for c in layout(new)[0] if c[0] == "offers"]
-    # version 6 put the commitment terms after it, and version 7 the interruption-risk scale
+    # version 6 put the commitment terms after it, version 7 the interruption-risk scale, version 10
+    # the mark of memory taken from the canon
     risk = ["interruption_risk_level", "interruption_rate_max_pct", "interruption_risk_source"]
     assert [c[2] for c in new_offers] == [c[2] for c in v1_offers[:33]] + ["operated_by"] + \
-        ["term_months", "payment_option"] + risk + [c[2] for c in v1_offers[33:]]
+        ["term_months", "payment_option"] + risk + ["gpu_memory_from_canon"] + [c[2] for c in v1_offers[33:]]
     assert ("offers", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     assert ("offer_history", 34, "operated_by", "VARCHAR", False, None) in layout(new)[0]
     checks = [c for c in layout(new)[1] if c[0] == "offers" and c[1] in ("CHECK", "PRIMARY KEY")]
@@ -113,10 +114,10 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
     assert ("providers", "PRIMARY KEY", None, "[provider]") in layout(new)[1]
     assert ("offers", 37, "interruption_risk_level", "VARCHAR", False, "'unknown'") in layout(new)[0]
     assert ("offer_history", 39, "interruption_risk_source", "VARCHAR", False, "'unpublished'") in layout(new)[0]
-    # offers 39 + 4, history 39 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
+    # offers 40 + 4, history 40 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
     # spot price history, capacity blocks; the views spot_price_intervals, spot_price_stats, offer_freshness;
     # fetch validators
-    assert len(layout(new)[0]) == 43 + 44 + 13 + 14 + 11 + 12 + 21 + 7 + 16 + 18 + 6 + 10 + 20 + 9 + 21 + 10 + 5 == 280
+    assert len(layout(new)[0]) == 44 + 45 + 13 + 14 + 11 + 12 + 21 + 7 + 16 + 18 + 6 + 10 + 20 + 9 + 21 + 10 + 5 == 282
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)

@@ -290,6 +290,13 @@ def test_page_sources_report_gpu_memory_only_where_the_page_states_it(monkeypatc
     # A bare "V100" (16 or 32 GB, SXM2 or PCIe) is stored as the 16 GB SXM2 card, marked as a guess.
     [v100] = [o for o in batches["paperspace"].offers if o.instance_type == "V100"]
     assert (v100.gpu_model, v100.gpu_variant_exact, v100.gpu_name_reported) == ("V100-SXM2-16", False, "V100")
+    # Stored: where the page prints none, the canon's memory per GPU, marked; a printed figure stays unmarked.
+    filled = {(o.provider, o.instance_type, o.purchase_option): (o.gpu_memory_gb, o.total_gpu_memory_gb)
+              for b in batches.values() for o in b.offers if o.gpu_memory_from_canon}
+    assert {k for k in filled} == {(p, *k) for p, got in by_provider.items() for k, v in got.items() if v is None}
+    assert filled[("hyperstack", "1x NVIDIA H100 PCIe", "spot")] == (80, 80)
+    assert (v100.gpu_memory_gb, v100.gpu_memory_from_canon) == (16, True)
+    assert not [o for o in batches["hyperstack"].offers if o.gpu_memory_from_canon and o.gpu_model != "H100-PCIe"]
 
 
 def test_provider_declarations() -> None:

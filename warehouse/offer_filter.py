@@ -1,32 +1,48 @@
-"""The offer filters shared by the Python API (`gpuledger.query`) and `gpuledger show-gpus`.
+"""The offer filters of the Python API (`gpuledger.query`, whose docstring lists them) and of
+`gpuledger show-gpus`: one SQL condition over `offers`, so both select the same rows.
 
-One definition turns the filters into a SQL condition over `offers`, so the library and the
-command line always select the same rows.
-
-- `gpu`: a canonical model (`H100-SXM`) or a family (`H100`: every H100 variant), any case.
-- `min_vram_gb`: GPU memory per GPU, the card's marketed size (`gpu_memory_gb_nominal`, so an
-  A10G's reported 22.35 GiB counts as its 24 GB); for a slice of a GPU (`gpu_count` below 1)
-  the slice's own memory.
-- `spot`: True keeps only offers the provider may reclaim (spot, low_priority, interruptible),
-  False only on-demand offers, None both.
-- `providers`, `regions`: only these (a region ending in `*` is a prefix: `us-*`).
-- `min_gpu_count`, `max_gpu_count`: GPUs per instance.
-- `max_price`: USD per GPU-hour.
+`min_vram_gb` reads the card's marketed size (an A10G's reported 22.35 GiB counts as its 24 GB),
+a slice of a GPU its own memory. Names match in any case against what the warehouse holds
+(`resolved`): one that matches nothing is a FilterError naming the nearest, never an empty answer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Sequence
 
-# Memory per GPU as the filters read it (see the module docstring).
+import duckdb
+
+from gpuledger.warehouse.recommender.names import resolve_name
+
+# Memory per GPU as the filters read it.
 VRAM_SQL = ("case when o.gpu_count < 1 then coalesce(o.gpu_memory_gb, o.gpu_memory_gb_nominal * o.gpu_count) "
             "else coalesce(o.gpu_memory_gb_nominal, o.gpu_memory_gb) end")
 RECLAIMABLE = ("spot", "low_priority", "interruptible")
+RECLAIMABLE_SQL = "o.purchase_option in (" + ", ".join(f"'{p}'" for p in RECLAIMABLE) + ")"
+NAMES_SQL = {
+    "GPU": "select gpu_model from gpu_models union select family from gpu_models",
+    "provider": "select provider from providers union select provider from scrape_runs union select provider from offers",
+    "region": "select distinct region from offers",
+}
 
 
 class FilterError(ValueError):
-    """A filter value that cannot select anything; the message names it."""
+    """A name or value that can select nothing, named (with the nearest name); the CLI exits 2."""
+
+
+def known_names(con: duckdb.DuckDBPyConnection, kind: str) -> list[str]:
+    """The GPU models and families, providers or regions the warehouse holds."""
+    return [name for (name,) in con.execute(NAMES_SQL[kind]).fetchall() if name]
+
+
+def resolve_names(kind: str, given: Iterable[str], known: Iterable[str]) -> tuple[str, ...]:
+    """Each of `given` as `known` spells it (any case), without repeats; else FilterError."""
+    known = list(known)
+    try:
+        return tuple(dict.fromkeys(resolve_name(kind, g, known) for g in given))
+    except ValueError as err:
+        raise FilterError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -39,6 +55,7 @@ class OfferFilter:
     min_gpu_count: float | None = None
     max_gpu_count: float | None = None
     max_price: float | None = None
+    commitments: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.providers, str) or isinstance(self.regions, str):
@@ -48,19 +65,30 @@ class OfferFilter:
             if value is not None and not value >= 0:
                 raise FilterError(f"{name} must be a number >= 0, got {value!r}")
 
+    def resolved(self, con: duckdb.DuckDBPyConnection, providers: Iterable[str] = ()) -> OfferFilter:
+        """This filter with each name as the warehouse spells it (`providers`: more known provider
+        names, e.g. the registered sources); FilterError for a name that matches nothing."""
+        gpu = resolve_names("GPU", [self.gpu], known_names(con, "GPU"))[0] if self.gpu else None
+        named = resolve_names("provider", self.providers, {*known_names(con, "provider"), *providers})
+        known, regions = (known_names(con, "region") if self.regions else []), ()
+        for r in self.regions:  # a prefix (us-*) stays as given where some region starts with it
+            prefixed = r.endswith("*") and any(k.lower().startswith(r[:-1].lower()) for k in known)
+            regions += (r,) if prefixed else resolve_names("region", [r.rstrip("*")], known)
+        return replace(self, gpu=gpu, providers=named, regions=tuple(dict.fromkeys(regions)))
+
     def where(self) -> tuple[str, dict[str, Any]]:
-        """The SQL condition over `offers o` (joined to nothing) and its named parameters."""
-        parts: list[str] = []
+        """The SQL condition over `offers o` (joined to nothing) and its named parameters; the names
+        as the warehouse spells them (`resolved`)."""
+        parts: list[str] = [] if self.commitments else ["o.term_months is null"]
         params: dict[str, Any] = {}
         if self.gpu:
-            parts.append("(lower(o.gpu_model) = lower($gpu) or o.gpu_model in "
-                         "(select gpu_model from gpu_models where lower(family) = lower($gpu)))")
+            parts.append("(o.gpu_model = $gpu or o.gpu_model in (select gpu_model from gpu_models where family = $gpu))")
             params["gpu"] = self.gpu
         if self.min_vram_gb is not None:
             parts.append(f"({VRAM_SQL}) >= $min_vram")
             params["min_vram"] = self.min_vram_gb
         if self.spot is True:
-            parts.append("o.purchase_option in (" + ", ".join(f"'{p}'" for p in RECLAIMABLE) + ")")
+            parts.append(RECLAIMABLE_SQL)
         elif self.spot is False:
             parts.append("o.purchase_option = 'on_demand'")
         if self.providers:
@@ -68,9 +96,9 @@ class OfferFilter:
             params["providers"] = list(self.providers)
         if self.regions:
             exact = [r for r in self.regions if not r.endswith("*")]
-            prefixes = [r[:-1] for r in self.regions if r.endswith("*")]
+            prefixes = [r[:-1].lower() for r in self.regions if r.endswith("*")]
             parts.append("(o.region in (select unnest($regions::varchar[])) or "
-                         "list_bool_or([starts_with(o.region, p) for p in $prefixes::varchar[]]))")
+                         "list_bool_or([starts_with(lower(o.region), p) for p in $prefixes::varchar[]]))")
             params["regions"], params["prefixes"] = exact, prefixes
         if self.min_gpu_count is not None:
             parts.append("o.gpu_count >= $min_gpus")

@@ -179,6 +179,8 @@ class Offer(_Record):
     interruption_risk_level: str = "unknown"  # none | low | medium | high | unknown
     interruption_rate_max_pct: float | None = None
     interruption_risk_source: str = "unpublished"
+    # True where the source states no GPU memory and gpu_memory_gb is the canonical model's (gpu_models)
+    gpu_memory_from_canon: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -489,7 +491,8 @@ class Batch:
         reported `gpu_memory_gb`, or `gpu_lookup_mib` where the lookup needs another figure) and an
         unknown name is quarantined. `gpu_model` skips the lookup for a model the source resolved
         itself. Filled in: gpu_name_reported, gpu_model, gpu_variant_exact, gpu_vendor, the nominal
-        and total memory, the billing increment and minimum, and a USD source price."""
+        and total memory, the memory per GPU from the canon where the source states none (marked
+        gpu_memory_from_canon), the billing increment and minimum, and a USD source price."""
         memory = fields.get("gpu_memory_gb")
         try:
             if gpu_model is None:
@@ -510,6 +513,10 @@ class Batch:
         fields.setdefault("gpu_vendor", model.vendor)
         fields.setdefault("gpu_memory_gb_nominal", model.memory_gb)
         count = fields.get("gpu_count")
+        if memory is None and model.memory_gb and isinstance(count, (int, float)) and count >= 1:
+            # the source states none; a slice's share of the card is not known, so a slice stays without
+            memory = fields["gpu_memory_gb"] = float(model.memory_gb)
+            fields["gpu_memory_from_canon"] = True
         if memory and isinstance(count, (int, float)) and "total_gpu_memory_gb" not in fields:
             # a slice of one GPU (count below 1) reports the slice's own memory
             fields["total_gpu_memory_gb"] = memory * count if count >= 1 else memory

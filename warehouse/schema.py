@@ -560,6 +560,14 @@ alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;
 """,
     ),
     (
+        10,
+        "offers and offer_history: gpu_memory_from_canon (gpu_memory_gb is the canonical model's where the "
+        "source states none); existing rows keep what their source stated (false)",
+        "".join(_append_offer_columns(t, ("gpu_memory_from_canon BOOLEAN NOT NULL DEFAULT false",))
+                + f"alter table {t} alter column gpu_memory_from_canon drop default;\n"
+                for t in ("offers", "offer_history")),
+    ),
+    (
         12,
         "fetch_validators: what proved each source's last loaded answers current (ETag, Last-Modified, "
         "price list version), for a refresh that fetches only what changed",

@@ -184,7 +184,12 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     if not allow_files:
         config |= {"enable_external_access": False, "autoinstall_known_extensions": False,
                    "autoload_known_extensions": False, "lock_configuration": True}
-    return _connect_retrying(p, wait_s, read_only=True, config=config)
+    con = _connect_retrying(p, wait_s, read_only=True, config=config)
+    if not con.execute("select count(*) from duckdb_tables() where table_name = 'schema_migrations'").fetchall()[0][0]:
+        con.close()  # another program's DuckDB file: every command refuses it in these words
+        raise WarehouseError(f"{p} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse "
+                             "`gpuledger refresh` wrote)")
+    return con
 
 
 def _open_lock_file(db: Path) -> Any:

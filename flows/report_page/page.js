@@ -318,7 +318,11 @@
     if (cls) e.className = cls;
     return e;
   }
-  function best(b) { return b ? money(b.price) + " " + b.provider : "–"; }
+  function best(b) {  // the price, then who sells it (under it on a phone)
+    var td = el("td", b ? money(b.price) : "–", "r");
+    if (b) td.appendChild(el("span", b.provider, "by"));
+    return td;
+  }
   function gpuDetail(g) {
     var tr = el("tr", null, "detail"), td = el("td");
     td.colSpan = 9;
@@ -350,14 +354,28 @@
   }
   function renderGpus() {
     var body = $("gpus").tBodies[0], frag = document.createDocumentFragment(), open = S.open.split(",");
+    var variants = {}, family = null;
+    D.gpus.forEach(function (g) { variants[g.family] = (variants[g.family] || 0) + 1; });
     D.gpus.forEach(function (g) {
-      var tr = el("tr", null, "gpu"), isOpen = open.indexOf(g.gpu) >= 0;
+      var grouped = variants[g.family] > 1;
+      if (grouped && g.family !== family) {  // a family's variants under its name
+        var head = el("tr", null, "fam"), name = el("td", g.family + " ");
+        name.colSpan = 9;
+        name.appendChild(el("span", variants[g.family] + " variants", "muted"));
+        head.appendChild(name);
+        frag.appendChild(head);
+      }
+      family = g.family;
+      var tr = el("tr", null, grouped ? "gpu var" : "gpu"), isOpen = open.indexOf(g.gpu) >= 0;
       tr.tabIndex = 0;
       tr.dataset.gpu = g.gpu;
       tr.setAttribute("aria-expanded", isOpen ? "true" : "false");
-      [[g.gpu], [best(g.best_on_demand), "r"], [best(g.best_spot), "r"], [g.vram_gb == null ? "" : g.vram_gb + " GB", "r"],
-       [g.memory_type || ""], [g.bf16 == null ? "?" : g.bf16 ? "yes" : "no"], [g.fp8 == null ? "?" : g.fp8 ? "yes" : "no"],
-       [String(g.offers), "r"], [String(g.providers.length), "r"]].forEach(function (c) {
+      tr.appendChild(el("td", g.gpu));
+      tr.appendChild(best(g.best_on_demand));
+      tr.appendChild(best(g.best_spot));
+      [[g.vram_gb == null ? "" : g.vram_gb + " GB", "r"], [g.memory_type || "", "w"],
+       [g.bf16 == null ? "?" : g.bf16 ? "yes" : "no", "w"], [g.fp8 == null ? "?" : g.fp8 ? "yes" : "no", "w"],
+       [String(g.offers), "r w"], [String(g.providers.length), "r w"]].forEach(function (c) {
         tr.appendChild(el("td", c[0], c[1]));
       });
       function toggle() {
@@ -482,12 +500,18 @@
 
   // -- freshness table --------------------------------------------------------------------------
   function renderFreshness() {
+    var late = [];
     Array.prototype.forEach.call($("freshness").tBodies[0].rows, function (tr) {
       var p = prov[tr.dataset.provider], state = stateOf(p);
       tr.className = "f-" + state;
       tr.querySelector("td.state").textContent = state === "never" ? "never loaded" : state;
       tr.querySelector("td.age").textContent = ageText(ageHours(p));
+      if (state === "stale" || state === "failed") late.push(p.provider + " (" + (state === "failed" ?
+        "last scrape failed, data " : "data ") + ageText(ageHours(p)) + " old)");
     });
+    // Said on the page, not in a tooltip: whose prices may have moved since.
+    $("stale").hidden = !late.length;
+    $("stale").textContent = late.length ? "Not fresh: " + late.join(", ") + ". Their prices may have moved." : "";
   }
 
   // -- views ------------------------------------------------------------------------------------

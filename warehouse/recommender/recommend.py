@@ -17,6 +17,7 @@ import duckdb
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
+from gpuledger.warehouse.recommender.names import resolve_name
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
@@ -493,7 +494,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     """Rank the current offers that fit `request`, by the effective cost of the whole job."""
     if not macros_current(con):
         install_macros(con)
-    check_providers(con, request)
+    request = check_providers(con, request)
     setup = request.setup()
     single, plans = _plans(con, request, setup)
     from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
@@ -599,14 +600,14 @@ def known_providers(con: duckdb.DuckDBPyConnection) -> list[str]:
         "order by 1").fetchall()]
 
 
-def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> None:
-    """Refuse a --provider the warehouse does not know (names are the warehouse's, e.g. 'aws')."""
-    if not request.providers:
-        return
-    known = known_providers(con)
-    for p in request.providers:
-        if p not in known:
-            raise UnknownProviderError(f"unknown provider {p}; known: {', '.join(known)}")
+def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> RecommendRequest:
+    """`request` with each --provider as the warehouse spells it (any case); UnknownProviderError
+    naming the nearest for one the warehouse does not know."""
+    try:
+        named = tuple(dict.fromkeys(resolve_name("provider", p, known_providers(con)) for p in request.providers))
+    except ValueError as err:
+        raise UnknownProviderError(str(err)) from None
+    return replace(request, providers=named)
 
 
 def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any]]]:

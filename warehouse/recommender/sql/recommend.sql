@@ -54,8 +54,8 @@ create or replace macro node_link_gbs(interconnect, gpu_count, vendor, card_link
 -- Every current offer with what matching and costing derive from the
 -- reference tables, whatever the request and the providers' freshness:
 --   memory_gb_per_gpu  gpu_memory_gb as the source reports it (GiB), not the
---                      marketed figure; when a source gave none, the marketed
---                      figure read as decimal GB (x 10^9 / 2^30), flagged
+--                      marketed figure; when a source gave none (or it is the
+--                      canon's), the marketed figure read as decimal GB (x 10^9 / 2^30), flagged
 --                      memory_source = 'nominal'
 --   link_gbs, link_kind  node_link_gbs and what it is: 'NVLink', 'Infinity Fabric', 'NVLink bridge'
 --                      or 'PCIe'; pcie_gbs the host link
@@ -68,10 +68,11 @@ create or replace macro node_link_gbs(interconnect, gpu_count, vendor, card_link
 create or replace macro offer_facts() as table
     select o.*,
            o.purchase_option <> 'on_demand' and o.term_months is null as interruptible,
-           coalesce(o.gpu_memory_gb,
+           coalesce(if(o.gpu_memory_from_canon, null, o.gpu_memory_gb),
                     coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
                as memory_gb_per_gpu,
-           case when o.gpu_memory_gb is not null then 'reported' else 'nominal' end as memory_source,
+           case when o.gpu_memory_gb is not null and not o.gpu_memory_from_canon then 'reported' else 'nominal' end
+               as memory_source,
            node_link_gbs(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor, g.architecture) as link_gbs,
            case when node_link_gbs(o.interconnect, o.gpu_count, g.vendor, g.nvlink, g.form_factor, g.architecture)
                      <> pcie_gbs(g.architecture) or regexp_matches(coalesce(g.nvlink, ''), '[0-9.]+\s*GB/s')

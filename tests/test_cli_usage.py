@@ -1,0 +1,93 @@
+"""One rule for usage errors across the command line: a name that matches nothing (a GPU, a
+provider, a region, a model, a method, a table, a format), a value that is not one, or a file
+that is not a gpuledger warehouse is one line on stderr and exit 2 in every command; a name in
+another case is the same name. The warehouse: Lambda replayed through its real client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.flows.cli import app
+from gpuledger.flows.refresh import resolve_providers
+from tests.builders import replayed_warehouse
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("usage") / "ledger.duckdb"
+    replayed_warehouse(path, ["lambda"])
+    return path
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+USAGE_ERRORS = [
+    (["show-gpus", "--gpu", "H1000"], "unknown GPU 'H1000'; did you mean H100, "),
+    (["show-gpus", "H1000"], "unknown GPU 'H1000'; did you mean H100, "),
+    (["show-gpus", "-p", "lambdda"], "unknown provider 'lambdda'; did you mean lambda"),
+    (["show-gpus", "--region", "us-sooth-1"], "unknown region 'us-sooth-1'; did you mean us-south-1"),
+    (["status", "-p", "lambdda"], "unknown provider 'lambdda'; did you mean lambda"),
+    (["recommend", "--model", "llama-3-8", "--method", "qlora"], "unknown model 'llama-3-8'; did you mean "),
+    (["recommend", "--model", "llama-3-8b", "--method", "qlorra"], "unknown method 'qlorra'; did you mean qlora"),
+    (["recommend", "--model", "llama-3-8b", "--method", "qlora", "-p", "lambdda"],
+     "unknown provider 'lambdda'; did you mean lambda"),
+    (["plot", "--gpu", "H1000", "OUT/p.png"], "unknown GPU 'H1000'; did you mean H100, "),
+    (["plot", "--gpu", "H100-SXM", "-p", "lambdda", "OUT/p.png"], "unknown provider 'lambdda'; did you mean lambda"),
+    (["report", "OUT/p.html", "--model", "llama-3-8"], "unknown model 'llama-3-8'; did you mean "),
+    (["export", "OUT", "-t", "nosuch"], "unknown table 'nosuch'; did you mean "),
+    (["export", "OUT", "--format", "xml"], "unknown export format 'xml'; did you mean "),
+    (["export", "OUT", "--since", "yesterday"], "--since 'yesterday' is not a date or time"),
+    (["sql", "select 1", "--format", "xml"], "'xml' is not one of 'table', 'csv', 'json'"),
+    (["refresh", "-p", "lambdda"], "unknown provider 'lambdda'; did you mean lambda"),
+]
+
+
+@pytest.mark.parametrize("args, says", USAGE_ERRORS, ids=[" ".join(a[:3]) for a, _ in USAGE_ERRORS])
+def test_every_usage_error_exits_2_in_one_line(args: list[str], says: str, db: Path, tmp_path: Path) -> None:
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
+    code, text = run(*args, "--db", str(db))
+    said = " ".join(text.replace("│", " ").split())
+    assert code == 2 and says in said, (code, text)
+    if "error:" in text:  # ours (click's own usage errors draw a box)
+        assert text.startswith("error: ") and len(text.strip().splitlines()) == 1, text
+    assert not (tmp_path / "out").exists()
+
+
+def test_names_in_another_case_are_the_same_names(db: Path, tmp_path: Path) -> None:
+    assert resolve_providers(["LAMBDA", "Aws", "lambda"]) == ["lambda", "aws"]
+    for args in (["status", "-p", "LAMBDA", "--json"], ["show-gpus", "H100-sxm", "-p", "Lambda"],
+                 ["recommend", "--model", "Llama-3-8B", "--method", "QLoRA", "-p", "LAMBDA", "--top", "1"],
+                 ["plot", "--gpu", "h100-sxm", "-p", "LAMBDA", str(tmp_path / "p.png")]):
+        code, text = run(*args, "--db", str(db))
+        assert code == 0 and ("lambda" in text or args[0] == "plot"), (args, text)
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_file_that_is_no_warehouse_is_refused_alike_by_every_command(tmp_path: Path) -> None:
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))  # another program's DuckDB file
+    con.execute("create table offers (x integer)")
+    con.close()
+    garbage = tmp_path / "garbage.duckdb"
+    garbage.write_bytes(bytes(range(256)) * 64)
+    commands = (["check"], ["status"], ["sql", "select 1"], ["show-gpus"], ["export", str(tmp_path / "out")],
+                ["recommend", "--model", "llama-3-8b", "--method", "qlora"], ["report", str(tmp_path / "p.html")])
+    for path, message in ((other, f"error: {other} is a DuckDB file but not a gpuledger warehouse"),
+                          (garbage, f"error: cannot open {garbage}: ")):
+        said = set()
+        for args in commands:
+            code, text = run(*args, "--db", str(path))
+            assert code == 2 and text.startswith(message) and len(text.strip().splitlines()) == 1, (args, text)
+            said.add(" ".join(text.split()))
+        assert len(said) == 1, said  # the same words from every command
+    assert not (tmp_path / "out").exists() and not (tmp_path / "p.html").exists()
