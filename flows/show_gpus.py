@@ -19,21 +19,27 @@ from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import WarehouseError, open_reader
 
 OPTIONS = tuple(p.value for p in PurchaseOption)
-COLUMNS = ("gpu_model", "vram_gb", *(f"{o}_usd" for o in OPTIONS), "offers", "providers", "regions")
+COLUMNS = ("gpu_model", "vram_gb", *(f"{o}_usd" for o in OPTIONS), "offers", "providers", "regions", "obtainable")
 
 
 def gpu_summary(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
     """(columns, rows): per GPU model among the selected offers, its memory per GPU (the largest
     the filters read, see offer_filter), the cheapest USD per GPU-hour under each purchase
     option (NULL where it has none), the offer count, its providers (comma-separated) and the
-    number of distinct regions. Rows ordered by the cheapest price of any option."""
+    number of distinct regions, and the share of the availability observations of the last 7 days
+    (view availability_obtainable) of its providers and regions that had capacity. Rows ordered by
+    the cheapest price of any option."""
     where, params = selection.where()
     cheapest = ", ".join(f"round(min(o.price_per_gpu_hour) filter (where o.purchase_option = '{o}'), 4)"
                          for o in OPTIONS)
     rows = con.execute(
-        f"""select o.gpu_model, max({VRAM_SQL}) as vram_gb, {cheapest}, count(*),
-                   string_agg(distinct o.provider, ',' order by o.provider), count(distinct o.region)
-            from offers o where {where}
+        f"""with o as (select * from offers o where {where}),
+                 a as (select gpu_model, sum(obtainable_7d * observations_7d) / nullif(sum(observations_7d), 0) as s
+                       from availability_obtainable semi join o using (gpu_model, provider, region) group by all)
+            select o.gpu_model, max({VRAM_SQL}) as vram_gb, {cheapest}, count(*),
+                   string_agg(distinct o.provider, ',' order by o.provider), count(distinct o.region),
+                   round(any_value(a.s), 4)
+            from o left join a using (gpu_model)
             group by o.gpu_model order by min(o.price_per_gpu_hour), o.gpu_model""", params).fetchall()
     return list(COLUMNS), rows
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from gpuledger.warehouse.records import Batch, Quarantined
 from gpuledger.warehouse.schema import (
-    CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, SPOT_PRICE_FIELDS, STORAGE, TABLES as COLUMNS, arrow_schema,
+    AVAILABILITY_FIELDS, CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, SPOT_PRICE_FIELDS, STORAGE, TABLES as COLUMNS,
+    arrow_schema,
 )
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "storage": (STORAGE.table, STORAGE.columns),
     "spot_prices": ("spot_price_history", SPOT_PRICE_FIELDS),
     "capacity_blocks": ("capacity_block_offerings", CAPACITY_BLOCK_FIELDS),
+    "availability": ("availability_history", AVAILABILITY_FIELDS),
 }
 KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
 FORMAT = 3
@@ -203,7 +205,8 @@ def read(path: Path) -> ScrapeOutcome:
         for name, rows in counts.items():
             table, columns = TABLES[name]
             types = {c.name: c.type for c in COLUMNS[table]}
-            tables[name] = duckdb.sql(
+            # a connection of its own: DuckDB's default one refuses a second thread's call meanwhile
+            tables[name] = duckdb.connect().sql(
                 "select * from read_json($path, format = 'array', columns = $columns)",
                 params={"path": str(path.with_name(f"{doc['provider']}.{name}.json")),
                         "columns": {c: types[c] for c in columns}}).to_arrow_table().cast(arrow_schema(table, columns))

@@ -1,0 +1,146 @@
+"""Availability over time: every offer's capacity signal as the refreshes saw it, and how often
+each GPU model could be had per provider and region.
+
+Each successful merge appends the signal (`available`, `available_count`, `availability_level`)
+of every offer it received to `availability_history`, keyed by provider, region, zone, instance
+type and GPU model (purchase options of one machine share it). A signal already stored for that
+key on the same UTC day is not stored again, so hourly refreshes add a row a day per offer while
+nothing changes, and one more each time the signal changes. An offer with no signal at all is
+not stored (the notes count it). A source may also hand over earlier observations of its own
+(`add_observation`, the batch's `availability` rows): they go through the same rule.
+
+`availability_obtainable_at(as_of)` (table macro) gives per GPU model x provider x region the
+share of observations with capacity (`available`, or else `available_count > 0`; a row with
+neither says nothing) over the 7 and 30 days before `as_of`; `availability_obtainable` is the
+macro at now().
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpuledger.warehouse.records import Batch, describe_validation_error
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from gpuledger.warehouse.pending import ScrapeOutcome
+
+SIGNAL = ("available", "available_count", "availability_level")
+_KEY = ("provider", "region", "zone", "instance_type", "gpu_model")
+
+SQL = """
+create or replace macro availability_obtainable_at(as_of) as table
+select gpu_model, provider, region,
+       n_7d as observations_7d, round(c_7d / nullif(n_7d, 0), 4) as obtainable_7d,
+       n_30d as observations_30d, round(c_30d / n_30d, 4) as obtainable_30d, last_observed
+from (select gpu_model, provider, region,
+             count(capacity) filter (where observed_at > as_of - interval 7 day) as n_7d,
+             count(*) filter (where capacity and observed_at > as_of - interval 7 day) as c_7d,
+             count(capacity) as n_30d, count(*) filter (where capacity) as c_30d, max(observed_at) as last_observed
+      from (select *, coalesce(available, available_count > 0) as capacity from availability_history
+            where observed_at > as_of - interval 30 day and observed_at <= as_of)
+      group by all)
+where n_30d > 0;
+create or replace view availability_obtainable as select * from availability_obtainable_at(now());
+"""
+
+
+class Observation(BaseModel):
+    """One availability signal of one offer at one time, as the source stated it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    zone: str = ""
+    instance_type: str = Field(min_length=1)
+    gpu_model: str = Field(min_length=1)
+    observed_at: datetime
+    available: bool | None = None
+    available_count: int | None = Field(default=None, ge=0)
+    availability_level: str | None = None
+
+    @field_validator("observed_at")
+    @classmethod
+    def _aware_utc(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("observed_at has no time zone")
+        return v.astimezone(timezone.utc)
+
+
+def add_observation(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
+    """Validate one earlier observation into `batch.availability`, or quarantine it (kind availability)."""
+    try:
+        batch.availability.append(Observation(provider=batch.provider, **batch.without_secrets(fields)))
+        return True
+    except ValidationError as err:
+        batch.quarantine("availability", ref, f"contract: {describe_validation_error(err)}", raw)
+        return False
+
+
+def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, notes: list[str]) -> None:
+    """Append the signals of a merged scrape (inside the caller's transaction): its offers' as of
+    the scrape's start, and the earlier observations it handed over; the counts go to `notes`.
+    When an enrichment that fills a signal column failed, the offers' signals are not recorded:
+    the merge carried their old values, which nobody observed now."""
+    failed = [d["name"] for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
+    key, signal = ", ".join(_KEY), ", ".join(SIGNAL)
+    nothing = " and ".join(f"{c} is null" for c in SIGNAL)
+    parts, params, silent = [], {"run": run_id}, 0
+    if not (outcome.side_tables_only or failed) and outcome.count("offers"):
+        con.register("_avail_offers", outcome.table("offers"))
+        parts.append(f"select {key}, $at as observed_at, {signal} from _avail_offers")
+        params["at"] = outcome.started_at
+        silent = con.execute(f"select count(*) from _avail_offers where {nothing}").fetchall()[0][0]
+    if outcome.count("availability"):
+        con.register("_avail_earlier", outcome.table("availability"))
+        parts.append(f"select {key}, observed_at, {signal} from _avail_earlier")
+    # one row per key, UTC day and signal: the day's first observation of it
+    signals = (f"select {key}, min(observed_at) as observed_at, {signal} from ({' union all '.join(parts)}) "
+               f"where not ({nothing}) group by {key}, {signal}, {_day('')}")
+    same = " and ".join([f"h.{c} = n.{c}" for c in _KEY] + [f"h.{c} is not distinct from n.{c}" for c in SIGNAL])
+    try:
+        if parts:
+            received = con.execute(f"select count(*) from ({signals})",
+                                   {k: v for k, v in params.items() if k != "run"}).fetchall()[0][0]
+            stored = con.execute(
+                f"""insert into availability_history ({key}, observed_at, {signal}, run_id)
+                    select {key}, observed_at, {signal}, $run from ({signals}) n
+                    where not exists (select 1 from availability_history h where {same}
+                                      and {_day('h.')} = {_day('n.')})""",
+                params).fetchall()[0][0]
+            notes.append(f"availability history: {stored} of {received} signals stored"
+                         + (f" ({received - stored} already stored for their day)" if received > stored else "")
+                         + (f"; {silent} offers carry no availability signal" if silent else "")
+                         if received else f"availability history: none of the {silent} offers carries a signal")
+        if failed:
+            notes.append(f"availability history: the offers' signals not recorded ({', '.join(failed)} failed)")
+    finally:
+        con.unregister("_avail_offers")  # a name never registered is ignored
+        con.unregister("_avail_earlier")
+
+
+def _day(alias: str) -> str:
+    return f"({alias}observed_at at time zone 'UTC')::date"
+
+
+def obtainable(con: duckdb.DuckDBPyConnection, as_of: datetime | None = None,
+               keys: Iterable[tuple[str, str, str]] | None = None
+               ) -> dict[tuple[str, str, str], tuple[float | None, float | None]]:
+    """(gpu_model, provider, region) -> (share with capacity over 7 days, over 30 days) as of
+    `as_of` (default: now), for `keys` (default: all); {} on a warehouse without the history."""
+    if not con.execute("select count(*) from duckdb_functions() where function_name = "
+                       "'availability_obtainable_at'").fetchall()[0][0]:
+        return {}
+    where, params = "", {"at": as_of}
+    if keys is not None:  # only what is asked: filters the history before the aggregation
+        asked = list(keys)
+        params.update(g=[k[0] for k in asked], p=[k[1] for k in asked], r=[k[2] for k in asked])
+        where = "where list_contains($g, gpu_model) and list_contains($p, provider) and list_contains($r, region)"
+    rows = con.execute("select gpu_model, provider, region, obtainable_7d, obtainable_30d "
+                       f"from availability_obtainable_at(coalesce($at, now())) {where}", params).fetchall()
+    return {(g, p, r): (s7, s30) for g, p, r, s7, s30 in rows}
