@@ -1,20 +1,15 @@
 """Google Cloud: GPU VMs composed from Billing Catalog SKUs, Cloud TPUs per chip, PD, egress.
 
-Google bills each VM as the sum of its parts (vCPU SKU x cores + RAM SKU x GiB + GPU SKU x cards +
-bundled Local SSD), and a TPU slice (v5e, v5p, v6e) as its chips x the generation's chip-hour SKU
-(in the same Compute Engine service). So does this adapter, through Google's own clients (REST):
-- `google-cloud-compute`: machine types of the GPU families (aggregated over zones, with their
-  accelerators and bundled Local SSD) and accelerator types (which GPUs a zone offers, how many an
-  N1 VM may attach); zones, an enrichment: their status UP/DOWN fills only `available` and
-  `availability_level` (without it a zone's region is its name less the zone letter, Google's
-  naming, and the regions are those the aggregated lists name);
-- `google-cloud-billing`: the Catalog SKUs of Compute Engine (`services/6F81-5844-456A`): vCPU,
-  RAM, GPU, TPU, Local SSD, committed-use, disk and egress prices per `serviceRegions`, one listing;
-- `google-cloud-tpu`: the Cloud TPU API's zones (`locations`) and each zone's TPU types
-  (`acceleratorTypes`: type and chip topology); a slice larger than one host VM is left out.
-`fetch` does the I/O and hands on wire-format dicts (camelCase); `parse_*`/`build_*` are pure.
-Replaying the bundled recording adds its earlier recorded zones.list answers as past availability
-(no Google API publishes past availability; the recording's README says what is made up).
+Google bills a VM as the sum of its parts (vCPU x cores + RAM x GiB + GPU x cards + bundled Local
+SSD) and a TPU slice (v5e, v5p, v6e) as chips x its generation's chip-hour SKU; so does this
+adapter, through Google's own clients (REST): `google-cloud-compute` (GPU machine types and
+accelerator types aggregated over zones; zones, an enrichment whose status fills only `available`
+and `availability_level`: without it a zone's region is its name less the letter), `google-cloud-
+billing` (the Compute Engine Catalog SKUs, `services/6F81-5844-456A`, per `serviceRegions`) and
+`google-cloud-tpu` (TPU zones and each zone's types; a slice beyond one host VM is left out).
+`fetch` does the I/O, handing on wire-format dicts; `parse_*`/`plan_*`/`build_*` are pure. Replaying
+the bundled recording adds its earlier zones.list answers as past availability (no Google API
+publishes it; the recording's README says what is made up).
 """
 
 from __future__ import annotations
@@ -161,7 +156,18 @@ class SkuPrice:
     n_regions: int = 0  # how many regions the SKU prices: the fewer, the more specific
 
     def to_usd(self, amount: float) -> float:
-        return to_usd(amount, self.currency, self.conversion_rate)
+        """The amount in USD, or PriceError. The Catalog documents `currencyConversionRate` as "from
+        USD to the currency specified in the request ... USD * currencyConversionRate = JPY", so a
+        non-USD amount over its rate is the USD list price; without a usable rate (absent, 0, the
+        default 1.0) a non-USD amount is never read as USD."""
+        rate = self.conversion_rate
+        if self.currency == "USD":
+            return amount
+        if not self.currency:
+            raise PriceError("price has no currency code")
+        if rate is not None and rate > 0 and not math.isclose(rate, 1.0):
+            return amount / rate
+        raise PriceError(f"price in {self.currency} without a currency conversion rate; not read as USD")
 
     @property
     def source_amount(self) -> float:
@@ -180,20 +186,6 @@ def money(unit_price: dict[str, Any]) -> float:
     if units and nanos and (units < 0) != (nanos < 0):
         raise PriceError(f"units {units} and nanos {nanos} have different signs")
     return units + nanos / 1e9
-
-
-def to_usd(amount: float, currency: str, rate: float | None) -> float:
-    """A Catalog amount in USD, or PriceError. The Catalog documents `currencyConversionRate` as "from
-    USD to the currency specified in the request ... USD * currencyConversionRate = JPY", so a non-USD
-    amount over its rate is the USD list price; without a usable rate (absent, 0, the default 1.0)
-    a non-USD amount is never read as USD."""
-    if currency == "USD":
-        return amount
-    if not currency:
-        raise PriceError("price has no currency code")
-    if rate is not None and rate > 0 and not math.isclose(rate, 1.0):
-        return amount / rate
-    raise PriceError(f"price in {currency} without a currency conversion rate; not read as USD")
 
 
 def sku_price(sku: dict[str, Any], unit: str | None = None) -> SkuPrice:
@@ -513,46 +505,24 @@ def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[s
     return out
 
 
-@dataclass(frozen=True)
-class TpuType:
-    zone: str
-    name: str  # v5litepod-4
-    chips: int
-    topology: str  # 2x2
-
-    @property
-    def generation(self) -> str:
-        return self.name.rsplit("-", 1)[0]
-
-
-@drift_guard("gcp: Cloud TPU acceleratorTypes.list")
-def parse_tpu_types(pages: Iterable[dict[str, Any]]) -> list[TpuType]:
-    """Every zone's TPU types: "projects/p/locations/us-east5-b/acceleratorTypes/v5p-8", its chips
-    from the first accelerator config's topology ("2x2x1": 4)."""
-    out = []
-    for page in pages:
-        for t in page.get("acceleratorTypes") or []:
-            topology = t["acceleratorConfigs"][0]["topology"]
-            out.append(TpuType(t["name"].split("/locations/")[1].split("/")[0], t["type"],
-                               math.prod(int(n) for n in topology.split("x")), topology))
-    return out
-
-
-def plan_tpus(types: Iterable[TpuType], zones: dict[str, ZoneInfo], regions: Iterable[str],
+def plan_tpus(pages: Iterable[dict[str, Any]], zones: dict[str, ZoneInfo], regions: Iterable[str],
               skips: Counter[str]) -> list[OfferPlan]:
-    """One plan per single-host TPU type of a selected region; the others counted in `skips`."""
+    """One plan per single-host TPU type of a selected region, from acceleratorTypes.list pages
+    ("projects/p/locations/us-east5-b/acceleratorTypes/v5p-8", chips from the topology "2x2x1");
+    the others counted in `skips`."""
     wanted, plans = set(regions), []
-    for t in types:
-        generation = TPU_GENERATIONS.get(t.generation)
-        if generation is None:
+    for t in (t for page in pages for t in page.get("acceleratorTypes") or []):
+        zone, topology = t["name"].split("/locations/")[1].split("/")[0], t["acceleratorConfigs"][0]["topology"]
+        chips, generation = math.prod(int(n) for n in topology.split("x")), t["type"].rsplit("-", 1)[0]
+        if generation not in TPU_GENERATIONS:
             skips["TPU types of generations not priced per chip in the Compute Engine Catalog (v2-v4)"] += 1
-        elif region_of(t.zone, zones) not in wanted:
+        elif region_of(zone, zones) not in wanted:
             skips["TPU types in zones outside the selected regions"] += 1
-        elif t.chips > generation[1]:
+        elif chips > TPU_GENERATIONS[generation][1]:
             skips["TPU slices of several host VMs (multi-host) not priced as one offer"] += 1
         else:
-            plans.append(OfferPlan(region_of(t.zone, zones), t.zone, t.name, t.generation, t.chips, 0, 0, 0, "tpu",
-                                   (("topology", t.topology),)))
+            plans.append(OfferPlan(region_of(zone, zones), zone, t["type"], generation, chips, 0, 0, 0, "tpu",
+                                   (("topology", topology),)))
     return plans
 
 
@@ -959,12 +929,6 @@ def _count(ctx: SourceContext, what: str | None = None) -> None:
             ctx.pages[what] = ctx.pages.get(what, 0) + 1
 
 
-def _retry_after(err: BaseException) -> float | None:
-    """Seconds a 429/503 answer asked us to wait (Retry-After), if it said."""
-    headers = getattr(getattr(err, "response", None), "headers", None) or {}
-    return retry_after_s(headers.get("Retry-After"))
-
-
 def _pages(method: Any, request: Any, **call: Any) -> Iterable[Any]:
     """A list method's pages: its pager's, or (a mixin answering one List...Response) by next_page_token."""
     answer = method(request=request, **call)
@@ -1003,7 +967,8 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, wher
     # ChunkedEncodingError: the connection broke mid-body; a page is fetched whole, so retrying it is safe.
     retryable = (api.TooManyRequests, api.ServerError, requests.exceptions.ConnectionError,
                  requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError)
-    attempts = policy.google_retry(retryable, lambda: _count(ctx), _retry_after)
+    attempts = policy.google_retry(retryable, lambda: _count(ctx), lambda err: retry_after_s(  # 429/503's wait
+        (getattr(getattr(err, "response", None), "headers", None) or {}).get("Retry-After")))
     pages: list[dict[str, Any]] = []
     tokens: set[str] = set()
     page_what = f"{what}{where} (page 1)"
@@ -1080,10 +1045,10 @@ def fetch(ctx: SourceContext) -> Batch:
     tpu_zones = sorted({loc["locationId"] for p in location_pages for loc in p.get("locations") or []
                         if region_of(loc["locationId"], zones) in regions})
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="gcp-tpu") as pool:
-        tpu_types = parse_tpu_types([p for pages in pool.map(lambda zone: fetch_listing(
+        tpu_pages = [p for pages in pool.map(lambda zone: fetch_listing(
             ctx, "tpu acceleratorTypes.list", tpu.list_accelerator_types, tpu_v2.ListAcceleratorTypesRequest(
-                parent=f"projects/{project}/locations/{zone}"), f" in {zone}"), tpu_zones) for p in pages])
-    batch = build_batch(zones, shapes, accelerators, skus, regions, tpu_types)
+                parent=f"projects/{project}/locations/{zone}"), f" in {zone}"), tpu_zones) for p in pages]
+    batch = build_batch(zones, shapes, accelerators, skus, regions, tpu_pages)
     if ctx.mode == "replay" and project == REPLAY_PROJECT:
         add_zone_history(batch, ZONE_HISTORY)
     return batch
@@ -1104,17 +1069,17 @@ def add_zone_history(batch: Batch, folder: Path) -> None:
                                 availability_level=f"listed in zone (zone {z.status})")
 
 
-@drift_guard("gcp: Compute and Billing Catalog answers")
+@drift_guard("gcp: Compute, Cloud TPU and Billing Catalog answers")
 def build_batch(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], skus: list[dict[str, Any]],
-                regions: Iterable[str], tpu_types: Iterable[TpuType] = ()) -> Batch:
+                regions: Iterable[str], tpu_pages: Iterable[dict[str, Any]] = ()) -> Batch:
     """Everything fetched -> offers, storage and egress records (pure)."""
     regions = list(regions)
     batch = PROVIDER.batch()
     catalog = parse_compute_skus(batch, skus, regions)
     batch.notes.extend(f"{n} SKUs left out: {reason}" for reason, n in sorted(catalog.skipped.items()))
     skips: Counter[str] = Counter()
-    plans = plan_offers(zones, shapes, accelerators, regions, batch, skips) + plan_tpus(tpu_types, zones, regions,
+    plans = plan_offers(zones, shapes, accelerators, regions, batch, skips) + plan_tpus(tpu_pages, zones, regions,
                                                                                         skips)
     batch.notes.extend(f"{n} {why}" for why, n in sorted(skips.items()))
     build_offers(batch, plans, catalog, zones)

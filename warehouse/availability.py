@@ -1,30 +1,22 @@
-"""Availability over time: every offer's capacity signal as the refreshes saw it, and how often
-each GPU model could be had per provider and region.
-
-Each successful merge appends the signal (`available`, `available_count`, `availability_level`)
-of every offer it received to `availability_history`, keyed by provider, region, zone, instance
-type and GPU model (purchase options of one machine share it). A signal already stored for that
-key on the same UTC day is not stored again, so hourly refreshes add a row a day per offer while
-nothing changes, and one more each time the signal changes. An offer with no signal at all is
-not stored (the notes count it). A source may also hand over earlier observations of its own
-(`add_observation`, the batch's `availability` rows): they go through the same rule.
-
-`availability_obtainable_at(as_of)` (table macro) gives per GPU model x provider x region the
-share of observations with capacity (`available`, or else `available_count > 0`; a row with
-neither says nothing) over the 7 and 30 days before `as_of`; `availability_obtainable` is the
-macro at now().
-"""
+"""Availability over time: each merge appends every offer's signal (`available`, `available_count`,
+`availability_level`) to `availability_history`, keyed by provider, region, zone, instance type and
+GPU model (a machine's purchase options share it); a signal already stored for the key on the same
+UTC day is not stored again, so a row a day while nothing changes and one more per change. Earlier
+observations a source hands over (`add_observation`) follow the same rule. The table macro
+`availability_obtainable_at(as_of)` (view `availability_obtainable`: at now()) gives per GPU model
+x provider x region the share of the 7 and 30 days' observations with capacity (`available`, else
+`available_count > 0`; a row with neither says nothing)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from gpuledger.warehouse.records import Batch, describe_validation_error
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a fetch process, which makes Observations, loads no DuckDB
     import duckdb
 
     from gpuledger.warehouse.pending import ScrapeOutcome
@@ -59,17 +51,10 @@ class Observation(BaseModel):
     zone: str = ""
     instance_type: str = Field(min_length=1)
     gpu_model: str = Field(min_length=1)
-    observed_at: datetime
+    observed_at: AwareDatetime
     available: bool | None = None
     available_count: int | None = Field(default=None, ge=0)
     availability_level: str | None = None
-
-    @field_validator("observed_at")
-    @classmethod
-    def _aware_utc(cls, v: datetime) -> datetime:
-        if v.tzinfo is None:
-            raise ValueError("observed_at has no time zone")
-        return v.astimezone(timezone.utc)
 
 
 def add_observation(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
@@ -133,14 +118,16 @@ def obtainable(con: duckdb.DuckDBPyConnection, as_of: datetime | None = None,
                ) -> dict[tuple[str, str, str], tuple[float | None, float | None]]:
     """(gpu_model, provider, region) -> (share with capacity over 7 days, over 30 days) as of
     `as_of` (default: now), for `keys` (default: all); {} on a warehouse without the history."""
-    if not con.execute("select count(*) from duckdb_functions() where function_name = "
-                       "'availability_obtainable_at'").fetchall()[0][0]:
-        return {}
+    import duckdb
+
     where, params = "", {"at": as_of}
     if keys is not None:  # only what is asked: filters the history before the aggregation
         asked = list(keys)
         params.update(g=[k[0] for k in asked], p=[k[1] for k in asked], r=[k[2] for k in asked])
         where = "where list_contains($g, gpu_model) and list_contains($p, provider) and list_contains($r, region)"
-    rows = con.execute("select gpu_model, provider, region, obtainable_7d, obtainable_30d "
-                       f"from availability_obtainable_at(coalesce($at, now())) {where}", params).fetchall()
+    try:
+        rows = con.execute("select gpu_model, provider, region, obtainable_7d, obtainable_30d "
+                           f"from availability_obtainable_at(coalesce($at, now())) {where}", params).fetchall()
+    except duckdb.CatalogException:  # a warehouse older than the history
+        return {}
     return {(g, p, r): (s7, s30) for g, p, r, s7, s30 in rows}
