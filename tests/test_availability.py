@@ -1,8 +1,8 @@
 """Availability over time (warehouse/availability.py): what each merge records, the view of the share
 of observations with capacity, and where it is shown (show-gpus, the page, the recommender).
 
-The replayed GCP warehouse carries the bundled recording's 14 earlier zones.list answers
-(adapters/recordings/gcp/README.md: made up, one a day 2026-11-16..29 at 03:12:45 UTC, zones DOWN on
+The replayed GCP warehouse carries the bundled recording's 15 earlier zones.list answers
+(adapters/recordings/gcp/README.md: made up, one a day 2026-11-15..29 at 03:12:45 UTC, zones DOWN on
 the days build_recording.py HISTORY_DOWN lists) and the replay's own answer.
 """
 
@@ -139,22 +139,23 @@ def test_the_replay_carries_two_weeks_of_recorded_history(gcp_db: Path) -> None:
         first, last, days, rows, keys = con.execute(
             "select min(observed_at), max(observed_at), count(distinct observed_at), count(*), "
             "count(distinct (zone, instance_type, gpu_model)) from availability_history").fetchall()[0]
-        assert first == datetime(2026, 11, 16, 3, 12, 45, tzinfo=UTC) and last - first >= timedelta(days=14)
-        # 852 GPU and 116 TPU machine/zone pairs (the TPU offers' on-demand and Spot share one), 14 earlier
+        assert first == datetime(2026, 11, 15, 3, 12, 45, tzinfo=UTC) and last - first >= timedelta(days=14)
+        # 852 GPU and 116 TPU machine/zone pairs (the TPU offers' on-demand and Spot share one), 15 earlier
         # answers and the replay's own
-        assert (days, keys, rows) == (15, 968, 15 * 968)
+        assert (days, keys, rows) == (16, 968, 16 * 968)
         # As of 2026-11-30 12:00 (the replay's own observation left out): TPU v5e in us-east5 (zones a, b,
-        # c x v5litepod-1/4/8) over 14 days, us-east5-b DOWN on 11-18 and 11-19: 120 of 126; europe-west4
-        # (zones a, b), europe-west4-a DOWN 11-20..22: 75 of 84; within 7 days (11-24..29) all up.
+        # c x v5litepod-1/4/8) over 15 days, us-east5-b DOWN on 11-18 and 11-19: 129 of 135; europe-west4
+        # (zones a, b), europe-west4-a DOWN 11-20..22: 81 of 90; within 7 days (11-24..29) all up.
         shares = obtainable(con, datetime(2026, 11, 30, 12, tzinfo=UTC))
-        assert shares[("TPU-v5e", "gcp", "us-east5")] == (1.0, round(120 / 126, 4))
-        assert shares[("TPU-v5e", "gcp", "europe-west4")] == (1.0, round(75 / 84, 4))
-        # europe-west1-c DOWN from 11-25 (and in the current answer): v5e in europe-west1 (b, c) 4 of 6 days ...
-        assert shares[("TPU-v5e", "gcp", "europe-west1")] == (round(7 / 12, 4), round(23 / 28, 4))
+        assert shares[("TPU-v5e", "gcp", "us-east5")] == (1.0, round(129 / 135, 4))
+        assert shares[("TPU-v5e", "gcp", "europe-west4")] == (1.0, round(81 / 90, 4))
+        # europe-west1-c DOWN 11-25..29 (and in the current answer): v5e in europe-west1 (zones b, c),
+        # 21 of the 7 days' 36 observations, 75 of the 30 days' 90
+        assert shares[("TPU-v5e", "gcp", "europe-west1")] == (round(21 / 36, 4), round(75 / 90, 4))
     finally:
         con.close()
     again = replayed_warehouse(gcp_db, ["gcp"], refresh_id="refresh-again")
-    assert f"availability history: 0 of {15 * 968} signals stored ({15 * 968} already stored for their day)" \
+    assert f"availability history: 0 of {16 * 968} signals stored ({16 * 968} already stored for their day)" \
         in again[0].notes
 
 

@@ -440,20 +440,20 @@ def test_tpu_sku_descriptions() -> None:
 
 
 def test_replay_carries_the_recorded_zone_history(replayed) -> None:
-    """The 14 earlier zones.list answers of the bundled recording (made up: README) become one
+    """The 15 earlier zones.list answers of the bundled recording (made up: README) become one
     observation a day of every offer's machine and zone; the zones DOWN are build_recording.py's."""
     batch, _, _ = replayed
     days = sorted({o.observed_at for o in batch.availability})
-    assert days == [datetime(2026, 11, 16, 3, 12, 45, tzinfo=timezone.utc) + timedelta(days=n) for n in range(14)]
+    assert days == [datetime(2026, 11, 15, 3, 12, 45, tzinfo=timezone.utc) + timedelta(days=n) for n in range(15)]
     places = {(o.region, o.zone, o.instance_type, o.gpu_model) for o in batch.offers}
-    assert len(batch.availability) == 14 * len(places) == 14 * 968
+    assert len(batch.availability) == 15 * len(places) == 15 * 968
     down = {(o.zone, o.observed_at.day) for o in batch.availability if o.available is False}
     assert {d for z, d in down if z == "us-east5-b"} == {18, 19}
     assert {d for z, d in down if z == "europe-west1-c"} == {25, 26, 27, 28, 29}
     assert {z for z, _ in down} == {"us-east5-b", "europe-west4-a", "us-central1-a", "us-south1-a", "asia-southeast1-b",
                                     "europe-west1-c"}
     v6e = [o for o in batch.availability if (o.zone, o.instance_type) == ("us-east5-b", "v6e-8")]
-    assert [(o.observed_at.day, o.available, o.availability_level) for o in v6e][2:4] == [
+    assert [(o.observed_at.day, o.available, o.availability_level) for o in v6e][3:5] == [
         (18, False, "listed in zone (zone DOWN)"), (19, False, "listed in zone (zone DOWN)")]
 
 

@@ -643,10 +643,11 @@ TPU_TYPES = {
     "v6e": (11, {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}),
     "v2": (2, {8: "2x2"}), "v3": (4, {8: "2x2"}),
 }
-# Earlier zones.list answers (history/): made-up zone outages per day, 14 days before the recording.
-HISTORY_DAYS = 14
-HISTORY_DOWN = {"us-east5-b": (2, 3), "europe-west4-a": (4, 5, 6), "us-central1-a": (8,), "us-south1-a": (11,),
-                "asia-southeast1-b": (12, 13), "europe-west1-c": (9, 10, 11, 12, 13)}  # zone -> day numbers 0..13
+# Earlier zones.list answers (history/): made-up zone outages, one answer a day for the 15 days
+# before the recording (2026-11-15..29). Zone -> the November days it was DOWN.
+HISTORY_DAYS = 15
+HISTORY_DOWN = {"us-east5-b": (18, 19), "europe-west4-a": (20, 21, 22), "us-central1-a": (24,), "us-south1-a": (27,),
+                "asia-southeast1-b": (28, 29), "europe-west1-c": (25, 26, 27, 28, 29)}
 
 
 def tpu_skus() -> list[dict]:
@@ -739,7 +740,7 @@ def main() -> None:
     # Earlier zones.list answers, replayed as past availability (not served: no API returns them).
     for day in range(HISTORY_DAYS):
         at = datetime.strptime(STAMP[:19], "%Y-%m-%dT%H:%M:%S") - timedelta(days=HISTORY_DAYS - day)
-        down = {z for z, days in HISTORY_DOWN.items() if day in days}
+        down = {z for z, days in HISTORY_DOWN.items() if at.day in days}
         write(f"history/zones.{at:%Y%m%dT%H%M%S}Z.json.gz", zones_page(down))
     prev = None
     for n, page in enumerate(billing_pages(skus, per_page=100), 1):
