@@ -75,7 +75,7 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
     failed = [d["name"] for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
     key, signal = ", ".join(_KEY), ", ".join(SIGNAL)
     nothing = " and ".join(f"{c} is null" for c in SIGNAL)
-    parts, params, silent = [], {"run": run_id}, 0
+    parts, params, silent, received, stored = [], {"run": run_id}, 0, 0, 0
     if not (outcome.side_tables_only or failed) and outcome.count("offers"):
         con.register("_avail_offers", outcome.table("offers"))
         parts.append(f"select {key}, $at as observed_at, {signal} from _avail_offers")
@@ -98,10 +98,10 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
                     where not exists (select 1 from availability_history h where {same}
                                       and {_day('h.')} = {_day('n.')})""",
                 params).fetchall()[0][0]
+        if received:  # a source that publishes no availability at all gets no note
             notes.append(f"availability history: {stored} of {received} signals stored"
                          + (f" ({received - stored} already stored for their day)" if received > stored else "")
-                         + (f"; {silent} offers carry no availability signal" if silent else "")
-                         if received else f"availability history: none of the {silent} offers carries a signal")
+                         + (f"; {silent} offers carry no availability signal" if silent else ""))
         if failed:
             notes.append(f"availability history: the offers' signals not recorded ({', '.join(failed)} failed)")
     finally:

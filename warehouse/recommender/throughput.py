@@ -114,7 +114,7 @@ def pcie_gbs(architecture: str | None) -> float:
 
 
 def is_fabric_claim(interconnect: str | None) -> bool:
-    """The source names a GPU fabric (the SQL macro is_fast_interconnect, plus Infinity Fabric)."""
+    """The source names a GPU fabric (the SQL macro is_fast_interconnect, plus Infinity Fabric and TPU ICI)."""
     return (interconnect or "").lower().startswith(("nvlink", "nvswitch", "infinity fabric", "ici"))
 
 

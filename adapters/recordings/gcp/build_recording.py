@@ -671,6 +671,29 @@ def tpu_zone_types() -> dict[str, list[dict]]:
     return per_zone
 
 
+def tpu_pages() -> list[tuple[str, dict, str, dict]]:
+    """(path, params matched, body file, body) of the Cloud TPU API's answers: the zones in two pages,
+    each zone's types in one (us-central1-a's in two)."""
+    out: list[tuple[str, dict, str, dict]] = []
+    tpu_types = tpu_zone_types()
+    locations = [{"name": f"projects/{PROJECT}/locations/{z}", "locationId": z} for z in sorted(tpu_types)]
+    locations.append({"name": f"projects/{PROJECT}/locations/us-central2-b", "locationId": "us-central2-b"})
+    half = len(locations) // 2
+    for n, (chunk, prev, nxt) in enumerate(((locations[:half], None, token("locations", 1)),
+                                            (locations[half:], token("locations", 1), "")), 1):
+        out.append((f"/v2/projects/{PROJECT}/locations", {"pageToken": prev}, f"tpu/locations.{n}.json",
+                    {"locations": chunk, "nextPageToken": nxt}))
+    for zone, types in sorted(tpu_types.items()):
+        chunks = [types[:6], types[6:]] if zone == "us-central1-a" else [types]
+        prev = None
+        for n, chunk in enumerate(chunks, 1):
+            nxt = token("acceleratorTypes", zone, n) if n < len(chunks) else ""
+            out.append((f"/v2/projects/{PROJECT}/locations/{zone}/acceleratorTypes", {"pageToken": prev},
+                        f"tpu/acceleratorTypes.{zone}.{n}.json", {"acceleratorTypes": chunk, "nextPageToken": nxt}))
+            prev = nxt
+    return out
+
+
 def billing_pages(skus: list[dict], per_page: int) -> list[dict]:
     pages = []
     chunks = [skus[i:i + per_page] for i in range(0, len(skus), per_page)]
@@ -720,23 +743,8 @@ def main() -> None:
         ex(COMPUTE, f"/compute/v1/projects/{PROJECT}/aggregated/acceleratorTypes",
            {"maxResults": str(PAGE), "pageToken": prev}, write(f"compute/acceleratorTypes.{n}.json.gz", page))
         prev = page.get("nextPageToken")
-    # Cloud TPU: the zones in two pages, each zone's types in one (us-central1-a's in two).
-    tpu_types = tpu_zone_types()
-    locations = [{"name": f"projects/{PROJECT}/locations/{z}", "locationId": z} for z in sorted(tpu_types)]
-    locations.append({"name": f"projects/{PROJECT}/locations/us-central2-b", "locationId": "us-central2-b"})
-    half = len(locations) // 2
-    for n, (chunk, prev, nxt) in enumerate(((locations[:half], None, token("locations", 1)),
-                                            (locations[half:], token("locations", 1), "")), 1):
-        ex(TPU, f"/v2/projects/{PROJECT}/locations", {"pageToken": prev},
-           write(f"tpu/locations.{n}.json", {"locations": chunk, "nextPageToken": nxt}))
-    for zone, types in sorted(tpu_types.items()):
-        chunks = [types[:6], types[6:]] if zone == "us-central1-a" else [types]
-        prev = None
-        for n, chunk in enumerate(chunks, 1):
-            nxt = token("acceleratorTypes", zone, n) if n < len(chunks) else ""
-            ex(TPU, f"/v2/projects/{PROJECT}/locations/{zone}/acceleratorTypes", {"pageToken": prev},
-               write(f"tpu/acceleratorTypes.{zone}.{n}.json", {"acceleratorTypes": chunk, "nextPageToken": nxt}))
-            prev = nxt
+    for path, params, name, doc in tpu_pages():
+        ex(TPU, path, params, write(name, doc))
     # Earlier zones.list answers, replayed as past availability (not served: no API returns them).
     for day in range(HISTORY_DAYS):
         at = datetime.strptime(STAMP[:19], "%Y-%m-%dT%H:%M:%S") - timedelta(days=HISTORY_DAYS - day)
