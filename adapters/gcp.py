@@ -1,20 +1,21 @@
-"""Google Cloud Compute Engine: GPU VM prices composed from Billing Catalog SKUs, PD, egress.
+"""Google Cloud: GPU VMs composed from Billing Catalog SKUs, Cloud TPUs per chip, PD, egress.
 
-Google bills each VM as the sum of its parts (vCPU SKU x cores + RAM SKU x GiB + GPU SKU x cards +
-bundled Local SSD), and so does this adapter, through Google's own clients (REST) and their pagers:
-- `google-cloud-compute`: machine types of the GPU families (aggregated over zones, with their
-  accelerators and bundled Local SSD) and accelerator types (which GPUs a zone offers, how many an
-  N1 VM may attach); zones, an enrichment: their status UP/DOWN fills only `available` and
-  `availability_level` (without it a zone's region is its name less the zone letter, Google's
-  naming, and the regions are those the aggregated lists name);
-- `google-cloud-billing`: the Catalog SKUs of Compute Engine (`services/6F81-5844-456A`): vCPU,
-  RAM, GPU, Local SSD, committed-use, disk and egress prices per `serviceRegions`, one listing.
-`fetch` does the I/O and hands on wire-format dicts (camelCase); `parse_*`/`build_*` are pure.
+Google bills a VM as the sum of its parts (vCPU x cores + RAM x GiB + GPU x cards + bundled Local
+SSD) and a TPU slice (v5e, v5p, v6e) as chips x its generation's chip-hour SKU; so does this
+adapter, through Google's own clients (REST): `google-cloud-compute` (GPU machine types and
+accelerator types aggregated over zones; zones, an enrichment whose status fills only `available`
+and `availability_level`: without it a zone's region is its name less the letter), `google-cloud-
+billing` (the Compute Engine Catalog SKUs, `services/6F81-5844-456A`, per `serviceRegions`) and
+`google-cloud-tpu` (TPU zones and each zone's types; a slice beyond one host VM is left out).
+`fetch` does the I/O, handing on wire-format dicts; `parse_*`/`plan_*`/`build_*` are pure. Replaying
+the bundled recording adds its earlier zones.list answers as past availability (no Google API
+publishes it; the recording's README says what is made up).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import math
 import os
@@ -23,6 +24,8 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterable
 
 from gpuledger.adapters.base import (
@@ -30,7 +33,9 @@ from gpuledger.adapters.base import (
     scrubbed,
 )
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.adapters.retry import AttemptsSpent, retry_after_s
+from gpuledger.warehouse.availability import add_observation
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option
 from gpuledger.warehouse.settings import env_name
@@ -38,10 +43,13 @@ from gpuledger.warehouse.settings import env_name
 NAME = "gcp"
 COMPUTE_HOST = "compute.googleapis.com"
 BILLING_HOST = "cloudbilling.googleapis.com"
+TPU_HOST = "tpu.googleapis.com"
 COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"  # the Billing Catalog id of Compute Engine
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REPLAY_PROJECT = "gpuledger-replay"  # the project id the bundled recording was made with
 ZONE_STATUS = "zone status"
+# Earlier zones.list answers of the bundled recording, replayed as past availability observations.
+ZONE_HISTORY = BUNDLED_RECORDINGS / NAME / "history"
 
 # Regions with GPU capacity a default live refresh covers; the `gcp_regions` setting (a comma list,
 # or "all") changes it. Under replay every recorded region is used.
@@ -70,6 +78,10 @@ SERIES_SKU_FAMILY: dict[str, str] = {
 }
 SLICE_SERIES = ("a4-highgpu", "a4x-highgpu")
 N1_SKU_FAMILY = "n1predefined"  # "N1 Predefined Instance Core running in ..."
+# TPU type prefix (v5litepod-4) -> (its chip-hour SKU's token, "TpuV5e running in Americas"; the chips
+# one host VM holds). v2-v4 are priced per device or pod in the older Cloud TPU service, not read.
+TPU_GENERATIONS = {"v5litepod": ("tpuv5e", 8), "v5p": ("tpuv5p", 4), "v6e": ("tpuv6e", 8)}
+TPU_SKU = re.compile(r"^(tpu[\w-]*?)(?: running in .+)?$")
 
 # GPUs an N1 VM can attach. Any N1 shape up to a per-GPU-count vCPU limit may host them; we price one
 # per GPU count, n1-standard with 8 vCPUs per GPU (n1-standard-8 for 1 ... -64 for 8), within every
@@ -107,9 +119,9 @@ PROVIDER = ProviderSpec(
         access_ssh=True, access_docker=True,
         access_jupyter=False,  # plain VMs; Jupyter is a separate product (Vertex AI Workbench)
         multinode_interconnect="A3 High 1000 Gbps GPUDirect-TCPX; A3 Mega 1800 Gbps GPUDirect-TCPXO; "
-                               "A3 Ultra / A4 3200 Gbps GPUDirect RDMA",
+                               "A3 Ultra / A4 3200 Gbps GPUDirect RDMA; TPU chips ICI",
         interruptible_offer="Spot VMs (30-second preemption notice)",
-        price_source="Cloud Billing Catalog API (services/6F81-5844-456A SKUs) and Compute Engine API",
+        price_source="Cloud Billing Catalog API (services/6F81-5844-456A SKUs), Compute Engine and Cloud TPU APIs",
         source_urls=[
             "https://cloud.google.com/compute/vm-instance-pricing",
             "https://cloud.google.com/compute/docs/instances/stop-start-instance",
@@ -117,6 +129,8 @@ PROVIDER = ProviderSpec(
             "https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth",
             "https://cloud.google.com/compute/docs/instances/spot",
             "https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list",
+            "https://cloud.google.com/tpu/pricing",
+            "https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.acceleratorTypes/list",
         ],
     ),
 )
@@ -142,7 +156,18 @@ class SkuPrice:
     n_regions: int = 0  # how many regions the SKU prices: the fewer, the more specific
 
     def to_usd(self, amount: float) -> float:
-        return to_usd(amount, self.currency, self.conversion_rate)
+        """The amount in USD, or PriceError. The Catalog documents `currencyConversionRate` as "from
+        USD to the currency specified in the request ... USD * currencyConversionRate = JPY", so a
+        non-USD amount over its rate is the USD list price; without a usable rate (absent, 0, the
+        default 1.0) a non-USD amount is never read as USD."""
+        rate = self.conversion_rate
+        if self.currency == "USD":
+            return amount
+        if not self.currency:
+            raise PriceError("price has no currency code")
+        if rate is not None and rate > 0 and not math.isclose(rate, 1.0):
+            return amount / rate
+        raise PriceError(f"price in {self.currency} without a currency conversion rate; not read as USD")
 
     @property
     def source_amount(self) -> float:
@@ -161,20 +186,6 @@ def money(unit_price: dict[str, Any]) -> float:
     if units and nanos and (units < 0) != (nanos < 0):
         raise PriceError(f"units {units} and nanos {nanos} have different signs")
     return units + nanos / 1e9
-
-
-def to_usd(amount: float, currency: str, rate: float | None) -> float:
-    """A Catalog amount in USD, or PriceError. The Catalog documents `currencyConversionRate` as "from
-    USD to the currency specified in the request ... USD * currencyConversionRate = JPY", so a non-USD
-    amount over its rate is the USD list price; without a usable rate (absent, 0, the default 1.0)
-    a non-USD amount is never read as USD."""
-    if currency == "USD":
-        return amount
-    if not currency:
-        raise PriceError("price has no currency code")
-    if rate is not None and rate > 0 and not math.isclose(rate, 1.0):
-        return amount / rate
-    raise PriceError(f"price in {currency} without a currency conversion rate; not read as USD")
 
 
 def sku_price(sku: dict[str, Any], unit: str | None = None) -> SkuPrice:
@@ -275,7 +286,7 @@ class ComponentKey:
     """What a compute SKU prices: (region, part, family or GPU type, purchase option)."""
 
     region: str
-    part: str  # core | ram | gpu | gpu_slice | local_ssd
+    part: str  # core | ram | gpu | gpu_slice | tpu | local_ssd
     what: str  # SKU family token ("a2", "n1predefined") or accelerator type; "" for local_ssd
     purchase: str
 
@@ -283,7 +294,7 @@ class ComponentKey:
         return f"{self.purchase} {self.part} {self.what}".replace("  ", " ").strip()
 
 
-EXPECTED_UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h", "gpu_slice": "h", "local_ssd": "GiBy.mo"}
+EXPECTED_UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h", "gpu_slice": "h", "tpu": "h", "local_ssd": "GiBy.mo"}
 
 
 @dataclass
@@ -312,6 +323,14 @@ def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] |
     family, desc = cat.get("resourceFamily", ""), sku.get("description", "")
     plain = strip_spot(desc)
     excluded = any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS)  # sole tenancy, reserved, DWS...
+    if family == "Compute" and cat.get("resourceGroup", "") == "TPU":
+        if excluded:
+            return "TPU SKU not a plain on-demand/Spot chip-hour (reserved, DWS...)"
+        token = (m.group(1).replace("-", "") if (m := TPU_SKU.match(plain)) else None)
+        if (gen := next((g for g, (t, _) in TPU_GENERATIONS.items() if t == token), None)) is None:
+            batch.quarantine("gpu", sku.get("skuId", desc), f"unknown TPU in SKU description {desc!r}", sku)
+            return "TPU SKU of an unknown generation (quarantined)"
+        return ("tpu", gen)
     if family == "Compute" and cat.get("resourceGroup", "") == "GPU":
         if excluded:
             return "GPU SKU not a plain on-demand/Spot GPU-hour (virtual workstation, sole tenancy, DWS...)"
@@ -325,7 +344,7 @@ def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] |
         m = CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None)
         if m:
             return ("ram" if m.group("part") == "ram" else "core", re.sub(r"[\s-]+", "", m.group("family")))
-        return "compute SKU that is no vCPU/RAM/GPU part (TPU, license, ...)"
+        return "compute SKU that is no vCPU/RAM/GPU/TPU part (license, ...)"
     if family == "Storage" and (LOCAL_SSD.match(plain) or COMMIT_LOCAL_SSD.match(plain)):
         return ("local_ssd", "")
     return None
@@ -392,6 +411,8 @@ def unused_counts(catalog: SkuCatalog) -> Counter[str]:
             reason = "vCPU/RAM SKU of a GPU machine family for a region or purchase option no GPU machine type has"
         elif part == "local_ssd":
             reason = "Local SSD SKU for a region or purchase option no GPU machine type has"
+        elif part == "tpu":
+            reason = "TPU SKU for a generation, region or purchase option no listed TPU type has"
         else:
             reason = "GPU SKU for a GPU type, region or purchase option no machine type has"
         counts[reason] += 1
@@ -484,6 +505,27 @@ def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[s
     return out
 
 
+def plan_tpus(pages: Iterable[dict[str, Any]], zones: dict[str, ZoneInfo], regions: Iterable[str],
+              skips: Counter[str]) -> list[OfferPlan]:
+    """One plan per single-host TPU type of a selected region, from acceleratorTypes.list pages
+    ("projects/p/locations/us-east5-b/acceleratorTypes/v5p-8", chips from the topology "2x2x1");
+    the others counted in `skips`."""
+    wanted, plans = set(regions), []
+    for t in (t for page in pages for t in page.get("acceleratorTypes") or []):
+        zone, topology = t["name"].split("/locations/")[1].split("/")[0], t["acceleratorConfigs"][0]["topology"]
+        chips, generation = math.prod(int(n) for n in topology.split("x")), t["type"].rsplit("-", 1)[0]
+        if generation not in TPU_GENERATIONS:
+            skips["TPU types of generations not priced per chip in the Compute Engine Catalog (v2-v4)"] += 1
+        elif region_of(zone, zones) not in wanted:
+            skips["TPU types in zones outside the selected regions"] += 1
+        elif chips > TPU_GENERATIONS[generation][1]:
+            skips["TPU slices of several host VMs (multi-host) not priced as one offer"] += 1
+        else:
+            plans.append(OfferPlan(region_of(zone, zones), zone, t["type"], generation, chips, 0, 0, 0, "tpu",
+                                   (("topology", topology),)))
+    return plans
+
+
 def series_of(machine_type: str) -> str:
     """a2-highgpu-1g -> a2-highgpu; a3-edgegpu-8g-nolssd -> a3-edgegpu."""
     return "-".join(machine_type.split("-")[:2])
@@ -508,12 +550,14 @@ class OfferPlan:
     vcpus: int
     ram_gib: float
     local_ssd_gib: float
-    sku_family: str | None  # None: billed per GPU slice
+    sku_family: str | None  # None: billed per GPU slice; "tpu": per TPU chip
     extra: tuple[tuple[str, Any], ...] = ()
 
     def parts(self, purchase: str) -> list[tuple[str, ComponentKey, float]]:
         """(part name, component, quantity) of each SKU the configuration is billed by."""
         r = self.region
+        if self.sku_family == "tpu":
+            return [("tpu", ComponentKey(r, "tpu", self.gpu_type, purchase), self.gpu_count)]
         if self.sku_family is None:
             parts: list[tuple[str, ComponentKey, float]] = [
                 ("gpu_slice", ComponentKey(r, "gpu_slice", self.gpu_type, purchase), self.gpu_count)]
@@ -629,6 +673,8 @@ def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
 def _interconnect(plan: OfferPlan) -> str | None:
     if plan.gpu_count <= 1:
         return None
+    if plan.sku_family == "tpu":
+        return "ICI"
     if plan.gpu_type == "nvidia-gb200":
         return "NVLink (NVL72 domain)"
     if plan.sku_family in ("a2", "a3", "a3plus", "a3ultra") or plan.sku_family is None:
@@ -654,8 +700,8 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
             batch.quarantine("offer", ref, f"gpu: {known}", plan.raw())
             continue
         on_demand_usd: float | None = None
-        for purchase in ("on_demand", "spot", *COMMITMENT_TERMS):
-            gpu_key = next(key for name, key, _ in plan.parts(purchase) if name in ("gpu", "gpu_slice"))
+        for purchase in ("on_demand", "spot", *(COMMITMENT_TERMS if plan.sku_family != "tpu" else ())):
+            gpu_key = next(key for name, key, _ in plan.parts(purchase) if name in ("gpu", "gpu_slice", "tpu"))
             if purchase != "on_demand" and gpu_key not in catalog.prices and gpu_key not in catalog.invalid:
                 missing[purchase if purchase == "spot" else "committed use"] += 1  # not sold that way: no error
                 continue
@@ -667,13 +713,13 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                     and purchase == "on_demand":
                 on_demand_usd = composed.usd_per_hour
     if missing["spot"]:
-        batch.notes.append(f"{missing['spot']} zone/machine-type pairs have no Spot GPU SKU in their region")
+        batch.notes.append(f"{missing['spot']} zone/machine-type pairs have no Spot GPU/TPU SKU in their region")
     if missing["committed use"]:
         batch.notes.append(f"{missing['committed use']} zone/machine-type/term triples have no committed-use GPU "
                            "SKU in their region")
     for purchase, n in sorted(unpriced.items()):
-        batch.notes.append(f"{n} {purchase} zone/machine types described by Compute Engine but not priced "
-                           "by the Catalog (quarantined with the missing part)")
+        batch.notes.append(f"{n} {purchase} zone/machine types described by Compute Engine or Cloud TPU but not "
+                           "priced by the Catalog (quarantined with the missing part)")
 
 
 def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: tuple[GPUModel, bool],
@@ -694,7 +740,8 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: t
         f"{plan.zone}/{plan.instance_type}/{purchase}", plan.raw(), gpu_model=gpu[0].gpu_model,
         gpu_variant_exact=gpu[1], gpu_name_reported=plan.gpu_type, gpu_count=plan.gpu_count,
         gpu_memory_gb=gpu[0].memory_gb, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
-        purchase_option=purchase, vcpus=plan.vcpus, ram_gb=plan.ram_gib, local_disk_gb=plan.local_ssd_gib or None,
+        purchase_option=purchase, vcpus=plan.vcpus or None, ram_gb=plan.ram_gib or None,
+        local_disk_gb=plan.local_ssd_gib or None,
         interconnect=_interconnect(plan), network_gbps=network, multinode_fabric=fabric,
         price_per_hour=c.usd_per_hour, source_currency=c.currency, source_price_per_hour=c.source_per_hour,
         price_observed_at=c.effective_time, available=(zone.status == "UP") if zone else None,
@@ -882,17 +929,34 @@ def _count(ctx: SourceContext, what: str | None = None) -> None:
             ctx.pages[what] = ctx.pages.get(what, 0) + 1
 
 
-def _retry_after(err: BaseException) -> float | None:
-    """Seconds a 429/503 answer asked us to wait (Retry-After), if it said."""
-    headers = getattr(getattr(err, "response", None), "headers", None) or {}
-    return retry_after_s(headers.get("Retry-After"))
+def _pages(method: Any, request: Any, **call: Any) -> Iterable[Any]:
+    """A list method's pages: its pager's, or (a mixin answering one List...Response) by next_page_token."""
+    answer = method(request=request, **call)
+    if hasattr(answer, "pages"):
+        yield from answer.pages
+        return
+    while True:
+        yield answer
+        if not answer.next_page_token:
+            return
+        request.page_token = answer.next_page_token
+        answer = method(request=request, **call)
 
 
-def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any) -> list[dict[str, Any]]:
+def _wire(page: Any) -> dict[str, Any]:
+    """A page as the wire's JSON (camelCase): a proto-plus message, or a plain protobuf one."""
+    from google.protobuf.json_format import MessageToDict
+
+    if hasattr(type(page), "to_dict"):
+        return type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False)
+    return MessageToDict(page, preserving_proto_field_name=False)
+
+
+def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, where: str = "") -> list[dict[str, Any]]:
     """Every page of a list method, through the client's own pager, as wire-format dicts. Each page
     is under the retry policy (a google-api-core Retry the pager keeps for its later pages); a
     repeated page token or more than `max_pages` pages is a paging loop. Every failure becomes a
-    SourceError naming the page."""
+    SourceError naming the page (and `where`, the listing's zone)."""
     import requests
     from google.api_core import exceptions as api
     from google.api_core.timeout import ConstantTimeout
@@ -903,17 +967,18 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any) -> l
     # ChunkedEncodingError: the connection broke mid-body; a page is fetched whole, so retrying it is safe.
     retryable = (api.TooManyRequests, api.ServerError, requests.exceptions.ConnectionError,
                  requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError)
-    attempts = policy.google_retry(retryable, lambda: _count(ctx), _retry_after)
+    attempts = policy.google_retry(retryable, lambda: _count(ctx), lambda err: retry_after_s(  # 429/503's wait
+        (getattr(getattr(err, "response", None), "headers", None) or {}).get("Retry-After")))
     pages: list[dict[str, Any]] = []
     tokens: set[str] = set()
-    page_what = f"{what} (page 1)"
+    page_what = f"{what}{where} (page 1)"
     try:
         # Each try gets the whole read timeout, as an httpx or boto3 request does (a float would be
         # one deadline shared by all the tries of a page).
-        for page in method(request=request, retry=attempts.retry, timeout=ConstantTimeout(ctx.http_timeout_s)).pages:
+        for page in _pages(method, request, retry=attempts.retry, timeout=ConstantTimeout(ctx.http_timeout_s)):
             _count(ctx, what)
             attempts.page_done()
-            pages.append(type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False))
+            pages.append(_wire(page))
             ctx.count_bytes(len(json.dumps(pages[-1])))  # the client keeps its HTTP session: the page's JSON
             token = page.next_page_token
             if token in tokens:
@@ -922,7 +987,7 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any) -> l
                 raise SourceError(f"gcp: {what}: paging did not end within {len(pages)} pages "
                                   f"({env_name('max_pages')})")
             tokens.add(token)
-            page_what = f"{what} (page {len(pages) + 1})"
+            page_what = f"{what}{where} (page {len(pages) + 1})"
     except AttemptsSpent as err:
         raise SourceError(f"gcp: {page_what} failed after {err.attempts} attempts: {err.last}") from scrubbed(err.last)
     except api.RetryError as err:  # google's deadline (the policy's budget) passed first
@@ -942,11 +1007,13 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any) -> l
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Scrape GCP: GPU machine types, accelerator types and Catalog SKUs, and the zones' status as
-    an enrichment, the four listings at once, into one Batch."""
-    from google.cloud import billing_v1, compute_v1
+    """Scrape GCP: GPU machine types, accelerator types, Catalog SKUs and TPU zones (the zones'
+    status as an enrichment) at once, then the TPU types of each TPU zone, into one Batch."""
+    from google.cloud import billing_v1, compute_v1, tpu_v2
+    from google.cloud.location import locations_pb2
 
     compute, catalog, project = make_clients(ctx)
+    tpu = tpu_v2.TpuClient(**{**compute, "client_options": {"api_endpoint": ctx.url(TPU_HOST)}})
     page = {"project": project, "max_results": PAGE_SIZE_COMPUTE}
     listings = (
         ("machineTypes.aggregatedList", compute_v1.MachineTypesClient(**compute).aggregated_list,
@@ -955,14 +1022,15 @@ def fetch(ctx: SourceContext) -> Batch:
          compute_v1.AggregatedListAcceleratorTypesRequest(**page)),
         ("services.skus.list", catalog.list_skus, billing_v1.ListSkusRequest(
             parent=COMPUTE_ENGINE_SERVICE, currency_code="USD", page_size=PAGE_SIZE_BILLING)),
+        ("tpu locations.list", tpu.list_locations, locations_pb2.ListLocationsRequest(name=f"projects/{project}")),
     )
     zones_list = compute_v1.ZonesClient(**compute).list
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="gcp") as pool:
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="gcp") as pool:
         zones_f = pool.submit(ctx.enrich, ZONE_STATUS, lambda: parse_zones(fetch_listing(
             ctx, "zones.list", zones_list, compute_v1.ListZonesRequest(**page))), default={},
             timeout_s=PROVIDER.enrichment(ZONE_STATUS).timeout_s)
-        type_pages, accel_pages, sku_pages = [f.result() for f in [pool.submit(fetch_listing, ctx, *job)
-                                                                   for job in listings]]
+        type_pages, accel_pages, sku_pages, location_pages = [
+            f.result() for f in [pool.submit(fetch_listing, ctx, *job) for job in listings]]
         zones = zones_f.result()
     skus = [sku for page in sku_pages for sku in page.get("skus") or []]
     if not skus:
@@ -975,20 +1043,45 @@ def fetch(ctx: SourceContext) -> Batch:
     scopes = {_scope_zone(scope) for page in type_pages + accel_pages for scope in page.get("items") or {}}
     available = {z.region for z in zones.values()} or {region_of(zone, zones) for zone in scopes}
     regions = ctx.select_regions(available, DEFAULT_REGIONS, "the zones list")
-    return build_batch(zones, shapes, accelerators, skus, regions)
+    tpu_zones = sorted({loc["locationId"] for p in location_pages for loc in p.get("locations") or []
+                        if region_of(loc["locationId"], zones) in regions})
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="gcp-tpu") as pool:
+        tpu_pages = [p for pages in pool.map(lambda zone: fetch_listing(
+            ctx, "tpu acceleratorTypes.list", tpu.list_accelerator_types, tpu_v2.ListAcceleratorTypesRequest(
+                parent=f"projects/{project}/locations/{zone}"), f" in {zone}"), tpu_zones) for p in pages]
+    batch = build_batch(zones, shapes, accelerators, skus, regions, tpu_pages)
+    if ctx.mode == "replay" and project == REPLAY_PROJECT:
+        add_zone_history(batch, ZONE_HISTORY)
+    return batch
 
 
-@drift_guard("gcp: Compute and Billing Catalog answers")
+def add_zone_history(batch: Batch, folder: Path) -> None:
+    """The bundled recording's earlier zones.list answers (`zones.<UTC time>.json.gz`) as the
+    availability each offer's zone showed then: no API serves past answers, so a replay carries
+    them this way (made up; the recording's README says so)."""
+    places = sorted({(o.region, o.zone, o.instance_type, o.gpu_model) for o in batch.offers})
+    for path in sorted(folder.glob("zones.*.json.gz")):
+        at = datetime.strptime(path.name.split(".")[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        zones = parse_zones([json.loads(gzip.decompress(path.read_bytes()))])
+        for region, zone, itype, model in places:
+            if (z := zones.get(zone)) is not None:
+                add_observation(batch, f"{path.name}/{zone}/{itype}", z.__dict__, region=region, zone=zone,
+                                instance_type=itype, gpu_model=model, observed_at=at, available=z.status == "UP",
+                                availability_level=f"listed in zone (zone {z.status})")
+
+
+@drift_guard("gcp: Compute, Cloud TPU and Billing Catalog answers")
 def build_batch(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], skus: list[dict[str, Any]],
-                regions: Iterable[str]) -> Batch:
+                regions: Iterable[str], tpu_pages: Iterable[dict[str, Any]] = ()) -> Batch:
     """Everything fetched -> offers, storage and egress records (pure)."""
     regions = list(regions)
     batch = PROVIDER.batch()
     catalog = parse_compute_skus(batch, skus, regions)
     batch.notes.extend(f"{n} SKUs left out: {reason}" for reason, n in sorted(catalog.skipped.items()))
     skips: Counter[str] = Counter()
-    plans = plan_offers(zones, shapes, accelerators, regions, batch, skips)
+    plans = plan_offers(zones, shapes, accelerators, regions, batch, skips) + plan_tpus(tpu_pages, zones, regions,
+                                                                                        skips)
     batch.notes.extend(f"{n} {why}" for why, n in sorted(skips.items()))
     build_offers(batch, plans, catalog, zones)
     batch.notes.extend(f"{n} SKUs not used: {reason}" for reason, n in sorted(unused_counts(catalog).items()))

@@ -94,6 +94,7 @@ def _print(rec: Recommendation) -> None:
     t = Table(title=literal(f"job: {req.job_text()}; {order}"), title_justify="left")
     for col, right in (("#", True), ("provider", False), ("instance / place", False),
                        ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
+                       ("obtainable\n7d/30d", True),
                        ("tokens/s\n/GPU", True), ("h/run", True), ("set-up", True),
                        ("compute", True), ("storage", True), ("egress", True), ("total $", True), ("notes", False)):
         t.add_column(col, justify="right" if right else "left", no_wrap=col != "notes")
@@ -108,6 +109,7 @@ def _print(rec: Recommendation) -> None:
                   _purchase(c), cell(_gpus(c)),
                   cell(f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}"),
                   _lines(*_plan(c)), cell(_money(c.price_per_hour * c.nodes)),
+                  _lines(*("?" if s is None else f"{s:.0%}" for s in (c.obtainable_7d, c.obtainable_30d))),
                   cell("?") if c.tokens_per_s is None else
                   _lines(f"{c.tokens_per_s:,.0f}", f"{c.tokens_per_s_per_gpu:,.0f}"),
                   cell(f"{c.hours_per_run:,.2f}" if c.hours_per_run is not None else "?"),
@@ -117,7 +119,8 @@ def _print(rec: Recommendation) -> None:
     out.print(t)
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked higher; "
               "h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time (increment, "
-              "minimum) x $/h, set-up $ included", highlight=False)
+              "minimum) x $/h, set-up $ included; obtainable = share of the availability observations of the GPU "
+              "with the provider in the region that had capacity, over 7 / 30 days", highlight=False)
     for text, n in footnotes.items():
         out.print(literal(f"[{n}] {text}"))
     for note in rec.notes:

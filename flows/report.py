@@ -49,9 +49,10 @@ select o.gpu_model,
        coalesce(o.billing_granularity_s, p.billing_granularity_s) as billing_granularity_s,
        coalesce(o.minimum_charge_s, p.minimum_charge_s) as minimum_charge_s,
        o.interruption_risk_level as interruption_risk, o.vcpus, o.ram_gb, o.available, o.available_count, o.availability_level,
-       o.reliability, o.last_seen
+       o.reliability, o.last_seen, a.obtainable_7d as obtainable
 from offers o
 left join providers p on p.provider = o.provider
+left join availability_obtainable a on (a.gpu_model, a.provider, a.region) = (o.gpu_model, o.provider, o.region)
 left join od on od.provider = o.provider and od.region = o.region and od.instance_type = o.instance_type
 where o.term_months is null  -- the page compares what can be rented now; 1- and 3-year commitments stay in SQL
 order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option
@@ -228,6 +229,8 @@ COLUMNS: tuple[PageColumn, ...] = (
     PageColumn("vcpus", "vCPU", "vCPUs per instance", "num", 52, True),
     PageColumn("ram", "RAM", "instance memory, GiB", "num", 58, True),
     PageColumn("avail", "available", "capacity the source says can be had now (count)", "text", 86, False),
+    PageColumn("obtainable", "obtainable", "share of the last 7 days' availability observations of this GPU, "
+               "provider and region with capacity", "share", 76, True),
     PageColumn("reliability", "reliability", "marketplace host reliability", "share", 78, False),
     PageColumn("billing", "billing", "billing increment (minimum charge)", "text", 100, True),
     PageColumn("egress", "egress", "egress of the page's GB to the internet, USD", "money", 66, True),
@@ -239,7 +242,8 @@ COLUMNS: tuple[PageColumn, ...] = (
 _FIELDS = {"gpu": "gpu_model", "vram": "vram_gb", "count": "gpu_count", "provider": "provider", "region": "region",
            "zone": "zone", "instance": "instance_type", "option": "purchase_option", "price": "price_per_gpu_hour",
            "hourly": "price_per_hour", "spot": "spot_discount_pct", "risk": "interruption_risk", "vcpus": "vcpus",
-           "ram": "ram_gb", "reliability": "reliability", "egress": "egress_usd", "egress_source": "egress_source"}
+           "ram": "ram_gb", "reliability": "reliability", "egress": "egress_usd", "egress_source": "egress_source",
+           "obtainable": "obtainable"}
 
 
 def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:

@@ -22,35 +22,45 @@ from gpuledger.warehouse.store import open_reader
 KINDS = {"on_demand": "o.purchase_option = 'on_demand'", "spot": RECLAIMABLE_SQL,
          "committed": "o.term_months is not null"}
 LISTING = ("gpu_model", "provider", "purchase_option", "usd_per_gpu_hour", "usd_per_hour", "gpu_count",
-           "instance_type", "region", "vram_gb", "offers")
+           "instance_type", "region", "vram_gb", "offers", "obtainable")
+# The share of the last 7 days' availability observations (view availability_obtainable) that had
+# capacity, over the (GPU model, provider, region) groups of the selected offers.
+OBTAINABLE = """a as (select gpu_model, sum(obtainable_7d * observations_7d) / nullif(sum(observations_7d), 0) as s
+                       from availability_obtainable semi join o using (gpu_model, provider, region) group by all)"""
 
 
 def gpu_summary(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
     """(columns, rows): per GPU model, its memory per GPU, the cheapest USD per GPU-hour on demand,
     spot (any reclaimable option) and committed (with commitments), each with its provider (the
-    first by name on a tie), the offer count, providers and regions; cheapest first."""
+    first by name on a tie), the offer count, providers, regions and the share obtainable;
+    cheapest first."""
     where, params = selection.where()
     kinds = [k for k in KINDS if selection.commitments or k != "committed"]
     cheapest = ", ".join(f"round(min(o.price_per_gpu_hour) filter (where {KINDS[k]}), 4), "
                          f"arg_min(o.provider, (o.price_per_gpu_hour, o.provider)) filter (where {KINDS[k]})"
                          for k in kinds)
     rows = con.execute(
-        f"""select o.gpu_model, max({VRAM_SQL}) as vram_gb, {cheapest}, count(*),
-                   string_agg(distinct o.provider, ', ' order by o.provider), count(distinct o.region)
-            from offers o where {where}
+        f"""with o as (select * from offers o where {where}), {OBTAINABLE}
+            select o.gpu_model, max({VRAM_SQL}) as vram_gb, {cheapest}, count(*),
+                   string_agg(distinct o.provider, ', ' order by o.provider), count(distinct o.region),
+                   round(any_value(a.s), 4)
+            from o left join a using (gpu_model)
             group by o.gpu_model order by min(o.price_per_gpu_hour), o.gpu_model""", params).fetchall()
     return ["gpu_model", "vram_gb", *(f"{k}_{c}" for k in kinds for c in ("usd", "provider")), "offers",
-            "providers", "regions"], rows
+            "providers", "regions", "obtainable"], rows
 
 
 def provider_listing(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """(columns, rows): per GPU model, provider and purchase option, its cheapest offer and how many
-    it has; on demand first, then by price."""
+    """(columns, rows): per GPU model, provider and purchase option, its cheapest offer, how many
+    it has and the share of the last 7 days' observations of its region that had capacity; on
+    demand first, then by price."""
     where, params = selection.where()
     rows = con.execute(
         f"""select o.gpu_model, o.provider, o.purchase_option, round(o.price_per_gpu_hour, 4),
-                   round(o.price_per_hour, 4), o.gpu_count, o.instance_type, o.region, {VRAM_SQL}, count(*) over w
-            from offers o where {where}
+                   round(o.price_per_hour, 4), o.gpu_count, o.instance_type, o.region, {VRAM_SQL}, count(*) over w,
+                   round(a.obtainable_7d, 4)
+            from offers o left join availability_obtainable a using (gpu_model, provider, region)
+            where {where}
             window w as (partition by o.gpu_model, o.provider, o.purchase_option)
             qualify row_number() over (w order by o.price_per_gpu_hour, o.region, o.zone, o.instance_type) = 1
             order by o.gpu_model, o.purchase_option <> 'on_demand', o.term_months is not null,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -216,21 +216,26 @@ def replayed():
 
 def test_replay_counts(replayed) -> None:
     batch, _, _ = replayed
-    assert Counter(o.purchase_option for o in batch.offers) == {
+    gpus = [o for o in batch.offers if o.gpu_vendor != "Google"]
+    assert Counter(o.purchase_option for o in gpus) == {
         "on_demand": 852, "spot": 847, "committed_use_1y_no_upfront": 48, "committed_use_3y_no_upfront": 48}
-    assert (len(batch.egress), len(batch.storage), batch.quarantined) == (177, 124, [])
+    assert (len(batch.egress), len(batch.storage)) == (177, 124)
+    # v6e-1/4/8 of asia-east1-c and southamerica-east1-c: listed by the TPU API, no v6e SKU in their areas.
+    assert sorted(q.source_ref for q in batch.quarantined) == [
+        f"{z}/v6e-{n}/on_demand" for z in ("asia-east1-c", "southamerica-east1-c") for n in (1, 4, 8)]
     # One on-demand offer per (zone, machine type): zones x shapes of each family in the recording,
     # e.g. g2 41 zones x 8 shapes, a3-highgpu 23 x 4, g4 6 x 4; N1 + T4 46 zones x 1/2/4 cards,
     # V100 11 x 1/2/4/8.
     family = Counter(o.instance_type.split("+")[1].split("x", 1)[1] if "+" in o.instance_type
-                     else gcp.series_of(o.instance_type) for o in batch.offers if o.purchase_option == "on_demand")
+                     else gcp.series_of(o.instance_type) for o in gpus if o.purchase_option == "on_demand")
     assert family == {"g2-standard": 328, "nvidia-tesla-t4": 138, "a3-highgpu": 92, "a2-highgpu": 72,
                       "nvidia-tesla-v100": 44, "nvidia-tesla-p4": 48, "nvidia-tesla-p100": 36, "a2-ultragpu": 28,
                       "a3-megagpu": 16, "a2-megagpu": 7, "a4-highgpu": 7, "a3-ultragpu": 9, "a4x-highgpu": 3,
                       "g4-standard": 24}
     assert len({o.key for o in batch.offers}) == len(batch.offers)
-    # A4 Spot is not sold outside the Americas/Virginia SKUs: five pairs without a Spot offer.
-    assert "5 zone/machine-type pairs have no Spot GPU SKU in their region" in batch.notes
+    # A4 Spot is not sold outside the Americas/Virginia SKUs: five pairs without a Spot offer; and the
+    # six unpriced v6e types.
+    assert "11 zone/machine-type pairs have no Spot GPU/TPU SKU in their region" in batch.notes
     # Committed-use GPU SKUs are recorded for the A100 and H100 of the Americas only: (852 - 48) x 2 terms.
     assert "1608 zone/machine-type/term triples have no committed-use GPU SKU in their region" in batch.notes
 
@@ -241,7 +246,7 @@ def test_every_region_with_gpu_machine_types(replayed) -> None:
     regions = {o.region for o in batch.offers}
     assert regions == {z.region for z in zones.values()} and len(regions) >= 25
     assert {"us-south1", "asia-south2", "europe-west9", "southamerica-east1", "me-west1"} <= regions
-    assert len({o.zone for o in batch.offers}) == 70
+    assert len({o.zone for o in batch.offers if o.gpu_vendor != "Google"}) == 70
 
 
 def test_nothing_left_out_silently(replayed) -> None:
@@ -255,7 +260,12 @@ def test_nothing_left_out_silently(replayed) -> None:
     assert "115 N1 pairings not priced: virtual-workstation GPU types (a GRID license on top)" in batch.notes
     assert ("2 SKUs left out: GPU SKU not a plain on-demand/Spot GPU-hour (virtual workstation, sole tenancy, "
             "DWS...)") in batch.notes
-    assert "1 SKUs left out: compute SKU that is no vCPU/RAM/GPU part (TPU, license, ...)" in batch.notes
+    # TPU types per zone (adapters/recordings/gcp/build_recording.py TPU_ZONES, TPU_TYPES): the slices
+    # beyond one host of v5e (19 zones x 16-256 chips), v5p (11 x 16-128 cores) and v6e (18 x 16-256);
+    # v2-8 in 5 zones and v3-8 in 4.
+    assert "229 TPU slices of several host VMs (multi-host) not priced as one offer" in batch.notes
+    assert "9 TPU types of generations not priced per chip in the Compute Engine Catalog (v2-v4)" in batch.notes
+    assert not [n for n in batch.notes if "no vCPU/RAM/GPU" in n]
 
 
 def test_region_setting_narrows_the_result() -> None:
@@ -297,9 +307,14 @@ def test_new_machine_families_hand_checked(replayed) -> None:
 
 def test_replay_paginates_every_list(replayed) -> None:
     _, server, ctx = replayed
-    seen = Counter(req.path.rsplit("/", 1)[-1] for _, req in server.requests)
-    assert seen == {"zones": 1, "machineTypes": 5, "acceleratorTypes": 2, "skus": 10}
-    assert ctx.requests_made == 18
+    seen = Counter((host, req.path.rsplit("/", 1)[-1]) for host, req in server.requests)
+    assert seen == {(gcp.COMPUTE_HOST, "zones"): 1, (gcp.COMPUTE_HOST, "machineTypes"): 5,
+                    (gcp.COMPUTE_HOST, "acceleratorTypes"): 2, (gcp.BILLING_HOST, "skus"): 10,
+                    (gcp.TPU_HOST, "locations"): 2, (gcp.TPU_HOST, "acceleratorTypes"): 33}
+    assert ctx.requests_made == 53
+    # the TPU types of each TPU zone of a selected region (us-central2-b's region is none), us-central1-a's in 2 pages
+    tpu = [req for host, req in server.requests if host == gcp.TPU_HOST and req.path.endswith("/acceleratorTypes")]
+    assert len({r.path for r in tpu}) == 32 and not [r for r in tpu if "us-central2" in r.path]
     skus = [req for host, req in server.requests if host == gcp.BILLING_HOST]
     assert sum("pageToken" in r.params for r in skus) == 9
     assert all((r.params["currencyCode"], r.params["pageSize"]) == ("USD", "5000") for r in skus)
@@ -375,6 +390,73 @@ def test_replay_availability_storage_and_egress(replayed) -> None:
     assert [(e.tier_start_gb, e.usd_per_gb) for e in same] == [(0, 0.01)]
 
 
+def test_replay_tpu_offers_hand_checked(replayed) -> None:
+    """A TPU slice is its chips x the generation's chip-hour SKU of the zone's area (the recording's
+    README: SkyPilot's catalog per zone; the public price page's v5e 1.20 in us-central1, v5p 4.20 in
+    us-east5 and Trillium's 2.70 per chip-hour)."""
+    batch, _, _ = replayed
+    tpus = [o for o in batch.offers if o.gpu_vendor == "Google"]
+    assert Counter((o.gpu_model, o.purchase_option) for o in tpus) == {
+        ("TPU-v5e", "on_demand"): 57, ("TPU-v5e", "spot"): 57, ("TPU-v5p", "on_demand"): 11, ("TPU-v5p", "spot"): 11,
+        ("TPU-v6e", "on_demand"): 48, ("TPU-v6e", "spot"): 48}
+    both = {o.zone for o in tpus if o.purchase_option == "spot"} & {o.zone for o in tpus if o.purchase_option == "on_demand"}
+    assert len(both) == 30
+    v5e = only(batch, "us-central1-a", "v5litepod-4")
+    assert (v5e.price_per_hour, v5e.price_per_gpu_hour, v5e.gpu_model, v5e.gpu_name_reported) == (
+        pytest.approx(4.8), pytest.approx(1.2), "TPU-v5e", "v5litepod")
+    assert (v5e.gpu_count, v5e.gpu_memory_gb, v5e.total_gpu_memory_gb, v5e.interconnect, v5e.vcpus, v5e.ram_gb) == \
+        (4, 16, 64, "ICI", None, None)
+    assert only(batch, "us-central1-a", "v5litepod-4", "spot").price_per_hour == pytest.approx(4 * 0.21298)
+    # v5p-8 is 4 chips (topology 2x2x1); SkyPilot's tpu-v5p-8 row in us-east5: 16.8 / 6.24036
+    v5p = only(batch, "us-east5-a", "v5p-8")
+    assert (v5p.gpu_count, v5p.gpu_memory_gb, v5p.price_per_hour) == (4, 95, pytest.approx(16.8))
+    assert only(batch, "us-east5-a", "v5p-8", "spot").price_per_hour == pytest.approx(6.24036)
+    v6e = only(batch, "europe-west4-a", "v6e-8")  # SkyPilot: 23.76 on demand
+    assert (v6e.gpu_count, v6e.gpu_memory_gb, v6e.price_per_hour) == (8, 32, pytest.approx(23.76))
+    assert json.loads(v6e.provider_data)["topology"] == "2x4"
+    assert only(batch, "europe-west4-a", "v6e-8", "spot").price_per_hour == pytest.approx(8 * 0.71316)
+    single = only(batch, "us-south1-a", "v6e-1")
+    assert (single.price_per_hour, single.interconnect) == (pytest.approx(2.7), None)
+    [part] = json.loads(single.provider_data)["components"]
+    assert (part["description"], part["part"], part["quantity"], part["unit"], part["unit_price_usd"]) == (
+        "TpuV6e running in Dallas", "tpu", 1, "h", 2.7)
+
+
+def test_tpu_sku_descriptions() -> None:
+    batch = gcp.Batch("gcp")
+
+    def tpu(description: str, usage: str = "OnDemand") -> Any:
+        return gcp.classify_compute_sku(batch, {"skuId": "SKU-1", "description": description, "category": {
+            "resourceFamily": "Compute", "resourceGroup": "TPU", "usageType": usage}})
+
+    assert tpu("TpuV5e running in Americas") == ("tpu", "v5litepod")
+    assert tpu("TpuV6e attached to Spot Preemptible VMs running in Dallas", "Preemptible") == ("tpu", "v6e")
+    assert tpu("TpuV5p") == ("tpu", "v5p")
+    assert tpu("Reserved V5e TPU running in Americas").startswith("TPU SKU not a plain on-demand/Spot chip-hour")
+    assert tpu("DWS Defined Duration V5e running in Americas").startswith("TPU SKU not a plain")
+    assert tpu("TPU7x running in Americas") == "TPU SKU of an unknown generation (quarantined)"
+    [q] = batch.quarantined
+    assert (q.kind, q.source_ref) == ("gpu", "SKU-1") and "TPU7x" in q.reason
+
+
+def test_replay_carries_the_recorded_zone_history(replayed) -> None:
+    """The 15 earlier zones.list answers of the bundled recording (made up: README) become one
+    observation a day of every offer's machine and zone; the zones DOWN are build_recording.py's."""
+    batch, _, _ = replayed
+    days = sorted({o.observed_at for o in batch.availability})
+    assert days == [datetime(2026, 11, 15, 3, 12, 45, tzinfo=timezone.utc) + timedelta(days=n) for n in range(15)]
+    places = {(o.region, o.zone, o.instance_type, o.gpu_model) for o in batch.offers}
+    assert len(batch.availability) == 15 * len(places) == 15 * 968
+    down = {(o.zone, o.observed_at.day) for o in batch.availability if o.available is False}
+    assert {d for z, d in down if z == "us-east5-b"} == {18, 19}
+    assert {d for z, d in down if z == "europe-west1-c"} == {25, 26, 27, 28, 29}
+    assert {z for z, _ in down} == {"us-east5-b", "europe-west4-a", "us-central1-a", "us-south1-a", "asia-southeast1-b",
+                                    "europe-west1-c"}
+    v6e = [o for o in batch.availability if (o.zone, o.instance_type) == ("us-east5-b", "v6e-8")]
+    assert [(o.observed_at.day, o.available, o.availability_level) for o in v6e][3:5] == [
+        (18, False, "listed in zone (zone DOWN)"), (19, False, "listed in zone (zone DOWN)")]
+
+
 # -- failure paths through the real clients ----------------------------------------------
 
 def rewrite_json(edit):
@@ -411,7 +493,7 @@ def test_unknown_gpu_machine_type_and_sku_are_quarantined(replay) -> None:
     assert "Nvidia Z9000 GPU" in reasons[("gpu", "AAAA-BBBB-CCCC")]
     # A GPU series with no billing rule is not guessed either.
     assert "unknown GPU machine series 'a4x-maxgpu'" in reasons[("offer", "us-central1-b/a4x-maxgpu-4g-metal")]
-    assert len(batch.quarantined) == 3 and len(batch.offers) == 1795  # the rest is unaffected
+    assert len(batch.quarantined) == 3 + 6 and len(batch.offers) == 1795 + 232  # the rest is unaffected
 
 
 def test_idr_answer_is_converted_or_quarantined(replay) -> None:
@@ -431,9 +513,9 @@ def test_idr_answer_is_converted_or_quarantined(replay) -> None:
     americas = [q for q in batch.quarantined if q.source_ref.split("-")[0] == "us" and "IDR" in q.reason]
     # Every on-demand A2 offer of the Americas SKUs' regions: a2-highgpu-{1,2,4,8}g in 6 zones (24),
     # a2-megagpu-16g in 4 us-central1 zones (4), a2-ultragpu-{1,2,4,8}g in 2 (8).
-    assert len(americas) == len(batch.quarantined) == 36
-    assert ("36 on_demand zone/machine types described by Compute Engine but not priced by the Catalog "
-            "(quarantined with the missing part)") in batch.notes
+    assert len(americas) == len(batch.quarantined) - 6 == 36  # and the 6 unpriced v6e types
+    assert ("42 on_demand zone/machine types described by Compute Engine or Cloud TPU but not priced by the "
+            "Catalog (quarantined with the missing part)") in batch.notes
     assert all("2390-DCAF-DA38" in q.reason for q in americas)
     assert not [o for o in batch.offers if o.region == "us-central1" and o.instance_type.startswith("a2-")
                 and o.purchase_option == "on_demand"]
@@ -470,7 +552,7 @@ def test_a_failing_zones_list_costs_only_the_zone_status(replay, replayed, answe
     # Every offer and its price as the clean run has them (a zone's region from its name), every
     # storage and egress row; only the zones' status is unknown, left to the warehouse.
     assert {o.key: o.price_per_hour for o in batch.offers} == {o.key: o.price_per_hour for o in clean.offers}
-    assert (batch.storage, batch.egress, batch.quarantined) == (clean.storage, clean.egress, [])
+    assert (batch.storage, batch.egress, batch.quarantined) == (clean.storage, clean.egress, clean.quarantined)
     down = only(batch, "europe-west1-c", "a3-highgpu-8g")  # zone DOWN in the clean run
     assert (down.available, down.availability_level) == (None, "listed in zone")
     [enrichment] = gcp.PROVIDER.enrichments
@@ -511,26 +593,36 @@ def test_record_mode_round_trip(replayed, tmp_path: Path) -> None:
         finally:
             ctx.proxy.close()
         recorder.write_manifest(upstream.settings["gcp"], "2026-11-30T03:00:00")
-    assert len(recorder.exchanges) == 18
+    assert len(recorder.exchanges) == 53
     with ReplayServer(tmp_path, providers=["gcp"]) as again:
         replayed_batch = gcp.fetch(replay_context(again, "gcp"))
     assert recorded_batch.counts() == replayed_batch.counts() == batch.counts()
+    # the earlier zone answers are the bundled replay's only: none when recording
+    assert recorded_batch.availability == [] and len(replayed_batch.availability) == len(batch.availability)
     assert {o.key: o.price_per_hour for o in replayed_batch.offers} == {o.key: o.price_per_hour for o in batch.offers}
 
 
 def test_recorded_bodies_are_exact_wire_format() -> None:
     """Every recorded body parses with the APIs' own message types, rejecting unknown fields."""
-    from google.cloud import billing_v1, compute_v1
+    from google.cloud import billing_v1, compute_v1, tpu_v2
+    from google.cloud.location import locations_pb2
+    from google.protobuf.json_format import Parse
 
     manifest = json.loads((RECORDING / "manifest.json").read_text())
     kinds = {"zones": compute_v1.ZoneList, "machineTypes": compute_v1.MachineTypeAggregatedList,
-             "acceleratorTypes": compute_v1.AcceleratorTypeAggregatedList, "skus": billing_v1.ListSkusResponse}
+             "acceleratorTypes": compute_v1.AcceleratorTypeAggregatedList, "skus": billing_v1.ListSkusResponse,
+             "tpu/acceleratorTypes": tpu_v2.ListAcceleratorTypesResponse}
     tokens: dict[str, list] = {}
     for ex in manifest["exchanges"]:
         path = RECORDING / ex["response"]["body_file"]
         text = (gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()).decode()
         kind = ex["path"].rsplit("/", 1)[-1]
-        message = kinds[kind].from_json(text, ignore_unknown_fields=False)
+        if ex["host"] == gcp.TPU_HOST and kind == "locations":  # a protobuf mixin, not a proto-plus message
+            message = Parse(text, locations_pb2.ListLocationsResponse(), ignore_unknown_fields=False)
+        else:
+            kind = ("tpu/" if ex["host"] == gcp.TPU_HOST else "") + kind
+            message = kinds[kind].from_json(text, ignore_unknown_fields=False)
+        kind += ex["path"] if kind == "tpu/acceleratorTypes" else ""  # one chain per zone
         tokens.setdefault(kind, []).append((ex["match"]["params"].get("pageToken"), message.next_page_token))
     # Each page's nextPageToken is what the next exchange matches on; the last page has none.
     for kind, chain in tokens.items():

@@ -555,7 +555,7 @@ RECOMMENDER_MACROS = {"provider_freshness", "fresh_providers", "billed_seconds",
                       "card_fabric_reach", "pcie_gbs", "node_link_gbs", "working_volume_ok", "billed_volume_gb",
                       "interruption_rate",
                       "offer_facts", "precision_ok", "fit_ok", "fits", "gpuledger_macros_version"}
-SCHEMA_MACROS = {"spot_price_stats_at"}  # the schema's own (warehouse/spot_stats.py), stored in the file
+SCHEMA_MACROS = {"spot_price_stats_at", "availability_obtainable_at"}  # the schema's own (spot_stats, availability)
 
 
 def test_the_warehouse_file_holds_no_macros_and_the_macro_file_serves_plain_duckdb_users(warehouse: Path,

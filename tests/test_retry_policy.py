@@ -86,12 +86,14 @@ def test_google_clients_hit_each_failing_listing_three_times(replay) -> None:
     server = replay("gcp", hook=hook)
     with pytest.raises(SourceError, match=r"^gcp: .* \(page 1\) failed after 3 attempts: 503"):
         gcp.fetch(context(server, "gcp"))
-    # All four listings run at once, each through its client's pager and google-api-core's Retry.
+    # All five listings run at once, each through its client's pager (the TPU locations through the
+    # client's own paging of a plain answer) and google-api-core's Retry.
     assert hook.hits == {
         (gcp.COMPUTE_HOST, "/compute/v1/projects/gpuledger-replay/zones"): DOCUMENTED_BOUND,
         (gcp.COMPUTE_HOST, "/compute/v1/projects/gpuledger-replay/aggregated/machineTypes"): DOCUMENTED_BOUND,
         (gcp.COMPUTE_HOST, "/compute/v1/projects/gpuledger-replay/aggregated/acceleratorTypes"): DOCUMENTED_BOUND,
         (gcp.BILLING_HOST, f"/v1/{gcp.COMPUTE_ENGINE_SERVICE}/skus"): DOCUMENTED_BOUND,
+        (gcp.TPU_HOST, "/v2/projects/gpuledger-replay/locations"): DOCUMENTED_BOUND,
     }
 
 

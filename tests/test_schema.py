@@ -116,8 +116,9 @@ def test_a_new_warehouse_has_the_layout_of_version_1_plus_the_upgrades() -> None
     assert ("offer_history", 39, "interruption_risk_source", "VARCHAR", False, "'unpublished'") in layout(new)[0]
     # offers 40 + 4, history 40 + 5; egress 9 + 4 / + 5; storage 7 + 4 / + 5; runs, quarantine, providers, GPUs;
     # spot price history, capacity blocks; the views spot_price_intervals, spot_price_stats, offer_freshness;
-    # fetch validators
-    assert len(layout(new)[0]) == 44 + 45 + 13 + 14 + 11 + 12 + 21 + 7 + 16 + 18 + 6 + 10 + 20 + 9 + 21 + 10 + 5 == 282
+    # availability history and the view availability_obtainable; fetch validators
+    assert len(layout(new)[0]) == 44 + 45 + 13 + 14 + 11 + 12 + 21 + 7 + 16 + 18 + 6 + 10 + 20 + 9 + 21 + 10 + 10 + 8 \
+        + 5 == 300
     plain = duckdb.connect()
     plain.execute(create_sql())
     assert layout(plain) == layout(new)
@@ -130,10 +131,11 @@ def test_a_version_1_warehouse_upgrades_in_place_keeping_history(tmp_path: Path)
     try:
         assert current_version(con) == SCHEMA_VERSION == VERSIONS[-1]
         assert [v for v, *_ in con.execute("select * from schema_migrations order by 1").fetchall()] == VERSIONS
-        # the macros the old release stored are gone (the recommender installs its own); the one the
-        # schema defines (version 5) is there
+        # the macros the old release stored are gone (the recommender installs its own); those the
+        # schema defines (versions 5 and 11) are there
         assert con.execute("select function_name from duckdb_functions() where not internal and "
-                           "function_type in ('macro', 'table_macro')").fetchall() == [("spot_price_stats_at",)]
+                           "function_type in ('macro', 'table_macro') order by 1").fetchall() == \
+            [("availability_obtainable_at",), ("spot_price_stats_at",)]
         assert con.execute("select instance_type, price_per_hour, valid_to from offer_history").fetchall() == \
             [("p5.48xlarge", 55.04, None)]
         assert con.execute("select price_per_gpu_hour from offers").fetchall() == [(6.88,)]

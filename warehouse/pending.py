@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from gpuledger.warehouse.records import Batch, Quarantined
 from gpuledger.warehouse.schema import (
-    CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, SPOT_PRICE_FIELDS, STORAGE, TABLES as COLUMNS, arrow_schema,
+    AVAILABILITY_FIELDS, CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, SPOT_PRICE_FIELDS, STORAGE, TABLES as COLUMNS,
+    arrow_schema,
 )
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "storage": (STORAGE.table, STORAGE.columns),
     "spot_prices": ("spot_price_history", SPOT_PRICE_FIELDS),
     "capacity_blocks": ("capacity_block_offerings", CAPACITY_BLOCK_FIELDS),
+    "availability": ("availability_history", AVAILABILITY_FIELDS),
 }
 KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
 FORMAT = 3

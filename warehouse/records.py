@@ -425,9 +425,11 @@ class Batch:
         self.quarantined: list[Quarantined] = []
         self.notes: list[str] = _Notes(self._cut_text)
         # Rows of tables outside the SCD2 merge, validated by their own modules:
-        # warehouse.spot.SpotPricePoint and warehouse.capacity_blocks.CapacityBlockOffering.
+        # warehouse.spot.SpotPricePoint, warehouse.capacity_blocks.CapacityBlockOffering and
+        # warehouse.availability.Observation (earlier availability signals a source hands over).
         self.spot_prices: list[Any] = []
         self.capacity_blocks: list[Any] = []
+        self.availability: list[Any] = []
         self.secrets_redacted = 0
         self._cutter: TextCutter | None = None
         self._cutter_known = False

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from gpuledger.warehouse import spot_stats
+from gpuledger.warehouse import availability, spot_stats
 from gpuledger.warehouse.freshness import RULE_NOW_SQL
 from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
 
@@ -229,6 +229,17 @@ CAPACITY_BLOCK_COLUMNS = (
     Column("run_id", "VARCHAR", True),
 )
 
+# Every offer's availability signal as the refreshes saw it (warehouse.availability): rows are only
+# ever added, one per offer, UTC day and signal.
+AVAILABILITY_HISTORY_COLUMNS = (
+    *(Column(c, "VARCHAR", True) for c in ("provider", "region", "zone", "instance_type", "gpu_model")),
+    Column("observed_at", "TIMESTAMPTZ", True),
+    Column("available", "BOOLEAN"),
+    Column("available_count", "INTEGER"),
+    Column("availability_level", "VARCHAR"),
+    Column("run_id", "VARCHAR", True),
+)
+
 # What proved each source's last loaded answers current (an ETag, a Last-Modified date, a price list
 # version): handed to the next fetch, which asks only for what changed (adapters/base.py, Unchanged).
 FETCH_VALIDATOR_COLUMNS = (
@@ -254,6 +265,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "gpu_aliases": GPU_ALIAS_COLUMNS,
     "spot_price_history": SPOT_PRICE_HISTORY_COLUMNS,
     "capacity_block_offerings": CAPACITY_BLOCK_COLUMNS,
+    "availability_history": AVAILABILITY_HISTORY_COLUMNS,
     "fetch_validators": FETCH_VALIDATOR_COLUMNS,
 }
 
@@ -277,6 +289,7 @@ SPOT_PRICE_FIELDS = ("provider", "region", "zone", "instance_type", "product_des
 CAPACITY_BLOCK_FIELDS = ("provider", "region", "zone", "instance_type", "offering_id", "instance_count", "start_at",
                          "end_at", "duration_hours", "upfront_fee", "source_currency", "upfront_fee_usd", "gpu_model",
                          "gpu_count", "usd_per_hour", "usd_per_gpu_hour", "tenancy")
+AVAILABILITY_FIELDS = tuple(c.name for c in AVAILABILITY_HISTORY_COLUMNS[:-1])
 
 
 def arrow_schema(table: str, columns: tuple[str, ...] | None = None) -> pa.Schema:
@@ -304,7 +317,7 @@ def views_sql(replace: bool = True) -> str:
 
 def create_sql() -> str:
     """The DDL of every table, view and macro at the current version."""
-    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + views_sql(replace=False)
+    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql(replace=False)
 
 
 # -- current tables with SCD2 history -------------------------------------------------------------
@@ -566,6 +579,25 @@ alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;
         "".join(_append_offer_columns(t, ("gpu_memory_from_canon BOOLEAN NOT NULL DEFAULT false",))
                 + f"alter table {t} alter column gpu_memory_from_canon drop default;\n"
                 for t in ("offers", "offer_history")),
+    ),
+    (
+        11,
+        "availability_history (every offer's availability signal, once per UTC day while it holds); the macro "
+        "availability_obtainable_at and the view availability_obtainable",
+        """
+CREATE TABLE availability_history (
+    provider VARCHAR NOT NULL,
+    region VARCHAR NOT NULL,
+    zone VARCHAR NOT NULL,
+    instance_type VARCHAR NOT NULL,
+    gpu_model VARCHAR NOT NULL,
+    observed_at TIMESTAMPTZ NOT NULL,
+    available BOOLEAN,
+    available_count INTEGER,
+    availability_level VARCHAR,
+    run_id VARCHAR NOT NULL
+);
+""" + availability.SQL,
     ),
     (
         12,

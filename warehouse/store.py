@@ -33,7 +33,7 @@ import duckdb
 if TYPE_CHECKING:
     import pyarrow as pa
 
-from gpuledger.warehouse import gpus, pending
+from gpuledger.warehouse import availability, gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SPECS, STORAGE, TableSpec, migrate
 from gpuledger.warehouse.settings import Settings, load_settings
@@ -641,6 +641,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     if name in outcome.tables:  # a source without egress/storage data leaves those rows alone
                         _merge(con, spec, outcome.provider, outcome.table(name), run_id, now)
                 load_side_tables(con, outcome, run_id, now, report.notes)
+                availability.record(con, outcome, run_id, report.notes)
                 report.rows_loaded = outcome.count("offers")
                 report.egress_rows, report.storage_rows = outcome.count("egress"), outcome.count("storage")
                 report.state = "ok"

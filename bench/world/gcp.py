@@ -140,6 +140,8 @@ def generate(root: Path, scale: str) -> dict[str, Any]:
             prev = doc.get("nextPageToken")
         counts[key] = sum(len(v) for v in per_zone.values())
 
+    for path, params, name, doc in b.tpu_pages():  # the Cloud TPU API as the bundle answers it
+        ex(b.TPU, path, params, name, doc)
     cromwell = json.loads((BUILDER_PATH.parent / "samples" / "cloudbilling_skus_cromwell-monitor_disk_mix.json")
                           .read_text())
     for s in cromwell:

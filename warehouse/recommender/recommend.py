@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import duckdb
 
+from gpuledger.warehouse.availability import obtainable
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
 from gpuledger.warehouse.recommender.names import resolve_name
@@ -235,7 +236,7 @@ class Candidate:
     usable_gb_per_gpu: float  # after headroom
     need_gb_per_gpu: float
     interconnect: str | None  # as the source states it
-    link_kind: str  # what joins the node's GPUs, as counted: NVLink | Infinity Fabric | NVLink bridge | PCIe
+    link_kind: str  # what joins the node's GPUs, as counted: NVLink | Infinity Fabric | ICI | NVLink bridge | PCIe
     link_gbs: float  # its GB/s per direction (throughput.node_link)
     precision_supported: bool
     slow_path: bool  # ranked after the others: no fast path for the precision (or QLoRA off CUDA)
@@ -251,6 +252,10 @@ class Candidate:
     cost: CostBreakdown
     flags: tuple[str, ...] = ()
     other_locations: int = 0  # same instance and purchase option elsewhere (not shown)
+    # Share of the availability observations of this GPU model, provider and region with capacity
+    # over the last 7 and 30 days (warehouse.availability); None: no observation said either way.
+    obtainable_7d: float | None = None
+    obtainable_30d: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -503,6 +508,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     offers_per_provider = facts.offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
     rows, considered, left_out, largest = _ranked(con, request, plans, [p.provider for p in fresh], facts)
+    shares = obtainable(con, request.as_of, {(r["gpu_model"], r["provider"], r["region"]) for r in rows})
 
     notes: list[str] = []
     top: list[Candidate] = []
@@ -526,7 +532,9 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                              f"{row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} h of redone work, restarts and "
                              f"checkpoints every {request.checkpoint_every_minutes:g} min included")
         if row["tokens_per_s"] is None:
-            flags.append(f"no dense tensor figure for {row['gpu_model']} at {request.precision}: "
+            flags.append((f"{row['gpu_model']} is a TPU: the time model covers CUDA/ROCm GPUs, not XLA on TPU"
+                          if row["gpu_vendor"] == "Google" else
+                          f"no dense tensor figure for {row['gpu_model']} at {request.precision}") + ": "
                          + ("speed, time and cost unknown: ranked after every offer with a known time"
                             if request.job_tokens is not None else "speed unknown"))
         elif row["setup_s"]:
@@ -551,6 +559,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             flags.append(f"no egress price for {row['provider']}: egress assumed free")
         elif e_src == "provider":
             flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
+        share = shares.get((row["gpu_model"], row["provider"], row["region"]), (None, None))
         top.append(Candidate(
             rank=rank, provider=row["provider"], region=row["region"], zone=row["zone"],
             instance_type=row["instance_type"], purchase_option=row["purchase_option"],
@@ -571,7 +580,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             setup_hours=row["setup_s"] / 3600.0,
             interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
             uninterrupted_hours=row["base_hours"],
-            cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"])))
+            cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"]),
+            obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
     notes.append(f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "

@@ -13,7 +13,7 @@ A training step on one GPU processes `seq_len x micro_batch` tokens. Its time is
                     of the updated weights back (2 x 2N / n bytes over the card's PCIe); the CPU's
                     own update time is not modelled
     link          = the node's GPU-to-GPU fabric per direction (node_link: NVLink/NVSwitch, AMD
-                    Infinity Fabric, an NVLink bridge between two cards) or the card's PCIe
+                    Infinity Fabric, TPU ICI, an NVLink bridge between two cards) or the card's PCIe
 
 FLOPs per token (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", sec. 2.1: forward
 2N + 2 n_layer n_ctx d_attn; backward twice the forward):
@@ -114,8 +114,8 @@ def pcie_gbs(architecture: str | None) -> float:
 
 
 def is_fabric_claim(interconnect: str | None) -> bool:
-    """The source names a GPU fabric (the SQL macro is_fast_interconnect, plus Infinity Fabric)."""
-    return (interconnect or "").lower().startswith(("nvlink", "nvswitch", "infinity fabric"))
+    """The source names a GPU fabric (the SQL macro is_fast_interconnect, plus Infinity Fabric and TPU ICI)."""
+    return (interconnect or "").lower().startswith(("nvlink", "nvswitch", "infinity fabric", "ici"))
 
 
 def node_link(vendor: str | None, card_link: str | None, form_factor: str | None, architecture: str | None,
@@ -128,11 +128,12 @@ def node_link(vendor: str | None, card_link: str | None, form_factor: str | None
     figure = re.search(r"([0-9.]+)\s*GB/s", link)
     node = (vendor == "NVIDIA" and link.lower().startswith("nvlink") and (form.lower().startswith("sxm")
                                                                           or form == "Superchip")) or \
-        (vendor == "AMD" and link.lower().startswith("infinity fabric") and form == "OAM")
+        (vendor == "AMD" and link.lower().startswith("infinity fabric") and form == "OAM") or \
+        (vendor == "Google" and link.lower().startswith("ici"))
     bridged = vendor == "NVIDIA" and link.lower().startswith(("bridge", "nvlink")) and not node and gpu_count == 2 \
         and is_fabric_claim(interconnect)
     if figure and gpu_count >= 2 and (node or bridged):
-        kind = "NVLink bridge" if bridged else "Infinity Fabric" if vendor == "AMD" else "NVLink"
+        kind = "NVLink bridge" if bridged else {"AMD": "Infinity Fabric", "Google": "ICI"}.get(vendor, "NVLink")
         return kind, float(figure.group(1)) / 2
     return "PCIe", pcie_gbs(architecture)
 

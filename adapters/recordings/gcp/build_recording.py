@@ -10,12 +10,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).parent
 PROJECT = "gpuledger-replay"
 COMPUTE = "compute.googleapis.com"
 BILLING = "cloudbilling.googleapis.com"
+TPU = "tpu.googleapis.com"
 API = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}"
 PAGE = 200  # maxResults the adapter sends to Compute (adapters/gcp.py PAGE_SIZE_COMPUTE)
 FILTER = 'name eq "(a2|a3|a4|a4x|g2|g4)-.*|n1-standard-(8|16|32|64)"'
@@ -273,11 +275,11 @@ def token(*parts: object) -> str:
     return "Cp" + h[:40] + "EAA"
 
 
-def zones_page() -> dict:
+def zones_page(down: set[str] = DOWN_ZONES) -> dict:
     items = []
     for i, z in enumerate(sorted(all_zones())):
         items.append({"kind": "compute#zone", "id": stable_id("zone", z, digits=4), "creationTimestamp": CREATED,
-                      "name": z, "description": z, "status": "DOWN" if z in DOWN_ZONES else "UP",
+                      "name": z, "description": z, "status": "DOWN" if z in down else "UP",
                       "region": f"{API}/regions/{region_of(z)}", "selfLink": f"{API}/zones/{z}",
                       "availableCpuPlatforms": ["Intel Cascade Lake", "Intel Ice Lake", "AMD Milan"],
                       "supportsPzs": False})
@@ -490,7 +492,7 @@ def compute_skus() -> list[dict]:
         add(f"SSD backed Local Storage attached to Spot Preemptible VMs{loc}", "LocalSSD", "Preemptible",
             "GiBy.mo", lssd_spot, family="Storage")
     americas = AREAS["Americas"]
-    out += commitment_skus(americas)
+    out += commitment_skus(americas) + tpu_skus()
     # Out-of-scope SKUs of the same kinds, as the real catalog has them next to the ones we use.
     out += [
         sku("Nvidia Tesla T4 Virtual Workstation GPU running in Americas", "Compute", "GPU", "OnDemand", "h",
@@ -501,7 +503,6 @@ def compute_skus() -> list[dict]:
             "CF4E-A0C7-E3BF"),
         sku("E2 Instance Ram running in Americas", "Compute", "RAM", "OnDemand", "GiBy.h", [(0, 0.002923530)],
             americas, "F449-33EC-A5EF"),
-        sku("TpuV5e running in Americas", "Compute", "TPU", "OnDemand", "h", [(0, 1.2)], americas),
         sku("Licensing Fee for Windows Server 2019 Datacenter Edition (CPU cost)", "License", "Google", "OnDemand",
             "h", [(0, 0.046)], list(AREAS_BY_REGION)),
     ]
@@ -605,6 +606,94 @@ def network_skus(real: list[dict]) -> list[dict]:
     return out
 
 
+# -- Cloud TPU (README "Cloud TPU v5e, v5p, v6e") ------------------------------------------------------
+
+# Chip-hour price (on-demand, Spot) per Catalog area: SkyPilot's GCP catalog (skypilot-org/skypilot-catalog
+# catalogs/v7/gcp/vms.csv, commit 017e2502fb63, read 2026-12-05), rows tpu-v5litepod-1, tpu-v5p-8 / 4 chips,
+# tpu-v6e-1. The SKU descriptions are the Catalog's TPU SKU names with the "running in <area>" of its other SKUs.
+TPU_PRICES = {
+    "TpuV5e": {"Americas": (1.2, 0.21298), "Columbus": (1.2, 0.6), "Dallas": (1.416, 0.5664),
+               "Las Vegas": (1.2, 0.4692), "Netherlands": (1.56, 0.44261), "Belgium": (1.32132, 0.66066),
+               "Finland": (1.32132, 0.66066), "Singapore": (1.56, 0.78), "Taiwan": (1.38948, 0.69474)},
+    "TpuV5p": {"Americas": (4.2, 1.68), "Columbus": (4.2, 1.56009), "Dallas": (4.779, 2.3954),
+               "Netherlands": (4.2525, 1.34849), "Belgium": (4.459455, 1.7837825)},
+    "TpuV6e": {"Americas": (2.7, 0.64833), "Virginia": (2.7, 0.85833), "Columbus": (2.7, 1.08), "Dallas": (2.7, 1.89),
+               "Netherlands": (2.97, 0.71316), "Singapore": (2.97, 0.72958), "Tokyo": (3.24, 1.07681),
+               "Mumbai": (3.24, 2.27)},
+}
+# Zones of each TPU type family, same file (v6e in asia-east1-c and southamerica-east1-c is listed
+# there without a price: no SKU here either); v2-8/v3-8 and us-central2-b (v4) as the real API lists them.
+TPU_ZONES = {
+    "v5litepod": "asia-east1-a asia-east1-b asia-east1-c asia-southeast1-b europe-north1-a europe-west1-b "
+                 "europe-west1-c europe-west4-a europe-west4-b us-central1-a us-east1-b us-east1-c us-east5-a "
+                 "us-east5-b us-east5-c us-south1-a us-west1-c us-west4-a us-west4-b",
+    "v5p": "europe-west1-b europe-west1-d europe-west4-b us-central1-a us-east1-d us-east5-a us-east5-b us-east5-c "
+           "us-south1-a us-south1-b us-south1-c",
+    "v6e": "asia-east1-c asia-northeast1-b asia-south1-b asia-south1-c asia-southeast1-b europe-west4-a "
+           "southamerica-east1-c us-central1-b us-central1-c us-east1-d us-east4-a us-east4-b us-east5-a us-east5-b "
+           "us-east5-c us-south1-a us-south1-c us-west1-c",
+    "v2": "asia-east1-c europe-west4-a us-central1-b us-central1-c us-central1-f",
+    "v3": "europe-west4-a us-central1-a us-central1-b us-central1-f",
+}
+# Type -> (AcceleratorConfig.Type as the REST answer encodes it, enum-encoding=int, topologies by size):
+# https://cloud.google.com/tpu/docs/v5e, .../v5p, .../v6e (topology tables).
+TPU_TYPES = {
+    "v5litepod": (9, {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}),
+    "v5p": (10, {8: "2x2x1", 16: "2x2x2", 32: "2x2x4", 64: "2x4x4", 128: "4x4x4"}),
+    "v6e": (11, {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}),
+    "v2": (2, {8: "2x2"}), "v3": (4, {8: "2x2"}),
+}
+# Earlier zones.list answers (history/): made-up zone outages, one answer a day for the 15 days
+# before the recording (2026-11-15..29). Zone -> the November days it was DOWN.
+HISTORY_DAYS = 15
+HISTORY_DOWN = {"us-east5-b": (18, 19), "europe-west4-a": (20, 21, 22), "us-central1-a": (24,), "us-south1-a": (27,),
+                "asia-southeast1-b": (28, 29), "europe-west1-c": (25, 26, 27, 28, 29)}
+
+
+def tpu_skus() -> list[dict]:
+    out = []
+    for name, areas in TPU_PRICES.items():
+        for area, (od, spot) in areas.items():
+            out.append(sku(f"{name} running in {area}", "Compute", "TPU", "OnDemand", "h", [(0, od)], AREAS[area]))
+            out.append(sku(f"{name} attached to Spot Preemptible VMs running in {area}", "Compute", "TPU",
+                           "Preemptible", "h", [(0, spot)], AREAS[area]))
+    return out
+
+
+def tpu_zone_types() -> dict[str, list[dict]]:
+    per_zone: dict[str, list[dict]] = {}
+    for family, zones in TPU_ZONES.items():
+        enum, sizes = TPU_TYPES[family]
+        for zone in zones.split():
+            per_zone.setdefault(zone, []).extend(
+                {"name": f"projects/{PROJECT}/locations/{zone}/acceleratorTypes/{family}-{n}", "type": f"{family}-{n}",
+                 "acceleratorConfigs": [{"type": enum, "topology": topology}]} for n, topology in sizes.items())
+    return per_zone
+
+
+def tpu_pages() -> list[tuple[str, dict, str, dict]]:
+    """(path, params matched, body file, body) of the Cloud TPU API's answers: the zones in two pages,
+    each zone's types in one (us-central1-a's in two)."""
+    out: list[tuple[str, dict, str, dict]] = []
+    tpu_types = tpu_zone_types()
+    locations = [{"name": f"projects/{PROJECT}/locations/{z}", "locationId": z} for z in sorted(tpu_types)]
+    locations.append({"name": f"projects/{PROJECT}/locations/us-central2-b", "locationId": "us-central2-b"})
+    half = len(locations) // 2
+    for n, (chunk, prev, nxt) in enumerate(((locations[:half], None, token("locations", 1)),
+                                            (locations[half:], token("locations", 1), "")), 1):
+        out.append((f"/v2/projects/{PROJECT}/locations", {"pageToken": prev}, f"tpu/locations.{n}.json",
+                    {"locations": chunk, "nextPageToken": nxt}))
+    for zone, types in sorted(tpu_types.items()):
+        chunks = [types[:6], types[6:]] if zone == "us-central1-a" else [types]
+        prev = None
+        for n, chunk in enumerate(chunks, 1):
+            nxt = token("acceleratorTypes", zone, n) if n < len(chunks) else ""
+            out.append((f"/v2/projects/{PROJECT}/locations/{zone}/acceleratorTypes", {"pageToken": prev},
+                        f"tpu/acceleratorTypes.{zone}.{n}.json", {"acceleratorTypes": chunk, "nextPageToken": nxt}))
+            prev = nxt
+    return out
+
+
 def billing_pages(skus: list[dict], per_page: int) -> list[dict]:
     pages = []
     chunks = [skus[i:i + per_page] for i in range(0, len(skus), per_page)]
@@ -654,6 +743,13 @@ def main() -> None:
         ex(COMPUTE, f"/compute/v1/projects/{PROJECT}/aggregated/acceleratorTypes",
            {"maxResults": str(PAGE), "pageToken": prev}, write(f"compute/acceleratorTypes.{n}.json.gz", page))
         prev = page.get("nextPageToken")
+    for path, params, name, doc in tpu_pages():
+        ex(TPU, path, params, write(name, doc))
+    # Earlier zones.list answers, replayed as past availability (not served: no API returns them).
+    for day in range(HISTORY_DAYS):
+        at = datetime.strptime(STAMP[:19], "%Y-%m-%dT%H:%M:%S") - timedelta(days=HISTORY_DAYS - day)
+        down = {z for z, days in HISTORY_DOWN.items() if at.day in days}
+        write(f"history/zones.{at:%Y%m%dT%H%M%S}Z.json.gz", zones_page(down))
     prev = None
     for n, page in enumerate(billing_pages(skus, per_page=100), 1):
         ex(BILLING, "/v1/services/6F81-5844-456A/skus", {"currencyCode": "USD", "pageSize": "5000", "pageToken": prev},

@@ -23,13 +23,15 @@ create or replace macro is_fast_interconnect(interconnect) as
     coalesce(interconnect ilike 'nvswitch%' or interconnect ilike 'nvlink%', false);
 
 -- What the card's GPU-to-GPU fabric reaches, from gpu_models: 'node' for modules that only exist
--- on a fabric baseboard (NVIDIA SXM and superchips on NVLink/NVSwitch, AMD OAM on Infinity Fabric),
+-- on a fabric baseboard (NVIDIA SXM and superchips on NVLink/NVSwitch, AMD OAM on Infinity Fabric,
+-- Google TPU chips on ICI),
 -- 'pairs' for PCIe cards joined by an optional NVLink bridge (A100/H100 PCIe, A40, RTX A6000,
 -- RTX 3090), 'none' otherwise (GeForce RTX 4090/5090 have no NVLink; an SLI bridge is not NVLink).
 create or replace macro card_fabric_reach(vendor, card_link, form_factor) as
     case when vendor = 'NVIDIA' and card_link ilike 'nvlink%'
               and (form_factor ilike 'sxm%' or form_factor = 'Superchip') then 'node'
          when vendor = 'AMD' and card_link ilike 'infinity fabric%' and form_factor = 'OAM' then 'node'
+         when vendor = 'Google' and card_link ilike 'ici%' then 'node'
          when vendor = 'NVIDIA' and (card_link ilike 'bridge%' or card_link ilike 'nvlink%') then 'pairs'
          else 'none' end;
 
@@ -57,8 +59,8 @@ create or replace macro node_link_gbs(interconnect, gpu_count, vendor, card_link
 --                      marketed figure; when a source gave none (or it is the
 --                      canon's), the marketed figure read as decimal GB (x 10^9 / 2^30), flagged
 --                      memory_source = 'nominal'
---   link_gbs, link_kind  node_link_gbs and what it is: 'NVLink', 'Infinity Fabric', 'NVLink bridge'
---                      or 'PCIe'; pcie_gbs the host link
+--   link_gbs, link_kind  node_link_gbs and what it is: 'NVLink', 'Infinity Fabric', 'ICI', 'NVLink
+--                      bridge' or 'PCIe'; pcie_gbs the host link
 --   link_note          why a claimed NVLink/NVSwitch was not counted (NULL otherwise)
 --   gpu_bf16, gpu_architecture, gpu_segment  from gpu_models (precision_ok)
 --   gpu_bf16_tflops, gpu_fp16_tflops, gpu_bandwidth_tbs, gpu_nvlink  from gpu_models (time model)
@@ -78,7 +80,8 @@ create or replace macro offer_facts() as table
                      <> pcie_gbs(g.architecture) or regexp_matches(coalesce(g.nvlink, ''), '[0-9.]+\s*GB/s')
                      and card_fabric_reach(g.vendor, g.nvlink, g.form_factor) = 'node' and o.gpu_count >= 2
                 then case when card_fabric_reach(g.vendor, g.nvlink, g.form_factor) = 'pairs' then 'NVLink bridge'
-                          when g.vendor = 'AMD' then 'Infinity Fabric' else 'NVLink' end
+                          when g.vendor = 'AMD' then 'Infinity Fabric' when g.vendor = 'Google' then 'ICI'
+                          else 'NVLink' end
                 else 'PCIe' end as link_kind,
            pcie_gbs(g.architecture) as pcie_gbs,
            p.kind as provider_kind,

@@ -1,0 +1,133 @@
+"""Availability over time: each merge appends every offer's signal (`available`, `available_count`,
+`availability_level`) to `availability_history`, keyed by provider, region, zone, instance type and
+GPU model (a machine's purchase options share it); a signal already stored for the key on the same
+UTC day is not stored again, so a row a day while nothing changes and one more per change. Earlier
+observations a source hands over (`add_observation`) follow the same rule. The table macro
+`availability_obtainable_at(as_of)` (view `availability_obtainable`: at now()) gives per GPU model
+x provider x region the share of the 7 and 30 days' observations with capacity (`available`, else
+`available_count > 0`; a row with neither says nothing)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Iterable
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from gpuledger.warehouse.records import Batch, describe_validation_error
+
+if TYPE_CHECKING:  # a fetch process, which makes Observations, loads no DuckDB
+    import duckdb
+
+    from gpuledger.warehouse.pending import ScrapeOutcome
+
+SIGNAL = ("available", "available_count", "availability_level")
+_KEY = ("provider", "region", "zone", "instance_type", "gpu_model")
+
+SQL = """
+create or replace macro availability_obtainable_at(as_of) as table
+select gpu_model, provider, region,
+       n_7d as observations_7d, round(c_7d / nullif(n_7d, 0), 4) as obtainable_7d,
+       n_30d as observations_30d, round(c_30d / n_30d, 4) as obtainable_30d, last_observed
+from (select gpu_model, provider, region,
+             count(capacity) filter (where observed_at > as_of - interval 7 day) as n_7d,
+             count(*) filter (where capacity and observed_at > as_of - interval 7 day) as c_7d,
+             count(capacity) as n_30d, count(*) filter (where capacity) as c_30d, max(observed_at) as last_observed
+      from (select *, coalesce(available, available_count > 0) as capacity from availability_history
+            where observed_at > as_of - interval 30 day and observed_at <= as_of)
+      group by all)
+where n_30d > 0;
+create or replace view availability_obtainable as select * from availability_obtainable_at(now());
+"""
+
+
+class Observation(BaseModel):
+    """One availability signal of one offer at one time, as the source stated it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    zone: str = ""
+    instance_type: str = Field(min_length=1)
+    gpu_model: str = Field(min_length=1)
+    observed_at: AwareDatetime
+    available: bool | None = None
+    available_count: int | None = Field(default=None, ge=0)
+    availability_level: str | None = None
+
+
+def add_observation(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
+    """Validate one earlier observation into `batch.availability`, or quarantine it (kind availability)."""
+    try:
+        batch.availability.append(Observation(provider=batch.provider, **batch.without_secrets(fields)))
+        return True
+    except ValidationError as err:
+        batch.quarantine("availability", ref, f"contract: {describe_validation_error(err)}", raw)
+        return False
+
+
+def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, notes: list[str]) -> None:
+    """Append the signals of a merged scrape (inside the caller's transaction): its offers' as of
+    the scrape's start, and the earlier observations it handed over; the counts go to `notes`.
+    When an enrichment that fills a signal column failed, the offers' signals are not recorded:
+    the merge carried their old values, which nobody observed now."""
+    failed = [d["name"] for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
+    key, signal = ", ".join(_KEY), ", ".join(SIGNAL)
+    nothing = " and ".join(f"{c} is null" for c in SIGNAL)
+    parts, params, silent, received, stored = [], {"run": run_id}, 0, 0, 0
+    if not (outcome.side_tables_only or failed) and outcome.count("offers"):
+        con.register("_avail_offers", outcome.table("offers"))
+        parts.append(f"select {key}, $at as observed_at, {signal} from _avail_offers")
+        params["at"] = outcome.started_at
+        silent = con.execute(f"select count(*) from _avail_offers where {nothing}").fetchall()[0][0]
+    if outcome.count("availability"):
+        con.register("_avail_earlier", outcome.table("availability"))
+        parts.append(f"select {key}, observed_at, {signal} from _avail_earlier")
+    # one row per key, UTC day and signal: the day's first observation of it
+    signals = (f"select {key}, min(observed_at) as observed_at, {signal} from ({' union all '.join(parts)}) "
+               f"where not ({nothing}) group by {key}, {signal}, {_day('')}")
+    same = " and ".join([f"h.{c} = n.{c}" for c in _KEY] + [f"h.{c} is not distinct from n.{c}" for c in SIGNAL])
+    try:
+        if parts:
+            received = con.execute(f"select count(*) from ({signals})",
+                                   {k: v for k, v in params.items() if k != "run"}).fetchall()[0][0]
+            stored = con.execute(
+                f"""insert into availability_history ({key}, observed_at, {signal}, run_id)
+                    select {key}, observed_at, {signal}, $run from ({signals}) n
+                    where not exists (select 1 from availability_history h where {same}
+                                      and {_day('h.')} = {_day('n.')})""",
+                params).fetchall()[0][0]
+        if received:  # a source that publishes no availability at all gets no note
+            notes.append(f"availability history: {stored} of {received} signals stored"
+                         + (f" ({received - stored} already stored for their day)" if received > stored else "")
+                         + (f"; {silent} offers carry no availability signal" if silent else ""))
+        if failed:
+            notes.append(f"availability history: the offers' signals not recorded ({', '.join(failed)} failed)")
+    finally:
+        con.unregister("_avail_offers")  # a name never registered is ignored
+        con.unregister("_avail_earlier")
+
+
+def _day(alias: str) -> str:
+    return f"({alias}observed_at at time zone 'UTC')::date"
+
+
+def obtainable(con: duckdb.DuckDBPyConnection, as_of: datetime | None = None,
+               keys: Iterable[tuple[str, str, str]] | None = None
+               ) -> dict[tuple[str, str, str], tuple[float | None, float | None]]:
+    """(gpu_model, provider, region) -> (share with capacity over 7 days, over 30 days) as of
+    `as_of` (default: now), for `keys` (default: all); {} on a warehouse without the history."""
+    import duckdb
+
+    where, params = "", {"at": as_of}
+    if keys is not None:  # only what is asked: filters the history before the aggregation
+        asked = list(keys)
+        params.update(g=[k[0] for k in asked], p=[k[1] for k in asked], r=[k[2] for k in asked])
+        where = "where list_contains($g, gpu_model) and list_contains($p, provider) and list_contains($r, region)"
+    try:
+        rows = con.execute("select gpu_model, provider, region, obtainable_7d, obtainable_30d "
+                           f"from availability_obtainable_at(coalesce($at, now())) {where}", params).fetchall()
+    except duckdb.CatalogException:  # a warehouse older than the history
+        return {}
+    return {(g, p, r): (s7, s30) for g, p, r, s7, s30 in rows}
