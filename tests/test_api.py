@@ -135,14 +135,16 @@ def test_show_gpus_counts_what_it_prices_and_names_the_cheapest_provider(warehou
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert list(rows[0]) == ["gpu_model", "vram_gb", "on_demand_usd", "on_demand_provider", "spot_usd",
-                             "spot_provider", "offers", "providers", "regions"]
+                             "spot_provider", "offers", "providers", "regions", "obtainable"]
     models = [r["gpu_model"] for r in rows]
     assert len(models) == len(set(models))
     h100 = next(r for r in rows if r["gpu_model"] == "H100-SXM")
-    # 5 Lambda + 4 RunPod + acme's on-demand offer; acme's reservation is no on-demand or spot price
+    # 5 Lambda + 4 RunPod + acme's on-demand offer; acme's reservation is no on-demand or spot price.
+    # Obtainable: 7 observations (Lambda's three types in us-south-1, one in us-midwest-1, the 2x type
+    # sold out as "global"; RunPod's type in each cloud), 6 with capacity; acme publishes no signal.
     assert h100 == {"gpu_model": "H100-SXM", "vram_gb": "80.0", "on_demand_usd": "2.69", "on_demand_provider": "runpod",
                     "spot_usd": "1.5", "spot_provider": "runpod", "offers": "10", "providers": "acme, lambda, runpod",
-                    "regions": "6"}
+                    "regions": "6", "obtainable": str(round(6 / 7, 4))}
     assert int(h100["offers"]) == len(gpuledger.query(gpu="H100-SXM", db=warehouse))
     committed = show("--db", str(warehouse), "--format", "json", "--commitments", "--gpu", "h100-sxm")
     [h100] = json.loads(committed.stdout)
@@ -166,10 +168,11 @@ def test_show_gpus_for_one_gpu_lists_each_provider_and_option_like_the_page(ware
     rows = [tuple(r.values()) for r in json.loads(result.stdout)]
     # the cheapest offer of each provider and option; Lambda's 8x at 31.92/h in two regions, the first by name
     assert rows == [
-        ("H100-SXM", "runpod", "on_demand", 2.69, 2.69, 1.0, "1x NVIDIA H100 80GB HBM3", "community-cloud", 80.0, 2),
-        ("H100-SXM", "lambda", "on_demand", 3.99, 31.92, 8.0, "gpu_8x_h100_sxm5", "us-midwest-1", 80.0, 5),
-        ("H100-SXM", "acme", "on_demand", 5.0, 40.0, 8.0, "acme-8x", "us-east-1", 80.0, 1),
-        ("H100-SXM", "runpod", "interruptible", 1.5, 1.5, 1.0, "1x NVIDIA H100 80GB HBM3", "community-cloud", 80.0, 2)]
+        ("H100-SXM", "runpod", "on_demand", 2.69, 2.69, 1.0, "1x NVIDIA H100 80GB HBM3", "community-cloud", 80.0, 2, 1.0),
+        ("H100-SXM", "lambda", "on_demand", 3.99, 31.92, 8.0, "gpu_8x_h100_sxm5", "us-midwest-1", 80.0, 5, 1.0),
+        ("H100-SXM", "acme", "on_demand", 5.0, 40.0, 8.0, "acme-8x", "us-east-1", 80.0, 1, None),
+        ("H100-SXM", "runpod", "interruptible", 1.5, 1.5, 1.0, "1x NVIDIA H100 80GB HBM3", "community-cloud", 80.0, 2,
+         1.0)]
     # the page's GPU view counts the same offers, per provider and in all
     con = open_reader(warehouse)
     try:
