@@ -7,9 +7,9 @@ NOVITA_API_KEY, required). One answer, no paging:
                "availableDeploy": true, "regions": ["<cluster id>"], "billingMethods": ["onDemand", "spot"],
                "price": 145000, "spotPrice": "73000", "inventoryState": "normal"}]}
 
-Prices are in units of 1/100000 USD per GPU-hour (an instance of n GPUs costs n times that): one
-offer of one GPU per product, cluster and purchase option (spot where spotPrice is set). The GPU
-and its memory come from the product name; memoryPerGpu is host RAM per GPU.
+Prices are 1/100000 USD per GPU-hour (n GPUs cost n times that): one offer of one GPU per product,
+cluster and purchase option (spot where spotPrice is set). The GPU and its memory are read from
+the product name; memoryPerGpu is host RAM.
 """
 
 from __future__ import annotations
@@ -77,18 +77,15 @@ def parse_products(doc: Any) -> Batch:
             continue
         memory = _MEMORY.search(name)
         data = json.dumps({"price_units": item["price"], "spot_price_units": item.get("spotPrice"),
-                           "billing_methods": item.get("billingMethods"), "max_root_fs_gb": item.get("maxRootFS")},
-                          sort_keys=True)
+                           "billing_methods": item.get("billingMethods")}, sort_keys=True)
         for region in regions or ["global"]:  # a product listing no cluster cannot be deployed now
-            for option, units in (("on_demand", price), ("spot", spot)):
-                if units is None:
-                    continue
+            for option, units in (("on_demand", price), ("spot", spot)) if spot else (("on_demand", price),):
                 batch.offer(f"{pid}/{region}/{option}", item, gpu=name, gpu_count=1, region=str(region),
                             gpu_memory_gb=float(memory.group(1)) if memory else None, instance_type=str(pid),
                             purchase_option=option, price_per_hour=units / PRICE_UNIT,
                             vcpus=item.get("cpuPerGpu") or None, ram_gb=item.get("memoryPerGpu") or None,
-                            local_disk_gb=item.get("diskPerGpu"), available=bool(item.get("availableDeploy") and regions),
-                            availability_level=item.get("inventoryState"), provider_data=data)
+                            local_disk_gb=item.get("diskPerGpu"), availability_level=item.get("inventoryState"),
+                            available=bool(item.get("availableDeploy") and regions), provider_data=data)
     return batch
 
 

@@ -1,15 +1,14 @@
 """Prime Intellect: an aggregator reselling many clouds' GPU offers through one availability API.
 
-`GET https://api.primeintellect.ai/api/v1/availability/gpus?page=N&page_size=100`, the key as a Bearer
-token (env PRIME_API_KEY, required), paged until `totalCount` items are read:
+`GET https://api.primeintellect.ai/api/v1/availability/gpus?page=N&page_size=100`, Bearer key (env
+PRIME_API_KEY, required), paged until `totalCount` items are read:
 
     {"items": [{"cloudId", "gpuType": "H100_80GB", "socket": "SXM5", "provider": "<cloud>", "dataCenter",
       "country", "gpuCount": 8, "vcpu": {"defaultCount"}, "memory": {"defaultCount"}, "stockStatus": "Available",
       "isSpot": false, "prices": {"onDemand": 20.0, "communityPrice": null, "currency": "USD"}}], "totalCount": 37}
 
-`prices` are USD per hour for the whole offer. `provider` runs the machine at its own rate: offers
-name it in `operated_by`, and a cloud loaded from its own source is skipped and counted in the notes.
-The GPU is looked up as "<gpuType> <socket>", its memory read from gpuType ("_80GB").
+`prices` are USD per hour for the whole offer. `provider` runs the machine at its own rate and is
+named in `operated_by`; a cloud loaded from its own source is skipped and counted in the notes.
 """
 
 from __future__ import annotations
@@ -57,9 +56,18 @@ def own_source(cloud: str, sources: Any = None) -> str | None:
     return next((s for s in (registry.SOURCES if sources is None else sources) if plain(s) == wanted), None)
 
 
-def skipped_notes(batch: Batch, skipped: Counter[tuple[str, str]]) -> None:
+def resold(batch: Batch, offers: list[Any], sources: Any = None) -> list[Any]:
+    """The offers of clouds gpuledger does not load directly; the others are counted in the notes."""
+    kept, skipped = [], Counter()
+    for offer in offers:
+        cloud = offer.get("provider") if isinstance(offer, dict) else None
+        if isinstance(cloud, str) and (direct := own_source(cloud, sources)) is not None:
+            skipped[(cloud, direct)] += 1
+        else:
+            kept.append(offer)
     batch.notes.extend(f"{n} offer{'s' * (n != 1)} run by {cloud}: skipped, {direct} is loaded from its own source"
                        for (cloud, direct), n in sorted(skipped.items()))
+    return kept
 
 
 @drift_guard("primeintellect: availability")
@@ -67,13 +75,9 @@ def parse_offers(items: list[Any], sources: Any = None) -> Batch:
     """Availability items -> offers of the clouds gpuledger does not load directly."""
     if not items:
         raise SourceError("primeintellect: the availability API returned no GPU offers")
-    batch, seen, skipped = PROVIDER.batch(), set(), Counter()
-    for item in items:
-        cloud = item.get("provider") if isinstance(item, dict) else None
-        if isinstance(cloud, str) and (direct := own_source(cloud, sources)) is not None:
-            skipped[(cloud, direct)] += 1
-            continue
-        ref = f"{cloud}/{item.get('cloudId')}" if isinstance(item, dict) else "?"
+    batch, seen = PROVIDER.batch(), set()
+    for item in resold(batch, items, sources):
+        ref = f"{item.get('provider')}/{item.get('cloudId')}" if isinstance(item, dict) else "?"
         try:
             gpu_type, count, prices = str(item["gpuType"]), int(item["gpuCount"]), item["prices"]
             region = str(item.get("dataCenter") or item["country"])
@@ -87,20 +91,14 @@ def parse_offers(items: list[Any], sources: Any = None) -> Batch:
         if batch.listed_again(seen, (ref, region, count, spot), f"offer {ref} in {region}", item, f"{ref}/{region}"):
             continue
         batch.offer(f"{ref}/{region}", item, gpu=f"{gpu_type} {item.get('socket') or ''}".strip(), gpu_count=count,
-                    gpu_memory_gb=float(memory.group(1)) if memory else None, region=region, operated_by=str(cloud),
-                    instance_type=f"{ref}/{count}x", purchase_option="spot" if spot else "on_demand",
-                    price_per_hour=price, vcpus=(item.get("vcpu") or {}).get("defaultCount"),
+                    gpu_memory_gb=float(memory.group(1)) if memory else None, region=region,
+                    operated_by=str(item.get("provider")), instance_type=f"{ref}/{count}x", price_per_hour=price,
+                    purchase_option="spot" if spot else "on_demand", vcpus=(item.get("vcpu") or {}).get("defaultCount"),
                     ram_gb=(item.get("memory") or {}).get("defaultCount"), availability_level=stock or None,
-                    available=stock.lower() not in ("", "unavailable"), billing_granularity_s=None, minimum_charge_s=None,
-                    provider_data=json.dumps({"security": item.get("security"), "is_variable": prices.get("isVariable")}))
-    skipped_notes(batch, skipped)
+                    available=stock.lower() not in ("", "unavailable"), provider_data=json.dumps(
+                        {"security": item.get("security"), "is_variable": prices.get("isVariable")}),
+                    billing_granularity_s=None, minimum_charge_s=None)  # not documented: the offer claims none
     return batch
-
-
-def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
-    page = int(request["params"]["page"])
-    return {**request, "params": {**request["params"], "page": page + 1}} if page * PAGE_SIZE < doc["totalCount"] \
-        else None
 
 
 def _items(doc: Any) -> list[Any]:
@@ -114,7 +112,12 @@ def fetch(ctx: SourceContext) -> Batch:
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"primeintellect: {API_KEY_ENV} is not set; the availability API needs a key")
+
+    def next_page(doc: Any, items: list[Any], req: dict[str, Any]) -> dict[str, Any] | None:
+        page = int(req["params"]["page"])
+        return None if page * PAGE_SIZE >= doc["totalCount"] else {**req, "params": {**req["params"], "page": page + 1}}
+
     with ctx.http_client(headers={"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
                          ) as client:
-        return parse_offers(list(ctx.paginate(client, API_HOST, GPUS_PATH, items=_items, next_page=_next_page,
+        return parse_offers(list(ctx.paginate(client, API_HOST, GPUS_PATH, items=_items, next_page=next_page,
                                               params={"page": 1, "page_size": PAGE_SIZE}, what="GPU availability")))

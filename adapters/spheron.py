@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.adapters.primeintellect import own_source, skipped_notes
+from gpuledger.adapters.primeintellect import resold
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "spheron"
@@ -45,38 +44,33 @@ PROVIDER = ProviderSpec(
 @drift_guard("spheron: gpu-offers")
 def parse_offers(groups: list[Any], sources: Any = None) -> Batch:
     """GPU groups -> one offer per offer, cluster and purchase option, of the clouds not loaded directly."""
-    batch, seen, skipped, listed = PROVIDER.batch(), set(), Counter(), 0
-    for group in groups:
-        for item in group.get("offers") or [] if isinstance(group, dict) else []:
-            listed += 1
-            cloud = item.get("provider") if isinstance(item, dict) else None
-            if isinstance(cloud, str) and (direct := own_source(cloud, sources)) is not None:
-                skipped[(cloud, direct)] += 1
-                continue
-            ref = f"{cloud}/{item.get('offerId')}" if isinstance(item, dict) else "?"
-            try:
-                count, price = int(item["gpuCount"]), as_number(item["price"], "price", ValueError)
-                spot = item.get("spot_price")
-                spot = None if spot is None else as_number(spot, "spot_price", ValueError)
-                if not (math.isfinite(price) and price > 0):  # the whole offer goes, its spot rows too
-                    raise ValueError(f"price {price} is not a positive number")
-            except (KeyError, TypeError, ValueError) as err:
-                batch.quarantine("offer", ref, f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), item)
-                continue
-            if batch.listed_again(seen, ref, f"offer {ref}", item):
-                continue
-            options = [("spot", price)] if str(item.get("instanceType")).upper() == "SPOT" else \
-                [("on_demand", price)] + ([("spot", spot)] if spot else [])
-            for cluster in item.get("clusters") or [item.get("region") or "global"]:
-                for option, usd in options:
-                    batch.offer(f"{ref}/{cluster}/{option}", item, gpu=str(group.get("gpuType")), gpu_count=count,
-                                gpu_memory_gb=item.get("gpu_memory") or None, region=str(cluster), operated_by=cloud,
-                                instance_type=str(item.get("offerId")), purchase_option=option, price_per_hour=usd,
-                                vcpus=item.get("vcpus") or None, ram_gb=item.get("memory") or None,
-                                available=item.get("available") is True and not item.get("maintenance"))
-    if not listed:
+    batch, seen = PROVIDER.batch(), set()
+    offers = [(group, item) for group in groups if isinstance(group, dict) for item in group.get("offers") or []]
+    if not offers:
         raise SourceError("spheron: the offers API returned no GPU offers")
-    skipped_notes(batch, skipped)
+    kept = {id(item) for item in resold(batch, [item for _, item in offers], sources)}  # each offer with its group
+    for group, item in ((g, i) for g, i in offers if id(i) in kept):
+        ref = f"{item.get('provider')}/{item.get('offerId')}" if isinstance(item, dict) else "?"
+        try:
+            count, price = int(item["gpuCount"]), as_number(item["price"], "price", ValueError)
+            spot = item.get("spot_price")
+            spot = None if spot is None else as_number(spot, "spot_price", ValueError)
+            if not (math.isfinite(price) and price > 0):  # the whole offer goes, its spot rows too
+                raise ValueError(f"price {price} is not a positive number")
+        except (KeyError, TypeError, ValueError) as err:
+            batch.quarantine("offer", ref, f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), item)
+            continue
+        if batch.listed_again(seen, ref, f"offer {ref}", item):
+            continue
+        options = [("spot", price)] if str(item.get("instanceType")).upper() == "SPOT" else \
+            [("on_demand", price)] + ([("spot", spot)] if spot else [])
+        for cluster in item.get("clusters") or [item.get("region") or "global"]:
+            for option, usd in options:
+                batch.offer(f"{ref}/{cluster}/{option}", item, gpu=str(group.get("gpuType")), gpu_count=count,
+                            gpu_memory_gb=item.get("gpu_memory") or None, region=str(cluster), price_per_hour=usd,
+                            operated_by=item.get("provider"), instance_type=str(item.get("offerId")),
+                            purchase_option=option, vcpus=item.get("vcpus") or None, ram_gb=item.get("memory") or None,
+                            available=item.get("available") is True and not item.get("maintenance"))
     return batch
 
 
