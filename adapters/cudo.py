@@ -67,13 +67,13 @@ def parse_machine_types(doc: Any) -> Batch:
             gpu, vcpus = _usd(m, "gpuPriceHr"), max(int(m.get("minVcpuPerGpu") or 1), 1)
             ram = math.ceil(vcpus / float(m["maxVcpuPerMemoryGib"]))
             price = gpu + vcpus * _usd(m, "vcpuPriceHr") + ram * _usd(m, "memoryGibPriceHr")
+            free = int(m.get("maxGpuFree") or 0)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
             batch.quarantine("offer", "/".join(map(str, key)),
                              f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), m)
             continue
         if batch.listed_again(seen, key, f"machine type {key[0]} in {key[1]}", m, "/".join(map(str, key))):
             continue
-        free = int(m.get("maxGpuFree") or 0)
         batch.offer("/".join(map(str, key)), m, gpu=str(m["gpuModel"]), gpu_count=1, region=str(key[1]),
                     instance_type=str(key[0]), purchase_option="on_demand", price_per_hour=round(price, 6),
                     vcpus=vcpus, ram_gb=ram, available=free > 0, available_count=free,

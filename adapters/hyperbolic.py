@@ -56,12 +56,12 @@ def parse_marketplace(doc: Any) -> Batch:
     for machine in machines:
         node = machine.get("id") if isinstance(machine, dict) else None
         try:
-            gpu = machine["hardware"]["gpus"][0]
+            model, mib = str(machine["hardware"]["gpus"][0]["model"]), machine["hardware"]["gpus"][0].get("ram")
             total, free = int(machine["gpus_total"]), int(machine["gpus_total"]) - int(machine["gpus_reserved"])
             cents = as_number(machine["pricing"]["price"]["amount"], "pricing.price.amount", ValueError)
             region = machine["location"]["region"]
             vcores = (machine["hardware"].get("cpus") or [{}])[0].get("virtual_cores")
-        except (KeyError, TypeError, ValueError, IndexError) as err:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             batch.quarantine("offer", str(node), f"schema: lacks {err}" if isinstance(err, KeyError) else str(err),
                              machine)
             continue
@@ -70,8 +70,8 @@ def parse_marketplace(doc: Any) -> Batch:
         ready = machine.get("status") == "node_ready" and not machine.get("reserved") and free > 0
         data = {"cluster_name": machine.get("cluster_name"), "gpus_total": total, "price_cents": cents,
                 "supplier_id": machine.get("supplier_id")}
-        batch.offer(str(node), machine, gpu=str(gpu.get("model")), gpu_count=1, region=str(region),
-                    gpu_memory_gb=round(gpu["ram"] / 1024, 3) if isinstance(gpu.get("ram"), (int, float)) else None,
+        batch.offer(str(node), machine, gpu=model, gpu_count=1, region=str(region),
+                    gpu_memory_gb=round(mib / 1024, 3) if isinstance(mib, (int, float)) and mib > 0 else None,
                     instance_type=str(node), purchase_option="on_demand", price_per_hour=cents / 100,
                     available=ready, available_count=max(free, 0) if ready else 0,
                     billing_granularity_s=None, minimum_charge_s=None,  # not documented: the offer claims none

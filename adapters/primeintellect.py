@@ -81,6 +81,7 @@ def parse_offers(items: list[Any], sources: Any = None) -> Batch:
         try:
             gpu_type, count, prices = str(item["gpuType"]), int(item["gpuCount"]), item["prices"]
             region = str(item.get("dataCenter") or item["country"])
+            vcpus, ram = (item.get("vcpu") or {}).get("defaultCount"), (item.get("memory") or {}).get("defaultCount")
             price = as_number(prices.get("onDemand") or prices.get("communityPrice"), "prices.onDemand", ValueError)
             if stated_currency(prices) not in (None, "USD"):
                 raise ValueError(f"price in {stated_currency(prices)}, not USD; no conversion is configured")
@@ -93,8 +94,8 @@ def parse_offers(items: list[Any], sources: Any = None) -> Batch:
         batch.offer(f"{ref}/{region}", item, gpu=f"{gpu_type} {item.get('socket') or ''}".strip(), gpu_count=count,
                     gpu_memory_gb=float(memory.group(1)) if memory else None, region=region,
                     operated_by=str(item.get("provider")), instance_type=f"{ref}/{count}x", price_per_hour=price,
-                    purchase_option="spot" if spot else "on_demand", vcpus=(item.get("vcpu") or {}).get("defaultCount"),
-                    ram_gb=(item.get("memory") or {}).get("defaultCount"), availability_level=stock or None,
+                    purchase_option="spot" if spot else "on_demand", vcpus=vcpus, ram_gb=ram,
+                    availability_level=stock or None,
                     available=stock.lower() not in ("", "unavailable"), provider_data=json.dumps(
                         {"security": item.get("security"), "is_variable": prices.get("isVariable")}),
                     billing_granularity_s=None, minimum_charge_s=None)  # not documented: the offer claims none

@@ -55,6 +55,7 @@ def parse_offers(groups: list[Any], sources: Any = None) -> Batch:
             count, price = int(item["gpuCount"]), as_number(item["price"], "price", ValueError)
             spot = item.get("spot_price")
             spot = None if spot is None else as_number(spot, "spot_price", ValueError)
+            clusters = item.get("clusters") if isinstance(item.get("clusters"), list) else []
             if not (math.isfinite(price) and price > 0):  # the whole offer goes, its spot rows too
                 raise ValueError(f"price {price} is not a positive number")
         except (KeyError, TypeError, ValueError) as err:
@@ -64,7 +65,7 @@ def parse_offers(groups: list[Any], sources: Any = None) -> Batch:
             continue
         options = [("spot", price)] if str(item.get("instanceType")).upper() == "SPOT" else \
             [("on_demand", price)] + ([("spot", spot)] if spot else [])
-        for cluster in item.get("clusters") or [item.get("region") or "global"]:
+        for cluster in clusters or [item.get("region") or "global"]:
             for option, usd in options:
                 batch.offer(f"{ref}/{cluster}/{option}", item, gpu=str(group.get("gpuType")), gpu_count=count,
                             gpu_memory_gb=item.get("gpu_memory") or None, region=str(cluster), price_per_hour=usd,
