@@ -104,7 +104,8 @@ def test_every_provider_is_in_exactly_one_cadence_group() -> None:
     listed = [p for members in found.values() for p in members]
     assert sorted(listed) == sorted([s.name for s in specs()] + list(UNITS)) and len(listed) == len(set(listed))
     assert {"aws", "azure", "gcp", "ibmcloud", "oci"} == set(found["nightly"])  # the hyperscalers
-    assert {"lium", "vastai", "tensordock", "shadeform", "runpod"} == set(found["market"])  # RunPod: ALSO
+    assert {"hyperbolic", "lium", "primeintellect", "spheron", "vastai", "tensordock", "shadeform", "runpod"} == set(
+        found["market"])  # RunPod: ALSO
     assert "lambda" in found["capacity"] and "runpod" not in found["capacity"]
     assert providers_in("market") == found["market"]
     with pytest.raises(ValueError, match="unknown cadence group 'weekly'; known: market, capacity, nightly"):
