@@ -2,7 +2,7 @@
 
 MEASURE_JS runs in the page: it filters by GPU and by region text, clears, and sorts by four
 columns, timing each action with the layout it causes, and reads how many rows are rendered
-and how many the GPU filter kept. tests/test_report.py's 100,000-offer test and benchmark 7
+and how many the GPU filter kept. tests/test_report.py's 100,000-offer test and benchmark 1
 (bench/world_lines.py) both run it.
 """
 

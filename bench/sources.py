@@ -1,5 +1,5 @@
 """Which public source each provider's refresh reads, the smallest public source of the same
-prices, and the bytes of each, for benchmark 7's bytes line.
+prices, and the bytes of each, for benchmark 1's bytes line.
 
 The bytes a refresh fetched come from the replay server's log (every answer sent). The smallest
 source's bytes are measured in the same run:

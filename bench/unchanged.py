@@ -1,6 +1,6 @@
-"""Benchmark 8: a refresh of an unchanged world against a full one, in bytes fetched and wall time.
+"""Benchmark 4: a refresh of an unchanged world against a full one, in bytes fetched and wall time.
 
-`python -m bench.unchanged [--quick]`: the world replay of benchmark 7 (bench/world_lines.py,
+`python -m bench.unchanged [--quick]`: the world replay of benchmark 1 (bench/world_lines.py,
 generated or reused), with AWS read as a user without an AWS account reads it (the public price
 list, 4.7 GB at world scale: AWS_PUBLIC_ONLY_ENV). One `gpuledger refresh --replay` into a new
 warehouse, then a second into the same warehouse with nothing changed: the replay server's log
@@ -37,7 +37,7 @@ def _refresh(world: Path, work: Path, db: Path, api_url: str, hosts: dict[str, s
 
 def run(quick: bool = False, world: Path | None = None, providers: Sequence[str] = ()) -> list[Result]:
     scale = "small" if quick else "world"
-    say(f"[8] unchanged world refresh against a full one ({scale} scale, AWS from its public price list)")
+    say(f"[4] unchanged world refresh against a full one ({scale} scale, AWS from its public price list)")
     work = tmp_root() / "unchanged"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -57,7 +57,7 @@ def run(quick: bool = False, world: Path | None = None, providers: Sequence[str]
     line = (f"unchanged refresh: {total['same'] / 1e6:,.1f} MB in {same_s:.1f} s; full: {total['full'] / 1e6:,.1f} MB "
             f"in {full_s:.1f} s; AWS {aws['same'] / 1e6:,.2f} MB against {aws['full'] / 1e6:,.0f} MB")
     say(f"  {line}")
-    return [Result("8", f"bytes an unchanged world refresh fetches, % of a full one's ({scale} scale)", pct, "%",
+    return [Result("4", f"bytes an unchanged world refresh fetches, % of a full one's ({scale} scale)", pct, "%",
                    BYTES_TARGET_PCT, ratio=same_s / full_s, ratio_label="wall / full refresh's (informational)",
                    notes=line, extra={"full_s": full_s, "unchanged_s": same_s, "bytes": total, "aws": aws,
                                       "by_provider": {"full": full, "unchanged": same}})]

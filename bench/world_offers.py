@@ -1,6 +1,6 @@
 """Why the world replay loads the offers it loads: per large provider, the real size, what the
 adapter makes of it, and what is left out (bench/world/README.md, "Offers at world scale").
-Benchmark 7 prints it beside the offers its full refresh loaded; it is not judged."""
+Benchmark 1 prints it beside the offers its full refresh loaded; it is not judged."""
 
 from __future__ import annotations
 

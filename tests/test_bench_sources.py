@@ -1,4 +1,4 @@
-"""Benchmark 7's bytes line (bench/sources.py): fetched bytes against the smallest public source."""
+"""Benchmark 1's bytes line (bench/sources.py): fetched bytes against the smallest public source."""
 
 from __future__ import annotations
 

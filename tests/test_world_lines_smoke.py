@@ -1,4 +1,4 @@
-"""Fast checks of benchmark 7's pieces (bench/world_lines.py) on a tiny world; no timings here."""
+"""Fast checks of benchmark 1's pieces (bench/world_lines.py) on a tiny world; no timings here."""
 
 from __future__ import annotations
 
