@@ -1,15 +1,7 @@
-"""Oracle Cloud Infrastructure: GPU shapes priced from Oracle's public price list API.
-
-`GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`, no key; one
-document today, an APEX `links` entry with rel "next" followed as Oracle's own client does:
-
-    {"lastUpdated": "2026-01-05T13:27:33.583Z",
-     "items": [{"partNumber": "B98415", "displayName": "...", "metricName": "GPU Per Hour",
-                "serviceCategory": "Compute - GPU", "currencyCodeLocalizations": [{"currencyCode": "USD",
-                    "prices": [{"model": "PAY_AS_YOU_GO", "value": 10, "rangeMin": 0, "rangeMax": 744}]}]}]}
-
-A GPU part is a price per GPU-hour that every shape with that GPU bills; the shapes of each part come
-from Oracle's Compute Shapes reference (GPU_SHAPES). One offer per shape in region "global".
+"""Oracle Cloud Infrastructure: GPU shapes, block volumes and egress from Oracle's public price list API
+(no key; an APEX `links` entry with rel "next" is followed). A GPU part is a price per GPU-hour that
+every shape with that GPU bills (GPU_SHAPES, from Oracle's Compute Shapes reference): one offer per
+shape in region "global".
 """
 
 from __future__ import annotations
