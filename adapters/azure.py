@@ -32,17 +32,12 @@ API_VERSION = "2023-01-01-preview"
 HOURS_PER_MONTH = 730  # Azure's own month for per-hour storage meters
 DISK_PRICES, BANDWIDTH_PRICES = "managed disk prices", "bandwidth prices"
 
-# Families whose sizes carry GPUs. NP (Xilinx FPGA) is the one N* family that
-# does not, and the filter never asks for it.
+# Families whose sizes carry GPUs (not NP, the Xilinx FPGA family).
 GPU_SKU_PREFIXES = ("Standard_NC", "Standard_ND", "Standard_NG", "Standard_NV")
 
-# Consumption (pay-as-you-go, Spot, Low Priority; savings-plan rates ride on these items) and
-# Reservation (1- and 3-year reserved VM instances) items; DevTestConsumption stays out.
-VM_FILTER = (
-    "serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq 'Reservation') and ("
-    + " or ".join(f"contains(armSkuName, '{p}')" for p in GPU_SKU_PREFIXES)
-    + ")"
-)
+# Consumption (pay-as-you-go, Spot, Low Priority, savings plans) and Reservation items; not DevTestConsumption.
+VM_FILTER = ("serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq 'Reservation') and ("
+             + " or ".join(f"contains(armSkuName, '{p}')" for p in GPU_SKU_PREFIXES) + ")")
 STORAGE_FILTER = (
     "serviceName eq 'Storage' and priceType eq 'Consumption' and ("
     "(productName eq 'Premium SSD Managed Disks' and contains(meterName, 'LRS Disk')) or "
@@ -57,8 +52,7 @@ BANDWIDTH_FILTER = (
 )
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
+    name=NAME, source_kind="api",
     enrichments=(
         Enrichment(name=azure_eviction.EVICTION_RATES, columns=(
             "interruption_risk", "interruption_risk_level", "interruption_rate_max_pct", "interruption_risk_source")),
@@ -66,25 +60,19 @@ PROVIDER = ProviderSpec(
         Enrichment(name=BANDWIDTH_PRICES),  # egress rows only
     ),
     facts=ProviderFacts(
-        display_name="Microsoft Azure (Virtual Machines)",
-        kind="hyperscaler",
-        billing_granularity_s=1,
-        minimum_charge_s=60,
-        billing_notes=(
-            "Linux VMs are billed per second with a 1-minute minimum (third-party pages disagree: "
-            "some say per minute). Spot and Low Priority are billed the same way at their own rates."
-        ),
+        display_name="Microsoft Azure (Virtual Machines)", kind="hyperscaler",
+        billing_granularity_s=1, minimum_charge_s=60,
+        billing_notes="Linux VMs are billed per second with a 1-minute minimum (third-party pages disagree: "
+                      "some say per minute). Spot and Low Priority are billed the same way at their own rates.",
         storage_persists_when_stopped=True,
-        stopped_billing_notes=(
-            "A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
-            "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full."
-        ),
+        stopped_billing_notes="A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
+                              "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full.",
         access_ssh=True, access_docker=True, access_jupyter=False,
-        multinode_interconnect=(
-            "InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); HDR 200 Gb/s per GPU (ND A100 v4)"
-        ),
+        multinode_interconnect="InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); "
+                               "HDR 200 Gb/s per GPU (ND A100 v4)",
         interruptible_offer="Spot VMs (30-second eviction notice); Low Priority (Batch)",
-        price_source="Azure Retail Prices API (prices.azure.com, no auth); GPU facts from learn.microsoft.com size pages",
+        price_source="Azure Retail Prices API (prices.azure.com, no auth); GPU facts from learn.microsoft.com "
+                     "size pages",
         source_urls=[
             "https://learn.microsoft.com/en-us/rest/api/cost-management/retail-prices/azure-retail-prices",
             "https://azure.microsoft.com/en-us/pricing/details/virtual-machines/linux/",
@@ -135,24 +123,18 @@ A10_V4_GPU_SHARE_BASIS = (
     "no Microsoft size page for NCads A10 v4; the Resource SKUs API rounds GPU partitions up to 1 (it "
     "reports the documented 1/6-GPU NV6ads_A10_v5 as 1 GPU) and reports NC32ads_A10_v4 as 2 GPUs; vCPUs, "
     "RAM and price double at each size, so NC16ads = 1 A10 and NC8ads = 1/2 A10 (12 GiB frame buffer), "
-    "as the NVadsA10 v5 page documents for its 1/2-GPU size"
-)
+    "as the NVadsA10 v5 page documents for its 1/2-GPU size")
 _A10_NC = Series("NC A10 v4", _SIZES_DOC + "nc-family", "NVIDIA A10", 24, "PCIe", note=A10_V4_GPU_SHARE_BASIS)
 _A10_NV = Series("NVadsA10_v5", _SIZES_DOC + "nvadsa10v5-series", "NVIDIA A10", 24, "PCIe")
 _V100_NC = Series("NCv3", _SIZES_DOC + "ncv3-series", "Tesla V100-PCIE-16GB", 16, "PCIe")
 _V100_ND = Series("NDv2", _SIZES_DOC + "ndv2-series", "Tesla V100-SXM2-32GB", 32, "NVLink",
                   "InfiniBand EDR 100 Gb/s")
 _A100_NC = Series("NC A100 v4", _SIZES_DOC + "nca100v4-series", "NVIDIA A100 80GB PCIe", 80, "PCIe")
-_A100_ND = Series(
-    "ND A100 v4", _SIZES_DOC + "ndasra100v4-series", "NVIDIA A100-SXM4-40GB", 40, "NVSwitch",
-    "InfiniBand HDR 8x200 Gb/s",
-    note="the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 40GB",
-)
-_A100_NDM = Series(
-    "NDm A100 v4", _SIZES_DOC + "ndma100v4-series", "NVIDIA A100-SXM4-80GB", 80, "NVSwitch",
-    "InfiniBand HDR 8x200 Gb/s",
-    note="the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 80GB",
-)
+_HGX_A100 = "the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 "
+_A100_ND = Series("ND A100 v4", _SIZES_DOC + "ndasra100v4-series", "NVIDIA A100-SXM4-40GB", 40, "NVSwitch",
+                  "InfiniBand HDR 8x200 Gb/s", note=_HGX_A100 + "40GB")
+_A100_NDM = Series("NDm A100 v4", _SIZES_DOC + "ndma100v4-series", "NVIDIA A100-SXM4-80GB", 80, "NVSwitch",
+                   "InfiniBand HDR 8x200 Gb/s", note=_HGX_A100 + "80GB")
 _H100_NC = Series("NCads H100 v5", _SIZES_DOC + "ncadsh100v5-series", "NVIDIA H100 NVL", 94, "NVLink bridge")
 _H100_NCC = Series("NCCads H100 v5", _SIZES_DOC + "nccadsh100v5-series", "NVIDIA H100 NVL", 94,
                    note="confidential-computing size")

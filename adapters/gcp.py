@@ -88,17 +88,14 @@ MULTINODE: dict[str, tuple[float, str]] = {
 }
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
+    name=NAME, source_kind="api",
     secret_env_vars=("GOOGLE_API_KEY", env_name("gcp_api_key")),
     nightly_secrets=("GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT"),
     credentials_required=True,
     enrichments=(Enrichment(name=ZONE_STATUS, columns=("available", "availability_level")),),
     facts=ProviderFacts(
-        display_name="Google Cloud (Compute Engine)",
-        kind="hyperscaler",
-        billing_granularity_s=1,
-        minimum_charge_s=60,
+        display_name="Google Cloud (Compute Engine)", kind="hyperscaler",
+        billing_granularity_s=1, minimum_charge_s=60,
         billing_notes="VMs are billed per second after a 1-minute minimum; a GPU VM is billed as the sum "
                       "of its vCPU, memory, GPU and bundled Local SSD SKUs.",
         storage_persists_when_stopped=True,

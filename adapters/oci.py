@@ -106,8 +106,8 @@ class _BadRecord(Exception):
     """One part that cannot become a row: its reason goes to quarantine."""
 
 
-def _text(item: dict[str, Any], key: str) -> str:
-    value = item.get(key)
+def _text(item: Any, key: str) -> str:
+    value = item.get(key) if isinstance(item, dict) else None
     return value.strip() if isinstance(value, str) else ""
 
 
@@ -161,12 +161,12 @@ def parse_products(pages: list[Any]) -> Batch:
     skipped: Counter[str] = Counter()
     seen: set[str] = set()
     for item in items:
-        if not isinstance(item, dict) or not _text(item, "partNumber"):
+        if not (part := _text(item, "partNumber")):
             batch.quarantine("offer", "?", "schema: an item lacks 'partNumber'", item)
-        elif _kind(item) != "gpu":
-            skipped[_kind(item)] += 1
-        elif not batch.listed_again(seen, _text(item, "partNumber"), f"partNumber {_text(item, 'partNumber')}", item):
-            _add_gpu_part(batch, _text(item, "partNumber"), item, updated)
+        elif (kind := _kind(item)) != "gpu":
+            skipped[kind] += 1
+        elif not batch.listed_again(seen, part, f"partNumber {part}", item):
+            _add_gpu_part(batch, part, item, updated)
     _add_storage_and_egress(batch, {_text(i, "partNumber"): i for i in reversed(items) if isinstance(i, dict)})
     batch.notes.append(f"oci: {len(items)} parts listed, {len(seen)} GPU compute parts; skipped: "
                        + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
