@@ -530,19 +530,18 @@ class OfferPlan:
 
     def parts(self, purchase: str) -> list[tuple[str, ComponentKey, float]]:
         """(part name, component, quantity) of each SKU the configuration is billed by."""
-        r = self.region
-        if self.sku_family == "tpu":
-            return [("tpu", ComponentKey(r, "tpu", self.gpu_type, purchase), self.gpu_count)]
-        if self.sku_family is None:
-            parts: list[tuple[str, ComponentKey, float]] = [
-                ("gpu_slice", ComponentKey(r, "gpu_slice", self.gpu_type, purchase), self.gpu_count)]
+        def key(part: str, what: str) -> ComponentKey:
+            return ComponentKey(self.region, part, what, purchase)
+
+        if self.sku_family in (None, "tpu"):  # the GPU slice or TPU chip SKU bills everything
+            part = "tpu" if self.sku_family else "gpu_slice"
+            parts: list[tuple[str, ComponentKey, float]] = [(part, key(part, self.gpu_type), self.gpu_count)]
         else:
-            parts = [("vcpu", ComponentKey(r, "core", self.sku_family, purchase), self.vcpus),
-                     ("ram", ComponentKey(r, "ram", self.sku_family, purchase), self.ram_gib),
-                     ("gpu", ComponentKey(r, "gpu", self.gpu_type, purchase), self.gpu_count)]
+            family = self.sku_family
+            parts = [("vcpu", key("core", family), self.vcpus), ("ram", key("ram", family), self.ram_gib),
+                     ("gpu", key("gpu", self.gpu_type), self.gpu_count)]
         if self.local_ssd_gib:  # a GiB-month SKU, per hour: GiB / 730 h
-            parts.append(("local_ssd", ComponentKey(r, "local_ssd", "", purchase),
-                          self.local_ssd_gib / HOURS_PER_MONTH))
+            parts.append(("local_ssd", key("local_ssd", ""), self.local_ssd_gib / HOURS_PER_MONTH))
         return parts
 
     def raw(self) -> dict[str, Any]:
