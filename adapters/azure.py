@@ -1,27 +1,12 @@
 """Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans),
 managed disks, egress, and Spot eviction rates.
 
-Source: the Azure Retail Prices API (https://prices.azure.com/api/retail/prices, no authentication),
-read with httpx: three narrow OData `$filter` queries, each followed through `NextPageLink`.
-
-- GPU VMs (the core): Consumption and Reservation items whose `armSkuName` contains Standard_NC,
-  _ND, _NG or _NV. One query for every region and GPU family: fewer round trips, and a new size in
-  an old family shows up (as a quarantined "unknown GPU size") instead of never being asked for.
-  Reservations (priced for the whole term) and the `savingsPlan` rates on pay-as-you-go items are
-  offers of their own purchase options; dev/test rates are kept out.
-- Managed disks (an enrichment): every LRS tier of Premium SSD (P1-P80), Standard SSD (E1-E80) and
-  Standard HDD (S4-S80), priced per disk per month, a storage class per tier
-  (`premium-ssd-lrs-p10`), and Premium SSD v2 capacity (per GiB-hour).
-- Bandwidth (an enrichment): internet egress over the Microsoft network ("Rtn Preference: MGN",
-  tiered by `tierMinimumUnits`) and inter-region transfer ("Bandwidth Inter-Region").
-- Spot eviction rates (an enrichment, adapters/azure_eviction.py): Azure Resource Graph.
-An enrichment that fails costs only itself: the run is marked degraded and the warehouse keeps
-what it last gave (a run without storage or egress rows leaves those tables alone).
-
-The API says nothing about GPUs: `GPU_SIZES` maps each VM size to its GPU model, count, memory,
-vCPUs, RAM and fabric, from the learn.microsoft.com size pages cited on each series; a GPU-family
-size missing from it is quarantined, never guessed. (The Resource SKUs API could give this live,
-with credentials; it is deliberately not used, so the table is the one source in every mode.)
+The Azure Retail Prices API (no authentication), read with httpx: three OData `$filter` queries
+followed through `NextPageLink`. GPU VMs are the core, one query for every region and GPU family (a
+new size in an old family shows up, quarantined, instead of never being asked for); managed disks,
+bandwidth and the Spot eviction rates (adapters/azure_eviction.py) are enrichments. The API says
+nothing about GPUs: `GPU_SIZES` maps each size to its GPU facts from the learn.microsoft.com size
+pages; a GPU-family size missing from it is quarantined, never guessed.
 """
 
 from __future__ import annotations
@@ -47,17 +32,12 @@ API_VERSION = "2023-01-01-preview"
 HOURS_PER_MONTH = 730  # Azure's own month for per-hour storage meters
 DISK_PRICES, BANDWIDTH_PRICES = "managed disk prices", "bandwidth prices"
 
-# Families whose sizes carry GPUs. NP (Xilinx FPGA) is the one N* family that
-# does not, and the filter never asks for it.
+# Families whose sizes carry GPUs (not NP, the Xilinx FPGA family).
 GPU_SKU_PREFIXES = ("Standard_NC", "Standard_ND", "Standard_NG", "Standard_NV")
 
-# Consumption (pay-as-you-go, Spot, Low Priority; savings-plan rates ride on these items) and
-# Reservation (1- and 3-year reserved VM instances) items; DevTestConsumption stays out.
-VM_FILTER = (
-    "serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq 'Reservation') and ("
-    + " or ".join(f"contains(armSkuName, '{p}')" for p in GPU_SKU_PREFIXES)
-    + ")"
-)
+# Consumption (pay-as-you-go, Spot, Low Priority, savings plans) and Reservation items; not DevTestConsumption.
+VM_FILTER = ("serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq 'Reservation') and ("
+             + " or ".join(f"contains(armSkuName, '{p}')" for p in GPU_SKU_PREFIXES) + ")")
 STORAGE_FILTER = (
     "serviceName eq 'Storage' and priceType eq 'Consumption' and ("
     "(productName eq 'Premium SSD Managed Disks' and contains(meterName, 'LRS Disk')) or "
@@ -72,8 +52,7 @@ BANDWIDTH_FILTER = (
 )
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
+    name=NAME, source_kind="api",
     enrichments=(
         Enrichment(name=azure_eviction.EVICTION_RATES, columns=(
             "interruption_risk", "interruption_risk_level", "interruption_rate_max_pct", "interruption_risk_source")),
@@ -81,25 +60,19 @@ PROVIDER = ProviderSpec(
         Enrichment(name=BANDWIDTH_PRICES),  # egress rows only
     ),
     facts=ProviderFacts(
-        display_name="Microsoft Azure (Virtual Machines)",
-        kind="hyperscaler",
-        billing_granularity_s=1,
-        minimum_charge_s=60,
-        billing_notes=(
-            "Linux VMs are billed per second with a 1-minute minimum (third-party pages disagree: "
-            "some say per minute). Spot and Low Priority are billed the same way at their own rates."
-        ),
+        display_name="Microsoft Azure (Virtual Machines)", kind="hyperscaler",
+        billing_granularity_s=1, minimum_charge_s=60,
+        billing_notes="Linux VMs are billed per second with a 1-minute minimum (third-party pages disagree: "
+                      "some say per minute). Spot and Low Priority are billed the same way at their own rates.",
         storage_persists_when_stopped=True,
-        stopped_billing_notes=(
-            "A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
-            "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full."
-        ),
+        stopped_billing_notes="A VM stopped and deallocated stops compute billing; its managed disks keep billing. "
+                              "A VM shut down from inside the OS ('Stopped', still allocated) is billed in full.",
         access_ssh=True, access_docker=True, access_jupyter=False,
-        multinode_interconnect=(
-            "InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); HDR 200 Gb/s per GPU (ND A100 v4)"
-        ),
+        multinode_interconnect="InfiniBand NDR 8×400 Gb/s (ND H100 v5, ND H200 v5, ND MI300X v5); "
+                               "HDR 200 Gb/s per GPU (ND A100 v4)",
         interruptible_offer="Spot VMs (30-second eviction notice); Low Priority (Batch)",
-        price_source="Azure Retail Prices API (prices.azure.com, no auth); GPU facts from learn.microsoft.com size pages",
+        price_source="Azure Retail Prices API (prices.azure.com, no auth); GPU facts from learn.microsoft.com "
+                     "size pages",
         source_urls=[
             "https://learn.microsoft.com/en-us/rest/api/cost-management/retail-prices/azure-retail-prices",
             "https://azure.microsoft.com/en-us/pricing/details/virtual-machines/linux/",
@@ -150,24 +123,18 @@ A10_V4_GPU_SHARE_BASIS = (
     "no Microsoft size page for NCads A10 v4; the Resource SKUs API rounds GPU partitions up to 1 (it "
     "reports the documented 1/6-GPU NV6ads_A10_v5 as 1 GPU) and reports NC32ads_A10_v4 as 2 GPUs; vCPUs, "
     "RAM and price double at each size, so NC16ads = 1 A10 and NC8ads = 1/2 A10 (12 GiB frame buffer), "
-    "as the NVadsA10 v5 page documents for its 1/2-GPU size"
-)
+    "as the NVadsA10 v5 page documents for its 1/2-GPU size")
 _A10_NC = Series("NC A10 v4", _SIZES_DOC + "nc-family", "NVIDIA A10", 24, "PCIe", note=A10_V4_GPU_SHARE_BASIS)
 _A10_NV = Series("NVadsA10_v5", _SIZES_DOC + "nvadsa10v5-series", "NVIDIA A10", 24, "PCIe")
 _V100_NC = Series("NCv3", _SIZES_DOC + "ncv3-series", "Tesla V100-PCIE-16GB", 16, "PCIe")
 _V100_ND = Series("NDv2", _SIZES_DOC + "ndv2-series", "Tesla V100-SXM2-32GB", 32, "NVLink",
                   "InfiniBand EDR 100 Gb/s")
 _A100_NC = Series("NC A100 v4", _SIZES_DOC + "nca100v4-series", "NVIDIA A100 80GB PCIe", 80, "PCIe")
-_A100_ND = Series(
-    "ND A100 v4", _SIZES_DOC + "ndasra100v4-series", "NVIDIA A100-SXM4-40GB", 40, "NVSwitch",
-    "InfiniBand HDR 8x200 Gb/s",
-    note="the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 40GB",
-)
-_A100_NDM = Series(
-    "NDm A100 v4", _SIZES_DOC + "ndma100v4-series", "NVIDIA A100-SXM4-80GB", 80, "NVSwitch",
-    "InfiniBand HDR 8x200 Gb/s",
-    note="the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 80GB",
-)
+_HGX_A100 = "the size page's spec table says 'PCIe A100'; the series is the HGX (SXM4, NVSwitch) A100 "
+_A100_ND = Series("ND A100 v4", _SIZES_DOC + "ndasra100v4-series", "NVIDIA A100-SXM4-40GB", 40, "NVSwitch",
+                  "InfiniBand HDR 8x200 Gb/s", note=_HGX_A100 + "40GB")
+_A100_NDM = Series("NDm A100 v4", _SIZES_DOC + "ndma100v4-series", "NVIDIA A100-SXM4-80GB", 80, "NVSwitch",
+                   "InfiniBand HDR 8x200 Gb/s", note=_HGX_A100 + "80GB")
 _H100_NC = Series("NCads H100 v5", _SIZES_DOC + "ncadsh100v5-series", "NVIDIA H100 NVL", 94, "NVLink bridge")
 _H100_NCC = Series("NCCads H100 v5", _SIZES_DOC + "nccadsh100v5-series", "NVIDIA H100 NVL", 94,
                    note="confidential-computing size")
@@ -249,14 +216,13 @@ GPU_SIZES: dict[str, GpuSize] = {
 # -- pages and items -------------------------------------------------------------------
 
 def first_page_params(odata_filter: str) -> dict[str, str]:
-    """Query of a first page. USD is asked for explicitly; primary meters only (the
-    preview API otherwise also lists each meter's non-primary duplicates)."""
+    """A first page's query: USD, primary meters only (else the preview API lists non-primary duplicates)."""
     return {"api-version": API_VERSION, "currencyCode": "'USD'", "meterRegion": "'primary'", "$filter": odata_filter}
 
 
 def next_page_link(doc: dict[str, Any]) -> str | None:
-    """NextPageLink, absolute and naming the default port (`https://prices.azure.com:443/...`):
-    the port is dropped so ctx.paginate's check that the link stays on the host holds."""
+    """NextPageLink without its default port (`https://prices.azure.com:443/...`), so ctx.paginate's
+    check that the link stays on the host holds."""
     link = doc.get("NextPageLink")
     return link.replace(f"//{PRICES_HOST}:443/", f"//{PRICES_HOST}/", 1) if link else None
 
@@ -271,8 +237,7 @@ class Page:
 
 @drift_guard("azure: Retail Prices page")
 def parse_page(doc: Any, what: str) -> Page:
-    """One Retail Prices page: {"BillingCurrency", "CustomerEntityId", "CustomerEntityType",
-    "Items", "NextPageLink", "Count"}."""
+    """One Retail Prices page: {"BillingCurrency", "Items", "NextPageLink", "Count", ...}."""
     if not isinstance(doc, dict) or not isinstance(doc.get("Items"), list) or "NextPageLink" not in doc:
         keys = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
         raise SchemaDriftError(f"azure: {what} page lacks Items/NextPageLink (got {keys})")
@@ -288,23 +253,20 @@ REQUIRED_ITEM_FIELDS = ("currencyCode", "retailPrice", "armRegionName", "meterNa
 def check_item(item: Any, what: str) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise SchemaDriftError(f"azure: a {what} item is not an object: {str(item)[:100]}")
-    missing = [f for f in REQUIRED_ITEM_FIELDS if f not in item]
-    if missing:
+    if missing := [f for f in REQUIRED_ITEM_FIELDS if f not in item]:
         raise SchemaDriftError(f"azure: {what} item {item.get('meterId', '?')} lacks {missing}")
     return item
 
 
 # -- classifying items ------------------------------------------------------------------
 
-# reservationTerm / savingsPlan term -> months. Azure bills either commitment upfront or monthly
-# at the same total, so both have the one payment option "upfront_or_monthly".
+# reservationTerm / savingsPlan term -> months; upfront or monthly costs the same total.
 COMMITMENT_TERMS = {"1 Year": 12, "3 Years": 36}
 COMMITMENT_PAYMENT = "upfront_or_monthly"
 
 
 def purchase_option(item: dict[str, Any]) -> str:
-    """'… Spot' meters are Spot VMs, '… Low Priority' meters are Batch low-priority nodes; a
-    Reservation item is a reserved instance of its `reservationTerm`."""
+    """'… Spot' meters are Spot VMs, '… Low Priority' Batch nodes, a Reservation item a reserved instance."""
     if item.get("type") == "Reservation":
         months = COMMITMENT_TERMS.get(str(item.get("reservationTerm")))
         return commitment_option("reserved", months, COMMITMENT_PAYMENT) if months else "reservation of an unknown term"
@@ -317,7 +279,7 @@ def purchase_option(item: dict[str, Any]) -> str:
 
 
 def is_windows(item: dict[str, Any]) -> bool:
-    """Windows meters share meterName with Linux ones; only productName tells them apart."""
+    """Windows meters share meterName with Linux ones; only productName differs."""
     return "Windows" in str(item.get("productName", ""))
 
 
@@ -334,7 +296,7 @@ def _ref(item: dict[str, Any]) -> str:
 
 
 class Skipped(Counter[str]):
-    """Items left out on purpose, by reason, so a run can say what it did not load."""
+    """Items left out on purpose, by reason."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -346,10 +308,8 @@ class Skipped(Counter[str]):
 
 
 def _out_of_scope(item: dict[str, Any], regions: set[str] | None) -> str | None:
-    """Why an item is never loaded (only counted): a rate neither pay-as-you-go nor a reservation,
-    a non-primary meter, a region not selected."""
-    kind = item.get("type")
-    if kind not in ("Consumption", "Reservation"):  # DevTestConsumption (the $filter asks for neither)
+    """Why an item is only counted, never loaded."""
+    if (kind := item.get("type")) not in ("Consumption", "Reservation"):  # DevTestConsumption
         return f"type {kind}"
     if item.get("isPrimaryMeterRegion") is False:
         return "non-primary meters"
@@ -359,8 +319,7 @@ def _out_of_scope(item: dict[str, Any], regions: set[str] | None) -> str | None:
 
 
 def _vm_out_of_scope(item: dict[str, Any], regions: set[str] | None) -> str | None:
-    service = item.get("serviceName", "Virtual Machines")
-    if service != "Virtual Machines":
+    if (service := item.get("serviceName", "Virtual Machines")) != "Virtual Machines":
         return f"service {service}"
     if is_windows(item):
         return "Windows meters"
@@ -373,9 +332,8 @@ def _vm_out_of_scope(item: dict[str, Any], regions: set[str] | None) -> str | No
 
 def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
           skipped: Skipped) -> dict[str, Any] | None:
-    """One item per record key. Identical duplicates collapse; the newest effectiveStartDate
-    wins; two current items that disagree are quarantined rather than guessed between.
-    The items left out are counted in `skipped` by reason."""
+    """One item per record key: the newest effectiveStartDate wins, identical duplicates collapse, current
+    items that disagree are quarantined rather than guessed between; the others counted in `skipped`."""
     if len(items) == 1:
         return items[0]
     newest = max(str(i.get("effectiveStartDate", "")) for i in items)
@@ -395,8 +353,7 @@ def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
 
 @drift_guard("azure: Virtual Machines items")
 def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
-    """Linux GPU VM items -> offers (on-demand, Spot, Low Priority, reservations, savings plans),
-    one per region/size/option."""
+    """Linux GPU VM items -> one offer per region/size/purchase option."""
     skipped = Skipped()
     candidates: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for raw in items:
@@ -430,18 +387,15 @@ def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[
     for (region, sku, option), item in chosen.items():
         if option != "on_demand":
             _add_vm_offer(batch, region, sku, option, item, on_demand.get((region, sku)))
-    for (region, sku, option), item in chosen.items():
-        if option == "on_demand" and (region, sku) in on_demand:  # a rejected item's plans go with it
+        elif (region, sku) in on_demand:  # a rejected item's plans go with it
             _add_savings_plan_offers(batch, region, sku, item, on_demand[(region, sku)])
     return skipped
 
 
 def _add_savings_plan_offers(batch: Batch, region: str, sku: str, item: dict[str, Any],
                              on_demand_price: float | None) -> None:
-    """The `savingsPlan` rates a pay-as-you-go item carries (api-version 2023-01-01-preview): one
-    offer per term, priced at the plan's hourly rate."""
-    plans = item.get("savingsPlan")
-    if plans is None:
+    """One offer per term of the `savingsPlan` rates a pay-as-you-go item carries."""
+    if (plans := item.get("savingsPlan")) is None:
         return
     if not isinstance(plans, list):
         batch.quarantine("offer", _ref(item), f"savingsPlan is not a list: {str(plans)[:100]}", item)
@@ -504,8 +458,7 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
 
 # -- storage ----------------------------------------------------------------------------
 
-# Managed disk tiers are sold per disk per month; the tier fixes the size (GiB). A disk is billed
-# as the tier that holds it, at that tier's own price, so every tier is a class of its own.
+# Managed disk tiers are sold per disk per month; each tier (its size in GiB) is a class of its own.
 # https://learn.microsoft.com/en-us/azure/virtual-machines/disks-types
 DISK_TIER_GIB: dict[str, int] = {
     "1": 4, "2": 8, "3": 16, "4": 32, "6": 64, "10": 128, "15": 256, "20": 512, "30": 1024,
@@ -518,12 +471,8 @@ _DISK_CLASS = {"P": ("premium-ssd-lrs", "Premium SSD"), "E": ("standard-ssd-lrs"
 
 @drift_guard("azure: Storage items")
 def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
-    """Managed disk meters -> USD per GiB-month, one storage class per tier and region.
-
-    Premium/Standard SSD and Standard HDD tiers are priced per disk per month: each tier is its
-    own class (`premium-ssd-lrs-p10`), its price divided by the tier's size (P10 = 128 GiB), as
-    the description says. Premium SSD v2 is priced per GiB-hour: times Azure's 730-hour month.
-    """
+    """Managed disk meters -> USD per GiB-month per tier (`premium-ssd-lrs-p10`: the disk's price / 128 GiB)
+    and region; Premium SSD v2's GiB-hour price times Azure's 730-hour month."""
     skipped = Skipped()
     candidates: dict[tuple[str, str], list[tuple[dict[str, Any], float, str]]] = {}
     for raw in items:
@@ -567,13 +516,8 @@ INTER_REGION_PRODUCT = "Bandwidth Inter-Region"
 
 @drift_guard("azure: Bandwidth items")
 def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
-    """Bandwidth meters -> egress tiers per region.
-
-    Internet egress (routing over the Microsoft network) is tiered: each item's `tierMinimumUnits`
-    is where its tier starts, in GB per month; a tier ends where the next begins. Inter-region
-    rates differ by destination continent; like the AWS adapter, one rate per tier is kept: the
-    highest, so an estimate never comes out too low, with the range in the description.
-    """
+    """Bandwidth meters -> egress tiers per region. Internet egress tiers start at `tierMinimumUnits` (GB per
+    month); of the inter-region rates (by destination continent) the highest is kept, the range described."""
     skipped = Skipped()
     internet: dict[tuple[str, float], list[dict[str, Any]]] = {}
     inter: dict[tuple[str, float], list[dict[str, Any]]] = {}
@@ -627,13 +571,9 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
 
 # -- fetching -------------------------------------------------------------------------
 
-Build = Callable[[Batch, Iterable[dict[str, Any]], "set[str] | None"], Skipped]
-
-
-def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str, odata_filter: str, build: Build,
-              regions: set[str] | None) -> None:
-    """Every page of one query, built into `batch` only when all of it was read and parsed: a
-    failed page or a malformed item leaves the batch as it was."""
+def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str, odata_filter: str,
+              build: Callable[..., Skipped], regions: set[str] | None) -> None:
+    """Every page of one query, built into `batch` only when all of it was read and parsed."""
     counted = 0
 
     def items(doc: Any) -> list[dict[str, Any]]:
@@ -654,19 +594,12 @@ def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str,
     batch.notes.append(skipped.describe(what))
 
 
-def selected_regions(ctx: SourceContext) -> set[str] | None:
-    """The `azure_regions` setting (eastus,westeurope) narrows the result; the query stays the same."""
-    wanted = ctx.config.azure_regions
-    if not wanted or wanted == "all":
-        return None
-    return {n.strip() for n in wanted.split(",") if n.strip()}
-
-
 def fetch(ctx: SourceContext) -> Batch:
-    """Scrape Azure: GPU VM rates, then managed disk and bandwidth prices and Spot eviction rates
-    as enrichments, into one Batch."""
+    """GPU VM rates, then the enrichments (disk and bandwidth prices, Spot eviction rates), into one Batch."""
     batch = PROVIDER.batch()
-    regions = selected_regions(ctx)
+    # The `azure_regions` setting (eastus,westeurope) narrows the result; the queries stay the same.
+    wanted = ctx.config.azure_regions
+    regions = None if not wanted or wanted == "all" else {n.strip() for n in wanted.split(",") if n.strip()}
     with ctx.http_client() as client:
         add_query(ctx, client, batch, "Virtual Machines", VM_FILTER, build_vm_offers, regions)
         for name, what, odata_filter, build in ((DISK_PRICES, "Storage", STORAGE_FILTER, build_storage),

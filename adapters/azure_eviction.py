@@ -1,19 +1,10 @@
-"""Azure Spot eviction rates, from Azure Resource Graph, for the interruption-risk scale.
+"""Azure Spot eviction rates from Azure Resource Graph, an enrichment of Azure's spot offers.
 
-Source: one Resource Graph query of the `SpotResources` table, `POST
-https://management.azure.com/providers/Microsoft.ResourceGraph/resources?api-version=2022-10-01`
-with a JSON body `{"query": ..., "options": {"resultFormat": "objectArray", "$top": 1000}}`, paged
-by the answer's `$skipToken` (sent back in `options`). The answer (Resource Graph REST reference,
-"Resources - Resources"): `{"totalRecords", "count", "data": [row, ...], "facets", "resultTruncated",
-"$skipToken"}`; each row here is `{"skuName", "location", "evictionRate"}`, the rate one of Azure's
-bands `0-5`, `5-10`, `10-15`, `15-20`, `20+` (percent of spot VMs of that size evicted in that
-region over the trailing weeks).
-
-An enrichment of Azure's offers: when the query fails, the spot offers' risk columns keep what the
-warehouse holds and the run is marked degraded. Resource Graph needs a signed-in identity: the
-bearer token comes from azure-identity's DefaultAzureCredential (AZURE_TENANT_ID / AZURE_CLIENT_ID
-/ AZURE_CLIENT_SECRET, workload or managed identity, `az login`). Without one the rates are skipped
-and the notes say so and count the spot offers left `unknown`. A replay sends no token.
+One query of the `SpotResources` table (POST .../Microsoft.ResourceGraph/resources, paged by the answer's
+`$skipToken`); each row is `{"skuName", "location", "evictionRate"}`, the rate one of Azure's bands `0-5`
+.. `20+` (percent of spot VMs of that size evicted in that region). The bearer token comes from
+azure-identity's DefaultAzureCredential; without one the rates are skipped and the notes say so. A
+replay sends no token.
 """
 
 from __future__ import annotations
@@ -45,8 +36,7 @@ QUERY = (
 
 
 def bearer_token(ctx: SourceContext) -> tuple[str | None, str | None]:
-    """(token, None), or (None, why) when no credential of Azure's chain gives one. A replay
-    needs none: (None, None)."""
+    """(token, None), or (None, why) when no credential of Azure's chain gives one; (None, None) in a replay."""
     if not ctx.reaches_provider:
         return None, None
     from azure.core.exceptions import ClientAuthenticationError
@@ -63,10 +53,8 @@ def bearer_token(ctx: SourceContext) -> tuple[str | None, str | None]:
 
 
 def request_body(skip_token: str | None) -> dict[str, Any]:
-    options: dict[str, Any] = {"resultFormat": "objectArray", "$top": PAGE_ROWS}
-    if skip_token:
-        options["$skipToken"] = skip_token
-    return {"query": QUERY, "options": options}
+    token = {"$skipToken": skip_token} if skip_token else {}
+    return {"query": QUERY, "options": {"resultFormat": "objectArray", "$top": PAGE_ROWS, **token}}
 
 
 def parse_page(doc: Any) -> list[dict[str, str]]:
@@ -94,9 +82,8 @@ def fetch_eviction_rates(ctx: SourceContext, client: httpx.Client) -> dict[tuple
 
 
 def add_eviction_rates(ctx: SourceContext, client: httpx.Client, batch: Batch, timeout_s: float = 600.0) -> None:
-    """Give the batch's spot offers the eviction rate of their size and region (their
-    `interruption_risk` and the scale's fields) as the enrichment EVICTION_RATES, and note what was
-    found; without credentials the spot offers stay `unknown` and the note says why."""
+    """Give the batch's spot offers the eviction rate of their size and region (`interruption_risk` and the
+    scale's fields), and note what was found."""
     spot = [i for i, o in enumerate(batch.offers) if o.purchase_option == "spot"]
     token, missing = bearer_token(ctx)
     if missing:

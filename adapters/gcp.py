@@ -1,20 +1,13 @@
-"""Google Cloud: GPU VMs composed from Billing Catalog SKUs, Cloud TPUs per chip, PD, egress.
+"""Google Cloud: GPU VMs and Cloud TPUs priced from Billing Catalog SKUs, persistent disks, egress.
 
-Google bills a VM as the sum of its parts (vCPU x cores + RAM x GiB + GPU x cards + bundled Local
-SSD) and a TPU slice (v5e, v5p, v6e) as chips x its generation's chip-hour SKU; so does this
-adapter, through Google's own clients (REST): `google-cloud-compute` (GPU machine types and
-accelerator types aggregated over zones; zones, an enrichment whose status fills only `available`
-and `availability_level`: without it a zone's region is its name less the letter), `google-cloud-
-billing` (the Compute Engine Catalog SKUs, `services/6F81-5844-456A`, per `serviceRegions`) and
-`google-cloud-tpu` (TPU zones and each zone's types; a slice beyond one host VM is left out).
-`fetch` does the I/O, handing on wire-format dicts; `parse_*`/`plan_*`/`build_*` are pure. Replaying
-the bundled recording adds its earlier zones.list answers as past availability (no Google API
-publishes it; the recording's README says what is made up).
+Google bills a VM as the sum of its vCPU, RAM, GPU and bundled Local SSD SKUs and a TPU slice as chips x
+its chip-hour SKU; so does this adapter, through Google's REST clients (Compute, Billing Catalog, Cloud
+TPU). zones.list is an enrichment: it fills only `available`. A replay of the bundled recording adds its
+earlier zones.list answers as past availability (made up; the recording's README says so).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 import math
@@ -23,7 +16,7 @@ import re
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -48,11 +41,9 @@ COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"  # the Billing Catalog id of 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REPLAY_PROJECT = "gpuledger-replay"  # the project id the bundled recording was made with
 ZONE_STATUS = "zone status"
-# Earlier zones.list answers of the bundled recording, replayed as past availability observations.
 ZONE_HISTORY = BUNDLED_RECORDINGS / NAME / "history"
 
-# Regions with GPU capacity a default live refresh covers; the `gcp_regions` setting (a comma list,
-# or "all") changes it. Under replay every recorded region is used.
+# Regions with GPU capacity a live refresh covers unless the `gcp_regions` setting says otherwise.
 DEFAULT_REGIONS = (
     "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3",
     "us-west4", "northamerica-northeast1", "northamerica-northeast2", "southamerica-east1", "europe-west1",
@@ -83,34 +74,28 @@ N1_SKU_FAMILY = "n1predefined"  # "N1 Predefined Instance Core running in ..."
 TPU_GENERATIONS = {"v5litepod": ("tpuv5e", 8), "v5p": ("tpuv5p", 4), "v6e": ("tpuv6e", 8)}
 TPU_SKU = re.compile(r"^(tpu[\w-]*?)(?: running in .+)?$")
 
-# GPUs an N1 VM can attach. Any N1 shape up to a per-GPU-count vCPU limit may host them; we price one
-# per GPU count, n1-standard with 8 vCPUs per GPU (n1-standard-8 for 1 ... -64 for 8), within every
-# attachable GPU's limit (the lowest, K80 x1, is 8 vCPUs), up to the zone's `maximumCardsPerInstance`.
-# Virtual-workstation (-vws) variants add a GRID license and are left out.
+# GPUs an N1 VM can attach, priced per GPU count on n1-standard with 8 vCPUs per GPU (within every such
+# GPU's vCPU limit) up to the zone's `maximumCardsPerInstance`; -vws variants (a GRID license) left out.
 N1_ATTACHABLE_GPUS = ("nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4",
                       "nvidia-tesla-k80")
 N1_GPU_COUNTS = (1, 2, 4, 8)
 N1_VCPUS_PER_GPU = 8
 
-# Multi-node GPU networking of the 8-GPU A3/A4 shapes (Google's GPU network bandwidth page); other
-# shapes have only the VM's ordinary NIC.
+# Multi-node GPU networking of the 8-GPU A3/A4 shapes (Google's GPU network bandwidth page).
 MULTINODE: dict[str, tuple[float, str]] = {
     "a3-highgpu-8g": (1000.0, "GPUDirect-TCPX"), "a3-megagpu-8g": (1800.0, "GPUDirect-TCPXO"),
     "a3-ultragpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"), "a4-highgpu-8g": (3200.0, "GPUDirect RDMA (RoCE)"),
 }
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
+    name=NAME, source_kind="api",
     secret_env_vars=("GOOGLE_API_KEY", env_name("gcp_api_key")),
     nightly_secrets=("GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT"),
     credentials_required=True,
     enrichments=(Enrichment(name=ZONE_STATUS, columns=("available", "availability_level")),),
     facts=ProviderFacts(
-        display_name="Google Cloud (Compute Engine)",
-        kind="hyperscaler",
-        billing_granularity_s=1,
-        minimum_charge_s=60,
+        display_name="Google Cloud (Compute Engine)", kind="hyperscaler",
+        billing_granularity_s=1, minimum_charge_s=60,
         billing_notes="VMs are billed per second after a 1-minute minimum; a GPU VM is billed as the sum "
                       "of its vCPU, memory, GPU and bundled Local SSD SKUs.",
         storage_persists_when_stopped=True,
@@ -156,16 +141,14 @@ class SkuPrice:
     n_regions: int = 0  # how many regions the SKU prices: the fewer, the more specific
 
     def to_usd(self, amount: float) -> float:
-        """The amount in USD, or PriceError. The Catalog documents `currencyConversionRate` as "from
-        USD to the currency specified in the request ... USD * currencyConversionRate = JPY", so a
-        non-USD amount over its rate is the USD list price; without a usable rate (absent, 0, the
-        default 1.0) a non-USD amount is never read as USD."""
+        """The amount in USD ("USD * currencyConversionRate = JPY"); PriceError without a usable rate
+        (absent, 0, the default 1.0): a non-USD amount is never read as USD."""
         rate = self.conversion_rate
         if self.currency == "USD":
             return amount
         if not self.currency:
             raise PriceError("price has no currency code")
-        if rate is not None and rate > 0 and not math.isclose(rate, 1.0):
+        if rate and rate > 0 and not math.isclose(rate, 1.0):
             return amount / rate
         raise PriceError(f"price in {self.currency} without a currency conversion rate; not read as USD")
 
@@ -188,15 +171,14 @@ def money(unit_price: dict[str, Any]) -> float:
     return units + nanos / 1e9
 
 
-def sku_price(sku: dict[str, Any], unit: str | None = None) -> SkuPrice:
+def sku_price(sku: dict[str, Any], unit: str) -> SkuPrice:
     """The SKU's first pricing expression (PriceError if unreadable or not in `unit`)."""
-    infos = sku.get("pricingInfo") or []
-    if not infos:
+    if not (infos := sku.get("pricingInfo") or []):
         raise PriceError("SKU has no pricingInfo")
     info = infos[0]
     expr = info.get("pricingExpression") or {}
-    rates = expr.get("tieredRates") or []
-    if not rates:
+    usage_unit = expr.get("usageUnit", "")
+    if not (rates := expr.get("tieredRates") or []):
         raise PriceError("SKU has no tieredRates")
     currencies = {(r.get("unitPrice") or {}).get("currencyCode", "") for r in rates}
     if len(currencies) != 1:
@@ -204,11 +186,11 @@ def sku_price(sku: dict[str, Any], unit: str | None = None) -> SkuPrice:
     tiers = tuple(sorted((float(r.get("startUsageAmount") or 0), money(r.get("unitPrice") or {})) for r in rates))
     if any(amount < 0 for _, amount in tiers):
         raise PriceError("negative price")
-    if unit is not None and expr.get("usageUnit", "") != unit:
-        raise PriceError(f"unit {expr.get('usageUnit', '')!r}, expected {unit!r}")
+    if usage_unit != unit:
+        raise PriceError(f"unit {usage_unit!r}, expected {unit!r}")
     rate = info.get("currencyConversionRate")
     return SkuPrice(
-        sku_id=sku.get("skuId", ""), description=sku.get("description", ""), unit=expr.get("usageUnit", ""),
+        sku_id=sku.get("skuId", ""), description=sku.get("description", ""), unit=usage_unit,
         currency=currencies.pop(), conversion_rate=float(rate) if rate not in (None, "") else None, tiers=tiers,
         effective_time=info.get("effectiveTime") or None, n_regions=len(sku_regions(sku)),
     )
@@ -225,7 +207,6 @@ def _in_regions(sku: dict[str, Any], wanted: set[str]) -> list[str]:
 
 # -- what a SKU is --------------------------------------------------------------------
 
-SPOT_MARKERS = ("spot preemptible", "preemptible")
 # SKUs that are not a plain on-demand/spot rate: a vWS license bundle, sole-tenant nodes,
 # reservations, DWS/flex-start capacity. Out of scope.
 GPU_OUT_OF_SCOPE_MARKERS = ("virtual workstation", "sole tenancy", "sole-tenancy", "reserved", "reservation",
@@ -255,16 +236,14 @@ COMMITMENT_TERMS = {COMMITMENTS["Commit1Yr"]: 12, COMMITMENTS["Commit3Yr"]: 36}
 
 
 def purchase_option(usage_type: str, description: str) -> str | None:
-    """on_demand | spot | a committed-use option (`COMMITMENTS`: usageType Commit1Yr/Commit3Yr,
-    "Commitment v1: ..."), or None for what is out of scope. The description's "Spot Preemptible"
-    wins over the usage type: Google tags some Spot GPU SKUs OnDemand ("Spot Preemptible A4 Nvidia
-    B200 (1 gpu slice) running in Americas")."""
+    """on_demand | spot | a committed-use option, or None (out of scope). "Spot Preemptible" in the
+    description wins over the usage type: Google tags some Spot GPU SKUs OnDemand."""
     desc = description.lower()
     if usage_type in COMMITMENTS and desc.startswith("commitment"):
         return COMMITMENTS[usage_type]
     if usage_type.startswith("Commit") or desc.startswith("commitment"):
         return None  # a commitment of a term or kind we do not price
-    if any(m in desc for m in SPOT_MARKERS) or usage_type == "Preemptible":
+    if "preemptible" in desc or usage_type == "Preemptible":  # also "Spot Preemptible"
         return "spot"
     return "on_demand" if usage_type == "OnDemand" else None
 
@@ -299,13 +278,12 @@ EXPECTED_UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h", "gpu_slice": "h", "tp
 
 @dataclass
 class SkuCatalog:
-    """Compute prices by component, and why a component could not be used."""
+    """Compute prices by component, why a component could not be used, and which were asked for (a
+    SKU that prices no offer is counted in the notes by why: unused_counts)."""
 
     prices: dict[ComponentKey, SkuPrice] = field(default_factory=dict)
     invalid: dict[ComponentKey, str] = field(default_factory=dict)
     skipped: Counter[str] = field(default_factory=Counter)  # out-of-scope SKUs by reason
-    # Every in-scope SKU's components, and those an offer asked for: a SKU none of whose
-    # components prices an offer is counted in the notes by why (unused_counts).
     sku_keys: dict[str, list[ComponentKey]] = field(default_factory=dict)
     asked: set[ComponentKey] = field(default_factory=set)
 
@@ -316,38 +294,36 @@ class SkuCatalog:
 
 
 def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] | str | None:
-    """(part, family-or-GPU-type) for a compute SKU we price; else why a Compute SKU is left out,
-    for the notes; None for a Storage SKU other than Local SSD (build_storage's). A GPU SKU naming
-    no GPU we know is quarantined: a new GPU must never silently fall out of the table."""
+    """(part, family or GPU type) of a SKU we price, else why a Compute SKU is left out; None for a Storage
+    SKU other than Local SSD. A GPU/TPU SKU of an unknown model is quarantined, never silently dropped."""
     cat = sku.get("category") or {}
-    family, desc = cat.get("resourceFamily", ""), sku.get("description", "")
+    family, group, desc = cat.get("resourceFamily", ""), cat.get("resourceGroup", ""), sku.get("description", "")
     plain = strip_spot(desc)
-    excluded = any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS)  # sole tenancy, reserved, DWS...
-    if family == "Compute" and cat.get("resourceGroup", "") == "TPU":
+    if family != "Compute":
+        local_ssd = family == "Storage" and (LOCAL_SSD.match(plain) or COMMIT_LOCAL_SSD.match(plain))
+        return ("local_ssd", "") if local_ssd else None
+    excluded = any(m in plain for m in GPU_OUT_OF_SCOPE_MARKERS)
+    if group == "TPU":
         if excluded:
             return "TPU SKU not a plain on-demand/Spot chip-hour (reserved, DWS...)"
-        token = (m.group(1).replace("-", "") if (m := TPU_SKU.match(plain)) else None)
+        token = m.group(1).replace("-", "") if (m := TPU_SKU.match(plain)) else None
         if (gen := next((g for g, (t, _) in TPU_GENERATIONS.items() if t == token), None)) is None:
             batch.quarantine("gpu", sku.get("skuId", desc), f"unknown TPU in SKU description {desc!r}", sku)
             return "TPU SKU of an unknown generation (quarantined)"
         return ("tpu", gen)
-    if family == "Compute" and cat.get("resourceGroup", "") == "GPU":
+    if group == "GPU":
         if excluded:
             return "GPU SKU not a plain on-demand/Spot GPU-hour (virtual workstation, sole tenancy, DWS...)"
         if (accel := gpu_type_of(desc)) is None:
             batch.quarantine("gpu", sku.get("skuId", desc), f"unknown GPU in SKU description {desc!r}", sku)
             return "GPU SKU of an unknown GPU (quarantined)"
         return ("gpu_slice" if GPU_SLICE.search(plain) else "gpu", accel)
-    if family == "Compute":
-        if excluded:
-            return "vCPU/RAM SKU not a plain on-demand/Spot rate (sole tenancy, DWS...)"
-        m = CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None)
-        if m:
-            return ("ram" if m.group("part") == "ram" else "core", re.sub(r"[\s-]+", "", m.group("family")))
-        return "compute SKU that is no vCPU/RAM/GPU/TPU part (license, ...)"
-    if family == "Storage" and (LOCAL_SSD.match(plain) or COMMIT_LOCAL_SSD.match(plain)):
-        return ("local_ssd", "")
-    return None
+    if excluded:
+        return "vCPU/RAM SKU not a plain on-demand/Spot rate (sole tenancy, DWS...)"
+    m = CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None)
+    if m:
+        return ("ram" if m.group("part") == "ram" else "core", re.sub(r"[\s-]+", "", m.group("family")))
+    return "compute SKU that is no vCPU/RAM/GPU/TPU part (license, ...)"
 
 
 def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> SkuCatalog:
@@ -468,7 +444,7 @@ def parse_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
 
 @drift_guard("gcp: machineTypes.aggregatedList")
 def parse_machine_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, MachineShape]]:
-    """zone -> machine type name -> shape, from machineTypes.aggregatedList pages."""
+    """zone -> machine type name -> shape."""
     out: dict[str, dict[str, MachineShape]] = {}
     for page in pages:
         for scope, scoped in (page.get("items") or {}).items():
@@ -494,7 +470,7 @@ def machine_shape(mt: dict[str, Any], zone: str = "") -> MachineShape:
 
 @drift_guard("gcp: acceleratorTypes.aggregatedList")
 def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, AcceleratorInfo]]:
-    """zone -> accelerator type name -> facts, from acceleratorTypes.aggregatedList pages."""
+    """zone -> accelerator type name -> facts."""
     out: dict[str, dict[str, AcceleratorInfo]] = {}
     for page in pages:
         for scope, scoped in (page.get("items") or {}).items():
@@ -507,9 +483,8 @@ def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[s
 
 def plan_tpus(pages: Iterable[dict[str, Any]], zones: dict[str, ZoneInfo], regions: Iterable[str],
               skips: Counter[str]) -> list[OfferPlan]:
-    """One plan per single-host TPU type of a selected region, from acceleratorTypes.list pages
-    ("projects/p/locations/us-east5-b/acceleratorTypes/v5p-8", chips from the topology "2x2x1");
-    the others counted in `skips`."""
+    """One plan per single-host TPU type of a selected region (chips from the topology "2x2x1"); the
+    others counted in `skips`."""
     wanted, plans = set(regions), []
     for t in (t for page in pages for t in page.get("acceleratorTypes") or []):
         zone, topology = t["name"].split("/locations/")[1].split("/")[0], t["acceleratorConfigs"][0]["topology"]
@@ -555,19 +530,18 @@ class OfferPlan:
 
     def parts(self, purchase: str) -> list[tuple[str, ComponentKey, float]]:
         """(part name, component, quantity) of each SKU the configuration is billed by."""
-        r = self.region
-        if self.sku_family == "tpu":
-            return [("tpu", ComponentKey(r, "tpu", self.gpu_type, purchase), self.gpu_count)]
-        if self.sku_family is None:
-            parts: list[tuple[str, ComponentKey, float]] = [
-                ("gpu_slice", ComponentKey(r, "gpu_slice", self.gpu_type, purchase), self.gpu_count)]
+        def key(part: str, what: str) -> ComponentKey:
+            return ComponentKey(self.region, part, what, purchase)
+
+        if self.sku_family in (None, "tpu"):  # the GPU slice or TPU chip SKU bills everything
+            part = "tpu" if self.sku_family else "gpu_slice"
+            parts: list[tuple[str, ComponentKey, float]] = [(part, key(part, self.gpu_type), self.gpu_count)]
         else:
-            parts = [("vcpu", ComponentKey(r, "core", self.sku_family, purchase), self.vcpus),
-                     ("ram", ComponentKey(r, "ram", self.sku_family, purchase), self.ram_gib),
-                     ("gpu", ComponentKey(r, "gpu", self.gpu_type, purchase), self.gpu_count)]
+            family = self.sku_family
+            parts = [("vcpu", key("core", family), self.vcpus), ("ram", key("ram", family), self.ram_gib),
+                     ("gpu", key("gpu", self.gpu_type), self.gpu_count)]
         if self.local_ssd_gib:  # a GiB-month SKU, per hour: GiB / 730 h
-            parts.append(("local_ssd", ComponentKey(r, "local_ssd", "", purchase),
-                          self.local_ssd_gib / HOURS_PER_MONTH))
+            parts.append(("local_ssd", key("local_ssd", ""), self.local_ssd_gib / HOURS_PER_MONTH))
         return parts
 
     def raw(self) -> dict[str, Any]:
@@ -585,11 +559,9 @@ class Composed:
 
 def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | str:
     """Sum the plan's parts at one purchase option, or say which part is missing or unusable."""
-    found = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
-    problems = [f"{name}: {c}" for name, _, c in found if isinstance(c, str)]
-    if problems:
+    rows = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
+    if problems := [f"{name}: {c}" for name, _, c in rows if isinstance(c, str)]:
         return "; ".join(problems)
-    rows = [(name, qty, c) for name, qty, c in found if isinstance(c, SkuPrice)]
     currencies = {c.currency for _, _, c in rows}
     if len(currencies) > 1:
         return f"components priced in several currencies {sorted(currencies)}"
@@ -610,11 +582,10 @@ def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | s
 
 def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], regions: Iterable[str],
-                batch: Batch, skips: Counter[str] | None = None) -> list[OfferPlan]:
-    """Every (zone, machine type) of a GPU family, and every N1 host + attachable GPU count.
-    What is left out is counted in `skips` (and so in the notes), never dropped silently."""
+                batch: Batch, skips: Counter[str]) -> list[OfferPlan]:
+    """Every (zone, machine type) of a GPU family, and every N1 host + attachable GPU count; what is
+    left out is counted in `skips` (and so in the notes)."""
     wanted = set(regions)
-    skips = skips if skips is not None else Counter()
     plans: list[OfferPlan] = []
     for zone in sorted(set(shapes) | set(accelerators)):
         region = region_of(zone, zones)
@@ -685,19 +656,14 @@ def _interconnect(plan: OfferPlan) -> str | None:
 def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                  zones: dict[str, ZoneInfo]) -> None:
     """Turn plans into on-demand, Spot and committed-use offers; quarantine what cannot be priced."""
-    gpu_cache: dict[str, tuple[GPUModel, bool] | str] = {}
     missing: Counter[str] = Counter()  # Spot or committed-use GPU SKUs a plan's region has none of
     unpriced: Counter[str] = Counter()  # described by Compute Engine, not priceable from the Catalog
     for plan in plans:
         ref = f"{plan.zone}/{plan.instance_type}"
-        if plan.gpu_type not in gpu_cache:
-            try:
-                gpu_cache[plan.gpu_type] = canonicalize(NAME, plan.gpu_type)
-            except UnknownGPUError as err:
-                gpu_cache[plan.gpu_type] = str(err)
-        known = gpu_cache[plan.gpu_type]
-        if isinstance(known, str):
-            batch.quarantine("offer", ref, f"gpu: {known}", plan.raw())
+        try:
+            known = canonicalize(NAME, plan.gpu_type)
+        except UnknownGPUError as err:
+            batch.quarantine("offer", ref, f"gpu: {err}", plan.raw())
             continue
         on_demand_usd: float | None = None
         for purchase in ("on_demand", "spot", *(COMMITMENT_TERMS if plan.sku_family != "tpu" else ())):
@@ -829,11 +795,9 @@ def _rate_at(price: SkuPrice, usage: float) -> float:
 
 
 def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> None:
-    """Egress tiers per region and destination kind. Google prices egress per (source, destination
-    continent); one rate per tier is kept: at each tier boundary of any SKU, the highest destination
-    rate, so a cost estimate never comes out too low. Internet egress to China and Australia is left
-    out of that maximum, as Google's Premium Tier table does ("worldwide destinations excluding China
-    & Australia"); the highest of their rates is named in the description."""
+    """Egress tiers per region and destination kind: at each tier boundary, the highest destination
+    continent's rate, so an estimate never comes out too low. Internet egress to China and Australia is
+    left out of that maximum, as Google's Premium Tier table does, and named in the description."""
     wanted = set(regions)
     groups: dict[tuple[str, str], list[SkuPrice]] = {}
     special: dict[str, float] = {}  # region -> highest internet rate to China/Australia
@@ -843,7 +807,7 @@ def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable
             continue
         try:
             price = sku_price(sku, "GiBy")
-            price = dataclasses.replace(price, currency="USD", conversion_rate=None,
+            price = replace(price, currency="USD", conversion_rate=None,
                                         tiers=tuple((s, price.to_usd(a)) for s, a in price.tiers))
         except (PriceError, ValueError, TypeError) as err:
             batch.quarantine("egress", sku.get("skuId", ""), f"price: {err}", sku)
@@ -875,10 +839,8 @@ _COUNT_LOCK = threading.Lock()  # the listings run in threads and share ctx.requ
 
 
 def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
-    """(a Compute client's keyword arguments, the Catalog client, the project id), aimed at ctx.guarded_url(host).
-    Replay: anonymous credentials. Live: Application Default Credentials (the project from the
-    `gcp_project` setting, GOOGLE_CLOUD_PROJECT or ADC); for the Catalog an API key (the `gcp_api_key`
-    setting or GOOGLE_API_KEY) if one is set."""
+    """(a Compute client's keyword arguments, the Catalog client, the project id). Replay: anonymous
+    credentials. Live: Application Default Credentials, and for the Catalog an API key if one is set."""
     import google.auth
     from google.api_core.gapic_v1.client_info import ClientInfo
     from google.auth.credentials import AnonymousCredentials
@@ -915,9 +877,9 @@ def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
             raise MissingCredentialsError("gcp: no credentials: no project id; set GOOGLE_CLOUD_PROJECT or "
                                           f"{env_name('gcp_project')}")
     common = {"transport": "rest", "client_info": ClientInfo(user_agent=USER_AGENT)}
-    catalog = billing_v1.CloudCatalogClient(
-        **common, **({"client_options": {"api_endpoint": ctx.guarded_url(BILLING_HOST), "api_key": api_key}} if api_key else
-                     {"credentials": credentials, "client_options": {"api_endpoint": ctx.guarded_url(BILLING_HOST)}}))
+    billing = {"api_endpoint": ctx.guarded_url(BILLING_HOST)}
+    catalog = billing_v1.CloudCatalogClient(**common, client_options={**billing, "api_key": api_key}) if api_key \
+        else billing_v1.CloudCatalogClient(**common, credentials=credentials, client_options=billing)
     compute = {**common, "credentials": credentials, "client_options": {"api_endpoint": ctx.guarded_url(COMPUTE_HOST)}}
     return compute, catalog, str(project)
 
@@ -953,10 +915,8 @@ def _wire(page: Any) -> dict[str, Any]:
 
 
 def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, where: str = "") -> list[dict[str, Any]]:
-    """Every page of a list method, through the client's own pager, as wire-format dicts. Each page
-    is under the retry policy (a google-api-core Retry the pager keeps for its later pages); a
-    repeated page token or more than `max_pages` pages is a paging loop. Every failure becomes a
-    SourceError naming the page (and `where`, the listing's zone)."""
+    """Every page of a list method as wire-format dicts, each page under the retry policy; a repeated page
+    token or more than `max_pages` pages is a paging loop; a failure is a SourceError naming the page."""
     import requests
     from google.api_core import exceptions as api
     from google.api_core.timeout import ConstantTimeout
@@ -1007,8 +967,8 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, wher
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Scrape GCP: GPU machine types, accelerator types, Catalog SKUs and TPU zones (the zones'
-    status as an enrichment) at once, then the TPU types of each TPU zone, into one Batch."""
+    """GPU machine types, accelerator types, Catalog SKUs, TPU zones and zones.list (the enrichment) at
+    once, then the TPU types of each TPU zone, into one Batch."""
     from google.cloud import billing_v1, compute_v1, tpu_v2
     from google.cloud.location import locations_pb2
 
@@ -1056,9 +1016,8 @@ def fetch(ctx: SourceContext) -> Batch:
 
 
 def add_zone_history(batch: Batch, folder: Path) -> None:
-    """The bundled recording's earlier zones.list answers (`zones.<UTC time>.json.gz`) as the
-    availability each offer's zone showed then: no API serves past answers, so a replay carries
-    them this way (made up; the recording's README says so)."""
+    """The bundled recording's earlier zones.list answers (`zones.<UTC time>.json.gz`) as the availability
+    each offer's zone showed then (no API serves past answers)."""
     places = sorted({(o.region, o.zone, o.instance_type, o.gpu_model) for o in batch.offers})
     for path in sorted(folder.glob("zones.*.json.gz")):
         at = datetime.strptime(path.name.split(".")[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
@@ -1080,8 +1039,8 @@ def build_batch(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineS
     catalog = parse_compute_skus(batch, skus, regions)
     batch.notes.extend(f"{n} SKUs left out: {reason}" for reason, n in sorted(catalog.skipped.items()))
     skips: Counter[str] = Counter()
-    plans = plan_offers(zones, shapes, accelerators, regions, batch, skips) + plan_tpus(tpu_pages, zones, regions,
-                                                                                        skips)
+    plans = plan_offers(zones, shapes, accelerators, regions, batch, skips)
+    plans += plan_tpus(tpu_pages, zones, regions, skips)
     batch.notes.extend(f"{n} {why}" for why, n in sorted(skips.items()))
     build_offers(batch, plans, catalog, zones)
     batch.notes.extend(f"{n} SKUs not used: {reason}" for reason, n in sorted(unused_counts(catalog).items()))

@@ -1,15 +1,7 @@
-"""Oracle Cloud Infrastructure: GPU shapes priced from Oracle's public price list API.
-
-`GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD`, no key; one
-document today, an APEX `links` entry with rel "next" followed as Oracle's own client does:
-
-    {"lastUpdated": "2026-01-05T13:27:33.583Z",
-     "items": [{"partNumber": "B98415", "displayName": "...", "metricName": "GPU Per Hour",
-                "serviceCategory": "Compute - GPU", "currencyCodeLocalizations": [{"currencyCode": "USD",
-                    "prices": [{"model": "PAY_AS_YOU_GO", "value": 10, "rangeMin": 0, "rangeMax": 744}]}]}]}
-
-A GPU part is a price per GPU-hour that every shape with that GPU bills; the shapes of each part come
-from Oracle's Compute Shapes reference (GPU_SHAPES). One offer per shape in region "global".
+"""Oracle Cloud Infrastructure: GPU shapes, block volumes and egress from Oracle's public price list API
+(no key; an APEX `links` entry with rel "next" is followed). A GPU part is a price per GPU-hour that
+every shape with that GPU bills (GPU_SHAPES, from Oracle's Compute Shapes reference): one offer per
+shape in region "global".
 """
 
 from __future__ import annotations
@@ -114,8 +106,8 @@ class _BadRecord(Exception):
     """One part that cannot become a row: its reason goes to quarantine."""
 
 
-def _text(item: dict[str, Any], key: str) -> str:
-    value = item.get(key)
+def _text(item: Any, key: str) -> str:
+    value = item.get(key) if isinstance(item, dict) else None
     return value.strip() if isinstance(value, str) else ""
 
 
@@ -169,12 +161,12 @@ def parse_products(pages: list[Any]) -> Batch:
     skipped: Counter[str] = Counter()
     seen: set[str] = set()
     for item in items:
-        if not isinstance(item, dict) or not _text(item, "partNumber"):
+        if not (part := _text(item, "partNumber")):
             batch.quarantine("offer", "?", "schema: an item lacks 'partNumber'", item)
-        elif _kind(item) != "gpu":
-            skipped[_kind(item)] += 1
-        elif not batch.listed_again(seen, _text(item, "partNumber"), f"partNumber {_text(item, 'partNumber')}", item):
-            _add_gpu_part(batch, _text(item, "partNumber"), item, updated)
+        elif (kind := _kind(item)) != "gpu":
+            skipped[kind] += 1
+        elif not batch.listed_again(seen, part, f"partNumber {part}", item):
+            _add_gpu_part(batch, part, item, updated)
     _add_storage_and_egress(batch, {_text(i, "partNumber"): i for i in reversed(items) if isinstance(i, dict)})
     batch.notes.append(f"oci: {len(items)} parts listed, {len(seen)} GPU compute parts; skipped: "
                        + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
