@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote, urlsplit
 
 import httpx
-from tenacity import RetryCallState, Retrying
+from tenacity import RetryCallState
 
 from gpuledger.adapters import bounds
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
@@ -461,9 +461,6 @@ class SourceContext:
         with _registered_lock:
             self.bytes_fetched += n
 
-    def post(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
-        return self.send(client, "POST", host, path, **kwargs)
-
     def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
         def fetch() -> httpx.Response:
             request = client.build_request(method, self.url(host) + path, **kwargs)
@@ -474,17 +471,14 @@ class SourceContext:
         return self.json_of(self.get(client, host, path, **kwargs), host, path)
 
     def post_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
-        return self.json_of(self.post(client, host, path, **kwargs), host, path)
+        return self.json_of(self.send(client, "POST", host, path, **kwargs), host, path)
 
     def json_of(self, resp: httpx.Response, host: str, path: str) -> Any:
         try:
-            return self.parse_json(resp.content, f"{host}{path}")
+            return parse_json(resp.content, f"{host}{path}", self.repeated_keys)
         except ValueError:
             raise SourceError(f"{self.provider}: {host}{path} did not answer JSON "
                               f"(starts {resp.text[:80]!r})") from None
-
-    def parse_json(self, data: bytes | str, where: str) -> Any:
-        return parse_json(data, where, self.repeated_keys)
 
     def stream_bytes(self, client: httpx.Client, host: str, path: str) -> Iterator[bytes]:
         """A GET's body as decoded byte chunks: its status line is retried; once the body flows a
@@ -581,19 +575,12 @@ class SourceContext:
             lambda e: isinstance(e, (httpx.TransportError, RetryableAnswer)), before_sleep)
         try:
             return retrying(attempt)
-        except RetryableAnswer as err:
-            raise SourceError(f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: {err}") from err
         except bounds.AnswerRefused as err:
             raise SourceError(f"{self.provider}: {host}{path}: {err}") from None
-        except httpx.TransportError as err:
-            raise SourceError(
-                f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: "
-                f"{type(err).__name__}: {err}"
-            ) from err
-
-
-def _tries(retrying: Retrying) -> int:
-    return int(retrying.statistics.get("attempt_number", 1))
+        except (RetryableAnswer, httpx.TransportError) as err:
+            tries = int(retrying.statistics.get("attempt_number", 1))
+            detail = err if isinstance(err, RetryableAnswer) else f"{type(err).__name__}: {err}"
+            raise SourceError(f"{self.provider}: {host}{path} failed after {tries} attempts: {detail}") from err
 
 
 # Field names an API would use to say which currency its prices are in.

@@ -25,7 +25,6 @@ FRACTIONAL_FAMILIES = {"g6f": 22888, "gr6f": 22888}
 NVSWITCH_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"}
 NVLINK_FAMILIES = {"p3", "p3dn"}
 LEASE_MONTHS = {"1yr": 12, "3yr": 36}
-RESERVED_PAYMENT = {"No Upfront": "no_upfront", "Partial Upfront": "partial_upfront", "All Upfront": "all_upfront"}
 RESERVED_CLASS = {"standard": "reserved", "convertible": "reserved_convertible"}
 
 
@@ -180,7 +179,7 @@ class _Region:
         """One Reserved term as its own purchase option, at its amortized hourly rate."""
         first = rows[0]
         ref, raw = f"{self.p.region}/{first.instance_type}/{first.sku}.{first.term_code}", [r.__dict__ for r in rows]
-        months, payment = LEASE_MONTHS.get(first.lease), RESERVED_PAYMENT.get(first.payment)
+        months, payment = LEASE_MONTHS.get(first.lease), savings_plans.PAYMENTS.get(first.payment)
         commitment = RESERVED_CLASS.get(first.offering_class)
         if months is None or payment is None or commitment is None:
             return self.batch.quarantine("offer", ref, f"reserved term with unknown lease {first.lease!r}, payment "
