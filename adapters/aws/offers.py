@@ -199,7 +199,8 @@ class _Region:
     def savings_plan_offers(self) -> None:
         """Each Savings Plan rate of an on-demand offer of the region (by SKU) as its own purchase option."""
         p = self.p
-        on_demand = {r.sku: r for r in p.prices if r.kind == "instance" and self.on_demand.get(r.instance_type) == r.price}
+        on_demand = {r.sku: r for r in p.prices
+                     if r.kind == "instance" and self.on_demand.get(r.instance_type) == r.price}
         for rate in savings_plans.join_on_demand(p.savings_plans, on_demand, p.skipped):
             row = on_demand[rate.discounted_sku]
             ref, raw = f"{p.region}/{row.instance_type}/{rate.rate_code or rate.plan_sku}", rate.__dict__
