@@ -1,17 +1,12 @@
-"""What every source gets handed: where to send requests, and how.
-
-A source never builds URLs to a provider's host by itself: it asks its
-`SourceContext` for the base URL of a real host name. Live, that is the real
-host; under replay, a loopback port serving recordings; under record, a
-loopback proxy that saves what the real host said. The same client code runs
-in all three, which is what makes the replay tests honest.
+"""What every source gets handed: where to send requests (the real host live, a loopback replay server
+or recording proxy otherwise, so the same client code runs in all three), and how.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextvars
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -26,7 +21,7 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote, urlsplit
 
 import httpx
-from tenacity import RetryCallState, Retrying
+from tenacity import RetryCallState
 
 from gpuledger.adapters import bounds
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
@@ -39,13 +34,10 @@ log = logging.getLogger("gpuledger.adapters")
 USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price comparison)"
 
 
-# -- secrets never leave in a message ----------------------------------------------------------
+# -- secrets never leave in a message: env secrets (ProviderSpec.secret_env_vars) and registered ones --
 
-# The values of every registered source's secret environment variables (ProviderSpec.secret_env_vars)
-# and of any secret registered at run time (register_secret: e.g. an OAuth refresh token read from
-# an ADC file) are cut out of every error message and of httpx's request log lines.
 REDACTED = "[redacted]"
-# The value of a JSON field that hands out a credential: an OAuth token answer, a key echoed back.
+# A JSON field that hands out a credential: an OAuth token answer, a key echoed back.
 TOKEN_FIELDS = re.compile(r'("(?:access_token|refresh_token|id_token|client_secret|api_?key)"\s*:\s*")[^"]*(")', re.I)
 _registered: set[str] = set()
 _registered_lock = threading.Lock()
@@ -75,7 +67,7 @@ def secret_env_vars() -> tuple[str, ...]:
 
 
 def known_secrets() -> list[str]:
-    """The secret values in play: the env's and the registered ones, longest first."""
+    """The secret values in play, longest first."""
     with _registered_lock:
         values = set(_registered)
     values.update(v for v in (os.environ.get(n, "").strip() for n in secret_env_vars()) if len(v) >= 6)
@@ -83,8 +75,7 @@ def known_secrets() -> list[str]:
 
 
 def redact(text: str, patterns: bool = True) -> str:
-    """`text` with every known secret value (raw or URL-encoded) and, unless `patterns` is False,
-    every credential-shaped fragment replaced."""
+    """`text` with known secret values (raw or URL-encoded) and credential-shaped fragments replaced."""
     if not text:
         return text
     for value in known_secrets():
@@ -96,9 +87,8 @@ def redact(text: str, patterns: bool = True) -> str:
 
 
 class SecretCutter:
-    """Replaces given secret values in a text, as they are, URL-encoded or JSON-escaped (the forms
-    a value takes inside a body or a provider_data document). A class, not a closure: a Batch
-    keeps one and is pickled to a Dask worker and back."""
+    """Replaces secret values in a text, raw, URL-encoded or JSON-escaped. A class, not a closure:
+    a Batch keeps one and is pickled."""
 
     def __init__(self, values: Iterable[str]) -> None:
         forms = {f for v in values for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
@@ -109,8 +99,7 @@ class SecretCutter:
 
 
 def secret_cutter() -> SecretCutter | None:
-    """The cutter of every known secret value, or None while none is known. Only exact values:
-    data is not searched for credential shapes."""
+    """The cutter of every known secret value (exact values only), or None while none is known."""
     values = known_secrets()
     return SecretCutter(values) if values else None
 
@@ -120,11 +109,8 @@ install_secret_cutter(secret_cutter)
 
 
 class RedactingRecorder(Recorder):
-    """A Recorder that never writes a secret (a recording is shared like source code): every known
-    secret value is cut from the answers it keeps (a server may quote our key back), and so is every
-    token an answer hands out (TOKEN_FIELDS: the source registers it only after the answer is kept);
-    a request parameter or JSON field holding a secret is left out of the exchange's `match`, so the
-    recording still replays. Otherwise an answer is kept as it was answered."""
+    """A Recorder that never writes a secret: known secrets and handed-out tokens (TOKEN_FIELDS) are
+    cut from the answers; a request parameter or JSON field holding one is left out of `match`."""
 
     def save(self, host: str, req: Any, status: int, headers: dict[str, str], body: bytes) -> None:
         cut = secret_cutter() or (lambda text: text)
@@ -148,13 +134,9 @@ class RedactingRecorder(Recorder):
 
 
 def scrubbed(err: BaseException) -> BaseException:
-    """`err` to chain from, or a stand-in of its type and redacted text when its text holds a secret
-    (a library error quoting a server that echoed our request), so no traceback carries it."""
-    text = str(err)
-    clean = redact(text)
-    if clean == text:
-        return err
-    return Exception(f"{type(err).__name__}: {clean}")
+    """`err` to chain from, or a redacted stand-in when its text holds a secret."""
+    text, clean = str(err), redact(str(err))
+    return err if clean == text else Exception(f"{type(err).__name__}: {clean}")
 
 
 class _RedactingFilter(logging.Filter):
@@ -172,38 +154,25 @@ for _name in ("httpx", "urllib3.connectionpool"):
     logging.getLogger(_name).addFilter(_RedactingFilter())
 
 
-# -- TLS ------------------------------------------------------------------------------------------
-
-_SSL_CONTEXT: list[ssl.SSLContext] = []
-_SSL_LOCK = threading.Lock()
-
-
+@functools.cache
 def verifying_ssl_context() -> ssl.SSLContext:
-    """The certificate-verifying TLS context every http_client shares, made once per process the
-    way httpx makes its default one (SSL_CERT_FILE / SSL_CERT_DIR, else certifi's bundle).
-    Loading the CA bundle costs about 0.15 s of CPU, which each new client would pay again; an
-    SSLContext is safe to share between connections and threads."""
-    with _SSL_LOCK:
-        if not _SSL_CONTEXT:
-            _SSL_CONTEXT.append(httpx.create_ssl_context())
-        return _SSL_CONTEXT[0]
+    """httpx's default verifying TLS context, made once per process: loading the CA bundle costs
+    about 0.15 s of CPU per client, and an SSLContext is safe to share."""
+    return httpx.create_ssl_context()
 
-
-# -- a JSON object names each key once ----------------------------------------------------------
 
 @dataclass(frozen=True)
 class RepeatedKey:
     """A key a JSON object gave again: the value refused (the object keeps its first)."""
 
-    where: str  # host and path of the answer
+    where: str
     key: str
     value: Any
 
 
 def parse_json(data: bytes | str, where: str, repeated: list[RepeatedKey]) -> Any:
-    """`data` parsed as JSON (ValueError when it is not). An object that names a key twice keeps
-    the first value, and each later one is appended to `repeated`: Python's json would keep the
-    last silently, and an answer listing a price twice is not to be trusted for the second."""
+    """`data` parsed as JSON (ValueError when it is not); a repeated key keeps its first value and
+    the later ones go to `repeated` (Python's json would keep the last silently)."""
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(items)
@@ -223,14 +192,13 @@ def parse_json(data: bytes | str, where: str, repeated: list[RepeatedKey]) -> An
     except ValueError as err:
         if "digits" not in str(err):
             raise
-    # An integer longer than Python converts (4,300 digits) fails the whole answer: read it as a
-    # float instead (infinity), which the one record holding it fails as a number, not the provider.
+    # An integer too long for Python (4,300 digits) would fail the whole answer: read it as a float
+    # (infinity), which fails the one record holding it.
     del repeated[kept:]
     return json.loads(data, object_pairs_hook=pairs, parse_int=lambda s: int(s) if len(s) < 4000 else float(s))
 
 
 def quarantine_repeated(batch: Any, repeated: list[RepeatedKey]) -> None:
-    """Each refused value of a repeated key, quarantined in `batch` (kind `json`) with its key."""
     for r in repeated:
         batch.quarantine("json", f"{r.where} key {r.key!r}",
                          f"repeated JSON key {r.key!r}: the object names it again; its first value is kept, "
@@ -238,11 +206,7 @@ def quarantine_repeated(batch: Any, repeated: list[RepeatedKey]) -> None:
 
 
 class SourceError(Exception):
-    """A provider could not be scraped; the message names the provider and what failed.
-
-    The message is redacted when the error is made: it reaches scrape_runs, the terminal,
-    Prefect's task log and its artifact, and may quote what a server answered.
-    """
+    """A provider could not be scraped; the message (redacted when made) names it and what failed."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
@@ -257,37 +221,31 @@ class SchemaDriftError(SourceError):
 
 
 class Unchanged(Exception):
-    """The source's answer is the one its last loaded fetch got (HTTP 304, the same price list
-    version): nothing is downloaded or parsed, and the merge confirms the provider's rows as they are."""
+    """The answer is the one the last loaded fetch got (HTTP 304, same version): rows are confirmed as they are."""
 
 
 class EnrichmentTimeout(SourceError):
     """An enrichment ran past its time limit; raised at its next request."""
 
 
-# The deadline of the enrichment running in this thread (a monotonic time), checked before each request.
+# (name, monotonic deadline) of the enrichment running in this thread, checked before each request.
 _ENRICHMENT_DEADLINE: contextvars.ContextVar[tuple[str, float] | None] = contextvars.ContextVar(
     "gpuledger_enrichment_deadline", default=None)
 
 
 def check_deadline() -> None:
-    """Raise EnrichmentTimeout when the enrichment running in this thread is past its time (a client
-    that makes requests gpuledger's httpx and boto3 hooks do not see calls this before each)."""
+    """Raise EnrichmentTimeout when the enrichment running in this thread is past its time."""
     running = _ENRICHMENT_DEADLINE.get()
     if running is not None and time.monotonic() > running[1]:
         raise EnrichmentTimeout(f"{running[0]}: timed out")
 
 
-# -- paging ---------------------------------------------------------------------------------------
-
-# How the next page is asked for: given the answer, the items it held and the request that got it,
-# the next request ({"path", "params", "json"}) or None when the listing is complete.
+# (answer, its items, the request {"path", "params", "json"}) -> the next request, or None at the end.
 NextPage = Callable[[Any, list[Any], dict[str, Any]], "dict[str, Any] | None"]
 
 
 def next_link(link: Callable[[Any], str | None], host: str) -> NextPage:
-    """Follow the answer's link to the next page (OData NextPageLink, JSON:API links.next), which
-    must stay on `host`: a link elsewhere is refused, never followed with our credentials."""
+    """Follow the answer's next-page link, which must stay on `host` (our credentials go with it)."""
     expected = urlsplit(f"//{host}")
 
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
@@ -320,9 +278,8 @@ def page_number(param: str = "page", start: int = 1) -> NextPage:
     return following
 
 
-# boto3 clients are made under one lock (a boto3 Session is not thread-safe) from one session per
-# scrape; every session of the process shares one botocore loader, so each service model (read-only
-# JSON) is parsed once, not once per client. Credentials stay per session (the standard chain).
+# boto3 clients are made under one lock (a Session is not thread-safe); every session shares one
+# botocore loader, so each service model is parsed once per process.
 _BOTO_LOCK = threading.Lock()
 _BOTO_LOADER: Any = None
 
@@ -342,10 +299,8 @@ def _new_boto_session() -> Any:
 
 
 def parse_api_timestamp(value: Any) -> datetime:
-    """A timestamp of an AWS answer, timezone-aware: the ISO 8601 the EC2 API writes
-    ('2026-11-30T03:00:00.000Z') by the standard library, anything else by botocore's parser.
-    botocore's default goes through dateutil, the largest cost of a world-scale spot price
-    history (75,239 Timestamps): the same instants, many times faster."""
+    """An AWS timestamp, timezone-aware: ISO 8601 by the standard library (many times faster than
+    botocore's dateutil parser on a large spot price history), anything else by botocore."""
     if isinstance(value, str):
         try:
             stamp = datetime.fromisoformat(value)
@@ -365,12 +320,9 @@ class SourceContext:
     mode: str = "live"  # live | replay | record
     replay_urls: dict[str, str] = field(default_factory=dict)  # host -> loopback base URL
     settings: dict[str, Any] = field(default_factory=dict)
-    # Where each incremental stream of this source resumes: stream key (the source names it) ->
-    # ISO timestamp of the newest observation the warehouse holds. The flow reads it from the
-    # warehouse before the scrape; a missing key means a first run (the source backfills).
+    # Incremental stream key -> ISO timestamp of the newest stored observation (missing: backfill).
     since: dict[str, str] = field(default_factory=dict)
-    # What proved this source's answers current at its last loaded fetch (key -> an ETag and
-    # Last-Modified date, a version; warehouse.validators), and what this fetch's answers carry.
+    # key -> ETag/Last-Modified or version of the last loaded fetch, and of this fetch.
     validators: dict[str, str] = field(default_factory=dict)
     new_validators: dict[str, str] = field(default_factory=dict)
     bytes_fetched: int = 0  # response bodies as received, every client
@@ -387,17 +339,13 @@ class SourceContext:
     repeated_keys: list[RepeatedKey] = field(default_factory=list)
     _boto_session: Any = field(default=None, repr=False, compare=False)
 
-    # -- where to send requests -------------------------------------------------
     def upstream_url(self, host: str) -> str:
         """Base URL of `host` itself (live) or of its replay server."""
-        if self.mode == "replay" or (self.mode == "record" and self.replay_urls):
-            try:
-                return self.replay_urls[host]
-            except KeyError:
-                raise SourceError(
-                    f"{self.provider}: the recording has no exchanges for host {host}"
-                ) from None
-        return f"https://{host}"
+        if self.reaches_provider:
+            return f"https://{host}"
+        if host not in self.replay_urls:
+            raise SourceError(f"{self.provider}: the recording has no exchanges for host {host}")
+        return self.replay_urls[host]
 
     def url(self, host: str) -> str:
         """Base URL a plain HTTP client should use for `host` (no trailing slash)."""
@@ -407,8 +355,7 @@ class SourceContext:
         return self.upstream_url(host)
 
     def guarded_url(self, host: str) -> str:
-        """Base URL for a client whose requests gpuledger does not send itself (the google clients):
-        a loopback proxy that bounds each answer and keeps redirects on their origin (bounds.py)."""
+        """Base URL for a client gpuledger does not send for (google's): a bounding loopback proxy."""
         if self.proxy is None:
             self.proxy = RecordingProxy(None, self.upstream_url, timeout=self.http_timeout_s + 5,
                                         limit=self.answer_limit)
@@ -420,11 +367,8 @@ class SourceContext:
         return bounds.answer_limit(self.provider)
 
     def boto_endpoint(self, host: str) -> str | None:
-        """endpoint_url of a boto3 client for `host`: None (boto3's own, signed for the real host) when
-        the real provider is reached; the replay server's loopback URL otherwise."""
-        if self.mode == "live" or (self.mode == "record" and not self.replay_urls):
-            return None
-        return self.upstream_url(host)
+        """endpoint_url of a boto3 client: None (boto3's own) when the real provider is reached."""
+        return None if self.reaches_provider else self.upstream_url(host)
 
     @property
     def config(self) -> Settings:
@@ -435,8 +379,8 @@ class SourceContext:
             raise SourceError(f"{self.provider}: invalid settings: {err}") from None
 
     def select_regions(self, available: "Iterable[str]", live_defaults: "Iterable[str]", listed_in: str) -> list[str]:
-        """Regions to scrape: setting `<provider>_regions` ("all" or a comma list); else, live,
-        `live_defaults` (GPU regions), and under replay/record every region the source lists."""
+        """Regions to scrape: setting `<provider>_regions` ("all" or a comma list); else `live_defaults`
+        live, every region listed under replay/record."""
         wanted = getattr(self.config, f"{self.provider}_regions")
         avail = sorted(set(available))
         if wanted is None:
@@ -450,18 +394,13 @@ class SourceContext:
             raise SourceError(f"{self.provider}: regions {unknown} are not in {listed_in}")
         return names
 
-    # -- clients ---------------------------------------------------------------
     def boto_client(self, service: str, region: str, host: str, **kwargs: Any) -> Any:
         """A real boto3 client; pointed at loopback under replay, recorded under record."""
         from botocore.config import Config
 
         endpoint = self.boto_endpoint(host)
-        config = Config(
-            retries=self.retry_policy.botocore_retries(),
-            connect_timeout=min(self.http_timeout_s, 15),
-            read_timeout=self.http_timeout_s,
-            user_agent_extra="gpuledger/0.1",
-        )
+        config = Config(retries=self.retry_policy.botocore_retries(), connect_timeout=min(self.http_timeout_s, 15),
+                        read_timeout=self.http_timeout_s, user_agent_extra="gpuledger/0.1")
         with _BOTO_LOCK:
             if self._boto_session is None:
                 self._boto_session = _new_boto_session()
@@ -495,10 +434,8 @@ class SourceContext:
 
     def get(self, client: httpx.Client, host: str, path: str, conditional: bool = False,
             **kwargs: Any) -> httpx.Response:
-        """GET under the retry policy (transport errors, 429 and 5xx), its answer bounded (bounds.py);
-        SourceError when it gives up. conditional=True, for the one answer a source's data is made
-        of: the request carries the ETag and Last-Modified date of the last loaded fetch, a 304
-        raises Unchanged, the answer's are kept."""
+        """GET under the retry policy, its answer bounded; SourceError when it gives up. conditional=True
+        sends the last loaded fetch's ETag/Last-Modified (a 304 raises Unchanged) and keeps the new ones."""
         key = f"{host}{path}"
         before = json.loads(self.validators.get(key, "{}")) if conditional else {}
         asked = {h: before[v] for h, v in (("If-None-Match", "etag"), ("If-Modified-Since", "last-modified"))
@@ -515,8 +452,7 @@ class SourceContext:
         return resp
 
     def unless_unchanged(self, key: str, validator: str, what: str) -> None:
-        """Keep `validator` of `key` (a price list's versions) for the next fetch; raise Unchanged when
-        it is the one of the last loaded fetch."""
+        """Keep `validator` of `key` for the next fetch; Unchanged when the last loaded fetch had it."""
         self.new_validators[key] = validator
         if self.validators.get(key) == validator:
             raise Unchanged(f"{self.provider}: {what} unchanged since the last loaded fetch")
@@ -525,9 +461,6 @@ class SourceContext:
         with _registered_lock:
             self.bytes_fetched += n
 
-    def post(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> httpx.Response:
-        return self.send(client, "POST", host, path, **kwargs)
-
     def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
         def fetch() -> httpx.Response:
             request = client.build_request(method, self.url(host) + path, **kwargs)
@@ -535,41 +468,48 @@ class SourceContext:
         return self._with_retries(fetch, host, path)
 
     def get_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
-        """GET under the retry policy, the answer parsed as JSON (SourceError when it is not)."""
         return self.json_of(self.get(client, host, path, **kwargs), host, path)
 
     def post_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
-        return self.json_of(self.post(client, host, path, **kwargs), host, path)
+        return self.json_of(self.send(client, "POST", host, path, **kwargs), host, path)
 
     def json_of(self, resp: httpx.Response, host: str, path: str) -> Any:
-        """The answer parsed by parse_json: a repeated key's later values go to `repeated_keys`."""
         try:
-            return self.parse_json(resp.content, f"{host}{path}")
+            return parse_json(resp.content, f"{host}{path}", self.repeated_keys)
         except ValueError:
             raise SourceError(f"{self.provider}: {host}{path} did not answer JSON "
                               f"(starts {resp.text[:80]!r})") from None
 
-    def parse_json(self, data: bytes | str, where: str) -> Any:
-        """JSON from this source (ValueError when it is not), repeated keys noted (parse_json)."""
-        return parse_json(data, where, self.repeated_keys)
-
-    def stream_lines(self, client: httpx.Client, host: str, path: str) -> Iterator[str]:
-        """Stream a text body line by line: memory stays flat whatever the size. No source uses it
-        today; kept as the text-decoding baseline that bench/ingest.py measures stream_bytes against."""
-        return self._stream(client, host, path, _lines)
-
     def stream_bytes(self, client: httpx.Client, host: str, path: str) -> Iterator[bytes]:
-        """Stream a body as raw (content-decoded) byte chunks of any size, for parsers that split
-        lines themselves faster than httpx's text decoding can."""
-        return self._stream(client, host, path, iter)
+        """A GET's body as decoded byte chunks: its status line is retried; once the body flows a
+        failure is final (a retry would hand the consumer pieces it has already seen)."""
+        url, limit = self.url(host) + path, self.answer_limit
+
+        def open_stream() -> httpx.Response:
+            check_deadline()
+            deadline[0] = time.monotonic() + self.http_timeout_s
+            resp = bounds.within(self.http_timeout_s,
+                                 lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
+            self.requests_made += 1
+            if resp.status_code >= 400:
+                _raise_for(self.provider, host, path,
+                           bounds.materialized(resp, limit, deadline[0], on_received=self.count_bytes))
+            return resp
+
+        deadline = [0.0]
+        resp = self._with_retries(open_stream, host, path, count=False)
+        try:
+            yield from bounds.chunks(resp, limit, deadline[0], streamed=True)
+        except (httpx.TransportError, bounds.AnswerRefused) as err:
+            raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
+        finally:
+            resp.close()
+            self.count_bytes(resp.num_bytes_downloaded)
 
     def enrich(self, name: str, fetch: Callable[..., Any], *args: Any, timeout_s: float = 600.0,
                default: Any = None, **kwargs: Any) -> Any:
-        """`fetch(*args, **kwargs)` as the enrichment `name` (ProviderSpec.enrichments): its failure,
-        or its running past `timeout_s`, costs only itself. The reason is kept in `degraded` (the
-        run is then marked degraded and the warehouse keeps what the enrichment last gave) and
-        `default` is returned. Missing credentials are not a failure of an enrichment: they
-        propagate."""
+        """`fetch(*args, **kwargs)` as the enrichment `name`: a failure or timeout returns `default` and
+        records the reason in `degraded`; missing credentials propagate."""
         token = _ENRICHMENT_DEADLINE.set((name, time.monotonic() + timeout_s))
         try:
             return fetch(*args, **kwargs)
@@ -587,10 +527,8 @@ class SourceContext:
     def paginate(self, client: httpx.Client, host: str, path: str, items: Callable[[Any], list[Any]],
                  next_page: NextPage, *, method: str = "GET", params: dict[str, Any] | None = None,
                  json: Any = None, what: str | None = None, cap: str = "max_pages") -> Iterator[Any]:
-        """Every item of a paged listing: `items(answer)` of each page, `next_page` choosing the next
-        request (next_link, cursor, page_number, or the source's own) or ending the listing. A
-        repeated request or more pages than the setting `cap` allows is a paging loop: SourceError.
-        The pages read are counted in `pages` under `what` and noted on the run."""
+        """Every item of a paged listing (`items(answer)` per page, `next_page` choosing the next
+        request); a repeated request or more pages than setting `cap` is SourceError. Pages count in `pages`."""
         what = what or f"{host}{path}"
         limit = getattr(self.config, cap)
         request: dict[str, Any] = {"path": path, "params": dict(params or {}), "json": json}
@@ -619,33 +557,6 @@ class SourceContext:
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(attempts=self.http_attempts, wait_max_s=self.retry_wait_max_s, budget_s=self.retry_budget_s)
 
-    def _stream(self, client: httpx.Client, host: str, path: str,
-                chunks: Callable[[Iterator[bytes]], Iterator[Any]]) -> Iterator[Any]:
-        """The answer's status line and headers are retried like any request; once its body
-        flows, a failure is final: a retry would hand the consumer pieces it has already seen."""
-        url, limit = self.url(host) + path, self.answer_limit
-
-        def open_stream() -> httpx.Response:
-            check_deadline()
-            deadline[0] = time.monotonic() + self.http_timeout_s
-            resp = bounds.within(self.http_timeout_s,
-                                 lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
-            self.requests_made += 1
-            if resp.status_code >= 400:
-                _raise_for(self.provider, host, path,
-                           bounds.materialized(resp, limit, deadline[0], on_received=self.count_bytes))
-            return resp
-
-        deadline = [0.0]
-        resp = self._with_retries(open_stream, host, path, count=False)
-        try:
-            yield from chunks(bounds.chunks(resp, limit, deadline[0], streamed=True))
-        except (httpx.TransportError, bounds.AnswerRefused) as err:
-            raise SourceError(f"{self.provider}: GET {host}{path} failed: {type(err).__name__}: {err}") from err
-        finally:
-            resp.close()
-            self.count_bytes(resp.num_bytes_downloaded)
-
     def _with_retries(self, call: Callable[[], httpx.Response], host: str, path: str,
                       count: bool = True) -> httpx.Response:
         def before_sleep(state: RetryCallState) -> None:
@@ -664,30 +575,12 @@ class SourceContext:
             lambda e: isinstance(e, (httpx.TransportError, RetryableAnswer)), before_sleep)
         try:
             return retrying(attempt)
-        except RetryableAnswer as err:
-            raise SourceError(f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: {err}") from err
         except bounds.AnswerRefused as err:
             raise SourceError(f"{self.provider}: {host}{path}: {err}") from None
-        except httpx.TransportError as err:
-            raise SourceError(
-                f"{self.provider}: {host}{path} failed after {_tries(retrying)} attempts: "
-                f"{type(err).__name__}: {err}"
-            ) from err
-
-
-def _tries(retrying: Retrying) -> int:
-    return int(retrying.statistics.get("attempt_number", 1))
-
-
-def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
-    """The text lines of a UTF-8 body given in chunks."""
-    decode, rest = codecs.getincrementaldecoder("utf-8")().decode, ""
-    for chunk in chunks:
-        *lines, rest = (rest + decode(chunk)).split("\n")
-        yield from (line.rstrip("\r") for line in lines)
-    rest += decode(b"", True)
-    if rest:
-        yield rest
+        except (RetryableAnswer, httpx.TransportError) as err:
+            tries = int(retrying.statistics.get("attempt_number", 1))
+            detail = err if isinstance(err, RetryableAnswer) else f"{type(err).__name__}: {err}"
+            raise SourceError(f"{self.provider}: {host}{path} failed after {tries} attempts: {detail}") from err
 
 
 # Field names an API would use to say which currency its prices are in.
@@ -695,8 +588,7 @@ CURRENCY_FIELDS = ("currency", "currencyCode", "currency_code", "price_currency"
 
 
 def as_number(value: Any, what: str, error: type[Exception]) -> float:
-    """A JSON number or numeric text ("2.19") as a float; anything else raises `error` naming
-    `what` and the value (a boolean is not a number)."""
+    """A JSON number or numeric text ("2.19") as a float; anything else (a boolean too) raises `error`."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise error(f"{what} {value!r} is not a number")
     try:
@@ -706,8 +598,7 @@ def as_number(value: Any, what: str, error: type[Exception]) -> float:
 
 
 def stated_currency(record: Any) -> str | None:
-    """The currency a record says its prices are in, if it says one (APIs that publish bare USD
-    numbers today, like Lambda's, RunPod's and Vast's, would gain such a field first)."""
+    """The currency a record says its prices are in, if it says one."""
     if not isinstance(record, dict):
         return None
     for name in CURRENCY_FIELDS:
@@ -721,12 +612,8 @@ MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
 def drift_guard(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a parser of a provider's answer: a malformed answer that slips past its checks
-    (a field of the wrong type, a list where an object was) raises SchemaDriftError naming `what`,
-    never a bare KeyError/TypeError that would reach the flow without a provider's name. A parser
-    still quarantines a single bad record itself; this is the net for the whole answer."""
-    import functools
-
+    """Decorate a parser: a malformed answer that slips past its checks raises SchemaDriftError
+    naming `what`, never a bare KeyError/TypeError without a provider's name."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:

@@ -1,10 +1,6 @@
-"""Every answer bounded, every redirect kept on its origin.
-
-A request gets its whole answer within a wall-clock deadline (a server dripping a byte at a time
-cannot stretch it: the request runs in a worker thread the caller stops waiting for) and within the
-source's byte limit, counted on the wire and after decompression (a 1 MB gzip body may inflate to
-1 GiB). A redirect is followed only to the same scheme, host and port: the credentials a source sends
-(X-API-Key headers, OAuth client secrets in a 307's body) stay with the host they were meant for.
+"""Every answer bounded, every redirect kept on its origin: a wall-clock deadline (a server dripping
+bytes cannot stretch it), a byte limit on the wire and after decompression, and redirects followed only
+to the same scheme, host and port, so credentials stay with their host.
 """
 
 from __future__ import annotations
@@ -17,10 +13,8 @@ import httpx
 
 T = TypeVar("T")
 MAX_REDIRECTS = 5
-# A streamed body (an AWS price list of hundreds of MB) may take minutes: its deadline grows with
-# what it delivered, one second per STREAM_MIN_RATE bytes, on top of the request's own.
+# A streamed body's deadline grows by one second per STREAM_MIN_RATE bytes it delivered.
 STREAM_MIN_RATE = 256 * 1024
-# Headers of an answer that describe its transfer, not its content: a materialized answer drops them.
 TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
@@ -33,8 +27,8 @@ def origin(url: httpx.URL) -> tuple[str, str, int | None]:
 
 
 def within(seconds: float, work: Callable[[], T]) -> T:
-    """`work()` in a daemon thread; httpx.ReadTimeout when it has not finished after `seconds` (its
-    thread is left to end by itself; a response it still opens is closed)."""
+    """`work()` in a daemon thread; httpx.ReadTimeout when it has not finished after `seconds` (a
+    response the abandoned thread still opens is closed)."""
     lock, done, box = threading.Lock(), threading.Event(), []
 
     def run() -> None:
@@ -63,8 +57,7 @@ def within(seconds: float, work: Callable[[], T]) -> T:
 
 
 def open_answer(client: httpx.Client, request: httpx.Request, limit: int) -> httpx.Response:
-    """The answer to `request`, its body not read yet, after following redirects on the request's
-    origin (the client must not follow them itself)."""
+    """The answer to `request`, body unread, after following redirects on the request's origin."""
     resp = client.send(request, stream=True)
     for _ in range(MAX_REDIRECTS + 1):
         following = resp.next_request
@@ -99,8 +92,7 @@ def chunks(resp: httpx.Response, limit: int, deadline: float, streamed: bool = F
 
 def materialized(resp: httpx.Response, limit: int, deadline: float,
                  on_received: Callable[[int], None] | None = None) -> httpx.Response:
-    """`resp` (opened with stream=True) read whole within `limit` and `deadline`, and closed;
-    `on_received` is told the bytes that came over the wire."""
+    """`resp` (streamed) read whole within `limit` and `deadline`; `on_received` gets the wire bytes."""
     try:
         body = b"".join(chunks(resp, limit, deadline))
     finally:
@@ -119,7 +111,6 @@ def fetch(client: httpx.Client, request: httpx.Request, limit: int, timeout_s: f
 
 
 def answer_limit(provider: str) -> int:
-    """The most bytes one answer to `provider` may hold (ProviderSpec.max_answer_mb)."""
     from gpuledger.adapters.contract import ProviderSpec
     from gpuledger.adapters.registry import UnknownProviderError, spec
 

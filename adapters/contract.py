@@ -1,11 +1,5 @@
-"""What a source is: the one typed declaration every provider module makes.
-
-A source module (an API adapter in `adapters/` or a page source in `spiders/`) declares
-`PROVIDER = ProviderSpec(...)` and defines `fetch(ctx) -> Batch`; the registry
-(`gpuledger.adapters.registry`) lists it with one line. Everything else that needs to know
-about providers (secret redaction, the fault matrix, the nightly workflow's secrets, the docs'
-provider tables, `status`, the report) reads these specs, so a new provider is four places:
-its module, its recordings, its tests and its registry line.
+"""What a source is: every provider module declares `PROVIDER = ProviderSpec(...)` and defines
+`fetch(ctx) -> Batch`; redaction, the fault matrix, the workflow's secrets and the docs read these specs.
 """
 
 from __future__ import annotations
@@ -24,22 +18,17 @@ class AnomalyThresholds(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # A scrape with fewer rows than this share of the last good run's is held back. None: the
-    # warehouse's default (AnomalyPolicy.min_row_ratio, 0.75). Sources whose rows follow live
-    # capacity (Lambda's regions, Vast.ai's hosts) set it lower.
+    # A scrape with fewer rows than this share of the last good run's is held back (None: 0.75).
     min_row_ratio: float | None = Field(default=None, gt=0, le=1)
 
 
 class Enrichment(BaseModel):
-    """An optional part of a source: what its core offers gain from a further answer (spot prices,
-    interruption rates, commitments, capacity blocks, stock levels). When it fails or runs past
-    `timeout_s`, the scrape still succeeds: the run is marked degraded with the reason, and the
-    warehouse keeps what the enrichment last gave (the rows of the purchase options and the values
-    of the columns it owns stay as they were)."""
+    """An optional part of a source (spot prices, commitments, stock levels): when it fails or times
+    out the run is degraded and the warehouse keeps the options' rows and columns it last gave."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)  # as the run's `degraded` column names it: "capacity blocks"
+    name: str = Field(min_length=1)  # as the run's `degraded` column names it
     options: tuple[str, ...] = ()  # purchase options whose offers only this enrichment yields
     columns: tuple[str, ...] = ()  # offer columns only this enrichment fills
     timeout_s: float = Field(default=600.0, gt=0)
@@ -54,23 +43,15 @@ class ProviderSpec(BaseModel):
     # "api": a provider's API through its client; "page": a web page through scrapy.
     source_kind: SourceKind
     needs_browser: bool = False  # the page is rendered by JavaScript: Chromium must be found first
-    # Environment variables whose values are secrets (the provider's standard names). Their values
-    # are cut out of every message, record and recording.
+    # Environment variables whose values are secrets: cut out of every message, record and recording.
     secret_env_vars: tuple[str, ...] = ()
-    # The repository secrets the nightly workflow passes for this source; None: its
-    # secret_env_vars. Differs where the workflow turns a secret into something else (GCP: a
-    # service-account key written to a file for Application Default Credentials).
+    # The repository secrets the nightly workflow passes (None: secret_env_vars).
     nightly_secrets: tuple[str, ...] | None = None
-    # False where prices are public and a key only adds data (AWS's public price list, RunPod).
-    credentials_required: bool = False
-    # Its client waits as long as a 429's Retry-After asks before trying again (the fault matrix
-    # holds it to that); scrapy's retry middleware does not, so page sources say False.
-    honours_retry_after: bool = True
+    credentials_required: bool = False  # False where prices are public and a key only adds data
+    honours_retry_after: bool = True  # scrapy's retry middleware does not: page sources say False
     anomaly: AnomalyThresholds = AnomalyThresholds()
-    # The most MB one answer may hold, on the wire or decompressed (adapters/bounds.py).
-    max_answer_mb: float = Field(default=64, gt=0)
-    # A refresh unit of another provider that loads side tables only (capacity blocks): its run never
-    # merges offers, egress or storage, so it leaves the provider's rows as they are.
+    max_answer_mb: float = Field(default=64, gt=0)  # on the wire or decompressed (bounds.py)
+    # A refresh unit of another provider that loads side tables only: it never merges offers.
     side_tables_only: bool = False
     enrichments: tuple[Enrichment, ...] = ()
     facts: ProviderFacts
@@ -82,7 +63,6 @@ class ProviderSpec(BaseModel):
         return self
 
     def batch(self) -> Batch:
-        """An empty batch of this source's records, its facts filling each offer's billing terms."""
         return Batch(self.name, self.facts)
 
     def enrichment(self, name: str) -> Enrichment:
@@ -97,7 +77,5 @@ class ProviderSpec(BaseModel):
         return self.secret_env_vars if self.nightly_secrets is None else self.nightly_secrets
 
     def facts_row(self) -> dict:
-        """The `providers` table row of this source (source_urls as a list)."""
-        row = {"provider": self.name, **self.facts.model_dump()}
-        row["source_urls"] = list(self.facts.source_urls)
-        return row
+        """The `providers` table row of this source."""
+        return {"provider": self.name, **self.facts.model_dump(), "source_urls": list(self.facts.source_urls)}

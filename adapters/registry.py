@@ -1,10 +1,4 @@
-"""The registry: every source gpuledger knows, one line each, name -> module.
-
-Modules are imported on first use. Each declares `PROVIDER` (a `ProviderSpec` whose name is its
-key here) and `fetch(ctx) -> Batch`. The redaction reads every spec once per process
-(`secret_env_vars`), and a refresh's child processes take the names from the refresh; a module
-that fails to import there is reported and leaves the others covered.
-"""
+"""The registry: every source gpuledger knows, name -> module (imported on first use)."""
 
 from __future__ import annotations
 
@@ -54,9 +48,8 @@ SOURCES: dict[str, str] = {
 }
 
 
-# Parts of a provider refreshed on a cadence of their own (flows/cadence.py): run and loaded like a
-# source, but no source of offers, so not in SOURCES (a full refresh, the provider tables and the
-# fault matrix cover the provider itself, which fetches the same data in its own scrape).
+# Parts of a provider refreshed on a cadence of their own (flows/cadence.py): run like a source, but
+# no source of offers, so not in SOURCES.
 UNITS: dict[str, str] = {
     "aws_capacity_blocks": "gpuledger.adapters.aws.capacity_blocks",
 }
@@ -70,8 +63,7 @@ def source_module(name: str) -> ModuleType:
     try:
         path = SOURCES[name] if name in SOURCES else UNITS[name]
     except KeyError:
-        raise UnknownProviderError(
-            f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}") from None
+        raise UnknownProviderError(f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}") from None
     return importlib.import_module(path)
 
 
@@ -88,11 +80,8 @@ _secret_env_vars: tuple[str, ...] | None = None
 
 
 def secret_env_vars() -> tuple[str, ...]:
-    """The secret environment variables of every registered source, for the redaction.
-
-    A source whose module cannot be imported cannot run either; it is left out with a warning
-    (and asked again next time) rather than leaving every other source's messages unredacted.
-    """
+    """The secret environment variables of every registered source, for the redaction. A module that
+    does not import is left out with a warning (and asked again next time)."""
     global _secret_env_vars
     if _secret_env_vars is not None:
         return _secret_env_vars
@@ -111,8 +100,6 @@ def secret_env_vars() -> tuple[str, ...]:
 
 
 def adopt_secret_env_vars(names: tuple[str, ...]) -> None:
-    """Take `secret_env_vars()` as another process of this refresh found it: a fetch or crawl
-    child would otherwise import every source module, a page source's Scrapy and Twisted with
-    them, only to learn these names (20 MB and more in each child)."""
+    """Take `secret_env_vars()` from the refresh: a child would otherwise import every source module."""
     global _secret_env_vars
     _secret_env_vars = tuple(names)

@@ -1,10 +1,7 @@
-"""Loopback HTTP replay and recording of provider exchanges.
+"""Loopback HTTP replay and recording of provider exchanges (format: docs/recordings.md).
 
-`ReplayServer` answers real clients (boto3, httpx, google clients, scrapy) on
-127.0.0.1, one port per recorded host, from `<dir>/<provider>/manifest.json`
-(format: docs/recordings.md). `RecordingProxy` sits in front of an upstream
-(the live provider, or a replay server in tests) and writes every exchange it
-forwards into the same layout, so a recording can be replayed later.
+`ReplayServer` answers real clients on 127.0.0.1, one port per recorded host; `RecordingProxy`
+forwards to an upstream and writes every exchange into the same layout.
 """
 
 from __future__ import annotations
@@ -26,31 +23,18 @@ from pydantic import BaseModel, Field, ValidationError
 from gpuledger.adapters import bounds
 
 # Never recorded, never matched: they change on every call or carry secrets.
-VOLATILE_PARAMS = frozenset(
-    {
-        "StartTime",
-        "EndTime",
-        "StartDateRange",  # DescribeCapacityBlockOfferings: the next 8 weeks from the moment asked
-        "EndDateRange",
-        "X-Amz-Date",
-        "X-Amz-Signature",
-        "X-Amz-Credential",
-        "X-Amz-Security-Token",
-        "key",
-        "api_key",
-        "access_token",
-    }
-)
+VOLATILE_PARAMS = frozenset({
+    "StartTime", "EndTime", "StartDateRange", "EndDateRange", "X-Amz-Date", "X-Amz-Signature",
+    "X-Amz-Credential", "X-Amz-Security-Token", "key", "api_key", "access_token",
+})
 # Response headers that describe one transfer, not the content.
 HOP_HEADERS = frozenset(
     {"content-length", "transfer-encoding", "connection", "content-encoding", "date", "server", "keep-alive"}
 )
-# Response headers a recording keeps besides the content type: what a client's next conditional
-# request (If-None-Match, If-Modified-Since) is answered against.
+# Kept besides the content type: what a conditional request is answered against.
 VALIDATOR_HEADERS = ("etag", "last-modified")
 BUNDLED_RECORDINGS = Path(__file__).parent / "recordings"
-# A body file larger than this is streamed from disk (a .gz one decompressed chunk by chunk), so
-# a replay of bodies of hundreds of MB holds one chunk of each in memory, not the whole body.
+# A body file larger than this (or gzipped) is streamed from disk one chunk at a time.
 STREAM_MIN_BYTES = 1 << 20
 STREAM_CHUNK_BYTES = 1 << 20
 MAX_BODY_BYTES = 1 << 30  # the most a body read whole (a hook's, a test's) may hold
@@ -88,9 +72,8 @@ def parse_request(method: str, target: str, headers: dict[str, str], body: bytes
 
 
 def not_modified(req: Request, headers: dict[str, str]) -> bool:
-    """Whether a GET of an answer with these headers is answered 304 Not Modified, as an origin
-    server decides (RFC 9110, 13.1.2 and 13.1.3): If-None-Match first, by weak comparison of entity
-    tags; only without it, If-Modified-Since against Last-Modified."""
+    """Whether a GET is answered 304 (RFC 9110 13.1.2-3): If-None-Match by weak comparison, else
+    If-Modified-Since against Last-Modified."""
     from email.utils import parsedate_to_datetime
 
     have = {k.lower(): v for k, v in headers.items()}
@@ -109,26 +92,18 @@ def not_modified(req: Request, headers: dict[str, str]) -> bool:
 
 
 def _json_subset(want: Any, got: Any) -> bool:
+    """`want` is in `got`: a None value means the key is absent, a list's items are each found."""
     if isinstance(want, dict):
-        if not isinstance(got, dict):
-            return False
-        for k, v in want.items():
-            if v is None:
-                if k in got:
-                    return False
-            elif k not in got or not _json_subset(v, got[k]):
-                return False
-        return True
+        return isinstance(got, dict) and all(k not in got if v is None else k in got and _json_subset(v, got[k])
+                                             for k, v in want.items())
     if isinstance(want, list):
         return isinstance(got, list) and all(any(_json_subset(w, g) for g in got) for w in want)
     return want == got
 
 
 def _count_leaves(doc: Any) -> int:
-    if isinstance(doc, dict):
-        return sum(_count_leaves(v) for v in doc.values()) or 1
-    if isinstance(doc, list):
-        return sum(_count_leaves(v) for v in doc) or 1
+    if isinstance(doc, (dict, list)):
+        return sum(map(_count_leaves, doc.values() if isinstance(doc, dict) else doc)) or 1
     return 1
 
 
@@ -146,31 +121,16 @@ class Exchange:
     @property
     def specificity(self) -> int:
         m = self.match
-        return (
-            len(m.get("params", {}))
-            + len(m.get("headers", {}))
-            + len(m.get("body_contains", []))
-            + (_count_leaves(m["json"]) if "json" in m else 0)
-        )
+        return (len(m.get("params", {})) + len(m.get("headers", {})) + len(m.get("body_contains", []))
+                + (_count_leaves(m["json"]) if "json" in m else 0))
 
     def matches(self, req: Request) -> bool:
-        if req.method != self.method.upper() or req.path != self.path:
-            return False
-        for k, v in self.match.get("params", {}).items():
-            if v is None:
-                if k in req.params:
-                    return False
-            elif req.params.get(k) != v:
-                return False
-        for k, v in self.match.get("headers", {}).items():
-            if req.headers.get(k.lower()) != v:
-                return False
-        for s in self.match.get("body_contains", []):
-            if s.encode() not in req.body:
-                return False
-        if "json" in self.match and not _json_subset(self.match["json"], req.json_body()):
-            return False
-        return True
+        m = self.match
+        return (req.method == self.method.upper() and req.path == self.path
+                and _json_subset(m.get("params", {}), req.params)
+                and all(req.headers.get(k.lower()) == v for k, v in m.get("headers", {}).items())
+                and all(s.encode() in req.body for s in m.get("body_contains", []))
+                and ("json" not in m or _json_subset(m["json"], req.json_body())))
 
     def body(self) -> bytes:
         """The whole body; RecordingError past MAX_BODY_BYTES (a .gz file may inflate a thousandfold)."""
@@ -188,9 +148,8 @@ class Exchange:
 
 @dataclass(frozen=True)
 class FileBody:
-    """A recorded body served from its file in chunks. A .gz file is decompressed as it is
-    sent, so its served length is unknown until the end: it goes out with chunked transfer
-    encoding; a plain file goes out with its size as Content-Length."""
+    """A recorded body served from its file in chunks; a .gz one is decompressed as it is sent
+    (chunked transfer encoding, its length unknown)."""
 
     path: Path
 
@@ -229,17 +188,13 @@ class _Exchange(BaseModel):
 
 
 class _Manifest(BaseModel):
-    """A manifest as docs/recordings.md describes it; other top-level keys (provider, recorded_at,
-    notes) are the recording's own."""
-
     settings: dict[str, Any] = {}
     exchanges: list[_Exchange] = []
 
 
 def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
-    """The manifest's document and exchanges; RecordingError (one line) for a missing folder, a
-    manifest that is not JSON or not of the documented shape, or a body file that is missing or
-    lies outside the provider's folder (a recording is data: it names no other file)."""
+    """The manifest's document and exchanges; a one-line RecordingError for a missing or malformed
+    manifest, or a body file missing or outside the provider's folder."""
     path = provider_dir / "manifest.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -266,11 +221,8 @@ def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
     return doc, exchanges
 
 
-# A hook may replace or alter any response: (host, request, exchange|None) -> (status, headers, body) | None.
-# The fault-injection tests use it; None means "answer from the recording".
+# (host, request, exchange|None) -> (status, headers, body) replacing the answer, or None (the recording's).
 ResponseHook = Callable[[str, Request, "Exchange | None"], "tuple[int, dict[str, str], bytes] | None"]
-
-
 Answer = Callable[[str, Request], "tuple[int, dict[str, str], bytes | FileBody]"]
 # Told after each answer: (host, request, body bytes sent).
 SentHook = Callable[[str, Request, int], None]
@@ -298,20 +250,14 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
             else:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                sent = 0
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
-                    sent = len(payload)
+                sent = 0 if self.command == "HEAD" else len(payload)
+                self.wfile.write(payload[:sent])
             if on_sent is not None:
                 on_sent(host, req, sent)
 
         def _stream(self, body: FileBody) -> int:
-            length = body.length
-            chunked = length is None
-            if chunked:
-                self.send_header("Transfer-Encoding", "chunked")
-            else:
-                self.send_header("Content-Length", str(length))
+            chunked = body.length is None
+            self.send_header(*(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(body.length))))
             self.end_headers()
             if self.command == "HEAD":
                 return 0
@@ -346,36 +292,27 @@ class _HostServers:
     """One HTTP server per virtual host, all on 127.0.0.1."""
 
     def __init__(self) -> None:
-        self._servers: dict[str, ThreadingHTTPServer] = {}
-        self._threads: list[threading.Thread] = []
+        self.servers: dict[str, ThreadingHTTPServer] = {}
 
     def add(self, host: str, answer: Answer, on_sent: SentHook | None = None) -> str:
-        if host not in self._servers:
-            server = _Server(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
-            self._servers[host] = server
-            t = threading.Thread(target=server.serve_forever, name=f"replay-{host}", daemon=True)
-            t.start()
-            self._threads.append(t)
+        if host not in self.servers:
+            server = self.servers[host] = _Server(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
+            threading.Thread(target=server.serve_forever, name=f"replay-{host}", daemon=True).start()
         return self.url(host)
 
     def url(self, host: str) -> str:
-        return f"http://127.0.0.1:{self._servers[host].server_address[1]}"
-
-    @property
-    def hosts(self) -> list[str]:
-        return list(self._servers)
+        return f"http://127.0.0.1:{self.servers[host].server_address[1]}"
 
     def close(self) -> None:
-        # Each shutdown waits for its serve loop's next poll (up to half a second): with one
-        # server per host (30 and more for AWS alone) they are asked at once, not in turn.
-        stopping = [threading.Thread(target=s.shutdown, daemon=True) for s in self._servers.values()]
+        # Each shutdown waits up to half a second for its serve loop: all are asked at once.
+        stopping = [threading.Thread(target=s.shutdown, daemon=True) for s in self.servers.values()]
         for t in stopping:
             t.start()
         for t in stopping:
             t.join()
-        for s in self._servers.values():
+        for s in self.servers.values():
             s.server_close()
-        self._servers.clear()
+        self.servers.clear()
 
 
 class ReplayServer:
@@ -392,8 +329,7 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._hosts = _HostServers()
         names = providers if providers is not None else sorted(
-            p.name for p in self.root.iterdir() if (p / "manifest.json").exists()
-        )
+            p.name for p in self.root.iterdir() if (p / "manifest.json").exists())
         for name in names:
             doc, exchanges = load_manifest(self.root / name)
             self.settings[name] = doc.get("settings", {})
@@ -415,14 +351,11 @@ class ReplayServer:
         self._hosts.close()
 
     def endpoints(self) -> dict[str, str]:
-        return {h: self._hosts.url(h) for h in self._hosts.hosts}
+        return {h: self._hosts.url(h) for h in self._hosts.servers}
 
     def find(self, host: str, req: Request) -> Exchange | None:
-        best: Exchange | None = None
-        for ex in self.exchanges.get(host, []):
-            if ex.matches(req) and (best is None or ex.specificity > best.specificity):
-                best = ex
-        return best
+        found = [ex for ex in self.exchanges.get(host, []) if ex.matches(req)]
+        return max(found, key=lambda ex: ex.specificity, default=None)
 
     def _sent(self, host: str, req: Request, nbytes: int) -> None:
         with self._lock:
@@ -445,8 +378,7 @@ class ReplayServer:
 
 
 def write_endpoints(server: ReplayServer, path: Path) -> None:
-    """Save a started server's endpoints and recorded settings, for a refresh in another process
-    (`gpuledger refresh --replay --replay-endpoints FILE`) to send its clients to."""
+    """Save a started server's endpoints and settings for a refresh in another process (--replay-endpoints)."""
     doc = {"endpoints": server.endpoints(), "settings": server.settings}
     tmp = path.with_name(path.name + ".partial")
     tmp.write_text(json.dumps(doc, indent=1))
@@ -491,10 +423,8 @@ class Recorder:
             (self.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.out_dir / rel).write_bytes(body)
             keep = {k: v for k, v in headers.items() if k.lower() in ("content-type", *VALIDATOR_HEADERS)}
-            self.exchanges.append(
-                {"host": host, "method": req.method, "path": req.path, "match": match,
-                 "response": {"status": status, "headers": keep, "body_file": rel}}
-            )
+            self.exchanges.append({"host": host, "method": req.method, "path": req.path, "match": match,
+                                   "response": {"status": status, "headers": keep, "body_file": rel}})
 
     def write_manifest(self, settings: dict[str, Any], recorded_at: str) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -506,17 +436,9 @@ class Recorder:
 
 
 class RecordingProxy:
-    """Forwards each request to its upstream, bounded like any request of the source (bounds.py),
-    and records the exchange when it has a recorder.
-
-    `upstream(host)` gives the base URL to forward to: `https://<host>` for a
-    live recording, a ReplayServer's loopback URL in tests. Hosts are opened on
-    first use, since a source discovers them as it goes (one per AWS region).
-    Request headers (credentials included) are forwarded, never written. An answer
-    refused (too large, a redirect off its origin) is a 502 saying why; a failed
-    transfer drops the client's connection, as the upstream's would have.
-    Not for AWS SigV4 calls: a signature covers the host it was made for, so
-    boto3 clients are recorded with `record_boto_client` instead.
+    """Forwards each request to `upstream(host)`, bounded (bounds.py), recording the exchange when it
+    has a recorder. Hosts open on first use; request headers are forwarded, never written. A refused
+    answer is a 502 saying why; a failed transfer drops the connection. Not for SigV4 (record_boto_client).
     """
 
     def __init__(self, recorder: Recorder | None, upstream: Callable[[str], str], timeout: float = 300,
@@ -554,12 +476,8 @@ class RecordingProxy:
 
 
 def record_boto_client(client: Any, recorder: "Recorder", host: str) -> None:
-    """Record a boto3 client's exchanges from botocore's own events.
-
-    before-send hands us the signed request; response-received the raw body.
-    The request is stashed in the call's context dict between the two.
-    `host` is the provider's real host, even when the client talks to loopback.
-    """
+    """Record a boto3 client's exchanges under the real `host`: before-send stashes the signed
+    request in the call's context, response-received saves it with the raw body."""
 
     def before_send(request: Any, **_: Any) -> None:
         request.context["gpuledger_request"] = request
@@ -574,8 +492,8 @@ def record_boto_client(client: Any, recorder: "Recorder", host: str) -> None:
         body = sent.body if isinstance(sent.body, bytes) else (sent.body or "").encode()
         headers_sent = {k: v.decode("latin-1") if isinstance(v, bytes) else v for k, v in sent.headers.items()}
         req = parse_request(sent.method, parts.path + (f"?{parts.query}" if parts.query else ""), headers_sent, body)
-        headers = {k: v for k, v in response_dict.get("headers", {}).items()}
-        recorder.save(host, req, response_dict["status_code"], headers, response_dict.get("body") or b"")
+        recorder.save(host, req, response_dict["status_code"], dict(response_dict.get("headers", {})),
+                      response_dict.get("body") or b"")
 
     client.meta.events.register("before-send", before_send)
     client.meta.events.register("response-received", response_received)

@@ -1,20 +1,7 @@
-"""The one retry policy of every provider request, and its translation to each client library.
-
-A request (one URL, one page of a listing) is tried at most `attempts` times. Between tries
-the client waits what a 429/5xx answer's Retry-After says (seconds, or an HTTP date), else a
-jittered exponential backoff (full jitter: uniform in [0, initial * 2**n]); no wait exceeds
-`wait_max_s`, and no retry starts whose wait would end past `budget_s` seconds after the first
-try began. The same numbers drive:
-
-- httpx (`SourceContext.get/post/stream_*`): tenacity;
-- the Google clients: a `google.api_core.retry.Retry` (google's own backoff and deadline) passed
-  to each call and kept by the client's pager for every later page, plus an `on_error` hook that
-  enforces the attempt bound and Retry-After, which google-api-core's Retry does not;
-- boto3: botocore's `standard` retry mode with `total_max_attempts` (botocore keeps its own
-  jittered backoff and does not read Retry-After);
-- scrapy: `RETRY_TIMES` = attempts - 1 (spiders/settings.py).
-
-docs/reliability.md ("Retries") states the resulting bound on hits per endpoint per refresh.
+"""The one retry policy of every provider request (docs/reliability.md, "Retries"): at most `attempts`
+tries, waiting a 429/5xx's Retry-After or a full-jitter exponential backoff, no wait over `wait_max_s`,
+no retry past `budget_s`. It drives tenacity (httpx), google-api-core's Retry, botocore's `standard`
+mode and scrapy's RETRY_TIMES (spiders/settings.py).
 """
 
 from __future__ import annotations
@@ -26,21 +13,14 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_random_exponential,
+    RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_random_exponential,
 )
 
 
 def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds a Retry-After header asks for: delay-seconds ("120") or an HTTP date
-    ("Wed, 21 Oct 2026 07:28:00 GMT"); None when absent or unreadable; never negative."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
+    """Seconds a Retry-After header asks for (delay-seconds or an HTTP date), never negative; None
+    when absent or unreadable."""
+    text = (value or "").strip()
     try:
         return max(0.0, float(text))
     except ValueError:
@@ -48,8 +28,6 @@ def retry_after_s(value: str | None, now: datetime | None = None) -> float | Non
     try:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
         return None
     if when.tzinfo is None:  # RFC 9110 dates are GMT
         when = when.replace(tzinfo=timezone.utc)
@@ -81,10 +59,8 @@ class RetryPolicy:
     initial_wait_s: float = 0.5
 
     def wait_s(self, retry_after: float | None, backoff: float) -> float:
-        """The wait before the next try: the server's Retry-After if it gave one, else `backoff`."""
-        return min(retry_after if retry_after is not None else backoff, self.wait_max_s)
+            return min(retry_after if retry_after is not None else backoff, self.wait_max_s)
 
-    # -- tenacity (httpx) -----------------------------------------------------------------------
     def retrying(self, retryable: Callable[[BaseException], bool],
                  before_sleep: Callable[[RetryCallState], None] | None = None) -> Retrying:
         backoff = wait_random_exponential(multiplier=self.initial_wait_s, max=self.wait_max_s)
@@ -101,26 +77,18 @@ class RetryPolicy:
             reraise=True,
         )
 
-    # -- google-api-core ------------------------------------------------------------------------
     def google_retry(self, retryable: tuple[type[BaseException], ...], on_failure: Callable[[], None],
                      retry_after: Callable[[BaseException], float | None]) -> "GoogleAttempts":
         return GoogleAttempts(self, retryable, on_failure, retry_after)
 
-    # -- botocore -------------------------------------------------------------------------------
     def botocore_retries(self) -> dict[str, Any]:
         # total_max_attempts counts the first try; botocore's max_attempts would not.
         return {"total_max_attempts": self.attempts, "mode": "standard"}
 
 
 class GoogleAttempts:
-    """A google-api-core Retry for one listing (one thread), with the policy's attempt bound per page.
-
-    google-api-core retries until its deadline (`timeout`, here the policy's budget) with its own
-    jittered backoff; it has no attempt count and ignores Retry-After. Its `on_error` hook, called
-    with every retryable failure before the next backoff is drawn, adds both: it waits out a
-    Retry-After, and raises AttemptsSpent once a page has failed `attempts` times. `page_done()`
-    starts the count afresh for the pager's next page.
-    """
+    """A google-api-core Retry for one listing: its `on_error` hook adds what google's lacks, the attempt
+    bound per page (AttemptsSpent; `page_done()` starts the count afresh) and waiting out Retry-After."""
 
     def __init__(self, policy: RetryPolicy, retryable: tuple[type[BaseException], ...],
                  on_failure: Callable[[], None], retry_after: Callable[[BaseException], float | None]) -> None:

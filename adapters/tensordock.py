@@ -7,9 +7,8 @@
                 "price_per_hr": 2.2, "resources": {"max_vcpus", "max_ram_gb", "max_storage_gb"},
                 "pricing": {"per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr"}}]}]}}
 
-A row is a whole machine: n GPUs and the smallest machine around them at the location's rates (MIN_*),
-one per (GPU model, count, ISO country) at the cheapest location's price; `max_count` (GPUs one VM
-there can take now) is the availability. Disk: the median rate per country; egress is free.
+A row is n GPUs and the smallest machine around them (MIN_*) per (GPU model, count, ISO country) at the
+cheapest location's price; `max_count` is the availability. Disk: the median rate per country.
 """
 
 from __future__ import annotations
@@ -107,8 +106,6 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 
 class Listing(NamedTuple):
-    """One GPU model at one location, priced and mapped."""
-
     location: dict[str, Any]
     gpu: dict[str, Any]
     model: GPUModel
@@ -121,14 +118,12 @@ class Listing(NamedTuple):
     country: str
 
     def machine_price(self, gpus: int) -> float:
-        """n GPUs and the smallest machine around them: minimum vCPUs, RAM and disk at this location's rates."""
         base = MIN_VCPUS * self.vcpu_rate + MIN_RAM_GB * self.ram_rate + MIN_STORAGE_GB * self.storage_rate
         return round(gpus * self.gpu_rate + base, 6)
 
 
 def _price_listing(location: dict[str, Any], gpu: dict[str, Any], model: GPUModel, exact: bool,
                    country: str) -> Listing:
-    """A GPU listing's rates and limits, checked; _BadListing with the reason otherwise."""
     max_count = gpu.get("max_count")
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 0:
         raise _BadListing(f"max_count {max_count!r} is not a whole count")
@@ -164,7 +159,6 @@ def _canonical(gpu: dict[str, Any]) -> tuple[GPUModel, bool]:
 
 @drift_guard("tensordock: locations")
 def parse_locations(doc: Any) -> list[dict[str, Any]]:
-    """The locations answer -> its location list; the shape checked."""
     data = doc.get("data") if isinstance(doc, dict) else None
     locations = data.get("locations") if isinstance(data, dict) else None
     if not isinstance(locations, list):
@@ -180,7 +174,6 @@ def parse_locations(doc: Any) -> list[dict[str, Any]]:
 
 @drift_guard("tensordock: listings")
 def build_batch(locations: list[dict[str, Any]]) -> Batch:
-    """The locations -> whole-machine offers per GPU x count x country, disk rates, quarantine."""
     batch = PROVIDER.batch()
     listings: list[Listing] = []
     unknown: dict[str, tuple[str, list[str]]] = {}  # GPU name -> (why, its locations)
@@ -291,7 +284,6 @@ def _add_group(batch: Batch, key: tuple[str, int, str], listings: list[Listing])
 
 
 def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
-    """Per country: the median host disk rate per GB-hour, as USD per GB-month."""
     by_country: dict[str, list[float]] = defaultdict(list)
     for x in listings:
         if x.storage_rate > 0:
@@ -308,7 +300,6 @@ def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every location's GPUs with their rates and deployable counts."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key and ctx.reaches_provider:
         raise MissingCredentialsError(f"tensordock: {API_KEY_ENV} is not set; the v2 API takes an API key "

@@ -1,33 +1,13 @@
 """Vast.ai: the GPU marketplace, landed as aggregates of rentable offers.
 
-Source: the marketplace search the vast CLI and gpuhunt use, `POST https://console.vast.ai/api/v0/bundles/`
-with a JSON search document (`{"verified": {"eq": true}, "rentable": {"eq": true}, ..., "order": [...],
-"type": "on-demand", "limit": N}`) answered by `{"offers": [...]}`. Searching needs no API key;
-VAST_API_KEY, when set, goes in an Authorization Bearer header. Each offer carries both its prices
-(`dph_total` and `min_bid`) and its host's storage and transfer prices, so one walk serves everything:
-the source has no optional part to ask for apart.
+`POST https://console.vast.ai/api/v0/bundles/` with a JSON search document, answered by
+`{"offers": [...]}`; no key needed (VAST_API_KEY, when set, as a Bearer token). Paged by keyset:
+ordered by `id`, each next page asks `id > <last id seen>` until a page comes back empty.
 
-Paging. The API has no page token: it takes `limit` and `order`, and every listed search field as a
-filter, `id` included. We page by keyset: order by `id` ascending and ask each next page for
-`id > <last id seen>`, until a page comes back empty (not a short one: a server that caps `limit`
-below ours loses nothing). A page holding an id at or below the cursor means the filter was
-ignored: SchemaDriftError, not a loop.
-
-Row shape. Thousands of single-host offers change hourly; one row per host would churn the warehouse
-and drown the providers that sell a catalogue. One row per (canonical GPU model, num_gpus, country,
-purchase option): region = the ISO country code of `geolocation` ("Texas, US" -> "US"; else
-"unknown"); instance_type "<num_gpus>x <canonical model>"; price_per_hour = the group's cheapest
-price, one can rent at now (on_demand: `dph_total`, which includes the 5 GiB of disk the search
-prices in; interruptible: `min_bid`, the current minimum bid); that offer's specs (vCPUs, RAM share,
-disk, reliability); available_count = the group's offers; provider_data: offer count, min/median/max
-price per GPU-hour, the cheapest offer's id, machine, reliability, verification and internet speeds,
-the GPU names seen, and the medians of the hosts' storage and transfer prices.
-
-Quarantine: offers of an unknown GPU name are one entry per name (with the offer count and ids);
-an offer whose price is missing, not positive or beyond the plausibility cap is quarantined per
-offer and option before it can skew a group's statistics. CPU-only offers are out of scope.
-Storage and egress are host-set: per country, the median `storage_cost` (USD/GB-month) and the
-median `inet_up_cost` (USD/GB leaving the instance), each naming the spread.
+One row per (canonical GPU model, num_gpus, ISO country of `geolocation`, purchase option) at the
+group's cheapest price (on_demand: `dph_total`; interruptible: `min_bid`) with that offer's specs;
+provider_data holds the group's spread. Storage and egress: per country, the median host-set
+`storage_cost` and `inet_up_cost`.
 """
 
 from __future__ import annotations
@@ -53,34 +33,26 @@ BUNDLES_PATH = "/api/v0/bundles/"
 API_KEY_ENV = "VAST_API_KEY"
 ALLOCATED_STORAGE_GIB = 5.0  # the CLI's default; dph_total prices this much disk in
 UNKNOWN_REGION = "unknown"
-# The vast CLI's default search: verified, datacenter-listed, rentable, not already rented.
+# The vast CLI's default search.
 BASE_SEARCH: dict[str, Any] = {
     "verified": {"eq": True}, "external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False},
 }
 PRICE_FIELDS = (("on_demand", "dph_total"), ("interruptible", "min_bid"))
-# Fields every search answer has carried; one missing from *every* offer is a changed API
-# (schema drift, the provider fails), not thousands of quarantined offers and half a load.
+# A field missing from *every* offer is a changed API (schema drift), not thousands of quarantined offers.
 REQUIRED_OFFER_FIELDS = ("id", "num_gpus", "gpu_name", "dph_total", "min_bid")
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(API_KEY_ENV,),
-    # A row is a (GPU, count, country, option) group of live listings: when hosts rent out or go
-    # offline, whole groups vanish, and a tight market can halve them overnight. A scrape that
-    # lost 80% or more of the groups is still refused.
+    name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,),
+    # Groups of live listings vanish as hosts rent out: only a loss of 80% or more is refused.
     anomaly=AnomalyThresholds(min_row_ratio=0.2),
     facts=ProviderFacts(
-        display_name="Vast.ai",
-        kind="marketplace",
-        billing_granularity_s=1,
-        minimum_charge_s=None,
+        display_name="Vast.ai", kind="marketplace", billing_granularity_s=1, minimum_charge_s=None,
         billing_notes="Per-second billing of GPU time; disk storage is billed while the instance exists; "
                       "bandwidth per TB at host-set rates.",
         storage_persists_when_stopped=True,
-        stopped_billing_notes="A stopped instance stops GPU billing; its disk keeps billing at the host's storage rate.",
-        access_ssh=True, access_docker=True, access_jupyter=True,
-        multinode_interconnect=None,
+        stopped_billing_notes="A stopped instance stops GPU billing; its disk keeps billing at the host's storage "
+                              "rate.",
+        access_ssh=True, access_docker=True, access_jupyter=True, multinode_interconnect=None,
         interruptible_offer="Interruptible (bid) instances: the highest bid runs, lower bids are paused",
         price_source="Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
                      "GPU model x GPU count x country",
@@ -95,8 +67,6 @@ PROVIDER = ProviderSpec(
 )
 
 
-# -- the search ---------------------------------------------------------------------
-
 def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
     """One page's search document: ordered by id, past the cursor."""
     return {**BASE_SEARCH, "order": [["id", "asc"]], "type": "on-demand", "limit": page_size,
@@ -105,7 +75,6 @@ def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
 
 @drift_guard("vastai: search answer")
 def parse_page(doc: Any, cursor: int | None = None) -> list[dict[str, Any]]:
-    """One search answer -> its offers; checks the shape and that the id cursor was honoured."""
     offers = doc.get("offers") if isinstance(doc, dict) else None
     if not isinstance(offers, list):
         raise SchemaDriftError("vastai: search answer lacks the 'offers' list")
@@ -125,8 +94,7 @@ def past_cursor(offers: list[dict[str, Any]], cursor: int | None) -> list[dict[s
 
 
 def keyset(page_size: int) -> Any:
-    """ctx.paginate's next request: the same search past the highest id seen; an empty page (not a
-    short one: a server may cap `limit` below ours) ends the walk."""
+    """The same search past the highest id seen; an empty page (not a short one) ends the walk."""
     def following(doc: Any, offers: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any] | None:
         if not offers:
             return None
@@ -134,8 +102,6 @@ def keyset(page_size: int) -> Any:
         return {**request, "json": build_search(max(o["id"] for o in offers), page_size)}
     return following
 
-
-# -- pure helpers ---------------------------------------------------------------------
 
 _COUNTRY = re.compile(r"^[A-Z]{2}$")
 
@@ -167,7 +133,7 @@ def _num(value: Any) -> float | None:
 
 
 def _ram_gb(offer: dict[str, Any]) -> float | None:
-    """The offer's share of host RAM: cpu_ram (MB, whole host) scaled by the share of cores it gets."""
+    """The offer's share of host RAM (cpu_ram, MB) by its share of cores."""
     ram, cores, eff = _num(offer.get("cpu_ram")), _num(offer.get("cpu_cores")), _num(offer.get("cpu_cores_effective"))
     if not ram or ram <= 0:
         return None
@@ -182,8 +148,6 @@ def _median(values: Iterable[float]) -> float | None:
 
 @dataclass(frozen=True)
 class Listing:
-    """One offer's price under one purchase option, its GPU already mapped."""
-
     offer: dict[str, Any]
     price: float
     exact: bool
@@ -193,15 +157,13 @@ GroupKey = tuple[str, int, str, str]  # (canonical model, num_gpus, country, pur
 
 
 def check_fields(offers: list[dict[str, Any]]) -> None:
-    """SchemaDriftError when a field the parser needs is absent from every offer."""
     missing = [f for f in REQUIRED_OFFER_FIELDS if offers and not any(isinstance(o, dict) and f in o for o in offers)]
     if missing:
         raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
 
 
 def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One listing per offer id: a repeated identical listing is dropped (counted in a note), a
-    repeated id with other values is quarantined; the first listing is kept, as the loader does."""
+    """One listing per offer id, the first: an identical repeat is counted in a note, another quarantined."""
     seen: dict[Any, dict[str, Any]] = {}
     repeats = 0
     for offer in offers:
@@ -220,7 +182,6 @@ def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, 
 
 @drift_guard("vastai: offers")
 def build_batch(offers: list[dict[str, Any]]) -> Batch:
-    """All offers of one walk -> aggregated offers, host-set storage/egress medians, quarantine."""
     batch = PROVIDER.batch()
     check_fields(offers)
     unknown: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -238,7 +199,7 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
             continue
         gpu_offers.append(offer)
         name = str(offer.get("gpu_name") or "")
-        try:  # per offer, but an unknown name is quarantined once with all its offers
+        try:  # an unknown name is quarantined once with all its offers
             model, exact = canonicalize(NAME, name, _num(offer.get("gpu_ram")))
         except UnknownGPUError as err:
             unknown[name].append(offer)
@@ -301,7 +262,6 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
 
 
 def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
-    """Per country: median host-set storage price (above 0) and median egress (upload) price."""
     for field, positive in (("storage_cost", True), ("inet_up_cost", False)):
         by_country: dict[str, list[float]] = defaultdict(list)
         for offer in offers:
@@ -321,10 +281,7 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
                           source_usd_per_gb=median, description=f"median of host-set inet_up_cost ({spread} USD/GB)")
 
 
-# -- fetching ---------------------------------------------------------------------
-
 def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
-    """Walk the marketplace by id until an empty page."""
     config = ctx.config
     key = os.environ.get(API_KEY_ENV, "").strip()
     headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
@@ -335,5 +292,4 @@ def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Every rentable verified offer, aggregated per GPU model, GPU count, country and purchase option."""
     return build_batch(fetch_offers(ctx))

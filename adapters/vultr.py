@@ -9,10 +9,8 @@
                 "deploy_ondemand": true, "deploy_preemptible": false, "hourly_cost_preemptible": ...}],
      "meta": {"total": 1, "links": {"next": "", "prev": ""}}}
 
-A plan is one offer per location (or one "global" row, available=False) and purchase option (on
-demand; preemptible loaded as "spot"). A `gpu_count` below 1 is a slice of one card, loaded as a
-fraction of a GPU with the slice's own memory; older lists carry no `gpu_count`, and the count is
-the VRAM against Vultr's whole card (CARD_MEMORY_GB). Bare-metal GPUs come from BARE_METAL_GPUS.
+One offer per plan, location (or "global", available=False) and option (preemptible as "spot"). A
+`gpu_count` below 1 is a slice of one card; without one, the count is the VRAM over CARD_MEMORY_GB.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ GLOBAL_REGION = "global"  # a plan that no location lists
 CLOUD_GPU_TYPE = "vcg"
 DEDICATED_METAL_GPU_TYPE = "vdm"
 
-# Vultr bills bandwidth beyond each plan's included transfer at this rate (the overage rate
-# in Vultr's billing docs; the same figure is quoted by every third-party summary read).
+# Bandwidth beyond a plan's included transfer (Vultr's billing docs).
 EGRESS_OVERAGE_USD_PER_GB = 0.01
 
 PROVIDER = ProviderSpec(
@@ -62,10 +59,8 @@ PROVIDER = ProviderSpec(
                      "https://docs.vultr.com/support/platform/billing/what-is-the-bandwidth-overage-rate"]),
 )
 
-# Bare-metal plan id -> (GPU count, alias looked up in gpu_aliases, memory per GPU). The plans-metal
-# answer names no GPU; these machines and their cards are as gpuhunt lists them (dstackai/gpuhunt,
-# providers/vultr.py), not verified against Vultr's bare-metal page. An evident GPU machine missing
-# here is quarantined.
+# Bare-metal plan id -> (GPU count, gpu_aliases alias, memory per GPU): plans-metal names no GPU; as
+# gpuhunt lists them (providers/vultr.py), not verified against Vultr's page. Others are quarantined.
 BARE_METAL_GPUS: dict[str, tuple[int, str, float]] = {
     "vbm-48c-1024gb-4-a100-gpu": (4, "a100", 80),
     "vbm-112c-2048gb-8-a100-gpu": (8, "a100", 80),
@@ -76,11 +71,8 @@ BARE_METAL_GPUS: dict[str, tuple[int, str, float]] = {
 }
 
 
-# The memory of one whole card of each Cloud GPU type, from the GPU and GPU RAM columns of Vultr's
-# pricing page (www.vultr.com/pricing/, Cloud GPU; as captured 2025-08-19): slices are fractions of
-# these (A100 PCIe: 1/8 = 10 GB, 1/4 = 20, 1/2 = 40, 1 = 80; A40: 1/24 = 2 GB ... 1 = 48; A16: 1/8 =
-# 2 GB ... 1 = 16), whole cards and multi-GPU plans multiples (L40S 48, GH200 96, HGX H100 8 x 80,
-# HGX B200 8 x 192, MI300X 8 x 192, MI325X 8 x 256).
+# The memory of one whole card of each Cloud GPU type (www.vultr.com/pricing/, Cloud GPU, as captured
+# 2025-08-19): slices are fractions of these, multi-GPU plans multiples.
 CARD_MEMORY_GB = {"NVIDIA_A100": 80, "NVIDIA_A40": 48, "NVIDIA_A16": 16, "NVIDIA_L40S": 48, "NVIDIA_GH200": 96,
                   "NVIDIA_H100": 80, "NVIDIA_B200": 192, "AMD_MI300X": 192, "AMD_MI325X": 256}
 
@@ -135,11 +127,10 @@ def cloud_gpus(plan: dict[str, Any]) -> PlanGpus:
         if plan.get("gpu_count") not in (None, ""):
             count = parse_gpu_count(plan["gpu_count"])
             data["gpu_count_reported"] = str(plan["gpu_count"])
-            # VRAM is the plan's total: a slice's card holds vram / count, a multi-GPU plan vram / count each.
+            # VRAM is the plan's total: vram / count per card.
             model, exact = canonicalize(NAME, alias, vram / float(count) * 1024)
         else:
-            # Older answers carry no gpu_count: the plan's VRAM against the whole card's, as Vultr sells it (a
-            # slice's VRAM alone would find a smaller card of the family: half an 80 GB A100 as a 40 GB one).
+            # No gpu_count: the VRAM against the whole card's (a slice's alone would find a smaller card).
             card_gb = CARD_MEMORY_GB.get(gpu_type.strip().upper())
             if card_gb is None:
                 raise _BadRecord(f"gpu: no gpu_count, and the memory of a whole {gpu_type} card is not in "
@@ -182,7 +173,6 @@ def _plan_gpus(plan: dict[str, Any], kind: str) -> PlanGpus | None:
 
 @drift_guard("vultr: plans")
 def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
-    """The plan lists' pages -> one offer per GPU plan x location x purchase option, and egress."""
     lists = []
     for pages, key, path in ((plan_pages, "plans", PLANS_PATH), (metal_pages, "plans_metal", METAL_PATH)):
         if any(not isinstance(doc, dict) or not isinstance(doc.get(key), list) for doc in pages):
@@ -233,8 +223,7 @@ def _add_plan(batch: Batch, plan: dict[str, Any], kind: str, gpus: PlanGpus, ski
     if currency not in (None, "USD"):
         return batch.quarantine("offer", plan_id, f"{plan_id}: price in {currency}, not USD; no conversion is "
                                 "configured", plan)
-    # Older plan lists state no deploy_* flags: a plan is deployable on demand, and preemptible where it
-    # has a preemptible price. A preemptible price of a plan said not to be deployable so is counted.
+    # Without deploy_* flags a plan is deployable on demand, and preemptible where it has that price.
     preemptible = plan.get("deploy_preemptible", "hourly_cost_preemptible" in plan)
     if preemptible is not True and "hourly_cost_preemptible" in plan:
         skipped["preemptible prices of GPU plans not deployable preemptible"] += 1
@@ -285,7 +274,6 @@ def _next_cursor(doc: Any) -> str | None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Two plan lists (more requests if they page): instance plans and bare-metal plans."""
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         plans, metal = (list(ctx.paginate(client, API_HOST, path, lambda doc: [doc], cursor(_next_cursor, "cursor"),
                                           params={"per_page": str(PER_PAGE)}, what=path))

@@ -1,15 +1,8 @@
-"""Amazon EC2: GPU instance prices (on-demand and Reserved per region, Savings Plans, spot per AZ),
-EBS and egress, all through real clients.
+"""Amazon EC2: GPU instance prices (on-demand, Reserved, Savings Plans, spot per AZ), EBS and egress.
 
-- core: the public bulk price list (no credentials: the region index, then each region's EC2 and
-  data-transfer offer files, `pricelist`) or, with credentials, the Pricing API's GetProducts;
-  with EC2 credentials DescribeRegions and DescribeInstanceTypes (the GPUs, `ec2`);
-- enrichments (`ENRICHMENTS`), each a request of its own whose failure costs only itself (the run
-  is marked degraded and the warehouse keeps what it last gave): spot prices
-  (DescribeSpotPriceHistory: every change since the newest stored one, or 30 days on a first run;
-  the latest per AZ is the spot offer), the Spot Instance Advisor's interruption bands, the AZs
-  offering each type (DescribeInstanceTypeOfferings), the Savings Plans price list and Capacity
-  Blocks for ML (DescribeCapacityBlockOfferings).
+Core: the public bulk price list (`pricelist`) or, with credentials, the Pricing API, plus EC2's
+DescribeInstanceTypes (`ec2`). Enrichments (ENRICHMENTS) each cost only themselves when they fail:
+spot price history, the Spot Instance Advisor, AZ offerings, Savings Plans and Capacity Blocks.
 """
 
 from __future__ import annotations
@@ -43,24 +36,18 @@ ENRICHMENTS = (
 )
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
+    name=NAME, source_kind="api",
     secret_env_vars=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
     # A session token belongs to short-lived credentials, which a repository secret cannot be.
     nightly_secrets=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
     enrichments=ENRICHMENTS,
     max_answer_mb=4096,  # a region's price list file runs to hundreds of MB (streamed)
     facts=ProviderFacts(
-        display_name="Amazon Web Services (EC2)",
-        kind="hyperscaler",
-        billing_granularity_s=1,
-        minimum_charge_s=60,
+        display_name="Amazon Web Services (EC2)", kind="hyperscaler", billing_granularity_s=1, minimum_charge_s=60,
         billing_notes="Linux on-demand and Spot are billed per second with a 60-second minimum.",
         storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped instance stops compute billing; its EBS volumes keep billing.",
-        access_ssh=True,
-        access_docker=True,
-        access_jupyter=False,
+        access_ssh=True, access_docker=True, access_jupyter=False,
         multinode_interconnect="EFA (p4d 400 Gbps, p5 3200 Gbps)",
         interruptible_offer="Spot (2-minute interruption notice)",
         price_source="AWS Price List (bulk files or Pricing API), EC2 API, Spot Instance Advisor",
@@ -75,7 +62,6 @@ PROVIDER = ProviderSpec(
 
 
 def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, default: Any = None) -> Any:
-    """`fetch(*args)` as the enrichment `name` of PROVIDER, within its time limit."""
     return ctx.enrich(name, fetch, *args, default=default, timeout_s=PROVIDER.enrichment(name).timeout_s)
 
 
@@ -85,7 +71,6 @@ def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str,
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Scrape AWS: every selected region, concurrently, into one Batch."""
     batch = PROVIDER.batch()
     creds, config = has_credentials(ctx), ctx.config
     use_ec2 = creds and config.aws_ec2_api != "off"

@@ -1,10 +1,5 @@
-"""EC2 Capacity Blocks for ML on their own cadence: a refresh unit of AWS (`registry.UNITS`, run
-4-hourly by the "capacity" deployment, flows/cadence.py) that asks only DescribeInstanceTypes
-(which GPU types are sold as Capacity Blocks) and DescribeCapacityBlockOfferings. Its batch holds
-AWS's capacity block offerings only and never touches AWS's offers (`side_tables_only`).
-
-Regions: the `aws_capacity_blocks` setting's comma list; `auto` means the `aws_regions` list, else
-every commercial region DescribeRegions says the account may use. Credentials are needed.
+"""EC2 Capacity Blocks for ML on their own cadence (`registry.UNITS`, flows/cadence.py): only
+DescribeInstanceTypes and DescribeCapacityBlockOfferings, never AWS's offers (`side_tables_only`).
 """
 
 from __future__ import annotations
@@ -21,24 +16,21 @@ from gpuledger.warehouse.records import Batch
 NAME = "aws_capacity_blocks"
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=aws.PROVIDER.secret_env_vars,
-    nightly_secrets=aws.PROVIDER.nightly_secrets,
-    credentials_required=True,
-    side_tables_only=True,
+    name=NAME, source_kind="api", secret_env_vars=aws.PROVIDER.secret_env_vars,
+    nightly_secrets=aws.PROVIDER.nightly_secrets, credentials_required=True, side_tables_only=True,
     enrichments=(aws.PROVIDER.enrichment("capacity blocks"),),  # a region's failure costs that region only
     facts=aws.PROVIDER.facts.model_copy(update={
         "display_name": "Amazon Web Services (EC2 Capacity Blocks for ML)",
         "price_source": "EC2 API: DescribeInstanceTypes, DescribeCapacityBlockOfferings",
-        "source_urls": ("https://aws.amazon.com/ec2/capacityblocks/pricing/",
-                        "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityBlockOfferings.html"),
+        "source_urls": (
+            "https://aws.amazon.com/ec2/capacityblocks/pricing/",
+            "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityBlockOfferings.html"),
     }),
 )
 
 
 def block_regions(ctx: SourceContext) -> list[str]:
-    """The regions whose Capacity Blocks are asked (module docstring)."""
+    """The `aws_capacity_blocks` comma list; `auto`: `aws_regions`, else every enabled commercial region."""
     setting = ctx.config.aws_capacity_blocks.strip()
     if setting.lower() == "off":
         return []
@@ -50,7 +42,6 @@ def block_regions(ctx: SourceContext) -> list[str]:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Every Capacity Block offering of the selected regions, into a batch of AWS's records."""
     if not ec2.has_credentials(ctx):
         raise MissingCredentialsError(f"{NAME}: no credentials: DescribeCapacityBlockOfferings needs AWS "
                                       "credentials (none found in the standard chain)")

@@ -1,6 +1,4 @@
-"""The EC2 API through boto3 (credentials needed): DescribeRegions, DescribeInstanceTypes (GPU
-facts), DescribeInstanceTypeOfferings (AZs), DescribeSpotPriceHistory and
-DescribeCapacityBlockOfferings; and the public Spot Instance Advisor feed."""
+"""The EC2 API through boto3 (credentials needed), and the public Spot Instance Advisor feed."""
 
 from __future__ import annotations
 
@@ -16,20 +14,16 @@ from gpuledger.warehouse.spot import SINCE_KEY
 
 SPOT_ADVISOR_HOST = "spot-bid-advisor.s3.amazonaws.com"
 SPOT_ADVISOR_PATH = "/spot-advisor-data.json"
-# A default live refresh covers the commercial regions of the price list's region index (GovCloud
-# and China are other partitions with their own accounts) that DescribeRegions says are enabled:
-# an opt-in region not opted into refuses every EC2 call.
+# A default live refresh covers the enabled commercial regions (GovCloud and China are other partitions).
 _REGION_CODE = re.compile(r"[a-z]{2}-[a-z]+-\d+")
 _OTHER_PARTITIONS = ("us-gov-", "cn-")
 _ENABLED = ("opt-in-not-required", "opted-in")
-# The spot price history a first run backfills (AWS keeps 90 days), and the page size asked for.
 SPOT_HISTORY_BACKFILL_DAYS = 30
 SPOT_HISTORY_PAGE_SIZE = 1000
 SPOT_PRODUCT = "Linux/UNIX"
 SKIP_SPOT_OTHER_PRODUCT = "observations of another product description"
 SKIP_SPOT_REPEATED = "observations the answer listed twice (first kept)"
-# Capacity Block durations asked for each type (1, 3, 7 and 14 days), and how far ahead a block
-# can start (AWS sells them up to 8 weeks in advance).
+# Capacity Block durations asked (1, 3, 7 and 14 days); AWS sells them up to 8 weeks ahead.
 CAPACITY_BLOCK_HOURS = (24, 72, 168, 336)
 CAPACITY_BLOCK_AHEAD = timedelta(weeks=8)
 
@@ -37,15 +31,14 @@ T = TypeVar("T")
 
 
 def has_credentials(ctx: SourceContext) -> bool:
-    if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
+    if not ctx.reaches_provider:
         return True  # the loopback server does not check signatures
     import boto3
 
     creds = boto3.Session().get_credentials()
     if creds is None:
         return False
-    # The chain may have read them from a file, SSO or the instance metadata service, not the
-    # environment: known now, they are cut from every message and record like an env secret.
+    # The chain may have read them from a file or SSO, not the environment: redact them too.
     frozen = creds.get_frozen_credentials()
     for value in (frozen.access_key, frozen.secret_key, frozen.token):
         register_secret(value)
@@ -54,9 +47,7 @@ def has_credentials(ctx: SourceContext) -> bool:
 
 def client_kwargs(ctx: SourceContext) -> dict[str, Any]:
     """Under loopback replay boto3 still signs requests: some key, never a secret."""
-    if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
-        return {"aws_access_key_id": "replay", "aws_secret_access_key": "replay"}
-    return {}
+    return {} if ctx.reaches_provider else {"aws_access_key_id": "replay", "aws_secret_access_key": "replay"}
 
 
 def ec2_client(ctx: SourceContext, region: str) -> Any:
@@ -68,7 +59,6 @@ def gpu_type_filters() -> list[dict[str, Any]]:
 
 
 def call(action: str, region: str, fetch: Callable[[], T]) -> T:
-    """`fetch()`, its botocore errors as SourceError / SchemaDriftError naming the call."""
     from botocore.exceptions import BotoCoreError, ClientError
     from botocore.parsers import ResponseParserError
 
@@ -86,24 +76,20 @@ def call(action: str, region: str, fetch: Callable[[], T]) -> T:
 # -- regions -------------------------------------------------------------------------------------
 
 def default_regions(index_regions: Iterable[str], enabled: Iterable[str] | None) -> list[str]:
-    """The commercial regions of the price list, narrowed to the account's enabled ones when EC2 told them."""
-    out = [r for r in index_regions if _REGION_CODE.fullmatch(r) and not r.startswith(_OTHER_PARTITIONS)]
-    if enabled is not None:
-        allowed = set(enabled)
-        out = [r for r in out if r in allowed]
-    return sorted(out)
+    """The commercial regions of the price list, narrowed to the enabled ones when EC2 told them."""
+    allowed = None if enabled is None else set(enabled)
+    return sorted(r for r in index_regions if _REGION_CODE.fullmatch(r) and not r.startswith(_OTHER_PARTITIONS)
+                  and (allowed is None or r in allowed))
 
 
 @drift_guard("aws: DescribeRegions")
 def parse_enabled_regions(doc: dict[str, Any]) -> list[str]:
-    """Region names DescribeRegions (AllRegions) lists as usable by the account."""
     if "Regions" not in doc:
         raise SchemaDriftError("aws: DescribeRegions answer lacks Regions")
     return sorted(r["RegionName"] for r in doc["Regions"] if r.get("OptInStatus", "opt-in-not-required") in _ENABLED)
 
 
 def fetch_enabled_regions(ctx: SourceContext) -> list[str]:
-    """The regions the account may use (asked once, in us-east-1)."""
     client = ec2_client(ctx, "us-east-1")
     return call("DescribeRegions", "us-east-1", lambda: parse_enabled_regions(client.describe_regions(AllRegions=True)))
 
@@ -194,7 +180,7 @@ class SpotObservation:
 @drift_guard("aws: DescribeSpotPriceHistory")
 def parse_spot_observations(pages: Iterable[dict[str, Any]], skipped: Counter[str] | None = None
                             ) -> list[SpotObservation]:
-    """Every Linux/UNIX price change of the answer, by type, zone and time; the others counted in `skipped`."""
+    """Every Linux/UNIX price change, sorted by type, zone and time; the others counted in `skipped`."""
     skipped = Counter() if skipped is None else skipped
     out: dict[tuple[str, str, datetime], SpotObservation] = {}
     for page in pages:
@@ -215,9 +201,7 @@ def parse_spot_observations(pages: Iterable[dict[str, Any]], skipped: Counter[st
 
 
 def spot_history_start(since: dict[str, str], region: str, now: datetime) -> datetime:
-    """Where a region's history fetch starts: its newest stored observation (AWS then answers the
-    price in effect at that moment first, already stored, and every change after it), or on a
-    first run SPOT_HISTORY_BACKFILL_DAYS before `now`."""
+    """The region's newest stored observation, or on a first run SPOT_HISTORY_BACKFILL_DAYS before `now`."""
     mark = since.get(SINCE_KEY.format(region=region))
     if mark:
         return datetime.fromisoformat(mark).astimezone(timezone.utc)
@@ -225,7 +209,6 @@ def spot_history_start(since: dict[str, str], region: str, now: datetime) -> dat
 
 
 def fetch_spot_history(ctx: SourceContext, client: Any, region: str) -> tuple[list[SpotObservation], Counter[str]]:
-    """The region's spot price changes since `spot_history_start`, and the observations not kept."""
     skipped: Counter[str] = Counter()
     start = spot_history_start(ctx.since, region, datetime.now(timezone.utc))
     pages = client.get_paginator("describe_spot_price_history").paginate(
@@ -248,8 +231,7 @@ def parse_spot_advisor(doc: Any, region: str) -> dict[str, tuple[str, int]]:
 # -- Capacity Blocks for ML --------------------------------------------------------------------------
 
 def capacity_block_regions(setting: str, regions: Iterable[str]) -> set[str]:
-    """The scraped regions whose Capacity Blocks are asked: every one ("auto"), none ("off"), or
-    those of a comma list."""
+    """The scraped regions whose Capacity Blocks are asked: "auto" (all), "off" or a comma list."""
     wanted = setting.strip().lower()
     if wanted in ("auto", "off"):
         return set(regions) if wanted == "auto" else set()
@@ -267,8 +249,7 @@ def parse_capacity_block_pages(pages: Iterable[dict[str, Any]]) -> list[dict[str
 
 
 def fetch_capacity_blocks(client: Any, region: str, specs: dict[str, InstanceSpecs]) -> list[dict[str, Any]]:
-    """Every Capacity Block offering of one instance of each type sold that way, for each duration
-    of CAPACITY_BLOCK_HOURS, starting from now to CAPACITY_BLOCK_AHEAD."""
+    """Every Capacity Block offering of one instance of each type sold that way, per duration."""
     now = datetime.now(timezone.utc)
     paginator = client.get_paginator("describe_capacity_block_offerings")
     return call("DescribeCapacityBlockOfferings", region, lambda: [

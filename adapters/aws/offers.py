@@ -19,21 +19,17 @@ from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, amortized_usd_per_hour, commitment_option
 from gpuledger.warehouse.spot import add_spot_price
 
-# Families that sell a slice of one card: the slice is reported as memory, the fraction is that
-# memory over the full card's (MiB, as EC2 reports it).
+# Families that sell a slice of one card -> the full card's memory (MiB).
 FRACTIONAL_FAMILIES = {"g6f": 22888, "gr6f": 22888}
 # Intra-node GPU interconnect by family (AWS instance-type pages).
 NVSWITCH_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"}
 NVLINK_FAMILIES = {"p3", "p3dn"}
 LEASE_MONTHS = {"1yr": 12, "3yr": 36}
-RESERVED_PAYMENT = {"No Upfront": "no_upfront", "Partial Upfront": "partial_upfront", "All Upfront": "all_upfront"}
 RESERVED_CLASS = {"standard": "reserved", "convertible": "reserved_convertible"}
 
 
 @dataclass
 class RegionPayload:
-    """Everything fetched for one region, ready for the pure builder."""
-
     region: str
     prices: list[PriceRow]
     specs: dict[str, InstanceSpecs] | None = None  # None: no EC2 credentials
@@ -66,9 +62,7 @@ def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | N
         name, vendor = specs.gpu_name, specs.gpu_vendor
         per_gpu_mib, total_mib = specs.gpu_memory_mib or None, specs.total_gpu_memory_mib or None
         count = float(specs.gpu_count_reported)
-        if count == 0 and specs.logical_gpu_count:
-            # EC2 reports slices (and, seen in real data, p5.4xlarge) as Count 0;
-            # LogicalGpuCount x GpuPartitionSize is the share of cards actually sold.
+        if count == 0 and specs.logical_gpu_count:  # slices (and p5.4xlarge) report Count 0
             count = specs.logical_gpu_count * (specs.gpu_partition_size or 1.0)
     else:
         if family not in GPU_FAMILIES:
@@ -80,9 +74,7 @@ def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | N
         per_gpu_mib = total_mib / count if total_mib and count else total_mib
     lookup_mib = per_gpu_mib
     if family in FRACTIONAL_FAMILIES:
-        # A slice of one card: EC2 gives the fraction (LogicalGpuCount x GpuPartitionSize), the
-        # price list its "GPU" column (0.125); failing both, the slice's memory over the card's.
-        # The slice's memory says nothing about which card it is cut from.
+        # Failing EC2's and the price list's fraction, the slice's memory over the card's.
         per_gpu_mib, lookup_mib = total_mib or per_gpu_mib, FRACTIONAL_FAMILIES[family]
         if not 0 < count < 1 and per_gpu_mib:
             count = round(per_gpu_mib / lookup_mib, 4)
@@ -130,8 +122,7 @@ def _saving(price: float, reference: float | None) -> float | None:
 
 
 def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
-    """(upfront fee USD, hourly USD) of one Reserved term from its rows: one hourly row (Unit Hrs)
-    and, for Partial and All Upfront, one fee row (Unit Quantity). ValueError says what is wrong."""
+    """(upfront fee, hourly) USD of one Reserved term: one Hrs row and at most one Quantity fee row."""
     by_unit: dict[str, list[float]] = {}
     for r in rows:
         if r.currency != "USD":
@@ -144,8 +135,7 @@ def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
 
 
 class _Region:
-    """One region's offers into `batch`: each type's columns made once (many offers share them),
-    and each type's first on-demand price, which spot and commitment savings are measured against."""
+    """One region's offers: each type's columns made once, and its first on-demand price (the savings reference)."""
 
     def __init__(self, batch: Batch, p: RegionPayload) -> None:
         self.batch, self.p = batch, p
@@ -165,7 +155,6 @@ class _Region:
 
     def priced(self, ref: str, raw: Any, row: PriceRow, option: str, price: float, observed: str | None,
                data: dict[str, Any], why: str, **terms: Any) -> bool:
-        """An offer of an on-demand or commitment price: one per region, its AZs from EC2's offerings."""
         try:
             fields = self.fields(row.instance_type, row)
         except (UnknownGPUError, ValueError) as err:
@@ -187,11 +176,10 @@ class _Region:
             self.on_demand.setdefault(row.instance_type, row.price)
 
     def reserved_offer(self, rows: list[PriceRow]) -> None:
-        """One Reserved Instance term (lease, payment option, offering class) as its own purchase
-        option, at its effective hourly rate: the upfront fee spread over the term plus the hourly rate."""
+        """One Reserved term as its own purchase option, at its amortized hourly rate."""
         first = rows[0]
         ref, raw = f"{self.p.region}/{first.instance_type}/{first.sku}.{first.term_code}", [r.__dict__ for r in rows]
-        months, payment = LEASE_MONTHS.get(first.lease), RESERVED_PAYMENT.get(first.payment)
+        months, payment = LEASE_MONTHS.get(first.lease), savings_plans.PAYMENTS.get(first.payment)
         commitment = RESERVED_CLASS.get(first.offering_class)
         if months is None or payment is None or commitment is None:
             return self.batch.quarantine("offer", ref, f"reserved term with unknown lease {first.lease!r}, payment "
@@ -209,11 +197,10 @@ class _Region:
         return None
 
     def savings_plan_offers(self) -> None:
-        """Each Savings Plan rate of an on-demand offer of the region (joined by its price-list SKU)
-        as its own purchase option, at the plan's hourly rate. A rate of an on-demand row that
-        became no offer (quarantined) makes none either."""
+        """Each Savings Plan rate of an on-demand offer of the region (by SKU) as its own purchase option."""
         p = self.p
-        on_demand = {r.sku: r for r in p.prices if r.kind == "instance" and self.on_demand.get(r.instance_type) == r.price}
+        on_demand = {r.sku: r for r in p.prices
+                     if r.kind == "instance" and self.on_demand.get(r.instance_type) == r.price}
         for rate in savings_plans.join_on_demand(p.savings_plans, on_demand, p.skipped):
             row = on_demand[rate.discounted_sku]
             ref, raw = f"{p.region}/{row.instance_type}/{rate.rate_code or rate.plan_sku}", rate.__dict__
@@ -234,7 +221,6 @@ class _Region:
                         "savings plan", term_months=rate.term_months, payment_option=rate.payment_option)
 
     def spot_offer(self, o: SpotObservation) -> None:
-        """The latest price of a type in one AZ as its spot offer, with the Spot Advisor's interruption band."""
         try:
             price = float(o.price)
         except ValueError:
@@ -302,8 +288,7 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
             batch.add("egress", f"{p.region}/internet/{r.sku}", r.__dict__, region=p.region, destination="internet",
                       tier_start_gb=_tier(r.tier_start) or 0.0, tier_end_gb=_tier(r.tier_end), usd_per_gb=r.price,
                       source_currency=r.currency, source_usd_per_gb=r.price, description=r.description)
-    # Inter-region rates differ by destination; the table keeps one rate per tier: the highest,
-    # so a cost estimate never comes out too low.
+    # Inter-region rates differ by destination: one per tier, the highest, so no estimate comes out too low.
     inter: dict[float, list[PriceRow]] = {}
     for r in p.prices:
         if r.kind == "egress" and r.transfer_type == "InterRegion Outbound" and \
@@ -319,7 +304,6 @@ def _add_egress(batch: Batch, p: RegionPayload) -> None:
 
 @drift_guard("aws: a region's price list and EC2 answers")
 def build_region(batch: Batch, p: RegionPayload) -> None:
-    """Turn one region's payloads into offers, storage and egress prices, spot history and capacity blocks."""
     region = _Region(batch, p)
     reserved: dict[tuple[str, str, str], list[PriceRow]] = {}
     for row in p.prices:
@@ -361,7 +345,6 @@ def _families_phrase(pairs: list[tuple[str, str]]) -> str:
 
 
 def refresh_notes(payloads: list[RegionPayload]) -> list[str]:
-    """What the region payloads held that became no row, by reason and count."""
     notes = []
     unpriced = [(t, p.region) for p in payloads if p.specs is not None
                 for t in sorted(set(p.specs) - {r.instance_type for r in p.prices if r.kind == "instance"})]

@@ -1,10 +1,5 @@
-"""AWS's price lists, into PriceRows: the public bulk offer files (CSV, no credentials) and the
-Pricing API's GetProducts (credentials).
-
-An offer file is 5 metadata lines, a header and one row per (SKU, term, price dimension); a
-region's EC2 file runs to hundreds of MB, 80 % of it Reserved terms of families without GPUs. It
-is parsed as it streams by pyarrow's CSV reader, in blocks, keeping the rows `price_row` may turn
-into a record and counting the others by reason.
+"""AWS's price lists into PriceRows: the public bulk offer files (CSV of hundreds of MB, parsed as
+they stream by pyarrow, the rows not kept counted by reason) and the Pricing API's GetProducts.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ PRICING_API_HOST = "api.pricing.us-east-1.amazonaws.com"
 EC2_REGION_INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 DATA_TRANSFER_REGION_INDEX = "/offers/v1.0/aws/AWSDataTransfer/current/region_index.json"
 
-# Instance families that carry GPUs, and the name EC2 gives their GPU: they select price rows and,
-# without EC2 credentials, name the GPU (with credentials DescribeInstanceTypes' GpuInfo wins).
+# Instance families that carry GPUs and their GPU's name (used without EC2's GpuInfo).
 GPU_FAMILIES: dict[str, tuple[str, str]] = {
     "p3": ("NVIDIA", "V100"), "p3dn": ("NVIDIA", "V100"), "p4d": ("NVIDIA", "A100"),
     "p4de": ("NVIDIA", "A100"), "p5": ("NVIDIA", "H100"), "p5e": ("NVIDIA", "H200"),
@@ -42,7 +36,6 @@ GPU_FAMILIES: dict[str, tuple[str, str]] = {
 }
 COMPUTE_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
 
-# Why a price-list row is not kept: the keys of the skip counts the refresh notes report.
 SKIP_TERM = "reserved-term rows of instance families without GPUs"
 SKIP_VARIANT = "instance rows for another OS, tenancy, licence, software or capacity reservation"
 SKIP_CPU_ONLY = "CPU-only instance rows"
@@ -57,8 +50,6 @@ def family_of(instance_type: str) -> str:
 
 @dataclass(frozen=True)
 class PriceRow:
-    """One price of the bulk CSV or the Pricing API, in one shape."""
-
     kind: str  # instance | reserved | storage | egress
     sku: str
     region: str
@@ -79,8 +70,7 @@ class PriceRow:
     to_region: str = ""
     tier_start: str = ""
     tier_end: str = ""
-    # Reserved terms only: one term is an hourly row (Unit Hrs) plus, unless No Upfront, a fee row
-    # (Unit Quantity) under the same SKU and offer term code.
+    # Reserved terms only: an hourly row plus, unless No Upfront, a fee row under the same term code.
     term_code: str = ""
     lease: str = ""  # "1yr" | "3yr"
     payment: str = ""  # "No Upfront" | "Partial Upfront" | "All Upfront"
@@ -111,8 +101,7 @@ def _positive(text: str) -> bool:
 
 
 def _is_wanted_variant(r: dict[str, str]) -> bool:
-    """The one row per instance type priced: Linux, shared tenancy, no licence or software, plain
-    on-demand capacity (`_row_verdicts` states the same for a batch of rows)."""
+    """The row priced: Linux, shared, no licence or software, on-demand (as `_row_verdicts`)."""
     return (r.get("os") == "Linux" and r.get("tenancy") == "Shared" and r.get("sw") == "NA"
             and r.get("capacity") == "Used" and r.get("license", "No License required") in ("No License required", "")
             and r.get("market", "OnDemand") in ("OnDemand", ""))
@@ -182,9 +171,7 @@ class _Chunks(io.RawIOBase):
 
 
 def _row_verdicts(col: Callable[[str], Any]) -> tuple[Any, Any, Any]:
-    """Per row of a batch: its TermType is kept (OnDemand, or Reserved of a GPU instance family: its
-    commitment terms); it is another variant of a compute product than the one priced
-    (`_is_wanted_variant`); it is a row `price_row` is to see."""
+    """Per row of a batch: its term is kept; it is another variant than the one priced; `price_row` is to see it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -203,10 +190,8 @@ def _row_verdicts(col: Callable[[str], Any]) -> tuple[Any, Any, Any]:
 
 def parse_offer_stream(stream: io.BufferedReader, region: str, meta: dict[str, str] | None = None,
                        skipped: Counter[str] | None = None) -> list[PriceRow]:
-    """A bulk offer file (CSV form) read from `stream` as it arrives -> its PriceRows, in file
-    order. `meta` receives the metadata lines ("Publication Date"); `skipped` counts the rows not
-    kept, by reason. A row whose field count is not the header's (a truncated download, a
-    malformed file) is SchemaDriftError."""
+    """A bulk offer file read as it arrives -> its PriceRows; `meta` gets the metadata lines, `skipped`
+    the rows not kept by reason. A malformed or truncated file is SchemaDriftError."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
@@ -255,7 +240,6 @@ def parse_offer_stream(stream: io.BufferedReader, region: str, meta: dict[str, s
 
 def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None,
                        skipped: Counter[str] | None = None) -> list[PriceRow]:
-    """An offer file given as body chunks (any sizes), parsed as they come (`parse_offer_stream`)."""
     return parse_offer_stream(io.BufferedReader(_Chunks(chunks), _BLOCK_BYTES), region, meta, skipped)
 
 
@@ -270,9 +254,7 @@ def parse_region_index(doc: Any, what: str) -> dict[str, str]:
 
 
 def price_list_versions(regions: Iterable[str], *indexes: dict[str, str] | None) -> str:
-    """The price list's version index as one validator: each region's offer file paths in `indexes`
-    (region -> the versioned path of its current file; None: not read). A file at a versioned path
-    never changes, so equal validators mean the same files, the same rows."""
+    """One validator of every region's versioned offer file paths in `indexes` (None: not read)."""
     files = [[r, *(None if i is None else i.get(r) for i in indexes)] for r in sorted(regions)]
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()
 
@@ -280,8 +262,7 @@ def price_list_versions(regions: Iterable[str], *indexes: dict[str, str] | None)
 def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],
                       dt_index: dict[str, str], skipped: Counter[str] | None = None
                       ) -> tuple[list[PriceRow], str | None]:
-    """A region's EC2 offer file and (if listed) its AWSDataTransfer file, downloaded side by side;
-    the rows not kept are counted in `skipped`. Returns the rows and the publication date."""
+    """A region's EC2 and data-transfer offer files, side by side -> the rows and the publication date."""
     if region not in ec2_index:
         raise SourceError(f"aws: the price list has no EC2 offer file for region {region}")
     meta: dict[str, str] = {}
@@ -321,8 +302,7 @@ _API_ATTRIBUTES = {  # row key -> GetProducts attribute
 @drift_guard("aws: GetProducts item")
 def parse_price_list_item(item: str | dict[str, Any], region: str, skipped: Counter[str] | None = None,
                           repeated: list[RepeatedKey] | None = None) -> list[PriceRow]:
-    """One Pricing API PriceList element (a JSON string) -> on-demand and reserved-term price rows.
-    A key the element repeats keeps its first value; the later ones go to `repeated` (base.parse_json)."""
+    """One Pricing API PriceList element (a JSON string) -> on-demand and reserved-term price rows."""
     doc = parse_json(item, f"{PRICING_API_HOST} GetProducts", [] if repeated is None else repeated) \
         if isinstance(item, str) else item
     try:
@@ -356,7 +336,6 @@ def parse_price_list_item(item: str | dict[str, Any], region: str, skipped: Coun
 
 def fetch_prices_api(ctx: SourceContext, region: str, client_kwargs: dict[str, Any],
                      skipped: Counter[str] | None = None) -> list[PriceRow]:
-    """The region's GPU instances, EBS volumes and data transfer through GetProducts (paginated)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     pricing = ctx.boto_client("pricing", "us-east-1", PRICING_API_HOST, **client_kwargs)

@@ -1,13 +1,9 @@
 """AWS Savings Plans (Compute and EC2 Instance, 1 and 3 years) from the public Savings Plans price list.
 
-Format (AWS Billing User Guide, "Reading the service price list file for a Savings Plan"): the
-region index lists `regions` with their `regionCode` and `versionUrl`. A region file holds
-`products` (one per plan: `sku`, `productFamily`, `attributes.purchaseOption`) and
-`terms.savingsPlan` (one per plan `sku`: `leaseContractLength` {duration, unit} and `rates`, each
-the plan's hourly rate `discountedRate` {price, currency} of the on-demand SKU `discountedSku`).
-A rate is the effective hourly rate whatever the payment option. The file holds every instance
-type, OS and tenancy, Fargate and Lambda: it is parsed as it streams (ijson), keeping only rates
-of Linux on-demand usage of GPU families.
+A region file holds `products` (per plan: `sku`, `productFamily`, `attributes.purchaseOption`) and
+`terms.savingsPlan` (per plan: `leaseContractLength` and `rates`, each the effective hourly
+`discountedRate` of the on-demand SKU `discountedSku`). It is parsed as it streams (ijson), keeping
+only rates of Linux on-demand usage of GPU families.
 """
 
 from __future__ import annotations
@@ -25,12 +21,10 @@ SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current
 # productFamily -> the Commitment of warehouse.records it is sold as.
 PLAN_KINDS = {"ComputeSavingsPlans": "compute_savings_plan", "EC2InstanceSavingsPlans": "ec2_instance_savings_plan"}
 PAYMENTS = {"No Upfront": "no_upfront", "Partial Upfront": "partial_upfront", "All Upfront": "all_upfront"}
-# The usage a Linux, shared-tenancy on-demand instance is billed under (`BoxUsage:<type>`, with the
-# region's prefix outside us-east-1) and its operation.
+# The usage and operation a Linux shared on-demand instance is billed under.
 LINUX_OPERATION = "RunInstances"
 BOX_USAGE = "BoxUsage:"
 
-# Why a Savings Plans rate or plan becomes no offer: keys of the skip counts in the refresh notes.
 SKIP_OTHER_SERVICE = "savings-plan rates of other services (Fargate, Lambda, SageMaker)"
 SKIP_OTHER_USAGE = "savings-plan rates of EC2 usage other than Linux shared on-demand GPU instances"
 SKIP_NO_ON_DEMAND = "savings-plan rates whose discounted SKU is no on-demand offer of the region"
@@ -39,8 +33,6 @@ SKIP_OTHER_PLAN = "savings-plan terms of plans other than Compute and EC2 Instan
 
 @dataclass(frozen=True)
 class SavingsPlanRate:
-    """One plan's hourly rate for one on-demand SKU."""
-
     commitment: str  # compute_savings_plan | ec2_instance_savings_plan
     term_months: int
     payment_option: str  # no_upfront | partial_upfront | all_upfront
@@ -56,7 +48,6 @@ class SavingsPlanRate:
 
 @drift_guard("aws: Savings Plans region index")
 def parse_savings_plan_index(doc: Any) -> dict[str, str]:
-    """region code -> path of its Savings Plans file."""
     try:
         return {r["regionCode"]: r["versionUrl"] for r in doc["regions"]}
     except (KeyError, TypeError) as err:
@@ -71,7 +62,6 @@ def instance_type_of(usage_type: str) -> str | None:
 
 
 class _SavingsPlanFile:
-    """What a region file's stream leaves: its plans and the rates kept of its terms."""
 
     def __init__(self, region: str, families: Collection[str], skipped: Counter[str]) -> None:
         self.region, self.families, self.skipped = region, families, skipped
@@ -127,9 +117,8 @@ class _SavingsPlanFile:
 
 def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Collection[str],
                               skipped: Counter[str] | None = None) -> list[SavingsPlanRate]:
-    """Stream a region's Savings Plans file (raw body chunks of any size) into the rates of Compute
-    and EC2 Instance Savings Plans for Linux shared on-demand usage of the instance `families`;
-    every other rate is counted in `skipped` by reason. Memory holds one term at a time."""
+    """A region's Savings Plans file as it streams -> the rates for Linux shared on-demand usage of
+    `families`; every other rate counted in `skipped` by reason."""
     found = _SavingsPlanFile(region, families, Counter() if skipped is None else skipped)
     products = ijson.items_coro(SimpleNamespace(send=found.product), "products.item")
     terms = ijson.items_coro(SimpleNamespace(send=found.term), "terms.savingsPlan.item")
@@ -141,8 +130,7 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
                 products.send(chunk)
             terms.send(chunk)
             if products_open and products_before and not terms_before and found.terms:
-                # The first term came in a chunk after products: that array had closed, and the rest
-                # of the file, nearly all of it, need not be parsed twice.
+                # The products array closed: the rest of the file need not be parsed twice.
                 products_open = False
         terms.close()
         if products_open:
@@ -155,7 +143,6 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
 
 def fetch_savings_plans(ctx: SourceContext, client: Any, host: str, region: str, index: dict[str, str],
                         families: Collection[str]) -> tuple[list[SavingsPlanRate], Counter[str]]:
-    """A region's Savings Plans rates (of `families` only), streamed, and the rates not kept."""
     skipped: Counter[str] = Counter()
     if region not in index:
         return [], skipped
@@ -164,8 +151,7 @@ def fetch_savings_plans(ctx: SourceContext, client: Any, host: str, region: str,
 
 def join_on_demand(rates: list[SavingsPlanRate], on_demand_skus: Collection[str],
                    skipped: Counter[str]) -> list[SavingsPlanRate]:
-    """The rates whose `discountedSku` is one of the region's on-demand offers (its price-list SKU);
-    the others counted in `skipped`."""
+    """The rates whose `discountedSku` is an on-demand offer of the region; the others counted in `skipped`."""
     kept = [rate for rate in rates if rate.discounted_sku in on_demand_skus]
     if len(rates) > len(kept):
         skipped[SKIP_NO_ON_DEMAND] += len(rates) - len(kept)
