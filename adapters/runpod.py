@@ -1,26 +1,12 @@
 """RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot.
 
-Source: RunPod's GraphQL API, `POST https://api.runpod.io/graphql`, two queries; `gpuTypes` is not
-paginated. The public fields need no API key (gpuhunt reads them without one); RUNPOD_API_KEY, when
-set, is sent as the documented `api_key` query parameter.
-- Prices (the core): `gpuTypes { id displayName manufacturer memoryInGb maxGpuCount secureCloud
-  communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice }`.
-- Stock levels (an enrichment): `gpuTypes { id secureStock: lowestPrice(input: {gpuCount: 1,
-  secureCloud: true}) {...} communityStock: ...(secureCloud: false) }`. `lowestPrice` is a live
-  lookup over the machines free now, not a catalogue field, so it is asked apart: when it fails the
-  prices still load and the warehouse keeps the stock columns. stockStatus High/Medium/Low becomes
-  availability_level "high"/"medium"/"low", null no stock (available=False); maxUnreservedGpuCount
-  is available_count, minVcpu/minMemory the pod's vCPUs and RAM.
-
-Rows: RunPod prices a GPU per cloud, not per data center, so the region is the cloud ("secure-cloud",
-"community-cloud"). A GPU type sold in a cloud gives an on_demand offer (securePrice/communityPrice)
-and an interruptible one (the spot prices: pods stopped when outbid); a null price means "not sold
-that way", a zero or negative one is quarantined. instance_type "1x <RunPod GPU type id>" with
-gpu_count 1: prices are per GPU, and the id is unique. GraphQL reports errors with HTTP 200 and an
-`errors` list: a validation error (a field renamed or removed) is SchemaDriftError, any other a
-SourceError, each naming RunPod's message. Storage and egress are not in the API: RunPod's docs give
-network volumes 0.07 USD/GB-month (0.05 above 1 TB), container and pod-volume disk 0.10 (pod volumes
-0.20 while stopped) and no data-transfer fees, emitted per cloud to join the offers' regions.
+RunPod's GraphQL API, `POST https://api.runpod.io/graphql` (no key needed; RUNPOD_API_KEY, when set, goes as
+the `api_key` parameter), two queries: `gpuTypes` prices (the core) and the stock levels (an enrichment:
+`lowestPrice` per cloud is a live lookup over the machines free now, so it is asked apart and may fail
+alone). The region is the cloud ("secure-cloud", "community-cloud"); a type sold there gives an on_demand
+and an interruptible (spot) offer of one GPU, a null price meaning "not sold that way". GraphQL errors come
+with HTTP 200: a validation error is SchemaDriftError, any other a SourceError. Storage and egress
+are RunPod's documented terms, per cloud.
 """
 
 from __future__ import annotations
@@ -81,25 +67,17 @@ PROVIDER = ProviderSpec(
         "available", "available_count", "availability_level", "vcpus", "ram_gb", "interruption_risk_level",
         "interruption_rate_max_pct", "interruption_risk_source", "provider_data")),),
     facts=ProviderFacts(
-        display_name="RunPod",
-        kind="gpu_cloud",
-        billing_granularity_s=1,
-        minimum_charge_s=None,
-        billing_notes="Pods are billed per second, compute and storage alike.",
-        storage_persists_when_stopped=True,
+        display_name="RunPod", kind="gpu_cloud", billing_granularity_s=1, minimum_charge_s=None,
+        billing_notes="Pods are billed per second, compute and storage alike.", storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped pod stops compute billing; its volume disk keeps billing at 0.20 USD/GB-month "
                               "(0.10 while running).",
         access_ssh=True, access_docker=True, access_jupyter=True,
         multinode_interconnect="Instant Clusters (bandwidth not verified)",
         interruptible_offer="Spot pods (interruptible; stopped when outbid or reclaimed)",
         price_source="RunPod GraphQL API gpuTypes (no key needed for prices); storage/egress from the docs",
-        source_urls=[
-            "https://docs.runpod.io/sdks/graphql/configurations",
-            "https://docs.runpod.io/references/graphql-spec",
-            "https://docs.runpod.io/accounts-billing/billing",
-            "https://docs.runpod.io/pods/storage",
-        ],
-    ),
+        source_urls=["https://docs.runpod.io/sdks/graphql/configurations",
+                     "https://docs.runpod.io/references/graphql-spec",
+                     "https://docs.runpod.io/accounts-billing/billing", "https://docs.runpod.io/pods/storage"]),
 )
 
 # (storage_class, USD per GB-month, clouds it exists in, description) from RunPod's storage docs.
@@ -114,8 +92,7 @@ DOCUMENTED_STORAGE = (
 
 
 def gpu_types(doc: Any) -> list[Any]:
-    """The `data.gpuTypes` list of an answer. GraphQL answers failures with HTTP 200: an `errors`
-    list raises, naming RunPod's message."""
+    """The `data.gpuTypes` list of an answer; an `errors` list raises, naming RunPod's message."""
     if not isinstance(doc, dict):
         raise SchemaDriftError(f"runpod: GraphQL answer is not a JSON object ({type(doc).__name__})")
     if errors := doc.get("errors"):
@@ -138,8 +115,7 @@ def parse_stock(doc: Any) -> dict[str, dict[str, Any]]:
 
 @drift_guard("runpod: gpuTypes")
 def parse_gpu_types(doc: Any, stock: dict[str, dict[str, Any]] | None = None) -> Batch:
-    """A price answer (and the stock per type id, when it came) -> offers per GPU type, cloud and
-    purchase option, plus the documented storage/egress."""
+    """A price answer (and the stock per type id, when it came) -> offers, plus the documented storage/egress."""
     batch = PROVIDER.batch()
     for gt in sorted(gpu_types(doc), key=lambda g: str(g.get("id")) if isinstance(g, dict) else ""):
         if stock and isinstance(gt, dict):
@@ -190,7 +166,7 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
 
 
 def availability(stock: Any) -> dict[str, Any]:
-    """lowestPrice stock block -> availability fields; no block (not asked, or not answered) -> unknown."""
+    """lowestPrice stock block -> availability fields; no block -> unknown. stockStatus High -> "high"."""
     if not isinstance(stock, dict):
         return {"available": None, "available_count": None, "availability_level": None}
     status = stock.get("stockStatus")
