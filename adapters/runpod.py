@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
@@ -41,21 +40,11 @@ STOCK_QUERY = (
 )
 
 
-@dataclass(frozen=True)
-class Cloud:
-    region: str  # our region name for the cloud
-    offered_flag: str  # gpuType field: is this GPU sold in this cloud
-    on_demand_price: str
-    spot_price: str
-    stock_alias: str
-
-
-CLOUDS = (
-    Cloud("secure-cloud", "secureCloud", "securePrice", "secureSpotPrice", "secureStock"),
-    Cloud("community-cloud", "communityCloud", "communityPrice", "communitySpotPrice", "communityStock"),
-)
-REQUIRED_FIELDS = ("id", "memoryInGb", "secureCloud", "communityCloud", "securePrice", "communityPrice",
-                   "secureSpotPrice", "communitySpotPrice")
+# Our region name for each cloud -> the prefix of its gpuType fields (secureCloud: sold there; securePrice,
+# secureSpotPrice) and of its stock alias (secureStock).
+CLOUDS = {"secure-cloud": "secure", "community-cloud": "community"}
+REQUIRED_FIELDS = ("id", "memoryInGb",
+                   *(cloud + field for field in ("Cloud", "Price", "SpotPrice") for cloud in CLOUDS.values()))
 
 PROVIDER = ProviderSpec(
     name=NAME,
@@ -110,7 +99,8 @@ def gpu_types(doc: Any) -> list[Any]:
 @drift_guard("runpod: stock levels")
 def parse_stock(doc: Any) -> dict[str, dict[str, Any]]:
     """A stock answer -> GPU type id -> its lowestPrice block per cloud alias."""
-    return {str(t["id"]): {c.stock_alias: t.get(c.stock_alias) for c in CLOUDS} for t in gpu_types(doc)}
+    aliases = [f"{cloud}Stock" for cloud in CLOUDS.values()]
+    return {str(gt["id"]): {alias: gt.get(alias) for alias in aliases} for gt in gpu_types(doc)}
 
 
 @drift_guard("runpod: gpuTypes")
@@ -142,24 +132,24 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
     except UnknownGPUError as err:
         batch.quarantine("offer", gpu_id, f"gpu: {err}", gt)
         return
-    for cloud in CLOUDS:
-        if not gt[cloud.offered_flag]:
+    for region, cloud in CLOUDS.items():
+        if not gt[f"{cloud}Cloud"]:
             continue
-        stock = gt.get(cloud.stock_alias)
+        stock = gt.get(f"{cloud}Stock")
         block = stock if isinstance(stock, dict) else {}
         found = availability(stock)
         data = {"gpu_type_id": gt["id"], "display_name": gt.get("displayName"), "max_gpu_count": gt.get("maxGpuCount"),
-                "cloud": cloud.region, "available_gpu_counts": block.get("availableGpuCounts"),
+                "cloud": region, "available_gpu_counts": block.get("availableGpuCounts"),
                 "minimum_bid_price": block.get("minimumBidPrice"),
                 "uninterruptable_price": block.get("uninterruptablePrice")}
-        for option, price_field in (("on_demand", cloud.on_demand_price), ("interruptible", cloud.spot_price)):
+        for option, price_field in (("on_demand", f"{cloud}Price"), ("interruptible", f"{cloud}SpotPrice")):
             price = gt[price_field]
             if price is None:
                 continue  # not sold this way in this cloud
             risk = interruption.from_stock_level(found["availability_level"]) if option == "interruptible" else {}
             batch.offer(
-                f"{cloud.region}/{gpu_id}/{option}", gt, gpu_model=model.gpu_model, gpu_variant_exact=exact,
-                gpu_name_reported=gpu_id, gpu_count=1, gpu_memory_gb=memory_gb or None, region=cloud.region,
+                f"{region}/{gpu_id}/{option}", gt, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+                gpu_name_reported=gpu_id, gpu_count=1, gpu_memory_gb=memory_gb or None, region=region,
                 instance_type=f"1x {gpu_id}", purchase_option=option, price_per_hour=price,
                 vcpus=_positive_or_none(block.get("minVcpu")), ram_gb=_positive_or_none(block.get("minMemory")),
                 **found, **risk, provider_data=json.dumps(data, sort_keys=True))
@@ -190,14 +180,12 @@ def _add_documented_terms(batch: Batch) -> None:
             batch.add("storage", f"{region}/{storage_class}", source, region=region, storage_class=storage_class,
                       usd_per_gb_month=usd, source_currency="USD", source_usd_per_gb_month=usd,
                       description=description)
-    for cloud in CLOUDS:
-        batch.add("egress", f"{cloud.region}/internet", {"source": PROVIDER.facts.source_urls[2]},
-                  region=cloud.region, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
+    for region in CLOUDS:
+        batch.add("egress", f"{region}/internet", {"source": PROVIDER.facts.source_urls[2]},
+                  region=region, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
                   usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
                   description="RunPod charges no data ingress or egress (transfer) fees (RunPod billing docs)")
 
-
-# -- fetching ---------------------------------------------------------------------
 
 def fetch(ctx: SourceContext) -> Batch:
     """The price query, then the stock query as an enrichment."""

@@ -134,15 +134,15 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     shade_type = item.get("shade_instance_type")
     ref = f"{cloud}/{shade_type}"
     try:
-        for key in ("shade_instance_type", "configuration", "hourly_price", "availability"):
-            if key not in item:
-                raise KeyError(f"{ref} lacks {key!r}")
+        lacking = [key for key in ("shade_instance_type", "configuration", "hourly_price", "availability")
+                   if key not in item]
+        if lacking:
+            raise KeyError(f"{ref} lacks {lacking[0]!r}")
         config = item["configuration"]
         if not isinstance(config, dict):
             raise TypeError(f"{ref}: configuration is not an object")
-        for key in ("num_gpus", "gpu_type"):
-            if key not in config:
-                raise KeyError(f"{ref}: configuration lacks {key!r}")
+        if lacking := [key for key in ("num_gpus", "gpu_type") if key not in config]:
+            raise KeyError(f"{ref}: configuration lacks {lacking[0]!r}")
         gpus = int(config["num_gpus"])
         regions = item["availability"]
         if not isinstance(regions, list):
@@ -166,15 +166,14 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     except ValueError as err:  # an unknown GPU too (UnknownGPUError is one)
         batch.quarantine("offer", ref, f"gpu: {err}" if isinstance(err, UnknownGPUError) else str(err), item)
         return "bad"
+    interconnect = _interconnect(link, config.get("nvlink"), gpus)
     common = dict(
         zone="", instance_type=ref, purchase_option="on_demand", operated_by=cloud, gpu_model=model.gpu_model,
         gpu_variant_exact=exact, gpu_name_reported=gpu_type, gpu_count=gpus, gpu_memory_gb=vram,
-        vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")),
+        vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")), interconnect=interconnect,
         local_disk_gb=_number(config.get("storage_in_gb")),
-        interconnect=_interconnect(link, config.get("nvlink"), gpus),
-        price_per_hour=float(cents) / 100,
         # the billing increment is not documented (the facts assume hours): the offers do not claim one
-        billing_granularity_s=None, minimum_charge_s=None)
+        price_per_hour=float(cents) / 100, billing_granularity_s=None, minimum_charge_s=None)
     data = {"cloud": cloud, "shade_instance_type": shade_type, "cloud_instance_type": item.get("cloud_instance_type"),
             "hourly_price_cents": cents, "interconnect": link, "nvlink": config.get("nvlink"),
             "deployment_type": item.get("deployment_type"), "boot_time": item.get("boot_time")}
