@@ -162,11 +162,8 @@ def availability(stock: Any) -> dict[str, Any]:
     status = stock.get("stockStatus")
     level = str(status).strip().lower() if status else None
     count = stock.get("maxUnreservedGpuCount")
-    return {
-        "available": level not in (None, "", "none"),
-        "available_count": int(count) if isinstance(count, (int, float)) and count >= 0 else None,
-        "availability_level": level or "none",
-    }
+    return {"available": level not in (None, "", "none"), "availability_level": level or "none",
+            "available_count": int(count) if isinstance(count, (int, float)) and count >= 0 else None}
 
 
 def _positive_or_none(value: Any) -> float | None:

@@ -44,9 +44,7 @@ class LayoutChanged(Exception):
 
 
 class PageFailed(LayoutChanged):
-    """The page answered, but says itself that its prices could not be loaded."""
-
-    what = "the page failed to load its prices"
+    what = "the page failed to load its prices"  # the page says itself that its prices could not be loaded
 
 
 # Errors whose text is empty, said in words.
