@@ -56,7 +56,8 @@ ROW_SELECTOR = f"{ON_DEMAND_TABLE} tbody tr td:nth-child(5)"
 REQUIRED_COLUMNS = ("gpu model", "vram", "pricing per hour")
 STORAGE_NAME = re.compile(r"storage|volume|\bSSD\b|disk|snapshot", re.I)
 NETWORK_NAME = re.compile(r"egress|ingress|traffic|bandwidth|\bIP\b", re.I)
-NAVIGATION_STATUS_JS = "() => { const n = performance.getEntriesByType('navigation')[0]; return n ? n.responseStatus : 0; }"
+NAVIGATION_STATUS_JS = ("() => { const n = performance.getEntriesByType('navigation')[0]; "
+                        "return n ? n.responseStatus : 0; }")
 # The wait ends with 'rows' (rendered), 'done' (the served placeholder gone, no rows where the spider looks)
 # or 'page: <text>' (the placeholder says the rate card failed); null keeps waiting. Whether the HTML was
 # served with the placeholder is recorded at readyState 'interactive', before any deferred script runs.
