@@ -10,8 +10,8 @@ no key needed (CLOUDRIFT_API_KEY, when set, goes in `X-API-Key`). One answer, no
                      "ip_availability_per_dc": {...},
                      "volume_types_per_dc": {"<dc>": [{"name", "cost_per_gb_per_month"}]}}]}]}}
 
-One offer per variant and datacenter it is listed in (available when it has a free node there), or
-one "global" row, available=False. Money is in cents (seen live: 25.0 on a 0.25 USD/h rental).
+One offer per variant and datacenter listing it (available with a free node there), or one "global" row,
+available=False. Money is in cents (seen live: 25.0 on a 0.25 USD/h rental).
 """
 
 from __future__ import annotations
@@ -31,9 +31,7 @@ NAME = "cloudrift"
 API_HOST = "api.cloudrift.ai"
 INSTANCE_TYPES_PATH = "/api/v1/instance-types/list"
 API_KEY_ENV = "CLOUDRIFT_API_KEY"
-# The protocol date CloudRift's own client pins (cloudrift-ai/emmy PR #809); the listing
-# answers whatever the pin.
-API_VERSION = "2026-09-08"
+API_VERSION = "2026-09-08"  # the protocol date CloudRift's own client pins (cloudrift-ai/emmy PR #809)
 # VM-capable types: what SSH access and a custom image need
 REQUEST = {"version": API_VERSION, "data": {"selector": {"ByServiceAndLocation": {"services": ["vm"]}}}}
 GLOBAL_REGION = "global"

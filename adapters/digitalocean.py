@@ -9,8 +9,8 @@ paged by `page`/`per_page` (at most 200) with the next page linked in full:
                 "disk_info": [{"type": "local", "size": {"amount": 2046, "unit": "gib"}}]}],
      "links": {"pages": {"next": "https://api.digitalocean.com/v2/sizes?page=2&per_page=200"}}}
 
-A GPU size is one offer per region that can create it now, or one "global" row, available=False.
-Volumes and outbound transfer are priced on DigitalOcean's pricing pages: constants below.
+One offer per region that can create the GPU size now, or one "global" row, available=False. Volumes and
+outbound transfer: constants from DigitalOcean's pricing pages.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, next_link,
-    stated_currency,
-)
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
+from gpuledger.adapters.base import drift_guard, next_link, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -43,9 +41,7 @@ TRANSFER_OVERAGE_USD_PER_GIB = 0.01
 
 PROVIDER = ProviderSpec(
     name=NAME, source_kind="api", secret_env_vars=(TOKEN_ENV,), credentials_required=True,
-    # Rows follow GPU capacity: a size offered in three regions is three rows, sold out it is one
-    # ("global"). A capacity crunch can cut the rows to a third while every size is still listed;
-    # a scrape that lost 90% of them is still refused.
+    # Rows follow capacity (one per region, one when sold out): a crunch can cut them to a third.
     anomaly=AnomalyThresholds(min_row_ratio=0.2),
     facts=ProviderFacts(
         display_name="DigitalOcean", kind="gpu_cloud", billing_granularity_s=1, minimum_charge_s=60,

@@ -1,7 +1,7 @@
 """Hot Aisle: AMD Instinct MI300X virtual machines and bare-metal servers, with their stock.
 
-Hot Aisle's REST API, `Authorization: Token <key>` (env HOTAISLE_API_KEY), per team: the
-HOTAISLE_TEAM_HANDLE, else the key's one team (`GET /api/teams/`). Two JSON arrays, not paged:
+Hot Aisle's REST API, `Authorization: Token <key>` (HOTAISLE_API_KEY), per team (HOTAISLE_TEAM_HANDLE, else
+the key's one team from `GET /api/teams/`). Two JSON arrays, not paged:
 
     GET /api/teams/{team}/virtual_machines/available/   and   .../bare_metal/available/
     [{"Quantity": 2, "MinimumReservationMinutes": 30, "OnDemandPrice": 299,       # US cents per hour
@@ -9,8 +9,7 @@ HOTAISLE_TEAM_HANDLE, else the key's one team (`GET /api/teams/`). Two JSON arra
                 "disk_capacity": <bytes>, "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
 
 The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
-facility, the per-GPU memory is the canon's (gpu_memory_from_canon). `Quantity` is the availability (sold-out types: 0, so
-an empty VM list is an error).
+facility, the memory is the canon's. `Quantity` is the availability (0 when sold out: an empty list is an error).
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
-)
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.base import drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -43,8 +41,7 @@ COMPUTE_PAGE = "https://www.hotaisle.xyz/compute/"
 
 PROVIDER = ProviderSpec(
     name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=True,
-    # The team handle is no secret (it is in every request path), but the nightly run has to be
-    # told which team's prices to read when the key belongs to several.
+    # The team handle is no secret, but the nightly run must know it when the key belongs to several teams.
     nightly_secrets=(API_KEY_ENV, TEAM_ENV),
     facts=ProviderFacts(
         display_name="Hot Aisle", kind="gpu_cloud", billing_granularity_s=60, minimum_charge_s=None,
@@ -87,9 +84,7 @@ def _cpu(specs: dict[str, Any]) -> tuple[str, int | None]:
 
 
 def type_name(kind: str, item: Any) -> str:
-    """A name for a listed type (the API gives none): kind, GPUs, cores and CPU model.
-
-    "vm-1x-MI300X-13c-Xeon-Platinum-8470"; the fault matrix names its victims the same way."""
+    """A name for a listed type (the API gives none): "vm-1x-MI300X-13c-Xeon-Platinum-8470"."""
     specs = item.get("Specs") if isinstance(item, dict) else None
     if not isinstance(specs, dict):
         return f"{kind}-?"

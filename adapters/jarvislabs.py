@@ -1,17 +1,16 @@
 """Jarvislabs.ai: per-GPU prices, spot prices and free GPUs per region, for containers and VMs.
 
-The backend catalogue the official `jarvislabs` SDK reads, the key as a Bearer token (env JL_API_KEY):
-`GET https://backendn.jarvislabs.net/misc/` ({"success": true}: the account pays in INR, quarantined)
-and `GET .../misc/server_meta`, one JSON body:
+The catalogue the official `jarvislabs` SDK reads (Bearer JL_API_KEY): `GET https://backendn.jarvislabs.net/misc/`
+({"success": true}: the account pays in INR, quarantined) and `GET .../misc/server_meta`:
 
     {"server_meta": [{"gpu_type": "H100", "region": "india-noida-01", "num_free_devices": 8,
                       "effective_num_free_devices": 8, "price_per_hour": 2.69, "spot_price": null, "vram": "80",
                       "cpus_per_gpu": 16, "ram_per_gpu": 200, "workload_type": "container", "num_gpus": "8"}],
      "cpu_meta": {"combinations": [...]}}
 
-Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed),
-another price is refused. Effective free devices are the on-demand availability, free devices the
-spot one (the SDK's reading). One 1-GPU offer per GPU x region x workload and purchase option.
+Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed), another
+price refused. Effective free devices are the on-demand availability, free devices the spot one (as the SDK
+reads them). One 1-GPU offer per GPU x region x workload and purchase option.
 """
 
 from __future__ import annotations
@@ -23,10 +22,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard,
-)
-from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
+from gpuledger.adapters.base import drift_guard
+from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -35,8 +33,7 @@ API_HOST = "backendn.jarvislabs.net"  # the SDK's default region (india-noida-01
 CURRENCY_PATH = "/misc/"
 SERVER_META_PATH = "/misc/server_meta"
 API_KEY_ENV = "JL_API_KEY"
-# The regions the SDK has a backend host for (jarvislabs/constants.py REGION_URLS): an instance
-# can be created only there, so a row elsewhere is counted, not loaded.
+# The regions the SDK has a backend host for (REGION_URLS): a row elsewhere is counted, not loaded.
 CREATABLE_REGIONS = ("india-chennai-01", "india-noida-01", "europe-01")
 WORKLOADS = {"container": "container", "vm": "vm", None: "container-or-vm"}
 
@@ -45,9 +42,6 @@ STORAGE_USD_PER_GB_MONTH = 0.10  # pricing page, read 2026-09-20
 
 PROVIDER = ProviderSpec(
     name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=True,
-    # Rows follow the free GPUs only through availability, not their number: every listed GPU keeps
-    # its row when sold out. The default guard fits.
-    anomaly=AnomalyThresholds(),
     facts=ProviderFacts(
         display_name="Jarvislabs.ai", kind="gpu_cloud", billing_granularity_s=60, minimum_charge_s=None,
         billing_notes="Billed per minute of compute at the listed per-GPU-hour rates (pricing page); a minimum "
@@ -159,8 +153,7 @@ def _gather(batch: Batch, row: Any, listings: dict[tuple[str, str], _Listing], s
         effective = _whole(row.get("effective_num_free_devices"), "effective_num_free_devices")
         max_gpus = _whole(row.get("num_gpus"), "num_gpus") or 1
         for what, value in (("price_per_hour", price), ("spot_price", spot)):
-            # Checked here, not left to the record contract: a bad row must not become the
-            # listing that the other servers' rows of the same GPU are held against.
+            # Checked here: a bad row must not become the listing the other servers' rows are held against.
             if value is not None and not (math.isfinite(value) and value > 0):
                 raise _BadRecord(f"{what} {value} is not a positive finite number")
     except _BadRecord as err:

@@ -6,8 +6,8 @@
       "price_cents_per_hour", "specs": {"vcpus", "memory_gib", "storage_gib", "gpus"}},
       "regions_with_capacity_available": [{"name", "description"}]}}}
 
-One price per type: a type is one offer per region with capacity now, or one "global" offer
-(available=False) when none has any. The GPU is read from `gpu_description` ("H100 (80 GB SXM5)").
+A type is one offer per region with capacity now, or one "global" offer (available=False) when none has
+any. The GPU is read from `gpu_description` ("H100 (80 GB SXM5)").
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, drift_guard, stated_currency,
-)
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, drift_guard
+from gpuledger.adapters.base import stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -34,9 +33,7 @@ FILESYSTEM_USD_PER_GIB_MONTH = 0.20
 
 PROVIDER = ProviderSpec(
     name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,), credentials_required=True,
-    # Rows follow capacity: a type with capacity in three regions is three rows, sold out it is
-    # one ("global"). A market-wide crunch can cut the rows to a third or less while every type is
-    # still listed; a scrape that lost 90% of them is still refused.
+    # Rows follow capacity (one per region, one when sold out): a crunch can cut them to a third.
     anomaly=AnomalyThresholds(min_row_ratio=0.2),
     facts=ProviderFacts(
         display_name="Lambda Cloud", kind="gpu_cloud", billing_granularity_s=60, minimum_charge_s=60,

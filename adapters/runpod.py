@@ -1,33 +1,18 @@
 """RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot.
 
-Source: RunPod's GraphQL API, `POST https://api.runpod.io/graphql`, two queries; `gpuTypes` is not
-paginated. The public fields need no API key (gpuhunt reads them without one); RUNPOD_API_KEY, when
-set, is sent as the documented `api_key` query parameter.
-- Prices (the core): `gpuTypes { id displayName manufacturer memoryInGb maxGpuCount secureCloud
-  communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice }`.
-- Stock levels (an enrichment): `gpuTypes { id secureStock: lowestPrice(input: {gpuCount: 1,
-  secureCloud: true}) {...} communityStock: ...(secureCloud: false) }`. `lowestPrice` is a live
-  lookup over the machines free now, not a catalogue field, so it is asked apart: when it fails the
-  prices still load and the warehouse keeps the stock columns. stockStatus High/Medium/Low becomes
-  availability_level "high"/"medium"/"low", null no stock (available=False); maxUnreservedGpuCount
-  is available_count, minVcpu/minMemory the pod's vCPUs and RAM.
-
-Rows: RunPod prices a GPU per cloud, not per data center, so the region is the cloud ("secure-cloud",
-"community-cloud"). A GPU type sold in a cloud gives an on_demand offer (securePrice/communityPrice)
-and an interruptible one (the spot prices: pods stopped when outbid); a null price means "not sold
-that way", a zero or negative one is quarantined. instance_type "1x <RunPod GPU type id>" with
-gpu_count 1: prices are per GPU, and the id is unique. GraphQL reports errors with HTTP 200 and an
-`errors` list: a validation error (a field renamed or removed) is SchemaDriftError, any other a
-SourceError, each naming RunPod's message. Storage and egress are not in the API: RunPod's docs give
-network volumes 0.07 USD/GB-month (0.05 above 1 TB), container and pod-volume disk 0.10 (pod volumes
-0.20 while stopped) and no data-transfer fees, emitted per cloud to join the offers' regions.
+RunPod's GraphQL API, `POST https://api.runpod.io/graphql` (no key needed; RUNPOD_API_KEY, when set, goes as
+the `api_key` parameter), two queries: `gpuTypes` prices (the core) and the stock levels (an enrichment:
+`lowestPrice` per cloud is a live lookup over the machines free now, so it is asked apart and may fail
+alone). The region is the cloud ("secure-cloud", "community-cloud"); a type sold there gives an on_demand
+and an interruptible (spot) offer of one GPU, a null price meaning "not sold that way". GraphQL errors come
+with HTTP 200: a validation error is SchemaDriftError, any other a SourceError. Storage and egress
+are RunPod's documented terms, per cloud.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
@@ -55,21 +40,11 @@ STOCK_QUERY = (
 )
 
 
-@dataclass(frozen=True)
-class Cloud:
-    region: str  # our region name for the cloud
-    offered_flag: str  # gpuType field: is this GPU sold in this cloud
-    on_demand_price: str
-    spot_price: str
-    stock_alias: str
-
-
-CLOUDS = (
-    Cloud("secure-cloud", "secureCloud", "securePrice", "secureSpotPrice", "secureStock"),
-    Cloud("community-cloud", "communityCloud", "communityPrice", "communitySpotPrice", "communityStock"),
-)
-REQUIRED_FIELDS = ("id", "memoryInGb", "secureCloud", "communityCloud", "securePrice", "communityPrice",
-                   "secureSpotPrice", "communitySpotPrice")
+# Our region name for each cloud -> the prefix of its gpuType fields (secureCloud: sold there; securePrice,
+# secureSpotPrice) and of its stock alias (secureStock).
+CLOUDS = {"secure-cloud": "secure", "community-cloud": "community"}
+REQUIRED_FIELDS = ("id", "memoryInGb",
+                   *(cloud + field for field in ("Cloud", "Price", "SpotPrice") for cloud in CLOUDS.values()))
 
 PROVIDER = ProviderSpec(
     name=NAME,
@@ -81,25 +56,17 @@ PROVIDER = ProviderSpec(
         "available", "available_count", "availability_level", "vcpus", "ram_gb", "interruption_risk_level",
         "interruption_rate_max_pct", "interruption_risk_source", "provider_data")),),
     facts=ProviderFacts(
-        display_name="RunPod",
-        kind="gpu_cloud",
-        billing_granularity_s=1,
-        minimum_charge_s=None,
-        billing_notes="Pods are billed per second, compute and storage alike.",
-        storage_persists_when_stopped=True,
+        display_name="RunPod", kind="gpu_cloud", billing_granularity_s=1, minimum_charge_s=None,
+        billing_notes="Pods are billed per second, compute and storage alike.", storage_persists_when_stopped=True,
         stopped_billing_notes="A stopped pod stops compute billing; its volume disk keeps billing at 0.20 USD/GB-month "
                               "(0.10 while running).",
         access_ssh=True, access_docker=True, access_jupyter=True,
         multinode_interconnect="Instant Clusters (bandwidth not verified)",
         interruptible_offer="Spot pods (interruptible; stopped when outbid or reclaimed)",
         price_source="RunPod GraphQL API gpuTypes (no key needed for prices); storage/egress from the docs",
-        source_urls=[
-            "https://docs.runpod.io/sdks/graphql/configurations",
-            "https://docs.runpod.io/references/graphql-spec",
-            "https://docs.runpod.io/accounts-billing/billing",
-            "https://docs.runpod.io/pods/storage",
-        ],
-    ),
+        source_urls=["https://docs.runpod.io/sdks/graphql/configurations",
+                     "https://docs.runpod.io/references/graphql-spec",
+                     "https://docs.runpod.io/accounts-billing/billing", "https://docs.runpod.io/pods/storage"]),
 )
 
 # (storage_class, USD per GB-month, clouds it exists in, description) from RunPod's storage docs.
@@ -114,8 +81,7 @@ DOCUMENTED_STORAGE = (
 
 
 def gpu_types(doc: Any) -> list[Any]:
-    """The `data.gpuTypes` list of an answer. GraphQL answers failures with HTTP 200: an `errors`
-    list raises, naming RunPod's message."""
+    """The `data.gpuTypes` list of an answer; an `errors` list raises, naming RunPod's message."""
     if not isinstance(doc, dict):
         raise SchemaDriftError(f"runpod: GraphQL answer is not a JSON object ({type(doc).__name__})")
     if errors := doc.get("errors"):
@@ -133,13 +99,13 @@ def gpu_types(doc: Any) -> list[Any]:
 @drift_guard("runpod: stock levels")
 def parse_stock(doc: Any) -> dict[str, dict[str, Any]]:
     """A stock answer -> GPU type id -> its lowestPrice block per cloud alias."""
-    return {str(t["id"]): {c.stock_alias: t.get(c.stock_alias) for c in CLOUDS} for t in gpu_types(doc)}
+    aliases = [f"{cloud}Stock" for cloud in CLOUDS.values()]
+    return {str(gt["id"]): {alias: gt.get(alias) for alias in aliases} for gt in gpu_types(doc)}
 
 
 @drift_guard("runpod: gpuTypes")
 def parse_gpu_types(doc: Any, stock: dict[str, dict[str, Any]] | None = None) -> Batch:
-    """A price answer (and the stock per type id, when it came) -> offers per GPU type, cloud and
-    purchase option, plus the documented storage/egress."""
+    """A price answer (and the stock per type id, when it came) -> offers, plus the documented storage/egress."""
     batch = PROVIDER.batch()
     for gt in sorted(gpu_types(doc), key=lambda g: str(g.get("id")) if isinstance(g, dict) else ""):
         if stock and isinstance(gt, dict):
@@ -166,41 +132,38 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
     except UnknownGPUError as err:
         batch.quarantine("offer", gpu_id, f"gpu: {err}", gt)
         return
-    for cloud in CLOUDS:
-        if not gt[cloud.offered_flag]:
+    for region, cloud in CLOUDS.items():
+        if not gt[f"{cloud}Cloud"]:
             continue
-        stock = gt.get(cloud.stock_alias)
+        stock = gt.get(f"{cloud}Stock")
         block = stock if isinstance(stock, dict) else {}
         found = availability(stock)
         data = {"gpu_type_id": gt["id"], "display_name": gt.get("displayName"), "max_gpu_count": gt.get("maxGpuCount"),
-                "cloud": cloud.region, "available_gpu_counts": block.get("availableGpuCounts"),
+                "cloud": region, "available_gpu_counts": block.get("availableGpuCounts"),
                 "minimum_bid_price": block.get("minimumBidPrice"),
                 "uninterruptable_price": block.get("uninterruptablePrice")}
-        for option, price_field in (("on_demand", cloud.on_demand_price), ("interruptible", cloud.spot_price)):
+        for option, price_field in (("on_demand", f"{cloud}Price"), ("interruptible", f"{cloud}SpotPrice")):
             price = gt[price_field]
             if price is None:
                 continue  # not sold this way in this cloud
             risk = interruption.from_stock_level(found["availability_level"]) if option == "interruptible" else {}
             batch.offer(
-                f"{cloud.region}/{gpu_id}/{option}", gt, gpu_model=model.gpu_model, gpu_variant_exact=exact,
-                gpu_name_reported=gpu_id, gpu_count=1, gpu_memory_gb=memory_gb or None, region=cloud.region,
+                f"{region}/{gpu_id}/{option}", gt, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+                gpu_name_reported=gpu_id, gpu_count=1, gpu_memory_gb=memory_gb or None, region=region,
                 instance_type=f"1x {gpu_id}", purchase_option=option, price_per_hour=price,
                 vcpus=_positive_or_none(block.get("minVcpu")), ram_gb=_positive_or_none(block.get("minMemory")),
                 **found, **risk, provider_data=json.dumps(data, sort_keys=True))
 
 
 def availability(stock: Any) -> dict[str, Any]:
-    """lowestPrice stock block -> availability fields; no block (not asked, or not answered) -> unknown."""
+    """lowestPrice stock block -> availability fields; no block -> unknown. stockStatus High -> "high"."""
     if not isinstance(stock, dict):
         return {"available": None, "available_count": None, "availability_level": None}
     status = stock.get("stockStatus")
     level = str(status).strip().lower() if status else None
     count = stock.get("maxUnreservedGpuCount")
-    return {
-        "available": level not in (None, "", "none"),
-        "available_count": int(count) if isinstance(count, (int, float)) and count >= 0 else None,
-        "availability_level": level or "none",
-    }
+    return {"available": level not in (None, "", "none"), "availability_level": level or "none",
+            "available_count": int(count) if isinstance(count, (int, float)) and count >= 0 else None}
 
 
 def _positive_or_none(value: Any) -> float | None:
@@ -214,14 +177,12 @@ def _add_documented_terms(batch: Batch) -> None:
             batch.add("storage", f"{region}/{storage_class}", source, region=region, storage_class=storage_class,
                       usd_per_gb_month=usd, source_currency="USD", source_usd_per_gb_month=usd,
                       description=description)
-    for cloud in CLOUDS:
-        batch.add("egress", f"{cloud.region}/internet", {"source": PROVIDER.facts.source_urls[2]},
-                  region=cloud.region, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
+    for region in CLOUDS:
+        batch.add("egress", f"{region}/internet", {"source": PROVIDER.facts.source_urls[2]},
+                  region=region, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
                   usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
                   description="RunPod charges no data ingress or egress (transfer) fees (RunPod billing docs)")
 
-
-# -- fetching ---------------------------------------------------------------------
 
 def fetch(ctx: SourceContext) -> Batch:
     """The price query, then the stock query as an enrichment."""

@@ -10,11 +10,9 @@
     GET https://api.scaleway.com/instance/v1/zones/{zone}/products/servers/availability   (X-Auth-Token)
       -> {"servers": {"H100-1-80G": {"availability": "available"|"scarce"|"shortage"}}, "total_count": 12}
 
-Both page (`page`, `page_size`/`per_page`) until `total_count` items have come or a page is short.
-The catalogue states each price's currency and unit (the Instance API's bare `hourly_price` has been
-seen holding per-minute figures). Stock needs SCW_SECRET_KEY live. EUR prices are converted at the
-setting `scaleway_usd_per_eur`; without it they are quarantined, never stored as USD. The per-GPU memory
-is read from the offer id ("H100-SXM-8-80G"); an older type's id (RENDER-S) states none.
+Both page until `total_count` items have come or a page is short. The catalogue states each price's currency
+and unit (the Instance API's bare `hourly_price` has held per-minute figures). EUR prices are converted at the
+setting `scaleway_usd_per_eur`, else quarantined. The per-GPU memory is in the offer id ("H100-SXM-8-80G").
 """
 
 from __future__ import annotations
@@ -181,8 +179,7 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
         raise _BadRecord("schema: lacks 'locality.zone'")
     gpu = _get(item, "properties", "hardware", "gpu")
     count = _integral(gpu.get("count"), "gpu count")
-    # The memory per GPU is in the offer id ("H100-SXM-8-80G"). Older types' ids do not follow that
-    # pattern (RENDER-S, a P100): their GPU is the hardware's own gpu fields, its memory not stated.
+    # Older types' ids (RENDER-S) do not state the memory: their GPU is the hardware's gpu fields alone.
     m = _OFFER_ID.match(offer_id)
     if m and int(m.group("count")) != count:
         raise _BadRecord(f"gpu: offer id {offer_id} says {m.group('count')} GPUs, hardware says {count}")
@@ -218,8 +215,7 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
 
 
 def _next_page(key: str, size_param: str) -> Any:
-    """Pages until one comes back short or `total_count` items have come (records can go between
-    pages, so a short page ends the listing whatever the total says)."""
+    """Pages until one comes back short (records can go between pages) or `total_count` items have come."""
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
         got, total = _get(doc, key), _get(doc, "total_count")
         page, size = int(request["params"]["page"]), int(request["params"][size_param])

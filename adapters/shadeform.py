@@ -8,9 +8,8 @@
                         "interconnect", "nvlink", "vram_per_gpu_in_gb"},
       "availability": [{"region": "kansascity-usa-1", "available": true, "display_name": "..."}]}]}
 
-`cloud` runs the machine at its own rate (Shadeform's FAQ): offers name it in `operated_by`, and a
-cloud loaded from its own source (the registry) is skipped and counted. Not read: billing increments
-(undocumented), egress, `/volumes/types` (in the clouds' own region names; its example marked wrong).
+`cloud` runs the machine at its own rate: offers name it in `operated_by`; a cloud loaded from its own
+source (the registry) is skipped and counted. Not read: `/volumes/types` (in the clouds' own region names).
 """
 
 from __future__ import annotations
@@ -22,9 +21,8 @@ from collections import Counter
 from typing import Any, Iterable
 
 from gpuledger.adapters import registry
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
-)
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.base import drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -34,10 +32,8 @@ API_HOST = "api.shadeform.ai"
 INSTANCE_TYPES_PATH = "/v1/instances/types"
 API_KEY_ENV = "SHADEFORM_API_KEY"
 
-# Shadeform's cloud names (its API reference's Cloud enum and documented examples) -> the
-# registry names of the gpuledger sources that load the same cloud directly, where they differ: any
-# other cloud (aws, gcp, runpod, vultr, crusoe, ...) is looked up under its own name. DataCrunch
-# renamed itself Verda; Shadeform lists both names.
+# Shadeform's cloud names -> the registry names of the sources loading that cloud directly, where they
+# differ (any other cloud is looked up under its own name). DataCrunch renamed itself Verda.
 CLOUD_SOURCES: dict[str, tuple[str, ...]] = {
     "lambdalabs": ("lambda",),
     "latitude": ("latitudesh",),
@@ -72,8 +68,7 @@ def registered_source(cloud: str, sources: Iterable[str] | None = None) -> str |
 
 
 def gpu_aliases(gpu_type: str, interconnect: str | None) -> list[str]:
-    """The names to look up for a Shadeform GPU, most specific first: "A100_80G" over "sxm4" is
-    ["a100 sxm4", "a100"] (the memory token dropped: the memory comes from vram_per_gpu_in_gb)."""
+    """The names to look up, most specific first: "A100_80G" over "sxm4" -> ["a100 sxm4", "a100"]."""
     tokens = [t for t in re.split(r"[_\s]+", gpu_type.strip().lower()) if t]
     if len(tokens) > 1 and _MEMORY_TOKEN.match(tokens[-1]):
         tokens = tokens[:-1]
@@ -92,8 +87,7 @@ def _canonical(gpu_type: str, interconnect: str | None, vram_gb: float | None) -
 
 
 def _interconnect(link: str | None, nvlink: Any, count: int) -> str | None:
-    """The intra-node link between GPUs: SXM boards join theirs through NVSwitch, PCIe cards
-    through NVLink bridges where Shadeform says nvlink, else through PCIe."""
+    """SXM boards join their GPUs through NVSwitch, PCIe cards through NVLink where Shadeform says so."""
     link = (link or "").lower()
     if count <= 1:
         return None
@@ -108,8 +102,7 @@ def _number(value: Any) -> float | None:
 
 @drift_guard("shadeform: instances/types")
 def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batch:
-    """The instances/types body -> offers of the clouds gpuledger does not load directly.
-    `sources`: the registered source names (default: the registry's)."""
+    """The instances/types body -> offers of the clouds not loaded directly (`sources`: default the registry's)."""
     types = doc.get("instance_types") if isinstance(doc, dict) else None
     if not isinstance(types, list):
         raise SchemaDriftError("shadeform: instances/types response lacks the 'instance_types' list")
@@ -141,15 +134,15 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     shade_type = item.get("shade_instance_type")
     ref = f"{cloud}/{shade_type}"
     try:
-        for key in ("shade_instance_type", "configuration", "hourly_price", "availability"):
-            if key not in item:
-                raise KeyError(f"{ref} lacks {key!r}")
+        lacking = [key for key in ("shade_instance_type", "configuration", "hourly_price", "availability")
+                   if key not in item]
+        if lacking:
+            raise KeyError(f"{ref} lacks {lacking[0]!r}")
         config = item["configuration"]
         if not isinstance(config, dict):
             raise TypeError(f"{ref}: configuration is not an object")
-        for key in ("num_gpus", "gpu_type"):
-            if key not in config:
-                raise KeyError(f"{ref}: configuration lacks {key!r}")
+        if lacking := [key for key in ("num_gpus", "gpu_type") if key not in config]:
+            raise KeyError(f"{ref}: configuration lacks {lacking[0]!r}")
         gpus = int(config["num_gpus"])
         regions = item["availability"]
         if not isinstance(regions, list):
@@ -173,15 +166,14 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     except ValueError as err:  # an unknown GPU too (UnknownGPUError is one)
         batch.quarantine("offer", ref, f"gpu: {err}" if isinstance(err, UnknownGPUError) else str(err), item)
         return "bad"
+    interconnect = _interconnect(link, config.get("nvlink"), gpus)
     common = dict(
         zone="", instance_type=ref, purchase_option="on_demand", operated_by=cloud, gpu_model=model.gpu_model,
         gpu_variant_exact=exact, gpu_name_reported=gpu_type, gpu_count=gpus, gpu_memory_gb=vram,
-        vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")),
+        vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")), interconnect=interconnect,
         local_disk_gb=_number(config.get("storage_in_gb")),
-        interconnect=_interconnect(link, config.get("nvlink"), gpus),
-        price_per_hour=float(cents) / 100,
         # the billing increment is not documented (the facts assume hours): the offers do not claim one
-        billing_granularity_s=None, minimum_charge_s=None)
+        price_per_hour=float(cents) / 100, billing_granularity_s=None, minimum_charge_s=None)
     data = {"cloud": cloud, "shade_instance_type": shade_type, "cloud_instance_type": item.get("cloud_instance_type"),
             "hourly_price_cents": cents, "interconnect": link, "nvlink": config.get("nvlink"),
             "deployment_type": item.get("deployment_type"), "boot_time": item.get("boot_time")}

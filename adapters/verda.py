@@ -1,7 +1,7 @@
 """Verda (formerly DataCrunch): GPU instance types, on-demand and spot prices, where each deploys now.
 
-`https://api.verda.com/v1` with OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET) as
-its Python SDK does it; the tokens handed back are registered for redaction. None of these pages:
+`https://api.verda.com/v1` with OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET; the tokens
+are registered for redaction). None of these pages:
 
     POST /v1/oauth2/token  {"grant_type": "client_credentials", ...} -> {"access_token", "refresh_token", ...}
     GET /v1/instance-types?currency=usd
@@ -11,8 +11,8 @@ its Python SDK does it; the tokens handed back are registered for redaction. Non
     GET /v1/instance-availability?isSpot=false|true -> [{"location_code": "FIN-01", "availabilities": [...]}]
     GET /v1/volume-types -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
 
-A price holds in every location: a GPU type is one offer per location x purchase option it has a
-price for (on demand, spot, or spot only), `available` saying whether that location lists it now.
+A price holds in every location: one offer per location x purchase option priced, `available` saying
+whether that location lists it now.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import re
 from collections import Counter
 from typing import Any, NamedTuple
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, register_secret,
-    stated_currency,
-)
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
+from gpuledger.adapters.base import drift_guard, register_secret, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -68,7 +66,7 @@ _SXM = re.compile(r"\bSXM\d?\b", re.I)
 
 
 class _BadRecord(Exception):
-    """One instance type that cannot become rows: its reason goes to quarantine."""
+    """One instance type or volume type that cannot become rows: its reason goes to quarantine."""
 
 
 class GpuDescription(NamedTuple):

@@ -1,9 +1,5 @@
-"""Finding and configuring the headless Chromium that renders JavaScript pricing pages.
-
-Whichever browser exists is used, in this order: the `chromium_path` setting,
-a Chromium on PATH or where distributions install it (Debian's /usr/bin/chromium-headless-shell,
-then /usr/bin/chromium), then the Chromium that `playwright install` downloads. No single path
-is assumed.
+"""Finding and configuring the headless Chromium that renders JavaScript pricing pages: the `chromium_path`
+setting, else a Chromium on PATH or where distributions install it, else the one `playwright install` downloads.
 """
 
 from __future__ import annotations
@@ -13,43 +9,25 @@ import shutil
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module,
-# and its start-up CPU is taken from the providers fetching beside it.
+# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
-# Names a distribution's Chromium goes by on PATH. The headless shell (Chromium's old headless
-# mode, without the browser's UI) comes first: every page here renders headless, and rendering the
-# Hyperstack recording took 195 MB of PSS in its processes against 329 MB in the full browser.
-# Debian: chromium-headless-shell and chromium; Google's build: chrome-headless-shell; Ubuntu
-# snap and others: the rest.
+# The headless shell first: every page here renders headless, and it took 195 MB of PSS against 329 MB
+# for the full browser on the Hyperstack recording.
 PATH_NAMES = ("chromium-headless-shell", "chrome-headless-shell", "chromium", "chromium-browser",
               "google-chrome-stable", "google-chrome")
 # Where distributions install it, for a PATH that lacks /usr/bin (cron, some task runners).
 KNOWN_LOCATIONS = ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium", "/usr/bin/chromium-browser",
                    "/snap/bin/chromium")
-# Headless in a container: no GPU, /tmp instead of a small /dev/shm, and no phoning home
-# (background networking, component updates, sync, QUIC probes) that would touch the network.
-# The sandbox stays on, except where Chromium cannot run with it: as root (Debian's chromium
-# refuses to start sandboxed as root), or where the `chromium_no_sandbox` setting says the machine
-# has no user namespaces for it. Nothing else weakens the browser (no --disable-web-security,
-# no remote debugging port, no site-isolation switches).
-# Fewer processes for one page: the GPU and network services run in the browser's own process,
-# and unsandboxed there is no zygote (it exists to start sandboxed renderers). Chromium's
-# processes for one rendered page: 7 and 199 MB PSS as before, 3 and 181 MB so.
-NO_SANDBOX = "--no-sandbox"
-UNSANDBOXED_ARGS = (NO_SANDBOX, "--no-zygote")
-BROWSER_ARGS = (
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--in-process-gpu",
-    "--enable-features=NetworkServiceInProcess2",
-)
+# Headless in a container: no GPU, /tmp instead of a small /dev/shm, no phoning home. The sandbox stays on
+# except where Chromium cannot run with it (as root, or the `chromium_no_sandbox` setting); nothing else
+# weakens the browser. GPU and network services in the browser process, and no zygote unsandboxed: one
+# rendered page took 3 processes and 181 MB PSS instead of 7 and 199 MB.
+UNSANDBOXED_ARGS = ("--no-sandbox", "--no-zygote")
+BROWSER_ARGS = ("--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+                "--in-process-gpu", "--enable-features=NetworkServiceInProcess2")
 # Sub-resources a price table never needs; skipping them keeps renders fast.
 SKIPPED_RESOURCE_TYPES = frozenset({"image", "media", "font"})
 
@@ -64,12 +42,10 @@ def playwright_chromium() -> str | None:
     """Playwright's own downloaded Chromium, if `playwright install chromium` was run."""
     try:
         from playwright.sync_api import sync_playwright
-    except ImportError:
-        return None
-    try:
+
         with sync_playwright() as p:
             return _executable(p.chromium.executable_path)
-    except Exception:  # noqa: BLE001 - any failure here just means "not available"
+    except Exception:  # noqa: BLE001 - not installed, or any failure: not available
         return None
 
 
@@ -84,11 +60,8 @@ def find_chromium(ctx: SourceContext) -> str:
         if found:
             return found
         raise SourceError(f"{ctx.provider}: the configured Chromium {explicit!r} is not an executable file")
-    for candidate in [shutil.which(name) for name in PATH_NAMES] + list(KNOWN_LOCATIONS):
-        found = _executable(candidate)
-        if found:
-            return found
-    found = playwright_chromium()
+    candidates = [shutil.which(name) for name in PATH_NAMES] + list(KNOWN_LOCATIONS)
+    found = next(filter(None, map(_executable, candidates)), None) or playwright_chromium()
     if found:
         return found
     raise SourceError(
@@ -98,8 +71,7 @@ def find_chromium(ctx: SourceContext) -> str:
 
 
 def needs_no_sandbox() -> bool:
-    """Chromium's sandbox cannot run as root; the `chromium_no_sandbox` setting for a machine without
-    user namespaces (some containers). Otherwise the sandbox stays on."""
+    """As root, or where the `chromium_no_sandbox` setting says the machine has no user namespaces."""
     from gpuledger.warehouse.settings import load_settings  # here: the crawl child imports this module
 
     return os.geteuid() == 0 or load_settings().chromium_no_sandbox
@@ -110,17 +82,12 @@ def launch_args() -> list[str]:
 
 
 def launch_options(executable_path: str, timeout_ms: float) -> dict[str, Any]:
-    args = launch_args()
-    return {"executable_path": executable_path, "args": args, "headless": True, "timeout": timeout_ms}
+    return {"executable_path": executable_path, "args": launch_args(), "headless": True, "timeout": timeout_ms}
 
 
 def same_host_only(start_url: str) -> Callable[[Any], bool]:
-    """PLAYWRIGHT_ABORT_REQUEST predicate: let the page reach only its own origin (scheme, host, port).
-
-    Third-party scripts (analytics, tag managers, chat widgets) never render the
-    price table; aborting them keeps the crawl polite, fast and, under replay,
-    strictly on its loopback port. spiders/fence.py closes the ways this route does not see.
-    """
+    """PLAYWRIGHT_ABORT_REQUEST predicate: the page reaches only its own origin (third-party scripts never
+    render the price table; under replay this keeps it on its loopback port). fence.py closes the rest."""
     allowed = urlsplit(start_url)[:2]
 
     def abort(request: Any) -> bool:
@@ -130,12 +97,8 @@ def same_host_only(start_url: str) -> Callable[[Any], bool]:
 
 
 def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
-    """Find a Chromium, or install one the way this machine allows; return its path.
-
-    Debian as root: the distribution's `chromium-headless-shell` package, else its `chromium`
-    (playwright cannot download browsers on every network); elsewhere: `playwright install
-    chromium`. `on_install` is called once an install is needed, before it starts.
-    """
+    """Find a Chromium, or install one and return its path: Debian's package as root (playwright cannot
+    download browsers on every network), else `playwright install chromium`. `on_install` announces it."""
     import sys
 
     from gpuledger.adapters.base import SourceContext, SourceError
@@ -160,9 +123,8 @@ def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
 
 
 def _run_installer(cmd: list[str], env: dict[str, str]) -> None:
-    """Run one install step with its output captured: dpkg prints progress lines even under -qq,
-    and they would land in the middle of a refresh's output. A failure raises with the step's
-    last line of output, which is what names the cause."""
+    """One install step, its output captured (dpkg prints progress even under -qq); a failure raises with
+    the step's last line of output, which names the cause."""
     import subprocess
 
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)

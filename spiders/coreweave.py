@@ -1,16 +1,11 @@
 """CoreWeave: GPU instance prices (on-demand and spot), storage and egress from its pricing page.
 
-https://www.coreweave.com/pricing (no price API) is server-rendered; it prices whole instances (an HGX
-H100 instance is 8 GPUs at $49.24/h): `price_per_hour` is the instance's, `gpu_count` its GPUs. Region:
-the page's "REGION: ..." tab as a slug ("north-america").
-
-The page (a Webflow CMS list; the classes public scrapers of it select on): per region tab a tag and a
-`.table-v2.kubernetes-gpu-pricing` table whose header names the columns (GPU Model, GPU Count, VRAM
-(GB), vCPUs, System RAM (GB), Local Storage (TB), Instance Price Per Hour); each
-`.table-row-v2.kubernetes-gpu-pricing` row has `.table-grid > .table-v2-cell` cells, the model in
-`h3.table-model-name` (`data-product` slug), a GPU count that may carry a footnote `<sup>`, and a price
-cell with `.instance-price .item-value` and maybe `.spot-price .item-value`. CPU rows are out of scope;
-storage and networking are `.storage-pricing` / `.networking-pricing` tables of name + price.
+https://www.coreweave.com/pricing is server-rendered Webflow and prices whole instances (an HGX H100
+instance: 8 GPUs at $49.24/h); region: the page's "REGION: ..." tab as a slug. Per region a
+`.table-v2.kubernetes-gpu-pricing` table (header: GPU Model, GPU Count, VRAM (GB), vCPUs, System RAM (GB),
+Local Storage (TB), Instance Price Per Hour) of `.table-row-v2` rows of `.table-grid > .table-v2-cell` cells:
+the model in `h3.table-model-name` (`data-product`), counts with footnote `<sup>`s, and `.instance-price` /
+`.spot-price` `.item-value`s. Storage and networking: `.storage-pricing` / `.networking-pricing` tables.
 """
 
 from __future__ import annotations
@@ -49,11 +44,8 @@ PROVIDER = page_spec(
 )
 
 
-# -- the page: rows as printed ----------------------------------------------------------------------
-
 GPU_TABLE = ".table-v2.kubernetes-gpu-pricing"
 GPU_ROW = ".table-row-v2.kubernetes-gpu-pricing"
-# Column labels the normalizer needs, matched case-insensitively as prefixes.
 REQUIRED_COLUMNS = ("gpu model", "gpu count", "vram", "instance price")
 # A price cell's words, without the unlabeled duplicate the page shows on phones.
 NOT_MOBILE = f".//text()[not(ancestor::*[{has_class('table-price-mobile')}])]"
@@ -119,8 +111,6 @@ class CoreWeavePricingSpider(PricingSpider):
     parse_rows = staticmethod(parse_pricing_page)
 
 
-# -- rows -> records ------------------------------------------------------------------------------
-
 # Multi-GPU systems whose GPUs talk over NVSwitch/NVLink switch trays, by the page's naming.
 _SWITCHED = re.compile(r"\bHGX\b|\bNVL\d+\b", re.I)
 
@@ -137,8 +127,7 @@ def _is_hourly(row: PageRow) -> bool:
 
 
 def _interconnect(name: str, vram_gb: float | None) -> str | None:
-    """NVSwitch by the page's naming, else PCIe for a PCIe card (None for a name the canon lacks:
-    its offers are quarantined)."""
+    """NVSwitch by the page's naming, else PCIe for a PCIe card (None for a name the canon lacks)."""
     if _SWITCHED.search(name):
         return "NVSwitch"
     try:

@@ -1,16 +1,11 @@
 """Crusoe Cloud: per-GPU on-demand and spot prices, and storage, from its pricing page.
 
-Crusoe's API (HMAC-signed) lists instance types but no prices; https://www.crusoe.ai/cloud/pricing is a
-server-rendered Webflow page. Its sections are `.pricing-dd`s with an `h3` heading and a `.pricing-gap`
-table whose `.pricing-table-heading` holds the column labels as `.pricing-heading` cells ("GPU model",
-"On-demand", "Current spot"); each row is a `.pricing_gpu-item`: the model in `h4`, its memory and form
-factor as `.pricing-tag` chips ("80GB", "SXM"), one `.pricing-rich` cell per price column ("$3.90/GPU-hr"
-or a "Contact sales" link). Two rows can share a heading (A100 80GB SXM and PCIe): heading + chips name
-a row. What Webflow hides (`w-condition-invisible`) is not read; of the tables sharing this markup (CPU,
-Kubernetes, inference) only those whose first column is "GPU model" or "Storage" are.
-
-Prices are per GPU per hour, one list for every region (the page names none): an offer is one GPU in
-region "global".
+Crusoe's API lists no prices; https://www.crusoe.ai/cloud/pricing is server-rendered Webflow: `.pricing-gap`
+tables under an `h3`, column labels as `.pricing-heading` cells ("GPU model", "On-demand", "Current spot"),
+rows `.pricing_gpu-item`: the model in `h4`, memory and form factor as `.pricing-tag` chips ("80GB", "SXM"),
+one `.pricing-rich` cell per price column. Heading + chips name a row; what Webflow hides
+(`w-condition-invisible`) is not read, nor tables whose first column is not "GPU model" or "Storage".
+Prices are per GPU-hour, one list for all regions: an offer is one GPU in region "global".
 """
 
 from __future__ import annotations
@@ -53,8 +48,6 @@ PROVIDER = page_spec(
 )
 
 
-# -- the page: rows as printed ----------------------------------------------------------------------
-
 # An element is shown unless it or an ancestor is hidden by a Webflow visibility condition.
 _SHOWN = f"not(ancestor-or-self::*[{has_class('w-condition-invisible')}])"
 
@@ -91,8 +84,7 @@ def _rows(table: Selector, labels: list[str], section: str, kind: str) -> list[P
 
 
 def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
-    """The GPU and storage rows of the page, their prices as printed; LayoutChanged when the GPU table
-    is gone or empty."""
+    """The GPU and storage rows of the page; LayoutChanged when the GPU table is gone or empty."""
     page = page_of(response)
     gpu_tables = _tables(page, "gpu model")
     if not gpu_tables:
@@ -119,8 +111,6 @@ class CrusoePricingSpider(PricingSpider):
     name, host, path = "crusoe_pricing", HOST, PRICING_PATH
     parse_rows = staticmethod(parse_pricing_page)
 
-
-# -- rows -> records ------------------------------------------------------------------------------
 
 # Form-factor chips, as the page prints them, and what they say about the GPUs' link.
 _SWITCHED_FORMS = {"HGX", "SXM", "NVL72"}

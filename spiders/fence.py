@@ -1,11 +1,8 @@
 """The fence around a rendered page: its browser contexts reach only the page's own origin.
 
-scrapy-playwright routes the page it renders through PLAYWRIGHT_ABORT_REQUEST (browser.same_host_only),
-but a page's script can still leave by ways that route never sees: a WebSocket, a popup
-(`window.open`, a form POSTed into a new window: pages of their own), a service worker. Every context
-the crawl makes is fenced: a context-wide route aborts every request to another origin, popups'
-included; every WebSocket is refused; service workers are blocked. Imported in the crawl child only
-(scrapy-playwright's PLAYWRIGHT_BROWSER_PROVIDER, spiders/settings.py).
+PLAYWRIGHT_ABORT_REQUEST sees only the rendered page's requests, not a WebSocket, a popup or a service
+worker: every context gets a route aborting other origins (popups included), WebSockets are refused and
+service workers blocked. Imported in the crawl child only (PLAYWRIGHT_BROWSER_PROVIDER).
 """
 
 from __future__ import annotations

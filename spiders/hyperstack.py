@@ -1,15 +1,10 @@
 """Hyperstack (NexGen Cloud): per-GPU on-demand and spot prices, storage and egress from its pricing page.
 
-https://www.hyperstack.cloud/gpu-pricing is rendered in headless Chromium (scrapy-playwright): its script
-fills the tables from a rate card it fetches, so the served HTML holds empty tables and a "Loading
-prices…" placeholder row (the price API needs a key; the page does not). Inside `#cloud-pricing`, one
-card per purchase mode has an `<h3>` and a table: `table#on-demand-gpu-pricing` (GPU Model, VRAM (GB),
-Max pCPUs per GPU, Max RAM (GB) per GPU, Pricing Per Hour), reserved terms (out of scope),
-`table#spot-gpu-pricing` (GPU Model, Pricing Per Hour) and `table#storage-pricing` (Resource, Price).
-
-Prices are per GPU per hour ("$3.20/hr"), the same for multi-GPU VMs: each row is a one-GPU offer with
-the page's per-GPU maximum pCPUs and RAM as vcpus/ram_gb (marked as maxima in provider_data). The page
-names no region (Hyperstack runs CANADA-1, NORWAY-1 and US-1): region "global".
+https://www.hyperstack.cloud/gpu-pricing is rendered in headless Chromium: its script fills the tables from
+a rate card (the served HTML holds a "Loading prices…" placeholder row). One card per purchase mode, an
+`<h3>` and a table: `table#on-demand-gpu-pricing` (GPU Model, VRAM (GB), Max pCPUs per GPU, Max RAM (GB) per
+GPU, Pricing Per Hour), `table#spot-gpu-pricing` (GPU Model, Pricing Per Hour), `table#storage-pricing`.
+Prices are per GPU-hour: each row is a one-GPU offer, the per-GPU maxima as vcpus/ram_gb, region "global".
 """
 
 from __future__ import annotations
@@ -53,8 +48,6 @@ PROVIDER = page_spec(
 )
 
 
-# -- the rendered page: rows as printed -------------------------------------------------------------
-
 ON_DEMAND_TABLE = "table#on-demand-gpu-pricing"
 SPOT_TABLE = "table#spot-gpu-pricing"
 STORAGE_TABLE = "table#storage-pricing"
@@ -63,14 +56,11 @@ ROW_SELECTOR = f"{ON_DEMAND_TABLE} tbody tr td:nth-child(5)"
 REQUIRED_COLUMNS = ("gpu model", "vram", "pricing per hour")
 STORAGE_NAME = re.compile(r"storage|volume|\bSSD\b|disk|snapshot", re.I)
 NETWORK_NAME = re.compile(r"egress|ingress|traffic|bandwidth|\bIP\b", re.I)
-NAVIGATION_STATUS_JS = "() => { const n = performance.getEntriesByType('navigation')[0]; return n ? n.responseStatus : 0; }"
-# The wait ends when the script has done its work: rows rendered ('rows'); the "Loading prices…"
-# placeholder row served in the HTML replaced by nothing (the script ran but rendered no rows where
-# the spider looks: 'done'); or the placeholder saying something else (the script failed to load the
-# rate card: 'page: <text>'). null keeps waiting (the script has not run yet, or the page was served
-# without a placeholder). "Served with a placeholder" is recorded when the parser finishes the HTML
-# (readyState 'interactive', before any deferred script runs), however the first poll and the
-# script's fetch are ordered.
+NAVIGATION_STATUS_JS = ("() => { const n = performance.getEntriesByType('navigation')[0]; "
+                        "return n ? n.responseStatus : 0; }")
+# The wait ends with 'rows' (rendered), 'done' (the served placeholder gone, no rows where the spider looks)
+# or 'page: <text>' (the placeholder says the rate card failed); null keeps waiting. Whether the HTML was
+# served with the placeholder is recorded at readyState 'interactive', before any deferred script runs.
 PLACEHOLDER = ".page-price_loading td"
 MARK_SERVED_PLACEHOLDER_JS = ("document.addEventListener('readystatechange', () => { if (document.readyState === "
                               f"'interactive' && document.querySelector('{PLACEHOLDER}')) "
@@ -89,9 +79,8 @@ async def mark_served_placeholder(page: Any, request: Any) -> None:
 
 
 async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str, Any]:
-    """PageMethod: wait until the script has rendered price rows; never raises. Without rows, the result
-    says why, for the parse step's error ("rows never appeared" rather than a bare Playwright
-    TimeoutError). An error page (HTTP >= 400) is not waited on: scrapy's HttpError reports it."""
+    """PageMethod: wait for the rendered price rows; never raises, and without rows says why for the parse
+    step's error. An error page (HTTP >= 400) is not waited on: scrapy's HttpError reports it."""
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
     try:
@@ -115,8 +104,7 @@ async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str
 
 
 def _tables(page: Selector, css: str, width: int = 0) -> Iterable[tuple[str, list[str], list[list[str]]]]:
-    """(card heading, column labels, body rows) of each table `css` selects: the rows of `width` cells,
-    or as many as the labels (the placeholder row has one)."""
+    """(card heading, column labels, body rows of `width` cells or as many as the labels) per table."""
     for table in page.css(css):
         heading = text_of(table.xpath("ancestor::div[contains(@class, 'page-price_card')][1]//h3[1]"))
         labels = [text_of(th) for th in table.css("thead th")]
@@ -181,8 +169,6 @@ class HyperstackPricingSpider(PricingSpider):
             raise
 
 
-# -- rows -> records ------------------------------------------------------------------------------
-
 # The intra-node link a product name states (the VMs' multi-GPU shapes use it).
 _LINKS = ((re.compile(r"\bSXM\b", re.I), "NVSwitch"), (re.compile(r"\bNVLink\b", re.I), "NVLink"))
 
@@ -218,7 +204,7 @@ def add_gpu_row(batch: Batch, row: PageRow, specs_by_name: dict[str, dict[str, s
 
 
 def build_batch(rows: list[PageRow]) -> Batch:
-    """Scraped rows -> offers, storage and egress records (pure). On-demand rows come first on the page."""
+    """Scraped rows -> offers, storage and egress records (pure)."""
     batch = PROVIDER.batch()
     gpu_rows = [r for r in rows if r.kind == GPU]
     # a name's first on-demand row describes its GPU, as the loader keeps the first

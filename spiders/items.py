@@ -1,9 +1,5 @@
-"""What a pricing-page spider yields, and the pure text helpers that read its cells.
-
-A spider copies the page's own words into `PageRow` items; numbers, units and GPU names are decided
-afterwards by each provider's pure normalization, so a unit or naming question can be answered from
-the crawl's item feed alone, without the page.
-"""
+"""What a pricing-page spider yields (`PageRow`: the page's own words), and the pure helpers that read its
+cells afterwards, so a unit or naming question can be answered from the crawl's item feed alone."""
 
 from __future__ import annotations
 
@@ -11,10 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-# Row kinds a spider emits.
-GPU = "gpu"
-STORAGE = "storage"
-NETWORK = "network"
+GPU, STORAGE, NETWORK = "gpu", "storage", "network"  # the row kinds a spider emits
 
 
 @dataclass
@@ -41,7 +34,6 @@ class PageRow:
         return cls(**{k: doc[k] for k in cls.__dataclass_fields__ if k in doc})
 
 
-# The columns of the crawl's item feed, in this order (FEEDS "fields").
 PAGE_ROW_FIELDS = tuple(f.name for f in fields(PageRow))
 
 
@@ -54,8 +46,7 @@ _NO_PRICE = re.compile(r"^\s*(contact\s+(sales|us)|request\s+(access|a\s+quote)|
                        r"n/?a|[-–—]+)\s*\.?\s*$", re.I)
 _FREE = re.compile(r"^\s*(free|included|no\s+charge|\$?0(\.0+)?)\s*$", re.I)
 _CURRENCY_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
-# A minus sign (ASCII or U+2212) on the price: right before it ("-$3.20", "-3.20 USD") or between
-# the currency sign and the amount ("$-3.20"). "2-4 GPUs $3.20" or "$3.20 - $4.00" is no sign.
+# A minus sign before the price ("-$3.20") or after its currency sign ("$-3.20"); "2-4 GPUs $3.20" is none.
 _MINUS = ("-", "\u2212")
 _SIGNED_AFTER_SYMBOL = re.compile(r"(US\$|\$|€|£|¥|₹)\s*[-\u2212]\s*[0-9]")
 _MONEY = re.compile(r"(US\$|\$|€|£|¥|₹)\s*([0-9][0-9,]*(?:\.[0-9]+)?)|([0-9][0-9,]*(?:\.[0-9]+)?)\s*(USD|EUR|GBP)\b")
@@ -76,8 +67,7 @@ def is_free(text: str) -> bool:
 
 
 def parse_money(text: str) -> tuple[float, str] | None:
-    """'$49.24/hr' -> (49.24, 'USD'); 'Contact sales' -> None; '€3.20' -> (3.2, 'EUR'). PriceTextError for
-    text that is neither (an empty cell, 'TBD'): the caller quarantines that row rather than guessing."""
+    """'$49.24/hr' -> (49.24, 'USD'); 'Contact sales' -> None; PriceTextError for anything else ('TBD')."""
     text = clean_text(text)
     if is_no_price(text):
         return None
@@ -96,7 +86,7 @@ def parse_money(text: str) -> tuple[float, str] | None:
 
 
 def parse_number(text: str) -> float | None:
-    """'2,048' -> 2048.0; '61.44' -> 61.44; '—' or '' -> None (the page gives no value)."""
+    """'2,048' -> 2048.0; '—' or '' -> None (the page gives no value)."""
     text = clean_text(text)
     if not text or is_no_price(text):
         return None
@@ -111,9 +101,8 @@ def cell_number(cells: dict[str, str], prefix: str) -> float | None:
     return next((parse_number(text) for label, text in cells.items() if label.lower().startswith(prefix)), None)
 
 
-# Units a price can be quoted in, normalized. Order matters: the longest phrase first.
+# Units a price can be quoted in, the longest phrase first (GiB before GB).
 _UNITS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Binary gigabytes first: "GiB" is never read as "GB" (the GB patterns need "GB" as a word).
     (re.compile(r"(/|\bper\s+)\s*GiB\s*(/|\s+per\s+)\s*(mo|month)\b|/GiB-mo\b", re.I), "gib_month"),
     (re.compile(r"(/|\bper\s+)\s*GiB\s*(/|\s+per\s+)\s*(hr|hour)\b", re.I), "gib_hour"),
     (re.compile(r"(/|\bper\s+)\s*GiB\b", re.I), "gib"),
@@ -145,8 +134,8 @@ def slug(text: str) -> str:
 
 
 def usd_per_gb_month(text: str) -> tuple[float, str] | None:
-    """A storage price as (amount per GB-month, currency): hourly rates become monthly at 730 h, a price
-    per GiB a price per (decimal) GB. None for no public price; PriceTextError for a unit not per GB."""
+    """A storage price as (amount per GB-month, currency), hourly at 730 h, per GiB made per GB; None for no
+    public price; PriceTextError for a unit not per GB."""
     money = parse_money(text)
     if money is None:
         return None
@@ -161,8 +150,7 @@ def usd_per_gb_month(text: str) -> tuple[float, str] | None:
 
 
 def usd_price(text: str) -> float | None:
-    """A USD amount, or None for 'no public price'; PriceTextError for other currencies or no price
-    (web pages carry no exchange rate: a non-USD price is quarantined, never converted)."""
+    """A USD amount, or None for 'no public price'; PriceTextError otherwise (a page carries no exchange rate)."""
     money = parse_money(text)
     if money is None:
         return None
@@ -174,8 +162,7 @@ def usd_price(text: str) -> float | None:
 
 def usd_per_hour(text: str, basis: str = "per hour", units: tuple[str | None, ...] = ("hour",),
                  also: str = "") -> float | None:
-    """A USD price quoted in one of `units` (or in words matching the pattern `also`); None for no
-    public price; PriceTextError for another unit or currency."""
+    """A USD price quoted in one of `units` (or words matching `also`); PriceTextError for another unit."""
     price = usd_price(text)
     if price is not None and price_unit(text) not in units and not (also and re.search(also, text, re.I)):
         raise PriceTextError(f"price {text!r} is not {basis}")

@@ -1,17 +1,12 @@
 """Nebius AI Cloud: per-GPU-hour on-demand and preemptible prices, storage and egress from its price page.
 
-https://nebius.com/prices is a Next.js page rendered on the server with page-constructor: each table is a
-`.pc-highlight-table-block` with its title in `__title` ("NVIDIA GPU Instances", "Storage", ...), the
-column labels as the `__cell`s of the `__head` row and one `__row` per line in `__body` (the classes
-public scrapers of the page select on; its flight-data copy of the tables is not read). GPU columns:
-"Item", "vCPUs", "RAM, GB", "Preemptible, GPU-hour", "On-demand, GPU-hour"; a price is "$3.85", "from
-$1.82" (the smallest configuration of an instance whose vCPUs and RAM are ranges: flagged
-`price_is_floor`, the ranges left unset), "Contact us" or "––". A price change is announced as an
-extra column "... (Effective October 1, 2026)": the latest column in force on the crawl's day is read
-(`build_batch` takes the day), a later one noted.
-
-Prices are per GPU per hour, one list for every region (the page names none): an offer is one GPU in
-region "global". Preemptible VMs (stoppable by Nebius at any time) are the "spot" purchase option.
+https://nebius.com/prices is server-rendered page-constructor HTML: each table a `.pc-highlight-table-block`
+with its `__title`, column labels in the `__head` row's `__cell`s and one `__row` per line in `__body`. GPU
+columns: "Item", "vCPUs", "RAM, GB", "Preemptible, GPU-hour", "On-demand, GPU-hour"; "from $1.82" is the
+smallest configuration of an instance with ranges of vCPUs and RAM (`price_is_floor`, ranges left unset).
+A price change comes as a column "... (Effective October 1, 2026)": the latest in force on the crawl's day
+is read, a later one noted. One list for all regions: an offer is one GPU in region "global";
+preemptible VMs are the "spot" purchase option.
 """
 
 from __future__ import annotations
@@ -55,8 +50,6 @@ PROVIDER = page_spec(
     source_urls=[PAGE_URL, BILLING_DOC, TERMS_DOC, CLUSTERS_DOC],
 )
 
-
-# -- the page: rows as printed ----------------------------------------------------------------------
 
 BLOCK = "pc-highlight-table-block"
 ON_DEMAND = "on-demand"
@@ -113,8 +106,6 @@ class NebiusPricingSpider(PricingSpider):
     name, host, path = "nebius_pricing", HOST, PRICING_PATH
     parse_rows = staticmethod(parse_pricing_page)
 
-
-# -- rows -> records ------------------------------------------------------------------------------
 
 def price_columns(labels: Iterable[str], word: str, today: date) -> tuple[str | None, list[str]]:
     """The column of `word` ('on-demand'/'preemptible') in force on `today`, and those announced for later."""

@@ -1,15 +1,10 @@
-"""What every page source shares: its spec, its spider's base class, the crawl, reading a page's
-elements, and the rows every pricing page has (GPU offers, storage, egress) made into records.
+"""What every page source shares: its spec, its spider's base class, the crawl, reading a page's elements,
+and the GPU, storage and egress rows made into records.
 
-A page source is one module (`spiders/<provider>.py`): its facts (`page_spec`), its pure page parsing
-(`parse_pricing_page`: page -> PageRow items), its spider (a `PricingSpider` naming the page; the
-callback only selects and yields), its pure `build_batch(rows) -> Batch`, and the I/O: `scrape` (the
-crawl, in a child process: `spiders.runner`; items come back through scrapy's feed export) and `fetch`.
-A price cell that says "Contact sales" (or the like) is skipped and noted, never priced.
-
-A spider records *why* it failed in `failure` (HTTP status, robots.txt, layout change) and closes; the
-runner turns that into a non-zero exit and the parent into a SourceError. A page that parses to no
-price table is a failure, never an empty success.
+A page source (`spiders/<provider>.py`) has `PROVIDER = page_spec(...)`, a pure `parse_pricing_page`
+(page -> PageRow items), a `PricingSpider`, a pure `build_batch(rows)`, and `scrape`/`fetch` (the crawl runs
+in a child process, spiders.runner). A spider records why it failed in `failure` and closes; a page that
+parses to no price table is a failure, never an empty success.
 """
 
 from __future__ import annotations
@@ -30,8 +25,7 @@ from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextErr
 from gpuledger.spiders.items import price_unit, slug, usd_per_gb_month
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
-# The crawl child imports this module (through its spider's): adapters.base and the crawl
-# machinery are imported where the parent uses them, so the child never loads them.
+# adapters.base and the crawl machinery are imported where the parent uses them: the crawl child imports this.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
     from gpuledger.spiders.runner import CrawlResult
@@ -50,9 +44,7 @@ class LayoutChanged(Exception):
 
 
 class PageFailed(LayoutChanged):
-    """The page answered, but says itself that its prices could not be loaded."""
-
-    what = "the page failed to load its prices"
+    what = "the page failed to load its prices"  # the page says itself that its prices could not be loaded
 
 
 # Errors whose text is empty, said in words.
@@ -69,8 +61,7 @@ class PricingSpider(scrapy.Spider):
     host = ""  # the site's real host; the context maps it to a loopback port under replay
     path = ""
     needs_browser = False  # True: the page is rendered in headless Chromium (scrapy-playwright)
-    # The page's last bytes always hold this (the served documents always close): without it the
-    # answer was cut short, even when its Content-Length matched. None: not checked.
+    # The page's last bytes always hold this: without it the answer was cut short. None: not checked.
     complete_marker: bytes | None = b"</html>"
 
     def __init__(self, start_url: str = "", **kwargs: Any) -> None:
@@ -135,7 +126,7 @@ def spider_path(spider: type[PricingSpider]) -> str:
     return f"{spider.__module__}:{spider.__qualname__}"
 
 
-def scrape(ctx: SourceContext, spider: type[PricingSpider], timeout_s: float | None = None) -> CrawlResult:
+def scrape(ctx: SourceContext, spider: type[PricingSpider]) -> CrawlResult:
     """Crawl the spider's page in a child process: plain HTTP, or rendered in Chromium."""
     from gpuledger.spiders.runner import crawl
     from gpuledger.spiders.settings import browser_settings, crawl_settings
@@ -146,12 +137,11 @@ def scrape(ctx: SourceContext, spider: type[PricingSpider], timeout_s: float | N
         settings = browser_settings(ctx, find_chromium(ctx), scheme=urlsplit(ctx.url(spider.host)).scheme)
     else:
         settings = crawl_settings(ctx)
-    return crawl(ctx, spider_path(spider), spider.host, spider.path, settings, timeout_s=timeout_s,
-                 spider_args=spider.crawl_args(ctx))
+    return crawl(ctx, spider_path(spider), spider.host, spider.path, settings, spider_args=spider.crawl_args(ctx))
 
 
 def fetch_page(ctx: SourceContext, spider: type[PricingSpider], build_batch: Callable[[list[PageRow]], Batch]) -> Batch:
-    """Crawl the page and normalize its rows; SourceError when no row makes a valid priced offer."""
+    """Crawl the page and normalize its rows; SourceError when no row makes a valid offer."""
     from gpuledger.adapters.base import SourceError
 
     rows = [PageRow.from_dict(item) for item in scrape(ctx, spider).items]
@@ -200,9 +190,8 @@ def spot_saving(spot: float, on_demand: float | None) -> float | None:
 
 def add_gpu_offers(batch: Batch, ref: str, raw: Any, priced: dict[str, tuple[float | None, str]],
                    **fields: Any) -> bool:
-    """A row's offers, `priced` mapping each purchase option to its price (None: not offered) and
-    provider_data: the on-demand one at `ref`, the spot one at `ref/spot` with its saving against the
-    on-demand price. A GPU the canon lacks quarantines the row once (and gives False)."""
+    """A row's offers, `priced`: purchase option -> (price or None, provider_data); spot at `ref/spot` with its
+    saving. A GPU the canon lacks quarantines the row once (and gives False)."""
     on_demand = priced["on_demand"][0] if "on_demand" in priced else None
     for option, (price, data) in priced.items():
         if price is None:
@@ -248,8 +237,7 @@ def add_storage(batch: Batch, row: PageRow, regions: list[str], description: str
 
 
 def add_egress(batch: Batch, row: PageRow, regions: list[str], description: str) -> None:
-    """Data transfer out to the internet (free, or USD per GB), once per region. Only rows named egress
-    count: public IPs, cross-connects and the like are out of scope."""
+    """Internet egress (free, or USD per GB), once per region; only rows named egress (not IPs, links)."""
     if not re.search(r"\begress\b", row.name, re.I):
         return
     free = is_free(row.price_text)

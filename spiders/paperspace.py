@@ -1,14 +1,10 @@
 """Paperspace (DigitalOcean): hourly GPU machine prices from its pricing page.
 
-https://www.paperspace.com/pricing is a server-rendered Webflow page (the classes a public scraper of it
-selects on): machine cards `.instance-type-holder-flex` inside `.instance-container-flex`, the machine
-in `h1.instance-names` ("H100", "A100-80G"), one `.instance-price-wrap` per billing period with the
-amount in `h1.instance-price-2` ("3.09", "2.24*"); the wrap the hourly/monthly toggle hides has the
-class `hide`. The visible hourly price is read; a hidden monthly price (a flat fee, another product)
-and a price with a footnote marker ("*" 3-year commitment, "**" promo price) are noted, not loaded.
-CPU machines ("C1") are counted in the notes. Machine names are GPU names (older ones Quadro cards),
-mapped through gpu_aliases. A card prices one machine with one GPU, states no GPU memory and names no
-region: region "global".
+https://www.paperspace.com/pricing is server-rendered Webflow: machine cards `.instance-type-holder-flex`
+in `.instance-container-flex`, the machine (a GPU name) in `h1.instance-names`, one `.instance-price-wrap`
+per billing period (the hidden one has the class `hide`). The visible hourly price is read; a hidden monthly
+price and a price with a footnote marker ("*" 3-year term, "**" promo) are noted, CPU machines ("C1")
+counted. A card is one machine with one GPU, no GPU memory stated, region "global".
 """
 
 from __future__ import annotations

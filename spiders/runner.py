@@ -1,12 +1,9 @@
 """Run one spider crawl in a fresh Python process and read its items back.
 
-Scrapy's Twisted reactor can be started once per process, so a process that scrapes twice would
-fail on the second crawl. Each crawl therefore runs in a child process of its own
-(`python -m gpuledger.spiders.runner ...`, gpuledger.children), in its own work folder: the child
-starts one CrawlerProcess, writes the items through scrapy's feed export (JSON lines) and a small
-status file, and exits non-zero when the crawl did not produce a price table. The parent enforces
-a timeout (killing the child's whole process group, browser included) and turns any failure into
-a SourceError that names the provider, the URL and the child's last log lines.
+Scrapy's Twisted reactor starts once per process, so each crawl runs in a child of its own, in its own
+work folder: it writes the items (scrapy's JSON-lines feed) and a status file, and exits non-zero without a
+price table. The parent enforces a timeout and turns any failure into a SourceError naming the provider,
+the URL and the child's last log lines.
 """
 
 from __future__ import annotations
@@ -22,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuledger import children
 
-# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child runs this module
-# and never needs it.
+# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child runs this module.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
@@ -42,8 +38,7 @@ class CrawlResult:
 
 def default_timeout_s(ctx: SourceContext) -> float:
     """Whole-crawl limit (setting `spider_timeout_s`): a browser render can hang where HTTP would not."""
-    fallback = 60.0 if ctx.mode == "replay" else 300.0
-    return ctx.config.spider_timeout_s or fallback
+    return ctx.config.spider_timeout_s or (60.0 if ctx.mode == "replay" else 300.0)
 
 
 def _tail(stderr: str) -> str:
@@ -52,38 +47,22 @@ def _tail(stderr: str) -> str:
     return text[-STDERR_TAIL_CHARS:].strip()
 
 
-def node_compile_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpuledger" / "node-compile-cache"
-
-
-NODE_SEMI_SPACE = "--max-semi-space-size=1"
-
-
 def child_env() -> dict[str, str]:
-    """The crawl child's environment: ours, less a stray Scrapy project, plus a Node compile cache
-    and a smaller young generation for the Playwright driver.
-
-    Playwright's driver is a Node.js process that compiles its JavaScript at every start; Node
-    (>= 22.1) keeps the compiled code in NODE_COMPILE_CACHE, so later browser crawls reuse it.
-    A NODE_COMPILE_CACHE already set is kept; an unwritable directory only disables the cache.
-    """
+    """Our environment less a stray Scrapy project, plus a Node compile cache (Node >= 22.1 reuses the
+    Playwright driver's compiled JavaScript across crawls; one already set is kept) and a 1 MB young
+    generation for the driver, which relays a few messages per page (V8's default took it from 105 to 117 MB)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.pop("SCRAPY_SETTINGS_MODULE", None)  # our settings only, never a stray project's
-    env.setdefault("NODE_COMPILE_CACHE", str(node_compile_cache_dir()))
-    # The driver's young generation at 1 MB: it relays a few messages per page, and V8's default
-    # semi-spaces took its PSS from 105 to 117 MB. Added to the user's own NODE_OPTIONS.
-    env["NODE_OPTIONS"] = f"{env.get('NODE_OPTIONS', '')} {NODE_SEMI_SPACE}".strip()
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuledger" / "node-compile-cache"
+    env.setdefault("NODE_COMPILE_CACHE", str(cache))
+    env["NODE_OPTIONS"] = f"{env.get('NODE_OPTIONS', '')} --max-semi-space-size=1".strip()
     return env
 
 
 def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
           timeout_s: float | None = None, spider_args: dict[str, str] | None = None) -> CrawlResult:
-    """Crawl `ctx.url(host) + path` with spider `module:Class` in a child process.
-
-    Raises SourceError (provider, real host+path, crawled URL, reason, log tail) on
-    a failed crawl, a non-zero exit, or the timeout.
-    """
+    """Crawl `ctx.url(host) + path` with spider `module:Class` in a child process; SourceError (provider,
+    host+path, crawled URL, reason, log tail) on a failed crawl, a non-zero exit or the timeout."""
     from gpuledger.adapters.base import SourceError
 
     start_url = ctx.url(host) + path
@@ -165,33 +144,22 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
         settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
         fence.ALLOWED_ORIGINS.add(fence.origin_of(url))
     settings["FEEDS"] = item_feed(out)
-    spider_cls = load_object(spider_path)
     effective: dict[str, Any] = {}
 
-    def opened(spider: Any) -> None:
+    def opened(spider: Any) -> None:  # a named function: scrapy holds signal receivers weakly
         effective.update(effective_settings(crawler))
 
     process = CrawlerProcess(settings)
-    crawler = process.create_crawler(spider_cls)
+    crawler = process.create_crawler(load_object(spider_path))
     crawler.signals.connect(opened, signal=signals.spider_opened)
     process.crawl(crawler, start_url=url, **spider_args)
     process.start()
 
     stats = crawler.stats.get_stats() if crawler.stats else {}
-    spider_failure = getattr(crawler.spider, "failure", None)
     items = int(stats.get("item_scraped_count", 0))
-    failure = _judge(stats, spider_failure, items, url)
-    status = {
-        "failure": failure,
-        "finish_reason": stats.get("finish_reason"),
-        "items": items,
-        "requests": stats.get("downloader/request_count", 0),
-        "responses": stats.get("downloader/response_count", 0),
-        "bytes": stats.get("downloader/response_bytes", 0),
-        "robots_forbidden": stats.get("robotstxt/forbidden", 0),
-        "elapsed_s": stats.get("elapsed_time_seconds"),
-        "effective": effective,
-    }
+    failure = _judge(stats, getattr(crawler.spider, "failure", None), items, url)
+    status = {"failure": failure, "items": items, "requests": stats.get("downloader/request_count", 0),
+              "bytes": stats.get("downloader/response_bytes", 0), "effective": effective}
     status_path.write_text(json.dumps(status, default=str))
     if failure:
         print(f"{FAILURE_PREFIX}{failure}", file=sys.stderr)
@@ -204,20 +172,14 @@ def _names(objects: Any) -> list[str]:
 
 
 def effective_settings(crawler: Any) -> dict[str, Any]:
-    """What the running crawl really uses (read back from the crawler, not from our settings file):
-    reported in status.json so tests can check the child, not only the dict we hand it."""
+    """What the running crawl really uses, read back from the crawler: tests check the child by it."""
     s = crawler.settings
     launch = s.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
     downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
     return {
-        "USER_AGENT": s.get("USER_AGENT"),
-        "ROBOTSTXT_OBEY": s.getbool("ROBOTSTXT_OBEY"),
-        "TELNETCONSOLE_ENABLED": s.getbool("TELNETCONSOLE_ENABLED"),
-        "COOKIES_ENABLED": s.getbool("COOKIES_ENABLED"),
-        "AUTOTHROTTLE_ENABLED": s.getbool("AUTOTHROTTLE_ENABLED"),
-        "DOWNLOAD_HANDLERS": s.getdict("DOWNLOAD_HANDLERS"),
-        "browser_args": list(launch.get("args") or []),
-        "browser_headless": launch.get("headless"),
+        "USER_AGENT": s.get("USER_AGENT"), "ROBOTSTXT_OBEY": s.getbool("ROBOTSTXT_OBEY"),
+        "TELNETCONSOLE_ENABLED": s.getbool("TELNETCONSOLE_ENABLED"), "COOKIES_ENABLED": s.getbool("COOKIES_ENABLED"),
+        "browser_args": list(launch.get("args") or []), "browser_headless": launch.get("headless"),
         "abort_request_filter": callable(s.get("PLAYWRIGHT_ABORT_REQUEST")),
         "browser_provider": s.get("PLAYWRIGHT_BROWSER_PROVIDER"),
         "extensions": _names(crawler.extensions.middlewares) if crawler.extensions else [],
@@ -227,20 +189,17 @@ def effective_settings(crawler: Any) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one gpuledger spider crawl (used by spiders.runner.crawl).")
-    parser.add_argument("--spider", required=True, help="module:Class or module.Class of the spider")
-    parser.add_argument("--url", help="start URL")
-    parser.add_argument("--settings", help="JSON file of scrapy settings")
-    parser.add_argument("--out", help="file the item feed (JSON lines) is written to")
-    parser.add_argument("--status", help="JSON file the crawl status is written to")
+    for name, what in (("spider", "module:Class of the spider"), ("url", "start URL"),
+                       ("settings", "JSON file of scrapy settings"), ("out", "file the item feed is written to"),
+                       ("status", "JSON file the crawl status is written to")):
+        parser.add_argument(f"--{name}", required=True, help=what)
     parser.add_argument("--arg", action="append", default=[], help="spider argument key=value")
     args = parser.parse_args(argv)
-    missing = [f"--{name}" for name in ("url", "settings", "out", "status") if not getattr(args, name)]
-    if missing:
-        parser.error(f"{', '.join(missing)} required")
     children.end_with_parent()
     settings = json.loads(Path(args.settings).read_text())
     spider_args = dict(a.split("=", 1) for a in args.arg)
     return run_child(args.spider.replace(":", "."), args.url, settings, Path(args.out), Path(args.status), spider_args)
+
 
 if __name__ == "__main__":
     sys.exit(main())

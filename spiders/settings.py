@@ -1,10 +1,5 @@
-"""Scrapy settings for one crawl, derived from the source context.
-
-Every crawl obeys robots.txt, names itself with gpuledger's User-Agent, and is throttled live
-(AutoThrottle, one request at a time per site). Under replay the "site" is a loopback server, so delays
-shrink to nothing. Scrapy's telnet console and its remote-control extension (a localhost port that runs
-code sent to it) are always off.
-"""
+"""Scrapy settings for one crawl: robots.txt obeyed, gpuledger's User-Agent, throttled live (no delay under
+replay, whose site is loopback), the telnet console and remote-control extension always off."""
 
 from __future__ import annotations
 
@@ -13,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuledger.spiders.items import PAGE_ROW_FIELDS
 
-# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module
-# and never needs it.
+# adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
@@ -22,10 +16,8 @@ if TYPE_CHECKING:
 # cross the process boundary as JSON).
 BROWSER_SAME_HOST_ONLY = "gpuledger.browser_same_host_only"
 
-# Components switched off in every crawl, taken out of scrapy's base lists: scrapy imports every
-# component a list names (an override of None included) before it asks whether it is enabled, and
-# those imports (aiohttp for the remote control, tldextract for cookies) are a large share of a crawl
-# child's start-up CPU, which the providers fetching beside it need.
+# Taken out of scrapy's base lists, not set to None: scrapy imports every component a list names before it
+# asks whether it is enabled, and those imports (aiohttp, tldextract) are much of a crawl child's start-up CPU.
 UNUSED_COMPONENTS = {
     "EXTENSIONS_BASE": ("scrapy.extensions.telnet.TelnetConsole", "scrapy.extensions.remote_control.RemoteControl"),
     "DOWNLOADER_MIDDLEWARES_BASE": ("scrapy.downloadermiddlewares.cookies.CookiesMiddleware",
@@ -63,12 +55,8 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
 
 
 def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "https") -> dict[str, Any]:
-    """Settings for a crawl whose page is rendered by headless Chromium (scrapy-playwright).
-
-    Only the page's own scheme (https live, http under replay) goes to scrapy-playwright: each scheme's
-    handler starts a Playwright driver (Node.js, 90-115 MB PSS here) whether or not it renders. Its
-    default header processing gives the page's own requests our USER_AGENT too; without startup
-    contexts the browser is launched on the first request that renders."""
+    """Settings for a page rendered by headless Chromium (scrapy-playwright). Only the page's own scheme gets
+    the handler: each scheme's handler starts a Playwright driver (Node.js, 90-115 MB PSS here)."""
     from gpuledger.spiders.browser import launch_options
 
     timeout_ms = ctx.http_timeout_s * 1000
