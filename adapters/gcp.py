@@ -973,7 +973,7 @@ def fetch(ctx: SourceContext) -> Batch:
     from google.cloud.location import locations_pb2
 
     compute, catalog, project = make_clients(ctx)
-    tpu = tpu_v2.TpuClient(**{**compute, "client_options": {"api_endpoint": ctx.url(TPU_HOST)}})
+    tpu = tpu_v2.TpuClient(**{**compute, "client_options": {"api_endpoint": ctx.guarded_url(TPU_HOST)}})
     page = {"project": project, "max_results": PAGE_SIZE_COMPUTE}
     listings = (
         ("machineTypes.aggregatedList", compute_v1.MachineTypesClient(**compute).aggregated_list,

@@ -49,10 +49,10 @@ def test_a_slip_is_held_a_second_different_jump_too_and_a_normal_price_needs_no_
     p = "runpod"
     day(con, p, 0)
     day(con, p, 1, **{"h100.a": 20.0})  # 2.0 read as 20.0
-    other = day(con, p, 2, **{"h100.a": 200.0})  # x10 against the 20.0 held too: not the same new price
+    other = day(con, p, 2, **{"h100.a": 0.2})  # x100 away from the 20.0 held: no confirmation, held too
     assert price(con, p) == 2.0 and other.rows_quarantined == 1
     [(reason,)] = con.execute("select reason from quarantine where run_id = (select run_id from scrape_runs "
                               "where provider = ? order by finished_at desc limit 1)", [p]).fetchall()
-    assert "moved from 2 to 200 USD" in reason
+    assert "moved from 2 to 0.2 USD" in reason
     back = day(con, p, 3)  # the source is right again: nothing to confirm, nothing held
     assert price(con, p) == 2.0 and back.rows_quarantined == 0

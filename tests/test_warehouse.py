@@ -130,10 +130,11 @@ def test_empty_and_collapsed_scrapes_are_refused(con) -> None:
 
 def test_price_jump_is_refused_unless_accepted(con) -> None:
     load(con, "aws", {"a": 10.0, "b": 20.0, "c": 30.0}, 0)
-    r = load(con, "aws", {"a": 1000.0, "b": 2000.0, "c": 1900.0}, 1)  # x100: cents read as dollars
-    assert r.state == "failed" and "median price per GPU-hour moved from 2.5000 to 237.5000" in r.error
+    # x10, a unit slip still inside H100's plausible range (x100 would be quarantined record by record)
+    r = load(con, "aws", {"a": 100.0, "b": 200.0, "c": 190.0}, 1)
+    assert r.state == "failed" and "median price per GPU-hour moved from 2.5000 to 23.7500" in r.error
     assert current(con) == [("a", 10.0), ("b", 20.0), ("c", 30.0)]
-    r = load(con, "aws", {"a": 1000.0, "b": 2000.0, "c": 1900.0}, 2, policy=AnomalyPolicy(accept=frozenset({"aws"})))
+    r = load(con, "aws", {"a": 100.0, "b": 200.0, "c": 190.0}, 2, policy=AnomalyPolicy(accept=frozenset({"aws"})))
     assert r.state == "ok" and r.notes and r.notes[0].startswith("anomaly accepted by override")
 
 

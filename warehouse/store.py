@@ -286,8 +286,9 @@ class AnomalyPolicy:
     accept: frozenset[str] = frozenset()
     # Each purchase option is checked on its own too (AWS's spot prices come from the EC2 API, its
     # on-demand prices from the price list: one source can collapse while the other carries the
-    # total), once it had at least this many rows.
-    min_option_rows: int = 10
+    # total). Row drops count once the provider (or the option) had at least this many rows: in a
+    # listing of a few offers one instance type more or less is no anomaly.
+    min_rows: int = 10
     # One offer's price moving more than this factor either way against its current version is held
     # back (hold_back_offer_jumps); setting `offer_anomaly_factor`.
     max_offer_ratio: float = Settings.model_fields["offer_anomaly_factor"].default
@@ -462,7 +463,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     last_median, current = current_prices(con, provider)
     min_ratio = policy.min_row_ratio if outcome.min_row_ratio is None else outcome.min_row_ratio
     problems = []
-    if last_rows and offers.num_rows < min_ratio * last_rows:
+    if last_rows >= policy.min_rows and offers.num_rows < min_ratio * last_rows:
         problems.append(
             f"row count dropped from {last_rows} to {offers.num_rows} "
             f"(below {min_ratio:.0%} of the last good run)")
@@ -476,7 +477,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
         for option, (old_rows, old_median) in sorted(current.items()):
             prices = offers.column("price_per_gpu_hour").filter(
                 pc.equal(offers.column("purchase_option"), option)).to_pylist()
-            if old_rows >= policy.min_option_rows and len(prices) < min_ratio * old_rows:
+            if old_rows >= policy.min_rows and len(prices) < min_ratio * old_rows:
                 problems.append(f"{option} rows dropped from {old_rows} to {len(prices)} "
                                 f"(below {min_ratio:.0%} of the current {option} offers)")
             moved = _moved(old_median, statistics.median(prices), policy.max_median_ratio) if prices else None

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
-from gpuledger.adapters.replay import HOP_HEADERS, ReplayServer, Request, ResponseHook, parse_request
+from gpuledger.adapters.replay import HOP_HEADERS, FileBody, ReplayServer, Request, ResponseHook, parse_request
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,8 @@ class FaultyReplay(ReplayServer):
                 req = parse_request(self.command, self.path, dict(self.headers.items()), body)
                 fault = outer.transport(host, req) if outer.transport else None
                 status, headers, payload = outer._answer(host, req)
+                if isinstance(payload, FileBody):  # a streamed recording: the faults cut bytes of the whole body
+                    payload = b"".join(payload.chunks())
                 outer.log.append((time.monotonic(), host, req, type(fault).__name__ if fault else str(status)))
                 if isinstance(fault, Stall):
                     outer._closed.wait(60)

@@ -56,7 +56,9 @@ ERROR_PATTERNS = {
     "schema_drift": r"(?i)lacks|schema|missing|no valid|column|priced offer|changed shape",
     "empty": r"(?i)no valid offers|empty|has no (price )?rows|returned no|no GPU machine types",
     "rows_90pct_gone": r"anomaly guard: .*rows? (count )?dropped",
-    "price_x100": r"anomaly guard: .*median price",
+    # every price x100 is past its GPU's plausible ceiling (quarantined, nothing left to load), or
+    # a median the anomaly guard refuses
+    "price_x100": r"anomaly guard: .*median price|plausib|no valid (priced )?offer",
     "currency": r"(?i)no valid offers|EUR|currency|priced offer",
     "layout": r"(?i)layout changed",
 }
