@@ -286,9 +286,10 @@ class AnomalyPolicy:
     accept: frozenset[str] = frozenset()
     # Each purchase option is checked on its own too (AWS's spot prices come from the EC2 API, its
     # on-demand prices from the price list: one source can collapse while the other carries the
-    # total). Row drops count once the provider (or the option) had at least this many rows: in a
-    # listing of a few offers one instance type more or less is no anomaly.
+    # total), once it had at least this many rows. A provider with fewer is held back only when it
+    # lost more than half: in a listing of a few offers one instance type more or less is no anomaly.
     min_rows: int = 10
+    small_min_row_ratio: float = 0.5
     # One offer's price moving more than this factor either way against its current version is held
     # back (hold_back_offer_jumps); setting `offer_anomaly_factor`.
     max_offer_ratio: float = Settings.model_fields["offer_anomaly_factor"].default
@@ -463,10 +464,11 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     last_median, current = current_prices(con, provider)
     min_ratio = policy.min_row_ratio if outcome.min_row_ratio is None else outcome.min_row_ratio
     problems = []
-    if last_rows >= policy.min_rows and offers.num_rows < min_ratio * last_rows:
+    overall_ratio = min_ratio if last_rows >= policy.min_rows else min(min_ratio, policy.small_min_row_ratio)
+    if last_rows and offers.num_rows < overall_ratio * last_rows:
         problems.append(
             f"row count dropped from {last_rows} to {offers.num_rows} "
-            f"(below {min_ratio:.0%} of the last good run)")
+            f"(below {overall_ratio:.0%} of the last good run)")
     median = statistics.median(offers.column("price_per_gpu_hour").to_pylist())
     moved = _moved(last_median, median, policy.max_median_ratio)
     if moved is not None:
