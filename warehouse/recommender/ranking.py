@@ -1,26 +1,26 @@
-"""The recommender's ranking over offer facts held in numpy arrays, one set per connection.
-
-What does not depend on the request (each current offer's `offer_facts()` columns, link, network
-and interruption figures; storage and egress prices) is read once per read-only connection (the
-file lock keeps writers out, so they cannot go stale), every time on a writable one. A request
-then fits, times, costs and ranks every offer in array arithmetic: DuckDB spends longer planning
-one such statement (~150-200 ms at 38,500 offers) than numpy spends doing it. The arithmetic is
-that of the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros
-billed_seconds and fit_ok, in their order of operations; tests hold the two to each other."""
+"""The recommender's ranking: every current offer's request-independent facts in numpy arrays (read
+once per read-only connection, every time on a writable one), then each request fitted, timed, costed
+and ranked in array arithmetic, faster than DuckDB plans the same statement. The arithmetic is that of
+the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros billed_seconds and
+fit_ok, in their order of operations; tests hold the two to each other."""
 
 from __future__ import annotations
 
 import math
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import duckdb
 import numpy as np
 
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
-from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED
+from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH
+from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
 from gpuledger.warehouse.recommender.volumes import billed_volume_gb, volume_sizings
+
+if TYPE_CHECKING:
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest
 
 # Every current offer in key order (provider, region, zone, instance type, purchase option: the
 # ranking's last tie-break is then the row number), with what fitting and costing read.
@@ -52,7 +52,8 @@ _KEY = ("provider", "region", "zone", "instance_type", "purchase_option")
 # The columns of `fits` a shown row carries, read for the rows shown only.
 _SHOWN_SQL = """
 select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
-       link_kind, link_gbs, gpu_nvlink, gpu_form_factor, term_months, available, interruptible, granularity_s, minimum_s, gpu_vendor,
+       link_kind, link_gbs, gpu_nvlink, gpu_form_factor, term_months, available, interruptible, granularity_s,
+       minimum_s, gpu_vendor,
        interruption_risk, interruption_risk_level, interruption_rate_max_pct, interruption_risk_source, reliability,
        gpu_model, gpu_variant_exact, gpu_architecture, memory_source, interconnect, link_note, price_per_gpu_hour,
        billing_source, payment_option
@@ -63,9 +64,9 @@ from offer_facts() o join (select unnest($provider) as provider, unnest($region)
 """
 
 
-@dataclass
-class Plan:
-    """One plan's request figures (recommend._ranked builds them from the estimate)."""
+@dataclass(frozen=True, kw_only=True)
+class Plan(StepWork):
+    """One plan of the request: its GPUs, the step's work and what the job holds and moves."""
 
     gpus: int
     nodes: int
@@ -73,14 +74,6 @@ class Plan:
     host_gb: float
     storage_gb: float
     egress_gb: float
-    tok_step: float
-    flops_tok: float
-    util: float
-    wread_b: float
-    dequant_b: float
-    shard_b: float
-    replica_b: float
-    offload_b: float
     restart_h: float
     write_h: float
     weights_gb: float  # downloaded before each run (the base model's 16-bit files)
@@ -151,23 +144,15 @@ def _runs(values: np.ndarray) -> np.ndarray:
 
 def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
     cols = {}
-    for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():
-        mask = np.ma.getmaskarray(arr) if isinstance(arr, np.ma.MaskedArray) else None
-        data = np.ma.getdata(arr)
-        if data.dtype.kind in "fiu" and name != "instance_group":
-            data = data.astype(float)
-            if mask is not None:
-                data[mask] = np.nan
-        cols[name] = data
+    for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
+        numeric = arr.dtype.kind in "fiu" and name != "instance_group"
+        cols[name] = np.ma.filled(arr.astype(float), np.nan) if numeric else np.ma.getdata(arr)
     n = len(cols["provider"])
-    provider_code = _runs(cols["provider"])  # key order: a provider's rows, then a place's, are contiguous
-    changes = np.r_[True, (cols["provider"][1:] != cols["provider"][:-1])
-                    | (cols["region"][1:] != cols["region"][:-1])] if n else np.zeros(0, bool)
-    place = np.cumsum(changes) - 1
-    starts = np.nonzero(changes)[0]
-    places = [(cols["provider"][i], cols["region"][i]) for i in starts]
-    providers = [cols["provider"][i] for i in np.nonzero(np.r_[True, provider_code[1:] != provider_code[:-1]])[0]] \
-        if n else []
+    # Key order: a provider's rows, then a place's, are contiguous.
+    provider_code = _runs(cols["provider"])
+    place = _runs(cols["provider"] + "\0" + cols["region"])
+    providers = list(dict.fromkeys(cols["provider"]))
+    places = list(dict.fromkeys(zip(cols["provider"], cols["region"])))
     _, group = np.unique(cols["instance_group"], return_inverse=True)
     # What each run's set-up costs in time does not depend on the request but for the bytes moved.
     cols["down_gbps"], cols["bandwidth_source"] = internet_gbps(
@@ -230,6 +215,7 @@ def _egress_picks(f: OfferFacts, egress_gb: float) -> tuple[dict, dict]:
 
 
 _SOURCES = ("none", "region", "provider")
+LEFT_OUT = 5  # cheaper offers that fit no plan, named with the reason
 _PLACE_TABLES_KEPT = 64
 
 
@@ -309,53 +295,27 @@ def _head(rows: np.ndarray, tier: np.ndarray, key: np.ndarray, group: np.ndarray
     return np.concatenate(out) if out else rows[:0]
 
 
-@dataclass(frozen=True)
-class RankArgs:
-    """The request's figures the ranking reads (recommend._ranked fills them in)."""
-
-    fresh: frozenset[str]
-    spot: bool
-    commitments: bool
-    include_unavailable: bool
-    headroom: float
-    precision: str
-    max_gpus: int
-    region_ok: frozenset[str] | None  # regions the --region filter keeps (None: every region)
-    providers: tuple[str, ...]
-    method: str
-    job_tokens: float | None  # None: hours per run fixed by the request
-    hours: float
-    runs: int
-    days: float
-    ckpt_h: float
-    by: str
-    budget: float | None
-    top: int
-    per_instance: bool
-    hours_per_month: float
-    left_out: int = 5  # cheaper offers that fit no plan, named with the reason
-
-
-def _why_not(row: dict[str, Any], plans: Sequence[Plan], a: RankArgs) -> str:
+def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) -> str:
     """Why an offer fits no plan: the plan that uses all its GPUs, measured against it."""
-    count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - a.headroom)
+    count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - req.headroom)
     if row["no_capacity"]:
         return "the source reports no capacity right now"
     if math.isnan(usable):
         return "no memory figure for its GPU"
-    if count > a.max_gpus:
-        return f"{count:g} GPUs, over the limit of {a.max_gpus} per plan"
+    if count > req.max_gpus:
+        return f"{count:g} GPUs, over the limit of {req.max_gpus} per plan"
     plan = next((p for p in plans if p.nodes == 1 and p.gpus == count), plans[0])
     if usable < plan.need_gb:
         where = f"per GPU sharded over {plan.gpus}" if plan.gpus > 1 else "on one GPU" + (
             " (this method is not sharded)" if count >= 2 else "")
         return f"needs {plan.need_gb:.1f} GiB {where}, has {usable:.1f} usable"
-    if plan.host_gb and row["ram_gb"] * (1 - a.headroom) < plan.host_gb:
-        return f"needs {plan.host_gb:.0f} GiB of host RAM for ZeRO-Offload, has {row['ram_gb'] * (1 - a.headroom):.0f}"
+    if plan.host_gb and row["ram_gb"] * (1 - req.headroom) < plan.host_gb:
+        return f"needs {plan.host_gb:.0f} GiB of host RAM for ZeRO-Offload, has {row['ram_gb'] * (1 - req.headroom):.0f}"
     return "a slice of a GPU cannot be sharded" if count < 1 else "no plan fits its GPU count"
 
 
-def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a: RankArgs
+def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest,
+         fresh: frozenset[str], region_ok: frozenset[str] | None
          ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None]:
     """The top candidates as dicts, best first; how many offers fit (after the budget); the offers
     cheaper by the hour than the first that fit no plan, each with its reason; and, when nothing
@@ -363,14 +323,14 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     c = f.cols
     if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
         f.place_tables.clear(), f.picks.clear(), f.storage_picks.clear(), f.egress_picks.clear()
-    allowed = [i for i, p in enumerate(f.providers) if p in a.fresh and (not a.providers or p in a.providers)]
+    allowed = [i for i, p in enumerate(f.providers) if p in fresh and (not req.providers or p in req.providers)]
     ok = np.isin(f.provider_code, allowed)
-    if a.region_ok is not None:
-        ok &= np.isin(f.place, [i for i, (_, r) in enumerate(f.places) if r in a.region_ok])
+    if region_ok is not None:
+        ok &= np.isin(f.place, [i for i, (_, r) in enumerate(f.places) if r in region_ok])
     committed = c["committed"]
-    ok &= (~committed & (a.spot | c["on_demand"])) | (a.commitments & committed)
+    ok &= (~committed & (req.spot | c["on_demand"])) | (req.commitments & committed)
     considered_offers = ok.copy()  # what the user asked to see, before capacity and fit
-    if not a.include_unavailable:
+    if not req.include_unavailable:
         ok &= c["available_or_unknown"]
     mem, count = c["memory_gb_per_gpu"], c["gpu_count"]
     ram = c["ram_gb"]
@@ -380,14 +340,14 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
     with np.errstate(invalid="ignore"):
         for i, p in enumerate(plans):
-            fit = mem * (1 - a.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
+            fit = mem * (1 - req.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
             if not (p.gpus <= 1 and p.nodes <= 1):
                 fit &= (count >= 1) & (count * p.nodes == p.gpus)
                 if p.nodes != 1:
                     fit &= c["has_fabric"]
-            fit &= count * p.nodes <= a.max_gpus
+            fit &= count * p.nodes <= req.max_gpus
             if p.host_gb != 0:
-                fit &= ram * (1 - a.headroom) * p.nodes >= p.host_gb
+                fit &= ram * (1 - req.headroom) * p.nodes >= p.host_gb
             plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
     idx = np.nonzero(plan_of >= 0)[0]
     pi = plan_of[idx]
@@ -402,41 +362,42 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     cnt = count[idx]
     # The GPUs the job runs on: the shards, the data-parallel copies (one per whole GPU), or a slice.
     gpus_used = np.where(sharded, gpus, np.where(cnt >= 1, np.floor(cnt), cnt))
-    precision_supported = {"bf16": c["ok_bf16"], "fp16": c["ok_fp16"]}.get(a.precision, np.ones(f.n, bool))[idx]
-    peak = {"bf16": c["peak_bf16"], "fp16": c["peak_fp16"]}.get(a.precision, np.full(f.n, np.nan))[idx]
+    precision_supported = {"bf16": c["ok_bf16"], "fp16": c["ok_fp16"]}.get(req.precision, np.ones(f.n, bool))[idx]
+    peak = {"bf16": c["peak_bf16"], "fp16": c["peak_fp16"]}.get(req.precision, np.full(f.n, np.nan))[idx]
     bw = c["gpu_bandwidth_tbs"][idx]
     link, fabric, pcie = c["link_gbs"][idx], c["fabric"][idx], c["pcie_gbs"][idx]
 
     # The time model (throughput.tokens_per_second), NULL where a card figure is unknown.
-    tok, util = col("tok_step"), col("util")
+    tok, util = col("tokens"), col("utilization")
     with np.errstate(invalid="ignore"):
-        compute = _div(tok * col("flops_tok"), peak * 1e12 * util)
-        step = (np.fmax(compute, _div(col("wread_b"), bw * 1e12)) + _div(col("dequant_b"), bw * 1e12)
-                + _div(col("offload_b"), pcie * 1e9))
+        compute = _div(tok * col("flops_per_token"), peak * 1e12 * util)
+        step = (np.fmax(compute, _div(col("weight_read_bytes"), bw * 1e12)) + _div(col("dequant_bytes"), bw * 1e12)
+                + _div(col("offload_bytes"), pcie * 1e9))
         whole = np.floor(cnt)
-        comm = np.where(sharded, _div(col("shard_b"), np.where(nodes > 1, fabric, link) * 1e9),
-                        np.where(cnt >= 2, _div(_div(col("replica_b") * (whole - 1), whole), link * 1e9), 0.0))
+        comm = np.where(sharded, _div(col("shard_bytes"), np.where(nodes > 1, fabric, link) * 1e9),
+                        np.where(cnt >= 2, _div(_div(col("replica_bytes") * (whole - 1), whole), link * 1e9), 0.0))
         tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
 
         # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
         # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
         rows = np.arange(len(idx))
-        setup_s = np.zeros(len(idx)) if a.job_tokens is None else setup_seconds(
+        ckpt_h = req.checkpoint_every_minutes / 60.0
+        setup_s = np.zeros(len(idx)) if req.job_tokens is None else setup_seconds(
             c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
-        base_hours = (np.full(len(rows), a.hours) if a.job_tokens is None
-                      else _div(np.full(len(rows), a.job_tokens), tokens_per_s) / 3600.0)
+        base_hours = (np.full(len(rows), req.hours) if req.job_tokens is None
+                      else _div(np.full(len(rows), req.job_tokens), tokens_per_s) / 3600.0)
         rate = c["rate"][idx]
         interruptible = c["interruptible"][idx]
         timed = interruptible & ~np.isnan(rate)
-        run_hours = np.where(timed, base_hours * (1 + rate * (a.ckpt_h / 2 + col("restart_h")))
-                             + base_hours / a.ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
+        run_hours = np.where(timed, base_hours * (1 + rate * (ckpt_h / 2 + col("restart_h")))
+                             + base_hours / ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
 
         # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
         gran = np.maximum(c["granularity_s"][idx], 1)
         billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
         billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
         price = c["price_per_hour"][idx]
-        compute_usd = a.runs * nodes * price * billed_s / 3600.0
+        compute_usd = req.runs * nodes * price * billed_s / 3600.0
 
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
     n_rows = len(idx)
@@ -458,24 +419,25 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
 
     with np.errstate(invalid="ignore"):
         storage_usd = np.where(np.isnan(run_hours), np.nan,
-                               s_billed * s_usd * np.maximum(a.runs * run_hours, a.days * 24.0) / a.hours_per_month)
+                               s_billed * s_usd * np.maximum(req.runs * run_hours, (req.days or 0.0) * 24.0)
+                               / HOURS_PER_MONTH)
         total = compute_usd + storage_usd + e_usd
-        qlora_off_cuda = (a.method == "qlora") & ~c["nvidia"][idx]
+        qlora_off_cuda = (req.method == "qlora") & ~c["nvidia"][idx]
         tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
                         np.where(~precision_supported | qlora_off_cuda, 1, 0))
         sort_total = _round_half_away(total, 6)
-        sort_key = _round_half_away(run_hours, 9) if a.by == "time" else sort_total
-        keep = np.ones(n_rows, bool) if a.budget is None else (total <= a.budget)
+        sort_key = _round_half_away(run_hours, 9) if req.by == "time" else sort_total
+        keep = np.ones(n_rows, bool) if req.budget is None else (total <= req.budget)
     sel = np.nonzero(keep)[0]
     considered = len(sel)
     # One order for all: (slow path, sort key, total, price per hour, key); the row number is the
     # rank of (provider, region, zone, instance type, purchase option). An instance group's best
     # place is its first row in it: within a group the key orders by region, then zone.
-    group = f.group[idx] if a.per_instance else np.arange(n_rows)
-    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, a.top)
+    group = f.group[idx] if req.per_instance else np.arange(n_rows)
+    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, req.top)
     order = head[np.lexsort((idx[head], price[head], sort_total[head], sort_key[head], tier[head]))]
     _, first = np.unique(group[order], return_index=True)
-    top_rows = order[np.sort(first)[: a.top]]
+    top_rows = order[np.sort(first)[: req.top]]
     others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
 
     def val(arr: np.ndarray, j: int) -> Any:
@@ -494,10 +456,10 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         row.update(
             plan_idx=int(pi[j]), nodes=int(nodes[j]), plan=label,
             gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
-            usable_gb_per_gpu=val(mem, o) * (1 - a.headroom) if not math.isnan(mem[o]) else None,
+            usable_gb_per_gpu=val(mem, o) * (1 - req.headroom) if not math.isnan(mem[o]) else None,
             need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
             tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
-            setup_s=float(setup_s[j]), setup_usd=float(a.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),
+            setup_s=float(setup_s[j]), setup_usd=float(req.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),
             download_gbps=val(c["down_gbps"], o), upload_gbps=val(c["up_gbps"], o),
             bandwidth_source=("measured", "published", "assumed")[int(c["bandwidth_source"][o])],
             run_hours=val(run_hours, j), billed_s=val(billed_s, j), compute_usd=val(compute_usd, j),
@@ -509,12 +471,12 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         out.append(row)
     largest = None
     if not out:  # what "nothing fits" names: the largest GPU on offer within the filters and the GPU limit
-        on_offer = np.nonzero(ok & (count <= a.max_gpus) & ~np.isnan(mem))[0]
+        on_offer = np.nonzero(ok & (count <= req.max_gpus) & ~np.isnan(mem))[0]
         largest = max(((mem[i], c["gpu_model"][i] or "") for i in on_offer), default=None)
-    return out, considered, _left_out(f, plans, a, considered_offers & (plan_of < 0), out), largest
+    return out, considered, _left_out(f, plans, req, considered_offers & (plan_of < 0), out), largest
 
 
-def _left_out(f: OfferFacts, plans: Sequence[Plan], a: RankArgs, excluded: np.ndarray,
+def _left_out(f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest, excluded: np.ndarray,
               ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cheapest offers by the hour, below the first ranked one's price (any, when none is),
     that fit no plan: one per GPU model and count, each with the reason."""
@@ -526,11 +488,11 @@ def _left_out(f: OfferFacts, plans: Sequence[Plan], a: RankArgs, excluded: np.nd
         cheapest.setdefault((c["gpu_model"][i], c["gpu_count"][i]), int(i))
     # Those nearest to fitting first: the most memory on the node, then the cheapest.
     near = sorted(cheapest.values(), key=lambda i: (-np.nan_to_num(c["memory_gb_per_gpu"][i] * c["gpu_count"][i]),
-                                                   c["price_per_hour"][i]))[: a.left_out]
+                                                   c["price_per_hour"][i]))[:LEFT_OUT]
     out = []
     for i in sorted(near, key=lambda i: c["price_per_hour"][i]):
         row = {k: (c[k][i].item() if isinstance(c[k][i], np.generic) else c[k][i])
                for k in ("provider", "region", "instance_type", "purchase_option", "gpu_model", "gpu_count",
                          "price_per_hour", "memory_gb_per_gpu", "ram_gb", "no_capacity")}
-        out.append(row | {"reason": _why_not(row, plans, a)})
+        out.append(row | {"reason": _why_not(row, plans, req)})
     return out

@@ -1,15 +1,11 @@
-"""Which rented GPU to fine-tune on: matching and cost, from the warehouse.
-
-`recommend(con, request)` estimates the memory the job needs (memory), keeps the current offers
-of fresh providers that fit it (the rule of the SQL macro `fits`), times the job on each and ranks
-them by what the whole job costs: billed compute (set-up included), storage and egress, each
-shown, nothing mixed silently. Formulas and sources: docs/recommender.md. Everything here reads."""
+"""Which rented GPU to fine-tune on: the offers that fit a job, ranked by what the whole job costs
+(billed compute with set-up, storage, egress, each shown). Formulas and sources: docs/recommender.md."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -21,14 +17,13 @@ from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup
 from gpuledger.warehouse.recommender.names import resolve_name
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 from gpuledger.warehouse.recommender.spot import (
-    DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
+    DEFAULT_CHECKPOINT_MINUTES, HOURS_PER_MONTH, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
 from gpuledger.warehouse.recommender.throughput import is_fabric_claim, step_work
 
 if TYPE_CHECKING:  # numpy: imported by a recommendation only, not by the reading commands
     from gpuledger.warehouse.recommender.ranking import OfferFacts
 
-HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
 # Limits past which a request is a typo, not a fine-tuning job: a run longer than a year, more runs
 # than anyone schedules, or more tokens than Llama 3 was pretrained on (15T).
@@ -172,10 +167,6 @@ class RecommendRequest:
                     "--examples)")
         return job
 
-    @property
-    def download_count(self) -> int:
-        return self.runs if self.downloads is None else self.downloads
-
 
 @dataclass(frozen=True)
 class CostBreakdown:
@@ -308,10 +299,8 @@ class Recommendation:
 # -- cost arithmetic (pure) ------------------------------------------------------
 
 def billed_seconds(duration_s: float, granularity_s: int | None, minimum_s: int | None) -> float:
-    """One run's billed seconds: raised to the minimum charge, rounded up to the increment.
-
-    Same rule as the SQL macro billed_seconds; a missing increment counts as 3600 s.
-    """
+    """One run's billed seconds: raised to the minimum charge, rounded up to the increment (a missing
+    one counts as 3600 s), as the SQL macro billed_seconds."""
     gran = max(int(granularity_s if granularity_s is not None else 3600), 1)
     d = max(float(duration_s), float(minimum_s or 0))
     return float(math.ceil(round(d / gran, 9)) * gran)
@@ -353,39 +342,19 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
     return fresh, stale
 
 
-# The ranking (warehouse.recommender.ranking): each plan's fitting offers (fit_ok's rule over the
-# rows `fits` would return, the single-GPU plan first, then fewest nodes: an offer keeps the first
-# plan it fits), costed as the pure functions above cost one offer (billed compute; storage on the
-# region's class whose billed volume costs least, else the provider's; egress through the region's
-# tiers, else the provider's dearest region), ordered by (slow path, total or hours, total, price
-# per hour, key), collapsed to one row per provider/instance type/purchase option when asked, and
-# cut to the top N.
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
             fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any]:
-    """The top candidates as dicts (columns of `fits` plus the cost columns), best first, how many
-    offers fit, and the cheaper ones left out; `fresh` names the providers whose data is fresh."""
+    """ranking.rank over the request's plans: the top candidates, how many offers fit, the cheaper
+    ones left out and the largest GPU on offer; `fresh` names the providers whose data is fresh."""
     from gpuledger.warehouse.recommender import ranking
 
-    figures = []
-    for gpus, nodes, est in plans:
-        work = step_work(est, gpus)
-        figures.append(ranking.Plan(
-            gpus=gpus, nodes=nodes, need_gb=est.per_gpu_gb, host_gb=est.host_gb,
-            storage_gb=_storage_gb(request, est), egress_gb=_egress_gb(request, est), tok_step=work.tokens,
-            flops_tok=work.flops_per_token, util=work.utilization, wread_b=work.weight_read_bytes,
-            dequant_b=work.dequant_bytes, shard_b=work.shard_bytes, replica_b=work.replica_bytes,
-            offload_b=work.offload_bytes, restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb),
-            write_h=checkpoint_write_hours(est.checkpoint_gb), weights_gb=est.base_weights_gb,
-            result_gb=est.artifact_gb))
-    args = ranking.RankArgs(
-        fresh=frozenset(fresh), spot=request.spot, commitments=request.commitments,
-        include_unavailable=request.include_unavailable, headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus,
-        region_ok=_regions_ok(request, facts.places), providers=tuple(request.providers),
-        method=request.method, job_tokens=request.job_tokens, hours=request.hours or 0.0, runs=request.runs,
-        days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0, by=request.by,
-        budget=request.budget, top=request.top, per_instance=request.per_instance,
-        hours_per_month=HOURS_PER_MONTH)
-    return ranking.rank(con, facts, figures, args)
+    figures = [ranking.Plan(
+        **vars(step_work(est, gpus)), gpus=gpus, nodes=nodes, need_gb=est.per_gpu_gb, host_gb=est.host_gb,
+        storage_gb=request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb,
+        egress_gb=est.artifact_gb * (request.runs if request.downloads is None else request.downloads),
+        restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb), write_h=checkpoint_write_hours(est.checkpoint_gb),
+        weights_gb=est.base_weights_gb, result_gb=est.artifact_gb) for gpus, nodes, est in plans]
+    return ranking.rank(con, facts, figures, request, frozenset(fresh), _regions_ok(request, facts.places))
 
 
 def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> frozenset[str] | None:
@@ -410,43 +379,22 @@ def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
     return bool(_ranked(con, replace(request, top=1, budget=None), plans, [p.provider for p in fresh], facts)[0])
 
 
-def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
-    """Disk the job keeps while it runs: data, base weights, kept checkpoints."""
-    return request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb
-
-
-def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
-    """What leaves the provider: the trained artifact, once per download."""
-    return est.artifact_gb * request.download_count
-
-
 # -- the recommender ------------------------------------------------------------------
 
 def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest, setup: TrainingSetup
            ) -> tuple[MemoryEstimate, list[tuple[int, int, MemoryEstimate]]]:
+    """The single-GPU estimate, and every plan as (GPUs, nodes, per-GPU estimate): one GPU, then the sharded
+    plans the offers' whole-GPU counts per node allow within max_gpus and max_nodes, fewest nodes first."""
     single = estimate(setup, 1)
-    plans: list[tuple[int, int, MemoryEstimate]] = [(1, 1, single)]
+    plans = [(1, 1, single)]
     if setup.method == "full" or request.shard_lora:
-        plans += sharded_plans(request, setup, [c for (c,) in con.execute(
-            "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count)"
-        ).fetchall()])
+        counts = [int(c) for (c,) in con.execute(
+            "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count) order by 1"
+        ).fetchall()]
+        for nodes in range(1, request.max_nodes + 1):
+            plans += [(per_node * nodes, nodes, estimate(setup, per_node * nodes, shard_lora=request.shard_lora))
+                      for per_node in counts if 2 <= per_node * nodes <= request.max_gpus]
     return single, plans
-
-
-def sharded_plans(request: RecommendRequest, setup: TrainingSetup, gpu_counts: Iterable[float]
-                  ) -> list[tuple[int, int, MemoryEstimate]]:
-    """(GPUs, nodes, per-GPU estimate) of every sharded plan the offers' whole-GPU counts per
-    node allow within max_gpus and max_nodes, fewest nodes first."""
-    counts = sorted({int(c) for c in gpu_counts if c >= 1 and c == math.floor(c)})
-    plans, seen = [], set()
-    for nodes in range(1, request.max_nodes + 1):
-        for per_node in counts:
-            gpus = per_node * nodes
-            if gpus < 2 or gpus > request.max_gpus or (gpus, nodes) in seen:
-                continue
-            seen.add((gpus, nodes))
-            plans.append((gpus, nodes, estimate(setup, gpus, shard_lora=request.shard_lora)))
-    return plans
 
 
 def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], int]:
@@ -513,13 +461,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     notes: list[str] = []
     top: list[Candidate] = []
     for rank, row in enumerate(rows, start=1):
-        cost = CostBreakdown(
-            compute_usd=row["compute_usd"], setup_usd=row["setup_usd"], storage_usd=row["storage_usd"], egress_usd=row["egress_usd"],
-            billed_seconds_per_run=row["billed_s"], granularity_s=int(row["granularity_s"]),
-            minimum_s=int(row["minimum_s"]), billing_source=row["billing_source"], storage_gb=row["storage_gb"],
-            storage_billed_gb=row["storage_billed_gb"], storage_size_known=row["storage_size_known"],
-            storage_class=row["storage_class"], storage_usd_per_gb_month=row["storage_usd_per_gb_month"],
-            storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
+        cost = _from_row(CostBreakdown, row, billed_seconds_per_run=row["billed_s"],
+                         granularity_s=int(row["granularity_s"]), minimum_s=int(row["minimum_s"]))
         flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
         if row["interruptible"]:
             rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
@@ -527,10 +470,11 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                 flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
                              "ranked after offers whose expected cost is known")
             elif row["base_hours"] is not None:
-                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions ({row['interruption_risk_level']} "
-                             f"risk, up to {row['interruption_rate_max_pct']:g}% a month, "
-                             f"{row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} h of redone work, restarts and "
-                             f"checkpoints every {request.checkpoint_every_minutes:g} min included")
+                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
+                             f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
+                             f"a month, {row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} "
+                             f"h of redone work, restarts and checkpoints every {request.checkpoint_every_minutes:g} "
+                             "min included")
         if row["tokens_per_s"] is None:
             flags.append((f"{row['gpu_model']} is a TPU: the time model covers CUDA/ROCm GPUs, not XLA on TPU"
                           if row["gpu_vendor"] == "Google" else
@@ -560,27 +504,12 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
         elif e_src == "provider":
             flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
         share = shares.get((row["gpu_model"], row["provider"], row["region"]), (None, None))
-        top.append(Candidate(
-            rank=rank, provider=row["provider"], region=row["region"], zone=row["zone"],
-            instance_type=row["instance_type"], purchase_option=row["purchase_option"],
-            interruptible=bool(row["interruptible"]), interruption_risk=row["interruption_risk"],
-            interruption_risk_level=row["interruption_risk_level"],
-            interruption_rate_max_pct=row["interruption_rate_max_pct"],
-            interruption_risk_source=row["interruption_risk_source"],
-            reliability=row["reliability"], gpu_model=row["gpu_model"], gpu_vendor=row["gpu_vendor"],
-            gpu_count=row["gpu_count"], nodes=int(row["nodes"]),
-            plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],
-            memory_source=row["memory_source"], usable_gb_per_gpu=row["usable_gb_per_gpu"],
-            need_gb_per_gpu=row["need_gb"], interconnect=row["interconnect"],
-            link_kind=row["link_kind"], link_gbs=row["link_gbs"],
-            precision_supported=bool(row["precision_supported"]), slow_path=tier > 0,
-            price_per_hour=row["price_per_hour"], price_per_gpu_hour=row["price_per_gpu_hour"],
-            available=row["available"], tokens_per_s=row["tokens_per_s"], hours_per_run=row["run_hours"],
+        top.append(_from_row(
+            Candidate, row, rank=rank, interruptible=bool(row["interruptible"]), need_gb_per_gpu=row["need_gb"],
+            slow_path=tier > 0, hours_per_run=row["run_hours"], setup_hours=row["setup_s"] / 3600.0,
             tokens_per_s_per_gpu=None if row["tokens_per_s"] is None else row["tokens_per_s"] / row["gpus_used"],
-            setup_hours=row["setup_s"] / 3600.0,
             interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
-            uninterrupted_hours=row["base_hours"],
-            cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"]),
+            uninterrupted_hours=row["base_hours"], cost=cost, flags=tuple(flags),
             obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
@@ -603,18 +532,19 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                           offers_per_provider=offers_per_provider, left_out=left_out)
 
 
-def known_providers(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Every provider the warehouse knows: in the providers table, with offers, or with scrape runs."""
-    return [p for (p,) in con.execute(
-        "select provider from providers union select provider from offers union select provider from scrape_runs "
-        "order by 1").fetchall()]
+def _from_row(cls: type, row: dict[str, Any], **given: Any) -> Any:
+    """Dataclass `cls` from the row's columns of its fields' names, `given` set apart."""
+    names = {f.name for f in fields(cls)} - given.keys()
+    return cls(**{k: row[k] for k in names if k in row}, **given)
 
 
 def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> RecommendRequest:
     """`request` with each --provider as the warehouse spells it (any case); UnknownProviderError
     naming the nearest for one the warehouse does not know."""
+    known = [p for (p,) in con.execute("select provider from providers union select provider from offers "
+                                       "union select provider from scrape_runs order by 1").fetchall()]
     try:
-        named = tuple(dict.fromkeys(resolve_name("provider", p, known_providers(con)) for p in request.providers))
+        named = tuple(dict.fromkeys(resolve_name("provider", p, known) for p in request.providers))
     except ValueError as err:
         raise UnknownProviderError(str(err)) from None
     return replace(request, providers=named)
