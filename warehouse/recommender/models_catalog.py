@@ -1,12 +1,7 @@
-"""The built-in models (models.csv beside this file): each row is the architecture of its
-`config.json` (URL in `source`) and the model card's parameter count, which the shapes must
-reproduce within 2 % (tests guard against a mistyped field). Nothing is downloaded at run time.
-
-The shapes split the parameters into the block linear layers (what QLoRA quantizes and LoRA
-adapts) and the embeddings, norms and any frozen extra tower (kept in 16 bit). MoE: memory holds
-every expert, a token's compute passes through `experts_per_token` of them (plus a shared one).
-A model not in the table is estimated from `--params` with a Llama-shaped `generic_spec`.
-"""
+"""The built-in models (models.csv beside this file): each row the architecture of its `config.json`
+(URL in `source`), whose shapes must reproduce the model card's parameter count within 2 % (tested).
+The shapes split the parameters into block linear layers (what QLoRA quantizes and LoRA adapts) and the
+rest (embeddings, norms, a frozen extra tower); a model not in the table gets a Llama-shaped generic_spec."""
 
 from __future__ import annotations
 
