@@ -41,10 +41,7 @@ select provider, region, zone, instance_type, purchase_option, price_per_hour, g
        coalesce(gpu_bf16_tflops, gpu_fp16_tflops) as peak_bf16,
        coalesce(gpu_fp16_tflops, gpu_bf16_tflops) as peak_fp16,
        gpu_bandwidth_tbs,
-       coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric,
-       -- what one row per instance type collapses by; 64 bits, so two groups share a value with
-       -- odds of about groups^2 / 2^65 (1e-11 at 10^4 instance types)
-       hash(provider, instance_type, purchase_option) as instance_group
+       coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric
 from offer_facts()
 order by provider, region, zone, instance_type, purchase_option
 """
@@ -95,8 +92,6 @@ class OfferFacts:
     egress: list[tuple[str, str, float, float | None, float]]  # provider, region, start, end, usd
     persists: dict[str, bool | None]
     cacheable: bool  # read-only: shown rows and picks may be kept
-    storage_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
-    egress_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
     place_tables: dict[tuple[float, float], Any] = field(default_factory=dict)  # (storage GB, egress GB)
     picks: list[tuple] = field(default_factory=list)  # the storage picks the place tables index
     shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
@@ -145,7 +140,7 @@ def _runs(values: np.ndarray) -> np.ndarray:
 def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
     cols = {}
     for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
-        numeric = arr.dtype.kind in "fiu" and name != "instance_group"
+        numeric = arr.dtype.kind in "fiu"
         cols[name] = np.ma.filled(arr.astype(float), np.nan) if numeric else np.ma.getdata(arr)
     n = len(cols["provider"])
     # Key order: a provider's rows, then a place's, are contiguous.
@@ -153,7 +148,9 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
     place = _runs(cols["provider"] + "\0" + cols["region"])
     providers = list(dict.fromkeys(cols["provider"]))
     places = list(dict.fromkeys(zip(cols["provider"], cols["region"])))
-    _, group = np.unique(cols["instance_group"], return_inverse=True)
+    # What one row per instance type collapses by.
+    _, group = np.unique(cols["provider"] + "\0" + cols["instance_type"] + "\0" + cols["purchase_option"],
+                         return_inverse=True)
     # What each run's set-up costs in time does not depend on the request but for the bytes moved.
     cols["down_gbps"], cols["bandwidth_source"] = internet_gbps(
         cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_down_mbps"])
@@ -175,45 +172,6 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
                       cacheable=read_only)
 
 
-def _storage_picks(f: OfferFacts, storage_gb: float) -> tuple[dict, dict]:
-    """(by place, by provider) the class whose billed volume costs least for storage_gb, as
-    (storage_class, usd per GB-month, billed GB, size known); ties go to the class name."""
-    if storage_gb in f.storage_picks:
-        return f.storage_picks[storage_gb]
-    region: dict[tuple[str, str], tuple] = {}
-    for prov, reg, cls, usd, min_gb, inc, tiers, max_gb in f.storage:
-        if max_gb is not None and storage_gb > max_gb:
-            continue  # a fixed-size tier holds only the volumes up to its size (volumes.holds)
-        billed = billed_volume_gb(storage_gb, min_gb, inc, list(tiers) if tiers is not None else None)
-        pick = (cls, usd, float(billed), min_gb is not None)
-        old = region.get((prov, reg))
-        if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
-            region[(prov, reg)] = pick
-    provider: dict[str, tuple] = {}
-    for (prov, _), pick in region.items():
-        old = provider.get(prov)
-        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
-            provider[prov] = pick
-    f.storage_picks[storage_gb] = (region, provider)
-    return region, provider
-
-
-def _egress_picks(f: OfferFacts, egress_gb: float) -> tuple[dict, dict]:
-    """(by place, by provider) USD to send egress_gb through the region's tiers; a provider's
-    figure is its dearest region."""
-    if egress_gb in f.egress_picks:
-        return f.egress_picks[egress_gb]
-    region: dict[tuple[str, str], float] = {}
-    for prov, reg, start, end, usd in f.egress:
-        upper = min(egress_gb, egress_gb if end is None else end)
-        region[(prov, reg)] = region.get((prov, reg), 0.0) + max(upper - start, 0.0) * usd
-    provider: dict[str, float] = {}
-    for (prov, _), usd in region.items():
-        provider[prov] = max(provider.get(prov, usd), usd)
-    f.egress_picks[egress_gb] = (region, provider)
-    return region, provider
-
-
 _SOURCES = ("none", "region", "provider")
 LEFT_OUT = 5  # cheaper offers that fit no plan, named with the reason
 _PLACE_TABLES_KEPT = 64
@@ -233,23 +191,43 @@ class _PlaceTable:
 
 
 def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTable:
+    """Storage on the class whose billed volume for storage_gb costs least in the region, else in the
+    provider (ties to the class name); egress_gb through the region's tiers, else the provider's dearest."""
     key = (storage_gb, egress_gb)
     if key in f.place_tables:
         return f.place_tables[key]
-    by_region, by_provider = _storage_picks(f, storage_gb)
-    e_region, e_provider = _egress_picks(f, egress_gb)
+    storage: dict[tuple[str, str], tuple] = {}  # (storage_class, usd per GB-month, billed GB, size known)
+    for prov, reg, cls, usd, min_gb, inc, tiers, max_gb in f.storage:
+        if max_gb is not None and storage_gb > max_gb:
+            continue  # a fixed-size tier holds only the volumes up to its size (volumes.holds)
+        billed = float(billed_volume_gb(storage_gb, min_gb, inc, list(tiers) if tiers is not None else None))
+        old = storage.get((prov, reg))
+        if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
+            storage[(prov, reg)] = (cls, usd, billed, min_gb is not None)
+    egress: dict[tuple[str, str], float] = {}
+    for prov, reg, start, end, usd in f.egress:
+        upper = min(egress_gb, egress_gb if end is None else end)
+        egress[(prov, reg)] = egress.get((prov, reg), 0.0) + max(upper - start, 0.0) * usd
+    storage_of: dict[str, tuple] = {}
+    for (prov, _), pick in storage.items():
+        old = storage_of.get(prov)
+        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
+            storage_of[prov] = pick
+    egress_of: dict[str, float] = {}
+    for (prov, _), usd in egress.items():
+        egress_of[prov] = max(egress_of.get(prov, usd), usd)
     n = len(f.places)
     t = _PlaceTable(np.full(n, -1), np.zeros(n), np.zeros(n), np.zeros(n, int), np.zeros(n), np.zeros(n, int))
     for code, (prov, reg) in enumerate(f.places):
-        pick, src = by_region.get((prov, reg)), 1
+        pick, src = storage.get((prov, reg)), 1
         if pick is None:
-            pick, src = by_provider.get(prov), 2
+            pick, src = storage_of.get(prov), 2
         if pick is not None:
             f.picks.append(pick)
             t.pick[code], t.usd[code], t.billed[code], t.s_source[code] = len(f.picks) - 1, pick[1], pick[2], src
-        usd, src = e_region.get((prov, reg)), 1
+        usd, src = egress.get((prov, reg)), 1
         if usd is None:
-            usd, src = e_provider.get(prov), 2
+            usd, src = egress_of.get(prov), 2
         if usd is not None:
             t.e_usd[code], t.e_source[code] = usd, src
     f.place_tables[key] = t
@@ -322,7 +300,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     fits, the largest GPU on offer (memory, model)."""
     c = f.cols
     if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
-        f.place_tables.clear(), f.picks.clear(), f.storage_picks.clear(), f.egress_picks.clear()
+        f.place_tables.clear(), f.picks.clear()
     allowed = [i for i, p in enumerate(f.providers) if p in fresh and (not req.providers or p in req.providers)]
     ok = np.isin(f.provider_code, allowed)
     if region_ok is not None:
@@ -454,20 +432,19 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
         picked = f.picks[s_pick[j]] if s_pick[j] >= 0 else (None, None, None, None)
         label = "sharded" if sharded[j] else "data-parallel" if gpus_used[j] >= 2 else "single"
         row.update(
-            plan_idx=int(pi[j]), nodes=int(nodes[j]), plan=label,
+            nodes=int(nodes[j]), plan=label,
             gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
             usable_gb_per_gpu=val(mem, o) * (1 - req.headroom) if not math.isnan(mem[o]) else None,
             need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
             tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
             setup_s=float(setup_s[j]), setup_usd=float(req.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),
-            download_gbps=val(c["down_gbps"], o), upload_gbps=val(c["up_gbps"], o),
+            download_gbps=val(c["down_gbps"], o),
             bandwidth_source=("measured", "published", "assumed")[int(c["bandwidth_source"][o])],
             run_hours=val(run_hours, j), billed_s=val(billed_s, j), compute_usd=val(compute_usd, j),
             storage_class=picked[0], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
             storage_size_known=picked[3], storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
-            egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), tier=int(tier[j]),
-            sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(other),
-            considered=considered, persists_when_stopped=f.persists.get(row["provider"]))
+            egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), other_locations=int(other),
+            persists_when_stopped=f.persists.get(row["provider"]))
         out.append(row)
     largest = None
     if not out:  # what "nothing fits" names: the largest GPU on offer within the filters and the GPU limit

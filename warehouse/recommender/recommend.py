@@ -43,20 +43,9 @@ class UnknownProviderError(ValueError):
 # -- request and results ------------------------------------------------------------
 
 @dataclass(frozen=True)
-class RecommendRequest:
-    """A fine-tuning job and the constraints on where it may run."""
+class RecommendRequest(TrainingSetup):
+    """A fine-tuning job (the training setup, its size) and the constraints on where it may run."""
 
-    method: str  # full | lora | qlora
-    model: str | None = None  # built-in model name (warehouse.models_catalog)
-    params: float | None = None  # parameter count; overrides the model's
-    precision: str = "bf16"
-    optimizer: str = "adamw"
-    lora_rank: int = 16
-    lora_targets: str = "all-linear"
-    seq_len: int = 2048
-    micro_batch: int = 1
-    gradient_checkpointing: bool = True
-    offload: bool = False  # full fine-tuning with ZeRO-Offload: optimizer state in host RAM (checked)
     hours: float | None = None  # fixed wall-clock hours per run instead of a job size (set-up included)
     runs: int = 1  # how many such runs (experiments)
     # The job size of one run, in training tokens (at most one of the three; none and no hours:
@@ -87,10 +76,8 @@ class RecommendRequest:
     as_of: datetime | None = None  # judge freshness at this time (default: now)
 
     def __post_init__(self) -> None:
-        setup = self.setup()
-        setup.spec()  # an unknown model is refused here, naming the nearest
-        for name in ("method", "precision", "optimizer"):
-            object.__setattr__(self, name, getattr(setup, name))
+        super().__post_init__()
+        self.spec()  # an unknown model is refused here, naming the nearest
         hours = 1.0 if self.hours is None else self.hours
         checks = [
             (hours > 0 and math.isfinite(hours), f"hours must be positive, got {self.hours}"),
@@ -126,13 +113,6 @@ class RecommendRequest:
         for ok, msg in checks:
             if not ok:
                 raise ValueError(msg)
-
-    def setup(self) -> TrainingSetup:
-        return TrainingSetup(
-            method=self.method, model=self.model, params=self.params, precision=self.precision,
-            optimizer=self.optimizer, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
-            seq_len=self.seq_len, micro_batch=self.micro_batch,
-            gradient_checkpointing=self.gradient_checkpointing, offload=self.offload)
 
     @property
     def _no_size(self) -> bool:
@@ -381,18 +361,18 @@ def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
 
 # -- the recommender ------------------------------------------------------------------
 
-def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest, setup: TrainingSetup
+def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest
            ) -> tuple[MemoryEstimate, list[tuple[int, int, MemoryEstimate]]]:
     """The single-GPU estimate, and every plan as (GPUs, nodes, per-GPU estimate): one GPU, then the sharded
     plans the offers' whole-GPU counts per node allow within max_gpus and max_nodes, fewest nodes first."""
-    single = estimate(setup, 1)
+    single = estimate(request, 1)
     plans = [(1, 1, single)]
-    if setup.method == "full" or request.shard_lora:
+    if request.method == "full" or request.shard_lora:
         counts = [int(c) for (c,) in con.execute(
             "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count) order by 1"
         ).fetchall()]
         for nodes in range(1, request.max_nodes + 1):
-            plans += [(per_node * nodes, nodes, estimate(setup, per_node * nodes, shard_lora=request.shard_lora))
+            plans += [(per_node * nodes, nodes, estimate(request, per_node * nodes, shard_lora=request.shard_lora))
                       for per_node in counts if 2 <= per_node * nodes <= request.max_gpus]
     return single, plans
 
@@ -448,8 +428,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     if not macros_current(con):
         install_macros(con)
     request = check_providers(con, request)
-    setup = request.setup()
-    single, plans = _plans(con, request, setup)
+    single, plans = _plans(con, request)
     from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
 
     facts = ranking.offer_facts(con)  # read once per request (a writable connection keeps no cache)
@@ -599,7 +578,7 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
         if "--max-nodes" in flags and any("--max-gpus" in f for f in found):
             continue  # more GPUs on one node fit already: a second node is not the fix
         variant = replace(request, **changes, top=1)
-        _, plans = _plans(con, variant, variant.setup())
+        _, plans = _plans(con, variant)
         if _any_fits(con, variant, plans):
             found.append(flags)
     return found
