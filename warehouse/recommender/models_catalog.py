@@ -156,10 +156,6 @@ def models() -> tuple[ModelSpec, ...]:
         return tuple(_spec(r) for r in csv.DictReader(f))
 
 
-def names() -> list[str]:
-    return [m.name for m in models()]
-
-
 # A tuning word at the end, or just before a trailing -vX version ("-Instruct-v0.3").
 _TUNING_SUFFIX = re.compile(r"-(hf|instruct|chat|it|base)(?=(-v\d+(\.\d+)*)?$)")
 _VERSION_SUFFIX = re.compile(r"-v\d+(\.\d+)*$")
@@ -191,13 +187,13 @@ def lookup(name: str) -> ModelSpec:
         if spec is not None:
             return spec
     try:
-        resolve_name("model", name, names())
+        resolve_name("model", name, [m.name for m in models()])
     except ValueError as e:
         raise UnknownModelError(f"{e} (or give the parameter count with --params)") from None
     raise AssertionError("unreachable: a known name is found above")
 
 
-def generic_spec(params: float, name: str | None = None) -> ModelSpec:
+def generic_spec(params: float) -> ModelSpec:
     """A Llama-shaped architecture with about `params` parameters, for models not in the table:
     head size 128, depth about hidden / 128 (Llama 2), SwiGLU 3.5 x hidden (Llama 3), full multi-head
     KV and a 128,256-token untied vocabulary (the larger activations). N ~ 12 L h^2 with L = h / 128
@@ -207,8 +203,9 @@ def generic_spec(params: float, name: str | None = None) -> ModelSpec:
     hidden = max(256, 128 * round((128 * params / 12) ** (1 / 3) / 128))
     intermediate = 256 * round(3.5 * hidden / 256)
     vocab = 128256
-    layers = max(1, round((params - 2 * vocab * hidden) / (4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden)))
-    return ModelSpec(name or f"generic-{params / 1e9:g}b", f"generic {params / 1e9:g}B (Llama-shaped)", float(params),
+    layers = max(1, round((params - 2 * vocab * hidden)
+                          / (4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden)))
+    return ModelSpec(f"generic-{params / 1e9:g}b", f"generic {params / 1e9:g}B (Llama-shaped)", float(params),
                      layers=layers, hidden=hidden, heads=hidden // 128, kv_heads=hidden // 128,
                      intermediate=intermediate, vocab=vocab,
                      source="derived from the parameter count (models_catalog.generic_spec)", generic=True)

@@ -121,12 +121,11 @@ _CACHE: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, OfferFacts]" = wea
 def offer_facts(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     """The connection's facts: read once on a read-only connection, every time on a writable one."""
     facts = _CACHE.get(con)
-    if facts is not None:
-        return facts
-    read_only = con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only"
-    facts = _load(con, read_only)
-    if read_only:
-        _CACHE[con] = facts
+    if facts is None:
+        read_only = con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only"
+        facts = _load(con, read_only)
+        if read_only:
+            _CACHE[con] = facts
     return facts
 
 
@@ -419,9 +418,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
 
     def val(arr: np.ndarray, j: int) -> Any:
-        v = arr[j]
-        if isinstance(v, np.generic):
-            v = v.item()
+        v = arr[j].item() if isinstance(arr[j], np.generic) else arr[j]
         return None if isinstance(v, float) and math.isnan(v) else v
 
     out = []

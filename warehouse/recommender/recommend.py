@@ -314,12 +314,9 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
                ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
     """(fresh, stale) providers within the request's provider filter: every provider with a scrape
     run or a current offer (an offer's provider without a run is stale)."""
-    fresh, stale = [], []
-    for p in provider_freshness(con, request.max_age_hours, request.as_of, offers_per_provider):
-        if request.providers and p.provider not in request.providers:
-            continue
-        (fresh if p.fresh else stale).append(p)
-    return fresh, stale
+    kept = [p for p in provider_freshness(con, request.max_age_hours, request.as_of, offers_per_provider)
+            if not request.providers or p.provider in request.providers]
+    return [p for p in kept if p.fresh], [p for p in kept if not p.fresh]
 
 
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
@@ -347,16 +344,6 @@ def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> fro
         rx = re.compile("".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern), re.S)
         return frozenset(r for _, r in places if rx.fullmatch(r))
     return frozenset(r for _, r in places if r.startswith(pattern))
-
-
-def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
-              plans: list[tuple[int, int, MemoryEstimate]]) -> bool:
-    """Whether any offer fits one of the plans: the ranking's candidate set, not kept."""
-    from gpuledger.warehouse.recommender import ranking
-
-    facts = ranking.offer_facts(con)
-    fresh, _ = _freshness(con, request, facts.offers_per_provider())
-    return bool(_ranked(con, replace(request, top=1, budget=None), plans, [p.provider for p in fresh], facts)[0])
 
 
 # -- the recommender ------------------------------------------------------------------
@@ -534,23 +521,20 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
     nothing fits, most specific first."""
     r, out = request, []
     shardable = r.method == "full" or r.shard_lora
-    if r.method != "full" and not r.shard_lora:
+    extra, flag = ({}, "") if shardable else ({"shard_lora": True}, "--shard-lora ")
+    if not shardable:
         out.append(("--shard-lora", {"shard_lora": True}))
-    if shardable or r.method != "full":
-        extra = {} if shardable else {"shard_lora": True}
-        flag = "" if shardable else "--shard-lora "
-        if r.max_gpus < 8:
-            out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
-        if r.max_nodes == 1:
-            out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
+    if r.max_gpus < 8:
+        out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
+    if r.max_nodes == 1:
+        out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
     if r.method == "full" and r.optimizer == "adamw":
         out.append(("--optimizer adamw8bit", {"optimizer": "adamw8bit"}))
     if r.method == "full" and not r.offload:
         out.append(("--offload", {"offload": True}))
-    for method in ("lora", "qlora"):
-        if (r.method, method) in (("full", "lora"), ("full", "qlora"), ("lora", "qlora")):
-            out.append((f"--method {method}", {"method": method}))
-            out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
+    for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ()):
+        out.append((f"--method {method}", {"method": method}))
+        out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
     if not r.spot:
         out.append(("--spot", {"spot": True}))
     if not r.include_unavailable:
@@ -571,15 +555,17 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
 def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[str]:
     """The single changes of options (from _option_variants) under which some offer fits, each
     checked against the warehouse; a change implied by one already listed is left out."""
-    found: list[str] = []
+    from gpuledger.warehouse.recommender import ranking
+
+    facts, found = ranking.offer_facts(con), []
     for flags, changes in _option_variants(request):
         if any(flags.startswith(f + " ") for f in found):
             continue  # "--method qlora" fits: "--method qlora --shard-lora" adds nothing
         if "--max-nodes" in flags and any("--max-gpus" in f for f in found):
             continue  # more GPUs on one node fit already: a second node is not the fix
-        variant = replace(request, **changes, top=1)
-        _, plans = _plans(con, variant)
-        if _any_fits(con, variant, plans):
+        variant = replace(request, **changes, top=1, budget=None)
+        fresh, _ = _freshness(con, variant, facts.offers_per_provider())
+        if _ranked(con, variant, _plans(con, variant)[1], [p.provider for p in fresh], facts)[0]:
             found.append(flags)
     return found
 
