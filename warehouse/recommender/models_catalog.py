@@ -78,10 +78,6 @@ class ModelSpec:
         return shapes | ({"gate": (h, i), "up": (h, i), "down": (i, h)} if self.gated_mlp else
                          {"up": (h, i), "down": (i, h)})
 
-    @property
-    def attention_params_per_layer(self) -> int:
-        return sum(a * b for k, (a, b) in self.linear_shapes().items() if k in "qkvo")
-
     def _mlp_total(self, experts_per_moe_layer: float) -> float:
         """MLP weights over all layers, with this many experts counted per MoE layer."""
         router = self.hidden * self.experts
@@ -91,8 +87,8 @@ class ModelSpec:
     @property
     def block_linear_params(self) -> int:
         """Linear-layer weights inside the transformer blocks: what QLoRA stores in 4 bit."""
-        return int(self.layers * self.attention_params_per_layer
-                   + self._mlp_total(self.experts + self.shared_experts))
+        attention = sum(a * b for k, (a, b) in self.linear_shapes().items() if k in "qkvo")
+        return int(self.layers * attention + self._mlp_total(self.experts + self.shared_experts))
 
     @property
     def embedding_params(self) -> int:

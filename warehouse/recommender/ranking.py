@@ -49,7 +49,7 @@ _KEY = ("provider", "region", "zone", "instance_type", "purchase_option")
 # The columns of `fits` a shown row carries, read for the rows shown only.
 _SHOWN_SQL = """
 select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
-       link_kind, link_gbs, gpu_nvlink, gpu_form_factor, term_months, available, interruptible, granularity_s,
+       link_kind, link_gbs, gpu_form_factor, term_months, available, interruptible, granularity_s,
        minimum_s, gpu_vendor,
        interruption_risk, interruption_risk_level, interruption_rate_max_pct, interruption_risk_source, reliability,
        gpu_model, gpu_variant_exact, gpu_architecture, memory_source, interconnect, link_note, price_per_gpu_hour,

@@ -40,8 +40,6 @@ class UnknownProviderError(ValueError):
     """A --provider names no provider the warehouse knows; the message lists the known ones."""
 
 
-# -- request and results ------------------------------------------------------------
-
 @dataclass(frozen=True)
 class RecommendRequest(TrainingSetup):
     """A fine-tuning job (the training setup, its size) and the constraints on where it may run."""
@@ -192,8 +190,7 @@ class Candidate:
     interruptible: bool  # spot / low_priority / interruptible: the provider may reclaim it
     interruption_risk: str | None  # the source's own words (AWS "<5%", Azure "0-5")
     reliability: float | None
-    # The one interruption-risk scale (warehouse/interruption.py): level, published band, source.
-    interruption_risk_level: str
+    interruption_risk_level: str  # the one interruption-risk scale (warehouse/interruption.py)
     interruption_rate_max_pct: float | None
     interruption_risk_source: str
     gpu_model: str
@@ -224,7 +221,7 @@ class Candidate:
     flags: tuple[str, ...] = ()
     other_locations: int = 0  # same instance and purchase option elsewhere (not shown)
     # Share of the availability observations of this GPU model, provider and region with capacity
-    # over the last 7 and 30 days (warehouse.availability); None: no observation said either way.
+    # (warehouse.availability); None: no observation said either way.
     obtainable_7d: float | None = None
     obtainable_30d: float | None = None
 
@@ -259,15 +256,12 @@ class Recommendation:
             "request": req,
             "job": {"tokens_per_run": self.request.job_tokens, "hours_per_run": self.request.hours,
                     "runs": self.request.runs, "default": self.request.default_job, "text": self.request.job_text()},
-            "left_out": self.left_out,
-            "estimate": self.estimate.as_dict(),
+            "left_out": self.left_out, "estimate": self.estimate.as_dict(),
             "sharded_estimates": {str(k): v.as_dict() for k, v in sorted(self.sharded_estimates.items())},
             "candidates": [c.as_dict() for c in self.candidates],
             "fresh_providers": [self._freshness_dict(p) for p in self.fresh_providers],
             "stale_providers": [self._freshness_dict(p) for p in self.stale_providers],
-            "considered": self.considered,
-            "nothing_fits": self.nothing_fits,
-            "notes": list(self.notes),
+            "considered": self.considered, "nothing_fits": self.nothing_fits, "notes": list(self.notes),
         }
 
     def _freshness_dict(self, p: ProviderFreshness) -> dict[str, Any]:
@@ -275,8 +269,6 @@ class Recommendation:
                 "last_state": p.last_state, "age_hours": p.age_hours,
                 "offers": self.offers_per_provider.get(p.provider, 0)}
 
-
-# -- cost arithmetic (pure) ------------------------------------------------------
 
 def billed_seconds(duration_s: float, granularity_s: int | None, minimum_s: int | None) -> float:
     """One run's billed seconds: raised to the minimum charge, rounded up to the increment (a missing
@@ -307,8 +299,6 @@ def tiered_egress_cost(gb: float, tiers: Sequence[tuple[float, float | None, flo
 def storage_cost(gb: float, usd_per_gb_month: float, hours: float) -> float:
     return gb * usd_per_gb_month * hours / HOURS_PER_MONTH
 
-
-# -- warehouse queries ------------------------------------------------------------
 
 def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers_per_provider: dict[str, int]
                ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
@@ -346,8 +336,6 @@ def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> fro
     return frozenset(r for _, r in places if r.startswith(pattern))
 
 
-# -- the recommender ------------------------------------------------------------------
-
 def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest
            ) -> tuple[MemoryEstimate, list[tuple[int, int, MemoryEstimate]]]:
     """The single-GPU estimate, and every plan as (GPUs, nodes, per-GPU estimate): one GPU, then the sharded
@@ -364,21 +352,18 @@ def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest
     return single, plans
 
 
-def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], int]:
-    """Warnings for one offer, and its tier (0: supported path, 1: ranked after: slow path)."""
-    flags, tier = [], 0
-    gpu = row["gpu_model"]
+def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], bool]:
+    """Warnings for one offer, and whether it is on a slow path (ranked after the supported ones)."""
+    flags, gpu = [], row["gpu_model"]
+    slow = not row["precision_supported"] or (request.method == "qlora" and row["gpu_vendor"] != "NVIDIA")
     if row.get("term_months"):
         flags.append(f"a {row['term_months']}-month commitment ({row['payment_option']}): billed for the whole "
                      "term whether used or not; the cost shown counts only the hours of the runs")
     if not row["precision_supported"]:
-        tier = 1
-        if request.precision == "bf16":
-            flags.append(f"{gpu} has no BF16: falls back to fp16 with loss scaling or fp32 (slow path)")
-        else:
-            flags.append(f"{gpu} ({row['gpu_architecture']}) has no fast {request.precision} path")
+        flags.append(f"{gpu} has no BF16: falls back to fp16 with loss scaling or fp32 (slow path)"
+                     if request.precision == "bf16" else
+                     f"{gpu} ({row['gpu_architecture']}) has no fast {request.precision} path")
     if request.method == "qlora" and row["gpu_vendor"] != "NVIDIA":
-        tier = 1
         flags.append(f"QLoRA's 4-bit kernels (bitsandbytes) target CUDA; support on {row['gpu_vendor']} is limited")
     if row["memory_source"] == "nominal":
         flags.append("memory per GPU not reported by the source; the marketed size is used")
@@ -395,19 +380,51 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
         flags.append("no billing increment known; per-hour billing assumed")
     if row["gpu_count"] < 1:
         flags.append(f"a {row['gpu_count']:g} slice of a {gpu}")
-    return flags, tier
-
-
-def _volume_flags(row: dict[str, Any]) -> list[str]:
-    """What the storage figure bills beyond the working set, or that the class's minimum is unknown."""
-    need, billed, cls = row["storage_gb"], row["storage_billed_gb"], row["storage_class"]
-    if not row["storage_size_known"]:
-        return [f"no published minimum volume size for {row['provider']} {cls}: storage billed for the "
-                f"{need:.1f} GiB needed"]
-    if billed > math.ceil(need):  # a minimum or a size tier, not the rounding to a whole GiB
-        return [f"storage billed for a {billed:g} GiB {cls} volume ({row['provider']}'s minimum or size tier; "
-                f"the job needs {need:.1f} GiB)"]
-    return []
+    if row["interruptible"]:
+        rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
+        if rate is None:
+            flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
+                         "ranked after offers whose expected cost is known")
+        elif row["base_hours"] is not None:
+            flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
+                         f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
+                         f"a month, {row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} "
+                         f"h of redone work, restarts and checkpoints every {request.checkpoint_every_minutes:g} "
+                         "min included")
+    if row["tokens_per_s"] is None:
+        flags.append((f"{row['gpu_model']} is a TPU: the time model covers CUDA/ROCm GPUs, not XLA on TPU"
+                      if row["gpu_vendor"] == "Google" else
+                      f"no dense tensor figure for {row['gpu_model']} at {request.precision}") + ": "
+                     + ("speed, time and cost unknown: ranked after every offer with a known time"
+                        if request.job_tokens is not None else "speed unknown"))
+    elif row["setup_s"]:
+        flags.append(f"set-up {row['setup_s'] / 60:.1f} min a run: start-up, "
+                     f"the image and the weights down and the result up at {row['download_gbps']:.2g} Gb/s "
+                     f"({row['bandwidth_source']})")
+    cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
+    if s_src == "none":
+        flags.append(f"no storage price for {row['provider']}: storage assumed free")
+    elif s_src == "provider":
+        flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
+    need, billed = row["storage_gb"], row["storage_billed_gb"]
+    if s_src != "none" and not row["storage_size_known"]:
+        flags.append(f"no published minimum volume size for {row['provider']} {cls}: storage billed for the "
+                     f"{need:.1f} GiB needed")
+    elif s_src != "none" and billed > math.ceil(need):  # a minimum or a size tier, not the rounding to a GiB
+        flags.append(f"storage billed for a {billed:g} GiB {cls} volume ({row['provider']}'s minimum or size tier; "
+                     f"the job needs {need:.1f} GiB)")
+    if request.days is not None or request.runs > 1:
+        keep = row["persists_when_stopped"]
+        if keep is False:
+            flags.append(f"{row['provider']} does not keep a stopped machine's disk: the working set stays "
+                         f"on a {cls or 'persistent'} volume between runs, machines are deleted")
+        elif keep is None:
+            flags.append(f"{row['provider']} does not document whether a stopped machine's disk persists")
+    if e_src == "none":
+        flags.append(f"no egress price for {row['provider']}: egress assumed free")
+    elif e_src == "provider":
+        flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
+    return flags, slow
 
 
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
@@ -429,50 +446,11 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     for rank, row in enumerate(rows, start=1):
         cost = _from_row(CostBreakdown, row, billed_seconds_per_run=row["billed_s"],
                          granularity_s=int(row["granularity_s"]), minimum_s=int(row["minimum_s"]))
-        flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
-        if row["interruptible"]:
-            rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
-            if rate is None:
-                flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
-                             "ranked after offers whose expected cost is known")
-            elif row["base_hours"] is not None:
-                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
-                             f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
-                             f"a month, {row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} "
-                             f"h of redone work, restarts and checkpoints every {request.checkpoint_every_minutes:g} "
-                             "min included")
-        if row["tokens_per_s"] is None:
-            flags.append((f"{row['gpu_model']} is a TPU: the time model covers CUDA/ROCm GPUs, not XLA on TPU"
-                          if row["gpu_vendor"] == "Google" else
-                          f"no dense tensor figure for {row['gpu_model']} at {request.precision}") + ": "
-                         + ("speed, time and cost unknown: ranked after every offer with a known time"
-                            if request.job_tokens is not None else "speed unknown"))
-        elif row["setup_s"]:
-            flags.append(f"set-up {row['setup_s'] / 60:.1f} min a run: start-up, "
-                         f"the image and the weights down and the result up at {row['download_gbps']:.2g} Gb/s "
-                         f"({row['bandwidth_source']})")
-        cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
-        if s_src == "none":
-            flags.append(f"no storage price for {row['provider']}: storage assumed free")
-        elif s_src == "provider":
-            flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
-        if s_src != "none":
-            flags.extend(_volume_flags(row))
-        if request.days is not None or request.runs > 1:
-            keep = row["persists_when_stopped"]
-            if keep is False:
-                flags.append(f"{row['provider']} does not keep a stopped machine's disk: the working set stays "
-                             f"on a {cls or 'persistent'} volume between runs, machines are deleted")
-            elif keep is None:
-                flags.append(f"{row['provider']} does not document whether a stopped machine's disk persists")
-        if e_src == "none":
-            flags.append(f"no egress price for {row['provider']}: egress assumed free")
-        elif e_src == "provider":
-            flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
+        flags, slow = _flags(row, request)
         share = shares.get((row["gpu_model"], row["provider"], row["region"]), (None, None))
         top.append(_from_row(
             Candidate, row, rank=rank, interruptible=bool(row["interruptible"]), need_gb_per_gpu=row["need_gb"],
-            slow_path=tier > 0, hours_per_run=row["run_hours"], setup_hours=row["setup_s"] / 3600.0,
+            slow_path=slow, hours_per_run=row["run_hours"], setup_hours=row["setup_s"] / 3600.0,
             tokens_per_s_per_gpu=None if row["tokens_per_s"] is None else row["tokens_per_s"] / row["gpus_used"],
             interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
             uninterrupted_hours=row["base_hours"], cost=cost, flags=tuple(flags),

@@ -34,12 +34,10 @@ def volume_sizings() -> dict[tuple[str, str], VolumeSizing]:
     out = {}
     with open(DATA, newline="") as f:
         for r in csv.DictReader(f):
-            tiers = tuple(sorted(float(t) for t in r["tiers_gb"].split()))
-            sizing = VolumeSizing(provider=r["provider"], storage_class=r["storage_class"],
-                                  min_gb=float(r["min_gb"]), increment_gb=float(r["increment_gb"]),
-                                  tiers_gb=tiers, max_gb=float(r["max_gb"]) if r["max_gb"] else None,
-                                  source=r["source"], checked=r["checked"])
-            out[(sizing.provider, sizing.storage_class)] = sizing
+            out[(r["provider"], r["storage_class"])] = VolumeSizing(
+                r["provider"], r["storage_class"], float(r["min_gb"]), float(r["increment_gb"]),
+                tuple(sorted(float(t) for t in r["tiers_gb"].split())), float(r["max_gb"]) if r["max_gb"] else None,
+                r["source"], r["checked"])
     return out
 
 
