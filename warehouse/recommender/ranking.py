@@ -17,7 +17,7 @@ import numpy as np
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
 from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH
 from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
-from gpuledger.warehouse.recommender.volumes import billed_volume_gb, volume_sizings
+from gpuledger.warehouse.recommender.volumes import billed_gb_for, holds, volume_sizings
 
 if TYPE_CHECKING:
     from gpuledger.warehouse.recommender.recommend import RecommendRequest
@@ -88,7 +88,7 @@ class OfferFacts:
     place: np.ndarray  # each offer's place code
     providers: list[str]
     provider_code: np.ndarray
-    storage: list[tuple[str, str, str, float, float | None, float | None, tuple[float, ...] | None, float | None]]
+    storage: list[tuple[str, str, str, float]]  # provider, region, storage class, usd per GB-month
     egress: list[tuple[str, str, float, float | None, float]]  # provider, region, start, end, usd
     persists: dict[str, bool | None]
     cacheable: bool  # read-only: shown rows and picks may be kept
@@ -155,14 +155,8 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
         cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_down_mbps"])
     cols["up_gbps"], _ = internet_gbps(cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_up_mbps"])
     cols["boot_s"] = np.array([BOOT_S.get(k, BOOT_S["gpu_cloud"]) for k in cols["provider_kind"]], float)
-    sizings = volume_sizings()
-    storage = []
-    for prov, region, cls, usd in con.execute(
-            "select provider, region, storage_class, usd_per_gb_month from storage_prices "
-            "where working_volume_ok(storage_class)").fetchall():
-        v = sizings.get((prov, cls))
-        storage.append((prov, region, cls, usd, v.min_gb if v else None, v.increment_gb if v else None,
-                        v.tiers_gb if v else None, v.max_gb if v else None))
+    storage = con.execute("select provider, region, storage_class, usd_per_gb_month from storage_prices "
+                          "where working_volume_ok(storage_class)").fetchall()
     egress = con.execute("select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
                          "where destination = 'internet'").fetchall()
     persists = dict(con.execute("select provider, storage_persists_when_stopped from providers").fetchall())
@@ -196,13 +190,13 @@ def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTa
     if key in f.place_tables:
         return f.place_tables[key]
     storage: dict[tuple[str, str], tuple] = {}  # (storage_class, usd per GB-month, billed GB, size known)
-    for prov, reg, cls, usd, min_gb, inc, tiers, max_gb in f.storage:
-        if max_gb is not None and storage_gb > max_gb:
-            continue  # a fixed-size tier holds only the volumes up to its size (volumes.holds)
-        billed = float(billed_volume_gb(storage_gb, min_gb, inc, list(tiers) if tiers is not None else None))
+    for prov, reg, cls, usd in f.storage:
+        if not holds(prov, cls, storage_gb):
+            continue  # a fixed-size tier holds only the volumes up to its size
+        billed = float(billed_gb_for(prov, cls, storage_gb))
         old = storage.get((prov, reg))
         if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
-            storage[(prov, reg)] = (cls, usd, billed, min_gb is not None)
+            storage[(prov, reg)] = (cls, usd, billed, (prov, cls) in volume_sizings())
     egress: dict[tuple[str, str], float] = {}
     for prov, reg, start, end, usd in f.egress:
         upper = min(egress_gb, egress_gb if end is None else end)
@@ -378,21 +372,13 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
 
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
     n_rows = len(idx)
-    s_pick = np.full(n_rows, -1)
-    s_usd, s_billed = np.zeros(n_rows), col("storage_gb", array=True)
-    s_source, e_source = np.zeros(n_rows, int), np.zeros(n_rows, int)
-    e_usd = np.zeros(n_rows)
-    places = f.place[idx]
-    for i, p in enumerate(plans):
-        at_plan = np.nonzero(pi == i)[0]
-        if not len(at_plan):
-            continue
-        t = _place_table(f, p.storage_gb, p.egress_gb)
-        at = places[at_plan]
-        s_pick[at_plan], s_source[at_plan], e_source[at_plan], e_usd[at_plan] = \
-            t.pick[at], t.s_source[at], t.e_source[at], t.e_usd[at]
-        has = t.pick[at] >= 0
-        s_usd[at_plan[has]], s_billed[at_plan[has]] = t.usd[at][has], t.billed[at][has]
+    tables = [_place_table(f, p.storage_gb, p.egress_gb) for p in plans]
+
+    def placed(name: str) -> np.ndarray:
+        return np.array([getattr(t, name) for t in tables])[pi, f.place[idx]]
+
+    s_pick, s_source, s_usd, e_usd, e_source = (placed(k) for k in ("pick", "s_source", "usd", "e_usd", "e_source"))
+    s_billed = np.where(s_pick >= 0, placed("billed"), col("storage_gb", array=True))
 
     with np.errstate(invalid="ignore"):
         storage_usd = np.where(np.isnan(run_hours), np.nan,
