@@ -280,8 +280,9 @@ def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) 
         where = f"per GPU sharded over {plan.gpus}" if plan.gpus > 1 else "on one GPU" + (
             " (this method is not sharded)" if count >= 2 else "")
         return f"needs {plan.need_gb:.1f} GiB {where}, has {usable:.1f} usable"
-    if plan.host_gb and row["ram_gb"] * (1 - req.headroom) < plan.host_gb:
-        return f"needs {plan.host_gb:.0f} GiB of host RAM for ZeRO-Offload, has {row['ram_gb'] * (1 - req.headroom):.0f}"
+    ram = row["ram_gb"] * (1 - req.headroom)
+    if plan.host_gb and ram < plan.host_gb:
+        return f"needs {plan.host_gb:.0f} GiB of host RAM for ZeRO-Offload, has {ram:.0f}"
     return "a slice of a GPU cannot be sharded" if count < 1 else "no plan fits its GPU count"
 
 

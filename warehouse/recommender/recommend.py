@@ -319,8 +319,9 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
         **vars(step_work(est, gpus)), gpus=gpus, nodes=nodes, need_gb=est.per_gpu_gb, host_gb=est.host_gb,
         storage_gb=request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb,
         egress_gb=est.artifact_gb * (request.runs if request.downloads is None else request.downloads),
-        restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb), write_h=checkpoint_write_hours(est.checkpoint_gb),
-        weights_gb=est.base_weights_gb, result_gb=est.artifact_gb) for gpus, nodes, est in plans]
+        restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb),
+        write_h=checkpoint_write_hours(est.checkpoint_gb), weights_gb=est.base_weights_gb, result_gb=est.artifact_gb)
+        for gpus, nodes, est in plans]
     return ranking.rank(con, facts, figures, request, frozenset(fresh), _regions_ok(request, facts.places))
 
 

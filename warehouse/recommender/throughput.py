@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass
 
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, NF4_DQ_BITS, precision_bytes
-from gpuledger.warehouse.recommender.models_catalog import ModelSpec
 
 # Achieved share of the dense BF16/FP16 tensor peak, from published measurements (docs/recommender.md,
 # section 3: IBM and Meta's FSDP Llama 2 7B at 57 % MFU, NeMo AutoModel's Llama 3 70B at 39 % and 8B LoRA
@@ -107,11 +106,8 @@ def fabric_gbs(network_gbps: float | None, gpus_per_node: float) -> float:
 def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: float | None, *,
                       gpu_count: float, plan_gpus: int, nodes: int, link: float, fabric: float,
                       pcie: float = 25.0) -> float | None:
-    """Tokens per second of one plan on one offer (None: the card's peak or bandwidth is unknown).
-
-    plan_gpus > 1: a sharded plan over plan_gpus GPUs on `nodes` nodes; plan_gpus = 1: a single-GPU
-    plan, run as whole data-parallel copies on every GPU of the node (or on the share of a GPU
-    gpu_count < 1 gives)."""
+    """Tokens per second of one plan on one offer (None: the card's peak or bandwidth is unknown): sharded
+    over plan_gpus > 1 GPUs, or a single-GPU plan copied on every whole GPU of the node (or a share of one)."""
     if not peak_tflops or not bandwidth_tbs:
         return None
     bw = bandwidth_tbs * 1e12
