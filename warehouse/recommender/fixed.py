@@ -1,7 +1,5 @@
-"""What every run pays besides training (pure): start-up, the training image and the base model
-downloaded, the result uploaded. The seconds are added to the run and billed with it (each offer's
-increment and minimum). Sources and the reasoning behind each figure: docs/recommender.md, section 3.
-"""
+"""What every run pays besides training (pure): start-up, the training image and the base model down,
+the result up; added to the run's hours and billed with them. Sources: docs/recommender.md, section 3."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""GPU memory needed to fine-tune an LLM: a pure estimator (no I/O).
-
-Per GPU, in GiB (2^30 bytes, the unit of the warehouse's `gpu_memory_gb`): weights, gradients,
-optimizer state, adapters, activations and overhead, for full fine-tuning, LoRA or QLoRA, on one
-GPU or sharded (ZeRO-3 / FSDP) over several. Every formula and its source (ZeRO, QLoRA, 8-bit
-optimizers, Korthikanti et al.'s activation accounting, ZeRO-Offload) is in docs/recommender.md,
-section 1.
-"""
+"""GPU memory needed to fine-tune an LLM, a pure estimator: GiB per GPU of weights, gradients, optimizer
+state, adapters, activations and overhead, for full, LoRA or QLoRA, on one GPU or sharded (ZeRO-3/FSDP).
+Formulas and sources: docs/recommender.md, section 1."""
 
 from __future__ import annotations
 
@@ -29,38 +24,25 @@ NF4_DQ_BITS = 4.0 + 0.127  # QLoRA: NF4 + double-quantized constants, bits per p
 CUDA_CONTEXT_GB = 1.0  # CUDA context + kernels (HF "Model training anatomy": 1-2 GB)
 LOSS_FP32_COPIES = 2  # logits upcast to fp32 for the loss + their fp32 gradient
 
-LORA_TARGET_SETS = {
-    "all-linear": ("q", "k", "v", "o", "gate", "up", "down"),
-    "all": ("q", "k", "v", "o", "gate", "up", "down"),
-    "attention": ("q", "k", "v", "o"),
-    "attn": ("q", "k", "v", "o"),
-    "qv": ("q", "v"),
-    "mlp": ("gate", "up", "down"),
-}
-_TARGET_NAMES = {"q": "q", "k": "k", "v": "v", "o": "o", "gate": "gate", "up": "up", "down": "down",
-                 "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
-                 "up_proj": "up", "down_proj": "down"}
+_ATTENTION, _MLP = ("q", "k", "v", "o"), ("gate", "up", "down")
+LORA_TARGET_SETS = {"all-linear": _ATTENTION + _MLP, "all": _ATTENTION + _MLP, "attention": _ATTENTION,
+                    "attn": _ATTENTION, "qv": ("q", "v"), "mlp": _MLP}
+_TARGET_NAMES = {name: t for t in _ATTENTION + _MLP for name in (t, f"{t}_proj")}
 
 
-def parse_lora_targets(targets: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+def parse_lora_targets(targets: str) -> tuple[str, ...]:
     """'all-linear' | 'attention' | 'qv' | 'mlp' | a comma list of q,k,v,o,gate,up,down (or *_proj)."""
-    if isinstance(targets, str):
-        key = targets.strip().lower()
-        if key in LORA_TARGET_SETS:
-            return LORA_TARGET_SETS[key]
-        parts = [p.strip().lower() for p in key.split(",") if p.strip()]
-    else:
-        parts = [p.strip().lower() for p in targets]
-    out = []
+    key = targets.strip().lower()
+    if key in LORA_TARGET_SETS:
+        return LORA_TARGET_SETS[key]
+    parts = [p.strip() for p in key.split(",") if p.strip()]
     for p in parts:
         if p not in _TARGET_NAMES:
             raise ValueError(f"unknown LoRA target {p!r}: use all-linear, attention, qv, mlp "
                              "or a comma list of q,k,v,o,gate,up,down")
-        if _TARGET_NAMES[p] not in out:
-            out.append(_TARGET_NAMES[p])
-    if not out:
+    if not parts:
         raise ValueError("no LoRA targets given")
-    return tuple(out)
+    return tuple(dict.fromkeys(_TARGET_NAMES[p] for p in parts))
 
 
 @dataclass(frozen=True)
@@ -116,8 +98,7 @@ class MemoryBreakdown:
 
     @property
     def total_gb(self) -> float:
-        return (self.weights_gb + self.gradients_gb + self.optimizer_gb + self.adapters_gb
-                + self.activations_gb + self.overhead_gb)
+        return self.states_gb + self.activations_gb + self.overhead_gb
 
     @property
     def states_gb(self) -> float:
@@ -184,7 +165,7 @@ def precision_bytes(precision: str) -> float:
 
 def activation_bytes(spec: ModelSpec, seq_len: int, micro_batch: int, checkpointing: bool,
                      act_bytes: float) -> dict[str, float]:
-    """Activation memory in bytes, by part: 'layers', 'recompute', 'logits' (see the module doc)."""
+    """Activation memory in bytes, by part: 'layers', 'recompute', 'logits'."""
     h, per_width = spec.hidden, (4 if spec.gated_mlp else 2)
     attn = h + 2 * spec.q_dim + 2 * spec.kv_dim
     # An MoE layer keeps the activations of each expert a token passes through.
@@ -203,7 +184,7 @@ def activation_bytes(spec: ModelSpec, seq_len: int, micro_batch: int, checkpoint
 
 
 def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> MemoryEstimate:
-    """Memory per GPU for `setup` on `gpus` GPUs of one job (see the module doc for every formula)."""
+    """Memory per GPU for `setup` on `gpus` GPUs of one job."""
     if gpus < 1:
         raise ValueError(f"gpus must be at least 1, got {gpus}")
     spec = setup.spec()
@@ -218,28 +199,23 @@ def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> M
     elif setup.params is not None and abs(setup.params - spec.params) / spec.params > 0.01:
         notes.append(f"parameter count {n / 1e9:.2f}B given; architecture of {spec.display} ({spec.params / 1e9:.2f}B)")
 
-    adapter_params = 0.0
-    host = 0.0
+    adapter_params = host = 0.0
     sharded = gpus > 1 and (setup.method == "full" or shard_lora)
-    div = gpus if sharded else 1
     if setup.method == "full":
-        weights = n * pb
-        grads = n * pb
-        optimizer = n * (state_b + (MASTER_COPY_BYTES if pb < 4 else 0.0))
+        master = MASTER_COPY_BYTES if pb < 4 else 0.0
+        weights = grads = artifact = n * pb
+        optimizer = n * (state_b + master)
         if setup.offload:
             # ZeRO-Offload (Ren et al. 2021, sec. 4): fp32 master weights and optimizer moments live in
             # host RAM and the CPU runs the update; the GPU keeps 16-bit weights and gradients.
-            host = optimizer
-            optimizer = 0.0
+            host, optimizer = optimizer, 0.0
             notes.append(f"ZeRO-Offload: optimizer state and fp32 master ({host / GIB:.0f} GiB) in host RAM")
-
-        adapters = 0.0
-        trainable = n
-        artifact = n * pb
-        checkpoint = n * (pb + state_b + (MASTER_COPY_BYTES if pb < 4 else 0.0))
+        adapters, trainable = 0.0, n
+        checkpoint = n * (pb + state_b + master)
         notes.append(f"full fine-tuning, {setup.precision}, {setup.optimizer}: "
                      f"{(weights + grads + optimizer) / n:g} bytes/parameter of model state"
-                     + (" (ZeRO accounting: 16 for mixed-precision AdamW)" if pb < 4 and setup.optimizer == "adamw" else ""))
+                     + (" (ZeRO accounting: 16 for mixed-precision AdamW)" if master and setup.optimizer == "adamw"
+                        else ""))
     else:
         adapter_params = float(spec.lora_params(setup.lora_rank, targets) * (n / spec.params))
         if setup.method == "qlora":
@@ -253,11 +229,8 @@ def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> M
             weights = n * pb
             adapter_b = 4.0
             notes.append(f"lora: frozen base in {setup.precision}, adapters in fp32 (PEFT default)")
-        adapters = adapter_params * adapter_b
-        grads = adapter_params * adapter_b
-        optimizer = adapter_params * state_b
-        trainable = adapter_params
-        artifact = adapter_params * adapter_b
+        adapters = grads = artifact = adapter_params * adapter_b
+        optimizer, trainable = adapter_params * state_b, adapter_params
         checkpoint = adapter_params * (adapter_b + state_b)
         notes.append(f"LoRA rank {setup.lora_rank} on {','.join(t for t in targets if t in spec.linear_shapes())}: "
                      f"{adapter_params / 1e6:.1f}M trainable parameters")
@@ -274,7 +247,7 @@ def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> M
         weight_b = (NF4_DQ_BITS / 8) if setup.method == "qlora" else pb
         grad_b = pb if setup.method == "full" else 0.0
         overhead += 2 * unit * max(weight_b, 2.0) + spec.layer_params * scale * grad_b
-        weights, grads, optimizer, adapters = weights / div, grads / div, optimizer / div, adapters / div
+        weights, grads, optimizer, adapters = weights / gpus, grads / gpus, optimizer / gpus, adapters / gpus
         notes.append(f"sharded ZeRO-3/FSDP over {gpus} GPUs: weights, gradients and optimizer state / {gpus}; "
                      "activations and gather buffers per GPU")
     notes.append(f"activations: seq {setup.seq_len} x micro-batch {setup.micro_batch}, "
@@ -288,5 +261,4 @@ def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> M
         setup=setup, model_name=spec.name, model_display=spec.display, generic_architecture=spec.generic,
         params=n, trainable_params=trainable, adapter_params=adapter_params, gpus=gpus, sharded=sharded,
         per_gpu=per_gpu, artifact_gb=artifact / GIB, checkpoint_gb=checkpoint / GIB,
-        base_weights_gb=n * 2.0 / GIB, assumptions=tuple(notes),
-        host_gb=host / GIB)
+        base_weights_gb=n * 2.0 / GIB, assumptions=tuple(notes), host_gb=host / GIB)

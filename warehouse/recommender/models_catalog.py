@@ -1,12 +1,7 @@
-"""The built-in models (models.csv beside this file): each row is the architecture of its
-`config.json` (URL in `source`) and the model card's parameter count, which the shapes must
-reproduce within 2 % (tests guard against a mistyped field). Nothing is downloaded at run time.
-
-The shapes split the parameters into the block linear layers (what QLoRA quantizes and LoRA
-adapts) and the embeddings, norms and any frozen extra tower (kept in 16 bit). MoE: memory holds
-every expert, a token's compute passes through `experts_per_token` of them (plus a shared one).
-A model not in the table is estimated from `--params` with a Llama-shaped `generic_spec`.
-"""
+"""The built-in models (models.csv beside this file): each row the architecture of its `config.json`
+(URL in `source`), whose shapes must reproduce the model card's parameter count within 2 % (tested).
+The shapes split the parameters into block linear layers (what QLoRA quantizes and LoRA adapts) and the
+rest (embeddings, norms, a frozen extra tower); a model not in the table gets a Llama-shaped generic_spec."""
 
 from __future__ import annotations
 
@@ -83,10 +78,6 @@ class ModelSpec:
         return shapes | ({"gate": (h, i), "up": (h, i), "down": (i, h)} if self.gated_mlp else
                          {"up": (h, i), "down": (i, h)})
 
-    @property
-    def attention_params_per_layer(self) -> int:
-        return sum(a * b for k, (a, b) in self.linear_shapes().items() if k in "qkvo")
-
     def _mlp_total(self, experts_per_moe_layer: float) -> float:
         """MLP weights over all layers, with this many experts counted per MoE layer."""
         router = self.hidden * self.experts
@@ -96,8 +87,8 @@ class ModelSpec:
     @property
     def block_linear_params(self) -> int:
         """Linear-layer weights inside the transformer blocks: what QLoRA stores in 4 bit."""
-        return int(self.layers * self.attention_params_per_layer
-                   + self._mlp_total(self.experts + self.shared_experts))
+        attention = sum(a * b for k, (a, b) in self.linear_shapes().items() if k in "qkvo")
+        return int(self.layers * attention + self._mlp_total(self.experts + self.shared_experts))
 
     @property
     def embedding_params(self) -> int:
@@ -161,10 +152,6 @@ def models() -> tuple[ModelSpec, ...]:
         return tuple(_spec(r) for r in csv.DictReader(f))
 
 
-def names() -> list[str]:
-    return [m.name for m in models()]
-
-
 # A tuning word at the end, or just before a trailing -vX version ("-Instruct-v0.3").
 _TUNING_SUFFIX = re.compile(r"-(hf|instruct|chat|it|base)(?=(-v\d+(\.\d+)*)?$)")
 _VERSION_SUFFIX = re.compile(r"-v\d+(\.\d+)*$")
@@ -196,13 +183,13 @@ def lookup(name: str) -> ModelSpec:
         if spec is not None:
             return spec
     try:
-        resolve_name("model", name, names())
+        resolve_name("model", name, [m.name for m in models()])
     except ValueError as e:
         raise UnknownModelError(f"{e} (or give the parameter count with --params)") from None
     raise AssertionError("unreachable: a known name is found above")
 
 
-def generic_spec(params: float, name: str | None = None) -> ModelSpec:
+def generic_spec(params: float) -> ModelSpec:
     """A Llama-shaped architecture with about `params` parameters, for models not in the table:
     head size 128, depth about hidden / 128 (Llama 2), SwiGLU 3.5 x hidden (Llama 3), full multi-head
     KV and a 128,256-token untied vocabulary (the larger activations). N ~ 12 L h^2 with L = h / 128
@@ -212,8 +199,9 @@ def generic_spec(params: float, name: str | None = None) -> ModelSpec:
     hidden = max(256, 128 * round((128 * params / 12) ** (1 / 3) / 128))
     intermediate = 256 * round(3.5 * hidden / 256)
     vocab = 128256
-    layers = max(1, round((params - 2 * vocab * hidden) / (4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden)))
-    return ModelSpec(name or f"generic-{params / 1e9:g}b", f"generic {params / 1e9:g}B (Llama-shaped)", float(params),
+    layers = max(1, round((params - 2 * vocab * hidden)
+                          / (4 * hidden * hidden + 3 * hidden * intermediate + 2 * hidden)))
+    return ModelSpec(f"generic-{params / 1e9:g}b", f"generic {params / 1e9:g}B (Llama-shaped)", float(params),
                      layers=layers, hidden=hidden, heads=hidden // 128, kv_heads=hidden // 128,
                      intermediate=intermediate, vocab=vocab,
                      source="derived from the parameter count (models_catalog.generic_spec)", generic=True)

@@ -1,26 +1,26 @@
-"""The recommender's ranking over offer facts held in numpy arrays, one set per connection.
-
-What does not depend on the request (each current offer's `offer_facts()` columns, link, network
-and interruption figures; storage and egress prices) is read once per read-only connection (the
-file lock keeps writers out, so they cannot go stale), every time on a writable one. A request
-then fits, times, costs and ranks every offer in array arithmetic: DuckDB spends longer planning
-one such statement (~150-200 ms at 38,500 offers) than numpy spends doing it. The arithmetic is
-that of the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros
-billed_seconds and fit_ok, in their order of operations; tests hold the two to each other."""
+"""The recommender's ranking: every current offer's request-independent facts in numpy arrays (read
+once per read-only connection, every time on a writable one), then each request fitted, timed, costed
+and ranked in array arithmetic, faster than DuckDB plans the same statement. The arithmetic is that of
+the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros billed_seconds and
+fit_ok, in their order of operations; tests hold the two to each other."""
 
 from __future__ import annotations
 
 import math
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import duckdb
 import numpy as np
 
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
-from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED
-from gpuledger.warehouse.recommender.volumes import billed_volume_gb, volume_sizings
+from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH
+from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
+from gpuledger.warehouse.recommender.volumes import billed_gb_for, holds, volume_sizings
+
+if TYPE_CHECKING:
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest
 
 # Every current offer in key order (provider, region, zone, instance type, purchase option: the
 # ranking's last tie-break is then the row number), with what fitting and costing read.
@@ -41,10 +41,7 @@ select provider, region, zone, instance_type, purchase_option, price_per_hour, g
        coalesce(gpu_bf16_tflops, gpu_fp16_tflops) as peak_bf16,
        coalesce(gpu_fp16_tflops, gpu_bf16_tflops) as peak_fp16,
        gpu_bandwidth_tbs,
-       coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric,
-       -- what one row per instance type collapses by; 64 bits, so two groups share a value with
-       -- odds of about groups^2 / 2^65 (1e-11 at 10^4 instance types)
-       hash(provider, instance_type, purchase_option) as instance_group
+       coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric
 from offer_facts()
 order by provider, region, zone, instance_type, purchase_option
 """
@@ -52,7 +49,8 @@ _KEY = ("provider", "region", "zone", "instance_type", "purchase_option")
 # The columns of `fits` a shown row carries, read for the rows shown only.
 _SHOWN_SQL = """
 select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
-       link_kind, link_gbs, gpu_nvlink, gpu_form_factor, term_months, available, interruptible, granularity_s, minimum_s, gpu_vendor,
+       link_kind, link_gbs, gpu_form_factor, term_months, available, interruptible, granularity_s,
+       minimum_s, gpu_vendor,
        interruption_risk, interruption_risk_level, interruption_rate_max_pct, interruption_risk_source, reliability,
        gpu_model, gpu_variant_exact, gpu_architecture, memory_source, interconnect, link_note, price_per_gpu_hour,
        billing_source, payment_option
@@ -63,9 +61,9 @@ from offer_facts() o join (select unnest($provider) as provider, unnest($region)
 """
 
 
-@dataclass
-class Plan:
-    """One plan's request figures (recommend._ranked builds them from the estimate)."""
+@dataclass(frozen=True, kw_only=True)
+class Plan(StepWork):
+    """One plan of the request: its GPUs, the step's work and what the job holds and moves."""
 
     gpus: int
     nodes: int
@@ -73,14 +71,6 @@ class Plan:
     host_gb: float
     storage_gb: float
     egress_gb: float
-    tok_step: float
-    flops_tok: float
-    util: float
-    wread_b: float
-    dequant_b: float
-    shard_b: float
-    replica_b: float
-    offload_b: float
     restart_h: float
     write_h: float
     weights_gb: float  # downloaded before each run (the base model's 16-bit files)
@@ -98,12 +88,10 @@ class OfferFacts:
     place: np.ndarray  # each offer's place code
     providers: list[str]
     provider_code: np.ndarray
-    storage: list[tuple[str, str, str, float, float | None, float | None, tuple[float, ...] | None, float | None]]
+    storage: list[tuple[str, str, str, float]]  # provider, region, storage class, usd per GB-month
     egress: list[tuple[str, str, float, float | None, float]]  # provider, region, start, end, usd
     persists: dict[str, bool | None]
     cacheable: bool  # read-only: shown rows and picks may be kept
-    storage_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
-    egress_picks: dict[float, tuple[dict, dict]] = field(default_factory=dict)
     place_tables: dict[tuple[float, float], Any] = field(default_factory=dict)  # (storage GB, egress GB)
     picks: list[tuple] = field(default_factory=list)  # the storage picks the place tables index
     shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
@@ -133,12 +121,11 @@ _CACHE: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, OfferFacts]" = wea
 def offer_facts(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     """The connection's facts: read once on a read-only connection, every time on a writable one."""
     facts = _CACHE.get(con)
-    if facts is not None:
-        return facts
-    read_only = con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only"
-    facts = _load(con, read_only)
-    if read_only:
-        _CACHE[con] = facts
+    if facts is None:
+        read_only = con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only"
+        facts = _load(con, read_only)
+        if read_only:
+            _CACHE[con] = facts
     return facts
 
 
@@ -151,37 +138,25 @@ def _runs(values: np.ndarray) -> np.ndarray:
 
 def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
     cols = {}
-    for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():
-        mask = np.ma.getmaskarray(arr) if isinstance(arr, np.ma.MaskedArray) else None
-        data = np.ma.getdata(arr)
-        if data.dtype.kind in "fiu" and name != "instance_group":
-            data = data.astype(float)
-            if mask is not None:
-                data[mask] = np.nan
-        cols[name] = data
+    for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
+        numeric = arr.dtype.kind in "fiu"
+        cols[name] = np.ma.filled(arr.astype(float), np.nan) if numeric else np.ma.getdata(arr)
     n = len(cols["provider"])
-    provider_code = _runs(cols["provider"])  # key order: a provider's rows, then a place's, are contiguous
-    changes = np.r_[True, (cols["provider"][1:] != cols["provider"][:-1])
-                    | (cols["region"][1:] != cols["region"][:-1])] if n else np.zeros(0, bool)
-    place = np.cumsum(changes) - 1
-    starts = np.nonzero(changes)[0]
-    places = [(cols["provider"][i], cols["region"][i]) for i in starts]
-    providers = [cols["provider"][i] for i in np.nonzero(np.r_[True, provider_code[1:] != provider_code[:-1]])[0]] \
-        if n else []
-    _, group = np.unique(cols["instance_group"], return_inverse=True)
+    # Key order: a provider's rows, then a place's, are contiguous.
+    provider_code = _runs(cols["provider"])
+    place = _runs(cols["provider"] + "\0" + cols["region"])
+    providers = list(dict.fromkeys(cols["provider"]))
+    places = list(dict.fromkeys(zip(cols["provider"], cols["region"])))
+    # What one row per instance type collapses by.
+    _, group = np.unique(cols["provider"] + "\0" + cols["instance_type"] + "\0" + cols["purchase_option"],
+                         return_inverse=True)
     # What each run's set-up costs in time does not depend on the request but for the bytes moved.
     cols["down_gbps"], cols["bandwidth_source"] = internet_gbps(
         cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_down_mbps"])
     cols["up_gbps"], _ = internet_gbps(cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_up_mbps"])
     cols["boot_s"] = np.array([BOOT_S.get(k, BOOT_S["gpu_cloud"]) for k in cols["provider_kind"]], float)
-    sizings = volume_sizings()
-    storage = []
-    for prov, region, cls, usd in con.execute(
-            "select provider, region, storage_class, usd_per_gb_month from storage_prices "
-            "where working_volume_ok(storage_class)").fetchall():
-        v = sizings.get((prov, cls))
-        storage.append((prov, region, cls, usd, v.min_gb if v else None, v.increment_gb if v else None,
-                        v.tiers_gb if v else None, v.max_gb if v else None))
+    storage = con.execute("select provider, region, storage_class, usd_per_gb_month from storage_prices "
+                          "where working_volume_ok(storage_class)").fetchall()
     egress = con.execute("select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
                          "where destination = 'internet'").fetchall()
     persists = dict(con.execute("select provider, storage_persists_when_stopped from providers").fetchall())
@@ -190,46 +165,8 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
                       cacheable=read_only)
 
 
-def _storage_picks(f: OfferFacts, storage_gb: float) -> tuple[dict, dict]:
-    """(by place, by provider) the class whose billed volume costs least for storage_gb, as
-    (storage_class, usd per GB-month, billed GB, size known); ties go to the class name."""
-    if storage_gb in f.storage_picks:
-        return f.storage_picks[storage_gb]
-    region: dict[tuple[str, str], tuple] = {}
-    for prov, reg, cls, usd, min_gb, inc, tiers, max_gb in f.storage:
-        if max_gb is not None and storage_gb > max_gb:
-            continue  # a fixed-size tier holds only the volumes up to its size (volumes.holds)
-        billed = billed_volume_gb(storage_gb, min_gb, inc, list(tiers) if tiers is not None else None)
-        pick = (cls, usd, float(billed), min_gb is not None)
-        old = region.get((prov, reg))
-        if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
-            region[(prov, reg)] = pick
-    provider: dict[str, tuple] = {}
-    for (prov, _), pick in region.items():
-        old = provider.get(prov)
-        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
-            provider[prov] = pick
-    f.storage_picks[storage_gb] = (region, provider)
-    return region, provider
-
-
-def _egress_picks(f: OfferFacts, egress_gb: float) -> tuple[dict, dict]:
-    """(by place, by provider) USD to send egress_gb through the region's tiers; a provider's
-    figure is its dearest region."""
-    if egress_gb in f.egress_picks:
-        return f.egress_picks[egress_gb]
-    region: dict[tuple[str, str], float] = {}
-    for prov, reg, start, end, usd in f.egress:
-        upper = min(egress_gb, egress_gb if end is None else end)
-        region[(prov, reg)] = region.get((prov, reg), 0.0) + max(upper - start, 0.0) * usd
-    provider: dict[str, float] = {}
-    for (prov, _), usd in region.items():
-        provider[prov] = max(provider.get(prov, usd), usd)
-    f.egress_picks[egress_gb] = (region, provider)
-    return region, provider
-
-
 _SOURCES = ("none", "region", "provider")
+LEFT_OUT = 5  # cheaper offers that fit no plan, named with the reason
 _PLACE_TABLES_KEPT = 64
 
 
@@ -247,23 +184,43 @@ class _PlaceTable:
 
 
 def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTable:
+    """Storage on the class whose billed volume for storage_gb costs least in the region, else in the
+    provider (ties to the class name); egress_gb through the region's tiers, else the provider's dearest."""
     key = (storage_gb, egress_gb)
     if key in f.place_tables:
         return f.place_tables[key]
-    by_region, by_provider = _storage_picks(f, storage_gb)
-    e_region, e_provider = _egress_picks(f, egress_gb)
+    storage: dict[tuple[str, str], tuple] = {}  # (storage_class, usd per GB-month, billed GB, size known)
+    for prov, reg, cls, usd in f.storage:
+        if not holds(prov, cls, storage_gb):
+            continue  # a fixed-size tier holds only the volumes up to its size
+        billed = float(billed_gb_for(prov, cls, storage_gb))
+        old = storage.get((prov, reg))
+        if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
+            storage[(prov, reg)] = (cls, usd, billed, (prov, cls) in volume_sizings())
+    egress: dict[tuple[str, str], float] = {}
+    for prov, reg, start, end, usd in f.egress:
+        upper = min(egress_gb, egress_gb if end is None else end)
+        egress[(prov, reg)] = egress.get((prov, reg), 0.0) + max(upper - start, 0.0) * usd
+    storage_of: dict[str, tuple] = {}
+    for (prov, _), pick in storage.items():
+        old = storage_of.get(prov)
+        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
+            storage_of[prov] = pick
+    egress_of: dict[str, float] = {}
+    for (prov, _), usd in egress.items():
+        egress_of[prov] = max(egress_of.get(prov, usd), usd)
     n = len(f.places)
     t = _PlaceTable(np.full(n, -1), np.zeros(n), np.zeros(n), np.zeros(n, int), np.zeros(n), np.zeros(n, int))
     for code, (prov, reg) in enumerate(f.places):
-        pick, src = by_region.get((prov, reg)), 1
+        pick, src = storage.get((prov, reg)), 1
         if pick is None:
-            pick, src = by_provider.get(prov), 2
+            pick, src = storage_of.get(prov), 2
         if pick is not None:
             f.picks.append(pick)
             t.pick[code], t.usd[code], t.billed[code], t.s_source[code] = len(f.picks) - 1, pick[1], pick[2], src
-        usd, src = e_region.get((prov, reg)), 1
+        usd, src = egress.get((prov, reg)), 1
         if usd is None:
-            usd, src = e_provider.get(prov), 2
+            usd, src = egress_of.get(prov), 2
         if usd is not None:
             t.e_usd[code], t.e_source[code] = usd, src
     f.place_tables[key] = t
@@ -309,68 +266,43 @@ def _head(rows: np.ndarray, tier: np.ndarray, key: np.ndarray, group: np.ndarray
     return np.concatenate(out) if out else rows[:0]
 
 
-@dataclass(frozen=True)
-class RankArgs:
-    """The request's figures the ranking reads (recommend._ranked fills them in)."""
-
-    fresh: frozenset[str]
-    spot: bool
-    commitments: bool
-    include_unavailable: bool
-    headroom: float
-    precision: str
-    max_gpus: int
-    region_ok: frozenset[str] | None  # regions the --region filter keeps (None: every region)
-    providers: tuple[str, ...]
-    method: str
-    job_tokens: float | None  # None: hours per run fixed by the request
-    hours: float
-    runs: int
-    days: float
-    ckpt_h: float
-    by: str
-    budget: float | None
-    top: int
-    per_instance: bool
-    hours_per_month: float
-    left_out: int = 5  # cheaper offers that fit no plan, named with the reason
-
-
-def _why_not(row: dict[str, Any], plans: Sequence[Plan], a: RankArgs) -> str:
+def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) -> str:
     """Why an offer fits no plan: the plan that uses all its GPUs, measured against it."""
-    count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - a.headroom)
+    count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - req.headroom)
     if row["no_capacity"]:
         return "the source reports no capacity right now"
     if math.isnan(usable):
         return "no memory figure for its GPU"
-    if count > a.max_gpus:
-        return f"{count:g} GPUs, over the limit of {a.max_gpus} per plan"
+    if count > req.max_gpus:
+        return f"{count:g} GPUs, over the limit of {req.max_gpus} per plan"
     plan = next((p for p in plans if p.nodes == 1 and p.gpus == count), plans[0])
     if usable < plan.need_gb:
         where = f"per GPU sharded over {plan.gpus}" if plan.gpus > 1 else "on one GPU" + (
             " (this method is not sharded)" if count >= 2 else "")
         return f"needs {plan.need_gb:.1f} GiB {where}, has {usable:.1f} usable"
-    if plan.host_gb and row["ram_gb"] * (1 - a.headroom) < plan.host_gb:
-        return f"needs {plan.host_gb:.0f} GiB of host RAM for ZeRO-Offload, has {row['ram_gb'] * (1 - a.headroom):.0f}"
+    ram = row["ram_gb"] * (1 - req.headroom)
+    if plan.host_gb and ram < plan.host_gb:
+        return f"needs {plan.host_gb:.0f} GiB of host RAM for ZeRO-Offload, has {ram:.0f}"
     return "a slice of a GPU cannot be sharded" if count < 1 else "no plan fits its GPU count"
 
 
-def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a: RankArgs
+def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest,
+         fresh: frozenset[str], region_ok: frozenset[str] | None
          ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None]:
     """The top candidates as dicts, best first; how many offers fit (after the budget); the offers
     cheaper by the hour than the first that fit no plan, each with its reason; and, when nothing
     fits, the largest GPU on offer (memory, model)."""
     c = f.cols
     if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
-        f.place_tables.clear(), f.picks.clear(), f.storage_picks.clear(), f.egress_picks.clear()
-    allowed = [i for i, p in enumerate(f.providers) if p in a.fresh and (not a.providers or p in a.providers)]
+        f.place_tables.clear(), f.picks.clear()
+    allowed = [i for i, p in enumerate(f.providers) if p in fresh and (not req.providers or p in req.providers)]
     ok = np.isin(f.provider_code, allowed)
-    if a.region_ok is not None:
-        ok &= np.isin(f.place, [i for i, (_, r) in enumerate(f.places) if r in a.region_ok])
+    if region_ok is not None:
+        ok &= np.isin(f.place, [i for i, (_, r) in enumerate(f.places) if r in region_ok])
     committed = c["committed"]
-    ok &= (~committed & (a.spot | c["on_demand"])) | (a.commitments & committed)
+    ok &= (~committed & (req.spot | c["on_demand"])) | (req.commitments & committed)
     considered_offers = ok.copy()  # what the user asked to see, before capacity and fit
-    if not a.include_unavailable:
+    if not req.include_unavailable:
         ok &= c["available_or_unknown"]
     mem, count = c["memory_gb_per_gpu"], c["gpu_count"]
     ram = c["ram_gb"]
@@ -380,14 +312,14 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
     with np.errstate(invalid="ignore"):
         for i, p in enumerate(plans):
-            fit = mem * (1 - a.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
+            fit = mem * (1 - req.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
             if not (p.gpus <= 1 and p.nodes <= 1):
                 fit &= (count >= 1) & (count * p.nodes == p.gpus)
                 if p.nodes != 1:
                     fit &= c["has_fabric"]
-            fit &= count * p.nodes <= a.max_gpus
+            fit &= count * p.nodes <= req.max_gpus
             if p.host_gb != 0:
-                fit &= ram * (1 - a.headroom) * p.nodes >= p.host_gb
+                fit &= ram * (1 - req.headroom) * p.nodes >= p.host_gb
             plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
     idx = np.nonzero(plan_of >= 0)[0]
     pi = plan_of[idx]
@@ -402,86 +334,78 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
     cnt = count[idx]
     # The GPUs the job runs on: the shards, the data-parallel copies (one per whole GPU), or a slice.
     gpus_used = np.where(sharded, gpus, np.where(cnt >= 1, np.floor(cnt), cnt))
-    precision_supported = {"bf16": c["ok_bf16"], "fp16": c["ok_fp16"]}.get(a.precision, np.ones(f.n, bool))[idx]
-    peak = {"bf16": c["peak_bf16"], "fp16": c["peak_fp16"]}.get(a.precision, np.full(f.n, np.nan))[idx]
+    precision_supported = {"bf16": c["ok_bf16"], "fp16": c["ok_fp16"]}.get(req.precision, np.ones(f.n, bool))[idx]
+    peak = {"bf16": c["peak_bf16"], "fp16": c["peak_fp16"]}.get(req.precision, np.full(f.n, np.nan))[idx]
     bw = c["gpu_bandwidth_tbs"][idx]
     link, fabric, pcie = c["link_gbs"][idx], c["fabric"][idx], c["pcie_gbs"][idx]
 
     # The time model (throughput.tokens_per_second), NULL where a card figure is unknown.
-    tok, util = col("tok_step"), col("util")
+    tok, util = col("tokens"), col("utilization")
     with np.errstate(invalid="ignore"):
-        compute = _div(tok * col("flops_tok"), peak * 1e12 * util)
-        step = (np.fmax(compute, _div(col("wread_b"), bw * 1e12)) + _div(col("dequant_b"), bw * 1e12)
-                + _div(col("offload_b"), pcie * 1e9))
+        compute = _div(tok * col("flops_per_token"), peak * 1e12 * util)
+        step = (np.fmax(compute, _div(col("weight_read_bytes"), bw * 1e12)) + _div(col("dequant_bytes"), bw * 1e12)
+                + _div(col("offload_bytes"), pcie * 1e9))
         whole = np.floor(cnt)
-        comm = np.where(sharded, _div(col("shard_b"), np.where(nodes > 1, fabric, link) * 1e9),
-                        np.where(cnt >= 2, _div(_div(col("replica_b") * (whole - 1), whole), link * 1e9), 0.0))
+        comm = np.where(sharded, _div(col("shard_bytes"), np.where(nodes > 1, fabric, link) * 1e9),
+                        np.where(cnt >= 2, _div(_div(col("replica_bytes") * (whole - 1), whole), link * 1e9), 0.0))
         tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
 
         # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
         # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
         rows = np.arange(len(idx))
-        setup_s = np.zeros(len(idx)) if a.job_tokens is None else setup_seconds(
+        ckpt_h = req.checkpoint_every_minutes / 60.0
+        setup_s = np.zeros(len(idx)) if req.job_tokens is None else setup_seconds(
             c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
-        base_hours = (np.full(len(rows), a.hours) if a.job_tokens is None
-                      else _div(np.full(len(rows), a.job_tokens), tokens_per_s) / 3600.0)
+        base_hours = (np.full(len(rows), req.hours) if req.job_tokens is None
+                      else _div(np.full(len(rows), req.job_tokens), tokens_per_s) / 3600.0)
         rate = c["rate"][idx]
         interruptible = c["interruptible"][idx]
         timed = interruptible & ~np.isnan(rate)
-        run_hours = np.where(timed, base_hours * (1 + rate * (a.ckpt_h / 2 + col("restart_h")))
-                             + base_hours / a.ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
+        run_hours = np.where(timed, base_hours * (1 + rate * (ckpt_h / 2 + col("restart_h")))
+                             + base_hours / ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
 
         # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
         gran = np.maximum(c["granularity_s"][idx], 1)
         billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
         billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
         price = c["price_per_hour"][idx]
-        compute_usd = a.runs * nodes * price * billed_s / 3600.0
+        compute_usd = req.runs * nodes * price * billed_s / 3600.0
 
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
     n_rows = len(idx)
-    s_pick = np.full(n_rows, -1)
-    s_usd, s_billed = np.zeros(n_rows), col("storage_gb", array=True)
-    s_source, e_source = np.zeros(n_rows, int), np.zeros(n_rows, int)
-    e_usd = np.zeros(n_rows)
-    places = f.place[idx]
-    for i, p in enumerate(plans):
-        at_plan = np.nonzero(pi == i)[0]
-        if not len(at_plan):
-            continue
-        t = _place_table(f, p.storage_gb, p.egress_gb)
-        at = places[at_plan]
-        s_pick[at_plan], s_source[at_plan], e_source[at_plan], e_usd[at_plan] = \
-            t.pick[at], t.s_source[at], t.e_source[at], t.e_usd[at]
-        has = t.pick[at] >= 0
-        s_usd[at_plan[has]], s_billed[at_plan[has]] = t.usd[at][has], t.billed[at][has]
+    tables = [_place_table(f, p.storage_gb, p.egress_gb) for p in plans]
+
+    def placed(name: str) -> np.ndarray:
+        return np.array([getattr(t, name) for t in tables])[pi, f.place[idx]]
+
+    s_pick, s_source, s_usd, e_usd, e_source = (placed(k) for k in ("pick", "s_source", "usd", "e_usd", "e_source"))
+    s_billed = np.where(s_pick >= 0, placed("billed"), col("storage_gb", array=True))
 
     with np.errstate(invalid="ignore"):
         storage_usd = np.where(np.isnan(run_hours), np.nan,
-                               s_billed * s_usd * np.maximum(a.runs * run_hours, a.days * 24.0) / a.hours_per_month)
+                               s_billed * s_usd * np.maximum(req.runs * run_hours, (req.days or 0.0) * 24.0)
+                               / HOURS_PER_MONTH)
         total = compute_usd + storage_usd + e_usd
-        qlora_off_cuda = (a.method == "qlora") & ~c["nvidia"][idx]
+        qlora_off_cuda = (req.method == "qlora") & ~c["nvidia"][idx]
         tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
                         np.where(~precision_supported | qlora_off_cuda, 1, 0))
         sort_total = _round_half_away(total, 6)
-        sort_key = _round_half_away(run_hours, 9) if a.by == "time" else sort_total
-        keep = np.ones(n_rows, bool) if a.budget is None else (total <= a.budget)
+        sort_key = _round_half_away(run_hours, 9) if req.by == "time" else sort_total
+        keep = np.ones(n_rows, bool) if req.budget is None else (total <= req.budget)
     sel = np.nonzero(keep)[0]
     considered = len(sel)
     # One order for all: (slow path, sort key, total, price per hour, key); the row number is the
     # rank of (provider, region, zone, instance type, purchase option). An instance group's best
     # place is its first row in it: within a group the key orders by region, then zone.
-    group = f.group[idx] if a.per_instance else np.arange(n_rows)
-    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, a.top)
+    group = f.group[idx] if req.per_instance else np.arange(n_rows)
+    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, req.top)
     order = head[np.lexsort((idx[head], price[head], sort_total[head], sort_key[head], tier[head]))]
     _, first = np.unique(group[order], return_index=True)
-    top_rows = order[np.sort(first)[: a.top]]
+    top_rows = order[np.sort(first)[: req.top]]
     others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
 
     def val(arr: np.ndarray, j: int) -> Any:
-        v = arr[j]
-        if isinstance(v, np.generic):
-            v = v.item()
+        v = arr[j].item() if isinstance(arr[j], np.generic) else arr[j]
         return None if isinstance(v, float) and math.isnan(v) else v
 
     out = []
@@ -492,29 +416,28 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], a
         picked = f.picks[s_pick[j]] if s_pick[j] >= 0 else (None, None, None, None)
         label = "sharded" if sharded[j] else "data-parallel" if gpus_used[j] >= 2 else "single"
         row.update(
-            plan_idx=int(pi[j]), nodes=int(nodes[j]), plan=label,
+            nodes=int(nodes[j]), plan=label,
             gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
-            usable_gb_per_gpu=val(mem, o) * (1 - a.headroom) if not math.isnan(mem[o]) else None,
+            usable_gb_per_gpu=val(mem, o) * (1 - req.headroom) if not math.isnan(mem[o]) else None,
             need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
             tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
-            setup_s=float(setup_s[j]), setup_usd=float(a.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),
-            download_gbps=val(c["down_gbps"], o), upload_gbps=val(c["up_gbps"], o),
+            setup_s=float(setup_s[j]), setup_usd=float(req.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),
+            download_gbps=val(c["down_gbps"], o),
             bandwidth_source=("measured", "published", "assumed")[int(c["bandwidth_source"][o])],
             run_hours=val(run_hours, j), billed_s=val(billed_s, j), compute_usd=val(compute_usd, j),
             storage_class=picked[0], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
             storage_size_known=picked[3], storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
-            egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), tier=int(tier[j]),
-            sort_total=val(sort_total, j), sort_key=val(sort_key, j), other_locations=int(other),
-            considered=considered, persists_when_stopped=f.persists.get(row["provider"]))
+            egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), other_locations=int(other),
+            persists_when_stopped=f.persists.get(row["provider"]))
         out.append(row)
     largest = None
     if not out:  # what "nothing fits" names: the largest GPU on offer within the filters and the GPU limit
-        on_offer = np.nonzero(ok & (count <= a.max_gpus) & ~np.isnan(mem))[0]
+        on_offer = np.nonzero(ok & (count <= req.max_gpus) & ~np.isnan(mem))[0]
         largest = max(((mem[i], c["gpu_model"][i] or "") for i in on_offer), default=None)
-    return out, considered, _left_out(f, plans, a, considered_offers & (plan_of < 0), out), largest
+    return out, considered, _left_out(f, plans, req, considered_offers & (plan_of < 0), out), largest
 
 
-def _left_out(f: OfferFacts, plans: Sequence[Plan], a: RankArgs, excluded: np.ndarray,
+def _left_out(f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest, excluded: np.ndarray,
               ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cheapest offers by the hour, below the first ranked one's price (any, when none is),
     that fit no plan: one per GPU model and count, each with the reason."""
@@ -526,11 +449,11 @@ def _left_out(f: OfferFacts, plans: Sequence[Plan], a: RankArgs, excluded: np.nd
         cheapest.setdefault((c["gpu_model"][i], c["gpu_count"][i]), int(i))
     # Those nearest to fitting first: the most memory on the node, then the cheapest.
     near = sorted(cheapest.values(), key=lambda i: (-np.nan_to_num(c["memory_gb_per_gpu"][i] * c["gpu_count"][i]),
-                                                   c["price_per_hour"][i]))[: a.left_out]
+                                                   c["price_per_hour"][i]))[:LEFT_OUT]
     out = []
     for i in sorted(near, key=lambda i: c["price_per_hour"][i]):
         row = {k: (c[k][i].item() if isinstance(c[k][i], np.generic) else c[k][i])
                for k in ("provider", "region", "instance_type", "purchase_option", "gpu_model", "gpu_count",
                          "price_per_hour", "memory_gb_per_gpu", "ram_gb", "no_capacity")}
-        out.append(row | {"reason": _why_not(row, plans, a)})
+        out.append(row | {"reason": _why_not(row, plans, req)})
     return out

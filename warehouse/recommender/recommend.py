@@ -1,15 +1,11 @@
-"""Which rented GPU to fine-tune on: matching and cost, from the warehouse.
-
-`recommend(con, request)` estimates the memory the job needs (memory), keeps the current offers
-of fresh providers that fit it (the rule of the SQL macro `fits`), times the job on each and ranks
-them by what the whole job costs: billed compute (set-up included), storage and egress, each
-shown, nothing mixed silently. Formulas and sources: docs/recommender.md. Everything here reads."""
+"""Which rented GPU to fine-tune on: the offers that fit a job, ranked by what the whole job costs
+(billed compute with set-up, storage, egress, each shown). Formulas and sources: docs/recommender.md."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -21,14 +17,13 @@ from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup
 from gpuledger.warehouse.recommender.names import resolve_name
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 from gpuledger.warehouse.recommender.spot import (
-    DEFAULT_CHECKPOINT_MINUTES, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
+    DEFAULT_CHECKPOINT_MINUTES, HOURS_PER_MONTH, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
 from gpuledger.warehouse.recommender.throughput import is_fabric_claim, step_work
 
 if TYPE_CHECKING:  # numpy: imported by a recommendation only, not by the reading commands
     from gpuledger.warehouse.recommender.ranking import OfferFacts
 
-HOURS_PER_MONTH = 730.0  # storage prices are per GB-month; 8760 h / 12, as AWS and Azure prorate
 DEFAULT_HEADROOM = 0.05
 # Limits past which a request is a typo, not a fine-tuning job: a run longer than a year, more runs
 # than anyone schedules, or more tokens than Llama 3 was pretrained on (15T).
@@ -45,23 +40,10 @@ class UnknownProviderError(ValueError):
     """A --provider names no provider the warehouse knows; the message lists the known ones."""
 
 
-# -- request and results ------------------------------------------------------------
-
 @dataclass(frozen=True)
-class RecommendRequest:
-    """A fine-tuning job and the constraints on where it may run."""
+class RecommendRequest(TrainingSetup):
+    """A fine-tuning job (the training setup, its size) and the constraints on where it may run."""
 
-    method: str  # full | lora | qlora
-    model: str | None = None  # built-in model name (warehouse.models_catalog)
-    params: float | None = None  # parameter count; overrides the model's
-    precision: str = "bf16"
-    optimizer: str = "adamw"
-    lora_rank: int = 16
-    lora_targets: str = "all-linear"
-    seq_len: int = 2048
-    micro_batch: int = 1
-    gradient_checkpointing: bool = True
-    offload: bool = False  # full fine-tuning with ZeRO-Offload: optimizer state in host RAM (checked)
     hours: float | None = None  # fixed wall-clock hours per run instead of a job size (set-up included)
     runs: int = 1  # how many such runs (experiments)
     # The job size of one run, in training tokens (at most one of the three; none and no hours:
@@ -92,10 +74,8 @@ class RecommendRequest:
     as_of: datetime | None = None  # judge freshness at this time (default: now)
 
     def __post_init__(self) -> None:
-        setup = self.setup()
-        setup.spec()  # an unknown model is refused here, naming the nearest
-        for name in ("method", "precision", "optimizer"):
-            object.__setattr__(self, name, getattr(setup, name))
+        super().__post_init__()
+        self.spec()  # an unknown model is refused here, naming the nearest
         hours = 1.0 if self.hours is None else self.hours
         checks = [
             (hours > 0 and math.isfinite(hours), f"hours must be positive, got {self.hours}"),
@@ -132,13 +112,6 @@ class RecommendRequest:
             if not ok:
                 raise ValueError(msg)
 
-    def setup(self) -> TrainingSetup:
-        return TrainingSetup(
-            method=self.method, model=self.model, params=self.params, precision=self.precision,
-            optimizer=self.optimizer, lora_rank=self.lora_rank, lora_targets=self.lora_targets,
-            seq_len=self.seq_len, micro_batch=self.micro_batch,
-            gradient_checkpointing=self.gradient_checkpointing, offload=self.offload)
-
     @property
     def _no_size(self) -> bool:
         return all(x is None for x in (self.tokens, self.dataset_tokens, self.examples))
@@ -171,10 +144,6 @@ class RecommendRequest:
                     f"{self.epochs or DEFAULT_EPOCHS:g} epochs; give the job size with --tokens, --dataset-tokens or "
                     "--examples)")
         return job
-
-    @property
-    def download_count(self) -> int:
-        return self.runs if self.downloads is None else self.downloads
 
 
 @dataclass(frozen=True)
@@ -221,8 +190,7 @@ class Candidate:
     interruptible: bool  # spot / low_priority / interruptible: the provider may reclaim it
     interruption_risk: str | None  # the source's own words (AWS "<5%", Azure "0-5")
     reliability: float | None
-    # The one interruption-risk scale (warehouse/interruption.py): level, published band, source.
-    interruption_risk_level: str
+    interruption_risk_level: str  # the one interruption-risk scale (warehouse/interruption.py)
     interruption_rate_max_pct: float | None
     interruption_risk_source: str
     gpu_model: str
@@ -253,7 +221,7 @@ class Candidate:
     flags: tuple[str, ...] = ()
     other_locations: int = 0  # same instance and purchase option elsewhere (not shown)
     # Share of the availability observations of this GPU model, provider and region with capacity
-    # over the last 7 and 30 days (warehouse.availability); None: no observation said either way.
+    # (warehouse.availability); None: no observation said either way.
     obtainable_7d: float | None = None
     obtainable_30d: float | None = None
 
@@ -288,15 +256,12 @@ class Recommendation:
             "request": req,
             "job": {"tokens_per_run": self.request.job_tokens, "hours_per_run": self.request.hours,
                     "runs": self.request.runs, "default": self.request.default_job, "text": self.request.job_text()},
-            "left_out": self.left_out,
-            "estimate": self.estimate.as_dict(),
+            "left_out": self.left_out, "estimate": self.estimate.as_dict(),
             "sharded_estimates": {str(k): v.as_dict() for k, v in sorted(self.sharded_estimates.items())},
             "candidates": [c.as_dict() for c in self.candidates],
             "fresh_providers": [self._freshness_dict(p) for p in self.fresh_providers],
             "stale_providers": [self._freshness_dict(p) for p in self.stale_providers],
-            "considered": self.considered,
-            "nothing_fits": self.nothing_fits,
-            "notes": list(self.notes),
+            "considered": self.considered, "nothing_fits": self.nothing_fits, "notes": list(self.notes),
         }
 
     def _freshness_dict(self, p: ProviderFreshness) -> dict[str, Any]:
@@ -305,13 +270,9 @@ class Recommendation:
                 "offers": self.offers_per_provider.get(p.provider, 0)}
 
 
-# -- cost arithmetic (pure) ------------------------------------------------------
-
 def billed_seconds(duration_s: float, granularity_s: int | None, minimum_s: int | None) -> float:
-    """One run's billed seconds: raised to the minimum charge, rounded up to the increment.
-
-    Same rule as the SQL macro billed_seconds; a missing increment counts as 3600 s.
-    """
+    """One run's billed seconds: raised to the minimum charge, rounded up to the increment (a missing
+    one counts as 3600 s), as the SQL macro billed_seconds."""
     gran = max(int(granularity_s if granularity_s is not None else 3600), 1)
     d = max(float(duration_s), float(minimum_s or 0))
     return float(math.ceil(round(d / gran, 9)) * gran)
@@ -339,53 +300,29 @@ def storage_cost(gb: float, usd_per_gb_month: float, hours: float) -> float:
     return gb * usd_per_gb_month * hours / HOURS_PER_MONTH
 
 
-# -- warehouse queries ------------------------------------------------------------
-
 def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers_per_provider: dict[str, int]
                ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
     """(fresh, stale) providers within the request's provider filter: every provider with a scrape
     run or a current offer (an offer's provider without a run is stale)."""
-    fresh, stale = [], []
-    for p in provider_freshness(con, request.max_age_hours, request.as_of, offers_per_provider):
-        if request.providers and p.provider not in request.providers:
-            continue
-        (fresh if p.fresh else stale).append(p)
-    return fresh, stale
+    kept = [p for p in provider_freshness(con, request.max_age_hours, request.as_of, offers_per_provider)
+            if not request.providers or p.provider in request.providers]
+    return [p for p in kept if p.fresh], [p for p in kept if not p.fresh]
 
 
-# The ranking (warehouse.recommender.ranking): each plan's fitting offers (fit_ok's rule over the
-# rows `fits` would return, the single-GPU plan first, then fewest nodes: an offer keeps the first
-# plan it fits), costed as the pure functions above cost one offer (billed compute; storage on the
-# region's class whose billed volume costs least, else the provider's; egress through the region's
-# tiers, else the provider's dearest region), ordered by (slow path, total or hours, total, price
-# per hour, key), collapsed to one row per provider/instance type/purchase option when asked, and
-# cut to the top N.
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
             fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any]:
-    """The top candidates as dicts (columns of `fits` plus the cost columns), best first, how many
-    offers fit, and the cheaper ones left out; `fresh` names the providers whose data is fresh."""
+    """ranking.rank over the request's plans: the top candidates, how many offers fit, the cheaper
+    ones left out and the largest GPU on offer; `fresh` names the providers whose data is fresh."""
     from gpuledger.warehouse.recommender import ranking
 
-    figures = []
-    for gpus, nodes, est in plans:
-        work = step_work(est, gpus)
-        figures.append(ranking.Plan(
-            gpus=gpus, nodes=nodes, need_gb=est.per_gpu_gb, host_gb=est.host_gb,
-            storage_gb=_storage_gb(request, est), egress_gb=_egress_gb(request, est), tok_step=work.tokens,
-            flops_tok=work.flops_per_token, util=work.utilization, wread_b=work.weight_read_bytes,
-            dequant_b=work.dequant_bytes, shard_b=work.shard_bytes, replica_b=work.replica_bytes,
-            offload_b=work.offload_bytes, restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb),
-            write_h=checkpoint_write_hours(est.checkpoint_gb), weights_gb=est.base_weights_gb,
-            result_gb=est.artifact_gb))
-    args = ranking.RankArgs(
-        fresh=frozenset(fresh), spot=request.spot, commitments=request.commitments,
-        include_unavailable=request.include_unavailable, headroom=request.headroom, precision=request.precision, max_gpus=request.max_gpus,
-        region_ok=_regions_ok(request, facts.places), providers=tuple(request.providers),
-        method=request.method, job_tokens=request.job_tokens, hours=request.hours or 0.0, runs=request.runs,
-        days=request.days or 0.0, ckpt_h=request.checkpoint_every_minutes / 60.0, by=request.by,
-        budget=request.budget, top=request.top, per_instance=request.per_instance,
-        hours_per_month=HOURS_PER_MONTH)
-    return ranking.rank(con, facts, figures, args)
+    figures = [ranking.Plan(
+        **vars(step_work(est, gpus)), gpus=gpus, nodes=nodes, need_gb=est.per_gpu_gb, host_gb=est.host_gb,
+        storage_gb=request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb,
+        egress_gb=est.artifact_gb * (request.runs if request.downloads is None else request.downloads),
+        restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb),
+        write_h=checkpoint_write_hours(est.checkpoint_gb), weights_gb=est.base_weights_gb, result_gb=est.artifact_gb)
+        for gpus, nodes, est in plans]
+    return ranking.rank(con, facts, figures, request, frozenset(fresh), _regions_ok(request, facts.places))
 
 
 def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> frozenset[str] | None:
@@ -400,70 +337,34 @@ def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> fro
     return frozenset(r for _, r in places if r.startswith(pattern))
 
 
-def _any_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
-              plans: list[tuple[int, int, MemoryEstimate]]) -> bool:
-    """Whether any offer fits one of the plans: the ranking's candidate set, not kept."""
-    from gpuledger.warehouse.recommender import ranking
-
-    facts = ranking.offer_facts(con)
-    fresh, _ = _freshness(con, request, facts.offers_per_provider())
-    return bool(_ranked(con, replace(request, top=1, budget=None), plans, [p.provider for p in fresh], facts)[0])
-
-
-def _storage_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
-    """Disk the job keeps while it runs: data, base weights, kept checkpoints."""
-    return request.dataset_gb + est.base_weights_gb + request.checkpoints_kept * est.checkpoint_gb
-
-
-def _egress_gb(request: RecommendRequest, est: MemoryEstimate) -> float:
-    """What leaves the provider: the trained artifact, once per download."""
-    return est.artifact_gb * request.download_count
-
-
-# -- the recommender ------------------------------------------------------------------
-
-def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest, setup: TrainingSetup
+def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest
            ) -> tuple[MemoryEstimate, list[tuple[int, int, MemoryEstimate]]]:
-    single = estimate(setup, 1)
-    plans: list[tuple[int, int, MemoryEstimate]] = [(1, 1, single)]
-    if setup.method == "full" or request.shard_lora:
-        plans += sharded_plans(request, setup, [c for (c,) in con.execute(
-            "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count)"
-        ).fetchall()])
+    """The single-GPU estimate, and every plan as (GPUs, nodes, per-GPU estimate): one GPU, then the sharded
+    plans the offers' whole-GPU counts per node allow within max_gpus and max_nodes, fewest nodes first."""
+    single = estimate(request, 1)
+    plans = [(1, 1, single)]
+    if request.method == "full" or request.shard_lora:
+        counts = [int(c) for (c,) in con.execute(
+            "select distinct gpu_count from offers where gpu_count >= 1 and gpu_count = floor(gpu_count) order by 1"
+        ).fetchall()]
+        for nodes in range(1, request.max_nodes + 1):
+            plans += [(per_node * nodes, nodes, estimate(request, per_node * nodes, shard_lora=request.shard_lora))
+                      for per_node in counts if 2 <= per_node * nodes <= request.max_gpus]
     return single, plans
 
 
-def sharded_plans(request: RecommendRequest, setup: TrainingSetup, gpu_counts: Iterable[float]
-                  ) -> list[tuple[int, int, MemoryEstimate]]:
-    """(GPUs, nodes, per-GPU estimate) of every sharded plan the offers' whole-GPU counts per
-    node allow within max_gpus and max_nodes, fewest nodes first."""
-    counts = sorted({int(c) for c in gpu_counts if c >= 1 and c == math.floor(c)})
-    plans, seen = [], set()
-    for nodes in range(1, request.max_nodes + 1):
-        for per_node in counts:
-            gpus = per_node * nodes
-            if gpus < 2 or gpus > request.max_gpus or (gpus, nodes) in seen:
-                continue
-            seen.add((gpus, nodes))
-            plans.append((gpus, nodes, estimate(setup, gpus, shard_lora=request.shard_lora)))
-    return plans
-
-
-def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], int]:
-    """Warnings for one offer, and its tier (0: supported path, 1: ranked after: slow path)."""
-    flags, tier = [], 0
-    gpu = row["gpu_model"]
+def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], bool]:
+    """Warnings for one offer, and whether it is on a slow path (ranked after the supported ones)."""
+    flags, gpu = [], row["gpu_model"]
+    slow = not row["precision_supported"] or (request.method == "qlora" and row["gpu_vendor"] != "NVIDIA")
     if row.get("term_months"):
         flags.append(f"a {row['term_months']}-month commitment ({row['payment_option']}): billed for the whole "
                      "term whether used or not; the cost shown counts only the hours of the runs")
     if not row["precision_supported"]:
-        tier = 1
-        if request.precision == "bf16":
-            flags.append(f"{gpu} has no BF16: falls back to fp16 with loss scaling or fp32 (slow path)")
-        else:
-            flags.append(f"{gpu} ({row['gpu_architecture']}) has no fast {request.precision} path")
+        flags.append(f"{gpu} has no BF16: falls back to fp16 with loss scaling or fp32 (slow path)"
+                     if request.precision == "bf16" else
+                     f"{gpu} ({row['gpu_architecture']}) has no fast {request.precision} path")
     if request.method == "qlora" and row["gpu_vendor"] != "NVIDIA":
-        tier = 1
         flags.append(f"QLoRA's 4-bit kernels (bitsandbytes) target CUDA; support on {row['gpu_vendor']} is limited")
     if row["memory_source"] == "nominal":
         flags.append("memory per GPU not reported by the source; the marketed size is used")
@@ -480,19 +381,51 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], i
         flags.append("no billing increment known; per-hour billing assumed")
     if row["gpu_count"] < 1:
         flags.append(f"a {row['gpu_count']:g} slice of a {gpu}")
-    return flags, tier
-
-
-def _volume_flags(row: dict[str, Any]) -> list[str]:
-    """What the storage figure bills beyond the working set, or that the class's minimum is unknown."""
-    need, billed, cls = row["storage_gb"], row["storage_billed_gb"], row["storage_class"]
-    if not row["storage_size_known"]:
-        return [f"no published minimum volume size for {row['provider']} {cls}: storage billed for the "
-                f"{need:.1f} GiB needed"]
-    if billed > math.ceil(need):  # a minimum or a size tier, not the rounding to a whole GiB
-        return [f"storage billed for a {billed:g} GiB {cls} volume ({row['provider']}'s minimum or size tier; "
-                f"the job needs {need:.1f} GiB)"]
-    return []
+    if row["interruptible"]:
+        rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
+        if rate is None:
+            flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
+                         "ranked after offers whose expected cost is known")
+        elif row["base_hours"] is not None:
+            flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
+                         f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
+                         f"a month, {row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} "
+                         f"h of redone work, restarts and checkpoints every {request.checkpoint_every_minutes:g} "
+                         "min included")
+    if row["tokens_per_s"] is None:
+        flags.append((f"{row['gpu_model']} is a TPU: the time model covers CUDA/ROCm GPUs, not XLA on TPU"
+                      if row["gpu_vendor"] == "Google" else
+                      f"no dense tensor figure for {row['gpu_model']} at {request.precision}") + ": "
+                     + ("speed, time and cost unknown: ranked after every offer with a known time"
+                        if request.job_tokens is not None else "speed unknown"))
+    elif row["setup_s"]:
+        flags.append(f"set-up {row['setup_s'] / 60:.1f} min a run: start-up, "
+                     f"the image and the weights down and the result up at {row['download_gbps']:.2g} Gb/s "
+                     f"({row['bandwidth_source']})")
+    cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
+    if s_src == "none":
+        flags.append(f"no storage price for {row['provider']}: storage assumed free")
+    elif s_src == "provider":
+        flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
+    need, billed = row["storage_gb"], row["storage_billed_gb"]
+    if s_src != "none" and not row["storage_size_known"]:
+        flags.append(f"no published minimum volume size for {row['provider']} {cls}: storage billed for the "
+                     f"{need:.1f} GiB needed")
+    elif s_src != "none" and billed > math.ceil(need):  # a minimum or a size tier, not the rounding to a GiB
+        flags.append(f"storage billed for a {billed:g} GiB {cls} volume ({row['provider']}'s minimum or size tier; "
+                     f"the job needs {need:.1f} GiB)")
+    if request.days is not None or request.runs > 1:
+        keep = row["persists_when_stopped"]
+        if keep is False:
+            flags.append(f"{row['provider']} does not keep a stopped machine's disk: the working set stays "
+                         f"on a {cls or 'persistent'} volume between runs, machines are deleted")
+        elif keep is None:
+            flags.append(f"{row['provider']} does not document whether a stopped machine's disk persists")
+    if e_src == "none":
+        flags.append(f"no egress price for {row['provider']}: egress assumed free")
+    elif e_src == "provider":
+        flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
+    return flags, slow
 
 
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
@@ -500,8 +433,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     if not macros_current(con):
         install_macros(con)
     request = check_providers(con, request)
-    setup = request.setup()
-    single, plans = _plans(con, request, setup)
+    single, plans = _plans(con, request)
     from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
 
     facts = ranking.offer_facts(con)  # read once per request (a writable connection keeps no cache)
@@ -513,74 +445,16 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     notes: list[str] = []
     top: list[Candidate] = []
     for rank, row in enumerate(rows, start=1):
-        cost = CostBreakdown(
-            compute_usd=row["compute_usd"], setup_usd=row["setup_usd"], storage_usd=row["storage_usd"], egress_usd=row["egress_usd"],
-            billed_seconds_per_run=row["billed_s"], granularity_s=int(row["granularity_s"]),
-            minimum_s=int(row["minimum_s"]), billing_source=row["billing_source"], storage_gb=row["storage_gb"],
-            storage_billed_gb=row["storage_billed_gb"], storage_size_known=row["storage_size_known"],
-            storage_class=row["storage_class"], storage_usd_per_gb_month=row["storage_usd_per_gb_month"],
-            storage_source=row["storage_source"], egress_gb=row["egress_gb"], egress_source=row["egress_source"])
-        flags, tier = _flags(row, request)  # tier 1 is the slow path the ranking put after
-        if row["interruptible"]:
-            rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
-            if rate is None:
-                flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
-                             "ranked after offers whose expected cost is known")
-            elif row["base_hours"] is not None:
-                flags.append(f"expected {rate * row['base_hours']:.2f} interruptions ({row['interruption_risk_level']} "
-                             f"risk, up to {row['interruption_rate_max_pct']:g}% a month, "
-                             f"{row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} h of redone work, restarts and "
-                             f"checkpoints every {request.checkpoint_every_minutes:g} min included")
-        if row["tokens_per_s"] is None:
-            flags.append((f"{row['gpu_model']} is a TPU: the time model covers CUDA/ROCm GPUs, not XLA on TPU"
-                          if row["gpu_vendor"] == "Google" else
-                          f"no dense tensor figure for {row['gpu_model']} at {request.precision}") + ": "
-                         + ("speed, time and cost unknown: ranked after every offer with a known time"
-                            if request.job_tokens is not None else "speed unknown"))
-        elif row["setup_s"]:
-            flags.append(f"set-up {row['setup_s'] / 60:.1f} min a run: start-up, "
-                         f"the image and the weights down and the result up at {row['download_gbps']:.2g} Gb/s "
-                         f"({row['bandwidth_source']})")
-        cls, s_src, e_src = row["storage_class"], row["storage_source"], row["egress_source"]
-        if s_src == "none":
-            flags.append(f"no storage price for {row['provider']}: storage assumed free")
-        elif s_src == "provider":
-            flags.append(f"no storage price for {row['region']}: {row['provider']}'s cheapest ({cls}) used")
-        if s_src != "none":
-            flags.extend(_volume_flags(row))
-        if request.days is not None or request.runs > 1:
-            keep = row["persists_when_stopped"]
-            if keep is False:
-                flags.append(f"{row['provider']} does not keep a stopped machine's disk: the working set stays "
-                             f"on a {cls or 'persistent'} volume between runs, machines are deleted")
-            elif keep is None:
-                flags.append(f"{row['provider']} does not document whether a stopped machine's disk persists")
-        if e_src == "none":
-            flags.append(f"no egress price for {row['provider']}: egress assumed free")
-        elif e_src == "provider":
-            flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
+        cost = _from_row(CostBreakdown, row, billed_seconds_per_run=row["billed_s"],
+                         granularity_s=int(row["granularity_s"]), minimum_s=int(row["minimum_s"]))
+        flags, slow = _flags(row, request)
         share = shares.get((row["gpu_model"], row["provider"], row["region"]), (None, None))
-        top.append(Candidate(
-            rank=rank, provider=row["provider"], region=row["region"], zone=row["zone"],
-            instance_type=row["instance_type"], purchase_option=row["purchase_option"],
-            interruptible=bool(row["interruptible"]), interruption_risk=row["interruption_risk"],
-            interruption_risk_level=row["interruption_risk_level"],
-            interruption_rate_max_pct=row["interruption_rate_max_pct"],
-            interruption_risk_source=row["interruption_risk_source"],
-            reliability=row["reliability"], gpu_model=row["gpu_model"], gpu_vendor=row["gpu_vendor"],
-            gpu_count=row["gpu_count"], nodes=int(row["nodes"]),
-            plan=row["plan"], gpus_used=float(row["gpus_used"]), memory_gb_per_gpu=row["memory_gb_per_gpu"],
-            memory_source=row["memory_source"], usable_gb_per_gpu=row["usable_gb_per_gpu"],
-            need_gb_per_gpu=row["need_gb"], interconnect=row["interconnect"],
-            link_kind=row["link_kind"], link_gbs=row["link_gbs"],
-            precision_supported=bool(row["precision_supported"]), slow_path=tier > 0,
-            price_per_hour=row["price_per_hour"], price_per_gpu_hour=row["price_per_gpu_hour"],
-            available=row["available"], tokens_per_s=row["tokens_per_s"], hours_per_run=row["run_hours"],
+        top.append(_from_row(
+            Candidate, row, rank=rank, interruptible=bool(row["interruptible"]), need_gb_per_gpu=row["need_gb"],
+            slow_path=slow, hours_per_run=row["run_hours"], setup_hours=row["setup_s"] / 3600.0,
             tokens_per_s_per_gpu=None if row["tokens_per_s"] is None else row["tokens_per_s"] / row["gpus_used"],
-            setup_hours=row["setup_s"] / 3600.0,
             interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
-            uninterrupted_hours=row["base_hours"],
-            cost=cost, flags=tuple(flags), other_locations=int(row["other_locations"]),
+            uninterrupted_hours=row["base_hours"], cost=cost, flags=tuple(flags),
             obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
@@ -603,18 +477,19 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
                           offers_per_provider=offers_per_provider, left_out=left_out)
 
 
-def known_providers(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Every provider the warehouse knows: in the providers table, with offers, or with scrape runs."""
-    return [p for (p,) in con.execute(
-        "select provider from providers union select provider from offers union select provider from scrape_runs "
-        "order by 1").fetchall()]
+def _from_row(cls: type, row: dict[str, Any], **given: Any) -> Any:
+    """Dataclass `cls` from the row's columns of its fields' names, `given` set apart."""
+    names = {f.name for f in fields(cls)} - given.keys()
+    return cls(**{k: row[k] for k in names if k in row}, **given)
 
 
 def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> RecommendRequest:
     """`request` with each --provider as the warehouse spells it (any case); UnknownProviderError
     naming the nearest for one the warehouse does not know."""
+    known = [p for (p,) in con.execute("select provider from providers union select provider from offers "
+                                       "union select provider from scrape_runs order by 1").fetchall()]
     try:
-        named = tuple(dict.fromkeys(resolve_name("provider", p, known_providers(con)) for p in request.providers))
+        named = tuple(dict.fromkeys(resolve_name("provider", p, known) for p in request.providers))
     except ValueError as err:
         raise UnknownProviderError(str(err)) from None
     return replace(request, providers=named)
@@ -625,23 +500,20 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
     nothing fits, most specific first."""
     r, out = request, []
     shardable = r.method == "full" or r.shard_lora
-    if r.method != "full" and not r.shard_lora:
+    extra, flag = ({}, "") if shardable else ({"shard_lora": True}, "--shard-lora ")
+    if not shardable:
         out.append(("--shard-lora", {"shard_lora": True}))
-    if shardable or r.method != "full":
-        extra = {} if shardable else {"shard_lora": True}
-        flag = "" if shardable else "--shard-lora "
-        if r.max_gpus < 8:
-            out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
-        if r.max_nodes == 1:
-            out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
+    if r.max_gpus < 8:
+        out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
+    if r.max_nodes == 1:
+        out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
     if r.method == "full" and r.optimizer == "adamw":
         out.append(("--optimizer adamw8bit", {"optimizer": "adamw8bit"}))
     if r.method == "full" and not r.offload:
         out.append(("--offload", {"offload": True}))
-    for method in ("lora", "qlora"):
-        if (r.method, method) in (("full", "lora"), ("full", "qlora"), ("lora", "qlora")):
-            out.append((f"--method {method}", {"method": method}))
-            out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
+    for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ()):
+        out.append((f"--method {method}", {"method": method}))
+        out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
     if not r.spot:
         out.append(("--spot", {"spot": True}))
     if not r.include_unavailable:
@@ -662,15 +534,17 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
 def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[str]:
     """The single changes of options (from _option_variants) under which some offer fits, each
     checked against the warehouse; a change implied by one already listed is left out."""
-    found: list[str] = []
+    from gpuledger.warehouse.recommender import ranking
+
+    facts, found = ranking.offer_facts(con), []
     for flags, changes in _option_variants(request):
         if any(flags.startswith(f + " ") for f in found):
             continue  # "--method qlora" fits: "--method qlora --shard-lora" adds nothing
         if "--max-nodes" in flags and any("--max-gpus" in f for f in found):
             continue  # more GPUs on one node fit already: a second node is not the fix
-        variant = replace(request, **changes, top=1)
-        _, plans = _plans(con, variant, variant.setup())
-        if _any_fits(con, variant, plans):
+        variant = replace(request, **changes, top=1, budget=None)
+        fresh, _ = _freshness(con, variant, facts.offers_per_provider())
+        if _ranked(con, variant, _plans(con, variant)[1], [p.provider for p in fresh], facts)[0]:
             found.append(flags)
     return found
 

@@ -1,18 +1,7 @@
-"""What a provider bills for a volume that must hold a given number of GiB.
-
-Block storage is billed for the size provisioned, not the bytes written, and a provider sets a
-minimum size (GCP's balanced persistent disk: 10 GB) or bills fixed size tiers (an Azure
-managed disk is billed as the smallest offered size that holds it: 20 GiB on Premium SSD is a
-P4, 32 GiB). Each Azure tier has its own monthly price, so each is a storage class of its own
-(`premium-ssd-lrs-p10`: exactly 128 GiB, holding at most 128): a volume is costed on every tier
-that holds it and the cheapest wins, which is the smallest holding tier. The facts are
-`warehouse/data/storage_volume_sizes.csv`, one row per (provider,
-storage class), each citing the provider's page and the date it was read. A class without a
-row has no published minimum known here: it is billed for the size needed, and the
-recommender says the minimum is unknown.
-
-`billed_volume_gb` is the reference the SQL macro of the same name (sql/recommend.sql) mirrors.
-"""
+"""What a provider bills for a volume that must hold a given number of GiB: block storage is billed by
+the size provisioned, with a minimum size or fixed size tiers (each Azure tier its own storage class).
+The rules, each citing its page and date: warehouse/data/storage_volume_sizes.csv; a class without a row
+is billed for the size needed. `billed_volume_gb` is the reference of the SQL macro of the same name."""
 
 from __future__ import annotations
 
@@ -45,12 +34,10 @@ def volume_sizings() -> dict[tuple[str, str], VolumeSizing]:
     out = {}
     with open(DATA, newline="") as f:
         for r in csv.DictReader(f):
-            tiers = tuple(sorted(float(t) for t in r["tiers_gb"].split()))
-            sizing = VolumeSizing(provider=r["provider"], storage_class=r["storage_class"],
-                                  min_gb=float(r["min_gb"]), increment_gb=float(r["increment_gb"]),
-                                  tiers_gb=tiers, max_gb=float(r["max_gb"]) if r["max_gb"] else None,
-                                  source=r["source"], checked=r["checked"])
-            out[(sizing.provider, sizing.storage_class)] = sizing
+            out[(r["provider"], r["storage_class"])] = VolumeSizing(
+                r["provider"], r["storage_class"], float(r["min_gb"]), float(r["increment_gb"]),
+                tuple(sorted(float(t) for t in r["tiers_gb"].split())), float(r["max_gb"]) if r["max_gb"] else None,
+                r["source"], r["checked"])
     return out
 
 
