@@ -1,7 +1,4 @@
-"""`gpuledger report`, `gpuledger plot` and `gpuledger serve`: pictures and the schedule.
-
-Registered on the main app by `register(app)` (flows/cli.py), like `recommend`.
-"""
+"""`gpuledger report`, `gpuledger plot` and `gpuledger serve`: pictures and the schedule."""
 
 from __future__ import annotations
 
@@ -14,10 +11,8 @@ from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.text import Text
 
-from gpuledger.flows.literal import labelled, literal
-
+from gpuledger.flows.literal import literal
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
@@ -64,17 +59,16 @@ def report_command(
     Example:
       gpuledger report prices.html && xdg-open prices.html
     """
+    from gpuledger.flows.cli import _fail
     from gpuledger.flows.report import COMMON_MODELS, loaded_count, write_report
 
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
                               models=model or COMMON_MODELS)
     except (WarehouseError, ValueError) as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
+        raise _fail(str(e), 2) from None
     except OSError as e:
-        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"), soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise _fail(f"cannot write {out_file}: {e.strerror or e}") from None
     err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
     out.print(literal(report.path))
 
@@ -94,23 +88,19 @@ def plot_command(
       gpuledger plot --gpu H100-SXM h100.png
       gpuledger plot --gpu A100-SXM4-80 --option spot --provider aws --provider gcp a100-spot.png
     """
+    from gpuledger.flows.cli import _fail
     from gpuledger.flows.plot import plot_price_history, utc_minute
 
-    try:
+    try:  # a WarehouseError: one line, exit 2 (flows/cli.py)
         history = plot_price_history(db, gpu, out_file, option, provider or None)
-    except WarehouseError as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
     except OSError as e:
-        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"))
-        raise typer.Exit(1) from None
-    changes = sum(len(s) for s in history.series.values())
+        raise _fail(f"cannot write {out_file}: {e.strerror or e}") from None
     if history.snapshot is not None:
-        when = utc_minute(history.snapshot)
-        err.print(literal(f"{gpu}: a single snapshot ({when}) of {len(history.series)} providers: no history yet, "
-                          "drawn as one bar per provider"))
+        err.print(literal(f"{gpu}: a single snapshot ({utc_minute(history.snapshot)}) of {len(history.series)} "
+                          "providers: no history yet, drawn as one bar per provider"))
     else:
-        err.print(literal(f"{gpu}: {len(history.series)} providers, {changes} points"))
+        points = sum(len(s) for s in history.series.values())
+        err.print(literal(f"{gpu}: {len(history.series)} providers, {points} points"))
     out.print(literal(history.path))
 
 
@@ -128,8 +118,7 @@ def nightly_deployment(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZON
 
 
 def work_pool_of(deployment: str) -> str | None:
-    """The work pool the Prefect deployment `flow/name` is bound to; None when it has none or
-    does not exist."""
+    """The work pool the Prefect deployment `flow/name` is bound to, if any."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
@@ -142,10 +131,9 @@ def work_pool_of(deployment: str) -> str | None:
 
 @contextmanager
 def _run_logging() -> Iterator[None]:
-    """While serving, each run (a process of its own) logs to this terminal: Prefect's flow-run
-    messages and gpuledger's at INFO (see gpuledger.flows), unless the user chose a Prefect log
-    level. Set in the environment, which the runs' processes inherit, and in Prefect's settings
-    of this process, which a run's command gets on top of the environment."""
+    """While serving, each run (a process of its own) logs Prefect's and gpuledger's messages here, at INFO
+    unless the user chose a Prefect log level: set in the environment (the runs inherit it) and in Prefect's
+    settings of this process (a run's command gets them on top of the environment)."""
     from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL, temporary_settings
 
     from gpuledger import flows
@@ -195,30 +183,22 @@ def serve_command(
     """
     from prefect.settings import PREFECT_API_URL
 
+    from gpuledger.flows.cli import _fail
+
     if not PREFECT_API_URL.value():
-        err.print("[red]error:[/red] `gpuledger serve` needs a Prefect server that keeps running: the temporary "
-                  "one a plain refresh starts never fires schedules. Start one (`prefect server start`) and set "
-                  "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", highlight=False)
-        raise typer.Exit(2)
-    parameters: dict[str, Any] = {}
-    if db is not None:
-        parameters["db"] = str(db)
-    if provider:
-        parameters["providers"] = list(provider)
-    if replay:
-        parameters["replay"] = True
+        raise _fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
+                    "starts never fires schedules. Start one (`prefect server start`) and set "
+                    "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
+    parameters = {k: v for k, v in (("db", db and str(db)), ("providers", list(provider)), ("replay", replay)) if v}
     try:
         pool = work_pool_of(f"nightly_refresh/{name}")
     except Exception as e:  # an unreachable or refusing server: one line, not Prefect's traceback
-        err.print(Text.assemble(("error:", "red"), f" cannot reach the Prefect server at {PREFECT_API_URL.value()}: "
-                                f"{type(e).__name__}: {e}"), highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _fail(f"cannot reach the Prefect server at {PREFECT_API_URL.value()}: {type(e).__name__}: {e}",
+                    2) from None
     if pool and not force:
-        err.print(Text.assemble(("error:", "red"), f" nightly_refresh/{name} is deployed to the work pool {pool!r} "
-                                "(prefect.yaml's, or another `prefect deploy`); serving under that name would "
-                                "replace its parameters and schedule. Serve under another --name, or pass --force "
-                                "to replace it."), highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        raise _fail(f"nightly_refresh/{name} is deployed to the work pool {pool!r} (prefect.yaml's, or another "
+                    "`prefect deploy`); serving under that name would replace its parameters and schedule. Serve "
+                    "under another --name, or pass --force to replace it.", 2)
     deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     from prefect import serve
 

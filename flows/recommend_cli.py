@@ -1,9 +1,4 @@
-"""`gpuledger recommend`: the cheapest card or node that fits a fine-tuning job.
-
-Thin commands over warehouse.recommender; registered on the main app by
-`register(app)` (flows/cli.py). `gpuledger macros` prints the recommender's SQL macros for a
-plain DuckDB session.
-"""
+"""`gpuledger recommend` (the cheapest card or node that fits a fine-tuning job) and `gpuledger macros`."""
 
 from __future__ import annotations
 
@@ -22,13 +17,10 @@ from gpuledger.flows.output import Format, chosen, emit, err, format_option, jso
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
 from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIONS
-from gpuledger.warehouse.recommender.models_catalog import UnknownModelError
 from gpuledger.warehouse.recommender.recommend import (
     Candidate, Recommendation, RecommendRequest, UnknownProviderError, recommend,
 )
-from gpuledger.warehouse.store import WarehouseError, open_reader
 from gpuledger.warehouse.settings import env_name
-
 
 
 def _money(x: float | None) -> str:
@@ -47,8 +39,7 @@ def _purchase(c: Candidate) -> Text:
 
 
 def _gpus(c: Candidate) -> str:
-    count = f"{c.gpu_count:g}"
-    node = f"{count}x {c.gpu_model}"
+    node = f"{c.gpu_count:g}x {c.gpu_model}"
     return node if c.nodes == 1 else f"{c.nodes} nodes x {node}"
 
 
@@ -89,20 +80,20 @@ def _estimate_lines(rec: Recommendation) -> list[Text]:
 def _print(rec: Recommendation) -> None:
     for line in _estimate_lines(rec):
         out.print(line)
+    if not rec.candidates:
+        for note in rec.notes[:-1]:  # the last, why nothing fits, is said by the caller
+            err.print(labelled("note:", "yellow", note))
+        return
     req = rec.request
     order = "fastest first" if req.by == "time" else "cheapest job first"
     t = Table(title=literal(f"job: {req.job_text()}; {order}"), title_justify="left")
-    for col, right in (("#", True), ("provider", False), ("instance / place", False),
-                       ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
-                       ("obtainable\n7d/30d", True),
-                       ("tokens/s\n/GPU", True), ("h/run", True), ("set-up", True),
-                       ("compute", True), ("storage", True), ("egress", True), ("total $", True), ("notes", False)):
-        t.add_column(col, justify="right" if right else "left", no_wrap=col != "notes")
+    left = ("provider", "instance / place", "purchase", "GPUs", "plan", "notes")
+    for col in ("#", "provider", "instance / place", "purchase", "GPUs", "GiB/GPU", "plan", "$/h", "obtainable\n7d/30d",
+                "tokens/s\n/GPU", "h/run", "set-up", "compute", "storage", "egress", "total $", "notes"):
+        t.add_column(col, justify="left" if col in left else "right", no_wrap=col != "notes")
     footnotes: dict[str, int] = {}
     for c in rec.candidates:
-        marks = []
-        for f in c.flags:
-            marks.append(str(footnotes.setdefault(f, len(footnotes) + 1)))
+        marks = [str(footnotes.setdefault(f, len(footnotes) + 1)) for f in c.flags]
         where = (c.zone or c.region) + (f" (+{c.other_locations})" if c.other_locations else "")
         tier = literal("" if c.precision_supported else "slow path ", style="red")
         t.add_row(cell(c.rank), cell(c.provider), _lines(c.instance_type, where),
@@ -117,10 +108,10 @@ def _print(rec: Recommendation) -> None:
                   cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
                   cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
     out.print(t)
-    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked higher; "
-              "h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time (increment, "
-              "minimum) x $/h, set-up $ included; obtainable = share of the availability observations of the GPU "
-              "with the provider in the region that had capacity, over 7 / 30 days", highlight=False)
+    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked "
+              "higher; h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time "
+              "(increment, minimum) x $/h, set-up $ included; obtainable = share of the availability observations of "
+              "the GPU with the provider in the region that had capacity, over 7 / 30 days", highlight=False)
     for text, n in footnotes.items():
         out.print(literal(f"[{n}] {text}"))
     for note in rec.notes:
@@ -203,6 +194,8 @@ def recommend_command(
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """
+    from gpuledger.flows.cli import _fail, _reader
+
     try:
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
@@ -215,41 +208,23 @@ def recommend_command(
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
             checkpoint_every_minutes=checkpoint_every, top=top,
             per_instance=not all_locations)
-    except (UnknownModelError, ValueError) as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
-    try:
-        con = open_reader(db)
-    except WarehouseError as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        from gpuledger.flows.cli import waiting_cancelled
-
-        err.print(labelled("error:", "red", waiting_cancelled("the recommendation", "nothing was read")), soft_wrap=True)
-        raise typer.Exit(130) from None
+    except ValueError as e:  # an unknown model included
+        raise _fail(str(e), 2) from None
+    con = _reader(db, "the recommendation")
     try:
         rec = recommend(con, request)
     except UnknownProviderError as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
+        raise _fail(str(e), 2) from None
     finally:
         con.close()
     fmt = chosen(fmt, as_json)
     if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
     elif fmt == "csv":  # one row per candidate, its costs flattened
-        rows = [{**{k: v for k, v in c.as_dict().items() if k != "cost"},
-                 **{f"{k}": v for k, v in c.cost.as_dict().items()}} for c in rec.candidates]
+        rows = [{**{k: v for k, v in c.as_dict().items() if k != "cost"}, **c.cost.as_dict()} for c in rec.candidates]
         emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], "csv")
     else:
-        if rec.candidates:
-            _print(rec)
-        else:
-            for line in _estimate_lines(rec):
-                out.print(line)
-            for note in rec.notes[:-1]:
-                err.print(labelled("note:", "yellow", note))
+        _print(rec)
     if rec.nothing_fits:
         err.print(literal(rec.notes[-1], style="red"))  # the explanation comes last
         raise typer.Exit(1)
