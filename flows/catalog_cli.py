@@ -1,7 +1,4 @@
-"""`gpuledger publish` and `gpuledger pull`: the warehouse as a static catalog, and loading one.
-
-Registered on the main app by `register(app)` (flows/cli.py); the logic is warehouse/catalog.py.
-"""
+"""`gpuledger publish` and `gpuledger pull`: the warehouse as a static catalog (warehouse/catalog.py)."""
 
 from __future__ import annotations
 
@@ -41,12 +38,9 @@ def publish_command(
     """
     from gpuledger.flows.cli import _fail
     from gpuledger.warehouse.catalog import CatalogError, publish
-    from gpuledger.warehouse.store import WarehouseError, open_reader
+    from gpuledger.warehouse.store import open_reader
 
-    try:
-        con = open_reader(db, allow_files=True)
-    except WarehouseError as err:
-        raise _fail(str(err), 2) from None
+    con = open_reader(db, allow_files=True)  # a WarehouseError: one line, exit 2 (flows/cli.py)
     try:
         done = publish(con, folder)
     except CatalogError as err:
@@ -87,12 +81,11 @@ def pull_command(
         raise _fail(str(err), 2) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
          title=f"pull {source}")
-    refused = [r.provider for r in reports if r.state == "refused"]
-    for r in reports:
-        if r.state == "refused":  # one line each, naming the file
-            console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
+    refused = [r for r in reports if r.state == "refused"]
+    for r in refused:  # one line each, naming the file
+        console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
     if refused:
-        raise _fail(f"refused providers: {', '.join(refused)}")
+        raise _fail(f"refused providers: {', '.join(r.provider for r in refused)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -63,12 +63,11 @@ def _main_options(
     """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""
 
 
-class _PrefectSaidOnce(logging.Filter):
+def _prefect_said_once(record: logging.LogRecord) -> bool:
     """Drops Prefect's own tracebacks and complaints: the command says each failure in one line; -v shows them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.ERROR and not record.exc_info if record.name.startswith(
-            ("prefect.flow_runs", "prefect.task_runs")) else record.levelno >= logging.CRITICAL
+    if record.name.startswith(("prefect.flow_runs", "prefect.task_runs")):
+        return record.levelno < logging.ERROR and not record.exc_info
+    return record.levelno >= logging.CRITICAL
 
 
 PREFECT_NOISE = ("prefect.flow_runs", "prefect.task_runs", "prefect._internal.concurrency", "prefect.events.clients")
@@ -80,7 +79,7 @@ def _setup_logging(verbose: bool) -> None:
     logging.getLogger("gpuledger").setLevel(logging.DEBUG if verbose else logging.INFO)
     if not verbose:
         for name in PREFECT_NOISE:
-            logging.getLogger(name).addFilter(_PrefectSaidOnce())
+            logging.getLogger(name).addFilter(_prefect_said_once)
         logging.raiseExceptions = False  # Prefect's log worker writes "--- Error logging to API ---" unless
 
 

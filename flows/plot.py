@@ -1,15 +1,6 @@
-"""`gpuledger plot --gpu H100-SXM OUT.png`: price history per provider, from offer_history.
-
-One step line per provider: at every instant, the cheapest price per GPU-hour
-among that provider's versions of offers for the GPU that were valid then
-(`valid_from <= t < valid_to`). A provider with no valid offer leaves a gap.
-The line runs on to the last time a successful scrape saw one of its offers.
-`spot` means every offer the provider may reclaim: cloud spot, Azure low-priority
-and marketplace interruptible capacity. When every point falls within one scrape
-(less than SNAPSHOT_SPAN apart) there is no history to draw: the picture is one bar
-per provider, titled as a single snapshot. The legend sits beside the plot, never
-over the lines. Drawn with matplotlib's Agg canvas (no display, no global pyplot state).
-"""
+"""`gpuledger plot --gpu H100-SXM OUT.png`: per provider, a step line of the cheapest price per GPU-hour of
+the offer versions valid at each instant (offer_history; a gap where none is), or one bar per provider when all
+points are one scrape. Drawn on matplotlib's Agg canvas (no display, no global pyplot state)."""
 
 from __future__ import annotations
 
@@ -101,12 +92,7 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
 
 def latest_prices(history: PriceHistory) -> dict[str, float]:
     """Each provider's last known price (providers whose offers all vanished are left out)."""
-    out = {}
-    for provider, points in history.series.items():
-        priced = [p for _, p in points if p is not None]
-        if priced and points[-1][1] is not None:
-            out[provider] = points[-1][1]
-    return out
+    return {provider: points[-1][1] for provider, points in history.series.items() if points[-1][1] is not None}
 
 
 def utc_minute(t: datetime) -> str:
@@ -164,8 +150,7 @@ def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
     """Write the PNG; returns the same history with its path set."""
     fig = figure(history)
     path = Path(out)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=DPI)
     history.path = path
     return history
