@@ -47,18 +47,12 @@ SCHEDULED_LOCK_WAIT_S = 3000.0
 LOCK_POLL_S = 5.0
 
 
-def group_of(name: str, kind: str) -> str:
-    if name in ALSO:
-        return ALSO[name]
-    [group] = [g for g, c in CADENCES.items() if kind in c.kinds]
-    return group
-
-
 def groups() -> dict[str, list[str]]:
     """Cadence group -> its providers and refresh units (each in exactly one)."""
     out: dict[str, list[str]] = {g: [] for g in CADENCES}
     for spec in specs():
-        out[group_of(spec.name, spec.facts.kind)].append(spec.name)
+        [kind_group] = [g for g, c in CADENCES.items() if spec.facts.kind in c.kinds]
+        out[ALSO.get(spec.name, kind_group)].append(spec.name)
     for unit in sorted(UNITS):
         out[UNIT_GROUPS[unit]].append(unit)
     return out

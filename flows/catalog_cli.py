@@ -4,24 +4,20 @@ from __future__ import annotations
 
 from dataclasses import astuple, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from gpuledger.flows.literal import labelled
+from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, chosen, emit, format_option, json_option
 from gpuledger.flows.output import err as console
-from gpuledger.warehouse.settings import env_name
-
-
-def _db_option() -> Any:
-    return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 
 def publish_command(
     folder: Path = typer.Argument(..., metavar="DIR", help="The catalog folder: empty, or holding the previous "
                                   "catalog (a provider with nothing new keeps its files there)."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -53,7 +49,7 @@ def publish_command(
 def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
                                  "(https://.../manifest.json is beside the files) or a local folder."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:

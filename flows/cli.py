@@ -25,7 +25,7 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
-from gpuledger.flows.ops_cli import finite
+from gpuledger.flows.ops_cli import DbOption, finite
 from gpuledger.flows.output import Format, chosen, emit, format_option, json_option, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
@@ -37,7 +37,7 @@ from gpuledger.warehouse.store import (
     RefreshRunningError, WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged,
     open_reader,
 )
-from gpuledger.warehouse.settings import SettingsError, env_name
+from gpuledger.warehouse.settings import SettingsError
 
 app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
@@ -45,7 +45,6 @@ app = typer.Typer(
 )
 SQL_TIMEOUT_S = 300.0  # `gpuledger sql --timeout`: long enough for any query over a year of history
 
-DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 def _print_version(value: bool) -> None:
     if value:
@@ -398,22 +397,17 @@ def export(
         start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
     con = _reader(db, "the export", "nothing was written", allow_files=True)
     try:
-        try:
-            folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
-        finally:
-            con.close()
+        folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
     except WarehouseError as err:
         if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
             raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
         raise _fail(str(err), 1) from None
+    finally:
+        con.close()
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
     out.print(literal(folder))
-
-
-def _row_counts(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
-    return dict(con.execute(f"select provider, count(*) from {table} group by provider").fetchall())
 
 
 def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now: datetime | None = None,
@@ -421,7 +415,8 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
     """Every provider with a scrape run, and each of `providers` (state `never` without one):
     state by warehouse.freshness, and its current rows."""
     now = now or datetime.now(timezone.utc)
-    offers, egress, storage = (_row_counts(con, t) for t in ("offers", "egress_prices", "storage_prices"))
+    offers, egress, storage = (dict(con.execute(f"select provider, count(*) from {t} group by provider").fetchall())
+                               for t in ("offers", "egress_prices", "storage_prices"))
     try:  # the enrichments the latest run went without (a warehouse older than schema 9 has none)
         degraded = dict(con.execute("select provider, arg_max(degraded, finished_at) from scrape_runs "
                                     "group by provider").fetchall())

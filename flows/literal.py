@@ -27,19 +27,13 @@ _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-def _visible(ch: str) -> str:
-    if ch in _BIDI:
-        return ""
-    if unicodedata.category(ch) == "Cc":  # C0 and C1 controls, \r \n \t included: one line stays one line
-        return " "
-    return ch
-
-
 def plain(value: Any, limit: int | None = None) -> str:
     """`value` as text a terminal shows as it is, cut to `limit` characters (an ellipsis last)."""
     text = "" if value is None else str(value)
     if not text.isprintable() or "\x1b" in text:
-        text = "".join(_visible(ch) for ch in _ESCAPES.sub("", text))
+        kept = (ch for ch in _ESCAPES.sub("", text) if ch not in _BIDI)
+        # C0 and C1 controls, \r \n \t included, become spaces: one line stays one line
+        text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in kept)
     if limit is not None and len(text) > limit:
         text = text[: max(limit - 1, 0)] + ELLIPSIS
     return text

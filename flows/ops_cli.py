@@ -24,6 +24,7 @@ NIGHTLY_CRON = "0 3 * * *"  # 03:00 UTC, after the providers' overnight price-li
 NIGHTLY_TIMEZONE = "UTC"
 DEPLOYMENT_NAME = "nightly"  # prefect.yaml's deployment, run by a work pool's workers
 SERVE_DEPLOYMENT_NAME = "serve"  # `gpuledger serve`'s own, so it never takes over prefect.yaml's
+DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 
 def finite(value: float) -> float:
@@ -33,13 +34,9 @@ def finite(value: float) -> float:
     return value
 
 
-def _db_option() -> Any:
-    return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
-
-
 def report_command(
     out_file: Path = typer.Argument(..., metavar="OUT.html", help="The page to write (one self-contained file)."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     egress_gb: float = typer.Option(140.0, "--egress-gb", min=0, callback=finite, help="The egress column prices "
                                     "downloading this many GB from the offer's region (tiered)."),
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
@@ -79,7 +76,7 @@ def plot_command(
     option: str = typer.Option("on_demand", "--option", help="on_demand, spot (every reclaimable offer: spot, "
                                "low-priority and marketplace interruptible), low_priority, interruptible or any."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
 ) -> None:
     """Plot the price history of one GPU per provider (cheapest price per GPU-hour over time).
 
@@ -160,7 +157,7 @@ def serve_command(
     timezone: str = typer.Option(NIGHTLY_TIMEZONE, "--timezone", help="Time zone of the cron schedule."),
     name: str = typer.Option(SERVE_DEPLOYMENT_NAME, "--name", help="Deployment name (nightly_refresh/NAME); "
                              "not prefect.yaml's `nightly`."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     replay: bool = typer.Option(False, "--replay", help="Scheduled runs answer from recordings (a dry run)."),
     force: bool = typer.Option(False, "--force", help="Serve under NAME even if a deployment of that name is "

@@ -17,8 +17,7 @@ from gpuledger.warehouse.offer_filter import known_names, resolve_names
 from gpuledger.warehouse.store import WarehouseError, open_reader
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
-PURCHASE_OPTIONS = ("on_demand", "spot", "low_priority", "interruptible", "any")
-# The purchase options each choice covers (None: all).
+# The purchase options each choice of --option covers (None: all).
 OPTION_COVERS: dict[str, list[str] | None] = {
     "on_demand": ["on_demand"], "spot": ["spot", "low_priority", "interruptible"],
     "low_priority": ["low_priority"], "interruptible": ["interruptible"], "any": None}
@@ -62,8 +61,8 @@ class PriceHistory:
 def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str = "on_demand",
                   providers: Sequence[str] | None = None) -> PriceHistory:
     """The step series the plot draws, straight from offer_history."""
-    if purchase_option not in PURCHASE_OPTIONS:
-        raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(PURCHASE_OPTIONS)}")
+    if purchase_option not in OPTION_COVERS:
+        raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(OPTION_COVERS)}")
     gpu = resolve_names("GPU", [gpu], known_names(con, "GPU"))[0]  # any case; unknown: the nearest named
     providers = resolve_names("provider", providers or (), known_names(con, "provider"))
     params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuledger.flows.literal import cell, labelled, literal, plain
+from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
@@ -20,7 +21,6 @@ from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIO
 from gpuledger.warehouse.recommender.recommend import (
     Candidate, Recommendation, RecommendRequest, UnknownProviderError, recommend,
 )
-from gpuledger.warehouse.settings import env_name
 
 
 def _money(x: float | None) -> str:
@@ -173,8 +173,7 @@ def recommend_command(
                                         "last successful scrape is older than this."),
     fmt: Format = format_option(),
     as_json: bool = json_option(),
-    db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
-                                      help="Warehouse file [default: ./gpuledger.duckdb]."),
+    db: Optional[Path] = DbOption,
 ) -> None:
     """Cheapest card or node that fits a fine-tuning job, by what the whole job costs.
 

@@ -49,12 +49,6 @@ where o.term_months is null  -- the page compares what can be rented now; 1- and
 order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option
 """
 
-PROVIDER_SQL = """
-select p.provider, p.display_name, p.billing_granularity_s, p.minimum_charge_s,
-       (select count(*) from offers o where o.provider = p.provider) as offers
-from providers p
-"""
-
 
 @dataclass(frozen=True)
 class ReportProvider:
@@ -99,11 +93,12 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
                      stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
                      providers: Iterable[str] = SOURCES) -> list[ReportProvider]:
     """Every provider with a scrape run and every registered source (never loaded: state `never`)."""
-    facts = {r[0]: r[1:] for r in con.execute(PROVIDER_SQL).fetchall()}
+    facts = {r[0]: r[1:] for r in con.execute(
+        "select provider, display_name, billing_granularity_s, minimum_charge_s from providers").fetchall()}
     offers = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
     out = []
     for f in provider_freshness(con, stale_after_hours, now, providers):
-        name, gran, minimum, _ = facts.get(f.provider, (None, None, None, 0))
+        name, gran, minimum = facts.get(f.provider, (None, None, None))
         out.append(ReportProvider(f, name or f.provider, offers.get(f.provider, 0), gran, minimum))
     return out
 
@@ -228,12 +223,10 @@ COLUMNS: tuple[PageColumn, ...] = (
 )
 
 
-# The report_rows field behind each page column (the others are computed below).
-_FIELDS = {"gpu": "gpu_model", "vram": "vram_gb", "count": "gpu_count", "provider": "provider", "region": "region",
-           "zone": "zone", "instance": "instance_type", "option": "purchase_option", "price": "price_per_gpu_hour",
-           "hourly": "price_per_hour", "spot": "spot_discount_pct", "risk": "interruption_risk", "vcpus": "vcpus",
-           "ram": "ram_gb", "reliability": "reliability", "egress": "egress_usd", "egress_source": "egress_source",
-           "obtainable": "obtainable"}
+# The report_rows field behind each page column, where its name differs (avail and billing are computed below).
+_FIELDS = {"gpu": "gpu_model", "vram": "vram_gb", "count": "gpu_count", "instance": "instance_type",
+           "option": "purchase_option", "price": "price_per_gpu_hour", "hourly": "price_per_hour",
+           "spot": "spot_discount_pct", "risk": "interruption_risk", "ram": "ram_gb", "egress": "egress_usd"}
 
 
 def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
@@ -243,12 +236,8 @@ def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
     if key == "billing":
         return [None if r["billing_granularity_s"] is None and r["minimum_charge_s"] is None
                 else (r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
-    field = _FIELDS[key]
+    field = _FIELDS.get(key, key)
     return [r[field] for r in rows]
-
-
-def _text_key(v: str) -> tuple[str, str]:
-    return (v.casefold(), v)
 
 
 def _billing_key(v: tuple[int | None, int | None]) -> tuple[float, float]:
@@ -284,7 +273,7 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         elif key in numeric:
             cols[key] = encode_column(values, label=_clean_number)
         else:
-            cols[key] = encode_column(values, _text_key)
+            cols[key] = encode_column(values, lambda v: (v.casefold(), v))
     return {"n": len(ordered), "cols": cols}
 
 

@@ -10,9 +10,9 @@ import duckdb
 import typer
 
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option
 from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
-from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import open_reader
 
 # The summary's price columns: each the cheapest USD per GPU-hour under it, and its provider.
@@ -77,8 +77,7 @@ def show_gpus_command(
     region: list[str] = typer.Option([], "--region", help="Only these regions (repeatable; `us-*` is a prefix)."),
     max_price: Optional[float] = typer.Option(None, "--max-price", help="Only offers at most this many USD "
                                               "per GPU-hour."),
-    db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
-                                      help="Warehouse file [default: ./gpuledger.duckdb]."),
+    db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:
