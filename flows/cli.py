@@ -466,8 +466,7 @@ def status(
         raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
-        colour = STATE_COLOURS[r["state"]]
-        t.add_row(cell(r["provider"]), cell(STATE_SHOWN.get(r["state"], r["state"]), colour),
+        t.add_row(cell(r["provider"]), cell(STATE_SHOWN.get(r["state"], r["state"]), STATE_COLOURS[r["state"]]),
                   *(cell(str(r[k])[:19] if r[k] else "-") for k in ("last_success", "last_attempt")),
                   cell(r["offers"]), cell(r["egress"]), cell(r["storage"]),
                   literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 120))

@@ -13,12 +13,12 @@ import typer
 from rich.console import Console
 
 from gpuledger.flows.literal import literal
+from gpuledger.flows.output import out
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 NIGHTLY_CRON = "0 3 * * *"  # 03:00 UTC, after the providers' overnight price-list publications
 NIGHTLY_TIMEZONE = "UTC"

@@ -55,31 +55,27 @@ def _lines(first: str, second: str = "") -> Text:
     return Text.assemble(cell(first), *(("\n", cell(second, "dim")) if second else ()))
 
 
-def _estimate_lines(rec: Recommendation) -> list[Text]:
+def _print_estimate(rec: Recommendation) -> None:
     e, s = rec.estimate, rec.estimate.setup
     b = e.per_gpu
     method = s.method if s.method == "full" else f"{s.method} r{s.lora_rank} {s.lora_targets}"
-    lines = [
-        Text.assemble((plain(e.model_display), "bold"), plain(
+    out.print(Text.assemble((plain(e.model_display), "bold"), plain(
             f" ({e.params / 1e9:.1f}B params) - {method}, {s.precision}, {s.optimizer}, seq {s.seq_len} x "
-            f"micro-batch {s.micro_batch}, gradient checkpointing {'on' if s.gradient_checkpointing else 'off'}")),
-        Text.assemble("one GPU needs ", (f"{b.total_gb:.1f} GiB", "bold"),
-                      f" = weights {b.weights_gb:.1f} + gradients {b.gradients_gb:.1f}"
-                      f" + optimizer {b.optimizer_gb:.1f} + adapters {b.adapters_gb:.1f}"
-                      f" + activations {b.activations_gb:.1f} + overhead {b.overhead_gb:.1f}"),
-    ]
+            f"micro-batch {s.micro_batch}, gradient checkpointing {'on' if s.gradient_checkpointing else 'off'}")))
+    out.print(Text.assemble("one GPU needs ", (f"{b.total_gb:.1f} GiB", "bold"),
+                            f" = weights {b.weights_gb:.1f} + gradients {b.gradients_gb:.1f}"
+                            f" + optimizer {b.optimizer_gb:.1f} + adapters {b.adapters_gb:.1f}"
+                            f" + activations {b.activations_gb:.1f} + overhead {b.overhead_gb:.1f}"))
     if rec.sharded_estimates:
         shards = ", ".join(f"{g} GPUs: {x.per_gpu_gb:.1f}" for g, x in sorted(rec.sharded_estimates.items()))
-        lines.append(literal(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}"))
-    lines.append(literal(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB"))
+        out.print(literal(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}"))
+    out.print(literal(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB"))
     if e.host_gb:
-        lines.append(literal(f"ZeRO-Offload: {e.host_gb:.0f} GiB of host RAM for the optimizer state (all nodes)"))
-    return lines
+        out.print(literal(f"ZeRO-Offload: {e.host_gb:.0f} GiB of host RAM for the optimizer state (all nodes)"))
 
 
 def _print(rec: Recommendation) -> None:
-    for line in _estimate_lines(rec):
-        out.print(line)
+    _print_estimate(rec)
     if not rec.candidates:
         for note in rec.notes[:-1]:  # the last, why nothing fits, is said by the caller
             err.print(labelled("note:", "yellow", note))

@@ -24,6 +24,7 @@ from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_eg
 from gpuledger.warehouse.store import open_reader
 
 DEFAULT_EGRESS_GB = 140.0
+Tiers = dict[str, dict[str, list[tuple[float, float | None, float]]]]  # provider -> region -> (start, end, USD/GB)
 
 OFFER_SQL = """
 with od as (
@@ -103,8 +104,8 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
     return out
 
 
-def egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
-    out: dict[str, dict[str, list[tuple[float, float | None, float]]]] = {}
+def egress_tiers(con: duckdb.DuckDBPyConnection) -> Tiers:
+    out: Tiers = {}
     for provider, region, start, end, usd in con.execute(
             "select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
             "where destination = 'internet' order by provider, region, tier_start_gb").fetchall():
@@ -112,8 +113,7 @@ def egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tup
     return out
 
 
-def egress_cost(tiers: dict[str, dict[str, list[tuple[float, float | None, float]]]], provider: str, region: str,
-                gb: float) -> tuple[float | None, str]:
+def egress_cost(tiers: Tiers, provider: str, region: str, gb: float) -> tuple[float | None, str]:
     """USD to download `gb` to the internet from (provider, region) through the monthly tiers:
     the region's own tiers, else the provider's dearest region (never an underestimate), else unknown."""
     regions = tiers.get(provider) or {}

@@ -7,6 +7,7 @@ import logging
 import signal
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -25,12 +26,12 @@ class RefreshInterrupted(Exception):
         return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
 
 
+@dataclass
 class Stopper:
     """What the signal handlers set, and what the write window asks between merges."""
 
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.in_window = False
+    signum: int | None = None
+    in_window: bool = False
 
     def requested(self) -> int | None:
         return self.signum
@@ -49,9 +50,6 @@ def _not_interrupted(record: logging.LogRecord) -> bool:
 def stop_reported_once() -> None:
     """Drop the flow engine's traceback of a RefreshInterrupted: the command line says it in one line (idempotent)."""
     logging.getLogger("prefect.flow_runs").addFilter(_not_interrupted)
-
-
-NEVER = Stopper()  # for callers without signal handling (a refresh off the main thread)
 
 
 @contextmanager
