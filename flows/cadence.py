@@ -1,14 +1,7 @@
-"""How often each provider is refreshed, and refreshes that queue for the warehouse.
+"""How often each provider is refreshed, and scheduled refreshes that queue for the warehouse.
 
-Providers fall into cadence groups by the kind their ProviderSpec declares (`ProviderFacts.kind`),
-so a new source joins a schedule without a list to edit; `ALSO` moves a provider whose prices
-move faster than its kind's. prefect.yaml has one deployment per group, each running
-`nightly_refresh(group=...)` on the group's cron (tests/test_deployment.py checks both agree).
-
-Two refreshes never write at once: the refresh lock (warehouse/store.py) lets one in, and a
-scheduled refresh waits for it (`lock_wait_s`, polled) instead of failing, so a refresh due while
-another runs starts when that one ends. A refresh from the command line waits for nothing: it
-is told at once that another is running.
+Providers fall into cadence groups by their `ProviderFacts.kind` (prefect.yaml has one deployment per group);
+a scheduled refresh waits for the refresh lock (`lock_wait_s`), one from the command line is refused at once.
 """
 
 from __future__ import annotations
@@ -54,19 +47,12 @@ SCHEDULED_LOCK_WAIT_S = 3000.0
 LOCK_POLL_S = 5.0
 
 
-def group_of(name: str, kind: str) -> str:
-    if name in ALSO:
-        return ALSO[name]
-    [group] = [g for g, c in CADENCES.items() if kind in c.kinds]
-    return group
-
-
 def groups() -> dict[str, list[str]]:
-    """Cadence group -> its providers and refresh units (every registered provider and unit is in
-    exactly one)."""
+    """Cadence group -> its providers and refresh units (each in exactly one)."""
     out: dict[str, list[str]] = {g: [] for g in CADENCES}
     for spec in specs():
-        out[group_of(spec.name, spec.facts.kind)].append(spec.name)
+        [kind_group] = [g for g, c in CADENCES.items() if spec.facts.kind in c.kinds]
+        out[ALSO.get(spec.name, kind_group)].append(spec.name)
     for unit in sorted(UNITS):
         out[UNIT_GROUPS[unit]].append(unit)
     return out
@@ -81,8 +67,8 @@ def providers_in(group: str) -> list[str]:
 @contextmanager
 def refresh_lock_within(db: str | os.PathLike[str] | None, wait_s: float,
                         poll_s: float = LOCK_POLL_S) -> Iterator[None]:
-    """The refresh lock, waiting up to `wait_s` seconds for a running refresh to release it
-    (0: refused at once, as refresh_lock is). Past the bound, RefreshRunningError as ever."""
+    """The refresh lock, waiting up to `wait_s` seconds for a running refresh to release it (then
+    RefreshRunningError)."""
     deadline = time.monotonic() + wait_s
     with ExitStack() as stack:
         while True:

@@ -1,30 +1,23 @@
-"""`gpuledger publish` and `gpuledger pull`: the warehouse as a static catalog, and loading one.
-
-Registered on the main app by `register(app)` (flows/cli.py); the logic is warehouse/catalog.py.
-"""
+"""`gpuledger publish` and `gpuledger pull`: the warehouse as a static catalog (warehouse/catalog.py)."""
 
 from __future__ import annotations
 
 from dataclasses import astuple, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from gpuledger.flows.literal import labelled
+from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, chosen, emit, format_option, json_option
 from gpuledger.flows.output import err as console
-from gpuledger.warehouse.settings import env_name
-
-
-def _db_option() -> Any:
-    return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 
 def publish_command(
     folder: Path = typer.Argument(..., metavar="DIR", help="The catalog folder: empty, or holding the previous "
                                   "catalog (a provider with nothing new keeps its files there)."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -41,12 +34,9 @@ def publish_command(
     """
     from gpuledger.flows.cli import _fail
     from gpuledger.warehouse.catalog import CatalogError, publish
-    from gpuledger.warehouse.store import WarehouseError, open_reader
+    from gpuledger.warehouse.store import open_reader
 
-    try:
-        con = open_reader(db, allow_files=True)
-    except WarehouseError as err:
-        raise _fail(str(err), 2) from None
+    con = open_reader(db, allow_files=True)  # a WarehouseError: one line, exit 2 (flows/cli.py)
     try:
         done = publish(con, folder)
     except CatalogError as err:
@@ -59,7 +49,7 @@ def publish_command(
 def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
                                  "(https://.../manifest.json is beside the files) or a local folder."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -87,12 +77,11 @@ def pull_command(
         raise _fail(str(err), 2) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
          title=f"pull {source}")
-    refused = [r.provider for r in reports if r.state == "refused"]
-    for r in reports:
-        if r.state == "refused":  # one line each, naming the file
-            console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
+    refused = [r for r in reports if r.state == "refused"]
+    for r in refused:  # one line each, naming the file
+        console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
     if refused:
-        raise _fail(f"refused providers: {', '.join(refused)}")
+        raise _fail(f"refused providers: {', '.join(r.provider for r in refused)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,12 +1,5 @@
-"""What one refresh changed, read back from the warehouse after the load (read-only).
-
-The largest price moves of a refresh come from `offer_history`: every version
-that one of the refresh's scrapes closed (`closed_by_run_id`) and the version
-the same scrape opened for the same key at the same instant (`run_id`,
-`valid_from = valid_to`). An offer that vanished has no successor and is not a
-price move; a version closed for a change of availability or specs only
-(same price) is left out too.
-"""
+"""What one refresh changed: the largest price moves, each an offer_history version a scrape of the refresh
+closed and its successor opened by the same scrape at the same instant (vanished offers are no moves)."""
 
 from __future__ import annotations
 
@@ -24,8 +17,7 @@ MOVE_COLUMNS = ("provider", "region", "zone", "instance_type", "purchase_option"
 
 
 def largest_price_moves(con: duckdb.DuckDBPyConnection, refresh_id: str, top: int = 10) -> list[dict[str, Any]]:
-    """The `top` offers whose price changed most in this refresh, by relative change of the
-    instance price (largest |change| first; ties by key). change_pct is signed: -20.0 = 20% cheaper."""
+    """The `top` offers whose instance price changed most (relative) in this refresh; change_pct -20.0 = 20% cheaper."""
     join = " and ".join(f"n.{k} = o.{k}" for k in OFFERS.key)
     rows = con.execute(
         f"""with runs as (select run_id from scrape_runs where refresh_id = $refresh and state = 'ok')

@@ -11,9 +11,10 @@ import re
 import sys
 import tempfile
 import threading
+from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import duckdb
 import typer
@@ -24,7 +25,7 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
-from gpuledger.flows.ops_cli import finite
+from gpuledger.flows.ops_cli import DbOption, finite
 from gpuledger.flows.output import Format, chosen, emit, format_option, json_option, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
@@ -36,7 +37,7 @@ from gpuledger.warehouse.store import (
     RefreshRunningError, WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged,
     open_reader,
 )
-from gpuledger.warehouse.settings import SettingsError, env_name
+from gpuledger.warehouse.settings import SettingsError
 
 app = typer.Typer(
     help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
@@ -44,7 +45,6 @@ app = typer.Typer(
 )
 SQL_TIMEOUT_S = 300.0  # `gpuledger sql --timeout`: long enough for any query over a year of history
 
-DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 def _print_version(value: bool) -> None:
     if value:
@@ -62,13 +62,11 @@ def _main_options(
     """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""
 
 
-class _PrefectSaidOnce(logging.Filter):
-    """Prefect's own report of a failure (a flow's or task's traceback, its services' complaints that
-    the temporary API server is gone): the command says each failure in one line; -v shows them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.ERROR and not record.exc_info if record.name.startswith(
-            ("prefect.flow_runs", "prefect.task_runs")) else record.levelno >= logging.CRITICAL
+def _prefect_said_once(record: logging.LogRecord) -> bool:
+    """Drops Prefect's own tracebacks and complaints: the command says each failure in one line; -v shows them."""
+    if record.name.startswith(("prefect.flow_runs", "prefect.task_runs")):
+        return record.levelno < logging.ERROR and not record.exc_info
+    return record.levelno >= logging.CRITICAL
 
 
 PREFECT_NOISE = ("prefect.flow_runs", "prefect.task_runs", "prefect._internal.concurrency", "prefect.events.clients")
@@ -80,7 +78,7 @@ def _setup_logging(verbose: bool) -> None:
     logging.getLogger("gpuledger").setLevel(logging.DEBUG if verbose else logging.INFO)
     if not verbose:
         for name in PREFECT_NOISE:
-            logging.getLogger(name).addFilter(_PrefectSaidOnce())
+            logging.getLogger(name).addFilter(_prefect_said_once)
         logging.raiseExceptions = False  # Prefect's log worker writes "--- Error logging to API ---" unless
 
 
@@ -94,7 +92,17 @@ def waiting_cancelled(what: str, outcome: str) -> str:
     return f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; {outcome}"
 
 
-STATE_SHOWN = {"ok": ("ok", "green"), "not_configured": ("not configured", "yellow")}
+def _reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
+    """open_reader; Ctrl-C while it waits for a refresh's write lock is one line, exit 130."""
+    try:
+        return open_reader(db, **options)
+    except KeyboardInterrupt:
+        raise _fail(waiting_cancelled(what, outcome), 130) from None
+
+
+STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
+STATE_SHOWN = {NEVER: "never loaded", "not_configured": "not configured"}
+COUNTS = ("offers", "new", "changed", "closed", "quarantined", "egress", "storage")  # the refresh summary's
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -102,12 +110,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
     # name and six-digit counts.
     t = Table(title=literal(f"refresh {summary['refresh_id']}"), box=box.SIMPLE_HEAD, show_edge=False,
               padding=(0, 0))
-    for col in ("provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage"):
-        t.add_column(col, justify="right" if col not in ("provider", "state") else "left", no_wrap=True)
+    for col in ("provider", "state", *COUNTS):
+        t.add_column(col, justify="left" if col in ("provider", "state") else "right", no_wrap=True)
     for p in summary["providers"]:
-        shown, colour = STATE_SHOWN.get(p["state"], (p["state"], "red"))
-        t.add_row(cell(p["provider"]), cell(shown, colour), *(cell(p[k]) for k in (
-            "offers", "new", "changed", "closed", "quarantined", "egress", "storage")))
+        state = cell(STATE_SHOWN.get(p["state"], p["state"]), STATE_COLOURS.get(p["state"], "red"))
+        t.add_row(cell(p["provider"]), state, *(cell(p[k]) for k in COUNTS))
     console.print(t)
     for p in summary["providers"]:
         if p["error"]:
@@ -148,8 +155,7 @@ def refresh(
       gpuledger refresh --resume              # merge what a failed write left waiting
     """
     _setup_logging(verbose)
-    from gpuledger.adapters.registry import UnknownProviderError
-    from gpuledger.flows.refresh import ensure_browsers, resolve_providers
+    from gpuledger.flows.refresh import resolve_providers
 
     if recordings and not replay:
         raise _fail("--recordings goes with --replay", 2)
@@ -167,25 +173,43 @@ def refresh(
     unknown = sorted(set(accept_anomaly) - set(SOURCES))
     if unknown:
         raise _fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
+
+    def prepare() -> list[str]:
+        check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
+        check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
+        wanted = [] if resume else resolve_providers(provider)
+        _check_recordings(replay and not replay_endpoints, recordings, wanted)
+        return wanted
+
+    summary = _run_refresh(db, prepare, True, providers=provider, replay=replay,
+                           recordings=str(recordings) if recordings else None, accept_anomaly=accept_anomaly,
+                           resume=resume, replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
+    if resume and not summary["providers"]:
+        console.print("nothing waiting to be merged", highlight=False)
+        return
+    _print_summary(summary)
+    if not summary["ok"]:
+        raise _fail(f"failed providers: {', '.join(summary['failed'])}")
+
+
+def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool, **params: Any) -> dict[str, Any]:
+    """nightly_refresh under the watchdog and Prefect's API, after `prepare` (checks, the providers);
+    each failure one line. `watch`: find browsers first and show the progress bar."""
+    from gpuledger.adapters.registry import UnknownProviderError
     from gpuledger.flows import watchdog
 
     watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
     api_server = None
     try:
-        check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
-        check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
-        wanted = [] if resume else resolve_providers(provider)
-        _check_recordings(replay and not replay_endpoints, recordings, wanted)
+        wanted = prepare()
         api_server = prefect_api.start_if_needed()  # starts while the checks and imports below run
-        ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
         from gpuledger.flows.progress import RefreshProgress
-        from gpuledger.flows.refresh import nightly_refresh
+        from gpuledger.flows.refresh import ensure_browsers, nightly_refresh
 
-        with prefect_api.flow_api(api_server), RefreshProgress(console, wanted):
-            summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=replay,
-                                      recordings=str(recordings) if recordings else None,
-                                      accept_anomaly=accept_anomaly, resume=resume,
-                                      replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
+        if watch:
+            ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
+        with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
+            return nightly_refresh(db=str(db_path(db)), **params)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
@@ -195,12 +219,6 @@ def refresh(
     finally:
         if api_server is not None:
             api_server.stop()  # a failure before the flow ran leaves it started
-    if resume and not summary["providers"]:
-        console.print("nothing waiting to be merged", highlight=False)
-        return
-    _print_summary(summary)
-    if not summary["ok"]:
-        raise _fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
 def _check_recordings(replay: bool, folder: Path | None, providers: list[str]) -> None:
@@ -245,32 +263,17 @@ def record(
       gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
-    from gpuledger.flows import watchdog
-    from gpuledger.adapters.registry import UnknownProviderError
     from gpuledger.flows.refresh import resolve_providers
 
-    watchdog.ensure_watched()
-    api_server = None
-    try:
+    def prepare() -> list[str]:
         check_warehouse_file(db)
-        _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider))
+        wanted = resolve_providers(provider)
+        _check_recordings(from_recordings is not None, from_recordings, wanted)
         _record_folder(out_dir, force)
-        api_server = prefect_api.start_if_needed()
-        from gpuledger.flows.refresh import nightly_refresh
+        return wanted
 
-        with prefect_api.flow_api(api_server):
-            summary = nightly_refresh(db=str(db_path(db)), providers=provider, replay=from_recordings is not None,
-                                      recordings=str(from_recordings) if from_recordings else None,
-                                      record_dir=str(out_dir))
-    except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
-        raise _fail(str(err), 2) from None
-    except prefect_api.ApiServerError as err:
-        raise _fail(str(err)) from None
-    except RefreshInterrupted as stop:
-        raise _fail(str(stop), stop.exit_code) from None
-    finally:
-        if api_server is not None:
-            api_server.stop()
+    summary = _run_refresh(db, prepare, False, providers=provider, replay=from_recordings is not None,
+                           recordings=str(from_recordings) if from_recordings else None, record_dir=str(out_dir))
     _print_summary(summary)
     console.print(literal(f"recorded to {out_dir}"))
     if not summary["ok"]:
@@ -336,13 +339,7 @@ def sql(
         raise _fail(f"--timeout {timeout} is not a number of seconds", 2)
     if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
         raise _fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
-    try:
-        con = open_reader(db, memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
-    except WarehouseError as err:
-        raise _fail(str(err), 2) from None
-    except KeyboardInterrupt:
-        raise _fail("the query was cancelled (Ctrl-C) while waiting for the refresh that is writing the "
-                    "warehouse; nothing was read", 130) from None
+    con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
 
     def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
@@ -398,29 +395,19 @@ def export(
         except ValueError:
             raise _fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
         start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
+    con = _reader(db, "the export", "nothing was written", allow_files=True)
     try:
-        con = open_reader(db, allow_files=True)
-    except WarehouseError as err:
-        raise _fail(str(err), 2) from None
-    except KeyboardInterrupt:
-        raise _fail(waiting_cancelled("the export", "nothing was written"), 130) from None
-    try:
-        try:
-            folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
-        finally:
-            con.close()
+        folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
     except WarehouseError as err:
         if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
             raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
         raise _fail(str(err), 1) from None
+    finally:
+        con.close()
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
     out.print(literal(folder))
-
-
-def _row_counts(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
-    return dict(con.execute(f"select provider, count(*) from {table} group by provider").fetchall())
 
 
 def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now: datetime | None = None,
@@ -428,7 +415,8 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
     """Every provider with a scrape run, and each of `providers` (state `never` without one):
     state by warehouse.freshness, and its current rows."""
     now = now or datetime.now(timezone.utc)
-    offers, egress, storage = (_row_counts(con, t) for t in ("offers", "egress_prices", "storage_prices"))
+    offers, egress, storage = (dict(con.execute(f"select provider, count(*) from {t} group by provider").fetchall())
+                               for t in ("offers", "egress_prices", "storage_prices"))
     try:  # the enrichments the latest run went without (a warehouse older than schema 9 has none)
         degraded = dict(con.execute("select provider, arg_max(degraded, finished_at) from scrape_runs "
                                     "group by provider").fetchall())
@@ -439,19 +427,6 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
              "storage": storage.get(f.provider, 0), "last_error": f.last_error if f.last_state != "ok" else None,
              "degraded": degraded.get(f.provider)}
             for f in provider_freshness(con, stale_after.total_seconds() / 3600.0, now, providers)]
-
-
-STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
-# `gpuledger status` exit codes (README): 2 is a usage or warehouse error, as everywhere.
-STATUS_OK, STATUS_FAILED, STATUS_STALE = 0, 1, 3
-
-
-def status_exit_code(rows: Iterable[dict[str, Any]]) -> int:
-    """1 if any provider's latest attempt failed, else 3 if any is stale, else 0. A source that
-    never loaded, or has no credentials, is listed but counts for neither: a warehouse may hold
-    only some providers."""
-    states = {r["state"] for r in rows}
-    return STATUS_FAILED if "failed" in states else STATUS_STALE if "stale" in states else STATUS_OK
 
 
 @app.command()
@@ -473,12 +448,7 @@ def status(
     Example:
       gpuledger status --json -p aws -p gcp || echo "aws or gcp needs attention"
     """
-    try:
-        con = open_reader(db)
-    except WarehouseError as err:
-        raise _fail(str(err), 2) from None
-    except KeyboardInterrupt:
-        raise _fail(waiting_cancelled("status", "nothing was read"), 130) from None
+    con = _reader(db, "status")
     try:
         provider = list(resolve_names("provider", provider, {*SOURCES, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
@@ -489,15 +459,14 @@ def status(
         r["waiting"] = sorted({p.parent.name for p in saved if p.stem == r["provider"]})
     if provider:
         rows = [r for r in rows if r["provider"] in provider]
-    code = status_exit_code(rows)
+    states = {r["state"] for r in rows}  # a provider never loaded or without credentials counts for neither
+    code = 1 if "failed" in states else 3 if "stale" in states else 0
     if chosen(fmt, as_json) != "table":
         emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], chosen(fmt, as_json))
         raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
-        colour = STATE_COLOURS[r["state"]]
-        shown = {NEVER: "never loaded", "not_configured": "not configured"}.get(r["state"], r["state"])
-        t.add_row(cell(r["provider"]), cell(shown, colour),
+        t.add_row(cell(r["provider"]), cell(STATE_SHOWN.get(r["state"], r["state"]), STATE_COLOURS[r["state"]]),
                   *(cell(str(r[k])[:19] if r[k] else "-") for k in ("last_success", "last_attempt")),
                   cell(r["offers"]), cell(r["egress"]), cell(r["storage"]),
                   literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 120))
@@ -515,10 +484,7 @@ def check(db: Optional[Path] = DbOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
     from gpuledger.warehouse.check import run_checks
 
-    try:
-        con = open_reader(db)
-    except WarehouseError as err:
-        raise _fail(str(err), 2) from None
+    con = open_reader(db)
     try:
         results = run_checks(con)
     finally:
@@ -531,21 +497,14 @@ def check(db: Optional[Path] = DbOption) -> None:
 
 
 # Commands that live in their own modules, listed after the core ones in --help.
-from gpuledger.flows.catalog_cli import register as _register_catalog  # noqa: E402
-from gpuledger.flows.ops_cli import register as _register_ops  # noqa: E402
-from gpuledger.flows.recommend_cli import register as _register_recommend  # noqa: E402
-from gpuledger.flows.show_gpus import register as _register_show_gpus  # noqa: E402
+from gpuledger.flows import catalog_cli, ops_cli, recommend_cli, show_gpus  # noqa: E402
 
-_register_recommend(app)
-_register_ops(app)
-_register_show_gpus(app)
-_register_catalog(app)
+for _module in (recommend_cli, ops_cli, show_gpus, catalog_cli):
+    _module.register(app)
 
 
 def _warehouse_guard(command: Any) -> Any:
-    """One line and exit 2, never a traceback, when a command meets a warehouse it cannot read
-    (truncated or garbled: DuckDB opens it and fails on the first damaged block), a
-    WarehouseError the command does not report itself, or a name that matches nothing."""
+    """One line and exit 2, never a traceback, for a damaged warehouse, a WarehouseError or an unknown name."""
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -564,8 +523,7 @@ for _command in app.registered_commands:
 
 
 def main() -> None:
-    """The `gpuledger` command: an invalid setting is one line, and text a terminal's encoding cannot
-    show is escaped, never a crash."""
+    """The `gpuledger` command: an invalid setting is one line; text the terminal cannot encode is escaped."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")

@@ -1,13 +1,7 @@
 """Provider text and user input on a terminal: shown as the characters they are, never obeyed.
 
-Scraped strings (instance names, notes, errors quoting a body) and user input (a query, a path)
-reach rich tables, panels and messages. Rich would read them as markup (`[/x]` raises, `[bold]`
-styles) and emoji codes (`:warning:`), and a terminal obeys what rich passes through: ANSI escape
-sequences (colours, cursor moves, window titles), a carriage return that overwrites the line, and
-bidirectional controls that reorder what is shown. Every such surface goes through `literal` (a
-rich Text, which rich never parses), made from `plain`: escapes and bidirectional controls cut,
-every other control character a space, and a bound on length where a table cell would otherwise
-take a screen. JSON and CSV output keep the full value: they are data, not display.
+`literal` makes a rich Text (never parsed as markup or emoji) from `plain`: ANSI escapes and bidirectional
+controls cut, other control characters a space, long values bounded. JSON and CSV keep the full value.
 """
 
 from __future__ import annotations
@@ -29,24 +23,17 @@ ELLIPSIS = "\u2026"
 
 # ECMA-48: CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), and the two-character escapes.
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -~]?)|\x9b[0-?]*[ -/]*[@-~]?")
-# Unicode's explicit bidirectional formatting characters (UAX #9): marks, embeddings,
-# overrides and isolates. They change the order a terminal shows the text around them in.
+# Unicode's explicit bidirectional formatting characters (UAX #9): they reorder the text around them.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def _visible(ch: str) -> str:
-    if ch in _BIDI:
-        return ""
-    if unicodedata.category(ch) == "Cc":  # C0 and C1 controls, \r \n \t included: one line stays one line
-        return " "
-    return ch
 
 
 def plain(value: Any, limit: int | None = None) -> str:
     """`value` as text a terminal shows as it is, cut to `limit` characters (an ellipsis last)."""
     text = "" if value is None else str(value)
     if not text.isprintable() or "\x1b" in text:
-        text = "".join(_visible(ch) for ch in _ESCAPES.sub("", text))
+        kept = (ch for ch in _ESCAPES.sub("", text) if ch not in _BIDI)
+        # C0 and C1 controls, \r \n \t included, become spaces: one line stays one line
+        text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in kept)
     if limit is not None and len(text) > limit:
         text = text[: max(limit - 1, 0)] + ELLIPSIS
     return text
@@ -68,8 +55,7 @@ def labelled(label: str, style: str, message: Any, limit: int | None = MESSAGE_L
 
 
 class LiteralRichHandler(RichHandler):
-    """The command line's log handler: a log line may quote a provider's answer (a retry names
-    the error), so each line of a message passes `plain` (a traceback keeps its lines)."""
+    """The command line's log handler: each line of a message (it may quote a provider's answer) passes `plain`."""
 
     def render_message(self, record: logging.LogRecord, message: str) -> ConsoleRenderable:
         return super().render_message(record, "\n".join(plain(line) for line in message.split("\n")))

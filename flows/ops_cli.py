@@ -1,7 +1,4 @@
-"""`gpuledger report`, `gpuledger plot` and `gpuledger serve`: pictures and the schedule.
-
-Registered on the main app by `register(app)` (flows/cli.py), like `recommend`.
-"""
+"""`gpuledger report`, `gpuledger plot` and `gpuledger serve`: pictures and the schedule."""
 
 from __future__ import annotations
 
@@ -14,21 +11,20 @@ from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
-from rich.text import Text
 
-from gpuledger.flows.literal import labelled, literal
-
+from gpuledger.flows.literal import literal
+from gpuledger.flows.output import out
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 NIGHTLY_CRON = "0 3 * * *"  # 03:00 UTC, after the providers' overnight price-list publications
 NIGHTLY_TIMEZONE = "UTC"
 DEPLOYMENT_NAME = "nightly"  # prefect.yaml's deployment, run by a work pool's workers
 SERVE_DEPLOYMENT_NAME = "serve"  # `gpuledger serve`'s own, so it never takes over prefect.yaml's
+DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
 
 
 def finite(value: float) -> float:
@@ -38,13 +34,9 @@ def finite(value: float) -> float:
     return value
 
 
-def _db_option() -> Any:
-    return typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
-
-
 def report_command(
     out_file: Path = typer.Argument(..., metavar="OUT.html", help="The page to write (one self-contained file)."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     egress_gb: float = typer.Option(140.0, "--egress-gb", min=0, callback=finite, help="The egress column prices "
                                     "downloading this many GB from the offer's region (tiered)."),
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
@@ -64,17 +56,16 @@ def report_command(
     Example:
       gpuledger report prices.html && xdg-open prices.html
     """
+    from gpuledger.flows.cli import _fail
     from gpuledger.flows.report import COMMON_MODELS, loaded_count, write_report
 
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
                               models=model or COMMON_MODELS)
     except (WarehouseError, ValueError) as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
+        raise _fail(str(e), 2) from None
     except OSError as e:
-        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"), soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise _fail(f"cannot write {out_file}: {e.strerror or e}") from None
     err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
     out.print(literal(report.path))
 
@@ -85,7 +76,7 @@ def plot_command(
     option: str = typer.Option("on_demand", "--option", help="on_demand, spot (every reclaimable offer: spot, "
                                "low-priority and marketplace interruptible), low_priority, interruptible or any."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
 ) -> None:
     """Plot the price history of one GPU per provider (cheapest price per GPU-hour over time).
 
@@ -94,23 +85,19 @@ def plot_command(
       gpuledger plot --gpu H100-SXM h100.png
       gpuledger plot --gpu A100-SXM4-80 --option spot --provider aws --provider gcp a100-spot.png
     """
+    from gpuledger.flows.cli import _fail
     from gpuledger.flows.plot import plot_price_history, utc_minute
 
-    try:
+    try:  # a WarehouseError: one line, exit 2 (flows/cli.py)
         history = plot_price_history(db, gpu, out_file, option, provider or None)
-    except WarehouseError as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
     except OSError as e:
-        err.print(labelled("error:", "red", f"cannot write {out_file}: {e.strerror or e}"))
-        raise typer.Exit(1) from None
-    changes = sum(len(s) for s in history.series.values())
+        raise _fail(f"cannot write {out_file}: {e.strerror or e}") from None
     if history.snapshot is not None:
-        when = utc_minute(history.snapshot)
-        err.print(literal(f"{gpu}: a single snapshot ({when}) of {len(history.series)} providers: no history yet, "
-                          "drawn as one bar per provider"))
+        err.print(literal(f"{gpu}: a single snapshot ({utc_minute(history.snapshot)}) of {len(history.series)} "
+                          "providers: no history yet, drawn as one bar per provider"))
     else:
-        err.print(literal(f"{gpu}: {len(history.series)} providers, {changes} points"))
+        points = sum(len(s) for s in history.series.values())
+        err.print(literal(f"{gpu}: {len(history.series)} providers, {points} points"))
     out.print(literal(history.path))
 
 
@@ -128,8 +115,7 @@ def nightly_deployment(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZON
 
 
 def work_pool_of(deployment: str) -> str | None:
-    """The work pool the Prefect deployment `flow/name` is bound to; None when it has none or
-    does not exist."""
+    """The work pool the Prefect deployment `flow/name` is bound to, if any."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
@@ -142,10 +128,9 @@ def work_pool_of(deployment: str) -> str | None:
 
 @contextmanager
 def _run_logging() -> Iterator[None]:
-    """While serving, each run (a process of its own) logs to this terminal: Prefect's flow-run
-    messages and gpuledger's at INFO (see gpuledger.flows), unless the user chose a Prefect log
-    level. Set in the environment, which the runs' processes inherit, and in Prefect's settings
-    of this process, which a run's command gets on top of the environment."""
+    """While serving, each run (a process of its own) logs Prefect's and gpuledger's messages here, at INFO
+    unless the user chose a Prefect log level: set in the environment (the runs inherit it) and in Prefect's
+    settings of this process (a run's command gets them on top of the environment)."""
     from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL, temporary_settings
 
     from gpuledger import flows
@@ -172,7 +157,7 @@ def serve_command(
     timezone: str = typer.Option(NIGHTLY_TIMEZONE, "--timezone", help="Time zone of the cron schedule."),
     name: str = typer.Option(SERVE_DEPLOYMENT_NAME, "--name", help="Deployment name (nightly_refresh/NAME); "
                              "not prefect.yaml's `nightly`."),
-    db: Optional[Path] = _db_option(),
+    db: Optional[Path] = DbOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     replay: bool = typer.Option(False, "--replay", help="Scheduled runs answer from recordings (a dry run)."),
     force: bool = typer.Option(False, "--force", help="Serve under NAME even if a deployment of that name is "
@@ -195,30 +180,22 @@ def serve_command(
     """
     from prefect.settings import PREFECT_API_URL
 
+    from gpuledger.flows.cli import _fail
+
     if not PREFECT_API_URL.value():
-        err.print("[red]error:[/red] `gpuledger serve` needs a Prefect server that keeps running: the temporary "
-                  "one a plain refresh starts never fires schedules. Start one (`prefect server start`) and set "
-                  "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", highlight=False)
-        raise typer.Exit(2)
-    parameters: dict[str, Any] = {}
-    if db is not None:
-        parameters["db"] = str(db)
-    if provider:
-        parameters["providers"] = list(provider)
-    if replay:
-        parameters["replay"] = True
+        raise _fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
+                    "starts never fires schedules. Start one (`prefect server start`) and set "
+                    "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
+    parameters = {k: v for k, v in (("db", db and str(db)), ("providers", list(provider)), ("replay", replay)) if v}
     try:
         pool = work_pool_of(f"nightly_refresh/{name}")
     except Exception as e:  # an unreachable or refusing server: one line, not Prefect's traceback
-        err.print(Text.assemble(("error:", "red"), f" cannot reach the Prefect server at {PREFECT_API_URL.value()}: "
-                                f"{type(e).__name__}: {e}"), highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _fail(f"cannot reach the Prefect server at {PREFECT_API_URL.value()}: {type(e).__name__}: {e}",
+                    2) from None
     if pool and not force:
-        err.print(Text.assemble(("error:", "red"), f" nightly_refresh/{name} is deployed to the work pool {pool!r} "
-                                "(prefect.yaml's, or another `prefect deploy`); serving under that name would "
-                                "replace its parameters and schedule. Serve under another --name, or pass --force "
-                                "to replace it."), highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+        raise _fail(f"nightly_refresh/{name} is deployed to the work pool {pool!r} (prefect.yaml's, or another "
+                    "`prefect deploy`); serving under that name would replace its parameters and schedule. Serve "
+                    "under another --name, or pass --force to replace it.", 2)
     deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     from prefect import serve
 

@@ -1,15 +1,6 @@
-"""`gpuledger plot --gpu H100-SXM OUT.png`: price history per provider, from offer_history.
-
-One step line per provider: at every instant, the cheapest price per GPU-hour
-among that provider's versions of offers for the GPU that were valid then
-(`valid_from <= t < valid_to`). A provider with no valid offer leaves a gap.
-The line runs on to the last time a successful scrape saw one of its offers.
-`spot` means every offer the provider may reclaim: cloud spot, Azure low-priority
-and marketplace interruptible capacity. When every point falls within one scrape
-(less than SNAPSHOT_SPAN apart) there is no history to draw: the picture is one bar
-per provider, titled as a single snapshot. The legend sits beside the plot, never
-over the lines. Drawn with matplotlib's Agg canvas (no display, no global pyplot state).
-"""
+"""`gpuledger plot --gpu H100-SXM OUT.png`: per provider, a step line of the cheapest price per GPU-hour of
+the offer versions valid at each instant (offer_history; a gap where none is), or one bar per provider when all
+points are one scrape. Drawn on matplotlib's Agg canvas (no display, no global pyplot state)."""
 
 from __future__ import annotations
 
@@ -26,8 +17,7 @@ from gpuledger.warehouse.offer_filter import known_names, resolve_names
 from gpuledger.warehouse.store import WarehouseError, open_reader
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
-PURCHASE_OPTIONS = ("on_demand", "spot", "low_priority", "interruptible", "any")
-# The purchase options each choice covers (None: all).
+# The purchase options each choice of --option covers (None: all).
 OPTION_COVERS: dict[str, list[str] | None] = {
     "on_demand": ["on_demand"], "spot": ["spot", "low_priority", "interruptible"],
     "low_priority": ["low_priority"], "interruptible": ["interruptible"], "any": None}
@@ -71,8 +61,8 @@ class PriceHistory:
 def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str = "on_demand",
                   providers: Sequence[str] | None = None) -> PriceHistory:
     """The step series the plot draws, straight from offer_history."""
-    if purchase_option not in PURCHASE_OPTIONS:
-        raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(PURCHASE_OPTIONS)}")
+    if purchase_option not in OPTION_COVERS:
+        raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(OPTION_COVERS)}")
     gpu = resolve_names("GPU", [gpu], known_names(con, "GPU"))[0]  # any case; unknown: the nearest named
     providers = resolve_names("provider", providers or (), known_names(con, "provider"))
     params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],
@@ -101,12 +91,7 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
 
 def latest_prices(history: PriceHistory) -> dict[str, float]:
     """Each provider's last known price (providers whose offers all vanished are left out)."""
-    out = {}
-    for provider, points in history.series.items():
-        priced = [p for _, p in points if p is not None]
-        if priced and points[-1][1] is not None:
-            out[provider] = points[-1][1]
-    return out
+    return {provider: points[-1][1] for provider, points in history.series.items() if points[-1][1] is not None}
 
 
 def utc_minute(t: datetime) -> str:
@@ -164,8 +149,7 @@ def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
     """Write the PNG; returns the same history with its path set."""
     fig = figure(history)
     path = Path(out)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=DPI)
     history.path = path
     return history

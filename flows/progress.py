@@ -1,11 +1,5 @@
-"""Live progress of a refresh on the terminal.
-
-The refresh says what happens (`report`: a provider fetched or failed, the merge started, a
-provider merged) on the `gpuledger.progress` logger, which is silent unless a `RefreshProgress`
-listens: the command line's display, a rich progress bar naming the providers still fetching,
-then counting the merges. A flow run that nobody watches (a worker, `serve`) pays one
-disabled-logger check per event.
-"""
+"""Live progress of a refresh: `report` sends events on the `gpuledger.progress` logger, silent unless a
+`RefreshProgress` (the command line's rich bar) listens."""
 
 from __future__ import annotations
 
@@ -17,12 +11,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 PROGRESS_LOGGER = logging.getLogger("gpuledger.progress")
-EVENTS = ("fetched", "failed", "merging", "merged")
 SHOWN_PENDING = 3  # providers named while fetching; the rest are counted
 
 
 def report(event: str, provider: str | None = None) -> None:
-    """Tell a watching RefreshProgress that `event` (one of EVENTS) happened to `provider`."""
+    """Tell a watching RefreshProgress that `event` (fetched, failed, merging, merged) happened to `provider`."""
     if PROGRESS_LOGGER.isEnabledFor(logging.DEBUG):
         PROGRESS_LOGGER.debug("%s %s", event, provider or "", extra={"refresh_event": (event, provider)})
 

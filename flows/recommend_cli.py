@@ -1,9 +1,4 @@
-"""`gpuledger recommend`: the cheapest card or node that fits a fine-tuning job.
-
-Thin commands over warehouse.recommender; registered on the main app by
-`register(app)` (flows/cli.py). `gpuledger macros` prints the recommender's SQL macros for a
-plain DuckDB session.
-"""
+"""`gpuledger recommend` (the cheapest card or node that fits a fine-tuning job) and `gpuledger macros`."""
 
 from __future__ import annotations
 
@@ -17,18 +12,15 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuledger.flows.literal import cell, labelled, literal, plain
+from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
 from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIONS
-from gpuledger.warehouse.recommender.models_catalog import UnknownModelError
 from gpuledger.warehouse.recommender.recommend import (
     Candidate, Recommendation, RecommendRequest, UnknownProviderError, recommend,
 )
-from gpuledger.warehouse.store import WarehouseError, open_reader
-from gpuledger.warehouse.settings import env_name
-
 
 
 def _money(x: float | None) -> str:
@@ -47,8 +39,7 @@ def _purchase(c: Candidate) -> Text:
 
 
 def _gpus(c: Candidate) -> str:
-    count = f"{c.gpu_count:g}"
-    node = f"{count}x {c.gpu_model}"
+    node = f"{c.gpu_count:g}x {c.gpu_model}"
     return node if c.nodes == 1 else f"{c.nodes} nodes x {node}"
 
 
@@ -64,45 +55,41 @@ def _lines(first: str, second: str = "") -> Text:
     return Text.assemble(cell(first), *(("\n", cell(second, "dim")) if second else ()))
 
 
-def _estimate_lines(rec: Recommendation) -> list[Text]:
+def _print_estimate(rec: Recommendation) -> None:
     e, s = rec.estimate, rec.estimate.setup
     b = e.per_gpu
     method = s.method if s.method == "full" else f"{s.method} r{s.lora_rank} {s.lora_targets}"
-    lines = [
-        Text.assemble((plain(e.model_display), "bold"), plain(
+    out.print(Text.assemble((plain(e.model_display), "bold"), plain(
             f" ({e.params / 1e9:.1f}B params) - {method}, {s.precision}, {s.optimizer}, seq {s.seq_len} x "
-            f"micro-batch {s.micro_batch}, gradient checkpointing {'on' if s.gradient_checkpointing else 'off'}")),
-        Text.assemble("one GPU needs ", (f"{b.total_gb:.1f} GiB", "bold"),
-                      f" = weights {b.weights_gb:.1f} + gradients {b.gradients_gb:.1f}"
-                      f" + optimizer {b.optimizer_gb:.1f} + adapters {b.adapters_gb:.1f}"
-                      f" + activations {b.activations_gb:.1f} + overhead {b.overhead_gb:.1f}"),
-    ]
+            f"micro-batch {s.micro_batch}, gradient checkpointing {'on' if s.gradient_checkpointing else 'off'}")))
+    out.print(Text.assemble("one GPU needs ", (f"{b.total_gb:.1f} GiB", "bold"),
+                            f" = weights {b.weights_gb:.1f} + gradients {b.gradients_gb:.1f}"
+                            f" + optimizer {b.optimizer_gb:.1f} + adapters {b.adapters_gb:.1f}"
+                            f" + activations {b.activations_gb:.1f} + overhead {b.overhead_gb:.1f}"))
     if rec.sharded_estimates:
         shards = ", ".join(f"{g} GPUs: {x.per_gpu_gb:.1f}" for g, x in sorted(rec.sharded_estimates.items()))
-        lines.append(literal(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}"))
-    lines.append(literal(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB"))
+        out.print(literal(f"sharded (ZeRO-3/FSDP), GiB per GPU: {shards}"))
+    out.print(literal(f"result to download: {e.artifact_gb:.2f} GiB; one checkpoint: {e.checkpoint_gb:.2f} GiB"))
     if e.host_gb:
-        lines.append(literal(f"ZeRO-Offload: {e.host_gb:.0f} GiB of host RAM for the optimizer state (all nodes)"))
-    return lines
+        out.print(literal(f"ZeRO-Offload: {e.host_gb:.0f} GiB of host RAM for the optimizer state (all nodes)"))
 
 
 def _print(rec: Recommendation) -> None:
-    for line in _estimate_lines(rec):
-        out.print(line)
+    _print_estimate(rec)
+    if not rec.candidates:
+        for note in rec.notes[:-1]:  # the last, why nothing fits, is said by the caller
+            err.print(labelled("note:", "yellow", note))
+        return
     req = rec.request
     order = "fastest first" if req.by == "time" else "cheapest job first"
     t = Table(title=literal(f"job: {req.job_text()}; {order}"), title_justify="left")
-    for col, right in (("#", True), ("provider", False), ("instance / place", False),
-                       ("purchase", False), ("GPUs", False), ("GiB/GPU", True), ("plan", False), ("$/h", True),
-                       ("obtainable\n7d/30d", True),
-                       ("tokens/s\n/GPU", True), ("h/run", True), ("set-up", True),
-                       ("compute", True), ("storage", True), ("egress", True), ("total $", True), ("notes", False)):
-        t.add_column(col, justify="right" if right else "left", no_wrap=col != "notes")
+    left = ("provider", "instance / place", "purchase", "GPUs", "plan", "notes")
+    for col in ("#", "provider", "instance / place", "purchase", "GPUs", "GiB/GPU", "plan", "$/h", "obtainable\n7d/30d",
+                "tokens/s\n/GPU", "h/run", "set-up", "compute", "storage", "egress", "total $", "notes"):
+        t.add_column(col, justify="left" if col in left else "right", no_wrap=col != "notes")
     footnotes: dict[str, int] = {}
     for c in rec.candidates:
-        marks = []
-        for f in c.flags:
-            marks.append(str(footnotes.setdefault(f, len(footnotes) + 1)))
+        marks = [str(footnotes.setdefault(f, len(footnotes) + 1)) for f in c.flags]
         where = (c.zone or c.region) + (f" (+{c.other_locations})" if c.other_locations else "")
         tier = literal("" if c.precision_supported else "slow path ", style="red")
         t.add_row(cell(c.rank), cell(c.provider), _lines(c.instance_type, where),
@@ -117,10 +104,10 @@ def _print(rec: Recommendation) -> None:
                   cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
                   cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
     out.print(t)
-    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked higher; "
-              "h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time (increment, "
-              "minimum) x $/h, set-up $ included; obtainable = share of the availability observations of the GPU "
-              "with the provider in the region that had capacity, over 7 / 30 days", highlight=False)
+    out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked "
+              "higher; h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time "
+              "(increment, minimum) x $/h, set-up $ included; obtainable = share of the availability observations of "
+              "the GPU with the provider in the region that had capacity, over 7 / 30 days", highlight=False)
     for text, n in footnotes.items():
         out.print(literal(f"[{n}] {text}"))
     for note in rec.notes:
@@ -182,8 +169,7 @@ def recommend_command(
                                         "last successful scrape is older than this."),
     fmt: Format = format_option(),
     as_json: bool = json_option(),
-    db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
-                                      help="Warehouse file [default: ./gpuledger.duckdb]."),
+    db: Optional[Path] = DbOption,
 ) -> None:
     """Cheapest card or node that fits a fine-tuning job, by what the whole job costs.
 
@@ -203,6 +189,8 @@ def recommend_command(
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """
+    from gpuledger.flows.cli import _fail, _reader
+
     try:
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
@@ -215,41 +203,23 @@ def recommend_command(
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
             checkpoint_every_minutes=checkpoint_every, top=top,
             per_instance=not all_locations)
-    except (UnknownModelError, ValueError) as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
-    try:
-        con = open_reader(db)
-    except WarehouseError as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        from gpuledger.flows.cli import waiting_cancelled
-
-        err.print(labelled("error:", "red", waiting_cancelled("the recommendation", "nothing was read")), soft_wrap=True)
-        raise typer.Exit(130) from None
+    except ValueError as e:  # an unknown model included
+        raise _fail(str(e), 2) from None
+    con = _reader(db, "the recommendation")
     try:
         rec = recommend(con, request)
     except UnknownProviderError as e:
-        err.print(labelled("error:", "red", e), soft_wrap=True)  # one line, however long
-        raise typer.Exit(2) from None
+        raise _fail(str(e), 2) from None
     finally:
         con.close()
     fmt = chosen(fmt, as_json)
     if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
     elif fmt == "csv":  # one row per candidate, its costs flattened
-        rows = [{**{k: v for k, v in c.as_dict().items() if k != "cost"},
-                 **{f"{k}": v for k, v in c.cost.as_dict().items()}} for c in rec.candidates]
+        rows = [{**{k: v for k, v in c.as_dict().items() if k != "cost"}, **c.cost.as_dict()} for c in rec.candidates]
         emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], "csv")
     else:
-        if rec.candidates:
-            _print(rec)
-        else:
-            for line in _estimate_lines(rec):
-                out.print(line)
-            for note in rec.notes[:-1]:
-                err.print(labelled("note:", "yellow", note))
+        _print(rec)
     if rec.nothing_fits:
         err.print(literal(rec.notes[-1], style="red"))  # the explanation comes last
         raise typer.Exit(1)

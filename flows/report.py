@@ -1,16 +1,7 @@
-"""`gpuledger report OUT.html`: one self-contained page to compare every current offer.
+"""`gpuledger report OUT.html`: one self-contained page (per GPU, every offer, fine-tuning answers).
 
-The page needs nothing but the file: CSS, JavaScript and the data are inline, nothing is
-fetched (a Content-Security-Policy with `default-src 'none'` and the hash of the one
-inline script makes sure of it). Three views: a summary with one row per canonical GPU,
-every offer (filtered, sorted and rendered on demand in the browser, state in the URL),
-and the recommender's answers for common fine-tuning jobs.
-
-Python prepares the data (pure functions below, apart from reading the warehouse); the
-script only renders it. Offers travel column by column, each value stored once in a sorted
-dictionary and each row holding its value's index, so a code is also its sort rank. The
-data block is JSON with `<`, `>` and `&` escaped, and the script writes every value with
-`textContent`: a scraped string is text on the page, never markup.
+Everything is inline and a Content-Security-Policy forbids fetching. Python prepares the data, the script
+renders it with `textContent` (scraped text is never markup); offers travel column by column, dictionary-encoded.
 """
 from __future__ import annotations
 
@@ -33,6 +24,7 @@ from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_eg
 from gpuledger.warehouse.store import open_reader
 
 DEFAULT_EGRESS_GB = 140.0
+Tiers = dict[str, dict[str, list[tuple[float, float | None, float]]]]  # provider -> region -> (start, end, USD/GB)
 
 OFFER_SQL = """
 with od as (
@@ -48,21 +40,14 @@ select o.gpu_model,
                      then round(100.0 * (1 - o.price_per_hour / od.od_price), 1) end) as spot_discount_pct,
        coalesce(o.billing_granularity_s, p.billing_granularity_s) as billing_granularity_s,
        coalesce(o.minimum_charge_s, p.minimum_charge_s) as minimum_charge_s,
-       o.interruption_risk_level as interruption_risk, o.vcpus, o.ram_gb, o.available, o.available_count, o.availability_level,
-       o.reliability, o.last_seen, a.obtainable_7d as obtainable
+       o.interruption_risk_level as interruption_risk, o.vcpus, o.ram_gb, o.available, o.available_count,
+       o.availability_level, o.reliability, o.last_seen, a.obtainable_7d as obtainable
 from offers o
 left join providers p on p.provider = o.provider
 left join availability_obtainable a on (a.gpu_model, a.provider, a.region) = (o.gpu_model, o.provider, o.region)
 left join od on od.provider = o.provider and od.region = o.region and od.instance_type = o.instance_type
 where o.term_months is null  -- the page compares what can be rented now; 1- and 3-year commitments stay in SQL
 order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option
-"""
-
-# What the freshness table shows of each provider besides its freshness.
-PROVIDER_SQL = """
-select p.provider, p.display_name, p.billing_granularity_s, p.minimum_charge_s,
-       (select count(*) from offers o where o.provider = p.provider) as offers
-from providers p
 """
 
 
@@ -109,17 +94,18 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
                      stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
                      providers: Iterable[str] = SOURCES) -> list[ReportProvider]:
     """Every provider with a scrape run and every registered source (never loaded: state `never`)."""
-    facts = {r[0]: r[1:] for r in con.execute(PROVIDER_SQL).fetchall()}
+    facts = {r[0]: r[1:] for r in con.execute(
+        "select provider, display_name, billing_granularity_s, minimum_charge_s from providers").fetchall()}
     offers = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
     out = []
     for f in provider_freshness(con, stale_after_hours, now, providers):
-        name, gran, minimum, _ = facts.get(f.provider, (None, None, None, 0))
+        name, gran, minimum = facts.get(f.provider, (None, None, None))
         out.append(ReportProvider(f, name or f.provider, offers.get(f.provider, 0), gran, minimum))
     return out
 
 
-def egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tuple[float, float | None, float]]]]:
-    out: dict[str, dict[str, list[tuple[float, float | None, float]]]] = {}
+def egress_tiers(con: duckdb.DuckDBPyConnection) -> Tiers:
+    out: Tiers = {}
     for provider, region, start, end, usd in con.execute(
             "select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
             "where destination = 'internet' order by provider, region, tier_start_gb").fetchall():
@@ -127,8 +113,7 @@ def egress_tiers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, list[tup
     return out
 
 
-def egress_cost(tiers: dict[str, dict[str, list[tuple[float, float | None, float]]]], provider: str, region: str,
-                gb: float) -> tuple[float | None, str]:
+def egress_cost(tiers: Tiers, provider: str, region: str, gb: float) -> tuple[float | None, str]:
     """USD to download `gb` to the internet from (provider, region) through the monthly tiers:
     the region's own tiers, else the provider's dearest region (never an underestimate), else unknown."""
     regions = tiers.get(provider) or {}
@@ -238,12 +223,10 @@ COLUMNS: tuple[PageColumn, ...] = (
 )
 
 
-# The report_rows field behind each page column (the others are computed below).
-_FIELDS = {"gpu": "gpu_model", "vram": "vram_gb", "count": "gpu_count", "provider": "provider", "region": "region",
-           "zone": "zone", "instance": "instance_type", "option": "purchase_option", "price": "price_per_gpu_hour",
-           "hourly": "price_per_hour", "spot": "spot_discount_pct", "risk": "interruption_risk", "vcpus": "vcpus",
-           "ram": "ram_gb", "reliability": "reliability", "egress": "egress_usd", "egress_source": "egress_source",
-           "obtainable": "obtainable"}
+# The report_rows field behind each page column, where its name differs (avail and billing are computed below).
+_FIELDS = {"gpu": "gpu_model", "vram": "vram_gb", "count": "gpu_count", "instance": "instance_type",
+           "option": "purchase_option", "price": "price_per_gpu_hour", "hourly": "price_per_hour",
+           "spot": "spot_discount_pct", "risk": "interruption_risk", "ram": "ram_gb", "egress": "egress_usd"}
 
 
 def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
@@ -253,12 +236,8 @@ def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
     if key == "billing":
         return [None if r["billing_granularity_s"] is None and r["minimum_charge_s"] is None
                 else (r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
-    field = _FIELDS[key]
+    field = _FIELDS.get(key, key)
     return [r[field] for r in rows]
-
-
-def _text_key(v: str) -> tuple[str, str]:
-    return (v.casefold(), v)
 
 
 def _billing_key(v: tuple[int | None, int | None]) -> tuple[float, float]:
@@ -267,8 +246,7 @@ def _billing_key(v: tuple[int | None, int | None]) -> tuple[float, float]:
 
 
 def encode_column(values: Sequence[Any], key: Any = None, label: Any = None) -> dict[str, list[Any]]:
-    """{"dict": distinct values in sort order (as `label` shows them), "codes": each value's index,
-    -1 for none}: a code is its value's sort rank."""
+    """{"dict": distinct values sorted (as `label` shows them), "codes": each value's index (its rank), -1: none}."""
     distinct = sorted({v for v in values if v is not None}, key=key)
     index = {v: i for i, v in enumerate(distinct)}
     return {"dict": [label(v) if label else v for v in distinct],
@@ -295,7 +273,7 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         elif key in numeric:
             cols[key] = encode_column(values, label=_clean_number)
         else:
-            cols[key] = encode_column(values, _text_key)
+            cols[key] = encode_column(values, lambda v: (v.casefold(), v))
     return {"n": len(ordered), "cols": cols}
 
 
@@ -307,9 +285,8 @@ def gpu_facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
 
 
 def gpu_summary(rows: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per canonical GPU on offer: its facts, offer count, and the cheapest on-demand and
-    cheapest spot/interruptible price per GPU-hour, overall and per provider. Families with the
-    largest memory first, each family's variants together, largest first."""
+    """Per canonical GPU on offer: its facts, offer count and cheapest on-demand and spot price per GPU-hour,
+    overall and per provider; families with the largest memory first, each family's variants together."""
     per_gpu: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
         p = per_gpu.setdefault(r["gpu_model"], {}).setdefault(
@@ -375,9 +352,8 @@ def _tuning_row(c: Any, flags: dict[str, int]) -> dict[str, Any]:
 
 def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str, now: datetime,
                         stale_after_hours: float, flags: dict[str, int]) -> dict[str, Any]:
-    """The recommender's answers for one model and method, as a pool the browser ranks: the leaders
-    at a few job sizes, on demand and with spot, each carrying its cost arithmetic. The only place
-    the page touches the recommender: its public `recommend` and the fields of its result."""
+    """The recommender's answers for one model and method as a pool the browser ranks: the leaders at a few
+    job sizes, on demand and with spot, each carrying its cost arithmetic."""
     from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 
     pool: dict[tuple[str, str, str, str], dict[str, Any]] = {}
@@ -401,9 +377,8 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
 
 def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
                 models: Sequence[str] = COMMON_MODELS, methods: Sequence[str] = METHODS) -> dict[str, Any]:
-    """The answers for every (model, method) of `models` x `methods`, the egress tiers their costs
-    need, and the default job; a model the catalog does not know is an error (ValueError naming the
-    nearest)."""
+    """The answers for every (model, method), the egress tiers their costs need, and the default job; an
+    unknown model is a ValueError naming the nearest."""
     from gpuledger.warehouse.recommender import models_catalog
     from gpuledger.warehouse.recommender.recommend import DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS
 
@@ -427,10 +402,9 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
     def ms(t: datetime | None) -> int | None:
         return None if t is None else int(t.timestamp() * 1000)
 
-    columns = [c.__dict__ for c in COLUMNS]
     return {
         "generated_at_ms": ms(generated_at), "stale_after_hours": stale_after_hours,
-        "columns": columns,
+        "columns": [c.__dict__ for c in COLUMNS],
         "providers": [{"provider": p.provider, "last_ok_ms": ms(p.last_success),
                        "failed": p.freshness.last_state not in (None, "ok")} for p in providers],
         "offers": offer_columns(rows),
@@ -441,8 +415,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
 
 
 def json_for_html(value: Any) -> str:
-    """JSON that cannot end its <script> element or open a comment: <, >, & and the two JS line
-    separators escaped."""
+    """JSON that cannot end its <script> element or open a comment: <, >, & and JS line separators escaped."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
                     ("\u2029", "\\u2029")):
@@ -507,7 +480,8 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
 </head>
 <body>
 <h1>Rented-GPU prices</h1>
-<p class="meta">Generated by gpuledger at {_e(stamp)}: {len(rows)} current offers from {loaded_count(providers)} providers.</p>
+<p class="meta">Generated by gpuledger at {_e(stamp)}: {len(rows)} current offers from {loaded_count(providers)} \
+providers.</p>
 <details class="about"><summary>How to read it</summary><p>Prices are USD, per GPU-hour unless a column says
 per hour. Egress = downloading {egress_gb:g} GB to the internet from the offer's region (monthly tiers; * = no tiers
 for the region, the provider's dearest region). Data age = time since the provider's last successful scrape, as of
@@ -520,7 +494,8 @@ now. Every view is in the address: copy the link to share it.</p></details>
 <p class="muted">The cheapest per GPU-hour, on demand and spot or interruptible; a row opens each provider's.</p>
 <div class="wrap"><table id="gpus"><thead><tr>
 <th>GPU</th><th class="r">cheapest on demand</th><th class="r">cheapest spot</th><th class="r">VRAM</th>
-<th class="w">memory</th><th class="w">bf16</th><th class="w">fp8</th><th class="r w">offers</th><th class="r w">providers</th>
+<th class="w">memory</th><th class="w">bf16</th><th class="w">fp8</th><th class="r w">offers</th>\
+<th class="r w">providers</th>
 </tr></thead><tbody></tbody></table></div>
 </section>
 <section id="v-offers" hidden>
@@ -568,8 +543,7 @@ storage and egress), among the offers that lead at some job size.</p>
 def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
                  egress_gb: float = DEFAULT_EGRESS_GB, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
                  now: datetime | None = None, models: Sequence[str] = COMMON_MODELS) -> Report:
-    """Read the warehouse (read-only) and write the page to `out` (written whole, then renamed).
-    `models`: the models whose fine-tuning answers the page carries (every method each)."""
+    """Read the warehouse and write the page to `out` (whole, then renamed), with `models`' fine-tuning answers."""
     now = now or datetime.now(timezone.utc)
     con = open_reader(db)
     try:
@@ -580,11 +554,11 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
     finally:
         con.close()
     path = Path(out)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial")
+    page = render_report(rows, providers, now, egress_gb, stale_after_hours, gpus, tuning)
     try:
-        tmp.write_text(render_report(rows, providers, now, egress_gb, stale_after_hours, gpus, tuning), encoding="utf-8")
+        tmp.write_text(page, encoding="utf-8")
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)  # a report that could not be written leaves nothing behind

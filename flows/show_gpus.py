@@ -1,8 +1,5 @@
-"""`gpuledger show-gpus [GPU]`: the current offers per GPU model, or per provider for one GPU.
-
-Filters as the Python API's (warehouse/offer_filter.py), output as `sql`'s. Both views count what
-the comparison page counts: no 1- or 3-year commitment, unless --commitments.
-"""
+"""`gpuledger show-gpus [GPU]`: the current offers per GPU model, or per provider for one GPU (filters as
+warehouse/offer_filter.py's, no 1- or 3-year commitment unless --commitments)."""
 
 from __future__ import annotations
 
@@ -13,9 +10,9 @@ import duckdb
 import typer
 
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option
 from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
-from gpuledger.warehouse.settings import env_name
 from gpuledger.warehouse.store import open_reader
 
 # The summary's price columns: each the cheapest USD per GPU-hour under it, and its provider.
@@ -30,10 +27,8 @@ OBTAINABLE = """a as (select gpu_model, sum(obtainable_7d * observations_7d) / n
 
 
 def gpu_summary(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """(columns, rows): per GPU model, its memory per GPU, the cheapest USD per GPU-hour on demand,
-    spot (any reclaimable option) and committed (with commitments), each with its provider (the
-    first by name on a tie), the offer count, providers, regions and the share obtainable;
-    cheapest first."""
+    """(columns, rows): per GPU model, its memory, the cheapest USD per GPU-hour of each KIND with its provider
+    (first by name on a tie), the offer count, providers, regions and the share obtainable; cheapest first."""
     where, params = selection.where()
     kinds = [k for k in KINDS if selection.commitments or k != "committed"]
     cheapest = ", ".join(f"round(min(o.price_per_gpu_hour) filter (where {KINDS[k]}), 4), "
@@ -51,9 +46,8 @@ def gpu_summary(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple
 
 
 def provider_listing(con: duckdb.DuckDBPyConnection, selection: OfferFilter) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """(columns, rows): per GPU model, provider and purchase option, its cheapest offer, how many
-    it has and the share of the last 7 days' observations of its region that had capacity; on
-    demand first, then by price."""
+    """(columns, rows): per GPU model, provider and purchase option, its cheapest offer, how many it has and
+    the obtainable share of its region; on demand first, then by price."""
     where, params = selection.where()
     rows = con.execute(
         f"""select o.gpu_model, o.provider, o.purchase_option, round(o.price_per_gpu_hour, 4),
@@ -83,8 +77,7 @@ def show_gpus_command(
     region: list[str] = typer.Option([], "--region", help="Only these regions (repeatable; `us-*` is a prefix)."),
     max_price: Optional[float] = typer.Option(None, "--max-price", help="Only offers at most this many USD "
                                               "per GPU-hour."),
-    db: Optional[Path] = typer.Option(None, "--db", envvar=env_name("db"),
-                                      help="Warehouse file [default: ./gpuledger.duckdb]."),
+    db: Optional[Path] = DbOption,
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:

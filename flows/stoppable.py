@@ -1,12 +1,7 @@
-"""A DuckDB query that can be stopped, with the fetching and printing of its rows: by a time
-limit, or by Ctrl-C.
+"""A DuckDB query, with the fetching and printing of its rows, stopped by a time limit or Ctrl-C.
 
-DuckDB runs a query in C++ and holds the calling thread until it ends; Python's own SIGINT
-handling only gets a word in between statements. So the work runs in a worker thread and the
-main thread waits: when the time limit passes or SIGINT arrives, it calls
-`connection.interrupt()`, which DuckDB honours at its next check inside the running query, and
-sets the event the work checks between the batches it fetches and prints.
-The reader's connection is read-only, so a stopped query leaves the warehouse as it was.
+DuckDB holds the calling thread until a query ends, so the work runs in a worker thread; the main thread
+waits, and on timeout or SIGINT calls `connection.interrupt()` and sets the event checked between batches.
 """
 
 from __future__ import annotations
@@ -35,9 +30,8 @@ class QueryStopped(Exception):
 
 def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Event], T],
                   timeout_s: float | None) -> T:
-    """`work(stopping)` (which runs queries on `con`) in a worker thread; QueryStopped after
-    `timeout_s` seconds (None or 0: no limit) or on SIGINT, with the query interrupted and
-    `stopping` set. Errors of `work` are raised here as they are."""
+    """`work(stopping)` (queries on `con`) in a worker thread; QueryStopped after `timeout_s` seconds (None or 0:
+    no limit) or on SIGINT, with the query interrupted and `stopping` set. Errors of `work` are raised here."""
     outcome: dict[str, Any] = {}
     done, stopping = threading.Event(), threading.Event()
     stopped: list[QueryStopped] = []

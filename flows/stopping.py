@@ -1,12 +1,5 @@
-"""Stopping a refresh as a whole on SIGTERM or SIGINT.
-
-While providers are fetched, a signal stops the refresh at once (RefreshInterrupted is raised
-in the main thread). Inside the write window it is only noted: the provider merge in progress
-finishes its transaction, no later merge starts, every provider not merged is recorded as
-`interrupted` in scrape_runs, and their fetched results stay on disk for the next refresh
-(warehouse.pending). A second signal in the window is noted the same way: a merge is never
-cut in half by the handler.
-"""
+"""Stopping a refresh on SIGTERM or SIGINT: at once while fetching (RefreshInterrupted); inside the write
+window only noted, so the merge in progress finishes, no later one starts and the rest stay pending."""
 
 from __future__ import annotations
 
@@ -14,6 +7,7 @@ import logging
 import signal
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -32,12 +26,12 @@ class RefreshInterrupted(Exception):
         return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
 
 
+@dataclass
 class Stopper:
     """What the signal handlers set, and what the write window asks between merges."""
 
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.in_window = False
+    signum: int | None = None
+    in_window: bool = False
 
     def requested(self) -> int | None:
         return self.signum
@@ -49,23 +43,13 @@ class Stopper:
             raise RefreshInterrupted(signum, "while fetching")
 
 
-class SaidOnce(logging.Filter):
-    """Drops the flow engine's report of a RefreshInterrupted (its traceback, at ERROR): the
-    command line says the stop in one line, and the flow run ends Failed with the same message."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], RefreshInterrupted))
-
-
-_SAID_ONCE = SaidOnce()
+def _not_interrupted(record: logging.LogRecord) -> bool:
+    return not (record.exc_info and isinstance(record.exc_info[1], RefreshInterrupted))
 
 
 def stop_reported_once() -> None:
-    """Install SaidOnce on Prefect's flow-run logger (idempotent)."""
-    logging.getLogger("prefect.flow_runs").addFilter(_SAID_ONCE)
-
-
-NEVER = Stopper()  # for callers without signal handling (a refresh off the main thread)
+    """Drop the flow engine's traceback of a RefreshInterrupted: the command line says it in one line (idempotent)."""
+    logging.getLogger("prefect.flow_runs").addFilter(_not_interrupted)
 
 
 @contextmanager
