@@ -16,11 +16,10 @@ import threading
 import time
 from typing import Any
 
+from gpuledger.warehouse.settings import PARENT_PID_VARIABLE
+
 PARENT_CHECK_S = 0.5
 STDERR_TAIL_CHARS = 2000
-# The refresh's pid, told to each child: a parent killed while its child was still importing would
-# otherwise be missed (the child's parent is then already the reaper).
-PARENT_PID_ENV = "GPULEDGER_PARENT_PID"
 
 _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
@@ -38,7 +37,7 @@ def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **po
         ) -> tuple[int | None, str]:
     """Run `python -m module args` in its own session, fed `stdin`; (exit code, its stderr). After
     `timeout_s` its whole group is killed and the code is None."""
-    env = {**popen.pop("env", os.environ), PARENT_PID_ENV: str(os.getpid())}
+    env = {**popen.pop("env", os.environ), PARENT_PID_VARIABLE: str(os.getpid())}
     proc = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True, env=env, **popen)
     with _live_lock:
@@ -67,8 +66,9 @@ def stop_all() -> int:
 
 
 def end_with_parent() -> None:
-    """In a child: once the process that started it is gone, kill this child's own group."""
-    parent = int(os.environ.get(PARENT_PID_ENV) or os.getppid())
+    """In a child: once the process that started it is gone, kill this child's own group. The parent's
+    pid comes from the parent: one killed while its child still imported would be missed otherwise."""
+    parent = int(os.environ.get(PARENT_PID_VARIABLE) or os.getppid())
 
     def watch() -> None:
         while os.getppid() == parent:

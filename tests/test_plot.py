@@ -89,8 +89,8 @@ def test_spot_and_provider_filters(history_db: Path, tmp_path: Path) -> None:
 
 
 def test_plot_command(history_db: Path, tmp_path: Path) -> None:
-    app = typer.Typer()
-    register(app)
+    from gpuledger.flows.cli import app  # the command as gpuledger registers it, its error guard included
+
     runner = CliRunner()
     out = tmp_path / "cli.png"
     result = runner.invoke(app, ["plot", "--gpu", "H100-SXM", str(out), "--db", str(history_db)])

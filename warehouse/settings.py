@@ -34,6 +34,10 @@ DEVELOPMENT_VARIABLES = frozenset({
 })
 
 
+# Not a setting: a refresh sets it for each child process it starts (gpuledger.children), its own pid.
+PARENT_PID_VARIABLE = "GPULEDGER_PARENT_PID"
+
+
 class SettingsError(ValueError):
     """A setting's value is refused; the message names its variable and what it accepts."""
 
@@ -106,7 +110,7 @@ def env_name(field: str) -> str:
 
 
 def known_variables() -> frozenset[str]:
-    return frozenset(env_name(f) for f in Settings.model_fields) | DEVELOPMENT_VARIABLES
+    return frozenset(env_name(f) for f in Settings.model_fields) | DEVELOPMENT_VARIABLES | {PARENT_PID_VARIABLE}
 
 
 _warned: set[str] = set()

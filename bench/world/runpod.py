@@ -72,7 +72,7 @@ def gpu_types(scale: str) -> list[dict[str, Any]]:
 def generate(root: Path, scale: str) -> dict[str, Any]:
     rec = ProviderRecording(root, runpod.NAME, recorded_at="2026-12-02T00:00:00Z")
     types = gpu_types(scale)
-    aliases = [c.stock_alias for c in runpod.CLOUDS]
+    aliases = [f"{cloud}Stock" for cloud in runpod.CLOUDS.values()]
     prices = [{k: v for k, v in t.items() if k not in aliases} for t in types]
     stock = [{"id": t["id"], **{a: t[a] for a in aliases}} for t in types]
     for operation, body_file, answer in ((runpod.OPERATION, "graphql-gpuTypes.json", prices),
