@@ -1,22 +1,9 @@
-"""Snapshots of the warehouse's tables as CSV and Parquet, with a manifest.
+"""Snapshots of the warehouse's tables as CSV and Parquet, with a manifest (columns, types, rows, sha256).
 
-Each export goes to a new timestamped folder (never overwriting an earlier
-one), written under a temporary name and renamed when complete, so a failed
-export leaves no half snapshot. Columns are listed explicitly per table.
-CSV text cells that a spreadsheet would run as a formula (a trigger character,
-possibly after blanks or controls) are prefixed with an apostrophe, and a NUL
-character is written as U+2400 (C readers end a text at NUL); numbers and
-booleans stay bare. So that a reader inferring types from a file's first rows
-(polars: 100, DuckDB: a sample) finds every column's type, the CSV's first rows
-are, per column, its first row holding a value (and for a boolean, its first
-NULL); the rest follow in order.
-
-By default the current tables and the scrape runs are exported; the history tables and the
-quarantine when named (`tables`). Those with a time of their own (SINCE) are written whole or,
-with `since`, from that time on. Timestamps are written in UTC, as ISO 8601 text with
-microseconds in CSV and as UTC-adjusted timestamps in Parquet, so both files hold the same
-instants; in CSV an empty text is `""` and NULL an empty cell. The manifest gives each table's
-columns with their DuckDB types, and each file's row count and sha256.
+Each export is a new timestamped folder, renamed into place when complete. In CSV, a text cell a
+spreadsheet would run as a formula gets an apostrophe first, NUL is written as U+2400, timestamps
+are ISO 8601 UTC, and the first rows hold each column's first value (and a boolean's first NULL) so
+readers inferring types from a sample find them.
 """
 
 from __future__ import annotations
@@ -37,9 +24,7 @@ from gpuledger.warehouse.store import WarehouseError, utcnow
 
 # The tables an export writes unless told which.
 DEFAULT_TABLES = ("offers", "egress_prices", "storage_prices", "providers", "gpu_models", "scrape_runs")
-# Tables with a time of their own, and the rows of them `since` keeps: the history versions in
-# force at any time from it on (so the export alone gives every price from then on), the
-# quarantine entries and runs made from it on.
+# The rows `since` keeps: history versions in force from then on, quarantine entries and runs made since.
 SINCE: dict[str, str] = {
     "offer_history": "valid_to is null or valid_to > $since",
     "egress_price_history": "valid_to is null or valid_to > $since",
@@ -57,8 +42,7 @@ ORDER: dict[str, tuple[str, ...]] = {
 }
 CSV_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # with TimeZone UTC, which export_snapshot sets
 FORMATS = ("csv", "parquet")
-# A cell a spreadsheet would evaluate (OWASP CSV injection): a tab or carriage return first, or a
-# trigger (= + - @ |, or their fullwidth forms) after any blanks (Unicode spaces) and controls.
+# OWASP CSV injection: a tab or CR first, or a trigger (= + - @ |, or fullwidth) after blanks and controls.
 FORMULA = r"^([\t\r]|[\s\p{Z}\p{Cc}]*[=+\-@|\x{FF1D}\x{FF0B}\x{FF0D}\x{FF20}\x{FF5C}])"
 NUL_SHOWN = "\u2400"
 
@@ -91,12 +75,9 @@ def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], 
             f"select {', '.join(parts)} from t order by _n not in (select _n from w where _n is not null), _n")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def sha256_file(path: Path) -> str:
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -109,9 +90,8 @@ def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[str],
                     formats: Sequence[str] = FORMATS, tables: Sequence[str] | None = None,
                     since: datetime | None = None) -> Path:
-    """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder.
-    `since` (an aware datetime) keeps only the rows of that time on of the tables in SINCE.
-    The connection's TimeZone is set to UTC."""
+    """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder;
+    `since` (aware) keeps the rows of the SINCE tables from then on. Sets the connection's TimeZone to UTC."""
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise WarehouseError(f"unknown export format(s) {bad}; choose from {', '.join(FORMATS)}")
@@ -157,7 +137,7 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
                 rows = con.execute(f"copy ({query}) to {sql_text(path.as_posix())} {opts}",
                                    params if table in SINCE else {}).fetchall()[0][0]
                 files.append({"name": path.name, "format": fmt, "rows": rows, "bytes": path.stat().st_size,
-                              "sha256": _sha256(path)})
+                              "sha256": sha256_file(path)})
             manifest["tables"][table] = {
                 "rows": files[0]["rows"], "files": files,
                 "columns": [{"name": c, "type": types[c]} for c in cols]}

@@ -1,14 +1,9 @@
-"""Fetched results waiting to be merged: the one hand-off between a provider's fetch and the merge.
+"""Fetched results waiting to be merged: the hand-off between a provider's fetch and the merge.
 
-A provider's fetch (a child process of the refresh) leaves its outcome in
-`<db>.pending/<refresh_id>/`: `<provider>.<table>.json` for each table it has rows for (its
-deduplicated records, as pydantic writes them) and `<provider>.json` (the run: times, state,
-error, notes, quarantined records, degraded enrichments, each table's row count), written last
-and atomically, so a provider without its run file has no outcome. The merge reads the rows with
-DuckDB in the warehouse's column types; the fetch needs neither DuckDB nor pyarrow. `warehouse.store.merge_pending` merges every
-waiting outcome, oldest refresh first, and removes the files once the merged warehouse is
-published; what a failed write leaves waits for the next refresh or `gpuledger refresh --resume`,
-and `status` lists it. Nothing fetched is lost, and the files are plain JSON an operator can read.
+A fetch leaves in `<db>.pending/<refresh_id>/` a `<provider>.<table>.json` per table (its records)
+and, last and atomically, `<provider>.json` (the run), all plain JSON. `warehouse.store.merge_pending`
+reads them with DuckDB and removes them once the merged warehouse is published; what a failed write
+leaves waits for the next refresh or `gpuledger refresh --resume`.
 """
 
 from __future__ import annotations
@@ -56,8 +51,8 @@ class ScrapeOutcome:
     bytes_fetched: int = 0
     provider_facts: dict[str, Any] | None = None
     min_row_ratio: float | None = None  # the source's own row-drop threshold
-    # A refresh unit of another provider that loads side tables only (capacity blocks): no anomaly
-    # check, no offer/egress/storage merge, no providers row.
+    # A refresh unit loading another provider's side tables only (capacity blocks): no anomaly check,
+    # no offer/egress/storage merge, no providers row.
     side_tables_only: bool = False
     notes: list[str] = field(default_factory=list)
     quarantined: list[dict[str, str]] = field(default_factory=list)  # Quarantined fields
@@ -118,10 +113,8 @@ def records_table(name: str, records: Sequence[Any]) -> pa.Table:
 
 
 def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeOutcome:
-    """A scrape's batch as its outcome: each table's records deduplicated (the repeats with other
-    values quarantined), its quarantine and notes kept. `provider`: the source that fetched
-    it, when not the batch's own (a refresh unit loading another provider's rows); `run`: the
-    ScrapeOutcome fields."""
+    """A scrape's batch as its outcome, each table's records deduplicated; `provider`: the source that
+    fetched it when not the batch's own; `run`: the ScrapeOutcome fields."""
     quarantined = [q.model_dump() for q in batch.quarantined]
     tables = {}
     for name in TABLES:
@@ -142,21 +135,17 @@ def pending_dir(db: Path) -> Path:
     return Path(str(db) + ".pending")
 
 
-def _fsync_replace(part: Path, path: Path) -> None:
-    with open(part, "rb+") as f:
+def _write(path: Path, data: bytes) -> None:
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as f:
+        f.write(data)
+        f.flush()
         os.fsync(f.fileno())
     os.replace(part, path)
 
 
-def _write(path: Path, data: bytes) -> None:
-    part = path.with_name(path.name + ".part")
-    part.write_bytes(data)
-    _fsync_replace(part, path)
-
-
 def write(folder: Path, outcome: ScrapeOutcome) -> Path:
-    """Save `outcome` (its tables as records) in `folder`, a refresh's pending folder; the run file
-    last. Raises OSError."""
+    """Save `outcome` in `folder`, a refresh's pending folder, the run file last. Raises OSError."""
     from pydantic import TypeAdapter
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -183,8 +172,7 @@ def describe(doc: dict[str, Any]) -> str:
 
 
 def save(folder: Path, files: dict[str, bytes]) -> Path:
-    """Keep the files of a fetch's outcome (as `write` made them elsewhere) in `folder`, the run
-    file last; its path. Raises OSError."""
+    """Keep the files `write` made elsewhere in `folder`, the run file last; its path. Raises OSError."""
     folder.mkdir(parents=True, exist_ok=True)
     run = next(n for n in files if n.count(".") == 1)
     for name in sorted(files, key=lambda n: n == run):
@@ -193,8 +181,7 @@ def save(folder: Path, files: dict[str, bytes]) -> Path:
 
 
 def read(path: Path) -> ScrapeOutcome:
-    """The outcome saved as `path` (its run file), its tables read back as Arrow in the
-    warehouse's column types; PendingError when it cannot be read."""
+    """The outcome saved as `path` (its run file), its tables as Arrow; PendingError when it cannot be read."""
     import duckdb
 
     try:
@@ -243,8 +230,7 @@ def record_write_error(paths: Sequence[Path], error: str) -> None:
 
 
 def done(path: Path) -> None:
-    """The outcome saved as `path` is in the published warehouse: remove its files (and its
-    refresh's folder once that is empty)."""
+    """The outcome saved as `path` is published: remove its files (and its folder once empty)."""
     for f in path.parent.glob(f"{path.stem}.*"):
         f.unlink(missing_ok=True)
     left = [f for f in path.parent.iterdir() if f.name != "write-error.txt"] if path.parent.exists() else []
