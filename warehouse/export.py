@@ -25,21 +25,14 @@ from gpuledger.warehouse.store import WarehouseError, utcnow
 # The tables an export writes unless told which.
 DEFAULT_TABLES = ("offers", "egress_prices", "storage_prices", "providers", "gpu_models", "scrape_runs")
 # The rows `since` keeps: history versions in force from then on, quarantine entries and runs made since.
-SINCE: dict[str, str] = {
-    "offer_history": "valid_to is null or valid_to > $since",
-    "egress_price_history": "valid_to is null or valid_to > $since",
-    "storage_price_history": "valid_to is null or valid_to > $since",
-    "quarantine": "quarantined_at >= $since",
-    "scrape_runs": "started_at >= $since",
-}
+SINCE: dict[str, str] = {**{spec.history: "valid_to is null or valid_to > $since" for spec in SPECS},
+                          "quarantine": "quarantined_at >= $since", "scrape_runs": "started_at >= $since"}
 # content_hash is the merge's own fingerprint of a row, not data.
 EXPORT_TABLES: dict[str, tuple[str, ...]] = {
     table: tuple(c for c in column_names(table) if c != "content_hash") for table in (*DEFAULT_TABLES, *SINCE)}
 # The order of each table's rows: its key, then the time of its versions or entries.
-ORDER: dict[str, tuple[str, ...]] = {
-    **{spec.history: (*spec.key, "valid_from") for spec in SPECS},
-    "quarantine": ("quarantined_at", "provider", "kind", "source_ref"),
-}
+ORDER: dict[str, tuple[str, ...]] = {**{spec.history: (*spec.key, "valid_from") for spec in SPECS},
+                                     "quarantine": ("quarantined_at", "provider", "kind", "source_ref")}
 CSV_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # with TimeZone UTC, which export_snapshot sets
 FORMATS = ("csv", "parquet")
 # OWASP CSV injection: a tab or CR first, or a trigger (= + - @ |, or fullwidth) after blanks and controls.
@@ -47,19 +40,7 @@ FORMULA = r"^([\t\r]|[\s\p{Z}\p{Cc}]*[=+\-@|\x{FF1D}\x{FF0B}\x{FF0D}\x{FF20}\x{F
 NUL_SHOWN = "\u2400"
 
 
-def sql_text(value: str) -> str:
-    """`value` as a SQL string literal (a path in COPY ... TO, which takes no parameter)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
-    return dict(con.execute(
-        "select column_name, data_type from information_schema.columns where table_name = ? "
-        "order by ordinal_position", [table]).fetchall())
-
-
-def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], csv: bool, since: bool) -> str:
-    types = column_types(con, table)
+def _select(table: str, columns: Sequence[str], types: dict[str, str], csv: bool, since: bool) -> str:
     order = ", ".join(ORDER.get(table, columns[:3]))
     where = f" where {SINCE[table]}" if since and table in SINCE else ""
     if not csv:
@@ -119,28 +100,27 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
     try:
         tmp.mkdir()
         con.execute("set TimeZone = 'UTC'")
-        manifest: dict[str, Any] = {
-            "exported_at": now.isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION,
-            "since": since.isoformat() if since else None,
-            "formats": list(formats), "tables": {}, "freshness": freshness(con),
-        }
+        manifest: dict[str, Any] = {"exported_at": now.isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION,
+                                    "since": since.isoformat() if since else None, "formats": list(formats),
+                                    "tables": {}, "freshness": freshness(con)}
         params = {"since": since} if since else {}
         for table in names:
             cols = EXPORT_TABLES[table]
-            types = column_types(con, table)
+            types = dict(con.execute("select column_name, data_type from information_schema.columns "
+                                     "where table_name = ?", [table]).fetchall())
             files = []
             for fmt in formats:
                 path = tmp / f"{table}.{fmt}"
-                query = _select(con, table, cols, csv=(fmt == "csv"), since=since is not None)
+                query = _select(table, cols, types, csv=(fmt == "csv"), since=since is not None)
                 opts = (f"(format csv, header true, timestampformat '{CSV_TIMESTAMP}')" if fmt == "csv"
                         else "(format parquet, compression zstd)")
-                rows = con.execute(f"copy ({query}) to {sql_text(path.as_posix())} {opts}",
+                target = "'" + path.as_posix().replace("'", "''") + "'"  # COPY ... TO takes no parameter
+                rows = con.execute(f"copy ({query}) to {target} {opts}",
                                    params if table in SINCE else {}).fetchall()[0][0]
                 files.append({"name": path.name, "format": fmt, "rows": rows, "bytes": path.stat().st_size,
                               "sha256": sha256_file(path)})
-            manifest["tables"][table] = {
-                "rows": files[0]["rows"], "files": files,
-                "columns": [{"name": c, "type": types[c]} for c in cols]}
+            manifest["tables"][table] = {"rows": files[0]["rows"], "files": files,
+                                         "columns": [{"name": c, "type": types[c]} for c in cols]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         tmp.rename(final)
     except (OSError, duckdb.Error) as err:

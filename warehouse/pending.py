@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -78,23 +79,18 @@ class ScrapeOutcome:
 def _dedupe(records: list[Any], kind: str, quarantined: list[dict[str, str]], provider: str) -> list[Any]:
     """One record per key: a repeat with equal values is dropped, one with other values quarantined."""
     seen: dict[Any, Any] = {}
-    out = []
     for r in records:
         prior = seen.setdefault(r.key, r)
-        if prior is r:
-            out.append(r)
-        elif prior != r:
+        if prior is not r and prior != r:
             quarantined.append(Quarantined(
                 provider=provider, kind=kind, source_ref="/".join(map(str, r.key)),
                 reason="duplicate key with different values; kept the first occurrence",
                 raw=r.model_dump_json()).model_dump())
-    return out
+    return list(seen.values())
 
 
 def records_table(name: str, records: Sequence[Any]) -> pa.Table:
     """Records (pydantic models) as the Arrow table of TABLES[name], column by column."""
-    import operator
-
     import pyarrow as pa
 
     table, columns = TABLES[name]
@@ -106,10 +102,8 @@ def records_table(name: str, records: Sequence[Any]) -> pa.Table:
     stored = [c for c in columns if c in vars(records[0])]
     struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
     arrays = dict(zip(stored, struct.flatten()))
-    for c in columns:
-        if c not in arrays:
-            arrays[c] = pa.array(list(map(operator.attrgetter(c), records)), type=schema.field(c).type)
-    return pa.table([arrays[c] for c in columns], schema=schema)
+    return pa.table([arrays[c] if c in arrays else pa.array([getattr(r, c) for r in records], type=schema.field(c).type)
+                     for c in columns], schema=schema)
 
 
 def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeOutcome:
@@ -148,17 +142,14 @@ def write(folder: Path, outcome: ScrapeOutcome) -> Path:
     """Save `outcome` in `folder`, a refresh's pending folder, the run file last. Raises OSError."""
     from pydantic import TypeAdapter
 
-    folder.mkdir(parents=True, exist_ok=True)
     rows = TypeAdapter(Any)  # each record as its model writes itself, computed columns included
-    for name, records in outcome.tables.items():
-        _write(folder / f"{outcome.provider}.{name}.json", rows.dump_json(records))
+    files = {f"{outcome.provider}.{name}.json": rows.dump_json(records) for name, records in outcome.tables.items()}
     doc = {k: v for k, v in asdict(outcome).items() if k not in ("tables", "path", "refresh_id")}
     doc.update(format=FORMAT, tables={name: outcome.count(name) for name in sorted(outcome.tables)},
                started_at=outcome.started_at.isoformat(), finished_at=outcome.finished_at.isoformat())
-    path = folder / f"{outcome.provider}.json"
     # ensure_ascii: a lone surrogate a provider sent ("\ud800") travels as its escape
-    _write(path, json.dumps(doc, ensure_ascii=True, default=str).encode("ascii"))
-    return path
+    files[f"{outcome.provider}.json"] = json.dumps(doc, ensure_ascii=True, default=str).encode("ascii")
+    return save(folder, files)
 
 
 def describe(doc: dict[str, Any]) -> str:
@@ -209,10 +200,8 @@ def read(path: Path) -> ScrapeOutcome:
 
 def waiting(db: Path) -> list[Path]:
     """The run files of the saved outcomes of this warehouse, oldest refresh first."""
-    folder = pending_dir(db)
-    if not folder.is_dir():
-        return []
-    return sorted((p for p in folder.glob("*/*.json") if p.name.count(".") == 1), key=lambda p: (p.parent.name, p.name))
+    return sorted((p for p in pending_dir(db).glob("*/*.json") if p.name.count(".") == 1),
+                  key=lambda p: (p.parent.name, p.name))
 
 
 def write_error(path: Path) -> str | None:
@@ -223,10 +212,8 @@ def write_error(path: Path) -> str | None:
 
 def record_write_error(paths: Sequence[Path], error: str) -> None:
     for folder in {p.parent for p in paths}:
-        try:
+        with suppress(OSError):  # the results themselves are on disk; only the reason is missing
             (folder / "write-error.txt").write_text(error, encoding="utf-8")
-        except OSError:
-            pass  # the results themselves are on disk; only the reason is missing
 
 
 def done(path: Path) -> None:
@@ -236,7 +223,5 @@ def done(path: Path) -> None:
     left = [f for f in path.parent.iterdir() if f.name != "write-error.txt"] if path.parent.exists() else []
     if not left:
         (path.parent / "write-error.txt").unlink(missing_ok=True)
-        try:
+        with suppress(OSError):
             path.parent.rmdir()
-        except OSError:
-            pass

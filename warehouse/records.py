@@ -424,11 +424,9 @@ class Batch:
             return False
         try:
             record = model(provider=self.provider, **fields)
-        except ValidationError as err:
-            self.quarantine(kind, ref, f"contract: {describe_validation_error(err)}", raw)
-            return False
-        except (TypeError, ValueError) as err:
-            self.quarantine(kind, ref, f"contract: {err}", raw)
+        except (TypeError, ValueError) as err:  # a ValidationError too
+            why = describe_validation_error(err) if isinstance(err, ValidationError) else err
+            self.quarantine(kind, ref, f"contract: {why}", raw)
             return False
         {"offer": self.offers, "egress": self.egress, "storage": self.storage}[kind].append(record)  # type: ignore[arg-type]
         return True
@@ -481,9 +479,8 @@ class Batch:
 
     def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None,
                      kind: str = "offer") -> bool:
-        """True for a `key` this answer listed before: the first listing is kept, this one quarantined.
-
-        `what` names the record in the reason ("sku H100-1-80G"); `seen` collects the keys."""
+        """True for a `key` in `seen` (the keys listed before): this listing is quarantined as a
+        duplicate `what` ("sku H100-1-80G"), the first kept."""
         if key in seen:
             ref = str(key) if ref is None else ref
             self.quarantine(kind, ref, f"duplicate {what}: listed again (first listing kept, this one refused)", raw)
