@@ -60,9 +60,7 @@ class PaymentOption(str, Enum):
     UPFRONT_OR_MONTHLY = "upfront_or_monthly"  # Azure: the same total either way
 
 
-# A commitment's upfront fee is spread over the term's hours at this rate (AWS and Azure state
-# their effective hourly rates over 8760-hour years).
-HOURS_PER_YEAR = 8760
+HOURS_PER_YEAR = 8760  # AWS and Azure state effective hourly rates over 8760-hour years
 
 
 def commitment_option(commitment: str, term_months: int, payment_option: str) -> str:
@@ -151,11 +149,8 @@ class Offer(_Record):
     reliability: float | None = None  # marketplace host reliability, 0..1
 
     provider_data: str = "{}"  # JSON: source fields without a column of their own
-    # The cloud that runs the machine: the provider itself for a direct source, the underlying
-    # cloud for an aggregator reselling it (Shadeform). Filled with `provider` when not given.
-    operated_by: str = Field(min_length=1)
-    # A commitment's term and how it is paid; None for on-demand and interruptible capacity.
-    # price_per_hour is then the effective rate: upfront fee amortized over the term plus the hourly part.
+    operated_by: str = Field(min_length=1)  # the cloud running it: `provider`, or the one an aggregator resells
+    # A commitment's term and payment (price_per_hour is then the upfront fee amortized plus the hourly part)
     term_months: int | None = None
     payment_option: str | None = None
 
@@ -164,8 +159,7 @@ class Offer(_Record):
     interruption_risk_level: str = "unknown"  # none | low | medium | high | unknown
     interruption_rate_max_pct: float | None = None
     interruption_risk_source: str = "unpublished"
-    # True where the source states no GPU memory and gpu_memory_gb is the canonical model's (gpu_models)
-    gpu_memory_from_canon: bool = False
+    gpu_memory_from_canon: bool = False  # the source states none: gpu_memory_gb is the canon's
 
     @model_validator(mode="before")
     @classmethod

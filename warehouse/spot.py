@@ -116,8 +116,5 @@ def read_since(db: str | Path | None) -> dict[str, dict[str, str]]:
 
     if not db_path(db).exists():
         return {}
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         return history_since(con)
-    finally:
-        con.close()

@@ -280,6 +280,18 @@ def _key_join(spec: TableSpec, a: str, b: str) -> str:
     return " AND ".join(f"{a}.{k} = {b}.{k}" for k in spec.key)
 
 
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[None]:
+    """The Arrow `tables` as views of `con`, by name, for the block."""
+    for name, table in tables.items():
+        con.register(name, table)
+    try:
+        yield
+    finally:
+        for name in tables:
+            con.unregister(name)
+
+
 def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows: pa.Table,
            run_id: str, now: datetime) -> tuple[int, int, int]:
     """SCD2 merge of one provider's complete current set; returns (new, changed, closed).
@@ -292,8 +304,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     stage = f"_stage_{spec.table}"
     p = {"p": provider}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
-    con.register("_incoming", rows)
-    try:
+    with registered(con, _incoming=rows):
         con.execute(
             f"""create or replace temp table {stage} as
                 select *, case when unchanged then current_hash else {content_hash_sql(spec)} end as content_hash
@@ -301,8 +312,6 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
                              o.content_hash as current_hash, o.first_seen as current_first_seen
                       from _incoming s left join (select * from {spec.table} where provider = $p) o
                         on {_key_join(spec, 'o', 's')})""", p)
-    finally:
-        con.unregister("_incoming")
     new, changed, matched, current = con.execute(
         f"select count(*) filter (where current_hash is null), "
         f"count(*) filter (where current_hash is not null and not unchanged), "
@@ -427,8 +436,7 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
     cols = ", ".join(OFFERS.columns)
     picked = ", ".join(f"case when o.provider is null then i.{c} else o.{c} end as {c}" if c in kept else f"i.{c}"
                        for c in OFFERS.columns)
-    con.register("_incoming", offers)
-    try:
+    with registered(con, _incoming=offers):
         return con.sql(
             f"""select {picked} from _incoming i
                 left join (select * from offers where provider = $p) o on {_key_join(OFFERS, 'o', 'i')}
@@ -436,8 +444,6 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
                 select {cols} from offers o where o.provider = $p and list_contains($options, o.purchase_option)
                   and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
             params={"p": provider, "options": options}).to_arrow_table().cast(offers.schema)
-    finally:
-        con.unregister("_incoming")
 
 
 def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table, policy: AnomalyPolicy,
@@ -450,8 +456,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
     """
     import pyarrow as pa
     limit = policy.max_offer_ratio
-    con.register("_incoming", offers)
-    try:
+    with registered(con, _incoming=offers):
         rows = con.execute(
             f"""with last_run as (
                     select run_id from scrape_runs where provider = $p and state = 'ok'
@@ -488,9 +493,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
         if provider in policy.accept:
             notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
             return offers, []
-        held = pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])
-        con.register("_held", held)
-        try:
+        with registered(con, _held=pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])):
             cols = ", ".join(OFFERS.columns)
             held_key = _key_join(OFFERS, "h", "t")
             kept = con.sql(
@@ -499,10 +502,6 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                     select {cols} from offers t where provider = $p
                       and exists (select 1 from _held h where {held_key})""",
                 params={"p": provider}).to_arrow_table()
-        finally:
-            con.unregister("_held")
-    finally:
-        con.unregister("_incoming")
     quarantined = [
         {"provider": provider, "kind": "offer", "source_ref": "/".join(str(v) for v in row[1:5]),
          "reason": f"per-offer anomaly guard: {text}; kept at its previous version "
@@ -563,10 +562,9 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                                 run_id, now)
         report.rows_quarantined = len(quarantined)
         if quarantined:
-            con.register("_q", pa.Table.from_pylist(quarantined))
-            con.execute("insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
-                        {"run": run_id, "now": now})
-            con.unregister("_q")
+            with registered(con, _q=pa.Table.from_pylist(quarantined)):
+                con.execute("insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
+                            {"run": run_id, "now": now})
         _insert_run(con, outcome, report, refresh_id, run_id)
         con.execute("commit")
     except Exception as err:
