@@ -71,9 +71,10 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: st
                       now: datetime) -> tuple[int, Counter[str]]:
     """Append the observations (SPOT_PRICE_FIELDS) the warehouse does not hold (inside the caller's
     transaction); return (stored, counts of the others by reason)."""
+    from gpuledger.warehouse.store import registered
+
     on = " and ".join(f"h.{c} = n.{c}" for c in _KEY)
-    con.register("_spot_new", rows)
-    try:
+    with registered(con, _spot_new=rows):
         stored_same, stored_other = con.execute(
             f"""select count(*) filter (where h.spot_price_per_hour = n.spot_price_per_hour),
                        count(*) filter (where h.spot_price_per_hour <> n.spot_price_per_hour)
@@ -83,8 +84,6 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: st
                 select n.*, $run, $now from _spot_new n
                 where not exists (select 1 from spot_price_history h where {on})""",
             {"run": run_id, "now": now})
-    finally:
-        con.unregister("_spot_new")
     skipped = Counter({ALREADY_STORED: stored_same, STORED_WITH_OTHER_PRICE: stored_other})
     return rows.num_rows - stored_same - stored_other, +skipped
 

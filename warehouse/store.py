@@ -716,13 +716,11 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                     outcome = _resumed(pending.read(path), refresh_id, last_ok)
                 except pending.PendingError as err:
                     outcome = _unreadable(path, err)
-                if outcome is None:
-                    merged.append(path)
-                    continue
-                reports.append(load_outcome(con, outcome, refresh_id, policy, on_offers_merged=on_offers_merged))
+                if outcome is not None:  # None: in the warehouse already
+                    reports.append(load_outcome(con, outcome, refresh_id, policy, on_offers_merged=on_offers_merged))
+                    if on_merged is not None:
+                        on_merged(outcome.provider)
                 merged.append(path)
-                if on_merged is not None:
-                    on_merged(outcome.provider)
         finally:
             try:
                 close_writer(con)  # the window's one checkpoint
