@@ -52,16 +52,14 @@ class ScrapeOutcome:
     bytes_fetched: int = 0
     provider_facts: dict[str, Any] | None = None
     min_row_ratio: float | None = None  # the source's own row-drop threshold
-    # A refresh unit loading another provider's side tables only (capacity blocks): no anomaly check,
-    # no offer/egress/storage merge, no providers row.
-    side_tables_only: bool = False
+    side_tables_only: bool = False  # loads another provider's side tables only (capacity blocks)
     notes: list[str] = field(default_factory=list)
     quarantined: list[dict[str, str]] = field(default_factory=list)  # Quarantined fields
     # Enrichments that failed: {"name", "reason", "options", "columns"} (adapters.contract.Enrichment)
     degraded: list[dict[str, Any]] = field(default_factory=list)
     # What proved the answers current (adapters.base.SourceContext.new_validators), kept by the merge
     validators: dict[str, str] = field(default_factory=dict)
-    # TABLES keys -> the records (as a fetch hands them over) or their Arrow table (as the merge reads them)
+    # TABLES keys -> the records (from a fetch) or their Arrow table (as the merge reads them)
     tables: dict[str, Any] = field(default_factory=dict, repr=False)
     refresh_id: str = ""  # the refresh that fetched it
     path: Path | None = None  # its JSON file, once saved
