@@ -288,6 +288,9 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+POLL_S = 0.05
+
+
 class _HostServers:
     """One HTTP server per virtual host, all on 127.0.0.1."""
 
@@ -297,14 +300,16 @@ class _HostServers:
     def add(self, host: str, answer: Answer, on_sent: SentHook | None = None) -> str:
         if host not in self.servers:
             server = self.servers[host] = _Server(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
-            threading.Thread(target=server.serve_forever, name=f"replay-{host}", daemon=True).start()
+            # a short poll: closing waits for each serve loop's next one
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, name=f"replay-{host}",
+                             daemon=True).start()
         return self.url(host)
 
     def url(self, host: str) -> str:
         return f"http://127.0.0.1:{self.servers[host].server_address[1]}"
 
     def close(self) -> None:
-        # Each shutdown waits up to half a second for its serve loop: all are asked at once.
+        # Each shutdown waits for its serve loop's next poll: all are asked at once.
         stopping = [threading.Thread(target=s.shutdown, daemon=True) for s in self.servers.values()]
         for t in stopping:
             t.start()

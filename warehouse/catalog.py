@@ -1,18 +1,11 @@
 """A published catalog of the warehouse (`gpuledger publish DIR`) and its loading (`gpuledger pull URL|DIR`).
 
-A catalog is a flat folder any web host serves: `manifest.json` and per provider
-`<provider>.<table>.<stamp>.parquet` files, its current offers, egress and storage prices and
-segments of its history (SCD2 versions, spot prices, capacity blocks), each segment what changed
-since the one before. The manifest gives each file's table, rows, bytes and sha256, the schema
-version and per provider its last successful scrape, facts and how far its history is published.
-
-Publishing into the folder of the previous catalog writes a provider anew only when the
-warehouse has something later of it (one whose refreshes failed keeps its files); past
-MAX_SEGMENTS a table's segments are folded into one. Pulling checks every file it needs before
-anything of its provider is loaded, and loads each provider in one transaction into a working
-copy published atomically, as a refresh does: a warehouse that only pulled the provider takes
-its rows and versions as they are; one that refreshes it itself merges the catalog's current rows
-as a scrape.
+A catalog is a flat folder: `manifest.json` (each file's table, rows, bytes, sha256; per provider its
+last successful scrape and facts) and per provider `<provider>.<table>.<stamp>.parquet` files: its
+current tables and segments of its history, each what changed since the one before (past
+MAX_SEGMENTS folded into one). Pulling checks every file of a provider before loading it in one
+transaction: a warehouse that only pulls the provider takes its rows and versions as they are; one
+that refreshes it itself merges the catalog's current rows as a scrape.
 """
 
 from __future__ import annotations
@@ -32,6 +25,7 @@ import duckdb
 import httpx
 
 from gpuledger import __version__
+from gpuledger.warehouse.export import sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
@@ -64,14 +58,6 @@ class CatalogError(Exception):
     """A catalog or one of its files cannot be written or read; the message names it and why."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
@@ -90,12 +76,12 @@ def _write(con: duckdb.DuckDBPyConnection, folder: Path, name: str, table: str, 
         return []
     path = folder / name
     con.sql(query, params=params).write_parquet(str(path), compression="zstd")
-    return [{"name": name, "table": table, "rows": rows, "bytes": path.stat().st_size, "sha256": _sha256(path)}]
+    return [{"name": name, "table": table, "rows": rows, "bytes": path.stat().st_size, "sha256": sha256_file(path)}]
 
 
 def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None = None) -> dict[str, str]:
     """Publish the warehouse open on `con` into `folder` (empty, or holding the previous catalog):
-    provider -> "published" (new files) or "kept" (its previous files). Raises CatalogError."""
+    provider -> "published" or "kept" (nothing later of it). Raises CatalogError."""
     now = now or utcnow()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -211,7 +197,7 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
     size = path.stat().st_size
     if size != entry["bytes"]:
         raise CatalogError(f"{name}: {size:,} bytes, the manifest says {entry['bytes']:,} (truncated or replaced)")
-    if _sha256(path) != entry["sha256"]:
+    if sha256_file(path) != entry["sha256"]:
         raise CatalogError(f"{name}: its sha256 is not the manifest's (the file changed after it was published)")
     try:
         columns = {r[0] for r in con.execute("describe select * from read_parquet($f)", {"f": str(path)}).fetchall()}

@@ -1,22 +1,9 @@
-"""Snapshots of the warehouse's tables as CSV and Parquet, with a manifest.
+"""Snapshots of the warehouse's tables as CSV and Parquet, with a manifest (columns, types, rows, sha256).
 
-Each export goes to a new timestamped folder (never overwriting an earlier
-one), written under a temporary name and renamed when complete, so a failed
-export leaves no half snapshot. Columns are listed explicitly per table.
-CSV text cells that a spreadsheet would run as a formula (a trigger character,
-possibly after blanks or controls) are prefixed with an apostrophe, and a NUL
-character is written as U+2400 (C readers end a text at NUL); numbers and
-booleans stay bare. So that a reader inferring types from a file's first rows
-(polars: 100, DuckDB: a sample) finds every column's type, the CSV's first rows
-are, per column, its first row holding a value (and for a boolean, its first
-NULL); the rest follow in order.
-
-By default the current tables and the scrape runs are exported; the history tables and the
-quarantine when named (`tables`). Those with a time of their own (SINCE) are written whole or,
-with `since`, from that time on. Timestamps are written in UTC, as ISO 8601 text with
-microseconds in CSV and as UTC-adjusted timestamps in Parquet, so both files hold the same
-instants; in CSV an empty text is `""` and NULL an empty cell. The manifest gives each table's
-columns with their DuckDB types, and each file's row count and sha256.
+Each export is a new timestamped folder, renamed into place when complete. In CSV, a text cell a
+spreadsheet would run as a formula gets an apostrophe first, NUL is written as U+2400, timestamps
+are ISO 8601 UTC, and the first rows hold each column's first value (and a boolean's first NULL) so
+readers inferring types from a sample find them.
 """
 
 from __future__ import annotations
@@ -37,45 +24,23 @@ from gpuledger.warehouse.store import WarehouseError, utcnow
 
 # The tables an export writes unless told which.
 DEFAULT_TABLES = ("offers", "egress_prices", "storage_prices", "providers", "gpu_models", "scrape_runs")
-# Tables with a time of their own, and the rows of them `since` keeps: the history versions in
-# force at any time from it on (so the export alone gives every price from then on), the
-# quarantine entries and runs made from it on.
-SINCE: dict[str, str] = {
-    "offer_history": "valid_to is null or valid_to > $since",
-    "egress_price_history": "valid_to is null or valid_to > $since",
-    "storage_price_history": "valid_to is null or valid_to > $since",
-    "quarantine": "quarantined_at >= $since",
-    "scrape_runs": "started_at >= $since",
-}
+# The rows `since` keeps: history versions in force from then on, quarantine entries and runs made since.
+SINCE: dict[str, str] = {**{spec.history: "valid_to is null or valid_to > $since" for spec in SPECS},
+                          "quarantine": "quarantined_at >= $since", "scrape_runs": "started_at >= $since"}
 # content_hash is the merge's own fingerprint of a row, not data.
 EXPORT_TABLES: dict[str, tuple[str, ...]] = {
     table: tuple(c for c in column_names(table) if c != "content_hash") for table in (*DEFAULT_TABLES, *SINCE)}
 # The order of each table's rows: its key, then the time of its versions or entries.
-ORDER: dict[str, tuple[str, ...]] = {
-    **{spec.history: (*spec.key, "valid_from") for spec in SPECS},
-    "quarantine": ("quarantined_at", "provider", "kind", "source_ref"),
-}
+ORDER: dict[str, tuple[str, ...]] = {**{spec.history: (*spec.key, "valid_from") for spec in SPECS},
+                                     "quarantine": ("quarantined_at", "provider", "kind", "source_ref")}
 CSV_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # with TimeZone UTC, which export_snapshot sets
 FORMATS = ("csv", "parquet")
-# A cell a spreadsheet would evaluate (OWASP CSV injection): a tab or carriage return first, or a
-# trigger (= + - @ |, or their fullwidth forms) after any blanks (Unicode spaces) and controls.
+# OWASP CSV injection: a tab or CR first, or a trigger (= + - @ |, or fullwidth) after blanks and controls.
 FORMULA = r"^([\t\r]|[\s\p{Z}\p{Cc}]*[=+\-@|\x{FF1D}\x{FF0B}\x{FF0D}\x{FF20}\x{FF5C}])"
 NUL_SHOWN = "\u2400"
 
 
-def sql_text(value: str) -> str:
-    """`value` as a SQL string literal (a path in COPY ... TO, which takes no parameter)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
-    return dict(con.execute(
-        "select column_name, data_type from information_schema.columns where table_name = ? "
-        "order by ordinal_position", [table]).fetchall())
-
-
-def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], csv: bool, since: bool) -> str:
-    types = column_types(con, table)
+def _select(table: str, columns: Sequence[str], types: dict[str, str], csv: bool, since: bool) -> str:
     order = ", ".join(ORDER.get(table, columns[:3]))
     where = f" where {SINCE[table]}" if since and table in SINCE else ""
     if not csv:
@@ -91,12 +56,9 @@ def _select(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], 
             f"select {', '.join(parts)} from t order by _n not in (select _n from w where _n is not null), _n")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def sha256_file(path: Path) -> str:
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -109,9 +71,8 @@ def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[str],
                     formats: Sequence[str] = FORMATS, tables: Sequence[str] | None = None,
                     since: datetime | None = None) -> Path:
-    """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder.
-    `since` (an aware datetime) keeps only the rows of that time on of the tables in SINCE.
-    The connection's TimeZone is set to UTC."""
+    """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder;
+    `since` (aware) keeps the rows of the SINCE tables from then on. Sets the connection's TimeZone to UTC."""
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise WarehouseError(f"unknown export format(s) {bad}; choose from {', '.join(FORMATS)}")
@@ -139,28 +100,27 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
     try:
         tmp.mkdir()
         con.execute("set TimeZone = 'UTC'")
-        manifest: dict[str, Any] = {
-            "exported_at": now.isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION,
-            "since": since.isoformat() if since else None,
-            "formats": list(formats), "tables": {}, "freshness": freshness(con),
-        }
+        manifest: dict[str, Any] = {"exported_at": now.isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION,
+                                    "since": since.isoformat() if since else None, "formats": list(formats),
+                                    "tables": {}, "freshness": freshness(con)}
         params = {"since": since} if since else {}
         for table in names:
             cols = EXPORT_TABLES[table]
-            types = column_types(con, table)
+            types = dict(con.execute("select column_name, data_type from information_schema.columns "
+                                     "where table_name = ?", [table]).fetchall())
             files = []
             for fmt in formats:
                 path = tmp / f"{table}.{fmt}"
-                query = _select(con, table, cols, csv=(fmt == "csv"), since=since is not None)
+                query = _select(table, cols, types, csv=(fmt == "csv"), since=since is not None)
                 opts = (f"(format csv, header true, timestampformat '{CSV_TIMESTAMP}')" if fmt == "csv"
                         else "(format parquet, compression zstd)")
-                rows = con.execute(f"copy ({query}) to {sql_text(path.as_posix())} {opts}",
+                target = "'" + path.as_posix().replace("'", "''") + "'"  # COPY ... TO takes no parameter
+                rows = con.execute(f"copy ({query}) to {target} {opts}",
                                    params if table in SINCE else {}).fetchall()[0][0]
                 files.append({"name": path.name, "format": fmt, "rows": rows, "bytes": path.stat().st_size,
-                              "sha256": _sha256(path)})
-            manifest["tables"][table] = {
-                "rows": files[0]["rows"], "files": files,
-                "columns": [{"name": c, "type": types[c]} for c in cols]}
+                              "sha256": sha256_file(path)})
+            manifest["tables"][table] = {"rows": files[0]["rows"], "files": files,
+                                         "columns": [{"name": c, "type": types[c]} for c in cols]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         tmp.rename(final)
     except (OSError, duckdb.Error) as err:

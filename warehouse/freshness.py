@@ -1,15 +1,9 @@
-"""When a provider's data counts as fresh: the one rule behind `gpuledger status`, the report,
-export manifests and the recommender.
+"""When a provider's data counts as fresh: the one rule behind status, the report, exports and the recommender.
 
-A provider is **fresh** when its latest successful scrape (`scrape_runs.state = 'ok'`) finished
-at most `max_age_hours` before the reference time (`as_of`, default now). Its **state** is
-`not_configured` when its latest attempt found no credentials for it, `failed` when its latest
-attempt failed (its offers are still those of its last good scrape), else `stale` when it is not
-fresh, else `ok`; a provider named by the caller with no run at all is `never` (never loaded).
-
-The rule is written once, as SQL (`_RULE`): Python reads it through `provider_freshness`, and
-SQL users get it as the table macros `provider_freshness(...)` and `fresh_providers(...)`
-(`MACROS_SQL`, installed with the recommender's macros).
+A provider is fresh when its latest successful scrape finished at most `max_age_hours` before `as_of`
+(default now). Its state: `not_configured` or `failed` after such a latest attempt, else `stale` or
+`ok`; `never` with no run at all. The rule is written once, in SQL (`_RULE`), read by
+`provider_freshness` and by the table macros of MACROS_SQL.
 """
 
 from __future__ import annotations
@@ -21,14 +15,11 @@ from typing import TYPE_CHECKING, Iterable
 if TYPE_CHECKING:  # a fetch process reads the schema (which names this rule) without DuckDB
     import duckdb
 
-# Hours after which a provider's last successful scrape is too old to rely on: nightly refreshes
-# plus a missed night's slack.
+# Nightly refreshes plus a missed night's slack.
 DEFAULT_MAX_AGE_HOURS = 36.0
 
 NEVER = "never"  # state of a provider with no scrape run at all
 
-# {max_age} and {as_of} are the rule's two parameters: macro arguments in MACROS_SQL, query
-# parameters in provider_freshness.
 _RULE = """
     with ref as (select coalesce({as_of}, now())::timestamptz as t0,
                         coalesce({max_age}, {default})::double as max_age),
@@ -63,8 +54,7 @@ create or replace macro fresh_providers(max_age_hours := NULL, as_of := NULL) as
     from provider_freshness(max_age_hours := max_age_hours, as_of := as_of) where fresh;
 """
 
-# The rule at the default age, judged at the moment of the query: what the `offer_freshness` view
-# (warehouse/schema.py) joins to every current offer.
+# The rule at the default age, now: what the `offer_freshness` view (warehouse/schema.py) joins to offers.
 RULE_NOW_SQL = _RULE.format(as_of="NULL", max_age="NULL", default=DEFAULT_MAX_AGE_HOURS)
 
 _QUERY = _RULE.format(as_of="$as_of::timestamptz", max_age="$max_age::double", default=DEFAULT_MAX_AGE_HOURS)
@@ -86,8 +76,7 @@ class ProviderFreshness:
 
 def provider_freshness(con: duckdb.DuckDBPyConnection, max_age_hours: float = DEFAULT_MAX_AGE_HOURS,
                        as_of: datetime | None = None, providers: Iterable[str] = ()) -> list[ProviderFreshness]:
-    """Every provider with a scrape run, plus each of `providers` without one (state `never`),
-    sorted by name."""
+    """Every provider with a scrape run, plus each of `providers` without one (`never`), by name."""
     rows = con.execute(f"select * from ({_QUERY}) order by provider",
                        {"max_age": max_age_hours, "as_of": as_of}).fetchall()
     judged = {r[0]: ProviderFreshness(*r) for r in rows}

@@ -1,19 +1,16 @@
 """The canonical GPU table: the single place GPU knowledge is kept.
 
-`data/gpu_models.csv` lists each card once (memory, memory type, tensor-core
-precisions, NVLink); `data/gpu_aliases.csv` maps every name a source uses to
-one of those rows, optionally only within a reported-memory range (AWS calls
-both the 40 GB and the 80 GB A100 "A100"). Both files are loaded into the
-warehouse as tables, so SQL users see exactly what the parsers used. A name
-that matches nothing is unknown: the caller quarantines the record, it is
-never guessed.
+`data/gpu_models.csv` lists each card once; `data/gpu_aliases.csv` maps every name a source uses to
+one of them, optionally only within a reported-memory range (AWS calls both A100s "A100"). A name
+that matches nothing is unknown (the caller quarantines the record), never guessed.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -71,72 +68,38 @@ class GpuFacts:
 
 
 def normalize_name(name: str) -> str:
-    """Lower case, single spaces, no vendor-neutral noise around the name."""
+    """Lower case, single spaces."""
     return re.sub(r"\s+", " ", name.strip().lower())
 
 
-def _bool(v: str) -> bool:
-    return v.strip().lower() == "true"
-
-
-def _opt_float(v: str) -> float | None:
-    return float(v) if v.strip() else None
-
-
-def _opt_int(v: str) -> int | None:
-    return int(v) if v.strip() else None
+def _read(name: str, cls: type) -> list:
+    """The rows of data/`name` as `cls`, each cell converted to its field's type (an empty cell: None)."""
+    convert = {"bool": lambda v: v.strip().lower() == "true", "float": float, "int": int}
+    with open(DATA / name, newline="") as f:
+        return [cls(**{fd.name: None if not r[fd.name] and "None" in fd.type
+                       else convert.get(fd.type.split(" ")[0], str)(r[fd.name]) for fd in fields(cls)})
+                for r in csv.DictReader(f)]
 
 
 @lru_cache(maxsize=1)
 def models() -> dict[str, GPUModel]:
-    out = {}
-    with open(DATA / "gpu_models.csv", newline="") as f:
-        for r in csv.DictReader(f):
-            out[r["gpu_model"]] = GPUModel(
-                gpu_model=r["gpu_model"], vendor=r["vendor"], family=r["family"],
-                memory_gb=float(r["memory_gb"]), memory_type=r["memory_type"],
-                memory_bandwidth_tbs=float(r["memory_bandwidth_tbs"]) if r["memory_bandwidth_tbs"] else None,
-                architecture=r["architecture"], bf16=_bool(r["bf16"]), fp8=_bool(r["fp8"]),
-                fp4=_bool(r["fp4"]), int8=_bool(r["int8"]), nvlink=r["nvlink"] or None,
-                form_factor=r["form_factor"] or None, segment=r["segment"], source=r["source"] or None,
-                bf16_dense_tflops=_opt_float(r["bf16_dense_tflops"]),
-                fp16_dense_tflops=_opt_float(r["fp16_dense_tflops"]),
-                tensor_tflops_source=r["tensor_tflops_source"] or None,
-            )
-    return out
+    return {m.gpu_model: m for m in _read("gpu_models.csv", GPUModel)}
 
 
 @lru_cache(maxsize=1)
 def aliases() -> tuple[Alias, ...]:
-    with open(DATA / "gpu_aliases.csv", newline="") as f:
-        return tuple(
-            Alias(
-                provider=r["provider"], alias=normalize_name(r["alias"]),
-                memory_mib_min=_opt_int(r["memory_mib_min"]), memory_mib_max=_opt_int(r["memory_mib_max"]),
-                gpu_model=r["gpu_model"], variant_exact=_bool(r["variant_exact"]),
-            )
-            for r in csv.DictReader(f)
-        )
+    return tuple(Alias(**{**vars(a), "alias": normalize_name(a.alias)}) for a in _read("gpu_aliases.csv", Alias))
 
 
 def canonicalize(provider: str, name: str, memory_mib: float | None = None) -> tuple[GPUModel, bool]:
-    """Map a source's GPU name (and reported memory) to (model, variant_exact).
-
-    Provider-specific aliases win over generic ones. An alias with a memory
-    range applies only when the reported memory falls inside it.
-    """
+    """Map a source's GPU name (and reported memory) to (model, variant_exact). Provider-specific
+    aliases win over generic ones; an alias with a memory range applies only inside it."""
     wanted = normalize_name(name)
     for scope in (provider, "*"):
         for a in aliases():
-            if a.provider != scope or a.alias != wanted:
-                continue
-            if a.memory_mib_min is not None or a.memory_mib_max is not None:
-                if memory_mib is None:
-                    continue
-                if a.memory_mib_min is not None and memory_mib < a.memory_mib_min:
-                    continue
-                if a.memory_mib_max is not None and memory_mib > a.memory_mib_max:
-                    continue
-            return models()[a.gpu_model], a.variant_exact
+            ranged = a.memory_mib_min is not None or a.memory_mib_max is not None
+            if a.provider == scope and a.alias == wanted and (not ranged or memory_mib is not None and (
+                    a.memory_mib_min or -math.inf) <= memory_mib <= (a.memory_mib_max or math.inf)):
+                return models()[a.gpu_model], a.variant_exact
     mem = f" with {memory_mib:g} MiB" if memory_mib is not None else ""
     raise UnknownGPUError(f"unknown GPU name {name!r}{mem} from {provider}: add it to warehouse/data/gpu_aliases.csv")

@@ -1,20 +1,16 @@
-"""Fetched results waiting to be merged: the one hand-off between a provider's fetch and the merge.
+"""Fetched results waiting to be merged: the hand-off between a provider's fetch and the merge.
 
-A provider's fetch (a child process of the refresh) leaves its outcome in
-`<db>.pending/<refresh_id>/`: `<provider>.<table>.json` for each table it has rows for (its
-deduplicated records, as pydantic writes them) and `<provider>.json` (the run: times, state,
-error, notes, quarantined records, degraded enrichments, each table's row count), written last
-and atomically, so a provider without its run file has no outcome. The merge reads the rows with
-DuckDB in the warehouse's column types; the fetch needs neither DuckDB nor pyarrow. `warehouse.store.merge_pending` merges every
-waiting outcome, oldest refresh first, and removes the files once the merged warehouse is
-published; what a failed write leaves waits for the next refresh or `gpuledger refresh --resume`,
-and `status` lists it. Nothing fetched is lost, and the files are plain JSON an operator can read.
+A fetch leaves in `<db>.pending/<refresh_id>/` a `<provider>.<table>.json` per table (its records)
+and, last and atomically, `<provider>.json` (the run), all plain JSON. `warehouse.store.merge_pending`
+reads them with DuckDB and removes them once the merged warehouse is published; what a failed write
+leaves waits for the next refresh or `gpuledger refresh --resume`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -56,16 +52,14 @@ class ScrapeOutcome:
     bytes_fetched: int = 0
     provider_facts: dict[str, Any] | None = None
     min_row_ratio: float | None = None  # the source's own row-drop threshold
-    # A refresh unit of another provider that loads side tables only (capacity blocks): no anomaly
-    # check, no offer/egress/storage merge, no providers row.
-    side_tables_only: bool = False
+    side_tables_only: bool = False  # loads another provider's side tables only (capacity blocks)
     notes: list[str] = field(default_factory=list)
     quarantined: list[dict[str, str]] = field(default_factory=list)  # Quarantined fields
     # Enrichments that failed: {"name", "reason", "options", "columns"} (adapters.contract.Enrichment)
     degraded: list[dict[str, Any]] = field(default_factory=list)
     # What proved the answers current (adapters.base.SourceContext.new_validators), kept by the merge
     validators: dict[str, str] = field(default_factory=dict)
-    # TABLES keys -> the records (as a fetch hands them over) or their Arrow table (as the merge reads them)
+    # TABLES keys -> the records (from a fetch) or their Arrow table (as the merge reads them)
     tables: dict[str, Any] = field(default_factory=dict, repr=False)
     refresh_id: str = ""  # the refresh that fetched it
     path: Path | None = None  # its JSON file, once saved
@@ -83,23 +77,18 @@ class ScrapeOutcome:
 def _dedupe(records: list[Any], kind: str, quarantined: list[dict[str, str]], provider: str) -> list[Any]:
     """One record per key: a repeat with equal values is dropped, one with other values quarantined."""
     seen: dict[Any, Any] = {}
-    out = []
     for r in records:
         prior = seen.setdefault(r.key, r)
-        if prior is r:
-            out.append(r)
-        elif prior != r:
+        if prior is not r and prior != r:
             quarantined.append(Quarantined(
                 provider=provider, kind=kind, source_ref="/".join(map(str, r.key)),
                 reason="duplicate key with different values; kept the first occurrence",
                 raw=r.model_dump_json()).model_dump())
-    return out
+    return list(seen.values())
 
 
 def records_table(name: str, records: Sequence[Any]) -> pa.Table:
     """Records (pydantic models) as the Arrow table of TABLES[name], column by column."""
-    import operator
-
     import pyarrow as pa
 
     table, columns = TABLES[name]
@@ -111,17 +100,13 @@ def records_table(name: str, records: Sequence[Any]) -> pa.Table:
     stored = [c for c in columns if c in vars(records[0])]
     struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
     arrays = dict(zip(stored, struct.flatten()))
-    for c in columns:
-        if c not in arrays:
-            arrays[c] = pa.array(list(map(operator.attrgetter(c), records)), type=schema.field(c).type)
-    return pa.table([arrays[c] for c in columns], schema=schema)
+    return pa.table([arrays[c] if c in arrays else pa.array([getattr(r, c) for r in records], type=schema.field(c).type)
+                     for c in columns], schema=schema)
 
 
 def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeOutcome:
-    """A scrape's batch as its outcome: each table's records deduplicated (the repeats with other
-    values quarantined), its quarantine and notes kept. `provider`: the source that fetched
-    it, when not the batch's own (a refresh unit loading another provider's rows); `run`: the
-    ScrapeOutcome fields."""
+    """A scrape's batch as its outcome, each table's records deduplicated; `provider`: the source that
+    fetched it when not the batch's own; `run`: the ScrapeOutcome fields."""
     quarantined = [q.model_dump() for q in batch.quarantined]
     tables = {}
     for name in TABLES:
@@ -142,34 +127,27 @@ def pending_dir(db: Path) -> Path:
     return Path(str(db) + ".pending")
 
 
-def _fsync_replace(part: Path, path: Path) -> None:
-    with open(part, "rb+") as f:
+def _write(path: Path, data: bytes) -> None:
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as f:
+        f.write(data)
+        f.flush()
         os.fsync(f.fileno())
     os.replace(part, path)
 
 
-def _write(path: Path, data: bytes) -> None:
-    part = path.with_name(path.name + ".part")
-    part.write_bytes(data)
-    _fsync_replace(part, path)
-
-
 def write(folder: Path, outcome: ScrapeOutcome) -> Path:
-    """Save `outcome` (its tables as records) in `folder`, a refresh's pending folder; the run file
-    last. Raises OSError."""
+    """Save `outcome` in `folder`, a refresh's pending folder, the run file last. Raises OSError."""
     from pydantic import TypeAdapter
 
-    folder.mkdir(parents=True, exist_ok=True)
     rows = TypeAdapter(Any)  # each record as its model writes itself, computed columns included
-    for name, records in outcome.tables.items():
-        _write(folder / f"{outcome.provider}.{name}.json", rows.dump_json(records))
+    files = {f"{outcome.provider}.{name}.json": rows.dump_json(records) for name, records in outcome.tables.items()}
     doc = {k: v for k, v in asdict(outcome).items() if k not in ("tables", "path", "refresh_id")}
     doc.update(format=FORMAT, tables={name: outcome.count(name) for name in sorted(outcome.tables)},
                started_at=outcome.started_at.isoformat(), finished_at=outcome.finished_at.isoformat())
-    path = folder / f"{outcome.provider}.json"
     # ensure_ascii: a lone surrogate a provider sent ("\ud800") travels as its escape
-    _write(path, json.dumps(doc, ensure_ascii=True, default=str).encode("ascii"))
-    return path
+    files[f"{outcome.provider}.json"] = json.dumps(doc, ensure_ascii=True, default=str).encode("ascii")
+    return save(folder, files)
 
 
 def describe(doc: dict[str, Any]) -> str:
@@ -183,8 +161,7 @@ def describe(doc: dict[str, Any]) -> str:
 
 
 def save(folder: Path, files: dict[str, bytes]) -> Path:
-    """Keep the files of a fetch's outcome (as `write` made them elsewhere) in `folder`, the run
-    file last; its path. Raises OSError."""
+    """Keep the files `write` made elsewhere in `folder`, the run file last; its path. Raises OSError."""
     folder.mkdir(parents=True, exist_ok=True)
     run = next(n for n in files if n.count(".") == 1)
     for name in sorted(files, key=lambda n: n == run):
@@ -193,8 +170,7 @@ def save(folder: Path, files: dict[str, bytes]) -> Path:
 
 
 def read(path: Path) -> ScrapeOutcome:
-    """The outcome saved as `path` (its run file), its tables read back as Arrow in the
-    warehouse's column types; PendingError when it cannot be read."""
+    """The outcome saved as `path` (its run file), its tables as Arrow; PendingError when it cannot be read."""
     import duckdb
 
     try:
@@ -222,10 +198,8 @@ def read(path: Path) -> ScrapeOutcome:
 
 def waiting(db: Path) -> list[Path]:
     """The run files of the saved outcomes of this warehouse, oldest refresh first."""
-    folder = pending_dir(db)
-    if not folder.is_dir():
-        return []
-    return sorted((p for p in folder.glob("*/*.json") if p.name.count(".") == 1), key=lambda p: (p.parent.name, p.name))
+    return sorted((p for p in pending_dir(db).glob("*/*.json") if p.name.count(".") == 1),
+                  key=lambda p: (p.parent.name, p.name))
 
 
 def write_error(path: Path) -> str | None:
@@ -236,21 +210,16 @@ def write_error(path: Path) -> str | None:
 
 def record_write_error(paths: Sequence[Path], error: str) -> None:
     for folder in {p.parent for p in paths}:
-        try:
+        with suppress(OSError):  # the results themselves are on disk; only the reason is missing
             (folder / "write-error.txt").write_text(error, encoding="utf-8")
-        except OSError:
-            pass  # the results themselves are on disk; only the reason is missing
 
 
 def done(path: Path) -> None:
-    """The outcome saved as `path` is in the published warehouse: remove its files (and its
-    refresh's folder once that is empty)."""
+    """The outcome saved as `path` is published: remove its files (and its folder once empty)."""
     for f in path.parent.glob(f"{path.stem}.*"):
         f.unlink(missing_ok=True)
     left = [f for f in path.parent.iterdir() if f.name != "write-error.txt"] if path.parent.exists() else []
     if not left:
         (path.parent / "write-error.txt").unlink(missing_ok=True)
-        try:
+        with suppress(OSError):
             path.parent.rmdir()
-        except OSError:
-            pass

@@ -1,10 +1,7 @@
 """The record contract every source emits: one normalized shape per table.
 
-Adapters and spiders never write to the warehouse; they emit these records
-through a `Batch`, which validates each one as it is made. A record that
-breaks the contract becomes a quarantine entry naming the source, the record
-and the field, so one bad row never sinks a provider and is never silently
-dropped (dlt's "discard_row" contract, with the evidence kept).
+Sources add records to a `Batch`, which validates each as it is made: a record that breaks the
+contract becomes a quarantine entry naming the source, the record and the field.
 """
 
 from __future__ import annotations
@@ -22,17 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_fie
 
 from gpuledger.warehouse import gpus, interruption
 
-# A single rented machine above this hourly price is not a real offer (the
-# largest 8-GPU nodes list at roughly $100-$160/h); such a record is a parsing
-# or unit error (cents read as dollars, a monthly price read as hourly).
+# Above this hourly price a machine is a parsing or unit error (the largest 8-GPU nodes list at $100-$160/h).
 MAX_PLAUSIBLE_PRICE_PER_HOUR_USD = 2_000.0
 MAX_PLAUSIBLE_USD_PER_GB = 10.0
 
 
 @functools.cache
 def plausible() -> dict[str, tuple[float, float, float]]:
-    """GPU model -> (min USD per GPU-hour, max USD per GPU-hour, max GPUs per instance), as
-    warehouse/data/plausibility.csv cites them."""
+    """GPU model -> (min, max USD per GPU-hour, max GPUs per instance) from warehouse/data/plausibility.csv."""
     with (Path(__file__).parent / "data" / "plausibility.csv").open(newline="") as f:
         rows = csv.DictReader(line for line in f if not line.startswith("#"))
         return {model: (float(r["min_usd_per_gpu_hour"]), float(r["max_usd_per_gpu_hour"]),
@@ -40,8 +34,7 @@ def plausible() -> dict[str, tuple[float, float, float]]:
 
 
 class PurchaseOption(str, Enum):
-    """How the capacity is bought without a commitment. A commitment (a 1- or 3-year term) has
-    its own purchase option, named by `commitment_option`."""
+    """How the capacity is bought without a commitment (a commitment's is named by `commitment_option`)."""
 
     ON_DEMAND = "on_demand"
     SPOT = "spot"  # AWS Spot, GCP Spot/Preemptible, Azure Spot: provider may reclaim
@@ -67,16 +60,12 @@ class PaymentOption(str, Enum):
     UPFRONT_OR_MONTHLY = "upfront_or_monthly"  # Azure: the same total either way
 
 
-# A commitment's upfront fee is spread over the term's hours at this rate (AWS and Azure state
-# their effective hourly rates over 8760-hour years).
-HOURS_PER_YEAR = 8760
+HOURS_PER_YEAR = 8760  # AWS and Azure state effective hourly rates over 8760-hour years
 
 
 def commitment_option(commitment: str, term_months: int, payment_option: str) -> str:
-    """The purchase option of a commitment: 'reserved_3y_partial_upfront', 'committed_use_1y_no_upfront'.
-
-    Term and payment are in the name so the offer key keeps 1- and 3-year terms and payment options
-    apart; the `term_months` and `payment_option` columns hold them again for filtering."""
+    """The purchase option of a commitment, 'reserved_3y_partial_upfront': term and payment are in the
+    name so the offer key keeps them apart (the `term_months` and `payment_option` columns repeat them)."""
     commitment, payment_option = Commitment(commitment).value, PaymentOption(payment_option).value
     if term_months <= 0 or term_months % 12:
         raise ValueError(f"a commitment term is whole years, got {term_months} months")
@@ -121,11 +110,8 @@ def _finite_positive(value: float | None, what: str) -> float | None:
 
 
 class Offer(_Record):
-    """One rentable configuration at one place under one purchase option.
-
-    Units are in the field names. `price_per_hour` is always USD; the source's
-    own currency and amount are kept beside it so a conversion can be audited.
-    """
+    """One rentable configuration at one place under one purchase option; units are in the field
+    names, `price_per_hour` is USD (the source's own currency and amount are kept beside it)."""
 
     zone: str = ""  # "" when the price is regional, not per availability zone
     instance_type: str = Field(min_length=1)
@@ -150,8 +136,6 @@ class Offer(_Record):
     price_per_hour: float  # USD
     source_currency: str = Field(min_length=3, max_length=3)
     source_price_per_hour: float
-    # The source's own time for the price, given as ISO 8601 text with an offset (or a datetime);
-    # stored in UTC.
     price_observed_at: datetime | None = None
 
     billing_granularity_s: int | None = None
@@ -165,22 +149,17 @@ class Offer(_Record):
     reliability: float | None = None  # marketplace host reliability, 0..1
 
     provider_data: str = "{}"  # JSON: source fields without a column of their own
-    # The cloud that runs the machine: the provider itself for a direct source, the underlying
-    # cloud for an aggregator reselling it (Shadeform). Filled with `provider` when not given.
-    operated_by: str = Field(min_length=1)
-    # A commitment's term and how it is paid; None for on-demand and interruptible capacity.
-    # price_per_hour is then the effective rate: upfront fee amortized over the term plus the hourly part.
+    operated_by: str = Field(min_length=1)  # the cloud running it: `provider`, or the one an aggregator resells
+    # A commitment's term and payment (price_per_hour is then the upfront fee amortized plus the hourly part)
     term_months: int | None = None
     payment_option: str | None = None
 
-    # One interruption-risk scale across providers (warehouse/interruption.py): a level, the upper
-    # end of a published monthly rate band where there is one, and where it comes from. Filled
-    # from the purchase option when the source gives no signal.
+    # One interruption-risk scale across providers (warehouse/interruption.py), filled from the
+    # purchase option when the source gives no signal.
     interruption_risk_level: str = "unknown"  # none | low | medium | high | unknown
     interruption_rate_max_pct: float | None = None
     interruption_risk_source: str = "unpublished"
-    # True where the source states no GPU memory and gpu_memory_gb is the canonical model's (gpu_models)
-    gpu_memory_from_canon: bool = False
+    gpu_memory_from_canon: bool = False  # the source states none: gpu_memory_gb is the canon's
 
     @model_validator(mode="before")
     @classmethod
@@ -196,6 +175,7 @@ class Offer(_Record):
         if v not in PURCHASE_OPTIONS:
             raise ValueError(f"unknown purchase option {v!r}")
         return v
+
     @model_validator(mode="before")
     @classmethod
     def _interruption_risk_from_the_option_unless_said(cls, data: Any) -> Any:
@@ -205,14 +185,10 @@ class Offer(_Record):
             return {**interruption.default_for("on_demand" if committed else option), **data}
         return data
 
-    @field_validator("price_per_hour", "source_price_per_hour")
+    @field_validator("price_per_hour", "source_price_per_hour", "gpu_count", "gpu_memory_gb", "gpu_memory_gb_nominal",
+                     "total_gpu_memory_gb", "vcpus", "ram_gb")
     @classmethod
-    def _price_positive(cls, v: float, info: Any) -> float:
-        return _finite_positive(v, info.field_name)  # type: ignore[return-value]
-
-    @field_validator("gpu_memory_gb", "gpu_memory_gb_nominal", "total_gpu_memory_gb", "vcpus", "ram_gb")
-    @classmethod
-    def _optional_positive(cls, v: float | None, info: Any) -> float | None:
+    def _positive(cls, v: float | None, info: Any) -> float | None:
         return _finite_positive(v, info.field_name)
 
     @field_validator("price_observed_at")
@@ -223,11 +199,6 @@ class Offer(_Record):
         if v.utcoffset() is None:  # a naive time would be read in whatever zone the reader is in
             raise ValueError("price_observed_at has no UTC offset")
         return v.astimezone(timezone.utc)
-
-    @field_validator("gpu_count")
-    @classmethod
-    def _count_finite(cls, v: float) -> float:
-        return _finite_positive(v, "gpu_count")  # type: ignore[return-value]
 
     @field_validator("source_currency")
     @classmethod
@@ -246,10 +217,8 @@ class Offer(_Record):
     @model_validator(mode="after")
     def _consistent(self) -> "Offer":
         if self.price_per_hour > MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:
-            raise ValueError(
-                f"price_per_hour {self.price_per_hour} USD exceeds the plausibility cap "
-                f"{MAX_PLAUSIBLE_PRICE_PER_HOUR_USD}"
-            )
+            raise ValueError(f"price_per_hour {self.price_per_hour} USD exceeds the plausibility cap "
+                             f"{MAX_PLAUSIBLE_PRICE_PER_HOUR_USD}")
         low, high, most = plausible().get(self.gpu_model, (0.0, math.inf, math.inf))
         if self.gpu_count > most:
             raise ValueError(f"gpu_count {self.gpu_count:g} exceeds {most:g}, the most {self.gpu_model} GPUs one "
@@ -257,17 +226,15 @@ class Offer(_Record):
         if not low <= self.price_per_gpu_hour <= high:
             raise ValueError(f"price_per_gpu_hour {self.price_per_gpu_hour:.6g} USD is outside {low:g}..{high:g}, "
                              f"the plausible range for {self.gpu_model} (warehouse/data/plausibility.csv)")
-        if self.source_currency == "USD" and not math.isclose(
-            self.price_per_hour, self.source_price_per_hour, rel_tol=1e-9
-        ):
+        if self.source_currency == "USD" and not math.isclose(self.price_per_hour, self.source_price_per_hour,
+                                                              rel_tol=1e-9):
             raise ValueError("a USD source price must equal price_per_hour")
         if self.reliability is not None and not 0 <= self.reliability <= 1:
             raise ValueError(f"reliability must be within 0..1, got {self.reliability}")
-        term = _COMMITMENT_OPTIONS.get(self.purchase_option)
-        if (self.term_months, self.payment_option) != (term or (None, None)):
-            raise ValueError(f"purchase option {self.purchase_option} has term {term[0] if term else None} months "
-                             f"and payment {term[1] if term else None}, not {self.term_months} and "
-                             f"{self.payment_option}")
+        term = _COMMITMENT_OPTIONS.get(self.purchase_option, (None, None))
+        if (self.term_months, self.payment_option) != term:
+            raise ValueError(f"purchase option {self.purchase_option} has term {term[0]} months and payment "
+                             f"{term[1]}, not {self.term_months} and {self.payment_option}")
         if self.interruption_risk_level not in interruption.LEVELS:
             raise ValueError(f"interruption_risk_level must be one of {interruption.LEVELS}, "
                              f"got {self.interruption_risk_level!r}")
@@ -359,22 +326,17 @@ def utf8_text(text: str) -> str:
     """`text` as UTF-8 can hold it: a lone surrogate (a provider's "\\ud800" escape) kept as its escape."""
     try:
         text.encode("utf-8")
-        return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def describe_validation_error(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "record"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in err.errors())
 
 
-# Known secret values never enter a record: a server may quote our key inside the data itself
-# (a name, a description). The cutter is installed by gpuledger.adapters.base, which knows the
-# secrets (the warehouse knows no provider); it returns None while no secret value is known.
+# Known secret values never enter a record (a server may quote our key inside the data): the cutter
+# factory is installed by gpuledger.adapters.base, which knows the secrets.
 TextCutter = Callable[[str], str]
 _secret_cutter: Callable[[], TextCutter | None] | None = None
 
@@ -407,14 +369,8 @@ class _Notes(list[str]):
 
 
 class Batch:
-    """What one provider's parse produced: valid records plus quarantined ones.
-
-    Parse functions fill a Batch and return it; they never raise for a single
-    bad record. `add(kind, ref, raw, **fields)` validates at once, so the
-    reason names the record while its context is at hand. Every text a record, a
-    quarantine entry or a note carries has each known secret value cut out first
-    (`secrets_redacted` counts the records and notes that held one).
-    """
+    """What one provider's parse produced: valid records plus quarantined ones, never raising for one
+    bad record. Each known secret value is cut from every text first (`secrets_redacted` counts them)."""
 
     def __init__(self, provider: str, facts: ProviderFacts | None = None) -> None:
         self.provider = provider
@@ -424,9 +380,7 @@ class Batch:
         self.storage: list[StoragePrice] = []
         self.quarantined: list[Quarantined] = []
         self.notes: list[str] = _Notes(self._cut_text)
-        # Rows of tables outside the SCD2 merge, validated by their own modules:
-        # warehouse.spot.SpotPricePoint, warehouse.capacity_blocks.CapacityBlockOffering and
-        # warehouse.availability.Observation (earlier availability signals a source hands over).
+        # Rows of tables outside the SCD2 merge, validated by their own modules (spot, capacity_blocks, availability)
         self.spot_prices: list[Any] = []
         self.capacity_blocks: list[Any] = []
         self.availability: list[Any] = []
@@ -435,24 +389,17 @@ class Batch:
         self._cutter_known = False
 
     def _cutter_now(self) -> TextCutter | None:
-        # Asked once, when the first record is made: the scrape has authenticated by then, so
-        # every secret of its credential chain is known; one lookup keeps a large batch cheap.
+        # Asked once, at the first record: the scrape has authenticated by then, so its secrets are known.
         if not self._cutter_known:
             self._cutter = _secret_cutter() if _secret_cutter is not None else None
             self._cutter_known = True
         return self._cutter
 
     def _cut_text(self, text: str) -> str:
-        text = utf8_text(text) if isinstance(text, str) else text
-        cut = self._cutter_now()
-        if cut is None or not isinstance(text, str):
-            return text
-        clean = cut(text)
-        if clean != text:
-            self.secrets_redacted += 1
-        return clean
+        return self.without_secrets({"text": utf8_text(text) if isinstance(text, str) else text})["text"]
 
-    def _cut_fields(self, fields: dict[str, Any]) -> dict[str, Any]:
+    def without_secrets(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """`fields` with every known secret value cut from its text."""
         cut = self._cutter_now()
         if cut is None:
             return fields
@@ -461,14 +408,9 @@ class Batch:
             self.secrets_redacted += 1
         return clean
 
-    def without_secrets(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """`fields` with every known secret value cut from its text: for the rows of the tables
-        outside the SCD2 merge (spot history, capacity blocks), validated by their own modules."""
-        return self._cut_fields(fields)
-
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
         model = RECORD_TYPES[kind]
-        fields = self._cut_fields(fields)
+        fields = self.without_secrets(fields)
         unencodable = [k for k, v in fields.items() if isinstance(v, str) and utf8_text(v) is not v]
         if unencodable:
             self.quarantine(kind, ref, f"contract: {', '.join(unencodable)} holds text UTF-8 cannot encode "
@@ -476,25 +418,19 @@ class Batch:
             return False
         try:
             record = model(provider=self.provider, **fields)
-        except ValidationError as err:
-            self.quarantine(kind, ref, f"contract: {describe_validation_error(err)}", raw)
-            return False
-        except (TypeError, ValueError) as err:
-            self.quarantine(kind, ref, f"contract: {err}", raw)
+        except (TypeError, ValueError) as err:  # a ValidationError too
+            why = describe_validation_error(err) if isinstance(err, ValidationError) else err
+            self.quarantine(kind, ref, f"contract: {why}", raw)
             return False
         {"offer": self.offers, "egress": self.egress, "storage": self.storage}[kind].append(record)  # type: ignore[arg-type]
         return True
 
     def offer(self, ref: str, raw: Any, *, gpu: str | None = None, gpu_model: str | None = None,
               gpu_lookup_mib: float | None = None, **fields: Any) -> bool:
-        """Add an offer, deriving what follows from the GPU canon and the provider's facts unless given.
+        """Add an offer, filling the GPU fields from the canon and billing from the provider's facts unless given.
 
-        `gpu` is the name the source reports: it is resolved against warehouse/data (within the
-        reported `gpu_memory_gb`, or `gpu_lookup_mib` where the lookup needs another figure) and an
-        unknown name is quarantined. `gpu_model` skips the lookup for a model the source resolved
-        itself. Filled in: gpu_name_reported, gpu_model, gpu_variant_exact, gpu_vendor, the nominal
-        and total memory, the memory per GPU from the canon where the source states none (marked
-        gpu_memory_from_canon), the billing increment and minimum, and a USD source price."""
+        `gpu` (the source's name) is resolved within the reported `gpu_memory_gb` (or `gpu_lookup_mib`),
+        an unknown name quarantined; `gpu_model` names a model the source resolved itself."""
         memory = fields.get("gpu_memory_gb")
         try:
             if gpu_model is None:
@@ -531,14 +467,14 @@ class Batch:
         return self.add("offer", ref, raw, **fields)
 
     def quarantine(self, kind: str, ref: str, reason: str, raw: Any) -> None:
-        entry = self._cut_fields({"source_ref": utf8_text(str(ref)), "reason": utf8_text(reason), "raw": _raw_json(raw)})
+        entry = self.without_secrets({"source_ref": utf8_text(str(ref)), "reason": utf8_text(reason),
+                                      "raw": _raw_json(raw)})
         self.quarantined.append(Quarantined(provider=self.provider, kind=kind, **entry))
 
     def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None,
                      kind: str = "offer") -> bool:
-        """True for a `key` this answer listed before: the first listing is kept, this one quarantined.
-
-        `what` names the record in the reason ("sku H100-1-80G"); `seen` collects the keys."""
+        """True for a `key` in `seen` (the keys listed before): this listing is quarantined as a
+        duplicate `what` ("sku H100-1-80G"), the first kept."""
         if key in seen:
             ref = str(key) if ref is None else ref
             self.quarantine(kind, ref, f"duplicate {what}: listed again (first listing kept, this one refused)", raw)
@@ -554,20 +490,11 @@ class Batch:
         return False
 
     def counts(self) -> dict[str, int]:
-        return {
-            "offers": len(self.offers),
-            "egress": len(self.egress),
-            "storage": len(self.storage),
-            "quarantined": len(self.quarantined),
-        }
+        return {name: len(getattr(self, name)) for name in ("offers", "egress", "storage", "quarantined")}
 
 
 class ProviderFacts(BaseModel):
-    """What a provider is and how it bills: one row of the `providers` table.
-
-    Declared once per source (its `PROVIDER.facts`), validated when the module is imported, and
-    stored by every successful load, so the recommender and the page read the same facts.
-    """
+    """What a provider is and how it bills: one row of the `providers` table (its `PROVIDER.facts`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

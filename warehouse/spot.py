@@ -1,12 +1,5 @@
-"""Spot price history: the observations a source emits, how they are stored, and where the next
-incremental fetch starts.
-
-A source that publishes its own price history (AWS DescribeSpotPriceHistory) adds one
-`SpotPricePoint` per published change to its Batch (`add_spot_price`); the loader appends those
-the warehouse does not hold yet to `spot_price_history` (`load_spot_history`). Before the next
-scrape the flow reads the newest stored observation per region (`history_since`) and hands it to
-the source as its `since` marks, so the source asks only for what came after.
-"""
+"""Spot price history (AWS DescribeSpotPriceHistory): the observations a source emits, their loading
+(only those not held yet) and, per region, the newest stored one, where the next fetch starts."""
 
 from __future__ import annotations
 
@@ -27,7 +20,6 @@ if TYPE_CHECKING:
 
 # The `since` mark of a region's spot price history: the key a source reads from its context.
 SINCE_KEY = "spot_price_history:{region}"
-# Why an observation of an answer was not stored: the keys of the counts in the refresh notes.
 ALREADY_STORED = "already in the warehouse"
 STORED_WITH_OTHER_PRICE = "already in the warehouse with another price (the stored one kept)"
 
@@ -60,11 +52,6 @@ class SpotPricePoint(BaseModel):
             raise ValueError(f"spot price must be a positive number, got {v}")
         return v
 
-    @property
-    def key(self) -> tuple[str, str, str, str, str, datetime]:
-        return (self.provider, self.region, self.zone, self.instance_type, self.product_description,
-                self.observed_at)
-
 
 def add_spot_price(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     """Validate one observation into `batch.spot_prices`, or quarantine it (kind spot_price)."""
@@ -84,10 +71,10 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: st
                       now: datetime) -> tuple[int, Counter[str]]:
     """Append the observations (SPOT_PRICE_FIELDS) the warehouse does not hold (inside the caller's
     transaction); return (stored, counts of the others by reason)."""
-    skipped: Counter[str] = Counter()
+    from gpuledger.warehouse.store import registered
+
     on = " and ".join(f"h.{c} = n.{c}" for c in _KEY)
-    con.register("_spot_new", rows)
-    try:
+    with registered(con, _spot_new=rows):
         stored_same, stored_other = con.execute(
             f"""select count(*) filter (where h.spot_price_per_hour = n.spot_price_per_hour),
                        count(*) filter (where h.spot_price_per_hour <> n.spot_price_per_hour)
@@ -97,13 +84,8 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: st
                 select n.*, $run, $now from _spot_new n
                 where not exists (select 1 from spot_price_history h where {on})""",
             {"run": run_id, "now": now})
-    finally:
-        con.unregister("_spot_new")
-    if stored_same:
-        skipped[ALREADY_STORED] = stored_same
-    if stored_other:
-        skipped[STORED_WITH_OTHER_PRICE] = stored_other
-    return rows.num_rows - stored_same - stored_other, skipped
+    skipped = Counter({ALREADY_STORED: stored_same, STORED_WITH_OTHER_PRICE: stored_other})
+    return rows.num_rows - stored_same - stored_other, +skipped
 
 
 def history_notes(stored: int, received: int, skipped: Counter[str]) -> list[str]:
@@ -117,15 +99,13 @@ def history_notes(stored: int, received: int, skipped: Counter[str]) -> list[str
 
 def history_since(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
     """provider -> {SINCE_KEY of each region: its newest stored observation, ISO 8601 UTC}."""
-    exists = con.execute("select count(*) from information_schema.tables "
-                         "where table_name = 'spot_price_history'").fetchall()[0][0]
-    if not exists:
+    if not con.execute("select count(*) from information_schema.tables "
+                       "where table_name = 'spot_price_history'").fetchall()[0][0]:
         return {}
     out: dict[str, dict[str, str]] = {}
     for provider, region, newest in con.execute(
             "select provider, region, max(observed_at) from spot_price_history group by all order by all").fetchall():
-        out.setdefault(provider, {})[SINCE_KEY.format(region=region)] = \
-            newest.astimezone(timezone.utc).isoformat()
+        out.setdefault(provider, {})[SINCE_KEY.format(region=region)] = newest.astimezone(timezone.utc).isoformat()
     return out
 
 
@@ -135,8 +115,5 @@ def read_since(db: str | Path | None) -> dict[str, dict[str, str]]:
 
     if not db_path(db).exists():
         return {}
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         return history_since(con)
-    finally:
-        con.close()

@@ -1,14 +1,8 @@
-"""Opening the warehouse, and merging one provider's scrape into it.
+"""Opening the warehouse, and merging each provider's scrape into it (one transaction each).
 
-Design for readers (DuckDB lets one process hold a file for writing, and that
-lock also shuts out read-only openers): a refresh fetches every provider and
-prepares its rows (prepare_loads) with the warehouse closed, then opens it for a
-short write window in which each provider's merge is one transaction, committed
-to the WAL, and closes it with one checkpoint (close_writer). A refresh opens a
-working copy of the warehouse, never the published file (warehouse/snapshot.py), so
-a reader holding the published file open never meets the writer's lock; readers still
-retry for a while on a lock (a script may open the file for writing itself). A
-separate lock file keeps two refreshes from running at once.
+A refresh fetches with the warehouse closed, then merges into a working copy (warehouse/snapshot.py)
+in one short write window, so readers of the published file never meet the writer's lock. A lock
+file beside the warehouse keeps two refreshes from running at once.
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ import os
 import statistics
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,8 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import duckdb
 
-# pyarrow (and numpy under it) is imported by the functions that write: it costs about a
-# second of CPU, which every reading command (status, sql, --help) would otherwise pay.
+# pyarrow is imported by the functions that write: it costs every reading command a second of CPU.
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -57,23 +50,17 @@ def db_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or load_settings().db or DEFAULT_DB)
 
 
-DUCKDB_MAGIC = (8, b"DUCK")  # a DuckDB database file has these bytes at this offset
-
-
 def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
-    """The warehouse path, refused (WarehouseError) when it names something other than a DuckDB
-    database, or a damaged one: a refresh checks it before fetching anything. A path that does not
-    exist yet is fine (the refresh creates it)."""
+    """The warehouse path; WarehouseError when it exists and is not a readable DuckDB database."""
     p = db_path(path)
     _not_a_directory(p)
     if p.exists():
-        offset, magic = DUCKDB_MAGIC
         try:
             with p.open("rb") as f:
-                head = f.read(offset + len(magic))
+                head = f.read(12)
         except OSError as err:
             raise WarehouseError(f"cannot read {p}: {err.strerror or err}") from err
-        if head[offset:] != magic:
+        if head[8:] != b"DUCK":  # a DuckDB database file's magic bytes
             raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
         try:  # a truncated or garbled file fails at open; one another process holds is left to the refresh
             duckdb.connect(str(p), read_only=True).close()
@@ -89,8 +76,7 @@ def _is_lock_conflict(err: Exception) -> bool:
 
 
 def is_damaged(err: BaseException, path: Path) -> bool:
-    """A DuckDB error that says the warehouse file `path` itself cannot be read (truncated,
-    garbled), as opposed to a query's own mistake or a failure writing another file."""
+    """A DuckDB error saying the file `path` itself cannot be read, not a query's own mistake."""
     if not isinstance(err, duckdb.Error):
         return False
     text = str(err)
@@ -127,56 +113,33 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
             raise WarehouseError(damaged_message(path, err)) from err
 
 
-# The writer's commits go to the write-ahead log, and the window is folded into the database
-# file by one checkpoint when it closes (close_writer): with DuckDB's defaults every provider's
-# merge would checkpoint on its own commit, rewriting the history columns its closing UPDATE
-# touched. A commit is durable either way: DuckDB writes and fsyncs the WAL at commit and
-# replays it on the next open (read-only opens included), so a writer killed after some
-# providers' commits keeps exactly those. A window whose log grows past WRITER_WAL_LIMIT still
-# checkpoints on the way.
-WRITER_WAL_LIMIT = "1GB"
-WRITER_SETTINGS = (
-    "set auto_checkpoint_skip_wal_threshold = 1000000000000",
-    f"set checkpoint_threshold = '{WRITER_WAL_LIMIT}'",
-)
-
-
 def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
-    """Open for writing, upgrading the schema and the GPU reference tables.
+    """Open for writing, upgrading the schema and the GPU reference tables; end with close_writer.
 
-    Commits are logged to the WAL and checkpointed once, by close_writer (or by DuckDB when the
-    last connection closes): end a write window with close_writer.
+    Commits go to the WAL (durable, replayed on the next open) and the window is checkpointed once
+    by close_writer: DuckDB's default would checkpoint every provider's commit (up to a 1 GB WAL).
     """
     p = db_path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
+    p.parent.mkdir(parents=True, exist_ok=True)
     con = _connect_retrying(p, wait_s)
-    for statement in WRITER_SETTINGS:
-        con.execute(statement)
+    con.execute("set auto_checkpoint_skip_wal_threshold = 1000000000000")
+    con.execute("set checkpoint_threshold = '1GB'")
     migrate(con)
     sync_reference(con)
     return con
 
 
-def checkpoint_window(con: duckdb.DuckDBPyConnection) -> None:
-    """Fold the write window's commits (in the WAL) into the database file: one checkpoint."""
-    con.execute("checkpoint")
-
-
 def close_writer(con: duckdb.DuckDBPyConnection) -> None:
-    """End a write window: one checkpoint, then close. If the checkpoint fails (a full disk),
-    the commits are still safe in the WAL, which the next open replays; the error is raised
-    after the connection is closed."""
+    """End a write window: one checkpoint, then close (a failed checkpoint leaves the WAL to replay)."""
     try:
-        checkpoint_window(con)
+        con.execute("checkpoint")
     finally:
         con.close()
 
 
 def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S,
                 allow_files: bool = False, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-    """Open read-only. Unless allow_files (exports), no other file can be touched:
-    no ATTACH, COPY, read_csv, extension loading. `memory_limit`: DuckDB's ("2GB")."""
+    """Open read-only; unless allow_files (exports), no other file can be touched (ATTACH, COPY, ...)."""
     p = db_path(path)
     if not p.exists():
         raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
@@ -193,8 +156,7 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
 
 
 def _open_lock_file(db: Path) -> Any:
-    """The refresh lock file beside the warehouse; WarehouseError (one line) if it cannot be made
-    (a read-only filesystem, a --db that is a directory, a missing permission)."""
+    """The refresh lock file beside the warehouse; WarehouseError (one line) if it cannot be made."""
     _not_a_directory(db)
     lock_path = Path(str(db) + ".refresh.lock")
     try:
@@ -247,51 +209,40 @@ def new_id(prefix: str) -> str:
 def sync_reference(con: duckdb.DuckDBPyConnection) -> None:
     """Make gpu_models/gpu_aliases equal to the CSVs the parsers use."""
     import pyarrow as pa
-    model_rows = [vars(m) for m in gpus.models().values()]
-    alias_rows = [vars(a) for a in gpus.aliases()]
-    models_tbl = pa.Table.from_pylist(model_rows)
-    aliases_tbl = pa.Table.from_pylist(alias_rows)
     con.execute("begin transaction")
     try:
-        con.execute("delete from gpu_models")
-        con.register("_models", models_tbl)
-        con.execute(f"insert into gpu_models ({', '.join(models_tbl.column_names)}) select * from _models")
-        con.execute("delete from gpu_aliases")
-        con.register("_aliases", aliases_tbl)
-        con.execute(f"insert into gpu_aliases ({', '.join(aliases_tbl.column_names)}) select * from _aliases")
+        for table, rows in (("gpu_models", gpus.models().values()), ("gpu_aliases", gpus.aliases())):
+            data = pa.Table.from_pylist([vars(r) for r in rows])
+            con.register("_reference", data)
+            con.execute(f"delete from {table}")
+            con.execute(f"insert into {table} ({', '.join(data.column_names)}) select * from _reference")
         con.execute("commit")
     except Exception:
         con.execute("rollback")
         raise
     finally:
-        con.unregister("_models")
-        con.unregister("_aliases")
+        con.unregister("_reference")
 
 
 # -- merging a scrape ----------------------------------------------------------
 
 @dataclass
 class AnomalyPolicy:
-    """When a successful-looking scrape is still too suspicious to load.
+    """When a successful-looking scrape is still too suspicious to load; `accept` names providers
+    whose anomalies load anyway (a real market move: `--accept-anomaly aws`, setting `accept_anomaly`)."""
 
-    A real market move can trip it: `accept` names providers whose anomalies
-    are loaded anyway (CLI `--accept-anomaly aws`, setting `accept_anomaly`).
-    """
-
-    # Fewer offers than this share of the last good run's (a drop of more than a quarter) is held back,
-    # overall and per purchase option; a source whose listing follows live capacity declares its own
-    # (ProviderSpec.anomaly.min_row_ratio: Lambda, Vast.ai, DigitalOcean 0.2).
+    # Fewer offers than this share of the last good run's is held back, overall and per purchase
+    # option; a source whose listing follows live capacity declares its own (ProviderSpec.anomaly).
     min_row_ratio: float = 0.75
     max_median_ratio: float = 3.0  # median price per GPU-hour moved more than 3x either way
     accept: frozenset[str] = frozenset()
-    # Each purchase option is checked on its own too (AWS's spot prices come from the EC2 API, its
-    # on-demand prices from the price list: one source can collapse while the other carries the
-    # total), once it had at least this many rows. A provider with fewer is held back only when it
-    # lost more than half: in a listing of a few offers one instance type more or less is no anomaly.
+    # A purchase option with at least this many rows is checked on its own too (AWS's spot and
+    # on-demand prices come from different APIs: one can collapse while the other carries the total).
+    # A provider with fewer is held back only when it lost more than half: in a listing of a few
+    # offers one instance type more or less is no anomaly.
     min_rows: int = 10
     small_min_row_ratio: float = 0.5
-    # One offer's price moving more than this factor either way against its current version is held
-    # back (hold_back_offer_jumps); setting `offer_anomaly_factor`.
+    # One offer's price moving more than this factor either way is held back (hold_back_offer_jumps).
     max_offer_ratio: float = Settings.model_fields["offer_anomaly_factor"].default
 
     @classmethod
@@ -322,42 +273,41 @@ class LoadReport:
         return self.state in ("ok", "not_configured")
 
 
-def content_hash_sql(spec: TableSpec, alias: str = "") -> str:
-    """content_hash of new and changed rows: a 64-bit fingerprint of the key and the tracked
-    columns (DuckDB's hash(), as text). It pairs a current row with its open history version;
-    whether a row changed is decided by comparing its columns, never its hash, so a collision
-    cannot hide a change, and hash() is far cheaper per row than md5 of the row as text."""
-    prefix = f"{alias}." if alias else ""
-    return f"hash({', '.join(prefix + c for c in spec.key + spec.tracked)})::VARCHAR"
+def content_hash_sql(spec: TableSpec) -> str:
+    """content_hash: DuckDB's hash() of the key and tracked columns, pairing a current row with its
+    open history version (changes are found by comparing columns, so a collision hides nothing)."""
+    return f"hash({', '.join(spec.key + spec.tracked)})::VARCHAR"
 
 
 def _key_join(spec: TableSpec, a: str, b: str) -> str:
     return " AND ".join(f"{a}.{k} = {b}.{k}" for k in spec.key)
 
 
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[None]:
+    """The Arrow `tables` as views of `con`, by name, for the block."""
+    for name, table in tables.items():
+        con.register(name, table)
+    try:
+        yield
+    finally:
+        for name in tables:
+            con.unregister(name)
+
+
 def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows: pa.Table,
            run_id: str, now: datetime) -> tuple[int, int, int]:
     """SCD2 merge of one provider's complete current set; returns (new, changed, closed).
 
-    A row whose tracked content equals its current row's (compared value by value,
-    NULLs equal) is `unchanged` and keeps that row's content_hash; only new and changed
-    rows are hashed (content_hash_sql). The current table is edited in place (changed and
-    vanished rows deleted, new and changed rows inserted, the rest restamped), so a
-    nightly load writes little more than what changed.
-
-    The stage (incoming rows joined to their current rows by key) answers every question
-    but one, by the invariant `warehouse.check` verifies: the open history versions are
-    exactly the current rows (same key, same content_hash). A row needs a new version iff
-    it is not unchanged; the vanished count is the current rows the stage did not match.
-    Only closing needs the history itself: one UPDATE whose scan reads the provider's open
-    versions (`valid_to IS NULL` lets DuckDB skip the row groups holding only closed ones)
-    and closes every one whose key this scrape did not see unchanged.
+    The stage joins the incoming rows to their current rows by key; a row equal in every tracked
+    column (NULLs equal) is unchanged. Since the open history versions are exactly the current rows
+    (`warehouse.check`), only the closing UPDATE reads the history; the current table is edited in
+    place, so a nightly load writes little more than what changed.
     """
     stage = f"_stage_{spec.table}"
     p = {"p": provider}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
-    con.register("_incoming", rows)
-    try:
+    with registered(con, _incoming=rows):
         con.execute(
             f"""create or replace temp table {stage} as
                 select *, case when unchanged then current_hash else {content_hash_sql(spec)} end as content_hash
@@ -365,8 +315,6 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
                              o.content_hash as current_hash, o.first_seen as current_first_seen
                       from _incoming s left join (select * from {spec.table} where provider = $p) o
                         on {_key_join(spec, 'o', 's')})""", p)
-    finally:
-        con.unregister("_incoming")
     new, changed, matched, current = con.execute(
         f"select count(*) filter (where current_hash is null), "
         f"count(*) filter (where current_hash is not null and not unchanged), "
@@ -375,27 +323,21 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     cols = ", ".join(spec.columns)
     s_cols = ", ".join(f"s.{c}" for c in spec.columns)
     args = {"p": provider, "now": now, "run": run_id}
-    # Close every open version that this scrape did not see unchanged.
     con.execute(
         f"""update {spec.history} h set valid_to = $now, closed_by_run_id = $run
             where h.provider = $p and h.valid_to is null and not exists
                   (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.unchanged)""",
         args)
-    # Open a version for every new or changed row.
     con.execute(
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
             select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""",
         {"now": now, "run": run_id})
-    # The current rows: drop vanished and changed ones, restamp unchanged ones (and their
-    # untracked columns), insert new and changed ones keeping first_seen of rows seen before.
+    # The current rows: drop vanished and changed ones, restamp the unchanged, insert new and changed.
     con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
             (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p)
-    # What the delete left of the provider's rows is exactly the unchanged ones. They are
-    # restamped by a scan of the current table (untracked columns by a lookup in the stage),
-    # not by UPDATE ... FROM a join: a join hands DuckDB the row ids in its probe order, and
-    # updating rows scattered over the table (as a provider's unchanged rows are after a few
-    # nights of deletes and appends) in that order is many times slower.
+    # Restamped by a scan, not UPDATE ... FROM a join: updating scattered rows in a join's probe
+    # order is many times slower.
     untracked = "".join(
         f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)"
         for c in spec.attrs if c not in spec.tracked)
@@ -409,18 +351,9 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     return new, changed, closed
 
 
-def last_good_rows(con: duckdb.DuckDBPyConnection, provider: str) -> int | None:
-    """Rows loaded by the provider's last successful run; None before its first."""
-    rows = con.execute(
-        "select rows_loaded from scrape_runs where provider = ? and state = 'ok' order by finished_at desc, rowid desc limit 1",
-        [provider]).fetchall()
-    return rows[0][0] if rows else None
-
-
 def current_prices(con: duckdb.DuckDBPyConnection,
                    provider: str) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
-    """The median price per GPU-hour of the provider's current offers, and purchase option ->
-    (rows, median price per GPU-hour): one grouping-sets query."""
+    """The median price per GPU-hour of the provider's current offers, and per purchase option (rows, median)."""
     median: float | None = None
     by_option: dict[str, tuple[int, float | None]] = {}
     for option, total, n, m in con.execute(
@@ -435,10 +368,8 @@ def current_prices(con: duckdb.DuckDBPyConnection,
 
 def _moved(old: float | None, new: float, limit: float) -> float | None:
     """new/old when it is beyond `limit` either way, else None."""
-    if not old:
-        return None
-    ratio = new / old
-    return ratio if ratio > limit or ratio < 1 / limit else None
+    ratio = new / old if old else None
+    return ratio if ratio is not None and (ratio > limit or ratio < 1 / limit) else None
 
 
 def _quarantine_summary(quarantined: list[dict[str, str]]) -> str:
@@ -449,44 +380,43 @@ def _quarantine_summary(quarantined: list[dict[str, str]]) -> str:
 
 def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offers: pa.Table | None,
                     policy: AnomalyPolicy, notes: list[str]) -> str | None:
-    """Why this scrape must not replace the provider's current rows, or None. `min_row_ratio` of
-    the outcome is the source's own row-drop threshold (sources whose rows follow live capacity);
-    None means the policy's. An accepted anomaly is said in `notes`."""
+    """Why this scrape must not replace the provider's current rows, or None (an accepted anomaly goes to `notes`)."""
     import pyarrow.compute as pc
     provider = outcome.provider
     if offers is None:
         why = "the scrape produced no valid offers (an empty result is never loaded)"
         bad = _quarantine_summary(outcome.quarantined)
         return f"{why}; {bad}" if bad else why
-    last_rows = last_good_rows(con, provider)
-    if last_rows is None:
+    last_good = con.execute("select rows_loaded from scrape_runs where provider = ? and state = 'ok' "
+                            "order by finished_at desc, rowid desc limit 1", [provider]).fetchall()
+    if not last_good:
         return None
+    last_rows = last_good[0][0]
     last_median, current = current_prices(con, provider)
     min_ratio = policy.min_row_ratio if outcome.min_row_ratio is None else outcome.min_row_ratio
     problems = []
+
+    def median_moved(label: str, old: float | None, prices: list[float]) -> None:
+        median = statistics.median(prices)
+        moved = _moved(old, median, policy.max_median_ratio)
+        if moved is not None:
+            problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {median:.4f} USD "
+                            f"(x{moved:.2f}, limit x{policy.max_median_ratio:g})")
+
     overall_ratio = min_ratio if last_rows >= policy.min_rows else min(min_ratio, policy.small_min_row_ratio)
     if last_rows and offers.num_rows < overall_ratio * last_rows:
-        problems.append(
-            f"row count dropped from {last_rows} to {offers.num_rows} "
-            f"(below {overall_ratio:.0%} of the last good run)")
-    median = statistics.median(offers.column("price_per_gpu_hour").to_pylist())
-    moved = _moved(last_median, median, policy.max_median_ratio)
-    if moved is not None:
-        problems.append(
-            f"median price per GPU-hour moved from {last_median:.4f} to {median:.4f} USD "
-            f"(x{moved:.2f}, limit x{policy.max_median_ratio:g})")
+        problems.append(f"row count dropped from {last_rows} to {offers.num_rows} "
+                        f"(below {overall_ratio:.0%} of the last good run)")
+    prices = offers.column("price_per_gpu_hour")
+    median_moved("", last_median, prices.to_pylist())
     if len(current) > 1:  # with one option the checks above already said it all
         for option, (old_rows, old_median) in sorted(current.items()):
-            prices = offers.column("price_per_gpu_hour").filter(
-                pc.equal(offers.column("purchase_option"), option)).to_pylist()
-            if old_rows >= policy.min_rows and len(prices) < min_ratio * old_rows:
-                problems.append(f"{option} rows dropped from {old_rows} to {len(prices)} "
+            option_prices = prices.filter(pc.equal(offers.column("purchase_option"), option)).to_pylist()
+            if old_rows >= policy.min_rows and len(option_prices) < min_ratio * old_rows:
+                problems.append(f"{option} rows dropped from {old_rows} to {len(option_prices)} "
                                 f"(below {min_ratio:.0%} of the current {option} offers)")
-            moved = _moved(old_median, statistics.median(prices), policy.max_median_ratio) if prices else None
-            if moved is not None:
-                problems.append(
-                    f"{option} median price per GPU-hour moved from {old_median:.4f} to "
-                    f"{statistics.median(prices):.4f} USD (x{moved:.2f}, limit x{policy.max_median_ratio:g})")
+            if option_prices:
+                median_moved(f"{option} ", old_median, option_prices)
     if not problems:
         return None
     bad = _quarantine_summary(outcome.quarantined)
@@ -501,9 +431,8 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
 
 def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
                    degraded: list[dict[str, Any]]) -> pa.Table:
-    """The offers to merge when enrichments failed: the current offers of the purchase options only
-    a failed enrichment yields are carried over as they are, and the columns only it fills keep
-    their current values, so a failed enrichment changes none of what it gave before."""
+    """The offers to merge when enrichments failed: the purchase options and columns only a failed
+    enrichment yields keep their current rows and values."""
     options = sorted({o for d in degraded for o in d.get("options", ())})
     kept = {c for d in degraded for c in d.get("columns", ())}
     if not options and not kept:
@@ -511,8 +440,7 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
     cols = ", ".join(OFFERS.columns)
     picked = ", ".join(f"case when o.provider is null then i.{c} else o.{c} end as {c}" if c in kept else f"i.{c}"
                        for c in OFFERS.columns)
-    con.register("_incoming", offers)
-    try:
+    with registered(con, _incoming=offers):
         return con.sql(
             f"""select {picked} from _incoming i
                 left join (select * from offers where provider = $p) o on {_key_join(OFFERS, 'o', 'i')}
@@ -520,27 +448,19 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
                 select {cols} from offers o where o.provider = $p and list_contains($options, o.purchase_option)
                   and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
             params={"p": provider, "options": options}).to_arrow_table().cast(offers.schema)
-    finally:
-        con.unregister("_incoming")
 
 
 def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table, policy: AnomalyPolicy,
                           notes: list[str]) -> tuple[pa.Table, list[dict[str, str]]]:
-    """The offers to merge, with each offer whose price moved more than `policy.max_offer_ratio`
-    either way against its current row replaced by that row (so the merge keeps it at its
-    previous version), and a quarantine entry per offer held back naming both prices.
+    """The offers to merge, each one whose price moved beyond `policy.max_offer_ratio` replaced by its
+    current row, and a quarantine entry per offer held back (a slip in one record: 3.99 read as 39.9).
 
-    One such jump among unchanged offers is a unit or parsing slip in that one record (3.99 read
-    as 39.9), which the median checks of check_anomalies cannot see; the rest of the batch loads.
-    A slip is not repeated by the source: a jump the provider's previous successful scrape held
-    back, seen again now within the same factor of the price held then, is the real new price and
-    loads (listed in the notes), so a marketplace listing never sticks at its old price.
-    For a provider in `policy.accept` every offer loads and the jumps are listed in the notes.
+    A jump the previous successful scrape held back, seen again within the factor, is a real new
+    price and loads; for a provider in `policy.accept` every offer loads. Both are said in the notes.
     """
     import pyarrow as pa
     limit = policy.max_offer_ratio
-    con.register("_incoming", offers)
-    try:
+    with registered(con, _incoming=offers):
         rows = con.execute(
             f"""with last_run as (
                     select run_id from scrape_runs where provider = $p and state = 'ok'
@@ -577,9 +497,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
         if provider in policy.accept:
             notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
             return offers, []
-        held = pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])
-        con.register("_held", held)
-        try:
+        with registered(con, _held=pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])):
             cols = ", ".join(OFFERS.columns)
             held_key = _key_join(OFFERS, "h", "t")
             kept = con.sql(
@@ -588,10 +506,6 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                     select {cols} from offers t where provider = $p
                       and exists (select 1 from _held h where {held_key})""",
                 params={"p": provider}).to_arrow_table()
-        finally:
-            con.unregister("_held")
-    finally:
-        con.unregister("_incoming")
     quarantined = [
         {"provider": provider, "kind": "offer", "source_ref": "/".join(str(v) for v in row[1:5]),
          "reason": f"per-offer anomaly guard: {text}; kept at its previous version "
@@ -605,10 +519,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                  policy: AnomalyPolicy | None = None, now: datetime | None = None,
                  on_offers_merged: Callable[[str], None] | None = None) -> LoadReport:
     """Merge one provider's scrape in one transaction, or record why it was not loaded.
-
-    `on_offers_merged(provider)` is called inside the transaction right after the provider's
-    offers were merged: the process-fault tests hold the write window open there.
-    """
+    `on_offers_merged(provider)` runs inside the transaction (the process-fault tests hold it there)."""
     import pyarrow as pa
     policy = policy or AnomalyPolicy()
     now = now or utcnow()
@@ -655,11 +566,9 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                                 run_id, now)
         report.rows_quarantined = len(quarantined)
         if quarantined:
-            con.register("_q", pa.Table.from_pylist(quarantined))
-            con.execute(
-                "insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
-                {"run": run_id, "now": now})
-            con.unregister("_q")
+            with registered(con, _q=pa.Table.from_pylist(quarantined)):
+                con.execute("insert into quarantine select $run, provider, kind, source_ref, reason, raw, $now from _q",
+                            {"run": run_id, "now": now})
         _insert_run(con, outcome, report, refresh_id, run_id)
         con.execute("commit")
     except Exception as err:
@@ -672,8 +581,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
             _insert_run(con, outcome, report, refresh_id, run_id)
             con.execute("commit")
         except duckdb.Error as again:
-            # Not even the failure can be recorded: the disk is full, the file went away, DuckDB
-            # gave up on the database. Stop the write window with the first cause, not a traceback.
+            # Not even the failure can be recorded (a full disk, a vanished file): stop with the first cause.
             _rollback_quietly(con)
             raise WarehouseError(
                 f"cannot write to the warehouse, stopped at {outcome.provider} (its rows and those of the "
@@ -683,8 +591,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
 
 def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime
                       ) -> tuple[int, int, int]:
-    """An unchanged answer's merge: the provider's current rows are seen again as they are (last_seen
-    and run_id move; no version closes or opens). Returns its current offers, egress and storage rows."""
+    """An unchanged answer's merge: the current rows are restamped; returns their counts per table."""
     for spec in SPECS:
         con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
                     {"now": now, "run": run_id, "p": provider})
@@ -708,21 +615,14 @@ def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run
 
 
 def _rollback_quietly(con: duckdb.DuckDBPyConnection) -> None:
-    """Roll back if a transaction is open; a failed commit has already rolled back."""
-    try:
+    with suppress(duckdb.Error):  # a failed commit has already rolled back
         con.execute("rollback")
-    except duckdb.Error:
-        pass
 
 
 def root_cause(err: BaseException) -> str:
     """The first error of a chain, in one line: a failed rollback must not hide a full disk."""
-    first = err
-    seen = {id(err)}
-    while True:
-        nxt = first.__cause__ or first.__context__
-        if nxt is None or id(nxt) in seen:
-            break
+    first, seen = err, {id(err)}
+    while (nxt := first.__cause__ or first.__context__) is not None and id(nxt) not in seen:
         seen.add(id(nxt))
         first = nxt
     text = " ".join(str(first).split())
@@ -744,23 +644,19 @@ def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: 
 
 
 def upsert_provider_facts(con: duckdb.DuckDBPyConnection, facts: dict[str, Any], now: datetime) -> None:
-    """Replace the provider's `providers` row with `facts` (a ProviderFacts' fields and `provider`)."""
+    """Replace the provider's `providers` row with `facts` (ProviderFacts' fields and `provider`)."""
     values = {c: facts.get(c) for c in PROVIDER_FACT_COLUMNS}
     if isinstance(values["source_urls"], (list, tuple)):
         values["source_urls"] = json.dumps(list(values["source_urls"]))
     con.execute("delete from providers where provider = ?", [facts["provider"]])
     cols = ("provider", *values, "updated_at")
-    con.execute(
-        f"insert into providers ({', '.join(cols)}) values ({', '.join('?' for _ in cols)})",
-        [facts["provider"], *values.values(), now])
-
-
+    con.execute(f"insert into providers ({', '.join(cols)}) values ({', '.join('?' for _ in cols)})",
+                [facts["provider"], *values.values(), now])
 
 
 def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetime]) -> ScrapeOutcome | None:
-    """A result an earlier refresh saved, as it is merged now: noted as resumed, or refused when the
-    warehouse already holds a later successful scrape of its provider (it would set prices back);
-    None when it is in the warehouse already (its refresh published, then died before forgetting it)."""
+    """A result an earlier refresh saved: noted as resumed, refused when the warehouse holds a later
+    successful scrape (it would set prices back), or None when it is in the warehouse already."""
     if outcome.refresh_id == refresh_id:
         return outcome
     if last_ok.get(outcome.provider) == outcome.started_at:
@@ -789,15 +685,12 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                   stop_requested: Callable[[], bool] = lambda: False,
                   on_offers_merged: Callable[[str], None] | None = None,
                   on_merged: Callable[[str], None] | None = None) -> list[LoadReport]:
-    """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, one
-    transaction per provider, into a working copy of the warehouse, and publish that copy over
-    it in one atomic rename (warehouse.snapshot): readers holding the warehouse open neither block
-    this nor see it until they reconnect. The merged results are then forgotten.
+    """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a
+    working copy published in one atomic rename (warehouse.snapshot), then forget the merged results.
 
-    The caller holds the refresh lock. Once `stop_requested()`, no further merge starts: the results
-    left keep waiting (reported as `interrupted`). A warehouse that cannot be written raises
-    WarehouseError naming the first cause and where the results wait; the published warehouse is
-    then unchanged. `on_merged(provider)` follows each merge (the progress display)."""
+    The caller holds the refresh lock. Once `stop_requested()`, the results left keep waiting
+    (`interrupted`). A warehouse that cannot be written raises WarehouseError naming the first cause
+    and where the results wait; the published warehouse is then unchanged."""
     from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
     published = db_path(db)
@@ -827,13 +720,11 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                     outcome = _resumed(pending.read(path), refresh_id, last_ok)
                 except pending.PendingError as err:
                     outcome = _unreadable(path, err)
-                if outcome is None:
-                    merged.append(path)
-                    continue
-                reports.append(load_outcome(con, outcome, refresh_id, policy, on_offers_merged=on_offers_merged))
+                if outcome is not None:  # None: in the warehouse already
+                    reports.append(load_outcome(con, outcome, refresh_id, policy, on_offers_merged=on_offers_merged))
+                    if on_merged is not None:
+                        on_merged(outcome.provider)
                 merged.append(path)
-                if on_merged is not None:
-                    on_merged(outcome.provider)
         finally:
             try:
                 close_writer(con)  # the window's one checkpoint
@@ -852,8 +743,6 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
     for path in merged:
         if path.exists():  # an unreadable one stays set aside for its operator
             pending.done(path)
-    try:
+    with suppress(OSError):  # results still wait there
         pending.pending_dir(published).rmdir()
-    except OSError:
-        pass  # results still wait there
     return reports
