@@ -153,8 +153,8 @@ def _fold(con: duckdb.DuckDBPyConnection, folder: Path, provider: str, table: st
     # by position in the list, not by name: publishes within one second are named -2, -3 ... after it
     [folded] = _write(con, folder, f"{provider}.{table}.{stamp}-0.parquet", table,
                       f"select * exclude (filename) from read_parquet($paths, filename = true) "
-                      f"qualify row_number() over (partition by {ids} order by list_position($paths, filename) desc) = 1 "
-                      f"order by {ids}",
+                      f"qualify row_number() over (partition by {ids} "
+                      f"order by list_position($paths, filename) desc) = 1 order by {ids}",
                       {"paths": [str(folder / f["name"]) for f in segments]})
     return [dict(folded, through=max((f["through"] for f in segments), key=_time))]
 
