@@ -882,18 +882,11 @@ def test_a_recording_holds_no_secret_and_still_replays(canary_env: TokenServer, 
     found = {f: [c for c in [*ALL_CANARIES, *OBTAINED.values()] if c in text or quote(c, safe="") in text]
              for f, text in written.items()}
     assert not {f: c for f, c in found.items() if c}
-    replayed = ReplayServer(rec, providers=["verda"])
-    replayed.start()
-    try:
-        batch = source_module("verda").fetch(replay_context(replayed, "verda"))
-    finally:
-        replayed.close()
-    original = ReplayServer(BUNDLED_RECORDINGS, providers=["verda"])
-    original.start()
-    try:
-        expected = source_module("verda").fetch(replay_context(original, "verda"))
-    finally:
-        original.close()
+    def verda_from(recordings: Path) -> Any:
+        with ReplayServer(recordings, providers=["verda"]) as server:
+            return source_module("verda").fetch(replay_context(server, "verda"))
+
+    batch, expected = verda_from(rec), verda_from(BUNDLED_RECORDINGS)
     # the same offers, the key planted in one name cut out of it
     assert sorted(str(o.key).replace(" [redacted]", "") for o in batch.offers) == \
         sorted(str(o.key) for o in expected.offers) != []
