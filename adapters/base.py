@@ -587,6 +587,13 @@ class SourceContext:
 CURRENCY_FIELDS = ("currency", "currencyCode", "currency_code", "price_currency")
 
 
+def dig(obj: Any, *keys: str) -> Any:
+    """obj[key][key]...: None where a level is missing or is not a JSON object."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
 def as_number(value: Any, what: str, error: type[Exception]) -> float:
     """A JSON number or numeric text ("2.19") as a float; anything else (a boolean too) raises `error`."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -41,21 +41,15 @@ PROVIDER = ProviderSpec(
 )
 
 
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
-
-
 def _resources(doc: Any) -> list[Any]:
-    if not isinstance(_get(doc, "resources"), list):
+    if not isinstance(dig(doc, "resources"), list):
         raise SchemaDriftError("ibmcloud: a Global Catalog answer lacks the 'resources' list")
     return doc["resources"]
 
 
 def _next_offset(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
     """The next `_offset` until `count` items came or a page is short of its `limit` (entries go between pages)."""
-    got, count, limit = (_get(doc, "offset") or 0) + len(items), _get(doc, "count"), _get(doc, "limit")
+    got, count, limit = (dig(doc, "offset") or 0) + len(items), dig(doc, "count"), dig(doc, "limit")
     if not items or not isinstance(count, int) or got >= count or (isinstance(limit, int) and len(items) < limit):
         return None
     return {**request, "params": {**request["params"], "_offset": got}}
@@ -63,14 +57,14 @@ def _next_offset(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[st
 
 def profile_plan(profile: Any) -> str | None:
     """The pricing plan of a profile's multi-tenant instance, else its catalog starting price's."""
-    plans = [d["plan"] for m in _get(profile, "metadata", "other", "profile", "measures") or []
-             if _get(m, "component") == "instance" for d in _get(m, "deployments") or []
-             if _get(d, "type") == "multi-tenant" and _get(d, "plan")]
-    return str(plans[0]) if plans else _get(profile, "metadata", "pricing", "starting_price", "plan_id")
+    plans = [d["plan"] for m in dig(profile, "metadata", "other", "profile", "measures") or []
+             if dig(m, "component") == "instance" for d in dig(m, "deployments") or []
+             if dig(d, "type") == "multi-tenant" and dig(d, "plan")]
+    return str(plans[0]) if plans else dig(profile, "metadata", "pricing", "starting_price", "plan_id")
 
 
 def gpu_profiles(profiles: list[Any]) -> list[dict[str, Any]]:
-    return [p for p in profiles if (_get(p, "metadata", "other", "profile", "default_config", "gpu_count") or 0) > 0]
+    return [p for p in profiles if (dig(p, "metadata", "other", "profile", "default_config", "gpu_count") or 0) > 0]
 
 
 @drift_guard("ibmcloud: global catalog")
@@ -84,14 +78,14 @@ def parse_pricing(profiles: list[Any], pricing: dict[str, list[Any]]) -> Batch:
         if plan and not (deployments := pricing.get(plan)):
             raise SourceError(f"ibmcloud: plan {plan} of {name} returned no priced deployments")
         wanted = {m.format(name): option for m, option in METRICS.items()}
-        metrics = [(d, m) for d in pricing.get(plan or "", []) for m in _get(d, "metrics") or []
-                   if _get(m, "metric_id") in wanted]
+        metrics = [(d, m) for d in pricing.get(plan or "", []) for m in dig(d, "metrics") or []
+                   if dig(m, "metric_id") in wanted]
         if not metrics:
             batch.quarantine("offer", name, f"{name}: plan {plan} has no instance-hours metric for it (priced by "
                                             "vCPU, memory and GPU components, not loaded)", p)
             continue
-        usa = [(d, m, next((a for a in m.get("amounts") or [] if _get(a, "country") == "USA"), {})) for d, m in metrics]
-        if not any("price" in (_get(a, "prices") or [{}])[0] for _, _, a in usa):
+        usa = [(d, m, next((a for a in m.get("amounts") or [] if dig(a, "country") == "USA"), {})) for d, m in metrics]
+        if not any("price" in (dig(a, "prices") or [{}])[0] for _, _, a in usa):
             raise SchemaDriftError(f"ibmcloud: {name}: no USA amount carries a 'price' (the answer changed shape)")
         for d, m, amount in usa:
             _add(batch, p, d, m, amount, wanted[m["metric_id"]], seen)
@@ -101,15 +95,15 @@ def parse_pricing(profiles: list[Any], pricing: dict[str, list[Any]]) -> Batch:
 
 def _add(batch: Batch, p: dict[str, Any], d: Any, m: dict[str, Any], amount: Any, option: str,
          seen: set[tuple[str, str, str]]) -> None:
-    name, region = str(p["name"]), str(_get(d, "deployment_location") or _get(d, "deployment_region"))
-    ref, raw = f"{name}/{region}/{option}", {"deployment_id": _get(d, "deployment_id"), "metric": m}
+    name, region = str(p["name"]), str(dig(d, "deployment_location") or dig(d, "deployment_region"))
+    ref, raw = f"{name}/{region}/{option}", {"deployment_id": dig(d, "deployment_id"), "metric": m}
     if batch.listed_again(seen, (name, region, option), f"price {ref}", raw, ref=ref):
         return
     try:
-        price = as_number((_get(amount, "prices") or [{}])[0].get("price"), "USA price", ValueError)
+        price = as_number((dig(amount, "prices") or [{}])[0].get("price"), "USA price", ValueError)
     except ValueError as err:
         return batch.quarantine("offer", ref, f"{ref}: {err}", raw)
-    if batch.usd_only("offer", ref, _get(amount, "currency"), raw):
+    if batch.usd_only("offer", ref, dig(amount, "currency"), raw):
         cfg = p["metadata"]["other"]["profile"]["default_config"]
         batch.offer(ref, raw, gpu=str(cfg.get("gpu_model") or ""), gpu_memory_gb=cfg.get("gpu_memory"),
                     gpu_count=cfg.get("gpu_count"), region=region, instance_type=name, purchase_option=option,

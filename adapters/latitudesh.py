@@ -18,7 +18,7 @@ from collections import Counter
 from typing import Any
 
 from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard,
+    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -41,23 +41,17 @@ PROVIDER = ProviderSpec(
 )
 
 
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
-
-
 @drift_guard("latitudesh: plans")
 def parse_plans(doc: Any) -> Batch:
     """The plans answer -> one on-demand offer per GPU plan and region priced in USD."""
-    plans = _get(doc, "data")
+    plans = dig(doc, "data")
     if not isinstance(plans, list):
         raise SchemaDriftError("latitudesh: the plans answer lacks the 'data' list")
-    gpu = [p for p in plans if (_get(p, "attributes", "specs", "gpu", "count") or 0) > 0]
-    regions = [(p, r) for p in gpu for r in _get(p, "attributes", "regions") or []]
+    gpu = [p for p in plans if (dig(p, "attributes", "specs", "gpu", "count") or 0) > 0]
+    regions = [(p, r) for p in gpu for r in dig(p, "attributes", "regions") or []]
     if not regions:
         raise SourceError("latitudesh: the plans answer returned no GPU plan regions")
-    if not any(_get(r, "pricing", "USD", "hour") is not None for _, r in regions):
+    if not any(dig(r, "pricing", "USD", "hour") is not None for _, r in regions):
         raise SchemaDriftError("latitudesh: no GPU plan region has a USD 'hour' price (the answer changed shape)")
     batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[tuple[str, str]]()
     for plan, region in regions:
@@ -68,33 +62,33 @@ def parse_plans(doc: Any) -> Batch:
 
 
 def _add(batch: Batch, plan: dict[str, Any], region: Any, seen: set[tuple[str, str]], skipped: Counter[str]) -> None:
-    slug, where = str(plan.get("slug") or "?"), str(_get(region, "name") or "?")
+    slug, where = str(plan.get("slug") or "?"), str(dig(region, "name") or "?")
     ref = f"{slug}/{where}"
     if batch.listed_again(seen, (slug, where), f"plan region {ref}", region, ref=ref):
         return
-    usd = _get(region, "pricing", "USD")
+    usd = dig(region, "pricing", "USD")
     if not isinstance(usd, dict) or usd.get("hour") is None:
-        other = [c for c, v in (_get(region, "pricing") or {}).items() if _get(v, "hour")]
+        other = [c for c, v in (dig(region, "pricing") or {}).items() if dig(v, "hour")]
         if other:
             batch.usd_only("offer", ref, other[0], region)
         else:
             skipped["plan regions without an hourly price (not sold there)"] += 1
         return
     gpu, specs = plan["specs"]["gpu"], plan["specs"]
-    in_stock = _get(region, "locations", "in_stock") or []
-    level = _get(region, "stock_level")
+    in_stock = dig(region, "locations", "in_stock") or []
+    level = dig(region, "stock_level")
     try:
         price = as_number(usd["hour"], "USD hour", ValueError)
     except ValueError as err:
         return batch.quarantine("offer", ref, f"{ref}: {err}", region)
     data = {"plan_id": plan.get("id"), "usd_month": usd.get("month"), "usd_year": usd.get("year"),
-            "locations": _get(region, "locations"), "deploys_instantly": region.get("deploys_instantly")}
+            "locations": dig(region, "locations"), "deploys_instantly": region.get("deploys_instantly")}
     cpu, link = specs.get("cpu") or {}, gpu.get("interconnect")
     network = isinstance(link, str) and "bps" in link  # "800Gbps Dual Plane RoCE" is the network, not NVLink
     batch.offer(ref, {"plan": slug, "region": region}, gpu=str(gpu.get("type") or ""),
                 gpu_memory_gb=gpu.get("vram_per_gpu"), gpu_count=gpu.get("count"), region=where, instance_type=slug,
                 purchase_option="on_demand", price_per_hour=price,
-                vcpus=(cpu.get("cores") or 0) * (cpu.get("count") or 1) or None, ram_gb=_get(specs, "memory", "total"),
+                vcpus=(cpu.get("cores") or 0) * (cpu.get("count") or 1) or None, ram_gb=dig(specs, "memory", "total"),
                 interconnect=None if network else link, multinode_fabric=link if network else None,
                 available=level != "unavailable" and bool(in_stock),
                 availability_level=level, provider_data=json.dumps(data, sort_keys=True))

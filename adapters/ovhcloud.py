@@ -16,7 +16,7 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -39,19 +39,13 @@ PROVIDER = ProviderSpec(
 )
 
 
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
-
-
 @drift_guard("ovhcloud: public cloud catalog")
 def parse_catalog(doc: Any) -> Batch:
     """The catalog answer -> one on-demand offer per hourly GPU flavor and region."""
-    addons = _get(doc, "addons")
+    addons = dig(doc, "addons")
     if not isinstance(addons, list):
         raise SchemaDriftError("ovhcloud: the catalog answer lacks the 'addons' list")
-    gpu = [a for a in addons if isinstance(a, dict) and _get(a, "blobs", "technical", "gpu")]
+    gpu = [a for a in addons if isinstance(a, dict) and dig(a, "blobs", "technical", "gpu")]
     if not gpu:
         raise SourceError("ovhcloud: the catalog returned no GPU flavors")
     hourly = [a for a in gpu if str(a.get("planCode", "")).endswith(".consumption")]
@@ -60,7 +54,7 @@ def parse_catalog(doc: Any) -> Batch:
     regions: dict[str, set[str]] = defaultdict(set)
     for a in gpu:
         for c in a.get("configurations") or []:
-            if _get(c, "name") == "region":
+            if dig(c, "name") == "region":
                 regions[str(a.get("invoiceName"))].update(map(str, c.get("values") or []))
     batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
     for a in gpu:
@@ -68,8 +62,8 @@ def parse_catalog(doc: Any) -> Batch:
         if not code.endswith(".consumption") or flavor.startswith("win-"):
             skipped["Windows flavors" if flavor.startswith("win-") else "monthly plans"] += 1
         elif not batch.listed_again(seen, code, f"plan {code}", a):
-            _add(batch, a, code, flavor, sorted(regions[flavor]), _get(doc, "locale", "currencyCode"))
-    batch.notes.append(f"ovhcloud: {len(gpu)} GPU plans in the {_get(doc, 'locale', 'subsidiary')} catalog; skipped: "
+            _add(batch, a, code, flavor, sorted(regions[flavor]), dig(doc, "locale", "currencyCode"))
+    batch.notes.append(f"ovhcloud: {len(gpu)} GPU plans in the {dig(doc, 'locale', 'subsidiary')} catalog; skipped: "
                        + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
     return batch
 
@@ -77,23 +71,23 @@ def parse_catalog(doc: Any) -> Batch:
 def _add(batch: Batch, a: dict[str, Any], code: str, flavor: str, regions: list[str], currency: Any) -> None:
     tech = a["blobs"]["technical"]
     try:
-        [p, *_] = [p for p in a.get("pricings") or [] if "consumption" in (_get(p, "capacities") or [])] or [{}]
+        [p, *_] = [p for p in a.get("pricings") or [] if "consumption" in (dig(p, "capacities") or [])] or [{}]
         if p.get("intervalUnit") != "hour" or not regions:
             raise ValueError(f"consumption priced per {p.get('intervalUnit')!r}, not per hour" if regions
                              else "no plan of the flavor lists a region")
         price = as_number(p.get("price"), "price", ValueError) / PRICE_UNIT / float(p.get("interval") or 1)
-        count = as_number(_get(tech, "gpu", "number"), "gpu number", ValueError)
+        count = as_number(dig(tech, "gpu", "number"), "gpu number", ValueError)
     except (TypeError, ValueError) as err:
         return batch.quarantine("offer", code, f"{code}: {err}", a)
     if not batch.usd_only("offer", code, currency, a):
         return
-    level = _get(tech, "bandwidth", "level")
-    disks = [d for d in _get(tech, "storage", "disks") or [] if isinstance(d, dict)]
+    level = dig(tech, "bandwidth", "level")
+    disks = [d for d in dig(tech, "storage", "disks") or [] if isinstance(d, dict)]
     for region in regions:
-        batch.offer(f"{flavor}/{region}", a, gpu=str(_get(tech, "gpu", "model") or ""),
-                    gpu_memory_gb=_get(tech, "gpu", "memory", "size"), gpu_count=count, region=region,
+        batch.offer(f"{flavor}/{region}", a, gpu=str(dig(tech, "gpu", "model") or ""),
+                    gpu_memory_gb=dig(tech, "gpu", "memory", "size"), gpu_count=count, region=region,
                     instance_type=flavor, purchase_option="on_demand", price_per_hour=price,
-                    vcpus=_get(tech, "cpu", "cores"), ram_gb=_get(tech, "memory", "size"),
+                    vcpus=dig(tech, "cpu", "cores"), ram_gb=dig(tech, "memory", "size"),
                     local_disk_gb=sum(d.get("capacity", 0) * d.get("number", 1) for d in disks) or None,
                     network_gbps=level / 1000 if isinstance(level, (int, float)) else None,
                     provider_data=json.dumps({"plan_code": code, "disks": disks}, sort_keys=True))

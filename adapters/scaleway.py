@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -99,12 +99,6 @@ def hourly(amount: float, unit: Any) -> float:
     return amount / (size * HOURS_PER_UNIT[unit["unit"]])
 
 
-def _get(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        obj = obj.get(key) if isinstance(obj, dict) else None
-    return obj
-
-
 def _size(size_bytes: Any, unit: float) -> float | None:
     ok = isinstance(size_bytes, (int, float)) and not isinstance(size_bytes, bool) and size_bytes > 0
     return round(size_bytes / unit, 3) if ok else None
@@ -114,7 +108,7 @@ def parse_availability(pages: list[Any], zone: str) -> dict[str, str]:
     """The availability answers of one zone -> {instance type: stock level}."""
     out: dict[str, str] = {}
     for doc in pages:
-        servers = _get(doc, "servers")
+        servers = dig(doc, "servers")
         if not isinstance(servers, dict):
             raise SchemaDriftError(f"scaleway: the {zone} availability answer lacks the 'servers' object")
         out.update((name, e["availability"]) for name, e in servers.items()
@@ -128,7 +122,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
     """Catalogue pages (+ stock per zone, None when not fetched) -> one offer per GPU product."""
     products: list[Any] = []
     for doc in pages:
-        if not isinstance(_get(doc, "products"), list):
+        if not isinstance(dig(doc, "products"), list):
             raise SchemaDriftError("scaleway: the product catalog answer lacks the 'products' list")
         products += doc["products"]
     if not products:
@@ -144,7 +138,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
             continue
         if batch.listed_again(seen, sku, f"sku {sku}", item):
             continue
-        if not _get(item, "properties", "hardware", "gpu", "count"):
+        if not dig(item, "properties", "hardware", "gpu", "count"):
             skipped["CPU-only instance products skipped"] += 1
             continue
         try:
@@ -172,12 +166,12 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
 
 def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
            stock: dict[str, dict[str, str]] | None) -> dict[str, Any]:
-    offer_id, zone = _get(item, "properties", "instance", "offer_id"), _get(item, "locality", "zone")
+    offer_id, zone = dig(item, "properties", "instance", "offer_id"), dig(item, "locality", "zone")
     if not isinstance(offer_id, str) or not offer_id:
         raise _BadRecord("schema: lacks 'properties.instance.offer_id'")
     if not isinstance(zone, str) or not zone:
         raise _BadRecord("schema: lacks 'locality.zone'")
-    gpu = _get(item, "properties", "hardware", "gpu")
+    gpu = dig(item, "properties", "hardware", "gpu")
     count = _integral(gpu.get("count"), "gpu count")
     # Older types' ids (RENDER-S) do not state the memory: their GPU is the hardware's gpu fields alone.
     m = _OFFER_ID.match(offer_id)
@@ -191,7 +185,7 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
         model, exact = canonicalize(NAME, name, memory_gb * 1024 if m else None)
     except UnknownGPUError as err:
         raise _BadRecord(f"gpu: {err}") from None
-    retail = _get(item, "price", "retail_price")
+    retail = dig(item, "price", "retail_price")
     currency, amount = money(retail)
     per_hour = hourly(amount, item.get("unit_of_measure"))
     if currency not in ("USD", "EUR") or (currency == "EUR" and not usd_per_eur):
@@ -205,10 +199,10 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
         region=zone.rsplit("-", 1)[0] if re.search(r"-\d+$", zone) else zone, zone=zone, instance_type=offer_id,
         purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=name,
         gpu_count=count, gpu_memory_gb=memory_gb,
-        vcpus=_get(item, "properties", "hardware", "cpu", "virtual", "count") or None,
-        ram_gb=_size(_get(item, "properties", "hardware", "ram", "size"), 1024 ** 3),
+        vcpus=dig(item, "properties", "hardware", "cpu", "virtual", "count") or None,
+        ram_gb=_size(dig(item, "properties", "hardware", "ram", "size"), 1024 ** 3),
         # local scratch storage: Scaleway states it in decimal units ("1.6 TB")
-        local_disk_gb=_size(_get(item, "properties", "hardware", "storage", "total"), 1e9),
+        local_disk_gb=_size(dig(item, "properties", "hardware", "storage", "total"), 1e9),
         price_per_hour=per_hour * usd_per_eur if currency == "EUR" else per_hour, source_currency=currency,
         source_price_per_hour=per_hour, available=None if level is None else DEPLOYABLE.get(level),
         availability_level=level, provider_data=json.dumps(data, sort_keys=True))
@@ -217,7 +211,7 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
 def _next_page(key: str, size_param: str) -> Any:
     """Pages until one comes back short (records can go between pages) or `total_count` items have come."""
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
-        got, total = _get(doc, key), _get(doc, "total_count")
+        got, total = dig(doc, key), dig(doc, "total_count")
         page, size = int(request["params"]["page"]), int(request["params"][size_param])
         if not got or len(got) < size or (isinstance(total, int) and page * size >= total):
             return None
@@ -237,9 +231,9 @@ def fetch(ctx: SourceContext) -> Batch:
         if key or not ctx.reaches_provider:
             if key:
                 client.headers["X-Auth-Token"] = key
-            zones = sorted({_get(i, "locality", "zone") for doc in pages for i in _get(doc, "products") or []
-                            if _get(i, "properties", "hardware", "gpu", "count")
-                            and isinstance(_get(i, "locality", "zone"), str)})
+            zones = sorted({dig(i, "locality", "zone") for doc in pages for i in dig(doc, "products") or []
+                            if dig(i, "properties", "hardware", "gpu", "count")
+                            and isinstance(dig(i, "locality", "zone"), str)})
             stock = {zone: parse_availability(list(ctx.paginate(
                 client, API_HOST, AVAILABILITY_PATH.format(zone=zone), lambda doc: [doc],
                 _next_page("servers", "per_page"), params={"per_page": PAGE_SIZE, "page": 1},
