@@ -111,6 +111,12 @@ def keys_in_data(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str],
     return ex.status, dict(ex.headers), body
 
 
+def replayed_batch(provider: str, hook: Any = None, recordings: Path = BUNDLED_RECORDINGS) -> Any:
+    """`provider`'s Batch, fetched by its real client from `recordings` (answers optionally changed by `hook`)."""
+    with ReplayServer(recordings, providers=[provider], hook=hook) as server:
+        return source_module(provider).fetch(replay_context(server, provider))
+
+
 def test_every_source_with_a_key_has_a_planted_canary() -> None:
     assert set(PLANTED) == set(API_PROVIDERS)  # a new source with a key names where its key is planted
 
@@ -517,12 +523,7 @@ def test_csv_export_neutralizes_formulas_from_scraped_fields(tmp_path: Path) -> 
     def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
         return 200, {"Content-Type": "application/json"}, json.dumps(doc).encode()
 
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
-    server.start()
-    try:
-        batch = source_module("lambda").fetch(replay_context(server, "lambda"))
-    finally:
-        server.close()
+    batch = replayed_batch("lambda", hook=hook)
     db = tmp_path / "ledger.duckdb"
     assert load(db, [scraped("lambda", "replay", utcnow(), utcnow(), batch=batch)], "r")[0].ok
     out = tmp_path / "export"
@@ -882,11 +883,7 @@ def test_a_recording_holds_no_secret_and_still_replays(canary_env: TokenServer, 
     found = {f: [c for c in [*ALL_CANARIES, *OBTAINED.values()] if c in text or quote(c, safe="") in text]
              for f, text in written.items()}
     assert not {f: c for f, c in found.items() if c}
-    def verda_from(recordings: Path) -> Any:
-        with ReplayServer(recordings, providers=["verda"]) as server:
-            return source_module("verda").fetch(replay_context(server, "verda"))
-
-    batch, expected = verda_from(rec), verda_from(BUNDLED_RECORDINGS)
+    batch, expected = replayed_batch("verda", recordings=rec), replayed_batch("verda")
     # the same offers, the key planted in one name cut out of it
     assert sorted(str(o.key).replace(" [redacted]", "") for o in batch.offers) == \
         sorted(str(o.key) for o in expected.offers) != []
@@ -1029,12 +1026,7 @@ def test_absurd_records_are_quarantined_while_the_rest_of_the_provider_loads(tmp
     def hook(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
         return 200, {"Content-Type": "application/json"}, body
 
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=hook)
-    server.start()
-    try:
-        batch = source_module("lambda").fetch(replay_context(server, "lambda"))
-    finally:
-        server.close()
+    batch = replayed_batch("lambda", hook=hook)
     reasons = {q.source_ref: q.reason for q in batch.quarantined}
     said = " | ".join(f"{ref}: {why}" for ref, why in reasons.items())
     assert len(batch.offers) == 27, said
