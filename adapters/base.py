@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from urllib.parse import quote, urlsplit
@@ -326,6 +328,9 @@ class SourceContext:
     validators: dict[str, str] = field(default_factory=dict)
     new_validators: dict[str, str] = field(default_factory=dict)
     bytes_fetched: int = 0  # response bodies as received, every client
+    # Where parses of immutable, versioned files are kept between refreshes (None: nothing kept).
+    cache_dir: str | None = None
+    kept_parses: int = 0  # parses taken from cache_dir instead of a download
     recorder: Recorder | None = None
     proxy: RecordingProxy | None = None
     http_timeout_s: float = 60.0
@@ -456,6 +461,33 @@ class SourceContext:
         self.new_validators[key] = validator
         if self.validators.get(key) == validator:
             raise Unchanged(f"{self.provider}: {what} unchanged since the last loaded fetch")
+
+    def kept_parse(self, name: str, files: Any, parse: Callable[[], Any]) -> Any:
+        """parse()'s JSON value, or the value kept for `name` when the same versioned `files` (a file
+        at a versioned address never changes: AWS's price list) were parsed by this same gpuledger and
+        settings: those files are then neither downloaded nor parsed again."""
+        if self.cache_dir is None:
+            return parse()
+        key = [files, self.new_validators.get("gpuledger")]
+        path = Path(self.cache_dir) / (hashlib.sha256(name.encode()).hexdigest()[:20] + ".json")
+        try:
+            kept = json.loads(path.read_bytes())
+            if kept["key"] == key:
+                with _registered_lock:
+                    self.kept_parses += 1
+                return kept["value"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # none kept, or unreadable: parsed anew below and kept again
+        value = parse()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            part = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}")
+            part.write_text(json.dumps({"name": name, "key": key, "value": value}))
+            os.replace(part, path)
+        except OSError as err:  # the next refresh downloads these files again; this one is whole
+            log.warning("%s: could not keep the parse of %s in %s: %s", self.provider, name, self.cache_dir,
+                        err.strerror or err)
+        return value
 
     def count_bytes(self, n: int) -> None:
         with _registered_lock:

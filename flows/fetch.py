@@ -49,6 +49,7 @@ class SourcePlan:
     since: dict[str, str] = field(default_factory=dict)  # SourceContext.since
     validators: dict[str, str] = field(default_factory=dict)  # SourceContext.validators (warehouse.validators)
     record_dir: str | None = None
+    cache_dir: str | None = None  # SourceContext.cache_dir
     http_attempts: int = 3
     retry_wait_max_s: float = 8.0
     retry_budget_s: float = 120.0
@@ -94,6 +95,7 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
         provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
         recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
         retry_budget_s=plan.retry_budget_s, http_timeout_s=plan.http_timeout_s, since=dict(plan.since),
+        cache_dir=plan.cache_dir if recorder is None else None,  # a recording is made of whole answers
     )
     ctx.new_validators[FINGERPRINT] = fingerprint(ctx)
     if recorder is None and plan.validators.get(FINGERPRINT) == ctx.new_validators[FINGERPRINT]:

@@ -183,6 +183,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             since, validators = read_since(db), read_validators(db)
             plans = [SourcePlan(provider=p, mode=mode, replay_urls=dict(urls), settings=dict(settings.get(p, {})),
                                 since=since.get(p, {}), validators=validators.get(p, {}), record_dir=record_dir,
+                                cache_dir=f"{db_path(db)}.cache/{p}",
                                 http_attempts=http_attempts,
                                 retry_wait_max_s=retry_wait_max_s) for p in names]
             # A recording answers the same way every time: a replay is never retried. Live, only a

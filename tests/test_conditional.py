@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from gpuledger.adapters.aws.pricelist import EC2_REGION_INDEX, PRICING_BULK_HOST
+from gpuledger.adapters.base import SourceContext
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Recorder, RecordingProxy, ReplayServer
 from gpuledger.flows.fetch import FINGERPRINT, SourcePlan, fetch_outcome
 from gpuledger.warehouse.check import run_checks
@@ -259,11 +260,77 @@ def test_aws_with_ec2_is_fetched_whole_and_a_degraded_run_forgets_the_validators
     again, _, _ = fetched(db, BUNDLED_RECORDINGS, "aws", "refresh-3", hook=new_ec2_version)
     assert again.state == "ok"  # fetched whole, though its versions are those of refresh-2
     assert "price list" in read_validators(db)["aws"]
-    # spot prices change by the minute: with EC2 the price list's versions are neither asked nor kept
+    # spot prices change by the minute: with EC2 the price list's versions do not make AWS unchanged
     monkeypatch.setenv("GPULEDGER_AWS_EC2_API", "auto")
     with_ec2, _, server = fetched(db, BUNDLED_RECORDINGS, "aws", "refresh-4")
     assert with_ec2.state == "ok" and "price list" not in with_ec2.validators
     assert with_ec2.bytes_fetched == sum(server.bytes_sent.values())  # httpx and boto3 answers alike
+
+
+def test_aws_with_ec2_downloads_each_versioned_price_file_once(tmp_path: Path) -> None:
+    """With EC2 the offers are rebuilt every refresh (spot prices, stock), but a price-list file at an
+    address already parsed is taken from the kept parse: each EC2, data-transfer and Savings Plans
+    file is downloaded once, and a new version of one region's file is downloaded alone."""
+    db, cache = tmp_path / "w.duckdb", str(tmp_path / "w.duckdb.cache" / "aws")
+    asked: list[str] = []
+
+    def files_asked(hook: Any = None) -> Any:
+        def note(host: str, request: Any, exchange: Any) -> Any:
+            if host == PRICING_BULK_HOST and request.path.endswith((".csv", "index.json")) \
+                    and "region_index" not in request.path:
+                asked.append(request.path)
+            return hook(host, request, exchange) if hook else None
+        return note
+
+    first, _, server = fetched(db, BUNDLED_RECORDINGS, "aws", "refresh-1", hook=files_asked(), cache_dir=cache)
+    # the recording's offer files: EC2 for 28 regions, data transfer for 8, Savings Plans for 28
+    assert first.state == "ok" and len(asked) == 28 + 8 + 28
+    whole = sum(server.bytes_sent.values())
+    offers_before = rows(db, "select content_hash from offers order by 1")
+    asked.clear()
+    second, report, server = fetched(db, BUNDLED_RECORDINGS, "aws", "refresh-2", hook=files_asked(),
+                                     cache_dir=cache)
+    assert second.state == report.state == "ok" and asked == []
+    assert "56 price-list files unchanged since their last parse" in " ".join(second.notes)
+    assert second.bytes_fetched < 0.2 * whole  # what is left is EC2's answers
+    assert (report.new, report.changed) == (0, 0)
+    assert rows(db, "select content_hash from offers order by 1") == offers_before
+    third, _, _ = fetched(db, BUNDLED_RECORDINGS, "aws", "refresh-3", hook=files_asked(new_ec2_version),
+                          cache_dir=cache)
+    # a region's EC2 and data-transfer files are parsed together: its small transfer file comes along
+    assert third.state == "ok" and sorted(asked) == [
+        "/offers/v1.0/aws/AWSDataTransfer/20261118004117/us-east-1/index.csv", NEW_VERSION.replace(".json", ".csv")]
+    assert rows(db, "select price_per_hour from offers where region = 'us-east-1' and instance_type = 'p5.48xlarge' "
+                    "and purchase_option = 'on_demand'") == [(49.54,)]
+
+
+def test_a_kept_parse_serves_only_the_same_files_under_the_same_code(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    ctx = SourceContext("aws", cache_dir=str(tmp_path / "cache"))
+    ctx.new_validators[FINGERPRINT] = "code-1"
+    parsed: list[str] = []
+
+    def parse() -> dict[str, Any]:
+        parsed.append("parsed")
+        return {"rows": [["p5.48xlarge", 55.04]], "skipped": {"another OS": 3}}
+
+    def kept(files: list[str]) -> Any:
+        return ctx.kept_parse("price list us-east-1", files, parse)
+
+    value = {"rows": [["p5.48xlarge", 55.04]], "skipped": {"another OS": 3}}
+    assert kept(["/v1/us-east-1/index.csv"]) == value and len(parsed) == 1
+    assert kept(["/v1/us-east-1/index.csv"]) == value and len(parsed) == 1 and ctx.kept_parses == 1
+    assert kept(["/v2/us-east-1/index.csv"]) == value and len(parsed) == 2  # a new version
+    ctx.new_validators[FINGERPRINT] = "code-2"  # a parser fixed, or other settings
+    assert kept(["/v2/us-east-1/index.csv"]) == value and len(parsed) == 3
+    [file] = (tmp_path / "cache").iterdir()
+    file.write_bytes(b'{"key": ')  # cut short
+    assert kept(["/v2/us-east-1/index.csv"]) == value and len(parsed) == 4
+    assert kept(["/v2/us-east-1/index.csv"]) == value and len(parsed) == 4
+    shutil.rmtree(tmp_path / "cache")
+    (tmp_path / "cache").write_text("a file where the folder should be")
+    assert kept(["/v2/us-east-1/index.csv"]) == value and len(parsed) == 5
+    assert "aws: could not keep the parse of price list us-east-1" in caplog.text
 
 
 # -- bytes fetched, every client ----------------------------------------------------------------

@@ -8,6 +8,7 @@ spot price history, the Spot Instance Advisor, AZ offerings, Savings Plans and C
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import astuple
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -15,8 +16,8 @@ from gpuledger.adapters.aws import ec2, savings_plans
 from gpuledger.adapters.aws.ec2 import has_credentials
 from gpuledger.adapters.aws.offers import RegionPayload, build_region, refresh_notes
 from gpuledger.adapters.aws.pricelist import (
-    DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_BULK_HOST, fetch_prices_api, fetch_prices_bulk,
-    parse_region_index, price_list_versions,
+    DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_BULK_HOST, PriceRow, fetch_prices_api,
+    fetch_prices_bulk, parse_region_index, price_list_versions,
 )
 from gpuledger.adapters.base import SourceContext, SourceError
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
@@ -70,6 +71,30 @@ def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str,
     return savings_plans.parse_savings_plan_index(doc), doc.get("publicationDate")
 
 
+def kept_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],
+                     dt_index: dict[str, str], skipped: Counter[str]) -> tuple[list[PriceRow], str | None]:
+    """fetch_prices_bulk, or its rows kept from the last parse of the same versioned offer files."""
+    def parse() -> dict[str, Any]:
+        counts: Counter[str] = Counter()
+        rows, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index, counts)
+        return {"rows": [astuple(r) for r in rows], "publication": publication, "skipped": counts}
+
+    kept = ctx.kept_parse(f"price list {region}", [ec2_index.get(region), dt_index.get(region)], parse)
+    skipped.update(kept["skipped"])
+    return [PriceRow(*r) for r in kept["rows"]], kept["publication"]
+
+
+def kept_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str]
+                       ) -> tuple[list[savings_plans.SavingsPlanRate], Counter[str]]:
+    def parse() -> dict[str, Any]:
+        rates, skipped = savings_plans.fetch_savings_plans(ctx, client, PRICING_BULK_HOST, region, index,
+                                                           GPU_FAMILIES)
+        return {"rates": [astuple(r) for r in rates], "skipped": skipped}
+
+    kept = ctx.kept_parse(f"savings plans {region}", index.get(region), parse)
+    return [savings_plans.SavingsPlanRate(*r) for r in kept["rates"]], Counter(kept["skipped"])
+
+
 def fetch(ctx: SourceContext) -> Batch:
     batch = PROVIDER.batch()
     creds, config = has_credentials(ctx), ctx.config
@@ -98,9 +123,8 @@ def fetch(ctx: SourceContext) -> Batch:
             p = RegionPayload(region=region, prices=[])
             # The region's other answers (other hosts) are fetched while its price list streams.
             with ThreadPoolExecutor(max_workers=5, thread_name_prefix=f"aws-{region}") as side:
-                rates = side.submit(enrich, ctx, "savings plans", savings_plans.fetch_savings_plans, ctx, client,
-                                    PRICING_BULK_HOST, region, plans[0], GPU_FAMILIES, default=([], Counter())) \
-                    if plans else None
+                rates = side.submit(enrich, ctx, "savings plans", kept_savings_plans, ctx, client, region, plans[0],
+                                    default=([], Counter())) if plans else None
                 if use_ec2:
                     client_ec2 = ec2.ec2_client(ctx, region)
                     types = side.submit(ec2.fetch_instance_types, client_ec2, region)
@@ -113,7 +137,7 @@ def fetch(ctx: SourceContext) -> Batch:
                 if use_api:
                     p.prices = fetch_prices_api(ctx, region, ec2.client_kwargs(ctx), p.skipped)
                 else:
-                    p.prices, p.publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index, p.skipped)
+                    p.prices, p.publication = kept_prices_bulk(ctx, client, region, ec2_index, dt_index, p.skipped)
                 if rates is not None:
                     p.savings_plans, skipped = rates.result()
                     p.skipped.update(skipped)
@@ -130,6 +154,9 @@ def fetch(ctx: SourceContext) -> Batch:
     for payload in payloads:
         build_region(batch, payload)
     batch.notes.extend(refresh_notes(payloads))
+    if ctx.kept_parses:
+        batch.notes.append(f"{ctx.kept_parses} price-list files unchanged since their last parse (their versioned "
+                           "addresses the same): not downloaded")
     no_plans = sorted(set(regions) - set(plans[0])) if plans else []
     if no_plans:
         batch.notes.append(f"{len(no_plans)} regions have no Savings Plans price file: {', '.join(no_plans)}")
