@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -142,7 +142,8 @@ def write(folder: Path, outcome: ScrapeOutcome) -> Path:
 
     rows = TypeAdapter(Any)  # each record as its model writes itself, computed columns included
     files = {f"{outcome.provider}.{name}.json": rows.dump_json(records) for name, records in outcome.tables.items()}
-    doc = {k: v for k, v in asdict(outcome).items() if k not in ("tables", "path", "refresh_id")}
+    # (not dataclasses.asdict: it would deep-copy every record of the tables left out here)
+    doc = {f.name: getattr(outcome, f.name) for f in fields(outcome) if f.name not in ("tables", "path", "refresh_id")}
     doc.update(format=FORMAT, tables={name: outcome.count(name) for name in sorted(outcome.tables)},
                started_at=outcome.started_at.isoformat(), finished_at=outcome.finished_at.isoformat())
     # ensure_ascii: a lone surrogate a provider sent ("\ud800") travels as its escape
