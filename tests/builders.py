@@ -10,7 +10,9 @@ need data).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
@@ -108,19 +110,36 @@ def lambda_price_hook(instance: str, cents: int) -> Any:
     return hook
 
 
+# (provider, its GPULEDGER_* settings) -> its clean replay: the bundled recordings answer the same
+# every time, so the modules that only need a provider's rows in a warehouse share one fetch.
+_CLEAN_REPLAYS: dict[tuple[str, tuple[tuple[str, str], ...]], ScrapeOutcome] = {}
+
+
 def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
                        refresh_id: str = "refresh-replayed") -> list[LoadReport]:
     """Fetch `providers` from the bundled recordings with their real clients (responses optionally
-    changed by a ReplayServer hook), then load them as one refresh."""
-    server = ReplayServer(BUNDLED_RECORDINGS, providers=list(providers), hook=hook)
-    server.start()
-    try:
-        since = read_since(db)
-        outcomes = [fetch_outcome(SourcePlan(p, "replay", server.endpoints(), dict(server.settings.get(p, {})),
-                                             since.get(p, {}), http_attempts=2, retry_wait_max_s=0.05))
-                    for p in providers]
-    finally:
-        server.close()
+    changed by a ReplayServer hook), then load them as one refresh. A provider's first clean
+    replay in the session (no hook, nothing stored yet) is kept for the next clean one."""
+    since = read_since(db)
+    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("GPULEDGER_")))
+    clean = {p: _CLEAN_REPLAYS.get((p, settings)) if hook is None and not since.get(p) else None for p in providers}
+    fetched: dict[str, ScrapeOutcome] = {}
+    wanted = [p for p in providers if clean[p] is None]
+    if wanted:
+        server = ReplayServer(BUNDLED_RECORDINGS, providers=wanted, hook=hook)
+        server.start()
+        try:
+            fetched = {p: fetch_outcome(SourcePlan(p, "replay", server.endpoints(), dict(server.settings.get(p, {})),
+                                                   since.get(p, {}), http_attempts=2, retry_wait_max_s=0.05))
+                       for p in wanted}
+        finally:
+            server.close()
+        if hook is None:
+            _CLEAN_REPLAYS.update({(p, settings): o for p, o in fetched.items() if not since.get(p) and o.state == "ok"})
+    now = datetime.now(timezone.utc)  # a kept replay stands for a fetch made now
+    outcomes = [dataclasses.replace(o, notes=list(o.notes), started_at=now - (o.finished_at - o.started_at),
+                                    finished_at=now) if (o := clean[p]) is not None else fetched[p]
+                for p in providers]
     reports = load(db, outcomes, refresh_id)
     assert all(r.ok for r in reports), [(r.provider, r.error) for r in reports]
     return reports

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import traceback
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
@@ -36,7 +37,7 @@ from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request,
 from gpuledger.adapters.registry import source_module
 from gpuledger.flows.fetch import describe_failure
 from gpuledger.spiders import coreweave, hyperstack
-from tests.builders import load, scraped
+from tests.builders import load, scraped, shared_prefect_server
 from tests.faults.shapes import _records, _value, load_shape
 from tests.conftest import replay_context
 from gpuledger.warehouse.export import export_snapshot
@@ -369,18 +370,17 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
 # -- the Prefect flow: artifact, stored logs, a recording ----------------------------------------
 
 @pytest.mark.prefect
-def test_canaries_stay_out_of_the_flow_artifact_logs_and_recording(monkeypatch: pytest.MonkeyPatch,
-                                                                     tmp_path: Path) -> None:
-    """nightly_refresh in record mode from a replay: Lambda, RunPod and Vast send their canary keys
+def test_canaries_stay_out_of_the_flow_artifact_logs_and_recording(tmp_path: Path,
+                                                                     request: pytest.FixtureRequest) -> None:
+    """`gpuledger record` from a replay, its run logs (gpuledger's own included, at INFO) shipped to
+    the session's Prefect API as a served flow's are: Lambda, RunPod and Vast send their canary keys
     (record mode reads them from the env like live); Lambda's server rejects the key quoting it, and
     RunPod answers a GraphQL error quoting it. Nothing the flow stores may hold a canary."""
     from prefect.client.orchestration import get_client
-    from prefect.testing.utilities import prefect_test_harness
+    from prefect.client.schemas.filters import (
+        FlowRunFilter, FlowRunFilterId, FlowRunFilterStartTime, LogFilter, LogFilterFlowRunId,
+    )
 
-    from gpuledger.flows.refresh import nightly_refresh
-
-    for name, value in CANARY.items():
-        monkeypatch.setenv(name, value)
     recordings = tmp_path / "recordings"
     for p in ("lambda", "runpod", "vastai"):
         import shutil
@@ -398,17 +398,26 @@ def test_canaries_stay_out_of_the_flow_artifact_logs_and_recording(monkeypatch: 
                               "body": json.dumps(body)}
         (recordings / p / "manifest.json").write_text(json.dumps(manifest))
     db, rec = tmp_path / "ledger.duckdb", tmp_path / "recorded"
-    with prefect_test_harness(server_startup_timeout=180):
-        summary = nightly_refresh(db=str(db), providers=["lambda", "runpod", "vastai"], replay=True,
-                                  recordings=str(recordings), record_dir=str(rec))
-        with get_client(sync_client=True) as client:
-            artifacts = [a.data or "" for a in client.read_artifacts()]
-            stored_logs = [log.message for log in client.read_logs()]
-    assert summary["failed"] == ["lambda", "runpod"]
+    api = shared_prefect_server(request.config)
+    started = datetime.now(timezone.utc)
+    done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "record", str(rec), "--from-recordings",
+                           str(recordings), "-p", "lambda", "-p", "runpod", "-p", "vastai", "--db", str(db)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **CANARY, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "INFO",
+                               "PREFECT_LOGGING_EXTRA_LOGGERS": "gpuledger"})
+    shown = done.stdout + done.stderr
+    assert done.returncode == 1 and "failed providers: lambda, runpod" in shown, shown[-2000:]
+    with get_client(sync_client=True) as client:
+        [run] = client.read_flow_runs(flow_run_filter=FlowRunFilter(start_time=FlowRunFilterStartTime(after_=started)))
+        artifacts = [a.data or "" for a in client.read_artifacts(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])))]
+        stored_logs = [log.message for log in client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))]
     assert any("401" in a for a in artifacts) and any("GraphQL error" in a for a in artifacts)
+    assert any("vastai: fetched" in m for m in stored_logs), stored_logs[:5]  # gpuledger's own, at INFO
+    assert not leaks(shown), leaks(shown)
     assert not leaks("\n".join(artifacts)), artifacts
     assert not leaks("\n".join(stored_logs)), [m for m in stored_logs if leaks(m)][:3]
-    assert not leaks(json.dumps(summary))
     written = exported_and_stored(db, tmp_path / "export")
     for path in rec.rglob("*"):
         if path.is_file():
@@ -954,12 +963,29 @@ def hostile_inputs(tmp: Path, db: Path) -> dict[str, tuple[list[str], dict[str, 
     }
 
 
-def test_no_hostile_input_gets_a_traceback(small_db: Path, tmp_path: Path) -> None:
+def test_no_hostile_input_gets_a_traceback(small_db: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """Every input listed in issue 46, through the real command: one error line (or, for the ASCII
-    terminal, escaped output), never a Python traceback; a usage error or a refused input exits 2."""
-    for name, (args, env, said) in hostile_inputs(tmp_path, small_db).items():
-        done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", *args], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, **env})
+    terminal, escaped output), never a Python traceback; a usage error or a refused input exits 2.
+    The refreshes report to the session's Prefect API (each would start a temporary server of its
+    own: test_a_failed_provider_and_a_corrupt_saved_result_cost_one_line_each covers that one)."""
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = {"PREFECT_API_URL": shared_prefect_server(request.config)}
+    cases = hostile_inputs(tmp_path, small_db)
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
+        args, env, _ = cases[name]
+        own = tmp_path / f"{len(name)}-{abs(hash(name))}.duckdb"  # its own warehouse: the cases run at once
+        shutil.copy(small_db, own)
+        return subprocess.run([sys.executable, "-m", "gpuledger.flows.cli",
+                               *[str(own) if a == str(small_db) else a for a in args]],
+                              capture_output=True, text=True, timeout=120, env={**os.environ, **api, **env})
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        ran = dict(zip(cases, pool.map(run, cases)))
+    for name, (args, env, said) in cases.items():
+        done = ran[name]
         shown = done.stdout + done.stderr
         assert "Traceback" not in shown and "Error logging to API" not in shown, (name, shown[-3000:])
         assert said in " ".join(shown.split()), (name, shown[-2000:])

@@ -540,11 +540,13 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                                                                                             run_id, now)
             report.notes.append(f"{report.rows_loaded} offers confirmed as they are")
         elif outcome.state == "ok":
+            if offers is not None and not outcome.side_tables_only:
+                # before the guard: what a failed enrichment did not bring is not a drop in the market
+                offers = carry_degraded(con, outcome.provider, offers, outcome.degraded)
             reason = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy, report.notes)
             report.error = reason
             if reason is None:
                 if offers is not None and not outcome.side_tables_only:
-                    offers = carry_degraded(con, outcome.provider, offers, outcome.degraded)
                     offers, held_back = hold_back_offer_jumps(con, outcome.provider, offers, policy, report.notes)
                     quarantined += held_back
                     report.new, report.changed, report.closed = _merge(con, OFFERS, outcome.provider, offers,
