@@ -136,10 +136,9 @@ def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
             server.close()
         if hook is None:
             _CLEAN_REPLAYS.update({(p, settings): o for p, o in fetched.items() if not since.get(p) and o.state == "ok"})
-    now = datetime.now(timezone.utc)  # a kept replay stands for a fetch made now
-    outcomes = [dataclasses.replace(o, notes=list(o.notes), started_at=now - (o.finished_at - o.started_at),
-                                    finished_at=now) if (o := clean[p]) is not None else fetched[p]
-                for p in providers]
+    now = datetime.now(timezone.utc)  # a kept replay stands for a fetch started now
+    outcomes = [dataclasses.replace(o, notes=list(o.notes), started_at=now, finished_at=now)
+                if (o := clean[p]) is not None else fetched[p] for p in providers]
     reports = load(db, outcomes, refresh_id)
     assert all(r.ok for r in reports), [(r.provider, r.error) for r in reports]
     return reports
