@@ -40,7 +40,7 @@ from gpuledger.warehouse.schema import SPECS
 from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, utcnow
 
 PROVIDER_NAMES = sorted(SOURCES)
-WINDOW_PEERS = 2
+WINDOW_PEERS = 1
 BOOKKEEPING = ("last_seen", "run_id")  # what every successful merge rewrites, whatever the data
 # Sources whose clients wait as long as a 429's Retry-After asks (ProviderSpec.honours_retry_after).
 HONOURS_RETRY_AFTER = {s.name for s in specs() if s.honours_retry_after}
