@@ -468,7 +468,7 @@ class SourceContext:
         settings: those files are then neither downloaded nor parsed again."""
         if self.cache_dir is None:
             return parse()
-        key = [files, self.new_validators.get("gpuledger")]
+        key = [files, self.new_validators.get("gpuledger")]  # flows.fetch.FINGERPRINT: code, settings, mode
         path = Path(self.cache_dir) / (hashlib.sha256(name.encode()).hexdigest()[:20] + ".json")
         try:
             kept = json.loads(path.read_bytes())

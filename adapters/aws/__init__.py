@@ -8,8 +8,8 @@ spot price history, the Spot Instance Advisor, AZ offerings, Savings Plans and C
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import astuple
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import astuple
 from typing import Any, Callable
 
 from gpuledger.adapters.aws import ec2, savings_plans
