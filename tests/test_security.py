@@ -976,7 +976,7 @@ def test_no_hostile_input_gets_a_traceback(small_db: Path, tmp_path: Path, reque
 
     def run(name: str) -> subprocess.CompletedProcess[str]:
         args, env, _ = cases[name]
-        own = tmp_path / f"{len(name)}-{abs(hash(name))}.duckdb"  # its own warehouse: the cases run at once
+        own = tmp_path / f"case-{list(cases).index(name)}.duckdb"  # its own warehouse: the cases run at once
         shutil.copy(small_db, own)
         return subprocess.run([sys.executable, "-m", "gpuledger.flows.cli",
                                *[str(own) if a == str(small_db) else a for a in args]],
