@@ -36,6 +36,12 @@ log = logging.getLogger("gpuledger.adapters")
 USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price comparison)"
 
 
+# The validator key of the code, settings and mode a fetch's answers were made into rows with
+# (flows.fetch.fingerprint): under another gpuledger (a parser fixed) or other settings, the other
+# validators and the kept parses prove nothing about the rows.
+FINGERPRINT = "gpuledger"
+
+
 # -- secrets never leave in a message: env secrets (ProviderSpec.secret_env_vars) and registered ones --
 
 REDACTED = "[redacted]"
@@ -468,7 +474,7 @@ class SourceContext:
         settings: those files are then neither downloaded nor parsed again."""
         if self.cache_dir is None:
             return parse()
-        key = [files, self.new_validators.get("gpuledger")]  # flows.fetch.FINGERPRINT: code, settings, mode
+        key = [files, self.new_validators.get(FINGERPRINT)]
         path = Path(self.cache_dir) / (hashlib.sha256(name.encode()).hexdigest()[:20] + ".json")
         try:
             kept = json.loads(path.read_bytes())

@@ -23,7 +23,8 @@ from typing import Any
 
 from gpuledger import children
 from gpuledger.adapters.base import (
-    REDACTED, MissingCredentialsError, RedactingRecorder, SourceContext, Unchanged, quarantine_repeated, redact,
+    FINGERPRINT, REDACTED, MissingCredentialsError, RedactingRecorder, SourceContext, Unchanged, quarantine_repeated,
+    redact,
 )
 from gpuledger.adapters.registry import adopt_secret_env_vars, secret_env_vars, source_module
 from gpuledger.adapters.replay import RecordingProxy
@@ -66,11 +67,6 @@ def describe_failure(provider: str, err: BaseException) -> str:
         text = f"{provider}: {type(err).__name__}: {text}"
     log.debug("%s failed:\n%s", provider, redact("".join(traceback.format_exception(err))))
     return redact(text)
-
-
-# The validator of the code, settings and mode the other validators' answers were made into rows
-# with: under another gpuledger (a parser fixed) or other settings they prove nothing about the rows.
-FINGERPRINT = "gpuledger"
 
 
 def fingerprint(ctx: SourceContext) -> str:
