@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -15,6 +16,23 @@ from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 FIXTURES = Path(__file__).parent / "fixtures"
+FAULT_VERDICTS: dict[tuple[str, str], Any] = {}  # (provider, fault) -> the verdict of tests/faults
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == "fault_verdict":  # tests.faults.matrix.keep
+            FAULT_VERDICTS[(value["provider"], value["fault"])] = SimpleNamespace(**value)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if not FAULT_VERDICTS:
+        return
+    from tests.faults.matrix import render
+
+    terminalreporter.write_sep("=", "fault matrix: provider x fault")
+    for line in render(FAULT_VERDICTS):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture

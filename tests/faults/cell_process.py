@@ -12,6 +12,11 @@ pairs a line, so CellRunner orders each batch slow cells first), runs
 them with CellRunner (the same cells, the same judge) and writes one `VERDICT {json}` line per
 finished cell on stdout. It ends when stdin closes: at the end of the session, or when the
 test process dies.
+
+Under pytest-xdist the first worker to run a fault test starts two such processes (MatrixProcess),
+the cells dealt out between them, and leaves each verdict as a file in a folder the workers share;
+the worker that runs the matrix's tests reads them there (MatrixVerdicts). The starting worker
+waits for every cell before its session ends.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import json
 import subprocess
 import sys
 import threading
-from concurrent.futures import Future
+import time
+from concurrent.futures import Future, wait
 from pathlib import Path
 
 from tests.faults.harness import Verdict
@@ -30,21 +36,33 @@ from tests.faults.providers import PROVIDERS
 PREFIX = "VERDICT "
 REPO = Path(__file__).resolve().parents[2]
 STDERR_TAIL_CHARS = 3000
+MATRIX_WAIT_S = 1200  # a session's whole matrix, with room for a loaded machine
+
+
+def verdict_file(verdicts: Path, provider: str, fault: str) -> Path:
+    return verdicts / f"{provider}--{fault}.json"
 
 
 class MatrixProcess:
-    """The test process's side: CellRunner's interface (submit, result, close) over a child process."""
+    """The test process's side: CellRunner's interface (submit, result, close) over `processes` child
+    processes, each with its own clean world, the cells dealt out between them in turn."""
 
-    def __init__(self, root: Path, cells: list[tuple[str, str]]) -> None:
-        self.root = root
-        self.stderr_path = root / "cell-process.stderr"
-        self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.cell_process", str(root)], cwd=REPO,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1)
+    def __init__(self, root: Path, cells: list[tuple[str, str]], verdicts: Path | None = None,
+                 processes: int = 1) -> None:
+        self.verdicts = verdicts or root / "verdicts"
+        self.verdicts.mkdir(parents=True, exist_ok=True)
+        self.children: list[tuple[subprocess.Popen[str], Path]] = []
+        for n in range(processes):
+            stderr_path = root / f"cell-process-{n}.stderr"
+            with open(stderr_path, "wb") as stderr:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.faults.cell_process", str(root)], cwd=REPO,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
+            self.children.append((proc, stderr_path))
         self.futures: dict[tuple[str, str], Future[Verdict]] = {}
         self._lock = threading.Lock()
-        threading.Thread(target=self._read, name="fault-verdicts", daemon=True).start()
+        for proc, stderr_path in self.children:
+            threading.Thread(target=self._read, args=(proc, stderr_path), name="fault-verdicts", daemon=True).start()
         self.submit(cells)
 
     def submit(self, cells: list[tuple[str, str]]) -> None:
@@ -52,47 +70,79 @@ class MatrixProcess:
             new = [c for c in cells if c not in self.futures and PROVIDERS[c[0]].expected(c[1]) != "n/a"]
             for cell in new:
                 self.futures[cell] = Future()
-            if new and self.proc.stdin is not None and not self.proc.stdin.closed:
-                try:
-                    self.proc.stdin.write(json.dumps(new) + "\n")
-                    self.proc.stdin.flush()
-                except (BrokenPipeError, OSError):
-                    pass  # the child is gone: _read reports every open cell with its log tail
+            for n, (proc, _) in enumerate(self.children):
+                dealt = new[n::len(self.children)]
+                if dealt and proc.stdin is not None and not proc.stdin.closed:
+                    try:
+                        proc.stdin.write(json.dumps(dealt) + "\n")
+                        proc.stdin.flush()
+                    except (BrokenPipeError, OSError):
+                        pass  # the child is gone: _read reports every open cell with its log tail
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if not line.startswith(PREFIX):
-                continue
-            verdict = Verdict(**json.loads(line[len(PREFIX):]))
-            with self._lock:
-                future = self.futures.setdefault((verdict.provider, verdict.fault), Future())
-            if not future.done():
-                future.set_result(verdict)
-        rc = self.proc.wait()
-        tail = self.stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+    def _settle(self, verdict: Verdict) -> None:
+        target = verdict_file(self.verdicts, verdict.provider, verdict.fault)
+        target.with_suffix(".tmp").write_text(json.dumps(dataclasses.asdict(verdict)))
+        target.with_suffix(".tmp").replace(target)  # whole or absent for a reader
         with self._lock:
-            for (provider, fault), future in self.futures.items():
-                if not future.done():
-                    future.set_result(Verdict(provider, fault, PROVIDERS[provider].expected(fault), problems=[
-                        f"the matrix process ended (exit code {rc}) before this cell; its log tail: {tail}"]))
+            future = self.futures.setdefault((verdict.provider, verdict.fault), Future())
+        if not future.done():
+            future.set_result(verdict)
+
+    def _read(self, proc: subprocess.Popen[str], stderr_path: Path) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(PREFIX):
+                self._settle(Verdict(**json.loads(line[len(PREFIX):])))
+        rc = proc.wait()
+        if not self.children or all(p.poll() is not None for p, _ in self.children):
+            tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+            with self._lock:
+                lost = [cell for cell, future in self.futures.items() if not future.done()]
+            for provider, fault in lost:
+                self._settle(Verdict(provider, fault, PROVIDERS[provider].expected(fault), problems=[
+                    f"the matrix process ended (exit code {rc}) before this cell; its log tail: {tail}"]))
 
     def result(self, provider: str, fault: str) -> Verdict:
         self.submit([(provider, fault)])
         return self.futures[(provider, fault)].result()
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
+        with self._lock:
+            open_cells = list(self.futures.values())
+        wait(open_cells, timeout=MATRIX_WAIT_S)  # another worker may still read them
+        for proc, _ in self.children:
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        for proc, _ in self.children:
             try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._stderr.close()
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+class MatrixVerdicts:
+    """The reading side under pytest-xdist: the verdicts another worker's MatrixProcess leaves as files
+    (every cell it was given gets one, a lost cell's saying why)."""
+
+    def __init__(self, verdicts: Path) -> None:
+        self.verdicts = verdicts
+
+    def result(self, provider: str, fault: str) -> Verdict:
+        target = verdict_file(self.verdicts, provider, fault)
+        deadline = time.monotonic() + MATRIX_WAIT_S
+        while not target.exists():
+            if time.monotonic() > deadline:
+                return Verdict(provider, fault, PROVIDERS[provider].expected(fault),
+                               problems=[f"the matrix process gave no verdict for this cell within {MATRIX_WAIT_S} s"])
+            time.sleep(0.2)
+        return Verdict(**json.loads(target.read_text()))
+
+    def close(self) -> None:
+        pass
 
 
 def main(argv: list[str]) -> int:

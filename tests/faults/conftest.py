@@ -1,4 +1,4 @@
-"""The fault-injection suite: fixtures, the `faults` marker, and the provider x fault matrix it prints."""
+"""The fault-injection suite: its fixtures and the `faults` marker (tests/conftest.py prints the matrix)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-
-MATRIX: dict[tuple[str, str], object] = {}  # (provider, fault) -> harness.Verdict
-
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "faults: fault injection (tests/faults): providers, processes, disks")
@@ -32,8 +29,9 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     """The matrix's cells selected in this session, started in a process of their own as the first
     test of tests/faults begins (tests/faults/cell_process.py): the clean world is scraped and
     seeded once, then the cells run on a small pool (tests/faults/runner.py) while the rest of the
-    session runs here."""
-    from tests.faults.cell_process import MatrixProcess
+    session runs here. Under pytest-xdist the first worker to get here starts it; the others read
+    its verdicts from the folder the workers share."""
+    from tests.faults.cell_process import MatrixProcess, MatrixVerdicts
 
     selected = [(item.callspec.params["provider"], item.callspec.params["fault"])
                 for item in request.session.items
@@ -41,16 +39,16 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     if not selected:
         yield None
         return
-    runner = MatrixProcess(tmp_path_factory.mktemp("fault-cells"), selected)
+    root = tmp_path_factory.mktemp("fault-cells")
+    verdicts, processes = root / "verdicts", 1
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The workers keep both cores busy: a matrix in one process, one core at most, would end last.
+        verdicts, processes = tmp_path_factory.getbasetemp().parent / "fault-verdicts", 2  # the session's
+        try:
+            verdicts.mkdir()
+        except FileExistsError:
+            yield MatrixVerdicts(verdicts)
+            return
+    runner = MatrixProcess(root, selected, verdicts, processes)
     yield runner
     runner.close()
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    if not MATRIX:
-        return
-    from tests.faults.matrix import render
-
-    terminalreporter.write_sep("=", "fault matrix: provider x fault")
-    for line in render(MATRIX):
-        terminalreporter.write_line(line)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
+
 from tests.faults.providers import FAULTS
+
+# A test's verdict rides on its report (user_properties), so the process that prints the matrix
+# gets it whether the test ran there or in a pytest-xdist worker.
+VERDICT_PROPERTY = "fault_verdict"
+
+
+def keep(node: pytest.Item, verdict: Any) -> None:
+    node.user_properties.append((VERDICT_PROPERTY, dataclasses.asdict(verdict)))
 
 SHORT = {
     "refused": "refused", "timeout": "timeout", "reset": "reset", "http_429": "429", "http_500": "500",

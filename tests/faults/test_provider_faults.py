@@ -5,26 +5,26 @@ bad records are quarantined with a reason (row-level fault), or a retry gets thr
 (transient error); scrape_runs says what happened; its window peers, loaded in the same
 write window, load normally, and the providers outside it keep their rows; the warehouse
 passes its integrity check.
-The suite prints the provider x fault matrix at the end (tests/faults/conftest.py).
+The suite prints the provider x fault matrix at the end (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.faults.conftest import MATRIX
 from tests.faults.harness import PROVIDER_NAMES, Verdict
+from tests.faults.matrix import keep
 from tests.faults.providers import FAULTS, PROVIDERS
 
 CELLS = [(p, f) for p in PROVIDER_NAMES for f in FAULTS]
 
 
 @pytest.mark.parametrize(("provider", "fault"), CELLS, ids=[f"{p}-{f}" for p, f in CELLS])
-def test_fault(cells, provider: str, fault: str) -> None:
+def test_fault(cells, request: pytest.FixtureRequest, provider: str, fault: str) -> None:
     if PROVIDERS[provider].expected(fault) == "n/a":
         # e.g. a page layout change for a JSON API: the format has no layout. Not run, not survived.
-        MATRIX[(provider, fault)] = Verdict(provider, fault, "n/a", survived=False)
+        keep(request.node, Verdict(provider, fault, "n/a", survived=False))
         pytest.skip(f"{provider} x {fault}: not applicable to this source's format")
     verdict = cells.result(provider, fault)
-    MATRIX[(provider, fault)] = verdict
+    keep(request.node, verdict)
     assert verdict.survived, f"{provider} x {fault}: " + "; ".join(verdict.problems)

@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Request
 from gpuledger.flows.cli import app
-from tests.faults.conftest import MATRIX
 from tests.builders import replayed_warehouse
 from tests.faults.harness import Verdict
+from tests.faults.matrix import keep
 
 RECORDING = BUNDLED_RECORDINGS / "lambda" / "instance-types.json"
 HOSTILE = "[/x] [bold]b[/bold] :warning: \x1b[31mred\x1b[0m over\rwrite rtl\u202eevil"
@@ -115,7 +115,8 @@ CELLS: dict[str, tuple[Callable[[], bytes], Callable[[Verdict, Path, Path], None
 
 
 @pytest.mark.parametrize("fault", list(CELLS), ids=[f"lambda-{f}" for f in CELLS])
-def test_text_fault(fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_text_fault(fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                    request: pytest.FixtureRequest) -> None:
     monkeypatch.setenv("LAMBDA_API_KEY", KEY)  # known, as in a live run; replay sends no key
     body, judge = CELLS[fault]
     db = tmp_path / "ledger.duckdb"
@@ -123,5 +124,5 @@ def test_text_fault(fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     load(body(), db)
     judge(verdict, db, tmp_path)
     verdict.survived = not verdict.problems
-    MATRIX[("lambda", fault)] = verdict
+    keep(request.node, verdict)
     assert verdict.survived, "; ".join(verdict.problems)
