@@ -9,6 +9,7 @@ whole group, and one provider's failure, crash or runaway memory costs that prov
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -69,14 +70,19 @@ def describe_failure(provider: str, err: BaseException) -> str:
     return redact(text)
 
 
-def fingerprint(ctx: SourceContext) -> str:
-    digest = hashlib.sha256(f"{ctx.mode}|{ctx.config.model_dump_json()}".encode())
+@functools.cache  # the code a process runs does not change under it
+def code_digest() -> str:
+    digest = hashlib.sha256()
     for package in ("gpuledger", *(f"gpuledger.{p}" for p in ("adapters", "flows", "spiders", "warehouse"))):
         root = Path(importlib.util.find_spec(package).submodule_search_locations[0])  # type: ignore[union-attr]
         for f in sorted(root.glob("**/*" if package != "gpuledger" else "*")):
             if f.suffix in (".py", ".csv", ".sql") and "recordings" not in f.parts:
                 digest.update(f.read_bytes())
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()
+
+
+def fingerprint(ctx: SourceContext) -> str:
+    return hashlib.sha256(f"{ctx.mode}|{ctx.config.model_dump_json()}|{code_digest()}".encode()).hexdigest()[:16]
 
 
 def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
