@@ -339,11 +339,12 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
                               "with Retry-After: 2")
 
         # -- its peers loaded normally in the same write window; the rest untouched --------------
+        kept = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
         for p in PROVIDER_NAMES:
             if p not in runs:
-                [(kept,)] = con.execute("select count(*) from offers where provider = ?", [p]).fetchall()
-                verdict.check(kept == len(world.before[p]["offers"]),
-                              f"{p}: {kept} offers, expected {len(world.before[p]['offers'])} (not in this refresh)")
+                verdict.check(kept.get(p, 0) == len(world.before[p]["offers"]),
+                              f"{p}: {kept.get(p, 0)} offers, expected {len(world.before[p]['offers'])} "
+                              "(not in this refresh)")
                 continue
             if p == provider:
                 continue
