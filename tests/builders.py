@@ -116,17 +116,20 @@ _CLEAN_REPLAYS: dict[tuple[str, tuple[tuple[str, str], ...]], ScrapeOutcome] = {
 
 
 def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
-                       refresh_id: str = "refresh-replayed") -> list[LoadReport]:
-    """Fetch `providers` from the bundled recordings with their real clients (responses optionally
-    changed by a ReplayServer hook), then load them as one refresh. A provider's first clean
-    replay in the session (no hook, nothing stored yet) is kept for the next clean one."""
+                       refresh_id: str = "refresh-replayed", recordings: Path = BUNDLED_RECORDINGS) -> list[LoadReport]:
+    """Fetch `providers` from the recordings (the bundled ones unless told) with their real clients
+    (responses optionally changed by a ReplayServer hook), then load them as one refresh. A
+    provider's first clean replay of the bundled recordings in the session (no hook, nothing
+    stored yet) is kept for the next clean one."""
     since = read_since(db)
     settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("GPULEDGER_")))
     clean = {p: _CLEAN_REPLAYS.get((p, settings)) if hook is None and not since.get(p) else None for p in providers}
+    if recordings != BUNDLED_RECORDINGS:
+        clean = dict.fromkeys(providers)
     fetched: dict[str, ScrapeOutcome] = {}
     wanted = [p for p in providers if clean[p] is None]
     if wanted:
-        server = ReplayServer(BUNDLED_RECORDINGS, providers=wanted, hook=hook)
+        server = ReplayServer(recordings, providers=wanted, hook=hook)
         server.start()
         try:
             fetched = {p: fetch_outcome(SourcePlan(p, "replay", server.endpoints(), dict(server.settings.get(p, {})),
@@ -134,7 +137,7 @@ def replayed_warehouse(db: Path, providers: Sequence[str], hook: Any = None,
                        for p in wanted}
         finally:
             server.close()
-        if hook is None:
+        if hook is None and recordings == BUNDLED_RECORDINGS:
             _CLEAN_REPLAYS.update({(p, settings): o for p, o in fetched.items() if not since.get(p) and o.state == "ok"})
     now = datetime.now(timezone.utc)  # a kept replay stands for a fetch started now
     outcomes = [dataclasses.replace(o, notes=list(o.notes), started_at=now, finished_at=now)
