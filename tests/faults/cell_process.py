@@ -60,6 +60,7 @@ class MatrixProcess:
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
             self.children.append((proc, stderr_path))
         self.futures: dict[tuple[str, str], Future[Verdict]] = {}
+        self.dealt: dict[int, list[tuple[str, str]]] = {proc.pid: [] for proc, _ in self.children}
         self._lock = threading.Lock()
         for proc, stderr_path in self.children:
             threading.Thread(target=self._read, args=(proc, stderr_path), name="fault-verdicts", daemon=True).start()
@@ -72,6 +73,7 @@ class MatrixProcess:
                 self.futures[cell] = Future()
             for n, (proc, _) in enumerate(self.children):
                 dealt = new[n::len(self.children)]
+                self.dealt[proc.pid] += dealt
                 if dealt and proc.stdin is not None and not proc.stdin.closed:
                     try:
                         proc.stdin.write(json.dumps(dealt) + "\n")
@@ -94,13 +96,12 @@ class MatrixProcess:
             if line.startswith(PREFIX):
                 self._settle(Verdict(**json.loads(line[len(PREFIX):])))
         rc = proc.wait()
-        if not self.children or all(p.poll() is not None for p, _ in self.children):
-            tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
-            with self._lock:
-                lost = [cell for cell, future in self.futures.items() if not future.done()]
-            for provider, fault in lost:
-                self._settle(Verdict(provider, fault, PROVIDERS[provider].expected(fault), problems=[
-                    f"the matrix process ended (exit code {rc}) before this cell; its log tail: {tail}"]))
+        tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        with self._lock:
+            lost = [cell for cell in self.dealt[proc.pid] if not self.futures[cell].done()]
+        for provider, fault in lost:
+            self._settle(Verdict(provider, fault, PROVIDERS[provider].expected(fault), problems=[
+                f"the matrix process ended (exit code {rc}) before this cell; its log tail: {tail}"]))
 
     def result(self, provider: str, fault: str) -> Verdict:
         self.submit([(provider, fault)])
