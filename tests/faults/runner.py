@@ -12,6 +12,7 @@ clean world is built and the selected cells run there while the rest of the sess
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -63,10 +64,13 @@ class CellRunner:
         try:
             world = self.world()
             tmp = Path(tempfile.mkdtemp(prefix=f"{provider}-{fault}-", dir=self.root))
-            return judge(world, tmp, provider, fault)
+            verdict = judge(world, tmp, provider, fault)
         except BaseException as err:  # noqa: BLE001 - a harness error is a lost cell, with its reason
             return Verdict(provider, fault, PROVIDERS[provider].expected(fault),
                            problems=[f"the harness raised {type(err).__name__}: {err}"])
+        if verdict.survived:  # a lost cell's warehouse stays to be looked at; the matrix's others take GBs
+            shutil.rmtree(tmp, ignore_errors=True)
+        return verdict
 
     def result(self, provider: str, fault: str) -> Verdict:
         self.submit([(provider, fault)])
