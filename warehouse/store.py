@@ -529,7 +529,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     if outcome.degraded:
         report.degraded = "; ".join(f"{d['name']} ({d['reason']})" for d in outcome.degraded)
     quarantined = list(outcome.quarantined)
-    offers = outcome.table("offers")
+    offers = None if outcome.side_tables_only else outcome.table("offers")  # such a source owns no offers
     report.rows_parsed = outcome.count("offers") + sum(q["kind"] == "offer" for q in quarantined)
     held_back: list[dict[str, str]] = []
     con.execute("begin transaction")
@@ -540,13 +540,13 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                                                                                             run_id, now)
             report.notes.append(f"{report.rows_loaded} offers confirmed as they are")
         elif outcome.state == "ok":
-            if offers is not None and not outcome.side_tables_only:
+            if offers is not None:
                 # before the guard: what a failed enrichment did not bring is not a drop in the market
                 offers = carry_degraded(con, outcome.provider, offers, outcome.degraded)
             reason = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy, report.notes)
             report.error = reason
             if reason is None:
-                if offers is not None and not outcome.side_tables_only:
+                if offers is not None:
                     offers, held_back = hold_back_offer_jumps(con, outcome.provider, offers, policy, report.notes)
                     quarantined += held_back
                     report.new, report.changed, report.closed = _merge(con, OFFERS, outcome.provider, offers,
