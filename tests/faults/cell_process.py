@@ -47,9 +47,8 @@ class MatrixProcess:
     """The test process's side: CellRunner's interface (submit, result, close) over `processes` child
     processes, each with its own clean world, the cells dealt out between them in turn."""
 
-    def __init__(self, root: Path, cells: list[tuple[str, str]], verdicts: Path | None = None,
-                 processes: int = 1) -> None:
-        self.verdicts = verdicts or root / "verdicts"
+    def __init__(self, root: Path, cells: list[tuple[str, str]], verdicts: Path, processes: int) -> None:
+        self.verdicts = verdicts
         self.verdicts.mkdir(parents=True, exist_ok=True)
         self.children: list[tuple[subprocess.Popen[str], Path]] = []
         for n in range(processes):
@@ -141,9 +140,6 @@ class MatrixVerdicts:
                                problems=[f"the matrix process gave no verdict for this cell within {MATRIX_WAIT_S} s"])
             time.sleep(0.2)
         return Verdict(**json.loads(target.read_text()))
-
-    def close(self) -> None:
-        pass
 
 
 def main(argv: list[str]) -> int:
