@@ -10,8 +10,8 @@ no key needed (CLOUDRIFT_API_KEY, when set, goes in `X-API-Key`). One answer, no
                      "ip_availability_per_dc": {...},
                      "volume_types_per_dc": {"<dc>": [{"name", "cost_per_gb_per_month"}]}}]}]}}
 
-One offer per variant and datacenter listing it (available with a free node there), or one "global" row,
-available=False. Money is in cents (seen live: 25.0 on a 0.25 USD/h rental).
+One offer per variant and datacenter listing it, or one "global" row, available=False. Money is in cents
+(seen live: 25.0 on a 0.25 USD/h rental).
 """
 
 from __future__ import annotations
@@ -52,10 +52,6 @@ PROVIDER = ProviderSpec(
                      "https://docs.cloudrift.ai/cli-interface/instance-management",
                      "https://docs.cloudrift.ai/features/volumes", "https://www.cloudrift.ai/pricing"]),
 )
-
-
-class _Bad(Exception):
-    """One variant that cannot become rows: its reason goes to quarantine."""
 
 
 def _num(value: Any) -> float | None:
@@ -136,18 +132,19 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
     brand, currency = str(itype.get("brand_short") or ""), stated_currency(variant) or stated_currency(itype)
     try:
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
-            raise _Bad(f"gpu_count {gpus!r} is not a whole count")
+            raise ValueError(f"gpu_count {gpus!r} is not a whole count")
         if currency not in (None, "USD"):
-            raise _Bad(f"price in {currency}, not USD cents; no conversion is configured")
+            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
         model, exact = canonicalize(NAME, brand, vram / 2 ** 20 if vram else None)
         if cents is None or isinstance(cents, bool) or not isinstance(cents, (int, float)):
-            raise _Bad("cost_per_hour is missing" if cents is None else f"cost_per_hour {cents!r} is not a number")
+            raise ValueError("cost_per_hour is missing" if cents is None
+                             else f"cost_per_hour {cents!r} is not a number")
         if not math.isfinite(cents) or cents <= 0:
-            raise _Bad(f"cost_per_hour {cents!r} is not a "
-                       + ("positive price" if math.isfinite(cents) else "finite number"))
+            raise ValueError(f"cost_per_hour {cents!r} is not a "
+                             + ("positive price" if math.isfinite(cents) else "finite number"))
     except UnknownGPUError as err:
         return err
-    except _Bad as err:
+    except ValueError as err:
         return batch.quarantine("offer", name, f"{name}: {err}", variant)
     common = dict(
         zone="", instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,

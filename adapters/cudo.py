@@ -9,8 +9,7 @@ goes as a Bearer token). One answer, no paging:
        "maxVcpuPerMemoryGib": 0.5, "maxGpuFree": 4, "totalGpuFree": 12, ...}]}    # USD per hour
 
 A VM is configured, not picked: one offer per machine type and data center for one GPU with the
-fewest vCPUs (minVcpuPerGpu) and the least RAM (vCPUs / maxVcpuPerMemoryGib) Cudo allows beside it.
-Boot disk and IPv4 are left out. A machine type without a GPU is skipped and counted.
+fewest vCPUs (minVcpuPerGpu) and the least RAM (vCPUs / maxVcpuPerMemoryGib) allowed; no disk or IPv4.
 """
 
 from __future__ import annotations

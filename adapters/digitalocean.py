@@ -9,8 +9,7 @@ paged by `page`/`per_page` (at most 200) with the next page linked in full:
                 "disk_info": [{"type": "local", "size": {"amount": 2046, "unit": "gib"}}]}],
      "links": {"pages": {"next": "https://api.digitalocean.com/v2/sizes?page=2&per_page=200"}}}
 
-One offer per region that can create the GPU size now, or one "global" row, available=False. Volumes and
-outbound transfer: constants from DigitalOcean's pricing pages.
+One offer per region that can create the GPU size now, or one "global" row, available=False.
 """
 
 from __future__ import annotations
@@ -61,10 +60,6 @@ PROVIDER = ProviderSpec(
 )
 
 
-class _BadRecord(Exception):
-    """One size that cannot become rows: its reason goes to quarantine."""
-
-
 def _disk(size: dict[str, Any], kind: str) -> float | None:
     sizes = [d["size"].get("amount") for d in size.get("disk_info") or []
              if isinstance(d, dict) and d.get("type") == kind and isinstance(d.get("size"), dict)]
@@ -95,7 +90,7 @@ def parse_sizes(pages: list[Any]) -> Batch:
         elif not batch.listed_again(seen, size["slug"], f"size slug {size['slug']}", size):
             try:
                 _add_size(batch, size["slug"], size)
-            except _BadRecord as err:
+            except ValueError as err:
                 batch.quarantine("offer", size["slug"], f"{size['slug']}: {err}", size)
     volume = round(VOLUME_USD_PER_GIB_MONTH * GIB_PER_GB, 6)
     batch.add("storage", f"{GLOBAL_REGION}/volume", {"source": PROVIDER.facts.source_urls[3]},
@@ -118,32 +113,32 @@ def parse_sizes(pages: list[Any]) -> Batch:
 def _add_size(batch: Batch, slug: str, size: dict[str, Any]) -> None:
     info = size["gpu_info"]
     if not isinstance(info, dict):
-        raise _BadRecord("schema: 'gpu_info' is not an object")
+        raise ValueError("schema: 'gpu_info' is not an object")
     reported, count, vram = info.get("model"), info.get("count"), info.get("vram")
     if not isinstance(reported, str) or not reported.strip():
-        raise _BadRecord("gpu_info lacks 'model'")
+        raise ValueError("gpu_info lacks 'model'")
     if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-        raise _BadRecord(f"gpu_info count {count!r} is not a positive whole number")
+        raise ValueError(f"gpu_info count {count!r} is not a positive whole number")
     if not isinstance(vram, dict) or "amount" not in vram:
-        raise _BadRecord("gpu_info lacks 'vram.amount'")
+        raise ValueError("gpu_info lacks 'vram.amount'")
     if str(vram.get("unit", "")).strip().lower() != "gib":
-        raise _BadRecord(f"gpu_info vram unit {vram.get('unit')!r} is not 'gib'")
-    total = as_number(vram["amount"], "gpu_info vram amount", _BadRecord)
+        raise ValueError(f"gpu_info vram unit {vram.get('unit')!r} is not 'gib'")
+    total = as_number(vram["amount"], "gpu_info vram amount", ValueError)
     if not math.isfinite(total) or total <= 0:
-        raise _BadRecord(f"gpu_info vram amount {vram['amount']!r} is not positive")
+        raise ValueError(f"gpu_info vram amount {vram['amount']!r} is not positive")
     per_gpu = total / count  # the size's VRAM in all, as the slugs say ("gpu-h100x8-640gb")
     try:
         model, exact = canonicalize(NAME, reported, per_gpu * 1024)
     except UnknownGPUError as err:
-        raise _BadRecord(f"gpu: {err}") from None
+        raise ValueError(f"gpu: {err}") from None
     if "price_hourly" not in size:
-        raise _BadRecord("lacks 'price_hourly'")
-    price = as_number(size["price_hourly"], "price_hourly", _BadRecord)
+        raise ValueError("lacks 'price_hourly'")
+    price = as_number(size["price_hourly"], "price_hourly", ValueError)
     currency = stated_currency(size)
     if currency not in (None, "USD"):
-        raise _BadRecord(f"price in {currency}, not USD; no conversion is configured")
+        raise ValueError(f"price in {currency}, not USD; no conversion is configured")
     if not isinstance(size.get("regions"), list):
-        raise _BadRecord("schema: 'regions' is not a list")
+        raise ValueError("schema: 'regions' is not a list")
     names = sorted({r for r in size["regions"] if isinstance(r, str) and r.strip()})
     creatable = size.get("available", True) is not False
     ram_mb, vcpus = size.get("memory"), size.get("vcpus")

@@ -9,7 +9,7 @@ the key's one team from `GET /api/teams/`). Two JSON arrays, not paged:
                 "disk_capacity": <bytes>, "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
 
 The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
-facility, the memory is the canon's. `Quantity` is the availability (0 when sold out: an empty list is an error).
+facility, the memory is the canon's.
 """
 
 from __future__ import annotations
@@ -61,15 +61,11 @@ PROVIDER = ProviderSpec(
 )
 
 
-class _BadRecord(Exception):
-    """One listed type that cannot become a row: its reason goes to quarantine."""
-
-
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _BadRecord(f"{what} {value!r} is not a whole number")
+        raise ValueError(f"{what} {value!r} is not a whole number")
     if value < 0:
-        raise _BadRecord(f"{what} {value!r} is negative")
+        raise ValueError(f"{what} {value!r} is negative")
     return value
 
 
@@ -125,23 +121,23 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
     ref = type_name(kind, item)
     try:
         if not isinstance(item, dict) or not isinstance(item.get("Specs"), dict):
-            raise _BadRecord("schema: the type lacks its 'Specs' object")
+            raise ValueError("schema: the type lacks its 'Specs' object")
         specs = item["Specs"]
         gpus = specs.get("gpus") or []
         if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
-            raise _BadRecord("schema: Specs.gpus is not a list of objects")
+            raise ValueError("schema: Specs.gpus is not a list of objects")
         gpus = [g for g in gpus if g.get("count") != 0]
         if not gpus:
             skipped["CPU-only types"] += 1
             return
         if len({str(g.get("model")) for g in gpus}) > 1:
-            raise _BadRecord(f"mixed GPU models {[g.get('model') for g in gpus]}; one row cannot say which")
+            raise ValueError(f"mixed GPU models {[g.get('model') for g in gpus]}; one row cannot say which")
         gpu_count = sum(_count(g.get("count"), "gpus.count") for g in gpus)
         cents = item.get("OnDemandPrice")
         if cents is None:
-            raise _BadRecord("no OnDemandPrice")
+            raise ValueError("no OnDemandPrice")
         if isinstance(cents, bool) or not isinstance(cents, (int, float)):
-            raise _BadRecord(f"OnDemandPrice {cents!r} is not a number")
+            raise ValueError(f"OnDemandPrice {cents!r} is not a number")
         quantity = _count(item.get("Quantity"), "Quantity")
         minimum = item.get("MinimumReservationMinutes")
         minimum_s = _count(minimum, "MinimumReservationMinutes") * 60 if minimum is not None else None
@@ -150,12 +146,12 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
                              else None for k in ("ram_capacity", "disk_capacity"))
         currency = stated_currency(item)
         if currency not in (None, "USD"):
-            raise _BadRecord(f"price in {currency}, not USD cents; no conversion is configured")
+            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
         model, exact = canonicalize(NAME, str(gpus[0].get("model") or ""))
-    except _BadRecord as err:
-        return batch.quarantine("offer", ref, f"{ref}: {err}", item)
     except UnknownGPUError as err:
         return batch.quarantine("offer", ref, f"gpu: {err} ({ref})", item)
+    except ValueError as err:
+        return batch.quarantine("offer", ref, f"{ref}: {err}", item)
     if batch.listed_again(seen, ref, f"type {ref}", item):
         return
     cpu_model, cores_per_cpu = _cpu(specs)

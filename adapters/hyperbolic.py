@@ -8,8 +8,8 @@
       "hardware": {"gpus": [{"model": "NVIDIA-H100-80GB-HBM3", "ram": 81559}], "cpus": [{"virtual_cores"}]},
       "pricing": {"price": {"amount": 129, "period": "hourly"}}}]}        # US cents per GPU-hour
 
-A machine is rented by the GPU: one offer per machine for one GPU, available when the machine is
-ready, not reserved and has a GPU free (available_count: its free GPUs; gpus_total in provider_data).
+A machine is rented by the GPU: one offer per machine for one GPU, available when it is ready, not
+reserved and has a GPU free.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ The catalogue the official `jarvislabs` SDK reads (Bearer JL_API_KEY): `GET http
      "cpu_meta": {"combinations": [...]}}
 
 Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed), another
-price refused. Effective free devices are the on-demand availability, free devices the spot one (as the SDK
-reads them). One 1-GPU offer per GPU x region x workload and purchase option.
+price refused. One 1-GPU offer per GPU x region x workload and purchase option.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
-from gpuledger.adapters.base import drift_guard
+from gpuledger.adapters.base import dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -57,23 +56,19 @@ PROVIDER = ProviderSpec(
 )
 
 
-class _BadRecord(Exception):
-    """One catalogue row that cannot become an offer: its reason goes to quarantine."""
-
-
 def _number(value: Any, what: str, *, required: bool = True) -> float | None:
     """A number the catalogue may send as text ("24", "8")."""
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
-            raise _BadRecord(f"no {what}")
+            raise ValueError(f"no {what}")
         return None
-    return as_number(value, what, _BadRecord)
+    return as_number(value, what, ValueError)
 
 
 def _whole(value: Any, what: str) -> int | None:
     number = _number(value, what, required=False)
     if number is not None and (not math.isfinite(number) or number < 0 or number != int(number)):
-        raise _BadRecord(f"{what} {value!r} is not a count")
+        raise ValueError(f"{what} {value!r} is not a count")
     return None if number is None else int(number)
 
 
@@ -100,7 +95,7 @@ def listing_name(row: Any) -> str:
 @drift_guard("jarvislabs: server_meta")
 def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
     """The catalogue -> 1-GPU offers per GPU x region x workload, plus storage and egress terms."""
-    rows = doc.get("server_meta") if isinstance(doc, dict) else None
+    rows = dig(doc, "server_meta")
     if not isinstance(rows, list):
         raise SchemaDriftError("jarvislabs: server_meta answer lacks the 'server_meta' list")
     if not rows:
@@ -114,7 +109,7 @@ def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
         _gather(batch, row, listings, skipped)
     for (region, name), listing in listings.items():
         _add_listing(batch, region, name, listing, currency)
-    combos = (doc.get("cpu_meta") or {}).get("combinations") if isinstance(doc.get("cpu_meta"), dict) else None
+    combos = dig(doc, "cpu_meta", "combinations")
     if isinstance(combos, list) and combos:
         skipped["CPU-only VM sizes (cpu_meta)"] += len(combos)
     for region in sorted({region for region, _ in listings}):
@@ -155,8 +150,8 @@ def _gather(batch: Batch, row: Any, listings: dict[tuple[str, str], _Listing], s
         for what, value in (("price_per_hour", price), ("spot_price", spot)):
             # Checked here: a bad row must not become the listing the other servers' rows are held against.
             if value is not None and not (math.isfinite(value) and value > 0):
-                raise _BadRecord(f"{what} {value} is not a positive finite number")
-    except _BadRecord as err:
+                raise ValueError(f"{what} {value} is not a positive finite number")
+    except ValueError as err:
         return batch.quarantine("offer", ref, f"{ref}: {err}", row)
     listing = listings.setdefault((region, name), _Listing(row=row, price=price, spot_price=spot))
     if not (_same(listing.price, price) and _same(listing.spot_price, spot)):
@@ -182,29 +177,24 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
         vcpus = _number(row.get("cpus_per_gpu"), "cpus_per_gpu", required=False)
         ram = _number(row.get("ram_per_gpu"), "ram_per_gpu", required=False)
         model, exact = canonicalize(NAME, str(row["gpu_type"]), vram * 1024 if vram else None)
-    except _BadRecord as err:
-        return batch.quarantine("offer", ref, f"{ref}: {err}", row)
     except UnknownGPUError as err:
         return batch.quarantine("offer", ref, f"gpu: {err} ({ref})", row)
+    except ValueError as err:
+        return batch.quarantine("offer", ref, f"{ref}: {err}", row)
     data = json.dumps({"gpu_type": row["gpu_type"], "workload": WORKLOADS[row.get("workload_type")],
                        "max_gpus_per_instance": listing.max_gpus, "servers": listing.servers, "arc": row.get("arc")},
                       sort_keys=True)
     common = dict(region=region, zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
                   gpu_name_reported=str(row["gpu_type"]), gpu_count=1, gpu_memory_gb=vram or None,
                   vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency, provider_data=data)
+    # both prices were checked positive and finite in _gather
     for option, price, free in (("on_demand", listing.price, listing.free_on_demand),
                                 ("spot", listing.spot_price, listing.free_spot)):
-        if price is None and option == "spot":
-            continue
-        batch.offer(f"{ref}/{option}", row, purchase_option=option, price_per_hour=price, available=free > 0,
-                    available_count=free, availability_level="free GPUs" if free else "none free",
-                    spot_savings_pct=_savings(listing.price, price) if option == "spot" else None, **common)
-
-
-def _savings(on_demand: float | None, spot: float) -> float | None:
-    if not on_demand or not math.isfinite(on_demand) or on_demand <= 0 or not math.isfinite(spot):
-        return None
-    return round(100 * (1 - spot / on_demand), 2)
+        if price is not None:
+            batch.offer(f"{ref}/{option}", row, purchase_option=option, price_per_hour=price, available=free > 0,
+                        available_count=free, availability_level="free GPUs" if free else "none free",
+                        spot_savings_pct=round(100 * (1 - price / listing.price), 2) if option == "spot" else None,
+                        **common)
 
 
 def parse_currency(doc: Any) -> str:

@@ -6,8 +6,7 @@
       "price_cents_per_hour", "specs": {"vcpus", "memory_gib", "storage_gib", "gpus"}},
       "regions_with_capacity_available": [{"name", "description"}]}}}
 
-A type is one offer per region with capacity now, or one "global" offer (available=False) when none has
-any. The GPU is read from `gpu_description` ("H100 (80 GB SXM5)").
+One offer per region with capacity now, or one "global" offer (available=False) when none has any.
 """
 
 from __future__ import annotations

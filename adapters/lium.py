@@ -7,10 +7,8 @@
        "price_per_gpu_hour": 3.99, "price_per_node_hour": 31.92, "gpu_memory_gb": 140, "cpu_count": 192, "ram_gb": 2015,
        "disk_gb": 3575, "tier": "secure", "country_code": "US", "region": "MS", "city": "Jackson", "rent_url": "..."}]}
 
-One offer per node: its smallest rentable unit (`min_rentable_gpu_count` GPUs, 1 when absent) at
-`price_per_gpu_hour` per GPU, with a share of the node's CPUs, RAM and disk; how many such units are
-free now is the availability. A "spot" tier node can be taken back: it is an interruptible offer.
-The feed lists only nodes with free GPUs, so its rows follow the market.
+One offer per node: its smallest rentable unit (`min_rentable_gpu_count` GPUs, 1 when absent) with a
+share of the node's CPUs, RAM and disk. A "spot" tier node can be taken back: an interruptible offer.
 """
 
 from __future__ import annotations

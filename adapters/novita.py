@@ -7,9 +7,8 @@ NOVITA_API_KEY, required). One answer, no paging:
                "availableDeploy": true, "regions": ["<cluster id>"], "billingMethods": ["onDemand", "spot"],
                "price": 145000, "spotPrice": "73000", "inventoryState": "normal"}]}
 
-Prices are 1/100000 USD per GPU-hour (n GPUs cost n times that): one offer of one GPU per product,
-cluster and purchase option (spot where spotPrice is set). The GPU and its memory are read from
-the product name; memoryPerGpu is host RAM.
+Prices are 1/100000 USD per GPU-hour: one offer of one GPU per product, cluster and purchase option.
+The GPU and its memory are read from the product name; memoryPerGpu is host RAM.
 """
 
 from __future__ import annotations

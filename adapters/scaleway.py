@@ -10,9 +10,8 @@
     GET https://api.scaleway.com/instance/v1/zones/{zone}/products/servers/availability   (X-Auth-Token)
       -> {"servers": {"H100-1-80G": {"availability": "available"|"scarce"|"shortage"}}, "total_count": 12}
 
-Both page until `total_count` items have come or a page is short. The catalogue states each price's currency
-and unit (the Instance API's bare `hourly_price` has held per-minute figures). EUR prices are converted at the
-setting `scaleway_usd_per_eur`, else quarantined. The per-GPU memory is in the offer id ("H100-SXM-8-80G").
+The catalogue states each price's currency and unit (the Instance API's bare `hourly_price` has held
+per-minute figures); EUR is converted at the setting `scaleway_usd_per_eur`, else quarantined.
 """
 
 from __future__ import annotations
@@ -62,29 +61,25 @@ PROVIDER = ProviderSpec(
 _OFFER_ID = re.compile(r"^(?P<family>.+?)-(?P<count>\d+)-(?P<mem>\d+)G$")
 
 
-class _BadRecord(Exception):
-    """One product that cannot become a row: its reason goes to quarantine."""
-
-
 def _integral(value: Any, what: str) -> int:
-    number = as_number(value, what, _BadRecord)
+    number = as_number(value, what, ValueError)
     if not math.isfinite(number):
-        raise _BadRecord(f"{what} {value!r} is not a finite number")
+        raise ValueError(f"{what} {value!r} is not a finite number")
     if number != int(number):
-        raise _BadRecord(f"{what} {value!r} is not a whole number")
+        raise ValueError(f"{what} {value!r} is not a whole number")
     return int(number)
 
 
 def money(price: Any) -> tuple[str, float]:
     """A Scaleway Money {currency_code, units, nanos} -> (currency, amount)."""
     if not isinstance(price, dict):
-        raise _BadRecord("schema: lacks 'price.retail_price'")
+        raise ValueError("schema: lacks 'price.retail_price'")
     for key in ("currency_code", "units", "nanos"):
         if key not in price:
-            raise _BadRecord(f"schema: retail_price lacks {key!r}")
+            raise ValueError(f"schema: retail_price lacks {key!r}")
     units, nanos = _integral(price["units"], "units"), _integral(price["nanos"], "nanos")
     if (units > 0 and nanos < 0) or (units < 0 and nanos > 0):
-        raise _BadRecord(f"retail_price units {units} and nanos {nanos} disagree in sign (a negative part)")
+        raise ValueError(f"retail_price units {units} and nanos {nanos} disagree in sign (a negative part)")
     return str(price["currency_code"]).strip().upper(), round(units + nanos / 1e9, 9)
 
 
@@ -92,10 +87,10 @@ def hourly(amount: float, unit: Any) -> float:
     """An amount per `unit_of_measure` -> per hour."""
     if not isinstance(unit, dict) or unit.get("unit") not in HOURS_PER_UNIT:
         got = unit.get("unit") if isinstance(unit, dict) else unit
-        raise _BadRecord(f"unit of measure {got!r} is not per hour, minute or second")
+        raise ValueError(f"unit of measure {got!r} is not per hour, minute or second")
     size = unit.get("size", 1)
     if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-        raise _BadRecord(f"unit of measure size {size!r} is not a positive whole number")
+        raise ValueError(f"unit of measure size {size!r} is not a positive whole number")
     return amount / (size * HOURS_PER_UNIT[unit["unit"]])
 
 
@@ -143,7 +138,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
             continue
         try:
             fields = _offer(sku, item, usd_per_eur, stock)
-        except _BadRecord as err:
+        except ValueError as err:
             batch.quarantine("offer", sku, f"{sku}: {err}", item)
             continue
         where = (fields["instance_type"], fields["zone"])
@@ -168,28 +163,28 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
            stock: dict[str, dict[str, str]] | None) -> dict[str, Any]:
     offer_id, zone = dig(item, "properties", "instance", "offer_id"), dig(item, "locality", "zone")
     if not isinstance(offer_id, str) or not offer_id:
-        raise _BadRecord("schema: lacks 'properties.instance.offer_id'")
+        raise ValueError("schema: lacks 'properties.instance.offer_id'")
     if not isinstance(zone, str) or not zone:
-        raise _BadRecord("schema: lacks 'locality.zone'")
+        raise ValueError("schema: lacks 'locality.zone'")
     gpu = dig(item, "properties", "hardware", "gpu")
     count = _integral(gpu.get("count"), "gpu count")
     # Older types' ids (RENDER-S) do not state the memory: their GPU is the hardware's gpu fields alone.
     m = _OFFER_ID.match(offer_id)
     if m and int(m.group("count")) != count:
-        raise _BadRecord(f"gpu: offer id {offer_id} says {m.group('count')} GPUs, hardware says {count}")
+        raise ValueError(f"gpu: offer id {offer_id} says {m.group('count')} GPUs, hardware says {count}")
     memory_gb = float(m.group("mem")) if m else None
     name = gpu.get("type") or gpu.get("description")
     if not isinstance(name, str) or not name:
-        raise _BadRecord("schema: lacks 'properties.hardware.gpu.type'")
+        raise ValueError("schema: lacks 'properties.hardware.gpu.type'")
     try:
         model, exact = canonicalize(NAME, name, memory_gb * 1024 if m else None)
     except UnknownGPUError as err:
-        raise _BadRecord(f"gpu: {err}") from None
+        raise ValueError(f"gpu: {err}") from None
     retail = dig(item, "price", "retail_price")
     currency, amount = money(retail)
     per_hour = hourly(amount, item.get("unit_of_measure"))
     if currency not in ("USD", "EUR") or (currency == "EUR" and not usd_per_eur):
-        raise _BadRecord(f"price in {currency or 'no currency'}, not USD; no conversion is configured"
+        raise ValueError(f"price in {currency or 'no currency'}, not USD; no conversion is configured"
                          + (f" (set {env_name(RATE_SETTING)})" if currency == "EUR" else ""))
     level = None if stock is None else stock.get(zone, {}).get(offer_id)
     data = {"sku": sku, "status": item.get("status"), "variant": item.get("variant"),

@@ -7,8 +7,8 @@
                 "price_per_hr": 2.2, "resources": {"max_vcpus", "max_ram_gb", "max_storage_gb"},
                 "pricing": {"per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr"}}]}]}}
 
-A row is n GPUs and the smallest machine around them (MIN_*) per (GPU model, count, ISO country) at the
-cheapest location's price; `max_count` is the availability. Disk: the median rate per country.
+A row is n GPUs and the smallest machine around them (MIN_*) per GPU model, count and ISO country, at the
+cheapest location's price.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency,
+    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
@@ -75,10 +75,6 @@ PROVIDER = ProviderSpec(
 )
 
 
-class _BadListing(Exception):
-    """One GPU listing that cannot be priced: its reason goes to quarantine."""
-
-
 def country_code(country: Any) -> str:
     """'United States' -> 'US'; a name missing from COUNTRY_CODES -> its slug; none -> 'unknown'."""
     if not isinstance(country, str) or not country.strip():
@@ -91,13 +87,13 @@ def country_code(country: Any) -> str:
 
 def _rate(value: Any, what: str, positive: bool = True) -> float:
     if value is None:
-        raise _BadListing(f"{what} is missing")
+        raise ValueError(f"{what} is missing")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _BadListing(f"{what} {value!r} is not a number")
+        raise ValueError(f"{what} {value!r} is not a number")
     if not math.isfinite(value):
-        raise _BadListing(f"{what} {value!r} is not a finite number")
+        raise ValueError(f"{what} {value!r} is not a finite number")
     if value < 0 or (positive and value == 0):
-        raise _BadListing(f"{what} {value!r} is not a positive price")
+        raise ValueError(f"{what} {value!r} is not a positive price")
     return float(value)
 
 
@@ -126,18 +122,18 @@ def _price_listing(location: dict[str, Any], gpu: dict[str, Any], model: GPUMode
                    country: str) -> Listing:
     max_count = gpu.get("max_count")
     if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 0:
-        raise _BadListing(f"max_count {max_count!r} is not a whole count")
+        raise ValueError(f"max_count {max_count!r} is not a whole count")
     gpu_rate = _rate(gpu.get("price_per_hr"), "price_per_hr")
     pricing = gpu.get("pricing")
     if not isinstance(pricing, dict):
-        raise _BadListing("lacks the 'pricing' object (vCPU, RAM and storage rates), so no machine can be priced")
+        raise ValueError("lacks the 'pricing' object (vCPU, RAM and storage rates), so no machine can be priced")
     rates = [_rate(pricing.get(k), f"pricing.{k}", positive=False)
              for k in ("per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr")]
     resources = gpu.get("resources") if isinstance(gpu.get("resources"), dict) else {}
     for key, need in (("max_vcpus", MIN_VCPUS), ("max_ram_gb", MIN_RAM_GB), ("max_storage_gb", MIN_STORAGE_GB)):
         have = resources.get(key)
         if isinstance(have, (int, float)) and not isinstance(have, bool) and have < need:
-            raise _BadListing(f"resources.{key} {have} is below the {need} the smallest machine needs")
+            raise ValueError(f"resources.{key} {have} is below the {need} the smallest machine needs")
     return Listing(location, gpu, model, exact, max_count, gpu_rate, *rates, country)
 
 
@@ -159,8 +155,7 @@ def _canonical(gpu: dict[str, Any]) -> tuple[GPUModel, bool]:
 
 @drift_guard("tensordock: locations")
 def parse_locations(doc: Any) -> list[dict[str, Any]]:
-    data = doc.get("data") if isinstance(doc, dict) else None
-    locations = data.get("locations") if isinstance(data, dict) else None
+    locations = dig(doc, "data", "locations")
     if not isinstance(locations, list):
         raise SchemaDriftError("tensordock: locations answer lacks the 'data.locations' list")
     if not locations:
@@ -238,15 +233,15 @@ def _listing(batch: Batch, location: dict[str, Any], gpu: Any, country: str, nam
     if batch.listed_again(names_here, name, f"GPU listing {name} at location {loc_id}", gpu, ref=ref):
         return None
     currency = stated_currency(gpu) or stated_currency(location)
-    if currency not in (None, "USD"):
-        return batch.quarantine("offer", ref, f"price in {currency}, not USD; no conversion is configured", gpu)
+    if currency and not batch.usd_only("offer", ref, currency, gpu):
+        return None
     if gpu.get("max_count") == 0:
         return "GPU listings with no capacity (max_count 0)"
     try:
         listing = _price_listing(location, gpu, *_canonical(gpu), country)
     except UnknownGPUError as err:
         return err
-    except _BadListing as err:
+    except ValueError as err:
         return batch.quarantine("offer", ref, f"{name} at location {loc_id}: {err}", gpu)
     if listing.machine_price(1) > MAX_PLAUSIBLE_PRICE_PER_HOUR_USD:
         return batch.quarantine("offer", ref, f"{name} at location {loc_id}: price_per_hr {listing.gpu_rate} USD "

@@ -1,7 +1,6 @@
 """Verda (formerly DataCrunch): GPU instance types, on-demand and spot prices, where each deploys now.
 
-`https://api.verda.com/v1` with OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET; the tokens
-are registered for redaction). None of these pages:
+`https://api.verda.com/v1`, OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET); no paging:
 
     POST /v1/oauth2/token  {"grant_type": "client_credentials", ...} -> {"access_token", "refresh_token", ...}
     GET /v1/instance-types?currency=usd
@@ -10,9 +9,7 @@ are registered for redaction). None of these pages:
            "cpu": {"number_of_cores": 30}, "memory": {"size_in_gigabytes": 120}, "storage": {...}, "p2p": ...}]
     GET /v1/instance-availability?isSpot=false|true -> [{"location_code": "FIN-01", "availabilities": [...]}]
     GET /v1/volume-types -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
-
-A price holds in every location: one offer per location x purchase option priced, `available` saying
-whether that location lists it now.
+A price holds in every location: one offer per location x option priced, `available` if listed there now.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from typing import Any, NamedTuple
 from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
 from gpuledger.adapters.base import drift_guard, register_secret, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.gpus import canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "verda"
@@ -65,10 +62,6 @@ _GPU_DESCRIPTION = re.compile(r"^\s*(?P<count>\d+)\s*x\s+(?P<name>.+?)\s+(?P<mem
 _SXM = re.compile(r"\bSXM\d?\b", re.I)
 
 
-class _BadRecord(Exception):
-    """One instance type or volume type that cannot become rows: its reason goes to quarantine."""
-
-
 class GpuDescription(NamedTuple):
     count: int
     name: str  # "H100 SXM5": looked up in gpu_aliases
@@ -84,11 +77,11 @@ def parse_gpu_description(text: Any) -> GpuDescription:
 
 def _price(value: Any, what: str) -> float:
     """A price as Verda sends it (a decimal string; a number is taken too)."""
-    price = as_number(value, what, _BadRecord)
+    price = as_number(value, what, ValueError)
     if not math.isfinite(price):
-        raise _BadRecord(f"{what} {value!r} is not a finite number")
+        raise ValueError(f"{what} {value!r} is not a finite number")
     if price <= 0:
-        raise _BadRecord(f"{what} {value!r} must be positive")
+        raise ValueError(f"{what} {value!r} must be positive")
     return price
 
 
@@ -148,7 +141,7 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
             continue
         try:
             rows = _offers(name, item, gpu, locations, {"on_demand": on_demand, "spot": spot})
-        except _BadRecord as err:
+        except ValueError as err:
             batch.quarantine("offer", name, f"{name}: {err}", item)
             continue
         for ref, fields in rows:
@@ -168,18 +161,15 @@ def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: lis
             deployable: dict[str, dict[str, set[str]]]) -> list[tuple[str, dict[str, Any]]]:
     currency = stated_currency(item)
     if currency != CURRENCY:
-        raise _BadRecord(f"price in {currency or 'no currency'}, not USD; no conversion is configured")
+        raise ValueError(f"price in {currency or 'no currency'}, not USD; no conversion is configured")
+    count = gpu["number_of_gpus"]
     try:
         desc = parse_gpu_description(gpu.get("description"))
-    except ValueError as err:
-        raise _BadRecord(f"gpu: {err}") from None
-    count = gpu["number_of_gpus"]
-    if desc.count != count:
-        raise _BadRecord(f"gpu: description says {desc.count} GPUs, number_of_gpus says {count}")
-    try:
+        if desc.count != count:
+            raise ValueError(f"description says {desc.count} GPUs, number_of_gpus says {count}")
         model, exact = canonicalize(NAME, desc.name, desc.memory_gb * 1024)
-    except UnknownGPUError as err:
-        raise _BadRecord(f"gpu: {err}") from None
+    except ValueError as err:  # an UnknownGPUError too
+        raise ValueError(f"gpu: {err}") from None
     # A type may be sold as spot only: its on-demand price is then empty or zero, and its spot offers stand.
     on_demand, spot = item.get("price_per_hour"), item.get("spot_price")
     prices = {"on_demand": _price(on_demand, "price_per_hour")} if _priced(on_demand) or not _priced(spot) else {}
@@ -221,7 +211,7 @@ def _add_volume_types(batch: Batch, doc: Any) -> None:
             continue
         try:
             usd = _price(price.get("price_per_month_per_gb"), "price_per_month_per_gb")
-        except _BadRecord as err:
+        except ValueError as err:
             batch.quarantine("storage", kind, f"{kind}: {err}", item)
             continue
         batch.add("storage", f"{GLOBAL_REGION}/{kind}", item, region=GLOBAL_REGION, storage_class=kind,

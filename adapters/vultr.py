@@ -1,7 +1,7 @@
 """Vultr: Cloud GPU plans and GPU bare-metal plans from Vultr's public plan list.
 
-`GET https://api.vultr.com/v2/plans` (Cloud GPU: type `vcg`) and `/v2/plans-metal` (under
-`plans_metal`), no key, paged by cursor: a non-empty `meta.links.next` is the next `cursor`.
+`GET https://api.vultr.com/v2/plans` (Cloud GPU: type `vcg`) and `/v2/plans-metal` (`plans_metal`), no key,
+paged by `cursor` (`meta.links.next`):
 
     {"plans": [{"id": "vcg-a16-2c-8g-2vram", "type": "vcg", "vcpu_count": 2, "ram": 8192, "disk": 50,
                 "bandwidth": 1024, "monthly_cost": 43, "hourly_cost": 0.059, "gpu_type": "NVIDIA_A16",
@@ -9,8 +9,7 @@
                 "deploy_ondemand": true, "deploy_preemptible": false, "hourly_cost_preemptible": ...}],
      "meta": {"total": 1, "links": {"next": "", "prev": ""}}}
 
-One offer per plan, location (or "global", available=False) and option (preemptible as "spot"). A
-`gpu_count` below 1 is a slice of one card; without one, the count is the VRAM over CARD_MEMORY_GB.
+One offer per plan, location (or "global", available=False) and option (preemptible as "spot").
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import (
-    SchemaDriftError, SourceContext, SourceError, as_number, cursor, drift_guard, stated_currency,
+    SchemaDriftError, SourceContext, SourceError, as_number, cursor, dig, drift_guard, stated_currency,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
@@ -244,8 +243,7 @@ def _add_plan(batch: Batch, plan: dict[str, Any], kind: str, gpus: PlanGpus, ski
         local_disk_gb=disk * (plan.get("disk_count") or 1) if isinstance(disk, (int, float)) and disk > 0 else None)
     for region, listed in [(loc, True) for loc in locations] or [(GLOBAL_REGION, False)]:
         # a location's `location_cost` entry overrides the plan's own price fields there
-        override = (plan.get("location_cost") or {}).get(region) if isinstance(plan.get("location_cost"), dict) \
-            else None
+        override = dig(plan, "location_cost", region)
         priced = {**plan, **override} if isinstance(override, dict) else plan
         for option, field in options:
             ref = f"{plan_id}/{region}" + ("" if option == "on_demand" else f"/{option}")
@@ -267,9 +265,7 @@ def _add_plan(batch: Batch, plan: dict[str, Any], kind: str, gpus: PlanGpus, ski
 
 
 def _next_cursor(doc: Any) -> str | None:
-    meta = doc.get("meta") if isinstance(doc, dict) else None
-    links = meta.get("links") if isinstance(meta, dict) else None
-    nxt = links.get("next") if isinstance(links, dict) else None
+    nxt = dig(doc, "meta", "links", "next")
     return nxt if isinstance(nxt, str) and nxt.strip() else None
 
 
