@@ -1,17 +1,9 @@
 """CloudRift: GPU instance types, their prices and the free nodes per datacenter.
 
-`POST https://api.cloudrift.ai/api/v1/instance-types/list` with the envelope `{"version", "data"}`,
-no key needed (CLOUDRIFT_API_KEY, when set, goes in `X-API-Key`). One answer, no paging:
-
-    {"data": {"instance_types": [{"name": "rtx49-10c-kn", "brand_short": "RTX 4090",
-       "variants": [{"name": "rtx49-10c-kn.1", "gpu_count": 1, "vram": <bytes per GPU>, "cpu_count",
-                     "logical_cpu_count", "dram": <bytes>, "disk": <bytes>, "cost_per_hour": 39,  # US cents
-                     "nodes_per_dc": {"usny01_a01": 2}, "available_nodes_per_dc": {"usny01_a01": 1},
-                     "ip_availability_per_dc": {...},
-                     "volume_types_per_dc": {"<dc>": [{"name", "cost_per_gb_per_month"}]}}]}]}}
-
-One offer per variant and datacenter listing it, or one "global" row, available=False. Money is in cents
-(seen live: 25.0 on a 0.25 USD/h rental).
+`POST https://api.cloudrift.ai/api/v1/instance-types/list` with the envelope `{"version", "data"}`, no key
+needed (CLOUDRIFT_API_KEY, when set, goes in `X-API-Key`); sizes in bytes, money in US cents (seen live:
+25.0 on a 0.25 USD/h rental). One offer per variant and datacenter listing it, or one "global" row,
+available=False.
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -89,11 +81,8 @@ def parse_instance_types(doc: Any) -> list[dict[str, Any]]:
 @drift_guard("cloudrift: variants")
 def build_batch(types: list[dict[str, Any]]) -> Batch:
     """Instance types -> one offer per variant and datacenter, volume prices, quarantine."""
-    batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
+    batch, skipped, seen, variants = PROVIDER.batch(), Counter[str](), set[str](), 0
     unknown: dict[str, tuple[str, list[str]]] = {}  # brand -> (why, its variants)
-    seen: set[str] = set()
-    variants = 0
     for itype in types:
         if not isinstance(itype, dict) or not isinstance(itype.get("variants"), list):
             batch.quarantine("offer", str(itype.get("name") if isinstance(itype, dict) else "?"),
@@ -111,8 +100,8 @@ def build_batch(types: list[dict[str, Any]]) -> Batch:
                          {"brand_short": brand, "variants": sorted(names)})
     _add_volumes(batch, types)
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[-1]},
-              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0,
-              source_currency="USD", source_usd_per_gb=0.0,
+              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
+              source_usd_per_gb=0.0,
               description="no egress or ingress charges (cloudrift.ai/pricing); every datacenter")
     counted = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
     batch.notes.insert(0, f"cloudrift: {len(types)} instance types, {variants} variants; skipped: {counted}")
@@ -127,7 +116,7 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
     if batch.listed_again(seen, name, f"variant {name}", variant):
         return None
     gpus, cents, vram = variant.get("gpu_count"), variant.get("cost_per_hour"), _num(variant.get("vram"))
-    if isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus == 0:
+    if _num(gpus) == 0:
         return "CPU-only variants"
     brand, currency = str(itype.get("brand_short") or ""), stated_currency(variant) or stated_currency(itype)
     try:
@@ -152,7 +141,6 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
         vcpus=_num(variant.get("logical_cpu_count")) or _num(variant.get("cpu_count")) or None,
         ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")))
     nodes, free = _counts(variant.get("nodes_per_dc")), _counts(variant.get("available_nodes_per_dc"))
-    ips = variant.get("ip_availability_per_dc") if isinstance(variant.get("ip_availability_per_dc"), dict) else {}
     data = {"instance_type": itype.get("name"), "cost_per_hour_cents": cents,
             "available_nodes": variant.get("available_nodes"), "cpu_count": variant.get("cpu_count")}
     if not nodes and not free:
@@ -163,7 +151,7 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
         count = free.get(dc, 0)
         batch.offer(f"{name}/{dc}", variant, region=dc, available=count > 0, available_count=count,
                     availability_level="free nodes" if count else "no free node",
-                    provider_data=json.dumps(dict(data, nodes=nodes.get(dc), ip_availability=ips.get(dc)),
+                    provider_data=json.dumps(dict(data, nodes=nodes.get(dc), ip_availability=dig(variant, "ip_availability_per_dc", dc)),
                                              sort_keys=True, default=str), **common)
     return None
 

@@ -1,13 +1,7 @@
 """CUDO Compute: VM machine types per data center, each GPU, vCPU and GiB of RAM priced apart.
 
 `GET https://rest.compute.cudo.org/v1/vms/machine-types-2`, no key needed (CUDO_API_KEY, when set,
-goes as a Bearer token). One answer, no paging:
-
-    {"machineTypes": [{"machineType": "sapphire-rapids-h100", "dataCenterId": "ca-montreal-3",
-       "gpuModel": "H100 SXM", "gpuModelId", "cpuModel", "gpuPriceHr": {"value": "2.50"},
-       "vcpuPriceHr": {"value"}, "memoryGibPriceHr": {"value"}, "minVcpuPerGpu": 2,
-       "maxVcpuPerMemoryGib": 0.5, "maxGpuFree": 4, "totalGpuFree": 12, ...}]}    # USD per hour
-
+goes as a Bearer token); prices as USD per hour in text ({"value": "2.50"}).
 A VM is configured, not picked: one offer per machine type and data center for one GPU with the
 fewest vCPUs (minVcpuPerGpu) and the least RAM (vCPUs / maxVcpuPerMemoryGib) allowed; no disk or IPv4.
 """

@@ -1,14 +1,7 @@
 """DigitalOcean: GPU Droplet sizes, where they can be created now, and their list prices.
 
 `GET https://api.digitalocean.com/v2/sizes`, the token as a Bearer token (env DIGITALOCEAN_TOKEN),
-paged by `page`/`per_page` (at most 200) with the next page linked in full:
-
-    {"sizes": [{"slug": "gpu-h100x8-640gb", "memory": 1966080, "vcpus": 160, "transfer": 60.0,
-                "price_monthly": 17796.48, "price_hourly": 23.92, "regions": ["nyc2"], "available": true,
-                "gpu_info": {"count": 8, "model": "nvidia_h100", "vram": {"amount": 640, "unit": "gib"}},
-                "disk_info": [{"type": "local", "size": {"amount": 2046, "unit": "gib"}}]}],
-     "links": {"pages": {"next": "https://api.digitalocean.com/v2/sizes?page=2&per_page=200"}}}
-
+paged by `page`/`per_page` (at most 200) with the next page linked in full; RAM in MB, VRAM and disks in GiB.
 One offer per region that can create the GPU size now, or one "global" row, available=False.
 """
 
@@ -22,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
-from gpuledger.adapters.base import drift_guard, next_link, stated_currency
+from gpuledger.adapters.base import dig, drift_guard, next_link, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -79,9 +72,7 @@ def parse_sizes(pages: list[Any]) -> Batch:
     if not any(isinstance(s, dict) and "price_hourly" in s for s in sizes):
         raise SchemaDriftError(f"digitalocean: every size in {SIZES_PATH} lacks 'price_hourly'; "
                                "the size format changed")
-    batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
-    seen: set[str] = set()
+    batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
     for size in sizes:
         if not isinstance(size, dict) or not isinstance(size.get("slug"), str) or not size["slug"].strip():
             batch.quarantine("offer", "?", "schema: a size lacks 'slug'", size)
@@ -100,8 +91,8 @@ def parse_sizes(pages: list[Any]) -> Batch:
                           "not attached; same in every region")
     transfer = round(TRANSFER_OVERAGE_USD_PER_GIB * GIB_PER_GB, 6)
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[1]},
-              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
-              usd_per_gb=transfer, source_currency="USD", source_usd_per_gb=transfer,
+              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=transfer,
+              source_currency="USD", source_usd_per_gb=transfer,
               description="outbound transfer beyond the team's pooled allowance (each Droplet adds its size's "
                           "transfer_tb_per_month, in provider_data): 0.01 USD per GiB (= 0.009313 per GB); "
                           "inbound is free")
@@ -164,9 +155,7 @@ def _add_size(batch: Batch, slug: str, size: dict[str, Any]) -> None:
 
 def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
     """The answer's `links.pages.next`, on this host and this path only."""
-    links = doc.get("links") if isinstance(doc, dict) else None
-    pages = links.get("pages") if isinstance(links, dict) else None
-    nxt = pages.get("next") if isinstance(pages, dict) else None
+    nxt = dig(doc, "links", "pages", "next")
     following = next_link(lambda _: nxt.strip() if isinstance(nxt, str) else None, API_HOST)(doc, items, request)
     if following and urlsplit(following["path"]).path.rstrip("/") != SIZES_PATH:
         raise SourceError(f"digitalocean: the sizes' next page is another path: {nxt[:120]}")

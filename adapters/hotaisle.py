@@ -1,13 +1,8 @@
 """Hot Aisle: AMD Instinct MI300X virtual machines and bare-metal servers, with their stock.
 
 Hot Aisle's REST API, `Authorization: Token <key>` (HOTAISLE_API_KEY), per team (HOTAISLE_TEAM_HANDLE, else
-the key's one team from `GET /api/teams/`). Two JSON arrays, not paged:
-
-    GET /api/teams/{team}/virtual_machines/available/   and   .../bare_metal/available/
-    [{"Quantity": 2, "MinimumReservationMinutes": 30, "OnDemandPrice": 299,       # US cents per hour
-      "Specs": {"cpu_cores": 13, "cpus": {"model", "cores", ...}, "ram_capacity": <bytes>,
-                "disk_capacity": <bytes>, "gpus": [{"count": 1, "manufacturer": "AMD", "model": "MI300X"}]}}]
-
+the key's one team from `GET /api/teams/`): `GET /api/teams/{team}/virtual_machines/available/` and
+`.../bare_metal/available/`, JSON arrays with prices in US cents per hour and sizes in bytes.
 The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
 facility, the memory is the canon's.
 """
@@ -101,14 +96,12 @@ def parse_available(vm_doc: Any, bare_metal_doc: Any) -> Batch:
                           "with Quantity 0, so an empty list is not a full house)")
     if not any(isinstance(i, dict) and "OnDemandPrice" in i for i in vm_doc):
         raise SchemaDriftError("hotaisle: no VM type has an 'OnDemandPrice': the answer changed shape")
-    batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
-    seen: set[str] = set()
+    batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
     for kind, doc in (("vm", vm_doc), ("bm", bare_metal_doc)):
         for item in doc:
             _add_type(batch, kind, item, seen, skipped)
     batch.add("egress", f"{REGION}/internet", {"source": PRICE_POST}, region=REGION, destination="internet",
-              tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
+              tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
               description="unmetered internet with IPv4 (Hot Aisle's price post, 2026-07-14)")
     batch.notes.append("hotaisle: no storage prices: there is no volume product; each type's local NVMe "
                        "(its local_disk_gb) is included in its price")

@@ -1,13 +1,7 @@
 """Hyperbolic: the GPU marketplace's machines, each at the hourly price its supplier sets.
 
-`POST https://api.hyperbolic.xyz/v1/marketplace` with `{"filters": {}}`; the listing needs no key
-(HYPERBOLIC_API_KEY, when set, goes as a Bearer token). One answer, no paging:
-
-    {"instances": [{"id": "<node>", "cluster_name", "status": "node_ready", "reserved": false,
-      "gpus_total": 8, "gpus_reserved": 3, "location": {"region"}, "supplier_id",
-      "hardware": {"gpus": [{"model": "NVIDIA-H100-80GB-HBM3", "ram": 81559}], "cpus": [{"virtual_cores"}]},
-      "pricing": {"price": {"amount": 129, "period": "hourly"}}}]}        # US cents per GPU-hour
-
+`POST https://api.hyperbolic.xyz/v1/marketplace` with `{"filters": {}}`; no key needed (HYPERBOLIC_API_KEY,
+when set, goes as a Bearer token); prices in US cents per GPU-hour, GPU memory in MiB.
 A machine is rented by the GPU: one offer per machine for one GPU, available when it is ready, not
 reserved and has a GPU free.
 """

@@ -1,13 +1,7 @@
 """Jarvislabs.ai: per-GPU prices, spot prices and free GPUs per region, for containers and VMs.
 
 The catalogue the official `jarvislabs` SDK reads (Bearer JL_API_KEY): `GET https://backendn.jarvislabs.net/misc/`
-({"success": true}: the account pays in INR, quarantined) and `GET .../misc/server_meta`:
-
-    {"server_meta": [{"gpu_type": "H100", "region": "india-noida-01", "num_free_devices": 8,
-                      "effective_num_free_devices": 8, "price_per_hour": 2.69, "spot_price": null, "vram": "80",
-                      "cpus_per_gpu": 16, "ram_per_gpu": 200, "workload_type": "container", "num_gpus": "8"}],
-     "cpu_meta": {"combinations": [...]}}
-
+({"success": true}: the account pays in INR, quarantined) and `GET .../misc/server_meta` (numbers may be text).
 Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed), another
 price refused. One 1-GPU offer per GPU x region x workload and purchase option.
 """
@@ -102,9 +96,7 @@ def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
         raise SourceError("jarvislabs: server_meta returned no GPU rows")
     if not any(isinstance(r, dict) and "price_per_hour" in r for r in rows):
         raise SchemaDriftError("jarvislabs: no server_meta row has a 'price_per_hour': the answer changed shape")
-    batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
-    listings: dict[tuple[str, str], _Listing] = {}
+    batch, skipped, listings = PROVIDER.batch(), Counter[str](), dict[tuple[str, str], _Listing]()
     for row in rows:
         _gather(batch, row, listings, skipped)
     for (region, name), listing in listings.items():
@@ -119,9 +111,8 @@ def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
                   description="instance storage, 0.10 USD per GB-month, kept and billed while paused "
                               "(pricing page, read 2026-09-20)")
         batch.add("egress", f"{region}/same_region", {"source": PRICING_PAGE}, region=region,
-                  destination="same_region", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0,
-                  source_currency="USD", source_usd_per_gb=0.0,
-                  description="egress free in-region (pricing page, read 2026-09-20)")
+                  destination="same_region", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
+                  source_usd_per_gb=0.0, description="egress free in-region (pricing page, read 2026-09-20)")
     batch.notes.append("jarvislabs: internet egress is not priced on the pricing page (only 'free in-region'); "
                        "no internet egress record loaded")
     batch.notes.append(f"jarvislabs: {len(rows)} GPU rows, {len(listings)} GPU x region x workload listings; "

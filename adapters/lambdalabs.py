@@ -1,11 +1,7 @@
 """Lambda Cloud: on-demand GPU instance types and where they have capacity now.
 
-`GET https://cloud.lambda.ai/api/v1/instance-types`, the key as a Bearer token (env LAMBDA_API_KEY):
-
-    {"data": {"gpu_8x_h100_sxm5": {"instance_type": {"name", "description", "gpu_description",
-      "price_cents_per_hour", "specs": {"vcpus", "memory_gib", "storage_gib", "gpus"}},
-      "regions_with_capacity_available": [{"name", "description"}]}}}
-
+`GET https://cloud.lambda.ai/api/v1/instance-types`, the key as a Bearer token (env LAMBDA_API_KEY);
+prices in US cents per hour, the GPU as "H100 (80 GB SXM5)".
 One offer per region with capacity now, or one "global" offer (available=False) when none has any.
 """
 
@@ -17,9 +13,9 @@ import re
 from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, drift_guard
-from gpuledger.adapters.base import stated_currency
+from gpuledger.adapters.base import dig, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
-from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
+from gpuledger.warehouse.gpus import canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
 NAME = "lambda"
@@ -74,7 +70,7 @@ def _require(obj: Any, key: str, where: str) -> Any:
 @drift_guard("lambda: instance-types")
 def parse_instance_types(doc: Any) -> Batch:
     """The instance-types body -> offers, plus Lambda's documented storage and egress terms."""
-    data = doc.get("data") if isinstance(doc, dict) else None
+    data = dig(doc, "data")
     if not isinstance(data, dict):
         raise SchemaDriftError("lambda: instance-types response lacks the 'data' object")
     batch = PROVIDER.batch()
@@ -86,9 +82,8 @@ def parse_instance_types(doc: Any) -> Batch:
               description="persistent filesystem, 0.20 USD per GiB-month (Lambda billing docs; per GiB, "
                           "not GB); same in every region")
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[2]},
-              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0,
-              source_currency="USD", source_usd_per_gb=0.0,
-              description="Lambda charges no data-transfer (egress) fees (lambda.ai/instances)")
+              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
+              source_usd_per_gb=0.0, description="Lambda charges no data-transfer (egress) fees (lambda.ai/instances)")
     return batch
 
 
@@ -110,7 +105,7 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
         gpu = parse_gpu_description(itype.get("gpu_description", ""))
         # looked up with the form factor when Lambda gives one
         model, exact = canonicalize(NAME, f"{gpu.name} {gpu.form}" if gpu.form else gpu.name, gpu.memory_gb * 1024)
-    except (UnknownGPUError, ValueError) as err:
+    except ValueError as err:  # an UnknownGPUError too
         return batch.quarantine("offer", name, f"gpu: {err}", item)
     if not isinstance(cents, (int, float)) or isinstance(cents, bool):
         return batch.quarantine("offer", name, f"price_cents_per_hour {cents!r} is not a number", item)

@@ -1,11 +1,7 @@
 """Latitude.sh: GPU bare-metal plans, their hourly USD price per region and stock.
 
 `GET https://api.latitude.sh/plans?filter[gpu]=true`, the key (LATITUDESH_AUTH_TOKEN) as the raw
-`Authorization` header, one JSON:API answer, no paging:
-    {"data": [{"id": "plan_...", "type": "plans", "attributes": {"slug": "g3-h100-small", "specs": {"cpu": {"cores",
-      "count"}, "memory": {"total": 192}, "gpu": {"count": 1, "type": "NVIDIA H100 80GB", "vram_per_gpu": 80,
-      "interconnect": null}}, "regions": [{"name": "United States", "stock_level": "unavailable", "locations":
-      {"available": ["DAL"], "in_stock": []}, "pricing": {"USD": {"hour": 3.37, "month": 1230}, "BRL": {...}}}]}}]}
+`Authorization` header, one JSON:API answer, each plan region priced per currency ({"USD": {"hour", "month"}}).
 A region with no USD hourly price (null: not sold there) is counted, BRL is not converted; the monthly
 and yearly commitment prices go to provider_data.
 """

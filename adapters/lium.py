@@ -1,12 +1,6 @@
 """Lium: the GPU nodes rentable right now on Lium's marketplace, from its public node feed, no key.
 
-`GET https://lium.io/api/public/v1/nodes`, one answer, no paging:
-
-    {"generated_at": "2026-09-10T07:37:02.247559Z", "count": 4, "nodes": [
-      {"id": "f092246d-...", "gpu_model": "H200", "gpu_count": 8, "available_gpu_count": 5, "min_rentable_gpu_count": 1,
-       "price_per_gpu_hour": 3.99, "price_per_node_hour": 31.92, "gpu_memory_gb": 140, "cpu_count": 192, "ram_gb": 2015,
-       "disk_gb": 3575, "tier": "secure", "country_code": "US", "region": "MS", "city": "Jackson", "rent_url": "..."}]}
-
+`GET https://lium.io/api/public/v1/nodes`, one answer listing the nodes with free GPUs.
 One offer per node: its smallest rentable unit (`min_rentable_gpu_count` GPUs, 1 when absent) with a
 share of the node's CPUs, RAM and disk. A "spot" tier node can be taken back: an interruptible offer.
 """

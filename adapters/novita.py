@@ -1,14 +1,9 @@
 """Novita AI: GPU instance products, priced per GPU, on demand and spot, per cluster.
 
 `GET https://api.novita.ai/gpu-instance/openapi/v1/products`, the key as a Bearer token (env
-NOVITA_API_KEY, required). One answer, no paging:
-
-    {"data": [{"id", "name": "H100SXM 80GB", "cpuPerGpu", "memoryPerGpu", "diskPerGpu",
-               "availableDeploy": true, "regions": ["<cluster id>"], "billingMethods": ["onDemand", "spot"],
-               "price": 145000, "spotPrice": "73000", "inventoryState": "normal"}]}
-
-Prices are 1/100000 USD per GPU-hour: one offer of one GPU per product, cluster and purchase option.
-The GPU and its memory are read from the product name; memoryPerGpu is host RAM.
+NOVITA_API_KEY, required), one answer. Prices are 1/100000 USD per GPU-hour: one offer of one GPU per
+product, cluster and purchase option. The GPU and its memory are read from the product name;
+memoryPerGpu is host RAM.
 """
 
 from __future__ import annotations

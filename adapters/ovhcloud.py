@@ -1,13 +1,9 @@
 """OVHcloud Public Cloud: hourly GPU flavors from the public order catalog (no key, one answer).
 
-`GET https://ca.api.ovh.com/1.0/order/catalog/public/cloud?ovhSubsidiary=WE` ->
-    {"locale": {"currencyCode": "USD", "subsidiary": "WE"}, "addons": [{"planCode": "h100-380.consumption",
-     "invoiceName": "h100-380", "pricings": [{"capacities": ["consumption"], "interval": 1, "intervalUnit": "hour",
-     "price": 299000000}], "configurations": [{"name": "region", "values": ["GRA11"]}], "blobs": {"technical":
-     {"gpu": {"model": "H100", "number": 1, "memory": {"size": 80}}, "cpu": {"cores": 30}, "memory": {"size": 380}}}}]}
-
-Prices are 10^-8 of the locale's currency (WE, the international subsidiary, is USD; another is
-quarantined). Monthly plans and Windows ("win-") flavors are counted; a flavor's regions are all its plans'.
+`GET https://ca.api.ovh.com/1.0/order/catalog/public/cloud?ovhSubsidiary=WE`: `addons` are plans, a GPU
+flavor's `blobs.technical` its hardware, its `pricings` in 10^-8 of the locale's currency (WE, the
+international subsidiary, is USD; another is quarantined). Monthly plans and Windows ("win-") flavors are
+counted; a flavor's regions are all its plans'.
 """
 
 from __future__ import annotations

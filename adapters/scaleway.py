@@ -1,15 +1,7 @@
 """Scaleway: GPU Instance prices from the public Product Catalog, stock from the Instance API.
 
-    GET https://api.scaleway.com/product-catalog/v2alpha1/public-catalog/products?product_types=instance
-      -> {"products": [{"sku": "/compute/h100_1_80g/run_fr-par-2", "locality": {"zone": "fr-par-2"},
-                        "price": {"retail_price": {"currency_code": "EUR", "units": 2, "nanos": 866500000}},
-                        "unit_of_measure": {"unit": "hour", "size": 1},
-                        "properties": {"instance": {"offer_id": "H100-1-80G"}, "hardware": {"gpu": {"count": 1,
-                                       "type": "H100-PCIe"}, "cpu": {"virtual": {"count": 24}}, "ram": {"size": 1}}}}],
-          "total_count": 123}
-    GET https://api.scaleway.com/instance/v1/zones/{zone}/products/servers/availability   (X-Auth-Token)
-      -> {"servers": {"H100-1-80G": {"availability": "available"|"scarce"|"shortage"}}, "total_count": 12}
-
+`GET https://api.scaleway.com/product-catalog/v2alpha1/public-catalog/products?product_types=instance` (no
+key) and `/instance/v1/zones/{zone}/products/servers/availability` (X-Auth-Token), both paged.
 The catalogue states each price's currency and unit (the Instance API's bare `hourly_price` has held
 per-minute figures); EUR is converted at the setting `scaleway_usd_per_eur`, else quarantined.
 """
@@ -122,10 +114,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
         products += doc["products"]
     if not products:
         raise SourceError("scaleway: the product catalog returned no instance products")
-    batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
-    seen: set[str] = set()
-    placed: set[tuple[str, str]] = set()
+    batch, skipped, seen, placed = PROVIDER.batch(), Counter[str](), set[str](), set[tuple[str, str]]()
     for item in products:
         sku = item.get("sku") if isinstance(item, dict) else None
         if not isinstance(sku, str) or not sku:

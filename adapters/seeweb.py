@@ -1,14 +1,9 @@
 """Seeweb: Cloud Server GPU plans and their hourly price per region, in EUR.
 
 `GET https://api.seeweb.it/ecs/v2/plans` with the API token in `X-APITOKEN` (env ECSAPI_TOKEN, the
-name Seeweb's ecsapi SDK reads), one answer, no paging:
-    {"status": "ok", "plans": [{"id": 42, "name": "ECS1GPU8", "cpu": "16", "ram": "262144", "disk": "750",
-      "gpu": "1", "gpu_label": "H100 80GB", "hourly_price": 1.89, "montly_price": 1379.7, "windows": false,
-      "host_type": "...", "available": true, "available_regions": [{"id": 2, "location": "it-fr2",
-      "description": "Frosinone"}]}]}
-`ram` is MB, `disk` GB, all text. Prices are EUR (Seeweb bills in euros; the answer names no
-currency): they are converted at the setting `seeweb_usd_per_eur`, and quarantined without it. One
-on-demand offer per GPU plan and region it lists; the memory per GPU is read from the label.
+name Seeweb's ecsapi SDK reads), one answer; `ram` is MB, `disk` GB, all text. Prices are EUR (the
+answer names no currency): converted at the setting `seeweb_usd_per_eur`, quarantined without it.
+One on-demand offer per GPU plan and region it lists; the memory per GPU is read from the label.
 """
 
 from __future__ import annotations

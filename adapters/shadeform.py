@@ -1,13 +1,7 @@
 """Shadeform: a marketplace reselling the GPU instances of many clouds through one API.
 
-`GET https://api.shadeform.ai/v1/instances/types`, the key in `X-API-KEY` (env SHADEFORM_API_KEY):
-
-    {"instance_types": [{"cloud": "massedcompute", "shade_instance_type": "A6000",
-      "cloud_instance_type": "gpu_1x_a6000", "hourly_price": 57,          # US cents per instance-hour
-      "configuration": {"memory_in_gb", "storage_in_gb", "vcpus", "num_gpus", "gpu_type",
-                        "interconnect", "nvlink", "vram_per_gpu_in_gb"},
-      "availability": [{"region": "kansascity-usa-1", "available": true, "display_name": "..."}]}]}
-
+`GET https://api.shadeform.ai/v1/instances/types`, the key in `X-API-KEY` (env SHADEFORM_API_KEY);
+`hourly_price` in US cents per instance-hour, per cloud and region.
 `cloud` runs the machine at its own rate: offers name it in `operated_by`; a cloud loaded from its own
 source (the registry) is skipped and counted. Not read: `/volumes/types` (in the clouds' own region names).
 """
@@ -109,9 +103,7 @@ def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batc
     if not types:
         raise SourceError("shadeform: instances/types returned no instance types")
     names = set(registry.SOURCES if sources is None else sources)
-    batch = PROVIDER.batch()
-    skipped: Counter[tuple[str, str]] = Counter()
-    outcomes: Counter[str] = Counter()
+    batch, skipped, outcomes = PROVIDER.batch(), Counter[tuple[str, str]](), Counter[str]()
     for item in types:
         cloud = item.get("cloud") if isinstance(item, dict) else None
         if not isinstance(cloud, str) or not cloud:

@@ -1,12 +1,7 @@
 """Spheron: an aggregator reselling several clouds' GPU offers through one offers API.
 
 `GET https://app.spheron.ai/api/gpu-offers?page=N&limit=100`, public (SPHERON_API_KEY, when set, goes
-as a Bearer token and shows team discounts), paged until `totalPages`:
-
-    {"data": [{"gpuType": "H100_PCIE", "offers": [{"offerId", "provider": "<cloud>", "gpuCount": 1,
-       "gpu_memory": 80, "vcpus", "memory", "price": 2.0135, "spot_price": null, "instanceType": "DEDICATED",
-       "available": true, "maintenance": false, "clusters": ["CANADA-1"]}]}], "totalPages": 1}
-
+as a Bearer token and shows team discounts), paged until `totalPages`.
 `price` is USD per hour for the whole offer (its gpuCount GPUs), `spot_price` the same offer's spot
 price; an instanceType SPOT offer is spot only. One offer per cluster it lists. `provider` runs the
 machine: offers name it in `operated_by`, and a cloud loaded from its own source is skipped and counted.

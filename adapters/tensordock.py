@@ -1,12 +1,7 @@
 """TensorDock: the GPU marketplace's deployable locations, landed as whole-machine aggregates.
 
 `GET https://dashboard.tensordock.com/api/v2/locations`, the key as a Bearer token (env TENSORDOCK_API_KEY):
-
-    {"data": {"locations": [{"id", "city", "stateprovince", "country", "tier",
-      "gpus": [{"v0Name": "h100-sxm5-80gb", "displayName": "H100 SXM5 80GB", "max_count": 8,
-                "price_per_hr": 2.2, "resources": {"max_vcpus", "max_ram_gb", "max_storage_gb"},
-                "pricing": {"per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr"}}]}]}}
-
+per location its GPUs, each with a USD price per GPU-hour and per-vCPU, per-GB RAM and disk rates.
 A row is n GPUs and the smallest machine around them (MIN_*) per GPU model, count and ISO country, at the
 cheapest location's price.
 """
@@ -129,9 +124,8 @@ def _price_listing(location: dict[str, Any], gpu: dict[str, Any], model: GPUMode
         raise ValueError("lacks the 'pricing' object (vCPU, RAM and storage rates), so no machine can be priced")
     rates = [_rate(pricing.get(k), f"pricing.{k}", positive=False)
              for k in ("per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr")]
-    resources = gpu.get("resources") if isinstance(gpu.get("resources"), dict) else {}
     for key, need in (("max_vcpus", MIN_VCPUS), ("max_ram_gb", MIN_RAM_GB), ("max_storage_gb", MIN_STORAGE_GB)):
-        have = resources.get(key)
+        have = dig(gpu, "resources", key)
         if isinstance(have, (int, float)) and not isinstance(have, bool) and have < need:
             raise ValueError(f"resources.{key} {have} is below the {need} the smallest machine needs")
     return Listing(location, gpu, model, exact, max_count, gpu_rate, *rates, country)
@@ -211,9 +205,8 @@ def build_batch(locations: list[dict[str, Any]]) -> Batch:
         _add_group(batch, key, groups[key])
     _add_disk_rates(batch, listings)
     batch.add("egress", "global/internet", {"source": "https://www.tensordock.com"}, region="global",
-              destination="internet", tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=0.0, source_currency="USD",
-              source_usd_per_gb=0.0, description="no bandwidth charges (tensordock.com, as read 2026-09-29); "
-                                                 "the same at every location")
+              destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
+              description="no bandwidth charges (tensordock.com, as read 2026-09-29); the same at every location")
     counted = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
     batch.notes.append(f"tensordock: {len(seen_locations)} locations, {len(listings)} priced GPU listings; "
                        f"skipped: {counted}")

@@ -1,14 +1,8 @@
 """Verda (formerly DataCrunch): GPU instance types, on-demand and spot prices, where each deploys now.
 
 `https://api.verda.com/v1`, OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET); no paging:
-
-    POST /v1/oauth2/token  {"grant_type": "client_credentials", ...} -> {"access_token", "refresh_token", ...}
-    GET /v1/instance-types?currency=usd
-      -> [{"instance_type": "1H100.80S.30V", "price_per_hour": "3.25", "spot_price": "1.63", "currency": "usd",
-           "gpu": {"description": "1x H100 SXM5 80GB", "number_of_gpus": 1}, "gpu_memory": {"size_in_gigabytes": 80},
-           "cpu": {"number_of_cores": 30}, "memory": {"size_in_gigabytes": 120}, "storage": {...}, "p2p": ...}]
-    GET /v1/instance-availability?isSpot=false|true -> [{"location_code": "FIN-01", "availabilities": [...]}]
-    GET /v1/volume-types -> [{"type": "NVMe", "price": {"currency": "usd", "price_per_month_per_gb": 0.2}}]
+POST /v1/oauth2/token, GET /v1/instance-types?currency=usd (prices as decimal text, the GPU as
+"1x H100 SXM5 80GB"), /v1/instance-availability?isSpot=false|true and /v1/volume-types.
 A price holds in every location: one offer per location x option priced, `available` if listed there now.
 """
 
@@ -123,8 +117,7 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
         raise SchemaDriftError("verda: no instance type has a 'price_per_hour': the answer changed shape")
     batch = PROVIDER.batch()
     locations = sorted(set(on_demand) | set(spot)) or [GLOBAL_REGION]
-    skipped: Counter[str] = Counter()
-    seen: set[str] = set()
+    skipped, seen = Counter[str](), set[str]()
     for item in doc:
         name = item.get("instance_type") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name:

@@ -1,14 +1,7 @@
 """Vultr: Cloud GPU plans and GPU bare-metal plans from Vultr's public plan list.
 
 `GET https://api.vultr.com/v2/plans` (Cloud GPU: type `vcg`) and `/v2/plans-metal` (`plans_metal`), no key,
-paged by `cursor` (`meta.links.next`):
-
-    {"plans": [{"id": "vcg-a16-2c-8g-2vram", "type": "vcg", "vcpu_count": 2, "ram": 8192, "disk": 50,
-                "bandwidth": 1024, "monthly_cost": 43, "hourly_cost": 0.059, "gpu_type": "NVIDIA_A16",
-                "gpu_vram_gb": 2, "gpu_count": "1/8", "locations": ["ewr"], "location_cost": {},
-                "deploy_ondemand": true, "deploy_preemptible": false, "hourly_cost_preemptible": ...}],
-     "meta": {"total": 1, "links": {"next": "", "prev": ""}}}
-
+paged by `cursor` (`meta.links.next`); RAM in MB, `gpu_count` "1/8" for a slice (adapters/recordings/vultr).
 One offer per plan, location (or "global", available=False) and option (preemptible as "spot").
 """
 
@@ -182,9 +175,7 @@ def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
     plans, metal = lists
     if not plans:
         raise SourceError(f"vultr: {PLANS_PATH} returned no plans")
-    batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
-    seen: set[str] = set()
+    batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
     for plan, kind in [(p, "instance") for p in plans] + [(p, "metal") for p in metal]:
         if not isinstance(plan, dict) or not isinstance(plan.get("id"), str) or not plan["id"].strip():
             batch.quarantine("offer", "?", "schema: a plan lacks 'id'", plan)
@@ -200,8 +191,8 @@ def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
         elif not batch.listed_again(seen, plan["id"], f"plan id {plan['id']}", plan):
             _add_plan(batch, plan, kind, gpus, skipped)
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[3]},
-              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
-              usd_per_gb=EGRESS_OVERAGE_USD_PER_GB, source_currency="USD", source_usd_per_gb=EGRESS_OVERAGE_USD_PER_GB,
+              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=EGRESS_OVERAGE_USD_PER_GB,
+              source_currency="USD", source_usd_per_gb=EGRESS_OVERAGE_USD_PER_GB,
               description="outbound transfer beyond a plan's included bandwidth (its bandwidth_gb_per_month "
                           "in provider_data): 0.01 USD per GB (Vultr billing docs); same in every location")
     batch.notes.append(f"vultr: {len(plans)} instance plans and {len(metal)} bare-metal plans listed, {len(seen)} "
