@@ -151,7 +151,8 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
         count = free.get(dc, 0)
         batch.offer(f"{name}/{dc}", variant, region=dc, available=count > 0, available_count=count,
                     availability_level="free nodes" if count else "no free node",
-                    provider_data=json.dumps(dict(data, nodes=nodes.get(dc), ip_availability=dig(variant, "ip_availability_per_dc", dc)),
+                    provider_data=json.dumps(dict(data, nodes=nodes.get(dc),
+                                                  ip_availability=dig(variant, "ip_availability_per_dc", dc)),
                                              sort_keys=True, default=str), **common)
     return None
 

@@ -127,10 +127,8 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
             raise ValueError(f"mixed GPU models {[g.get('model') for g in gpus]}; one row cannot say which")
         gpu_count = sum(_count(g.get("count"), "gpus.count") for g in gpus)
         cents = item.get("OnDemandPrice")
-        if cents is None:
-            raise ValueError("no OnDemandPrice")
-        if isinstance(cents, bool) or not isinstance(cents, (int, float)):
-            raise ValueError(f"OnDemandPrice {cents!r} is not a number")
+        if cents is None or isinstance(cents, bool) or not isinstance(cents, (int, float)):
+            raise ValueError("no OnDemandPrice" if cents is None else f"OnDemandPrice {cents!r} is not a number")
         quantity = _count(item.get("Quantity"), "Quantity")
         minimum = item.get("MinimumReservationMinutes")
         minimum_s = _count(minimum, "MinimumReservationMinutes") * 60 if minimum is not None else None

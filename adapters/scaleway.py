@@ -66,9 +66,8 @@ def money(price: Any) -> tuple[str, float]:
     """A Scaleway Money {currency_code, units, nanos} -> (currency, amount)."""
     if not isinstance(price, dict):
         raise ValueError("schema: lacks 'price.retail_price'")
-    for key in ("currency_code", "units", "nanos"):
-        if key not in price:
-            raise ValueError(f"schema: retail_price lacks {key!r}")
+    if lacking := [key for key in ("currency_code", "units", "nanos") if key not in price]:
+        raise ValueError(f"schema: retail_price lacks {lacking[0]!r}")
     units, nanos = _integral(price["units"], "units"), _integral(price["nanos"], "nanos")
     if (units > 0 and nanos < 0) or (units < 0 and nanos > 0):
         raise ValueError(f"retail_price units {units} and nanos {nanos} disagree in sign (a negative part)")
@@ -175,7 +174,7 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
     if currency not in ("USD", "EUR") or (currency == "EUR" and not usd_per_eur):
         raise ValueError(f"price in {currency or 'no currency'}, not USD; no conversion is configured"
                          + (f" (set {env_name(RATE_SETTING)})" if currency == "EUR" else ""))
-    level = None if stock is None else stock.get(zone, {}).get(offer_id)
+    level = dig(stock, zone, offer_id)
     data = {"sku": sku, "status": item.get("status"), "variant": item.get("variant"),
             "gpu_description": gpu.get("description"), "unit_of_measure": item.get("unit_of_measure"),
             "retail_price": retail, "usd_per_eur": usd_per_eur if currency == "EUR" else None}

@@ -126,9 +126,8 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     shade_type = item.get("shade_instance_type")
     ref = f"{cloud}/{shade_type}"
     try:
-        lacking = [key for key in ("shade_instance_type", "configuration", "hourly_price", "availability")
-                   if key not in item]
-        if lacking:
+        if lacking := [key for key in ("shade_instance_type", "configuration", "hourly_price", "availability")
+                       if key not in item]:
             raise KeyError(f"{ref} lacks {lacking[0]!r}")
         config = item["configuration"]
         if not isinstance(config, dict):

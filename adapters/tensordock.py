@@ -163,12 +163,9 @@ def parse_locations(doc: Any) -> list[dict[str, Any]]:
 
 @drift_guard("tensordock: listings")
 def build_batch(locations: list[dict[str, Any]]) -> Batch:
-    batch = PROVIDER.batch()
+    batch, skipped, seen_locations, slugs = PROVIDER.batch(), Counter[str](), set[str](), set[str]()
     listings: list[Listing] = []
     unknown: dict[str, tuple[str, list[str]]] = {}  # GPU name -> (why, its locations)
-    skipped: Counter[str] = Counter()
-    seen_locations: set[str] = set()
-    slugs: set[str] = set()
     for location in locations:
         if not isinstance(location, dict) or not location.get("id"):
             batch.quarantine("offer", "?", "schema: a location lacks 'id'", location)
