@@ -1,11 +1,5 @@
-"""Availability over time: each merge appends every offer's signal (`available`, `available_count`,
-`availability_level`) to `availability_history`, keyed by provider, region, zone, instance type and
-GPU model (a machine's purchase options share it); a signal already stored for the key on the same
-UTC day is not stored again, so a row a day while nothing changes and one more per change. Earlier
-observations a source hands over (`add_observation`) follow the same rule. The table macro
-`availability_obtainable_at(as_of)` (view `availability_obtainable`: at now()) gives per GPU model
-x provider x region the share of the 7 and 30 days' observations with capacity (`available`, else
-`available_count > 0`; a row with neither says nothing)."""
+"""Availability over time: each merge appends every offer's signal to `availability_history` (one row per
+key, UTC day and signal); `availability_obtainable_at(as_of)` gives the 7- and 30-day share with capacity."""
 
 from __future__ import annotations
 

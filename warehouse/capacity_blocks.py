@@ -1,11 +1,5 @@
-"""Capacity Blocks (AWS EC2 Capacity Blocks for ML): GPU capacity reserved ahead for a fixed
-duration and start, for one upfront fee. Their own purchase option in their own table
-(`capacity_block_offerings`): a type has many offerings at once (durations, starts, zones), so
-they have no place under the offers' one-row-per-(region, zone, type, option) key.
-
-Every scrape's offerings are appended with its run id: an offering is a quote of that moment.
-`latest_capacity_blocks` (SQL in docs/queries.md) reads those of the newest scrape.
-"""
+"""AWS EC2 Capacity Blocks for ML: offerings of GPU capacity reserved ahead for one upfront fee, appended per
+scrape to their own table (`capacity_block_offerings`): a type has many offerings at once."""
 
 from __future__ import annotations
 

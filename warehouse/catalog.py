@@ -1,12 +1,5 @@
-"""A published catalog of the warehouse (`gpuledger publish DIR`) and its loading (`gpuledger pull URL|DIR`).
-
-A catalog is a flat folder: `manifest.json` (each file's table, rows, bytes, sha256; per provider its
-last successful scrape and facts) and per provider `<provider>.<table>.<stamp>.parquet` files: its
-current tables and segments of its history, each what changed since the one before (past
-MAX_SEGMENTS folded into one). Pulling checks every file of a provider before loading it in one
-transaction: a warehouse that only pulls the provider takes its rows and versions as they are; one
-that refreshes it itself merges the catalog's current rows as a scrape.
-"""
+"""A published catalog of the warehouse (`gpuledger publish DIR`: manifest.json plus per provider Parquet
+files of its current tables and history segments) and its checked, transactional loading (`gpuledger pull`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""When a provider's data counts as fresh: the one rule behind status, the report, exports and the recommender.
-
-A provider is fresh when its latest successful scrape finished at most `max_age_hours` before `as_of`
-(default now). Its state: `not_configured` or `failed` after such a latest attempt, else `stale` or
-`ok`; `never` with no run at all. The rule is written once, in SQL (`_RULE`), read by
-`provider_freshness` and by the table macros of MACROS_SQL.
-"""
+"""When a provider's data counts as fresh (latest successful scrape at most max_age_hours old): the one
+rule, written once in SQL, behind status, the report, exports and the recommender."""
 
 from __future__ import annotations
 

@@ -1,20 +1,5 @@
-"""One interruption-risk scale across providers, with its source beside it.
-
-Every offer carries three columns (docs/data-dictionary.md has the table of what each provider
-gives):
-
-- `interruption_risk_level`: `none` (not interruptible: on-demand capacity the provider does not
-  reclaim), `low`, `medium`, `high`, or `unknown` (no published signal). Never NULL, so a missing
-  signal can never read as safe.
-- `interruption_rate_max_pct`: the upper end of the published monthly interruption (AWS) or
-  eviction (Azure) rate band, in percent (`<5%` gives 5, `>20%` gives 100); NULL wherever the
-  source publishes no rate.
-- `interruption_risk_source`: where the level comes from (`SOURCES`).
-
-Levels from a published rate band: below 5 % is `low`, 5 to 15 % `medium`, above 15 % `high`.
-A bid marketplace's interruptible offer (Vast.ai, RunPod) stops whenever a higher bid arrives,
-which no published figure covers, so its level is never `low`.
-"""
+"""One interruption-risk scale across providers (`interruption_risk_level`, `interruption_rate_max_pct`,
+`interruption_risk_source`; docs/data-dictionary.md): never NULL, so a missing signal never reads as safe."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The offer filters of the Python API (`gpuledger.query`, whose docstring lists them) and of
-`gpuledger show-gpus`: one SQL condition over `offers`, so both select the same rows.
-
-`min_vram_gb` reads the card's marketed size (an A10G's reported 22.35 GiB counts as its 24 GB),
-a slice of a GPU its own memory. Names match in any case against what the warehouse holds
-(`resolved`): one that matches nothing is a FilterError naming the nearest, never an empty answer.
-"""
+"""The offer filters of the Python API and `gpuledger show-gpus`: one SQL condition over `offers`; a name
+that matches nothing is a FilterError naming the nearest, never an empty answer."""
 
 from __future__ import annotations
 

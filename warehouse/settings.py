@@ -1,15 +1,5 @@
-"""Every `GPULEDGER_*` environment variable, as one typed settings object.
-
-`load_settings()` reads the environment when it is called, never at import, so a long-lived
-process (a Prefect worker, `gpuledger serve`) and a test that sets a variable see the value of
-the moment. Each field is the variable `GPULEDGER_<FIELD>` and a row of README's settings table
-(tests/test_settings.py checks both ways). This module lives in `warehouse/` because every
-folder may import the warehouse and the warehouse imports no other folder.
-
-Per-scrape overrides (a recording's manifest settings, a test's `SourceContext(settings=...)`)
-are passed as keyword arguments; the environment still wins over them, as an operator's
-explicit choice should.
-"""
+"""Every `GPULEDGER_*` environment variable as one typed settings object, read when `load_settings()` is
+called (never at import); the environment wins over per-scrape overrides. README's table lists them."""
 
 from __future__ import annotations
 

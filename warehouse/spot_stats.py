@@ -1,18 +1,5 @@
-"""Time-weighted statistics of interruptible prices: the SQL that warehouse/schema.py creates.
-
-`spot_price_intervals` (view) turns every interruptible price into the interval it held:
-- from `spot_price_history` where a provider publishes its own history (AWS Spot, Linux/UNIX):
-  each observation holds from its timestamp until the series' next observation (the newest is
-  still in effect: open, NULL);
-- from `offer_history` for every other interruptible offer (purchase option spot, interruptible
-  or low_priority): each SCD2 version holds from valid_from to valid_to (NULL: current).
-
-`spot_price_stats_at(as_of, above_pct := 100)` (table macro) clips those intervals to the 7, 30
-and 90 days before `as_of` and weighs each price by the seconds it held inside the window: a
-price that held 6 days counts 144 times as much as one that held an hour. Percentiles are the
-lowest price at which the time held at or below it reaches 50 % / 95 % of the window's covered
-time. `spot_price_stats` (view) is the macro at now().
-"""
+"""Time-weighted statistics of interruptible prices (SQL that warehouse/schema.py creates): each price held
+as an interval (`spot_price_intervals`), weighed by the seconds it held in the 7, 30 and 90 days before as_of."""
 
 from __future__ import annotations
 

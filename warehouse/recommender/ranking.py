@@ -1,8 +1,5 @@
-"""The recommender's ranking: every current offer's request-independent facts in numpy arrays (read
-once per read-only connection, every time on a writable one), then each request fitted, timed, costed
-and ranked in array arithmetic, faster than DuckDB plans the same statement. The arithmetic is that of
-the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros billed_seconds and
-fit_ok, in their order of operations; tests hold the two to each other."""
+"""The recommender's ranking in numpy arrays (faster than DuckDB plans it): the same arithmetic as the pure
+functions (memory, throughput, fixed, spot, volumes) and the SQL macros, held to them by tests."""
 
 from __future__ import annotations
 

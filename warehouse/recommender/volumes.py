@@ -1,7 +1,5 @@
-"""What a provider bills for a volume that must hold a given number of GiB: block storage is billed by
-the size provisioned, with a minimum size or fixed size tiers (each Azure tier its own storage class).
-The rules, each citing its page and date: warehouse/data/storage_volume_sizes.csv; a class without a row
-is billed for the size needed. `billed_volume_gb` is the reference of the SQL macro of the same name."""
+"""What a provider bills for a volume holding a given number of GiB (minimum size, increments or fixed
+tiers: warehouse/data/storage_volume_sizes.csv); the reference of the SQL macro billed_volume_gb."""
 
 from __future__ import annotations
 
