@@ -48,20 +48,15 @@ def from_rate_band(label: str | None, source: str) -> dict[str, Any]:
     """A published monthly rate band (`<5%` from AWS, `0-5` from Azure); an absent or unlisted
     label is `unknown`."""
     band = RATE_BANDS[source].get((label or "").strip())
-    if band is None:
-        return unknown()
-    upper, level = band
-    return risk(level, source, upper)
+    return risk(band[1], source, band[0]) if band else unknown()
 
 
 def from_host_reliability(reliability: float | None, outbid: bool) -> dict[str, Any]:
     """Vast.ai's host reliability; `outbid`: the offer is an interruptible bid."""
     if reliability is None:
         return unknown()
-    level = "low" if reliability >= RELIABILITY_LOW else "medium" if reliability >= RELIABILITY_MEDIUM else "high"
-    if outbid and level == "low":
-        level = "medium"
-    return risk(level, VASTAI_RELIABILITY)
+    low = reliability >= RELIABILITY_LOW and not outbid  # an outbid offer is never low
+    return risk("low" if low else "medium" if reliability >= RELIABILITY_MEDIUM else "high", VASTAI_RELIABILITY)
 
 
 def from_stock_level(level: str | None) -> dict[str, Any]:

@@ -13,8 +13,8 @@ import duckdb
 
 from gpuledger.warehouse.availability import obtainable
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
-from gpuledger.warehouse.recommender.names import resolve_name
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, HOURS_PER_MONTH, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
@@ -174,9 +174,7 @@ class CostBreakdown:
         return self.compute_usd + self.storage_usd + self.egress_usd
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["total_usd"] = self.total_usd
-        return d
+        return asdict(self) | {"total_usd": self.total_usd}
 
 
 @dataclass(frozen=True)
@@ -226,10 +224,7 @@ class Candidate:
     obtainable_30d: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["cost"] = self.cost.as_dict()
-        d["flags"] = list(self.flags)
-        return d
+        return asdict(self) | {"cost": self.cost.as_dict(), "flags": list(self.flags)}
 
 
 @dataclass
@@ -250,10 +245,8 @@ class Recommendation:
         return not self.candidates
 
     def as_dict(self) -> dict[str, Any]:
-        req = asdict(self.request)
-        req["providers"] = list(self.request.providers)
         return {
-            "request": req,
+            "request": asdict(self.request) | {"providers": list(self.request.providers)},
             "job": {"tokens_per_run": self.request.job_tokens, "hours_per_run": self.request.hours,
                     "runs": self.request.runs, "default": self.request.default_job, "text": self.request.job_text()},
             "left_out": self.left_out, "estimate": self.estimate.as_dict(),
@@ -288,12 +281,8 @@ def compute_cost(price_per_hour: float, hours: float, runs: int, granularity_s: 
 def tiered_egress_cost(gb: float, tiers: Sequence[tuple[float, float | None, float]]) -> float:
     """USD to send `gb` out through monthly volume tiers [(start_gb, end_gb or None, usd_per_gb)],
     counting from 0 GB (the job's egress taken as the month's only egress)."""
-    cost = 0.0
-    for start, end, usd in sorted(tiers):
-        upper = gb if end is None else min(gb, end)
-        if upper > start:
-            cost += (upper - start) * usd
-    return cost
+    return sum((max((gb if end is None else min(gb, end)) - start, 0.0) * usd
+                for start, end, usd in sorted(tiers)), 0.0)
 
 
 def storage_cost(gb: float, usd_per_gb_month: float, hours: float) -> float:
@@ -486,13 +475,10 @@ def _from_row(cls: type, row: dict[str, Any], **given: Any) -> Any:
 def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> RecommendRequest:
     """`request` with each --provider as the warehouse spells it (any case); UnknownProviderError
     naming the nearest for one the warehouse does not know."""
-    known = [p for (p,) in con.execute("select provider from providers union select provider from offers "
-                                       "union select provider from scrape_runs order by 1").fetchall()]
     try:
-        named = tuple(dict.fromkeys(resolve_name("provider", p, known) for p in request.providers))
-    except ValueError as err:
+        return replace(request, providers=resolve_names("provider", request.providers, known_names(con, "provider")))
+    except FilterError as err:
         raise UnknownProviderError(str(err)) from None
-    return replace(request, providers=named)
 
 
 def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any]]]:
