@@ -87,10 +87,9 @@ def add_capacity_block(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
 
 def load_capacity_blocks(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str, now: datetime) -> int:
     """Append this scrape's offerings (CAPACITY_BLOCK_FIELDS, inside the caller's transaction); return how many."""
-    con.register("_blocks", rows)
-    try:
+    from gpuledger.warehouse.store import registered
+
+    with registered(con, _blocks=rows):
         con.execute(f"insert into capacity_block_offerings ({', '.join(CAPACITY_BLOCK_FIELDS)}, observed_at, run_id) "
                     f"select *, $now, $run from _blocks", {"now": now, "run": run_id})
-    finally:
-        con.unregister("_blocks")
     return rows.num_rows

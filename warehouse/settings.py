@@ -79,9 +79,7 @@ class Settings(BaseSettings):
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, **_: PydanticBaseSettingsSource
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The environment over per-scrape overrides; no .env or secrets-directory files.
         return env_settings, init_settings

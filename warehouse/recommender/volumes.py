@@ -48,9 +48,8 @@ def billed_volume_gb(need_gb: float, min_gb: float | None, increment_gb: float |
         return need_gb
     size = max(need_gb, min_gb)
     if tiers_gb:
-        fitting = [t for t in tiers_gb if t >= size]
         largest = max(tiers_gb)
-        return min(fitting) if fitting else math.ceil(size / largest) * largest
+        return min((t for t in tiers_gb if t >= size), default=math.ceil(size / largest) * largest)
     if increment_gb:
         return math.ceil(size / increment_gb) * increment_gb
     return size
@@ -59,9 +58,7 @@ def billed_volume_gb(need_gb: float, min_gb: float | None, increment_gb: float |
 def billed_gb_for(provider: str, storage_class: str, need_gb: float) -> float:
     """billed_volume_gb with the published rule of (provider, storage_class), if any."""
     s = volume_sizings().get((provider, storage_class))
-    if s is None:
-        return need_gb
-    return billed_volume_gb(need_gb, s.min_gb, s.increment_gb, s.tiers_gb)
+    return need_gb if s is None else billed_volume_gb(need_gb, s.min_gb, s.increment_gb, s.tiers_gb)
 
 
 def holds(provider: str, storage_class: str, need_gb: float) -> bool:
