@@ -181,8 +181,6 @@ def activation_bytes(spec: ModelSpec, seq_len: int, micro_batch: int, checkpoint
 
 def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> MemoryEstimate:
     """Memory per GPU for `setup` on `gpus` GPUs of one job."""
-    if gpus < 1:
-        raise ValueError(f"gpus must be at least 1, got {gpus}")
     spec = setup.spec()
     n = float(setup.params if setup.params is not None else spec.params)
     pb = precision_bytes(setup.precision)

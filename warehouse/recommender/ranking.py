@@ -134,10 +134,8 @@ def _runs(values: np.ndarray) -> np.ndarray:
 
 
 def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
-    cols = {}
-    for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
-        numeric = arr.dtype.kind in "fiu"
-        cols[name] = np.ma.filled(arr.astype(float), np.nan) if numeric else np.ma.getdata(arr)
+    cols = {name: np.ma.filled(arr.astype(float), np.nan) if arr.dtype.kind in "fiu" else np.ma.getdata(arr)
+            for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items()}  # NULLs as NaN in float columns
     n = len(cols["provider"])
     # Key order: a provider's rows, then a place's, are contiguous.
     provider_code = _runs(cols["provider"])

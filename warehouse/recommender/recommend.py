@@ -484,37 +484,28 @@ def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -
 def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any]]]:
     """(the options as typed, the request fields they set) of single changes worth trying when
     nothing fits, most specific first."""
-    r, out = request, []
+    r = request
     shardable = r.method == "full" or r.shard_lora
     extra, flag = ({}, "") if shardable else ({"shard_lora": True}, "--shard-lora ")
-    if not shardable:
-        out.append(("--shard-lora", {"shard_lora": True}))
-    if r.max_gpus < 8:
-        out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
-    if r.max_nodes == 1:
-        out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
-    if r.method == "full" and r.optimizer == "adamw":
-        out.append(("--optimizer adamw8bit", {"optimizer": "adamw8bit"}))
-    if r.method == "full" and not r.offload:
-        out.append(("--offload", {"offload": True}))
-    for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ()):
-        out.append((f"--method {method}", {"method": method}))
-        out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
-    if not r.spot:
-        out.append(("--spot", {"spot": True}))
-    if not r.include_unavailable:
-        out.append(("--include-unavailable", {"include_unavailable": True}))
-    if r.region:
-        out.append(("no --region", {"region": None}))
-    if r.providers:
-        out.append(("no --provider", {"providers": ()}))
-    if not r.gradient_checkpointing:
-        out.append(("--grad-ckpt", {"gradient_checkpointing": True}))
-    if r.micro_batch > 1:
-        out.append(("--micro-batch 1", {"micro_batch": 1}))
-    if r.seq_len > 512:
-        out.append((f"--seq-len {r.seq_len // 2}", {"seq_len": r.seq_len // 2}))
-    return out
+    variants = [
+        (not shardable, "--shard-lora", {"shard_lora": True}),
+        (r.max_gpus < 8, f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}),
+        (r.max_nodes == 1, f"{flag}--max-nodes 2 --max-gpus 16",
+         {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}),
+        (r.method == "full" and r.optimizer == "adamw", "--optimizer adamw8bit", {"optimizer": "adamw8bit"}),
+        (r.method == "full" and not r.offload, "--offload", {"offload": True}),
+        *[(True, f"--method {method}{shard}", {"method": method, **changes})
+          for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ())
+          for shard, changes in (("", {}), (" --shard-lora", {"shard_lora": True}))],
+        (not r.spot, "--spot", {"spot": True}),
+        (not r.include_unavailable, "--include-unavailable", {"include_unavailable": True}),
+        (bool(r.region), "no --region", {"region": None}),
+        (bool(r.providers), "no --provider", {"providers": ()}),
+        (not r.gradient_checkpointing, "--grad-ckpt", {"gradient_checkpointing": True}),
+        (r.micro_batch > 1, "--micro-batch 1", {"micro_batch": 1}),
+        (r.seq_len > 512, f"--seq-len {r.seq_len // 2}", {"seq_len": r.seq_len // 2}),
+    ]
+    return [(flags, changes) for wanted, flags, changes in variants if wanted]
 
 
 def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[str]:
