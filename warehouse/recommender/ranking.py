@@ -224,31 +224,6 @@ def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
         return np.sign(x) * np.floor(np.abs(x) * m + 0.5) / m
 
 
-def _head(rows: np.ndarray, tier: np.ndarray, key: np.ndarray, group: np.ndarray, top: int) -> np.ndarray:
-    """The rows that can hold the first `top` groups' best rows in (tier, key) order: every row of
-    a tier whose key is at most the cut where `top` groups are reached, ties included, and all
-    the rows of the tiers before it (only those rows need the full sort)."""
-    out: list[np.ndarray] = []
-    for t in (0, 1, 2):
-        r = rows[tier[rows] == t]
-        k = min(len(r), 4 * top)
-        while len(r):
-            if k < len(r):
-                cut = key[r[np.argpartition(key[r], k - 1)[:k]]].max()
-                cand = r[key[r] <= cut]
-            else:
-                cand = r
-            enough = len(np.unique(group[np.concatenate(out + [cand])])) >= top
-            if enough or len(cand) == len(r):
-                break
-            k = min(len(r), 4 * k)
-        if len(r):
-            out.append(cand)
-            if enough:
-                break
-    return np.concatenate(out) if out else rows[:0]
-
-
 def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) -> str:
     """Why an offer fits no plan: the plan that uses all its GPUs, measured against it."""
     count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - req.headroom)
@@ -379,8 +354,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     # rank of (provider, region, zone, instance type, purchase option). An instance group's best
     # place is its first row in it: within a group the key orders by region, then zone.
     group = f.group[idx] if req.per_instance else np.arange(n_rows)
-    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, req.top)
-    order = head[np.lexsort((idx[head], price[head], sort_total[head], sort_key[head], tier[head]))]
+    order = sel[np.lexsort((idx[sel], price[sel], sort_total[sel], sort_key[sel], tier[sel]))]
     _, first = np.unique(group[order], return_index=True)
     top_rows = order[np.sort(first)[: req.top]]
     others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
