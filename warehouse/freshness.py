@@ -72,9 +72,8 @@ class ProviderFreshness:
 def provider_freshness(con: duckdb.DuckDBPyConnection, max_age_hours: float = DEFAULT_MAX_AGE_HOURS,
                        as_of: datetime | None = None, providers: Iterable[str] = ()) -> list[ProviderFreshness]:
     """Every provider with a scrape run, plus each of `providers` without one (`never`), by name."""
-    rows = con.execute(f"select * from ({_QUERY}) order by provider",
-                       {"max_age": max_age_hours, "as_of": as_of}).fetchall()
-    judged = {r[0]: ProviderFreshness(*r) for r in rows}
+    judged = {r[0]: ProviderFreshness(*r) for r in con.execute(f"select * from ({_QUERY}) order by provider",
+                                                               {"max_age": max_age_hours, "as_of": as_of}).fetchall()}
     for name in providers:
         judged.setdefault(name, ProviderFreshness(name, None, None, None, None, None, False, NEVER))
     return [judged[name] for name in sorted(judged)]

@@ -431,7 +431,6 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     rows, considered, left_out, largest = _ranked(con, request, plans, [p.provider for p in fresh], facts)
     shares = obtainable(con, request.as_of, {(r["gpu_model"], r["provider"], r["region"]) for r in rows})
 
-    notes: list[str] = []
     top: list[Candidate] = []
     for rank, row in enumerate(rows, start=1):
         cost = _from_row(CostBreakdown, row, billed_seconds_per_run=row["billed_s"],
@@ -447,8 +446,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
-    notes.append(f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "
-                 "set-up, billed with each offer's increment and minimum (docs/recommender.md)")
+    notes = [f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "
+             "set-up, billed with each offer's increment and minimum (docs/recommender.md)"]
     if request.budget is not None:
         notes.append(f"only jobs costing at most ${request.budget:,.2f} in total")
     if stale:
