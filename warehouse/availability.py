@@ -1,11 +1,5 @@
-"""Availability over time: each merge appends every offer's signal (`available`, `available_count`,
-`availability_level`) to `availability_history`, keyed by provider, region, zone, instance type and
-GPU model (a machine's purchase options share it); a signal already stored for the key on the same
-UTC day is not stored again, so a row a day while nothing changes and one more per change. Earlier
-observations a source hands over (`add_observation`) follow the same rule. The table macro
-`availability_obtainable_at(as_of)` (view `availability_obtainable`: at now()) gives per GPU model
-x provider x region the share of the 7 and 30 days' observations with capacity (`available`, else
-`available_count > 0`; a row with neither says nothing)."""
+"""Availability over time: each merge appends every offer's signal to `availability_history` (one row per
+key, UTC day and signal); `availability_obtainable_at(as_of)` gives the 7- and 30-day share with capacity."""
 
 from __future__ import annotations
 
@@ -72,41 +66,40 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
     the scrape's start, and the earlier observations it handed over; the counts go to `notes`.
     When an enrichment that fills a signal column failed, the offers' signals are not recorded:
     the merge carried their old values, which nobody observed now."""
+    from gpuledger.warehouse.store import registered  # the store imports this module
+
     failed = [d["name"] for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
     key, signal = ", ".join(_KEY), ", ".join(SIGNAL)
     nothing = " and ".join(f"{c} is null" for c in SIGNAL)
-    parts, params, silent, received, stored = [], {"run": run_id}, 0, 0, 0
+    tables, parts, params, silent, received, stored = {}, [], {}, 0, 0, 0
     if not (outcome.side_tables_only or failed) and outcome.count("offers"):
-        con.register("_avail_offers", outcome.table("offers"))
+        tables["_avail_offers"] = outcome.table("offers")
         parts.append(f"select {key}, $at as observed_at, {signal} from _avail_offers")
         params["at"] = outcome.started_at
-        silent = con.execute(f"select count(*) from _avail_offers where {nothing}").fetchall()[0][0]
     if outcome.count("availability"):
-        con.register("_avail_earlier", outcome.table("availability"))
+        tables["_avail_earlier"] = outcome.table("availability")
         parts.append(f"select {key}, observed_at, {signal} from _avail_earlier")
     # one row per key, UTC day and signal: the day's first observation of it
     signals = (f"select {key}, min(observed_at) as observed_at, {signal} from ({' union all '.join(parts)}) "
                f"where not ({nothing}) group by {key}, {signal}, {_day('')}")
     same = " and ".join([f"h.{c} = n.{c}" for c in _KEY] + [f"h.{c} is not distinct from n.{c}" for c in SIGNAL])
-    try:
+    with registered(con, **tables):
+        if "_avail_offers" in tables:
+            silent = con.execute(f"select count(*) from _avail_offers where {nothing}").fetchall()[0][0]
         if parts:
-            received = con.execute(f"select count(*) from ({signals})",
-                                   {k: v for k, v in params.items() if k != "run"}).fetchall()[0][0]
+            received = con.execute(f"select count(*) from ({signals})", params).fetchall()[0][0]
             stored = con.execute(
                 f"""insert into availability_history ({key}, observed_at, {signal}, run_id)
                     select {key}, observed_at, {signal}, $run from ({signals}) n
                     where not exists (select 1 from availability_history h where {same}
                                       and {_day('h.')} = {_day('n.')})""",
-                params).fetchall()[0][0]
-        if received:  # a source that publishes no availability at all gets no note
-            notes.append(f"availability history: {stored} of {received} signals stored"
-                         + (f" ({received - stored} already stored for their day)" if received > stored else "")
-                         + (f"; {silent} offers carry no availability signal" if silent else ""))
-        if failed:
-            notes.append(f"availability history: the offers' signals not recorded ({', '.join(failed)} failed)")
-    finally:
-        con.unregister("_avail_offers")  # a name never registered is ignored
-        con.unregister("_avail_earlier")
+                params | {"run": run_id}).fetchall()[0][0]
+    if received:  # a source that publishes no availability at all gets no note
+        notes.append(f"availability history: {stored} of {received} signals stored"
+                     + (f" ({received - stored} already stored for their day)" if received > stored else "")
+                     + (f"; {silent} offers carry no availability signal" if silent else ""))
+    if failed:
+        notes.append(f"availability history: the offers' signals not recorded ({', '.join(failed)} failed)")
 
 
 def _day(alias: str) -> str:

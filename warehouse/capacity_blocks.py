@@ -1,11 +1,5 @@
-"""Capacity Blocks (AWS EC2 Capacity Blocks for ML): GPU capacity reserved ahead for a fixed
-duration and start, for one upfront fee. Their own purchase option in their own table
-(`capacity_block_offerings`): a type has many offerings at once (durations, starts, zones), so
-they have no place under the offers' one-row-per-(region, zone, type, option) key.
-
-Every scrape's offerings are appended with its run id: an offering is a quote of that moment.
-`latest_capacity_blocks` (SQL in docs/queries.md) reads those of the newest scrape.
-"""
+"""AWS EC2 Capacity Blocks for ML: offerings of GPU capacity reserved ahead for one upfront fee, appended per
+scrape to their own table (`capacity_block_offerings`): a type has many offerings at once."""
 
 from __future__ import annotations
 
@@ -93,10 +87,9 @@ def add_capacity_block(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
 
 def load_capacity_blocks(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str, now: datetime) -> int:
     """Append this scrape's offerings (CAPACITY_BLOCK_FIELDS, inside the caller's transaction); return how many."""
-    con.register("_blocks", rows)
-    try:
+    from gpuledger.warehouse.store import registered
+
+    with registered(con, _blocks=rows):
         con.execute(f"insert into capacity_block_offerings ({', '.join(CAPACITY_BLOCK_FIELDS)}, observed_at, run_id) "
                     f"select *, $now, $run from _blocks", {"now": now, "run": run_id})
-    finally:
-        con.unregister("_blocks")
     return rows.num_rows

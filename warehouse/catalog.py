@@ -1,12 +1,5 @@
-"""A published catalog of the warehouse (`gpuledger publish DIR`) and its loading (`gpuledger pull URL|DIR`).
-
-A catalog is a flat folder: `manifest.json` (each file's table, rows, bytes, sha256; per provider its
-last successful scrape and facts) and per provider `<provider>.<table>.<stamp>.parquet` files: its
-current tables and segments of its history, each what changed since the one before (past
-MAX_SEGMENTS folded into one). Pulling checks every file of a provider before loading it in one
-transaction: a warehouse that only pulls the provider takes its rows and versions as they are; one
-that refreshes it itself merges the catalog's current rows as a scrape.
-"""
+"""A published catalog of the warehouse (`gpuledger publish DIR`: manifest.json plus per provider Parquet
+files of its current tables and history segments) and its checked, transactional loading (`gpuledger pull`)."""
 
 from __future__ import annotations
 
@@ -195,8 +188,7 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
 
 def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], provider: str) -> None:
     """`path` is the file the manifest describes, a Parquet file of its table and provider."""
-    name, table = entry["name"], entry["table"]
-    size = path.stat().st_size
+    name, table, size = entry["name"], entry["table"], path.stat().st_size
     if size != entry["bytes"]:
         raise CatalogError(f"{name}: {size:,} bytes, the manifest says {entry['bytes']:,} (truncated or replaced)")
     if sha256_file(path) != entry["sha256"]:
@@ -267,9 +259,8 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
                                 provider_facts=entry.get("facts"), notes=[f"pulled from {source}"])
         r = load_outcome(con, outcome, refresh_id, AnomalyPolicy.from_env())
-        if r.state != "ok":
-            return PullReport(provider, "refused", detail=r.error or r.state)
-        return PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
+        return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
+                if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
     return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
 
 

@@ -1,10 +1,5 @@
-"""Snapshots of the warehouse's tables as CSV and Parquet, with a manifest (columns, types, rows, sha256).
-
-Each export is a new timestamped folder, renamed into place when complete. In CSV, a text cell a
-spreadsheet would run as a formula gets an apostrophe first, NUL is written as U+2400, timestamps
-are ISO 8601 UTC, and the first rows hold each column's first value (and a boolean's first NULL) so
-readers inferring types from a sample find them.
-"""
+"""Snapshots of the warehouse's tables as CSV and Parquet in a new timestamped folder with a manifest; CSV
+cells are safe for spreadsheets (no formulas, no NUL) and typed from their first rows."""
 
 from __future__ import annotations
 

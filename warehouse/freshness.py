@@ -1,10 +1,5 @@
-"""When a provider's data counts as fresh: the one rule behind status, the report, exports and the recommender.
-
-A provider is fresh when its latest successful scrape finished at most `max_age_hours` before `as_of`
-(default now). Its state: `not_configured` or `failed` after such a latest attempt, else `stale` or
-`ok`; `never` with no run at all. The rule is written once, in SQL (`_RULE`), read by
-`provider_freshness` and by the table macros of MACROS_SQL.
-"""
+"""When a provider's data counts as fresh (latest successful scrape at most max_age_hours old): the one
+rule, written once in SQL, behind status, the report, exports and the recommender."""
 
 from __future__ import annotations
 
@@ -77,9 +72,8 @@ class ProviderFreshness:
 def provider_freshness(con: duckdb.DuckDBPyConnection, max_age_hours: float = DEFAULT_MAX_AGE_HOURS,
                        as_of: datetime | None = None, providers: Iterable[str] = ()) -> list[ProviderFreshness]:
     """Every provider with a scrape run, plus each of `providers` without one (`never`), by name."""
-    rows = con.execute(f"select * from ({_QUERY}) order by provider",
-                       {"max_age": max_age_hours, "as_of": as_of}).fetchall()
-    judged = {r[0]: ProviderFreshness(*r) for r in rows}
+    judged = {r[0]: ProviderFreshness(*r) for r in con.execute(f"select * from ({_QUERY}) order by provider",
+                                                               {"max_age": max_age_hours, "as_of": as_of}).fetchall()}
     for name in providers:
         judged.setdefault(name, ProviderFreshness(name, None, None, None, None, None, False, NEVER))
     return [judged[name] for name in sorted(judged)]

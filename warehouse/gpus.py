@@ -1,9 +1,5 @@
-"""The canonical GPU table: the single place GPU knowledge is kept.
-
-`data/gpu_models.csv` lists each card once; `data/gpu_aliases.csv` maps every name a source uses to
-one of them, optionally only within a reported-memory range (AWS calls both A100s "A100"). A name
-that matches nothing is unknown (the caller quarantines the record), never guessed.
-"""
+"""The canonical GPU table (data/gpu_models.csv) and every source's names for its cards (data/gpu_aliases.csv,
+optionally within a memory range); a name that matches nothing is unknown, never guessed."""
 
 from __future__ import annotations
 

@@ -1,20 +1,5 @@
-"""One interruption-risk scale across providers, with its source beside it.
-
-Every offer carries three columns (docs/data-dictionary.md has the table of what each provider
-gives):
-
-- `interruption_risk_level`: `none` (not interruptible: on-demand capacity the provider does not
-  reclaim), `low`, `medium`, `high`, or `unknown` (no published signal). Never NULL, so a missing
-  signal can never read as safe.
-- `interruption_rate_max_pct`: the upper end of the published monthly interruption (AWS) or
-  eviction (Azure) rate band, in percent (`<5%` gives 5, `>20%` gives 100); NULL wherever the
-  source publishes no rate.
-- `interruption_risk_source`: where the level comes from (`SOURCES`).
-
-Levels from a published rate band: below 5 % is `low`, 5 to 15 % `medium`, above 15 % `high`.
-A bid marketplace's interruptible offer (Vast.ai, RunPod) stops whenever a higher bid arrives,
-which no published figure covers, so its level is never `low`.
-"""
+"""One interruption-risk scale across providers (`interruption_risk_level`, `interruption_rate_max_pct`,
+`interruption_risk_source`; docs/data-dictionary.md): never NULL, so a missing signal never reads as safe."""
 
 from __future__ import annotations
 
@@ -63,20 +48,15 @@ def from_rate_band(label: str | None, source: str) -> dict[str, Any]:
     """A published monthly rate band (`<5%` from AWS, `0-5` from Azure); an absent or unlisted
     label is `unknown`."""
     band = RATE_BANDS[source].get((label or "").strip())
-    if band is None:
-        return unknown()
-    upper, level = band
-    return risk(level, source, upper)
+    return risk(band[1], source, band[0]) if band else unknown()
 
 
 def from_host_reliability(reliability: float | None, outbid: bool) -> dict[str, Any]:
     """Vast.ai's host reliability; `outbid`: the offer is an interruptible bid."""
     if reliability is None:
         return unknown()
-    level = "low" if reliability >= RELIABILITY_LOW else "medium" if reliability >= RELIABILITY_MEDIUM else "high"
-    if outbid and level == "low":
-        level = "medium"
-    return risk(level, VASTAI_RELIABILITY)
+    low = reliability >= RELIABILITY_LOW and not outbid  # an outbid offer is never low
+    return risk("low" if low else "medium" if reliability >= RELIABILITY_MEDIUM else "high", VASTAI_RELIABILITY)
 
 
 def from_stock_level(level: str | None) -> dict[str, Any]:

@@ -1,10 +1,5 @@
-"""The offer filters of the Python API (`gpuledger.query`, whose docstring lists them) and of
-`gpuledger show-gpus`: one SQL condition over `offers`, so both select the same rows.
-
-`min_vram_gb` reads the card's marketed size (an A10G's reported 22.35 GiB counts as its 24 GB),
-a slice of a GPU its own memory. Names match in any case against what the warehouse holds
-(`resolved`): one that matches nothing is a FilterError naming the nearest, never an empty answer.
-"""
+"""The offer filters of the Python API and `gpuledger show-gpus`: one SQL condition over `offers`; a name
+that matches nothing is a FilterError naming the nearest, never an empty answer."""
 
 from __future__ import annotations
 
@@ -84,9 +79,6 @@ class OfferFilter:
         if self.gpu:
             parts.append("(o.gpu_model = $gpu or o.gpu_model in (select gpu_model from gpu_models where family = $gpu))")
             params["gpu"] = self.gpu
-        if self.min_vram_gb is not None:
-            parts.append(f"({VRAM_SQL}) >= $min_vram")
-            params["min_vram"] = self.min_vram_gb
         if self.spot is True:
             parts.append(RECLAIMABLE_SQL)
         elif self.spot is False:
@@ -100,13 +92,11 @@ class OfferFilter:
             parts.append("(o.region in (select unnest($regions::varchar[])) or "
                          "list_bool_or([starts_with(lower(o.region), p) for p in $prefixes::varchar[]]))")
             params["regions"], params["prefixes"] = exact, prefixes
-        if self.min_gpu_count is not None:
-            parts.append("o.gpu_count >= $min_gpus")
-            params["min_gpus"] = self.min_gpu_count
-        if self.max_gpu_count is not None:
-            parts.append("o.gpu_count <= $max_gpus")
-            params["max_gpus"] = self.max_gpu_count
-        if self.max_price is not None:
-            parts.append("o.price_per_gpu_hour <= $max_price")
-            params["max_price"] = self.max_price
+        for value, name, condition in ((self.min_vram_gb, "min_vram", f"({VRAM_SQL}) >="),
+                                       (self.min_gpu_count, "min_gpus", "o.gpu_count >="),
+                                       (self.max_gpu_count, "max_gpus", "o.gpu_count <="),
+                                       (self.max_price, "max_price", "o.price_per_gpu_hour <=")):
+            if value is not None:
+                parts.append(f"{condition} ${name}")
+                params[name] = value
         return (" and ".join(parts) or "true"), params

@@ -1,18 +1,9 @@
-"""Every `GPULEDGER_*` environment variable, as one typed settings object.
-
-`load_settings()` reads the environment when it is called, never at import, so a long-lived
-process (a Prefect worker, `gpuledger serve`) and a test that sets a variable see the value of
-the moment. Each field is the variable `GPULEDGER_<FIELD>` and a row of README's settings table
-(tests/test_settings.py checks both ways). This module lives in `warehouse/` because every
-folder may import the warehouse and the warehouse imports no other folder.
-
-Per-scrape overrides (a recording's manifest settings, a test's `SourceContext(settings=...)`)
-are passed as keyword arguments; the environment still wins over them, as an operator's
-explicit choice should.
-"""
+"""Every `GPULEDGER_*` environment variable as one typed settings object, read when `load_settings()` is
+called (never at import); the environment wins over per-scrape overrides. README's table lists them."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import os
@@ -29,11 +20,8 @@ ENVIRON_READ_TRIES = 5
 
 # Read by the test suite and the benchmarks only (never by the installed package); known here so
 # that setting them does not warn as an unknown variable.
-DEVELOPMENT_VARIABLES = frozenset({
-    "GPULEDGER_BENCH_TMP", "GPULEDGER_FAULT_WORKERS", "GPULEDGER_FUZZ_EXAMPLES", "GPULEDGER_TEST_ARTIFACTS",
-})
-
-
+DEVELOPMENT_VARIABLES = frozenset({"GPULEDGER_BENCH_TMP", "GPULEDGER_FAULT_WORKERS", "GPULEDGER_FUZZ_EXAMPLES",
+                                   "GPULEDGER_TEST_ARTIFACTS"})
 # Not a setting: a refresh sets it for each child process it starts (gpuledger.children), its own pid.
 PARENT_PID_VARIABLE = "GPULEDGER_PARENT_PID"
 
@@ -91,9 +79,7 @@ class Settings(BaseSettings):
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, **_: PydanticBaseSettingsSource
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The environment over per-scrape overrides; no .env or secrets-directory files.
         return env_settings, init_settings
@@ -127,10 +113,8 @@ def warn_unknown_variables(environ: Any = None) -> list[str]:
         new = [n for n in unknown if n not in _warned]
         _warned.update(new)
     if new:
-        hints = []
-        for name in new:
-            close = difflib.get_close_matches(name.upper(), sorted(known), n=1)
-            hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        hints = [f"{name} (did you mean {close[0]}?)" if close else name
+                 for name in new for close in [difflib.get_close_matches(name.upper(), sorted(known), n=1)]]
         log.warning("ignoring unknown settings: %s; README's settings table lists them all", ", ".join(hints))
     return new
 
@@ -144,15 +128,13 @@ def load_settings(**overrides: Any) -> Settings:
     """The settings of this moment: environment, then `overrides`, then the defaults; SettingsError
     naming each refused variable, its value and what it accepts."""
     warn_unknown_variables()
-    for attempt in range(ENVIRON_READ_TRIES):
-        try:
-            return Settings(**overrides)
-        except KeyError:
-            # pydantic-settings reads os.environ.items(), which raises when another thread removes a
-            # variable in between (pytest does, per test phase): read the environment again.
-            if attempt == ENVIRON_READ_TRIES - 1:
-                raise
-        except ValidationError as err:
-            raise SettingsError("; ".join(f"{_named(e['loc'])}={e.get('input')!r}: {e['msg']}"
-                                          for e in err.errors())) from None
-    raise AssertionError("unreachable")
+    try:
+        # pydantic-settings reads os.environ.items(), which raises KeyError when another thread removes
+        # a variable in between (pytest does, per test phase): read the environment again.
+        for _ in range(ENVIRON_READ_TRIES - 1):
+            with contextlib.suppress(KeyError):
+                return Settings(**overrides)
+        return Settings(**overrides)
+    except ValidationError as err:
+        raise SettingsError("; ".join(f"{_named(e['loc'])}={e.get('input')!r}: {e['msg']}"
+                                      for e in err.errors())) from None

@@ -1,32 +1,22 @@
-"""Time-weighted statistics of interruptible prices: the SQL that warehouse/schema.py creates.
-
-`spot_price_intervals` (view) turns every interruptible price into the interval it held:
-- from `spot_price_history` where a provider publishes its own history (AWS Spot, Linux/UNIX):
-  each observation holds from its timestamp until the series' next observation (the newest is
-  still in effect: open, NULL);
-- from `offer_history` for every other interruptible offer (purchase option spot, interruptible
-  or low_priority): each SCD2 version holds from valid_from to valid_to (NULL: current).
-
-`spot_price_stats_at(as_of, above_pct := 100)` (table macro) clips those intervals to the 7, 30
-and 90 days before `as_of` and weighs each price by the seconds it held inside the window: a
-price that held 6 days counts 144 times as much as one that held an hour. Percentiles are the
-lowest price at which the time held at or below it reaches 50 % / 95 % of the window's covered
-time. `spot_price_stats` (view) is the macro at now().
-"""
+"""Time-weighted statistics of interruptible prices (SQL that warehouse/schema.py creates): each price held
+as an interval (`spot_price_intervals`), weighed by the seconds it held in the 7, 30 and 90 days before as_of."""
 
 from __future__ import annotations
 
-INTERRUPTIBLE_OPTIONS = ("spot", "interruptible", "low_priority")
-WINDOWS_DAYS = (7, 30, 90)
 # The product whose spot price an offer carries (the AWS adapter's offers are Linux).
 SPOT_HISTORY_PRODUCT = "Linux/UNIX"
-
-_OPTIONS = ", ".join(f"'{o}'" for o in INTERRUPTIBLE_OPTIONS)
-_WINDOWS = ", ".join(str(d) for d in WINDOWS_DAYS)
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _BY_WINDOW = f"partition by {_KEY}, window_days"
 
-INTERVALS_VIEW_SQL = f"""
+
+def _share_above(threshold: str) -> str:
+    """Share of the covered time the price was above `threshold` x on-demand (NULL: no on-demand)."""
+    return (f"case when any_value(on_demand_price_per_hour) is null then null else "
+            f"coalesce(sum(held_s) filter (where price_per_hour > {threshold} * on_demand_price_per_hour), 0)"
+            f" / any_value(covered_s) end")
+
+
+SQL = f"""
 create or replace view spot_price_intervals as
 select provider, region, zone, instance_type, 'spot' as purchase_option,
        'spot_price_history' as source, spot_price_per_hour as price_per_hour, observed_at as valid_from,
@@ -38,20 +28,11 @@ union all
 select h.provider, h.region, h.zone, h.instance_type, h.purchase_option,
        'offer_history' as source, h.price_per_hour, h.valid_from, h.valid_to
 from offer_history h
-where h.purchase_option in ({_OPTIONS})
+where h.purchase_option in ('spot', 'interruptible', 'low_priority')
   and not exists (select 1 from spot_price_history s
                   where s.provider = h.provider and s.region = h.region and s.zone = h.zone
                     and s.instance_type = h.instance_type and s.product_description = '{SPOT_HISTORY_PRODUCT}');
-"""
 
-def _share_above(threshold: str) -> str:
-    """Share of the covered time the price was above `threshold` x on-demand (NULL: no on-demand)."""
-    return (f"case when any_value(on_demand_price_per_hour) is null then null else "
-            f"coalesce(sum(held_s) filter (where price_per_hour > {threshold} * on_demand_price_per_hour), 0)"
-            f" / any_value(covered_s) end")
-
-
-STATS_MACRO_SQL = f"""
 create or replace macro spot_price_stats_at(as_of, above_pct := 100) as table
 with ref as (select as_of::timestamptz as t1, above_pct::double as pct),
 clipped as (
@@ -59,7 +40,7 @@ clipped as (
            i.price_per_hour,
            greatest(i.valid_from, ref.t1 - to_days(w.window_days)) as held_from,
            least(coalesce(i.valid_to, ref.t1), ref.t1) as held_to
-    from spot_price_intervals i, (select unnest([{_WINDOWS}]) as window_days) w, ref),
+    from spot_price_intervals i, (select unnest([7, 30, 90]) as window_days) w, ref),
 weighted as (
     select *, epoch(held_to - held_from) as held_s from clipped where held_to > held_from),
 on_demand as (
@@ -88,10 +69,6 @@ select {_KEY}, window_days, any_value(source) as source, count(*) as price_perio
        any_value(pct) as above_pct,
        {_share_above("pct / 100.0")} as share_above_pct_on_demand
 from ranked group by all;
-"""
 
-STATS_VIEW_SQL = """
 create or replace view spot_price_stats as select * from spot_price_stats_at(now());
 """
-
-SQL = INTERVALS_VIEW_SQL + STATS_MACRO_SQL + STATS_VIEW_SQL

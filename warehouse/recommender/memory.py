@@ -36,10 +36,9 @@ def parse_lora_targets(targets: str) -> tuple[str, ...]:
     if key in LORA_TARGET_SETS:
         return LORA_TARGET_SETS[key]
     parts = [p.strip() for p in key.split(",") if p.strip()]
-    for p in parts:
-        if p not in _TARGET_NAMES:
-            raise ValueError(f"unknown LoRA target {p!r}: use all-linear, attention, qv, mlp "
-                             "or a comma list of q,k,v,o,gate,up,down")
+    if unknown := [p for p in parts if p not in _TARGET_NAMES]:
+        raise ValueError(f"unknown LoRA target {unknown[0]!r}: use all-linear, attention, qv, mlp "
+                         "or a comma list of q,k,v,o,gate,up,down")
     if not parts:
         raise ValueError("no LoRA targets given")
     return tuple(dict.fromkeys(_TARGET_NAMES[p] for p in parts))
@@ -81,8 +80,7 @@ class TrainingSetup:
     def spec(self) -> ModelSpec:
         if self.model is not None:
             return models_catalog.lookup(self.model)
-        assert self.params is not None
-        return models_catalog.generic_spec(self.params)
+        return models_catalog.generic_spec(self.params or 0.0)
 
 
 @dataclass(frozen=True)
@@ -106,9 +104,7 @@ class MemoryBreakdown:
         return self.weights_gb + self.gradients_gb + self.optimizer_gb + self.adapters_gb
 
     def as_dict(self) -> dict[str, float]:
-        d = asdict(self)
-        d["total_gb"] = self.total_gb
-        return d
+        return asdict(self) | {"total_gb": self.total_gb}
 
 
 @dataclass(frozen=True)
@@ -185,8 +181,6 @@ def activation_bytes(spec: ModelSpec, seq_len: int, micro_batch: int, checkpoint
 
 def estimate(setup: TrainingSetup, gpus: int = 1, shard_lora: bool = False) -> MemoryEstimate:
     """Memory per GPU for `setup` on `gpus` GPUs of one job."""
-    if gpus < 1:
-        raise ValueError(f"gpus must be at least 1, got {gpus}")
     spec = setup.spec()
     n = float(setup.params if setup.params is not None else spec.params)
     pb = precision_bytes(setup.precision)

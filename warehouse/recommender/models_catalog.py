@@ -1,7 +1,5 @@
-"""The built-in models (models.csv beside this file): each row the architecture of its `config.json`
-(URL in `source`), whose shapes must reproduce the model card's parameter count within 2 % (tested).
-The shapes split the parameters into block linear layers (what QLoRA quantizes and LoRA adapts) and the
-rest (embeddings, norms, a frozen extra tower); a model not in the table gets a Llama-shaped generic_spec."""
+"""The built-in models (models.csv beside this file, each row its config.json's architecture), and a
+Llama-shaped generic_spec for a model not in the table."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ import duckdb
 
 from gpuledger.warehouse.availability import obtainable
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
-from gpuledger.warehouse.recommender.names import resolve_name
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
 from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, HOURS_PER_MONTH, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
@@ -174,9 +174,7 @@ class CostBreakdown:
         return self.compute_usd + self.storage_usd + self.egress_usd
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["total_usd"] = self.total_usd
-        return d
+        return asdict(self) | {"total_usd": self.total_usd}
 
 
 @dataclass(frozen=True)
@@ -226,10 +224,7 @@ class Candidate:
     obtainable_30d: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["cost"] = self.cost.as_dict()
-        d["flags"] = list(self.flags)
-        return d
+        return asdict(self) | {"cost": self.cost.as_dict(), "flags": list(self.flags)}
 
 
 @dataclass
@@ -250,10 +245,8 @@ class Recommendation:
         return not self.candidates
 
     def as_dict(self) -> dict[str, Any]:
-        req = asdict(self.request)
-        req["providers"] = list(self.request.providers)
         return {
-            "request": req,
+            "request": asdict(self.request) | {"providers": list(self.request.providers)},
             "job": {"tokens_per_run": self.request.job_tokens, "hours_per_run": self.request.hours,
                     "runs": self.request.runs, "default": self.request.default_job, "text": self.request.job_text()},
             "left_out": self.left_out, "estimate": self.estimate.as_dict(),
@@ -288,12 +281,8 @@ def compute_cost(price_per_hour: float, hours: float, runs: int, granularity_s: 
 def tiered_egress_cost(gb: float, tiers: Sequence[tuple[float, float | None, float]]) -> float:
     """USD to send `gb` out through monthly volume tiers [(start_gb, end_gb or None, usd_per_gb)],
     counting from 0 GB (the job's egress taken as the month's only egress)."""
-    cost = 0.0
-    for start, end, usd in sorted(tiers):
-        upper = gb if end is None else min(gb, end)
-        if upper > start:
-            cost += (upper - start) * usd
-    return cost
+    return sum((max((gb if end is None else min(gb, end)) - start, 0.0) * usd
+                for start, end, usd in sorted(tiers)), 0.0)
 
 
 def storage_cost(gb: float, usd_per_gb_month: float, hours: float) -> float:
@@ -442,7 +431,6 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     rows, considered, left_out, largest = _ranked(con, request, plans, [p.provider for p in fresh], facts)
     shares = obtainable(con, request.as_of, {(r["gpu_model"], r["provider"], r["region"]) for r in rows})
 
-    notes: list[str] = []
     top: list[Candidate] = []
     for rank, row in enumerate(rows, start=1):
         cost = _from_row(CostBreakdown, row, billed_seconds_per_run=row["billed_s"],
@@ -458,8 +446,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
-    notes.append(f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "
-                 "set-up, billed with each offer's increment and minimum (docs/recommender.md)")
+    notes = [f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "
+             "set-up, billed with each offer's increment and minimum (docs/recommender.md)"]
     if request.budget is not None:
         notes.append(f"only jobs costing at most ${request.budget:,.2f} in total")
     if stale:
@@ -486,49 +474,37 @@ def _from_row(cls: type, row: dict[str, Any], **given: Any) -> Any:
 def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> RecommendRequest:
     """`request` with each --provider as the warehouse spells it (any case); UnknownProviderError
     naming the nearest for one the warehouse does not know."""
-    known = [p for (p,) in con.execute("select provider from providers union select provider from offers "
-                                       "union select provider from scrape_runs order by 1").fetchall()]
     try:
-        named = tuple(dict.fromkeys(resolve_name("provider", p, known) for p in request.providers))
-    except ValueError as err:
+        return replace(request, providers=resolve_names("provider", request.providers, known_names(con, "provider")))
+    except FilterError as err:
         raise UnknownProviderError(str(err)) from None
-    return replace(request, providers=named)
 
 
 def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any]]]:
     """(the options as typed, the request fields they set) of single changes worth trying when
     nothing fits, most specific first."""
-    r, out = request, []
+    r = request
     shardable = r.method == "full" or r.shard_lora
     extra, flag = ({}, "") if shardable else ({"shard_lora": True}, "--shard-lora ")
-    if not shardable:
-        out.append(("--shard-lora", {"shard_lora": True}))
-    if r.max_gpus < 8:
-        out.append((f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}))
-    if r.max_nodes == 1:
-        out.append((f"{flag}--max-nodes 2 --max-gpus 16", {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}))
-    if r.method == "full" and r.optimizer == "adamw":
-        out.append(("--optimizer adamw8bit", {"optimizer": "adamw8bit"}))
-    if r.method == "full" and not r.offload:
-        out.append(("--offload", {"offload": True}))
-    for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ()):
-        out.append((f"--method {method}", {"method": method}))
-        out.append((f"--method {method} --shard-lora", {"method": method, "shard_lora": True}))
-    if not r.spot:
-        out.append(("--spot", {"spot": True}))
-    if not r.include_unavailable:
-        out.append(("--include-unavailable", {"include_unavailable": True}))
-    if r.region:
-        out.append(("no --region", {"region": None}))
-    if r.providers:
-        out.append(("no --provider", {"providers": ()}))
-    if not r.gradient_checkpointing:
-        out.append(("--grad-ckpt", {"gradient_checkpointing": True}))
-    if r.micro_batch > 1:
-        out.append(("--micro-batch 1", {"micro_batch": 1}))
-    if r.seq_len > 512:
-        out.append((f"--seq-len {r.seq_len // 2}", {"seq_len": r.seq_len // 2}))
-    return out
+    variants = [
+        (not shardable, "--shard-lora", {"shard_lora": True}),
+        (r.max_gpus < 8, f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}),
+        (r.max_nodes == 1, f"{flag}--max-nodes 2 --max-gpus 16",
+         {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}),
+        (r.method == "full" and r.optimizer == "adamw", "--optimizer adamw8bit", {"optimizer": "adamw8bit"}),
+        (r.method == "full" and not r.offload, "--offload", {"offload": True}),
+        *[(True, f"--method {method}{shard}", {"method": method, **changes})
+          for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ())
+          for shard, changes in (("", {}), (" --shard-lora", {"shard_lora": True}))],
+        (not r.spot, "--spot", {"spot": True}),
+        (not r.include_unavailable, "--include-unavailable", {"include_unavailable": True}),
+        (bool(r.region), "no --region", {"region": None}),
+        (bool(r.providers), "no --provider", {"providers": ()}),
+        (not r.gradient_checkpointing, "--grad-ckpt", {"gradient_checkpointing": True}),
+        (r.micro_batch > 1, "--micro-batch 1", {"micro_batch": 1}),
+        (r.seq_len > 512, f"--seq-len {r.seq_len // 2}", {"seq_len": r.seq_len // 2}),
+    ]
+    return [(flags, changes) for wanted, flags, changes in variants if wanted]
 
 
 def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> list[str]:

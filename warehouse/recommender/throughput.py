@@ -98,9 +98,7 @@ def node_link(vendor: str | None, card_link: str | None, form_factor: str | None
 
 def fabric_gbs(network_gbps: float | None, gpus_per_node: float) -> float:
     """GB/s per GPU across nodes: the node's network speed shared by its GPUs."""
-    if not network_gbps:
-        return FABRIC_GBS_ASSUMED
-    return network_gbps / 8.0 / max(gpus_per_node, 1.0)
+    return network_gbps / 8.0 / max(gpus_per_node, 1.0) if network_gbps else FABRIC_GBS_ASSUMED
 
 
 def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: float | None, *,
@@ -114,9 +112,7 @@ def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: 
     compute = work.tokens * work.flops_per_token / (peak_tflops * 1e12 * work.utilization)
     step = max(compute, work.weight_read_bytes / bw) + work.dequant_bytes / bw + work.offload_bytes / (pcie * 1e9)
     if plan_gpus > 1:
-        gbs = fabric if nodes > 1 else link
-        comm = work.shard_bytes / (gbs * 1e9)
-        running = float(plan_gpus)
+        comm, running = work.shard_bytes / ((fabric if nodes > 1 else link) * 1e9), float(plan_gpus)
     else:
         copies = int(gpu_count) if gpu_count >= 1 else 1
         comm = work.replica_bytes * (copies - 1) / copies / (link * 1e9) if copies > 1 else 0.0

@@ -1,7 +1,5 @@
-"""What a provider bills for a volume that must hold a given number of GiB: block storage is billed by
-the size provisioned, with a minimum size or fixed size tiers (each Azure tier its own storage class).
-The rules, each citing its page and date: warehouse/data/storage_volume_sizes.csv; a class without a row
-is billed for the size needed. `billed_volume_gb` is the reference of the SQL macro of the same name."""
+"""What a provider bills for a volume holding a given number of GiB (minimum size, increments or fixed
+tiers: warehouse/data/storage_volume_sizes.csv); the reference of the SQL macro billed_volume_gb."""
 
 from __future__ import annotations
 
@@ -50,9 +48,8 @@ def billed_volume_gb(need_gb: float, min_gb: float | None, increment_gb: float |
         return need_gb
     size = max(need_gb, min_gb)
     if tiers_gb:
-        fitting = [t for t in tiers_gb if t >= size]
         largest = max(tiers_gb)
-        return min(fitting) if fitting else math.ceil(size / largest) * largest
+        return min((t for t in tiers_gb if t >= size), default=math.ceil(size / largest) * largest)
     if increment_gb:
         return math.ceil(size / increment_gb) * increment_gb
     return size
@@ -61,9 +58,7 @@ def billed_volume_gb(need_gb: float, min_gb: float | None, increment_gb: float |
 def billed_gb_for(provider: str, storage_class: str, need_gb: float) -> float:
     """billed_volume_gb with the published rule of (provider, storage_class), if any."""
     s = volume_sizings().get((provider, storage_class))
-    if s is None:
-        return need_gb
-    return billed_volume_gb(need_gb, s.min_gb, s.increment_gb, s.tiers_gb)
+    return need_gb if s is None else billed_volume_gb(need_gb, s.min_gb, s.increment_gb, s.tiers_gb)
 
 
 def holds(provider: str, storage_class: str, need_gb: float) -> bool:
