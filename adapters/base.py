@@ -35,9 +35,8 @@ log = logging.getLogger("gpuledger.adapters")
 USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price comparison)"
 
 
-# The validator key of the code, settings and mode a fetch's answers were made into rows with
-# (flows.fetch.fingerprint): under another gpuledger (a parser fixed) or other settings, the other
-# validators and the kept parses prove nothing about the rows.
+# The validator key of the code, settings and mode that made a fetch's rows (flows.fetch.fingerprint): under
+# another gpuledger (a parser fixed) or other settings, the other validators and kept parses prove nothing.
 FINGERPRINT = "gpuledger"
 
 

@@ -279,9 +279,6 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-POLL_S = 0.05
-
-
 class _HostServers:
     """One HTTP server per virtual host, all on 127.0.0.1."""
 
@@ -292,7 +289,7 @@ class _HostServers:
         if host not in self.servers:
             server = self.servers[host] = _Server(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
             # a short poll: closing waits for each serve loop's next one
-            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, name=f"replay-{host}",
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"replay-{host}",
                              daemon=True).start()
         return self.url(host)
 

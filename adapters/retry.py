@@ -1,4 +1,4 @@
-"""The one retry policy of every provider request (docs/reliability.md, "Retries"), driving tenacity (httpx),
+"""The one retry policy of every provider request (docs/reliability.md, "Retries"): it drives tenacity (httpx),
 google-api-core's Retry, botocore's `standard` mode and scrapy's RETRY_TIMES (spiders/settings.py)."""
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ class AttemptsSpent(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """At most `attempts` tries, waiting a 429/5xx's Retry-After or a full-jitter exponential backoff,
+    no wait over `wait_max_s`, no retry past `budget_s`."""
+
     attempts: int = 3
     wait_max_s: float = 8.0
     budget_s: float = 120.0
@@ -60,8 +63,6 @@ class RetryPolicy:
 
     def retrying(self, retryable: Callable[[BaseException], bool],
                  before_sleep: Callable[[RetryCallState], None] | None = None) -> Retrying:
-        """At most `attempts` tries, waiting a 429/5xx's Retry-After or a full-jitter exponential backoff,
-        no wait over `wait_max_s`, no retry past `budget_s`."""
         backoff = wait_random_exponential(multiplier=self.initial_wait_s, max=self.wait_max_s)
 
         def wait(state: RetryCallState) -> float:

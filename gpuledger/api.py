@@ -24,10 +24,9 @@ def _offer_repr(self: Any) -> str:
     return f"Offer({shown}, ...)"
 
 
-Offer = make_dataclass("Offer", OFFER_FIELDS, frozen=True, repr=False, namespace={"__repr__": _offer_repr})
-Offer.__doc__ = ("One current offer: a row of the warehouse's `offers` table (docs/data-dictionary.md), "
-                 "its columns as attributes.")
-Offer.__module__ = __name__
+Offer = make_dataclass("Offer", OFFER_FIELDS, frozen=True, repr=False, namespace={
+    "__repr__": _offer_repr, "__module__": __name__,
+    "__doc__": "One current offer: a row of the `offers` table (docs/data-dictionary.md), its columns as attributes."})
 
 
 class Offers(list):  # type: ignore[type-arg]
