@@ -1,6 +1,5 @@
 """What every source gets handed: where to send requests (the real host live, a loopback replay server
-or recording proxy otherwise, so the same client code runs in all three), and how.
-"""
+or recording proxy otherwise, so the same client code runs in all three), and how."""
 
 from __future__ import annotations
 
@@ -36,9 +35,8 @@ log = logging.getLogger("gpuledger.adapters")
 USER_AGENT = "gpuledger/0.1 (+https://github.com/gpuledger/gpuledger; GPU price comparison)"
 
 
-# The validator key of the code, settings and mode a fetch's answers were made into rows with
-# (flows.fetch.fingerprint): under another gpuledger (a parser fixed) or other settings, the other
-# validators and the kept parses prove nothing about the rows.
+# The validator key of the code, settings and mode that made a fetch's rows (flows.fetch.fingerprint): under
+# another gpuledger (a parser fixed) or other settings, the other validators and kept parses prove nothing.
 FINGERPRINT = "gpuledger"
 
 
@@ -124,11 +122,10 @@ class RedactingRecorder(Recorder):
         cut = secret_cutter() or (lambda text: text)
         try:
             text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None:
             clean = TOKEN_FIELDS.sub(lambda m: m.group(1) + REDACTED + m.group(2), cut(text))
             body = clean.encode("utf-8") if clean != text else body
+        except UnicodeDecodeError:
+            pass  # not text: no secret to cut out of it
 
         def kept(doc: Any) -> Any:
             if isinstance(doc, dict):
@@ -147,19 +144,17 @@ def scrubbed(err: BaseException) -> BaseException:
     return err if clean == text else Exception(f"{type(err).__name__}: {clean}")
 
 
-class _RedactingFilter(logging.Filter):
+def _redact_log(record: logging.LogRecord) -> bool:
     """httpx logs every request's URL at INFO (RunPod's documented key rides in its query string)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        clean = redact(message)
-        if clean != message:
-            record.msg, record.args = clean, ()
-        return True
+    message = record.getMessage()
+    clean = redact(message)
+    if clean != message:
+        record.msg, record.args = clean, ()
+    return True
 
 
 for _name in ("httpx", "urllib3.connectionpool"):
-    logging.getLogger(_name).addFilter(_RedactingFilter())
+    logging.getLogger(_name).addFilter(_redact_log)
 
 
 @functools.cache
@@ -369,13 +364,8 @@ class SourceContext:
         """Base URL for a client gpuledger does not send for (google's): a bounding loopback proxy."""
         if self.proxy is None:
             self.proxy = RecordingProxy(None, self.upstream_url, timeout=self.http_timeout_s + 5,
-                                        limit=self.answer_limit)
+                                        limit=bounds.answer_limit(self.provider))
         return self.proxy.url(host)
-
-    @property
-    def answer_limit(self) -> int:
-        """The most bytes one answer may hold, on the wire or decoded (ProviderSpec.max_answer_mb)."""
-        return bounds.answer_limit(self.provider)
 
     def boto_endpoint(self, host: str) -> str | None:
         """endpoint_url of a boto3 client: None (boto3's own) when the real provider is reached."""
@@ -469,9 +459,8 @@ class SourceContext:
             raise Unchanged(f"{self.provider}: {what} unchanged since the last loaded fetch")
 
     def kept_parse(self, name: str, files: Any, parse: Callable[[], Any]) -> Any:
-        """parse()'s JSON value, or the value kept for `name` when the same versioned `files` (a file
-        at a versioned address never changes: AWS's price list) were parsed by this same gpuledger and
-        settings: those files are then neither downloaded nor parsed again."""
+        """parse()'s JSON value, or the one kept for `name` when this gpuledger and settings parsed the same
+        versioned `files` (never changing: AWS's price list), which are then neither downloaded nor parsed."""
         if self.cache_dir is None:
             return parse()
         key = [files, self.new_validators.get(FINGERPRINT)]
@@ -502,7 +491,8 @@ class SourceContext:
     def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
         def fetch() -> httpx.Response:
             request = client.build_request(method, self.url(host) + path, **kwargs)
-            return bounds.fetch(client, request, self.answer_limit, self.http_timeout_s, self.count_bytes)
+            return bounds.fetch(client, request, bounds.answer_limit(self.provider), self.http_timeout_s,
+                                self.count_bytes)
         return self._with_retries(fetch, host, path)
 
     def get_json(self, client: httpx.Client, host: str, path: str, **kwargs: Any) -> Any:
@@ -521,7 +511,7 @@ class SourceContext:
     def stream_bytes(self, client: httpx.Client, host: str, path: str) -> Iterator[bytes]:
         """A GET's body as decoded byte chunks: its status line is retried; once the body flows a
         failure is final (a retry would hand the consumer pieces it has already seen)."""
-        url, limit = self.url(host) + path, self.answer_limit
+        url, limit = self.url(host) + path, bounds.answer_limit(self.provider)
 
         def open_stream() -> httpx.Response:
             check_deadline()
@@ -621,10 +611,6 @@ class SourceContext:
             raise SourceError(f"{self.provider}: {host}{path} failed after {tries} attempts: {detail}") from err
 
 
-# Field names an API would use to say which currency its prices are in.
-CURRENCY_FIELDS = ("currency", "currencyCode", "currency_code", "price_currency")
-
-
 def dig(obj: Any, *keys: str) -> Any:
     """obj[key][key]...: None where a level is missing or is not a JSON object."""
     for key in keys:
@@ -634,26 +620,21 @@ def dig(obj: Any, *keys: str) -> Any:
 
 def as_number(value: Any, what: str, error: type[Exception]) -> float:
     """A JSON number or numeric text ("2.19") as a float; anything else (a boolean too) raises `error`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise error(f"{what} {value!r} is not a number")
     try:
-        return float(value)
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            return float(value)
     except ValueError:
-        raise error(f"{what} {value!r} is not a number") from None
+        pass
+    raise error(f"{what} {value!r} is not a number")
 
 
 def stated_currency(record: Any) -> str | None:
     """The currency a record says its prices are in, if it says one."""
-    if not isinstance(record, dict):
-        return None
-    for name in CURRENCY_FIELDS:
-        value = record.get(name)
+    for name in ("currency", "currencyCode", "currency_code", "price_currency"):
+        value = dig(record, name)
         if value is not None:
             return str(value).strip().upper() or None
     return None
-
-
-MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
 def drift_guard(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -666,7 +647,7 @@ def drift_guard(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                 return fn(*args, **kwargs)
             except SourceError:
                 raise
-            except MALFORMED as err:
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
                 detail = f"{type(err).__name__}: {err}"[:200]
                 raise SchemaDriftError(f"{what}: the answer is malformed ({detail})") from None
 

@@ -1,7 +1,5 @@
-"""Every answer bounded, every redirect kept on its origin: a wall-clock deadline (a server dripping
-bytes cannot stretch it), a byte limit on the wire and after decompression, and redirects followed only
-to the same scheme, host and port, so credentials stay with their host.
-"""
+"""Every answer bounded: a wall-clock deadline (a dripping server cannot stretch it), a byte limit on the wire
+and decoded, and redirects followed only on the same scheme, host and port (credentials stay with their host)."""
 
 from __future__ import annotations
 

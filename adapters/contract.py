@@ -1,6 +1,5 @@
 """What a source is: every provider module declares `PROVIDER = ProviderSpec(...)` and defines
-`fetch(ctx) -> Batch`; redaction, the fault matrix, the workflow's secrets and the docs read these specs.
-"""
+`fetch(ctx) -> Batch`; redaction, the fault matrix, the workflow's secrets and the docs read these specs."""
 
 from __future__ import annotations
 
@@ -9,9 +8,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuledger.warehouse.records import Batch, ProviderFacts
-
-SourceKind = Literal["api", "page"]
-
 
 class AnomalyThresholds(BaseModel):
     """A source's own limits for the anomaly guard, where the warehouse's defaults do not fit."""
@@ -41,7 +37,7 @@ class ProviderSpec(BaseModel):
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     # "api": a provider's API through its client; "page": a web page through scrapy.
-    source_kind: SourceKind
+    source_kind: Literal["api", "page"]
     needs_browser: bool = False  # the page is rendered by JavaScript: Chromium must be found first
     # Environment variables whose values are secrets: cut out of every message, record and recording.
     secret_env_vars: tuple[str, ...] = ()

@@ -60,10 +60,9 @@ class UnknownProviderError(ValueError):
 
 
 def source_module(name: str) -> ModuleType:
-    try:
-        path = SOURCES[name] if name in SOURCES else UNITS[name]
-    except KeyError:
-        raise UnknownProviderError(f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}") from None
+    path = SOURCES.get(name) or UNITS.get(name)
+    if path is None:
+        raise UnknownProviderError(f"unknown provider {name!r}; known: {', '.join(sorted(SOURCES))}")
     return importlib.import_module(path)
 
 
@@ -86,17 +85,17 @@ def secret_env_vars() -> tuple[str, ...]:
     if _secret_env_vars is not None:
         return _secret_env_vars
     names: set[str] = set()
-    complete = True
+    failed = False
     for name in sorted(SOURCES):
         try:
             names.update(spec(name).secret_env_vars)
         except Exception as err:  # noqa: BLE001 - reported, and the other sources stay covered
-            complete = False
+            failed = True
             log.warning("%s: its secret variables are not known, the module did not import: %s", name, err)
-    found = tuple(sorted(names))
-    if complete:
-        _secret_env_vars = found
-    return found
+    if failed:
+        return tuple(sorted(names))
+    _secret_env_vars = tuple(sorted(names))
+    return _secret_env_vars
 
 
 def adopt_secret_env_vars(names: tuple[str, ...]) -> None:

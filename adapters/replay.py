@@ -1,8 +1,5 @@
-"""Loopback HTTP replay and recording of provider exchanges (format: docs/recordings.md).
-
-`ReplayServer` answers real clients on 127.0.0.1, one port per recorded host; `RecordingProxy`
-forwards to an upstream and writes every exchange into the same layout.
-"""
+"""Loopback HTTP replay and recording of provider exchanges (format: docs/recordings.md): `ReplayServer` answers
+real clients on 127.0.0.1, one port per host; `RecordingProxy` forwards and records in the same layout."""
 
 from __future__ import annotations
 
@@ -11,7 +8,9 @@ import json
 import re
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -50,10 +49,8 @@ class Request:
     target: str = ""  # path with query string, as sent
 
     def json_body(self) -> Any:
-        if not self.body:
-            return None
         try:
-            return json.loads(self.body)
+            return json.loads(self.body) if self.body else None
         except ValueError:
             return None
 
@@ -74,20 +71,16 @@ def parse_request(method: str, target: str, headers: dict[str, str], body: bytes
 def not_modified(req: Request, headers: dict[str, str]) -> bool:
     """Whether a GET is answered 304 (RFC 9110 13.1.2-3): If-None-Match by weak comparison, else
     If-Modified-Since against Last-Modified."""
-    from email.utils import parsedate_to_datetime
-
     have = {k.lower(): v for k, v in headers.items()}
-    tags, since = req.headers.get("if-none-match"), req.headers.get("if-modified-since")
-    modified = have.get("last-modified")
-    if req.method not in ("GET", "HEAD") or (tags is None and (since is None or modified is None)):
+    tags = req.headers.get("if-none-match")
+    if req.method not in ("GET", "HEAD"):
         return False
     if tags is not None:
-        def bare(tag: str) -> str:
-            return tag.strip().removeprefix("W/")
-        return tags.strip() == "*" or ("etag" in have and bare(have["etag"]) in map(bare, tags.split(",")))
+        wanted = {tag.strip().removeprefix("W/") for tag in tags.split(",")}
+        return tags.strip() == "*" or ("etag" in have and have["etag"].strip().removeprefix("W/") in wanted)
     try:
-        return parsedate_to_datetime(modified) <= parsedate_to_datetime(since)
-    except (TypeError, ValueError):  # a date that does not parse: the condition is ignored
+        return parsedate_to_datetime(have["last-modified"]) <= parsedate_to_datetime(req.headers["if-modified-since"])
+    except (KeyError, TypeError, ValueError):  # a date missing or not parsing: the condition is ignored
         return False
 
 
@@ -116,7 +109,6 @@ class Exchange:
     status: int
     headers: dict[str, str]
     body_source: Path | bytes
-    order: int = 0
 
     @property
     def specificity(self) -> int:
@@ -148,8 +140,7 @@ class Exchange:
 
 @dataclass(frozen=True)
 class FileBody:
-    """A recorded body served from its file in chunks; a .gz one is decompressed as it is sent
-    (chunked transfer encoding, its length unknown)."""
+    """A recorded body served from its file in chunks; a .gz one decompressed as it is sent (length unknown)."""
 
     path: Path
 
@@ -217,7 +208,7 @@ def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
             if not body.is_file():
                 raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
         exchanges.append(Exchange(host=ex.host, method=ex.method, path=ex.path, match=ex.match,
-                                  status=ex.response.status, headers=ex.response.headers, body_source=body, order=i))
+                                  status=ex.response.status, headers=ex.response.headers, body_source=body))
     return doc, exchanges
 
 
@@ -288,9 +279,6 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-POLL_S = 0.05
-
-
 class _HostServers:
     """One HTTP server per virtual host, all on 127.0.0.1."""
 
@@ -301,7 +289,7 @@ class _HostServers:
         if host not in self.servers:
             server = self.servers[host] = _Server(("127.0.0.1", 0), _make_handler(host, answer, on_sent))
             # a short poll: closing waits for each serve loop's next one
-            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, name=f"replay-{host}",
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"replay-{host}",
                              daemon=True).start()
         return self.url(host)
 
@@ -310,11 +298,8 @@ class _HostServers:
 
     def close(self) -> None:
         # Each shutdown waits for its serve loop's next poll: all are asked at once.
-        stopping = [threading.Thread(target=s.shutdown, daemon=True) for s in self.servers.values()]
-        for t in stopping:
-            t.start()
-        for t in stopping:
-            t.join()
+        with ThreadPoolExecutor(max(1, len(self.servers))) as pool:
+            list(pool.map(ThreadingHTTPServer.shutdown, self.servers.values()))
         for s in self.servers.values():
             s.server_close()
         self.servers.clear()
@@ -441,10 +426,8 @@ class Recorder:
 
 
 class RecordingProxy:
-    """Forwards each request to `upstream(host)`, bounded (bounds.py), recording the exchange when it
-    has a recorder. Hosts open on first use; request headers are forwarded, never written. A refused
-    answer is a 502 saying why; a failed transfer drops the connection. Not for SigV4 (record_boto_client).
-    """
+    """Forwards each request to `upstream(host)`, bounded (bounds.py; a refused answer is a 502 saying why),
+    recording it with `recorder`; request headers are never written. Not for SigV4 (record_boto_client)."""
 
     def __init__(self, recorder: Recorder | None, upstream: Callable[[str], str], timeout: float = 300,
                  limit: int | None = None) -> None:
@@ -488,17 +471,15 @@ def record_boto_client(client: Any, recorder: "Recorder", host: str) -> None:
         request.context["gpuledger_request"] = request
 
     def response_received(response_dict: Any = None, context: Any = None, exception: Any = None, **_: Any) -> None:
-        if exception is not None or not response_dict or context is None:
-            return
-        sent = context.get("gpuledger_request")
-        if sent is None or not 200 <= response_dict.get("status_code", 0) < 300:
+        sent = (context or {}).get("gpuledger_request")
+        status = (response_dict or {}).get("status_code", 0)
+        if exception is not None or sent is None or not 200 <= status < 300:
             return
         parts = urlsplit(sent.url)
         body = sent.body if isinstance(sent.body, bytes) else (sent.body or "").encode()
         headers_sent = {k: v.decode("latin-1") if isinstance(v, bytes) else v for k, v in sent.headers.items()}
         req = parse_request(sent.method, parts.path + (f"?{parts.query}" if parts.query else ""), headers_sent, body)
-        recorder.save(host, req, response_dict["status_code"], dict(response_dict.get("headers", {})),
-                      response_dict.get("body") or b"")
+        recorder.save(host, req, status, dict(response_dict.get("headers", {})), response_dict.get("body") or b"")
 
     client.meta.events.register("before-send", before_send)
     client.meta.events.register("response-received", response_received)

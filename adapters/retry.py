@@ -1,8 +1,5 @@
-"""The one retry policy of every provider request (docs/reliability.md, "Retries"): at most `attempts`
-tries, waiting a 429/5xx's Retry-After or a full-jitter exponential backoff, no wait over `wait_max_s`,
-no retry past `budget_s`. It drives tenacity (httpx), google-api-core's Retry, botocore's `standard`
-mode and scrapy's RETRY_TIMES (spiders/settings.py).
-"""
+"""The one retry policy of every provider request (docs/reliability.md, "Retries"): it drives tenacity (httpx),
+google-api-core's Retry, botocore's `standard` mode and scrapy's RETRY_TIMES (spiders/settings.py)."""
 
 from __future__ import annotations
 
@@ -53,13 +50,16 @@ class AttemptsSpent(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """At most `attempts` tries, waiting a 429/5xx's Retry-After or a full-jitter exponential backoff,
+    no wait over `wait_max_s`, no retry past `budget_s`."""
+
     attempts: int = 3
     wait_max_s: float = 8.0
     budget_s: float = 120.0
     initial_wait_s: float = 0.5
 
     def wait_s(self, retry_after: float | None, backoff: float) -> float:
-            return min(retry_after if retry_after is not None else backoff, self.wait_max_s)
+        return min(retry_after if retry_after is not None else backoff, self.wait_max_s)
 
     def retrying(self, retryable: Callable[[BaseException], bool],
                  before_sleep: Callable[[RetryCallState], None] | None = None) -> Retrying:

@@ -1,9 +1,5 @@
-"""gpuledger: a history-keeping warehouse of rented-GPU prices for LLM fine-tuning.
-
-The repository keeps its top-level folders (`adapters/`, `spiders/`, `warehouse/`, `flows/`);
-the package installs them as `gpuledger.adapters`, `gpuledger.spiders`, `gpuledger.warehouse`
-and `gpuledger.flows`, so nothing generic lands in a user's site-packages.
-"""
+"""gpuledger: a history-keeping warehouse of rented-GPU prices for LLM fine-tuning. The top-level folders
+install as gpuledger.adapters, .spiders, .warehouse and .flows: nothing generic lands in site-packages."""
 
 __version__ = "0.2.0"
 

@@ -1,12 +1,5 @@
-"""The Python API: the warehouse's current offers as Python objects, read-only.
-
-    import gpuledger
-    offers = gpuledger.query(gpu="H100-SXM", min_vram_gb=80, spot=False, providers=["aws", "lambda"])
-    offers[0].price_per_gpu_hour, offers.df(), offers.pl()   # pandas, polars where installed
-
-The filters are those of `gpuledger show-gpus` (warehouse/offer_filter.py); the warehouse the command
-line's (`db=`, else the `db` setting, else ./gpuledger.duckdb), opened read-only for the query only.
-"""
+"""The Python API (README, "From Python"): the warehouse's current offers as Python objects, read-only,
+filtered as `gpuledger show-gpus` filters them (warehouse/offer_filter.py)."""
 
 from __future__ import annotations
 
@@ -31,10 +24,9 @@ def _offer_repr(self: Any) -> str:
     return f"Offer({shown}, ...)"
 
 
-Offer = make_dataclass("Offer", OFFER_FIELDS, frozen=True, repr=False, namespace={"__repr__": _offer_repr})
-Offer.__doc__ = ("One current offer: a row of the warehouse's `offers` table (docs/data-dictionary.md), "
-                 "its columns as attributes.")
-Offer.__module__ = __name__
+Offer = make_dataclass("Offer", OFFER_FIELDS, frozen=True, repr=False, namespace={
+    "__repr__": _offer_repr, "__module__": __name__,
+    "__doc__": "One current offer: a row of the `offers` table (docs/data-dictionary.md), its columns as attributes."})
 
 
 class Offers(list):  # type: ignore[type-arg]
@@ -68,17 +60,8 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
           providers: Sequence[str] = (), regions: Sequence[str] = (), min_gpu_count: float | None = None,
           max_gpu_count: float | None = None, max_price: float | None = None, commitments: bool = False,
           db: str | os.PathLike[str] | None = None) -> Offers:
-    """The current offers that pass every filter given, cheapest per GPU-hour first.
-
-    gpu: canonical model ("H100-SXM") or family ("H100"); min_vram_gb: GB per GPU (marketed size);
-    spot: True only reclaimable offers (spot, low_priority, interruptible), False only on-demand,
-    None both; providers, regions: only these (a region ending in "*" is a prefix); min_gpu_count,
-    max_gpu_count: GPUs per instance; max_price: USD per GPU-hour; commitments: also 1- and 3-year
-    commitments; db: the warehouse file. Names match in any case.
-    Raises gpuledger.warehouse.store.WarehouseError when there is no warehouse, and
-    gpuledger.warehouse.offer_filter.FilterError (a ValueError) for a name that matches nothing
-    (naming the nearest) or a filter that cannot be applied.
-    """
+    """The current offers that pass every filter given (README, "From Python"), cheapest per GPU-hour first.
+    WarehouseError without a warehouse; FilterError (a ValueError) for a name that matches nothing."""
     selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
                             min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
                             commitments=commitments)

@@ -1,10 +1,5 @@
-"""Child processes of a refresh: a provider's fetch, a page's crawl.
-
-Each is a plain `python -m ...` in a process group of its own, so a timeout or a stopped refresh
-kills the child with everything it started (a crawl's browser driver). A child ends itself when
-the refresh that started it dies (`end_with_parent`), so even a `kill -9` of the refresh leaves
-no child running.
-"""
+"""Child processes of a refresh (a provider's fetch, a page's crawl), each `python -m ...` in a process group
+of its own: a timeout kills it with all it started, and it ends itself when the refresh dies (even by kill -9)."""
 
 from __future__ import annotations
 
@@ -43,13 +38,12 @@ def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **po
     with _live_lock:
         _live.add(proc)
     try:
-        try:
-            _, err = proc.communicate(stdin, timeout=timeout_s)
-            code: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            _, err = proc.communicate()
-            code = None
+        _, err = proc.communicate(stdin, timeout=timeout_s)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        _, err = proc.communicate()
+        code = None
     finally:
         with _live_lock:
             _live.discard(proc)
