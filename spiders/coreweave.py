@@ -1,11 +1,8 @@
 """CoreWeave: GPU instance prices (on-demand and spot), storage and egress from its pricing page.
 
-https://www.coreweave.com/pricing is server-rendered Webflow and prices whole instances (an HGX H100
-instance: 8 GPUs at $49.24/h); region: the page's "REGION: ..." tab as a slug. Per region a
-`.table-v2.kubernetes-gpu-pricing` table (header: GPU Model, GPU Count, VRAM (GB), vCPUs, System RAM (GB),
-Local Storage (TB), Instance Price Per Hour) of `.table-row-v2` rows of `.table-grid > .table-v2-cell` cells:
-the model in `h3.table-model-name` (`data-product`), counts with footnote `<sup>`s, and `.instance-price` /
-`.spot-price` `.item-value`s. Storage and networking: `.storage-pricing` / `.networking-pricing` tables.
+https://www.coreweave.com/pricing is server-rendered Webflow and prices whole instances (an HGX H100 instance:
+8 GPUs at $49.24/h): a `.table-v2.kubernetes-gpu-pricing` table per "REGION: ..." tab (the region, as a slug),
+then `.storage-pricing` and `.networking-pricing` tables.
 """
 
 from __future__ import annotations

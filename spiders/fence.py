@@ -1,8 +1,7 @@
 """The fence around a rendered page: its browser contexts reach only the page's own origin.
 
-PLAYWRIGHT_ABORT_REQUEST sees only the rendered page's requests, not a WebSocket, a popup or a service
-worker: every context gets a route aborting other origins (popups included), WebSockets are refused and
-service workers blocked. Imported in the crawl child only (PLAYWRIGHT_BROWSER_PROVIDER).
+PLAYWRIGHT_ABORT_REQUEST misses WebSockets, popups and service workers: every context gets a route aborting
+other origins (popups included), WebSockets are refused, service workers blocked. Crawl child only.
 """
 
 from __future__ import annotations
