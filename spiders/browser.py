@@ -3,6 +3,7 @@ setting, else one on PATH or where distributions install it, else the one `playw
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -100,10 +101,8 @@ def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
     from gpuledger.adapters.base import SourceContext, SourceError
 
     ctx = SourceContext(provider="browser")
-    try:
+    with contextlib.suppress(SourceError):
         return find_chromium(ctx)
-    except SourceError:
-        pass
     if on_install is not None:
         on_install()
     if os.geteuid() == 0 and shutil.which("apt-get"):

@@ -1,8 +1,7 @@
 """Crusoe Cloud: per-GPU on-demand and spot prices, and storage, from its pricing page (its API lists no prices).
 
-https://www.crusoe.ai/cloud/pricing is server-rendered Webflow: `.pricing-gap` tables under an `h3`, read only where
-shown (Webflow hides with `w-condition-invisible`). One per-GPU-hour list for all regions: an offer is one GPU
-in region "global".
+https://www.crusoe.ai/cloud/pricing is server-rendered Webflow, read where shown (not `w-condition-invisible`).
+One per-GPU-hour list for all regions: an offer is one GPU in region "global".
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ PROVIDER = page_spec(
     price_source="pricing page https://www.crusoe.ai/cloud/pricing (scrapy spider, server-rendered Webflow HTML)",
     source_urls=[PAGE_URL, USAGE_DOC, STOPPED_DOC, INFINIBAND_DOC],
 )
-
 
 # An element is shown unless it or an ancestor is hidden by a Webflow visibility condition.
 _SHOWN = f"not(ancestor-or-self::*[{has_class('w-condition-invisible')}])"

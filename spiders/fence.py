@@ -15,8 +15,7 @@ ALLOWED_ORIGINS: set[tuple[str, str]] = set()  # (scheme, netloc) of the crawl's
 
 
 def origin_of(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.netloc
+    return urlsplit(url)[:2]
 
 
 class FencedBrowser:
@@ -37,11 +36,8 @@ class FencedBrowser:
             else:
                 await route.abort("blockedbyclient")
 
-        async def refuse(ws: Any) -> None:
-            await ws.close()
-
         await context.route("**/*", route)
-        await context.route_web_socket(lambda url: True, refuse)
+        await context.route_web_socket(lambda url: True, lambda ws: ws.close())  # its close() is awaited
         return context
 
 

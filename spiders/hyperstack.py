@@ -1,8 +1,7 @@
 """Hyperstack (NexGen Cloud): per-GPU on-demand and spot prices, storage and egress from its pricing page.
 
-https://www.hyperstack.cloud/gpu-pricing is rendered in headless Chromium: its script fills the tables from a
-rate card (the served HTML holds a "Loading prices…" row). Prices are per GPU-hour: each row is a one-GPU offer,
-the per-GPU maxima as vcpus/ram_gb, region "global".
+https://www.hyperstack.cloud/gpu-pricing is rendered in headless Chromium (its script fills the tables from a rate
+card). Prices are per GPU-hour: a row is a one-GPU offer, the per-GPU maxima as vcpus/ram_gb, region "global".
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ PROVIDER = page_spec(
                  "headless Chromium via scrapy-playwright)",
     source_urls=[PAGE_URL, BILLING_DOC, SPOT_DOC],
 )
-
 
 ON_DEMAND_TABLE = "table#on-demand-gpu-pricing"
 SPOT_TABLE = "table#spot-gpu-pricing"

@@ -1,9 +1,8 @@
 """Nebius AI Cloud: per-GPU-hour on-demand and preemptible (spot) prices, storage and egress from its price page.
 
-https://nebius.com/prices is server-rendered page-constructor HTML (`.pc-highlight-table-block` tables). "from
-$1.82" is the smallest configuration of an instance with vCPU and RAM ranges (`price_is_floor`, ranges unset);
-of the columns "... (Effective October 1, 2026)" the latest in force on the crawl's day is read, a later one
-noted. One list for all regions: an offer is one GPU in region "global".
+https://nebius.com/prices is server-rendered: "from $1.82" is an instance's smallest configuration (`price_is_floor`);
+of the columns "... (Effective October 1, 2026)" the one in force on the crawl's day is read, a later one noted.
+One list for all regions: an offer is one GPU in region "global".
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ PROVIDER = page_spec(
     price_source="price page https://nebius.com/prices (scrapy spider, server-rendered page-constructor HTML)",
     source_urls=[PAGE_URL, BILLING_DOC, TERMS_DOC, CLUSTERS_DOC],
 )
-
 
 BLOCK = "pc-highlight-table-block"
 ON_DEMAND = "on-demand"

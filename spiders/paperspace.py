@@ -1,8 +1,8 @@
 """Paperspace (DigitalOcean): hourly GPU machine prices from its pricing page.
 
-https://www.paperspace.com/pricing is server-rendered Webflow: one card per machine (a GPU name), one price per
-billing period. The visible hourly price is read; a hidden monthly price and a footnoted price ("*" 3-year term,
-"**" promo) are noted, CPU machines ("C1") counted. A card is one GPU, no memory stated, region "global".
+https://www.paperspace.com/pricing is server-rendered Webflow, one card per machine: its visible hourly price is
+read; a hidden monthly price, a footnoted price ("*" 3-year term, "**" promo) and CPU machines ("C1") are noted.
+A card is one GPU, no memory stated, region "global".
 """
 
 from __future__ import annotations

@@ -110,8 +110,8 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
     return None
 
 
-def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
-              spider_args: dict[str, str]) -> int:
+def run_child(args: argparse.Namespace) -> int:
+    """The crawl child: crawl `args.url`, write the item feed and the status file; EXIT_FAILED on a failure."""
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.misc import load_object
@@ -119,6 +119,7 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
     from gpuledger.spiders.items import PAGE_ROW_FIELDS
     from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY
 
+    url, settings = args.url, json.loads(Path(args.settings).read_text())
     if settings.pop(BROWSER_SAME_HOST_ONLY, False):
         from gpuledger.spiders import fence
         from gpuledger.spiders.browser import same_host_only
@@ -126,7 +127,7 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
         settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
         fence.ALLOWED_ORIGINS.add(fence.origin_of(url))
     # the items as JSON lines, the columns of PageRow in order
-    settings["FEEDS"] = {str(out): {"format": "jsonlines", "encoding": "utf-8", "fields": list(PAGE_ROW_FIELDS),
+    settings["FEEDS"] = {args.out: {"format": "jsonlines", "encoding": "utf-8", "fields": list(PAGE_ROW_FIELDS),
                                     "overwrite": True}}
     effective: dict[str, Any] = {}
 
@@ -134,9 +135,9 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
         effective.update(effective_settings(crawler))
 
     process = CrawlerProcess(settings)
-    crawler = process.create_crawler(load_object(spider_path))
+    crawler = process.create_crawler(load_object(args.spider.replace(":", ".")))
     crawler.signals.connect(opened, signal=signals.spider_opened)
-    process.crawl(crawler, start_url=url, **spider_args)
+    process.crawl(crawler, start_url=url, **dict(arg.split("=", 1) for arg in args.arg))
     process.start()
 
     stats = crawler.stats.get_stats() if crawler.stats else {}
@@ -144,7 +145,7 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
     failure = _judge(stats, getattr(crawler.spider, "failure", None), items, url)
     status = {"failure": failure, "items": items, "requests": stats.get("downloader/request_count", 0),
               "bytes": stats.get("downloader/response_bytes", 0), "effective": effective}
-    status_path.write_text(json.dumps(status, default=str))
+    Path(args.status).write_text(json.dumps(status, default=str))
     if failure:
         print(f"{FAILURE_PREFIX}{failure}", file=sys.stderr)
         return EXIT_FAILED
@@ -180,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arg", action="append", default=[], help="spider argument key=value")
     args = parser.parse_args(argv)
     children.end_with_parent()
-    settings = json.loads(Path(args.settings).read_text())
-    spider_args = dict(a.split("=", 1) for a in args.arg)
-    return run_child(args.spider.replace(":", "."), args.url, settings, Path(args.out), Path(args.status), spider_args)
+    return run_child(args)
 
 
 if __name__ == "__main__":
