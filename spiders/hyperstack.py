@@ -70,11 +70,6 @@ ROWS_OR_PAGE_ERROR_JS = (
 )
 
 
-async def mark_served_placeholder(page: Any, request: Any) -> None:
-    """Page init callback (before navigation): remember whether the served HTML had the placeholder."""
-    await page.add_init_script(MARK_SERVED_PLACEHOLDER_JS)
-
-
 async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str, Any]:
     """PageMethod: wait for the rendered price rows; never raises: without rows it says why, for the parse step."""
     from playwright.async_api import TimeoutError as PlaywrightTimeout
@@ -141,7 +136,8 @@ class HyperstackPricingSpider(PricingSpider):
     def request_meta(self) -> dict[str, Any]:
         from scrapy_playwright.page import PageMethod
 
-        return {"playwright": True, "playwright_page_init_callback": mark_served_placeholder,
+        return {"playwright": True,  # the init callback runs before navigation; its coroutine is awaited
+                "playwright_page_init_callback": lambda page, request: page.add_init_script(MARK_SERVED_PLACEHOLDER_JS),
                 "playwright_page_methods": [PageMethod(wait_for_rows, ROW_SELECTOR,
                                                        float(self.render_timeout_s) * 1000)]}
 
