@@ -1,11 +1,13 @@
 """Finding and configuring the headless Chromium that renders JavaScript pricing pages: the `chromium_path`
-setting, else a Chromium on PATH or where distributions install it, else the one `playwright install` downloads.
-"""
+setting, else one on PATH or where distributions install it, else the one `playwright install` downloads."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
@@ -33,9 +35,7 @@ SKIPPED_RESOURCE_TYPES = frozenset({"image", "media", "font"})
 
 
 def _executable(path: str | None) -> str | None:
-    if path and os.path.isfile(path) and os.access(path, os.X_OK):
-        return path
-    return None
+    return path if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 def playwright_chromium() -> str | None:
@@ -64,10 +64,9 @@ def find_chromium(ctx: SourceContext) -> str:
     found = next(filter(None, map(_executable, candidates)), None) or playwright_chromium()
     if found:
         return found
-    raise SourceError(
-        f"{ctx.provider}: no Chromium found to render the pricing page: install Debian's chromium-headless-shell, "
-        f"run `playwright install chromium`, or set {env_name('chromium_path')} to a Chromium executable"
-    )
+    raise SourceError(f"{ctx.provider}: no Chromium found to render the pricing page: install Debian's "
+                      f"chromium-headless-shell, run `playwright install chromium`, or set {env_name('chromium_path')} "
+                      "to a Chromium executable")
 
 
 def needs_no_sandbox() -> bool:
@@ -99,15 +98,11 @@ def same_host_only(start_url: str) -> Callable[[Any], bool]:
 def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
     """Find a Chromium, or install one and return its path: Debian's package as root (playwright cannot
     download browsers on every network), else `playwright install chromium`. `on_install` announces it."""
-    import sys
-
     from gpuledger.adapters.base import SourceContext, SourceError
 
     ctx = SourceContext(provider="browser")
-    try:
+    with contextlib.suppress(SourceError):
         return find_chromium(ctx)
-    except SourceError:
-        pass
     if on_install is not None:
         on_install()
     if os.geteuid() == 0 and shutil.which("apt-get"):
@@ -125,8 +120,6 @@ def ensure_browser(on_install: Callable[[], None] | None = None) -> str:
 def _run_installer(cmd: list[str], env: dict[str, str]) -> None:
     """One install step, its output captured (dpkg prints progress even under -qq); a failure raises with
     the step's last line of output, which names the cause."""
-    import subprocess
-
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
@@ -136,8 +129,6 @@ def _run_installer(cmd: list[str], env: dict[str, str]) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     if sys.argv[1:] != ["--ensure"]:
         sys.exit("usage: python -m gpuledger.spiders.browser --ensure   (find or install a Chromium for JS pages)")
     print(f"chromium: {ensure_browser(on_install=lambda: print('no Chromium found: installing one ...', flush=True))}")

@@ -1,11 +1,7 @@
 """CoreWeave: GPU instance prices (on-demand and spot), storage and egress from its pricing page.
 
-https://www.coreweave.com/pricing is server-rendered Webflow and prices whole instances (an HGX H100
-instance: 8 GPUs at $49.24/h); region: the page's "REGION: ..." tab as a slug. Per region a
-`.table-v2.kubernetes-gpu-pricing` table (header: GPU Model, GPU Count, VRAM (GB), vCPUs, System RAM (GB),
-Local Storage (TB), Instance Price Per Hour) of `.table-row-v2` rows of `.table-grid > .table-v2-cell` cells:
-the model in `h3.table-model-name` (`data-product`), counts with footnote `<sup>`s, and `.instance-price` /
-`.spot-price` `.item-value`s. Storage and networking: `.storage-pricing` / `.networking-pricing` tables.
+https://www.coreweave.com/pricing is server-rendered Webflow pricing whole instances (HGX H100: 8 GPUs at $49.24/h),
+a GPU table per "REGION: ..." tab (the region, as a slug), then the storage and networking tables.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from parsel import Selector, SelectorList
 from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, clean_text
-from gpuledger.spiders.items import is_no_price, price_unit, slug, usd_price
+from gpuledger.spiders.items import price_unit, slug, usd_price
 from gpuledger.spiders.page_source import ALL_TEXT, NO_FOOTNOTES, LayoutChanged, PricingSpider, add_gpu_offers
 from gpuledger.spiders.page_source import add_services, fetch_page, has_class, page_of, page_spec
 from gpuledger.spiders.page_source import require_columns, scrape as scrape_page, text_of
@@ -42,7 +38,6 @@ PROVIDER = page_spec(
     price_source="pricing page https://www.coreweave.com/pricing (scrapy spider, server-rendered HTML)",
     source_urls=[PAGE_URL, BILLING_DOC, STORAGE_DOC],
 )
-
 
 GPU_TABLE = ".table-v2.kubernetes-gpu-pricing"
 GPU_ROW = ".table-row-v2.kubernetes-gpu-pricing"
@@ -173,7 +168,7 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
         return
     if on_demand is None:
         batch.notes.append(f"skipped {row.name!r} on-demand: no public price ({row.price_text})")
-    elif row.spot_text and spot is None and is_no_price(row.spot_text):
+    elif row.spot_text and spot is None:
         batch.notes.append(f"skipped {row.name!r} spot: no public price ({row.spot_text})")
 
 

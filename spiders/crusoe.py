@@ -1,11 +1,7 @@
-"""Crusoe Cloud: per-GPU on-demand and spot prices, and storage, from its pricing page.
+"""Crusoe Cloud: per-GPU on-demand and spot prices, and storage, from its pricing page (its API lists no prices).
 
-Crusoe's API lists no prices; https://www.crusoe.ai/cloud/pricing is server-rendered Webflow: `.pricing-gap`
-tables under an `h3`, column labels as `.pricing-heading` cells ("GPU model", "On-demand", "Current spot"),
-rows `.pricing_gpu-item`: the model in `h4`, memory and form factor as `.pricing-tag` chips ("80GB", "SXM"),
-one `.pricing-rich` cell per price column. Heading + chips name a row; what Webflow hides
-(`w-condition-invisible`) is not read, nor tables whose first column is not "GPU model" or "Storage".
-Prices are per GPU-hour, one list for all regions: an offer is one GPU in region "global".
+https://www.crusoe.ai/cloud/pricing is server-rendered Webflow, read where shown (not `w-condition-invisible`).
+One per-GPU-hour list for all regions: an offer is one GPU in region "global".
 """
 
 from __future__ import annotations
@@ -13,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from functools import partial
+from typing import Iterator
 
 from parsel import Selector, SelectorList
 from scrapy.http import Response
@@ -47,7 +44,6 @@ PROVIDER = page_spec(
     source_urls=[PAGE_URL, USAGE_DOC, STOPPED_DOC, INFINIBAND_DOC],
 )
 
-
 # An element is shown unless it or an ancestor is hidden by a Webflow visibility condition.
 _SHOWN = f"not(ancestor-or-self::*[{has_class('w-condition-invisible')}])"
 
@@ -56,18 +52,18 @@ def _shown(sel: Selector | SelectorList, cls: str) -> SelectorList:
     return sel.xpath(f".//*[{has_class(cls)} and {_SHOWN}]")
 
 
-def _tables(page: Selector, first_column: str) -> list[tuple[list[str], str, Selector]]:
+def _tables(page: Selector, first_column: str) -> Iterator[tuple[list[str], str, Selector]]:
     """(column labels, section heading, table) of every shown table whose first column is `first_column`."""
-    found = []
     for table in page.xpath(f"//*[{has_class('pricing-gap')} and {_SHOWN}]"):
         heading = _shown(table, "pricing-table-heading")
         labels = [text_of(cell) for cell in _shown(heading[0], "pricing-heading")] if heading else []
         if labels and labels[0].lower() == first_column:
-            found.append((labels, text_of(table.xpath("preceding::h3[1]")), table))
-    return found
+            yield labels, text_of(table.xpath("preceding::h3[1]")), table
 
 
-def _rows(table: Selector, labels: list[str], section: str, kind: str) -> list[PageRow]:
+def _rows(table: Selector, labels: list[str], section: str, kind: str, price: str, spot: str | None = None
+          ) -> list[PageRow]:
+    """The table's shown rows, `price` and `spot` the labels of their price columns."""
     rows = []
     for index, item in enumerate(_shown(table, "pricing_gpu-item")):
         name = clean_text(" ".join(text_of(h) for h in item.xpath(f".//h4[{_SHOWN}]")))
@@ -78,15 +74,16 @@ def _rows(table: Selector, labels: list[str], section: str, kind: str) -> list[P
         cells.update(zip(labels[1:], prices))
         if len(prices) != len(labels) - 1:
             cells["_layout"] = f"{len(prices)} price cells under the columns {labels[1:]!r}"
-        rows.append(PageRow(kind=kind, section=section, name=name, cells=cells,
-                            product_id=slug(" ".join([name, *tags])), row_index=index))
+        rows.append(PageRow(kind=kind, section=section, name=name, cells=cells, price_text=cells.get(price, ""),
+                            spot_text=cells.get(spot, "") if spot else "", product_id=slug(" ".join([name, *tags])),
+                            row_index=index))
     return rows
 
 
 def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
     """The GPU and storage rows of the page; LayoutChanged when the GPU table is gone or empty."""
     page = page_of(response)
-    gpu_tables = _tables(page, "gpu model")
+    gpu_tables = list(_tables(page, "gpu model"))
     if not gpu_tables:
         raise LayoutChanged("no GPU price table (a .pricing-gap whose first column is 'GPU model') on the page")
     rows: list[PageRow] = []
@@ -95,15 +92,11 @@ def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
         spot = next((label for label in labels[1:] if "spot" in label.lower()), None)
         if on_demand is None:
             raise LayoutChanged(f"the GPU price table's columns {labels!r} have no 'On-demand' column")
-        for row in _rows(table, labels, section, GPU):
-            row.price_text, row.spot_text = row.cells.get(on_demand, ""), row.cells.get(spot, "") if spot else ""
-            rows.append(row)
+        rows += _rows(table, labels, section, GPU, on_demand, spot)
     if not rows:
         raise LayoutChanged("the GPU price table has no rows (.pricing_gpu-item)")
     for labels, section, table in _tables(page, "storage"):
-        for row in _rows(table, labels + ["Price"], section, STORAGE):
-            row.price_text = row.cells.get("Price", "")
-            rows.append(row)
+        rows += _rows(table, labels + ["Price"], section, STORAGE, "Price")
     return rows
 
 
@@ -139,8 +132,8 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
         return
     memory = re.search(r"\b([0-9]+(?:\.[0-9]+)?)\s*GB\b", tags, re.I)
     form = " ".join(t for t in tags.split() if not re.fullmatch(r"[0-9.]+\s*GB", t, re.I))
-    priced = {option: (price, _provider_data(row, shown)) for option, price, shown in (
-        ("on_demand", on_demand, row.price_text), ("spot", spot, row.spot_text)) if price is not None}
+    priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
+              "spot": (spot, _provider_data(row, row.spot_text))}
     if not add_gpu_offers(batch, ref, raw, priced, gpu=" ".join(filter(None, [row.name, form])), gpu_count=1.0,
                           gpu_memory_gb=float(memory.group(1)) if memory else None, region=REGION, zone="",
                           instance_type=f"1x {' '.join(filter(None, [row.name, tags]))}",

@@ -1,8 +1,7 @@
 """The fence around a rendered page: its browser contexts reach only the page's own origin.
 
-PLAYWRIGHT_ABORT_REQUEST sees only the rendered page's requests, not a WebSocket, a popup or a service
-worker: every context gets a route aborting other origins (popups included), WebSockets are refused and
-service workers blocked. Imported in the crawl child only (PLAYWRIGHT_BROWSER_PROVIDER).
+PLAYWRIGHT_ABORT_REQUEST misses WebSockets, popups and service workers: every context gets a route aborting
+other origins (popups included), WebSockets are refused, service workers blocked. Crawl child only.
 """
 
 from __future__ import annotations
@@ -16,8 +15,7 @@ ALLOWED_ORIGINS: set[tuple[str, str]] = set()  # (scheme, netloc) of the crawl's
 
 
 def origin_of(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.netloc
+    return urlsplit(url)[:2]
 
 
 class FencedBrowser:
@@ -38,11 +36,8 @@ class FencedBrowser:
             else:
                 await route.abort("blockedbyclient")
 
-        async def refuse(ws: Any) -> None:
-            await ws.close()
-
         await context.route("**/*", route)
-        await context.route_web_socket(lambda url: True, refuse)
+        await context.route_web_socket(lambda url: True, lambda ws: ws.close())  # its close() is awaited
         return context
 
 

@@ -1,10 +1,7 @@
 """Hyperstack (NexGen Cloud): per-GPU on-demand and spot prices, storage and egress from its pricing page.
 
-https://www.hyperstack.cloud/gpu-pricing is rendered in headless Chromium: its script fills the tables from
-a rate card (the served HTML holds a "Loading prices…" placeholder row). One card per purchase mode, an
-`<h3>` and a table: `table#on-demand-gpu-pricing` (GPU Model, VRAM (GB), Max pCPUs per GPU, Max RAM (GB) per
-GPU, Pricing Per Hour), `table#spot-gpu-pricing` (GPU Model, Pricing Per Hour), `table#storage-pricing`.
-Prices are per GPU-hour: each row is a one-GPU offer, the per-GPU maxima as vcpus/ram_gb, region "global".
+https://www.hyperstack.cloud/gpu-pricing is rendered in headless Chromium (its script fills the tables from a rate
+card). Prices are per GPU-hour: a row is a one-GPU offer, the per-GPU maxima as vcpus/ram_gb, region "global".
 """
 
 from __future__ import annotations
@@ -47,7 +44,6 @@ PROVIDER = page_spec(
     source_urls=[PAGE_URL, BILLING_DOC, SPOT_DOC],
 )
 
-
 ON_DEMAND_TABLE = "table#on-demand-gpu-pricing"
 SPOT_TABLE = "table#spot-gpu-pricing"
 STORAGE_TABLE = "table#storage-pricing"
@@ -56,51 +52,40 @@ ROW_SELECTOR = f"{ON_DEMAND_TABLE} tbody tr td:nth-child(5)"
 REQUIRED_COLUMNS = ("gpu model", "vram", "pricing per hour")
 STORAGE_NAME = re.compile(r"storage|volume|\bSSD\b|disk|snapshot", re.I)
 NETWORK_NAME = re.compile(r"egress|ingress|traffic|bandwidth|\bIP\b", re.I)
-NAVIGATION_STATUS_JS = ("() => { const n = performance.getEntriesByType('navigation')[0]; "
-                        "return n ? n.responseStatus : 0; }")
-# The wait ends with 'rows' (rendered), 'done' (the served placeholder gone, no rows where the spider looks)
-# or 'page: <text>' (the placeholder says the rate card failed); null keeps waiting. Whether the HTML was
-# served with the placeholder is recorded at readyState 'interactive', before any deferred script runs.
+# The wait ends with 'http' (an error page: scrapy's HttpError reports it), 'rows' (rendered), 'done' (the
+# served placeholder gone, no rows where the spider looks) or 'page: <text>' (the placeholder says the rate card
+# failed); null keeps waiting. Whether the HTML was served with the placeholder is recorded at readyState
+# 'interactive', before any deferred script runs.
 PLACEHOLDER = ".page-price_loading td"
 MARK_SERVED_PLACEHOLDER_JS = ("document.addEventListener('readystatechange', () => { if (document.readyState === "
                               f"'interactive' && document.querySelector('{PLACEHOLDER}')) "
                               "window.__gpuledgerPlaceholder = true; });")
 ROWS_OR_PAGE_ERROR_JS = (
-    "(sel) => { if (document.querySelector(sel)) return 'rows';"
+    "(sel) => { const nav = performance.getEntriesByType('navigation')[0];"
+    " if (nav && nav.responseStatus >= 400) return 'http';"
+    " if (document.querySelector(sel)) return 'rows';"
     f" const td = document.querySelector('{PLACEHOLDER}');"
     " if (!td) return window.__gpuledgerPlaceholder ? 'done' : null;"
     " const t = td.textContent.trim(); return t && !/^loading/i.test(t) ? 'page: ' + t : null; }"
 )
 
 
-async def mark_served_placeholder(page: Any, request: Any) -> None:
-    """Page init callback (before navigation): remember whether the served HTML had the placeholder."""
-    await page.add_init_script(MARK_SERVED_PLACEHOLDER_JS)
-
-
 async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str, Any]:
-    """PageMethod: wait for the rendered price rows; never raises, and without rows says why for the parse
-    step's error. An error page (HTTP >= 400) is not waited on: scrapy's HttpError reports it."""
+    """PageMethod: wait for the rendered price rows; never raises: without rows it says why, for the parse step."""
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-    try:
-        status = int(await page.evaluate(NAVIGATION_STATUS_JS) or 0)
-    except Exception:  # noqa: BLE001 - an older browser without responseStatus: just wait
-        status = 0
-    if status >= 400:
-        return {"rendered": False, "status": status}
     try:
         outcome = await (await page.wait_for_function(ROWS_OR_PAGE_ERROR_JS, arg=selector, timeout=timeout_ms)
                          ).json_value()
     except PlaywrightTimeout:
         return {"rendered": False, "why": f"the price rows ({selector}) did not appear within "
                                           f"{timeout_ms / 1000:g} s of rendering"}
-    if isinstance(outcome, str) and outcome.startswith("page: "):
+    if outcome.startswith("page: "):
         return {"rendered": False, "page_error": outcome.removeprefix("page: ")}
     if outcome == "done":
         return {"rendered": False, "why": f"the page's script finished loading prices but the price rows "
                                           f"({selector}) did not appear"}
-    return {"rendered": True}
+    return {"rendered": outcome == "rows"}
 
 
 def _tables(page: Selector, css: str, width: int = 0) -> Iterable[tuple[str, list[str], list[list[str]]]]:
@@ -151,7 +136,8 @@ class HyperstackPricingSpider(PricingSpider):
     def request_meta(self) -> dict[str, Any]:
         from scrapy_playwright.page import PageMethod
 
-        return {"playwright": True, "playwright_page_init_callback": mark_served_placeholder,
+        return {"playwright": True,  # the init callback runs before navigation; its coroutine is awaited
+                "playwright_page_init_callback": lambda page, request: page.add_init_script(MARK_SERVED_PLACEHOLDER_JS),
                 "playwright_page_methods": [PageMethod(wait_for_rows, ROW_SELECTOR,
                                                        float(self.render_timeout_s) * 1000)]}
 

@@ -78,10 +78,7 @@ def parse_money(text: str) -> tuple[float, str] | None:
         raise PriceTextError(f"negative price in {text!r}")
     if not m:
         raise PriceTextError(f"no price in {text!r}")
-    if m.group(2) is not None:
-        amount, currency = m.group(2), _CURRENCY_SYMBOLS[m.group(1)]
-    else:
-        amount, currency = m.group(3), m.group(4).upper()
+    amount, currency = (m.group(2), _CURRENCY_SYMBOLS[m.group(1)]) if m.group(2) else (m.group(3), m.group(4).upper())
     return float(amount.replace(",", "")), currency
 
 
@@ -122,10 +119,7 @@ _TO_GB_MONTH = {"gb_hour": (HOURS_PER_MONTH, 1), "gib_month": (1, GB_PER_GIB),
 def price_unit(text: str) -> str | None:
     """'$0.070/GB/mo' -> 'gb_month'; '$3.20/hr' -> 'hour'; '$0.0001 per GB per hour' -> 'gb_hour'."""
     text = clean_text(text)
-    for pattern, unit in _UNITS:
-        if pattern.search(text):
-            return unit
-    return None
+    return next((unit for pattern, unit in _UNITS if pattern.search(text)), None)
 
 
 def slug(text: str) -> str:
@@ -136,28 +130,21 @@ def slug(text: str) -> str:
 def usd_per_gb_month(text: str) -> tuple[float, str] | None:
     """A storage price as (amount per GB-month, currency), hourly at 730 h, per GiB made per GB; None for no
     public price; PriceTextError for a unit not per GB."""
-    money = parse_money(text)
-    if money is None:
-        return None
-    amount, currency = money
-    unit = price_unit(text)
-    if unit == "gb_month":
-        return amount, currency
+    money, unit = parse_money(text), price_unit(text)
+    if money is None or unit == "gb_month":
+        return money
     if unit in _TO_GB_MONTH:
         hours, gib = _TO_GB_MONTH[unit]
-        return round(amount * hours / gib, 6), currency
+        return round(money[0] * hours / gib, 6), money[1]
     raise PriceTextError(f"not a per-GB storage price: {clean_text(text)!r}")
 
 
 def usd_price(text: str) -> float | None:
     """A USD amount, or None for 'no public price'; PriceTextError otherwise (a page carries no exchange rate)."""
     money = parse_money(text)
-    if money is None:
-        return None
-    amount, currency = money
-    if currency != "USD":
-        raise PriceTextError(f"price {clean_text(text)!r} is in {currency}, not USD; no conversion is configured")
-    return amount
+    if money is not None and money[1] != "USD":
+        raise PriceTextError(f"price {clean_text(text)!r} is in {money[1]}, not USD; no conversion is configured")
+    return None if money is None else money[0]
 
 
 def usd_per_hour(text: str, basis: str = "per hour", units: tuple[str | None, ...] = ("hour",),

@@ -1,12 +1,8 @@
-"""Nebius AI Cloud: per-GPU-hour on-demand and preemptible prices, storage and egress from its price page.
+"""Nebius AI Cloud: per-GPU-hour on-demand and preemptible (spot) prices, storage and egress from its price page.
 
-https://nebius.com/prices is server-rendered page-constructor HTML: each table a `.pc-highlight-table-block`
-with its `__title`, column labels in the `__head` row's `__cell`s and one `__row` per line in `__body`. GPU
-columns: "Item", "vCPUs", "RAM, GB", "Preemptible, GPU-hour", "On-demand, GPU-hour"; "from $1.82" is the
-smallest configuration of an instance with ranges of vCPUs and RAM (`price_is_floor`, ranges left unset).
-A price change comes as a column "... (Effective October 1, 2026)": the latest in force on the crawl's day
-is read, a later one noted. One list for all regions: an offer is one GPU in region "global";
-preemptible VMs are the "spot" purchase option.
+https://nebius.com/prices is server-rendered: "from $1.82" is an instance's smallest configuration (`price_is_floor`);
+of the columns "... (Effective October 1, 2026)" the one in force on the crawl's day is read, a later one noted.
+One list for all regions: an offer is one GPU in region "global".
 """
 
 from __future__ import annotations
@@ -49,7 +45,6 @@ PROVIDER = page_spec(
     price_source="price page https://nebius.com/prices (scrapy spider, server-rendered page-constructor HTML)",
     source_urls=[PAGE_URL, BILLING_DOC, TERMS_DOC, CLUSTERS_DOC],
 )
-
 
 BLOCK = "pc-highlight-table-block"
 ON_DEMAND = "on-demand"
@@ -183,13 +178,10 @@ def build_batch(rows: list[PageRow], today: date | None = None) -> Batch:
             batch.notes.append(f"price column {label!r} is not in force yet on {today.isoformat()}: not loaded")
     # The object-storage service's own egress is a storage service's download price, not VM egress; VM
     # traffic ('Networking: Egress/Ingress traffic') is internet egress.
-    def vm_service(row: PageRow) -> bool:
-        if row.kind != NETWORK or not re.search(r"object storage", row.name, re.I):
-            return True
-        batch.notes.append(f"skipped {row.name!r}: object-storage download traffic, not VM egress ({row.price_text})")
-        return False
-
-    add_services(batch, [r for r in rows if vm_service(r)], [REGION], partial(describe_service, url=PAGE_URL))
+    bucket_traffic = [r for r in rows if r.kind == NETWORK and re.search(r"object storage", r.name, re.I)]
+    batch.notes += [f"skipped {r.name!r}: object-storage download traffic, not VM egress ({r.price_text})"
+                    for r in bucket_traffic]
+    add_services(batch, [r for r in rows if r not in bucket_traffic], [REGION], partial(describe_service, url=PAGE_URL))
     return batch
 
 

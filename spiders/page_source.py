@@ -1,11 +1,6 @@
-"""What every page source shares: its spec, its spider's base class, the crawl, reading a page's elements,
-and the GPU, storage and egress rows made into records.
-
-A page source (`spiders/<provider>.py`) has `PROVIDER = page_spec(...)`, a pure `parse_pricing_page`
-(page -> PageRow items), a `PricingSpider`, a pure `build_batch(rows)`, and `scrape`/`fetch` (the crawl runs
-in a child process, spiders.runner). A spider records why it failed in `failure` and closes; a page that
-parses to no price table is a failure, never an empty success.
-"""
+"""What every page source shares: its spec, its spider's base class (a spider records why it failed in
+`failure`; a page without a price table fails, never an empty success), the crawl, reading a page's elements,
+and the GPU, storage and egress rows made into records."""
 
 from __future__ import annotations
 
@@ -63,13 +58,8 @@ class PricingSpider(scrapy.Spider):
     needs_browser = False  # True: the page is rendered in headless Chromium (scrapy-playwright)
     # The page's last bytes always hold this: without it the answer was cut short. None: not checked.
     complete_marker: bytes | None = b"</html>"
-
-    def __init__(self, start_url: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if not start_url:
-            raise ValueError(f"{self.name}: start_url is required")
-        self.start_url = start_url
-        self.failure: str | None = None
+    start_url = ""  # a spider argument, set by scrapy's Spider.__init__ (the crawl child passes it)
+    failure: str | None = None  # why the crawl failed, for the child's status
 
     @classmethod
     def page_url(cls) -> str:
@@ -119,8 +109,6 @@ class PricingSpider(scrapy.Spider):
         raise CloseSpider("download_failed")
 
 
-# -- the crawl (in the parent process) -----------------------------------------------------------
-
 def spider_path(spider: type[PricingSpider]) -> str:
     """`module:Class`, how the crawl child finds the spider."""
     return f"{spider.__module__}:{spider.__qualname__}"
@@ -153,8 +141,6 @@ def fetch_page(ctx: SourceContext, spider: type[PricingSpider], build_batch: Cal
     return batch
 
 
-# -- reading a page's elements ---------------------------------------------------------------------
-
 ALL_TEXT = ".//text()"
 NO_FOOTNOTES = ".//text()[not(ancestor::sup)]"  # footnote markers ('4<sup>1</sup>') left out
 
@@ -180,8 +166,6 @@ def require_columns(labels: list[str], wanted: Iterable[str], what: str) -> None
     if missing:
         raise LayoutChanged(f"{what} {labels!r} lacks the columns {missing}")
 
-
-# -- rows every pricing page has -------------------------------------------------------------------
 
 def spot_saving(spot: float, on_demand: float | None) -> float | None:
     """How much cheaper the spot price is, in percent of the on-demand one."""

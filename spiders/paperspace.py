@@ -1,10 +1,8 @@
 """Paperspace (DigitalOcean): hourly GPU machine prices from its pricing page.
 
-https://www.paperspace.com/pricing is server-rendered Webflow: machine cards `.instance-type-holder-flex`
-in `.instance-container-flex`, the machine (a GPU name) in `h1.instance-names`, one `.instance-price-wrap`
-per billing period (the hidden one has the class `hide`). The visible hourly price is read; a hidden monthly
-price and a price with a footnote marker ("*" 3-year term, "**" promo) are noted, CPU machines ("C1")
-counted. A card is one machine with one GPU, no GPU memory stated, region "global".
+https://www.paperspace.com/pricing is server-rendered Webflow, one card per machine: its visible hourly price is
+read; a hidden monthly price, a footnoted price ("*" 3-year term, "**" promo) and CPU machines ("C1") are noted.
+A card is one GPU, no memory stated, region "global".
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Run one spider crawl in a fresh Python process and read its items back.
-
-Scrapy's Twisted reactor starts once per process, so each crawl runs in a child of its own, in its own
-work folder: it writes the items (scrapy's JSON-lines feed) and a status file, and exits non-zero without a
-price table. The parent enforces a timeout and turns any failure into a SourceError naming the provider,
-the URL and the child's last log lines.
-"""
+"""Run one spider crawl in a child process of its own (scrapy's Twisted reactor starts once per process) and
+read its items back; a failure or timeout becomes a SourceError naming the provider, the URL and the log tail."""
 
 from __future__ import annotations
 
@@ -36,21 +31,9 @@ class CrawlResult:
     status: dict[str, Any]  # the child's status.json: counts, the settings it ran with
 
 
-def default_timeout_s(ctx: SourceContext) -> float:
-    """Whole-crawl limit (setting `spider_timeout_s`): a browser render can hang where HTTP would not."""
-    return ctx.config.spider_timeout_s or (60.0 if ctx.mode == "replay" else 300.0)
-
-
-def _tail(stderr: str) -> str:
-    """The child's last log lines (its own failure line left out: the message already says it)."""
-    text = "\n".join(line for line in stderr.splitlines() if not line.startswith(FAILURE_PREFIX))
-    return text[-STDERR_TAIL_CHARS:].strip()
-
-
 def child_env() -> dict[str, str]:
-    """Our environment less a stray Scrapy project, plus a Node compile cache (Node >= 22.1 reuses the
-    Playwright driver's compiled JavaScript across crawls; one already set is kept) and a 1 MB young
-    generation for the driver, which relays a few messages per page (V8's default took it from 105 to 117 MB)."""
+    """Our environment less a stray Scrapy project, plus a Node compile cache for the Playwright driver (one set
+    is kept) and a 1 MB V8 young generation: it relays few messages (the default took it from 105 to 117 MB)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuledger" / "node-compile-cache"
@@ -67,7 +50,8 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
 
     start_url = ctx.url(host) + path
     where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
-    timeout = timeout_s if timeout_s is not None else default_timeout_s(ctx)
+    if timeout_s is None:  # setting `spider_timeout_s`: a browser render can hang where HTTP would not
+        timeout_s = ctx.config.spider_timeout_s or (60.0 if ctx.mode == "replay" else 300.0)
     with tempfile.TemporaryDirectory(prefix="gpuledger-crawl-") as folder:
         work = Path(folder)
         (work / "settings.json").write_text(json.dumps(settings))
@@ -75,11 +59,12 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
                 "--out", str(work / ITEMS_FILE), "--status", str(work / "status.json")]
         for key, value in (spider_args or {}).items():
             args += ["--arg", f"{key}={value}"]
-        rc, stderr = children.run("gpuledger.spiders.runner", args, timeout, cwd=work, env=child_env())
-        tail = _tail(stderr)
+        rc, stderr = children.run("gpuledger.spiders.runner", args, timeout_s, cwd=work, env=child_env())
+        # the child's last log lines, its own failure line left out (the message says it)
+        logged = "\n".join(line for line in stderr.splitlines() if not line.startswith(FAILURE_PREFIX))
+        tail = logged[-STDERR_TAIL_CHARS:].strip() or "(no log output)"
         if rc is None:
-            raise SourceError(f"{ctx.provider}: crawl of {where} timed out after {timeout:g} s; "
-                              f"log tail: {tail or '(no log output)'}")
+            raise SourceError(f"{ctx.provider}: crawl of {where} timed out after {timeout_s:g} s; log tail: {tail}")
         try:
             status = json.loads((work / "status.json").read_text())
         except (OSError, ValueError):
@@ -88,8 +73,7 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
         ctx.count_bytes(int(status.get("bytes", 0)))
         if rc != EXIT_OK:
             reason = status.get("failure") or f"the crawler exited with code {rc}"
-            raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; "
-                              f"log tail: {tail or '(no log output)'}")
+            raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; log tail: {tail}")
         items = _read_feed(work / ITEMS_FILE)
         if items is None or len(items) != status.get("items"):
             held = "was not written" if items is None else f"holds {len(items)} items"
@@ -100,11 +84,9 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
 
 def _read_feed(path: Path) -> list[dict[str, Any]] | None:
     """The items of a crawl's JSON-lines feed; None when the feed file is missing."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.is_file():
         return None
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 # -- the child process --------------------------------------------------------------
@@ -118,41 +100,44 @@ def _judge(stats: dict[str, Any], spider_failure: str | None, items: int, url: s
     reason = stats.get("finish_reason")
     if reason != "finished":
         return f"the crawl ended early ({reason})"
-    errors = {k: v for k, v in stats.items() if k.startswith("spider_exceptions/") and v}
-    if errors:
-        return f"the spider raised {errors}"
-    unwritten = {k: v for k, v in stats.items() if k.startswith("feedexport/failed_count/") and v}
-    if unwritten:
-        return f"the item feed could not be written {unwritten}"
+    for prefix, what in (("spider_exceptions/", "the spider raised"),
+                         ("feedexport/failed_count/", "the item feed could not be written")):
+        counts = {k: v for k, v in stats.items() if k.startswith(prefix) and v}
+        if counts:
+            return f"{what} {counts}"
     if items == 0:
         return f"no price rows scraped from {url}"
     return None
 
 
-def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, status_path: Path,
-              spider_args: dict[str, str]) -> int:
+def run_child(args: argparse.Namespace) -> int:
+    """The crawl child: crawl `args.url`, write the item feed and the status file; EXIT_FAILED on a failure."""
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.misc import load_object
 
-    from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY, item_feed
+    from gpuledger.spiders.items import PAGE_ROW_FIELDS
+    from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY
 
+    url, settings = args.url, json.loads(Path(args.settings).read_text())
     if settings.pop(BROWSER_SAME_HOST_ONLY, False):
         from gpuledger.spiders import fence
         from gpuledger.spiders.browser import same_host_only
 
         settings["PLAYWRIGHT_ABORT_REQUEST"] = same_host_only(url)
         fence.ALLOWED_ORIGINS.add(fence.origin_of(url))
-    settings["FEEDS"] = item_feed(out)
+    # the items as JSON lines, the columns of PageRow in order
+    settings["FEEDS"] = {args.out: {"format": "jsonlines", "encoding": "utf-8", "fields": list(PAGE_ROW_FIELDS),
+                                    "overwrite": True}}
     effective: dict[str, Any] = {}
 
     def opened(spider: Any) -> None:  # a named function: scrapy holds signal receivers weakly
         effective.update(effective_settings(crawler))
 
     process = CrawlerProcess(settings)
-    crawler = process.create_crawler(load_object(spider_path))
+    crawler = process.create_crawler(load_object(args.spider.replace(":", ".")))
     crawler.signals.connect(opened, signal=signals.spider_opened)
-    process.crawl(crawler, start_url=url, **spider_args)
+    process.crawl(crawler, start_url=url, **dict(arg.split("=", 1) for arg in args.arg))
     process.start()
 
     stats = crawler.stats.get_stats() if crawler.stats else {}
@@ -160,7 +145,7 @@ def run_child(spider_path: str, url: str, settings: dict[str, Any], out: Path, s
     failure = _judge(stats, getattr(crawler.spider, "failure", None), items, url)
     status = {"failure": failure, "items": items, "requests": stats.get("downloader/request_count", 0),
               "bytes": stats.get("downloader/response_bytes", 0), "effective": effective}
-    status_path.write_text(json.dumps(status, default=str))
+    Path(args.status).write_text(json.dumps(status, default=str))
     if failure:
         print(f"{FAILURE_PREFIX}{failure}", file=sys.stderr)
         return EXIT_FAILED
@@ -196,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arg", action="append", default=[], help="spider argument key=value")
     args = parser.parse_args(argv)
     children.end_with_parent()
-    settings = json.loads(Path(args.settings).read_text())
-    spider_args = dict(a.split("=", 1) for a in args.arg)
-    return run_child(args.spider.replace(":", "."), args.url, settings, Path(args.out), Path(args.status), spider_args)
+    return run_child(args)
 
 
 if __name__ == "__main__":

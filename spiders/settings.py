@@ -3,17 +3,13 @@ replay, whose site is loopback), the telnet console and remote-control extension
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from gpuledger.spiders.items import PAGE_ROW_FIELDS
 
 # adapters.base (httpx, tenacity, ...) is imported where used: the crawl child imports this module.
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
-# Marker key the runner turns into playwright's same-host request filter (callables cannot
-# cross the process boundary as JSON).
+# Marker key the runner turns into playwright's same-host request filter (a callable cannot cross as JSON).
 BROWSER_SAME_HOST_ONLY = "gpuledger.browser_same_host_only"
 
 # Taken out of scrapy's base lists, not set to None: scrapy imports every component a list names before it
@@ -25,16 +21,10 @@ UNUSED_COMPONENTS = {
 }
 
 
-def base_components_in_use() -> dict[str, dict[str, int]]:
-    """Scrapy's own base component lists, less UNUSED_COMPONENTS."""
-    from scrapy.settings import default_settings
-
-    return {name: {path: order for path, order in getattr(default_settings, name).items() if path not in unused}
-            for name, unused in UNUSED_COMPONENTS.items()}
-
-
 def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
     """Settings for a plain-HTTP crawl (server-rendered pages)."""
+    from scrapy.settings import default_settings
+
     from gpuledger.adapters.base import USER_AGENT
 
     delay = ctx.config.spider_download_delay_s
@@ -47,7 +37,8 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
         "RETRY_ENABLED": True, "RETRY_TIMES": max(0, ctx.http_attempts - 1), "REDIRECT_ENABLED": True,
         "LOG_LEVEL": ctx.config.spider_log_level,
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
-        **base_components_in_use(),
+        **{name: {path: order for path, order in getattr(default_settings, name).items() if path not in unused}
+           for name, unused in UNUSED_COMPONENTS.items()},
         **({"AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0} if local else {
             "AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": delay, "AUTOTHROTTLE_MAX_DELAY": 30.0,
             "AUTOTHROTTLE_TARGET_CONCURRENCY": 1.0, "DOWNLOAD_DELAY": delay}),
@@ -66,9 +57,3 @@ def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "http
             "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
             "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
             "PLAYWRIGHT_BROWSER_PROVIDER": "gpuledger.spiders.fence.FencedBrowsers", BROWSER_SAME_HOST_ONLY: True}
-
-
-def item_feed(path: Path) -> dict[str, dict[str, Any]]:
-    """FEEDS for one crawl: its items as JSON lines in `path`, the columns of PageRow in order."""
-    return {str(path): {"format": "jsonlines", "encoding": "utf-8", "fields": list(PAGE_ROW_FIELDS),
-                        "overwrite": True}}
