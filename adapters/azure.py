@@ -1,13 +1,8 @@
-"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans),
-managed disks, egress, and Spot eviction rates.
+"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans), managed
+disks, egress (enrichments) from the Retail Prices API, and Spot eviction rates (adapters/azure_eviction.py).
 
-The Azure Retail Prices API (no authentication), read with httpx: three OData `$filter` queries
-followed through `NextPageLink`. GPU VMs are the core, one query for every region and GPU family (a
-new size in an old family shows up, quarantined, instead of never being asked for); managed disks,
-bandwidth and the Spot eviction rates (adapters/azure_eviction.py) are enrichments. The API says
-nothing about GPUs: `GPU_SIZES` maps each size to its GPU facts from the learn.microsoft.com size
-pages; a GPU-family size missing from it is quarantined, never guessed.
-"""
+One VM query covers every region and GPU family, so a new size shows up (quarantined) rather than never being
+asked for; the API says nothing of GPUs, so `GPU_SIZES` holds each size's facts from learn.microsoft.com."""
 
 from __future__ import annotations
 
@@ -86,8 +81,6 @@ PROVIDER = ProviderSpec(
     ),
 )
 
-
-# -- GPU facts per VM size ------------------------------------------------------------
 
 _SIZES_DOC = "https://learn.microsoft.com/en-us/azure/virtual-machines/sizes/gpu-accelerated/"
 
@@ -213,16 +206,13 @@ GPU_SIZES: dict[str, GpuSize] = {
 }
 
 
-# -- pages and items -------------------------------------------------------------------
-
 def first_page_params(odata_filter: str) -> dict[str, str]:
     """A first page's query: USD, primary meters only (else the preview API lists non-primary duplicates)."""
     return {"api-version": API_VERSION, "currencyCode": "'USD'", "meterRegion": "'primary'", "$filter": odata_filter}
 
 
 def next_page_link(doc: dict[str, Any]) -> str | None:
-    """NextPageLink without its default port (`https://prices.azure.com:443/...`), so ctx.paginate's
-    check that the link stays on the host holds."""
+    """NextPageLink without its default port (`https://prices.azure.com:443/...`): ctx.paginate keeps to the host."""
     link = doc.get("NextPageLink")
     return link.replace(f"//{PRICES_HOST}:443/", f"//{PRICES_HOST}/", 1) if link else None
 
@@ -257,8 +247,6 @@ def check_item(item: Any, what: str) -> dict[str, Any]:
         raise SchemaDriftError(f"azure: {what} item {item.get('meterId', '?')} lacks {missing}")
     return item
 
-
-# -- classifying items ------------------------------------------------------------------
 
 # reservationTerm / savingsPlan term -> months; upfront or monthly costs the same total.
 COMMITMENT_TERMS = {"1 Year": 12, "3 Years": 36}
@@ -348,8 +336,6 @@ def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
                          f"({', '.join(f'{p:g}' for p in sorted(prices))})", i)
     return None
 
-
-# -- building offers ------------------------------------------------------------------
 
 @drift_guard("azure: Virtual Machines items")
 def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
@@ -456,8 +442,6 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
     )
 
 
-# -- storage ----------------------------------------------------------------------------
-
 # Managed disk tiers are sold per disk per month; each tier (its size in GiB) is a class of its own.
 # https://learn.microsoft.com/en-us/azure/virtual-machines/disks-types
 DISK_TIER_GIB: dict[str, int] = {
@@ -508,8 +492,6 @@ def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[st
     return skipped
 
 
-# -- egress -----------------------------------------------------------------------------
-
 INTERNET_EGRESS_PRODUCT = "Rtn Preference: MGN"
 INTER_REGION_PRODUCT = "Bandwidth Inter-Region"
 
@@ -548,11 +530,10 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
 
     for region in sorted({r for r, _ in internet}):
         starts = sorted(s for r, s in internet if r == region)
-        for n, start in enumerate(starts):
+        for start, end in zip(starts, [*starts[1:], None]):
             picked = _pick(batch, "egress", f"{region}/internet/{start:g}", internet[(region, start)], skipped)
             if picked is None:
                 continue
-            end = starts[n + 1] if n + 1 < len(starts) else None
             span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
             batch.add("egress", _ref(picked), picked, region=region, destination="internet",
                       tier_start_gb=start, tier_end_gb=end, usd_per_gb=_price(picked), source_currency="USD",
@@ -568,8 +549,6 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
                               f"{meters}")
     return skipped
 
-
-# -- fetching -------------------------------------------------------------------------
 
 def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str, odata_filter: str,
               build: Callable[..., Skipped], regions: set[str] | None) -> None:

@@ -1,10 +1,6 @@
-"""Google Cloud: GPU VMs and Cloud TPUs priced from Billing Catalog SKUs, persistent disks, egress.
-
-Google bills a VM as the sum of its vCPU, RAM, GPU and bundled Local SSD SKUs and a TPU slice as chips x
-its chip-hour SKU; so does this adapter, through Google's REST clients (Compute, Billing Catalog, Cloud
-TPU). zones.list is an enrichment: it fills only `available`. A replay of the bundled recording adds its
-earlier zones.list answers as past availability (made up; the recording's README says so).
-"""
+"""Google Cloud: GPU VMs and Cloud TPUs priced from Billing Catalog SKUs as Google bills them (a VM as the sum of
+its vCPU, RAM, GPU and bundled Local SSD SKUs, a TPU slice as chips x its chip-hour SKU), persistent disks, egress.
+zones.list (an enrichment) fills only `available`; a replay adds the recording's earlier answers as past ones."""
 
 from __future__ import annotations
 
@@ -125,8 +121,6 @@ class PriceError(ValueError):
     """A SKU price that cannot be read as a positive USD amount."""
 
 
-# -- SKU prices -------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class SkuPrice:
     """One SKU's first pricing expression, with amounts still in the SKU's currency."""
@@ -141,14 +135,12 @@ class SkuPrice:
     n_regions: int = 0  # how many regions the SKU prices: the fewer, the more specific
 
     def to_usd(self, amount: float) -> float:
-        """The amount in USD ("USD * currencyConversionRate = JPY"); PriceError without a usable rate
-        (absent, 0, the default 1.0): a non-USD amount is never read as USD."""
-        rate = self.conversion_rate
+        """The amount in USD ("USD * currencyConversionRate = JPY"); PriceError without a usable rate."""
         if self.currency == "USD":
             return amount
         if not self.currency:
             raise PriceError("price has no currency code")
-        if rate and rate > 0 and not math.isclose(rate, 1.0):
+        if (rate := self.conversion_rate) and rate > 0 and not math.isclose(rate, 1.0):  # 1.0: the default
             return amount / rate
         raise PriceError(f"price in {self.currency} without a currency conversion rate; not read as USD")
 
@@ -196,16 +188,11 @@ def sku_price(sku: dict[str, Any], unit: str) -> SkuPrice:
     )
 
 
-def sku_regions(sku: dict[str, Any]) -> list[str]:
+def sku_regions(sku: dict[str, Any], wanted: set[str] | None = None) -> list[str]:
+    """The regions the SKU prices (those in `wanted`, if given)."""
     regions = sku.get("serviceRegions") or (sku.get("geoTaxonomy") or {}).get("regions") or []
-    return [r for r in regions if r]
+    return [r for r in regions if r and (wanted is None or r in wanted)]
 
-
-def _in_regions(sku: dict[str, Any], wanted: set[str]) -> list[str]:
-    return [r for r in sku_regions(sku) if r in wanted]
-
-
-# -- what a SKU is --------------------------------------------------------------------
 
 # SKUs that are not a plain on-demand/spot rate: a vWS license bundle, sole-tenant nodes,
 # reservations, DWS/flex-start capacity. Out of scope.
@@ -278,8 +265,7 @@ EXPECTED_UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h", "gpu_slice": "h", "tp
 
 @dataclass
 class SkuCatalog:
-    """Compute prices by component, why a component could not be used, and which were asked for (a
-    SKU that prices no offer is counted in the notes by why: unused_counts)."""
+    """Compute prices by component, why a component could not be used, and which were asked for."""
 
     prices: dict[ComponentKey, SkuPrice] = field(default_factory=dict)
     invalid: dict[ComponentKey, str] = field(default_factory=dict)
@@ -345,7 +331,7 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
                 catalog.skipped[kind] += 1
             continue
         part, what = kind
-        if not (in_scope := _in_regions(sku, wanted)):
+        if not (in_scope := sku_regions(sku, wanted)):
             catalog.skipped["compute SKU for no selected region"] += 1
             continue
         keys = [ComponentKey(region, part, what, purchase) for region in in_scope]
@@ -394,8 +380,6 @@ def unused_counts(catalog: SkuCatalog) -> Counter[str]:
         counts[reason] += 1
     return counts
 
-
-# -- compute facts --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ZoneInfo:
@@ -510,8 +494,6 @@ def region_of(zone: str, zones: dict[str, ZoneInfo]) -> str:
     """The zone's region as zones.list says, else by Google's naming (us-central1-a -> us-central1)."""
     return zones[zone].region if zone in zones else zone.rsplit("-", 1)[0]
 
-
-# -- composing offers -------------------------------------------------------------
 
 @dataclass(frozen=True)
 class OfferPlan:
@@ -718,8 +700,6 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: t
     )
 
 
-# -- persistent disks -------------------------------------------------------------
-
 # Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and throughput SKUs,
 # snapshots, images, storage pools and Confidential-mode surcharges are other dimensions.
 STORAGE_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), c) for p, c in (
@@ -754,7 +734,7 @@ def build_storage(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterabl
     best: dict[tuple[str, str], tuple[dict[str, Any], SkuPrice]] = {}
     for sku in _on_demand_skus(skus, "Storage"):
         cls = storage_class_of(sku.get("description", ""))
-        if cls is None or not (in_scope := _in_regions(sku, wanted)):
+        if cls is None or not (in_scope := sku_regions(sku, wanted)):
             continue
         try:
             price = sku_price(sku, "GiBy.mo")
@@ -779,8 +759,6 @@ def build_storage(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterabl
                   description=f"{price.description} (SKU {price.sku_id}; USD per GiB-month{note})")
 
 
-# -- network egress -----------------------------------------------------------------
-
 SPECIAL_INTERNET_DESTINATIONS = re.compile(r"\bto (china|australia)\b")
 EGRESS_GROUPS = {
     "PremiumInternetEgress": "internet",  # Premium Tier, the default network tier
@@ -803,7 +781,7 @@ def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable
     special: dict[str, float] = {}  # region -> highest internet rate to China/Australia
     for sku in _on_demand_skus(skus, "Network"):
         dest = EGRESS_GROUPS.get((sku.get("category") or {}).get("resourceGroup", ""))
-        if dest is None or not (in_scope := _in_regions(sku, wanted)):
+        if dest is None or not (in_scope := sku_regions(sku, wanted)):
             continue
         try:
             price = sku_price(sku, "GiBy")
@@ -832,8 +810,6 @@ def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable
                       description=(f"highest of {len(prices)} destination SKUs at this tier ({top.description}, "
                                    f"SKU {top.sku_id}); lowest paid rate {low:g}; USD per GiB{extra}"))
 
-
-# -- fetching -----------------------------------------------------------------------------
 
 _COUNT_LOCK = threading.Lock()  # the listings run in threads and share ctx.requests_made and ctx.pages
 
