@@ -432,14 +432,12 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
         _ref(item), item, gpu=series.gpu_name, gpu_lookup_mib=series.gpu_memory_gb * 1024,
         # a partition's memory is its own frame buffer: the share of one GPU's
         gpu_memory_gb=round(float(series.gpu_memory_gb * min(count, 1)), 3), gpu_count=round(float(count), 4),
-        region=region, instance_type=sku, purchase_option=option, vcpus=float(size.vcpus),
-        ram_gb=float(size.ram_gb), local_disk_gb=size.local_disk_gb,
-        interconnect=series.interconnect if count > 1 else None, network_gbps=size.network_gbps,
-        multinode_fabric=size.multinode_fabric or series.multinode_fabric, price_per_hour=price,
-        price_observed_at=item.get("effectiveStartDate"), spot_savings_pct=saving, term_months=months,
-        payment_option=COMMITMENT_PAYMENT if months is not None else None,
-        provider_data=json.dumps(data, sort_keys=True),
-    )
+        region=region, instance_type=sku, purchase_option=option, vcpus=float(size.vcpus), ram_gb=float(size.ram_gb),
+        local_disk_gb=size.local_disk_gb, interconnect=series.interconnect if count > 1 else None,
+        network_gbps=size.network_gbps, multinode_fabric=size.multinode_fabric or series.multinode_fabric,
+        price_per_hour=price, price_observed_at=item.get("effectiveStartDate"), spot_savings_pct=saving,
+        term_months=months, payment_option=COMMITMENT_PAYMENT if months is not None else None,
+        provider_data=json.dumps(data, sort_keys=True))
 
 
 # Managed disk tiers are sold per disk per month; each tier (its size in GiB) is a class of its own.
@@ -492,10 +490,6 @@ def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[st
     return skipped
 
 
-INTERNET_EGRESS_PRODUCT = "Rtn Preference: MGN"
-INTER_REGION_PRODUCT = "Bandwidth Inter-Region"
-
-
 @drift_guard("azure: Bandwidth items")
 def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
     """Bandwidth meters -> egress tiers per region. Internet egress tiers start at `tierMinimumUnits` (GB per
@@ -511,9 +505,9 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
             skipped[f"bandwidth unit {item['unitOfMeasure']}"] += 1
             continue
         product, meter = item["productName"], str(item["meterName"])
-        if product == INTERNET_EGRESS_PRODUCT and meter == "Standard Data Transfer Out":
+        if product == "Rtn Preference: MGN" and meter == "Standard Data Transfer Out":
             target = internet
-        elif product == INTER_REGION_PRODUCT and "Data Transfer Out" in meter:
+        elif product == "Bandwidth Inter-Region" and "Data Transfer Out" in meter:
             target = inter
         else:
             skipped["bandwidth meters not modelled"] += 1
