@@ -306,8 +306,7 @@ def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] |
         return ("gpu_slice" if GPU_SLICE.search(plain) else "gpu", accel)
     if excluded:
         return "vCPU/RAM SKU not a plain on-demand/Spot rate (sole tenancy, DWS...)"
-    m = CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None)
-    if m:
+    if m := CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None):
         return ("ram" if m.group("part") == "ram" else "core", re.sub(r"[\s-]+", "", m.group("family")))
     return "compute SKU that is no vCPU/RAM/GPU/TPU part (license, ...)"
 
@@ -803,7 +802,7 @@ def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
     from google.cloud import billing_v1
 
     api_key: str | None = None
-    if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
+    if not ctx.reaches_provider:
         credentials: Any = AnonymousCredentials()
         # The recording's own project id, never the environment's: the request paths carry it.
         project = str(ctx.settings.get("gcp_project") or REPLAY_PROJECT)
