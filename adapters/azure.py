@@ -1,13 +1,8 @@
-"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans),
-managed disks, egress, and Spot eviction rates.
+"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans), managed
+disks, egress (enrichments) from the Retail Prices API, and Spot eviction rates (adapters/azure_eviction.py).
 
-The Azure Retail Prices API (no authentication), read with httpx: three OData `$filter` queries
-followed through `NextPageLink`. GPU VMs are the core, one query for every region and GPU family (a
-new size in an old family shows up, quarantined, instead of never being asked for); managed disks,
-bandwidth and the Spot eviction rates (adapters/azure_eviction.py) are enrichments. The API says
-nothing about GPUs: `GPU_SIZES` maps each size to its GPU facts from the learn.microsoft.com size
-pages; a GPU-family size missing from it is quarantined, never guessed.
-"""
+One VM query covers every region and GPU family, so a new size shows up (quarantined) rather than never being
+asked for; the API says nothing of GPUs, so `GPU_SIZES` holds each size's facts from learn.microsoft.com."""
 
 from __future__ import annotations
 
@@ -86,8 +81,6 @@ PROVIDER = ProviderSpec(
     ),
 )
 
-
-# -- GPU facts per VM size ------------------------------------------------------------
 
 _SIZES_DOC = "https://learn.microsoft.com/en-us/azure/virtual-machines/sizes/gpu-accelerated/"
 
@@ -213,16 +206,13 @@ GPU_SIZES: dict[str, GpuSize] = {
 }
 
 
-# -- pages and items -------------------------------------------------------------------
-
 def first_page_params(odata_filter: str) -> dict[str, str]:
     """A first page's query: USD, primary meters only (else the preview API lists non-primary duplicates)."""
     return {"api-version": API_VERSION, "currencyCode": "'USD'", "meterRegion": "'primary'", "$filter": odata_filter}
 
 
 def next_page_link(doc: dict[str, Any]) -> str | None:
-    """NextPageLink without its default port (`https://prices.azure.com:443/...`), so ctx.paginate's
-    check that the link stays on the host holds."""
+    """NextPageLink without its default port (`https://prices.azure.com:443/...`): ctx.paginate keeps to the host."""
     link = doc.get("NextPageLink")
     return link.replace(f"//{PRICES_HOST}:443/", f"//{PRICES_HOST}/", 1) if link else None
 
@@ -257,8 +247,6 @@ def check_item(item: Any, what: str) -> dict[str, Any]:
         raise SchemaDriftError(f"azure: {what} item {item.get('meterId', '?')} lacks {missing}")
     return item
 
-
-# -- classifying items ------------------------------------------------------------------
 
 # reservationTerm / savingsPlan term -> months; upfront or monthly costs the same total.
 COMMITMENT_TERMS = {"1 Year": 12, "3 Years": 36}
@@ -348,8 +336,6 @@ def _pick(batch: Batch, kind: str, key_name: str, items: list[dict[str, Any]],
                          f"({', '.join(f'{p:g}' for p in sorted(prices))})", i)
     return None
 
-
-# -- building offers ------------------------------------------------------------------
 
 @drift_guard("azure: Virtual Machines items")
 def build_vm_offers(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
@@ -446,17 +432,13 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
         _ref(item), item, gpu=series.gpu_name, gpu_lookup_mib=series.gpu_memory_gb * 1024,
         # a partition's memory is its own frame buffer: the share of one GPU's
         gpu_memory_gb=round(float(series.gpu_memory_gb * min(count, 1)), 3), gpu_count=round(float(count), 4),
-        region=region, instance_type=sku, purchase_option=option, vcpus=float(size.vcpus),
-        ram_gb=float(size.ram_gb), local_disk_gb=size.local_disk_gb,
-        interconnect=series.interconnect if count > 1 else None, network_gbps=size.network_gbps,
-        multinode_fabric=size.multinode_fabric or series.multinode_fabric, price_per_hour=price,
-        price_observed_at=item.get("effectiveStartDate"), spot_savings_pct=saving, term_months=months,
-        payment_option=COMMITMENT_PAYMENT if months is not None else None,
-        provider_data=json.dumps(data, sort_keys=True),
-    )
+        region=region, instance_type=sku, purchase_option=option, vcpus=float(size.vcpus), ram_gb=float(size.ram_gb),
+        local_disk_gb=size.local_disk_gb, interconnect=series.interconnect if count > 1 else None,
+        network_gbps=size.network_gbps, multinode_fabric=size.multinode_fabric or series.multinode_fabric,
+        price_per_hour=price, price_observed_at=item.get("effectiveStartDate"), spot_savings_pct=saving,
+        term_months=months, payment_option=COMMITMENT_PAYMENT if months is not None else None,
+        provider_data=json.dumps(data, sort_keys=True))
 
-
-# -- storage ----------------------------------------------------------------------------
 
 # Managed disk tiers are sold per disk per month; each tier (its size in GiB) is a class of its own.
 # https://learn.microsoft.com/en-us/azure/virtual-machines/disks-types
@@ -508,12 +490,6 @@ def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[st
     return skipped
 
 
-# -- egress -----------------------------------------------------------------------------
-
-INTERNET_EGRESS_PRODUCT = "Rtn Preference: MGN"
-INTER_REGION_PRODUCT = "Bandwidth Inter-Region"
-
-
 @drift_guard("azure: Bandwidth items")
 def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
     """Bandwidth meters -> egress tiers per region. Internet egress tiers start at `tierMinimumUnits` (GB per
@@ -529,9 +505,9 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
             skipped[f"bandwidth unit {item['unitOfMeasure']}"] += 1
             continue
         product, meter = item["productName"], str(item["meterName"])
-        if product == INTERNET_EGRESS_PRODUCT and meter == "Standard Data Transfer Out":
+        if product == "Rtn Preference: MGN" and meter == "Standard Data Transfer Out":
             target = internet
-        elif product == INTER_REGION_PRODUCT and "Data Transfer Out" in meter:
+        elif product == "Bandwidth Inter-Region" and "Data Transfer Out" in meter:
             target = inter
         else:
             skipped["bandwidth meters not modelled"] += 1
@@ -548,11 +524,10 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
 
     for region in sorted({r for r, _ in internet}):
         starts = sorted(s for r, s in internet if r == region)
-        for n, start in enumerate(starts):
+        for start, end in zip(starts, [*starts[1:], None]):
             picked = _pick(batch, "egress", f"{region}/internet/{start:g}", internet[(region, start)], skipped)
             if picked is None:
                 continue
-            end = starts[n + 1] if n + 1 < len(starts) else None
             span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
             batch.add("egress", _ref(picked), picked, region=region, destination="internet",
                       tier_start_gb=start, tier_end_gb=end, usd_per_gb=_price(picked), source_currency="USD",
@@ -568,8 +543,6 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
                               f"{meters}")
     return skipped
 
-
-# -- fetching -------------------------------------------------------------------------
 
 def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str, odata_filter: str,
               build: Callable[..., Skipped], regions: set[str] | None) -> None:

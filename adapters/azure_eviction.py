@@ -1,11 +1,6 @@
-"""Azure Spot eviction rates from Azure Resource Graph, an enrichment of Azure's spot offers.
-
-One query of the `SpotResources` table (POST .../Microsoft.ResourceGraph/resources, paged by the answer's
-`$skipToken`); each row is `{"skuName", "location", "evictionRate"}`, the rate one of Azure's bands `0-5`
-.. `20+` (percent of spot VMs of that size evicted in that region). The bearer token comes from
-azure-identity's DefaultAzureCredential; without one the rates are skipped and the notes say so. A
-replay sends no token.
-"""
+"""Azure Spot eviction rates (bands `0-5` .. `20+` percent per size and region) from Resource Graph's
+`SpotResources` table, paged by `$skipToken`: an enrichment of the spot offers. The bearer token comes from
+DefaultAzureCredential (none in a replay); without one the rates are skipped and the notes say so."""
 
 from __future__ import annotations
 
@@ -82,8 +77,7 @@ def fetch_eviction_rates(ctx: SourceContext, client: httpx.Client) -> dict[tuple
 
 
 def add_eviction_rates(ctx: SourceContext, client: httpx.Client, batch: Batch, timeout_s: float = 600.0) -> None:
-    """Give the batch's spot offers the eviction rate of their size and region (`interruption_risk` and the
-    scale's fields), and note what was found."""
+    """Give the batch's spot offers their size and region's eviction rate and risk fields; note what was found."""
     spot = [i for i, o in enumerate(batch.offers) if o.purchase_option == "spot"]
     token, missing = bearer_token(ctx)
     if missing:

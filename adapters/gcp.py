@@ -1,10 +1,6 @@
-"""Google Cloud: GPU VMs and Cloud TPUs priced from Billing Catalog SKUs, persistent disks, egress.
-
-Google bills a VM as the sum of its vCPU, RAM, GPU and bundled Local SSD SKUs and a TPU slice as chips x
-its chip-hour SKU; so does this adapter, through Google's REST clients (Compute, Billing Catalog, Cloud
-TPU). zones.list is an enrichment: it fills only `available`. A replay of the bundled recording adds its
-earlier zones.list answers as past availability (made up; the recording's README says so).
-"""
+"""Google Cloud: GPU VMs and Cloud TPUs priced from Billing Catalog SKUs as Google bills them (a VM as the sum of
+its vCPU, RAM, GPU and bundled Local SSD SKUs, a TPU slice as chips x its chip-hour SKU), persistent disks, egress.
+zones.list (an enrichment) fills only `available`; a replay adds the recording's earlier answers as past ones."""
 
 from __future__ import annotations
 
@@ -125,8 +121,6 @@ class PriceError(ValueError):
     """A SKU price that cannot be read as a positive USD amount."""
 
 
-# -- SKU prices -------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class SkuPrice:
     """One SKU's first pricing expression, with amounts still in the SKU's currency."""
@@ -141,14 +135,12 @@ class SkuPrice:
     n_regions: int = 0  # how many regions the SKU prices: the fewer, the more specific
 
     def to_usd(self, amount: float) -> float:
-        """The amount in USD ("USD * currencyConversionRate = JPY"); PriceError without a usable rate
-        (absent, 0, the default 1.0): a non-USD amount is never read as USD."""
-        rate = self.conversion_rate
+        """The amount in USD ("USD * currencyConversionRate = JPY"); PriceError without a usable rate."""
         if self.currency == "USD":
             return amount
         if not self.currency:
             raise PriceError("price has no currency code")
-        if rate and rate > 0 and not math.isclose(rate, 1.0):
+        if (rate := self.conversion_rate) and rate > 0 and not math.isclose(rate, 1.0):  # 1.0: the default
             return amount / rate
         raise PriceError(f"price in {self.currency} without a currency conversion rate; not read as USD")
 
@@ -196,16 +188,11 @@ def sku_price(sku: dict[str, Any], unit: str) -> SkuPrice:
     )
 
 
-def sku_regions(sku: dict[str, Any]) -> list[str]:
+def sku_regions(sku: dict[str, Any], wanted: set[str] | None = None) -> list[str]:
+    """The regions the SKU prices (those in `wanted`, if given)."""
     regions = sku.get("serviceRegions") or (sku.get("geoTaxonomy") or {}).get("regions") or []
-    return [r for r in regions if r]
+    return [r for r in regions if r and (wanted is None or r in wanted)]
 
-
-def _in_regions(sku: dict[str, Any], wanted: set[str]) -> list[str]:
-    return [r for r in sku_regions(sku) if r in wanted]
-
-
-# -- what a SKU is --------------------------------------------------------------------
 
 # SKUs that are not a plain on-demand/spot rate: a vWS license bundle, sole-tenant nodes,
 # reservations, DWS/flex-start capacity. Out of scope.
@@ -278,8 +265,7 @@ EXPECTED_UNIT = {"core": "h", "ram": "GiBy.h", "gpu": "h", "gpu_slice": "h", "tp
 
 @dataclass
 class SkuCatalog:
-    """Compute prices by component, why a component could not be used, and which were asked for (a
-    SKU that prices no offer is counted in the notes by why: unused_counts)."""
+    """Compute prices by component, why a component could not be used, and which were asked for."""
 
     prices: dict[ComponentKey, SkuPrice] = field(default_factory=dict)
     invalid: dict[ComponentKey, str] = field(default_factory=dict)
@@ -320,8 +306,7 @@ def classify_compute_sku(batch: Batch, sku: dict[str, Any]) -> tuple[str, str] |
         return ("gpu_slice" if GPU_SLICE.search(plain) else "gpu", accel)
     if excluded:
         return "vCPU/RAM SKU not a plain on-demand/Spot rate (sole tenancy, DWS...)"
-    m = CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None)
-    if m:
+    if m := CORE_RAM.match(plain) or (COMMIT_CORE_RAM.match(plain) if COMMITMENT_PREFIX.match(desc.lower()) else None):
         return ("ram" if m.group("part") == "ram" else "core", re.sub(r"[\s-]+", "", m.group("family")))
     return "compute SKU that is no vCPU/RAM/GPU/TPU part (license, ...)"
 
@@ -345,7 +330,7 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
                 catalog.skipped[kind] += 1
             continue
         part, what = kind
-        if not (in_scope := _in_regions(sku, wanted)):
+        if not (in_scope := sku_regions(sku, wanted)):
             catalog.skipped["compute SKU for no selected region"] += 1
             continue
         keys = [ComponentKey(region, part, what, purchase) for region in in_scope]
@@ -394,8 +379,6 @@ def unused_counts(catalog: SkuCatalog) -> Counter[str]:
         counts[reason] += 1
     return counts
 
-
-# -- compute facts --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ZoneInfo:
@@ -483,8 +466,7 @@ def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[s
 
 def plan_tpus(pages: Iterable[dict[str, Any]], zones: dict[str, ZoneInfo], regions: Iterable[str],
               skips: Counter[str]) -> list[OfferPlan]:
-    """One plan per single-host TPU type of a selected region (chips from the topology "2x2x1"); the
-    others counted in `skips`."""
+    """One plan per single-host TPU type of a selected region (chips from the topology "2x2x1"), others in `skips`."""
     wanted, plans = set(regions), []
     for t in (t for page in pages for t in page.get("acceleratorTypes") or []):
         zone, topology = t["name"].split("/locations/")[1].split("/")[0], t["acceleratorConfigs"][0]["topology"]
@@ -511,8 +493,6 @@ def region_of(zone: str, zones: dict[str, ZoneInfo]) -> str:
     return zones[zone].region if zone in zones else zone.rsplit("-", 1)[0]
 
 
-# -- composing offers -------------------------------------------------------------
-
 @dataclass(frozen=True)
 class OfferPlan:
     """One priced configuration: a zone's machine type (or N1 host + GPUs)."""
@@ -530,35 +510,23 @@ class OfferPlan:
 
     def parts(self, purchase: str) -> list[tuple[str, ComponentKey, float]]:
         """(part name, component, quantity) of each SKU the configuration is billed by."""
-        def key(part: str, what: str) -> ComponentKey:
-            return ComponentKey(self.region, part, what, purchase)
-
         if self.sku_family in (None, "tpu"):  # the GPU slice or TPU chip SKU bills everything
             part = "tpu" if self.sku_family else "gpu_slice"
-            parts: list[tuple[str, ComponentKey, float]] = [(part, key(part, self.gpu_type), self.gpu_count)]
+            parts: list[tuple[str, str, str, float]] = [(part, part, self.gpu_type, self.gpu_count)]
         else:
-            family = self.sku_family
-            parts = [("vcpu", key("core", family), self.vcpus), ("ram", key("ram", family), self.ram_gib),
-                     ("gpu", key("gpu", self.gpu_type), self.gpu_count)]
+            parts = [("vcpu", "core", self.sku_family, self.vcpus), ("ram", "ram", self.sku_family, self.ram_gib),
+                     ("gpu", "gpu", self.gpu_type, self.gpu_count)]
         if self.local_ssd_gib:  # a GiB-month SKU, per hour: GiB / 730 h
-            parts.append(("local_ssd", key("local_ssd", ""), self.local_ssd_gib / HOURS_PER_MONTH))
-        return parts
+            parts.append(("local_ssd", "local_ssd", "", self.local_ssd_gib / HOURS_PER_MONTH))
+        return [(name, ComponentKey(self.region, part, what, purchase), qty) for name, part, what, qty in parts]
 
     def raw(self) -> dict[str, Any]:
         return {**{k: v for k, v in self.__dict__.items() if k != "extra"}, **dict(self.extra)}
 
 
-@dataclass(frozen=True)
-class Composed:
-    usd_per_hour: float
-    currency: str
-    source_per_hour: float
-    components: list[dict[str, Any]]
-    effective_time: str | None
-
-
-def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | str:
-    """Sum the plan's parts at one purchase option, or say which part is missing or unusable."""
+def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> tuple[dict[str, Any], list[dict[str, Any]]] | str:
+    """(the offer's price fields, its priced components): the plan's parts summed at one purchase option; or
+    which part is missing or unusable."""
     rows = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
     if problems := [f"{name}: {c}" for name, _, c in rows if isinstance(c, str)]:
         return "; ".join(problems)
@@ -574,17 +542,17 @@ def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | s
                         currency_conversion_rate=c.conversion_rate)
         components.append(item)
     usd = round(sum(c.usd * qty for _, qty, c in rows), 10)
-    stamps = [c.effective_time for _, _, c in rows if c.effective_time]
     currency = currencies.pop()
     source = usd if currency == "USD" else round(sum(c.source_amount * qty for _, qty, c in rows), 10)
-    return Composed(usd, currency, source, components, max(stamps) if stamps else None)
+    stamp = max((c.effective_time for _, _, c in rows if c.effective_time), default=None)
+    return {"price_per_hour": usd, "source_currency": currency, "source_price_per_hour": source,
+            "price_observed_at": stamp}, components
 
 
 def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], regions: Iterable[str],
                 batch: Batch, skips: Counter[str]) -> list[OfferPlan]:
-    """Every (zone, machine type) of a GPU family, and every N1 host + attachable GPU count; what is
-    left out is counted in `skips` (and so in the notes)."""
+    """Every (zone, machine type) of a GPU family and N1 host + attachable GPU count; the rest counted in `skips`."""
     wanted = set(regions)
     plans: list[OfferPlan] = []
     for zone in sorted(set(shapes) | set(accelerators)):
@@ -675,9 +643,9 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
             if isinstance(composed, str):
                 batch.quarantine("offer", f"{ref}/{purchase}", f"price: {composed}", plan.raw())
                 unpriced[purchase] += 1
-            elif _add_offer(batch, plan, purchase, composed, known, zones.get(plan.zone), on_demand_usd) \
+            elif _add_offer(batch, plan, purchase, *composed, known, zones.get(plan.zone), on_demand_usd) \
                     and purchase == "on_demand":
-                on_demand_usd = composed.usd_per_hour
+                on_demand_usd = composed[0]["price_per_hour"]
     if missing["spot"]:
         batch.notes.append(f"{missing['spot']} zone/machine-type pairs have no Spot GPU/TPU SKU in their region")
     if missing["committed use"]:
@@ -688,15 +656,15 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                            "priced by the Catalog (quarantined with the missing part)")
 
 
-def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: tuple[GPUModel, bool],
-               zone: ZoneInfo | None, on_demand_usd: float | None) -> bool:
+def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, prices: dict[str, Any], components: list[dict[str, Any]],
+               gpu: tuple[GPUModel, bool], zone: ZoneInfo | None, on_demand_usd: float | None) -> bool:
     network, fabric = MULTINODE.get(plan.instance_type, (None, None))
-    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": c.components,
+    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": components,
                             "billing": "sum of the components' Catalog SKU prices",
                             **{k: v for k, v in plan.extra if v is not None}}
-    if c.currency != "USD":
-        data["source_currency"] = c.currency
-    saving = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1) if on_demand_usd else None
+    if prices["source_currency"] != "USD":
+        data["source_currency"] = prices["source_currency"]
+    saving = round(100 * (1 - prices["price_per_hour"] / on_demand_usd), 1) if on_demand_usd else None
     months = COMMITMENT_TERMS.get(purchase)
     if months is not None:
         data["billing"] += "; committed-use SKUs are billed every month of the term, used or not"
@@ -707,18 +675,12 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: t
         gpu_variant_exact=gpu[1], gpu_name_reported=plan.gpu_type, gpu_count=plan.gpu_count,
         gpu_memory_gb=gpu[0].memory_gb, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
         purchase_option=purchase, vcpus=plan.vcpus or None, ram_gb=plan.ram_gib or None,
-        local_disk_gb=plan.local_ssd_gib or None,
-        interconnect=_interconnect(plan), network_gbps=network, multinode_fabric=fabric,
-        price_per_hour=c.usd_per_hour, source_currency=c.currency, source_price_per_hour=c.source_per_hour,
-        price_observed_at=c.effective_time, available=(zone.status == "UP") if zone else None,
+        local_disk_gb=plan.local_ssd_gib or None, interconnect=_interconnect(plan), network_gbps=network,
+        multinode_fabric=fabric, **prices, available=(zone.status == "UP") if zone else None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
-        spot_savings_pct=saving if purchase == "spot" else None,
-        term_months=months, payment_option="no_upfront" if months else None,
-        provider_data=json.dumps(data, sort_keys=True),
-    )
+        spot_savings_pct=saving if purchase == "spot" else None, term_months=months,
+        payment_option="no_upfront" if months else None, provider_data=json.dumps(data, sort_keys=True))
 
-
-# -- persistent disks -------------------------------------------------------------
 
 # Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and throughput SKUs,
 # snapshots, images, storage pools and Confidential-mode surcharges are other dimensions.
@@ -736,9 +698,7 @@ STORAGE_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p),
 
 def storage_class_of(description: str) -> str | None:
     d = description.lower().strip()
-    if "confidential" in d:
-        return None
-    return next((cls for pattern, cls in STORAGE_CLASSES if pattern.search(d)), None)
+    return None if "confidential" in d else next((cls for pattern, cls in STORAGE_CLASSES if pattern.search(d)), None)
 
 
 def _on_demand_skus(skus: Iterable[dict[str, Any]], family: str) -> Iterable[dict[str, Any]]:
@@ -754,7 +714,7 @@ def build_storage(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterabl
     best: dict[tuple[str, str], tuple[dict[str, Any], SkuPrice]] = {}
     for sku in _on_demand_skus(skus, "Storage"):
         cls = storage_class_of(sku.get("description", ""))
-        if cls is None or not (in_scope := _in_regions(sku, wanted)):
+        if cls is None or not (in_scope := sku_regions(sku, wanted)):
             continue
         try:
             price = sku_price(sku, "GiBy.mo")
@@ -779,8 +739,6 @@ def build_storage(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterabl
                   description=f"{price.description} (SKU {price.sku_id}; USD per GiB-month{note})")
 
 
-# -- network egress -----------------------------------------------------------------
-
 SPECIAL_INTERNET_DESTINATIONS = re.compile(r"\bto (china|australia)\b")
 EGRESS_GROUPS = {
     "PremiumInternetEgress": "internet",  # Premium Tier, the default network tier
@@ -795,15 +753,14 @@ def _rate_at(price: SkuPrice, usage: float) -> float:
 
 
 def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable[str]) -> None:
-    """Egress tiers per region and destination kind: at each tier boundary, the highest destination
-    continent's rate, so an estimate never comes out too low. Internet egress to China and Australia is
-    left out of that maximum, as Google's Premium Tier table does, and named in the description."""
+    """Egress tiers per region and destination kind, at each tier the highest destination's rate (never too low);
+    internet egress to China/Australia is left out of it, as Google's Premium Tier table does, and described."""
     wanted = set(regions)
     groups: dict[tuple[str, str], list[SkuPrice]] = {}
     special: dict[str, float] = {}  # region -> highest internet rate to China/Australia
     for sku in _on_demand_skus(skus, "Network"):
         dest = EGRESS_GROUPS.get((sku.get("category") or {}).get("resourceGroup", ""))
-        if dest is None or not (in_scope := _in_regions(sku, wanted)):
+        if dest is None or not (in_scope := sku_regions(sku, wanted)):
             continue
         try:
             price = sku_price(sku, "GiBy")
@@ -819,21 +776,18 @@ def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable
                 groups.setdefault((region, dest), []).append(price)
     for (region, dest), prices in sorted(groups.items()):
         starts = sorted({s for p in prices for s, _ in p.tiers})
-        paid = [a for p in prices for _, a in p.tiers if a > 0]
-        low = min(paid) if paid else 0.0
+        low = min((a for p in prices for _, a in p.tiers if a > 0), default=0.0)
         extra = (f"; to China/Australia up to {special[region]:g} USD/GiB, not included"
                  if dest == "internet" and region in special else "")
-        for i, start in enumerate(starts):
+        for start, end in zip(starts, [*starts[1:], None]):
             top = max(prices, key=lambda p: _rate_at(p, start))
             rate = _rate_at(top, start)
             batch.add("egress", f"{region}/{dest}/{start:g}", top.description, region=region, destination=dest,
-                      tier_start_gb=start, tier_end_gb=starts[i + 1] if i + 1 < len(starts) else None,
-                      usd_per_gb=rate, source_currency="USD", source_usd_per_gb=rate,
+                      tier_start_gb=start, tier_end_gb=end, usd_per_gb=rate, source_currency="USD",
+                      source_usd_per_gb=rate,
                       description=(f"highest of {len(prices)} destination SKUs at this tier ({top.description}, "
                                    f"SKU {top.sku_id}); lowest paid rate {low:g}; USD per GiB{extra}"))
 
-
-# -- fetching -----------------------------------------------------------------------------
 
 _COUNT_LOCK = threading.Lock()  # the listings run in threads and share ctx.requests_made and ctx.pages
 
@@ -848,7 +802,7 @@ def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
     from google.cloud import billing_v1
 
     api_key: str | None = None
-    if ctx.mode == "replay" or (ctx.mode == "record" and ctx.replay_urls):
+    if not ctx.reaches_provider:
         credentials: Any = AnonymousCredentials()
         # The recording's own project id, never the environment's: the request paths carry it.
         project = str(ctx.settings.get("gcp_project") or REPLAY_PROJECT)
@@ -897,12 +851,11 @@ def _pages(method: Any, request: Any, **call: Any) -> Iterable[Any]:
     if hasattr(answer, "pages"):
         yield from answer.pages
         return
-    while True:
-        yield answer
-        if not answer.next_page_token:
-            return
+    yield answer
+    while answer.next_page_token:
         request.page_token = answer.next_page_token
         answer = method(request=request, **call)
+        yield answer
 
 
 def _wire(page: Any) -> dict[str, Any]:
@@ -967,8 +920,7 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, wher
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """GPU machine types, accelerator types, Catalog SKUs, TPU zones and zones.list (the enrichment) at
-    once, then the TPU types of each TPU zone, into one Batch."""
+    """Machine and accelerator types, Catalog SKUs, TPU zones, zones.list at once, then each TPU zone's types."""
     from google.cloud import billing_v1, compute_v1, tpu_v2
     from google.cloud.location import locations_pb2
 
@@ -1016,8 +968,7 @@ def fetch(ctx: SourceContext) -> Batch:
 
 
 def add_zone_history(batch: Batch, folder: Path) -> None:
-    """The bundled recording's earlier zones.list answers (`zones.<UTC time>.json.gz`) as the availability
-    each offer's zone showed then (no API serves past answers)."""
+    """The bundled recording's earlier zones.list answers (`zones.<UTC time>.json.gz`) as past availability."""
     places = sorted({(o.region, o.zone, o.instance_type, o.gpu_model) for o in batch.offers})
     for path in sorted(folder.glob("zones.*.json.gz")):
         at = datetime.strptime(path.name.split(".")[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
