@@ -87,8 +87,7 @@ def kept_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: di
 def kept_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str]
                        ) -> tuple[list[savings_plans.SavingsPlanRate], Counter[str]]:
     def parse() -> dict[str, Any]:
-        rates, skipped = savings_plans.fetch_savings_plans(ctx, client, PRICING_BULK_HOST, region, index,
-                                                           GPU_FAMILIES)
+        rates, skipped = savings_plans.fetch_savings_plans(ctx, client, region, index)
         return {"rates": [astuple(r) for r in rates], "skipped": skipped}
 
     kept = ctx.kept_parse(f"savings plans {region}", index.get(region), parse)
