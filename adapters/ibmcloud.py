@@ -1,14 +1,8 @@
 """IBM Cloud VPC: GPU virtual server profiles priced from the public Global Catalog (no key).
 
-1. `GET https://globalcatalog.cloud.ibm.com/api/v1?q=kind:instance.profile&include=metadata` ->
-   {"offset", "limit", "count", "resources": [{"name": "gx3-16x80x1l4", "metadata": {"other": {"profile": {
-    "default_config": {"cpu": 16, "ram": 80, "gpu_count": 1, "gpu_model": "L4", "gpu_memory": 24, "bandwidth": 32000},
-    "measures": [{"component": "instance", "deployments": [{"type": "multi-tenant", "plan": "<plan>"}]}]}}}}]}
-2. `GET /api/v1/{plan}/pricing/deployment` per GPU profile's plan -> {"resources": [{"deployment_location": "us-south",
-   "metrics": [{"metric_id": "part-is.instance-hours-<profile>", "amounts": [{"country": "USA", "currency": "USD",
-   "prices": [{"quantity_tier": 1, "price": 1.02}]}]}]}]}
-Both page by `_offset`/`_limit`. On demand is `part-is.instance-hours-<profile>`, spot `part-is.spot-<profile>`,
-from the USA amount; a profile priced only by vCPU/memory/GPU components (gx2) is quarantined, not summed.
+The `instance.profile` entries (paged by `_offset`/`_limit`) name each GPU profile's pricing plan, whose
+deployment pricing gives per region the USA amount of `part-is.instance-hours-<profile>` (on demand) and
+`part-is.spot-<profile>`; a profile priced only by vCPU/memory/GPU components (gx2) is quarantined, not summed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot.
+"""RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot, from RunPod's GraphQL
+API (no key needed; RUNPOD_API_KEY, when set, as the `api_key` parameter).
 
-RunPod's GraphQL API, `POST https://api.runpod.io/graphql` (no key needed; RUNPOD_API_KEY, when set, goes as
-the `api_key` parameter), two queries: `gpuTypes` prices (the core) and the stock levels (an enrichment:
-`lowestPrice` per cloud is a live lookup over the machines free now, so it is asked apart and may fail
-alone). The region is the cloud ("secure-cloud", "community-cloud"); a type sold there gives an on_demand
-and an interruptible (spot) offer of one GPU, a null price meaning "not sold that way". GraphQL errors come
-with HTTP 200: a validation error is SchemaDriftError, any other a SourceError. Storage and egress
-are RunPod's documented terms, per cloud.
+Two queries: `gpuTypes` prices (the core) and the stock levels (an enrichment: `lowestPrice` per cloud is a
+live lookup, asked apart so it may fail alone). A type sold in a cloud (the region) gives an on_demand and a
+spot offer of one GPU; a null price means "not sold that way". Storage and egress are RunPod's documented terms.
 """
 
 from __future__ import annotations
@@ -47,9 +44,7 @@ REQUIRED_FIELDS = ("id", "memoryInGb",
                    *(cloud + field for field in ("Cloud", "Price", "SpotPrice") for cloud in CLOUDS.values()))
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(API_KEY_ENV,),
+    name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,),
     # provider_data holds the stock block's counts and bid prices beside the type's name and
     # maximum GPU count, which the price query gives again on every run.
     enrichments=(Enrichment(name=STOCK_LEVELS, columns=(

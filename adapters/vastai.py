@@ -1,13 +1,8 @@
-"""Vast.ai: the GPU marketplace, landed as aggregates of rentable offers.
+"""Vast.ai: the GPU marketplace search (`POST /api/v0/bundles/`, no key needed; VAST_API_KEY as a Bearer
+token when set), paged by keyset (ordered by `id`, each page past the last id seen, until one is empty).
 
-`POST https://console.vast.ai/api/v0/bundles/` with a JSON search document, answered by
-`{"offers": [...]}`; no key needed (VAST_API_KEY, when set, as a Bearer token). Paged by keyset:
-ordered by `id`, each next page asks `id > <last id seen>` until a page comes back empty.
-
-One row per (canonical GPU model, num_gpus, ISO country of `geolocation`, purchase option) at the
-group's cheapest price (on_demand: `dph_total`; interruptible: `min_bid`) with that offer's specs;
-provider_data holds the group's spread. Storage and egress: per country, the median host-set
-`storage_cost` and `inet_up_cost`.
+One offer per (canonical GPU model, num_gpus, country, purchase option) at the group's cheapest price, with
+that listing's specs and the group's spread; storage and egress per country at the hosts' median rates.
 """
 
 from __future__ import annotations
@@ -141,7 +136,7 @@ def _ram_gb(offer: dict[str, Any]) -> float | None:
     return round(ram * share / 1024, 1)
 
 
-def _median(values: Iterable[float]) -> float | None:
+def _median(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return round(statistics.median(vals), 6) if vals else None
 
@@ -154,12 +149,6 @@ class Listing:
 
 
 GroupKey = tuple[str, int, str, str]  # (canonical model, num_gpus, country, purchase option)
-
-
-def check_fields(offers: list[dict[str, Any]]) -> None:
-    missing = [f for f in REQUIRED_OFFER_FIELDS if offers and not any(isinstance(o, dict) and f in o for o in offers)]
-    if missing:
-        raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
 
 
 def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -182,8 +171,10 @@ def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, 
 
 @drift_guard("vastai: offers")
 def build_batch(offers: list[dict[str, Any]]) -> Batch:
+    missing = [f for f in REQUIRED_OFFER_FIELDS if offers and not any(isinstance(o, dict) and f in o for o in offers)]
+    if missing:
+        raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
     batch = PROVIDER.batch()
-    check_fields(offers)
     unknown: dict[str, list[dict[str, Any]]] = defaultdict(list)
     unknown_reason: dict[str, str] = {}
     groups: dict[GroupKey, list[Listing]] = defaultdict(list)
@@ -226,10 +217,8 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
 def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
     model_name, num_gpus, country, option = key
     cheapest = min(listings, key=lambda x: (x.price, x.offer["id"]))
-    offer = cheapest.offer
-    per_gpu = [x.price / num_gpus for x in listings]
-    gpu_ram = _num(offer.get("gpu_ram"))
-    reliability = _num(offer.get("reliability2"))
+    offer, per_gpu = cheapest.offer, [x.price / num_gpus for x in listings]
+    gpu_ram, reliability = _num(offer.get("gpu_ram")), _num(offer.get("reliability2"))
     host_reliability = reliability if reliability is not None and 0 <= reliability <= 1 else None
     data = {
         "offer_count": len(listings),
@@ -281,15 +270,11 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
                           source_usd_per_gb=median, description=f"median of host-set inet_up_cost ({spread} USD/GB)")
 
 
-def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
-    config = ctx.config
-    key = os.environ.get(API_KEY_ENV, "").strip()
+def fetch(ctx: SourceContext) -> Batch:
+    key, size = os.environ.get(API_KEY_ENV, "").strip(), ctx.config.vastai_page_size
     headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     with ctx.http_client(headers=headers) as client:
-        return list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(config.vastai_page_size),
-                                 method="POST", json=build_search(None, config.vastai_page_size),
-                                 what="the marketplace search", cap="vastai_max_pages"))
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    return build_batch(fetch_offers(ctx))
+        offers = list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(size), method="POST",
+                                   json=build_search(None, size), what="the marketplace search",
+                                   cap="vastai_max_pages"))
+    return build_batch(offers)

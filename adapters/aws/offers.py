@@ -142,23 +142,22 @@ class _Region:
         self.columns: dict[tuple[str, bool], dict[str, Any] | Exception] = {}
         self.on_demand: dict[str, float] = {}
 
-    def fields(self, itype: str, row: PriceRow | None) -> dict[str, Any]:
+    def fields(self, itype: str, row: PriceRow | None, ref: str, raw: Any, why: str) -> dict[str, Any] | None:
+        """The type's offer columns, or None (the offer `ref` quarantined) when they cannot be made."""
         key = (itype, row is None)
         if key not in self.columns:
             try:
                 self.columns[key] = instance_fields(self.p, itype, row)
             except (UnknownGPUError, ValueError) as err:
                 self.columns[key] = err
-        if isinstance(self.columns[key], Exception):
-            raise self.columns[key]
-        return self.columns[key]
+        made = self.columns[key]
+        if isinstance(made, Exception):
+            return self.batch.quarantine("offer", ref, f"{why}: {made}", raw)
+        return made
 
     def priced(self, ref: str, raw: Any, row: PriceRow, option: str, price: float, observed: str | None,
                data: dict[str, Any], why: str, **terms: Any) -> bool:
-        try:
-            fields = self.fields(row.instance_type, row)
-        except (UnknownGPUError, ValueError) as err:
-            self.batch.quarantine("offer", ref, f"{why}: {err}", raw)
+        if (fields := self.fields(row.instance_type, row, ref, raw, why)) is None:
             return False
         zones = self.p.offerings.get(row.instance_type, []) if self.p.offerings is not None else None
         return self.batch.offer(ref, raw, region=self.p.region, zone="", purchase_option=option, price_per_hour=price,
@@ -227,10 +226,8 @@ class _Region:
             return None  # quarantined with the history
         ref, stamp = f"{self.p.region}/{o.zone}/{o.instance_type}/spot", o.observed_at.isoformat()
         raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": price, "timestamp": stamp}
-        try:
-            fields = self.fields(o.instance_type, None)
-        except (UnknownGPUError, ValueError) as err:
-            return self.batch.quarantine("offer", ref, f"gpu: {err}", raw)
+        if (fields := self.fields(o.instance_type, None, ref, raw, "gpu")) is None:
+            return None
         band, advisor_saving = self.p.advisor.get(o.instance_type, (None, None))
         saving = _saving(price, self.on_demand.get(o.instance_type))
         if saving is None and advisor_saving is not None:

@@ -138,13 +138,12 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
     return found.rates()
 
 
-def fetch_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str]
-                        ) -> tuple[list[SavingsPlanRate], Counter[str]]:
-    skipped: Counter[str] = Counter()
+def fetch_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str],
+                        skipped: Counter[str]) -> list[SavingsPlanRate]:
     if region not in index:
-        return [], skipped
-    chunks = ctx.stream_bytes(client, PRICING_BULK_HOST, index[region])
-    return parse_savings_plan_chunks(chunks, region, GPU_FAMILIES, skipped), skipped
+        return []
+    return parse_savings_plan_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, index[region]), region,
+                                     GPU_FAMILIES, skipped)
 
 
 def join_on_demand(rates: list[SavingsPlanRate], on_demand_skus: Collection[str],
