@@ -1,8 +1,5 @@
-"""IBM Cloud VPC: GPU virtual server profiles priced from the public Global Catalog (no key).
-
-The `instance.profile` entries (paged by `_offset`/`_limit`) name each GPU profile's pricing plan, whose
-deployment pricing gives per region the USA amount of `part-is.instance-hours-<profile>` (on demand) and
-`part-is.spot-<profile>`; a profile priced only by vCPU/memory/GPU components (gx2) is quarantined, not summed.
+"""IBM Cloud VPC: GPU virtual server profiles from the public Global Catalog (no key), each priced per region
+by its plan's `part-is.instance-hours-<profile>` (on demand) and `part-is.spot-<profile>` USA amounts.
 """
 
 from __future__ import annotations

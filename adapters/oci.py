@@ -1,7 +1,5 @@
-"""Oracle Cloud Infrastructure: GPU shapes, block volumes and egress from Oracle's public price list API
-(no key; an APEX `links` entry with rel "next" is followed). A GPU part is a price per GPU-hour that
-every shape with that GPU bills (GPU_SHAPES, from Oracle's Compute Shapes reference): one offer per
-shape in region "global".
+"""Oracle Cloud Infrastructure: GPU shapes, block volumes and egress from Oracle's public price list API (no key).
+A GPU part's price per GPU-hour is one offer per shape with that GPU (GPU_SHAPES) in region "global".
 """
 
 from __future__ import annotations

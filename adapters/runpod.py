@@ -1,9 +1,5 @@
-"""RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot, from RunPod's GraphQL
-API (no key needed; RUNPOD_API_KEY, when set, as the `api_key` parameter).
-
-Two queries: `gpuTypes` prices (the core) and the stock levels (an enrichment: `lowestPrice` per cloud is a
-live lookup, asked apart so it may fail alone). A type sold in a cloud (the region) gives an on_demand and a
-spot offer of one GPU; a null price means "not sold that way". Storage and egress are RunPod's documented terms.
+"""RunPod: per-GPU prices of Secure Cloud and Community Cloud pods (the regions), on-demand and spot, from the
+GraphQL API (no key needed); the stock levels asked apart, an enrichment that may fail alone.
 """
 
 from __future__ import annotations
@@ -94,8 +90,8 @@ def gpu_types(doc: Any) -> list[Any]:
 @drift_guard("runpod: stock levels")
 def parse_stock(doc: Any) -> dict[str, dict[str, Any]]:
     """A stock answer -> GPU type id -> its lowestPrice block per cloud alias."""
-    aliases = [f"{cloud}Stock" for cloud in CLOUDS.values()]
-    return {str(gt["id"]): {alias: gt.get(alias) for alias in aliases} for gt in gpu_types(doc)}
+    return {str(gt["id"]): {f"{cloud}Stock": gt.get(f"{cloud}Stock") for cloud in CLOUDS.values()}
+            for gt in gpu_types(doc)}
 
 
 @drift_guard("runpod: gpuTypes")

@@ -1,8 +1,5 @@
-"""Vast.ai: the GPU marketplace search (`POST /api/v0/bundles/`, no key needed; VAST_API_KEY as a Bearer
-token when set), paged by keyset (ordered by `id`, each page past the last id seen, until one is empty).
-
-One offer per (canonical GPU model, num_gpus, country, purchase option) at the group's cheapest price, with
-that listing's specs and the group's spread; storage and egress per country at the hosts' median rates.
+"""Vast.ai: the GPU marketplace search (no key needed), keyset-paged, landed as one offer per (GPU model,
+GPU count, country, purchase option) at the group's cheapest price; storage and egress at the hosts' median.
 """
 
 from __future__ import annotations
@@ -52,13 +49,9 @@ PROVIDER = ProviderSpec(
         price_source="Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
                      "GPU model x GPU count x country",
         source_urls=[
-            "https://vast.ai/developers/api",
-            "https://docs.vast.ai/sdk/python/reference/search-offers",
+            "https://vast.ai/developers/api", "https://docs.vast.ai/sdk/python/reference/search-offers",
             "https://github.com/vast-ai/vast-cli/blob/master/docs/cli/client/search.md",
-            "https://docs.vast.ai/billing-help",
-            "https://vast.ai/docs/gpu-instances/rental-types",
-        ],
-    ),
+            "https://docs.vast.ai/billing-help", "https://vast.ai/docs/gpu-instances/rental-types"]),
 )
 
 
@@ -103,9 +96,7 @@ _COUNTRY = re.compile(r"^[A-Z]{2}$")
 
 def country_code(geolocation: Any) -> str:
     """'Texas, US' -> 'US'; 'SE' -> 'SE'; None or free text -> 'unknown'."""
-    if not isinstance(geolocation, str):
-        return UNKNOWN_REGION
-    last = geolocation.rsplit(",", 1)[-1].strip()
+    last = geolocation.rsplit(",", 1)[-1].strip() if isinstance(geolocation, str) else ""
     return last if _COUNTRY.match(last) else UNKNOWN_REGION
 
 
@@ -130,10 +121,8 @@ def _num(value: Any) -> float | None:
 def _ram_gb(offer: dict[str, Any]) -> float | None:
     """The offer's share of host RAM (cpu_ram, MB) by its share of cores."""
     ram, cores, eff = _num(offer.get("cpu_ram")), _num(offer.get("cpu_cores")), _num(offer.get("cpu_cores_effective"))
-    if not ram or ram <= 0:
-        return None
     share = eff / cores if cores and eff and 0 < eff <= cores else 1.0
-    return round(ram * share / 1024, 1)
+    return round(ram * share / 1024, 1) if ram and ram > 0 else None
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -175,8 +164,7 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
     if missing:
         raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
     batch = PROVIDER.batch()
-    unknown: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    unknown_reason: dict[str, str] = {}
+    unknown: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # GPU name -> (why, its offers)
     groups: dict[GroupKey, list[Listing]] = defaultdict(list)
     gpu_offers: list[dict[str, Any]] = []
     for offer in unique_offers(batch, offers):
@@ -193,8 +181,7 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
         try:  # an unknown name is quarantined once with all its offers
             model, exact = canonicalize(NAME, name, _num(offer.get("gpu_ram")))
         except UnknownGPUError as err:
-            unknown[name].append(offer)
-            unknown_reason.setdefault(name, str(err))
+            unknown.setdefault(name, (str(err), []))[1].append(offer)
             continue
         for option, field in PRICE_FIELDS:
             price = offer.get(field)
@@ -203,9 +190,8 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
                 continue
             key = (model.gpu_model, num_gpus, country_code(offer.get("geolocation")), option)
             groups[key].append(Listing(offer, float(price), exact))
-    for name in sorted(unknown):
-        group = unknown[name]
-        batch.quarantine("offer", f"gpu/{name}", f"gpu: {unknown_reason[name]} ({len(group)} offers)",
+    for name, (why, group) in sorted(unknown.items()):
+        batch.quarantine("offer", f"gpu/{name}", f"gpu: {why} ({len(group)} offers)",
                          {"gpu_name": name, "offer_count": len(group),
                           "offer_ids": sorted(o["id"] for o in group)[:50], "example": group[0]})
     for key in sorted(groups):

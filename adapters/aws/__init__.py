@@ -1,8 +1,5 @@
-"""Amazon EC2: GPU instance prices (on-demand, Reserved, Savings Plans, spot per AZ), EBS and egress.
-
-Core: the public bulk price list (`pricelist`) or, with credentials, the Pricing API, plus EC2's
-DescribeInstanceTypes (`ec2`). Enrichments (ENRICHMENTS) each cost only themselves when they fail:
-spot price history, the Spot Instance Advisor, AZ offerings, Savings Plans and Capacity Blocks.
+"""Amazon EC2: GPU instance prices (on-demand, Reserved, Savings Plans, spot per AZ), EBS and egress from the
+public price list (or, with credentials, the Pricing API) and the EC2 API; each enrichment fails alone.
 """
 
 from __future__ import annotations
@@ -56,9 +53,7 @@ PROVIDER = ProviderSpec(
             "https://aws.amazon.com/ec2/pricing/on-demand/",
             "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html",
             "https://aws.amazon.com/ec2/instance-types/p5/",
-            "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html",
-        ],
-    ),
+            "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html"]),
 )
 
 
