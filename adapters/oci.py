@@ -178,8 +178,7 @@ def _add_gpu_part(batch: Batch, part: str, item: dict[str, Any], updated: str | 
         if len(tiers) != 1:
             raise _BadRecord(f"{len(tiers)} {PRICE_MODEL} tiers for a per-GPU-hour part; which one applies is "
                              "not known")
-        price = _number(tiers[0]["value"], "value")
-        if price is None:
+        if (price := _number(tiers[0]["value"], "value")) is None:
             raise _BadRecord(f"the {PRICE_MODEL} value is null")
         if not GPU_SHAPES.get(part):
             raise _BadRecord("priced per GPU-hour, but no OCI shape is documented for this part")

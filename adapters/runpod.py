@@ -110,12 +110,10 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
     """One gpuTypes element (with its stock blocks, if any) -> its offers in each cloud that sells it."""
     if not isinstance(gt, dict):
         raise SchemaDriftError(f"runpod: a gpuTypes element is not an object ({str(gt)[:80]})")
-    missing = [f for f in REQUIRED_FIELDS if f not in gt]
-    if missing:
+    if missing := [f for f in REQUIRED_FIELDS if f not in gt]:
         raise SchemaDriftError(f"runpod: gpuType {gt.get('id')!r} lacks {missing}")
     gpu_id, memory_gb = str(gt["id"]), gt.get("memoryInGb")
-    currency = stated_currency(gt)
-    if currency not in (None, "USD"):
+    if (currency := stated_currency(gt)) not in (None, "USD"):
         batch.quarantine("offer", gpu_id, f"prices in {currency}, not USD; no conversion is configured", gt)
         return
     try:  # once per type: an unknown card is one quarantine entry, not one per offer
@@ -134,8 +132,7 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
                 "minimum_bid_price": block.get("minimumBidPrice"),
                 "uninterruptable_price": block.get("uninterruptablePrice")}
         for option, price_field in (("on_demand", f"{cloud}Price"), ("interruptible", f"{cloud}SpotPrice")):
-            price = gt[price_field]
-            if price is None:
+            if (price := gt[price_field]) is None:
                 continue  # not sold this way in this cloud
             risk = interruption.from_stock_level(found["availability_level"]) if option == "interruptible" else {}
             batch.offer(

@@ -10,8 +10,7 @@ import os
 import re
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
@@ -130,8 +129,7 @@ def _median(values: Iterable[float | None]) -> float | None:
     return round(statistics.median(vals), 6) if vals else None
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(NamedTuple):
     offer: dict[str, Any]
     price: float
     exact: bool
@@ -145,8 +143,7 @@ def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, 
     seen: dict[Any, dict[str, Any]] = {}
     repeats = 0
     for offer in offers:
-        first = seen.setdefault(offer.get("id"), offer)
-        if first is offer:
+        if (first := seen.setdefault(offer.get("id"), offer)) is offer:
             continue
         if first == offer:
             repeats += 1
@@ -171,8 +168,7 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
         num_gpus = offer.get("num_gpus")
         if not isinstance(num_gpus, int) or num_gpus <= 0:
             continue  # CPU-only listings are out of scope
-        currency = stated_currency(offer)
-        if currency not in (None, "USD"):
+        if (currency := stated_currency(offer)) not in (None, "USD"):
             batch.quarantine("offer", f"{offer['id']}", f"prices in {currency}, not USD; no conversion is "
                              "configured", offer)
             continue
@@ -240,8 +236,7 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
     for field, positive in (("storage_cost", True), ("inet_up_cost", False)):
         by_country: dict[str, list[float]] = defaultdict(list)
         for offer in offers:
-            value = _num(offer.get(field))
-            if value is not None and (value > 0 if positive else value >= 0):
+            if (value := _num(offer.get(field))) is not None and (value > 0 if positive else value >= 0):
                 by_country[country_code(offer.get("geolocation"))].append(value)
         for country, values in sorted(by_country.items()):
             median, raw = _median(values), {"country": country, field: sorted(values)}

@@ -147,7 +147,6 @@ def fetch(ctx: SourceContext) -> Batch:
     if ctx.kept_parses:
         batch.notes.append(f"{ctx.kept_parses} price-list files unchanged since their last parse (their versioned "
                            "addresses the same): not downloaded")
-    no_plans = sorted(set(regions) - set(plans[0])) if plans else []
-    if no_plans:
+    if no_plans := sorted(set(regions) - set(plans[0])) if plans else []:
         batch.notes.append(f"{len(no_plans)} regions have no Savings Plans price file: {', '.join(no_plans)}")
     return batch

@@ -35,8 +35,7 @@ def has_credentials(ctx: SourceContext) -> bool:
         return True  # the loopback server does not check signatures
     import boto3
 
-    creds = boto3.Session().get_credentials()
-    if creds is None:
+    if (creds := boto3.Session().get_credentials()) is None:
         return False
     # The chain may have read them from a file or SSO, not the environment: redact them too.
     frozen = creds.get_frozen_credentials()

@@ -243,8 +243,7 @@ class _Region:
         itype, p = o.get("InstanceType", ""), self.p
         ref = f"{p.region}/{o.get('AvailabilityZone')}/{itype}/{o.get('CapacityBlockOfferingId')}"
         raw = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in o.items()}
-        specs = (p.specs or {}).get(itype)
-        if specs is None:
+        if (specs := (p.specs or {}).get(itype)) is None:
             return self.batch.quarantine("capacity_block", ref, "capacity block of a type EC2 did not describe", raw)
         try:
             g, fee = gpu_facts(itype, None, specs), float(o["UpfrontFee"])
@@ -343,20 +342,16 @@ def _families_phrase(pairs: list[tuple[str, str]]) -> str:
 
 def refresh_notes(payloads: list[RegionPayload]) -> list[str]:
     notes = []
-    unpriced = [(t, p.region) for p in payloads if p.specs is not None
-                for t in sorted(set(p.specs) - {r.instance_type for r in p.prices if r.kind == "instance"})]
-    if unpriced:
+    if unpriced := [(t, p.region) for p in payloads if p.specs is not None
+                    for t in sorted(set(p.specs) - {r.instance_type for r in p.prices if r.kind == "instance"})]:
         notes.append(f"{len(unpriced)} GPU type-region pairs described by EC2 but not in the price list "
                      f"(no on-demand offer made): {_families_phrase(unpriced)}")
-    no_gpu = sorted(p.region for p in payloads if not any(r.kind == "instance" for r in p.prices))
-    if no_gpu:
+    if no_gpu := sorted(p.region for p in payloads if not any(r.kind == "instance" for r in p.prices)):
         notes.append(f"{len(no_gpu)} regions have no GPU instance type in the price list: {', '.join(no_gpu)}")
-    skipped = sum((p.skipped for p in payloads), Counter())
-    if skipped:
+    if skipped := sum((p.skipped for p in payloads), Counter()):
         notes.append("price-list rows skipped: " + "; ".join(
             f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))))
-    spot_skipped = sum((p.spot_skipped for p in payloads), Counter())
-    if spot_skipped:
+    if spot_skipped := sum((p.spot_skipped for p in payloads), Counter()):
         notes.append("spot price observations skipped: " + "; ".join(
             f"{n} {reason}" for reason, n in sorted(spot_skipped.items())))
     return notes

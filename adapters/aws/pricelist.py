@@ -166,8 +166,7 @@ class _Chunks(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while not self.rest:
-            chunk = next(self.chunks, None)
-            if chunk is None:
+            if (chunk := next(self.chunks, None)) is None:
                 return 0
             self.rest = memoryview(chunk)
         n = min(len(buffer), len(self.rest))
@@ -212,8 +211,7 @@ def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str
             meta[header[0]] = header[1]
     else:
         raise SchemaDriftError(f"aws: offer file for {region} has no header row (metadata: {sorted(meta)})")
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
+    if missing := [c for c in REQUIRED_COLUMNS if c not in header]:
         raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
     at = {name: f"c{header.index(col)}" for col, name in CSV_COLUMNS.items() if col in header}
     rows: list[dict[str, str]] = []

@@ -78,8 +78,7 @@ class _SavingsPlanFile:
 
     def term(self, item: Any) -> None:
         try:
-            length = item["leaseContractLength"]
-            if length.get("unit") != "year":
+            if (length := item["leaseContractLength"]).get("unit") != "year":
                 raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: term {item['sku']} lasts "
                                        f"{length!r}, not whole years")
             kept = []
