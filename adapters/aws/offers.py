@@ -21,9 +21,9 @@ from gpuledger.warehouse.spot import add_spot_price
 
 # Families that sell a slice of one card -> the full card's memory (MiB).
 FRACTIONAL_FAMILIES = {"g6f": 22888, "gr6f": 22888}
-# Intra-node GPU interconnect by family (AWS instance-type pages).
-NVSWITCH_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"}
-NVLINK_FAMILIES = {"p3", "p3dn"}
+# Intra-node GPU interconnect by family (AWS instance-type pages); other multi-GPU families: PCIe.
+INTERCONNECT = {**dict.fromkeys(("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"), "NVSwitch"),
+                "p3": "NVLink", "p3dn": "NVLink"}
 LEASE_MONTHS = {"1yr": 12, "3yr": 36}
 RESERVED_CLASS = {"standard": "reserved", "convertible": "reserved_convertible"}
 
@@ -87,13 +87,6 @@ def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | N
         total_memory_gb=round(total_mib / 1024, 3) if total_mib else None)
 
 
-def _interconnect(instance_type: str, gpu_count: float) -> str | None:
-    if gpu_count <= 1:
-        return None
-    family = family_of(instance_type)
-    return "NVSwitch" if family in NVSWITCH_FAMILIES else "NVLink" if family in NVLINK_FAMILIES else "PCIe"
-
-
 def instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[str, Any]:
     """An instance type's offer columns: EC2's description where there is one, else the price list's."""
     specs = p.specs.get(itype) if p.specs is not None else None
@@ -105,7 +98,7 @@ def instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[
         vcpus=spec("vcpus") or (float(row.vcpu) if row and row.vcpu else None),
         ram_gb=spec("ram_gb") or (_gib(row.memory) if row else None),
         local_disk_gb=spec("local_disk_gb") or (_local_disk_gb(row.storage) if row else None) or None,
-        interconnect=_interconnect(itype, g.count),
+        interconnect=INTERCONNECT.get(family_of(itype), "PCIe") if g.count > 1 else None,
         network_gbps=spec("network_gbps") or (parse_network_gbps(row.network) if row else None),
         multinode_fabric="EFA" if specs and specs.efa else None)
 
