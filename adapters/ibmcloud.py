@@ -1,14 +1,5 @@
-"""IBM Cloud VPC: GPU virtual server profiles priced from the public Global Catalog (no key).
-
-1. `GET https://globalcatalog.cloud.ibm.com/api/v1?q=kind:instance.profile&include=metadata` ->
-   {"offset", "limit", "count", "resources": [{"name": "gx3-16x80x1l4", "metadata": {"other": {"profile": {
-    "default_config": {"cpu": 16, "ram": 80, "gpu_count": 1, "gpu_model": "L4", "gpu_memory": 24, "bandwidth": 32000},
-    "measures": [{"component": "instance", "deployments": [{"type": "multi-tenant", "plan": "<plan>"}]}]}}}}]}
-2. `GET /api/v1/{plan}/pricing/deployment` per GPU profile's plan -> {"resources": [{"deployment_location": "us-south",
-   "metrics": [{"metric_id": "part-is.instance-hours-<profile>", "amounts": [{"country": "USA", "currency": "USD",
-   "prices": [{"quantity_tier": 1, "price": 1.02}]}]}]}]}
-Both page by `_offset`/`_limit`. On demand is `part-is.instance-hours-<profile>`, spot `part-is.spot-<profile>`,
-from the USA amount; a profile priced only by vCPU/memory/GPU components (gx2) is quarantined, not summed.
+"""IBM Cloud VPC: GPU virtual server profiles from the public Global Catalog (no key), each priced per region
+by its plan's `part-is.instance-hours-<profile>` (on demand) and `part-is.spot-<profile>` USA amounts.
 """
 
 from __future__ import annotations

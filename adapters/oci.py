@@ -1,7 +1,5 @@
-"""Oracle Cloud Infrastructure: GPU shapes, block volumes and egress from Oracle's public price list API
-(no key; an APEX `links` entry with rel "next" is followed). A GPU part is a price per GPU-hour that
-every shape with that GPU bills (GPU_SHAPES, from Oracle's Compute Shapes reference): one offer per
-shape in region "global".
+"""Oracle Cloud Infrastructure: GPU shapes, block volumes and egress from Oracle's public price list API (no key).
+A GPU part's price per GPU-hour is one offer per shape with that GPU (GPU_SHAPES) in region "global".
 """
 
 from __future__ import annotations
@@ -180,8 +178,7 @@ def _add_gpu_part(batch: Batch, part: str, item: dict[str, Any], updated: str | 
         if len(tiers) != 1:
             raise _BadRecord(f"{len(tiers)} {PRICE_MODEL} tiers for a per-GPU-hour part; which one applies is "
                              "not known")
-        price = _number(tiers[0]["value"], "value")
-        if price is None:
+        if (price := _number(tiers[0]["value"], "value")) is None:
             raise _BadRecord(f"the {PRICE_MODEL} value is null")
         if not GPU_SHAPES.get(part):
             raise _BadRecord("priced per GPU-hour, but no OCI shape is documented for this part")

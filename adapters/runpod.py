@@ -1,12 +1,5 @@
-"""RunPod: per-GPU prices of Secure Cloud and Community Cloud pods, on-demand and spot.
-
-RunPod's GraphQL API, `POST https://api.runpod.io/graphql` (no key needed; RUNPOD_API_KEY, when set, goes as
-the `api_key` parameter), two queries: `gpuTypes` prices (the core) and the stock levels (an enrichment:
-`lowestPrice` per cloud is a live lookup over the machines free now, so it is asked apart and may fail
-alone). The region is the cloud ("secure-cloud", "community-cloud"); a type sold there gives an on_demand
-and an interruptible (spot) offer of one GPU, a null price meaning "not sold that way". GraphQL errors come
-with HTTP 200: a validation error is SchemaDriftError, any other a SourceError. Storage and egress
-are RunPod's documented terms, per cloud.
+"""RunPod: per-GPU prices of Secure Cloud and Community Cloud pods (the regions), on-demand and spot, from the
+GraphQL API (no key needed); the stock levels asked apart, an enrichment that may fail alone.
 """
 
 from __future__ import annotations
@@ -47,9 +40,7 @@ REQUIRED_FIELDS = ("id", "memoryInGb",
                    *(cloud + field for field in ("Cloud", "Price", "SpotPrice") for cloud in CLOUDS.values()))
 
 PROVIDER = ProviderSpec(
-    name=NAME,
-    source_kind="api",
-    secret_env_vars=(API_KEY_ENV,),
+    name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,),
     # provider_data holds the stock block's counts and bid prices beside the type's name and
     # maximum GPU count, which the price query gives again on every run.
     enrichments=(Enrichment(name=STOCK_LEVELS, columns=(
@@ -99,8 +90,8 @@ def gpu_types(doc: Any) -> list[Any]:
 @drift_guard("runpod: stock levels")
 def parse_stock(doc: Any) -> dict[str, dict[str, Any]]:
     """A stock answer -> GPU type id -> its lowestPrice block per cloud alias."""
-    aliases = [f"{cloud}Stock" for cloud in CLOUDS.values()]
-    return {str(gt["id"]): {alias: gt.get(alias) for alias in aliases} for gt in gpu_types(doc)}
+    return {str(gt["id"]): {f"{cloud}Stock": gt.get(f"{cloud}Stock") for cloud in CLOUDS.values()}
+            for gt in gpu_types(doc)}
 
 
 @drift_guard("runpod: gpuTypes")
@@ -119,12 +110,10 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
     """One gpuTypes element (with its stock blocks, if any) -> its offers in each cloud that sells it."""
     if not isinstance(gt, dict):
         raise SchemaDriftError(f"runpod: a gpuTypes element is not an object ({str(gt)[:80]})")
-    missing = [f for f in REQUIRED_FIELDS if f not in gt]
-    if missing:
+    if missing := [f for f in REQUIRED_FIELDS if f not in gt]:
         raise SchemaDriftError(f"runpod: gpuType {gt.get('id')!r} lacks {missing}")
     gpu_id, memory_gb = str(gt["id"]), gt.get("memoryInGb")
-    currency = stated_currency(gt)
-    if currency not in (None, "USD"):
+    if (currency := stated_currency(gt)) not in (None, "USD"):
         batch.quarantine("offer", gpu_id, f"prices in {currency}, not USD; no conversion is configured", gt)
         return
     try:  # once per type: an unknown card is one quarantine entry, not one per offer
@@ -143,8 +132,7 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
                 "minimum_bid_price": block.get("minimumBidPrice"),
                 "uninterruptable_price": block.get("uninterruptablePrice")}
         for option, price_field in (("on_demand", f"{cloud}Price"), ("interruptible", f"{cloud}SpotPrice")):
-            price = gt[price_field]
-            if price is None:
+            if (price := gt[price_field]) is None:
                 continue  # not sold this way in this cloud
             risk = interruption.from_stock_level(found["availability_level"]) if option == "interruptible" else {}
             batch.offer(

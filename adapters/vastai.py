@@ -1,13 +1,5 @@
-"""Vast.ai: the GPU marketplace, landed as aggregates of rentable offers.
-
-`POST https://console.vast.ai/api/v0/bundles/` with a JSON search document, answered by
-`{"offers": [...]}`; no key needed (VAST_API_KEY, when set, as a Bearer token). Paged by keyset:
-ordered by `id`, each next page asks `id > <last id seen>` until a page comes back empty.
-
-One row per (canonical GPU model, num_gpus, ISO country of `geolocation`, purchase option) at the
-group's cheapest price (on_demand: `dph_total`; interruptible: `min_bid`) with that offer's specs;
-provider_data holds the group's spread. Storage and egress: per country, the median host-set
-`storage_cost` and `inet_up_cost`.
+"""Vast.ai: the GPU marketplace search (no key needed), keyset-paged, landed as one offer per (GPU model,
+GPU count, country, purchase option) at the group's cheapest price; storage and egress at the hosts' median.
 """
 
 from __future__ import annotations
@@ -18,8 +10,7 @@ import os
 import re
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
@@ -57,13 +48,9 @@ PROVIDER = ProviderSpec(
         price_source="Vast.ai marketplace search POST /api/v0/bundles/ (no key needed), aggregated per "
                      "GPU model x GPU count x country",
         source_urls=[
-            "https://vast.ai/developers/api",
-            "https://docs.vast.ai/sdk/python/reference/search-offers",
+            "https://vast.ai/developers/api", "https://docs.vast.ai/sdk/python/reference/search-offers",
             "https://github.com/vast-ai/vast-cli/blob/master/docs/cli/client/search.md",
-            "https://docs.vast.ai/billing-help",
-            "https://vast.ai/docs/gpu-instances/rental-types",
-        ],
-    ),
+            "https://docs.vast.ai/billing-help", "https://vast.ai/docs/gpu-instances/rental-types"]),
 )
 
 
@@ -108,9 +95,7 @@ _COUNTRY = re.compile(r"^[A-Z]{2}$")
 
 def country_code(geolocation: Any) -> str:
     """'Texas, US' -> 'US'; 'SE' -> 'SE'; None or free text -> 'unknown'."""
-    if not isinstance(geolocation, str):
-        return UNKNOWN_REGION
-    last = geolocation.rsplit(",", 1)[-1].strip()
+    last = geolocation.rsplit(",", 1)[-1].strip() if isinstance(geolocation, str) else ""
     return last if _COUNTRY.match(last) else UNKNOWN_REGION
 
 
@@ -135,19 +120,16 @@ def _num(value: Any) -> float | None:
 def _ram_gb(offer: dict[str, Any]) -> float | None:
     """The offer's share of host RAM (cpu_ram, MB) by its share of cores."""
     ram, cores, eff = _num(offer.get("cpu_ram")), _num(offer.get("cpu_cores")), _num(offer.get("cpu_cores_effective"))
-    if not ram or ram <= 0:
-        return None
     share = eff / cores if cores and eff and 0 < eff <= cores else 1.0
-    return round(ram * share / 1024, 1)
+    return round(ram * share / 1024, 1) if ram and ram > 0 else None
 
 
-def _median(values: Iterable[float]) -> float | None:
+def _median(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return round(statistics.median(vals), 6) if vals else None
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(NamedTuple):
     offer: dict[str, Any]
     price: float
     exact: bool
@@ -156,19 +138,12 @@ class Listing:
 GroupKey = tuple[str, int, str, str]  # (canonical model, num_gpus, country, purchase option)
 
 
-def check_fields(offers: list[dict[str, Any]]) -> None:
-    missing = [f for f in REQUIRED_OFFER_FIELDS if offers and not any(isinstance(o, dict) and f in o for o in offers)]
-    if missing:
-        raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
-
-
 def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One listing per offer id, the first: an identical repeat is counted in a note, another quarantined."""
     seen: dict[Any, dict[str, Any]] = {}
     repeats = 0
     for offer in offers:
-        first = seen.setdefault(offer.get("id"), offer)
-        if first is offer:
+        if (first := seen.setdefault(offer.get("id"), offer)) is offer:
             continue
         if first == offer:
             repeats += 1
@@ -182,18 +157,18 @@ def unique_offers(batch: Batch, offers: list[dict[str, Any]]) -> list[dict[str, 
 
 @drift_guard("vastai: offers")
 def build_batch(offers: list[dict[str, Any]]) -> Batch:
+    missing = [f for f in REQUIRED_OFFER_FIELDS if offers and not any(isinstance(o, dict) and f in o for o in offers)]
+    if missing:
+        raise SchemaDriftError(f"vastai: no offer of the search answer has {missing}: the API changed shape")
     batch = PROVIDER.batch()
-    check_fields(offers)
-    unknown: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    unknown_reason: dict[str, str] = {}
+    unknown: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # GPU name -> (why, its offers)
     groups: dict[GroupKey, list[Listing]] = defaultdict(list)
     gpu_offers: list[dict[str, Any]] = []
     for offer in unique_offers(batch, offers):
         num_gpus = offer.get("num_gpus")
         if not isinstance(num_gpus, int) or num_gpus <= 0:
             continue  # CPU-only listings are out of scope
-        currency = stated_currency(offer)
-        if currency not in (None, "USD"):
+        if (currency := stated_currency(offer)) not in (None, "USD"):
             batch.quarantine("offer", f"{offer['id']}", f"prices in {currency}, not USD; no conversion is "
                              "configured", offer)
             continue
@@ -202,8 +177,7 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
         try:  # an unknown name is quarantined once with all its offers
             model, exact = canonicalize(NAME, name, _num(offer.get("gpu_ram")))
         except UnknownGPUError as err:
-            unknown[name].append(offer)
-            unknown_reason.setdefault(name, str(err))
+            unknown.setdefault(name, (str(err), []))[1].append(offer)
             continue
         for option, field in PRICE_FIELDS:
             price = offer.get(field)
@@ -212,9 +186,8 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
                 continue
             key = (model.gpu_model, num_gpus, country_code(offer.get("geolocation")), option)
             groups[key].append(Listing(offer, float(price), exact))
-    for name in sorted(unknown):
-        group = unknown[name]
-        batch.quarantine("offer", f"gpu/{name}", f"gpu: {unknown_reason[name]} ({len(group)} offers)",
+    for name, (why, group) in sorted(unknown.items()):
+        batch.quarantine("offer", f"gpu/{name}", f"gpu: {why} ({len(group)} offers)",
                          {"gpu_name": name, "offer_count": len(group),
                           "offer_ids": sorted(o["id"] for o in group)[:50], "example": group[0]})
     for key in sorted(groups):
@@ -226,10 +199,8 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
 def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
     model_name, num_gpus, country, option = key
     cheapest = min(listings, key=lambda x: (x.price, x.offer["id"]))
-    offer = cheapest.offer
-    per_gpu = [x.price / num_gpus for x in listings]
-    gpu_ram = _num(offer.get("gpu_ram"))
-    reliability = _num(offer.get("reliability2"))
+    offer, per_gpu = cheapest.offer, [x.price / num_gpus for x in listings]
+    gpu_ram, reliability = _num(offer.get("gpu_ram")), _num(offer.get("reliability2"))
     host_reliability = reliability if reliability is not None and 0 <= reliability <= 1 else None
     data = {
         "offer_count": len(listings),
@@ -265,8 +236,7 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
     for field, positive in (("storage_cost", True), ("inet_up_cost", False)):
         by_country: dict[str, list[float]] = defaultdict(list)
         for offer in offers:
-            value = _num(offer.get(field))
-            if value is not None and (value > 0 if positive else value >= 0):
+            if (value := _num(offer.get(field))) is not None and (value > 0 if positive else value >= 0):
                 by_country[country_code(offer.get("geolocation"))].append(value)
         for country, values in sorted(by_country.items()):
             median, raw = _median(values), {"country": country, field: sorted(values)}
@@ -281,15 +251,11 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
                           source_usd_per_gb=median, description=f"median of host-set inet_up_cost ({spread} USD/GB)")
 
 
-def fetch_offers(ctx: SourceContext) -> list[dict[str, Any]]:
-    config = ctx.config
-    key = os.environ.get(API_KEY_ENV, "").strip()
+def fetch(ctx: SourceContext) -> Batch:
+    key, size = os.environ.get(API_KEY_ENV, "").strip(), ctx.config.vastai_page_size
     headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     with ctx.http_client(headers=headers) as client:
-        return list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(config.vastai_page_size),
-                                 method="POST", json=build_search(None, config.vastai_page_size),
-                                 what="the marketplace search", cap="vastai_max_pages"))
-
-
-def fetch(ctx: SourceContext) -> Batch:
-    return build_batch(fetch_offers(ctx))
+        offers = list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(size), method="POST",
+                                   json=build_search(None, size), what="the marketplace search",
+                                   cap="vastai_max_pages"))
+    return build_batch(offers)

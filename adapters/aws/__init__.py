@@ -1,8 +1,5 @@
-"""Amazon EC2: GPU instance prices (on-demand, Reserved, Savings Plans, spot per AZ), EBS and egress.
-
-Core: the public bulk price list (`pricelist`) or, with credentials, the Pricing API, plus EC2's
-DescribeInstanceTypes (`ec2`). Enrichments (ENRICHMENTS) each cost only themselves when they fail:
-spot price history, the Spot Instance Advisor, AZ offerings, Savings Plans and Capacity Blocks.
+"""Amazon EC2: GPU instance prices (on-demand, Reserved, Savings Plans, spot per AZ), EBS and egress from the
+public price list (or, with credentials, the Pricing API) and the EC2 API; each enrichment fails alone.
 """
 
 from __future__ import annotations
@@ -56,9 +53,7 @@ PROVIDER = ProviderSpec(
             "https://aws.amazon.com/ec2/pricing/on-demand/",
             "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html",
             "https://aws.amazon.com/ec2/instance-types/p5/",
-            "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html",
-        ],
-    ),
+            "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html"]),
 )
 
 
@@ -71,28 +66,17 @@ def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str,
     return savings_plans.parse_savings_plan_index(doc), doc.get("publicationDate")
 
 
-def kept_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: dict[str, str],
-                     dt_index: dict[str, str], skipped: Counter[str]) -> tuple[list[PriceRow], str | None]:
-    """fetch_prices_bulk, or its rows kept from the last parse of the same versioned offer files."""
-    def parse() -> dict[str, Any]:
-        counts: Counter[str] = Counter()
-        rows, publication = fetch_prices_bulk(ctx, client, region, ec2_index, dt_index, counts)
-        return {"rows": [astuple(r) for r in rows], "publication": publication, "skipped": counts}
+def kept_rows(ctx: SourceContext, name: str, files: Any, row: type,
+              parse: Callable[[Counter[str]], tuple[list[Any], Any]]) -> tuple[list[Any], Any, Counter[str]]:
+    """parse(skipped)'s rows and publication date and the rows skipped, or those kept from the last parse of the
+    same versioned price-list files."""
+    def as_json() -> dict[str, Any]:
+        skipped: Counter[str] = Counter()
+        rows, publication = parse(skipped)
+        return {"rows": [astuple(r) for r in rows], "publication": publication, "skipped": skipped}
 
-    kept = ctx.kept_parse(f"price list {region}", [ec2_index.get(region), dt_index.get(region)], parse)
-    skipped.update(kept["skipped"])
-    return [PriceRow(*r) for r in kept["rows"]], kept["publication"]
-
-
-def kept_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str]
-                       ) -> tuple[list[savings_plans.SavingsPlanRate], Counter[str]]:
-    def parse() -> dict[str, Any]:
-        rates, skipped = savings_plans.fetch_savings_plans(ctx, client, PRICING_BULK_HOST, region, index,
-                                                           GPU_FAMILIES)
-        return {"rates": [astuple(r) for r in rates], "skipped": skipped}
-
-    kept = ctx.kept_parse(f"savings plans {region}", index.get(region), parse)
-    return [savings_plans.SavingsPlanRate(*r) for r in kept["rates"]], Counter(kept["skipped"])
+    kept = ctx.kept_parse(name, files, as_json)
+    return [row(*r) for r in kept["rows"]], kept["publication"], Counter(kept["skipped"])
 
 
 def fetch(ctx: SourceContext) -> Batch:
@@ -123,8 +107,11 @@ def fetch(ctx: SourceContext) -> Batch:
             p = RegionPayload(region=region, prices=[])
             # The region's other answers (other hosts) are fetched while its price list streams.
             with ThreadPoolExecutor(max_workers=5, thread_name_prefix=f"aws-{region}") as side:
-                rates = side.submit(enrich, ctx, "savings plans", kept_savings_plans, ctx, client, region, plans[0],
-                                    default=([], Counter())) if plans else None
+                rates = side.submit(
+                    enrich, ctx, "savings plans", kept_rows, ctx, f"savings plans {region}", plans[0].get(region),
+                    savings_plans.SavingsPlanRate, lambda skipped: (
+                        savings_plans.fetch_savings_plans(ctx, client, region, plans[0], skipped), None),
+                    default=([], None, Counter())) if plans else None
                 if use_ec2:
                     client_ec2 = ec2.ec2_client(ctx, region)
                     types = side.submit(ec2.fetch_instance_types, client_ec2, region)
@@ -137,9 +124,12 @@ def fetch(ctx: SourceContext) -> Batch:
                 if use_api:
                     p.prices = fetch_prices_api(ctx, region, ec2.client_kwargs(ctx), p.skipped)
                 else:
-                    p.prices, p.publication = kept_prices_bulk(ctx, client, region, ec2_index, dt_index, p.skipped)
+                    p.prices, p.publication, skipped = kept_rows(
+                        ctx, f"price list {region}", [ec2_index.get(region), dt_index.get(region)], PriceRow,
+                        lambda skipped: fetch_prices_bulk(ctx, client, region, ec2_index, dt_index, skipped))
+                    p.skipped.update(skipped)
                 if rates is not None:
-                    p.savings_plans, skipped = rates.result()
+                    p.savings_plans, _, skipped = rates.result()
                     p.skipped.update(skipped)
                     p.savings_plan_publication = plans[1]
                 if use_ec2:
@@ -157,7 +147,6 @@ def fetch(ctx: SourceContext) -> Batch:
     if ctx.kept_parses:
         batch.notes.append(f"{ctx.kept_parses} price-list files unchanged since their last parse (their versioned "
                            "addresses the same): not downloaded")
-    no_plans = sorted(set(regions) - set(plans[0])) if plans else []
-    if no_plans:
+    if no_plans := sorted(set(regions) - set(plans[0])) if plans else []:
         batch.notes.append(f"{len(no_plans)} regions have no Savings Plans price file: {', '.join(no_plans)}")
     return batch

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, TypeVar
 
-from gpuledger.adapters.aws.pricelist import GPU_FAMILIES
+from gpuledger.adapters.aws.pricelist import GPU_FAMILIES, page_items
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret, scrubbed
 from gpuledger.warehouse.spot import SINCE_KEY
 
@@ -18,7 +18,7 @@ SPOT_ADVISOR_PATH = "/spot-advisor-data.json"
 _REGION_CODE = re.compile(r"[a-z]{2}-[a-z]+-\d+")
 _OTHER_PARTITIONS = ("us-gov-", "cn-")
 _ENABLED = ("opt-in-not-required", "opted-in")
-SPOT_HISTORY_BACKFILL_DAYS = 30
+BACKFILL_DAYS = 30  # spot price history asked on a region's first run
 SPOT_HISTORY_PAGE_SIZE = 1000
 SPOT_PRODUCT = "Linux/UNIX"
 SKIP_SPOT_OTHER_PRODUCT = "observations of another product description"
@@ -35,8 +35,7 @@ def has_credentials(ctx: SourceContext) -> bool:
         return True  # the loopback server does not check signatures
     import boto3
 
-    creds = boto3.Session().get_credentials()
-    if creds is None:
+    if (creds := boto3.Session().get_credentials()) is None:
         return False
     # The chain may have read them from a file or SSO, not the environment: redact them too.
     frozen = creds.get_frozen_credentials()
@@ -73,8 +72,6 @@ def call(action: str, region: str, fetch: Callable[[], T]) -> T:
                                f"{str(err).splitlines()[0][:200]}") from scrubbed(err)
 
 
-# -- regions -------------------------------------------------------------------------------------
-
 def default_regions(index_regions: Iterable[str], enabled: Iterable[str] | None) -> list[str]:
     """The commercial regions of the price list, narrowed to the enabled ones when EC2 told them."""
     allowed = None if enabled is None else set(enabled)
@@ -93,8 +90,6 @@ def fetch_enabled_regions(ctx: SourceContext) -> list[str]:
     client = ec2_client(ctx, "us-east-1")
     return call("DescribeRegions", "us-east-1", lambda: parse_enabled_regions(client.describe_regions(AllRegions=True)))
 
-
-# -- instance types and where they are offered ---------------------------------------------------
 
 @dataclass(frozen=True)
 class InstanceSpecs:
@@ -123,25 +118,22 @@ def parse_network_gbps(text: str) -> float | None:
 @drift_guard("aws: DescribeInstanceTypes")
 def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceSpecs]:
     out: dict[str, InstanceSpecs] = {}
-    for page in pages:
-        if "InstanceTypes" not in page:
-            raise SchemaDriftError("aws: DescribeInstanceTypes page lacks InstanceTypes")
-        for it in page["InstanceTypes"]:
-            info = it.get("GpuInfo") or {}
-            if not info.get("Gpus"):
-                continue
-            g, net = info["Gpus"][0], it.get("NetworkInfo") or {}
-            out[it["InstanceType"]] = InstanceSpecs(
-                instance_type=it["InstanceType"], gpu_name=g.get("Name", ""), gpu_vendor=g.get("Manufacturer", ""),
-                gpu_count_reported=int(g.get("Count", 0)),
-                gpu_memory_mib=float((g.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
-                total_gpu_memory_mib=float(info.get("TotalGpuMemoryInMiB", 0)),
-                vcpus=(it.get("VCpuInfo") or {}).get("DefaultVCpus"),
-                ram_gb=((it.get("MemoryInfo") or {}).get("SizeInMiB") or 0) / 1024 or None,
-                local_disk_gb=(it.get("InstanceStorageInfo") or {}).get("TotalSizeInGB"),
-                network_gbps=parse_network_gbps(net.get("NetworkPerformance", "")), efa=bool(net.get("EfaSupported")),
-                logical_gpu_count=g.get("LogicalGpuCount"), gpu_partition_size=g.get("GpuPartitionSize"),
-                capacity_block="capacity-block" in (it.get("SupportedUsageClasses") or []))
+    for it in page_items(pages, "InstanceTypes", "DescribeInstanceTypes"):
+        info = it.get("GpuInfo") or {}
+        if not info.get("Gpus"):
+            continue
+        g, net = info["Gpus"][0], it.get("NetworkInfo") or {}
+        out[it["InstanceType"]] = InstanceSpecs(
+            instance_type=it["InstanceType"], gpu_name=g.get("Name", ""), gpu_vendor=g.get("Manufacturer", ""),
+            gpu_count_reported=int(g.get("Count", 0)),
+            gpu_memory_mib=float((g.get("MemoryInfo") or {}).get("SizeInMiB", 0)),
+            total_gpu_memory_mib=float(info.get("TotalGpuMemoryInMiB", 0)),
+            vcpus=(it.get("VCpuInfo") or {}).get("DefaultVCpus"),
+            ram_gb=((it.get("MemoryInfo") or {}).get("SizeInMiB") or 0) / 1024 or None,
+            local_disk_gb=(it.get("InstanceStorageInfo") or {}).get("TotalSizeInGB"),
+            network_gbps=parse_network_gbps(net.get("NetworkPerformance", "")), efa=bool(net.get("EfaSupported")),
+            logical_gpu_count=g.get("LogicalGpuCount"), gpu_partition_size=g.get("GpuPartitionSize"),
+            capacity_block="capacity-block" in (it.get("SupportedUsageClasses") or []))
     return out
 
 
@@ -166,8 +158,6 @@ def fetch_offerings(client: Any, region: str) -> dict[str, list[str]]:
             LocationType="availability-zone", Filters=gpu_type_filters())))
 
 
-# -- spot prices -----------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class SpotObservation:
     instance_type: str
@@ -183,29 +173,24 @@ def parse_spot_observations(pages: Iterable[dict[str, Any]], skipped: Counter[st
     """Every Linux/UNIX price change, sorted by type, zone and time; the others counted in `skipped`."""
     skipped = Counter() if skipped is None else skipped
     out: dict[tuple[str, str, datetime], SpotObservation] = {}
-    for page in pages:
-        if "SpotPriceHistory" not in page:
-            raise SchemaDriftError("aws: DescribeSpotPriceHistory page lacks SpotPriceHistory")
-        for p in page["SpotPriceHistory"]:
-            if p.get("ProductDescription") != SPOT_PRODUCT:
-                skipped[SKIP_SPOT_OTHER_PRODUCT] += 1
-                continue
-            if not isinstance(p["Timestamp"], datetime):
-                raise SchemaDriftError(f"aws: spot price Timestamp {p['Timestamp']!r} is not a timestamp")
-            key = (p["InstanceType"], p["AvailabilityZone"], p["Timestamp"].astimezone(timezone.utc))
-            if key in out:
-                skipped[SKIP_SPOT_REPEATED] += 1
-            else:
-                out[key] = SpotObservation(key[0], key[1], SPOT_PRODUCT, str(p.get("SpotPrice", "")), key[2])
+    for p in page_items(pages, "SpotPriceHistory", "DescribeSpotPriceHistory"):
+        if p.get("ProductDescription") != SPOT_PRODUCT:
+            skipped[SKIP_SPOT_OTHER_PRODUCT] += 1
+            continue
+        if not isinstance(p["Timestamp"], datetime):
+            raise SchemaDriftError(f"aws: spot price Timestamp {p['Timestamp']!r} is not a timestamp")
+        key = (p["InstanceType"], p["AvailabilityZone"], p["Timestamp"].astimezone(timezone.utc))
+        if key in out:
+            skipped[SKIP_SPOT_REPEATED] += 1
+        else:
+            out[key] = SpotObservation(key[0], key[1], SPOT_PRODUCT, str(p.get("SpotPrice", "")), key[2])
     return sorted(out.values(), key=lambda o: (o.instance_type, o.zone, o.observed_at))
 
 
 def spot_history_start(since: dict[str, str], region: str, now: datetime) -> datetime:
-    """The region's newest stored observation, or on a first run SPOT_HISTORY_BACKFILL_DAYS before `now`."""
+    """The region's newest stored observation, or on a first run BACKFILL_DAYS before `now`."""
     mark = since.get(SINCE_KEY.format(region=region))
-    if mark:
-        return datetime.fromisoformat(mark).astimezone(timezone.utc)
-    return now - timedelta(days=SPOT_HISTORY_BACKFILL_DAYS)
+    return datetime.fromisoformat(mark).astimezone(timezone.utc) if mark else now - timedelta(days=BACKFILL_DAYS)
 
 
 def fetch_spot_history(ctx: SourceContext, client: Any, region: str) -> tuple[list[SpotObservation], Counter[str]]:
@@ -228,24 +213,17 @@ def parse_spot_advisor(doc: Any, region: str) -> dict[str, tuple[str, int]]:
         raise SchemaDriftError(f"aws: Spot Advisor feed lacks ranges/spot_advisor ({err!r})") from None
 
 
-# -- Capacity Blocks for ML --------------------------------------------------------------------------
-
 def capacity_block_regions(setting: str, regions: Iterable[str]) -> set[str]:
     """The scraped regions whose Capacity Blocks are asked: "auto" (all), "off" or a comma list."""
     wanted = setting.strip().lower()
-    if wanted in ("auto", "off"):
-        return set(regions) if wanted == "auto" else set()
-    return {r.strip() for r in setting.split(",") if r.strip()} & set(regions)
+    if wanted == "off":
+        return set()
+    return set(regions) if wanted == "auto" else {r.strip() for r in setting.split(",") if r.strip()} & set(regions)
 
 
 @drift_guard("aws: DescribeCapacityBlockOfferings")
 def parse_capacity_block_pages(pages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for page in pages:
-        if "CapacityBlockOfferings" not in page:
-            raise SchemaDriftError("aws: DescribeCapacityBlockOfferings page lacks CapacityBlockOfferings")
-        out.extend(page["CapacityBlockOfferings"])
-    return out
+    return list(page_items(pages, "CapacityBlockOfferings", "DescribeCapacityBlockOfferings"))
 
 
 def fetch_capacity_blocks(client: Any, region: str, specs: dict[str, InstanceSpecs]) -> list[dict[str, Any]]:

@@ -21,9 +21,9 @@ from gpuledger.warehouse.spot import add_spot_price
 
 # Families that sell a slice of one card -> the full card's memory (MiB).
 FRACTIONAL_FAMILIES = {"g6f": 22888, "gr6f": 22888}
-# Intra-node GPU interconnect by family (AWS instance-type pages).
-NVSWITCH_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"}
-NVLINK_FAMILIES = {"p3", "p3dn"}
+# Intra-node GPU interconnect by family (AWS instance-type pages); other multi-GPU families: PCIe.
+INTERCONNECT = {**dict.fromkeys(("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"), "NVSwitch"),
+                "p3": "NVLink", "p3dn": "NVLink"}
 LEASE_MONTHS = {"1yr": 12, "3yr": 36}
 RESERVED_CLASS = {"standard": "reserved", "convertible": "reserved_convertible"}
 
@@ -87,13 +87,6 @@ def gpu_facts(instance_type: str, row: PriceRow | None, specs: InstanceSpecs | N
         total_memory_gb=round(total_mib / 1024, 3) if total_mib else None)
 
 
-def _interconnect(instance_type: str, gpu_count: float) -> str | None:
-    if gpu_count <= 1:
-        return None
-    family = family_of(instance_type)
-    return "NVSwitch" if family in NVSWITCH_FAMILIES else "NVLink" if family in NVLINK_FAMILIES else "PCIe"
-
-
 def instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[str, Any]:
     """An instance type's offer columns: EC2's description where there is one, else the price list's."""
     specs = p.specs.get(itype) if p.specs is not None else None
@@ -105,7 +98,7 @@ def instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[
         vcpus=spec("vcpus") or (float(row.vcpu) if row and row.vcpu else None),
         ram_gb=spec("ram_gb") or (_gib(row.memory) if row else None),
         local_disk_gb=spec("local_disk_gb") or (_local_disk_gb(row.storage) if row else None) or None,
-        interconnect=_interconnect(itype, g.count),
+        interconnect=INTERCONNECT.get(family_of(itype), "PCIe") if g.count > 1 else None,
         network_gbps=spec("network_gbps") or (parse_network_gbps(row.network) if row else None),
         multinode_fabric="EFA" if specs and specs.efa else None)
 
@@ -142,23 +135,22 @@ class _Region:
         self.columns: dict[tuple[str, bool], dict[str, Any] | Exception] = {}
         self.on_demand: dict[str, float] = {}
 
-    def fields(self, itype: str, row: PriceRow | None) -> dict[str, Any]:
+    def fields(self, itype: str, row: PriceRow | None, ref: str, raw: Any, why: str) -> dict[str, Any] | None:
+        """The type's offer columns, or None (the offer `ref` quarantined) when they cannot be made."""
         key = (itype, row is None)
         if key not in self.columns:
             try:
                 self.columns[key] = instance_fields(self.p, itype, row)
             except (UnknownGPUError, ValueError) as err:
                 self.columns[key] = err
-        if isinstance(self.columns[key], Exception):
-            raise self.columns[key]
-        return self.columns[key]
+        made = self.columns[key]
+        if isinstance(made, Exception):
+            return self.batch.quarantine("offer", ref, f"{why}: {made}", raw)
+        return made
 
     def priced(self, ref: str, raw: Any, row: PriceRow, option: str, price: float, observed: str | None,
                data: dict[str, Any], why: str, **terms: Any) -> bool:
-        try:
-            fields = self.fields(row.instance_type, row)
-        except (UnknownGPUError, ValueError) as err:
-            self.batch.quarantine("offer", ref, f"{why}: {err}", raw)
+        if (fields := self.fields(row.instance_type, row, ref, raw, why)) is None:
             return False
         zones = self.p.offerings.get(row.instance_type, []) if self.p.offerings is not None else None
         return self.batch.offer(ref, raw, region=self.p.region, zone="", purchase_option=option, price_per_hour=price,
@@ -227,10 +219,8 @@ class _Region:
             return None  # quarantined with the history
         ref, stamp = f"{self.p.region}/{o.zone}/{o.instance_type}/spot", o.observed_at.isoformat()
         raw = {"instance_type": o.instance_type, "availability_zone": o.zone, "spot_price": price, "timestamp": stamp}
-        try:
-            fields = self.fields(o.instance_type, None)
-        except (UnknownGPUError, ValueError) as err:
-            return self.batch.quarantine("offer", ref, f"gpu: {err}", raw)
+        if (fields := self.fields(o.instance_type, None, ref, raw, "gpu")) is None:
+            return None
         band, advisor_saving = self.p.advisor.get(o.instance_type, (None, None))
         saving = _saving(price, self.on_demand.get(o.instance_type))
         if saving is None and advisor_saving is not None:
@@ -246,8 +236,7 @@ class _Region:
         itype, p = o.get("InstanceType", ""), self.p
         ref = f"{p.region}/{o.get('AvailabilityZone')}/{itype}/{o.get('CapacityBlockOfferingId')}"
         raw = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in o.items()}
-        specs = (p.specs or {}).get(itype)
-        if specs is None:
+        if (specs := (p.specs or {}).get(itype)) is None:
             return self.batch.quarantine("capacity_block", ref, "capacity block of a type EC2 did not describe", raw)
         try:
             g, fee = gpu_facts(itype, None, specs), float(o["UpfrontFee"])
@@ -346,20 +335,16 @@ def _families_phrase(pairs: list[tuple[str, str]]) -> str:
 
 def refresh_notes(payloads: list[RegionPayload]) -> list[str]:
     notes = []
-    unpriced = [(t, p.region) for p in payloads if p.specs is not None
-                for t in sorted(set(p.specs) - {r.instance_type for r in p.prices if r.kind == "instance"})]
-    if unpriced:
+    if unpriced := [(t, p.region) for p in payloads if p.specs is not None
+                    for t in sorted(set(p.specs) - {r.instance_type for r in p.prices if r.kind == "instance"})]:
         notes.append(f"{len(unpriced)} GPU type-region pairs described by EC2 but not in the price list "
                      f"(no on-demand offer made): {_families_phrase(unpriced)}")
-    no_gpu = sorted(p.region for p in payloads if not any(r.kind == "instance" for r in p.prices))
-    if no_gpu:
+    if no_gpu := sorted(p.region for p in payloads if not any(r.kind == "instance" for r in p.prices)):
         notes.append(f"{len(no_gpu)} regions have no GPU instance type in the price list: {', '.join(no_gpu)}")
-    skipped = sum((p.skipped for p in payloads), Counter())
-    if skipped:
+    if skipped := sum((p.skipped for p in payloads), Counter()):
         notes.append("price-list rows skipped: " + "; ".join(
             f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))))
-    spot_skipped = sum((p.spot_skipped for p in payloads), Counter())
-    if spot_skipped:
+    if spot_skipped := sum((p.spot_skipped for p in payloads), Counter()):
         notes.append("spot price observations skipped: " + "; ".join(
             f"{n} {reason}" for reason, n in sorted(spot_skipped.items())))
     return notes

@@ -10,8 +10,8 @@ import io
 import json
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Iterable, Iterator
 
 from gpuledger.adapters.base import (
     RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json,
@@ -42,6 +42,14 @@ SKIP_CPU_ONLY = "CPU-only instance rows"
 SKIP_OTHER_PRODUCT = "rows of other products (snapshots, IOPS, IP addresses, other transfer)"
 SKIP_STORAGE_DIMENSION = "EBS price dimensions not per GB-month (IOPS, throughput)"
 SKIP_OTHER_REGION = "data-transfer rows of another region"
+
+
+def page_items(pages: Iterable[dict[str, Any]], key: str, action: str) -> Iterator[Any]:
+    """The `key` items of every page of an `action` answer; a page without them is SchemaDriftError."""
+    for page in pages:
+        if key not in page:
+            raise SchemaDriftError(f"aws: {action} page lacks {key}")
+        yield from page[key]
 
 
 def family_of(instance_type: str) -> str:
@@ -76,6 +84,10 @@ class PriceRow:
     payment: str = ""  # "No Upfront" | "Partial Upfront" | "All Upfront"
     offering_class: str = ""  # "standard" | "convertible"
 
+
+# The PriceRow fields copied as text from the row of the same key (the Reserved-term ones for reserved rows only).
+_ROW_TEXT = tuple(f.name for f in fields(PriceRow) if f.name not in ("kind", "price"))
+_RESERVED_TEXT = ("term_code", "lease", "payment", "offering_class")
 
 # Bulk CSV columns read, by header name -> the row key `price_row` reads.
 CSV_COLUMNS = {
@@ -134,15 +146,8 @@ def price_row(r: dict[str, str], region: str, skipped: Counter[str] | None = Non
         price = float(r["price"])
     except (KeyError, ValueError):
         raise SchemaDriftError(f"aws: price list row {r.get('sku')!r} has no numeric PricePerUnit") from None
-    g = lambda key: r.get(key) or ""  # noqa: E731
-    return PriceRow(
-        kind=kind, sku=g("sku"), region=g("region") or g("from_region") or region, price=price, currency=g("currency"),
-        unit=g("unit"), description=g("description"), instance_type=g("instance_type"), vcpu=g("vcpu"),
-        memory=g("memory"), storage=g("storage"), network=g("network"), gpu=g("gpu"), gpu_memory=g("gpu_memory"),
-        volume_api_name=g("volume_api_name"), transfer_type=g("transfer_type"), to_location=g("to_location"),
-        to_region=g("to_region"), tier_start=g("tier_start"), tier_end=g("tier_end"),
-        **({"term_code": g("term_code"), "lease": g("lease"), "payment": g("payment"),
-            "offering_class": g("offering_class")} if kind == "reserved" else {}))
+    text = {name: r.get(name) or "" for name in _ROW_TEXT if kind == "reserved" or name not in _RESERVED_TEXT}
+    return PriceRow(kind=kind, region=text.pop("region") or r.get("from_region") or region, price=price, **text)
 
 
 _HEAD_LINES = 20  # the header is within these lines (AWS writes 5 metadata lines before it)
@@ -161,8 +166,7 @@ class _Chunks(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while not self.rest:
-            chunk = next(self.chunks, None)
-            if chunk is None:
+            if (chunk := next(self.chunks, None)) is None:
                 return 0
             self.rest = memoryview(chunk)
         n = min(len(buffer), len(self.rest))
@@ -188,7 +192,7 @@ def _row_verdicts(col: Callable[[str], Any]) -> tuple[Any, Any, Any]:
     return term_kept, variant, pc.and_(term_kept, pc.or_(pc.and_(compute, wanted), other))
 
 
-def parse_offer_stream(stream: io.BufferedReader, region: str, meta: dict[str, str] | None = None,
+def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None,
                        skipped: Counter[str] | None = None) -> list[PriceRow]:
     """A bulk offer file read as it arrives -> its PriceRows; `meta` gets the metadata lines, `skipped`
     the rows not kept by reason. A malformed or truncated file is SchemaDriftError."""
@@ -196,19 +200,18 @@ def parse_offer_stream(stream: io.BufferedReader, region: str, meta: dict[str, s
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
+    stream = io.BufferedReader(_Chunks(chunks), _BLOCK_BYTES)
     meta = {} if meta is None else meta
     skipped = Counter() if skipped is None else skipped
     for _ in range(_HEAD_LINES):
-        fields = next(csv.reader([stream.readline().decode("utf-8", "replace")]), [])
-        if fields[:1] == ["SKU"]:
+        header = next(csv.reader([stream.readline().decode("utf-8", "replace")]), [])
+        if header[:1] == ["SKU"]:
             break
-        if len(fields) >= 2:
-            meta[fields[0]] = fields[1]
+        if len(header) >= 2:
+            meta[header[0]] = header[1]
     else:
         raise SchemaDriftError(f"aws: offer file for {region} has no header row (metadata: {sorted(meta)})")
-    header = fields
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
+    if missing := [c for c in REQUIRED_COLUMNS if c not in header]:
         raise SchemaDriftError(f"aws: offer file for {region} lacks columns {missing}")
     at = {name: f"c{header.index(col)}" for col, name in CSV_COLUMNS.items() if col in header}
     rows: list[dict[str, str]] = []
@@ -236,11 +239,6 @@ def parse_offer_stream(stream: io.BufferedReader, region: str, meta: dict[str, s
         raise SchemaDriftError(f"aws: offer file for {region} is not valid CSV "
                                f"({str(err).removeprefix('CSV parse error: ')[:160]})") from None
     return [p for r in rows if (p := price_row(r, region, skipped)) is not None]
-
-
-def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str] | None = None,
-                       skipped: Counter[str] | None = None) -> list[PriceRow]:
-    return parse_offer_stream(io.BufferedReader(_Chunks(chunks), _BLOCK_BYTES), region, meta, skipped)
 
 
 @drift_guard("aws: region index")
@@ -283,12 +281,9 @@ def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: d
             else:
                 dt_skipped[SKIP_OTHER_REGION if r.kind == "egress" else SKIP_OTHER_PRODUCT] += 1
     if skipped is not None:
-        skipped.update(ec2_skipped)
-        skipped.update(dt_skipped)
+        skipped.update(ec2_skipped + dt_skipped)
     return rows, meta.get("Publication Date")
 
-
-# -- the Pricing API --------------------------------------------------------------------------------
 
 _API_ATTRIBUTES = {  # row key -> GetProducts attribute
     "instance_type": "instanceType", "vcpu": "vcpu", "memory": "memory", "storage": "storage",
@@ -324,14 +319,11 @@ def parse_price_list_item(item: str | dict[str, Any], region: str, skipped: Coun
                          offering_class=attrs_.get("OfferingClass", ""))
         for dim in term.get("priceDimensions", {}).values():
             currency, amount = next(iter(dim.get("pricePerUnit", {}).items()), ("", ""))
-            row = dict(base, **extra, description=dim.get("description", ""), unit=dim.get("unit", ""),
-                       price=amount, currency=currency)
+            rows.append(dict(base, **extra, description=dim.get("description", ""), unit=dim.get("unit", ""),
+                             price=amount, currency=currency))
             if kind == "OnDemand":
-                row.update(tier_start=dim.get("beginRange", ""), tier_end=dim.get("endRange", ""))
-            parsed = price_row(row, region, skipped)
-            if parsed is not None:
-                rows.append(parsed)
-    return rows
+                rows[-1].update(tier_start=dim.get("beginRange", ""), tier_end=dim.get("endRange", ""))
+    return [parsed for row in rows if (parsed := price_row(row, region, skipped)) is not None]
 
 
 def fetch_prices_api(ctx: SourceContext, region: str, client_kwargs: dict[str, Any],
@@ -348,13 +340,11 @@ def fetch_prices_api(ctx: SourceContext, region: str, client_kwargs: dict[str, A
     rows: list[PriceRow] = []
     try:
         for service, filters in queries:
-            for page in pricing.get_paginator("get_products").paginate(
-                    ServiceCode=service, FormatVersion="aws_v1",
-                    Filters=[{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in filters]):
-                if "PriceList" not in page:
-                    raise SchemaDriftError("aws: GetProducts page lacks PriceList")
-                for item in page["PriceList"]:
-                    rows.extend(parse_price_list_item(item, region, skipped, ctx.repeated_keys))
+            pages = pricing.get_paginator("get_products").paginate(
+                ServiceCode=service, FormatVersion="aws_v1",
+                Filters=[{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in filters])
+            for item in page_items(pages, "PriceList", "GetProducts"):
+                rows.extend(parse_price_list_item(item, region, skipped, ctx.repeated_keys))
     except (BotoCoreError, ClientError) as err:
         raise SourceError(f"aws: Pricing API for {region} failed: {err}") from scrubbed(err)
     return rows

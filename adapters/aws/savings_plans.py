@@ -1,10 +1,6 @@
-"""AWS Savings Plans (Compute and EC2 Instance, 1 and 3 years) from the public Savings Plans price list.
-
-A region file holds `products` (per plan: `sku`, `productFamily`, `attributes.purchaseOption`) and
-`terms.savingsPlan` (per plan: `leaseContractLength` and `rates`, each the effective hourly
-`discountedRate` of the on-demand SKU `discountedSku`). It is parsed as it streams (ijson), keeping
-only rates of Linux on-demand usage of GPU families.
-"""
+"""AWS Savings Plans (Compute and EC2 Instance, 1 and 3 years) from the public Savings Plans price list, a
+region's JSON file parsed as it streams (ijson): each plan's rates (`discountedRate` of an on-demand
+`discountedSku`) for Linux on-demand usage of GPU families."""
 
 from __future__ import annotations
 
@@ -15,6 +11,7 @@ from typing import Any, Collection, Iterable
 
 import ijson
 
+from gpuledger.adapters.aws.pricelist import GPU_FAMILIES, PRICING_BULK_HOST
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard
 
 SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json"
@@ -81,8 +78,7 @@ class _SavingsPlanFile:
 
     def term(self, item: Any) -> None:
         try:
-            length = item["leaseContractLength"]
-            if length.get("unit") != "year":
+            if (length := item["leaseContractLength"]).get("unit") != "year":
                 raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: term {item['sku']} lasts "
                                        f"{length!r}, not whole years")
             kept = []
@@ -141,12 +137,12 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
     return found.rates()
 
 
-def fetch_savings_plans(ctx: SourceContext, client: Any, host: str, region: str, index: dict[str, str],
-                        families: Collection[str]) -> tuple[list[SavingsPlanRate], Counter[str]]:
-    skipped: Counter[str] = Counter()
+def fetch_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str],
+                        skipped: Counter[str]) -> list[SavingsPlanRate]:
     if region not in index:
-        return [], skipped
-    return parse_savings_plan_chunks(ctx.stream_bytes(client, host, index[region]), region, families, skipped), skipped
+        return []
+    return parse_savings_plan_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, index[region]), region,
+                                     GPU_FAMILIES, skipped)
 
 
 def join_on_demand(rates: list[SavingsPlanRate], on_demand_skus: Collection[str],
