@@ -1,6 +1,5 @@
-"""`gpuledger plot --gpu H100-SXM OUT.png`: per provider, a step line of the cheapest price per GPU-hour of
-the offer versions valid at each instant (offer_history; a gap where none is), or one bar per provider when all
-points are one scrape. Drawn on matplotlib's Agg canvas (no display, no global pyplot state)."""
+"""`gpuledger plot --gpu H100-SXM OUT.png`: per provider, a step line of the cheapest price per GPU-hour valid at
+each instant (offer_history), or one bar per provider for one scrape; on matplotlib's Agg canvas (no pyplot)."""
 
 from __future__ import annotations
 
@@ -158,9 +157,6 @@ def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
 def plot_price_history(db: str | os.PathLike[str] | None, gpu: str, out: str | os.PathLike[str],
                        purchase_option: str = "on_demand", providers: Sequence[str] | None = None) -> PriceHistory:
     """Read the history (read-only), draw it to `out`, and return what was plotted."""
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         history = price_history(con, gpu, purchase_option, providers)
-    finally:
-        con.close()
     return draw(history, out)
