@@ -103,8 +103,7 @@ COUNTS = ("offers", "new", "changed", "closed", "quarantined", "egress", "storag
 
 def _print_summary(summary: dict[str, Any]) -> None:
     # Columns one space apart, no outer border: 80 columns hold the longest provider name and six-digit counts.
-    t = Table(title=literal(f"refresh {summary['refresh_id']}"), box=box.SIMPLE_HEAD, show_edge=False,
-              padding=(0, 0))
+    t = Table(title=literal(f"refresh {summary['refresh_id']}"), box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
     for col in ("provider", "state", *COUNTS):
         t.add_column(col, justify="left" if col in ("provider", "state") else "right", no_wrap=True)
     for p in summary["providers"]:

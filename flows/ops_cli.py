@@ -110,8 +110,7 @@ def nightly_deployment(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZON
 
     return nightly_refresh.to_deployment(
         name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters or {},
-        description="gpuledger: refresh every provider into the warehouse",
-        tags=["gpuledger"])
+        description="gpuledger: refresh every provider into the warehouse", tags=["gpuledger"])
 
 
 def work_pool_of(deployment: str) -> str | None:

@@ -68,8 +68,7 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
               "providers": list(providers) if providers else None}
     rows = con.execute(HISTORY_SQL, params).fetchall()
     if not rows:
-        known = [r[0] for r in con.execute(
-            "select distinct gpu_model from offer_history order by 1").fetchall()]
+        known = [r[0] for r in con.execute("select distinct gpu_model from offer_history order by 1").fetchall()]
         if gpu not in known:
             raise WarehouseError(f"no price history for GPU {gpu!r}; GPUs with history: {', '.join(known) or 'none'}")
         raise WarehouseError(f"no {purchase_option} price history for {gpu}"

@@ -48,11 +48,9 @@ def task_runner_from_env() -> TaskRunner:
         from prefect_dask import DaskTaskRunner
     except ImportError as err:
         raise ImportError(f"{var}=dask needs prefect-dask: pip install prefect-dask") from err
-    address = settings.dask_address.strip()
-    if address:
-        return DaskTaskRunner(address=address)
-    workers = settings.dask_workers
-    return DaskTaskRunner(cluster_kwargs={"n_workers": workers} if workers else None)
+    if settings.dask_address.strip():
+        return DaskTaskRunner(address=settings.dask_address.strip())
+    return DaskTaskRunner(cluster_kwargs={"n_workers": settings.dask_workers} if settings.dask_workers else None)
 
 
 def retry_only_crashes(task: Any, task_run: Any, state: Any) -> bool:

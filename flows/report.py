@@ -345,8 +345,7 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
             f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
     return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,
             "sharded": {str(g): e.per_gpu_gb for g, e in answer.sharded_estimates.items()},
-            "candidates": list(pool.values()), "left_out": left,
-            "stale": [p.provider for p in answer.stale_providers]}
+            "candidates": list(pool.values()), "left_out": left, "stale": [p.provider for p in answer.stale_providers]}
 
 
 def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
@@ -391,8 +390,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
 def json_for_html(value: Any) -> str:
     """JSON that cannot end its <script> element or open a comment: <, >, & and JS line separators escaped."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
-                    ("\u2029", "\\u2029")):
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, esc)
     return text
 

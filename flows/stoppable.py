@@ -55,8 +55,7 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
     try:
         worker.start()
         if wait([result], timeout_s or None).not_done:
-            stop(QueryStopped(f"the query ran longer than {timeout_s:g} s (--timeout) and was stopped",
-                              EXIT_TIMED_OUT))
+            stop(QueryStopped(f"the query ran longer than {timeout_s:g} s (--timeout) and was stopped", EXIT_TIMED_OUT))
         while not result.done() and stopped:
             if wait([result], UNWIND_S).not_done:
                 break  # a worker that does not unwind is a daemon: it ends with the process
