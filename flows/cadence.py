@@ -1,8 +1,5 @@
-"""How often each provider is refreshed, and scheduled refreshes that queue for the warehouse.
-
-Providers fall into cadence groups by their `ProviderFacts.kind` (prefect.yaml has one deployment per group);
-a scheduled refresh waits for the refresh lock (`lock_wait_s`), one from the command line is refused at once.
-"""
+"""How often each provider is refreshed (cadence groups by `ProviderFacts.kind`, one prefect.yaml deployment
+each); a scheduled refresh waits for the refresh lock (`lock_wait_s`), one from the command line does not."""
 
 from __future__ import annotations
 
@@ -67,8 +64,7 @@ def providers_in(group: str) -> list[str]:
 @contextmanager
 def refresh_lock_within(db: str | os.PathLike[str] | None, wait_s: float,
                         poll_s: float = LOCK_POLL_S) -> Iterator[None]:
-    """The refresh lock, waiting up to `wait_s` seconds for a running refresh to release it (then
-    RefreshRunningError)."""
+    """The refresh lock, waiting up to `wait_s` seconds for a running refresh (then RefreshRunningError)."""
     deadline = time.monotonic() + wait_s
     with ExitStack() as stack:
         while True:

@@ -36,13 +36,11 @@ def publish_command(
     from gpuledger.warehouse.catalog import CatalogError, publish
     from gpuledger.warehouse.store import open_reader
 
-    con = open_reader(db, allow_files=True)  # a WarehouseError: one line, exit 2 (flows/cli.py)
-    try:
-        done = publish(con, folder)
-    except CatalogError as err:
-        raise _fail(str(err), 2) from None
-    finally:
-        con.close()
+    with open_reader(db, allow_files=True) as con:  # a WarehouseError: one line, exit 2 (flows/cli.py)
+        try:
+            done = publish(con, folder)
+        except CatalogError as err:
+            raise _fail(str(err), 2) from None
     emit(["provider", "files"], sorted(done.items()), chosen(fmt, as_json), title=f"published into {folder}")
 
 

@@ -87,17 +87,13 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def waiting_cancelled(what: str, outcome: str) -> str:
-    """The one line of a command stopped by Ctrl-C while it waited for a refresh's write lock."""
-    return f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; {outcome}"
-
-
 def _reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
     """open_reader; Ctrl-C while it waits for a refresh's write lock is one line, exit 130."""
     try:
         return open_reader(db, **options)
     except KeyboardInterrupt:
-        raise _fail(waiting_cancelled(what, outcome), 130) from None
+        raise _fail(f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; "
+                    f"{outcome}", 130) from None
 
 
 STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
@@ -106,10 +102,8 @@ COUNTS = ("offers", "new", "changed", "closed", "quarantined", "egress", "storag
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    # Columns one space apart and no outer border: within 80 columns with the longest provider
-    # name and six-digit counts.
-    t = Table(title=literal(f"refresh {summary['refresh_id']}"), box=box.SIMPLE_HEAD, show_edge=False,
-              padding=(0, 0))
+    # Columns one space apart, no outer border: 80 columns hold the longest provider name and six-digit counts.
+    t = Table(title=literal(f"refresh {summary['refresh_id']}"), box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
     for col in ("provider", "state", *COUNTS):
         t.add_column(col, justify="left" if col in ("provider", "state") else "right", no_wrap=True)
     for p in summary["providers"]:
@@ -222,8 +216,7 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
 
 
 def _check_recordings(replay: bool, folder: Path | None, providers: list[str]) -> None:
-    """Under replay, each provider's recording (bundled unless `folder`) read now: a malformed one is
-    said in one line before anything runs."""
+    """Under replay, each provider's recording (bundled unless `folder`) read now: a malformed one is one line."""
     from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, load_manifest
 
     try:
@@ -345,21 +338,20 @@ def sql(
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
         write_answer(con.execute(query), chosen(fmt, as_json), stopping)
 
-    try:
-        run_stoppable(con, answer, timeout)
-    except QueryStopped as stop:
-        raise _fail(str(stop), stop.exit_code) from None
-    except duckdb.Error as err:
-        if is_damaged(err, db_path(db)):
-            raise _fail(damaged_message(db_path(db), err), 2) from None
-        text = str(err)
-        if "read-only" in text or "read only" in text:
-            text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
-        elif "external access" in text.lower() or "disabled" in text.lower():
-            text = f"`gpuledger sql` cannot read or write other files ({text})"
-        raise _fail(text, 1) from None
-    finally:
-        con.close()
+    with con:
+        try:
+            run_stoppable(con, answer, timeout)
+        except QueryStopped as stop:
+            raise _fail(str(stop), stop.exit_code) from None
+        except duckdb.Error as err:
+            if is_damaged(err, db_path(db)):
+                raise _fail(damaged_message(db_path(db), err), 2) from None
+            text = str(err)
+            if "read-only" in text or "read only" in text:
+                text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
+            elif "external access" in text.lower() or "disabled" in text.lower():
+                text = f"`gpuledger sql` cannot read or write other files ({text})"
+            raise _fail(text, 1) from None
 
 
 @app.command()
@@ -395,15 +387,13 @@ def export(
         except ValueError:
             raise _fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
         start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
-    con = _reader(db, "the export", "nothing was written", allow_files=True)
-    try:
-        folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
-    except WarehouseError as err:
-        if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
-            raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
-        raise _fail(str(err), 1) from None
-    finally:
-        con.close()
+    with _reader(db, "the export", "nothing was written", allow_files=True) as con:
+        try:
+            folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
+        except WarehouseError as err:
+            if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
+                raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
+            raise _fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
@@ -448,12 +438,9 @@ def status(
     Example:
       gpuledger status --json -p aws -p gcp || echo "aws or gcp needs attention"
     """
-    con = _reader(db, "status")
-    try:
+    with _reader(db, "status") as con:
         provider = list(resolve_names("provider", provider, {*SOURCES, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
-    finally:
-        con.close()
     saved = pending.waiting(db_path(db))  # fetched results a failed write left for the next merge
     for r in rows:
         r["waiting"] = sorted({p.parent.name for p in saved if p.stem == r["provider"]})
@@ -484,11 +471,8 @@ def check(db: Optional[Path] = DbOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
     from gpuledger.warehouse.check import run_checks
 
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         results = run_checks(con)
-    finally:
-        con.close()
     for r in results:
         mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
         out.print(mark, literal(f"{r.name}: {r.detail}"))

@@ -1,10 +1,8 @@
 """One provider's fetch: the source's own `fetch(ctx)`, its batch made the outcome the merge takes.
 
-A refresh runs each provider's fetch as a child process (`python -m gpuledger.flows.fetch DIR`,
-the plan on standard input), which leaves the outcome in DIR (warehouse.pending) and ends, so a
-fetch holds nothing of the refresh and the refresh nothing of a fetch: a timeout kills the child's
-whole group, and one provider's failure, crash or runaway memory costs that provider alone.
-`fetch_source` is the same fetch in the calling process (tests, tools).
+A refresh runs each as a child process (`python -m gpuledger.flows.fetch DIR`, the plan on standard input)
+that leaves the outcome in DIR (warehouse.pending): a timeout kills the child's whole group, and one
+provider's failure, crash or runaway memory costs that provider alone. `fetch_source` runs it in-process.
 """
 
 from __future__ import annotations
@@ -90,9 +88,8 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
     module = source_module(plan.provider)
     spec = module.PROVIDER
     started = utcnow()
-    recorder = None
-    if plan.record_dir is not None:
-        recorder = RedactingRecorder(Path(plan.record_dir) / plan.provider, plan.provider)
+    recorder = None if plan.record_dir is None else RedactingRecorder(Path(plan.record_dir) / plan.provider,
+                                                                       plan.provider)
     ctx = SourceContext(
         provider=plan.provider, mode=plan.mode, replay_urls=plan.replay_urls, settings=dict(plan.settings),
         recorder=recorder, http_attempts=plan.http_attempts, retry_wait_max_s=plan.retry_wait_max_s,
@@ -166,8 +163,7 @@ def relay_logs(stderr: str) -> str:
 
 
 def fetch_in_child(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
-    """The provider's fetch in a child process: the files of its outcome (warehouse.pending), a
-    failed outcome when the child timed out or ended without one."""
+    """The provider's fetch in a child process: its outcome's files, a failed one if the child left none."""
     plan.secret_env_vars = secret_env_vars()
     started = utcnow()
     with tempfile.TemporaryDirectory(prefix=f"gpuledger-fetch-{plan.provider}-") as tmp:
@@ -188,8 +184,7 @@ def fetch_in_child(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
 
 def main() -> int:
     children.end_with_parent()
-    handler = _Relay()
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    logging.basicConfig(level=logging.WARNING, handlers=[_Relay()])
     logging.getLogger("gpuledger").setLevel(logging.INFO)
     plan = SourcePlan(**json.loads(sys.stdin.read()))
     adopt_secret_env_vars(tuple(plan.secret_env_vars))

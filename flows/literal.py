@@ -1,8 +1,5 @@
-"""Provider text and user input on a terminal: shown as the characters they are, never obeyed.
-
-`literal` makes a rich Text (never parsed as markup or emoji) from `plain`: ANSI escapes and bidirectional
-controls cut, other control characters a space, long values bounded. JSON and CSV keep the full value.
-"""
+"""Provider text and user input on a terminal: shown as the characters they are, never obeyed (no markup,
+emoji, ANSI escapes or bidirectional controls; long values bounded). JSON and CSV keep the full value."""
 
 from __future__ import annotations
 

@@ -110,8 +110,7 @@ def nightly_deployment(cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TIMEZON
 
     return nightly_refresh.to_deployment(
         name=name, schedules=[Cron(cron, timezone=timezone)], parameters=parameters or {},
-        description="gpuledger: refresh every provider into the warehouse",
-        tags=["gpuledger"])
+        description="gpuledger: refresh every provider into the warehouse", tags=["gpuledger"])
 
 
 def work_pool_of(deployment: str) -> str | None:
@@ -128,9 +127,8 @@ def work_pool_of(deployment: str) -> str | None:
 
 @contextmanager
 def _run_logging() -> Iterator[None]:
-    """While serving, each run (a process of its own) logs Prefect's and gpuledger's messages here, at INFO
-    unless the user chose a Prefect log level: set in the environment (the runs inherit it) and in Prefect's
-    settings of this process (a run's command gets them on top of the environment)."""
+    """While serving, each run (a process of its own) logs Prefect's and gpuledger's messages here, at INFO unless
+    the user chose a level: in the environment (the runs inherit it) and in this process's Prefect settings."""
     from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL, temporary_settings
 
     from gpuledger import flows

@@ -1,7 +1,5 @@
-"""How every command prints what it found: one `--format table|csv|json` option (with `--json`
-for scripts) and one writer, so `sql`, `status`, `show-gpus`, `recommend` and `check` answer in
-the same shapes. Tables go to the terminal through `flows.literal` (provider text is shown, never
-obeyed); CSV and JSON keep every value whole."""
+"""How every command prints what it found: one `--format table|csv|json` option (`--json` for scripts) and
+one writer; tables go through `flows.literal` (provider text shown, never obeyed), CSV and JSON keep it whole."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuledger.flows.literal import cell
-
 
 
 class Format(str, Enum):

@@ -1,6 +1,5 @@
-"""`gpuledger plot --gpu H100-SXM OUT.png`: per provider, a step line of the cheapest price per GPU-hour of
-the offer versions valid at each instant (offer_history; a gap where none is), or one bar per provider when all
-points are one scrape. Drawn on matplotlib's Agg canvas (no display, no global pyplot state)."""
+"""`gpuledger plot --gpu H100-SXM OUT.png`: per provider, a step line of the cheapest price per GPU-hour valid at
+each instant (offer_history), or one bar per provider for one scrape; on matplotlib's Agg canvas (no pyplot)."""
 
 from __future__ import annotations
 
@@ -69,8 +68,7 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
               "providers": list(providers) if providers else None}
     rows = con.execute(HISTORY_SQL, params).fetchall()
     if not rows:
-        known = [r[0] for r in con.execute(
-            "select distinct gpu_model from offer_history order by 1").fetchall()]
+        known = [r[0] for r in con.execute("select distinct gpu_model from offer_history order by 1").fetchall()]
         if gpu not in known:
             raise WarehouseError(f"no price history for GPU {gpu!r}; GPUs with history: {', '.join(known) or 'none'}")
         raise WarehouseError(f"no {purchase_option} price history for {gpu}"
@@ -158,9 +156,6 @@ def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
 def plot_price_history(db: str | os.PathLike[str] | None, gpu: str, out: str | os.PathLike[str],
                        purchase_option: str = "on_demand", providers: Sequence[str] | None = None) -> PriceHistory:
     """Read the history (read-only), draw it to `out`, and return what was plotted."""
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         history = price_history(con, gpu, purchase_option, providers)
-    finally:
-        con.close()
     return draw(history, out)

@@ -1,11 +1,6 @@
 """The Prefect API a command's flow run reports to: the one PREFECT_API_URL names, or a temporary
-server this command starts for itself with Prefect's own `prefect server start`.
-
-Prefect would start such a server itself at the first flow run, after the command's imports and
-with its server modules (80 MB) loaded into the command's process. Started here, as soon as the
-command knows it will run a flow, its start-up overlaps the command's own work. Its logs stay out
-of the terminal: a temporary server's run logs are read by nobody.
-"""
+`prefect server start` this command starts as soon as it knows it will run a flow, so that its start-up
+overlaps the command's own work (Prefect would start one itself only at the first flow run, in-process)."""
 
 from __future__ import annotations
 
@@ -37,12 +32,6 @@ def configured_url() -> str | None:
     return get_current_settings().api.url or None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class TemporaryApiServer:
     """`prefect server start` on a loopback port, for this command's flow runs only."""
 
@@ -64,15 +53,16 @@ class TemporaryApiServer:
     def start(self) -> None:
         self.stop()
         self._attempts += 1
-        self.port = free_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
         self._stderr = tempfile.TemporaryFile()
         env = {**os.environ, "PREFECT_SERVER_LOGGING_LEVEL": "ERROR", "PREFECT_LOGGING_TO_API_ENABLED": "false"}
         self.process = subprocess.Popen(self.command(self.port), env=env, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=self._stderr)
 
     def wait_ready(self, timeout_s: float) -> str:
-        """Wait until the server answers its health check; its API URL. ApiServerError if it
-        exits (after START_ATTEMPTS tries) or does not answer within `timeout_s`."""
+        """Its API URL once it answers; ApiServerError if it exits START_ATTEMPTS times or times out."""
         if self.process is None:
             self.start()
         deadline = time.monotonic() + timeout_s
@@ -120,8 +110,7 @@ class TemporaryApiServer:
 
 
 def start_if_needed() -> TemporaryApiServer | None:
-    """Start a temporary server now when the flow runs of this process will need one (no API
-    configured, Prefect's ephemeral mode allowed); None otherwise."""
+    """A temporary server, started now, when this process's flow runs need one (no API, ephemeral allowed)."""
     from prefect.settings import get_current_settings
 
     if configured_url() or not get_current_settings().server.ephemeral.enabled:
@@ -133,9 +122,8 @@ def start_if_needed() -> TemporaryApiServer | None:
 
 @contextmanager
 def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
-    """Within: this process's Prefect settings and its environment (for the processes it starts)
-    name `url` as the API; `to_api` False keeps the run logs out of it (and off the terminal when
-    it is gone)."""
+    """Within: this process's Prefect settings and its environment (for its children) name `url` as the API;
+    `to_api` False keeps the run logs out of it (and off the terminal when it is gone)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
 
     before = os.environ.get("PREFECT_API_URL")
@@ -152,8 +140,7 @@ def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
 
 @contextmanager
 def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
-    """Within: the API of `server`, once it answers (api_url_set); the server is stopped on the
-    way out. With no server: the configured API, or none (Prefect then decides, as it would)."""
+    """Within: the API of `server` once it answers, stopped on the way out; with none, the configured API."""
     if server is None:
         yield configured_url()
         return

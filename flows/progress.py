@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any, Sequence
 
 from rich.console import Console
@@ -28,11 +27,9 @@ class RefreshProgress(logging.Handler):
         self.providers = list(providers)
         self._done: set[str] = set()
         self._merged = 0
-        self._lock = threading.Lock()
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20),
                                   MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
-        self._task = self._progress.add_task("starting Prefect and the providers' clients",
-                                             total=len(self.providers))
+        self._task = self._progress.add_task("starting Prefect and the providers' clients", total=len(self.providers))
         self._saved: tuple[int, bool] = (PROGRESS_LOGGER.level, PROGRESS_LOGGER.propagate)
 
     def state(self) -> tuple[str, int, int]:
@@ -54,17 +51,16 @@ class RefreshProgress(logging.Handler):
         PROGRESS_LOGGER.propagate = self._saved[1]
 
     def emit(self, record: logging.LogRecord) -> None:
-        event, provider = getattr(record, "refresh_event", (None, None))
-        with self._lock:
-            if event in ("fetched", "failed") and provider:
-                self._done.add(provider)
-                pending = [p for p in self.providers if p not in self._done]
-                shown = ", ".join(pending[:SHOWN_PENDING]) + (f" and {len(pending) - SHOWN_PENDING} more"
-                                                              if len(pending) > SHOWN_PENDING else "")
-                description = f"fetching, waiting for {shown}" if pending else "fetched every provider"
-                self._progress.update(self._task, completed=len(self._done), description=description)
-            elif event == "merging":
-                self._progress.update(self._task, completed=0, description="merging into the warehouse")
-            elif event == "merged" and provider:
-                self._merged += 1
-                self._progress.update(self._task, completed=self._merged, description=f"merged {provider}")
+        event, provider = getattr(record, "refresh_event", (None, None))  # one at a time: Handler.handle locks
+        if event in ("fetched", "failed") and provider:
+            self._done.add(provider)
+            pending = [p for p in self.providers if p not in self._done]
+            shown = ", ".join(pending[:SHOWN_PENDING]) + (f" and {len(pending) - SHOWN_PENDING} more"
+                                                          if len(pending) > SHOWN_PENDING else "")
+            description = f"fetching, waiting for {shown}" if pending else "fetched every provider"
+            self._progress.update(self._task, completed=len(self._done), description=description)
+        elif event == "merging":
+            self._progress.update(self._task, completed=0, description="merging into the warehouse")
+        elif event == "merged" and provider:
+            self._merged += 1
+            self._progress.update(self._task, completed=self._merged, description=f"merged {provider}")

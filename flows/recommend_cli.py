@@ -197,21 +197,17 @@ def recommend_command(
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
             gradient_checkpointing=grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens,
             dataset_tokens=dataset_tokens, examples=examples, epochs=epochs, by=by, budget=budget, spot=spot,
-            commitments=commitments, region=region,
-            providers=tuple(provider), max_gpus=max_gpus, max_nodes=max_nodes, shard_lora=shard_lora,
-            include_unavailable=include_unavailable,
+            commitments=commitments, region=region, providers=tuple(provider), max_gpus=max_gpus,
+            max_nodes=max_nodes, shard_lora=shard_lora, include_unavailable=include_unavailable,
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
-            checkpoint_every_minutes=checkpoint_every, top=top,
-            per_instance=not all_locations)
+            checkpoint_every_minutes=checkpoint_every, top=top, per_instance=not all_locations)
     except ValueError as e:  # an unknown model included
         raise _fail(str(e), 2) from None
-    con = _reader(db, "the recommendation")
-    try:
-        rec = recommend(con, request)
-    except UnknownProviderError as e:
-        raise _fail(str(e), 2) from None
-    finally:
-        con.close()
+    with _reader(db, "the recommendation") as con:
+        try:
+            rec = recommend(con, request)
+        except UnknownProviderError as e:
+            raise _fail(str(e), 2) from None
     fmt = chosen(fmt, as_json)
     if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")

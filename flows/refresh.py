@@ -1,11 +1,6 @@
-"""The `nightly_refresh` Prefect flow: one task per provider, concurrently, then one merge.
-
-A provider task runs the provider's fetch in a child process (flows.fetch) and hands its outcome
-over on disk (warehouse.pending); the flow then merges every waiting outcome in one short write
-window, one transaction per provider (warehouse.store.merge_pending). A failed task, after its
-retries, becomes a failed scrape_runs row: it never stops, delays past its timeout, or rolls back
-the other providers.
-"""
+"""The `nightly_refresh` Prefect flow: per provider, concurrently, a fetch in a child process (flows.fetch)
+whose outcome waits on disk (warehouse.pending); then one short write window merges them, one transaction
+per provider. A failed task becomes a failed scrape_runs row and never stops or rolls back the others."""
 
 from __future__ import annotations
 
@@ -40,15 +35,8 @@ PRICE_MOVES_TOP = 10
 
 
 def task_runner_from_env() -> TaskRunner:
-    """The flow's task runner, chosen by the `task_runner` setting when the flow module is imported
-    (Prefect binds a flow's runner when the flow object is made; a process worker imports the
-    module afresh for every flow run, so that is the run's own environment).
-
-    thread (default): provider tasks on threads of this process. dask: prefect-dask's
-    DaskTaskRunner; with `dask_address` (tcp://scheduler:8786) the tasks go to that cluster,
-    otherwise to a temporary local cluster of processes (`dask_workers` of them) started for each
-    flow run. A test or script can also pass any runner: `nightly_refresh.with_options(task_runner=...)`.
-    """
+    """The flow's task runner by the `task_runner` setting at import (a process worker imports the module
+    afresh per run): thread (default), or prefect-dask's on `dask_address`'s cluster, else a local one."""
     settings = load_settings()
     var = env_name("task_runner")
     kind = settings.task_runner.strip().lower()
@@ -60,32 +48,27 @@ def task_runner_from_env() -> TaskRunner:
         from prefect_dask import DaskTaskRunner
     except ImportError as err:
         raise ImportError(f"{var}=dask needs prefect-dask: pip install prefect-dask") from err
-    address = settings.dask_address.strip()
-    if address:
-        return DaskTaskRunner(address=address)
-    workers = settings.dask_workers
-    return DaskTaskRunner(cluster_kwargs={"n_workers": workers} if workers else None)
+    if settings.dask_address.strip():
+        return DaskTaskRunner(address=settings.dask_address.strip())
+    return DaskTaskRunner(cluster_kwargs={"n_workers": settings.dask_workers} if settings.dask_workers else None)
 
 
 def retry_only_crashes(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect's retry condition for a provider task: retry a crash of the task itself (a lost Dask
-    worker), never a provider's verdict. The fetch child turns every failure of the provider into
-    its outcome, after the HTTP policy already spent its attempts on the failing request."""
+    """Retry a crash of a provider task itself (a lost Dask worker), never a provider's verdict: the fetch
+    child makes every failure of the provider its outcome, after the HTTP policy's own retries."""
     err = state.result(raise_on_failure=False)
     return isinstance(err, BaseException) and not isinstance(err, SourceError)
 
 
 @task(name="scrape-provider", task_run_name="scrape-{plan.provider}")
 def scrape_provider(plan: SourcePlan) -> dict[str, bytes]:
-    """One provider's fetch in a child process, stopped after the `task_timeout_s` setting; the
-    files of its outcome (warehouse.pending)."""
+    """One provider's fetch in a child process, stopped after `task_timeout_s`; its outcome's files."""
     return fetch_in_child(plan, load_settings().task_timeout_s)
 
 
 def ensure_browsers(providers: list[str], say: Any = print) -> None:
-    """Find (or install, the way `gpuledger.spiders.browser --ensure` does) the Chromium that a
-    requested page source renders with, before any fetch: a fresh machine has none. A failure is
-    said in one line; that provider then fails on its own and the others load."""
+    """Find (or install) the Chromium a requested page source renders with, before any fetch; a failure is
+    one line, and that provider then fails on its own."""
     if not any(source_module(n).PROVIDER.needs_browser for n in providers):
         return
     from gpuledger.spiders.browser import ensure_browser
@@ -159,13 +142,9 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                     replay_endpoints: str | None = None) -> dict[str, Any]:
     """Refresh the warehouse from every provider (or the named ones, or a cadence group's).
 
-    replay=True answers every request from recordings (bundled by default) over loopback HTTP;
-    record_dir saves what each provider answered. `group` (flows/cadence.py) names the providers
-    when `providers` does not; `lock_wait_s`: how long to wait for a running refresh to finish
-    before giving up (0: refused at once). Results an earlier refresh fetched but could not write
-    are merged first; resume=True merges only those, fetching nothing. `replay_endpoints` (with
-    replay=True): a file from adapters.replay.write_endpoints; the clients go to that already
-    running replay server (another process) instead of one started here.
+    replay: answer from recordings (bundled by default; or the running replay server whose endpoints file
+    `replay_endpoints` is); record_dir: save every answer; lock_wait_s: wait this long for a running refresh
+    (0: refused at once). Results an earlier refresh could not write are merged first; resume: only those.
     """
     stop_reported_once()
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
@@ -183,8 +162,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             since, validators = read_since(db), read_validators(db)
             plans = [SourcePlan(provider=p, mode=mode, replay_urls=dict(urls), settings=dict(settings.get(p, {})),
                                 since=since.get(p, {}), validators=validators.get(p, {}), record_dir=record_dir,
-                                cache_dir=f"{db_path(db)}.cache/{p}",
-                                http_attempts=http_attempts,
+                                cache_dir=f"{db_path(db)}.cache/{p}", http_attempts=http_attempts,
                                 retry_wait_max_s=retry_wait_max_s) for p in names]
             # A recording answers the same way every time: a replay is never retried. Live, only a
             # crash is (retry_only_crashes): the HTTP policy already retried each request.
@@ -218,11 +196,11 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
         report_progress("merging")
         stopper.in_window = True  # a signal from here on stops the merge between two providers
         reports = merge_pending(db, refresh_id, AnomalyPolicy.from_env(accept_anomaly),
-                                stop_requested=lambda: stopper.requested() is not None,
+                                stop_requested=lambda: stopper.signum is not None,
                                 on_merged=lambda provider: report_progress("merged", provider))
-        if stopper.requested() is not None:
+        if stopper.signum is not None:
             left = sum(r.state == "interrupted" for r in reports)
-            raise RefreshInterrupted(stopper.requested() or 15, f"in the write window: {len(reports) - left} "
+            raise RefreshInterrupted(stopper.signum, f"in the write window: {len(reports) - left} "
                                      f"providers merged, {left} wait in {pending.pending_dir(db_path(db))}")
     summary = summarize(refresh_id, reports)
     try:  # read back after the write window: what this refresh changed most

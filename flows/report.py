@@ -1,8 +1,5 @@
-"""`gpuledger report OUT.html`: one self-contained page (per GPU, every offer, fine-tuning answers).
-
-Everything is inline and a Content-Security-Policy forbids fetching. Python prepares the data, the script
-renders it with `textContent` (scraped text is never markup); offers travel column by column, dictionary-encoded.
-"""
+"""`gpuledger report OUT.html`: one self-contained page (per GPU, every offer, fine-tuning answers), inline
+under a CSP that forbids fetching; the script renders the data with `textContent`, offers dictionary-encoded."""
 from __future__ import annotations
 
 import base64
@@ -52,41 +49,24 @@ order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.
 
 
 @dataclass(frozen=True)
-class ReportProvider:
+class ReportProvider(ProviderFreshness):
     """One row of the page's freshness table: a provider's freshness and its facts."""
 
-    freshness: ProviderFreshness
-    display_name: str
-    offers: int
-    billing_granularity_s: int | None
-    minimum_charge_s: int | None
-
-    @property
-    def provider(self) -> str:
-        return self.freshness.provider
-
-    @property
-    def state(self) -> str:
-        return self.freshness.state
-
-    @property
-    def age_hours(self) -> float | None:
-        return self.freshness.age_hours
+    display_name: str = ""
+    offers: int = 0
+    billing_granularity_s: int | None = None
+    minimum_charge_s: int | None = None
 
     @property
     def last_success(self) -> datetime | None:
-        return self.freshness.last_ok
-
-    @property
-    def last_error(self) -> str | None:
-        return self.freshness.last_error if self.freshness.last_state != "ok" else None
+        return self.last_ok
 
 
 @dataclass
 class Report:
     path: Path
     rows: list[dict[str, Any]]
-    providers: list[ProviderFreshness]
+    providers: list[ReportProvider]
     generated_at: datetime
 
 
@@ -100,7 +80,8 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
     out = []
     for f in provider_freshness(con, stale_after_hours, now, providers):
         name, gran, minimum = facts.get(f.provider, (None, None, None))
-        out.append(ReportProvider(f, name or f.provider, offers.get(f.provider, 0), gran, minimum))
+        out.append(ReportProvider(**vars(f), display_name=name or f.provider, offers=offers.get(f.provider, 0),
+                                  billing_granularity_s=gran, minimum_charge_s=minimum))
     return out
 
 
@@ -240,11 +221,6 @@ def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
     return [r[field] for r in rows]
 
 
-def _billing_key(v: tuple[int | None, int | None]) -> tuple[float, float]:
-    gran, minimum = v
-    return (math.inf if gran is None else gran, minimum or 0)
-
-
 def encode_column(values: Sequence[Any], key: Any = None, label: Any = None) -> dict[str, list[Any]]:
     """{"dict": distinct values sorted (as `label` shows them), "codes": each value's index (its rank), -1: none}."""
     distinct = sorted({v for v in values if v is not None}, key=key)
@@ -269,7 +245,8 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for key in [c.key for c in COLUMNS if c.key != "age"] + ["egress_source"]:  # age: the browser's
         values = _column_values(ordered, key)
         if key == "billing":
-            cols[key] = encode_column(values, _billing_key, lambda b: _billing(*b))
+            cols[key] = encode_column(values, lambda b: (math.inf if b[0] is None else b[0], b[1] or 0),
+                                      lambda b: _billing(*b))
         elif key in numeric:
             cols[key] = encode_column(values, label=_clean_number)
         else:
@@ -303,11 +280,8 @@ def gpu_summary(rows: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any]]
                                                           p["provider"]))
 
         def cheapest(slot: str) -> dict[str, Any] | None:
-            priced = [p for p in providers if p[slot] is not None]
-            if not priced:
-                return None
-            b = min(priced, key=lambda p: (p[slot], p["provider"]))
-            return {"price": b[slot], "provider": b["provider"]}
+            b = min((p for p in providers if p[slot] is not None), key=lambda p: (p[slot], p["provider"]), default=None)
+            return b and {"price": b[slot], "provider": b["provider"]}
 
         out.append({"gpu": gpu, "family": f.get("family") or gpu, "vram_gb": _clean_number(vram) if vram else None,
                     "memory_type": f.get("memory_type"), "bf16": f.get("bf16"), "fp8": f.get("fp8"),
@@ -371,8 +345,7 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
             f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
     return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,
             "sharded": {str(g): e.per_gpu_gb for g, e in answer.sharded_estimates.items()},
-            "candidates": list(pool.values()), "left_out": left,
-            "stale": [p.provider for p in answer.stale_providers]}
+            "candidates": list(pool.values()), "left_out": left, "stale": [p.provider for p in answer.stale_providers]}
 
 
 def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
@@ -406,7 +379,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
         "generated_at_ms": ms(generated_at), "stale_after_hours": stale_after_hours,
         "columns": [c.__dict__ for c in COLUMNS],
         "providers": [{"provider": p.provider, "last_ok_ms": ms(p.last_success),
-                       "failed": p.freshness.last_state not in (None, "ok")} for p in providers],
+                       "failed": p.last_state not in (None, "ok")} for p in providers],
         "offers": offer_columns(rows),
         "gpus": list(gpus),
         "tuning": tuning or {"models": [], "methods": [], "answers": {}, "flags": [], "tiers": {},
@@ -417,8 +390,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
 def json_for_html(value: Any) -> str:
     """JSON that cannot end its <script> element or open a comment: <, >, & and JS line separators escaped."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
-                    ("\u2029", "\\u2029")):
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, esc)
     return text
 
@@ -436,7 +408,8 @@ def _freshness_html(providers: Sequence[ReportProvider]) -> str:
     rows = []
     for p in providers:
         when = p.last_success.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if p.last_success else "never"
-        err = f'<td class="err">{_e(p.last_error)}</td>' if p.last_error else "<td></td>"
+        failed = p.last_error and p.last_state != "ok"
+        err = f'<td class="err">{_e(p.last_error)}</td>' if failed else "<td></td>"
         rows.append(
             f'<tr class="f-{_e(p.state)}" data-provider="{_e(p.provider)}"><td>{_e(p.display_name)}</td>'
             f'<td class="state">{_e("never loaded" if p.state == NEVER else p.state)}</td><td>{_e(when)}</td>'
@@ -545,14 +518,11 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
                  now: datetime | None = None, models: Sequence[str] = COMMON_MODELS) -> Report:
     """Read the warehouse and write the page to `out` (whole, then renamed), with `models`' fine-tuning answers."""
     now = now or datetime.now(timezone.utc)
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         providers = report_providers(con, now, stale_after_hours)
         rows = report_rows(con, egress_gb, providers)
         gpus = gpu_summary(rows, gpu_facts(con))
         tuning = fine_tuning(con, now, stale_after_hours, models) if models else None
-    finally:
-        con.close()
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial")

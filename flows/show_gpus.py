@@ -98,11 +98,8 @@ def show_gpus_command(
         raise _fail("name the GPU once: `show-gpus H100` lists it per provider, `--gpu H100` filters the summary", 2)
     selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
                             regions=tuple(region), max_price=max_price, commitments=commitments)
-    con = open_reader(db)  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)
-    try:
+    with open_reader(db) as con:  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)
         columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection.resolved(con, SOURCES))
-    finally:
-        con.close()
     if not rows:
         err.print("no current offer passes these filters", highlight=False)
     emit(columns, rows, chosen(fmt, as_json))

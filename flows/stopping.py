@@ -33,9 +33,6 @@ class Stopper:
     signum: int | None = None
     in_window: bool = False
 
-    def requested(self) -> int | None:
-        return self.signum
-
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is None:
             self.signum = signum

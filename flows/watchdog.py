@@ -1,14 +1,9 @@
 """No child outlives a refresh: `python -m gpuledger.flows.watchdog PID` watches process PID.
 
-A refresh starts children it does not always get to stop: Prefect's temporary API server
-(`flows.prefect_api`, when no PREFECT_API_URL is set), crawl children in their own
-sessions, and the Chromium they drive. A `kill -9` of the refresh runs none of its cleanup,
-and those children would live on under PID 1. So the command line starts this watchdog first:
-a separate process (its own session, so a terminal's Ctrl-C reaches the refresh, not it)
-that notes the refresh's descendants every POLL_S seconds and, once the refresh is gone
-(however it ended), kills those still running, then exits. psutil identifies a process by
-its pid and start time, so a pid reused by an unrelated process is never killed. A child
-started and killed within one poll is not seen; nor does it need to be.
+A `kill -9` of a refresh runs none of its cleanup, so its children (Prefect's temporary server, crawl
+children in their own sessions, Chromium) would live on. This separate process, in its own session (a
+terminal's Ctrl-C reaches the refresh, not it), notes the refresh's descendants every POLL_S seconds and
+kills those still running once the refresh is gone; psutil's pid and start time never mistake a reused pid.
 """
 
 from __future__ import annotations
@@ -21,22 +16,15 @@ import time
 import psutil
 
 POLL_S = 0.25
-
-
 _WATCHING: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def ensure_watched() -> None:
-    """Start a watchdog for this process, once per process."""
+    """Start a watchdog for this process from a new process, once per process."""
     if os.getpid() not in _WATCHING:
-        _WATCHING[os.getpid()] = start()
-
-
-def start(pid: int | None = None) -> subprocess.Popen[bytes]:
-    """Watch `pid` (this process by default) from a new process."""
-    return subprocess.Popen([sys.executable, "-m", "gpuledger.flows.watchdog", str(pid or os.getpid())],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, close_fds=True)
+        _WATCHING[os.getpid()] = subprocess.Popen(
+            [sys.executable, "-m", "gpuledger.flows.watchdog", str(os.getpid())], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
 def watch(pid: int, poll_s: float = POLL_S) -> list[int]:
@@ -67,9 +55,5 @@ def watch(pid: int, poll_s: float = POLL_S) -> list[int]:
     return [p.pid for p in left]
 
 
-def main() -> None:
-    watch(int(sys.argv[1]))
-
-
 if __name__ == "__main__":
-    main()
+    watch(int(sys.argv[1]))
