@@ -1,9 +1,8 @@
 """Fetched results waiting to be merged: the hand-off between a provider's fetch and the merge.
 
-A fetch leaves in `<db>.pending/<refresh_id>/` a `<provider>.<table>.json` per table (its records)
-and, last and atomically, `<provider>.json` (the run), all plain JSON. `warehouse.store.merge_pending`
-reads them with DuckDB and removes them once the merged warehouse is published; what a failed write
-leaves waits for the next refresh or `gpuledger refresh --resume`.
+A fetch leaves in `<db>.pending/<refresh_id>/` a `<provider>.<table>.json` per table and, last and
+atomically, `<provider>.json` (the run). `warehouse.store.merge_pending` removes them once the merged
+warehouse is published; what a failed write leaves waits for the next refresh or `--resume`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Warehouse schema: every table defined once, and the upgrades of older warehouses.
 
-The columns of `offers`, `egress_prices` and `storage_prices` (and their history tables) are
-the fields of the record models in warehouse/records.py, and those of `providers` the fields of
-`ProviderFacts`: type and NOT NULL from each field's annotation, DEFAULT from a text field's
-default, plus the CHECKs below. The other tables are listed here. The DDL, the column lists of
-loads and exports (`TableSpec`) and the integrity checks all come from these definitions.
-
-A new warehouse is created at the current version from them. A warehouse made by an older
-gpuledger upgrades in place when opened for writing: each step of UPGRADES newer than it is
-applied once, in order, inside a transaction, and recorded in `schema_migrations`. Steps only
-ever add or reshape: history is never dropped. A change to a definition needs its UPGRADES step
-(tests/test_schema.py checks that an upgraded warehouse equals a new one).
+The price tables' columns are the fields of the record models (warehouse/records.py), `providers`'
+those of `ProviderFacts`; the other tables are listed here. A new warehouse is created at the current
+version; an older one applies each newer UPGRADES step once, in order, in a transaction, recorded in
+`schema_migrations`. Steps only add or reshape, never drop history; a changed definition needs its
+step (tests/test_schema.py checks that an upgraded warehouse equals a new one).
 """
 
 from __future__ import annotations
@@ -18,9 +12,10 @@ from __future__ import annotations
 import enum
 import types
 import typing
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import BaseModel
 
@@ -154,37 +149,28 @@ SCRAPE_RUN_COLUMNS = (
     Column("bytes_fetched", "BIGINT", True, "DEFAULT 0"),
 )
 QUARANTINE_COLUMNS = (
-    Column("run_id", "VARCHAR", True),
-    Column("provider", "VARCHAR", True),
-    Column("kind", "VARCHAR", True),
-    Column("source_ref", "VARCHAR", True),
-    Column("reason", "VARCHAR", True),
-    Column("raw", "VARCHAR", True),
+    *(Column(c, "VARCHAR", True) for c in ("run_id", "provider", "kind", "source_ref", "reason", "raw")),
     Column("quarantined_at", "TIMESTAMPTZ", True),
 )
 GPU_MODEL_COLUMNS = (
     Column("gpu_model", "VARCHAR", extra="PRIMARY KEY"),
-    Column("vendor", "VARCHAR", True),
-    Column("family", "VARCHAR", True),  # the bare name a source may give: "H100"
+    *(Column(c, "VARCHAR", True) for c in ("vendor", "family")),  # family: the bare name a source may give, "H100"
     Column("memory_gb", "DOUBLE", True),
     Column("memory_type", "VARCHAR", True),
     Column("memory_bandwidth_tbs", "DOUBLE"),
     Column("architecture", "VARCHAR", True),
     *(Column(c, "BOOLEAN", True) for c in ("bf16", "fp8", "fp4", "int8")),
-    Column("nvlink", "VARCHAR"),
-    Column("form_factor", "VARCHAR"),
+    *(Column(c, "VARCHAR") for c in ("nvlink", "form_factor")),
     Column("segment", "VARCHAR", True),  # datacenter | workstation | consumer
     Column("source", "VARCHAR"),
     # Dense (no sparsity) tensor peak for training: BF16, and FP16 (FP32 accumulate on GeForce).
-    Column("bf16_dense_tflops", "DOUBLE"),
-    Column("fp16_dense_tflops", "DOUBLE"),
+    *(Column(c, "DOUBLE") for c in ("bf16_dense_tflops", "fp16_dense_tflops")),
     Column("tensor_tflops_source", "VARCHAR"),
 )
 GPU_ALIAS_COLUMNS = (
     Column("provider", "VARCHAR", True),  # '*' for names every source uses
     Column("alias", "VARCHAR", True),  # normalized: lower case, single spaces
-    Column("memory_mib_min", "INTEGER"),
-    Column("memory_mib_max", "INTEGER"),
+    *(Column(c, "INTEGER") for c in ("memory_mib_min", "memory_mib_max")),
     Column("gpu_model", "VARCHAR", True),
     Column("variant_exact", "BOOLEAN", True),
 )
@@ -192,11 +178,8 @@ GPU_ALIAS_COLUMNS = (
 # AWS Spot price history: one row per published price change of one (region, AZ, instance type,
 # product description), at its own timestamp. Rows are only ever added (warehouse.spot).
 SPOT_PRICE_HISTORY_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("region", "VARCHAR", True),
-    Column("zone", "VARCHAR", True),  # the availability zone
-    Column("instance_type", "VARCHAR", True),
-    Column("product_description", "VARCHAR", True),  # "Linux/UNIX"
+    # zone: the availability zone; product_description: "Linux/UNIX"
+    *(Column(c, "VARCHAR", True) for c in ("provider", "region", "zone", "instance_type", "product_description")),
     Column("observed_at", "TIMESTAMPTZ", True),  # when the price took effect, as the provider stamps it
     Column("spot_price_per_hour", "DOUBLE", True, "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"),
     Column("source_currency", "VARCHAR", True),
@@ -207,15 +190,11 @@ SPOT_PRICE_HISTORY_COLUMNS = (
 # instances for `duration_hours` from `start_at`, for one upfront fee), kept per scrape: an
 # offering is a moment's quote, and many durations and starts exist per type (warehouse.capacity_blocks).
 CAPACITY_BLOCK_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("region", "VARCHAR", True),
-    Column("zone", "VARCHAR", True),
-    Column("instance_type", "VARCHAR", True),
+    *(Column(c, "VARCHAR", True) for c in ("provider", "region", "zone", "instance_type")),
     Column("purchase_option", "VARCHAR", True, "DEFAULT 'capacity_block'"),
     Column("offering_id", "VARCHAR", True),
     Column("instance_count", "INTEGER", True, "CHECK (instance_count > 0)"),
-    Column("start_at", "TIMESTAMPTZ", True),
-    Column("end_at", "TIMESTAMPTZ", True),
+    *(Column(c, "TIMESTAMPTZ", True) for c in ("start_at", "end_at")),
     Column("duration_hours", "INTEGER", True, "CHECK (duration_hours > 0)"),
     Column("upfront_fee", "DOUBLE", True, "CHECK (upfront_fee > 0 AND isfinite(upfront_fee))"),
     Column("source_currency", "VARCHAR", True),
@@ -243,10 +222,8 @@ AVAILABILITY_HISTORY_COLUMNS = (
 # What proved each source's last loaded answers current (an ETag, a Last-Modified date, a price list
 # version): handed to the next fetch, which asks only for what changed (adapters/base.py, Unchanged).
 FETCH_VALIDATOR_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("key", "VARCHAR", True),  # what the source validates: a URL, a version index
-    Column("validator", "VARCHAR", True),
-    Column("run_id", "VARCHAR", True),  # the run whose load it belongs to
+    # key: what the source validates (a URL, a version index); run_id: the run whose load it belongs to
+    *(Column(c, "VARCHAR", True) for c in ("provider", "key", "validator", "run_id")),
     Column("stored_at", "TIMESTAMPTZ", True),
 )
 
@@ -498,128 +475,73 @@ alter table {table} alter price_observed_at type timestamptz using
 """
 
 
-
 # (version, description, SQL): what each version changed, for a warehouse made before it.
 # Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
 INITIAL = (1, "initial schema: offers, history, runs, quarantine, providers, GPU reference")
 UPGRADES: list[tuple[int, str, str]] = [
-    (
-        2,
-        "drop the recommender macros earlier releases stored in the warehouse",
-        # The recommender installs its macros on the connection that uses them; copies stored
-        # in the file by earlier releases would go on answering a plain DuckDB session with
-        # an outdated definition.
-        """
-drop macro table if exists fits;
-drop macro table if exists offer_facts;
-drop macro table if exists fresh_providers;
-drop macro if exists fit_ok;
-drop macro if exists precision_ok;
-drop macro if exists is_fast_interconnect;
-drop macro if exists billed_seconds;
-drop macro if exists gpuledger_macros_version;
-""",
-    ),
-    (
-        3,
-        "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
+    # The recommender installs its macros on the connection that uses them; copies stored in the file
+    # by earlier releases would go on answering a plain DuckDB session with an outdated definition.
+    (2, "drop the recommender macros earlier releases stored in the warehouse",
+     "".join(f"drop macro table if exists {m};\n" for m in ("fits", "offer_facts", "fresh_providers"))
+     + "".join(f"drop macro if exists {m};\n" for m in ("fit_ok", "precision_ok", "is_fast_interconnect",
+                                                         "billed_seconds", "gpuledger_macros_version"))),
+    (3, "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
-        _with_operated_by("offers") + _with_operated_by("offer_history"),
-    ),
-    (
-        4,
-        "offers and offer_history: price_observed_at is a TIMESTAMPTZ (was the source's text); text "
+     _with_operated_by("offers") + _with_operated_by("offer_history")),
+    (4, "offers and offer_history: price_observed_at is a TIMESTAMPTZ (was the source's text); text "
         "without a UTC offset is read as UTC",
-        _observed_at_as_timestamptz("offers") + _observed_at_as_timestamptz("offer_history"),
-    ),
-    (
-        5,
-        "spot_price_history (AWS Spot price changes) and capacity_block_offerings (EC2 Capacity Blocks); "
+     _observed_at_as_timestamptz("offers") + _observed_at_as_timestamptz("offer_history")),
+    (5, "spot_price_history (AWS Spot price changes) and capacity_block_offerings (EC2 Capacity Blocks); "
         "the view spot_price_intervals, the macro spot_price_stats_at and the view spot_price_stats",
-        _V5_TABLES + spot_stats.SQL,
-    ),
-    (
-        6,
-        "offers and offer_history: term_months and payment_option of commitments (reserved, savings plan, "
+     _V5_TABLES + spot_stats.SQL),
+    (6, "offers and offer_history: term_months and payment_option of commitments (reserved, savings plan, "
         "committed use), each its own purchase option; existing rows are on-demand or interruptible (NULL)",
-        _append_offer_columns("offers", ("term_months INTEGER", "payment_option VARCHAR"))
-        + _append_offer_columns("offer_history", ("term_months INTEGER", "payment_option VARCHAR")),
-    ),
-    (
-        7,
-        "offers and offer_history: interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
+     _append_offer_columns("offers", ("term_months INTEGER", "payment_option VARCHAR"))
+     + _append_offer_columns("offer_history", ("term_months INTEGER", "payment_option VARCHAR"))),
+    # the view of version 7 is made with every other view once the steps are applied (migrate)
+    (7, "offers and offer_history: interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
         "(one interruption-risk scale across providers); view offer_freshness",
-        # the view is made with every other view once the steps are applied (migrate)
-        "drop view if exists offer_freshness;"
-        + _with_interruption_risk("offers") + _with_interruption_risk("offer_history"),
-    ),
-    (
-        8,
-        "gpu_models: dense BF16/FP16 tensor TFLOPS and their source, for the recommender's time model",
-        # Reference data: the next sync from data/gpu_models.csv fills them.
-        """
-alter table gpu_models add column bf16_dense_tflops DOUBLE;
-alter table gpu_models add column fp16_dense_tflops DOUBLE;
-alter table gpu_models add column tensor_tflops_source VARCHAR;
-""",
-    ),
-    (
-        9,
-        "scrape_runs: degraded (the enrichments that failed, the run still ok) and bytes_fetched; "
+     "drop view if exists offer_freshness;" + _with_interruption_risk("offers")
+     + _with_interruption_risk("offer_history")),
+    # Reference data: the next sync from data/gpu_models.csv fills them.
+    (8, "gpu_models: dense BF16/FP16 tensor TFLOPS and their source, for the recommender's time model",
+     "alter table gpu_models add column bf16_dense_tflops DOUBLE;\n"
+     "alter table gpu_models add column fp16_dense_tflops DOUBLE;\n"
+     "alter table gpu_models add column tensor_tflops_source VARCHAR;\n"),
+    (9, "scrape_runs: degraded (the enrichments that failed, the run still ok) and bytes_fetched; "
         "state not_configured for a provider without credentials",
-        """
-alter table scrape_runs add column degraded VARCHAR;
-alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;
-""",
-    ),
-    (
-        10,
-        "offers and offer_history: gpu_memory_from_canon (gpu_memory_gb is the canonical model's where the "
-        "source states none); existing rows keep what their source stated (false)",
-        "".join(_append_offer_columns(t, ("gpu_memory_from_canon BOOLEAN NOT NULL DEFAULT false",))
-                + f"alter table {t} alter column gpu_memory_from_canon drop default;\n"
-                for t in ("offers", "offer_history")),
-    ),
-    (
-        11,
-        "availability_history (every offer's availability signal, once per UTC day while it holds); the macro "
-        "availability_obtainable_at and the view availability_obtainable",
-        """
+     "alter table scrape_runs add column degraded VARCHAR;\n"
+     "alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;\n"),
+    (10, "offers and offer_history: gpu_memory_from_canon (gpu_memory_gb is the canonical model's where the "
+         "source states none); existing rows keep what their source stated (false)",
+     "".join(_append_offer_columns(t, ("gpu_memory_from_canon BOOLEAN NOT NULL DEFAULT false",))
+             + f"alter table {t} alter column gpu_memory_from_canon drop default;\n"
+             for t in ("offers", "offer_history"))),
+    (11, "availability_history (every offer's availability signal, once per UTC day while it holds); the macro "
+         "availability_obtainable_at and the view availability_obtainable",
+     """
 CREATE TABLE availability_history (
-    provider VARCHAR NOT NULL,
-    region VARCHAR NOT NULL,
-    zone VARCHAR NOT NULL,
-    instance_type VARCHAR NOT NULL,
-    gpu_model VARCHAR NOT NULL,
-    observed_at TIMESTAMPTZ NOT NULL,
-    available BOOLEAN,
-    available_count INTEGER,
-    availability_level VARCHAR,
-    run_id VARCHAR NOT NULL
+    provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL, instance_type VARCHAR NOT NULL,
+    gpu_model VARCHAR NOT NULL, observed_at TIMESTAMPTZ NOT NULL, available BOOLEAN, available_count INTEGER,
+    availability_level VARCHAR, run_id VARCHAR NOT NULL
 );
-""" + availability.SQL,
-    ),
-    (
-        12,
-        "fetch_validators: what proved each source's last loaded answers current (ETag, Last-Modified, "
-        "price list version), for a refresh that fetches only what changed",
-        # frozen as version 12 made it
-        """
+""" + availability.SQL),
+    # frozen as version 12 made it
+    (12, "fetch_validators: what proved each source's last loaded answers current (ETag, Last-Modified, "
+         "price list version), for a refresh that fetches only what changed",
+     """
 CREATE TABLE fetch_validators (
     provider VARCHAR NOT NULL, key VARCHAR NOT NULL, validator VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
     stored_at TIMESTAMPTZ NOT NULL
 );
-""",
-    ),
+"""),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
-    exists = con.execute(
-        "select count(*) from information_schema.tables where table_name = 'schema_migrations'"
-    ).fetchall()[0][0]
-    if not exists:
+    if not con.execute("select count(*) from information_schema.tables where table_name = 'schema_migrations'"
+                       ).fetchall()[0][0]:
         return 0
     return con.execute("select coalesce(max(version), 0) from schema_migrations").fetchall()[0][0]
 
@@ -647,13 +569,20 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
     return applied
 
 
-def _in_transaction(con: duckdb.DuckDBPyConnection, sql: str, versions: list[tuple[int, str]]) -> None:
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The block in one transaction: committed at its end, rolled back if it raises."""
     con.execute("begin transaction")
     try:
-        con.execute(sql)
-        for version, description in versions:
-            con.execute("insert into schema_migrations values (?, ?, now())", [version, description])
+        yield
         con.execute("commit")
     except Exception:
         con.execute("rollback")
         raise
+
+
+def _in_transaction(con: duckdb.DuckDBPyConnection, sql: str, versions: list[tuple[int, str]]) -> None:
+    with transaction(con):
+        con.execute(sql)
+        for version, description in versions:
+            con.execute("insert into schema_migrations values (?, ?, now())", [version, description])

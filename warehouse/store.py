@@ -1,8 +1,7 @@
 """Opening the warehouse, and merging each provider's scrape into it (one transaction each).
 
 A refresh fetches with the warehouse closed, then merges into a working copy (warehouse/snapshot.py)
-in one short write window, so readers of the published file never meet the writer's lock. A lock
-file beside the warehouse keeps two refreshes from running at once.
+in one short write window; a lock file beside the warehouse keeps two refreshes from running at once.
 """
 
 from __future__ import annotations
@@ -28,7 +27,9 @@ if TYPE_CHECKING:
 
 from gpuledger.warehouse import availability, gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
-from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SPECS, STORAGE, TableSpec, migrate
+from gpuledger.warehouse.schema import (
+    EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SPECS, STORAGE, TableSpec, migrate, transaction,
+)
 from gpuledger.warehouse.settings import Settings, load_settings
 from gpuledger.warehouse.validators import keep_validators
 
@@ -116,9 +117,7 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
 def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
     """Open for writing, upgrading the schema and the GPU reference tables; end with close_writer.
 
-    Commits go to the WAL (durable, replayed on the next open) and the window is checkpointed once
-    by close_writer: DuckDB's default would checkpoint every provider's commit (up to a 1 GB WAL).
-    """
+    Commits go to the WAL and close_writer checkpoints once: DuckDB would checkpoint every commit."""
     p = db_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     con = _connect_retrying(p, wait_s)
@@ -209,19 +208,12 @@ def new_id(prefix: str) -> str:
 def sync_reference(con: duckdb.DuckDBPyConnection) -> None:
     """Make gpu_models/gpu_aliases equal to the CSVs the parsers use."""
     import pyarrow as pa
-    con.execute("begin transaction")
-    try:
+    with transaction(con):
         for table, rows in (("gpu_models", gpus.models().values()), ("gpu_aliases", gpus.aliases())):
             data = pa.Table.from_pylist([vars(r) for r in rows])
-            con.register("_reference", data)
-            con.execute(f"delete from {table}")
-            con.execute(f"insert into {table} ({', '.join(data.column_names)}) select * from _reference")
-        con.execute("commit")
-    except Exception:
-        con.execute("rollback")
-        raise
-    finally:
-        con.unregister("_reference")
+            with registered(con, _reference=data):
+                con.execute(f"delete from {table}")
+                con.execute(f"insert into {table} ({', '.join(data.column_names)}) select * from _reference")
 
 
 # -- merging a scrape ----------------------------------------------------------
@@ -299,11 +291,8 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
            run_id: str, now: datetime) -> tuple[int, int, int]:
     """SCD2 merge of one provider's complete current set; returns (new, changed, closed).
 
-    The stage joins the incoming rows to their current rows by key; a row equal in every tracked
-    column (NULLs equal) is unchanged. Since the open history versions are exactly the current rows
-    (`warehouse.check`), only the closing UPDATE reads the history; the current table is edited in
-    place, so a nightly load writes little more than what changed.
-    """
+    A row equal to its current row in every tracked column (NULLs equal) is unchanged; the current
+    table is edited in place, so a nightly load writes little more than what changed."""
     stage = f"_stage_{spec.table}"
     p = {"p": provider}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
@@ -591,15 +580,13 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     return report
 
 
-def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime
-                      ) -> tuple[int, int, int]:
+def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime) -> list[int]:
     """An unchanged answer's merge: the current rows are restamped; returns their counts per table."""
     for spec in SPECS:
         con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
                     {"now": now, "run": run_id, "p": provider})
-    return con.execute("select (select count(*) from offers where provider = $p), (select count(*) from egress_prices "
-                       "where provider = $p), (select count(*) from storage_prices where provider = $p)",
-                       {"p": provider}).fetchall()[0]
+    return [con.execute(f"select count(*) from {spec.table} where provider = ?", [provider]).fetchall()[0][0]
+            for spec in SPECS]
 
 
 def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, now: datetime,
