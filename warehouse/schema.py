@@ -41,14 +41,8 @@ class Column:
                         if part)
 
 
-_SQL_TYPES: tuple[tuple[type, str], ...] = (
-    (bool, "BOOLEAN"),  # before int: a bool is an int
-    (int, "INTEGER"),
-    (float, "DOUBLE"),
-    (str, "VARCHAR"),  # str enums included
-    (datetime, "TIMESTAMPTZ"),
-    (tuple, "VARCHAR"),  # stored as a JSON array
-)
+# A str enum is stored as its value, a tuple as a JSON array.
+_SQL_TYPES = {bool: "BOOLEAN", int: "INTEGER", float: "DOUBLE", str: "VARCHAR", datetime: "TIMESTAMPTZ", tuple: "VARCHAR"}
 
 
 def _sql_type(annotation: Any) -> tuple[str, bool]:
@@ -61,10 +55,9 @@ def _sql_type(annotation: Any) -> tuple[str, bool]:
     base = typing.get_origin(annotation) or annotation
     if isinstance(base, type) and issubclass(base, enum.Enum):
         base = str
-    for python_type, sql in _SQL_TYPES:
-        if isinstance(base, type) and issubclass(base, python_type):
-            return sql, nullable
-    raise TypeError(f"no warehouse column type for {annotation!r}")
+    if base not in _SQL_TYPES:
+        raise TypeError(f"no warehouse column type for {annotation!r}")
+    return _SQL_TYPES[base], nullable
 
 
 def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 from gpuledger.warehouse import availability, gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import (
-    EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SPECS, STORAGE, TableSpec, migrate, transaction,
+    EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SCRAPE_RUN_COLUMNS, SPECS, STORAGE, TableSpec, migrate, transaction,
 )
 from gpuledger.warehouse.settings import Settings, load_settings
 from gpuledger.warehouse.validators import keep_validators
@@ -78,12 +78,10 @@ def _is_lock_conflict(err: Exception) -> bool:
 
 def is_damaged(err: BaseException, path: Path) -> bool:
     """A DuckDB error saying the file `path` itself cannot be read, not a query's own mistake."""
-    if not isinstance(err, duckdb.Error):
-        return False
     text = str(err)
-    if "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException):
-        return True
-    return isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text
+    return isinstance(err, duckdb.Error) and (
+        "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException)
+        or isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text)
 
 
 def damaged_message(path: Path, err: BaseException) -> str:
@@ -223,15 +221,13 @@ class AnomalyPolicy:
     """When a successful-looking scrape is still too suspicious to load; `accept` names providers
     whose anomalies load anyway (a real market move: `--accept-anomaly aws`, setting `accept_anomaly`)."""
 
-    # Fewer offers than this share of the last good run's is held back, overall and per purchase
-    # option; a source whose listing follows live capacity declares its own (ProviderSpec.anomaly).
+    # Fewer offers than this share of the last good run's is held back, overall and per purchase option
+    # (a source whose listing follows live capacity declares its own: ProviderSpec.anomaly).
     min_row_ratio: float = 0.75
     max_median_ratio: float = 3.0  # median price per GPU-hour moved more than 3x either way
     accept: frozenset[str] = frozenset()
-    # A purchase option with at least this many rows is checked on its own too (AWS's spot and
-    # on-demand prices come from different APIs: one can collapse while the other carries the total).
-    # A provider with fewer is held back only when it lost more than half: in a listing of a few
-    # offers one instance type more or less is no anomaly.
+    # A purchase option with this many rows is checked on its own too (AWS's spot and on-demand prices
+    # come from different APIs); a smaller provider is held back only when it lost more than half.
     min_rows: int = 10
     small_min_row_ratio: float = 0.5
     # One offer's price moving more than this factor either way is held back (hold_back_offer_jumps).
@@ -294,7 +290,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     A row equal to its current row in every tracked column (NULLs equal) is unchanged; the current
     table is edited in place, so a nightly load writes little more than what changed."""
     stage = f"_stage_{spec.table}"
-    p = {"p": provider}
+    p, stamp = {"p": provider}, {"now": now, "run": run_id}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
     with registered(con, _incoming=rows):
         con.execute(
@@ -311,31 +307,27 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     closed = current - matched  # keys are unique on both sides, so each current row matches at most once
     cols = ", ".join(spec.columns)
     s_cols = ", ".join(f"s.{c}" for c in spec.columns)
-    args = {"p": provider, "now": now, "run": run_id}
     con.execute(
         f"""update {spec.history} h set valid_to = $now, closed_by_run_id = $run
             where h.provider = $p and h.valid_to is null and not exists
-                  (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.unchanged)""",
-        args)
+                  (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.unchanged)""", p | stamp)
     con.execute(
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
-            select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""",
-        {"now": now, "run": run_id})
+            select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""", stamp)
     # The current rows: drop vanished and changed ones, restamp the unchanged, insert new and changed.
     con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
             (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p)
-    # Restamped by a scan, not UPDATE ... FROM a join: updating scattered rows in a join's probe
-    # order is many times slower.
+    # Restamped by a scan, not UPDATE ... FROM a join: updating rows in a join's probe order is many times slower.
     untracked = "".join(
         f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)"
         for c in spec.attrs if c not in spec.tracked)
-    con.execute(f"update {spec.table} o set last_seen = $now, run_id = $run{untracked} where o.provider = $p", args)
+    con.execute(f"update {spec.table} o set last_seen = $now, run_id = $run{untracked} where o.provider = $p",
+                p | stamp)
     con.execute(
         f"""insert into {spec.table} ({cols}, content_hash, first_seen, last_seen, run_id)
             select {s_cols}, s.content_hash, coalesce(s.current_first_seen, $now), $now, $run from {stage} s
-            where not s.unchanged""",
-        {"now": now, "run": run_id})
+            where not s.unchanged""", stamp)
     con.execute(f"drop table {stage}")
     return new, changed, closed
 
@@ -343,16 +335,11 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
 def current_prices(con: duckdb.DuckDBPyConnection,
                    provider: str) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
     """The median price per GPU-hour of the provider's current offers, and per purchase option (rows, median)."""
-    median: float | None = None
-    by_option: dict[str, tuple[int, float | None]] = {}
-    for option, total, n, m in con.execute(
-            "select purchase_option, grouping(purchase_option), count(*), median(price_per_gpu_hour) from offers "
-            "where provider = ? group by grouping sets ((purchase_option), ())", [provider]).fetchall():
-        if total:
-            median = m
-        else:
-            by_option[option] = (n, m)
-    return median, by_option
+    rows = con.execute("select purchase_option, grouping(purchase_option), count(*), median(price_per_gpu_hour) "
+                       "from offers where provider = ? group by grouping sets ((purchase_option), ())",
+                       [provider]).fetchall()
+    return (next((m for _, total, _, m in rows if total), None),
+            {option: (n, m) for option, total, n, m in rows if not total})
 
 
 def _moved(old: float | None, new: float, limit: float) -> float | None:
@@ -361,10 +348,10 @@ def _moved(old: float | None, new: float, limit: float) -> float | None:
     return ratio if ratio is not None and (ratio > limit or ratio < 1 / limit) else None
 
 
-def _quarantine_summary(quarantined: list[dict[str, str]]) -> str:
+def _quarantine_summary(quarantined: list[dict[str, str]]) -> list[str]:
     bad = [q for q in quarantined if q["kind"] == "offer"]
     reasons = sorted({q["reason"][:120] for q in bad})
-    return f"{len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}" if bad else ""
+    return [f"{len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}"] if bad else []
 
 
 def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offers: pa.Table | None,
@@ -374,8 +361,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     provider = outcome.provider
     if offers is None:
         why = "the scrape produced no valid offers (an empty result is never loaded)"
-        bad = _quarantine_summary(outcome.quarantined)
-        return f"{why}; {bad}" if bad else why
+        return "; ".join([why, *_quarantine_summary(outcome.quarantined)])
     last_good = con.execute("select rows_loaded from scrape_runs where provider = ? and state = 'ok' "
                             "order by finished_at desc, rowid desc limit 1", [provider]).fetchall()
     if not last_good:
@@ -408,9 +394,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
                 median_moved(f"{option} ", old_median, option_prices)
     if not problems:
         return None
-    bad = _quarantine_summary(outcome.quarantined)
-    if bad:
-        problems.append(bad)
+    problems += _quarantine_summary(outcome.quarantined)
     if provider in policy.accept:
         notes.append("anomaly accepted by override: " + "; ".join(problems))
         return None
@@ -443,10 +427,8 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                           notes: list[str]) -> tuple[pa.Table, list[dict[str, str]]]:
     """The offers to merge, each one whose price moved beyond `policy.max_offer_ratio` replaced by its
     current row, and a quarantine entry per offer held back (a slip in one record: 3.99 read as 39.9).
-
-    A jump the previous successful scrape held back, seen again within the factor, is a real new
-    price and loads; for a provider in `policy.accept` every offer loads. Both are said in the notes.
-    """
+    A jump the previous scrape held back, seen again within the factor, loads; so does every offer of a
+    provider in `policy.accept`. Both are said in the notes."""
     import pyarrow as pa
     limit = policy.max_offer_ratio
     with registered(con, _incoming=offers):
@@ -472,17 +454,13 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                 where o.provider = $p and (i.price_per_hour > o.price_per_hour * $limit
                                            or i.price_per_hour * $limit < o.price_per_hour)
                 order by all""", {"p": provider, "limit": limit}).fetchall()
-        confirmed = [r[:7] for r in rows if r[7]]
-        if confirmed:
-            notes.append(
-                f"{len(confirmed)} offer price jump(s) loaded, seen again after the previous scrape held them back: "
-                + "; ".join(f"{'/'.join(str(v) for v in r[1:5])} {r[5]:g} -> {r[6]:g} USD" for r in confirmed))
-        jumps = [r for r in rows if not r[7]]
-        if not jumps:
+        if confirmed := [r for r in rows if r[7]]:
+            notes.append(f"{len(confirmed)} offer price jump(s) loaded, seen again after the previous scrape held them "
+                         "back: " + "; ".join(f"{_offer_ref(r)} {r[5]:g} -> {r[6]:g} USD" for r in confirmed))
+        if not (jumps := [r for r in rows if not r[7]]):
             return offers, []
-        described = [
-            f"{provider} offer {'/'.join(str(v) for v in row[1:5])}: price per hour moved from "
-            f"{row[5]:g} to {row[6]:g} USD (x{row[6] / row[5]:.2f}, limit x{limit:g})" for row in jumps]
+        described = [f"{provider} offer {_offer_ref(row)}: price per hour moved from {row[5]:g} to {row[6]:g} USD "
+                     f"(x{row[6] / row[5]:.2f}, limit x{limit:g})" for row in jumps]
         if provider in policy.accept:
             notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
             return offers, []
@@ -496,12 +474,17 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                       and exists (select 1 from _held h where {held_key})""",
                 params={"p": provider}).to_arrow_table()
     quarantined = [
-        {"provider": provider, "kind": "offer", "source_ref": "/".join(str(v) for v in row[1:5]),
+        {"provider": provider, "kind": "offer", "source_ref": _offer_ref(row),
          "reason": f"per-offer anomaly guard: {text}; kept at its previous version "
                    f"(if this is a real price change, rerun with --accept-anomaly {provider})", "raw": row[8]}
         for row, text in zip(jumps, described)]
     notes.append(f"{len(jumps)} offer(s) held back at their previous price by the per-offer anomaly guard")
     return kept.cast(offers.schema), quarantined
+
+
+def _offer_ref(row: tuple[Any, ...]) -> str:
+    """region/zone/instance type/purchase option of a (provider, region, ...) row."""
+    return "/".join(str(v) for v in row[1:5])
 
 
 def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh_id: str,
@@ -532,9 +515,9 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
             if offers is not None:
                 # before the guard: what a failed enrichment did not bring is not a drop in the market
                 offers = carry_degraded(con, outcome.provider, offers, outcome.degraded)
-            reason = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy, report.notes)
-            report.error = reason
-            if reason is None:
+            report.error = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy,
+                                                                                  report.notes)
+            if report.error is None:
                 if offers is not None:
                     offers, held_back = hold_back_offer_jumps(con, outcome.provider, offers, policy, report.notes)
                     quarantined += held_back
@@ -568,12 +551,10 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
         report.error = f"load failed, nothing changed: {type(err).__name__}: {root_cause(err)}"
         report.new = report.changed = report.closed = report.rows_loaded = 0
         try:
-            con.execute("begin transaction")
-            _insert_run(con, outcome, report, refresh_id, run_id)
-            con.execute("commit")
+            with transaction(con):
+                _insert_run(con, outcome, report, refresh_id, run_id)
         except duckdb.Error as again:
             # Not even the failure can be recorded (a full disk, a vanished file): stop with the first cause.
-            _rollback_quietly(con)
             raise WarehouseError(
                 f"cannot write to the warehouse, stopped at {outcome.provider} (its rows and those of the "
                 f"providers after it are unchanged): {root_cause(err)}") from again
@@ -620,11 +601,9 @@ def root_cause(err: BaseException) -> str:
 
 def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: LoadReport,
                 refresh_id: str, run_id: str) -> None:
+    columns = [c.name for c in SCRAPE_RUN_COLUMNS]
     con.execute(
-        """insert into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state,
-               rows_parsed, rows_loaded, rows_quarantined, egress_rows, storage_rows,
-               offers_new, offers_changed, offers_closed, requests, duration_s, error, notes, degraded, bytes_fetched)
-           values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        f"insert into scrape_runs ({', '.join(columns)}) values ({', '.join('?' * len(columns))})",
         [run_id, refresh_id, outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at,
          report.state, report.rows_parsed, report.rows_loaded, report.rows_quarantined,
          report.egress_rows, report.storage_rows, report.new, report.changed, report.closed,
@@ -648,12 +627,11 @@ def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetim
     successful scrape (it would set prices back), or None when it is in the warehouse already."""
     if outcome.refresh_id == refresh_id:
         return outcome
-    if last_ok.get(outcome.provider) == outcome.started_at:
+    if (newer := last_ok.get(outcome.provider)) == outcome.started_at:
         return None
     why = f"fetched by {outcome.refresh_id}"
     if outcome.path is not None and (error := pending.write_error(outcome.path)):
         why += f", whose write failed ({error})"
-    newer = last_ok.get(outcome.provider)
     if newer is not None and newer >= outcome.started_at:
         return ScrapeOutcome(outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at, state="failed",
                              requests=outcome.requests, error=f"not merged: {why}; the warehouse already holds a "
@@ -676,10 +654,8 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                   on_merged: Callable[[str], None] | None = None) -> list[LoadReport]:
     """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a
     working copy published in one atomic rename (warehouse.snapshot), then forget the merged results.
-
-    The caller holds the refresh lock. Once `stop_requested()`, the results left keep waiting
-    (`interrupted`). A warehouse that cannot be written raises WarehouseError naming the first cause
-    and where the results wait; the published warehouse is then unchanged."""
+    The caller holds the refresh lock. Once `stop_requested()`, the results left keep waiting; a
+    warehouse that cannot be written raises WarehouseError (first cause, where the results wait)."""
     from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
     published = db_path(db)

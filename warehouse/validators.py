@@ -1,12 +1,8 @@
-"""What proved each source's answers current when its rows were last loaded, for its next fetch.
+"""What proved each source's answers current when its rows were last loaded (an ETag, a Last-Modified
+date, a price list version: adapters.base.SourceContext.new_validators), for its next fetch.
 
-A source that can ask "has this changed?" (If-None-Match / If-Modified-Since with an ETag or a
-Last-Modified date, a price list's version index) says what its answers carried
-(adapters.base.SourceContext.new_validators). The merge keeps them with the run that loaded those
-rows, and only a complete load's (no enrichment missing, no offer held back): the warehouse then
-holds exactly what they validate; any other load of new rows forgets them. The next refresh hands
-them back (SourcePlan.validators), and an answer they prove unchanged is neither downloaded nor
-parsed (adapters.base.Unchanged).
+Only a complete load's are kept (no enrichment missing, no offer held back), so the warehouse holds
+exactly what they validate; the next refresh hands them back and skips what they prove unchanged.
 """
 
 from __future__ import annotations
