@@ -24,16 +24,14 @@ from gpuledger.warehouse.schema import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+SCD2_TABLES = {"offers": OFFERS, "egress": EGRESS, "storage": STORAGE}  # Batch attribute -> its table
 # Batch attribute -> (the warehouse table whose column types it takes, the columns it carries)
 TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "offers": (OFFERS.table, OFFERS.columns),
-    "egress": (EGRESS.table, EGRESS.columns),
-    "storage": (STORAGE.table, STORAGE.columns),
+    **{name: (spec.table, spec.columns) for name, spec in SCD2_TABLES.items()},
     "spot_prices": ("spot_price_history", SPOT_PRICE_FIELDS),
     "capacity_blocks": ("capacity_block_offerings", CAPACITY_BLOCK_FIELDS),
     "availability": ("availability_history", AVAILABILITY_FIELDS),
 }
-KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
 FORMAT = 3
 
 
@@ -110,8 +108,8 @@ def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeO
     tables = {}
     for name in TABLES:
         records = getattr(batch, name)
-        if name in KINDS:
-            records = _dedupe(records, KINDS[name], quarantined, batch.provider)
+        if name in SCD2_TABLES:
+            records = _dedupe(records, SCD2_TABLES[name].kind, quarantined, batch.provider)
         if records:
             tables[name] = records
     return ScrapeOutcome(provider=provider or batch.provider, notes=list(batch.notes), quarantined=quarantined,

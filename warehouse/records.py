@@ -1,7 +1,5 @@
-"""The record contract every source emits: one normalized shape per table.
-
-Sources add records to a `Batch`, which validates each as it is made: a record that breaks the
-contract becomes a quarantine entry naming the source, the record and the field.
+"""The record contract every source emits: one normalized shape per table, validated as a source adds
+records to a `Batch`; a record that breaks it becomes a quarantine entry naming source, record and field.
 """
 
 from __future__ import annotations
@@ -386,8 +384,7 @@ class Batch:
 
     def without_secrets(self, fields: dict[str, Any]) -> dict[str, Any]:
         """`fields` with every known secret value cut from its text."""
-        cut = self._cutter
-        if cut is None:
+        if (cut := self._cutter) is None:
             return fields
         clean = {k: cut(v) if isinstance(v, str) else v for k, v in fields.items()}
         if clean != fields:
@@ -395,15 +392,13 @@ class Batch:
         return clean
 
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
-        model = RECORD_TYPES[kind]
         fields = self.without_secrets(fields)
-        unencodable = [k for k, v in fields.items() if isinstance(v, str) and utf8_text(v) is not v]
-        if unencodable:
+        if unencodable := [k for k, v in fields.items() if isinstance(v, str) and utf8_text(v) is not v]:
             self.quarantine(kind, ref, f"contract: {', '.join(unencodable)} holds text UTF-8 cannot encode "
                             "(a lone surrogate escape)", raw)
             return False
         try:
-            record = model(provider=self.provider, **fields)
+            record = RECORD_TYPES[kind](provider=self.provider, **fields)
         except (TypeError, ValueError) as err:  # a ValidationError too
             why = describe_validation_error(err) if isinstance(err, ValidationError) else err
             self.quarantine(kind, ref, f"contract: {why}", raw)
@@ -502,7 +497,6 @@ class ProviderFacts(BaseModel):
     @field_validator("source_urls")
     @classmethod
     def _https(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [u for u in urls if not u.startswith("https://")]
-        if bad:
+        if bad := [u for u in urls if not u.startswith("https://")]:
             raise ValueError(f"source URLs must be https: {bad}")
         return urls

@@ -74,18 +74,14 @@ def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
     for name, info in model.model_fields.items():
         sql, is_nullable = _sql_type(info.annotation)
         default = info.default if isinstance(info.default, str) else None
-        extra = " ".join(x for x in ("DEFAULT " + _quote(default) if default is not None else "",
-                                     checks.get(name, "")) if x)
+        quoted = "DEFAULT '" + default.replace("'", "''") + "'" if default is not None else ""
+        extra = " ".join(x for x in (quoted, checks.get(name, "")) if x)
         out.append(Column(name, sql, not (is_nullable or name in nullable), extra))
         if name in after:
             prop = after[name]
             sql, _ = _sql_type(typing.get_type_hints(getattr(model, prop).fget)["return"])
             out.append(Column(prop, sql, True, checks.get(prop, "")))
     return tuple(out)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 # -- the tables ---------------------------------------------------------------------------------
@@ -353,17 +349,13 @@ _V3_OFFER_COLUMNS = """
     minimum_charge_s INTEGER, available BOOLEAN, available_count INTEGER, availability_level VARCHAR,
     interruption_risk VARCHAR, spot_savings_pct DOUBLE, reliability DOUBLE,
     provider_data VARCHAR NOT NULL DEFAULT '{}', operated_by VARCHAR NOT NULL"""
-_V3_ROW_COLUMNS = {
-    "offers": "content_hash VARCHAR NOT NULL, first_seen TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL, "
-              "run_id VARCHAR NOT NULL",
-    "offer_history": "content_hash VARCHAR NOT NULL, valid_from TIMESTAMPTZ NOT NULL, valid_to TIMESTAMPTZ, "
-                     "run_id VARCHAR NOT NULL, closed_by_run_id VARCHAR",
-}
 
 
 def _with_operated_by(table: str) -> str:
+    row_columns = ", ".join(f"{name} {sql_type}" + " NOT NULL" * not_null
+                            for name, sql_type, not_null in _ROW_COLUMNS_AFTER_OFFER[table])
     return f"""
-create table {table}__v3 ({_V3_OFFER_COLUMNS}, {_V3_ROW_COLUMNS[table]});
+create table {table}__v3 ({_V3_OFFER_COLUMNS}, {row_columns});
 insert into {table}__v3 by name select *, provider as operated_by from {table};
 drop table {table};
 alter table {table}__v3 rename to {table};
@@ -392,7 +384,7 @@ CREATE TABLE capacity_block_offerings (
 );
 """
 
-# The bookkeeping columns that follow the offer columns, as of versions 6 and 7 (frozen like the
+# The bookkeeping columns that follow the offer columns, as of versions 3, 6 and 7 (frozen like the
 # layout above). DuckDB adds a column only at the end of a table, so a step that adds offer columns
 # then moves these behind them: drop-and-re-add keeps every other column, with its constraints,
 # where it is, whatever the steps before added.

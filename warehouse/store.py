@@ -113,9 +113,8 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
 
 
 def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
-    """Open for writing, upgrading the schema and the GPU reference tables; end with close_writer.
-
-    Commits go to the WAL and close_writer checkpoints once: DuckDB would checkpoint every commit."""
+    """Open for writing, upgrading the schema and the GPU reference tables; end with close_writer (the
+    window's one checkpoint: DuckDB would checkpoint every commit)."""
     p = db_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     con = _connect_retrying(p, wait_s)
@@ -178,18 +177,15 @@ def refresh_lock(path: str | os.PathLike[str] | None = None, wait: bool = False)
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "unknown"
-            raise RefreshRunningError(
-                f"another refresh of {db_path(path)} is running ({holder}); try again when it has finished"
-            ) from None
-        f.seek(0)
-        f.truncate()
+            raise RefreshRunningError(f"another refresh of {db_path(path)} is running ({holder}); "
+                                      "try again when it has finished") from None
+        f.truncate(0)  # in append mode the write goes to the (new) end
         f.write(f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}")
         f.flush()
         try:
             yield
         finally:
-            f.seek(0)
-            f.truncate()
+            f.truncate(0)
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
@@ -373,8 +369,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
 
     def median_moved(label: str, old: float | None, prices: list[float]) -> None:
         median = statistics.median(prices)
-        moved = _moved(old, median, policy.max_median_ratio)
-        if moved is not None:
+        if (moved := _moved(old, median, policy.max_median_ratio)) is not None:
             problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {median:.4f} USD "
                             f"(x{moved:.2f}, limit x{policy.max_median_ratio:g})")
 
