@@ -176,8 +176,7 @@ def read(path: Path) -> ScrapeOutcome:
         if doc.pop("format", None) != FORMAT:
             raise ValueError("not a format this gpuledger reads")
         counts = doc.pop("tables")
-        doc["started_at"] = datetime.fromisoformat(doc["started_at"])
-        doc["finished_at"] = datetime.fromisoformat(doc["finished_at"])
+        doc |= {k: datetime.fromisoformat(doc[k]) for k in ("started_at", "finished_at")}
         tables = {}
         with duckdb.connect() as con:  # its own: merges of several warehouses may read at once
             for name, rows in counts.items():

@@ -42,7 +42,8 @@ class Column:
 
 
 # A str enum is stored as its value, a tuple as a JSON array.
-_SQL_TYPES = {bool: "BOOLEAN", int: "INTEGER", float: "DOUBLE", str: "VARCHAR", datetime: "TIMESTAMPTZ", tuple: "VARCHAR"}
+_SQL_TYPES = {bool: "BOOLEAN", int: "INTEGER", float: "DOUBLE", str: "VARCHAR", datetime: "TIMESTAMPTZ",
+              tuple: "VARCHAR"}
 
 
 def _sql_type(annotation: Any) -> tuple[str, bool]:
@@ -84,8 +85,6 @@ def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
     return tuple(out)
 
 
-# -- the tables ---------------------------------------------------------------------------------
-
 OFFER_COLUMNS = model_columns(
     Offer,
     checks={"gpu_count": "CHECK (gpu_count > 0)",
@@ -95,9 +94,8 @@ OFFER_COLUMNS = model_columns(
 EGRESS_COLUMNS = model_columns(EgressPrice, checks={"usd_per_gb": "CHECK (usd_per_gb >= 0)"})
 STORAGE_COLUMNS = model_columns(StoragePrice, checks={"usd_per_gb_month": "CHECK (usd_per_gb_month > 0)"})
 
-# The facts of each provider, as its last successful load stored them. The columns of the
-# required facts below accept NULL as they always have, so a new warehouse and one upgraded
-# from an older gpuledger have the same table.
+# The facts of each provider, as its last successful load stored them. The required facts below
+# accept NULL as they always have, so a new warehouse and an upgraded one have the same table.
 _PROVIDER_FACTS = model_columns(
     ProviderFacts, nullable=frozenset({"billing_granularity_s", "price_source", "source_urls"}))
 PROVIDER_FACT_COLUMNS = tuple(c.name for c in _PROVIDER_FACTS)
@@ -132,8 +130,7 @@ SCRAPE_RUN_COLUMNS = (
         "rows_parsed", "rows_loaded", "rows_quarantined", "egress_rows", "storage_rows",
         "offers_new", "offers_changed", "offers_closed", "requests")),
     Column("duration_s", "DOUBLE"),
-    Column("error", "VARCHAR"),
-    Column("notes", "VARCHAR"),
+    *(Column(c, "VARCHAR") for c in ("error", "notes")),
     Column("degraded", "VARCHAR"),  # the enrichments that failed and why; the run is still ok
     Column("bytes_fetched", "BIGINT", True, "DEFAULT 0"),
 )
@@ -175,9 +172,8 @@ SPOT_PRICE_HISTORY_COLUMNS = (
     Column("run_id", "VARCHAR", True),  # the scrape that first stored it
     Column("loaded_at", "TIMESTAMPTZ", True),
 )
-# AWS EC2 Capacity Blocks for ML: each offering every scrape saw (a block of `instance_count`
-# instances for `duration_hours` from `start_at`, for one upfront fee), kept per scrape: an
-# offering is a moment's quote, and many durations and starts exist per type (warehouse.capacity_blocks).
+# AWS EC2 Capacity Blocks for ML: each offering (`instance_count` instances for `duration_hours` from
+# `start_at`, one upfront fee) every scrape saw, kept per scrape: it is a moment's quote (warehouse.capacity_blocks).
 CAPACITY_BLOCK_COLUMNS = (
     *(Column(c, "VARCHAR", True) for c in ("provider", "region", "zone", "instance_type")),
     Column("purchase_option", "VARCHAR", True, "DEFAULT 'capacity_block'"),
@@ -190,8 +186,8 @@ CAPACITY_BLOCK_COLUMNS = (
     Column("upfront_fee_usd", "DOUBLE", True),
     Column("gpu_model", "VARCHAR", True),
     Column("gpu_count", "DOUBLE", True, "CHECK (gpu_count > 0)"),  # per instance
-    Column("usd_per_hour", "DOUBLE", True),  # the whole block: fee / duration
-    Column("usd_per_gpu_hour", "DOUBLE", True),  # fee / (duration x instances x GPUs per instance)
+    # the whole block's fee / duration, and fee / (duration x instances x GPUs per instance)
+    *(Column(c, "DOUBLE", True) for c in ("usd_per_hour", "usd_per_gpu_hour")),
     Column("tenancy", "VARCHAR"),
     Column("observed_at", "TIMESTAMPTZ", True),  # when the scrape saw the offering
     Column("run_id", "VARCHAR", True),
@@ -286,10 +282,7 @@ def create_sql() -> str:
     return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql(replace=False)
 
 
-# -- current tables with SCD2 history -------------------------------------------------------------
-
-# Attributes whose change is *not* a new version of an offer: the spot feed
-# restamps an unchanged price every few minutes.
+# Attributes whose change is *not* a new version of an offer: the spot feed restamps an unchanged price.
 UNTRACKED = frozenset({"price_observed_at"})
 
 
@@ -328,14 +321,9 @@ STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_CO
 SPECS = (OFFERS, EGRESS, STORAGE)
 
 
-# -- versions ---------------------------------------------------------------------------------
-
-# The offer columns of version 3, frozen (the definitions above may move on; this step must still
-# give version 3's layout). DuckDB adds a column only at the end of a table, while a new
-# warehouse has operated_by right after provider_data, so the step rebuilds both offer tables in
-# this layout and fills operated_by with the provider: every row written before ran on its
-# provider's own machines (no aggregator was loaded). The rebuilt rows keep their values and
-# content_hash, so the next load finds them unchanged.
+# The offer columns of version 3, frozen. DuckDB adds a column only at the end of a table, so the step
+# rebuilds both offer tables with operated_by after provider_data, filled with the provider (no aggregator
+# was loaded before); the rows keep their values and content_hash, so the next load finds them unchanged.
 _V3_OFFER_COLUMNS = """
     provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL DEFAULT '',
     instance_type VARCHAR NOT NULL, purchase_option VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL,
@@ -362,9 +350,8 @@ alter table {table}__v3 rename to {table};
 """
 
 
-# The two tables version 5 adds, frozen as that version made them (the definitions above may move
-# on; a later change comes with its own step). The views and the macro version 5 adds are
-# `create or replace` (spot_stats.SQL): a later step that changes them replaces them again.
+# The two tables version 5 adds, frozen as it made them. Its views and macro are `create or replace`
+# (spot_stats.SQL): a later step that changes them replaces them again.
 _V5_TABLES = """
 CREATE TABLE spot_price_history (
     provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL, instance_type VARCHAR NOT NULL,
@@ -384,10 +371,8 @@ CREATE TABLE capacity_block_offerings (
 );
 """
 
-# The bookkeeping columns that follow the offer columns, as of versions 3, 6 and 7 (frozen like the
-# layout above). DuckDB adds a column only at the end of a table, so a step that adds offer columns
-# then moves these behind them: drop-and-re-add keeps every other column, with its constraints,
-# where it is, whatever the steps before added.
+# The bookkeeping columns that follow the offer columns as of versions 3, 6 and 7 (frozen). A step that
+# adds offer columns moves these behind them: drop-and-re-add keeps every other column where it is.
 _ROW_COLUMNS_AFTER_OFFER = {
     "offers": (("content_hash", "VARCHAR", True), ("first_seen", "TIMESTAMPTZ", True),
                ("last_seen", "TIMESTAMPTZ", True), ("run_id", "VARCHAR", True)),
@@ -415,9 +400,8 @@ def _append_offer_columns(table: str, columns: tuple[str, ...], fill: str = "") 
     return "\n".join(sql) + "\n"
 
 
-# Version 7: the interruption-risk scale after the commitment columns. Each existing row gets the
-# level its source's signal gives it (warehouse/interruption.py as of version 7), so the next load
-# finds unchanged offers unchanged.
+# Version 7: the interruption-risk scale; each existing row gets the level its source's signal gives it
+# (warehouse/interruption.py as of version 7), so the next load finds unchanged offers unchanged.
 _V7_RISK_COLUMNS = ("interruption_risk_level VARCHAR NOT NULL DEFAULT 'unknown'", "interruption_rate_max_pct DOUBLE",
                     "interruption_risk_source VARCHAR NOT NULL DEFAULT 'unpublished'")
 _V7_RISK_SOURCE = """case
@@ -449,9 +433,8 @@ def _with_interruption_risk(table: str) -> str:
 
 
 def _observed_at_as_timestamptz(table: str) -> str:
-    # Every text gpuledger stored carries an offset (Z or +00:00); one without is read as UTC rather
-    # than in the zone of whoever upgrades. Text that is no timestamp fails the step, which rolls
-    # back and leaves the warehouse at version 3 with its values.
+    # Text without an offset is read as UTC, not in the upgrader's zone; text that is no timestamp fails
+    # the step, which rolls back and leaves the warehouse at version 3 with its values.
     return f"""
 alter table {table} alter price_observed_at type timestamptz using
     case when regexp_matches(price_observed_at, '([zZ]|[+-][0-9][0-9](:?[0-9][0-9])?)$')

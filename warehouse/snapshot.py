@@ -11,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+
 class PublishError(Exception):
     """The working copy cannot be made or published; the published file is unchanged."""
 

@@ -197,8 +197,6 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
 
 
-# -- reference data ------------------------------------------------------------
-
 def sync_reference(con: duckdb.DuckDBPyConnection) -> None:
     """Make gpu_models/gpu_aliases equal to the CSVs the parsers use."""
     import pyarrow as pa
@@ -209,8 +207,6 @@ def sync_reference(con: duckdb.DuckDBPyConnection) -> None:
                 con.execute(f"delete from {table}")
                 con.execute(f"insert into {table} ({', '.join(data.column_names)}) select * from _reference")
 
-
-# -- merging a scrape ----------------------------------------------------------
 
 @dataclass
 class AnomalyPolicy:

@@ -8,6 +8,8 @@ exactly what they validate; the next refresh hands them back and skips what they
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 import duckdb
@@ -19,18 +21,13 @@ def read_validators(db: str | Path | None) -> dict[str, dict[str, str]]:
 
     if not db_path(db).exists():
         return {}
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         if not con.execute("select count(*) from information_schema.tables where table_name = 'fetch_validators'"
                            ).fetchall()[0][0]:
             return {}
         rows = con.execute("select provider, key, validator from fetch_validators order by all").fetchall()
-    finally:
-        con.close()
-    out: dict[str, dict[str, str]] = {}
-    for provider, key, validator in rows:
-        out.setdefault(provider, {})[key] = validator
-    return out
+    return {provider: {key: validator for _, key, validator in group}
+            for provider, group in groupby(rows, itemgetter(0))}
 
 
 def keep_validators(con: duckdb.DuckDBPyConnection, provider: str, validators: dict[str, str], run_id: str,
