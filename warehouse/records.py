@@ -77,10 +77,8 @@ def amortized_usd_per_hour(upfront_usd: float, hourly_usd: float, term_months: i
     return upfront_usd / (HOURS_PER_YEAR * term_months / 12) + hourly_usd
 
 
-_COMMITMENT_OPTIONS = {
-    commitment_option(c.value, months, p.value): (months, p.value)
-    for c in Commitment for months in (12, 36) for p in PaymentOption
-}
+_COMMITMENT_OPTIONS = {commitment_option(c.value, months, p.value): (months, p.value)
+                       for c in Commitment for months in (12, 36) for p in PaymentOption}
 PURCHASE_OPTIONS: tuple[str, ...] = tuple(o.value for o in PurchaseOption) + tuple(_COMMITMENT_OPTIONS)
 
 

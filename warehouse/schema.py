@@ -518,10 +518,8 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
     """Create the schema in an empty warehouse, or upgrade an older one; return the versions
     applied (a new warehouse gets every version at once)."""
     steps = UPGRADES if upgrades is None else upgrades
-    con.execute(
-        "create table if not exists schema_migrations ("
-        " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
-    )
+    con.execute("create table if not exists schema_migrations ("
+                " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
     have = current_version(con)
     if have == 0:
         versions = [INITIAL] + [(v, d) for v, d, _ in steps]

@@ -159,8 +159,7 @@ def _open_lock_file(db: Path) -> Any:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         return open(lock_path, "a+")
     except OSError as err:
-        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: "
-                             f"{err.strerror or err}") from None
+        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
 
 
 def check_writable(path: str | os.PathLike[str] | None = None) -> None:
@@ -334,12 +333,6 @@ def current_prices(con: duckdb.DuckDBPyConnection,
             {option: (n, m) for option, total, n, m in rows if not total})
 
 
-def _moved(old: float | None, new: float, limit: float) -> float | None:
-    """new/old when it is beyond `limit` either way, else None."""
-    ratio = new / old if old else None
-    return ratio if ratio is not None and (ratio > limit or ratio < 1 / limit) else None
-
-
 def _quarantine_summary(quarantined: list[dict[str, str]]) -> list[str]:
     bad = [q for q in quarantined if q["kind"] == "offer"]
     reasons = sorted({q["reason"][:120] for q in bad})
@@ -364,10 +357,10 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     problems = []
 
     def median_moved(label: str, old: float | None, prices: list[float]) -> None:
-        median = statistics.median(prices)
-        if (moved := _moved(old, median, policy.max_median_ratio)) is not None:
+        median, limit = statistics.median(prices), policy.max_median_ratio
+        if old and (median / old > limit or median / old < 1 / limit):
             problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {median:.4f} USD "
-                            f"(x{moved:.2f}, limit x{policy.max_median_ratio:g})")
+                            f"(x{median / old:.2f}, limit x{limit:g})")
 
     overall_ratio = min_ratio if last_rows >= policy.min_rows else min(min_ratio, policy.small_min_row_ratio)
     if last_rows and offers.num_rows < overall_ratio * last_rows:
@@ -488,9 +481,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     now = now or utcnow()
     run_id = new_id(f"run-{outcome.provider}")
     report = LoadReport(outcome.provider, run_id, "failed" if outcome.state == "ok" else outcome.state,
-                        error=outcome.error, notes=list(outcome.notes))
-    if outcome.degraded:
-        report.degraded = "; ".join(f"{d['name']} ({d['reason']})" for d in outcome.degraded)
+                        error=outcome.error, notes=list(outcome.notes),
+                        degraded="; ".join(f"{d['name']} ({d['reason']})" for d in outcome.degraded) or None)
     quarantined = list(outcome.quarantined)
     offers = None if outcome.side_tables_only else outcome.table("offers")  # such a source owns no offers
     report.rows_parsed = outcome.count("offers") + sum(q["kind"] == "offer" for q in quarantined)
