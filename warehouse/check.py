@@ -1,8 +1,6 @@
-"""Integrity check of a warehouse: what `gpuledger check` runs.
+"""Integrity check of a warehouse (`gpuledger check`): each check is a query returning offending rows.
 
-Each check is a query that returns offending rows; an empty result passes.
-Run after a crash (or any time) to prove the current tables and their
-history agree.
+Run after a crash (or any time) to prove the current tables and their history agree.
 """
 
 from __future__ import annotations
@@ -22,14 +20,14 @@ class CheckResult:
 
 
 def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
-    results = []
     version = current_version(con)
-    results.append(CheckResult("schema version", version == SCHEMA_VERSION,
-                               f"warehouse at version {version}, this gpuledger expects {SCHEMA_VERSION}"))
+    results = [CheckResult("schema version", version == SCHEMA_VERSION,
+                           f"warehouse at version {version}, this gpuledger expects {SCHEMA_VERSION}")]
+    queries = {}
     for spec in SPECS:
         key = ", ".join(spec.key)
         join = " and ".join(f"h.{k} = c.{k}" for k in spec.key)
-        queries = {
+        queries |= {
             f"{spec.table}: no duplicate current keys":
                 f"select {key}, count(*) n from {spec.table} group by all having count(*) > 1",
             f"{spec.table}: every current row has exactly one open history version with its content":
@@ -51,14 +49,12 @@ def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
             queries["offers: every provider's rows come from a successful run"] = (
                 "select o.run_id from offers o left join scrape_runs r using (run_id) "
                 "where r.state is distinct from 'ok'")
-        for name, q in queries.items():
-            bad = con.execute(f"select count(*) from ({q})").fetchall()[0][0]
-            results.append(CheckResult(name, bad == 0, f"{bad} offending rows" if bad else "ok"))
     if con.execute("select count(*) from information_schema.tables where table_name = 'spot_price_history'"
                    ).fetchall()[0][0]:
-        bad = con.execute(
-            "select count(*) from (select 1 from spot_price_history group by provider, region, zone, instance_type, "
-            "product_description, observed_at having count(*) > 1)").fetchall()[0][0]
-        results.append(CheckResult("spot_price_history: no observation stored twice", bad == 0,
-                                   f"{bad} offending rows" if bad else "ok"))
+        queries["spot_price_history: no observation stored twice"] = (
+            "select 1 from spot_price_history group by provider, region, zone, instance_type, "
+            "product_description, observed_at having count(*) > 1")
+    for name, q in queries.items():
+        bad = con.execute(f"select count(*) from ({q})").fetchall()[0][0]
+        results.append(CheckResult(name, bad == 0, f"{bad} offending rows" if bad else "ok"))
     return results

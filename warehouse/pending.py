@@ -1,9 +1,8 @@
 """Fetched results waiting to be merged: the hand-off between a provider's fetch and the merge.
 
-A fetch leaves in `<db>.pending/<refresh_id>/` a `<provider>.<table>.json` per table (its records)
-and, last and atomically, `<provider>.json` (the run), all plain JSON. `warehouse.store.merge_pending`
-reads them with DuckDB and removes them once the merged warehouse is published; what a failed write
-leaves waits for the next refresh or `gpuledger refresh --resume`.
+A fetch leaves in `<db>.pending/<refresh_id>/` a `<provider>.<table>.json` per table and, last and
+atomically, `<provider>.json` (the run). `warehouse.store.merge_pending` removes them once the merged
+warehouse is published; what a failed write leaves waits for the next refresh or `--resume`.
 """
 
 from __future__ import annotations
@@ -25,16 +24,14 @@ from gpuledger.warehouse.schema import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+SCD2_TABLES = {"offers": OFFERS, "egress": EGRESS, "storage": STORAGE}  # Batch attribute -> its table
 # Batch attribute -> (the warehouse table whose column types it takes, the columns it carries)
 TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "offers": (OFFERS.table, OFFERS.columns),
-    "egress": (EGRESS.table, EGRESS.columns),
-    "storage": (STORAGE.table, STORAGE.columns),
+    **{name: (spec.table, spec.columns) for name, spec in SCD2_TABLES.items()},
     "spot_prices": ("spot_price_history", SPOT_PRICE_FIELDS),
     "capacity_blocks": ("capacity_block_offerings", CAPACITY_BLOCK_FIELDS),
     "availability": ("availability_history", AVAILABILITY_FIELDS),
 }
-KINDS = {"offers": "offer", "egress": "egress", "storage": "storage"}
 FORMAT = 3
 
 
@@ -111,8 +108,8 @@ def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeO
     tables = {}
     for name in TABLES:
         records = getattr(batch, name)
-        if name in KINDS:
-            records = _dedupe(records, KINDS[name], quarantined, batch.provider)
+        if name in SCD2_TABLES:
+            records = _dedupe(records, SCD2_TABLES[name].kind, quarantined, batch.provider)
         if records:
             tables[name] = records
     return ScrapeOutcome(provider=provider or batch.provider, notes=list(batch.notes), quarantined=quarantined,
@@ -179,8 +176,7 @@ def read(path: Path) -> ScrapeOutcome:
         if doc.pop("format", None) != FORMAT:
             raise ValueError("not a format this gpuledger reads")
         counts = doc.pop("tables")
-        doc["started_at"] = datetime.fromisoformat(doc["started_at"])
-        doc["finished_at"] = datetime.fromisoformat(doc["finished_at"])
+        doc |= {k: datetime.fromisoformat(doc[k]) for k in ("started_at", "finished_at")}
         tables = {}
         with duckdb.connect() as con:  # its own: merges of several warehouses may read at once
             for name, rows in counts.items():

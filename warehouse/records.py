@@ -1,7 +1,5 @@
-"""The record contract every source emits: one normalized shape per table.
-
-Sources add records to a `Batch`, which validates each as it is made: a record that breaks the
-contract becomes a quarantine entry naming the source, the record and the field.
+"""The record contract every source emits: one normalized shape per table, validated as a source adds
+records to a `Batch`; a record that breaks it becomes a quarantine entry naming source, record and field.
 """
 
 from __future__ import annotations
@@ -79,10 +77,8 @@ def amortized_usd_per_hour(upfront_usd: float, hourly_usd: float, term_months: i
     return upfront_usd / (HOURS_PER_YEAR * term_months / 12) + hourly_usd
 
 
-_COMMITMENT_OPTIONS = {
-    commitment_option(c.value, months, p.value): (months, p.value)
-    for c in Commitment for months in (12, 36) for p in PaymentOption
-}
+_COMMITMENT_OPTIONS = {commitment_option(c.value, months, p.value): (months, p.value)
+                       for c in Commitment for months in (12, 36) for p in PaymentOption}
 PURCHASE_OPTIONS: tuple[str, ...] = tuple(o.value for o in PurchaseOption) + tuple(_COMMITMENT_OPTIONS)
 
 
@@ -98,15 +94,18 @@ class _Record(BaseModel):
     provider: str = Field(min_length=1)
     region: str = Field(min_length=1)
 
-
-def _finite_positive(value: float | None, what: str) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value):
-        raise ValueError(f"{what} is not a finite number")
-    if value <= 0:
-        raise ValueError(f"{what} must be positive, got {value}")
-    return value
+    @field_validator("price_per_hour", "source_price_per_hour", "gpu_count", "gpu_memory_gb", "gpu_memory_gb_nominal",
+                     "total_gpu_memory_gb", "vcpus", "ram_gb", "usd_per_gb_month", "source_usd_per_gb_month",
+                     check_fields=False)
+    @classmethod
+    def _finite_positive(cls, value: float | None, info: Any) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise ValueError(f"{info.field_name} is not a finite number")
+        if value <= 0:
+            raise ValueError(f"{info.field_name} must be positive, got {value}")
+        return value
 
 
 class Offer(_Record):
@@ -163,9 +162,16 @@ class Offer(_Record):
 
     @model_validator(mode="before")
     @classmethod
-    def _operated_by_the_provider_unless_said(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("operated_by") is None and "provider" in data:
-            return {**data, "operated_by": data["provider"]}
+    def _defaults_unless_said(cls, data: Any) -> Any:
+        """operated_by: the provider; the interruption risk: the purchase option's."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("operated_by") is None and "provider" in data:
+            data = {**data, "operated_by": data["provider"]}
+        if "interruption_risk_source" not in data:
+            option = getattr(data.get("purchase_option"), "value", data.get("purchase_option"))
+            committed = option in _COMMITMENT_OPTIONS  # reserved capacity is not reclaimed
+            data = {**interruption.default_for("on_demand" if committed else option), **data}
         return data
 
     @field_validator("purchase_option", mode="before")
@@ -175,21 +181,6 @@ class Offer(_Record):
         if v not in PURCHASE_OPTIONS:
             raise ValueError(f"unknown purchase option {v!r}")
         return v
-
-    @model_validator(mode="before")
-    @classmethod
-    def _interruption_risk_from_the_option_unless_said(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "interruption_risk_source" not in data:
-            option = getattr(data.get("purchase_option"), "value", data.get("purchase_option"))
-            committed = option in _COMMITMENT_OPTIONS  # reserved capacity is not reclaimed
-            return {**interruption.default_for("on_demand" if committed else option), **data}
-        return data
-
-    @field_validator("price_per_hour", "source_price_per_hour", "gpu_count", "gpu_memory_gb", "gpu_memory_gb_nominal",
-                     "total_gpu_memory_gb", "vcpus", "ram_gb")
-    @classmethod
-    def _positive(cls, v: float | None, info: Any) -> float | None:
-        return _finite_positive(v, info.field_name)
 
     @field_validator("price_observed_at")
     @classmethod
@@ -290,11 +281,6 @@ class StoragePrice(_Record):
     source_usd_per_gb_month: float
     description: str = ""
 
-    @field_validator("usd_per_gb_month", "source_usd_per_gb_month")
-    @classmethod
-    def _price_positive(cls, v: float, info: Any) -> float:
-        return _finite_positive(v, info.field_name)  # type: ignore[return-value]
-
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.provider, self.region, self.storage_class)
@@ -385,23 +371,18 @@ class Batch:
         self.capacity_blocks: list[Any] = []
         self.availability: list[Any] = []
         self.secrets_redacted = 0
-        self._cutter: TextCutter | None = None
-        self._cutter_known = False
 
-    def _cutter_now(self) -> TextCutter | None:
+    @functools.cached_property
+    def _cutter(self) -> TextCutter | None:
         # Asked once, at the first record: the scrape has authenticated by then, so its secrets are known.
-        if not self._cutter_known:
-            self._cutter = _secret_cutter() if _secret_cutter is not None else None
-            self._cutter_known = True
-        return self._cutter
+        return _secret_cutter() if _secret_cutter is not None else None
 
     def _cut_text(self, text: str) -> str:
         return self.without_secrets({"text": utf8_text(text) if isinstance(text, str) else text})["text"]
 
     def without_secrets(self, fields: dict[str, Any]) -> dict[str, Any]:
         """`fields` with every known secret value cut from its text."""
-        cut = self._cutter_now()
-        if cut is None:
+        if (cut := self._cutter) is None:
             return fields
         clean = {k: cut(v) if isinstance(v, str) else v for k, v in fields.items()}
         if clean != fields:
@@ -409,15 +390,13 @@ class Batch:
         return clean
 
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
-        model = RECORD_TYPES[kind]
         fields = self.without_secrets(fields)
-        unencodable = [k for k, v in fields.items() if isinstance(v, str) and utf8_text(v) is not v]
-        if unencodable:
+        if unencodable := [k for k, v in fields.items() if isinstance(v, str) and utf8_text(v) is not v]:
             self.quarantine(kind, ref, f"contract: {', '.join(unencodable)} holds text UTF-8 cannot encode "
                             "(a lone surrogate escape)", raw)
             return False
         try:
-            record = model(provider=self.provider, **fields)
+            record = RECORD_TYPES[kind](provider=self.provider, **fields)
         except (TypeError, ValueError) as err:  # a ValidationError too
             why = describe_validation_error(err) if isinstance(err, ValidationError) else err
             self.quarantine(kind, ref, f"contract: {why}", raw)
@@ -516,7 +495,6 @@ class ProviderFacts(BaseModel):
     @field_validator("source_urls")
     @classmethod
     def _https(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [u for u in urls if not u.startswith("https://")]
-        if bad:
+        if bad := [u for u in urls if not u.startswith("https://")]:
             raise ValueError(f"source URLs must be https: {bad}")
         return urls

@@ -1,16 +1,10 @@
 """Warehouse schema: every table defined once, and the upgrades of older warehouses.
 
-The columns of `offers`, `egress_prices` and `storage_prices` (and their history tables) are
-the fields of the record models in warehouse/records.py, and those of `providers` the fields of
-`ProviderFacts`: type and NOT NULL from each field's annotation, DEFAULT from a text field's
-default, plus the CHECKs below. The other tables are listed here. The DDL, the column lists of
-loads and exports (`TableSpec`) and the integrity checks all come from these definitions.
-
-A new warehouse is created at the current version from them. A warehouse made by an older
-gpuledger upgrades in place when opened for writing: each step of UPGRADES newer than it is
-applied once, in order, inside a transaction, and recorded in `schema_migrations`. Steps only
-ever add or reshape: history is never dropped. A change to a definition needs its UPGRADES step
-(tests/test_schema.py checks that an upgraded warehouse equals a new one).
+The price tables' columns are the fields of the record models (warehouse/records.py), `providers`'
+those of `ProviderFacts`; the other tables are listed here. A new warehouse is created at the current
+version; an older one applies each newer UPGRADES step once, in order, in a transaction, recorded in
+`schema_migrations`. Steps only add or reshape, never drop history; a changed definition needs its
+step (tests/test_schema.py checks that an upgraded warehouse equals a new one).
 """
 
 from __future__ import annotations
@@ -18,9 +12,10 @@ from __future__ import annotations
 import enum
 import types
 import typing
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import BaseModel
 
@@ -46,14 +41,9 @@ class Column:
                         if part)
 
 
-_SQL_TYPES: tuple[tuple[type, str], ...] = (
-    (bool, "BOOLEAN"),  # before int: a bool is an int
-    (int, "INTEGER"),
-    (float, "DOUBLE"),
-    (str, "VARCHAR"),  # str enums included
-    (datetime, "TIMESTAMPTZ"),
-    (tuple, "VARCHAR"),  # stored as a JSON array
-)
+# A str enum is stored as its value, a tuple as a JSON array.
+_SQL_TYPES = {bool: "BOOLEAN", int: "INTEGER", float: "DOUBLE", str: "VARCHAR", datetime: "TIMESTAMPTZ",
+              tuple: "VARCHAR"}
 
 
 def _sql_type(annotation: Any) -> tuple[str, bool]:
@@ -66,10 +56,9 @@ def _sql_type(annotation: Any) -> tuple[str, bool]:
     base = typing.get_origin(annotation) or annotation
     if isinstance(base, type) and issubclass(base, enum.Enum):
         base = str
-    for python_type, sql in _SQL_TYPES:
-        if isinstance(base, type) and issubclass(base, python_type):
-            return sql, nullable
-    raise TypeError(f"no warehouse column type for {annotation!r}")
+    if base not in _SQL_TYPES:
+        raise TypeError(f"no warehouse column type for {annotation!r}")
+    return _SQL_TYPES[base], nullable
 
 
 def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
@@ -86,8 +75,8 @@ def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
     for name, info in model.model_fields.items():
         sql, is_nullable = _sql_type(info.annotation)
         default = info.default if isinstance(info.default, str) else None
-        extra = " ".join(x for x in ("DEFAULT " + _quote(default) if default is not None else "",
-                                     checks.get(name, "")) if x)
+        quoted = "DEFAULT '" + default.replace("'", "''") + "'" if default is not None else ""
+        extra = " ".join(x for x in (quoted, checks.get(name, "")) if x)
         out.append(Column(name, sql, not (is_nullable or name in nullable), extra))
         if name in after:
             prop = after[name]
@@ -95,12 +84,6 @@ def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
             out.append(Column(prop, sql, True, checks.get(prop, "")))
     return tuple(out)
 
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-# -- the tables ---------------------------------------------------------------------------------
 
 OFFER_COLUMNS = model_columns(
     Offer,
@@ -111,9 +94,8 @@ OFFER_COLUMNS = model_columns(
 EGRESS_COLUMNS = model_columns(EgressPrice, checks={"usd_per_gb": "CHECK (usd_per_gb >= 0)"})
 STORAGE_COLUMNS = model_columns(StoragePrice, checks={"usd_per_gb_month": "CHECK (usd_per_gb_month > 0)"})
 
-# The facts of each provider, as its last successful load stored them. The columns of the
-# required facts below accept NULL as they always have, so a new warehouse and one upgraded
-# from an older gpuledger have the same table.
+# The facts of each provider, as its last successful load stored them. The required facts below
+# accept NULL as they always have, so a new warehouse and an upgraded one have the same table.
 _PROVIDER_FACTS = model_columns(
     ProviderFacts, nullable=frozenset({"billing_granularity_s", "price_source", "source_urls"}))
 PROVIDER_FACT_COLUMNS = tuple(c.name for c in _PROVIDER_FACTS)
@@ -148,43 +130,33 @@ SCRAPE_RUN_COLUMNS = (
         "rows_parsed", "rows_loaded", "rows_quarantined", "egress_rows", "storage_rows",
         "offers_new", "offers_changed", "offers_closed", "requests")),
     Column("duration_s", "DOUBLE"),
-    Column("error", "VARCHAR"),
-    Column("notes", "VARCHAR"),
+    *(Column(c, "VARCHAR") for c in ("error", "notes")),
     Column("degraded", "VARCHAR"),  # the enrichments that failed and why; the run is still ok
     Column("bytes_fetched", "BIGINT", True, "DEFAULT 0"),
 )
 QUARANTINE_COLUMNS = (
-    Column("run_id", "VARCHAR", True),
-    Column("provider", "VARCHAR", True),
-    Column("kind", "VARCHAR", True),
-    Column("source_ref", "VARCHAR", True),
-    Column("reason", "VARCHAR", True),
-    Column("raw", "VARCHAR", True),
+    *(Column(c, "VARCHAR", True) for c in ("run_id", "provider", "kind", "source_ref", "reason", "raw")),
     Column("quarantined_at", "TIMESTAMPTZ", True),
 )
 GPU_MODEL_COLUMNS = (
     Column("gpu_model", "VARCHAR", extra="PRIMARY KEY"),
-    Column("vendor", "VARCHAR", True),
-    Column("family", "VARCHAR", True),  # the bare name a source may give: "H100"
+    *(Column(c, "VARCHAR", True) for c in ("vendor", "family")),  # family: the bare name a source may give, "H100"
     Column("memory_gb", "DOUBLE", True),
     Column("memory_type", "VARCHAR", True),
     Column("memory_bandwidth_tbs", "DOUBLE"),
     Column("architecture", "VARCHAR", True),
     *(Column(c, "BOOLEAN", True) for c in ("bf16", "fp8", "fp4", "int8")),
-    Column("nvlink", "VARCHAR"),
-    Column("form_factor", "VARCHAR"),
+    *(Column(c, "VARCHAR") for c in ("nvlink", "form_factor")),
     Column("segment", "VARCHAR", True),  # datacenter | workstation | consumer
     Column("source", "VARCHAR"),
     # Dense (no sparsity) tensor peak for training: BF16, and FP16 (FP32 accumulate on GeForce).
-    Column("bf16_dense_tflops", "DOUBLE"),
-    Column("fp16_dense_tflops", "DOUBLE"),
+    *(Column(c, "DOUBLE") for c in ("bf16_dense_tflops", "fp16_dense_tflops")),
     Column("tensor_tflops_source", "VARCHAR"),
 )
 GPU_ALIAS_COLUMNS = (
     Column("provider", "VARCHAR", True),  # '*' for names every source uses
     Column("alias", "VARCHAR", True),  # normalized: lower case, single spaces
-    Column("memory_mib_min", "INTEGER"),
-    Column("memory_mib_max", "INTEGER"),
+    *(Column(c, "INTEGER") for c in ("memory_mib_min", "memory_mib_max")),
     Column("gpu_model", "VARCHAR", True),
     Column("variant_exact", "BOOLEAN", True),
 )
@@ -192,38 +164,30 @@ GPU_ALIAS_COLUMNS = (
 # AWS Spot price history: one row per published price change of one (region, AZ, instance type,
 # product description), at its own timestamp. Rows are only ever added (warehouse.spot).
 SPOT_PRICE_HISTORY_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("region", "VARCHAR", True),
-    Column("zone", "VARCHAR", True),  # the availability zone
-    Column("instance_type", "VARCHAR", True),
-    Column("product_description", "VARCHAR", True),  # "Linux/UNIX"
+    # zone: the availability zone; product_description: "Linux/UNIX"
+    *(Column(c, "VARCHAR", True) for c in ("provider", "region", "zone", "instance_type", "product_description")),
     Column("observed_at", "TIMESTAMPTZ", True),  # when the price took effect, as the provider stamps it
     Column("spot_price_per_hour", "DOUBLE", True, "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"),
     Column("source_currency", "VARCHAR", True),
     Column("run_id", "VARCHAR", True),  # the scrape that first stored it
     Column("loaded_at", "TIMESTAMPTZ", True),
 )
-# AWS EC2 Capacity Blocks for ML: each offering every scrape saw (a block of `instance_count`
-# instances for `duration_hours` from `start_at`, for one upfront fee), kept per scrape: an
-# offering is a moment's quote, and many durations and starts exist per type (warehouse.capacity_blocks).
+# AWS EC2 Capacity Blocks for ML: each offering (`instance_count` instances for `duration_hours` from
+# `start_at`, one upfront fee) every scrape saw, kept per scrape: it is a moment's quote (warehouse.capacity_blocks).
 CAPACITY_BLOCK_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("region", "VARCHAR", True),
-    Column("zone", "VARCHAR", True),
-    Column("instance_type", "VARCHAR", True),
+    *(Column(c, "VARCHAR", True) for c in ("provider", "region", "zone", "instance_type")),
     Column("purchase_option", "VARCHAR", True, "DEFAULT 'capacity_block'"),
     Column("offering_id", "VARCHAR", True),
     Column("instance_count", "INTEGER", True, "CHECK (instance_count > 0)"),
-    Column("start_at", "TIMESTAMPTZ", True),
-    Column("end_at", "TIMESTAMPTZ", True),
+    *(Column(c, "TIMESTAMPTZ", True) for c in ("start_at", "end_at")),
     Column("duration_hours", "INTEGER", True, "CHECK (duration_hours > 0)"),
     Column("upfront_fee", "DOUBLE", True, "CHECK (upfront_fee > 0 AND isfinite(upfront_fee))"),
     Column("source_currency", "VARCHAR", True),
     Column("upfront_fee_usd", "DOUBLE", True),
     Column("gpu_model", "VARCHAR", True),
     Column("gpu_count", "DOUBLE", True, "CHECK (gpu_count > 0)"),  # per instance
-    Column("usd_per_hour", "DOUBLE", True),  # the whole block: fee / duration
-    Column("usd_per_gpu_hour", "DOUBLE", True),  # fee / (duration x instances x GPUs per instance)
+    # the whole block's fee / duration, and fee / (duration x instances x GPUs per instance)
+    *(Column(c, "DOUBLE", True) for c in ("usd_per_hour", "usd_per_gpu_hour")),
     Column("tenancy", "VARCHAR"),
     Column("observed_at", "TIMESTAMPTZ", True),  # when the scrape saw the offering
     Column("run_id", "VARCHAR", True),
@@ -243,10 +207,8 @@ AVAILABILITY_HISTORY_COLUMNS = (
 # What proved each source's last loaded answers current (an ETag, a Last-Modified date, a price list
 # version): handed to the next fetch, which asks only for what changed (adapters/base.py, Unchanged).
 FETCH_VALIDATOR_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("key", "VARCHAR", True),  # what the source validates: a URL, a version index
-    Column("validator", "VARCHAR", True),
-    Column("run_id", "VARCHAR", True),  # the run whose load it belongs to
+    # key: what the source validates (a URL, a version index); run_id: the run whose load it belongs to
+    *(Column(c, "VARCHAR", True) for c in ("provider", "key", "validator", "run_id")),
     Column("stored_at", "TIMESTAMPTZ", True),
 )
 
@@ -320,10 +282,7 @@ def create_sql() -> str:
     return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql(replace=False)
 
 
-# -- current tables with SCD2 history -------------------------------------------------------------
-
-# Attributes whose change is *not* a new version of an offer: the spot feed
-# restamps an unchanged price every few minutes.
+# Attributes whose change is *not* a new version of an offer: the spot feed restamps an unchanged price.
 UNTRACKED = frozenset({"price_observed_at"})
 
 
@@ -362,14 +321,9 @@ STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_CO
 SPECS = (OFFERS, EGRESS, STORAGE)
 
 
-# -- versions ---------------------------------------------------------------------------------
-
-# The offer columns of version 3, frozen (the definitions above may move on; this step must still
-# give version 3's layout). DuckDB adds a column only at the end of a table, while a new
-# warehouse has operated_by right after provider_data, so the step rebuilds both offer tables in
-# this layout and fills operated_by with the provider: every row written before ran on its
-# provider's own machines (no aggregator was loaded). The rebuilt rows keep their values and
-# content_hash, so the next load finds them unchanged.
+# The offer columns of version 3, frozen. DuckDB adds a column only at the end of a table, so the step
+# rebuilds both offer tables with operated_by after provider_data, filled with the provider (no aggregator
+# was loaded before); the rows keep their values and content_hash, so the next load finds them unchanged.
 _V3_OFFER_COLUMNS = """
     provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL DEFAULT '',
     instance_type VARCHAR NOT NULL, purchase_option VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL,
@@ -383,26 +337,21 @@ _V3_OFFER_COLUMNS = """
     minimum_charge_s INTEGER, available BOOLEAN, available_count INTEGER, availability_level VARCHAR,
     interruption_risk VARCHAR, spot_savings_pct DOUBLE, reliability DOUBLE,
     provider_data VARCHAR NOT NULL DEFAULT '{}', operated_by VARCHAR NOT NULL"""
-_V3_ROW_COLUMNS = {
-    "offers": "content_hash VARCHAR NOT NULL, first_seen TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL, "
-              "run_id VARCHAR NOT NULL",
-    "offer_history": "content_hash VARCHAR NOT NULL, valid_from TIMESTAMPTZ NOT NULL, valid_to TIMESTAMPTZ, "
-                     "run_id VARCHAR NOT NULL, closed_by_run_id VARCHAR",
-}
 
 
 def _with_operated_by(table: str) -> str:
+    row_columns = ", ".join(f"{name} {sql_type}" + " NOT NULL" * not_null
+                            for name, sql_type, not_null in _ROW_COLUMNS_AFTER_OFFER[table])
     return f"""
-create table {table}__v3 ({_V3_OFFER_COLUMNS}, {_V3_ROW_COLUMNS[table]});
+create table {table}__v3 ({_V3_OFFER_COLUMNS}, {row_columns});
 insert into {table}__v3 by name select *, provider as operated_by from {table};
 drop table {table};
 alter table {table}__v3 rename to {table};
 """
 
 
-# The two tables version 5 adds, frozen as that version made them (the definitions above may move
-# on; a later change comes with its own step). The views and the macro version 5 adds are
-# `create or replace` (spot_stats.SQL): a later step that changes them replaces them again.
+# The two tables version 5 adds, frozen as it made them. Its views and macro are `create or replace`
+# (spot_stats.SQL): a later step that changes them replaces them again.
 _V5_TABLES = """
 CREATE TABLE spot_price_history (
     provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL, instance_type VARCHAR NOT NULL,
@@ -422,10 +371,8 @@ CREATE TABLE capacity_block_offerings (
 );
 """
 
-# The bookkeeping columns that follow the offer columns, as of versions 6 and 7 (frozen like the
-# layout above). DuckDB adds a column only at the end of a table, so a step that adds offer columns
-# then moves these behind them: drop-and-re-add keeps every other column, with its constraints,
-# where it is, whatever the steps before added.
+# The bookkeeping columns that follow the offer columns as of versions 3, 6 and 7 (frozen). A step that
+# adds offer columns moves these behind them: drop-and-re-add keeps every other column where it is.
 _ROW_COLUMNS_AFTER_OFFER = {
     "offers": (("content_hash", "VARCHAR", True), ("first_seen", "TIMESTAMPTZ", True),
                ("last_seen", "TIMESTAMPTZ", True), ("run_id", "VARCHAR", True)),
@@ -453,9 +400,8 @@ def _append_offer_columns(table: str, columns: tuple[str, ...], fill: str = "") 
     return "\n".join(sql) + "\n"
 
 
-# Version 7: the interruption-risk scale after the commitment columns. Each existing row gets the
-# level its source's signal gives it (warehouse/interruption.py as of version 7), so the next load
-# finds unchanged offers unchanged.
+# Version 7: the interruption-risk scale; each existing row gets the level its source's signal gives it
+# (warehouse/interruption.py as of version 7), so the next load finds unchanged offers unchanged.
 _V7_RISK_COLUMNS = ("interruption_risk_level VARCHAR NOT NULL DEFAULT 'unknown'", "interruption_rate_max_pct DOUBLE",
                     "interruption_risk_source VARCHAR NOT NULL DEFAULT 'unpublished'")
 _V7_RISK_SOURCE = """case
@@ -487,9 +433,8 @@ def _with_interruption_risk(table: str) -> str:
 
 
 def _observed_at_as_timestamptz(table: str) -> str:
-    # Every text gpuledger stored carries an offset (Z or +00:00); one without is read as UTC rather
-    # than in the zone of whoever upgrades. Text that is no timestamp fails the step, which rolls
-    # back and leaves the warehouse at version 3 with its values.
+    # Text without an offset is read as UTC, not in the upgrader's zone; text that is no timestamp fails
+    # the step, which rolls back and leaves the warehouse at version 3 with its values.
     return f"""
 alter table {table} alter price_observed_at type timestamptz using
     case when regexp_matches(price_observed_at, '([zZ]|[+-][0-9][0-9](:?[0-9][0-9])?)$')
@@ -498,128 +443,73 @@ alter table {table} alter price_observed_at type timestamptz using
 """
 
 
-
 # (version, description, SQL): what each version changed, for a warehouse made before it.
 # Version 1 is the initial schema (tests/fixtures/warehouse_v1.sql).
 INITIAL = (1, "initial schema: offers, history, runs, quarantine, providers, GPU reference")
 UPGRADES: list[tuple[int, str, str]] = [
-    (
-        2,
-        "drop the recommender macros earlier releases stored in the warehouse",
-        # The recommender installs its macros on the connection that uses them; copies stored
-        # in the file by earlier releases would go on answering a plain DuckDB session with
-        # an outdated definition.
-        """
-drop macro table if exists fits;
-drop macro table if exists offer_facts;
-drop macro table if exists fresh_providers;
-drop macro if exists fit_ok;
-drop macro if exists precision_ok;
-drop macro if exists is_fast_interconnect;
-drop macro if exists billed_seconds;
-drop macro if exists gpuledger_macros_version;
-""",
-    ),
-    (
-        3,
-        "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
+    # The recommender installs its macros on the connection that uses them; copies stored in the file
+    # by earlier releases would go on answering a plain DuckDB session with an outdated definition.
+    (2, "drop the recommender macros earlier releases stored in the warehouse",
+     "".join(f"drop macro table if exists {m};\n" for m in ("fits", "offer_facts", "fresh_providers"))
+     + "".join(f"drop macro if exists {m};\n" for m in ("fit_ok", "precision_ok", "is_fast_interconnect",
+                                                         "billed_seconds", "gpuledger_macros_version"))),
+    (3, "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
-        _with_operated_by("offers") + _with_operated_by("offer_history"),
-    ),
-    (
-        4,
-        "offers and offer_history: price_observed_at is a TIMESTAMPTZ (was the source's text); text "
+     _with_operated_by("offers") + _with_operated_by("offer_history")),
+    (4, "offers and offer_history: price_observed_at is a TIMESTAMPTZ (was the source's text); text "
         "without a UTC offset is read as UTC",
-        _observed_at_as_timestamptz("offers") + _observed_at_as_timestamptz("offer_history"),
-    ),
-    (
-        5,
-        "spot_price_history (AWS Spot price changes) and capacity_block_offerings (EC2 Capacity Blocks); "
+     _observed_at_as_timestamptz("offers") + _observed_at_as_timestamptz("offer_history")),
+    (5, "spot_price_history (AWS Spot price changes) and capacity_block_offerings (EC2 Capacity Blocks); "
         "the view spot_price_intervals, the macro spot_price_stats_at and the view spot_price_stats",
-        _V5_TABLES + spot_stats.SQL,
-    ),
-    (
-        6,
-        "offers and offer_history: term_months and payment_option of commitments (reserved, savings plan, "
+     _V5_TABLES + spot_stats.SQL),
+    (6, "offers and offer_history: term_months and payment_option of commitments (reserved, savings plan, "
         "committed use), each its own purchase option; existing rows are on-demand or interruptible (NULL)",
-        _append_offer_columns("offers", ("term_months INTEGER", "payment_option VARCHAR"))
-        + _append_offer_columns("offer_history", ("term_months INTEGER", "payment_option VARCHAR")),
-    ),
-    (
-        7,
-        "offers and offer_history: interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
+     _append_offer_columns("offers", ("term_months INTEGER", "payment_option VARCHAR"))
+     + _append_offer_columns("offer_history", ("term_months INTEGER", "payment_option VARCHAR"))),
+    # the view of version 7 is made with every other view once the steps are applied (migrate)
+    (7, "offers and offer_history: interruption_risk_level, interruption_rate_max_pct, interruption_risk_source "
         "(one interruption-risk scale across providers); view offer_freshness",
-        # the view is made with every other view once the steps are applied (migrate)
-        "drop view if exists offer_freshness;"
-        + _with_interruption_risk("offers") + _with_interruption_risk("offer_history"),
-    ),
-    (
-        8,
-        "gpu_models: dense BF16/FP16 tensor TFLOPS and their source, for the recommender's time model",
-        # Reference data: the next sync from data/gpu_models.csv fills them.
-        """
-alter table gpu_models add column bf16_dense_tflops DOUBLE;
-alter table gpu_models add column fp16_dense_tflops DOUBLE;
-alter table gpu_models add column tensor_tflops_source VARCHAR;
-""",
-    ),
-    (
-        9,
-        "scrape_runs: degraded (the enrichments that failed, the run still ok) and bytes_fetched; "
+     "drop view if exists offer_freshness;" + _with_interruption_risk("offers")
+     + _with_interruption_risk("offer_history")),
+    # Reference data: the next sync from data/gpu_models.csv fills them.
+    (8, "gpu_models: dense BF16/FP16 tensor TFLOPS and their source, for the recommender's time model",
+     "alter table gpu_models add column bf16_dense_tflops DOUBLE;\n"
+     "alter table gpu_models add column fp16_dense_tflops DOUBLE;\n"
+     "alter table gpu_models add column tensor_tflops_source VARCHAR;\n"),
+    (9, "scrape_runs: degraded (the enrichments that failed, the run still ok) and bytes_fetched; "
         "state not_configured for a provider without credentials",
-        """
-alter table scrape_runs add column degraded VARCHAR;
-alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;
-""",
-    ),
-    (
-        10,
-        "offers and offer_history: gpu_memory_from_canon (gpu_memory_gb is the canonical model's where the "
-        "source states none); existing rows keep what their source stated (false)",
-        "".join(_append_offer_columns(t, ("gpu_memory_from_canon BOOLEAN NOT NULL DEFAULT false",))
-                + f"alter table {t} alter column gpu_memory_from_canon drop default;\n"
-                for t in ("offers", "offer_history")),
-    ),
-    (
-        11,
-        "availability_history (every offer's availability signal, once per UTC day while it holds); the macro "
-        "availability_obtainable_at and the view availability_obtainable",
-        """
+     "alter table scrape_runs add column degraded VARCHAR;\n"
+     "alter table scrape_runs add column bytes_fetched BIGINT NOT NULL DEFAULT 0;\n"),
+    (10, "offers and offer_history: gpu_memory_from_canon (gpu_memory_gb is the canonical model's where the "
+         "source states none); existing rows keep what their source stated (false)",
+     "".join(_append_offer_columns(t, ("gpu_memory_from_canon BOOLEAN NOT NULL DEFAULT false",))
+             + f"alter table {t} alter column gpu_memory_from_canon drop default;\n"
+             for t in ("offers", "offer_history"))),
+    (11, "availability_history (every offer's availability signal, once per UTC day while it holds); the macro "
+         "availability_obtainable_at and the view availability_obtainable",
+     """
 CREATE TABLE availability_history (
-    provider VARCHAR NOT NULL,
-    region VARCHAR NOT NULL,
-    zone VARCHAR NOT NULL,
-    instance_type VARCHAR NOT NULL,
-    gpu_model VARCHAR NOT NULL,
-    observed_at TIMESTAMPTZ NOT NULL,
-    available BOOLEAN,
-    available_count INTEGER,
-    availability_level VARCHAR,
-    run_id VARCHAR NOT NULL
+    provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL, instance_type VARCHAR NOT NULL,
+    gpu_model VARCHAR NOT NULL, observed_at TIMESTAMPTZ NOT NULL, available BOOLEAN, available_count INTEGER,
+    availability_level VARCHAR, run_id VARCHAR NOT NULL
 );
-""" + availability.SQL,
-    ),
-    (
-        12,
-        "fetch_validators: what proved each source's last loaded answers current (ETag, Last-Modified, "
-        "price list version), for a refresh that fetches only what changed",
-        # frozen as version 12 made it
-        """
+""" + availability.SQL),
+    # frozen as version 12 made it
+    (12, "fetch_validators: what proved each source's last loaded answers current (ETag, Last-Modified, "
+         "price list version), for a refresh that fetches only what changed",
+     """
 CREATE TABLE fetch_validators (
     provider VARCHAR NOT NULL, key VARCHAR NOT NULL, validator VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
     stored_at TIMESTAMPTZ NOT NULL
 );
-""",
-    ),
+"""),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
-    exists = con.execute(
-        "select count(*) from information_schema.tables where table_name = 'schema_migrations'"
-    ).fetchall()[0][0]
-    if not exists:
+    if not con.execute("select count(*) from information_schema.tables where table_name = 'schema_migrations'"
+                       ).fetchall()[0][0]:
         return 0
     return con.execute("select coalesce(max(version), 0) from schema_migrations").fetchall()[0][0]
 
@@ -628,10 +518,8 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
     """Create the schema in an empty warehouse, or upgrade an older one; return the versions
     applied (a new warehouse gets every version at once)."""
     steps = UPGRADES if upgrades is None else upgrades
-    con.execute(
-        "create table if not exists schema_migrations ("
-        " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
-    )
+    con.execute("create table if not exists schema_migrations ("
+                " version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
     have = current_version(con)
     if have == 0:
         versions = [INITIAL] + [(v, d) for v, d, _ in steps]
@@ -647,13 +535,20 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
     return applied
 
 
-def _in_transaction(con: duckdb.DuckDBPyConnection, sql: str, versions: list[tuple[int, str]]) -> None:
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The block in one transaction: committed at its end, rolled back if it raises."""
     con.execute("begin transaction")
     try:
-        con.execute(sql)
-        for version, description in versions:
-            con.execute("insert into schema_migrations values (?, ?, now())", [version, description])
+        yield
         con.execute("commit")
     except Exception:
         con.execute("rollback")
         raise
+
+
+def _in_transaction(con: duckdb.DuckDBPyConnection, sql: str, versions: list[tuple[int, str]]) -> None:
+    with transaction(con):
+        con.execute(sql)
+        for version, description in versions:
+            con.execute("insert into schema_migrations values (?, ?, now())", [version, description])

@@ -1,10 +1,8 @@
 """Publishing the warehouse: a refresh writes a working copy; readers keep the file they opened.
 
-DuckDB lets one process write a file or many read it, never both, so under the refresh lock a
-refresh copies the published file (and any WAL) to `<db>.refresh-work`, merges into the copy,
-checkpoints and closes it, and renames it over the published path (fsynced, atomic on POSIX): a
-refresh killed at any moment leaves the old snapshot or the new one, never a torn file, and a
-reader keeps the snapshot it opened until it reconnects.
+DuckDB lets one process write a file or many read it, never both: a refresh merges into a copy
+(`<db>.refresh-work`) and renames it over the published path (fsynced, atomic on POSIX), so a refresh
+killed at any moment leaves the old snapshot or the new one, never a torn file.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+
 
 class PublishError(Exception):
     """The working copy cannot be made or published; the published file is unchanged."""

@@ -1,8 +1,7 @@
 """Opening the warehouse, and merging each provider's scrape into it (one transaction each).
 
 A refresh fetches with the warehouse closed, then merges into a working copy (warehouse/snapshot.py)
-in one short write window, so readers of the published file never meet the writer's lock. A lock
-file beside the warehouse keeps two refreshes from running at once.
+in one short write window; a lock file beside the warehouse keeps two refreshes from running at once.
 """
 
 from __future__ import annotations
@@ -28,7 +27,9 @@ if TYPE_CHECKING:
 
 from gpuledger.warehouse import availability, gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
-from gpuledger.warehouse.schema import EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SPECS, STORAGE, TableSpec, migrate
+from gpuledger.warehouse.schema import (
+    EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SCRAPE_RUN_COLUMNS, SPECS, STORAGE, TableSpec, migrate, transaction,
+)
 from gpuledger.warehouse.settings import Settings, load_settings
 from gpuledger.warehouse.validators import keep_validators
 
@@ -77,12 +78,10 @@ def _is_lock_conflict(err: Exception) -> bool:
 
 def is_damaged(err: BaseException, path: Path) -> bool:
     """A DuckDB error saying the file `path` itself cannot be read, not a query's own mistake."""
-    if not isinstance(err, duckdb.Error):
-        return False
     text = str(err)
-    if "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException):
-        return True
-    return isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text
+    return isinstance(err, duckdb.Error) and (
+        "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException)
+        or isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text)
 
 
 def damaged_message(path: Path, err: BaseException) -> str:
@@ -114,11 +113,8 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
 
 
 def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
-    """Open for writing, upgrading the schema and the GPU reference tables; end with close_writer.
-
-    Commits go to the WAL (durable, replayed on the next open) and the window is checkpointed once
-    by close_writer: DuckDB's default would checkpoint every provider's commit (up to a 1 GB WAL).
-    """
+    """Open for writing, upgrading the schema and the GPU reference tables; end with close_writer (the
+    window's one checkpoint: DuckDB would checkpoint every commit)."""
     p = db_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     con = _connect_retrying(p, wait_s)
@@ -163,8 +159,7 @@ def _open_lock_file(db: Path) -> Any:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         return open(lock_path, "a+")
     except OSError as err:
-        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: "
-                             f"{err.strerror or err}") from None
+        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
 
 
 def check_writable(path: str | os.PathLike[str] | None = None) -> None:
@@ -181,18 +176,15 @@ def refresh_lock(path: str | os.PathLike[str] | None = None, wait: bool = False)
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "unknown"
-            raise RefreshRunningError(
-                f"another refresh of {db_path(path)} is running ({holder}); try again when it has finished"
-            ) from None
-        f.seek(0)
-        f.truncate()
+            raise RefreshRunningError(f"another refresh of {db_path(path)} is running ({holder}); "
+                                      "try again when it has finished") from None
+        f.truncate(0)  # in append mode the write goes to the (new) end
         f.write(f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}")
         f.flush()
         try:
             yield
         finally:
-            f.seek(0)
-            f.truncate()
+            f.truncate(0)
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
@@ -204,42 +196,29 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
 
 
-# -- reference data ------------------------------------------------------------
-
 def sync_reference(con: duckdb.DuckDBPyConnection) -> None:
     """Make gpu_models/gpu_aliases equal to the CSVs the parsers use."""
     import pyarrow as pa
-    con.execute("begin transaction")
-    try:
+    with transaction(con):
         for table, rows in (("gpu_models", gpus.models().values()), ("gpu_aliases", gpus.aliases())):
             data = pa.Table.from_pylist([vars(r) for r in rows])
-            con.register("_reference", data)
-            con.execute(f"delete from {table}")
-            con.execute(f"insert into {table} ({', '.join(data.column_names)}) select * from _reference")
-        con.execute("commit")
-    except Exception:
-        con.execute("rollback")
-        raise
-    finally:
-        con.unregister("_reference")
+            with registered(con, _reference=data):
+                con.execute(f"delete from {table}")
+                con.execute(f"insert into {table} ({', '.join(data.column_names)}) select * from _reference")
 
-
-# -- merging a scrape ----------------------------------------------------------
 
 @dataclass
 class AnomalyPolicy:
     """When a successful-looking scrape is still too suspicious to load; `accept` names providers
     whose anomalies load anyway (a real market move: `--accept-anomaly aws`, setting `accept_anomaly`)."""
 
-    # Fewer offers than this share of the last good run's is held back, overall and per purchase
-    # option; a source whose listing follows live capacity declares its own (ProviderSpec.anomaly).
+    # Fewer offers than this share of the last good run's is held back, overall and per purchase option
+    # (a source whose listing follows live capacity declares its own: ProviderSpec.anomaly).
     min_row_ratio: float = 0.75
     max_median_ratio: float = 3.0  # median price per GPU-hour moved more than 3x either way
     accept: frozenset[str] = frozenset()
-    # A purchase option with at least this many rows is checked on its own too (AWS's spot and
-    # on-demand prices come from different APIs: one can collapse while the other carries the total).
-    # A provider with fewer is held back only when it lost more than half: in a listing of a few
-    # offers one instance type more or less is no anomaly.
+    # A purchase option with this many rows is checked on its own too (AWS's spot and on-demand prices
+    # come from different APIs); a smaller provider is held back only when it lost more than half.
     min_rows: int = 10
     small_min_row_ratio: float = 0.5
     # One offer's price moving more than this factor either way is held back (hold_back_offer_jumps).
@@ -299,13 +278,10 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
            run_id: str, now: datetime) -> tuple[int, int, int]:
     """SCD2 merge of one provider's complete current set; returns (new, changed, closed).
 
-    The stage joins the incoming rows to their current rows by key; a row equal in every tracked
-    column (NULLs equal) is unchanged. Since the open history versions are exactly the current rows
-    (`warehouse.check`), only the closing UPDATE reads the history; the current table is edited in
-    place, so a nightly load writes little more than what changed.
-    """
+    A row equal to its current row in every tracked column (NULLs equal) is unchanged; the current
+    table is edited in place, so a nightly load writes little more than what changed."""
     stage = f"_stage_{spec.table}"
-    p = {"p": provider}
+    p, stamp = {"p": provider}, {"now": now, "run": run_id}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
     with registered(con, _incoming=rows):
         con.execute(
@@ -322,31 +298,27 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     closed = current - matched  # keys are unique on both sides, so each current row matches at most once
     cols = ", ".join(spec.columns)
     s_cols = ", ".join(f"s.{c}" for c in spec.columns)
-    args = {"p": provider, "now": now, "run": run_id}
     con.execute(
         f"""update {spec.history} h set valid_to = $now, closed_by_run_id = $run
             where h.provider = $p and h.valid_to is null and not exists
-                  (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.unchanged)""",
-        args)
+                  (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.unchanged)""", p | stamp)
     con.execute(
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
-            select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""",
-        {"now": now, "run": run_id})
+            select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""", stamp)
     # The current rows: drop vanished and changed ones, restamp the unchanged, insert new and changed.
     con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
             (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p)
-    # Restamped by a scan, not UPDATE ... FROM a join: updating scattered rows in a join's probe
-    # order is many times slower.
+    # Restamped by a scan, not UPDATE ... FROM a join: updating rows in a join's probe order is many times slower.
     untracked = "".join(
         f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)"
         for c in spec.attrs if c not in spec.tracked)
-    con.execute(f"update {spec.table} o set last_seen = $now, run_id = $run{untracked} where o.provider = $p", args)
+    con.execute(f"update {spec.table} o set last_seen = $now, run_id = $run{untracked} where o.provider = $p",
+                p | stamp)
     con.execute(
         f"""insert into {spec.table} ({cols}, content_hash, first_seen, last_seen, run_id)
             select {s_cols}, s.content_hash, coalesce(s.current_first_seen, $now), $now, $run from {stage} s
-            where not s.unchanged""",
-        {"now": now, "run": run_id})
+            where not s.unchanged""", stamp)
     con.execute(f"drop table {stage}")
     return new, changed, closed
 
@@ -354,28 +326,17 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
 def current_prices(con: duckdb.DuckDBPyConnection,
                    provider: str) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
     """The median price per GPU-hour of the provider's current offers, and per purchase option (rows, median)."""
-    median: float | None = None
-    by_option: dict[str, tuple[int, float | None]] = {}
-    for option, total, n, m in con.execute(
-            "select purchase_option, grouping(purchase_option), count(*), median(price_per_gpu_hour) from offers "
-            "where provider = ? group by grouping sets ((purchase_option), ())", [provider]).fetchall():
-        if total:
-            median = m
-        else:
-            by_option[option] = (n, m)
-    return median, by_option
+    rows = con.execute("select purchase_option, grouping(purchase_option), count(*), median(price_per_gpu_hour) "
+                       "from offers where provider = ? group by grouping sets ((purchase_option), ())",
+                       [provider]).fetchall()
+    return (next((m for _, total, _, m in rows if total), None),
+            {option: (n, m) for option, total, n, m in rows if not total})
 
 
-def _moved(old: float | None, new: float, limit: float) -> float | None:
-    """new/old when it is beyond `limit` either way, else None."""
-    ratio = new / old if old else None
-    return ratio if ratio is not None and (ratio > limit or ratio < 1 / limit) else None
-
-
-def _quarantine_summary(quarantined: list[dict[str, str]]) -> str:
+def _quarantine_summary(quarantined: list[dict[str, str]]) -> list[str]:
     bad = [q for q in quarantined if q["kind"] == "offer"]
     reasons = sorted({q["reason"][:120] for q in bad})
-    return f"{len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}" if bad else ""
+    return [f"{len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}"] if bad else []
 
 
 def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offers: pa.Table | None,
@@ -385,8 +346,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     provider = outcome.provider
     if offers is None:
         why = "the scrape produced no valid offers (an empty result is never loaded)"
-        bad = _quarantine_summary(outcome.quarantined)
-        return f"{why}; {bad}" if bad else why
+        return "; ".join([why, *_quarantine_summary(outcome.quarantined)])
     last_good = con.execute("select rows_loaded from scrape_runs where provider = ? and state = 'ok' "
                             "order by finished_at desc, rowid desc limit 1", [provider]).fetchall()
     if not last_good:
@@ -397,11 +357,10 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     problems = []
 
     def median_moved(label: str, old: float | None, prices: list[float]) -> None:
-        median = statistics.median(prices)
-        moved = _moved(old, median, policy.max_median_ratio)
-        if moved is not None:
+        median, limit = statistics.median(prices), policy.max_median_ratio
+        if old and (median / old > limit or median / old < 1 / limit):
             problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {median:.4f} USD "
-                            f"(x{moved:.2f}, limit x{policy.max_median_ratio:g})")
+                            f"(x{median / old:.2f}, limit x{limit:g})")
 
     overall_ratio = min_ratio if last_rows >= policy.min_rows else min(min_ratio, policy.small_min_row_ratio)
     if last_rows and offers.num_rows < overall_ratio * last_rows:
@@ -419,9 +378,7 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
                 median_moved(f"{option} ", old_median, option_prices)
     if not problems:
         return None
-    bad = _quarantine_summary(outcome.quarantined)
-    if bad:
-        problems.append(bad)
+    problems += _quarantine_summary(outcome.quarantined)
     if provider in policy.accept:
         notes.append("anomaly accepted by override: " + "; ".join(problems))
         return None
@@ -454,10 +411,8 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                           notes: list[str]) -> tuple[pa.Table, list[dict[str, str]]]:
     """The offers to merge, each one whose price moved beyond `policy.max_offer_ratio` replaced by its
     current row, and a quarantine entry per offer held back (a slip in one record: 3.99 read as 39.9).
-
-    A jump the previous successful scrape held back, seen again within the factor, is a real new
-    price and loads; for a provider in `policy.accept` every offer loads. Both are said in the notes.
-    """
+    A jump the previous scrape held back, seen again within the factor, loads; so does every offer of a
+    provider in `policy.accept`. Both are said in the notes."""
     import pyarrow as pa
     limit = policy.max_offer_ratio
     with registered(con, _incoming=offers):
@@ -483,17 +438,13 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                 where o.provider = $p and (i.price_per_hour > o.price_per_hour * $limit
                                            or i.price_per_hour * $limit < o.price_per_hour)
                 order by all""", {"p": provider, "limit": limit}).fetchall()
-        confirmed = [r[:7] for r in rows if r[7]]
-        if confirmed:
-            notes.append(
-                f"{len(confirmed)} offer price jump(s) loaded, seen again after the previous scrape held them back: "
-                + "; ".join(f"{'/'.join(str(v) for v in r[1:5])} {r[5]:g} -> {r[6]:g} USD" for r in confirmed))
-        jumps = [r for r in rows if not r[7]]
-        if not jumps:
+        if confirmed := [r for r in rows if r[7]]:
+            notes.append(f"{len(confirmed)} offer price jump(s) loaded, seen again after the previous scrape held them "
+                         "back: " + "; ".join(f"{_offer_ref(r)} {r[5]:g} -> {r[6]:g} USD" for r in confirmed))
+        if not (jumps := [r for r in rows if not r[7]]):
             return offers, []
-        described = [
-            f"{provider} offer {'/'.join(str(v) for v in row[1:5])}: price per hour moved from "
-            f"{row[5]:g} to {row[6]:g} USD (x{row[6] / row[5]:.2f}, limit x{limit:g})" for row in jumps]
+        described = [f"{provider} offer {_offer_ref(row)}: price per hour moved from {row[5]:g} to {row[6]:g} USD "
+                     f"(x{row[6] / row[5]:.2f}, limit x{limit:g})" for row in jumps]
         if provider in policy.accept:
             notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
             return offers, []
@@ -507,12 +458,17 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                       and exists (select 1 from _held h where {held_key})""",
                 params={"p": provider}).to_arrow_table()
     quarantined = [
-        {"provider": provider, "kind": "offer", "source_ref": "/".join(str(v) for v in row[1:5]),
+        {"provider": provider, "kind": "offer", "source_ref": _offer_ref(row),
          "reason": f"per-offer anomaly guard: {text}; kept at its previous version "
                    f"(if this is a real price change, rerun with --accept-anomaly {provider})", "raw": row[8]}
         for row, text in zip(jumps, described)]
     notes.append(f"{len(jumps)} offer(s) held back at their previous price by the per-offer anomaly guard")
     return kept.cast(offers.schema), quarantined
+
+
+def _offer_ref(row: tuple[Any, ...]) -> str:
+    """region/zone/instance type/purchase option of a (provider, region, ...) row."""
+    return "/".join(str(v) for v in row[1:5])
 
 
 def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh_id: str,
@@ -525,9 +481,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
     now = now or utcnow()
     run_id = new_id(f"run-{outcome.provider}")
     report = LoadReport(outcome.provider, run_id, "failed" if outcome.state == "ok" else outcome.state,
-                        error=outcome.error, notes=list(outcome.notes))
-    if outcome.degraded:
-        report.degraded = "; ".join(f"{d['name']} ({d['reason']})" for d in outcome.degraded)
+                        error=outcome.error, notes=list(outcome.notes),
+                        degraded="; ".join(f"{d['name']} ({d['reason']})" for d in outcome.degraded) or None)
     quarantined = list(outcome.quarantined)
     offers = None if outcome.side_tables_only else outcome.table("offers")  # such a source owns no offers
     report.rows_parsed = outcome.count("offers") + sum(q["kind"] == "offer" for q in quarantined)
@@ -543,9 +498,9 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
             if offers is not None:
                 # before the guard: what a failed enrichment did not bring is not a drop in the market
                 offers = carry_degraded(con, outcome.provider, offers, outcome.degraded)
-            reason = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy, report.notes)
-            report.error = reason
-            if reason is None:
+            report.error = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy,
+                                                                                  report.notes)
+            if report.error is None:
                 if offers is not None:
                     offers, held_back = hold_back_offer_jumps(con, outcome.provider, offers, policy, report.notes)
                     quarantined += held_back
@@ -579,27 +534,23 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
         report.error = f"load failed, nothing changed: {type(err).__name__}: {root_cause(err)}"
         report.new = report.changed = report.closed = report.rows_loaded = 0
         try:
-            con.execute("begin transaction")
-            _insert_run(con, outcome, report, refresh_id, run_id)
-            con.execute("commit")
+            with transaction(con):
+                _insert_run(con, outcome, report, refresh_id, run_id)
         except duckdb.Error as again:
             # Not even the failure can be recorded (a full disk, a vanished file): stop with the first cause.
-            _rollback_quietly(con)
             raise WarehouseError(
                 f"cannot write to the warehouse, stopped at {outcome.provider} (its rows and those of the "
                 f"providers after it are unchanged): {root_cause(err)}") from again
     return report
 
 
-def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime
-                      ) -> tuple[int, int, int]:
+def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime) -> list[int]:
     """An unchanged answer's merge: the current rows are restamped; returns their counts per table."""
     for spec in SPECS:
         con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
                     {"now": now, "run": run_id, "p": provider})
-    return con.execute("select (select count(*) from offers where provider = $p), (select count(*) from egress_prices "
-                       "where provider = $p), (select count(*) from storage_prices where provider = $p)",
-                       {"p": provider}).fetchall()[0]
+    return [con.execute(f"select count(*) from {spec.table} where provider = ?", [provider]).fetchall()[0][0]
+            for spec in SPECS]
 
 
 def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, now: datetime,
@@ -633,11 +584,9 @@ def root_cause(err: BaseException) -> str:
 
 def _insert_run(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, report: LoadReport,
                 refresh_id: str, run_id: str) -> None:
+    columns = [c.name for c in SCRAPE_RUN_COLUMNS]
     con.execute(
-        """insert into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state,
-               rows_parsed, rows_loaded, rows_quarantined, egress_rows, storage_rows,
-               offers_new, offers_changed, offers_closed, requests, duration_s, error, notes, degraded, bytes_fetched)
-           values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        f"insert into scrape_runs ({', '.join(columns)}) values ({', '.join('?' * len(columns))})",
         [run_id, refresh_id, outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at,
          report.state, report.rows_parsed, report.rows_loaded, report.rows_quarantined,
          report.egress_rows, report.storage_rows, report.new, report.changed, report.closed,
@@ -661,12 +610,11 @@ def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetim
     successful scrape (it would set prices back), or None when it is in the warehouse already."""
     if outcome.refresh_id == refresh_id:
         return outcome
-    if last_ok.get(outcome.provider) == outcome.started_at:
+    if (newer := last_ok.get(outcome.provider)) == outcome.started_at:
         return None
     why = f"fetched by {outcome.refresh_id}"
     if outcome.path is not None and (error := pending.write_error(outcome.path)):
         why += f", whose write failed ({error})"
-    newer = last_ok.get(outcome.provider)
     if newer is not None and newer >= outcome.started_at:
         return ScrapeOutcome(outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at, state="failed",
                              requests=outcome.requests, error=f"not merged: {why}; the warehouse already holds a "
@@ -689,10 +637,8 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                   on_merged: Callable[[str], None] | None = None) -> list[LoadReport]:
     """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a
     working copy published in one atomic rename (warehouse.snapshot), then forget the merged results.
-
-    The caller holds the refresh lock. Once `stop_requested()`, the results left keep waiting
-    (`interrupted`). A warehouse that cannot be written raises WarehouseError naming the first cause
-    and where the results wait; the published warehouse is then unchanged."""
+    The caller holds the refresh lock. Once `stop_requested()`, the results left keep waiting; a
+    warehouse that cannot be written raises WarehouseError (first cause, where the results wait)."""
     from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
     published = db_path(db)

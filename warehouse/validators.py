@@ -1,17 +1,15 @@
-"""What proved each source's answers current when its rows were last loaded, for its next fetch.
+"""What proved each source's answers current when its rows were last loaded (an ETag, a Last-Modified
+date, a price list version: adapters.base.SourceContext.new_validators), for its next fetch.
 
-A source that can ask "has this changed?" (If-None-Match / If-Modified-Since with an ETag or a
-Last-Modified date, a price list's version index) says what its answers carried
-(adapters.base.SourceContext.new_validators). The merge keeps them with the run that loaded those
-rows, and only a complete load's (no enrichment missing, no offer held back): the warehouse then
-holds exactly what they validate; any other load of new rows forgets them. The next refresh hands
-them back (SourcePlan.validators), and an answer they prove unchanged is neither downloaded nor
-parsed (adapters.base.Unchanged).
+Only a complete load's are kept (no enrichment missing, no offer held back), so the warehouse holds
+exactly what they validate; the next refresh hands them back and skips what they prove unchanged.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 import duckdb
@@ -23,18 +21,13 @@ def read_validators(db: str | Path | None) -> dict[str, dict[str, str]]:
 
     if not db_path(db).exists():
         return {}
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         if not con.execute("select count(*) from information_schema.tables where table_name = 'fetch_validators'"
                            ).fetchall()[0][0]:
             return {}
         rows = con.execute("select provider, key, validator from fetch_validators order by all").fetchall()
-    finally:
-        con.close()
-    out: dict[str, dict[str, str]] = {}
-    for provider, key, validator in rows:
-        out.setdefault(provider, {})[key] = validator
-    return out
+    return {provider: {key: validator for _, key, validator in group}
+            for provider, group in groupby(rows, itemgetter(0))}
 
 
 def keep_validators(con: duckdb.DuckDBPyConnection, provider: str, validators: dict[str, str], run_id: str,
