@@ -81,7 +81,10 @@ def parse_instance_types(doc: Any) -> list[dict[str, Any]]:
 @drift_guard("cloudrift: variants")
 def build_batch(types: list[dict[str, Any]]) -> Batch:
     """Instance types -> one offer per variant and datacenter, volume prices, quarantine."""
-    batch, skipped, seen, variants = PROVIDER.batch(), Counter[str](), set[str](), 0
+    batch = PROVIDER.batch()
+    skipped: Counter[str] = Counter()
+    seen: set[str] = set()
+    variants = 0
     unknown: dict[str, tuple[str, list[str]]] = {}  # brand -> (why, its variants)
     for itype in types:
         if not isinstance(itype, dict) or not isinstance(itype.get("variants"), list):

@@ -72,7 +72,9 @@ def parse_sizes(pages: list[Any]) -> Batch:
     if not any(isinstance(s, dict) and "price_hourly" in s for s in sizes):
         raise SchemaDriftError(f"digitalocean: every size in {SIZES_PATH} lacks 'price_hourly'; "
                                "the size format changed")
-    batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
+    batch = PROVIDER.batch()
+    skipped: Counter[str] = Counter()
+    seen: set[str] = set()
     for size in sizes:
         if not isinstance(size, dict) or not isinstance(size.get("slug"), str) or not size["slug"].strip():
             batch.quarantine("offer", "?", "schema: a size lacks 'slug'", size)

@@ -96,7 +96,9 @@ def parse_available(vm_doc: Any, bare_metal_doc: Any) -> Batch:
                           "with Quantity 0, so an empty list is not a full house)")
     if not any(isinstance(i, dict) and "OnDemandPrice" in i for i in vm_doc):
         raise SchemaDriftError("hotaisle: no VM type has an 'OnDemandPrice': the answer changed shape")
-    batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
+    batch = PROVIDER.batch()
+    skipped: Counter[str] = Counter()
+    seen: set[str] = set()
     for kind, doc in (("vm", vm_doc), ("bm", bare_metal_doc)):
         for item in doc:
             _add_type(batch, kind, item, seen, skipped)

@@ -96,7 +96,9 @@ def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
         raise SourceError("jarvislabs: server_meta returned no GPU rows")
     if not any(isinstance(r, dict) and "price_per_hour" in r for r in rows):
         raise SchemaDriftError("jarvislabs: no server_meta row has a 'price_per_hour': the answer changed shape")
-    batch, skipped, listings = PROVIDER.batch(), Counter[str](), dict[tuple[str, str], _Listing]()
+    batch = PROVIDER.batch()
+    skipped: Counter[str] = Counter()
+    listings: dict[tuple[str, str], _Listing] = {}
     for row in rows:
         _gather(batch, row, listings, skipped)
     for (region, name), listing in listings.items():

@@ -113,7 +113,10 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
         products += doc["products"]
     if not products:
         raise SourceError("scaleway: the product catalog returned no instance products")
-    batch, skipped, seen, placed = PROVIDER.batch(), Counter[str](), set[str](), set[tuple[str, str]]()
+    batch = PROVIDER.batch()
+    skipped: Counter[str] = Counter()
+    seen: set[str] = set()
+    placed: set[tuple[str, str]] = set()
     for item in products:
         sku = item.get("sku") if isinstance(item, dict) else None
         if not isinstance(sku, str) or not sku:

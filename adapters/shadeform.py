@@ -103,7 +103,9 @@ def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batc
     if not types:
         raise SourceError("shadeform: instances/types returned no instance types")
     names = set(registry.SOURCES if sources is None else sources)
-    batch, skipped, outcomes = PROVIDER.batch(), Counter[tuple[str, str]](), Counter[str]()
+    batch = PROVIDER.batch()
+    skipped: Counter[tuple[str, str]] = Counter()
+    outcomes: Counter[str] = Counter()
     for item in types:
         cloud = item.get("cloud") if isinstance(item, dict) else None
         if not isinstance(cloud, str) or not cloud:

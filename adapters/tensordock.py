@@ -163,7 +163,10 @@ def parse_locations(doc: Any) -> list[dict[str, Any]]:
 
 @drift_guard("tensordock: listings")
 def build_batch(locations: list[dict[str, Any]]) -> Batch:
-    batch, skipped, seen_locations, slugs = PROVIDER.batch(), Counter[str](), set[str](), set[str]()
+    batch = PROVIDER.batch()
+    skipped: Counter[str] = Counter()
+    seen_locations: set[str] = set()
+    slugs: set[str] = set()
     listings: list[Listing] = []
     unknown: dict[str, tuple[str, list[str]]] = {}  # GPU name -> (why, its locations)
     for location in locations:

@@ -252,7 +252,8 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    key, size = os.environ.get(API_KEY_ENV, "").strip(), ctx.config.vastai_page_size
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    size = ctx.config.vastai_page_size
     headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     with ctx.http_client(headers=headers) as client:
         offers = list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(size), method="POST",

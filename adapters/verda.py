@@ -117,7 +117,8 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
         raise SchemaDriftError("verda: no instance type has a 'price_per_hour': the answer changed shape")
     batch = PROVIDER.batch()
     locations = sorted(set(on_demand) | set(spot)) or [GLOBAL_REGION]
-    skipped, seen = Counter[str](), set[str]()
+    skipped: Counter[str] = Counter()
+    seen: set[str] = set()
     for item in doc:
         name = item.get("instance_type") if isinstance(item, dict) else None
         if not isinstance(name, str) or not name:

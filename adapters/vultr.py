@@ -175,7 +175,9 @@ def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
     plans, metal = lists
     if not plans:
         raise SourceError(f"vultr: {PLANS_PATH} returned no plans")
-    batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[str]()
+    batch = PROVIDER.batch()
+    skipped: Counter[str] = Counter()
+    seen: set[str] = set()
     for plan, kind in [(p, "instance") for p in plans] + [(p, "metal") for p in metal]:
         if not isinstance(plan, dict) or not isinstance(plan.get("id"), str) or not plan["id"].strip():
             batch.quarantine("offer", "?", "schema: a plan lacks 'id'", plan)

@@ -119,7 +119,8 @@ def run_child(args: argparse.Namespace) -> int:
     from gpuledger.spiders.items import PAGE_ROW_FIELDS
     from gpuledger.spiders.settings import BROWSER_SAME_HOST_ONLY
 
-    url, settings = args.url, json.loads(Path(args.settings).read_text())
+    url = args.url
+    settings = json.loads(Path(args.settings).read_text())
     if settings.pop(BROWSER_SAME_HOST_ONLY, False):
         from gpuledger.spiders import fence
         from gpuledger.spiders.browser import same_host_only

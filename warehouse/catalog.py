@@ -188,7 +188,9 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
 
 def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], provider: str) -> None:
     """`path` is the file the manifest describes, a Parquet file of its table and provider."""
-    name, table, size = entry["name"], entry["table"], path.stat().st_size
+    name = entry["name"]
+    table = entry["table"]
+    size = path.stat().st_size
     if size != entry["bytes"]:
         raise CatalogError(f"{name}: {size:,} bytes, the manifest says {entry['bytes']:,} (truncated or replaced)")
     if sha256_file(path) != entry["sha256"]:
