@@ -70,7 +70,7 @@ def worker(argv: list[str]) -> None:
 
     path = Path(argv[1])
     t0 = time.perf_counter()
-    rows = pricelist.parse_offer_file(path, "us-east-1")
+    rows = pricelist.parse_offer_chunks(file_chunks(path), "us-east-1")
     dt = time.perf_counter() - t0
     print(json.dumps({"rows": len(rows), "seconds": dt, "mb_s": path.stat().st_size / dt / 1e6}))
 
@@ -92,9 +92,9 @@ def run(quick: bool = False, keep: bool = False) -> list[Result]:
     gb1, gb4 = (0.1, 0.4) if quick else (1.0, 4.0)
     f1, f4 = offer_file(gb1), offer_file(gb4)
     warm_page_cache(f1)
-    pricelist.parse_offer_file(f1, "us-east-1")  # warm-up (imports)
+    pricelist.parse_offer_chunks(file_chunks(f1), "us-east-1")  # warm-up (imports)
     cpu = time.process_time()
-    rows = pricelist.parse_offer_file(f1, "us-east-1")
+    rows = pricelist.parse_offer_chunks(file_chunks(f1), "us-east-1")
     cpu_per_gb = (time.process_time() - cpu) / (f1.stat().st_size / 1e9)
     say(f"  parse: {cpu_per_gb:.2f} CPU s/GB ({len(rows):,} rows of {f1.stat().st_size / 1e9:.1f} GB)")
     rss = {label: run_worker("bench.ingest", ["--worker", "file", str(path)])["child_peak_rss_mb"]
