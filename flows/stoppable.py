@@ -1,11 +1,13 @@
-"""A DuckDB query, with the fetching and printing of its rows, stopped by a time limit or Ctrl-C: it runs in a
-worker thread (DuckDB holds its caller), and the waiting main thread interrupts it and sets the batches' event."""
+"""A DuckDB query, with the fetching and printing of its rows, stopped by a time limit or Ctrl-C.
+
+DuckDB holds the calling thread until a query ends, so the work runs in a worker thread; the main thread
+waits, and on timeout or SIGINT calls `connection.interrupt()` and sets the event checked between batches.
+"""
 
 from __future__ import annotations
 
 import signal
 import threading
-from concurrent.futures import Future, wait
 from typing import Any, Callable, TypeVar
 
 import duckdb
@@ -30,15 +32,17 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
                   timeout_s: float | None) -> T:
     """`work(stopping)` (queries on `con`) in a worker thread; QueryStopped after `timeout_s` seconds (None or 0:
     no limit) or on SIGINT, with the query interrupted and `stopping` set. Errors of `work` are raised here."""
-    result: Future[T] = Future()
-    stopping = threading.Event()
+    outcome: dict[str, Any] = {}
+    done, stopping = threading.Event(), threading.Event()
     stopped: list[QueryStopped] = []
 
     def run() -> None:
         try:
-            result.set_result(work(stopping))
+            outcome["value"] = work(stopping)
         except BaseException as err:  # noqa: BLE001 - handed to the waiting thread, raised there
-            result.set_exception(err)
+            outcome["error"] = err
+        finally:
+            done.set()
 
     def stop(reason: QueryStopped) -> None:
         if not stopped:
@@ -54,14 +58,17 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
     worker = threading.Thread(target=run, name="gpuledger-sql", daemon=True)
     try:
         worker.start()
-        if wait([result], timeout_s or None).not_done:
-            stop(QueryStopped(f"the query ran longer than {timeout_s:g} s (--timeout) and was stopped", EXIT_TIMED_OUT))
-        while not result.done() and stopped:
-            if wait([result], UNWIND_S).not_done:
+        if not done.wait(timeout_s or None):
+            stop(QueryStopped(f"the query ran longer than {timeout_s:g} s (--timeout) and was stopped",
+                              EXIT_TIMED_OUT))
+        while not done.is_set() and stopped:
+            if not done.wait(UNWIND_S):
                 break  # a worker that does not unwind is a daemon: it ends with the process
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     if stopped:
         raise stopped[0]
-    return result.result()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
