@@ -77,7 +77,7 @@ def table(results: list[Result]) -> str:
         target = "-" if r.target is None else ("<= " if r.better == "lower" else ">= ") + fmt(r.target, r.unit)
         ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x {r.ratio_label}".strip()
         if r.ratio_target is not None:
-            ratio += f" (need >= {r.ratio_target:g}x)"
+            ratio += f" (need {'>=' if r.better_ratio == 'higher' else '<='} {r.ratio_target:g}x)"
         rows.append((r.bench, r.name, fmt(r.figure, r.unit), target, ratio, "PASS" if r.ok else "FAIL"))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     out = []
