@@ -1,18 +1,21 @@
-"""The recommender's ranking in numpy arrays (faster than DuckDB plans it): the same arithmetic as the pure
-functions (memory, throughput, fixed, spot, volumes) and the SQL macros, held to them by tests."""
+"""The recommender's ranking: every current offer's request-independent facts in numpy arrays (read
+once per read-only connection, every time on a writable one), then each request fitted, timed, costed
+and ranked in array arithmetic, faster than DuckDB plans the same statement. The arithmetic is that of
+the pure functions (memory, throughput, fixed, spot, volumes) and the SQL macros billed_seconds and
+fit_ok, in their order of operations; tests hold the two to each other."""
 
 from __future__ import annotations
 
 import math
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import duckdb
 import numpy as np
 
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
-from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH, expected_run_hours
+from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH
 from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
 from gpuledger.warehouse.recommender.volumes import billed_gb_for, holds, volume_sizings
 
@@ -134,8 +137,10 @@ def _runs(values: np.ndarray) -> np.ndarray:
 
 
 def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
-    cols = {name: np.ma.filled(arr.astype(float), np.nan) if arr.dtype.kind in "fiu" else np.ma.getdata(arr)
-            for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items()}  # NULLs as NaN in float columns
+    cols = {}
+    for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
+        numeric = arr.dtype.kind in "fiu"
+        cols[name] = np.ma.filled(arr.astype(float), np.nan) if numeric else np.ma.getdata(arr)
     n = len(cols["provider"])
     # Key order: a provider's rows, then a place's, are contiguous.
     provider_code = _runs(cols["provider"])
@@ -165,47 +170,59 @@ LEFT_OUT = 5  # cheaper offers that fit no plan, named with the reason
 _PLACE_TABLES_KEPT = 64
 
 
-def _cheapest(items: Iterable[tuple[Any, tuple]]) -> dict[Any, tuple]:
-    """Per key, the storage pick (class, USD per GB-month, billed GB, size known) whose billed volume
-    costs least, ties to the class name (the first listed on a full tie)."""
-    out: dict[Any, tuple] = {}
-    for key, pick in items:
-        old = out.get(key)
-        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
-            out[key] = pick
-    return out
+@dataclass
+class _PlaceTable:
+    """Per place code: the storage pick (index into OfferFacts.picks, -1: none), its USD per GB-month
+    and billed GB, the egress USD, and where each came from (an index into _SOURCES)."""
+
+    pick: np.ndarray
+    usd: np.ndarray
+    billed: np.ndarray
+    s_source: np.ndarray
+    e_usd: np.ndarray
+    e_source: np.ndarray
 
 
-def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> dict[str, np.ndarray]:
-    """Per place code: the storage pick (index into f.picks, -1: none) of the cheapest class in the region,
-    else in the provider, its USD per GB-month and billed GB; the egress USD of egress_gb through the
-    region's tiers, else the provider's dearest; and where each came from (an index into _SOURCES)."""
+def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTable:
+    """Storage on the class whose billed volume for storage_gb costs least in the region, else in the
+    provider (ties to the class name); egress_gb through the region's tiers, else the provider's dearest."""
     key = (storage_gb, egress_gb)
     if key in f.place_tables:
         return f.place_tables[key]
-    storage = _cheapest(((prov, reg), (cls, usd, float(billed_gb_for(prov, cls, storage_gb)),
-                                       (prov, cls) in volume_sizings()))
-                        for prov, reg, cls, usd in f.storage
-                        if holds(prov, cls, storage_gb))  # a fixed-size tier holds only the volumes up to its size
-    storage_of = _cheapest((prov, pick) for (prov, _), pick in storage.items())
+    storage: dict[tuple[str, str], tuple] = {}  # (storage_class, usd per GB-month, billed GB, size known)
+    for prov, reg, cls, usd in f.storage:
+        if not holds(prov, cls, storage_gb):
+            continue  # a fixed-size tier holds only the volumes up to its size
+        billed = float(billed_gb_for(prov, cls, storage_gb))
+        old = storage.get((prov, reg))
+        if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
+            storage[(prov, reg)] = (cls, usd, billed, (prov, cls) in volume_sizings())
     egress: dict[tuple[str, str], float] = {}
     for prov, reg, start, end, usd in f.egress:
         upper = min(egress_gb, egress_gb if end is None else end)
         egress[(prov, reg)] = egress.get((prov, reg), 0.0) + max(upper - start, 0.0) * usd
+    storage_of: dict[str, tuple] = {}
+    for (prov, _), pick in storage.items():
+        old = storage_of.get(prov)
+        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
+            storage_of[prov] = pick
     egress_of: dict[str, float] = {}
     for (prov, _), usd in egress.items():
         egress_of[prov] = max(egress_of.get(prov, usd), usd)
     n = len(f.places)
-    t = {"pick": np.full(n, -1), "usd": np.zeros(n), "billed": np.zeros(n), "s_source": np.zeros(n, int),
-         "e_usd": np.zeros(n), "e_source": np.zeros(n, int)}
+    t = _PlaceTable(np.full(n, -1), np.zeros(n), np.zeros(n), np.zeros(n, int), np.zeros(n), np.zeros(n, int))
     for code, (prov, reg) in enumerate(f.places):
-        pick, src = (storage[prov, reg], 1) if (prov, reg) in storage else (storage_of.get(prov), 2)
+        pick, src = storage.get((prov, reg)), 1
+        if pick is None:
+            pick, src = storage_of.get(prov), 2
         if pick is not None:
             f.picks.append(pick)
-            t["pick"][code], t["usd"][code], t["billed"][code], t["s_source"][code] = len(f.picks) - 1, *pick[1:3], src
-        usd, src = (egress[prov, reg], 1) if (prov, reg) in egress else (egress_of.get(prov), 2)
+            t.pick[code], t.usd[code], t.billed[code], t.s_source[code] = len(f.picks) - 1, pick[1], pick[2], src
+        usd, src = egress.get((prov, reg)), 1
+        if usd is None:
+            usd, src = egress_of.get(prov), 2
         if usd is not None:
-            t["e_usd"][code], t["e_source"][code] = usd, src
+            t.e_usd[code], t.e_source[code] = usd, src
     f.place_tables[key] = t
     return t
 
@@ -222,6 +239,31 @@ def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
     m = 10.0 ** digits
     with np.errstate(invalid="ignore"):
         return np.sign(x) * np.floor(np.abs(x) * m + 0.5) / m
+
+
+def _head(rows: np.ndarray, tier: np.ndarray, key: np.ndarray, group: np.ndarray, top: int) -> np.ndarray:
+    """The rows that can hold the first `top` groups' best rows in (tier, key) order: every row of
+    a tier whose key is at most the cut where `top` groups are reached, ties included, and all
+    the rows of the tiers before it (only those rows need the full sort)."""
+    out: list[np.ndarray] = []
+    for t in (0, 1, 2):
+        r = rows[tier[rows] == t]
+        k = min(len(r), 4 * top)
+        while len(r):
+            if k < len(r):
+                cut = key[r[np.argpartition(key[r], k - 1)[:k]]].max()
+                cand = r[key[r] <= cut]
+            else:
+                cand = r
+            enough = len(np.unique(group[np.concatenate(out + [cand])])) >= top
+            if enough or len(cand) == len(r):
+                break
+            k = min(len(r), 4 * k)
+        if len(r):
+            out.append(cand)
+            if enough:
+                break
+    return np.concatenate(out) if out else rows[:0]
 
 
 def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) -> str:
@@ -262,7 +304,8 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     considered_offers = ok.copy()  # what the user asked to see, before capacity and fit
     if not req.include_unavailable:
         ok &= c["available_or_unknown"]
-    mem, count, ram = c["memory_gb_per_gpu"], c["gpu_count"], c["ram_gb"]
+    mem, count = c["memory_gb_per_gpu"], c["gpu_count"]
+    ram = c["ram_gb"]
     plan_of = np.full(f.n, -1)
     # fit_ok's rule (sql/recommend.sql), host RAM for ZeRO-Offload (each node holds its share, with the
     # GPUs' headroom; an offer without a RAM figure cannot be shown to fit) and the GPU limit; the
@@ -309,16 +352,17 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
 
         # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
         # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
+        rows = np.arange(len(idx))
         ckpt_h = req.checkpoint_every_minutes / 60.0
         setup_s = np.zeros(len(idx)) if req.job_tokens is None else setup_seconds(
             c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
-        base_hours = (np.full(len(idx), req.hours) if req.job_tokens is None
-                      else _div(np.full(len(idx), req.job_tokens), tokens_per_s) / 3600.0)
+        base_hours = (np.full(len(rows), req.hours) if req.job_tokens is None
+                      else _div(np.full(len(rows), req.job_tokens), tokens_per_s) / 3600.0)
         rate = c["rate"][idx]
         interruptible = c["interruptible"][idx]
         timed = interruptible & ~np.isnan(rate)
-        run_hours = np.where(timed, expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h")),
-                             base_hours) + setup_s / 3600.0
+        run_hours = np.where(timed, base_hours * (1 + rate * (ckpt_h / 2 + col("restart_h")))
+                             + base_hours / ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
 
         # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
         gran = np.maximum(c["granularity_s"][idx], 1)
@@ -332,7 +376,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     tables = [_place_table(f, p.storage_gb, p.egress_gb) for p in plans]
 
     def placed(name: str) -> np.ndarray:
-        return np.array([t[name] for t in tables])[pi, f.place[idx]]
+        return np.array([getattr(t, name) for t in tables])[pi, f.place[idx]]
 
     s_pick, s_source, s_usd, e_usd, e_source = (placed(k) for k in ("pick", "s_source", "usd", "e_usd", "e_source"))
     s_billed = np.where(s_pick >= 0, placed("billed"), col("storage_gb", array=True))
@@ -354,7 +398,8 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     # rank of (provider, region, zone, instance type, purchase option). An instance group's best
     # place is its first row in it: within a group the key orders by region, then zone.
     group = f.group[idx] if req.per_instance else np.arange(n_rows)
-    order = sel[np.lexsort((idx[sel], price[sel], sort_total[sel], sort_key[sel], tier[sel]))]
+    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, req.top)
+    order = head[np.lexsort((idx[head], price[head], sort_total[head], sort_key[head], tier[head]))]
     _, first = np.unique(group[order], return_index=True)
     top_rows = order[np.sort(first)[: req.top]]
     others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
