@@ -524,9 +524,17 @@ class OfferPlan:
         return {**{k: v for k, v in self.__dict__.items() if k != "extra"}, **dict(self.extra)}
 
 
-def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> tuple[dict[str, Any], list[dict[str, Any]]] | str:
-    """(the offer's price fields, its priced components): the plan's parts summed at one purchase option; or
-    which part is missing or unusable."""
+@dataclass(frozen=True)
+class Composed:
+    usd_per_hour: float
+    currency: str
+    source_per_hour: float
+    components: list[dict[str, Any]]
+    effective_time: str | None
+
+
+def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | str:
+    """Sum the plan's parts at one purchase option, or say which part is missing or unusable."""
     rows = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
     if problems := [f"{name}: {c}" for name, _, c in rows if isinstance(c, str)]:
         return "; ".join(problems)
@@ -545,8 +553,7 @@ def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> tuple[dict[s
     currency = currencies.pop()
     source = usd if currency == "USD" else round(sum(c.source_amount * qty for _, qty, c in rows), 10)
     stamp = max((c.effective_time for _, _, c in rows if c.effective_time), default=None)
-    return {"price_per_hour": usd, "source_currency": currency, "source_price_per_hour": source,
-            "price_observed_at": stamp}, components
+    return Composed(usd, currency, source, components, stamp)
 
 
 def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
@@ -643,9 +650,9 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
             if isinstance(composed, str):
                 batch.quarantine("offer", f"{ref}/{purchase}", f"price: {composed}", plan.raw())
                 unpriced[purchase] += 1
-            elif _add_offer(batch, plan, purchase, *composed, known, zones.get(plan.zone), on_demand_usd) \
+            elif _add_offer(batch, plan, purchase, composed, known, zones.get(plan.zone), on_demand_usd) \
                     and purchase == "on_demand":
-                on_demand_usd = composed[0]["price_per_hour"]
+                on_demand_usd = composed.usd_per_hour
     if missing["spot"]:
         batch.notes.append(f"{missing['spot']} zone/machine-type pairs have no Spot GPU/TPU SKU in their region")
     if missing["committed use"]:
@@ -656,15 +663,15 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                            "priced by the Catalog (quarantined with the missing part)")
 
 
-def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, prices: dict[str, Any], components: list[dict[str, Any]],
-               gpu: tuple[GPUModel, bool], zone: ZoneInfo | None, on_demand_usd: float | None) -> bool:
+def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: tuple[GPUModel, bool],
+               zone: ZoneInfo | None, on_demand_usd: float | None) -> bool:
     network, fabric = MULTINODE.get(plan.instance_type, (None, None))
-    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": components,
+    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": c.components,
                             "billing": "sum of the components' Catalog SKU prices",
                             **{k: v for k, v in plan.extra if v is not None}}
-    if prices["source_currency"] != "USD":
-        data["source_currency"] = prices["source_currency"]
-    saving = round(100 * (1 - prices["price_per_hour"] / on_demand_usd), 1) if on_demand_usd else None
+    if c.currency != "USD":
+        data["source_currency"] = c.currency
+    saving = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1) if on_demand_usd else None
     months = COMMITMENT_TERMS.get(purchase)
     if months is not None:
         data["billing"] += "; committed-use SKUs are billed every month of the term, used or not"
@@ -676,7 +683,8 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, prices: dict[str, A
         gpu_memory_gb=gpu[0].memory_gb, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
         purchase_option=purchase, vcpus=plan.vcpus or None, ram_gb=plan.ram_gib or None,
         local_disk_gb=plan.local_ssd_gib or None, interconnect=_interconnect(plan), network_gbps=network,
-        multinode_fabric=fabric, **prices, available=(zone.status == "UP") if zone else None,
+        multinode_fabric=fabric, price_per_hour=c.usd_per_hour, source_currency=c.currency,
+        source_price_per_hour=c.source_per_hour, price_observed_at=c.effective_time, available=(zone.status == "UP") if zone else None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
         spot_savings_pct=saving if purchase == "spot" else None, term_months=months,
         payment_option="no_upfront" if months else None, provider_data=json.dumps(data, sort_keys=True))
