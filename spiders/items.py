@@ -78,7 +78,10 @@ def parse_money(text: str) -> tuple[float, str] | None:
         raise PriceTextError(f"negative price in {text!r}")
     if not m:
         raise PriceTextError(f"no price in {text!r}")
-    amount, currency = (m.group(2), _CURRENCY_SYMBOLS[m.group(1)]) if m.group(2) else (m.group(3), m.group(4).upper())
+    if m.group(2) is not None:
+        amount, currency = m.group(2), _CURRENCY_SYMBOLS[m.group(1)]
+    else:
+        amount, currency = m.group(3), m.group(4).upper()
     return float(amount.replace(",", "")), currency
 
 
@@ -130,21 +133,28 @@ def slug(text: str) -> str:
 def usd_per_gb_month(text: str) -> tuple[float, str] | None:
     """A storage price as (amount per GB-month, currency), hourly at 730 h, per GiB made per GB; None for no
     public price; PriceTextError for a unit not per GB."""
-    money, unit = parse_money(text), price_unit(text)
-    if money is None or unit == "gb_month":
-        return money
+    money = parse_money(text)
+    if money is None:
+        return None
+    amount, currency = money
+    unit = price_unit(text)
+    if unit == "gb_month":
+        return amount, currency
     if unit in _TO_GB_MONTH:
         hours, gib = _TO_GB_MONTH[unit]
-        return round(money[0] * hours / gib, 6), money[1]
+        return round(amount * hours / gib, 6), currency
     raise PriceTextError(f"not a per-GB storage price: {clean_text(text)!r}")
 
 
 def usd_price(text: str) -> float | None:
     """A USD amount, or None for 'no public price'; PriceTextError otherwise (a page carries no exchange rate)."""
     money = parse_money(text)
-    if money is not None and money[1] != "USD":
-        raise PriceTextError(f"price {clean_text(text)!r} is in {money[1]}, not USD; no conversion is configured")
-    return None if money is None else money[0]
+    if money is None:
+        return None
+    amount, currency = money
+    if currency != "USD":
+        raise PriceTextError(f"price {clean_text(text)!r} is in {currency}, not USD; no conversion is configured")
+    return amount
 
 
 def usd_per_hour(text: str, basis: str = "per hour", units: tuple[str | None, ...] = ("hour",),
