@@ -1,8 +1,9 @@
 """One provider's fetch: the source's own `fetch(ctx)`, its batch made the outcome the merge takes.
 
-A refresh runs each as a child process (`python -m gpuledger.flows.fetch DIR`, the plan on standard input)
-that leaves the outcome in DIR (warehouse.pending): a timeout kills the child's whole group, and one
-provider's failure, crash or runaway memory costs that provider alone. `fetch_source` runs it in-process.
+A refresh runs each in a worker process (`python -m gpuledger.flows.fetch`, one task a line on standard
+input: the plan and the folder its outcome goes to, warehouse.pending): a timeout kills the worker's whole
+group, and one provider's failure, crash or runaway memory costs that provider alone; a worker is reused
+only after a clean finish (gpuledger.children). `fetch_source` runs a fetch in-process.
 """
 
 from __future__ import annotations
@@ -163,12 +164,13 @@ def relay_logs(stderr: str) -> str:
 
 
 def fetch_in_child(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
-    """The provider's fetch in a child process: its outcome's files, a failed one if the child left none."""
+    """The provider's fetch in a worker process: its outcome's files, a failed one if the worker left none."""
     plan.secret_env_vars = secret_env_vars()
     started = utcnow()
     with tempfile.TemporaryDirectory(prefix=f"gpuledger-fetch-{plan.provider}-") as tmp:
         out = Path(tmp)
-        code, stderr = children.run("gpuledger.flows.fetch", [tmp], timeout_s, stdin=json.dumps(asdict(plan)).encode())
+        request = json.dumps({"out": tmp, "plan": asdict(plan)}).encode()
+        code, stderr = children.run_task("gpuledger.flows.fetch", request, timeout_s)
         last_words = relay_logs(stderr)
         if not (out / f"{plan.provider}.json").exists():
             if code is None:
@@ -182,13 +184,19 @@ def fetch_in_child(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
         return {p.name: p.read_bytes() for p in out.iterdir()}
 
 
+def fetch_task(line: bytes) -> None:
+    """One task of a fetch worker: the plan's outcome written to the task's folder."""
+    task = json.loads(line)
+    plan = SourcePlan(**task["plan"])
+    adopt_secret_env_vars(tuple(plan.secret_env_vars))
+    pending.write(Path(task["out"]), fetch_outcome(plan))
+
+
 def main() -> int:
     children.end_with_parent()
     logging.basicConfig(level=logging.WARNING, handlers=[_Relay()])
     logging.getLogger("gpuledger").setLevel(logging.INFO)
-    plan = SourcePlan(**json.loads(sys.stdin.read()))
-    adopt_secret_env_vars(tuple(plan.secret_env_vars))
-    pending.write(Path(sys.argv[1]), fetch_outcome(plan))
+    children.serve_tasks(fetch_task)
     return 0
 
 

@@ -169,22 +169,23 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             retries = 0 if replay else load_settings().task_retries
             runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0,
                                                   retry_condition_fn=retry_only_crashes)
-            futures = {runner.submit(plan): plan for plan in plans}
             try:
-                for future in as_completed(list(futures)):
-                    plan = futures[future]
-                    files = future.result(raise_on_failure=False)
-                    try:
-                        if isinstance(files, BaseException):  # the task itself crashed, after its retries
-                            pending.write(folder, failed(plan, describe_failure(plan.provider, files)))
-                        else:
-                            saved = pending.save(folder, files)
-                            log.info("%s", pending.describe(json.loads(files[saved.name])))
-                    except OSError as err:
-                        children.stop_all()
-                        raise WarehouseError(f"cannot write beside the warehouse {db_path(db)}: {folder}: "
-                                             f"{err.strerror or err}") from None
-                    report_progress("fetched", plan.provider)
+                with children.reusing_workers():
+                    futures = {runner.submit(plan): plan for plan in plans}
+                    for future in as_completed(list(futures)):
+                        plan = futures[future]
+                        files = future.result(raise_on_failure=False)
+                        try:
+                            if isinstance(files, BaseException):  # the task itself crashed, after its retries
+                                pending.write(folder, failed(plan, describe_failure(plan.provider, files)))
+                            else:
+                                saved = pending.save(folder, files)
+                                log.info("%s", pending.describe(json.loads(files[saved.name])))
+                        except OSError as err:
+                            children.stop_all()
+                            raise WarehouseError(f"cannot write beside the warehouse {db_path(db)}: {folder}: "
+                                                 f"{err.strerror or err}") from None
+                        report_progress("fetched", plan.provider)
             except RefreshInterrupted as stop:
                 stopped = children.stop_all()
                 kept = len(pending.waiting(db_path(db)))

@@ -1,23 +1,36 @@
 """Child processes of a refresh (a provider's fetch, a page's crawl), each `python -m ...` in a process group
-of its own: a timeout kills it with all it started, and it ends itself when the refresh dies (even by kill -9)."""
+of its own: a timeout kills it with all it started, and it ends itself when the refresh dies (even by kill -9).
+
+A fetch child is a worker: it takes tasks one line at a time on stdin and ends each with a DONE line on
+stderr. Inside `reusing_workers()` a worker that finished cleanly takes the next task, so Python's start and
+the imports (about half a CPU-second) are paid once per worker instead of once per provider; a worker that
+overran, crashed, left threads running or grew large is never reused."""
 
 from __future__ import annotations
 
 import os
+import resource
+import selectors
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import IO, Any, Iterator
 
 from gpuledger.warehouse.settings import PARENT_PID_VARIABLE
 
 PARENT_CHECK_S = 0.5
 STDERR_TAIL_CHARS = 2000
 
+DONE = b"gpuledger-done"  # a worker's last line for a task: DONE <peak RSS in MiB> <threads it left running>
+REUSE_UNDER_RSS_MB = 400  # a worker that grew past this (a large provider's parse) ends instead
+
 _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
+_idle: dict[str, list[subprocess.Popen[bytes]]] = {}  # module -> workers waiting for a task
+_reusing = False
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -51,12 +64,125 @@ def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **po
 
 
 def stop_all() -> int:
-    """Kill every child still running (a signal stopped the refresh); how many there were."""
+    """Kill every child still running (a signal stopped the refresh), idle workers too; how many were busy."""
     with _live_lock:
         running = list(_live)
-    for proc in running:
+        idle = [proc for procs in _idle.values() for proc in procs]
+        _idle.clear()
+    for proc in running + idle:
         kill_group(proc)
     return len(running)
+
+
+@contextmanager
+def reusing_workers() -> Iterator[None]:
+    """Within: a worker that finished a task cleanly is kept for the next one. After: idle workers end."""
+    global _reusing
+    _reusing = True
+    try:
+        yield
+    finally:
+        _reusing = False
+        with _live_lock:
+            idle = [proc for procs in _idle.values() for proc in procs]
+            _idle.clear()
+        for proc in idle:  # idle: nothing of theirs is left to finish
+            _close_pipes(proc)
+            kill_group(proc)
+
+
+def _worker(module: str) -> subprocess.Popen[bytes]:
+    """An idle worker of `module` (inside `reusing_workers`), else a new one; counted as running."""
+    with _live_lock:
+        waiting = _idle.get(module) or []
+        while waiting and waiting[-1].poll() is not None:  # one that ended while idle is not handed a task
+            _close_pipes(waiting.pop())
+        if waiting:
+            proc = waiting.pop()
+            _live.add(proc)
+            return proc
+    env = {**os.environ, PARENT_PID_VARIABLE: str(os.getpid())}
+    proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True, env=env)
+    with _live_lock:
+        _live.add(proc)
+    return proc
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:  # the worker is gone: nothing left to flush
+                pass
+
+
+def _task_output(stderr: IO[bytes], deadline: float) -> tuple[bytes, bool]:
+    """What a worker wrote on stderr for its task, and whether it ended with a DONE line: False when
+    the worker ended (EOF) or the deadline passed first."""
+    out = bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(stderr, selectors.EVENT_READ)
+        while (left := deadline - time.monotonic()) > 0:
+            if not selector.select(left):
+                continue
+            chunk = os.read(stderr.fileno(), 1 << 16)
+            if not chunk:
+                return bytes(out), False
+            out += chunk
+            if out.endswith(b"\n") and out[out.rfind(b"\n", 0, -1) + 1:].startswith(DONE):
+                return bytes(out), True
+    return bytes(out), False
+
+
+def run_task(module: str, request: bytes, timeout_s: float) -> tuple[int | None, str]:
+    """Hand `request` (one line) to a `python -m module` worker: (0 once it said DONE, else its exit code, or
+    None when `timeout_s` passed and its group was killed; what it wrote on stderr, the DONE line left out)."""
+    deadline = time.monotonic() + timeout_s
+    proc = _worker(module)
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(request + b"\n")
+        proc.stdin.flush()
+    except BrokenPipeError:  # it ended before reading: its exit code and stderr say why
+        pass
+    out, done = _task_output(proc.stderr, deadline)
+    code: int | None = 0
+    if done:
+        out, _, last = out.rstrip(b"\n").rpartition(b"\n")
+        peak_mb, threads_left = (int(n) for n in last.split()[1:3])
+        reusable = peak_mb < REUSE_UNDER_RSS_MB and threads_left == 0
+    else:
+        try:
+            code = proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            code = None
+            out += _task_output(proc.stderr, time.monotonic() + 1.0)[0]  # its last words, if any
+        reusable = False
+    with _live_lock:
+        _live.discard(proc)
+        kept = reusable and _reusing
+        if kept:
+            _idle.setdefault(module, []).append(proc)
+    if not kept:
+        _close_pipes(proc)
+        if done:  # its outcome is written: killed, it spares its interpreter's teardown (a large heap's)
+            kill_group(proc)
+    return code, out.decode("utf-8", "replace")
+
+
+def serve_tasks(handle: Any) -> None:
+    """In a worker: `handle(request line)` for each line on stdin until it closes, each task ended with
+    the DONE line its parent waits for (the worker's peak RSS, and the threads the task left running)."""
+    threads_before = threading.active_count()
+    while line := sys.stdin.buffer.readline():
+        handle(line)
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
+        threads_left = max(0, threading.active_count() - threads_before)
+        sys.stderr.buffer.write(DONE + f" {peak_mb} {threads_left}\n".encode())
+        sys.stderr.flush()
 
 
 def end_with_parent() -> None:

@@ -49,38 +49,42 @@ def test_a_killed_refresh_leaves_no_process_behind() -> None:
             proc.kill()
 
 
-# A stand-in for a refresh without a watchdog (a Prefect worker's): a provider fetch and a page
-# crawl, each a child in its own session, against a listener that never answers (the test's,
-# which outlives the refresh and accepts no connection).
+# A stand-in for a refresh without a watchdog (a Prefect worker's): a provider fetch and a page crawl,
+# each a child in its own session, against a listener that never answers (the test's, which outlives
+# the refresh and accepts no connection), and a fetch worker that finished its task and waits idle.
 REFRESH_WITH_CHILDREN = """
 import json, pathlib, sys, tempfile, threading, time
 from gpuledger import children
 work = pathlib.Path(tempfile.mkdtemp())
 (work / "settings.json").write_text("{}")
-threading.Thread(target=children.run, args=("gpuledger.flows.fetch", [str(work)], 300),
-                 kwargs={"stdin": json.dumps({"provider": "lambda", "mode": "replay",
-                                              "replay_urls": {"cloud.lambda.ai": sys.argv[1]}}).encode()},
-                 daemon=True).start()
-threading.Thread(target=children.run, args=("gpuledger.spiders.runner", [
-    "--spider", "tests.env_spider:EnvironmentSpider", "--url", sys.argv[1], "--settings", str(work / "settings.json"),
-    "--out", str(work / "items.jsonl"), "--status", str(work / "status.json")], 300),
-                 kwargs={"env": {**__import__("os").environ, "PYTHONPATH": sys.argv[2]}}, daemon=True).start()
-time.sleep(300)
+
+def fetch(provider, urls):
+    plan = {"provider": provider, "mode": "replay", "replay_urls": urls}
+    children.run_task("gpuledger.flows.fetch", json.dumps({"out": str(work), "plan": plan}).encode(), 300)
+
+with children.reusing_workers():
+    threading.Thread(target=fetch, args=("lambda", {"cloud.lambda.ai": sys.argv[1]}), daemon=True).start()
+    threading.Thread(target=children.run, args=("gpuledger.spiders.runner", [
+        "--spider", "tests.env_spider:EnvironmentSpider", "--url", sys.argv[1], "--settings", str(work / "settings.json"),
+        "--out", str(work / "items.jsonl"), "--status", str(work / "status.json")], 300),
+                     kwargs={"env": {**__import__("os").environ, "PYTHONPATH": sys.argv[2]}}, daemon=True).start()
+    fetch("nosuch", {})  # fails at once (no such provider): its worker then waits idle for a task
+    print("idle", flush=True)
+    time.sleep(300)
 """
 
 
 def test_children_end_with_a_killed_refresh() -> None:
-    """No watchdog here: each child notices that the process that started it has gone."""
+    """No watchdog here: each child, busy or idle, notices that the process that started it has gone."""
     listener = socket.create_server(("127.0.0.1", 0))
     page = f"http://127.0.0.1:{listener.getsockname()[1]}"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.Popen([sys.executable, "-c", REFRESH_WITH_CHILDREN, page, root], cwd=root)
+    proc = subprocess.Popen([sys.executable, "-c", REFRESH_WITH_CHILDREN, page, root], cwd=root,
+                            stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while len(kids := psutil.Process(proc.pid).children()) < 2:  # both children up
-            assert time.monotonic() < deadline, kids
-            time.sleep(0.1)
-        # killed at once, the children most likely still importing: each was told its parent's pid
+        assert proc.stdout is not None and proc.stdout.readline() == "idle\n"
+        kids = psutil.Process(proc.pid).children()
+        assert len(kids) == 3, kids  # the stalled fetch's worker, the idle one, the crawl
         assert all(os.getpgid(k.pid) == k.pid for k in kids)  # each leads a process group of its own
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)

@@ -1,0 +1,75 @@
+"""Fetch workers (gpuledger.children): reused after a clean finish inside `reusing_workers`, never after
+a timeout or past the memory line, and ended when the block ends; a reused worker's outcome is the one a
+fresh worker gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from gpuledger import children
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from gpuledger.flows.fetch import SourcePlan, fetch_in_child
+from gpuledger.warehouse import pending
+from tests.faults.faultserver import FaultyReplay, Stall
+
+
+def fetch_workers() -> list[int]:
+    return sorted(c.pid for c in psutil.Process().children()
+                  if c.cmdline()[-2:] == ["-m", "gpuledger.flows.fetch"])
+
+
+def offers(files: dict[str, bytes], tmp: Path) -> tuple[str, int, list[Any]]:
+    outcome = pending.read(pending.save(tmp, files))
+    rows = json.loads(files[f"{outcome.provider}.offers.json"])
+    return outcome.state, outcome.count("offers"), sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+@pytest.fixture(scope="module")
+def replay() -> Any:
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["lambda", "runpod"]) as server:
+        yield server
+
+
+def plan(provider: str, server: Any) -> SourcePlan:
+    return SourcePlan(provider, "replay", server.endpoints(), settings=server.settings.get(provider, {}))
+
+
+def test_a_worker_takes_the_next_task_and_its_outcome_is_a_fresh_workers(replay: Any, tmp_path: Path) -> None:
+    fresh = offers(fetch_in_child(plan("runpod", replay), 120), tmp_path / "fresh")
+    assert fetch_workers() == []  # outside the block a worker ends after its one task
+    with children.reusing_workers():
+        first = offers(fetch_in_child(plan("lambda", replay), 120), tmp_path / "lambda")
+        (worker,) = fetch_workers()
+        reused = offers(fetch_in_child(plan("runpod", replay), 120), tmp_path / "runpod")
+        assert fetch_workers() == [worker]
+    assert fetch_workers() == []
+    assert first[:2] == ("ok", 27) and reused[:2] == ("ok", 85)
+    assert reused == fresh  # lambda's fetch before it left nothing behind
+
+
+def test_a_worker_that_overran_is_killed_and_not_reused(tmp_path: Path) -> None:
+    stalled = FaultyReplay(BUNDLED_RECORDINGS, ["lambda", "runpod"],
+                           transport=lambda host, req: Stall() if host == "cloud.lambda.ai" else None)
+    stalled.start()
+    try:
+        with children.reusing_workers():
+            outcome = pending.read(pending.save(tmp_path / "a", fetch_in_child(plan("lambda", stalled), 3)))
+            assert fetch_workers() == []
+            after = offers(fetch_in_child(plan("runpod", stalled), 120), tmp_path / "b")
+    finally:
+        stalled.close()
+    assert outcome.state == "failed" and outcome.error.startswith("lambda: the scrape did not finish within 3 s")
+    assert after[:2] == ("ok", 85)
+
+
+def test_a_worker_past_the_memory_line_is_not_reused(replay: Any, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(children, "REUSE_UNDER_RSS_MB", 1)
+    with children.reusing_workers():
+        assert offers(fetch_in_child(plan("lambda", replay), 120), tmp_path)[:2] == ("ok", 27)
+        assert fetch_workers() == []
