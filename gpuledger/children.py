@@ -4,12 +4,11 @@ of its own: a timeout kills it with all it started, and it ends itself when the 
 A fetch child is a worker: it takes tasks one line at a time on stdin and ends each with a DONE line on
 stderr. Inside `reusing_workers()` a worker that finished cleanly takes the next task, so Python's start and
 the imports (about half a CPU-second) are paid once per worker instead of once per provider; a worker that
-overran, crashed, left threads running or grew large is never reused."""
+overran, crashed, left threads running or holds much memory is never reused."""
 
 from __future__ import annotations
 
 import os
-import resource
 import selectors
 import signal
 import subprocess
@@ -24,8 +23,8 @@ from gpuledger.warehouse.settings import PARENT_PID_VARIABLE
 PARENT_CHECK_S = 0.5
 STDERR_TAIL_CHARS = 2000
 
-DONE = b"gpuledger-done"  # a worker's last line for a task: DONE <peak RSS in MiB> <threads it left running>
-REUSE_UNDER_RSS_MB = 400  # a worker that grew past this (a large provider's parse) ends instead
+DONE = b"gpuledger-done"  # a worker's last line for a task: DONE <its RSS in MiB> <threads the task left running>
+REUSE_UNDER_RSS_MB = 400  # a worker that holds more after its task (a large provider's parse) ends instead
 
 _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
@@ -151,8 +150,8 @@ def run_task(module: str, request: bytes, timeout_s: float) -> tuple[int | None,
     code: int | None = 0
     if done:
         out, _, last = out.rstrip(b"\n").rpartition(b"\n")
-        peak_mb, threads_left = (int(n) for n in last.split()[1:3])
-        reusable = peak_mb < REUSE_UNDER_RSS_MB and threads_left == 0
+        rss_mb, threads_left = (int(n) for n in last.split()[1:3])
+        reusable = rss_mb < REUSE_UNDER_RSS_MB and threads_left == 0
     else:
         try:
             code = proc.wait(max(0.0, deadline - time.monotonic()))
@@ -175,13 +174,16 @@ def run_task(module: str, request: bytes, timeout_s: float) -> tuple[int | None,
 
 def serve_tasks(handle: Any) -> None:
     """In a worker: `handle(request line)` for each line on stdin until it closes, each task ended with
-    the DONE line its parent waits for (the worker's peak RSS, and the threads the task left running)."""
+    the DONE line its parent waits for (the memory the worker holds, and the threads the task left running)."""
+    import psutil  # not getrusage's peak: after exec it counts the parent's size at the fork
+
+    me = psutil.Process()
     threads_before = threading.active_count()
     while line := sys.stdin.buffer.readline():
         handle(line)
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
+        rss_mb = me.memory_info().rss >> 20
         threads_left = max(0, threading.active_count() - threads_before)
-        sys.stderr.buffer.write(DONE + f" {peak_mb} {threads_left}\n".encode())
+        sys.stderr.buffer.write(DONE + f" {rss_mb} {threads_left}\n".encode())
         sys.stderr.flush()
 
 

@@ -5,6 +5,9 @@ fresh worker gives."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +76,26 @@ def test_a_worker_past_the_memory_line_is_not_reused(replay: Any, tmp_path: Path
     with children.reusing_workers():
         assert offers(fetch_in_child(plan("lambda", replay), 120), tmp_path)[:2] == ("ok", 27)
         assert fetch_workers() == []
+
+
+# A refresh that is large when it starts a worker: the worker's own memory decides, not the parent's
+# (getrusage's peak of a child counts its parent's size at the fork).
+LARGE_PARENT = """
+import json, sys
+import psutil
+from gpuledger import children
+from gpuledger.flows.fetch import SourcePlan, fetch_in_child
+ballast = bytearray(600 << 20)
+ballast[::4096] = bytes(len(ballast) // 4096)  # written, so resident
+plan = SourcePlan(**json.loads(sys.argv[1]))
+with children.reusing_workers():
+    fetch_in_child(plan, 120)
+    print(psutil.Process().memory_info().rss >> 20, len(psutil.Process().children()), flush=True)
+"""
+
+
+def test_a_large_refresh_still_reuses_its_workers(replay: Any) -> None:
+    out = subprocess.run([sys.executable, "-c", LARGE_PARENT, json.dumps(asdict(plan("lambda", replay)))],
+                         capture_output=True, text=True, timeout=120)
+    parent_mb, workers = map(int, out.stdout.split())
+    assert parent_mb > children.REUSE_UNDER_RSS_MB and workers == 1, out.stderr[-2000:]
