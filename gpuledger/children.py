@@ -66,11 +66,16 @@ def stop_all() -> int:
     """Kill every child still running (a signal stopped the refresh), idle workers too; how many were busy."""
     with _live_lock:
         running = list(_live)
-        idle = [proc for procs in _idle.values() for proc in procs]
-        _idle.clear()
-    for proc in running + idle:
+    for proc in running + _take_idle():
         kill_group(proc)
     return len(running)
+
+
+def _take_idle() -> list[subprocess.Popen[bytes]]:
+    with _live_lock:
+        idle = [proc for procs in _idle.values() for proc in procs]
+        _idle.clear()
+    return idle
 
 
 @contextmanager
@@ -82,10 +87,7 @@ def reusing_workers() -> Iterator[None]:
         yield
     finally:
         _reusing = False
-        with _live_lock:
-            idle = [proc for procs in _idle.values() for proc in procs]
-            _idle.clear()
-        for proc in idle:  # idle: nothing of theirs is left to finish
+        for proc in _take_idle():  # idle: nothing of theirs is left to finish
             _close_pipes(proc)
             kill_group(proc)
 
