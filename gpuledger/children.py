@@ -3,8 +3,8 @@ of its own: a timeout kills it with all it started, and it ends itself when the 
 
 A fetch child is a worker: it takes tasks one line at a time on stdin and ends each with a DONE line on
 stderr. Inside `reusing_workers()` a worker that finished cleanly takes the next task, so Python's start and
-the imports (about half a CPU-second) are paid once per worker instead of once per provider; a worker that
-overran, crashed, left threads running or holds much memory is never reused."""
+the imports are paid once per worker instead of once per provider; a worker that overran, crashed, left
+threads running or holds much memory is never reused."""
 
 from __future__ import annotations
 
