@@ -198,12 +198,14 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
         wanted = prepare()
         api_server = prefect_api.start_if_needed()  # starts while the checks and imports below run
         from gpuledger.flows.progress import RefreshProgress
-        from gpuledger.flows.refresh import ensure_browsers, nightly_refresh
+        from gpuledger.flows.refresh import ensure_browsers, nightly_refresh, task_runner_from_env
 
         if watch:
             ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
+        refresh = nightly_refresh.with_options(task_runner=task_runner_from_env(replay=True)) \
+            if params.get("replay") else nightly_refresh
         with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
-            return nightly_refresh(db=str(db_path(db)), **params)
+            return refresh(db=str(db_path(db)), **params)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:

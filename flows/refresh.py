@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any, Sequence
 
 from prefect import flow, task
@@ -32,16 +33,24 @@ from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, WarehouseError,
 log = logging.getLogger("gpuledger.refresh")
 
 PRICE_MOVES_TOP = 10
+FETCHES_AT_ONCE = 8
 
 
-def task_runner_from_env() -> TaskRunner:
+def fetches_at_once(replay: bool) -> int:
+    """Live fetches wait on the providers' answers, so more run than there are cores; a replay waits on
+    none, and more fetches than the cores and one only contend for them."""
+    return min(FETCHES_AT_ONCE, (os.cpu_count() or 1) + 1) if replay else FETCHES_AT_ONCE
+
+
+def task_runner_from_env(replay: bool = False) -> TaskRunner:
     """The flow's task runner by the `task_runner` setting at import (a process worker imports the module
-    afresh per run): thread (default), or prefect-dask's on `dask_address`'s cluster, else a local one."""
+    afresh per run): thread (default), or prefect-dask's on `dask_address`'s cluster, else a local one.
+    The thread runner runs `fetches_at_once(replay)` provider tasks at a time."""
     settings = load_settings()
     var = env_name("task_runner")
     kind = settings.task_runner.strip().lower()
     if kind in ("", "thread", "threads"):
-        return ThreadPoolTaskRunner(max_workers=8)
+        return ThreadPoolTaskRunner(max_workers=fetches_at_once(replay))
     if kind != "dask":
         raise ValueError(f"{var}={kind!r}: use thread or dask")
     try:

@@ -24,7 +24,7 @@ PARENT_CHECK_S = 0.5
 STDERR_TAIL_CHARS = 2000
 
 DONE = b"gpuledger-done"  # a worker's last line for a task: DONE <its RSS in MiB> <threads the task left running>
-REUSE_UNDER_RSS_MB = 400  # a worker that holds more after its task (a large provider's parse) ends instead
+REUSE_UNDER_RSS_MB = 200  # a worker that holds more after its task (a large provider's parse) ends instead
 
 _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()

@@ -98,6 +98,14 @@ def test_dask_runner_gives_the_thread_runner_warehouse(api_url: str, cluster: An
         assert a[name] == b[name], name
 
 
+def test_a_replay_runs_as_many_fetches_as_the_cores_and_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.flows.refresh import fetches_at_once
+
+    for cores, replay, live in ((2, 3, 8), (4, 5, 8), (16, 8, 8), (None, 2, 8)):
+        monkeypatch.setattr("os.cpu_count", lambda: cores)
+        assert (fetches_at_once(replay=True), fetches_at_once(replay=False)) == (replay, live)
+
+
 def test_runner_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpuledger.flows.refresh import task_runner_from_env
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,14 @@ def plan(provider: str, server: Any) -> SourcePlan:
     return SourcePlan(provider, "replay", server.endpoints(), settings=server.settings.get(provider, {}))
 
 
+def lambda_stalled() -> FaultyReplay:
+    """Lambda's and RunPod's recordings, Lambda's requests never answered."""
+    server = FaultyReplay(BUNDLED_RECORDINGS, ["lambda", "runpod"],
+                          transport=lambda host, req: Stall() if host == "cloud.lambda.ai" else None)
+    server.start()
+    return server
+
+
 def test_a_worker_takes_the_next_task_and_its_outcome_is_a_fresh_workers(replay: Any, tmp_path: Path) -> None:
     fresh = offers(fetch_in_child(plan("runpod", replay), 120), tmp_path / "fresh")
     assert fetch_workers() == []  # outside the block a worker ends after its one task
@@ -56,9 +66,7 @@ def test_a_worker_takes_the_next_task_and_its_outcome_is_a_fresh_workers(replay:
 
 
 def test_a_worker_that_overran_is_killed_and_not_reused(tmp_path: Path) -> None:
-    stalled = FaultyReplay(BUNDLED_RECORDINGS, ["lambda", "runpod"],
-                           transport=lambda host, req: Stall() if host == "cloud.lambda.ai" else None)
-    stalled.start()
+    stalled = lambda_stalled()
     try:
         with children.reusing_workers():
             outcome = pending.read(pending.save(tmp_path / "a", fetch_in_child(plan("lambda", stalled), 3)))
@@ -99,3 +107,30 @@ def test_a_large_refresh_still_reuses_its_workers(replay: Any) -> None:
                          capture_output=True, text=True, timeout=120)
     parent_mb, workers = map(int, out.stdout.split())
     assert parent_mb > children.REUSE_UNDER_RSS_MB and workers == 1, out.stderr[-2000:]
+
+
+def test_a_worker_killed_mid_task_fails_its_provider_alone(tmp_path: Path) -> None:
+    """As the kernel's OOM killer would: the provider in that worker fails, named; the next gets a new worker."""
+    stalled = lambda_stalled()
+    killer = threading.Thread(target=lambda: psutil.Process(wait_for_one_worker()).kill())
+    try:
+        with children.reusing_workers():
+            killer.start()
+            files = fetch_in_child(plan("lambda", stalled), 60)
+            killer.join()
+            after = offers(fetch_in_child(plan("runpod", stalled), 120), tmp_path / "b")
+    finally:
+        stalled.close()
+    outcome = pending.read(pending.save(tmp_path / "a", files))
+    assert outcome.state == "failed"
+    assert outcome.error.startswith("lambda: the fetch process ended without a result (exit code -9)")
+    assert after[:2] == ("ok", 85)
+
+
+def wait_for_one_worker() -> int:
+    for _ in range(600):
+        if workers := fetch_workers():
+            time.sleep(1.0)  # into its task: the request is sent at once, the stalled answer never comes
+            return workers[0]
+        time.sleep(0.05)
+    raise AssertionError("no fetch worker started")
