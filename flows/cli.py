@@ -202,10 +202,10 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
 
         if watch:
             ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
-        refresh = nightly_refresh.with_options(task_runner=task_runner_from_env(replay=True)) \
+        refresh_flow = nightly_refresh.with_options(task_runner=task_runner_from_env(replay=True)) \
             if params.get("replay") else nightly_refresh
         with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
-            return refresh(db=str(db_path(db)), **params)
+            return refresh_flow(db=str(db_path(db)), **params)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
         raise _fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
