@@ -130,7 +130,8 @@ SCRAPE_RUN_COLUMNS = (
         "rows_parsed", "rows_loaded", "rows_quarantined", "egress_rows", "storage_rows",
         "offers_new", "offers_changed", "offers_closed", "requests")),
     Column("duration_s", "DOUBLE"),
-    *(Column(c, "VARCHAR") for c in ("error", "notes")),
+    Column("error", "VARCHAR"),
+    Column("notes", "VARCHAR"),
     Column("degraded", "VARCHAR"),  # the enrichments that failed and why; the run is still ok
     Column("bytes_fetched", "BIGINT", True, "DEFAULT 0"),
 )
@@ -140,7 +141,8 @@ QUARANTINE_COLUMNS = (
 )
 GPU_MODEL_COLUMNS = (
     Column("gpu_model", "VARCHAR", extra="PRIMARY KEY"),
-    *(Column(c, "VARCHAR", True) for c in ("vendor", "family")),  # family: the bare name a source may give, "H100"
+    Column("vendor", "VARCHAR", True),
+    Column("family", "VARCHAR", True),  # the bare name a source may give: "H100"
     Column("memory_gb", "DOUBLE", True),
     Column("memory_type", "VARCHAR", True),
     Column("memory_bandwidth_tbs", "DOUBLE"),
@@ -164,8 +166,11 @@ GPU_ALIAS_COLUMNS = (
 # AWS Spot price history: one row per published price change of one (region, AZ, instance type,
 # product description), at its own timestamp. Rows are only ever added (warehouse.spot).
 SPOT_PRICE_HISTORY_COLUMNS = (
-    # zone: the availability zone; product_description: "Linux/UNIX"
-    *(Column(c, "VARCHAR", True) for c in ("provider", "region", "zone", "instance_type", "product_description")),
+    Column("provider", "VARCHAR", True),
+    Column("region", "VARCHAR", True),
+    Column("zone", "VARCHAR", True),  # the availability zone
+    Column("instance_type", "VARCHAR", True),
+    Column("product_description", "VARCHAR", True),  # "Linux/UNIX"
     Column("observed_at", "TIMESTAMPTZ", True),  # when the price took effect, as the provider stamps it
     Column("spot_price_per_hour", "DOUBLE", True, "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"),
     Column("source_currency", "VARCHAR", True),
@@ -186,8 +191,8 @@ CAPACITY_BLOCK_COLUMNS = (
     Column("upfront_fee_usd", "DOUBLE", True),
     Column("gpu_model", "VARCHAR", True),
     Column("gpu_count", "DOUBLE", True, "CHECK (gpu_count > 0)"),  # per instance
-    # the whole block's fee / duration, and fee / (duration x instances x GPUs per instance)
-    *(Column(c, "DOUBLE", True) for c in ("usd_per_hour", "usd_per_gpu_hour")),
+    Column("usd_per_hour", "DOUBLE", True),  # the whole block: fee / duration
+    Column("usd_per_gpu_hour", "DOUBLE", True),  # fee / (duration x instances x GPUs per instance)
     Column("tenancy", "VARCHAR"),
     Column("observed_at", "TIMESTAMPTZ", True),  # when the scrape saw the offering
     Column("run_id", "VARCHAR", True),
@@ -207,8 +212,10 @@ AVAILABILITY_HISTORY_COLUMNS = (
 # What proved each source's last loaded answers current (an ETag, a Last-Modified date, a price list
 # version): handed to the next fetch, which asks only for what changed (adapters/base.py, Unchanged).
 FETCH_VALIDATOR_COLUMNS = (
-    # key: what the source validates (a URL, a version index); run_id: the run whose load it belongs to
-    *(Column(c, "VARCHAR", True) for c in ("provider", "key", "validator", "run_id")),
+    Column("provider", "VARCHAR", True),
+    Column("key", "VARCHAR", True),  # what the source validates: a URL, a version index
+    Column("validator", "VARCHAR", True),
+    Column("run_id", "VARCHAR", True),  # the run whose load it belongs to
     Column("stored_at", "TIMESTAMPTZ", True),
 )
 
@@ -450,9 +457,16 @@ UPGRADES: list[tuple[int, str, str]] = [
     # The recommender installs its macros on the connection that uses them; copies stored in the file
     # by earlier releases would go on answering a plain DuckDB session with an outdated definition.
     (2, "drop the recommender macros earlier releases stored in the warehouse",
-     "".join(f"drop macro table if exists {m};\n" for m in ("fits", "offer_facts", "fresh_providers"))
-     + "".join(f"drop macro if exists {m};\n" for m in ("fit_ok", "precision_ok", "is_fast_interconnect",
-                                                         "billed_seconds", "gpuledger_macros_version"))),
+     """
+drop macro table if exists fits;
+drop macro table if exists offer_facts;
+drop macro table if exists fresh_providers;
+drop macro if exists fit_ok;
+drop macro if exists precision_ok;
+drop macro if exists is_fast_interconnect;
+drop macro if exists billed_seconds;
+drop macro if exists gpuledger_macros_version;
+"""),
     (3, "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
      _with_operated_by("offers") + _with_operated_by("offer_history")),
