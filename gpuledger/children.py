@@ -22,6 +22,7 @@ from gpuledger.warehouse.settings import PARENT_PID_VARIABLE
 
 PARENT_CHECK_S = 0.5
 STDERR_TAIL_CHARS = 2000
+GROUP_GONE_WAIT_S = 2.0
 
 DONE = b"gpuledger-done"  # a worker's last line for a task: DONE <its RSS in MiB> <threads the task left running>
 REUSE_UNDER_RSS_MB = 200  # a worker that holds more after its task (a large provider's parse) ends instead
@@ -33,11 +34,20 @@ _reusing = False
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the child's whole process group; return once none of it is left (or GROUP_GONE_WAIT_S passed):
+    a member of the group may still be exiting after the child itself is reaped."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+    deadline = time.monotonic() + GROUP_GONE_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **popen: Any
