@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -236,25 +236,20 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
             for k, v in headers.items():
                 if k.lower() not in HOP_HEADERS:
                     self.send_header(k, v)
-            if isinstance(payload, FileBody):
-                sent = self._stream(payload)
-            else:
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                sent = 0 if self.command == "HEAD" else len(payload)
-                self.wfile.write(payload[:sent])
+            streamed = isinstance(payload, FileBody)
+            size = payload.length if streamed else len(payload)
+            self.send_header(*(("Transfer-Encoding", "chunked") if size is None else ("Content-Length", str(size))))
+            self.end_headers()
+            sent = 0
+            if self.command != "HEAD":
+                sent = self._send_body(payload.chunks() if streamed else [payload], chunked=size is None)
             if on_sent is not None:
                 on_sent(host, req, sent)
 
-        def _stream(self, body: FileBody) -> int:
-            chunked = body.length is None
-            self.send_header(*(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(body.length))))
-            self.end_headers()
-            if self.command == "HEAD":
-                return 0
+        def _send_body(self, chunks: Iterable[bytes], chunked: bool) -> int:
             sent = 0
             try:
-                for chunk in body.chunks():
+                for chunk in chunks:
                     self.wfile.write(b"%X\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
                     sent += len(chunk)
                 if chunked:
