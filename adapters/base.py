@@ -285,10 +285,8 @@ def _new_boto_session() -> Any:
 
     global _BOTO_LOADER
     core = botocore.session.get_session()
-    if _BOTO_LOADER is None:
-        _BOTO_LOADER = core.get_component("data_loader")
-    else:
-        core.register_component("data_loader", _BOTO_LOADER)
+    _BOTO_LOADER = _BOTO_LOADER or core.get_component("data_loader")
+    core.register_component("data_loader", _BOTO_LOADER)
     core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_api_timestamp)
     return boto3.session.Session(botocore_session=core)
 
