@@ -81,33 +81,25 @@ def known_secrets() -> list[str]:
 
 
 def redact(text: str, patterns: bool = True) -> str:
-    """`text` with known secret values (raw or URL-encoded) and credential-shaped fragments replaced."""
+    """`text` with known secret values (raw, URL-encoded or JSON-escaped) and credential-shaped fragments replaced."""
     if not text:
         return text
-    for value in known_secrets():
-        text = text.replace(value, REDACTED).replace(quote(value, safe=""), REDACTED)
+    if cut := secret_cutter():
+        text = cut(text)
     if patterns:
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 
-class SecretCutter:
-    """Replaces secret values in a text, raw, URL-encoded or JSON-escaped. A class, not a closure:
-    a Batch keeps one and is pickled."""
-
-    def __init__(self, values: Iterable[str]) -> None:
-        forms = {f for v in values for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
-        self.pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
-
-    def __call__(self, text: str) -> str:
-        return self.pattern.sub(REDACTED, text) if self.pattern.search(text) else text
-
-
-def secret_cutter() -> SecretCutter | None:
-    """The cutter of every known secret value (exact values only), or None while none is known."""
-    values = known_secrets()
-    return SecretCutter(values) if values else None
+def secret_cutter() -> Callable[[str], str] | None:
+    """What replaces every known secret value in a text (raw, URL-encoded or JSON-escaped), or None while
+    none is known. A partial of a compiled pattern, not a closure: a Batch keeps one and is pickled."""
+    forms = {f for v in known_secrets() for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
+    if not forms:
+        return None
+    pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+    return functools.partial(pattern.sub, REDACTED)
 
 
 # Every Batch a source fills cuts these values out of its records, quarantine entries and notes.
@@ -293,10 +285,8 @@ def _new_boto_session() -> Any:
 
     global _BOTO_LOADER
     core = botocore.session.get_session()
-    if _BOTO_LOADER is None:
-        _BOTO_LOADER = core.get_component("data_loader")
-    else:
-        core.register_component("data_loader", _BOTO_LOADER)
+    _BOTO_LOADER = _BOTO_LOADER or core.get_component("data_loader")
+    core.register_component("data_loader", _BOTO_LOADER)
     core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_api_timestamp)
     return boto3.session.Session(botocore_session=core)
 
@@ -514,18 +504,15 @@ class SourceContext:
         url, limit = self.url(host) + path, bounds.answer_limit(self.provider)
 
         def open_stream() -> httpx.Response:
-            check_deadline()
             deadline[0] = time.monotonic() + self.http_timeout_s
             resp = bounds.within(self.http_timeout_s,
                                  lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
-            self.requests_made += 1
-            if resp.status_code >= 400:
-                _raise_for(self.provider, host, path,
-                           bounds.materialized(resp, limit, deadline[0], on_received=self.count_bytes))
+            if resp.status_code >= 400:  # read whole (bounded): its text goes into the error
+                return bounds.materialized(resp, limit, deadline[0], on_received=self.count_bytes)
             return resp
 
         deadline = [0.0]
-        resp = self._with_retries(open_stream, host, path, count=False)
+        resp = self._with_retries(open_stream, host, path)
         try:
             yield from bounds.chunks(resp, limit, deadline[0], streamed=True)
         except (httpx.TransportError, bounds.AnswerRefused) as err:
@@ -559,11 +546,11 @@ class SourceContext:
         request); a repeated request or more pages than setting `cap` is SourceError. Pages count in `pages`."""
         what = what or f"{host}{path}"
         limit = getattr(self.config, cap)
+        send = self.get_json if method == "GET" else self.post_json
         request: dict[str, Any] = {"path": path, "params": dict(params or {}), "json": json}
         asked: set[str] = set()
         for _ in range(limit):
             asked.add(repr(sorted(request.items(), key=str)))
-            send = self.get_json if method == "GET" else self.post_json
             extra = {"params": request["params"]} if request["params"] else {}
             if request["json"] is not None:
                 extra["json"] = request["json"]
@@ -585,16 +572,14 @@ class SourceContext:
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(attempts=self.http_attempts, wait_max_s=self.retry_wait_max_s, budget_s=self.retry_budget_s)
 
-    def _with_retries(self, call: Callable[[], httpx.Response], host: str, path: str,
-                      count: bool = True) -> httpx.Response:
+    def _with_retries(self, call: Callable[[], httpx.Response], host: str, path: str) -> httpx.Response:
         def before_sleep(state: RetryCallState) -> None:
             log.info("%s: retrying %s%s after %s", self.provider, host, path, state.outcome.exception())
 
         def attempt() -> httpx.Response:
             check_deadline()
             resp = call()
-            if count:
-                self.requests_made += 1
+            self.requests_made += 1
             if resp.status_code >= 400:
                 _raise_for(self.provider, host, path, resp)
             return resp

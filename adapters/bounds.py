@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterator, TypeVar
+from concurrent.futures import Future, wait
+from typing import Any, Callable, Iterator, TypeVar
 
 import httpx
 
@@ -27,31 +28,24 @@ def origin(url: httpx.URL) -> tuple[str, str, int | None]:
 def within(seconds: float, work: Callable[[], T]) -> T:
     """`work()` in a daemon thread; httpx.ReadTimeout when it has not finished after `seconds` (a
     response the abandoned thread still opens is closed)."""
-    lock, done, box = threading.Lock(), threading.Event(), []
+    future: Future[T] = Future()
 
     def run() -> None:
         try:
-            result = (True, work())
+            future.set_result(work())
         except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
-            result = (False, err)
-        with lock:
-            if done.is_set():  # abandoned
-                if result[0] and isinstance(result[1], httpx.Response):
-                    result[1].close()
-                return
-            box.append(result)
-            done.set()
+            future.set_exception(err)
 
     threading.Thread(target=run, daemon=True, name="gpuledger-request").start()
-    done.wait(seconds)
-    with lock:
-        if not box:
-            done.set()
-            raise httpx.ReadTimeout(f"no complete answer within {seconds:g} s")
-    ok, value = box[0]
-    if not ok:
-        raise value  # type: ignore[misc]
-    return value  # type: ignore[return-value]
+    if not wait([future], seconds).done:
+        future.add_done_callback(_close_abandoned)
+        raise httpx.ReadTimeout(f"no complete answer within {seconds:g} s")
+    return future.result()
+
+
+def _close_abandoned(future: Future[Any]) -> None:
+    if future.exception() is None and isinstance(future.result(), httpx.Response):
+        future.result().close()
 
 
 def open_answer(client: httpx.Client, request: httpx.Request, limit: int) -> httpx.Response:

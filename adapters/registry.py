@@ -13,39 +13,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOURCES: dict[str, str] = {
-    "aws": "gpuledger.adapters.aws",
-    "azure": "gpuledger.adapters.azure",
-    "cloudrift": "gpuledger.adapters.cloudrift",
-    "coreweave": "gpuledger.spiders.coreweave",
-    "crusoe": "gpuledger.spiders.crusoe",
-    "cudo": "gpuledger.adapters.cudo",
-    "digitalocean": "gpuledger.adapters.digitalocean",
-    "gcp": "gpuledger.adapters.gcp",
-    "hotaisle": "gpuledger.adapters.hotaisle",
-    "hyperbolic": "gpuledger.adapters.hyperbolic",
-    "hyperstack": "gpuledger.spiders.hyperstack",
-    "ibmcloud": "gpuledger.adapters.ibmcloud",
-    "jarvislabs": "gpuledger.adapters.jarvislabs",
+# Page sources are scrapy spiders in gpuledger.spiders; API sources are modules of gpuledger.adapters.
+PAGE_SOURCES = ("coreweave", "crusoe", "hyperstack", "nebius", "paperspace")
+API_SOURCES = ("aws", "azure", "cloudrift", "cudo", "digitalocean", "gcp", "hotaisle", "hyperbolic", "ibmcloud",
+               "jarvislabs", "latitudesh", "lium", "novita", "oci", "ovhcloud", "primeintellect", "runpod",
+               "scaleway", "seeweb", "shadeform", "spheron", "tensordock", "vastai", "verda", "vultr")
+# Name order, as messages list them; "lambda" is a Python keyword, so its module is lambdalabs.
+SOURCES: dict[str, str] = dict(sorted({
+    **{name: f"gpuledger.spiders.{name}" for name in PAGE_SOURCES},
+    **{name: f"gpuledger.adapters.{name}" for name in API_SOURCES},
     "lambda": "gpuledger.adapters.lambdalabs",
-    "latitudesh": "gpuledger.adapters.latitudesh",
-    "lium": "gpuledger.adapters.lium",
-    "nebius": "gpuledger.spiders.nebius",
-    "novita": "gpuledger.adapters.novita",
-    "oci": "gpuledger.adapters.oci",
-    "ovhcloud": "gpuledger.adapters.ovhcloud",
-    "paperspace": "gpuledger.spiders.paperspace",
-    "primeintellect": "gpuledger.adapters.primeintellect",
-    "runpod": "gpuledger.adapters.runpod",
-    "scaleway": "gpuledger.adapters.scaleway",
-    "seeweb": "gpuledger.adapters.seeweb",
-    "shadeform": "gpuledger.adapters.shadeform",
-    "spheron": "gpuledger.adapters.spheron",
-    "tensordock": "gpuledger.adapters.tensordock",
-    "vastai": "gpuledger.adapters.vastai",
-    "verda": "gpuledger.adapters.verda",
-    "vultr": "gpuledger.adapters.vultr",
-}
+}.items()))
 
 
 # Parts of a provider refreshed on a cadence of their own (flows/cadence.py): run like a source, but
@@ -92,10 +70,10 @@ def secret_env_vars() -> tuple[str, ...]:
         except Exception as err:  # noqa: BLE001 - reported, and the other sources stay covered
             failed = True
             log.warning("%s: its secret variables are not known, the module did not import: %s", name, err)
-    if failed:
-        return tuple(sorted(names))
-    _secret_env_vars = tuple(sorted(names))
-    return _secret_env_vars
+    found = tuple(sorted(names))
+    if not failed:
+        _secret_env_vars = found
+    return found
 
 
 def adopt_secret_env_vars(names: tuple[str, ...]) -> None:

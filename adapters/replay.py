@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -100,15 +100,30 @@ def _count_leaves(doc: Any) -> int:
     return 1
 
 
-@dataclass
-class Exchange:
-    host: str
-    method: str
-    path: str
-    match: dict[str, Any]
-    status: int
-    headers: dict[str, str]
-    body_source: Path | bytes
+class RecordedResponse(BaseModel):
+    status: int = Field(default=200, ge=100, le=599)
+    headers: dict[str, str] = {}
+    body: str = ""
+    body_file: str | None = None  # relative to the recording's folder
+
+
+class Exchange(BaseModel):
+    """One exchange of a manifest; `body_source` is the body itself or its file (load_manifest)."""
+
+    host: str = Field(min_length=1)
+    method: str = "GET"
+    path: str = "/"
+    match: dict[str, Any] = {}
+    response: RecordedResponse
+    body_source: Path | bytes = b""
+
+    @property
+    def status(self) -> int:
+        return self.response.status
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.response.headers
 
     @property
     def specificity(self) -> int:
@@ -163,24 +178,9 @@ class RecordingError(Exception):
     """A recording folder is missing or malformed."""
 
 
-class _Response(BaseModel):
-    status: int = Field(default=200, ge=100, le=599)
-    headers: dict[str, str] = {}
-    body: str = ""
-    body_file: str | None = None
-
-
-class _Exchange(BaseModel):
-    host: str = Field(min_length=1)
-    method: str = "GET"
-    path: str = "/"
-    match: dict[str, Any] = {}
-    response: _Response
-
-
 class _Manifest(BaseModel):
     settings: dict[str, Any] = {}
-    exchanges: list[_Exchange] = []
+    exchanges: list[Exchange] = []
 
 
 def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
@@ -197,19 +197,16 @@ def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
         raise RecordingError(f"{path}: not a recording manifest ({problem})") from None
     folder = provider_dir.resolve()
-    exchanges = []
     for i, ex in enumerate(manifest.exchanges):
-        body: Path | bytes = ex.response.body.encode()
+        ex.body_source = ex.response.body.encode()
         if ex.response.body_file is not None:
-            body = (folder / ex.response.body_file).resolve()
+            ex.body_source = body = (folder / ex.response.body_file).resolve()
             if not body.is_relative_to(folder):
                 raise RecordingError(f"{path}: exchange {i}: body file {ex.response.body_file!r} is outside "
                                      f"the recording's folder")
             if not body.is_file():
                 raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
-        exchanges.append(Exchange(host=ex.host, method=ex.method, path=ex.path, match=ex.match,
-                                  status=ex.response.status, headers=ex.response.headers, body_source=body))
-    return doc, exchanges
+    return doc, manifest.exchanges
 
 
 # (host, request, exchange|None) -> (status, headers, body) replacing the answer, or None (the recording's).
@@ -236,25 +233,20 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
             for k, v in headers.items():
                 if k.lower() not in HOP_HEADERS:
                     self.send_header(k, v)
-            if isinstance(payload, FileBody):
-                sent = self._stream(payload)
-            else:
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                sent = 0 if self.command == "HEAD" else len(payload)
-                self.wfile.write(payload[:sent])
+            streamed = isinstance(payload, FileBody)
+            size = payload.length if streamed else len(payload)
+            self.send_header(*(("Transfer-Encoding", "chunked") if size is None else ("Content-Length", str(size))))
+            self.end_headers()
+            sent = 0
+            if self.command != "HEAD":
+                sent = self._send_body(payload.chunks() if streamed else [payload], chunked=size is None)
             if on_sent is not None:
                 on_sent(host, req, sent)
 
-        def _stream(self, body: FileBody) -> int:
-            chunked = body.length is None
-            self.send_header(*(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(body.length))))
-            self.end_headers()
-            if self.command == "HEAD":
-                return 0
+        def _send_body(self, chunks: Iterable[bytes], chunked: bool) -> int:
             sent = 0
             try:
-                for chunk in body.chunks():
+                for chunk in chunks:
                     self.wfile.write(b"%X\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
                     sent += len(chunk)
                 if chunked:

@@ -13,8 +13,7 @@ from gpuledger.warehouse.recommender.names import resolve_name
 # Memory per GPU as the filters read it.
 VRAM_SQL = ("case when o.gpu_count < 1 then coalesce(o.gpu_memory_gb, o.gpu_memory_gb_nominal * o.gpu_count) "
             "else coalesce(o.gpu_memory_gb_nominal, o.gpu_memory_gb) end")
-RECLAIMABLE = ("spot", "low_priority", "interruptible")
-RECLAIMABLE_SQL = "o.purchase_option in (" + ", ".join(f"'{p}'" for p in RECLAIMABLE) + ")"
+RECLAIMABLE_SQL = "o.purchase_option in ('spot', 'low_priority', 'interruptible')"
 NAMES_SQL = {
     "GPU": "select gpu_model from gpu_models union select family from gpu_models",
     "provider": "select provider from providers union select provider from scrape_runs union select provider from offers",

@@ -1,6 +1,5 @@
 """The record contract every source emits: one normalized shape per table, validated as a source adds
-records to a `Batch`; a record that breaks it becomes a quarantine entry naming source, record and field.
-"""
+records to a `Batch`; a record that breaks it becomes a quarantine entry naming source, record and field."""
 
 from __future__ import annotations
 

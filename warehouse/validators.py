@@ -1,9 +1,5 @@
-"""What proved each source's answers current when its rows were last loaded (an ETag, a Last-Modified
-date, a price list version: adapters.base.SourceContext.new_validators), for its next fetch.
-
-Only a complete load's are kept (no enrichment missing, no offer held back), so the warehouse holds
-exactly what they validate; the next refresh hands them back and skips what they prove unchanged.
-"""
+"""What proved each source's answers current at its last complete load (ETag, Last-Modified, a price list
+version: SourceContext.new_validators): handed back to its next fetch, which skips what they prove unchanged."""
 
 from __future__ import annotations
 
