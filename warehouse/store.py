@@ -10,7 +10,6 @@ import fcntl
 import json
 import logging
 import os
-import statistics
 import time
 import uuid
 from contextlib import contextmanager, suppress
@@ -28,7 +27,8 @@ if TYPE_CHECKING:
 from gpuledger.warehouse import availability, gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import (
-    EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SCRAPE_RUN_COLUMNS, SPECS, STORAGE, TableSpec, migrate, transaction,
+    CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SCRAPE_RUN_COLUMNS, SPECS, STORAGE, TableSpec,
+    migrate, transaction,
 )
 from gpuledger.warehouse.settings import Settings, load_settings
 from gpuledger.warehouse.validators import keep_validators
@@ -323,12 +323,11 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     return new, changed, closed
 
 
-def current_prices(con: duckdb.DuckDBPyConnection,
-                   provider: str) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
-    """The median price per GPU-hour of the provider's current offers, and per purchase option (rows, median)."""
+def _medians(con: duckdb.DuckDBPyConnection, offers: str,
+             params: dict[str, Any]) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
+    """The median price per GPU-hour of the `offers` relation, and per purchase option (rows, median)."""
     rows = con.execute("select purchase_option, grouping(purchase_option), count(*), median(price_per_gpu_hour) "
-                       "from offers where provider = ? group by grouping sets ((purchase_option), ())",
-                       [provider]).fetchall()
+                       f"from {offers} group by grouping sets ((purchase_option), ())", params).fetchall()
     return (next((m for _, total, _, m in rows if total), None),
             {option: (n, m) for option, total, n, m in rows if not total})
 
@@ -342,7 +341,6 @@ def _quarantine_summary(quarantined: list[dict[str, str]]) -> list[str]:
 def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offers: pa.Table | None,
                     policy: AnomalyPolicy, notes: list[str]) -> str | None:
     """Why this scrape must not replace the provider's current rows, or None (an accepted anomaly goes to `notes`)."""
-    import pyarrow.compute as pc
     provider = outcome.provider
     if offers is None:
         why = "the scrape produced no valid offers (an empty result is never loaded)"
@@ -352,30 +350,30 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     if not last_good:
         return None
     last_rows = last_good[0][0]
-    last_median, current = current_prices(con, provider)
+    last_median, current = _medians(con, "offers where provider = $p", {"p": provider})
+    with registered(con, _incoming=offers):
+        median, incoming = _medians(con, "_incoming", {})
     min_ratio = policy.min_row_ratio if outcome.min_row_ratio is None else outcome.min_row_ratio
     problems = []
 
-    def median_moved(label: str, old: float | None, prices: list[float]) -> None:
-        median, limit = statistics.median(prices), policy.max_median_ratio
-        if old and (median / old > limit or median / old < 1 / limit):
-            problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {median:.4f} USD "
-                            f"(x{median / old:.2f}, limit x{limit:g})")
+    def median_moved(label: str, old: float | None, new: float | None) -> None:
+        limit = policy.max_median_ratio
+        if old and new is not None and (new / old > limit or new / old < 1 / limit):
+            problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {new:.4f} USD "
+                            f"(x{new / old:.2f}, limit x{limit:g})")
 
     overall_ratio = min_ratio if last_rows >= policy.min_rows else min(min_ratio, policy.small_min_row_ratio)
     if last_rows and offers.num_rows < overall_ratio * last_rows:
         problems.append(f"row count dropped from {last_rows} to {offers.num_rows} "
                         f"(below {overall_ratio:.0%} of the last good run)")
-    prices = offers.column("price_per_gpu_hour")
-    median_moved("", last_median, prices.to_pylist())
+    median_moved("", last_median, median)
     if len(current) > 1:  # with one option the checks above already said it all
         for option, (old_rows, old_median) in sorted(current.items()):
-            option_prices = prices.filter(pc.equal(offers.column("purchase_option"), option)).to_pylist()
-            if old_rows >= policy.min_rows and len(option_prices) < min_ratio * old_rows:
-                problems.append(f"{option} rows dropped from {old_rows} to {len(option_prices)} "
+            rows, option_median = incoming.get(option, (0, None))
+            if old_rows >= policy.min_rows and rows < min_ratio * old_rows:
+                problems.append(f"{option} rows dropped from {old_rows} to {rows} "
                                 f"(below {min_ratio:.0%} of the current {option} offers)")
-            if option_prices:
-                median_moved(f"{option} ", old_median, option_prices)
+            median_moved(f"{option} ", old_median, option_median)
     if not problems:
         return None
     problems += _quarantine_summary(outcome.quarantined)
@@ -512,7 +510,6 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     if name in outcome.tables:  # a source without egress/storage data leaves those rows alone
                         _merge(con, spec, outcome.provider, outcome.table(name), run_id, now)
                 load_side_tables(con, outcome, run_id, now, report.notes)
-                availability.record(con, outcome, run_id, report.notes)
                 report.rows_loaded = outcome.count("offers")
                 report.egress_rows, report.storage_rows = outcome.count("egress"), outcome.count("storage")
                 report.state = "ok"
@@ -555,16 +552,21 @@ def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str
 
 def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, now: datetime,
                      notes: list[str]) -> None:
-    """Append the scrape's spot price history and capacity block offerings; their counts go to `notes`."""
-    from gpuledger.warehouse.capacity_blocks import load_capacity_blocks
-    from gpuledger.warehouse.spot import history_notes, load_spot_history
+    """Append the scrape's spot price history, capacity block offerings and availability signals; their
+    counts go to `notes`."""
+    from gpuledger.warehouse.spot import load_spot_history
 
     if "spot_prices" in outcome.tables:
         stored, skipped = load_spot_history(con, outcome.table("spot_prices"), run_id, now)
-        notes.extend(history_notes(stored, outcome.count("spot_prices"), skipped))
+        why = "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+        notes.append(f"spot price history: {stored} of {outcome.count('spot_prices')} observations stored"
+                     + (f" ({why})" if why else ""))
     if "capacity_blocks" in outcome.tables:
-        blocks = load_capacity_blocks(con, outcome.table("capacity_blocks"), run_id, now)
-        notes.append(f"capacity blocks: {blocks} offerings stored")
+        with registered(con, _blocks=outcome.table("capacity_blocks")):
+            con.execute(f"insert into capacity_block_offerings ({', '.join(CAPACITY_BLOCK_FIELDS)}, observed_at, "
+                        "run_id) select *, $now, $run from _blocks", {"now": now, "run": run_id})
+        notes.append(f"capacity blocks: {outcome.count('capacity_blocks')} offerings stored")
+    availability.record(con, outcome, run_id, notes)
 
 
 def _rollback_quietly(con: duckdb.DuckDBPyConnection) -> None:
