@@ -90,15 +90,8 @@ def records_table(name: str, records: Sequence[Any]) -> pa.Table:
 
     table, columns = TABLES[name]
     schema = arrow_schema(table, columns)
-    if not records:
-        return schema.empty_table()
-    # Stored fields in one row-wise pass over each record's __dict__ (a struct array, split into its
-    # columns without a copy); computed properties (price_per_gpu_hour) through getattr.
-    stored = [c for c in columns if c in vars(records[0])]
-    struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
-    arrays = dict(zip(stored, struct.flatten()))
-    return pa.table([arrays[c] if c in arrays else pa.array([getattr(r, c) for r in records], type=schema.field(c).type)
-                     for c in columns], schema=schema)
+    return pa.table([pa.array([getattr(r, c) for r in records], type=schema.field(c).type) for c in columns],
+                    schema=schema)
 
 
 def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeOutcome:
