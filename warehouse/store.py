@@ -411,7 +411,6 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
     current row, and a quarantine entry per offer held back (a slip in one record: 3.99 read as 39.9).
     A jump the previous scrape held back, seen again within the factor, loads; so does every offer of a
     provider in `policy.accept`. Both are said in the notes."""
-    import pyarrow as pa
     limit = policy.max_offer_ratio
     with registered(con, _incoming=offers):
         rows = con.execute(
@@ -446,15 +445,12 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
         if provider in policy.accept:
             notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
             return offers, []
-        with registered(con, _held=pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])):
-            cols = ", ".join(OFFERS.columns)
-            held_key = _key_join(OFFERS, "h", "t")
-            kept = con.sql(
-                f"""select {cols} from _incoming t where not exists (select 1 from _held h where {held_key})
-                    union all
-                    select {cols} from offers t where provider = $p
-                      and exists (select 1 from _held h where {held_key})""",
-                params={"p": provider}).to_arrow_table()
+        cols, key = ", ".join(OFFERS.columns), ", ".join(OFFERS.key[1:])
+        kept = con.sql(
+            f"""select {cols} from _incoming where not list_contains($held, [{key}])
+                union all
+                select {cols} from offers where provider = $p and list_contains($held, [{key}])""",
+            params={"p": provider, "held": [list(row[1:5]) for row in jumps]}).to_arrow_table()
     quarantined = [
         {"provider": provider, "kind": "offer", "source_ref": _offer_ref(row),
          "reason": f"per-offer anomaly guard: {text}; kept at its previous version "
@@ -526,7 +522,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
         _insert_run(con, outcome, report, refresh_id, run_id)
         con.execute("commit")
     except Exception as err:
-        _rollback_quietly(con)
+        with suppress(duckdb.Error):  # a failed commit has already rolled back
+            con.execute("rollback")
         report.state = "failed"
         report.error = f"load failed, nothing changed: {type(err).__name__}: {root_cause(err)}"
         report.new = report.changed = report.closed = report.rows_loaded = 0
@@ -567,11 +564,6 @@ def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run
                         "run_id) select *, $now, $run from _blocks", {"now": now, "run": run_id})
         notes.append(f"capacity blocks: {outcome.count('capacity_blocks')} offerings stored")
     availability.record(con, outcome, run_id, notes)
-
-
-def _rollback_quietly(con: duckdb.DuckDBPyConnection) -> None:
-    with suppress(duckdb.Error):  # a failed commit has already rolled back
-        con.execute("rollback")
 
 
 def root_cause(err: BaseException) -> str:
@@ -635,7 +627,6 @@ def _unreadable(path: Path, err: Exception) -> ScrapeOutcome:
 
 def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: AnomalyPolicy,
                   stop_requested: Callable[[], bool] = lambda: False,
-                  on_offers_merged: Callable[[str], None] | None = None,
                   on_merged: Callable[[str], None] | None = None) -> list[LoadReport]:
     """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a
     working copy published in one atomic rename (warehouse.snapshot), then forget the merged results.
@@ -671,7 +662,7 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                 except pending.PendingError as err:
                     outcome = _unreadable(path, err)
                 if outcome is not None:  # None: in the warehouse already
-                    reports.append(load_outcome(con, outcome, refresh_id, policy, on_offers_merged=on_offers_merged))
+                    reports.append(load_outcome(con, outcome, refresh_id, policy))
                     if on_merged is not None:
                         on_merged(outcome.provider)
                 merged.append(path)
