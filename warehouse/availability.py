@@ -62,10 +62,8 @@ def add_observation(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
 
 
 def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, notes: list[str]) -> None:
-    """Append the signals of a merged scrape (inside the caller's transaction): its offers' as of
-    the scrape's start, and the earlier observations it handed over; the counts go to `notes`.
-    When an enrichment that fills a signal column failed, the offers' signals are not recorded:
-    the merge carried their old values, which nobody observed now."""
+    """Append a merged scrape's signals (its offers' at its start, and earlier observations it handed over);
+    counts go to `notes`. Not the offers' when a signal enrichment failed: nobody observed those values now."""
     from gpuledger.warehouse.pending import records_table
     from gpuledger.warehouse.store import registered  # the store imports this module
 

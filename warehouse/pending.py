@@ -178,7 +178,8 @@ def read(path: Path) -> ScrapeOutcome:
                 tables[name] = con.sql(
                     "select * from read_json($path, format = 'array', columns = $columns)",
                     params={"path": str(path.with_name(f"{doc['provider']}.{name}.json")),
-                            "columns": {c: types[c] for c in columns}}).to_arrow_table().cast(arrow_schema(table, columns))
+                            "columns": {c: types[c] for c in columns}},
+                ).to_arrow_table().cast(arrow_schema(table, columns))
                 if tables[name].num_rows != rows:
                     raise ValueError(f"{name} has {tables[name].num_rows} rows, the run says {rows}")
         return ScrapeOutcome(**doc, tables=tables, refresh_id=path.parent.name, path=path)

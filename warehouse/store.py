@@ -86,7 +86,8 @@ def is_damaged(err: BaseException, path: Path) -> bool:
 
 def damaged_message(path: Path, err: BaseException) -> str:
     first = " ".join(str(err).split())[:300]
-    return f"cannot read the warehouse {path}: {first} (a damaged or truncated file: restore it, or refresh into a new --db)"
+    return (f"cannot read the warehouse {path}: {first} (a damaged or truncated file: restore it, "
+            "or refresh into a new --db)")
 
 
 def _not_a_directory(path: Path) -> None:
@@ -276,10 +277,8 @@ def registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[N
 
 def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows: pa.Table,
            run_id: str, now: datetime) -> tuple[int, int, int]:
-    """SCD2 merge of one provider's complete current set; returns (new, changed, closed).
-
-    A row equal to its current row in every tracked column (NULLs equal) is unchanged; the current
-    table is edited in place, so a nightly load writes little more than what changed."""
+    """SCD2 merge of one provider's complete current set; returns (new, changed, closed). The current table
+    is edited in place, so a nightly load writes little more than what changed (NULLs compare equal)."""
     stage = f"_stage_{spec.table}"
     p, stamp = {"p": provider}, {"now": now, "run": run_id}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
@@ -407,10 +406,9 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
 
 def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table, policy: AnomalyPolicy,
                           notes: list[str]) -> tuple[pa.Table, list[dict[str, str]]]:
-    """The offers to merge, each one whose price moved beyond `policy.max_offer_ratio` replaced by its
-    current row, and a quarantine entry per offer held back (a slip in one record: 3.99 read as 39.9).
-    A jump the previous scrape held back, seen again within the factor, loads; so does every offer of a
-    provider in `policy.accept`. Both are said in the notes."""
+    """The offers to merge, each one whose price moved beyond `policy.max_offer_ratio` replaced by its current
+    row, and a quarantine entry per offer held back (3.99 read as 39.9). A jump the previous scrape held
+    back, seen again within the factor, loads; so does every offer of a provider in `policy.accept`."""
     limit = policy.max_offer_ratio
     with registered(con, _incoming=offers):
         rows = con.execute(
@@ -628,10 +626,9 @@ def _unreadable(path: Path, err: Exception) -> ScrapeOutcome:
 def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: AnomalyPolicy,
                   stop_requested: Callable[[], bool] = lambda: False,
                   on_merged: Callable[[str], None] | None = None) -> list[LoadReport]:
-    """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a
-    working copy published in one atomic rename (warehouse.snapshot), then forget the merged results.
-    The caller holds the refresh lock. Once `stop_requested()`, the results left keep waiting; a
-    warehouse that cannot be written raises WarehouseError (first cause, where the results wait)."""
+    """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a working
+    copy published in one atomic rename (warehouse.snapshot); the caller holds the refresh lock. Once
+    `stop_requested()`, the results left keep waiting; an unwritable warehouse raises WarehouseError."""
     from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
     published = db_path(db)
