@@ -62,8 +62,7 @@ class ScrapeOutcome:
     path: Path | None = None  # its JSON file, once saved
 
     def count(self, table: str) -> int:
-        rows = self.tables.get(table)
-        return 0 if rows is None else len(rows) if isinstance(rows, list) else rows.num_rows
+        return len(self.tables.get(table, ()))  # a list of records or an Arrow table
 
     def table(self, name: str) -> pa.Table | None:
         """The rows of table `name` as Arrow (None when there are none)."""

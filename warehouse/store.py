@@ -290,11 +290,9 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
                              o.content_hash as current_hash, o.first_seen as current_first_seen
                       from _incoming s left join (select * from {spec.table} where provider = $p) o
                         on {_key_join(spec, 'o', 's')})""", p)
-    new, changed, matched, current = con.execute(
-        f"select count(*) filter (where current_hash is null), "
-        f"count(*) filter (where current_hash is not null and not unchanged), "
-        f"count(current_hash), (select count(*) from {spec.table} where provider = $p) from {stage}", p).fetchall()[0]
-    closed = current - matched  # keys are unique on both sides, so each current row matches at most once
+    new, changed = con.execute(
+        "select count(*) filter (where current_hash is null), "
+        f"count(*) filter (where current_hash is not null and not unchanged) from {stage}").fetchall()[0]
     cols = ", ".join(spec.columns)
     s_cols = ", ".join(f"s.{c}" for c in spec.columns)
     con.execute(
@@ -305,9 +303,9 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
             select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""", stamp)
     # The current rows: drop vanished and changed ones, restamp the unchanged, insert new and changed.
-    con.execute(
+    dropped = con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
-            (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p)
+            (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p).fetchall()[0][0]
     # Restamped by a scan, not UPDATE ... FROM a join: updating rows in a join's probe order is many times slower.
     untracked = "".join(
         f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)"
@@ -319,7 +317,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
             select {s_cols}, s.content_hash, coalesce(s.current_first_seen, $now), $now, $run from {stage} s
             where not s.unchanged""", stamp)
     con.execute(f"drop table {stage}")
-    return new, changed, closed
+    return new, changed, dropped - changed
 
 
 def _medians(con: duckdb.DuckDBPyConnection, offers: str,
@@ -416,10 +414,9 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                     select run_id from scrape_runs where provider = $p and state = 'ok'
                     order by finished_at desc, rowid desc limit 1),
                 held_before as (
-                    select json_extract_string(q.raw, '$.region') as region,
-                           coalesce(json_extract_string(q.raw, '$.zone'), '') as zone,
-                           json_extract_string(q.raw, '$.instance_type') as instance_type,
-                           json_extract_string(q.raw, '$.purchase_option') as purchase_option,
+                    select [json_extract_string(q.raw, '$.region'), coalesce(json_extract_string(q.raw, '$.zone'), ''),
+                            json_extract_string(q.raw, '$.instance_type'),
+                            json_extract_string(q.raw, '$.purchase_option')] as key,
                            try_cast(json_extract(q.raw, '$.price_per_hour') as double) as price
                     from quarantine q join last_run r on r.run_id = q.run_id
                     where q.provider = $p and q.kind = 'offer'
@@ -428,8 +425,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                        coalesce(i.price_per_hour <= h.price * $limit and i.price_per_hour * $limit >= h.price,
                                 false) as confirmed, to_json(i)::varchar as raw
                 from _incoming i join offers o on {_key_join(OFFERS, 'i', 'o')}
-                left join held_before h on h.region = i.region and h.zone = i.zone
-                     and h.instance_type = i.instance_type and h.purchase_option = i.purchase_option
+                left join held_before h on h.key = [i.region, i.zone, i.instance_type, i.purchase_option]
                 where o.provider = $p and (i.price_per_hour > o.price_per_hour * $limit
                                            or i.price_per_hour * $limit < o.price_per_hour)
                 order by all""", {"p": provider, "limit": limit}).fetchall()
@@ -504,8 +500,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     if name in outcome.tables:  # a source without egress/storage data leaves those rows alone
                         _merge(con, spec, outcome.provider, outcome.table(name), run_id, now)
                 load_side_tables(con, outcome, run_id, now, report.notes)
-                report.rows_loaded = outcome.count("offers")
-                report.egress_rows, report.storage_rows = outcome.count("egress"), outcome.count("storage")
+                report.rows_loaded, report.egress_rows, report.storage_rows = map(outcome.count, pending.SCD2_TABLES)
                 report.state = "ok"
                 if outcome.provider_facts and not outcome.side_tables_only:
                     upsert_provider_facts(con, outcome.provider_facts, now)
@@ -538,11 +533,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
 
 def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime) -> list[int]:
     """An unchanged answer's merge: the current rows are restamped; returns their counts per table."""
-    for spec in SPECS:
-        con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
-                    {"now": now, "run": run_id, "p": provider})
-    return [con.execute(f"select count(*) from {spec.table} where provider = ?", [provider]).fetchall()[0][0]
-            for spec in SPECS]
+    return [con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
+                        {"now": now, "run": run_id, "p": provider}).fetchall()[0][0] for spec in SPECS]
 
 
 def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, now: datetime,
