@@ -62,38 +62,32 @@ def add_observation(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
 
 
 def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, notes: list[str]) -> None:
-    """Append the signals of a merged scrape (inside the caller's transaction): its offers' as of
-    the scrape's start, and the earlier observations it handed over; the counts go to `notes`.
-    When an enrichment that fills a signal column failed, the offers' signals are not recorded:
-    the merge carried their old values, which nobody observed now."""
+    """Append a merged scrape's signals (its offers' at its start, and earlier observations it handed over);
+    counts go to `notes`. Not the offers' when a signal enrichment failed: nobody observed those values now."""
+    from gpuledger.warehouse.pending import records_table
     from gpuledger.warehouse.store import registered  # the store imports this module
 
     failed = [d["name"] for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
+    observed = not (outcome.side_tables_only or failed) and outcome.count("offers")
+    offers = outcome.table("offers") if observed else records_table("offers", [])
+    earlier = outcome.table("availability") if outcome.count("availability") else records_table("availability", [])
     key, signal = ", ".join(_KEY), ", ".join(SIGNAL)
     nothing = " and ".join(f"{c} is null" for c in SIGNAL)
-    tables, parts, params, silent, received, stored = {}, [], {}, 0, 0, 0
-    if not (outcome.side_tables_only or failed) and outcome.count("offers"):
-        tables["_avail_offers"] = outcome.table("offers")
-        parts.append(f"select {key}, $at as observed_at, {signal} from _avail_offers")
-        params["at"] = outcome.started_at
-    if outcome.count("availability"):
-        tables["_avail_earlier"] = outcome.table("availability")
-        parts.append(f"select {key}, observed_at, {signal} from _avail_earlier")
     # one row per key, UTC day and signal: the day's first observation of it
-    signals = (f"select {key}, min(observed_at) as observed_at, {signal} from ({' union all '.join(parts)}) "
-               f"where not ({nothing}) group by {key}, {signal}, {_day('')}")
+    signals = f"""select {key}, min(observed_at) as observed_at, {signal}
+                  from (select {key}, $at as observed_at, {signal} from _avail_offers
+                        union all select {key}, observed_at, {signal} from _avail_earlier)
+                  where not ({nothing}) group by {key}, {signal}, {_day('')}"""
     same = " and ".join([f"h.{c} = n.{c}" for c in _KEY] + [f"h.{c} is not distinct from n.{c}" for c in SIGNAL])
-    with registered(con, **tables):
-        if "_avail_offers" in tables:
-            silent = con.execute(f"select count(*) from _avail_offers where {nothing}").fetchall()[0][0]
-        if parts:
-            received = con.execute(f"select count(*) from ({signals})", params).fetchall()[0][0]
-            stored = con.execute(
-                f"""insert into availability_history ({key}, observed_at, {signal}, run_id)
-                    select {key}, observed_at, {signal}, $run from ({signals}) n
-                    where not exists (select 1 from availability_history h where {same}
-                                      and {_day('h.')} = {_day('n.')})""",
-                params | {"run": run_id}).fetchall()[0][0]
+    at = {"at": outcome.started_at}
+    with registered(con, _avail_offers=offers, _avail_earlier=earlier):
+        silent = con.execute(f"select count(*) from _avail_offers where {nothing}").fetchall()[0][0]
+        received = con.execute(f"select count(*) from ({signals})", at).fetchall()[0][0]
+        stored = con.execute(
+            f"""insert into availability_history ({key}, observed_at, {signal}, run_id)
+                select {key}, observed_at, {signal}, $run from ({signals}) n
+                where not exists (select 1 from availability_history h where {same}
+                                  and {_day('h.')} = {_day('n.')})""", at | {"run": run_id}).fetchall()[0][0]
     if received:  # a source that publishes no availability at all gets no note
         notes.append(f"availability history: {stored} of {received} signals stored"
                      + (f" ({received - stored} already stored for their day)" if received > stored else "")

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import duckdb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
 
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, describe_validation_error
-from gpuledger.warehouse.schema import CAPACITY_BLOCK_FIELDS
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 class CapacityBlockOffering(BaseModel):
@@ -84,12 +79,3 @@ def add_capacity_block(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     batch.capacity_blocks.append(block)
     return True
 
-
-def load_capacity_blocks(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str, now: datetime) -> int:
-    """Append this scrape's offerings (CAPACITY_BLOCK_FIELDS, inside the caller's transaction); return how many."""
-    from gpuledger.warehouse.store import registered
-
-    with registered(con, _blocks=rows):
-        con.execute(f"insert into capacity_block_offerings ({', '.join(CAPACITY_BLOCK_FIELDS)}, observed_at, run_id) "
-                    f"select *, $now, $run from _blocks", {"now": now, "run": run_id})
-    return rows.num_rows

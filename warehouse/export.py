@@ -28,8 +28,10 @@ EXPORT_TABLES: dict[str, tuple[str, ...]] = {
 # The order of each table's rows: its key, then the time of its versions or entries.
 ORDER: dict[str, tuple[str, ...]] = {**{spec.history: (*spec.key, "valid_from") for spec in SPECS},
                                      "quarantine": ("quarantined_at", "provider", "kind", "source_ref")}
-CSV_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # with TimeZone UTC, which export_snapshot sets
-FORMATS = ("csv", "parquet")
+# COPY options per format; CSV timestamps are UTC by the TimeZone export_snapshot sets.
+COPY_OPTIONS = {"csv": "(format csv, header true, timestampformat '%Y-%m-%dT%H:%M:%S.%fZ')",
+                "parquet": "(format parquet, compression zstd)"}
+FORMATS = tuple(COPY_OPTIONS)
 # OWASP CSV injection: a tab or CR first, or a trigger (= + - @ |, or fullwidth) after blanks and controls.
 FORMULA = r"^([\t\r]|[\s\p{Z}\p{Cc}]*[=+\-@|\x{FF1D}\x{FF0B}\x{FF0D}\x{FF20}\x{FF5C}])"
 NUL_SHOWN = "\u2400"
@@ -67,16 +69,8 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
                     formats: Sequence[str] = FORMATS, tables: Sequence[str] | None = None,
                     since: datetime | None = None) -> Path:
     """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder;
-    `since` (aware) keeps the rows of the SINCE tables from then on. Sets the connection's TimeZone to UTC."""
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise WarehouseError(f"unknown export format(s) {bad}; choose from {', '.join(FORMATS)}")
-    if since is not None and since.utcoffset() is None:
-        raise WarehouseError("the time an export starts from needs a UTC offset")
-    names = list(tables or DEFAULT_TABLES)
-    unknown = [t for t in names if t not in EXPORT_TABLES]
-    if unknown:
-        raise WarehouseError(f"unknown table(s) {unknown}; exportable: {', '.join(EXPORT_TABLES)}")
+    `since` (aware) keeps the rows of the SINCE tables from then on. Sets the connection's TimeZone to UTC.
+    The command line has checked `formats` (FORMATS) and `tables` (EXPORT_TABLES)."""
     root = Path(out_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -99,7 +93,7 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
                                     "since": since.isoformat() if since else None, "formats": list(formats),
                                     "tables": {}, "freshness": freshness(con)}
         params = {"since": since} if since else {}
-        for table in names:
+        for table in tables or DEFAULT_TABLES:
             cols = EXPORT_TABLES[table]
             types = dict(con.execute("select column_name, data_type from information_schema.columns "
                                      "where table_name = ?", [table]).fetchall())
@@ -107,10 +101,8 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
             for fmt in formats:
                 path = tmp / f"{table}.{fmt}"
                 query = _select(table, cols, types, csv=(fmt == "csv"), since=since is not None)
-                opts = (f"(format csv, header true, timestampformat '{CSV_TIMESTAMP}')" if fmt == "csv"
-                        else "(format parquet, compression zstd)")
                 target = "'" + path.as_posix().replace("'", "''") + "'"  # COPY ... TO takes no parameter
-                rows = con.execute(f"copy ({query}) to {target} {opts}",
+                rows = con.execute(f"copy ({query}) to {target} {COPY_OPTIONS[fmt]}",
                                    params if table in SINCE else {}).fetchall()[0][0]
                 files.append({"name": path.name, "format": fmt, "rows": rows, "bytes": path.stat().st_size,
                               "sha256": sha256_file(path)})

@@ -62,8 +62,7 @@ class ScrapeOutcome:
     path: Path | None = None  # its JSON file, once saved
 
     def count(self, table: str) -> int:
-        rows = self.tables.get(table)
-        return 0 if rows is None else len(rows) if isinstance(rows, list) else rows.num_rows
+        return len(self.tables.get(table, ()))  # a list of records or an Arrow table
 
     def table(self, name: str) -> pa.Table | None:
         """The rows of table `name` as Arrow (None when there are none)."""
@@ -90,15 +89,8 @@ def records_table(name: str, records: Sequence[Any]) -> pa.Table:
 
     table, columns = TABLES[name]
     schema = arrow_schema(table, columns)
-    if not records:
-        return schema.empty_table()
-    # Stored fields in one row-wise pass over each record's __dict__ (a struct array, split into its
-    # columns without a copy); computed properties (price_per_gpu_hour) through getattr.
-    stored = [c for c in columns if c in vars(records[0])]
-    struct = pa.array(map(vars, records), type=pa.struct([schema.field(c) for c in stored]), size=len(records))
-    arrays = dict(zip(stored, struct.flatten()))
-    return pa.table([arrays[c] if c in arrays else pa.array([getattr(r, c) for r in records], type=schema.field(c).type)
-                     for c in columns], schema=schema)
+    return pa.table([pa.array([getattr(r, c) for r in records], type=schema.field(c).type) for c in columns],
+                    schema=schema)
 
 
 def outcome_of(batch: Batch, provider: str | None = None, **run: Any) -> ScrapeOutcome:
@@ -185,7 +177,8 @@ def read(path: Path) -> ScrapeOutcome:
                 tables[name] = con.sql(
                     "select * from read_json($path, format = 'array', columns = $columns)",
                     params={"path": str(path.with_name(f"{doc['provider']}.{name}.json")),
-                            "columns": {c: types[c] for c in columns}}).to_arrow_table().cast(arrow_schema(table, columns))
+                            "columns": {c: types[c] for c in columns}},
+                ).to_arrow_table().cast(arrow_schema(table, columns))
                 if tables[name].num_rows != rows:
                     raise ValueError(f"{name} has {tables[name].num_rows} rows, the run says {rows}")
         return ScrapeOutcome(**doc, tables=tables, refresh_id=path.parent.name, path=path)

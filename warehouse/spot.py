@@ -88,15 +88,6 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: st
     return rows.num_rows - stored_same - stored_other, +skipped
 
 
-def history_notes(stored: int, received: int, skipped: Counter[str]) -> list[str]:
-    if not received:
-        return []
-    note = f"spot price history: {stored} of {received} observations stored"
-    if skipped:
-        note += " (" + "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())) + ")"
-    return [note]
-
-
 def history_since(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
     """provider -> {SINCE_KEY of each region: its newest stored observation, ISO 8601 UTC}."""
     if not con.execute("select count(*) from information_schema.tables "

@@ -10,7 +10,6 @@ import fcntl
 import json
 import logging
 import os
-import statistics
 import time
 import uuid
 from contextlib import contextmanager, suppress
@@ -28,7 +27,8 @@ if TYPE_CHECKING:
 from gpuledger.warehouse import availability, gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import (
-    EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SCRAPE_RUN_COLUMNS, SPECS, STORAGE, TableSpec, migrate, transaction,
+    CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SCRAPE_RUN_COLUMNS, SPECS, STORAGE, TableSpec,
+    migrate, transaction,
 )
 from gpuledger.warehouse.settings import Settings, load_settings
 from gpuledger.warehouse.validators import keep_validators
@@ -86,7 +86,8 @@ def is_damaged(err: BaseException, path: Path) -> bool:
 
 def damaged_message(path: Path, err: BaseException) -> str:
     first = " ".join(str(err).split())[:300]
-    return f"cannot read the warehouse {path}: {first} (a damaged or truncated file: restore it, or refresh into a new --db)"
+    return (f"cannot read the warehouse {path}: {first} (a damaged or truncated file: restore it, "
+            "or refresh into a new --db)")
 
 
 def _not_a_directory(path: Path) -> None:
@@ -276,10 +277,8 @@ def registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[N
 
 def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows: pa.Table,
            run_id: str, now: datetime) -> tuple[int, int, int]:
-    """SCD2 merge of one provider's complete current set; returns (new, changed, closed).
-
-    A row equal to its current row in every tracked column (NULLs equal) is unchanged; the current
-    table is edited in place, so a nightly load writes little more than what changed."""
+    """SCD2 merge of one provider's complete current set; returns (new, changed, closed). The current table
+    is edited in place, so a nightly load writes little more than what changed (NULLs compare equal)."""
     stage = f"_stage_{spec.table}"
     p, stamp = {"p": provider}, {"now": now, "run": run_id}
     same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in spec.tracked) or "true"
@@ -291,11 +290,9 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
                              o.content_hash as current_hash, o.first_seen as current_first_seen
                       from _incoming s left join (select * from {spec.table} where provider = $p) o
                         on {_key_join(spec, 'o', 's')})""", p)
-    new, changed, matched, current = con.execute(
-        f"select count(*) filter (where current_hash is null), "
-        f"count(*) filter (where current_hash is not null and not unchanged), "
-        f"count(current_hash), (select count(*) from {spec.table} where provider = $p) from {stage}", p).fetchall()[0]
-    closed = current - matched  # keys are unique on both sides, so each current row matches at most once
+    new, changed = con.execute(
+        "select count(*) filter (where current_hash is null), "
+        f"count(*) filter (where current_hash is not null and not unchanged) from {stage}").fetchall()[0]
     cols = ", ".join(spec.columns)
     s_cols = ", ".join(f"s.{c}" for c in spec.columns)
     con.execute(
@@ -306,9 +303,9 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
             select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""", stamp)
     # The current rows: drop vanished and changed ones, restamp the unchanged, insert new and changed.
-    con.execute(
+    dropped = con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
-            (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p)
+            (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p).fetchall()[0][0]
     # Restamped by a scan, not UPDATE ... FROM a join: updating rows in a join's probe order is many times slower.
     untracked = "".join(
         f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)"
@@ -320,15 +317,14 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
             select {s_cols}, s.content_hash, coalesce(s.current_first_seen, $now), $now, $run from {stage} s
             where not s.unchanged""", stamp)
     con.execute(f"drop table {stage}")
-    return new, changed, closed
+    return new, changed, dropped - changed
 
 
-def current_prices(con: duckdb.DuckDBPyConnection,
-                   provider: str) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
-    """The median price per GPU-hour of the provider's current offers, and per purchase option (rows, median)."""
+def _medians(con: duckdb.DuckDBPyConnection, offers: str,
+             params: dict[str, Any]) -> tuple[float | None, dict[str, tuple[int, float | None]]]:
+    """The median price per GPU-hour of the `offers` relation, and per purchase option (rows, median)."""
     rows = con.execute("select purchase_option, grouping(purchase_option), count(*), median(price_per_gpu_hour) "
-                       "from offers where provider = ? group by grouping sets ((purchase_option), ())",
-                       [provider]).fetchall()
+                       f"from {offers} group by grouping sets ((purchase_option), ())", params).fetchall()
     return (next((m for _, total, _, m in rows if total), None),
             {option: (n, m) for option, total, n, m in rows if not total})
 
@@ -342,7 +338,6 @@ def _quarantine_summary(quarantined: list[dict[str, str]]) -> list[str]:
 def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offers: pa.Table | None,
                     policy: AnomalyPolicy, notes: list[str]) -> str | None:
     """Why this scrape must not replace the provider's current rows, or None (an accepted anomaly goes to `notes`)."""
-    import pyarrow.compute as pc
     provider = outcome.provider
     if offers is None:
         why = "the scrape produced no valid offers (an empty result is never loaded)"
@@ -352,30 +347,30 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
     if not last_good:
         return None
     last_rows = last_good[0][0]
-    last_median, current = current_prices(con, provider)
+    last_median, current = _medians(con, "offers where provider = $p", {"p": provider})
+    with registered(con, _incoming=offers):
+        median, incoming = _medians(con, "_incoming", {})
     min_ratio = policy.min_row_ratio if outcome.min_row_ratio is None else outcome.min_row_ratio
     problems = []
 
-    def median_moved(label: str, old: float | None, prices: list[float]) -> None:
-        median, limit = statistics.median(prices), policy.max_median_ratio
-        if old and (median / old > limit or median / old < 1 / limit):
-            problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {median:.4f} USD "
-                            f"(x{median / old:.2f}, limit x{limit:g})")
+    def median_moved(label: str, old: float | None, new: float | None) -> None:
+        limit = policy.max_median_ratio
+        if old and new is not None and (new / old > limit or new / old < 1 / limit):
+            problems.append(f"{label}median price per GPU-hour moved from {old:.4f} to {new:.4f} USD "
+                            f"(x{new / old:.2f}, limit x{limit:g})")
 
     overall_ratio = min_ratio if last_rows >= policy.min_rows else min(min_ratio, policy.small_min_row_ratio)
     if last_rows and offers.num_rows < overall_ratio * last_rows:
         problems.append(f"row count dropped from {last_rows} to {offers.num_rows} "
                         f"(below {overall_ratio:.0%} of the last good run)")
-    prices = offers.column("price_per_gpu_hour")
-    median_moved("", last_median, prices.to_pylist())
+    median_moved("", last_median, median)
     if len(current) > 1:  # with one option the checks above already said it all
         for option, (old_rows, old_median) in sorted(current.items()):
-            option_prices = prices.filter(pc.equal(offers.column("purchase_option"), option)).to_pylist()
-            if old_rows >= policy.min_rows and len(option_prices) < min_ratio * old_rows:
-                problems.append(f"{option} rows dropped from {old_rows} to {len(option_prices)} "
+            rows, option_median = incoming.get(option, (0, None))
+            if old_rows >= policy.min_rows and rows < min_ratio * old_rows:
+                problems.append(f"{option} rows dropped from {old_rows} to {rows} "
                                 f"(below {min_ratio:.0%} of the current {option} offers)")
-            if option_prices:
-                median_moved(f"{option} ", old_median, option_prices)
+            median_moved(f"{option} ", old_median, option_median)
     if not problems:
         return None
     problems += _quarantine_summary(outcome.quarantined)
@@ -409,11 +404,9 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
 
 def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table, policy: AnomalyPolicy,
                           notes: list[str]) -> tuple[pa.Table, list[dict[str, str]]]:
-    """The offers to merge, each one whose price moved beyond `policy.max_offer_ratio` replaced by its
-    current row, and a quarantine entry per offer held back (a slip in one record: 3.99 read as 39.9).
-    A jump the previous scrape held back, seen again within the factor, loads; so does every offer of a
-    provider in `policy.accept`. Both are said in the notes."""
-    import pyarrow as pa
+    """The offers to merge, each one whose price moved beyond `policy.max_offer_ratio` replaced by its current
+    row, and a quarantine entry per offer held back (3.99 read as 39.9). A jump the previous scrape held
+    back, seen again within the factor, loads; so does every offer of a provider in `policy.accept`."""
     limit = policy.max_offer_ratio
     with registered(con, _incoming=offers):
         rows = con.execute(
@@ -421,10 +414,9 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                     select run_id from scrape_runs where provider = $p and state = 'ok'
                     order by finished_at desc, rowid desc limit 1),
                 held_before as (
-                    select json_extract_string(q.raw, '$.region') as region,
-                           coalesce(json_extract_string(q.raw, '$.zone'), '') as zone,
-                           json_extract_string(q.raw, '$.instance_type') as instance_type,
-                           json_extract_string(q.raw, '$.purchase_option') as purchase_option,
+                    select [json_extract_string(q.raw, '$.region'), coalesce(json_extract_string(q.raw, '$.zone'), ''),
+                            json_extract_string(q.raw, '$.instance_type'),
+                            json_extract_string(q.raw, '$.purchase_option')] as key,
                            try_cast(json_extract(q.raw, '$.price_per_hour') as double) as price
                     from quarantine q join last_run r on r.run_id = q.run_id
                     where q.provider = $p and q.kind = 'offer'
@@ -433,8 +425,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                        coalesce(i.price_per_hour <= h.price * $limit and i.price_per_hour * $limit >= h.price,
                                 false) as confirmed, to_json(i)::varchar as raw
                 from _incoming i join offers o on {_key_join(OFFERS, 'i', 'o')}
-                left join held_before h on h.region = i.region and h.zone = i.zone
-                     and h.instance_type = i.instance_type and h.purchase_option = i.purchase_option
+                left join held_before h on h.key = [i.region, i.zone, i.instance_type, i.purchase_option]
                 where o.provider = $p and (i.price_per_hour > o.price_per_hour * $limit
                                            or i.price_per_hour * $limit < o.price_per_hour)
                 order by all""", {"p": provider, "limit": limit}).fetchall()
@@ -448,15 +439,12 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
         if provider in policy.accept:
             notes.append(f"offer price jumps accepted by override: {'; '.join(described)}")
             return offers, []
-        with registered(con, _held=pa.Table.from_pylist([dict(zip(OFFERS.key, row[:5])) for row in jumps])):
-            cols = ", ".join(OFFERS.columns)
-            held_key = _key_join(OFFERS, "h", "t")
-            kept = con.sql(
-                f"""select {cols} from _incoming t where not exists (select 1 from _held h where {held_key})
-                    union all
-                    select {cols} from offers t where provider = $p
-                      and exists (select 1 from _held h where {held_key})""",
-                params={"p": provider}).to_arrow_table()
+        cols, key = ", ".join(OFFERS.columns), ", ".join(OFFERS.key[1:])
+        kept = con.sql(
+            f"""select {cols} from _incoming where not list_contains($held, [{key}])
+                union all
+                select {cols} from offers where provider = $p and list_contains($held, [{key}])""",
+            params={"p": provider, "held": [list(row[1:5]) for row in jumps]}).to_arrow_table()
     quarantined = [
         {"provider": provider, "kind": "offer", "source_ref": _offer_ref(row),
          "reason": f"per-offer anomaly guard: {text}; kept at its previous version "
@@ -512,9 +500,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     if name in outcome.tables:  # a source without egress/storage data leaves those rows alone
                         _merge(con, spec, outcome.provider, outcome.table(name), run_id, now)
                 load_side_tables(con, outcome, run_id, now, report.notes)
-                availability.record(con, outcome, run_id, report.notes)
-                report.rows_loaded = outcome.count("offers")
-                report.egress_rows, report.storage_rows = outcome.count("egress"), outcome.count("storage")
+                report.rows_loaded, report.egress_rows, report.storage_rows = map(outcome.count, pending.SCD2_TABLES)
                 report.state = "ok"
                 if outcome.provider_facts and not outcome.side_tables_only:
                     upsert_provider_facts(con, outcome.provider_facts, now)
@@ -529,7 +515,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
         _insert_run(con, outcome, report, refresh_id, run_id)
         con.execute("commit")
     except Exception as err:
-        _rollback_quietly(con)
+        with suppress(duckdb.Error):  # a failed commit has already rolled back
+            con.execute("rollback")
         report.state = "failed"
         report.error = f"load failed, nothing changed: {type(err).__name__}: {root_cause(err)}"
         report.new = report.changed = report.closed = report.rows_loaded = 0
@@ -546,30 +533,27 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
 
 def confirm_unchanged(con: duckdb.DuckDBPyConnection, provider: str, run_id: str, now: datetime) -> list[int]:
     """An unchanged answer's merge: the current rows are restamped; returns their counts per table."""
-    for spec in SPECS:
-        con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
-                    {"now": now, "run": run_id, "p": provider})
-    return [con.execute(f"select count(*) from {spec.table} where provider = ?", [provider]).fetchall()[0][0]
-            for spec in SPECS]
+    return [con.execute(f"update {spec.table} set last_seen = $now, run_id = $run where provider = $p",
+                        {"now": now, "run": run_id, "p": provider}).fetchall()[0][0] for spec in SPECS]
 
 
 def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, now: datetime,
                      notes: list[str]) -> None:
-    """Append the scrape's spot price history and capacity block offerings; their counts go to `notes`."""
-    from gpuledger.warehouse.capacity_blocks import load_capacity_blocks
-    from gpuledger.warehouse.spot import history_notes, load_spot_history
+    """Append the scrape's spot price history, capacity block offerings and availability signals; their
+    counts go to `notes`."""
+    from gpuledger.warehouse.spot import load_spot_history
 
     if "spot_prices" in outcome.tables:
         stored, skipped = load_spot_history(con, outcome.table("spot_prices"), run_id, now)
-        notes.extend(history_notes(stored, outcome.count("spot_prices"), skipped))
+        why = "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+        notes.append(f"spot price history: {stored} of {outcome.count('spot_prices')} observations stored"
+                     + (f" ({why})" if why else ""))
     if "capacity_blocks" in outcome.tables:
-        blocks = load_capacity_blocks(con, outcome.table("capacity_blocks"), run_id, now)
-        notes.append(f"capacity blocks: {blocks} offerings stored")
-
-
-def _rollback_quietly(con: duckdb.DuckDBPyConnection) -> None:
-    with suppress(duckdb.Error):  # a failed commit has already rolled back
-        con.execute("rollback")
+        with registered(con, _blocks=outcome.table("capacity_blocks")):
+            con.execute(f"insert into capacity_block_offerings ({', '.join(CAPACITY_BLOCK_FIELDS)}, observed_at, "
+                        "run_id) select *, $now, $run from _blocks", {"now": now, "run": run_id})
+        notes.append(f"capacity blocks: {outcome.count('capacity_blocks')} offerings stored")
+    availability.record(con, outcome, run_id, notes)
 
 
 def root_cause(err: BaseException) -> str:
@@ -633,12 +617,10 @@ def _unreadable(path: Path, err: Exception) -> ScrapeOutcome:
 
 def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: AnomalyPolicy,
                   stop_requested: Callable[[], bool] = lambda: False,
-                  on_offers_merged: Callable[[str], None] | None = None,
                   on_merged: Callable[[str], None] | None = None) -> list[LoadReport]:
-    """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a
-    working copy published in one atomic rename (warehouse.snapshot), then forget the merged results.
-    The caller holds the refresh lock. Once `stop_requested()`, the results left keep waiting; a
-    warehouse that cannot be written raises WarehouseError (first cause, where the results wait)."""
+    """Merge every saved result of this warehouse (warehouse.pending), oldest refresh first, into a working
+    copy published in one atomic rename (warehouse.snapshot); the caller holds the refresh lock. Once
+    `stop_requested()`, the results left keep waiting; an unwritable warehouse raises WarehouseError."""
     from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
     published = db_path(db)
@@ -669,7 +651,7 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                 except pending.PendingError as err:
                     outcome = _unreadable(path, err)
                 if outcome is not None:  # None: in the warehouse already
-                    reports.append(load_outcome(con, outcome, refresh_id, policy, on_offers_merged=on_offers_merged))
+                    reports.append(load_outcome(con, outcome, refresh_id, policy))
                     if on_merged is not None:
                         on_merged(outcome.provider)
                 merged.append(path)
