@@ -1,8 +1,6 @@
-"""A DuckDB query, with the fetching and printing of its rows, stopped by a time limit or Ctrl-C.
-
-DuckDB holds the calling thread until a query ends, so the work runs in a worker thread; the main thread
-waits, and on timeout or SIGINT calls `connection.interrupt()` and sets the event checked between batches.
-"""
+"""A DuckDB query, with the fetching and printing of its rows, stopped by a time limit or Ctrl-C: DuckDB holds
+its thread until a query ends, so the work runs in a worker thread; on timeout or SIGINT the main thread calls
+`connection.interrupt()` and sets the event the work checks between batches."""
 
 from __future__ import annotations
 
