@@ -44,9 +44,8 @@ def fetches_at_once(replay: bool) -> int:
 
 
 def task_runner_from_env(replay: bool = False) -> TaskRunner:
-    """The flow's task runner by the `task_runner` setting at import (a process worker imports the module
-    afresh per run): thread (default), or prefect-dask's on `dask_address`'s cluster, else a local one.
-    The thread runner runs `fetches_at_once(replay)` provider tasks at a time."""
+    """The flow's task runner by the `task_runner` setting at import (a process worker imports the module afresh
+    per run): threads (`fetches_at_once(replay)` at a time), or prefect-dask's on `dask_address`, else a local one."""
     settings = load_settings()
     var = env_name("task_runner")
     kind = settings.task_runner.strip().lower()
