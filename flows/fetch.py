@@ -1,10 +1,6 @@
-"""One provider's fetch: the source's own `fetch(ctx)`, its batch made the outcome the merge takes.
-
-A refresh runs each in a worker process (`python -m gpuledger.flows.fetch`, one task a line on standard
-input: the plan and the folder its outcome goes to, warehouse.pending): a timeout kills the worker's whole
-group, and one provider's failure, crash or runaway memory costs that provider alone; a worker is reused
-only after a clean finish (gpuledger.children). `fetch_source` runs a fetch in-process.
-"""
+"""One provider's fetch: the source's own `fetch(ctx)`, its batch made the outcome the merge takes
+(warehouse.pending). A refresh runs each in a worker process (gpuledger.children), so one provider's failure,
+crash, timeout or runaway memory costs that provider alone; `fetch_source` runs a fetch in-process."""
 
 from __future__ import annotations
 
@@ -98,10 +94,10 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
         cache_dir=plan.cache_dir if recorder is None else None,  # a recording is made of whole answers
     )
     ctx.new_validators[FINGERPRINT] = fingerprint(ctx)
-    if recorder is None and plan.validators.get(FINGERPRINT) == ctx.new_validators[FINGERPRINT]:
-        ctx.validators = dict(plan.validators)  # a recording is made of whole answers
     if recorder is not None:
         ctx.proxy = RecordingProxy(recorder, ctx.upstream_url)
+    elif plan.validators.get(FINGERPRINT) == ctx.new_validators[FINGERPRINT]:
+        ctx.validators = dict(plan.validators)
     try:
         batch = module.fetch(ctx)
     except Unchanged as same:

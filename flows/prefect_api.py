@@ -41,10 +41,6 @@ class TemporaryApiServer:
         self._stderr: IO[bytes] | None = None
         self._attempts = 0
 
-    @property
-    def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api"
-
     def command(self, port: int) -> list[str]:
         prefect = Path(sys.executable).with_name("prefect")
         return [str(prefect) if prefect.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
@@ -76,9 +72,10 @@ class TemporaryApiServer:
                         continue
                     raise ApiServerError(f"Prefect's temporary API server exited with code {code}"
                                          f"{self._stderr_tail()}")
+                url = f"http://127.0.0.1:{self.port}/api"
                 try:
-                    if client.get(f"{self.api_url}/health").status_code == 200:
-                        return self.api_url
+                    if client.get(f"{url}/health").status_code == 200:
+                        return url
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:

@@ -26,7 +26,6 @@ class RefreshProgress(logging.Handler):
         super().__init__(logging.DEBUG)
         self.providers = list(providers)
         self._done: set[str] = set()
-        self._merged = 0
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20),
                                   MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
         self._task = self._progress.add_task("starting Prefect and the providers' clients", total=len(self.providers))
@@ -62,5 +61,4 @@ class RefreshProgress(logging.Handler):
         elif event == "merging":
             self._progress.update(self._task, completed=0, description="merging into the warehouse")
         elif event == "merged" and provider:
-            self._merged += 1
-            self._progress.update(self._task, completed=self._merged, description=f"merged {provider}")
+            self._progress.update(self._task, advance=1, description=f"merged {provider}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from contextlib import ExitStack
 from typing import Any, Sequence
 
 from prefect import flow, task
@@ -43,9 +44,8 @@ def fetches_at_once(replay: bool) -> int:
 
 
 def task_runner_from_env(replay: bool = False) -> TaskRunner:
-    """The flow's task runner by the `task_runner` setting at import (a process worker imports the module
-    afresh per run): thread (default), or prefect-dask's on `dask_address`'s cluster, else a local one.
-    The thread runner runs `fetches_at_once(replay)` provider tasks at a time."""
+    """The flow's task runner by the `task_runner` setting at import (a process worker imports the module afresh
+    per run): threads (`fetches_at_once(replay)` at a time), or prefect-dask's on `dask_address`, else a local one."""
     settings = load_settings()
     var = env_name("task_runner")
     kind = settings.task_runner.strip().lower()
@@ -149,60 +149,55 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                     retry_wait_max_s: float = 8.0, group: str | None = None,
                     lock_wait_s: float = 0.0, resume: bool = False,
                     replay_endpoints: str | None = None) -> dict[str, Any]:
-    """Refresh the warehouse from every provider (or the named ones, or a cadence group's).
-
-    replay: answer from recordings (bundled by default; or the running replay server whose endpoints file
-    `replay_endpoints` is); record_dir: save every answer; lock_wait_s: wait this long for a running refresh
-    (0: refused at once). Results an earlier refresh could not write are merged first; resume: only those.
-    """
+    """Refresh the warehouse from every provider (or the named ones, or a cadence group's). replay: answer from
+    recordings (bundled, or the running replay server whose endpoints file `replay_endpoints` is); record_dir: save
+    every answer; lock_wait_s: wait this long for a running refresh (0: refused at once). Results an earlier refresh
+    could not write are merged first; resume: only those."""
     stop_reported_once()
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
     folder = pending.pending_dir(db_path(db)) / refresh_id
-    with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper:
-        external = read_endpoints(replay_endpoints) if replay and replay_endpoints and names else None
-        server = ReplayServer(recordings or BUNDLED_RECORDINGS, providers=names) \
-            if replay and names and external is None else None
-        if server is not None:
-            server.start()
+    with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper, ExitStack() as replaying:
+        urls: dict[str, str] = {}
+        settings: dict[str, dict[str, Any]] = {}
+        if replay and names and replay_endpoints:
+            urls, settings = read_endpoints(replay_endpoints)
+        elif replay and names:
+            server = replaying.enter_context(ReplayServer(recordings or BUNDLED_RECORDINGS, providers=names))
+            urls, settings = server.endpoints(), server.settings
+        mode = "record" if record_dir else ("replay" if replay else "live")
+        since, validators = read_since(db), read_validators(db)
+        plans = [SourcePlan(provider=p, mode=mode, replay_urls=dict(urls), settings=dict(settings.get(p, {})),
+                            since=since.get(p, {}), validators=validators.get(p, {}), record_dir=record_dir,
+                            cache_dir=f"{db_path(db)}.cache/{p}", http_attempts=http_attempts,
+                            retry_wait_max_s=retry_wait_max_s) for p in names]
+        # A recording answers the same way every time: a replay is never retried. Live, only a
+        # crash is (retry_only_crashes): the HTTP policy already retried each request.
+        retries = 0 if replay else load_settings().task_retries
+        runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0,
+                                              retry_condition_fn=retry_only_crashes)
         try:
-            mode = "record" if record_dir else ("replay" if replay else "live")
-            urls, settings = external or ((server.endpoints(), server.settings) if server else ({}, {}))
-            since, validators = read_since(db), read_validators(db)
-            plans = [SourcePlan(provider=p, mode=mode, replay_urls=dict(urls), settings=dict(settings.get(p, {})),
-                                since=since.get(p, {}), validators=validators.get(p, {}), record_dir=record_dir,
-                                cache_dir=f"{db_path(db)}.cache/{p}", http_attempts=http_attempts,
-                                retry_wait_max_s=retry_wait_max_s) for p in names]
-            # A recording answers the same way every time: a replay is never retried. Live, only a
-            # crash is (retry_only_crashes): the HTTP policy already retried each request.
-            retries = 0 if replay else load_settings().task_retries
-            runner = scrape_provider.with_options(retries=retries, retry_delay_seconds=[10, 60][:retries] or 0,
-                                                  retry_condition_fn=retry_only_crashes)
-            try:
-                with children.reusing_workers():
-                    futures = {runner.submit(plan): plan for plan in plans}
-                    for future in as_completed(list(futures)):
-                        plan = futures[future]
-                        files = future.result(raise_on_failure=False)
-                        try:
-                            if isinstance(files, BaseException):  # the task itself crashed, after its retries
-                                pending.write(folder, failed(plan, describe_failure(plan.provider, files)))
-                            else:
-                                saved = pending.save(folder, files)
-                                log.info("%s", pending.describe(json.loads(files[saved.name])))
-                        except OSError as err:
-                            children.stop_all()
-                            raise WarehouseError(f"cannot write beside the warehouse {db_path(db)}: {folder}: "
-                                                 f"{err.strerror or err}") from None
-                        report_progress("fetched", plan.provider)
-            except RefreshInterrupted as stop:
-                stopped = children.stop_all()
-                kept = len(pending.waiting(db_path(db)))
-                raise RefreshInterrupted(stop.signum, f"while fetching ({stopped} fetches stopped); {kept} fetched "
-                                         "results are kept for the next refresh (or `gpuledger refresh --resume`)")
-        finally:
-            if server is not None:
-                server.close()
+            with children.reusing_workers():
+                futures = {runner.submit(plan): plan for plan in plans}
+                for future in as_completed(list(futures)):
+                    plan = futures[future]
+                    files = future.result(raise_on_failure=False)
+                    try:
+                        if isinstance(files, BaseException):  # the task itself crashed, after its retries
+                            pending.write(folder, failed(plan, describe_failure(plan.provider, files)))
+                        else:
+                            saved = pending.save(folder, files)
+                            log.info("%s", pending.describe(json.loads(files[saved.name])))
+                    except OSError as err:
+                        children.stop_all()
+                        raise WarehouseError(f"cannot write beside the warehouse {db_path(db)}: {folder}: "
+                                             f"{err.strerror or err}") from None
+                    report_progress("fetched", plan.provider)
+        except RefreshInterrupted as stop:
+            stopped = children.stop_all()
+            kept = len(pending.waiting(db_path(db)))
+            raise RefreshInterrupted(stop.signum, f"while fetching ({stopped} fetches stopped); {kept} fetched "
+                                     "results are kept for the next refresh (or `gpuledger refresh --resume`)")
         report_progress("merging")
         stopper.in_window = True  # a signal from here on stops the merge between two providers
         reports = merge_pending(db, refresh_id, AnomalyPolicy.from_env(accept_anomaly),

@@ -1,8 +1,6 @@
-"""A DuckDB query, with the fetching and printing of its rows, stopped by a time limit or Ctrl-C.
-
-DuckDB holds the calling thread until a query ends, so the work runs in a worker thread; the main thread
-waits, and on timeout or SIGINT calls `connection.interrupt()` and sets the event checked between batches.
-"""
+"""A DuckDB query, with the fetching and printing of its rows, stopped by a time limit or Ctrl-C: DuckDB holds
+its thread until a query ends, so the work runs in a worker thread; on timeout or SIGINT the main thread calls
+`connection.interrupt()` and sets the event the work checks between batches."""
 
 from __future__ import annotations
 
@@ -33,7 +31,7 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
     """`work(stopping)` (queries on `con`) in a worker thread; QueryStopped after `timeout_s` seconds (None or 0:
     no limit) or on SIGINT, with the query interrupted and `stopping` set. Errors of `work` are raised here."""
     outcome: dict[str, Any] = {}
-    done, stopping = threading.Event(), threading.Event()
+    stopping = threading.Event()
     stopped: list[QueryStopped] = []
 
     def run() -> None:
@@ -41,8 +39,6 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
             outcome["value"] = work(stopping)
         except BaseException as err:  # noqa: BLE001 - handed to the waiting thread, raised there
             outcome["error"] = err
-        finally:
-            done.set()
 
     def stop(reason: QueryStopped) -> None:
         if not stopped:
@@ -58,12 +54,12 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
     worker = threading.Thread(target=run, name="gpuledger-sql", daemon=True)
     try:
         worker.start()
-        if not done.wait(timeout_s or None):
+        worker.join(timeout_s or None)
+        if worker.is_alive():
             stop(QueryStopped(f"the query ran longer than {timeout_s:g} s (--timeout) and was stopped",
                               EXIT_TIMED_OUT))
-        while not done.is_set() and stopped:
-            if not done.wait(UNWIND_S):
-                break  # a worker that does not unwind is a daemon: it ends with the process
+        if stopped:
+            worker.join(UNWIND_S)  # a worker that does not unwind is a daemon: it ends with the process
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)

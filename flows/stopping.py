@@ -18,8 +18,7 @@ class RefreshInterrupted(Exception):
 
     def __init__(self, signum: int, during: str) -> None:
         self.signum = signum
-        self.name = signal.Signals(signum).name
-        super().__init__(f"refresh interrupted by {self.name} {during}")
+        super().__init__(f"refresh interrupted by {signal.Signals(signum).name} {during}")
 
     @property
     def exit_code(self) -> int:

@@ -1,10 +1,6 @@
-"""No child outlives a refresh: `python -m gpuledger.flows.watchdog PID` watches process PID.
-
-A `kill -9` of a refresh runs none of its cleanup, so its children (Prefect's temporary server, crawl
-children in their own sessions, Chromium) would live on. This separate process, in its own session (a
-terminal's Ctrl-C reaches the refresh, not it), notes the refresh's descendants every POLL_S seconds and
-kills those still running once the refresh is gone; psutil's pid and start time never mistake a reused pid.
-"""
+"""No child outlives a refresh, even one killed by `kill -9` (Prefect's temporary server, crawls, Chromium):
+`python -m gpuledger.flows.watchdog PID`, in its own session, notes PID's descendants every POLL_S seconds and
+kills those still running once PID is gone (psutil's pid and start time never mistake a reused pid)."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import suppress
 
 import psutil
 
@@ -47,10 +44,8 @@ def watch(pid: int, poll_s: float = POLL_S) -> list[int]:
         time.sleep(poll_s)
     left = [p for p in seen.values() if p.is_running()]
     for p in left:
-        try:
+        with suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(left, timeout=5)
     return [p.pid for p in left]
 

@@ -65,14 +65,11 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
     selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
                             min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
                             commitments=commitments)
-    con = open_reader(db)
-    try:
+    with open_reader(db) as con:
         where, params = selection.resolved(con, SOURCES).where()
         table = con.sql(
             f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
             "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
             params=params).to_arrow_table()
-    finally:
-        con.close()
     columns = [table.column(c).to_pylist() for c in OFFER_FIELDS]
     return Offers([Offer(*values) for values in zip(*columns)], table)

@@ -1,10 +1,7 @@
 """Child processes of a refresh (a provider's fetch, a page's crawl), each `python -m ...` in a process group
 of its own: a timeout kills it with all it started, and it ends itself when the refresh dies (even by kill -9).
-
-A fetch child is a worker: it takes tasks one line at a time on stdin and ends each with a DONE line on
-stderr. Inside `reusing_workers()` a worker that finished cleanly takes the next task, so Python's start and
-the imports are paid once per worker instead of once per provider; a worker that overran, crashed, left
-threads running or holds much memory is never reused."""
+A fetch worker takes one task a line on stdin, ending each with a DONE line on stderr; inside `reusing_workers()`
+one that finished cleanly (in time, no thread left, small RSS) takes the next: its imports are paid once."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO, Any, Iterator
 
 from gpuledger.warehouse.settings import PARENT_PID_VARIABLE
@@ -36,10 +33,8 @@ _reusing = False
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """Kill the child's whole process group; return once none of it is left (or GROUP_GONE_WAIT_S passed):
     a member of the group may still be exiting after the child itself is reaped."""
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
     deadline = time.monotonic() + GROUP_GONE_WAIT_S
     while time.monotonic() < deadline:
@@ -50,15 +45,21 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.01)
 
 
-def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **popen: Any
-        ) -> tuple[int | None, str]:
-    """Run `python -m module args` in its own session, fed `stdin`; (exit code, its stderr). After
-    `timeout_s` its whole group is killed and the code is None."""
+def _start(module: str, args: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """`python -m module args` in a session of its own, told this process's pid; counted as running."""
     env = {**popen.pop("env", os.environ), PARENT_PID_VARIABLE: str(os.getpid())}
     proc = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True, env=env, **popen)
     with _live_lock:
         _live.add(proc)
+    return proc
+
+
+def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **popen: Any
+        ) -> tuple[int | None, str]:
+    """Run `python -m module args` in its own session, fed `stdin`; (exit code, its stderr). After
+    `timeout_s` its whole group is killed and the code is None."""
+    proc = _start(module, args, **popen)
     try:
         _, err = proc.communicate(stdin, timeout=timeout_s)
         code: int | None = proc.returncode
@@ -112,21 +113,13 @@ def _worker(module: str) -> subprocess.Popen[bytes]:
             proc = waiting.pop()
             _live.add(proc)
             return proc
-    env = {**os.environ, PARENT_PID_VARIABLE: str(os.getpid())}
-    proc = subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True, env=env)
-    with _live_lock:
-        _live.add(proc)
-    return proc
+    return _start(module, [])
 
 
 def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
-    for pipe in (proc.stdin, proc.stderr):
-        if pipe is not None:
-            try:
-                pipe.close()
-            except OSError:  # the worker is gone: nothing left to flush
-                pass
+    for pipe in filter(None, (proc.stdin, proc.stderr)):
+        with suppress(OSError):  # the worker is gone: nothing left to flush
+            pipe.close()
 
 
 def _task_output(stderr: IO[bytes], deadline: float) -> tuple[bytes, bool]:

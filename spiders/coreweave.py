@@ -16,7 +16,7 @@ from scrapy.http import Response
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, clean_text
 from gpuledger.spiders.items import price_unit, slug, usd_price
 from gpuledger.spiders.page_source import ALL_TEXT, NO_FOOTNOTES, LayoutChanged, PricingSpider, add_gpu_offers
-from gpuledger.spiders.page_source import add_services, fetch_page, has_class, page_of, page_spec
+from gpuledger.spiders.page_source import add_services, fetch_page, has_class, page_spec
 from gpuledger.spiders.page_source import require_columns, scrape as scrape_page, text_of
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch
@@ -50,7 +50,7 @@ def _cells(grid_row: Selector) -> SelectorList:
     return grid_row.xpath(f"./div[{has_class('table-grid')}]/div[{has_class('table-v2-cell')}]")
 
 
-def parse_service_rows(page: Selector) -> list[PageRow]:
+def parse_service_rows(page: Response | Selector) -> list[PageRow]:
     """Storage and networking rows: a name and a price text each."""
     rows: list[PageRow] = []
     for css, section in ((".table-v2.storage-pricing", "Storage"), (".table-v2.networking-pricing", "Networking")):
@@ -65,9 +65,8 @@ def parse_service_rows(page: Selector) -> list[PageRow]:
     return rows
 
 
-def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
+def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
     """Every GPU, storage and networking row of the page; LayoutChanged when the GPU table is gone."""
-    page = page_of(response)
     tables = page.css(GPU_TABLE)
     if not tables:
         raise LayoutChanged(f"no GPU price table ({GPU_TABLE}) on the page")

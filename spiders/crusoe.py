@@ -17,7 +17,7 @@ from scrapy.http import Response
 from gpuledger.spiders.items import GPU, STORAGE, PageRow, PriceTextError, clean_text, slug, usd_per_hour
 from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, add_gpu_offers, add_services, describe_service
 from gpuledger.spiders.page_source import fetch_page
-from gpuledger.spiders.page_source import has_class, page_of, page_spec, scrape as scrape_page, text_of
+from gpuledger.spiders.page_source import has_class, page_spec, scrape as scrape_page, text_of
 from gpuledger.warehouse.records import Batch
 
 NAME = "crusoe"
@@ -52,7 +52,7 @@ def _shown(sel: Selector | SelectorList, cls: str) -> SelectorList:
     return sel.xpath(f".//*[{has_class(cls)} and {_SHOWN}]")
 
 
-def _tables(page: Selector, first_column: str) -> Iterator[tuple[list[str], str, Selector]]:
+def _tables(page: Response | Selector, first_column: str) -> Iterator[tuple[list[str], str, Selector]]:
     """(column labels, section heading, table) of every shown table whose first column is `first_column`."""
     for table in page.xpath(f"//*[{has_class('pricing-gap')} and {_SHOWN}]"):
         heading = _shown(table, "pricing-table-heading")
@@ -80,9 +80,8 @@ def _rows(table: Selector, labels: list[str], section: str, kind: str, price: st
     return rows
 
 
-def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
+def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
     """The GPU and storage rows of the page; LayoutChanged when the GPU table is gone or empty."""
-    page = page_of(response)
     gpu_tables = list(_tables(page, "gpu model"))
     if not gpu_tables:
         raise LayoutChanged("no GPU price table (a .pricing-gap whose first column is 'GPU model') on the page")

@@ -16,7 +16,7 @@ from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, usd_per_hour
 from gpuledger.spiders.page_source import LayoutChanged, PageFailed, PricingSpider, add_services, describe_service
-from gpuledger.spiders.page_source import fetch_page, page_of, page_spec, require_columns, spot_saving, text_of
+from gpuledger.spiders.page_source import fetch_page, page_spec, require_columns, spot_saving, text_of
 from gpuledger.spiders.page_source import scrape as scrape_page
 from gpuledger.warehouse.records import Batch
 
@@ -88,7 +88,7 @@ async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str
     return {"rendered": outcome == "rows"}
 
 
-def _tables(page: Selector, css: str, width: int = 0) -> Iterable[tuple[str, list[str], list[list[str]]]]:
+def _tables(page: Response | Selector, css: str, width: int = 0) -> Iterable[tuple[str, list[str], list[list[str]]]]:
     """(card heading, column labels, body rows of `width` cells or as many as the labels) per table."""
     for table in page.css(css):
         heading = text_of(table.xpath("ancestor::div[contains(@class, 'page-price_card')][1]//h3[1]"))
@@ -97,9 +97,8 @@ def _tables(page: Selector, css: str, width: int = 0) -> Iterable[tuple[str, lis
         yield heading, labels, [texts for texts in rows if len(texts) == (width or len(labels))]
 
 
-def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
+def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
     """On-demand, spot and storage/networking rows of the rendered page; LayoutChanged without them."""
-    page = page_of(response)
     on_demand = list(_tables(page, ON_DEMAND_TABLE))[:1]
     if not on_demand:
         raise LayoutChanged(f"no on-demand GPU price table ({ON_DEMAND_TABLE}) on the page")

@@ -18,7 +18,7 @@ from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, slug, usd_per_hour
 from gpuledger.spiders.page_source import NO_FOOTNOTES, LayoutChanged, PricingSpider, add_gpu_offers, add_services
-from gpuledger.spiders.page_source import describe_service, fetch_page, has_class, page_of, page_spec, text_of
+from gpuledger.spiders.page_source import describe_service, fetch_page, has_class, page_spec, text_of
 from gpuledger.spiders.page_source import scrape as scrape_page
 from gpuledger.warehouse.records import Batch
 
@@ -53,7 +53,7 @@ _EFFECTIVE = re.compile(r"\(?\s*effective\s+([A-Z][a-z]+\s+\d{1,2},\s*\d{4})\s*\
 _EGRESS = re.compile(r"\begress\b", re.I)
 
 
-def _tables(page: Selector) -> Iterable[tuple[str, list[str], list[list[str]]]]:
+def _tables(page: Response | Selector) -> Iterable[tuple[str, list[str], list[list[str]]]]:
     """(title, column labels, body rows) of every highlight table on the page."""
     def cells(row: Selector) -> list[str]:
         return [text_of(c, NO_FOOTNOTES) for c in row.xpath(f"./div[{has_class(BLOCK + '__cell')}]")]
@@ -67,7 +67,7 @@ def _tables(page: Selector) -> Iterable[tuple[str, list[str], list[list[str]]]]:
 
 def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
     """GPU, storage and egress rows of the page; LayoutChanged without a GPU price table."""
-    tables = list(_tables(page_of(response)))
+    tables = list(_tables(response))
     rows: list[PageRow] = []
     gpu_tables = [t for t in tables if any("gpu-hour" in label.lower() for label in t[1])]
     if not gpu_tables:

@@ -155,10 +155,6 @@ def text_of(sel: Selector | SelectorList, texts: str = ALL_TEXT) -> str:
     return clean_text(" ".join(sel.xpath(texts).getall()))
 
 
-def page_of(response: Response | Selector) -> Selector:
-    return response.selector if isinstance(response, Response) else response
-
-
 def require_columns(labels: list[str], wanted: Iterable[str], what: str) -> None:
     """LayoutChanged unless every `wanted` prefix (lower case) starts one of the column labels."""
     lowered = [label.lower() for label in labels]

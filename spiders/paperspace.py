@@ -15,7 +15,7 @@ from parsel import Selector
 from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, PageRow, PriceTextError, slug, usd_per_hour
-from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, fetch_page, has_class, page_of, page_spec
+from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, fetch_page, has_class, page_spec
 from gpuledger.spiders.page_source import scrape as scrape_page, text_of
 from gpuledger.warehouse.records import Batch
 
@@ -45,7 +45,7 @@ CPU_MACHINE = re.compile(r"^C[0-9]+$")
 
 def parse_pricing_page(response: Response | Selector) -> list[PageRow]:
     """One row per machine card: the visible (hourly) price, and a hidden monthly price as a cell."""
-    cards = page_of(response).xpath(f"//*[{has_class('instance-container-flex')}]//*[{has_class(CARD)}]")
+    cards = response.xpath(f"//*[{has_class('instance-container-flex')}]//*[{has_class(CARD)}]")
     if not cards:
         raise LayoutChanged(f"the machine price list has no rows (no .instance-container-flex .{CARD} cards)")
     rows: list[PageRow] = []
