@@ -15,6 +15,7 @@ from rich.console import Console
 from gpuledger.flows.literal import literal
 from gpuledger.flows.output import fail, out
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
+from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -60,7 +61,7 @@ def report_command(
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
                               models=model or COMMON_MODELS)
-    except ValueError as e:  # an unknown model; a WarehouseError: one line, exit 2 (flows/cli.py)
+    except (WarehouseError, ValueError) as e:
         raise fail(str(e), 2) from None
     except OSError as e:
         raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
