@@ -10,7 +10,7 @@ import typer
 
 from gpuledger.flows.literal import labelled
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, chosen, emit, format_option, json_option
+from gpuledger.flows.output import Format, chosen, emit, fail, format_option, json_option
 from gpuledger.flows.output import err as console
 
 
@@ -32,7 +32,6 @@ def publish_command(
     Example:
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
-    from gpuledger.flows.cli import _fail
     from gpuledger.warehouse.catalog import CatalogError, publish
     from gpuledger.warehouse.store import open_reader
 
@@ -40,7 +39,7 @@ def publish_command(
         try:
             done = publish(con, folder)
         except CatalogError as err:
-            raise _fail(str(err), 2) from None
+            raise fail(str(err), 2) from None
     emit(["provider", "files"], sorted(done.items()), chosen(fmt, as_json), title=f"published into {folder}")
 
 
@@ -63,7 +62,6 @@ def pull_command(
     Example:
       gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
     """
-    from gpuledger.flows.cli import _fail
     from gpuledger.warehouse.catalog import CatalogError, PullReport, pull
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
@@ -72,14 +70,14 @@ def pull_command(
         check_warehouse_file(db)
         reports = pull(db, source)
     except (CatalogError, WarehouseError) as err:
-        raise _fail(str(err), 2) from None
+        raise fail(str(err), 2) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
          title=f"pull {source}")
     refused = [r for r in reports if r.state == "refused"]
     for r in refused:  # one line each, naming the file
         console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
     if refused:
-        raise _fail(f"refused providers: {', '.join(r.provider for r in refused)}")
+        raise fail(f"refused providers: {', '.join(r.provider for r in refused)}")
 
 
 def register(app: typer.Typer) -> None:

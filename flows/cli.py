@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import logging
@@ -28,6 +27,7 @@ from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, finite
 from gpuledger.flows.output import Format, chosen, emit, format_option, json_option, out
 from gpuledger.flows.output import err as console
+from gpuledger.flows.output import fail as _fail  # recommend_cli imports it from here
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
@@ -80,11 +80,6 @@ def _setup_logging(verbose: bool) -> None:
         for name in PREFECT_NOISE:
             logging.getLogger(name).addFilter(_prefect_said_once)
         logging.raiseExceptions = False  # Prefect's log worker writes "--- Error logging to API ---" unless
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(labelled("error:", "red", message), soft_wrap=True)  # one line, however long
-    return typer.Exit(code)
 
 
 def _reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
@@ -284,27 +279,16 @@ def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.E
     fetched. Nothing more is fetched or written once `stopping` is set."""
     columns = [d[0] for d in rel.description] if rel.description else []
 
-    def batches() -> Iterator[list[tuple[Any, ...]]]:
+    def rows() -> Iterator[tuple[Any, ...]]:
         while columns and not stopping.is_set() and (batch := rel.fetchmany(SQL_BATCH_ROWS)):
-            yield batch
+            yield from batch
 
-    if fmt == "table":
-        rows = [row for batch in batches() for row in batch]
-        if not stopping.is_set():
-            emit(columns, rows, fmt)
-    elif fmt == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
-        for batch in batches():
-            writer.writerows(batch)
-    else:  # the JSON emit writes, one object at a time
-        sep = "\n"
-        sys.stdout.write("[")
-        for row in (row for batch in batches() for row in batch):
-            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, row)), default=str, indent=2,
-                                                     ensure_ascii=True).replace("\n", "\n  "))
-            sep = ",\n"
-        sys.stdout.write("]\n" if sep == "\n" else "\n]\n")
+    if fmt != "table":
+        emit(columns, rows(), fmt)
+        return
+    table = list(rows())
+    if not stopping.is_set():
+        emit(columns, table, fmt)
 
 
 @app.command()

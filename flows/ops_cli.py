@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from gpuledger.flows.literal import literal
-from gpuledger.flows.output import out
+from gpuledger.flows.output import fail, out
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
@@ -56,16 +56,15 @@ def report_command(
     Example:
       gpuledger report prices.html && xdg-open prices.html
     """
-    from gpuledger.flows.cli import _fail
     from gpuledger.flows.report import COMMON_MODELS, loaded_count, write_report
 
     try:
         report = write_report(db, out_file, egress_gb=egress_gb, stale_after_hours=stale_after_hours,
                               models=model or COMMON_MODELS)
     except (WarehouseError, ValueError) as e:
-        raise _fail(str(e), 2) from None
+        raise fail(str(e), 2) from None
     except OSError as e:
-        raise _fail(f"cannot write {out_file}: {e.strerror or e}") from None
+        raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
     err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
     out.print(literal(report.path))
 
@@ -85,13 +84,12 @@ def plot_command(
       gpuledger plot --gpu H100-SXM h100.png
       gpuledger plot --gpu A100-SXM4-80 --option spot --provider aws --provider gcp a100-spot.png
     """
-    from gpuledger.flows.cli import _fail
     from gpuledger.flows.plot import plot_price_history, utc_minute
 
     try:  # a WarehouseError: one line, exit 2 (flows/cli.py)
         history = plot_price_history(db, gpu, out_file, option, provider or None)
     except OSError as e:
-        raise _fail(f"cannot write {out_file}: {e.strerror or e}") from None
+        raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
     if history.snapshot is not None:
         err.print(literal(f"{gpu}: a single snapshot ({utc_minute(history.snapshot)}) of {len(history.series)} "
                           "providers: no history yet, drawn as one bar per provider"))
@@ -178,20 +176,19 @@ def serve_command(
     """
     from prefect.settings import PREFECT_API_URL
 
-    from gpuledger.flows.cli import _fail
 
     if not PREFECT_API_URL.value():
-        raise _fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
+        raise fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
                     "starts never fires schedules. Start one (`prefect server start`) and set "
                     "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
     parameters = {k: v for k, v in (("db", db and str(db)), ("providers", list(provider)), ("replay", replay)) if v}
     try:
         pool = work_pool_of(f"nightly_refresh/{name}")
     except Exception as e:  # an unreachable or refusing server: one line, not Prefect's traceback
-        raise _fail(f"cannot reach the Prefect server at {PREFECT_API_URL.value()}: {type(e).__name__}: {e}",
+        raise fail(f"cannot reach the Prefect server at {PREFECT_API_URL.value()}: {type(e).__name__}: {e}",
                     2) from None
     if pool and not force:
-        raise _fail(f"nightly_refresh/{name} is deployed to the work pool {pool!r} (prefect.yaml's, or another "
+        raise fail(f"nightly_refresh/{name} is deployed to the work pool {pool!r} (prefect.yaml's, or another "
                     "`prefect deploy`); serving under that name would replace its parameters and schedule. Serve "
                     "under another --name, or pass --force to replace it.", 2)
     deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)

@@ -7,13 +7,13 @@ import csv
 import json
 import sys
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuledger.flows.literal import cell
+from gpuledger.flows.literal import cell, labelled
 
 
 class Format(str, Enum):
@@ -35,17 +35,29 @@ def json_option() -> Any:
     return typer.Option(False, "--json", help="JSON for scripts (the same as --format json).")
 
 
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """`message` as one error line on standard error; the caller raises the Exit (code `code`) returned."""
+    err.print(labelled("error:", "red", message), soft_wrap=True)  # one line, however long
+    return typer.Exit(code)
+
+
 def chosen(fmt: Format | str, as_json: bool = False) -> str:
     return "json" if as_json else Format(fmt).value
 
 
-def emit(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str, title: str | None = None) -> None:
-    """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output."""
+def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None) -> None:
+    """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
+    is written as it comes (json.dumps of the whole list, indent 2, one object at a time)."""
     if fmt == "json":
-        # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \u escape,
-        # the same value to a JSON reader and inert on a terminal.
-        sys.stdout.write(json.dumps([dict(zip(columns, r)) for r in rows], default=str, indent=2,
-                                    ensure_ascii=True) + "\n")
+        sep = "\n"
+        sys.stdout.write("[")
+        for r in rows:
+            # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \u escape,
+            # the same value to a JSON reader and inert on a terminal.
+            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, r)), default=str, indent=2,
+                                                     ensure_ascii=True).replace("\n", "\n  "))
+            sep = ",\n"
+        sys.stdout.write("]\n" if sep == "\n" else "\n]\n")
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)

@@ -87,11 +87,6 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
     return result
 
 
-def latest_prices(history: PriceHistory) -> dict[str, float]:
-    """Each provider's last known price (providers whose offers all vanished are left out)."""
-    return {provider: points[-1][1] for provider, points in history.series.items() if points[-1][1] is not None}
-
-
 def utc_minute(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -111,7 +106,9 @@ def figure(history: PriceHistory) -> Any:
     ax = fig.add_subplot(1, 1, 1)
     option = _option_words(history.purchase_option)
     if history.snapshot is not None:
-        prices = sorted(latest_prices(history).items(), key=lambda kv: (-kv[1], kv[0]))
+        # each provider's last known price (providers whose offers all vanished are left out)
+        prices = sorted(((provider, points[-1][1]) for provider, points in history.series.items()
+                         if points[-1][1] is not None), key=lambda kv: (-kv[1], kv[0]))
         names = [p for p, _ in prices]
         bars = ax.barh(names, [v for _, v in prices], color="#4c72b0")
         labels = [f"${v:,.2f}" if v >= 1 else f"${v:.3f}" for _, v in prices]
@@ -143,19 +140,12 @@ def figure(history: PriceHistory) -> Any:
     return fig
 
 
-def draw(history: PriceHistory, out: str | os.PathLike[str]) -> PriceHistory:
-    """Write the PNG; returns the same history with its path set."""
-    fig = figure(history)
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=DPI)
-    history.path = path
-    return history
-
-
 def plot_price_history(db: str | os.PathLike[str] | None, gpu: str, out: str | os.PathLike[str],
                        purchase_option: str = "on_demand", providers: Sequence[str] | None = None) -> PriceHistory:
-    """Read the history (read-only), draw it to `out`, and return what was plotted."""
+    """Read the history (read-only), draw it to the PNG `out`, and return what was plotted, its path set."""
     with open_reader(db) as con:
         history = price_history(con, gpu, purchase_option, providers)
-    return draw(history, out)
+    history.path = Path(out)
+    history.path.parent.mkdir(parents=True, exist_ok=True)
+    figure(history).savefig(history.path, format="png", dpi=DPI)
+    return history

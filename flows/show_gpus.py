@@ -11,7 +11,7 @@ import typer
 
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option
+from gpuledger.flows.output import Format, chosen, emit, err, fail, format_option, json_option
 from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
 from gpuledger.warehouse.store import open_reader
 
@@ -92,10 +92,9 @@ def show_gpus_command(
       gpuledger show-gpus H100
       gpuledger show-gpus --gpu H100 --on-demand --format csv
     """
-    from gpuledger.flows.cli import _fail
 
     if gpu and listing_gpu:
-        raise _fail("name the GPU once: `show-gpus H100` lists it per provider, `--gpu H100` filters the summary", 2)
+        raise fail("name the GPU once: `show-gpus H100` lists it per provider, `--gpu H100` filters the summary", 2)
     selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
                             regions=tuple(region), max_price=max_price, commitments=commitments)
     with open_reader(db) as con:  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)

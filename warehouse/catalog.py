@@ -59,6 +59,12 @@ def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
+def _marks(con: duckdb.DuckDBPyConnection, provider: str) -> dict[str, Any]:
+    """Per segmented table, the latest time that marks a row of `provider` as changed."""
+    return {t: con.execute(f"select max({mark}) from {t} where provider = $p", {"p": provider}).fetchall()[0][0]
+            for t, (_, mark) in SEGMENTED.items()}
+
+
 # -- publishing -------------------------------------------------------------------------------------
 
 def _write(con: duckdb.DuckDBPyConnection, folder: Path, name: str, table: str, query: str,
@@ -92,8 +98,7 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
         entries, done = {}, {}
         for p in providers:
             prev, (run_id, started, finished) = before["providers"].get(p), runs[p]
-            marks = {t: _iso(con.execute(f"select max({mark}) from {t} where provider = $p", {"p": p}).fetchall()[0][0])
-                     for t, (_, mark) in SEGMENTED.items()}
+            marks = {t: _iso(mark) for t, mark in _marks(con, p).items()}
             if prev and (_time(prev["started_at"]) > started or (_time(prev["started_at"]) == started
                                                                   and prev["marks"] == marks)):
                 entries[p], done[p] = prev, "kept"
@@ -106,9 +111,9 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
             for table, (ids, mark) in SEGMENTED.items():
                 since = (prev or {}).get("marks", {}).get(table)
                 new = _write(con, folder, f"{p}.{table}.{stamp}.parquet", table,
-                             f"select {', '.join(column_names(table))} from {table} where provider = $p"
-                             + (f" and {mark} > $since::timestamptz" if since else "") + f" order by {', '.join(ids)}",
-                             {"p": p, **({"since": since} if since else {})})
+                             f"select {', '.join(column_names(table))} from {table} where provider = $p and "
+                             f"($since::timestamptz is null or {mark} > $since::timestamptz) order by {', '.join(ids)}",
+                             {"p": p, "since": since})
                 files += [dict(f, through=marks[table]) for f in new]
                 segments = [f for f in files if f["table"] == table]
                 if len(segments) > MAX_SEGMENTS:
@@ -243,8 +248,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     if own and last is not None and last >= started:
         return PullReport(provider, "up to date" if last == started else "kept", offers,
                           detail=f"the warehouse holds its scrape of {last:%Y-%m-%d %H:%M} UTC")
-    marks = {t: con.execute(f"select max({mark}) from {t} where provider = $p", p).fetchall()[0][0]
-             for t, (_, mark) in SEGMENTED.items()}
+    marks = _marks(con, provider)
     # the current files, and (into a warehouse that holds what it pulled) the segments past its own history
     wanted = [f for f in files if f["table"] in CURRENT or not own and (
         marks[f["table"]] is None or _time(f.get("through")) is None or _time(f["through"]) > marks[f["table"]])]
