@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
-from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH
+from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH, expected_run_hours
 from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
 from gpuledger.warehouse.recommender.volumes import billed_gb_for, holds, volume_sizings
 
@@ -318,9 +318,8 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
                       else _div(np.full(n_rows, req.job_tokens), tokens_per_s) / 3600.0)
         rate = c["rate"][idx]
         interruptible = c["interruptible"][idx]
-        timed = interruptible & ~np.isnan(rate)
-        run_hours = np.where(timed, base_hours * (1 + rate * (ckpt_h / 2 + col("restart_h")))
-                             + base_hours / ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
+        expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
+        run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
 
         # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
         gran = np.maximum(c["granularity_s"][idx], 1)
