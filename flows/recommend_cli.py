@@ -158,8 +158,8 @@ def recommend_command(
                                              "without capacity (flagged)."),
     headroom: float = typer.Option(0.05, "--headroom", help="Fraction of GPU memory left free."),
     dataset_gb: float = typer.Option(1.0, "--dataset-gb", help="Training data kept on disk, GB."),
-    checkpoint_every_minutes: float = typer.Option(30.0, "--checkpoint-every", help="Spot: minutes between checkpoints "
-                                           "(an interruption redoes half of it on average)."),
+    checkpoint_every_minutes: float = typer.Option(30.0, "--checkpoint-every", help="Spot: minutes between "
+                                                   "checkpoints (an interruption redoes half of it on average)."),
     days: Optional[float] = typer.Option(None, "--days", help="Keep the working set on a volume this many days "
                                          "(runs and the idle time between them); billed for all of it."),
     top: int = typer.Option(10, "--top", help="Show this many candidates."),
