@@ -169,12 +169,9 @@ def activation_bytes(spec: ModelSpec, seq_len: int, micro_batch: int, checkpoint
     mlp = ((spec.layers - spec.moe_layers) * (h + per_width * spec.intermediate) + spec.moe_layers * moe) / spec.layers
     per_token_layer = act_bytes * (attn + mlp + 2 * h)
     tokens = seq_len * micro_batch
-    if checkpointing:
-        layers = spec.layers * tokens * h * act_bytes
-        recompute = tokens * per_token_layer
-    else:
-        layers = spec.layers * tokens * per_token_layer
-        recompute = 0.0
+    # Checkpointing keeps each layer's input and recomputes one layer's activations at a time.
+    layers = spec.layers * tokens * (h * act_bytes if checkpointing else per_token_layer)
+    recompute = tokens * per_token_layer if checkpointing else 0.0
     logits = tokens * spec.vocab * (act_bytes + 4.0 * LOSS_FP32_COPIES)
     return {"layers": float(layers), "recompute": float(recompute), "logits": float(logits)}
 

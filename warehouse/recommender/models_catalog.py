@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
 from gpuledger.warehouse.recommender.names import resolve_name
 
 CATALOG = Path(__file__).parent / "models.csv"
@@ -132,16 +134,14 @@ class ModelSpec:
             mlp(self.expert_width)
 
 
-def _spec(r: dict[str, str]) -> ModelSpec:
-    def num(key: str, default: float = 0) -> float:
-        return float(r[key]) if r[key] else default
-    return ModelSpec(
-        r["name"], r["display"], num("published_params"), int(r["layers"]), int(r["hidden"]), int(r["heads"]),
-        int(r["kv_heads"]), int(r["intermediate"]), int(r["vocab"]), head_dim=int(num("head_dim")) or None,
-        tied_embeddings=r["tied"] == "1", gated_mlp=r["gated"] == "1", experts=int(num("experts", 1)),
-        experts_per_token=int(num("experts_per_token", 1)), expert_intermediate=int(num("expert_intermediate")) or None,
-        shared_experts=int(num("shared_experts")), moe_every=int(num("moe_every", 1)), qkv_bias=r["qkv_bias"] == "1",
-        extra_params=num("extra_params"), aliases=tuple(r["aliases"].split()), source=r["source"])
+_SPEC = TypeAdapter(ModelSpec)
+_FIELD_OF_COLUMN = {"tied": "tied_embeddings", "gated": "gated_mlp"}
+
+
+def _spec(row: dict[str, str]) -> ModelSpec:
+    """A models.csv row as a ModelSpec: numbers and 0/1 flags converted, an empty cell the field's default."""
+    given = {_FIELD_OF_COLUMN.get(k, k): v for k, v in row.items() if v != ""}
+    return _SPEC.validate_python(given | {"aliases": tuple(row["aliases"].split())})
 
 
 @lru_cache(maxsize=1)

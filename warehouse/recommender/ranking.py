@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
-from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH
+from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH, expected_run_hours
 from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
 from gpuledger.warehouse.recommender.volumes import billed_gb_for, holds, volume_sizings
 
@@ -91,9 +91,8 @@ class OfferFacts:
     storage: list[tuple[str, str, str, float]]  # provider, region, storage class, usd per GB-month
     egress: list[tuple[str, str, float, float | None, float]]  # provider, region, start, end, usd
     persists: dict[str, bool | None]
-    cacheable: bool  # read-only: shown rows and picks may be kept
-    place_tables: dict[tuple[float, float], Any] = field(default_factory=dict)  # (storage GB, egress GB)
-    picks: list[tuple] = field(default_factory=list)  # the storage picks the place tables index
+    cacheable: bool  # read-only: shown rows and place tables may be kept
+    place_tables: dict[tuple[float, float], dict] = field(default_factory=dict)  # by (storage GB, egress GB)
     shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
 
     def offers_per_provider(self) -> dict[str, int]:
@@ -168,63 +167,48 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
 _SOURCES = ("none", "region", "provider")
 LEFT_OUT = 5  # cheaper offers that fit no plan, named with the reason
 _PLACE_TABLES_KEPT = 64
+_PLACE_COLUMNS = ("storage_class", "storage_usd", "storage_billed", "size_known", "storage_source",
+                  "egress_usd", "egress_source")
 
 
-@dataclass
-class _PlaceTable:
-    """Per place code: the storage pick (index into OfferFacts.picks, -1: none), its USD per GB-month
-    and billed GB, the egress USD, and where each came from (an index into _SOURCES)."""
-
-    pick: np.ndarray
-    usd: np.ndarray
-    billed: np.ndarray
-    s_source: np.ndarray
-    e_usd: np.ndarray
-    e_source: np.ndarray
+def _own_or_providers(by_place: dict, by_provider: dict, provider: str, region: str, none: Any) -> tuple[Any, int]:
+    """The place's own value (source 1), else the provider's (2), else `none` (0)."""
+    if (provider, region) in by_place:
+        return by_place[(provider, region)], 1
+    if provider in by_provider:
+        return by_provider[provider], 2
+    return none, 0
 
 
-def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> _PlaceTable:
-    """Storage on the class whose billed volume for storage_gb costs least in the region, else in the
-    provider (ties to the class name); egress_gb through the region's tiers, else the provider's dearest."""
-    key = (storage_gb, egress_gb)
-    if key in f.place_tables:
-        return f.place_tables[key]
-    storage: dict[tuple[str, str], tuple] = {}  # (storage_class, usd per GB-month, billed GB, size known)
+def _place_table(f: OfferFacts, storage_gb: float, egress_gb: float) -> dict[str, np.ndarray]:
+    """_PLACE_COLUMNS per place code: storage on the class whose billed volume for storage_gb costs least in
+    the region, else in the provider (ties to the class name); egress_gb through the region's tiers, else
+    the provider's dearest; each with where it came from (an index into _SOURCES)."""
+    if (storage_gb, egress_gb) in f.place_tables:
+        return f.place_tables[(storage_gb, egress_gb)]
+    storage: dict[tuple[str, str], tuple] = {}  # (volume USD a month, class, USD per GB-month, billed GB, size known)
     for prov, reg, cls, usd in f.storage:
-        if not holds(prov, cls, storage_gb):
-            continue  # a fixed-size tier holds only the volumes up to its size
-        billed = float(billed_gb_for(prov, cls, storage_gb))
-        old = storage.get((prov, reg))
-        if old is None or (billed * usd, cls) < (old[2] * old[1], old[0]):
-            storage[(prov, reg)] = (cls, usd, billed, (prov, cls) in volume_sizings())
+        if holds(prov, cls, storage_gb):  # a fixed-size tier holds only the volumes up to its size
+            billed = float(billed_gb_for(prov, cls, storage_gb))
+            pick = (billed * usd, cls, usd, billed, (prov, cls) in volume_sizings())
+            storage[(prov, reg)] = min(storage.get((prov, reg), pick), pick)
     egress: dict[tuple[str, str], float] = {}
     for prov, reg, start, end, usd in f.egress:
-        upper = min(egress_gb, egress_gb if end is None else end)
+        upper = egress_gb if end is None else min(egress_gb, end)
         egress[(prov, reg)] = egress.get((prov, reg), 0.0) + max(upper - start, 0.0) * usd
     storage_of: dict[str, tuple] = {}
     for (prov, _), pick in storage.items():
-        old = storage_of.get(prov)
-        if old is None or (pick[2] * pick[1], pick[0]) < (old[2] * old[1], old[0]):
-            storage_of[prov] = pick
+        storage_of[prov] = min(storage_of.get(prov, pick), pick)
     egress_of: dict[str, float] = {}
     for (prov, _), usd in egress.items():
         egress_of[prov] = max(egress_of.get(prov, usd), usd)
-    n = len(f.places)
-    t = _PlaceTable(np.full(n, -1), np.zeros(n), np.zeros(n), np.zeros(n, int), np.zeros(n), np.zeros(n, int))
-    for code, (prov, reg) in enumerate(f.places):
-        pick, src = storage.get((prov, reg)), 1
-        if pick is None:
-            pick, src = storage_of.get(prov), 2
-        if pick is not None:
-            f.picks.append(pick)
-            t.pick[code], t.usd[code], t.billed[code], t.s_source[code] = len(f.picks) - 1, pick[1], pick[2], src
-        usd, src = egress.get((prov, reg)), 1
-        if usd is None:
-            usd, src = egress_of.get(prov), 2
-        if usd is not None:
-            t.e_usd[code], t.e_source[code] = usd, src
-    f.place_tables[key] = t
-    return t
+    rows = []
+    for prov, reg in f.places:
+        (_, *pick), source = _own_or_providers(storage, storage_of, prov, reg, (0.0, None, 0.0, 0.0, None))
+        rows.append((*pick, source, *_own_or_providers(egress, egress_of, prov, reg, 0.0)))
+    table = f.place_tables[(storage_gb, egress_gb)] = {name: np.array([r[k] for r in rows])
+                                                      for k, name in enumerate(_PLACE_COLUMNS)}
+    return table
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -239,31 +223,6 @@ def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
     m = 10.0 ** digits
     with np.errstate(invalid="ignore"):
         return np.sign(x) * np.floor(np.abs(x) * m + 0.5) / m
-
-
-def _head(rows: np.ndarray, tier: np.ndarray, key: np.ndarray, group: np.ndarray, top: int) -> np.ndarray:
-    """The rows that can hold the first `top` groups' best rows in (tier, key) order: every row of
-    a tier whose key is at most the cut where `top` groups are reached, ties included, and all
-    the rows of the tiers before it (only those rows need the full sort)."""
-    out: list[np.ndarray] = []
-    for t in (0, 1, 2):
-        r = rows[tier[rows] == t]
-        k = min(len(r), 4 * top)
-        while len(r):
-            if k < len(r):
-                cut = key[r[np.argpartition(key[r], k - 1)[:k]]].max()
-                cand = r[key[r] <= cut]
-            else:
-                cand = r
-            enough = len(np.unique(group[np.concatenate(out + [cand])])) >= top
-            if enough or len(cand) == len(r):
-                break
-            k = min(len(r), 4 * k)
-        if len(r):
-            out.append(cand)
-            if enough:
-                break
-    return np.concatenate(out) if out else rows[:0]
 
 
 def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) -> str:
@@ -294,7 +253,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     fits, the largest GPU on offer (memory, model)."""
     c = f.cols
     if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
-        f.place_tables.clear(), f.picks.clear()
+        f.place_tables.clear()
     allowed = [i for i, p in enumerate(f.providers) if p in fresh and (not req.providers or p in req.providers)]
     ok = np.isin(f.provider_code, allowed)
     if region_ok is not None:
@@ -324,12 +283,12 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     idx = np.nonzero(plan_of >= 0)[0]
     pi = plan_of[idx]
 
-    def col(name: str, array: bool = False) -> Any:
-        """A plan figure for every fitting row (one plan: the number itself, as broadcasting takes it)."""
-        figures = np.array([getattr(p, name) for p in plans], float)
-        return figures[pi] if array or len(plans) > 1 else figures[0]
+    def col(name: str) -> np.ndarray:
+        """A plan figure for every fitting row."""
+        return np.array([getattr(p, name) for p in plans], float)[pi]
 
-    gpus, nodes = col("gpus", array=True), col("nodes", array=True)
+    n_rows = len(idx)
+    gpus, nodes = col("gpus"), col("nodes")
     sharded = ~((gpus <= 1) & (nodes <= 1))
     cnt = count[idx]
     # The GPUs the job runs on: the shards, the data-parallel copies (one per whole GPU), or a slice.
@@ -352,17 +311,15 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
 
         # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
         # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
-        rows = np.arange(len(idx))
         ckpt_h = req.checkpoint_every_minutes / 60.0
-        setup_s = np.zeros(len(idx)) if req.job_tokens is None else setup_seconds(
+        setup_s = np.zeros(n_rows) if req.job_tokens is None else setup_seconds(
             c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
-        base_hours = (np.full(len(rows), req.hours) if req.job_tokens is None
-                      else _div(np.full(len(rows), req.job_tokens), tokens_per_s) / 3600.0)
+        base_hours = (np.full(n_rows, req.hours) if req.job_tokens is None
+                      else _div(np.full(n_rows, req.job_tokens), tokens_per_s) / 3600.0)
         rate = c["rate"][idx]
         interruptible = c["interruptible"][idx]
-        timed = interruptible & ~np.isnan(rate)
-        run_hours = np.where(timed, base_hours * (1 + rate * (ckpt_h / 2 + col("restart_h")))
-                             + base_hours / ckpt_h * col("write_h"), base_hours) + setup_s / 3600.0
+        expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
+        run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
 
         # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
         gran = np.maximum(c["granularity_s"][idx], 1)
@@ -372,14 +329,14 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
         compute_usd = req.runs * nodes * price * billed_s / 3600.0
 
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
-    n_rows = len(idx)
     tables = [_place_table(f, p.storage_gb, p.egress_gb) for p in plans]
 
     def placed(name: str) -> np.ndarray:
-        return np.array([getattr(t, name) for t in tables])[pi, f.place[idx]]
+        return np.array([t[name] for t in tables])[pi, f.place[idx]]
 
-    s_pick, s_source, s_usd, e_usd, e_source = (placed(k) for k in ("pick", "s_source", "usd", "e_usd", "e_source"))
-    s_billed = np.where(s_pick >= 0, placed("billed"), col("storage_gb", array=True))
+    s_class, s_known, s_source, s_usd, e_usd, e_source = (placed(k) for k in (
+        "storage_class", "size_known", "storage_source", "storage_usd", "egress_usd", "egress_source"))
+    s_billed = np.where(s_source > 0, placed("storage_billed"), col("storage_gb"))
 
     with np.errstate(invalid="ignore"):
         storage_usd = np.where(np.isnan(run_hours), np.nan,
@@ -398,8 +355,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     # rank of (provider, region, zone, instance type, purchase option). An instance group's best
     # place is its first row in it: within a group the key orders by region, then zone.
     group = f.group[idx] if req.per_instance else np.arange(n_rows)
-    head = _head(sel, tier, np.where(np.isnan(sort_key), np.inf, sort_key), group, req.top)
-    order = head[np.lexsort((idx[head], price[head], sort_total[head], sort_key[head], tier[head]))]
+    order = sel[np.lexsort((idx[sel], price[sel], sort_total[sel], sort_key[sel], tier[sel]))]
     _, first = np.unique(group[order], return_index=True)
     top_rows = order[np.sort(first)[: req.top]]
     others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
@@ -413,7 +369,6 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     for j, other, row in zip(top_rows, others, shown):
         o = idx[j]
         plan = plans[pi[j]]
-        picked = f.picks[s_pick[j]] if s_pick[j] >= 0 else (None, None, None, None)
         label = "sharded" if sharded[j] else "data-parallel" if gpus_used[j] >= 2 else "single"
         row.update(
             nodes=int(nodes[j]), plan=label,
@@ -425,8 +380,9 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
             download_gbps=val(c["down_gbps"], o),
             bandwidth_source=("measured", "published", "assumed")[int(c["bandwidth_source"][o])],
             run_hours=val(run_hours, j), billed_s=val(billed_s, j), compute_usd=val(compute_usd, j),
-            storage_class=picked[0], storage_usd_per_gb_month=float(s_usd[j]), storage_billed_gb=float(s_billed[j]),
-            storage_size_known=picked[3], storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
+            storage_class=val(s_class, j), storage_usd_per_gb_month=float(s_usd[j]),
+            storage_billed_gb=float(s_billed[j]), storage_size_known=val(s_known, j),
+            storage_source=_SOURCES[s_source[j]], egress_usd=float(e_usd[j]),
             egress_source=_SOURCES[e_source[j]], storage_usd=val(storage_usd, j), other_locations=int(other),
             persists_when_stopped=f.persists.get(row["provider"]))
         out.append(row)

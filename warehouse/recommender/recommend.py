@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -90,9 +89,8 @@ class RecommendRequest(TrainingSetup):
              f"epochs must be positive, got {self.epochs}"),
             (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
              f"the job must train at least one token, got {self.job_tokens}"),
-            (self.job_tokens is None or self.job_tokens <= MAX_TOKENS,
-             f"tokens must be at most {MAX_TOKENS:g} per run (more than Llama 3's pretraining), "
-             f"got {self.job_tokens:g}" if self.job_tokens is not None else ""),
+            ((self.job_tokens or 0) <= MAX_TOKENS, f"tokens must be at most {MAX_TOKENS:g} per run (more than "
+             f"Llama 3's pretraining), got {self.job_tokens or 0:g}"),
             (self.by in ("cost", "time"), f"by must be cost or time, got {self.by!r}"),
             (self.budget is None or (self.budget > 0 and math.isfinite(self.budget)),
              f"budget must be a positive amount of USD, got {self.budget}"),
@@ -311,19 +309,19 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
         restart_h=restart_hours(est.base_weights_gb, est.checkpoint_gb),
         write_h=checkpoint_write_hours(est.checkpoint_gb), weights_gb=est.base_weights_gb, result_gb=est.artifact_gb)
         for gpus, nodes, est in plans]
-    return ranking.rank(con, facts, figures, request, frozenset(fresh), _regions_ok(request, facts.places))
+    return ranking.rank(con, facts, figures, request, frozenset(fresh), _regions_ok(con, request, facts.places))
 
 
-def _regions_ok(request: RecommendRequest, places: list[tuple[str, str]]) -> frozenset[str] | None:
+def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, places: list[tuple[str, str]]
+                ) -> frozenset[str] | None:
     """The regions --region keeps (None: no --region): a prefix ('us-' is us-east-1, not Azure's
-    eastus), or a SQL LIKE pattern when it has % or _ (case-sensitive, as DuckDB's LIKE)."""
+    eastus), or a SQL LIKE pattern when it has % or _."""
     if not request.region:
         return None
-    pattern = request.region
-    if "%" in pattern or "_" in pattern:
-        rx = re.compile("".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern), re.S)
-        return frozenset(r for _, r in places if rx.fullmatch(r))
-    return frozenset(r for _, r in places if r.startswith(pattern))
+    pattern = request.region if "%" in request.region or "_" in request.region else request.region + "%"
+    regions = sorted({r for _, r in places})
+    kept = con.execute("select r from unnest(?) t(r) where r like ?", [regions, pattern]).fetchall()
+    return frozenset(r for (r,) in kept)
 
 
 def _plans(con: duckdb.DuckDBPyConnection, request: RecommendRequest
