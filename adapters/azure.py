@@ -518,17 +518,15 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
             continue
         target.setdefault((str(item["armRegionName"]), start), []).append(item)
 
-    for region in sorted({r for r, _ in internet}):
-        starts = sorted(s for r, s in internet if r == region)
-        for start, end in zip(starts, [*starts[1:], None]):
-            picked = _pick(batch, "egress", f"{region}/internet/{start:g}", internet[(region, start)], skipped)
-            if picked is None:
-                continue
-            span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
-            batch.add("egress", _ref(picked), picked, region=region, destination="internet",
-                      tier_start_gb=start, tier_end_gb=end, usd_per_gb=_price(picked), source_currency="USD",
-                      source_usd_per_gb=_price(picked),
-                      description=f"internet egress over the Microsoft network, {span} per month")
+    for (region, start), group in sorted(internet.items()):
+        if (picked := _pick(batch, "egress", f"{region}/internet/{start:g}", group, skipped)) is None:
+            continue
+        end = min((s for r, s in internet if r == region and s > start), default=None)
+        span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
+        batch.add("egress", _ref(picked), picked, region=region, destination="internet",
+                  tier_start_gb=start, tier_end_gb=end, usd_per_gb=_price(picked), source_currency="USD",
+                  source_usd_per_gb=_price(picked),
+                  description=f"internet egress over the Microsoft network, {span} per month")
     for (region, start), group in sorted(inter.items()):
         top = max(group, key=lambda i: (_price(i), str(i.get("meterName"))))
         low = min(_price(i) for i in group)

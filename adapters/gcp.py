@@ -809,15 +809,13 @@ def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
         try:
             credentials, adc_project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
         except DefaultCredentialsError:
-            credentials, adc_project = None, None
-        if credentials is None:
             what = ("an API key reaches only the Billing Catalog; the Compute Engine API needs "
                     "Application Default Credentials") if api_key else (
                     f"neither Application Default Credentials nor an API key (GOOGLE_API_KEY / "
                     f"{env_name('gcp_api_key')}) were found")
             raise MissingCredentialsError(
                 f"gcp: no credentials: {what}; run `gcloud auth application-default login` or set "
-                "GOOGLE_APPLICATION_CREDENTIALS")
+                "GOOGLE_APPLICATION_CREDENTIALS") from None
         # What the credentials file holds is as secret as the env's keys: never in a message.
         for secret in (api_key, getattr(credentials, "refresh_token", None),
                        getattr(credentials, "client_secret", None)):
