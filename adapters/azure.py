@@ -1,8 +1,6 @@
-"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans), managed
-disks, egress (enrichments) from the Retail Prices API, and Spot eviction rates (adapters/azure_eviction.py).
-
-One VM query covers every region and GPU family, so a new size shows up (quarantined) rather than never being
-asked for; the API says nothing of GPUs, so `GPU_SIZES` holds each size's facts from learn.microsoft.com."""
+"""Microsoft Azure: GPU VM prices (pay-as-you-go, Spot, Low Priority, reservations, savings plans), managed disks
+and egress from the Retail Prices API, Spot eviction rates (adapters/azure_eviction.py). One VM query covers every
+region and GPU family (a new size is quarantined); `GPU_SIZES` holds each size's GPU facts from learn.microsoft.com."""
 
 from __future__ import annotations
 
@@ -212,9 +210,7 @@ def first_page_params(odata_filter: str) -> dict[str, str]:
 
 
 def next_page_link(doc: dict[str, Any]) -> str | None:
-    """NextPageLink without its default port (`https://prices.azure.com:443/...`): ctx.paginate keeps to the host."""
-    link = doc.get("NextPageLink")
-    return link.replace(f"//{PRICES_HOST}:443/", f"//{PRICES_HOST}/", 1) if link else None
+    return doc.get("NextPageLink")  # next_link keeps to the host (its `:443` too) and sends path and query
 
 
 @dataclass(frozen=True)
@@ -451,38 +447,38 @@ _DISK_CLASS = {"P": ("premium-ssd-lrs", "Premium SSD"), "E": ("standard-ssd-lrs"
                "S": ("standard-hdd-lrs", "Standard HDD")}
 
 
+def _disk_rate(item: dict[str, Any]) -> tuple[str, float, str] | None:
+    """(storage class, USD per GiB-month, description) of a managed disk meter we model: a tier's disk price
+    / its GiB (`premium-ssd-lrs-p10`: / 128 GiB), Premium SSD v2's GiB-hour price x Azure's 730-hour month."""
+    meter, unit, price = str(item["meterName"]), str(item["unitOfMeasure"]), _price(item)
+    m = _DISK_METER.match(meter)
+    if m and unit == "1/Month" and m["tier"] in DISK_TIER_GIB:
+        gib = DISK_TIER_GIB[m["tier"]]
+        family, label = _DISK_CLASS[m["kind"]]
+        return (f"{family}-{m['kind'].lower()}{m['tier']}", price / gib,
+                f"{label} {m['kind']}{m['tier']} LRS: {price:g} USD per disk per month / {gib} GiB; "
+                "priced per disk, not per GiB")
+    if meter == "Premium LRS Provisioned Capacity" and unit == "1 GiB/Hour":
+        return ("premium-ssd-v2-lrs", price * HOURS_PER_MONTH,
+                f"Premium SSD v2 LRS capacity: {price:g} USD per GiB-hour x {HOURS_PER_MONTH} h; "
+                "IOPS above 3,000 and throughput above 125 MB/s are billed separately")
+    return None
+
+
 @drift_guard("azure: Storage items")
 def build_storage(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str] | None = None) -> Skipped:
-    """Managed disk meters -> USD per GiB-month per tier (`premium-ssd-lrs-p10`: the disk's price / 128 GiB)
-    and region; Premium SSD v2's GiB-hour price times Azure's 730-hour month."""
+    """Managed disk meters -> USD per GiB-month per disk class and region."""
     skipped = Skipped()
     candidates: dict[tuple[str, str], list[tuple[dict[str, Any], float, str]]] = {}
     for raw in items:
         if why := _out_of_scope(item := check_item(raw, "Storage"), regions):
             skipped[why] += 1
-            continue
-        meter, unit, price = str(item["meterName"]), str(item["unitOfMeasure"]), _price(item)
-        m = _DISK_METER.match(meter)
-        if m and unit == "1/Month" and m["tier"] in DISK_TIER_GIB:
-            gib = DISK_TIER_GIB[m["tier"]]
-            family, label = _DISK_CLASS[m["kind"]]
-            cls = f"{family}-{m['kind'].lower()}{m['tier']}"
-            desc = (f"{label} {m['kind']}{m['tier']} LRS: {price:g} USD per disk per month / {gib} GiB; "
-                    "priced per disk, not per GiB")
-            per_gib = price / gib
-        elif meter == "Premium LRS Provisioned Capacity" and unit == "1 GiB/Hour":
-            cls = "premium-ssd-v2-lrs"
-            desc = (f"Premium SSD v2 LRS capacity: {price:g} USD per GiB-hour x {HOURS_PER_MONTH} h; "
-                    "IOPS above 3,000 and throughput above 125 MB/s are billed separately")
-            per_gib = price * HOURS_PER_MONTH
-        else:
+        elif (rate := _disk_rate(item)) is None:
             skipped["storage meters not modelled"] += 1
-            continue
-        if batch.usd_only("storage", _ref(item), item.get("currencyCode"), item):
-            candidates.setdefault((str(item["armRegionName"]), cls), []).append((item, per_gib, desc))
+        elif batch.usd_only("storage", _ref(item), item.get("currencyCode"), item):
+            candidates.setdefault((str(item["armRegionName"]), rate[0]), []).append((item, *rate[1:]))
     for (region, cls), group in sorted(candidates.items()):
-        picked = _pick(batch, "storage", f"{region}/{cls}", [g[0] for g in group], skipped)
-        if picked is not None:
+        if (picked := _pick(batch, "storage", f"{region}/{cls}", [g[0] for g in group], skipped)) is not None:
             _, per_gib, desc = next(g for g in group if g[0] is picked)
             batch.add("storage", _ref(picked), picked, region=region, storage_class=cls,
                       usd_per_gb_month=round(per_gib, 8), source_currency="USD",
@@ -522,17 +518,15 @@ def build_egress(batch: Batch, items: Iterable[dict[str, Any]], regions: set[str
             continue
         target.setdefault((str(item["armRegionName"]), start), []).append(item)
 
-    for region in sorted({r for r, _ in internet}):
-        starts = sorted(s for r, s in internet if r == region)
-        for start, end in zip(starts, [*starts[1:], None]):
-            picked = _pick(batch, "egress", f"{region}/internet/{start:g}", internet[(region, start)], skipped)
-            if picked is None:
-                continue
-            span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
-            batch.add("egress", _ref(picked), picked, region=region, destination="internet",
-                      tier_start_gb=start, tier_end_gb=end, usd_per_gb=_price(picked), source_currency="USD",
-                      source_usd_per_gb=_price(picked),
-                      description=f"internet egress over the Microsoft network, {span} per month")
+    for (region, start), group in sorted(internet.items()):
+        if (picked := _pick(batch, "egress", f"{region}/internet/{start:g}", group, skipped)) is None:
+            continue
+        end = min((s for r, s in internet if r == region and s > start), default=None)
+        span = f"{start:g}-{end:g} GB" if end is not None else f"from {start:g} GB"
+        batch.add("egress", _ref(picked), picked, region=region, destination="internet",
+                  tier_start_gb=start, tier_end_gb=end, usd_per_gb=_price(picked), source_currency="USD",
+                  source_usd_per_gb=_price(picked),
+                  description=f"internet egress over the Microsoft network, {span} per month")
     for (region, start), group in sorted(inter.items()):
         top = max(group, key=lambda i: (_price(i), str(i.get("meterName"))))
         low = min(_price(i) for i in group)

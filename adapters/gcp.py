@@ -524,38 +524,6 @@ class OfferPlan:
         return {**{k: v for k, v in self.__dict__.items() if k != "extra"}, **dict(self.extra)}
 
 
-@dataclass(frozen=True)
-class Composed:
-    usd_per_hour: float
-    currency: str
-    source_per_hour: float
-    components: list[dict[str, Any]]
-    effective_time: str | None
-
-
-def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | str:
-    """Sum the plan's parts at one purchase option, or say which part is missing or unusable."""
-    rows = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
-    if problems := [f"{name}: {c}" for name, _, c in rows if isinstance(c, str)]:
-        return "; ".join(problems)
-    currencies = {c.currency for _, _, c in rows}
-    if len(currencies) > 1:
-        return f"components priced in several currencies {sorted(currencies)}"
-    components = []
-    for name, qty, c in rows:
-        item = {"part": name, "sku": c.sku_id, "description": c.description, "unit": c.unit,
-                "unit_price_usd": round(c.usd, 12), "quantity": round(qty, 9), "usd_per_hour": round(c.usd * qty, 12)}
-        if c.currency != "USD":
-            item.update(source_currency=c.currency, source_unit_price=c.source_amount,
-                        currency_conversion_rate=c.conversion_rate)
-        components.append(item)
-    usd = round(sum(c.usd * qty for _, qty, c in rows), 10)
-    currency = currencies.pop()
-    source = usd if currency == "USD" else round(sum(c.source_amount * qty for _, qty, c in rows), 10)
-    stamp = max((c.effective_time for _, _, c in rows if c.effective_time), default=None)
-    return Composed(usd, currency, source, components, stamp)
-
-
 def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], regions: Iterable[str],
                 batch: Batch, skips: Counter[str]) -> list[OfferPlan]:
@@ -646,13 +614,12 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
             if purchase != "on_demand" and gpu_key not in catalog.prices and gpu_key not in catalog.invalid:
                 missing[purchase if purchase == "spot" else "committed use"] += 1  # not sold that way: no error
                 continue
-            composed = compose(plan, purchase, catalog)
-            if isinstance(composed, str):
-                batch.quarantine("offer", f"{ref}/{purchase}", f"price: {composed}", plan.raw())
+            priced = _add_offer(batch, plan, purchase, catalog, known, zones.get(plan.zone), on_demand_usd)
+            if isinstance(priced, str):
+                batch.quarantine("offer", f"{ref}/{purchase}", f"price: {priced}", plan.raw())
                 unpriced[purchase] += 1
-            elif _add_offer(batch, plan, purchase, composed, known, zones.get(plan.zone), on_demand_usd) \
-                    and purchase == "on_demand":
-                on_demand_usd = composed.usd_per_hour
+            elif priced is not None and purchase == "on_demand":
+                on_demand_usd = priced
     if missing["spot"]:
         batch.notes.append(f"{missing['spot']} zone/machine-type pairs have no Spot GPU/TPU SKU in their region")
     if missing["committed use"]:
@@ -663,31 +630,52 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                            "priced by the Catalog (quarantined with the missing part)")
 
 
-def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: tuple[GPUModel, bool],
-               zone: ZoneInfo | None, on_demand_usd: float | None) -> bool:
+def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, catalog: SkuCatalog, gpu: tuple[GPUModel, bool],
+               zone: ZoneInfo | None, on_demand_usd: float | None) -> float | str | None:
+    """Add the plan's offer at one purchase option, priced as the sum of its parts' SKUs: its USD per hour
+    (None if the record was rejected), or which part is missing or unusable."""
+    rows = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
+    if problems := [f"{name}: {c}" for name, _, c in rows if isinstance(c, str)]:
+        return "; ".join(problems)
+    currencies = {c.currency for _, _, c in rows}
+    if len(currencies) > 1:
+        return f"components priced in several currencies {sorted(currencies)}"
+    currency = currencies.pop()
+    components = []
+    for name, qty, c in rows:
+        item = {"part": name, "sku": c.sku_id, "description": c.description, "unit": c.unit,
+                "unit_price_usd": round(c.usd, 12), "quantity": round(qty, 9), "usd_per_hour": round(c.usd * qty, 12)}
+        if c.currency != "USD":
+            item.update(source_currency=c.currency, source_unit_price=c.source_amount,
+                        currency_conversion_rate=c.conversion_rate)
+        components.append(item)
+    usd = round(sum(c.usd * qty for _, qty, c in rows), 10)
+    source = usd if currency == "USD" else round(sum(c.source_amount * qty for _, qty, c in rows), 10)
     network, fabric = MULTINODE.get(plan.instance_type, (None, None))
-    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": c.components,
+    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": components,
                             "billing": "sum of the components' Catalog SKU prices",
                             **{k: v for k, v in plan.extra if v is not None}}
-    if c.currency != "USD":
-        data["source_currency"] = c.currency
-    saving = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1) if on_demand_usd else None
+    if currency != "USD":
+        data["source_currency"] = currency
+    saving = round(100 * (1 - usd / on_demand_usd), 1) if on_demand_usd else None
     months = COMMITMENT_TERMS.get(purchase)
     if months is not None:
         data["billing"] += "; committed-use SKUs are billed every month of the term, used or not"
         if saving is not None:
             data["saving_vs_on_demand_pct"] = saving
-    return batch.offer(
+    added = batch.offer(
         f"{plan.zone}/{plan.instance_type}/{purchase}", plan.raw(), gpu_model=gpu[0].gpu_model,
         gpu_variant_exact=gpu[1], gpu_name_reported=plan.gpu_type, gpu_count=plan.gpu_count,
         gpu_memory_gb=gpu[0].memory_gb, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
         purchase_option=purchase, vcpus=plan.vcpus or None, ram_gb=plan.ram_gib or None,
         local_disk_gb=plan.local_ssd_gib or None, interconnect=_interconnect(plan), network_gbps=network,
-        multinode_fabric=fabric, price_per_hour=c.usd_per_hour, source_currency=c.currency,
-        source_price_per_hour=c.source_per_hour, price_observed_at=c.effective_time, available=(zone.status == "UP") if zone else None,
+        multinode_fabric=fabric, price_per_hour=usd, source_currency=currency, source_price_per_hour=source,
+        price_observed_at=max((c.effective_time for _, _, c in rows if c.effective_time), default=None),
+        available=(zone.status == "UP") if zone else None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
         spot_savings_pct=saving if purchase == "spot" else None, term_months=months,
         payment_option="no_upfront" if months else None, provider_data=json.dumps(data, sort_keys=True))
+    return usd if added else None
 
 
 # Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and throughput SKUs,
@@ -821,15 +809,13 @@ def make_clients(ctx: SourceContext) -> tuple[dict[str, Any], Any, str]:
         try:
             credentials, adc_project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
         except DefaultCredentialsError:
-            credentials, adc_project = None, None
-        if credentials is None:
             what = ("an API key reaches only the Billing Catalog; the Compute Engine API needs "
                     "Application Default Credentials") if api_key else (
                     f"neither Application Default Credentials nor an API key (GOOGLE_API_KEY / "
                     f"{env_name('gcp_api_key')}) were found")
             raise MissingCredentialsError(
                 f"gcp: no credentials: {what}; run `gcloud auth application-default login` or set "
-                "GOOGLE_APPLICATION_CREDENTIALS")
+                "GOOGLE_APPLICATION_CREDENTIALS") from None
         # What the credentials file holds is as secret as the env's keys: never in a message.
         for secret in (api_key, getattr(credentials, "refresh_token", None),
                        getattr(credentials, "client_secret", None)):
