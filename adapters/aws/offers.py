@@ -116,15 +116,13 @@ def _saving(price: float, reference: float | None) -> float | None:
 
 def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
     """(upfront fee, hourly) USD of one Reserved term: one Hrs row and at most one Quantity fee row."""
-    by_unit: dict[str, list[float]] = {}
-    for r in rows:
-        if r.currency != "USD":
-            raise ValueError(f"price in {r.currency or 'no currency'}, not USD; no conversion is configured")
-        by_unit.setdefault(r.unit, []).append(r.price)
-    if set(by_unit) - {"Hrs", "Quantity"} or len(by_unit.get("Hrs", [])) != 1 or len(by_unit.get("Quantity", [])) > 1:
+    if (other := next((r.currency for r in rows if r.currency != "USD"), None)) is not None:
+        raise ValueError(f"price in {other or 'no currency'}, not USD; no conversion is configured")
+    hourly, fees = [r.price for r in rows if r.unit == "Hrs"], [r.price for r in rows if r.unit == "Quantity"]
+    if len(hourly) != 1 or len(fees) > 1 or len(hourly) + len(fees) != len(rows):
         raise ValueError(f"a reserved term needs one hourly row and at most one upfront fee row, got units "
                          f"{sorted(r.unit for r in rows)}")
-    return (by_unit.get("Quantity") or [0.0])[0], by_unit["Hrs"][0]
+    return (fees or [0.0])[0], hourly[0]
 
 
 class _Region:

@@ -58,83 +58,66 @@ def instance_type_of(usage_type: str) -> str | None:
     return itype if sep and itype and (not head or head.endswith("-")) else None
 
 
-class _SavingsPlanFile:
+def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Collection[str],
+                              skipped: Counter[str] | None = None) -> list[SavingsPlanRate]:
+    """A region's Savings Plans file as it streams -> the rates for Linux shared on-demand usage of
+    `families`; every other rate counted in `skipped` by reason."""
+    skipped = Counter() if skipped is None else skipped
+    plans: dict[str, tuple[str, str]] = {}  # plan sku -> (commitment, payment option)
+    terms: list[tuple[str, int, str, list[dict[str, Any]]]] = []  # (sku, months, description, kept rates)
 
-    def __init__(self, region: str, families: Collection[str], skipped: Counter[str]) -> None:
-        self.region, self.families, self.skipped = region, families, skipped
-        self.products_seen = 0
-        self.plans: dict[str, tuple[str, str]] = {}  # plan sku -> (commitment, payment option)
-        self.terms: list[tuple[str, int, str, list[dict[str, Any]]]] = []  # (sku, months, description, kept rates)
-
-    def product(self, item: Any) -> None:
-        self.products_seen += 1
+    def product(item: Any) -> None:
         try:
             kind = PLAN_KINDS.get(item.get("productFamily", ""))
             payment = PAYMENTS.get((item.get("attributes") or {}).get("purchaseOption", ""))
             if kind is not None and payment is not None:
-                self.plans[item["sku"]] = (kind, payment)
+                plans[item["sku"]] = (kind, payment)
         except (AttributeError, KeyError, TypeError) as err:
-            raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: a product lacks {err}") from None
+            raise SchemaDriftError(f"aws: Savings Plans file for {region}: a product lacks {err}") from None
 
-    def term(self, item: Any) -> None:
+    def term(item: Any) -> None:
         try:
             if (length := item["leaseContractLength"]).get("unit") != "year":
-                raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: term {item['sku']} lasts "
+                raise SchemaDriftError(f"aws: Savings Plans file for {region}: term {item['sku']} lasts "
                                        f"{length!r}, not whole years")
             kept = []
             for rate in item["rates"]:
                 itype = instance_type_of(rate.get("discountedUsageType", ""))
                 if rate.get("discountedServiceCode") != "AmazonEC2":
-                    self.skipped[SKIP_OTHER_SERVICE] += 1
+                    skipped[SKIP_OTHER_SERVICE] += 1
                 elif rate.get("discountedOperation") != LINUX_OPERATION or itype is None \
-                        or itype.split(".", 1)[0] not in self.families:
-                    self.skipped[SKIP_OTHER_USAGE] += 1
+                        or itype.split(".", 1)[0] not in families:
+                    skipped[SKIP_OTHER_USAGE] += 1
                 else:
                     kept.append(dict(discounted_sku=rate["discountedSku"], usage_type=rate["discountedUsageType"],
                                      instance_type=itype, rate_code=rate.get("rateCode", ""),
                                      rate=str(rate["discountedRate"]["price"]),
                                      currency=rate["discountedRate"].get("currency", "")))
-            self.terms.append((item["sku"], int(length["duration"]) * 12, item.get("description", ""), kept))
+            terms.append((item["sku"], int(length["duration"]) * 12, item.get("description", ""), kept))
         except (AttributeError, KeyError, TypeError, ValueError) as err:
-            raise SchemaDriftError(f"aws: Savings Plans file for {self.region}: a term lacks or garbles {err}") \
+            raise SchemaDriftError(f"aws: Savings Plans file for {region}: a term lacks or garbles {err}") \
                 from None
 
-    def rates(self) -> list[SavingsPlanRate]:
-        out = []
-        for sku, months, description, kept in self.terms:
-            if sku not in self.plans:
-                self.skipped[SKIP_OTHER_PLAN] += 1
-                continue
-            commitment, payment = self.plans[sku]
-            out.extend(SavingsPlanRate(commitment=commitment, term_months=months, payment_option=payment,
-                                       plan_sku=sku, description=description, **r) for r in kept)
-        return out
-
-
-def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Collection[str],
-                              skipped: Counter[str] | None = None) -> list[SavingsPlanRate]:
-    """A region's Savings Plans file as it streams -> the rates for Linux shared on-demand usage of
-    `families`; every other rate counted in `skipped` by reason."""
-    found = _SavingsPlanFile(region, families, Counter() if skipped is None else skipped)
-    products = ijson.items_coro(SimpleNamespace(send=found.product), "products.item")
-    terms = ijson.items_coro(SimpleNamespace(send=found.term), "terms.savingsPlan.item")
-    products_open = True
+    parsers = [ijson.items_coro(SimpleNamespace(send=product), "products.item"),
+               ijson.items_coro(SimpleNamespace(send=term), "terms.savingsPlan.item")]
     try:
         for chunk in filter(None, chunks):
-            products_before, terms_before = found.products_seen, len(found.terms)
-            if products_open:
-                products.send(chunk)
-            terms.send(chunk)
-            if products_open and products_before and not terms_before and found.terms:
-                # The products array closed: the rest of the file need not be parsed twice.
-                products_open = False
-        terms.close()
-        if products_open:
-            products.close()
+            for parser in parsers:
+                parser.send(chunk)
+        for parser in parsers:
+            parser.close()
     except ijson.JSONError as err:
         raise SchemaDriftError(f"aws: Savings Plans file for {region} is not valid JSON "
                                f"(truncated download?): {str(err)[:200]}") from None
-    return found.rates()
+    rates = []
+    for sku, months, description, kept in terms:
+        if sku not in plans:
+            skipped[SKIP_OTHER_PLAN] += 1
+            continue
+        commitment, payment = plans[sku]
+        rates.extend(SavingsPlanRate(commitment=commitment, term_months=months, payment_option=payment,
+                                     plan_sku=sku, description=description, **r) for r in kept)
+    return rates
 
 
 def fetch_savings_plans(ctx: SourceContext, client: Any, region: str, index: dict[str, str],
