@@ -174,9 +174,6 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
     data = json.dumps({"gpu_type": row["gpu_type"], "workload": WORKLOADS[row.get("workload_type")],
                        "max_gpus_per_instance": listing.max_gpus, "servers": listing.servers, "arc": row.get("arc")},
                       sort_keys=True)
-    common = dict(region=region, zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
-                  gpu_name_reported=str(row["gpu_type"]), gpu_count=1, gpu_memory_gb=vram or None,
-                  vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency, provider_data=data)
     # both prices were checked positive and finite in _gather
     for option, price, free in (("on_demand", listing.price, listing.free_on_demand),
                                 ("spot", listing.spot_price, listing.free_spot)):
@@ -184,7 +181,9 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
             batch.offer(f"{ref}/{option}", row, purchase_option=option, price_per_hour=price, available=free > 0,
                         available_count=free, availability_level="free GPUs" if free else "none free",
                         spot_savings_pct=round(100 * (1 - price / listing.price), 2) if option == "spot" else None,
-                        **common)
+                        region=region, instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+                        gpu_name_reported=str(row["gpu_type"]), gpu_count=1, gpu_memory_gb=vram or None,
+                        vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency, provider_data=data)
 
 
 def parse_currency(doc: Any) -> str:

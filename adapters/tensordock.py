@@ -258,7 +258,7 @@ def _add_group(batch: Batch, key: tuple[str, int, str], listings: list[Listing])
     }
     raw = {"group": list(key), "cheapest_listing": gpu, "cheapest_location": loc.get("id")}
     batch.offer(
-        f"{country}/{n}x {model_name}", raw, region=country, zone="", instance_type=f"{n}x {model_name}",
+        f"{country}/{n}x {model_name}", raw, region=country, instance_type=f"{n}x {model_name}",
         purchase_option="on_demand", gpu_model=model_name, gpu_variant_exact=cheapest.exact,
         gpu_name_reported=_gpu_name(gpu), gpu_count=n,
         gpu_memory_gb=float(m.group(1)) if m else cheapest.model.memory_gb, vcpus=float(MIN_VCPUS),

@@ -166,7 +166,7 @@ def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: lis
     if _priced(spot):
         prices["spot"] = _price(spot, "spot_price")
     common = dict(
-        zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
         gpu_name_reported=gpu["description"], gpu_count=count, gpu_memory_gb=desc.memory_gb,
         total_gpu_memory_gb=_size(item.get("gpu_memory")) or desc.memory_gb * count,
         vcpus=_size(item.get("cpu"), "number_of_cores"), ram_gb=_size(item.get("memory")),
