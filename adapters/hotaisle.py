@@ -1,10 +1,6 @@
-"""Hot Aisle: AMD Instinct MI300X virtual machines and bare-metal servers, with their stock.
-
-Hot Aisle's REST API, `Authorization: Token <key>` (HOTAISLE_API_KEY), per team (HOTAISLE_TEAM_HANDLE, else
-the key's one team from `GET /api/teams/`): `GET /api/teams/{team}/virtual_machines/available/` and
-`.../bare_metal/available/`, JSON arrays with prices in US cents per hour and sizes in bytes.
-The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
-facility, the memory is the canon's.
+"""Hot Aisle: MI300X VM and bare-metal types with their stock, per team (HOTAISLE_TEAM_HANDLE, else the key's one
+team), prices in US cents, sizes in bytes. The API names no type, region or GPU memory: a type is named from its
+specs, every row is in the one facility, the memory is the canon's.
 """
 
 from __future__ import annotations
@@ -154,7 +150,7 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
             "cores_per_cpu": cores_per_cpu, "gpu_manufacturer": gpus[0].get("manufacturer")}
     # Every server is a Dell XE9680: eight MI300X joined by Infinity Fabric and eight 400G RoCEv2
     # ports (the compute page); whether a VM's passed-through GPUs keep those links is not stated.
-    batch.offer(f"{ref}/{REGION}", item, region=REGION, zone="", instance_type=ref, purchase_option="on_demand",
+    batch.offer(f"{ref}/{REGION}", item, region=REGION, instance_type=ref, purchase_option="on_demand",
                 gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=str(gpus[0].get("model")),
                 gpu_count=gpu_count, vcpus=cores or None, ram_gb=ram_gib, local_disk_gb=disk_gib,
                 interconnect="Infinity Fabric" if metal and gpu_count > 1 else None,

@@ -1,9 +1,6 @@
-"""Jarvislabs.ai: per-GPU prices, spot prices and free GPUs per region, for containers and VMs.
-
-The catalogue the official `jarvislabs` SDK reads (Bearer JL_API_KEY): `GET https://backendn.jarvislabs.net/misc/`
-({"success": true}: the account pays in INR, quarantined) and `GET .../misc/server_meta` (numbers may be text).
-Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed), another
-price refused. One 1-GPU offer per GPU x region x workload and purchase option.
+"""Jarvislabs.ai: the catalogue the official SDK reads (`/misc/server_meta`; `/misc/` says success for an INR
+account, quarantined). Rows per server are merged per GPU x region x workload (free GPUs summed, another price
+refused): one 1-GPU offer per listing and purchase option.
 """
 
 from __future__ import annotations
@@ -177,9 +174,6 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
     data = json.dumps({"gpu_type": row["gpu_type"], "workload": WORKLOADS[row.get("workload_type")],
                        "max_gpus_per_instance": listing.max_gpus, "servers": listing.servers, "arc": row.get("arc")},
                       sort_keys=True)
-    common = dict(region=region, zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
-                  gpu_name_reported=str(row["gpu_type"]), gpu_count=1, gpu_memory_gb=vram or None,
-                  vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency, provider_data=data)
     # both prices were checked positive and finite in _gather
     for option, price, free in (("on_demand", listing.price, listing.free_on_demand),
                                 ("spot", listing.spot_price, listing.free_spot)):
@@ -187,7 +181,9 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
             batch.offer(f"{ref}/{option}", row, purchase_option=option, price_per_hour=price, available=free > 0,
                         available_count=free, availability_level="free GPUs" if free else "none free",
                         spot_savings_pct=round(100 * (1 - price / listing.price), 2) if option == "spot" else None,
-                        **common)
+                        region=region, instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+                        gpu_name_reported=str(row["gpu_type"]), gpu_count=1, gpu_memory_gb=vram or None,
+                        vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency, provider_data=data)
 
 
 def parse_currency(doc: Any) -> str:

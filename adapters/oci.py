@@ -188,7 +188,7 @@ def _add_gpu_part(batch: Batch, part: str, item: dict[str, Any], updated: str | 
                        "service_category": _text(item, "serviceCategory")}, sort_keys=True)
     for shape in GPU_SHAPES[part]:
         batch.offer(f"{shape.name}/{GLOBAL_REGION}", item, gpu=shape.alias, gpu_name_reported=name or shape.alias,
-                    region=GLOBAL_REGION, zone="", instance_type=shape.name, purchase_option="on_demand",
+                    region=GLOBAL_REGION, instance_type=shape.name, purchase_option="on_demand",
                     gpu_count=shape.gpus, gpu_memory_gb=shape.memory_gb, vcpus=shape.vcpus, ram_gb=shape.ram_gb,
                     local_disk_gb=shape.local_disk_gb, interconnect=shape.interconnect,
                     price_per_hour=price * shape.gpus, price_observed_at=updated, provider_data=data)

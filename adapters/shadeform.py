@@ -1,9 +1,5 @@
-"""Shadeform: a marketplace reselling the GPU instances of many clouds through one API.
-
-`GET https://api.shadeform.ai/v1/instances/types`, the key in `X-API-KEY` (env SHADEFORM_API_KEY);
-`hourly_price` in US cents per instance-hour, per cloud and region.
-`cloud` runs the machine at its own rate: offers name it in `operated_by`; a cloud loaded from its own
-source (the registry) is skipped and counted. Not read: `/volumes/types` (in the clouds' own region names).
+"""Shadeform: a marketplace reselling many clouds' GPU instances (`GET api.shadeform.ai/v1/instances/types`, key),
+US cents per instance-hour; offers name the cloud in `operated_by`, one loaded by its own source is skipped.
 """
 
 from __future__ import annotations
@@ -159,14 +155,6 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
     except ValueError as err:  # an unknown GPU too (UnknownGPUError is one)
         batch.quarantine("offer", ref, f"gpu: {err}" if isinstance(err, UnknownGPUError) else str(err), item)
         return "bad"
-    interconnect = _interconnect(link, config.get("nvlink"), gpus)
-    common = dict(
-        zone="", instance_type=ref, purchase_option="on_demand", operated_by=cloud, gpu_model=model.gpu_model,
-        gpu_variant_exact=exact, gpu_name_reported=gpu_type, gpu_count=gpus, gpu_memory_gb=vram,
-        vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")), interconnect=interconnect,
-        local_disk_gb=_number(config.get("storage_in_gb")),
-        # the billing increment is not documented (the facts assume hours): the offers do not claim one
-        price_per_hour=float(cents) / 100, billing_granularity_s=None, minimum_charge_s=None)
     data = {"cloud": cloud, "shade_instance_type": shade_type, "cloud_instance_type": item.get("cloud_instance_type"),
             "hourly_price_cents": cents, "interconnect": link, "nvlink": config.get("nvlink"),
             "deployment_type": item.get("deployment_type"), "boot_time": item.get("boot_time")}
@@ -179,7 +167,14 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
         batch.offer(f"{ref}/{region}", item, region=region,
                     available=available if isinstance(available, bool) else None,
                     provider_data=json.dumps(dict(data, region_display_name=entry.get("display_name")),
-                                             sort_keys=True), **common)
+                                             sort_keys=True),
+                    instance_type=ref, purchase_option="on_demand", operated_by=cloud, gpu_model=model.gpu_model,
+                    gpu_variant_exact=exact, gpu_name_reported=gpu_type, gpu_count=gpus, gpu_memory_gb=vram,
+                    vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")),
+                    interconnect=_interconnect(link, config.get("nvlink"), gpus),
+                    local_disk_gb=_number(config.get("storage_in_gb")),
+                    # the billing increment is not documented (the facts assume hours): the offers do not claim one
+                    price_per_hour=float(cents) / 100, billing_granularity_s=None, minimum_charge_s=None)
     return "ok"
 
 

@@ -1,9 +1,5 @@
-"""TensorDock: the GPU marketplace's deployable locations, landed as whole-machine aggregates.
-
-`GET https://dashboard.tensordock.com/api/v2/locations`, the key as a Bearer token (env TENSORDOCK_API_KEY):
-per location its GPUs, each with a USD price per GPU-hour and per-vCPU, per-GB RAM and disk rates.
-A row is n GPUs and the smallest machine around them (MIN_*) per GPU model, count and ISO country, at the
-cheapest location's price.
+"""TensorDock: the marketplace's locations (`GET dashboard.tensordock.com/api/v2/locations`, key), landed as one
+row per GPU model, count and country: n GPUs and the smallest machine around them at the cheapest location's price.
 """
 
 from __future__ import annotations
@@ -262,7 +258,7 @@ def _add_group(batch: Batch, key: tuple[str, int, str], listings: list[Listing])
     }
     raw = {"group": list(key), "cheapest_listing": gpu, "cheapest_location": loc.get("id")}
     batch.offer(
-        f"{country}/{n}x {model_name}", raw, region=country, zone="", instance_type=f"{n}x {model_name}",
+        f"{country}/{n}x {model_name}", raw, region=country, instance_type=f"{n}x {model_name}",
         purchase_option="on_demand", gpu_model=model_name, gpu_variant_exact=cheapest.exact,
         gpu_name_reported=_gpu_name(gpu), gpu_count=n,
         gpu_memory_gb=float(m.group(1)) if m else cheapest.model.memory_gb, vcpus=float(MIN_VCPUS),

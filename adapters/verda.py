@@ -1,9 +1,5 @@
-"""Verda (formerly DataCrunch): GPU instance types, on-demand and spot prices, where each deploys now.
-
-`https://api.verda.com/v1`, OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET); no paging:
-POST /v1/oauth2/token, GET /v1/instance-types?currency=usd (prices as decimal text, the GPU as
-"1x H100 SXM5 80GB"), /v1/instance-availability?isSpot=false|true and /v1/volume-types.
-A price holds in every location: one offer per location x option priced, `available` if listed there now.
+"""Verda (formerly DataCrunch): instance types, on-demand and spot prices and where each deploys now (OAuth2
+client credentials); a price holds everywhere: one offer per location x option, `available` if listed there now.
 """
 
 from __future__ import annotations
@@ -170,7 +166,7 @@ def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: lis
     if _priced(spot):
         prices["spot"] = _price(spot, "spot_price")
     common = dict(
-        zone="", instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
         gpu_name_reported=gpu["description"], gpu_count=count, gpu_memory_gb=desc.memory_gb,
         total_gpu_memory_gb=_size(item.get("gpu_memory")) or desc.memory_gb * count,
         vcpus=_size(item.get("cpu"), "number_of_cores"), ram_gb=_size(item.get("memory")),

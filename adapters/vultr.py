@@ -1,8 +1,5 @@
-"""Vultr: Cloud GPU plans and GPU bare-metal plans from Vultr's public plan list.
-
-`GET https://api.vultr.com/v2/plans` (Cloud GPU: type `vcg`) and `/v2/plans-metal` (`plans_metal`), no key,
-paged by `cursor` (`meta.links.next`); RAM in MB, `gpu_count` "1/8" for a slice (adapters/recordings/vultr).
-One offer per plan, location (or "global", available=False) and option (preemptible as "spot").
+"""Vultr: Cloud GPU (`vcg`) and bare-metal GPU plans from the public plan lists (cursor-paged), RAM in MB,
+`gpu_count` "1/8" for a slice; one offer per plan, location (or "global", available=False) and option.
 """
 
 from __future__ import annotations
@@ -227,13 +224,6 @@ def _add_plan(batch: Batch, plan: dict[str, Any], kind: str, gpus: PlanGpus, ski
         return
     vcpus = plan.get("vcpu_count") if kind == "instance" else plan.get("cpu_threads")
     ram_mb, disk = plan.get("ram"), plan.get("disk")
-    common = dict(
-        zone="", instance_type=plan_id, gpu_model=gpus.model.gpu_model, gpu_variant_exact=gpus.exact,
-        gpu_name_reported=gpus.reported, gpu_count=gpus.count, gpu_memory_gb=gpus.memory_gb,
-        total_gpu_memory_gb=gpus.total_memory_gb,
-        vcpus=vcpus if isinstance(vcpus, (int, float)) and vcpus > 0 else None,
-        ram_gb=ram_mb / 1024 if isinstance(ram_mb, (int, float)) and ram_mb > 0 else None,
-        local_disk_gb=disk * (plan.get("disk_count") or 1) if isinstance(disk, (int, float)) and disk > 0 else None)
     for region, listed in [(loc, True) for loc in locations] or [(GLOBAL_REGION, False)]:
         # a location's `location_cost` entry overrides the plan's own price fields there
         override = dig(plan, "location_cost", region)
@@ -254,7 +244,13 @@ def _add_plan(batch: Batch, plan: dict[str, Any], kind: str, gpus: PlanGpus, ski
             batch.offer(ref, plan, region=region, purchase_option=option, price_per_hour=price, available=listed,
                         available_count=None if listed else 0,
                         availability_level="listed in the plan's locations" if listed else "the plan lists no location",
-                        provider_data=json.dumps(data, sort_keys=True), **common)
+                        provider_data=json.dumps(data, sort_keys=True), instance_type=plan_id,
+                        gpu_model=gpus.model.gpu_model, gpu_variant_exact=gpus.exact, gpu_name_reported=gpus.reported,
+                        gpu_count=gpus.count, gpu_memory_gb=gpus.memory_gb, total_gpu_memory_gb=gpus.total_memory_gb,
+                        vcpus=vcpus if isinstance(vcpus, (int, float)) and vcpus > 0 else None,
+                        ram_gb=ram_mb / 1024 if isinstance(ram_mb, (int, float)) and ram_mb > 0 else None,
+                        local_disk_gb=disk * (plan.get("disk_count") or 1) if isinstance(disk, (int, float))
+                        and disk > 0 else None)
 
 
 def _next_cursor(doc: Any) -> str | None:
