@@ -1,5 +1,9 @@
-"""CloudRift: VM instance types from `POST api.cloudrift.ai/api/v1/instance-types/list` (key optional), sizes in
-bytes and money in US cents; one offer per variant and datacenter, or one "global" row, available=False.
+"""CloudRift: GPU instance types, their prices and the free nodes per datacenter.
+
+`POST https://api.cloudrift.ai/api/v1/instance-types/list` with the envelope `{"version", "data"}`, no key
+needed (CLOUDRIFT_API_KEY, when set, goes in `X-API-Key`); sizes in bytes, money in US cents (seen live:
+25.0 on a 0.25 USD/h rental). One offer per variant and datacenter listing it, or one "global" row,
+available=False.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""CUDO Compute: `GET rest.compute.cudo.org/v1/vms/machine-types-2` (key optional), each GPU, vCPU and GiB priced
-apart: one offer per machine type and data center for one GPU with the fewest vCPUs and least RAM allowed.
+"""CUDO Compute: VM machine types per data center, each GPU, vCPU and GiB of RAM priced apart.
+
+`GET https://rest.compute.cudo.org/v1/vms/machine-types-2`, no key needed (CUDO_API_KEY, when set,
+goes as a Bearer token); prices as USD per hour in text ({"value": "2.50"}).
+A VM is configured, not picked: one offer per machine type and data center for one GPU with the
+fewest vCPUs (minVcpuPerGpu) and the least RAM (vCPUs / maxVcpuPerMemoryGib) allowed; no disk or IPv4.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""DigitalOcean: GPU Droplet sizes from `GET api.digitalocean.com/v2/sizes` (token, paged), RAM in MB, VRAM and
-disks in GiB; one offer per region that can create the size now, or one "global" row, available=False.
+"""DigitalOcean: GPU Droplet sizes, where they can be created now, and their list prices.
+
+`GET https://api.digitalocean.com/v2/sizes`, the token as a Bearer token (env DIGITALOCEAN_TOKEN),
+paged by `page`/`per_page` (at most 200) with the next page linked in full; RAM in MB, VRAM and disks in GiB.
+One offer per region that can create the GPU size now, or one "global" row, available=False.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
-"""Hot Aisle: MI300X VM and bare-metal types with their stock, per team (HOTAISLE_TEAM_HANDLE, else the key's one
-team), prices in US cents, sizes in bytes. The API names no type, region or GPU memory: a type is named from its
-specs, every row is in the one facility, the memory is the canon's.
+"""Hot Aisle: AMD Instinct MI300X virtual machines and bare-metal servers, with their stock.
+
+Hot Aisle's REST API, `Authorization: Token <key>` (HOTAISLE_API_KEY), per team (HOTAISLE_TEAM_HANDLE, else
+the key's one team from `GET /api/teams/`): `GET /api/teams/{team}/virtual_machines/available/` and
+`.../bare_metal/available/`, JSON arrays with prices in US cents per hour and sizes in bytes.
+The API names no type, region or GPU memory: a type is named from its specs, every row is in the one
+facility, the memory is the canon's.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Hyperbolic: the marketplace's machines (`POST api.hyperbolic.xyz/v1/marketplace`, key optional), in US cents per
-GPU-hour; one offer per machine for one GPU, available when ready, not reserved and with a GPU free.
+"""Hyperbolic: the GPU marketplace's machines, each at the hourly price its supplier sets.
+
+`POST https://api.hyperbolic.xyz/v1/marketplace` with `{"filters": {}}`; no key needed (HYPERBOLIC_API_KEY,
+when set, goes as a Bearer token); prices in US cents per GPU-hour, GPU memory in MiB.
+A machine is rented by the GPU: one offer per machine for one GPU, available when it is ready, not
+reserved and has a GPU free.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""Jarvislabs.ai: the catalogue the official SDK reads (`/misc/server_meta`; `/misc/` says success for an INR
-account, quarantined). Rows per server are merged per GPU x region x workload (free GPUs summed, another price
-refused): one 1-GPU offer per listing and purchase option.
+"""Jarvislabs.ai: per-GPU prices, spot prices and free GPUs per region, for containers and VMs.
+
+The catalogue the official `jarvislabs` SDK reads (Bearer JL_API_KEY): `GET https://backendn.jarvislabs.net/misc/`
+({"success": true}: the account pays in INR, quarantined) and `GET .../misc/server_meta` (numbers may be text).
+Rows are per server: one GPU, region and workload at one price are merged (free GPUs summed), another
+price refused. One 1-GPU offer per GPU x region x workload and purchase option.
 """
 
 from __future__ import annotations

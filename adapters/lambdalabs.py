@@ -1,5 +1,8 @@
-"""Lambda Cloud: on-demand instance types (`GET cloud.lambda.ai/api/v1/instance-types`), prices in US cents;
-one offer per region with capacity now, or one "global" offer (available=False) when none has any.
+"""Lambda Cloud: on-demand GPU instance types and where they have capacity now.
+
+`GET https://cloud.lambda.ai/api/v1/instance-types`, the key as a Bearer token (env LAMBDA_API_KEY);
+prices in US cents per hour, the GPU as "H100 (80 GB SXM5)".
+One offer per region with capacity now, or one "global" offer (available=False) when none has any.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Latitude.sh: GPU bare-metal plans (`GET api.latitude.sh/plans?filter[gpu]=true`), priced per region and
-currency; a region with no USD hourly price is counted, BRL is not converted, monthly and yearly go to provider_data.
+"""Latitude.sh: GPU bare-metal plans, their hourly USD price per region and stock.
+
+`GET https://api.latitude.sh/plans?filter[gpu]=true`, the key (LATITUDESH_AUTH_TOKEN) as the raw
+`Authorization` header, one JSON:API answer, each plan region priced per currency ({"USD": {"hour", "month"}}).
+A region with no USD hourly price (null: not sold there) is counted, BRL is not converted; the monthly
+and yearly commitment prices go to provider_data.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""Lium: the nodes rentable now from its public feed (`GET lium.io/api/public/v1/nodes`, no key); one offer per
-node for its smallest rentable unit and that share of the node; a "spot" tier node is interruptible.
+"""Lium: the GPU nodes rentable right now on Lium's marketplace, from its public node feed, no key.
+
+`GET https://lium.io/api/public/v1/nodes`, one answer listing the nodes with free GPUs.
+One offer per node: its smallest rentable unit (`min_rentable_gpu_count` GPUs, 1 when absent) with a
+share of the node's CPUs, RAM and disk. A "spot" tier node can be taken back: an interruptible offer.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Novita AI: GPU instance products (`GET api.novita.ai/gpu-instance/openapi/v1/products`, key required) in 1/100000
-USD per GPU-hour; one 1-GPU offer per product, cluster and option. The GPU memory is read from the product name.
+"""Novita AI: GPU instance products, priced per GPU, on demand and spot, per cluster.
+
+`GET https://api.novita.ai/gpu-instance/openapi/v1/products`, the key as a Bearer token (env
+NOVITA_API_KEY, required), one answer. Prices are 1/100000 USD per GPU-hour: one offer of one GPU per
+product, cluster and purchase option. The GPU and its memory are read from the product name;
+memoryPerGpu is host RAM.
 """
 
 from __future__ import annotations

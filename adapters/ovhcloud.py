@@ -1,5 +1,9 @@
-"""OVHcloud Public Cloud: hourly GPU flavors from the public order catalog (WE subsidiary, USD), prices in 10^-8
-of the currency; monthly plans and Windows flavors are counted, a flavor's regions are all its plans'.
+"""OVHcloud Public Cloud: hourly GPU flavors from the public order catalog (no key, one answer).
+
+`GET https://ca.api.ovh.com/1.0/order/catalog/public/cloud?ovhSubsidiary=WE`: `addons` are plans, a GPU
+flavor's `blobs.technical` its hardware, its `pricings` in 10^-8 of the locale's currency (WE, the
+international subsidiary, is USD; another is quarantined). Monthly plans and Windows ("win-") flavors are
+counted; a flavor's regions are all its plans'.
 """
 
 from __future__ import annotations

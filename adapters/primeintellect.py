@@ -1,5 +1,9 @@
-"""Prime Intellect: an aggregator's availability API (`GET api.primeintellect.ai/api/v1/availability/gpus`, key,
-paged), USD per hour per offer; the cloud running it is `operated_by`, one loaded by its own source is skipped.
+"""Prime Intellect: an aggregator reselling many clouds' GPU offers through one availability API.
+
+`GET https://api.primeintellect.ai/api/v1/availability/gpus?page=N&page_size=100`, Bearer key (env
+PRIME_API_KEY, required), paged until `totalCount` items are read; `prices` are USD per hour for the
+whole offer. `provider` runs the machine at its own rate and is named in `operated_by`; a cloud loaded
+from its own source is skipped and counted in the notes.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Scaleway: GPU Instance prices from the public Product Catalog (with currency and unit), stock from the Instance
-API (SCW_SECRET_KEY); EUR is converted at the setting `scaleway_usd_per_eur`, else quarantined.
+"""Scaleway: GPU Instance prices from the public Product Catalog, stock from the Instance API.
+
+`GET https://api.scaleway.com/product-catalog/v2alpha1/public-catalog/products?product_types=instance` (no
+key) and `/instance/v1/zones/{zone}/products/servers/availability` (X-Auth-Token), both paged.
+The catalogue states each price's currency and unit (the Instance API's bare `hourly_price` has held
+per-minute figures); EUR is converted at the setting `scaleway_usd_per_eur`, else quarantined.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Seeweb: Cloud Server GPU plans (`GET api.seeweb.it/ecs/v2/plans`, ECSAPI_TOKEN) in EUR, converted at the
-setting `seeweb_usd_per_eur` (else quarantined); one offer per plan and region, GPU memory read from the label.
+"""Seeweb: Cloud Server GPU plans and their hourly price per region, in EUR.
+
+`GET https://api.seeweb.it/ecs/v2/plans` with the API token in `X-APITOKEN` (env ECSAPI_TOKEN, the
+name Seeweb's ecsapi SDK reads), one answer; `ram` is MB, `disk` GB, all text. Prices are EUR (the
+answer names no currency): converted at the setting `seeweb_usd_per_eur`, quarantined without it.
+One on-demand offer per GPU plan and region it lists; the memory per GPU is read from the label.
 """
 
 from __future__ import annotations

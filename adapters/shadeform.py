@@ -1,5 +1,9 @@
-"""Shadeform: a marketplace reselling many clouds' GPU instances (`GET api.shadeform.ai/v1/instances/types`, key),
-US cents per instance-hour; offers name the cloud in `operated_by`, one loaded by its own source is skipped.
+"""Shadeform: a marketplace reselling the GPU instances of many clouds through one API.
+
+`GET https://api.shadeform.ai/v1/instances/types`, the key in `X-API-KEY` (env SHADEFORM_API_KEY);
+`hourly_price` in US cents per instance-hour, per cloud and region.
+`cloud` runs the machine at its own rate: offers name it in `operated_by`; a cloud loaded from its own
+source (the registry) is skipped and counted. Not read: `/volumes/types` (in the clouds' own region names).
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
-"""Spheron: an aggregator's offers API (`GET app.spheron.ai/api/gpu-offers`, paged, key optional), USD per hour per
-offer, spot where priced (instanceType SPOT: spot only); one offer per cluster, the running cloud in `operated_by`,
-one loaded by its own source skipped.
+"""Spheron: an aggregator reselling several clouds' GPU offers through one offers API.
+
+`GET https://app.spheron.ai/api/gpu-offers?page=N&limit=100`, public (SPHERON_API_KEY, when set, goes
+as a Bearer token and shows team discounts), paged until `totalPages`.
+`price` is USD per hour for the whole offer (its gpuCount GPUs), `spot_price` the same offer's spot
+price; an instanceType SPOT offer is spot only. One offer per cluster it lists. `provider` runs the
+machine: offers name it in `operated_by`, and a cloud loaded from its own source is skipped and counted.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""TensorDock: the marketplace's locations (`GET dashboard.tensordock.com/api/v2/locations`, key), landed as one
-row per GPU model, count and country: n GPUs and the smallest machine around them at the cheapest location's price.
+"""TensorDock: the GPU marketplace's deployable locations, landed as whole-machine aggregates.
+
+`GET https://dashboard.tensordock.com/api/v2/locations`, the key as a Bearer token (env TENSORDOCK_API_KEY):
+per location its GPUs, each with a USD price per GPU-hour and per-vCPU, per-GB RAM and disk rates.
+A row is n GPUs and the smallest machine around them (MIN_*) per GPU model, count and ISO country, at the
+cheapest location's price.
 """
 
 from __future__ import annotations

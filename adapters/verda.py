@@ -1,5 +1,9 @@
-"""Verda (formerly DataCrunch): instance types, on-demand and spot prices and where each deploys now (OAuth2
-client credentials); a price holds everywhere: one offer per location x option, `available` if listed there now.
+"""Verda (formerly DataCrunch): GPU instance types, on-demand and spot prices, where each deploys now.
+
+`https://api.verda.com/v1`, OAuth2 client credentials (VERDA_CLIENT_ID, VERDA_CLIENT_SECRET); no paging:
+POST /v1/oauth2/token, GET /v1/instance-types?currency=usd (prices as decimal text, the GPU as
+"1x H100 SXM5 80GB"), /v1/instance-availability?isSpot=false|true and /v1/volume-types.
+A price holds in every location: one offer per location x option priced, `available` if listed there now.
 """
 
 from __future__ import annotations

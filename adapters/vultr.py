@@ -1,5 +1,8 @@
-"""Vultr: Cloud GPU (`vcg`) and bare-metal GPU plans from the public plan lists (cursor-paged), RAM in MB,
-`gpu_count` "1/8" for a slice; one offer per plan, location (or "global", available=False) and option.
+"""Vultr: Cloud GPU plans and GPU bare-metal plans from Vultr's public plan list.
+
+`GET https://api.vultr.com/v2/plans` (Cloud GPU: type `vcg`) and `/v2/plans-metal` (`plans_metal`), no key,
+paged by `cursor` (`meta.links.next`); RAM in MB, `gpu_count` "1/8" for a slice (adapters/recordings/vultr).
+One offer per plan, location (or "global", available=False) and option (preemptible as "spot").
 """
 
 from __future__ import annotations

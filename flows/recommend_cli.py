@@ -127,8 +127,8 @@ def recommend_command(
                                      "comma list of q,k,v,o,gate,up,down."),
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
-    gradient_checkpointing: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Assume gradient "
-                                                "checkpointing (activations recomputed: less memory)."),
+    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Assume gradient checkpointing "
+                                   "(activations recomputed: less memory)."),
     offload: bool = typer.Option(False, "--offload", help="Full fine-tuning with ZeRO-Offload: optimizer state "
                                  "in host RAM (checked against the offer's RAM)."),
     hours: Optional[float] = typer.Option(None, "--hours", help="Fixed wall-clock hours per run instead of a job "
@@ -150,7 +150,7 @@ def recommend_command(
                                      help="Also consider 1- and 3-year commitments (reserved, savings plans, "
                                           "committed use; marked)."),
     region: Optional[str] = typer.Option(None, "--region", help="Region prefix (us-), or a LIKE pattern (%us%)."),
-    providers: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
+    provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     max_gpus: int = typer.Option(8, "--max-gpus", help="At most this many GPUs per plan."),
     max_nodes: int = typer.Option(1, "--max-nodes", help="Allow sharded plans over this many nodes (RDMA fabric)."),
     shard_lora: bool = typer.Option(False, "--shard-lora", help="Allow FSDP-sharded LoRA/QLoRA across a node."),
@@ -158,8 +158,8 @@ def recommend_command(
                                              "without capacity (flagged)."),
     headroom: float = typer.Option(0.05, "--headroom", help="Fraction of GPU memory left free."),
     dataset_gb: float = typer.Option(1.0, "--dataset-gb", help="Training data kept on disk, GB."),
-    checkpoint_every_minutes: float = typer.Option(30.0, "--checkpoint-every", help="Spot: minutes between "
-                                                   "checkpoints (an interruption redoes half of it on average)."),
+    checkpoint_every: float = typer.Option(30.0, "--checkpoint-every", help="Spot: minutes between checkpoints "
+                                           "(an interruption redoes half of it on average)."),
     days: Optional[float] = typer.Option(None, "--days", help="Keep the working set on a volume this many days "
                                          "(runs and the idle time between them); billed for all of it."),
     top: int = typer.Option(10, "--top", help="Show this many candidates."),
@@ -189,12 +189,18 @@ def recommend_command(
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """
-    # Every other option is named as the RecommendRequest field it sets.
-    job = {k: v for k, v in locals().items() if k not in ("all_locations", "fmt", "as_json", "db")}
     from gpuledger.flows.cli import _fail, _reader
 
     try:
-        request = RecommendRequest(**job | {"providers": tuple(providers), "per_instance": not all_locations})
+        request = RecommendRequest(
+            method=method, model=model, params=params, precision=precision, optimizer=optimizer,
+            lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
+            gradient_checkpointing=grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens,
+            dataset_tokens=dataset_tokens, examples=examples, epochs=epochs, by=by, budget=budget, spot=spot,
+            commitments=commitments, region=region, providers=tuple(provider), max_gpus=max_gpus,
+            max_nodes=max_nodes, shard_lora=shard_lora, include_unavailable=include_unavailable,
+            max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
+            checkpoint_every_minutes=checkpoint_every, top=top, per_instance=not all_locations)
     except ValueError as e:  # an unknown model included
         raise _fail(str(e), 2) from None
     with _reader(db, "the recommendation") as con:
