@@ -138,20 +138,25 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
         return err
     except ValueError as err:
         return batch.quarantine("offer", name, f"{name}: {err}", variant)
+    common = dict(
+        zone="", instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        gpu_name_reported=brand, gpu_count=gpus, gpu_memory_gb=_gib(vram), price_per_hour=round(cents / 100, 6),
+        vcpus=_num(variant.get("logical_cpu_count")) or _num(variant.get("cpu_count")) or None,
+        ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")))
     nodes, free = _counts(variant.get("nodes_per_dc")), _counts(variant.get("available_nodes_per_dc"))
     data = {"instance_type": itype.get("name"), "cost_per_hour_cents": cents,
             "available_nodes": variant.get("available_nodes"), "cpu_count": variant.get("cpu_count")}
-    rows = [(dc, free.get(dc, 0), "free nodes" if free.get(dc) else "no free node",
-             dict(data, nodes=nodes.get(dc), ip_availability=dig(variant, "ip_availability_per_dc", dc)))
-            for dc in sorted(set(nodes) | set(free))]
-    for region, count, level, details in rows or [(GLOBAL_REGION, 0, "listed in no datacenter", data)]:
-        batch.offer(f"{name}/{region}", variant, region=region, available=count > 0, available_count=count,
-                    availability_level=level, provider_data=json.dumps(details, sort_keys=True, default=str),
-                    instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model,
-                    gpu_variant_exact=exact, gpu_name_reported=brand, gpu_count=gpus, gpu_memory_gb=_gib(vram),
-                    price_per_hour=round(cents / 100, 6),
-                    vcpus=_num(variant.get("logical_cpu_count")) or _num(variant.get("cpu_count")) or None,
-                    ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")))
+    if not nodes and not free:
+        batch.offer(f"{name}/{GLOBAL_REGION}", variant, region=GLOBAL_REGION, available=False, available_count=0,
+                    availability_level="listed in no datacenter", provider_data=json.dumps(data, sort_keys=True),
+                    **common)
+    for dc in sorted(set(nodes) | set(free)):
+        count = free.get(dc, 0)
+        batch.offer(f"{name}/{dc}", variant, region=dc, available=count > 0, available_count=count,
+                    availability_level="free nodes" if count else "no free node",
+                    provider_data=json.dumps(dict(data, nodes=nodes.get(dc),
+                                                  ip_availability=dig(variant, "ip_availability_per_dc", dc)),
+                                             sort_keys=True, default=str), **common)
     return None
 
 

@@ -139,18 +139,20 @@ def _add_size(batch: Batch, slug: str, size: dict[str, Any]) -> None:
             "transfer_tb_per_month": size.get("transfer"), "regions": names, "size_available": creatable,
             "gpu_model_reported": reported, "vram_gib_total": per_gpu * count,
             "scratch_disk_gib": _disk(size, "scratch"), "networking_throughput_mbps": size.get("networking_throughput")}
-    rows = [(region, creatable, None if creatable else 0, "region offers the size" if creatable
-             else "region listed, but the size is not available for new Droplets") for region in names]
-    for region, available, stock, level in rows or [(GLOBAL_REGION, False, 0, "no region offers the size now")]:
-        batch.offer(f"{slug}/{region}", size, region=region, available=available, available_count=stock,
-                    availability_level=level, instance_type=slug, purchase_option="on_demand",
-                    gpu_model=model.gpu_model, gpu_variant_exact=exact, gpu_name_reported=reported,
-                    gpu_count=count, gpu_memory_gb=per_gpu, price_per_hour=price,
-                    vcpus=vcpus if isinstance(vcpus, (int, float)) and not isinstance(vcpus, bool) and vcpus > 0
-                    else None,
-                    ram_gb=ram_mb / 1024 if isinstance(ram_mb, (int, float)) and ram_mb > 0 else None,
-                    local_disk_gb=_disk(size, "local") or _disk(size, "boot"),
-                    provider_data=json.dumps(data, sort_keys=True))
+    common = dict(
+        zone="", instance_type=slug, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        gpu_name_reported=reported, gpu_count=count, gpu_memory_gb=per_gpu, price_per_hour=price,
+        vcpus=vcpus if isinstance(vcpus, (int, float)) and not isinstance(vcpus, bool) and vcpus > 0 else None,
+        ram_gb=ram_mb / 1024 if isinstance(ram_mb, (int, float)) and ram_mb > 0 else None,
+        local_disk_gb=_disk(size, "local") or _disk(size, "boot"), provider_data=json.dumps(data, sort_keys=True))
+    if not names:
+        batch.offer(f"{slug}/{GLOBAL_REGION}", size, region=GLOBAL_REGION, available=False, available_count=0,
+                    availability_level="no region offers the size now", **common)
+    for region in names:
+        batch.offer(f"{slug}/{region}", size, region=region, available=creatable,
+                    available_count=None if creatable else 0,
+                    availability_level="region offers the size" if creatable
+                    else "region listed, but the size is not available for new Droplets", **common)
 
 
 def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:

@@ -115,17 +115,21 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
     described = {str(r["name"]): r.get("description") for r in regions if isinstance(r, dict) and r.get("name")}
     data = {"price_cents_per_hour": cents, "description": itype.get("description"),
             "regions_with_capacity": sorted(described)}
-    rows = [(region, True, None, "capacity", dict(data, region_description=described[region]))
-            for region in sorted(described)] or [(GLOBAL_REGION, False, 0, "no capacity in any region", data)]
-    for region, available, count, level, details in rows:
-        batch.offer(f"{name}/{region}", item, region=region, available=available, available_count=count,
-                    availability_level=level, provider_data=json.dumps(details, sort_keys=True),
-                    instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model,
-                    gpu_variant_exact=exact, gpu_name_reported=itype.get("gpu_description", ""), gpu_count=gpus,
-                    gpu_memory_gb=gpu.memory_gb, vcpus=specs.get("vcpus"), ram_gb=specs.get("memory_gib"),
-                    local_disk_gb=specs.get("storage_gib"), price_per_hour=cents / 100,
-                    # HGX boards (the SXM forms) join their GPUs through NVSwitch; other forms are not stated.
-                    interconnect="NVSwitch" if gpus > 1 and gpu.form in ("SXM4", "SXM5", "SXM6") else None)
+    common = dict(
+        zone="", instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model,
+        gpu_variant_exact=exact, gpu_name_reported=itype.get("gpu_description", ""), gpu_count=gpus,
+        gpu_memory_gb=gpu.memory_gb, vcpus=specs.get("vcpus"), ram_gb=specs.get("memory_gib"),
+        local_disk_gb=specs.get("storage_gib"), price_per_hour=cents / 100,
+        # HGX boards (the SXM forms) join their GPUs through NVSwitch; other forms are not stated.
+        interconnect="NVSwitch" if gpus > 1 and gpu.form in ("SXM4", "SXM5", "SXM6") else None)
+    if not described:
+        batch.offer(f"{name}/{GLOBAL_REGION}", item, region=GLOBAL_REGION, available=False, available_count=0,
+                    availability_level="no capacity in any region",
+                    provider_data=json.dumps(data, sort_keys=True), **common)
+    for region in sorted(described):
+        batch.offer(f"{name}/{region}", item, region=region, available=True, availability_level="capacity",
+                    provider_data=json.dumps(dict(data, region_description=described[region]), sort_keys=True),
+                    **common)
 
 
 def fetch(ctx: SourceContext) -> Batch:
