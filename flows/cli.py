@@ -25,9 +25,8 @@ from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, finite
-from gpuledger.flows.output import Format, chosen, emit, format_option, json_option, out
+from gpuledger.flows.output import Format, chosen, emit, fail, format_option, json_option, out
 from gpuledger.flows.output import err as console
-from gpuledger.flows.output import fail as _fail  # recommend_cli imports it from here
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
@@ -87,8 +86,8 @@ def _reader(db: Path | None, what: str, outcome: str = "nothing was read", **opt
     try:
         return open_reader(db, **options)
     except KeyboardInterrupt:
-        raise _fail(f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; "
-                    f"{outcome}", 130) from None
+        raise fail(f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; "
+                   f"{outcome}", 130) from None
 
 
 STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
@@ -147,21 +146,21 @@ def refresh(
     from gpuledger.flows.refresh import resolve_providers
 
     if recordings and not replay:
-        raise _fail("--recordings goes with --replay", 2)
+        raise fail("--recordings goes with --replay", 2)
     if replay_endpoints and (not replay or recordings):
-        raise _fail("--replay-endpoints goes with --replay and without --recordings", 2)
+        raise fail("--replay-endpoints goes with --replay and without --recordings", 2)
     if replay_endpoints:
         from gpuledger.adapters.replay import RecordingError, read_endpoints
 
         try:
             read_endpoints(replay_endpoints)
         except RecordingError as err:
-            raise _fail(str(err), 2) from None
+            raise fail(str(err), 2) from None
     if resume and (provider or replay):
-        raise _fail("--resume fetches nothing: it goes without --provider and --replay", 2)
+        raise fail("--resume fetches nothing: it goes without --provider and --replay", 2)
     unknown = sorted(set(accept_anomaly) - set(SOURCES))
     if unknown:
-        raise _fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
+        raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
 
     def prepare() -> list[str]:
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
@@ -178,7 +177,7 @@ def refresh(
         return
     _print_summary(summary)
     if not summary["ok"]:
-        raise _fail(f"failed providers: {', '.join(summary['failed'])}")
+        raise fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
 def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool, **params: Any) -> dict[str, Any]:
@@ -202,11 +201,11 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
         with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
             return refresh_flow(db=str(db_path(db)), **params)
     except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
-        raise _fail(str(err), 2) from None
+        raise fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
     except RefreshInterrupted as stop:
-        raise _fail(str(stop), stop.exit_code) from None
+        raise fail(str(stop), stop.exit_code) from None
     finally:
         if api_server is not None:
             api_server.stop()  # a failure before the flow ran leaves it started
@@ -220,7 +219,7 @@ def _check_recordings(replay: bool, folder: Path | None, providers: list[str]) -
         for name in providers if replay else ():
             load_manifest(Path(folder or BUNDLED_RECORDINGS) / name)
     except RecordingError as err:
-        raise _fail(str(err), 2) from None
+        raise fail(str(err), 2) from None
 
 
 def _record_folder(out_dir: Path, force: bool) -> None:
@@ -228,11 +227,11 @@ def _record_folder(out_dir: Path, force: bool) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         if any(out_dir.iterdir()) and not force:
-            raise _fail(f"{out_dir} is not empty: record into a new folder, or pass --force to write into it", 2)
+            raise fail(f"{out_dir} is not empty: record into a new folder, or pass --force to write into it", 2)
         with tempfile.TemporaryFile(dir=out_dir):
             pass
     except OSError as err:
-        raise _fail(f"cannot record into {out_dir}: {err.strerror or err}", 2) from None
+        raise fail(f"cannot record into {out_dir}: {err.strerror or err}", 2) from None
 
 
 @app.command()
@@ -267,7 +266,7 @@ def record(
     _print_summary(summary)
     console.print(literal(f"recorded to {out_dir}"))
     if not summary["ok"]:
-        raise _fail(f"failed providers: {', '.join(summary['failed'])}")
+        raise fail(f"failed providers: {', '.join(summary['failed'])}")
 
 
 SQL_BATCH_ROWS = 10_000  # rows fetched and written at a time: memory stays flat, a stop lands between batches
@@ -315,9 +314,9 @@ def sql(
     from gpuledger.warehouse.recommender.macros import install_macros
 
     if not math.isfinite(timeout):
-        raise _fail(f"--timeout {timeout} is not a number of seconds", 2)
+        raise fail(f"--timeout {timeout} is not a number of seconds", 2)
     if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
-        raise _fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
+        raise fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
     con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
 
     def answer(stopping: threading.Event) -> None:
@@ -328,16 +327,16 @@ def sql(
         try:
             run_stoppable(con, answer, timeout)
         except QueryStopped as stop:
-            raise _fail(str(stop), stop.exit_code) from None
+            raise fail(str(stop), stop.exit_code) from None
         except duckdb.Error as err:
             if is_damaged(err, db_path(db)):
-                raise _fail(damaged_message(db_path(db), err), 2) from None
+                raise fail(damaged_message(db_path(db), err), 2) from None
             text = str(err)
             if "read-only" in text or "read only" in text:
                 text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
             elif "external access" in text.lower() or "disabled" in text.lower():
                 text = f"`gpuledger sql` cannot read or write other files ({text})"
-            raise _fail(text, 1) from None
+            raise fail(text, 1) from None
 
 
 @app.command()
@@ -371,15 +370,15 @@ def export(
         try:
             start = datetime.fromisoformat(since)
         except ValueError:
-            raise _fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
+            raise fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
         start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
     with _reader(db, "the export", "nothing was written", allow_files=True) as con:
         try:
             folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
         except WarehouseError as err:
             if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
-                raise _fail(damaged_message(db_path(db), err.__cause__), 2) from None
-            raise _fail(str(err), 1) from None
+                raise fail(damaged_message(db_path(db), err.__cause__), 2) from None
+            raise fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
@@ -463,7 +462,7 @@ def check(db: Optional[Path] = DbOption) -> None:
         mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
         out.print(mark, literal(f"{r.name}: {r.detail}"))
     if not all(r.ok for r in results):
-        raise _fail(f"{sum(not r.ok for r in results)} integrity check(s) failed")
+        raise fail(f"{sum(not r.ok for r in results)} integrity check(s) failed")
 
 
 # Commands that live in their own modules, listed after the core ones in --help.
@@ -482,9 +481,9 @@ def _warehouse_guard(command: Any) -> Any:
         except duckdb.Error as err:
             if not is_damaged(err, db_path(kwargs.get("db"))):
                 raise
-            raise _fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
+            raise fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
         except (WarehouseError, FilterError) as err:  # every usage error: one line, exit 2
-            raise _fail(str(err), 2) from None
+            raise fail(str(err), 2) from None
     return guarded
 
 
@@ -500,7 +499,7 @@ def main() -> None:
     try:
         app()
     except SettingsError as err:
-        raise SystemExit(_fail(f"invalid setting: {err}", 2).exit_code) from None
+        raise SystemExit(fail(f"invalid setting: {err}", 2).exit_code) from None
 
 
 if __name__ == "__main__":

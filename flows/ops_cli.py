@@ -176,21 +176,20 @@ def serve_command(
     """
     from prefect.settings import PREFECT_API_URL
 
-
     if not PREFECT_API_URL.value():
         raise fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
-                    "starts never fires schedules. Start one (`prefect server start`) and set "
-                    "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
+                   "starts never fires schedules. Start one (`prefect server start`) and set "
+                   "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
     parameters = {k: v for k, v in (("db", db and str(db)), ("providers", list(provider)), ("replay", replay)) if v}
     try:
         pool = work_pool_of(f"nightly_refresh/{name}")
     except Exception as e:  # an unreachable or refusing server: one line, not Prefect's traceback
         raise fail(f"cannot reach the Prefect server at {PREFECT_API_URL.value()}: {type(e).__name__}: {e}",
-                    2) from None
+                   2) from None
     if pool and not force:
         raise fail(f"nightly_refresh/{name} is deployed to the work pool {pool!r} (prefect.yaml's, or another "
-                    "`prefect deploy`); serving under that name would replace its parameters and schedule. Serve "
-                    "under another --name, or pass --force to replace it.", 2)
+                   "`prefect deploy`); serving under that name would replace its parameters and schedule. Serve "
+                   "under another --name, or pass --force to replace it.", 2)
     deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     from prefect import serve
 

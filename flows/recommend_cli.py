@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, chosen, emit, err, format_option, json_option, out
+from gpuledger.flows.output import Format, chosen, emit, err, fail, format_option, json_option, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -189,7 +189,7 @@ def recommend_command(
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """
-    from gpuledger.flows.cli import _fail, _reader
+    from gpuledger.flows.cli import _reader
 
     try:
         request = RecommendRequest(
@@ -202,12 +202,12 @@ def recommend_command(
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
             checkpoint_every_minutes=checkpoint_every, top=top, per_instance=not all_locations)
     except ValueError as e:  # an unknown model included
-        raise _fail(str(e), 2) from None
+        raise fail(str(e), 2) from None
     with _reader(db, "the recommendation") as con:
         try:
             rec = recommend(con, request)
         except UnknownProviderError as e:
-            raise _fail(str(e), 2) from None
+            raise fail(str(e), 2) from None
     fmt = chosen(fmt, as_json)
     if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
