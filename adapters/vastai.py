@@ -62,7 +62,6 @@ def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
 
 @drift_guard("vastai: search answer")
 def parse_page(doc: Any, cursor: int | None = None) -> list[dict[str, Any]]:
-    """The page's offers, each with an integer id above `cursor` (the id filter keyset paging needs)."""
     offers = doc.get("offers") if isinstance(doc, dict) else None
     if not isinstance(offers, list):
         raise SchemaDriftError("vastai: search answer lacks the 'offers' list")
@@ -70,6 +69,10 @@ def parse_page(doc: Any, cursor: int | None = None) -> list[dict[str, Any]]:
         oid = offer.get("id") if isinstance(offer, dict) else None
         if not isinstance(oid, int) or isinstance(oid, bool):
             raise SchemaDriftError(f"vastai: an offer has no integer id ({str(offer)[:120]})")
+    return past_cursor(offers, cursor)
+
+
+def past_cursor(offers: list[dict[str, Any]], cursor: int | None) -> list[dict[str, Any]]:
     low = min((o["id"] for o in offers), default=None)
     if cursor is not None and low is not None and low <= cursor:
         raise SchemaDriftError(f"vastai: offer id {low} is not above the page cursor {cursor}: "
@@ -82,7 +85,7 @@ def keyset(page_size: int) -> Any:
     def following(doc: Any, offers: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any] | None:
         if not offers:
             return None
-        parse_page(doc, (request["json"].get("id") or {}).get("gt"))
+        past_cursor(offers, (request["json"].get("id") or {}).get("gt"))
         return {**request, "json": build_search(max(o["id"] for o in offers), page_size)}
     return following
 
