@@ -524,6 +524,38 @@ class OfferPlan:
         return {**{k: v for k, v in self.__dict__.items() if k != "extra"}, **dict(self.extra)}
 
 
+@dataclass(frozen=True)
+class Composed:
+    usd_per_hour: float
+    currency: str
+    source_per_hour: float
+    components: list[dict[str, Any]]
+    effective_time: str | None
+
+
+def compose(plan: OfferPlan, purchase: str, catalog: SkuCatalog) -> Composed | str:
+    """Sum the plan's parts at one purchase option, or say which part is missing or unusable."""
+    rows = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
+    if problems := [f"{name}: {c}" for name, _, c in rows if isinstance(c, str)]:
+        return "; ".join(problems)
+    currencies = {c.currency for _, _, c in rows}
+    if len(currencies) > 1:
+        return f"components priced in several currencies {sorted(currencies)}"
+    components = []
+    for name, qty, c in rows:
+        item = {"part": name, "sku": c.sku_id, "description": c.description, "unit": c.unit,
+                "unit_price_usd": round(c.usd, 12), "quantity": round(qty, 9), "usd_per_hour": round(c.usd * qty, 12)}
+        if c.currency != "USD":
+            item.update(source_currency=c.currency, source_unit_price=c.source_amount,
+                        currency_conversion_rate=c.conversion_rate)
+        components.append(item)
+    usd = round(sum(c.usd * qty for _, qty, c in rows), 10)
+    currency = currencies.pop()
+    source = usd if currency == "USD" else round(sum(c.source_amount * qty for _, qty, c in rows), 10)
+    stamp = max((c.effective_time for _, _, c in rows if c.effective_time), default=None)
+    return Composed(usd, currency, source, components, stamp)
+
+
 def plan_offers(zones: dict[str, ZoneInfo], shapes: dict[str, dict[str, MachineShape]],
                 accelerators: dict[str, dict[str, AcceleratorInfo]], regions: Iterable[str],
                 batch: Batch, skips: Counter[str]) -> list[OfferPlan]:
@@ -614,12 +646,13 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
             if purchase != "on_demand" and gpu_key not in catalog.prices and gpu_key not in catalog.invalid:
                 missing[purchase if purchase == "spot" else "committed use"] += 1  # not sold that way: no error
                 continue
-            priced = _add_offer(batch, plan, purchase, catalog, known, zones.get(plan.zone), on_demand_usd)
-            if isinstance(priced, str):
-                batch.quarantine("offer", f"{ref}/{purchase}", f"price: {priced}", plan.raw())
+            composed = compose(plan, purchase, catalog)
+            if isinstance(composed, str):
+                batch.quarantine("offer", f"{ref}/{purchase}", f"price: {composed}", plan.raw())
                 unpriced[purchase] += 1
-            elif priced is not None and purchase == "on_demand":
-                on_demand_usd = priced
+            elif _add_offer(batch, plan, purchase, composed, known, zones.get(plan.zone), on_demand_usd) \
+                    and purchase == "on_demand":
+                on_demand_usd = composed.usd_per_hour
     if missing["spot"]:
         batch.notes.append(f"{missing['spot']} zone/machine-type pairs have no Spot GPU/TPU SKU in their region")
     if missing["committed use"]:
@@ -630,52 +663,31 @@ def build_offers(batch: Batch, plans: Iterable[OfferPlan], catalog: SkuCatalog,
                            "priced by the Catalog (quarantined with the missing part)")
 
 
-def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, catalog: SkuCatalog, gpu: tuple[GPUModel, bool],
-               zone: ZoneInfo | None, on_demand_usd: float | None) -> float | str | None:
-    """Add the plan's offer at one purchase option, priced as the sum of its parts' SKUs: its USD per hour
-    (None if the record was rejected), or which part is missing or unusable."""
-    rows = [(name, qty, catalog.lookup(key)) for name, key, qty in plan.parts(purchase)]
-    if problems := [f"{name}: {c}" for name, _, c in rows if isinstance(c, str)]:
-        return "; ".join(problems)
-    currencies = {c.currency for _, _, c in rows}
-    if len(currencies) > 1:
-        return f"components priced in several currencies {sorted(currencies)}"
-    currency = currencies.pop()
-    components = []
-    for name, qty, c in rows:
-        item = {"part": name, "sku": c.sku_id, "description": c.description, "unit": c.unit,
-                "unit_price_usd": round(c.usd, 12), "quantity": round(qty, 9), "usd_per_hour": round(c.usd * qty, 12)}
-        if c.currency != "USD":
-            item.update(source_currency=c.currency, source_unit_price=c.source_amount,
-                        currency_conversion_rate=c.conversion_rate)
-        components.append(item)
-    usd = round(sum(c.usd * qty for _, qty, c in rows), 10)
-    source = usd if currency == "USD" else round(sum(c.source_amount * qty for _, qty, c in rows), 10)
+def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: tuple[GPUModel, bool],
+               zone: ZoneInfo | None, on_demand_usd: float | None) -> bool:
     network, fabric = MULTINODE.get(plan.instance_type, (None, None))
-    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": components,
+    data: dict[str, Any] = {"accelerator_type": plan.gpu_type, "components": c.components,
                             "billing": "sum of the components' Catalog SKU prices",
                             **{k: v for k, v in plan.extra if v is not None}}
-    if currency != "USD":
-        data["source_currency"] = currency
-    saving = round(100 * (1 - usd / on_demand_usd), 1) if on_demand_usd else None
+    if c.currency != "USD":
+        data["source_currency"] = c.currency
+    saving = round(100 * (1 - c.usd_per_hour / on_demand_usd), 1) if on_demand_usd else None
     months = COMMITMENT_TERMS.get(purchase)
     if months is not None:
         data["billing"] += "; committed-use SKUs are billed every month of the term, used or not"
         if saving is not None:
             data["saving_vs_on_demand_pct"] = saving
-    added = batch.offer(
+    return batch.offer(
         f"{plan.zone}/{plan.instance_type}/{purchase}", plan.raw(), gpu_model=gpu[0].gpu_model,
         gpu_variant_exact=gpu[1], gpu_name_reported=plan.gpu_type, gpu_count=plan.gpu_count,
         gpu_memory_gb=gpu[0].memory_gb, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
         purchase_option=purchase, vcpus=plan.vcpus or None, ram_gb=plan.ram_gib or None,
         local_disk_gb=plan.local_ssd_gib or None, interconnect=_interconnect(plan), network_gbps=network,
-        multinode_fabric=fabric, price_per_hour=usd, source_currency=currency, source_price_per_hour=source,
-        price_observed_at=max((c.effective_time for _, _, c in rows if c.effective_time), default=None),
-        available=(zone.status == "UP") if zone else None,
+        multinode_fabric=fabric, price_per_hour=c.usd_per_hour, source_currency=c.currency,
+        source_price_per_hour=c.source_per_hour, price_observed_at=c.effective_time, available=(zone.status == "UP") if zone else None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
         spot_savings_pct=saving if purchase == "spot" else None, term_months=months,
         payment_option="no_upfront" if months else None, provider_data=json.dumps(data, sort_keys=True))
-    return usd if added else None
 
 
 # Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and throughput SKUs,
