@@ -684,7 +684,8 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: t
         purchase_option=purchase, vcpus=plan.vcpus or None, ram_gb=plan.ram_gib or None,
         local_disk_gb=plan.local_ssd_gib or None, interconnect=_interconnect(plan), network_gbps=network,
         multinode_fabric=fabric, price_per_hour=c.usd_per_hour, source_currency=c.currency,
-        source_price_per_hour=c.source_per_hour, price_observed_at=c.effective_time, available=(zone.status == "UP") if zone else None,
+        source_price_per_hour=c.source_per_hour, price_observed_at=c.effective_time,
+        available=(zone.status == "UP") if zone else None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
         spot_savings_pct=saving if purchase == "spot" else None, term_months=months,
         payment_option="no_upfront" if months else None, provider_data=json.dumps(data, sort_keys=True))

@@ -65,7 +65,8 @@ def fetch(provider, urls):
 with children.reusing_workers():
     threading.Thread(target=fetch, args=("lambda", {"cloud.lambda.ai": sys.argv[1]}), daemon=True).start()
     threading.Thread(target=children.run, args=("gpuledger.spiders.runner", [
-        "--spider", "tests.env_spider:EnvironmentSpider", "--url", sys.argv[1], "--settings", str(work / "settings.json"),
+        "--spider", "tests.env_spider:EnvironmentSpider", "--url", sys.argv[1],
+        "--settings", str(work / "settings.json"),
         "--out", str(work / "items.jsonl"), "--status", str(work / "status.json")], 300),
                      kwargs={"env": {**__import__("os").environ, "PYTHONPATH": sys.argv[2]}}, daemon=True).start()
     fetch("nosuch", {})  # fails at once (no such provider): its worker then waits idle for a task
