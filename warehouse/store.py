@@ -500,7 +500,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
                     if name in outcome.tables:  # a source without egress/storage data leaves those rows alone
                         _merge(con, spec, outcome.provider, outcome.table(name), run_id, now)
                 load_side_tables(con, outcome, run_id, now, report.notes)
-                report.rows_loaded, report.egress_rows, report.storage_rows = map(outcome.count, pending.SCD2_TABLES)
+                report.rows_loaded = outcome.count("offers")
+                report.egress_rows, report.storage_rows = outcome.count("egress"), outcome.count("storage")
                 report.state = "ok"
                 if outcome.provider_facts and not outcome.side_tables_only:
                     upsert_provider_facts(con, outcome.provider_facts, now)
