@@ -104,7 +104,8 @@ class PricingSpider(scrapy.Spider):
             self.failure = f"request to {url} not made: {failure.value or 'forbidden by robots.txt'}"
         else:
             name = failure.type.__name__
-            detail = str(failure.value).strip() or _ERROR_WORDS.get(name, "no detail given")
+            # the first line: Playwright's errors go on with the browser's call log
+            detail = str(failure.value).strip().split("\n", 1)[0] or _ERROR_WORDS.get(name, "no detail given")
             self.failure = f"{url} failed: {name}: {detail}"
         raise CloseSpider("download_failed")
 

@@ -1,5 +1,5 @@
 """Run one spider crawl in a child process of its own (scrapy's Twisted reactor starts once per process) and
-read its items back; a failure or timeout becomes a SourceError naming the provider, the URL and the log tail."""
+read its items back; a failure or timeout becomes a one-line SourceError naming the provider, the URL and why."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from gpuledger import children
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
-STDERR_TAIL_CHARS = 1500
+LAST_LOG_LINE_CHARS = 300
 EXIT_OK = 0
 EXIT_FAILED = 3
 FAILURE_PREFIX = "gpuledger spider failed: "  # the child's last stderr line on failure
@@ -45,7 +45,7 @@ def child_env() -> dict[str, str]:
 def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
           timeout_s: float | None = None, spider_args: dict[str, str] | None = None) -> CrawlResult:
     """Crawl `ctx.url(host) + path` with spider `module:Class` in a child process; SourceError (provider,
-    host+path, crawled URL, reason, log tail) on a failed crawl, a non-zero exit or the timeout."""
+    host+path, crawled URL, reason) on a failed crawl, a non-zero exit or the timeout."""
     from gpuledger.adapters.base import SourceError
 
     start_url = ctx.url(host) + path
@@ -60,11 +60,9 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
         for key, value in (spider_args or {}).items():
             args += ["--arg", f"{key}={value}"]
         rc, stderr = children.run("gpuledger.spiders.runner", args, timeout_s, cwd=work, env=child_env())
-        # the child's last log lines, its own failure line left out (the message says it)
-        logged = "\n".join(line for line in stderr.splitlines() if not line.startswith(FAILURE_PREFIX))
-        tail = logged[-STDERR_TAIL_CHARS:].strip() or "(no log output)"
         if rc is None:
-            raise SourceError(f"{ctx.provider}: crawl of {where} timed out after {timeout_s:g} s; log tail: {tail}")
+            raise SourceError(f"{ctx.provider}: crawl of {where} timed out after {timeout_s:g} s; "
+                              f"{last_log_line(stderr)}")
         try:
             status = json.loads((work / "status.json").read_text())
         except (OSError, ValueError):
@@ -72,14 +70,23 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
         ctx.requests_made += int(status.get("requests", 0))
         ctx.count_bytes(int(status.get("bytes", 0)))
         if rc != EXIT_OK:
-            reason = status.get("failure") or f"the crawler exited with code {rc}"
-            raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}; log tail: {tail}")
+            reason = status.get("failure") or f"the crawler exited with code {rc}; {last_log_line(stderr)}"
+            raise SourceError(f"{ctx.provider}: scrape of {where} failed: {reason}")
         items = _read_feed(work / ITEMS_FILE)
         if items is None or len(items) != status.get("items"):
             held = "was not written" if items is None else f"holds {len(items)} items"
             raise SourceError(f"{ctx.provider}: scrape of {where} failed: its item feed {held}, "
                               f"the crawl scraped {status.get('items')}")
     return CrawlResult(items=items, status=status)
+
+
+def last_log_line(stderr: str) -> str:
+    """For a crawl that could not say why it failed: its last log line, which ends a traceback with the
+    exception. One line, secrets redacted; the traceback above it would hide the message it belongs to."""
+    from gpuledger.adapters.base import redact
+
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return f"its last log line: {redact(lines[-1])[:LAST_LOG_LINE_CHARS]}" if lines else "it logged nothing"
 
 
 def _read_feed(path: Path) -> list[dict[str, Any]] | None:

@@ -472,6 +472,18 @@ def test_crawl_timeout_kills_the_child(replay, monkeypatch) -> None:
         os.killpg(child.pid, 0)  # no process is left in the crawl's group
 
 
+def test_a_crawl_child_that_dies_without_a_reason_is_named_by_its_last_log_line(replay) -> None:
+    """A child that crashes before writing its status (here: its spider cannot be imported) prints a
+    traceback; the error keeps one line of it, the exception, never the traceback itself."""
+    ctx = replay_context(replay("coreweave"), "coreweave")
+    with pytest.raises(SourceError) as err:
+        crawl(ctx, "gpuledger.spiders.no_such_spider:Spider", coreweave.HOST, coreweave.PRICING_PATH,
+              crawl_settings(ctx))
+    assert str(err.value).endswith("failed: the crawler exited with code 1; its last log line: "
+                                   "ModuleNotFoundError: No module named 'gpuledger.spiders.no_such_spider'")
+    assert str(err.value).startswith("coreweave: scrape of www.coreweave.com/pricing (crawled at http://127.0.0.1:")
+
+
 def test_crawl_child_runs_in_a_group_of_its_own_with_the_callers_environment(replay, monkeypatch) -> None:
     """The crawl is `python -m gpuledger.spiders.runner` in a process group of its own (a timeout
     kills its browser with it), with the environment of the moment it was asked for."""

@@ -300,6 +300,8 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
             verdict.check(state == "failed", f"state {state!r}, expected failed")
             pattern = spec.errors.get(fault, ERROR_PATTERNS.get(fault, "."))
             verdict.check(bool(error and re.search(pattern, error)), f"error {error!r} does not match {pattern!r}")
+            verdict.check(bool(error) and "\n" not in error and 'File "' not in error,
+                          f"error {error!r} is not one line, or quotes a traceback")
             after = snapshot(con, provider)
             lost = sum(_diff(world.before[provider][t], after[t]) for t in after)
             verdict.rows_lost += lost
