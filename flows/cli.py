@@ -107,12 +107,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for p in summary["providers"]:
         if p["error"]:
             console.print(labelled(f"{p['provider']}:", "yellow" if p["state"] == "not_configured" else "red",
-                                   p["error"]))
+                                   pending.unlabelled(p["provider"], p["error"])))
         if p["degraded"]:
             console.print(labelled(f"{p['provider']}: degraded:", "yellow", p["degraded"]))
         for note in p["notes"]:
-            prefix = "" if note.startswith(f"{p['provider']}:") else f"{p['provider']}: "
-            console.print(labelled(prefix.rstrip(), "yellow", note))
+            console.print(labelled(f"{p['provider']}:", "yellow", pending.unlabelled(p["provider"], note)))
 
 
 @app.command()

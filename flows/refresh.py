@@ -138,7 +138,9 @@ def _artifact_markdown(summary: dict[str, Any]) -> str:
     failures = [p for p in summary["providers"] if p["state"] not in ("ok", "not_configured")]
     if failures:
         lines += ["", "## Failures", ""]
-        lines += [f"- **{p['provider']}**: {(p['error'] or 'failed').replace(chr(10), ' ')}" for p in failures]
+        for p in failures:
+            said = pending.unlabelled(p["provider"], p["error"] or "failed").replace("\n", " ")
+            lines.append(f"- **{p['provider']}**: {said}")
     return "\n".join(lines)
 
 

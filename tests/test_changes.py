@@ -70,7 +70,7 @@ def test_moves_in_the_artifact(warehouse: Path) -> None:
     assert "| aws | ok | 5 | 1 | 3 | 1 | 0 |  |" in md
     assert "## Largest price moves (top 10, by relative change)" in md
     assert table in md
-    assert md.endswith("## Failures\n\n- **lambda**: lambda: HTTP 503 retry")
+    assert md.endswith("## Failures\n\n- **lambda**: HTTP 503 retry")  # named once
 
 
 def test_moves_from_a_replayed_price_cut(db: Path) -> None:

@@ -140,11 +140,22 @@ def write(folder: Path, outcome: ScrapeOutcome) -> Path:
     return save(folder, files)
 
 
+def unlabelled(provider: str, message: str) -> str:
+    """A stored message without the provider's name it starts with, for a line already labelled with it:
+    "aws: x failed" -> "x failed", "not configured: lambda: KEY is not set" -> "not configured: KEY is not set"."""
+    if message.startswith(f"{provider}: "):
+        return message[len(provider) + 2:]
+    named = f"not configured: {provider}: "
+    return "not configured: " + message[len(named):] if message.startswith(named) else message
+
+
 def describe(doc: dict[str, Any]) -> str:
     """One line on a saved outcome (its run document), for the refresh's log."""
     sent = f"({doc['requests']} requests, {doc['bytes_fetched']:,} bytes)"
-    if doc["state"] != "ok":
-        return f"{doc['provider']}: {doc['state']}: {doc['error'] or '; '.join(doc['notes'])} {sent}"
+    provider, state = doc["provider"], doc["state"]
+    if state != "ok":
+        said = unlabelled(provider, doc["error"] or "; ".join(doc["notes"]))
+        return f"{provider}: {said if state == 'not_configured' else f'{state}: {said}'} {sent}"
     n = doc["tables"]
     return (f"{doc['provider']}: fetched {n.get('offers', 0)} offers, {n.get('egress', 0)} egress, "
             f"{n.get('storage', 0)} storage, {len(doc['quarantined'])} quarantined {sent}")
