@@ -177,7 +177,11 @@ def test_a_truncated_or_mismatched_file_is_refused(published: tuple[Path, Path],
 
 @pytest.mark.parametrize("damage, said", [
     (lambda folder: (folder / MANIFEST).unlink(), "manifest.json: not in"),
-    (lambda folder: (folder / MANIFEST).write_text("<html>"), "not a gpuledger catalog manifest"),
+    (lambda folder: (folder / MANIFEST).write_text("<html>"), "not a gpuledger catalog manifest: not a JSON object"),
+    (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 2, "providers": {}})),
+     "not a gpuledger catalog manifest: format 2, this gpuledger reads format 1"),
+    (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1})),
+     "not a gpuledger catalog manifest: no 'providers' object"),
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 99, "providers": {}})),
      "made for warehouse schema 99; this gpuledger reads up to 12"),
 ])

@@ -319,10 +319,13 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
 def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(data)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("providers"), dict):
-            raise ValueError
     except ValueError:
-        raise CatalogError(f"{where}: not a gpuledger catalog manifest (format {FORMAT})") from None
+        doc = None
+    why = ("not a JSON object" if not isinstance(doc, dict)
+           else f"format {doc.get('format')!r}, this gpuledger reads format {FORMAT}" if doc.get("format") != FORMAT
+           else "no 'providers' object" if not isinstance(doc.get("providers"), dict) else None)
+    if why:
+        raise CatalogError(f"{where}: not a gpuledger catalog manifest: {why}")
     if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] > SCHEMA_VERSION:
         raise CatalogError(f"{where}: made for warehouse schema {doc.get('schema_version')!r}; this gpuledger "
                            f"reads up to {SCHEMA_VERSION} (upgrade gpuledger)")
