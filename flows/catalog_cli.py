@@ -56,7 +56,8 @@ def pull_command(
     before anything of its provider is loaded; a provider whose files fail
     is refused and left as it was. Pulling again loads only what is new.
     Exit codes: 0 every provider loaded or up to date; 1 a provider was
-    refused (the others are loaded); 2 the catalog or the warehouse cannot be read.
+    refused (the others are loaded); 2 the catalog or the warehouse cannot
+    be read.
 
     \b
     Example:

@@ -139,7 +139,7 @@ def refresh(
     Examples:
       gpuledger refresh --replay              # offline, from bundled recordings
       gpuledger refresh --provider aws        # live, AWS only
-      gpuledger refresh --resume              # merge what a failed write left waiting
+      gpuledger refresh --resume              # merge what a failed write left
     """
     _setup_logging(verbose)
     from gpuledger.flows.refresh import resolve_providers
@@ -248,7 +248,8 @@ def record(
 
     \b
     Example:
-      gpuledger record recordings/ && gpuledger refresh --replay --recordings recordings/
+      gpuledger record recordings/
+      gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
     from gpuledger.flows.refresh import resolve_providers
@@ -302,8 +303,9 @@ def sql(
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
-    The recommender's macros (fits, fresh_providers, billed_seconds, ...) are available.
-    Ctrl-C cancels a running query (exit 130); the warehouse is never changed.
+    The recommender's macros (fits, fresh_providers, billed_seconds, ...) are
+    available. Ctrl-C cancels a running query (exit 130); the warehouse is
+    never changed.
 
     \b
     Example:
@@ -414,9 +416,10 @@ def status(
 ) -> None:
     """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
 
-    Every registered source is listed, one that never loaded too (state `never`).
-    Exit codes: 0 every loaded provider is ok; 1 a provider's latest attempt
-    failed; 3 a provider is stale (none failed); 2 the warehouse cannot be read.
+    Every registered source is listed, one that never loaded too (state
+    `never`). Exit codes: 0 every loaded provider is ok;
+    1 a provider's latest attempt failed; 3 a provider is stale (none
+    failed); 2 the warehouse cannot be read.
 
     \b
     Example:

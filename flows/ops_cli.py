@@ -82,7 +82,7 @@ def plot_command(
     \b
     Example:
       gpuledger plot --gpu H100-SXM h100.png
-      gpuledger plot --gpu A100-SXM4-80 --option spot --provider aws --provider gcp a100-spot.png
+      gpuledger plot --gpu A100-SXM4-80 --option spot -p aws -p gcp a100-spot.png
     """
     from gpuledger.flows.plot import plot_price_history, utc_minute
 

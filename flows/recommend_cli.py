@@ -184,8 +184,10 @@ def recommend_command(
     Examples:
       gpuledger recommend --model llama-3-8b --method qlora
       gpuledger recommend --model qwen3-8b --method lora --tokens 50e6
-      gpuledger recommend --model llama-3-70b --method lora --tokens 20e6 --by time --budget 500
-      gpuledger recommend --model llama-3-70b --method qlora --dataset-tokens 5e6 --epochs 2 --runs 10 --spot
+      gpuledger recommend --model llama-3-70b --method lora --tokens 20e6 \\
+          --by time --budget 500
+      gpuledger recommend --model llama-3-70b --method qlora \\
+          --dataset-tokens 5e6 --epochs 2 --runs 10 --spot
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """
@@ -224,8 +226,8 @@ def recommend_command(
 def macros_command() -> None:
     """Print the recommender's SQL macros (fits, fresh_providers, billed_seconds, ...) as TEMP macros.
 
-    `gpuledger sql` and `gpuledger recommend` have them already; this is for a plain
-    DuckDB session, read-only included.
+    `gpuledger sql` and `gpuledger recommend` have them already; this is for
+    a plain DuckDB session, read-only included.
 
     \b
     Example:

@@ -81,10 +81,13 @@ def show_gpus_command(
     fmt: Format = format_option(),
     as_json: bool = json_option(),
 ) -> None:
-    """Per GPU model: memory, the cheapest USD per GPU-hour on demand and spot with its provider,
-    the offer count, providers and regions. With a GPU: its cheapest offer per provider and
-    purchase option, with price, instance and region. Names match in any case; an unknown one
-    exits 2 naming the nearest.
+    """Per GPU model: memory, cheapest on demand and spot; or one GPU's offers.
+
+    Per GPU model: memory, the cheapest USD per GPU-hour on demand and spot
+    with its provider, the offer count, providers and regions. With a GPU:
+    its cheapest offer per provider and purchase option, with price,
+    instance and region. Names match in any case; an unknown one exits 2
+    naming the nearest.
 
     \b
     Examples:

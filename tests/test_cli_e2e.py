@@ -182,10 +182,22 @@ def test_unknown_provider_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "unknown provider 'nope'" in result.output
 
 
-def test_every_command_has_help() -> None:
-    for cmd in ("refresh", "record", "sql", "export", "status", "check"):
-        result = runner.invoke(app, [cmd, "--help"])
-        assert result.exit_code == 0 and len(result.output) > 100, cmd
+def test_every_commands_help_keeps_its_lines_whole_at_80_columns() -> None:
+    """rich keeps a docstring's own line breaks: a line of a paragraph or of the examples that it also
+    wraps on an 80-column terminal breaks mid-sentence. (A paragraph of one line wraps cleanly.)"""
+    import inspect
+
+    import typer.main
+
+    commands = typer.main.get_command(app).commands
+    assert {"refresh", "record", "sql", "export", "status", "check", "recommend", "pull"} <= set(commands)
+    for name, command in commands.items():
+        result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, name
+        shown = [line.strip() for line in result.output.splitlines()]
+        for paragraph in inspect.cleandoc(command.help or "").replace("\b\n", "").split("\n\n"):
+            lines = paragraph.strip().splitlines()
+            assert len(lines) == 1 or all(line.strip() in shown for line in lines), (name, paragraph)
     assert os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED") == "false"
 
 
