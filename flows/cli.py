@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import math
@@ -270,12 +271,16 @@ def record(
 
 
 SQL_BATCH_ROWS = 10_000  # rows fetched and written at a time: memory stays flat, a stop lands between batches
+# Rows a table shows, as DuckDB's own shell does: rich lays out 1,000 rows of the offers in half a minute.
+SQL_TABLE_ROWS = 40
 MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|[KMGT]i?B)$", re.I)  # DuckDB's memory_limit: 2GB, 500MiB
 
 
-def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.Event) -> None:
-    """The answer of `rel` in `fmt`, a batch of rows at a time; CSV and JSON are written as they are
-    fetched. Nothing more is fetched or written once `stopping` is set."""
+def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.Event,
+                 max_rows: int = SQL_TABLE_ROWS) -> None:
+    """The answer of `rel` in `fmt`, a batch of rows at a time; CSV and JSON are written whole as they are
+    fetched, a table shows `max_rows` rows (0: all) and counts the rest. Nothing more is fetched or
+    written once `stopping` is set."""
     columns = [d[0] for d in rel.description] if rel.description else []
 
     def rows() -> Iterator[tuple[Any, ...]]:
@@ -285,9 +290,14 @@ def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.E
     if fmt != "table":
         emit(columns, rows(), fmt)
         return
-    table = list(rows())
+    answer = rows()
+    table = list(itertools.islice(answer, max_rows or None))
+    more = sum(1 for _ in answer)
     if not stopping.is_set():
         emit(columns, table, fmt)
+        if more:
+            console.print(literal(f"{len(table) + more:,} rows, the first {len(table)} shown "
+                                  "(--max-rows 0 shows all; --format csv or json writes all)"))
 
 
 @app.command()
@@ -300,6 +310,8 @@ def sql(
                                   "printing after this many seconds, exit 124 (0: no limit)."),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE", help="DuckDB's memory limit "
                                              "for the query (500MB, 2GB) [default: DuckDB's, 80% of RAM]."),
+    max_rows: int = typer.Option(SQL_TABLE_ROWS, "--max-rows", min=0, help="Rows the table shows, the others "
+                                 "counted (0: all); CSV and JSON have every row."),
 ) -> None:
     """Run a read-only SQL query (DuckDB dialect) against the warehouse.
 
@@ -322,7 +334,7 @@ def sql(
 
     def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
-        write_answer(con.execute(query), chosen(fmt, as_json), stopping)
+        write_answer(con.execute(query), chosen(fmt, as_json), stopping, max_rows)
 
     with con:
         try:

@@ -4,6 +4,7 @@ DuckDB's memory limit, and a --db that is no regular file is refused at once."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -44,8 +45,20 @@ def test_the_timeout_covers_fetching_and_printing(warehouse: Path, fmt: str) -> 
     assert result.returncode == 124, result.stderr
     assert " ".join(result.stderr.split()) == "error: the query ran longer than 2 s (--timeout) and was stopped"
     assert seconds < 2 + 10 + 5, seconds  # the limit, DuckDB's unwinding bound, the interpreter's start
-    if fmt != "table":  # written as fetched: memory stays flat
-        assert rss < 250e6, rss  # (fetched whole: 440 MB)
+    assert rss < 250e6, rss  # written as fetched, a table's rows past --max-rows only counted (held whole: 440 MB)
+
+
+def test_a_table_shows_max_rows_and_counts_the_others(warehouse: Path) -> None:
+    def shown(*args: str) -> tuple[list[int], str]:
+        done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "sql", "select range as n from range(100)",
+                               "--db", str(warehouse), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return [int(n) for n in re.findall(r"^│\s*(\d+)\s*│$", done.stdout, re.M)], " ".join(done.stderr.split())
+
+    assert shown() == (list(range(40)), "100 rows, the first 40 shown (--max-rows 0 shows all; --format csv or "
+                                        "json writes all)")
+    assert shown("--max-rows", "5")[0] == list(range(5))
+    assert shown("--max-rows", "0") == (list(range(100)), "")
 
 
 def test_max_memory_sets_duckdbs_limit_and_a_bad_size_is_refused(warehouse: Path) -> None:
