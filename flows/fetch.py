@@ -167,7 +167,7 @@ def fetch_in_child(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
         out = Path(tmp)
         request = json.dumps({"out": tmp, "plan": asdict(plan)}).encode()
         code, stderr = children.run_task("gpuledger.flows.fetch", request, timeout_s)
-        last_words = relay_logs(stderr)
+        last_words = children.last_words(relay_logs(stderr))
         if not (out / f"{plan.provider}.json").exists():
             if code is None:
                 error = (f"{plan.provider}: the scrape did not finish within {timeout_s:g} s "
@@ -175,7 +175,7 @@ def fetch_in_child(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
             else:
                 error = f"{plan.provider}: the fetch process ended without a result (exit code {code})"
             if last_words:
-                error += f": {' '.join(last_words.splitlines()[-3:])}"
+                error += f": {last_words}"
             pending.write(out, failed(plan, error, started))
         return {p.name: p.read_bytes() for p in out.iterdir()}
 

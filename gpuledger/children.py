@@ -19,6 +19,7 @@ from gpuledger.warehouse.settings import PARENT_PID_VARIABLE
 
 PARENT_CHECK_S = 0.5
 STDERR_TAIL_CHARS = 2000
+LAST_WORDS_CHARS = 300
 GROUP_GONE_WAIT_S = 2.0
 
 DONE = b"gpuledger-done"  # a worker's last line for a task: DONE <its RSS in MiB> <threads the task left running>
@@ -53,6 +54,13 @@ def _start(module: str, args: list[str], **popen: Any) -> subprocess.Popen[bytes
     with _live_lock:
         _live.add(proc)
     return proc
+
+
+def last_words(stderr: str) -> str | None:
+    """The last line a child wrote that is no frame of a traceback: for a crash, the exception. A frame
+    would quote the install's paths, and a message about a failure is one line."""
+    lines = [line for line in stderr.splitlines() if line.strip() and not line[0].isspace()]
+    return lines[-1][:LAST_WORDS_CHARS] if lines else None
 
 
 def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **popen: Any

@@ -18,7 +18,6 @@ from gpuledger import children
 if TYPE_CHECKING:
     from gpuledger.adapters.base import SourceContext
 
-LAST_LOG_LINE_CHARS = 300
 EXIT_OK = 0
 EXIT_FAILED = 3
 FAILURE_PREFIX = "gpuledger spider failed: "  # the child's last stderr line on failure
@@ -81,12 +80,11 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
 
 
 def last_log_line(stderr: str) -> str:
-    """For a crawl that could not say why it failed: its last log line, which ends a traceback with the
-    exception. One line, secrets redacted; the traceback above it would hide the message it belongs to."""
+    """For a crawl that could not say why it failed: its last log line (a crash's exception), secrets redacted."""
     from gpuledger.adapters.base import redact
 
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    return f"its last log line: {redact(lines[-1])[:LAST_LOG_LINE_CHARS]}" if lines else "it logged nothing"
+    line = children.last_words(stderr)
+    return f"its last log line: {redact(line)}" if line else "it logged nothing"
 
 
 def _read_feed(path: Path) -> list[dict[str, Any]] | None:

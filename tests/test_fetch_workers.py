@@ -127,6 +127,15 @@ def test_a_worker_killed_mid_task_fails_its_provider_alone(tmp_path: Path) -> No
     assert after[:2] == ("ok", 85)
 
 
+def test_a_worker_that_crashes_is_named_by_its_exception_not_its_traceback() -> None:
+    from gpuledger.flows.fetch import relay_logs
+
+    code, stderr = children.run_task("gpuledger.flows.fetch", b"{}", 60)  # a task without its plan
+    assert code == 1 and 'File "' in stderr  # a real traceback, quoting the install's paths
+    assert children.last_words(relay_logs(stderr)) == "KeyError: 'plan'"
+    assert children.last_words("\n \n") is None
+
+
 def wait_for_one_worker() -> int:
     for _ in range(600):
         if workers := fetch_workers():
