@@ -120,8 +120,8 @@ def refresh(
     db: Optional[Path] = DbOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     replay: bool = typer.Option(False, "--replay", help="Answer every request from recordings (offline)."),
-    recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay "
-                                              "[default: the recordings bundled with gpuledger]."),
+    recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay.",
+                                              show_default="the recordings bundled with gpuledger"),
     replay_endpoints: Optional[Path] = typer.Option(None, "--replay-endpoints", help="With --replay: send the "
                                                     "clients to an already running replay server, whose endpoints "
                                                     "file (adapters.replay.write_endpoints) this is."),
@@ -309,7 +309,7 @@ def sql(
     timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query, its fetching and its "
                                   "printing after this many seconds, exit 124 (0: no limit)."),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE", help="DuckDB's memory limit "
-                                             "for the query (500MB, 2GB) [default: DuckDB's, 80% of RAM]."),
+                                             "for the query (500MB, 2GB).", show_default="DuckDB's, 80% of RAM"),
     max_rows: int = typer.Option(SQL_TABLE_ROWS, "--max-rows", min=0, help="Rows the table shows, the others "
                                  "counted (0: all); CSV and JSON have every row."),
 ) -> None:
@@ -359,7 +359,7 @@ def export(
     fmt: str = typer.Option("csv,parquet", "--format", "-f", help="csv, parquet, or both (comma-separated)."),
     table: list[str] = typer.Option([], "--table", "-t", help="Only these tables (repeatable): the current "
                                     "ones, offer_history, egress_price_history, storage_price_history, "
-                                    "quarantine, scrape_runs [default: the current tables and scrape_runs]."),
+                                    "quarantine, scrape_runs.", show_default="the current tables and scrape_runs"),
     since: Optional[str] = typer.Option(None, "--since", metavar="DATE", help="History, quarantine and scrape "
                                         "runs only from this UTC date or time on (2026-11-01, "
                                         "2026-11-01T03:00); the current tables are always whole."),

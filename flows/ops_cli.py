@@ -24,7 +24,8 @@ NIGHTLY_CRON = "0 3 * * *"  # 03:00 UTC, after the providers' overnight price-li
 NIGHTLY_TIMEZONE = "UTC"
 DEPLOYMENT_NAME = "nightly"  # prefect.yaml's deployment, run by a work pool's workers
 SERVE_DEPLOYMENT_NAME = "serve"  # `gpuledger serve`'s own, so it never takes over prefect.yaml's
-DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="Warehouse file [default: ./gpuledger.duckdb].")
+DbOption = typer.Option(None, "--db", envvar=env_name("db"), help="The DuckDB warehouse file.",
+                        show_default="./gpuledger.duckdb")
 
 
 def finite(value: float) -> float:
@@ -42,8 +43,8 @@ def report_command(
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
                                             help="Hours after which a provider's last success counts as stale."),
     model: list[str] = typer.Option([], "--model", "-m", help="A model whose fine-tuning answers (every method) "
-                                    "the page carries (repeatable) [default: nine common ones, llama-3-8b to "
-                                    "qwen2.5-72b]."),
+                                    "the page carries (repeatable).",
+                                    show_default="nine common ones, llama-3-8b to qwen2.5-72b"),
 ) -> None:
     """Write a static HTML page comparing every current offer.
 

@@ -70,7 +70,7 @@ def show_gpus_command(
     min_vram_gb: Optional[float] = typer.Option(None, "--min-vram", help="Only GPUs with at least this many GB "
                                                 "per GPU (the card's marketed memory)."),
     spot: Optional[bool] = typer.Option(None, "--spot/--on-demand", help="Only reclaimable offers (spot, "
-                                        "low_priority, interruptible), or only on-demand ones [default: both]."),
+                                        "low_priority, interruptible), or only on-demand ones.", show_default="both"),
     commitments: bool = typer.Option(False, "--commitments", help="Also 1- and 3-year commitments (reserved, "
                                      "savings plans, committed use): their own column, or their own rows."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),

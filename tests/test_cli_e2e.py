@@ -201,6 +201,21 @@ def test_every_commands_help_keeps_its_lines_whole_at_80_columns() -> None:
     assert os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED") == "false"
 
 
+def test_every_options_help_and_default_are_shown_whole() -> None:
+    """rich reads help text as markup: "[default: both]" inside it was a tag, dropped without a trace."""
+    import typer.main
+
+    for name, command in typer.main.get_command(app).commands.items():
+        shown = runner.invoke(app, [name, "--help"], env={"COLUMNS": "1000"}).output  # no option's line wrapped
+        for param in command.params:
+            if param.help:
+                assert param.help in shown, (name, param.name)
+            if isinstance(param.show_default, str):
+                assert f"[default: ({param.show_default})]" in shown, (name, param.name)
+    shown = runner.invoke(app, ["status", "--help"], env={"COLUMNS": "1000"}).output
+    assert "The DuckDB warehouse file. [env var: GPULEDGER_DB] [default: (./gpuledger.duckdb)]" in shown
+
+
 def test_failures_stay_with_their_provider(replayed_db: Path, tmp_path: Path) -> None:
     """Azure's API starts failing and CoreWeave's page changes layout: both fail, keep their
     previous rows byte for byte, and the other providers of the same refresh still load.
