@@ -122,6 +122,18 @@ def test_by_time_and_budget(con) -> None:
     assert [c.hours_per_run for c in under.candidates] == sorted(c.hours_per_run for c in under.candidates)
 
 
+def test_a_budget_below_every_job_names_the_cheapest_job_not_memory(con) -> None:
+    job = {"method": "lora", "model": "llama-3-8b", "tokens": 20e6, "as_of": NOW}
+    first = recommend(con, RecommendRequest(**job)).candidates[0]
+    assert first.cost.total_usd is not None
+    below = recommend(con, RecommendRequest(**job, budget=first.cost.total_usd / 2, by="time"))
+    assert below.candidates == []
+    assert below.notes[-1] == (f"nothing fits within --budget ${first.cost.total_usd / 2:,.2f}: the cheapest job "
+                               f"that fits costs ${first.cost.total_usd:,.2f} ({first.provider} "
+                               f"{first.instance_type}, {first.region})")
+    assert not any("It would fit with" in note for note in below.notes)  # every offer fits, the budget does not
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"tokens": 0.0}, "at least one token"),
     ({"tokens": 1e14}, "tokens must be at most 1.5e[+]13"),

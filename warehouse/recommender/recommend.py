@@ -457,7 +457,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
         notes.append(f"left out, cheaper by the hour: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
                      f"{o['gpu_model']}, ${o['price_per_hour']:,.2f}/h): {o['reason']}")
     if not top:
-        notes.append(explain_nothing_fits(con, request, single, sharded, fresh, largest))
+        notes.append(over_budget(con, request, plans, fresh, facts)
+                     or explain_nothing_fits(con, request, single, sharded, fresh, largest))
     return Recommendation(request=request, estimate=single, sharded_estimates=sharded, candidates=top,
                           fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes,
                           offers_per_provider=offers_per_provider, left_out=left_out)
@@ -521,6 +522,22 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
         if _ranked(con, variant, _plans(con, variant)[1], [p.provider for p in fresh], facts)[0]:
             found.append(flags)
     return found
+
+
+def over_budget(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
+                fresh: list[ProviderFreshness], facts: Any) -> str | None:
+    """When offers fit the job but none within --budget: the sentence naming the cheapest whole job (the
+    memory and the options to change are not what stands in the way then)."""
+    if request.budget is None:
+        return None
+    cheapest = replace(request, budget=None, by="cost", top=1)
+    rows = _ranked(con, cheapest, plans, [p.provider for p in fresh], facts)[0]
+    if not rows or rows[0]["compute_usd"] is None or rows[0]["storage_usd"] is None:
+        return None
+    r = rows[0]
+    return (f"nothing fits within --budget ${request.budget:,.2f}: the cheapest job that fits costs "
+            f"${r['compute_usd'] + r['storage_usd'] + r['egress_usd']:,.2f} ({r['provider']} {r['instance_type']}, "
+            f"{r['region']})")
 
 
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
