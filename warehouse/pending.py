@@ -155,7 +155,9 @@ def describe(doc: dict[str, Any]) -> str:
     provider, state = doc["provider"], doc["state"]
     if state != "ok":
         said = unlabelled(provider, doc["error"] or "; ".join(doc["notes"]))
-        return f"{provider}: {said if state == 'not_configured' else f'{state}: {said}'} {sent}"
+        if state != "not_configured":  # whose message begins "not configured: " already
+            said = f"{state}: {said}"
+        return f"{provider}: {said} {sent}"
     n = doc["tables"]
     return (f"{doc['provider']}: fetched {n.get('offers', 0)} offers, {n.get('egress', 0)} egress, "
             f"{n.get('storage', 0)} storage, {len(doc['quarantined'])} quarantined {sent}")

@@ -525,7 +525,7 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
 
 
 def over_budget(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
-                fresh: list[ProviderFreshness], facts: Any) -> str | None:
+                fresh: list[ProviderFreshness], facts: OfferFacts) -> str | None:
     """When offers fit the job but none within --budget: the sentence naming the cheapest whole job (the
     memory and the options to change are not what stands in the way then)."""
     if request.budget is None:
