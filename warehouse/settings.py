@@ -113,9 +113,9 @@ def warn_unknown_variables(environ: Any = None) -> list[str]:
         new = [n for n in unknown if n not in _warned]
         _warned.update(new)
     if new:
-        hints = []
+        hints, candidates = [], sorted(known)  # in order: the nearest name is the same on every run
         for name in new:
-            close = difflib.get_close_matches(name.upper(), sorted(known), n=1)
+            close = difflib.get_close_matches(name.upper(), candidates, n=1)
             hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
         log.warning("ignoring unknown settings: %s; README's settings table lists them all", ", ".join(hints))
     return new

@@ -431,8 +431,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
 
     top: list[Candidate] = []
     for rank, row in enumerate(rows, start=1):
-        cost = _from_row(CostBreakdown, row, billed_seconds_per_run=row["billed_s"],
-                         granularity_s=int(row["granularity_s"]), minimum_s=int(row["minimum_s"]))
+        cost = _cost(row)
         flags, slow = _flags(row, request)
         share = shares.get((row["gpu_model"], row["provider"], row["region"]), (None, None))
         top.append(_from_row(
@@ -462,6 +461,12 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
     return Recommendation(request=request, estimate=single, sharded_estimates=sharded, candidates=top,
                           fresh_providers=fresh, stale_providers=stale, considered=considered, notes=notes,
                           offers_per_provider=offers_per_provider, left_out=left_out)
+
+
+def _cost(row: dict[str, Any]) -> CostBreakdown:
+    """A ranked row's costs, its billing increment and minimum as whole seconds."""
+    return _from_row(CostBreakdown, row, billed_seconds_per_run=row["billed_s"],
+                     granularity_s=int(row["granularity_s"]), minimum_s=int(row["minimum_s"]))
 
 
 def _from_row(cls: type, row: dict[str, Any], **given: Any) -> Any:
@@ -532,12 +537,13 @@ def over_budget(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans
         return None
     cheapest = replace(request, budget=None, by="cost", top=1)
     rows = _ranked(con, cheapest, plans, [p.provider for p in fresh], facts)[0]
-    if not rows or rows[0]["compute_usd"] is None or rows[0]["storage_usd"] is None:
+    if not rows:
         return None
     r = rows[0]
+    if (total := _cost(r).total_usd) is None:
+        return None
     return (f"nothing fits within --budget ${request.budget:,.2f}: the cheapest job that fits costs "
-            f"${r['compute_usd'] + r['storage_usd'] + r['egress_usd']:,.2f} ({r['provider']} {r['instance_type']}, "
-            f"{r['region']})")
+            f"${total:,.2f} ({r['provider']} {r['instance_type']}, {r['region']})")
 
 
 def explain_nothing_fits(con: duckdb.DuckDBPyConnection, request: RecommendRequest, single: MemoryEstimate,
