@@ -406,10 +406,6 @@ def _last_segment(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _scope_zone(scope: str) -> str:
-    return scope.split("/", 1)[1] if scope.startswith("zones/") else scope
-
-
 @drift_guard("gcp: zones.list")
 def parse_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
     out = {}
@@ -429,7 +425,7 @@ def parse_machine_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
         for scope, scoped in (page.get("items") or {}).items():
             for mt in scoped.get("machineTypes") or []:
                 try:
-                    shape = machine_shape(mt, _scope_zone(scope))
+                    shape = machine_shape(mt, scope.removeprefix("zones/"))
                 except (KeyError, TypeError, ValueError) as err:
                     raise SchemaDriftError(f"gcp: machine type lacks {err}: {str(mt)[:200]}") from None
                 out.setdefault(shape.zone, {})[shape.name] = shape
@@ -454,7 +450,7 @@ def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[s
     for page in pages:
         for scope, scoped in (page.get("items") or {}).items():
             for a in scoped.get("acceleratorTypes") or []:
-                zone = _last_segment(a.get("zone") or "") or _scope_zone(scope)
+                zone = _last_segment(a.get("zone") or "") or scope.removeprefix("zones/")
                 out.setdefault(zone, {})[a["name"]] = AcceleratorInfo(
                     a["name"], a.get("description", ""), int(a.get("maximumCardsPerInstance") or 0))
     return out
@@ -955,7 +951,7 @@ def fetch(ctx: SourceContext) -> Batch:
         raise SchemaDriftError("gcp: machineTypes.aggregatedList returned no GPU machine types")
     accelerators = parse_accelerator_types(accel_pages)
     # Without zones.list, the regions are those of every zone the aggregated lists name.
-    scopes = {_scope_zone(scope) for page in type_pages + accel_pages for scope in page.get("items") or {}}
+    scopes = {scope.removeprefix("zones/") for page in type_pages + accel_pages for scope in page.get("items") or {}}
     available = {z.region for z in zones.values()} or {region_of(zone, zones) for zone in scopes}
     regions = ctx.select_regions(available, DEFAULT_REGIONS, "the zones list")
     tpu_zones = sorted({loc["locationId"] for p in location_pages for loc in p.get("locations") or []
