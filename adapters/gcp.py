@@ -117,10 +117,6 @@ PROVIDER = ProviderSpec(
 )
 
 
-class PriceError(ValueError):
-    """A SKU price that cannot be read as a positive USD amount."""
-
-
 @dataclass(frozen=True)
 class SkuPrice:
     """One SKU's first pricing expression, with amounts still in the SKU's currency."""
@@ -135,14 +131,14 @@ class SkuPrice:
     n_regions: int = 0  # how many regions the SKU prices: the fewer, the more specific
 
     def to_usd(self, amount: float) -> float:
-        """The amount in USD ("USD * currencyConversionRate = JPY"); PriceError without a usable rate."""
+        """The amount in USD ("USD * currencyConversionRate = JPY"); ValueError without a usable rate."""
         if self.currency == "USD":
             return amount
         if not self.currency:
-            raise PriceError("price has no currency code")
+            raise ValueError("price has no currency code")
         if (rate := self.conversion_rate) and rate > 0 and not math.isclose(rate, 1.0):  # 1.0: the default
             return amount / rate
-        raise PriceError(f"price in {self.currency} without a currency conversion rate; not read as USD")
+        raise ValueError(f"price in {self.currency} without a currency conversion rate; not read as USD")
 
     @property
     def source_amount(self) -> float:
@@ -159,27 +155,27 @@ def money(unit_price: dict[str, Any]) -> float:
     units = int(unit_price.get("units") or 0)
     nanos = int(unit_price.get("nanos") or 0)
     if units and nanos and (units < 0) != (nanos < 0):
-        raise PriceError(f"units {units} and nanos {nanos} have different signs")
+        raise ValueError(f"units {units} and nanos {nanos} have different signs")
     return units + nanos / 1e9
 
 
 def sku_price(sku: dict[str, Any], unit: str) -> SkuPrice:
-    """The SKU's first pricing expression (PriceError if unreadable or not in `unit`)."""
+    """The SKU's first pricing expression (ValueError if unreadable or not in `unit`)."""
     if not (infos := sku.get("pricingInfo") or []):
-        raise PriceError("SKU has no pricingInfo")
+        raise ValueError("SKU has no pricingInfo")
     info = infos[0]
     expr = info.get("pricingExpression") or {}
     usage_unit = expr.get("usageUnit", "")
     if not (rates := expr.get("tieredRates") or []):
-        raise PriceError("SKU has no tieredRates")
+        raise ValueError("SKU has no tieredRates")
     currencies = {(r.get("unitPrice") or {}).get("currencyCode", "") for r in rates}
     if len(currencies) != 1:
-        raise PriceError(f"tiers in several currencies {sorted(currencies)}")
+        raise ValueError(f"tiers in several currencies {sorted(currencies)}")
     tiers = tuple(sorted((float(r.get("startUsageAmount") or 0), money(r.get("unitPrice") or {})) for r in rates))
     if any(amount < 0 for _, amount in tiers):
-        raise PriceError("negative price")
+        raise ValueError("negative price")
     if usage_unit != unit:
-        raise PriceError(f"unit {usage_unit!r}, expected {unit!r}")
+        raise ValueError(f"unit {usage_unit!r}, expected {unit!r}")
     rate = info.get("currencyConversionRate")
     return SkuPrice(
         sku_id=sku.get("skuId", ""), description=sku.get("description", ""), unit=usage_unit,
@@ -338,9 +334,9 @@ def parse_compute_skus(batch: Batch, skus: Iterable[dict[str, Any]], regions: It
         try:
             price = sku_price(sku, EXPECTED_UNIT[part])
             if price.source_amount <= 0:
-                raise PriceError(f"price {price.source_amount:g} {price.currency} is not positive")
+                raise ValueError(f"price {price.source_amount:g} {price.currency} is not positive")
             price.usd  # a non-USD price without a usable rate fails here
-        except (PriceError, ValueError, TypeError) as err:
+        except (ValueError, TypeError) as err:
             for key in keys:
                 catalog.invalid.setdefault(key, f"SKU {sku.get('skuId')} ({sku.get('description')}): {err}")
             continue
@@ -410,10 +406,6 @@ def _last_segment(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _scope_zone(scope: str) -> str:
-    return scope.split("/", 1)[1] if scope.startswith("zones/") else scope
-
-
 @drift_guard("gcp: zones.list")
 def parse_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
     out = {}
@@ -433,7 +425,7 @@ def parse_machine_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
         for scope, scoped in (page.get("items") or {}).items():
             for mt in scoped.get("machineTypes") or []:
                 try:
-                    shape = machine_shape(mt, _scope_zone(scope))
+                    shape = machine_shape(mt, scope.removeprefix("zones/"))
                 except (KeyError, TypeError, ValueError) as err:
                     raise SchemaDriftError(f"gcp: machine type lacks {err}: {str(mt)[:200]}") from None
                 out.setdefault(shape.zone, {})[shape.name] = shape
@@ -458,7 +450,7 @@ def parse_accelerator_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[s
     for page in pages:
         for scope, scoped in (page.get("items") or {}).items():
             for a in scoped.get("acceleratorTypes") or []:
-                zone = _last_segment(a.get("zone") or "") or _scope_zone(scope)
+                zone = _last_segment(a.get("zone") or "") or scope.removeprefix("zones/")
                 out.setdefault(zone, {})[a["name"]] = AcceleratorInfo(
                     a["name"], a.get("description", ""), int(a.get("maximumCardsPerInstance") or 0))
     return out
@@ -727,7 +719,7 @@ def build_storage(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterabl
             continue
         try:
             price = sku_price(sku, "GiBy.mo")
-        except (PriceError, ValueError, TypeError) as err:
+        except (ValueError, TypeError) as err:
             batch.quarantine("storage", sku.get("skuId", ""), f"price: {err}", sku)
             continue
         for region in in_scope:
@@ -738,7 +730,7 @@ def build_storage(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterabl
         ref = f"{region}/{cls}/{price.sku_id}"
         try:
             usd = price.usd
-        except PriceError as err:
+        except ValueError as err:
             batch.quarantine("storage", ref, f"price: {err}", sku)
             continue
         free = len(price.tiers) > 1 and price.tiers[0] == (0, 0)
@@ -775,7 +767,7 @@ def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable
             price = sku_price(sku, "GiBy")
             price = replace(price, currency="USD", conversion_rate=None,
                                         tiers=tuple((s, price.to_usd(a)) for s, a in price.tiers))
-        except (PriceError, ValueError, TypeError) as err:
+        except (ValueError, TypeError) as err:
             batch.quarantine("egress", sku.get("skuId", ""), f"price: {err}", sku)
             continue
         for region in in_scope:
@@ -959,7 +951,7 @@ def fetch(ctx: SourceContext) -> Batch:
         raise SchemaDriftError("gcp: machineTypes.aggregatedList returned no GPU machine types")
     accelerators = parse_accelerator_types(accel_pages)
     # Without zones.list, the regions are those of every zone the aggregated lists name.
-    scopes = {_scope_zone(scope) for page in type_pages + accel_pages for scope in page.get("items") or {}}
+    scopes = {scope.removeprefix("zones/") for page in type_pages + accel_pages for scope in page.get("items") or {}}
     available = {z.region for z in zones.values()} or {region_of(zone, zones) for zone in scopes}
     regions = ctx.select_regions(available, DEFAULT_REGIONS, "the zones list")
     tpu_zones = sorted({loc["locationId"] for p in location_pages for loc in p.get("locations") or []

@@ -22,23 +22,21 @@ from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option
 
 NAME = "aws"
 
-ENRICHMENTS = (
-    Enrichment(name="spot prices", options=("spot",)),
-    Enrichment(name="spot advisor", columns=("interruption_risk", "interruption_risk_level",
-                                             "interruption_rate_max_pct", "interruption_risk_source")),
-    Enrichment(name="az offerings", columns=("available", "available_count", "availability_level")),
-    Enrichment(name="savings plans", options=tuple(
-        commitment_option(plan, months, payment) for plan in savings_plans.PLAN_KINDS.values() for months in (12, 36)
-        for payment in savings_plans.PAYMENTS.values())),
-    Enrichment(name="capacity blocks"),
-)
-
 PROVIDER = ProviderSpec(
     name=NAME, source_kind="api",
     secret_env_vars=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"),
     # A session token belongs to short-lived credentials, which a repository secret cannot be.
     nightly_secrets=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
-    enrichments=ENRICHMENTS,
+    enrichments=(
+        Enrichment(name="spot prices", options=("spot",)),
+        Enrichment(name="spot advisor", columns=("interruption_risk", "interruption_risk_level",
+                                                 "interruption_rate_max_pct", "interruption_risk_source")),
+        Enrichment(name="az offerings", columns=("available", "available_count", "availability_level")),
+        Enrichment(name="savings plans", options=tuple(
+            commitment_option(plan, months, payment) for plan in savings_plans.PLAN_KINDS.values()
+            for months in (12, 36) for payment in savings_plans.PAYMENTS.values())),
+        Enrichment(name="capacity blocks"),
+    ),
     max_answer_mb=4096,  # a region's price list file runs to hundreds of MB (streamed)
     facts=ProviderFacts(
         display_name="Amazon Web Services (EC2)", kind="hyperscaler", billing_granularity_s=1, minimum_charge_s=60,

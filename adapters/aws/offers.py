@@ -105,7 +105,7 @@ def instance_fields(p: RegionPayload, itype: str, row: PriceRow | None) -> dict[
 
 def _availability(zones: list[str] | None) -> dict[str, Any]:
     if zones is None:
-        return dict(available=None, available_count=None, availability_level=None)
+        return {}
     return dict(available=bool(zones), available_count=len(zones),
                 availability_level=f"offered in {len(zones)} AZs" if zones else "not offered")
 
@@ -151,10 +151,9 @@ class _Region:
         if (fields := self.fields(row.instance_type, row, ref, raw, why)) is None:
             return False
         zones = self.p.offerings.get(row.instance_type, []) if self.p.offerings is not None else None
-        return self.batch.offer(ref, raw, region=self.p.region, zone="", purchase_option=option, price_per_hour=price,
-                                price_observed_at=observed, interruption_risk=None, spot_savings_pct=None,
-                                provider_data=json.dumps(data | {"availability_zones": zones}, sort_keys=True),
-                                **_availability(zones), **terms, **fields)
+        return self.batch.offer(ref, raw, region=self.p.region, purchase_option=option, price_per_hour=price,
+                                price_observed_at=observed, **_availability(zones), **terms, **fields,
+                                provider_data=json.dumps(data | {"availability_zones": zones}, sort_keys=True))
 
     def on_demand_offer(self, row: PriceRow) -> None:
         ref = f"{self.p.region}/{row.instance_type}/{row.sku}"
@@ -184,7 +183,6 @@ class _Region:
                      "upfront_fee_usd": upfront, "hourly_usd": hourly,
                      "saving_vs_on_demand_pct": _saving(price, self.on_demand.get(first.instance_type))},
                     "reserved term", term_months=months, payment_option=payment)
-        return None
 
     def savings_plan_offers(self) -> None:
         """Each Savings Plan rate of an on-demand offer of the region (by SKU) as its own purchase option."""
@@ -224,11 +222,10 @@ class _Region:
         if saving is None and advisor_saving is not None:
             saving = float(advisor_saving)
         self.batch.offer(ref, raw, region=self.p.region, zone=o.zone, purchase_option="spot", price_per_hour=price,
-                         price_observed_at=stamp, available=True, available_count=None,
-                         availability_level="spot price published", interruption_risk=band,
-                         **interruption.from_rate_band(band, interruption.AWS_SPOT_ADVISOR), spot_savings_pct=saving,
+                         price_observed_at=stamp, available=True, availability_level="spot price published",
+                         interruption_risk=band, **interruption.from_rate_band(band, interruption.AWS_SPOT_ADVISOR),
+                         spot_savings_pct=saving,
                          provider_data=json.dumps({"advisor_savings_pct": advisor_saving}, sort_keys=True), **fields)
-        return None
 
     def capacity_block(self, o: dict[str, Any]) -> None:
         itype, p = o.get("InstanceType", ""), self.p
@@ -248,7 +245,6 @@ class _Region:
             start_at=o.get("StartDate"), end_at=o.get("EndDate"), duration_hours=o.get("CapacityBlockDurationHours"),
             upfront_fee=fee, source_currency=o.get("CurrencyCode") or "", gpu_model=g.gpu_model, gpu_count=g.count,
             tenancy=o.get("Tenancy"))
-        return None
 
     def spot_price(self, o: SpotObservation) -> None:
         ref = f"{self.p.region}/{o.zone}/{o.instance_type}/{o.observed_at.isoformat()}"
@@ -261,7 +257,6 @@ class _Region:
         add_spot_price(self.batch, ref, raw, region=self.p.region, zone=o.zone, instance_type=o.instance_type,
                        product_description=o.product_description, observed_at=o.observed_at,
                        spot_price_per_hour=price, source_currency="USD")
-        return None
 
 
 def _tier(text: str) -> float | None:

@@ -11,7 +11,7 @@ from typing import Any, Collection, Iterable
 
 import ijson
 
-from gpuledger.adapters.aws.pricelist import GPU_FAMILIES, PRICING_BULK_HOST
+from gpuledger.adapters.aws.pricelist import GPU_FAMILIES, PRICING_BULK_HOST, family_of
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard
 
 SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json"
@@ -86,7 +86,7 @@ def parse_savings_plan_chunks(chunks: Iterable[bytes], region: str, families: Co
                 if rate.get("discountedServiceCode") != "AmazonEC2":
                     skipped[SKIP_OTHER_SERVICE] += 1
                 elif rate.get("discountedOperation") != LINUX_OPERATION or itype is None \
-                        or itype.split(".", 1)[0] not in families:
+                        or family_of(itype) not in families:
                     skipped[SKIP_OTHER_USAGE] += 1
                 else:
                     kept.append(dict(discounted_sku=rate["discountedSku"], usage_type=rate["discountedUsageType"],
