@@ -546,15 +546,13 @@ class SourceContext:
         request); a repeated request or more pages than setting `cap` is SourceError. Pages count in `pages`."""
         what = what or f"{host}{path}"
         limit = getattr(self.config, cap)
-        send = self.get_json if method == "GET" else self.post_json
         request: dict[str, Any] = {"path": path, "params": dict(params or {}), "json": json}
         asked: set[str] = set()
         for _ in range(limit):
             asked.add(repr(sorted(request.items(), key=str)))
-            extra = {"params": request["params"]} if request["params"] else {}
-            if request["json"] is not None:
-                extra["json"] = request["json"]
-            doc = send(client, host, request["path"], **extra)
+            resp = self.send(client, method, host, request["path"], params=request["params"] or None,
+                             json=request["json"])
+            doc = self.json_of(resp, host, request["path"])
             page = items(doc)
             with _registered_lock:
                 self.pages[what] = self.pages.get(what, 0) + 1
@@ -580,9 +578,13 @@ class SourceContext:
             check_deadline()
             resp = call()
             self.requests_made += 1
-            if resp.status_code >= 400:
-                _raise_for(self.provider, host, path, resp)
-            return resp
+            if resp.status_code < 400:
+                return resp
+            snippet = redact(resp.text[:200].replace("\n", " "))  # a server may echo our request, key and all
+            msg = f"HTTP {resp.status_code} from {host}{path}: {snippet}"
+            if resp.status_code == 429 or resp.status_code >= 500:
+                raise RetryableAnswer(msg, retry_after_s(resp.headers.get("Retry-After")))
+            raise SourceError(f"{self.provider}: {msg}")
 
         retrying = self.retry_policy.retrying(
             lambda e: isinstance(e, (httpx.TransportError, RetryableAnswer)), before_sleep)
@@ -639,11 +641,3 @@ def drift_guard(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
         return guarded
 
     return wrap
-
-
-def _raise_for(provider: str, host: str, path: str, resp: httpx.Response) -> None:
-    snippet = redact(resp.text[:200].replace("\n", " "))  # a server may echo our request, key and all
-    msg = f"HTTP {resp.status_code} from {host}{path}: {snippet}"
-    if resp.status_code == 429 or resp.status_code >= 500:
-        raise RetryableAnswer(msg, retry_after_s(resp.headers.get("Retry-After")))
-    raise SourceError(f"{provider}: {msg}")
