@@ -459,13 +459,12 @@ class Batch:
                                       "raw": _raw_json(raw)})
         self.quarantined.append(Quarantined(provider=self.provider, kind=kind, **entry))
 
-    def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None,
-                     kind: str = "offer") -> bool:
+    def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None) -> bool:
         """True for a `key` in `seen` (the keys listed before): this listing is quarantined as a
         duplicate `what` ("sku H100-1-80G"), the first kept."""
         if key in seen:
             ref = str(key) if ref is None else ref
-            self.quarantine(kind, ref, f"duplicate {what}: listed again (first listing kept, this one refused)", raw)
+            self.quarantine("offer", ref, f"duplicate {what}: listed again (first listing kept, this one refused)", raw)
             return True
         seen.add(key)
         return False

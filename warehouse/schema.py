@@ -279,14 +279,13 @@ def table_ddl(table: str) -> str:
     return f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in TABLES[table]) + "\n);\n"
 
 
-def views_sql(replace: bool = True) -> str:
-    verb = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
-    return "".join(f"{verb} {name} AS {query};\n" for name, query in VIEWS.items())
+def views_sql() -> str:
+    return "".join(f"CREATE OR REPLACE VIEW {name} AS {query};\n" for name, query in VIEWS.items())
 
 
 def create_sql() -> str:
     """The DDL of every table, view and macro at the current version."""
-    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql(replace=False)
+    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql()
 
 
 # Attributes whose change is *not* a new version of an offer: the spot feed restamps an unchanged price.
@@ -518,7 +517,7 @@ CREATE TABLE fetch_validators (
 );
 """),
 ]
-SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
+SCHEMA_VERSION = UPGRADES[-1][0]
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
