@@ -74,8 +74,7 @@ def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
     out = []
     for name, info in model.model_fields.items():
         sql, is_nullable = _sql_type(info.annotation)
-        default = info.default if isinstance(info.default, str) else None
-        quoted = "DEFAULT '" + default.replace("'", "''") + "'" if default is not None else ""
+        quoted = "DEFAULT '" + info.default.replace("'", "''") + "'" if isinstance(info.default, str) else ""
         extra = " ".join(x for x in (quoted, checks.get(name, "")) if x)
         out.append(Column(name, sql, not (is_nullable or name in nullable), extra))
         if name in after:
@@ -496,9 +495,7 @@ SCHEMA_VERSION = UPGRADES[-1][0]
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
-    if not con.execute("select count(*) from information_schema.tables where table_name = 'schema_migrations'"
-                       ).fetchall()[0][0]:
-        return 0
+    """0 for an empty `schema_migrations` (migrate creates it; open_reader refuses a file without it)."""
     return con.execute("select coalesce(max(version), 0) from schema_migrations").fetchall()[0][0]
 
 
