@@ -63,13 +63,12 @@ def last_words(stderr: str) -> str | None:
     return lines[-1][:LAST_WORDS_CHARS] if lines else None
 
 
-def run(module: str, args: list[str], timeout_s: float, stdin: bytes = b"", **popen: Any
-        ) -> tuple[int | None, str]:
-    """Run `python -m module args` in its own session, fed `stdin`; (exit code, its stderr). After
+def run(module: str, args: list[str], timeout_s: float, **popen: Any) -> tuple[int | None, str]:
+    """Run `python -m module args` in its own session, its stdin closed; (exit code, its stderr). After
     `timeout_s` its whole group is killed and the code is None."""
     proc = _start(module, args, **popen)
     try:
-        _, err = proc.communicate(stdin, timeout=timeout_s)
+        _, err = proc.communicate(timeout=timeout_s)
         code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
         kill_group(proc)

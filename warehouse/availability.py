@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from gpuledger.warehouse.records import Batch, describe_validation_error
+from gpuledger.warehouse.records import Batch
 
 if TYPE_CHECKING:  # a fetch process, which makes Observations, loads no DuckDB
     import duckdb
@@ -53,12 +53,7 @@ class Observation(BaseModel):
 
 def add_observation(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     """Validate one earlier observation into `batch.availability`, or quarantine it (kind availability)."""
-    try:
-        batch.availability.append(Observation(provider=batch.provider, **batch.without_secrets(fields)))
-        return True
-    except ValidationError as err:
-        batch.quarantine("availability", ref, f"contract: {describe_validation_error(err)}", raw)
-        return False
+    return batch.add_row("availability", Observation, batch.availability, ref, raw, fields)
 
 
 def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, notes: list[str]) -> None:

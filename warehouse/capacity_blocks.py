@@ -7,9 +7,9 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
-from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, describe_validation_error
+from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch
 
 
 class CapacityBlockOffering(BaseModel):
@@ -71,11 +71,5 @@ class CapacityBlockOffering(BaseModel):
 
 def add_capacity_block(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     """Validate one offering into `batch.capacity_blocks`, or quarantine it (kind capacity_block)."""
-    try:
-        block = CapacityBlockOffering(provider=batch.provider, **batch.without_secrets(fields))
-    except ValidationError as err:
-        batch.quarantine("capacity_block", ref, f"contract: {describe_validation_error(err)}", raw)
-        return False
-    batch.capacity_blocks.append(block)
-    return True
+    return batch.add_row("capacity_block", CapacityBlockOffering, batch.capacity_blocks, ref, raw, fields)
 

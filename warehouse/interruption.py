@@ -65,8 +65,7 @@ def from_stock_level(level: str | None) -> dict[str, Any]:
     return risk(mapped, RUNPOD_STOCK) if mapped else unknown()
 
 
-def default_for(purchase_option: Any) -> dict[str, Any]:
+def default_for(purchase_option: str) -> dict[str, Any]:
     """What an offer whose source gives no signal carries: on-demand is not interruptible, any
     other purchase option is `unknown`."""
-    option = getattr(purchase_option, "value", purchase_option)
-    return risk("none", NOT_INTERRUPTIBLE) if option == "on_demand" else unknown()
+    return risk("none", NOT_INTERRUPTIBLE) if purchase_option == "on_demand" else unknown()

@@ -403,6 +403,16 @@ class Batch:
         {"offer": self.offers, "egress": self.egress, "storage": self.storage}[kind].append(record)  # type: ignore[arg-type]
         return True
 
+    def add_row(self, kind: str, model: type[BaseModel], rows: list[Any], ref: str, raw: Any,
+                fields: dict[str, Any]) -> bool:
+        """Validate one row of a side table (spot, capacity_blocks, availability) into `rows`, or quarantine it."""
+        try:
+            rows.append(model(provider=self.provider, **self.without_secrets(fields)))
+        except ValidationError as err:
+            self.quarantine(kind, ref, f"contract: {describe_validation_error(err)}", raw)
+            return False
+        return True
+
     def offer(self, ref: str, raw: Any, *, gpu: str | None = None, gpu_model: str | None = None,
               gpu_lookup_mib: float | None = None, **fields: Any) -> bool:
         """Add an offer, filling the GPU fields from the canon and billing from the provider's facts unless given.
@@ -449,13 +459,12 @@ class Batch:
                                       "raw": _raw_json(raw)})
         self.quarantined.append(Quarantined(provider=self.provider, kind=kind, **entry))
 
-    def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None,
-                     kind: str = "offer") -> bool:
+    def listed_again(self, seen: set[Any], key: Any, what: str, raw: Any, ref: str | None = None) -> bool:
         """True for a `key` in `seen` (the keys listed before): this listing is quarantined as a
         duplicate `what` ("sku H100-1-80G"), the first kept."""
         if key in seen:
             ref = str(key) if ref is None else ref
-            self.quarantine(kind, ref, f"duplicate {what}: listed again (first listing kept, this one refused)", raw)
+            self.quarantine("offer", ref, f"duplicate {what}: listed again (first listing kept, this one refused)", raw)
             return True
         seen.add(key)
         return False

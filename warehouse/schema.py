@@ -74,8 +74,7 @@ def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
     out = []
     for name, info in model.model_fields.items():
         sql, is_nullable = _sql_type(info.annotation)
-        default = info.default if isinstance(info.default, str) else None
-        quoted = "DEFAULT '" + default.replace("'", "''") + "'" if default is not None else ""
+        quoted = "DEFAULT '" + info.default.replace("'", "''") + "'" if isinstance(info.default, str) else ""
         extra = " ".join(x for x in (quoted, checks.get(name, "")) if x)
         out.append(Column(name, sql, not (is_nullable or name in nullable), extra))
         if name in after:
@@ -279,14 +278,13 @@ def table_ddl(table: str) -> str:
     return f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in TABLES[table]) + "\n);\n"
 
 
-def views_sql(replace: bool = True) -> str:
-    verb = "CREATE OR REPLACE VIEW" if replace else "CREATE VIEW"
-    return "".join(f"{verb} {name} AS {query};\n" for name, query in VIEWS.items())
+def views_sql() -> str:
+    return "".join(f"CREATE OR REPLACE VIEW {name} AS {query};\n" for name, query in VIEWS.items())
 
 
 def create_sql() -> str:
     """The DDL of every table, view and macro at the current version."""
-    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql(replace=False)
+    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql()
 
 
 # Attributes whose change is *not* a new version of an offer: the spot feed restamps an unchanged price.
@@ -326,35 +324,6 @@ EGRESS = _spec("egress", "egress_prices", "egress_price_history", EGRESS_COLUMNS
 STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_COLUMNS,
                 ("provider", "region", "storage_class"))
 SPECS = (OFFERS, EGRESS, STORAGE)
-
-
-# The offer columns of version 3, frozen. DuckDB adds a column only at the end of a table, so the step
-# rebuilds both offer tables with operated_by after provider_data, filled with the provider (no aggregator
-# was loaded before); the rows keep their values and content_hash, so the next load finds them unchanged.
-_V3_OFFER_COLUMNS = """
-    provider VARCHAR NOT NULL, region VARCHAR NOT NULL, zone VARCHAR NOT NULL DEFAULT '',
-    instance_type VARCHAR NOT NULL, purchase_option VARCHAR NOT NULL, gpu_model VARCHAR NOT NULL,
-    gpu_variant_exact BOOLEAN NOT NULL, gpu_name_reported VARCHAR NOT NULL, gpu_vendor VARCHAR NOT NULL,
-    gpu_count DOUBLE NOT NULL CHECK (gpu_count > 0), gpu_memory_gb DOUBLE, gpu_memory_gb_nominal DOUBLE,
-    total_gpu_memory_gb DOUBLE, vcpus DOUBLE, ram_gb DOUBLE, local_disk_gb DOUBLE, interconnect VARCHAR,
-    network_gbps DOUBLE, multinode_fabric VARCHAR,
-    price_per_hour DOUBLE NOT NULL CHECK (price_per_hour > 0 AND isfinite(price_per_hour)),
-    price_per_gpu_hour DOUBLE NOT NULL CHECK (price_per_gpu_hour > 0), source_currency VARCHAR NOT NULL,
-    source_price_per_hour DOUBLE NOT NULL, price_observed_at VARCHAR, billing_granularity_s INTEGER,
-    minimum_charge_s INTEGER, available BOOLEAN, available_count INTEGER, availability_level VARCHAR,
-    interruption_risk VARCHAR, spot_savings_pct DOUBLE, reliability DOUBLE,
-    provider_data VARCHAR NOT NULL DEFAULT '{}', operated_by VARCHAR NOT NULL"""
-
-
-def _with_operated_by(table: str) -> str:
-    row_columns = ", ".join(f"{name} {sql_type}" + " NOT NULL" * not_null
-                            for name, sql_type, not_null in _ROW_COLUMNS_AFTER_OFFER[table])
-    return f"""
-create table {table}__v3 ({_V3_OFFER_COLUMNS}, {row_columns});
-insert into {table}__v3 by name select *, provider as operated_by from {table};
-drop table {table};
-alter table {table}__v3 rename to {table};
-"""
 
 
 # The two tables version 5 adds, frozen as it made them. Its views and macro are `create or replace`
@@ -467,9 +436,13 @@ drop macro if exists is_fast_interconnect;
 drop macro if exists billed_seconds;
 drop macro if exists gpuledger_macros_version;
 """),
+    # operated_by is filled with the provider (no aggregator was loaded before); the rows keep their values
+    # and content_hash, so the next load finds them unchanged.
     (3, "offers and offer_history: operated_by, the cloud that runs the machine (an aggregator's offers "
         "name the underlying cloud); existing rows get their provider",
-     _with_operated_by("offers") + _with_operated_by("offer_history")),
+     "".join(_append_offer_columns(t, ("operated_by VARCHAR NOT NULL DEFAULT ''",),
+                                   f"update {t} set operated_by = provider;")
+             + f"alter table {t} alter column operated_by drop default;\n" for t in ("offers", "offer_history"))),
     (4, "offers and offer_history: price_observed_at is a TIMESTAMPTZ (was the source's text); text "
         "without a UTC offset is read as UTC",
      _observed_at_as_timestamptz("offers") + _observed_at_as_timestamptz("offer_history")),
@@ -518,13 +491,11 @@ CREATE TABLE fetch_validators (
 );
 """),
 ]
-SCHEMA_VERSION = UPGRADES[-1][0] if UPGRADES else INITIAL[0]
+SCHEMA_VERSION = UPGRADES[-1][0]
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
-    if not con.execute("select count(*) from information_schema.tables where table_name = 'schema_migrations'"
-                       ).fetchall()[0][0]:
-        return 0
+    """0 for an empty `schema_migrations` (migrate creates it; open_reader refuses a file without it)."""
     return con.execute("select coalesce(max(version), 0) from schema_migrations").fetchall()[0][0]
 
 

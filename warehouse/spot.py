@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpuledger.warehouse.records import Batch, describe_validation_error
+from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.schema import SPOT_PRICE_FIELDS
 
 if TYPE_CHECKING:
@@ -55,13 +55,7 @@ class SpotPricePoint(BaseModel):
 
 def add_spot_price(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     """Validate one observation into `batch.spot_prices`, or quarantine it (kind spot_price)."""
-    try:
-        point = SpotPricePoint(provider=batch.provider, **batch.without_secrets(fields))
-    except ValidationError as err:
-        batch.quarantine("spot_price", ref, f"contract: {describe_validation_error(err)}", raw)
-        return False
-    batch.spot_prices.append(point)
-    return True
+    return batch.add_row("spot_price", SpotPricePoint, batch.spot_prices, ref, raw, fields)
 
 
 _KEY = SPOT_PRICE_FIELDS[:6]

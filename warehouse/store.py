@@ -113,12 +113,12 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
             raise WarehouseError(damaged_message(path, err)) from err
 
 
-def open_writer(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S) -> duckdb.DuckDBPyConnection:
+def open_writer(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
     """Open for writing, upgrading the schema and the GPU reference tables; end with close_writer (the
     window's one checkpoint: DuckDB would checkpoint every commit)."""
     p = db_path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    con = _connect_retrying(p, wait_s)
+    con = _connect_retrying(p, LOCK_WAIT_S)
     con.execute("set auto_checkpoint_skip_wal_threshold = 1000000000000")
     con.execute("set checkpoint_threshold = '1GB'")
     migrate(con)
@@ -169,11 +169,11 @@ def check_writable(path: str | os.PathLike[str] | None = None) -> None:
 
 
 @contextmanager
-def refresh_lock(path: str | os.PathLike[str] | None = None, wait: bool = False) -> Iterator[None]:
+def refresh_lock(path: str | os.PathLike[str] | None = None) -> Iterator[None]:
     """Only one refresh per warehouse at a time: a second one is told so at once."""
     with _open_lock_file(db_path(path)) as f:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "unknown"
