@@ -82,6 +82,5 @@ def pull_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `publish` and `pull` to the gpuledger command line."""
     app.command(name="publish")(publish_command)
     app.command(name="pull")(pull_command)

@@ -26,7 +26,7 @@ from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, finite
-from gpuledger.flows.output import Format, chosen, emit, fail, format_option, json_option, out
+from gpuledger.flows.output import Format, chosen, emit, emit_records, fail, format_option, json_option, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
@@ -34,8 +34,7 @@ from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
-    RefreshRunningError, WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged,
-    open_reader,
+    WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged, open_reader,
 )
 from gpuledger.warehouse.settings import SettingsError
 
@@ -200,7 +199,7 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
             if params.get("replay") else nightly_refresh
         with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
             return refresh_flow(db=str(db_path(db)), **params)
-    except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
+    except (UnknownProviderError, WarehouseError) as err:  # a running refresh included
         raise fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
         raise fail(str(err)) from None
@@ -448,7 +447,7 @@ def status(
     states = {r["state"] for r in rows}  # a provider never loaded or without credentials counts for neither
     code = 1 if "failed" in states else 3 if "stale" in states else 0
     if chosen(fmt, as_json) != "table":
-        emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], chosen(fmt, as_json))
+        emit_records(rows, chosen(fmt, as_json))
         raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:

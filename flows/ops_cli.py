@@ -193,7 +193,6 @@ def serve_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `report`, `plot` and `serve` to the gpuledger command line."""
     app.command(name="report")(report_command)
     app.command(name="plot")(plot_command)
     app.command(name="serve")(serve_command)

@@ -45,6 +45,11 @@ def chosen(fmt: Format | str, as_json: bool = False) -> str:
     return "json" if as_json else Format(fmt).value
 
 
+def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
+    """`records` as `emit` writes rows, the keys of the first the columns."""
+    emit(list(records[0]) if records else [], [list(r.values()) for r in records], fmt)
+
+
 def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None) -> None:
     """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
     is written as it comes (json.dumps of the whole list, indent 2, one object at a time)."""

@@ -64,7 +64,6 @@ class Report:
     path: Path
     rows: list[dict[str, Any]]
     providers: list[ReportProvider]
-    generated_at: datetime
 
 
 def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
@@ -463,5 +462,5 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)  # a report that could not be written leaves nothing behind
-    return Report(path, rows, providers, now)
+    return Report(path, rows, providers)
 

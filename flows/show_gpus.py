@@ -108,5 +108,4 @@ def show_gpus_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `show-gpus` to the gpuledger command line."""
     app.command(name="show-gpus")(show_gpus_command)
