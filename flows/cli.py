@@ -26,7 +26,7 @@ from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, finite
-from gpuledger.flows.output import Format, chosen, emit, emit_records, fail, format_option, json_option, out
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
@@ -303,8 +303,8 @@ def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.E
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
     timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query, its fetching and its "
                                   "printing after this many seconds, exit 124 (0: no limit)."),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE", help="DuckDB's memory limit "
@@ -422,8 +422,8 @@ def status(
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
                                             help="Hours after which a provider's last success counts as stale."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Judge only these providers (repeatable)."),
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
 

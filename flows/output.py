@@ -26,13 +26,10 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
-def format_option() -> Any:
-    """The `--format` of a command, declared `fmt: Format = format_option()`."""
-    return typer.Option(Format.table, "--format", "-f", case_sensitive=False, help="Output format: table, csv or json.")
-
-
-def json_option() -> Any:
-    return typer.Option(False, "--json", help="JSON for scripts (the same as --format json).")
+# Every command's output options, declared `fmt: Format = FormatOption, as_json: bool = JsonOption`.
+FormatOption = typer.Option(Format.table, "--format", "-f", case_sensitive=False,
+                            help="Output format: table, csv or json.")
+JsonOption = typer.Option(False, "--json", help="JSON for scripts (the same as --format json).")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

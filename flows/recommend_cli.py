@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, chosen, emit_records, err, fail, format_option, json_option, out
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit_records, err, fail, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -167,8 +167,8 @@ def recommend_command(
                                        "one per instance type."),
     max_age_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--max-age-hours", help="Leave out providers whose "
                                         "last successful scrape is older than this."),
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
     db: Optional[Path] = DbOption,
 ) -> None:
     """Cheapest card or node that fits a fine-tuning job, by what the whole job costs.
