@@ -18,11 +18,8 @@ class RefreshInterrupted(Exception):
 
     def __init__(self, signum: int, during: str) -> None:
         self.signum = signum
+        self.exit_code = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
         super().__init__(f"refresh interrupted by {signal.Signals(signum).name} {during}")
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
 
 
 @dataclass
