@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import duckdb
 
@@ -67,14 +67,13 @@ class Report:
 
 
 def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
-                     stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
-                     providers: Iterable[str] = SOURCES) -> list[ReportProvider]:
+                     stale_after_hours: float = DEFAULT_MAX_AGE_HOURS) -> list[ReportProvider]:
     """Every provider with a scrape run and every registered source (never loaded: state `never`)."""
     facts = {r[0]: r[1:] for r in con.execute(
         "select provider, display_name, billing_granularity_s, minimum_charge_s from providers").fetchall()}
     offers = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
     out = []
-    for f in provider_freshness(con, stale_after_hours, now, providers):
+    for f in provider_freshness(con, stale_after_hours, now, SOURCES):
         name, gran, minimum = facts.get(f.provider, (None, None, None))
         out.append(ReportProvider(**vars(f), display_name=name or f.provider, offers=offers.get(f.provider, 0),
                                   billing_granularity_s=gran, minimum_charge_s=minimum))
