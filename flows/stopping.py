@@ -52,9 +52,7 @@ def stop_on_signals() -> Iterator[Stopper]:
     if threading.current_thread() is not threading.main_thread():
         yield stopper
         return
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
-    for s in SIGNALS:
-        signal.signal(s, stopper._handle)
+    previous = {s: signal.signal(s, stopper._handle) for s in SIGNALS}
     try:
         yield stopper
     finally:
