@@ -10,7 +10,7 @@ import typer
 
 from gpuledger.flows.literal import labelled
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, chosen, emit, fail, format_option, json_option
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail
 from gpuledger.flows.output import err as console
 
 
@@ -18,8 +18,8 @@ def publish_command(
     folder: Path = typer.Argument(..., metavar="DIR", help="The catalog folder: empty, or holding the previous "
                                   "catalog (a provider with nothing new keeps its files there)."),
     db: Optional[Path] = DbOption,
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Publish the warehouse as a static catalog (Parquet + manifest.json) any web host can serve.
 
@@ -47,8 +47,8 @@ def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
                                  "(https://.../manifest.json is beside the files) or a local folder."),
     db: Optional[Path] = DbOption,
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Load a published catalog into the warehouse: current prices and their history, no keys needed.
 
@@ -82,6 +82,5 @@ def pull_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `publish` and `pull` to the gpuledger command line."""
     app.command(name="publish")(publish_command)
     app.command(name="pull")(pull_command)

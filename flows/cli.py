@@ -26,7 +26,7 @@ from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, finite
-from gpuledger.flows.output import Format, chosen, emit, fail, format_option, json_option, out
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
@@ -34,8 +34,7 @@ from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
-    RefreshRunningError, WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged,
-    open_reader,
+    WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged, open_reader,
 )
 from gpuledger.warehouse.settings import SettingsError
 
@@ -200,7 +199,7 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
             if params.get("replay") else nightly_refresh
         with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
             return refresh_flow(db=str(db_path(db)), **params)
-    except (RefreshRunningError, UnknownProviderError, WarehouseError) as err:
+    except (UnknownProviderError, WarehouseError) as err:  # a running refresh included
         raise fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
         raise fail(str(err)) from None
@@ -304,8 +303,8 @@ def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.E
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
     timeout: float = typer.Option(SQL_TIMEOUT_S, "--timeout", min=0, help="Stop the query, its fetching and its "
                                   "printing after this many seconds, exit 124 (0: no limit)."),
     max_memory: Optional[str] = typer.Option(None, "--max-memory", metavar="SIZE", help="DuckDB's memory limit "
@@ -423,8 +422,8 @@ def status(
     stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
                                             help="Hours after which a provider's last success counts as stale."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Judge only these providers (repeatable)."),
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
 
@@ -448,7 +447,7 @@ def status(
     states = {r["state"] for r in rows}  # a provider never loaded or without credentials counts for neither
     code = 1 if "failed" in states else 3 if "stale" in states else 0
     if chosen(fmt, as_json) != "table":
-        emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], chosen(fmt, as_json))
+        emit_records(rows, chosen(fmt, as_json))
         raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:

@@ -43,7 +43,7 @@ def literal(value: Any, limit: int | None = None, style: str = "") -> Text:
 
 def cell(value: Any, style: str = "") -> Text:
     """A table cell: `literal`, bounded by CELL_LIMIT; None shows empty."""
-    return literal("" if value is None else value, CELL_LIMIT, style)
+    return literal(value, CELL_LIMIT, style)
 
 
 def labelled(label: str, style: str, message: Any, limit: int | None = MESSAGE_LIMIT) -> Text:

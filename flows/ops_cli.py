@@ -128,25 +128,17 @@ def work_pool_of(deployment: str) -> str | None:
 def _run_logging() -> Iterator[None]:
     """While serving, each run (a process of its own) logs Prefect's and gpuledger's messages here, at INFO unless
     the user chose a level: in the environment (the runs inherit it) and in this process's Prefect settings."""
-    from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL, temporary_settings
+    from prefect.settings import PREFECT_LOGGING_EXTRA_LOGGERS, PREFECT_LOGGING_LEVEL
 
     from gpuledger import flows
+    from gpuledger.flows.prefect_api import settings_set
 
     extra = [n.strip() for n in os.environ.get("PREFECT_LOGGING_EXTRA_LOGGERS", "").split(",") if n.strip()]
     updates = {PREFECT_LOGGING_EXTRA_LOGGERS: ",".join(dict.fromkeys([*extra, "gpuledger"]))}
     if "PREFECT_LOGGING_LEVEL" in flows.DEFAULTED:
         updates[PREFECT_LOGGING_LEVEL] = "INFO"
-    saved = {setting.name: os.environ.get(setting.name) for setting in updates}
-    os.environ.update({setting.name: value for setting, value in updates.items()})
-    try:
-        with temporary_settings(updates=updates):
-            yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with settings_set(updates, inherited=updates):
+        yield
 
 
 def serve_command(
@@ -201,7 +193,6 @@ def serve_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `report`, `plot` and `serve` to the gpuledger command line."""
     app.command(name="report")(report_command)
     app.command(name="plot")(plot_command)
     app.command(name="serve")(serve_command)

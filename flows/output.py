@@ -26,13 +26,10 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
-def format_option() -> Any:
-    """The `--format` of a command, declared `fmt: Format = format_option()`."""
-    return typer.Option(Format.table, "--format", "-f", case_sensitive=False, help="Output format: table, csv or json.")
-
-
-def json_option() -> Any:
-    return typer.Option(False, "--json", help="JSON for scripts (the same as --format json).")
+# Every command's output options, declared `fmt: Format = FormatOption, as_json: bool = JsonOption`.
+FormatOption = typer.Option(Format.table, "--format", "-f", case_sensitive=False,
+                            help="Output format: table, csv or json.")
+JsonOption = typer.Option(False, "--json", help="JSON for scripts (the same as --format json).")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -43,6 +40,11 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def chosen(fmt: Format | str, as_json: bool = False) -> str:
     return "json" if as_json else Format(fmt).value
+
+
+def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
+    """`records` as `emit` writes rows, the keys of the first the columns."""
+    emit(list(records[0]) if records else [], [list(r.values()) for r in records], fmt)
 
 
 def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None) -> None:

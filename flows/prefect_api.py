@@ -12,7 +12,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 import httpx
 
@@ -118,21 +118,32 @@ def start_if_needed() -> TemporaryApiServer | None:
 
 
 @contextmanager
+def settings_set(updates: dict[Any, Any], inherited: Iterable[Any] = ()) -> Iterator[None]:
+    """Within: this process's Prefect settings `updates`; those `inherited` also in its environment, for its
+    children."""
+    from prefect.settings import temporary_settings
+
+    saved = {setting.name: os.environ.get(setting.name) for setting in inherited}
+    os.environ.update({setting.name: str(updates[setting]) for setting in inherited})
+    try:
+        with temporary_settings(updates=updates):
+            yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
 def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
     """Within: this process's Prefect settings and its environment (for its children) name `url` as the API;
     `to_api` False keeps the run logs out of it (and off the terminal when it is gone)."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
+    from prefect.settings import PREFECT_API_URL, PREFECT_LOGGING_TO_API_ENABLED
 
-    before = os.environ.get("PREFECT_API_URL")
-    os.environ["PREFECT_API_URL"] = url
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: url, PREFECT_LOGGING_TO_API_ENABLED: to_api}):
-            yield url
-    finally:
-        if before is None:
-            os.environ.pop("PREFECT_API_URL", None)
-        else:
-            os.environ["PREFECT_API_URL"] = before
+    with settings_set({PREFECT_API_URL: url, PREFECT_LOGGING_TO_API_ENABLED: to_api}, inherited=[PREFECT_API_URL]):
+        yield url
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, chosen, emit, err, fail, format_option, json_option, out
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit_records, err, fail, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -167,8 +167,8 @@ def recommend_command(
                                        "one per instance type."),
     max_age_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--max-age-hours", help="Leave out providers whose "
                                         "last successful scrape is older than this."),
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
     db: Optional[Path] = DbOption,
 ) -> None:
     """Cheapest card or node that fits a fine-tuning job, by what the whole job costs.
@@ -214,8 +214,8 @@ def recommend_command(
     if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
     elif fmt == "csv":  # one row per candidate, its costs flattened
-        rows = [{**{k: v for k, v in c.as_dict().items() if k != "cost"}, **c.cost.as_dict()} for c in rec.candidates]
-        emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], "csv")
+        emit_records([{**{k: v for k, v in c.as_dict().items() if k != "cost"}, **c.cost.as_dict()}
+                      for c in rec.candidates], "csv")
     else:
         _print(rec)
     if rec.nothing_fits:
@@ -238,6 +238,5 @@ def macros_command() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add `recommend` and `macros` to the gpuledger command line."""
     app.command(name="recommend")(recommend_command)
     app.command(name="macros")(macros_command)

@@ -11,11 +11,12 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import duckdb
 
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.plot import utc_minute
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
@@ -57,28 +58,22 @@ class ReportProvider(ProviderFreshness):
     billing_granularity_s: int | None = None
     minimum_charge_s: int | None = None
 
-    @property
-    def last_success(self) -> datetime | None:
-        return self.last_ok
-
 
 @dataclass
 class Report:
     path: Path
     rows: list[dict[str, Any]]
     providers: list[ReportProvider]
-    generated_at: datetime
 
 
 def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
-                     stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
-                     providers: Iterable[str] = SOURCES) -> list[ReportProvider]:
+                     stale_after_hours: float = DEFAULT_MAX_AGE_HOURS) -> list[ReportProvider]:
     """Every provider with a scrape run and every registered source (never loaded: state `never`)."""
     facts = {r[0]: r[1:] for r in con.execute(
         "select provider, display_name, billing_granularity_s, minimum_charge_s from providers").fetchall()}
     offers = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
     out = []
-    for f in provider_freshness(con, stale_after_hours, now, providers):
+    for f in provider_freshness(con, stale_after_hours, now, SOURCES):
         name, gran, minimum = facts.get(f.provider, (None, None, None))
         out.append(ReportProvider(**vars(f), display_name=name or f.provider, offers=offers.get(f.provider, 0),
                                   billing_granularity_s=gran, minimum_charge_s=minimum))
@@ -378,7 +373,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
     return {
         "generated_at_ms": ms(generated_at), "stale_after_hours": stale_after_hours,
         "columns": [c.__dict__ for c in COLUMNS],
-        "providers": [{"provider": p.provider, "last_ok_ms": ms(p.last_success),
+        "providers": [{"provider": p.provider, "last_ok_ms": ms(p.last_ok),
                        "failed": p.last_state not in (None, "ok")} for p in providers],
         "offers": offer_columns(rows),
         "gpus": list(gpus),
@@ -407,7 +402,7 @@ def _asset(name: str) -> str:
 def _freshness_html(providers: Sequence[ReportProvider]) -> str:
     rows = []
     for p in providers:
-        when = p.last_success.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if p.last_success else "never"
+        when = utc_minute(p.last_ok) if p.last_ok else "never"
         failed = p.last_error and p.last_state != "ok"
         err = f'<td class="err">{_e(p.last_error)}</td>' if failed else "<td></td>"
         rows.append(
@@ -420,9 +415,10 @@ def _freshness_html(providers: Sequence[ReportProvider]) -> str:
             "</thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
-def _options(values: Sequence[str], label: str) -> str:
-    return f'<option value="">{_e(label)}</option>' + "".join(
-        f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+def _options(rows: Sequence[dict[str, Any]], field: str) -> str:
+    """A filter's choices: any, then each value of `field` among the offers."""
+    return '<option value="">any</option>' + "".join(
+        f'<option value="{_e(v)}">{_e(v)}</option>' for v in sorted({r[field] for r in rows}))
 
 
 def loaded_count(providers: Sequence[ReportProvider]) -> int:
@@ -439,12 +435,10 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; "
            "img-src data:; form-action 'none'; base-uri 'none'")
     data = json_for_html(page_data(rows, providers, generated_at, stale_after_hours, gpus, tuning))
-    stamp = generated_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return _asset("page.html").format(
-        csp=_e(csp), css=_asset("page.css"), stamp=_e(stamp), offers=len(rows), providers=loaded_count(providers),
-        egress_gb=egress_gb, gpu_options=_options(sorted({r["gpu_model"] for r in rows}), "any"),
-        provider_options=_options(sorted({r["provider"] for r in rows}), "any"),
-        purchase_options=_options(sorted({r["purchase_option"] for r in rows}), "any"),
+        csp=_e(csp), css=_asset("page.css"), stamp=_e(utc_minute(generated_at)), offers=len(rows),
+        providers=loaded_count(providers), egress_gb=egress_gb, gpu_options=_options(rows, "gpu_model"),
+        provider_options=_options(rows, "provider"), purchase_options=_options(rows, "purchase_option"),
         freshness=_freshness_html(providers), data=data, script=script)
 
 
@@ -467,5 +461,5 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)  # a report that could not be written leaves nothing behind
-    return Report(path, rows, providers, now)
+    return Report(path, rows, providers)
 

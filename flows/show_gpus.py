@@ -11,7 +11,7 @@ import typer
 
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, chosen, emit, err, fail, format_option, json_option
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail
 from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
 from gpuledger.warehouse.store import open_reader
 
@@ -78,8 +78,8 @@ def show_gpus_command(
     max_price: Optional[float] = typer.Option(None, "--max-price", help="Only offers at most this many USD "
                                               "per GPU-hour."),
     db: Optional[Path] = DbOption,
-    fmt: Format = format_option(),
-    as_json: bool = json_option(),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Per GPU model: memory, cheapest on demand and spot; or one GPU's offers.
 
@@ -108,5 +108,4 @@ def show_gpus_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `show-gpus` to the gpuledger command line."""
     app.command(name="show-gpus")(show_gpus_command)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
 import duckdb
@@ -30,15 +31,15 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
                   timeout_s: float | None) -> T:
     """`work(stopping)` (queries on `con`) in a worker thread; QueryStopped after `timeout_s` seconds (None or 0:
     no limit) or on SIGINT, with the query interrupted and `stopping` set. Errors of `work` are raised here."""
-    outcome: dict[str, Any] = {}
+    done: Future[T] = Future()
     stopping = threading.Event()
     stopped: list[QueryStopped] = []
 
     def run() -> None:
         try:
-            outcome["value"] = work(stopping)
+            done.set_result(work(stopping))
         except BaseException as err:  # noqa: BLE001 - handed to the waiting thread, raised there
-            outcome["error"] = err
+            done.set_exception(err)
 
     def stop(reason: QueryStopped) -> None:
         if not stopped:
@@ -65,6 +66,4 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
             signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     if stopped:
         raise stopped[0]
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    return done.result()

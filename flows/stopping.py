@@ -18,11 +18,8 @@ class RefreshInterrupted(Exception):
 
     def __init__(self, signum: int, during: str) -> None:
         self.signum = signum
+        self.exit_code = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
         super().__init__(f"refresh interrupted by {signal.Signals(signum).name} {during}")
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
 
 
 @dataclass
@@ -55,9 +52,7 @@ def stop_on_signals() -> Iterator[Stopper]:
     if threading.current_thread() is not threading.main_thread():
         yield stopper
         return
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
-    for s in SIGNALS:
-        signal.signal(s, stopper._handle)
+    previous = {s: signal.signal(s, stopper._handle) for s in SIGNALS}
     try:
         yield stopper
     finally:

@@ -109,7 +109,7 @@ def test_rows_and_escaping(warehouse: Path) -> None:
     assert sorted(by_provider) == sorted({"acme", *SOURCES})
     assert {"aws", "gcp", "hyperstack", "vastai"} <= set(by_provider)
     gcp = by_provider["gcp"]
-    assert (gcp.state, gcp.age_hours, gcp.last_success, gcp.offers, gcp.display_name) == ("never", None, None, 0, "gcp")
+    assert (gcp.state, gcp.age_hours, gcp.last_ok, gcp.offers, gcp.display_name) == ("never", None, None, 0, "gcp")
 
     page = render_report(rows, fresh, NOW, 140.0)
     assert EVIL_INSTANCE not in page and EVIL_REGION not in page
