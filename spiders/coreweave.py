@@ -160,15 +160,13 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
         return
     priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
               "spot": (spot, _provider_data(row, row.spot_text))}
-    if not add_gpu_offers(batch, ref, raw, priced, gpu=row.name, gpu_memory_gb=vram_gb, gpu_count=count,
-                          region=region, zone="", instance_type=f"{count:g}x {row.name}", vcpus=vcpus,
-                          ram_gb=ram_gb, local_disk_gb=disk_tb * 1000 if disk_tb else None,
-                          interconnect=_interconnect(row.name, vram_gb) if count > 1 else None):
-        return
-    if on_demand is None:
-        batch.notes.append(f"skipped {row.name!r} on-demand: no public price ({row.price_text})")
-    elif row.spot_text and spot is None:
-        batch.notes.append(f"skipped {row.name!r} spot: no public price ({row.spot_text})")
+    if add_gpu_offers(batch, ref, raw, priced, gpu=row.name, gpu_memory_gb=vram_gb, gpu_count=count,
+                      region=region, zone="", instance_type=f"{count:g}x {row.name}", vcpus=vcpus,
+                      ram_gb=ram_gb, local_disk_gb=disk_tb * 1000 if disk_tb else None,
+                      interconnect=_interconnect(row.name, vram_gb) if count > 1 else None):
+        for option, text, price in (("on-demand", row.price_text, on_demand), ("spot", row.spot_text, spot)):
+            if text and price is None:
+                batch.notes.append(f"skipped {row.name!r} {option}: no public price ({text})")
 
 
 def build_batch(rows: list[PageRow]) -> Batch:
