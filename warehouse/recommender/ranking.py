@@ -245,6 +245,7 @@ def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) 
     return "a slice of a GPU cannot be sharded" if count < 1 else "no plan fits its GPU count"
 
 
+@np.errstate(invalid="ignore")  # NaN is NULL here: comparing or dividing it is no error
 def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest,
          fresh: frozenset[str], region_ok: frozenset[str] | None
          ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None]:
@@ -269,17 +270,16 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     # fit_ok's rule (sql/recommend.sql), host RAM for ZeRO-Offload (each node holds its share, with the
     # GPUs' headroom; an offer without a RAM figure cannot be shown to fit) and the GPU limit; the
     # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
-    with np.errstate(invalid="ignore"):
-        for i, p in enumerate(plans):
-            fit = mem * (1 - req.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
-            if not (p.gpus <= 1 and p.nodes <= 1):
-                fit &= (count >= 1) & (count * p.nodes == p.gpus)
-                if p.nodes != 1:
-                    fit &= c["has_fabric"]
-            fit &= count * p.nodes <= req.max_gpus
-            if p.host_gb != 0:
-                fit &= ram * (1 - req.headroom) * p.nodes >= p.host_gb
-            plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
+    for i, p in enumerate(plans):
+        fit = mem * (1 - req.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
+        if not (p.gpus <= 1 and p.nodes <= 1):
+            fit &= (count >= 1) & (count * p.nodes == p.gpus)
+            if p.nodes != 1:
+                fit &= c["has_fabric"]
+        fit &= count * p.nodes <= req.max_gpus
+        if p.host_gb != 0:
+            fit &= ram * (1 - req.headroom) * p.nodes >= p.host_gb
+        plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
     idx = np.nonzero(plan_of >= 0)[0]
     pi = plan_of[idx]
 
@@ -300,33 +300,32 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
 
     # The time model (throughput.tokens_per_second), NULL where a card figure is unknown.
     tok, util = col("tokens"), col("utilization")
-    with np.errstate(invalid="ignore"):
-        compute = _div(tok * col("flops_per_token"), peak * 1e12 * util)
-        step = (np.fmax(compute, _div(col("weight_read_bytes"), bw * 1e12)) + _div(col("dequant_bytes"), bw * 1e12)
-                + _div(col("offload_bytes"), pcie * 1e9))
-        whole = np.floor(cnt)
-        comm = np.where(sharded, _div(col("shard_bytes"), np.where(nodes > 1, fabric, link) * 1e9),
-                        np.where(cnt >= 2, _div(_div(col("replica_bytes") * (whole - 1), whole), link * 1e9), 0.0))
-        tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
+    compute = _div(tok * col("flops_per_token"), peak * 1e12 * util)
+    step = (np.fmax(compute, _div(col("weight_read_bytes"), bw * 1e12)) + _div(col("dequant_bytes"), bw * 1e12)
+            + _div(col("offload_bytes"), pcie * 1e9))
+    whole = np.floor(cnt)
+    comm = np.where(sharded, _div(col("shard_bytes"), np.where(nodes > 1, fabric, link) * 1e9),
+                    np.where(cnt >= 2, _div(_div(col("replica_bytes") * (whole - 1), whole), link * 1e9), 0.0))
+    tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
 
-        # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
-        # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
-        ckpt_h = req.checkpoint_every_minutes / 60.0
-        setup_s = np.zeros(n_rows) if req.job_tokens is None else setup_seconds(
-            c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
-        base_hours = (np.full(n_rows, req.hours) if req.job_tokens is None
-                      else _div(np.full(n_rows, req.job_tokens), tokens_per_s) / 3600.0)
-        rate = c["rate"][idx]
-        interruptible = c["interruptible"][idx]
-        expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
-        run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
+    # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
+    # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
+    ckpt_h = req.checkpoint_every_minutes / 60.0
+    setup_s = np.zeros(n_rows) if req.job_tokens is None else setup_seconds(
+        c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
+    base_hours = (np.full(n_rows, req.hours) if req.job_tokens is None
+                  else _div(np.full(n_rows, req.job_tokens), tokens_per_s) / 3600.0)
+    rate = c["rate"][idx]
+    interruptible = c["interruptible"][idx]
+    expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
+    run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
 
-        # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
-        gran = np.maximum(c["granularity_s"][idx], 1)
-        billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
-        billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
-        price = c["price_per_hour"][idx]
-        compute_usd = req.runs * nodes * price * billed_s / 3600.0
+    # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
+    gran = np.maximum(c["granularity_s"][idx], 1)
+    billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
+    billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
+    price = c["price_per_hour"][idx]
+    compute_usd = req.runs * nodes * price * billed_s / 3600.0
 
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
     tables = [_place_table(f, p.storage_gb, p.egress_gb) for p in plans]
@@ -338,17 +337,16 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
         "storage_class", "size_known", "storage_source", "storage_usd", "egress_usd", "egress_source"))
     s_billed = np.where(s_source > 0, placed("storage_billed"), col("storage_gb"))
 
-    with np.errstate(invalid="ignore"):
-        storage_usd = np.where(np.isnan(run_hours), np.nan,
-                               s_billed * s_usd * np.maximum(req.runs * run_hours, (req.days or 0.0) * 24.0)
-                               / HOURS_PER_MONTH)
-        total = compute_usd + storage_usd + e_usd
-        qlora_off_cuda = (req.method == "qlora") & ~c["nvidia"][idx]
-        tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
-                        np.where(~precision_supported | qlora_off_cuda, 1, 0))
-        sort_total = _round_half_away(total, 6)
-        sort_key = _round_half_away(run_hours, 9) if req.by == "time" else sort_total
-        keep = np.ones(n_rows, bool) if req.budget is None else (total <= req.budget)
+    storage_usd = np.where(np.isnan(run_hours), np.nan,
+                           s_billed * s_usd * np.maximum(req.runs * run_hours, (req.days or 0.0) * 24.0)
+                           / HOURS_PER_MONTH)
+    total = compute_usd + storage_usd + e_usd
+    qlora_off_cuda = (req.method == "qlora") & ~c["nvidia"][idx]
+    tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
+                    np.where(~precision_supported | qlora_off_cuda, 1, 0))
+    sort_total = _round_half_away(total, 6)
+    sort_key = _round_half_away(run_hours, 9) if req.by == "time" else sort_total
+    keep = np.ones(n_rows, bool) if req.budget is None else (total <= req.budget)
     sel = np.nonzero(keep)[0]
     considered = len(sel)
     # One order for all: (slow path, sort key, total, price per hour, key); the row number is the
