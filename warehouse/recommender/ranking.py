@@ -91,7 +91,6 @@ class OfferFacts:
     storage: list[tuple[str, str, str, float]]  # provider, region, storage class, usd per GB-month
     egress: list[tuple[str, str, float, float | None, float]]  # provider, region, start, end, usd
     persists: dict[str, bool | None]
-    cacheable: bool  # read-only: shown rows and place tables may be kept
     place_tables: dict[tuple[float, float], dict] = field(default_factory=dict)  # by (storage GB, egress GB)
     shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
 
@@ -100,7 +99,7 @@ class OfferFacts:
         return dict(zip(self.providers, np.bincount(self.provider_code).tolist()))
 
     def shown_rows(self, con: duckdb.DuckDBPyConnection, rows: Sequence[int]) -> list[dict[str, Any]]:
-        """The columns of `fits` of these offers (row numbers), read once each on a read-only connection."""
+        """The columns of `fits` of these offers (row numbers), each read once."""
         missing = [i for i in dict.fromkeys(rows) if i not in self.shown]
         if missing:
             rel = con.execute(_SHOWN_SQL, {k: [self.cols[k][i] for i in missing] for k in _KEY})
@@ -108,10 +107,7 @@ class OfferFacts:
             by_key = {r[:5]: dict(zip(names, r)) for r in rel.fetchall()}
             for i in missing:
                 self.shown[i] = by_key[tuple(self.cols[k][i] for k in _KEY)]
-        out = [dict(self.shown[i]) for i in rows]
-        if not self.cacheable:
-            self.shown.clear()
-        return out
+        return [dict(self.shown[i]) for i in rows]
 
 
 _CACHE: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, OfferFacts]" = weakref.WeakKeyDictionary()
@@ -121,9 +117,8 @@ def offer_facts(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     """The connection's facts: read once on a read-only connection, every time on a writable one."""
     facts = _CACHE.get(con)
     if facts is None:
-        read_only = con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only"
-        facts = _load(con, read_only)
-        if read_only:
+        facts = _load(con)
+        if con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only":
             _CACHE[con] = facts
     return facts
 
@@ -135,7 +130,7 @@ def _runs(values: np.ndarray) -> np.ndarray:
     return np.cumsum(np.r_[False, values[1:] != values[:-1]])
 
 
-def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
+def _load(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     cols = {}
     for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
         numeric = arr.dtype.kind in "fiu"
@@ -160,8 +155,7 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
                          "where destination = 'internet'").fetchall()
     persists = dict(con.execute("select provider, storage_persists_when_stopped from providers").fetchall())
     return OfferFacts(n=n, cols=cols, group=group.reshape(-1), places=places, place=place, providers=providers,
-                      provider_code=provider_code, storage=storage, egress=egress, persists=persists,
-                      cacheable=read_only)
+                      provider_code=provider_code, storage=storage, egress=egress, persists=persists)
 
 
 _SOURCES = ("none", "region", "provider")
