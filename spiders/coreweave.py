@@ -86,8 +86,7 @@ def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
                 on_demand, spot = cells[-1].css(".instance-price .item-value"), cells[-1].css(".spot-price .item-value")
                 od_text = text_of(on_demand[:1] or cells[-1:], ALL_TEXT if on_demand else NOT_MOBILE)
                 spot_text = text_of(spot[:1])
-                if len(labels) >= 2:  # keep the price cell's own words (its unit)
-                    texts[labels[-1]] = text_of(cells[-1], NOT_MOBILE)
+                texts[labels[-1]] = text_of(cells[-1], NOT_MOBILE)  # keep the price cell's own words (its unit)
             if len(cells) != len(labels):
                 texts["_layout"] = f"{len(cells)} cells under {len(labels)} column labels"
             refs = [clean_text(t) for cell in cells[1:-1] for t in cell.xpath(".//sup//text()").getall()]
@@ -148,7 +147,7 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
             batch.notes.append(f"skipped {row.name!r}: no public price ({row.price_text})")
             return
         count = cell_number(row.cells, "gpu count")
-        if not count or count <= 0:
+        if not count:  # parse_number reads no minus sign: a count is never negative
             raise ValueError(f"no GPU count in {row.cells!r}")
         vram_gb, disk_tb = cell_number(row.cells, "vram"), cell_number(row.cells, "local storage")
         vcpus, ram_gb = cell_number(row.cells, "vcpu"), cell_number(row.cells, "system ram")
