@@ -350,7 +350,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     order = sel[np.lexsort((idx[sel], price[sel], sort_total[sel], sort_key[sel], tier[sel]))]
     _, first = np.unique(group[order], return_index=True)
     top_rows = order[np.sort(first)[: req.top]]
-    others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
+    others = np.bincount(group[sel])[group[top_rows]] - 1
 
     def val(arr: np.ndarray, j: int) -> Any:
         v = arr[j].item() if isinstance(arr[j], np.generic) else arr[j]
@@ -365,7 +365,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
         row.update(
             nodes=int(nodes[j]), plan=label,
             gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
-            usable_gb_per_gpu=val(mem, o) * (1 - req.headroom) if not math.isnan(mem[o]) else None,
+            usable_gb_per_gpu=float(mem[o]) * (1 - req.headroom),  # NaN memory fits no plan
             need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
             tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
             setup_s=float(setup_s[j]), setup_usd=float(req.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),
