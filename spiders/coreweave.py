@@ -86,8 +86,7 @@ def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
                 on_demand, spot = cells[-1].css(".instance-price .item-value"), cells[-1].css(".spot-price .item-value")
                 od_text = text_of(on_demand[:1] or cells[-1:], ALL_TEXT if on_demand else NOT_MOBILE)
                 spot_text = text_of(spot[:1])
-                if len(labels) >= 2:  # keep the price cell's own words (its unit)
-                    texts[labels[-1]] = text_of(cells[-1], NOT_MOBILE)
+                texts[labels[-1]] = text_of(cells[-1], NOT_MOBILE)  # keep the price cell's own words (its unit)
             if len(cells) != len(labels):
                 texts["_layout"] = f"{len(cells)} cells under {len(labels)} column labels"
             refs = [clean_text(t) for cell in cells[1:-1] for t in cell.xpath(".//sup//text()").getall()]
@@ -148,7 +147,7 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
             batch.notes.append(f"skipped {row.name!r}: no public price ({row.price_text})")
             return
         count = cell_number(row.cells, "gpu count")
-        if not count or count <= 0:
+        if not count:  # parse_number reads no minus sign: a count is never negative
             raise ValueError(f"no GPU count in {row.cells!r}")
         vram_gb, disk_tb = cell_number(row.cells, "vram"), cell_number(row.cells, "local storage")
         vcpus, ram_gb = cell_number(row.cells, "vcpu"), cell_number(row.cells, "system ram")
@@ -160,15 +159,13 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
         return
     priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
               "spot": (spot, _provider_data(row, row.spot_text))}
-    if not add_gpu_offers(batch, ref, raw, priced, gpu=row.name, gpu_memory_gb=vram_gb, gpu_count=count,
-                          region=region, zone="", instance_type=f"{count:g}x {row.name}", vcpus=vcpus,
-                          ram_gb=ram_gb, local_disk_gb=disk_tb * 1000 if disk_tb else None,
-                          interconnect=_interconnect(row.name, vram_gb) if count > 1 else None):
-        return
-    if on_demand is None:
-        batch.notes.append(f"skipped {row.name!r} on-demand: no public price ({row.price_text})")
-    elif row.spot_text and spot is None:
-        batch.notes.append(f"skipped {row.name!r} spot: no public price ({row.spot_text})")
+    if add_gpu_offers(batch, ref, raw, priced, gpu=row.name, gpu_memory_gb=vram_gb, gpu_count=count,
+                      region=region, zone="", instance_type=f"{count:g}x {row.name}", vcpus=vcpus,
+                      ram_gb=ram_gb, local_disk_gb=disk_tb * 1000 if disk_tb else None,
+                      interconnect=_interconnect(row.name, vram_gb) if count > 1 else None):
+        for option, text, price in (("on-demand", row.price_text, on_demand), ("spot", row.spot_text, spot)):
+            if text and price is None:
+                batch.notes.append(f"skipped {row.name!r} {option}: no public price ({text})")
 
 
 def build_batch(rows: list[PageRow]) -> Batch:

@@ -133,15 +133,13 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
     form = " ".join(t for t in tags.split() if not re.fullmatch(r"[0-9.]+\s*GB", t, re.I))
     priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
               "spot": (spot, _provider_data(row, row.spot_text))}
-    if not add_gpu_offers(batch, ref, raw, priced, gpu=" ".join(filter(None, [row.name, form])), gpu_count=1.0,
-                          gpu_memory_gb=float(memory.group(1)) if memory else None, region=REGION, zone="",
-                          instance_type=f"1x {' '.join(filter(None, [row.name, tags]))}",
-                          interconnect="NVSwitch" if form.upper() in _SWITCHED_FORMS else None):
-        return
-    if on_demand is None:
-        batch.notes.append(f"skipped {row.name} {tags} on-demand: no public price ({row.price_text})")
-    if spot is None and row.spot_text:
-        batch.notes.append(f"skipped {row.name} {tags} spot: no public price ({row.spot_text})")
+    if add_gpu_offers(batch, ref, raw, priced, gpu=" ".join(filter(None, [row.name, form])), gpu_count=1.0,
+                      gpu_memory_gb=float(memory.group(1)) if memory else None, region=REGION, zone="",
+                      instance_type=f"1x {' '.join(filter(None, [row.name, tags]))}",
+                      interconnect="NVSwitch" if form.upper() in _SWITCHED_FORMS else None):
+        for option, text, price in (("on-demand", row.price_text, on_demand), ("spot", row.spot_text, spot)):
+            if text and price is None:
+                batch.notes.append(f"skipped {row.name} {tags} {option}: no public price ({text})")
 
 
 def build_batch(rows: list[PageRow]) -> Batch:

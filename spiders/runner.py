@@ -163,18 +163,17 @@ def _names(objects: Any) -> list[str]:
 
 
 def effective_settings(crawler: Any) -> dict[str, Any]:
-    """What the running crawl really uses, read back from the crawler: tests check the child by it."""
+    """What the running crawl really uses, read from the crawler at spider_opened: tests check the child by it."""
     s = crawler.settings
     launch = s.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
-    downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
     return {
         "USER_AGENT": s.get("USER_AGENT"), "ROBOTSTXT_OBEY": s.getbool("ROBOTSTXT_OBEY"),
         "TELNETCONSOLE_ENABLED": s.getbool("TELNETCONSOLE_ENABLED"), "COOKIES_ENABLED": s.getbool("COOKIES_ENABLED"),
         "browser_args": list(launch.get("args") or []), "browser_headless": launch.get("headless"),
         "abort_request_filter": callable(s.get("PLAYWRIGHT_ABORT_REQUEST")),
         "browser_provider": s.get("PLAYWRIGHT_BROWSER_PROVIDER"),
-        "extensions": _names(crawler.extensions.middlewares) if crawler.extensions else [],
-        "downloader_middlewares": _names(downloader.middleware.middlewares) if downloader else [],
+        "extensions": _names(crawler.extensions.middlewares),
+        "downloader_middlewares": _names(crawler.engine.downloader.middleware.middlewares),
     }
 
 

@@ -91,7 +91,6 @@ class OfferFacts:
     storage: list[tuple[str, str, str, float]]  # provider, region, storage class, usd per GB-month
     egress: list[tuple[str, str, float, float | None, float]]  # provider, region, start, end, usd
     persists: dict[str, bool | None]
-    cacheable: bool  # read-only: shown rows and place tables may be kept
     place_tables: dict[tuple[float, float], dict] = field(default_factory=dict)  # by (storage GB, egress GB)
     shown: dict[int, dict[str, Any]] = field(default_factory=dict)  # row number -> its columns of `fits`
 
@@ -100,7 +99,7 @@ class OfferFacts:
         return dict(zip(self.providers, np.bincount(self.provider_code).tolist()))
 
     def shown_rows(self, con: duckdb.DuckDBPyConnection, rows: Sequence[int]) -> list[dict[str, Any]]:
-        """The columns of `fits` of these offers (row numbers), read once each on a read-only connection."""
+        """The columns of `fits` of these offers (row numbers), each read once."""
         missing = [i for i in dict.fromkeys(rows) if i not in self.shown]
         if missing:
             rel = con.execute(_SHOWN_SQL, {k: [self.cols[k][i] for i in missing] for k in _KEY})
@@ -108,10 +107,7 @@ class OfferFacts:
             by_key = {r[:5]: dict(zip(names, r)) for r in rel.fetchall()}
             for i in missing:
                 self.shown[i] = by_key[tuple(self.cols[k][i] for k in _KEY)]
-        out = [dict(self.shown[i]) for i in rows]
-        if not self.cacheable:
-            self.shown.clear()
-        return out
+        return [dict(self.shown[i]) for i in rows]
 
 
 _CACHE: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, OfferFacts]" = weakref.WeakKeyDictionary()
@@ -121,9 +117,8 @@ def offer_facts(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     """The connection's facts: read once on a read-only connection, every time on a writable one."""
     facts = _CACHE.get(con)
     if facts is None:
-        read_only = con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only"
-        facts = _load(con, read_only)
-        if read_only:
+        facts = _load(con)
+        if con.execute("select current_setting('access_mode')").fetchall()[0][0] == "read_only":
             _CACHE[con] = facts
     return facts
 
@@ -135,7 +130,7 @@ def _runs(values: np.ndarray) -> np.ndarray:
     return np.cumsum(np.r_[False, values[1:] != values[:-1]])
 
 
-def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
+def _load(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     cols = {}
     for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
         numeric = arr.dtype.kind in "fiu"
@@ -160,8 +155,7 @@ def _load(con: duckdb.DuckDBPyConnection, read_only: bool) -> OfferFacts:
                          "where destination = 'internet'").fetchall()
     persists = dict(con.execute("select provider, storage_persists_when_stopped from providers").fetchall())
     return OfferFacts(n=n, cols=cols, group=group.reshape(-1), places=places, place=place, providers=providers,
-                      provider_code=provider_code, storage=storage, egress=egress, persists=persists,
-                      cacheable=read_only)
+                      provider_code=provider_code, storage=storage, egress=egress, persists=persists)
 
 
 _SOURCES = ("none", "region", "provider")
@@ -245,6 +239,7 @@ def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) 
     return "a slice of a GPU cannot be sharded" if count < 1 else "no plan fits its GPU count"
 
 
+@np.errstate(invalid="ignore")  # NaN is NULL here: comparing or dividing it is no error
 def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest,
          fresh: frozenset[str], region_ok: frozenset[str] | None
          ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None]:
@@ -269,17 +264,16 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     # fit_ok's rule (sql/recommend.sql), host RAM for ZeRO-Offload (each node holds its share, with the
     # GPUs' headroom; an offer without a RAM figure cannot be shown to fit) and the GPU limit; the
     # candidates are held to the rows of `fits` by test_fits_macro_gives_the_same_candidate_set
-    with np.errstate(invalid="ignore"):
-        for i, p in enumerate(plans):
-            fit = mem * (1 - req.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
-            if not (p.gpus <= 1 and p.nodes <= 1):
-                fit &= (count >= 1) & (count * p.nodes == p.gpus)
-                if p.nodes != 1:
-                    fit &= c["has_fabric"]
-            fit &= count * p.nodes <= req.max_gpus
-            if p.host_gb != 0:
-                fit &= ram * (1 - req.headroom) * p.nodes >= p.host_gb
-            plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
+    for i, p in enumerate(plans):
+        fit = mem * (1 - req.headroom) >= p.need_gb  # NaN memory never fits (fit_ok)
+        if not (p.gpus <= 1 and p.nodes <= 1):
+            fit &= (count >= 1) & (count * p.nodes == p.gpus)
+            if p.nodes != 1:
+                fit &= c["has_fabric"]
+        fit &= count * p.nodes <= req.max_gpus
+        if p.host_gb != 0:
+            fit &= ram * (1 - req.headroom) * p.nodes >= p.host_gb
+        plan_of = np.where((plan_of < 0) & ok & fit, i, plan_of)  # the first plan an offer fits
     idx = np.nonzero(plan_of >= 0)[0]
     pi = plan_of[idx]
 
@@ -300,33 +294,32 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
 
     # The time model (throughput.tokens_per_second), NULL where a card figure is unknown.
     tok, util = col("tokens"), col("utilization")
-    with np.errstate(invalid="ignore"):
-        compute = _div(tok * col("flops_per_token"), peak * 1e12 * util)
-        step = (np.fmax(compute, _div(col("weight_read_bytes"), bw * 1e12)) + _div(col("dequant_bytes"), bw * 1e12)
-                + _div(col("offload_bytes"), pcie * 1e9))
-        whole = np.floor(cnt)
-        comm = np.where(sharded, _div(col("shard_bytes"), np.where(nodes > 1, fabric, link) * 1e9),
-                        np.where(cnt >= 2, _div(_div(col("replica_bytes") * (whole - 1), whole), link * 1e9), 0.0))
-        tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
+    compute = _div(tok * col("flops_per_token"), peak * 1e12 * util)
+    step = (np.fmax(compute, _div(col("weight_read_bytes"), bw * 1e12)) + _div(col("dequant_bytes"), bw * 1e12)
+            + _div(col("offload_bytes"), pcie * 1e9))
+    whole = np.floor(cnt)
+    comm = np.where(sharded, _div(col("shard_bytes"), np.where(nodes > 1, fabric, link) * 1e9),
+                    np.where(cnt >= 2, _div(_div(col("replica_bytes") * (whole - 1), whole), link * 1e9), 0.0))
+    tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
 
-        # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
-        # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
-        ckpt_h = req.checkpoint_every_minutes / 60.0
-        setup_s = np.zeros(n_rows) if req.job_tokens is None else setup_seconds(
-            c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
-        base_hours = (np.full(n_rows, req.hours) if req.job_tokens is None
-                      else _div(np.full(n_rows, req.job_tokens), tokens_per_s) / 3600.0)
-        rate = c["rate"][idx]
-        interruptible = c["interruptible"][idx]
-        expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
-        run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
+    # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
+    # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
+    ckpt_h = req.checkpoint_every_minutes / 60.0
+    setup_s = np.zeros(n_rows) if req.job_tokens is None else setup_seconds(
+        c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
+    base_hours = (np.full(n_rows, req.hours) if req.job_tokens is None
+                  else _div(np.full(n_rows, req.job_tokens), tokens_per_s) / 3600.0)
+    rate = c["rate"][idx]
+    interruptible = c["interruptible"][idx]
+    expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
+    run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
 
-        # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
-        gran = np.maximum(c["granularity_s"][idx], 1)
-        billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
-        billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
-        price = c["price_per_hour"][idx]
-        compute_usd = req.runs * nodes * price * billed_s / 3600.0
+    # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
+    gran = np.maximum(c["granularity_s"][idx], 1)
+    billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
+    billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
+    price = c["price_per_hour"][idx]
+    compute_usd = req.runs * nodes * price * billed_s / 3600.0
 
     # Storage on the cheapest class of the region, else of the provider; egress likewise.
     tables = [_place_table(f, p.storage_gb, p.egress_gb) for p in plans]
@@ -338,17 +331,16 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
         "storage_class", "size_known", "storage_source", "storage_usd", "egress_usd", "egress_source"))
     s_billed = np.where(s_source > 0, placed("storage_billed"), col("storage_gb"))
 
-    with np.errstate(invalid="ignore"):
-        storage_usd = np.where(np.isnan(run_hours), np.nan,
-                               s_billed * s_usd * np.maximum(req.runs * run_hours, (req.days or 0.0) * 24.0)
-                               / HOURS_PER_MONTH)
-        total = compute_usd + storage_usd + e_usd
-        qlora_off_cuda = (req.method == "qlora") & ~c["nvidia"][idx]
-        tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
-                        np.where(~precision_supported | qlora_off_cuda, 1, 0))
-        sort_total = _round_half_away(total, 6)
-        sort_key = _round_half_away(run_hours, 9) if req.by == "time" else sort_total
-        keep = np.ones(n_rows, bool) if req.budget is None else (total <= req.budget)
+    storage_usd = np.where(np.isnan(run_hours), np.nan,
+                           s_billed * s_usd * np.maximum(req.runs * run_hours, (req.days or 0.0) * 24.0)
+                           / HOURS_PER_MONTH)
+    total = compute_usd + storage_usd + e_usd
+    qlora_off_cuda = (req.method == "qlora") & ~c["nvidia"][idx]
+    tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
+                    np.where(~precision_supported | qlora_off_cuda, 1, 0))
+    sort_total = _round_half_away(total, 6)
+    sort_key = _round_half_away(run_hours, 9) if req.by == "time" else sort_total
+    keep = np.ones(n_rows, bool) if req.budget is None else (total <= req.budget)
     sel = np.nonzero(keep)[0]
     considered = len(sel)
     # One order for all: (slow path, sort key, total, price per hour, key); the row number is the
@@ -358,7 +350,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     order = sel[np.lexsort((idx[sel], price[sel], sort_total[sel], sort_key[sel], tier[sel]))]
     _, first = np.unique(group[order], return_index=True)
     top_rows = order[np.sort(first)[: req.top]]
-    others = np.bincount(group[sel])[group[top_rows]] - 1 if len(top_rows) else np.zeros(0, int)
+    others = np.bincount(group[sel])[group[top_rows]] - 1
 
     def val(arr: np.ndarray, j: int) -> Any:
         v = arr[j].item() if isinstance(arr[j], np.generic) else arr[j]
@@ -373,7 +365,7 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
         row.update(
             nodes=int(nodes[j]), plan=label,
             gpus_used=float(gpus_used[j]), precision_supported=bool(precision_supported[j]),
-            usable_gb_per_gpu=val(mem, o) * (1 - req.headroom) if not math.isnan(mem[o]) else None,
+            usable_gb_per_gpu=float(mem[o]) * (1 - req.headroom),  # NaN memory fits no plan
             need_gb=plan.need_gb, storage_gb=plan.storage_gb, egress_gb=plan.egress_gb,
             tokens_per_s=val(tokens_per_s, j), rate=val(rate, j), base_hours=val(base_hours, j),
             setup_s=float(setup_s[j]), setup_usd=float(req.runs * nodes[j] * price[j] * setup_s[j] / 3600.0),

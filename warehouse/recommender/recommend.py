@@ -431,7 +431,6 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
 
     top: list[Candidate] = []
     for rank, row in enumerate(rows, start=1):
-        cost = _cost(row)
         flags, slow = _flags(row, request)
         share = shares.get((row["gpu_model"], row["provider"], row["region"]), (None, None))
         top.append(_from_row(
@@ -439,7 +438,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Reco
             slow_path=slow, hours_per_run=row["run_hours"], setup_hours=row["setup_s"] / 3600.0,
             tokens_per_s_per_gpu=None if row["tokens_per_s"] is None else row["tokens_per_s"] / row["gpus_used"],
             interruption_rate_per_hour=row["rate"] if row["interruptible"] else None,
-            uninterrupted_hours=row["base_hours"], cost=cost, flags=tuple(flags),
+            uninterrupted_hours=row["base_hours"], cost=_cost(row), flags=tuple(flags),
             obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
