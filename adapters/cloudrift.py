@@ -65,8 +65,7 @@ def _gib(value: Any) -> float | None:
 @drift_guard("cloudrift: instance-types")
 def parse_instance_types(doc: Any) -> list[dict[str, Any]]:
     """The instance-types answer -> its instance types; the envelope and shape checked."""
-    data = doc.get("data") if isinstance(doc, dict) else None
-    types = data.get("instance_types") if isinstance(data, dict) else None
+    types = dig(doc, "data", "instance_types")
     if not isinstance(types, list):
         raise SchemaDriftError("cloudrift: instance-types answer lacks the 'data.instance_types' list")
     if not types:

@@ -113,10 +113,8 @@ def _number(value: Any, what: str) -> float | None:
     return None if value is None else as_number(value, what, _BadRecord)
 
 
-def usd_payg_prices(item: Any) -> list[dict[str, Any]]:
+def usd_payg_prices(item: dict[str, Any]) -> list[dict[str, Any]]:
     """The part's USD pay-as-you-go price tiers, lowest tier first."""
-    if not isinstance(item, dict):
-        raise _BadRecord("schema: the item is not an object")
     locs = item.get("currencyCodeLocalizations")
     if not isinstance(locs, list):
         raise _BadRecord("schema: lacks the 'currencyCodeLocalizations' list")

@@ -78,8 +78,8 @@ def parse_offers(items: list[Any], sources: Any = None) -> Batch:
             region = str(item.get("dataCenter") or item["country"])
             vcpus, ram = (item.get("vcpu") or {}).get("defaultCount"), (item.get("memory") or {}).get("defaultCount")
             price = as_number(prices.get("onDemand") or prices.get("communityPrice"), "prices.onDemand", ValueError)
-            if stated_currency(prices) not in (None, "USD"):
-                raise ValueError(f"price in {stated_currency(prices)}, not USD; no conversion is configured")
+            if (currency := stated_currency(prices)) not in (None, "USD"):
+                raise ValueError(f"price in {currency}, not USD; no conversion is configured")
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             batch.quarantine("offer", ref, f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), item)
             continue

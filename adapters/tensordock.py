@@ -113,24 +113,6 @@ class Listing(NamedTuple):
         return round(gpus * self.gpu_rate + base, 6)
 
 
-def _price_listing(location: dict[str, Any], gpu: dict[str, Any], model: GPUModel, exact: bool,
-                   country: str) -> Listing:
-    max_count = gpu.get("max_count")
-    if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 0:
-        raise ValueError(f"max_count {max_count!r} is not a whole count")
-    gpu_rate = _rate(gpu.get("price_per_hr"), "price_per_hr")
-    pricing = gpu.get("pricing")
-    if not isinstance(pricing, dict):
-        raise ValueError("lacks the 'pricing' object (vCPU, RAM and storage rates), so no machine can be priced")
-    rates = [_rate(pricing.get(k), f"pricing.{k}", positive=False)
-             for k in ("per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr")]
-    for key, need in (("max_vcpus", MIN_VCPUS), ("max_ram_gb", MIN_RAM_GB), ("max_storage_gb", MIN_STORAGE_GB)):
-        have = dig(gpu, "resources", key)
-        if isinstance(have, (int, float)) and not isinstance(have, bool) and have < need:
-            raise ValueError(f"resources.{key} {have} is below the {need} the smallest machine needs")
-    return Listing(location, gpu, model, exact, max_count, gpu_rate, *rates, country)
-
-
 def _gpu_name(gpu: dict[str, Any]) -> str:
     return str(gpu.get("v0Name") or gpu.get("displayName") or "")
 
@@ -231,7 +213,21 @@ def _listing(batch: Batch, location: dict[str, Any], gpu: Any, country: str, nam
     if gpu.get("max_count") == 0:
         return "GPU listings with no capacity (max_count 0)"
     try:
-        listing = _price_listing(location, gpu, *_canonical(gpu), country)
+        model, exact = _canonical(gpu)
+        max_count = gpu.get("max_count")
+        if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 0:
+            raise ValueError(f"max_count {max_count!r} is not a whole count")
+        gpu_rate = _rate(gpu.get("price_per_hr"), "price_per_hr")
+        pricing = gpu.get("pricing")
+        if not isinstance(pricing, dict):
+            raise ValueError("lacks the 'pricing' object (vCPU, RAM and storage rates), so no machine can be priced")
+        rates = [_rate(pricing.get(k), f"pricing.{k}", positive=False)
+                 for k in ("per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr")]
+        for key, need in (("max_vcpus", MIN_VCPUS), ("max_ram_gb", MIN_RAM_GB), ("max_storage_gb", MIN_STORAGE_GB)):
+            have = dig(gpu, "resources", key)
+            if isinstance(have, (int, float)) and not isinstance(have, bool) and have < need:
+                raise ValueError(f"resources.{key} {have} is below the {need} the smallest machine needs")
+        listing = Listing(location, gpu, model, exact, max_count, gpu_rate, *rates, country)
     except UnknownGPUError as err:
         return err
     except ValueError as err:

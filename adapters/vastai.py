@@ -61,7 +61,7 @@ def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
 
 
 @drift_guard("vastai: search answer")
-def parse_page(doc: Any, cursor: int | None = None) -> list[dict[str, Any]]:
+def parse_page(doc: Any) -> list[dict[str, Any]]:
     offers = doc.get("offers") if isinstance(doc, dict) else None
     if not isinstance(offers, list):
         raise SchemaDriftError("vastai: search answer lacks the 'offers' list")
@@ -69,14 +69,6 @@ def parse_page(doc: Any, cursor: int | None = None) -> list[dict[str, Any]]:
         oid = offer.get("id") if isinstance(offer, dict) else None
         if not isinstance(oid, int) or isinstance(oid, bool):
             raise SchemaDriftError(f"vastai: an offer has no integer id ({str(offer)[:120]})")
-    return past_cursor(offers, cursor)
-
-
-def past_cursor(offers: list[dict[str, Any]], cursor: int | None) -> list[dict[str, Any]]:
-    low = min((o["id"] for o in offers), default=None)
-    if cursor is not None and low is not None and low <= cursor:
-        raise SchemaDriftError(f"vastai: offer id {low} is not above the page cursor {cursor}: "
-                               "the search ignored the id filter, so keyset paging cannot work")
     return offers
 
 
@@ -85,7 +77,10 @@ def keyset(page_size: int) -> Any:
     def following(doc: Any, offers: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any] | None:
         if not offers:
             return None
-        past_cursor(offers, (request["json"].get("id") or {}).get("gt"))
+        cursor, low = (request["json"].get("id") or {}).get("gt"), min(o["id"] for o in offers)
+        if cursor is not None and low <= cursor:
+            raise SchemaDriftError(f"vastai: offer id {low} is not above the page cursor {cursor}: "
+                                   "the search ignored the id filter, so keyset paging cannot work")
         return {**request, "json": build_search(max(o["id"] for o in offers), page_size)}
     return following
 

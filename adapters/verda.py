@@ -134,13 +134,10 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
             skipped["CPU-only instance types skipped"] += 1
             continue
         try:
-            rows = _offers(name, item, gpu, locations, {"on_demand": on_demand, "spot": spot})
+            options = _add_offers(batch, name, item, gpu, locations, {"on_demand": on_demand, "spot": spot})
         except ValueError as err:
             batch.quarantine("offer", name, f"{name}: {err}", item)
             continue
-        for ref, fields in rows:
-            batch.offer(ref, item, **fields)
-        options = {fields["purchase_option"] for _, fields in rows}
         skipped.update(why for option, why in (("spot", "GPU types without a spot price (on-demand only)"),
                                                ("on_demand", "GPU types without an on-demand price (spot only)"))
                        if option not in options)
@@ -151,8 +148,9 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
     return batch
 
 
-def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: list[str],
-            deployable: dict[str, dict[str, set[str]]]) -> list[tuple[str, dict[str, Any]]]:
+def _add_offers(batch: Batch, name: str, item: dict[str, Any], gpu: dict[str, Any], locations: list[str],
+                deployable: dict[str, dict[str, set[str]]]) -> set[str]:
+    """The type's offers per location and option priced (returned); ValueError, before any is added, refuses it."""
     currency = stated_currency(item)
     if currency != CURRENCY:
         raise ValueError(f"price in {currency or 'no currency'}, not USD; no conversion is configured")
@@ -179,14 +177,14 @@ def _offers(name: str, item: dict[str, Any], gpu: dict[str, Any], locations: lis
         provider_data=json.dumps({"id": item.get("id"), "p2p": item.get("p2p"), "description": item.get("description"),
                                   "price_per_hour": item.get("price_per_hour"), "spot_price": item.get("spot_price")},
                                  sort_keys=True))
-    rows = []
     for option, price in prices.items():
         for location in locations:
             now = name in deployable[option].get(location, set()) if location != GLOBAL_REGION else None
-            rows.append((f"{name}/{location}/{option}", dict(
-                common, region=location, purchase_option=option, price_per_hour=price, available=now,
-                availability_level=None if now is None else "deployable now" if now else "not deployable now")))
-    return rows
+            batch.offer(f"{name}/{location}/{option}", item, region=location, purchase_option=option,
+                        price_per_hour=price, available=now,
+                        availability_level=None if now is None else "deployable now" if now else "not deployable now",
+                        **common)
+    return set(prices)
 
 
 def _add_volume_types(batch: Batch, doc: Any) -> None:

@@ -115,23 +115,20 @@ def cloud_gpus(plan: dict[str, Any]) -> PlanGpus:
         raise _BadRecord(f"gpu_vram_gb {plan['gpu_vram_gb']!r} is not a positive number")
     alias = card_alias(gpu_type)
     data: dict[str, Any] = {"gpu_type": gpu_type, "gpu_vram_gb": plan["gpu_vram_gb"]}
-    try:
-        if plan.get("gpu_count") not in (None, ""):
-            count = parse_gpu_count(plan["gpu_count"])
-            data["gpu_count_reported"] = str(plan["gpu_count"])
-            # VRAM is the plan's total: vram / count per card.
-            model, exact = canonicalize(NAME, alias, vram / float(count) * 1024)
-        else:
-            # No gpu_count: the VRAM against the whole card's (a slice's alone would find a smaller card).
-            card_gb = CARD_MEMORY_GB.get(gpu_type.strip().upper())
-            if card_gb is None:
-                raise _BadRecord(f"gpu: no gpu_count, and the memory of a whole {gpu_type} card is not in "
-                                 "CARD_MEMORY_GB: a slice cannot be told from whole cards")
-            model, exact = canonicalize(NAME, alias, card_gb * 1024)
-            count = Fraction(vram / card_gb).limit_denominator(64)
-            data["gpu_count_derived"] = f"gpu_vram_gb {vram:g} / {model.gpu_model} memory {card_gb:g} GB"
-    except UnknownGPUError as err:
-        raise _BadRecord(f"gpu: {err}") from None
+    if plan.get("gpu_count") not in (None, ""):
+        count = parse_gpu_count(plan["gpu_count"])
+        data["gpu_count_reported"] = str(plan["gpu_count"])
+        # VRAM is the plan's total: vram / count per card.
+        model, exact = canonicalize(NAME, alias, vram / float(count) * 1024)
+    else:
+        # No gpu_count: the VRAM against the whole card's (a slice's alone would find a smaller card).
+        card_gb = CARD_MEMORY_GB.get(gpu_type.strip().upper())
+        if card_gb is None:
+            raise _BadRecord(f"gpu: no gpu_count, and the memory of a whole {gpu_type} card is not in "
+                             "CARD_MEMORY_GB: a slice cannot be told from whole cards")
+        model, exact = canonicalize(NAME, alias, card_gb * 1024)
+        count = Fraction(vram / card_gb).limit_denominator(64)
+        data["gpu_count_derived"] = f"gpu_vram_gb {vram:g} / {model.gpu_model} memory {card_gb:g} GB"
     data["fractional_gpu"] = count < 1
     if count < 1:
         data["gpu_fraction"] = f"{count.numerator}/{count.denominator}"
@@ -140,16 +137,13 @@ def cloud_gpus(plan: dict[str, Any]) -> PlanGpus:
 
 def metal_gpus(plan_id: str) -> PlanGpus:
     count, alias, memory_gb = BARE_METAL_GPUS[plan_id]
-    try:
-        model, exact = canonicalize(NAME, alias, memory_gb * 1024)
-    except UnknownGPUError as err:
-        raise _BadRecord(f"gpu: {err}") from None
+    model, exact = canonicalize(NAME, alias, memory_gb * 1024)
     data = {"gpus_from": "documented bare-metal table (the API names no GPU)", "fractional_gpu": False}
     return PlanGpus(model, exact, alias.upper(), float(count), memory_gb, memory_gb * count, data)
 
 
 def _plan_gpus(plan: dict[str, Any], kind: str) -> PlanGpus | None:
-    """The plan's GPUs; None for a CPU-only plan; _BadRecord for a GPU plan that cannot be placed."""
+    """The plan's GPUs; None for a CPU-only plan; _BadRecord or UnknownGPUError for a GPU plan not placed."""
     plan_type = str(plan.get("type", "")).strip()
     if kind == "instance" and plan_type == CLOUD_GPU_TYPE:
         return cloud_gpus(plan)
@@ -184,8 +178,9 @@ def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
             continue
         try:
             gpus = _plan_gpus(plan, kind)
-        except _BadRecord as err:
-            batch.quarantine("offer", plan["id"], f"{plan['id']}: {err}", plan)
+        except (_BadRecord, UnknownGPUError) as err:
+            gpu = "gpu: " if isinstance(err, UnknownGPUError) else ""
+            batch.quarantine("offer", plan["id"], f"{plan['id']}: {gpu}{err}", plan)
             continue
         if gpus is None:
             plan_type = str(plan.get("type", "")).strip()

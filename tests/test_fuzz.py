@@ -145,7 +145,7 @@ def runpod_parse(doc: Any) -> Any:
 
 
 def vast_parse(doc: Any) -> Any:
-    return vastai.build_batch(vastai.parse_page(doc, None))
+    return vastai.build_batch(vastai.parse_page(doc))
 
 
 def azure_parse(docs: dict[str, Any]) -> Any:

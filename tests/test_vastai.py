@@ -68,10 +68,12 @@ def test_search_document_first_and_next_page() -> None:
 
 def test_page_shape_and_cursor_are_checked() -> None:
     with pytest.raises(SchemaDriftError, match="vastai: search answer lacks the 'offers' list"):
-        vastai.parse_page({"bundles": []}, None)
+        vastai.parse_page({"bundles": []})
+    doc = {"offers": [{"id": 8}, {"id": 5}]}
     with pytest.raises(SchemaDriftError, match="offer id 5 is not above the page cursor 7"):
-        vastai.parse_page({"offers": [{"id": 8}, {"id": 5}]}, 7)
-    assert vastai.parse_page({"offers": []}, 7) == []
+        vastai.keyset(100)(doc, vastai.parse_page(doc), {"json": vastai.build_search(7, 100)})
+    assert vastai.parse_page({"offers": []}) == []
+    assert vastai.keyset(100)({"offers": []}, [], {"json": vastai.build_search(7, 100)}) is None
 
 
 # -- aggregation, computed by hand on small_offers.json ---------------------------------
