@@ -209,9 +209,10 @@ def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
     """One page column's values (before dictionary encoding), row by row."""
     if key == "avail":
         return [_availability(r) for r in rows]
-    if key == "billing":
-        return [None if r["billing_granularity_s"] is None and r["minimum_charge_s"] is None
-                else (r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
+    if key == "billing":  # one value per label: a minimum of none, 0 or the increment itself is not shown
+        pairs = [(r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
+        return [None if gran is None and minimum is None
+                else (gran, None if not minimum or minimum == gran else minimum) for gran, minimum in pairs]
     field = _FIELDS.get(key, key)
     return [r[field] for r in rows]
 

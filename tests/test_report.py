@@ -156,6 +156,21 @@ def test_offer_columns_default_order_and_dictionaries(warehouse: Path) -> None:
     assert (None in decoded(data, "spot")) and -1 in data["cols"]["spot"]["codes"]
 
 
+def test_billing_labels_are_one_entry_each_whatever_the_minimum_says() -> None:
+    # Lambda bills per minute with a 1-minute minimum, RunPod per second with none, Vast.ai's minimum is
+    # stated as 0: the three ways of saying "no minimum beyond the increment" must give one entry each.
+    base = {"purchase_option": "on_demand", "region": "r", "zone": "", "instance_type": "i"}
+    billing = [(60, 60), (1, None), (1, 0), (60, None), (1, 1), (3600, 60), (None, None)]
+    blank = dict.fromkeys(("gpu_model", "vram_gb", "gpu_count", "price_per_hour", "spot_discount_pct",
+                           "interruption_risk", "vcpus", "ram_gb", "available", "obtainable", "reliability",
+                           "egress_usd", "egress_source"))
+    rows = [{**blank, **base, "provider": f"p{i}", "price_per_gpu_hour": 1.0 + i, "billing_granularity_s": gran,
+             "minimum_charge_s": minimum} for i, (gran, minimum) in enumerate(billing)]
+    data = offer_columns(rows)
+    assert data["cols"]["billing"]["dict"] == ["1 s", "1 min", "1 h (min 1 min)"]
+    assert decoded(data, "billing") == ["1 min", "1 s", "1 s", "1 min", "1 s", "1 h (min 1 min)", None]
+
+
 def test_gpu_summary_per_provider(warehouse: Path) -> None:
     con = open_reader(warehouse)
     try:
