@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -687,3 +688,16 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
         assert data["job"]["tokens_per_run"] == 60e6 and "the default job" in data["job"]["text"]
     r = runner.invoke(cli, ["recommend", "--params", "13e9", "--method", "lora", "--db", str(db), "--top", "3"])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--dataset-gb", "inf", "error: dataset_gb must be a size in GB, got inf"),
+    ("--max-age-hours", "inf", "error: max_age_hours must be positive and at most 1e+06, got inf"),
+    ("--max-age-hours", "1e12", "error: max_age_hours must be positive and at most 1e+06, got 1000000000000.0"),
+])
+def test_cli_refuses_sizes_and_ages_past_any_warehouse_in_one_line(cli, warehouse: Path, option: str, value: str,
+                                                                   message: str) -> None:
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(warehouse),
+                                 option, value])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == message

@@ -114,6 +114,9 @@ def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
 @pytest.mark.parametrize("kw, message", [
     ({"hours": 1e6}, "hours must be at most 8760"),
     ({"runs": 10**7}, "runs must be at most 10000"),
+    ({"dataset_gb": float("inf")}, "dataset_gb must be a size in GB, got inf"),
+    ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+06, got inf"),
+    ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+06, got 1000000000000.0"),
 ])
 def test_absurd_job_sizes_are_refused(kw, message) -> None:
     with pytest.raises(ValueError, match=message):

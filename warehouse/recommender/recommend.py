@@ -29,6 +29,7 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
+MAX_AGE_HOURS = 1e6  # a freshness limit past any scrape (over a century); DuckDB's intervals end near 2.5e9 h
 # The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
 # of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
 DEFAULT_DATASET_TOKENS = 20e6
@@ -96,9 +97,10 @@ class RecommendRequest(TrainingSetup):
              f"budget must be a positive amount of USD, got {self.budget}"),
             (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
             (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
-            (self.max_age_hours > 0, f"max_age_hours must be positive, got {self.max_age_hours}"),
+            (0 < self.max_age_hours <= MAX_AGE_HOURS,
+             f"max_age_hours must be positive and at most {MAX_AGE_HOURS:g}, got {self.max_age_hours}"),
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
-            (self.dataset_gb >= 0, f"dataset_gb must not be negative, got {self.dataset_gb}"),
+            (0 <= self.dataset_gb < math.inf, f"dataset_gb must be a size in GB, got {self.dataset_gb}"),
             (self.days is None or 0 < self.days <= 3660, f"days must be within (0, 3660], got {self.days}"),
             (1 <= self.checkpoint_every_minutes <= 24 * 60,
              f"checkpoint_every_minutes must be within [1, 1440], got {self.checkpoint_every_minutes}"),
