@@ -274,6 +274,22 @@ def test_spot_on_and_off_changes_the_answer(con) -> None:
     assert any(not c.interruptible for c in spot.candidates)  # both kinds, each marked
 
 
+def test_the_spot_flag_counts_interruptions_and_checkpoints_not_the_set_up(con) -> None:
+    # 1B tokens of 8B QLoRA on the L4 spot offer (AWS "<5%": a 2.5 % monthly share, -ln(0.975)/730 per hour).
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", tokens=1e9, spot=True, top=100))
+    c = next(c for c in rec.candidates if (c.instance_type, c.purchase_option) == ("l4.1", "spot"))
+    e = rec.estimate
+    rate, h = -math.log(1 - 0.025) / 730, c.uninterrupted_hours
+    restart_h = (e.base_weights_gb + e.checkpoint_gb) * 1024 / 125 / 3600  # read back at 125 MiB/s
+    write_h = e.checkpoint_gb * 1024 / 125 / 3600
+    extra = h * rate * (0.25 + restart_h) + h / 0.5 * write_h  # checkpoints every 30 min
+    assert c.interruption_rate_per_hour == pytest.approx(rate)
+    assert c.hours_per_run == pytest.approx(h + extra + c.setup_hours)
+    assert c.setup_hours > 0.05 and round(extra + c.setup_hours, 2) != round(extra, 2)
+    flag = next(f for f in c.flags if f.startswith("expected "))
+    assert f"a month, aws_spot_advisor): {extra:.2f} h of redone work, restarts and checkpoints" in flag, flag
+
+
 # -- cost -------------------------------------------------------------------------------
 
 def test_billing_granularity_and_minimum_decide_short_experiments(con) -> None:

@@ -378,7 +378,8 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
         elif row["base_hours"] is not None:
             flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
                          f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
-                         f"a month, {row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} "
+                         f"a month, {row['interruption_risk_source']}): "
+                         f"{row['run_hours'] - row['setup_s'] / 3600.0 - row['base_hours']:.2f} "
                          f"h of redone work, restarts and checkpoints every {request.checkpoint_every_minutes:g} "
                          "min included")
     if row["tokens_per_s"] is None:
