@@ -317,12 +317,12 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
 def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, places: list[tuple[str, str]]
                 ) -> frozenset[str] | None:
     """The regions --region keeps (None: no --region): a prefix ('us-' is us-east-1, not Azure's
-    eastus), or a SQL LIKE pattern when it has % or _."""
+    eastus), or a SQL LIKE pattern when it has % or _; in any case, as names match."""
     if not request.region:
         return None
     pattern = request.region if "%" in request.region or "_" in request.region else request.region + "%"
     regions = sorted({r for _, r in places})
-    kept = con.execute("select r from unnest(?) t(r) where r like ?", [regions, pattern]).fetchall()
+    kept = con.execute("select r from unnest(?) t(r) where r ilike ?", [regions, pattern]).fetchall()
     return frozenset(r for (r,) in kept)
 
 
