@@ -473,6 +473,25 @@ def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> No
     con.close()
 
 
+def test_a_price_for_every_region_is_the_offers_regions_own(tmp_path: Path) -> None:
+    # Lambda-like: offers in named regions, storage and egress priced once for all of them ("global").
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("flat")
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 1.50, region="us-south-1", billing_granularity_s=60)
+    storage(b, "global", "filesystem", 0.20)
+    b.add("egress", "all", {}, region="global", destination="internet", tier_start_gb=0, tier_end_gb=None,
+          usd_per_gb=0.01, source_currency="USD", source_usd_per_gb=0.01)
+    load(con, b, "flat", T0, facts("flat", 60, 0))
+    rec = recommend(con, req(method="full", model="llama-3.2-1b", hours=2, runs=3))
+    c, e = rec.candidates[0], rec.estimate
+    assert (c.cost.storage_class, c.cost.storage_source, c.cost.egress_source) == ("filesystem", "region", "region")
+    gb = 1.0 + e.base_weights_gb + e.checkpoint_gb
+    assert c.cost.storage_usd == pytest.approx(gb * 0.20 * 6 / 730)
+    assert c.cost.egress_usd == pytest.approx(3 * e.artifact_gb * 0.01)
+    assert not [f for f in c.flags if f.startswith(("no storage price", "no egress price"))], c.flags
+    con.close()
+
+
 # -- ranking on a writable connection, ties ---------------------------------------------
 
 def test_writable_connection_ranks_its_latest_writes(tmp_path: Path) -> None:
