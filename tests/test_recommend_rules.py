@@ -114,6 +114,8 @@ def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
 @pytest.mark.parametrize("kw, message", [
     ({"hours": 1e6}, "hours must be at most 8760"),
     ({"runs": 10**7}, "runs must be at most 10000"),
+    ({"tokens": 5e7, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens"),
+    ({"hours": 2, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
     ({"dataset_gb": float("inf")}, "dataset_gb must be a size in GB, got inf"),
     ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+06, got inf"),
     ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+06, got 1000000000000.0"),

@@ -88,6 +88,8 @@ class RecommendRequest(TrainingSetup):
              "give the job size once: tokens, dataset_tokens (x epochs) or examples (x seq_len x epochs)"),
             (self.epochs is None or self.epochs > 0 and math.isfinite(self.epochs),
              f"epochs must be positive, got {self.epochs}"),
+            (self.epochs is None or self.tokens is None and self.hours is None,
+             "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
             (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
              f"the job must train at least one token, got {self.job_tokens}"),
             ((self.job_tokens or 0) <= MAX_TOKENS, f"tokens must be at most {MAX_TOKENS:g} per run (more than "
