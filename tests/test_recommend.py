@@ -369,6 +369,8 @@ def test_stale_providers_are_excluded_and_reported(con) -> None:
     assert any("stalecloud" in n for n in rec.notes)
     relaxed = recommend(con, req(method="qlora", model="llama-2-7b", max_age_hours=100))
     assert relaxed.candidates[0].provider == "stalecloud" and not relaxed.stale_providers
+    oldest = recommend(con, req(method="qlora", model="llama-2-7b", max_age_hours=1e9))  # the largest age allowed
+    assert oldest.candidates[0].provider == "stalecloud" and not oldest.stale_providers
     # The SQL view of freshness is the same.
     assert {r[0] for r in con.execute("select provider from fresh_providers(max_age_hours := 36, as_of := ?)",
                                       [NOW]).fetchall()} == {"persec", "perhour"}
@@ -734,8 +736,8 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
 
 @pytest.mark.parametrize("option, value, message", [
     ("--dataset-gb", "inf", "error: dataset_gb must be a size in GB, got inf"),
-    ("--max-age-hours", "inf", "error: max_age_hours must be positive and at most 1e+06, got inf"),
-    ("--max-age-hours", "1e12", "error: max_age_hours must be positive and at most 1e+06, got 1000000000000.0"),
+    ("--max-age-hours", "inf", "error: max_age_hours must be positive and at most 1e+09, got inf"),
+    ("--max-age-hours", "1e12", "error: max_age_hours must be positive and at most 1e+09, got 1000000000000.0"),
 ])
 def test_cli_refuses_sizes_and_ages_past_any_warehouse_in_one_line(cli, warehouse: Path, option: str, value: str,
                                                                    message: str) -> None:

@@ -117,8 +117,8 @@ def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
     ({"tokens": 5e7, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens"),
     ({"hours": 2, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
     ({"dataset_gb": float("inf")}, "dataset_gb must be a size in GB, got inf"),
-    ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+06, got inf"),
-    ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+06, got 1000000000000.0"),
+    ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+09, got inf"),
+    ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+09, got 1000000000000.0"),
 ])
 def test_absurd_job_sizes_are_refused(kw, message) -> None:
     with pytest.raises(ValueError, match=message):

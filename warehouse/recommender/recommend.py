@@ -29,7 +29,7 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
-MAX_AGE_HOURS = 1e6  # a freshness limit past any scrape (over a century); DuckDB's intervals end near 2.5e9 h
+MAX_AGE_HOURS = 1e9  # a freshness limit past any scrape (over 100,000 years); DuckDB's intervals end near 2.5e9 h
 # The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
 # of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
 DEFAULT_DATASET_TOKENS = 20e6
