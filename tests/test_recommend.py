@@ -712,8 +712,14 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
     assert first["tokens_per_s_per_gpu"] == pytest.approx(first["tokens_per_s"] / first["gpus_used"])
     assert set(first["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
+                            "--provider", "PerSecc"])
+    assert r.exit_code == 2 and "unknown provider 'PerSecc'; did you mean persec?" in r.output
+    # A registered provider this warehouse holds nothing of is no unknown name: it has no fresh data.
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
                             "--provider", "AWS"])
-    assert r.exit_code == 2 and "unknown provider 'AWS'; did you mean persec?" in r.output
+    assert r.exit_code == 1, r.output
+    assert "stale providers left out (last successful scrape older than 36 h, or none): aws" in r.output
+    assert "nothing fits: no provider has a successful scrape within 36 h" in r.output
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
                             "--hours", "1e9"])
     assert r.exit_code == 2 and "hours must be at most 8760" in r.output

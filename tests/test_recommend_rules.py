@@ -109,6 +109,12 @@ def test_nothing_fits_names_the_options_that_would_make_it_fit(con) -> None:
 def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
     with pytest.raises(UnknownProviderError, match=r"^unknown provider 'AWS'; did you mean market\?$"):
         recommend(con, req(method="qlora", model="llama-3-8b", providers=("AWS",)))
+    # Names the caller knows besides the warehouse's (the CLI: the registered sources) are accepted, and
+    # a provider never loaded is reported stale, not unknown.
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", providers=("AWS",)), known_providers=("aws",))
+    assert rec.nothing_fits and rec.request.providers == ("aws",)
+    assert [(p.provider, p.state, p.last_ok) for p in rec.stale_providers] == [("aws", "never", None)]
+    assert rec.notes[-1].startswith("nothing fits: no provider has a successful scrape within 36 h")
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -295,7 +295,8 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
                ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
     """(fresh, stale) providers within the request's provider filter: every provider with a scrape
     run or a current offer (an offer's provider without a run is stale)."""
-    kept = [p for p in provider_freshness(con, request.max_age_hours, request.as_of, offers_per_provider)
+    named = {*offers_per_provider, *request.providers}  # a named provider never loaded is stale (never)
+    kept = [p for p in provider_freshness(con, request.max_age_hours, request.as_of, named)
             if not request.providers or p.provider in request.providers]
     return [p for p in kept if p.fresh], [p for p in kept if not p.fresh]
 
@@ -420,11 +421,14 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     return flags, slow
 
 
-def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
-    """Rank the current offers that fit `request`, by the effective cost of the whole job."""
+def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
+              known_providers: Iterable[str] = ()) -> Recommendation:
+    """Rank the current offers that fit `request`, by the effective cost of the whole job;
+    `known_providers`: more provider names a --provider may give (the registered sources), beside
+    the warehouse's."""
     if not macros_current(con):
         install_macros(con)
-    request = check_providers(con, request)
+    request = check_providers(con, request, known_providers)
     single, plans = _plans(con, request)
     from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
 
@@ -479,11 +483,13 @@ def _from_row(cls: type, row: dict[str, Any], **given: Any) -> Any:
     return cls(**{k: row[k] for k in names if k in row}, **given)
 
 
-def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> RecommendRequest:
-    """`request` with each --provider as the warehouse spells it (any case); UnknownProviderError
-    naming the nearest for one the warehouse does not know."""
+def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
+                    known_providers: Iterable[str] = ()) -> RecommendRequest:
+    """`request` with each --provider as the warehouse (or `known_providers`) spells it (any case);
+    UnknownProviderError naming the nearest for one neither knows."""
+    known = {*known_names(con, "provider"), *known_providers}
     try:
-        return replace(request, providers=resolve_names("provider", request.providers, known_names(con, "provider")))
+        return replace(request, providers=resolve_names("provider", request.providers, known))
     except FilterError as err:
         raise UnknownProviderError(str(err)) from None
 
