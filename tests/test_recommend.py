@@ -494,6 +494,23 @@ def test_a_price_for_every_region_is_the_offers_regions_own(tmp_path: Path) -> N
     con.close()
 
 
+def test_a_budget_that_only_jobs_of_unknown_cost_meet_is_not_called_a_memory_limit(tmp_path: Path) -> None:
+    # The only card on offer has no tensor figure: its 8B QLoRA job fits in memory but has no known cost.
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("nofig")
+    add(b, "pro6000.1", "RTX-PRO-6000-S", 1, 96.0, 1.50, billing_granularity_s=1)
+    load(con, b, "nofig", T0, facts("nofig", 1, 0))
+    assert recommend(con, req(method="qlora", model="llama-3-8b")).candidates[0].cost.total_usd is None
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", budget=100))
+    assert rec.nothing_fits
+    assert rec.notes[-1] == ("nothing fits within --budget $100.00: the jobs that fit have no known cost (no speed "
+                             "figure for their GPU at bf16: nofig pro6000.1, RTX-PRO-6000-S); --hours costs a fixed "
+                             "time per run")
+    hours = recommend(con, req(method="qlora", model="llama-3-8b", budget=100, hours=2))
+    assert hours.candidates[0].cost.compute_usd == pytest.approx(3.0)
+    con.close()
+
+
 # -- ranking on a writable connection, ties ---------------------------------------------
 
 def test_writable_connection_ranks_its_latest_writes(tmp_path: Path) -> None:

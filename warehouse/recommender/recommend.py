@@ -550,8 +550,10 @@ def over_budget(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans
     if not rows:
         return None
     r = rows[0]
-    if (total := _cost(r).total_usd) is None:
-        return None
+    if (total := _cost(r).total_usd) is None:  # ranked first: no job that fits has a known cost
+        return (f"nothing fits within --budget ${request.budget:,.2f}: the jobs that fit have no known cost "
+                f"(no speed figure for their GPU at {request.precision}: {r['provider']} {r['instance_type']}, "
+                f"{r['gpu_model']}); --hours costs a fixed time per run")
     return (f"nothing fits within --budget ${request.budget:,.2f}: the cheapest job that fits costs "
             f"${total:,.2f} ({r['provider']} {r['instance_type']}, {r['region']})")
 
