@@ -117,6 +117,13 @@ def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
     assert rec.notes[-1].startswith("nothing fits: no provider has a successful scrape within 36 h")
 
 
+def test_a_provider_named_in_a_warehouse_that_knows_none_says_so(tmp_path: Path) -> None:
+    empty = open_writer(tmp_path / "empty.duckdb")
+    with pytest.raises(UnknownProviderError, match=r"^unknown provider 'aws'; no provider is known yet$"):
+        recommend(empty, req(method="qlora", model="llama-3-8b", providers=("aws",)))
+    empty.close()
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"hours": 1e6}, "hours must be at most 8760"),
     ({"runs": 10**7}, "runs must be at most 10000"),
