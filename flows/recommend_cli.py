@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit_records, err, fail, out
@@ -207,7 +208,7 @@ def recommend_command(
         raise fail(str(e), 2) from None
     with _reader(db, "the recommendation") as con:
         try:
-            rec = recommend(con, request)
+            rec = recommend(con, request, SOURCES)
         except UnknownProviderError as e:
             raise fail(str(e), 2) from None
     fmt = chosen(fmt, as_json)

@@ -207,6 +207,9 @@ def test_mixture_of_experts_counts_every_expert_for_memory() -> None:
     ({"method": "dpo", "model": "llama-3-8b"}, "unknown method .dpo.; did you mean"),
     ({"method": "full"}, "give a model name or a parameter count"),
     ({"method": "lora", "model": "llama-3-8b", "lora_targets": "q,attn_out"}, "unknown LoRA target"),
+    # Falcon's MLP has no gate: LoRA on it alone would train nothing.
+    ({"method": "lora", "model": "falcon-40b", "lora_targets": "gate"},
+     r"^Falcon 40B has no gate layer for LoRA to adapt \(its linear layers: q, k, v, o, up, down\)$"),
     ({"method": "full", "model": "llama-3-8b", "precision": "fp8"}, "unknown precision .fp8.; did you mean"),
     ({"method": "full", "model": "llama-3-8b", "optimizer": "adafactor"}, "unknown optimizer .adafactor.; did you mean"),
 ])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -273,6 +274,22 @@ def test_spot_on_and_off_changes_the_answer(con) -> None:
     assert any(not c.interruptible for c in spot.candidates)  # both kinds, each marked
 
 
+def test_the_spot_flag_counts_interruptions_and_checkpoints_not_the_set_up(con) -> None:
+    # 1B tokens of 8B QLoRA on the L4 spot offer (AWS "<5%": a 2.5 % monthly share, -ln(0.975)/730 per hour).
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", tokens=1e9, spot=True, top=100))
+    c = next(c for c in rec.candidates if (c.instance_type, c.purchase_option) == ("l4.1", "spot"))
+    e = rec.estimate
+    rate, h = -math.log(1 - 0.025) / 730, c.uninterrupted_hours
+    restart_h = (e.base_weights_gb + e.checkpoint_gb) * 1024 / 125 / 3600  # read back at 125 MiB/s
+    write_h = e.checkpoint_gb * 1024 / 125 / 3600
+    extra = h * rate * (0.25 + restart_h) + h / 0.5 * write_h  # checkpoints every 30 min
+    assert c.interruption_rate_per_hour == pytest.approx(rate)
+    assert c.hours_per_run == pytest.approx(h + extra + c.setup_hours)
+    assert c.setup_hours > 0.05 and round(extra + c.setup_hours, 2) != round(extra, 2)
+    flag = next(f for f in c.flags if f.startswith("expected "))
+    assert f"a month, aws_spot_advisor): {extra:.2f} h of redone work, restarts and checkpoints" in flag, flag
+
+
 # -- cost -------------------------------------------------------------------------------
 
 def test_billing_granularity_and_minimum_decide_short_experiments(con) -> None:
@@ -352,9 +369,18 @@ def test_stale_providers_are_excluded_and_reported(con) -> None:
     assert any("stalecloud" in n for n in rec.notes)
     relaxed = recommend(con, req(method="qlora", model="llama-2-7b", max_age_hours=100))
     assert relaxed.candidates[0].provider == "stalecloud" and not relaxed.stale_providers
+    oldest = recommend(con, req(method="qlora", model="llama-2-7b", max_age_hours=1e9))  # the largest age allowed
+    assert oldest.candidates[0].provider == "stalecloud" and not oldest.stale_providers
     # The SQL view of freshness is the same.
     assert {r[0] for r in con.execute("select provider from fresh_providers(max_age_hours := 36, as_of := ?)",
                                       [NOW]).fetchall()} == {"persec", "perhour"}
+
+
+def test_region_matches_in_any_case(con) -> None:
+    # Names match in any case: the region codes are lower case here, what a user types may not be.
+    for region, kept in (("EU-", ["eu-west-1"]), ("US-East-1", ["us-east-1"]), ("%WEST%", ["eu-west-1"])):
+        rec = recommend(con, req(method="qlora", model="llama-2-7b", region=region, top=100))
+        assert sorted({c.region for c in rec.candidates}) == kept, (region, rec.notes[-1:])
 
 
 def test_region_and_gpu_limits(con) -> None:
@@ -446,6 +472,42 @@ def test_nominal_memory_is_used_only_when_none_is_reported(tmp_path: Path) -> No
     c = rec.candidates[0]
     assert c.memory_source == "nominal" and c.memory_gb_per_gpu == pytest.approx(80e9 / 2**30)
     assert any("marketed size" in f for f in c.flags)
+    con.close()
+
+
+def test_a_price_for_every_region_is_the_offers_regions_own(tmp_path: Path) -> None:
+    # Lambda-like: offers in named regions, storage and egress priced once for all of them ("global").
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("flat")
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 1.50, region="us-south-1", billing_granularity_s=60)
+    storage(b, "global", "filesystem", 0.20)
+    b.add("egress", "all", {}, region="global", destination="internet", tier_start_gb=0, tier_end_gb=None,
+          usd_per_gb=0.01, source_currency="USD", source_usd_per_gb=0.01)
+    load(con, b, "flat", T0, facts("flat", 60, 0))
+    rec = recommend(con, req(method="full", model="llama-3.2-1b", hours=2, runs=3))
+    c, e = rec.candidates[0], rec.estimate
+    assert (c.cost.storage_class, c.cost.storage_source, c.cost.egress_source) == ("filesystem", "region", "region")
+    gb = 1.0 + e.base_weights_gb + e.checkpoint_gb
+    assert c.cost.storage_usd == pytest.approx(gb * 0.20 * 6 / 730)
+    assert c.cost.egress_usd == pytest.approx(3 * e.artifact_gb * 0.01)
+    assert not [f for f in c.flags if f.startswith(("no storage price", "no egress price"))], c.flags
+    con.close()
+
+
+def test_a_budget_that_only_jobs_of_unknown_cost_meet_is_not_called_a_memory_limit(tmp_path: Path) -> None:
+    # The only card on offer has no tensor figure: its 8B QLoRA job fits in memory but has no known cost.
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("nofig")
+    add(b, "pro6000.1", "RTX-PRO-6000-S", 1, 96.0, 1.50, billing_granularity_s=1)
+    load(con, b, "nofig", T0, facts("nofig", 1, 0))
+    assert recommend(con, req(method="qlora", model="llama-3-8b")).candidates[0].cost.total_usd is None
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", budget=100))
+    assert rec.nothing_fits
+    assert rec.notes[-1] == ("nothing fits within --budget $100.00: the jobs that fit have no known cost (no speed "
+                             "figure for their GPU at bf16: nofig pro6000.1, RTX-PRO-6000-S); --hours costs a fixed "
+                             "time per run")
+    hours = recommend(con, req(method="qlora", model="llama-3-8b", budget=100, hours=2))
+    assert hours.candidates[0].cost.compute_usd == pytest.approx(3.0)
     con.close()
 
 
@@ -667,8 +729,14 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
     assert first["tokens_per_s_per_gpu"] == pytest.approx(first["tokens_per_s"] / first["gpus_used"])
     assert set(first["cost"]) >= {"compute_usd", "storage_usd", "egress_usd", "total_usd"}
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
+                            "--provider", "PerSecc"])
+    assert r.exit_code == 2 and "unknown provider 'PerSecc'; did you mean persec?" in r.output
+    # A registered provider this warehouse holds nothing of is no unknown name: it has no fresh data.
+    r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
                             "--provider", "AWS"])
-    assert r.exit_code == 2 and "unknown provider 'AWS'; did you mean persec?" in r.output
+    assert r.exit_code == 1, r.output
+    assert "stale providers left out (last successful scrape older than 36 h, or none): aws" in r.output
+    assert "nothing fits: no provider has a successful scrape within 36 h" in r.output
     r = runner.invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "lora", "--db", str(db),
                             "--hours", "1e9"])
     assert r.exit_code == 2 and "hours must be at most 8760" in r.output
@@ -687,3 +755,16 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
         assert data["job"]["tokens_per_run"] == 60e6 and "the default job" in data["job"]["text"]
     r = runner.invoke(cli, ["recommend", "--params", "13e9", "--method", "lora", "--db", str(db), "--top", "3"])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--dataset-gb", "inf", "error: dataset_gb must be a size in GB, got inf"),
+    ("--max-age-hours", "inf", "error: max_age_hours must be positive and at most 1e+09, got inf"),
+    ("--max-age-hours", "1e12", "error: max_age_hours must be positive and at most 1e+09, got 1000000000000.0"),
+])
+def test_cli_refuses_sizes_and_ages_past_any_warehouse_in_one_line(cli, warehouse: Path, option: str, value: str,
+                                                                   message: str) -> None:
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(warehouse),
+                                 option, value])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == message

@@ -109,11 +109,29 @@ def test_nothing_fits_names_the_options_that_would_make_it_fit(con) -> None:
 def test_unknown_provider_is_refused_with_the_known_names(con) -> None:
     with pytest.raises(UnknownProviderError, match=r"^unknown provider 'AWS'; did you mean market\?$"):
         recommend(con, req(method="qlora", model="llama-3-8b", providers=("AWS",)))
+    # Names the caller knows besides the warehouse's (the CLI: the registered sources) are accepted, and
+    # a provider never loaded is reported stale, not unknown.
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", providers=("AWS",)), known_providers=("aws",))
+    assert rec.nothing_fits and rec.request.providers == ("aws",)
+    assert [(p.provider, p.state, p.last_ok) for p in rec.stale_providers] == [("aws", "never", None)]
+    assert rec.notes[-1].startswith("nothing fits: no provider has a successful scrape within 36 h")
+
+
+def test_a_provider_named_in_a_warehouse_that_knows_none_says_so(tmp_path: Path) -> None:
+    empty = open_writer(tmp_path / "empty.duckdb")
+    with pytest.raises(UnknownProviderError, match=r"^unknown provider 'aws'; no provider is known yet$"):
+        recommend(empty, req(method="qlora", model="llama-3-8b", providers=("aws",)))
+    empty.close()
 
 
 @pytest.mark.parametrize("kw, message", [
     ({"hours": 1e6}, "hours must be at most 8760"),
     ({"runs": 10**7}, "runs must be at most 10000"),
+    ({"tokens": 5e7, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens"),
+    ({"hours": 2, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
+    ({"dataset_gb": float("inf")}, "dataset_gb must be a size in GB, got inf"),
+    ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+09, got inf"),
+    ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+09, got 1000000000000.0"),
 ])
 def test_absurd_job_sizes_are_refused(kw, message) -> None:
     with pytest.raises(ValueError, match=message):

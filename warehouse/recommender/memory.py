@@ -75,7 +75,10 @@ class TrainingSetup:
         for ok, msg in checks:
             if not ok:
                 raise ValueError(msg)
-        parse_lora_targets(self.lora_targets)
+        targets = parse_lora_targets(self.lora_targets)
+        if self.method != "full" and not set(targets) & set(layers := self.spec().linear_shapes()):
+            raise ValueError(f"{self.spec().display} has no {', '.join(targets)} layer for LoRA to adapt "
+                             f"(its linear layers: {', '.join(layers)})")
 
     def spec(self) -> ModelSpec:
         if self.model is not None:

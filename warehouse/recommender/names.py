@@ -16,5 +16,7 @@ def resolve_name(kind: str, given: str, known: Iterable[str]) -> str:
     near = difflib.get_close_matches(key, by_lower, n=3, cutoff=0.6) or \
         difflib.get_close_matches(key, by_lower, n=3, cutoff=0.0)
     names = [by_lower[n] for n in near]
-    choice = " or ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else "nothing known"
+    if not names:
+        raise ValueError(f"unknown {kind} {given!r}; no {kind} is known yet")
+    choice = " or ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
     raise ValueError(f"unknown {kind} {given!r}; did you mean {choice}?")

@@ -165,10 +165,16 @@ _PLACE_COLUMNS = ("storage_class", "storage_usd", "storage_billed", "size_known"
                   "egress_usd", "egress_source")
 
 
+# The region the adapters give a price that holds in every region (Lambda, OCI, DigitalOcean, TensorDock ...).
+GLOBAL_REGION = "global"
+
+
 def _own_or_providers(by_place: dict, by_provider: dict, provider: str, region: str, none: Any) -> tuple[Any, int]:
-    """The place's own value (source 1), else the provider's (2), else `none` (0)."""
-    if (provider, region) in by_place:
-        return by_place[(provider, region)], 1
+    """The place's own value, or the provider's price for every region (source 1), else the provider's
+    (2), else `none` (0)."""
+    for place in ((provider, region), (provider, GLOBAL_REGION)):
+        if place in by_place:
+            return by_place[place], 1
     if provider in by_provider:
         return by_provider[provider], 2
     return none, 0

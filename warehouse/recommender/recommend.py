@@ -29,6 +29,7 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
+MAX_AGE_HOURS = 1e9  # a freshness limit past any scrape (over 100,000 years); DuckDB's intervals end near 2.5e9 h
 # The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
 # of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
 DEFAULT_DATASET_TOKENS = 20e6
@@ -87,6 +88,8 @@ class RecommendRequest(TrainingSetup):
              "give the job size once: tokens, dataset_tokens (x epochs) or examples (x seq_len x epochs)"),
             (self.epochs is None or self.epochs > 0 and math.isfinite(self.epochs),
              f"epochs must be positive, got {self.epochs}"),
+            (self.epochs is None or self.tokens is None and self.hours is None,
+             "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
             (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
              f"the job must train at least one token, got {self.job_tokens}"),
             ((self.job_tokens or 0) <= MAX_TOKENS, f"tokens must be at most {MAX_TOKENS:g} per run (more than "
@@ -96,9 +99,10 @@ class RecommendRequest(TrainingSetup):
              f"budget must be a positive amount of USD, got {self.budget}"),
             (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
             (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
-            (self.max_age_hours > 0, f"max_age_hours must be positive, got {self.max_age_hours}"),
+            (0 < self.max_age_hours <= MAX_AGE_HOURS,
+             f"max_age_hours must be positive and at most {MAX_AGE_HOURS:g}, got {self.max_age_hours}"),
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
-            (self.dataset_gb >= 0, f"dataset_gb must not be negative, got {self.dataset_gb}"),
+            (0 <= self.dataset_gb < math.inf, f"dataset_gb must be a size in GB, got {self.dataset_gb}"),
             (self.days is None or 0 < self.days <= 3660, f"days must be within (0, 3660], got {self.days}"),
             (1 <= self.checkpoint_every_minutes <= 24 * 60,
              f"checkpoint_every_minutes must be within [1, 1440], got {self.checkpoint_every_minutes}"),
@@ -291,7 +295,8 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
                ) -> tuple[list[ProviderFreshness], list[ProviderFreshness]]:
     """(fresh, stale) providers within the request's provider filter: every provider with a scrape
     run or a current offer (an offer's provider without a run is stale)."""
-    kept = [p for p in provider_freshness(con, request.max_age_hours, request.as_of, offers_per_provider)
+    named = {*offers_per_provider, *request.providers}  # a named provider never loaded is stale (never)
+    kept = [p for p in provider_freshness(con, request.max_age_hours, request.as_of, named)
             if not request.providers or p.provider in request.providers]
     return [p for p in kept if p.fresh], [p for p in kept if not p.fresh]
 
@@ -315,12 +320,12 @@ def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: li
 def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, places: list[tuple[str, str]]
                 ) -> frozenset[str] | None:
     """The regions --region keeps (None: no --region): a prefix ('us-' is us-east-1, not Azure's
-    eastus), or a SQL LIKE pattern when it has % or _."""
+    eastus), or a SQL LIKE pattern when it has % or _; in any case, as names match."""
     if not request.region:
         return None
     pattern = request.region if "%" in request.region or "_" in request.region else request.region + "%"
     regions = sorted({r for _, r in places})
-    kept = con.execute("select r from unnest(?) t(r) where r like ?", [regions, pattern]).fetchall()
+    kept = con.execute("select r from unnest(?) t(r) where r ilike ?", [regions, pattern]).fetchall()
     return frozenset(r for (r,) in kept)
 
 
@@ -376,7 +381,8 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
         elif row["base_hours"] is not None:
             flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
                          f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
-                         f"a month, {row['interruption_risk_source']}): {row['run_hours'] - row['base_hours']:.2f} "
+                         f"a month, {row['interruption_risk_source']}): "
+                         f"{row['run_hours'] - row['setup_s'] / 3600.0 - row['base_hours']:.2f} "
                          f"h of redone work, restarts and checkpoints every {request.checkpoint_every_minutes:g} "
                          "min included")
     if row["tokens_per_s"] is None:
@@ -415,11 +421,14 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     return flags, slow
 
 
-def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> Recommendation:
-    """Rank the current offers that fit `request`, by the effective cost of the whole job."""
+def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
+              known_providers: Iterable[str] = ()) -> Recommendation:
+    """Rank the current offers that fit `request`, by the effective cost of the whole job;
+    `known_providers`: more provider names a --provider may give (the registered sources), beside
+    the warehouse's."""
     if not macros_current(con):
         install_macros(con)
-    request = check_providers(con, request)
+    request = check_providers(con, request, known_providers)
     single, plans = _plans(con, request)
     from gpuledger.warehouse.recommender import ranking  # numpy: only a recommendation pays its import
 
@@ -474,11 +483,13 @@ def _from_row(cls: type, row: dict[str, Any], **given: Any) -> Any:
     return cls(**{k: row[k] for k in names if k in row}, **given)
 
 
-def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest) -> RecommendRequest:
-    """`request` with each --provider as the warehouse spells it (any case); UnknownProviderError
-    naming the nearest for one the warehouse does not know."""
+def check_providers(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
+                    known_providers: Iterable[str] = ()) -> RecommendRequest:
+    """`request` with each --provider as the warehouse (or `known_providers`) spells it (any case);
+    UnknownProviderError naming the nearest for one neither knows."""
+    known = {*known_names(con, "provider"), *known_providers}
     try:
-        return replace(request, providers=resolve_names("provider", request.providers, known_names(con, "provider")))
+        return replace(request, providers=resolve_names("provider", request.providers, known))
     except FilterError as err:
         raise UnknownProviderError(str(err)) from None
 
@@ -539,8 +550,10 @@ def over_budget(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans
     if not rows:
         return None
     r = rows[0]
-    if (total := _cost(r).total_usd) is None:
-        return None
+    if (total := _cost(r).total_usd) is None:  # ranked first: no job that fits has a known cost
+        return (f"nothing fits within --budget ${request.budget:,.2f}: the jobs that fit have no known cost "
+                f"(no speed figure for their GPU at {request.precision}: {r['provider']} {r['instance_type']}, "
+                f"{r['gpu_model']}); --hours costs a fixed time per run")
     return (f"nothing fits within --budget ${request.budget:,.2f}: the cheapest job that fits costs "
             f"${total:,.2f} ({r['provider']} {r['instance_type']}, {r['region']})")
 
