@@ -71,7 +71,8 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
     """Every provider with a scrape run and every registered source (never loaded: state `never`)."""
     facts = {r[0]: r[1:] for r in con.execute(
         "select provider, display_name, billing_granularity_s, minimum_charge_s from providers").fetchall()}
-    offers = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
+    offers = dict(con.execute("select provider, count(*) from offers where term_months is null "  # the page's offers
+                              "group by provider").fetchall())
     out = []
     for f in provider_freshness(con, stale_after_hours, now, SOURCES):
         name, gran, minimum = facts.get(f.provider, (None, None, None))
@@ -423,8 +424,9 @@ def _options(rows: Sequence[dict[str, Any]], field: str) -> str:
 
 
 def loaded_count(providers: Sequence[ReportProvider]) -> int:
-    """Providers with at least one scrape run (the others are registered sources never loaded)."""
-    return sum(p.state != NEVER for p in providers)
+    """Providers with offers on the page (not those never loaded, nor those whose every run failed or was
+    not configured)."""
+    return sum(p.offers > 0 for p in providers)
 
 
 def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider], generated_at: datetime,

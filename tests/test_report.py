@@ -646,3 +646,42 @@ def test_filter_and_sort_at_100000_offers_under_100_ms(warehouse: Path, browser:
     best = {k: min(r[k] for r in runs) for k in runs[0] if k not in ("rendered", "filtered")}
     print("ms at 100,000 offers (best of 9):", {k: round(v, 1) for k, v in best.items()})
     assert max(best.values()) < 100, best
+
+
+@pytest.fixture(scope="module")
+def mixed_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """acme: two offers to rent now and a 1-year reservation; beta: loaded once, then not configured;
+    gamma: only ever failed; delta: only ever not configured."""
+    from gpuledger.warehouse.pending import ScrapeOutcome
+    from gpuledger.warehouse.store import AnomalyPolicy, load_outcome
+
+    db = tmp_path_factory.mktemp("mixed") / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "acme", [offer("a.8x", 24.0), offer("a.8x", 12.0, option="spot"),
+                               offer("a.8x", 16.0, option="reserved_1y_no_upfront", term_months=12,
+                                     payment_option="no_upfront")], 0)
+        load_day(con, "beta", [offer("b.1x", 2.0, count=1)], 0)
+        load_day(con, "gamma", None, 0, error="gamma: HTTP 503")
+        for provider, day in (("beta", 1), ("delta", 0)):
+            when = T0 + timedelta(days=day)
+            load_outcome(con, ScrapeOutcome(provider, "live", when, when, state="not_configured",
+                                            error=f"{provider}: BETA_API_KEY is not set"),
+                         f"refresh-nc-{provider}", AnomalyPolicy(), now=when)
+    finally:
+        con.close()
+    return db
+
+
+def test_offer_counts_are_the_pages_offers(mixed_warehouse: Path, tmp_path: Path) -> None:
+    # A reservation is not on the page (it compares what can be rented now): the freshness table's offers
+    # count and the header's providers count what the offers view shows, not the warehouse's commitments,
+    # nor providers that never gave an offer.
+    out = tmp_path / "p.html"
+    report = write_report(mixed_warehouse, out, now=T0 + timedelta(days=1, hours=1), models=())
+    page = out.read_text()
+    assert sql(mixed_warehouse, "select count(*) from offers where provider = 'acme'") == [(3,)]
+    assert len(report.rows) == 3 and sorted(r["provider"] for r in report.rows) == ["acme", "acme", "beta"]
+    assert "3 current offers from 2 providers." in page  # acme and beta; not gamma, delta
+    assert re.search(r'data-provider="acme"><td>acme</td>.*?<td class="age">[^<]*</td><td>2</td>', page)
+    assert re.search(r'data-provider="gamma"><td>gamma</td>.*?<td class="age">[^<]*</td><td>0</td>', page)
