@@ -376,7 +376,8 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
         "generated_at_ms": ms(generated_at), "stale_after_hours": stale_after_hours,
         "columns": [c.__dict__ for c in COLUMNS],
         "providers": [{"provider": p.provider, "last_ok_ms": ms(p.last_ok),
-                       "failed": p.last_state not in (None, "ok")} for p in providers],
+                       "failed": p.last_state not in (None, "ok", "not_configured"),
+                       "not_configured": p.last_state == "not_configured"} for p in providers],
         "offers": offer_columns(rows),
         "gpus": list(gpus),
         "tuning": tuning or {"models": [], "methods": [], "answers": {}, "flags": [], "tiers": {},
@@ -401,6 +402,9 @@ def _asset(name: str) -> str:
     return (ASSETS / name).read_text(encoding="utf-8")
 
 
+STATE_SHOWN = {NEVER: "never loaded", "not_configured": "not configured"}  # as `gpuledger status` says them
+
+
 def _freshness_html(providers: Sequence[ReportProvider]) -> str:
     rows = []
     for p in providers:
@@ -409,7 +413,7 @@ def _freshness_html(providers: Sequence[ReportProvider]) -> str:
         err = f'<td class="err">{_e(p.last_error)}</td>' if failed else "<td></td>"
         rows.append(
             f'<tr class="f-{_e(p.state)}" data-provider="{_e(p.provider)}"><td>{_e(p.display_name)}</td>'
-            f'<td class="state">{_e("never loaded" if p.state == NEVER else p.state)}</td><td>{_e(when)}</td>'
+            f'<td class="state">{_e(STATE_SHOWN.get(p.state, p.state))}</td><td>{_e(when)}</td>'
             f'<td class="age">{_e(_age(p.age_hours))}</td><td>{p.offers}</td>'
             f"<td>{_e(_billing(p.billing_granularity_s, p.minimum_charge_s))}</td>{err}</tr>")
     return ('<div class="wrap"><table id="freshness"><thead><tr><th>provider</th><th>state</th>'

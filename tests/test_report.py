@@ -685,3 +685,32 @@ def test_offer_counts_are_the_pages_offers(mixed_warehouse: Path, tmp_path: Path
     assert "3 current offers from 2 providers." in page  # acme and beta; not gamma, delta
     assert re.search(r'data-provider="acme"><td>acme</td>.*?<td class="age">[^<]*</td><td>2</td>', page)
     assert re.search(r'data-provider="gamma"><td>gamma</td>.*?<td class="age">[^<]*</td><td>0</td>', page)
+
+
+def test_a_provider_not_configured_is_not_shown_as_failed(mixed_warehouse: Path, browser: Any, tmp_path: Path) -> None:
+    # As `gpuledger status` says: beta's latest run found no credentials (not configured, its earlier offers
+    # kept); gamma's every run failed; delta was never configured.
+    out = tmp_path / "p.html"
+    write_report(mixed_warehouse, out, now=T0 + timedelta(days=1, hours=1), models=())
+    assert '<tr class="f-not_configured" data-provider="beta"><td>beta</td><td class="state">not configured</td>' \
+        in out.read_text()
+
+    def states(now: datetime) -> tuple[dict[str, tuple[str, str]], str]:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.clock.set_fixed_time(now)
+        page.goto(out.as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        got = {name: (page.locator(f"#freshness tr[data-provider={name}] td.state").text_content(),
+                      page.locator(f"#freshness tr[data-provider={name}] td.age").text_content())
+               for name in ("acme", "beta", "gamma", "delta")}
+        warning = page.text_content("#stale") if page.is_visible("#stale") else ""
+        page.close()
+        return got, warning
+
+    got, warning = states(T0 + timedelta(days=1, hours=1))
+    assert got == {"acme": ("ok", "25 h"), "beta": ("not configured", "25 h"), "gamma": ("failed", "never"),
+                   "delta": ("not configured", "never")}
+    assert warning == ""
+    got, warning = states(T0 + timedelta(days=3))  # beyond the 36 h: beta's kept offers are old now too
+    assert got["acme"] == ("stale", "3 d") and got["beta"] == ("not configured", "3 d")
+    assert warning == "Not fresh: acme (data 3 d old), beta (not configured, data 3 d old). Their prices may have moved."
