@@ -20,7 +20,7 @@ WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
 OPTION_COVERS: dict[str, list[str] | None] = {
     "on_demand": ["on_demand"], "spot": ["spot", "low_priority", "interruptible"],
     "low_priority": ["low_priority"], "interruptible": ["interruptible"], "any": None}
-SNAPSHOT_SPAN = timedelta(hours=1)  # points closer together than this are one refresh, not a history
+SNAPSHOT_SPAN = timedelta(hours=1)  # one point per provider, this close together: one refresh, not a history
 
 HISTORY_SQL = """
 with h as (
@@ -82,7 +82,9 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
             points.append((last_seen, points[-1][1]))  # still the price when last seen
             result.extended.add(provider)
     instants = [t for points in result.series.values() for t, _ in points]
-    if max(instants) - min(instants) < SNAPSHOT_SPAN:
+    # Providers of one refresh are merged seconds or minutes apart; a provider with a second point was
+    # scraped again (an hourly refresh is under an hour later), and that is history.
+    if all(len(points) == 1 for points in result.series.values()) and max(instants) - min(instants) < SNAPSHOT_SPAN:
         result.snapshot = max(instants)
     return result
 

@@ -147,3 +147,27 @@ def test_a_single_snapshot_says_so(snapshot_db: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(tmp_path / "cli.png"), "--db", str(snapshot_db)])
     assert result.exit_code == 0, result.output
     assert "H100-SXM: a single snapshot (2026-11-01 03:00 UTC) of 2 providers: no history yet" in result.output
+
+
+def test_two_refreshes_under_an_hour_apart_are_history(tmp_path: Path) -> None:
+    # The market cadence refreshes every hour: vastai's bid moved between two refreshes 50 minutes apart,
+    # and lambda's only H100 was gone at the second. Neither is "a single refresh".
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        bid = dict(gpu="H100-SXM", count=1, region="US", option="interruptible")
+        a100 = offer("gpu_1x_a100_sxm4_80gb", 1.29, gpu="A100-SXM4-80", count=1, region="us-west-1")
+        later = 50 / (24 * 60)
+        load_day(con, "vastai", [offer("1x H100-SXM", 1.60, **bid)], 0, "refresh-1")
+        load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.49, count=1, region="us-west-1"), a100], 0, "refresh-1")
+        load_day(con, "vastai", [offer("1x H100-SXM", 1.40, **bid)], later, "refresh-2")
+        load_day(con, "lambda", [a100], later, "refresh-2")
+    finally:
+        con.close()
+    t1 = D[0] + timedelta(minutes=50)
+    h = plot_price_history(db, "H100-SXM", tmp_path / "spot.png", purchase_option="spot")
+    assert h.series == {"vastai": [(D[0], 1.60), (t1, 1.40)]} and h.snapshot is None
+    assert "one snapshot" not in figure(h).axes[0].get_title()
+    h = plot_price_history(db, "H100-SXM", tmp_path / "od.png")  # drawn, where it raised ValueError (max of nothing)
+    assert h.series == {"lambda": [(D[0], 2.49), (t1, None)]} and h.snapshot is None
+    assert png_size(tmp_path / "od.png") == (1200, 660)
