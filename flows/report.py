@@ -8,6 +8,7 @@ import html
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -246,6 +247,9 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                       lambda b: _billing(*b))
         elif key in numeric:
             cols[key] = encode_column(values, label=_clean_number)
+        elif key == "avail":  # counts in their order: "yes (9)" before "yes (10)"
+            cols[key] = encode_column(values, lambda v: ([int(t) if t.isdigit() else t.casefold()
+                                                          for t in re.split(r"(\d+)", v)], v))
         else:
             cols[key] = encode_column(values, lambda v: (v.casefold(), v))
     return {"n": len(ordered), "cols": cols}

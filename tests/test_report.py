@@ -714,3 +714,17 @@ def test_a_provider_not_configured_is_not_shown_as_failed(mixed_warehouse: Path,
     got, warning = states(T0 + timedelta(days=3))  # beyond the 36 h: beta's kept offers are old now too
     assert got["acme"] == ("stale", "3 d") and got["beta"] == ("not configured", "3 d")
     assert warning == "Not fresh: acme (data 3 d old), beta (not configured, data 3 d old). Their prices may have moved."
+
+
+def test_availability_sorts_by_count() -> None:
+    # The column sorts by its dictionary's order: a count of 120 GPUs free is more than 9, not less.
+    blank = dict.fromkeys(("gpu_model", "vram_gb", "gpu_count", "price_per_hour", "spot_discount_pct",
+                           "interruption_risk", "vcpus", "ram_gb", "obtainable", "reliability", "egress_usd",
+                           "egress_source", "billing_granularity_s", "minimum_charge_s"))
+    avail = [(True, 120), (True, 9), (False, None), (True, 10), (True, None), (None, None), (True, 2)]
+    rows = [{**blank, "provider": "p", "region": "r", "zone": "", "instance_type": f"i{i}",
+             "purchase_option": "on_demand", "price_per_gpu_hour": 1.0 + i, "available": a, "available_count": n,
+             "availability_level": "high" if a is None else None} for i, (a, n) in enumerate(avail)]
+    data = offer_columns(rows)
+    assert data["cols"]["avail"]["dict"] == ["high", "no", "yes", "yes (2)", "yes (9)", "yes (10)", "yes (120)"]
+    assert decoded(data, "avail") == ["yes (120)", "yes (9)", "no", "yes (10)", "yes", "high", "yes (2)"]
