@@ -356,7 +356,7 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
     from gpuledger.warehouse.recommender import models_catalog
     from gpuledger.warehouse.recommender.recommend import DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS
 
-    chosen = [models_catalog.lookup(m).name for m in models]
+    chosen = list(dict.fromkeys(models_catalog.lookup(m).name for m in models))  # -m X -m x: one entry
     flags: dict[str, int] = {}
     answers = {f"{m}|{k}": recommendation_view(con, m, k, now, stale_after_hours, flags)
                for m in chosen for k in methods}

@@ -220,7 +220,7 @@ def job_cost(c: dict[str, Any], tiers: dict[str, Any], tokens: float, runs: int)
 def test_fine_tuning_answers_are_the_recommenders(warehouse: Path) -> None:
     con = open_reader(warehouse)
     try:
-        tuning = fine_tuning(con, NOW, models=["Llama-3-8B"], methods=["qlora"])
+        tuning = fine_tuning(con, NOW, models=["Llama-3-8B", "llama-3-8b"], methods=["qlora"])  # one model
         direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15))
         small = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6,
                                                 spot=True, runs=1))
