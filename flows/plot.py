@@ -69,6 +69,11 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
     rows = con.execute(HISTORY_SQL, params).fetchall()
     if not rows:
         known = [r[0] for r in con.execute("select distinct gpu_model from offer_history order by 1").fetchall()]
+        variants = [r[0] for r in con.execute("select gpu_model from gpu_models where family = $gpu and gpu_model "
+                                              "<> $gpu order by 1", {"gpu": gpu}).fetchall()]
+        if variants and gpu not in known:  # a family (H100): one line is one model
+            raise WarehouseError(f"{gpu} is a family; plot one of its models: "
+                                 f"{', '.join(v for v in variants if v in known) or 'none with history'}")
         if gpu not in known:
             raise WarehouseError(f"no price history for GPU {gpu!r}; GPUs with history: {', '.join(known) or 'none'}")
         raise WarehouseError(f"no {purchase_option} price history for {gpu}"

@@ -101,6 +101,10 @@ def test_plot_command(history_db: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no price history for GPU 'H200-SXM'; GPUs with history: A100-SXM4-80, H100-SXM, L4" in result.output
     assert not (tmp_path / "x.png").exists()
+    # a family has history through its models: say which, rather than "no price history for GPU 'H100'"
+    result = runner.invoke(app, ["plot", "--gpu", "h100", str(tmp_path / "x.png"), "--db", str(history_db)])
+    assert result.exit_code == 2 and not (tmp_path / "x.png").exists()
+    assert result.output == "error: H100 is a family; plot one of its models: H100-SXM\n"
 
 
 def boxes(fig: Any) -> tuple[Any, Any]:
