@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.warehouse.offer_filter import known_names, resolve_names
-from gpuledger.warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.store import WarehouseError, db_path, open_reader
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
 # The purchase options each choice of --option covers (None: all).
@@ -147,9 +147,17 @@ def figure(history: PriceHistory) -> Any:
     return fig
 
 
+def not_the_warehouse(db: str | os.PathLike[str] | None, out: str | os.PathLike[str]) -> None:
+    """WarehouseError when `out` is the warehouse file itself (`gpuledger report gpuledger.duckdb` replaced it)."""
+    warehouse = db_path(db)
+    if Path(out).exists() and warehouse.exists() and os.path.samefile(out, warehouse):
+        raise WarehouseError(f"{out} is the warehouse: name another file to write")
+
+
 def plot_price_history(db: str | os.PathLike[str] | None, gpu: str, out: str | os.PathLike[str],
                        purchase_option: str = "on_demand", providers: Sequence[str] | None = None) -> PriceHistory:
     """Read the history (read-only), draw it to the PNG `out`, and return what was plotted, its path set."""
+    not_the_warehouse(db, out)
     with open_reader(db) as con:
         history = price_history(con, gpu, purchase_option, providers)
     history.path = Path(out)

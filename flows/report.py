@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.adapters.registry import SOURCES
-from gpuledger.flows.plot import utc_minute
+from gpuledger.flows.plot import not_the_warehouse, utc_minute
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
@@ -458,6 +458,7 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
                  now: datetime | None = None, models: Sequence[str] = COMMON_MODELS) -> Report:
     """Read the warehouse and write the page to `out` (whole, then renamed), with `models`' fine-tuning answers."""
     now = now or datetime.now(timezone.utc)
+    not_the_warehouse(db, out)
     with open_reader(db) as con:
         providers = report_providers(con, now, stale_after_hours)
         rows = report_rows(con, egress_gb, providers)

@@ -175,3 +175,15 @@ def test_two_refreshes_under_an_hour_apart_are_history(tmp_path: Path) -> None:
     h = plot_price_history(db, "H100-SXM", tmp_path / "od.png")  # drawn, where it raised ValueError (max of nothing)
     assert h.series == {"lambda": [(D[0], 2.49), (t1, None)]} and h.snapshot is None
     assert png_size(tmp_path / "od.png") == (1200, 660)
+
+
+def test_plot_never_writes_over_the_warehouse(history_db: Path, tmp_path: Path) -> None:
+    from gpuledger.flows.cli import app
+
+    db = tmp_path / "ledger.duckdb"
+    db.write_bytes(history_db.read_bytes())
+    (tmp_path / "link.png").symlink_to(db)  # the same file under another name
+    for out in (db, tmp_path / "link.png"):
+        result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(out), "--db", str(db)])
+        assert result.exit_code == 2 and result.output == f"error: {out} is the warehouse: name another file to write\n"
+    assert db.read_bytes() == history_db.read_bytes()

@@ -728,3 +728,16 @@ def test_availability_sorts_by_count() -> None:
     data = offer_columns(rows)
     assert data["cols"]["avail"]["dict"] == ["high", "no", "yes", "yes (2)", "yes (9)", "yes (10)", "yes (120)"]
     assert decoded(data, "avail") == ["yes (120)", "yes (9)", "no", "yes (10)", "yes", "high", "yes (2)"]
+
+
+def test_report_never_writes_over_the_warehouse(mixed_warehouse: Path, tmp_path: Path) -> None:
+    # `gpuledger report gpuledger.duckdb` (the warehouse named where the page goes) replaced the warehouse
+    # with the page: refused now, in one line, the warehouse untouched.
+    db = tmp_path / "gpuledger.duckdb"
+    shutil.copy(mixed_warehouse, db)
+    before = db.read_bytes()
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(app, ["report", str(db), "--db", str(db)])
+    assert result.exit_code == 2 and result.output == f"error: {db} is the warehouse: name another file to write\n"
+    assert db.read_bytes() == before and sql(db, "select count(*) from offers") == [(4,)]
