@@ -337,7 +337,8 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
         for spot in (False, True):
             rec = recommend(con, RecommendRequest(method=method, model=model, as_of=now, spot=spot, tokens=tokens,
                                                   max_age_hours=stale_after_hours, top=POOL_TOP))
-            answer = answer or rec  # the default job's, on demand
+            if tokens is None and not spot:
+                answer = rec  # the default job's, on demand: what `gpuledger recommend` answers
             for c in rec.candidates:
                 if c.tokens_per_s is not None:
                     pool.setdefault((c.provider, c.region, c.instance_type, c.purchase_option), _tuning_row(c, flags))

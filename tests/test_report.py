@@ -741,3 +741,19 @@ def test_report_never_writes_over_the_warehouse(mixed_warehouse: Path, tmp_path:
     result = CliRunner().invoke(app, ["report", str(db), "--db", str(db)])
     assert result.exit_code == 2 and result.output == f"error: {db} is the warehouse: name another file to write\n"
     assert db.read_bytes() == before and sql(db, "select count(*) from offers") == [(4,)]
+
+
+def test_left_out_offers_are_the_default_jobs(warehouse: Path) -> None:
+    # "Left out, cheaper by the hour" depends on the job (offers cheaper than the first ranked one): the page
+    # shows the default job, as `gpuledger recommend --model llama-3-8b --method full` does, not a 3M-token job's.
+    con = open_reader(warehouse)
+    try:
+        answer = fine_tuning(con, NOW, models=["llama-3-8b"], methods=["full"])["answers"]["llama-3-8b|full"]
+        default = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=NOW, top=15))
+        small = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6))
+    finally:
+        con.close()
+    names = [f"{o['provider']} {o['instance_type']} (" for o in default.left_out]
+    assert names and names != [f"{o['provider']} {o['instance_type']} (" for o in small.left_out]
+    assert [n[:len(p)] for n, p in zip(answer["left_out"], names)] == names and len(answer["left_out"]) == len(names)
+    assert answer["left_out"][0].startswith("vastai 8x L4 (8 × L4, $")
