@@ -3,6 +3,7 @@ under a CSP that forbids fetching; the script renders the data with `textContent
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import html
 import json
@@ -460,6 +461,8 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
     """Read the warehouse and write the page to `out` (whole, then renamed), with `models`' fine-tuning answers."""
     now = now or datetime.now(timezone.utc)
     not_the_warehouse(db, out)
+    if not Path(out).name:  # "." or "": a directory, said as for any other (not "PosixPath('.') has an empty name")
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(out))
     with open_reader(db) as con:
         providers = report_providers(con, now, stale_after_hours)
         rows = report_rows(con, egress_gb, providers)

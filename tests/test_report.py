@@ -608,6 +608,14 @@ def test_report_command_without_a_warehouse(tmp_path: Path) -> None:
     assert not (tmp_path / "p.html").exists()
 
 
+def test_report_into_a_directory_is_one_clear_line(mixed_warehouse: Path, tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    for out in (".", "", str(tmp_path)):
+        result = CliRunner().invoke(app, ["report", out, "--db", str(mixed_warehouse), "--model", "llama-3-8b"])
+        assert (result.exit_code, result.output) == (1, f"error: cannot write {out or '.'}: Is a directory\n"), out
+
+
 def test_write_report_replaces_the_file_whole(warehouse: Path, tmp_path: Path) -> None:
     out = tmp_path / "sub" / "prices.html"
     r1 = write_report(warehouse, out, now=NOW, models=())
