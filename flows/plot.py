@@ -20,6 +20,7 @@ WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
 OPTION_COVERS: dict[str, list[str] | None] = {
     "on_demand": ["on_demand"], "spot": ["spot", "low_priority", "interruptible"],
     "low_priority": ["low_priority"], "interruptible": ["interruptible"], "any": None}
+LINE_STYLES = ("solid", "dashed", "dotted", "dashdot")
 SNAPSHOT_SPAN = timedelta(hours=1)  # one point per provider, this close together: one refresh, not a history
 
 HISTORY_SQL = """
@@ -104,6 +105,7 @@ def _option_words(option: str) -> str:
 
 def figure(history: PriceHistory) -> Any:
     """The matplotlib Figure of `history`: step lines over time, or bars for a single snapshot."""
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
@@ -127,11 +129,14 @@ def figure(history: PriceHistory) -> Any:
                      "a single refresh so far: no price history to draw yet", fontsize="medium")
         ax.grid(True, axis="x", alpha=0.3)
         return fig
-    for provider in sorted(history.series):
+    colours = len(matplotlib.rcParams["axes.prop_cycle"].by_key()["color"])
+    for i, provider in enumerate(sorted(history.series)):
         points = history.series[provider]
         xs = [t for t, _ in points]
         ys = [math.nan if p is None else p for _, p in points]
-        (line,) = ax.step(xs, ys, where="post", label=provider, linewidth=1.8)
+        # past the colour cycle (10), colours repeat: a dash pattern of its own tells the providers apart
+        style = LINE_STYLES[i // colours % len(LINE_STYLES)]
+        (line,) = ax.step(xs, ys, where="post", label=provider, linewidth=1.8, linestyle=style)
         changes = len(xs) - 1 if provider in history.extended else len(xs)  # a marker at every real change
         ax.plot(xs[:changes], ys[:changes], "o", markersize=3.5, color=line.get_color())
     locator = AutoDateLocator()

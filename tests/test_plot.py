@@ -187,3 +187,17 @@ def test_plot_never_writes_over_the_warehouse(history_db: Path, tmp_path: Path) 
         result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(out), "--db", str(db)])
         assert result.exit_code == 2 and result.output == f"error: {out} is the warehouse: name another file to write\n"
     assert db.read_bytes() == history_db.read_bytes()
+
+
+def test_every_provider_line_looks_different() -> None:
+    # An H100 plot of the replayed warehouse has 26 providers; matplotlib's colour cycle has 10, so aws and
+    # jarvislabs were the same blue line in the legend. Each provider's (colour, dash) is its own now.
+    from gpuledger.flows.plot import PriceHistory
+
+    names = [f"p{i:02d}" for i in range(26)]
+    h = PriceHistory("H100-SXM", "on_demand", series={n: [(D[0], 1.0 + i), (D[1], 2.0 + i)]
+                                                      for i, n in enumerate(names)})
+    handles, labels = figure(h).axes[0].get_legend_handles_labels()
+    assert labels == names
+    looks = {(line.get_color(), line.get_linestyle()) for line in handles}
+    assert len(looks) == 26
