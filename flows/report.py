@@ -35,7 +35,7 @@ select o.gpu_model,
             else coalesce(o.gpu_memory_gb_nominal, o.gpu_memory_gb) end as vram_gb,
        o.gpu_count, o.provider, o.region, o.zone, o.instance_type, o.purchase_option,
        o.price_per_gpu_hour, o.price_per_hour,
-       coalesce(o.spot_savings_pct,
+       coalesce(case when isfinite(o.spot_savings_pct) then o.spot_savings_pct end,  -- NaN: not a figure
                 case when o.purchase_option <> 'on_demand' and od.od_price > 0
                      then round(100.0 * (1 - o.price_per_hour / od.od_price), 1) end) as spot_discount_pct,
        coalesce(o.billing_granularity_s, p.billing_granularity_s) as billing_granularity_s,
