@@ -358,7 +358,10 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
     from gpuledger.warehouse.recommender import models_catalog
     from gpuledger.warehouse.recommender.recommend import DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS
 
-    chosen = list(dict.fromkeys(models_catalog.lookup(m).name for m in models))  # -m X -m x: one entry
+    try:
+        chosen = list(dict.fromkeys(models_catalog.lookup(m).name for m in models))  # -m X -m x: one entry
+    except models_catalog.UnknownModelError as e:  # `report` has no --params: not the recommender's hint
+        raise ValueError(str(e).split(" (or give the parameter count")[0]) from None
     flags: dict[str, int] = {}
     answers = {f"{m}|{k}": recommendation_view(con, m, k, now, stale_after_hours, flags)
                for m in chosen for k in methods}

@@ -608,6 +608,15 @@ def test_report_command_without_a_warehouse(tmp_path: Path) -> None:
     assert not (tmp_path / "p.html").exists()
 
 
+def test_an_unknown_model_names_no_option_report_lacks(mixed_warehouse: Path, tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "p.html"), "--db", str(mixed_warehouse), "-m", "gpt-9"])
+    assert result.exit_code == 2 and result.output.startswith("error: unknown model 'gpt-9'; did you mean ")
+    assert "--params" not in result.output and len(result.output.splitlines()) == 1  # recommend's option, not report's
+    assert not (tmp_path / "p.html").exists()
+
+
 def test_report_into_a_directory_is_one_clear_line(mixed_warehouse: Path, tmp_path: Path) -> None:
     app = typer.Typer()
     register(app)
