@@ -61,8 +61,9 @@ class PriceHistory:
 def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str = "on_demand",
                   providers: Sequence[str] | None = None) -> PriceHistory:
     """The step series the plot draws, straight from offer_history."""
+    given, purchase_option = purchase_option, purchase_option.strip().lower().replace("-", "_")  # SPOT, on-demand
     if purchase_option not in OPTION_COVERS:
-        raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(OPTION_COVERS)}")
+        raise WarehouseError(f"unknown purchase option {given!r}; use {', '.join(OPTION_COVERS)}")
     gpu = resolve_names("GPU", [gpu], known_names(con, "GPU"))[0]  # any case; unknown: the nearest named
     providers = resolve_names("provider", providers or (), known_names(con, "provider"))
     params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],

@@ -82,6 +82,11 @@ def test_spot_and_provider_filters(history_db: Path, tmp_path: Path) -> None:
     assert h.snapshot is None
     h = plot_price_history(history_db, "H100-SXM", tmp_path / "bids.png", purchase_option="interruptible")
     assert h.series == {"vastai": [(D[1], 1.60), (D[3], 1.40)]}
+    # an option in any case, with a hyphen as the picture writes it ("on-demand"), is the same option
+    assert plot_price_history(history_db, "H100-SXM", tmp_path / "s.png", purchase_option="SPOT").series == {
+        "aws": [(D[0], 5.0), (D[4], 5.0)], "vastai": [(D[1], 1.60), (D[3], 1.40)]}
+    assert plot_price_history(history_db, "L4", tmp_path / "o.png", purchase_option="On-Demand").series == {
+        "aws": [(D[0], 0.805), (D[4], 0.805)]}
     h = plot_price_history(history_db, "H100-SXM", tmp_path / "gcp.png", providers=["gcp", "lambda"])
     assert sorted(h.series) == ["gcp", "lambda"]
     h = plot_price_history(history_db, "L4", tmp_path / "l4.png")
