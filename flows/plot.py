@@ -65,7 +65,10 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
     if purchase_option not in OPTION_COVERS:
         raise WarehouseError(f"unknown purchase option {given!r}; use {', '.join(OPTION_COVERS)}")
     gpu = resolve_names("GPU", [gpu], known_names(con, "GPU"))[0]  # any case; unknown: the nearest named
-    providers = resolve_names("provider", providers or (), known_names(con, "provider"))
+    from gpuledger.adapters.registry import SOURCES
+
+    # a registered source this warehouse never loaded is a provider without history, not an unknown name
+    providers = resolve_names("provider", providers or (), {*known_names(con, "provider"), *SOURCES})
     params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],
               "providers": list(providers) if providers else None}
     rows = con.execute(HISTORY_SQL, params).fetchall()

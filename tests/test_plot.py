@@ -106,6 +106,10 @@ def test_plot_command(history_db: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no price history for GPU 'H200-SXM'; GPUs with history: A100-SXM4-80, H100-SXM, L4" in result.output
     assert not (tmp_path / "x.png").exists()
+    # a registered source this warehouse never loaded: no history from it, not "unknown provider 'hotaisle'"
+    result = runner.invoke(app, ["plot", "--gpu", "H100-SXM", "-p", "HotAisle", str(tmp_path / "x.png"),
+                                 "--db", str(history_db)])
+    assert (result.exit_code, result.output) == (2, "error: no on_demand price history for H100-SXM from hotaisle\n")
     # a family has history through its models: say which, rather than "no price history for GPU 'H100'"
     result = runner.invoke(app, ["plot", "--gpu", "h100", str(tmp_path / "x.png"), "--db", str(history_db)])
     assert result.exit_code == 2 and not (tmp_path / "x.png").exists()
