@@ -13,14 +13,15 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.warehouse.offer_filter import known_names, resolve_names
-from gpuledger.warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.store import WarehouseError, db_path, open_reader
 
 WIDTH_IN, HEIGHT_IN, DPI = 10.0, 5.5, 120  # 1200 x 660 pixels
 # The purchase options each choice of --option covers (None: all).
 OPTION_COVERS: dict[str, list[str] | None] = {
     "on_demand": ["on_demand"], "spot": ["spot", "low_priority", "interruptible"],
     "low_priority": ["low_priority"], "interruptible": ["interruptible"], "any": None}
-SNAPSHOT_SPAN = timedelta(hours=1)  # points closer together than this are one refresh, not a history
+LINE_STYLES = ("solid", "dashed", "dotted", "dashdot")
+SNAPSHOT_SPAN = timedelta(hours=1)  # one point per provider, this close together: one refresh, not a history
 
 HISTORY_SQL = """
 with h as (
@@ -60,15 +61,24 @@ class PriceHistory:
 def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str = "on_demand",
                   providers: Sequence[str] | None = None) -> PriceHistory:
     """The step series the plot draws, straight from offer_history."""
+    given, purchase_option = purchase_option, purchase_option.strip().lower().replace("-", "_")  # SPOT, on-demand
     if purchase_option not in OPTION_COVERS:
-        raise WarehouseError(f"unknown purchase option {purchase_option!r}; use {', '.join(OPTION_COVERS)}")
+        raise WarehouseError(f"unknown purchase option {given!r}; use {', '.join(OPTION_COVERS)}")
     gpu = resolve_names("GPU", [gpu], known_names(con, "GPU"))[0]  # any case; unknown: the nearest named
-    providers = resolve_names("provider", providers or (), known_names(con, "provider"))
+    from gpuledger.adapters.registry import SOURCES
+
+    # a registered source this warehouse never loaded is a provider without history, not an unknown name
+    providers = resolve_names("provider", providers or (), {*known_names(con, "provider"), *SOURCES})
     params = {"gpu": gpu, "options": OPTION_COVERS[purchase_option],
               "providers": list(providers) if providers else None}
     rows = con.execute(HISTORY_SQL, params).fetchall()
     if not rows:
         known = [r[0] for r in con.execute("select distinct gpu_model from offer_history order by 1").fetchall()]
+        variants = [r[0] for r in con.execute("select gpu_model from gpu_models where family = $gpu and gpu_model "
+                                              "<> $gpu order by 1", {"gpu": gpu}).fetchall()]
+        if variants and gpu not in known:  # a family (H100): one line is one model
+            raise WarehouseError(f"{gpu} is a family; plot one of its models: "
+                                 f"{', '.join(v for v in variants if v in known) or 'none with history'}")
         if gpu not in known:
             raise WarehouseError(f"no price history for GPU {gpu!r}; GPUs with history: {', '.join(known) or 'none'}")
         raise WarehouseError(f"no {purchase_option} price history for {gpu}"
@@ -82,7 +92,9 @@ def price_history(con: duckdb.DuckDBPyConnection, gpu: str, purchase_option: str
             points.append((last_seen, points[-1][1]))  # still the price when last seen
             result.extended.add(provider)
     instants = [t for points in result.series.values() for t, _ in points]
-    if max(instants) - min(instants) < SNAPSHOT_SPAN:
+    # Providers of one refresh are merged seconds or minutes apart; a provider with a second point was
+    # scraped again (an hourly refresh is under an hour later), and that is history.
+    if all(len(points) == 1 for points in result.series.values()) and max(instants) - min(instants) < SNAPSHOT_SPAN:
         result.snapshot = max(instants)
     return result
 
@@ -97,6 +109,7 @@ def _option_words(option: str) -> str:
 
 def figure(history: PriceHistory) -> Any:
     """The matplotlib Figure of `history`: step lines over time, or bars for a single snapshot."""
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
@@ -120,11 +133,14 @@ def figure(history: PriceHistory) -> Any:
                      "a single refresh so far: no price history to draw yet", fontsize="medium")
         ax.grid(True, axis="x", alpha=0.3)
         return fig
-    for provider in sorted(history.series):
+    colours = len(matplotlib.rcParams["axes.prop_cycle"].by_key()["color"])
+    for i, provider in enumerate(sorted(history.series)):
         points = history.series[provider]
         xs = [t for t, _ in points]
         ys = [math.nan if p is None else p for _, p in points]
-        (line,) = ax.step(xs, ys, where="post", label=provider, linewidth=1.8)
+        # past the colour cycle (10), colours repeat: a dash pattern of its own tells the providers apart
+        style = LINE_STYLES[i // colours % len(LINE_STYLES)]
+        (line,) = ax.step(xs, ys, where="post", label=provider, linewidth=1.8, linestyle=style)
         changes = len(xs) - 1 if provider in history.extended else len(xs)  # a marker at every real change
         ax.plot(xs[:changes], ys[:changes], "o", markersize=3.5, color=line.get_color())
     locator = AutoDateLocator()
@@ -140,9 +156,17 @@ def figure(history: PriceHistory) -> Any:
     return fig
 
 
+def not_the_warehouse(db: str | os.PathLike[str] | None, out: str | os.PathLike[str]) -> None:
+    """WarehouseError when `out` is the warehouse file itself (`gpuledger report gpuledger.duckdb` replaced it)."""
+    warehouse = db_path(db)
+    if Path(out).exists() and warehouse.exists() and os.path.samefile(out, warehouse):
+        raise WarehouseError(f"{out} is the warehouse: name another file to write")
+
+
 def plot_price_history(db: str | os.PathLike[str] | None, gpu: str, out: str | os.PathLike[str],
                        purchase_option: str = "on_demand", providers: Sequence[str] | None = None) -> PriceHistory:
     """Read the history (read-only), draw it to the PNG `out`, and return what was plotted, its path set."""
+    not_the_warehouse(db, out)
     with open_reader(db) as con:
         history = price_history(con, gpu, purchase_option, providers)
     history.path = Path(out)

@@ -3,11 +3,13 @@ under a CSP that forbids fetching; the script renders the data with `textContent
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import html
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.adapters.registry import SOURCES
-from gpuledger.flows.plot import utc_minute
+from gpuledger.flows.plot import not_the_warehouse, utc_minute
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
@@ -33,7 +35,7 @@ select o.gpu_model,
             else coalesce(o.gpu_memory_gb_nominal, o.gpu_memory_gb) end as vram_gb,
        o.gpu_count, o.provider, o.region, o.zone, o.instance_type, o.purchase_option,
        o.price_per_gpu_hour, o.price_per_hour,
-       coalesce(o.spot_savings_pct,
+       coalesce(case when isfinite(o.spot_savings_pct) then o.spot_savings_pct end,  -- NaN: not a figure
                 case when o.purchase_option <> 'on_demand' and od.od_price > 0
                      then round(100.0 * (1 - o.price_per_hour / od.od_price), 1) end) as spot_discount_pct,
        coalesce(o.billing_granularity_s, p.billing_granularity_s) as billing_granularity_s,
@@ -71,7 +73,8 @@ def report_providers(con: duckdb.DuckDBPyConnection, now: datetime,
     """Every provider with a scrape run and every registered source (never loaded: state `never`)."""
     facts = {r[0]: r[1:] for r in con.execute(
         "select provider, display_name, billing_granularity_s, minimum_charge_s from providers").fetchall()}
-    offers = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
+    offers = dict(con.execute("select provider, count(*) from offers where term_months is null "  # the page's offers
+                              "group by provider").fetchall())
     out = []
     for f in provider_freshness(con, stale_after_hours, now, SOURCES):
         name, gran, minimum = facts.get(f.provider, (None, None, None))
@@ -245,6 +248,9 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                       lambda b: _billing(*b))
         elif key in numeric:
             cols[key] = encode_column(values, label=_clean_number)
+        elif key == "avail":  # counts in their order: "yes (9)" before "yes (10)"
+            cols[key] = encode_column(values, lambda v: ([int(t) if t.isdigit() else t.casefold()
+                                                          for t in re.split(r"(\d+)", v)], v))
         else:
             cols[key] = encode_column(values, lambda v: (v.casefold(), v))
     return {"n": len(ordered), "cols": cols}
@@ -332,7 +338,8 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
         for spot in (False, True):
             rec = recommend(con, RecommendRequest(method=method, model=model, as_of=now, spot=spot, tokens=tokens,
                                                   max_age_hours=stale_after_hours, top=POOL_TOP))
-            answer = answer or rec  # the default job's, on demand
+            if tokens is None and not spot:
+                answer = rec  # the default job's, on demand: what `gpuledger recommend` answers
             for c in rec.candidates:
                 if c.tokens_per_s is not None:
                     pool.setdefault((c.provider, c.region, c.instance_type, c.purchase_option), _tuning_row(c, flags))
@@ -351,7 +358,10 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
     from gpuledger.warehouse.recommender import models_catalog
     from gpuledger.warehouse.recommender.recommend import DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS
 
-    chosen = [models_catalog.lookup(m).name for m in models]
+    try:
+        chosen = list(dict.fromkeys(models_catalog.lookup(m).name for m in models))  # -m X -m x: one entry
+    except models_catalog.UnknownModelError as e:  # `report` has no --params: not the recommender's hint
+        raise ValueError(str(e).split(" (or give the parameter count")[0]) from None
     flags: dict[str, int] = {}
     answers = {f"{m}|{k}": recommendation_view(con, m, k, now, stale_after_hours, flags)
                for m in chosen for k in methods}
@@ -375,7 +385,8 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
         "generated_at_ms": ms(generated_at), "stale_after_hours": stale_after_hours,
         "columns": [c.__dict__ for c in COLUMNS],
         "providers": [{"provider": p.provider, "last_ok_ms": ms(p.last_ok),
-                       "failed": p.last_state not in (None, "ok")} for p in providers],
+                       "failed": p.last_state not in (None, "ok", "not_configured"),
+                       "not_configured": p.last_state == "not_configured"} for p in providers],
         "offers": offer_columns(rows),
         "gpus": list(gpus),
         "tuning": tuning or {"models": [], "methods": [], "answers": {}, "flags": [], "tiers": {},
@@ -400,6 +411,9 @@ def _asset(name: str) -> str:
     return (ASSETS / name).read_text(encoding="utf-8")
 
 
+STATE_SHOWN = {NEVER: "never loaded", "not_configured": "not configured"}  # as `gpuledger status` says them
+
+
 def _freshness_html(providers: Sequence[ReportProvider]) -> str:
     rows = []
     for p in providers:
@@ -408,7 +422,7 @@ def _freshness_html(providers: Sequence[ReportProvider]) -> str:
         err = f'<td class="err">{_e(p.last_error)}</td>' if failed else "<td></td>"
         rows.append(
             f'<tr class="f-{_e(p.state)}" data-provider="{_e(p.provider)}"><td>{_e(p.display_name)}</td>'
-            f'<td class="state">{_e("never loaded" if p.state == NEVER else p.state)}</td><td>{_e(when)}</td>'
+            f'<td class="state">{_e(STATE_SHOWN.get(p.state, p.state))}</td><td>{_e(when)}</td>'
             f'<td class="age">{_e(_age(p.age_hours))}</td><td>{p.offers}</td>'
             f"<td>{_e(_billing(p.billing_granularity_s, p.minimum_charge_s))}</td>{err}</tr>")
     return ('<div class="wrap"><table id="freshness"><thead><tr><th>provider</th><th>state</th>'
@@ -423,8 +437,9 @@ def _options(rows: Sequence[dict[str, Any]], field: str) -> str:
 
 
 def loaded_count(providers: Sequence[ReportProvider]) -> int:
-    """Providers with at least one scrape run (the others are registered sources never loaded)."""
-    return sum(p.state != NEVER for p in providers)
+    """Providers with offers on the page (not those never loaded, nor those whose every run failed or was
+    not configured)."""
+    return sum(p.offers > 0 for p in providers)
 
 
 def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider], generated_at: datetime,
@@ -448,6 +463,9 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
                  now: datetime | None = None, models: Sequence[str] = COMMON_MODELS) -> Report:
     """Read the warehouse and write the page to `out` (whole, then renamed), with `models`' fine-tuning answers."""
     now = now or datetime.now(timezone.utc)
+    not_the_warehouse(db, out)
+    if not Path(out).name:  # "." or "": a directory, said as for any other (not "PosixPath('.') has an empty name")
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(out))
     with open_reader(db) as con:
         providers = report_providers(con, now, stale_after_hours)
         rows = report_rows(con, egress_gb, providers)

@@ -98,6 +98,8 @@ def show_gpus_command(
 
     if gpu and listing_gpu:
         raise fail("name the GPU once: `show-gpus H100` lists it per provider, `--gpu H100` filters the summary", 2)
+    if "" in (gpu, listing_gpu):  # `show-gpus "$GPU"` with GPU unset: not the summary of every GPU
+        raise fail("the GPU name is empty: name a model (H100-SXM) or a family (H100)", 2)
     selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
                             regions=tuple(region), max_price=max_price, commitments=commitments)
     with open_reader(db) as con:  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)

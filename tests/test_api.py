@@ -206,7 +206,9 @@ def test_show_gpus_bad_input_is_one_line_exit_2(warehouse: Path, tmp_path: Path)
     for args, message in ((["--gpu", "H1000"], "error: unknown GPU 'H1000'; did you mean H100, "),
                           (["H1000"], "error: unknown GPU 'H1000'; did you mean H100, "),
                           (["-p", "lambdda"], "error: unknown provider 'lambdda'; did you mean lambda"),
-                          (["--region", "mars-1"], "error: unknown region 'mars-1'; did you mean ")):
+                          (["--region", "mars-1"], "error: unknown region 'mars-1'; did you mean "),
+                          ([""], "error: the GPU name is empty: name a model (H100-SXM) or a family (H100)"),
+                          (["--gpu", ""], "error: the GPU name is empty: ")):
         result = show("--db", str(warehouse), *args)
         assert result.exit_code == 2 and result.output.startswith(message), (args, result.output)
         assert len(result.output.strip().splitlines()) == 1, result.output

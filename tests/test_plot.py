@@ -82,6 +82,11 @@ def test_spot_and_provider_filters(history_db: Path, tmp_path: Path) -> None:
     assert h.snapshot is None
     h = plot_price_history(history_db, "H100-SXM", tmp_path / "bids.png", purchase_option="interruptible")
     assert h.series == {"vastai": [(D[1], 1.60), (D[3], 1.40)]}
+    # an option in any case, with a hyphen as the picture writes it ("on-demand"), is the same option
+    assert plot_price_history(history_db, "H100-SXM", tmp_path / "s.png", purchase_option="SPOT").series == {
+        "aws": [(D[0], 5.0), (D[4], 5.0)], "vastai": [(D[1], 1.60), (D[3], 1.40)]}
+    assert plot_price_history(history_db, "L4", tmp_path / "o.png", purchase_option="On-Demand").series == {
+        "aws": [(D[0], 0.805), (D[4], 0.805)]}
     h = plot_price_history(history_db, "H100-SXM", tmp_path / "gcp.png", providers=["gcp", "lambda"])
     assert sorted(h.series) == ["gcp", "lambda"]
     h = plot_price_history(history_db, "L4", tmp_path / "l4.png")
@@ -101,6 +106,14 @@ def test_plot_command(history_db: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no price history for GPU 'H200-SXM'; GPUs with history: A100-SXM4-80, H100-SXM, L4" in result.output
     assert not (tmp_path / "x.png").exists()
+    # a registered source this warehouse never loaded: no history from it, not "unknown provider 'hotaisle'"
+    result = runner.invoke(app, ["plot", "--gpu", "H100-SXM", "-p", "HotAisle", str(tmp_path / "x.png"),
+                                 "--db", str(history_db)])
+    assert (result.exit_code, result.output) == (2, "error: no on_demand price history for H100-SXM from hotaisle\n")
+    # a family has history through its models: say which, rather than "no price history for GPU 'H100'"
+    result = runner.invoke(app, ["plot", "--gpu", "h100", str(tmp_path / "x.png"), "--db", str(history_db)])
+    assert result.exit_code == 2 and not (tmp_path / "x.png").exists()
+    assert result.output == "error: H100 is a family; plot one of its models: H100-SXM\n"
 
 
 def boxes(fig: Any) -> tuple[Any, Any]:
@@ -147,3 +160,53 @@ def test_a_single_snapshot_says_so(snapshot_db: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(tmp_path / "cli.png"), "--db", str(snapshot_db)])
     assert result.exit_code == 0, result.output
     assert "H100-SXM: a single snapshot (2026-11-01 03:00 UTC) of 2 providers: no history yet" in result.output
+
+
+def test_two_refreshes_under_an_hour_apart_are_history(tmp_path: Path) -> None:
+    # The market cadence refreshes every hour: vastai's bid moved between two refreshes 50 minutes apart,
+    # and lambda's only H100 was gone at the second. Neither is "a single refresh".
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        bid = dict(gpu="H100-SXM", count=1, region="US", option="interruptible")
+        a100 = offer("gpu_1x_a100_sxm4_80gb", 1.29, gpu="A100-SXM4-80", count=1, region="us-west-1")
+        later = 50 / (24 * 60)
+        load_day(con, "vastai", [offer("1x H100-SXM", 1.60, **bid)], 0, "refresh-1")
+        load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.49, count=1, region="us-west-1"), a100], 0, "refresh-1")
+        load_day(con, "vastai", [offer("1x H100-SXM", 1.40, **bid)], later, "refresh-2")
+        load_day(con, "lambda", [a100], later, "refresh-2")
+    finally:
+        con.close()
+    t1 = D[0] + timedelta(minutes=50)
+    h = plot_price_history(db, "H100-SXM", tmp_path / "spot.png", purchase_option="spot")
+    assert h.series == {"vastai": [(D[0], 1.60), (t1, 1.40)]} and h.snapshot is None
+    assert "one snapshot" not in figure(h).axes[0].get_title()
+    h = plot_price_history(db, "H100-SXM", tmp_path / "od.png")  # drawn, where it raised ValueError (max of nothing)
+    assert h.series == {"lambda": [(D[0], 2.49), (t1, None)]} and h.snapshot is None
+    assert png_size(tmp_path / "od.png") == (1200, 660)
+
+
+def test_plot_never_writes_over_the_warehouse(history_db: Path, tmp_path: Path) -> None:
+    from gpuledger.flows.cli import app
+
+    db = tmp_path / "ledger.duckdb"
+    db.write_bytes(history_db.read_bytes())
+    (tmp_path / "link.png").symlink_to(db)  # the same file under another name
+    for out in (db, tmp_path / "link.png"):
+        result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(out), "--db", str(db)])
+        assert result.exit_code == 2 and result.output == f"error: {out} is the warehouse: name another file to write\n"
+    assert db.read_bytes() == history_db.read_bytes()
+
+
+def test_every_provider_line_looks_different() -> None:
+    # An H100 plot of the replayed warehouse has 26 providers; matplotlib's colour cycle has 10, so aws and
+    # jarvislabs were the same blue line in the legend. Each provider's (colour, dash) is its own now.
+    from gpuledger.flows.plot import PriceHistory
+
+    names = [f"p{i:02d}" for i in range(26)]
+    h = PriceHistory("H100-SXM", "on_demand", series={n: [(D[0], 1.0 + i), (D[1], 2.0 + i)]
+                                                      for i, n in enumerate(names)})
+    handles, labels = figure(h).axes[0].get_legend_handles_labels()
+    assert labels == names
+    looks = {(line.get_color(), line.get_linestyle()) for line in handles}
+    assert len(looks) == 26

@@ -220,7 +220,7 @@ def job_cost(c: dict[str, Any], tiers: dict[str, Any], tokens: float, runs: int)
 def test_fine_tuning_answers_are_the_recommenders(warehouse: Path) -> None:
     con = open_reader(warehouse)
     try:
-        tuning = fine_tuning(con, NOW, models=["Llama-3-8B"], methods=["qlora"])
+        tuning = fine_tuning(con, NOW, models=["Llama-3-8B", "llama-3-8b"], methods=["qlora"])  # one model
         direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15))
         small = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6,
                                                 spot=True, runs=1))
@@ -608,6 +608,23 @@ def test_report_command_without_a_warehouse(tmp_path: Path) -> None:
     assert not (tmp_path / "p.html").exists()
 
 
+def test_an_unknown_model_names_no_option_report_lacks(mixed_warehouse: Path, tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "p.html"), "--db", str(mixed_warehouse), "-m", "gpt-9"])
+    assert result.exit_code == 2 and result.output.startswith("error: unknown model 'gpt-9'; did you mean ")
+    assert "--params" not in result.output and len(result.output.splitlines()) == 1  # recommend's option, not report's
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_report_into_a_directory_is_one_clear_line(mixed_warehouse: Path, tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    for out in (".", "", str(tmp_path)):
+        result = CliRunner().invoke(app, ["report", out, "--db", str(mixed_warehouse), "--model", "llama-3-8b"])
+        assert (result.exit_code, result.output) == (1, f"error: cannot write {out or '.'}: Is a directory\n"), out
+
+
 def test_write_report_replaces_the_file_whole(warehouse: Path, tmp_path: Path) -> None:
     out = tmp_path / "sub" / "prices.html"
     r1 = write_report(warehouse, out, now=NOW, models=())
@@ -646,3 +663,130 @@ def test_filter_and_sort_at_100000_offers_under_100_ms(warehouse: Path, browser:
     best = {k: min(r[k] for r in runs) for k in runs[0] if k not in ("rendered", "filtered")}
     print("ms at 100,000 offers (best of 9):", {k: round(v, 1) for k, v in best.items()})
     assert max(best.values()) < 100, best
+
+
+@pytest.fixture(scope="module")
+def mixed_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """acme: two offers to rent now and a 1-year reservation; beta: loaded once, then not configured;
+    gamma: only ever failed; delta: only ever not configured."""
+    from gpuledger.warehouse.pending import ScrapeOutcome
+    from gpuledger.warehouse.store import AnomalyPolicy, load_outcome
+
+    db = tmp_path_factory.mktemp("mixed") / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "acme", [offer("a.8x", 24.0), offer("a.8x", 12.0, option="spot"),
+                               offer("a.8x", 16.0, option="reserved_1y_no_upfront", term_months=12,
+                                     payment_option="no_upfront")], 0)
+        load_day(con, "beta", [offer("b.1x", 2.0, count=1)], 0)
+        load_day(con, "gamma", None, 0, error="gamma: HTTP 503")
+        for provider, day in (("beta", 1), ("delta", 0)):
+            when = T0 + timedelta(days=day)
+            load_outcome(con, ScrapeOutcome(provider, "live", when, when, state="not_configured",
+                                            error=f"{provider}: BETA_API_KEY is not set"),
+                         f"refresh-nc-{provider}", AnomalyPolicy(), now=when)
+    finally:
+        con.close()
+    return db
+
+
+def test_offer_counts_are_the_pages_offers(mixed_warehouse: Path, tmp_path: Path) -> None:
+    # A reservation is not on the page (it compares what can be rented now): the freshness table's offers
+    # count and the header's providers count what the offers view shows, not the warehouse's commitments,
+    # nor providers that never gave an offer.
+    out = tmp_path / "p.html"
+    report = write_report(mixed_warehouse, out, now=T0 + timedelta(days=1, hours=1), models=())
+    page = out.read_text()
+    assert sql(mixed_warehouse, "select count(*) from offers where provider = 'acme'") == [(3,)]
+    assert len(report.rows) == 3 and sorted(r["provider"] for r in report.rows) == ["acme", "acme", "beta"]
+    assert "3 current offers from 2 providers." in page  # acme and beta; not gamma, delta
+    assert re.search(r'data-provider="acme"><td>acme</td>.*?<td class="age">[^<]*</td><td>2</td>', page)
+    assert re.search(r'data-provider="gamma"><td>gamma</td>.*?<td class="age">[^<]*</td><td>0</td>', page)
+
+
+def test_a_provider_not_configured_is_not_shown_as_failed(mixed_warehouse: Path, browser: Any, tmp_path: Path) -> None:
+    # As `gpuledger status` says: beta's latest run found no credentials (not configured, its earlier offers
+    # kept); gamma's every run failed; delta was never configured.
+    out = tmp_path / "p.html"
+    write_report(mixed_warehouse, out, now=T0 + timedelta(days=1, hours=1), models=())
+    assert '<tr class="f-not_configured" data-provider="beta"><td>beta</td><td class="state">not configured</td>' \
+        in out.read_text()
+
+    def states(now: datetime) -> tuple[dict[str, tuple[str, str]], str]:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.clock.set_fixed_time(now)
+        page.goto(out.as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        got = {name: (page.locator(f"#freshness tr[data-provider={name}] td.state").text_content(),
+                      page.locator(f"#freshness tr[data-provider={name}] td.age").text_content())
+               for name in ("acme", "beta", "gamma", "delta")}
+        warning = page.text_content("#stale") if page.is_visible("#stale") else ""
+        page.close()
+        return got, warning
+
+    got, warning = states(T0 + timedelta(days=1, hours=1))
+    assert got == {"acme": ("ok", "25 h"), "beta": ("not configured", "25 h"), "gamma": ("failed", "never"),
+                   "delta": ("not configured", "never")}
+    assert warning == ""
+    got, warning = states(T0 + timedelta(days=3))  # beyond the 36 h: beta's kept offers are old now too
+    assert got["acme"] == ("stale", "3 d") and got["beta"] == ("not configured", "3 d")
+    assert warning == "Not fresh: acme (data 3 d old), beta (not configured, data 3 d old). Their prices may have moved."
+
+
+def test_availability_sorts_by_count() -> None:
+    # The column sorts by its dictionary's order: a count of 120 GPUs free is more than 9, not less.
+    blank = dict.fromkeys(("gpu_model", "vram_gb", "gpu_count", "price_per_hour", "spot_discount_pct",
+                           "interruption_risk", "vcpus", "ram_gb", "obtainable", "reliability", "egress_usd",
+                           "egress_source", "billing_granularity_s", "minimum_charge_s"))
+    avail = [(True, 120), (True, 9), (False, None), (True, 10), (True, None), (None, None), (True, 2)]
+    rows = [{**blank, "provider": "p", "region": "r", "zone": "", "instance_type": f"i{i}",
+             "purchase_option": "on_demand", "price_per_gpu_hour": 1.0 + i, "available": a, "available_count": n,
+             "availability_level": "high" if a is None else None} for i, (a, n) in enumerate(avail)]
+    data = offer_columns(rows)
+    assert data["cols"]["avail"]["dict"] == ["high", "no", "yes", "yes (2)", "yes (9)", "yes (10)", "yes (120)"]
+    assert decoded(data, "avail") == ["yes (120)", "yes (9)", "no", "yes (10)", "yes", "high", "yes (2)"]
+
+
+def test_report_never_writes_over_the_warehouse(mixed_warehouse: Path, tmp_path: Path) -> None:
+    # `gpuledger report gpuledger.duckdb` (the warehouse named where the page goes) replaced the warehouse
+    # with the page: refused now, in one line, the warehouse untouched.
+    db = tmp_path / "gpuledger.duckdb"
+    shutil.copy(mixed_warehouse, db)
+    before = db.read_bytes()
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(app, ["report", str(db), "--db", str(db)])
+    assert result.exit_code == 2 and result.output == f"error: {db} is the warehouse: name another file to write\n"
+    assert db.read_bytes() == before and sql(db, "select count(*) from offers") == [(4,)]
+
+
+def test_left_out_offers_are_the_default_jobs(warehouse: Path) -> None:
+    # "Left out, cheaper by the hour" depends on the job (offers cheaper than the first ranked one): the page
+    # shows the default job, as `gpuledger recommend --model llama-3-8b --method full` does, not a 3M-token job's.
+    con = open_reader(warehouse)
+    try:
+        answer = fine_tuning(con, NOW, models=["llama-3-8b"], methods=["full"])["answers"]["llama-3-8b|full"]
+        default = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=NOW, top=15))
+        small = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6))
+    finally:
+        con.close()
+    names = [f"{o['provider']} {o['instance_type']} (" for o in default.left_out]
+    assert names and names != [f"{o['provider']} {o['instance_type']} (" for o in small.left_out]
+    assert [n[:len(p)] for n, p in zip(answer["left_out"], names)] == names and len(answer["left_out"]) == len(names)
+    assert answer["left_out"][0].startswith("vastai 8x L4 (8 × L4, $")
+
+
+def test_a_spot_discount_that_is_not_a_number_does_not_sink_the_page(tmp_path: Path) -> None:
+    # The record contract lets spot_savings_pct be NaN; one such offer made `gpuledger report` fail whole with
+    # "Out of range float values are not JSON compliant". It is no figure: the page computes the discount.
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "acme", [offer("a.8x", 24.0), offer("a.8x", 12.0, option="spot", spot_savings_pct=math.nan)], 0)
+    finally:
+        con.close()
+    assert sql(db, "select isnan(spot_savings_pct) from offers where purchase_option = 'spot'") == [(True,)]
+    report = write_report(db, tmp_path / "p.html", now=NOW, models=())
+    spot = next(r for r in report.rows if r["purchase_option"] == "spot")
+    assert spot["spot_discount_pct"] == 50.0  # 12 against the same type's 24 on demand
+    assert "Generated by gpuledger" in (tmp_path / "p.html").read_text()

@@ -19,9 +19,11 @@
   D.providers.forEach(function (p) { prov[p.provider] = p; });
   var provOfCode = dicts.provider.map(function (name) { return prov[name] || null; });
   function ageHours(p) { return p && p.last_ok_ms != null ? (Date.now() - p.last_ok_ms) / HOUR : null; }
-  function stateOf(p) {
-    if (!p || p.last_ok_ms == null) return "never";
+  function stateOf(p) {  // the latest attempt's state first, as `gpuledger status` judges it
+    if (!p) return "never";
+    if (p.not_configured) return "not_configured";  // credentials not set: skipped, not failed
     if (p.failed) return "failed";
+    if (p.last_ok_ms == null) return "never";
     return ageHours(p) > D.stale_after_hours ? "stale" : "ok";
   }
   function ageText(h) {
@@ -504,10 +506,13 @@
     Array.prototype.forEach.call($("freshness").tBodies[0].rows, function (tr) {
       var p = prov[tr.dataset.provider], state = stateOf(p);
       tr.className = "f-" + state;
-      tr.querySelector("td.state").textContent = state === "never" ? "never loaded" : state;
-      tr.querySelector("td.age").textContent = ageText(ageHours(p));
-      if (state === "stale" || state === "failed") late.push(p.provider + " (" + (state === "failed" ?
-        "last scrape failed, data " : "data ") + ageText(ageHours(p)) + " old)");
+      var skipped = state === "not_configured", h = ageHours(p);
+      tr.querySelector("td.state").textContent = state === "never" ? "never loaded" : skipped ? "not configured" : state;
+      tr.querySelector("td.age").textContent = ageText(h);
+      if (h != null && (state === "stale" || state === "failed" || (skipped && h > D.stale_after_hours))) {
+        late.push(p.provider + " (" + (state === "failed" ? "last scrape failed, data " : skipped ?
+          "not configured, data " : "data ") + ageText(h) + " old)");
+      }
     });
     // Said on the page, not in a tooltip: whose prices may have moved since.
     $("stale").hidden = !late.length;
