@@ -156,6 +156,22 @@ def test_bad_rows_are_quarantined_with_reason_and_duplicates_kept_once(con) -> N
     assert current(con) == [("g5.xlarge", 1.006), ("p5.48xlarge", 55.04)]
 
 
+@pytest.mark.parametrize("field, value", [("spot_savings_pct", float("nan")), ("spot_savings_pct", float("inf")),
+                                          ("reliability", float("nan"))])
+def test_a_figure_that_is_not_a_number_is_quarantined(field: str, value: float) -> None:
+    # a NaN discount once passed the contract and failed the comparison page's JSON as a whole
+    b = Batch("vastai")
+    kept = b.offer("m1", {"dph": 1.2}, region="US", instance_type="1x RTX 4090", purchase_option="spot",
+                   gpu_model="RTX-4090", gpu_name_reported="RTX 4090", gpu_vendor="NVIDIA", gpu_count=1,
+                   price_per_hour=0.4, source_currency="USD", source_price_per_hour=0.4, **{field: value})
+    assert not kept and not b.offers
+    assert [(q.source_ref, q.reason) for q in b.quarantined] == [("m1", f"contract: {field}: Input should be a "
+                                                                        "finite number")]
+    assert b.offer("m2", {}, region="US", instance_type="1x RTX 4090", purchase_option="spot", gpu_model="RTX-4090",
+                   gpu_name_reported="RTX 4090", gpu_vendor="NVIDIA", gpu_count=1, price_per_hour=0.4,
+                   source_currency="USD", source_price_per_hour=0.4, spot_savings_pct=-3.5, reliability=0.98)
+
+
 def test_migration_upgrades_in_place_without_losing_history(db: Path) -> None:
     con = duckdb.connect(str(db))
     assert migrate(con) == [1, *(version for version, _, _ in UPGRADES)]  # a new warehouse: at the current version

@@ -143,8 +143,8 @@ class Offer(_Record):
     available_count: int | None = None
     availability_level: str | None = None  # source's own words: "high", "low", "offered"
     interruption_risk: str | None = None  # e.g. AWS Spot Advisor bucket "<5%"
-    spot_savings_pct: float | None = None
-    reliability: float | None = None  # marketplace host reliability, 0..1
+    spot_savings_pct: float | None = Field(None, allow_inf_nan=False)  # negative when spot costs more
+    reliability: float | None = Field(None, allow_inf_nan=False)  # marketplace host reliability, 0..1
 
     provider_data: str = "{}"  # JSON: source fields without a column of their own
     operated_by: str = Field(min_length=1)  # the cloud running it: `provider`, or the one an aggregator resells
