@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import json
@@ -25,13 +26,13 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
-from gpuledger.flows.ops_cli import DbOption, finite
+from gpuledger.flows.ops_cli import DbOption, StaleAfterOption
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
-from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, provider_freshness
+from gpuledger.warehouse.freshness import NEVER, provider_freshness
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
     WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged, open_reader,
@@ -419,8 +420,7 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
 @app.command()
 def status(
     db: Optional[Path] = DbOption,
-    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
-                                            help="Hours after which a provider's last success counts as stale."),
+    stale_after_hours: float = StaleAfterOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Judge only these providers (repeatable)."),
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
@@ -504,15 +504,26 @@ for _command in app.registered_commands:
     _command.callback = _warehouse_guard(_command.callback)
 
 
+# A write that fails for want of room or of a working device: one line, not the traceback of the write.
+UNWRITABLE_OUTPUT = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
 def main() -> None:
     """The `gpuledger` command: an invalid setting is one line; text the terminal cannot encode is escaped."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     try:
-        app()
+        try:
+            app()
+        finally:
+            sys.stdout.flush()  # here, not at exit, where a failed write is only a warning and code 120
     except SettingsError as err:
         raise SystemExit(fail(f"invalid setting: {err}", 2).exit_code) from None
+    except OSError as err:
+        if err.errno not in UNWRITABLE_OUTPUT:
+            raise
+        raise SystemExit(fail(f"cannot write the output: {err.strerror}").exit_code) from None
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from gpuledger.flows.literal import literal
 from gpuledger.flows.output import fail, out
-from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
+from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
 
@@ -35,13 +35,23 @@ def finite(value: float) -> float:
     return value
 
 
+def hours_of_staleness(value: float) -> float:
+    """--stale-after: more than 0 hours (0 would call every provider stale) and at most MAX_AGE_HOURS."""
+    if not 0 < value <= MAX_AGE_HOURS:  # NaN is refused too
+        raise typer.BadParameter(f"{value:g} is not a number of hours within (0, {MAX_AGE_HOURS:g}]")
+    return value
+
+
+StaleAfterOption = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", callback=hours_of_staleness,
+                                help="Hours after which a provider's last success counts as stale.")
+
+
 def report_command(
     out_file: Path = typer.Argument(..., metavar="OUT.html", help="The page to write (one self-contained file)."),
     db: Optional[Path] = DbOption,
     egress_gb: float = typer.Option(140.0, "--egress-gb", min=0, callback=finite, help="The egress column prices "
                                     "downloading this many GB from the offer's region (tiered)."),
-    stale_after_hours: float = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", min=0, callback=finite,
-                                            help="Hours after which a provider's last success counts as stale."),
+    stale_after_hours: float = StaleAfterOption,
     model: list[str] = typer.Option([], "--model", "-m", help="A model whose fine-tuning answers (every method) "
                                     "the page carries (repeatable).",
                                     show_default="nine common ones, llama-3-8b to qwen2.5-72b"),

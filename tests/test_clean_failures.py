@@ -129,3 +129,16 @@ def test_refresh_on_a_read_only_filesystem_is_one_line_and_exit_2(read_only_resu
     assert crashed is None and code == 2, (code, output, crashed)
     text = one_error_line(output)
     assert "cannot write beside the warehouse" in text and "Read-only file system" in text, text
+
+
+@pytest.mark.parametrize("args", [["macros"], ["sql", "select 1 as a", "--format", "csv"],
+                                  ["show-gpus", "--format", "csv"], ["status", "--json"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_output_onto_a_full_disk_is_one_line_and_exit_1(warehouse: Path, args: list[str]) -> None:
+    # /dev/full refuses every write with ENOSPC, as a full disk does; a small output fails only at the final flush
+    with open("/dev/full", "w") as full:
+        db = [] if args == ["macros"] else ["--db", str(warehouse)]  # macros reads no warehouse
+        proc = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", *args, *db], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    assert one_error_line(proc.stderr) == "error: cannot write the output: No space left on device"

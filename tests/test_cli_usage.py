@@ -49,6 +49,9 @@ USAGE_ERRORS = [
     (["export", "OUT", "--since", "yesterday"], "--since 'yesterday' is not a date or time"),
     (["sql", "select 1", "--format", "xml"], "'xml' is not one of 'table', 'csv', 'json'"),
     (["refresh", "-p", "lambdda"], "unknown provider 'lambdda'; did you mean lambda"),
+    (["status", "--stale-after", "1e12"], "--stale-after': 1e+12 is not a number of hours within (0, 1e+09]"),
+    (["status", "--stale-after", "0"], "--stale-after': 0 is not a number of hours within (0, 1e+09]"),
+    (["report", "OUT/p.html", "--stale-after", "0"], "--stale-after': 0 is not a number of hours within (0, 1e+09]"),
 ]
 
 

@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # a fetch process reads the schema (which names this rule) wi
 
 # Nightly refreshes plus a missed night's slack.
 DEFAULT_MAX_AGE_HOURS = 36.0
+MAX_AGE_HOURS = 1e9  # a limit past any scrape (over 100,000 years); DuckDB's intervals end near 2.5e9 h
 
 NEVER = "never"  # state of a provider with no scrape run at all
 

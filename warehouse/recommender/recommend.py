@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import duckdb
 
 from gpuledger.warehouse.availability import obtainable
-from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.freshness import (
+    DEFAULT_MAX_AGE_HOURS, MAX_AGE_HOURS, ProviderFreshness, provider_freshness,
+)
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.recommender.memory import MemoryEstimate, TrainingSetup, estimate
 from gpuledger.warehouse.recommender.macros import install_macros, macros_current
@@ -29,7 +31,6 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
-MAX_AGE_HOURS = 1e9  # a freshness limit past any scrape (over 100,000 years); DuckDB's intervals end near 2.5e9 h
 # The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
 # of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
 DEFAULT_DATASET_TOKENS = 20e6
