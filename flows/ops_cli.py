@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from gpuledger.flows.literal import literal
-from gpuledger.flows.output import fail, out
+from gpuledger.flows.output import counted, fail, out
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, MAX_AGE_HOURS
 from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
@@ -76,7 +76,8 @@ def report_command(
         raise fail(str(e), 2) from None
     except OSError as e:
         raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
-    err.print(literal(f"{len(report.rows)} offers from {loaded_count(report.providers)} providers"))
+    providers = counted(loaded_count(report.providers), "provider")
+    err.print(literal(f"{counted(len(report.rows), 'offer')} from {providers}"))
     out.print(literal(report.path))
 
 
@@ -102,11 +103,11 @@ def plot_command(
     except OSError as e:
         raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
     if history.snapshot is not None:
-        err.print(literal(f"{gpu}: a single snapshot ({utc_minute(history.snapshot)}) of {len(history.series)} "
-                          "providers: no history yet, drawn as one bar per provider"))
+        err.print(literal(f"{gpu}: a single snapshot ({utc_minute(history.snapshot)}) of "
+                          f"{counted(len(history.series), 'provider')}: no history yet, drawn as one bar per provider"))
     else:
         points = sum(len(s) for s in history.series.values())
-        err.print(literal(f"{gpu}: {len(history.series)} providers, {points} points"))
+        err.print(literal(f"{gpu}: {counted(len(history.series), 'provider')}, {counted(points, 'point')}"))
     out.print(literal(history.path))
 
 

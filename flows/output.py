@@ -32,6 +32,11 @@ FormatOption = typer.Option(Format.table, "--format", "-f", case_sensitive=False
 JsonOption = typer.Option(False, "--json", help="JSON for scripts (the same as --format json).")
 
 
+def counted(n: int, noun: str) -> str:
+    """"1 provider", "3 providers"."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """`message` as one error line on standard error; the caller raises the Exit (code `code`) returned."""
     err.print(labelled("error:", "red", message), soft_wrap=True)  # one line, however long

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.output import counted
 from gpuledger.flows.plot import not_the_warehouse, utc_minute
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, ProviderFreshness, provider_freshness
 from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_egress_cost
@@ -452,8 +453,9 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
            "img-src data:; form-action 'none'; base-uri 'none'")
     data = json_for_html(page_data(rows, providers, generated_at, stale_after_hours, gpus, tuning))
     return _asset("page.html").format(
-        csp=_e(csp), css=_asset("page.css"), stamp=_e(utc_minute(generated_at)), offers=len(rows),
-        providers=loaded_count(providers), egress_gb=egress_gb, gpu_options=_options(rows, "gpu_model"),
+        csp=_e(csp), css=_asset("page.css"), stamp=_e(utc_minute(generated_at)),
+        offers=counted(len(rows), "current offer"), providers=counted(loaded_count(providers), "provider"),
+        egress_gb=egress_gb, gpu_options=_options(rows, "gpu_model"),
         provider_options=_options(rows, "provider"), purchase_options=_options(rows, "purchase_option"),
         freshness=_freshness_html(providers), data=data, script=script)
 

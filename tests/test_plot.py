@@ -160,6 +160,10 @@ def test_a_single_snapshot_says_so(snapshot_db: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(tmp_path / "cli.png"), "--db", str(snapshot_db)])
     assert result.exit_code == 0, result.output
     assert "H100-SXM: a single snapshot (2026-11-01 03:00 UTC) of 2 providers: no history yet" in result.output
+    result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(tmp_path / "aws.png"), "-p", "aws",
+                                      "--db", str(snapshot_db)])
+    assert result.exit_code == 0, result.output
+    assert "H100-SXM: a single snapshot (2026-11-01 03:00 UTC) of 1 provider: no history yet" in result.output
 
 
 def test_two_refreshes_under_an_hour_apart_are_history(tmp_path: Path) -> None:
