@@ -68,7 +68,7 @@ def show_gpus_command(
     gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="Only this GPU in the summary: a canonical model "
                                       "(H100-SXM) or a family (H100, every variant)."),
     min_vram_gb: Optional[float] = typer.Option(None, "--min-vram", help="Only GPUs with at least this many GB "
-                                                "per GPU (the card's marketed memory)."),
+                                                "per GPU (the card's marketed memory; a GPU slice's own share)."),
     spot: Optional[bool] = typer.Option(None, "--spot/--on-demand", help="Only reclaimable offers (spot, "
                                         "low_priority, interruptible), or only on-demand ones.", show_default="both"),
     commitments: bool = typer.Option(False, "--commitments", help="Also 1- and 3-year commitments (reserved, "
