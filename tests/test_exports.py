@@ -162,6 +162,32 @@ def test_bad_since_and_unknown_table_are_one_line(warehouse: Path, tmp_path: Pat
     assert "Traceback" not in unknown.output
 
 
+
+@pytest.mark.parametrize("formats", ["", " , "])
+def test_a_format_list_with_no_format_writes_both_formats(warehouse: Path, tmp_path: Path, formats: str) -> None:
+    # before: an IndexError traceback, and a hidden .<stamp>.partial folder left in OUT_DIR
+    folder, manifest = export(warehouse, tmp_path, "-t", "providers", "-f", formats)
+    assert manifest["formats"] == ["csv", "parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "providers.csv", "providers.parquet"]
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+
+
+def test_an_interrupted_export_leaves_no_partial_folder(warehouse: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.warehouse import export as export_module
+
+    def interrupted(path: Path) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export_module, "sha256_file", interrupted)
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            export_module.export_snapshot(con, tmp_path / "out", tables=["offers"])
+    finally:
+        con.close()
+    assert list((tmp_path / "out").iterdir()) == []  # before: .<stamp>.partial with offers.csv in it
+
 # -- no path becomes SQL ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [

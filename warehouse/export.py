@@ -70,7 +70,8 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
                     since: datetime | None = None) -> Path:
     """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder;
     `since` (aware) keeps the rows of the SINCE tables from then on. Sets the connection's TimeZone to UTC.
-    The command line has checked `formats` (FORMATS) and `tables` (EXPORT_TABLES)."""
+    The command line has checked `formats` (FORMATS; none: both) and `tables` (EXPORT_TABLES)."""
+    formats = list(formats) or list(FORMATS)
     root = Path(out_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -110,7 +111,9 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
                                          "columns": [{"name": c, "type": types[c]} for c in cols]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         tmp.rename(final)
-    except (OSError, duckdb.Error) as err:
+    except BaseException as err:  # Ctrl-C included: no half-written folder is left behind
         shutil.rmtree(tmp, ignore_errors=True)
+        if not isinstance(err, (OSError, duckdb.Error)):
+            raise
         raise WarehouseError(f"export to {root} failed, nothing written: {err}") from err
     return final
