@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from gpuledger.flows.literal import labelled
+from gpuledger.flows.literal import labelled, plain
 from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail
 from gpuledger.flows.output import err as console
@@ -76,7 +76,7 @@ def pull_command(
          title=f"pull {source}")
     refused = [r for r in reports if r.state == "refused"]
     for r in refused:  # one line each, naming the file
-        console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
+        console.print(labelled(f"{plain(r.provider)}: refused:", "red", r.detail, limit=None), soft_wrap=True)
     if refused:
         raise fail(f"refused providers: {', '.join(r.provider for r in refused)}")
 

@@ -205,6 +205,21 @@ def test_a_file_entry_naming_another_place_is_refused(published: tuple[Path, Pat
     assert reports["lambda"].state == "refused" and "the manifest's entry is malformed" in reports["lambda"].detail
 
 
+def test_a_provider_name_with_terminal_escapes_is_refused_in_one_line_shown_inert(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["providers"]["lambda\x1b[2J\x1b]0;owned\x07\nfake: loaded"] = manifest["providers"].pop("lambda")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    result = CliRunner().invoke(app, ["pull", str(folder), "--db", str(tmp_path / "b.duckdb")])
+    assert result.exit_code == 1
+    # before: the refused line printed the name as it is: the escapes reached the terminal, and its
+    # newline made a second line "fake: loaded: refused: ..."
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if ": refused:" in line]
+    assert line.startswith("lambda fake: loaded: refused: lambda fake: loaded: the manifest's entry is malformed")
+
 def test_publishing_again_adds_the_history_since_and_keeps_a_failed_providers_files(tmp_path: Path) -> None:
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     folder = tmp_path / "it's a catalog; drop table offers"  # paths reach DuckDB as parameters
