@@ -63,7 +63,7 @@ def pull_command(
     Example:
       gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
     """
-    from gpuledger.warehouse.catalog import CatalogError, PullReport, pull
+    from gpuledger.warehouse.catalog import CatalogError, PullReport, pull, shown
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
     try:
@@ -73,7 +73,7 @@ def pull_command(
     except (CatalogError, WarehouseError) as err:
         raise fail(str(err), 2) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
-         title=f"pull {source}")
+         title=f"pull {shown(source)}")
     refused = [r for r in reports if r.state == "refused"]
     for r in refused:  # one line each, naming the file
         console.print(labelled(f"{plain(r.provider)}: refused:", "red", r.detail, limit=None), soft_wrap=True)

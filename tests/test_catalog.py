@@ -134,6 +134,19 @@ def test_pull_over_http_gives_the_publishers_warehouse_and_pulling_again_loads_n
     assert digests(b) == digests(a)
 
 
+def test_a_password_in_the_catalog_url_is_neither_printed_nor_stored(
+        served: tuple[Path, str], tmp_path: Path) -> None:
+    url = served[1].replace("http://", "http://reader:s3cret-Passw0rd@")
+    b = tmp_path / "b.duckdb"
+    code, said = cli("pull", url, "--db", str(b))
+    assert code == 0, said
+    # before: "pull http://reader:s3cret-Passw0rd@..." as the title and in every pulled provider's scrape notes
+    # (which `gpuledger export` writes out)
+    assert "s3cret" not in said and f"pull {served[1]}" in said
+    assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {served[1]}",)]
+    code, said = cli("pull", url + "/nope", "--db", str(b))
+    assert code == 2 and said.strip() == f"error: manifest.json: HTTP 404 from {served[1]}/nope"
+
 def test_a_damaged_file_is_refused_in_one_line_and_nothing_of_its_provider_is_loaded(
         published: tuple[Path, Path], served: tuple[Path, str], tmp_path: Path) -> None:
     folder, url = served

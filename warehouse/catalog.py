@@ -51,6 +51,11 @@ class CatalogError(Exception):
     """A catalog or one of its files cannot be written or read; the message names it and why."""
 
 
+def shown(source: str) -> str:
+    """`source` as it may be printed or stored (scrape_runs.notes): a URL without its user and password."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", source)
+
+
 def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
@@ -181,13 +186,13 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
     try:
         with client.stream("GET", f"{source.rstrip('/')}/{name}") as resp, out.open("wb") as f:
             if resp.status_code != 200:
-                raise CatalogError(f"{name}: HTTP {resp.status_code} from {source}")
+                raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(source)}")
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
                     raise CatalogError(f"{name}: larger than {limit:,} bytes (the manifest's size): refused")
                 f.write(chunk)
     except httpx.HTTPError as err:
-        raise CatalogError(f"{name}: {type(err).__name__} from {source}: {err}") from None
+        raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
     return out
 
 
@@ -263,7 +268,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
                                              params={"f": by_table[t]}).to_arrow_table().cast(
             arrow_schema(t, spec.columns)) for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
-                                provider_facts=entry.get("facts"), notes=[f"pulled from {source}"])
+                                provider_facts=entry.get("facts"), notes=[f"pulled from {shown(source)}"])
         r = load_outcome(con, outcome, refresh_id, AnomalyPolicy.from_env())
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
@@ -302,7 +307,7 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
             "rows_parsed, rows_loaded, offers_new, offers_changed, offers_closed, notes) "
             "values (?, ?, ?, 'pull', ?, ?, 'ok', ?, ?, ?, ?, ?, ?)",
             [entry.get("run_id") or new_id(f"run-{provider}"), refresh_id, provider, _time(entry["started_at"]),
-             _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {source}"])
+             _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {shown(source)}"])
         if entry.get("facts"):
             upsert_provider_facts(con, {**entry["facts"], "provider": provider}, now)
         keep_validators(con, provider, {CATALOG_KEY: digest}, refresh_id, now)
@@ -344,7 +349,7 @@ def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
     with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
         tmp = Path(folder)
         manifest = read_manifest(_fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes(),
-                                 f"{source.rstrip('/')}/{MANIFEST}")
+                                 f"{shown(source).rstrip('/')}/{MANIFEST}")
         with refresh_lock(published):
             work = start_working_copy(published)
             try:
