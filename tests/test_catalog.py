@@ -264,6 +264,21 @@ def test_publishing_again_adds_the_history_since_and_keeps_a_failed_providers_fi
     assert checks_pass(b)
 
 
+def test_an_older_catalog_pulled_after_a_newer_one_changes_nothing(tmp_path: Path) -> None:
+    a, b, older, newer = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "older", tmp_path / "newer"
+    replayed_warehouse(a, ["lambda"], refresh_id="refresh-1")
+    catalog.publish(duckdb.connect(str(a), read_only=True), older)
+    shutil.copytree(older, newer)
+    replayed_warehouse(a, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", 119), refresh_id="refresh-2")
+    catalog.publish(duckdb.connect(str(a), read_only=True), newer)
+    assert [r.state for r in pull(b, str(newer))] == ["loaded"]
+    [kept] = pull(b, str(older))
+    # before: "loaded", the current offers rolled back to the older prices while their history kept the newer
+    # ones open, and `gpuledger check` failed
+    assert kept.state == "kept" and "holds its scrape of" in kept.detail
+    assert digests(b) == digests(a)
+    assert checks_pass(b)
+
 def test_a_warehouse_that_refreshes_a_provider_itself_merges_the_catalog_as_a_scrape(tmp_path: Path) -> None:
     older, own, newer = (tmp_path / f"{n}.duckdb" for n in ("older", "own", "newer"))
     replayed_warehouse(older, ["lambda"])

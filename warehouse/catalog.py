@@ -250,7 +250,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     started = _time(entry["started_at"])
     if pulled:
         return PullReport(provider, "up to date", offers, detail="its files are those of the last pull")
-    if own and last is not None and last >= started:
+    if last is not None and (last > started or own and last == started):  # an older catalog never rolls back
         return PullReport(provider, "up to date" if last == started else "kept", offers,
                           detail=f"the warehouse holds its scrape of {last:%Y-%m-%d %H:%M} UTC")
     marks = _marks(con, provider)
