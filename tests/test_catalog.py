@@ -208,6 +208,28 @@ def test_a_catalog_that_cannot_be_read_is_refused_whole(published: tuple[Path, P
     assert not (tmp_path / "b.duckdb").exists() or query(tmp_path / "b.duckdb", "select count(*) from offers") == [(0,)]
 
 
+@pytest.mark.parametrize("damage, said", [
+    (lambda e: e.update(facts="x"), "its facts are not an object"),
+    (lambda e: e.update(finished_at=5), "fromisoformat: argument must be str"),
+    (lambda e: e.update(started_at="2026-12-07T03:00:00"), "time '2026-12-07T03:00:00' without a UTC offset"),
+    (lambda e: [f.update(through="2026-12-07") for f in e["files"] if "through" in f],
+     "time '2026-12-07' without a UTC offset"),
+])
+def test_an_entry_with_a_malformed_time_or_facts_is_refused_in_one_line(
+        published: tuple[Path, Path], tmp_path: Path, damage: Any, said: str) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    damage(manifest["providers"]["lambda"])
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: a TypeError traceback (facts, finished_at; a time without offset once the warehouse held lambda),
+    # or a time without offset loaded as if it were UTC
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1 and "Traceback" not in output
+    assert f"lambda: refused: lambda: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
 def test_a_file_entry_naming_another_place_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
     folder = tmp_path / "catalog"
     shutil.copytree(published[1], folder)

@@ -57,7 +57,13 @@ def shown(source: str) -> str:
 
 
 def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
+    """A manifest's time: ISO 8601 with its UTC offset (ValueError without one, TypeError if no text)."""
+    if not text:
+        return None
+    time = datetime.fromisoformat(text)
+    if time.utcoffset() is None:
+        raise ValueError(f"time {text!r} without a UTC offset")
+    return time
 
 
 def _iso(value: Any) -> Any:
@@ -223,7 +229,11 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
     """The provider's file entries, refused (CatalogError) unless each is well formed."""
     try:
         files = list(entry["files"])
-        _time(entry["started_at"])
+        _time(entry.get("finished_at"))
+        if _time(entry["started_at"]) is None:
+            raise ValueError("no started_at")
+        if not isinstance(entry.get("facts"), (dict, type(None))):
+            raise ValueError("its facts are not an object")
         if not re.fullmatch(r"[a-z0-9_]+", provider):
             raise ValueError("a provider name of other characters than a-z, 0-9 and _")
         for f in files:
@@ -232,6 +242,7 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
                     and 0 <= int(f["rows"]) and 0 <= int(f["bytes"]) <= FILE_MAX_BYTES
                     and re.fullmatch(r"[0-9a-f]{64}", f["sha256"])):
                 raise ValueError(f"file entry {str(f)[:120]}")
+            _time(f.get("through"))
         return files
     except (KeyError, TypeError, ValueError) as err:
         raise CatalogError(f"{provider}: the manifest's entry is malformed ({err})") from None
