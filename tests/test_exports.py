@@ -188,6 +188,35 @@ def test_an_interrupted_export_leaves_no_partial_folder(warehouse: Path, tmp_pat
         con.close()
     assert list((tmp_path / "out").iterdir()) == []  # before: .<stamp>.partial with offers.csv in it
 
+
+def test_the_same_rows_stored_in_another_order_export_in_the_same_order(tmp_path: Path) -> None:
+    dbs = [tmp_path / "a.duckdb", tmp_path / "b.duckdb"]
+    rows = [offer(t, p, option=o) for t, p in (("p5.48xlarge", 55.04), ("p4d.24xlarge", 21.96))
+            for o in ("on_demand", "spot")]
+    tiers = egress("us-east-1", [(0, 10240, 0.09), (10240, None, 0.085)])
+    for db, order in zip(dbs, (1, -1)):  # the second warehouse is loaded in the reverse order
+        con = open_writer(db)
+        try:
+            report = load_outcome(con, scraped("aws", "replay", T0, T0, batch=batch("aws", rows[::order], tiers[::order])),
+                                  "refresh-1", AnomalyPolicy(min_row_ratio=0), now=T0)
+            assert report.ok, report.error
+        finally:
+            close_writer(con)
+    folders = [export(db, tmp_path / f"out-{db.stem}", "-t", "offers", "-t", "egress_prices")[0] for db in dbs]
+
+
+    def in_order(path: Path) -> list[dict]:  # the rows as the file has them, but for the random run_id
+        rows = list(csv.DictReader(path.open())) if path.suffix == ".csv" else pq.read_table(path).to_pylist()
+        return [{k: v for k, v in r.items() if k != "run_id"} for r in rows]
+
+    # before: rows were ordered by provider, region and zone (egress: provider, region, destination) alone,
+    # so the files, and their sha256 in the manifest, followed the order the rows happened to be stored in
+    for name in ("offers.csv", "offers.parquet", "egress_prices.csv", "egress_prices.parquet"):
+        assert in_order(folders[0] / name) == in_order(folders[1] / name), name
+    assert [(r["instance_type"], r["purchase_option"]) for r in in_order(folders[1] / "offers.csv")] == [
+        ("p4d.24xlarge", "on_demand"), ("p4d.24xlarge", "spot"), ("p5.48xlarge", "on_demand"), ("p5.48xlarge", "spot")]
+    assert [r["tier_start_gb"] for r in in_order(folders[1] / "egress_prices.parquet")] == [0, 10240]
+
 # -- no path becomes SQL ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [

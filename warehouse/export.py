@@ -25,8 +25,10 @@ SINCE: dict[str, str] = {**{spec.history: "valid_to is null or valid_to > $since
 # content_hash is the merge's own fingerprint of a row, not data.
 EXPORT_TABLES: dict[str, tuple[str, ...]] = {
     table: tuple(c for c in column_names(table) if c != "content_hash") for table in (*DEFAULT_TABLES, *SINCE)}
-# The order of each table's rows: its key, then the time of its versions or entries.
-ORDER: dict[str, tuple[str, ...]] = {**{spec.history: (*spec.key, "valid_from") for spec in SPECS},
+# The order of each table's rows: its key, then the time of its versions or entries (others: their first
+# column, which is unique, then the next two).
+ORDER: dict[str, tuple[str, ...]] = {**{spec.table: spec.key for spec in SPECS},
+                                     **{spec.history: (*spec.key, "valid_from") for spec in SPECS},
                                      "quarantine": ("quarantined_at", "provider", "kind", "source_ref")}
 # COPY options per format; CSV timestamps are UTC by the TimeZone export_snapshot sets.
 COPY_OPTIONS = {"csv": "(format csv, header true, timestampformat '%Y-%m-%dT%H:%M:%S.%fZ')",
