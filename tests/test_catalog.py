@@ -197,6 +197,9 @@ def test_a_truncated_or_mismatched_file_is_refused(published: tuple[Path, Path],
      "not a gpuledger catalog manifest: no 'providers' object"),
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 99, "providers": {}})),
      "made for warehouse schema 99; this gpuledger reads up to 12"),
+    # before: exit 0, an empty table, and an empty warehouse (the nightly restore went on with it)
+    (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 12, "providers": {}})),
+     "manifest.json: the catalog holds no provider: nothing to load"),
 ])
 def test_a_catalog_that_cannot_be_read_is_refused_whole(published: tuple[Path, Path], tmp_path: Path, damage: Any,
                                                         said: str) -> None:

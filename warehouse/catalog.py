@@ -345,6 +345,8 @@ def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] > SCHEMA_VERSION:
         raise CatalogError(f"{where}: made for warehouse schema {doc.get('schema_version')!r}; this gpuledger "
                            f"reads up to {SCHEMA_VERSION} (upgrade gpuledger)")
+    if not doc["providers"]:
+        raise CatalogError(f"{where}: the catalog holds no provider: nothing to load")
     return doc
 
 
