@@ -233,6 +233,28 @@ def test_an_entry_with_a_malformed_time_or_facts_is_refused_in_one_line(
     assert f"lambda: refused: lambda: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
 
+def test_offers_of_a_gpu_model_this_gpuledger_does_not_know_are_refused(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+    path = folder / entry["name"]  # as a newer publisher, whose gpu_models has a card this one lacks, wrote it
+    duckdb.sql(f"select * replace (case when instance_type = 'gpu_1x_a10' then 'X999' else gpu_model end "
+               f"as gpu_model) from read_parquet('{path}')").write_parquet(str(path) + ".new")
+    Path(str(path) + ".new").replace(path)
+    entry.update(bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: loaded, and `gpuledger check` then failed "offers: prices positive and finite, GPU model known"
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert query(published[0], "select count(*) from offers where instance_type = 'gpu_1x_a10'") == [(2,)]
+    assert (f"lambda: refused: {entry['name']}: 2 offers of a GPU model this gpuledger does not know ('X999'): "
+            "upgrade gpuledger") in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
+
 def test_a_file_entry_naming_another_place_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
     folder = tmp_path / "catalog"
     shutil.copytree(published[1], folder)

@@ -223,6 +223,12 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
                            f"unknown {sorted(columns - set(column_names(table)))})")
     if (rows, others) != (entry["rows"], 0):
         raise CatalogError(f"{name}: {rows} rows ({others} of another provider), the manifest says {entry['rows']}")
+    if table == "offers":  # a newer publisher's GPU: loaded, its offers would fail `gpuledger check`
+        unknown = con.execute("select count(*), min(gpu_model) from read_parquet($f) where gpu_model not in "
+                              "(select gpu_model from gpu_models)", {"f": str(path)}).fetchall()[0]
+        if unknown[0]:
+            raise CatalogError(f"{name}: {unknown[0]} offers of a GPU model this gpuledger does not know "
+                               f"({unknown[1]!r}): upgrade gpuledger")
 
 
 def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
