@@ -360,6 +360,17 @@ def test_segments_past_the_limit_are_folded_into_one(tmp_path: Path, monkeypatch
     assert checks_pass(b)
 
 
+def test_publishing_a_warehouse_older_than_this_gpuledger_is_refused_naming_why(tmp_path: Path) -> None:
+    from tests.test_schema import v1_warehouse
+
+    v1_warehouse(tmp_path / "v1.duckdb")
+    code, said = cli("publish", str(tmp_path / "catalog"), "--db", str(tmp_path / "v1.duckdb"))
+    # before: "cannot publish into ...: CatalogException: Catalog Error: Table with name spot_price_history ..."
+    assert code == 2 and said.replace("\n", " ").strip() == (
+        f"error: cannot publish into {tmp_path / 'catalog'}: the warehouse is at schema version 1, this gpuledger "
+        "reads version 12: the next `gpuledger refresh` upgrades it in place")
+    assert list((tmp_path / "catalog").iterdir()) == []
+
 def test_publishing_over_a_manifest_without_its_files_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
     a, folder = published
     (tmp_path / "catalog").mkdir()

@@ -217,6 +217,18 @@ def test_the_same_rows_stored_in_another_order_export_in_the_same_order(tmp_path
         ("p4d.24xlarge", "on_demand"), ("p4d.24xlarge", "spot"), ("p5.48xlarge", "on_demand"), ("p5.48xlarge", "spot")]
     assert [r["tier_start_gb"] for r in in_order(folders[1] / "egress_prices.parquet")] == [0, 10240]
 
+
+def test_a_warehouse_older_than_this_gpuledger_is_named_so(tmp_path: Path) -> None:
+    from tests.test_schema import v1_warehouse
+
+    v1_warehouse(tmp_path / "v1.duckdb")
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "out"), "--db", str(tmp_path / "v1.duckdb")])
+    # before: "... nothing written: Binder Error: Referenced column "operated_by" not found in FROM clause! ..."
+    assert result.exit_code == 1 and result.output.replace("\n", " ").strip() == (
+        f"error: export to {tmp_path / 'out'} failed, nothing written: the warehouse is at schema version 1, "
+        "this gpuledger reads version 12: the next `gpuledger refresh` upgrades it in place")
+    assert list((tmp_path / "out").iterdir()) == []
+
 # -- no path becomes SQL ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [

@@ -18,7 +18,7 @@ import duckdb
 import httpx
 
 from gpuledger import __version__
-from gpuledger.warehouse.export import sha256_file
+from gpuledger.warehouse.export import older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
@@ -151,7 +151,8 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
             if NAME.fullmatch(old.name) and old.name not in listed:
                 old.unlink()
     except (OSError, duckdb.Error, KeyError, TypeError, ValueError) as err:
-        raise CatalogError(f"cannot publish into {folder}: {type(err).__name__}: {err}") from err
+        why = isinstance(err, duckdb.Error) and older_warehouse(con) or f"{type(err).__name__}: {err}"
+        raise CatalogError(f"cannot publish into {folder}: {why}") from err
     return done
 
 

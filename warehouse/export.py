@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.warehouse.freshness import provider_freshness
-from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, column_names
+from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, column_names, current_version
 from gpuledger.warehouse.store import WarehouseError, utcnow
 
 # The tables an export writes unless told which.
@@ -58,6 +58,17 @@ def _select(table: str, columns: Sequence[str], types: dict[str, str], csv: bool
 def sha256_file(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def older_warehouse(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Why a query of the tables failed when the warehouse is older than this gpuledger (a column or table
+    missing), in place of DuckDB's binder error; None otherwise."""
+    try:
+        version = current_version(con)
+    except duckdb.Error:
+        return None
+    return (f"the warehouse is at schema version {version}, this gpuledger reads version {SCHEMA_VERSION}: "
+            "the next `gpuledger refresh` upgrades it in place") if version < SCHEMA_VERSION else None
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -117,5 +128,6 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
         shutil.rmtree(tmp, ignore_errors=True)
         if not isinstance(err, (OSError, duckdb.Error)):
             raise
-        raise WarehouseError(f"export to {root} failed, nothing written: {err}") from err
+        why = isinstance(err, duckdb.Error) and older_warehouse(con) or err
+        raise WarehouseError(f"export to {root} failed, nothing written: {why}") from err
     return final
