@@ -49,6 +49,9 @@ def pull_command(
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
+    accept_anomaly: list[str] = typer.Option([], "--accept-anomaly", help="Load this provider even if the "
+                                             "anomaly guard objects (a warehouse that refreshes it itself "
+                                             "merges the catalog as a scrape). Repeatable."),
 ) -> None:
     """Load a published catalog into the warehouse: current prices and their history, no keys needed.
 
@@ -63,13 +66,17 @@ def pull_command(
     Example:
       gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
     """
+    from gpuledger.adapters.registry import SOURCES
     from gpuledger.warehouse.catalog import CatalogError, PullReport, pull, shown
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
+    unknown = sorted(set(accept_anomaly) - set(SOURCES))
+    if unknown:
+        raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
     try:
         check_writable(db)
         check_warehouse_file(db)
-        reports = pull(db, source)
+        reports = pull(db, source, accept_anomaly)
     except (CatalogError, WarehouseError) as err:
         raise fail(str(err), 2) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),

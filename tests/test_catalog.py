@@ -344,6 +344,23 @@ def test_a_warehouse_that_refreshes_a_provider_itself_merges_the_catalog_as_a_sc
     assert checks_pass(own)
 
 
+def test_a_catalog_merged_as_a_scrape_takes_accept_anomaly_as_its_refusal_says(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    from tests.test_schema import v1_warehouse
+
+    own = tmp_path / "own.duckdb"
+    v1_warehouse(own)  # its own AWS scrape: one p5.48xlarge at 6.88 per GPU-hour, far above AWS's median
+    code, said = cli("pull", str(published[1]), "--db", str(own))
+    assert code == 1 and "rerun with --accept-anomaly aws" in said.replace("\n", " ")
+    # before: "No such option: --accept-anomaly", exit 2: the refusal named an option pull did not have
+    code, said = cli("pull", str(published[1]), "--db", str(own), "--accept-anomaly", "aws", "--format", "csv")
+    assert code == 0, said
+    aws = query(published[0], "select count(*) from offers where provider = 'aws'")[0][0]
+    assert f"aws,loaded,{aws},{aws - 1},1,0,merged as a scrape" in said.splitlines()
+    assert checks_pass(own)
+    code, said = cli("pull", str(published[1]), "--db", str(own), "--accept-anomaly", "nope")
+    assert code == 2 and "--accept-anomaly nope: no such provider" in said
+
 def test_segments_past_the_limit_are_folded_into_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(catalog, "MAX_SEGMENTS", 2)
     a, folder = tmp_path / "a.duckdb", tmp_path / "catalog"

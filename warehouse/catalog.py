@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import duckdb
 import httpx
@@ -256,7 +256,7 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
 
 
 def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, client: httpx.Client | None,
-                   provider: str, entry: dict[str, Any], refresh_id: str) -> PullReport:
+                   provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy) -> PullReport:
     p = {"p": provider}
     files = _entry_files(provider, entry)
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
@@ -287,7 +287,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
             arrow_schema(t, spec.columns)) for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
                                 provider_facts=entry.get("facts"), notes=[f"pulled from {shown(source)}"])
-        r = load_outcome(con, outcome, refresh_id, AnomalyPolicy.from_env())
+        r = load_outcome(con, outcome, refresh_id, policy)
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
     return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
@@ -357,9 +357,10 @@ def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     return doc
 
 
-def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
+def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequence[str] = ()) -> list[PullReport]:
     """Load the catalog at `source` (a URL or a folder) into the warehouse at `db`. CatalogError when
-    the manifest cannot be read; a provider whose files fail their checks is reported refused."""
+    the manifest cannot be read; a provider whose files fail their checks is reported refused.
+    `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
     published = db_path(db)
@@ -378,7 +379,8 @@ def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
                 try:
                     for provider, entry in sorted(manifest["providers"].items()):
                         try:
-                            reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id))
+                            reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id,
+                                                          AnomalyPolicy.from_env(accept_anomaly)))
                         except CatalogError as err:
                             reports.append(PullReport(provider, "refused", detail=str(err)))
                 finally:
