@@ -255,6 +255,34 @@ def test_offers_of_a_gpu_model_this_gpuledger_does_not_know_are_refused(
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
     assert checks_pass(b)
 
+def test_a_catalog_file_or_manifest_that_cannot_be_read_is_one_line(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, b = published[1], tmp_path / "b.duckdb"
+    unreadable = file_of(folder, "lambda", "offers")  # as a file of another user, mode 600, is to this one
+    hash_of = catalog.sha256_file
+
+    def reading(path: Path) -> str:
+        if path == unreadable:
+            raise PermissionError(13, "Permission denied", str(path))
+        return hash_of(path)
+
+    monkeypatch.setattr(catalog, "sha256_file", reading)
+    # before: a PermissionError traceback, nothing loaded
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1 and f"lambda: refused: {unreadable.name}: cannot be read (Permission denied)" in output
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+    read_bytes = Path.read_bytes
+
+    def reading_bytes(path: Path) -> bytes:
+        if path.name == MANIFEST:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", reading_bytes)
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 2 and output.strip() == f"error: {folder}/manifest.json: cannot be read (Permission denied)"
+
 def test_a_file_entry_naming_another_place_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
     folder = tmp_path / "catalog"
     shutil.copytree(published[1], folder)

@@ -200,6 +200,8 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
                 f.write(chunk)
     except httpx.HTTPError as err:
         raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
+    except OSError as err:
+        raise CatalogError(f"{name}: cannot be written to {tmp} ({err.strerror or err})") from None
     return out
 
 
@@ -207,10 +209,13 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
     """`path` is the file the manifest describes, a Parquet file of its table and provider."""
     name = entry["name"]
     table = entry["table"]
-    size = path.stat().st_size
+    try:
+        size, digest = path.stat().st_size, sha256_file(path)
+    except OSError as err:
+        raise CatalogError(f"{name}: cannot be read ({err.strerror or err})") from None
     if size != entry["bytes"]:
         raise CatalogError(f"{name}: {size:,} bytes, the manifest says {entry['bytes']:,} (truncated or replaced)")
-    if sha256_file(path) != entry["sha256"]:
+    if digest != entry["sha256"]:
         raise CatalogError(f"{name}: its sha256 is not the manifest's (the file changed after it was published)")
     try:
         columns = {r[0] for r in con.execute("describe select * from read_parquet($f)", {"f": str(path)}).fetchall()}
@@ -369,8 +374,12 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
         "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source) else None
     with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
         tmp = Path(folder)
-        manifest = read_manifest(_fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes(),
-                                 f"{shown(source).rstrip('/')}/{MANIFEST}")
+        where = f"{shown(source).rstrip('/')}/{MANIFEST}"
+        try:
+            data = _fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes()
+        except OSError as err:
+            raise CatalogError(f"{where}: cannot be read ({err.strerror or err})") from None
+        manifest = read_manifest(data, where)
         with refresh_lock(published):
             work = start_working_copy(published)
             try:
