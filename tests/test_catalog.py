@@ -147,6 +147,13 @@ def test_a_password_in_the_catalog_url_is_neither_printed_nor_stored(
     code, said = cli("pull", url + "/nope", "--db", str(b))
     assert code == 2 and said.strip() == f"error: manifest.json: HTTP 404 from {served[1]}/nope"
 
+def test_a_url_whose_scheme_is_in_capitals_is_fetched(served: tuple[Path, str], tmp_path: Path) -> None:
+    # before: "error: manifest.json: not in HTTP://127.0.0.1:...", read as a local folder's name
+    code, said = cli("pull", served[1].replace("http://", "HTTP://"), "--db", str(tmp_path / "b.duckdb"))
+    assert code == 0, said
+    assert query(tmp_path / "b.duckdb", "select distinct provider from offers order by 1") == [
+        ("aws",), ("lambda",), ("runpod",)]
+
 def test_a_damaged_file_is_refused_in_one_line_and_nothing_of_its_provider_is_loaded(
         published: tuple[Path, Path], served: tuple[Path, str], tmp_path: Path) -> None:
     folder, url = served

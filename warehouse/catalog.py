@@ -371,7 +371,7 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
-        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source) else None
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source, re.I) else None
     with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
         tmp = Path(folder)
         where = f"{shown(source).rstrip('/')}/{MANIFEST}"
