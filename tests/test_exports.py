@@ -197,8 +197,9 @@ def test_the_same_rows_stored_in_another_order_export_in_the_same_order(tmp_path
     for db, order in zip(dbs, (1, -1)):  # the second warehouse is loaded in the reverse order
         con = open_writer(db)
         try:
-            report = load_outcome(con, scraped("aws", "replay", T0, T0, batch=batch("aws", rows[::order], tiers[::order])),
-                                  "refresh-1", AnomalyPolicy(min_row_ratio=0), now=T0)
+            loaded = batch("aws", rows[::order], tiers[::order])
+            report = load_outcome(con, scraped("aws", "replay", T0, T0, batch=loaded), "refresh-1",
+                                  AnomalyPolicy(min_row_ratio=0), now=T0)
             assert report.ok, report.error
         finally:
             close_writer(con)
