@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from gpuledger.flows.literal import labelled
+from gpuledger.flows.literal import labelled, plain
 from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail
 from gpuledger.flows.output import err as console
@@ -49,6 +49,9 @@ def pull_command(
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
+    accept_anomaly: list[str] = typer.Option([], "--accept-anomaly", help="Load this provider even if the "
+                                             "anomaly guard objects (a warehouse that refreshes it itself "
+                                             "merges the catalog as a scrape). Repeatable."),
 ) -> None:
     """Load a published catalog into the warehouse: current prices and their history, no keys needed.
 
@@ -63,20 +66,24 @@ def pull_command(
     Example:
       gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
     """
-    from gpuledger.warehouse.catalog import CatalogError, PullReport, pull
+    from gpuledger.adapters.registry import SOURCES
+    from gpuledger.warehouse.catalog import CatalogError, PullReport, pull, shown
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
+    unknown = sorted(set(accept_anomaly) - set(SOURCES))
+    if unknown:
+        raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
     try:
         check_writable(db)
         check_warehouse_file(db)
-        reports = pull(db, source)
+        reports = pull(db, source, accept_anomaly)
     except (CatalogError, WarehouseError) as err:
         raise fail(str(err), 2) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
-         title=f"pull {source}")
+         title=f"pull {shown(source)}")
     refused = [r for r in reports if r.state == "refused"]
     for r in refused:  # one line each, naming the file
-        console.print(labelled(f"{r.provider}: refused:", "red", r.detail, limit=None), soft_wrap=True)
+        console.print(labelled(f"{plain(r.provider)}: refused:", "red", r.detail, limit=None), soft_wrap=True)
     if refused:
         raise fail(f"refused providers: {', '.join(r.provider for r in refused)}")
 

@@ -134,6 +134,26 @@ def test_pull_over_http_gives_the_publishers_warehouse_and_pulling_again_loads_n
     assert digests(b) == digests(a)
 
 
+def test_a_password_in_the_catalog_url_is_neither_printed_nor_stored(
+        served: tuple[Path, str], tmp_path: Path) -> None:
+    url = served[1].replace("http://", "http://reader:s3cret-Passw0rd@")
+    b = tmp_path / "b.duckdb"
+    code, said = cli("pull", url, "--db", str(b))
+    assert code == 0, said
+    # before: "pull http://reader:s3cret-Passw0rd@..." as the title and in every pulled provider's scrape notes
+    # (which `gpuledger export` writes out)
+    assert "s3cret" not in said and f"pull {served[1]}" in said
+    assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {served[1]}",)]
+    code, said = cli("pull", url + "/nope", "--db", str(b))
+    assert code == 2 and said.strip() == f"error: manifest.json: HTTP 404 from {served[1]}/nope"
+
+def test_a_url_whose_scheme_is_in_capitals_is_fetched(served: tuple[Path, str], tmp_path: Path) -> None:
+    # before: "error: manifest.json: not in HTTP://127.0.0.1:...", read as a local folder's name
+    code, said = cli("pull", served[1].replace("http://", "HTTP://"), "--db", str(tmp_path / "b.duckdb"))
+    assert code == 0, said
+    assert query(tmp_path / "b.duckdb", "select distinct provider from offers order by 1") == [
+        ("aws",), ("lambda",), ("runpod",)]
+
 def test_a_damaged_file_is_refused_in_one_line_and_nothing_of_its_provider_is_loaded(
         published: tuple[Path, Path], served: tuple[Path, str], tmp_path: Path) -> None:
     folder, url = served
@@ -184,6 +204,9 @@ def test_a_truncated_or_mismatched_file_is_refused(published: tuple[Path, Path],
      "not a gpuledger catalog manifest: no 'providers' object"),
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 99, "providers": {}})),
      "made for warehouse schema 99; this gpuledger reads up to 12"),
+    # before: exit 0, an empty table, and an empty warehouse (the nightly restore went on with it)
+    (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 12, "providers": {}})),
+     "manifest.json: the catalog holds no provider: nothing to load"),
 ])
 def test_a_catalog_that_cannot_be_read_is_refused_whole(published: tuple[Path, Path], tmp_path: Path, damage: Any,
                                                         said: str) -> None:
@@ -195,6 +218,78 @@ def test_a_catalog_that_cannot_be_read_is_refused_whole(published: tuple[Path, P
     assert not (tmp_path / "b.duckdb").exists() or query(tmp_path / "b.duckdb", "select count(*) from offers") == [(0,)]
 
 
+@pytest.mark.parametrize("damage, said", [
+    (lambda e: e.update(facts="x"), "its facts are not an object"),
+    (lambda e: e.update(finished_at=5), "fromisoformat: argument must be str"),
+    (lambda e: e.update(started_at="2026-12-07T03:00:00"), "time '2026-12-07T03:00:00' without a UTC offset"),
+    (lambda e: [f.update(through="2026-12-07") for f in e["files"] if "through" in f],
+     "time '2026-12-07' without a UTC offset"),
+])
+def test_an_entry_with_a_malformed_time_or_facts_is_refused_in_one_line(
+        published: tuple[Path, Path], tmp_path: Path, damage: Any, said: str) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    damage(manifest["providers"]["lambda"])
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: a TypeError traceback (facts, finished_at; a time without offset once the warehouse held lambda),
+    # or a time without offset loaded as if it were UTC
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1 and "Traceback" not in output
+    assert f"lambda: refused: lambda: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+def test_offers_of_a_gpu_model_this_gpuledger_does_not_know_are_refused(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+    path = folder / entry["name"]  # as a newer publisher, whose gpu_models has a card this one lacks, wrote it
+    duckdb.sql(f"select * replace (case when instance_type = 'gpu_1x_a10' then 'X999' else gpu_model end "
+               f"as gpu_model) from read_parquet('{path}')").write_parquet(str(path) + ".new")
+    Path(str(path) + ".new").replace(path)
+    entry.update(bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: loaded, and `gpuledger check` then failed "offers: prices positive and finite, GPU model known"
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert query(published[0], "select count(*) from offers where instance_type = 'gpu_1x_a10'") == [(2,)]
+    assert (f"lambda: refused: {entry['name']}: 2 offers of a GPU model this gpuledger does not know ('X999'): "
+            "upgrade gpuledger") in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
+
+def test_a_catalog_file_or_manifest_that_cannot_be_read_is_one_line(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, b = published[1], tmp_path / "b.duckdb"
+    unreadable = file_of(folder, "lambda", "offers")  # as a file of another user, mode 600, is to this one
+    hash_of = catalog.sha256_file
+
+    def reading(path: Path) -> str:
+        if path == unreadable:
+            raise PermissionError(13, "Permission denied", str(path))
+        return hash_of(path)
+
+    monkeypatch.setattr(catalog, "sha256_file", reading)
+    # before: a PermissionError traceback, nothing loaded
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1 and f"lambda: refused: {unreadable.name}: cannot be read (Permission denied)" in output
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+    read_bytes = Path.read_bytes
+
+    def reading_bytes(path: Path) -> bytes:
+        if path.name == MANIFEST:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", reading_bytes)
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 2 and output.strip() == f"error: {folder}/manifest.json: cannot be read (Permission denied)"
+
 def test_a_file_entry_naming_another_place_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
     folder = tmp_path / "catalog"
     shutil.copytree(published[1], folder)
@@ -204,6 +299,21 @@ def test_a_file_entry_naming_another_place_is_refused(published: tuple[Path, Pat
     reports = {r.provider: r for r in pull(tmp_path / "b.duckdb", str(folder))}
     assert reports["lambda"].state == "refused" and "the manifest's entry is malformed" in reports["lambda"].detail
 
+
+def test_a_provider_name_with_terminal_escapes_is_refused_in_one_line_shown_inert(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["providers"]["lambda\x1b[2J\x1b]0;owned\x07\nfake: loaded"] = manifest["providers"].pop("lambda")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    result = CliRunner().invoke(app, ["pull", str(folder), "--db", str(tmp_path / "b.duckdb")])
+    assert result.exit_code == 1
+    # before: the refused line printed the name as it is: the escapes reached the terminal, and its
+    # newline made a second line "fake: loaded: refused: ..."
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if ": refused:" in line]
+    assert line.startswith("lambda fake: loaded: refused: lambda fake: loaded: the manifest's entry is malformed")
 
 def test_publishing_again_adds_the_history_since_and_keeps_a_failed_providers_files(tmp_path: Path) -> None:
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
@@ -236,6 +346,21 @@ def test_publishing_again_adds_the_history_since_and_keeps_a_failed_providers_fi
     assert checks_pass(b)
 
 
+def test_an_older_catalog_pulled_after_a_newer_one_changes_nothing(tmp_path: Path) -> None:
+    a, b, older, newer = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "older", tmp_path / "newer"
+    replayed_warehouse(a, ["lambda"], refresh_id="refresh-1")
+    catalog.publish(duckdb.connect(str(a), read_only=True), older)
+    shutil.copytree(older, newer)
+    replayed_warehouse(a, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", 119), refresh_id="refresh-2")
+    catalog.publish(duckdb.connect(str(a), read_only=True), newer)
+    assert [r.state for r in pull(b, str(newer))] == ["loaded"]
+    [kept] = pull(b, str(older))
+    # before: "loaded", the current offers rolled back to the older prices while their history kept the newer
+    # ones open, and `gpuledger check` failed
+    assert kept.state == "kept" and "holds its scrape of" in kept.detail
+    assert digests(b) == digests(a)
+    assert checks_pass(b)
+
 def test_a_warehouse_that_refreshes_a_provider_itself_merges_the_catalog_as_a_scrape(tmp_path: Path) -> None:
     older, own, newer = (tmp_path / f"{n}.duckdb" for n in ("older", "own", "newer"))
     replayed_warehouse(older, ["lambda"])
@@ -254,6 +379,23 @@ def test_a_warehouse_that_refreshes_a_provider_itself_merges_the_catalog_as_a_sc
     assert checks_pass(own)
 
 
+def test_a_catalog_merged_as_a_scrape_takes_accept_anomaly_as_its_refusal_says(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    from tests.test_schema import v1_warehouse
+
+    own = tmp_path / "own.duckdb"
+    v1_warehouse(own)  # its own AWS scrape: one p5.48xlarge at 6.88 per GPU-hour, far above AWS's median
+    code, said = cli("pull", str(published[1]), "--db", str(own))
+    assert code == 1 and "rerun with --accept-anomaly aws" in said.replace("\n", " ")
+    # before: "No such option: --accept-anomaly", exit 2: the refusal named an option pull did not have
+    code, said = cli("pull", str(published[1]), "--db", str(own), "--accept-anomaly", "aws", "--format", "csv")
+    assert code == 0, said
+    aws = query(published[0], "select count(*) from offers where provider = 'aws'")[0][0]
+    assert f"aws,loaded,{aws},{aws - 1},1,0,merged as a scrape" in said.splitlines()
+    assert checks_pass(own)
+    code, said = cli("pull", str(published[1]), "--db", str(own), "--accept-anomaly", "nope")
+    assert code == 2 and "--accept-anomaly nope: no such provider" in said
+
 def test_segments_past_the_limit_are_folded_into_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(catalog, "MAX_SEGMENTS", 2)
     a, folder = tmp_path / "a.duckdb", tmp_path / "catalog"
@@ -269,6 +411,17 @@ def test_segments_past_the_limit_are_folded_into_one(tmp_path: Path, monkeypatch
     assert digests(b) == digests(a)
     assert checks_pass(b)
 
+
+def test_publishing_a_warehouse_older_than_this_gpuledger_is_refused_naming_why(tmp_path: Path) -> None:
+    from tests.test_schema import v1_warehouse
+
+    v1_warehouse(tmp_path / "v1.duckdb")
+    code, said = cli("publish", str(tmp_path / "catalog"), "--db", str(tmp_path / "v1.duckdb"))
+    # before: "cannot publish into ...: CatalogException: Catalog Error: Table with name spot_price_history ..."
+    assert code == 2 and said.replace("\n", " ").strip() == (
+        f"error: cannot publish into {tmp_path / 'catalog'}: the warehouse is at schema version 1, this gpuledger "
+        "reads version 12: the next `gpuledger refresh` upgrades it in place")
+    assert list((tmp_path / "catalog").iterdir()) == []
 
 def test_publishing_over_a_manifest_without_its_files_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
     a, folder = published

@@ -162,6 +162,74 @@ def test_bad_since_and_unknown_table_are_one_line(warehouse: Path, tmp_path: Pat
     assert "Traceback" not in unknown.output
 
 
+
+@pytest.mark.parametrize("formats", ["", " , "])
+def test_a_format_list_with_no_format_writes_both_formats(warehouse: Path, tmp_path: Path, formats: str) -> None:
+    # before: an IndexError traceback, and a hidden .<stamp>.partial folder left in OUT_DIR
+    folder, manifest = export(warehouse, tmp_path, "-t", "providers", "-f", formats)
+    assert manifest["formats"] == ["csv", "parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "providers.csv", "providers.parquet"]
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+
+
+def test_an_interrupted_export_leaves_no_partial_folder(warehouse: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.warehouse import export as export_module
+
+    def interrupted(path: Path) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export_module, "sha256_file", interrupted)
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            export_module.export_snapshot(con, tmp_path / "out", tables=["offers"])
+    finally:
+        con.close()
+    assert list((tmp_path / "out").iterdir()) == []  # before: .<stamp>.partial with offers.csv in it
+
+
+def test_the_same_rows_stored_in_another_order_export_in_the_same_order(tmp_path: Path) -> None:
+    dbs = [tmp_path / "a.duckdb", tmp_path / "b.duckdb"]
+    rows = [offer(t, p, option=o) for t, p in (("p5.48xlarge", 55.04), ("p4d.24xlarge", 21.96))
+            for o in ("on_demand", "spot")]
+    tiers = egress("us-east-1", [(0, 10240, 0.09), (10240, None, 0.085)])
+    for db, order in zip(dbs, (1, -1)):  # the second warehouse is loaded in the reverse order
+        con = open_writer(db)
+        try:
+            loaded = batch("aws", rows[::order], tiers[::order])
+            report = load_outcome(con, scraped("aws", "replay", T0, T0, batch=loaded), "refresh-1",
+                                  AnomalyPolicy(min_row_ratio=0), now=T0)
+            assert report.ok, report.error
+        finally:
+            close_writer(con)
+    folders = [export(db, tmp_path / f"out-{db.stem}", "-t", "offers", "-t", "egress_prices")[0] for db in dbs]
+
+
+    def in_order(path: Path) -> list[dict]:  # the rows as the file has them, but for the random run_id
+        rows = list(csv.DictReader(path.open())) if path.suffix == ".csv" else pq.read_table(path).to_pylist()
+        return [{k: v for k, v in r.items() if k != "run_id"} for r in rows]
+
+    # before: rows were ordered by provider, region and zone (egress: provider, region, destination) alone,
+    # so the files, and their sha256 in the manifest, followed the order the rows happened to be stored in
+    for name in ("offers.csv", "offers.parquet", "egress_prices.csv", "egress_prices.parquet"):
+        assert in_order(folders[0] / name) == in_order(folders[1] / name), name
+    assert [(r["instance_type"], r["purchase_option"]) for r in in_order(folders[1] / "offers.csv")] == [
+        ("p4d.24xlarge", "on_demand"), ("p4d.24xlarge", "spot"), ("p5.48xlarge", "on_demand"), ("p5.48xlarge", "spot")]
+    assert [r["tier_start_gb"] for r in in_order(folders[1] / "egress_prices.parquet")] == [0, 10240]
+
+
+def test_a_warehouse_older_than_this_gpuledger_is_named_so(tmp_path: Path) -> None:
+    from tests.test_schema import v1_warehouse
+
+    v1_warehouse(tmp_path / "v1.duckdb")
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "out"), "--db", str(tmp_path / "v1.duckdb")])
+    # before: "... nothing written: Binder Error: Referenced column "operated_by" not found in FROM clause! ..."
+    assert result.exit_code == 1 and result.output.replace("\n", " ").strip() == (
+        f"error: export to {tmp_path / 'out'} failed, nothing written: the warehouse is at schema version 1, "
+        "this gpuledger reads version 12: the next `gpuledger refresh` upgrades it in place")
+    assert list((tmp_path / "out").iterdir()) == []
+
 # -- no path becomes SQL ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [

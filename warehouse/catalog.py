@@ -12,13 +12,13 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import duckdb
 import httpx
 
 from gpuledger import __version__
-from gpuledger.warehouse.export import sha256_file
+from gpuledger.warehouse.export import older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
@@ -51,8 +51,19 @@ class CatalogError(Exception):
     """A catalog or one of its files cannot be written or read; the message names it and why."""
 
 
+def shown(source: str) -> str:
+    """`source` as it may be printed or stored (scrape_runs.notes): a URL without its user and password."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", source)
+
+
 def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
+    """A manifest's time: ISO 8601 with its UTC offset (ValueError without one, TypeError if no text)."""
+    if not text:
+        return None
+    time = datetime.fromisoformat(text)
+    if time.utcoffset() is None:
+        raise ValueError(f"time {text!r} without a UTC offset")
+    return time
 
 
 def _iso(value: Any) -> Any:
@@ -140,7 +151,8 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
             if NAME.fullmatch(old.name) and old.name not in listed:
                 old.unlink()
     except (OSError, duckdb.Error, KeyError, TypeError, ValueError) as err:
-        raise CatalogError(f"cannot publish into {folder}: {type(err).__name__}: {err}") from err
+        why = isinstance(err, duckdb.Error) and older_warehouse(con) or f"{type(err).__name__}: {err}"
+        raise CatalogError(f"cannot publish into {folder}: {why}") from err
     return done
 
 
@@ -181,13 +193,15 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
     try:
         with client.stream("GET", f"{source.rstrip('/')}/{name}") as resp, out.open("wb") as f:
             if resp.status_code != 200:
-                raise CatalogError(f"{name}: HTTP {resp.status_code} from {source}")
+                raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(source)}")
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
                     raise CatalogError(f"{name}: larger than {limit:,} bytes (the manifest's size): refused")
                 f.write(chunk)
     except httpx.HTTPError as err:
-        raise CatalogError(f"{name}: {type(err).__name__} from {source}: {err}") from None
+        raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
+    except OSError as err:
+        raise CatalogError(f"{name}: cannot be written to {tmp} ({err.strerror or err})") from None
     return out
 
 
@@ -195,10 +209,13 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
     """`path` is the file the manifest describes, a Parquet file of its table and provider."""
     name = entry["name"]
     table = entry["table"]
-    size = path.stat().st_size
+    try:
+        size, digest = path.stat().st_size, sha256_file(path)
+    except OSError as err:
+        raise CatalogError(f"{name}: cannot be read ({err.strerror or err})") from None
     if size != entry["bytes"]:
         raise CatalogError(f"{name}: {size:,} bytes, the manifest says {entry['bytes']:,} (truncated or replaced)")
-    if sha256_file(path) != entry["sha256"]:
+    if digest != entry["sha256"]:
         raise CatalogError(f"{name}: its sha256 is not the manifest's (the file changed after it was published)")
     try:
         columns = {r[0] for r in con.execute("describe select * from read_parquet($f)", {"f": str(path)}).fetchall()}
@@ -212,13 +229,23 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
                            f"unknown {sorted(columns - set(column_names(table)))})")
     if (rows, others) != (entry["rows"], 0):
         raise CatalogError(f"{name}: {rows} rows ({others} of another provider), the manifest says {entry['rows']}")
+    if table == "offers":  # a newer publisher's GPU: loaded, its offers would fail `gpuledger check`
+        unknown = con.execute("select count(*), min(gpu_model) from read_parquet($f) where gpu_model not in "
+                              "(select gpu_model from gpu_models)", {"f": str(path)}).fetchall()[0]
+        if unknown[0]:
+            raise CatalogError(f"{name}: {unknown[0]} offers of a GPU model this gpuledger does not know "
+                               f"({unknown[1]!r}): upgrade gpuledger")
 
 
 def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
     """The provider's file entries, refused (CatalogError) unless each is well formed."""
     try:
         files = list(entry["files"])
-        _time(entry["started_at"])
+        _time(entry.get("finished_at"))
+        if _time(entry["started_at"]) is None:
+            raise ValueError("no started_at")
+        if not isinstance(entry.get("facts"), (dict, type(None))):
+            raise ValueError("its facts are not an object")
         if not re.fullmatch(r"[a-z0-9_]+", provider):
             raise ValueError("a provider name of other characters than a-z, 0-9 and _")
         for f in files:
@@ -227,13 +254,14 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
                     and 0 <= int(f["rows"]) and 0 <= int(f["bytes"]) <= FILE_MAX_BYTES
                     and re.fullmatch(r"[0-9a-f]{64}", f["sha256"])):
                 raise ValueError(f"file entry {str(f)[:120]}")
+            _time(f.get("through"))
         return files
     except (KeyError, TypeError, ValueError) as err:
         raise CatalogError(f"{provider}: the manifest's entry is malformed ({err})") from None
 
 
 def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, client: httpx.Client | None,
-                   provider: str, entry: dict[str, Any], refresh_id: str) -> PullReport:
+                   provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy) -> PullReport:
     p = {"p": provider}
     files = _entry_files(provider, entry)
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
@@ -245,7 +273,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     started = _time(entry["started_at"])
     if pulled:
         return PullReport(provider, "up to date", offers, detail="its files are those of the last pull")
-    if own and last is not None and last >= started:
+    if last is not None and (last > started or own and last == started):  # an older catalog never rolls back
         return PullReport(provider, "up to date" if last == started else "kept", offers,
                           detail=f"the warehouse holds its scrape of {last:%Y-%m-%d %H:%M} UTC")
     marks = _marks(con, provider)
@@ -263,8 +291,8 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
                                              params={"f": by_table[t]}).to_arrow_table().cast(
             arrow_schema(t, spec.columns)) for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
-                                provider_facts=entry.get("facts"), notes=[f"pulled from {source}"])
-        r = load_outcome(con, outcome, refresh_id, AnomalyPolicy.from_env())
+                                provider_facts=entry.get("facts"), notes=[f"pulled from {shown(source)}"])
+        r = load_outcome(con, outcome, refresh_id, policy)
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
     return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
@@ -302,7 +330,7 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
             "rows_parsed, rows_loaded, offers_new, offers_changed, offers_closed, notes) "
             "values (?, ?, ?, 'pull', ?, ?, 'ok', ?, ?, ?, ?, ?, ?)",
             [entry.get("run_id") or new_id(f"run-{provider}"), refresh_id, provider, _time(entry["started_at"]),
-             _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {source}"])
+             _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {shown(source)}"])
         if entry.get("facts"):
             upsert_provider_facts(con, {**entry["facts"], "provider": provider}, now)
         keep_validators(con, provider, {CATALOG_KEY: digest}, refresh_id, now)
@@ -329,22 +357,29 @@ def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     if not isinstance(doc.get("schema_version"), int) or doc["schema_version"] > SCHEMA_VERSION:
         raise CatalogError(f"{where}: made for warehouse schema {doc.get('schema_version')!r}; this gpuledger "
                            f"reads up to {SCHEMA_VERSION} (upgrade gpuledger)")
+    if not doc["providers"]:
+        raise CatalogError(f"{where}: the catalog holds no provider: nothing to load")
     return doc
 
 
-def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
+def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequence[str] = ()) -> list[PullReport]:
     """Load the catalog at `source` (a URL or a folder) into the warehouse at `db`. CatalogError when
-    the manifest cannot be read; a provider whose files fail their checks is reported refused."""
+    the manifest cannot be read; a provider whose files fail their checks is reported refused.
+    `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
-        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source) else None
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source, re.I) else None
     with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
         tmp = Path(folder)
-        manifest = read_manifest(_fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes(),
-                                 f"{source.rstrip('/')}/{MANIFEST}")
+        where = f"{shown(source).rstrip('/')}/{MANIFEST}"
+        try:
+            data = _fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes()
+        except OSError as err:
+            raise CatalogError(f"{where}: cannot be read ({err.strerror or err})") from None
+        manifest = read_manifest(data, where)
         with refresh_lock(published):
             work = start_working_copy(published)
             try:
@@ -353,7 +388,8 @@ def pull(db: str | os.PathLike[str] | None, source: str) -> list[PullReport]:
                 try:
                     for provider, entry in sorted(manifest["providers"].items()):
                         try:
-                            reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id))
+                            reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id,
+                                                          AnomalyPolicy.from_env(accept_anomaly)))
                         except CatalogError as err:
                             reports.append(PullReport(provider, "refused", detail=str(err)))
                 finally:

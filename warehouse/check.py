@@ -40,7 +40,9 @@ def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
             f"{spec.history}: versions do not overlap and end after they start":
                 f"""select {key} from {spec.history} where valid_to is not null and valid_to < valid_from
                     union all
-                    select {key} from {spec.history} where valid_to is null group by all having count(*) > 1""",
+                    select {key} from (select {key}, valid_to, lead(valid_from) over (partition by {key}
+                        order by valid_from, valid_to nulls last) as next_from from {spec.history})
+                    where next_from is not null and (valid_to is null or next_from < valid_to)""",
         }
         if spec.table == "offers":
             queries["offers: prices positive and finite, GPU model known"] = (

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.warehouse.freshness import provider_freshness
-from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, column_names
+from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, column_names, current_version
 from gpuledger.warehouse.store import WarehouseError, utcnow
 
 # The tables an export writes unless told which.
@@ -25,8 +25,10 @@ SINCE: dict[str, str] = {**{spec.history: "valid_to is null or valid_to > $since
 # content_hash is the merge's own fingerprint of a row, not data.
 EXPORT_TABLES: dict[str, tuple[str, ...]] = {
     table: tuple(c for c in column_names(table) if c != "content_hash") for table in (*DEFAULT_TABLES, *SINCE)}
-# The order of each table's rows: its key, then the time of its versions or entries.
-ORDER: dict[str, tuple[str, ...]] = {**{spec.history: (*spec.key, "valid_from") for spec in SPECS},
+# The order of each table's rows: its key, then the time of its versions or entries (others: their first
+# column, which is unique, then the next two).
+ORDER: dict[str, tuple[str, ...]] = {**{spec.table: spec.key for spec in SPECS},
+                                     **{spec.history: (*spec.key, "valid_from") for spec in SPECS},
                                      "quarantine": ("quarantined_at", "provider", "kind", "source_ref")}
 # COPY options per format; CSV timestamps are UTC by the TimeZone export_snapshot sets.
 COPY_OPTIONS = {"csv": "(format csv, header true, timestampformat '%Y-%m-%dT%H:%M:%S.%fZ')",
@@ -58,6 +60,17 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+def older_warehouse(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Why a query of the tables failed when the warehouse is older than this gpuledger (a column or table
+    missing), in place of DuckDB's binder error; None otherwise."""
+    try:
+        version = current_version(con)
+    except duckdb.Error:
+        return None
+    return (f"the warehouse is at schema version {version}, this gpuledger reads version {SCHEMA_VERSION}: "
+            "the next `gpuledger refresh` upgrades it in place") if version < SCHEMA_VERSION else None
+
+
 def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """The manifest's view of each provider's scrapes (warehouse.freshness)."""
     return {f.provider: {"last_success": f.last_ok.isoformat() if f.last_ok else None,
@@ -70,7 +83,8 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
                     since: datetime | None = None) -> Path:
     """Write `tables` (default DEFAULT_TABLES) to OUT_DIR/<UTC timestamp>/ and return that folder;
     `since` (aware) keeps the rows of the SINCE tables from then on. Sets the connection's TimeZone to UTC.
-    The command line has checked `formats` (FORMATS) and `tables` (EXPORT_TABLES)."""
+    The command line has checked `formats` (FORMATS; none: both) and `tables` (EXPORT_TABLES)."""
+    formats = list(formats) or list(FORMATS)
     root = Path(out_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -110,7 +124,10 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
                                          "columns": [{"name": c, "type": types[c]} for c in cols]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         tmp.rename(final)
-    except (OSError, duckdb.Error) as err:
+    except BaseException as err:  # Ctrl-C included: no half-written folder is left behind
         shutil.rmtree(tmp, ignore_errors=True)
-        raise WarehouseError(f"export to {root} failed, nothing written: {err}") from err
+        if not isinstance(err, (OSError, duckdb.Error)):
+            raise
+        why = isinstance(err, duckdb.Error) and older_warehouse(con) or err
+        raise WarehouseError(f"export to {root} failed, nothing written: {why}") from err
     return final

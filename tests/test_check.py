@@ -1,0 +1,44 @@
+"""`gpuledger check` (warehouse/check.py) on a warehouse with history: what it finds, what it lets pass."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpuledger.flows.cli import app
+from gpuledger.warehouse.store import close_writer, open_writer
+from tests.test_warehouse import T0, load
+
+OVERLAP = "offer_history: versions do not overlap and end after they start"
+
+
+def check(db: Path) -> tuple[int, dict[str, str]]:
+    result = CliRunner().invoke(app, ["check", "--db", str(db)])
+    lines = [line.split(None, 1) for line in result.stdout.splitlines()]
+    return result.exit_code, {rest.rsplit(": ", 1)[0]: f"{mark} {rest.rsplit(': ', 1)[1]}" for mark, rest in lines}
+
+
+def test_overlapping_versions_of_one_offer_fail_the_overlap_check(db: Path) -> None:
+    con = open_writer(db)
+    try:
+        # p4d: 21.96 from day 0 to day 1, then 19.5 from day 1 on (versions that touch, not overlap)
+        load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 21.957642}, 0)
+        load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 19.5}, 1)
+    finally:
+        close_writer(con)
+    code, said = check(db)
+    assert code == 0 and said[OVERLAP] == "ok ok"
+
+    con = open_writer(db)
+    try:  # a closed p5 version from day -1 to day 2 beside the open one from day 0: two prices at once
+        con.execute("insert into offer_history select * replace ('other' as content_hash, $a as valid_from, "
+                    "$b as valid_to) from offer_history where instance_type = 'p5.48xlarge'",
+                    {"a": T0 - timedelta(days=1), "b": T0 + timedelta(days=2)})
+    finally:
+        close_writer(con)
+    code, said = check(db)
+    # before: "ok" (only a version ending before it starts, or two open ones, were looked for)
+    assert code == 1 and said[OVERLAP] == "FAIL 1 offending rows"
+    assert [name for name, v in said.items() if not v.startswith("ok")] == [OVERLAP]
