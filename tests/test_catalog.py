@@ -25,7 +25,7 @@ from tests.builders import lambda_price_hook, load, outcome, replayed_warehouse
 
 # Every table a catalog carries, and the providers table without its local update time.
 TABLES = ("offers", "offer_history", "egress_prices", "egress_price_history", "storage_prices",
-          "storage_price_history", "spot_price_history", "capacity_block_offerings",
+          "storage_price_history", "spot_price_history", "capacity_block_offerings", "availability_history",
           "(select * exclude (updated_at) from providers)")
 
 
@@ -100,7 +100,7 @@ def file_of(folder: Path, provider: str, table: str) -> Path:
 def test_the_catalog_lists_every_file_with_its_sha256_rows_and_scrape(published: tuple[Path, Path]) -> None:
     a, folder = published
     manifest = json.loads((folder / MANIFEST).read_text())
-    assert manifest["format"] == 1 and manifest["schema_version"] == 12 and set(manifest["providers"]) == {
+    assert manifest["format"] == 2 and manifest["schema_version"] == 12 and set(manifest["providers"]) == {
         "aws", "lambda", "runpod"}
     runs = dict(query(a, "select provider, max(started_at) from scrape_runs where state = 'ok' group by all"))
     for provider, entry in manifest["providers"].items():
@@ -112,7 +112,7 @@ def test_the_catalog_lists_every_file_with_its_sha256_rows_and_scrape(published:
             assert query(a, f"select count(*) from {f['table']} where provider = '{provider}'") == [(f["rows"],)]
     assert {f["table"] for f in manifest["providers"]["aws"]["files"]} == {
         "offers", "offer_history", "egress_prices", "egress_price_history", "storage_prices",
-        "storage_price_history", "spot_price_history", "capacity_block_offerings"}
+        "storage_price_history", "spot_price_history", "capacity_block_offerings", "availability_history"}
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [MANIFEST] + [f["name"] for e in manifest["providers"].values() for f in e["files"]])
 
@@ -132,6 +132,32 @@ def test_pull_over_http_gives_the_publishers_warehouse_and_pulling_again_loads_n
     assert [(r.provider, r.state, r.new, r.changed, r.closed) for r in again] == [
         (p, "up to date", 0, 0, 0) for p in ("aws", "lambda", "runpod")]
     assert digests(b) == digests(a)
+
+
+def test_availability_history_comes_along_and_a_format_1_catalog_without_it_still_loads(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    a, folder = published
+    # the 7- and 30-day share with capacity (show-gpus, the page, recommend) is computed from this history
+    assert query(a, "select provider, count(*) from availability_history group by all order by 1") == [
+        ("aws", 2965), ("lambda", 27), ("runpod", 45)]
+    b = tmp_path / "b.duckdb"
+    pull(b, str(folder))
+    assert digests(b, "provider = 'aws'")["availability_history"] == digests(a, "provider = 'aws'")[
+        "availability_history"]
+    older = tmp_path / "format1"
+    shutil.copytree(folder, older)
+    manifest = json.loads((older / MANIFEST).read_text())
+    manifest["format"] = 1
+    for entry in manifest["providers"].values():
+        entry["files"] = [f for f in entry["files"] if f["table"] != "availability_history"]
+        del entry["marks"]["availability_history"]
+    (older / MANIFEST).write_text(json.dumps(manifest))
+    c = tmp_path / "c.duckdb"
+    assert [r.state for r in pull(c, str(older))] == ["loaded"] * 3
+    assert {t: d for t, d in digests(c).items() if t != "availability_history"} == {
+        t: d for t, d in digests(a).items() if t != "availability_history"}
+    assert query(c, "select count(*) from availability_history") == [(0,)]
+    assert checks_pass(c)
 
 
 def test_a_password_in_the_catalog_url_is_neither_printed_nor_stored(
@@ -198,8 +224,8 @@ def test_a_truncated_or_mismatched_file_is_refused(published: tuple[Path, Path],
 @pytest.mark.parametrize("damage, said", [
     (lambda folder: (folder / MANIFEST).unlink(), "manifest.json: not in"),
     (lambda folder: (folder / MANIFEST).write_text("<html>"), "not a gpuledger catalog manifest: not a JSON object"),
-    (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 2, "providers": {}})),
-     "not a gpuledger catalog manifest: format 2, this gpuledger reads format 1"),
+    (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 3, "providers": {}})),
+     "not a gpuledger catalog manifest: format 3, this gpuledger reads format 1 or 2"),
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1})),
      "not a gpuledger catalog manifest: no 'providers' object"),
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 99, "providers": {}})),

@@ -27,7 +27,8 @@ from gpuledger.warehouse.store import (
 )
 from gpuledger.warehouse.validators import keep_validators
 
-FORMAT = 1
+FORMAT = 2  # 2: availability history segments; format 1 catalogs (without them) are read too
+FORMATS_READ = (1, 2)
 MANIFEST = "manifest.json"
 MANIFEST_MAX_BYTES = 16 << 20
 FILE_MAX_BYTES = 2 << 30  # a GitHub release asset's limit
@@ -42,6 +43,8 @@ SEGMENTED: dict[str, tuple[tuple[str, ...], str]] = {
     **{s.history: (s.key + ("valid_from",), "greatest(valid_from, coalesce(valid_to, valid_from))") for s in SPECS},
     "spot_price_history": (SPOT_PRICE_FIELDS[:6], "loaded_at"),
     "capacity_block_offerings": (column_names("capacity_block_offerings"), "observed_at"),
+    # its run_id aside, every column: one key may give two signals at one time (two listings of a marketplace)
+    "availability_history": (tuple(c for c in column_names("availability_history") if c != "run_id"), "observed_at"),
 }
 HISTORY = {s.history for s in SPECS}
 OUTCOME_TABLES = {"offers": "offers", "egress_prices": "egress", "storage_prices": "storage"}
@@ -350,7 +353,8 @@ def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     except ValueError:
         doc = None
     why = ("not a JSON object" if not isinstance(doc, dict)
-           else f"format {doc.get('format')!r}, this gpuledger reads format {FORMAT}" if doc.get("format") != FORMAT
+           else f"format {doc.get('format')!r}, this gpuledger reads format {' or '.join(map(str, FORMATS_READ))}"
+           if doc.get("format") not in FORMATS_READ
            else "no 'providers' object" if not isinstance(doc.get("providers"), dict) else None)
     if why:
         raise CatalogError(f"{where}: not a gpuledger catalog manifest: {why}")
