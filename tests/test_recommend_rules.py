@@ -12,6 +12,7 @@ from gpuledger.warehouse import gpus as gpu_table
 from gpuledger.warehouse.recommender.macros import install_macros
 from gpuledger.warehouse.recommender.throughput import node_link, step_work, tokens_per_second
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, UnknownProviderError, recommend
+from gpuledger.warehouse.offer_filter import FilterError
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import open_reader, open_writer
 from tests.test_recommend import NOW, T0, add, facts, load
@@ -173,5 +174,22 @@ def test_hints_respect_the_region_and_provider_filters(con) -> None:
                              region="us-"))
     assert rec.nothing_fits
     assert rec.notes[-1].endswith(". It would fit with `--shard-lora --max-gpus 8`.")
-    none = recommend(con, req(method="qlora", model="llama-3-8b", region="eu-"))
-    assert none.nothing_fits and none.notes[-1].endswith(". It would fit with `no --region`.")
+    with pytest.raises(FilterError, match=r"^unknown region 'eu-'; did you mean us-east-1\?$"):
+        recommend(con, req(method="qlora", model="llama-3-8b", region="eu-"))  # no region starts with it
+
+
+def test_a_region_where_nothing_fits_hints_that_another_would(tmp_path: Path) -> None:
+    b = Batch("market")
+    add(b, "l4", "L4", 1, 22.35, 0.60, region="eu-west-1", billing_granularity_s=1, minimum_charge_s=0)
+    add(b, "h100", "H100-SXM", 1, 80.0, 2.50, region="us-east-1", billing_granularity_s=1, minimum_charge_s=0)
+    w = open_writer(tmp_path / "ledger.duckdb")
+    load(w, b, "market", T0, facts("market", 1, 0))
+    w.close()
+    con = open_reader(tmp_path / "ledger.duckdb")
+    try:  # a 70B model in 4 bits needs about 46 GiB: more than the L4 in eu-west-1 has
+        none = recommend(con, req(method="qlora", model="llama-3-70b", region="EU-"))
+        assert none.nothing_fits and none.notes[-1].endswith(". It would fit with `no --region`.")
+        assert [c.instance_type for c in recommend(con, req(method="qlora", model="llama-3-70b")).candidates] == [
+            "h100"]
+    finally:
+        con.close()
