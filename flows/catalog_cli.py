@@ -35,12 +35,13 @@ def publish_command(
     from gpuledger.warehouse.catalog import CatalogError, publish
     from gpuledger.warehouse.store import open_reader
 
+    output = chosen(fmt, as_json)
     with open_reader(db, allow_files=True) as con:  # a WarehouseError: one line, exit 2 (flows/cli.py)
         try:
             done = publish(con, folder)
         except CatalogError as err:
             raise fail(str(err), 2) from None
-    emit(["provider", "files"], sorted(done.items()), chosen(fmt, as_json), title=f"published into {folder}")
+    emit(["provider", "files"], sorted(done.items()), output, title=f"published into {folder}")
 
 
 def pull_command(
@@ -70,6 +71,7 @@ def pull_command(
     from gpuledger.warehouse.catalog import CatalogError, PullReport, pull, shown
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
+    output = chosen(fmt, as_json)
     unknown = sorted(set(accept_anomaly) - set(SOURCES))
     if unknown:
         raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
@@ -79,7 +81,7 @@ def pull_command(
         reports = pull(db, source, accept_anomaly)
     except (CatalogError, WarehouseError) as err:
         raise fail(str(err), 2) from None
-    emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], chosen(fmt, as_json),
+    emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,
          title=f"pull {shown(source)}")
     refused = [r for r in reports if r.state == "refused"]
     for r in refused:  # one line each, naming the file

@@ -326,6 +326,7 @@ def sql(
     """
     from gpuledger.warehouse.recommender.macros import install_macros
 
+    output = chosen(fmt, as_json)
     if not math.isfinite(timeout):
         raise fail(f"--timeout {timeout} is not a number of seconds", 2)
     if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
@@ -334,7 +335,7 @@ def sql(
 
     def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
-        write_answer(con.execute(query), chosen(fmt, as_json), stopping, max_rows)
+        write_answer(con.execute(query), output, stopping, max_rows)
 
     with con:
         try:

@@ -44,6 +44,9 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def chosen(fmt: Format | str, as_json: bool = False) -> str:
+    """The output format; `--json` beside `--format csv` asks for two, a usage error."""
+    if as_json and Format(fmt) == Format.csv:
+        raise fail("--json and --format csv ask for two formats: give one", 2)
     return "json" if as_json else Format(fmt).value
 
 
