@@ -65,7 +65,12 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
     selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
                             min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
                             commitments=commitments)
-    with open_reader(db) as con:
+    if not any(spot is v for v in (None, True, False)) or not any(commitments is v for v in (True, False)):
+        raise ValueError(f"spot is True, False or None and commitments True or False, got spot={spot!r}, "
+                         f"commitments={commitments!r}")
+    # Only this module's own SQL runs here, so no sandbox settings: with them DuckDB refuses a file this
+    # process has open already (a notebook's duckdb.connect(path, read_only=True), README).
+    with open_reader(db, allow_files=True) as con:
         where, params = selection.resolved(con, SOURCES).where()
         table = con.sql(
             f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
