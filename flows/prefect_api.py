@@ -5,6 +5,7 @@ overlaps the command's own work (Prefect would start one itself only at the firs
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -89,8 +90,13 @@ class TemporaryApiServer:
         if self._stderr is None:
             return ""
         self._stderr.seek(0)
-        lines = [line for line in self._stderr.read().decode(errors="replace").splitlines() if line.strip()]
-        return f": {lines[-1].strip()}" if lines else ""
+        lines = [" ".join(line.split()) for line in self._stderr.read().decode(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        if not lines:
+            return ""
+        # The exception behind a failed start-up, whose last words ("Application startup failed") say no cause.
+        causes = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b[^:]*: ", line)]
+        return f": {causes[-1]} ({lines[-1]})" if causes and causes[-1] != lines[-1] else f": {lines[-1]}"
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

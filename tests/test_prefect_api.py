@@ -100,6 +100,22 @@ def test_a_server_that_exits_is_retried_then_said_in_one_line() -> None:
     assert len(server.started) == prefect_api.START_ATTEMPTS == 3
 
 
+def test_a_server_that_fails_its_start_up_says_the_exception_behind_it() -> None:
+    # What `prefect server start` prints when its database cannot be made (HOME=/nonexistent, a cron job's
+    # system user): the message had been only its last line, "Application startup failed. Exiting."
+    said = ("Traceback (most recent call last):\n  File \"aiosqlite/core.py\", line 466, in connector\n"
+            "    return sqlite3.connect(loc, **kwargs)\n"
+            "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) unable to open database file\n"
+            "(Background on this error at: https://sqlalche.me/e/21/e3q8)\n"
+            "ERROR:    Application startup failed. Exiting.\n")
+    server = ScriptedServer(f"import sys; sys.stderr.write({said!r}); sys.exit(3)")
+    with pytest.raises(prefect_api.ApiServerError) as err:
+        server.wait_ready(60)
+    assert str(err.value) == ("Prefect's temporary API server exited with code 3: sqlalchemy.exc.OperationalError: "
+                              "(sqlite3.OperationalError) unable to open database file "
+                              "(ERROR: Application startup failed. Exiting.)")
+
+
 def test_a_server_that_never_answers_times_out_and_is_killed() -> None:
     server = ScriptedServer("import sys, time; sys.stderr.write('stuck in migrations\\n'); sys.stderr.flush();"
                             " time.sleep(120)")
