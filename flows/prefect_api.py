@@ -156,7 +156,16 @@ def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
 def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
     """Within: the API of `server` once it answers, stopped on the way out; with none, the configured API."""
     if server is None:
-        yield configured_url()
+        url = configured_url()
+        if url:  # one that does not answer: one line here, not Prefect's traceback from the flow run
+            try:
+                with httpx.Client(timeout=10.0) as client:
+                    client.get(f"{url.rstrip('/')}/health")  # any answer will do: Cloud's may ask for the key
+            except (httpx.HTTPError, httpx.InvalidURL) as err:
+                shown = re.sub(r"(?<=://)[^/@]*@", "", url)  # never a user:password it holds
+                raise ApiServerError(f"cannot reach the Prefect API at {shown} (PREFECT_API_URL): "
+                                     f"{type(err).__name__}: {str(err).replace(url, shown)}") from None
+        yield url
         return
     from prefect.settings import get_current_settings
 
