@@ -114,6 +114,15 @@ def test_spot_and_commitments_that_are_not_booleans_raise(warehouse: Path) -> No
             gpuledger.query(gpu="H100-SXM", db=warehouse, **wrong)
 
 
+def test_a_truncated_warehouse_is_a_warehouse_error_as_in_the_cli(warehouse: Path, tmp_path: Path) -> None:
+    # Its header opens; its pages fail when read: that had been DuckDB's own IOException.
+    cut = tmp_path / "cut.duckdb"
+    cut.write_bytes(warehouse.read_bytes()[:int(warehouse.stat().st_size * 0.3)])
+    with pytest.raises(WarehouseError, match=rf"^cannot read the warehouse {cut}: IO Error: Could not read .*"
+                                             r"\(a damaged or truncated file: restore it, or refresh into a new --db\)$"):
+        gpuledger.query(db=cut)
+
+
 def test_done_means_one_liner_uses_the_default_warehouse(warehouse: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "GPULEDGER_DB"}
     line = "import gpuledger; print(gpuledger.query(gpu='H100-SXM', spot=False)[:3])"
