@@ -437,8 +437,10 @@ def status(
     Example:
       gpuledger status --json -p aws -p gcp || echo "aws or gcp needs attention"
     """
+    from gpuledger.adapters.registry import UNITS  # refresh -p takes them: a name before their first run too
+
     with _reader(db, "status") as con:
-        provider = list(resolve_names("provider", provider, {*SOURCES, *known_names(con, "provider")}))
+        provider = list(resolve_names("provider", provider, {*SOURCES, *UNITS, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     saved = pending.waiting(db_path(db))  # fetched results a failed write left for the next merge
     for r in rows:

@@ -178,27 +178,43 @@ def serve_command(
       prefect server start &   # or: prefect cloud login
       PREFECT_API_URL=http://127.0.0.1:4200/api gpuledger serve
     """
+    import re
+
     from prefect.settings import PREFECT_API_URL
+
+    from gpuledger.flows.refresh import resolve_providers
+    from gpuledger.warehouse.store import check_warehouse_file
 
     if not PREFECT_API_URL.value():
         raise fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
                    "starts never fires schedules. Start one (`prefect server start`) and set "
                    "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
-    parameters = {k: v for k, v in (("db", db and str(db)), ("providers", list(provider)), ("replay", replay)) if v}
+    server = re.sub(r"(?<=://)[^/@]*@", "", PREFECT_API_URL.value())  # never a user:password it holds
+    # What every scheduled run would fail on is said now, before the server is asked anything.
+    try:
+        providers = resolve_providers(provider) if provider else []
+        if db:
+            check_warehouse_file(db)
+        parameters = {k: v for k, v in (("db", db and str(db)), ("providers", providers), ("replay", replay)) if v}
+        deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
+    except WarehouseError as e:
+        raise fail(str(e), 2) from None
+    except ValueError as e:  # an unknown provider, a cron or time zone Prefect refuses (pydantic's: one line each)
+        errors = getattr(e, "errors", None)
+        raise fail("; ".join(x["msg"] for x in errors()) if errors else str(e), 2) from None
     try:
         pool = work_pool_of(f"nightly_refresh/{name}")
     except Exception as e:  # an unreachable or refusing server: one line, not Prefect's traceback
-        raise fail(f"cannot reach the Prefect server at {PREFECT_API_URL.value()}: {type(e).__name__}: {e}",
-                   2) from None
+        raise fail(f"cannot reach the Prefect server at {server}: {type(e).__name__}: "
+                   f"{str(e).replace(PREFECT_API_URL.value(), server)}", 2) from None
     if pool and not force:
         raise fail(f"nightly_refresh/{name} is deployed to the work pool {pool!r} (prefect.yaml's, or another "
                    "`prefect deploy`); serving under that name would replace its parameters and schedule. Serve "
                    "under another --name, or pass --force to replace it.", 2)
-    deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     from prefect import serve
 
     err.print(literal(f"serving nightly_refresh/{deployment.name}: cron {cron!r} ({timezone}) "
-                      f"on {PREFECT_API_URL.value()}; Ctrl-C stops"))
+                      f"on {server}; Ctrl-C stops"))
     with _run_logging():
         serve(deployment, print_starting_message=False, limit=1)  # one refresh at a time (it holds a lock anyway)
 

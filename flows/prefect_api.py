@@ -5,6 +5,7 @@ overlaps the command's own work (Prefect would start one itself only at the firs
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -89,8 +90,13 @@ class TemporaryApiServer:
         if self._stderr is None:
             return ""
         self._stderr.seek(0)
-        lines = [line for line in self._stderr.read().decode(errors="replace").splitlines() if line.strip()]
-        return f": {lines[-1].strip()}" if lines else ""
+        lines = [" ".join(line.split()) for line in self._stderr.read().decode(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        if not lines:
+            return ""
+        # The exception behind a failed start-up, whose last words ("Application startup failed") say no cause.
+        causes = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b[^:]*: ", line)]
+        return f": {causes[-1]} ({lines[-1]})" if causes and causes[-1] != lines[-1] else f": {lines[-1]}"
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -150,7 +156,16 @@ def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
 def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
     """Within: the API of `server` once it answers, stopped on the way out; with none, the configured API."""
     if server is None:
-        yield configured_url()
+        url = configured_url()
+        if url:  # one that does not answer: one line here, not Prefect's traceback from the flow run
+            try:
+                with httpx.Client(timeout=10.0) as client:
+                    client.get(f"{url.rstrip('/')}/health")  # any answer will do: Cloud's may ask for the key
+            except (httpx.HTTPError, httpx.InvalidURL) as err:
+                shown = re.sub(r"(?<=://)[^/@]*@", "", url)  # never a user:password it holds
+                raise ApiServerError(f"cannot reach the Prefect API at {shown} (PREFECT_API_URL): "
+                                     f"{type(err).__name__}: {str(err).replace(url, shown)}") from None
+        yield url
         return
     from prefect.settings import get_current_settings
 

@@ -8,10 +8,12 @@ import os
 from dataclasses import make_dataclass
 from typing import Any, Sequence
 
+import duckdb
+
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.offer_filter import OfferFilter
 from gpuledger.warehouse.schema import column_names
-from gpuledger.warehouse.store import open_reader
+from gpuledger.warehouse.store import WarehouseError, damaged_message, db_path, is_damaged, open_reader
 
 # content_hash is the merge's fingerprint of a row, not data (as in exports).
 OFFER_FIELDS = tuple(c for c in column_names("offers") if c != "content_hash")
@@ -65,11 +67,21 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
     selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
                             min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
                             commitments=commitments)
-    with open_reader(db) as con:
-        where, params = selection.resolved(con, SOURCES).where()
-        table = con.sql(
-            f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
-            "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
-            params=params).to_arrow_table()
+    if not any(spot is v for v in (None, True, False)) or not any(commitments is v for v in (True, False)):
+        raise ValueError(f"spot is True, False or None and commitments True or False, got spot={spot!r}, "
+                         f"commitments={commitments!r}")
+    # Only this module's own SQL runs here, so no sandbox settings: with them DuckDB refuses a file this
+    # process has open already (a notebook's duckdb.connect(path, read_only=True), README).
+    try:
+        with open_reader(db, allow_files=True) as con:
+            where, params = selection.resolved(con, SOURCES).where()
+            table = con.sql(
+                f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
+                "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
+                params=params).to_arrow_table()
+    except duckdb.Error as err:  # a truncated file fails only when its pages are read: said as the CLI says it
+        if not is_damaged(err, db_path(db)):
+            raise
+        raise WarehouseError(damaged_message(db_path(db), err)) from err
     columns = [table.column(c).to_pylist() for c in OFFER_FIELDS]
     return Offers([Offer(*values) for values in zip(*columns)], table)

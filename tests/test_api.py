@@ -92,6 +92,37 @@ def test_query_reads_read_only_and_says_what_is_wrong(warehouse: Path, tmp_path:
         gpuledger.query(providers="aws", db=warehouse)
 
 
+def test_query_beside_a_notebook_connection_to_the_same_file(warehouse: Path) -> None:
+    # README: the file opens in pandas as duckdb.connect(path, read_only=True); in the same process the
+    # API had been refused as "a damaged or truncated file: restore it".
+    import duckdb
+
+    notebook = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        spot = gpuledger.query(gpu="H100-SXM", spot=True, db=warehouse)
+        assert [(o.region, o.price_per_gpu_hour) for o in spot] == [("community-cloud", 1.5), ("secure-cloud", 1.75)]
+        assert notebook.sql("select count(*) from offers where provider = 'acme'").fetchall() == [(2,)]
+    finally:
+        notebook.close()
+
+
+def test_spot_and_commitments_that_are_not_booleans_raise(warehouse: Path) -> None:
+    # spot="no" or spot=0 had matched neither `is True` nor `is False`: on-demand and spot offers both, in silence
+    assert len(gpuledger.query(gpu="H100-SXM", spot=None, db=warehouse)) > 2
+    for wrong in ({"spot": "no"}, {"spot": 0}, {"spot": "true"}, {"commitments": "yes"}):
+        with pytest.raises(ValueError, match=r"^spot is True, False or None and commitments True or False, got "):
+            gpuledger.query(gpu="H100-SXM", db=warehouse, **wrong)
+
+
+def test_a_truncated_warehouse_is_a_warehouse_error_as_in_the_cli(warehouse: Path, tmp_path: Path) -> None:
+    # Its header opens; its pages fail when read: that had been DuckDB's own IOException.
+    cut = tmp_path / "cut.duckdb"
+    cut.write_bytes(warehouse.read_bytes()[:int(warehouse.stat().st_size * 0.3)])
+    with pytest.raises(WarehouseError, match=rf"^cannot read the warehouse {cut}: IO Error: Could not read .*"
+                                             r"\(a damaged or truncated file: restore it, or refresh into a new --db\)$"):
+        gpuledger.query(db=cut)
+
+
 def test_done_means_one_liner_uses_the_default_warehouse(warehouse: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "GPULEDGER_DB"}
     line = "import gpuledger; print(gpuledger.query(gpu='H100-SXM', spot=False)[:3])"

@@ -123,6 +123,38 @@ def test_serve_refuses_without_a_lasting_server() -> None:
     assert "needs a Prefect server that keeps running" in result.output
 
 
+def test_serve_refuses_what_every_run_would_fail_on_before_asking_the_server(tmp_path: Path) -> None:
+    # Had been let through to the server (unreachable here: "cannot reach"; reachable: a traceback for the
+    # cron, and a schedule whose every run fails for the provider or the file).
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from gpuledger.flows.cli import app as cli_app
+
+    not_duckdb = tmp_path / "notes.duckdb"
+    not_duckdb.write_text("not a warehouse")
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        said = {args[-1]: CliRunner().invoke(cli_app, ["serve", *args]) for args in (
+            ["--cron", "61 3 * * *"], ["--timezone", "Mars/Phobos"], ["-p", "lambd"], ["--db", str(not_duckdb)])}
+    assert {k: (r.exit_code, r.output.strip()) for k, r in said.items()} == {
+        "61 3 * * *": (2, 'error: Invalid cron string: "61 3 * * *"'),
+        "Mars/Phobos": (2, 'error: Value error, Invalid timezone: "Mars/Phobos" (specify in IANA tzdata format, '
+                           'for example, America/New_York)'),
+        "lambd": (2, "error: unknown provider 'lambd'; did you mean lambda?"),
+        str(not_duckdb): (2, f"error: {not_duckdb} is not a DuckDB database (pass --db a gpuledger warehouse, "
+                             "or a new file name)")}
+
+
+def test_serve_never_prints_the_password_of_the_server_url() -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from gpuledger.flows.cli import app as cli_app
+
+    with temporary_settings(updates={PREFECT_API_URL: "http://bob:hunter2@127.0.0.1:9/api"}):
+        result = CliRunner().invoke(cli_app, ["serve"])
+    assert result.exit_code == 2 and "hunter2" not in result.output and "bob" not in result.output
+    assert result.output.startswith("error: cannot reach the Prefect server at http://127.0.0.1:9/api: ")
+
+
 # -- against a Prefect server ----------------------------------------------------
 
 @pytest.fixture(scope="module")

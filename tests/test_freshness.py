@@ -97,6 +97,15 @@ def test_status_command_shows_never_loaded_sources(warehouse: Path) -> None:
     assert table.exit_code == 1 and table.stdout.count("never loaded") == len(never)
 
 
+def test_status_takes_a_refresh_unit_before_its_first_run(warehouse: Path) -> None:
+    # `refresh -p aws_capacity_blocks` takes the unit; status had called the same name unknown
+    # ("did you mean paperspace, ...", exit 2) until the unit had a run in scrape_runs.
+    result = CliRunner().invoke(app, ["status", "--db", str(warehouse), "-p", "AWS_Capacity_Blocks", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [(r["provider"], r["state"], r["last_attempt"], r["offers"]) for r in json.loads(result.stdout)] == [
+        ("aws_capacity_blocks", "never", None, 0)]
+
+
 def test_the_export_manifest_reads_the_same_runs(warehouse: Path) -> None:
     con = open_reader(warehouse)
     try:

@@ -65,12 +65,47 @@ def test_a_temporary_server_serves_the_flow_run_and_is_stopped_after(tmp_path: P
 
 
 def test_a_configured_api_is_used_and_nothing_is_started() -> None:
+    import http.server
+    import threading
+
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
-        assert prefect_api.start_if_needed() is None
-        with prefect_api.flow_api(None) as url:
-            assert url == "http://127.0.0.1:9/api"
+    asked: list[str] = []
+
+    class Api(http.server.BaseHTTPRequestHandler):  # answers, as a running server does
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    configured = f"http://127.0.0.1:{api.server_address[1]}/api"
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: configured}):
+            assert prefect_api.start_if_needed() is None
+            with prefect_api.flow_api(None) as url:
+                assert url == configured
+    finally:
+        api.shutdown()
+    assert asked == ["/api/health"]
+
+
+def test_a_configured_api_that_does_not_answer_is_one_line_without_its_password(tmp_path: Path) -> None:
+    # PREFECT_API_URL left set for a `prefect server` that is down: refresh had printed Prefect's traceback
+    # (440 lines, "RuntimeError: Failed to reach API at ...").
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    db = tmp_path / "ledger.duckdb"
+    with temporary_settings(updates={PREFECT_API_URL: "http://bob:hunter2@127.0.0.1:9/api"}):
+        result = CliRunner().invoke(app, ["refresh", "--replay", "--db", str(db), "-p", "lambda"])
+    assert result.exit_code == 1 and (result.exception is None or isinstance(result.exception, SystemExit))
+    assert result.output.strip() == ("error: cannot reach the Prefect API at http://127.0.0.1:9/api (PREFECT_API_URL): "
+                                     "ConnectError: [Errno 111] Connection refused")
+    assert not db.exists()
 
 
 class ScriptedServer(prefect_api.TemporaryApiServer):
@@ -98,6 +133,22 @@ def test_a_server_that_exits_is_retried_then_said_in_one_line() -> None:
     assert str(err.value) == ("Prefect's temporary API server exited with code 3: "
                               "ERROR: [Errno 98] address already in use")
     assert len(server.started) == prefect_api.START_ATTEMPTS == 3
+
+
+def test_a_server_that_fails_its_start_up_says_the_exception_behind_it() -> None:
+    # What `prefect server start` prints when its database cannot be made (HOME=/nonexistent, a cron job's
+    # system user): the message had been only its last line, "Application startup failed. Exiting."
+    said = ("Traceback (most recent call last):\n  File \"aiosqlite/core.py\", line 466, in connector\n"
+            "    return sqlite3.connect(loc, **kwargs)\n"
+            "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) unable to open database file\n"
+            "(Background on this error at: https://sqlalche.me/e/21/e3q8)\n"
+            "ERROR:    Application startup failed. Exiting.\n")
+    server = ScriptedServer(f"import sys; sys.stderr.write({said!r}); sys.exit(3)")
+    with pytest.raises(prefect_api.ApiServerError) as err:
+        server.wait_ready(60)
+    assert str(err.value) == ("Prefect's temporary API server exited with code 3: sqlalchemy.exc.OperationalError: "
+                              "(sqlite3.OperationalError) unable to open database file "
+                              "(ERROR: Application startup failed. Exiting.)")
 
 
 def test_a_server_that_never_answers_times_out_and_is_killed() -> None:
