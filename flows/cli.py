@@ -407,7 +407,8 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
     offers, egress, storage = (dict(con.execute(f"select provider, count(*) from {t} group by provider").fetchall())
                                for t in ("offers", "egress_prices", "storage_prices"))
     try:  # the enrichments the latest run went without (a warehouse older than schema 9 has none)
-        degraded = dict(con.execute("select provider, arg_max(degraded, finished_at) from scrape_runs "
+        # arg_max_null: the latest run's, even when it went without none (arg_max skips a NULL)
+        degraded = dict(con.execute("select provider, arg_max_null(degraded, finished_at) from scrape_runs "
                                     "group by provider").fetchall())
     except duckdb.BinderException:
         degraded = {}

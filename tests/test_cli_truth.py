@@ -7,6 +7,7 @@ import json
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main
@@ -36,6 +37,26 @@ def load(db: Path, provider: str, hours_ago: float, error: str | None = None) ->
 def status(db: Path, *args: str) -> tuple[int, dict[str, str]]:
     result = runner.invoke(app, ["status", "--db", str(db), "--json", *args])
     return result.exit_code, {r["provider"]: r["state"] for r in json.loads(result.stdout)}
+
+
+def test_status_shows_the_latest_runs_missing_enrichment_not_an_earlier_runs(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+
+    def run_then_status(hours_ago: float, degraded: list[dict[str, Any]]) -> dict[str, Any]:
+        at = utcnow() - timedelta(hours=hours_ago)
+        con = open_writer(db)
+        try:
+            load_outcome(con, scraped("aws", "replay", at, at, batch=batch("aws", [offer("aws-8x", 20.0)]),
+                                      degraded=degraded), f"refresh-{hours_ago}", AnomalyPolicy(), now=at)
+        finally:
+            con.close()
+        [row] = json.loads(runner.invoke(app, ["status", "--db", str(db), "--json", "-p", "aws"]).stdout)
+        return row
+
+    first = run_then_status(2, [{"name": "spot prices", "reason": "HTTP 404", "options": []}])
+    assert first["state"] == "ok" and "spot prices" in first["degraded"] and "HTTP 404" in first["degraded"]
+    latest = run_then_status(1, [])  # the next night's run had every enrichment
+    assert (latest["state"], latest["degraded"]) == ("ok", None)
 
 
 def test_status_exit_codes(tmp_path: Path) -> None:
