@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,8 +17,9 @@ OVERLAP = "offer_history: versions do not overlap and end after they start"
 
 def check(db: Path) -> tuple[int, dict[str, str]]:
     result = CliRunner().invoke(app, ["check", "--db", str(db)])
-    lines = [line.split(None, 1) for line in result.stdout.splitlines()]
-    return result.exit_code, {rest.rsplit(": ", 1)[0]: f"{mark} {rest.rsplit(': ', 1)[1]}" for mark, rest in lines}
+    lines = [re.fullmatch(r"(ok|FAIL) +(.+?): (ok|\d+ offending rows, the first: .+|warehouse at .+)", line)
+             for line in result.stdout.splitlines()]
+    return result.exit_code, {m[2]: f"{m[1]} {m[3]}" for m in lines}
 
 
 def test_overlapping_versions_of_one_offer_fail_the_overlap_check(db: Path) -> None:
@@ -40,5 +42,6 @@ def test_overlapping_versions_of_one_offer_fail_the_overlap_check(db: Path) -> N
         close_writer(con)
     code, said = check(db)
     # before: "ok" (only a version ending before it starts, or two open ones, were looked for)
-    assert code == 1 and said[OVERLAP] == "FAIL 1 offending rows"
+    assert code == 1 and said[OVERLAP] == ("FAIL 1 offending rows, the first: provider=aws, region=us-east-1, zone=, "
+                                           "instance_type=p5.48xlarge, purchase_option=on_demand")
     assert [name for name, v in said.items() if not v.startswith("ok")] == [OVERLAP]

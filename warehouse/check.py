@@ -19,6 +19,10 @@ class CheckResult:
     detail: str
 
 
+def _columns(alias: str, names: tuple[str, ...]) -> str:
+    return ", ".join(f"{alias}.{name}" for name in names)
+
+
 def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
     version = current_version(con)
     results = [CheckResult("schema version", version == SCHEMA_VERSION,
@@ -31,11 +35,11 @@ def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
             f"{spec.table}: no duplicate current keys":
                 f"select {key}, count(*) n from {spec.table} group by all having count(*) > 1",
             f"{spec.table}: every current row has exactly one open history version with its content":
-                f"""select c.{spec.key[0]}, count(h.content_hash) n from {spec.table} c
+                f"""select {_columns('c', spec.key)}, count(h.content_hash) open_versions from {spec.table} c
                     left join {spec.history} h on {join} and h.valid_to is null and h.content_hash = c.content_hash
-                    group by c.{', c.'.join(spec.key)} having count(h.content_hash) <> 1""",
+                    group by all having count(h.content_hash) <> 1""",
             f"{spec.history}: no open version without a current row":
-                f"""select h.{spec.key[0]} from {spec.history} h where h.valid_to is null and not exists
+                f"""select {_columns('h', spec.key)} from {spec.history} h where h.valid_to is null and not exists
                     (select 1 from {spec.table} c where {join})""",
             f"{spec.history}: versions do not overlap and end after they start":
                 f"""select {key} from {spec.history} where valid_to is not null and valid_to < valid_from
@@ -46,17 +50,20 @@ def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
         }
         if spec.table == "offers":
             queries["offers: prices positive and finite, GPU model known"] = (
-                "select o.instance_type from offers o left join gpu_models g using (gpu_model) "
+                "select o.provider, o.region, o.instance_type, o.gpu_model, o.price_per_hour from offers o "
+                "left join gpu_models g using (gpu_model) "
                 "where not (o.price_per_hour > 0 and isfinite(o.price_per_hour)) or g.gpu_model is null")
             queries["offers: every provider's rows come from a successful run"] = (
-                "select o.run_id from offers o left join scrape_runs r using (run_id) "
+                "select o.provider, o.run_id from offers o left join scrape_runs r using (run_id) "
                 "where r.state is distinct from 'ok'")
     if con.execute("select count(*) from information_schema.tables where table_name = 'spot_price_history'"
                    ).fetchall()[0][0]:
         queries["spot_price_history: no observation stored twice"] = (
-            "select 1 from spot_price_history group by provider, region, zone, instance_type, "
-            "product_description, observed_at having count(*) > 1")
-    for name, q in queries.items():
-        bad = con.execute(f"select count(*) from ({q})").fetchall()[0][0]
-        results.append(CheckResult(name, bad == 0, f"{bad} offending rows" if bad else "ok"))
+            "select provider, region, zone, instance_type, product_description, observed_at "
+            "from spot_price_history group by all having count(*) > 1")
+    for name, q in queries.items():  # the count, and the first offending row to say where to look
+        rel = con.execute(f"select count(*) over () as offending, * from ({q}) limit 1")
+        row = rel.fetchone()
+        first = ", ".join(f"{d[0]}={v}" for d, v in zip(rel.description[1:], row[1:])) if row else ""
+        results.append(CheckResult(name, row is None, f"{row[0]} offending rows, the first: {first}" if row else "ok"))
     return results
