@@ -8,6 +8,7 @@ import json
 import logging
 import os
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any, Sequence
 
 from prefect import flow, task
@@ -156,6 +157,10 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     every answer; lock_wait_s: wait this long for a running refresh (0: refused at once). Results an earlier refresh
     could not write are merged first; resume: only those."""
     stop_reported_once()
+    if replay and record_dir and Path(record_dir).resolve() == Path(recordings or BUNDLED_RECORDINGS).resolve():
+        # the bodies being served would be rewritten as they are recorded: a paged answer then never ends
+        raise WarehouseError(f"cannot record into {record_dir}: it is the recording folder being replayed; "
+                             "record into another folder")
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
     folder = pending.pending_dir(db_path(db)) / refresh_id

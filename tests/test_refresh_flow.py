@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from gpuledger.adapters.replay import BUNDLED_RECORDINGS, write_endpoints
 from gpuledger.flows import refresh
 from gpuledger.flows.fetch import SourcePlan, fetch_in_child
 from gpuledger.warehouse import pending
+from gpuledger.warehouse.store import WarehouseError
 from tests.builders import shared_prefect_server
 from tests.faults.faultserver import FaultyReplay, Stall
 
@@ -81,3 +83,21 @@ def test_refresh_records_a_timed_out_provider_and_loads_the_rest(api_url: str, t
     assert error.startswith("lambda: the scrape did not finish within 3 s")
     assert offers == {"runpod": 85}
     assert not pending.pending_dir(db).exists()
+
+
+@pytest.mark.prefect
+def test_recording_into_the_folder_being_replayed_is_refused(api_url: str, tmp_path: Path) -> None:
+    # The bodies served would be rewritten as they are recorded: AWS's paged answers then never end
+    # (`gpuledger record R --from-recordings R --force` wrote 9 GB before it was stopped).
+    folder = tmp_path / "rec"
+    shutil.copytree(BUNDLED_RECORDINGS / "lambda", folder / "lambda")
+    before = {p.name: p.read_bytes() for p in (folder / "lambda").rglob("*") if p.is_file()}
+    (tmp_path / "same").symlink_to(folder)  # the same folder by another name
+    db = tmp_path / "w.duckdb"
+    with pytest.raises(WarehouseError) as err:
+        refresh.nightly_refresh(db=str(db), providers=["lambda"], replay=True, recordings=str(folder),
+                                record_dir=str(tmp_path / "same"))
+    assert str(err.value) == (f"cannot record into {tmp_path / 'same'}: it is the recording folder being "
+                              "replayed; record into another folder")
+    assert {p.name: p.read_bytes() for p in (folder / "lambda").rglob("*") if p.is_file()} == before
+    assert not db.exists() and not pending.pending_dir(db).exists()
