@@ -201,6 +201,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                                              f"{err.strerror or err}") from None
                     report_progress("fetched", plan.provider)
         except RefreshInterrupted as stop:
+            stopper.in_window = True  # a second Ctrl-C is only noted: the fetches are stopped and the rest said
             stopped = children.stop_all()
             kept = len(pending.waiting(db_path(db)))
             raise RefreshInterrupted(stop.signum, f"while fetching ({stopped} fetches stopped); {kept} fetched "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, write_endpoints
 from gpuledger.flows import refresh
 from gpuledger.flows.fetch import SourcePlan, fetch_in_child
+from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
 from gpuledger.warehouse.store import WarehouseError
 from tests.builders import shared_prefect_server
@@ -101,3 +104,28 @@ def test_recording_into_the_folder_being_replayed_is_refused(api_url: str, tmp_p
                               "replayed; record into another folder")
     assert {p.name: p.read_bytes() for p in (folder / "lambda").rglob("*") if p.is_file()} == before
     assert not db.exists() and not pending.pending_dir(db).exists()
+
+
+@pytest.mark.prefect
+def test_a_second_signal_while_the_fetches_stop_still_says_what_is_kept(api_url: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C pressed twice: the second lands while the fetch workers are being stopped."""
+    def fetched_then_stopped(event: str, provider: str | None = None) -> None:
+        if event == "fetched":  # the first Ctrl-C, once a provider's result is on disk
+            os.kill(os.getpid(), signal.SIGINT)
+
+    real_stop_all = refresh.children.stop_all
+
+    def stop_all_interrupted() -> int:
+        os.kill(os.getpid(), signal.SIGINT)  # the second
+        return real_stop_all()
+
+    monkeypatch.setattr(refresh, "report_progress", fetched_then_stopped)
+    monkeypatch.setattr(refresh.children, "stop_all", stop_all_interrupted)
+    db = tmp_path / "w.duckdb"
+    with pytest.raises(RefreshInterrupted) as stop:
+        refresh.nightly_refresh(db=str(db), providers=["lambda"], replay=True)
+    assert stop.value.exit_code == 130
+    assert str(stop.value) == ("refresh interrupted by SIGINT while fetching (0 fetches stopped); 1 fetched results "
+                               "are kept for the next refresh (or `gpuledger refresh --resume`)")
+    assert [p.stem for p in pending.waiting(db)] == ["lambda"] and not db.exists()
