@@ -13,6 +13,8 @@ import duckdb
 import psutil
 import pytest
 
+from prefect.task_runners import ThreadPoolTaskRunner
+
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, write_endpoints
 from gpuledger.flows import refresh
 from gpuledger.flows.fetch import SourcePlan, fetch_in_child
@@ -129,3 +131,31 @@ def test_a_second_signal_while_the_fetches_stop_still_says_what_is_kept(api_url:
     assert str(stop.value) == ("refresh interrupted by SIGINT while fetching (0 fetches stopped); 1 fetched results "
                                "are kept for the next refresh (or `gpuledger refresh --resume`)")
     assert [p.stem for p in pending.waiting(db)] == ["lambda"] and not db.exists()
+
+
+@pytest.mark.prefect
+def test_a_stopped_refresh_starts_no_queued_fetch(api_url: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider tasks still queued at a Ctrl-C start no fetch process (they would fail against the
+    closed replay server, retrying, and hold the refresh's exit for seconds)."""
+    fetched: list[str] = []
+
+    def interrupted_fetch(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
+        fetched.append(plan.provider)
+        if len(fetched) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return {}
+
+    real_stop_all = refresh.children.stop_all
+
+    def slow_stop_all() -> int:  # killing the fetch processes' groups takes a moment
+        time.sleep(1)
+        return real_stop_all()
+
+    monkeypatch.setattr(refresh.children, "stop_all", slow_stop_all)
+    monkeypatch.setattr(refresh, "fetch_in_child", interrupted_fetch)
+    one_at_a_time = refresh.nightly_refresh.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
+    with pytest.raises(RefreshInterrupted):
+        one_at_a_time(db=str(tmp_path / "w.duckdb"), providers=["cudo", "hotaisle", "lambda", "runpod"], replay=True)
+    time.sleep(1)
+    assert fetched == ["cudo"]
