@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import re
 import sys
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -37,6 +39,9 @@ BUNDLED_RECORDINGS = Path(__file__).parent / "recordings"
 STREAM_MIN_BYTES = 1 << 20
 STREAM_CHUNK_BYTES = 1 << 20
 MAX_BODY_BYTES = 1 << 30  # the most a body read whole (a hook's, a test's) may hold
+GZIP_MAGIC = b"\x1f\x8b"
+
+log = logging.getLogger("gpuledger.replay")
 
 
 @dataclass
@@ -166,12 +171,15 @@ class FileBody:
     def chunks(self, size: int = STREAM_CHUNK_BYTES, limit: int | None = None) -> Iterator[bytes]:
         opener = gzip.open if self.path.suffix == ".gz" else open
         read = 0
-        with opener(self.path, "rb") as f:
-            while chunk := f.read(size):
-                read += len(chunk)
-                if limit is not None and read > limit:
-                    raise RecordingError(f"{self.path}: the body holds more than {limit:,} bytes")
-                yield chunk
+        try:
+            with opener(self.path, "rb") as f:
+                while chunk := f.read(size):
+                    read += len(chunk)
+                    if limit is not None and read > limit:
+                        raise RecordingError(f"{self.path}: the body holds more than {limit:,} bytes")
+                    yield chunk
+        except (OSError, EOFError, zlib.error) as err:  # a truncated or damaged .gz file
+            raise RecordingError(f"body file {self.path} cannot be read: {err}") from None
 
 
 class RecordingError(Exception):
@@ -206,6 +214,11 @@ def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
                                      f"the recording's folder")
             if not body.is_file():
                 raise RecordingError(f"{path}: exchange {i}: body file {body} is missing")
+            with body.open("rb") as f:
+                magic = f.read(2)
+            if body.suffix == ".gz" and magic != GZIP_MAGIC:
+                raise RecordingError(f"{path}: exchange {i}: body file {body} is not gzip-compressed "
+                                     "(a name ending in .gz is served decompressed)")
     return doc, manifest.exchanges
 
 
@@ -252,6 +265,9 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
                 if chunked:
                     self.wfile.write(b"0\r\n\r\n")
             except (BrokenPipeError, ConnectionResetError):  # the client gave up: nothing left to send to
+                self.close_connection = True
+            except RecordingError as err:  # the answer breaks off: the client fails, the log names the file
+                log.warning("gpuledger replay: %s", err)
                 self.close_connection = True
             return sent
 

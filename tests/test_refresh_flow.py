@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -10,10 +13,14 @@ import duckdb
 import psutil
 import pytest
 
+from prefect.task_runners import ThreadPoolTaskRunner
+
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, write_endpoints
 from gpuledger.flows import refresh
 from gpuledger.flows.fetch import SourcePlan, fetch_in_child
+from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
+from gpuledger.warehouse.store import WarehouseError
 from tests.builders import shared_prefect_server
 from tests.faults.faultserver import FaultyReplay, Stall
 
@@ -81,3 +88,74 @@ def test_refresh_records_a_timed_out_provider_and_loads_the_rest(api_url: str, t
     assert error.startswith("lambda: the scrape did not finish within 3 s")
     assert offers == {"runpod": 85}
     assert not pending.pending_dir(db).exists()
+
+
+@pytest.mark.prefect
+def test_recording_into_the_folder_being_replayed_is_refused(api_url: str, tmp_path: Path) -> None:
+    # The bodies served would be rewritten as they are recorded: AWS's paged answers then never end
+    # (`gpuledger record R --from-recordings R --force` wrote 9 GB before it was stopped).
+    folder = tmp_path / "rec"
+    shutil.copytree(BUNDLED_RECORDINGS / "lambda", folder / "lambda")
+    before = {p.name: p.read_bytes() for p in (folder / "lambda").rglob("*") if p.is_file()}
+    (tmp_path / "same").symlink_to(folder)  # the same folder by another name
+    db = tmp_path / "w.duckdb"
+    with pytest.raises(WarehouseError) as err:
+        refresh.nightly_refresh(db=str(db), providers=["lambda"], replay=True, recordings=str(folder),
+                                record_dir=str(tmp_path / "same"))
+    assert str(err.value) == (f"cannot record into {tmp_path / 'same'}: it is the recording folder being "
+                              "replayed; record into another folder")
+    assert {p.name: p.read_bytes() for p in (folder / "lambda").rglob("*") if p.is_file()} == before
+    assert not db.exists() and not pending.pending_dir(db).exists()
+
+
+@pytest.mark.prefect
+def test_a_second_signal_while_the_fetches_stop_still_says_what_is_kept(api_url: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C pressed twice: the second lands while the fetch workers are being stopped."""
+    def fetched_then_stopped(event: str, provider: str | None = None) -> None:
+        if event == "fetched":  # the first Ctrl-C, once a provider's result is on disk
+            os.kill(os.getpid(), signal.SIGINT)
+
+    real_stop_all = refresh.children.stop_all
+
+    def stop_all_interrupted() -> int:
+        os.kill(os.getpid(), signal.SIGINT)  # the second
+        return real_stop_all()
+
+    monkeypatch.setattr(refresh, "report_progress", fetched_then_stopped)
+    monkeypatch.setattr(refresh.children, "stop_all", stop_all_interrupted)
+    db = tmp_path / "w.duckdb"
+    with pytest.raises(RefreshInterrupted) as stop:
+        refresh.nightly_refresh(db=str(db), providers=["lambda"], replay=True)
+    assert stop.value.exit_code == 130
+    assert str(stop.value) == ("refresh interrupted by SIGINT while fetching (0 fetches stopped); 1 fetched results "
+                               "are kept for the next refresh (or `gpuledger refresh --resume`)")
+    assert [p.stem for p in pending.waiting(db)] == ["lambda"] and not db.exists()
+
+
+@pytest.mark.prefect
+def test_a_stopped_refresh_starts_no_queued_fetch(api_url: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider tasks still queued at a Ctrl-C start no fetch process (they would fail against the
+    closed replay server, retrying, and hold the refresh's exit for seconds)."""
+    fetched: list[str] = []
+
+    def interrupted_fetch(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
+        fetched.append(plan.provider)
+        if len(fetched) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        return {}
+
+    real_stop_all = refresh.children.stop_all
+
+    def slow_stop_all() -> int:  # killing the fetch processes' groups takes a moment
+        time.sleep(1)
+        return real_stop_all()
+
+    monkeypatch.setattr(refresh.children, "stop_all", slow_stop_all)
+    monkeypatch.setattr(refresh, "fetch_in_child", interrupted_fetch)
+    one_at_a_time = refresh.nightly_refresh.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
+    with pytest.raises(RefreshInterrupted):
+        one_at_a_time(db=str(tmp_path / "w.duckdb"), providers=["cudo", "hotaisle", "lambda", "runpod"], replay=True)
+    time.sleep(1)
+    assert fetched == ["cudo"]

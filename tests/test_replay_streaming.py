@@ -10,8 +10,9 @@ import tracemalloc
 from pathlib import Path
 
 import httpx
+import pytest
 
-from gpuledger.adapters.replay import STREAM_MIN_BYTES, ReplayServer
+from gpuledger.adapters.replay import STREAM_MIN_BYTES, RecordingError, ReplayServer
 
 BODY_BYTES = 6 * STREAM_MIN_BYTES
 
@@ -63,3 +64,34 @@ def test_a_large_gz_body_is_streamed_decompressed_in_chunks(tmp_path: Path) -> N
         small = client.get(url + "/small")
         assert small.headers["content-length"] == "2" and small.text == "ok"
     assert server.bytes_sent == {"prices.example": 2 * BODY_BYTES + 2}
+
+
+def _one_gz_body(root: Path, data: bytes) -> Path:
+    folder = root / "gz"
+    folder.mkdir(parents=True)
+    (folder / "prices.json.gz").write_bytes(data)
+    manifest = {"exchanges": [{"host": "prices.example", "path": "/prices",
+                               "response": {"status": 200, "body_file": "prices.json.gz"}}]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder / "prices.json.gz"
+
+
+def test_a_gz_body_file_that_is_not_gzip_is_refused_naming_it(tmp_path: Path) -> None:
+    body = _one_gz_body(tmp_path, b'{"saved": "by hand, not compressed"}')
+    with pytest.raises(RecordingError) as err:
+        ReplayServer(tmp_path)
+    assert str(err.value) == (f"{tmp_path / 'gz' / 'manifest.json'}: exchange 0: body file {body} is not "
+                              "gzip-compressed (a name ending in .gz is served decompressed)")
+
+
+def test_a_truncated_gz_body_breaks_the_answer_off_in_one_log_line(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    whole = gzip.compress(random.Random(3).randbytes(50_000), mtime=0)
+    body = _one_gz_body(tmp_path, whole[:len(whole) // 2])
+    with ReplayServer(tmp_path) as server, httpx.Client() as client:
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.get(server.endpoints()["prices.example"] + "/prices")
+    assert "Traceback" not in capfd.readouterr().err  # the server thread printed none
+    said = [r.getMessage() for r in caplog.records if r.name == "gpuledger.replay"]
+    assert said == [f"gpuledger replay: body file {body} cannot be read: Compressed file ended before the "
+                    "end-of-stream marker was reached"]
