@@ -462,8 +462,9 @@ def status(
     out.print(t)
     for folder in sorted({p.parent for p in saved}):
         providers = sorted(p.stem for p in saved if p.parent == folder)
-        why = pending.write_error(folder / f"{providers[0]}.json") or "the refresh stopped before publishing"
-        console.print(literal(f"waiting to be merged: {folder.name} ({', '.join(providers)}); write failed: {why}; "
+        error = pending.write_error(folder / f"{providers[0]}.json")
+        why = f"write failed: {error}" if error else "not merged: its refresh stopped first"
+        console.print(literal(f"waiting to be merged: {folder.name} ({', '.join(providers)}); {why}; "
                               "`gpuledger refresh --resume` merges it", style="yellow"))
     raise typer.Exit(code)
 

@@ -223,8 +223,8 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                                 on_merged=lambda provider: report_progress("merged", provider))
         if stopper.signum is not None:
             left = sum(r.state == "interrupted" for r in reports)
-            raise RefreshInterrupted(stopper.signum, f"in the write window: {len(reports) - left} "
-                                     f"providers merged, {left} wait in {pending.pending_dir(db_path(db))}")
+            raise RefreshInterrupted(stopper.signum, f"in the write window: {len(reports) - left} merged, "
+                                     f"{left} wait in {pending.pending_dir(db_path(db))}")
     summary = summarize(refresh_id, reports)
     try:  # read back after the write window: what this refresh changed most
         summary["price_moves"] = refresh_price_moves(db, refresh_id, PRICE_MOVES_TOP)

@@ -200,7 +200,7 @@ def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: s
     assert "Traceback" not in err and "Encountered exception" not in err, err[-3000:]  # said once, in one line
     message = " ".join(err.split("error: ")[-1].split())
     kept = Path(str(db) + ".pending")
-    assert message == f"refresh interrupted by SIGTERM in the write window: 1 providers merged, 2 wait in {kept}", \
+    assert message == f"refresh interrupted by SIGTERM in the write window: 1 merged, 2 wait in {kept}", \
         message
     con = duckdb.connect(str(db), read_only=True)
     runs = dict(con.execute("select provider, state from scrape_runs where refresh_id <> 'seed'").fetchall())
@@ -213,6 +213,9 @@ def test_sigterm_in_the_write_window_stops_the_refresh_as_a_whole(prefect_api: s
     assert lambda_prices(db) == (raised if merged == "lambda" else old_lambda)
     assert sorted(p.stem for p in kept.glob("*/*.json") if p.name.count(".") == 1) == left
     assert_check_passes(db)
+    status = cli("status", "--db", str(db))
+    said = " ".join(status.stderr.split())
+    assert f"({', '.join(left)}); not merged: its refresh stopped first;" in said, said  # no write failed
     # --resume merges what waits, noted as resumed
     resumed = cli("refresh", "--resume", "--db", str(db), api=prefect_api)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
