@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Sequence
@@ -71,14 +70,10 @@ def retry_only_crashes(task: Any, task_run: Any, state: Any) -> bool:
     return isinstance(err, BaseException) and not isinstance(err, SourceError)
 
 
-# Set when a signal stopped the fetches: the provider tasks still queued start no fetch process.
-STOPPING = threading.Event()
-
-
 @task(name="scrape-provider", task_run_name="scrape-{plan.provider}")
 def scrape_provider(plan: SourcePlan) -> dict[str, bytes]:
     """One provider's fetch in a child process, stopped after `task_timeout_s`; its outcome's files."""
-    if STOPPING.is_set():
+    if children.NO_NEW_CHILDREN.is_set():  # a module's flag: the task is pickled whole for a dask worker
         return {}
     return fetch_in_child(plan, load_settings().task_timeout_s)
 
@@ -164,7 +159,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     every answer; lock_wait_s: wait this long for a running refresh (0: refused at once). Results an earlier refresh
     could not write are merged first; resume: only those."""
     stop_reported_once()
-    STOPPING.clear()
+    children.NO_NEW_CHILDREN.clear()
     if replay and record_dir and Path(record_dir).resolve() == Path(recordings or BUNDLED_RECORDINGS).resolve():
         # the bodies being served would be rewritten as they are recorded: a paged answer then never ends
         raise WarehouseError(f"cannot record into {record_dir}: it is the recording folder being replayed; "
@@ -210,7 +205,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                     report_progress("fetched", plan.provider)
         except RefreshInterrupted as stop:
             stopper.in_window = True  # a second Ctrl-C is only noted: the fetches are stopped and the rest said
-            STOPPING.set()
+            children.NO_NEW_CHILDREN.set()
             stopped = children.stop_all()
             kept = len(pending.waiting(db_path(db)))
             raise RefreshInterrupted(stop.signum, f"while fetching ({stopped} fetches stopped); {kept} fetched "

@@ -80,6 +80,11 @@ def run(module: str, args: list[str], timeout_s: float, **popen: Any) -> tuple[i
     return code, err.decode("utf-8", "replace")
 
 
+# Set by a refresh that a signal stopped: its provider tasks still queued start no child (cleared when a
+# refresh starts).
+NO_NEW_CHILDREN = threading.Event()
+
+
 def stop_all() -> int:
     """Kill every child still running (a signal stopped the refresh), idle workers too; how many were busy."""
     with _live_lock:
