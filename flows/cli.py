@@ -440,6 +440,7 @@ def status(
     """
     from gpuledger.adapters.registry import UNITS  # refresh -p takes them: a name before their first run too
 
+    output = chosen(fmt, as_json)
     with _reader(db, "status") as con:
         provider = list(resolve_names("provider", provider, {*SOURCES, *UNITS, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
@@ -450,8 +451,8 @@ def status(
         rows = [r for r in rows if r["provider"] in provider]
     states = {r["state"] for r in rows}  # a provider never loaded or without credentials counts for neither
     code = 1 if "failed" in states else 3 if "stale" in states else 0
-    if chosen(fmt, as_json) != "table":
-        emit_records(rows, chosen(fmt, as_json))
+    if output != "table":
+        emit_records(rows, output)
         raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:

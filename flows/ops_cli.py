@@ -178,18 +178,17 @@ def serve_command(
       prefect server start &   # or: prefect cloud login
       PREFECT_API_URL=http://127.0.0.1:4200/api gpuledger serve
     """
-    import re
-
     from prefect.settings import PREFECT_API_URL
 
     from gpuledger.flows.refresh import resolve_providers
+    from gpuledger.warehouse.catalog import shown
     from gpuledger.warehouse.store import check_warehouse_file
 
     if not PREFECT_API_URL.value():
         raise fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
                    "starts never fires schedules. Start one (`prefect server start`) and set "
                    "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
-    server = re.sub(r"(?<=://)[^/@]*@", "", PREFECT_API_URL.value())  # never a user:password it holds
+    server = shown(PREFECT_API_URL.value())  # never a user:password it holds
     # What every scheduled run would fail on is said now, before the server is asked anything.
     try:
         providers = resolve_providers(provider) if provider else []

@@ -162,7 +162,9 @@ def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
                 with httpx.Client(timeout=10.0) as client:
                     client.get(f"{url.rstrip('/')}/health")  # any answer will do: Cloud's may ask for the key
             except (httpx.HTTPError, httpx.InvalidURL) as err:
-                shown = re.sub(r"(?<=://)[^/@]*@", "", url)  # never a user:password it holds
+                from gpuledger.warehouse.catalog import shown as without_password
+
+                shown = without_password(url)
                 raise ApiServerError(f"cannot reach the Prefect API at {shown} (PREFECT_API_URL): "
                                      f"{type(err).__name__}: {str(err).replace(url, shown)}") from None
         yield url

@@ -388,12 +388,12 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
             work = start_working_copy(published)
             try:
                 con = open_writer(work)
-                reports = []
+                reports, policy = [], AnomalyPolicy.from_env(accept_anomaly)
                 try:
                     for provider, entry in sorted(manifest["providers"].items()):
                         try:
                             reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id,
-                                                          AnomalyPolicy.from_env(accept_anomaly)))
+                                                          policy))
                         except CatalogError as err:
                             reports.append(PullReport(provider, "refused", detail=str(err)))
                 finally:
