@@ -32,7 +32,7 @@ from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
-from gpuledger.warehouse.freshness import NEVER, provider_freshness
+from gpuledger.warehouse.freshness import NEVER, STATE_SHOWN, provider_freshness
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
     WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged, open_reader,
@@ -92,7 +92,6 @@ def _reader(db: Path | None, what: str, outcome: str = "nothing was read", **opt
 
 
 STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
-STATE_SHOWN = {NEVER: "never loaded", "not_configured": "not configured"}
 COUNTS = ("offers", "new", "changed", "closed", "quarantined", "egress", "storage")  # the refresh summary's
 
 

@@ -20,7 +20,9 @@ import duckdb
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.output import counted
 from gpuledger.flows.plot import not_the_warehouse, utc_minute
-from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, NEVER, ProviderFreshness, provider_freshness
+from gpuledger.warehouse.freshness import (
+    DEFAULT_MAX_AGE_HOURS, STATE_SHOWN, ProviderFreshness, provider_freshness,
+)
 from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
 
@@ -362,7 +364,7 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
     try:
         chosen = list(dict.fromkeys(models_catalog.lookup(m).name for m in models))  # -m X -m x: one entry
     except models_catalog.UnknownModelError as e:  # `report` has no --params: not the recommender's hint
-        raise ValueError(str(e).split(" (or give the parameter count")[0]) from None
+        raise ValueError(e.unknown) from None
     flags: dict[str, int] = {}
     answers = {f"{m}|{k}": recommendation_view(con, m, k, now, stale_after_hours, flags)
                for m in chosen for k in methods}
@@ -410,9 +412,6 @@ ASSETS = Path(__file__).parent / "report_page"
 
 def _asset(name: str) -> str:
     return (ASSETS / name).read_text(encoding="utf-8")
-
-
-STATE_SHOWN = {NEVER: "never loaded", "not_configured": "not configured"}  # as `gpuledger status` says them
 
 
 def _freshness_html(providers: Sequence[ReportProvider]) -> str:

@@ -15,6 +15,7 @@ DEFAULT_MAX_AGE_HOURS = 36.0
 MAX_AGE_HOURS = 1e9  # a limit past any scrape (over 100,000 years); DuckDB's intervals end near 2.5e9 h
 
 NEVER = "never"  # state of a provider with no scrape run at all
+STATE_SHOWN = {NEVER: "never loaded", "not_configured": "not configured"}  # the words status and the page show
 
 _RULE = """
     with ref as (select coalesce({as_of}, now())::timestamptz as t0,

@@ -18,7 +18,11 @@ CATALOG = Path(__file__).parent / "models.csv"
 
 
 class UnknownModelError(ValueError):
-    """The name matches no built-in model; the message names the nearest."""
+    """The name matches no built-in model: `unknown` names the nearest, the message adds recommend's --params."""
+
+    def __init__(self, unknown: str) -> None:
+        self.unknown = unknown
+        super().__init__(f"{unknown} (or give the parameter count with --params)")
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ def lookup(name: str) -> ModelSpec:
     try:
         resolve_name("model", name, [m.name for m in models()])
     except ValueError as e:
-        raise UnknownModelError(f"{e} (or give the parameter count with --params)") from None
+        raise UnknownModelError(str(e)) from None
     raise AssertionError("unreachable: a known name is found above")
 
 
