@@ -309,6 +309,49 @@ def test_billing_granularity_and_minimum_decide_short_experiments(con) -> None:
     assert order.index(("perhour", "a100.1")) < order.index(("persec", "a100.1"))
 
 
+def test_a_minimum_charge_longer_than_a_run_is_paid_once_for_the_job(tmp_path: Path) -> None:
+    # Hot Aisle's 8 x MI300X bare metal: $27.12/h, billed by the minute, a 30-day (2,592,000 s) minimum
+    # (providers.billing_notes: Hot Aisle's price post of 2026-07-14). Ten 20-minute runs done back to
+    # back in one rental pay one month, 720 h x $27.12 = $19,526.40, not ten months ($195,264).
+    assert compute_cost(27.12, 1 / 3, 10, 60, 2_592_000) == (pytest.approx(19_526.40), 259_200)
+    assert compute_cost(27.12, 1 / 3, 1, 60, 2_592_000) == (pytest.approx(19_526.40), 2_592_000)
+    # A 30-minute VM minimum: ten 20-minute runs bill 200 minutes at $2.99/h ($9.97), not 300 ($14.95);
+    # one run still pays its 30 minutes ($1.495).
+    assert compute_cost(2.99, 1 / 3, 10, 60, 1800) == (pytest.approx(2.99 * 200 / 60), 1200)
+    assert compute_cost(2.99, 1 / 3, 1, 60, 1800) == (pytest.approx(1.495), 1800)
+    # A minimum no longer than a run changes nothing: per started hour ten 20-minute runs at $1.20/h are
+    # $12.00 (the hour is each run's increment), per second with a 60 s minimum at $2.00/h $6.67, and a
+    # 2-node job of 3 runs of 1.5 h billed per hour with a 1-hour minimum 2 x 3 x 2 h x $1.20 = $14.40.
+    assert compute_cost(1.20, 1 / 3, 10, 3600, 3600) == (pytest.approx(12.0), 3600)
+    assert compute_cost(2.00, 1 / 3, 10, 1, 60) == (pytest.approx(20 / 3), 1200)
+    assert compute_cost(1.20, 1.5, 3, 3600, 3600, nodes=2) == (pytest.approx(14.40), 7200)
+    db = tmp_path / "monthly.duckdb"
+    w = open_writer(db)
+    b = Batch("monthly")
+    add(b, "bm.8", "MI300X", 8, 192.0, 27.12, region="us-michigan-1", interconnect="Infinity Fabric", vendor="AMD",
+        billing_granularity_s=60, minimum_charge_s=2_592_000)
+    load(w, b, "monthly", T0, facts("monthly", 60, None))
+    load(w, persec(), "persec", T0, facts("persec", 1, 60))
+    w.close()
+    c = open_reader(db)
+    try:
+        rec = recommend(c, req(method="qlora", model="llama-3-8b", hours=1 / 3, runs=10, top=100))
+        one = recommend(c, req(method="qlora", model="llama-3-8b", hours=1 / 3, runs=1, top=100))
+    finally:
+        c.close()
+    bm = next(x for x in rec.candidates if x.provider == "monthly")
+    assert (bm.cost.compute_usd, bm.cost.billed_seconds_per_run) == (pytest.approx(19_526.40), 259_200)
+    assert "monthly bills at least 30 days a rental: the 10 runs are costed back to back in one rental that pays " \
+           "it once (separate rentals would pay it each time)" in bm.flags
+    single = next(x for x in one.candidates if x.provider == "monthly")
+    assert single.cost.compute_usd == pytest.approx(19_526.40)
+    assert "monthly bills at least 30 days a rental: the run's 0.33 h are billed as 30 days" in single.flags
+    # The per-second provider's 60 s minimum is shorter than a run: unchanged, and no such flag.
+    a100 = next(x for x in rec.candidates if (x.provider, x.instance_type) == ("persec", "a100.1"))
+    assert (a100.cost.compute_usd, a100.cost.billed_seconds_per_run) == (pytest.approx(20 / 3), 1200)
+    assert not any("bills at least" in f for f in a100.flags)
+
+
 def test_billed_seconds_python_and_sql_agree(con) -> None:
     cases = [(1200, 3600, 3600), (1200, 1, 60), (30, 1, 60), (1200, 60, None), (3600, 3600, 0), (3601, 3600, 0),
              (0.4 * 3600, 60, 0), (1200, None, None), (7200.0000001, 60, 60)]

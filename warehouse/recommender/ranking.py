@@ -320,9 +320,12 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
     run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
 
-    # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
+    # Billed compute (recommend.compute_cost; a missing increment is already 3600 s): each run rounded up to
+    # the increment, the minimum charge once for the job (runs back to back in one rental), billed_s per run.
     gran = np.maximum(c["granularity_s"][idx], 1)
-    billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
+    run_billed = np.ceil(_round_half_away(run_hours * 3600.0 / gran, 9)) * gran
+    minimum_billed = np.ceil(_round_half_away(c["minimum_s"][idx] / gran, 9)) * gran
+    billed_s = np.maximum(req.runs * run_billed, minimum_billed) / req.runs
     billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
     price = c["price_per_hour"][idx]
     compute_usd = req.runs * nodes * price * billed_s / 3600.0
