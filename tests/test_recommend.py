@@ -352,6 +352,40 @@ def test_a_minimum_charge_longer_than_a_run_is_paid_once_for_the_job(tmp_path: P
     assert not any("bills at least" in f for f in a100.flags)
 
 
+def test_nodes_are_joined_at_the_fabric_speed_the_source_states(tmp_path: Path) -> None:
+    # Azure's ND H100 v5 pages state "InfiniBand NDR 8x400 Gb/s" for the fabric while the offer's
+    # network_gbps is the front-end Ethernet (24 Gb/s on an ND96amsr A100 v4): across nodes each GPU
+    # has 3200 / 8 / 8 = 50 GB/s, not 24 / 8 / 8 = 0.375.
+    db = tmp_path / "fabric.duckdb"
+    w = open_writer(db)
+    b = Batch("ibcloud")
+    bill = {"billing_granularity_s": 1, "minimum_charge_s": 60}
+    add(b, "nd.stated", "H100-SXM", 8, 80.0, 98.32, region="eastus", interconnect="NVLink",
+        multinode_fabric="InfiniBand NDR 8x400 Gb/s", network_gbps=24.0, **bill)
+    add(b, "nd.unstated", "H100-SXM", 8, 80.0, 98.32, region="westus", interconnect="NVLink",
+        multinode_fabric="InfiniBand NDR", **bill)
+    load(w, b, "ibcloud", T0, facts("ibcloud", 1, 60))
+    w.close()
+    c = open_reader(db)
+    try:  # Llama 3 70B full: 143.5 GiB a GPU over 8, 77.8 over 16 (78.4 usable at 2 % headroom): two nodes
+        rec = recommend(c, req(method="full", model="llama-3-70b", tokens=20e6, max_nodes=2, max_gpus=16,
+                               headroom=0.02, top=10))
+    finally:
+        c.close()
+    by = {x.instance_type: x for x in rec.candidates}
+    assert {(x.nodes, x.gpus_used) for x in by.values()} == {(2, 16)}
+    # Each step each GPU sends 15/16 of two all-gathers of the 16-bit weights and a reduce-scatter of the
+    # gradients, 3 x 2 x 70,553,706,496 bytes (Llama 3 70B's shapes), which outlasts its compute (2.4 s):
+    # 7.94 s at 50 GB/s for 16 x 2048 tokens, 4,128 tokens/s; 31.7 s at the assumed 100 Gb/s, 1,032.
+    sent = 6 * 70_553_706_496 * 15 / 16
+    assert by["nd.stated"].tokens_per_s == pytest.approx(16 * 2048 / (sent / 50e9), rel=1e-9)
+    assert by["nd.stated"].tokens_per_s == pytest.approx(4128.36, abs=0.01)
+    assert by["nd.unstated"].tokens_per_s == pytest.approx(16 * 2048 / (sent / 12.5e9), rel=1e-9)
+    assert not any("fabric" in f for f in by["nd.stated"].flags)
+    assert "the source states no speed for its fabric (InfiniBand NDR): 100 Gb/s per GPU assumed across nodes" \
+        in by["nd.unstated"].flags
+
+
 def test_billed_seconds_python_and_sql_agree(con) -> None:
     cases = [(1200, 3600, 3600), (1200, 1, 60), (30, 1, 60), (1200, 60, None), (3600, 3600, 0), (3601, 3600, 0),
              (0.4 * 3600, 60, 0), (1200, None, None), (7200.0000001, 60, 60)]

@@ -16,7 +16,7 @@ import numpy as np
 
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
 from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH, expected_run_hours
-from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
+from gpuledger.warehouse.recommender.throughput import StepWork, fabric_gbs
 from gpuledger.warehouse.recommender.volumes import billed_gb_for, holds, volume_sizings
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 # Every current offer in key order (provider, region, zone, instance type, purchase option: the
 # ranking's last tie-break is then the row number), with what fitting and costing read.
-_FACTS_SQL = f"""
+_FACTS_SQL = """
 select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
        multinode_fabric is not null as has_fabric, coalesce(ram_gb, 0) as ram_gb,
        available is false as no_capacity, gpu_model, coalesce(provider_kind, '') as provider_kind,
@@ -40,8 +40,7 @@ select provider, region, zone, instance_type, purchase_option, price_per_hour, g
        precision_ok('fp16', gpu_bf16, gpu_architecture) as ok_fp16,
        coalesce(gpu_bf16_tflops, gpu_fp16_tflops) as peak_bf16,
        coalesce(gpu_fp16_tflops, gpu_bf16_tflops) as peak_fp16,
-       gpu_bandwidth_tbs,
-       coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric
+       gpu_bandwidth_tbs, multinode_fabric
 from offer_facts()
 order by provider, region, zone, instance_type, purchase_option
 """
@@ -53,7 +52,7 @@ select provider, region, zone, instance_type, purchase_option, price_per_hour, g
        minimum_s, gpu_vendor,
        interruption_risk, interruption_risk_level, interruption_rate_max_pct, interruption_risk_source, reliability,
        gpu_model, gpu_variant_exact, gpu_architecture, memory_source, interconnect, link_note, price_per_gpu_hour,
-       billing_source, payment_option
+       billing_source, payment_option, multinode_fabric, network_gbps
 from offer_facts() o join (select unnest($provider) as provider, unnest($region) as region, unnest($zone) as zone,
                                   unnest($instance_type) as instance_type,
                                   unnest($purchase_option) as purchase_option) k
@@ -148,6 +147,8 @@ def _load(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     cols["down_gbps"], cols["bandwidth_source"] = internet_gbps(
         cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_down_mbps"])
     cols["up_gbps"], _ = internet_gbps(cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_up_mbps"])
+    cols["fabric"] = np.array([fabric_gbs(None if math.isnan(net) else net, cnt, text) for net, cnt, text in zip(
+        cols["network_gbps"], cols["gpu_count"], cols["multinode_fabric"])], float)
     cols["boot_s"] = np.array([BOOT_S.get(k, BOOT_S["gpu_cloud"]) for k in cols["provider_kind"]], float)
     storage = con.execute("select provider, region, storage_class, usd_per_gb_month from storage_prices "
                           "where working_volume_ok(storage_class)").fetchall()

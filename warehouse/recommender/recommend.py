@@ -20,7 +20,9 @@ from gpuledger.warehouse.recommender.macros import install_macros, macros_curren
 from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, HOURS_PER_MONTH, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
-from gpuledger.warehouse.recommender.throughput import is_fabric_claim, step_work
+from gpuledger.warehouse.recommender.throughput import (
+    FABRIC_GBS_ASSUMED, is_fabric_claim, stated_fabric_gbps, step_work,
+)
 
 if TYPE_CHECKING:  # numpy: imported by a recommendation only, not by the reading commands
     from gpuledger.warehouse.recommender.ranking import OfferFacts
@@ -383,6 +385,9 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
                      + (f"the {request.runs} runs are costed back to back in one rental that pays it once "
                         "(separate rentals would pay it each time)" if request.runs > 1 else
                         f"the run's {row['run_hours']:.2f} h are billed as {least}"))
+    if row["nodes"] > 1 and not (stated_fabric_gbps(row["multinode_fabric"]) or row["network_gbps"]):
+        flags.append(f"the source states no speed for its fabric ({row['multinode_fabric']}): "
+                     f"{FABRIC_GBS_ASSUMED * 8:g} Gb/s per GPU assumed across nodes")
     if row["billing_source"] == "assumed":
         flags.append("no billing increment known; per-hour billing assumed")
     if row["gpu_count"] < 1:

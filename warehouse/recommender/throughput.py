@@ -106,9 +106,22 @@ def node_link(vendor: str | None, card_link: str | None, form_factor: str | None
     return "PCIe", pcie_gbs(architecture)
 
 
-def fabric_gbs(network_gbps: float | None, gpus_per_node: float) -> float:
-    """GB/s per GPU across nodes: the node's network speed shared by its GPUs."""
-    return network_gbps / 8.0 / max(gpus_per_node, 1.0) if network_gbps else FABRIC_GBS_ASSUMED
+# A speed stated with the fabric: "InfiniBand NDR 8x400 Gb/s", "RoCEv2 Ethernet 8x400G", "800Gbps Dual Plane RoCE".
+_FABRIC_SPEED = re.compile(r"(?:(\d+)\s*[x×]\s*)?(\d+(?:\.\d+)?)\s*(?:Gbit/s|Gb/s|Gbps|GbE|G)(?![A-Za-z])")
+
+
+def stated_fabric_gbps(multinode_fabric: str | None) -> float | None:
+    """Gb/s of a node's fabric as its source states it with the fabric (ports x speed), None when it names
+    no speed ("EFA", "InfiniBand NDR")."""
+    m = _FABRIC_SPEED.search(multinode_fabric or "")
+    return None if m is None else float(m.group(1) or 1) * float(m.group(2))
+
+
+def fabric_gbs(network_gbps: float | None, gpus_per_node: float, multinode_fabric: str | None = None) -> float:
+    """GB/s per GPU across nodes: the speed stated with the node's fabric, else its network speed (Azure's
+    is the front-end Ethernet, not the InfiniBand), shared by its GPUs; else 100 Gb/s per GPU."""
+    speed = stated_fabric_gbps(multinode_fabric) or network_gbps
+    return speed / 8.0 / max(gpus_per_node, 1.0) if speed else FABRIC_GBS_ASSUMED
 
 
 def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: float | None, *,
