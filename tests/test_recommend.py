@@ -234,6 +234,30 @@ def test_cheaper_nodes_left_out_are_named_with_the_limit_that_excludes_them(con)
     assert [o["price_per_hour"] for o in tight.left_out] == sorted(o["price_per_hour"] for o in tight.left_out)
 
 
+def test_a_node_left_out_is_measured_against_the_most_nodes_it_may_use(tmp_path: Path) -> None:
+    # Llama 3 70B full: 143.5 GiB a GPU over 8, 77.8 over 16. With --max-nodes 2 an 8 x H100 node on an
+    # InfiniBand fabric misses by 1.8 GiB over two nodes (76.0 usable), not by 67.5 over one; an 8 x A100
+    # node without a fabric can only be one node.
+    db = tmp_path / "nodes.duckdb"
+    w = open_writer(db)
+    b = Batch("ibcloud")
+    add(b, "ib.h100", "H100-SXM", 8, 80.0, 98.32, interconnect="NVLink", multinode_fabric="InfiniBand NDR 8x400 Gb/s")
+    add(b, "plain.a100", "A100-SXM4-80", 8, 80.0, 32.77, interconnect="NVLink")
+    load(w, b, "ibcloud", T0, facts("ibcloud", 1, 60))
+    w.close()
+    c = open_reader(db)
+    try:
+        rec = recommend(c, req(method="full", model="llama-3-70b", tokens=20e6, max_nodes=2, max_gpus=16))
+    finally:
+        c.close()
+    assert rec.nothing_fits
+    assert (round(rec.sharded_estimates[16].per_gpu_gb, 1), round(rec.sharded_estimates[8].per_gpu_gb, 1)) == \
+        (77.8, 143.5)
+    left = {o["instance_type"]: o["reason"] for o in rec.left_out}
+    assert left == {"ib.h100": "needs 77.8 GiB per GPU sharded over 16 (2 nodes), has 76.0 usable",
+                    "plain.a100": "needs 143.5 GiB per GPU sharded over 8, has 76.0 usable"}
+
+
 def test_multi_node_only_when_asked_and_only_with_a_fabric(con) -> None:
     # 70B full fine-tuning over 3 nodes of 8 x H100 (24 GPUs): ~56 GiB per GPU fits 80 GB cards.
     rec = recommend(con, req(method="full", model="llama-3-70b", max_nodes=3, max_gpus=24, top=100, hours=2))

@@ -227,7 +227,8 @@ def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
 
 
 def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) -> str:
-    """Why an offer fits no plan: the plan that uses all its GPUs, measured against it."""
+    """Why an offer fits no plan: the plan that uses all its GPUs (on as many nodes as the request allows
+    and its fabric joins), measured against it."""
     count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - req.headroom)
     if row["no_capacity"]:
         return "the source reports no capacity right now"
@@ -235,9 +236,11 @@ def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) 
         return "no memory figure for its GPU"
     if count > req.max_gpus:
         return f"{count:g} GPUs, over the limit of {req.max_gpus} per plan"
-    plan = next((p for p in plans if p.nodes == 1 and p.gpus == count), plans[0])
+    whole = [p for p in plans if p.gpus == count * p.nodes and (p.nodes == 1 or row["has_fabric"])]
+    plan = max(whole, key=lambda p: p.nodes, default=plans[0])
     if usable < plan.need_gb:
-        where = f"per GPU sharded over {plan.gpus}" if plan.gpus > 1 else "on one GPU" + (
+        nodes = f" ({plan.nodes} nodes)" if plan.nodes > 1 else ""
+        where = f"per GPU sharded over {plan.gpus}{nodes}" if plan.gpus > 1 else "on one GPU" + (
             " (this method is not sharded)" if count >= 2 else "")
         return f"needs {plan.need_gb:.1f} GiB {where}, has {usable:.1f} usable"
     ram = row["ram_gb"] * (1 - req.headroom)
@@ -413,5 +416,5 @@ def _left_out(f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest, exclu
         row = {k: (c[k][i].item() if isinstance(c[k][i], np.generic) else c[k][i])
                for k in ("provider", "region", "instance_type", "purchase_option", "gpu_model", "gpu_count",
                          "price_per_hour", "memory_gb_per_gpu", "ram_gb", "no_capacity")}
-        out.append(row | {"reason": _why_not(row, plans, req)})
+        out.append(row | {"reason": _why_not(row | {"has_fabric": bool(c["has_fabric"][i])}, plans, req)})
     return out
