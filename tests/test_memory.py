@@ -222,6 +222,7 @@ def test_bad_setups_are_refused_with_a_reason(kwargs, message) -> None:
 
 @pytest.mark.parametrize("name, canonical", [
     ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b-v0.3"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b-v0.2"),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
     ("meta-llama/Llama-3.2-3B", "llama-3.2-3b"),
     ("meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-1b"),
@@ -231,6 +232,21 @@ def test_bad_setups_are_refused_with_a_reason(kwargs, message) -> None:
 ])
 def test_hub_names_with_tuning_and_version_suffixes_are_known(name: str, canonical: str) -> None:
     assert models_catalog.lookup(name).name == canonical
+
+
+def test_mistral_7b_v0_2_has_its_own_32000_token_vocabulary() -> None:
+    # mistralai/Mistral-7B-Instruct-v0.2's config.json: hidden 4096, intermediate 14336, 32 layers, 32 heads,
+    # 8 KV heads, untied, vocab_size 32000; Mistral-7B-Instruct-v0.3's: the same with vocab_size 32768 (its
+    # model card: "Extended vocabulary to 32768" over v0.2).
+    v2, v3 = lookup("mistralai/Mistral-7B-Instruct-v0.2"), lookup("mistralai/Mistral-7B-Instruct-v0.3")
+    assert (v2.name, v2.vocab, v3.name, v3.vocab) == ("mistral-7b-v0.2", 32000, "mistral-7b-v0.3", 32768)
+    layer = (4096 * 4096 + 2 * 4096 * 1024 + 4096 * 4096) + 3 * 4096 * 14336 + 2 * 4096  # attention, MLP, norms
+    assert v2.params == 32 * layer + 2 * 32000 * 4096 + 4096 == 7_241_732_096  # the card's 7.24B
+    assert v3.params == 32 * layer + 2 * 32768 * 4096 + 4096 == 7_248_023_552  # the card's 7.25B
+    # The logits of a 2048-token sequence: 2048 x 768 fewer vocabulary entries x (2 + 8) bytes.
+    a2, a3 = (estimate(TrainingSetup("qlora", model=m)).per_gpu.activations_gb for m in ("mistral-7b-v0.2",
+                                                                                     "mistral-7b-v0.3"))
+    assert (a3 - a2) * GIB == pytest.approx(2048 * 768 * 10)
 
 
 @pytest.mark.parametrize("name, billions", [

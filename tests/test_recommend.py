@@ -234,6 +234,30 @@ def test_cheaper_nodes_left_out_are_named_with_the_limit_that_excludes_them(con)
     assert [o["price_per_hour"] for o in tight.left_out] == sorted(o["price_per_hour"] for o in tight.left_out)
 
 
+def test_a_node_left_out_is_measured_against_the_most_nodes_it_may_use(tmp_path: Path) -> None:
+    # Llama 3 70B full: 143.5 GiB a GPU over 8, 77.8 over 16. With --max-nodes 2 an 8 x H100 node on an
+    # InfiniBand fabric misses by 1.8 GiB over two nodes (76.0 usable), not by 67.5 over one; an 8 x A100
+    # node without a fabric can only be one node.
+    db = tmp_path / "nodes.duckdb"
+    w = open_writer(db)
+    b = Batch("ibcloud")
+    add(b, "ib.h100", "H100-SXM", 8, 80.0, 98.32, interconnect="NVLink", multinode_fabric="InfiniBand NDR 8x400 Gb/s")
+    add(b, "plain.a100", "A100-SXM4-80", 8, 80.0, 32.77, interconnect="NVLink")
+    load(w, b, "ibcloud", T0, facts("ibcloud", 1, 60))
+    w.close()
+    c = open_reader(db)
+    try:
+        rec = recommend(c, req(method="full", model="llama-3-70b", tokens=20e6, max_nodes=2, max_gpus=16))
+    finally:
+        c.close()
+    assert rec.nothing_fits
+    assert (round(rec.sharded_estimates[16].per_gpu_gb, 1), round(rec.sharded_estimates[8].per_gpu_gb, 1)) == \
+        (77.8, 143.5)
+    left = {o["instance_type"]: o["reason"] for o in rec.left_out}
+    assert left == {"ib.h100": "needs 77.8 GiB per GPU sharded over 16 (2 nodes), has 76.0 usable",
+                    "plain.a100": "needs 143.5 GiB per GPU sharded over 8, has 76.0 usable"}
+
+
 def test_multi_node_only_when_asked_and_only_with_a_fabric(con) -> None:
     # 70B full fine-tuning over 3 nodes of 8 x H100 (24 GPUs): ~56 GiB per GPU fits 80 GB cards.
     rec = recommend(con, req(method="full", model="llama-3-70b", max_nodes=3, max_gpus=24, top=100, hours=2))
@@ -307,6 +331,83 @@ def test_billing_granularity_and_minimum_decide_short_experiments(con) -> None:
     long = recommend(con, req(method="qlora", model="llama-3-70b", hours=6, runs=1, top=100))
     order = [(c.provider, c.instance_type) for c in long.candidates]
     assert order.index(("perhour", "a100.1")) < order.index(("persec", "a100.1"))
+
+
+def test_a_minimum_charge_longer_than_a_run_is_paid_once_for_the_job(tmp_path: Path) -> None:
+    # Hot Aisle's 8 x MI300X bare metal: $27.12/h, billed by the minute, a 30-day (2,592,000 s) minimum
+    # (providers.billing_notes: Hot Aisle's price post of 2026-07-14). Ten 20-minute runs done back to
+    # back in one rental pay one month, 720 h x $27.12 = $19,526.40, not ten months ($195,264).
+    assert compute_cost(27.12, 1 / 3, 10, 60, 2_592_000) == (pytest.approx(19_526.40), 259_200)
+    assert compute_cost(27.12, 1 / 3, 1, 60, 2_592_000) == (pytest.approx(19_526.40), 2_592_000)
+    # A 30-minute VM minimum: ten 20-minute runs bill 200 minutes at $2.99/h ($9.97), not 300 ($14.95);
+    # one run still pays its 30 minutes ($1.495).
+    assert compute_cost(2.99, 1 / 3, 10, 60, 1800) == (pytest.approx(2.99 * 200 / 60), 1200)
+    assert compute_cost(2.99, 1 / 3, 1, 60, 1800) == (pytest.approx(1.495), 1800)
+    # A minimum no longer than a run changes nothing: per started hour ten 20-minute runs at $1.20/h are
+    # $12.00 (the hour is each run's increment), per second with a 60 s minimum at $2.00/h $6.67, and a
+    # 2-node job of 3 runs of 1.5 h billed per hour with a 1-hour minimum 2 x 3 x 2 h x $1.20 = $14.40.
+    assert compute_cost(1.20, 1 / 3, 10, 3600, 3600) == (pytest.approx(12.0), 3600)
+    assert compute_cost(2.00, 1 / 3, 10, 1, 60) == (pytest.approx(20 / 3), 1200)
+    assert compute_cost(1.20, 1.5, 3, 3600, 3600, nodes=2) == (pytest.approx(14.40), 7200)
+    db = tmp_path / "monthly.duckdb"
+    w = open_writer(db)
+    b = Batch("monthly")
+    add(b, "bm.8", "MI300X", 8, 192.0, 27.12, region="us-michigan-1", interconnect="Infinity Fabric", vendor="AMD",
+        billing_granularity_s=60, minimum_charge_s=2_592_000)
+    load(w, b, "monthly", T0, facts("monthly", 60, None))
+    load(w, persec(), "persec", T0, facts("persec", 1, 60))
+    w.close()
+    c = open_reader(db)
+    try:
+        rec = recommend(c, req(method="qlora", model="llama-3-8b", hours=1 / 3, runs=10, top=100))
+        one = recommend(c, req(method="qlora", model="llama-3-8b", hours=1 / 3, runs=1, top=100))
+    finally:
+        c.close()
+    bm = next(x for x in rec.candidates if x.provider == "monthly")
+    assert (bm.cost.compute_usd, bm.cost.billed_seconds_per_run) == (pytest.approx(19_526.40), 259_200)
+    assert "monthly bills at least 30 days a rental: the 10 runs are costed back to back in one rental that pays " \
+           "it once (separate rentals would pay it each time)" in bm.flags
+    single = next(x for x in one.candidates if x.provider == "monthly")
+    assert single.cost.compute_usd == pytest.approx(19_526.40)
+    assert "monthly bills at least 30 days a rental: the run's 0.33 h are billed as 30 days" in single.flags
+    # The per-second provider's 60 s minimum is shorter than a run: unchanged, and no such flag.
+    a100 = next(x for x in rec.candidates if (x.provider, x.instance_type) == ("persec", "a100.1"))
+    assert (a100.cost.compute_usd, a100.cost.billed_seconds_per_run) == (pytest.approx(20 / 3), 1200)
+    assert not any("bills at least" in f for f in a100.flags)
+
+
+def test_nodes_are_joined_at_the_fabric_speed_the_source_states(tmp_path: Path) -> None:
+    # Azure's ND H100 v5 pages state "InfiniBand NDR 8x400 Gb/s" for the fabric while the offer's
+    # network_gbps is the front-end Ethernet (24 Gb/s on an ND96amsr A100 v4): across nodes each GPU
+    # has 3200 / 8 / 8 = 50 GB/s, not 24 / 8 / 8 = 0.375.
+    db = tmp_path / "fabric.duckdb"
+    w = open_writer(db)
+    b = Batch("ibcloud")
+    bill = {"billing_granularity_s": 1, "minimum_charge_s": 60}
+    add(b, "nd.stated", "H100-SXM", 8, 80.0, 98.32, region="eastus", interconnect="NVLink",
+        multinode_fabric="InfiniBand NDR 8x400 Gb/s", network_gbps=24.0, **bill)
+    add(b, "nd.unstated", "H100-SXM", 8, 80.0, 98.32, region="westus", interconnect="NVLink",
+        multinode_fabric="InfiniBand NDR", **bill)
+    load(w, b, "ibcloud", T0, facts("ibcloud", 1, 60))
+    w.close()
+    c = open_reader(db)
+    try:  # Llama 3 70B full: 143.5 GiB a GPU over 8, 77.8 over 16 (78.4 usable at 2 % headroom): two nodes
+        rec = recommend(c, req(method="full", model="llama-3-70b", tokens=20e6, max_nodes=2, max_gpus=16,
+                               headroom=0.02, top=10))
+    finally:
+        c.close()
+    by = {x.instance_type: x for x in rec.candidates}
+    assert {(x.nodes, x.gpus_used) for x in by.values()} == {(2, 16)}
+    # Each step each GPU sends 15/16 of two all-gathers of the 16-bit weights and a reduce-scatter of the
+    # gradients, 3 x 2 x 70,553,706,496 bytes (Llama 3 70B's shapes), which outlasts its compute (2.4 s):
+    # 7.94 s at 50 GB/s for 16 x 2048 tokens, 4,128 tokens/s; 31.7 s at the assumed 100 Gb/s, 1,032.
+    sent = 6 * 70_553_706_496 * 15 / 16
+    assert by["nd.stated"].tokens_per_s == pytest.approx(16 * 2048 / (sent / 50e9), rel=1e-9)
+    assert by["nd.stated"].tokens_per_s == pytest.approx(4128.36, abs=0.01)
+    assert by["nd.unstated"].tokens_per_s == pytest.approx(16 * 2048 / (sent / 12.5e9), rel=1e-9)
+    assert not any("fabric" in f for f in by["nd.stated"].flags)
+    assert "the source states no speed for its fabric (InfiniBand NDR): 100 Gb/s per GPU assumed across nodes" \
+        in by["nd.unstated"].flags
 
 
 def test_billed_seconds_python_and_sql_agree(con) -> None:

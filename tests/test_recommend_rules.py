@@ -158,7 +158,8 @@ def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_op
     assert rec.sharded_estimates[8].per_gpu.optimizer_gb == 0
     assert {c.instance_type for c in rec.candidates} == {"h100x8ram"}  # 512 GiB is too little, no RAM figure too
     c = rec.candidates[0]
-    # The PCIe traffic of the offload (2 x 2N/8 bytes per GPU per step at 25 GB/s) slows each step.
+    # The PCIe traffic of the offload (2 x 2N/8 bytes per GPU per step over the H100's PCIe 5.0, 50 GB/s)
+    # slows each step.
     work = step_work(rec.sharded_estimates[8], 8)
     assert work.offload_bytes == pytest.approx(2 * 2 * rec.estimate.params / 8)
     card = gpu_table.models()["H100-SXM"]

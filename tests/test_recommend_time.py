@@ -11,6 +11,7 @@ import pytest
 from gpuledger.warehouse import gpus as gpu_table
 from gpuledger.warehouse.recommender.macros import install_macros
 from gpuledger.warehouse.recommender.memory import TrainingSetup, estimate
+from gpuledger.warehouse.recommender.models_catalog import lookup
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, compute_cost, recommend
 from gpuledger.warehouse.recommender.spot import interruption_rate_per_hour
 from gpuledger.warehouse.recommender.throughput import fabric_gbs, node_link, pcie_gbs, step_work, tokens_per_second
@@ -61,6 +62,38 @@ def test_qwen_readme_qwen_7b_lora_and_qlora_on_one_a100(method: str, seconds_per
     measured = 8 * 4096 / seconds_per_iteration
     setup = TrainingSetup(method, model="qwen-7b", seq_len=4096, lora_rank=64)
     assert rate_per_gpu(setup, "A100-SXM4-80") == pytest.approx(measured, rel=TOLERANCE)
+
+
+def test_moe_lora_computes_only_the_adapters_of_a_tokens_routed_experts() -> None:
+    # Qwen3-30B-A3B (https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json): 48 layers, hidden 2048,
+    # 32 query heads and 4 KV heads of 128 (q 4096, k/v 512 wide), 128 experts of moe_intermediate_size
+    # 768, num_experts_per_tok 8, untied vocabulary 151936. LoRA r 16 on all linear layers, r (d_in + d_out):
+    attention = 16 * ((2048 + 4096) + 2 * (2048 + 512) + (4096 + 2048))  # q, k, v, o: 278,528 a layer
+    expert = 16 * 3 * (2048 + 768)  # gate, up, down: 135,168
+    held, active = 48 * (attention + 128 * expert), 48 * (attention + 8 * expert)
+    assert (held, active) == (843_841_536, 65_273_856)
+    # Active weights: per layer attention 18,874,368 + 8 experts x 4,718,592 + the router 262,144 + two
+    # norms; embeddings and LM head 2 x 151936 x 2048; the final norm.
+    n_active = 48 * (18_874_368 + 8 * 3 * 2048 * 768 + 2048 * 128 + 2 * 2048) + 2 * 151936 * 2048 + 2048
+    assert n_active == 3_353_020_416
+    forward = 2 * n_active + 2 * 48 * 2048 * 4096  # Kaplan: 2 N_active + 2 n_layer n_ctx d_attn
+    est = estimate(TrainingSetup("lora", model="qwen3-30b-a3b"))  # seq 2048, gradient checkpointing
+    assert est.adapter_params == held  # memory holds (and trains) every expert's adapters
+    assert est.per_gpu.adapters_gb == pytest.approx(held * 4 / 2**30)
+    work = step_work(est, 1)
+    # 2F + 6 A_active + F of recomputation: 22.93 GFLOPs a token, not 27.60 with every expert's adapters
+    assert work.flops_per_token == 3 * forward + 6 * active == 22_925_684_736
+    # Compute-bound on an H100 (989 TFLOPs at 45 %; weight reads 3 x 61 GB at 3.35 TB/s take half as long):
+    # 19,413 tokens/s where every expert's adapters made it 16,127.
+    card = gpu_table.models()["H100-SXM"]
+    tps = tokens_per_second(work, card.bf16_dense_tflops, card.memory_bandwidth_tbs, gpu_count=1, plan_gpus=1,
+                            nodes=1, link=25.0, fabric=12.5)
+    assert tps == pytest.approx(2048 / (2048 * 22_925_684_736 / (989e12 * 0.45)), rel=1e-12)
+    # A dense model is unchanged: all its adapters are active (Llama 3 8B, r 16 all-linear: 41.9M).
+    dense = estimate(TrainingSetup("lora", model="llama-3-8b"))
+    spec = lookup("llama-3-8b")
+    assert step_work(dense, 1).flops_per_token == pytest.approx(
+        3 * (2 * spec.active_params + 2 * 32 * 2048 * 4096) + 6 * 41_943_040, rel=1e-15)
 
 
 def test_a_faster_card_is_credited_with_its_shorter_run() -> None:

@@ -127,15 +127,17 @@ class ModelSpec:
     def quantizable_fraction(self) -> float:
         return self.block_linear_params / self.architecture_params()
 
-    def lora_params(self, rank: int, targets: tuple[str, ...]) -> int:
-        """r x (d_in + d_out) per adapted matrix (Hu et al. 2021), every expert of an MoE layer."""
+    def lora_params(self, rank: int, targets: tuple[str, ...], per_token: bool = False) -> int:
+        """r x (d_in + d_out) per adapted matrix (Hu et al. 2021), every expert of an MoE layer (all are
+        trained and held); per_token: only the adapters one token passes through, those of its routed
+        experts and the shared ones (what the time model computes)."""
         attention = sum(rank * sum(s) for t, s in self.linear_shapes().items() if t in targets and t in "qkvo")
 
         def mlp(width: int) -> int:
             return sum(rank * sum(s) for t, s in self.linear_shapes(width).items() if t in targets and t not in "qkvo")
         dense = (self.layers - self.moe_layers) * mlp(self.intermediate)
-        return self.layers * attention + dense + self.moe_layers * (self.experts + self.shared_experts) * \
-            mlp(self.expert_width)
+        experts = (self.experts_per_token if per_token else self.experts) + self.shared_experts
+        return self.layers * attention + dense + self.moe_layers * experts * mlp(self.expert_width)
 
 
 _SPEC = TypeAdapter(ModelSpec)

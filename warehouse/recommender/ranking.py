@@ -16,7 +16,7 @@ import numpy as np
 
 from gpuledger.warehouse.recommender.fixed import BOOT_S, internet_gbps, setup_seconds
 from gpuledger.warehouse.recommender.spot import HOURS_PER_MONTH, expected_run_hours
-from gpuledger.warehouse.recommender.throughput import FABRIC_GBS_ASSUMED, StepWork
+from gpuledger.warehouse.recommender.throughput import StepWork, fabric_gbs
 from gpuledger.warehouse.recommender.volumes import billed_gb_for, holds, volume_sizings
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 # Every current offer in key order (provider, region, zone, instance type, purchase option: the
 # ranking's last tie-break is then the row number), with what fitting and costing read.
-_FACTS_SQL = f"""
+_FACTS_SQL = """
 select provider, region, zone, instance_type, purchase_option, price_per_hour, gpu_count, memory_gb_per_gpu,
        multinode_fabric is not null as has_fabric, coalesce(ram_gb, 0) as ram_gb,
        available is false as no_capacity, gpu_model, coalesce(provider_kind, '') as provider_kind,
@@ -40,8 +40,7 @@ select provider, region, zone, instance_type, purchase_option, price_per_hour, g
        precision_ok('fp16', gpu_bf16, gpu_architecture) as ok_fp16,
        coalesce(gpu_bf16_tflops, gpu_fp16_tflops) as peak_bf16,
        coalesce(gpu_fp16_tflops, gpu_bf16_tflops) as peak_fp16,
-       gpu_bandwidth_tbs,
-       coalesce(network_gbps / 8.0 / greatest(gpu_count, 1), {FABRIC_GBS_ASSUMED!r}) as fabric
+       gpu_bandwidth_tbs, multinode_fabric
 from offer_facts()
 order by provider, region, zone, instance_type, purchase_option
 """
@@ -53,7 +52,7 @@ select provider, region, zone, instance_type, purchase_option, price_per_hour, g
        minimum_s, gpu_vendor,
        interruption_risk, interruption_risk_level, interruption_rate_max_pct, interruption_risk_source, reliability,
        gpu_model, gpu_variant_exact, gpu_architecture, memory_source, interconnect, link_note, price_per_gpu_hour,
-       billing_source, payment_option
+       billing_source, payment_option, multinode_fabric, network_gbps
 from offer_facts() o join (select unnest($provider) as provider, unnest($region) as region, unnest($zone) as zone,
                                   unnest($instance_type) as instance_type,
                                   unnest($purchase_option) as purchase_option) k
@@ -148,6 +147,8 @@ def _load(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     cols["down_gbps"], cols["bandwidth_source"] = internet_gbps(
         cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_down_mbps"])
     cols["up_gbps"], _ = internet_gbps(cols["provider_kind"], cols["network_gbps"], cols["vcpus"], cols["inet_up_mbps"])
+    cols["fabric"] = np.array([fabric_gbs(None if math.isnan(net) else net, cnt, text) for net, cnt, text in zip(
+        cols["network_gbps"], cols["gpu_count"], cols["multinode_fabric"])], float)
     cols["boot_s"] = np.array([BOOT_S.get(k, BOOT_S["gpu_cloud"]) for k in cols["provider_kind"]], float)
     storage = con.execute("select provider, region, storage_class, usd_per_gb_month from storage_prices "
                           "where working_volume_ok(storage_class)").fetchall()
@@ -226,7 +227,8 @@ def _round_half_away(x: np.ndarray, digits: int) -> np.ndarray:
 
 
 def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) -> str:
-    """Why an offer fits no plan: the plan that uses all its GPUs, measured against it."""
+    """Why an offer fits no plan: the plan that uses all its GPUs (on as many nodes as the request allows
+    and its fabric joins), measured against it."""
     count, usable = row["gpu_count"], row["memory_gb_per_gpu"] * (1 - req.headroom)
     if row["no_capacity"]:
         return "the source reports no capacity right now"
@@ -234,9 +236,11 @@ def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) 
         return "no memory figure for its GPU"
     if count > req.max_gpus:
         return f"{count:g} GPUs, over the limit of {req.max_gpus} per plan"
-    plan = next((p for p in plans if p.nodes == 1 and p.gpus == count), plans[0])
+    whole = [p for p in plans if p.gpus == count * p.nodes and (p.nodes == 1 or row["has_fabric"])]
+    plan = max(whole, key=lambda p: p.nodes, default=plans[0])
     if usable < plan.need_gb:
-        where = f"per GPU sharded over {plan.gpus}" if plan.gpus > 1 else "on one GPU" + (
+        nodes = f" ({plan.nodes} nodes)" if plan.nodes > 1 else ""
+        where = f"per GPU sharded over {plan.gpus}{nodes}" if plan.gpus > 1 else "on one GPU" + (
             " (this method is not sharded)" if count >= 2 else "")
         return f"needs {plan.need_gb:.1f} GiB {where}, has {usable:.1f} usable"
     ram = row["ram_gb"] * (1 - req.headroom)
@@ -320,9 +324,12 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
     run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
 
-    # Billed compute (the SQL macro billed_seconds: a missing increment is already 3600 s).
+    # Billed compute (recommend.compute_cost; a missing increment is already 3600 s): each run rounded up to
+    # the increment, the minimum charge once for the job (runs back to back in one rental), billed_s per run.
     gran = np.maximum(c["granularity_s"][idx], 1)
-    billed_s = np.ceil(_round_half_away(np.maximum(run_hours * 3600.0, c["minimum_s"][idx]) / gran, 9)) * gran
+    run_billed = np.ceil(_round_half_away(run_hours * 3600.0 / gran, 9)) * gran
+    minimum_billed = np.ceil(_round_half_away(c["minimum_s"][idx] / gran, 9)) * gran
+    billed_s = np.maximum(req.runs * run_billed, minimum_billed) / req.runs
     billed_s = np.where(np.isnan(run_hours), np.nan, billed_s)
     price = c["price_per_hour"][idx]
     compute_usd = req.runs * nodes * price * billed_s / 3600.0
@@ -409,5 +416,5 @@ def _left_out(f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest, exclu
         row = {k: (c[k][i].item() if isinstance(c[k][i], np.generic) else c[k][i])
                for k in ("provider", "region", "instance_type", "purchase_option", "gpu_model", "gpu_count",
                          "price_per_hour", "memory_gb_per_gpu", "ram_gb", "no_capacity")}
-        out.append(row | {"reason": _why_not(row, plans, req)})
+        out.append(row | {"reason": _why_not(row | {"has_fabric": bool(c["has_fabric"][i])}, plans, req)})
     return out

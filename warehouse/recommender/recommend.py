@@ -20,7 +20,9 @@ from gpuledger.warehouse.recommender.macros import install_macros, macros_curren
 from gpuledger.warehouse.recommender.spot import (
     DEFAULT_CHECKPOINT_MINUTES, HOURS_PER_MONTH, checkpoint_write_hours, interruption_rate_per_hour, restart_hours,
 )
-from gpuledger.warehouse.recommender.throughput import is_fabric_claim, step_work
+from gpuledger.warehouse.recommender.throughput import (
+    FABRIC_GBS_ASSUMED, is_fabric_claim, stated_fabric_gbps, step_work,
+)
 
 if TYPE_CHECKING:  # numpy: imported by a recommendation only, not by the reading commands
     from gpuledger.warehouse.recommender.ranking import OfferFacts
@@ -276,9 +278,13 @@ def billed_seconds(duration_s: float, granularity_s: int | None, minimum_s: int 
 
 def compute_cost(price_per_hour: float, hours: float, runs: int, granularity_s: int | None,
                  minimum_s: int | None, nodes: int = 1) -> tuple[float, float]:
-    """(USD, billed seconds per run) for `runs` runs of `hours` on `nodes` machines."""
-    billed = billed_seconds(hours * 3600.0, granularity_s, minimum_s)
-    return runs * nodes * price_per_hour * billed / 3600.0, billed
+    """(USD, billed seconds per run) for `runs` runs of `hours` on `nodes` machines: each run rounded up to
+    the increment, the minimum charge paid once for the job, as runs done back to back in one rental
+    (Hot Aisle's 30-day bare-metal minimum is one month for ten runs, not ten months); a minimum no
+    longer than a run changes nothing."""
+    billed = max(runs * billed_seconds(hours * 3600.0, granularity_s, 0),
+                 billed_seconds(0.0, granularity_s, minimum_s))
+    return nodes * price_per_hour * billed / 3600.0, billed / runs
 
 
 def tiered_egress_cost(gb: float, tiers: Sequence[tuple[float, float | None, float]]) -> float:
@@ -373,6 +379,15 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     if row["plan"] != "single" and row["link_kind"] != "PCIe" and not is_fabric_claim(row["interconnect"]):
         flags.append(f"the source states no {row['link_kind']}; {gpu} ({row['gpu_form_factor']}) modules sit on "
                      f"an {row['link_kind']} baseboard: counted at {row['link_gbs']:g} GB/s per direction")
+    if row["run_hours"] is not None and row["run_hours"] * 3600.0 < row["minimum_s"]:
+        least = _duration(row["minimum_s"])
+        flags.append(f"{row['provider']} bills at least {least} a rental: "
+                     + (f"the {request.runs} runs are costed back to back in one rental that pays it once "
+                        "(separate rentals would pay it each time)" if request.runs > 1 else
+                        f"the run's {row['run_hours']:.2f} h are billed as {least}"))
+    if row["nodes"] > 1 and not (stated_fabric_gbps(row["multinode_fabric"]) or row["network_gbps"]):
+        flags.append(f"the source states no speed for its fabric ({row['multinode_fabric']}): "
+                     f"{FABRIC_GBS_ASSUMED * 8:g} Gb/s per GPU assumed across nodes")
     if row["billing_source"] == "assumed":
         flags.append("no billing increment known; per-hour billing assumed")
     if row["gpu_count"] < 1:
@@ -423,6 +438,15 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     elif e_src == "provider":
         flags.append(f"no egress price for {row['region']}: {row['provider']}'s dearest region used")
     return flags, slow
+
+
+def _duration(seconds: float) -> str:
+    """A billing minimum in its natural unit: '30 days', '1 h', '30 min', '60 s'."""
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds / size
+            return f"{n:g} {unit}{'s' if unit == 'day' and n != 1 else ''}"
+    return f"{seconds:g} s"
 
 
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,

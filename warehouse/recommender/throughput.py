@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuledger.warehouse.recommender.memory import MemoryEstimate, NF4_DQ_BITS, precision_bytes
+from gpuledger.warehouse.recommender.memory import MemoryEstimate, NF4_DQ_BITS, parse_lora_targets, precision_bytes
 
 # Achieved share of the dense BF16/FP16 tensor peak, from published measurements (docs/recommender.md,
 # section 3: IBM and Meta's FSDP Llama 2 7B at 57 % MFU, NeMo AutoModel's Llama 3 70B at 39 % and 8B LoRA
@@ -41,8 +41,10 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
     pb = precision_bytes(s.precision)
     # FLOPs per token (Kaplan et al. 2020): forward F, then 3F for full fine-tuning, 2F + 6 x adapter
     # parameters for LoRA (no weight gradients for the frozen base), + F with gradient checkpointing.
+    # A token passes through the adapters of its routed experts only (MoE), as F counts active weights.
     forward = 2.0 * (spec.active_params * (n / spec.params)) + 2.0 * spec.layers * s.seq_len * spec.q_dim
-    flops = (3.0 if full else 2.0) * forward + (0.0 if full else 6.0 * est.adapter_params)
+    active_adapters = 0.0 if full else est.adapter_params * _active_adapter_share(est)
+    flops = (3.0 if full else 2.0) * forward + 6.0 * active_adapters
     flops += forward if s.gradient_checkpointing else 0.0
     passes = (3.0 if full else 2.0) + (1.0 if s.gradient_checkpointing else 0.0)
     lin = spec.quantizable_fraction * n
@@ -64,6 +66,14 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
         dequant_bytes=dequant, shard_bytes=(2 * gathered + (trainable_grad_bytes if full else 0.0)) * share,
         replica_bytes=2.0 * trainable_grad_bytes, utilization=UTILIZATION[s.method],
         offload_bytes=(2.0 * n * pb / gpus) if s.offload else 0.0)
+
+
+def _active_adapter_share(est: MemoryEstimate) -> float:
+    """The share of the adapter parameters one token passes through: 1 for a dense model; for MoE, its
+    routed experts' and the shared ones' adapters (memory holds every expert's)."""
+    spec, targets = est.setup.spec(), parse_lora_targets(est.setup.lora_targets)
+    return spec.lora_params(est.setup.lora_rank, targets, per_token=True) / spec.lora_params(est.setup.lora_rank,
+                                                                                            targets)
 
 
 def pcie_gbs(architecture: str | None) -> float:
@@ -96,9 +106,22 @@ def node_link(vendor: str | None, card_link: str | None, form_factor: str | None
     return "PCIe", pcie_gbs(architecture)
 
 
-def fabric_gbs(network_gbps: float | None, gpus_per_node: float) -> float:
-    """GB/s per GPU across nodes: the node's network speed shared by its GPUs."""
-    return network_gbps / 8.0 / max(gpus_per_node, 1.0) if network_gbps else FABRIC_GBS_ASSUMED
+# A speed stated with the fabric: "InfiniBand NDR 8x400 Gb/s", "RoCEv2 Ethernet 8x400G", "800Gbps Dual Plane RoCE".
+_FABRIC_SPEED = re.compile(r"(?:(\d+)\s*[x×]\s*)?(\d+(?:\.\d+)?)\s*(?:Gbit/s|Gb/s|Gbps|GbE|G)(?![A-Za-z])")
+
+
+def stated_fabric_gbps(multinode_fabric: str | None) -> float | None:
+    """Gb/s of a node's fabric as its source states it with the fabric (ports x speed), None when it names
+    no speed ("EFA", "InfiniBand NDR")."""
+    m = _FABRIC_SPEED.search(multinode_fabric or "")
+    return None if m is None else float(m.group(1) or 1) * float(m.group(2))
+
+
+def fabric_gbs(network_gbps: float | None, gpus_per_node: float, multinode_fabric: str | None = None) -> float:
+    """GB/s per GPU across nodes: the speed stated with the node's fabric, else its network speed (Azure's
+    is the front-end Ethernet, not the InfiniBand), shared by its GPUs; else 100 Gb/s per GPU."""
+    speed = stated_fabric_gbps(multinode_fabric) or network_gbps
+    return speed / 8.0 / max(gpus_per_node, 1.0) if speed else FABRIC_GBS_ASSUMED
 
 
 def tokens_per_second(work: StepWork, peak_tflops: float | None, bandwidth_tbs: float | None, *,

@@ -13,6 +13,8 @@
 --   select billed_seconds(1200, 3600, 60)  -> 3600   (a 20-minute run billed per hour)
 --   select billed_seconds(1200, 1, 60)     -> 1200   (per second, 60 s minimum)
 --   select billed_seconds(30, 1, 60)       -> 60
+-- A job of R runs pays the minimum once (runs back to back in one rental):
+--   greatest(R * billed_seconds(d, g, 0), billed_seconds(0, g, m))
 create or replace macro billed_seconds(duration_s, granularity_s, minimum_s) as
     ceil(round(greatest(duration_s, coalesce(minimum_s, 0)) / greatest(coalesce(granularity_s, 3600), 1), 9))
     * greatest(coalesce(granularity_s, 3600), 1);
