@@ -425,8 +425,10 @@
   function roundTo(x, digits) { var m = Math.pow(10, digits); return Math.sign(x) * Math.floor(Math.abs(x) * m + 0.5) / m; }
   function jobCost(c, tokens, runs) {
     var hours = tokens / c.tps / 3600 * c.k + c.setup_h, gran = Math.max(c.gran, 1);
-    var billed = Math.ceil(roundTo(Math.max(hours * 3600, c.min) / gran, 9)) * gran;
-    var total = runs * c.price * billed / 3600 + c.storage_h * runs * hours + egress(c, c.result_gb * runs);
+    // Each run rounded up to the increment; the minimum charge paid once, runs back to back in one rental.
+    var billed = Math.max(runs * Math.ceil(roundTo(hours * 3600 / gran, 9)) * gran,
+                          Math.ceil(roundTo(c.min / gran, 9)) * gran);
+    var total = c.price * billed / 3600 + c.storage_h * runs * hours + egress(c, c.result_gb * runs);
     return {hours: hours, total: total};
   }
   var RUNS = ["1", "2", "3", "5", "10"], ORDER = ["provider", "region", "instance_type", "purchase_option"];
