@@ -79,3 +79,27 @@ def test_the_readme_schedule_is_the_one_prefect_yaml_deploys() -> None:
         assert cadence["timezone"] == "UTC" and "(UTC)" in schedule
     # no other cadence is claimed
     assert sorted(re.findall(r"\(`([0-9*/ ]+)`", schedule)) == sorted(d["schedules"][0]["cron"] for d in deployments)
+
+
+def test_the_data_dictionary_names_the_schema_version_and_every_offers_column() -> None:
+    from gpuledger.warehouse.schema import SCHEMA_VERSION, column_names
+
+    text = (ROOT / "docs" / "data-dictionary.md").read_text()
+    stated = int(re.search(r"Schema version (\d+);", text).group(1))
+    assert stated == SCHEMA_VERSION == 12, f"docs/data-dictionary.md says schema version {stated}"
+    versions = [int(r[0]) for r in table_rows(text, "| version | change |")]
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
+    rows = table_rows(text, "| column | meaning |")  # the first such table: offers
+    documented = {name.strip() for r in rows for name in r[0].split(",")}
+    assert set(column_names("offers")) <= documented, set(column_names("offers")) - documented
+
+
+def test_the_data_dictionary_names_the_states_a_scrape_run_is_stored_with() -> None:
+    text = " ".join((ROOT / "docs" / "data-dictionary.md").read_text().split())
+    runs = text[text.index("## `scrape_runs`"):text.index("## `fetch_validators`")]
+    states = re.search(r"`state` \((.*?)\), `rows_parsed`", runs).group(1)
+    # a provider without credentials is stored as not_configured; a stopped refresh stores nothing for
+    # the providers it kept (store.py records only ok, failed and not_configured)
+    assert re.findall(r"`(\w+)`", states) == ["ok", "failed", "not_configured"], states
+    freshness = text[text.index("## `offer_freshness`"):text.index("## `offer_history`")]
+    assert "`not_configured`" in freshness
