@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import typer.main
+import pytest
 import yaml
 
 from gpuledger.adapters.registry import SOURCES, specs
@@ -103,3 +104,24 @@ def test_the_data_dictionary_names_the_states_a_scrape_run_is_stored_with() -> N
     assert re.findall(r"`(\w+)`", states) == ["ok", "failed", "not_configured"], states
     freshness = text[text.index("## `offer_freshness`"):text.index("## `offer_history`")]
     assert "`not_configured`" in freshness
+
+
+def test_google_and_the_capacity_block_unit_without_credentials_are_not_configured_as_documented(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.flows.fetch import SourcePlan, fetch_outcome
+
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY", "GOOGLE_CLOUD_PROJECT",
+                 "CLOUDSDK_CONFIG", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws, no gcloud configuration
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    for provider in ("gcp", "aws_capacity_blocks"):
+        outcome = fetch_outcome(SourcePlan(provider, "live"))
+        assert (outcome.state, "no credentials" in (outcome.error or "")) == ("not_configured", True), outcome.error
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    operations = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    assert "without them the provider is `not configured` (`no credentials`" in readme
+    assert "without them the unit is `not configured` (`no credentials`" in operations
+    assert "fails as `no credentials`" not in readme + operations
