@@ -125,3 +125,18 @@ def test_google_and_the_capacity_block_unit_without_credentials_are_not_configur
     assert "without them the provider is `not configured` (`no credentials`" in readme
     assert "without them the unit is `not configured` (`no credentials`" in operations
     assert "fails as `no credentials`" not in readme + operations
+
+
+def test_the_readme_names_every_source_credential_and_the_workflow_docs_every_keyless_source() -> None:
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    credentials = readme[readme.index("### Credentials (live mode)"):readme.index("### Settings")]
+    standard_chains = {"aws", "gcp"}  # boto3's and Google's own credential chains, named as such
+    missing = sorted(f"{name} ({s.name})" for s in specs() if s.name not in standard_chains
+                     for name in s.workflow_secrets if f"`{name}`" not in credentials)
+    assert not missing, f"README's Credentials section does not name: {', '.join(missing)}"
+    # docs/operations.md: the sources that need no secret, by the README provider table's names
+    names = {r[0].strip("`"): r[1] for r in table_rows((ROOT / "README.md").read_text(), "| source | provider | how | what |")}
+    operations = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    sentence = re.search(r"\| Verda \(formerly DataCrunch\).*?\| ([^|]*?) need none\.", operations).group(1)
+    keyless = {s.name for s in specs() if not s.workflow_secrets}
+    assert sorted(n for n, shown in names.items() if shown.split(" (")[0] in sentence) == sorted(keyless), sentence

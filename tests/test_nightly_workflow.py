@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -235,3 +236,37 @@ def test_a_provider_without_credentials_is_not_configured_and_the_refresh_exits_
 def test_the_catalog_manifest_is_what_the_workflow_uploads_last() -> None:
     assert MANIFEST == "manifest.json" and "catalog/manifest.json --clobber" in step(
         "publish", "Publish the catalog as the assets of the release `catalog`")
+
+
+REFRESH = "Refresh from the live providers"
+
+
+def refresh_step_env(variables: dict[str, str]) -> dict[str, str]:
+    """The refresh step's env as GitHub evaluates it with no secrets: an unset secret or variable is ''."""
+    s = next(s for s in workflow()["jobs"]["refresh"]["steps"] if s.get("name") == REFRESH)
+    env = {}
+    for name, value in s["env"].items():
+        m = re.fullmatch(r"\$\{\{ (secrets|vars)\.(\w+) \}\}", str(value))
+        assert m, value
+        env[name] = variables.get(m.group(2), "") if m.group(1) == "vars" else ""
+    return env
+
+
+def test_the_euro_rates_reach_the_refresh_from_repository_variables(tmp_path: Path) -> None:
+    """Scaleway needs no key, so it runs every night; its prices are EUR, and without a rate every one is
+    quarantined and Scaleway fails (`gpuledger refresh` exits 1): the workflow must be able to give the rate."""
+    fake = tmp_path / "bin" / "gpuledger"
+    fake.parent.mkdir()
+    fake.write_text(f"#!{sys.executable}\nfrom gpuledger.warehouse.settings import load_settings\n"
+                    "s = load_settings()\nprint('rates', s.scaleway_usd_per_eur, s.seeweb_usd_per_eur)\n")
+    fake.chmod(0o755)
+    common = dict(RUNNER_TEMP=str(tmp_path), GITHUB_OUTPUT=str(tmp_path / "output"))
+    outside = {k: v for k, v in os.environ.items() if not k.startswith("GPULEDGER_")}
+    for variables, shown in (({"GPULEDGER_SCALEWAY_USD_PER_EUR": "1.1403", "GPULEDGER_SEEWEB_USD_PER_EUR": "1.15"},
+                              "rates 1.1403 1.15"),
+                             ({}, "rates None None")):  # not set: no rate, not an empty one that fails the settings
+        done = subprocess.run([*SHELL, step("refresh", REFRESH)], cwd=tmp_path, capture_output=True, text=True,
+                              env=dict(outside, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}",
+                                       **refresh_step_env(variables), **common), timeout=60)
+        assert done.returncode == 0 and shown in done.stdout, done.stdout + done.stderr
+        assert (tmp_path / "output").read_text().splitlines()[-1] == "exit=0"
