@@ -140,3 +140,14 @@ def test_the_readme_names_every_source_credential_and_the_workflow_docs_every_ke
     sentence = re.search(r"\| Verda \(formerly DataCrunch\).*?\| ([^|]*?) need none\.", operations).group(1)
     keyless = {s.name for s in specs() if not s.workflow_secrets}
     assert sorted(n for n, shown in names.items() if shown.split(" (")[0] in sentence) == sorted(keyless), sentence
+
+
+def test_the_source_guide_names_the_registry_lists_a_new_source_joins() -> None:
+    from gpuledger.adapters import registry
+
+    text = (ROOT / "docs" / "sources.md").read_text()
+    row = next(r for r in table_rows(text, "| place | what it holds |") if "adapters/registry.py" in r[0])
+    named = re.findall(r"`([A-Z_]+)`", row[1])
+    assert {"API_SOURCES", "PAGE_SOURCES"} <= set(named), row
+    assert all(isinstance(getattr(registry, n, None), (tuple, dict)) for n in named), named
+    assert registry.SOURCES["aws"] == "gpuledger.adapters.aws" and registry.SOURCES["lambda"].endswith("lambdalabs")
