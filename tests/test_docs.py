@@ -151,3 +151,38 @@ def test_the_source_guide_names_the_registry_lists_a_new_source_joins() -> None:
     assert {"API_SOURCES", "PAGE_SOURCES"} <= set(named), row
     assert all(isinstance(getattr(registry, n, None), (tuple, dict)) for n in named), named
     assert registry.SOURCES["aws"] == "gpuledger.adapters.aws" and registry.SOURCES["lambda"].endswith("lambdalabs")
+
+
+def test_every_command_line_the_docs_show_is_one_the_cli_accepts() -> None:
+    """Each `gpuledger ...` shown in README.md and docs/ (code spans and code blocks) parses: no argument or
+    option the command does not have. A bare mention (`gpuledger sql`) may leave required ones out."""
+    import shlex
+
+    group = typer.main.get_command(app)
+    shown = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if path.name == "recommender.md":  # the recommender's own page is checked by its tests
+            continue
+        text = path.read_text()
+        spans = re.findall(r"`(gpuledger [^`\n]+)`", text)
+        for block in re.findall(r"```\n(.*?)```", text, re.S):
+            spans += [m.group(1) for line in block.splitlines()
+                      if (m := re.search(r"(?:^|&& |=\S+ )(gpuledger [^#|&>\n]*)", line))]
+        shown += [(path.name, s.strip()) for s in spans if "..." not in s]
+    refused = []
+    for where, line in shown:
+        try:
+            args = shlex.split(line)[1:]
+        except ValueError:  # a query spread over lines
+            continue
+        cmd = group.commands.get(args[0]) if args and not args[0].startswith("-") else None  # type: ignore[attr-defined]
+        if cmd is None:
+            continue
+        try:
+            cmd.make_context(args[0], args[1:])
+        except Exception as err:  # noqa: BLE001 - the CLI's own click (typer may bring its own copy)
+            kinds = {k.__name__ for k in type(err).__mro__}
+            if "UsageError" in kinds and "MissingParameter" not in kinds:
+                refused.append(f"{where}: {line}: {err}")
+    assert len(shown) > 40
+    assert not refused, "\n".join(refused)
