@@ -186,3 +186,27 @@ def test_every_command_line_the_docs_show_is_one_the_cli_accepts() -> None:
                 refused.append(f"{where}: {line}: {err}")
     assert len(shown) > 40
     assert not refused, "\n".join(refused)
+
+
+def test_the_docs_state_the_anomaly_guard_and_the_pending_files_as_the_code_has_them(tmp_path: Path) -> None:
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+    from gpuledger.flows.fetch import SourcePlan, fetch_outcome
+    from gpuledger.warehouse import pending
+    from gpuledger.warehouse.store import AnomalyPolicy
+
+    policy = AnomalyPolicy()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    load = readme[readme.index("**Load semantics**"):readme.index("changes nothing.")]
+    assert f"fewer than {policy.min_row_ratio:.0%} of the rows of the last good run" in load, load
+    assert f"more than {policy.max_median_ratio:g}×" in load, load
+    # docs/reliability.md: what a fetch leaves for the merge
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["runpod"]) as server:
+        outcome = fetch_outcome(SourcePlan("runpod", "replay", server.endpoints(), {}))
+    folder = pending.pending_dir(tmp_path / "w.duckdb") / "refresh-1"
+    pending.write(folder, outcome)
+    files = sorted(p.name for p in folder.iterdir())
+    assert "runpod.json" in files and "runpod.offers.json" in files and all(
+        re.fullmatch(r"runpod(\.\w+)?\.json", f) for f in files), files
+    reliability = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
+    kept = reliability[reliability.index("### Nothing fetched is thrown away"):reliability.index("### Clean failures")]
+    assert "to `<db>.pending/<refresh_id>/` (`<provider>.json`, the run, and a `<provider>.<table>.json` per table)" in kept
