@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import typer.main
+import pytest
 import yaml
 
 from gpuledger.adapters.registry import SOURCES, specs
@@ -79,3 +80,133 @@ def test_the_readme_schedule_is_the_one_prefect_yaml_deploys() -> None:
         assert cadence["timezone"] == "UTC" and "(UTC)" in schedule
     # no other cadence is claimed
     assert sorted(re.findall(r"\(`([0-9*/ ]+)`", schedule)) == sorted(d["schedules"][0]["cron"] for d in deployments)
+
+
+def test_the_data_dictionary_names_the_schema_version_and_every_offers_column() -> None:
+    from gpuledger.warehouse.schema import SCHEMA_VERSION, column_names
+
+    text = (ROOT / "docs" / "data-dictionary.md").read_text()
+    stated = int(re.search(r"Schema version (\d+);", text).group(1))
+    assert stated == SCHEMA_VERSION == 12, f"docs/data-dictionary.md says schema version {stated}"
+    versions = [int(r[0]) for r in table_rows(text, "| version | change |")]
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
+    rows = table_rows(text, "| column | meaning |")  # the first such table: offers
+    documented = {name.strip() for r in rows for name in r[0].split(",")}
+    assert set(column_names("offers")) <= documented, set(column_names("offers")) - documented
+
+
+def test_the_data_dictionary_names_the_states_a_scrape_run_is_stored_with() -> None:
+    text = " ".join((ROOT / "docs" / "data-dictionary.md").read_text().split())
+    runs = text[text.index("## `scrape_runs`"):text.index("## `fetch_validators`")]
+    states = re.search(r"`state` \((.*?)\), `rows_parsed`", runs).group(1)
+    # a provider without credentials is stored as not_configured; a stopped refresh stores nothing for
+    # the providers it kept (store.py records only ok, failed and not_configured)
+    assert re.findall(r"`(\w+)`", states) == ["ok", "failed", "not_configured"], states
+    freshness = text[text.index("## `offer_freshness`"):text.index("## `offer_history`")]
+    assert "`not_configured`" in freshness
+
+
+def test_google_and_the_capacity_block_unit_without_credentials_are_not_configured_as_documented(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.flows.fetch import SourcePlan, fetch_outcome
+
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_API_KEY", "GPULEDGER_GCP_API_KEY", "GOOGLE_CLOUD_PROJECT",
+                 "CLOUDSDK_CONFIG", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws, no gcloud configuration
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    for provider in ("gcp", "aws_capacity_blocks"):
+        outcome = fetch_outcome(SourcePlan(provider, "live"))
+        assert (outcome.state, "no credentials" in (outcome.error or "")) == ("not_configured", True), outcome.error
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    operations = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    assert "without them the provider is `not configured` (`no credentials`" in readme
+    assert "without them the unit is `not configured` (`no credentials`" in operations
+    assert "fails as `no credentials`" not in readme + operations
+
+
+def test_the_readme_names_every_source_credential_and_the_workflow_docs_every_keyless_source() -> None:
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    credentials = readme[readme.index("### Credentials (live mode)"):readme.index("### Settings")]
+    standard_chains = {"aws", "gcp"}  # boto3's and Google's own credential chains, named as such
+    missing = sorted(f"{name} ({s.name})" for s in specs() if s.name not in standard_chains
+                     for name in s.workflow_secrets if f"`{name}`" not in credentials)
+    assert not missing, f"README's Credentials section does not name: {', '.join(missing)}"
+    # docs/operations.md: the sources that need no secret, by the README provider table's names
+    names = {r[0].strip("`"): r[1] for r in table_rows((ROOT / "README.md").read_text(), "| source | provider | how | what |")}
+    operations = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    sentence = re.search(r"\| Verda \(formerly DataCrunch\).*?\| ([^|]*?) need none\.", operations).group(1)
+    keyless = {s.name for s in specs() if not s.workflow_secrets}
+    assert sorted(n for n, shown in names.items() if shown.split(" (")[0] in sentence) == sorted(keyless), sentence
+
+
+def test_the_source_guide_names_the_registry_lists_a_new_source_joins() -> None:
+    from gpuledger.adapters import registry
+
+    text = (ROOT / "docs" / "sources.md").read_text()
+    row = next(r for r in table_rows(text, "| place | what it holds |") if "adapters/registry.py" in r[0])
+    named = re.findall(r"`([A-Z_]+)`", row[1])
+    assert {"API_SOURCES", "PAGE_SOURCES"} <= set(named), row
+    assert all(isinstance(getattr(registry, n, None), (tuple, dict)) for n in named), named
+    assert registry.SOURCES["aws"] == "gpuledger.adapters.aws" and registry.SOURCES["lambda"].endswith("lambdalabs")
+
+
+def test_every_command_line_the_docs_show_is_one_the_cli_accepts() -> None:
+    """Each `gpuledger ...` shown in README.md and docs/ (code spans and code blocks) parses: no argument or
+    option the command does not have. A bare mention (`gpuledger sql`) may leave required ones out."""
+    import shlex
+
+    group = typer.main.get_command(app)
+    shown = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if path.name == "recommender.md":  # the recommender's own page is checked by its tests
+            continue
+        text = path.read_text()
+        spans = re.findall(r"`(gpuledger [^`\n]+)`", text)
+        for block in re.findall(r"```\n(.*?)```", text, re.S):
+            spans += [m.group(1) for line in block.splitlines()
+                      if (m := re.search(r"(?:^|&& |=\S+ )(gpuledger [^#|&>\n]*)", line))]
+        shown += [(path.name, s.strip()) for s in spans if "..." not in s]
+    refused = []
+    for where, line in shown:
+        try:
+            args = shlex.split(line)[1:]
+        except ValueError:  # a query spread over lines
+            continue
+        cmd = group.commands.get(args[0]) if args and not args[0].startswith("-") else None  # type: ignore[attr-defined]
+        if cmd is None:
+            continue
+        try:
+            cmd.make_context(args[0], args[1:])
+        except Exception as err:  # noqa: BLE001 - the CLI's own click (typer may bring its own copy)
+            kinds = {k.__name__ for k in type(err).__mro__}
+            if "UsageError" in kinds and "MissingParameter" not in kinds:
+                refused.append(f"{where}: {line}: {err}")
+    assert len(shown) > 40
+    assert not refused, "\n".join(refused)
+
+
+def test_the_docs_state_the_anomaly_guard_and_the_pending_files_as_the_code_has_them(tmp_path: Path) -> None:
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+    from gpuledger.flows.fetch import SourcePlan, fetch_outcome
+    from gpuledger.warehouse import pending
+    from gpuledger.warehouse.store import AnomalyPolicy
+
+    policy = AnomalyPolicy()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    load = readme[readme.index("**Load semantics**"):readme.index("changes nothing.")]
+    assert f"fewer than {policy.min_row_ratio:.0%} of the rows of the last good run" in load, load
+    assert f"more than {policy.max_median_ratio:g}×" in load, load
+    # docs/reliability.md: what a fetch leaves for the merge
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["runpod"]) as server:
+        outcome = fetch_outcome(SourcePlan("runpod", "replay", server.endpoints(), {}))
+    folder = pending.pending_dir(tmp_path / "w.duckdb") / "refresh-1"
+    pending.write(folder, outcome)
+    files = sorted(p.name for p in folder.iterdir())
+    assert "runpod.json" in files and "runpod.offers.json" in files and all(
+        re.fullmatch(r"runpod(\.\w+)?\.json", f) for f in files), files
+    reliability = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
+    kept = reliability[reliability.index("### Nothing fetched is thrown away"):reliability.index("### Clean failures")]
+    assert "to `<db>.pending/<refresh_id>/` (`<provider>.json`, the run, and a `<provider>.<table>.json` per table)" in kept

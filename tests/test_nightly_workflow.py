@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,8 +35,9 @@ FAKE_GH = r"""#!/bin/bash
 echo "$*" >> "$GH_LOG"
 [ "$1" = release ] || exit 2
 case "$2" in
-  view) [ -d "$RELEASE" ] || exit 1
-        if [ "$4" = --json ]; then ls "$RELEASE"; fi ;;
+  view) [ -n "$GH_DOWN" ] && { echo "HTTP 502: Bad Gateway (https://api.github.com/...)" >&2; exit 1; }
+        [ -d "$RELEASE" ] || { echo "release not found" >&2; exit 1; }
+        case " $* " in *" --json assets "*) ls "$RELEASE" ;; esac ;;
   create) mkdir -p "$RELEASE" ;;
   download) dir="${@: -1}"; mkdir -p "$dir"; cp "$RELEASE"/* "$dir"/ ;;
   upload) cp "$4" "$RELEASE"/ ;;
@@ -90,21 +92,76 @@ def test_a_cache_miss_restores_the_warehouse_from_the_published_catalog(tmp_path
     assert cached.returncode == 0 and "warehouse restored from the Actions cache" in cached.stdout
 
 
+def fake_gh(tmp_path: Path) -> Path:
+    fake = tmp_path / "bin" / "gh"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(FAKE_GH)
+    fake.chmod(0o755)
+    return fake
+
+
 def test_a_cache_miss_without_a_catalog_fails_rather_than_start_empty(tmp_path: Path) -> None:
+    fake_gh(tmp_path)
     db = tmp_path / "warehouse-data" / "gpuledger.duckdb"
     script = step("refresh", RESTORE)
-    missing = run_step(script, tmp_path, GPULEDGER_DB=str(db), CATALOG_URL=str(tmp_path / "no-catalog"))
+    gh = dict(RELEASE=str(tmp_path / "release"), GH_LOG=str(tmp_path / "gh.log"), GITHUB_REPOSITORY="owner/repo")
+    missing = run_step(script, tmp_path, GPULEDGER_DB=str(db), CATALOG_URL=str(tmp_path / "no-catalog"), **gh)
     assert missing.returncode == 2 and "manifest.json: not in" in missing.stderr
     empty = run_step(script, tmp_path, GPULEDGER_DB=str(db), CATALOG_URL=str(tmp_path / "no-catalog"),
-                     START_EMPTY="true")
+                     START_EMPTY="true", **gh)
     assert empty.returncode == 0 and "start_empty asked for an empty one" in empty.stdout and not db.exists()
+    # a release whose first publish stopped before its manifest holds no catalog either
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "lambda.offers.20261201T030000Z.parquet").write_bytes(b"PAR1")
+    empty = run_step(script, tmp_path, GPULEDGER_DB=str(db), CATALOG_URL=str(tmp_path / "release"),
+                     START_EMPTY="true", **gh)
+    assert empty.returncode == 0 and "start_empty asked for an empty one" in empty.stdout and not db.exists()
+    # GitHub not answering is not "nothing published": the run stops rather than start empty
+    down = run_step(script, tmp_path, GPULEDGER_DB=str(db), CATALOG_URL=str(tmp_path / "release"),
+                    START_EMPTY="true", GH_DOWN="1", **gh)
+    assert down.returncode == 1 and "::error::cannot tell whether the release catalog is published" in down.stdout
+    assert not db.exists()
+
+
+def test_start_empty_beside_a_published_catalog_restores_from_it(tmp_path: Path) -> None:
+    """Started empty, the run would publish a second history of the published offers into the catalog (each
+    pulled offer then has two open versions and `gpuledger check` fails): start_empty is for the first run."""
+    fake_gh(tmp_path)
+    published = tmp_path / "published.duckdb"
+    replayed_warehouse(published, ["lambda", "runpod"])
+    release = tmp_path / "release"
+    assert CliRunner().invoke(app, ["publish", str(release), "--db", str(published)]).exit_code == 0
+    db = tmp_path / "warehouse-data" / "gpuledger.duckdb"
+    restored = run_step(step("refresh", RESTORE), tmp_path, GPULEDGER_DB=str(db), CATALOG_URL=str(release),
+                        START_EMPTY="true", RELEASE=str(release), GH_LOG=str(tmp_path / "gh.log"),
+                        GITHUB_REPOSITORY="owner/repo")
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert "start_empty ignored: the release catalog is published" in restored.stdout
+    assert offers_and_history(db) == offers_and_history(published)
+
+
+def test_a_release_without_a_manifest_gets_its_first_catalog(tmp_path: Path) -> None:
+    """A first publish that stopped after creating the release (no assets, or no manifest.json): `gh release
+    download` of an empty release fails ("no assets to download"), which stopped every later night's build."""
+    fake_gh(tmp_path)
+    db, release = tmp_path / "warehouse.duckdb", tmp_path / "release"
+    release.mkdir()
+    replayed_warehouse(db, ["lambda"])
+    env = dict(GPULEDGER_DB=str(db), RELEASE=str(release), GH_LOG=str(tmp_path / "gh.log"),
+               GITHUB_REPOSITORY="owner/repo", GH_REPO="owner/repo", GITHUB_OUTPUT=str(tmp_path / "output"))
+    built = run_step(step("refresh", "Build the catalog (the published one, with what this run brought)"), tmp_path,
+                     **env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "no release catalog yet" in built.stdout and "catalog=built" in (tmp_path / "output").read_text()
+    done = run_step(step("publish", "Publish the catalog as the assets of the release `catalog`"), tmp_path, **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pulled = tmp_path / "pulled.duckdb"
+    assert CliRunner().invoke(app, ["pull", str(release), "--db", str(pulled)]).exit_code == 0
+    assert offers_and_history(pulled) == offers_and_history(db)
 
 
 def test_each_night_publishes_new_files_then_the_manifest_then_drops_what_it_no_longer_names(tmp_path: Path) -> None:
-    fake = tmp_path / "bin" / "gh"
-    fake.parent.mkdir()
-    fake.write_text(FAKE_GH)
-    fake.chmod(0o755)
+    fake_gh(tmp_path)
     db, release, log = tmp_path / "warehouse.duckdb", tmp_path / "release", tmp_path / "gh.log"
     env = dict(GPULEDGER_DB=str(db), RELEASE=str(release), GH_LOG=str(log), GITHUB_REPOSITORY="owner/repo",
                GH_REPO="owner/repo", GITHUB_OUTPUT=str(tmp_path / "output"))
@@ -179,3 +236,37 @@ def test_a_provider_without_credentials_is_not_configured_and_the_refresh_exits_
 def test_the_catalog_manifest_is_what_the_workflow_uploads_last() -> None:
     assert MANIFEST == "manifest.json" and "catalog/manifest.json --clobber" in step(
         "publish", "Publish the catalog as the assets of the release `catalog`")
+
+
+REFRESH = "Refresh from the live providers"
+
+
+def refresh_step_env(variables: dict[str, str]) -> dict[str, str]:
+    """The refresh step's env as GitHub evaluates it with no secrets: an unset secret or variable is ''."""
+    s = next(s for s in workflow()["jobs"]["refresh"]["steps"] if s.get("name") == REFRESH)
+    env = {}
+    for name, value in s["env"].items():
+        m = re.fullmatch(r"\$\{\{ (secrets|vars)\.(\w+) \}\}", str(value))
+        assert m, value
+        env[name] = variables.get(m.group(2), "") if m.group(1) == "vars" else ""
+    return env
+
+
+def test_the_euro_rates_reach_the_refresh_from_repository_variables(tmp_path: Path) -> None:
+    """Scaleway needs no key, so it runs every night; its prices are EUR, and without a rate every one is
+    quarantined and Scaleway fails (`gpuledger refresh` exits 1): the workflow must be able to give the rate."""
+    fake = tmp_path / "bin" / "gpuledger"
+    fake.parent.mkdir()
+    fake.write_text(f"#!{sys.executable}\nfrom gpuledger.warehouse.settings import load_settings\n"
+                    "s = load_settings()\nprint('rates', s.scaleway_usd_per_eur, s.seeweb_usd_per_eur)\n")
+    fake.chmod(0o755)
+    common = dict(RUNNER_TEMP=str(tmp_path), GITHUB_OUTPUT=str(tmp_path / "output"))
+    outside = {k: v for k, v in os.environ.items() if not k.startswith("GPULEDGER_")}
+    for variables, shown in (({"GPULEDGER_SCALEWAY_USD_PER_EUR": "1.1403", "GPULEDGER_SEEWEB_USD_PER_EUR": "1.15"},
+                              "rates 1.1403 1.15"),
+                             ({}, "rates None None")):  # not set: no rate, not an empty one that fails the settings
+        done = subprocess.run([*SHELL, step("refresh", REFRESH)], cwd=tmp_path, capture_output=True, text=True,
+                              env=dict(outside, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}",
+                                       **refresh_step_env(variables), **common), timeout=60)
+        assert done.returncode == 0 and shown in done.stdout, done.stdout + done.stderr
+        assert (tmp_path / "output").read_text().splitlines()[-1] == "exit=0"
