@@ -104,6 +104,14 @@ def test_an_unknown_variable_warns_once_in_one_line(monkeypatch: pytest.MonkeyPa
     assert first.aws_regions is None and first.chromium_path is None
 
 
+def test_a_fetch_child_leaves_the_warning_to_its_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `refresh -p lambda -p runpod -p vultr` with a typo printed the warning once per fetch worker too.
+    monkeypatch.setattr(settings_module, "_warned", set())
+    child = {"GPULEDGER_AWS_REGION": "us-east-1", settings_module.PARENT_PID_VARIABLE: "4242"}
+    assert settings_module.warn_unknown_variables(child) == []
+    assert settings_module.warn_unknown_variables({"GPULEDGER_AWS_REGION": "us-east-1"}) == ["GPULEDGER_AWS_REGION"]
+
+
 def test_development_variables_do_not_warn(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(settings_module, "_warned", set())
     monkeypatch.setenv("GPULEDGER_FUZZ_EXAMPLES", "10")

@@ -105,8 +105,11 @@ _warned_lock = threading.Lock()
 
 def warn_unknown_variables(environ: Any = None) -> list[str]:
     """Log one line naming the `GPULEDGER_*` variables that no setting reads (a typo such as
-    GPULEDGER_AWS_REGION would otherwise be ignored without a word); each name once per process."""
+    GPULEDGER_AWS_REGION would otherwise be ignored without a word); each name once per process, and
+    none in a fetch child, whose parent command has warned of the same environment already."""
     environ = os.environ if environ is None else environ
+    if PARENT_PID_VARIABLE in environ:
+        return []
     known = known_variables()
     unknown = sorted(n for n in list(environ) if n.upper().startswith(ENV_PREFIX) and n.upper() not in known)
     with _warned_lock:
