@@ -423,6 +423,18 @@ class SourceContext:
         # Redirects are followed by bounds.open_answer, on their own origin only.
         return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=False, **kwargs)
 
+    def keyed_client(self, key_env: str, sent_as: str = "Authorization: Bearer {key}",
+                     needs: str | None = None) -> httpx.Client:
+        """An http_client asking for JSON that sends environment variable `key_env`, when set, as the header
+        `sent_as` shows. With `needs` (what the key is for) a missing key is MissingCredentialsError when
+        the real provider is reached; without it the source works keyless."""
+        key = os.environ.get(key_env, "").strip()
+        if needs and not key and self.reaches_provider:
+            raise MissingCredentialsError(f"{self.provider}: {key_env} is not set; {needs}")
+        header, _, value = sent_as.partition(": ")
+        sent = {header: value.format(key=key)} if key else {}
+        return self.http_client(headers={"Accept": "application/json", **sent})
+
     def get(self, client: httpx.Client, host: str, path: str, conditional: bool = False,
             **kwargs: Any) -> httpx.Response:
         """GET under the retry policy, its answer bounded; SourceError when it gives up. conditional=True

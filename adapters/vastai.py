@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import statistics
 from collections import defaultdict
@@ -247,10 +246,8 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    key = os.environ.get(API_KEY_ENV, "").strip()
     size = ctx.config.vastai_page_size
-    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    with ctx.http_client(headers=headers) as client:
+    with ctx.keyed_client(API_KEY_ENV) as client:
         offers = list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(size), method="POST",
                                    json=build_search(None, size), what="the marketplace search",
                                    cap="vastai_max_pages"))

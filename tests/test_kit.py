@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from gpuledger.adapters import lambdalabs
-from gpuledger.adapters.base import SourceContext, SourceError, cursor, next_link, page_number
+from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError, cursor, next_link, page_number
 
 
 def test_an_offer_takes_memory_vendor_and_billing_from_the_canon_and_the_facts() -> None:
@@ -144,3 +144,21 @@ def test_an_enrichment_past_its_time_stops_at_its_next_request(pages_host: str) 
     assert ctx.enrich("stock levels", slow, timeout_s=-1) is None
     assert ctx.degraded == {"stock levels": "stock levels: timed out"}
     assert ctx.requests_made == 0
+
+
+def test_a_keyed_client_sends_the_key_as_shown_and_asks_for_one_only_when_needed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIT_TEST_KEY", "  kit-key-0123  ")  # a key pasted with spaces is sent without them
+    live = SourceContext(provider="kit", mode="live")
+    with live.keyed_client("KIT_TEST_KEY", "X-API-Key: {key}", needs="x") as client:
+        assert (client.headers["x-api-key"], client.headers["accept"]) == ("kit-key-0123", "application/json")
+        assert "authorization" not in client.headers
+    with live.keyed_client("KIT_TEST_KEY") as client:
+        assert client.headers["authorization"] == "Bearer kit-key-0123"
+    monkeypatch.setenv("KIT_TEST_KEY", " ")  # blank is missing
+    with pytest.raises(MissingCredentialsError, match="^kit: KIT_TEST_KEY is not set; the API needs a key$"):
+        live.keyed_client("KIT_TEST_KEY", needs="the API needs a key")
+    with live.keyed_client("KIT_TEST_KEY") as client:  # keyless source: no header, no error
+        assert "authorization" not in client.headers
+    with SourceContext(provider="kit", mode="replay").keyed_client("KIT_TEST_KEY", needs="x") as client:
+        assert "authorization" not in client.headers  # a replay needs no key, none is invented
