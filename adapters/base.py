@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 from tenacity import RetryCallState
@@ -240,16 +240,17 @@ NextPage = Callable[[Any, list[Any], dict[str, Any]], "dict[str, Any] | None"]
 
 
 def next_link(link: Callable[[Any], str | None], host: str) -> NextPage:
-    """Follow the answer's next-page link, which must stay on `host` (our credentials go with it)."""
+    """Follow the answer's next-page link, which must stay on `host` (our credentials go with it); a relative
+    link is read against the page's own URL."""
     expected = urlsplit(f"//{host}")
 
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
         url = link(doc)
         if not url:
             return None
-        parts = urlsplit(url)
-        if parts.netloc and (parts.hostname != expected.hostname
-                             or parts.port not in (expected.port, None if expected.port else 443)):
+        parts = urlsplit(urljoin(f"https://{host}{request['path']}", url))
+        if (parts.hostname != expected.hostname
+                or parts.port not in (expected.port, None if expected.port else 443)):
             raise SourceError(f"the next-page link points outside {host}: {url[:200]!r}")
         return {**request, "path": parts.path + (f"?{parts.query}" if parts.query else ""), "params": {}}
     return following

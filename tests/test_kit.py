@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
 from gpuledger.adapters import lambdalabs
@@ -162,3 +163,17 @@ def test_a_keyed_client_sends_the_key_as_shown_and_asks_for_one_only_when_needed
         assert "authorization" not in client.headers
     with SourceContext(provider="kit", mode="replay").keyed_client("KIT_TEST_KEY", needs="x") as client:
         assert "authorization" not in client.headers  # a replay needs no key, none is invented
+
+
+def test_a_next_link_without_a_leading_slash_stays_on_its_host() -> None:
+    """The kit appends a link's path to the host's base URL: ".evil.example/p" made
+    https://apexapps.oracle.com.evil.example/p, another host. A relative link is read against the page's own URL."""
+    follow = next_link(lambda doc: doc, "apexapps.oracle.com")
+    request = {"path": "/pls/apex/cetools/api/v1/products/", "params": {"currencyCode": "USD"}, "json": None}
+    live = SourceContext(provider="oci", mode="live")
+    for link, path in ((".evil.example/p", "/pls/apex/cetools/api/v1/products/.evil.example/p"),
+                       ("?offset=100", "/pls/apex/cetools/api/v1/products/?offset=100"),
+                       ("../../v2/x?a=1", "/pls/apex/cetools/api/v2/x?a=1")):
+        following = follow(link, [1], request)
+        assert following["path"] == path and following["params"] == {}
+        assert httpx.URL(live.url("apexapps.oracle.com") + following["path"]).host == "apexapps.oracle.com"
