@@ -556,15 +556,20 @@ class SourceContext:
                  next_page: NextPage, *, method: str = "GET", params: dict[str, Any] | None = None,
                  json: Any = None, what: str | None = None, cap: str = "max_pages") -> Iterator[Any]:
         """Every item of a paged listing (`items(answer)` per page, `next_page` choosing the next
-        request); a repeated request or more pages than setting `cap` is SourceError. Pages count in `pages`."""
+        request); a repeated request, more pages than setting `cap` or pages together larger than one answer
+        may be (bounds.answer_limit: all are held) is SourceError. Pages count in `pages`."""
         what = what or f"{host}{path}"
-        limit = getattr(self.config, cap)
+        limit, held, most = getattr(self.config, cap), 0, bounds.answer_limit(self.provider)
         request: dict[str, Any] = {"path": path, "params": dict(params or {}), "json": json}
         asked: set[str] = set()
-        for _ in range(limit):
+        for n in range(1, limit + 1):
             asked.add(repr(sorted(request.items(), key=str)))
             resp = self.send(client, method, host, request["path"], params=request["params"] or None,
                              json=request["json"])
+            held += len(resp.content)
+            if held > most:
+                raise SourceError(f"{self.provider}: {what}: its pages together exceed the limit of {most:,} bytes "
+                                  f"of one answer (after {n} pages)")
             doc = self.json_of(resp, host, request["path"])
             page = items(doc)
             with _registered_lock:

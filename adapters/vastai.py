@@ -35,6 +35,8 @@ PROVIDER = ProviderSpec(
     name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,),
     # Groups of live listings vanish as hosts rent out: only a loss of 80% or more is refused.
     anomaly=AnomalyThresholds(min_row_ratio=0.2),
+    # The search walk, held whole: up to vastai_max_pages (200) pages of 1,000 offers of about 1.5 kB each.
+    max_answer_mb=320,
     facts=ProviderFacts(
         display_name="Vast.ai", kind="marketplace", billing_granularity_s=1, minimum_charge_s=None,
         billing_notes="Per-second billing of GPU time; disk storage is billed while the instance exists; "

@@ -119,3 +119,28 @@ def test_a_listing_that_never_ends_stops_at_the_page_cap_in_one_line(replay: Any
     assert str(err.value).startswith(f"{provider}: ") and "\n" not in str(err.value)
     assert str(err.value).endswith(": paging did not end within 4 pages (GPULEDGER_MAX_PAGES)")
     assert served[0] == 4
+
+
+def test_a_listing_of_endless_large_pages_stops_at_the_byte_limit_not_the_page_cap(
+        replay: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each page under the limit, the pages together were bounded only by the page cap: 500 pages of 28 MB of
+    sizes, all parsed and kept, take tens of GB (10 of them: 1.8 GB). A listing's pages together get the
+    limit of one answer (64 MiB): DigitalOcean's fifth page of 16 MB ends the walk."""
+    monkeypatch.setenv("GPULEDGER_MAX_PAGES", "20")
+    server = replay("digitalocean")
+    doc = first_page(server, "api.digitalocean.com", "/v2/sizes")
+    copies = 16_000_000 // len(json.dumps(doc["sizes"]))
+    body = json.dumps({**doc, "sizes": doc["sizes"] * copies, "links": {"pages": {"next": "NEXT"}}}).encode()
+    served = [0]
+
+    def large(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        served[0] += 1
+        link = f"https://api.digitalocean.com/v2/sizes?page={served[0] + 1}&per_page=200".encode()
+        return 200, {"Content-Type": "application/json"}, body.replace(b"NEXT", link)
+
+    server.hook = large
+    with pytest.raises(SourceError) as err:
+        source_module("digitalocean").fetch(replay_context(server, "digitalocean"))
+    assert str(err.value) == ("digitalocean: /v2/sizes: its pages together exceed the limit of 67,108,864 bytes "
+                              "of one answer (after 5 pages)")
+    assert served[0] == 5
