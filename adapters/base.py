@@ -507,7 +507,7 @@ class SourceContext:
     def json_of(self, resp: httpx.Response, host: str, path: str) -> Any:
         try:
             return parse_json(resp.content, f"{host}{path}", self.repeated_keys)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             raise SourceError(f"{self.provider}: {host}{path} did not answer JSON "
                               f"(starts {resp.text[:80]!r})") from None
 

@@ -144,3 +144,15 @@ def test_a_listing_of_endless_large_pages_stops_at_the_byte_limit_not_the_page_c
     assert str(err.value) == ("digitalocean: /v2/sizes: its pages together exceed the limit of 67,108,864 bytes "
                               "of one answer (after 5 pages)")
     assert served[0] == 5
+
+
+@pytest.mark.parametrize("provider, body", [("lambda", b"[" * 100_000 + b"]" * 100_000),
+                                            ("vultr", b'{"a":' * 100_000 + b"1" + b"}" * 100_000)])
+def test_json_nested_past_the_parser_is_no_json_answer(replay: Any, provider: str, body: bytes) -> None:
+    """200 kB of nested brackets raised a bare RecursionError out of the parser: the fetch failed as a crash
+    ('RecursionError: maximum recursion depth exceeded while decoding a JSON array'), not as the answer's fault."""
+    server = replay(provider, hook=lambda host, req, ex: (200, {"Content-Type": "application/json"}, body))
+    with pytest.raises(SourceError) as err:
+        source_module(provider).fetch(replay_context(server, provider))
+    assert f"did not answer JSON (starts {body[:80].decode()!r})" in str(err.value)
+    assert str(err.value).startswith(f"{provider}: ")
