@@ -432,6 +432,9 @@ class SourceContext:
         key = os.environ.get(key_env, "").strip()
         if needs and not key and self.reaches_provider:
             raise MissingCredentialsError(f"{self.provider}: {key_env} is not set; {needs}")
+        if bad := next((i for i, ch in enumerate(key, 1) if not " " <= ch <= "~"), None):
+            raise SourceError(f"{self.provider}: {key_env} holds a character an HTTP header cannot carry "
+                              f"(character {bad})")
         header, _, value = sent_as.partition(": ")
         sent = {header: value.format(key=key)} if key else {}
         return self.http_client(headers={"Accept": "application/json", **sent})

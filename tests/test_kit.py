@@ -177,3 +177,17 @@ def test_a_next_link_without_a_leading_slash_stays_on_its_host() -> None:
         following = follow(link, [1], request)
         assert following["path"] == path and following["params"] == {}
         assert httpx.URL(live.url("apexapps.oracle.com") + following["path"]).host == "apexapps.oracle.com"
+
+
+@pytest.mark.parametrize("key, position", [("secret_abc123\u201d", 14), ("secret_abc\n123", 11)])
+def test_a_key_no_header_can_carry_is_named_before_any_request(monkeypatch: pytest.MonkeyPatch, key: str,
+                                                                position: int) -> None:
+    """A key pasted with a typographic quote failed as "UnicodeEncodeError: 'ascii' codec can't encode character
+    '\\u201d'", naming no variable; one with a line break was sent three times, failing each time on our side."""
+    monkeypatch.setenv(lambdalabs.API_KEY_ENV, key)
+    ctx = SourceContext(provider="lambda", mode="replay", replay_urls={"cloud.lambda.ai": "http://127.0.0.1:9"})
+    with pytest.raises(SourceError) as err:
+        lambdalabs.fetch(ctx)
+    assert str(err.value) == (f"lambda: LAMBDA_API_KEY holds a character an HTTP header cannot carry (character "
+                              f"{position})")
+    assert ctx.requests_made == 0
