@@ -424,17 +424,22 @@ class SourceContext:
         # Redirects are followed by bounds.open_answer, on their own origin only.
         return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=False, **kwargs)
 
-    def keyed_client(self, key_env: str, sent_as: str = "Authorization: Bearer {key}",
-                     needs: str | None = None) -> httpx.Client:
-        """An http_client asking for JSON that sends environment variable `key_env`, when set, as the header
-        `sent_as` shows. With `needs` (what the key is for) a missing key is MissingCredentialsError when
-        the real provider is reached; without it the source works keyless."""
+    def api_key(self, key_env: str, needs: str | None = None) -> str:
+        """Environment variable `key_env` ("" when unset). With `needs` (what the key is for) a missing key is
+        MissingCredentialsError when the real provider is reached; without it the source works keyless."""
         key = os.environ.get(key_env, "").strip()
         if needs and not key and self.reaches_provider:
             raise MissingCredentialsError(f"{self.provider}: {key_env} is not set; {needs}")
         if bad := next((i for i, ch in enumerate(key, 1) if not " " <= ch <= "~"), None):
             raise SourceError(f"{self.provider}: {key_env} holds a character an HTTP header cannot carry "
                               f"(character {bad})")
+        return key
+
+    def keyed_client(self, key_env: str, sent_as: str = "Authorization: Bearer {key}",
+                     needs: str | None = None) -> httpx.Client:
+        """An http_client asking for JSON that sends `api_key(key_env, needs)`, when set, as the header
+        `sent_as` shows."""
+        key = self.api_key(key_env, needs)
         header, _, value = sent_as.partition(": ")
         sent = {header: value.format(key=key)} if key else {}
         return self.http_client(headers={"Accept": "application/json", **sent})

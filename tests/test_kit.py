@@ -191,3 +191,16 @@ def test_a_key_no_header_can_carry_is_named_before_any_request(monkeypatch: pyte
     assert str(err.value) == (f"lambda: LAMBDA_API_KEY holds a character an HTTP header cannot carry (character "
                               f"{position})")
     assert ctx.requests_made == 0
+
+
+def test_scaleway_and_runpod_read_their_keys_through_the_same_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scaleway's stock key (a header set after the catalogue) and RunPod's (a query parameter) read alike."""
+    from gpuledger.adapters import runpod, scaleway
+
+    for module, env in ((scaleway, scaleway.SECRET_KEY_ENV), (runpod, runpod.API_KEY_ENV)):
+        monkeypatch.setenv(env, "abc\u201ddef12345")
+        ctx = SourceContext(provider=module.NAME, mode="replay", replay_urls={module.API_HOST: "http://127.0.0.1:9"})
+        with pytest.raises(SourceError, match=f"^{module.NAME}: {env} holds a character an HTTP header cannot "
+                                              r"carry \(character 4\)$"):
+            module.fetch(ctx)
+        assert ctx.requests_made == 0
