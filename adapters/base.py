@@ -248,9 +248,13 @@ def next_link(link: Callable[[Any], str | None], host: str) -> NextPage:
         url = link(doc)
         if not url:
             return None
-        parts = urlsplit(urljoin(f"https://{host}{request['path']}", url))
-        if (parts.hostname != expected.hostname
-                or parts.port not in (expected.port, None if expected.port else 443)):
+        try:
+            parts = urlsplit(urljoin(f"https://{host}{request['path']}", url))
+            elsewhere = (parts.hostname != expected.hostname
+                         or parts.port not in (expected.port, None if expected.port else 443))
+        except ValueError:  # no URL: a port out of range, a broken IPv6 address
+            elsewhere = True
+        if elsewhere:
             raise SourceError(f"the next-page link points outside {host}: {url[:200]!r}")
         return {**request, "path": parts.path + (f"?{parts.query}" if parts.query else ""), "params": {}}
     return following

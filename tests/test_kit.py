@@ -204,3 +204,12 @@ def test_scaleway_and_runpod_read_their_keys_through_the_same_check(monkeypatch:
                                               r"carry \(character 4\)$"):
             module.fetch(ctx)
         assert ctx.requests_made == 0
+
+
+def test_a_next_link_that_is_no_url_fails_the_listing_as_the_answers_fault() -> None:
+    """'https://host:99999/p' raised a bare ValueError ("Port out of range 0-65535") naming neither link nor listing."""
+    follow = next_link(lambda doc: doc, "api.digitalocean.com")
+    request = {"path": "/v2/sizes", "params": {}, "json": None}
+    for link in ("https://api.digitalocean.com:99999/v2/sizes?page=2", "http://[::1/v2/sizes"):
+        with pytest.raises(SourceError, match="^the next-page link points outside api.digitalocean.com: "):
+            follow(link, [1], request)
