@@ -82,13 +82,17 @@ def chunks(resp: httpx.Response, limit: int, deadline: float, streamed: bool = F
     """The decoded body in chunks, refused past `limit` bytes (wire or decoded); httpx.ReadTimeout
     past the monotonic `deadline` (for a streamed body, extended by what it delivered)."""
     decoded = 0
-    for chunk in resp.iter_bytes():
-        decoded += len(chunk)
-        if max(decoded, resp.num_bytes_downloaded) > limit:
-            raise AnswerRefused(f"the answer exceeds the limit of {limit:,} bytes (after decompression)")
-        if time.monotonic() > deadline + (decoded / STREAM_MIN_RATE if streamed else 0):
-            raise httpx.ReadTimeout("the answer did not arrive within its deadline (a slow drip)")
-        yield chunk
+    try:
+        for chunk in resp.iter_bytes():
+            decoded += len(chunk)
+            if max(decoded, resp.num_bytes_downloaded) > limit:
+                raise AnswerRefused(f"the answer exceeds the limit of {limit:,} bytes (after decompression)")
+            if time.monotonic() > deadline + (decoded / STREAM_MIN_RATE if streamed else 0):
+                raise httpx.ReadTimeout("the answer did not arrive within its deadline (a slow drip)")
+            yield chunk
+    except httpx.DecodingError as err:  # a body that does not parse: not worth a retry
+        said = resp.headers.get("content-encoding", "")[:40]
+        raise AnswerRefused(f"the answer does not decode as its Content-Encoding {said!r} says ({err})") from None
 
 
 def materialized(resp: httpx.Response, limit: int, deadline: float,

@@ -156,3 +156,16 @@ def test_json_nested_past_the_parser_is_no_json_answer(replay: Any, provider: st
         source_module(provider).fetch(replay_context(server, provider))
     assert f"did not answer JSON (starts {body[:80].decode()!r})" in str(err.value)
     assert str(err.value).startswith(f"{provider}: ")
+
+
+def test_a_compressed_body_that_does_not_inflate_fails_its_request_in_one_line(hostile: Any) -> None:
+    """A gzip body that is not gzip escaped as a bare httpx.DecodingError ('vultr: DecodingError: Error -3 while
+    decompressing data: invalid stored block lengths'), naming no request. Like any body that does not parse,
+    it is not retried."""
+    url, heard = hostile("gzip", b"\x1f\x8b\x08\x00" + b"x" * 16)
+    ctx = SourceContext(provider="vultr", mode="replay", replay_urls={"api.vultr.com": url}, retry_wait_max_s=0.05)
+    with pytest.raises(SourceError) as err:
+        source_module("vultr").fetch(ctx)
+    assert str(err.value) == ("vultr: api.vultr.com/v2/plans: the answer does not decode as its Content-Encoding "
+                              "'gzip' says (Error -3 while decompressing data: invalid stored block lengths)")
+    assert len(heard) == 1
