@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
 from tenacity import RetryCallState
@@ -240,16 +240,21 @@ NextPage = Callable[[Any, list[Any], dict[str, Any]], "dict[str, Any] | None"]
 
 
 def next_link(link: Callable[[Any], str | None], host: str) -> NextPage:
-    """Follow the answer's next-page link, which must stay on `host` (our credentials go with it)."""
+    """Follow the answer's next-page link, which must stay on `host` (our credentials go with it); a relative
+    link is read against the page's own URL."""
     expected = urlsplit(f"//{host}")
 
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
         url = link(doc)
         if not url:
             return None
-        parts = urlsplit(url)
-        if parts.netloc and (parts.hostname != expected.hostname
-                             or parts.port not in (expected.port, None if expected.port else 443)):
+        try:
+            parts = urlsplit(urljoin(f"https://{host}{request['path']}", url))
+            elsewhere = (parts.hostname != expected.hostname
+                         or parts.port not in (expected.port, None if expected.port else 443))
+        except ValueError:  # no URL: a port out of range, a broken IPv6 address
+            elsewhere = True
+        if elsewhere:
             raise SourceError(f"the next-page link points outside {host}: {url[:200]!r}")
         return {**request, "path": parts.path + (f"?{parts.query}" if parts.query else ""), "params": {}}
     return following
@@ -423,6 +428,26 @@ class SourceContext:
         # Redirects are followed by bounds.open_answer, on their own origin only.
         return httpx.Client(timeout=self.http_timeout_s, headers=headers, follow_redirects=False, **kwargs)
 
+    def api_key(self, key_env: str, needs: str | None = None) -> str:
+        """Environment variable `key_env` ("" when unset). With `needs` (what the key is for) a missing key is
+        MissingCredentialsError when the real provider is reached; without it the source works keyless."""
+        key = os.environ.get(key_env, "").strip()
+        if needs and not key and self.reaches_provider:
+            raise MissingCredentialsError(f"{self.provider}: {key_env} is not set; {needs}")
+        if bad := next((i for i, ch in enumerate(key, 1) if not " " <= ch <= "~"), None):
+            raise SourceError(f"{self.provider}: {key_env} holds a character an HTTP header cannot carry "
+                              f"(character {bad})")
+        return key
+
+    def keyed_client(self, key_env: str, sent_as: str = "Authorization: Bearer {key}",
+                     needs: str | None = None) -> httpx.Client:
+        """An http_client asking for JSON that sends `api_key(key_env, needs)`, when set, as the header
+        `sent_as` shows."""
+        key = self.api_key(key_env, needs)
+        header, _, value = sent_as.partition(": ")
+        sent = {header: value.format(key=key)} if key else {}
+        return self.http_client(headers={"Accept": "application/json", **sent})
+
     def get(self, client: httpx.Client, host: str, path: str, conditional: bool = False,
             **kwargs: Any) -> httpx.Response:
         """GET under the retry policy, its answer bounded; SourceError when it gives up. conditional=True
@@ -494,7 +519,7 @@ class SourceContext:
     def json_of(self, resp: httpx.Response, host: str, path: str) -> Any:
         try:
             return parse_json(resp.content, f"{host}{path}", self.repeated_keys)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
             raise SourceError(f"{self.provider}: {host}{path} did not answer JSON "
                               f"(starts {resp.text[:80]!r})") from None
 
@@ -543,15 +568,20 @@ class SourceContext:
                  next_page: NextPage, *, method: str = "GET", params: dict[str, Any] | None = None,
                  json: Any = None, what: str | None = None, cap: str = "max_pages") -> Iterator[Any]:
         """Every item of a paged listing (`items(answer)` per page, `next_page` choosing the next
-        request); a repeated request or more pages than setting `cap` is SourceError. Pages count in `pages`."""
+        request); a repeated request, more pages than setting `cap` or pages together larger than one answer
+        may be (bounds.answer_limit: all are held) is SourceError. Pages count in `pages`."""
         what = what or f"{host}{path}"
-        limit = getattr(self.config, cap)
+        limit, held, most = getattr(self.config, cap), 0, bounds.answer_limit(self.provider)
         request: dict[str, Any] = {"path": path, "params": dict(params or {}), "json": json}
         asked: set[str] = set()
-        for _ in range(limit):
+        for n in range(1, limit + 1):
             asked.add(repr(sorted(request.items(), key=str)))
             resp = self.send(client, method, host, request["path"], params=request["params"] or None,
                              json=request["json"])
+            held += len(resp.content)
+            if held > most:
+                raise SourceError(f"{self.provider}: {what}: its pages together exceed the limit of {most:,} bytes "
+                                  f"of one answer (after {n} pages)")
             doc = self.json_of(resp, host, request["path"])
             page = items(doc)
             with _registered_lock:

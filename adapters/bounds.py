@@ -15,6 +15,9 @@ MAX_REDIRECTS = 5
 # A streamed body's deadline grows by one second per STREAM_MIN_RATE bytes it delivered.
 STREAM_MIN_RATE = 256 * 1024
 TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+# The codings asked for and read: their decoder (zlib) inflates one read of 64 KiB at a time, to at most about
+# 66 MB. Brotli, or gzip inside gzip, inflates a few KB to gigabytes in one call, before the limit is checked.
+ACCEPT_ENCODING = "gzip, deflate"
 
 
 class AnswerRefused(Exception):
@@ -50,6 +53,7 @@ def _close_abandoned(future: Future[Any]) -> None:
 
 def open_answer(client: httpx.Client, request: httpx.Request, limit: int) -> httpx.Response:
     """The answer to `request`, body unread, after following redirects on the request's origin."""
+    request.headers["Accept-Encoding"] = ACCEPT_ENCODING
     resp = client.send(request, stream=True)
     for _ in range(MAX_REDIRECTS + 1):
         following = resp.next_request
@@ -58,6 +62,11 @@ def open_answer(client: httpx.Client, request: httpx.Request, limit: int) -> htt
             if declared.isdigit() and int(declared) > limit:
                 resp.close()
                 raise AnswerRefused(f"the answer declares {int(declared):,} bytes, over the limit of {limit:,}")
+            coding = resp.headers.get("content-encoding", "")
+            if [c for c in map(str.strip, coding.lower().split(",")) if c not in ("", "identity")] not in (
+                    [], ["gzip"], ["deflate"]):
+                resp.close()
+                raise AnswerRefused(f"the answer is encoded as {coding[:40]!r}, not gzip or deflate alone as asked")
             return resp
         resp.close()
         if origin(following.url) != origin(request.url):
@@ -73,13 +82,17 @@ def chunks(resp: httpx.Response, limit: int, deadline: float, streamed: bool = F
     """The decoded body in chunks, refused past `limit` bytes (wire or decoded); httpx.ReadTimeout
     past the monotonic `deadline` (for a streamed body, extended by what it delivered)."""
     decoded = 0
-    for chunk in resp.iter_bytes():
-        decoded += len(chunk)
-        if max(decoded, resp.num_bytes_downloaded) > limit:
-            raise AnswerRefused(f"the answer exceeds the limit of {limit:,} bytes (after decompression)")
-        if time.monotonic() > deadline + (decoded / STREAM_MIN_RATE if streamed else 0):
-            raise httpx.ReadTimeout("the answer did not arrive within its deadline (a slow drip)")
-        yield chunk
+    try:
+        for chunk in resp.iter_bytes():
+            decoded += len(chunk)
+            if max(decoded, resp.num_bytes_downloaded) > limit:
+                raise AnswerRefused(f"the answer exceeds the limit of {limit:,} bytes (after decompression)")
+            if time.monotonic() > deadline + (decoded / STREAM_MIN_RATE if streamed else 0):
+                raise httpx.ReadTimeout("the answer did not arrive within its deadline (a slow drip)")
+            yield chunk
+    except httpx.DecodingError as err:  # a body that does not parse: not worth a retry
+        said = resp.headers.get("content-encoding", "")[:40]
+        raise AnswerRefused(f"the answer does not decode as its Content-Encoding {said!r} says ({err})") from None
 
 
 def materialized(resp: httpx.Response, limit: int, deadline: float,

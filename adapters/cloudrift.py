@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from typing import Any
 
@@ -185,7 +184,6 @@ def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every VM instance type with its variants, prices and free nodes per datacenter."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    with ctx.http_client(headers={"Accept": "application/json", **({"X-API-Key": key} if key else {})}) as client:
+    with ctx.keyed_client(API_KEY_ENV, "X-API-Key: {key}") as client:
         doc = ctx.post_json(client, API_HOST, INSTANCE_TYPES_PATH, json=REQUEST)
     return build_batch(parse_instance_types(doc))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
@@ -80,7 +79,5 @@ def parse_machine_types(doc: Any) -> Batch:
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every machine type of every data center with its component prices."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    with ctx.http_client(headers={"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-                         ) as client:
+    with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_machine_types(ctx.get_json(client, API_HOST, MACHINE_TYPES_PATH))

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number
 from gpuledger.adapters.base import dig, drift_guard, next_link, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -166,11 +165,7 @@ def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str,
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request (more if the answer pages): every Droplet size with its price and regions."""
-    token = os.environ.get(TOKEN_ENV, "").strip()
-    if not token and ctx.reaches_provider:
-        raise MissingCredentialsError(f"digitalocean: {TOKEN_ENV} is not set; the sizes API needs a token")
-    with ctx.http_client(headers={"Accept": "application/json",
-                                  **({"Authorization": f"Bearer {token}"} if token else {})}) as client:
+    with ctx.keyed_client(TOKEN_ENV, needs="the sizes API needs a token") as client:
         pages = list(ctx.paginate(client, API_HOST, SIZES_PATH, lambda doc: [doc], _next_page, what=SIZES_PATH,
                                   params={"page": "1", "per_page": str(PER_PAGE)}))
     return parse_sizes(pages)

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.base import drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -181,11 +181,7 @@ def parse_team(doc: Any) -> str:
 
 def fetch(ctx: SourceContext) -> Batch:
     """Two or three requests: the team (when not configured), its VM types and its bare-metal types."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"hotaisle: {API_KEY_ENV} is not set; the API needs a team's API key")
-    headers = {"Accept": "application/json", **({"Authorization": f"Token {key}"} if key else {})}
-    with ctx.http_client(headers=headers) as client:
+    with ctx.keyed_client(API_KEY_ENV, "Authorization: Token {key}", needs="the API needs a team's API key") as client:
         team = os.environ.get(TEAM_ENV, "").strip() or parse_team(ctx.get_json(client, API_HOST, TEAMS_PATH))
         if not re.fullmatch(r"[A-Za-z0-9._-]+", team):
             raise SourceError(f"hotaisle: team handle {team[:40]!r} is not a handle")

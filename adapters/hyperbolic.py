@@ -75,7 +75,5 @@ def parse_marketplace(doc: Any) -> Batch:
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every machine of the marketplace with its supplier's price."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    with ctx.http_client(headers={"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-                         ) as client:
+    with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_marketplace(ctx.post_json(client, API_HOST, MARKETPLACE_PATH, json={"filters": {}}))

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number
 from gpuledger.adapters.base import dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -200,10 +199,6 @@ def parse_currency(doc: Any) -> str:
 
 def fetch(ctx: SourceContext) -> Batch:
     """Two requests: the account's currency, then the catalogue."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"jarvislabs: {API_KEY_ENV} is not set; the catalogue needs an API key")
-    with ctx.http_client(headers={"Accept": "application/json",
-                                  **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
+    with ctx.keyed_client(API_KEY_ENV, needs="the catalogue needs an API key") as client:
         currency = parse_currency(ctx.get_json(client, API_HOST, CURRENCY_PATH))
         return parse_server_meta(ctx.get_json(client, API_HOST, SERVER_META_PATH), currency)

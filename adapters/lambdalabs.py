@@ -8,11 +8,10 @@ One offer per region with capacity now, or one "global" offer (available=False) 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any, NamedTuple
 
-from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard
 from gpuledger.adapters.base import dig, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import canonicalize
@@ -134,9 +133,5 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every instance type with its price and the regions with capacity."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"lambda: {API_KEY_ENV} is not set; the instance-types API needs an API key")
-    with ctx.http_client(headers={"Accept": "application/json",
-                                  **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
+    with ctx.keyed_client(API_KEY_ENV, needs="the instance-types API needs an API key") as client:
         return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, conditional=True))

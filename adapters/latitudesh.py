@@ -9,13 +9,10 @@ and yearly commitment prices go to provider_data.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard,
-)
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -91,9 +88,5 @@ def _add(batch: Batch, plan: dict[str, Any], region: Any, seen: set[tuple[str, s
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"latitudesh: {API_KEY_ENV} is not set; the plans API needs an API key")
-    headers = {"Accept": "application/json", **({"Authorization": key} if key else {})}
-    with ctx.http_client(headers=headers) as client:
+    with ctx.keyed_client(API_KEY_ENV, "Authorization: {key}", needs="the plans API needs an API key") as client:
         return parse_plans(ctx.get_json(client, API_HOST, PLANS_PATH, params={"filter[gpu]": "true"}))

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from typing import Any
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard,
-)
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -85,9 +82,5 @@ def parse_products(doc: Any) -> Batch:
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every GPU product with its prices and the clusters it can be deployed in."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"novita: {API_KEY_ENV} is not set; the products API needs an API key")
-    with ctx.http_client(headers={"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-                         ) as client:
+    with ctx.keyed_client(API_KEY_ENV, needs="the products API needs an API key") as client:
         return parse_products(ctx.get_json(client, API_HOST, PRODUCTS_PATH))

@@ -9,14 +9,13 @@ from its own source is skipped and counted in the notes.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from typing import Any
 
 from gpuledger.adapters import registry
 from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, stated_currency,
+    SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, stated_currency,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -105,15 +104,10 @@ def _items(doc: Any) -> list[Any]:
 
 def fetch(ctx: SourceContext) -> Batch:
     """Every page of the GPU availability listing."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"primeintellect: {API_KEY_ENV} is not set; the availability API needs a key")
-
     def next_page(doc: Any, items: list[Any], req: dict[str, Any]) -> dict[str, Any] | None:
         page = int(req["params"]["page"])
         return None if page * PAGE_SIZE >= doc["totalCount"] else {**req, "params": {**req["params"], "page": page + 1}}
 
-    with ctx.http_client(headers={"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-                         ) as client:
+    with ctx.keyed_client(API_KEY_ENV, needs="the availability API needs a key") as client:
         return parse_offers(list(ctx.paginate(client, API_HOST, GPUS_PATH, items=_items, next_page=next_page,
                                               params={"page": 1, "page_size": PAGE_SIZE}, what="GPU availability")))

@@ -4,6 +4,7 @@ google-api-core's Retry, botocore's `standard` mode and scrapy's RETRY_TIMES (sp
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,7 +20,8 @@ def retry_after_s(value: str | None, now: datetime | None = None) -> float | Non
     when absent or unreadable."""
     text = (value or "").strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
+        return None if math.isnan(seconds) else max(0.0, seconds)
     except ValueError:
         pass
     try:

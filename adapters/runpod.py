@@ -5,7 +5,6 @@ GraphQL API (no key needed); the stock levels asked apart, an enrichment that ma
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
@@ -174,7 +173,7 @@ def _add_documented_terms(batch: Batch) -> None:
 
 def fetch(ctx: SourceContext) -> Batch:
     """The price query, then the stock query as an enrichment."""
-    key = os.environ.get(API_KEY_ENV, "").strip()  # documented auth; never part of an error message
+    key = ctx.api_key(API_KEY_ENV)  # documented auth; never part of an error message
     with ctx.http_client(headers={"Accept": "application/json"}, params={"api_key": key} if key else None) as client:
         def ask(operation: str, query: str) -> Any:
             body = {"operationName": operation, "query": query, "variables": {}}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections import Counter
 from typing import Any
@@ -207,7 +206,7 @@ def _next_page(key: str, size_param: str) -> Any:
 
 def fetch(ctx: SourceContext) -> Batch:
     """The catalogue's pages, then (with a key, or under replay) each GPU zone's stock."""
-    key = os.environ.get(SECRET_KEY_ENV, "").strip()
+    key = ctx.api_key(SECRET_KEY_ENV)
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         pages = list(ctx.paginate(client, API_HOST, CATALOG_PATH, lambda doc: [doc],
                                   _next_page("products", "page_size"),

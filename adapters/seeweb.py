@@ -9,13 +9,10 @@ One on-demand offer per GPU plan and region it lists; the memory per GPU is read
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number, drift_guard,
-)
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 from gpuledger.warehouse.settings import env_name
@@ -90,9 +87,5 @@ def _add(batch: Batch, plan: dict[str, Any], usd_per_eur: float | None, seen: se
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"seeweb: {API_KEY_ENV} is not set; the plans API needs an API token")
-    headers = {"Accept": "application/json", **({"X-APITOKEN": key} if key else {})}
-    with ctx.http_client(headers=headers) as client:
+    with ctx.keyed_client(API_KEY_ENV, "X-APITOKEN: {key}", needs="the plans API needs an API token") as client:
         return parse_plans(ctx.get_json(client, API_HOST, PLANS_PATH), getattr(ctx.config, RATE_SETTING))

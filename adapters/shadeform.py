@@ -9,13 +9,12 @@ source (the registry) is skipped and counted. Not read: `/volumes/types` (in the
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from typing import Any, Iterable
 
 from gpuledger.adapters import registry
-from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.base import drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -184,8 +183,5 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
 
 def fetch(ctx: SourceContext) -> Batch:
     """One request: every instance type of every cloud, with its price and availability per region."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"shadeform: {API_KEY_ENV} is not set; the instance types API needs an API key")
-    with ctx.http_client(headers={"Accept": "application/json", **({"X-API-KEY": key} if key else {})}) as client:
+    with ctx.keyed_client(API_KEY_ENV, "X-API-KEY: {key}", needs="the instance types API needs an API key") as client:
         return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, conditional=True))

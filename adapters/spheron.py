@@ -10,7 +10,6 @@ machine: offers name it in `operated_by`, and a cloud loaded from its own source
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
@@ -83,8 +82,6 @@ def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str,
 
 def fetch(ctx: SourceContext) -> Batch:
     """Every page of the GPU offers listing."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    with ctx.http_client(headers={"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-                         ) as client:
+    with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_offers(list(ctx.paginate(client, API_HOST, OFFERS_PATH, items=_groups, next_page=_next_page,
                                               params={"page": 1, "limit": PAGE_SIZE}, what="GPU offers")))

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import statistics
 from collections import Counter, defaultdict
 from typing import Any, NamedTuple
 
-from gpuledger.adapters.base import (
-    MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency,
-)
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, ProviderFacts
@@ -284,11 +281,6 @@ def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    if not key and ctx.reaches_provider:
-        raise MissingCredentialsError(f"tensordock: {API_KEY_ENV} is not set; the v2 API takes an API key "
-                                      "as a Bearer token")
-    with ctx.http_client(headers={"Accept": "application/json",
-                                  **({"Authorization": f"Bearer {key}"} if key else {})}) as client:
+    with ctx.keyed_client(API_KEY_ENV, needs="the v2 API takes an API key as a Bearer token") as client:
         doc = ctx.get_json(client, API_HOST, LOCATIONS_PATH, conditional=True)
     return build_batch(parse_locations(doc))

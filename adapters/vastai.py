@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import statistics
 from collections import defaultdict
@@ -36,6 +35,8 @@ PROVIDER = ProviderSpec(
     name=NAME, source_kind="api", secret_env_vars=(API_KEY_ENV,),
     # Groups of live listings vanish as hosts rent out: only a loss of 80% or more is refused.
     anomaly=AnomalyThresholds(min_row_ratio=0.2),
+    # The search walk, held whole: up to vastai_max_pages (200) pages of 1,000 offers of about 1.5 kB each.
+    max_answer_mb=320,
     facts=ProviderFacts(
         display_name="Vast.ai", kind="marketplace", billing_granularity_s=1, minimum_charge_s=None,
         billing_notes="Per-second billing of GPU time; disk storage is billed while the instance exists; "
@@ -247,10 +248,8 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    key = os.environ.get(API_KEY_ENV, "").strip()
     size = ctx.config.vastai_page_size
-    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    with ctx.http_client(headers=headers) as client:
+    with ctx.keyed_client(API_KEY_ENV) as client:
         offers = list(ctx.paginate(client, API_HOST, BUNDLES_PATH, parse_page, keyset(size), method="POST",
                                    json=build_search(None, size), what="the marketplace search",
                                    cap="vastai_max_pages"))

@@ -9,10 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
 from gpuledger.adapters import lambdalabs
-from gpuledger.adapters.base import SourceContext, SourceError, cursor, next_link, page_number
+from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError, cursor, next_link, page_number
 
 
 def test_an_offer_takes_memory_vendor_and_billing_from_the_canon_and_the_facts() -> None:
@@ -144,3 +145,71 @@ def test_an_enrichment_past_its_time_stops_at_its_next_request(pages_host: str) 
     assert ctx.enrich("stock levels", slow, timeout_s=-1) is None
     assert ctx.degraded == {"stock levels": "stock levels: timed out"}
     assert ctx.requests_made == 0
+
+
+def test_a_keyed_client_sends_the_key_as_shown_and_asks_for_one_only_when_needed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIT_TEST_KEY", "  kit-key-0123  ")  # a key pasted with spaces is sent without them
+    live = SourceContext(provider="kit", mode="live")
+    with live.keyed_client("KIT_TEST_KEY", "X-API-Key: {key}", needs="x") as client:
+        assert (client.headers["x-api-key"], client.headers["accept"]) == ("kit-key-0123", "application/json")
+        assert "authorization" not in client.headers
+    with live.keyed_client("KIT_TEST_KEY") as client:
+        assert client.headers["authorization"] == "Bearer kit-key-0123"
+    monkeypatch.setenv("KIT_TEST_KEY", " ")  # blank is missing
+    with pytest.raises(MissingCredentialsError, match="^kit: KIT_TEST_KEY is not set; the API needs a key$"):
+        live.keyed_client("KIT_TEST_KEY", needs="the API needs a key")
+    with live.keyed_client("KIT_TEST_KEY") as client:  # keyless source: no header, no error
+        assert "authorization" not in client.headers
+    with SourceContext(provider="kit", mode="replay").keyed_client("KIT_TEST_KEY", needs="x") as client:
+        assert "authorization" not in client.headers  # a replay needs no key, none is invented
+
+
+def test_a_next_link_without_a_leading_slash_stays_on_its_host() -> None:
+    """The kit appends a link's path to the host's base URL: ".evil.example/p" made
+    https://apexapps.oracle.com.evil.example/p, another host. A relative link is read against the page's own URL."""
+    follow = next_link(lambda doc: doc, "apexapps.oracle.com")
+    request = {"path": "/pls/apex/cetools/api/v1/products/", "params": {"currencyCode": "USD"}, "json": None}
+    live = SourceContext(provider="oci", mode="live")
+    for link, path in ((".evil.example/p", "/pls/apex/cetools/api/v1/products/.evil.example/p"),
+                       ("?offset=100", "/pls/apex/cetools/api/v1/products/?offset=100"),
+                       ("../../v2/x?a=1", "/pls/apex/cetools/api/v2/x?a=1")):
+        following = follow(link, [1], request)
+        assert following["path"] == path and following["params"] == {}
+        assert httpx.URL(live.url("apexapps.oracle.com") + following["path"]).host == "apexapps.oracle.com"
+
+
+@pytest.mark.parametrize("key, position", [("secret_abc123\u201d", 14), ("secret_abc\n123", 11)])
+def test_a_key_no_header_can_carry_is_named_before_any_request(monkeypatch: pytest.MonkeyPatch, key: str,
+                                                                position: int) -> None:
+    """A key pasted with a typographic quote failed as "UnicodeEncodeError: 'ascii' codec can't encode character
+    '\\u201d'", naming no variable; one with a line break was sent three times, failing each time on our side."""
+    monkeypatch.setenv(lambdalabs.API_KEY_ENV, key)
+    ctx = SourceContext(provider="lambda", mode="replay", replay_urls={"cloud.lambda.ai": "http://127.0.0.1:9"})
+    with pytest.raises(SourceError) as err:
+        lambdalabs.fetch(ctx)
+    assert str(err.value) == (f"lambda: LAMBDA_API_KEY holds a character an HTTP header cannot carry (character "
+                              f"{position})")
+    assert ctx.requests_made == 0
+
+
+def test_scaleway_and_runpod_read_their_keys_through_the_same_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scaleway's stock key (a header set after the catalogue) and RunPod's (a query parameter) read alike."""
+    from gpuledger.adapters import runpod, scaleway
+
+    for module, env in ((scaleway, scaleway.SECRET_KEY_ENV), (runpod, runpod.API_KEY_ENV)):
+        monkeypatch.setenv(env, "abc\u201ddef12345")
+        ctx = SourceContext(provider=module.NAME, mode="replay", replay_urls={module.API_HOST: "http://127.0.0.1:9"})
+        with pytest.raises(SourceError, match=f"^{module.NAME}: {env} holds a character an HTTP header cannot "
+                                              r"carry \(character 4\)$"):
+            module.fetch(ctx)
+        assert ctx.requests_made == 0
+
+
+def test_a_next_link_that_is_no_url_fails_the_listing_as_the_answers_fault() -> None:
+    """'https://host:99999/p' raised a bare ValueError ("Port out of range 0-65535") naming neither link nor listing."""
+    follow = next_link(lambda doc: doc, "api.digitalocean.com")
+    request = {"path": "/v2/sizes", "params": {}, "json": None}
+    for link in ("https://api.digitalocean.com:99999/v2/sizes?page=2", "http://[::1/v2/sizes"):
+        with pytest.raises(SourceError, match="^the next-page link points outside api.digitalocean.com: "):
+            follow(link, [1], request)

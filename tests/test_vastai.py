@@ -160,6 +160,7 @@ def test_fetch_walks_every_page_through_httpx(replay: Any) -> None:
     assert sum(o.purchase_option == "interruptible" for o in batch.offers) == 262
     assert len({o.gpu_model for o in batch.offers}) == 28 and len({o.region for o in batch.offers}) == 28
     assert len(rows(batch)) == 523
+    assert not any("authorization" in req.headers for _, req in server.requests)  # no key, none is invented
 
     bodies = [req.json_body() for _, req in server.requests]
     assert len(bodies) == 5  # pages of 100, 100, 100, 60, then an empty page
@@ -230,7 +231,8 @@ def test_api_key_goes_in_a_bearer_header_and_not_in_errors(replay: Any, monkeypa
     with pytest.raises(SourceError) as err:
         vastai.fetch(replay_context(server, "vastai"))
     assert "vastai: HTTP 403" in str(err.value) and "vast_secret_777" not in str(err.value)
-    assert server.requests[0][1].headers["authorization"] == "Bearer vast_secret_777"
+    # a 403 is not retried
+    assert [req.headers["authorization"] for _, req in server.requests] == ["Bearer vast_secret_777"]
 
 
 def test_provider_declaration() -> None:
