@@ -439,6 +439,16 @@ class SourceContext:
                               f"(character {bad})")
         return key
 
+    def usd_per_eur(self, setting: str) -> float:
+        """The configured rate of a source priced in EUR; a rate it lacks is a setting not made, so the
+        source is not configured (skipped, the others go on) rather than failed with every price
+        quarantined."""
+        rate = getattr(self.config, setting)
+        if not rate:
+            raise MissingCredentialsError(f"{self.provider}: {env_name(setting)} is not set; its prices are in "
+                                          "EUR and are converted at that USD per EUR rate")
+        return float(rate)
+
     def keyed_client(self, key_env: str, sent_as: str = "Authorization: Bearer {key}",
                      needs: str | None = None) -> httpx.Client:
         """An http_client asking for JSON that sends `api_key(key_env, needs)`, when set, as the header

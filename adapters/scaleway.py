@@ -207,6 +207,7 @@ def _next_page(key: str, size_param: str) -> Any:
 def fetch(ctx: SourceContext) -> Batch:
     """The catalogue's pages, then (with a key, or under replay) each GPU zone's stock."""
     key = ctx.api_key(SECRET_KEY_ENV)
+    usd_per_eur = ctx.usd_per_eur(RATE_SETTING)
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         pages = list(ctx.paginate(client, API_HOST, CATALOG_PATH, lambda doc: [doc],
                                   _next_page("products", "page_size"),
@@ -223,4 +224,4 @@ def fetch(ctx: SourceContext) -> Batch:
                 client, API_HOST, AVAILABILITY_PATH.format(zone=zone), lambda doc: [doc],
                 _next_page("servers", "per_page"), params={"per_page": PAGE_SIZE, "page": 1},
                 what=f"the {zone} availability")), zone) for zone in zones}
-    return parse_catalog(pages, getattr(ctx.config, RATE_SETTING), stock)
+    return parse_catalog(pages, usd_per_eur, stock)

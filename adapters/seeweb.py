@@ -88,4 +88,5 @@ def _add(batch: Batch, plan: dict[str, Any], usd_per_eur: float | None, seen: se
 
 def fetch(ctx: SourceContext) -> Batch:
     with ctx.keyed_client(API_KEY_ENV, "X-APITOKEN: {key}", needs="the plans API needs an API token") as client:
-        return parse_plans(ctx.get_json(client, API_HOST, PLANS_PATH), getattr(ctx.config, RATE_SETTING))
+        usd_per_eur = ctx.usd_per_eur(RATE_SETTING)
+        return parse_plans(ctx.get_json(client, API_HOST, PLANS_PATH), usd_per_eur)

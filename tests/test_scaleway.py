@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpuledger.adapters import scaleway
-from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, Exchange, Request
 from tests.conftest import replay_context
 
@@ -204,6 +204,22 @@ def test_without_a_rate_every_eur_price_is_quarantined_never_stored_as_usd() -> 
     assert {q.reason.split(": ", 1)[1] for q in batch.quarantined} == {
         "price in EUR, not USD; no conversion is configured (set GPULEDGER_SCALEWAY_USD_PER_EUR)"}
     assert batch.notes[1] == "scaleway: no scaleway_usd_per_eur rate is set, so every EUR price was quarantined"
+
+
+def test_live_without_a_rate_is_not_configured_and_asks_nothing(replay: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Scaleway needs no key, so without its rate it ran every night, quarantined all 14 prices and failed.
+    monkeypatch.delenv("GPULEDGER_SCALEWAY_USD_PER_EUR", raising=False)
+    server = replay("scaleway")
+
+    class LoopbackLive(SourceContext):
+        def upstream_url(self, host: str) -> str:
+            return self.replay_urls[host]
+
+    with pytest.raises(MissingCredentialsError) as err:
+        scaleway.fetch(LoopbackLive(provider="scaleway", mode="live", replay_urls=server.endpoints(), http_attempts=1))
+    assert str(err.value) == ("scaleway: GPULEDGER_SCALEWAY_USD_PER_EUR is not set; its prices are in EUR and are "
+                              "converted at that USD per EUR rate")
+    assert server.requests == []
 
 
 def test_the_rate_setting_is_read_from_the_environment(replay: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,6 +67,14 @@ def test_live_without_a_key_is_missing_credentials() -> None:
         seeweb.fetch(SourceContext(provider="seeweb", mode="live"))
 
 
+def test_live_without_a_rate_is_not_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ECSAPI_TOKEN", "seeweb-canary-token")
+    monkeypatch.delenv("GPULEDGER_SEEWEB_USD_PER_EUR", raising=False)
+    with pytest.raises(MissingCredentialsError, match="^seeweb: GPULEDGER_SEEWEB_USD_PER_EUR is not set; its prices are "
+                                                      "in EUR"):
+        seeweb.fetch(SourceContext(provider="seeweb", mode="live"))
+
+
 def test_bad_plans_are_quarantined_and_the_rest_still_load() -> None:
     doc = plans()
     by_name = {p["name"]: p for p in doc["plans"]}
