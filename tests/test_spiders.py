@@ -234,6 +234,36 @@ def test_hyperstack_normalized_records() -> None:
     assert (egress.region, egress.usd_per_gb, egress.tier_start_gb) == ("global", 0.0, 0.0)
 
 
+def test_hyperstack_reads_the_price_column_by_its_label_not_its_place() -> None:
+    """A column added after 'Pricing Per Hour' (here a reserved rate) is not read as the on-demand price."""
+    page = HS_RENDERED.read_text().replace("<th>Pricing Per Hour</th></tr>",
+                                           "<th>Pricing Per Hour</th><th>Reserved Per Hour</th></tr>", 1)
+    page = page.replace("<td>$3.20/hr</td></tr>", "<td>$3.20/hr</td><td>$2.72/hr</td></tr>", 1)
+    page = page.replace("<td>$2.50/hr</td></tr>", "<td>$2.50/hr</td><td>$1.75/hr</td></tr>", 1)
+    rows = hyperstack.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8"))
+    batch = hyperstack.build_batch(rows)
+    assert by_key(batch, "1x NVIDIA H100 SXM").price_per_hour == 3.2
+    assert by_key(batch, "1x NVIDIA H100").price_per_hour == 2.5
+    spot_moved = HS_RENDERED.read_text().replace("<th>GPU Model</th><th>Pricing Per Hour</th>",
+                                                 "<th>GPU Model</th><th>Price per hour (spot)</th>", 1)
+    with pytest.raises(LayoutChanged, match="spot table header .* lacks the columns \\['pricing per hour'\\]"):
+        hyperstack.parse_pricing_page(HtmlResponse(url="https://x/", body=spot_moved.encode(), encoding="utf-8"))
+
+
+def test_hyperstack_row_that_lost_a_cell_is_quarantined_not_dropped() -> None:
+    page = HS_RENDERED.read_text().replace("<td>NVIDIA H100 SXM</td><td>80</td><td>24</td><td>240</td>",
+                                           "<td>NVIDIA H100 SXM</td><td>80</td><td>24</td>", 1)
+    page = page.replace("<td>NVIDIA L40</td><td>$0.80/hr</td>", "<td>NVIDIA L40 $0.80/hr</td>", 1)  # spot row
+    batch = hyperstack.build_batch(
+        hyperstack.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8")))
+    assert [(q.source_ref, q.reason) for q in batch.quarantined] == [
+        ("global/NVIDIA H100 SXM/on_demand", "layout: 4 cells under the 5 columns of the on-demand table"),
+        ("global/NVIDIA L40 $0.80/hr/spot", "layout: 1 cells under the 2 columns of the spot table")]
+    options = [o.purchase_option for o in batch.offers]
+    assert (options.count("on_demand"), options.count("spot")) == (12, 4)  # the others load
+    assert by_key(batch, "1x NVIDIA H200 SXM").price_per_hour == 3.99
+
+
 def test_shared_storage_and_egress_rows() -> None:
     """Both page sources make storage and egress records through the same builders."""
     from gpuledger.warehouse.records import Batch
