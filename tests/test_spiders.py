@@ -170,6 +170,36 @@ def test_coreweave_layout_changes_raise() -> None:
         coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=renamed.encode(), encoding="utf-8"))
 
 
+def test_coreweave_reads_the_price_column_by_its_label_not_its_place() -> None:
+    """A column added after 'Instance Price Per Hour' (here a reserved rate) is not read as the instance price."""
+    page = CW_PAGE.read_text().replace(
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>',
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>'
+        '<div class="table-v2-cell"><div>Reserved Price Per Hour</div></div>', 1)
+    lines = page.split("\n")
+    for at in [i for i, line in enumerate(lines) if 'class="table-v2-cell table-v2-cell--price"' in line][::-1]:
+        lines.insert(at + 1, '<div class="table-v2-cell"><div>$30.00 / Hour</div></div>')
+    rows = coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body="\n".join(lines).encode(), encoding="utf-8"))
+    batch = coreweave.build_batch(rows)
+    assert (by_key(batch, "8x NVIDIA HGX H100").price_per_hour, by_key(batch, "8x NVIDIA HGX H100", "spot").price_per_hour
+            ) == (49.24, 19.71)
+    assert by_key(batch, "8x NVIDIA L40S").price_per_hour == 18.0
+    assert batch.counts() == {"offers": 14, "egress": 1, "storage": 5, "quarantined": 0}
+
+
+def test_coreweave_row_whose_cells_do_not_match_the_columns_is_quarantined() -> None:
+    """The H100 row lost its vCPU cell: its RAM would be read as vCPUs (2,048) and its disk as RAM."""
+    page = CW_PAGE.read_text()
+    at = page.index('<div class="table-v2-cell"><div>128</div></div>', page.index('data-product="nvidia-hgx-h100"'))
+    page = page[:at] + page[at + len('<div class="table-v2-cell"><div>128</div></div>'):]
+    batch = coreweave.build_batch(
+        coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8")))
+    assert [(q.source_ref, q.reason) for q in batch.quarantined] == [
+        ("north-america/nvidia-hgx-h100", "layout: 6 cells under 7 column labels")]
+    assert not [o for o in batch.offers if "H100" in o.instance_type]
+    assert len(batch.offers) == 12 and by_key(batch, "8x NVIDIA HGX H200").vcpus == 128  # the others load
+
+
 def test_coreweave_region_tabs_and_plain_price_cells() -> None:
     """Two region tabs; an older row layout with the price as the cell's own text."""
     def table(region: str, name: str, price: str) -> str:
