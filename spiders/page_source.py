@@ -81,6 +81,9 @@ class PricingSpider(scrapy.Spider):
         raise NotImplementedError
 
     def parse_page(self, response: Response) -> Iterable[PageRow]:
+        if urlsplit(response.url)[:2] != urlsplit(self.start_url)[:2]:  # another site's prices are not this one's
+            self.failure = f"the page redirected to another site, {response.url}: not read"
+            raise CloseSpider("offsite_redirect")
         marker = self.complete_marker
         if marker is not None and marker not in response.body[-2048:].lower():
             self.failure = (f"incomplete page at {response.url}: the page ends without {marker.decode()} after "

@@ -482,6 +482,27 @@ def test_coreweave_http_error_and_robots_refusal(replay) -> None:
     assert [req.path for _, req in server.requests] == ["/robots.txt"]  # the page was never fetched
 
 
+def test_a_redirect_to_another_site_fails_the_scrape(replay) -> None:
+    """/pricing answers 302 to another site serving a CoreWeave-like page: its prices are not loaded as
+    CoreWeave's. A redirect within the site is followed."""
+    elsewhere = replay("coreweave").endpoints()[coreweave.HOST]
+
+    def moved(host, req, ex):
+        return (302, {"Location": f"{elsewhere}/pricing"}, b"") if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:
+        coreweave.fetch(replay_context(replay("coreweave", hook=moved), "coreweave"))
+    assert str(err.value).endswith(f"failed: the page redirected to another site, {elsewhere}/pricing: not read")
+
+    def within(host, req, ex):
+        return (301, {"Location": "/pricing"}, b"") if req.path == "/old-pricing" else None
+
+    server = replay("coreweave", hook=within)
+    ctx = replay_context(server, "coreweave")
+    result = runner.crawl(ctx, CW_SPIDER, coreweave.HOST, "/old-pricing", crawl_settings(ctx))
+    assert len(result.items) == 21
+
+
 def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
     """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
     that lost items against the crawl's own count fails the scrape instead of loading less."""
