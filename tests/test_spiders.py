@@ -503,6 +503,22 @@ def test_a_redirect_to_another_site_fails_the_scrape(replay) -> None:
     assert len(result.items) == 21
 
 
+def test_a_huge_page_is_refused_with_one_line(replay) -> None:
+    """A 'pricing page' of 40 MiB is not read into the crawl child (a 200 MB one took 2.4 GB there and ended as
+    'the spider raised {ValueError: 1}'): the scrape fails at once saying how large the page was."""
+    page = CW_PAGE.read_bytes()
+    huge = page.replace(b"<body>", b"<body>" + b"<p>padding</p>" * (40 * 2**20 // 14), 1)
+
+    def bloat(host, req, ex):
+        return (200, {"Content-Type": "text/html"}, huge) if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:
+        coreweave.fetch(replay_context(replay("coreweave", hook=bloat), "coreweave"))
+    assert str(err.value).startswith("coreweave: scrape of www.coreweave.com/pricing")
+    assert (f"/pricing failed: DownloadCancelledError: Expected to receive {len(huge)} bytes which is larger than "
+            f"download max size ({32 * 2**20})") in str(err.value)
+
+
 def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
     """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
     that lost items against the crawl's own count fails the scrape instead of loading less."""
