@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -21,7 +22,7 @@ from scrapy.http import HtmlResponse
 
 from gpuledger.adapters.base import USER_AGENT, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
-from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, page_source, runner
+from gpuledger.spiders import SPIDERS, browser, coreweave, crusoe, hyperstack, page_source, runner
 from gpuledger.spiders.items import (
     PAGE_ROW_FIELDS,
     PageRow,
@@ -61,6 +62,8 @@ def by_key(batch, instance_type: str, option: str = "on_demand"):
     ("$49.24 / Hour", (49.24, "USD")),
     ("On-Demand Price: $68.80 / Hour", (68.8, "USD")),
     ("$1,250", (1250.0, "USD")),
+    ("$1,250.50 / hr", (1250.5, "USD")),
+    ("from $1.82", (1.82, "USD")),
     ("€3.20 per GPU per hour", (3.2, "EUR")),
     ("Contact sales", None),
     ("Contact Sales.", None),
@@ -75,6 +78,22 @@ def test_parse_money(text: str, expected) -> None:
 def test_parse_money_refuses_what_is_not_a_price(text: str) -> None:
     with pytest.raises(PriceTextError):
         parse_money(text)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("$2,49/hr", "decimal comma"),  # was read as $249/hr
+    ("$1.234,56 / hr", "decimal comma"),  # was read as $1.234
+    ("2,49 EUR", "decimal comma"),  # was read as 249 EUR
+    ("$2.10 - $2.50 / hr", "price range"),  # was read as $2.10
+    ("$2.10–2.50/hr", "price range"),
+    ("$2.10/hr to $2.50/hr", "price range"),
+])
+def test_parse_money_refuses_a_decimal_comma_or_a_range(text: str, why: str) -> None:
+    """A number the page may mean otherwise, or two prices, is never read as one price."""
+    with pytest.raises(PriceTextError, match=f"{why} in {re.escape(repr(text))}"):
+        parse_money(text)
+    batch = crusoe.build_batch([PageRow(kind="gpu", section="", name="NVIDIA H100", price_text=text)])
+    assert (batch.offers, [q.reason for q in batch.quarantined]) == ([], [f"price: {why} in {text!r}: not read as a price"])
 
 
 def test_units_and_numbers() -> None:
