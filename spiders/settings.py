@@ -55,11 +55,14 @@ def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "http
     """Settings for a page rendered by headless Chromium (scrapy-playwright). Only the page's own scheme gets
     the handler: each scheme's handler starts a Playwright driver (Node.js, 90-115 MB PSS here)."""
     from gpuledger.spiders.browser import launch_options
+    from gpuledger.spiders.runner import crawl_timeout_s
 
     timeout_ms = ctx.http_timeout_s * 1000
+    # A Chromium that never starts is named as such, before the whole crawl's timeout ends it without a word.
+    launch_timeout_ms = min(timeout_ms, crawl_timeout_s(ctx) * 1000 / 2)
     return {**crawl_settings(ctx),
             "DOWNLOAD_HANDLERS": {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"},
             "PLAYWRIGHT_BROWSER_TYPE": "chromium",
-            "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
+            "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, launch_timeout_ms),
             "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
             "PLAYWRIGHT_BROWSER_PROVIDER": "gpuledger.spiders.fence.FencedBrowsers", BROWSER_SAME_HOST_ONLY: True}

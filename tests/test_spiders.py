@@ -688,6 +688,27 @@ def test_hyperstack_rate_card_too_slow_is_reported_as_a_timeout(replay) -> None:
     assert "did not appear within 0.5 s of rendering" in msg
 
 
+def test_a_chromium_that_hangs_at_launch_is_named_before_the_crawl_times_out(replay, tmp_path, monkeypatch) -> None:
+    """A Chromium that never starts: the error says the browser launch timed out (within half the crawl's time),
+    not only 'crawl timed out ... it logged nothing'; nothing it started is left running."""
+    hang = tmp_path / "chromium"
+    hang.write_text("#!/bin/sh\nexec sleep 300\n")
+    hang.chmod(0o755)
+    server = replay("hyperstack")
+    ctx = replay_context(server, "hyperstack", settings={"chromium_path": str(hang), "spider_timeout_s": 8})
+    spawned = _recording_spawns(monkeypatch)
+    started = time.monotonic()
+    with pytest.raises(SourceError) as err:
+        hyperstack.fetch(ctx)
+    assert time.monotonic() - started < 8
+    msg = str(err.value)
+    assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing") and "\n" not in msg
+    assert msg.endswith("/gpu-pricing failed: TimeoutError: BrowserType.launch: Timeout 4000ms exceeded.")
+    (child,) = spawned
+    with pytest.raises(ProcessLookupError):
+        os.killpg(child.pid, 0)  # the crawl's group is gone, the hanging "browser" with it
+
+
 def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
     from gpuledger.spiders.runner import child_env
 
