@@ -8,6 +8,7 @@ plans/crusoe-plans-pricing.yml); provenance in adapters/recordings/crusoe/README
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,22 @@ def test_crawl_of_a_redesigned_page_fails(replay) -> None:
         crusoe.fetch(replay_context(replay("crusoe", hook=redesign), "crusoe"))
     assert str(err.value).startswith("crusoe: scrape of www.crusoe.ai/cloud/pricing")
     assert "layout changed" in str(err.value) and "no GPU price table" in str(err.value)
+
+
+def test_a_page_with_no_public_gpu_price_fails_saying_why(replay) -> None:
+    """Every GPU row says 'Contact sales': the failure counts the skipped rows and shows why, instead of
+    'gave 9 GPU rows but no valid priced offer (quarantined: none)'."""
+    def unpriced(host, req, ex):
+        if req.path != "/cloud/pricing" or ex is None:
+            return None
+        return 200, dict(ex.headers), re.sub(rb"<p>\$[0-9.]+/GPU-hr</p>", b"<p>Contact sales</p>", ex.body())
+
+    with pytest.raises(SourceError) as err:
+        crusoe.fetch(replay_context(replay("crusoe", hook=unpriced), "crusoe"))
+    assert str(err.value) == (
+        "crusoe: https://www.crusoe.ai/cloud/pricing gave 9 GPU rows but no valid priced offer (quarantined: none; "
+        "9 skipped, e.g. \"skipped NVIDIA GB200 186GB NVL72: no public price (on-demand 'Contact sales', spot "
+        "'Contact sales')\")")
 
 
 def test_recording_is_small() -> None:
