@@ -49,6 +49,15 @@ _ERROR_WORDS = {
 }
 
 
+def _browser_exit(text: str) -> str:
+    """For a Chromium that exited under Playwright: how it exited and the last line it printed ('' otherwise)."""
+    exited = re.search(r"<process did exit: ([^>]*)>", text)
+    if not exited:
+        return ""
+    said = re.findall(r"\]\[err\] (.+)", text)
+    return f"; Chromium exited ({exited.group(1)})" + (f": {said[-1].strip()}" if said else "")
+
+
 class PricingSpider(scrapy.Spider):
     """One pricing page: where it is (`host` + `path`), how to read it (`parse_rows`)."""
 
@@ -106,10 +115,10 @@ class PricingSpider(scrapy.Spider):
         elif failure.check(IgnoreRequest):
             self.failure = f"request to {url} not made: {failure.value or 'forbidden by robots.txt'}"
         else:
-            name = failure.type.__name__
+            name, text = failure.type.__name__, str(failure.value).strip()
             # the first line: Playwright's errors go on with the browser's call log
-            detail = str(failure.value).strip().split("\n", 1)[0] or _ERROR_WORDS.get(name, "no detail given")
-            self.failure = f"{url} failed: {name}: {detail}"
+            detail = text.split("\n", 1)[0] or _ERROR_WORDS.get(name, "no detail given")
+            self.failure = f"{url} failed: {name}: {detail}{_browser_exit(text)}"
         raise CloseSpider("download_failed")
 
 

@@ -709,6 +709,23 @@ def test_a_chromium_that_hangs_at_launch_is_named_before_the_crawl_times_out(rep
         os.killpg(child.pid, 0)  # the crawl's group is gone, the hanging "browser" with it
 
 
+def test_a_chromium_that_cannot_start_says_why_in_one_line(replay, tmp_path) -> None:
+    """Chromium exits at once (a missing library): the line keeps what it printed and its exit code, which
+    Playwright puts in the lines after 'Target page, context or browser has been closed'."""
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\necho 'chromium: error while loading shared libraries: libnss3.so: cannot open "
+                      "shared object file: No such file or directory' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    ctx = replay_context(replay("hyperstack"), "hyperstack", settings={"chromium_path": str(broken)})
+    with pytest.raises(SourceError) as err:
+        hyperstack.fetch(ctx)
+    msg = str(err.value)
+    assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing") and "\n" not in msg
+    assert msg.endswith("/gpu-pricing failed: TargetClosedError: BrowserType.launch: Target page, context or browser "
+                        "has been closed; Chromium exited (exitCode=127, signal=null): chromium: error while loading "
+                        "shared libraries: libnss3.so: cannot open shared object file: No such file or directory")
+
+
 def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
     from gpuledger.spiders.runner import child_env
 
