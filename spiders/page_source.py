@@ -103,6 +103,11 @@ class PricingSpider(scrapy.Spider):
         except LayoutChanged as err:
             self.failure = f"{err.what} at {response.url}: {err}"
             raise CloseSpider("layout_changed") from None
+        except Exception as err:  # noqa: BLE001 - any other parse failure (not HTML at all): said in one line
+            kind = response.headers.get(b"Content-Type", b"none").decode("latin-1")
+            self.failure = (f"the page at {response.url} could not be read (Content-Type {kind}): "
+                            f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
+            raise CloseSpider("unreadable") from None
         for row in rows:
             row.source_url = response.url
             yield row

@@ -538,6 +538,19 @@ def test_a_huge_page_is_refused_with_one_line(replay) -> None:
             f"download max size ({32 * 2**20})") in str(err.value)
 
 
+def test_a_page_that_is_not_html_fails_saying_so(replay) -> None:
+    """A 200 answer in JSON (a gateway's error) failed as 'the spider raised {'spider_exceptions/ValueError': 1}'."""
+    def gateway(host, req, ex):
+        return (200, {"Content-Type": "application/json"}, b'{"error": "rate limited"} </html>') \
+            if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:
+        coreweave.fetch(replay_context(replay("coreweave", hook=gateway), "coreweave"))
+    assert str(err.value).startswith("coreweave: scrape of www.coreweave.com/pricing")
+    assert re.search(r"failed: the page at http://127\.0\.0\.1:\d+/pricing could not be read \(Content-Type "
+                     r"application/json\): ValueError: Cannot use css on a Selector of type 'json'$", str(err.value))
+
+
 def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
     """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
     that lost items against the crawl's own count fails the scrape instead of loading less."""
