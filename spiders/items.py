@@ -98,7 +98,7 @@ def parse_number(text: str) -> float | None:
     if not text or is_no_price(text):
         return None
     m = re.fullmatch(r"([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:GB|GiB|TB|vCPUs?|pCPUs?|cores?)?", text, re.I)
-    if not m:
+    if not m or "," in m.group(1) and not _THOUSANDS.fullmatch(m.group(1)):  # '61,44' is a decimal comma
         raise ValueError(f"not a number: {text!r}")
     return float(m.group(1).replace(",", ""))
 

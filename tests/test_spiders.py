@@ -96,6 +96,18 @@ def test_parse_money_refuses_a_decimal_comma_or_a_range(text: str, why: str) -> 
     assert (batch.offers, [q.reason for q in batch.quarantined]) == ([], [f"price: {why} in {text!r}: not read as a price"])
 
 
+def test_a_spec_with_a_decimal_comma_is_not_read_a_hundred_times_larger() -> None:
+    """'61,44' TB of local disk was read as 6,144 TB (6,144,000 GB on the offer)."""
+    assert parse_number("2,048") == 2048 and parse_number("1,024.5 GB") == 1024.5
+    with pytest.raises(ValueError, match="not a number: '61,44'"):
+        parse_number("61,44")
+    rows = coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    [h100] = [r for r in rows if r.name == "NVIDIA HGX H100"]
+    h100.cells["Local Storage (TB)"] = "61,44"
+    batch = coreweave.build_batch([h100])
+    assert batch.offers == [] and [q.reason for q in batch.quarantined] == ["gpu: not a number: '61,44'"]
+
+
 def test_units_and_numbers() -> None:
     assert price_unit("$3.20/hr") == "hour"
     assert price_unit("$3.20 per GPU per hour") == "hour"
