@@ -21,16 +21,12 @@ UNUSED_COMPONENTS = {
 }
 
 
-# A pricing page larger than this is refused before it is read (scrapy's own limit is 1 GiB: a 200 MB page took
-# 2.4 GB in the crawl child). The largest page recorded is ~25 KB.
-MAX_PAGE_MIB = 32
-
-
 def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
     """Settings for a plain-HTTP crawl (server-rendered pages)."""
     from scrapy.settings import default_settings
 
     from gpuledger.adapters.base import USER_AGENT
+    from gpuledger.adapters.bounds import answer_limit
 
     delay = ctx.config.spider_download_delay_s
     # Replay (or recording from a replay) answers from loopback: no real site to be polite to.
@@ -39,7 +35,9 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
         "USER_AGENT": USER_AGENT, "ROBOTSTXT_OBEY": True, "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False, "COOKIES_ENABLED": False, "HTTPCACHE_ENABLED": False,
         "CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_TIMEOUT": ctx.http_timeout_s,
-        "DOWNLOAD_MAXSIZE": MAX_PAGE_MIB * 2**20, "DOWNLOAD_WARNSIZE": 0,
+        # the byte limit of every answer (ProviderSpec.max_answer_mb, on the wire or inflated); scrapy's own is
+        # 1 GiB: a 200 MB page took 2.4 GB in the crawl child
+        "DOWNLOAD_MAXSIZE": answer_limit(ctx.provider), "DOWNLOAD_WARNSIZE": 0,
         "RETRY_ENABLED": True, "RETRY_TIMES": max(0, ctx.http_attempts - 1), "REDIRECT_ENABLED": True,
         "LOG_LEVEL": ctx.config.spider_log_level,
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
