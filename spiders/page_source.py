@@ -117,6 +117,8 @@ class PricingSpider(scrapy.Spider):
         url = request.url if request is not None else self.start_url
         if failure.check(HttpError):
             self.failure = f"HTTP {failure.value.response.status} from {url}"
+        elif failure.check(IgnoreRequest) and str(failure.value).startswith("Ignored response"):
+            self.failure = f"{url} failed: {failure.value}"  # fetched, then refused (over the answer limit)
         elif failure.check(IgnoreRequest):
             self.failure = f"request to {url} not made: {failure.value or 'forbidden by robots.txt'}"
         else:

@@ -563,6 +563,45 @@ def test_a_page_that_is_not_html_fails_saying_so(replay) -> None:
                      r"application/json\): ValueError: Cannot use css on a Selector of type 'json'$", str(err.value))
 
 
+def test_a_gzip_bomb_stops_at_the_answer_limit_and_says_it_was_fetched() -> None:
+    """300 KB of gzip inflating to 300 MB: refused at 64 MiB inflated, in a line that does not say the request
+    was 'not made' (as a robots.txt refusal is)."""
+    import gzip
+    import http.server
+    import threading
+
+    body = gzip.compress(CW_PAGE.read_bytes().replace(b"<body>", b"<body>" + b" " * (300 * 2**20), 1), 9)
+
+    class Bomb(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            gz = self.path != "/robots.txt"
+            answer = body if gz else b"User-agent: *\nAllow: /\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            if gz:
+                self.send_header("Content-Encoding", "gzip")
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bomb)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ctx = SourceContext(provider="coreweave", mode="replay", http_attempts=1,
+                            replay_urls={coreweave.HOST: f"http://127.0.0.1:{server.server_port}"})
+        with pytest.raises(SourceError) as err:
+            coreweave.fetch(ctx)
+    finally:
+        server.shutdown()
+    msg = str(err.value)
+    assert "not made" not in msg
+    assert re.search(r"failed: http://127\.0\.0\.1:\d+/pricing failed: Ignored response <200 http://127\.0\.0\.1:\d+/"
+                     r"pricing> because its body \(\d+ B compressed, \d+ B decompressed so far\) exceeded "
+                     rf"DOWNLOAD_MAXSIZE \({64 * 2**20} B\) during decompression\.$", msg), msg
+
+
 def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
     """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
     that lost items against the crawl's own count fails the scrape instead of loading less."""
