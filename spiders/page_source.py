@@ -117,10 +117,10 @@ class PricingSpider(scrapy.Spider):
         url = request.url if request is not None else self.start_url
         if failure.check(HttpError):
             self.failure = f"HTTP {failure.value.response.status} from {url}"
-        elif failure.check(IgnoreRequest) and str(failure.value).startswith("Ignored response"):
-            self.failure = f"{url} failed: {failure.value}"  # fetched, then refused (over the answer limit)
-        elif failure.check(IgnoreRequest):
+        elif failure.check(IgnoreRequest) and (not str(failure.value) or "robots.txt" in str(failure.value)):
             self.failure = f"request to {url} not made: {failure.value or 'forbidden by robots.txt'}"
+        elif failure.check(IgnoreRequest):  # made, then given up: over the answer limit, a redirect loop
+            self.failure = f"{url} failed: {failure.value}"
         else:
             name, text = failure.type.__name__, str(failure.value).strip()
             # the first line: Playwright's errors go on with the browser's call log

@@ -533,6 +533,13 @@ def test_a_redirect_to_another_site_fails_the_scrape(replay) -> None:
     result = runner.crawl(ctx, CW_SPIDER, coreweave.HOST, "/old-pricing", crawl_settings(ctx))
     assert len(result.items) == 21
 
+    def loop(host, req, ex):
+        return (302, {"Location": "/pricing"}, b"") if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:  # the requests were made: not "request ... not made"
+        coreweave.fetch(replay_context(replay("coreweave", hook=loop), "coreweave"))
+    assert re.search(r"\) failed: http://127\.0\.0\.1:\d+/pricing failed: max redirections reached$", str(err.value))
+
 
 def test_a_huge_page_is_refused_with_one_line(replay) -> None:
     """A 'pricing page' of 70 MiB is not read into the crawl child (a 200 MB one took 2.4 GB there and ended as
