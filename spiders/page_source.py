@@ -156,7 +156,8 @@ def fetch_page(ctx: SourceContext, spider: type[PricingSpider], build_batch: Cal
     batch = build_batch(rows)
     if not batch.offers:  # the failure keeps no notes: it says why the rows gave nothing
         reasons = sorted({q.reason for q in batch.quarantined})[:3]
-        skipped = [note for note in batch.notes if note.startswith("skipped") and not note.startswith("skipped storage")]
+        skipped = [note for note in batch.notes
+                   if note.startswith("skipped") and not note.startswith("skipped storage")]
         why = f"; {len(skipped)} skipped, e.g. {skipped[0]!r}" if skipped else ""
         raise SourceError(f"{batch.provider}: {spider.page_url()} gave {sum(r.kind == GPU for r in rows)} GPU rows "
                           f"but no valid priced offer (quarantined: {reasons or 'none'}{why})")
