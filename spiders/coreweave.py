@@ -79,8 +79,10 @@ def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
         labels = [text_of(c, NO_FOOTNOTES) for c in _cells(header[0])] if header else []
         require_columns(labels, REQUIRED_COLUMNS, "GPU price table header")
         section = text_of(table.xpath(f"preceding::div[{has_class('table-region-tag')}][1]"))
-        # the price column by its label: a column added after it (a reserved rate) is not the instance price
-        at = next(i for i, label in enumerate(labels) if label.lower().startswith(PRICE_COLUMN))
+        # the price column by its label, the hourly one first: a column beside it (a reserved or monthly rate)
+        # is not the instance price per hour
+        priced = [i for i, label in enumerate(labels) if label.lower().startswith(PRICE_COLUMN)]
+        at = next((i for i in priced if re.search(r"\bhour\b|\bhr\b", labels[i], re.I)), priced[0])
         for index, row in enumerate(table.css(GPU_ROW)):
             cells, name = _cells(row), row.css("h3.table-model-name")
             specs = [(label, cell) for i, (label, cell) in enumerate(zip(labels, cells)) if i not in (0, at)]

@@ -217,6 +217,17 @@ def test_coreweave_reads_the_price_column_by_its_label_not_its_place() -> None:
     assert (h100[0].price_per_hour, h100[1].price_per_hour) == (49.24, 19.71)
     assert by_key(batch, "8x NVIDIA L40S").price_per_hour == 18.0
     assert batch.counts() == {"offers": 14, "egress": 1, "storage": 5, "quarantined": 0}
+    # a monthly instance price placed before the hourly one is not the hourly price either
+    page = CW_PAGE.read_text().replace(
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>',
+        '<div class="table-v2-cell"><div>Instance Price Per Month</div></div>'
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>', 1)
+    lines = page.split("\n")
+    for at in [i for i, line in enumerate(lines) if 'class="table-v2-cell table-v2-cell--price"' in line][::-1]:
+        lines.insert(at, '<div class="table-v2-cell"><div>$35,945.20 / Month</div></div>')
+    page = HtmlResponse(url="https://x/", body="\n".join(lines).encode(), encoding="utf-8")
+    batch = coreweave.build_batch(coreweave.parse_pricing_page(page))
+    assert by_key(batch, "8x NVIDIA HGX H100").price_per_hour == 49.24 and len(batch.offers) == 14
 
 
 def test_coreweave_row_whose_cells_do_not_match_the_columns_is_quarantined() -> None:
