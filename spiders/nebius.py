@@ -126,7 +126,9 @@ def price_columns(labels: Iterable[str], word: str, today: date) -> tuple[str | 
         since = _effective_date(label, effective.group(1)) if effective else date.min
         if since > today:
             later.append(label)
-        elif current is None or since >= current[0]:
+        elif current is not None and since == current[0]:  # which is the price? (a commitment rate beside it)
+            raise LayoutChanged(f"two {word!r} GPU-hour columns in force: {current[1]!r} and {label!r}")
+        elif current is None or since > current[0]:
             current = (since, label)
     return (current[1] if current else None), later
 
@@ -181,9 +183,10 @@ def build_batch(rows: list[PageRow], today: date | None = None) -> Batch:
     gpu_rows = [r for r in rows if r.kind == GPU]
     for row in gpu_rows:
         add_gpu_row(batch, row, today)
-    labels = {label for r in gpu_rows for label in r.cells}
-    for word in (ON_DEMAND, PREEMPTIBLE):
-        for label in price_columns(labels, word, today)[1]:
+    for word in (ON_DEMAND, PREEMPTIBLE):  # per table: two tables may label their columns each their own way
+        tables = {tuple(r.cells) for r in gpu_rows}
+        later = {label for labels in tables for label in price_columns(labels, word, today)[1]}
+        for label in sorted(later):
             batch.notes.append(f"price column {label!r} is not in force yet on {today.isoformat()}: not loaded")
     # The object-storage service's own egress is a storage service's download price, not VM egress; VM
     # traffic ('Networking: Egress/Ingress traffic') is internet egress.

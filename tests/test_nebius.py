@@ -168,6 +168,13 @@ def test_an_announced_price_in_another_date_format_is_not_loaded_early(written: 
         nebius.price_columns(["On-demand, GPU-hour", "On-demand, GPU-hour (effective soon)"], "on-demand", CAPTURED)
 
 
+def test_two_price_columns_in_force_for_one_option_are_a_layout_change() -> None:
+    """A commitment column added beside 'On-demand, GPU-hour' was read as the on-demand price (the later one won)."""
+    labels = ["On-demand, GPU-hour", "On-demand with a 1-year commitment, GPU-hour"]
+    with pytest.raises(LayoutChanged, match="two 'on-demand' GPU-hour columns in force"):
+        nebius.price_columns(labels, "on-demand", CAPTURED)
+
+
 def test_layout_changes_raise() -> None:
     with pytest.raises(LayoutChanged, match="no GPU price table"):
         nebius.parse_pricing_page(response(PAGE.read_text().replace("GPU-hour", "GPU-h")))
