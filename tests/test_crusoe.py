@@ -120,13 +120,19 @@ def test_bad_rows_are_quarantined_not_dropped() -> None:
     assert len(batch.offers) == 2  # A100 PCIe and L40S: nothing else lost
 
 
+def batch_of_page():
+    return crusoe.build_batch(crusoe.parse_pricing_page(response(page_text())))
+
+
 def test_a_memory_tag_with_a_space_still_names_the_gpu() -> None:
-    """'80 GB' instead of '80GB' made every GPU unknown ('NVIDIA H100 80 GB HGX') and failed the provider."""
+    """'80 GB' instead of '80GB' made every GPU unknown ('NVIDIA H100 80 GB HGX') and failed the provider; the
+    offers keep their keys (instance types), so their price history goes on."""
     text = re.sub(r'<div class="pricing-tag is-dark">([0-9]+)GB</div>', r'<div class="pricing-tag is-dark">\1 GB</div>',
                   page_text())
     batch = crusoe.build_batch(crusoe.parse_pricing_page(response(text)))
     assert batch.quarantined == [] and len(batch.offers) == 6
-    h100 = offer(batch, "1x NVIDIA H100 80 GB HGX")
+    assert sorted(o.instance_type for o in batch.offers) == sorted(o.instance_type for o in batch_of_page().offers)
+    h100 = offer(batch, "1x NVIDIA H100 80GB HGX")
     assert (h100.gpu_model, h100.gpu_memory_gb, h100.price_per_hour, h100.interconnect) == (
         "H100-SXM", 80, 3.9, "NVSwitch")
 
