@@ -41,7 +41,8 @@ PROVIDER = page_spec(
 
 GPU_TABLE = ".table-v2.kubernetes-gpu-pricing"
 GPU_ROW = ".table-row-v2.kubernetes-gpu-pricing"
-REQUIRED_COLUMNS = ("gpu model", "gpu count", "vram", "instance price")
+PRICE_COLUMN = "instance price"
+REQUIRED_COLUMNS = ("gpu model", "gpu count", "vram", PRICE_COLUMN)
 # A price cell's words, without the unlabeled duplicate the page shows on phones.
 NOT_MOBILE = f".//text()[not(ancestor::*[{has_class('table-price-mobile')}])]"
 
@@ -78,18 +79,24 @@ def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
         labels = [text_of(c, NO_FOOTNOTES) for c in _cells(header[0])] if header else []
         require_columns(labels, REQUIRED_COLUMNS, "GPU price table header")
         section = text_of(table.xpath(f"preceding::div[{has_class('table-region-tag')}][1]"))
+        # the price column by its label, the hourly one first: a column beside it (a reserved or monthly rate)
+        # is not the instance price per hour
+        priced = [i for i, label in enumerate(labels) if label.lower().startswith(PRICE_COLUMN)]
+        at = next((i for i in priced if re.search(r"\bhour\b|\bhr\b", labels[i], re.I)), priced[0])
         for index, row in enumerate(table.css(GPU_ROW)):
             cells, name = _cells(row), row.css("h3.table-model-name")
-            texts = {label: text_of(cell, NO_FOOTNOTES) for label, cell in zip(labels[1:-1], cells[1:-1])}
+            specs = [(label, cell) for i, (label, cell) in enumerate(zip(labels, cells)) if i not in (0, at)]
+            texts = {label: text_of(cell, NO_FOOTNOTES) for label, cell in specs}
             od_text = spot_text = ""
-            if len(cells) >= 2:  # the labelled prices; an older layout prints the price as the cell's own text
-                on_demand, spot = cells[-1].css(".instance-price .item-value"), cells[-1].css(".spot-price .item-value")
-                od_text = text_of(on_demand[:1] or cells[-1:], ALL_TEXT if on_demand else NOT_MOBILE)
+            if at < len(cells):  # the labelled prices; an older layout prints the price as the cell's own text
+                price = cells[at]
+                on_demand, spot = price.css(".instance-price .item-value"), price.css(".spot-price .item-value")
+                od_text = text_of(on_demand[:1] or cells[at:at + 1], ALL_TEXT if on_demand else NOT_MOBILE)
                 spot_text = text_of(spot[:1])
-                texts[labels[-1]] = text_of(cells[-1], NOT_MOBILE)  # keep the price cell's own words (its unit)
+                texts[labels[at]] = text_of(price, NOT_MOBILE)  # keep the price cell's own words (its unit)
             if len(cells) != len(labels):
                 texts["_layout"] = f"{len(cells)} cells under {len(labels)} column labels"
-            refs = [clean_text(t) for cell in cells[1:-1] for t in cell.xpath(".//sup//text()").getall()]
+            refs = [clean_text(t) for _, cell in specs for t in cell.xpath(".//sup//text()").getall()]
             rows.append(PageRow(
                 kind=GPU, section=section, name=text_of(name), cells=texts, price_text=od_text, spot_text=spot_text,
                 product_id=name.attrib.get("data-product", ""), row_index=index,
@@ -138,6 +145,9 @@ def _provider_data(row: PageRow, shown: str) -> str:
 def add_gpu_row(batch: Batch, row: PageRow) -> None:
     region = region_code(row.section)
     ref, raw = f"{region}/{row.product_id or row.name}", row.raw()
+    if "_layout" in row.cells:  # its cells are not under the columns they would be read as
+        batch.quarantine("offer", ref, f"layout: {row.cells['_layout']}", raw)
+        return
     try:
         on_demand = usd_price(row.price_text)
         spot = usd_price(row.spot_text) if row.spot_text else None

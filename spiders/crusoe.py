@@ -106,6 +106,7 @@ class CrusoePricingSpider(PricingSpider):
 
 # Form-factor chips, as the page prints them, and what they say about the GPUs' link.
 _SWITCHED_FORMS = {"HGX", "SXM", "NVL72"}
+_MEMORY = re.compile(r"\b([0-9]+(?:\.[0-9]+)?)\s*GB\b", re.I)  # the memory chip, '80GB' or '80 GB'
 _hourly = partial(usd_per_hour, basis="per GPU-hour", also=r"/\s*GPU[- ]h(ou)?r\b")
 
 
@@ -129,13 +130,14 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
         batch.notes.append(f"skipped {row.name} {tags}: no public price "
                            f"(on-demand {row.price_text!r}, spot {row.spot_text or 'not shown'!r})")
         return
-    memory = re.search(r"\b([0-9]+(?:\.[0-9]+)?)\s*GB\b", tags, re.I)
-    form = " ".join(t for t in tags.split() if not re.fullmatch(r"[0-9.]+\s*GB", t, re.I))
+    memory = re.search(_MEMORY, tags)
+    form = clean_text(_MEMORY.sub(" ", tags))  # the form-factor chips: '80GB HGX' and '80 GB HGX' are 'HGX'
+    chips = _MEMORY.sub(r"\1GB", tags)  # '80 GB HGX' keeps the key '80GB HGX' of its offers
     priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
               "spot": (spot, _provider_data(row, row.spot_text))}
     if add_gpu_offers(batch, ref, raw, priced, gpu=" ".join(filter(None, [row.name, form])), gpu_count=1.0,
                       gpu_memory_gb=float(memory.group(1)) if memory else None, region=REGION, zone="",
-                      instance_type=f"1x {' '.join(filter(None, [row.name, tags]))}",
+                      instance_type=f"1x {' '.join(filter(None, [row.name, chips]))}",
                       interconnect="NVSwitch" if form.upper() in _SWITCHED_FORMS else None):
         for option, text, price in (("on-demand", row.price_text, on_demand), ("spot", row.spot_text, spot)):
             if text and price is None:

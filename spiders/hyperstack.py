@@ -49,7 +49,8 @@ SPOT_TABLE = "table#spot-gpu-pricing"
 STORAGE_TABLE = "table#storage-pricing"
 # A rendered data row: the price is the fifth cell (the "Loading prices…" placeholder row has one cell).
 ROW_SELECTOR = f"{ON_DEMAND_TABLE} tbody tr td:nth-child(5)"
-REQUIRED_COLUMNS = ("gpu model", "vram", "pricing per hour")
+PRICE_COLUMN = "pricing per hour"  # read by its label: a column added after it (a reserved rate) is not the price
+REQUIRED_COLUMNS = ("gpu model", "vram", PRICE_COLUMN)
 STORAGE_NAME = re.compile(r"storage|volume|\bSSD\b|disk|snapshot", re.I)
 NETWORK_NAME = re.compile(r"egress|ingress|traffic|bandwidth|\bIP\b", re.I)
 # The wait ends with 'http' (an error page: scrapy's HttpError reports it), 'rows' (rendered), 'done' (the
@@ -88,13 +89,32 @@ async def wait_for_rows(page: Any, selector: str, timeout_ms: float) -> dict[str
     return {"rendered": outcome == "rows"}
 
 
-def _tables(page: Response | Selector, css: str, width: int = 0) -> Iterable[tuple[str, list[str], list[list[str]]]]:
-    """(card heading, column labels, body rows of `width` cells or as many as the labels) per table."""
+def _tables(page: Response | Selector, css: str) -> Iterable[tuple[str, list[str], list[list[str]]]]:
+    """(card heading, column labels, the cell texts of each body row) per table."""
     for table in page.css(css):
         heading = text_of(table.xpath("ancestor::div[contains(@class, 'page-price_card')][1]//h3[1]"))
         labels = [text_of(th) for th in table.css("thead th")]
-        rows = [[text_of(td) for td in tr.xpath("./td")] for tr in table.css("tbody tr")]
-        yield heading, labels, [texts for texts in rows if len(texts) == (width or len(labels))]
+        yield heading, labels, [[text_of(td) for td in tr.xpath("./td")] for tr in table.css("tbody tr")]
+
+
+def price_label(labels: list[str]) -> str:
+    """The first column label that starts with 'Pricing Per Hour' (require_columns has checked there is one)."""
+    return next(label for label in labels if label.lower().startswith(PRICE_COLUMN))
+
+
+def _gpu_rows(section: str, labels: list[str], body: list[list[str]], table: str) -> list[PageRow]:
+    """A GPU table's rows (`table`: 'on-demand' or 'spot'); a row whose cells do not match the columns is kept,
+    marked `_layout`, for build_batch to quarantine: never dropped unseen."""
+    price, rows = price_label(labels), []
+    for index, texts in enumerate(body):
+        cells = dict(zip(labels, texts))
+        if len(texts) != len(labels):
+            cells["_layout"] = f"{len(texts)} cells under the {len(labels)} columns of the {table} table"
+        text = "" if "_layout" in cells else cells[price]
+        rows.append(PageRow(kind=GPU, section=section, name=texts[0] if texts else "", cells=cells,
+                            price_text=text if table == "on-demand" else "", spot_text=text if table == "spot" else "",
+                            row_index=index))
+    return rows
 
 
 def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
@@ -104,15 +124,14 @@ def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
         raise LayoutChanged(f"no on-demand GPU price table ({ON_DEMAND_TABLE}) on the page")
     section, labels, body = on_demand[0]
     require_columns(labels, REQUIRED_COLUMNS, "on-demand table header")
-    if not body:
+    if not any(len(texts) == len(labels) for texts in body):  # the served "Loading prices…" row is no price row
         raise LayoutChanged(f"the on-demand GPU price table ({ON_DEMAND_TABLE}) has no price rows")
-    rows = [PageRow(kind=GPU, section=section, name=texts[0], cells=dict(zip(labels, texts)), price_text=texts[-1],
-                    row_index=index) for index, texts in enumerate(body)]
+    rows = _gpu_rows(section, labels, body, "on-demand")
     for section, labels, body in _tables(page, SPOT_TABLE):
-        rows += [PageRow(kind=GPU, section=section, name=texts[0], cells=dict(zip(labels, texts)), spot_text=texts[-1],
-                         row_index=index) for index, texts in enumerate(body)]
-    for section, _, body in _tables(page, STORAGE_TABLE, width=2):
-        for index, (name, price) in enumerate(body):
+        require_columns(labels, (PRICE_COLUMN,), "spot table header")
+        rows += _gpu_rows(section, labels, body, "spot")
+    for section, _, body in _tables(page, STORAGE_TABLE):
+        for index, (name, price) in ((i, texts) for i, texts in enumerate(body) if len(texts) == 2):
             # e.g. the Kubernetes control plane is neither storage nor data transfer
             kind = STORAGE if STORAGE_NAME.search(name) else NETWORK if NETWORK_NAME.search(name) else None
             if kind:
@@ -158,11 +177,18 @@ class HyperstackPricingSpider(PricingSpider):
 _LINKS = ((re.compile(r"\bSXM\b", re.I), "NVSwitch"), (re.compile(r"\bNVLink\b", re.I), "NVLink"))
 
 
+def _is_spot(row: PageRow) -> bool:
+    return bool(row.spot_text) or row.cells.get("_layout", "").endswith("the spot table")
+
+
 def add_gpu_row(batch: Batch, row: PageRow, specs_by_name: dict[str, dict[str, str]],
                 on_demand: dict[str, float]) -> None:
-    spot = bool(row.spot_text)
+    spot = _is_spot(row)
     option, shown = ("spot", row.spot_text) if spot else ("on_demand", row.price_text)
     ref = f"{REGION}/{row.name}/{option}"
+    if "_layout" in row.cells:
+        batch.quarantine("offer", ref, f"layout: {row.cells['_layout']}", row.raw())
+        return
     specs = specs_by_name.get(row.name, row.cells)  # a spot row's GPU is described by its on-demand row
     try:
         price = usd_per_hour(shown)
@@ -193,9 +219,9 @@ def build_batch(rows: list[PageRow]) -> Batch:
     batch = PROVIDER.batch()
     gpu_rows = [r for r in rows if r.kind == GPU]
     # a name's first on-demand row describes its GPU, as the loader keeps the first
-    specs_by_name = {r.name: r.cells for r in reversed(gpu_rows) if not r.spot_text}
+    specs_by_name = {r.name: r.cells for r in reversed(gpu_rows) if not _is_spot(r) and "_layout" not in r.cells}
     on_demand: dict[str, float] = {}
-    for row in sorted(gpu_rows, key=lambda r: bool(r.spot_text)):
+    for row in sorted(gpu_rows, key=_is_spot):
         add_gpu_row(batch, row, specs_by_name, on_demand)
     add_services(batch, rows, [REGION], partial(describe_service, url=PAGE_URL))
     return batch

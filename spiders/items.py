@@ -49,6 +49,8 @@ _CURRENCY_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP", "¥": 
 # A minus sign before the price ("-$3.20") or after its currency sign ("$-3.20"); "2-4 GPUs $3.20" is none.
 _MINUS = ("-", "\u2212")
 _SIGNED_AFTER_SYMBOL = re.compile(r"(US\$|\$|€|£|¥|₹)\s*[-\u2212]\s*[0-9]")
+_THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?")
+_RANGE_AFTER = re.compile(r"\s*(/\s*[a-z-]+\s*)?([-–—]|to\b)\s*(US\$|\$|€|£|¥|₹)?\s*[0-9]", re.I)
 _MONEY = re.compile(r"(US\$|\$|€|£|¥|₹)\s*([0-9][0-9,]*(?:\.[0-9]+)?)|([0-9][0-9,]*(?:\.[0-9]+)?)\s*(USD|EUR|GBP)\b")
 
 
@@ -82,6 +84,11 @@ def parse_money(text: str) -> tuple[float, str] | None:
         amount, currency = m.group(2), _CURRENCY_SYMBOLS[m.group(1)]
     else:
         amount, currency = m.group(3), m.group(4).upper()
+    # '2,49' or '1.234,56' is a decimal comma (never read as 249 or 1.234); a comma groups thousands only
+    if "," in amount and not _THOUSANDS.fullmatch(amount) or re.match(r",[0-9]", text[m.end():]):
+        raise PriceTextError(f"decimal comma in {text!r}: not read as a price")
+    if _RANGE_AFTER.match(text[m.end():]):  # '$2.10 - $2.50 / hr' is two prices, neither the price
+        raise PriceTextError(f"price range in {text!r}: not read as a price")
     return float(amount.replace(",", "")), currency
 
 
@@ -91,7 +98,7 @@ def parse_number(text: str) -> float | None:
     if not text or is_no_price(text):
         return None
     m = re.fullmatch(r"([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:GB|GiB|TB|vCPUs?|pCPUs?|cores?)?", text, re.I)
-    if not m:
+    if not m or "," in m.group(1) and not _THOUSANDS.fullmatch(m.group(1)):  # '61,44' is a decimal comma
         raise ValueError(f"not a number: {text!r}")
     return float(m.group(1).replace(",", ""))
 

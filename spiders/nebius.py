@@ -49,7 +49,9 @@ PROVIDER = page_spec(
 BLOCK = "pc-highlight-table-block"
 ON_DEMAND = "on-demand"
 PREEMPTIBLE = "preemptible"
-_EFFECTIVE = re.compile(r"\(?\s*effective\s+([A-Z][a-z]+\s+\d{1,2},\s*\d{4})\s*\)?", re.I)
+_EFFECTIVE = re.compile(r"\beffective\b(?:\s+(?:from|as\s+of|on)\b)?([^)]*)", re.I)
+# 'October 1, 2026', '1 October 2026', 'Oct. 1, 2026', 'October 1st, 2026', '2026-10-01'
+_DATE_FORMATS = ("%B %d, %Y", "%B %d %Y", "%d %B %Y", "%b %d, %Y", "%b %d %Y", "%d %b %Y", "%Y-%m-%d")
 _EGRESS = re.compile(r"\begress\b", re.I)
 
 
@@ -102,6 +104,17 @@ class NebiusPricingSpider(PricingSpider):
     parse_rows = staticmethod(parse_pricing_page)
 
 
+def _effective_date(label: str, written: str) -> date:
+    """The day a column says it takes effect; LayoutChanged for one not read (never taken as in force now)."""
+    text = re.sub(r"\s+", " ", re.sub(r"([0-9])(st|nd|rd|th)\b", r"\1", written.replace(".", ""))).strip(" ,")
+    for form in _DATE_FORMATS:
+        try:
+            return datetime.strptime(text, form).date()
+        except ValueError:
+            continue
+    raise LayoutChanged(f"column {label!r}: unreadable effective date")
+
+
 def price_columns(labels: Iterable[str], word: str, today: date) -> tuple[str | None, list[str]]:
     """The column of `word` ('on-demand'/'preemptible') in force on `today`, and those announced for later."""
     current: tuple[date, str] | None = None
@@ -110,14 +123,12 @@ def price_columns(labels: Iterable[str], word: str, today: date) -> tuple[str | 
         if word not in label.lower() or "gpu-hour" not in label.lower():
             continue
         effective = _EFFECTIVE.search(label)
-        try:
-            since = datetime.strptime(re.sub(r"\s+", " ", effective.group(1)), "%B %d, %Y").date() if effective \
-                else date.min
-        except ValueError:
-            raise LayoutChanged(f"column {label!r}: unreadable effective date") from None
+        since = _effective_date(label, effective.group(1)) if effective else date.min
         if since > today:
             later.append(label)
-        elif current is None or since >= current[0]:
+        elif current is not None and since == current[0]:  # which is the price? (a commitment rate beside it)
+            raise LayoutChanged(f"two {word!r} GPU-hour columns in force: {current[1]!r} and {label!r}")
+        elif current is None or since > current[0]:
             current = (since, label)
     return (current[1] if current else None), later
 
@@ -172,9 +183,10 @@ def build_batch(rows: list[PageRow], today: date | None = None) -> Batch:
     gpu_rows = [r for r in rows if r.kind == GPU]
     for row in gpu_rows:
         add_gpu_row(batch, row, today)
-    labels = {label for r in gpu_rows for label in r.cells}
-    for word in (ON_DEMAND, PREEMPTIBLE):
-        for label in price_columns(labels, word, today)[1]:
+    for word in (ON_DEMAND, PREEMPTIBLE):  # per table: two tables may label their columns each their own way
+        tables = {tuple(r.cells) for r in gpu_rows}
+        later = {label for labels in tables for label in price_columns(labels, word, today)[1]}
+        for label in sorted(later):
             batch.notes.append(f"price column {label!r} is not in force yet on {today.isoformat()}: not loaded")
     # The object-storage service's own egress is a storage service's download price, not VM egress; VM
     # traffic ('Networking: Egress/Ingress traffic') is internet egress.

@@ -49,6 +49,15 @@ _ERROR_WORDS = {
 }
 
 
+def _browser_exit(text: str) -> str:
+    """For a Chromium that exited under Playwright: how it exited and the last line it printed ('' otherwise)."""
+    exited = re.search(r"<process did exit: ([^>]*)>", text)
+    if not exited:
+        return ""
+    said = re.findall(r"\]\[err\] (.+)", text)
+    return f"; Chromium exited ({exited.group(1)})" + (f": {said[-1].strip()}" if said else "")
+
+
 class PricingSpider(scrapy.Spider):
     """One pricing page: where it is (`host` + `path`), how to read it (`parse_rows`)."""
 
@@ -81,6 +90,9 @@ class PricingSpider(scrapy.Spider):
         raise NotImplementedError
 
     def parse_page(self, response: Response) -> Iterable[PageRow]:
+        if urlsplit(response.url)[:2] != urlsplit(self.start_url)[:2]:  # another site's prices are not this one's
+            self.failure = f"the page redirected to another site, {response.url}: not read"
+            raise CloseSpider("offsite_redirect")
         marker = self.complete_marker
         if marker is not None and marker not in response.body[-2048:].lower():
             self.failure = (f"incomplete page at {response.url}: the page ends without {marker.decode()} after "
@@ -91,6 +103,11 @@ class PricingSpider(scrapy.Spider):
         except LayoutChanged as err:
             self.failure = f"{err.what} at {response.url}: {err}"
             raise CloseSpider("layout_changed") from None
+        except Exception as err:  # noqa: BLE001 - any other parse failure (not HTML at all): said in one line
+            kind = response.headers.get(b"Content-Type", b"none").decode("latin-1")
+            self.failure = (f"the page at {response.url} could not be read (Content-Type {kind}): "
+                            f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
+            raise CloseSpider("unreadable") from None
         for row in rows:
             row.source_url = response.url
             yield row
@@ -100,13 +117,15 @@ class PricingSpider(scrapy.Spider):
         url = request.url if request is not None else self.start_url
         if failure.check(HttpError):
             self.failure = f"HTTP {failure.value.response.status} from {url}"
-        elif failure.check(IgnoreRequest):
+        elif failure.check(IgnoreRequest) and (not str(failure.value) or "robots.txt" in str(failure.value)):
             self.failure = f"request to {url} not made: {failure.value or 'forbidden by robots.txt'}"
+        elif failure.check(IgnoreRequest):  # made, then given up: over the answer limit, a redirect loop
+            self.failure = f"{url} failed: {failure.value}"
         else:
-            name = failure.type.__name__
+            name, text = failure.type.__name__, str(failure.value).strip()
             # the first line: Playwright's errors go on with the browser's call log
-            detail = str(failure.value).strip().split("\n", 1)[0] or _ERROR_WORDS.get(name, "no detail given")
-            self.failure = f"{url} failed: {name}: {detail}"
+            detail = text.split("\n", 1)[0] or _ERROR_WORDS.get(name, "no detail given")
+            self.failure = f"{url} failed: {name}: {detail}{_browser_exit(text)}"
         raise CloseSpider("download_failed")
 
 
@@ -135,10 +154,13 @@ def fetch_page(ctx: SourceContext, spider: type[PricingSpider], build_batch: Cal
 
     rows = [PageRow.from_dict(item) for item in scrape(ctx, spider).items]
     batch = build_batch(rows)
-    if not batch.offers:
+    if not batch.offers:  # the failure keeps no notes: it says why the rows gave nothing
         reasons = sorted({q.reason for q in batch.quarantined})[:3]
+        skipped = [note for note in batch.notes
+                   if note.startswith("skipped") and not note.startswith("skipped storage")]
+        why = f"; {len(skipped)} skipped, e.g. {skipped[0]!r}" if skipped else ""
         raise SourceError(f"{batch.provider}: {spider.page_url()} gave {sum(r.kind == GPU for r in rows)} GPU rows "
-                          f"but no valid priced offer (quarantined: {reasons or 'none'})")
+                          f"but no valid priced offer (quarantined: {reasons or 'none'}{why})")
     return batch
 
 

@@ -78,7 +78,7 @@ def add_machine(batch: Batch, row: PageRow) -> None:
     if not row.price_text:
         batch.quarantine("offer", ref, "layout: the card shows no price (.instance-price-wrap)", raw)
         return
-    marker = re.search(r"[0-9](\*+)", row.price_text)
+    marker = re.search(r"[0-9]\s*(\*+)", row.price_text)  # "1.15<sup>**</sup>" reads "1.15 **"
     if marker:
         batch.notes.append(f"skipped {row.name!r}: price {row.price_text!r} carries the footnote "
                            f"{marker.group(1)!r} ({row.cells.get('note') or 'a special term'}), not an on-demand "

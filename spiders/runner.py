@@ -41,6 +41,11 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def crawl_timeout_s(ctx: SourceContext) -> float:
+    """Setting `spider_timeout_s`: a browser render can hang where HTTP would not."""
+    return ctx.config.spider_timeout_s or (60.0 if ctx.mode == "replay" else 300.0)
+
+
 def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[str, Any],
           timeout_s: float | None = None, spider_args: dict[str, str] | None = None) -> CrawlResult:
     """Crawl `ctx.url(host) + path` with spider `module:Class` in a child process; SourceError (provider,
@@ -49,8 +54,8 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
 
     start_url = ctx.url(host) + path
     where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
-    if timeout_s is None:  # setting `spider_timeout_s`: a browser render can hang where HTTP would not
-        timeout_s = ctx.config.spider_timeout_s or (60.0 if ctx.mode == "replay" else 300.0)
+    if timeout_s is None:
+        timeout_s = crawl_timeout_s(ctx)
     with tempfile.TemporaryDirectory(prefix="gpuledger-crawl-") as folder:
         work = Path(folder)
         (work / "settings.json").write_text(json.dumps(settings))

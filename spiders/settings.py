@@ -26,6 +26,7 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
     from scrapy.settings import default_settings
 
     from gpuledger.adapters.base import USER_AGENT
+    from gpuledger.adapters.bounds import answer_limit
 
     delay = ctx.config.spider_download_delay_s
     # Replay (or recording from a replay) answers from loopback: no real site to be polite to.
@@ -34,6 +35,9 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
         "USER_AGENT": USER_AGENT, "ROBOTSTXT_OBEY": True, "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False, "COOKIES_ENABLED": False, "HTTPCACHE_ENABLED": False,
         "CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_TIMEOUT": ctx.http_timeout_s,
+        # the byte limit of every answer (ProviderSpec.max_answer_mb, on the wire or inflated); scrapy's own is
+        # 1 GiB: a 200 MB page took 2.4 GB in the crawl child
+        "DOWNLOAD_MAXSIZE": answer_limit(ctx.provider), "DOWNLOAD_WARNSIZE": 0,
         "RETRY_ENABLED": True, "RETRY_TIMES": max(0, ctx.http_attempts - 1), "REDIRECT_ENABLED": True,
         "LOG_LEVEL": ctx.config.spider_log_level,
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
@@ -49,11 +53,14 @@ def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "http
     """Settings for a page rendered by headless Chromium (scrapy-playwright). Only the page's own scheme gets
     the handler: each scheme's handler starts a Playwright driver (Node.js, 90-115 MB PSS here)."""
     from gpuledger.spiders.browser import launch_options
+    from gpuledger.spiders.runner import crawl_timeout_s
 
     timeout_ms = ctx.http_timeout_s * 1000
+    # A Chromium that never starts is named as such, before the whole crawl's timeout ends it without a word.
+    launch_timeout_ms = min(timeout_ms, crawl_timeout_s(ctx) * 1000 / 2)
     return {**crawl_settings(ctx),
             "DOWNLOAD_HANDLERS": {scheme: "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"},
             "PLAYWRIGHT_BROWSER_TYPE": "chromium",
-            "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, timeout_ms),
+            "PLAYWRIGHT_LAUNCH_OPTIONS": launch_options(chromium_path, launch_timeout_ms),
             "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": timeout_ms, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 1,
             "PLAYWRIGHT_BROWSER_PROVIDER": "gpuledger.spiders.fence.FencedBrowsers", BROWSER_SAME_HOST_ONLY: True}

@@ -8,6 +8,7 @@ plans/crusoe-plans-pricing.yml); provenance in adapters/recordings/crusoe/README
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,23 @@ def test_bad_rows_are_quarantined_not_dropped() -> None:
     assert len(batch.offers) == 2  # A100 PCIe and L40S: nothing else lost
 
 
+def batch_of_page():
+    return crusoe.build_batch(crusoe.parse_pricing_page(response(page_text())))
+
+
+def test_a_memory_tag_with_a_space_still_names_the_gpu() -> None:
+    """'80 GB' instead of '80GB' made every GPU unknown ('NVIDIA H100 80 GB HGX') and failed the provider; the
+    offers keep their keys (instance types), so their price history goes on."""
+    text = re.sub(r'<div class="pricing-tag is-dark">([0-9]+)GB</div>', r'<div class="pricing-tag is-dark">\1 GB</div>',
+                  page_text())
+    batch = crusoe.build_batch(crusoe.parse_pricing_page(response(text)))
+    assert batch.quarantined == [] and len(batch.offers) == 6
+    assert sorted(o.instance_type for o in batch.offers) == sorted(o.instance_type for o in batch_of_page().offers)
+    h100 = offer(batch, "1x NVIDIA H100 80GB HGX")
+    assert (h100.gpu_model, h100.gpu_memory_gb, h100.price_per_hour, h100.interconnect) == (
+        "H100-SXM", 80, 3.9, "NVSwitch")
+
+
 def test_a_row_with_a_missing_price_cell_is_quarantined() -> None:
     text = page_text()
     l40s = text.index("NVIDIA L40S</h4>")
@@ -175,6 +193,22 @@ def test_crawl_of_a_redesigned_page_fails(replay) -> None:
         crusoe.fetch(replay_context(replay("crusoe", hook=redesign), "crusoe"))
     assert str(err.value).startswith("crusoe: scrape of www.crusoe.ai/cloud/pricing")
     assert "layout changed" in str(err.value) and "no GPU price table" in str(err.value)
+
+
+def test_a_page_with_no_public_gpu_price_fails_saying_why(replay) -> None:
+    """Every GPU row says 'Contact sales': the failure counts the skipped rows and shows why, instead of
+    'gave 9 GPU rows but no valid priced offer (quarantined: none)'."""
+    def unpriced(host, req, ex):
+        if req.path != "/cloud/pricing" or ex is None:
+            return None
+        return 200, dict(ex.headers), re.sub(rb"<p>\$[0-9.]+/GPU-hr</p>", b"<p>Contact sales</p>", ex.body())
+
+    with pytest.raises(SourceError) as err:
+        crusoe.fetch(replay_context(replay("crusoe", hook=unpriced), "crusoe"))
+    assert str(err.value) == (
+        "crusoe: https://www.crusoe.ai/cloud/pricing gave 9 GPU rows but no valid priced offer (quarantined: none; "
+        "9 skipped, e.g. \"skipped NVIDIA GB200 186GB NVL72: no public price (on-demand 'Contact sales', spot "
+        "'Contact sales')\")")
 
 
 def test_recording_is_small() -> None:

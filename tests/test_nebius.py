@@ -157,6 +157,24 @@ def test_announced_price_column_switches_on_its_day() -> None:
     assert json.loads(after.provider_data)["price_column"] == "On-demand, GPU-hour (Effective October 1, 2026)"
 
 
+@pytest.mark.parametrize("written", ["1 October 2026", "Oct. 1, 2026", "2026-10-01", "October 1st, 2026"])
+def test_an_announced_price_in_another_date_format_is_not_loaded_early(written: str) -> None:
+    """A date the column regex did not know made the announced column count as in force already."""
+    label = f"On-demand, GPU-hour (Effective {written})"
+    before, later = nebius.price_columns(["On-demand, GPU-hour", label], "on-demand", date(2026, 9, 30))
+    assert (before, later) == ("On-demand, GPU-hour", [label])
+    assert nebius.price_columns(["On-demand, GPU-hour", label], "on-demand", date(2026, 10, 1))[0] == label
+    with pytest.raises(LayoutChanged, match="unreadable effective date"):
+        nebius.price_columns(["On-demand, GPU-hour", "On-demand, GPU-hour (effective soon)"], "on-demand", CAPTURED)
+
+
+def test_two_price_columns_in_force_for_one_option_are_a_layout_change() -> None:
+    """A commitment column added beside 'On-demand, GPU-hour' was read as the on-demand price (the later one won)."""
+    labels = ["On-demand, GPU-hour", "On-demand with a 1-year commitment, GPU-hour"]
+    with pytest.raises(LayoutChanged, match="two 'on-demand' GPU-hour columns in force"):
+        nebius.price_columns(labels, "on-demand", CAPTURED)
+
+
 def test_layout_changes_raise() -> None:
     with pytest.raises(LayoutChanged, match="no GPU price table"):
         nebius.parse_pricing_page(response(PAGE.read_text().replace("GPU-hour", "GPU-h")))

@@ -79,6 +79,18 @@ def test_footnoted_monthly_and_cpu_prices_are_noted_not_loaded() -> None:
     assert len(batch.notes) == 5
 
 
+def test_a_footnote_marker_in_its_own_element_still_keeps_the_price_out() -> None:
+    """'1.15<sup>**</sup>' reads as '$ 1.15 ** / hour': the promo price was loaded as A100-80G's list price."""
+    page = PAGE.read_text().replace("1.15**</h1>", "1.15<sup>**</sup></h1>").replace("2.24*</h1>", "2.24 *</h1>")
+    batch = batch_of(page)
+    assert not [o for o in batch.offers if o.instance_type in ("HGX H100", "A100-80G")]
+    assert ("skipped 'A100-80G': price '$ 1.15 ** / hour' carries the footnote '**' (a special term), "
+            "not an on-demand list price") in batch.notes
+    assert any("'HGX H100': price '$ 2.24 * / hour' carries the footnote '*' (3-year commitment)" in n
+               for n in batch.notes)
+    assert len(batch.offers) == 11
+
+
 def test_unknown_cards_and_bad_prices_are_quarantined() -> None:
     unknown = PAGE.read_text().replace('instance-names">M4000<', 'instance-names">X9000<')
     reasons = {q.source_ref: q.reason for q in batch_of(unknown).quarantined}

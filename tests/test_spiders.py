@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -21,7 +22,7 @@ from scrapy.http import HtmlResponse
 
 from gpuledger.adapters.base import USER_AGENT, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
-from gpuledger.spiders import SPIDERS, browser, coreweave, hyperstack, page_source, runner
+from gpuledger.spiders import SPIDERS, browser, coreweave, crusoe, hyperstack, page_source, runner
 from gpuledger.spiders.items import (
     PAGE_ROW_FIELDS,
     PageRow,
@@ -61,6 +62,8 @@ def by_key(batch, instance_type: str, option: str = "on_demand"):
     ("$49.24 / Hour", (49.24, "USD")),
     ("On-Demand Price: $68.80 / Hour", (68.8, "USD")),
     ("$1,250", (1250.0, "USD")),
+    ("$1,250.50 / hr", (1250.5, "USD")),
+    ("from $1.82", (1.82, "USD")),
     ("€3.20 per GPU per hour", (3.2, "EUR")),
     ("Contact sales", None),
     ("Contact Sales.", None),
@@ -75,6 +78,35 @@ def test_parse_money(text: str, expected) -> None:
 def test_parse_money_refuses_what_is_not_a_price(text: str) -> None:
     with pytest.raises(PriceTextError):
         parse_money(text)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("$2,49/hr", "decimal comma"),  # was read as $249/hr
+    ("$1.234,56 / hr", "decimal comma"),  # was read as $1.234
+    ("2,49 EUR", "decimal comma"),  # was read as 249 EUR
+    ("$2.10 - $2.50 / hr", "price range"),  # was read as $2.10
+    ("$2.10–2.50/hr", "price range"),
+    ("$2.10/hr to $2.50/hr", "price range"),
+])
+def test_parse_money_refuses_a_decimal_comma_or_a_range(text: str, why: str) -> None:
+    """A number the page may mean otherwise, or two prices, is never read as one price."""
+    with pytest.raises(PriceTextError, match=f"{why} in {re.escape(repr(text))}"):
+        parse_money(text)
+    batch = crusoe.build_batch([PageRow(kind="gpu", section="", name="NVIDIA H100", price_text=text)])
+    assert batch.offers == []
+    assert [q.reason for q in batch.quarantined] == [f"price: {why} in {text!r}: not read as a price"]
+
+
+def test_a_spec_with_a_decimal_comma_is_not_read_a_hundred_times_larger() -> None:
+    """'61,44' TB of local disk was read as 6,144 TB (6,144,000 GB on the offer)."""
+    assert parse_number("2,048") == 2048 and parse_number("1,024.5 GB") == 1024.5
+    with pytest.raises(ValueError, match="not a number: '61,44'"):
+        parse_number("61,44")
+    rows = coreweave.parse_pricing_page(html(CW_PAGE, "https://www.coreweave.com/pricing"))
+    [h100] = [r for r in rows if r.name == "NVIDIA HGX H100"]
+    h100.cells["Local Storage (TB)"] = "61,44"
+    batch = coreweave.build_batch([h100])
+    assert batch.offers == [] and [q.reason for q in batch.quarantined] == ["gpu: not a number: '61,44'"]
 
 
 def test_units_and_numbers() -> None:
@@ -170,6 +202,47 @@ def test_coreweave_layout_changes_raise() -> None:
         coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=renamed.encode(), encoding="utf-8"))
 
 
+def test_coreweave_reads_the_price_column_by_its_label_not_its_place() -> None:
+    """A column added after 'Instance Price Per Hour' (here a reserved rate) is not read as the instance price."""
+    page = CW_PAGE.read_text().replace(
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>',
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>'
+        '<div class="table-v2-cell"><div>Reserved Price Per Hour</div></div>', 1)
+    lines = page.split("\n")
+    for at in [i for i, line in enumerate(lines) if 'class="table-v2-cell table-v2-cell--price"' in line][::-1]:
+        lines.insert(at + 1, '<div class="table-v2-cell"><div>$30.00 / Hour</div></div>')
+    page = HtmlResponse(url="https://x/", body="\n".join(lines).encode(), encoding="utf-8")
+    batch = coreweave.build_batch(coreweave.parse_pricing_page(page))
+    h100 = by_key(batch, "8x NVIDIA HGX H100"), by_key(batch, "8x NVIDIA HGX H100", "spot")
+    assert (h100[0].price_per_hour, h100[1].price_per_hour) == (49.24, 19.71)
+    assert by_key(batch, "8x NVIDIA L40S").price_per_hour == 18.0
+    assert batch.counts() == {"offers": 14, "egress": 1, "storage": 5, "quarantined": 0}
+    # a monthly instance price placed before the hourly one is not the hourly price either
+    page = CW_PAGE.read_text().replace(
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>',
+        '<div class="table-v2-cell"><div>Instance Price Per Month</div></div>'
+        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>', 1)
+    lines = page.split("\n")
+    for at in [i for i, line in enumerate(lines) if 'class="table-v2-cell table-v2-cell--price"' in line][::-1]:
+        lines.insert(at, '<div class="table-v2-cell"><div>$35,945.20 / Month</div></div>')
+    page = HtmlResponse(url="https://x/", body="\n".join(lines).encode(), encoding="utf-8")
+    batch = coreweave.build_batch(coreweave.parse_pricing_page(page))
+    assert by_key(batch, "8x NVIDIA HGX H100").price_per_hour == 49.24 and len(batch.offers) == 14
+
+
+def test_coreweave_row_whose_cells_do_not_match_the_columns_is_quarantined() -> None:
+    """The H100 row lost its vCPU cell: its RAM would be read as vCPUs (2,048) and its disk as RAM."""
+    page = CW_PAGE.read_text()
+    at = page.index('<div class="table-v2-cell"><div>128</div></div>', page.index('data-product="nvidia-hgx-h100"'))
+    page = page[:at] + page[at + len('<div class="table-v2-cell"><div>128</div></div>'):]
+    batch = coreweave.build_batch(
+        coreweave.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8")))
+    assert [(q.source_ref, q.reason) for q in batch.quarantined] == [
+        ("north-america/nvidia-hgx-h100", "layout: 6 cells under 7 column labels")]
+    assert not [o for o in batch.offers if "H100" in o.instance_type]
+    assert len(batch.offers) == 12 and by_key(batch, "8x NVIDIA HGX H200").vcpus == 128  # the others load
+
+
 def test_coreweave_region_tabs_and_plain_price_cells() -> None:
     """Two region tabs; an older row layout with the price as the cell's own text."""
     def table(region: str, name: str, price: str) -> str:
@@ -232,6 +305,36 @@ def test_hyperstack_normalized_records() -> None:
     assert (ssd.storage_class, ssd.usd_per_gb_month) == ("cloud-ssd-volumes-ssvs", 0.070645)
     [egress] = batch.egress
     assert (egress.region, egress.usd_per_gb, egress.tier_start_gb) == ("global", 0.0, 0.0)
+
+
+def test_hyperstack_reads_the_price_column_by_its_label_not_its_place() -> None:
+    """A column added after 'Pricing Per Hour' (here a reserved rate) is not read as the on-demand price."""
+    page = HS_RENDERED.read_text().replace("<th>Pricing Per Hour</th></tr>",
+                                           "<th>Pricing Per Hour</th><th>Reserved Per Hour</th></tr>", 1)
+    page = page.replace("<td>$3.20/hr</td></tr>", "<td>$3.20/hr</td><td>$2.72/hr</td></tr>", 1)
+    page = page.replace("<td>$2.50/hr</td></tr>", "<td>$2.50/hr</td><td>$1.75/hr</td></tr>", 1)
+    rows = hyperstack.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8"))
+    batch = hyperstack.build_batch(rows)
+    assert by_key(batch, "1x NVIDIA H100 SXM").price_per_hour == 3.2
+    assert by_key(batch, "1x NVIDIA H100").price_per_hour == 2.5
+    spot_moved = HS_RENDERED.read_text().replace("<th>GPU Model</th><th>Pricing Per Hour</th>",
+                                                 "<th>GPU Model</th><th>Price per hour (spot)</th>", 1)
+    with pytest.raises(LayoutChanged, match="spot table header .* lacks the columns \\['pricing per hour'\\]"):
+        hyperstack.parse_pricing_page(HtmlResponse(url="https://x/", body=spot_moved.encode(), encoding="utf-8"))
+
+
+def test_hyperstack_row_that_lost_a_cell_is_quarantined_not_dropped() -> None:
+    page = HS_RENDERED.read_text().replace("<td>NVIDIA H100 SXM</td><td>80</td><td>24</td><td>240</td>",
+                                           "<td>NVIDIA H100 SXM</td><td>80</td><td>24</td>", 1)
+    page = page.replace("<td>NVIDIA L40</td><td>$0.80/hr</td>", "<td>NVIDIA L40 $0.80/hr</td>", 1)  # spot row
+    batch = hyperstack.build_batch(
+        hyperstack.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8")))
+    assert [(q.source_ref, q.reason) for q in batch.quarantined] == [
+        ("global/NVIDIA H100 SXM/on_demand", "layout: 4 cells under the 5 columns of the on-demand table"),
+        ("global/NVIDIA L40 $0.80/hr/spot", "layout: 1 cells under the 2 columns of the spot table")]
+    options = [o.purchase_option for o in batch.offers]
+    assert (options.count("on_demand"), options.count("spot")) == (12, 4)  # the others load
+    assert by_key(batch, "1x NVIDIA H200 SXM").price_per_hour == 3.99
 
 
 def test_shared_storage_and_egress_rows() -> None:
@@ -422,6 +525,102 @@ def test_coreweave_http_error_and_robots_refusal(replay) -> None:
     assert [req.path for _, req in server.requests] == ["/robots.txt"]  # the page was never fetched
 
 
+def test_a_redirect_to_another_site_fails_the_scrape(replay) -> None:
+    """/pricing answers 302 to another site serving a CoreWeave-like page: its prices are not loaded as
+    CoreWeave's. A redirect within the site is followed."""
+    elsewhere = replay("coreweave").endpoints()[coreweave.HOST]
+
+    def moved(host, req, ex):
+        return (302, {"Location": f"{elsewhere}/pricing"}, b"") if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:
+        coreweave.fetch(replay_context(replay("coreweave", hook=moved), "coreweave"))
+    assert str(err.value).endswith(f"failed: the page redirected to another site, {elsewhere}/pricing: not read")
+
+    def within(host, req, ex):
+        return (301, {"Location": "/pricing"}, b"") if req.path == "/old-pricing" else None
+
+    server = replay("coreweave", hook=within)
+    ctx = replay_context(server, "coreweave")
+    result = runner.crawl(ctx, CW_SPIDER, coreweave.HOST, "/old-pricing", crawl_settings(ctx))
+    assert len(result.items) == 21
+
+    def loop(host, req, ex):
+        return (302, {"Location": "/pricing"}, b"") if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:  # the requests were made: not "request ... not made"
+        coreweave.fetch(replay_context(replay("coreweave", hook=loop), "coreweave"))
+    assert re.search(r"\) failed: http://127\.0\.0\.1:\d+/pricing failed: max redirections reached$", str(err.value))
+
+
+def test_a_huge_page_is_refused_with_one_line(replay) -> None:
+    """A 'pricing page' of 70 MiB is not read into the crawl child (a 200 MB one took 2.4 GB there and ended as
+    'the spider raised {ValueError: 1}'): the scrape fails at once at the answer limit every source has (64 MB)."""
+    page = CW_PAGE.read_bytes()
+    huge = page.replace(b"<body>", b"<body>" + b"<p>padding</p>" * (70 * 2**20 // 14), 1)
+
+    def bloat(host, req, ex):
+        return (200, {"Content-Type": "text/html"}, huge) if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:
+        coreweave.fetch(replay_context(replay("coreweave", hook=bloat), "coreweave"))
+    assert str(err.value).startswith("coreweave: scrape of www.coreweave.com/pricing")
+    assert (f"/pricing failed: DownloadCancelledError: Expected to receive {len(huge)} bytes which is larger than "
+            f"download max size ({64 * 2**20})") in str(err.value)
+
+
+def test_a_page_that_is_not_html_fails_saying_so(replay) -> None:
+    """A 200 answer in JSON (a gateway's error) failed as 'the spider raised {'spider_exceptions/ValueError': 1}'."""
+    def gateway(host, req, ex):
+        return (200, {"Content-Type": "application/json"}, b'{"error": "rate limited"} </html>') \
+            if req.path == "/pricing" else None
+
+    with pytest.raises(SourceError) as err:
+        coreweave.fetch(replay_context(replay("coreweave", hook=gateway), "coreweave"))
+    assert str(err.value).startswith("coreweave: scrape of www.coreweave.com/pricing")
+    assert re.search(r"failed: the page at http://127\.0\.0\.1:\d+/pricing could not be read \(Content-Type "
+                     r"application/json\): ValueError: Cannot use css on a Selector of type 'json'$", str(err.value))
+
+
+def test_a_gzip_bomb_stops_at_the_answer_limit_and_says_it_was_fetched() -> None:
+    """300 KB of gzip inflating to 300 MB: refused at 64 MiB inflated, in a line that does not say the request
+    was 'not made' (as a robots.txt refusal is)."""
+    import gzip
+    import http.server
+    import threading
+
+    body = gzip.compress(CW_PAGE.read_bytes().replace(b"<body>", b"<body>" + b" " * (300 * 2**20), 1), 9)
+
+    class Bomb(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            gz = self.path != "/robots.txt"
+            answer = body if gz else b"User-agent: *\nAllow: /\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            if gz:
+                self.send_header("Content-Encoding", "gzip")
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Bomb)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ctx = SourceContext(provider="coreweave", mode="replay", http_attempts=1,
+                            replay_urls={coreweave.HOST: f"http://127.0.0.1:{server.server_port}"})
+        with pytest.raises(SourceError) as err:
+            coreweave.fetch(ctx)
+    finally:
+        server.shutdown()
+    msg = str(err.value)
+    assert "not made" not in msg
+    assert re.search(r"failed: http://127\.0\.0\.1:\d+/pricing failed: Ignored response <200 http://127\.0\.0\.1:\d+/"
+                     r"pricing> because its body \(\d+ B compressed, \d+ B decompressed so far\) exceeded "
+                     rf"DOWNLOAD_MAXSIZE \({64 * 2**20} B\) during decompression\.$", msg), msg
+
+
 def test_items_leave_the_crawl_child_through_the_feed_export(replay, monkeypatch) -> None:
     """The child's items come back as scrapy's JSON-lines feed, in PageRow's column order; a feed
     that lost items against the crawl's own count fails the scrape instead of loading less."""
@@ -570,6 +769,44 @@ def test_hyperstack_rate_card_too_slow_is_reported_as_a_timeout(replay) -> None:
     assert "layout changed at " in msg
     assert ": the on-demand GPU price table (table#on-demand-gpu-pricing) has no price rows;" in msg
     assert "did not appear within 0.5 s of rendering" in msg
+
+
+def test_a_chromium_that_hangs_at_launch_is_named_before_the_crawl_times_out(replay, tmp_path, monkeypatch) -> None:
+    """A Chromium that never starts: the error says the browser launch timed out (within half the crawl's time),
+    not only 'crawl timed out ... it logged nothing'; nothing it started is left running."""
+    hang = tmp_path / "chromium"
+    hang.write_text("#!/bin/sh\nexec sleep 300\n")
+    hang.chmod(0o755)
+    server = replay("hyperstack")
+    ctx = replay_context(server, "hyperstack", settings={"chromium_path": str(hang), "spider_timeout_s": 8})
+    spawned = _recording_spawns(monkeypatch)
+    started = time.monotonic()
+    with pytest.raises(SourceError) as err:
+        hyperstack.fetch(ctx)
+    assert time.monotonic() - started < 8
+    msg = str(err.value)
+    assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing") and "\n" not in msg
+    assert msg.endswith("/gpu-pricing failed: TimeoutError: BrowserType.launch: Timeout 4000ms exceeded.")
+    (child,) = spawned
+    with pytest.raises(ProcessLookupError):
+        os.killpg(child.pid, 0)  # the crawl's group is gone, the hanging "browser" with it
+
+
+def test_a_chromium_that_cannot_start_says_why_in_one_line(replay, tmp_path) -> None:
+    """Chromium exits at once (a missing library): the line keeps what it printed and its exit code, which
+    Playwright puts in the lines after 'Target page, context or browser has been closed'."""
+    broken = tmp_path / "chromium"
+    broken.write_text("#!/bin/sh\necho 'chromium: error while loading shared libraries: libnss3.so: cannot open "
+                      "shared object file: No such file or directory' >&2\nexit 127\n")
+    broken.chmod(0o755)
+    ctx = replay_context(replay("hyperstack"), "hyperstack", settings={"chromium_path": str(broken)})
+    with pytest.raises(SourceError) as err:
+        hyperstack.fetch(ctx)
+    msg = str(err.value)
+    assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing") and "\n" not in msg
+    assert msg.endswith("/gpu-pricing failed: TargetClosedError: BrowserType.launch: Target page, context or browser "
+                        "has been closed; Chromium exited (exitCode=127, signal=null): chromium: error while loading "
+                        "shared libraries: libnss3.so: cannot open shared object file: No such file or directory")
 
 
 def test_crawl_child_gets_a_node_compile_cache(monkeypatch, tmp_path) -> None:
