@@ -456,3 +456,42 @@ def test_publishing_over_a_manifest_without_its_files_is_refused(published: tupl
     code, said = cli("publish", str(tmp_path / "catalog"), "--db", str(a))
     assert code == 2 and "files its manifest names are not there" in said.replace("\n", " ")
     assert json.loads((tmp_path / "catalog" / MANIFEST).read_text()) == json.loads((folder / MANIFEST).read_text())
+
+
+def test_publishing_another_warehouses_history_into_a_catalog_is_refused(tmp_path: Path) -> None:
+    (a, b, c, d), folder = (tmp_path / f"{n}.duckdb" for n in "abcd"), tmp_path / "catalog"
+    replayed_warehouse(a, ["lambda"], refresh_id="refresh-a")
+    catalog.publish(duckdb.connect(str(a), read_only=True), folder)
+    manifest, names = (folder / MANIFEST).read_text(), sorted(f.name for f in folder.iterdir())
+    replayed_warehouse(b, ["lambda"], refresh_id="refresh-b")  # its own, later scrape of the same offers
+    run_a = query(a, "select run_id from scrape_runs")[0][0]
+    code, said = cli("publish", str(folder), "--db", str(b))
+    # before: published; a pull of the catalog then held 27 offers with two versions open, and check failed
+    assert code == 2 and said.replace("\n", " ").strip() == (
+        f"error: cannot publish into {folder}: its history of lambda was published from another warehouse "
+        f"(scrape {run_a} is not in this one); publish into a new folder, or pull the catalog into a new "
+        "warehouse and refresh that one")
+    assert (folder / MANIFEST).read_text() == manifest and sorted(f.name for f in folder.iterdir()) == names
+    # the nightly's way: a warehouse restored from the catalog refreshes and publishes into it
+    assert [r.state for r in pull(c, str(folder))] == ["loaded"]
+    replayed_warehouse(c, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", 119), refresh_id="refresh-c")
+    assert catalog.publish(duckdb.connect(str(c), read_only=True), folder) == {"lambda": "published"}
+    assert [r.state for r in pull(d, str(folder))] == ["loaded"]
+    assert digests(d) == digests(c) and checks_pass(d)
+
+
+def test_a_catalog_keeps_within_a_github_releases_1000_assets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each night adds a segment per provider and table that changed; folded only at 30 segments of one table,
+    # 31 providers' catalog outgrew a release's 1,000 assets within weeks and every later upload failed.
+    monkeypatch.setattr(catalog, "MAX_FILES", 9)
+    a, folder = tmp_path / "a.duckdb", tmp_path / "catalog"
+    for night, cents in enumerate((129, 119, 109, 99)):
+        replayed_warehouse(a, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", cents), refresh_id=f"refresh-{night}")
+        catalog.publish(duckdb.connect(str(a), read_only=True), folder)
+        files = json.loads((folder / MANIFEST).read_text())["providers"]["lambda"]["files"]
+        assert len(files) + 1 <= 9 and len(list(folder.iterdir())) == len(files) + 1
+    assert [f["table"] for f in files].count("offer_history") >= 2  # folded only as far as needed
+    b = tmp_path / "b.duckdb"
+    assert [r.state for r in pull(b, str(folder))] == ["loaded"]
+    assert digests(b) == digests(a)
+    assert checks_pass(b)

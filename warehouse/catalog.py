@@ -33,6 +33,7 @@ MANIFEST = "manifest.json"
 MANIFEST_MAX_BYTES = 16 << 20
 FILE_MAX_BYTES = 2 << 30  # a GitHub release asset's limit
 MAX_SEGMENTS = 30  # segments of one table, beyond which they are folded into one
+MAX_FILES = 1000  # a GitHub release's assets, the manifest one of them: beyond, the longest segment runs are folded
 TIMEOUT_S = 60.0
 CATALOG_KEY = "catalog"  # fetch_validators key: the files of a provider's last pull
 NAME = re.compile(r"([a-z0-9_]+)\.([a-z_]+)\.\d{8}T\d{6}Z(-\d+)*\.parquet")
@@ -109,12 +110,15 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
             "from scrape_runs where state = 'ok' group by provider").fetchall()}
         providers = sorted({p for t in (*CURRENT, *SEGMENTED) for (p,) in
                             con.execute(f"select distinct provider from {t}").fetchall()} & set(runs))
+        marks = {p: {t: _iso(mark) for t, mark in _marks(con, p).items()} for p in providers}
+        kept = {p for p in providers if (prev := before["providers"].get(p)) and (
+            _time(prev["started_at"]) > runs[p][1] or _time(prev["started_at"]) == runs[p][1]
+            and prev["marks"] == marks[p])}
+        _same_history(con, folder, {p: before["providers"][p] for p in before["providers"] if p in set(providers) - kept})
         entries, done = {}, {}
         for p in providers:
             prev, (run_id, started, finished) = before["providers"].get(p), runs[p]
-            marks = {t: _iso(mark) for t, mark in _marks(con, p).items()}
-            if prev and (_time(prev["started_at"]) > started or (_time(prev["started_at"]) == started
-                                                                  and prev["marks"] == marks)):
+            if p in kept:
                 entries[p], done[p] = prev, "kept"
                 continue
             files = [f for f in (prev or {}).get("files", []) if f["table"] in SEGMENTED]
@@ -128,7 +132,7 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
                              f"select {', '.join(column_names(table))} from {table} where provider = $p and "
                              f"($since::timestamptz is null or {mark} > $since::timestamptz) order by {', '.join(ids)}",
                              {"p": p, "since": since})
-                files += [dict(f, through=marks[table]) for f in new]
+                files += [dict(f, through=marks[p][table]) for f in new]
                 segments = [f for f in files if f["table"] == table]
                 if len(segments) > MAX_SEGMENTS:
                     files = [f for f in files if f["table"] != table] + _fold(con, folder, p, table, segments, stamp)
@@ -136,10 +140,17 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
             row = facts.fetchone()
             entries[p] = {"run_id": run_id, "started_at": started.isoformat(), "finished_at": _iso(finished),
                           "facts": dict(zip([d[0] for d in facts.description], map(_iso, row))) if row else None,
-                          "marks": marks, "files": files}
+                          "marks": marks[p], "files": files}
             done[p] = "published"
         for p in set(before["providers"]) - set(entries):  # not in this warehouse: kept as published
             entries[p], done[p] = before["providers"][p], "kept"
+        while sum(len(e["files"]) for e in entries.values()) >= MAX_FILES:
+            p, table, run = max(((p, t, [f for f in e["files"] if f["table"] == t])
+                                 for p, e in sorted(entries.items()) for t in SEGMENTED), key=lambda ptr: len(ptr[2]))
+            if len(run) < 2:
+                raise CatalogError(f"cannot publish into {folder}: its files would be more than {MAX_FILES - 1}")
+            entries[p] = {**entries[p], "files": [f for f in entries[p]["files"] if f["table"] != table]
+                          + _fold(con, folder, p, table, run, stamp)}
         listed = {f["name"] for e in entries.values() for f in e["files"]}
         missing = sorted(name for name in listed if not (folder / name).is_file())
         if missing:
@@ -157,6 +168,20 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
         why = isinstance(err, duckdb.Error) and older_warehouse(con) or f"{type(err).__name__}: {err}"
         raise CatalogError(f"cannot publish into {folder}: {why}") from err
     return done
+
+
+def _same_history(con: duckdb.DuckDBPyConnection, folder: Path, previous: dict[str, dict[str, Any]]) -> None:
+    """Refuse to add this warehouse's history to segments another warehouse published: a puller would hold
+    two histories of one offer, versions of both open at once. Each provider's last published scrape must
+    be one this warehouse made or pulled."""
+    runs = [entry.get("run_id") for entry in previous.values()]
+    known = {r for (r,) in con.execute("select run_id from scrape_runs where list_contains($runs, run_id)",
+                                        {"runs": [r for r in runs if r]}).fetchall()}
+    foreign = sorted(p for p, entry in previous.items() if entry.get("run_id") and entry["run_id"] not in known)
+    if foreign:
+        raise CatalogError(f"cannot publish into {folder}: its history of {', '.join(foreign)} was published from "
+                           f"another warehouse (scrape {previous[foreign[0]]['run_id']} is not in this one); publish "
+                           "into a new folder, or pull the catalog into a new warehouse and refresh that one")
 
 
 def _fold(con: duckdb.DuckDBPyConnection, folder: Path, provider: str, table: str, segments: list[dict[str, Any]],
