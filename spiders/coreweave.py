@@ -57,10 +57,14 @@ def parse_service_rows(page: Response | Selector) -> list[PageRow]:
     for css, section in ((".table-v2.storage-pricing", "Storage"), (".table-v2.networking-pricing", "Networking")):
         for index, row in enumerate(page.css(f"{css} .table-row-v2")):
             cells = _cells(row)
-            if len(cells) < 2:
-                continue
-            name, note = text_of(cells[0].css("h3.table-model-name")), text_of(cells[0].css(".table-meta-text"))
+            name = text_of(cells[0].css("h3.table-model-name")) if cells else ""
             kind = NETWORK if section == "Networking" or re.search(r"egress", name, re.I) else STORAGE
+            if len(cells) < 2:  # no price cell beside the name: kept in quarantine, not read from the name
+                rows.append(PageRow(kind=kind, section=section, name=name or f"row {index + 1}", row_index=index,
+                                    cells={"_layout": f"{len(cells)} cell(s) in a {section.lower()} row, not a name "
+                                                      "and a price"}))
+                continue
+            note = text_of(cells[0].css(".table-meta-text"))
             rows.append(PageRow(kind=kind, section=section, name=name, cells={"note": note} if note else {},
                                 price_text=text_of(cells[-1], NO_FOOTNOTES), row_index=index))
     return rows

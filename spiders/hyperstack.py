@@ -131,11 +131,15 @@ def parse_pricing_page(page: Response | Selector) -> list[PageRow]:
         require_columns(labels, (PRICE_COLUMN,), "spot table header")
         rows += _gpu_rows(section, labels, body, "spot")
     for section, _, body in _tables(page, STORAGE_TABLE):
-        for index, (name, price) in ((i, texts) for i, texts in enumerate(body) if len(texts) == 2):
+        for index, texts in enumerate(body):
+            name = texts[0] if texts else ""
             # e.g. the Kubernetes control plane is neither storage nor data transfer
             kind = STORAGE if STORAGE_NAME.search(name) else NETWORK if NETWORK_NAME.search(name) else None
-            if kind:
-                rows.append(PageRow(kind=kind, section=section, name=name, price_text=price, row_index=index))
+            if kind and len(texts) != 2:
+                rows.append(PageRow(kind=kind, section=section, name=name, row_index=index, cells={
+                    "_layout": f"{len(texts)} cells under the 2 columns (name, price) of the storage table"}))
+            elif kind:
+                rows.append(PageRow(kind=kind, section=section, name=name, price_text=texts[1], row_index=index))
     return rows
 
 

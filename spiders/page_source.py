@@ -225,6 +225,9 @@ def describe_service(row: PageRow, url: str) -> str:
 
 def add_storage(batch: Batch, row: PageRow, regions: list[str], description: str) -> None:
     """A storage row, priced per GB-month (hourly rates at 730 h), once per region."""
+    if "_layout" in row.cells:  # its cells are not under the columns they would be read as
+        batch.quarantine("storage", row.name, f"layout: {row.cells['_layout']}", row.raw())
+        return
     try:
         price = usd_per_gb_month(row.price_text)
     except PriceTextError as err:
@@ -242,6 +245,9 @@ def add_storage(batch: Batch, row: PageRow, regions: list[str], description: str
 def add_egress(batch: Batch, row: PageRow, regions: list[str], description: str) -> None:
     """Internet egress (free, or USD per GB), once per region; only rows named egress (not IPs, links)."""
     if not re.search(r"\begress\b", row.name, re.I):
+        return
+    if "_layout" in row.cells:
+        batch.quarantine("egress", row.name, f"layout: {row.cells['_layout']}", row.raw())
         return
     free = is_free(row.price_text)
     try:

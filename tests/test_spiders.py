@@ -337,6 +337,27 @@ def test_hyperstack_row_that_lost_a_cell_is_quarantined_not_dropped() -> None:
     assert by_key(batch, "1x NVIDIA H200 SXM").price_per_hour == 3.99
 
 
+def test_a_storage_row_that_lost_its_price_cell_is_quarantined_not_dropped() -> None:
+    # Both pages dropped such a row without a word (CoreWeave under 2 cells, Hyperstack other than 2).
+    cell = '<div class="table-v2-cell"><div>$0.070/GB/mo</div></div>'
+    page = CW_PAGE.read_text()
+    at = page.index(cell, page.index('<h3 class="table-model-name">Distributed File Storage</h3>'))
+    batch = coreweave.build_batch(coreweave.parse_pricing_page(
+        HtmlResponse(url="https://x/", body=(page[:at] + page[at + len(cell):]).encode(), encoding="utf-8")))
+    assert [(q.kind, q.source_ref, q.reason) for q in batch.quarantined] == [
+        ("storage", "Distributed File Storage", "layout: 1 cell(s) in a storage row, not a name and a price")]
+    assert "Distributed File Storage" not in {s.description.split(":")[0] for s in batch.storage}
+
+    page = HS_RENDERED.read_text().replace("<td>Cloud-SSD volumes (SSVs)</td><td>$0.000096774 per GB per hour</td>",
+                                           "<td>Cloud-SSD volumes (SSVs)</td><td>NVMe</td><td>$0.000096774</td>", 1)
+    batch = hyperstack.build_batch(
+        hyperstack.parse_pricing_page(HtmlResponse(url="https://x/", body=page.encode(), encoding="utf-8")))
+    assert [(q.kind, q.source_ref, q.reason) for q in batch.quarantined] == [
+        ("storage", "Cloud-SSD volumes (SSVs)", "layout: 3 cells under the 2 columns (name, price) of the storage "
+                                                "table")]
+    assert batch.storage == [] and [e.usd_per_gb for e in batch.egress] == [0.0]  # the egress row still loads
+
+
 def test_shared_storage_and_egress_rows() -> None:
     """Both page sources make storage and egress records through the same builders."""
     from gpuledger.warehouse.records import Batch
