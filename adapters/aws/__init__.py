@@ -112,12 +112,13 @@ def fetch(ctx: SourceContext) -> Batch:
                     default=([], None, Counter())) if plans else None
                 if use_ec2:
                     client_ec2 = ec2.ec2_client(ctx, region)
-                    types = side.submit(ec2.fetch_instance_types, client_ec2, region)
-                    offerings = side.submit(enrich, ctx, "az offerings", ec2.fetch_offerings, client_ec2, region)
+                    types = side.submit(ec2.fetch_instance_types, client_ec2, region, config.max_pages)
+                    offerings = side.submit(enrich, ctx, "az offerings", ec2.fetch_offerings, client_ec2, region,
+                                            config.max_pages)
                     spot = side.submit(enrich, ctx, "spot prices", ec2.fetch_spot_history, ctx, client_ec2, region,
                                        default=([], Counter()))
                     blocks = side.submit(lambda: enrich(ctx, "capacity blocks", ec2.fetch_capacity_blocks, client_ec2,
-                                                        region, types.result(), default=[])
+                                                        region, types.result(), config.max_pages, default=[])
                                          if region in block_regions else [])
                 if use_api:
                     p.prices = fetch_prices_api(ctx, region, ec2.client_kwargs(ctx), p.skipped)

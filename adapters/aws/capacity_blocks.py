@@ -48,13 +48,13 @@ def fetch(ctx: SourceContext) -> Batch:
     if ctx.config.aws_ec2_api == "off":
         raise SourceError(f"{NAME}: aws_ec2_api=off forbids the EC2 calls Capacity Blocks need")
     batch = aws.PROVIDER.batch()  # the offerings are AWS's; this unit only refreshes them
-    regions = block_regions(ctx)
+    regions, max_pages = block_regions(ctx), ctx.config.max_pages
 
     def one_region(region: str) -> RegionPayload:
         client = ec2.ec2_client(ctx, region)
-        specs = ec2.fetch_instance_types(client, region)
+        specs = ec2.fetch_instance_types(client, region, max_pages)
         return RegionPayload(region=region, prices=[], specs=specs, capacity_blocks=aws.enrich(
-            ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, region, specs, default=[]))
+            ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, region, specs, max_pages, default=[]))
 
     with ThreadPoolExecutor(max_workers=max(1, ctx.config.aws_concurrency), thread_name_prefix=NAME) as pool:
         payloads = list(pool.map(one_region, regions))

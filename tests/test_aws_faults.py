@@ -1,0 +1,82 @@
+"""AWS answers that break in ways the nightly meets, through the real boto3 and httpx clients against the
+loopback replay of the bundled recording: a listing whose NextToken never ends (a core listing fails the
+scrape in one line; an enrichment's costs only that enrichment)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from gpuledger.adapters import aws
+from gpuledger.adapters.base import SourceError
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from tests.conftest import replay_context
+
+REGION = "us-east-1"
+EC2_HOST = f"ec2.{REGION}.amazonaws.com"
+SERVED_AT_MOST = 60  # pages a looping listing is answered before the hook ends it (the old code never stopped)
+PAGES = 8  # GPULEDGER_MAX_PAGES here: us-east-1 has 7 pages of DescribeInstanceTypes
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["aws"]) as replay:
+        yield replay
+
+
+def scrape(server, hook, **settings):
+    server.hook = hook
+    try:
+        ctx = replay_context(server, "aws", settings={"aws_regions": REGION, **settings})
+        return aws.fetch(ctx), ctx
+    finally:
+        server.hook = None
+
+
+def endless_pages(server, action: str, tokens):
+    """Every `action` page of us-east-1 answered with its recorded first page and the next of `tokens` as its
+    NextToken, up to SERVED_AT_MOST pages (then the listing ends); `served` counts them."""
+    served = itertools.count(1)
+    first = next(e for e in server.exchanges[EC2_HOST]
+                 if e.match["params"].get("Action") == action and "NextToken" not in e.match["params"])
+
+    def hook(host, req, ex):
+        if host != EC2_HOST or req.params.get("Action") != action:
+            return None
+        body = first.body().decode()
+        n = next(served)
+        hook.served = n
+        token = f"<nextToken>{next(tokens)}</nextToken>" if n < SERVED_AT_MOST else "<nextToken></nextToken>"
+        body = re.sub(r"<nextToken>[^<]*</nextToken>", token, body)
+        return 200, {"Content-Type": "text/xml;charset=UTF-8"}, body.encode()
+
+    hook.served = 0
+    return hook
+
+
+@pytest.mark.parametrize("tokens, reason", [
+    (itertools.cycle(["page-a", "page-b"]), r"page token 'page-a' came again \(a paging loop\)"),
+    ((f"page-{i}" for i in itertools.count()), r"paging did not end within 8 pages \(GPULEDGER_MAX_PAGES\)"),
+])
+def test_a_core_listing_whose_next_token_never_ends_fails_the_scrape(server, tokens, reason) -> None:
+    hook = endless_pages(server, "DescribeInstanceTypes", tokens)
+    with pytest.raises(SourceError) as failed:
+        scrape(server, hook, max_pages=PAGES)
+    message = str(failed.value)
+    assert message.startswith(f"aws: EC2 API in {REGION} (DescribeInstanceTypes): ")
+    assert re.search(reason, message) and "\n" not in message, message
+    assert hook.served <= PAGES
+
+
+def test_an_enrichment_whose_next_token_never_ends_costs_only_itself(server) -> None:
+    hook = endless_pages(server, "DescribeSpotPriceHistory", (f"page-{i}" for i in itertools.count()))
+    batch, ctx = scrape(server, hook, max_pages=PAGES)
+    assert list(ctx.degraded) == ["spot prices"]
+    assert ctx.degraded["spot prices"] == (f"aws: EC2 API in {REGION} (DescribeSpotPriceHistory): paging did not "
+                                           "end within 8 pages (GPULEDGER_MAX_PAGES)")
+    assert batch.spot_prices == [] and not [o for o in batch.offers if o.purchase_option == "spot"]
+    # README: 63 GPU types priced on demand in us-east-1
+    assert len([o for o in batch.offers if o.purchase_option == "on_demand"]) == 63
+    assert hook.served == PAGES
