@@ -80,3 +80,12 @@ def test_an_enrichment_whose_next_token_never_ends_costs_only_itself(server) -> 
     # README: 63 GPU types priced on demand in us-east-1
     assert len([o for o in batch.offers if o.purchase_option == "on_demand"]) == 63
     assert hook.served == PAGES
+
+
+def test_a_spot_advisor_feed_of_another_shape_is_one_reason_not_one_per_region(server) -> None:
+    batch, ctx = scrape(server, lambda host, req, ex: (200, {"Content-Type": "application/json"}, b"{}")
+                        if host == aws.ec2.SPOT_ADVISOR_HOST else None, aws_regions="us-east-1,us-west-2,eu-west-1")
+    assert ctx.degraded == {"spot advisor": "aws: Spot Advisor feed lacks ranges/spot_advisor (KeyError('ranges'))"}
+    spot = [o for o in batch.offers if o.purchase_option == "spot"]
+    assert {o.region for o in spot} == {"us-east-1", "us-west-2", "eu-west-1"}
+    assert {(o.interruption_risk, o.interruption_risk_level) for o in spot} == {(None, "unknown")}

@@ -64,6 +64,13 @@ def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str,
     return savings_plans.parse_savings_plan_index(doc), doc.get("publicationDate")
 
 
+def fetch_spot_advisor(ctx: SourceContext, client: Any) -> Any:
+    """The Spot Advisor feed, its own shape (ranges, spot_advisor) checked once here rather than once per region."""
+    doc = ctx.get_json(client, ec2.SPOT_ADVISOR_HOST, ec2.SPOT_ADVISOR_PATH)
+    ec2.parse_spot_advisor(doc, "")
+    return doc
+
+
 def kept_rows(ctx: SourceContext, name: str, files: Any, row: type,
               parse: Callable[[Counter[str]], tuple[list[Any], Any]]) -> tuple[list[Any], Any, Counter[str]]:
     """parse(skipped)'s rows and publication date and the rows skipped, or those kept from the last parse of the
@@ -91,8 +98,7 @@ def fetch(ctx: SourceContext) -> Batch:
         ec2_index = parse_region_index(ctx.get_json(client, PRICING_BULK_HOST, EC2_REGION_INDEX), "AmazonEC2")
         dt_index = {} if use_api else parse_region_index(
             ctx.get_json(client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX), "AWSDataTransfer")
-        advisor = enrich(ctx, "spot advisor", ctx.get_json, client, ec2.SPOT_ADVISOR_HOST, ec2.SPOT_ADVISOR_PATH) \
-            if use_ec2 else None
+        advisor = enrich(ctx, "spot advisor", fetch_spot_advisor, ctx, client) if use_ec2 else None
         plans = enrich(ctx, "savings plans", fetch_savings_plan_index, ctx, client)
         enabled = ec2.fetch_enabled_regions(ctx) if use_ec2 and config.aws_regions is None else None
         regions = ctx.select_regions(ec2_index, ec2.default_regions(ec2_index, enabled), "the price list")
