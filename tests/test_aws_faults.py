@@ -1,17 +1,19 @@
 """AWS answers that break in ways the nightly meets, through the real boto3 and httpx clients against the
-loopback replay of the bundled recording: a listing whose NextToken never ends (a core listing fails the
-scrape in one line; an enrichment's costs only that enrichment)."""
+loopback replay of the bundled recording: a listing whose NextToken never ends, an answer that times out or
+breaks off mid-body (a core answer fails the scrape in one line naming it; an enrichment's costs only itself)."""
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import re
+import time
 
 import pytest
 
 from gpuledger.adapters import aws
 from gpuledger.adapters.base import SourceError
-from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, FileBody, ReplayServer
 from tests.conftest import replay_context
 
 REGION = "us-east-1"
@@ -26,10 +28,10 @@ def server():
         yield replay
 
 
-def scrape(server, hook, **settings):
+def scrape(server, hook, http_timeout_s=10, **settings):
     server.hook = hook
     try:
-        ctx = replay_context(server, "aws", settings={"aws_regions": REGION, **settings})
+        ctx = replay_context(server, "aws", settings={"aws_regions": REGION, **settings}, http_timeout_s=http_timeout_s)
         return aws.fetch(ctx), ctx
     finally:
         server.hook = None
@@ -89,3 +91,48 @@ def test_a_spot_advisor_feed_of_another_shape_is_one_reason_not_one_per_region(s
     spot = [o for o in batch.offers if o.purchase_option == "spot"]
     assert {o.region for o in spot} == {"us-east-1", "us-west-2", "eu-west-1"}
     assert {(o.interruption_risk, o.interruption_risk_level) for o in spot} == {(None, "unknown")}
+
+
+def cut_short(ex, folder):
+    """The recorded answer gzipped and cut in half: the replay server breaks the connection mid-body."""
+    path = folder / "cut.xml.gz"
+    data = gzip.compress(ex.body())
+    path.write_bytes(data[:len(data) // 2])
+    return FileBody(path)
+
+
+BREAKS = {
+    "timeout": lambda ex, folder: time.sleep(2.5),  # past the 1 s read timeout of every attempt
+    "connection reset mid-body": lambda ex, folder: (200, {"Content-Type": "text/xml;charset=UTF-8"},
+                                                     cut_short(ex, folder)),
+}
+BROKE = {"timeout": r"Read timeout on endpoint URL", "connection reset mid-body": r"Connection was closed|ncomplete"}
+
+
+def broken(action, kind, folder):
+    def hook(host, req, ex):
+        if host == EC2_HOST and req.params.get("Action") == action and "NextToken" not in req.params:
+            return BREAKS[kind](ex, folder)
+        return None
+
+    return hook
+
+
+@pytest.mark.parametrize("kind", BREAKS)
+def test_a_core_ec2_answer_that_times_out_or_breaks_off_fails_the_scrape_naming_it(server, kind, tmp_path) -> None:
+    with pytest.raises(SourceError) as failed:
+        scrape(server, broken("DescribeInstanceTypes", kind, tmp_path), http_timeout_s=1)
+    message = str(failed.value)
+    assert message.startswith(f"aws: EC2 API in {REGION} (DescribeInstanceTypes) failed: "), message
+    assert re.search(BROKE[kind], message) and "\n" not in message, message
+
+
+@pytest.mark.parametrize("kind", BREAKS)
+def test_a_spot_history_answer_that_times_out_or_breaks_off_costs_only_itself(server, kind, tmp_path) -> None:
+    batch, ctx = scrape(server, broken("DescribeSpotPriceHistory", kind, tmp_path), http_timeout_s=1)
+    assert list(ctx.degraded) == ["spot prices"]
+    reason = ctx.degraded["spot prices"]
+    assert reason.startswith(f"aws: EC2 API in {REGION} (DescribeSpotPriceHistory) failed: "), reason
+    assert re.search(BROKE[kind], reason), reason
+    assert batch.spot_prices == [] and not [o for o in batch.offers if o.purchase_option == "spot"]
+    assert len([o for o in batch.offers if o.purchase_option == "on_demand"]) == 63

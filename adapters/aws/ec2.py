@@ -64,7 +64,8 @@ def call(action: str, region: str, fetch: Callable[[], T]) -> T:
     try:
         return fetch()
     except (BotoCoreError, ClientError) as err:
-        status = getattr(err, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        # a timeout or a broken connection has no answer: its `response` is None
+        status = (getattr(err, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
         raise SourceError(f"aws: EC2 API in {region} ({action}) failed: {f'HTTP {status}: ' if status else ''}"
                           f"{err}") from scrubbed(err)
     except ResponseParserError as err:  # a cut or malformed XML answer (not a BotoCoreError)
