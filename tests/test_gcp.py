@@ -542,6 +542,9 @@ def test_a_failing_page_raises_source_error_after_retries(replay) -> None:
      "gcp: zones.list (page 1) failed: HTTP 404"),
     ((200, {"Content-Type": "application/json"}, b'{"items": [{"name": "us-central1-a", "status": "UP"}]}'),
      "gcp: zones.list item lacks name/region"),
+    # valid, but empty: not "no zone is UP", which would clear every offer's `available`
+    ((200, {"Content-Type": "application/json"}, b'{"kind": "compute#zoneList", "items": []}'),
+     "gcp: zones.list answered no zones"),
 ])
 def test_a_failing_zones_list_costs_only_the_zone_status(replay, replayed, answer, reason: str) -> None:
     clean, _, _ = replayed
