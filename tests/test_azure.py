@@ -514,6 +514,9 @@ def test_a_failing_disk_or_bandwidth_query_costs_only_its_own_rows(replay: Any, 
      "azure: management.azure.com/providers/Microsoft.ResourceGraph/resources failed after 2 attempts: HTTP 500"),
     ((200, JSON, b'{"totalRecords": 0, "count": 0, "data": {"rows": []}}'),
      "azure: Resource Graph answer has no `data` row list"),
+    # valid but empty: what an identity that can read no subscription gets, not "no size has a rate"
+    ((200, JSON, b'{"totalRecords": 0, "count": 0, "data": [], "facets": [], "resultTruncated": "false"}'),
+     "azure: Resource Graph answered no spot eviction rates"),
 ])
 def test_a_failing_resource_graph_leaves_the_spot_risk_to_the_warehouse(replay: Any, answer: Any, reason: str) -> None:
     server = replay("azure", hook=lambda host, req, ex: answer if host == "management.azure.com" else None)
