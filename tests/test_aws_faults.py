@@ -136,3 +136,34 @@ def test_a_spot_history_answer_that_times_out_or_breaks_off_costs_only_itself(se
     assert re.search(BROKE[kind], reason), reason
     assert batch.spot_prices == [] and not [o for o in batch.offers if o.purchase_option == "spot"]
     assert len([o for o in batch.offers if o.purchase_option == "on_demand"]) == 63
+
+
+EMPTY_SPOT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<DescribeSpotPriceHistoryResponse xmlns="http://ec2.amazonaws.com/'
+              b'doc/2016-11-15/"><requestId>r</requestId><spotPriceHistorySet/><nextToken/>'
+              b'</DescribeSpotPriceHistoryResponse>')
+
+
+def test_an_empty_spot_history_after_stored_prices_is_a_failed_answer_not_a_vanished_market(server) -> None:
+    """DescribeSpotPriceHistory returns the price in effect at StartTime as well: after a region's stored history
+    an answer without any price is not "no spot market" (every spot offer closed, or the anomaly guard failing
+    the whole scrape when every region answers so)."""
+    def empty(host, req, ex):
+        if host == EC2_HOST and req.params.get("Action") == "DescribeSpotPriceHistory":
+            return 200, {"Content-Type": "text/xml;charset=UTF-8"}, EMPTY_SPOT
+        return None
+
+    server.hook = empty
+    try:
+        mark = {"spot_price_history:us-east-1": "2026-11-30T02:58:05+00:00"}
+        ctx = replay_context(server, "aws", settings={"aws_regions": REGION}, since=mark)
+        batch = aws.fetch(ctx)
+        first = replay_context(server, "aws", settings={"aws_regions": REGION})
+        first_batch = aws.fetch(first)  # no stored history: nothing to contradict
+    finally:
+        server.hook = None
+    assert ctx.degraded == {"spot prices": "aws: EC2 API in us-east-1 (DescribeSpotPriceHistory) answered no "
+                                           "Linux/UNIX spot price since 2026-11-30T02:58:05+00:00, though it returns "
+                                           "the price in effect then"}
+    assert not [o for o in batch.offers if o.purchase_option == "spot"]
+    assert len([o for o in batch.offers if o.purchase_option == "on_demand"]) == 63
+    assert first.degraded == {} and not [o for o in first_batch.offers if o.purchase_option == "spot"]

@@ -208,7 +208,12 @@ def fetch_spot_history(ctx: SourceContext, client: Any, region: str) -> tuple[li
     pages = capped(client.get_paginator("describe_spot_price_history").paginate(
         ProductDescriptions=[SPOT_PRODUCT], StartTime=start, Filters=gpu_type_filters(),
         PaginationConfig={"PageSize": SPOT_HISTORY_PAGE_SIZE}), where(action, region), ctx.config.max_pages)
-    return call(action, region, lambda: parse_spot_observations(pages, skipped)), skipped
+    observations = call(action, region, lambda: parse_spot_observations(pages, skipped))
+    if not observations and SINCE_KEY.format(region=region) in ctx.since:
+        # the answer includes the price in effect at StartTime: none after stored prices is no answer
+        raise SourceError(f"{where(action, region)} answered no {SPOT_PRODUCT} spot price since "
+                          f"{start.isoformat()}, though it returns the price in effect then")
+    return observations, skipped
 
 
 @drift_guard("aws: Spot Instance Advisor feed")
