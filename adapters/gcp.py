@@ -957,6 +957,8 @@ def fetch(ctx: SourceContext) -> Batch:
     if not any(series_of(n) in (*SERIES_SKU_FAMILY, *SLICE_SERIES) for z in shapes.values() for n in z):
         raise SchemaDriftError("gcp: machineTypes.aggregatedList returned no GPU machine types")
     accelerators = parse_accelerator_types(accel_pages)
+    if not any(p.get("locations") for p in location_pages):  # not "no TPU anywhere": every TPU offer would close
+        raise SchemaDriftError("gcp: tpu locations.list returned no locations")
     # Without zones.list, the regions are those of every zone the aggregated lists name.
     scopes = {scope.removeprefix("zones/") for page in type_pages + accel_pages for scope in page.get("items") or {}}
     available = {z.region for z in zones.values()} or {region_of(zone, zones) for zone in scopes}
