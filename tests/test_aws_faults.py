@@ -167,3 +167,17 @@ def test_an_empty_spot_history_after_stored_prices_is_a_failed_answer_not_a_vani
     assert not [o for o in batch.offers if o.purchase_option == "spot"]
     assert len([o for o in batch.offers if o.purchase_option == "on_demand"]) == 63
     assert first.degraded == {} and not [o for o in first_batch.offers if o.purchase_option == "spot"]
+
+
+def test_az_offerings_answering_no_gpu_type_is_a_failed_answer_not_every_offer_unavailable(server) -> None:
+    """DescribeInstanceTypes describes the GPU types a region has; an offerings answer naming none of them would
+    mark every offer of the region `available = false`. 67: the items with a gpuInfo in the recording's us-east-1
+    DescribeInstanceTypes pages."""
+    empty = (b'<DescribeInstanceTypeOfferingsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r'
+             b'</requestId><instanceTypeOfferingSet/></DescribeInstanceTypeOfferingsResponse>')
+    batch, ctx = scrape(server, lambda host, req, ex: (200, {"Content-Type": "text/xml;charset=UTF-8"}, empty)
+                        if host == EC2_HOST and req.params.get("Action") == "DescribeInstanceTypeOfferings" else None)
+    assert ctx.degraded == {"az offerings": "aws: EC2 API in us-east-1 (DescribeInstanceTypeOfferings) offered "
+                                            "none of the 67 GPU instance types DescribeInstanceTypes describes"}
+    on_demand = [o for o in batch.offers if o.purchase_option == "on_demand"]
+    assert len(on_demand) == 63 and {(o.available, o.available_count) for o in on_demand} == {(None, None)}
