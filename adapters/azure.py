@@ -14,13 +14,15 @@ from typing import Any, Callable, Iterable
 import httpx
 
 from gpuledger.adapters import azure_eviction
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard, next_link
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, next_link
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts, amortized_usd_per_hour, commitment_option
 
 NAME = "azure"
 PRICES_HOST = "prices.azure.com"
 PRICES_PATH = "/api/retail/prices"
+# A next-page link as an error names it: the whole OData filter again, hundreds of characters before the cause.
+PAGE_URL = re.compile(re.escape(PRICES_HOST + PRICES_PATH) + r"(?:\?\S*?)?(?=:?\s|$)")
 API_VERSION = "2023-01-01-preview"
 HOURS_PER_MONTH = 730  # Azure's own month for per-hour storage meters
 DISK_PRICES, BANDWIDTH_PRICES = "managed disk prices", "bandwidth prices"
@@ -549,9 +551,13 @@ def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str,
         counted += page.count if page.count is not None else len(page.items)
         return page.items
 
-    found = list(ctx.paginate(client, PRICES_HOST, PRICES_PATH, items, next_link(next_page_link, PRICES_HOST),
-                              params=first_page_params(odata_filter), what=f"azure {what}",
-                              cap="azure_max_pages"))
+    try:
+        found = list(ctx.paginate(client, PRICES_HOST, PRICES_PATH, items, next_link(next_page_link, PRICES_HOST),
+                                  params=first_page_params(odata_filter), what=f"azure {what}",
+                                  cap="azure_max_pages"))
+    except SourceError as err:  # named by query and page; the cause stays within the first line's reach
+        page = f"{PRICES_HOST}{PRICES_PATH} ({what} page {ctx.pages.get(f'azure {what}', 0) + 1})"
+        raise type(err)(PAGE_URL.sub(PRICES_HOST + PRICES_PATH, PAGE_URL.sub(page, str(err), count=1))) from err
     part = PROVIDER.batch()
     skipped = build(part, found, regions)
     for name in ("offers", "storage", "egress", "quarantined"):

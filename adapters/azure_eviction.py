@@ -73,7 +73,11 @@ def fetch_eviction_rates(ctx: SourceContext, client: httpx.Client) -> dict[tuple
     rows = ctx.paginate(client, RESOURCE_GRAPH_HOST, RESOURCE_GRAPH_PATH, parse_page, next_page, method="POST",
                         params={"api-version": RESOURCE_GRAPH_API_VERSION}, json=request_body(None), what=WHAT,
                         cap="azure_max_pages")
-    return {(row["location"].lower(), row["skuName"].lower()): str(row.get("evictionRate") or "") for row in rows}
+    rates = {(row["location"].lower(), row["skuName"].lower()): str(row.get("evictionRate") or "") for row in rows}
+    if not rates:  # every GPU size has a rate somewhere: none at all is no answer, not "no size has a rate"
+        raise SchemaDriftError("azure: Resource Graph answered no spot eviction rates (0 rows; it answers for the "
+                               "subscriptions the identity can read)")
+    return rates
 
 
 def add_eviction_rates(ctx: SourceContext, client: httpx.Client, batch: Batch, timeout_s: float = 600.0) -> None:

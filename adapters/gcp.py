@@ -417,6 +417,13 @@ def parse_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
     return out
 
 
+def listed_zones(pages: Iterable[dict[str, Any]]) -> dict[str, ZoneInfo]:
+    """zones.list's zones; none at all is a failed answer (a project always sees zones), not "no zone is UP"."""
+    if not (zones := parse_zones(pages)):
+        raise SchemaDriftError("gcp: zones.list answered no zones")
+    return zones
+
+
 @drift_guard("gcp: machineTypes.aggregatedList")
 def parse_machine_types(pages: Iterable[dict[str, Any]]) -> dict[str, dict[str, MachineShape]]:
     """zone -> machine type name -> shape."""
@@ -937,7 +944,7 @@ def fetch(ctx: SourceContext) -> Batch:
     )
     zones_list = compute_v1.ZonesClient(**compute).list
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="gcp") as pool:
-        zones_f = pool.submit(ctx.enrich, ZONE_STATUS, lambda: parse_zones(fetch_listing(
+        zones_f = pool.submit(ctx.enrich, ZONE_STATUS, lambda: listed_zones(fetch_listing(
             ctx, "zones.list", zones_list, compute_v1.ListZonesRequest(**page))), default={},
             timeout_s=PROVIDER.enrichment(ZONE_STATUS).timeout_s)
         type_pages, accel_pages, sku_pages, location_pages = [
@@ -950,6 +957,8 @@ def fetch(ctx: SourceContext) -> Batch:
     if not any(series_of(n) in (*SERIES_SKU_FAMILY, *SLICE_SERIES) for z in shapes.values() for n in z):
         raise SchemaDriftError("gcp: machineTypes.aggregatedList returned no GPU machine types")
     accelerators = parse_accelerator_types(accel_pages)
+    if not any(p.get("locations") for p in location_pages):  # not "no TPU anywhere": every TPU offer would close
+        raise SchemaDriftError("gcp: tpu locations.list returned no locations")
     # Without zones.list, the regions are those of every zone the aggregated lists name.
     scopes = {scope.removeprefix("zones/") for page in type_pages + accel_pages for scope in page.get("items") or {}}
     available = {z.region for z in zones.values()} or {region_of(zone, zones) for zone in scopes}

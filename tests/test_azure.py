@@ -429,7 +429,8 @@ def _on_page(skip: str, answer: Any):
 
 def test_a_500_on_page_2_fails_the_whole_scrape(replay: Any) -> None:
     server = replay("azure", hook=_on_page("100", lambda ex: (500, {"Content-Type": "text/plain"}, b"upstream timeout")))
-    with pytest.raises(SourceError, match=r"^azure: prices.azure.com/api/retail/prices\?.*failed after 2 attempts.*500"):
+    with pytest.raises(SourceError, match=r"^azure: prices.azure.com/api/retail/prices \(Virtual Machines page 2\) "
+                       r"failed after 2 attempts: HTTP 500 from prices.azure.com/api/retail/prices: upstream timeout$"):
         azure.fetch(replay_context(server, "azure"))
     skips = [r.params.get("$skip") for _, r in server.requests]
     assert skips == [None, "100", "100"]  # retried once, then no further page and no other query
@@ -484,13 +485,13 @@ JSON = {"Content-Type": "application/json"}
 
 @pytest.mark.parametrize("name, hook, reason", [
     ("managed disk prices", _on_query(azure.STORAGE_FILTER, "200", (404, {}, b"gone")),
-     "azure: HTTP 404 from prices.azure.com/api/retail/prices?"),
+     "azure: HTTP 404 from prices.azure.com/api/retail/prices (Storage page 3): gone"),
     # an item without its price: the pages read before it add nothing either
     ("managed disk prices", _on_query(azure.STORAGE_FILTER, "200", (200, JSON, json.dumps(
         {"Items": [{"armRegionName": "eastus"}], "NextPageLink": None, "Count": 1}).encode())),
      "azure: Storage item ? lacks"),
     ("bandwidth prices", _on_query(azure.BANDWIDTH_FILTER, None, (500, {}, b"upstream timeout")),
-     "azure: prices.azure.com/api/retail/prices failed after 2 attempts: HTTP 500"),
+     "azure: prices.azure.com/api/retail/prices (Bandwidth page 1) failed after 2 attempts: HTTP 500"),
     ("bandwidth prices", _on_query(azure.BANDWIDTH_FILTER, "100", (200, JSON, b'{"error": {"code": "Throttled"}}')),
      "azure: Bandwidth page lacks Items/NextPageLink"),
 ])
@@ -514,6 +515,9 @@ def test_a_failing_disk_or_bandwidth_query_costs_only_its_own_rows(replay: Any, 
      "azure: management.azure.com/providers/Microsoft.ResourceGraph/resources failed after 2 attempts: HTTP 500"),
     ((200, JSON, b'{"totalRecords": 0, "count": 0, "data": {"rows": []}}'),
      "azure: Resource Graph answer has no `data` row list"),
+    # valid but empty: what an identity that can read no subscription gets, not "no size has a rate"
+    ((200, JSON, b'{"totalRecords": 0, "count": 0, "data": [], "facets": [], "resultTruncated": "false"}'),
+     "azure: Resource Graph answered no spot eviction rates"),
 ])
 def test_a_failing_resource_graph_leaves_the_spot_risk_to_the_warehouse(replay: Any, answer: Any, reason: str) -> None:
     server = replay("azure", hook=lambda host, req, ex: answer if host == "management.azure.com" else None)
@@ -558,3 +562,19 @@ def test_record_mode_follows_pages_through_the_proxy_without_credentials(
 def test_saved_pages_parse() -> None:
     pages = [json.loads(p.read_text()) for p in sorted((RECORDING / "vm").glob("page-*.json"))]
     assert sum(len(azure.parse_page(doc, "saved").items) for doc in pages) == 1367
+
+
+def test_a_failing_later_page_is_named_by_query_and_page_not_by_its_whole_url(replay: Any) -> None:
+    """A next-page link holds the whole OData filter: ~700 characters before the cause, which the degraded
+    reason's 300 cut off entirely."""
+    server = replay("azure", hook=_on_page("400", lambda ex: (500, JSON, b'{"Error": "Internal"}')))
+    with pytest.raises(SourceError) as failed:
+        azure.fetch(replay_context(server, "azure"))
+    assert str(failed.value) == ('azure: prices.azure.com/api/retail/prices (Virtual Machines page 5) failed after 2 '
+                                 'attempts: HTTP 500 from prices.azure.com/api/retail/prices: {"Error": "Internal"}')
+    ctx = replay_context(replay("azure", hook=_on_query(azure.BANDWIDTH_FILTER, "100", (
+        200, {"Content-Type": "text/html"}, b"<html>gateway</html>"))), "azure")
+    batch = azure.fetch(ctx)
+    assert ctx.degraded == {"bandwidth prices": "azure: prices.azure.com/api/retail/prices (Bandwidth page 2) did not "
+                                                "answer JSON (starts '<html>gateway</html>')"}
+    assert batch.egress == [] and len(batch.offers) == 1813

@@ -131,3 +131,19 @@ def test_without_credentials_the_unit_fails_clearly(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(MissingCredentialsError, match="no credentials"):
         aws_capacity_blocks.fetch(SourceContext(provider=UNIT, mode="live"))
+
+
+def test_a_failing_core_answer_fails_the_unit_in_one_line_under_its_own_name() -> None:
+    from gpuledger.flows.fetch import describe_failure
+
+    error = (b"<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message>"
+             b"</Error></Errors><RequestID>r</RequestID></Response>")
+    with ReplayServer(BUNDLED_RECORDINGS, providers=[UNIT], hook=lambda host, req, ex: (
+            503, {"Content-Type": "text/xml;charset=UTF-8"}, error)
+            if req.params.get("Action") == "DescribeInstanceTypes" else None) as server:
+        with pytest.raises(Exception) as failed:
+            aws_capacity_blocks.fetch(replay_context(server, UNIT))
+    assert describe_failure(UNIT, failed.value) == (
+        "aws_capacity_blocks: EC2 API in us-east-1 (DescribeInstanceTypes) failed: HTTP 503: An error occurred "
+        "(RequestLimitExceeded) when calling the DescribeInstanceTypes operation (reached max retries: 1): Request "
+        "limit exceeded.")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpuledger.adapters import gcp
-from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError
+from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer
 from tests.conftest import FIXTURES, replay_context
 
@@ -542,6 +542,9 @@ def test_a_failing_page_raises_source_error_after_retries(replay) -> None:
      "gcp: zones.list (page 1) failed: HTTP 404"),
     ((200, {"Content-Type": "application/json"}, b'{"items": [{"name": "us-central1-a", "status": "UP"}]}'),
      "gcp: zones.list item lacks name/region"),
+    # valid, but empty: not "no zone is UP", which would clear every offer's `available`
+    ((200, {"Content-Type": "application/json"}, b'{"kind": "compute#zoneList", "items": []}'),
+     "gcp: zones.list answered no zones"),
 ])
 def test_a_failing_zones_list_costs_only_the_zone_status(replay, replayed, answer, reason: str) -> None:
     clean, _, _ = replayed
@@ -640,3 +643,12 @@ def test_every_in_scope_sku_an_offer_does_not_use_is_counted_by_reason(replayed)
     assert "4 SKUs not used: vCPU/RAM SKU of a machine family without GPU machine types" in batch.notes
     unused = [n for n in batch.notes if " SKUs not used: " in n]
     assert all(int(n.split()[0]) > 0 for n in unused) and len(unused) == len({n.split(": ")[1] for n in unused})
+
+
+def test_an_empty_tpu_locations_answer_fails_the_scrape_rather_than_close_every_tpu_offer(replay) -> None:
+    # 232 TPU offers in the recording: 12% of GCP's, below the anomaly guard's 25%; they would close with no word
+    server = replay("gcp", hook=lambda host, req, ex: (200, {"Content-Type": "application/json"}, b'{"locations": []}')
+                    if host == gcp.TPU_HOST and req.path.endswith("/locations") else None)
+    with pytest.raises(SchemaDriftError) as failed:
+        gcp.fetch(replay_context(server, "gcp"))
+    assert str(failed.value) == "gcp: tpu locations.list returned no locations"

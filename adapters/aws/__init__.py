@@ -16,7 +16,7 @@ from gpuledger.adapters.aws.pricelist import (
     DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_BULK_HOST, PriceRow, fetch_prices_api,
     fetch_prices_bulk, parse_region_index, price_list_versions,
 )
-from gpuledger.adapters.base import SourceContext, SourceError
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option
 
@@ -64,6 +64,23 @@ def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str,
     return savings_plans.parse_savings_plan_index(doc), doc.get("publicationDate")
 
 
+def fetch_spot_advisor(ctx: SourceContext, client: Any) -> Any:
+    """The Spot Advisor feed, its own shape (ranges, spot_advisor) checked once here rather than once per region."""
+    doc = ctx.get_json(client, ec2.SPOT_ADVISOR_HOST, ec2.SPOT_ADVISOR_PATH)
+    ec2.parse_spot_advisor(doc, "")
+    return doc
+
+
+def fetch_offerings(client: Any, region: str, max_pages: int, types: Any) -> dict[str, list[str]]:
+    """The region's AZ offerings; none of the GPU types DescribeInstanceTypes describes (`types`, a future) is no
+    answer, not every offer unavailable."""
+    offerings = ec2.fetch_offerings(client, region, max_pages)
+    if not offerings and (described := types.result()):
+        raise SchemaDriftError(f"{ec2.where('DescribeInstanceTypeOfferings', region)} offered none of the "
+                               f"{len(described)} GPU instance types DescribeInstanceTypes describes")
+    return offerings
+
+
 def kept_rows(ctx: SourceContext, name: str, files: Any, row: type,
               parse: Callable[[Counter[str]], tuple[list[Any], Any]]) -> tuple[list[Any], Any, Counter[str]]:
     """parse(skipped)'s rows and publication date and the rows skipped, or those kept from the last parse of the
@@ -91,8 +108,7 @@ def fetch(ctx: SourceContext) -> Batch:
         ec2_index = parse_region_index(ctx.get_json(client, PRICING_BULK_HOST, EC2_REGION_INDEX), "AmazonEC2")
         dt_index = {} if use_api else parse_region_index(
             ctx.get_json(client, PRICING_BULK_HOST, DATA_TRANSFER_REGION_INDEX), "AWSDataTransfer")
-        advisor = enrich(ctx, "spot advisor", ctx.get_json, client, ec2.SPOT_ADVISOR_HOST, ec2.SPOT_ADVISOR_PATH) \
-            if use_ec2 else None
+        advisor = enrich(ctx, "spot advisor", fetch_spot_advisor, ctx, client) if use_ec2 else None
         plans = enrich(ctx, "savings plans", fetch_savings_plan_index, ctx, client)
         enabled = ec2.fetch_enabled_regions(ctx) if use_ec2 and config.aws_regions is None else None
         regions = ctx.select_regions(ec2_index, ec2.default_regions(ec2_index, enabled), "the price list")
@@ -112,12 +128,13 @@ def fetch(ctx: SourceContext) -> Batch:
                     default=([], None, Counter())) if plans else None
                 if use_ec2:
                     client_ec2 = ec2.ec2_client(ctx, region)
-                    types = side.submit(ec2.fetch_instance_types, client_ec2, region)
-                    offerings = side.submit(enrich, ctx, "az offerings", ec2.fetch_offerings, client_ec2, region)
+                    types = side.submit(ec2.fetch_instance_types, client_ec2, region, config.max_pages)
+                    offerings = side.submit(enrich, ctx, "az offerings", fetch_offerings, client_ec2, region,
+                                            config.max_pages, types)
                     spot = side.submit(enrich, ctx, "spot prices", ec2.fetch_spot_history, ctx, client_ec2, region,
                                        default=([], Counter()))
                     blocks = side.submit(lambda: enrich(ctx, "capacity blocks", ec2.fetch_capacity_blocks, client_ec2,
-                                                        region, types.result(), default=[])
+                                                        region, types.result(), config.max_pages, default=[])
                                          if region in block_regions else [])
                 if use_api:
                     p.prices = fetch_prices_api(ctx, region, ec2.client_kwargs(ctx), p.skipped)

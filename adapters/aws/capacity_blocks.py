@@ -48,16 +48,20 @@ def fetch(ctx: SourceContext) -> Batch:
     if ctx.config.aws_ec2_api == "off":
         raise SourceError(f"{NAME}: aws_ec2_api=off forbids the EC2 calls Capacity Blocks need")
     batch = aws.PROVIDER.batch()  # the offerings are AWS's; this unit only refreshes them
-    regions = block_regions(ctx)
+    max_pages = ctx.config.max_pages
 
     def one_region(region: str) -> RegionPayload:
         client = ec2.ec2_client(ctx, region)
-        specs = ec2.fetch_instance_types(client, region)
+        specs = ec2.fetch_instance_types(client, region, max_pages)
         return RegionPayload(region=region, prices=[], specs=specs, capacity_blocks=aws.enrich(
-            ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, region, specs, default=[]))
+            ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, region, specs, max_pages, default=[]))
 
-    with ThreadPoolExecutor(max_workers=max(1, ctx.config.aws_concurrency), thread_name_prefix=NAME) as pool:
-        payloads = list(pool.map(one_region, regions))
+    try:
+        regions = block_regions(ctx)
+        with ThreadPoolExecutor(max_workers=max(1, ctx.config.aws_concurrency), thread_name_prefix=NAME) as pool:
+            payloads = list(pool.map(one_region, regions))
+    except SourceError as err:  # EC2's messages name "aws": the failed run is this unit's, under its own name
+        raise type(err)(f"{NAME}: {str(err).removeprefix('aws: ')}") from err
     for payload in payloads:
         build_region(batch, payload)
     batch.notes.append(f"capacity blocks only (no prices, spot or offers): {len(batch.capacity_blocks)} offerings "

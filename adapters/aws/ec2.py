@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, TypeVar
 
-from gpuledger.adapters.aws.pricelist import GPU_FAMILIES, page_items
+from gpuledger.adapters.aws.pricelist import DEFAULT_MAX_PAGES, GPU_FAMILIES, capped, page_items
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, register_secret, scrubbed
 from gpuledger.warehouse.spot import SINCE_KEY
 
@@ -64,7 +64,8 @@ def call(action: str, region: str, fetch: Callable[[], T]) -> T:
     try:
         return fetch()
     except (BotoCoreError, ClientError) as err:
-        status = getattr(err, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        # a timeout or a broken connection has no answer: its `response` is None
+        status = (getattr(err, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
         raise SourceError(f"aws: EC2 API in {region} ({action}) failed: {f'HTTP {status}: ' if status else ''}"
                           f"{err}") from scrubbed(err)
     except ResponseParserError as err:  # a cut or malformed XML answer (not a BotoCoreError)
@@ -137,9 +138,15 @@ def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceS
     return out
 
 
-def fetch_instance_types(client: Any, region: str) -> dict[str, InstanceSpecs]:
-    return call("DescribeInstanceTypes", region, lambda: parse_instance_types(
-        client.get_paginator("describe_instance_types").paginate(Filters=gpu_type_filters())))
+def where(action: str, region: str) -> str:
+    return f"aws: EC2 API in {region} ({action})"
+
+
+def fetch_instance_types(client: Any, region: str, max_pages: int = DEFAULT_MAX_PAGES) -> dict[str, InstanceSpecs]:
+    action = "DescribeInstanceTypes"
+    return call(action, region, lambda: parse_instance_types(capped(
+        client.get_paginator("describe_instance_types").paginate(Filters=gpu_type_filters()), where(action, region),
+        max_pages)))
 
 
 @drift_guard("aws: DescribeInstanceTypeOfferings")
@@ -152,10 +159,11 @@ def parse_offerings(pages: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def fetch_offerings(client: Any, region: str) -> dict[str, list[str]]:
-    return call("DescribeInstanceTypeOfferings", region, lambda: parse_offerings(
+def fetch_offerings(client: Any, region: str, max_pages: int = DEFAULT_MAX_PAGES) -> dict[str, list[str]]:
+    action = "DescribeInstanceTypeOfferings"
+    return call(action, region, lambda: parse_offerings(capped(
         client.get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone", Filters=gpu_type_filters())))
+            LocationType="availability-zone", Filters=gpu_type_filters()), where(action, region), max_pages)))
 
 
 @dataclass(frozen=True)
@@ -196,10 +204,16 @@ def spot_history_start(since: dict[str, str], region: str, now: datetime) -> dat
 def fetch_spot_history(ctx: SourceContext, client: Any, region: str) -> tuple[list[SpotObservation], Counter[str]]:
     skipped: Counter[str] = Counter()
     start = spot_history_start(ctx.since, region, datetime.now(timezone.utc))
-    pages = client.get_paginator("describe_spot_price_history").paginate(
+    action = "DescribeSpotPriceHistory"
+    pages = capped(client.get_paginator("describe_spot_price_history").paginate(
         ProductDescriptions=[SPOT_PRODUCT], StartTime=start, Filters=gpu_type_filters(),
-        PaginationConfig={"PageSize": SPOT_HISTORY_PAGE_SIZE})
-    return call("DescribeSpotPriceHistory", region, lambda: parse_spot_observations(pages, skipped)), skipped
+        PaginationConfig={"PageSize": SPOT_HISTORY_PAGE_SIZE}), where(action, region), ctx.config.max_pages)
+    observations = call(action, region, lambda: parse_spot_observations(pages, skipped))
+    if not observations and SINCE_KEY.format(region=region) in ctx.since:
+        # the answer includes the price in effect at StartTime: none after stored prices is no answer
+        raise SourceError(f"{where(action, region)} answered no {SPOT_PRODUCT} spot price since "
+                          f"{start.isoformat()}, though it returns the price in effect then")
+    return observations, skipped
 
 
 @drift_guard("aws: Spot Instance Advisor feed")
@@ -226,12 +240,13 @@ def parse_capacity_block_pages(pages: Iterable[dict[str, Any]]) -> list[dict[str
     return list(page_items(pages, "CapacityBlockOfferings", "DescribeCapacityBlockOfferings"))
 
 
-def fetch_capacity_blocks(client: Any, region: str, specs: dict[str, InstanceSpecs]) -> list[dict[str, Any]]:
+def fetch_capacity_blocks(client: Any, region: str, specs: dict[str, InstanceSpecs],
+                          max_pages: int = DEFAULT_MAX_PAGES) -> list[dict[str, Any]]:
     """Every Capacity Block offering of one instance of each type sold that way, per duration."""
-    now = datetime.now(timezone.utc)
+    now, action = datetime.now(timezone.utc), "DescribeCapacityBlockOfferings"
     paginator = client.get_paginator("describe_capacity_block_offerings")
-    return call("DescribeCapacityBlockOfferings", region, lambda: [
+    return call(action, region, lambda: [
         block for itype in sorted(t for t, s in specs.items() if s.capacity_block) for hours in CAPACITY_BLOCK_HOURS
-        for block in parse_capacity_block_pages(paginator.paginate(
+        for block in parse_capacity_block_pages(capped(paginator.paginate(
             InstanceType=itype, InstanceCount=1, CapacityDurationHours=hours, StartDateRange=now,
-            EndDateRange=now + CAPACITY_BLOCK_AHEAD))])
+            EndDateRange=now + CAPACITY_BLOCK_AHEAD), where(action, region), max_pages))])

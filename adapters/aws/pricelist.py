@@ -17,6 +17,7 @@ from gpuledger.adapters.base import (
     RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json,
     scrubbed,
 )
+from gpuledger.warehouse.settings import Settings, env_name
 
 PRICING_BULK_HOST = "pricing.us-east-1.amazonaws.com"
 PRICING_API_HOST = "api.pricing.us-east-1.amazonaws.com"
@@ -34,6 +35,7 @@ GPU_FAMILIES: dict[str, tuple[str, str]] = {
     "g6f": ("NVIDIA", "L4"), "gr6f": ("NVIDIA", "L4"), "g7": ("NVIDIA", "RTX PRO 4500"),
     "g7e": ("NVIDIA", "RTX PRO Server 6000"),
 }
+DEFAULT_MAX_PAGES: int = Settings.model_fields["max_pages"].default
 COMPUTE_FAMILIES = ("Compute Instance", "Compute Instance (bare metal)")
 
 SKIP_TERM = "reserved-term rows of instance families without GPUs"
@@ -42,6 +44,21 @@ SKIP_CPU_ONLY = "CPU-only instance rows"
 SKIP_OTHER_PRODUCT = "rows of other products (snapshots, IOPS, IP addresses, other transfer)"
 SKIP_STORAGE_DIMENSION = "EBS price dimensions not per GB-month (IOPS, throughput)"
 SKIP_OTHER_REGION = "data-transfer rows of another region"
+
+
+def capped(pages: Iterable[dict[str, Any]], what: str, max_pages: int) -> Iterator[dict[str, Any]]:
+    """botocore's pages of one listing, ended by a SourceError naming `what` when a NextToken comes again or
+    the listing runs past `max_pages` (botocore itself stops only at the same token twice in a row)."""
+    seen: set[str] = set()
+    for n, page in enumerate(pages, 1):
+        yield page
+        if not (token := page.get("NextToken")):
+            return
+        if token in seen:
+            raise SourceError(f"{what}: page token {token[:40]!r} came again (a paging loop)")
+        if n >= max_pages:
+            raise SourceError(f"{what}: paging did not end within {max_pages} pages ({env_name('max_pages')})")
+        seen.add(token)
 
 
 def page_items(pages: Iterable[dict[str, Any]], key: str, action: str) -> Iterator[Any]:
@@ -340,9 +357,10 @@ def fetch_prices_api(ctx: SourceContext, region: str, client_kwargs: dict[str, A
     rows: list[PriceRow] = []
     try:
         for service, filters in queries:
-            pages = pricing.get_paginator("get_products").paginate(
+            pages = capped(pricing.get_paginator("get_products").paginate(
                 ServiceCode=service, FormatVersion="aws_v1",
-                Filters=[{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in filters])
+                Filters=[{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in filters]),
+                f"aws: Pricing API for {region} ({service})", ctx.config.max_pages)
             for item in page_items(pages, "PriceList", "GetProducts"):
                 rows.extend(parse_price_list_item(item, region, skipped, ctx.repeated_keys))
     except (BotoCoreError, ClientError) as err:
