@@ -228,6 +228,17 @@ _ENRICHMENT_DEADLINE: contextvars.ContextVar[tuple[str, float] | None] = context
     "gpuledger_enrichment_deadline", default=None)
 
 
+def shortened(text: str, most: int) -> str:
+    """`text` within `most` characters, cut after a whole word."""
+    return text if len(text) <= most else text[:most - 2].rsplit(" ", 1)[0] + " …"
+
+
+def _in_regions(masked: str, regions: list[str]) -> str:
+    """A reason whose region is masked as NUL, said of the first region and counting the others."""
+    others = f" (the same in {len(regions) - 1} more: {', '.join(regions[1:])})" if len(regions) > 1 else ""
+    return masked.replace("\0", regions[0]) + others
+
+
 def check_deadline() -> None:
     """Raise EnrichmentTimeout when the enrichment running in this thread is past its time."""
     running = _ENRICHMENT_DEADLINE.get()
@@ -336,6 +347,8 @@ class SourceContext:
     requests_made: int = 0
     pages: dict[str, int] = field(default_factory=dict)  # listing -> pages read (paginate)
     degraded: dict[str, str] = field(default_factory=dict)  # enrichment -> why it is missing (enrich)
+    # enrichment -> its reason with the region masked -> the regions that failed so (enrich)
+    failed_regions: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # Later values of keys a JSON answer repeated (parse_json), for the flow to quarantine.
     repeated_keys: list[RepeatedKey] = field(default_factory=list)
     _boto_session: Any = field(default=None, repr=False, compare=False)
@@ -557,18 +570,22 @@ class SourceContext:
             self.count_bytes(resp.num_bytes_downloaded)
 
     def enrich(self, name: str, fetch: Callable[..., Any], *args: Any, timeout_s: float = 600.0,
-               default: Any = None, **kwargs: Any) -> Any:
-        """`fetch(*args, **kwargs)` as the enrichment `name`: a failure or timeout returns `default` and
-        records the reason in `degraded`; missing credentials propagate."""
+               default: Any = None, region: str = "", **kwargs: Any) -> Any:
+        """`fetch(*args, **kwargs)` as the enrichment `name` (of one `region`, if it is per region): a failure
+        or timeout returns `default` and records the reason in `degraded`, a reason that only names
+        another region said once for all of them; missing credentials propagate."""
         token = _ENRICHMENT_DEADLINE.set((name, time.monotonic() + timeout_s))
         try:
             return fetch(*args, **kwargs)
         except MissingCredentialsError:
             raise
         except Exception as err:  # noqa: BLE001 - an enrichment's failure is recorded, never raised
-            reason = " ".join(redact(str(err) or type(err).__name__).split())[:300]
+            reason = shortened(" ".join(redact(str(err) or type(err).__name__).split()), 300)
             with _registered_lock:
-                self.degraded[name] = f"{self.degraded[name]}; {reason}" if name in self.degraded else reason
+                by_reason = self.failed_regions.setdefault(name, {})
+                by_reason.setdefault(reason.replace(region, "\0") if region else reason, []).append(region)
+                self.degraded[name] = "; ".join(_in_regions(masked, sorted(regions))
+                                                for masked, regions in sorted(by_reason.items()))
             log.warning("%s: %s degraded: %s", self.provider, name, reason)
             return default
         finally:

@@ -135,6 +135,25 @@ def test_a_failing_enrichment_costs_only_itself_and_says_why() -> None:
     assert ctx.degraded == {"capacity blocks": "aws: DescribeCapacityBlockOfferings in us-east-1: HTTP 404"}
 
 
+def test_an_enrichment_failing_alike_in_many_regions_says_so_once() -> None:
+    # IAM without ec2:DescribeSpotPriceHistory gave 26 near-copies of one reason (9 KB in scrape_runs), each
+    # cut mid-word at 300 characters, in the order the region threads failed.
+    ctx = SourceContext(provider="aws", mode="replay")
+
+    def denied(region: str) -> None:
+        raise SourceError(f"aws: EC2 API in {region} (DescribeSpotPriceHistory) failed: UnauthorizedOperation")
+
+    for region in ("us-west-2", "eu-west-1", "us-east-1"):
+        ctx.enrich("spot prices", denied, region, region=region)
+    ctx.enrich("spot prices", lambda: 1 / 0, region="ap-south-1")
+    ctx.enrich("spot advisor", lambda: (_ for _ in ()).throw(ValueError("word " * 100)))
+    assert ctx.degraded == {
+        "spot prices": "aws: EC2 API in eu-west-1 (DescribeSpotPriceHistory) failed: UnauthorizedOperation (the same "
+                       "in 2 more: us-east-1, us-west-2); division by zero",
+        "spot advisor": " ".join(["word"] * 59) + " …"}
+    assert len(ctx.degraded["spot advisor"]) <= 300
+
+
 def test_an_enrichment_past_its_time_stops_at_its_next_request(pages_host: str) -> None:
     ctx = ctx_for(pages_host)
 

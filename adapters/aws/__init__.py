@@ -55,8 +55,10 @@ PROVIDER = ProviderSpec(
 )
 
 
-def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, default: Any = None) -> Any:
-    return ctx.enrich(name, fetch, *args, default=default, timeout_s=PROVIDER.enrichment(name).timeout_s)
+def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, default: Any = None,
+           region: str = "") -> Any:
+    return ctx.enrich(name, fetch, *args, default=default, region=region,
+                      timeout_s=PROVIDER.enrichment(name).timeout_s)
 
 
 def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str, str], str | None]:
@@ -125,17 +127,17 @@ def fetch(ctx: SourceContext) -> Batch:
                     enrich, ctx, "savings plans", kept_rows, ctx, f"savings plans {region}", plans[0].get(region),
                     savings_plans.SavingsPlanRate, lambda skipped: (
                         savings_plans.fetch_savings_plans(ctx, client, region, plans[0], skipped), None),
-                    default=([], None, Counter())) if plans else None
+                    default=([], None, Counter()), region=region) if plans else None
                 if use_ec2:
                     client_ec2 = ec2.ec2_client(ctx, region)
                     types = side.submit(ec2.fetch_instance_types, client_ec2, region, config.max_pages)
                     offerings = side.submit(enrich, ctx, "az offerings", fetch_offerings, client_ec2, region,
-                                            config.max_pages, types)
+                                            config.max_pages, types, region=region)
                     spot = side.submit(enrich, ctx, "spot prices", ec2.fetch_spot_history, ctx, client_ec2, region,
-                                       default=([], Counter()))
+                                       default=([], Counter()), region=region)
                     blocks = side.submit(lambda: enrich(ctx, "capacity blocks", ec2.fetch_capacity_blocks, client_ec2,
-                                                        region, types.result(), config.max_pages, default=[])
-                                         if region in block_regions else [])
+                                                        region, types.result(), config.max_pages, default=[],
+                                                        region=region) if region in block_regions else [])
                 if use_api:
                     p.prices = fetch_prices_api(ctx, region, ec2.client_kwargs(ctx), p.skipped)
                 else:
@@ -151,7 +153,8 @@ def fetch(ctx: SourceContext) -> Batch:
                     p.specs, p.offerings, p.capacity_blocks = types.result(), offerings.result(), blocks.result()
                     p.spot_history, p.spot_skipped = spot.result()
                     if advisor is not None:
-                        p.advisor = enrich(ctx, "spot advisor", ec2.parse_spot_advisor, advisor, region, default={})
+                        p.advisor = enrich(ctx, "spot advisor", ec2.parse_spot_advisor, advisor, region, default={},
+                                           region=region)
             return p
 
         with ThreadPoolExecutor(max_workers=max(1, config.aws_concurrency), thread_name_prefix="aws") as pool:

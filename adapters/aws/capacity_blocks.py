@@ -54,7 +54,8 @@ def fetch(ctx: SourceContext) -> Batch:
         client = ec2.ec2_client(ctx, region)
         specs = ec2.fetch_instance_types(client, region, max_pages)
         return RegionPayload(region=region, prices=[], specs=specs, capacity_blocks=aws.enrich(
-            ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, region, specs, max_pages, default=[]))
+            ctx, "capacity blocks", ec2.fetch_capacity_blocks, client, region, specs, max_pages, default=[],
+            region=region))
 
     try:
         regions = block_regions(ctx)
