@@ -148,3 +148,26 @@ def test_refresh_progress_names_the_providers_still_fetching_then_counts_the_mer
         merge(tmp_path / "w.duckdb", outcomes, "refresh-progress", on_merged=lambda p: report("merged", p))
         assert progress.state() == ("merged runpod", 5, 5)
     assert PROGRESS_LOGGER.handlers == [] and PROGRESS_LOGGER.propagate
+
+
+@pytest.mark.parametrize("command", [["pull", "{tmp}/no-catalog"],
+                                     ["refresh", "--replay", "--recordings", "{tmp}/no-recordings", "-p", "lambda"]])
+def test_a_refused_pull_or_refresh_leaves_nothing_beside_the_warehouse(command: list[str], tmp_path: Path) -> None:
+    """The catalog or the recordings cannot be read: one error line, and no lock file (nor its folder) made
+    for a warehouse that was never written."""
+    args = [a.format(tmp=tmp_path) for a in command]
+    for db in (tmp_path / "w.duckdb", tmp_path / "new" / "w.duckdb"):
+        result = runner.invoke(app, [*args, "--db", str(db)])
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_warehouse_beside_which_nothing_can_be_written_is_refused_in_one_line(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a file, not a folder\n")
+    result = runner.invoke(app, ["pull", str(tmp_path / "no-catalog"), "--db", str(notes / "w.duckdb")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (f"error: cannot write beside the warehouse {notes / 'w.duckdb'}: "
+                                     f"{notes / 'w.duckdb.refresh.lock'}: Not a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

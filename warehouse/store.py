@@ -6,10 +6,12 @@ in one short write window; a lock file beside the warehouse keeps two refreshes 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import os
+import tempfile
 import time
 import uuid
 from contextlib import contextmanager, suppress
@@ -164,8 +166,23 @@ def _open_lock_file(db: Path) -> Any:
 
 
 def check_writable(path: str | os.PathLike[str] | None = None) -> None:
-    """Fail at once, before any fetch, where a refresh could never write (see _open_lock_file)."""
-    _open_lock_file(db_path(path)).close()
+    """Fail at once, before any fetch, where a refresh could never write its lock file (see _open_lock_file).
+    Nothing is created: a command refused now or later leaves no lock file or folder behind."""
+    db = db_path(path)
+    lock_path = Path(str(db) + ".refresh.lock")
+    if lock_path.exists():  # opening it creates nothing
+        _open_lock_file(db).close()
+        return
+    _not_a_directory(db)
+    folder = lock_path.parent
+    while not folder.exists():  # the nearest of the folders _open_lock_file would make
+        folder = folder.parent
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        tempfile.TemporaryFile(dir=folder).close()  # a file without a name (O_TMPFILE): nothing to remove
+    except OSError as err:
+        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
 
 
 @contextmanager
