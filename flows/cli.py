@@ -411,7 +411,11 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
                                     "group by provider").fetchall())
     except duckdb.BinderException:
         degraded = {}
-    return [{"provider": f.provider, "state": f.state, "last_success": f.last_ok, "last_attempt": f.last_attempt,
+    def utc(t: datetime | None) -> datetime | None:  # DuckDB gives them in the machine's time zone
+        return t and t.astimezone(timezone.utc)
+
+    return [{"provider": f.provider, "state": f.state, "last_success": utc(f.last_ok),
+             "last_attempt": utc(f.last_attempt),
              "offers": offers.get(f.provider, 0), "egress": egress.get(f.provider, 0),
              "storage": storage.get(f.provider, 0), "last_error": f.last_error if f.last_state != "ok" else None,
              "degraded": degraded.get(f.provider)}
@@ -426,7 +430,7 @@ def status(
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
+    """Per provider: last success, last attempt (UTC), state (ok / stale / failed / never), row counts.
 
     Every registered source is listed, one that never loaded too (state
     `never`). Exit codes: 0 every loaded provider is ok;
@@ -443,7 +447,8 @@ def status(
     with _reader(db, "status") as con:
         provider = list(resolve_names("provider", provider, {*SOURCES, *UNITS, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
-    saved = pending.waiting(db_path(db))  # fetched results a failed write left for the next merge
+    # fetched results a failed write left for the next merge (with -p, the chosen providers')
+    saved = [p for p in pending.waiting(db_path(db)) if not provider or p.stem in provider]
     for r in rows:
         r["waiting"] = sorted({p.parent.name for p in saved if p.stem == r["provider"]})
     if provider:
@@ -456,7 +461,7 @@ def status(
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
         t.add_row(cell(r["provider"]), cell(STATE_SHOWN.get(r["state"], r["state"]), STATE_COLOURS[r["state"]]),
-                  *(cell(str(r[k])[:19] if r[k] else "-") for k in ("last_success", "last_attempt")),
+                  *(cell(f"{r[k]:%Y-%m-%d %H:%M} UTC" if r[k] else "-") for k in ("last_success", "last_attempt")),
                   cell(r["offers"]), cell(r["egress"]), cell(r["storage"]),
                   literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 120))
     out.print(t)

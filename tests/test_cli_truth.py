@@ -171,3 +171,49 @@ def test_a_warehouse_beside_which_nothing_can_be_written_is_refused_in_one_line(
     assert result.output.strip() == (f"error: cannot write beside the warehouse {notes / 'w.duckdb'}: "
                                      f"{notes / 'w.duckdb.refresh.lock'}: Not a directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_status_times_are_utc_and_say_so_whatever_the_machines_time_zone(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    db = tmp_path / "w.duckdb"
+    at = datetime(2026, 11, 6, 22, 31, 50, tzinfo=timezone.utc)
+    con = open_writer(db)
+    try:
+        load_outcome(con, scraped("lambda", "replay", at, at, batch=batch("lambda", [offer("gpu_8x_h100", 20.0)])),
+                     "refresh-1", AnomalyPolicy(), now=at)
+    finally:
+        con.close()
+
+    def status_in_tokyo(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "status", "--db", str(db), "-p", "lambda",
+                               "--stale-after", "1e9", *args], capture_output=True, text=True, env={**os.environ, "TZ": "Asia/Tokyo",
+                                                                            "COLUMNS": "200"}, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    table = status_in_tokyo()
+    assert table.count("2026-11-06 22:31 UTC") == 2, table  # last success, last attempt
+    assert "07:31" not in table
+    [row] = json.loads(status_in_tokyo("--json"))
+    assert (row["last_success"], row["last_attempt"]) == ("2026-11-06 22:31:50+00:00",) * 2
+
+
+def test_status_of_chosen_providers_names_only_their_waiting_results(tmp_path: Path) -> None:
+    from gpuledger.warehouse import pending
+    from gpuledger.warehouse.pending import ScrapeOutcome
+
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    now = utcnow()
+    for provider, refresh_id in (("lambda", "refresh-a"), ("runpod", "refresh-a"), ("runpod", "refresh-b")):
+        pending.write(pending.pending_dir(db) / refresh_id, ScrapeOutcome(provider, "replay", now, now))
+    shown = runner.invoke(app, ["status", "--db", str(db), "-p", "lambda"])
+    waiting = [" ".join(line.split()) for line in shown.output.splitlines() if "waiting to be merged" in line]
+    assert waiting == ["waiting to be merged: refresh-a (lambda); not merged: its refresh stopped first; "
+                       "`gpuledger refresh --resume` merges it"], shown.output
+    everything = runner.invoke(app, ["status", "--db", str(db)]).output
+    assert "refresh-a (lambda, runpod)" in everything and "refresh-b (runpod)" in everything
