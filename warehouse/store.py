@@ -642,8 +642,11 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
     from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
     published = db_path(db)
+    pending.remove_partial(published)
     paths = pending.waiting(published)
     if not paths:
+        with suppress(OSError):  # none left, once a partial save's files are gone
+            pending.pending_dir(published).rmdir()
         return []
     reports: list[LoadReport] = []
     merged: list[Path] = []
