@@ -165,10 +165,9 @@ def refresh(
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
         check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
         wanted = [] if resume else resolve_providers(provider)
-        _check_recordings(replay and not replay_endpoints, recordings, wanted)
-        return wanted
+        return _check_recordings(replay and not replay_endpoints, recordings, wanted, named=bool(provider))
 
-    summary = _run_refresh(db, prepare, True, providers=provider, replay=replay,
+    summary = _run_refresh(db, prepare, True, replay=replay,
                            recordings=str(recordings) if recordings else None, accept_anomaly=accept_anomaly,
                            resume=resume, replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
     if resume and not summary["providers"]:
@@ -181,7 +180,8 @@ def refresh(
 
 def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool, **params: Any) -> dict[str, Any]:
     """nightly_refresh under the watchdog and Prefect's API, after `prepare` (checks, the providers);
-    each failure one line. `watch`: find browsers first and show the progress bar."""
+    each failure one line; the flow refreshes the providers `prepare` returns. `watch`: find browsers first
+    and show the progress bar."""
     from gpuledger.adapters.registry import UnknownProviderError
     from gpuledger.flows import watchdog
 
@@ -198,7 +198,7 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
         refresh_flow = nightly_refresh.with_options(task_runner=task_runner_from_env(replay=True)) \
             if params.get("replay") else nightly_refresh
         with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
-            return refresh_flow(db=str(db_path(db)), **params)
+            return refresh_flow(db=str(db_path(db)), providers=wanted, **params)
     except (UnknownProviderError, WarehouseError) as err:  # a running refresh included
         raise fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
@@ -210,15 +210,27 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
             api_server.stop()  # a failure before the flow ran leaves it started
 
 
-def _check_recordings(replay: bool, folder: Path | None, providers: list[str]) -> None:
-    """Under replay, each provider's recording (bundled unless `folder`) read now: a malformed one is one line."""
+def _check_recordings(replay: bool, folder: Path | None, providers: list[str], named: bool) -> list[str]:
+    """The providers to refresh: under replay, each one's recording (bundled unless `folder`) read now, a
+    malformed one said in one line; unless they were `named` (-p), those `folder` holds a recording of
+    (`gpuledger record DIR` of some providers, replayed)."""
     from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, load_manifest
 
+    if not replay:
+        return providers
+    root = Path(folder or BUNDLED_RECORDINGS)
+    if folder is not None and not named:
+        if not root.is_dir():
+            raise fail(f"no recordings in {folder}: it is not a folder", 2)
+        providers = [name for name in providers if (root / name / "manifest.json").is_file()]
+        if not providers:
+            raise fail(f"no recordings in {folder}: it holds no <provider>/manifest.json of a provider", 2)
     try:
-        for name in providers if replay else ():
-            load_manifest(Path(folder or BUNDLED_RECORDINGS) / name)
+        for name in providers:
+            load_manifest(root / name)
     except RecordingError as err:
         raise fail(str(err), 2) from None
+    return providers
 
 
 def _record_folder(out_dir: Path, force: bool) -> None:
@@ -252,16 +264,17 @@ def record(
       gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
-    from gpuledger.flows.refresh import resolve_providers
+    from gpuledger.flows.refresh import check_record_dir, resolve_providers
 
     def prepare() -> list[str]:
         check_warehouse_file(db)
-        wanted = resolve_providers(provider)
-        _check_recordings(from_recordings is not None, from_recordings, wanted)
+        check_record_dir(str(out_dir), from_recordings is not None, from_recordings and str(from_recordings))
+        wanted = _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider),
+                                   named=bool(provider))
         _record_folder(out_dir, force)
         return wanted
 
-    summary = _run_refresh(db, prepare, False, providers=provider, replay=from_recordings is not None,
+    summary = _run_refresh(db, prepare, False, replay=from_recordings is not None,
                            recordings=str(from_recordings) if from_recordings else None, record_dir=str(out_dir))
     _print_summary(summary)
     console.print(literal(f"recorded to {out_dir}"))

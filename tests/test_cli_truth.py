@@ -217,3 +217,78 @@ def test_status_of_chosen_providers_names_only_their_waiting_results(tmp_path: P
                        "`gpuledger refresh --resume` merges it"], shown.output
     everything = runner.invoke(app, ["status", "--db", str(db)]).output
     assert "refresh-a (lambda, runpod)" in everything and "refresh-b (runpod)" in everything
+
+
+@pytest.fixture
+def flow_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The refresh flow's parameters, each call; nothing fetched, no Prefect started."""
+    from contextlib import nullcontext
+
+    from gpuledger.flows import prefect_api, refresh
+
+    calls: list[dict[str, Any]] = []
+
+    class Flow:
+        def with_options(self, **options: Any) -> "Flow":
+            return self
+
+        def __call__(self, **params: Any) -> dict[str, Any]:
+            calls.append(params)
+            return {"refresh_id": "refresh-test", "ok": True, "failed": [], "providers": []}
+
+    monkeypatch.setattr(refresh, "nightly_refresh", Flow())
+    monkeypatch.setattr(refresh, "ensure_browsers", lambda *a, **k: None)
+    monkeypatch.setattr(prefect_api, "start_if_needed", lambda: None)
+    monkeypatch.setattr(prefect_api, "flow_api", lambda server: nullcontext())
+    return calls
+
+
+def test_a_recording_of_some_providers_replays_those_without_naming_them(tmp_path: Path,
+                                                                          flow_calls: list[dict[str, Any]]) -> None:
+    """`gpuledger record DIR` keeps the providers that answered (those without credentials make no recording);
+    `refresh --replay --recordings DIR` and `record --from-recordings DIR` then take the providers DIR holds."""
+    import shutil
+
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+
+    rec = tmp_path / "rec"
+    for provider in ("vultr", "lambda"):
+        shutil.copytree(BUNDLED_RECORDINGS / provider, rec / provider)
+    (rec / "notes").mkdir()  # not a provider's: no manifest
+    db = str(tmp_path / "w.duckdb")
+    result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(rec), "--db", db])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["record", str(tmp_path / "again"), "--from-recordings", str(rec), "--db", db])
+    assert result.exit_code == 0, result.output
+    assert [c["providers"] for c in flow_calls] == [["lambda", "vultr"]] * 2
+    # a provider named is one the folder must hold; a folder with none is said so
+    result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(rec), "-p", "aws", "--db", db])
+    assert result.exit_code == 2 and f"{rec / 'aws' / 'manifest.json'} does not exist" in result.output
+    result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(rec / "notes"), "--db", db])
+    assert (result.exit_code, result.output.strip()) == (2, f"error: no recordings in {rec / 'notes'}: it holds no "
+                                                            "<provider>/manifest.json of a provider")
+    assert len(flow_calls) == 2
+
+
+def test_recording_into_the_folder_being_replayed_is_refused_before_prefect_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+    from gpuledger.flows import prefect_api
+
+    def started() -> None:
+        raise AssertionError("Prefect started for a record that is refused")
+
+    monkeypatch.setattr(prefect_api, "start_if_needed", started)
+    rec = tmp_path / "rec"
+    shutil.copytree(BUNDLED_RECORDINGS / "lambda", rec / "lambda")
+    before = {p: p.read_bytes() for p in rec.rglob("*") if p.is_file()}
+    for force in ([], ["--force"]):
+        result = runner.invoke(app, ["record", str(rec), "--from-recordings", str(rec), "-p", "lambda", *force,
+                                     "--db", str(tmp_path / "w.duckdb")])
+        assert (result.exit_code, result.output.strip()) == (
+            2, f"error: cannot record into {rec}: it is the recording folder being replayed; record into another "
+               "folder"), result.output
+    assert {p: p.read_bytes() for p in rec.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec"]
