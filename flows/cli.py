@@ -35,7 +35,7 @@ from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import NEVER, STATE_SHOWN, provider_freshness
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
-    WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged, open_reader,
+    WarehouseError, check_warehouse_file, check_writable, damaged_error, db_path, open_reader,
 )
 from gpuledger.warehouse.settings import SettingsError
 
@@ -355,8 +355,8 @@ def sql(
         except QueryStopped as stop:
             raise fail(str(stop), stop.exit_code) from None
         except duckdb.Error as err:
-            if is_damaged(err, db_path(db)):
-                raise fail(damaged_message(db_path(db), err), 2) from None
+            if damaged := damaged_error(err, db):
+                raise fail(str(damaged), 2) from None
             text = str(err)
             if "read-only" in text or "read only" in text:
                 text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
@@ -402,8 +402,8 @@ def export(
         try:
             folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
         except WarehouseError as err:
-            if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
-                raise fail(damaged_message(db_path(db), err.__cause__), 2) from None
+            if err.__cause__ is not None and (damaged := damaged_error(err.__cause__, db)):
+                raise fail(str(damaged), 2) from None
             raise fail(str(err), 1) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
@@ -515,9 +515,9 @@ def _warehouse_guard(command: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except duckdb.Error as err:
-            if not is_damaged(err, db_path(kwargs.get("db"))):
+            if (damaged := damaged_error(err, kwargs.get("db"))) is None:
                 raise
-            raise fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
+            raise fail(str(damaged), 2) from None
         except (WarehouseError, FilterError) as err:  # every usage error: one line, exit 2
             raise fail(str(err), 2) from None
     return guarded

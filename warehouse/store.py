@@ -92,6 +92,13 @@ def damaged_message(path: Path, err: BaseException) -> str:
             "or refresh into a new --db)")
 
 
+def damaged_error(err: BaseException, db: str | os.PathLike[str] | None) -> WarehouseError | None:
+    """The WarehouseError to raise for `err` when it says the warehouse file (`db`, as --db gives it) is
+    damaged; None when it is another error (a query's own mistake)."""
+    path = db_path(db)
+    return WarehouseError(damaged_message(path, err)) if is_damaged(err, path) else None
+
+
 def _not_a_directory(path: Path) -> None:
     """Only a regular file (or nothing yet) is a warehouse: a FIFO or a device would hang its reader."""
     if path.exists() and not path.is_file():
