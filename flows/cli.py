@@ -347,7 +347,10 @@ def sql(
 
     def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
-        write_answer(con.execute(query), output, stopping, max_rows)
+        answered = con.execute(query)
+        if answered is None:  # DuckDB's answer to a query of comments or semicolons only
+            raise fail("the query holds no SQL statement (only comments or semicolons)", 2)
+        write_answer(answered, output, stopping, max_rows)
 
     with con:
         try:

@@ -292,3 +292,12 @@ def test_recording_into_the_folder_being_replayed_is_refused_before_prefect_star
                "folder"), result.output
     assert {p: p.read_bytes() for p in rec.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec"]
+
+
+@pytest.mark.parametrize("query", ["", " ; ", "/* nothing */", "-- nothing\n"])
+def test_sql_of_no_statement_is_one_line(query: str, tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    result = runner.invoke(app, ["sql", "--db", str(db), "--", query])
+    assert (result.exit_code, result.output.strip()) == (
+        2, "error: the query holds no SQL statement (only comments or semicolons)"), result.output
