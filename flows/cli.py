@@ -161,6 +161,11 @@ def refresh(
     if unknown:
         raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
 
+    if resume and not pending.pending_dir(db_path(db)).exists():  # said at once, Prefect not started
+        check_warehouse_file(db)
+        console.print("nothing waiting to be merged", highlight=False)
+        return
+
     def prepare() -> list[str]:
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
         check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same

@@ -301,3 +301,21 @@ def test_sql_of_no_statement_is_one_line(query: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["sql", "--db", str(db), "--", query])
     assert (result.exit_code, result.output.strip()) == (
         2, "error: the query holds no SQL statement (only comments or semicolons)"), result.output
+
+
+def test_resume_with_nothing_saved_says_so_at_once_and_makes_nothing(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """It started Prefect, warned 'could not read the price moves back: no warehouse at ...' and left a lock file."""
+    from gpuledger.flows import prefect_api
+
+    def started() -> None:
+        raise AssertionError("Prefect started with nothing to merge")
+
+    monkeypatch.setattr(prefect_api, "start_if_needed", started)
+    result = runner.invoke(app, ["refresh", "--resume", "--db", str(tmp_path / "w.duckdb")])
+    assert (result.exit_code, result.output.strip()) == (0, "nothing waiting to be merged"), result.output
+    assert list(tmp_path.iterdir()) == []
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a warehouse\n")
+    result = runner.invoke(app, ["refresh", "--resume", "--db", str(notes)])
+    assert result.exit_code == 2 and "is not a DuckDB database" in result.output
