@@ -71,7 +71,9 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
-        writer.writerows(rows)
+        # a list or a mapping in a cell as JSON text, which any reader parses (not Python's repr)
+        writer.writerows([json.dumps(v, default=str, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                          for v in r] for r in rows)
     else:
         table = Table(title=cell(title) if title else None, title_justify="left")
         for c in columns:

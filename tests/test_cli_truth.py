@@ -319,3 +319,20 @@ def test_resume_with_nothing_saved_says_so_at_once_and_makes_nothing(tmp_path: P
     notes.write_text("not a warehouse\n")
     result = runner.invoke(app, ["refresh", "--resume", "--db", str(notes)])
     assert result.exit_code == 2 and "is not a DuckDB database" in result.output
+
+
+def test_a_list_or_struct_in_csv_is_json_text(tmp_path: Path) -> None:
+    """Lists and structs (sql's, status's `waiting`, recommend's flags) were written as Python's repr."""
+    import csv
+    import io
+
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    result = runner.invoke(app, ["sql", "select ['it''s', NULL] as l, {'a': 1.5::double} as s, 'plain' as p", "--db", str(db),
+                                 "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    [row] = list(csv.DictReader(io.StringIO(result.stdout, newline="")))
+    assert (json.loads(row["l"]), json.loads(row["s"]), row["p"]) == (["it's", None], {"a": 1.5}, "plain")
+    result = runner.invoke(app, ["status", "--db", str(db), "-p", "lambda", "-f", "csv"])
+    [row] = list(csv.DictReader(io.StringIO(result.stdout, newline="")))
+    assert json.loads(row["waiting"]) == []
