@@ -282,9 +282,14 @@ def record(
     summary = _run_refresh(db, prepare, False, replay=from_recordings is not None,
                            recordings=str(from_recordings) if from_recordings else None, record_dir=str(out_dir))
     _print_summary(summary)
-    console.print(literal(f"recorded to {out_dir}"))
+    recorded = [p["provider"] for p in summary["providers"]
+                if p["state"] == "ok" and (out_dir / p["provider"] / "manifest.json").is_file()]
+    if recorded:
+        console.print(literal(f"recorded to {out_dir}: {', '.join(recorded)}"))
     if not summary["ok"]:
         raise fail(f"failed providers: {', '.join(summary['failed'])}")
+    if not recorded:  # every provider without credentials: a replay of the folder would find nothing
+        raise fail(f"nothing recorded to {out_dir}: no provider answered")
 
 
 SQL_BATCH_ROWS = 10_000  # rows fetched and written at a time: memory stays flat, a stop lands between batches

@@ -336,3 +336,37 @@ def test_a_list_or_struct_in_csv_is_json_text(tmp_path: Path) -> None:
     result = runner.invoke(app, ["status", "--db", str(db), "-p", "lambda", "-f", "csv"])
     [row] = list(csv.DictReader(io.StringIO(result.stdout, newline="")))
     assert json.loads(row["waiting"]) == []
+
+
+def test_record_names_what_it_recorded_and_fails_when_nothing_was(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record whose providers all lacked credentials said 'recorded to DIR' and exited 0 with DIR empty."""
+    from contextlib import nullcontext
+
+    from gpuledger.flows import prefect_api, refresh
+
+    out = tmp_path / "rec"
+    states = {"lambda": "not_configured", "runpod": "ok"}
+
+    class Flow:
+        def __call__(self, **params: Any) -> dict[str, Any]:
+            for provider, state in states.items():
+                if state == "ok":  # a provider that answered leaves its manifest
+                    (out / provider).mkdir()
+                    (out / provider / "manifest.json").write_text("{}")
+            rows = [{"provider": p, "state": s, "offers": 0, "new": 0, "changed": 0, "closed": 0, "quarantined": 0,
+                     "egress": 0, "storage": 0, "error": None, "notes": [], "degraded": None}
+                    for p, s in states.items()]
+            return {"refresh_id": "refresh-test", "ok": True, "failed": [], "providers": rows}
+
+    monkeypatch.setattr(refresh, "nightly_refresh", Flow())
+    monkeypatch.setattr(prefect_api, "start_if_needed", lambda: None)
+    monkeypatch.setattr(prefect_api, "flow_api", lambda server: nullcontext())
+    args = ["record", str(out), "-p", "lambda", "-p", "runpod", "--db", str(tmp_path / "w.duckdb")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"recorded to {out}: runpod" in result.output
+    states["runpod"] = "not_configured"
+    result = runner.invoke(app, [*args, "--force"])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == f"error: nothing recorded to {out}: no provider answered"
