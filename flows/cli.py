@@ -272,6 +272,7 @@ def record(
     from gpuledger.flows.refresh import check_record_dir, resolve_providers
 
     def prepare() -> list[str]:
+        check_writable(db)  # as refresh: a warehouse that could never be written is said before anything is made
         check_warehouse_file(db)
         check_record_dir(str(out_dir), from_recordings is not None, from_recordings and str(from_recordings))
         wanted = _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider),

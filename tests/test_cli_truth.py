@@ -370,3 +370,22 @@ def test_record_names_what_it_recorded_and_fails_when_nothing_was(tmp_path: Path
     result = runner.invoke(app, [*args, "--force"])
     assert result.exit_code == 1, result.output
     assert result.output.strip().splitlines()[-1] == f"error: nothing recorded to {out}: no provider answered"
+
+
+def test_record_beside_a_warehouse_that_cannot_be_written_is_refused_before_anything_is_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+    from gpuledger.flows import prefect_api
+
+    def started() -> None:
+        raise AssertionError("Prefect started for a record that is refused")
+
+    monkeypatch.setattr(prefect_api, "start_if_needed", started)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a file, not a folder\n")
+    result = runner.invoke(app, ["record", str(tmp_path / "rec"), "--from-recordings", str(BUNDLED_RECORDINGS),
+                                 "-p", "lambda", "--db", str(notes / "w.duckdb")])
+    assert (result.exit_code, result.output.strip()) == (
+        2, f"error: cannot write beside the warehouse {notes / 'w.duckdb'}: {notes / 'w.duckdb.refresh.lock'}: "
+           "Not a directory"), result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
