@@ -354,7 +354,12 @@ def sql(
         raise fail(f"--timeout {timeout} is not a number of seconds", 2)
     if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
         raise fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
-    con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
+    try:
+        con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
+    except WarehouseError as err:
+        if not isinstance(err.__cause__, duckdb.OutOfMemoryException):
+            raise
+        raise fail(f"--max-memory {max_memory.strip()} is too little to open the warehouse ({err})", 2) from None
 
     def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md

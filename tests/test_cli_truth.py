@@ -389,3 +389,16 @@ def test_record_beside_a_warehouse_that_cannot_be_written_is_refused_before_anyt
         2, f"error: cannot write beside the warehouse {notes / 'w.duckdb'}: {notes / 'w.duckdb.refresh.lock'}: "
            "Not a directory"), result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("size", ["1KB", "300KB"])
+def test_sql_with_too_little_memory_to_open_the_warehouse_never_calls_it_damaged(size: str, tmp_path: Path) -> None:
+    """It said 'a damaged or truncated file: restore it' (1KB) or printed a traceback (300KB)."""
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    result = runner.invoke(app, ["sql", "select 1", "--db", str(db), "--max-memory", size])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert text.startswith(f"error: --max-memory {size} is too little to open the warehouse (cannot open {db}: "
+                           "Out of Memory Error: "), text
+    assert "damaged" not in text and len(result.output.strip().splitlines()) == 1

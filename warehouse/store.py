@@ -119,7 +119,14 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
         except duckdb.Error as err:  # a garbled file fails its checksum at open
-            raise WarehouseError(damaged_message(path, err)) from err
+            raise _not_opened(path, err) from err
+
+
+def _not_opened(path: Path, err: duckdb.Error) -> WarehouseError:
+    """A DuckDB error opening `path`: a damaged file, or another cause (too small a memory limit)."""
+    if is_damaged(err, path):
+        return WarehouseError(damaged_message(path, err))
+    return WarehouseError(f"cannot open {path}: {(str(err).strip().splitlines() or [''])[0][:300]}")
 
 
 def open_writer(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
@@ -154,7 +161,12 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
         config |= {"enable_external_access": False, "autoinstall_known_extensions": False,
                    "autoload_known_extensions": False, "lock_configuration": True}
     con = _connect_retrying(p, wait_s, read_only=True, config=config)
-    if not con.execute("select count(*) from duckdb_tables() where table_name = 'schema_migrations'").fetchall()[0][0]:
+    try:
+        ours = con.execute("select count(*) from duckdb_tables() where table_name = 'schema_migrations'").fetchall()
+    except duckdb.Error as err:
+        con.close()
+        raise _not_opened(p, err) from err
+    if not ours[0][0]:
         con.close()  # another program's DuckDB file: every command refuses it in these words
         raise WarehouseError(f"{p} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse "
                              "`gpuledger refresh` wrote)")
