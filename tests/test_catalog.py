@@ -456,3 +456,26 @@ def test_publishing_over_a_manifest_without_its_files_is_refused(published: tupl
     code, said = cli("publish", str(tmp_path / "catalog"), "--db", str(a))
     assert code == 2 and "files its manifest names are not there" in said.replace("\n", " ")
     assert json.loads((tmp_path / "catalog" / MANIFEST).read_text()) == json.loads((folder / MANIFEST).read_text())
+
+
+def test_the_time_of_the_scrape_a_pull_keeps_is_utc_whatever_the_machines_time_zone(tmp_path: Path) -> None:
+    """'the warehouse holds its scrape of 2026-12-07 07:31 UTC' in Tokyo was 22:31 UTC: local time called UTC."""
+    import csv
+    import io
+    import os
+    import subprocess
+    import sys
+    from datetime import timezone
+
+    older, own = tmp_path / "older.duckdb", tmp_path / "own.duckdb"
+    replayed_warehouse(older, ["lambda"])
+    catalog.publish(duckdb.connect(str(older), read_only=True), tmp_path / "older")
+    replayed_warehouse(own, ["lambda"])
+    [(last,)] = query(own, "select max(started_at) from scrape_runs where provider = 'lambda'")
+    done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "pull", str(tmp_path / "older"), "--db",
+                           str(own), "--format", "csv"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TZ": "Asia/Tokyo"})
+    assert done.returncode == 0, done.stderr
+    [row] = list(csv.DictReader(io.StringIO(done.stdout, newline="")))
+    assert (row["state"], row["detail"]) == (
+        "kept", f"the warehouse holds its scrape of {last.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC")

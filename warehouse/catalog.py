@@ -10,7 +10,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -277,6 +277,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     if pulled:
         return PullReport(provider, "up to date", offers, detail="its files are those of the last pull")
     if last is not None and (last > started or own and last == started):  # an older catalog never rolls back
+        last = last.astimezone(timezone.utc)  # DuckDB gives it in the machine's time zone
         return PullReport(provider, "up to date" if last == started else "kept", offers,
                           detail=f"the warehouse holds its scrape of {last:%Y-%m-%d %H:%M} UTC")
     marks = _marks(con, provider)
