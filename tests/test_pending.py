@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import json
 import resource
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 
 import duckdb
@@ -191,3 +191,24 @@ def test_a_save_stopped_part_way_leaves_nothing_and_its_leftovers_are_removed_by
     (pending.pending_dir(db) / "refresh-killed" / "lambda.offers.json.part").write_text("[")
     assert merge_pending(db, "refresh-resume", AnomalyPolicy()) == []
     assert not pending.pending_dir(db).exists()
+
+
+def test_the_later_scrape_a_saved_result_is_refused_for_is_timed_in_utc(db: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refusal (kept in scrape_runs.error) gave the start in the machine's time zone: +09:00 in Tokyo."""
+    import time
+
+    old = fetched_lambda(150)
+    replayed_warehouse(db, ["lambda"])
+    [(started,)] = duckdb.connect(str(db), read_only=True).execute(
+        "select max(started_at) from scrape_runs").fetchall()
+    pending.write(pending.pending_dir(db) / "refresh-old", old)
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # DuckDB takes it at each connect
+    time.tzset()
+    try:
+        (report,) = merge_pending(db, "refresh-now", AnomalyPolicy())
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    utc = started.astimezone(timezone.utc).isoformat(timespec="seconds")
+    assert utc.endswith("+00:00") and report.error.endswith(f"a later scrape (started {utc})"), report.error

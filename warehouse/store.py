@@ -639,7 +639,7 @@ def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetim
     if newer is not None and newer >= outcome.started_at:
         return ScrapeOutcome(outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at, state="failed",
                              requests=outcome.requests, error=f"not merged: {why}; the warehouse already holds a "
-                             f"later scrape (started {newer.isoformat(timespec='seconds')})")
+                             f"later scrape (started {newer.astimezone(timezone.utc).isoformat(timespec='seconds')})")
     outcome.notes.append(f"resumed: {why}; merged later")
     return outcome
 
