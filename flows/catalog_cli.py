@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from gpuledger.flows.literal import labelled, plain
-from gpuledger.flows.ops_cli import DbOption
+from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail
 from gpuledger.flows.output import err as console
 
@@ -67,14 +67,11 @@ def pull_command(
     Example:
       gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
     """
-    from gpuledger.adapters.registry import SOURCES
     from gpuledger.warehouse.catalog import CatalogError, PullReport, pull, shown
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
     output = chosen(fmt, as_json)
-    unknown = sorted(set(accept_anomaly) - set(SOURCES))
-    if unknown:
-        raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
+    accept_anomaly = accepted_anomalies(accept_anomaly)
     try:
         check_writable(db)
         check_warehouse_file(db)

@@ -26,7 +26,7 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
-from gpuledger.flows.ops_cli import DbOption, StaleAfterOption
+from gpuledger.flows.ops_cli import DbOption, StaleAfterOption, accepted_anomalies
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
@@ -157,9 +157,7 @@ def refresh(
             raise fail(str(err), 2) from None
     if resume and (provider or replay):
         raise fail("--resume fetches nothing: it goes without --provider and --replay", 2)
-    unknown = sorted(set(accept_anomaly) - set(SOURCES))
-    if unknown:
-        raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
+    accept_anomaly = accepted_anomalies(accept_anomaly)
 
     if resume and not pending.pending_dir(db_path(db)).exists():  # said at once, Prefect not started
         check_warehouse_file(db)

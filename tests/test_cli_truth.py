@@ -402,3 +402,23 @@ def test_sql_with_too_little_memory_to_open_the_warehouse_never_calls_it_damaged
     assert text.startswith(f"error: --max-memory {size} is too little to open the warehouse (cannot open {db}: "
                            "Out of Memory Error: "), text
     assert "damaged" not in text and len(result.output.strip().splitlines()) == 1
+
+
+def test_accept_anomaly_takes_a_provider_in_any_case_as_p_does(tmp_path: Path, flow_calls: list[dict[str, Any]],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-p LAMBDA` was taken, `--accept-anomaly LAMBDA` refused listing all 31 providers."""
+    from gpuledger.warehouse import catalog
+
+    pulled: list[Any] = []
+    monkeypatch.setattr(catalog, "pull", lambda db, source, accept=(): pulled.append(accept) or [])
+    db = str(tmp_path / "w.duckdb")
+    result = runner.invoke(app, ["refresh", "--replay", "-p", "lambda", "--accept-anomaly", "LAMBDA", "--db", db])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["pull", str(tmp_path), "--accept-anomaly", "RunPod", "--accept-anomaly", "runpod",
+                                 "--db", db])
+    assert result.exit_code == 0, result.output
+    assert (flow_calls[0]["accept_anomaly"], pulled) == (["lambda"], [["runpod"]])
+    for command in (["refresh", "--replay", "-p", "lambda"], ["pull", str(tmp_path)]):
+        result = runner.invoke(app, [*command, "--accept-anomaly", "lambdda", "--db", db])
+        assert (result.exit_code, result.output.strip()) == (
+            2, "error: --accept-anomaly lambdda: no such provider; did you mean lambda?")
