@@ -234,7 +234,13 @@ def flow_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
         def __call__(self, **params: Any) -> dict[str, Any]:
             calls.append(params)
-            return {"refresh_id": "refresh-test", "ok": True, "failed": [], "providers": []}
+            for provider in params["providers"] if params.get("record_dir") else ():  # a record's manifests
+                (Path(params["record_dir"]) / provider).mkdir()
+                (Path(params["record_dir"]) / provider / "manifest.json").write_text("{}")
+            rows = [{"provider": p, "state": "ok", "offers": 0, "new": 0, "changed": 0, "closed": 0, "quarantined": 0,
+                     "egress": 0, "storage": 0, "error": None, "notes": [], "degraded": None}
+                    for p in params["providers"]]
+            return {"refresh_id": "refresh-test", "ok": True, "failed": [], "providers": rows}
 
     monkeypatch.setattr(refresh, "nightly_refresh", Flow())
     monkeypatch.setattr(refresh, "ensure_browsers", lambda *a, **k: None)
