@@ -32,11 +32,12 @@ def publish_command(
     Example:
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
+    from gpuledger.flows.cli import _reader
     from gpuledger.warehouse.catalog import CatalogError, publish
-    from gpuledger.warehouse.store import open_reader
 
     output = chosen(fmt, as_json)
-    with open_reader(db, allow_files=True) as con:  # a WarehouseError: one line, exit 2 (flows/cli.py)
+    # a WarehouseError: one line, exit 2 (flows/cli.py)
+    with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
         try:
             done = publish(con, folder)
         except CatalogError as err:

@@ -509,7 +509,7 @@ def check(db: Optional[Path] = DbOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
     from gpuledger.warehouse.check import run_checks
 
-    with open_reader(db) as con:
+    with _reader(db, "the check") as con:
         results = run_checks(con)
     for r in results:
         mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
