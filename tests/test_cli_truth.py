@@ -183,8 +183,8 @@ def test_status_times_are_utc_and_say_so_whatever_the_machines_time_zone(tmp_pat
     at = datetime(2026, 11, 6, 22, 31, 50, tzinfo=timezone.utc)
     con = open_writer(db)
     try:
-        load_outcome(con, scraped("lambda", "replay", at, at, batch=batch("lambda", [offer("gpu_8x_h100", 20.0)])),
-                     "refresh-1", AnomalyPolicy(), now=at)
+        lambda_rows = batch("lambda", [offer("gpu_8x_h100", 20.0)])
+        load_outcome(con, scraped("lambda", "replay", at, at, batch=lambda_rows), "refresh-1", AnomalyPolicy(), now=at)
     finally:
         con.close()
 
@@ -334,8 +334,8 @@ def test_a_list_or_struct_in_csv_is_json_text(tmp_path: Path) -> None:
 
     db = tmp_path / "w.duckdb"
     load(db, "lambda", 1)
-    result = runner.invoke(app, ["sql", "select ['it''s', NULL] as l, {'a': 1.5::double} as s, 'plain' as p", "--db", str(db),
-                                 "-f", "csv"])
+    query = "select ['it''s', NULL] as l, {'a': 1.5::double} as s, 'plain' as p"
+    result = runner.invoke(app, ["sql", query, "--db", str(db), "-f", "csv"])
     assert result.exit_code == 0, result.output
     [row] = list(csv.DictReader(io.StringIO(result.stdout, newline="")))
     assert (json.loads(row["l"]), json.loads(row["s"]), row["p"]) == (["it's", None], {"a": 1.5}, "plain")
