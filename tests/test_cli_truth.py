@@ -189,9 +189,9 @@ def test_status_times_are_utc_and_say_so_whatever_the_machines_time_zone(tmp_pat
         con.close()
 
     def status_in_tokyo(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "status", "--db", str(db), "-p", "lambda",
-                               "--stale-after", "1e9", *args], capture_output=True, text=True, env={**os.environ, "TZ": "Asia/Tokyo",
-                                                                            "COLUMNS": "200"}, timeout=120)
+        command = ["status", "--db", str(db), "-p", "lambda", "--stale-after", "1e9", *args]
+        done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", *command], capture_output=True, text=True,
+                              env={**os.environ, "TZ": "Asia/Tokyo", "COLUMNS": "200"}, timeout=120)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
