@@ -428,3 +428,24 @@ def test_accept_anomaly_takes_a_provider_in_any_case_as_p_does(tmp_path: Path, f
         result = runner.invoke(app, [*command, "--accept-anomaly", "lambdda", "--db", db])
         assert (result.exit_code, result.output.strip()) == (
             2, "error: --accept-anomaly lambdda: no such provider; did you mean lambda?")
+
+
+def test_sql_answers_in_utc_whatever_the_machines_time_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its configuration is locked, so `set TimeZone = 'UTC'` (docs/queries.md) is refused: days were cut and
+    times shown in the machine's zone, unlike status, export and pull."""
+    import time
+
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # DuckDB takes it at each connect
+    time.tzset()
+    try:
+        result = runner.invoke(app, ["sql", "select current_setting('TimeZone') as tz, date_trunc('day', "
+                                     "timestamptz '2026-12-06 22:31:50+00') as day", "--db", str(db), "--json"])
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [{"tz": "UTC", "day": "2026-12-06 00:00:00+00:00"}]
+    refused = runner.invoke(app, ["sql", "set enable_external_access = true", "--db", str(db)])
+    assert refused.exit_code == 1 and "the configuration has been locked" in refused.output

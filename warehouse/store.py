@@ -152,16 +152,20 @@ def close_writer(con: duckdb.DuckDBPyConnection) -> None:
 
 def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S,
                 allow_files: bool = False, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-    """Open read-only; unless allow_files (exports), no other file can be touched (ATTACH, COPY, ...)."""
+    """Open read-only; unless allow_files (exports), no other file can be touched (ATTACH, COPY, ...) and its
+    session is in UTC (times shown, days cut), its configuration then locked."""
     p = db_path(path)
     if not p.exists():
         raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
     config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
     if not allow_files:
         config |= {"enable_external_access": False, "autoinstall_known_extensions": False,
-                   "autoload_known_extensions": False, "lock_configuration": True}
+                   "autoload_known_extensions": False}
     con = _connect_retrying(p, wait_s, read_only=True, config=config)
     try:
+        if not allow_files:  # a query cannot set the time zone once the configuration is locked
+            con.execute("set TimeZone = 'UTC'")
+            con.execute("set lock_configuration = true")
         ours = con.execute("select count(*) from duckdb_tables() where table_name = 'schema_migrations'").fetchall()
     except duckdb.Error as err:
         con.close()
