@@ -79,6 +79,10 @@ def pull_command(
         reports = pull(db, source, accept_anomaly)
     except (CatalogError, WarehouseError) as err:
         raise fail(str(err), 2) from None
+    except (KeyboardInterrupt, RuntimeError) as err:  # DuckDB says a query Ctrl-C stopped "Query interrupted"
+        if isinstance(err, RuntimeError) and "interrupted" not in str(err).lower():
+            raise
+        raise fail("the pull was cancelled (Ctrl-C); the warehouse is as it was", 130) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,
          title=f"pull {shown(source)}")
     refused = [r for r in reports if r.state == "refused"]

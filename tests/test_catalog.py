@@ -479,3 +479,19 @@ def test_the_time_of_the_scrape_a_pull_keeps_is_utc_whatever_the_machines_time_z
     [row] = list(csv.DictReader(io.StringIO(done.stdout, newline="")))
     assert (row["state"], row["detail"]) == (
         "kept", f"the warehouse holds its scrape of {last.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC")
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), RuntimeError("Query interrupted")])
+def test_ctrl_c_during_a_pull_is_one_line_exit_130_and_the_warehouse_is_as_it_was(
+        stop: BaseException, published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C landing in a provider's load printed a traceback (DuckDB's 'Query interrupted', or the rollback's
+    'cannot rollback - no transaction is active'), exit 1."""
+    def interrupted(con: duckdb.DuckDBPyConnection, *args: Any) -> None:
+        con.execute("rollback")  # as DuckDB does when Ctrl-C stops a query in a transaction
+        raise stop
+
+    monkeypatch.setattr(catalog, "upsert_provider_facts", interrupted)
+    db = tmp_path / "w.duckdb"
+    code, said = cli("pull", str(published[1]), "--db", str(db))
+    assert (code, said.strip()) == (130, "error: the pull was cancelled (Ctrl-C); the warehouse is as it was")
+    assert not db.exists()

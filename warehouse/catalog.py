@@ -340,7 +340,8 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
         keep_validators(con, provider, {CATALOG_KEY: digest}, refresh_id, now)
         con.execute("commit")
     except BaseException as err:
-        con.execute("rollback")
+        with contextlib.suppress(duckdb.Error):  # DuckDB ends the transaction itself of a query Ctrl-C interrupted
+            con.execute("rollback")
         if not isinstance(err, duckdb.Error):
             raise
         raise CatalogError(f"{provider}: not loaded, nothing of it changed: {type(err).__name__}: "
