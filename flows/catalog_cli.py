@@ -10,7 +10,7 @@ import typer
 
 from gpuledger.flows.literal import labelled, plain
 from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, interrupted
 from gpuledger.flows.output import err as console
 
 
@@ -42,6 +42,10 @@ def publish_command(
             done = publish(con, folder)
         except CatalogError as err:
             raise fail(str(err), 2) from None
+        except (KeyboardInterrupt, RuntimeError) as err:
+            if not interrupted(err):
+                raise
+            raise fail(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was", 130) from None
     emit(["provider", "files"], sorted(done.items()), output, title=f"published into {folder}")
 
 
@@ -79,8 +83,8 @@ def pull_command(
         reports = pull(db, source, accept_anomaly)
     except (CatalogError, WarehouseError) as err:
         raise fail(str(err), 2) from None
-    except (KeyboardInterrupt, RuntimeError) as err:  # DuckDB says a query Ctrl-C stopped "Query interrupted"
-        if isinstance(err, RuntimeError) and "interrupted" not in str(err).lower():
+    except (KeyboardInterrupt, RuntimeError) as err:
+        if not interrupted(err):
             raise
         raise fail("the pull was cancelled (Ctrl-C); the warehouse is as it was", 130) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,

@@ -27,7 +27,9 @@ from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, StaleAfterOption, accepted_anomalies
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, out
+from gpuledger.flows.output import (
+    Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, interrupted, out,
+)
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
@@ -422,6 +424,10 @@ def export(
             if err.__cause__ is not None and (damaged := damaged_error(err.__cause__, db)):
                 raise fail(str(damaged), 2) from None
             raise fail(str(err), 1) from None
+        except (KeyboardInterrupt, RuntimeError) as err:
+            if not interrupted(err):
+                raise
+            raise fail("the export was cancelled (Ctrl-C); nothing was written", 130) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))

@@ -43,6 +43,11 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def interrupted(err: BaseException) -> bool:
+    """Whether `err` is Ctrl-C: a KeyboardInterrupt, or DuckDB's RuntimeError for the query it stopped."""
+    return isinstance(err, KeyboardInterrupt) or isinstance(err, RuntimeError) and "interrupted" in str(err).lower()
+
+
 def chosen(fmt: Format | str, as_json: bool = False) -> str:
     """The output format; `--json` beside `--format csv` asks for two, a usage error."""
     if as_json and Format(fmt) == Format.csv:

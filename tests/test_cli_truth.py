@@ -449,3 +449,24 @@ def test_sql_answers_in_utc_whatever_the_machines_time_zone(tmp_path: Path, monk
     assert json.loads(result.stdout) == [{"tz": "UTC", "day": "2026-12-06 00:00:00+00:00"}]
     refused = runner.invoke(app, ["sql", "set enable_external_access = true", "--db", str(db)])
     assert refused.exit_code == 1 and "the configuration has been locked" in refused.output
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), RuntimeError("Query interrupted")])
+def test_ctrl_c_during_an_export_or_a_publish_is_one_line_exit_130(stop: BaseException, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """They printed DuckDB's 'RuntimeError: Query interrupted' as a traceback (exit 1), or nothing (exit 130)."""
+    from gpuledger.warehouse import catalog, export
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise stop
+
+    monkeypatch.setattr(export, "export_snapshot", interrupted)
+    monkeypatch.setattr(catalog, "publish", interrupted)
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    result = runner.invoke(app, ["export", str(tmp_path / "out"), "--db", str(db)])
+    assert (result.exit_code, result.output.strip()) == (
+        130, "error: the export was cancelled (Ctrl-C); nothing was written")
+    result = runner.invoke(app, ["publish", str(tmp_path / "catalog"), "--db", str(db)])
+    assert (result.exit_code, result.output.strip()) == (
+        130, f"error: the publish was cancelled (Ctrl-C); the manifest of {tmp_path / 'catalog'} is as it was")
