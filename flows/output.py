@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from enum import Enum
 from typing import Any, Iterable, Sequence
@@ -55,6 +56,17 @@ def chosen(fmt: Format | str, as_json: bool = False) -> str:
     return "json" if as_json else Format(fmt).value
 
 
+def _json_value(value: Any) -> Any:
+    """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
+
+
 def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
     """`records` as `emit` writes rows, the keys of the first the columns."""
     emit(list(records[0]) if records else [], [list(r.values()) for r in records], fmt)
@@ -69,7 +81,7 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
         for r in rows:
             # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \u escape,
             # the same value to a JSON reader and inert on a terminal.
-            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, r)), default=str, indent=2,
+            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, map(_json_value, r))), default=str, indent=2,
                                                      ensure_ascii=True).replace("\n", "\n  "))
             sep = ",\n"
         sys.stdout.write("]\n" if sep == "\n" else "\n]\n")

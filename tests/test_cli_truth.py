@@ -470,3 +470,18 @@ def test_ctrl_c_during_an_export_or_a_publish_is_one_line_exit_130(stop: BaseExc
     result = runner.invoke(app, ["publish", str(tmp_path / "catalog"), "--db", str(db)])
     assert (result.exit_code, result.output.strip()) == (
         130, f"error: the publish was cancelled (Ctrl-C); the manifest of {tmp_path / 'catalog'} is as it was")
+
+
+def test_sql_json_is_valid_json_with_nan_and_infinities(tmp_path: Path) -> None:
+    """`--json` wrote NaN and Infinity, which no JSON parser but Python's takes (jq, JavaScript, Go refuse them)."""
+    db = tmp_path / "w.duckdb"
+    load(db, "lambda", 1)
+    result = runner.invoke(app, ["sql", "select 'nan'::double as x, '-inf'::double as y, ['inf'::double, 1.5] as l, "
+                                 "{'a': 'nan'::double} as s", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+
+    def strict(word: str) -> None:
+        raise ValueError(f"{word} is not JSON")
+
+    assert json.loads(result.stdout, parse_constant=strict) == [{"x": None, "y": None, "l": [None, 1.5],
+                                                                 "s": {"a": None}}]
