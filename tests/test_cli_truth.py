@@ -485,3 +485,26 @@ def test_sql_json_is_valid_json_with_nan_and_infinities(tmp_path: Path) -> None:
 
     assert json.loads(result.stdout, parse_constant=strict) == [{"x": None, "y": None, "l": [None, 1.5],
                                                                  "s": {"a": None}}]
+
+
+def test_another_programs_duckdb_file_is_never_written_into(tmp_path: Path, flow_calls: list[dict[str, Any]]) -> None:
+    """pull wrote gpuledger's tables into it (and a refresh was refused only after Prefect had started)."""
+    import duckdb
+
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS
+
+    other = tmp_path / "other.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("create table mydata as select 42 as answer")
+    before = other.read_bytes()
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "manifest.json").write_text(json.dumps({"format": 2, "schema_version": 1, "providers": {"x": {}}}))
+    for command in (["pull", str(catalog)], ["refresh", "--replay", "-p", "lambda"],
+                    ["record", str(tmp_path / "rec"), "--from-recordings", str(BUNDLED_RECORDINGS), "-p", "lambda"]):
+        result = runner.invoke(app, [*command, "--db", str(other)])
+        assert (result.exit_code, result.output.strip()) == (
+            2, f"error: {other} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse `gpuledger "
+               "refresh` wrote)"), (command, result.output)
+    assert other.read_bytes() == before and flow_calls == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog", "other.duckdb"]

@@ -53,8 +53,12 @@ def db_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or load_settings().db or DEFAULT_DB)
 
 
+NOT_OURS = "{} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse `gpuledger refresh` wrote)"
+
+
 def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
-    """The warehouse path; WarehouseError when it exists and is not a readable DuckDB database."""
+    """The warehouse path; WarehouseError when it exists and is not a readable DuckDB database, or holds another
+    program's tables."""
     p = db_path(path)
     _not_a_directory(p)
     if p.exists():
@@ -66,10 +70,14 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
         if head[8:] != b"DUCK":  # a DuckDB database file's magic bytes
             raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
         try:  # a truncated or garbled file fails at open; one another process holds is left to the refresh
-            duckdb.connect(str(p), read_only=True).close()
+            with duckdb.connect(str(p), read_only=True) as con:
+                tables = {t for (t,) in con.execute("select table_name from duckdb_tables()").fetchall()}
         except duckdb.Error as err:
             if not _is_lock_conflict(err):
                 raise WarehouseError(damaged_message(p, err)) from None
+        else:
+            if tables and "schema_migrations" not in tables:  # another program's data: never written into
+                raise WarehouseError(NOT_OURS.format(p))
     return p
 
 
@@ -172,8 +180,7 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
         raise _not_opened(p, err) from err
     if not ours[0][0]:
         con.close()  # another program's DuckDB file: every command refuses it in these words
-        raise WarehouseError(f"{p} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse "
-                             "`gpuledger refresh` wrote)")
+        raise WarehouseError(NOT_OURS.format(p))
     return con
 
 
