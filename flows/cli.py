@@ -447,6 +447,7 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
                                     "group by provider").fetchall())
     except duckdb.BinderException:
         degraded = {}
+
     def utc(t: datetime | None) -> datetime | None:  # DuckDB gives them in the machine's time zone
         return t and t.astimezone(timezone.utc)
 
