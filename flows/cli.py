@@ -121,7 +121,8 @@ def refresh(
     db: Optional[Path] = DbOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     replay: bool = typer.Option(False, "--replay", help="Answer every request from recordings (offline)."),
-    recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay.",
+    recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay; "
+                                              "without --provider, the providers it holds a recording of.",
                                               show_default="the recordings bundled with gpuledger"),
     replay_endpoints: Optional[Path] = typer.Option(None, "--replay-endpoints", help="With --replay: send the "
                                                     "clients to an already running replay server, whose endpoints "
@@ -256,7 +257,8 @@ def record(
     db: Optional[Path] = DbOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     from_recordings: Optional[Path] = typer.Option(None, "--from-recordings", help="Record from a replay of "
-                                                   "this folder instead of the live providers (for tests)."),
+                                                   "this folder instead of the live providers (for tests); "
+                                                   "without --provider, the providers it holds a recording of."),
     force: bool = typer.Option(False, "--force", help="Record into OUT_DIR even if it holds files (those of the "
                                "same names are replaced)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
