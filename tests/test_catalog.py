@@ -495,3 +495,17 @@ def test_ctrl_c_during_a_pull_is_one_line_exit_130_and_the_warehouse_is_as_it_wa
     code, said = cli("pull", str(published[1]), "--db", str(db))
     assert (code, said.strip()) == (130, "error: the pull was cancelled (Ctrl-C); the warehouse is as it was")
     assert not db.exists()
+
+
+def test_a_pull_into_a_truncated_warehouse_is_one_line_and_leaves_it_as_it_was(published: tuple[Path, Path],
+                                                                                tmp_path: Path) -> None:
+    """The file opens (its first blocks are whole) and fails as the pull reads on: the failed cleanup's
+    'Current transaction is aborted' came as a traceback, hiding DuckDB's 'Could not read enough bytes'."""
+    db = tmp_path / "w.duckdb"
+    db.write_bytes(published[0].read_bytes()[:300_000])  # cut where a copy or a download stopped
+    before = db.read_bytes()
+    code, said = cli("pull", str(published[1]), "--db", str(db))
+    text = " ".join(said.split())
+    assert code == 2 and text.startswith(f"error: cannot read the warehouse {db}: "), said
+    assert "Could not read enough bytes" in text and len(said.strip().splitlines()) == 1, said
+    assert db.read_bytes() == before and not (tmp_path / "w.duckdb.refresh-work").exists()

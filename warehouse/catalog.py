@@ -22,8 +22,8 @@ from gpuledger.warehouse.export import older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, load_outcome, new_id, open_writer, close_writer, db_path, refresh_lock, upsert_provider_facts,
-    utcnow,
+    AnomalyPolicy, WarehouseError, close_writer, damaged_error, db_path, first_error, load_outcome, new_id,
+    open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
 )
 from gpuledger.warehouse.validators import keep_validators
 
@@ -401,7 +401,12 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
                 finally:
                     close_writer(con)
                 publish_copy(work, published)
-            except BaseException:
+            except BaseException as err:
                 discard(work)
-                raise
+                if not isinstance(err, duckdb.Error):
+                    raise
+                # a damaged warehouse fails as its pages are read, its error perhaps hidden by a failed cleanup's
+                first = first_error(err)
+                raise damaged_error(first, published) or WarehouseError(
+                    f"cannot write {published}: {root_cause(err)}") from err
     return reports

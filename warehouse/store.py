@@ -604,12 +604,18 @@ def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run
     availability.record(con, outcome, run_id, notes)
 
 
-def root_cause(err: BaseException) -> str:
-    """The first error of a chain, in one line: a failed rollback must not hide a full disk."""
+def first_error(err: BaseException) -> BaseException:
+    """The first error of the chain `err` ends: a failed rollback must not hide a full disk."""
     first, seen = err, {id(err)}
     while (nxt := first.__cause__ or first.__context__) is not None and id(nxt) not in seen:
         seen.add(id(nxt))
         first = nxt
+    return first
+
+
+def root_cause(err: BaseException) -> str:
+    """The first error of a chain, in one line."""
+    first = first_error(err)
     text = " ".join(str(first).split())
     return f"{type(first).__name__}: {text}"[:500] if first is not err else text[:500]
 
