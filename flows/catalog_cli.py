@@ -51,7 +51,8 @@ def publish_command(
 
 def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
-                                 "(https://.../manifest.json is beside the files) or a local folder."),
+                                 "(https://.../manifest.json is beside the files) or a local folder; its "
+                                 "manifest.json's own address will do."),
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,

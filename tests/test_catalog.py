@@ -509,3 +509,14 @@ def test_a_pull_into_a_truncated_warehouse_is_one_line_and_leaves_it_as_it_was(p
     assert code == 2 and text.startswith(f"error: cannot read the warehouse {db}: "), said
     assert "Could not read enough bytes" in text and len(said.strip().splitlines()) == 1, said
     assert db.read_bytes() == before and not (tmp_path / "w.duckdb.refresh-work").exists()
+
+
+def test_the_manifests_own_address_pulls_its_catalog(published: tuple[Path, Path], served: tuple[Path, str],
+                                                     tmp_path: Path) -> None:
+    """`pull URL/manifest.json` fetched URL/manifest.json/manifest.json and said 'HTTP 404 from URL/manifest.json'."""
+    a, (folder, url) = published[0], served
+    for n, source in enumerate((f"{url}/manifest.json", str(folder / "manifest.json"))):
+        b = tmp_path / f"b{n}.duckdb"
+        code, said = cli("pull", source, "--db", str(b), "--format", "csv")
+        assert code == 0, said
+        assert digests(b) == digests(a)
