@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 
 from gpuledger.flows.literal import labelled, plain
-from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail
+from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, interrupted
 from gpuledger.flows.output import err as console
 
 
@@ -32,21 +32,27 @@ def publish_command(
     Example:
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
+    from gpuledger.flows.cli import _reader
     from gpuledger.warehouse.catalog import CatalogError, publish
-    from gpuledger.warehouse.store import open_reader
 
     output = chosen(fmt, as_json)
-    with open_reader(db, allow_files=True) as con:  # a WarehouseError: one line, exit 2 (flows/cli.py)
+    # a WarehouseError: one line, exit 2 (flows/cli.py)
+    with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
         try:
             done = publish(con, folder)
         except CatalogError as err:
             raise fail(str(err), 2) from None
+        except (KeyboardInterrupt, RuntimeError) as err:
+            if not interrupted(err):
+                raise
+            raise fail(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was", 130) from None
     emit(["provider", "files"], sorted(done.items()), output, title=f"published into {folder}")
 
 
 def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
-                                 "(https://.../manifest.json is beside the files) or a local folder."),
+                                 "(https://.../manifest.json is beside the files) or a local folder; its "
+                                 "manifest.json's own address will do."),
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
@@ -67,20 +73,21 @@ def pull_command(
     Example:
       gpuledger pull https://github.com/OWNER/REPO/releases/download/catalog
     """
-    from gpuledger.adapters.registry import SOURCES
     from gpuledger.warehouse.catalog import CatalogError, PullReport, pull, shown
     from gpuledger.warehouse.store import WarehouseError, check_warehouse_file, check_writable
 
     output = chosen(fmt, as_json)
-    unknown = sorted(set(accept_anomaly) - set(SOURCES))
-    if unknown:
-        raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
+    accept_anomaly = accepted_anomalies(accept_anomaly)
     try:
         check_writable(db)
         check_warehouse_file(db)
         reports = pull(db, source, accept_anomaly)
     except (CatalogError, WarehouseError) as err:
         raise fail(str(err), 2) from None
+    except (KeyboardInterrupt, RuntimeError) as err:
+        if not interrupted(err):
+            raise
+        raise fail("the pull was cancelled (Ctrl-C); the warehouse is as it was", 130) from None
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,
          title=f"pull {shown(source)}")
     refused = [r for r in reports if r.state == "refused"]

@@ -26,8 +26,10 @@ from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
-from gpuledger.flows.ops_cli import DbOption, StaleAfterOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, out
+from gpuledger.flows.ops_cli import DbOption, StaleAfterOption, accepted_anomalies
+from gpuledger.flows.output import (
+    Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, interrupted, out,
+)
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
@@ -35,7 +37,7 @@ from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import NEVER, STATE_SHOWN, provider_freshness
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
-    WarehouseError, check_warehouse_file, check_writable, damaged_message, db_path, is_damaged, open_reader,
+    WarehouseError, check_warehouse_file, check_writable, damaged_error, db_path, open_reader,
 )
 from gpuledger.warehouse.settings import SettingsError
 
@@ -119,7 +121,8 @@ def refresh(
     db: Optional[Path] = DbOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     replay: bool = typer.Option(False, "--replay", help="Answer every request from recordings (offline)."),
-    recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay.",
+    recordings: Optional[Path] = typer.Option(None, "--recordings", help="Recording folder for --replay; "
+                                              "without --provider, the providers it holds a recording of.",
                                               show_default="the recordings bundled with gpuledger"),
     replay_endpoints: Optional[Path] = typer.Option(None, "--replay-endpoints", help="With --replay: send the "
                                                     "clients to an already running replay server, whose endpoints "
@@ -157,18 +160,20 @@ def refresh(
             raise fail(str(err), 2) from None
     if resume and (provider or replay):
         raise fail("--resume fetches nothing: it goes without --provider and --replay", 2)
-    unknown = sorted(set(accept_anomaly) - set(SOURCES))
-    if unknown:
-        raise fail(f"--accept-anomaly {', '.join(unknown)}: no such provider; known: {', '.join(SOURCES)}", 2)
+    accept_anomaly = accepted_anomalies(accept_anomaly)
+
+    if resume and not pending.pending_dir(db_path(db)).exists():  # said at once, Prefect not started
+        check_warehouse_file(db)
+        console.print("nothing waiting to be merged", highlight=False)
+        return
 
     def prepare() -> list[str]:
         check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
         check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
         wanted = [] if resume else resolve_providers(provider)
-        _check_recordings(replay and not replay_endpoints, recordings, wanted)
-        return wanted
+        return _check_recordings(replay and not replay_endpoints, recordings, wanted, named=bool(provider))
 
-    summary = _run_refresh(db, prepare, True, providers=provider, replay=replay,
+    summary = _run_refresh(db, prepare, True, replay=replay,
                            recordings=str(recordings) if recordings else None, accept_anomaly=accept_anomaly,
                            resume=resume, replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
     if resume and not summary["providers"]:
@@ -181,7 +186,8 @@ def refresh(
 
 def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool, **params: Any) -> dict[str, Any]:
     """nightly_refresh under the watchdog and Prefect's API, after `prepare` (checks, the providers);
-    each failure one line. `watch`: find browsers first and show the progress bar."""
+    each failure one line; the flow refreshes the providers `prepare` returns. `watch`: find browsers first
+    and show the progress bar."""
     from gpuledger.adapters.registry import UnknownProviderError
     from gpuledger.flows import watchdog
 
@@ -198,7 +204,7 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
         refresh_flow = nightly_refresh.with_options(task_runner=task_runner_from_env(replay=True)) \
             if params.get("replay") else nightly_refresh
         with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
-            return refresh_flow(db=str(db_path(db)), **params)
+            return refresh_flow(db=str(db_path(db)), providers=wanted, **params)
     except (UnknownProviderError, WarehouseError) as err:  # a running refresh included
         raise fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
@@ -210,15 +216,27 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
             api_server.stop()  # a failure before the flow ran leaves it started
 
 
-def _check_recordings(replay: bool, folder: Path | None, providers: list[str]) -> None:
-    """Under replay, each provider's recording (bundled unless `folder`) read now: a malformed one is one line."""
+def _check_recordings(replay: bool, folder: Path | None, providers: list[str], named: bool) -> list[str]:
+    """The providers to refresh: under replay, each one's recording (bundled unless `folder`) read now, a
+    malformed one said in one line; unless they were `named` (-p), those `folder` holds a recording of
+    (`gpuledger record DIR` of some providers, replayed)."""
     from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, load_manifest
 
+    if not replay:
+        return providers
+    root = Path(folder or BUNDLED_RECORDINGS)
+    if folder is not None and not named:
+        if not root.is_dir():
+            raise fail(f"no recordings in {folder}: it is not a folder", 2)
+        providers = [name for name in providers if (root / name / "manifest.json").is_file()]
+        if not providers:
+            raise fail(f"no recordings in {folder}: it holds no <provider>/manifest.json of a provider", 2)
     try:
-        for name in providers if replay else ():
-            load_manifest(Path(folder or BUNDLED_RECORDINGS) / name)
+        for name in providers:
+            load_manifest(root / name)
     except RecordingError as err:
         raise fail(str(err), 2) from None
+    return providers
 
 
 def _record_folder(out_dir: Path, force: bool) -> None:
@@ -239,7 +257,8 @@ def record(
     db: Optional[Path] = DbOption,
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
     from_recordings: Optional[Path] = typer.Option(None, "--from-recordings", help="Record from a replay of "
-                                                   "this folder instead of the live providers (for tests)."),
+                                                   "this folder instead of the live providers (for tests); "
+                                                   "without --provider, the providers it holds a recording of."),
     force: bool = typer.Option(False, "--force", help="Record into OUT_DIR even if it holds files (those of the "
                                "same names are replaced)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
@@ -252,21 +271,28 @@ def record(
       gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
-    from gpuledger.flows.refresh import resolve_providers
+    from gpuledger.flows.refresh import check_record_dir, resolve_providers
 
     def prepare() -> list[str]:
+        check_writable(db)  # as refresh: a warehouse that could never be written is said before anything is made
         check_warehouse_file(db)
-        wanted = resolve_providers(provider)
-        _check_recordings(from_recordings is not None, from_recordings, wanted)
+        check_record_dir(str(out_dir), from_recordings is not None, from_recordings and str(from_recordings))
+        wanted = _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider),
+                                   named=bool(provider))
         _record_folder(out_dir, force)
         return wanted
 
-    summary = _run_refresh(db, prepare, False, providers=provider, replay=from_recordings is not None,
+    summary = _run_refresh(db, prepare, False, replay=from_recordings is not None,
                            recordings=str(from_recordings) if from_recordings else None, record_dir=str(out_dir))
     _print_summary(summary)
-    console.print(literal(f"recorded to {out_dir}"))
+    recorded = [p["provider"] for p in summary["providers"]
+                if p["state"] == "ok" and (out_dir / p["provider"] / "manifest.json").is_file()]
+    if recorded:
+        console.print(literal(f"recorded to {out_dir}: {', '.join(recorded)}"))
     if not summary["ok"]:
         raise fail(f"failed providers: {', '.join(summary['failed'])}")
+    if not recorded:  # every provider without credentials: a replay of the folder would find nothing
+        raise fail(f"nothing recorded to {out_dir}: no provider answered")
 
 
 SQL_BATCH_ROWS = 10_000  # rows fetched and written at a time: memory stays flat, a stop lands between batches
@@ -330,11 +356,19 @@ def sql(
         raise fail(f"--timeout {timeout} is not a number of seconds", 2)
     if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
         raise fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
-    con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
+    try:
+        con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
+    except WarehouseError as err:
+        if not isinstance(err.__cause__, duckdb.OutOfMemoryException):
+            raise
+        raise fail(f"--max-memory {max_memory.strip()} is too little to open the warehouse ({err})", 2) from None
 
     def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
-        write_answer(con.execute(query), output, stopping, max_rows)
+        answered = con.execute(query)
+        if answered is None:  # DuckDB's answer to a query of comments or semicolons only
+            raise fail("the query holds no SQL statement (only comments or semicolons)", 2)
+        write_answer(answered, output, stopping, max_rows)
 
     with con:
         try:
@@ -342,8 +376,8 @@ def sql(
         except QueryStopped as stop:
             raise fail(str(stop), stop.exit_code) from None
         except duckdb.Error as err:
-            if is_damaged(err, db_path(db)):
-                raise fail(damaged_message(db_path(db), err), 2) from None
+            if damaged := damaged_error(err, db):
+                raise fail(str(damaged), 2) from None
             text = str(err)
             if "read-only" in text or "read only" in text:
                 text = f"the warehouse is opened read-only by `gpuledger sql`; writes are refused ({text})"
@@ -389,9 +423,13 @@ def export(
         try:
             folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
         except WarehouseError as err:
-            if err.__cause__ is not None and is_damaged(err.__cause__, db_path(db)):
-                raise fail(damaged_message(db_path(db), err.__cause__), 2) from None
+            if err.__cause__ is not None and (damaged := damaged_error(err.__cause__, db)):
+                raise fail(str(damaged), 2) from None
             raise fail(str(err), 1) from None
+        except (KeyboardInterrupt, RuntimeError) as err:
+            if not interrupted(err):
+                raise
+            raise fail("the export was cancelled (Ctrl-C); nothing was written", 130) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
@@ -411,7 +449,12 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
                                     "group by provider").fetchall())
     except duckdb.BinderException:
         degraded = {}
-    return [{"provider": f.provider, "state": f.state, "last_success": f.last_ok, "last_attempt": f.last_attempt,
+
+    def utc(t: datetime | None) -> datetime | None:  # DuckDB gives them in the machine's time zone
+        return t and t.astimezone(timezone.utc)
+
+    return [{"provider": f.provider, "state": f.state, "last_success": utc(f.last_ok),
+             "last_attempt": utc(f.last_attempt),
              "offers": offers.get(f.provider, 0), "egress": egress.get(f.provider, 0),
              "storage": storage.get(f.provider, 0), "last_error": f.last_error if f.last_state != "ok" else None,
              "degraded": degraded.get(f.provider)}
@@ -426,7 +469,7 @@ def status(
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Per provider: last success, last attempt, state (ok / stale / failed / never), row counts.
+    """Per provider: last success, last attempt (UTC), state (ok / stale / failed / never), row counts.
 
     Every registered source is listed, one that never loaded too (state
     `never`). Exit codes: 0 every loaded provider is ok;
@@ -443,7 +486,8 @@ def status(
     with _reader(db, "status") as con:
         provider = list(resolve_names("provider", provider, {*SOURCES, *UNITS, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
-    saved = pending.waiting(db_path(db))  # fetched results a failed write left for the next merge
+    # fetched results a failed write left for the next merge (with -p, the chosen providers')
+    saved = [p for p in pending.waiting(db_path(db)) if not provider or p.stem in provider]
     for r in rows:
         r["waiting"] = sorted({p.parent.name for p in saved if p.stem == r["provider"]})
     if provider:
@@ -456,7 +500,7 @@ def status(
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:
         t.add_row(cell(r["provider"]), cell(STATE_SHOWN.get(r["state"], r["state"]), STATE_COLOURS[r["state"]]),
-                  *(cell(str(r[k])[:19] if r[k] else "-") for k in ("last_success", "last_attempt")),
+                  *(cell(f"{r[k]:%Y-%m-%d %H:%M} UTC" if r[k] else "-") for k in ("last_success", "last_attempt")),
                   cell(r["offers"]), cell(r["egress"]), cell(r["storage"]),
                   literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 120))
     out.print(t)
@@ -474,7 +518,7 @@ def check(db: Optional[Path] = DbOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
     from gpuledger.warehouse.check import run_checks
 
-    with open_reader(db) as con:
+    with _reader(db, "the check") as con:
         results = run_checks(con)
     for r in results:
         mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
@@ -497,9 +541,9 @@ def _warehouse_guard(command: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except duckdb.Error as err:
-            if not is_damaged(err, db_path(kwargs.get("db"))):
+            if (damaged := damaged_error(err, kwargs.get("db"))) is None:
                 raise
-            raise fail(damaged_message(db_path(kwargs.get("db")), err), 2) from None
+            raise fail(str(damaged), 2) from None
         except (WarehouseError, FilterError) as err:  # every usage error: one line, exit 2
             raise fail(str(err), 2) from None
     return guarded

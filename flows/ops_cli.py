@@ -46,6 +46,20 @@ StaleAfterOption = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", callback
                                 help="Hours after which a provider's last success counts as stale.")
 
 
+def accepted_anomalies(names: list[str]) -> list[str]:
+    """--accept-anomaly's providers, named in any case (as -p); one that is none a usage error naming the nearest."""
+    from gpuledger.adapters.registry import SOURCES
+    from gpuledger.warehouse.recommender.names import resolve_name
+
+    accepted = []
+    for name in names:
+        try:
+            accepted.append(resolve_name("provider", name, SOURCES))
+        except ValueError as err:  # "unknown provider 'x'; did you mean a, b or c?"
+            raise fail(f"--accept-anomaly {name}: no such provider; {str(err).partition('; ')[2]}", 2) from None
+    return list(dict.fromkeys(accepted))
+
+
 def report_command(
     out_file: Path = typer.Argument(..., metavar="OUT.html", help="The page to write (one self-contained file)."),
     db: Optional[Path] = DbOption,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from enum import Enum
 from typing import Any, Iterable, Sequence
@@ -43,11 +44,27 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def interrupted(err: BaseException) -> bool:
+    """Whether `err` is Ctrl-C: a KeyboardInterrupt, or DuckDB's RuntimeError for the query it stopped."""
+    return isinstance(err, KeyboardInterrupt) or isinstance(err, RuntimeError) and "interrupted" in str(err).lower()
+
+
 def chosen(fmt: Format | str, as_json: bool = False) -> str:
     """The output format; `--json` beside `--format csv` asks for two, a usage error."""
     if as_json and Format(fmt) == Format.csv:
         raise fail("--json and --format csv ask for two formats: give one", 2)
     return "json" if as_json else Format(fmt).value
+
+
+def _json_value(value: Any) -> Any:
+    """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
 
 
 def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
@@ -64,14 +81,16 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
         for r in rows:
             # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \u escape,
             # the same value to a JSON reader and inert on a terminal.
-            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, r)), default=str, indent=2,
+            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, map(_json_value, r))), default=str, indent=2,
                                                      ensure_ascii=True).replace("\n", "\n  "))
             sep = ",\n"
         sys.stdout.write("]\n" if sep == "\n" else "\n]\n")
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
-        writer.writerows(rows)
+        # a list or a mapping in a cell as JSON text, which any reader parses (not Python's repr)
+        writer.writerows([json.dumps(v, default=str, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                          for v in r] for r in rows)
     else:
         table = Table(title=cell(title) if title else None, title_justify="left")
         for c in columns:

@@ -110,6 +110,14 @@ def resolve_providers(names: list[str] | None) -> list[str]:
         raise UnknownProviderError(str(err)) from None
 
 
+def check_record_dir(record_dir: str | None, replay: bool, recordings: str | None) -> None:
+    """WarehouseError when `record_dir` is the folder being replayed (bundled unless `recordings`): the bodies
+    being served would be rewritten as they are recorded, and a paged answer then never ends."""
+    if replay and record_dir and Path(record_dir).resolve() == Path(recordings or BUNDLED_RECORDINGS).resolve():
+        raise WarehouseError(f"cannot record into {record_dir}: it is the recording folder being replayed; "
+                             "record into another folder")
+
+
 def summarize(refresh_id: str, reports: list[LoadReport]) -> dict[str, Any]:
     return {
         "refresh_id": refresh_id,
@@ -160,10 +168,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     could not write are merged first; resume: only those."""
     stop_reported_once()
     children.NO_NEW_CHILDREN.clear()
-    if replay and record_dir and Path(record_dir).resolve() == Path(recordings or BUNDLED_RECORDINGS).resolve():
-        # the bodies being served would be rewritten as they are recorded: a paged answer then never ends
-        raise WarehouseError(f"cannot record into {record_dir}: it is the recording folder being replayed; "
-                             "record into another folder")
+    check_record_dir(record_dir, replay, recordings)
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
     refresh_id = new_id("refresh")
     folder = pending.pending_dir(db_path(db)) / refresh_id

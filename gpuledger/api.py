@@ -13,7 +13,7 @@ import duckdb
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.offer_filter import OfferFilter
 from gpuledger.warehouse.schema import column_names
-from gpuledger.warehouse.store import WarehouseError, damaged_message, db_path, is_damaged, open_reader
+from gpuledger.warehouse.store import damaged_error, open_reader
 
 # content_hash is the merge's fingerprint of a row, not data (as in exports).
 OFFER_FIELDS = tuple(c for c in column_names("offers") if c != "content_hash")
@@ -80,8 +80,8 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
                 "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
                 params=params).to_arrow_table()
     except duckdb.Error as err:  # a truncated file fails only when its pages are read: said as the CLI says it
-        if not is_damaged(err, db_path(db)):
+        if (damaged := damaged_error(err, db)) is None:
             raise
-        raise WarehouseError(damaged_message(db_path(db), err)) from err
+        raise damaged from err
     columns = [table.column(c).to_pylist() for c in OFFER_FIELDS]
     return Offers([Offer(*values) for values in zip(*columns)], table)

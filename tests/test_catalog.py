@@ -495,3 +495,67 @@ def test_a_catalog_keeps_within_a_github_releases_1000_assets(tmp_path: Path, mo
     assert [r.state for r in pull(b, str(folder))] == ["loaded"]
     assert digests(b) == digests(a)
     assert checks_pass(b)
+
+
+def test_the_time_of_the_scrape_a_pull_keeps_is_utc_whatever_the_machines_time_zone(tmp_path: Path) -> None:
+    """'the warehouse holds its scrape of 2026-12-07 07:31 UTC' in Tokyo was 22:31 UTC: local time called UTC."""
+    import csv
+    import io
+    import os
+    import subprocess
+    import sys
+    from datetime import timezone
+
+    older, own = tmp_path / "older.duckdb", tmp_path / "own.duckdb"
+    replayed_warehouse(older, ["lambda"])
+    catalog.publish(duckdb.connect(str(older), read_only=True), tmp_path / "older")
+    replayed_warehouse(own, ["lambda"])
+    [(last,)] = query(own, "select max(started_at) from scrape_runs where provider = 'lambda'")
+    done = subprocess.run([sys.executable, "-m", "gpuledger.flows.cli", "pull", str(tmp_path / "older"), "--db",
+                           str(own), "--format", "csv"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TZ": "Asia/Tokyo"})
+    assert done.returncode == 0, done.stderr
+    [row] = list(csv.DictReader(io.StringIO(done.stdout, newline="")))
+    assert (row["state"], row["detail"]) == (
+        "kept", f"the warehouse holds its scrape of {last.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC")
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), RuntimeError("Query interrupted")])
+def test_ctrl_c_during_a_pull_is_one_line_exit_130_and_the_warehouse_is_as_it_was(
+        stop: BaseException, published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C landing in a provider's load printed a traceback (DuckDB's 'Query interrupted', or the rollback's
+    'cannot rollback - no transaction is active'), exit 1."""
+    def interrupted(con: duckdb.DuckDBPyConnection, *args: Any) -> None:
+        con.execute("rollback")  # as DuckDB does when Ctrl-C stops a query in a transaction
+        raise stop
+
+    monkeypatch.setattr(catalog, "upsert_provider_facts", interrupted)
+    db = tmp_path / "w.duckdb"
+    code, said = cli("pull", str(published[1]), "--db", str(db))
+    assert (code, said.strip()) == (130, "error: the pull was cancelled (Ctrl-C); the warehouse is as it was")
+    assert not db.exists()
+
+
+def test_a_pull_into_a_truncated_warehouse_is_one_line_and_leaves_it_as_it_was(published: tuple[Path, Path],
+                                                                                tmp_path: Path) -> None:
+    """The file opens (its first blocks are whole) and fails as the pull reads on: the failed cleanup's
+    'Current transaction is aborted' came as a traceback, hiding DuckDB's 'Could not read enough bytes'."""
+    db = tmp_path / "w.duckdb"
+    db.write_bytes(published[0].read_bytes()[:300_000])  # cut where a copy or a download stopped
+    before = db.read_bytes()
+    code, said = cli("pull", str(published[1]), "--db", str(db))
+    text = " ".join(said.split())
+    assert code == 2 and text.startswith(f"error: cannot read the warehouse {db}: "), said
+    assert "Could not read enough bytes" in text and len(said.strip().splitlines()) == 1, said
+    assert db.read_bytes() == before and not (tmp_path / "w.duckdb.refresh-work").exists()
+
+
+def test_the_manifests_own_address_pulls_its_catalog(published: tuple[Path, Path], served: tuple[Path, str],
+                                                     tmp_path: Path) -> None:
+    """`pull URL/manifest.json` fetched URL/manifest.json/manifest.json and said 'HTTP 404 from URL/manifest.json'."""
+    a, (folder, url) = published[0], served
+    for n, source in enumerate((f"{url}/manifest.json", str(folder / "manifest.json"))):
+        b = tmp_path / f"b{n}.duckdb"
+        code, said = cli("pull", source, "--db", str(b), "--format", "csv")
+        assert code == 0, said
+        assert digests(b) == digests(a)

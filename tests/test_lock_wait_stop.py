@@ -20,6 +20,10 @@ COMMANDS = {
                            "warehouse; nothing was read"),
     "export": (["export", "{out}"], "the export was cancelled (Ctrl-C) while waiting for the refresh that is "
                                     "writing the warehouse; nothing was written"),
+    "check": (["check"], "the check was cancelled (Ctrl-C) while waiting for the refresh that is writing the "
+                         "warehouse; nothing was read"),
+    "publish": (["publish", "{out}"], "the publish was cancelled (Ctrl-C) while waiting for the refresh that is "
+                                      "writing the warehouse; nothing was written"),
     "recommend": (["recommend", "--model", "llama-3-8b", "--method", "qlora"],
                   "the recommendation was cancelled (Ctrl-C) while waiting for the refresh that is writing "
                   "the warehouse; nothing was read"),

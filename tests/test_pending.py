@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import json
 import resource
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 
 import duckdb
@@ -150,3 +150,65 @@ def test_resume_fetches_nothing() -> None:
     result = CliRunner().invoke(app, ["refresh", "--resume", "-p", "lambda"])
     assert result.exit_code == 2
     assert "--resume fetches nothing" in " ".join(result.output.split())
+
+
+def test_a_save_stopped_part_way_leaves_nothing_and_its_leftovers_are_removed_by_the_next_merge(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM or Ctrl-C lands while the refresh saves a provider's result (the handler raises in the main
+    thread): no part of it stays, and what a killed refresh left part-way the next merge removes."""
+    from gpuledger.flows.stopping import RefreshInterrupted
+
+    folder = pending.pending_dir(db) / "refresh-stopped"
+    kept = pending.write(folder, scraped("runpod", "replay", T0, T0, batch=batch("runpod", [offer("h100", 2.0)])))
+    files = {p.name: p.read_bytes() for p in folder.iterdir()}
+    real_replace = pending.os.replace
+
+    def stopped_before_the_run_file(src: str, dst: Path) -> None:
+        if Path(dst).name == "lambda.json":
+            raise RefreshInterrupted(15, "while fetching")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(pending.os, "replace", stopped_before_the_run_file)
+    with pytest.raises(RefreshInterrupted):
+        pending.write(folder, scraped("lambda", "replay", T0, T0, batch=batch("lambda", [offer("gpu_8x", 20.0)])))
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == files  # runpod's result, whole; no lambda file
+    assert pending.waiting(db) == [kept]
+
+    # What a refresh killed mid-save (kill -9: no handler ran) leaves: table files without their run file,
+    # `.part` files; beside them a whole result, merged, and an unreadable one set aside, kept.
+    (folder / "lambda.offers.json").write_text("[]")
+    (folder / "lambda.offers.json.part").write_text("[{")
+    (folder / "aws.json.part").write_text("{")
+    (folder / "vultr.json.unreadable").write_text("{")
+    (folder / "vultr.offers.json").write_text("[]")
+    (report,) = merge_pending(db, "refresh-next", AnomalyPolicy())
+    assert (report.provider, report.state, report.rows_loaded) == ("runpod", "ok", 1)
+    assert sorted(p.name for p in folder.iterdir()) == ["vultr.json.unreadable", "vultr.offers.json"]
+
+    (folder / "vultr.json.unreadable").unlink()  # its operator looked at it; the table file left is a leftover
+    (pending.pending_dir(db) / "refresh-killed").mkdir()
+    (pending.pending_dir(db) / "refresh-killed" / "lambda.offers.json.part").write_text("[")
+    assert merge_pending(db, "refresh-resume", AnomalyPolicy()) == []
+    assert not pending.pending_dir(db).exists()
+
+
+def test_the_later_scrape_a_saved_result_is_refused_for_is_timed_in_utc(db: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refusal (kept in scrape_runs.error) gave the start in the machine's time zone: +09:00 in Tokyo."""
+    import time
+
+    old = fetched_lambda(150)
+    replayed_warehouse(db, ["lambda"])
+    [(started,)] = duckdb.connect(str(db), read_only=True).execute(
+        "select max(started_at) from scrape_runs").fetchall()
+    pending.write(pending.pending_dir(db) / "refresh-old", old)
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # DuckDB takes it at each connect
+    time.tzset()
+    try:
+        (report,) = merge_pending(db, "refresh-now", AnomalyPolicy())
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    utc = started.astimezone(timezone.utc).isoformat(timespec="seconds")
+    assert utc.endswith("+00:00") and report.error.endswith(f"a later scrape (started {utc})"), report.error

@@ -10,7 +10,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,8 +22,8 @@ from gpuledger.warehouse.export import older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, load_outcome, new_id, open_writer, close_writer, db_path, refresh_lock, upsert_provider_facts,
-    utcnow,
+    AnomalyPolicy, WarehouseError, close_writer, damaged_error, db_path, first_error, load_outcome, new_id,
+    open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
 )
 from gpuledger.warehouse.validators import keep_validators
 
@@ -302,6 +302,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     if pulled:
         return PullReport(provider, "up to date", offers, detail="its files are those of the last pull")
     if last is not None and (last > started or own and last == started):  # an older catalog never rolls back
+        last = last.astimezone(timezone.utc)  # DuckDB gives it in the machine's time zone
         return PullReport(provider, "up to date" if last == started else "kept", offers,
                           detail=f"the warehouse holds its scrape of {last:%Y-%m-%d %H:%M} UTC")
     marks = _marks(con, provider)
@@ -364,7 +365,8 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
         keep_validators(con, provider, {CATALOG_KEY: digest}, refresh_id, now)
         con.execute("commit")
     except BaseException as err:
-        con.execute("rollback")
+        with contextlib.suppress(duckdb.Error):  # DuckDB ends the transaction itself of a query Ctrl-C interrupted
+            con.execute("rollback")
         if not isinstance(err, duckdb.Error):
             raise
         raise CatalogError(f"{provider}: not loaded, nothing of it changed: {type(err).__name__}: "
@@ -397,6 +399,9 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
+    folder, _, last = source.rstrip("/").rpartition("/")
+    if last == MANIFEST:  # the manifest's own address given: the catalog is its folder
+        source = folder or "."
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
@@ -424,7 +429,12 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
                 finally:
                     close_writer(con)
                 publish_copy(work, published)
-            except BaseException:
+            except BaseException as err:
                 discard(work)
-                raise
+                if not isinstance(err, duckdb.Error):
+                    raise
+                # a damaged warehouse fails as its pages are read, its error perhaps hidden by a failed cleanup's
+                first = first_error(err)
+                raise damaged_error(first, published) or WarehouseError(
+                    f"cannot write {published}: {root_cause(err)}") from err
     return reports

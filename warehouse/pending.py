@@ -167,9 +167,32 @@ def save(folder: Path, files: dict[str, bytes]) -> Path:
     """Keep the files `write` made elsewhere in `folder`, the run file last; its path. Raises OSError."""
     folder.mkdir(parents=True, exist_ok=True)
     run = next(n for n in files if n.count(".") == 1)
-    for name in sorted(files, key=lambda n: n == run):
-        _write(folder / name, files[name])
+    try:
+        for name in sorted(files, key=lambda n: n == run):
+            _write(folder / name, files[name])
+    except BaseException:  # a signal or a full disk part-way: without its run file, nothing of it is a result
+        if not (folder / run).exists():
+            for name in files:
+                for f in (folder / name, folder / f"{name}.part"):
+                    f.unlink(missing_ok=True)
+        raise
     return folder / run
+
+
+def remove_partial(db: Path) -> None:
+    """Remove what a save stopped part-way left (a killed refresh): `.part` files, and a provider's table files
+    without its run file (or the run file set aside as unreadable). None of it is a result; the caller holds
+    the refresh lock, so no save is under way."""
+    for folder in (p for p in pending_dir(db).glob("*") if p.is_dir()):
+        names = {f.name for f in folder.iterdir()}
+        for name in names - {"write-error.txt"}:
+            provider = name.split(".")[0]
+            if name.endswith(".part") or not {f"{provider}.json", f"{provider}.json.unreadable"} & names:
+                (folder / name).unlink(missing_ok=True)
+        if not any(f.name != "write-error.txt" for f in folder.iterdir()):
+            (folder / "write-error.txt").unlink(missing_ok=True)
+            with suppress(OSError):
+                folder.rmdir()
 
 
 def read(path: Path) -> ScrapeOutcome:

@@ -6,10 +6,12 @@ in one short write window; a lock file beside the warehouse keeps two refreshes 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import os
+import tempfile
 import time
 import uuid
 from contextlib import contextmanager, suppress
@@ -51,8 +53,12 @@ def db_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or load_settings().db or DEFAULT_DB)
 
 
+NOT_OURS = "{} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse `gpuledger refresh` wrote)"
+
+
 def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
-    """The warehouse path; WarehouseError when it exists and is not a readable DuckDB database."""
+    """The warehouse path; WarehouseError when it exists and is not a readable DuckDB database, or holds another
+    program's tables."""
     p = db_path(path)
     _not_a_directory(p)
     if p.exists():
@@ -64,10 +70,14 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
         if head[8:] != b"DUCK":  # a DuckDB database file's magic bytes
             raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
         try:  # a truncated or garbled file fails at open; one another process holds is left to the refresh
-            duckdb.connect(str(p), read_only=True).close()
+            with duckdb.connect(str(p), read_only=True) as con:
+                tables = {t for (t,) in con.execute("select table_name from duckdb_tables()").fetchall()}
         except duckdb.Error as err:
             if not _is_lock_conflict(err):
                 raise WarehouseError(damaged_message(p, err)) from None
+        else:
+            if tables and "schema_migrations" not in tables:  # another program's data: never written into
+                raise WarehouseError(NOT_OURS.format(p))
     return p
 
 
@@ -90,6 +100,13 @@ def damaged_message(path: Path, err: BaseException) -> str:
             "or refresh into a new --db)")
 
 
+def damaged_error(err: BaseException, db: str | os.PathLike[str] | None) -> WarehouseError | None:
+    """The WarehouseError to raise for `err` when it says the warehouse file (`db`, as --db gives it) is
+    damaged; None when it is another error (a query's own mistake)."""
+    path = db_path(db)
+    return WarehouseError(damaged_message(path, err)) if is_damaged(err, path) else None
+
+
 def _not_a_directory(path: Path) -> None:
     """Only a regular file (or nothing yet) is a warehouse: a FIFO or a device would hang its reader."""
     if path.exists() and not path.is_file():
@@ -110,7 +127,14 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
         except duckdb.Error as err:  # a garbled file fails its checksum at open
-            raise WarehouseError(damaged_message(path, err)) from err
+            raise _not_opened(path, err) from err
+
+
+def _not_opened(path: Path, err: duckdb.Error) -> WarehouseError:
+    """A DuckDB error opening `path`: a damaged file, or another cause (too small a memory limit)."""
+    if is_damaged(err, path):
+        return WarehouseError(damaged_message(path, err))
+    return WarehouseError(f"cannot open {path}: {(str(err).strip().splitlines() or [''])[0][:300]}")
 
 
 def open_writer(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
@@ -136,19 +160,27 @@ def close_writer(con: duckdb.DuckDBPyConnection) -> None:
 
 def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK_WAIT_S,
                 allow_files: bool = False, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-    """Open read-only; unless allow_files (exports), no other file can be touched (ATTACH, COPY, ...)."""
+    """Open read-only; unless allow_files (exports), no other file can be touched (ATTACH, COPY, ...) and its
+    session is in UTC (times shown, days cut), its configuration then locked."""
     p = db_path(path)
     if not p.exists():
         raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
     config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
     if not allow_files:
         config |= {"enable_external_access": False, "autoinstall_known_extensions": False,
-                   "autoload_known_extensions": False, "lock_configuration": True}
+                   "autoload_known_extensions": False}
     con = _connect_retrying(p, wait_s, read_only=True, config=config)
-    if not con.execute("select count(*) from duckdb_tables() where table_name = 'schema_migrations'").fetchall()[0][0]:
+    try:
+        if not allow_files:  # a query cannot set the time zone once the configuration is locked
+            con.execute("set TimeZone = 'UTC'")
+            con.execute("set lock_configuration = true")
+        ours = con.execute("select count(*) from duckdb_tables() where table_name = 'schema_migrations'").fetchall()
+    except duckdb.Error as err:
+        con.close()
+        raise _not_opened(p, err) from err
+    if not ours[0][0]:
         con.close()  # another program's DuckDB file: every command refuses it in these words
-        raise WarehouseError(f"{p} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse "
-                             "`gpuledger refresh` wrote)")
+        raise WarehouseError(NOT_OURS.format(p))
     return con
 
 
@@ -164,8 +196,23 @@ def _open_lock_file(db: Path) -> Any:
 
 
 def check_writable(path: str | os.PathLike[str] | None = None) -> None:
-    """Fail at once, before any fetch, where a refresh could never write (see _open_lock_file)."""
-    _open_lock_file(db_path(path)).close()
+    """Fail at once, before any fetch, where a refresh could never write its lock file (see _open_lock_file).
+    Nothing is created: a command refused now or later leaves no lock file or folder behind."""
+    db = db_path(path)
+    lock_path = Path(str(db) + ".refresh.lock")
+    if lock_path.exists():  # opening it creates nothing
+        _open_lock_file(db).close()
+        return
+    _not_a_directory(db)
+    folder = lock_path.parent
+    while not folder.exists():  # the nearest of the folders _open_lock_file would make
+        folder = folder.parent
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        tempfile.TemporaryFile(dir=folder).close()  # a file without a name (O_TMPFILE): nothing to remove
+    except OSError as err:
+        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
 
 
 @contextmanager
@@ -557,12 +604,18 @@ def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run
     availability.record(con, outcome, run_id, notes)
 
 
-def root_cause(err: BaseException) -> str:
-    """The first error of a chain, in one line: a failed rollback must not hide a full disk."""
+def first_error(err: BaseException) -> BaseException:
+    """The first error of the chain `err` ends: a failed rollback must not hide a full disk."""
     first, seen = err, {id(err)}
     while (nxt := first.__cause__ or first.__context__) is not None and id(nxt) not in seen:
         seen.add(id(nxt))
         first = nxt
+    return first
+
+
+def root_cause(err: BaseException) -> str:
+    """The first error of a chain, in one line."""
+    first = first_error(err)
     text = " ".join(str(first).split())
     return f"{type(first).__name__}: {text}"[:500] if first is not err else text[:500]
 
@@ -603,7 +656,7 @@ def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetim
     if newer is not None and newer >= outcome.started_at:
         return ScrapeOutcome(outcome.provider, outcome.mode, outcome.started_at, outcome.finished_at, state="failed",
                              requests=outcome.requests, error=f"not merged: {why}; the warehouse already holds a "
-                             f"later scrape (started {newer.isoformat(timespec='seconds')})")
+                             f"later scrape (started {newer.astimezone(timezone.utc).isoformat(timespec='seconds')})")
     outcome.notes.append(f"resumed: {why}; merged later")
     return outcome
 
@@ -625,8 +678,11 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
     from gpuledger.warehouse.snapshot import PublishError, discard, publish, start_working_copy
 
     published = db_path(db)
+    pending.remove_partial(published)
     paths = pending.waiting(published)
     if not paths:
+        with suppress(OSError):  # none left, once a partial save's files are gone
+            pending.pending_dir(published).rmdir()
         return []
     reports: list[LoadReport] = []
     merged: list[Path] = []
