@@ -27,6 +27,7 @@ class Enrichment(BaseModel):
     name: str = Field(min_length=1)  # as the run's `degraded` column names it
     options: tuple[str, ...] = ()  # purchase options whose offers only this enrichment yields
     columns: tuple[str, ...] = ()  # offer columns only this enrichment fills
+    provider_data_keys: tuple[str, ...] = ()  # keys of an offer's provider_data only this enrichment fills
     timeout_s: float = Field(default=600.0, gt=0)
 
 
@@ -63,6 +64,17 @@ class ProviderSpec(BaseModel):
 
     def enrichment(self, name: str) -> Enrichment:
         return next(e for e in self.enrichments if e.name == name)
+
+    def degraded(self, reasons: dict[str, str], failed_regions: dict[str, dict[str, list[str]]]) -> list[dict]:
+        """The failed enrichments as a scrape's outcome hands them to the warehouse: what each alone yields,
+        and the regions it failed in when it failed in some regions only."""
+        out = []
+        for name, reason in sorted(reasons.items()):
+            spec, regions = self.enrichment(name), {r for rs in failed_regions.get(name, {}).values() for r in rs}
+            out.append({"name": name, "reason": reason, "options": list(spec.options), "columns": list(spec.columns),
+                        "provider_data_keys": list(spec.provider_data_keys),
+                        **({"regions": sorted(regions)} if regions and "" not in regions else {})})
+        return out
 
     @property
     def display_name(self) -> str:

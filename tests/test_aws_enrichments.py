@@ -150,3 +150,32 @@ def test_a_malformed_instance_types_answer_is_schema_drift(server) -> None:
             aws.fetch(replay_context(server, "aws", settings={"aws_regions": REGION}))
     finally:
         server.hook = None
+
+
+def test_az_offerings_failing_in_one_region_change_no_stored_offer(server, tmp_path) -> None:
+    # IAM without ec2:DescribeInstanceTypeOfferings (or one region throttled): each offer's provider_data lost its
+    # availability_zones, so every offer of the region was 'changed', a new history version each, and one
+    # region's failure kept the stale availability of every other region too.
+    from datetime import timedelta
+
+    from tests.builders import T0, load, outcome
+
+    regions = {"aws_regions": "us-east-1,us-west-2"}
+    first = aws.fetch(replay_context(server, "aws", settings=regions))
+    west = [o for o in first.offers if o.region == "us-west-2" and o.purchase_option == "on_demand"]
+    assert west and all('"availability_zones": [' in o.provider_data for o in west)
+    status, body, _ = FAULTS["500"]
+    hook = ec2_answer("DescribeInstanceTypeOfferings", status, body)
+    server.hook = lambda host, req, ex: hook(host, req, ex) if host.startswith("ec2.us-west-2.") else None
+    try:
+        ctx = replay_context(server, "aws", settings=regions)
+        second = aws.fetch(ctx)
+    finally:
+        server.hook = None
+    degraded = aws.PROVIDER.degraded(ctx.degraded, ctx.failed_regions)
+    assert [(d["name"], d["regions"]) for d in degraded] == [("az offerings", ["us-west-2"])]
+    db = tmp_path / "w.duckdb"
+    load(db, [outcome(first, "aws")], "refresh-1")
+    [report] = load(db, [outcome(second, "aws", when=T0 + timedelta(days=1), degraded=degraded)], "refresh-2")
+    assert (report.state, report.new, report.changed, report.closed) == ("ok", 0, 0, 0)
+    assert report.degraded.startswith("az offerings (aws: EC2 API in us-west-2 (DescribeInstanceTypeOfferings)")

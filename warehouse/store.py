@@ -430,23 +430,55 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
 
 def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
                    degraded: list[dict[str, Any]]) -> pa.Table:
-    """The offers to merge when enrichments failed: the purchase options and columns only a failed
-    enrichment yields keep their current rows and values."""
-    options = sorted({o for d in degraded for o in d.get("options", ())})
-    kept = {c for d in degraded for c in d.get("columns", ())}
-    if not options and not kept:
+    """The offers to merge when enrichments failed: the purchase options, columns and provider_data keys
+    only a failed enrichment yields keep their current rows and values, in the regions it failed in
+    when it names them (the other regions' answers are fresh)."""
+    for failed in degraded:
+        offers = _carry_enrichment(con, provider, offers, failed)
+    return offers
+
+
+def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
+                      failed: dict[str, Any]) -> pa.Table:
+    import pyarrow as pa
+    options, kept, keys = list(failed.get("options", ())), set(failed.get("columns", ())), \
+        list(failed.get("provider_data_keys", ()))
+    if not options and not kept and not keys:
         return offers
-    cols = ", ".join(OFFERS.columns)
-    picked = ", ".join(f"case when o.provider is null then i.{c} else o.{c} end as {c}" if c in kept else f"i.{c}"
+    where = "list_contains($regions, {}.region)" if failed.get("regions") else "true"
+    carried = f"o.provider is not null and {where.format('i')}"
+    picked = ", ".join(f"case when {carried} then o.{c} else i.{c} end as {c}" if c in kept else f"i.{c}"
                        for c in OFFERS.columns)
     with registered(con, _incoming=offers):
-        return con.sql(
-            f"""select {picked} from _incoming i
+        table = con.sql(
+            f"""select {picked}, case when {carried} then o.provider_data end as stored_data from _incoming i
                 left join (select * from offers where provider = $p) o on {_key_join(OFFERS, 'o', 'i')}
                 union all
-                select {cols} from offers o where o.provider = $p and list_contains($options, o.purchase_option)
+                select {', '.join(OFFERS.columns)}, null from offers o where o.provider = $p
+                  and list_contains($options, o.purchase_option) and {where.format('o')}
                   and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
-            params={"p": provider, "options": options}).to_arrow_table().cast(offers.schema)
+            params={"p": provider, "options": options, **({"regions": failed["regions"]} if failed.get("regions")
+                                                          else {})}).to_arrow_table()
+    stored = table.column("stored_data").to_pylist()
+    table = table.drop_columns(["stored_data"])
+    if keys:
+        data = [new if old is None else _with_stored_keys(new, old, keys)
+                for new, old in zip(table.column("provider_data").to_pylist(), stored)]
+        table = table.set_column(table.schema.get_field_index("provider_data"), "provider_data",
+                                 pa.array(data, pa.string()))
+    return table.cast(offers.schema)
+
+
+def _with_stored_keys(new: str | None, old: str, keys: list[str]) -> str:
+    """provider_data `new` with `keys` as in `old` (absent where it lacks them), written as the adapters
+    write it (json.dumps, keys sorted), so an offer nothing else changed keeps its content hash."""
+    merged, before = json.loads(new) if new else {}, json.loads(old)
+    for key in keys:
+        if key in before:
+            merged[key] = before[key]
+        else:
+            merged.pop(key, None)
+    return json.dumps(merged, sort_keys=True)
 
 
 def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table, policy: AnomalyPolicy,

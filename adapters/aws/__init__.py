@@ -30,8 +30,10 @@ PROVIDER = ProviderSpec(
     enrichments=(
         Enrichment(name="spot prices", options=("spot",)),
         Enrichment(name="spot advisor", columns=("interruption_risk", "interruption_risk_level",
-                                                 "interruption_rate_max_pct", "interruption_risk_source")),
-        Enrichment(name="az offerings", columns=("available", "available_count", "availability_level")),
+                                                 "interruption_rate_max_pct", "interruption_risk_source"),
+                   provider_data_keys=("advisor_savings_pct",)),
+        Enrichment(name="az offerings", columns=("available", "available_count", "availability_level"),
+                   provider_data_keys=("availability_zones",)),
         Enrichment(name="savings plans", options=tuple(
             commitment_option(plan, months, payment) for plan in savings_plans.PLAN_KINDS.values()
             for months in (12, 36) for payment in savings_plans.PAYMENTS.values())),
