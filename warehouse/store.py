@@ -171,8 +171,10 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
                    "autoload_known_extensions": False}
     con = _connect_retrying(p, wait_s, read_only=True, config=config)
     try:
-        if not allow_files:  # a query cannot set the time zone once the configuration is locked
-            con.execute("set TimeZone = 'UTC'")
+        # A query cannot set the time zone once the configuration is locked. Another reader of the file in this
+        # process shares the first one's database: it finds the zone set for every session, and locked.
+        if not allow_files and not con.execute("select current_setting('lock_configuration')").fetchall()[0][0]:
+            con.execute("set global TimeZone = 'UTC'")
             con.execute("set lock_configuration = true")
         ours = con.execute("select count(*) from duckdb_tables() where table_name = 'schema_migrations'").fetchall()
     except duckdb.Error as err:
