@@ -23,7 +23,7 @@ from gpuledger.flows.plot import not_the_warehouse, utc_minute
 from gpuledger.warehouse.freshness import (
     DEFAULT_MAX_AGE_HOURS, STATE_SHOWN, ProviderFreshness, provider_freshness,
 )
-from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, tiered_egress_cost
+from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, MAX_TOKENS, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
 
 DEFAULT_EGRESS_GB = 140.0
@@ -303,10 +303,8 @@ def gpu_summary(rows: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any]]
 COMMON_MODELS = ("llama-3-8b", "qwen3-8b", "mistral-7b", "gemma-3-12b", "qwen2.5-14b", "qwen3-32b",
                  "mixtral-8x7b", "llama-3-70b", "qwen2.5-72b")
 METHODS = ("qlora", "lora", "full")
-# The job sizes (tokens per run) whose leaders make each answer's pool: the browser ranks the pool
-# for the size, runs and spot the reader picks.
-POOL_TOKENS = (3e6, None, 1e9)  # None: the recommender's default job
-POOL_TOP = 15
+TUNE_RUNS = (1, 2, 3, 5, 10)  # the page's choices of runs
+TUNE_SHOWN = 10  # rows the page ranks
 
 
 def _tuning_row(c: Any, flags: dict[str, int]) -> dict[str, Any]:
@@ -329,29 +327,122 @@ def _tuning_row(c: Any, flags: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def page_egress(tiers: Tiers, row: dict[str, Any], gb: float) -> float:
+    """A pool entry's egress of `gb`, as the page's script reckons it."""
+    if row["egress"] == "none":
+        return 0.0
+    regions = tiers.get(row["provider"]) or {}
+    if row["egress"] == "region" and row["region"] in regions:
+        return tiered_egress_cost(gb, regions[row["region"]])
+    return max((tiered_egress_cost(gb, t) for t in regions.values()), default=0.0)
+
+
+# The job sizes between which leading_pool bounds each candidate's cost: 0, then 1,000 tokens per run up
+# to MAX_TOKENS (the most the page and the recommender cost) in steps of 5 %.
+GRID_STEP = 1.05
+COST_EPS = 2e-6  # the recommender ranks totals rounded to 6 decimals: a lead smaller than this may tie
+
+
+def _job_costs(rows: list[dict[str, Any]], egress: Any, tokens: Any, runs: int) -> Any:
+    """Each candidate's job cost (rows) at each size in `tokens` (columns), as the page's script reckons it."""
+    import numpy as np
+
+    col = {k: np.array([float(r[k]) for r in rows])[:, None] for k in ("tps", "k", "setup_h", "price", "storage_h")}
+    gran = np.array([max(float(r["gran"]), 1.0) for r in rows])[:, None]
+    least = np.ceil(np.round(np.array([float(r["min"]) for r in rows])[:, None] / gran, 9)) * gran
+    hours = tokens[None, :] / col["tps"] / 3600 * col["k"] + col["setup_h"]
+    billed = np.maximum(runs * np.ceil(np.round(hours * 3600 / gran, 9)) * gran, least)
+    return col["price"] * billed / 3600 + col["storage_h"] * runs * hours + egress[:, None]
+
+
+def _before(high: Any, low: Any) -> Any:
+    """For each row of `low` and each column: how many rows of `high` are below it by more than COST_EPS."""
+    import numpy as np
+
+    both = np.concatenate([low - COST_EPS, high])  # a tie sorts the low one first: not counted as below
+    order = np.argsort(both, axis=0, kind="stable")
+    highs_so_far = np.cumsum(order >= len(low), axis=0)
+    out = np.empty(low.shape, int)
+    cols = np.broadcast_to(np.arange(low.shape[1]), order.shape)
+    mine = order < len(low)
+    out[order[mine], cols[mine]] = highs_so_far[mine]
+    return out
+
+
+def leading_pool(rows: list[dict[str, Any]], tiers: Tiers) -> list[dict[str, Any]]:
+    """The candidates the page can show for some job: at most MAX_TOKENS per run, TUNE_RUNS runs, with or
+    without spot. A job's cost grows with its size, so between two sizes of a fine grid a candidate costs
+    at least its cost at the smaller and at most its cost at the larger; an instance group (its row is its
+    first candidate, in (tier, cost) order) that TUNE_SHOWN others beat there even at their dearest is not
+    shown there, nor is a candidate dearer at its cheapest than its group's row can be."""
+    import numpy as np
+
+    if not rows:
+        return []
+    steps = int(math.ceil(math.log(MAX_TOKENS / 1e3) / math.log(GRID_STEP)))
+    grid = np.r_[0.0, 1e3 * GRID_STEP ** np.arange(steps), MAX_TOKENS]
+    codes = np.unique(np.array(["\0".join((r["provider"], r["instance_type"], r["purchase_option"])) for r in rows]),
+                      return_inverse=True)[1].reshape(-1)
+    tier, spot = np.array([r["tier"] for r in rows]), np.array([bool(r["spot"]) for r in rows])
+    keep = np.zeros(len(rows), bool)
+    known: dict[tuple[str, str, str, float], float] = {}
+
+    def egress_of(r: dict[str, Any], gb: float) -> float:  # one reckoning per place and size
+        key = (r["provider"], r["region"], r["egress"], gb)
+        if key not in known:
+            known[key] = page_egress(tiers, r, gb)
+        return known[key]
+
+    for runs in TUNE_RUNS:
+        egress = np.array([egress_of(r, r["result_gb"] * runs) for r in rows])
+        cost = _job_costs(rows, egress, grid, runs)
+        for with_spot in (False, True):
+            ids = np.nonzero(with_spot | ~spot)[0]
+            if not len(ids):
+                continue
+            ids = ids[np.argsort(codes[ids], kind="stable")]  # each group's candidates together
+            starts = np.r_[0, np.nonzero(np.diff(codes[ids]))[0] + 1]
+            g = np.cumsum(np.r_[0, np.diff(codes[ids]) != 0])
+            t = tier[ids]
+            g_tier = np.minimum.reduceat(t, starts)
+            top = (t == g_tier[g])[:, None]
+            lo, hi = cost[ids, :-1], cost[ids, 1:]
+            g_lo = np.minimum.reduceat(np.where(top, lo, np.inf), starts)  # the group's row costs at least this
+            g_hi = np.minimum.reduceat(np.where(top, hi, np.inf), starts)  # and at most this
+            ahead = np.zeros(g_lo.shape, int)
+            for k in np.unique(g_tier):
+                ahead += (g_tier < k).sum() * (g_tier == k)[:, None]
+                same = g_tier == k
+                ahead[same] += _before(g_hi[same], g_lo[same])
+            shown = ahead < TUNE_SHOWN
+            first = top & (lo <= g_hi[g] + COST_EPS)
+            keep[ids] |= (first & shown[g]).any(axis=1)
+    return [r for r, k in zip(rows, keep) if k]
+
+
 def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str, now: datetime,
                         stale_after_hours: float, flags: dict[str, int]) -> dict[str, Any]:
-    """The recommender's answers for one model and method as a pool the browser ranks: the leaders at a few
-    job sizes, on demand and with spot, each carrying its cost arithmetic."""
+    """The recommender's answers for one model and method as a pool the browser ranks: every fitting offer
+    with a speed estimate that is first of its instance group and among the first TUNE_SHOWN groups for
+    some job (leading_pool), each carrying its cost arithmetic; its flags are the default job's (the
+    page says so)."""
     from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 
-    pool: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-    answer = None
-    for tokens in POOL_TOKENS:
-        for spot in (False, True):
-            rec = recommend(con, RecommendRequest(method=method, model=model, as_of=now, spot=spot, tokens=tokens,
-                                                  max_age_hours=stale_after_hours, top=POOL_TOP))
-            if tokens is None and not spot:
-                answer = rec  # the default job's, on demand: what `gpuledger recommend` answers
-            for c in rec.candidates:
-                if c.tokens_per_s is not None:
-                    pool.setdefault((c.provider, c.region, c.instance_type, c.purchase_option), _tuning_row(c, flags))
-    assert answer is not None
+    answer = recommend(con, RecommendRequest(method=method, model=model, as_of=now,
+                                             max_age_hours=stale_after_hours, top=1))  # what `recommend` answers
+    every = recommend(con, RecommendRequest(method=method, model=model, as_of=now, spot=True, per_instance=False,
+                                            max_age_hours=stale_after_hours, top=10 ** 9))
+    known = [c for c in every.candidates if c.tokens_per_s is not None]
+    rows = [_tuning_row(c, {}) for c in known]
+    pool = leading_pool(rows, egress_tiers(con))
+    by_row = {id(r): c for r, c in zip(rows, known)}
+    for r in pool:
+        r["flags"] = [flags.setdefault(f, len(flags)) for f in by_row[id(r)].flags]
     left = [f"{o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
             f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
     return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,
             "sharded": {str(g): e.per_gpu_gb for g, e in answer.sharded_estimates.items()},
-            "candidates": list(pool.values()), "left_out": left, "stale": [p.provider for p in answer.stale_providers]}
+            "candidates": pool, "left_out": left, "stale": [p.provider for p in answer.stale_providers]}
 
 
 def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours: float = DEFAULT_MAX_AGE_HOURS,
@@ -373,7 +464,7 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
             "methods": [{"value": k, "label": k} for k in methods], "answers": answers,
             "flags": sorted(flags, key=flags.__getitem__),
             "tiers": {p: r for p, r in egress_tiers(con).items() if p in used},
-            "default_tokens": DEFAULT_DATASET_TOKENS * DEFAULT_EPOCHS,
+            "default_tokens": DEFAULT_DATASET_TOKENS * DEFAULT_EPOCHS, "max_tokens": MAX_TOKENS, "shown": TUNE_SHOWN,
             "default_job": f"{DEFAULT_DATASET_TOKENS / 1e6:g}M tokens × {DEFAULT_EPOCHS:g} epochs"}
 
 
@@ -393,7 +484,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
         "offers": offer_columns(rows),
         "gpus": list(gpus),
         "tuning": tuning or {"models": [], "methods": [], "answers": {}, "flags": [], "tiers": {},
-                             "default_tokens": 0, "default_job": ""},
+                             "default_tokens": 0, "default_job": "", "max_tokens": MAX_TOKENS, "shown": TUNE_SHOWN},
     }
 
 

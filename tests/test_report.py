@@ -31,8 +31,9 @@ from gpuledger.adapters.base import SourceContext
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import report as report_module
 from gpuledger.flows.ops_cli import register
-from gpuledger.flows.report import (COMMON_MODELS, egress_cost, egress_tiers, fine_tuning, gpu_facts, gpu_summary,
-                                    offer_columns, render_report, report_providers, report_rows, write_report)
+from gpuledger.flows.report import (COMMON_MODELS, TUNE_SHOWN, egress_cost, egress_tiers, fine_tuning, gpu_facts,
+                                    gpu_summary, offer_columns, render_report, report_providers, report_rows,
+                                    write_report)
 from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 from gpuledger.spiders.browser import find_chromium, launch_args
@@ -225,6 +226,8 @@ def test_fine_tuning_answers_are_the_recommenders(warehouse: Path) -> None:
         direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15))
         small = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6,
                                                 spot=True, runs=1))
+        tiny = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15, tokens=1e5,
+                                               runs=10))
         tiers = egress_tiers(con)
         with pytest.raises(ValueError, match="unknown model 'gpt-9'; did you mean"):
             fine_tuning(con, NOW, models=["gpt-9"])
@@ -235,14 +238,15 @@ def test_fine_tuning_answers_are_the_recommenders(warehouse: Path) -> None:
     assert tuning["default_tokens"] == 60e6 == direct.request.job_tokens
     answer = tuning["answers"]["llama-3-8b|qlora"]
     pool = {(c["provider"], c["region"], c["instance_type"], c["purchase_option"]): c for c in answer["candidates"]}
-    # Every known-speed candidate of the default job and of a 3M-token job with spot is in the pool,
-    # and the pool's figures cost it as the recommender did.
-    for rec, tokens in ((direct, 60e6), (small, 3e6)):
+    # Every known-speed candidate the page shows (the first TUNE_SHOWN) of the default job, of a 3M-token
+    # job with spot and of 10 runs of 0.1M tokens is in the pool, and the pool's figures cost it as the
+    # recommender did.
+    for rec, tokens, runs in ((direct, 60e6, 1), (small, 3e6, 1), (tiny, 1e5, 10)):
         known = [c for c in rec.candidates if c.tokens_per_s is not None]
-        assert len(known) >= 10
-        for c in known:
+        assert len(known) >= TUNE_SHOWN == 10
+        for c in known[:TUNE_SHOWN]:
             entry = pool[(c.provider, c.region, c.instance_type, c.purchase_option)]
-            hours, usd = job_cost(entry, tiers, tokens, 1)
+            hours, usd = job_cost(entry, tiers, tokens, runs)
             assert hours == pytest.approx(c.hours_per_run, rel=1e-9)
             assert usd == pytest.approx(c.cost.total_usd, rel=1e-9), c.instance_type
             assert entry["tps_gpu"] == pytest.approx(c.tokens_per_s_per_gpu)
@@ -474,6 +478,49 @@ def test_gpu_summary_and_fine_tuning_views(page_file: Path, warehouse: Path, bro
     page.screenshot(path=str(tmp_path / "report-tune.png"))
     page.close()
     keep_artifacts(tmp_path, "report-gpus.png", "report-tune.png")
+
+
+def test_fine_tuning_ranks_a_small_job_as_recommend_does(page_file: Path, warehouse: Path, browser: Any) -> None:
+    # 0.1M tokens x 10 runs: set-up, storage and egress weigh more than the hours, so the leaders (and each
+    # instance's cheapest place) differ from the default job's; the page ranked from the default job's
+    # leaders and showed vastai 1x H200-SXM at $5.49 (a region dear for this job) and no 1x A100-PCIe-80.
+    page = open_page(browser, page_file.as_uri() + "#view=tune&model=llama-3-70b&method=qlora")
+    con = open_reader(warehouse)
+    try:
+        def expected(tokens: float, runs: int, spot: bool) -> list[tuple[str, str, str]]:
+            rec = recommend(con, RecommendRequest(method="qlora", model="llama-3-70b", tokens=tokens, runs=runs,
+                                                  spot=spot, top=100))
+            return [(c.provider, c.instance_type, money(c.cost.total_usd)) for c in rec.candidates
+                    if c.tokens_per_s is not None][:10]
+
+        def shown_jobs() -> list[tuple[str, str, str]]:
+            rows = page.locator("#tune-table tbody tr:not(.warn)").all()
+            return [(r[6], r[7], r[2]) for r in (x.locator("td").all_text_contents() for x in rows)]
+
+        page.fill("#t-tokens", "0.1")
+        page.select_option("#t-runs", "10")
+        small = shown_jobs()
+        assert small == expected(1e5, 10, False) and len(small) == 10
+        assert ("vastai", "1x A100-PCIe-80", "$2.24") in small and ("vastai", "1x H200-SXM", "$3.89") in small
+        assert ("runpod", "1x NVIDIA A100 80GB PCIe", "$5.47") in small
+        # Warnings keep the default job's hours and interruptions: the page says so for another job.
+        assert "those of the default job (20M tokens × 3 epochs, one run)" in page.text_content("#tune-notes")
+        page.check("#t-spot")
+        assert shown_jobs() == expected(1e5, 10, True)
+        for tokens, runs in (("0.001", "1"), ("0.5", "2"), ("7", "5"), ("250", "3"), ("40000", "10")):
+            page.fill("#t-tokens", tokens)
+            page.select_option("#t-runs", runs)
+            for spot in (True, False):
+                page.set_checked("#t-spot", spot)
+                assert shown_jobs() == expected(float(tokens) * 1e6, int(runs), spot), (tokens, runs, spot)
+    finally:
+        con.close()
+    page.fill("#t-tokens", "20000000")  # more than the recommender costs: said, not ranked
+    page.press("#t-tokens", "Tab")
+    assert page.text_content("#tune-need") == ("At most 15,000,000M tokens per run (more than Llama 3 was "
+                                               "pretrained on).")
+    assert not shown_jobs()
+    page.close()
 
 
 def acme_offers_at(browser: Any, page_file: Path, now: datetime) -> Any:

@@ -448,10 +448,16 @@
     $("t-tokens").value = S.tokens || String(T.default_tokens / 1e6);
     $("t-runs").value = String(runs);
     $("t-spot").checked = spot;
+    $("t-tokens").max = String(T.max_tokens / 1e6);
     var a = T.answers[model + "|" + method], body = $("tune-table").tBodies[0], notes = $("tune-notes");
     body.replaceChildren();
     notes.replaceChildren();
     if (!a) { $("tune-need").textContent = "no answer was computed for this model and method"; return; }
+    if (tokens > T.max_tokens) {  // the pool holds the leaders up to this size, as far as the recommender costs
+      $("tune-need").textContent = "At most " + (T.max_tokens / 1e6).toLocaleString("en-US") +
+        "M tokens per run (more than Llama 3 was pretrained on).";
+      return;
+    }
     var job = (tokens / 1e6).toLocaleString("en-US", {maximumFractionDigits: 3}) + "M tokens per run" +
       (runs > 1 ? ", " + runs + " runs" : "") + (S.tokens ? "" : " (the default job: a typical instruction tune, " +
       T.default_job + ")") + (spot ? "; on demand, spot and interruptible" : "; on demand");
@@ -467,7 +473,7 @@
     var seen = {}, shown = 0;
     ranked.forEach(function (r) {
       var c = r.c, group = c.provider + "|" + c.instance_type + "|" + c.purchase_option;
-      if (seen[group] || shown >= 10) return;
+      if (seen[group] || shown >= T.shown) return;
       seen[group] = true;
       shown++;
       var tr = el("tr", null, c.spot ? "spot" : "");
@@ -486,6 +492,10 @@
     });
     if (!shown) notes.appendChild(el("li", "nothing fits this job on the offers with a speed estimate"));
     notes.appendChild(el("li", "Offers whose GPU has no published tensor figure have no speed estimate: not ranked here."));
+    if (S.tokens || runs > 1) {
+      notes.appendChild(el("li", "The hours and interruptions a warning names are those of the default job (" +
+        T.default_job + ", one run); the costs and hours in the table are this job's."));
+    }
     a.left_out.forEach(function (n) { notes.appendChild(el("li", "Left out, cheaper by the hour: " + n)); });
     if (a.stale.length) notes.appendChild(el("li", "Stale providers left out: " + a.stale.join(", ")));
   }
