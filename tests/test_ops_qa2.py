@@ -1,0 +1,49 @@
+"""Defects found by using export, publish, pull, status and the settings as a user would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuledger.adapters import scaleway
+from gpuledger.warehouse.records import Batch
+from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer
+from tests.builders import outcome
+from tests.test_scaleway import pages, stock
+
+
+# -- a scrape with no valid offers names its quarantined records' reasons ---------------------
+
+def test_a_scaleway_batch_without_a_rate_says_its_one_reason_once_with_its_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Was: "14 offer records were quarantined, e.g. /compute/l4_1_24g/run_fr-par-2: price in EUR, ... (set
+    # GPULEDGER_SCALEWAY_USD_PE; /compute/l4_8_24g/run_fr-par-2: price in EUR, ..." (the same reason twice, cut).
+    monkeypatch.delenv("GPULEDGER_SCALEWAY_USD_PER_EUR", raising=False)
+    batch = scaleway.parse_catalog(pages(), None, stock())
+    con = open_writer(tmp_path / "w.duckdb")
+    report = load_outcome(con, outcome(batch, "scaleway"), "r1", AnomalyPolicy())
+    error = ("the scrape produced no valid offers (an empty result is never loaded); 14 offer records were "
+             "quarantined: 14× price in EUR, not USD; no conversion is configured (set GPULEDGER_SCALEWAY_USD_PER_EUR)")
+    assert (report.state, report.error) == ("failed", error)
+    assert con.execute("select state, error, rows_quarantined from scrape_runs").fetchall() == [("failed", error, 14)]
+
+
+def test_the_commonest_reasons_come_first_each_once_and_a_long_one_is_cut_after_a_word(tmp_path: Path) -> None:
+    b = Batch("vultr")
+    long_reason = "gpu " + " ".join(["unrecognised"] * 20)  # 263 characters
+    for ref, reason in [("b", "price is missing"), ("a1", "a1: price in EUR"), ("a2", "a2: price in EUR"),
+                        ("c", long_reason), ("a3", "a3: price in EUR"), ("d", "zero GPUs"), ("e", "price is missing"),
+                        ("f", "duplicate sku")]:
+        b.quarantine("offer", ref, reason, {})
+    con = open_writer(tmp_path / "w.duckdb")
+    report = load_outcome(con, outcome(b, "vultr"), "r1", AnomalyPolicy())
+    cut = "gpu " + " ".join(["unrecognised"] * 11) + " …"  # the whole words of its first 158 characters
+    assert report.error == ("the scrape produced no valid offers (an empty result is never loaded); 8 offer records "
+                            f"were quarantined: 3× price in EUR; 2× price is missing; 1× duplicate sku; 2× 2 other reasons")
+    b.quarantined.reverse()  # the same records in another order: the same words
+    assert load_outcome(con, outcome(b, "vultr"), "r2", AnomalyPolicy()).error == report.error
+    one = Batch("vultr")
+    one.quarantine("offer", "c", long_reason, {})
+    assert load_outcome(con, outcome(one, "vultr"), "r3", AnomalyPolicy()).error == (
+        f"the scrape produced no valid offers (an empty result is never loaded); 1 offer record was quarantined: 1× {cut}")
