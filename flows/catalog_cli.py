@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import astuple, fields
+from dataclasses import astuple, fields, replace
 from pathlib import Path
 from typing import Optional
 
@@ -88,6 +88,8 @@ def pull_command(
         if not interrupted(err):
             raise
         raise fail("the pull was cancelled (Ctrl-C); the warehouse is as it was", 130) from None
+    # a detail that names its provider again ("vultr: the manifest's entry is malformed"), beside its provider
+    reports = [replace(r, detail=r.detail.removeprefix(f"{r.provider}: ")) for r in reports]
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,
          title=f"pull {shown(source)}")
     refused = [r for r in reports if r.state == "refused"]
