@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
+from typer.testing import CliRunner
 
 from gpuledger.adapters import scaleway
+from gpuledger.flows.cli import app
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer
-from tests.builders import outcome
+from tests.builders import outcome, replayed_warehouse
 from tests.test_scaleway import pages, stock
 
 
@@ -24,7 +27,8 @@ def test_a_scaleway_batch_without_a_rate_says_its_one_reason_once_with_its_count
     con = open_writer(tmp_path / "w.duckdb")
     report = load_outcome(con, outcome(batch, "scaleway"), "r1", AnomalyPolicy())
     error = ("the scrape produced no valid offers (an empty result is never loaded); 14 offer records were "
-             "quarantined: 14× price in EUR, not USD; no conversion is configured (set GPULEDGER_SCALEWAY_USD_PER_EUR)")
+             "quarantined: 14× price in EUR, not USD; no conversion is configured "
+             "(set GPULEDGER_SCALEWAY_USD_PER_EUR)")
     assert (report.state, report.error) == ("failed", error)
     assert con.execute("select state, error, rows_quarantined from scrape_runs").fetchall() == [("failed", error, 14)]
 
@@ -40,10 +44,46 @@ def test_the_commonest_reasons_come_first_each_once_and_a_long_one_is_cut_after_
     report = load_outcome(con, outcome(b, "vultr"), "r1", AnomalyPolicy())
     cut = "gpu " + " ".join(["unrecognised"] * 11) + " …"  # the whole words of its first 158 characters
     assert report.error == ("the scrape produced no valid offers (an empty result is never loaded); 8 offer records "
-                            f"were quarantined: 3× price in EUR; 2× price is missing; 1× duplicate sku; 2× 2 other reasons")
+                            "were quarantined: 3× price in EUR; 2× price is missing; 1× duplicate sku; "
+                            "2× 2 other reasons")
     b.quarantined.reverse()  # the same records in another order: the same words
     assert load_outcome(con, outcome(b, "vultr"), "r2", AnomalyPolicy()).error == report.error
     one = Batch("vultr")
     one.quarantine("offer", "c", long_reason, {})
     assert load_outcome(con, outcome(one, "vultr"), "r3", AnomalyPolicy()).error == (
-        f"the scrape produced no valid offers (an empty result is never loaded); 1 offer record was quarantined: 1× {cut}")
+        "the scrape produced no valid offers (an empty result is never loaded); "
+        f"1 offer record was quarantined: 1× {cut}")
+
+
+# -- a failed export creates nothing ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def offers_damaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse that opens but whose offers cannot be read: the block holding them zeroed."""
+    db = tmp_path_factory.mktemp("damaged") / "w.duckdb"
+    replayed_warehouse(db, ["lambda"])
+    with duckdb.connect(str(db), read_only=True) as con:
+        [(block,)] = con.execute("select distinct block_id from pragma_storage_info('offers') "
+                                 "where block_id >= 0").fetchall()
+        [(size,)] = con.execute("select block_size from pragma_database_size()").fetchall()
+    with db.open("r+b") as f:
+        f.seek(3 * 4096 + block * size)  # after the file's three header blocks of 4 KiB
+        f.write(bytes(size))
+    return db
+
+
+def test_an_export_that_fails_leaves_no_folder_it_made_and_an_existing_one_as_it_was(
+        offers_damaged: Path, tmp_path: Path) -> None:
+    out = tmp_path / "snapshots" / "nightly"
+    result = CliRunner().invoke(app, ["export", str(out), "--db", str(offers_damaged)])
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()).startswith(f"error: cannot read the warehouse {offers_damaged}: "
+                                                       "Corrupt database file")
+    assert not (tmp_path / "snapshots").exists()  # before: snapshots/nightly/ was left, empty
+    mine = tmp_path / "mine"
+    (mine / "2026").mkdir(parents=True)
+    (mine / "notes.txt").write_text("kept")
+    result = CliRunner().invoke(app, ["export", str(mine), "--db", str(offers_damaged)])
+    assert result.exit_code == 2
+    assert sorted(p.relative_to(mine).as_posix() for p in mine.rglob("*")) == ["2026", "notes.txt"]
+    assert (mine / "notes.txt").read_text() == "kept"

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -86,9 +87,17 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
     The command line has checked `formats` (FORMATS; none: both) and `tables` (EXPORT_TABLES)."""
     formats = list(formats) or list(FORMATS)
     root = Path(out_dir)
+    created = [p for p in (root, *root.parents) if not p.exists()]  # the folders this export makes, deepest first
+
+    def remove_created() -> None:  # a failed export leaves no folder it made (only empty ones: never another's)
+        for folder in created:
+            with suppress(OSError):
+                folder.rmdir()
+
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        remove_created()
         raise WarehouseError(f"cannot create export directory {root}: {err.strerror or err}") from err
     if not os.access(root, os.W_OK):
         raise WarehouseError(f"export directory {root} is not writable")
@@ -126,6 +135,7 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
         tmp.rename(final)
     except BaseException as err:  # Ctrl-C included: no half-written folder is left behind
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_created()
         if not isinstance(err, (OSError, duckdb.Error)):
             raise
         why = isinstance(err, duckdb.Error) and older_warehouse(con) or err
