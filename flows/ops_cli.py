@@ -47,16 +47,25 @@ StaleAfterOption = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", callback
 
 
 def accepted_anomalies(names: list[str]) -> list[str]:
-    """--accept-anomaly's providers, named in any case (as -p); one that is none a usage error naming the nearest."""
+    """--accept-anomaly's providers, named in any case (as -p); one that is none a usage error naming the nearest.
+    The setting accept_anomaly's names (read in any case by warehouse.settings) are checked alike."""
     from gpuledger.adapters.registry import SOURCES
     from gpuledger.warehouse.recommender.names import resolve_name
+    from gpuledger.warehouse.settings import SettingsError, load_settings
 
-    accepted = []
-    for name in names:
+    def provider(name: str, given: str) -> str:
         try:
-            accepted.append(resolve_name("provider", name, SOURCES))
+            return resolve_name("provider", name, SOURCES)
         except ValueError as err:  # "unknown provider 'x'; did you mean a, b or c?"
-            raise fail(f"--accept-anomaly {name}: no such provider; {str(err).partition('; ')[2]}", 2) from None
+            raise fail(f"{given}: no such provider; {str(err).partition('; ')[2]}", 2) from None
+
+    accepted = [provider(name, f"--accept-anomaly {name}") for name in names]
+    try:
+        setting = load_settings().accept_anomaly
+    except SettingsError:  # another setting refused: said where that one is read
+        setting = ""
+    for name in filter(None, (n.strip() for n in setting.split(","))):
+        provider(name, f"{env_name('accept_anomaly')} names {name!r}")
     return list(dict.fromkeys(accepted))
 
 
@@ -204,6 +213,7 @@ def serve_command(
                    "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
     server = shown(PREFECT_API_URL.value())  # never a user:password it holds
     # What every scheduled run would fail on is said now, before the server is asked anything.
+    accepted_anomalies([])  # a setting accept_anomaly that names no provider: said before anything is served
     try:
         providers = resolve_providers(provider) if provider else []
         if db:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -12,7 +13,7 @@ from gpuledger.adapters import scaleway
 from gpuledger.flows.cli import app
 from gpuledger.warehouse.records import Batch
 from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer
-from tests.builders import outcome, replayed_warehouse
+from tests.builders import T0, batch, load_day, offer, outcome, replayed_warehouse
 from tests.test_scaleway import pages, stock
 
 
@@ -87,3 +88,29 @@ def test_an_export_that_fails_leaves_no_folder_it_made_and_an_existing_one_as_it
     assert result.exit_code == 2
     assert sorted(p.relative_to(mine).as_posix() for p in mine.rglob("*")) == ["2026", "notes.txt"]
     assert (mine / "notes.txt").read_text() == "kept"
+
+
+# -- GPULEDGER_ACCEPT_ANOMALY names providers in any case, and only providers ------------------------
+
+def test_accept_anomaly_in_upper_case_loads_the_anomalous_scrape(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    con = open_writer(tmp_path / "w.duckdb")
+    assert load_day(con, "aws", [offer(f"t{i}", 10.0 + i) for i in range(10)], 0).state == "ok"
+    monkeypatch.setenv("GPULEDGER_ACCEPT_ANOMALY", " AWS ,Lambda")
+    assert AnomalyPolicy.from_env().accept == {"aws", "lambda"}  # before: {"AWS", "Lambda"}, which no provider is
+    scrape = outcome(batch("aws", [offer(f"t{i}", 10.0 + i) for i in range(4)]), "aws", T0 + timedelta(days=1))
+    report = load_outcome(con, scrape, "r1", AnomalyPolicy.from_env(), now=T0 + timedelta(days=1))
+    assert (report.state, report.rows_loaded) == ("ok", 4)  # before: failed, "anomaly guard: row count dropped ..."
+    assert con.execute("select count(*) from offers").fetchall() == [(4,)]
+
+
+@pytest.mark.parametrize("command", [["pull", "catalog"], ["refresh", "--resume"]])
+def test_accept_anomaly_naming_no_provider_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GPULEDGER_ACCEPT_ANOMALY", "AWS,awz")
+    result = CliRunner().invoke(app, [*command, "--db", str(tmp_path / "w.duckdb")])
+    # before: awz was ignored without a word (pull: "manifest.json: not in catalog"; refresh: "nothing waiting")
+    assert (result.exit_code, result.output) == (
+        2, "error: GPULEDGER_ACCEPT_ANOMALY names 'awz': no such provider; did you mean aws?\n")
+    assert not (tmp_path / "w.duckdb").exists()
