@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import astuple, fields, replace
 from pathlib import Path
 from typing import Optional
@@ -34,14 +35,22 @@ def publish_command(
     """
     from gpuledger.flows.cli import _reader
     from gpuledger.warehouse.catalog import CatalogError, publish
+    from gpuledger.warehouse.store import damaged_error
 
     output = chosen(fmt, as_json)
+    made = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)  # the first folder it makes
     # a WarehouseError: one line, exit 2 (flows/cli.py)
     with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
         try:
-            done = publish(con, folder)
-        except CatalogError as err:
-            raise fail(str(err), 2) from None
+            try:
+                done = publish(con, folder)
+            except BaseException:
+                if made is not None:  # a failed publish leaves no folder it made, nor the files it wrote there
+                    shutil.rmtree(made, ignore_errors=True)
+                raise
+        except CatalogError as err:  # a damaged warehouse is named as such, not the folder
+            damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)
+            raise fail(str(damaged or err), 2) from None
         except (KeyboardInterrupt, RuntimeError) as err:
             if not interrupted(err):
                 raise

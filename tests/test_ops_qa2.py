@@ -114,3 +114,22 @@ def test_accept_anomaly_naming_no_provider_is_refused_in_one_line(
     assert (result.exit_code, result.output) == (
         2, "error: GPULEDGER_ACCEPT_ANOMALY names 'awz': no such provider; did you mean aws?\n")
     assert not (tmp_path / "w.duckdb").exists()
+
+
+# -- a failed publish names a damaged warehouse and creates nothing ---------------------------------
+
+def test_a_publish_from_a_damaged_warehouse_names_it_and_leaves_no_folder_it_made(
+        offers_damaged: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "site" / "catalog"
+    result = CliRunner().invoke(app, ["publish", str(folder), "--db", str(offers_damaged)])
+    assert result.exit_code == 2, result.output
+    # before: "error: cannot publish into .../site/catalog: Error: Corrupt database file: ...", and site/catalog/ left
+    text = " ".join(result.output.split())
+    assert text.startswith(f"error: cannot read the warehouse {offers_damaged}: Corrupt database file: ")
+    assert text.endswith("(a damaged or truncated file: restore it, or refresh into a new --db)")
+    assert not (tmp_path / "site").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("kept")
+    assert CliRunner().invoke(app, ["publish", str(mine), "--db", str(offers_damaged)]).exit_code == 2
+    assert [p.name for p in mine.iterdir()] == ["index.html"] and (mine / "index.html").read_text() == "kept"
