@@ -205,7 +205,7 @@ def serve_command(
 
     from gpuledger.flows.refresh import resolve_providers
     from gpuledger.warehouse.catalog import shown
-    from gpuledger.warehouse.store import check_warehouse_file
+    from gpuledger.warehouse.store import check_warehouse_file, check_writable
 
     if not PREFECT_API_URL.value():
         raise fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
@@ -217,6 +217,7 @@ def serve_command(
     try:
         providers = resolve_providers(provider) if provider else []
         if db:
+            check_writable(db)  # a folder where no run could write its lock: every run would fail
             check_warehouse_file(db)
         parameters = {k: v for k, v in (("db", db and str(db)), ("providers", providers), ("replay", replay)) if v}
         deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)

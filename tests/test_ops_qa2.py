@@ -133,3 +133,21 @@ def test_a_publish_from_a_damaged_warehouse_names_it_and_leaves_no_folder_it_mad
     (mine / "index.html").write_text("kept")
     assert CliRunner().invoke(app, ["publish", str(mine), "--db", str(offers_damaged)]).exit_code == 2
     assert [p.name for p in mine.iterdir()] == ["index.html"] and (mine / "index.html").read_text() == "kept"
+
+
+# -- serve refuses at once what every scheduled run would fail on ---------------------------------
+
+def test_serve_refuses_a_warehouse_no_run_could_write_or_an_unknown_accept_anomaly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):  # never reached
+        no_folder = CliRunner().invoke(app, ["serve", "--db", "/proc/gpuledger/w.duckdb"])
+        monkeypatch.setenv("GPULEDGER_ACCEPT_ANOMALY", "vultur")
+        unknown = CliRunner().invoke(app, ["serve"])
+    # before: "error: cannot reach the Prefect server at ...", and with a server a schedule whose every run fails
+    assert (no_folder.exit_code, no_folder.output) == (2, "error: cannot write beside the warehouse "
+                                                          "/proc/gpuledger/w.duckdb: /proc/gpuledger/w.duckdb.refresh"
+                                                          ".lock: No such file or directory\n")
+    assert (unknown.exit_code, unknown.output) == (
+        2, "error: GPULEDGER_ACCEPT_ANOMALY names 'vultur': no such provider; did you mean vultr?\n")
