@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
@@ -151,3 +152,33 @@ def test_serve_refuses_a_warehouse_no_run_could_write_or_an_unknown_accept_anoma
                                                           ".lock: No such file or directory\n")
     assert (unknown.exit_code, unknown.output) == (
         2, "error: GPULEDGER_ACCEPT_ANOMALY names 'vultur': no such provider; did you mean vultr?\n")
+
+
+# -- exports into one folder in the same second ---------------------------------------------------
+
+def test_two_exports_in_the_same_second_into_one_folder_both_land(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.warehouse import export as export_module
+
+    db = tmp_path / "w.duckdb"
+    replayed_warehouse(db, ["lambda"])
+    monkeypatch.setattr(export_module, "utcnow", lambda: datetime(2026, 12, 7, 3, 0, 0, tzinfo=timezone.utc))
+    hashed, landed = export_module.sha256_file, []
+
+    def another_export_meanwhile(path: Path) -> str:  # the second export runs while the first is writing
+        if not landed:
+            landed.append(None)
+            landed.append(export_module.export_snapshot(con, tmp_path / "out", ["csv"], ["gpu_models"]))
+        return hashed(path)
+
+    monkeypatch.setattr(export_module, "sha256_file", another_export_meanwhile)
+    with duckdb.connect(str(db), read_only=True) as con:
+        first = export_module.export_snapshot(con, tmp_path / "out", ["csv"], ["gpu_models"])
+    # before: the second found the first's .20261207T030000Z.partial, failed "File exists" and removed it,
+    # so the first failed too ("No such file or directory"): neither export was written
+    assert (landed[1].name, first.name) == ("20261207T030000Z", "20261207T030000Z-2")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["20261207T030000Z", "20261207T030000Z-2"]
+    for folder in (first, landed[1]):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        rows = len((folder / "gpu_models.csv").read_text().splitlines()) - 1  # after the header
+        assert manifest["tables"]["gpu_models"]["rows"] == 79 == rows
