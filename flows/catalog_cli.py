@@ -34,7 +34,7 @@ def publish_command(
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
     from gpuledger.flows.cli import _reader
-    from gpuledger.warehouse.catalog import CatalogError, publish
+    from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
     from gpuledger.warehouse.store import damaged_error
 
     output = chosen(fmt, as_json)
@@ -45,7 +45,9 @@ def publish_command(
             try:
                 done = publish(con, folder)
             except BaseException:
-                if made is not None:  # a failed publish leaves no folder it made, nor the files it wrote there
+                # a failed publish leaves no folder it made, nor the files it wrote there (unless another
+                # publish into it, at the same time, has written a catalog there)
+                if made is not None and not (folder / MANIFEST).exists():
                     shutil.rmtree(made, ignore_errors=True)
                 raise
         except CatalogError as err:  # a damaged warehouse is named as such, not the folder
