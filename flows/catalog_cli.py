@@ -7,6 +7,7 @@ from dataclasses import astuple, fields, replace
 from pathlib import Path
 from typing import Optional
 
+import duckdb
 import typer
 
 from gpuledger.flows.literal import labelled, plain
@@ -35,13 +36,23 @@ def publish_command(
     """
     from gpuledger.flows.cli import _reader
     from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
-    from gpuledger.warehouse.store import damaged_error
+    from gpuledger.warehouse.store import damaged_error, db_path
+
+    def ok_scrapes(con: duckdb.DuckDBPyConnection) -> int:
+        try:
+            return con.execute("select count(*) from scrape_runs where state = 'ok'").fetchall()[0][0]
+        except duckdb.Error:  # a damaged or older warehouse: publish says what is wrong with it
+            return 1
 
     output = chosen(fmt, as_json)
     made = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)  # the first folder it makes
     # a WarehouseError: one line, exit 2 (flows/cli.py)
     with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
         try:
+            # a catalog of nothing, which pull refuses ("the catalog holds no provider"), is never written
+            if not (folder / MANIFEST).is_file() and not ok_scrapes(con):
+                raise CatalogError(f"{db_path(db)} holds no successful scrape: nothing to publish "
+                                   "(`gpuledger refresh` or `gpuledger pull` first)")
             try:
                 done = publish(con, folder)
             except BaseException:

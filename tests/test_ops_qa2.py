@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from gpuledger.adapters import scaleway
 from gpuledger.flows.cli import app
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer
+from gpuledger.warehouse.store import AnomalyPolicy, close_writer, load_outcome, open_writer
 from tests.builders import T0, batch, load_day, offer, outcome, replayed_warehouse
 from tests.test_scaleway import pages, stock
 
@@ -182,3 +182,15 @@ def test_two_exports_in_the_same_second_into_one_folder_both_land(tmp_path: Path
         manifest = json.loads((folder / "manifest.json").read_text())
         rows = len((folder / "gpu_models.csv").read_text().splitlines()) - 1  # after the header
         assert manifest["tables"]["gpu_models"]["rows"] == 79 == rows
+
+
+def test_publishing_a_warehouse_without_a_successful_scrape_writes_no_catalog(tmp_path: Path) -> None:
+    db, folder = tmp_path / "w.duckdb", tmp_path / "catalog"
+    close_writer(open_writer(db))  # a warehouse of no scrape: a new --db, or the wrong one
+    result = CliRunner().invoke(app, ["publish", str(folder), "--db", str(db)])
+    # before: exit 0, an empty table and a manifest.json of no provider, which pull then refused
+    # ("the catalog holds no provider: nothing to load")
+    assert (result.exit_code, " ".join(result.output.split())) == (
+        2, f"error: {db} holds no successful scrape: nothing to publish "
+           "(`gpuledger refresh` or `gpuledger pull` first)")
+    assert not folder.exists()
