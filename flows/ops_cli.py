@@ -126,11 +126,11 @@ def plot_command(
     except OSError as e:
         raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
     if history.snapshot is not None:
-        err.print(literal(f"{gpu}: a single snapshot ({utc_minute(history.snapshot)}) of "
+        err.print(literal(f"{history.gpu}: a single snapshot ({utc_minute(history.snapshot)}) of "
                           f"{counted(len(history.series), 'provider')}: no history yet, drawn as one bar per provider"))
     else:
         points = sum(len(s) for s in history.series.values())
-        err.print(literal(f"{gpu}: {counted(len(history.series), 'provider')}, {counted(points, 'point')}"))
+        err.print(literal(f"{history.gpu}: {counted(len(history.series), 'provider')}, {counted(points, 'point')}"))
     out.print(literal(history.path))
 
 

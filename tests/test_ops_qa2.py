@@ -194,3 +194,13 @@ def test_publishing_a_warehouse_without_a_successful_scrape_writes_no_catalog(tm
         2, f"error: {db} holds no successful scrape: nothing to publish "
            "(`gpuledger refresh` or `gpuledger pull` first)")
     assert not folder.exists()
+
+
+def test_plot_names_the_gpu_as_the_warehouse_does(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    replayed_warehouse(db, ["lambda"])
+    result = CliRunner().invoke(app, ["plot", "--gpu", "h100-sxm", str(tmp_path / "h100.png"), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    # before: "h100-sxm: ...", the name as typed, where the plot and every other line say H100-SXM
+    assert result.stderr.startswith("H100-SXM: a single snapshot (")
+    assert result.stderr.rstrip().endswith(" of 1 provider: no history yet, drawn as one bar per provider")
