@@ -68,7 +68,7 @@ def publish_command(
             if not interrupted(err):
                 raise
             raise fail(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was", 130) from None
-    emit(["provider", "files"], sorted(done.items()), output, title=f"published into {folder}")
+    emit(["provider", "state"], sorted(done.items()), output, title=f"published into {folder}")
 
 
 def pull_command(

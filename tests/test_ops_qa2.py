@@ -204,3 +204,13 @@ def test_plot_names_the_gpu_as_the_warehouse_does(tmp_path: Path) -> None:
     # before: "h100-sxm: ...", the name as typed, where the plot and every other line say H100-SXM
     assert result.stderr.startswith("H100-SXM: a single snapshot (")
     assert result.stderr.rstrip().endswith(" of 1 provider: no history yet, drawn as one bar per provider")
+
+
+def test_publish_calls_what_it_did_of_each_provider_its_state(tmp_path: Path) -> None:
+    db = tmp_path / "w.duckdb"
+    replayed_warehouse(db, ["lambda"])
+    first = CliRunner().invoke(app, ["publish", str(tmp_path / "catalog"), "--db", str(db), "--json"])
+    again = CliRunner().invoke(app, ["publish", str(tmp_path / "catalog"), "--db", str(db), "--format", "csv"])
+    # before: {"provider": "lambda", "files": "published"}, a column "files" of no files
+    assert json.loads(first.stdout) == [{"provider": "lambda", "state": "published"}]
+    assert again.stdout == "provider,state\nlambda,kept\n"
