@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import astuple, fields
+import shutil
+from dataclasses import astuple, fields, replace
 from pathlib import Path
 from typing import Optional
 
+import duckdb
 import typer
 
 from gpuledger.flows.literal import labelled, plain
@@ -33,20 +35,40 @@ def publish_command(
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
     from gpuledger.flows.cli import _reader
-    from gpuledger.warehouse.catalog import CatalogError, publish
+    from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
+    from gpuledger.warehouse.store import damaged_error, db_path
+
+    def ok_scrapes(con: duckdb.DuckDBPyConnection) -> int:
+        try:
+            return con.execute("select count(*) from scrape_runs where state = 'ok'").fetchall()[0][0]
+        except duckdb.Error:  # a damaged or older warehouse: publish says what is wrong with it
+            return 1
 
     output = chosen(fmt, as_json)
+    made = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)  # the first folder it makes
     # a WarehouseError: one line, exit 2 (flows/cli.py)
     with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
         try:
-            done = publish(con, folder)
-        except CatalogError as err:
-            raise fail(str(err), 2) from None
+            # a catalog of nothing, which pull refuses ("the catalog holds no provider"), is never written
+            if not (folder / MANIFEST).is_file() and not ok_scrapes(con):
+                raise CatalogError(f"{db_path(db)} holds no successful scrape: nothing to publish "
+                                   "(`gpuledger refresh` or `gpuledger pull` first)")
+            try:
+                done = publish(con, folder)
+            except BaseException:
+                # a failed publish leaves no folder it made, nor the files it wrote there (unless another
+                # publish into it, at the same time, has written a catalog there)
+                if made is not None and not (folder / MANIFEST).exists():
+                    shutil.rmtree(made, ignore_errors=True)
+                raise
+        except CatalogError as err:  # a damaged warehouse is named as such, not the folder
+            damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)
+            raise fail(str(damaged or err), 2) from None
         except (KeyboardInterrupt, RuntimeError) as err:
             if not interrupted(err):
                 raise
             raise fail(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was", 130) from None
-    emit(["provider", "files"], sorted(done.items()), output, title=f"published into {folder}")
+    emit(["provider", "state"], sorted(done.items()), output, title=f"published into {folder}")
 
 
 def pull_command(
@@ -88,6 +110,8 @@ def pull_command(
         if not interrupted(err):
             raise
         raise fail("the pull was cancelled (Ctrl-C); the warehouse is as it was", 130) from None
+    # a detail that names its provider again ("vultr: the manifest's entry is malformed"), beside its provider
+    reports = [replace(r, detail=r.detail.removeprefix(f"{r.provider}: ")) for r in reports]
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,
          title=f"pull {shown(source)}")
     refused = [r for r in reports if r.state == "refused"]

@@ -47,16 +47,25 @@ StaleAfterOption = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", callback
 
 
 def accepted_anomalies(names: list[str]) -> list[str]:
-    """--accept-anomaly's providers, named in any case (as -p); one that is none a usage error naming the nearest."""
+    """--accept-anomaly's providers, named in any case (as -p); one that is none a usage error naming the nearest.
+    The setting accept_anomaly's names (read in any case by warehouse.settings) are checked alike."""
     from gpuledger.adapters.registry import SOURCES
     from gpuledger.warehouse.recommender.names import resolve_name
+    from gpuledger.warehouse.settings import SettingsError, load_settings
 
-    accepted = []
-    for name in names:
+    def provider(name: str, given: str) -> str:
         try:
-            accepted.append(resolve_name("provider", name, SOURCES))
+            return resolve_name("provider", name, SOURCES)
         except ValueError as err:  # "unknown provider 'x'; did you mean a, b or c?"
-            raise fail(f"--accept-anomaly {name}: no such provider; {str(err).partition('; ')[2]}", 2) from None
+            raise fail(f"{given}: no such provider; {str(err).partition('; ')[2]}", 2) from None
+
+    accepted = [provider(name, f"--accept-anomaly {name}") for name in names]
+    try:
+        setting = load_settings().accept_anomaly
+    except SettingsError:  # another setting refused: said where that one is read
+        setting = ""
+    for name in filter(None, (n.strip() for n in setting.split(","))):
+        provider(name, f"{env_name('accept_anomaly')} names {name!r}")
     return list(dict.fromkeys(accepted))
 
 
@@ -117,11 +126,11 @@ def plot_command(
     except OSError as e:
         raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
     if history.snapshot is not None:
-        err.print(literal(f"{gpu}: a single snapshot ({utc_minute(history.snapshot)}) of "
+        err.print(literal(f"{history.gpu}: a single snapshot ({utc_minute(history.snapshot)}) of "
                           f"{counted(len(history.series), 'provider')}: no history yet, drawn as one bar per provider"))
     else:
         points = sum(len(s) for s in history.series.values())
-        err.print(literal(f"{gpu}: {counted(len(history.series), 'provider')}, {counted(points, 'point')}"))
+        err.print(literal(f"{history.gpu}: {counted(len(history.series), 'provider')}, {counted(points, 'point')}"))
     out.print(literal(history.path))
 
 
@@ -196,7 +205,7 @@ def serve_command(
 
     from gpuledger.flows.refresh import resolve_providers
     from gpuledger.warehouse.catalog import shown
-    from gpuledger.warehouse.store import check_warehouse_file
+    from gpuledger.warehouse.store import check_warehouse_file, check_writable
 
     if not PREFECT_API_URL.value():
         raise fail("`gpuledger serve` needs a Prefect server that keeps running: the temporary one a plain refresh "
@@ -204,9 +213,11 @@ def serve_command(
                    "PREFECT_API_URL=http://127.0.0.1:4200/api, or `prefect cloud login`.", 2)
     server = shown(PREFECT_API_URL.value())  # never a user:password it holds
     # What every scheduled run would fail on is said now, before the server is asked anything.
+    accepted_anomalies([])  # a setting accept_anomaly that names no provider: said before anything is served
     try:
         providers = resolve_providers(provider) if provider else []
         if db:
+            check_writable(db)  # a folder where no run could write its lock: every run would fail
             check_warehouse_file(db)
         parameters = {k: v for k, v in (("db", db and str(db)), ("providers", providers), ("replay", replay)) if v}
         deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)

@@ -263,7 +263,8 @@ def test_an_entry_with_a_malformed_time_or_facts_is_refused_in_one_line(
     # or a time without offset loaded as if it were UTC
     code, output = cli("pull", str(folder), "--db", str(b))
     assert code == 1 and "Traceback" not in output
-    assert f"lambda: refused: lambda: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
+    assert f"lambda: refused: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
+    assert "lambda: the manifest's" not in output  # before: "lambda: refused: lambda: the manifest's ..."
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
 
 def test_offers_of_a_gpu_model_this_gpuledger_does_not_know_are_refused(
@@ -339,7 +340,7 @@ def test_a_provider_name_with_terminal_escapes_is_refused_in_one_line_shown_iner
     # newline made a second line "fake: loaded: refused: ..."
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     [line] = [line for line in result.stderr.splitlines() if ": refused:" in line]
-    assert line.startswith("lambda fake: loaded: refused: lambda fake: loaded: the manifest's entry is malformed")
+    assert line.startswith("lambda fake: loaded: refused: the manifest's entry is malformed")
 
 def test_publishing_again_adds_the_history_since_and_keeps_a_failed_providers_files(tmp_path: Path) -> None:
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
@@ -447,7 +448,7 @@ def test_publishing_a_warehouse_older_than_this_gpuledger_is_refused_naming_why(
     assert code == 2 and said.replace("\n", " ").strip() == (
         f"error: cannot publish into {tmp_path / 'catalog'}: the warehouse is at schema version 1, this gpuledger "
         "reads version 12: the next `gpuledger refresh` upgrades it in place")
-    assert list((tmp_path / "catalog").iterdir()) == []
+    assert not (tmp_path / "catalog").exists()  # before: the empty catalog/ the publish had made
 
 def test_publishing_over_a_manifest_without_its_files_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
     a, folder = published

@@ -3,10 +3,13 @@ cells are safe for spreadsheets (no formulas, no NUL) and typed from their first
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import uuid
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -78,6 +81,22 @@ def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                          "last_state": f.last_state} for f in provider_freshness(con)}
 
 
+def _rename_free(tmp: Path, root: Path, stamp: str) -> Path:
+    """`tmp` renamed to ROOT/STAMP, or STAMP-2, -3 ... when that is taken (by an export of the same second,
+    perhaps at this moment: a rename never replaces a folder with files in it)."""
+    n = 1
+    while True:
+        final = root / (stamp if n == 1 else f"{stamp}-{n}")
+        if not final.exists():
+            try:
+                tmp.rename(final)
+                return final
+            except OSError as err:
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise
+        n += 1
+
+
 def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[str],
                     formats: Sequence[str] = FORMATS, tables: Sequence[str] | None = None,
                     since: datetime | None = None) -> Path:
@@ -86,20 +105,24 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
     The command line has checked `formats` (FORMATS; none: both) and `tables` (EXPORT_TABLES)."""
     formats = list(formats) or list(FORMATS)
     root = Path(out_dir)
+    created = [p for p in (root, *root.parents) if not p.exists()]  # the folders this export makes, deepest first
+
+    def remove_created() -> None:  # a failed export leaves no folder it made (only empty ones: never another's)
+        for folder in created:
+            with suppress(OSError):
+                folder.rmdir()
+
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        remove_created()
         raise WarehouseError(f"cannot create export directory {root}: {err.strerror or err}") from err
     if not os.access(root, os.W_OK):
         raise WarehouseError(f"export directory {root} is not writable")
     now = utcnow()
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
-    final = root / stamp
-    n = 1
-    while final.exists():
-        n += 1
-        final = root / f"{stamp}-{n}"
-    tmp = root / f".{final.name}.partial"
+    # this export's own: another export into OUT_DIR in the same second has another (and never removes this one)
+    tmp = root / f".{stamp}.{uuid.uuid4().hex[:12]}.partial"
     try:
         tmp.mkdir()
         con.execute("set TimeZone = 'UTC'")
@@ -123,9 +146,10 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
             manifest["tables"][table] = {"rows": files[0]["rows"], "files": files,
                                          "columns": [{"name": c, "type": types[c]} for c in cols]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        tmp.rename(final)
+        final = _rename_free(tmp, root, stamp)
     except BaseException as err:  # Ctrl-C included: no half-written folder is left behind
         shutil.rmtree(tmp, ignore_errors=True)
+        remove_created()
         if not isinstance(err, (OSError, duckdb.Error)):
             raise
         why = isinstance(err, duckdb.Error) and older_warehouse(con) or err

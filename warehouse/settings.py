@@ -38,7 +38,8 @@ class Settings(BaseSettings):
 
     # -- the warehouse and the refresh --------------------------------------------------------
     db: str | None = None  # warehouse file; None: ./gpuledger.duckdb
-    accept_anomaly: str = ""  # comma list of providers whose anomalies are loaded anyway
+    # comma list of providers whose anomalies are loaded anyway, in any case (the command line checks the names)
+    accept_anomaly: str = ""
     # One offer whose price moves more than this factor either way against its current version is
     # held back at that version (the provider's other offers load): warehouse.store.hold_back_offer_jumps.
     offer_anomaly_factor: float = Field(default=5.0, gt=1)
@@ -85,7 +86,8 @@ class Settings(BaseSettings):
         return env_settings, init_settings
 
     def accepted_anomalies(self) -> frozenset[str]:
-        return frozenset(p.strip() for p in self.accept_anomaly.split(",") if p.strip())
+        """The providers of `accept_anomaly`, whose names are lower case: AWS is aws."""
+        return frozenset(p.strip().lower() for p in self.accept_anomaly.split(",") if p.strip())
 
 
 def env_name(field: str) -> str:

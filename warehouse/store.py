@@ -378,10 +378,26 @@ def _medians(con: duckdb.DuckDBPyConnection, offers: str,
             {option: (n, m) for option, total, n, m in rows if not total})
 
 
-def _quarantine_summary(quarantined: list[dict[str, str]]) -> list[str]:
+def _quarantine_summary(quarantined: list[dict[str, str]], most: int = 3, width: int = 160) -> list[str]:
+    """The quarantined offers as one problem: their `most` commonest reasons, each once with its count
+    (a reason that only names its record, as "REF: why" does, counts as one), most first and then by
+    text, a long one cut after a whole word."""
     bad = [q for q in quarantined if q["kind"] == "offer"]
-    reasons = sorted({q["reason"][:120] for q in bad})
-    return [f"{len(bad)} offer records were quarantined, e.g. {'; '.join(reasons[:2])}"] if bad else []
+    if not bad:
+        return []
+    counts: dict[str, int] = {}
+    for q in bad:
+        reason = " ".join(q["reason"].removeprefix(f"{q['source_ref']}: ").split())
+        if len(reason) > width:
+            head = reason[:width - 2]
+            reason = (head if reason[width - 2] == " " else head.rsplit(" ", 1)[0]) + " …"
+        counts[reason] = counts.get(reason, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    said = [f"{n}× {reason}" for reason, n in ranked[:most]]
+    if len(ranked) > most:
+        rest = sum(n for _, n in ranked[most:])
+        said.append(f"{rest}× {len(ranked) - most} other reason{'s' if len(ranked) - most > 1 else ''}")
+    return [f"{len(bad)} offer record{'s were' if len(bad) > 1 else ' was'} quarantined: {'; '.join(said)}"]
 
 
 def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offers: pa.Table | None,
