@@ -1,4 +1,5 @@
-"""Defects found by using export, publish, pull, status and the settings as a user would."""
+"""export, publish, pull, serve, plot and the anomaly settings as a user meets them: refusals in one line, nothing
+created by a command that failed, the quarantine summary by reason."""
 
 from __future__ import annotations
 
