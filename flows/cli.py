@@ -502,7 +502,7 @@ def status(
         t.add_row(cell(r["provider"]), cell(STATE_SHOWN.get(r["state"], r["state"]), STATE_COLOURS[r["state"]]),
                   *(cell(f"{r[k]:%Y-%m-%d %H:%M} UTC" if r[k] else "-") for k in ("last_success", "last_attempt")),
                   cell(r["offers"]), cell(r["egress"]), cell(r["storage"]),
-                  literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 120))
+                  literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 240))
     out.print(t)
     for folder in sorted({p.parent for p in saved}):
         providers = sorted(p.stem for p in saved if p.parent == folder)

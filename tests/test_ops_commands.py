@@ -34,6 +34,11 @@ def test_a_scaleway_batch_without_a_rate_says_its_one_reason_once_with_its_count
              "(set GPULEDGER_SCALEWAY_USD_PER_EUR)")
     assert (report.state, report.error) == ("failed", error)
     assert con.execute("select state, error, rows_quarantined from scrape_runs").fetchall() == [("failed", error, 14)]
+    close_writer(con)
+    # status's table cut the error at 120 characters, before the setting to make
+    shown = CliRunner().invoke(app, ["status", "-p", "scaleway", "--db", str(tmp_path / "w.duckdb")],
+                               env={"COLUMNS": "400"}).output
+    assert "(set GPULEDGER_SCALEWAY_USD_PER_EUR)" in shown
 
 
 def test_the_commonest_reasons_come_first_each_once_and_a_long_one_is_cut_after_a_word(tmp_path: Path) -> None:
