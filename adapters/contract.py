@@ -28,6 +28,7 @@ class Enrichment(BaseModel):
     options: tuple[str, ...] = ()  # purchase options whose offers only this enrichment yields
     columns: tuple[str, ...] = ()  # offer columns only this enrichment fills
     provider_data_keys: tuple[str, ...] = ()  # keys of an offer's provider_data only this enrichment fills
+    gpu_models_like: str = ""  # a LIKE pattern of the GPU models whose offers only this enrichment yields
     timeout_s: float = Field(default=600.0, gt=0)
 
 
@@ -72,7 +73,7 @@ class ProviderSpec(BaseModel):
         for name, reason in sorted(reasons.items()):
             spec, regions = self.enrichment(name), {r for rs in failed_regions.get(name, {}).values() for r in rs}
             out.append({"name": name, "reason": reason, "options": list(spec.options), "columns": list(spec.columns),
-                        "provider_data_keys": list(spec.provider_data_keys),
+                        "provider_data_keys": list(spec.provider_data_keys), "gpu_models_like": spec.gpu_models_like,
                         **({"regions": sorted(regions)} if regions and "" not in regions else {})})
         return out
 

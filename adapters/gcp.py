@@ -37,6 +37,7 @@ COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"  # the Billing Catalog id of 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 REPLAY_PROJECT = "gpuledger-replay"  # the project id the bundled recording was made with
 ZONE_STATUS = "zone status"
+TPUS = "TPU types"  # Cloud TPU API: a project may not have it enabled (403 SERVICE_DISABLED)
 ZONE_HISTORY = BUNDLED_RECORDINGS / NAME / "history"
 
 # Regions with GPU capacity a live refresh covers unless the `gcp_regions` setting says otherwise.
@@ -88,7 +89,8 @@ PROVIDER = ProviderSpec(
     secret_env_vars=("GOOGLE_API_KEY", env_name("gcp_api_key")),
     nightly_secrets=("GCP_SA_KEY", "GOOGLE_CLOUD_PROJECT"),
     credentials_required=True,
-    enrichments=(Enrichment(name=ZONE_STATUS, columns=("available", "availability_level")),),
+    enrichments=(Enrichment(name=ZONE_STATUS, columns=("available", "availability_level")),
+                 Enrichment(name=TPUS, gpu_models_like="TPU-%")),
     facts=ProviderFacts(
         display_name="Google Cloud (Compute Engine)", kind="hyperscaler",
         billing_granularity_s=1, minimum_charge_s=60,
@@ -925,6 +927,14 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, wher
     return pages
 
 
+def tpu_locations(ctx: SourceContext, method: Any, request: Any) -> list[dict[str, Any]]:
+    """The Cloud TPU locations; none is no answer (every TPU offer would close), not "no TPU anywhere"."""
+    pages = fetch_listing(ctx, "tpu locations.list", method, request)
+    if not any(p.get("locations") for p in pages):
+        raise SchemaDriftError("gcp: tpu locations.list returned no locations")
+    return pages
+
+
 def fetch(ctx: SourceContext) -> Batch:
     """Machine and accelerator types, Catalog SKUs, TPU zones, zones.list at once, then each TPU zone's types."""
     from google.cloud import billing_v1, compute_v1, tpu_v2
@@ -940,16 +950,18 @@ def fetch(ctx: SourceContext) -> Batch:
          compute_v1.AggregatedListAcceleratorTypesRequest(**page)),
         ("services.skus.list", catalog.list_skus, billing_v1.ListSkusRequest(
             parent=COMPUTE_ENGINE_SERVICE, currency_code="USD", page_size=PAGE_SIZE_BILLING)),
-        ("tpu locations.list", tpu.list_locations, locations_pb2.ListLocationsRequest(name=f"projects/{project}")),
     )
     zones_list = compute_v1.ZonesClient(**compute).list
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="gcp") as pool:
         zones_f = pool.submit(ctx.enrich, ZONE_STATUS, lambda: listed_zones(fetch_listing(
             ctx, "zones.list", zones_list, compute_v1.ListZonesRequest(**page))), default={},
             timeout_s=PROVIDER.enrichment(ZONE_STATUS).timeout_s)
-        type_pages, accel_pages, sku_pages, location_pages = [
+        locations_f = pool.submit(ctx.enrich, TPUS, tpu_locations, ctx, tpu.list_locations,
+                                  locations_pb2.ListLocationsRequest(name=f"projects/{project}"),
+                                  timeout_s=PROVIDER.enrichment(TPUS).timeout_s)
+        type_pages, accel_pages, sku_pages = [
             f.result() for f in [pool.submit(fetch_listing, ctx, *job) for job in listings]]
-        zones = zones_f.result()
+        zones, location_pages = zones_f.result(), locations_f.result()
     skus = [sku for page in sku_pages for sku in page.get("skus") or []]
     if not skus:
         raise SchemaDriftError("gcp: the Cloud Billing Catalog returned no Compute Engine SKUs")
@@ -957,18 +969,20 @@ def fetch(ctx: SourceContext) -> Batch:
     if not any(series_of(n) in (*SERIES_SKU_FAMILY, *SLICE_SERIES) for z in shapes.values() for n in z):
         raise SchemaDriftError("gcp: machineTypes.aggregatedList returned no GPU machine types")
     accelerators = parse_accelerator_types(accel_pages)
-    if not any(p.get("locations") for p in location_pages):  # not "no TPU anywhere": every TPU offer would close
-        raise SchemaDriftError("gcp: tpu locations.list returned no locations")
     # Without zones.list, the regions are those of every zone the aggregated lists name.
     scopes = {scope.removeprefix("zones/") for page in type_pages + accel_pages for scope in page.get("items") or {}}
     available = {z.region for z in zones.values()} or {region_of(zone, zones) for zone in scopes}
     regions = ctx.select_regions(available, DEFAULT_REGIONS, "the zones list")
-    tpu_zones = sorted({loc["locationId"] for p in location_pages for loc in p.get("locations") or []
+    tpu_zones = sorted({loc["locationId"] for p in location_pages or () for loc in p.get("locations") or []
                         if region_of(loc["locationId"], zones) in regions})
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="gcp-tpu") as pool:
-        tpu_pages = [p for pages in pool.map(lambda zone: fetch_listing(
-            ctx, "tpu acceleratorTypes.list", tpu.list_accelerator_types, tpu_v2.ListAcceleratorTypesRequest(
-                parent=f"projects/{project}/locations/{zone}"), f" in {zone}"), tpu_zones) for p in pages]
+
+    def tpu_types() -> list[dict[str, Any]]:
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="gcp-tpu") as pool:
+            return [p for pages in pool.map(lambda zone: fetch_listing(
+                ctx, "tpu acceleratorTypes.list", tpu.list_accelerator_types, tpu_v2.ListAcceleratorTypesRequest(
+                    parent=f"projects/{project}/locations/{zone}"), f" in {zone}"), tpu_zones) for p in pages]
+    tpu_pages = ctx.enrich(TPUS, tpu_types, default=[], timeout_s=PROVIDER.enrichment(TPUS).timeout_s) \
+        if location_pages is not None else []
     batch = build_batch(zones, shapes, accelerators, skus, regions, tpu_pages)
     if ctx.mode == "replay" and project == REPLAY_PROJECT:
         add_zone_history(batch, ZONE_HISTORY)

@@ -558,7 +558,7 @@ def test_a_failing_zones_list_costs_only_the_zone_status(replay, replayed, answe
     assert (batch.storage, batch.egress, batch.quarantined) == (clean.storage, clean.egress, clean.quarantined)
     down = only(batch, "europe-west1-c", "a3-highgpu-8g")  # zone DOWN in the clean run
     assert (down.available, down.availability_level) == (None, "listed in zone")
-    [enrichment] = gcp.PROVIDER.enrichments
+    enrichment = gcp.PROVIDER.enrichment("zone status")
     assert (enrichment.name, enrichment.columns, enrichment.options) == (
         "zone status", ("available", "availability_level"), ())
 
@@ -645,10 +645,35 @@ def test_every_in_scope_sku_an_offer_does_not_use_is_counted_by_reason(replayed)
     assert all(int(n.split()[0]) > 0 for n in unused) and len(unused) == len({n.split(": ")[1] for n in unused})
 
 
-def test_an_empty_tpu_locations_answer_fails_the_scrape_rather_than_close_every_tpu_offer(replay) -> None:
-    # 232 TPU offers in the recording: 12% of GCP's, below the anomaly guard's 25%; they would close with no word
-    server = replay("gcp", hook=lambda host, req, ex: (200, {"Content-Type": "application/json"}, b'{"locations": []}')
-                    if host == gcp.TPU_HOST and req.path.endswith("/locations") else None)
-    with pytest.raises(SchemaDriftError) as failed:
-        gcp.fetch(replay_context(server, "gcp"))
-    assert str(failed.value) == "gcp: tpu locations.list returned no locations"
+SERVICE_DISABLED = json.dumps({"error": {
+    "code": 403, "status": "PERMISSION_DENIED",
+    "message": "Cloud TPU API has not been used in project gpuledger-replay before or it is disabled.",
+    "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED",
+                 "domain": "googleapis.com", "metadata": {"service": "tpu.googleapis.com"}}]}}).encode()
+
+
+@pytest.mark.parametrize("answer, reason", [
+    ((403, {"Content-Type": "application/json"}, SERVICE_DISABLED), "gcp: tpu locations.list (page 1) failed: HTTP 403"),
+    ((200, {"Content-Type": "application/json"}, b'{"locations": []}'),
+     "gcp: tpu locations.list returned no locations"),
+])
+def test_a_project_without_the_tpu_api_keeps_its_tpu_offers_and_loads_the_rest(
+        replay, replayed, tmp_path: Path, answer, reason: str) -> None:
+    # A project without the Cloud TPU API enabled (most) failed all of GCP every night; an empty answer would
+    # close the 232 TPU offers, 12% of GCP's, below the anomaly guard's 25%.
+    from tests.builders import T0, load, outcome
+
+    clean, _, _ = replayed
+    server = replay("gcp", hook=lambda host, req, ex: answer if host == gcp.TPU_HOST else None)
+    ctx = replay_context(server, "gcp")
+    batch = gcp.fetch(ctx)
+    assert list(ctx.degraded) == ["TPU types"] and ctx.degraded["TPU types"].startswith(reason)
+    assert not [o for o in batch.offers if o.gpu_model.startswith("TPU-")]
+    gpus = {o.key: o.price_per_hour for o in clean.offers if not o.gpu_model.startswith("TPU-")}
+    assert {o.key: o.price_per_hour for o in batch.offers} == gpus
+    db = tmp_path / "w.duckdb"
+    load(db, [outcome(clean, "gcp")], "refresh-1")
+    degraded = gcp.PROVIDER.degraded(ctx.degraded, ctx.failed_regions)
+    [report] = load(db, [outcome(batch, "gcp", when=T0 + timedelta(days=1), degraded=degraded)], "refresh-2")
+    assert (report.state, report.new, report.changed, report.closed) == ("ok", 0, 0, 0)
+    assert report.degraded.startswith(f"TPU types ({reason}")

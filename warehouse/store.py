@@ -461,7 +461,8 @@ def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.
     import pyarrow as pa
     options, kept, keys = list(failed.get("options", ())), set(failed.get("columns", ())), \
         list(failed.get("provider_data_keys", ()))
-    if not options and not kept and not keys:
+    models = failed.get("gpu_models_like") or ""
+    if not options and not kept and not keys and not models:
         return offers
     where = "list_contains($regions, {}.region)" if failed.get("regions") else "true"
     carried = f"o.provider is not null and {where.format('i')}"
@@ -473,9 +474,10 @@ def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.
                 left join (select * from offers where provider = $p) o on {_key_join(OFFERS, 'o', 'i')}
                 union all
                 select {', '.join(OFFERS.columns)}, null from offers o where o.provider = $p
-                  and list_contains($options, o.purchase_option) and {where.format('o')}
+                  and (list_contains($options, o.purchase_option) or $models <> '' and o.gpu_model like $models)
+                  and {where.format('o')}
                   and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
-            params={"p": provider, "options": options, **({"regions": failed["regions"]} if failed.get("regions")
+            params={"p": provider, "options": options, "models": models, **({"regions": failed["regions"]} if failed.get("regions")
                                                           else {})}).to_arrow_table()
     stored = table.column("stored_data").to_pylist()
     table = table.drop_columns(["stored_data"])
