@@ -633,8 +633,8 @@ class SourceContext:
 
         def attempt() -> httpx.Response:
             check_deadline()
+            self.requests_made += 1  # sent, whether or not an answer comes back
             resp = call()
-            self.requests_made += 1
             if resp.status_code < 400:
                 return resp
             snippet = redact(resp.text[:200].replace("\n", " "))  # a server may echo our request, key and all

@@ -72,6 +72,20 @@ def test_httpx_get_hits_a_failing_endpoint_three_times(replay) -> None:
     assert ctx.requests_made == 3
 
 
+def test_a_request_that_gets_no_answer_counts_as_sent() -> None:
+    # Without a network the summary said 'failed after 3 attempts: ConnectError ... (0 requests, 0 bytes)'.
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on once it is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = SourceContext(provider="lambda", mode="replay", replay_urls={lambdalabs.API_HOST: f"http://127.0.0.1:{port}"},
+                        retry_wait_max_s=0.01)
+    with ctx.http_client() as client, pytest.raises(SourceError, match=r"failed after 3 attempts: ConnectError"):
+        ctx.get(client, lambdalabs.API_HOST, lambdalabs.INSTANCE_TYPES_PATH)
+    assert ctx.requests_made == 3
+
+
 def test_a_stream_is_retried_before_its_body_like_any_request(replay) -> None:
     hook = Always503()
     server = replay("aws", hook=hook)
