@@ -85,9 +85,11 @@ def run(quick: bool = False, keep: bool = False) -> list[Result]:
     floor = doc["mb_sent"] / LINK_MB_S
     say(f"  {doc['offers']:,} offers, {doc['mb_sent']:,.0f} MB in {doc['wall_s']:.1f} s (the link alone "
         f"{floor:.1f} s), {doc['cpu_s']:.1f} s of CPU")
-    results = [Result("2", f"AWS without credentials over a {LINK_MB_S:g} MB/s link ({doc['mb_sent']:,.0f} MB)",
+    # Judged at world scale only: a few tens of MB take a second on the link, less than a refresh's start-up.
+    results = [Result("2", f"AWS without credentials over a {LINK_MB_S:g} MB/s link ({doc['mb_sent']:,.0f} MB"
+                      f"{'; judged at world scale only' if quick else ''})",
                       doc["wall_s"], "s", None, ratio=doc["wall_s"] / floor, ratio_label="/ the link's transfer time",
-                      ratio_target=LINK_OVERHEAD_TARGET, better_ratio="lower",
+                      ratio_target=None if quick else LINK_OVERHEAD_TARGET, better_ratio="lower",
                       notes=f"CPU {doc['cpu_s']:.1f} s, {doc['offers']:,} offers", extra=doc)]
     gb1, gb4 = (0.1, 0.4) if quick else (1.0, 4.0)
     f1, f4 = offer_file(gb1), offer_file(gb4)
