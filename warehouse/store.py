@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import tempfile
+import textwrap
 import time
 import uuid
 from contextlib import contextmanager, suppress
@@ -387,10 +388,8 @@ def _quarantine_summary(quarantined: list[dict[str, str]], most: int = 3, width:
         return []
     counts: dict[str, int] = {}
     for q in bad:
-        reason = " ".join(q["reason"].removeprefix(f"{q['source_ref']}: ").split())
-        if len(reason) > width:
-            head = reason[:width - 2]
-            reason = (head if reason[width - 2] == " " else head.rsplit(" ", 1)[0]) + " …"
+        reason = textwrap.shorten(q["reason"].removeprefix(f"{q['source_ref']}: "), width, placeholder=" …",
+                                  break_on_hyphens=False)
         counts[reason] = counts.get(reason, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     said = [f"{n}× {reason}" for reason, n in ranked[:most]]
