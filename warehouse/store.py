@@ -133,9 +133,8 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
 
 def _not_opened(path: Path, err: duckdb.Error) -> WarehouseError:
     """A DuckDB error opening `path`: a damaged file, or another cause (too small a memory limit)."""
-    if is_damaged(err, path):
-        return WarehouseError(damaged_message(path, err))
-    return WarehouseError(f"cannot open {path}: {(str(err).strip().splitlines() or [''])[0][:300]}")
+    return damaged_error(err, path) or WarehouseError(
+        f"cannot open {path}: {(str(err).strip().splitlines() or [''])[0][:300]}")
 
 
 def open_writer(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
@@ -187,35 +186,41 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     return con
 
 
+def _lock_path(db: Path) -> Path:
+    return Path(str(db) + ".refresh.lock")
+
+
+def _lock_unwritable(db: Path, err: OSError) -> WarehouseError:
+    return WarehouseError(f"cannot write beside the warehouse {db}: {_lock_path(db)}: {err.strerror or err}")
+
+
 def _open_lock_file(db: Path) -> Any:
     """The refresh lock file beside the warehouse; WarehouseError (one line) if it cannot be made."""
     _not_a_directory(db)
-    lock_path = Path(str(db) + ".refresh.lock")
+    lock_path = _lock_path(db)
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         return open(lock_path, "a+")
     except OSError as err:
-        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
+        raise _lock_unwritable(db, err) from None
 
 
 def check_writable(path: str | os.PathLike[str] | None = None) -> None:
     """Fail at once, before any fetch, where a refresh could never write its lock file (see _open_lock_file).
     Nothing is created: a command refused now or later leaves no lock file or folder behind."""
     db = db_path(path)
-    lock_path = Path(str(db) + ".refresh.lock")
+    lock_path = _lock_path(db)
     if lock_path.exists():  # opening it creates nothing
         _open_lock_file(db).close()
         return
     _not_a_directory(db)
-    folder = lock_path.parent
-    while not folder.exists():  # the nearest of the folders _open_lock_file would make
-        folder = folder.parent
+    folder = next(p for p in lock_path.parents if p.exists())  # where _open_lock_file would make its first folder
     try:
         if not folder.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         tempfile.TemporaryFile(dir=folder).close()  # a file without a name (O_TMPFILE): nothing to remove
     except OSError as err:
-        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
+        raise _lock_unwritable(db, err) from None
 
 
 @contextmanager
