@@ -463,12 +463,11 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
 def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
                       failed: dict[str, Any]) -> pa.Table:
     import pyarrow as pa
-    options, kept, keys = list(failed.get("options", ())), set(failed.get("columns", ())), \
-        list(failed.get("provider_data_keys", ()))
-    models = failed.get("gpu_models_like") or ""
+    options, keys = list(failed.get("options", ())), list(failed.get("provider_data_keys", ()))
+    kept, models, regions = set(failed.get("columns", ())), failed.get("gpu_models_like") or "", failed.get("regions")
     if not options and not kept and not keys and not models:
         return offers
-    where = "list_contains($regions, {}.region)" if failed.get("regions") else "true"
+    where = "list_contains($regions, {}.region)" if regions else "true"
     carried = f"o.provider is not null and {where.format('i')}"
     picked = ", ".join(f"case when {carried} then o.{c} else i.{c} end as {c}" if c in kept else f"i.{c}"
                        for c in OFFERS.columns)
@@ -481,8 +480,8 @@ def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.
                   and (list_contains($options, o.purchase_option) or $models <> '' and o.gpu_model like $models)
                   and {where.format('o')}
                   and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
-            params={"p": provider, "options": options, "models": models, **({"regions": failed["regions"]} if failed.get("regions")
-                                                          else {})}).to_arrow_table()
+            params={"p": provider, "options": options, "models": models, **({"regions": regions} if regions else {})},
+        ).to_arrow_table()
     stored = table.column("stored_data").to_pylist()
     table = table.drop_columns(["stored_data"])
     if keys:

@@ -80,7 +80,7 @@ def fetch_offerings(client: Any, region: str, max_pages: int, types: Any) -> dic
     answer, not every offer unavailable."""
     offerings = ec2.fetch_offerings(client, region, max_pages)
     if not offerings and (described := types.result()):
-        raise SchemaDriftError(f"{ec2.where('DescribeInstanceTypeOfferings', region)} offered none of the "
+        raise SchemaDriftError(f"{ec2.call_name('DescribeInstanceTypeOfferings', region)} offered none of the "
                                f"{len(described)} GPU instance types DescribeInstanceTypes describes")
     return offerings
 
