@@ -36,6 +36,7 @@ def publish_command(
     """
     from gpuledger.flows.cli import _reader
     from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
+    from gpuledger.warehouse.export import missing_folders
     from gpuledger.warehouse.store import damaged_error, db_path
 
     def ok_scrapes(con: duckdb.DuckDBPyConnection) -> int:
@@ -45,7 +46,7 @@ def publish_command(
             return 1
 
     output = chosen(fmt, as_json)
-    made = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)  # the first folder it makes
+    made = missing_folders(folder)[-1:]  # the first folder publish makes, if any
     # a WarehouseError: one line, exit 2 (flows/cli.py)
     with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
         try:
@@ -58,8 +59,8 @@ def publish_command(
             except BaseException:
                 # a failed publish leaves no folder it made, nor the files it wrote there (unless another
                 # publish into it, at the same time, has written a catalog there)
-                if made is not None and not (folder / MANIFEST).exists():
-                    shutil.rmtree(made, ignore_errors=True)
+                if made and not (folder / MANIFEST).exists():
+                    shutil.rmtree(made[0], ignore_errors=True)
                 raise
         except CatalogError as err:  # a damaged warehouse is named as such, not the folder
             damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)
