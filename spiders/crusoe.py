@@ -130,7 +130,7 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
         batch.notes.append(f"skipped {row.name} {tags}: no public price "
                            f"(on-demand {row.price_text!r}, spot {row.spot_text or 'not shown'!r})")
         return
-    memory = re.search(_MEMORY, tags)
+    memory = _MEMORY.search(tags)
     form = clean_text(_MEMORY.sub(" ", tags))  # the form-factor chips: '80GB HGX' and '80 GB HGX' are 'HGX'
     chips = _MEMORY.sub(r"\1GB", tags)  # '80 GB HGX' keeps the key '80GB HGX' of its offers
     priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
