@@ -114,7 +114,7 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
         kept = {p for p in providers if (prev := before["providers"].get(p)) and (
             _time(prev["started_at"]) > runs[p][1] or _time(prev["started_at"]) == runs[p][1]
             and prev["marks"] == marks[p])}
-        _same_history(con, folder, {p: before["providers"][p] for p in before["providers"] if p in set(providers) - kept})
+        _same_history(con, folder, {p: e for p, e in before["providers"].items() if p in providers and p not in kept})
         entries, done = {}, {}
         for p in providers:
             prev, (run_id, started, finished) = before["providers"].get(p), runs[p]
