@@ -107,8 +107,9 @@ def _print(rec: Recommendation) -> None:
     out.print(t)
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked "
               "higher; h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time "
-              "(each run up to the increment; a minimum charge paid once a job) x $/h, set-up $ included; obtainable = share of the availability observations of "
-              "the GPU with the provider in the region that had capacity, over 7 / 30 days", highlight=False)
+              "(each run up to the increment; a minimum charge paid once a job) x $/h, set-up $ included; "
+              "obtainable = share of the availability observations of the GPU with the provider in the region "
+              "that had capacity, over 7 / 30 days", highlight=False)
     for text, n in footnotes.items():
         out.print(literal(f"[{n}] {text}"))
     for note in rec.notes:
