@@ -12,7 +12,7 @@ import typer
 
 from gpuledger.flows.literal import labelled, plain
 from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, interrupted
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, on_ctrl_c
 from gpuledger.flows.output import err as console
 
 
@@ -48,7 +48,8 @@ def publish_command(
     output = chosen(fmt, as_json)
     made = missing_folders(folder)[-1:]  # the first folder publish makes, if any
     # a WarehouseError: one line, exit 2 (flows/cli.py)
-    with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
+    with (_reader(db, "the publish", "nothing was written", allow_files=True) as con,
+          on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was")):
         try:
             # a catalog of nothing, which pull refuses ("the catalog holds no provider"), is never written
             if not (folder / MANIFEST).is_file() and not ok_scrapes(con):
@@ -65,10 +66,6 @@ def publish_command(
         except CatalogError as err:  # a damaged warehouse is named as such, not the folder
             damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)
             raise fail(str(damaged or err), 2) from None
-        except (KeyboardInterrupt, RuntimeError) as err:
-            if not interrupted(err):
-                raise
-            raise fail(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was", 130) from None
     emit(["provider", "state"], sorted(done.items()), output, title=f"published into {folder}")
 
 
@@ -101,16 +98,13 @@ def pull_command(
 
     output = chosen(fmt, as_json)
     accept_anomaly = accepted_anomalies(accept_anomaly)
-    try:
-        check_writable(db)
-        check_warehouse_file(db)
-        reports = pull(db, source, accept_anomaly)
-    except (CatalogError, WarehouseError) as err:
-        raise fail(str(err), 2) from None
-    except (KeyboardInterrupt, RuntimeError) as err:
-        if not interrupted(err):
-            raise
-        raise fail("the pull was cancelled (Ctrl-C); the warehouse is as it was", 130) from None
+    with on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
+        try:
+            check_writable(db)
+            check_warehouse_file(db)
+            reports = pull(db, source, accept_anomaly)
+        except (CatalogError, WarehouseError) as err:
+            raise fail(str(err), 2) from None
     # a detail that names its provider again ("vultr: the manifest's entry is malformed"), beside its provider
     reports = [replace(r, detail=r.detail.removeprefix(f"{r.provider}: ")) for r in reports]
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,

@@ -28,7 +28,7 @@ from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, StaleAfterOption, accepted_anomalies
 from gpuledger.flows.output import (
-    Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, interrupted, out,
+    Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, on_ctrl_c, out,
 )
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
@@ -419,17 +419,14 @@ def export(
         except ValueError:
             raise fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
         start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
-    with _reader(db, "the export", "nothing was written", allow_files=True) as con:
+    with (_reader(db, "the export", "nothing was written", allow_files=True) as con,
+          on_ctrl_c("the export was cancelled (Ctrl-C); nothing was written")):
         try:
             folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
         except WarehouseError as err:
             if err.__cause__ is not None and (damaged := damaged_error(err.__cause__, db)):
                 raise fail(str(damaged), 2) from None
             raise fail(str(err), 1) from None
-        except (KeyboardInterrupt, RuntimeError) as err:
-            if not interrupted(err):
-                raise
-            raise fail("the export was cancelled (Ctrl-C); nothing was written", 130) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
