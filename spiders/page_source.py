@@ -106,7 +106,7 @@ class PricingSpider(scrapy.Spider):
         except Exception as err:  # noqa: BLE001 - any other parse failure (not HTML at all): said in one line
             kind = response.headers.get(b"Content-Type", b"none").decode("latin-1")
             self.failure = (f"the page at {response.url} could not be read (Content-Type {kind}): "
-                            f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
+                            f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}")
             raise CloseSpider("unreadable") from None
         for row in rows:
             row.source_url = response.url
