@@ -410,10 +410,9 @@ def leading_pool(rows: list[dict[str, Any]], tiers: Tiers) -> list[dict[str, Any
             g_lo = np.minimum.reduceat(np.where(top, lo, np.inf), starts)  # the group's row costs at least this
             g_hi = np.minimum.reduceat(np.where(top, hi, np.inf), starts)  # and at most this
             ahead = np.zeros(g_lo.shape, int)
-            for k in np.unique(g_tier):
-                ahead += (g_tier < k).sum() * (g_tier == k)[:, None]
+            for k in np.unique(g_tier):  # every group of a better tier is ahead, then those of its own that lead
                 same = g_tier == k
-                ahead[same] += _before(g_hi[same], g_lo[same])
+                ahead[same] += (g_tier < k).sum() + _before(g_hi[same], g_lo[same])
             shown = ahead < TUNE_SHOWN
             first = top & (lo <= g_hi[g] + COST_EPS)
             keep[ids] |= (first & shown[g]).any(axis=1)
