@@ -183,8 +183,8 @@ def build_batch(rows: list[PageRow], today: date | None = None) -> Batch:
     gpu_rows = [r for r in rows if r.kind == GPU]
     for row in gpu_rows:
         add_gpu_row(batch, row, today)
-    for word in (ON_DEMAND, PREEMPTIBLE):  # per table: two tables may label their columns each their own way
-        tables = {tuple(r.cells) for r in gpu_rows}
+    tables = {tuple(r.cells) for r in gpu_rows}  # per table: two tables may label their columns each their own way
+    for word in (ON_DEMAND, PREEMPTIBLE):
         later = {label for labels in tables for label in price_columns(labels, word, today)[1]}
         for label in sorted(later):
             batch.notes.append(f"price column {label!r} is not in force yet on {today.isoformat()}: not loaded")
