@@ -577,8 +577,7 @@ def fetch(ctx: SourceContext) -> Batch:
         add_query(ctx, client, batch, "Virtual Machines", VM_FILTER, build_vm_offers, regions)
         for name, what, odata_filter, build in ((DISK_PRICES, "Storage", STORAGE_FILTER, build_storage),
                                                 (BANDWIDTH_PRICES, "Bandwidth", BANDWIDTH_FILTER, build_egress)):
-            ctx.enrich(name, add_query, ctx, client, batch, what, odata_filter, build, regions,
-                       timeout_s=PROVIDER.enrichment(name).timeout_s)
+            PROVIDER.enrich(ctx, name, add_query, ctx, client, batch, what, odata_filter, build, regions)
     with ctx.http_client() as client:
         azure_eviction.add_eviction_rates(ctx, client, batch,
                                           PROVIDER.enrichment(azure_eviction.EVICTION_RATES).timeout_s)

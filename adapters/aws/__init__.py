@@ -59,8 +59,7 @@ PROVIDER = ProviderSpec(
 
 def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, default: Any = None,
            region: str = "") -> Any:
-    return ctx.enrich(name, fetch, *args, default=default, region=region,
-                      timeout_s=PROVIDER.enrichment(name).timeout_s)
+    return PROVIDER.enrich(ctx, name, fetch, *args, default=default, region=region)
 
 
 def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str, str], str | None]:
