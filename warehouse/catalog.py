@@ -399,9 +399,9 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
-    folder, _, last = source.rstrip("/").rpartition("/")
-    if last == MANIFEST:  # the manifest's own address given: the catalog is its folder
-        source = folder or "."
+    parent, _, name = source.rstrip("/").rpartition("/")
+    if name == MANIFEST:  # the manifest's own address given: the catalog is its folder
+        source = parent or "."
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
