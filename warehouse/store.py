@@ -54,7 +54,7 @@ def db_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or load_settings().db or DEFAULT_DB)
 
 
-NOT_OURS = "{} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse `gpuledger refresh` wrote)"
+NOT_A_WAREHOUSE = "{} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse `gpuledger refresh` wrote)"
 
 
 def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
@@ -78,7 +78,7 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
                 raise WarehouseError(damaged_message(p, err)) from None
         else:
             if tables and "schema_migrations" not in tables:  # another program's data: never written into
-                raise WarehouseError(NOT_OURS.format(p))
+                raise WarehouseError(NOT_A_WAREHOUSE.format(p))
     return p
 
 
@@ -182,7 +182,7 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
         raise _not_opened(p, err) from err
     if not ours[0][0]:
         con.close()  # another program's DuckDB file: every command refuses it in these words
-        raise WarehouseError(NOT_OURS.format(p))
+        raise WarehouseError(NOT_A_WAREHOUSE.format(p))
     return con
 
 
