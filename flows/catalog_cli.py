@@ -34,7 +34,7 @@ def publish_command(
     Example:
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
-    from gpuledger.flows.cli import _reader
+    from gpuledger.flows.cli import cancellable_reader
     from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
     from gpuledger.warehouse.export import missing_folders
     from gpuledger.warehouse.store import damaged_error, db_path
@@ -48,7 +48,7 @@ def publish_command(
     output = chosen(fmt, as_json)
     made = missing_folders(folder)[-1:]  # the first folder publish makes, if any
     # a WarehouseError: one line, exit 2 (flows/cli.py)
-    with (_reader(db, "the publish", "nothing was written", allow_files=True) as con,
+    with (cancellable_reader(db, "the publish", "nothing was written", allow_files=True) as con,
           on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was")):
         try:
             # a catalog of nothing, which pull refuses ("the catalog holds no provider"), is never written

@@ -84,7 +84,7 @@ def _setup_logging(verbose: bool) -> None:
         logging.raiseExceptions = False  # Prefect's log worker writes "--- Error logging to API ---" unless
 
 
-def _reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
+def cancellable_reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
     """open_reader; Ctrl-C while it waits for a refresh's write lock is one line, exit 130."""
     try:
         return open_reader(db, **options)
@@ -357,7 +357,8 @@ def sql(
     if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
         raise fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
     try:
-        con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
+        # waits while a refresh writes
+        con = cancellable_reader(db, "the query", memory_limit=max_memory and max_memory.strip())
     except WarehouseError as err:
         if not isinstance(err.__cause__, duckdb.OutOfMemoryException):
             raise
@@ -419,7 +420,7 @@ def export(
         except ValueError:
             raise fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
         start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
-    with (_reader(db, "the export", "nothing was written", allow_files=True) as con,
+    with (cancellable_reader(db, "the export", "nothing was written", allow_files=True) as con,
           on_ctrl_c("the export was cancelled (Ctrl-C); nothing was written")):
         try:
             folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
@@ -480,7 +481,7 @@ def status(
     from gpuledger.adapters.registry import UNITS  # refresh -p takes them: a name before their first run too
 
     output = chosen(fmt, as_json)
-    with _reader(db, "status") as con:
+    with cancellable_reader(db, "status") as con:
         provider = list(resolve_names("provider", provider, {*SOURCES, *UNITS, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     # fetched results a failed write left for the next merge (with -p, the chosen providers')
@@ -515,7 +516,7 @@ def check(db: Optional[Path] = DbOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
     from gpuledger.warehouse.check import run_checks
 
-    with _reader(db, "the check") as con:
+    with cancellable_reader(db, "the check") as con:
         results = run_checks(con)
     for r in results:
         mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")

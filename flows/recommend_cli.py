@@ -193,7 +193,7 @@ def recommend_command(
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """
-    from gpuledger.flows.cli import _reader
+    from gpuledger.flows.cli import cancellable_reader
 
     try:
         request = RecommendRequest(
@@ -207,7 +207,7 @@ def recommend_command(
             checkpoint_every_minutes=checkpoint_every, top=top, per_instance=not all_locations)
     except ValueError as e:  # an unknown model included
         raise fail(str(e), 2) from None
-    with _reader(db, "the recommendation") as con:
+    with cancellable_reader(db, "the recommendation") as con:
         try:
             rec = recommend(con, request, SOURCES)
         except UnknownProviderError as e:
