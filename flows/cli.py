@@ -220,7 +220,7 @@ def _check_recordings(replay: bool, folder: Path | None, providers: list[str], n
     """The providers to refresh: under replay, each one's recording (bundled unless `folder`) read now, a
     malformed one said in one line; unless they were `named` (-p), those `folder` holds a recording of
     (`gpuledger record DIR` of some providers, replayed)."""
-    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, load_manifest
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, holds_recording, load_manifest
 
     if not replay:
         return providers
@@ -228,7 +228,7 @@ def _check_recordings(replay: bool, folder: Path | None, providers: list[str], n
     if folder is not None and not named:
         if not root.is_dir():
             raise fail(f"no recordings in {folder}: it is not a folder", 2)
-        providers = [name for name in providers if (root / name / "manifest.json").is_file()]
+        providers = [name for name in providers if holds_recording(root / name)]
         if not providers:
             raise fail(f"no recordings in {folder}: it holds no <provider>/manifest.json of a provider", 2)
     try:
@@ -271,6 +271,7 @@ def record(
       gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
+    from gpuledger.adapters.replay import holds_recording
     from gpuledger.flows.refresh import check_record_dir, resolve_providers
 
     def prepare() -> list[str]:
@@ -286,7 +287,7 @@ def record(
                            recordings=str(from_recordings) if from_recordings else None, record_dir=str(out_dir))
     _print_summary(summary)
     recorded = [p["provider"] for p in summary["providers"]
-                if p["state"] == "ok" and (out_dir / p["provider"] / "manifest.json").is_file()]
+                if p["state"] == "ok" and holds_recording(out_dir / p["provider"])]
     if recorded:
         console.print(literal(f"recorded to {out_dir}: {', '.join(recorded)}"))
     if not summary["ok"]:
