@@ -551,18 +551,18 @@ def add_query(ctx: SourceContext, client: httpx.Client, batch: Batch, what: str,
         counted += page.count if page.count is not None else len(page.items)
         return page.items
 
+    listing = f"azure {what}"  # its key in ctx.pages
     try:
         found = list(ctx.paginate(client, PRICES_HOST, PRICES_PATH, items, next_link(next_page_link, PRICES_HOST),
-                                  params=first_page_params(odata_filter), what=f"azure {what}",
-                                  cap="azure_max_pages"))
+                                  params=first_page_params(odata_filter), what=listing, cap="azure_max_pages"))
     except SourceError as err:  # named by query and page; the cause stays within the first line's reach
-        page = f"{PRICES_HOST}{PRICES_PATH} ({what} page {ctx.pages.get(f'azure {what}', 0) + 1})"
+        page = f"{PRICES_HOST}{PRICES_PATH} ({what} page {ctx.pages.get(listing, 0) + 1})"
         raise type(err)(PAGE_URL.sub(PRICES_HOST + PRICES_PATH, PAGE_URL.sub(page, str(err), count=1))) from err
     part = PROVIDER.batch()
     skipped = build(part, found, regions)
     for name in ("offers", "storage", "egress", "quarantined"):
         getattr(batch, name).extend(getattr(part, name))
-    batch.notes.append(f"azure: {what}: {ctx.pages[f'azure {what}']} pages, {len(found)} items "
+    batch.notes.append(f"azure: {what}: {ctx.pages[listing]} pages, {len(found)} items "
                        f"(pages' Count total {counted})")
     batch.notes.append(skipped.describe(what))
 
@@ -577,8 +577,7 @@ def fetch(ctx: SourceContext) -> Batch:
         add_query(ctx, client, batch, "Virtual Machines", VM_FILTER, build_vm_offers, regions)
         for name, what, odata_filter, build in ((DISK_PRICES, "Storage", STORAGE_FILTER, build_storage),
                                                 (BANDWIDTH_PRICES, "Bandwidth", BANDWIDTH_FILTER, build_egress)):
-            ctx.enrich(name, add_query, ctx, client, batch, what, odata_filter, build, regions,
-                       timeout_s=PROVIDER.enrichment(name).timeout_s)
+            PROVIDER.enrich(ctx, name, add_query, ctx, client, batch, what, odata_filter, build, regions)
     with ctx.http_client() as client:
         azure_eviction.add_eviction_rates(ctx, client, batch,
                                           PROVIDER.enrichment(azure_eviction.EVICTION_RATES).timeout_s)

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import ssl
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -226,11 +227,6 @@ class EnrichmentTimeout(SourceError):
 # (name, monotonic deadline) of the enrichment running in this thread, checked before each request.
 _ENRICHMENT_DEADLINE: contextvars.ContextVar[tuple[str, float] | None] = contextvars.ContextVar(
     "gpuledger_enrichment_deadline", default=None)
-
-
-def shortened(text: str, most: int) -> str:
-    """`text` within `most` characters, cut after a whole word."""
-    return text if len(text) <= most else text[:most - 2].rsplit(" ", 1)[0] + " …"
 
 
 def _in_regions(masked: str, regions: list[str]) -> str:
@@ -580,7 +576,8 @@ class SourceContext:
         except MissingCredentialsError:
             raise
         except Exception as err:  # noqa: BLE001 - an enrichment's failure is recorded, never raised
-            reason = shortened(" ".join(redact(str(err) or type(err).__name__).split()), 300)
+            reason = textwrap.shorten(redact(str(err) or type(err).__name__), 300, placeholder=" …",
+                                      break_on_hyphens=False)
             with _registered_lock:
                 by_reason = self.failed_regions.setdefault(name, {})
                 by_reason.setdefault(reason.replace(region, "\0") if region else reason, []).append(region)

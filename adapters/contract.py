@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuledger.warehouse.records import Batch, ProviderFacts
+
+if TYPE_CHECKING:
+    from gpuledger.adapters.base import SourceContext
 
 class AnomalyThresholds(BaseModel):
     """A source's own limits for the anomaly guard, where the warehouse's defaults do not fit."""
@@ -65,6 +68,10 @@ class ProviderSpec(BaseModel):
 
     def enrichment(self, name: str) -> Enrichment:
         return next(e for e in self.enrichments if e.name == name)
+
+    def enrich(self, ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`ctx.enrich` of the enrichment `name`, within the timeout it declares."""
+        return ctx.enrich(name, fetch, *args, timeout_s=self.enrichment(name).timeout_s, **kwargs)
 
     def degraded(self, reasons: dict[str, str], failed_regions: dict[str, dict[str, list[str]]]) -> list[dict]:
         """The failed enrichments as a scrape's outcome hands them to the warehouse: what each alone yields,

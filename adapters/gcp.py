@@ -953,12 +953,10 @@ def fetch(ctx: SourceContext) -> Batch:
     )
     zones_list = compute_v1.ZonesClient(**compute).list
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="gcp") as pool:
-        zones_f = pool.submit(ctx.enrich, ZONE_STATUS, lambda: listed_zones(fetch_listing(
-            ctx, "zones.list", zones_list, compute_v1.ListZonesRequest(**page))), default={},
-            timeout_s=PROVIDER.enrichment(ZONE_STATUS).timeout_s)
-        locations_f = pool.submit(ctx.enrich, TPUS, tpu_locations, ctx, tpu.list_locations,
-                                  locations_pb2.ListLocationsRequest(name=f"projects/{project}"),
-                                  timeout_s=PROVIDER.enrichment(TPUS).timeout_s)
+        zones_f = pool.submit(PROVIDER.enrich, ctx, ZONE_STATUS, lambda: listed_zones(fetch_listing(
+            ctx, "zones.list", zones_list, compute_v1.ListZonesRequest(**page))), default={})
+        locations_f = pool.submit(PROVIDER.enrich, ctx, TPUS, tpu_locations, ctx, tpu.list_locations,
+                                  locations_pb2.ListLocationsRequest(name=f"projects/{project}"))
         type_pages, accel_pages, sku_pages = [
             f.result() for f in [pool.submit(fetch_listing, ctx, *job) for job in listings]]
         zones, location_pages = zones_f.result(), locations_f.result()
@@ -981,8 +979,7 @@ def fetch(ctx: SourceContext) -> Batch:
             return [p for pages in pool.map(lambda zone: fetch_listing(
                 ctx, "tpu acceleratorTypes.list", tpu.list_accelerator_types, tpu_v2.ListAcceleratorTypesRequest(
                     parent=f"projects/{project}/locations/{zone}"), f" in {zone}"), tpu_zones) for p in pages]
-    tpu_pages = ctx.enrich(TPUS, tpu_types, default=[], timeout_s=PROVIDER.enrichment(TPUS).timeout_s) \
-        if location_pages is not None else []
+    tpu_pages = PROVIDER.enrich(ctx, TPUS, tpu_types, default=[]) if location_pages is not None else []
     batch = build_batch(zones, shapes, accelerators, skus, regions, tpu_pages)
     if ctx.mode == "replay" and project == REPLAY_PROJECT:
         add_zone_history(batch, ZONE_HISTORY)

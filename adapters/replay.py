@@ -191,6 +191,11 @@ class _Manifest(BaseModel):
     exchanges: list[Exchange] = []
 
 
+def holds_recording(provider_dir: Path) -> bool:
+    """Whether `provider_dir` holds a provider's recording: its manifest.json."""
+    return (provider_dir / "manifest.json").is_file()
+
+
 def load_manifest(provider_dir: Path) -> tuple[dict[str, Any], list[Exchange]]:
     """The manifest's document and exchanges; a one-line RecordingError for a missing or malformed
     manifest, or a body file missing or outside the provider's folder."""

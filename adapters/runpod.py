@@ -181,6 +181,5 @@ def fetch(ctx: SourceContext) -> Batch:
 
         prices = ask(OPERATION, QUERY)
         gpu_types(prices)  # a failed price answer fails here, before the stock is asked for
-        stock = ctx.enrich(STOCK_LEVELS, lambda: parse_stock(ask(STOCK_OPERATION, STOCK_QUERY)), default=None,
-                           timeout_s=PROVIDER.enrichment(STOCK_LEVELS).timeout_s)
+        stock = PROVIDER.enrich(ctx, STOCK_LEVELS, lambda: parse_stock(ask(STOCK_OPERATION, STOCK_QUERY)))
     return parse_gpu_types(prices, stock)

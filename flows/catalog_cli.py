@@ -12,7 +12,7 @@ import typer
 
 from gpuledger.flows.literal import labelled, plain
 from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, interrupted
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, on_ctrl_c
 from gpuledger.flows.output import err as console
 
 
@@ -34,8 +34,9 @@ def publish_command(
     Example:
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
-    from gpuledger.flows.cli import _reader
+    from gpuledger.flows.cli import cancellable_reader
     from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
+    from gpuledger.warehouse.export import missing_folders
     from gpuledger.warehouse.store import damaged_error, db_path
 
     def ok_scrapes(con: duckdb.DuckDBPyConnection) -> int:
@@ -45,9 +46,10 @@ def publish_command(
             return 1
 
     output = chosen(fmt, as_json)
-    made = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)  # the first folder it makes
+    made = missing_folders(folder)[-1:]  # the first folder publish makes, if any
     # a WarehouseError: one line, exit 2 (flows/cli.py)
-    with _reader(db, "the publish", "nothing was written", allow_files=True) as con:
+    with (cancellable_reader(db, "the publish", "nothing was written", allow_files=True) as con,
+          on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was")):
         try:
             # a catalog of nothing, which pull refuses ("the catalog holds no provider"), is never written
             if not (folder / MANIFEST).is_file() and not ok_scrapes(con):
@@ -58,16 +60,12 @@ def publish_command(
             except BaseException:
                 # a failed publish leaves no folder it made, nor the files it wrote there (unless another
                 # publish into it, at the same time, has written a catalog there)
-                if made is not None and not (folder / MANIFEST).exists():
-                    shutil.rmtree(made, ignore_errors=True)
+                if made and not (folder / MANIFEST).exists():
+                    shutil.rmtree(made[0], ignore_errors=True)
                 raise
         except CatalogError as err:  # a damaged warehouse is named as such, not the folder
             damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)
             raise fail(str(damaged or err), 2) from None
-        except (KeyboardInterrupt, RuntimeError) as err:
-            if not interrupted(err):
-                raise
-            raise fail(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was", 130) from None
     emit(["provider", "state"], sorted(done.items()), output, title=f"published into {folder}")
 
 
@@ -100,16 +98,13 @@ def pull_command(
 
     output = chosen(fmt, as_json)
     accept_anomaly = accepted_anomalies(accept_anomaly)
-    try:
-        check_writable(db)
-        check_warehouse_file(db)
-        reports = pull(db, source, accept_anomaly)
-    except (CatalogError, WarehouseError) as err:
-        raise fail(str(err), 2) from None
-    except (KeyboardInterrupt, RuntimeError) as err:
-        if not interrupted(err):
-            raise
-        raise fail("the pull was cancelled (Ctrl-C); the warehouse is as it was", 130) from None
+    with on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
+        try:
+            check_writable(db)
+            check_warehouse_file(db)
+            reports = pull(db, source, accept_anomaly)
+        except (CatalogError, WarehouseError) as err:
+            raise fail(str(err), 2) from None
     # a detail that names its provider again ("vultr: the manifest's entry is malformed"), beside its provider
     reports = [replace(r, detail=r.detail.removeprefix(f"{r.provider}: ")) for r in reports]
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,

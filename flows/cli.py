@@ -28,7 +28,7 @@ from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, StaleAfterOption, accepted_anomalies
 from gpuledger.flows.output import (
-    Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, interrupted, out,
+    Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, on_ctrl_c, out,
 )
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
@@ -84,7 +84,7 @@ def _setup_logging(verbose: bool) -> None:
         logging.raiseExceptions = False  # Prefect's log worker writes "--- Error logging to API ---" unless
 
 
-def _reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
+def cancellable_reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
     """open_reader; Ctrl-C while it waits for a refresh's write lock is one line, exit 130."""
     try:
         return open_reader(db, **options)
@@ -220,7 +220,7 @@ def _check_recordings(replay: bool, folder: Path | None, providers: list[str], n
     """The providers to refresh: under replay, each one's recording (bundled unless `folder`) read now, a
     malformed one said in one line; unless they were `named` (-p), those `folder` holds a recording of
     (`gpuledger record DIR` of some providers, replayed)."""
-    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, load_manifest
+    from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, holds_recording, load_manifest
 
     if not replay:
         return providers
@@ -228,7 +228,7 @@ def _check_recordings(replay: bool, folder: Path | None, providers: list[str], n
     if folder is not None and not named:
         if not root.is_dir():
             raise fail(f"no recordings in {folder}: it is not a folder", 2)
-        providers = [name for name in providers if (root / name / "manifest.json").is_file()]
+        providers = [name for name in providers if holds_recording(root / name)]
         if not providers:
             raise fail(f"no recordings in {folder}: it holds no <provider>/manifest.json of a provider", 2)
     try:
@@ -271,6 +271,7 @@ def record(
       gpuledger refresh --replay --recordings recordings/
     """
     _setup_logging(verbose)
+    from gpuledger.adapters.replay import holds_recording
     from gpuledger.flows.refresh import check_record_dir, resolve_providers
 
     def prepare() -> list[str]:
@@ -286,7 +287,7 @@ def record(
                            recordings=str(from_recordings) if from_recordings else None, record_dir=str(out_dir))
     _print_summary(summary)
     recorded = [p["provider"] for p in summary["providers"]
-                if p["state"] == "ok" and (out_dir / p["provider"] / "manifest.json").is_file()]
+                if p["state"] == "ok" and holds_recording(out_dir / p["provider"])]
     if recorded:
         console.print(literal(f"recorded to {out_dir}: {', '.join(recorded)}"))
     if not summary["ok"]:
@@ -357,7 +358,8 @@ def sql(
     if max_memory is not None and not MEMORY_SIZE.match(max_memory.strip()):
         raise fail(f"--max-memory {max_memory!r} is not a size (500MB, 2GB)", 2)
     try:
-        con = _reader(db, "the query", memory_limit=max_memory and max_memory.strip())  # waits while a refresh writes
+        # waits while a refresh writes
+        con = cancellable_reader(db, "the query", memory_limit=max_memory and max_memory.strip())
     except WarehouseError as err:
         if not isinstance(err.__cause__, duckdb.OutOfMemoryException):
             raise
@@ -419,17 +421,14 @@ def export(
         except ValueError:
             raise fail(f"--since {since!r} is not a date or time (2026-11-01, 2026-11-01T03:00)", 2) from None
         start = start if start.utcoffset() is not None else start.replace(tzinfo=timezone.utc)
-    with _reader(db, "the export", "nothing was written", allow_files=True) as con:
+    with (cancellable_reader(db, "the export", "nothing was written", allow_files=True) as con,
+          on_ctrl_c("the export was cancelled (Ctrl-C); nothing was written")):
         try:
             folder = export_snapshot(con, out_dir, list(formats), list(tables) or None, since=start)
         except WarehouseError as err:
             if err.__cause__ is not None and (damaged := damaged_error(err.__cause__, db)):
                 raise fail(str(damaged), 2) from None
             raise fail(str(err), 1) from None
-        except (KeyboardInterrupt, RuntimeError) as err:
-            if not interrupted(err):
-                raise
-            raise fail("the export was cancelled (Ctrl-C); nothing was written", 130) from None
     manifest = json.loads((folder / "manifest.json").read_text())
     for name, info in manifest["tables"].items():
         console.print(literal(f"{name}: {info['rows']} rows -> {', '.join(f['name'] for f in info['files'])}"))
@@ -483,7 +482,7 @@ def status(
     from gpuledger.adapters.registry import UNITS  # refresh -p takes them: a name before their first run too
 
     output = chosen(fmt, as_json)
-    with _reader(db, "status") as con:
+    with cancellable_reader(db, "status") as con:
         provider = list(resolve_names("provider", provider, {*SOURCES, *UNITS, *known_names(con, "provider")}))
         rows = provider_status(con, timedelta(hours=stale_after_hours), providers=provider or SOURCES)
     # fetched results a failed write left for the next merge (with -p, the chosen providers')
@@ -518,7 +517,7 @@ def check(db: Optional[Path] = DbOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
     from gpuledger.warehouse.check import run_checks
 
-    with _reader(db, "the check") as con:
+    with cancellable_reader(db, "the check") as con:
         results = run_checks(con)
     for r in results:
         mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")

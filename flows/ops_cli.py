@@ -61,10 +61,10 @@ def accepted_anomalies(names: list[str]) -> list[str]:
 
     accepted = [provider(name, f"--accept-anomaly {name}") for name in names]
     try:
-        setting = load_settings().accept_anomaly
+        setting = load_settings().accept_anomaly_names()
     except SettingsError:  # another setting refused: said where that one is read
-        setting = ""
-    for name in filter(None, (n.strip() for n in setting.split(","))):
+        setting = []
+    for name in setting:
         provider(name, f"{env_name('accept_anomaly')} names {name!r}")
     return list(dict.fromkeys(accepted))
 

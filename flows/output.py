@@ -7,8 +7,9 @@ import csv
 import json
 import math
 import sys
+from contextlib import contextmanager
 from enum import Enum
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import typer
 from rich.console import Console
@@ -44,9 +45,16 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def interrupted(err: BaseException) -> bool:
-    """Whether `err` is Ctrl-C: a KeyboardInterrupt, or DuckDB's RuntimeError for the query it stopped."""
-    return isinstance(err, KeyboardInterrupt) or isinstance(err, RuntimeError) and "interrupted" in str(err).lower()
+@contextmanager
+def on_ctrl_c(message: str) -> Iterator[None]:
+    """Ctrl-C inside (a KeyboardInterrupt, or DuckDB's RuntimeError for the query it stopped) is `message`,
+    exit 130."""
+    try:
+        yield
+    except (KeyboardInterrupt, RuntimeError) as err:
+        if not isinstance(err, KeyboardInterrupt) and "interrupted" not in str(err).lower():
+            raise
+        raise fail(message, 130) from None
 
 
 def chosen(fmt: Format | str, as_json: bool = False) -> str:

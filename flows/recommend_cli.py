@@ -107,8 +107,9 @@ def _print(rec: Recommendation) -> None:
     out.print(t)
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked "
               "higher; h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time "
-              "(each run up to the increment; a minimum charge paid once a job) x $/h, set-up $ included; obtainable = share of the availability observations of "
-              "the GPU with the provider in the region that had capacity, over 7 / 30 days", highlight=False)
+              "(each run up to the increment; a minimum charge paid once a job) x $/h, set-up $ included; "
+              "obtainable = share of the availability observations of the GPU with the provider in the region "
+              "that had capacity, over 7 / 30 days", highlight=False)
     for text, n in footnotes.items():
         out.print(literal(f"[{n}] {text}"))
     for note in rec.notes:
@@ -192,7 +193,7 @@ def recommend_command(
       gpuledger recommend --model llama-3-70b --method full --json
       gpuledger recommend --params 13e9 --method lora --region us- --top 5
     """
-    from gpuledger.flows.cli import _reader
+    from gpuledger.flows.cli import cancellable_reader
 
     try:
         request = RecommendRequest(
@@ -206,7 +207,7 @@ def recommend_command(
             checkpoint_every_minutes=checkpoint_every, top=top, per_instance=not all_locations)
     except ValueError as e:  # an unknown model included
         raise fail(str(e), 2) from None
-    with _reader(db, "the recommendation") as con:
+    with cancellable_reader(db, "the recommendation") as con:
         try:
             rec = recommend(con, request, SOURCES)
         except UnknownProviderError as e:

@@ -307,8 +307,8 @@ TUNE_RUNS = (1, 2, 3, 5, 10)  # the page's choices of runs
 TUNE_SHOWN = 10  # rows the page ranks
 
 
-def _tuning_row(c: Any, flags: dict[str, int]) -> dict[str, Any]:
-    """One candidate with what the browser needs to cost any job on it (recommend's arithmetic)."""
+def _tuning_row(c: Any) -> dict[str, Any]:
+    """One candidate with what the browser needs to cost any job on it (recommend's arithmetic), and its flags."""
     train_h = c.uninterrupted_hours
     spot_factor = (c.hours_per_run - c.setup_hours) / train_h if train_h else 1.0
     return {
@@ -323,7 +323,7 @@ def _tuning_row(c: Any, flags: dict[str, int]) -> dict[str, Any]:
         "tier": 2 if c.interruptible and c.interruption_rate_per_hour is None else int(c.slow_path),
         "gran": c.cost.granularity_s, "min": c.cost.minimum_s, "result_gb": c.cost.egress_gb,
         "storage_h": c.cost.storage_billed_gb * c.cost.storage_usd_per_gb_month / HOURS_PER_MONTH,
-        "egress": c.cost.egress_source, "flags": [flags.setdefault(f, len(flags)) for f in c.flags],
+        "egress": c.cost.egress_source, "flags": c.flags,
     }
 
 
@@ -410,10 +410,9 @@ def leading_pool(rows: list[dict[str, Any]], tiers: Tiers) -> list[dict[str, Any
             g_lo = np.minimum.reduceat(np.where(top, lo, np.inf), starts)  # the group's row costs at least this
             g_hi = np.minimum.reduceat(np.where(top, hi, np.inf), starts)  # and at most this
             ahead = np.zeros(g_lo.shape, int)
-            for k in np.unique(g_tier):
-                ahead += (g_tier < k).sum() * (g_tier == k)[:, None]
+            for k in np.unique(g_tier):  # every group of a better tier is ahead, then those of its own that lead
                 same = g_tier == k
-                ahead[same] += _before(g_hi[same], g_lo[same])
+                ahead[same] += (g_tier < k).sum() + _before(g_hi[same], g_lo[same])
             shown = ahead < TUNE_SHOWN
             first = top & (lo <= g_hi[g] + COST_EPS)
             keep[ids] |= (first & shown[g]).any(axis=1)
@@ -432,12 +431,9 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
                                              max_age_hours=stale_after_hours, top=1))  # what `recommend` answers
     every = recommend(con, RecommendRequest(method=method, model=model, as_of=now, spot=True, per_instance=False,
                                             max_age_hours=stale_after_hours, top=10 ** 9))
-    known = [c for c in every.candidates if c.tokens_per_s is not None]
-    rows = [_tuning_row(c, {}) for c in known]
-    pool = leading_pool(rows, egress_tiers(con))
-    by_row = {id(r): c for r, c in zip(rows, known)}
-    for r in pool:
-        r["flags"] = [flags.setdefault(f, len(flags)) for f in by_row[id(r)].flags]
+    pool = leading_pool([_tuning_row(c) for c in every.candidates if c.tokens_per_s is not None], egress_tiers(con))
+    for r in pool:  # the page's flags are numbers into the list of every answer's flags
+        r["flags"] = [flags.setdefault(f, len(flags)) for f in r["flags"]]
     left = [f"{o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
             f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
     return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,

@@ -16,7 +16,7 @@ from scrapy.http import Response
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, clean_text
 from gpuledger.spiders.items import price_unit, slug, usd_price
 from gpuledger.spiders.page_source import ALL_TEXT, NO_FOOTNOTES, LayoutChanged, PricingSpider, add_gpu_offers
-from gpuledger.spiders.page_source import add_services, fetch_page, has_class, page_spec
+from gpuledger.spiders.page_source import add_services, fetch_page, has_class, page_spec, quarantined_layout
 from gpuledger.spiders.page_source import require_columns, scrape as scrape_page, text_of
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch
@@ -149,8 +149,7 @@ def _provider_data(row: PageRow, shown: str) -> str:
 def add_gpu_row(batch: Batch, row: PageRow) -> None:
     region = region_code(row.section)
     ref, raw = f"{region}/{row.product_id or row.name}", row.raw()
-    if "_layout" in row.cells:  # its cells are not under the columns they would be read as
-        batch.quarantine("offer", ref, f"layout: {row.cells['_layout']}", raw)
+    if quarantined_layout(batch, "offer", ref, row):
         return
     try:
         on_demand = usd_price(row.price_text)

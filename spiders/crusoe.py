@@ -16,7 +16,7 @@ from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, STORAGE, PageRow, PriceTextError, clean_text, slug, usd_per_hour
 from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, add_gpu_offers, add_services, describe_service
-from gpuledger.spiders.page_source import fetch_page
+from gpuledger.spiders.page_source import fetch_page, quarantined_layout
 from gpuledger.spiders.page_source import has_class, page_spec, scrape as scrape_page, text_of
 from gpuledger.warehouse.records import Batch
 
@@ -117,8 +117,7 @@ def _provider_data(row: PageRow, shown: str) -> str:
 
 def add_gpu_row(batch: Batch, row: PageRow) -> None:
     ref, raw, tags = f"{REGION}/{row.product_id or slug(row.name)}", row.raw(), row.cells.get("tags", "")
-    if "_layout" in row.cells:
-        batch.quarantine("offer", ref, f"layout: {row.cells['_layout']}", raw)
+    if quarantined_layout(batch, "offer", ref, row):
         return
     try:
         on_demand = _hourly(row.price_text)
@@ -130,7 +129,7 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
         batch.notes.append(f"skipped {row.name} {tags}: no public price "
                            f"(on-demand {row.price_text!r}, spot {row.spot_text or 'not shown'!r})")
         return
-    memory = re.search(_MEMORY, tags)
+    memory = _MEMORY.search(tags)
     form = clean_text(_MEMORY.sub(" ", tags))  # the form-factor chips: '80GB HGX' and '80 GB HGX' are 'HGX'
     chips = _MEMORY.sub(r"\1GB", tags)  # '80 GB HGX' keeps the key '80GB HGX' of its offers
     priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),

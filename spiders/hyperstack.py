@@ -16,7 +16,8 @@ from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, usd_per_hour
 from gpuledger.spiders.page_source import LayoutChanged, PageFailed, PricingSpider, add_services, describe_service
-from gpuledger.spiders.page_source import fetch_page, page_spec, require_columns, spot_saving, text_of
+from gpuledger.spiders.page_source import fetch_page, page_spec, quarantined_layout, require_columns, spot_saving
+from gpuledger.spiders.page_source import text_of
 from gpuledger.spiders.page_source import scrape as scrape_page
 from gpuledger.warehouse.records import Batch
 
@@ -190,8 +191,7 @@ def add_gpu_row(batch: Batch, row: PageRow, specs_by_name: dict[str, dict[str, s
     spot = _is_spot(row)
     option, shown = ("spot", row.spot_text) if spot else ("on_demand", row.price_text)
     ref = f"{REGION}/{row.name}/{option}"
-    if "_layout" in row.cells:
-        batch.quarantine("offer", ref, f"layout: {row.cells['_layout']}", row.raw())
+    if quarantined_layout(batch, "offer", ref, row):
         return
     specs = specs_by_name.get(row.name, row.cells)  # a spot row's GPU is described by its on-demand row
     try:

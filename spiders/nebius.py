@@ -18,7 +18,8 @@ from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, slug, usd_per_hour
 from gpuledger.spiders.page_source import NO_FOOTNOTES, LayoutChanged, PricingSpider, add_gpu_offers, add_services
-from gpuledger.spiders.page_source import describe_service, fetch_page, has_class, page_spec, text_of
+from gpuledger.spiders.page_source import describe_service, fetch_page, has_class, page_spec, quarantined_layout
+from gpuledger.spiders.page_source import text_of
 from gpuledger.spiders.page_source import scrape as scrape_page
 from gpuledger.warehouse.records import Batch
 
@@ -141,8 +142,7 @@ def _range_or_number(cells: dict[str, str], prefix: str) -> float | None:
 
 def add_gpu_row(batch: Batch, row: PageRow, today: date) -> None:
     ref, raw = f"{REGION}/{row.product_id or slug(row.name)}", row.raw()
-    if "_layout" in row.cells:
-        batch.quarantine("offer", ref, f"layout: {row.cells['_layout']}", raw)
+    if quarantined_layout(batch, "offer", ref, row):
         return
     priced: dict[str, tuple[float, str]] = {}
     for option, word in (("on_demand", ON_DEMAND), ("spot", PREEMPTIBLE)):
@@ -183,8 +183,8 @@ def build_batch(rows: list[PageRow], today: date | None = None) -> Batch:
     gpu_rows = [r for r in rows if r.kind == GPU]
     for row in gpu_rows:
         add_gpu_row(batch, row, today)
-    for word in (ON_DEMAND, PREEMPTIBLE):  # per table: two tables may label their columns each their own way
-        tables = {tuple(r.cells) for r in gpu_rows}
+    tables = {tuple(r.cells) for r in gpu_rows}  # per table: two tables may label their columns each their own way
+    for word in (ON_DEMAND, PREEMPTIBLE):
         later = {label for labels in tables for label in price_columns(labels, word, today)[1]}
         for label in sorted(later):
             batch.notes.append(f"price column {label!r} is not in force yet on {today.isoformat()}: not loaded")

@@ -106,7 +106,7 @@ class PricingSpider(scrapy.Spider):
         except Exception as err:  # noqa: BLE001 - any other parse failure (not HTML at all): said in one line
             kind = response.headers.get(b"Content-Type", b"none").decode("latin-1")
             self.failure = (f"the page at {response.url} could not be read (Content-Type {kind}): "
-                            f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
+                            f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}")
             raise CloseSpider("unreadable") from None
         for row in rows:
             row.source_url = response.url
@@ -223,10 +223,18 @@ def describe_service(row: PageRow, url: str) -> str:
     return f"{row.name}: {row.price_text}{how_made} ({url})"
 
 
+def quarantined_layout(batch: Batch, kind: str, ref: str, row: PageRow) -> bool:
+    """Whether the parser marked `row` `_layout` (its cells are not under the columns they would be read as):
+    then it is quarantined as a `kind` record."""
+    if "_layout" not in row.cells:
+        return False
+    batch.quarantine(kind, ref, f"layout: {row.cells['_layout']}", row.raw())
+    return True
+
+
 def add_storage(batch: Batch, row: PageRow, regions: list[str], description: str) -> None:
     """A storage row, priced per GB-month (hourly rates at 730 h), once per region."""
-    if "_layout" in row.cells:  # its cells are not under the columns they would be read as
-        batch.quarantine("storage", row.name, f"layout: {row.cells['_layout']}", row.raw())
+    if quarantined_layout(batch, "storage", row.name, row):
         return
     try:
         price = usd_per_gb_month(row.price_text)
@@ -246,8 +254,7 @@ def add_egress(batch: Batch, row: PageRow, regions: list[str], description: str)
     """Internet egress (free, or USD per GB), once per region; only rows named egress (not IPs, links)."""
     if not re.search(r"\begress\b", row.name, re.I):
         return
-    if "_layout" in row.cells:
-        batch.quarantine("egress", row.name, f"layout: {row.cells['_layout']}", row.raw())
+    if quarantined_layout(batch, "egress", row.name, row):
         return
     free = is_free(row.price_text)
     try:

@@ -51,7 +51,7 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
 
 def browser_settings(ctx: SourceContext, chromium_path: str, scheme: str = "https") -> dict[str, Any]:
     """Settings for a page rendered by headless Chromium (scrapy-playwright). Only the page's own scheme gets
-    the handler: each scheme's handler starts a Playwright driver (Node.js, 90-115 MB PSS here)."""
+    the handler: each scheme's handler starts a Playwright driver, a Node.js process of its own."""
     from gpuledger.spiders.browser import launch_options
     from gpuledger.spiders.runner import crawl_timeout_s
 

@@ -114,7 +114,7 @@ def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None =
         kept = {p for p in providers if (prev := before["providers"].get(p)) and (
             _time(prev["started_at"]) > runs[p][1] or _time(prev["started_at"]) == runs[p][1]
             and prev["marks"] == marks[p])}
-        _same_history(con, folder, {p: before["providers"][p] for p in before["providers"] if p in set(providers) - kept})
+        _same_history(con, folder, {p: e for p, e in before["providers"].items() if p in providers and p not in kept})
         entries, done = {}, {}
         for p in providers:
             prev, (run_id, started, finished) = before["providers"].get(p), runs[p]
@@ -399,9 +399,9 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
-    folder, _, last = source.rstrip("/").rpartition("/")
-    if last == MANIFEST:  # the manifest's own address given: the catalog is its folder
-        source = folder or "."
+    parent, _, name = source.rstrip("/").rpartition("/")
+    if name == MANIFEST:  # the manifest's own address given: the catalog is its folder
+        source = parent or "."
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={

@@ -81,6 +81,11 @@ def freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                          "last_state": f.last_state} for f in provider_freshness(con)}
 
 
+def missing_folders(path: Path) -> list[Path]:
+    """The folders of `path`, itself first, that do not exist: those mkdir(parents=True) makes, deepest first."""
+    return [p for p in (path, *path.parents) if not p.exists()]
+
+
 def _rename_free(tmp: Path, root: Path, stamp: str) -> Path:
     """`tmp` renamed to ROOT/STAMP, or STAMP-2, -3 ... when that is taken (by an export of the same second,
     perhaps at this moment: a rename never replaces a folder with files in it)."""
@@ -105,7 +110,7 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
     The command line has checked `formats` (FORMATS; none: both) and `tables` (EXPORT_TABLES)."""
     formats = list(formats) or list(FORMATS)
     root = Path(out_dir)
-    created = [p for p in (root, *root.parents) if not p.exists()]  # the folders this export makes, deepest first
+    created = missing_folders(root)
 
     def remove_created() -> None:  # a failed export leaves no folder it made (only empty ones: never another's)
         for folder in created:

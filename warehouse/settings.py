@@ -85,9 +85,13 @@ class Settings(BaseSettings):
         # The environment over per-scrape overrides; no .env or secrets-directory files.
         return env_settings, init_settings
 
+    def accept_anomaly_names(self) -> list[str]:
+        """The names `accept_anomaly` lists, as written (the command line checks them)."""
+        return [p.strip() for p in self.accept_anomaly.split(",") if p.strip()]
+
     def accepted_anomalies(self) -> frozenset[str]:
         """The providers of `accept_anomaly`, whose names are lower case: AWS is aws."""
-        return frozenset(p.strip().lower() for p in self.accept_anomaly.split(",") if p.strip())
+        return frozenset(name.lower() for name in self.accept_anomaly_names())
 
 
 def env_name(field: str) -> str:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import tempfile
+import textwrap
 import time
 import uuid
 from contextlib import contextmanager, suppress
@@ -53,7 +54,7 @@ def db_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or load_settings().db or DEFAULT_DB)
 
 
-NOT_OURS = "{} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse `gpuledger refresh` wrote)"
+NOT_A_WAREHOUSE = "{} is a DuckDB file but not a gpuledger warehouse (pass --db a warehouse `gpuledger refresh` wrote)"
 
 
 def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
@@ -77,7 +78,7 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
                 raise WarehouseError(damaged_message(p, err)) from None
         else:
             if tables and "schema_migrations" not in tables:  # another program's data: never written into
-                raise WarehouseError(NOT_OURS.format(p))
+                raise WarehouseError(NOT_A_WAREHOUSE.format(p))
     return p
 
 
@@ -132,9 +133,8 @@ def _connect_retrying(path: Path, wait_s: float, **kwargs: Any) -> duckdb.DuckDB
 
 def _not_opened(path: Path, err: duckdb.Error) -> WarehouseError:
     """A DuckDB error opening `path`: a damaged file, or another cause (too small a memory limit)."""
-    if is_damaged(err, path):
-        return WarehouseError(damaged_message(path, err))
-    return WarehouseError(f"cannot open {path}: {(str(err).strip().splitlines() or [''])[0][:300]}")
+    return damaged_error(err, path) or WarehouseError(
+        f"cannot open {path}: {(str(err).strip().splitlines() or [''])[0][:300]}")
 
 
 def open_writer(path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBPyConnection:
@@ -182,39 +182,45 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
         raise _not_opened(p, err) from err
     if not ours[0][0]:
         con.close()  # another program's DuckDB file: every command refuses it in these words
-        raise WarehouseError(NOT_OURS.format(p))
+        raise WarehouseError(NOT_A_WAREHOUSE.format(p))
     return con
+
+
+def _lock_path(db: Path) -> Path:
+    return Path(str(db) + ".refresh.lock")
+
+
+def _lock_unwritable(db: Path, err: OSError) -> WarehouseError:
+    return WarehouseError(f"cannot write beside the warehouse {db}: {_lock_path(db)}: {err.strerror or err}")
 
 
 def _open_lock_file(db: Path) -> Any:
     """The refresh lock file beside the warehouse; WarehouseError (one line) if it cannot be made."""
     _not_a_directory(db)
-    lock_path = Path(str(db) + ".refresh.lock")
+    lock_path = _lock_path(db)
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         return open(lock_path, "a+")
     except OSError as err:
-        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
+        raise _lock_unwritable(db, err) from None
 
 
 def check_writable(path: str | os.PathLike[str] | None = None) -> None:
     """Fail at once, before any fetch, where a refresh could never write its lock file (see _open_lock_file).
     Nothing is created: a command refused now or later leaves no lock file or folder behind."""
     db = db_path(path)
-    lock_path = Path(str(db) + ".refresh.lock")
+    lock_path = _lock_path(db)
     if lock_path.exists():  # opening it creates nothing
         _open_lock_file(db).close()
         return
     _not_a_directory(db)
-    folder = lock_path.parent
-    while not folder.exists():  # the nearest of the folders _open_lock_file would make
-        folder = folder.parent
+    folder = next(p for p in lock_path.parents if p.exists())  # where _open_lock_file would make its first folder
     try:
         if not folder.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         tempfile.TemporaryFile(dir=folder).close()  # a file without a name (O_TMPFILE): nothing to remove
     except OSError as err:
-        raise WarehouseError(f"cannot write beside the warehouse {db}: {lock_path}: {err.strerror or err}") from None
+        raise _lock_unwritable(db, err) from None
 
 
 @contextmanager
@@ -387,10 +393,8 @@ def _quarantine_summary(quarantined: list[dict[str, str]], most: int = 3, width:
         return []
     counts: dict[str, int] = {}
     for q in bad:
-        reason = " ".join(q["reason"].removeprefix(f"{q['source_ref']}: ").split())
-        if len(reason) > width:
-            head = reason[:width - 2]
-            reason = (head if reason[width - 2] == " " else head.rsplit(" ", 1)[0]) + " …"
+        reason = textwrap.shorten(q["reason"].removeprefix(f"{q['source_ref']}: "), width, placeholder=" …",
+                                  break_on_hyphens=False)
         counts[reason] = counts.get(reason, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     said = [f"{n}× {reason}" for reason, n in ranked[:most]]
@@ -459,12 +463,11 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
 def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
                       failed: dict[str, Any]) -> pa.Table:
     import pyarrow as pa
-    options, kept, keys = list(failed.get("options", ())), set(failed.get("columns", ())), \
-        list(failed.get("provider_data_keys", ()))
-    models = failed.get("gpu_models_like") or ""
+    options, keys = list(failed.get("options", ())), list(failed.get("provider_data_keys", ()))
+    kept, models, regions = set(failed.get("columns", ())), failed.get("gpu_models_like") or "", failed.get("regions")
     if not options and not kept and not keys and not models:
         return offers
-    where = "list_contains($regions, {}.region)" if failed.get("regions") else "true"
+    where = "list_contains($regions, {}.region)" if regions else "true"
     carried = f"o.provider is not null and {where.format('i')}"
     picked = ", ".join(f"case when {carried} then o.{c} else i.{c} end as {c}" if c in kept else f"i.{c}"
                        for c in OFFERS.columns)
@@ -477,8 +480,8 @@ def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.
                   and (list_contains($options, o.purchase_option) or $models <> '' and o.gpu_model like $models)
                   and {where.format('o')}
                   and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
-            params={"p": provider, "options": options, "models": models, **({"regions": failed["regions"]} if failed.get("regions")
-                                                          else {})}).to_arrow_table()
+            params={"p": provider, "options": options, "models": models, **({"regions": regions} if regions else {})},
+        ).to_arrow_table()
     stored = table.column("stored_data").to_pylist()
     table = table.drop_columns(["stored_data"])
     if keys:

@@ -59,8 +59,7 @@ PROVIDER = ProviderSpec(
 
 def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, default: Any = None,
            region: str = "") -> Any:
-    return ctx.enrich(name, fetch, *args, default=default, region=region,
-                      timeout_s=PROVIDER.enrichment(name).timeout_s)
+    return PROVIDER.enrich(ctx, name, fetch, *args, default=default, region=region)
 
 
 def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str, str], str | None]:
@@ -80,7 +79,7 @@ def fetch_offerings(client: Any, region: str, max_pages: int, types: Any) -> dic
     answer, not every offer unavailable."""
     offerings = ec2.fetch_offerings(client, region, max_pages)
     if not offerings and (described := types.result()):
-        raise SchemaDriftError(f"{ec2.where('DescribeInstanceTypeOfferings', region)} offered none of the "
+        raise SchemaDriftError(f"{ec2.call_name('DescribeInstanceTypeOfferings', region)} offered none of the "
                                f"{len(described)} GPU instance types DescribeInstanceTypes describes")
     return offerings
 

@@ -57,6 +57,11 @@ def gpu_type_filters() -> list[dict[str, Any]]:
     return [{"Name": "instance-type", "Values": [f"{f}.*" for f in sorted(GPU_FAMILIES)]}]
 
 
+def call_name(action: str, region: str) -> str:
+    """How errors name one EC2 call: "aws: EC2 API in us-east-1 (DescribeInstanceTypes)"."""
+    return f"aws: EC2 API in {region} ({action})"
+
+
 def call(action: str, region: str, fetch: Callable[[], T]) -> T:
     from botocore.exceptions import BotoCoreError, ClientError
     from botocore.parsers import ResponseParserError
@@ -66,10 +71,10 @@ def call(action: str, region: str, fetch: Callable[[], T]) -> T:
     except (BotoCoreError, ClientError) as err:
         # a timeout or a broken connection has no answer: its `response` is None
         status = (getattr(err, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
-        raise SourceError(f"aws: EC2 API in {region} ({action}) failed: {f'HTTP {status}: ' if status else ''}"
-                          f"{err}") from scrubbed(err)
+        raise SourceError(f"{call_name(action, region)} failed: {f'HTTP {status}: ' if status else ''}{err}") \
+            from scrubbed(err)
     except ResponseParserError as err:  # a cut or malformed XML answer (not a BotoCoreError)
-        raise SchemaDriftError(f"aws: EC2 API in {region} ({action}) answered XML botocore cannot parse: "
+        raise SchemaDriftError(f"{call_name(action, region)} answered XML botocore cannot parse: "
                                f"{str(err).splitlines()[0][:200]}") from scrubbed(err)
 
 
@@ -138,14 +143,10 @@ def parse_instance_types(pages: Iterable[dict[str, Any]]) -> dict[str, InstanceS
     return out
 
 
-def where(action: str, region: str) -> str:
-    return f"aws: EC2 API in {region} ({action})"
-
-
 def fetch_instance_types(client: Any, region: str, max_pages: int = DEFAULT_MAX_PAGES) -> dict[str, InstanceSpecs]:
     action = "DescribeInstanceTypes"
     return call(action, region, lambda: parse_instance_types(capped(
-        client.get_paginator("describe_instance_types").paginate(Filters=gpu_type_filters()), where(action, region),
+        client.get_paginator("describe_instance_types").paginate(Filters=gpu_type_filters()), call_name(action, region),
         max_pages)))
 
 
@@ -163,7 +164,7 @@ def fetch_offerings(client: Any, region: str, max_pages: int = DEFAULT_MAX_PAGES
     action = "DescribeInstanceTypeOfferings"
     return call(action, region, lambda: parse_offerings(capped(
         client.get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone", Filters=gpu_type_filters()), where(action, region), max_pages)))
+            LocationType="availability-zone", Filters=gpu_type_filters()), call_name(action, region), max_pages)))
 
 
 @dataclass(frozen=True)
@@ -207,11 +208,11 @@ def fetch_spot_history(ctx: SourceContext, client: Any, region: str) -> tuple[li
     action = "DescribeSpotPriceHistory"
     pages = capped(client.get_paginator("describe_spot_price_history").paginate(
         ProductDescriptions=[SPOT_PRODUCT], StartTime=start, Filters=gpu_type_filters(),
-        PaginationConfig={"PageSize": SPOT_HISTORY_PAGE_SIZE}), where(action, region), ctx.config.max_pages)
+        PaginationConfig={"PageSize": SPOT_HISTORY_PAGE_SIZE}), call_name(action, region), ctx.config.max_pages)
     observations = call(action, region, lambda: parse_spot_observations(pages, skipped))
     if not observations and SINCE_KEY.format(region=region) in ctx.since:
         # the answer includes the price in effect at StartTime: none after stored prices is no answer
-        raise SourceError(f"{where(action, region)} answered no {SPOT_PRODUCT} spot price since "
+        raise SourceError(f"{call_name(action, region)} answered no {SPOT_PRODUCT} spot price since "
                           f"{start.isoformat()}, though it returns the price in effect then")
     return observations, skipped
 
@@ -249,4 +250,4 @@ def fetch_capacity_blocks(client: Any, region: str, specs: dict[str, InstanceSpe
         block for itype in sorted(t for t, s in specs.items() if s.capacity_block) for hours in CAPACITY_BLOCK_HOURS
         for block in parse_capacity_block_pages(capped(paginator.paginate(
             InstanceType=itype, InstanceCount=1, CapacityDurationHours=hours, StartDateRange=now,
-            EndDateRange=now + CAPACITY_BLOCK_AHEAD), where(action, region), max_pages))])
+            EndDateRange=now + CAPACITY_BLOCK_AHEAD), call_name(action, region), max_pages))])

@@ -71,9 +71,8 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
 def _active_adapter_share(est: MemoryEstimate) -> float:
     """The share of the adapter parameters one token passes through: 1 for a dense model; for MoE, its
     routed experts' and the shared ones' adapters (memory holds every expert's)."""
-    spec, targets = est.setup.spec(), parse_lora_targets(est.setup.lora_targets)
-    return spec.lora_params(est.setup.lora_rank, targets, per_token=True) / spec.lora_params(est.setup.lora_rank,
-                                                                                            targets)
+    spec, targets, rank = est.setup.spec(), parse_lora_targets(est.setup.lora_targets), est.setup.lora_rank
+    return spec.lora_params(rank, targets, per_token=True) / spec.lora_params(rank, targets)
 
 
 def pcie_gbs(architecture: str | None) -> float:
