@@ -12,7 +12,6 @@ import logging
 import os
 import re
 import ssl
-import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from tenacity import RetryCallState
 from gpuledger.adapters import bounds
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy, retry_after_s
-from gpuledger.warehouse.records import install_secret_cutter
+from gpuledger.warehouse.records import install_secret_cutter, shortened
 from gpuledger.warehouse.settings import Settings, SettingsError, env_name, load_settings
 
 log = logging.getLogger("gpuledger.adapters")
@@ -576,8 +575,7 @@ class SourceContext:
         except MissingCredentialsError:
             raise
         except Exception as err:  # noqa: BLE001 - an enrichment's failure is recorded, never raised
-            reason = textwrap.shorten(redact(str(err) or type(err).__name__), 300, placeholder=" …",
-                                      break_on_hyphens=False)
+            reason = shortened(redact(str(err) or type(err).__name__), 300)
             with _registered_lock:
                 by_reason = self.failed_regions.setdefault(name, {})
                 by_reason.setdefault(reason.replace(region, "\0") if region else reason, []).append(region)

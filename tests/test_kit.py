@@ -152,6 +152,9 @@ def test_an_enrichment_failing_alike_in_many_regions_says_so_once() -> None:
                        "in 2 more: us-east-1, us-west-2); division by zero",
         "spot advisor": " ".join(["word"] * 59) + " …"}
     assert len(ctx.degraded["spot advisor"]) <= 300
+    # a reason whose first word is longer than the room is cut inside it, never left as the mark alone
+    ctx.enrich("az offerings", lambda: (_ for _ in ()).throw(ValueError("https://x/" + "q" * 400 + " tail")))
+    assert ctx.degraded["az offerings"] == "https://x/" + "q" * 288 + " …"
 
 
 def test_an_enrichment_past_its_time_stops_at_its_next_request(pages_host: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import textwrap
 import math
 from datetime import datetime, timezone
 from enum import Enum
@@ -314,6 +315,13 @@ def utf8_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def shortened(text: str, width: int) -> str:
+    """`text` on one line within `width` characters, cut after a whole word and marked " …"; a first word
+    longer than the width is cut inside (textwrap.shorten alone would leave only the mark)."""
+    short = textwrap.shorten(text, width, placeholder=" …", break_on_hyphens=False)
+    return short if short != "…" else " ".join(text.split())[:width - 2] + " …"
 
 
 def describe_validation_error(err: ValidationError) -> str:

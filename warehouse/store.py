@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import tempfile
-import textwrap
 import time
 import uuid
 from contextlib import contextmanager, suppress
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
 from gpuledger.warehouse import availability, gpus, pending
 from gpuledger.warehouse.pending import ScrapeOutcome
+from gpuledger.warehouse.records import shortened
 from gpuledger.warehouse.schema import (
     CAPACITY_BLOCK_FIELDS, EGRESS, OFFERS, PROVIDER_FACT_COLUMNS, SCRAPE_RUN_COLUMNS, SPECS, STORAGE, TableSpec,
     migrate, transaction,
@@ -393,8 +393,7 @@ def _quarantine_summary(quarantined: list[dict[str, str]], most: int = 3, width:
         return []
     counts: dict[str, int] = {}
     for q in bad:
-        reason = textwrap.shorten(q["reason"].removeprefix(f"{q['source_ref']}: "), width, placeholder=" …",
-                                  break_on_hyphens=False)
+        reason = shortened(q["reason"].removeprefix(f"{q['source_ref']}: "), width)
         counts[reason] = counts.get(reason, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     said = [f"{n}× {reason}" for reason, n in ranked[:most]]
