@@ -4,6 +4,7 @@ overlaps the command's own work (Prefect would start one itself only at the firs
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -121,6 +122,31 @@ def start_if_needed() -> TemporaryApiServer | None:
     server = TemporaryApiServer()
     server.start()
     return server
+
+
+def _local_only(record: logging.LogRecord) -> bool:
+    """Keeps a record logged outside any flow run (a module's warning at import, a server thread's) off the API
+    handler, which could not place it and would warn "attempted to send logs to the API without a flow run id"."""
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    if not getattr(record, "flow_run_id", None) and FlowRunContext.get() is None and TaskRunContext.get() is None:
+        record.send_to_api = False
+    return True
+
+
+def api_troubles_off_the_terminal(run_process: bool = False) -> None:
+    """Prefect's complaints about its API stay off the terminal: "... without a flow run id" always (a record
+    logged outside any flow run stays local); "--- Error logging to API ---" too in a `run_process`, a served or
+    worker-run flow's own process, whose run still writes the warehouse when its API went away (the command
+    line decides for its own process: shown with -v). The run's own log lines stay on the terminal. Idempotent."""
+    from prefect.logging.handlers import APILogHandler
+
+    if run_process:
+        logging.raiseExceptions = False  # what Prefect's log worker asks before writing its API's failures
+    for name in ("gpuledger", "prefect.extra"):
+        for handler in logging.getLogger(name).handlers:
+            if isinstance(handler, APILogHandler) and _local_only not in handler.filters:
+                handler.addFilter(_local_only)
 
 
 @contextmanager

@@ -182,3 +182,36 @@ def test_the_refresh_command_says_a_failed_server_in_one_line(tmp_path: Path,
         con = duckdb.connect(str(db), read_only=True)
         assert con.execute("select count(*) from offers").fetchone() == (0,)
         con.close()
+
+
+# What the process Prefect starts for a served or worker-run flow does (`python -m prefect.engine`): its logging set
+# up with gpuledger among the extra loggers (`gpuledger serve` names it), then the flow's module imported (its
+# settings read: a misspelt one is warned about, outside any flow run), then the run logs while its API is gone.
+RUN_PROCESS_SCRIPT = r"""
+import logging, uuid
+from prefect.logging.configuration import setup_logging
+setup_logging()
+from gpuledger.flows import refresh, prefect_api
+prefect_api.api_troubles_off_the_terminal(run_process=True)  # what the flow does first in a deployment's run
+from prefect.logging.handlers import APILogHandler
+logging.getLogger("gpuledger.refresh").warning("lambda: failed", extra={"flow_run_id": str(uuid.uuid4())})
+APILogHandler().flush()
+"""
+
+
+def test_a_run_process_keeps_prefect_api_complaints_off_its_terminal(tmp_path: Path) -> None:
+    # Had been, on `gpuledger serve`'s terminal: "UserWarning: Logger 'gpuledger.settings' attempted to send logs
+    # to the API without a flow run id ..." (and the warning's source line), and, once the API went away mid-run,
+    # "--- Error logging to API ---" then "All connection attempts failed" glued to the next log line.
+    env = {**no_api_env(tmp_path), "PREFECT_API_URL": "http://127.0.0.1:9/api", "PREFECT_LOGGING_LEVEL": "INFO",
+           "PREFECT_LOGGING_EXTRA_LOGGERS": "gpuledger", "GPULEDGER_TASK_TIMOUT_S": "5"}
+    done = subprocess.run([sys.executable, "-c", RUN_PROCESS_SCRIPT], capture_output=True, text=True, timeout=120,
+                          env=env)
+    shown = done.stdout + done.stderr
+    assert done.returncode == 0, shown
+    assert "without a flow run id" not in shown and "UserWarning" not in shown, shown
+    assert "Error logging to API" not in shown and "All connection attempts failed" not in shown, shown
+    # the run's own lines stay, each once
+    assert shown.count("ignoring unknown settings: GPULEDGER_TASK_TIMOUT_S (did you mean GPULEDGER_TASK_TIMEOUT_S?)") \
+        == 1, shown
+    assert shown.count("lambda: failed") == 1, shown
