@@ -141,10 +141,12 @@ def summarize(refresh_id: str, reports: list[LoadReport]) -> dict[str, Any]:
 
 def _artifact_markdown(summary: dict[str, Any]) -> str:
     lines = [f"# gpuledger refresh {summary['refresh_id']}", "",
-             "| provider | state | offers | new | changed | closed | quarantined | error |",
+             "| provider | state | offers | new | changed | closed | quarantined | error or note |",
              "|---|---|---|---|---|---|---|---|"]
     for p in summary["providers"]:
-        said = p["error"] or (f"degraded: {p['degraded']}" if p["degraded"] else "")
+        # A result an earlier refresh fetched, merged now: its row says so, else it reads as the same provider twice.
+        resumed = "; ".join(n for n in p["notes"] if n.startswith("resumed: "))
+        said = p["error"] or (f"degraded: {p['degraded']}" if p["degraded"] else resumed)
         err = said.replace("|", "/").replace("\n", " ")[:300]
         lines.append(f"| {p['provider']} | {p['state']} | {p['offers']} | {p['new']} | {p['changed']} | "
                      f"{p['closed']} | {p['quarantined']} | {err} |")

@@ -180,3 +180,17 @@ def test_a_refresh_turned_away_by_the_lock_logs_no_traceback(api_url: str, tmp_p
         engine_log.removeHandler(handler)
     assert not [r.getMessage() for r in seen if r.exc_info], [r.getMessage() for r in seen]
     assert not db.exists()  # turned away before anything was written
+
+
+def test_the_artifact_says_which_rows_an_earlier_refresh_fetched() -> None:
+    # After a served run was killed mid-merge, the next run's artifact listed azure four times, identical rows
+    # ("| azure | ok | 1813 | 0 | 0 | 0 | 2 |  |"): three were results kept by killed runs, merged late.
+    from gpuledger.warehouse.store import LoadReport
+
+    late = "resumed: fetched by refresh-20261207T023820Z-3e7469b4; merged later"
+    summary = refresh.summarize("refresh-20261207T024050Z-4305c61a", [
+        LoadReport("azure", "r1", "ok", rows_loaded=1813, rows_quarantined=2, notes=[late]),
+        LoadReport("azure", "r2", "ok", rows_loaded=1813, rows_quarantined=2,
+                   notes=["availability history: 0 of 68 signals stored"])])
+    rows = [line for line in refresh._artifact_markdown(summary).splitlines() if line.startswith("| azure |")]
+    assert rows == [f"| azure | ok | 1813 | 0 | 0 | 0 | 2 | {late} |", "| azure | ok | 1813 | 0 | 0 | 0 | 2 |  |"]
