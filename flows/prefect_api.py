@@ -193,13 +193,28 @@ def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
                 shown = without_password(url)
                 raise ApiServerError(f"cannot reach the Prefect API at {shown} (PREFECT_API_URL): "
                                      f"{type(err).__name__}: {str(err).replace(url, shown)}") from None
-        yield url
+        with api_lost_said(url, "(PREFECT_API_URL)"):
+            yield url
         return
     from prefect.settings import get_current_settings
 
     try:
         url = server.wait_ready(float(get_current_settings().server.ephemeral.startup_timeout_seconds))
-        with api_url_set(url, to_api=False):
+        with api_url_set(url, to_api=False), api_lost_said(url, "(the temporary one)"):
             yield url
     finally:
         server.stop()
+
+
+@contextmanager
+def api_lost_said(url: str | None, which: str) -> Iterator[None]:
+    """Within: the API going away under a flow run (Prefect's client raises httpx's error when it reports the
+    run's state) is one line, ApiServerError, not Prefect's traceback; the refresh's own writes stand."""
+    try:
+        yield
+    except httpx.TransportError as err:
+        from gpuledger.warehouse.catalog import shown as without_password
+
+        shown, said = (without_password(url), str(err).replace(url, without_password(url))) if url else ("", str(err))
+        raise ApiServerError(f"lost the Prefect API at {shown} {which} during the flow run: {type(err).__name__}: "
+                             f"{said}; `gpuledger status` shows what the refresh wrote") from None

@@ -215,3 +215,39 @@ def test_a_run_process_keeps_prefect_api_complaints_off_its_terminal(tmp_path: P
     assert shown.count("ignoring unknown settings: GPULEDGER_TASK_TIMOUT_S (did you mean GPULEDGER_TASK_TIMEOUT_S?)") \
         == 1, shown
     assert shown.count("lambda: failed") == 1, shown
+
+
+def test_an_api_that_goes_away_during_the_flow_run_is_one_line(tmp_path: Path) -> None:
+    # `gpuledger refresh` with PREFECT_API_URL set, its `prefect server` stopped mid-refresh: the refresh wrote the
+    # warehouse, then Prefect's client, reporting the run's final state, raised httpx's ConnectError through the
+    # command: a 400-line traceback ("ConnectError: [Errno 111] Connection refused"), exit 1.
+    import http.server
+    import threading
+
+    import httpx
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    class Api(http.server.BaseHTTPRequestHandler):  # answers the check at the start, as a running server does
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    configured = f"http://user:secret@127.0.0.1:{api.server_address[1]}/api"
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: configured}), \
+                pytest.raises(prefect_api.ApiServerError) as raised:
+            with prefect_api.flow_api(None):
+                raise httpx.ConnectError(f"[Errno 111] Connection refused ({configured}/flow_runs)")
+    finally:
+        api.shutdown()
+    said = str(raised.value)
+    assert said == (f"lost the Prefect API at http://127.0.0.1:{api.server_address[1]}/api (PREFECT_API_URL) "
+                    "during the flow run: ConnectError: [Errno 111] Connection refused "
+                    f"(http://127.0.0.1:{api.server_address[1]}/api/flow_runs); "
+                    "`gpuledger status` shows what the refresh wrote")
+    assert "secret" not in said and "\n" not in said
