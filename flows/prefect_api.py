@@ -4,6 +4,7 @@ overlaps the command's own work (Prefect would start one itself only at the firs
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -123,6 +124,31 @@ def start_if_needed() -> TemporaryApiServer | None:
     return server
 
 
+def _local_only(record: logging.LogRecord) -> bool:
+    """Keeps a record logged outside any flow run (a module's warning at import, a server thread's) off the API
+    handler, which could not place it and would warn "attempted to send logs to the API without a flow run id"."""
+    from prefect.context import FlowRunContext, TaskRunContext
+
+    if not getattr(record, "flow_run_id", None) and FlowRunContext.get() is None and TaskRunContext.get() is None:
+        record.send_to_api = False
+    return True
+
+
+def api_troubles_off_the_terminal(run_process: bool = False) -> None:
+    """Prefect's complaints about its API stay off the terminal: "... without a flow run id" always (a record
+    logged outside any flow run stays local); "--- Error logging to API ---" too in a `run_process`, a served or
+    worker-run flow's own process, whose run still writes the warehouse when its API went away (the command
+    line decides for its own process: shown with -v). The run's own log lines stay on the terminal. Idempotent."""
+    from prefect.logging.handlers import APILogHandler
+
+    if run_process:
+        logging.raiseExceptions = False  # what Prefect's log worker asks before writing its API's failures
+    for name in ("gpuledger", "prefect.extra"):
+        for handler in logging.getLogger(name).handlers:
+            if isinstance(handler, APILogHandler) and _local_only not in handler.filters:
+                handler.addFilter(_local_only)
+
+
 @contextmanager
 def settings_set(updates: dict[Any, Any], inherited: Iterable[Any] = ()) -> Iterator[None]:
     """Within: this process's Prefect settings `updates`; those `inherited` also in its environment, for its
@@ -167,13 +193,28 @@ def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
                 shown = without_password(url)
                 raise ApiServerError(f"cannot reach the Prefect API at {shown} (PREFECT_API_URL): "
                                      f"{type(err).__name__}: {str(err).replace(url, shown)}") from None
-        yield url
+        with api_lost_said(url, "(PREFECT_API_URL)"):
+            yield url
         return
     from prefect.settings import get_current_settings
 
     try:
         url = server.wait_ready(float(get_current_settings().server.ephemeral.startup_timeout_seconds))
-        with api_url_set(url, to_api=False):
+        with api_url_set(url, to_api=False), api_lost_said(url, "(the temporary one)"):
             yield url
     finally:
         server.stop()
+
+
+@contextmanager
+def api_lost_said(url: str | None, which: str) -> Iterator[None]:
+    """Within: the API going away under a flow run (Prefect's client raises httpx's error when it reports the
+    run's state) is one line, ApiServerError, not Prefect's traceback; the refresh's own writes stand."""
+    try:
+        yield
+    except httpx.TransportError as err:
+        from gpuledger.warehouse.catalog import shown as without_password
+
+        shown, said = (without_password(url), str(err).replace(url, without_password(url))) if url else ("", str(err))
+        raise ApiServerError(f"lost the Prefect API at {shown} {which} during the flow run: {type(err).__name__}: "
+                             f"{said}; `gpuledger status` shows what the refresh wrote") from None

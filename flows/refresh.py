@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
+from prefect.runtime import deployment as this_deployment
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from gpuledger import children
@@ -23,6 +24,7 @@ from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, read_end
 from gpuledger.flows import cadence
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
 from gpuledger.flows.fetch import SourcePlan, describe_failure, failed, fetch_in_child
+from gpuledger.flows.prefect_api import api_troubles_off_the_terminal
 from gpuledger.flows.progress import report as report_progress
 from gpuledger.flows.stopping import RefreshInterrupted, stop_on_signals, stop_reported_once
 from gpuledger.warehouse import pending
@@ -33,6 +35,9 @@ from gpuledger.warehouse.validators import read_validators
 from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, WarehouseError, db_path, merge_pending, new_id
 
 log = logging.getLogger("gpuledger.refresh")
+# Before the import-time settings warning below: a record logged outside a flow run never makes Prefect's API
+# handler warn on the terminal of the process that runs the flow (a served or worker run's own).
+api_troubles_off_the_terminal()
 
 PRICE_MOVES_TOP = 10
 FETCHES_AT_ONCE = 8
@@ -136,10 +141,12 @@ def summarize(refresh_id: str, reports: list[LoadReport]) -> dict[str, Any]:
 
 def _artifact_markdown(summary: dict[str, Any]) -> str:
     lines = [f"# gpuledger refresh {summary['refresh_id']}", "",
-             "| provider | state | offers | new | changed | closed | quarantined | error |",
+             "| provider | state | offers | new | changed | closed | quarantined | error or note |",
              "|---|---|---|---|---|---|---|---|"]
     for p in summary["providers"]:
-        said = p["error"] or (f"degraded: {p['degraded']}" if p["degraded"] else "")
+        # A result an earlier refresh fetched, merged now: its row says so, else it reads as the same provider twice.
+        resumed = "; ".join(n for n in p["notes"] if n.startswith("resumed: "))
+        said = p["error"] or (f"degraded: {p['degraded']}" if p["degraded"] else resumed)
         err = said.replace("|", "/").replace("\n", " ")[:300]
         lines.append(f"| {p['provider']} | {p['state']} | {p['offers']} | {p['new']} | {p['changed']} | "
                      f"{p['closed']} | {p['quarantined']} | {err} |")
@@ -167,6 +174,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     every answer; lock_wait_s: wait this long for a running refresh (0: refused at once). Results an earlier refresh
     could not write are merged first; resume: only those."""
     stop_reported_once()
+    api_troubles_off_the_terminal(run_process=this_deployment.id is not None)
     children.NO_NEW_CHILDREN.clear()
     check_record_dir(record_dir, replay, recordings)
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))

@@ -37,11 +37,18 @@ class Stopper:
 
 
 def _not_interrupted(record: logging.LogRecord) -> bool:
-    return not (record.exc_info and isinstance(record.exc_info[1], RefreshInterrupted))
+    from gpuledger.adapters.registry import UnknownProviderError
+    from gpuledger.warehouse.store import WarehouseError
+
+    said = (RefreshInterrupted, WarehouseError, UnknownProviderError)  # each says itself in one line
+    return not (record.exc_info and isinstance(record.exc_info[1], said))
 
 
 def stop_reported_once() -> None:
-    """Drop the flow engine's traceback of a RefreshInterrupted: the command line says it in one line (idempotent)."""
+    """Drop the flow engine's tracebacks of a RefreshInterrupted and of a refresh refused in one line (another one
+    running, a warehouse it cannot use, an unknown provider): the command line says each in one line, a served or
+    worker-run flow's state does (`Finished in state Failed('... RefreshRunningError: another refresh of ...')`).
+    Idempotent."""
     logging.getLogger("prefect.flow_runs").addFilter(_not_interrupted)
 
 

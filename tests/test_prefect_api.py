@@ -182,3 +182,72 @@ def test_the_refresh_command_says_a_failed_server_in_one_line(tmp_path: Path,
         con = duckdb.connect(str(db), read_only=True)
         assert con.execute("select count(*) from offers").fetchone() == (0,)
         con.close()
+
+
+# What the process Prefect starts for a served or worker-run flow does (`python -m prefect.engine`): its logging set
+# up with gpuledger among the extra loggers (`gpuledger serve` names it), then the flow's module imported (its
+# settings read: a misspelt one is warned about, outside any flow run), then the run logs while its API is gone.
+RUN_PROCESS_SCRIPT = r"""
+import logging, uuid
+from prefect.logging.configuration import setup_logging
+setup_logging()
+from gpuledger.flows import refresh, prefect_api
+prefect_api.api_troubles_off_the_terminal(run_process=True)  # what the flow does first in a deployment's run
+from prefect.logging.handlers import APILogHandler
+logging.getLogger("gpuledger.refresh").warning("lambda: failed", extra={"flow_run_id": str(uuid.uuid4())})
+APILogHandler().flush()
+"""
+
+
+def test_a_run_process_keeps_prefect_api_complaints_off_its_terminal(tmp_path: Path) -> None:
+    # Had been, on `gpuledger serve`'s terminal: "UserWarning: Logger 'gpuledger.settings' attempted to send logs
+    # to the API without a flow run id ..." (and the warning's source line), and, once the API went away mid-run,
+    # "--- Error logging to API ---" then "All connection attempts failed" glued to the next log line.
+    env = {**no_api_env(tmp_path), "PREFECT_API_URL": "http://127.0.0.1:9/api", "PREFECT_LOGGING_LEVEL": "INFO",
+           "PREFECT_LOGGING_EXTRA_LOGGERS": "gpuledger", "GPULEDGER_TASK_TIMOUT_S": "5"}
+    done = subprocess.run([sys.executable, "-c", RUN_PROCESS_SCRIPT], capture_output=True, text=True, timeout=120,
+                          env=env)
+    shown = done.stdout + done.stderr
+    assert done.returncode == 0, shown
+    assert "without a flow run id" not in shown and "UserWarning" not in shown, shown
+    assert "Error logging to API" not in shown and "All connection attempts failed" not in shown, shown
+    # the run's own lines stay, each once
+    assert shown.count("ignoring unknown settings: GPULEDGER_TASK_TIMOUT_S (did you mean GPULEDGER_TASK_TIMEOUT_S?)") \
+        == 1, shown
+    assert shown.count("lambda: failed") == 1, shown
+
+
+def test_an_api_that_goes_away_during_the_flow_run_is_one_line(tmp_path: Path) -> None:
+    # `gpuledger refresh` with PREFECT_API_URL set, its `prefect server` stopped mid-refresh: the refresh wrote the
+    # warehouse, then Prefect's client, reporting the run's final state, raised httpx's ConnectError through the
+    # command: a 400-line traceback ("ConnectError: [Errno 111] Connection refused"), exit 1.
+    import http.server
+    import threading
+
+    import httpx
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    class Api(http.server.BaseHTTPRequestHandler):  # answers the check at the start, as a running server does
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    configured = f"http://user:secret@127.0.0.1:{api.server_address[1]}/api"
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: configured}), \
+                pytest.raises(prefect_api.ApiServerError) as raised:
+            with prefect_api.flow_api(None):
+                raise httpx.ConnectError(f"[Errno 111] Connection refused ({configured}/flow_runs)")
+    finally:
+        api.shutdown()
+    said = str(raised.value)
+    assert said == (f"lost the Prefect API at http://127.0.0.1:{api.server_address[1]}/api (PREFECT_API_URL) "
+                    "during the flow run: ConnectError: [Errno 111] Connection refused "
+                    f"(http://127.0.0.1:{api.server_address[1]}/api/flow_runs); "
+                    "`gpuledger status` shows what the refresh wrote")
+    assert "secret" not in said and "\n" not in said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -20,7 +21,7 @@ from gpuledger.flows import refresh
 from gpuledger.flows.fetch import SourcePlan, fetch_in_child
 from gpuledger.flows.stopping import RefreshInterrupted
 from gpuledger.warehouse import pending
-from gpuledger.warehouse.store import WarehouseError
+from gpuledger.warehouse.store import RefreshRunningError, WarehouseError, refresh_lock
 from tests.builders import shared_prefect_server
 from tests.faults.faultserver import FaultyReplay, Stall
 
@@ -159,3 +160,37 @@ def test_a_stopped_refresh_starts_no_queued_fetch(api_url: str, tmp_path: Path,
         one_at_a_time(db=str(tmp_path / "w.duckdb"), providers=["cudo", "hotaisle", "lambda", "runpod"], replay=True)
     time.sleep(1)
     assert fetched == ["cudo"]
+
+
+@pytest.mark.prefect
+def test_a_refresh_turned_away_by_the_lock_logs_no_traceback(api_url: str, tmp_path: Path) -> None:
+    # A served run due while another refresh held the lock had printed two tracebacks of the flow engine's
+    # (~60 lines: "Encountered exception during execution" and "Engine execution exited with unexpected
+    # exception") around the lock's one line, which the run's Failed state already says.
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    engine_log = logging.getLogger("prefect.flow_runs")
+    engine_log.addHandler(handler)
+    db = tmp_path / "w.duckdb"
+    try:
+        with refresh_lock(db), pytest.raises(RefreshRunningError, match="another refresh of .* is running"):
+            refresh.nightly_refresh(db=str(db), providers=["lambda"], replay=True)
+    finally:
+        engine_log.removeHandler(handler)
+    assert not [r.getMessage() for r in seen if r.exc_info], [r.getMessage() for r in seen]
+    assert not db.exists()  # turned away before anything was written
+
+
+def test_the_artifact_says_which_rows_an_earlier_refresh_fetched() -> None:
+    # After a served run was killed mid-merge, the next run's artifact listed azure four times, identical rows
+    # ("| azure | ok | 1813 | 0 | 0 | 0 | 2 |  |"): three were results kept by killed runs, merged late.
+    from gpuledger.warehouse.store import LoadReport
+
+    late = "resumed: fetched by refresh-20261207T023820Z-3e7469b4; merged later"
+    summary = refresh.summarize("refresh-20261207T024050Z-4305c61a", [
+        LoadReport("azure", "r1", "ok", rows_loaded=1813, rows_quarantined=2, notes=[late]),
+        LoadReport("azure", "r2", "ok", rows_loaded=1813, rows_quarantined=2,
+                   notes=["availability history: 0 of 68 signals stored"])])
+    rows = [line for line in refresh._artifact_markdown(summary).splitlines() if line.startswith("| azure |")]
+    assert rows == [f"| azure | ok | 1813 | 0 | 0 | 0 | 2 | {late} |", "| azure | ok | 1813 | 0 | 0 | 0 | 2 |  |"]
