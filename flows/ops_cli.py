@@ -219,7 +219,11 @@ def serve_command(
         if db:
             check_writable(db)  # a folder where no run could write its lock: every run would fail
             check_warehouse_file(db)
-        parameters = {k: v for k, v in (("db", db and str(db)), ("providers", providers), ("replay", replay)) if v}
+        from gpuledger.flows.cadence import SCHEDULED_LOCK_WAIT_S
+
+        # A run due while another refresh holds the lock waits for it, as the work pool's deployments do.
+        parameters = {k: v for k, v in (("db", db and str(db)), ("providers", providers), ("replay", replay),
+                                        ("lock_wait_s", SCHEDULED_LOCK_WAIT_S)) if v}
         deployment = nightly_deployment(cron, timezone, name=name, parameters=parameters)
     except WarehouseError as e:
         raise fail(str(e), 2) from None

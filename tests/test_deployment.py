@@ -273,7 +273,9 @@ def test_serve_leaves_the_work_pool_deployment_alone_and_logs_its_runs(api_url: 
         assert found is not None, proc.stdout.read() if proc.poll() is not None else "serve did not register"
         [s] = found.schedules
         assert (s.schedule.cron, s.schedule.timezone) == ("30 4 * * *", "UTC")
-        assert found.parameters == {"db": str(tmp_path / "served.duckdb"), "providers": ["lambda"], "replay": True}
+        # a scheduled run due while another refresh holds the lock waits for it (it failed at once)
+        assert found.parameters == {"db": str(tmp_path / "served.duckdb"), "providers": ["lambda"], "replay": True,
+                                    "lock_wait_s": SCHEDULED_LOCK_WAIT_S}
         assert found.work_pool_name is None
         assert _nightly_as_deployed() == before  # the work-pool deployment: parameters and schedule untouched
 
