@@ -423,12 +423,19 @@ def test_a_catalog_merged_as_a_scrape_takes_accept_anomaly_as_its_refusal_says(
     code, said = cli("pull", str(published[1]), "--db", str(own), "--accept-anomaly", "nope")
     assert code == 2 and "--accept-anomaly nope: no such provider" in said
 
+def nights_published(db: Path, folder: Path) -> Iterator[int]:
+    """Four nights of Lambda into `db`, the A10's price moving each night, each published into `folder`."""
+    for night, cents in enumerate((129, 119, 109, 99)):
+        replayed_warehouse(db, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", cents), refresh_id=f"refresh-{night}")
+        catalog.publish(duckdb.connect(str(db), read_only=True), folder)
+        yield night
+
+
 def test_segments_past_the_limit_are_folded_into_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(catalog, "MAX_SEGMENTS", 2)
     a, folder = tmp_path / "a.duckdb", tmp_path / "catalog"
-    for night, cents in enumerate((129, 119, 109, 99)):
-        replayed_warehouse(a, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", cents), refresh_id=f"refresh-{night}")
-        catalog.publish(duckdb.connect(str(a), read_only=True), folder)
+    for _ in nights_published(a, folder):
+        pass
     files = json.loads((folder / MANIFEST).read_text())["providers"]["lambda"]["files"]
     segments = [f for f in files if f["table"] == "offer_history"]
     assert len(segments) == 2  # three folded into one, then the fourth night's
@@ -486,9 +493,7 @@ def test_a_catalog_keeps_within_a_github_releases_1000_assets(tmp_path: Path, mo
     # 31 providers' catalog outgrew a release's 1,000 assets within weeks and every later upload failed.
     monkeypatch.setattr(catalog, "MAX_FILES", 9)
     a, folder = tmp_path / "a.duckdb", tmp_path / "catalog"
-    for night, cents in enumerate((129, 119, 109, 99)):
-        replayed_warehouse(a, ["lambda"], hook=lambda_price_hook("gpu_1x_a10", cents), refresh_id=f"refresh-{night}")
-        catalog.publish(duckdb.connect(str(a), read_only=True), folder)
+    for _ in nights_published(a, folder):
         files = json.loads((folder / MANIFEST).read_text())["providers"]["lambda"]["files"]
         assert len(files) + 1 <= 9 and len(list(folder.iterdir())) == len(files) + 1
     assert [f["table"] for f in files].count("offer_history") >= 2  # folded only as far as needed

@@ -3,11 +3,15 @@ temporary server the command starts itself, with real processes."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import psutil
@@ -64,15 +68,10 @@ def test_a_temporary_server_serves_the_flow_run_and_is_stopped_after(tmp_path: P
     assert (tmp_path / "prefect-home" / "prefect.db").exists()
 
 
-def test_a_configured_api_is_used_and_nothing_is_started() -> None:
-    import http.server
-    import threading
-
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    asked: list[str] = []
-
-    class Api(http.server.BaseHTTPRequestHandler):  # answers, as a running server does
+@contextlib.contextmanager
+def answering_api(asked: list[str]) -> Iterator[int]:
+    """A loopback server answering every GET 200, as a running Prefect API does (its port; paths in `asked`)."""
+    class Api(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             asked.append(self.path)
             self.send_response(200)
@@ -83,14 +82,22 @@ def test_a_configured_api_is_used_and_nothing_is_started() -> None:
 
     api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
     threading.Thread(target=api.serve_forever, daemon=True).start()
-    configured = f"http://127.0.0.1:{api.server_address[1]}/api"
     try:
+        yield api.server_address[1]
+    finally:
+        api.shutdown()
+
+
+def test_a_configured_api_is_used_and_nothing_is_started() -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    asked: list[str] = []
+    with answering_api(asked) as port:
+        configured = f"http://127.0.0.1:{port}/api"
         with temporary_settings(updates={PREFECT_API_URL: configured}):
             assert prefect_api.start_if_needed() is None
             with prefect_api.flow_api(None) as url:
                 assert url == configured
-    finally:
-        api.shutdown()
     assert asked == ["/api/health"]
 
 
@@ -221,33 +228,18 @@ def test_an_api_that_goes_away_during_the_flow_run_is_one_line(tmp_path: Path) -
     # `gpuledger refresh` with PREFECT_API_URL set, its `prefect server` stopped mid-refresh: the refresh wrote the
     # warehouse, then Prefect's client, reporting the run's final state, raised httpx's ConnectError through the
     # command: a 400-line traceback ("ConnectError: [Errno 111] Connection refused"), exit 1.
-    import http.server
-    import threading
-
     import httpx
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    class Api(http.server.BaseHTTPRequestHandler):  # answers the check at the start, as a running server does
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    threading.Thread(target=api.serve_forever, daemon=True).start()
-    configured = f"http://user:secret@127.0.0.1:{api.server_address[1]}/api"
-    try:
+    with answering_api([]) as port:  # answers the check at the start
+        configured = f"http://user:secret@127.0.0.1:{port}/api"
         with temporary_settings(updates={PREFECT_API_URL: configured}), \
                 pytest.raises(prefect_api.ApiServerError) as raised:
             with prefect_api.flow_api(None):
                 raise httpx.ConnectError(f"[Errno 111] Connection refused ({configured}/flow_runs)")
-    finally:
-        api.shutdown()
     said = str(raised.value)
-    assert said == (f"lost the Prefect API at http://127.0.0.1:{api.server_address[1]}/api (PREFECT_API_URL) "
+    assert said == (f"lost the Prefect API at http://127.0.0.1:{port}/api (PREFECT_API_URL) "
                     "during the flow run: ConnectError: [Errno 111] Connection refused "
-                    f"(http://127.0.0.1:{api.server_address[1]}/api/flow_runs); "
+                    f"(http://127.0.0.1:{port}/api/flow_runs); "
                     "`gpuledger status` shows what the refresh wrote")
     assert "secret" not in said and "\n" not in said

@@ -204,28 +204,23 @@ def test_coreweave_layout_changes_raise() -> None:
 
 def test_coreweave_reads_the_price_column_by_its_label_not_its_place() -> None:
     """A column added after 'Instance Price Per Hour' (here a reserved rate) is not read as the instance price."""
-    page = CW_PAGE.read_text().replace(
-        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>',
-        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>'
-        '<div class="table-v2-cell"><div>Reserved Price Per Hour</div></div>', 1)
-    lines = page.split("\n")
-    for at in [i for i, line in enumerate(lines) if 'class="table-v2-cell table-v2-cell--price"' in line][::-1]:
-        lines.insert(at + 1, '<div class="table-v2-cell"><div>$30.00 / Hour</div></div>')
-    page = HtmlResponse(url="https://x/", body="\n".join(lines).encode(), encoding="utf-8")
+    def with_column(label: str, cell: str, after: bool) -> HtmlResponse:
+        """The page with a column `label` beside 'Instance Price Per Hour', `cell` in each price row."""
+        hourly = '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>'
+        added = f'<div class="table-v2-cell"><div>{label}</div></div>'
+        lines = CW_PAGE.read_text().replace(hourly, hourly + added if after else added + hourly, 1).split("\n")
+        for at in [i for i, line in enumerate(lines) if 'class="table-v2-cell table-v2-cell--price"' in line][::-1]:
+            lines.insert(at + after, f'<div class="table-v2-cell"><div>{cell}</div></div>')
+        return HtmlResponse(url="https://x/", body="\n".join(lines).encode(), encoding="utf-8")
+
+    page = with_column("Reserved Price Per Hour", "$30.00 / Hour", after=True)
     batch = coreweave.build_batch(coreweave.parse_pricing_page(page))
     h100 = by_key(batch, "8x NVIDIA HGX H100"), by_key(batch, "8x NVIDIA HGX H100", "spot")
     assert (h100[0].price_per_hour, h100[1].price_per_hour) == (49.24, 19.71)
     assert by_key(batch, "8x NVIDIA L40S").price_per_hour == 18.0
     assert batch.counts() == {"offers": 14, "egress": 1, "storage": 5, "quarantined": 0}
     # a monthly instance price placed before the hourly one is not the hourly price either
-    page = CW_PAGE.read_text().replace(
-        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>',
-        '<div class="table-v2-cell"><div>Instance Price Per Month</div></div>'
-        '<div class="table-v2-cell"><div>Instance Price Per Hour</div></div>', 1)
-    lines = page.split("\n")
-    for at in [i for i, line in enumerate(lines) if 'class="table-v2-cell table-v2-cell--price"' in line][::-1]:
-        lines.insert(at, '<div class="table-v2-cell"><div>$35,945.20 / Month</div></div>')
-    page = HtmlResponse(url="https://x/", body="\n".join(lines).encode(), encoding="utf-8")
+    page = with_column("Instance Price Per Month", "$35,945.20 / Month", after=False)
     batch = coreweave.build_batch(coreweave.parse_pricing_page(page))
     assert by_key(batch, "8x NVIDIA HGX H100").price_per_hour == 49.24 and len(batch.offers) == 14
 
