@@ -120,12 +120,12 @@ class PricingSpider(scrapy.Spider):
         elif failure.check(IgnoreRequest) and (not str(failure.value) or "robots.txt" in str(failure.value)):
             self.failure = f"request to {url} not made: {failure.value or 'forbidden by robots.txt'}"
         elif failure.check(IgnoreRequest):  # made, then given up: over the answer limit, a redirect loop
-            self.failure = f"{url} failed: {failure.value}"
+            self.failure = f"{url}: {failure.value}"
         else:
             name, text = failure.type.__name__, str(failure.value).strip()
             # the first line: Playwright's errors go on with the browser's call log
             detail = text.split("\n", 1)[0] or _ERROR_WORDS.get(name, "no detail given")
-            self.failure = f"{url} failed: {name}: {detail}{_browser_exit(text)}"
+            self.failure = f"{url}: {name}: {detail}{_browser_exit(text)}"
         raise CloseSpider("download_failed")
 
 

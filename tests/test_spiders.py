@@ -566,7 +566,7 @@ def test_a_redirect_to_another_site_fails_the_scrape(replay) -> None:
 
     with pytest.raises(SourceError) as err:  # the requests were made: not "request ... not made"
         coreweave.fetch(replay_context(replay("coreweave", hook=loop), "coreweave"))
-    assert re.search(r"\) failed: http://127\.0\.0\.1:\d+/pricing failed: max redirections reached$", str(err.value))
+    assert re.search(r"\) failed: http://127\.0\.0\.1:\d+/pricing: max redirections reached$", str(err.value))
 
 
 def test_a_huge_page_is_refused_with_one_line(replay) -> None:
@@ -581,7 +581,7 @@ def test_a_huge_page_is_refused_with_one_line(replay) -> None:
     with pytest.raises(SourceError) as err:
         coreweave.fetch(replay_context(replay("coreweave", hook=bloat), "coreweave"))
     assert str(err.value).startswith("coreweave: scrape of www.coreweave.com/pricing")
-    assert (f"/pricing failed: DownloadCancelledError: Expected to receive {len(huge)} bytes which is larger than "
+    assert (f"/pricing: DownloadCancelledError: Expected to receive {len(huge)} bytes which is larger than "
             f"download max size ({64 * 2**20})") in str(err.value)
 
 
@@ -632,7 +632,7 @@ def test_a_gzip_bomb_stops_at_the_answer_limit_and_says_it_was_fetched() -> None
         server.shutdown()
     msg = str(err.value)
     assert "not made" not in msg
-    assert re.search(r"failed: http://127\.0\.0\.1:\d+/pricing failed: Ignored response <200 http://127\.0\.0\.1:\d+/"
+    assert re.search(r"failed: http://127\.0\.0\.1:\d+/pricing: Ignored response <200 http://127\.0\.0\.1:\d+/"
                      r"pricing> because its body \(\d+ B compressed, \d+ B decompressed so far\) exceeded "
                      rf"DOWNLOAD_MAXSIZE \({64 * 2**20} B\) during decompression\.$", msg), msg
 
@@ -802,7 +802,7 @@ def test_a_chromium_that_hangs_at_launch_is_named_before_the_crawl_times_out(rep
     assert time.monotonic() - started < 8
     msg = str(err.value)
     assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing") and "\n" not in msg
-    assert msg.endswith("/gpu-pricing failed: TimeoutError: BrowserType.launch: Timeout 4000ms exceeded.")
+    assert msg.endswith("/gpu-pricing: TimeoutError: BrowserType.launch: Timeout 4000ms exceeded.")
     (child,) = spawned
     with pytest.raises(ProcessLookupError):
         os.killpg(child.pid, 0)  # the crawl's group is gone, the hanging "browser" with it
@@ -820,7 +820,7 @@ def test_a_chromium_that_cannot_start_says_why_in_one_line(replay, tmp_path) -> 
         hyperstack.fetch(ctx)
     msg = str(err.value)
     assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing") and "\n" not in msg
-    assert msg.endswith("/gpu-pricing failed: TargetClosedError: BrowserType.launch: Target page, context or browser "
+    assert msg.endswith("/gpu-pricing: TargetClosedError: BrowserType.launch: Target page, context or browser "
                         "has been closed; Chromium exited (exitCode=127, signal=null): chromium: error while loading "
                         "shared libraries: libnss3.so: cannot open shared object file: No such file or directory")
 
