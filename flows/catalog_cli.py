@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import astuple, fields, replace
 from pathlib import Path
 from typing import Optional
 
-import duckdb
 import typer
 
 from gpuledger.flows.literal import labelled, plain
@@ -35,34 +33,15 @@ def publish_command(
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
     from gpuledger.flows.cli import cancellable_reader
-    from gpuledger.warehouse.catalog import MANIFEST, CatalogError, publish
-    from gpuledger.warehouse.export import missing_folders
-    from gpuledger.warehouse.store import damaged_error, db_path
-
-    def ok_scrapes(con: duckdb.DuckDBPyConnection) -> int:
-        try:
-            return con.execute("select count(*) from scrape_runs where state = 'ok'").fetchall()[0][0]
-        except duckdb.Error:  # a damaged or older warehouse: publish says what is wrong with it
-            return 1
+    from gpuledger.warehouse.catalog import CatalogError, publish
+    from gpuledger.warehouse.store import damaged_error
 
     output = chosen(fmt, as_json)
-    made = missing_folders(folder)[-1:]  # the first folder publish makes, if any
     # a WarehouseError: one line, exit 2 (flows/cli.py)
     with (cancellable_reader(db, "the publish", "nothing was written", allow_files=True) as con,
           on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was")):
         try:
-            # a catalog of nothing, which pull refuses ("the catalog holds no provider"), is never written
-            if not (folder / MANIFEST).is_file() and not ok_scrapes(con):
-                raise CatalogError(f"{db_path(db)} holds no successful scrape: nothing to publish "
-                                   "(`gpuledger refresh` or `gpuledger pull` first)")
-            try:
-                done = publish(con, folder)
-            except BaseException:
-                # a failed publish leaves no folder it made, nor the files it wrote there (unless another
-                # publish into it, at the same time, has written a catalog there)
-                if made and not (folder / MANIFEST).exists():
-                    shutil.rmtree(made[0], ignore_errors=True)
-                raise
+            done = publish(con, folder)
         except CatalogError as err:  # a damaged warehouse is named as such, not the folder
             damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)
             raise fail(str(damaged or err), 2) from None

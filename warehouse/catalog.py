@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ import duckdb
 import httpx
 
 from gpuledger import __version__
-from gpuledger.warehouse.export import older_warehouse, sha256_file
+from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
@@ -95,19 +96,35 @@ def _write(con: duckdb.DuckDBPyConnection, folder: Path, name: str, table: str, 
 
 def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None = None) -> dict[str, str]:
     """Publish the warehouse open on `con` into `folder` (empty, or holding the previous catalog):
-    provider -> "published" or "kept" (nothing later of it). Raises CatalogError."""
-    now = now or utcnow()
+    provider -> "published" or "kept" (nothing later of it). Raises CatalogError. A failed publish leaves
+    no folder it made, nor the files it wrote there (unless a publish into it at the same time has written
+    a catalog there)."""
+    made = missing_folders(folder)[-1:]  # the first folder it makes, if any
     try:
+        return _publish_into(con, folder, now or utcnow())
+    except BaseException:
+        if made and not (folder / MANIFEST).exists():
+            shutil.rmtree(made[0], ignore_errors=True)
+        raise
+
+
+def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -> dict[str, str]:
+    try:
+        con.execute("set TimeZone = 'UTC'")
+        runs = {p: (run_id, started, finished) for p, run_id, started, finished in con.execute(
+            "select provider, arg_max(run_id, started_at), max(started_at), arg_max(finished_at, started_at) "
+            "from scrape_runs where state = 'ok' group by provider").fetchall()}
+        if not runs and not (folder / MANIFEST).exists():  # a catalog of nothing, which pull refuses, is never made
+            [(path,)] = con.execute("select path from duckdb_databases() where database_name = current_database()"
+                                    ).fetchall()
+            raise CatalogError(f"{path} holds no successful scrape: nothing to publish "
+                               "(`gpuledger refresh` or `gpuledger pull` first)")
         folder.mkdir(parents=True, exist_ok=True)
         before = json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).exists() else {"providers": {}}
         stamp, n = now.strftime("%Y%m%dT%H%M%SZ"), 1
         while any(folder.glob(f"*.{stamp}.parquet")):
             n += 1
             stamp = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{n}"
-        con.execute("set TimeZone = 'UTC'")
-        runs = {p: (run_id, started, finished) for p, run_id, started, finished in con.execute(
-            "select provider, arg_max(run_id, started_at), max(started_at), arg_max(finished_at, started_at) "
-            "from scrape_runs where state = 'ok' group by provider").fetchall()}
         providers = sorted({p for t in (*CURRENT, *SEGMENTED) for (p,) in
                             con.execute(f"select distinct provider from {t}").fetchall()} & set(runs))
         marks = {p: {t: _iso(mark) for t, mark in _marks(con, p).items()} for p in providers}
