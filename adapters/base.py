@@ -229,9 +229,13 @@ _ENRICHMENT_DEADLINE: contextvars.ContextVar[tuple[str, float] | None] = context
 
 
 def _in_regions(masked: str, regions: list[str]) -> str:
-    """A reason whose region is masked as NUL, said of the first region and counting the others."""
-    others = f" (the same in {len(regions) - 1} more: {', '.join(regions[1:])})" if len(regions) > 1 else ""
-    return masked.replace("\0", regions[0]) + others
+    """A reason whose region is masked as NUL, said of the first region and counting the others; one that names
+    no region (its regions all "") as it is."""
+    named = sorted(set(filter(None, regions)))
+    if not named:
+        return masked
+    others = f" (the same in {len(named) - 1} more: {', '.join(named[1:])})" if len(named) > 1 else ""
+    return masked.replace("\0", named[0]) + others
 
 
 def check_deadline() -> None:
@@ -341,12 +345,18 @@ class SourceContext:
     retry_budget_s: float = 120.0
     requests_made: int = 0
     pages: dict[str, int] = field(default_factory=dict)  # listing -> pages read (paginate)
-    degraded: dict[str, str] = field(default_factory=dict)  # enrichment -> why it is missing (enrich)
-    # enrichment -> its reason with the region masked -> the regions that failed so (enrich)
-    failed_regions: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # enrichment -> why it failed (enrich), a region it names masked as NUL -> the regions that failed so ("" for
+    # an enrichment not per region)
+    failures: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # Later values of keys a JSON answer repeated (parse_json), for the flow to quarantine.
     repeated_keys: list[RepeatedKey] = field(default_factory=list)
     _boto_session: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def degraded(self) -> dict[str, str]:
+        """Enrichment -> why it is missing: a reason that only names another region said once for all of them."""
+        return {name: "; ".join(_in_regions(masked, regions) for masked, regions in sorted(by_reason.items()))
+                for name, by_reason in sorted(self.failures.items())}
 
     def upstream_url(self, host: str) -> str:
         """Base URL of `host` itself (live) or of its replay server."""
@@ -577,10 +587,8 @@ class SourceContext:
         except Exception as err:  # noqa: BLE001 - an enrichment's failure is recorded, never raised
             reason = shortened(redact(str(err) or type(err).__name__), 300)
             with _registered_lock:
-                by_reason = self.failed_regions.setdefault(name, {})
+                by_reason = self.failures.setdefault(name, {})
                 by_reason.setdefault(reason.replace(region, "\0") if region else reason, []).append(region)
-                self.degraded[name] = "; ".join(_in_regions(masked, sorted(regions))
-                                                for masked, regions in sorted(by_reason.items()))
             log.warning("%s: %s degraded: %s", self.provider, name, reason)
             return default
         finally:

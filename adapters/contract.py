@@ -73,15 +73,14 @@ class ProviderSpec(BaseModel):
         """`ctx.enrich` of the enrichment `name`, within the timeout it declares."""
         return ctx.enrich(name, fetch, *args, timeout_s=self.enrichment(name).timeout_s, **kwargs)
 
-    def degraded(self, reasons: dict[str, str], failed_regions: dict[str, dict[str, list[str]]]) -> list[dict]:
-        """The failed enrichments as a scrape's outcome hands them to the warehouse: what each alone yields,
-        and the regions it failed in when it failed in some regions only."""
+    def degraded(self, ctx: SourceContext) -> list[dict]:
+        """The enrichments that failed in `ctx` as a scrape's outcome hands them to the warehouse: what each
+        alone yields (its declaration), and the regions it failed in when it failed in some regions only."""
         out = []
-        for name, reason in sorted(reasons.items()):
-            spec, regions = self.enrichment(name), {r for rs in failed_regions.get(name, {}).values() for r in rs}
-            out.append({"name": name, "reason": reason, "options": list(spec.options), "columns": list(spec.columns),
-                        "provider_data_keys": list(spec.provider_data_keys), "gpu_models_like": spec.gpu_models_like,
-                        **({"regions": sorted(regions)} if regions and "" not in regions else {})})
+        for name, reason in ctx.degraded.items():
+            regions = {r for rs in ctx.failures[name].values() for r in rs}
+            out.append({**self.enrichment(name).model_dump(mode="json", exclude={"timeout_s"}), "reason": reason,
+                        **({"regions": sorted(regions)} if "" not in regions else {})})
         return out
 
     @property

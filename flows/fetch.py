@@ -114,7 +114,7 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
         batch.notes.append("pages read: " + ", ".join(f"{what} {n}" for what, n in sorted(ctx.pages.items())))
     if recorder is not None:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
-    degraded = spec.degraded(ctx.degraded, ctx.failed_regions)
+    degraded = spec.degraded(ctx)
     return pending.outcome_of(batch, plan.provider, mode=plan.mode, started_at=started, finished_at=utcnow(),
                               requests=ctx.requests_made, bytes_fetched=ctx.bytes_fetched,
                               validators=ctx.new_validators, provider_facts=spec.facts_row(),

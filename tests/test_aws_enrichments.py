@@ -172,7 +172,7 @@ def test_az_offerings_failing_in_one_region_change_no_stored_offer(server, tmp_p
         second = aws.fetch(ctx)
     finally:
         server.hook = None
-    degraded = aws.PROVIDER.degraded(ctx.degraded, ctx.failed_regions)
+    degraded = aws.PROVIDER.degraded(ctx)
     assert [(d["name"], d["regions"]) for d in degraded] == [("az offerings", ["us-west-2"])]
     db = tmp_path / "w.duckdb"
     load(db, [outcome(first, "aws")], "refresh-1")

@@ -673,7 +673,7 @@ def test_a_project_without_the_tpu_api_keeps_its_tpu_offers_and_loads_the_rest(
     assert {o.key: o.price_per_hour for o in batch.offers} == gpus
     db = tmp_path / "w.duckdb"
     load(db, [outcome(clean, "gcp")], "refresh-1")
-    degraded = gcp.PROVIDER.degraded(ctx.degraded, ctx.failed_regions)
+    degraded = gcp.PROVIDER.degraded(ctx)
     [report] = load(db, [outcome(batch, "gcp", when=T0 + timedelta(days=1), degraded=degraded)], "refresh-2")
     assert (report.state, report.new, report.changed, report.closed) == ("ok", 0, 0, 0)
     assert report.degraded.startswith(f"TPU types ({reason}")

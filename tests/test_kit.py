@@ -155,6 +155,10 @@ def test_an_enrichment_failing_alike_in_many_regions_says_so_once() -> None:
     # a reason whose first word is longer than the room is cut inside it, never left as the mark alone
     ctx.enrich("az offerings", lambda: (_ for _ in ()).throw(ValueError("https://x/" + "q" * 400 + " tail")))
     assert ctx.degraded["az offerings"] == "https://x/" + "q" * 288 + " …"
+    # the same reason twice from an enrichment not per region: said once, no empty region list
+    for _ in range(2):
+        ctx.enrich("savings plans", lambda: 1 / 0)
+    assert ctx.degraded["savings plans"] == "division by zero"
 
 
 def test_an_enrichment_past_its_time_stops_at_its_next_request(pages_host: str) -> None:
