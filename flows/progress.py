@@ -13,10 +13,11 @@ PROGRESS_LOGGER = logging.getLogger("gpuledger.progress")
 SHOWN_PENDING = 3  # providers named while fetching; the rest are counted
 
 
-def report(event: str, provider: str | None = None) -> None:
-    """Tell a watching RefreshProgress that `event` (fetched, failed, merging, merged) happened to `provider`."""
+def report(event: str, provider: str | None = None, total: int | None = None) -> None:
+    """Tell a watching RefreshProgress that `event` (fetched, failed, merging, merged) happened to `provider`;
+    "merging" says how many saved results the merge takes (earlier refreshes' too, or only those on --resume)."""
     if PROGRESS_LOGGER.isEnabledFor(logging.DEBUG):
-        PROGRESS_LOGGER.debug("%s %s", event, provider or "", extra={"refresh_event": (event, provider)})
+        PROGRESS_LOGGER.debug("%s %s", event, provider or "", extra={"refresh_event": (event, provider, total)})
 
 
 class RefreshProgress(logging.Handler):
@@ -50,7 +51,7 @@ class RefreshProgress(logging.Handler):
         PROGRESS_LOGGER.propagate = self._saved[1]
 
     def emit(self, record: logging.LogRecord) -> None:
-        event, provider = getattr(record, "refresh_event", (None, None))  # one at a time: Handler.handle locks
+        event, provider, total = getattr(record, "refresh_event", (None, None, None))  # Handler.handle locks
         if event in ("fetched", "failed") and provider:
             self._done.add(provider)
             pending = [p for p in self.providers if p not in self._done]
@@ -59,6 +60,6 @@ class RefreshProgress(logging.Handler):
             description = f"fetching, waiting for {shown}" if pending else "fetched every provider"
             self._progress.update(self._task, completed=len(self._done), description=description)
         elif event == "merging":
-            self._progress.update(self._task, completed=0, description="merging into the warehouse")
+            self._progress.update(self._task, completed=0, total=total, description="merging into the warehouse")
         elif event == "merged" and provider:
             self._progress.update(self._task, advance=1, description=f"merged {provider}")

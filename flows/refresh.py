@@ -224,7 +224,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
             raise RefreshInterrupted(stop.signum, f"while fetching ({stopped} fetches stopped); {kept} fetched "
                                      "results are kept for the next refresh (or `gpuledger refresh --resume`)")
         replaying.close()  # the merge needs no recording: the replay server's threads and files go first
-        report_progress("merging")
+        report_progress("merging", total=len(pending.waiting(db_path(db))))
         stopper.in_window = True  # a signal from here on stops the merge between two providers
         reports = merge_pending(db, refresh_id, AnomalyPolicy.from_env(accept_anomaly),
                                 stop_requested=lambda: stopper.signum is not None,

@@ -140,13 +140,14 @@ def test_refresh_progress_names_the_providers_still_fetching_then_counts_the_mer
         report("fetched", "gcp")
         report("fetched", "runpod")
         assert progress.state() == ("fetched every provider", 5, 5)
-        report("merging")
-        assert progress.state() == ("merging into the warehouse", 0, 5)
+        # the merge takes every saved result: two an earlier refresh could not write, beside these five
+        report("merging", total=7)
+        assert progress.state() == ("merging into the warehouse", 0, 7)
         # the write window's own events: one per provider merged
         now = utcnow()
         outcomes = [scraped(p, "replay", now, now, batch=batch(p, [offer(f"{p}-8x", 20.0)])) for p in providers]
         merge(tmp_path / "w.duckdb", outcomes, "refresh-progress", on_merged=lambda p: report("merged", p))
-        assert progress.state() == ("merged runpod", 5, 5)
+        assert progress.state() == ("merged runpod", 5, 7)
     assert PROGRESS_LOGGER.handlers == [] and PROGRESS_LOGGER.propagate
 
 

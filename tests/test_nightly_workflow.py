@@ -233,6 +233,28 @@ def test_a_provider_without_credentials_is_not_configured_and_the_refresh_exits_
     assert "lambda,not_configured," in status.output and "runpod,ok," in status.output
 
 
+@pytest.mark.prefect
+def test_the_progress_of_a_resume_counts_the_saved_results_it_merges(
+        tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--resume names no provider up front: the bar's count is the saved results' (it read "2/0")."""
+    from rich.console import Console
+
+    from gpuledger.flows.progress import RefreshProgress
+    from gpuledger.flows.refresh import nightly_refresh
+
+    shared_prefect_server(request.config)
+    monkeypatch.delenv("LAMBDA_API_KEY", raising=False)
+    db = tmp_path / "w.duckdb"
+    with ReplayServer(BUNDLED_RECORDINGS, providers=["runpod"]) as server:
+        fetched = fetch_outcome(SourcePlan("runpod", "replay", server.endpoints(), {}))
+    for outcome in (fetch_outcome(SourcePlan("lambda", "live")), fetched):
+        pending.write(pending.pending_dir(db) / "refresh-night", outcome)
+    with RefreshProgress(Console(width=80, record=True), []) as bar:
+        summary = nightly_refresh(db=str(db), resume=True)
+        assert bar.state() == ("merged runpod", 2, 2)
+    assert [p["provider"] for p in summary["providers"]] == ["lambda", "runpod"]
+
+
 def test_the_catalog_manifest_is_what_the_workflow_uploads_last() -> None:
     assert MANIFEST == "manifest.json" and "catalog/manifest.json --clobber" in step(
         "publish", "Publish the catalog as the assets of the release `catalog`")
