@@ -219,7 +219,8 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
 def _check_recordings(replay: bool, folder: Path | None, providers: list[str], named: bool) -> list[str]:
     """The providers to refresh: under replay, each one's recording (bundled unless `folder`) read now, a
     malformed one said in one line; unless they were `named` (-p), those `folder` holds a recording of
-    (`gpuledger record DIR` of some providers, replayed)."""
+    (`gpuledger record DIR` of some providers or refresh units, replayed)."""
+    from gpuledger.adapters.registry import UNITS
     from gpuledger.adapters.replay import BUNDLED_RECORDINGS, RecordingError, holds_recording, load_manifest
 
     if not replay:
@@ -228,7 +229,7 @@ def _check_recordings(replay: bool, folder: Path | None, providers: list[str], n
     if folder is not None and not named:
         if not root.is_dir():
             raise fail(f"no recordings in {folder}: it is not a folder", 2)
-        providers = [name for name in providers if holds_recording(root / name)]
+        providers = [name for name in sorted({*providers, *UNITS}) if holds_recording(root / name)]
         if not providers:
             raise fail(f"no recordings in {folder}: it holds no <provider>/manifest.json of a provider", 2)
     try:

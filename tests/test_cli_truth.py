@@ -259,7 +259,7 @@ def test_a_recording_of_some_providers_replays_those_without_naming_them(tmp_pat
     from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 
     rec = tmp_path / "rec"
-    for provider in ("vultr", "lambda"):
+    for provider in ("vultr", "lambda", "aws_capacity_blocks"):  # a refresh unit's recording too
         shutil.copytree(BUNDLED_RECORDINGS / provider, rec / provider)
     (rec / "notes").mkdir()  # not a provider's: no manifest
     db = str(tmp_path / "w.duckdb")
@@ -267,7 +267,7 @@ def test_a_recording_of_some_providers_replays_those_without_naming_them(tmp_pat
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["record", str(tmp_path / "again"), "--from-recordings", str(rec), "--db", db])
     assert result.exit_code == 0, result.output
-    assert [c["providers"] for c in flow_calls] == [["lambda", "vultr"]] * 2
+    assert [c["providers"] for c in flow_calls] == [["aws_capacity_blocks", "lambda", "vultr"]] * 2
     # a provider named is one the folder must hold; a folder with none is said so
     result = runner.invoke(app, ["refresh", "--replay", "--recordings", str(rec), "-p", "aws", "--db", db])
     assert result.exit_code == 2 and f"{rec / 'aws' / 'manifest.json'} does not exist" in result.output
