@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 # Only for the annotations: importing the registry itself stays cheap.
 if TYPE_CHECKING:
@@ -35,6 +35,28 @@ UNITS: dict[str, str] = {
 
 class UnknownProviderError(ValueError):
     pass
+
+
+def accepted_anomalies(names: Sequence[str], named_by: str) -> list[str]:
+    """The providers whose anomalies load anyway: `names` (given as `named_by`) and the setting accept_anomaly's,
+    each in any case (AWS is aws); UnknownProviderError for one that is no provider, naming the nearest."""
+    from gpuledger.warehouse.recommender.names import UnknownNameError, resolve_name
+    from gpuledger.warehouse.settings import SettingsError, env_name, load_settings
+
+    def provider(name: str, given: str) -> str:
+        try:
+            return resolve_name("provider", name, SOURCES)
+        except UnknownNameError as err:
+            raise UnknownProviderError(f"{given}: no such provider; {err.hint}") from None
+
+    accepted = [provider(name, f"{named_by} {name}") for name in names]
+    try:
+        setting = load_settings().accept_anomaly_names()
+    except SettingsError:  # another setting refused: said where that one is read
+        setting = []
+    for name in setting:
+        provider(name, f"{env_name('accept_anomaly')} names {name!r}")
+    return list(dict.fromkeys(accepted))
 
 
 def source_module(name: str) -> ModuleType:

@@ -47,26 +47,14 @@ StaleAfterOption = typer.Option(DEFAULT_MAX_AGE_HOURS, "--stale-after", callback
 
 
 def accepted_anomalies(names: list[str]) -> list[str]:
-    """--accept-anomaly's providers, named in any case (as -p); one that is none a usage error naming the nearest.
-    The setting accept_anomaly's names (read in any case by warehouse.settings) are checked alike."""
-    from gpuledger.adapters.registry import SOURCES
-    from gpuledger.warehouse.recommender.names import resolve_name
-    from gpuledger.warehouse.settings import SettingsError, load_settings
+    """--accept-anomaly's providers, named in any case (as -p), and the setting's checked alike; one that is
+    no provider is a usage error naming the nearest."""
+    from gpuledger.adapters import registry
 
-    def provider(name: str, given: str) -> str:
-        try:
-            return resolve_name("provider", name, SOURCES)
-        except ValueError as err:  # "unknown provider 'x'; did you mean a, b or c?"
-            raise fail(f"{given}: no such provider; {str(err).partition('; ')[2]}", 2) from None
-
-    accepted = [provider(name, f"--accept-anomaly {name}") for name in names]
     try:
-        setting = load_settings().accept_anomaly_names()
-    except SettingsError:  # another setting refused: said where that one is read
-        setting = []
-    for name in setting:
-        provider(name, f"{env_name('accept_anomaly')} names {name!r}")
-    return list(dict.fromkeys(accepted))
+        return registry.accepted_anomalies(names, "--accept-anomaly")
+    except registry.UnknownProviderError as err:
+        raise fail(str(err), 2) from None
 
 
 def report_command(

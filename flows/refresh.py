@@ -19,7 +19,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from gpuledger import children
 from gpuledger.adapters.base import SourceError
-from gpuledger.adapters.registry import SOURCES, UNITS, UnknownProviderError, source_module
+from gpuledger.adapters.registry import SOURCES, UNITS, UnknownProviderError, accepted_anomalies, source_module
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, read_endpoints
 from gpuledger.flows import cadence
 from gpuledger.flows.changes import moves_markdown, refresh_price_moves
@@ -178,6 +178,7 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     children.NO_NEW_CHILDREN.clear()
     check_record_dir(record_dir, replay, recordings)
     names = [] if resume else resolve_providers(list(providers or (cadence.providers_in(group) if group else [])))
+    accept_anomaly = accepted_anomalies(accept_anomaly, "accept_anomaly")  # a deployment's parameter too
     refresh_id = new_id("refresh")
     folder = pending.pending_dir(db_path(db)) / refresh_id
     with cadence.refresh_lock_within(db, lock_wait_s), stop_on_signals() as stopper, ExitStack() as replaying:

@@ -123,6 +123,26 @@ def test_accept_anomaly_naming_no_provider_is_refused_in_one_line(
     assert not (tmp_path / "w.duckdb").exists()
 
 
+@pytest.mark.prefect
+def test_a_deployments_accept_anomaly_parameter_takes_any_case_and_refuses_a_name_that_is_no_provider(
+        tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment passes accept_anomaly to the flow itself, past the command line's check."""
+    from gpuledger.adapters.registry import UnknownProviderError
+    from gpuledger.flows.refresh import nightly_refresh
+    from tests.builders import shared_prefect_server
+
+    shared_prefect_server(request.config)
+    seen: list[frozenset[str]] = []
+    monkeypatch.setattr("gpuledger.flows.refresh.merge_pending", lambda db, refresh_id, policy, **kw: (
+        seen.append(policy.accept), [])[1])
+    nightly_refresh(db=str(tmp_path / "w.duckdb"), resume=True, accept_anomaly=["AWS", "Lambda"])
+    assert seen == [{"aws", "lambda"}]  # before: {"AWS", "Lambda"}, which no provider is: no anomaly accepted
+    with pytest.raises(UnknownProviderError) as refused:  # before: ignored without a word
+        nightly_refresh(db=str(tmp_path / "w.duckdb"), resume=True, accept_anomaly=["awz"])
+    assert str(refused.value) == "accept_anomaly awz: no such provider; did you mean aws?"
+    assert seen == [{"aws", "lambda"}]
+
+
 # -- a failed publish names a damaged warehouse and creates nothing ---------------------------------
 
 def test_a_publish_from_a_damaged_warehouse_names_it_and_leaves_no_folder_it_made(

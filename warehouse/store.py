@@ -283,7 +283,8 @@ class AnomalyPolicy:
     @classmethod
     def from_env(cls, accept: Sequence[str] = ()) -> "AnomalyPolicy":
         settings = load_settings()
-        return cls(accept=settings.accepted_anomalies() | set(accept), max_offer_ratio=settings.offer_anomaly_factor)
+        return cls(accept=settings.accepted_anomalies() | {name.lower() for name in accept},  # AWS is aws
+                   max_offer_ratio=settings.offer_anomaly_factor)
 
 
 @dataclass

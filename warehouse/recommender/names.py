@@ -6,9 +6,16 @@ import difflib
 from typing import Iterable
 
 
+class UnknownNameError(ValueError):
+    """"unknown model 'x'; did you mean a, b or c?"; `hint` is the part after the semicolon."""
+
+    def __init__(self, kind: str, given: str, hint: str) -> None:
+        super().__init__(f"unknown {kind} {given!r}; {hint}")
+        self.hint = hint
+
+
 def resolve_name(kind: str, given: str, known: Iterable[str]) -> str:
-    """The known name that `given` names, ignoring case; else ValueError naming the nearest:
-    "unknown model 'x'; did you mean a, b or c?"."""
+    """The known name that `given` names, ignoring case; else UnknownNameError naming the nearest."""
     by_lower = {k.lower(): k for k in known}
     key = given.strip().lower()
     if key in by_lower:
@@ -17,6 +24,6 @@ def resolve_name(kind: str, given: str, known: Iterable[str]) -> str:
         difflib.get_close_matches(key, by_lower, n=3, cutoff=0.0)
     names = [by_lower[n] for n in near]
     if not names:
-        raise ValueError(f"unknown {kind} {given!r}; no {kind} is known yet")
+        raise UnknownNameError(kind, given, f"no {kind} is known yet")
     choice = " or ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
-    raise ValueError(f"unknown {kind} {given!r}; did you mean {choice}?")
+    raise UnknownNameError(kind, given, f"did you mean {choice}?")
