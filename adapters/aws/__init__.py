@@ -16,7 +16,7 @@ from gpuledger.adapters.aws.pricelist import (
     DATA_TRANSFER_REGION_INDEX, EC2_REGION_INDEX, GPU_FAMILIES, PRICING_BULK_HOST, PriceRow, fetch_prices_api,
     fetch_prices_bulk, parse_region_index, price_list_versions,
 )
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
+from gpuledger.adapters.base import SourceContext, SourceError
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option
 
@@ -74,16 +74,6 @@ def fetch_spot_advisor(ctx: SourceContext, client: Any) -> Any:
     return doc
 
 
-def fetch_offerings(client: Any, region: str, max_pages: int, types: Any) -> dict[str, list[str]]:
-    """The region's AZ offerings; none of the GPU types DescribeInstanceTypes describes (`types`, a future) is no
-    answer, not every offer unavailable."""
-    offerings = ec2.fetch_offerings(client, region, max_pages)
-    if not offerings and (described := types.result()):
-        raise SchemaDriftError(f"{ec2.call_name('DescribeInstanceTypeOfferings', region)} offered none of the "
-                               f"{len(described)} GPU instance types DescribeInstanceTypes describes")
-    return offerings
-
-
 def kept_rows(ctx: SourceContext, name: str, files: Any, row: type,
               parse: Callable[[Counter[str]], tuple[list[Any], Any]]) -> tuple[list[Any], Any, Counter[str]]:
     """parse(skipped)'s rows and publication date and the rows skipped, or those kept from the last parse of the
@@ -132,7 +122,7 @@ def fetch(ctx: SourceContext) -> Batch:
                 if use_ec2:
                     client_ec2 = ec2.ec2_client(ctx, region)
                     types = side.submit(ec2.fetch_instance_types, client_ec2, region, config.max_pages)
-                    offerings = side.submit(enrich, ctx, "az offerings", fetch_offerings, client_ec2, region,
+                    offerings = side.submit(enrich, ctx, "az offerings", ec2.fetch_offerings, client_ec2, region,
                                             config.max_pages, types, region=region)
                     spot = side.submit(enrich, ctx, "spot prices", ec2.fetch_spot_history, ctx, client_ec2, region,
                                        default=([], Counter()), region=region)

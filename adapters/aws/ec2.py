@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, TypeVar
@@ -160,11 +161,17 @@ def parse_offerings(pages: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def fetch_offerings(client: Any, region: str, max_pages: int = DEFAULT_MAX_PAGES) -> dict[str, list[str]]:
+def fetch_offerings(client: Any, region: str, max_pages: int, described: Future[Any]) -> dict[str, list[str]]:
+    """The region's AZ offerings; none of the GPU types DescribeInstanceTypes describes (`described`) is no
+    answer, not every offer unavailable."""
     action = "DescribeInstanceTypeOfferings"
-    return call(action, region, lambda: parse_offerings(capped(
+    offerings = call(action, region, lambda: parse_offerings(capped(
         client.get_paginator("describe_instance_type_offerings").paginate(
             LocationType="availability-zone", Filters=gpu_type_filters()), call_name(action, region), max_pages)))
+    if not offerings and (types := described.result()):
+        raise SchemaDriftError(f"{call_name(action, region)} offered none of the {len(types)} GPU instance types "
+                               "DescribeInstanceTypes describes")
+    return offerings
 
 
 @dataclass(frozen=True)
