@@ -212,18 +212,25 @@ def test_only_the_publish_job_may_write_and_it_holds_no_provider_secret() -> Non
     assert doc["on"]["workflow_dispatch"]["inputs"]["start_empty"]["default"] is False
 
 
-@pytest.mark.prefect
-def test_a_provider_without_credentials_is_not_configured_and_the_refresh_exits_0(
-        tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def saved_night(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A warehouse whose night's results are saved beside it, not merged: lambda live without its key, runpod
+    replayed (with the shared Prefect API the merge's flow talks to)."""
     shared_prefect_server(request.config)
-    monkeypatch.delenv("LAMBDA_API_KEY", raising=False)
     db = tmp_path / "w.duckdb"
+    monkeypatch.delenv("LAMBDA_API_KEY", raising=False)
     no_key = fetch_outcome(SourcePlan("lambda", "live"))  # live, no key: refused before any request
     with ReplayServer(BUNDLED_RECORDINGS, providers=["runpod"]) as server:
         fetched = fetch_outcome(SourcePlan("runpod", "replay", server.endpoints(), {}))
     assert (no_key.state, fetched.state) == ("not_configured", "ok")
     for outcome in (no_key, fetched):
         pending.write(pending.pending_dir(db) / "refresh-night", outcome)
+    return db
+
+
+@pytest.mark.prefect
+def test_a_provider_without_credentials_is_not_configured_and_the_refresh_exits_0(saved_night: Path) -> None:
+    db = saved_night
     result = CliRunner().invoke(app, ["refresh", "--resume", "--db", str(db)])  # the refresh's merge and summary
     assert result.exit_code == 0, result.output
     shown = " ".join(result.output.split())  # the terminal's line breaks left out
@@ -234,23 +241,15 @@ def test_a_provider_without_credentials_is_not_configured_and_the_refresh_exits_
 
 
 @pytest.mark.prefect
-def test_the_progress_of_a_resume_counts_the_saved_results_it_merges(
-        tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_progress_of_a_resume_counts_the_saved_results_it_merges(saved_night: Path) -> None:
     """--resume names no provider up front: the bar's count is the saved results' (it read "2/0")."""
     from rich.console import Console
 
     from gpuledger.flows.progress import RefreshProgress
     from gpuledger.flows.refresh import nightly_refresh
 
-    shared_prefect_server(request.config)
-    monkeypatch.delenv("LAMBDA_API_KEY", raising=False)
-    db = tmp_path / "w.duckdb"
-    with ReplayServer(BUNDLED_RECORDINGS, providers=["runpod"]) as server:
-        fetched = fetch_outcome(SourcePlan("runpod", "replay", server.endpoints(), {}))
-    for outcome in (fetch_outcome(SourcePlan("lambda", "live")), fetched):
-        pending.write(pending.pending_dir(db) / "refresh-night", outcome)
     with RefreshProgress(Console(width=80, record=True), []) as bar:
-        summary = nightly_refresh(db=str(db), resume=True)
+        summary = nightly_refresh(db=str(saved_night), resume=True)
         assert bar.state() == ("merged runpod", 2, 2)
     assert [p["provider"] for p in summary["providers"]] == ["lambda", "runpod"]
 
