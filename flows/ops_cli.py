@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import math
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -163,6 +165,15 @@ def _run_logging() -> Iterator[None]:
         yield
 
 
+def _cause_without_traceback(record: logging.LogRecord) -> bool:
+    """A warning of Prefect's that carries an exception says its cause in the line instead of a traceback."""
+    if record.exc_info and record.exc_info[1] is not None:
+        cause = record.exc_info[1]
+        record.msg, record.args = f"{record.getMessage()} ({type(cause).__name__}: {cause})", ()
+        record.exc_info = record.exc_text = None
+    return True
+
+
 def serve_command(
     cron: str = typer.Option(NIGHTLY_CRON, "--cron", help="Cron schedule of the refresh."),
     timezone: str = typer.Option(NIGHTLY_TIMEZONE, "--timezone", help="Time zone of the cron schedule."),
@@ -229,10 +240,23 @@ def serve_command(
                    "under another --name, or pass --force to replace it.", 2)
     from prefect import serve
 
+    from gpuledger.flows.prefect_api import ApiServerError, api_lost_said
+
     err.print(literal(f"serving nightly_refresh/{deployment.name}: cron {cron!r} ({timezone}) "
                       f"on {server}; Ctrl-C stops"))
-    with _run_logging():
-        serve(deployment, print_starting_message=False, limit=1)  # one refresh at a time (it holds a lock anyway)
+    # Prefect's runner prints its polls' tracebacks when its server goes away, then raises: that is said in
+    # one line below; anything else it printed is shown as it stops.
+    printed = io.StringIO()
+    for observer in ("prefect.FlowRunCancellingObserver", "prefect.FlowRunSuspendingObserver"):
+        logging.getLogger(observer).addFilter(_cause_without_traceback)  # "websocket failed ... polling mode"
+    try:
+        with _run_logging(), redirect_stdout(printed), api_lost_said(
+                PREFECT_API_URL.value(), "(PREFECT_API_URL)", "while serving",
+                "serving stopped: start the server again, then `gpuledger serve`"):
+            serve(deployment, print_starting_message=False, limit=1)  # one refresh at a time (it holds a lock)
+    except ApiServerError as lost:
+        raise fail(str(lost)) from None
+    sys.stdout.write(printed.getvalue())
 
 
 def register(app: typer.Typer) -> None:

@@ -207,8 +207,9 @@ def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
 
 
 @contextmanager
-def api_lost_said(url: str | None, which: str) -> Iterator[None]:
-    """Within: the API going away under a flow run (Prefect's client raises httpx's error when it reports the
+def api_lost_said(url: str | None, which: str, doing: str = "during the flow run",
+                  then: str = "`gpuledger status` shows what the refresh wrote") -> Iterator[None]:
+    """Within: the API going away (under a flow run, Prefect's client raises httpx's error when it reports the
     run's state) is one line, ApiServerError, not Prefect's traceback; the refresh's own writes stand."""
     try:
         yield
@@ -216,5 +217,5 @@ def api_lost_said(url: str | None, which: str) -> Iterator[None]:
         from gpuledger.warehouse.catalog import shown as without_password
 
         shown, said = (without_password(url), str(err).replace(url, without_password(url))) if url else ("", str(err))
-        raise ApiServerError(f"lost the Prefect API at {shown} {which} during the flow run: {type(err).__name__}: "
-                             f"{said}; `gpuledger status` shows what the refresh wrote") from None
+        raise ApiServerError(f"lost the Prefect API at {shown} {which} {doing}: {type(err).__name__}: "
+                             f"{said}; {then}") from None

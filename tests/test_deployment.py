@@ -316,6 +316,36 @@ WORKFLOW_SECRETS = {name: spec.name for spec in specs() for name in spec.workflo
 SECRETS = set(WORKFLOW_SECRETS)
 
 
+@pytest.mark.prefect
+def test_serve_whose_prefect_server_goes_away_stops_in_one_line(tmp_path: Path) -> None:
+    """The server serve registered with stops (a restart, an upgrade): Prefect's runner printed its polls'
+    tracebacks, its observer logged one, and serve ended in a 370-line traceback; it says so in one line."""
+    from gpuledger.flows.prefect_api import TemporaryApiServer
+
+    server = TemporaryApiServer()
+    url = server.wait_ready(120)
+    env = dict(os.environ, PREFECT_API_URL=url, PREFECT_RUNNER_POLL_FREQUENCY="1", PREFECT_CLIENT_MAX_RETRIES="0")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "serve", "--replay", "-p", "lambda",
+                             "--db", str(tmp_path / "served.duckdb")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # said once the deployment is registered
+        assert first.startswith("serving nightly_refresh/serve: cron '0 3 * * *' (UTC)"), first
+        server.stop()
+        output, _ = proc.communicate(timeout=240)
+    finally:
+        server.stop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = output.splitlines()
+    assert proc.returncode == 1, output
+    assert "Traceback" not in output and len(lines) <= 2, output  # the observer's warning may come first
+    assert lines[-1] == (f"error: lost the Prefect API at {url} (PREFECT_API_URL) while serving: ConnectError: All "
+                         "connection attempts failed; serving stopped: start the server again, then `gpuledger serve`")
+
+
 def test_the_workflow_passes_exactly_the_secrets_the_sources_declare() -> None:
     text = NIGHTLY_YML.read_text()
     passed = set(re.findall(r"\$\{\{\s*secrets\.(\w+)\s*\}\}", text))
