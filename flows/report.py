@@ -540,7 +540,7 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
     data = json_for_html(page_data(rows, providers, generated_at, stale_after_hours, gpus, tuning))
     return _asset("page.html").format(
         csp=_e(csp), css=_asset("page.css"), stamp=_e(utc_minute(generated_at)),
-        offers=counted(len(rows), "current offer"), providers=counted(loaded_count(providers), "provider"),
+        count=len(rows), offers=counted(len(rows), "current offer"), providers=counted(loaded_count(providers), "provider"),
         egress_gb=egress_gb, gpu_options=_options(rows, "gpu_model"),
         provider_options=_options(rows, "provider"), purchase_options=_options(rows, "purchase_option"),
         freshness=_freshness_html(providers), data=data, script=script)

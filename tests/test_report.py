@@ -750,6 +750,18 @@ def test_offer_counts_are_the_pages_offers(mixed_warehouse: Path, tmp_path: Path
     assert re.search(r'data-provider="gamma"><td>gamma</td>.*?<td class="age">[^<]*</td><td>0</td>', page)
 
 
+def test_the_offers_count_line_reads_as_a_sentence(mixed_warehouse: Path, browser: Any, tmp_path: Path) -> None:
+    # The line beside the filters read "3 current offers of 3 current offers offers" as written, and
+    # "1 of 3 current offers offers" once filtered.
+    out = tmp_path / "p.html"
+    write_report(mixed_warehouse, out, now=T0 + timedelta(days=1, hours=1), models=())
+    line = re.search(r'<span><span id="count">.*?</span>.*?</span>', out.read_text()).group(0)
+    assert re.sub(r"<[^>]+>", "", line) == "3 of 3 current offers"
+    page = open_page(browser, f"{out.as_uri()}#view=offers&provider=beta")
+    assert page.evaluate("() => document.getElementById('count').parentElement.textContent") == "1 of 3 current offers"
+    page.close()
+
+
 def test_a_provider_not_configured_is_not_shown_as_failed(mixed_warehouse: Path, browser: Any, tmp_path: Path) -> None:
     # As `gpuledger status` says: beta's latest run found no credentials (not configured, its earlier offers
     # kept); gamma's every run failed; delta was never configured.
