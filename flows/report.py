@@ -44,7 +44,9 @@ select o.gpu_model,
        coalesce(o.billing_granularity_s, p.billing_granularity_s) as billing_granularity_s,
        coalesce(o.minimum_charge_s, p.minimum_charge_s) as minimum_charge_s,
        o.interruption_risk_level as interruption_risk, o.vcpus, o.ram_gb, o.available, o.available_count,
-       o.availability_level, o.reliability, o.last_seen, a.obtainable_7d as obtainable
+       o.availability_level,
+       case when isfinite(o.reliability) then o.reliability end as reliability,  -- NaN: not a figure
+       o.last_seen, a.obtainable_7d as obtainable
 from offers o
 left join providers p on p.provider = o.provider
 left join availability_obtainable a on (a.gpu_model, a.provider, a.region) = (o.gpu_model, o.provider, o.region)
