@@ -221,6 +221,8 @@ def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
         pairs = [(r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
         return [None if gran is None and minimum is None
                 else (gran, None if not minimum or minimum == gran else minimum) for gran, minimum in pairs]
+    if key == "zone":  # '' is the warehouse's "no zone": a blank, sorted last as blanks are
+        return [r["zone"] or None for r in rows]
     field = _FIELDS.get(key, key)
     return [r[field] for r in rows]
 
