@@ -564,7 +564,10 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
         gpus = gpu_summary(rows, gpu_facts(con))
         tuning = fine_tuning(con, now, stale_after_hours, models) if models else None
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # the folder named is a file: not "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)) from None
     tmp = path.with_name(f".{path.name}.partial")
     page = render_report(rows, providers, now, egress_gb, stale_after_hours, gpus, tuning)
     try:

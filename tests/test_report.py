@@ -671,6 +671,17 @@ def test_report_into_a_directory_is_one_clear_line(mixed_warehouse: Path, tmp_pa
         assert (result.exit_code, result.output) == (1, f"error: cannot write {out or '.'}: Is a directory\n"), out
 
 
+def test_report_into_a_file_taken_for_a_folder_says_so(mixed_warehouse: Path, tmp_path: Path) -> None:
+    # `report notes.txt/p.html` where notes.txt is a file said "File exists" (mkdir's word for it).
+    (tmp_path / "notes.txt").write_text("mine")
+    app = typer.Typer()
+    register(app)
+    for out in (tmp_path / "notes.txt" / "p.html", tmp_path / "notes.txt" / "sub" / "p.html"):
+        result = CliRunner().invoke(app, ["report", str(out), "--db", str(mixed_warehouse), "--model", "llama-3-8b"])
+        assert (result.exit_code, result.output) == (1, f"error: cannot write {out}: Not a directory\n")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 def test_write_report_replaces_the_file_whole(warehouse: Path, tmp_path: Path) -> None:
     out = tmp_path / "sub" / "prices.html"
     r1 = write_report(warehouse, out, now=NOW, models=())
