@@ -23,6 +23,7 @@ from gpuledger.flows.plot import not_the_warehouse, utc_minute
 from gpuledger.warehouse.freshness import (
     DEFAULT_MAX_AGE_HOURS, STATE_SHOWN, ProviderFreshness, provider_freshness,
 )
+from gpuledger.warehouse.offer_filter import VRAM_SQL
 from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, MAX_TOKENS, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
 
@@ -33,9 +34,7 @@ OFFER_SQL = """
 with od as (
     select provider, region, instance_type, min(price_per_hour) as od_price
     from offers where purchase_option = 'on_demand' group by all)
-select o.gpu_model,
-       case when o.gpu_count < 1 then o.gpu_memory_gb
-            else coalesce(o.gpu_memory_gb_nominal, o.gpu_memory_gb) end as vram_gb,
+select o.gpu_model, """ + VRAM_SQL + """ as vram_gb,  -- as show-gpus --min-vram and query() read it
        o.gpu_count, o.provider, o.region, o.zone, o.instance_type, o.purchase_option,
        o.price_per_gpu_hour, o.price_per_hour,
        coalesce(case when isfinite(o.spot_savings_pct) then o.spot_savings_pct end,  -- NaN: not a figure
@@ -184,7 +183,8 @@ class PageColumn:
 # The default wide set fits 1,366 px; the phone set keeps the offer's name, purchase option and price in 390 px.
 COLUMNS: tuple[PageColumn, ...] = (
     PageColumn("gpu", "GPU", "canonical GPU model", "text", 118, True, 72),
-    PageColumn("vram", "VRAM", "memory per GPU, GiB", "num", 54, True),
+    PageColumn("vram", "VRAM", "memory per GPU, GB: the card's marketed memory (a slice: its own share)", "num",
+               54, True),
     PageColumn("count", "GPUs", "GPUs per instance", "num", 48, True),
     PageColumn("provider", "provider", "provider", "text", 86, True, 64),
     PageColumn("region", "region", "region", "text", 118, True),
@@ -544,7 +544,8 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
     data = json_for_html(page_data(rows, providers, generated_at, stale_after_hours, gpus, tuning))
     return _asset("page.html").format(
         csp=_e(csp), css=_asset("page.css"), stamp=_e(utc_minute(generated_at)),
-        count=len(rows), offers=counted(len(rows), "current offer"), providers=counted(loaded_count(providers), "provider"),
+        count=len(rows), offers=counted(len(rows), "current offer"),
+        providers=counted(loaded_count(providers), "provider"),
         egress_gb=egress_gb, gpu_options=_options(rows, "gpu_model"),
         provider_options=_options(rows, "provider"), purchase_options=_options(rows, "purchase_option"),
         freshness=_freshness_html(providers), data=data, script=script)

@@ -769,7 +769,8 @@ def test_the_offers_count_line_reads_as_a_sentence(mixed_warehouse: Path, browse
     line = re.search(r'<span><span id="count">.*?</span>.*?</span>', out.read_text()).group(0)
     assert re.sub(r"<[^>]+>", "", line) == "3 of 3 current offers"
     page = open_page(browser, f"{out.as_uri()}#view=offers&provider=beta")
-    assert page.evaluate("() => document.getElementById('count').parentElement.textContent") == "1 of 3 current offers"
+    line = page.evaluate("() => document.getElementById('count').parentElement.textContent")
+    assert line == "1 of 3 current offers"
     page.close()
 
 
@@ -870,11 +871,13 @@ def test_a_host_reliability_that_is_not_a_number_does_not_sink_the_page(tmp_path
     db = tmp_path / "ledger.duckdb"
     con = open_writer(db)
     try:
-        load_day(con, "acme", [offer("a.8x", 24.0, reliability=0.97), offer("a.1x", 3.0, count=1, reliability=0.5)], 0)
+        load_day(con, "acme", [offer("a.8x", 24.0, reliability=0.97),
+                               offer("a.1x", 3.0, count=1, reliability=0.5)], 0)
         con.execute("update offers set reliability = 'nan'::double where instance_type = 'a.8x'")
     finally:
         con.close()
-    assert sql(db, "select instance_type, isnan(reliability) from offers order by 1") == [("a.1x", False), ("a.8x", True)]
+    assert sql(db, "select instance_type, isnan(reliability) from offers order by 1") == [
+        ("a.1x", False), ("a.8x", True)]
     out = tmp_path / "p.html"
     app = typer.Typer()
     register(app)
@@ -902,11 +905,39 @@ def test_offers_without_a_zone_sort_last_by_zone(browser: Any, tmp_path: Path) -
     page = open_page(browser, f"{out.as_uri()}#view=offers&cols=zone,option,price&sort=zone")
     assert [r["zone"] for r in shown(page)] == ["us-east-1a", "us-east-1b", ""]
     page.evaluate("() => { location.hash = 'view=offers&cols=zone,option,price&sort=-zone'; }")
-    page.wait_for_function("() => document.querySelector('#offers tbody tr:not(.pad) td').textContent === 'us-east-1b'")
+    page.wait_for_function(
+        "() => document.querySelector('#offers tbody tr:not(.pad) td').textContent === 'us-east-1b'")
     assert [r["zone"] for r in shown(page)] == ["us-east-1b", "us-east-1a", ""]
     page.evaluate("() => { location.hash = 'view=offers&region=east-1a'; }")  # the zone filter still finds it
     page.wait_for_function("() => document.getElementById('count').textContent === '1'")
     page.close()
+
+
+def test_vram_is_the_figure_and_unit_show_gpus_and_query_use(tmp_path: Path) -> None:
+    # The page labelled its VRAM "GiB" though it shows the card's marketed GB (an L4: 24; it reports 22.5 GiB),
+    # and showed a GPU slice that reports no memory of its own as blank, so its min-VRAM filter dropped an
+    # offer that `show-gpus --min-vram` and gpuledger.query(min_vram_gb=) keep (half an H100: 40 GB).
+    import gpuledger
+
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "acme", [offer("a.half", 1.5, count=0.5), offer("a.l4", 1.0, gpu="L4", count=1)], 0)
+        con.execute("update offers set gpu_memory_gb = null where instance_type = 'a.half'")
+        con.execute("update offers set gpu_memory_gb = 22.494 where instance_type = 'a.l4'")  # 23,034 MiB
+    finally:
+        con.close()
+    assert sql(db, "select instance_type, gpu_memory_gb, gpu_memory_gb_nominal from offers order by 1") == [
+        ("a.half", None, 80.0), ("a.l4", 22.494, 24.0)]
+    out = tmp_path / "p.html"
+    write_report(db, out, now=NOW, models=())
+    html_text = out.read_text()
+    data = json.loads(re.search(r'id="page-data">(.*?)</script>', html_text).group(1))
+    vram = dict(zip(decoded(data["offers"], "instance"), decoded(data["offers"], "vram")))
+    assert vram == {"a.half": 40, "a.l4": 24}
+    assert [o.instance_type for o in gpuledger.query(min_vram_gb=40, db=db)] == ["a.half"]
+    assert "GiB" not in next(c["title"] for c in data["columns"] if c["key"] == "vram")
+    assert "min VRAM / GPU (GB)" in html_text
 
 
 def page_function(name: str) -> str:
