@@ -23,6 +23,7 @@ from gpuledger.flows.plot import not_the_warehouse, utc_minute
 from gpuledger.warehouse.freshness import (
     DEFAULT_MAX_AGE_HOURS, STATE_SHOWN, ProviderFreshness, provider_freshness,
 )
+from gpuledger.warehouse.offer_filter import VRAM_SQL
 from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, MAX_TOKENS, tiered_egress_cost
 from gpuledger.warehouse.store import open_reader
 
@@ -33,9 +34,7 @@ OFFER_SQL = """
 with od as (
     select provider, region, instance_type, min(price_per_hour) as od_price
     from offers where purchase_option = 'on_demand' group by all)
-select o.gpu_model,
-       case when o.gpu_count < 1 then o.gpu_memory_gb
-            else coalesce(o.gpu_memory_gb_nominal, o.gpu_memory_gb) end as vram_gb,
+select o.gpu_model, """ + VRAM_SQL + """ as vram_gb,  -- as show-gpus --min-vram and query() read it
        o.gpu_count, o.provider, o.region, o.zone, o.instance_type, o.purchase_option,
        o.price_per_gpu_hour, o.price_per_hour,
        coalesce(case when isfinite(o.spot_savings_pct) then o.spot_savings_pct end,  -- NaN: not a figure
@@ -44,7 +43,9 @@ select o.gpu_model,
        coalesce(o.billing_granularity_s, p.billing_granularity_s) as billing_granularity_s,
        coalesce(o.minimum_charge_s, p.minimum_charge_s) as minimum_charge_s,
        o.interruption_risk_level as interruption_risk, o.vcpus, o.ram_gb, o.available, o.available_count,
-       o.availability_level, o.reliability, o.last_seen, a.obtainable_7d as obtainable
+       o.availability_level,
+       case when isfinite(o.reliability) then o.reliability end as reliability,  -- NaN: not a figure
+       o.last_seen, a.obtainable_7d as obtainable
 from offers o
 left join providers p on p.provider = o.provider
 left join availability_obtainable a on (a.gpu_model, a.provider, a.region) = (o.gpu_model, o.provider, o.region)
@@ -182,7 +183,8 @@ class PageColumn:
 # The default wide set fits 1,366 px; the phone set keeps the offer's name, purchase option and price in 390 px.
 COLUMNS: tuple[PageColumn, ...] = (
     PageColumn("gpu", "GPU", "canonical GPU model", "text", 118, True, 72),
-    PageColumn("vram", "VRAM", "memory per GPU, GiB", "num", 54, True),
+    PageColumn("vram", "VRAM", "memory per GPU, GB: the card's marketed memory (a slice: its own share)", "num",
+               54, True),
     PageColumn("count", "GPUs", "GPUs per instance", "num", 48, True),
     PageColumn("provider", "provider", "provider", "text", 86, True, 64),
     PageColumn("region", "region", "region", "text", 118, True),
@@ -219,6 +221,8 @@ def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
         pairs = [(r["billing_granularity_s"], r["minimum_charge_s"]) for r in rows]
         return [None if gran is None and minimum is None
                 else (gran, None if not minimum or minimum == gran else minimum) for gran, minimum in pairs]
+    if key == "zone":  # '' is the warehouse's "no zone": a blank, sorted last as blanks are
+        return [r["zone"] or None for r in rows]
     field = _FIELDS.get(key, key)
     return [r[field] for r in rows]
 
@@ -540,7 +544,8 @@ def render_report(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProv
     data = json_for_html(page_data(rows, providers, generated_at, stale_after_hours, gpus, tuning))
     return _asset("page.html").format(
         csp=_e(csp), css=_asset("page.css"), stamp=_e(utc_minute(generated_at)),
-        offers=counted(len(rows), "current offer"), providers=counted(loaded_count(providers), "provider"),
+        count=len(rows), offers=counted(len(rows), "current offer"),
+        providers=counted(loaded_count(providers), "provider"),
         egress_gb=egress_gb, gpu_options=_options(rows, "gpu_model"),
         provider_options=_options(rows, "provider"), purchase_options=_options(rows, "purchase_option"),
         freshness=_freshness_html(providers), data=data, script=script)
@@ -560,7 +565,10 @@ def write_report(db: str | os.PathLike[str] | None, out: str | os.PathLike[str],
         gpus = gpu_summary(rows, gpu_facts(con))
         tuning = fine_tuning(con, now, stale_after_hours, models) if models else None
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # the folder named is a file: not "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)) from None
     tmp = path.with_name(f".{path.name}.partial")
     page = render_report(rows, providers, now, egress_gb, stale_after_hours, gpus, tuning)
     try:
