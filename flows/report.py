@@ -194,8 +194,8 @@ COLUMNS: tuple[PageColumn, ...] = (
     PageColumn("price", "$/GPU-h", "USD per GPU-hour", "money", 86, True, 64),
     PageColumn("hourly", "$/h", "USD per instance-hour", "money", 76, True),
     PageColumn("spot", "spot off", "spot discount against the same instance on demand", "pct", 64, True),
-    PageColumn("risk", "interruption", "interruption risk on one scale across providers (none, low, medium, high, unknown), "
-               "from what each provider publishes", "text", 96, False),
+    PageColumn("risk", "interruption", "interruption risk on one scale across providers (none, low, medium, high, "
+               "unknown), from what each provider publishes", "text", 96, False),
     PageColumn("vcpus", "vCPU", "vCPUs per instance", "num", 52, True),
     PageColumn("ram", "RAM", "instance memory, GiB", "num", 58, True),
     PageColumn("avail", "available", "capacity the source says can be had now (count)", "text", 86, False),
