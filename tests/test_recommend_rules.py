@@ -170,6 +170,16 @@ def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_op
     assert with_offload < tokens_per_second(replace(work, offload_bytes=0.0), 989, card.memory_bandwidth_tbs, **args)
 
 
+def test_hints_for_an_offload_job_that_fits_nowhere_drop_the_offload_with_the_method(con) -> None:
+    # 405B with ZeRO-Offload wants 4,536 GiB of host RAM: no node here has it. Trying LoRA/QLoRA
+    # with offload still set was refused ("offload applies to full fine-tuning only", a traceback).
+    rec = recommend(con, req(method="full", model="llama-3.1-405b", offload=True))
+    assert rec.nothing_fits
+    assert rec.notes[-1].endswith(". It would fit with `no --offload, --method qlora --shard-lora`.")
+    # The hint holds: QLoRA sharded over the 8 x H100 node (about 28 GiB per GPU) fits it.
+    assert recommend(con, req(method="qlora", model="llama-3.1-405b", shard_lora=True)).candidates
+
+
 def test_hints_respect_the_region_and_provider_filters(con) -> None:
     rec = recommend(con, req(method="qlora", model="llama-3.1-405b", max_gpus=2, providers=("market",),
                              region="us-"))

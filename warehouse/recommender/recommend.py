@@ -528,6 +528,8 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
     r = request
     shardable = r.method == "full" or r.shard_lora
     extra, flag = ({}, "") if shardable else ({"shard_lora": True}, "--shard-lora ")
+    # Offload is for full fine-tuning only: another method is a change only without it.
+    no_offload, unflag = ({"offload": False}, "no --offload, ") if r.offload else ({}, "")
     variants = [
         (not shardable, "--shard-lora", {"shard_lora": True}),
         (r.max_gpus < 8, f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}),
@@ -535,7 +537,7 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
          {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}),
         (r.method == "full" and r.optimizer == "adamw", "--optimizer adamw8bit", {"optimizer": "adamw8bit"}),
         (r.method == "full" and not r.offload, "--offload", {"offload": True}),
-        *[(True, f"--method {method}{shard}", {"method": method, **changes})
+        *[(True, f"{unflag}--method {method}{shard}", {"method": method, **changes, **no_offload})
           for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ())
           for shard, changes in (("", {}), (" --shard-lora", {"shard_lora": True}))],
         (not r.spot, "--spot", {"spot": True}),
