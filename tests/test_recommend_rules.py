@@ -180,6 +180,14 @@ def test_hints_for_an_offload_job_that_fits_nowhere_drop_the_offload_with_the_me
     assert recommend(con, req(method="qlora", model="llama-3.1-405b", shard_lora=True)).candidates
 
 
+def test_hints_leave_out_a_method_the_lora_targets_given_cannot_train(con) -> None:
+    # Falcon 40B's MLP has no gate: full fine-tuning ignores --lora-targets gate, but trying LoRA for
+    # a hint raised "Falcon 40B has no gate layer for LoRA to adapt" (a traceback).
+    rec = recommend(con, req(method="full", model="falcon-40b", lora_targets="gate"))
+    assert rec.nothing_fits  # 86.3 GiB per GPU sharded over the 8 x H100 (76 usable)
+    assert rec.notes[-1].endswith(". It would fit with `--optimizer adamw8bit`, or `--offload`.")
+
+
 def test_hints_respect_the_region_and_provider_filters(con) -> None:
     rec = recommend(con, req(method="qlora", model="llama-3.1-405b", max_gpus=2, providers=("market",),
                              region="us-"))

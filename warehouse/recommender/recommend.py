@@ -562,7 +562,10 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
             continue  # "--method qlora" fits: "--method qlora --shard-lora" adds nothing
         if "--max-nodes" in flags and any("--max-gpus" in f for f in found):
             continue  # more GPUs on one node fit already: a second node is not the fix
-        variant = replace(request, **changes, top=1, budget=None)
+        try:
+            variant = replace(request, **changes, top=1, budget=None)
+        except ValueError:  # e.g. --method lora with --lora-targets gate on a model without a gate
+            continue  # a request the command would refuse is no option to suggest
         fresh, _ = _freshness(con, variant, facts.offers_per_provider())
         if _ranked(con, variant, _plans(con, variant)[1], [p.provider for p in fresh], facts)[0]:
             found.append(flags)
