@@ -869,3 +869,35 @@ def test_cli_refuses_sizes_and_ages_past_any_warehouse_in_one_line(cli, warehous
                                  option, value])
     assert r.exit_code == 2, r.output
     assert r.output.strip() == message
+
+
+
+def _long_name_and_commitment_db(tmp_path: Path) -> tuple[Path, str]:
+    b = Batch("market")
+    bill = {"billing_granularity_s": 1, "minimum_charge_s": 0}
+    long_name = "dc_wildebeest/gpu-b200-sxm_8gpu-160vcpu-1792gb/8x"
+    add(b, long_name, "B200", 8, 179.06, 35.2, interconnect="NVSwitch", **bill)
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 1.10, option="ec2_instance_savings_plan_3y_partial_upfront",
+        term_months=36, payment_option="partial_upfront", **bill)
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 1.50, **bill)
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    load(con, b, "market", datetime.now(timezone.utc), facts("market", 1, 0))
+    con.close()
+    return db, long_name
+
+
+def test_cli_table_keeps_its_numbers_and_names_whole_when_piped(cli, tmp_path: Path) -> None:
+    # Piped (200 columns), a long instance name squeezed every column: the rank went blank, "$/h"
+    # read "17.…", the name was cut off.
+    db, long_name = _long_name_and_commitment_db(tmp_path)
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-70b", "--method", "full", "--db", str(db),
+                                 "--tokens", "1e6", "--top", "1"])
+    assert r.exit_code == 0, r.output
+    row = [line for line in r.stdout.splitlines() if line.startswith("│ 1 ")][0]
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    # 8 x B200 sharded: $35.20/h; the name folds over the cell's lines, none of it is cut.
+    assert cells[0] == "1" and cells[7] == "35.20" and "…" not in r.stdout
+    assert "".join(line.split("│")[3].strip() for line in r.stdout.splitlines()
+                   if line.startswith("│ ")).startswith(long_name)
+
