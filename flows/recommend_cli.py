@@ -31,8 +31,9 @@ def _money(x: float | None) -> str:
 
 
 def _purchase(c: Candidate) -> Text:
-    if not c.interruptible:
-        return cell("on-demand")
+    if not c.interruptible:  # on demand, or a commitment: its kind and term over its payment
+        kind, _, payment = c.purchase_option.replace("_", " ").partition("y ")
+        return _lines(f"{kind}y", payment) if payment else cell(c.purchase_option.replace("_", "-"))
     risk = "risk unknown" if c.interruption_risk_level == "unknown" else f"{c.interruption_risk_level} risk"
     if c.interruption_rate_max_pct is not None:
         risk += f" (<={c.interruption_rate_max_pct:g}%/mo)"

@@ -901,3 +901,17 @@ def test_cli_table_keeps_its_numbers_and_names_whole_when_piped(cli, tmp_path: P
     assert "".join(line.split("│")[3].strip() for line in r.stdout.splitlines()
                    if line.startswith("│ ")).startswith(long_name)
 
+
+def test_cli_table_names_a_commitment_in_the_purchase_column(cli, tmp_path: Path) -> None:
+    # A 3-year savings plan read "on-demand" in the purchase column (--json said the plan).
+    db, _ = _long_name_and_commitment_db(tmp_path)
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(db),
+                                 "--tokens", "1e6", "--commitments", "--top", "2"])
+    assert r.exit_code == 0, r.output
+    purchase: dict[str, str] = {}  # rank -> the purchase cell's lines, joined
+    for line in r.stdout.splitlines():
+        if line.startswith("│ "):
+            rank = line.split("│")[1].strip() or rank
+            purchase[rank] = " ".join(filter(None, (purchase.get(rank, ""), line.split("│")[4].strip())))
+    # The savings plan ($1.10/h) ranks first, named by its kind, term and payment; the on-demand row after it.
+    assert purchase == {"1": "ec2 instance savings plan 3y partial upfront", "2": "on-demand"}
