@@ -410,6 +410,17 @@ def test_nodes_are_joined_at_the_fabric_speed_the_source_states(tmp_path: Path) 
         in by["nd.unstated"].flags
 
 
+def test_fixed_hours_say_every_offer_is_costed_for_them_not_timed(con) -> None:
+    # --hours 6 said "hours per offer from the time model plus each run's set-up": no offer was timed.
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", hours=6, top=100))
+    assert rec.notes[0] == ("job costed: 6 h each (fixed hours: set-up included, no job size); every offer for "
+                            "these hours, billed with each offer's increment and minimum (docs/recommender.md)")
+    assert {c.hours_per_run for c in rec.candidates} == {6.0}
+    timed = recommend(con, req(method="qlora", model="llama-3-8b", tokens=1e6))
+    assert timed.notes[0] == ("job costed: 1M tokens; hours per offer from the time model plus each run's set-up, "
+                              "billed with each offer's increment and minimum (docs/recommender.md)")
+
+
 def test_billed_seconds_python_and_sql_agree(con) -> None:
     cases = [(1200, 3600, 3600), (1200, 1, 60), (30, 1, 60), (1200, 60, None), (3600, 3600, 0), (3601, 3600, 0),
              (0.4 * 3600, 60, 0), (1200, None, None), (7200.0000001, 60, 60)]

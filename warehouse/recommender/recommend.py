@@ -479,8 +479,10 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
             obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
-    notes = [f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "
-             "set-up, billed with each offer's increment and minimum (docs/recommender.md)"]
+    notes = [f"job costed: {request.job_text()}; "
+             + ("hours per offer from the time model plus each run's set-up" if request.job_tokens is not None
+                else "every offer for these hours")
+             + ", billed with each offer's increment and minimum (docs/recommender.md)"]
     if request.budget is not None:
         notes.append(f"only jobs costing at most ${request.budget:,.2f} in total")
     if stale:
