@@ -93,10 +93,10 @@ class RecommendRequest(TrainingSetup):
              f"epochs must be positive, got {self.epochs}"),
             (self.epochs is None or self.tokens is None and self.hours is None,
              "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
-            (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
+            (self.job_tokens is None or self.job_tokens >= 1,
              f"the job must train at least one token, got {self.job_tokens}"),
             ((self.job_tokens or 0) <= MAX_TOKENS, f"tokens must be at most {MAX_TOKENS:g} per run (more than "
-             f"Llama 3's pretraining), got {self.job_tokens or 0:g}"),
+             f"Llama 3's pretraining), got {self.job_tokens or 0:g}"),  # inf included
             (self.by in ("cost", "time"), f"by must be cost or time, got {self.by!r}"),
             (self.budget is None or (self.budget > 0 and math.isfinite(self.budget)),
              f"budget must be a positive amount of USD, got {self.budget}"),
