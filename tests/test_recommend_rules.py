@@ -133,6 +133,8 @@ def test_a_provider_named_in_a_warehouse_that_knows_none_says_so(tmp_path: Path)
     ({"dataset_gb": float("inf")}, "dataset_gb must be a size in GB, got inf"),
     ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+09, got inf"),
     ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+09, got 1000000000000.0"),
+    # --method full --max-nodes 1e9 ran for minutes (every node count tried in turn): refused.
+    ({"max_nodes": 10**9}, "^max_nodes must be at most 1024, got 1000000000$"),
 ])
 def test_absurd_job_sizes_are_refused(kw, message) -> None:
     with pytest.raises(ValueError, match=message):

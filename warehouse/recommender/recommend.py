@@ -33,6 +33,7 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
+MAX_NODES = 1024  # sharded over more rented nodes than this is a typo too (each count is tried in turn)
 # The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
 # of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
 DEFAULT_DATASET_TOKENS = 20e6
@@ -102,6 +103,7 @@ class RecommendRequest(TrainingSetup):
              f"budget must be a positive amount of USD, got {self.budget}"),
             (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
             (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
+            (self.max_nodes <= MAX_NODES, f"max_nodes must be at most {MAX_NODES}, got {self.max_nodes}"),
             (0 < self.max_age_hours <= MAX_AGE_HOURS,
              f"max_age_hours must be positive and at most {MAX_AGE_HOURS:g}, got {self.max_age_hours}"),
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
