@@ -131,6 +131,9 @@ def test_a_provider_named_in_a_warehouse_that_knows_none_says_so(tmp_path: Path)
     ({"tokens": 5e7, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens"),
     ({"hours": 2, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
     ({"dataset_gb": float("inf")}, "dataset_gb must be a size in GB, got inf"),
+    # --dataset-gb 1e308 printed numpy overflow warnings, a table of 300-digit storage costs and
+    # Infinity in --json (no JSON number).
+    ({"dataset_gb": 1e308}, r"^dataset_gb must be at most 1e\+06 \(a petabyte\), got 1e\+308$"),
     ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+09, got inf"),
     ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+09, got 1000000000000.0"),
     # --method full --max-nodes 1e9 ran for minutes (every node count tried in turn): refused.

@@ -33,6 +33,7 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
+MAX_DATASET_GB = 1e6  # a petabyte: past it the storage costs overflow (and no fine-tuning set is that large)
 MAX_NODES = 1024  # sharded over more rented nodes than this is a typo too (each count is tried in turn)
 # The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
 # of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
@@ -108,6 +109,8 @@ class RecommendRequest(TrainingSetup):
              f"max_age_hours must be positive and at most {MAX_AGE_HOURS:g}, got {self.max_age_hours}"),
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
             (0 <= self.dataset_gb < math.inf, f"dataset_gb must be a size in GB, got {self.dataset_gb}"),
+            (not self.dataset_gb > MAX_DATASET_GB,
+             f"dataset_gb must be at most {MAX_DATASET_GB:g} (a petabyte), got {self.dataset_gb:g}"),
             (self.days is None or 0 < self.days <= 3660, f"days must be within (0, 3660], got {self.days}"),
             (1 <= self.checkpoint_every_minutes <= 24 * 60,
              f"checkpoint_every_minutes must be within [1, 1440], got {self.checkpoint_every_minutes}"),
