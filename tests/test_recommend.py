@@ -421,6 +421,18 @@ def test_fixed_hours_say_every_offer_is_costed_for_them_not_timed(con) -> None:
                               "billed with each offer's increment and minimum (docs/recommender.md)")
 
 
+def test_fits_reads_the_precision_in_any_case_and_never_passes_an_unknown_one(con) -> None:
+    # fits(..., train_precision := 'BF16') took every card, the T4 included, as supported (it read
+    # anything but 'bf16' and 'fp16' as fp32); 'fp8' passed every card too.
+    def supported(precision: str) -> dict[str, bool | None]:
+        return dict(con.execute("select instance_type, precision_supported from fits(10, train_precision := ?, "
+                                "as_of := ?) where instance_type in ('t4.1', 'a100.1')", [precision, NOW]).fetchall())
+
+    assert supported("bf16") == supported("BF16") == supported(" Bf16 ") == {"t4.1": False, "a100.1": True}
+    assert supported("FP16") == {"t4.1": True, "a100.1": True}  # Turing has FP16 tensor cores
+    assert supported("fp8") == {"t4.1": None, "a100.1": None}
+
+
 def test_billed_seconds_python_and_sql_agree(con) -> None:
     cases = [(1200, 3600, 3600), (1200, 1, 60), (30, 1, 60), (1200, 60, None), (3600, 3600, 0), (3601, 3600, 0),
              (0.4 * 3600, 60, 0), (1200, None, None), (7200.0000001, 60, 60)]
