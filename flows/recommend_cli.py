@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Optional
 
@@ -14,13 +15,13 @@ from rich.text import Text
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit_records, err, fail, out
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
 from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIONS
 from gpuledger.warehouse.recommender.recommend import (
-    Candidate, Recommendation, RecommendRequest, UnknownProviderError, recommend,
+    Candidate, CostBreakdown, Recommendation, RecommendRequest, UnknownProviderError, recommend,
 )
 
 
@@ -216,9 +217,10 @@ def recommend_command(
     fmt = chosen(fmt, as_json)
     if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
-    elif fmt == "csv":  # one row per candidate, its costs flattened
-        emit_records([{**{k: v for k, v in c.as_dict().items() if k != "cost"}, **c.cost.as_dict()}
-                      for c in rec.candidates], "csv")
+    elif fmt == "csv":  # one row per candidate, its costs flattened; the header also when nothing fits
+        columns = [f.name for f in fields(Candidate) if f.name != "cost"] + [
+            f.name for f in fields(CostBreakdown)] + ["total_usd"]
+        emit(columns, [[{**c.as_dict(), **c.cost.as_dict()}[k] for k in columns] for c in rec.candidates], "csv")
     else:
         _print(rec)
     if rec.nothing_fits:

@@ -938,3 +938,18 @@ def test_cli_table_names_a_commitment_in_the_purchase_column(cli, tmp_path: Path
             purchase[rank] = " ".join(filter(None, (purchase.get(rank, ""), line.split("│")[4].strip())))
     # The savings plan ($1.10/h) ranks first, named by its kind, term and payment; the on-demand row after it.
     assert purchase == {"1": "ec2 instance savings plan 3y partial upfront", "2": "on-demand"}
+
+
+def test_cli_csv_has_its_header_when_nothing_fits(cli, tmp_path: Path) -> None:
+    # --format csv printed one empty line when nothing fit: a CSV reader found no columns at all.
+    db, _ = _long_name_and_commitment_db(tmp_path)
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3.1-405b", "--method", "full", "--db", str(db),
+                                 "--format", "csv"])
+    assert r.exit_code == 1 and "nothing fits" in r.output
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rank,provider,region,zone,instance_type,purchase_option,")
+    assert lines[0].endswith(",egress_gb,egress_source,total_usd")
+    # The same columns as a CSV with candidates.
+    fit = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(db),
+                                   "--format", "csv", "--top", "1"])
+    assert fit.exit_code == 0 and fit.stdout.splitlines()[0] == lines[0] and len(fit.stdout.splitlines()) == 2
