@@ -89,7 +89,8 @@ def _print(rec: Recommendation) -> None:
     left = ("provider", "instance / place", "purchase", "GPUs", "plan", "notes")
     for col in ("#", "provider", "instance / place", "purchase", "GPUs", "GiB/GPU", "plan", "$/h", "obtainable\n7d/30d",
                 "tokens/s\n/GPU", "h/run", "set-up", "compute", "storage", "egress", "total $", "notes"):
-        t.add_column(col, justify="left" if col in left else "right", no_wrap=col not in left, overflow="fold")
+        t.add_column(col, justify="left" if col in left else "right", no_wrap=col not in left, overflow="fold",
+                     min_width=9 if col in left else None)  # text folds first, down to "on-demand"
     footnotes: dict[str, int] = {}
     for c in rec.candidates:
         marks = [str(footnotes.setdefault(f, len(footnotes) + 1)) for f in c.flags]

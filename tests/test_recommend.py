@@ -925,6 +925,21 @@ def test_cli_table_keeps_its_numbers_and_names_whole_when_piped(cli, tmp_path: P
                    if line.startswith("│ ")).startswith(long_name)
 
 
+def test_cli_table_in_a_narrow_terminal_keeps_the_names_and_the_numbers(cli, tmp_path: Path, monkeypatch) -> None:
+    # At 120 columns the text columns folded down to nothing: no provider, no instance, no plan.
+    from gpuledger.flows.output import out
+
+    db, long_name = _long_name_and_commitment_db(tmp_path)
+    monkeypatch.setattr(out, "width", 120)
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-70b", "--method", "full", "--db", str(db),
+                                 "--tokens", "1e6", "--top", "1"])
+    assert r.exit_code == 0, r.output
+    block = [[c.strip() for c in line.split("│")[1:-1]] for line in r.stdout.splitlines() if line.startswith("│ ")]
+    assert block[0][:2] == ["1", "market"] and block[0][7] == "35.20" and "…" not in r.stdout
+    assert "".join(row[2] for row in block).startswith(long_name)
+    assert " ".join(filter(None, (row[6] for row in block))) == "sharded x8 NVLink"
+
+
 def test_cli_table_names_a_commitment_in_the_purchase_column(cli, tmp_path: Path) -> None:
     # A 3-year savings plan read "on-demand" in the purchase column (--json said the plan).
     db, _ = _long_name_and_commitment_db(tmp_path)
