@@ -502,7 +502,9 @@ def test_stale_providers_are_excluded_and_reported(con) -> None:
 
 def test_region_matches_in_any_case(con) -> None:
     # Names match in any case: the region codes are lower case here, what a user types may not be.
-    for region, kept in (("EU-", ["eu-west-1"]), ("US-East-1", ["us-east-1"]), ("%WEST%", ["eu-west-1"])):
+    # Around a region, spaces are no part of it (" eu-" was refused: "unknown region ' eu-'").
+    for region, kept in (("EU-", ["eu-west-1"]), ("US-East-1", ["us-east-1"]), ("%WEST%", ["eu-west-1"]),
+                         (" eu- ", ["eu-west-1"]), ("\tUS-East-1 ", ["us-east-1"])):
         rec = recommend(con, req(method="qlora", model="llama-2-7b", region=region, top=100))
         assert sorted({c.region for c in rec.candidates}) == kept, (region, rec.notes[-1:])
 

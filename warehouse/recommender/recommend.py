@@ -334,13 +334,14 @@ def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, place
     """The regions --region keeps (None: no --region): a prefix ('us-' is us-east-1, not Azure's
     eastus), or a SQL LIKE pattern when it has % or _; in any case, as names match. One that matches
     no region of a current offer is a FilterError naming the nearest, as a name that matches nothing is."""
-    if not request.region:
+    region = (request.region or "").strip()  # " us-" pasted with a space is us-
+    if not region:
         return None
-    pattern = request.region if "%" in request.region or "_" in request.region else request.region + "%"
+    pattern = region if "%" in region or "_" in region else region + "%"
     regions = sorted({r for _, r in places})
     kept = con.execute("select r from unnest(?) t(r) where r ilike ?", [regions, pattern]).fetchall()
     if regions and not kept:
-        resolve_names("region", [request.region], regions)  # raises: the pattern is no region's name either
+        resolve_names("region", [region], regions)  # raises: the pattern is no region's name either
     return frozenset(r for (r,) in kept)
 
 
