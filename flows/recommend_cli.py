@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -32,9 +33,11 @@ def _money(x: float | None) -> str:
 
 
 def _purchase(c: Candidate) -> Text:
-    if not c.interruptible:  # on demand, or a commitment: its kind and term over its payment
-        kind, _, payment = c.purchase_option.replace("_", " ").partition("y ")
-        return _lines(f"{kind}y", payment) if payment else cell(c.purchase_option.replace("_", "-"))
+    if not c.interruptible:  # on demand, or a commitment: its kind over its term and payment
+        words = c.purchase_option.split("_")
+        term = next((i for i, w in enumerate(words) if w.endswith("y") and w[:-1].isdigit()), None)
+        return cell(c.purchase_option.replace("_", "-")) if term is None else \
+            _lines(" ".join(words[:term]), " ".join(words[term:]))
     risk = "risk unknown" if c.interruption_risk_level == "unknown" else f"{c.interruption_risk_level} risk"
     if c.interruption_rate_max_pct is not None:
         risk += f" (<={c.interruption_rate_max_pct:g}%/mo)"
@@ -89,8 +92,7 @@ def _print(rec: Recommendation) -> None:
     left = ("provider", "instance / place", "purchase", "GPUs", "plan", "notes")
     for col in ("#", "provider", "instance / place", "purchase", "GPUs", "GiB/GPU", "plan", "$/h", "obtainable\n7d/30d",
                 "tokens/s\n/GPU", "h/run", "set-up", "compute", "storage", "egress", "total $", "notes"):
-        t.add_column(col, justify="left" if col in left else "right", no_wrap=col not in left, overflow="fold",
-                     min_width=9 if col in left else None)  # text folds first, down to "on-demand"
+        t.add_column(col, justify="left" if col in left else "right", no_wrap=col != "notes")
     footnotes: dict[str, int] = {}
     for c in rec.candidates:
         marks = [str(footnotes.setdefault(f, len(footnotes) + 1)) for f in c.flags]
@@ -107,7 +109,9 @@ def _print(rec: Recommendation) -> None:
                   cell(_money(c.cost.setup_usd) if c.hours_per_run is not None else "?"),
                   cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
                   cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
-    out.print(t)
+    # Piped (a file, a pager, a script), the table keeps its own width: the 200 columns of `out` cut a wide
+    # one's numbers ('1,210.…') and its notes column (spot and commitment rows, long instance names).
+    (out if out.is_terminal else Console(file=sys.stdout, soft_wrap=True, width=4000)).print(t)
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked "
               "higher; h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time "
               "(each run up to the increment; a minimum charge paid once a job) x $/h, set-up $ included; "
