@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit_records, err, fail, out
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, out
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
 from gpuledger.warehouse.recommender.memory import METHODS, OPTIMIZERS, PRECISIONS
 from gpuledger.warehouse.recommender.recommend import (
-    Candidate, Recommendation, RecommendRequest, UnknownProviderError, recommend,
+    Candidate, CostBreakdown, Recommendation, RecommendRequest, UnknownProviderError, recommend,
 )
 
 
@@ -31,8 +33,11 @@ def _money(x: float | None) -> str:
 
 
 def _purchase(c: Candidate) -> Text:
-    if not c.interruptible:
-        return cell("on-demand")
+    if not c.interruptible:  # on demand, or a commitment: its kind over its term and payment
+        words = c.purchase_option.split("_")
+        term = next((i for i, w in enumerate(words) if w.endswith("y") and w[:-1].isdigit()), None)
+        return cell(c.purchase_option.replace("_", "-")) if term is None else \
+            _lines(" ".join(words[:term]), " ".join(words[term:]))
     risk = "risk unknown" if c.interruption_risk_level == "unknown" else f"{c.interruption_risk_level} risk"
     if c.interruption_rate_max_pct is not None:
         risk += f" (<={c.interruption_rate_max_pct:g}%/mo)"
@@ -104,7 +109,9 @@ def _print(rec: Recommendation) -> None:
                   cell(_money(c.cost.setup_usd) if c.hours_per_run is not None else "?"),
                   cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
                   cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
-    out.print(t)
+    # Piped (a file, a pager, a script), the table keeps its own width: the 200 columns of `out` cut a wide
+    # one's numbers ('1,210.…') and its notes column (spot and commitment rows, long instance names).
+    (out if out.is_terminal else Console(file=sys.stdout, soft_wrap=True, width=4000)).print(t)
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked "
               "higher; h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time "
               "(each run up to the increment; a minimum charge paid once a job) x $/h, set-up $ included; "
@@ -215,9 +222,10 @@ def recommend_command(
     fmt = chosen(fmt, as_json)
     if fmt == "json":  # the whole answer: the estimate, the job, each candidate with its costs and flags
         sys.stdout.write(json.dumps(rec.as_dict(), default=str, indent=2) + "\n")
-    elif fmt == "csv":  # one row per candidate, its costs flattened
-        emit_records([{**{k: v for k, v in c.as_dict().items() if k != "cost"}, **c.cost.as_dict()}
-                      for c in rec.candidates], "csv")
+    elif fmt == "csv":  # one row per candidate, its costs flattened; the header also when nothing fits
+        columns = [f.name for f in fields(Candidate) if f.name != "cost"] + [
+            f.name for f in fields(CostBreakdown)] + ["total_usd"]
+        emit(columns, [[{**c.as_dict(), **c.cost.as_dict()}[k] for k in columns] for c in rec.candidates], "csv")
     else:
         _print(rec)
     if rec.nothing_fits:

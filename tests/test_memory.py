@@ -218,6 +218,19 @@ def test_bad_setups_are_refused_with_a_reason(kwargs, message) -> None:
         TrainingSetup(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"method": "qlora", "params": 1e308},  # the generic shape overflowed (OverflowError, a traceback)
+    {"method": "qlora", "model": "llama-3-8b", "params": float("inf")},  # the volume sizes overflowed
+    {"method": "full", "params": 1.0001e15},
+])
+def test_a_parameter_count_past_any_model_is_refused_in_one_line(kwargs) -> None:
+    with pytest.raises(ValueError, match=r"^params must be at most 1e\+15, got (1e\+308|inf|1\.0001e\+15)$"):
+        TrainingSetup(**kwargs)
+    # The largest count accepted still gives finite sizes: 1e15 x 16 bytes of full fine-tuning state.
+    e = estimate(TrainingSetup("full", params=1e15))
+    assert e.params == pytest.approx(1e15, rel=0.02) and e.per_gpu.total_gb < float("inf")
+
+
 # -- names and counts from the configs ------------------------------------------------------
 
 @pytest.mark.parametrize("name, canonical", [

@@ -410,6 +410,29 @@ def test_nodes_are_joined_at_the_fabric_speed_the_source_states(tmp_path: Path) 
         in by["nd.unstated"].flags
 
 
+def test_fixed_hours_say_every_offer_is_costed_for_them_not_timed(con) -> None:
+    # --hours 6 said "hours per offer from the time model plus each run's set-up": no offer was timed.
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", hours=6, top=100))
+    assert rec.notes[0] == ("job costed: 6 h each (fixed hours: set-up included, no job size); every offer for "
+                            "these hours, billed with each offer's increment and minimum (docs/recommender.md)")
+    assert {c.hours_per_run for c in rec.candidates} == {6.0}
+    timed = recommend(con, req(method="qlora", model="llama-3-8b", tokens=1e6))
+    assert timed.notes[0] == ("job costed: 1M tokens; hours per offer from the time model plus each run's set-up, "
+                              "billed with each offer's increment and minimum (docs/recommender.md)")
+
+
+def test_fits_reads_the_precision_in_any_case_and_never_passes_an_unknown_one(con) -> None:
+    # fits(..., train_precision := 'BF16') took every card, the T4 included, as supported (it read
+    # anything but 'bf16' and 'fp16' as fp32); 'fp8' passed every card too.
+    def supported(precision: str) -> dict[str, bool | None]:
+        return dict(con.execute("select instance_type, precision_supported from fits(10, train_precision := ?, "
+                                "as_of := ?) where instance_type in ('t4.1', 'a100.1')", [precision, NOW]).fetchall())
+
+    assert supported("bf16") == supported("BF16") == supported(" Bf16 ") == {"t4.1": False, "a100.1": True}
+    assert supported("FP16") == {"t4.1": True, "a100.1": True}  # Turing has FP16 tensor cores
+    assert supported("fp8") == {"t4.1": None, "a100.1": None}
+
+
 def test_billed_seconds_python_and_sql_agree(con) -> None:
     cases = [(1200, 3600, 3600), (1200, 1, 60), (30, 1, 60), (1200, 60, None), (3600, 3600, 0), (3601, 3600, 0),
              (0.4 * 3600, 60, 0), (1200, None, None), (7200.0000001, 60, 60)]
@@ -479,7 +502,9 @@ def test_stale_providers_are_excluded_and_reported(con) -> None:
 
 def test_region_matches_in_any_case(con) -> None:
     # Names match in any case: the region codes are lower case here, what a user types may not be.
-    for region, kept in (("EU-", ["eu-west-1"]), ("US-East-1", ["us-east-1"]), ("%WEST%", ["eu-west-1"])):
+    # Around a region, spaces are no part of it (" eu-" was refused: "unknown region ' eu-'").
+    for region, kept in (("EU-", ["eu-west-1"]), ("US-East-1", ["us-east-1"]), ("%WEST%", ["eu-west-1"]),
+                         (" eu- ", ["eu-west-1"]), ("\tUS-East-1 ", ["us-east-1"])):
         rec = recommend(con, req(method="qlora", model="llama-2-7b", region=region, top=100))
         assert sorted({c.region for c in rec.candidates}) == kept, (region, rec.notes[-1:])
 
@@ -869,3 +894,63 @@ def test_cli_refuses_sizes_and_ages_past_any_warehouse_in_one_line(cli, warehous
                                  option, value])
     assert r.exit_code == 2, r.output
     assert r.output.strip() == message
+
+
+
+def _long_name_and_commitment_db(tmp_path: Path) -> tuple[Path, str]:
+    b = Batch("market")
+    bill = {"billing_granularity_s": 1, "minimum_charge_s": 0}
+    long_name = "dc_wildebeest/gpu-b200-sxm_8gpu-160vcpu-1792gb/8x"
+    add(b, long_name, "B200", 8, 179.06, 35.2, interconnect="NVSwitch", **bill)
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 1.10, option="ec2_instance_savings_plan_3y_partial_upfront",
+        term_months=36, payment_option="partial_upfront", **bill)
+    add(b, "a100.1", "A100-SXM4-80", 1, 80.0, 1.50, **bill)
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    load(con, b, "market", datetime.now(timezone.utc), facts("market", 1, 0))
+    con.close()
+    return db, long_name
+
+
+def test_cli_table_piped_keeps_every_number_and_name_whole(cli, tmp_path: Path) -> None:
+    # Piped (200 columns), a wide table was cut to fit: the rank went blank, "$/h" read "35.…", the
+    # instance name and the notes column (the footnote marks) were cut off.
+    db, long_name = _long_name_and_commitment_db(tmp_path)
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-70b", "--method", "full", "--db", str(db),
+                                 "--tokens", "1e6", "--top", "1"])
+    assert r.exit_code == 0, r.output
+    row = [line for line in r.stdout.splitlines() if line.startswith("│ 1 ")][0]
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    # 8 x B200 sharded, $35.20/h, its notes [1] ... on the row.
+    assert cells[:3] == ["1", "market", long_name] and cells[7] == "35.20" and cells[-1].startswith("[1]")
+    assert "…" not in r.stdout
+
+
+def test_cli_table_names_a_commitment_in_the_purchase_column(cli, tmp_path: Path) -> None:
+    # A 3-year savings plan read "on-demand" in the purchase column (--json said the plan).
+    db, _ = _long_name_and_commitment_db(tmp_path)
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(db),
+                                 "--tokens", "1e6", "--commitments", "--top", "2"])
+    assert r.exit_code == 0, r.output
+    purchase: dict[str, str] = {}  # rank -> the purchase cell's lines, joined
+    for line in r.stdout.splitlines():
+        if line.startswith("│ "):
+            rank = line.split("│")[1].strip() or rank
+            purchase[rank] = " ".join(filter(None, (purchase.get(rank, ""), line.split("│")[4].strip())))
+    # The savings plan ($1.10/h) ranks first, named by its kind, term and payment; the on-demand row after it.
+    assert purchase == {"1": "ec2 instance savings plan 3y partial upfront", "2": "on-demand"}
+
+
+def test_cli_csv_has_its_header_when_nothing_fits(cli, tmp_path: Path) -> None:
+    # --format csv printed one empty line when nothing fit: a CSV reader found no columns at all.
+    db, _ = _long_name_and_commitment_db(tmp_path)
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3.1-405b", "--method", "full", "--db", str(db),
+                                 "--format", "csv"])
+    assert r.exit_code == 1 and "nothing fits" in r.output
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rank,provider,region,zone,instance_type,purchase_option,")
+    assert lines[0].endswith(",egress_gb,egress_source,total_usd")
+    # The same columns as a CSV with candidates.
+    fit = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(db),
+                                   "--format", "csv", "--top", "1"])
+    assert fit.exit_code == 0 and fit.stdout.splitlines()[0] == lines[0] and len(fit.stdout.splitlines()) == 2

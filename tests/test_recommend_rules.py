@@ -131,8 +131,13 @@ def test_a_provider_named_in_a_warehouse_that_knows_none_says_so(tmp_path: Path)
     ({"tokens": 5e7, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens"),
     ({"hours": 2, "epochs": 3}, "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
     ({"dataset_gb": float("inf")}, "dataset_gb must be a size in GB, got inf"),
+    # --dataset-gb 1e308 printed numpy overflow warnings, a table of 300-digit storage costs and
+    # Infinity in --json (no JSON number).
+    ({"dataset_gb": 1e308}, r"^dataset_gb must be at most 1e\+06 \(a petabyte\), got 1e\+308$"),
     ({"max_age_hours": float("inf")}, "max_age_hours must be positive and at most 1e\\+09, got inf"),
     ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+09, got 1000000000000.0"),
+    # --method full --max-nodes 1e9 ran for minutes (every node count tried in turn): refused.
+    ({"max_nodes": 10**9}, "^max_nodes must be at most 1024, got 1000000000$"),
 ])
 def test_absurd_job_sizes_are_refused(kw, message) -> None:
     with pytest.raises(ValueError, match=message):
@@ -168,6 +173,24 @@ def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_op
     with_offload = tokens_per_second(work, 989, card.memory_bandwidth_tbs, **args)
     assert c.tokens_per_s == pytest.approx(with_offload, rel=1e-9)
     assert with_offload < tokens_per_second(replace(work, offload_bytes=0.0), 989, card.memory_bandwidth_tbs, **args)
+
+
+def test_hints_for_an_offload_job_that_fits_nowhere_drop_the_offload_with_the_method(con) -> None:
+    # 405B with ZeRO-Offload wants 4,536 GiB of host RAM: no node here has it. Trying LoRA/QLoRA
+    # with offload still set was refused ("offload applies to full fine-tuning only", a traceback).
+    rec = recommend(con, req(method="full", model="llama-3.1-405b", offload=True))
+    assert rec.nothing_fits
+    assert rec.notes[-1].endswith(". It would fit with `no --offload, --method qlora --shard-lora`.")
+    # The hint holds: QLoRA sharded over the 8 x H100 node (about 28 GiB per GPU) fits it.
+    assert recommend(con, req(method="qlora", model="llama-3.1-405b", shard_lora=True)).candidates
+
+
+def test_hints_leave_out_a_method_the_lora_targets_given_cannot_train(con) -> None:
+    # Falcon 40B's MLP has no gate: full fine-tuning ignores --lora-targets gate, but trying LoRA for
+    # a hint raised "Falcon 40B has no gate layer for LoRA to adapt" (a traceback).
+    rec = recommend(con, req(method="full", model="falcon-40b", lora_targets="gate"))
+    assert rec.nothing_fits  # 86.3 GiB per GPU sharded over the 8 x H100 (76 usable)
+    assert rec.notes[-1].endswith(". It would fit with `--optimizer adamw8bit`, or `--offload`.")
 
 
 def test_hints_respect_the_region_and_provider_filters(con) -> None:

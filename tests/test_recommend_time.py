@@ -170,6 +170,11 @@ def test_a_budget_below_every_job_names_the_cheapest_job_not_memory(con) -> None
 @pytest.mark.parametrize("kw, message", [
     ({"tokens": 0.0}, "at least one token"),
     ({"tokens": 1e14}, "tokens must be at most 1.5e[+]13"),
+    # An infinite job was refused as too small: "the job must train at least one token, got inf".
+    ({"tokens": float("inf")},
+     r"^tokens must be at most 1.5e[+]13 per run \(more than Llama 3's pretraining\), got inf$"),
+    ({"dataset_tokens": 1e6, "epochs": 1e308}, r"^tokens must be at most 1.5e[+]13 per run .*, got inf$"),
+    ({"tokens": float("nan")}, r"^the job must train at least one token, got nan$"),
     ({"tokens": 1e6, "examples": 10}, "give the job size once"),
     ({"by": "price"}, "by must be cost or time"),
 ])

@@ -23,6 +23,9 @@ MASTER_COPY_BYTES = 4.0  # fp32 master weights in mixed precision (ZeRO paper se
 NF4_DQ_BITS = 4.0 + 0.127  # QLoRA: NF4 + double-quantized constants, bits per parameter
 CUDA_CONTEXT_GB = 1.0  # CUDA context + kernels (HF "Model training anatomy": 1-2 GB)
 LOSS_FP32_COPIES = 2  # logits upcast to fp32 for the loss + their fp32 gradient
+# A parameter count past which the input is a typo, not a model (2,500 x Llama 3.1 405B); above it
+# the derived architecture and the sizes overflow floats.
+MAX_PARAMS = 1e15
 
 _ATTENTION, _MLP = ("q", "k", "v", "o"), ("gate", "up", "down")
 LORA_TARGET_SETS = {"all-linear": _ATTENTION + _MLP, "all": _ATTENTION + _MLP, "attention": _ATTENTION,
@@ -67,6 +70,8 @@ class TrainingSetup:
         checks = [
             (self.model is not None or self.params is not None, "give a model name or a parameter count"),
             (self.params is None or self.params > 0, f"params must be positive, got {self.params}"),
+            (self.params is None or not self.params > MAX_PARAMS,
+             f"params must be at most {MAX_PARAMS:g}, got {self.params:g}" if self.params else ""),
             (self.lora_rank >= 1, f"lora_rank must be at least 1, got {self.lora_rank}"),
             (self.seq_len >= 1, f"seq_len must be at least 1, got {self.seq_len}"),
             (self.micro_batch >= 1, f"micro_batch must be at least 1, got {self.micro_batch}"),

@@ -33,6 +33,8 @@ DEFAULT_HEADROOM = 0.05
 MAX_HOURS = 8760.0
 MAX_RUNS = 10_000
 MAX_TOKENS = 15e12
+MAX_DATASET_GB = 1e6  # a petabyte: past it the storage costs overflow (and no fine-tuning set is that large)
+MAX_NODES = 1024  # sharded over more rented nodes than this is a typo too (each count is tried in turn)
 # The job costed when none is given: a typical instruction tune, 20M tokens (about 20,000 examples
 # of 1,000 tokens) for 3 epochs, the default of Hugging Face's Trainer (num_train_epochs=3).
 DEFAULT_DATASET_TOKENS = 20e6
@@ -93,19 +95,22 @@ class RecommendRequest(TrainingSetup):
              f"epochs must be positive, got {self.epochs}"),
             (self.epochs is None or self.tokens is None and self.hours is None,
              "epochs multiply dataset_tokens, examples or the default job, not tokens or hours"),
-            (self.job_tokens is None or (self.job_tokens >= 1 and math.isfinite(self.job_tokens)),
+            (self.job_tokens is None or self.job_tokens >= 1,
              f"the job must train at least one token, got {self.job_tokens}"),
             ((self.job_tokens or 0) <= MAX_TOKENS, f"tokens must be at most {MAX_TOKENS:g} per run (more than "
-             f"Llama 3's pretraining), got {self.job_tokens or 0:g}"),
+             f"Llama 3's pretraining), got {self.job_tokens or 0:g}"),  # inf included
             (self.by in ("cost", "time"), f"by must be cost or time, got {self.by!r}"),
             (self.budget is None or (self.budget > 0 and math.isfinite(self.budget)),
              f"budget must be a positive amount of USD, got {self.budget}"),
             (self.max_gpus >= 1, f"max_gpus must be at least 1, got {self.max_gpus}"),
             (self.max_nodes >= 1, f"max_nodes must be at least 1, got {self.max_nodes}"),
+            (self.max_nodes <= MAX_NODES, f"max_nodes must be at most {MAX_NODES}, got {self.max_nodes}"),
             (0 < self.max_age_hours <= MAX_AGE_HOURS,
              f"max_age_hours must be positive and at most {MAX_AGE_HOURS:g}, got {self.max_age_hours}"),
             (0 <= self.headroom < 1, f"headroom must be within [0, 1), got {self.headroom}"),
             (0 <= self.dataset_gb < math.inf, f"dataset_gb must be a size in GB, got {self.dataset_gb}"),
+            (not self.dataset_gb > MAX_DATASET_GB,
+             f"dataset_gb must be at most {MAX_DATASET_GB:g} (a petabyte), got {self.dataset_gb:g}"),
             (self.days is None or 0 < self.days <= 3660, f"days must be within (0, 3660], got {self.days}"),
             (1 <= self.checkpoint_every_minutes <= 24 * 60,
              f"checkpoint_every_minutes must be within [1, 1440], got {self.checkpoint_every_minutes}"),
@@ -329,13 +334,14 @@ def _regions_ok(con: duckdb.DuckDBPyConnection, request: RecommendRequest, place
     """The regions --region keeps (None: no --region): a prefix ('us-' is us-east-1, not Azure's
     eastus), or a SQL LIKE pattern when it has % or _; in any case, as names match. One that matches
     no region of a current offer is a FilterError naming the nearest, as a name that matches nothing is."""
-    if not request.region:
+    region = (request.region or "").strip()  # " us-" pasted with a space is us-
+    if not region:
         return None
-    pattern = request.region if "%" in request.region or "_" in request.region else request.region + "%"
+    pattern = region if "%" in region or "_" in region else region + "%"
     regions = sorted({r for _, r in places})
     kept = con.execute("select r from unnest(?) t(r) where r ilike ?", [regions, pattern]).fetchall()
     if regions and not kept:
-        resolve_names("region", [request.region], regions)  # raises: the pattern is no region's name either
+        resolve_names("region", [region], regions)  # raises: the pattern is no region's name either
     return frozenset(r for (r,) in kept)
 
 
@@ -479,8 +485,10 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
             obtainable_7d=share[0], obtainable_30d=share[1]))
 
     sharded = {g: e for g, _, e in plans if g > 1}  # the estimate depends on the GPU count only
-    notes = [f"job costed: {request.job_text()}; hours per offer from the time model plus each run's "
-             "set-up, billed with each offer's increment and minimum (docs/recommender.md)"]
+    notes = [f"job costed: {request.job_text()}; "
+             + ("hours per offer from the time model plus each run's set-up" if request.job_tokens is not None
+                else "every offer for these hours")
+             + ", billed with each offer's increment and minimum (docs/recommender.md)"]
     if request.budget is not None:
         notes.append(f"only jobs costing at most ${request.budget:,.2f} in total")
     if stale:
@@ -528,6 +536,8 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
     r = request
     shardable = r.method == "full" or r.shard_lora
     extra, flag = ({}, "") if shardable else ({"shard_lora": True}, "--shard-lora ")
+    # Offload is for full fine-tuning only: another method is a change only without it.
+    no_offload, unflag = ({"offload": False}, "no --offload, ") if r.offload else ({}, "")
     variants = [
         (not shardable, "--shard-lora", {"shard_lora": True}),
         (r.max_gpus < 8, f"{flag}--max-gpus 8", {"max_gpus": 8, **extra}),
@@ -535,7 +545,7 @@ def _option_variants(request: RecommendRequest) -> list[tuple[str, dict[str, Any
          {"max_nodes": 2, "max_gpus": max(16, r.max_gpus), **extra}),
         (r.method == "full" and r.optimizer == "adamw", "--optimizer adamw8bit", {"optimizer": "adamw8bit"}),
         (r.method == "full" and not r.offload, "--offload", {"offload": True}),
-        *[(True, f"--method {method}{shard}", {"method": method, **changes})
+        *[(True, f"{unflag}--method {method}{shard}", {"method": method, **changes, **no_offload})
           for method in {"full": ("lora", "qlora"), "lora": ("qlora",)}.get(r.method, ())
           for shard, changes in (("", {}), (" --shard-lora", {"shard_lora": True}))],
         (not r.spot, "--spot", {"spot": True}),
@@ -560,7 +570,10 @@ def options_that_fit(con: duckdb.DuckDBPyConnection, request: RecommendRequest) 
             continue  # "--method qlora" fits: "--method qlora --shard-lora" adds nothing
         if "--max-nodes" in flags and any("--max-gpus" in f for f in found):
             continue  # more GPUs on one node fit already: a second node is not the fix
-        variant = replace(request, **changes, top=1, budget=None)
+        try:
+            variant = replace(request, **changes, top=1, budget=None)
+        except ValueError:  # e.g. --method lora with --lora-targets gate on a model without a gate
+            continue  # a request the command would refuse is no option to suggest
         fresh, _ = _freshness(con, variant, facts.offers_per_provider())
         if _ranked(con, variant, _plans(con, variant)[1], [p.provider for p in fresh], facts)[0]:
             found.append(flags)

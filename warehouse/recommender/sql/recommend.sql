@@ -148,13 +148,13 @@ create or replace macro billed_volume_gb(need_gb, min_gb, increment_gb, tiers_gb
          else greatest(need_gb, min_gb) end;
 
 -- True when a GPU has a fast path for training in train_precision
--- ('bf16' | 'fp16' | 'fp32'): BF16 needs the hardware type (Ampere and later),
--- FP16 tensor cores start with Volta; FP32 runs everywhere.
+-- ('bf16' | 'fp16' | 'fp32', any case): BF16 needs the hardware type (Ampere and later),
+-- FP16 tensor cores start with Volta; FP32 runs everywhere. NULL for a precision it does not know.
 create or replace macro precision_ok(train_precision, gpu_bf16, gpu_architecture) as
-    case train_precision
+    case lower(trim(train_precision))
         when 'bf16' then coalesce(gpu_bf16, false)
         when 'fp16' then coalesce(gpu_architecture not in ('Kepler', 'Maxwell', 'Pascal'), false)
-        else true
+        when 'fp32' then true
     end;
 
 -- The definition of "fits", used by `fits` (warehouse/recommender/ranking.py mirrors it): an
