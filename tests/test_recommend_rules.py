@@ -138,6 +138,13 @@ def test_a_provider_named_in_a_warehouse_that_knows_none_says_so(tmp_path: Path)
     ({"max_age_hours": 1e12}, "max_age_hours must be positive and at most 1e\\+09, got 1000000000000.0"),
     # --method full --max-nodes 1e9 ran for minutes (every node count tried in turn): refused.
     ({"max_nodes": 10**9}, "^max_nodes must be at most 1024, got 1000000000$"),
+    # a count of 331 digits (typed or pasted) overflowed the estimates' floats: OverflowError, a traceback
+    ({"lora_rank": 10**330}, "^lora_rank must be at most 65,536, got a number of 331 digits$"),
+    ({"seq_len": 10**330}, "^seq_len must be at most 10,000,000, got a number of 331 digits$"),
+    ({"micro_batch": 65_537}, "^micro_batch must be at most 65,536, got 65537$"),
+    ({"max_gpus": 10**330}, "^max_gpus must be at most 65,536, got a number of 331 digits$"),
+    ({"examples": 10**330}, "^examples must be at most 15,000,000,000,000, got a number of 331 digits$"),
+    ({"downloads": 10**330}, "^downloads must be at most 10,000, got a number of 331 digits$"),
 ])
 def test_absurd_job_sizes_are_refused(kw, message) -> None:
     with pytest.raises(ValueError, match=message):

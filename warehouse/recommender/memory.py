@@ -5,7 +5,7 @@ Formulas and sources: docs/recommender.md, section 1."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.models_catalog import ModelSpec
@@ -64,7 +64,15 @@ class TrainingSetup:
     gradient_checkpointing: bool = True
     offload: bool = False  # full fine-tuning: ZeRO-Offload keeps the optimizer state and fp32 master in host RAM
 
+    # Counts past any real job (a rank past every model's width, a context of 10M tokens): refused before a
+    # larger one overflows the float arithmetic of the estimates.
+    MOST: ClassVar[dict[str, int]] = {"lora_rank": 65_536, "seq_len": 10_000_000, "micro_batch": 65_536}
+
     def __post_init__(self) -> None:
+        for name, most in self.MOST.items():
+            if (value := getattr(self, name)) is not None and value > most:
+                shown = str(value) if len(str(value)) <= 20 else f"a number of {len(str(value))} digits"
+                raise ValueError(f"{name} must be at most {most:,}, got {shown}")
         for kind, known in (("method", METHODS), ("precision", PRECISIONS), ("optimizer", OPTIMIZERS)):
             object.__setattr__(self, kind, resolve_name(kind, getattr(self, kind), known))  # QLoRA is qlora
         checks = [

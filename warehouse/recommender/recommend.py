@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
 import duckdb
 
@@ -77,6 +77,9 @@ class RecommendRequest(TrainingSetup):
     top: int = 10
     per_instance: bool = True  # one row per provider/instance/purchase option (cheapest place)
     as_of: datetime | None = None  # judge freshness at this time (default: now)
+
+    MOST: ClassVar[dict[str, int]] = {**TrainingSetup.MOST, "examples": int(MAX_TOKENS), "max_gpus": 65_536,
+                                      "checkpoints_kept": 10_000, "downloads": MAX_RUNS}
 
     def __post_init__(self) -> None:
         super().__post_init__()
