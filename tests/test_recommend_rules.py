@@ -151,6 +151,14 @@ def test_absurd_job_sizes_are_refused(kw, message) -> None:
         RecommendRequest(method="qlora", model="llama-3-8b", **kw)
 
 
+def test_a_small_job_is_said_in_tokens_and_by_is_read_in_any_case() -> None:
+    job = {"method": "qlora", "model": "llama-3-8b"}
+    # before: "1e-06M tokens", "0.05M tokens"; and by="TIME" was refused ("by must be cost or time")
+    assert [RecommendRequest(**job, tokens=n).job_text() for n in (1, 50_000, 2e6)] == [
+        "1 token", "50,000 tokens", "2M tokens"]
+    assert RecommendRequest(**job, by=" TIME").by == "time"
+
+
 def test_spot_without_a_published_risk_is_unknown_never_free_of_interruptions(con) -> None:
     rec = recommend(con, req(method="qlora", model="llama-3-8b", tokens=3e6, spot=True, top=100))
     spot = next(c for c in rec.candidates if c.interruptible)

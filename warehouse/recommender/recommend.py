@@ -83,6 +83,7 @@ class RecommendRequest(TrainingSetup):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        object.__setattr__(self, "by", self.by.strip().lower())  # --by TIME is time, as names are read
         self.spec()  # an unknown model is refused here, naming the nearest
         hours = 1.0 if self.hours is None else self.hours
         checks = [
@@ -151,7 +152,9 @@ class RecommendRequest(TrainingSetup):
         runs = f"{self.runs} runs of " if self.runs > 1 else ""
         if self.job_tokens is None:
             return f"{runs}{self.hours:g} h each (fixed hours: set-up included, no job size)"
-        job = f"{runs}{self.job_tokens / 1e6:,.4g}M tokens"
+        tokens = self.job_tokens
+        job = f"{runs}{tokens / 1e6:,.4g}M tokens" if tokens >= 1e5 else \
+            f"{runs}{tokens:,.6g} token{'' if tokens == 1 else 's'}"  # not "1e-06M tokens"
         if self.default_job:
             job += (f" (the default job: a typical instruction tune of {DEFAULT_DATASET_TOKENS / 1e6:g}M tokens x "
                     f"{self.epochs or DEFAULT_EPOCHS:g} epochs; give the job size with --tokens, --dataset-tokens or "
