@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.flows.cli import app
-from gpuledger.adapters.registry import SOURCES
+from gpuledger.adapters.registry import SOURCES, UNITS
 from tests.builders import replayed_warehouse, shared_prefect_server
 
 pytestmark = pytest.mark.prefect
@@ -156,7 +156,8 @@ def test_record_then_replay_gives_the_same_warehouse(replayed_db: Path, tmp_path
     db1, db2 = tmp_path / "recording.duckdb", tmp_path / "replayed.duckdb"
     result = runner.invoke(app, ["record", str(rec), "--db", str(db1), "--from-recordings", str(BUNDLED_RECORDINGS)])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in rec.iterdir()) == sorted(SOURCES)
+    # every provider and the refresh unit the folder holds a recording of (aws_capacity_blocks)
+    assert sorted(p.name for p in rec.iterdir()) == sorted([*SOURCES, *UNITS])
     manifest = json.loads((rec / "aws" / "manifest.json").read_text())
     assert len(manifest["exchanges"]) > 10
     assert "replay" not in json.dumps(manifest)  # no credentials, not even the dummy ones
