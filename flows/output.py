@@ -65,13 +65,15 @@ def chosen(fmt: Format | str, as_json: bool = False) -> str:
 
 
 def _json_value(value: Any) -> Any:
-    """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them."""
+    """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them;
+    a MAP's key that JSON cannot hold (a date, a decimal, a UUID: histogram(valid_from::date)) becomes its text."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, (list, tuple)):
         return [_json_value(v) for v in value]
     if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
+        return {k if k is None or isinstance(k, (str, int, float)) else str(k): _json_value(v)
+                for k, v in value.items()}
     return value
 
 
@@ -97,8 +99,8 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
         # a list or a mapping in a cell as JSON text, which any reader parses (not Python's repr)
-        writer.writerows([json.dumps(v, default=str, ensure_ascii=False) if isinstance(v, (list, dict)) else v
-                          for v in r] for r in rows)
+        writer.writerows([json.dumps(_json_value(v), default=str, ensure_ascii=False)
+                          if isinstance(v, (list, dict)) else v for v in r] for r in rows)
     else:
         table = Table(title=cell(title) if title else None, title_justify="left")
         for c in columns:

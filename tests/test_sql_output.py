@@ -1,0 +1,56 @@
+"""`gpuledger sql --format csv|json`: every value DuckDB answers is written, nested ones as JSON a strict reader
+parses (a MAP keyed by dates, decimals or UUIDs; NaN inside a list or struct)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.flows.cli import app
+from gpuledger.warehouse.store import close_writer, open_writer
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("sqloutput") / "ledger.duckdb"
+    close_writer(open_writer(db))
+    return db
+
+
+def sql(db: Path, query: str, fmt: str) -> str:
+    result = runner.invoke(app, ["sql", query, "--db", str(db), "--format", fmt])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+# histogram() of a date or timestamp column (offers per day) is a MAP keyed by dates.
+MAPS = ("select histogram(d) as per_day, map {1.5: 'x'} as by_decimal, "
+        "map {uuid '00000000-0000-0000-0000-000000000001': 2} as by_uuid "
+        "from (values (date '2026-12-01'), (date '2026-12-01'), (date '2026-12-02')) t(d)")
+EXPECTED = {"per_day": {"2026-12-01": 2, "2026-12-02": 1}, "by_decimal": {"1.5": "x"},
+            "by_uuid": {"00000000-0000-0000-0000-000000000001": 2}}
+
+
+def test_a_map_keyed_by_dates_decimals_or_uuids_is_written_as_json(warehouse: Path) -> None:
+    assert json.loads(sql(warehouse, MAPS, "json")) == [EXPECTED]
+    rows = list(csv.DictReader(io.StringIO(sql(warehouse, MAPS, "csv"), newline="")))
+    assert [{k: json.loads(v) for k, v in r.items()} for r in rows] == [EXPECTED]
+
+
+def test_nan_inside_a_list_or_struct_is_json_null_in_csv_as_in_json(warehouse: Path) -> None:
+    query = "select ['nan'::double, 2.5] as l, {'a': 'inf'::double, 'b': 1} as s"
+    expected = {"l": [None, 2.5], "s": {"a": None, "b": 1}}
+    assert json.loads(sql(warehouse, query, "json")) == [expected]
+    rows = list(csv.DictReader(io.StringIO(sql(warehouse, query, "csv"), newline="")))
+    # json.loads(..., parse_constant=...) refuses NaN and Infinity, which are no JSON
+    strict = [{k: json.loads(v, parse_constant=lambda c: pytest.fail(f"{c} is no JSON")) for k, v in r.items()}
+              for r in rows]
+    assert strict == [expected]
