@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.adapters.registry import SOURCES
-from gpuledger.warehouse.offer_filter import OfferFilter
+from gpuledger.warehouse.offer_filter import FilterError, OfferFilter
 from gpuledger.warehouse.schema import column_names
 from gpuledger.warehouse.store import damaged_error, open_reader
 
@@ -64,6 +64,8 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
           db: str | os.PathLike[str] | None = None) -> Offers:
     """The current offers that pass every filter given (README, "From Python"), cheapest per GPU-hour first.
     WarehouseError without a warehouse; FilterError (a ValueError) for a name that matches nothing."""
+    if gpu is not None and not gpu:  # query(gpu=os.environ.get("GPU", "")): not every GPU's offers, as show-gpus ""
+        raise FilterError("the GPU name is empty: name a model (H100-SXM) or a family (H100), or gpu=None for all")
     selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
                             min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
                             commitments=commitments)

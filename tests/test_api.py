@@ -150,6 +150,13 @@ def test_names_match_in_any_case_and_an_unknown_one_raises_naming_the_nearest(wa
     assert gpuledger.query(providers=["AWS"], db=warehouse) == []
 
 
+def test_an_empty_gpu_name_raises_as_show_gpus_refuses_it(warehouse: Path) -> None:
+    # gpu="" (an unset variable) had returned every GPU's offers, as gpu=None does, in silence
+    assert len(gpuledger.query(gpu=None, db=warehouse)) > len(gpuledger.query(gpu="H100", db=warehouse)) > 0
+    with pytest.raises(FilterError, match=r"^the GPU name is empty: name a model \(H100-SXM\) or a family \(H100\)"):
+        gpuledger.query(gpu="", db=warehouse)
+
+
 def test_commitments_only_when_asked(warehouse: Path) -> None:
     assert {o.purchase_option for o in gpuledger.query(providers=["acme"], db=warehouse)} == {"on_demand"}
     both = gpuledger.query(providers=["acme"], commitments=True, db=warehouse)
