@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -254,3 +255,22 @@ def test_show_gpus_bad_input_is_one_line_exit_2(warehouse: Path, tmp_path: Path)
     assert aws.exit_code == 0 and "no current offer passes these filters" in aws.output
     missing = show("--db", str(tmp_path / "none.duckdb"))
     assert missing.exit_code == 2 and "no warehouse at" in missing.output and "Traceback" not in missing.output
+
+
+def test_show_gpus_on_a_warehouse_older_than_its_view_says_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
+    # A warehouse of schema 10 (before availability_history and its view availability_obtainable): show-gpus had
+    # ended in DuckDB's Catalog Error and a traceback; export already said this
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(warehouse.read_bytes())
+    con = duckdb.connect(str(old))
+    try:
+        con.execute("drop view availability_obtainable; drop macro table availability_obtainable_at; "
+                    "drop table availability_history; drop table fetch_validators; "
+                    "delete from schema_migrations where version >= 11")
+    finally:
+        con.close()
+    for args in ((), ("H100",), ("--gpu", "H100", "--json")):
+        result = show("--db", str(old), *args)
+        assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 10, this gpuledger "
+                                                        "reads version 12: the next `gpuledger refresh` upgrades it "
+                                                        "in place\n"), (args, result.output)
