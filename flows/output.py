@@ -77,6 +77,19 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+def _json_keys(columns: Sequence[str]) -> list[str]:
+    """`columns` as the keys of a JSON object, which holds each once: a repeated name (`select x.b, y.b`, `select *`
+    of a join) gets _1, _2 ... as DuckDB's .df() names it, where it had kept only the last column's value."""
+    keys: list[str] = []
+    for column in columns:
+        key, n = column, 0
+        while key in keys:
+            n += 1
+            key = f"{column}_{n}"
+        keys.append(key)
+    return keys
+
+
 def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
     """`records` as `emit` writes rows, the keys of the first the columns."""
     emit(list(records[0]) if records else [], [list(r.values()) for r in records], fmt)
@@ -86,12 +99,12 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
     """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
     is written as it comes (json.dumps of the whole list, indent 2, one object at a time)."""
     if fmt == "json":
-        sep = "\n"
+        keys, sep = _json_keys(columns), "\n"
         sys.stdout.write("[")
         for r in rows:
             # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \u escape,
             # the same value to a JSON reader and inert on a terminal.
-            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, map(_json_value, r))), default=str, indent=2,
+            sys.stdout.write(sep + "  " + json.dumps(dict(zip(keys, map(_json_value, r))), default=str, indent=2,
                                                      ensure_ascii=True).replace("\n", "\n  "))
             sep = ",\n"
         sys.stdout.write("]\n" if sep == "\n" else "\n]\n")

@@ -54,3 +54,11 @@ def test_nan_inside_a_list_or_struct_is_json_null_in_csv_as_in_json(warehouse: P
     strict = [{k: json.loads(v, parse_constant=lambda c: pytest.fail(f"{c} is no JSON")) for k, v in r.items()}
               for r in rows]
     assert strict == [expected]
+
+
+def test_repeated_column_names_keep_every_value_in_json(warehouse: Path) -> None:
+    # `select *` of a join (or x.b, y.b) names two columns alike: JSON had kept only the last one's value
+    query = "select * from (select 1 as a, 2 as b, 5 as b_1) x join (select 1 as a, 3 as b) y on x.a = y.a"
+    assert json.loads(sql(warehouse, query, "json")) == [{"a": 1, "b": 2, "b_1": 5, "a_1": 1, "b_2": 3}]
+    # CSV and the table show DuckDB's own names, each column once
+    assert sql(warehouse, query, "csv").splitlines() == ["a,b,b_1,a,b", "1,2,5,1,3"]
