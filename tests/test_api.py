@@ -257,7 +257,7 @@ def test_show_gpus_bad_input_is_one_line_exit_2(warehouse: Path, tmp_path: Path)
     assert missing.exit_code == 2 and "no warehouse at" in missing.output and "Traceback" not in missing.output
 
 
-def test_show_gpus_on_a_warehouse_older_than_its_view_says_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
+def test_show_gpus_and_report_on_an_older_warehouse_say_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
     # A warehouse of schema 10 (before availability_history and its view availability_obtainable): show-gpus had
     # ended in DuckDB's Catalog Error and a traceback; export already said this
     old = tmp_path / "old.duckdb"
@@ -274,3 +274,10 @@ def test_show_gpus_on_a_warehouse_older_than_its_view_says_refresh_upgrades_it(w
         assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 10, this gpuledger "
                                                         "reads version 12: the next `gpuledger refresh` upgrades it "
                                                         "in place\n"), (args, result.output)
+    # the page reads that view too: before, DuckDB's Catalog Error and a traceback
+    page = tmp_path / "page.html"
+    result = CliRunner().invoke(app, ["report", str(page), "--db", str(old)])
+    assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 10, this gpuledger "
+                                                    "reads version 12: the next `gpuledger refresh` upgrades it in "
+                                                    "place\n")
+    assert not page.exists()
