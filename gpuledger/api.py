@@ -13,7 +13,8 @@ import duckdb
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.offer_filter import FilterError, OfferFilter
 from gpuledger.warehouse.schema import column_names
-from gpuledger.warehouse.store import damaged_error, open_reader
+from gpuledger.warehouse.export import older_warehouse
+from gpuledger.warehouse.store import WarehouseError, damaged_error, open_reader
 
 # content_hash is the merge's fingerprint of a row, not data (as in exports).
 OFFER_FIELDS = tuple(c for c in column_names("offers") if c != "content_hash")
@@ -77,10 +78,15 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
     try:
         with open_reader(db, allow_files=True) as con:
             where, params = selection.resolved(con, SOURCES).where()
-            table = con.sql(
-                f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
-                "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
-                params=params).to_arrow_table()
+            try:
+                table = con.sql(
+                    f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
+                    "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
+                    params=params).to_arrow_table()
+            except duckdb.Error as err:  # a column of a later schema missing: the CLI's words, not a Binder Error
+                if (older := older_warehouse(con)) is None:
+                    raise
+                raise WarehouseError(older) from err
     except duckdb.Error as err:  # a truncated file fails only when its pages are read: said as the CLI says it
         if (damaged := damaged_error(err, db)) is None:
             raise

@@ -136,6 +136,21 @@ def test_done_means_one_liner_uses_the_default_warehouse(warehouse: Path) -> Non
     assert done.stdout.count("Offer(") == 3
 
 
+def test_query_of_a_warehouse_older_than_its_columns_says_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.duckdb"  # schema 9: offers without gpu_memory_from_canon (schema 10)
+    old.write_bytes(warehouse.read_bytes())
+    con = duckdb.connect(str(old))
+    try:
+        con.execute("drop view offer_freshness; alter table offers drop column gpu_memory_from_canon; "
+                    "delete from schema_migrations where version >= 10")
+    finally:
+        con.close()
+    # before: DuckDB's BinderException (Table "o" does not have a column named "gpu_memory_from_canon")
+    with pytest.raises(WarehouseError, match=r"^the warehouse is at schema version 9, this gpuledger reads version "
+                                             r"12: the next `gpuledger refresh` upgrades it in place$"):
+        gpuledger.query(db=old)
+
+
 def test_names_match_in_any_case_and_an_unknown_one_raises_naming_the_nearest(warehouse: Path) -> None:
     exact = gpuledger.query(gpu="H100-SXM", providers=["runpod"], regions=["community-cloud"], db=warehouse)
     assert exact and gpuledger.query(gpu="h100-sxm", providers=["RunPod"], regions=["Community-Cloud"],
