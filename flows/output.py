@@ -9,13 +9,13 @@ import math
 import sys
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Collection, Iterable, Iterator, Sequence
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuledger.flows.literal import cell, labelled
+from gpuledger.flows.literal import MESSAGE_LIMIT, cell, labelled, literal
 
 
 class Format(str, Enum):
@@ -95,9 +95,11 @@ def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
     emit(list(records[0]) if records else [], [list(r.values()) for r in records], fmt)
 
 
-def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None) -> None:
+def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None,
+         lists: Collection[str] = ()) -> None:
     """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
-    is written as it comes (json.dumps of the whole list, indent 2, one object at a time)."""
+    is written as it comes (json.dumps of the whole list, indent 2, one object at a time). A column of `lists`
+    (names joined by commas, each a cell's worth) is cut at MESSAGE_LIMIT on the terminal, not CELL_LIMIT."""
     if fmt == "json":
         keys, sep = _json_keys(columns), "\n"
         sys.stdout.write("[")
@@ -119,5 +121,5 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
         for c in columns:
             table.add_column(cell(c), overflow="fold")  # a narrow terminal wraps a value, never cuts it
         for r in rows:
-            table.add_row(*(cell(v) for v in r))
+            table.add_row(*(literal(v, MESSAGE_LIMIT) if c in lists else cell(v) for c, v in zip(columns, r)))
         out.print(table)

@@ -112,7 +112,7 @@ def show_gpus_command(
             raise WarehouseError(older) from error
     if not rows:
         err.print("no current offer passes these filters", highlight=False)
-    emit(columns, rows, chosen(fmt, as_json))
+    emit(columns, rows, chosen(fmt, as_json), lists=("providers",))  # 31 names exceed a cell's 200 characters
 
 
 def register(app: typer.Typer) -> None:

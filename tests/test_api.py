@@ -252,6 +252,21 @@ def test_show_gpus_never_cuts_a_provider_name(warehouse: Path, monkeypatch: pyte
     assert "…" not in text and all(name in text for name in ("acme", "lambda", "runpod")), text
 
 
+def test_show_gpus_table_lists_every_provider_of_a_gpu(tmp_path: Path) -> None:
+    # The real warehouse has 26 providers of H100-SXM: 242 characters of names, which the table had cut at a
+    # cell's 200 ("..., runpod, scal…": scaleway, tensordock, vastai, verda and vultr not shown)
+    db = tmp_path / "ledger.duckdb"
+    names = [f"cloud-number-{i:02d}" for i in range(16)]  # 16 x 15 characters and 15 separators: 270
+    now = utcnow()
+    load(db, [scraped(name, "replay", now, now, batch=batch(name, [offer(f"{name}-8x", 40.0 + i)]))
+              for i, name in enumerate(names)], "refresh-many")
+    result = show("--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    shown = " ".join(line.split("│")[8].strip() for line in result.output.splitlines() if line.count("│") > 8)
+    assert shown == ", ".join(names)
+
+
 def test_show_gpus_bad_input_is_one_line_exit_2(warehouse: Path, tmp_path: Path) -> None:
     bad = show("--db", str(warehouse), "--format", "xml")
     said = " ".join(bad.output.replace("│", " ").split())
