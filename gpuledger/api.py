@@ -60,16 +60,18 @@ class Offers(list):  # type: ignore[type-arg]
 
 
 def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: bool | None = None,
-          providers: Sequence[str] = (), regions: Sequence[str] = (), min_gpu_count: float | None = None,
+          providers: Sequence[str] | None = (), regions: Sequence[str] | None = (), min_gpu_count: float | None = None,
           max_gpu_count: float | None = None, max_price: float | None = None, commitments: bool = False,
           db: str | os.PathLike[str] | None = None) -> Offers:
     """The current offers that pass every filter given (README, "From Python"), cheapest per GPU-hour first.
     WarehouseError without a warehouse; FilterError (a ValueError) for a name that matches nothing."""
     if gpu is not None and not gpu:  # query(gpu=os.environ.get("GPU", "")): not every GPU's offers, as show-gpus ""
         raise FilterError("the GPU name is empty: name a model (H100-SXM) or a family (H100), or gpu=None for all")
-    selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
-                            min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
-                            commitments=commitments)
+    # None is no filter, as for every other argument (it had been TypeError: 'NoneType' object is not iterable)
+    selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot,
+                            providers=() if providers is None else providers,
+                            regions=() if regions is None else regions, min_gpu_count=min_gpu_count,
+                            max_gpu_count=max_gpu_count, max_price=max_price, commitments=commitments)
     if not any(spot is v for v in (None, True, False)) or not any(commitments is v for v in (True, False)):
         raise ValueError(f"spot is True, False or None and commitments True or False, got spot={spot!r}, "
                          f"commitments={commitments!r}")

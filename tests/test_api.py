@@ -166,6 +166,14 @@ def test_names_match_in_any_case_and_an_unknown_one_raises_naming_the_nearest(wa
     assert gpuledger.query(providers=["AWS"], db=warehouse) == []
 
 
+def test_providers_or_regions_none_is_no_filter_as_for_every_other_argument(warehouse: Path) -> None:
+    everything = gpuledger.query(db=warehouse)
+    # before: TypeError: 'NoneType' object is not iterable
+    assert gpuledger.query(providers=None, regions=None, db=warehouse) == everything and len(everything) > 2
+    with pytest.raises(FilterError, match="^providers and regions are lists of names, not one string$"):
+        gpuledger.query(providers="", db=warehouse)
+
+
 def test_an_empty_gpu_name_raises_as_show_gpus_refuses_it(warehouse: Path) -> None:
     # gpu="" (an unset variable) had returned every GPU's offers, as gpu=None does, in silence
     assert len(gpuledger.query(gpu=None, db=warehouse)) > len(gpuledger.query(gpu="H100", db=warehouse)) > 0
