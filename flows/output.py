@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from contextlib import contextmanager
+from decimal import Decimal
 from enum import Enum
 from typing import Any, Collection, Iterable, Iterator, Sequence
 
@@ -66,9 +67,13 @@ def chosen(fmt: Format | str, as_json: bool = False) -> str:
 
 def _json_value(value: Any) -> Any:
     """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them;
-    a MAP's key that JSON cannot hold (a date, a decimal, a UUID: histogram(valid_from::date)) becomes its text."""
+    a MAP's key that JSON cannot hold (a date, a decimal, a UUID: histogram(valid_from::date)) becomes its text;
+    a DECIMAL a number where a double holds it exactly (else its text, every digit kept)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, Decimal):  # a DECIMAL (select 0.5, sum of decimals): a JSON number, not the text "0.5"
+        number = float(value)
+        return number if value.is_finite() and Decimal(repr(number)) == value else str(value)  # exactly, or text
     if isinstance(value, (list, tuple)):
         return [_json_value(v) for v in value]
     if isinstance(value, dict):

@@ -62,3 +62,13 @@ def test_repeated_column_names_keep_every_value_in_json(warehouse: Path) -> None
     assert json.loads(sql(warehouse, query, "json")) == [{"a": 1, "b": 2, "b_1": 5, "a_1": 1, "b_2": 3}]
     # CSV and the table show DuckDB's own names, each column once
     assert sql(warehouse, query, "csv").splitlines() == ["a,b,b_1,a,b", "1,2,5,1,3"]
+
+
+def test_a_decimal_is_a_json_number_where_a_double_holds_it_exactly(warehouse: Path) -> None:
+    # SQL's 0.5 is a DECIMAL: JSON had the string "0.5", a reader a text column where a number was asked for
+    query = ("select 0.5 as threshold, [1.25, 2.0] as steps, "
+             "12345678901234567890.12::decimal(38, 2) as big")  # no double holds this one: every digit, as text
+    assert json.loads(sql(warehouse, query, "json")) == [{"threshold": 0.5, "steps": [1.25, 2.0],
+                                                          "big": "12345678901234567890.12"}]
+    assert sql(warehouse, query, "csv").splitlines() == ["threshold,steps,big",
+                                                         '0.5,"[1.25, 2.0]",12345678901234567890.12']
