@@ -25,7 +25,7 @@ from rich.table import Table
 from gpuledger import flows  # noqa: F401  (Prefect environment defaults, before prefect is imported)
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
-from gpuledger.flows.literal import LiteralRichHandler, cell, labelled, literal
+from gpuledger.flows.literal import MESSAGE_LIMIT, LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, StaleAfterOption, accepted_anomalies
 from gpuledger.flows.output import (
     Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, on_ctrl_c, out,
@@ -522,7 +522,7 @@ def check(db: Optional[Path] = DbOption) -> None:
         results = run_checks(con)
     for r in results:
         mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
-        out.print(mark, literal(f"{r.name}: {r.detail}"))
+        out.print(mark, literal(f"{r.name}: {r.detail}", MESSAGE_LIMIT))  # the first offending row may be long
     if not all(r.ok for r in results):
         raise fail(f"{sum(not r.ok for r in results)} integrity check(s) failed")
 

@@ -8,14 +8,15 @@ import json
 import math
 import sys
 from contextlib import contextmanager
+from decimal import Decimal
 from enum import Enum
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Collection, Iterable, Iterator, Sequence
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuledger.flows.literal import cell, labelled
+from gpuledger.flows.literal import MESSAGE_LIMIT, cell, labelled, literal
 
 
 class Format(str, Enum):
@@ -65,14 +66,33 @@ def chosen(fmt: Format | str, as_json: bool = False) -> str:
 
 
 def _json_value(value: Any) -> Any:
-    """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them."""
+    """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them;
+    a MAP's key that JSON cannot hold (a date, a decimal, a UUID: histogram(valid_from::date)) becomes its text;
+    a DECIMAL a number where a double holds it exactly (else its text, every digit kept)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, Decimal):  # a DECIMAL (select 0.5, sum of decimals): a JSON number, not the text "0.5"
+        number = float(value)
+        return number if value.is_finite() and Decimal(repr(number)) == value else str(value)  # exactly, or text
     if isinstance(value, (list, tuple)):
         return [_json_value(v) for v in value]
     if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
+        return {k if k is None or isinstance(k, (str, int, float)) else str(k): _json_value(v)
+                for k, v in value.items()}
     return value
+
+
+def _json_keys(columns: Sequence[str]) -> list[str]:
+    """`columns` as the keys of a JSON object, which holds each once: a repeated name (`select x.b, y.b`, `select *`
+    of a join) gets _1, _2 ... as DuckDB's .df() names it, where it had kept only the last column's value."""
+    keys: list[str] = []
+    for column in columns:
+        key, n = column, 0
+        while key in keys:
+            n += 1
+            key = f"{column}_{n}"
+        keys.append(key)
+    return keys
 
 
 def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
@@ -80,16 +100,18 @@ def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
     emit(list(records[0]) if records else [], [list(r.values()) for r in records], fmt)
 
 
-def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None) -> None:
+def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None,
+         lists: Collection[str] = ()) -> None:
     """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
-    is written as it comes (json.dumps of the whole list, indent 2, one object at a time)."""
+    is written as it comes (json.dumps of the whole list, indent 2, one object at a time). A column of `lists`
+    (names joined by commas, each a cell's worth) is cut at MESSAGE_LIMIT on the terminal, not CELL_LIMIT."""
     if fmt == "json":
-        sep = "\n"
+        keys, sep = _json_keys(columns), "\n"
         sys.stdout.write("[")
         for r in rows:
             # ensure_ascii: a bidirectional control or any non-ASCII character travels as a \u escape,
             # the same value to a JSON reader and inert on a terminal.
-            sys.stdout.write(sep + "  " + json.dumps(dict(zip(columns, map(_json_value, r))), default=str, indent=2,
+            sys.stdout.write(sep + "  " + json.dumps(dict(zip(keys, map(_json_value, r))), default=str, indent=2,
                                                      ensure_ascii=True).replace("\n", "\n  "))
             sep = ",\n"
         sys.stdout.write("]\n" if sep == "\n" else "\n]\n")
@@ -97,12 +119,12 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
         # a list or a mapping in a cell as JSON text, which any reader parses (not Python's repr)
-        writer.writerows([json.dumps(v, default=str, ensure_ascii=False) if isinstance(v, (list, dict)) else v
-                          for v in r] for r in rows)
+        writer.writerows([json.dumps(_json_value(v), default=str, ensure_ascii=False)
+                          if isinstance(v, (list, dict)) else v for v in r] for r in rows)
     else:
         table = Table(title=cell(title) if title else None, title_justify="left")
         for c in columns:
             table.add_column(cell(c), overflow="fold")  # a narrow terminal wraps a value, never cuts it
         for r in rows:
-            table.add_row(*(cell(v) for v in r))
+            table.add_row(*(literal(v, MESSAGE_LIMIT) if c in lists else cell(v) for c, v in zip(columns, r)))
         out.print(table)

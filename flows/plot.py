@@ -27,7 +27,8 @@ HISTORY_SQL = """
 with h as (
     select provider, valid_from, valid_to, price_per_gpu_hour from offer_history
     where gpu_model = $gpu and ($options is null or list_contains($options, purchase_option))
-      and ($providers is null or list_contains($providers, provider))),
+      and ($providers is null or list_contains($providers, provider))
+      and isfinite(price_per_gpu_hour)),  -- a NaN or infinite price is none to draw: a gap, never a point
 pts as (
     select provider, valid_from as t from h
     union select provider, valid_to from h where valid_to is not null)

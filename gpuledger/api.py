@@ -11,9 +11,10 @@ from typing import Any, Sequence
 import duckdb
 
 from gpuledger.adapters.registry import SOURCES
-from gpuledger.warehouse.offer_filter import OfferFilter
+from gpuledger.warehouse.offer_filter import FilterError, OfferFilter
 from gpuledger.warehouse.schema import column_names
-from gpuledger.warehouse.store import damaged_error, open_reader
+from gpuledger.warehouse.export import older_warehouse
+from gpuledger.warehouse.store import WarehouseError, damaged_error, open_reader
 
 # content_hash is the merge's fingerprint of a row, not data (as in exports).
 OFFER_FIELDS = tuple(c for c in column_names("offers") if c != "content_hash")
@@ -59,14 +60,18 @@ class Offers(list):  # type: ignore[type-arg]
 
 
 def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: bool | None = None,
-          providers: Sequence[str] = (), regions: Sequence[str] = (), min_gpu_count: float | None = None,
+          providers: Sequence[str] | None = (), regions: Sequence[str] | None = (), min_gpu_count: float | None = None,
           max_gpu_count: float | None = None, max_price: float | None = None, commitments: bool = False,
           db: str | os.PathLike[str] | None = None) -> Offers:
     """The current offers that pass every filter given (README, "From Python"), cheapest per GPU-hour first.
     WarehouseError without a warehouse; FilterError (a ValueError) for a name that matches nothing."""
-    selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot, providers=providers, regions=regions,
-                            min_gpu_count=min_gpu_count, max_gpu_count=max_gpu_count, max_price=max_price,
-                            commitments=commitments)
+    if gpu is not None and not gpu:  # query(gpu=os.environ.get("GPU", "")): not every GPU's offers, as show-gpus ""
+        raise FilterError("the GPU name is empty: name a model (H100-SXM) or a family (H100), or gpu=None for all")
+    # None is no filter, as for every other argument (it had been TypeError: 'NoneType' object is not iterable)
+    selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot,
+                            providers=() if providers is None else providers,
+                            regions=() if regions is None else regions, min_gpu_count=min_gpu_count,
+                            max_gpu_count=max_gpu_count, max_price=max_price, commitments=commitments)
     if not any(spot is v for v in (None, True, False)) or not any(commitments is v for v in (True, False)):
         raise ValueError(f"spot is True, False or None and commitments True or False, got spot={spot!r}, "
                          f"commitments={commitments!r}")
@@ -75,10 +80,15 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
     try:
         with open_reader(db, allow_files=True) as con:
             where, params = selection.resolved(con, SOURCES).where()
-            table = con.sql(
-                f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
-                "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
-                params=params).to_arrow_table()
+            try:
+                table = con.sql(
+                    f"select {', '.join('o.' + c for c in OFFER_FIELDS)} from offers o where {where} "
+                    "order by o.price_per_gpu_hour, o.provider, o.region, o.zone, o.instance_type, o.purchase_option",
+                    params=params).to_arrow_table()
+            except duckdb.Error as err:  # a column of a later schema missing: the CLI's words, not a Binder Error
+                if (older := older_warehouse(con)) is None:
+                    raise
+                raise WarehouseError(older) from err
     except duckdb.Error as err:  # a truncated file fails only when its pages are read: said as the CLI says it
         if (damaged := damaged_error(err, db)) is None:
             raise

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -135,6 +136,21 @@ def test_done_means_one_liner_uses_the_default_warehouse(warehouse: Path) -> Non
     assert done.stdout.count("Offer(") == 3
 
 
+def test_query_of_a_warehouse_older_than_its_columns_says_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.duckdb"  # schema 9: offers without gpu_memory_from_canon (schema 10)
+    old.write_bytes(warehouse.read_bytes())
+    con = duckdb.connect(str(old))
+    try:
+        con.execute("drop view offer_freshness; alter table offers drop column gpu_memory_from_canon; "
+                    "delete from schema_migrations where version >= 10")
+    finally:
+        con.close()
+    # before: DuckDB's BinderException (Table "o" does not have a column named "gpu_memory_from_canon")
+    with pytest.raises(WarehouseError, match=r"^the warehouse is at schema version 9, this gpuledger reads version "
+                                             r"12: the next `gpuledger refresh` upgrades it in place$"):
+        gpuledger.query(db=old)
+
+
 def test_names_match_in_any_case_and_an_unknown_one_raises_naming_the_nearest(warehouse: Path) -> None:
     exact = gpuledger.query(gpu="H100-SXM", providers=["runpod"], regions=["community-cloud"], db=warehouse)
     assert exact and gpuledger.query(gpu="h100-sxm", providers=["RunPod"], regions=["Community-Cloud"],
@@ -148,6 +164,21 @@ def test_names_match_in_any_case_and_an_unknown_one_raises_naming_the_nearest(wa
         gpuledger.query(regions=["eu-*"], db=warehouse)
     # A registered source this warehouse never loaded is a name, not a mistake: nothing from it.
     assert gpuledger.query(providers=["AWS"], db=warehouse) == []
+
+
+def test_providers_or_regions_none_is_no_filter_as_for_every_other_argument(warehouse: Path) -> None:
+    everything = gpuledger.query(db=warehouse)
+    # before: TypeError: 'NoneType' object is not iterable
+    assert gpuledger.query(providers=None, regions=None, db=warehouse) == everything and len(everything) > 2
+    with pytest.raises(FilterError, match="^providers and regions are lists of names, not one string$"):
+        gpuledger.query(providers="", db=warehouse)
+
+
+def test_an_empty_gpu_name_raises_as_show_gpus_refuses_it(warehouse: Path) -> None:
+    # gpu="" (an unset variable) had returned every GPU's offers, as gpu=None does, in silence
+    assert len(gpuledger.query(gpu=None, db=warehouse)) > len(gpuledger.query(gpu="H100", db=warehouse)) > 0
+    with pytest.raises(FilterError, match=r"^the GPU name is empty: name a model \(H100-SXM\) or a family \(H100\)"):
+        gpuledger.query(gpu="", db=warehouse)
 
 
 def test_commitments_only_when_asked(warehouse: Path) -> None:
@@ -229,6 +260,21 @@ def test_show_gpus_never_cuts_a_provider_name(warehouse: Path, monkeypatch: pyte
     assert "…" not in text and all(name in text for name in ("acme", "lambda", "runpod")), text
 
 
+def test_show_gpus_table_lists_every_provider_of_a_gpu(tmp_path: Path) -> None:
+    # The real warehouse has 26 providers of H100-SXM: 242 characters of names, which the table had cut at a
+    # cell's 200 ("..., runpod, scal…": scaleway, tensordock, vastai, verda and vultr not shown)
+    db = tmp_path / "ledger.duckdb"
+    names = [f"cloud-number-{i:02d}" for i in range(16)]  # 16 x 15 characters and 15 separators: 270
+    now = utcnow()
+    load(db, [scraped(name, "replay", now, now, batch=batch(name, [offer(f"{name}-8x", 40.0 + i)]))
+              for i, name in enumerate(names)], "refresh-many")
+    result = show("--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    shown = " ".join(line.split("│")[8].strip() for line in result.output.splitlines() if line.count("│") > 8)
+    assert shown == ", ".join(names)
+
+
 def test_show_gpus_bad_input_is_one_line_exit_2(warehouse: Path, tmp_path: Path) -> None:
     bad = show("--db", str(warehouse), "--format", "xml")
     said = " ".join(bad.output.replace("│", " ").split())
@@ -247,3 +293,29 @@ def test_show_gpus_bad_input_is_one_line_exit_2(warehouse: Path, tmp_path: Path)
     assert aws.exit_code == 0 and "no current offer passes these filters" in aws.output
     missing = show("--db", str(tmp_path / "none.duckdb"))
     assert missing.exit_code == 2 and "no warehouse at" in missing.output and "Traceback" not in missing.output
+
+
+def test_show_gpus_and_report_on_an_older_warehouse_say_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
+    # A warehouse of schema 10 (before availability_history and its view availability_obtainable): show-gpus had
+    # ended in DuckDB's Catalog Error and a traceback; export already said this
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(warehouse.read_bytes())
+    con = duckdb.connect(str(old))
+    try:
+        con.execute("drop view availability_obtainable; drop macro table availability_obtainable_at; "
+                    "drop table availability_history; drop table fetch_validators; "
+                    "delete from schema_migrations where version >= 11")
+    finally:
+        con.close()
+    for args in ((), ("H100",), ("--gpu", "H100", "--json")):
+        result = show("--db", str(old), *args)
+        assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 10, this gpuledger "
+                                                        "reads version 12: the next `gpuledger refresh` upgrades it "
+                                                        "in place\n"), (args, result.output)
+    # the page reads that view too: before, DuckDB's Catalog Error and a traceback
+    page = tmp_path / "page.html"
+    result = CliRunner().invoke(app, ["report", str(page), "--db", str(old)])
+    assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 10, this gpuledger "
+                                                    "reads version 12: the next `gpuledger refresh` upgrades it in "
+                                                    "place\n")
+    assert not page.exists()

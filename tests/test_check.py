@@ -45,3 +45,27 @@ def test_overlapping_versions_of_one_offer_fail_the_overlap_check(db: Path) -> N
     assert code == 1 and said[OVERLAP] == ("FAIL 1 offending rows, the first: provider=aws, region=us-east-1, zone=, "
                                            "instance_type=p5.48xlarge, purchase_option=on_demand")
     assert [name for name, v in said.items() if not v.startswith("ok")] == [OVERLAP]
+
+
+PRICES = "offers: prices positive and finite, GPU model known"
+
+
+def test_a_nan_or_infinite_price_per_gpu_hour_fails_the_price_check(db: Path) -> None:
+    con = open_writer(db)
+    try:
+        load(con, "aws", {"p5.48xlarge": 55.04, "p4d.24xlarge": 21.957642}, 0)
+    finally:
+        close_writer(con)
+    assert check(db)[1][PRICES] == "ok ok"
+    for bad in ("nan", "inf"):
+        con = open_writer(db)
+        try:  # the table's CHECK holds price_per_hour finite; price_per_gpu_hour > 0 lets NaN and inf in
+            con.execute("update offers set price_per_gpu_hour = $bad::double where instance_type = 'p5.48xlarge'",
+                        {"bad": bad})
+        finally:
+            close_writer(con)
+        code, said = check(db)
+        # before: "ok" (only price_per_hour was checked)
+        assert code == 1 and said[PRICES] == (f"FAIL 1 offending rows, the first: provider=aws, region=us-east-1, "
+                                              f"instance_type=p5.48xlarge, gpu_model=H100-SXM, price_per_hour=55.04, "
+                                              f"price_per_gpu_hour={bad}")

@@ -122,3 +122,26 @@ def test_gpuledger_sql_has_the_recommender_macros(warehouse: Path) -> None:
                                       "--format", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == [{"s": 3600.0}]
+
+
+def test_last_error_is_the_latest_attempts_none_after_a_success(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "lambda", None, 0, error="HTTP 503")
+        load_day(con, "lambda", [offer("gpu_8x_h100", 23.92)], 1)  # it recovered
+        load_day(con, "runpod", [offer("H100 SXM", 2.99, count=1)], 0)
+        load_day(con, "runpod", None, 1, error="HTTP 429")
+    finally:
+        con.close()
+    con = open_reader(db)
+    try:
+        judged = {f.provider: (f.last_state, f.last_error) for f in provider_freshness(con, 36.0, NOW)}
+        install_macros(con)
+        rows = con.execute("select provider, last_state, last_error from provider_freshness(as_of := ?) "
+                           "order by provider", [NOW]).fetchall()
+    finally:
+        con.close()
+    # before: lambda's last_error was the HTTP 503 of the run before its latest, successful one
+    assert judged == {"lambda": ("ok", None), "runpod": ("failed", "HTTP 429")}
+    assert rows == [("lambda", "ok", None), ("runpod", "failed", "HTTP 429")]

@@ -149,6 +149,20 @@ def test_check_report_plot_and_export_messages(hostile_db: Path, tmp_path: Path)
     assert names == sorted([HOSTILE, LONG, "spot-" + HOSTILE])  # whole; no formula prefix to neutralize
 
 
+def test_check_cuts_a_long_offending_row_on_the_terminal(hostile_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "ledger.duckdb"
+    db.write_bytes(hostile_db.read_bytes())
+    with duckdb.connect(str(db)) as con:  # the offer named by 5,000 characters, at no finite price per GPU-hour
+        con.execute("update offers set price_per_gpu_hour = 'nan'::double where instance_type = $long", {"long": LONG})
+    code, text = invoke("check", "--db", str(db))
+    assert code == 1, text
+    [line] = [line for line in text.splitlines() if "prices positive and finite" in line]
+    assert line.startswith("FAIL offers: prices positive and finite, GPU model known: 1 offending rows, the first: "
+                           f"provider={PROVIDER}, region=us-east-1, instance_type=long-LLL")
+    # before: the whole 5,000-character name, on one line of over 5,100
+    assert len(line) == len("FAIL ") + MESSAGE_LIMIT and line.endswith(ELLIPSIS), len(line)
+
+
 def test_refresh_summary_prints_errors_and_notes_literally(capsys: pytest.CaptureFixture[str]) -> None:
     row = {"provider": PROVIDER, "state": "ok", "offers": 3, "new": 3, "changed": 0, "closed": 0,
            "quarantined": 0, "egress": 0, "storage": 0, "error": None, "notes": [HOSTILE, LONG], "degraded": None}

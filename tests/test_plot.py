@@ -214,3 +214,28 @@ def test_every_provider_line_looks_different() -> None:
     assert labels == names
     looks = {(line.get_color(), line.get_linestyle()) for line in handles}
     assert len(looks) == 26
+
+
+def test_a_nan_or_infinite_price_is_no_point_of_the_line_or_the_bars(tmp_path: Path) -> None:
+    from gpuledger.flows.cli import app
+
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "aws", [offer("p5.48xlarge", 80.0)], 0, "refresh-one")
+        load_day(con, "lambda", [offer("gpu_1x_h100_sxm5", 2.49, count=1, region="us-west-1")], 10 / 86400,
+                 "refresh-one")
+        load_day(con, "gcp", [offer("a3-highgpu-8g", 88.0, region="us-central1")], 20 / 86400, "refresh-one")
+        # a warehouse written by something else: offer_history has no CHECK on price_per_gpu_hour
+        con.execute("update offer_history set price_per_gpu_hour = 'nan'::double where provider = 'lambda'")
+        con.execute("update offer_history set price_per_gpu_hour = 'inf'::double where provider = 'gcp'")
+    finally:
+        con.close()
+    out = tmp_path / "one.png"
+    # before: series {"aws": 10.0, "gcp": inf, "lambda": nan}, and the bars raised "Axis limits cannot be NaN or Inf"
+    h = plot_price_history(db, "H100-SXM", out)
+    assert h.series == {"aws": [(D[0], 10.0)]} and h.snapshot == D[0]
+    assert png_size(out) == (1200, 660)
+    result = CliRunner().invoke(app, ["plot", "--gpu", "H100-SXM", str(tmp_path / "x.png"), "-p", "lambda",
+                                      "--db", str(db)])
+    assert (result.exit_code, result.output) == (2, "error: no on_demand price history for H100-SXM from lambda\n")

@@ -50,9 +50,11 @@ def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
         }
         if spec.table == "offers":
             queries["offers: prices positive and finite, GPU model known"] = (
-                "select o.provider, o.region, o.instance_type, o.gpu_model, o.price_per_hour from offers o "
-                "left join gpu_models g using (gpu_model) "
-                "where not (o.price_per_hour > 0 and isfinite(o.price_per_hour)) or g.gpu_model is null")
+                "select o.provider, o.region, o.instance_type, o.gpu_model, o.price_per_hour, o.price_per_gpu_hour "
+                "from offers o left join gpu_models g using (gpu_model) "
+                # DuckDB orders NaN above every number: NaN > 0 holds, isfinite does not
+                "where not (o.price_per_hour > 0 and isfinite(o.price_per_hour) and o.price_per_gpu_hour > 0 "
+                "and isfinite(o.price_per_gpu_hour)) or g.gpu_model is null")
             queries["offers: every provider's rows come from a successful run"] = (
                 "select o.provider, o.run_id from offers o left join scrape_runs r using (run_id) "
                 "where r.state is distinct from 'ok'")

@@ -109,6 +109,9 @@ def export_snapshot(con: duckdb.DuckDBPyConnection, out_dir: str | os.PathLike[s
     `since` (aware) keeps the rows of the SINCE tables from then on. Sets the connection's TimeZone to UTC.
     The command line has checked `formats` (FORMATS; none: both) and `tables` (EXPORT_TABLES)."""
     formats = list(formats) or list(FORMATS)
+    if (version := current_version(con)) > SCHEMA_VERSION:  # its later columns would be left out in silence
+        raise WarehouseError(f"the warehouse is at schema version {version}, newer than this gpuledger's "
+                             f"{SCHEMA_VERSION}: upgrade gpuledger to export it (nothing written)")
     root = Path(out_dir)
     created = missing_folders(root)
 

@@ -25,7 +25,7 @@ _RULE = """
                max(finished_at) filter (where state = 'ok') as last_ok,
                max(finished_at) as last_attempt,
                arg_max(state, finished_at) as last_state,
-               arg_max(error, finished_at) as last_error
+               arg_max_null(error, finished_at) as last_error
         from scrape_runs group by provider),
     judged as (
         select runs.*, epoch(ref.t0 - runs.last_ok) / 3600.0 as age_hours,

@@ -1,0 +1,74 @@
+"""`gpuledger sql --format csv|json`: every value DuckDB answers is written, nested ones as JSON a strict reader
+parses (a MAP keyed by dates, decimals or UUIDs; NaN inside a list or struct)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuledger.flows.cli import app
+from gpuledger.warehouse.store import close_writer, open_writer
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("sqloutput") / "ledger.duckdb"
+    close_writer(open_writer(db))
+    return db
+
+
+def sql(db: Path, query: str, fmt: str) -> str:
+    result = runner.invoke(app, ["sql", query, "--db", str(db), "--format", fmt])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+# histogram() of a date or timestamp column (offers per day) is a MAP keyed by dates.
+MAPS = ("select histogram(d) as per_day, map {1.5: 'x'} as by_decimal, "
+        "map {uuid '00000000-0000-0000-0000-000000000001': 2} as by_uuid "
+        "from (values (date '2026-12-01'), (date '2026-12-01'), (date '2026-12-02')) t(d)")
+EXPECTED = {"per_day": {"2026-12-01": 2, "2026-12-02": 1}, "by_decimal": {"1.5": "x"},
+            "by_uuid": {"00000000-0000-0000-0000-000000000001": 2}}
+
+
+def test_a_map_keyed_by_dates_decimals_or_uuids_is_written_as_json(warehouse: Path) -> None:
+    assert json.loads(sql(warehouse, MAPS, "json")) == [EXPECTED]
+    rows = list(csv.DictReader(io.StringIO(sql(warehouse, MAPS, "csv"), newline="")))
+    assert [{k: json.loads(v) for k, v in r.items()} for r in rows] == [EXPECTED]
+
+
+def test_nan_inside_a_list_or_struct_is_json_null_in_csv_as_in_json(warehouse: Path) -> None:
+    query = "select ['nan'::double, 2.5] as l, {'a': 'inf'::double, 'b': 1} as s"
+    expected = {"l": [None, 2.5], "s": {"a": None, "b": 1}}
+    assert json.loads(sql(warehouse, query, "json")) == [expected]
+    rows = list(csv.DictReader(io.StringIO(sql(warehouse, query, "csv"), newline="")))
+    # json.loads(..., parse_constant=...) refuses NaN and Infinity, which are no JSON
+    strict = [{k: json.loads(v, parse_constant=lambda c: pytest.fail(f"{c} is no JSON")) for k, v in r.items()}
+              for r in rows]
+    assert strict == [expected]
+
+
+def test_repeated_column_names_keep_every_value_in_json(warehouse: Path) -> None:
+    # `select *` of a join (or x.b, y.b) names two columns alike: JSON had kept only the last one's value
+    query = "select * from (select 1 as a, 2 as b, 5 as b_1) x join (select 1 as a, 3 as b) y on x.a = y.a"
+    assert json.loads(sql(warehouse, query, "json")) == [{"a": 1, "b": 2, "b_1": 5, "a_1": 1, "b_2": 3}]
+    # CSV and the table show DuckDB's own names, each column once
+    assert sql(warehouse, query, "csv").splitlines() == ["a,b,b_1,a,b", "1,2,5,1,3"]
+
+
+def test_a_decimal_is_a_json_number_where_a_double_holds_it_exactly(warehouse: Path) -> None:
+    # SQL's 0.5 is a DECIMAL: JSON had the string "0.5", a reader a text column where a number was asked for
+    query = ("select 0.5 as threshold, [1.25, 2.0] as steps, "
+             "12345678901234567890.12::decimal(38, 2) as big")  # no double holds this one: every digit, as text
+    assert json.loads(sql(warehouse, query, "json")) == [{"threshold": 0.5, "steps": [1.25, 2.0],
+                                                          "big": "12345678901234567890.12"}]
+    assert sql(warehouse, query, "csv").splitlines() == ["threshold,steps,big",
+                                                         '0.5,"[1.25, 2.0]",12345678901234567890.12']
