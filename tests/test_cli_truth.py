@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import typer.main
 from rich.console import Console
@@ -97,6 +98,17 @@ def test_a_db_that_is_not_duckdb_is_refused_before_any_fetch(command: list[str],
         assert says in result.output and str(bad) in result.output
         assert len(result.output.strip().splitlines()) == 1, result.output
     assert notes.read_text() == "a text file, not a warehouse\n" * 20
+
+
+@pytest.mark.parametrize("command", [["status"], ["sql", "select 1"], ["show-gpus"], ["export", "{tmp}/out"]])
+def test_a_parquet_file_as_the_db_of_a_reading_command_is_said_to_be_no_duckdb_file(
+        command: list[str], tmp_path: Path) -> None:
+    """Before: "cannot open ...: Catalog Error: Cannot launch in-memory database in read-only mode!"."""
+    snapshot = tmp_path / "offers.parquet"
+    duckdb.sql(f"copy (select 1 as x) to '{snapshot}' (format parquet)")
+    result = runner.invoke(app, [*(a.format(tmp=tmp_path) for a in command), "--db", str(snapshot)])
+    assert (result.exit_code, " ".join(result.output.split())) == (
+        2, f"error: {snapshot} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
 
 
 def test_the_refresh_summary_fits_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:

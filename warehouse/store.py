@@ -63,13 +63,7 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
     p = db_path(path)
     _not_a_directory(p)
     if p.exists():
-        try:
-            with p.open("rb") as f:
-                head = f.read(12)
-        except OSError as err:
-            raise WarehouseError(f"cannot read {p}: {err.strerror or err}") from err
-        if head[8:] != b"DUCK":  # a DuckDB database file's magic bytes
-            raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
+        _duckdb_magic(p)
         try:  # a truncated or garbled file fails at open; one another process holds is left to the refresh
             with duckdb.connect(str(p), read_only=True) as con:
                 tables = {t for (t,) in con.execute("select table_name from duckdb_tables()").fetchall()}
@@ -80,6 +74,17 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
             if tables and "schema_migrations" not in tables:  # another program's data: never written into
                 raise WarehouseError(NOT_A_WAREHOUSE.format(p))
     return p
+
+
+def _duckdb_magic(p: Path) -> None:
+    """WarehouseError unless the file `p` begins as a DuckDB database does (a Parquet or CSV file as --db)."""
+    try:
+        with p.open("rb") as f:
+            head = f.read(12)
+    except OSError as err:
+        raise WarehouseError(f"cannot read {p}: {err.strerror or err}") from err
+    if head[8:] != b"DUCK":  # a DuckDB database file's magic bytes
+        raise WarehouseError(f"{p} is not a DuckDB database (pass --db a gpuledger warehouse, or a new file name)")
 
 
 def _is_lock_conflict(err: Exception) -> bool:
@@ -165,6 +170,8 @@ def open_reader(path: str | os.PathLike[str] | None = None, wait_s: float = LOCK
     p = db_path(path)
     if not p.exists():
         raise WarehouseError(f"no warehouse at {p}: run `gpuledger refresh` first (or pass --db)")
+    if p.is_file():
+        _duckdb_magic(p)
     config: dict[str, Any] = {"memory_limit": memory_limit} if memory_limit else {}
     if not allow_files:
         config |= {"enable_external_access": False, "autoinstall_known_extensions": False,
