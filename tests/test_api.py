@@ -72,6 +72,14 @@ def test_query_spot_family_provider_and_price_filters(warehouse: Path) -> None:
     assert {o.region for o in gpuledger.query(gpu="H100-SXM", regions=["us-south-*"], db=warehouse)} == {"us-south-1"}
 
 
+def test_on_demand_with_commitments_keeps_the_commitments(warehouse: Path) -> None:
+    """query(spot=False, commitments=True) (show-gpus --on-demand --commitments) gave on-demand offers only."""
+    acme = gpuledger.query(providers=["acme"], spot=False, commitments=True, db=warehouse)
+    assert sorted((o.purchase_option, o.price_per_hour) for o in acme) == [
+        ("on_demand", 40.0), ("reserved_1y_no_upfront", 10.0)]
+    assert [o.purchase_option for o in gpuledger.query(providers=["acme"], spot=False, db=warehouse)] == ["on_demand"]
+
+
 def test_query_frames(warehouse: Path) -> None:
     offers = gpuledger.query(gpu="H100-SXM", spot=False, db=warehouse)
     df = offers.df()

@@ -80,8 +80,8 @@ class OfferFilter:
             params["gpu"] = self.gpu
         if self.spot is True:
             parts.append(RECLAIMABLE_SQL)
-        elif self.spot is False:
-            parts.append("o.purchase_option = 'on_demand'")
+        elif self.spot is False:  # not reclaimable: on demand, and the commitments when they are asked for
+            parts.append("(o.purchase_option = 'on_demand' or o.term_months is not null)")
         if self.providers:
             parts.append("o.provider in (select unnest($providers::varchar[]))")
             params["providers"] = list(self.providers)
