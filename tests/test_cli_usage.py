@@ -89,7 +89,7 @@ def test_a_file_that_is_no_warehouse_is_refused_alike_by_every_command(tmp_path:
     commands = (["check"], ["status"], ["sql", "select 1"], ["show-gpus"], ["export", str(tmp_path / "out")],
                 ["recommend", "--model", "llama-3-8b", "--method", "qlora"], ["report", str(tmp_path / "p.html")])
     for path, message in ((other, f"error: {other} is a DuckDB file but not a gpuledger warehouse"),
-                          (garbage, f"error: cannot open {garbage}: ")):
+                          (garbage, f"error: {garbage} is not a DuckDB database (pass --db a gpuledger warehouse")):
         said = set()
         for args in commands:
             code, text = run(*args, "--db", str(path))
