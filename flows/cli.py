@@ -534,16 +534,31 @@ for _module in (recommend_cli, ops_cli, show_gpus, catalog_cli):
     _module.register(app)
 
 
+def _older_warehouse(db: Path | None) -> str | None:
+    """Why a command's query failed when the warehouse predates a table, view or column it reads."""
+    from gpuledger.warehouse.export import older_warehouse
+
+    try:
+        with open_reader(db) as con:
+            return older_warehouse(con)
+    except (WarehouseError, duckdb.Error):
+        return None
+
+
 def _warehouse_guard(command: Any) -> Any:
-    """One line and exit 2, never a traceback, for a damaged warehouse, a WarehouseError or an unknown name."""
+    """One line and exit 2, never a traceback, for a damaged or older warehouse, a WarehouseError or an unknown
+    name."""
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except duckdb.Error as err:
-            if (damaged := damaged_error(err, kwargs.get("db"))) is None:
+            db = kwargs.get("db")
+            why = damaged_error(err, db) or (
+                isinstance(err, (duckdb.BinderException, duckdb.CatalogException)) and _older_warehouse(db))
+            if not why:
                 raise
-            raise fail(str(damaged), 2) from None
+            raise fail(str(why), 2) from None
         except (WarehouseError, FilterError) as err:  # every usage error: one line, exit 2
             raise fail(str(err), 2) from None
     return guarded

@@ -11,15 +11,13 @@ from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-import duckdb
 import typer
 from rich.console import Console
 
 from gpuledger.flows.literal import literal
 from gpuledger.flows.output import counted, fail, out
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS, MAX_AGE_HOURS
-from gpuledger.warehouse.export import older_warehouse
-from gpuledger.warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.store import WarehouseError
 from gpuledger.warehouse.settings import env_name
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -91,12 +89,6 @@ def report_command(
         raise fail(str(e), 2) from None
     except OSError as e:
         raise fail(f"cannot write {out_file}: {e.strerror or e}") from None
-    except duckdb.Error:  # a warehouse older than a table or view the page reads: what the next refresh does
-        with open_reader(db) as con:
-            older = older_warehouse(con)
-        if older is None:
-            raise
-        raise fail(older, 2) from None
     providers = counted(loaded_count(report.providers), "provider")
     err.print(literal(f"{counted(len(report.rows), 'offer')} from {providers}"))
     out.print(literal(report.path))

@@ -13,8 +13,7 @@ from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail
 from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
-from gpuledger.warehouse.export import older_warehouse
-from gpuledger.warehouse.store import WarehouseError, open_reader
+from gpuledger.warehouse.store import open_reader
 
 # The summary's price columns: each the cheapest USD per GPU-hour under it, and its provider.
 KINDS = {"on_demand": "o.purchase_option = 'on_demand'", "spot": RECLAIMABLE_SQL,
@@ -104,12 +103,7 @@ def show_gpus_command(
     selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
                             regions=tuple(region), max_price=max_price, commitments=commitments)
     with open_reader(db) as con:  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)
-        try:
-            columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection.resolved(con, SOURCES))
-        except duckdb.Error as error:  # a warehouse older than the view availability_obtainable (schema 11)
-            if (older := older_warehouse(con)) is None:
-                raise
-            raise WarehouseError(older) from error
+        columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection.resolved(con, SOURCES))
     if not rows:
         err.print("no current offer passes these filters", highlight=False)
     emit(columns, rows, chosen(fmt, as_json), lists=("providers",))  # 31 names exceed a cell's 200 characters

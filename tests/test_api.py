@@ -327,3 +327,14 @@ def test_show_gpus_and_report_on_an_older_warehouse_say_refresh_upgrades_it(ware
                                                     "reads version 12: the next `gpuledger refresh` upgrades it in "
                                                     "place\n")
     assert not page.exists()
+    # schema 9: offers without gpu_memory_from_canon, which recommend reads (a BinderException's traceback)
+    con = duckdb.connect(str(old))
+    try:
+        con.execute("alter table offers drop column gpu_memory_from_canon; "
+                    "delete from schema_migrations where version >= 10")
+    finally:
+        con.close()
+    result = CliRunner().invoke(app, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(old)])
+    assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 9, this gpuledger "
+                                                    "reads version 12: the next `gpuledger refresh` upgrades it in "
+                                                    "place\n")
