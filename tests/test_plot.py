@@ -114,6 +114,9 @@ def test_plot_command(history_db: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["plot", "--gpu", "h100", str(tmp_path / "x.png"), "--db", str(history_db)])
     assert result.exit_code == 2 and not (tmp_path / "x.png").exists()
     assert result.output == "error: H100 is a family; plot one of its models: H100-SXM\n"
+    # an empty name (an unset variable): said so, where it was "did you mean" the nearest names to nothing
+    result = runner.invoke(app, ["plot", "--gpu", " ", str(tmp_path / "x.png"), "--db", str(history_db)])
+    assert (result.exit_code, result.output) == (2, "error: unknown GPU ' '; the GPU name is empty\n")
 
 
 def boxes(fig: Any) -> tuple[Any, Any]:

@@ -20,6 +20,8 @@ def resolve_name(kind: str, given: str, known: Iterable[str]) -> str:
     key = given.strip().lower()
     if key in by_lower:
         return by_lower[key]
+    if not key:  # an empty name is no misspelling of the nearest
+        raise UnknownNameError(kind, given, f"the {kind} name is empty")
     near = difflib.get_close_matches(key, by_lower, n=3, cutoff=0.6) or \
         difflib.get_close_matches(key, by_lower, n=3, cutoff=0.0)
     names = [by_lower[n] for n in near]
