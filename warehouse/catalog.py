@@ -296,7 +296,8 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
         for f in files:
             m = NAME.fullmatch(f["name"])
             if not (m and m.group(1) == provider and m.group(2) == f["table"] and f["table"] in (*CURRENT, *SEGMENTED)
-                    and 0 <= int(f["rows"]) and 0 <= int(f["bytes"]) <= FILE_MAX_BYTES
+                    and all(type(f[n]) is int for n in ("rows", "bytes"))  # not 1e400, "14", true
+                    and 0 <= f["rows"] and 0 <= f["bytes"] <= FILE_MAX_BYTES
                     and re.fullmatch(r"[0-9a-f]{64}", f["sha256"])):
                 raise ValueError(f"file entry {str(f)[:120]}")
             _time(f.get("through"))
