@@ -3,21 +3,34 @@ is wrong, the other providers load and nothing of the refused one changes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from gpuledger.warehouse.catalog import MANIFEST
-from tests.test_catalog import cli, published, query  # noqa: F401 (a fixture)
+from tests.test_catalog import checks_pass, cli, digests, published, query  # noqa: F401 (a fixture)
 
 
 def copied(published: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     folder = tmp_path / "catalog"
     shutil.copytree(published[1], folder)
     return folder, json.loads((folder / MANIFEST).read_text())
+
+
+def rewrite(folder: Path, entry: dict[str, Any], select: str) -> None:
+    """File `entry` of the catalog in `folder` rewritten by `select` (from `f`, the file as published), the
+    manifest's entry made to match it: a publisher that wrote it so."""
+    path = folder / entry["name"]
+    con = duckdb.connect()
+    con.execute(f"create view f as select * from read_parquet('{path}')")
+    con.sql(select).write_parquet(str(path) + ".new")
+    Path(str(path) + ".new").replace(path)
+    entry.update(bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
 
 
 @pytest.mark.parametrize("field, value", [("bytes", "as text"), ("bytes", float("inf")), ("rows", float("inf")),
@@ -36,3 +49,44 @@ def test_a_file_entry_whose_rows_or_bytes_are_no_whole_number_is_refused_in_one_
     [line] = [line for line in output.splitlines() if ": refused:" in line]
     assert line.startswith(f"lambda: refused: the manifest's entry is malformed (file entry {{'name': '{entry['name']}'")
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+
+def test_a_file_of_other_types_merged_as_a_scrape_is_refused_naming_it(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam["started_at"] = "2099-01-01T00:00:00+00:00"  # a later scrape than the warehouse's own
+    [entry] = [f for f in lam["files"] if f["table"] == "offers"]
+    rewrite(folder, entry, "select * replace (case when instance_type = 'gpu_1x_a10' then 'n/a' "
+                           "else price_per_hour::varchar end as price_per_hour) from f")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    own = tmp_path / "own.duckdb"  # a warehouse that refreshes lambda itself
+    shutil.copyfile(published[0], own)
+    before = digests(own)
+    # before: a pyarrow ArrowInvalid traceback, nothing loaded
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 1 and "Traceback" not in output
+    assert (f"lambda: refused: {entry['name']}: its values are not those of offers (ArrowInvalid: Failed to parse "
+            "string: 'n/a' as a scalar of type double)") in output.replace("\n", " ")
+    assert "aws,up to date," in output and "runpod,up to date," in output
+    assert digests(own) == before
+
+
+def test_a_file_without_an_optional_column_merged_as_a_scrape_loads_it_as_null(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam["started_at"] = "2099-01-01T00:00:00+00:00"
+    [entry] = [f for f in lam["files"] if f["table"] == "offers"]
+    rewrite(folder, entry, "select * exclude (vcpus) from f")  # as a publisher from before the column was
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    own = tmp_path / "own.duckdb"
+    shutil.copyfile(published[0], own)
+    assert query(own, "select count(*), count(vcpus) from offers where provider = 'lambda'") == [(27, 27)]
+    # before: "error: cannot write own.duckdb: Binder Error: Referenced column "vcpus" not found", exit 2,
+    # and no provider loaded
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 0, output
+    assert "lambda,loaded,27,0,27,0,merged as a scrape" in output.splitlines()
+    assert query(own, "select count(*), count(vcpus) from offers where provider = 'lambda'") == [(27, 0)]
+    assert checks_pass(own)

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import duckdb
 import httpx
+import pyarrow
 
 from gpuledger import __version__
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
@@ -334,15 +335,26 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     by_table = {t: [str(paths[f["name"]]) for f in sorted(wanted, key=lambda f: f["name"]) if f["table"] == t]
                 for t in (*CURRENT, *SEGMENTED)}
     if own:  # merged as a scrape of the provider, like a refresh's
-        tables = {OUTCOME_TABLES[t]: con.sql(f"select {', '.join(spec.columns)} from read_parquet($f)",
-                                             params={"f": by_table[t]}).to_arrow_table().cast(
-            arrow_schema(t, spec.columns)) for t, spec in CURRENT.items() if by_table[t]}
+        tables = {OUTCOME_TABLES[t]: _scraped(con, t, spec.columns, by_table[t])
+                  for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
                                 provider_facts=entry.get("facts"), notes=[f"pulled from {shown(source)}"])
         r = load_outcome(con, outcome, refresh_id, policy)
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
     return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
+
+
+def _scraped(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], files: list[str]) -> Any:
+    """The rows of `files` (checked) as a scrape hands table `table` over: its optional columns a file has
+    not as nulls; CatalogError naming the files when a value is not of its column's type."""
+    try:
+        have = {r[0] for r in con.execute("describe select * from read_parquet($f)", {"f": files}).fetchall()}
+        return con.sql(f"select {', '.join(c if c in have else f'null as {c}' for c in columns)} "
+                       "from read_parquet($f)", params={"f": files}).to_arrow_table().cast(arrow_schema(table, columns))
+    except (duckdb.Error, pyarrow.ArrowException) as err:
+        raise CatalogError(f"{', '.join(Path(f).name for f in files)}: its values are not those of {table} "
+                           f"({type(err).__name__}: {str(err).splitlines()[0][:160]})") from None
 
 
 def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, Any], by_table: dict[str, list[str]],
