@@ -90,3 +90,23 @@ def test_a_file_without_an_optional_column_merged_as_a_scrape_loads_it_as_null(
     assert "lambda,loaded,27,0,27,0,merged as a scrape" in output.splitlines()
     assert query(own, "select count(*), count(vcpus) from offers where provider = 'lambda'") == [(27, 0)]
     assert checks_pass(own)
+
+
+def test_a_provider_this_gpuledger_does_not_know_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    entry = json.loads(json.dumps(manifest["providers"]["lambda"]))
+    for f in entry["files"]:  # lambda's files, as those of a provider "acme" of a newer gpuledger
+        name = f["name"].replace("lambda.", "acme.", 1)
+        duckdb.sql(f"select * replace ('acme' as provider) from read_parquet('{folder / f['name']}')"
+                   ).write_parquet(str(folder / name))
+        f.update(name=name, bytes=(folder / name).stat().st_size,
+                 sha256=hashlib.sha256((folder / name).read_bytes()).hexdigest())
+    manifest["providers"]["acme"] = {**entry, "facts": {**entry["facts"], "provider": "acme"}}
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, acme's 27 offers loaded: in `show-gpus` and `recommend`, in no `gpuledger status`
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert "acme: refused: a provider this gpuledger does not know: upgrade gpuledger" in output
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("lambda",), ("runpod",)]
+    assert query(b, "select count(*) from scrape_runs where provider = 'acme'") == [(0,)]

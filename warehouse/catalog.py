@@ -20,6 +20,7 @@ import httpx
 import pyarrow
 
 from gpuledger import __version__
+from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
@@ -311,6 +312,8 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
                    provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy) -> PullReport:
     p = {"p": provider}
     files = _entry_files(provider, entry)
+    if provider not in SOURCES:  # a newer publisher's: loaded, its offers would be in no `gpuledger status`
+        raise CatalogError(f"{provider}: a provider this gpuledger does not know: upgrade gpuledger")
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     pulled, own, last, offers = con.execute(
         "select exists (select 1 from fetch_validators where provider = $p and key = $k and validator = $v), "
