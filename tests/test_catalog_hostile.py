@@ -110,3 +110,37 @@ def test_a_provider_this_gpuledger_does_not_know_is_refused(published: tuple[Pat
     assert "acme: refused: a provider this gpuledger does not know: upgrade gpuledger" in output
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("lambda",), ("runpod",)]
     assert query(b, "select count(*) from scrape_runs where provider = 'acme'") == [(0,)]
+
+
+def test_a_file_listed_twice_is_refused_not_loaded_twice(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    files = manifest["providers"]["lambda"]["files"]
+    [offers] = [f for f in files if f["table"] == "offers"]
+    files.append(offers)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, each of lambda's 27 offers loaded twice, and `gpuledger check` failed (duplicate current keys)
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert "lambda: refused: the manifest's entry is malformed (more than one file of offers)" in output
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
+
+
+@pytest.mark.parametrize("table, key", [
+    ("offers", "provider, region, zone, instance_type, purchase_option"),
+    ("offer_history", "provider, region, zone, instance_type, purchase_option, valid_from")])
+def test_a_file_whose_rows_repeat_a_key_is_refused(published: tuple[Path, Path], tmp_path: Path, table: str,
+                                                   key: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == table]
+    rewrite(folder, entry, "select * from f union all (select * from f where instance_type = 'gpu_1x_a10')")
+    entry["rows"] += 2  # the A10's two offers (or versions) twice, and the manifest counting them
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, the A10 twice: two current rows of one offer, or two open versions of it
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert f"lambda: refused: {entry['name']}: 2 of its rows repeat another's {key}" in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)

@@ -276,6 +276,11 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
                            f"unknown {sorted(columns - set(column_names(table)))})")
     if (rows, others) != (entry["rows"], 0):
         raise CatalogError(f"{name}: {rows} rows ({others} of another provider), the manifest says {entry['rows']}")
+    key = [c for c in (CURRENT[table].key if table in CURRENT else SEGMENTED[table][0]) if c in columns]
+    [(twice,)] = con.execute(f"select count(*) - count(distinct ({', '.join(key)})) from read_parquet($f)",
+                             {"f": str(path)}).fetchall()
+    if twice:  # loaded, a current key twice (two open versions of one offer), or a history row twice
+        raise CatalogError(f"{name}: {twice} of its rows repeat another's {', '.join(key)}")
     if table == "offers":  # a newer publisher's GPU: loaded, its offers would fail `gpuledger check`
         unknown = con.execute("select count(*), min(gpu_model) from read_parquet($f) where gpu_model not in "
                               "(select gpu_model from gpu_models)", {"f": str(path)}).fetchall()[0]
@@ -303,6 +308,9 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
                     and re.fullmatch(r"[0-9a-f]{64}", f["sha256"])):
                 raise ValueError(f"file entry {str(f)[:120]}")
             _time(f.get("through"))
+        current = [f["table"] for f in files if f["table"] in CURRENT]
+        if len(current) != len(set(current)):  # a publisher writes one; two would each load their rows
+            raise ValueError(f"more than one file of {min(t for t in current if current.count(t) > 1)}")
         return files
     except (KeyError, TypeError, ValueError) as err:
         raise CatalogError(f"{provider}: the manifest's entry is malformed ({err})") from None
