@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from gpuledger.warehouse.catalog import MANIFEST
+from gpuledger.warehouse.catalog import MANIFEST, pull
 from tests.test_catalog import checks_pass, cli, digests, published, query  # noqa: F401 (a fixture)
 
 
@@ -20,6 +21,10 @@ def copied(published: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str
     folder = tmp_path / "catalog"
     shutil.copytree(published[1], folder)
     return folder, json.loads((folder / MANIFEST).read_text())
+
+
+def later(time: str) -> str:
+    return (datetime.fromisoformat(time) + timedelta(seconds=1)).isoformat()
 
 
 def rewrite(folder: Path, entry: dict[str, Any], select: str) -> None:
@@ -55,7 +60,7 @@ def test_a_file_of_other_types_merged_as_a_scrape_is_refused_naming_it(
         published: tuple[Path, Path], tmp_path: Path) -> None:
     folder, manifest = copied(published, tmp_path)
     lam = manifest["providers"]["lambda"]
-    lam["started_at"] = "2099-01-01T00:00:00+00:00"  # a later scrape than the warehouse's own
+    lam.update(started_at=later(lam["started_at"]), finished_at=later(lam["finished_at"]))  # a later scrape
     [entry] = [f for f in lam["files"] if f["table"] == "offers"]
     rewrite(folder, entry, "select * replace (case when instance_type = 'gpu_1x_a10' then 'n/a' "
                            "else price_per_hour::varchar end as price_per_hour) from f")
@@ -76,7 +81,7 @@ def test_a_file_without_an_optional_column_merged_as_a_scrape_loads_it_as_null(
         published: tuple[Path, Path], tmp_path: Path) -> None:
     folder, manifest = copied(published, tmp_path)
     lam = manifest["providers"]["lambda"]
-    lam["started_at"] = "2099-01-01T00:00:00+00:00"
+    lam.update(started_at=later(lam["started_at"]), finished_at=later(lam["finished_at"]))
     [entry] = [f for f in lam["files"] if f["table"] == "offers"]
     rewrite(folder, entry, "select * exclude (vcpus) from f")  # as a publisher from before the column was
     (folder / MANIFEST).write_text(json.dumps(manifest))
@@ -144,3 +149,23 @@ def test_a_file_whose_rows_repeat_a_key_is_refused(published: tuple[Path, Path],
     assert f"lambda: refused: {entry['name']}: 2 of its rows repeat another's {key}" in output.replace("\n", " ")
     assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
     assert checks_pass(b)
+
+
+@pytest.mark.parametrize("times, said", [
+    ({"started_at": "2099-01-01T00:00:00+00:00"}, "started_at 2099-01-01T00:00:00+00:00 is in the future"),
+    ({"finished_at": "2000-01-01T00:00:00+00:00"}, "finished_at 2000-01-01T00:00:00+00:00 is before its started_at"),
+])
+def test_a_scrape_time_in_the_future_or_ending_before_it_began_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, times: dict[str, str], said: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    manifest["providers"]["lambda"].update(times)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, loaded; a scrape of 2099 made every later catalog of lambda 'kept' ("the warehouse holds its
+    # scrape of 2099-01-01 00:00 UTC"): lambda's prices froze at this one's
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert f"lambda: refused: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
+    assert query(b, "select distinct provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
+    [reloaded] = [r for r in pull(b, str(published[1])) if r.provider == "lambda"]
+    assert reloaded.state == "loaded"

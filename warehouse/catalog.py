@@ -11,7 +11,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -293,9 +293,13 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
     """The provider's file entries, refused (CatalogError) unless each is well formed."""
     try:
         files = list(entry["files"])
-        _time(entry.get("finished_at"))
-        if _time(entry["started_at"]) is None:
+        started, finished = _time(entry["started_at"]), _time(entry.get("finished_at"))
+        if started is None:
             raise ValueError("no started_at")
+        if started > utcnow() + timedelta(hours=1):  # loaded, no later catalog of the provider would ever be
+            raise ValueError(f"started_at {entry['started_at']} is in the future")
+        if finished is not None and finished < started:
+            raise ValueError(f"finished_at {entry['finished_at']} is before its started_at")
         if not isinstance(entry.get("facts"), (dict, type(None))):
             raise ValueError("its facts are not an object")
         if not re.fullmatch(r"[a-z0-9_]+", provider):
