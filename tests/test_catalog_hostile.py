@@ -3,10 +3,17 @@ is wrong, the other providers load and nothing of the refused one changes."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 from datetime import datetime, timedelta
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +176,48 @@ def test_a_scrape_time_in_the_future_or_ending_before_it_began_is_refused(
     assert query(b, "select distinct provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
     [reloaded] = [r for r in pull(b, str(published[1])) if r.provider == "lambda"]
     assert reloaded.state == "loaded"
+
+
+def test_sigterm_during_a_pull_is_one_line_and_leaves_the_warehouse_and_no_download_behind(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    db = tmp_path / "w.duckdb"
+    without = {**manifest, "providers": {p: e for p, e in manifest["providers"].items() if p != "lambda"}}
+    (folder / MANIFEST).write_text(json.dumps(without))
+    assert [r.state for r in pull(db, str(folder))] == ["loaded", "loaded"]  # aws, runpod
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    before = digests(db)
+    asked, release = threading.Event(), threading.Event()
+
+    class Stalling(SimpleHTTPRequestHandler):  # lambda's offers answered only once the test is over
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/lambda.offers."):
+                asked.set()
+                release.wait(120)
+            super().do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Stalling, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    downloads = tmp_path / "tmp"
+    downloads.mkdir()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "pull",
+                                 f"http://127.0.0.1:{server.server_address[1]}", "--db", str(db)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": str(downloads), "COLUMNS": "200"})
+        assert asked.wait(120)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+    # before: killed at once (exit -15, nothing said), its downloads left in $TMPDIR/gpuledger-pull-*, and its
+    # working copy (w.duckdb.refresh-work and its WAL) beside the warehouse until the next pull
+    assert (proc.returncode, err.strip()) == (143, "error: the pull was stopped (SIGTERM); the warehouse is as it was")
+    assert list(downloads.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.glob("w.duckdb*")) == ["w.duckdb", "w.duckdb.refresh.lock"]
+    assert digests(db) == before
