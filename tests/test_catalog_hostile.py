@@ -221,3 +221,24 @@ def test_sigterm_during_a_pull_is_one_line_and_leaves_the_warehouse_and_no_downl
     assert list(downloads.iterdir()) == []
     assert sorted(p.name for p in tmp_path.glob("w.duckdb*")) == ["w.duckdb", "w.duckdb.refresh.lock"]
     assert digests(db) == before
+
+
+@pytest.mark.parametrize("drop, said", [
+    ("offers", "0 current rows without their one open version, 27 open versions without their current row"),
+    ("offer_history", "27 current rows without their one open version, 0 open versions without their current row"),
+])
+def test_a_catalog_whose_current_rows_and_history_disagree_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, drop: str, said: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam["files"] = [f for f in lam["files"] if f["table"] != drop]  # a file left out of the manifest
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, lambda loaded with 27 offers and no open version of them (or 27 open versions of none),
+    # and `gpuledger check` failed
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert (f"lambda: refused: not loaded, nothing of it changed: its offers and offer_history disagree ({said})"
+            in output.replace("\n", " "))
+    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)

@@ -398,6 +398,17 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
                                 f"and s.valid_to is not null and {same}", {**p, "f": f})
                 con.execute(f"insert into {table} by name select * from read_parquet($f) s "
                             f"where not exists (select 1 from {table} t where {same})", {"f": f})
+        for spec in SPECS:  # a file left out of the manifest, or rows out of a file, leave the two disagreeing
+            join = " and ".join(f"h.{k} = c.{k}" for k in spec.key)
+            [(current, versions)] = con.execute(
+                f"select (select count(*) from {spec.table} c where c.provider = $p and (select count(*) from "
+                f"{spec.history} h where {join} and h.valid_to is null and h.content_hash = c.content_hash) <> 1), "
+                f"(select count(*) from {spec.history} h where h.provider = $p and h.valid_to is null and not exists "
+                f"(select 1 from {spec.table} c where {join}))", p).fetchall()
+            if current or versions:
+                raise CatalogError(f"{provider}: not loaded, nothing of it changed: its {spec.table} and "
+                                   f"{spec.history} disagree ({current} current rows without their one open version, "
+                                   f"{versions} open versions without their current row)")
         offers = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0]
         con.execute(
             "insert or ignore into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state, "
