@@ -3,15 +3,18 @@ is wrong, the other providers load and nothing of the refused one changes."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from gpuledger.warehouse import catalog
 from gpuledger.warehouse.catalog import MANIFEST, pull
 from tests.test_catalog import checks_pass, cli, digests, published, query  # noqa: F401 (a fixture)
 
@@ -242,3 +246,43 @@ def test_a_catalog_whose_current_rows_and_history_disagree_is_refused(
             in output.replace("\n", " "))
     assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
     assert checks_pass(b)
+
+
+def test_a_file_trickled_slower_than_the_least_rate_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+
+    class Trickling(SimpleHTTPRequestHandler):  # lambda's offers, 500 bytes each 0.2 s: never a read timeout
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if not self.path.startswith("/lambda.offers."):
+                return super().do_GET()
+            data = (folder / entry["name"]).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the client gone
+                for at in range(0, len(data), 500):
+                    self.wfile.write(data[at:at + 500])
+                    self.wfile.flush()
+                    time.sleep(0.2)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Trickling, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, and 1 s + bytes / 1 MB a second in all
+    monkeypatch.setattr(catalog, "MIN_RATE", 1 << 20)
+    b = tmp_path / "b.duckdb"
+    try:
+        reports = {r.provider: r for r in pull(b, f"http://127.0.0.1:{server.server_address[1]}")}
+    finally:
+        server.shutdown()
+        server.server_close()
+    # before: loaded, however long it took (a byte every 59 s: for ever)
+    assert reports["lambda"].state == "refused"
+    assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of {entry['bytes']:,} bytes in 1 s from "
+                        r"http://127\.0\.0\.1:\d+: too slow, refused", reports["lambda"].detail)
+    assert reports["aws"].state == reports["runpod"].state == "loaded"
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]

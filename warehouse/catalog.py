@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -38,6 +39,7 @@ FILE_MAX_BYTES = 2 << 30  # a GitHub release asset's limit
 MAX_SEGMENTS = 30  # segments of one table, beyond which they are folded into one
 MAX_FILES = 1000  # a GitHub release's assets, the manifest one of them: beyond, the longest segment runs are folded
 TIMEOUT_S = 60.0
+MIN_RATE = 16 << 10  # bytes a second: a download slower than this (beyond TIMEOUT_S) is a server trickling
 CATALOG_KEY = "catalog"  # fetch_validators key: the files of a provider's last pull
 NAME = re.compile(r"([a-z0-9_]+)\.([a-z_]+)\.\d{8}T\d{6}Z(-\d+)*\.parquet")
 
@@ -237,6 +239,8 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
             raise CatalogError(f"{name}: not in {source}")
         return path
     out = tmp / name
+    seconds = TIMEOUT_S + limit / MIN_RATE  # each read has TIMEOUT_S; a byte a minute would go on for ever
+    deadline = time.monotonic() + seconds
     try:
         with client.stream("GET", f"{source.rstrip('/')}/{name}") as resp, out.open("wb") as f:
             if resp.status_code != 200:
@@ -244,6 +248,9 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
                     raise CatalogError(f"{name}: larger than {limit:,} bytes (the manifest's size): refused")
+                if time.monotonic() > deadline:
+                    raise CatalogError(f"{name}: {f.tell():,} of {limit:,} bytes in {seconds:.0f} s from "
+                                       f"{shown(source)}: too slow, refused")
                 f.write(chunk)
     except httpx.HTTPError as err:
         raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
