@@ -286,3 +286,21 @@ def test_a_file_trickled_slower_than_the_least_rate_is_refused(
                         r"http://127\.0\.0\.1:\d+: too slow, refused", reports["lambda"].detail)
     assert reports["aws"].state == reports["runpod"].state == "loaded"
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+
+def test_a_providers_facts_merged_as_a_scrape_are_its_own_whatever_provider_they_name(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam.update(started_at=later(lam["started_at"]), finished_at=later(lam["finished_at"]))
+    lam["facts"].update(provider="aws", display_name="Not Lambda")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    own = tmp_path / "own.duckdb"  # a warehouse that refreshes lambda itself
+    shutil.copyfile(published[0], own)
+    [(aws,)] = query(own, "select display_name from providers where provider = 'aws'")
+    assert aws == "Amazon Web Services (EC2)"
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 0 and "lambda,loaded,27,0,0,0,merged as a scrape" in output.splitlines()
+    # before: lambda's entry rewrote aws's facts: aws was "Not Lambda", lambda as it was
+    assert query(own, "select provider, display_name from providers where provider in ('aws', 'lambda') order by 1"
+                 ) == [("aws", "Amazon Web Services (EC2)"), ("lambda", "Not Lambda")]

@@ -360,7 +360,8 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
         tables = {OUTCOME_TABLES[t]: _scraped(con, t, spec.columns, by_table[t])
                   for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
-                                provider_facts=entry.get("facts"), notes=[f"pulled from {shown(source)}"])
+                                provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
+                                notes=[f"pulled from {shown(source)}"])
         r = load_outcome(con, outcome, refresh_id, policy)
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
