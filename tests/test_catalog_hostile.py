@@ -304,3 +304,21 @@ def test_a_providers_facts_merged_as_a_scrape_are_its_own_whatever_provider_they
     # before: lambda's entry rewrote aws's facts: aws was "Not Lambda", lambda as it was
     assert query(own, "select provider, display_name from providers where provider in ('aws', 'lambda') order by 1"
                  ) == [("aws", "Amazon Web Services (EC2)"), ("lambda", "Not Lambda")]
+
+
+def test_an_entry_whose_run_id_is_another_providers_scrape_is_refused(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    aws_run = manifest["providers"]["aws"]["run_id"]
+    manifest["providers"]["lambda"]["run_id"] = aws_run
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, lambda's offers loaded but its scrape run not stored (the insert ignored): lambda 'never'
+    # scraped in `gpuledger status`, its offers stale to the recommender
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert (f"lambda: refused: not loaded, nothing of it changed: its run_id {aws_run} is a scrape of aws"
+            in output.replace("\n", " "))
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)

@@ -418,11 +418,17 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
                                    f"{spec.history} disagree ({current} current rows without their one open version, "
                                    f"{versions} open versions without their current row)")
         offers = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0]
+        run_id = str(entry.get("run_id") or new_id(f"run-{provider}"))
+        [other] = con.execute("select min(provider) from scrape_runs where run_id = ? and provider <> ?",
+                              [run_id, provider]).fetchall()[0]
+        if other:  # its run would be ignored: loaded, the provider would have no scrape ('never' in status)
+            raise CatalogError(f"{provider}: not loaded, nothing of it changed: its run_id {run_id} is a scrape "
+                               f"of {other}")
         con.execute(
             "insert or ignore into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state, "
             "rows_parsed, rows_loaded, offers_new, offers_changed, offers_closed, notes) "
             "values (?, ?, ?, 'pull', ?, ?, 'ok', ?, ?, ?, ?, ?, ?)",
-            [entry.get("run_id") or new_id(f"run-{provider}"), refresh_id, provider, _time(entry["started_at"]),
+            [run_id, refresh_id, provider, _time(entry["started_at"]),
              _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {shown(source)}"])
         if entry.get("facts"):
             upsert_provider_facts(con, {**entry["facts"], "provider": provider}, now)
