@@ -322,3 +322,19 @@ def test_an_entry_whose_run_id_is_another_providers_scrape_is_refused(
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
     assert query(b, "select provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
     assert checks_pass(b)
+
+
+def test_publishing_over_a_damaged_file_of_the_previous_catalog_is_refused(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    a, _ = published
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offer_history"]
+    cut = folder / entry["name"]  # as a download of the published catalog that stopped part way
+    cut.write_bytes(cut.read_bytes()[:1000])
+    # before: exit 0, lambda 'kept' with the cut file in the new manifest: every pull refused lambda from then on
+    code, said = cli("publish", str(folder), "--db", str(a))
+    assert code == 2
+    assert said.replace("\n", " ").strip() == (
+        f"error: cannot publish into {folder}: 1 files are not those its manifest names (truncated or replaced), "
+        f"{entry['name']} first (download the published catalog's files into it again)")
+    assert json.loads((folder / MANIFEST).read_text()) == manifest

@@ -177,6 +177,14 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         if missing:
             raise CatalogError(f"cannot publish into {folder}: {len(missing)} files its manifest names are not there, "
                                f"{missing[0]} first (download the published catalog's files into it)")
+        # a previous file kept as it is listed: a truncated download of it would be refused by every pull
+        changed = sorted(f["name"] for e in entries.values() for f in e["files"]
+                         if (folder / f["name"]).stat().st_size != f["bytes"]
+                         or sha256_file(folder / f["name"]) != f["sha256"])
+        if changed:
+            raise CatalogError(f"cannot publish into {folder}: {len(changed)} files are not those its manifest names "
+                               f"(truncated or replaced), {changed[0]} first (download the published catalog's files "
+                               "into it again)")
         manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "gpuledger": __version__,
                     "published_at": now.isoformat(), "providers": dict(sorted(entries.items()))}
         part = folder / f".{MANIFEST}.part"
