@@ -338,3 +338,12 @@ def test_publishing_over_a_damaged_file_of_the_previous_catalog_is_refused(
         f"error: cannot publish into {folder}: 1 files are not those its manifest names (truncated or replaced), "
         f"{entry['name']} first (download the published catalog's files into it again)")
     assert json.loads((folder / MANIFEST).read_text()) == manifest
+
+
+def test_a_url_with_a_control_character_is_refused_in_one_line(tmp_path: Path) -> None:
+    b = tmp_path / "b.duckdb"
+    # before: an httpx InvalidURL traceback, exit 1
+    code, said = cli("pull", "http://127.0.0.1:9/catalog\x1b[31m", "--db", str(b))
+    assert (code, said.strip()) == (2, "error: manifest.json: InvalidURL from http://127.0.0.1:9/catalog: Invalid "
+                                       "non-printable ASCII character in URL, '\\x1b' at position 26.")
+    assert not b.exists()

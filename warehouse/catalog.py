@@ -260,7 +260,7 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
                     raise CatalogError(f"{name}: {f.tell():,} of {limit:,} bytes in {seconds:.0f} s from "
                                        f"{shown(source)}: too slow, refused")
                 f.write(chunk)
-    except httpx.HTTPError as err:
+    except (httpx.HTTPError, httpx.InvalidURL) as err:  # InvalidURL: no HTTPError ('\x1b' in the URL)
         raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
     except OSError as err:
         raise CatalogError(f"{name}: cannot be written to {tmp} ({err.strerror or err})") from None
