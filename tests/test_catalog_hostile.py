@@ -347,3 +347,13 @@ def test_a_url_with_a_control_character_is_refused_in_one_line(tmp_path: Path) -
     assert (code, said.strip()) == (2, "error: manifest.json: InvalidURL from http://127.0.0.1:9/catalog: Invalid "
                                        "non-printable ASCII character in URL, '\\x1b' at position 26.")
     assert not b.exists()
+
+
+def test_a_manifest_nested_too_deep_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder, b = tmp_path / "catalog", tmp_path / "b.duckdb"
+    folder.mkdir()
+    (folder / MANIFEST).write_text("[" * 100_000)
+    # before: a RecursionError traceback ("maximum recursion depth exceeded while decoding a JSON array"), exit 1
+    code, said = cli("pull", str(folder), "--db", str(b))
+    assert (code, said.strip()) == (2, f"error: {folder}/manifest.json: not a gpuledger catalog manifest: not a JSON "
+                                       "object")

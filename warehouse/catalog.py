@@ -455,7 +455,7 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
 def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested 100,000 deep
         doc = None
     why = ("not a JSON object" if not isinstance(doc, dict)
            else f"format {doc.get('format')!r}, this gpuledger reads format {' or '.join(map(str, FORMATS_READ))}"
