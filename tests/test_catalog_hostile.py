@@ -357,3 +357,16 @@ def test_a_manifest_nested_too_deep_is_refused_in_one_line(tmp_path: Path) -> No
     code, said = cli("pull", str(folder), "--db", str(b))
     assert (code, said.strip()) == (2, f"error: {folder}/manifest.json: not a gpuledger catalog manifest: not a JSON "
                                        "object")
+
+
+def test_publishing_over_a_manifest_nested_too_deep_is_refused_in_one_line(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    folder.mkdir()
+    (folder / MANIFEST).write_text("[" * 100_000)
+    # before: a RecursionError traceback, exit 1
+    code, said = cli("publish", str(folder), "--db", str(published[0]))
+    assert code == 2
+    assert said.replace("\n", " ").strip() == (f"error: cannot publish into {folder}: RecursionError: maximum recursion "
+                                               "depth exceeded while decoding a JSON array from a unicode string")
+    assert (folder / MANIFEST).read_text() == "[" * 100_000

@@ -193,7 +193,7 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         for old in folder.iterdir():
             if NAME.fullmatch(old.name) and old.name not in listed:
                 old.unlink()
-    except (OSError, duckdb.Error, KeyError, TypeError, ValueError) as err:
+    except (OSError, duckdb.Error, KeyError, TypeError, ValueError, RecursionError) as err:
         why = isinstance(err, duckdb.Error) and older_warehouse(con) or f"{type(err).__name__}: {err}"
         raise CatalogError(f"cannot publish into {folder}: {why}") from err
     return done
