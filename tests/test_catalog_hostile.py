@@ -25,7 +25,7 @@ import pytest
 
 from gpuledger.warehouse import catalog
 from gpuledger.warehouse.catalog import MANIFEST, pull
-from tests.test_catalog import checks_pass, cli, digests, published, query  # noqa: F401 (a fixture)
+from tests.test_catalog import checks_pass, cli, digests, published, query, served  # noqa: F401 (fixtures)
 
 
 def copied(published: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
@@ -370,3 +370,13 @@ def test_publishing_over_a_manifest_nested_too_deep_is_refused_in_one_line(
     assert said.replace("\n", " ").strip() == (f"error: cannot publish into {folder}: RecursionError: maximum recursion "
                                                "depth exceeded while decoding a JSON array from a unicode string")
     assert (folder / MANIFEST).read_text() == "[" * 100_000
+
+
+def test_a_manifest_larger_than_a_manifest_may_be_is_refused_saying_so(
+        served: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, url = served
+    monkeypatch.setattr(catalog, "MANIFEST_MAX_BYTES", 1000)  # as an endless answer meets 16 MiB
+    code, said = cli("pull", url, "--db", str(tmp_path / "b.duckdb"))
+    # before: "(the manifest's size)": no manifest gives its own size
+    assert (code, said.strip()) == (2, "error: manifest.json: larger than 1,000 bytes (the most a manifest may be): "
+                                       "refused")

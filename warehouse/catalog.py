@@ -255,7 +255,8 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
                 raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(source)}")
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
-                    raise CatalogError(f"{name}: larger than {limit:,} bytes (the manifest's size): refused")
+                    said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
+                    raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
                 if time.monotonic() > deadline:
                     raise CatalogError(f"{name}: {f.tell():,} of {limit:,} bytes in {seconds:.0f} s from "
                                        f"{shown(source)}: too slow, refused")
