@@ -380,3 +380,28 @@ def test_a_manifest_larger_than_a_manifest_may_be_is_refused_saying_so(
     # before: "(the manifest's size)": no manifest gives its own size
     assert (code, said.strip()) == (2, "error: manifest.json: larger than 1,000 bytes (the most a manifest may be): "
                                        "refused")
+
+
+def test_a_catalog_merged_as_a_scrape_dates_its_changes_at_its_scrape_not_at_the_pull(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    own = tmp_path / "own.duckdb"  # a warehouse that refreshes lambda itself
+    shutil.copyfile(published[0], own)
+    [(loaded,)] = query(own, "select max(last_seen) from offers where provider = 'lambda'")
+    started, finished = loaded + timedelta(milliseconds=1), loaded + timedelta(milliseconds=2)  # a later scrape
+    lam = manifest["providers"]["lambda"]
+    lam.update(started_at=started.isoformat(), finished_at=finished.isoformat())
+    [entry] = [f for f in lam["files"] if f["table"] == "offers"]
+    rewrite(folder, entry, "select * replace (case when instance_type = 'gpu_1x_a10' then round(price_per_hour * 1.1, 4) "
+                           "else price_per_hour end as price_per_hour) from f")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 0 and "lambda,loaded,27,0,2,0,merged as a scrape" in output.splitlines()
+    # before: the A10's new price began, and its old one ended, when the pull ran, not when it was seen (here
+    # moments later; a nightly catalog pulled in the evening, hours later); last_seen was the pull's time too
+    assert query(own, "select count(*), min(valid_from), max(valid_from) from offer_history where provider = 'lambda' "
+                      "and instance_type = 'gpu_1x_a10' and valid_to is null") == [(2, finished, finished)]
+    assert query(own, "select count(*), max(valid_to) from offer_history where provider = 'lambda' "
+                      "and instance_type = 'gpu_1x_a10' and valid_to is not null") == [(2, finished)]
+    assert query(own, "select distinct last_seen from offers where provider = 'lambda'") == [(finished,)]
+    assert checks_pass(own)

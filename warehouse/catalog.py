@@ -371,7 +371,13 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
                                 provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
                                 notes=[f"pulled from {shown(source)}"])
-        r = load_outcome(con, outcome, refresh_id, policy)
+        # the time of the catalog's scrape, not of the pull (a price seen at 04:00 and pulled at 04:34 began at
+        # 04:00), never later than now (a publisher's clock ahead) nor before what the warehouse holds of the
+        # provider (its versions would overlap)
+        held = [m for m in marks.values() if m is not None] + [
+            m for t in CURRENT for (m,) in con.execute(f"select max(last_seen) from {t} where provider = $p",
+                                                       p).fetchall() if m is not None]
+        r = load_outcome(con, outcome, refresh_id, policy, now=max([min(outcome.finished_at, utcnow()), *held]))
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
     return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
