@@ -100,8 +100,8 @@ def pull_command(
                     raise fail("the pull was stopped (SIGTERM); the warehouse is as it was", 143) from None
                 raise
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        if main:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     # a detail that names its provider again ("vultr: the manifest's entry is malformed"), beside its provider
     reports = [replace(r, detail=r.detail.removeprefix(f"{r.provider}: ")) for r in reports]
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,
