@@ -1,5 +1,6 @@
-"""`gpuledger pull` of a catalog whose manifest or files lie: each is refused in one line naming what
-is wrong, the other providers load and nothing of the refused one changes."""
+"""`gpuledger pull` of a catalog whose manifest or files lie, or whose server trickles, and a pull stopped
+by SIGTERM: each is refused in one line naming what is wrong, the other providers load and nothing of the
+refused one changes. `gpuledger publish` over a previous catalog whose files are damaged."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def copied(published: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str
     return folder, json.loads((folder / MANIFEST).read_text())
 
 
-def later(time: str) -> str:
-    return (datetime.fromisoformat(time) + timedelta(seconds=1)).isoformat()
+def later(when: str) -> str:
+    return (datetime.fromisoformat(when) + timedelta(seconds=1)).isoformat()
 
 
 def rewrite(folder: Path, entry: dict[str, Any], select: str) -> None:
