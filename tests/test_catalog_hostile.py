@@ -406,3 +406,22 @@ def test_a_catalog_merged_as_a_scrape_dates_its_changes_at_its_scrape_not_at_the
                       "and instance_type = 'gpu_1x_a10' and valid_to is not null") == [(2, finished)]
     assert query(own, "select distinct last_seen from offers where provider = 'lambda'") == [(finished,)]
     assert checks_pass(own)
+
+
+def test_a_history_segment_whose_versions_overlap_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offer_history"]
+    # each A10 offer also priced from a day before its version until an hour into it: two prices at once
+    rewrite(folder, entry, "select * from f union all select * replace (valid_from - interval 1 day as valid_from, "
+                           "valid_from + interval 1 hour as valid_to) from f where instance_type = 'gpu_1x_a10'")
+    entry["rows"] += 2
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, loaded, and `gpuledger check` failed "offer_history: versions do not overlap and end after
+    # they start"
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert ("lambda: refused: not loaded, nothing of it changed: 2 of its offer_history versions end before they "
+            "start or overlap the next") in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)

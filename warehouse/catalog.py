@@ -432,6 +432,15 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
                 raise CatalogError(f"{provider}: not loaded, nothing of it changed: its {spec.table} and "
                                    f"{spec.history} disagree ({current} current rows without their one open version, "
                                    f"{versions} open versions without their current row)")
+            key = ", ".join(spec.key)
+            [(overlapping,)] = con.execute(
+                f"select count(*) from (select valid_from, valid_to, lead(valid_from) over (partition by {key} "
+                f"order by valid_from, valid_to nulls last) as next_from from {spec.history} where provider = $p) "
+                "where valid_to < valid_from or next_from is not null and (valid_to is null or next_from < valid_to)",
+                p).fetchall()
+            if overlapping:  # a segment's versions laid over the others: two prices of one offer at once
+                raise CatalogError(f"{provider}: not loaded, nothing of it changed: {overlapping} of its {spec.history} "
+                                   "versions end before they start or overlap the next")
         offers = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0]
         run_id = str(entry.get("run_id") or new_id(f"run-{provider}"))
         [other] = con.execute("select min(provider) from scrape_runs where run_id = ? and provider <> ?",
