@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from dataclasses import astuple, fields, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -77,13 +79,29 @@ def pull_command(
 
     output = chosen(fmt, as_json)
     accept_anomaly = accepted_anomalies(accept_anomaly)
-    with on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
-        try:
-            check_writable(db)
-            check_warehouse_file(db)
-            reports = pull(db, source, accept_anomaly)
-        except (CatalogError, WarehouseError) as err:
-            raise fail(str(err), 2) from None
+    terminated: list[int] = []
+
+    def on_sigterm(signum: int, frame: Any) -> None:  # stops the pull as Ctrl-C does: its downloads and copy go
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if main else None
+    try:
+        with on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
+            try:
+                check_writable(db)
+                check_warehouse_file(db)
+                reports = pull(db, source, accept_anomaly)
+            except (CatalogError, WarehouseError) as err:
+                raise fail(str(err), 2) from None
+            except KeyboardInterrupt:
+                if terminated:
+                    raise fail("the pull was stopped (SIGTERM); the warehouse is as it was", 143) from None
+                raise
+    finally:
+        if main:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     # a detail that names its provider again ("vultr: the manifest's entry is malformed"), beside its provider
     reports = [replace(r, detail=r.detail.removeprefix(f"{r.provider}: ")) for r in reports]
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,

@@ -10,15 +10,18 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
 import duckdb
 import httpx
+import pyarrow
 
 from gpuledger import __version__
+from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
@@ -36,6 +39,7 @@ FILE_MAX_BYTES = 2 << 30  # a GitHub release asset's limit
 MAX_SEGMENTS = 30  # segments of one table, beyond which they are folded into one
 MAX_FILES = 1000  # a GitHub release's assets, the manifest one of them: beyond, the longest segment runs are folded
 TIMEOUT_S = 60.0
+MIN_RATE = 16 << 10  # bytes a second: a download slower than this (beyond TIMEOUT_S) is a server trickling
 CATALOG_KEY = "catalog"  # fetch_validators key: the files of a provider's last pull
 NAME = re.compile(r"([a-z0-9_]+)\.([a-z_]+)\.\d{8}T\d{6}Z(-\d+)*\.parquet")
 
@@ -173,6 +177,14 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         if missing:
             raise CatalogError(f"cannot publish into {folder}: {len(missing)} files its manifest names are not there, "
                                f"{missing[0]} first (download the published catalog's files into it)")
+        # a previous file kept as it is listed: a truncated download of it would be refused by every pull
+        changed = sorted(f["name"] for e in entries.values() for f in e["files"]
+                         if (folder / f["name"]).stat().st_size != f["bytes"]
+                         or sha256_file(folder / f["name"]) != f["sha256"])
+        if changed:
+            raise CatalogError(f"cannot publish into {folder}: {len(changed)} files are not those its manifest names "
+                               f"(truncated or replaced), {changed[0]} first (download the published catalog's files "
+                               "into it again)")
         manifest = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "gpuledger": __version__,
                     "published_at": now.isoformat(), "providers": dict(sorted(entries.items()))}
         part = folder / f".{MANIFEST}.part"
@@ -181,7 +193,7 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         for old in folder.iterdir():
             if NAME.fullmatch(old.name) and old.name not in listed:
                 old.unlink()
-    except (OSError, duckdb.Error, KeyError, TypeError, ValueError) as err:
+    except (OSError, duckdb.Error, KeyError, TypeError, ValueError, RecursionError) as err:
         why = isinstance(err, duckdb.Error) and older_warehouse(con) or f"{type(err).__name__}: {err}"
         raise CatalogError(f"cannot publish into {folder}: {why}") from err
     return done
@@ -235,15 +247,21 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
             raise CatalogError(f"{name}: not in {source}")
         return path
     out = tmp / name
+    seconds = TIMEOUT_S + limit / MIN_RATE  # each read has TIMEOUT_S; a byte a minute would go on for ever
+    deadline = time.monotonic() + seconds
     try:
         with client.stream("GET", f"{source.rstrip('/')}/{name}") as resp, out.open("wb") as f:
             if resp.status_code != 200:
                 raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(source)}")
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
-                    raise CatalogError(f"{name}: larger than {limit:,} bytes (the manifest's size): refused")
+                    said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
+                    raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
+                if time.monotonic() > deadline:
+                    raise CatalogError(f"{name}: {f.tell():,} of {limit:,} bytes in {seconds:.0f} s from "
+                                       f"{shown(source)}: too slow, refused")
                 f.write(chunk)
-    except httpx.HTTPError as err:
+    except (httpx.HTTPError, httpx.InvalidURL) as err:  # InvalidURL: no HTTPError ('\x1b' in the URL)
         raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
     except OSError as err:
         raise CatalogError(f"{name}: cannot be written to {tmp} ({err.strerror or err})") from None
@@ -274,6 +292,11 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
                            f"unknown {sorted(columns - set(column_names(table)))})")
     if (rows, others) != (entry["rows"], 0):
         raise CatalogError(f"{name}: {rows} rows ({others} of another provider), the manifest says {entry['rows']}")
+    key = [c for c in (CURRENT[table].key if table in CURRENT else SEGMENTED[table][0]) if c in columns]
+    [(twice,)] = con.execute(f"select count(*) - count(distinct ({', '.join(key)})) from read_parquet($f)",
+                             {"f": str(path)}).fetchall()
+    if twice:  # loaded, a current key twice (two open versions of one offer), or a history row twice
+        raise CatalogError(f"{name}: {twice} of its rows repeat another's {', '.join(key)}")
     if table == "offers":  # a newer publisher's GPU: loaded, its offers would fail `gpuledger check`
         unknown = con.execute("select count(*), min(gpu_model) from read_parquet($f) where gpu_model not in "
                               "(select gpu_model from gpu_models)", {"f": str(path)}).fetchall()[0]
@@ -286,9 +309,13 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
     """The provider's file entries, refused (CatalogError) unless each is well formed."""
     try:
         files = list(entry["files"])
-        _time(entry.get("finished_at"))
-        if _time(entry["started_at"]) is None:
+        started, finished = _time(entry["started_at"]), _time(entry.get("finished_at"))
+        if started is None:
             raise ValueError("no started_at")
+        if started > utcnow() + timedelta(hours=1):  # loaded, no later catalog of the provider would ever be
+            raise ValueError(f"started_at {entry['started_at']} is in the future")
+        if finished is not None and finished < started:
+            raise ValueError(f"finished_at {entry['finished_at']} is before its started_at")
         if not isinstance(entry.get("facts"), (dict, type(None))):
             raise ValueError("its facts are not an object")
         if not re.fullmatch(r"[a-z0-9_]+", provider):
@@ -296,10 +323,14 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
         for f in files:
             m = NAME.fullmatch(f["name"])
             if not (m and m.group(1) == provider and m.group(2) == f["table"] and f["table"] in (*CURRENT, *SEGMENTED)
-                    and 0 <= int(f["rows"]) and 0 <= int(f["bytes"]) <= FILE_MAX_BYTES
+                    and all(type(f[n]) is int for n in ("rows", "bytes"))  # not 1e400, "14", true
+                    and 0 <= f["rows"] and 0 <= f["bytes"] <= FILE_MAX_BYTES
                     and re.fullmatch(r"[0-9a-f]{64}", f["sha256"])):
                 raise ValueError(f"file entry {str(f)[:120]}")
             _time(f.get("through"))
+        current = [f["table"] for f in files if f["table"] in CURRENT]
+        if len(current) != len(set(current)):  # a publisher writes one; two would each load their rows
+            raise ValueError(f"more than one file of {min(t for t in current if current.count(t) > 1)}")
         return files
     except (KeyError, TypeError, ValueError) as err:
         raise CatalogError(f"{provider}: the manifest's entry is malformed ({err})") from None
@@ -309,6 +340,8 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
                    provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy) -> PullReport:
     p = {"p": provider}
     files = _entry_files(provider, entry)
+    if provider not in SOURCES:  # a newer publisher's: loaded, its offers would be in no `gpuledger status`
+        raise CatalogError(f"{provider}: a provider this gpuledger does not know: upgrade gpuledger")
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     pulled, own, last, offers = con.execute(
         "select exists (select 1 from fetch_validators where provider = $p and key = $k and validator = $v), "
@@ -333,15 +366,33 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
     by_table = {t: [str(paths[f["name"]]) for f in sorted(wanted, key=lambda f: f["name"]) if f["table"] == t]
                 for t in (*CURRENT, *SEGMENTED)}
     if own:  # merged as a scrape of the provider, like a refresh's
-        tables = {OUTCOME_TABLES[t]: con.sql(f"select {', '.join(spec.columns)} from read_parquet($f)",
-                                             params={"f": by_table[t]}).to_arrow_table().cast(
-            arrow_schema(t, spec.columns)) for t, spec in CURRENT.items() if by_table[t]}
+        tables = {OUTCOME_TABLES[t]: _scraped(con, t, spec.columns, by_table[t])
+                  for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
-                                provider_facts=entry.get("facts"), notes=[f"pulled from {shown(source)}"])
-        r = load_outcome(con, outcome, refresh_id, policy)
+                                provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
+                                notes=[f"pulled from {shown(source)}"])
+        # the time of the catalog's scrape, not of the pull (a price seen at 04:00 and pulled at 04:34 began at
+        # 04:00), never later than now (a publisher's clock ahead) nor before what the warehouse holds of the
+        # provider (its versions would overlap)
+        held = [m for m in marks.values() if m is not None] + [
+            m for t in CURRENT for (m,) in con.execute(f"select max(last_seen) from {t} where provider = $p",
+                                                       p).fetchall() if m is not None]
+        r = load_outcome(con, outcome, refresh_id, policy, now=max([min(outcome.finished_at, utcnow()), *held]))
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
     return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
+
+
+def _scraped(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], files: list[str]) -> Any:
+    """The rows of `files` (checked) as a scrape hands table `table` over: its optional columns a file has
+    not as nulls; CatalogError naming the files when a value is not of its column's type."""
+    try:
+        have = {r[0] for r in con.execute("describe select * from read_parquet($f)", {"f": files}).fetchall()}
+        return con.sql(f"select {', '.join(c if c in have else f'null as {c}' for c in columns)} "
+                       "from read_parquet($f)", params={"f": files}).to_arrow_table().cast(arrow_schema(table, columns))
+    except (duckdb.Error, pyarrow.ArrowException) as err:
+        raise CatalogError(f"{', '.join(Path(f).name for f in files)}: its values are not those of {table} "
+                           f"({type(err).__name__}: {str(err).splitlines()[0][:160]})") from None
 
 
 def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, Any], by_table: dict[str, list[str]],
@@ -370,12 +421,38 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
                                 f"and s.valid_to is not null and {same}", {**p, "f": f})
                 con.execute(f"insert into {table} by name select * from read_parquet($f) s "
                             f"where not exists (select 1 from {table} t where {same})", {"f": f})
+        for spec in SPECS:  # a file left out of the manifest, or rows out of a file, leave the two disagreeing
+            join = " and ".join(f"h.{k} = c.{k}" for k in spec.key)
+            [(current, versions)] = con.execute(
+                f"select (select count(*) from {spec.table} c where c.provider = $p and (select count(*) from "
+                f"{spec.history} h where {join} and h.valid_to is null and h.content_hash = c.content_hash) <> 1), "
+                f"(select count(*) from {spec.history} h where h.provider = $p and h.valid_to is null and not exists "
+                f"(select 1 from {spec.table} c where {join}))", p).fetchall()
+            if current or versions:
+                raise CatalogError(f"{provider}: not loaded, nothing of it changed: its {spec.table} and "
+                                   f"{spec.history} disagree ({current} current rows without their one open version, "
+                                   f"{versions} open versions without their current row)")
+            key = ", ".join(spec.key)
+            [(overlapping,)] = con.execute(
+                f"select count(*) from (select valid_from, valid_to, lead(valid_from) over (partition by {key} "
+                f"order by valid_from, valid_to nulls last) as next_from from {spec.history} where provider = $p) "
+                "where valid_to < valid_from or next_from is not null and (valid_to is null or next_from < valid_to)",
+                p).fetchall()
+            if overlapping:  # a segment's versions laid over the others: two prices of one offer at once
+                raise CatalogError(f"{provider}: not loaded, nothing of it changed: {overlapping} of its {spec.history} "
+                                   "versions end before they start or overlap the next")
         offers = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0]
+        run_id = str(entry.get("run_id") or new_id(f"run-{provider}"))
+        [other] = con.execute("select min(provider) from scrape_runs where run_id = ? and provider <> ?",
+                              [run_id, provider]).fetchall()[0]
+        if other:  # its run would be ignored: loaded, the provider would have no scrape ('never' in status)
+            raise CatalogError(f"{provider}: not loaded, nothing of it changed: its run_id {run_id} is a scrape "
+                               f"of {other}")
         con.execute(
             "insert or ignore into scrape_runs (run_id, refresh_id, provider, mode, started_at, finished_at, state, "
             "rows_parsed, rows_loaded, offers_new, offers_changed, offers_closed, notes) "
             "values (?, ?, ?, 'pull', ?, ?, 'ok', ?, ?, ?, ?, ?, ?)",
-            [entry.get("run_id") or new_id(f"run-{provider}"), refresh_id, provider, _time(entry["started_at"]),
+            [run_id, refresh_id, provider, _time(entry["started_at"]),
              _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {shown(source)}"])
         if entry.get("facts"):
             upsert_provider_facts(con, {**entry["facts"], "provider": provider}, now)
@@ -394,7 +471,7 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
 def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested 100,000 deep
         doc = None
     why = ("not a JSON object" if not isinstance(doc, dict)
            else f"format {doc.get('format')!r}, this gpuledger reads format {' or '.join(map(str, FORMATS_READ))}"

@@ -1,0 +1,427 @@
+"""`gpuledger pull` of a catalog whose manifest or files lie, or whose server trickles, and a pull stopped
+by SIGTERM: each is refused in one line naming what is wrong, the other providers load and nothing of the
+refused one changes. `gpuledger publish` over a previous catalog whose files are damaged."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from gpuledger.warehouse import catalog
+from gpuledger.warehouse.catalog import MANIFEST, pull
+from tests.test_catalog import checks_pass, cli, digests, published, query, served  # noqa: F401 (fixtures)
+
+
+def copied(published: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    folder = tmp_path / "catalog"
+    shutil.copytree(published[1], folder)
+    return folder, json.loads((folder / MANIFEST).read_text())
+
+
+def later(when: str) -> str:
+    return (datetime.fromisoformat(when) + timedelta(seconds=1)).isoformat()
+
+
+def rewrite(folder: Path, entry: dict[str, Any], select: str) -> None:
+    """File `entry` of the catalog in `folder` rewritten by `select` (from `f`, the file as published), the
+    manifest's entry made to match it: a publisher that wrote it so."""
+    path = folder / entry["name"]
+    con = duckdb.connect()
+    con.execute(f"create view f as select * from read_parquet('{path}')")
+    con.sql(select).write_parquet(str(path) + ".new")
+    Path(str(path) + ".new").replace(path)
+    entry.update(bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+@pytest.mark.parametrize("field, value", [("bytes", "as text"), ("bytes", float("inf")), ("rows", float("inf")),
+                                          ("rows", "as text"), ("bytes", True)])
+def test_a_file_entry_whose_rows_or_bytes_are_no_whole_number_is_refused_in_one_line(
+        published: tuple[Path, Path], tmp_path: Path, field: str, value: Any) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+    entry[field] = str(entry[field]) if value == "as text" else value
+    (folder / MANIFEST).write_text(json.dumps(manifest))  # inf as Infinity, which json reads back
+    b = tmp_path / "b.duckdb"
+    # before: bytes as text, a ValueError traceback ("Cannot specify ',' with 's'"); Infinity, an OverflowError
+    # traceback; rows as text, "27 rows (0 of another provider), the manifest says 27"
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1 and "Traceback" not in output
+    [line] = [line for line in output.splitlines() if ": refused:" in line]
+    assert line.startswith(f"lambda: refused: the manifest's entry is malformed (file entry {{'name': '{entry['name']}'")
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+
+def test_a_file_of_other_types_merged_as_a_scrape_is_refused_naming_it(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam.update(started_at=later(lam["started_at"]), finished_at=later(lam["finished_at"]))  # a later scrape
+    [entry] = [f for f in lam["files"] if f["table"] == "offers"]
+    rewrite(folder, entry, "select * replace (case when instance_type = 'gpu_1x_a10' then 'n/a' "
+                           "else price_per_hour::varchar end as price_per_hour) from f")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    own = tmp_path / "own.duckdb"  # a warehouse that refreshes lambda itself
+    shutil.copyfile(published[0], own)
+    before = digests(own)
+    # before: a pyarrow ArrowInvalid traceback, nothing loaded
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 1 and "Traceback" not in output
+    assert (f"lambda: refused: {entry['name']}: its values are not those of offers (ArrowInvalid: Failed to parse "
+            "string: 'n/a' as a scalar of type double)") in output.replace("\n", " ")
+    assert "aws,up to date," in output and "runpod,up to date," in output
+    assert digests(own) == before
+
+
+def test_a_file_without_an_optional_column_merged_as_a_scrape_loads_it_as_null(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam.update(started_at=later(lam["started_at"]), finished_at=later(lam["finished_at"]))
+    [entry] = [f for f in lam["files"] if f["table"] == "offers"]
+    rewrite(folder, entry, "select * exclude (vcpus) from f")  # as a publisher from before the column was
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    own = tmp_path / "own.duckdb"
+    shutil.copyfile(published[0], own)
+    assert query(own, "select count(*), count(vcpus) from offers where provider = 'lambda'") == [(27, 27)]
+    # before: "error: cannot write own.duckdb: Binder Error: Referenced column "vcpus" not found", exit 2,
+    # and no provider loaded
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 0, output
+    assert "lambda,loaded,27,0,27,0,merged as a scrape" in output.splitlines()
+    assert query(own, "select count(*), count(vcpus) from offers where provider = 'lambda'") == [(27, 0)]
+    assert checks_pass(own)
+
+
+def test_a_provider_this_gpuledger_does_not_know_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    entry = json.loads(json.dumps(manifest["providers"]["lambda"]))
+    for f in entry["files"]:  # lambda's files, as those of a provider "acme" of a newer gpuledger
+        name = f["name"].replace("lambda.", "acme.", 1)
+        duckdb.sql(f"select * replace ('acme' as provider) from read_parquet('{folder / f['name']}')"
+                   ).write_parquet(str(folder / name))
+        f.update(name=name, bytes=(folder / name).stat().st_size,
+                 sha256=hashlib.sha256((folder / name).read_bytes()).hexdigest())
+    manifest["providers"]["acme"] = {**entry, "facts": {**entry["facts"], "provider": "acme"}}
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, acme's 27 offers loaded: in `show-gpus` and `recommend`, in no `gpuledger status`
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert "acme: refused: a provider this gpuledger does not know: upgrade gpuledger" in output
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("lambda",), ("runpod",)]
+    assert query(b, "select count(*) from scrape_runs where provider = 'acme'") == [(0,)]
+
+
+def test_a_file_listed_twice_is_refused_not_loaded_twice(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    files = manifest["providers"]["lambda"]["files"]
+    [offers] = [f for f in files if f["table"] == "offers"]
+    files.append(offers)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, each of lambda's 27 offers loaded twice, and `gpuledger check` failed (duplicate current keys)
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert "lambda: refused: the manifest's entry is malformed (more than one file of offers)" in output
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
+
+
+@pytest.mark.parametrize("table, key", [
+    ("offers", "provider, region, zone, instance_type, purchase_option"),
+    ("offer_history", "provider, region, zone, instance_type, purchase_option, valid_from")])
+def test_a_file_whose_rows_repeat_a_key_is_refused(published: tuple[Path, Path], tmp_path: Path, table: str,
+                                                   key: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == table]
+    rewrite(folder, entry, "select * from f union all (select * from f where instance_type = 'gpu_1x_a10')")
+    entry["rows"] += 2  # the A10's two offers (or versions) twice, and the manifest counting them
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, the A10 twice: two current rows of one offer, or two open versions of it
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert f"lambda: refused: {entry['name']}: 2 of its rows repeat another's {key}" in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
+
+
+@pytest.mark.parametrize("times, said", [
+    ({"started_at": "2099-01-01T00:00:00+00:00"}, "started_at 2099-01-01T00:00:00+00:00 is in the future"),
+    ({"finished_at": "2000-01-01T00:00:00+00:00"}, "finished_at 2000-01-01T00:00:00+00:00 is before its started_at"),
+])
+def test_a_scrape_time_in_the_future_or_ending_before_it_began_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, times: dict[str, str], said: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    manifest["providers"]["lambda"].update(times)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, loaded; a scrape of 2099 made every later catalog of lambda 'kept' ("the warehouse holds its
+    # scrape of 2099-01-01 00:00 UTC"): lambda's prices froze at this one's
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert f"lambda: refused: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
+    assert query(b, "select distinct provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
+    [reloaded] = [r for r in pull(b, str(published[1])) if r.provider == "lambda"]
+    assert reloaded.state == "loaded"
+
+
+def test_sigterm_during_a_pull_is_one_line_and_leaves_the_warehouse_and_no_download_behind(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    db = tmp_path / "w.duckdb"
+    without = {**manifest, "providers": {p: e for p, e in manifest["providers"].items() if p != "lambda"}}
+    (folder / MANIFEST).write_text(json.dumps(without))
+    assert [r.state for r in pull(db, str(folder))] == ["loaded", "loaded"]  # aws, runpod
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    before = digests(db)
+    asked, release = threading.Event(), threading.Event()
+
+    class Stalling(SimpleHTTPRequestHandler):  # lambda's offers answered only once the test is over
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/lambda.offers."):
+                asked.set()
+                release.wait(120)
+            super().do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Stalling, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    downloads = tmp_path / "tmp"
+    downloads.mkdir()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "pull",
+                                 f"http://127.0.0.1:{server.server_address[1]}", "--db", str(db)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": str(downloads), "COLUMNS": "200"})
+        assert asked.wait(120)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+    # before: killed at once (exit -15, nothing said), its downloads left in $TMPDIR/gpuledger-pull-*, and its
+    # working copy (w.duckdb.refresh-work and its WAL) beside the warehouse until the next pull
+    assert (proc.returncode, err.strip()) == (143, "error: the pull was stopped (SIGTERM); the warehouse is as it was")
+    assert list(downloads.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.glob("w.duckdb*")) == ["w.duckdb", "w.duckdb.refresh.lock"]
+    assert digests(db) == before
+
+
+@pytest.mark.parametrize("drop, said", [
+    ("offers", "0 current rows without their one open version, 27 open versions without their current row"),
+    ("offer_history", "27 current rows without their one open version, 0 open versions without their current row"),
+])
+def test_a_catalog_whose_current_rows_and_history_disagree_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, drop: str, said: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam["files"] = [f for f in lam["files"] if f["table"] != drop]  # a file left out of the manifest
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, lambda loaded with 27 offers and no open version of them (or 27 open versions of none),
+    # and `gpuledger check` failed
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert (f"lambda: refused: not loaded, nothing of it changed: its offers and offer_history disagree ({said})"
+            in output.replace("\n", " "))
+    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
+
+
+def test_a_file_trickled_slower_than_the_least_rate_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+
+    class Trickling(SimpleHTTPRequestHandler):  # lambda's offers, 500 bytes each 0.2 s: never a read timeout
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if not self.path.startswith("/lambda.offers."):
+                return super().do_GET()
+            data = (folder / entry["name"]).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the client gone
+                for at in range(0, len(data), 500):
+                    self.wfile.write(data[at:at + 500])
+                    self.wfile.flush()
+                    time.sleep(0.2)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Trickling, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, and 1 s + bytes / 1 MB a second in all
+    monkeypatch.setattr(catalog, "MIN_RATE", 1 << 20)
+    b = tmp_path / "b.duckdb"
+    try:
+        reports = {r.provider: r for r in pull(b, f"http://127.0.0.1:{server.server_address[1]}")}
+    finally:
+        server.shutdown()
+        server.server_close()
+    # before: loaded, however long it took (a byte every 59 s: for ever)
+    assert reports["lambda"].state == "refused"
+    assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of {entry['bytes']:,} bytes in 1 s from "
+                        r"http://127\.0\.0\.1:\d+: too slow, refused", reports["lambda"].detail)
+    assert reports["aws"].state == reports["runpod"].state == "loaded"
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+
+def test_a_providers_facts_merged_as_a_scrape_are_its_own_whatever_provider_they_name(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    lam = manifest["providers"]["lambda"]
+    lam.update(started_at=later(lam["started_at"]), finished_at=later(lam["finished_at"]))
+    lam["facts"].update(provider="aws", display_name="Not Lambda")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    own = tmp_path / "own.duckdb"  # a warehouse that refreshes lambda itself
+    shutil.copyfile(published[0], own)
+    [(aws,)] = query(own, "select display_name from providers where provider = 'aws'")
+    assert aws == "Amazon Web Services (EC2)"
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 0 and "lambda,loaded,27,0,0,0,merged as a scrape" in output.splitlines()
+    # before: lambda's entry rewrote aws's facts: aws was "Not Lambda", lambda as it was
+    assert query(own, "select provider, display_name from providers where provider in ('aws', 'lambda') order by 1"
+                 ) == [("aws", "Amazon Web Services (EC2)"), ("lambda", "Not Lambda")]
+
+
+def test_an_entry_whose_run_id_is_another_providers_scrape_is_refused(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    aws_run = manifest["providers"]["aws"]["run_id"]
+    manifest["providers"]["lambda"]["run_id"] = aws_run
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, lambda's offers loaded but its scrape run not stored (the insert ignored): lambda 'never'
+    # scraped in `gpuledger status`, its offers stale to the recommender
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert (f"lambda: refused: not loaded, nothing of it changed: its run_id {aws_run} is a scrape of aws"
+            in output.replace("\n", " "))
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
+
+
+def test_publishing_over_a_damaged_file_of_the_previous_catalog_is_refused(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    a, _ = published
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offer_history"]
+    cut = folder / entry["name"]  # as a download of the published catalog that stopped part way
+    cut.write_bytes(cut.read_bytes()[:1000])
+    # before: exit 0, lambda 'kept' with the cut file in the new manifest: every pull refused lambda from then on
+    code, said = cli("publish", str(folder), "--db", str(a))
+    assert code == 2
+    assert said.replace("\n", " ").strip() == (
+        f"error: cannot publish into {folder}: 1 files are not those its manifest names (truncated or replaced), "
+        f"{entry['name']} first (download the published catalog's files into it again)")
+    assert json.loads((folder / MANIFEST).read_text()) == manifest
+
+
+def test_a_url_with_a_control_character_is_refused_in_one_line(tmp_path: Path) -> None:
+    b = tmp_path / "b.duckdb"
+    # before: an httpx InvalidURL traceback, exit 1
+    code, said = cli("pull", "http://127.0.0.1:9/catalog\x1b[31m", "--db", str(b))
+    assert (code, said.strip()) == (2, "error: manifest.json: InvalidURL from http://127.0.0.1:9/catalog: Invalid "
+                                       "non-printable ASCII character in URL, '\\x1b' at position 26.")
+    assert not b.exists()
+
+
+def test_a_manifest_nested_too_deep_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder, b = tmp_path / "catalog", tmp_path / "b.duckdb"
+    folder.mkdir()
+    (folder / MANIFEST).write_text("[" * 100_000)
+    # before: a RecursionError traceback ("maximum recursion depth exceeded while decoding a JSON array"), exit 1
+    code, said = cli("pull", str(folder), "--db", str(b))
+    assert (code, said.strip()) == (2, f"error: {folder}/manifest.json: not a gpuledger catalog manifest: not a JSON "
+                                       "object")
+
+
+def test_publishing_over_a_manifest_nested_too_deep_is_refused_in_one_line(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "catalog"
+    folder.mkdir()
+    (folder / MANIFEST).write_text("[" * 100_000)
+    # before: a RecursionError traceback, exit 1
+    code, said = cli("publish", str(folder), "--db", str(published[0]))
+    assert code == 2
+    assert said.replace("\n", " ").strip() == (f"error: cannot publish into {folder}: RecursionError: maximum recursion "
+                                               "depth exceeded while decoding a JSON array from a unicode string")
+    assert (folder / MANIFEST).read_text() == "[" * 100_000
+
+
+def test_a_manifest_larger_than_a_manifest_may_be_is_refused_saying_so(
+        served: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, url = served
+    monkeypatch.setattr(catalog, "MANIFEST_MAX_BYTES", 1000)  # as an endless answer meets 16 MiB
+    code, said = cli("pull", url, "--db", str(tmp_path / "b.duckdb"))
+    # before: "(the manifest's size)": no manifest gives its own size
+    assert (code, said.strip()) == (2, "error: manifest.json: larger than 1,000 bytes (the most a manifest may be): "
+                                       "refused")
+
+
+def test_a_catalog_merged_as_a_scrape_dates_its_changes_at_its_scrape_not_at_the_pull(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    own = tmp_path / "own.duckdb"  # a warehouse that refreshes lambda itself
+    shutil.copyfile(published[0], own)
+    [(loaded,)] = query(own, "select max(last_seen) from offers where provider = 'lambda'")
+    started, finished = loaded + timedelta(milliseconds=1), loaded + timedelta(milliseconds=2)  # a later scrape
+    lam = manifest["providers"]["lambda"]
+    lam.update(started_at=started.isoformat(), finished_at=finished.isoformat())
+    [entry] = [f for f in lam["files"] if f["table"] == "offers"]
+    rewrite(folder, entry, "select * replace (case when instance_type = 'gpu_1x_a10' then round(price_per_hour * 1.1, 4) "
+                           "else price_per_hour end as price_per_hour) from f")
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
+    assert code == 0 and "lambda,loaded,27,0,2,0,merged as a scrape" in output.splitlines()
+    # before: the A10's new price began, and its old one ended, when the pull ran, not when it was seen (here
+    # moments later; a nightly catalog pulled in the evening, hours later); last_seen was the pull's time too
+    assert query(own, "select count(*), min(valid_from), max(valid_from) from offer_history where provider = 'lambda' "
+                      "and instance_type = 'gpu_1x_a10' and valid_to is null") == [(2, finished, finished)]
+    assert query(own, "select count(*), max(valid_to) from offer_history where provider = 'lambda' "
+                      "and instance_type = 'gpu_1x_a10' and valid_to is not null") == [(2, finished)]
+    assert query(own, "select distinct last_seen from offers where provider = 'lambda'") == [(finished,)]
+    assert checks_pass(own)
+
+
+def test_a_history_segment_whose_versions_overlap_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offer_history"]
+    # each A10 offer also priced from a day before its version until an hour into it: two prices at once
+    rewrite(folder, entry, "select * from f union all select * replace (valid_from - interval 1 day as valid_from, "
+                           "valid_from + interval 1 hour as valid_to) from f where instance_type = 'gpu_1x_a10'")
+    entry["rows"] += 2
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: exit 0, loaded, and `gpuledger check` failed "offer_history: versions do not overlap and end after
+    # they start"
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1
+    assert ("lambda: refused: not loaded, nothing of it changed: 2 of its offer_history versions end before they "
+            "start or overlap the next") in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert checks_pass(b)
