@@ -64,4 +64,4 @@ def stop_on_signals() -> Iterator[Stopper]:
         yield stopper
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: one not set from Python
