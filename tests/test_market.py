@@ -3,6 +3,8 @@ interruption-risk scale across providers, and the queries of docs/queries.md tha
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
 from datetime import timedelta
@@ -265,6 +267,17 @@ def hold_lock(db: Path, seconds: float) -> tuple[threading.Thread, dict[str, flo
     thread.start()
     assert taken.wait(10)
     return thread, times
+
+
+def test_a_refresh_turned_away_by_a_running_pull_names_the_pull(db: Path) -> None:
+    """A pull holds the lock as a refresh does: the refresh said "another refresh of ... is running"."""
+    with refresh_lock(db, "pull"):
+        with pytest.raises(RefreshRunningError) as turned_away:
+            with refresh_lock(db):
+                pass
+    assert re.fullmatch(rf"another pull of {re.escape(str(db))} is running \(pid {os.getpid()} since "
+                        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\); try again when it has finished",
+                        str(turned_away.value))
 
 
 def test_a_scheduled_refresh_waits_for_the_running_one_and_a_bounded_wait_gives_up(db: Path) -> None:

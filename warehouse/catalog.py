@@ -508,7 +508,7 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
         except OSError as err:
             raise CatalogError(f"{where}: cannot be read ({err.strerror or err})") from None
         manifest = read_manifest(data, where)
-        with refresh_lock(published):
+        with refresh_lock(published, "pull"):
             work = start_working_copy(published)
             try:
                 con = open_writer(work)

@@ -231,18 +231,20 @@ def check_writable(path: str | os.PathLike[str] | None = None) -> None:
 
 
 @contextmanager
-def refresh_lock(path: str | os.PathLike[str] | None = None) -> Iterator[None]:
-    """Only one refresh per warehouse at a time: a second one is told so at once."""
+def refresh_lock(path: str | os.PathLike[str] | None = None, doing: str = "refresh") -> Iterator[None]:
+    """Only one writer (a refresh, or a `doing` such as a pull) per warehouse at a time: a second one is told so
+    at once, and which it is."""
     with _open_lock_file(db_path(path)) as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "unknown"
-            raise RefreshRunningError(f"another refresh of {db_path(path)} is running ({holder}); "
+            running, _, holder = holder.partition(": ") if ": " in holder else ("refresh", "", holder)
+            raise RefreshRunningError(f"another {running} of {db_path(path)} is running ({holder}); "
                                       "try again when it has finished") from None
         f.truncate(0)  # in append mode the write goes to the (new) end
-        f.write(f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}")
+        f.write(f"{doing}: pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}")
         f.flush()
         try:
             yield
