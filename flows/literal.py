@@ -36,6 +36,15 @@ def plain(value: Any, limit: int | None = None) -> str:
     return text
 
 
+def escaped(text: str) -> str:
+    """`text` whole, its control and bidirectional characters written as escapes (ESC as \\x1b, U+202E as
+    \\u202e): every character still there, none obeyed by a terminal."""
+    if text.isprintable() and not _BIDI.intersection(text):
+        return text
+    return "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) == "Cc" or ch in _BIDI
+                   else ch for ch in text)
+
+
 def literal(value: Any, limit: int | None = None, style: str = "") -> Text:
     """`value` as a rich Text: printed literally (no markup, no emoji codes), cleaned by `plain`."""
     return Text(plain(value, limit), style=style)

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuledger.flows.literal import MESSAGE_LIMIT, cell, labelled, literal
+from gpuledger.flows.literal import MESSAGE_LIMIT, cell, escaped, labelled, literal
 
 
 class Format(str, Enum):
@@ -117,10 +117,13 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
         sys.stdout.write("]\n" if sep == "\n" else "\n]\n")
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
+        # On a terminal a provider's ESC or bidirectional control is written as its escape, never obeyed; into a
+        # file or a pipe every value goes as it is.
+        shown = (lambda v: escaped(v) if isinstance(v, str) else v) if sys.stdout.isatty() else (lambda v: v)
+        writer.writerow(map(shown, columns))
         # a list or a mapping in a cell as JSON text, which any reader parses (not Python's repr)
-        writer.writerows([json.dumps(_json_value(v), default=str, ensure_ascii=False)
-                          if isinstance(v, (list, dict)) else v for v in r] for r in rows)
+        writer.writerows([shown(json.dumps(_json_value(v), default=str, ensure_ascii=False)
+                                if isinstance(v, (list, dict)) else v) for v in r] for r in rows)
     else:
         table = Table(title=cell(title) if title else None, title_justify="left")
         for c in columns:

@@ -96,6 +96,24 @@ def test_sql_json_and_csv_keep_the_full_value(hostile_db: Path) -> None:
                                                                          HOSTILE, LONG]
 
 
+def test_csv_on_a_terminal_writes_controls_as_escapes(hostile_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sql/pull --format csv to a terminal wrote a provider's ESC [2J and BEL as they are: the screen cleared."""
+    from gpuledger.flows import output
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(output.sys, "stdout", screen)
+    output.emit(["instance_type"], [[HOSTILE], [["list", HOSTILE]]], "csv")
+    header, (text,), (listed,) = csv.reader(io.StringIO(screen.getvalue(), newline=""))
+    assert not any(bad in text + listed for bad in FORBIDDEN), (text, listed)
+    assert text.startswith(MARKUP + " \\x1b[31mred\\x1b[0m \\x1b]0;pwned\\x07title \\x1b[2J over\\rwritten rtl\\u202eevil")
+    assert text.encode("ascii", "backslashreplace").decode("unicode_escape") == HOSTILE  # every character kept
+    assert listed.startswith('["list", "[/x]') and "\\u001b[2J" in listed and "rtl\\u202eevil" in listed
+
+
 def test_sql_error_quoting_the_query_is_one_literal_line(hostile_db: Path) -> None:
     code, text = invoke("sql", "select '[/x]' from no_such_table", "--db", str(hostile_db))
     assert code == 1, text
