@@ -4,6 +4,7 @@ closed and its successor opened by the same scrape at the same instant (vanished
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import duckdb
@@ -41,19 +42,24 @@ def refresh_price_moves(db: str | os.PathLike[str] | None, refresh_id: str, top:
         return largest_price_moves(con, refresh_id, top)
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
+
+
 def _md(text: Any) -> str:
-    """A markdown table cell: no pipes or line breaks from scraped text."""
-    return str(text).replace("|", "/").replace("\n", " ").replace("\r", " ")
+    """A markdown table cell of scraped text, shown as it is: markdown's and HTML's characters escaped (a
+    trailing backslash no longer escapes the cell's closing pipe, a link or tag stays text), line breaks spaces."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ").replace("\r", " ")
 
 
 def moves_markdown(moves: list[dict[str, Any]]) -> str:
     if not moves:
         return "No price changed in this refresh."
+    # provider, purchase option and GPU model are gpuledger's own names; region, zone and type the source's
     lines = ["| provider | region | zone | instance | option | GPU | before $/h | after $/h | change |",
              "|---|---|---|---|---|---|---|---|---|"]
     for m in moves:
         lines.append(
-            f"| {_md(m['provider'])} | {_md(m['region'])} | {_md(m['zone'] or '-')} | {_md(m['instance_type'])} | "
-            f"{_md(m['purchase_option'])} | {_md(m['gpu_model'])} | {m['old_price_per_hour']:.4f} | "
+            f"| {m['provider']} | {_md(m['region'])} | {_md(m['zone'] or '-')} | {_md(m['instance_type'])} | "
+            f"{m['purchase_option']} | {m['gpu_model']} | {m['old_price_per_hour']:.4f} | "
             f"{m['new_price_per_hour']:.4f} | {m['change_pct']:+.1f}% |")
     return "\n".join(lines)

@@ -72,6 +72,36 @@ def test_a_failed_signal_enrichment_records_no_observation(tmp_path: Path) -> No
         close_writer(con)
 
 
+def test_a_signal_enrichment_failed_in_one_region_records_the_other_regions(tmp_path: Path) -> None:
+    """AWS's AZ offerings denied in us-west-2 alone (a degraded enrichment naming its region): the offers
+    there carry their stored signal, those of us-east-1 a fresh one, which is recorded (none was)."""
+    con = open_writer(tmp_path / "w.duckdb")
+    try:
+        east = offer("p5.48xlarge", 55.04, available=True, available_count=6, availability_level="offered in 6 AZs")
+        west = offer("p5.48xlarge", 55.04, region="us-west-2", available=True, available_count=4,
+                     availability_level="offered in 4 AZs")
+        assert load_day(con, "aws", [east, west], 0).ok
+        scraped = outcome(batch("aws", [dict(east, available_count=5, availability_level="offered in 5 AZs"),
+                                        dict(west, available=None, available_count=None, availability_level=None)]),
+                          when=T0 + timedelta(days=1),
+                          degraded=[{"name": "az offerings", "reason": "UnauthorizedOperation", "options": [],
+                                     "columns": ["available", "available_count", "availability_level"],
+                                     "regions": ["us-west-2"]}])
+        report = load_outcome(con, scraped, "refresh-1", AnomalyPolicy(), now=T0 + timedelta(days=1))
+        assert report.ok, report.error
+        assert con.execute("select region, observed_at, available, available_count from availability_history "
+                           "order by all").fetchall() == [
+            ("us-east-1", T0, True, 6), ("us-east-1", T0 + timedelta(days=1), True, 5), ("us-west-2", T0, True, 4)]
+        assert "availability history: 1 of 1 signals stored" in report.notes
+        assert ("availability history: the offers' signals in us-west-2 not recorded (az offerings failed there)"
+                in report.notes)
+        # the carried, stored signal is what offers holds in us-west-2
+        assert con.execute("select region, available_count from offers order by 1").fetchall() == [
+            ("us-east-1", 5), ("us-west-2", 4)]
+    finally:
+        close_writer(con)
+
+
 AS_OF = T0 + timedelta(days=30)
 
 

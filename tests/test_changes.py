@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,22 @@ def test_moves_in_the_artifact(warehouse: Path) -> None:
     assert "## Largest price moves (top 10, by relative change)" in md
     assert table in md
     assert md.endswith("## Failures\n\n- **lambda**: HTTP 503 retry")  # named once
+
+
+def test_a_sources_text_in_the_moves_table_stays_text() -> None:
+    """A region, zone or type with markdown in it is shown as it is: a trailing backslash used to escape the
+    cell's closing pipe (the row lost a column), a link rendered as a link and a tag as HTML."""
+    move = {"provider": "vastai", "region": "[cheap](https://evil.example)", "zone": "z|1", "instance_type": "8x\\",
+            "purchase_option": "on_demand", "gpu_model": "H100-SXM", "old_price_per_hour": 10.0,
+            "new_price_per_hour": 12.0, "change_pct": 20.0}
+    row = moves_markdown([move]).splitlines()[2]
+    assert row == ("| vastai | \\[cheap\\](https://evil.example) | z\\|1 | 8x\\\\ | on_demand | H100-SXM | "
+                   "10.0000 | 12.0000 | +20.0% |")
+    # every cell boundary is an unescaped pipe: as many as the header's
+    assert re.sub(r"\\.", "", row).count("|") == moves_markdown([move]).splitlines()[0].count("|") == 10
+    assert moves_markdown([{**move, "region": "<img src=x onerror=alert(1)>", "zone": "",
+                            "instance_type": "a & b"}]).splitlines()[2].startswith(
+        "| vastai | \\<img src=x onerror=alert(1)\\> | - | a \\& b | on_demand |")
 
 
 def test_moves_from_a_replayed_price_cut(db: Path) -> None:

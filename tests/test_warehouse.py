@@ -79,6 +79,24 @@ def test_new_changed_closed_and_history(con) -> None:
     assert all(r.ok for r in run_checks(con))
 
 
+def test_an_offer_back_after_a_gap_keeps_its_first_seen(con) -> None:
+    """g5 is listed on day 0, missing from day 1's successful scrape, the provider fails on day 2, and g5
+    is back on day 3 at another price: its versions do not overlap, the gap stays a gap, and first_seen is
+    still day 0, the first scrape that saw it (it was day 3, the return)."""
+    day = [T0 + timedelta(days=d) for d in range(4)]
+    load(con, "aws", {"p5.48xlarge": 55.04, "g5.xlarge": 1.006}, 0)
+    assert (load(con, "aws", {"p5.48xlarge": 55.04}, 1).closed) == 1
+    assert load(con, "aws", None, 2, error="timed out").state == "failed"
+    r = load(con, "aws", {"p5.48xlarge": 55.04, "g5.xlarge": 1.1}, 3)
+    assert (r.new, r.changed, r.closed) == (1, 0, 0)
+    assert con.execute("select price_per_hour, valid_from, valid_to from offer_history "
+                       "where instance_type = 'g5.xlarge' order by valid_from").fetchall() == [
+        (1.006, day[0], day[1]), (1.1, day[3], None)]
+    assert con.execute("select instance_type, first_seen, last_seen from offers order by 1").fetchall() == [
+        ("g5.xlarge", day[0], day[3]), ("p5.48xlarge", day[0], day[3])]
+    assert all(r.ok for r in run_checks(con))
+
+
 def test_a_fingerprint_collision_cannot_hide_a_change(con, monkeypatch) -> None:
     """Change is decided by comparing columns, never fingerprints: with every new or changed row
     given the same content_hash, a price change still closes the old version and opens a new one."""

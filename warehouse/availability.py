@@ -62,9 +62,16 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
     from gpuledger.warehouse.pending import records_table
     from gpuledger.warehouse.store import registered  # the store imports this module
 
-    failed = [d["name"] for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
-    observed = not (outcome.side_tables_only or failed) and outcome.count("offers")
+    failed = [d for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
+    # an enrichment that failed in some regions only leaves the others' signals fresh: those are recorded
+    everywhere = any(not d.get("regions") for d in failed)
+    stale = sorted({r for d in failed for r in d.get("regions") or ()})
+    observed = not (outcome.side_tables_only or everywhere) and outcome.count("offers")
     offers = outcome.table("offers") if observed else records_table("offers", [])
+    if stale and observed:
+        with registered(con, _avail_all=offers):
+            offers = con.sql("select * from _avail_all where not list_contains($stale, region)",
+                             params={"stale": stale}).to_arrow_table()
     earlier = outcome.table("availability") if outcome.count("availability") else records_table("availability", [])
     key, signal = ", ".join(_KEY), ", ".join(SIGNAL)
     nothing = " and ".join(f"{c} is null" for c in SIGNAL)
@@ -88,7 +95,10 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
                      + (f" ({received - stored} already stored for their day)" if received > stored else "")
                      + (f"; {silent} offers carry no availability signal" if silent else ""))
     if failed:
-        notes.append(f"availability history: the offers' signals not recorded ({', '.join(failed)} failed)")
+        names = ", ".join(d["name"] for d in failed)
+        notes.append(f"availability history: the offers' signals not recorded ({names} failed)" if everywhere else
+                     f"availability history: the offers' signals in {', '.join(stale)} not recorded "
+                     f"({names} failed there)")
 
 
 def _day(alias: str) -> str:

@@ -367,7 +367,8 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     con.execute(
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
             select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""", stamp)
-    # The current rows: drop vanished and changed ones, restamp the unchanged, insert new and changed.
+    # The current rows: drop vanished and changed ones, restamp the unchanged, insert new and changed (an offer
+    # back after a gap keeps the first_seen of its first version).
     dropped = con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
             (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p).fetchall()[0][0]
@@ -379,8 +380,11 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
                 p | stamp)
     con.execute(
         f"""insert into {spec.table} ({cols}, content_hash, first_seen, last_seen, run_id)
-            select {s_cols}, s.content_hash, coalesce(s.current_first_seen, $now), $now, $run from {stage} s
-            where not s.unchanged""", stamp)
+            select {s_cols}, s.content_hash,
+                   coalesce(s.current_first_seen, (select min(h.valid_from) from {spec.history} h
+                                                   where h.provider = $p and {_key_join(spec, 'h', 's')}), $now),
+                   $now, $run from {stage} s
+            where not s.unchanged""", p | stamp)
     con.execute(f"drop table {stage}")
     return new, changed, dropped - changed
 
