@@ -93,8 +93,10 @@ def redact(text: str, patterns: bool = True) -> str:
 
 
 # A text cut to a length before it is redacted (an answer's first 200 characters) may end inside a secret: a
-# start of one that long or longer, ending the text (or before a shortened text's " …"), is cut too.
+# start of one that long or longer, ending the text (before the closing quotes and brackets of a repr or a
+# parenthesis, and a shortened text's " …"), is cut too.
 CUT_OFF_SECRET_MIN = 8
+_CUT_MARK = re.compile(r"[\"')\]}]*(?: …)?\Z")
 
 
 def _secret_forms() -> set[str]:
@@ -102,7 +104,8 @@ def _secret_forms() -> set[str]:
 
 
 def _cut_off_secret_end(text: str) -> str:
-    body, mark = (text[:-2], text[-2:]) if text.endswith(" …") else (text, "")
+    mark = _CUT_MARK.search(text).group()  # type: ignore[union-attr]  # it matches at the end, if only ""
+    body = text[:len(text) - len(mark)]
     tail = body[-CUT_OFF_SECRET_MIN:]
     longest = max((n for form in _secret_forms() if tail in form
                    for n in range(len(form) - 1, CUT_OFF_SECRET_MIN - 1, -1) if body.endswith(form[:n])), default=0)
