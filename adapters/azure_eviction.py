@@ -4,6 +4,7 @@ DefaultAzureCredential (none in a replay); without one the rates are skipped and
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
@@ -19,6 +20,8 @@ RESOURCE_GRAPH_API_VERSION = "2022-10-01"
 TOKEN_SCOPE = "https://management.azure.com/.default"
 PAGE_ROWS = 1000  # Resource Graph's largest $top
 WHAT = "Resource Graph spot eviction rates"
+# EnvironmentCredential's secrets (a service principal's client secret or certificate password, a user's password).
+CHAIN_SECRET_VARS = ("AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "AZURE_PASSWORD")
 
 # Sizes of the GPU families only (Standard_NC/ND/NG/NV; `startswith` ignores case in KQL).
 QUERY = (
@@ -37,6 +40,10 @@ def bearer_token(ctx: SourceContext) -> tuple[str | None, str | None]:
     from azure.core.exceptions import ClientAuthenticationError
     from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 
+    # The secrets Azure's chain reads from the environment: its token endpoint may quote one back in an error,
+    # which azure-identity logs as a warning (relayed from the fetch worker, redacted).
+    for name in CHAIN_SECRET_VARS:
+        register_secret(os.environ.get(name, "").strip() or None)
     try:
         with DefaultAzureCredential(exclude_interactive_browser_credential=True) as credential:
             token = credential.get_token(TOKEN_SCOPE).token

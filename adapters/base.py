@@ -85,17 +85,37 @@ def redact(text: str, patterns: bool = True) -> str:
     if not text:
         return text
     if cut := secret_cutter():
-        text = cut(text)
+        text = _cut_off_secret_end(cut(text))
     if patterns:
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 
+# A text cut to a length before it is redacted (an answer's first 200 characters) may end inside a secret: a
+# start of one that long or longer, ending the text (before the closing quotes and brackets of a repr or a
+# parenthesis, and a shortened text's " …"), is cut too.
+CUT_OFF_SECRET_MIN = 8
+_CUT_MARK = re.compile(r"[\"')\]}]*(?: …)?\Z")
+
+
+def _secret_forms() -> set[str]:
+    return {f for v in known_secrets() for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
+
+
+def _cut_off_secret_end(text: str) -> str:
+    mark = _CUT_MARK.search(text).group()  # type: ignore[union-attr]  # it matches at the end, if only ""
+    body = text[:len(text) - len(mark)]
+    tail = body[-CUT_OFF_SECRET_MIN:]
+    longest = max((n for form in _secret_forms() if tail in form
+                   for n in range(len(form) - 1, CUT_OFF_SECRET_MIN - 1, -1) if body.endswith(form[:n])), default=0)
+    return body[:-longest] + REDACTED + mark if longest else text
+
+
 def secret_cutter() -> Callable[[str], str] | None:
     """What replaces every known secret value in a text (raw, URL-encoded or JSON-escaped), or None while
     none is known. A partial of a compiled pattern, not a closure: a Batch keeps one and is pickled."""
-    forms = {f for v in known_secrets() for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
+    forms = _secret_forms()
     if not forms:
         return None
     pattern = re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))

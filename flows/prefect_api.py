@@ -179,6 +179,23 @@ def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
 
 
 @contextmanager
+def loopback_unproxied() -> Iterator[None]:
+    """Within: the temporary server's loopback address is reached directly, not through an HTTP(S)_PROXY of the
+    environment (which Prefect's client follows, and which cannot reach this machine's loopback)."""
+    saved = {name: os.environ.get(name) for name in ("no_proxy", "NO_PROXY")}
+    current = saved["no_proxy"] if saved["no_proxy"] is not None else saved["NO_PROXY"]
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(filter(None, [current, "127.0.0.1"]))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
 def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
     """Within: the API of `server` once it answers, stopped on the way out; with none, the configured API."""
     if server is None:
@@ -200,7 +217,7 @@ def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
 
     try:
         url = server.wait_ready(float(get_current_settings().server.ephemeral.startup_timeout_seconds))
-        with api_url_set(url, to_api=False), api_lost_said(url, "(the temporary one)"):
+        with api_url_set(url, to_api=False), loopback_unproxied(), api_lost_said(url, "(the temporary one)"):
             yield url
     finally:
         server.stop()

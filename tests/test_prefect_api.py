@@ -68,6 +68,42 @@ def test_a_temporary_server_serves_the_flow_run_and_is_stopped_after(tmp_path: P
     assert (tmp_path / "prefect-home" / "prefect.db").exists()
 
 
+def test_a_temporary_server_is_reached_directly_under_a_proxy_of_the_environment(tmp_path: Path) -> None:
+    """HTTP(S)_PROXY set (a corporate network, a CI runner) and no NO_PROXY: Prefect's client sent the flow run's
+    calls for the temporary loopback server through the proxy, which cannot reach it, and every refresh (a
+    replay too) ended in a 457-line traceback, `RuntimeError: Failed to reach API at http://127.0.0.1:.../api/`.
+    The loopback server is reached directly; the proxy hears nothing, and NO_PROXY is as it was after."""
+    heard: list[str] = []
+
+    class Proxy(http.server.BaseHTTPRequestHandler):  # a proxy that cannot reach this machine's loopback
+        def do_GET(self) -> None:
+            heard.append(self.path)
+            self.send_response(502)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_PATCH = do_PUT = do_CONNECT = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    env = {k: v for k, v in no_api_env(tmp_path).items() if k.lower() not in ("no_proxy", "all_proxy")}
+    env["HTTP_PROXY"] = env["HTTPS_PROXY"] = f"http://127.0.0.1:{proxy.server_address[1]}"
+    script = NO_API_SCRIPT.replace('"api_url_env_after"', '"no_proxy_after": [os.environ.get("no_proxy"), '
+                                   'os.environ.get("NO_PROXY")], "api_url_env_after"')
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=240)
+    finally:
+        proxy.shutdown()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["run_state"] == "COMPLETED"
+    assert heard == []
+    assert doc["no_proxy_after"] == [None, None] and doc["api_url_env_after"] is None
+
+
 @contextlib.contextmanager
 def answering_api(asked: list[str]) -> Iterator[int]:
     """A loopback server answering every GET 200, as a running Prefect API does (its port; paths in `asked`)."""

@@ -96,3 +96,51 @@ def test_aws_keys_read_from_the_shared_credentials_file_are_cut_too(monkeypatch:
     b = Batch("aws")
     b.notes.append(f"said {secret}")
     assert b.notes == [f"said {REDACTED}"]
+
+
+def test_an_azure_client_secret_quoted_back_by_its_token_endpoint_is_cut_from_the_relayed_warning(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """AZURE_CLIENT_SECRET is read by Azure's chain (EnvironmentCredential), not declared by a source. A token
+    endpoint quoting it back in its error description reaches azure-identity's warning, which the fetch worker
+    relays to the refresh's terminal and the flow's log: the secret must be cut there."""
+    import logging
+
+    import azure.identity
+    from azure.core.exceptions import ClientAuthenticationError
+
+    from gpuledger.adapters import azure_eviction, base
+    from gpuledger.flows.fetch import _Relay
+
+    secret = "Q7r8CANARY~azure.client-secret_x1"
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", secret)
+    monkeypatch.setattr(base, "_registered", set())
+    chained = logging.getLogger("azure.identity._credentials.chained")
+
+    class Chain:  # what DefaultAzureCredential does when the endpoint refuses: log the chain's story, raise
+        def __init__(self, **kwargs: object) -> None:
+            pass
+
+        def __enter__(self) -> "Chain":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def get_token(self, *scopes: str) -> None:
+            message = ("DefaultAzureCredential failed to retrieve a token from the included credentials.\n"
+                       "Attempted credentials:\n\tEnvironmentCredential: Authentication failed: "
+                       f"AADSTS7000215: Invalid client secret provided: {secret}")
+            chained.warning(message)
+            raise ClientAuthenticationError(message=message)
+
+    monkeypatch.setattr(azure.identity, "DefaultAzureCredential", Chain)
+    relay = _Relay()
+    chained.addHandler(relay)
+    try:
+        token, why = azure_eviction.bearer_token(type("Live", (), {"reaches_provider": True})())
+    finally:
+        chained.removeHandler(relay)
+    relayed = capsys.readouterr().err
+    assert token is None and why is not None and secret not in why
+    assert "Invalid client secret provided: [redacted]" in relayed
+    assert secret not in relayed

@@ -367,6 +367,43 @@ def test_canary_secrets_are_sent_and_go_nowhere_else(canary_env: TokenServer, ca
     assert not leaks(logged), [line for line in captured_logs.lines if leaks(line)][:5]
 
 
+def test_a_key_cut_by_the_error_excerpt_leaves_no_start_of_itself(canary_env: TokenServer) -> None:
+    """An error quotes the first 200 characters of the answer (80 of one that is no JSON), cut before they are
+    redacted: a 401 that quotes Lambda's key at character 190 left the key's first 10 characters in the error
+    (scrape_runs.error, the terminal); the start of the key is cut as the whole key is."""
+    key = CANARY["LAMBDA_API_KEY"]
+    head = '{"error": {"code": "global/invalid-api-key", "message": "'
+    kept = [0]
+
+    def rejected(host: str, req: Request, ex: Any) -> tuple[int, dict[str, str], bytes]:
+        sent = req.headers["authorization"].split()[-1]
+        body = head + "k" * (200 - len(head) - len(" rejected: ") - kept[0]) + " rejected: " + sent + '"}}'
+        return 401, {"Content-Type": "application/json"}, body.encode()
+
+    server = ReplayServer(BUNDLED_RECORDINGS, providers=["lambda"], hook=rejected)
+    server.start()
+    try:
+        for kept[0] in (8, 10, len(key) // 2, len(key) - 1):
+            with pytest.raises(SourceError) as err:
+                source_module("lambda").fetch(live_context(server, "lambda"))
+            line = describe_failure("lambda", err.value)
+            assert line.startswith("lambda: HTTP 401 from cloud.lambda.ai/api/v1/instance-types: "), line
+            assert line.endswith(" rejected: [redacted]"), (kept[0], line[-60:])
+            assert key[:8] not in line
+        # A 200 that is no JSON is quoted by its first 80 characters, as a repr: the key cut there too.
+        server.hook = lambda host, req, ex: (200, {"Content-Type": "text/html"}, (
+            "<html>" + "p" * (80 - len("<html>") - len(" token ") - 12) + " token "
+            + req.headers["authorization"].split()[-1] + "</html>").encode())
+        with pytest.raises(SourceError) as err:
+            source_module("lambda").fetch(live_context(server, "lambda"))
+        line = describe_failure("lambda", err.value)
+        assert line.startswith("lambda: cloud.lambda.ai/api/v1/instance-types did not answer JSON (starts '<html>")
+        assert line.endswith(" token [redacted]')"), line[-60:]
+        assert key[:8] not in line
+    finally:
+        server.close()
+
+
 # -- the Prefect flow: artifact, stored logs, a recording ----------------------------------------
 
 @pytest.mark.prefect
