@@ -213,9 +213,14 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
                             saved = pending.save(folder, files)
                             log.info("%s", pending.describe(json.loads(files[saved.name])))
                     except OSError as err:
+                        children.NO_NEW_CHILDREN.set()  # the provider tasks still to run fetch nothing
                         children.stop_all()
-                        raise WarehouseError(f"cannot write beside the warehouse {db_path(db)}: {folder}: "
-                                             f"{err.strerror or err}") from None
+                        said = f"cannot write beside the warehouse {db_path(db)}: {folder}: {err.strerror or err}"
+                        kept = pending.waiting(db_path(db))
+                        pending.record_write_error([p for p in kept if p.parent == folder], said)
+                        raise WarehouseError(f"{said}. The {len(kept)} fetched results saved wait in "
+                                             f"{pending.pending_dir(db_path(db))}: the next refresh, or "
+                                             "`gpuledger refresh --resume`, merges them") from None
                     report_progress("fetched", plan.provider)
         except RefreshInterrupted as stop:
             stopper.in_window = True  # a second Ctrl-C is only noted: the fetches are stopped and the rest said

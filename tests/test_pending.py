@@ -212,3 +212,36 @@ def test_the_later_scrape_a_saved_result_is_refused_for_is_timed_in_utc(db: Path
         time.tzset()
     utc = started.astimezone(timezone.utc).isoformat(timespec="seconds")
     assert utc.endswith("+00:00") and report.error.endswith(f"a later scrape (started {utc})"), report.error
+
+
+def test_results_published_by_a_refresh_killed_before_it_removed_them_are_not_merged_again(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kill -9 after the window's rename, before its files were removed: the next merge recorded every
+    failed run (and every result older than the provider's last good one) a second time, resumed."""
+    folder = pending.pending_dir(db) / "refresh-killed"
+    older = scraped("lambda", "replay", T0, T0, batch=batch("lambda", [offer("gpu_8x_h100", 20.0)]))
+    later = T0 + timedelta(hours=1)
+    pending.write(pending.pending_dir(db) / "refresh-early", older)  # a write that failed, merged late
+    pending.write(folder, scraped("lambda", "replay", later, later, batch=batch("lambda", [offer("gpu_8x_h100", 21.0)])))
+    pending.write(folder, scraped("runpod", "replay", T0, T0, error="runpod: HTTP 503"))
+
+    def killed(path: Path) -> None:
+        raise SystemExit("kill -9")
+
+    monkeypatch.setattr(pending, "done", killed)
+    with pytest.raises(SystemExit):
+        merge_pending(db, "refresh-killed", AnomalyPolicy())
+    monkeypatch.undo()
+    assert len(pending.waiting(db)) == 3  # all published, none removed
+
+    assert merge_pending(db, "refresh-next", AnomalyPolicy()) == []
+    assert pending.waiting(db) == [] and not pending.pending_dir(db).exists()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        runs = con.execute("select provider, state, refresh_id, error from scrape_runs order by all").fetchall()
+        prices = con.execute("select price_per_hour from offers").fetchall()
+    finally:
+        con.close()
+    assert runs == [("lambda", "ok", "refresh-killed", None), ("lambda", "ok", "refresh-killed", None),
+                    ("runpod", "failed", "refresh-killed", "runpod: HTTP 503")]
+    assert prices == [(21.0,)]

@@ -194,3 +194,51 @@ def test_the_artifact_says_which_rows_an_earlier_refresh_fetched() -> None:
                    notes=["availability history: 0 of 68 signals stored"])])
     rows = [line for line in refresh._artifact_markdown(summary).splitlines() if line.startswith("| azure |")]
     assert rows == [f"| azure | ok | 1813 | 0 | 0 | 0 | 2 | {late} |", "| azure | ok | 1813 | 0 | 0 | 0 | 2 |  |"]
+
+
+@pytest.mark.prefect
+def test_a_full_disk_while_saving_a_result_says_so_where_the_saved_ones_wait(api_url: str, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC saving a provider's result: the results saved before it wait with the reason (`status` had said
+    'not merged: its refresh stopped first'), and the error says they are kept."""
+    import errno
+
+    from typer.testing import CliRunner
+
+    from gpuledger.flows.cli import app
+    from gpuledger.flows.fetch import failed
+
+    def fetched(plan: SourcePlan, timeout_s: float) -> dict[str, bytes]:
+        out = tmp_path / "fetched" / plan.provider
+        pending.write(out, failed(plan, f"{plan.provider}: stub"))
+        return {p.name: p.read_bytes() for p in out.iterdir()}
+
+    real_save = pending.save
+    saves: list[str] = []
+
+    def full_disk_at_the_second(folder: Path, files: dict[str, bytes]) -> Path:
+        if folder.parent != pending.pending_dir(db):  # the stub fetch's own save
+            return real_save(folder, files)
+        saves.append(folder.name)
+        if len(saves) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_save(folder, files)
+
+    from gpuledger.warehouse.store import close_writer, open_writer
+
+    db = tmp_path / "w.duckdb"
+    close_writer(open_writer(db))  # a warehouse (empty) for `status` to read
+    monkeypatch.setattr(refresh, "fetch_in_child", fetched)
+    monkeypatch.setattr(refresh.pending, "save", full_disk_at_the_second)
+    one_at_a_time = refresh.nightly_refresh.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
+    with pytest.raises(WarehouseError) as err:
+        one_at_a_time(db=str(db), providers=["cudo", "hotaisle"], replay=True)
+    monkeypatch.undo()
+    folder = pending.pending_dir(db) / saves[0]
+    said = f"cannot write beside the warehouse {db}: {folder}: No space left on device"
+    assert str(err.value) == (f"{said}. The 1 fetched results saved wait in {pending.pending_dir(db)}: the next "
+                              "refresh, or `gpuledger refresh --resume`, merges them")
+    (kept,) = pending.waiting(db)
+    assert kept == folder / "cudo.json" and pending.write_error(kept) == said
+    shown = CliRunner().invoke(app, ["status", "--db", str(db)])
+    assert f"waiting to be merged: {saves[0]} (cudo); write failed: {said}" in " ".join(shown.output.split())

@@ -711,13 +711,17 @@ def upsert_provider_facts(con: duckdb.DuckDBPyConnection, facts: dict[str, Any],
                 [facts["provider"], *values.values(), now])
 
 
-def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetime]) -> ScrapeOutcome | None:
+def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetime],
+             recorded: set[tuple[str, datetime]]) -> ScrapeOutcome | None:
     """A result an earlier refresh saved: noted as resumed, refused when the warehouse holds a later
-    successful scrape (it would set prices back), or None when it is in the warehouse already."""
+    successful scrape (it would set prices back), or None when it is in the warehouse already: its run
+    (`recorded`: provider and start of every run), whatever its state, was published by a refresh killed
+    before it removed the file."""
     if outcome.refresh_id == refresh_id:
         return outcome
-    if (newer := last_ok.get(outcome.provider)) == outcome.started_at:
+    if (outcome.provider, outcome.started_at) in recorded:
         return None
+    newer = last_ok.get(outcome.provider)
     why = f"fetched by {outcome.refresh_id}"
     if outcome.path is not None and (error := pending.write_error(outcome.path)):
         why += f", whose write failed ({error})"
@@ -766,13 +770,14 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
         try:
             last_ok = dict(con.execute("select provider, max(started_at) from scrape_runs where state = 'ok' "
                                        "group by provider").fetchall())
+            recorded = set(con.execute("select provider, started_at from scrape_runs").fetchall())
             for path in paths:
                 if stop_requested():
                     reports.append(LoadReport(path.stem, "", "interrupted", error="interrupted before its merge; "
                                               f"its fetched result waits in {path.parent}"))
                     continue
                 try:
-                    outcome = _resumed(pending.read(path), refresh_id, last_ok)
+                    outcome = _resumed(pending.read(path), refresh_id, last_ok, recorded)
                 except pending.PendingError as err:
                     outcome = _unreadable(path, err)
                 if outcome is not None:  # None: in the warehouse already
