@@ -56,8 +56,11 @@ class TemporaryApiServer:
             self.port = sock.getsockname()[1]
         self._stderr = tempfile.TemporaryFile()
         env = {**os.environ, "PREFECT_SERVER_LOGGING_LEVEL": "ERROR", "PREFECT_LOGGING_TO_API_ENABLED": "false"}
+        # A session of its own: a terminal's Ctrl-C (or a SIGTERM to the refresh's process group) must not take
+        # the API away under the flow, whose engine would then retry reporting its state for minutes. It is
+        # stopped with the command, and the watchdog stops it if the command is killed.
         self.process = subprocess.Popen(self.command(self.port), env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=self._stderr)
+                                        stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True)
 
     def wait_ready(self, timeout_s: float) -> str:
         """Its API URL once it answers; ApiServerError if it exits START_ATTEMPTS times or times out."""

@@ -158,3 +158,42 @@ def test_kill_9_after_a_commit_keeps_it_and_loses_only_the_merge_in_flight(tmp_p
     assert con.execute("select count(*) from offer_history where provider = 'aws'").fetchall() == [(900,)]
     assert all(r.ok for r in run_checks(con)), [r for r in run_checks(con) if not r.ok]
     con.close()
+
+
+def test_ctrl_c_at_a_terminal_stops_a_refresh_at_once_and_leaves_no_process(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the whole foreground process group. Prefect's temporary API server was in it
+    and died with it, and the flow engine then retried reporting its state for 8.5 minutes before saying 'lost
+    the Prefect API'; now the refresh stops in one line with what it kept, and no process of it is left."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.test_sql_wait_stop import ctrl_c_as_in_a_terminal
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}  # its own temporary server
+    proc = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", "-p", "aws",
+                             "-p", "gcp", "-p", "azure", "--db", str(tmp_path / "w.duckdb")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=ctrl_c_as_in_a_terminal)
+    started: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:  # the server and a fetch worker are running
+            children = psutil.Process(proc.pid).children(recursive=True)
+            if any("server" in c.cmdline() for c in children) and len(children) >= 3:
+                started = children
+                break
+            time.sleep(0.2)
+        assert started, "the refresh did not start its server and fetches"
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = output.strip().splitlines()
+    assert proc.returncode == 130, output
+    assert lines[-1].startswith("error: refresh interrupted by SIGINT while fetching ("), output
+    time.sleep(2)  # the watchdog's poll
+    assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], output
