@@ -245,3 +245,33 @@ def test_results_published_by_a_refresh_killed_before_it_removed_them_are_not_me
     assert runs == [("lambda", "ok", "refresh-killed", None), ("lambda", "ok", "refresh-killed", None),
                     ("runpod", "failed", "refresh-killed", "runpod: HTTP 503")]
     assert prices == [(21.0,)]
+
+
+def test_a_result_merged_a_night_late_is_dated_at_its_scrape(tmp_path: Path) -> None:
+    """Monday's fetch saw a price cut but its write failed; Tuesday's refresh merges it before its own. The cut
+    held from Monday: it had been dated at Tuesday's merge (in force for a fraction of a second), so a
+    point-in-time query for Monday gave Sunday's price."""
+    from datetime import datetime
+
+    db = tmp_path / "w.duckdb"
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    sunday, monday, tuesday = now - timedelta(days=2), now - timedelta(days=1), now - timedelta(minutes=5)
+    from gpuledger.warehouse.store import close_writer, load_outcome, open_writer
+
+    con = open_writer(db)  # Sunday's refresh, merged on Sunday
+    load_outcome(con, scraped("lambda", "live", sunday, sunday, batch=batch("lambda", [offer("gpu_8x_h100", 23.92)])),
+                 "refresh-sunday", AnomalyPolicy(), now=sunday)
+    close_writer(con)
+    pending.write(pending.pending_dir(db) / "refresh-monday",
+                  scraped("lambda", "live", monday, monday, batch=batch("lambda", [offer("gpu_8x_h100", 19.99)])))
+    load(db, [scraped("lambda", "live", tuesday, tuesday, batch=batch("lambda", [offer("gpu_8x_h100", 21.0)]))],
+         "refresh-tuesday")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        versions = con.execute("select price_per_hour, valid_from, valid_to from offer_history "
+                               "order by valid_from").fetchall()
+    finally:
+        con.close()
+    assert [(price, start, end) for price, start, end in versions] == [
+        (23.92, sunday, monday), (19.99, monday, versions[2][1]), (21.0, versions[2][1], None)]
+    assert versions[2][1] >= tuesday  # Tuesday's own price from its merge

@@ -26,8 +26,8 @@ from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, WarehouseError, close_writer, damaged_error, db_path, first_error, load_outcome, new_id,
-    open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
+    AnomalyPolicy, WarehouseError, close_writer, damaged_error, db_path, first_error, load_outcome, merge_time,
+    new_id, open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
 )
 from gpuledger.warehouse.validators import keep_validators
 
@@ -371,13 +371,9 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
                                 provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
                                 notes=[f"pulled from {shown(source)}"])
-        # the time of the catalog's scrape, not of the pull (a price seen at 04:00 and pulled at 04:34 began at
-        # 04:00), never later than now (a publisher's clock ahead) nor before what the warehouse holds of the
-        # provider (its versions would overlap)
-        held = [m for m in marks.values() if m is not None] + [
-            m for t in CURRENT for (m,) in con.execute(f"select max(last_seen) from {t} where provider = $p",
-                                                       p).fetchall() if m is not None]
-        r = load_outcome(con, outcome, refresh_id, policy, now=max([min(outcome.finished_at, utcnow()), *held]))
+        # dated at the catalog's scrape, not at the pull, and after every history segment the warehouse holds
+        now = max([merge_time(con, provider, outcome.finished_at), *(m for m in marks.values() if m is not None)])
+        r = load_outcome(con, outcome, refresh_id, policy, now=now)
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
     return _replicate(con, provider, entry, by_table, digest, refresh_id, source)

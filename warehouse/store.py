@@ -733,6 +733,18 @@ def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetim
     return outcome
 
 
+def merge_time(con: duckdb.DuckDBPyConnection, provider: str, scraped_at: datetime) -> datetime:
+    """When a scrape merged after the fact (a saved result, a pulled catalog) takes effect: when it was made (a
+    price seen at 04:00 and merged at 04:34 held from 04:00), never later than now (a clock ahead) nor before
+    what the warehouse already holds of the provider (its versions would overlap)."""
+    p = {"p": provider}
+    held = [m for spec in SPECS for sql in (f"select max(last_seen) from {spec.table} where provider = $p",
+                                           f"select max(coalesce(valid_to, valid_from)) from {spec.history} "
+                                           "where provider = $p")
+            for (m,) in con.execute(sql, p).fetchall() if m is not None]
+    return max([min(scraped_at, utcnow()), *held])
+
+
 def _unreadable(path: Path, err: Exception) -> ScrapeOutcome:
     """A saved result that cannot be read: recorded as its provider's failed run, its file set aside."""
     aside = path.with_name(path.name + ".unreadable")
@@ -781,7 +793,10 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                 except pending.PendingError as err:
                     outcome = _unreadable(path, err)
                 if outcome is not None:  # None: in the warehouse already
-                    reports.append(load_outcome(con, outcome, refresh_id, policy))
+                    # an earlier refresh's result is dated at its scrape, not at this merge
+                    late = outcome.refresh_id != refresh_id
+                    reports.append(load_outcome(con, outcome, refresh_id, policy, now=merge_time(
+                        con, outcome.provider, outcome.finished_at) if late else None))
                     if on_merged is not None:
                         on_merged(outcome.provider)
                 merged.append(path)
