@@ -63,13 +63,13 @@ def providers_in(group: str) -> list[str]:
 
 @contextmanager
 def refresh_lock_within(db: str | os.PathLike[str] | None, wait_s: float,
-                        poll_s: float = LOCK_POLL_S) -> Iterator[None]:
+                        poll_s: float = LOCK_POLL_S, doing: str = "refresh") -> Iterator[None]:
     """The refresh lock, waiting up to `wait_s` seconds for a running refresh (then RefreshRunningError)."""
     deadline = time.monotonic() + wait_s
     with ExitStack() as stack:
         while True:
             try:
-                stack.enter_context(refresh_lock(db))
+                stack.enter_context(refresh_lock(db, doing))
                 break
             except RefreshRunningError as err:
                 left = deadline - time.monotonic()

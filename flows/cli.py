@@ -37,7 +37,7 @@ from gpuledger.warehouse import pending
 from gpuledger.warehouse.freshness import NEVER, STATE_SHOWN, provider_freshness
 from gpuledger.warehouse.offer_filter import FilterError, known_names, resolve_names
 from gpuledger.warehouse.store import (
-    WarehouseError, check_warehouse_file, check_writable, damaged_error, db_path, open_reader,
+    WarehouseError, check_warehouse_file, check_writable, damaged_error, db_path, lock_holder, open_reader,
 )
 from gpuledger.warehouse.settings import SettingsError
 
@@ -504,8 +504,13 @@ def status(
                   cell(r["offers"]), cell(r["egress"]), cell(r["storage"]),
                   literal(r["last_error"] or (f"degraded: {r['degraded']}" if r["degraded"] else ""), 240))
     out.print(t)
+    running = lock_holder(db) or ""
     for folder in sorted({p.parent for p in saved}):
         providers = sorted(p.stem for p in saved if p.parent == folder)
+        if f"refresh {folder.name}:" in running:  # fetched by the refresh running now, which merges them itself
+            console.print(literal(f"fetched by the running {folder.name} ({', '.join(providers)}), not merged yet",
+                                  style="yellow"))
+            continue
         error = pending.write_error(folder / f"{providers[0]}.json")
         why = f"write failed: {error}" if error else "not merged: its refresh stopped first"
         console.print(literal(f"waiting to be merged: {folder.name} ({', '.join(providers)}); {why}; "

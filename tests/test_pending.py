@@ -275,3 +275,22 @@ def test_a_result_merged_a_night_late_is_dated_at_its_scrape(tmp_path: Path) -> 
     assert [(price, start, end) for price, start, end in versions] == [
         (23.92, sunday, monday), (19.99, monday, versions[2][1]), (21.0, versions[2][1], None)]
     assert versions[2][1] >= tuesday  # Tuesday's own price from its merge
+
+
+def test_status_tells_the_running_refreshs_saved_results_from_a_stopped_ones(tmp_path: Path) -> None:
+    """During a refresh, `status` said of the results it had already fetched 'not merged: its refresh stopped
+    first; `gpuledger refresh --resume` merges it'."""
+    from gpuledger.warehouse.store import close_writer, open_writer, refresh_lock
+
+    db = tmp_path / "w.duckdb"
+    close_writer(open_writer(db))
+    for refresh_id in ("refresh-killed", "refresh-now"):
+        pending.write(pending.pending_dir(db) / refresh_id,
+                      scraped("lambda", "live", T0, T0, batch=batch("lambda", [offer("gpu_8x_h100", 23.92)])))
+    with refresh_lock(db, "refresh refresh-now"):
+        shown = " ".join(CliRunner().invoke(app, ["status", "--db", str(db), "-p", "lambda"]).output.split())
+    assert "fetched by the running refresh-now (lambda), not merged yet" in shown, shown
+    assert ("waiting to be merged: refresh-killed (lambda); not merged: its refresh stopped first; `gpuledger "
+            "refresh --resume` merges it") in shown
+    shown = " ".join(CliRunner().invoke(app, ["status", "--db", str(db), "-p", "lambda"]).output.split())
+    assert "waiting to be merged: refresh-now (lambda); not merged: its refresh stopped first" in shown

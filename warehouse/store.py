@@ -11,6 +11,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -241,7 +242,7 @@ def refresh_lock(path: str | os.PathLike[str] | None = None, doing: str = "refre
             f.seek(0)
             holder = f.read().strip() or "unknown"
             running, _, holder = holder.partition(": ") if ": " in holder else ("refresh", "", holder)
-            raise RefreshRunningError(f"another {running} of {db_path(path)} is running ({holder}); "
+            raise RefreshRunningError(f"another {running.split()[0]} of {db_path(path)} is running ({holder}); "
                                       "try again when it has finished") from None
         f.truncate(0)  # in append mode the write goes to the (new) end
         f.write(f"{doing}: pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}")
@@ -251,6 +252,19 @@ def refresh_lock(path: str | os.PathLike[str] | None = None, doing: str = "refre
         finally:
             f.truncate(0)
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def lock_holder(path: str | os.PathLike[str] | None = None) -> str | None:
+    """What holds the refresh lock ("refresh refresh-...: pid 123 since ..."), while its process runs; None when
+    nothing does (a killed holder leaves its words in the file)."""
+    import psutil
+
+    try:
+        holder = _lock_path(db_path(path)).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    pid = re.search(r"\bpid (\d+)\b", holder)
+    return holder if pid and psutil.pid_exists(int(pid.group(1))) else None
 
 
 def utcnow() -> datetime:
