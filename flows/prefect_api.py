@@ -153,22 +153,29 @@ def api_troubles_off_the_terminal(run_process: bool = False) -> None:
 
 
 @contextmanager
-def settings_set(updates: dict[Any, Any], inherited: Iterable[Any] = ()) -> Iterator[None]:
-    """Within: this process's Prefect settings `updates`; those `inherited` also in its environment, for its
-    children."""
-    from prefect.settings import temporary_settings
-
-    saved = {setting.name: os.environ.get(setting.name) for setting in inherited}
-    os.environ.update({setting.name: str(updates[setting]) for setting in inherited})
+def environ_set(values: dict[str, str]) -> Iterator[None]:
+    """Within: these environment variables (for this process and its children), each put back after."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
-        with temporary_settings(updates=updates):
-            yield
+        yield
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def settings_set(updates: dict[Any, Any], inherited: Iterable[Any] = ()) -> Iterator[None]:
+    """Within: this process's Prefect settings `updates`; those `inherited` also in its environment, for its
+    children."""
+    from prefect.settings import temporary_settings
+
+    with environ_set({setting.name: str(updates[setting]) for setting in inherited}), \
+            temporary_settings(updates=updates):
+        yield
 
 
 @contextmanager
@@ -185,17 +192,10 @@ def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
 def loopback_unproxied() -> Iterator[None]:
     """Within: the temporary server's loopback address is reached directly, not through an HTTP(S)_PROXY of the
     environment (which Prefect's client follows, and which cannot reach this machine's loopback)."""
-    saved = {name: os.environ.get(name) for name in ("no_proxy", "NO_PROXY")}
-    current = saved["no_proxy"] if saved["no_proxy"] is not None else saved["NO_PROXY"]
-    os.environ["no_proxy"] = os.environ["NO_PROXY"] = ",".join(filter(None, [current, "127.0.0.1"]))
-    try:
+    current = os.environ.get("no_proxy", os.environ.get("NO_PROXY"))
+    unproxied = ",".join(filter(None, [current, "127.0.0.1"]))
+    with environ_set({"no_proxy": unproxied, "NO_PROXY": unproxied}):
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @contextmanager

@@ -144,15 +144,20 @@ def test_done_means_one_liner_uses_the_default_warehouse(warehouse: Path) -> Non
     assert done.stdout.count("Offer(") == 3
 
 
-def test_query_of_a_warehouse_older_than_its_columns_says_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
-    old = tmp_path / "old.duckdb"  # schema 9: offers without gpu_memory_from_canon (schema 10)
-    old.write_bytes(warehouse.read_bytes())
-    con = duckdb.connect(str(old))
+def as_schema_9(db: Path) -> None:
+    """The warehouse made a schema-9 one: offers without gpu_memory_from_canon (added by schema 10)."""
+    con = duckdb.connect(str(db))
     try:
-        con.execute("drop view offer_freshness; alter table offers drop column gpu_memory_from_canon; "
+        con.execute("drop view if exists offer_freshness; alter table offers drop column gpu_memory_from_canon; "
                     "delete from schema_migrations where version >= 10")
     finally:
         con.close()
+
+
+def test_query_of_a_warehouse_older_than_its_columns_says_refresh_upgrades_it(warehouse: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.duckdb"
+    old.write_bytes(warehouse.read_bytes())
+    as_schema_9(old)
     # before: DuckDB's BinderException (Table "o" does not have a column named "gpu_memory_from_canon")
     with pytest.raises(WarehouseError, match=r"^the warehouse is at schema version 9, this gpuledger reads version "
                                              r"12: the next `gpuledger refresh` upgrades it in place$"):
@@ -327,13 +332,7 @@ def test_show_gpus_and_report_on_an_older_warehouse_say_refresh_upgrades_it(ware
                                                     "reads version 12: the next `gpuledger refresh` upgrades it in "
                                                     "place\n")
     assert not page.exists()
-    # schema 9: offers without gpu_memory_from_canon, which recommend reads (a BinderException's traceback)
-    con = duckdb.connect(str(old))
-    try:
-        con.execute("alter table offers drop column gpu_memory_from_canon; "
-                    "delete from schema_migrations where version >= 10")
-    finally:
-        con.close()
+    as_schema_9(old)  # which recommend reads (a BinderException's traceback)
     result = CliRunner().invoke(app, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(old)])
     assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 9, this gpuledger "
                                                     "reads version 12: the next `gpuledger refresh` upgrades it in "
