@@ -28,6 +28,14 @@ def test_every_installed_package_is_under_gpuledger() -> None:
     assert config["package-dir"]["gpuledger.warehouse"] == "warehouse"
 
 
+def test_the_warehouse_imports_none_of_the_other_folders() -> None:
+    """The layout's rule: warehouse/ owns the schema and imports nothing of adapters/, flows/ or spiders/."""
+    found = [f"{path.relative_to(ROOT)}: {line.strip()}" for path in sorted((ROOT / "warehouse").rglob("*.py"))
+             for line in path.read_text(encoding="utf-8").splitlines()
+             if re.match(r"\s*(from|import) gpuledger\.(adapters|flows|spiders)\b", line)]
+    assert found == []
+
+
 def test_version_option() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0

@@ -14,14 +14,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 import duckdb
 import httpx
 import pyarrow
 
 from gpuledger import __version__
-from gpuledger.adapters.registry import SOURCES
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
@@ -337,10 +336,11 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
 
 
 def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, client: httpx.Client | None,
-                   provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy) -> PullReport:
+                   provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy,
+                   known: Collection[str] | None) -> PullReport:
     p = {"p": provider}
     files = _entry_files(provider, entry)
-    if provider not in SOURCES:  # a newer publisher's: loaded, its offers would be in no `gpuledger status`
+    if known is not None and provider not in known:  # a newer publisher's: loaded, its offers would be in no status
         raise CatalogError(f"{provider}: a provider this gpuledger does not know: upgrade gpuledger")
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     pulled, own, last, offers = con.execute(
@@ -483,10 +483,12 @@ def read_manifest(data: bytes, where: str) -> dict[str, Any]:
     return doc
 
 
-def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequence[str] = ()) -> list[PullReport]:
+def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequence[str] = (),
+         known: Collection[str] | None = None) -> list[PullReport]:
     """Load the catalog at `source` (a URL or a folder) into the warehouse at `db`. CatalogError when
     the manifest cannot be read; a provider whose files fail their checks is reported refused.
-    `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects."""
+    `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects. `known`: the providers
+    this gpuledger has sources for (the command line passes the registry's); another is refused."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
     parent, _, name = source.rstrip("/").rpartition("/")
@@ -513,7 +515,7 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
                     for provider, entry in sorted(manifest["providers"].items()):
                         try:
                             reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id,
-                                                          policy))
+                                                          policy, known))
                         except CatalogError as err:
                             reports.append(PullReport(provider, "refused", detail=str(err)))
                 finally:
