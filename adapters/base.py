@@ -85,7 +85,7 @@ def redact(text: str, patterns: bool = True) -> str:
     if not text:
         return text
     if cut := secret_cutter():
-        text = _cut_off_secret_end(cut(text))
+        text = cut(_cut_off_secret_end(text))  # the end first: a "[redacted]" already there is no secret's start
     if patterns:
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
@@ -108,7 +108,7 @@ def _cut_off_secret_end(text: str) -> str:
     body = text[:len(text) - len(mark)]
     tail = body[-CUT_OFF_SECRET_MIN:]
     longest = max((n for form in _secret_forms() if tail in form
-                   for n in range(len(form) - 1, CUT_OFF_SECRET_MIN - 1, -1) if body.endswith(form[:n])), default=0)
+                   for n in range(len(form), CUT_OFF_SECRET_MIN - 1, -1) if body.endswith(form[:n])), default=0)
     return body[:-longest] + REDACTED + mark if longest else text
 
 

@@ -144,3 +144,19 @@ def test_an_azure_client_secret_quoted_back_by_its_token_endpoint_is_cut_from_th
     assert token is None and why is not None and secret not in why
     assert "Invalid client secret provided: [redacted]" in relayed
     assert secret not in relayed
+
+
+def test_a_secret_cut_whole_is_not_cut_again_as_the_start_of_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole secrets were cut first, then the text's end was searched for a secret's start: the "[redacted"
+    a cut left behind matched another secret beginning 'redacted' ('echo [redacted]]' in a whole run)."""
+    from gpuledger.adapters import base
+
+    monkeypatch.setattr(base, "_registered", set())
+    for secret in ("CANARYfilesecretA1b2C3d4E5f6G7h8", "redacted-key-0123456789"):
+        base.register_secret(secret)
+    assert base.redact("echo CANARYfilesecretA1b2C3d4E5f6G7h8", patterns=False) == f"echo {REDACTED}"
+    assert base.redact("echo CANARYfilesecretA1b2C3d4E5f6G7h8'", patterns=False) == f"echo {REDACTED}'"
+    # a start of either secret ending a text cut short is cut, as the whole secret is
+    assert base.redact("said redacted-key-01", patterns=False) == f"said {REDACTED}"
+    assert base.redact("said CANARYfilesec')", patterns=False) == f"said {REDACTED}')"
+    assert base.redact("said redacted-kex", patterns=False) == "said redacted-kex"  # no secret's start
