@@ -429,7 +429,7 @@ def test_accept_anomaly_takes_a_provider_in_any_case_as_p_does(tmp_path: Path, f
     from gpuledger.warehouse import catalog
 
     pulled: list[Any] = []
-    monkeypatch.setattr(catalog, "pull", lambda db, source, accept=(): pulled.append(accept) or [])
+    monkeypatch.setattr(catalog, "pull", lambda db, source, accept=(), known=None: pulled.append(accept) or [])
     db = str(tmp_path / "w.duckdb")
     result = runner.invoke(app, ["refresh", "--replay", "-p", "lambda", "--accept-anomaly", "LAMBDA", "--db", db])
     assert result.exit_code == 0, result.output
