@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import threading
 from dataclasses import astuple, fields, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -15,6 +14,7 @@ from gpuledger.flows.literal import labelled, plain
 from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, on_ctrl_c
 from gpuledger.flows.output import err as console
+from gpuledger.flows.stopping import handling
 
 
 def publish_command(
@@ -86,23 +86,18 @@ def pull_command(
         terminated.append(signum)
         raise KeyboardInterrupt
 
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, on_sigterm) if main else None
-    try:
-        with on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
-            try:
-                check_writable(db)
-                check_warehouse_file(db)
-                reports = pull(db, source, accept_anomaly, known=SOURCES)
-            except (CatalogError, WarehouseError) as err:
-                raise fail(str(err), 2) from None
-            except KeyboardInterrupt:
-                if terminated:
-                    raise fail("the pull was stopped (SIGTERM); the warehouse is as it was", 143) from None
-                raise
-    finally:
-        if main:  # None: a handler not set from Python, which cannot be put back
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    with handling((signal.SIGTERM,), on_sigterm), \
+            on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
+        try:
+            check_writable(db)
+            check_warehouse_file(db)
+            reports = pull(db, source, accept_anomaly, known=SOURCES)
+        except (CatalogError, WarehouseError) as err:
+            raise fail(str(err), 2) from None
+        except KeyboardInterrupt:
+            if terminated:
+                raise fail("the pull was stopped (SIGTERM); the warehouse is as it was", 143) from None
+            raise
     # a detail that names its provider again ("vultr: the manifest's entry is malformed"), beside its provider
     reports = [replace(r, detail=r.detail.removeprefix(f"{r.provider}: ")) for r in reports]
     emit([f.name for f in fields(PullReport)], [astuple(r) for r in reports], output,

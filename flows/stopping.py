@@ -53,15 +53,24 @@ def stop_reported_once() -> None:
 
 
 @contextmanager
+def handling(signals: tuple[int, ...], handler: Any) -> Iterator[None]:
+    """`handler` for `signals` within the block (only the main thread can set one: elsewhere nothing is set);
+    the handlers before put back after (one not set from Python, which signal.signal gave as None, as the
+    default)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, before in previous.items():
+            signal.signal(s, signal.SIG_DFL if before is None else before)
+
+
+@contextmanager
 def stop_on_signals() -> Iterator[Stopper]:
     """Install the handlers for the block (only the main thread can); restore them after."""
     stopper = Stopper()
-    if threading.current_thread() is not threading.main_thread():
+    with handling(SIGNALS, stopper._handle):
         yield stopper
-        return
-    previous = {s: signal.signal(s, stopper._handle) for s in SIGNALS}
-    try:
-        yield stopper
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: one not set from Python
