@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from gpuledger.flows.cli import app
 from gpuledger.flows.report import offer_columns, report_rows
 from gpuledger.warehouse.availability import add_observation, obtainable
+from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
 from gpuledger.warehouse.recommender.throughput import node_link
 from gpuledger.warehouse.store import AnomalyPolicy, close_writer, load_outcome, open_reader, open_writer
@@ -98,6 +99,28 @@ def test_a_signal_enrichment_failed_in_one_region_records_the_other_regions(tmp_
         # the carried, stored signal is what offers holds in us-west-2
         assert con.execute("select region, available_count from offers order by 1").fetchall() == [
             ("us-east-1", 5), ("us-west-2", 4)]
+    finally:
+        close_writer(con)
+
+
+def test_an_answer_proven_unchanged_observes_its_offers_signals_again(tmp_path: Path) -> None:
+    """An HTTP 304 (Lambda, Shadeform, TensorDock send validators) confirms the offers as they are: what they
+    said is what the provider says that night, so it is an observation of its day like any other."""
+    con = open_writer(tmp_path / "w.duckdb")
+    try:
+        h100 = offer("gpu_1x_h100", 2.99, count=1, available=True, available_count=2)
+        assert load_day(con, "lambda", [h100, offer("gpu_8x_h100", 23.92)], 0).ok
+        night = T0 + timedelta(days=1)
+        same = ScrapeOutcome("lambda", "replay", night, night, state="unchanged")
+        report = load_outcome(con, same, "refresh-2", AnomalyPolicy(), now=night)
+        assert report.ok, report.error
+        assert history(con) == [("gpu_1x_h100", T0, True, 2, None), ("gpu_1x_h100", night, True, 2, None)]
+        assert ("availability history: 1 of 1 signals stored; 1 offers carry no availability signal"
+                in report.notes)
+        again = load_outcome(con, ScrapeOutcome("lambda", "replay", night + timedelta(hours=2),
+                                                night + timedelta(hours=2), state="unchanged"),
+                             "refresh-3", AnomalyPolicy(), now=night + timedelta(hours=2))
+        assert len(history(con)) == 2 and any("1 already stored for their day" in n for n in again.notes)
     finally:
         close_writer(con)
 

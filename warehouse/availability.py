@@ -73,6 +73,28 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
             offers = con.sql("select * from _avail_all where not list_contains($stale, region)",
                              params={"stale": stale}).to_arrow_table()
     earlier = outcome.table("availability") if outcome.count("availability") else records_table("availability", [])
+    _store(con, offers, earlier, outcome.started_at, run_id, notes)
+    if failed:
+        names = ", ".join(d["name"] for d in failed)
+        notes.append(f"availability history: the offers' signals not recorded ({names} failed)" if everywhere else
+                     f"availability history: the offers' signals in {', '.join(stale)} not recorded "
+                     f"({names} failed there)")
+
+
+def record_unchanged(con: duckdb.DuckDBPyConnection, provider: str, at: datetime, run_id: str,
+                     notes: list[str]) -> None:
+    """An answer proven unchanged (HTTP 304) still observes: the provider's current offers, which are all that
+    answer's (validators are kept only then), say again at `at` what they said."""
+    from gpuledger.warehouse.pending import records_table
+
+    offers = con.sql("select * from offers where provider = $p", params={"p": provider}).to_arrow_table()
+    _store(con, offers, records_table("availability", []), at, run_id, notes)
+
+
+def _store(con: duckdb.DuckDBPyConnection, offers: Any, earlier: Any, at: datetime, run_id: str,
+           notes: list[str]) -> None:
+    from gpuledger.warehouse.store import registered  # the store imports this module
+
     key, signal = ", ".join(_KEY), ", ".join(SIGNAL)
     nothing = " and ".join(f"{c} is null" for c in SIGNAL)
     # one row per key, UTC day and signal: the day's first observation of it
@@ -81,24 +103,19 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
                         union all select {key}, observed_at, {signal} from _avail_earlier)
                   where not ({nothing}) group by {key}, {signal}, {_day('')}"""
     same = " and ".join([f"h.{c} = n.{c}" for c in _KEY] + [f"h.{c} is not distinct from n.{c}" for c in SIGNAL])
-    at = {"at": outcome.started_at}
+    at_param = {"at": at}
     with registered(con, _avail_offers=offers, _avail_earlier=earlier):
         silent = con.execute(f"select count(*) from _avail_offers where {nothing}").fetchall()[0][0]
-        received = con.execute(f"select count(*) from ({signals})", at).fetchall()[0][0]
+        received = con.execute(f"select count(*) from ({signals})", at_param).fetchall()[0][0]
         stored = con.execute(
             f"""insert into availability_history ({key}, observed_at, {signal}, run_id)
                 select {key}, observed_at, {signal}, $run from ({signals}) n
                 where not exists (select 1 from availability_history h where {same}
-                                  and {_day('h.')} = {_day('n.')})""", at | {"run": run_id}).fetchall()[0][0]
+                                  and {_day('h.')} = {_day('n.')})""", at_param | {"run": run_id}).fetchall()[0][0]
     if received:  # a source that publishes no availability at all gets no note
         notes.append(f"availability history: {stored} of {received} signals stored"
                      + (f" ({received - stored} already stored for their day)" if received > stored else "")
                      + (f"; {silent} offers carry no availability signal" if silent else ""))
-    if failed:
-        names = ", ".join(d["name"] for d in failed)
-        notes.append(f"availability history: the offers' signals not recorded ({names} failed)" if everywhere else
-                     f"availability history: the offers' signals in {', '.join(stale)} not recorded "
-                     f"({names} failed there)")
 
 
 def _day(alias: str) -> str:

@@ -611,6 +611,7 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
             report.rows_loaded, report.egress_rows, report.storage_rows = confirm_unchanged(con, outcome.provider,
                                                                                             run_id, now)
             report.notes.append(f"{report.rows_loaded} offers confirmed as they are")
+            availability.record_unchanged(con, outcome.provider, outcome.started_at, run_id, report.notes)
         elif outcome.state == "ok":
             if offers is not None:
                 # before the guard: what a failed enrichment did not bring is not a drop in the market
