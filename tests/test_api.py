@@ -160,7 +160,7 @@ def test_query_of_a_warehouse_older_than_its_columns_says_refresh_upgrades_it(wa
     as_schema_9(old)
     # before: DuckDB's BinderException (Table "o" does not have a column named "gpu_memory_from_canon")
     with pytest.raises(WarehouseError, match=r"^the warehouse is at schema version 9, this gpuledger reads version "
-                                             r"12: the next `gpuledger refresh` upgrades it in place$"):
+                                             r"13: the next `gpuledger refresh` upgrades it in place$"):
         gpuledger.query(db=old)
 
 
@@ -323,17 +323,17 @@ def test_show_gpus_and_report_on_an_older_warehouse_say_refresh_upgrades_it(ware
     for args in ((), ("H100",), ("--gpu", "H100", "--json")):
         result = show("--db", str(old), *args)
         assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 10, this gpuledger "
-                                                        "reads version 12: the next `gpuledger refresh` upgrades it "
+                                                        "reads version 13: the next `gpuledger refresh` upgrades it "
                                                         "in place\n"), (args, result.output)
     # the page reads that view too: before, DuckDB's Catalog Error and a traceback
     page = tmp_path / "page.html"
     result = CliRunner().invoke(app, ["report", str(page), "--db", str(old)])
     assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 10, this gpuledger "
-                                                    "reads version 12: the next `gpuledger refresh` upgrades it in "
+                                                    "reads version 13: the next `gpuledger refresh` upgrades it in "
                                                     "place\n")
     assert not page.exists()
     as_schema_9(old)  # which recommend reads (a BinderException's traceback)
     result = CliRunner().invoke(app, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(old)])
     assert (result.exit_code, result.output) == (2, "error: the warehouse is at schema version 9, this gpuledger "
-                                                    "reads version 12: the next `gpuledger refresh` upgrades it in "
+                                                    "reads version 13: the next `gpuledger refresh` upgrades it in "
                                                     "place\n")

@@ -100,7 +100,7 @@ def file_of(folder: Path, provider: str, table: str) -> Path:
 def test_the_catalog_lists_every_file_with_its_sha256_rows_and_scrape(published: tuple[Path, Path]) -> None:
     a, folder = published
     manifest = json.loads((folder / MANIFEST).read_text())
-    assert manifest["format"] == 2 and manifest["schema_version"] == 12 and set(manifest["providers"]) == {
+    assert manifest["format"] == 2 and manifest["schema_version"] == 13 and set(manifest["providers"]) == {
         "aws", "lambda", "runpod"}
     runs = dict(query(a, "select provider, max(started_at) from scrape_runs where state = 'ok' group by all"))
     for provider, entry in manifest["providers"].items():
@@ -229,7 +229,7 @@ def test_a_truncated_or_mismatched_file_is_refused(published: tuple[Path, Path],
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1})),
      "not a gpuledger catalog manifest: no 'providers' object"),
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 99, "providers": {}})),
-     "made for warehouse schema 99; this gpuledger reads up to 12"),
+     "made for warehouse schema 99; this gpuledger reads up to 13"),
     # before: exit 0, an empty table, and an empty warehouse (the nightly restore went on with it)
     (lambda folder: (folder / MANIFEST).write_text(json.dumps({"format": 1, "schema_version": 12, "providers": {}})),
      "manifest.json: the catalog holds no provider: nothing to load"),
@@ -454,7 +454,7 @@ def test_publishing_a_warehouse_older_than_this_gpuledger_is_refused_naming_why(
     # before: "cannot publish into ...: CatalogException: Catalog Error: Table with name spot_price_history ..."
     assert code == 2 and said.replace("\n", " ").strip() == (
         f"error: cannot publish into {tmp_path / 'catalog'}: the warehouse is at schema version 1, this gpuledger "
-        "reads version 12: the next `gpuledger refresh` upgrades it in place")
+        "reads version 13: the next `gpuledger refresh` upgrades it in place")
     assert not (tmp_path / "catalog").exists()  # before: the empty catalog/ the publish had made
 
 def test_publishing_over_a_manifest_without_its_files_is_refused(published: tuple[Path, Path], tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from gpuledger.flows.cli import app
 from gpuledger.warehouse.export import EXPORT_TABLES
+from gpuledger.warehouse.schema import SCHEMA_VERSION
 from gpuledger.warehouse.store import AnomalyPolicy, close_writer, load_outcome, open_writer
 from tests.builders import scraped, T0, batch, egress, offer
 
@@ -228,21 +229,22 @@ def test_a_warehouse_older_than_this_gpuledger_is_named_so(tmp_path: Path) -> No
     # before: "... nothing written: Binder Error: Referenced column "operated_by" not found in FROM clause! ..."
     assert result.exit_code == 1 and result.output.replace("\n", " ").strip() == (
         f"error: export to {tmp_path / 'out'} failed, nothing written: the warehouse is at schema version 1, "
-        "this gpuledger reads version 12: the next `gpuledger refresh` upgrades it in place")
+        "this gpuledger reads version 13: the next `gpuledger refresh` upgrades it in place")
     assert not (tmp_path / "out").exists()  # before: the empty out/ the export had made
 
 
 def test_a_warehouse_newer_than_this_gpuledger_is_refused_not_cut(warehouse: Path, tmp_path: Path) -> None:
-    db = tmp_path / "newer.duckdb"  # written by a later gpuledger: schema 13 gave offers a column
+    db = tmp_path / "newer.duckdb"  # written by a later gpuledger: its next version gave offers a column
     db.write_bytes(warehouse.read_bytes())
+    newer = SCHEMA_VERSION + 1
     with duckdb.connect(str(db)) as con:
-        con.execute("insert into schema_migrations values (13, 'offers: carbon_g_per_hour', now()); "
+        con.execute(f"insert into schema_migrations values ({newer}, 'offers: carbon_g_per_hour', now()); "
                     "alter table offers add column carbon_g_per_hour DOUBLE; update offers set carbon_g_per_hour = 1.5")
     result = CliRunner().invoke(app, ["export", str(tmp_path / "out"), "--db", str(db), "-t", "offers"])
-    # before: exit 0, offers.csv and .parquet without carbon_g_per_hour, a manifest saying schema_version 12
+    # before: exit 0, offers.csv and .parquet without carbon_g_per_hour, a manifest saying the older version
     assert (result.exit_code, result.output.replace("\n", " ").strip()) == (1, (
-        "error: the warehouse is at schema version 13, newer than this gpuledger's 12: upgrade gpuledger to export "
-        "it (nothing written)"))
+        f"error: the warehouse is at schema version {newer}, newer than this gpuledger's {SCHEMA_VERSION}: upgrade "
+        "gpuledger to export it (nothing written)"))
     assert not (tmp_path / "out").exists()
 
 # -- no path becomes SQL ------------------------------------------------------------------------

@@ -216,6 +216,24 @@ def test_offer_history_intervals_for_providers_without_their_own(hand_made) -> N
                              [T0 - timedelta(hours=1)]).fetchall() == [(0,)]
 
 
+def test_a_version_that_only_restates_its_price_is_no_new_price_period(tmp_path: Path) -> None:
+    """Vast.ai interruptible "y": 2.00 available from T0, 2.00 sold out from T0 + 1 day (a new version of the
+    offer, the same price), 2.50 from T0 + 2 days: two prices held, 48 h and 24 h by T0 + 3 days."""
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    migrate(con)
+    y = offer("y", 2.0, gpu="L4", count=1, region="US", option="interruptible", available=True)
+    load_day(con, "vastai", [y], 0)
+    load_day(con, "vastai", [dict(y, available=False)], 1)
+    load_day(con, "vastai", [dict(y, available=False, price_per_hour=2.5, source_price_per_hour=2.5)], 2)
+    assert con.execute("select count(*) from offer_history where provider = 'vastai'").fetchall() == [(3,)]
+    s = stats(con, "vastai", T0 + timedelta(days=3), 7)
+    assert (s["price_periods"], s["hours_covered"], s["min_price"], s["max_price"]) == (2, 72.0, 2.0, 2.5)
+    assert s["mean_price"] == pytest.approx((2.0 * 48 + 2.5 * 24) / 72)
+    assert con.execute("select price_per_hour, valid_from, valid_to from spot_price_intervals "
+                       "where provider = 'vastai' order by valid_from").fetchall() == [
+        (2.0, T0, T0 + timedelta(days=2)), (2.5, T0 + timedelta(days=2), None)]
+
+
 def test_the_stored_history_is_never_counted_twice(hand_made) -> None:
     again = [point("us-east-1a", datetime(2026, 11, 26, tzinfo=UTC), 20.0),
              point("us-east-1a", datetime(2026, 11, 29, 23, tzinfo=UTC), 41.0),

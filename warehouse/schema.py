@@ -490,6 +490,9 @@ CREATE TABLE fetch_validators (
     stored_at TIMESTAMPTZ NOT NULL
 );
 """),
+    (13, "the view spot_price_intervals: a machine's consecutive versions at one price are one interval "
+         "(spot_price_stats_at's price_periods counted a version whose availability alone changed)",
+     spot_stats.SQL),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0]
 

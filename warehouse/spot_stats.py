@@ -7,6 +7,7 @@ from __future__ import annotations
 SPOT_HISTORY_PRODUCT = "Linux/UNIX"
 _KEY = "provider, region, zone, instance_type, purchase_option"
 _BY_WINDOW = f"partition by {_KEY}, window_days"
+_BY_SOURCE = f"partition by {_KEY}, source"
 
 
 def _share_above(threshold: str) -> str:
@@ -18,20 +19,34 @@ def _share_above(threshold: str) -> str:
 
 SQL = f"""
 create or replace view spot_price_intervals as
-select provider, region, zone, instance_type, 'spot' as purchase_option,
-       'spot_price_history' as source, spot_price_per_hour as price_per_hour, observed_at as valid_from,
-       lead(observed_at) over (partition by provider, region, zone, instance_type, product_description
-                               order by observed_at) as valid_to
-from spot_price_history
-where product_description = '{SPOT_HISTORY_PRODUCT}'
-union all
-select h.provider, h.region, h.zone, h.instance_type, h.purchase_option,
-       'offer_history' as source, h.price_per_hour, h.valid_from, h.valid_to
-from offer_history h
-where h.purchase_option in ('spot', 'interruptible', 'low_priority')
-  and not exists (select 1 from spot_price_history s
-                  where s.provider = h.provider and s.region = h.region and s.zone = h.zone
-                    and s.instance_type = h.instance_type and s.product_description = '{SPOT_HISTORY_PRODUCT}');
+with versions as (
+    select provider, region, zone, instance_type, 'spot' as purchase_option,
+           'spot_price_history' as source, spot_price_per_hour as price_per_hour, observed_at as valid_from,
+           lead(observed_at) over (partition by provider, region, zone, instance_type, product_description
+                                   order by observed_at) as valid_to
+    from spot_price_history
+    where product_description = '{SPOT_HISTORY_PRODUCT}'
+    union all
+    select h.provider, h.region, h.zone, h.instance_type, h.purchase_option,
+           'offer_history' as source, h.price_per_hour, h.valid_from, h.valid_to
+    from offer_history h
+    where h.purchase_option in ('spot', 'interruptible', 'low_priority')
+      and not exists (select 1 from spot_price_history s
+                      where s.provider = h.provider and s.region = h.region and s.zone = h.zone
+                        and s.instance_type = h.instance_type and s.product_description = '{SPOT_HISTORY_PRODUCT}')),
+-- a version that only restates the price before it (its availability changed) continues that price's interval
+marked as (
+    select *, coalesce(lag(price_per_hour) over w = price_per_hour and lag(valid_to) over w = valid_from,
+                       false) as continues
+    from versions window w as ({_BY_SOURCE} order by valid_from)),
+numbered as (
+    select *, count(*) filter (where not continues) over ({_BY_SOURCE} order by valid_from
+                                                         rows between unbounded preceding and current row) as period
+    from marked)
+select provider, region, zone, instance_type, purchase_option, source, any_value(price_per_hour) as price_per_hour,
+       min(valid_from) as valid_from, case when count(valid_to) = count(*) then max(valid_to) end as valid_to
+from numbered
+group by provider, region, zone, instance_type, purchase_option, source, period;
 
 create or replace macro spot_price_stats_at(as_of, above_pct := 100) as table
 with ref as (select as_of::timestamptz as t1, above_pct::double as pct),
