@@ -277,6 +277,34 @@ def test_a_result_merged_a_night_late_is_dated_at_its_scrape(tmp_path: Path) -> 
     assert versions[2][1] >= tuesday  # Tuesday's own price from its merge
 
 
+def test_a_refresh_after_the_clock_was_set_back_never_dates_a_version_before_the_last(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's clock stepped back an hour between two refreshes (an NTP correction, a resumed VM): the
+    second's price change closed the first's version an hour before it began, and `check` failed."""
+    from datetime import datetime
+
+    from gpuledger.warehouse import store
+    from gpuledger.warehouse.check import run_checks
+
+    db = tmp_path / "w.duckdb"
+    first = datetime.now(timezone.utc).replace(microsecond=0)
+    monkeypatch.setattr(store, "utcnow", lambda: first)
+    load(db, [scraped("lambda", "live", first, first, batch=batch("lambda", [offer("gpu_8x_h100", 23.92)]))],
+         "refresh-1")
+    back = first - timedelta(hours=1)
+    monkeypatch.setattr(store, "utcnow", lambda: back)
+    [report] = load(db, [scraped("lambda", "live", back, back,
+                                 batch=batch("lambda", [offer("gpu_8x_h100", 19.99)]))], "refresh-2")
+    assert (report.state, report.changed) == ("ok", 1)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("select price_per_hour, valid_from, valid_to from offer_history "
+                           "order by price_per_hour desc").fetchall() == [(23.92, first, first), (19.99, first, None)]
+        assert [c.name for c in run_checks(con) if not c.ok] == []
+    finally:
+        con.close()
+
+
 def test_status_tells_the_running_refreshs_saved_results_from_a_stopped_ones(tmp_path: Path) -> None:
     """During a refresh, `status` said of the results it had already fetched 'not merged: its refresh stopped
     first; `gpuledger refresh --resume` merges it'."""

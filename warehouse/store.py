@@ -751,7 +751,8 @@ def _resumed(outcome: ScrapeOutcome, refresh_id: str, last_ok: dict[str, datetim
 def merge_time(con: duckdb.DuckDBPyConnection, provider: str, scraped_at: datetime) -> datetime:
     """When a scrape merged after the fact (a saved result, a pulled catalog) takes effect: when it was made (a
     price seen at 04:00 and merged at 04:34 held from 04:00), never later than now (a clock ahead) nor before
-    what the warehouse already holds of the provider (its versions would overlap)."""
+    what the warehouse already holds of the provider (its versions would overlap): a refresh's own results,
+    dated now, too, since a clock set back (an NTP step, a resumed VM) would date them before the last ones."""
     p = {"p": provider}
     held = [m for spec in SPECS for sql in (f"select max(last_seen) from {spec.table} where provider = $p",
                                            f"select max(coalesce(valid_to, valid_from)) from {spec.history} "
@@ -811,7 +812,7 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                     # an earlier refresh's result is dated at its scrape, not at this merge
                     late = outcome.refresh_id != refresh_id
                     reports.append(load_outcome(con, outcome, refresh_id, policy, now=merge_time(
-                        con, outcome.provider, outcome.finished_at) if late else None))
+                        con, outcome.provider, outcome.finished_at if late else utcnow())))
                     if on_merged is not None:
                         on_merged(outcome.provider)
                 merged.append(path)
