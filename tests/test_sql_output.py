@@ -72,3 +72,27 @@ def test_a_decimal_is_a_json_number_where_a_double_holds_it_exactly(warehouse: P
                                                           "big": "12345678901234567890.12"}]
     assert sql(warehouse, query, "csv").splitlines() == ["threshold,steps,big",
                                                          '0.5,"[1.25, 2.0]",12345678901234567890.12']
+
+
+INTERVALS = ("select interval 1 month as m, interval 1 year as y, interval 3 day as d, interval 90 minute as mi, "
+             "age(timestamp '2026-12-01', timestamp '2025-10-15') as span, [interval 2 month] as l")
+
+
+def test_an_interval_keeps_its_months_in_every_format(warehouse: Path) -> None:
+    # DuckDB's Python value of an interval is a timedelta, which has no months: 1 month was "30 days, 0:00:00",
+    # 1 year "360 days, 0:00:00", age() of 1 year 1 month 17 days "407 days, 0:00:00"
+    expected = {"m": "1 month", "y": "1 year", "d": "3 days", "mi": "01:30:00", "span": "1 year 1 month 17 days",
+                "l": ["2 months"]}
+    assert json.loads(sql(warehouse, INTERVALS, "json")) == [expected]
+    assert sql(warehouse, INTERVALS, "csv").splitlines() == [
+        "m,y,d,mi,span,l", '1 month,1 year,3 days,01:30:00,1 year 1 month 17 days,"[""2 months""]"']
+    table = sql(warehouse, INTERVALS, "table")
+    assert "│ 1 month │ 1 year │ 3 days │ 01:30:00 │ 1 year 1 month 17 days │ ['2 months'] │" in table, table
+
+
+def test_an_interval_after_other_statements_keeps_its_months_names_and_order(warehouse: Path) -> None:
+    # the statements before the last run first (a temp table); a repeated name, the order and a trailing
+    # comment after the last semicolon are kept
+    query = ("create temp table t as select x, interval (x) month as m from range(3) t(x);\n"
+             "select m, x as m from t order by x desc; -- newest first")
+    assert sql(warehouse, query, "csv").splitlines() == ["m,m", "2 months,2", "1 month,1", "00:00:00,0"]
