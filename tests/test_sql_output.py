@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
+from gpuledger.flows import output
 from gpuledger.flows.cli import app
 from gpuledger.warehouse.store import close_writer, open_writer
 
@@ -96,3 +98,26 @@ def test_an_interval_after_other_statements_keeps_its_months_names_and_order(war
     query = ("create temp table t as select x, interval (x) month as m from range(3) t(x);\n"
              "select m, x as m from t order by x desc; -- newest first")
     assert sql(warehouse, query, "csv").splitlines() == ["m,m", "2 months,2", "1 month,1", "00:00:00,0"]
+
+
+@pytest.mark.parametrize("width, shown", [(120, 13), (200, 22)])
+def test_a_table_wider_than_the_terminal_shows_the_columns_that_fit_and_names_the_rest(
+        warehouse: Path, monkeypatch: pytest.MonkeyPatch, width: int, shown: int) -> None:
+    # `select * from offers` (44 columns) on a 120-column terminal drew an empty grid: every column squeezed to
+    # a character or none, not one header or value readable. Now the leftmost columns that fit at 6 characters
+    # (and a border and padding) are shown whole, the others named on standard error.
+    screen = io.StringIO()
+    monkeypatch.setattr(output, "out", Console(file=screen, force_terminal=True, width=width, soft_wrap=True,
+                                               color_system=None))
+    query = "select " + ", ".join(f"'val-{i:02}' as c{i:02}" for i in range(1, 31))
+    result = runner.invoke(app, ["sql", query, "--db", str(warehouse)])
+    assert result.exit_code == 0, result.output
+    table = screen.getvalue().splitlines()
+    assert max(map(len, table)) <= width
+    header = [c.strip() for c in table[1].split("┃")[1:-1]]
+    values = [c.strip() for c in table[3].split("│")[1:-1]]
+    assert header == [f"c{i:02}" for i in range(1, shown + 1)]
+    assert values == [f"val-{i:02}" for i in range(1, shown + 1)]
+    left_out = ", ".join(f"c{i:02}" for i in range(shown + 1, 31))
+    assert f"30 columns, the first {shown} shown ({left_out} left out for the width; --format csv or json " \
+        "writes all)" in " ".join(result.output.split())
