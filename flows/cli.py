@@ -332,7 +332,8 @@ def run_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyConn
     """`query` (statements run in order, the last one's rows answered) on `con`, an interval shown as DuckDB
     writes it; None for a query of comments or semicolons only."""
     statements = con.extract_statements(query)
-    if not statements or statements[-1].type != duckdb.StatementType.SELECT:
+    # a PIVOT whose columns come from the data is MULTI: DuckDB reads the values first, then selects
+    if not statements or statements[-1].type not in (duckdb.StatementType.SELECT, duckdb.StatementType.MULTI):
         return con.execute(query)
     for statement in statements[:-1]:
         con.execute(statement.query).complete()  # run to its end, as a script runs it

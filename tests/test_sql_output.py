@@ -98,6 +98,9 @@ def test_an_interval_after_other_statements_keeps_its_months_names_and_order(war
     query = ("create temp table t as select x, interval (x) month as m from range(3) t(x);\n"
              "select m, x as m from t order by x desc; -- newest first")
     assert sql(warehouse, query, "csv").splitlines() == ["m,m", "2 months,2", "1 month,1", "00:00:00,0"]
+    # a PIVOT whose columns come from the data (a statement of several to DuckDB) too
+    query = "pivot (select 'x' as k, interval 2 month as v) on k using first(v)"
+    assert sql(warehouse, query, "csv").splitlines() == ["x", "2 months"]
 
 
 @pytest.mark.parametrize("width, shown", [(120, 13), (200, 22)])
