@@ -303,15 +303,16 @@ SQL_TABLE_ROWS = 40
 MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|[KMGT]i?B)$", re.I)  # DuckDB's memory_limit: 2GB, 500MiB
 
 
-# DuckDB's Python values hold no months: an INTERVAL of 1 month comes out as a timedelta of 30 days. Such columns
-# (and lists, structs, maps holding them) are cast to DuckDB's own text of the interval ('1 month', '3 days',
-# '01:30:00') before they leave the engine.
-_INTERVAL_TYPE = re.compile(r""""(?:[^"]|"")*"|'(?:[^']|'')*'|\bINTERVAL\b""")  # not inside a quoted name
+# DuckDB's Python values hold no months: an INTERVAL of 1 month comes out as a timedelta of 30 days; nor
+# nanoseconds: a TIMESTAMP_NS loses its last three digits. Such columns (and lists, structs, maps holding them)
+# are cast to DuckDB's own text ('1 month', '3 days', '01:30:00', '2026-01-01 00:00:00.123456789') before they
+# leave the engine.
+_INTERVAL_TYPE = re.compile(r""""(?:[^"]|"")*"|'(?:[^']|'')*'|\b(?:INTERVAL|TIMESTAMP_NS)\b""")  # not in a quoted name
 _TRAILING_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
 
 
 def _intervals_as_text(con: duckdb.DuckDBPyConnection, statement: str) -> str:
-    """`statement` (one SELECT), its interval values cast to their text; as it is when it holds none."""
+    """`statement` (one SELECT), its interval and nanosecond values cast to their text; as it is without any."""
     try:
         described = con.execute(f"describe {statement}").fetchall()
     except duckdb.InterruptException:
@@ -319,7 +320,7 @@ def _intervals_as_text(con: duckdb.DuckDBPyConnection, statement: str) -> str:
     except duckdb.Error:  # DuckDB describes no such statement: it runs as written (and fails as written)
         return statement
     types = [str(t) for _, t, *_ in described]
-    casts = [_INTERVAL_TYPE.sub(lambda m: "VARCHAR" if m.group() == "INTERVAL" else m.group(), t) for t in types]
+    casts = [_INTERVAL_TYPE.sub(lambda m: m.group() if m.group()[0] in "\"'" else "VARCHAR", t) for t in types]
     if casts == types:
         return statement
     names = ['"' + name.replace('"', '""') + '"' for name, *_ in described]  # each kept, a repeated one too

@@ -89,7 +89,7 @@ def test_an_interval_keeps_its_months_in_every_format(warehouse: Path) -> None:
     assert sql(warehouse, INTERVALS, "csv").splitlines() == [
         "m,y,d,mi,span,l", '1 month,1 year,3 days,01:30:00,1 year 1 month 17 days,"[""2 months""]"']
     table = sql(warehouse, INTERVALS, "table")
-    assert "│ 1 month │ 1 year │ 3 days │ 01:30:00 │ 1 year 1 month 17 days │ ['2 months'] │" in table, table
+    assert "│ 1 month │ 1 year │ 3 days │ 01:30:00 │ 1 year 1 month 17 days │ ['2 months'] │" in table
 
 
 def test_an_interval_after_other_statements_keeps_its_months_names_and_order(warehouse: Path) -> None:
@@ -101,6 +101,16 @@ def test_an_interval_after_other_statements_keeps_its_months_names_and_order(war
     # a PIVOT whose columns come from the data (a statement of several to DuckDB) too
     query = "pivot (select 'x' as k, interval 2 month as v) on k using first(v)"
     assert sql(warehouse, query, "csv").splitlines() == ["x", "2 months"]
+
+
+def test_a_nanosecond_timestamp_keeps_its_nanoseconds(warehouse: Path) -> None:
+    # Python's datetime holds microseconds: '...00.123456789'::timestamp_ns was written '...00.123456'
+    query = ("select '2026-01-01 00:00:00.123456789'::timestamp_ns as t, "
+             "{'at': '2026-01-01 00:00:00.5'::timestamp_ns} as s")
+    assert json.loads(sql(warehouse, query, "json")) == [{"t": "2026-01-01 00:00:00.123456789",
+                                                          "s": {"at": "2026-01-01 00:00:00.5"}}]
+    assert sql(warehouse, query, "csv").splitlines() == [
+        "t,s", '2026-01-01 00:00:00.123456789,"{""at"": ""2026-01-01 00:00:00.5""}"']
 
 
 @pytest.mark.parametrize("width, shown", [(120, 13), (200, 22)])
