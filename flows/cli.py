@@ -303,6 +303,44 @@ SQL_TABLE_ROWS = 40
 MEMORY_SIZE = re.compile(r"^\d+(\.\d+)?\s*(B|[KMGT]i?B)$", re.I)  # DuckDB's memory_limit: 2GB, 500MiB
 
 
+# DuckDB's Python values hold no months: an INTERVAL of 1 month comes out as a timedelta of 30 days; nor
+# nanoseconds: a TIMESTAMP_NS loses its last three digits. Such columns (and lists, structs, maps holding them)
+# are cast to DuckDB's own text ('1 month', '3 days', '01:30:00', '2026-01-01 00:00:00.123456789') before they
+# leave the engine.
+_INTERVAL_TYPE = re.compile(r""""(?:[^"]|"")*"|'(?:[^']|'')*'|\b(?:INTERVAL|TIMESTAMP_NS)\b""")  # not in a quoted name
+_TRAILING_SEMICOLON = re.compile(r";(?:\s|--[^\n]*|/\*.*?\*/)*\Z", re.S)
+
+
+def _intervals_as_text(con: duckdb.DuckDBPyConnection, statement: str) -> str:
+    """`statement` (one SELECT), its interval and nanosecond values cast to their text; as it is without any."""
+    try:
+        described = con.execute(f"describe {statement}").fetchall()
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error:  # DuckDB describes no such statement: it runs as written (and fails as written)
+        return statement
+    types = [str(t) for _, t, *_ in described]
+    casts = [_INTERVAL_TYPE.sub(lambda m: m.group() if m.group()[0] in "\"'" else "VARCHAR", t) for t in types]
+    if casts == types:
+        return statement
+    names = ['"' + name.replace('"', '""') + '"' for name, *_ in described]  # each kept, a repeated one too
+    columns = ", ".join(f"#{i}{'' if cast == t else '::' + cast} as {name}"
+                        for i, (name, t, cast) in enumerate(zip(names, types, casts), 1))
+    return f"select {columns} from (\n{_TRAILING_SEMICOLON.sub('', statement.rstrip())}\n)"
+
+
+def run_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyConnection | None:
+    """`query` (statements run in order, the last one's rows answered) on `con`, an interval shown as DuckDB
+    writes it; None for a query of comments or semicolons only."""
+    statements = con.extract_statements(query)
+    # a PIVOT whose columns come from the data is MULTI: DuckDB reads the values first, then selects
+    if not statements or statements[-1].type not in (duckdb.StatementType.SELECT, duckdb.StatementType.MULTI):
+        return con.execute(query)
+    for statement in statements[:-1]:
+        con.execute(statement.query).complete()  # run to its end, as a script runs it
+    return con.execute(_intervals_as_text(con, statements[-1].query))
+
+
 def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.Event,
                  max_rows: int = SQL_TABLE_ROWS) -> None:
     """The answer of `rel` in `fmt`, a batch of rows at a time; CSV and JSON are written whole as they are
@@ -368,7 +406,7 @@ def sql(
 
     def answer(stopping: threading.Event) -> None:
         install_macros(con)  # fits(), fresh_providers(), ...: docs/recommender.md
-        answered = con.execute(query)
+        answered = run_query(con, query)
         if answered is None:  # DuckDB's answer to a query of comments or semicolons only
             raise fail("the query holds no SQL statement (only comments or semicolons)", 2)
         write_answer(answered, output, stopping, max_rows)

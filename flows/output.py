@@ -13,8 +13,10 @@ from enum import Enum
 from typing import Any, Collection, Iterable, Iterator, Sequence
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from gpuledger.flows.literal import MESSAGE_LIMIT, cell, escaped, labelled, literal
 
@@ -125,9 +127,30 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
         writer.writerows([shown(json.dumps(_json_value(v), default=str, ensure_ascii=False)
                                 if isinstance(v, (list, dict)) else v) for v in r] for r in rows)
     else:
+        header = [cell(c) for c in columns]
+        cells = [[literal(v, MESSAGE_LIMIT) if c in lists else cell(v) for c, v in zip(columns, r)] for r in rows]
+        shown = _fitting_columns([header, *cells], out.width)
         table = Table(title=cell(title) if title else None, title_justify="left")
-        for c in columns:
-            table.add_column(cell(c), overflow="fold")  # a narrow terminal wraps a value, never cuts it
-        for r in rows:
-            table.add_row(*(literal(v, MESSAGE_LIMIT) if c in lists else cell(v) for c, v in zip(columns, r)))
+        for c in header[:shown]:
+            table.add_column(c, overflow="fold")  # a narrow terminal wraps a value, never cuts it
+        for r in cells:
+            table.add_row(*r[:shown])
         out.print(table)
+        if shown < len(columns):
+            err.print(literal(f"{len(columns)} columns, the first {shown} shown ({', '.join(columns[shown:])} left "
+                              "out for the width; --format csv or json writes all)"))
+
+
+FOLDED = 6  # a table column is folded down to no fewer characters than this; more columns than fit are left out
+
+
+def _fitting_columns(lines: list[list[Text]], width: int) -> int:
+    """How many columns of `lines` (the header, then the rows) a table `width` characters wide shows, the leftmost
+    first, each folded to FOLDED characters at the least: a table of more squeezed every column to nothing."""
+    used, shown = 1, 0
+    for column in zip(*lines):
+        used += min(max(cell_len(part) for text in column for part in text.plain.split("\n")), FOLDED) + 3
+        if used > width and shown:
+            break
+        shown += 1
+    return shown if lines and lines[0] else 0

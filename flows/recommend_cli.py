@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -80,6 +81,33 @@ def _print_estimate(rec: Recommendation) -> None:
         out.print(literal(f"ZeRO-Offload: {e.host_gb:.0f} GiB of host RAM for the optimizer state (all nodes)"))
 
 
+_COLUMNS = ("#", "provider", "instance / place", "purchase", "GPUs", "GiB/GPU", "plan", "$/h", "obtainable\n7d/30d",
+            "tokens/s\n/GPU", "h/run", "set-up", "compute", "storage", "egress", "total $", "notes")
+_TEXT = ("provider", "instance / place", "purchase", "GPUs", "plan", "notes")  # left-aligned
+_FOLDS = ("instance / place", "purchase", "notes")  # long text, folded on a narrow terminal; no number, no GPU
+# Left out, in this order, where the table is wider than the terminal: the parts of the total first.
+_LEAST_TOLD = ("set-up", "storage", "egress", "compute", "GiB/GPU", "obtainable\n7d/30d", "plan", "tokens/s\n/GPU",
+               "h/run")
+_FOLDED = 10  # a text column is folded down to no fewer characters than this
+
+
+def _fitting(rows: list[list[Text]], width: int | None) -> tuple[list[int], list[str], int]:
+    """The columns of `rows` a table of `width` characters shows with every number whole (None: all), the names
+    of those left out, and the width that shows them all."""
+    def needs(i: int) -> int:  # a column's characters: its widest line (folded: _FOLDED), padding and a border
+        widest = max(cell_len(line) for text in [Text(_COLUMNS[i]), *(r[i] for r in rows)]
+                     for line in text.plain.split("\n"))
+        return (min(widest, _FOLDED) if _COLUMNS[i] in _FOLDS else widest) + 3
+
+    shown = list(range(len(_COLUMNS)))
+    full_width = 1 + sum(map(needs, shown))
+    for name in _LEAST_TOLD:
+        if width is None or 1 + sum(map(needs, shown)) <= width:
+            break
+        shown.remove(_COLUMNS.index(name))
+    return shown, [_COLUMNS[i].replace("\n", " ") for i in range(len(_COLUMNS)) if i not in shown], full_width
+
+
 def _print(rec: Recommendation) -> None:
     _print_estimate(rec)
     if not rec.candidates:
@@ -88,30 +116,39 @@ def _print(rec: Recommendation) -> None:
         return
     req = rec.request
     order = "fastest first" if req.by == "time" else "cheapest job first"
-    t = Table(title=literal(f"job: {req.job_text()}; {order}"), title_justify="left")
-    left = ("provider", "instance / place", "purchase", "GPUs", "plan", "notes")
-    for col in ("#", "provider", "instance / place", "purchase", "GPUs", "GiB/GPU", "plan", "$/h", "obtainable\n7d/30d",
-                "tokens/s\n/GPU", "h/run", "set-up", "compute", "storage", "egress", "total $", "notes"):
-        t.add_column(col, justify="left" if col in left else "right", no_wrap=col != "notes")
     footnotes: dict[str, int] = {}
+    rows: list[list[Text]] = []
     for c in rec.candidates:
         marks = [str(footnotes.setdefault(f, len(footnotes) + 1)) for f in c.flags]
         where = (c.zone or c.region) + (f" (+{c.other_locations})" if c.other_locations else "")
         tier = literal("" if c.precision_supported else "slow path ", style="red")
-        t.add_row(cell(c.rank), cell(c.provider), _lines(c.instance_type, where),
-                  _purchase(c), cell(_gpus(c)),
-                  cell(f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}"),
-                  _lines(*_plan(c)), cell(_money(c.price_per_hour * c.nodes)),
-                  _lines(*("?" if s is None else f"{s:.0%}" for s in (c.obtainable_7d, c.obtainable_30d))),
-                  cell("?") if c.tokens_per_s is None else
-                  _lines(f"{c.tokens_per_s:,.0f}", f"{c.tokens_per_s_per_gpu:,.0f}"),
-                  cell(f"{c.hours_per_run:,.2f}" if c.hours_per_run is not None else "?"),
-                  cell(_money(c.cost.setup_usd) if c.hours_per_run is not None else "?"),
-                  cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)), cell(_money(c.cost.egress_usd)),
-                  cell(_money(c.cost.total_usd), "bold"), Text.assemble(tier, " ".join(f"[{m}]" for m in marks)))
+        rows.append([cell(c.rank), cell(c.provider), _lines(c.instance_type, where),
+                     _purchase(c), cell(_gpus(c)),
+                     cell(f"{c.usable_gb_per_gpu:.0f}/{c.memory_gb_per_gpu:.0f}"),
+                     _lines(*_plan(c)), cell(_money(c.price_per_hour * c.nodes)),
+                     _lines(*("?" if s is None else f"{s:.0%}" for s in (c.obtainable_7d, c.obtainable_30d))),
+                     cell("?") if c.tokens_per_s is None else
+                     _lines(f"{c.tokens_per_s:,.0f}", f"{c.tokens_per_s_per_gpu:,.0f}"),
+                     cell(f"{c.hours_per_run:,.2f}" if c.hours_per_run is not None else "?"),
+                     cell(_money(c.cost.setup_usd) if c.hours_per_run is not None else "?"),
+                     cell(_money(c.cost.compute_usd)), cell(_money(c.cost.storage_usd)),
+                     cell(_money(c.cost.egress_usd)), cell(_money(c.cost.total_usd), "bold"),
+                     Text.assemble(tier, " ".join(f"[{m}]" for m in marks))])
     # Piped (a file, a pager, a script), the table keeps its own width: the 200 columns of `out` cut a wide
     # one's numbers ('1,210.…') and its notes column (spot and commitment rows, long instance names).
+    # On a terminal, text folds and no number is cut: the columns that do not fit are left out and named.
+    width = out.width if out.is_terminal else None
+    shown, left_out, full_width = _fitting(rows, width)
+    t = Table(title=literal(f"job: {req.job_text()}; {order}"), title_justify="left")
+    for i in shown:
+        col = _COLUMNS[i]
+        t.add_column(col, justify="left" if col in _TEXT else "right", no_wrap=col not in _FOLDS, overflow="fold")
+    for r in rows:
+        t.add_row(*(r[i] for i in shown))
     (out if out.is_terminal else Console(file=sys.stdout, soft_wrap=True, width=4000)).print(t)
+    if left_out:
+        out.print(literal(f"left out for the terminal's {width} columns: {', '.join(left_out)} (--format csv or "
+                          f"--json has every column, as does a terminal of {full_width} columns)"))
     out.print("GiB/GPU = usable (after headroom) / reported; (+n) = the same offer in n more places, none ranked "
               "higher; h/run = training + set-up (start-up, downloads, upload); compute = runs x billed time "
               "(each run up to the increment; a minimum charge paid once a job) x $/h, set-up $ included; "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import subprocess
@@ -16,8 +17,10 @@ import pytest
 from gpuledger.warehouse.interruption import AWS_SPOT_ADVISOR, from_rate_band
 from gpuledger.warehouse.schema import migrate
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
+from gpuledger.flows import recommend_cli
 from gpuledger.flows.recommend_cli import register
 from gpuledger.warehouse.recommender import ranking
 from gpuledger.warehouse.recommender.macros import install_macros, macros_sql
@@ -924,6 +927,40 @@ def test_cli_table_piped_keeps_every_number_and_name_whole(cli, tmp_path: Path) 
     # 8 x B200 sharded, $35.20/h, its notes [1] ... on the row.
     assert cells[:3] == ["1", "market", long_name] and cells[7] == "35.20" and cells[-1].startswith("[1]")
     assert "…" not in r.stdout
+
+
+@pytest.mark.parametrize("width, left_out", [
+    (100, "GiB/GPU, plan, obtainable 7d/30d, tokens/s /GPU, set-up, compute, storage, egress"),
+    (120, "GiB/GPU, plan, obtainable 7d/30d, set-up, compute, storage, egress"),
+])
+def test_cli_table_on_a_terminal_keeps_every_number_whole(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          width: int, left_out: str) -> None:
+    # On a 120-column terminal the 17 columns were squeezed: "$/h" read "35.…", the rank went blank, the GPU
+    # read "1x RTX-…". Now long text folds, no number or GPU name is cut, and the columns that do not fit are
+    # left out and named.
+    db, _ = _long_name_and_commitment_db(tmp_path)
+    screen = io.StringIO()
+    monkeypatch.setattr(recommend_cli, "out", Console(file=screen, force_terminal=True, width=width, soft_wrap=True,
+                                                      color_system=None))
+    r = CliRunner().invoke(cli, ["recommend", "--model", "llama-3-8b", "--method", "qlora", "--db", str(db),
+                                 "--tokens", "1e6", "--commitments", "--top", "3"])
+    assert r.exit_code == 0, r.output
+    text = screen.getvalue()
+    assert "…" not in text
+    table = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(map(len, table)) <= width
+    header = [c.strip() for c in [line for line in table if "┃ # ┃" in line][0].split("┃")[1:-1]]
+    first_lines = {cells[0]: cells for cells in
+                   ([c.strip() for c in line.split("│")[1:-1]] for line in table if line.startswith("│ "))
+                   if cells[0]}
+    # rank: GPUs, $/h, h/run, total $ (the savings plan at $1.10/h, on demand $1.50/h, 8x B200 $35.20/h; --json's
+    # total_usd 0.20625, 0.28125, 3.0507 and hours_per_run 0.187, 0.187, 0.087)
+    assert {rank: [cells[header.index(h)] for h in ("GPUs", "$/h", "h/run", "total $")]
+            for rank, cells in first_lines.items()} == {"1": ["1x A100-SXM4-80", "1.10", "0.19", "0.21"],
+                                                       "2": ["1x A100-SXM4-80", "1.50", "0.19", "0.28"],
+                                                       "3": ["8x B200", "35.20", "0.09", "3.05"]}
+    assert f"left out for the terminal's {width} columns: {left_out} (--format csv or --json has every column" \
+        in text
 
 
 def test_cli_table_names_a_commitment_in_the_purchase_column(cli, tmp_path: Path) -> None:

@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
+from gpuledger.flows import output
 from gpuledger.flows.cli import app
 from gpuledger.warehouse.store import close_writer, open_writer
 
@@ -72,3 +74,63 @@ def test_a_decimal_is_a_json_number_where_a_double_holds_it_exactly(warehouse: P
                                                           "big": "12345678901234567890.12"}]
     assert sql(warehouse, query, "csv").splitlines() == ["threshold,steps,big",
                                                          '0.5,"[1.25, 2.0]",12345678901234567890.12']
+
+
+INTERVALS = ("select interval 1 month as m, interval 1 year as y, interval 3 day as d, interval 90 minute as mi, "
+             "age(timestamp '2026-12-01', timestamp '2025-10-15') as span, [interval 2 month] as l")
+
+
+def test_an_interval_keeps_its_months_in_every_format(warehouse: Path) -> None:
+    # DuckDB's Python value of an interval is a timedelta, which has no months: 1 month was "30 days, 0:00:00",
+    # 1 year "360 days, 0:00:00", age() of 1 year 1 month 17 days "407 days, 0:00:00"
+    expected = {"m": "1 month", "y": "1 year", "d": "3 days", "mi": "01:30:00", "span": "1 year 1 month 17 days",
+                "l": ["2 months"]}
+    assert json.loads(sql(warehouse, INTERVALS, "json")) == [expected]
+    assert sql(warehouse, INTERVALS, "csv").splitlines() == [
+        "m,y,d,mi,span,l", '1 month,1 year,3 days,01:30:00,1 year 1 month 17 days,"[""2 months""]"']
+    table = sql(warehouse, INTERVALS, "table")
+    assert "│ 1 month │ 1 year │ 3 days │ 01:30:00 │ 1 year 1 month 17 days │ ['2 months'] │" in table
+
+
+def test_an_interval_after_other_statements_keeps_its_months_names_and_order(warehouse: Path) -> None:
+    # the statements before the last run first (a temp table); a repeated name, the order and a trailing
+    # comment after the last semicolon are kept
+    query = ("create temp table t as select x, interval (x) month as m from range(3) t(x);\n"
+             "select m, x as m from t order by x desc; -- newest first")
+    assert sql(warehouse, query, "csv").splitlines() == ["m,m", "2 months,2", "1 month,1", "00:00:00,0"]
+    # a PIVOT whose columns come from the data (a statement of several to DuckDB) too
+    query = "pivot (select 'x' as k, interval 2 month as v) on k using first(v)"
+    assert sql(warehouse, query, "csv").splitlines() == ["x", "2 months"]
+
+
+def test_a_nanosecond_timestamp_keeps_its_nanoseconds(warehouse: Path) -> None:
+    # Python's datetime holds microseconds: '...00.123456789'::timestamp_ns was written '...00.123456'
+    query = ("select '2026-01-01 00:00:00.123456789'::timestamp_ns as t, "
+             "{'at': '2026-01-01 00:00:00.5'::timestamp_ns} as s")
+    assert json.loads(sql(warehouse, query, "json")) == [{"t": "2026-01-01 00:00:00.123456789",
+                                                          "s": {"at": "2026-01-01 00:00:00.5"}}]
+    assert sql(warehouse, query, "csv").splitlines() == [
+        "t,s", '2026-01-01 00:00:00.123456789,"{""at"": ""2026-01-01 00:00:00.5""}"']
+
+
+@pytest.mark.parametrize("width, shown", [(120, 13), (200, 22)])
+def test_a_table_wider_than_the_terminal_shows_the_columns_that_fit_and_names_the_rest(
+        warehouse: Path, monkeypatch: pytest.MonkeyPatch, width: int, shown: int) -> None:
+    # `select * from offers` (44 columns) on a 120-column terminal drew an empty grid: every column squeezed to
+    # a character or none, not one header or value readable. Now the leftmost columns that fit at 6 characters
+    # (and a border and padding) are shown whole, the others named on standard error.
+    screen = io.StringIO()
+    monkeypatch.setattr(output, "out", Console(file=screen, force_terminal=True, width=width, soft_wrap=True,
+                                               color_system=None))
+    query = "select " + ", ".join(f"'val-{i:02}' as c{i:02}" for i in range(1, 31))
+    result = runner.invoke(app, ["sql", query, "--db", str(warehouse)])
+    assert result.exit_code == 0, result.output
+    table = screen.getvalue().splitlines()
+    assert max(map(len, table)) <= width
+    header = [c.strip() for c in table[1].split("┃")[1:-1]]
+    values = [c.strip() for c in table[3].split("│")[1:-1]]
+    assert header == [f"c{i:02}" for i in range(1, shown + 1)]
+    assert values == [f"val-{i:02}" for i in range(1, shown + 1)]
+    left_out = ", ".join(f"c{i:02}" for i in range(shown + 1, 31))
+    assert f"30 columns, the first {shown} shown ({left_out} left out for the width; --format csv or json " \
+        "writes all)" in " ".join(result.output.split())
