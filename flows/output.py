@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from contextlib import contextmanager
+from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Collection, Iterable, Iterator, Sequence
@@ -67,6 +68,15 @@ def chosen(fmt: Format | str, as_json: bool = False) -> str:
     return "json" if as_json else Format(fmt).value
 
 
+# DuckDB hands an infinite date or timestamp ('infinity', the open end `coalesce(valid_to, 'infinity')` writes)
+# to Python as the largest or smallest value Python holds, 9999-12-31 23:59:59.999999 without its time zone.
+_INFINITE = {datetime.max: "infinity", datetime.min: "-infinity", date.max: "infinity", date.min: "-infinity"}
+
+
+def _finite(row: Sequence[Any]) -> list[Any]:
+    return [_INFINITE.get(v, v) if isinstance(v, date) and getattr(v, "tzinfo", None) is None else v for v in row]
+
+
 def _json_value(value: Any) -> Any:
     """`value` as JSON can hold it: NaN and infinities (no JSON numbers) become null, as JavaScript writes them;
     a MAP's key that JSON cannot hold (a date, a decimal, a UUID: histogram(valid_from::date)) becomes its text;
@@ -107,6 +117,7 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
     """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
     is written as it comes (json.dumps of the whole list, indent 2, one object at a time). A column of `lists`
     (names joined by commas, each a cell's worth) is cut at MESSAGE_LIMIT on the terminal, not CELL_LIMIT."""
+    rows = map(_finite, rows)
     if fmt == "json":
         keys, sep = _json_keys(columns), "\n"
         sys.stdout.write("[")

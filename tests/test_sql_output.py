@@ -113,6 +113,18 @@ def test_a_nanosecond_timestamp_keeps_its_nanoseconds(warehouse: Path) -> None:
         "t,s", '2026-01-01 00:00:00.123456789,"{""at"": ""2026-01-01 00:00:00.5""}"']
 
 
+def test_an_infinite_date_or_timestamp_is_written_as_infinity_not_as_a_date(warehouse: Path) -> None:
+    # Python holds no infinite date: 'infinity'::timestamptz (a closed-or-open end, coalesce(valid_to, 'infinity'))
+    # was written "9999-12-31 23:59:59.999999", without its time zone, and '-infinity'::date "0001-01-01"
+    query = ("select 'infinity'::timestamptz as t, '-infinity'::timestamp as u, 'infinity'::date as d, "
+             "'-infinity'::date as e, '2026-12-07 10:00:00+00'::timestamptz as real")
+    assert json.loads(sql(warehouse, query, "json")) == [
+        {"t": "infinity", "u": "-infinity", "d": "infinity", "e": "-infinity", "real": "2026-12-07 10:00:00+00:00"}]
+    assert sql(warehouse, query, "csv").splitlines() == [
+        "t,u,d,e,real", "infinity,-infinity,infinity,-infinity,2026-12-07 10:00:00+00:00"]
+    assert "│ infinity │ -infinity │ infinity │ -infinity │ 2026-12-07 10:00:00+00:00 │" in sql(warehouse, query, "table")
+
+
 @pytest.mark.parametrize("width, shown", [(120, 13), (200, 22)])
 def test_a_table_wider_than_the_terminal_shows_the_columns_that_fit_and_names_the_rest(
         warehouse: Path, monkeypatch: pytest.MonkeyPatch, width: int, shown: int) -> None:
