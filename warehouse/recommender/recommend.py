@@ -87,7 +87,7 @@ class RecommendRequest(TrainingSetup):
         self.spec()  # an unknown model is refused here, naming the nearest
         hours = 1.0 if self.hours is None else self.hours
         checks = [
-            (hours > 0 and math.isfinite(hours), f"hours must be positive, got {self.hours}"),
+            (hours > 0, f"hours must be positive, got {self.hours}"),  # inf: over the most, said next
             (hours <= MAX_HOURS, f"hours must be at most {MAX_HOURS:g} (a year) per run, got {hours:g}"),
             (self.hours is None or self._no_size,
              "give either hours per run or a job size, not both"),
