@@ -171,7 +171,7 @@ def test_a_password_in_the_catalog_url_is_neither_printed_nor_stored(
     assert "s3cret" not in said and f"pull {served[1]}" in said
     assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {served[1]}",)]
     code, said = cli("pull", url + "/nope", "--db", str(b))
-    assert code == 2 and said.strip() == f"error: manifest.json: HTTP 404 from {served[1]}/nope"
+    assert code == 2 and said.strip() == f"error: manifest.json: HTTP 404 from {served[1]}/nope/manifest.json"
 
 def test_a_url_whose_scheme_is_in_capitals_is_fetched(served: tuple[Path, str], tmp_path: Path) -> None:
     # before: "error: manifest.json: not in HTTP://127.0.0.1:...", read as a local folder's name

@@ -284,7 +284,8 @@ def test_a_file_trickled_slower_than_the_least_rate_is_refused(
     # before: loaded, however long it took (a byte every 59 s: for ever)
     assert reports["lambda"].state == "refused"
     assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of {entry['bytes']:,} bytes in 1 s from "
-                        r"http://127\.0\.0\.1:\d+: too slow, refused", reports["lambda"].detail)
+                        rf"http://127\.0\.0\.1:\d+/{re.escape(entry['name'])}: too slow, refused",
+                        reports["lambda"].detail)
     assert reports["aws"].state == reports["runpod"].state == "loaded"
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
 
@@ -345,8 +346,9 @@ def test_a_url_with_a_control_character_is_refused_in_one_line(tmp_path: Path) -
     b = tmp_path / "b.duckdb"
     # before: an httpx InvalidURL traceback, exit 1
     code, said = cli("pull", "http://127.0.0.1:9/catalog\x1b[31m", "--db", str(b))
-    assert (code, said.strip()) == (2, "error: manifest.json: InvalidURL from http://127.0.0.1:9/catalog: Invalid "
-                                       "non-printable ASCII character in URL, '\\x1b' at position 26.")
+    assert (code, said.strip()) == (2, "error: manifest.json: InvalidURL from "
+                                       "http://127.0.0.1:9/catalog/manifest.json: Invalid non-printable ASCII "
+                                       "character in URL, '\\x1b' at position 26.")
     assert not b.exists()
 
 
@@ -425,3 +427,48 @@ def test_a_history_segment_whose_versions_overlap_is_refused(published: tuple[Pa
             "start or overlap the next") in output.replace("\n", " ")
     assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
     assert checks_pass(b)
+
+
+@contextlib.contextmanager
+def serving(folder: Path, answer: Any) -> Any:
+    """`folder` served on 127.0.0.1, each GET first offered to `answer(handler)`, which returns True once it
+    has answered; the URL of the server."""
+
+    class Handler(SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if not answer(self):
+                super().do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_redirected_404_names_the_address_that_answered_without_its_query_string(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    def moved(handler: SimpleHTTPRequestHandler) -> bool:  # a release asset moved: its signed URL answers 404
+        if handler.path.startswith("/catalog/"):
+            handler.send_response(302)
+            handler.send_header("Location", f"/moved/{handler.path[9:]}?X-Amz-Signature=s3cr3t&token=t0k3n")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return True
+        if handler.path.startswith("/moved/"):
+            handler.send_error(404)
+            return True
+        return False
+
+    with serving(published[1], moved) as url:
+        code, said = cli("pull", f"{url}/catalog", "--db", str(tmp_path / "b.duckdb"))
+    # before: "error: manifest.json: HTTP 404 from http://127.0.0.1:PORT/catalog", the address asked, not the
+    # one that answered 404
+    assert (code, said.strip()) == (2, f"error: manifest.json: HTTP 404 from {url}/moved/manifest.json")
+    assert not (tmp_path / "b.duckdb").exists()
+

@@ -60,8 +60,11 @@ class CatalogError(Exception):
 
 
 def shown(source: str) -> str:
-    """`source` as it may be printed or stored (scrape_runs.notes): a URL without its user and password."""
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", source)
+    """`source` as it may be printed or stored (scrape_runs.notes): a URL as scheme://host/path, without its
+    user and password, query string or fragment (a signed URL's token is in its query string)."""
+    if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", source):
+        return source
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", re.split(r"[?#]", source, maxsplit=1)[0])
 
 
 def _time(text: str | None) -> datetime | None:
@@ -239,29 +242,34 @@ class PullReport:
 
 
 def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client | None) -> Path:
-    """File `name` of the catalog at `source`, downloaded into `tmp` (a URL) within `limit` bytes."""
+    """File `name` of the catalog at `source`, downloaded into `tmp` (a URL) within `limit` bytes. Errors name
+    the address that failed (the last of its redirects)."""
     if client is None:
         path = Path(source) / name
         if not path.is_file():
             raise CatalogError(f"{name}: not in {source}")
         return path
-    out = tmp / name
+    out, url = tmp / name, f"{source.rstrip('/')}/{name}"
     seconds = TIMEOUT_S + limit / MIN_RATE  # each read has TIMEOUT_S; a byte a minute would go on for ever
     deadline = time.monotonic() + seconds
     try:
-        with client.stream("GET", f"{source.rstrip('/')}/{name}") as resp, out.open("wb") as f:
+        with client.stream("GET", url) as resp, out.open("wb") as f:
             if resp.status_code != 200:
-                raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(source)}")
+                raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(str(resp.url))}")
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
                     said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
                     raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
                 if time.monotonic() > deadline:
                     raise CatalogError(f"{name}: {f.tell():,} of {limit:,} bytes in {seconds:.0f} s from "
-                                       f"{shown(source)}: too slow, refused")
+                                       f"{shown(str(resp.url))}: too slow, refused")
                 f.write(chunk)
     except (httpx.HTTPError, httpx.InvalidURL) as err:  # InvalidURL: no HTTPError ('\x1b' in the URL)
-        raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
+        try:
+            where = shown(str(err.request.url))  # the request that failed, a redirect's perhaps
+        except (AttributeError, RuntimeError):  # none made (InvalidURL)
+            where = shown(url)
+        raise CatalogError(f"{name}: {type(err).__name__} from {where}: {err}") from None
     except OSError as err:
         raise CatalogError(f"{name}: cannot be written to {tmp} ({err.strerror or err})") from None
     return out
