@@ -472,3 +472,32 @@ def test_a_redirected_404_names_the_address_that_answered_without_its_query_stri
     assert (code, said.strip()) == (2, f"error: manifest.json: HTTP 404 from {url}/moved/manifest.json")
     assert not (tmp_path / "b.duckdb").exists()
 
+
+def test_a_trickled_manifest_is_refused_at_the_least_rate(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = (published[1] / MANIFEST).read_bytes()
+    assert len(data) > 2500  # 500 bytes each 0.2 s: more than a second
+
+    def trickled(handler: SimpleHTTPRequestHandler) -> bool:  # a few bytes a second, far under 16 MiB
+        if handler.path != f"/{MANIFEST}":
+            return False
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        with contextlib.suppress(OSError):  # the client gone
+            for at in range(0, len(data), 500):
+                handler.wfile.write(data[at:at + 500])
+                handler.wfile.flush()
+                time.sleep(0.2)
+        return True
+
+    monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, then 1 MB a second at the least
+    monkeypatch.setattr(catalog, "MIN_RATE", 1 << 20)
+    with serving(published[1], trickled) as url:
+        code, said = cli("pull", url, "--db", str(tmp_path / "b.duckdb"))
+    # before: loaded; the manifest had 1 s + 16 MiB / MIN_RATE, at 16 KiB a second 18 minutes
+    assert code == 2, said
+    assert re.fullmatch(rf"error: manifest\.json: [\d,]+ bytes in 1 s from {re.escape(url)}/manifest\.json: slower "
+                        r"than 1,048,576 bytes a second, refused", said.strip()), said
+    assert not (tmp_path / "b.duckdb").exists()
+

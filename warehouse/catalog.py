@@ -250,8 +250,11 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
             raise CatalogError(f"{name}: not in {source}")
         return path
     out, url = tmp / name, f"{source.rstrip('/')}/{name}"
-    seconds = TIMEOUT_S + limit / MIN_RATE  # each read has TIMEOUT_S; a byte a minute would go on for ever
-    deadline = time.monotonic() + seconds
+    # each read has TIMEOUT_S; a byte a minute would go on for ever. A file's size is known: all of it within
+    # TIMEOUT_S and a second for each MIN_RATE bytes. The manifest's is not (up to 16 MiB, 18 minutes so):
+    # what has come within TIMEOUT_S and a second for each MIN_RATE bytes of it
+    seconds = TIMEOUT_S + limit / MIN_RATE
+    start = time.monotonic()
     try:
         with client.stream("GET", url) as resp, out.open("wb") as f:
             if resp.status_code != 200:
@@ -260,7 +263,11 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
                 if f.tell() + len(chunk) > limit:
                     said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
                     raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
-                if time.monotonic() > deadline:
+                took = time.monotonic() - start
+                if name == MANIFEST and took > TIMEOUT_S + (f.tell() + len(chunk)) / MIN_RATE:
+                    raise CatalogError(f"{name}: {f.tell() + len(chunk):,} bytes in {took:.0f} s from "
+                                       f"{shown(str(resp.url))}: slower than {MIN_RATE:,} bytes a second, refused")
+                if took > seconds:
                     raise CatalogError(f"{name}: {f.tell():,} of {limit:,} bytes in {seconds:.0f} s from "
                                        f"{shown(str(resp.url))}: too slow, refused")
                 f.write(chunk)
