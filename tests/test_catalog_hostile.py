@@ -501,3 +501,29 @@ def test_a_trickled_manifest_is_refused_at_the_least_rate(
                         r"than 1,048,576 bytes a second, refused", said.strip()), said
     assert not (tmp_path / "b.duckdb").exists()
 
+
+@pytest.mark.parametrize("given", ["{url}/?token=t0k3n", "{url}/manifest.json?token=t0k3n", "{url}?token=t0k3n#top"])
+def test_a_url_with_a_query_string_fetches_each_file_beside_the_manifest_with_it(
+        published: tuple[Path, Path], tmp_path: Path, given: str) -> None:
+    asked = []
+
+    def tokened(handler: SimpleHTTPRequestHandler) -> bool:  # a host that takes a token for each file
+        asked.append(handler.path)
+        if handler.path.endswith("?token=t0k3n"):
+            handler.path = handler.path.removesuffix("?token=t0k3n")
+            return False
+        handler.send_error(403)
+        return True
+
+    b = tmp_path / "b.duckdb"
+    with serving(published[1], tokened) as url:
+        code, said = cli("pull", given.format(url=url), "--db", str(b))
+    # before: the manifest fetched from /?token=t0k3n/manifest.json ("HTTP 403 from http://...?token=t0k3n"), or
+    # (the manifest's own address) each file from /manifest.json?token=t0k3n/<file>
+    assert code == 0, said
+    assert asked[0] == "/manifest.json?token=t0k3n" and len(asked) == 1 + sum(
+        len(e["files"]) for e in json.loads((published[1] / MANIFEST).read_text())["providers"].values())
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("lambda",), ("runpod",)]
+    assert "t0k3n" not in said
+    assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {url}",)]
+    assert checks_pass(b)

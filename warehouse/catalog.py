@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Collection, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 import duckdb
 import httpx
@@ -65,6 +66,25 @@ def shown(source: str) -> str:
     if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", source):
         return source
     return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", re.split(r"[?#]", source, maxsplit=1)[0])
+
+
+def _folder_url(source: str) -> str:
+    """The catalog's URL `source` (its folder, or its manifest's own address) as its folder's: the path
+    without a trailing / or manifest.json, the query string kept (a host's token for each file)."""
+    try:
+        parts = urlsplit(source)
+    except ValueError as err:  # http://[::1
+        raise CatalogError(f"{shown(source)}: not a URL ({err})") from None
+    path = parts.path.rstrip("/")
+    if path.rpartition("/")[2] == MANIFEST:
+        path = path.rpartition("/")[0]
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _file_url(folder: str, name: str) -> str:
+    """File `name` of the catalog whose folder's URL is `folder` (from _folder_url), with its query string."""
+    parts = urlsplit(folder)
+    return urlunsplit((parts.scheme, parts.netloc, f"{parts.path}/{name}", parts.query, ""))
 
 
 def _time(text: str | None) -> datetime | None:
@@ -242,14 +262,14 @@ class PullReport:
 
 
 def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client | None) -> Path:
-    """File `name` of the catalog at `source`, downloaded into `tmp` (a URL) within `limit` bytes. Errors name
-    the address that failed (the last of its redirects)."""
+    """File `name` of the catalog at `source` (a folder, or a URL from _folder_url), downloaded into `tmp`
+    (a URL) within `limit` bytes. Errors name the address that failed (the last of its redirects)."""
     if client is None:
         path = Path(source) / name
         if not path.is_file():
             raise CatalogError(f"{name}: not in {source}")
         return path
-    out, url = tmp / name, f"{source.rstrip('/')}/{name}"
+    out, url = tmp / name, _file_url(source, name)
     # each read has TIMEOUT_S; a byte a minute would go on for ever. A file's size is known: all of it within
     # TIMEOUT_S and a second for each MIN_RATE bytes. The manifest's is not (up to 16 MiB, 18 minutes so):
     # what has come within TIMEOUT_S and a second for each MIN_RATE bytes of it
@@ -506,13 +526,16 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     this gpuledger has sources for (the command line passes the registry's); another is refused."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
+    url = re.match(r"https?://", source, re.I)
     parent, _, name = source.rstrip("/").rpartition("/")
-    if name == MANIFEST:  # the manifest's own address given: the catalog is its folder
+    if url:
+        source = _folder_url(source)
+    elif name == MANIFEST:  # the manifest's own address given: the catalog is its folder
         source = parent or "."
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
-        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source, re.I) else None
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if url else None
     with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
         tmp = Path(folder)
         where = f"{shown(source).rstrip('/')}/{MANIFEST}"
