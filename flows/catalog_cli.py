@@ -53,8 +53,9 @@ def publish_command(
 
 def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
-                                 "(https://.../manifest.json is beside the files) or a local folder; its "
-                                 "manifest.json's own address will do."),
+                                 "(https://.../manifest.json is beside the files, each fetched with the URL's "
+                                 "query string) or a local folder (or its file:// URL); its manifest.json's own "
+                                 "address will do."),
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,

@@ -565,3 +565,21 @@ def test_the_manifests_own_address_pulls_its_catalog(published: tuple[Path, Path
         code, said = cli("pull", source, "--db", str(b), "--format", "csv")
         assert code == 0, said
         assert digests(b) == digests(a)
+
+
+def test_a_file_url_pulls_its_folder_and_another_scheme_is_refused_in_one_line(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    a, folder = published
+    for n, source in enumerate((f"file://{folder}", f"FILE://localhost{folder}/manifest.json")):
+        b = tmp_path / f"b{n}.duckdb"
+        code, said = cli("pull", source, "--db", str(b), "--format", "csv")
+        # before: "error: manifest.json: not in file:///...", the folder that holds it
+        assert code == 0, said
+        assert digests(b) == digests(a)
+        assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {folder}",)]
+    for source in ("s3://bucket/catalog", "file://otherhost/catalog"):
+        code, said = cli("pull", source, "--db", str(tmp_path / "c.duckdb"))
+        # before: "error: manifest.json: not in s3://bucket/catalog", as a local folder's name
+        assert (code, said.strip()) == (2, f"error: {source}: a catalog is read from an http(s) URL, a file:// URL "
+                                           "of this machine or a folder")
+        assert not (tmp_path / "c.duckdb").exists()

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Collection, Sequence
 from urllib.parse import urlsplit, urlunsplit
+from urllib.request import url2pathname
 
 import duckdb
 import httpx
@@ -527,6 +528,11 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
     url = re.match(r"https?://", source, re.I)
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+)://", source)
+    if scheme and scheme[1].lower() == "file" and urlsplit(source).netloc in ("", "localhost"):
+        source = url2pathname(urlsplit(source).path)  # a local folder's URL: the folder
+    elif scheme and not url:
+        raise CatalogError(f"{shown(source)}: a catalog is read from an http(s) URL, a file:// URL of this machine or a folder")
     parent, _, name = source.rstrip("/").rpartition("/")
     if url:
         source = _folder_url(source)
