@@ -370,8 +370,8 @@ def test_publishing_over_a_manifest_nested_too_deep_is_refused_in_one_line(
     # before: a RecursionError traceback, exit 1
     code, said = cli("publish", str(folder), "--db", str(published[0]))
     assert code == 2
-    assert said.replace("\n", " ").strip() == (f"error: cannot publish into {folder}: RecursionError: maximum recursion "
-                                               "depth exceeded while decoding a JSON array from a unicode string")
+    assert said.replace("\n", " ").strip() == (f"error: cannot publish into {folder}: {folder}/manifest.json: not a "
+                                               "gpuledger catalog manifest: not a JSON object")
     assert (folder / MANIFEST).read_text() == "[" * 100_000
 
 
@@ -527,3 +527,21 @@ def test_a_url_with_a_query_string_fetches_each_file_beside_the_manifest_with_it
     assert "t0k3n" not in said
     assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {url}",)]
     assert checks_pass(b)
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"format": 3}, "not a gpuledger catalog manifest: format 3, this gpuledger reads format 1 or 2"),
+    ({"schema_version": 99}, "made for warehouse schema 99; this gpuledger reads up to 12 (upgrade gpuledger)"),
+    ({"providers": None}, "not a gpuledger catalog manifest: no 'providers' object"),
+])
+def test_publishing_over_a_catalog_of_a_newer_gpuledger_or_no_catalog_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, change: dict[str, Any], said: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    (folder / MANIFEST).write_text(json.dumps({**manifest, **change}))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    # before: a newer gpuledger's catalog rewritten as format 2 of schema 12 (its files of a table this one does
+    # not know deleted), or "cannot publish into ...: TypeError: 'NoneType' object is not subscriptable"
+    code, output = cli("publish", str(folder), "--db", str(published[0]))
+    assert (code, output.replace("\n", " ").strip()) == (2, f"error: cannot publish into {folder}: "
+                                                           f"{folder}/manifest.json: {said}")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

@@ -147,7 +147,12 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
             raise CatalogError(f"{path} holds no successful scrape: nothing to publish "
                                "(`gpuledger refresh` or `gpuledger pull` first)")
         folder.mkdir(parents=True, exist_ok=True)
-        before = json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).exists() else {"providers": {}}
+        before = {"providers": {}}
+        if (folder / MANIFEST).exists():  # a newer gpuledger's catalog is not rewritten as this one's format
+            try:
+                before = read_manifest((folder / MANIFEST).read_bytes(), str(folder / MANIFEST))
+            except CatalogError as err:
+                raise CatalogError(f"cannot publish into {folder}: {err}") from None
         stamp, n = now.strftime("%Y%m%dT%H%M%SZ"), 1
         while any(folder.glob(f"*.{stamp}.parquet")):
             n += 1
