@@ -284,7 +284,8 @@ def test_a_file_trickled_slower_than_the_least_rate_is_refused(
     # before: loaded, however long it took (a byte every 59 s: for ever)
     assert reports["lambda"].state == "refused"
     assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of {entry['bytes']:,} bytes in 1 s from "
-                        rf"http://127\.0\.0\.1:\d+/{re.escape(entry['name'])}: too slow, refused",
+                        rf"http://127\.0\.0\.1:\d+/{re.escape(entry['name'])}: slower than 1,048,576 bytes a "
+                        r"second, refused",
                         reports["lambda"].detail)
     assert reports["aws"].state == reports["runpod"].state == "loaded"
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
@@ -545,3 +546,33 @@ def test_publishing_over_a_catalog_of_a_newer_gpuledger_or_no_catalog_is_refused
     assert (code, output.replace("\n", " ").strip()) == (2, f"error: cannot publish into {folder}: "
                                                            f"{folder}/manifest.json: {said}")
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_file_trickled_for_ever_is_refused_at_the_least_rate_whatever_size_the_manifest_says(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+    entry["bytes"] = 50 << 20  # a manifest that lies, and a server that sends its 50 MiB a few bytes at a time
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+    def endless(handler: SimpleHTTPRequestHandler) -> bool:
+        if not handler.path.startswith("/lambda.offers."):
+            return False
+        handler.send_response(200)
+        handler.end_headers()
+        with contextlib.suppress(OSError):  # the client gone
+            for _ in range(600):
+                handler.wfile.write(b"\0" * 500)
+                handler.wfile.flush()
+                time.sleep(0.2)
+        return True
+
+    monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, then 1 MB a second at the least
+    monkeypatch.setattr(catalog, "MIN_RATE", 1 << 20)
+    with serving(folder, endless) as url:
+        reports = {r.provider: r for r in pull(tmp_path / "b.duckdb", url)}
+    # before: held for 1 s + 50 MiB / MIN_RATE (51 s here; at 16 KiB a second, a 2 GiB entry held it 36 hours)
+    assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of 52,428,800 bytes in 1 s from "
+                        rf"{re.escape(url)}/{re.escape(entry['name'])}: slower than 1,048,576 bytes a second, refused",
+                        reports["lambda"].detail), reports["lambda"].detail
+    assert reports["aws"].state == reports["runpod"].state == "loaded"
