@@ -18,8 +18,9 @@ from gpuledger.flows.stopping import handling
 
 
 def publish_command(
-    folder: Path = typer.Argument(..., metavar="DIR", help="The catalog folder: empty, or holding the previous "
-                                  "catalog (a provider with nothing new keeps its files there)."),
+    folder: str = typer.Argument(..., metavar="DIR", help="The catalog folder (or its file:// URL): empty, or "
+                                 "holding the previous catalog (a provider with nothing new keeps its files "
+                                 "there)."),
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
@@ -36,10 +37,15 @@ def publish_command(
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
     from gpuledger.flows.cli import cancellable_reader
-    from gpuledger.warehouse.catalog import CatalogError, publish
+    from gpuledger.warehouse.catalog import CatalogError, local_folder, publish
     from gpuledger.warehouse.store import damaged_error
 
     output = chosen(fmt, as_json)
+    try:  # not s3://bucket/catalog written as the local folder s3:/bucket/catalog
+        folder = Path(local_folder(folder, "publish writes a local folder (or its file:// URL): serve it, or upload "
+                                           "its files (a GitHub release's assets, a bucket)"))
+    except CatalogError as err:
+        raise fail(str(err), 2) from None
     # a WarehouseError: one line, exit 2 (flows/cli.py)
     with (cancellable_reader(db, "the publish", "nothing was written", allow_files=True) as con,
           on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was")):

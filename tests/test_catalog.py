@@ -583,3 +583,21 @@ def test_a_file_url_pulls_its_folder_and_another_scheme_is_refused_in_one_line(
         assert (code, said.strip()) == (2, f"error: {source}: a catalog is read from an http(s) URL, a file:// URL "
                                            "of this machine or a folder")
         assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_publishing_into_a_url_writes_its_file_url_folder_and_refuses_another(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = published[0]
+    monkeypatch.chdir(tmp_path)
+    code, said = cli("publish", "s3://bucket/catalog", "--db", str(a))
+    # before: exit 0, "published into s3:/bucket/catalog": a local folder ./s3:/bucket/catalog, nothing in any bucket
+    assert (code, " ".join(said.split())) == (2, "error: s3://bucket/catalog: publish writes a local folder (or its "
+                                                 "file:// URL): serve it, or upload its files (a GitHub release's "
+                                                 "assets, a bucket)")
+    assert list(tmp_path.iterdir()) == []
+    # before: "cannot publish into file:/...: IOException: IO Error: Cannot open file ...", a folder ./file: made
+    code, said = cli("publish", f"file://{tmp_path}/catalog", "--db", str(a), "--format", "csv")
+    assert code == 0, said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog"]
+    manifest = json.loads((tmp_path / "catalog" / MANIFEST).read_text())
+    assert sorted(manifest["providers"]) == ["aws", "lambda", "runpod"]

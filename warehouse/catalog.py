@@ -69,6 +69,17 @@ def shown(source: str) -> str:
     return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", re.split(r"[?#]", source, maxsplit=1)[0])
 
 
+def local_folder(source: str, refused: str) -> str:
+    """The folder `source` names: a file:// URL of this machine as its path, a path as it is; another URL
+    (s3://, ftp://, or a file:// URL of another host) is refused, CatalogError "<source>: <refused>"."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+)://", source)
+    if scheme and scheme[1].lower() == "file" and urlsplit(source).netloc in ("", "localhost"):
+        return url2pathname(urlsplit(source).path)
+    if scheme:
+        raise CatalogError(f"{shown(source)}: {refused}")
+    return source
+
+
 def _folder_url(source: str) -> str:
     """The catalog's URL `source` (its folder, or its manifest's own address) as its folder's: the path
     without a trailing / or manifest.json, the query string kept (a host's token for each file)."""
@@ -529,11 +540,9 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
     url = re.match(r"https?://", source, re.I)
-    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+)://", source)
-    if scheme and scheme[1].lower() == "file" and urlsplit(source).netloc in ("", "localhost"):
-        source = url2pathname(urlsplit(source).path)  # a local folder's URL: the folder
-    elif scheme and not url:
-        raise CatalogError(f"{shown(source)}: a catalog is read from an http(s) URL, a file:// URL of this machine or a folder")
+    if not url:
+        source = local_folder(source, "a catalog is read from an http(s) URL, a file:// URL of this machine or a "
+                                      "folder")
     parent, _, name = source.rstrip("/").rpartition("/")
     if url:
         source = _folder_url(source)
