@@ -601,3 +601,19 @@ def test_publishing_into_a_url_writes_its_file_url_folder_and_refuses_another(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog"]
     manifest = json.loads((tmp_path / "catalog" / MANIFEST).read_text())
     assert sorted(manifest["providers"]) == ["aws", "lambda", "runpod"]
+
+
+def test_publishing_a_warehouse_whose_successful_scrapes_left_no_rows_writes_no_catalog(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    db, folder = tmp_path / "w.duckdb", tmp_path / "catalog"
+    shutil.copyfile(published[0], db)
+    con = duckdb.connect(str(db))
+    for table in (*catalog.CURRENT, *catalog.SEGMENTED):  # its scrapes ok, their rows gone (none found)
+        con.execute(f"delete from {table}")
+    con.close()
+    code, said = cli("publish", str(folder), "--db", str(db))
+    # before: exit 0, a manifest.json of no provider, which pull refused ("the catalog holds no provider")
+    # and the next publish into it too
+    assert (code, " ".join(said.split())) == (2, f"error: {db} holds no rows of a successful scrape: nothing to "
+                                                 "publish (`gpuledger refresh` or `gpuledger pull` first)")
+    assert not folder.exists()

@@ -152,10 +152,14 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         runs = {p: (run_id, started, finished) for p, run_id, started, finished in con.execute(
             "select provider, arg_max(run_id, started_at), max(started_at), arg_max(finished_at, started_at) "
             "from scrape_runs where state = 'ok' group by provider").fetchall()}
-        if not runs and not (folder / MANIFEST).exists():  # a catalog of nothing, which pull refuses, is never made
+        providers = sorted({p for t in (*CURRENT, *SEGMENTED) for (p,) in
+                            con.execute(f"select distinct provider from {t}").fetchall()} & set(runs))
+        # a catalog of nothing, which pull refuses, is never made
+        if not providers and not (folder / MANIFEST).exists():
             [(path,)] = con.execute("select path from duckdb_databases() where database_name = current_database()"
                                     ).fetchall()
-            raise CatalogError(f"{path} holds no successful scrape: nothing to publish "
+            why = "no rows of a successful scrape" if runs else "no successful scrape"
+            raise CatalogError(f"{path} holds {why}: nothing to publish "
                                "(`gpuledger refresh` or `gpuledger pull` first)")
         folder.mkdir(parents=True, exist_ok=True)
         before = {"providers": {}}
@@ -168,8 +172,6 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         while any(folder.glob(f"*.{stamp}.parquet")):
             n += 1
             stamp = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{n}"
-        providers = sorted({p for t in (*CURRENT, *SEGMENTED) for (p,) in
-                            con.execute(f"select distinct provider from {t}").fetchall()} & set(runs))
         marks = {p: {t: _iso(mark) for t, mark in _marks(con, p).items()} for p in providers}
         kept = {p for p in providers if (prev := before["providers"].get(p)) and (
             _time(prev["started_at"]) > runs[p][1] or _time(prev["started_at"]) == runs[p][1]
