@@ -576,3 +576,40 @@ def test_a_file_trickled_for_ever_is_refused_at_the_least_rate_whatever_size_the
                         rf"{re.escape(url)}/{re.escape(entry['name'])}: slower than 1,048,576 bytes a second, refused",
                         reports["lambda"].detail), reports["lambda"].detail
     assert reports["aws"].state == reports["runpod"].state == "loaded"
+
+
+STALLED_PUBLISH = """
+import pathlib, sys, time
+from gpuledger.warehouse import catalog
+write = catalog._write
+def stalled(*args):  # the first file written, the publish stalls there: the test stops it
+    out = write(*args)
+    pathlib.Path(sys.argv[1]).touch()
+    time.sleep(120)
+    return out
+catalog._write = stalled
+from gpuledger.flows.cli import app
+app(sys.argv[2:])
+"""
+
+
+def test_sigterm_during_a_publish_is_one_line_and_leaves_no_folder_it_made(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, ready = tmp_path / "new" / "catalog", tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", STALLED_PUBLISH, str(ready), "publish", str(folder), "--db",
+                             str(published[0])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    try:
+        for _ in range(600):
+            if ready.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert ready.exists()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    # before: killed at once (exit -15, nothing said), the folders it made left with the files it had written
+    assert (proc.returncode, err.strip()) == (143, f"error: the publish was stopped (SIGTERM); the manifest of "
+                                                   f"{folder} is as it was")
+    assert list(tmp_path.iterdir()) == [ready]
