@@ -617,3 +617,18 @@ def test_publishing_a_warehouse_whose_successful_scrapes_left_no_rows_writes_no_
     assert (code, " ".join(said.split())) == (2, f"error: {db} holds no rows of a successful scrape: nothing to "
                                                  "publish (`gpuledger refresh` or `gpuledger pull` first)")
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("source, said", [
+    # before: "manifest.json: UnsupportedProtocol from http://: Request URL is missing an 'http://' or 'https://'
+    # protocol", which it has
+    ("http://", "http://: not a URL (no host)"),
+    ("https:///catalog", "https:///catalog: not a URL (no host)"),
+    ("", "manifest.json: not in ."),  # before: "manifest.json: not in " (an unset variable: the folder it read)
+])
+def test_an_address_of_no_host_or_none_is_refused_naming_what_was_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       source: str, said: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = cli("pull", source, "--db", str(tmp_path / "b.duckdb"))
+    assert (code, output.strip()) == (2, f"error: {said}")
+    assert not (tmp_path / "b.duckdb").exists()

@@ -87,6 +87,8 @@ def _folder_url(source: str) -> str:
         parts = urlsplit(source)
     except ValueError as err:  # http://[::1
         raise CatalogError(f"{shown(source)}: not a URL ({err})") from None
+    if not parts.hostname:  # http:///catalog
+        raise CatalogError(f"{shown(source)}: not a URL (no host)")
     path = parts.path.rstrip("/")
     if path.rpartition("/")[2] == MANIFEST:
         path = path.rpartition("/")[0]
@@ -550,6 +552,8 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
         source = _folder_url(source)
     elif name == MANIFEST:  # the manifest's own address given: the catalog is its folder
         source = parent or "."
+    else:
+        source = source or "."  # '' (an unset variable) is the folder it reads: said so
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
