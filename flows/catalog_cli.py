@@ -41,6 +41,8 @@ def publish_command(
     from gpuledger.warehouse.store import damaged_error
 
     output = chosen(fmt, as_json)
+    if not folder:  # "$DIR" of an unset variable: not a catalog spread over the current folder
+        raise fail("DIR is empty: name the catalog folder ('.' for the current one)", 2)
     try:  # not s3://bucket/catalog written as the local folder s3:/bucket/catalog
         path = Path(local_folder(folder, "publish writes a local folder (or its file:// URL): serve it, or upload "
                                          "its files (a GitHub release's assets, a bucket)"))

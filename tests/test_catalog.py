@@ -585,7 +585,7 @@ def test_a_file_url_pulls_its_folder_and_another_scheme_is_refused_in_one_line(
         assert not (tmp_path / "c.duckdb").exists()
 
 
-def test_publishing_into_a_url_writes_its_file_url_folder_and_refuses_another(
+def test_publishing_into_a_url_writes_its_file_url_folder_and_refuses_another_or_none(
         published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a = published[0]
     monkeypatch.chdir(tmp_path)
@@ -594,6 +594,10 @@ def test_publishing_into_a_url_writes_its_file_url_folder_and_refuses_another(
     assert (code, " ".join(said.split())) == (2, "error: s3://bucket/catalog: publish writes a local folder (or its "
                                                  "file:// URL): serve it, or upload its files (a GitHub release's "
                                                  "assets, a bucket)")
+    assert list(tmp_path.iterdir()) == []
+    code, said = cli("publish", "", "--db", str(a))
+    # before: exit 0, "published into .": the catalog's files spread over the current folder ("$DIR" unset)
+    assert (code, said.strip()) == (2, "error: DIR is empty: name the catalog folder ('.' for the current one)")
     assert list(tmp_path.iterdir()) == []
     # before: "cannot publish into file:/...: IOException: IO Error: Cannot open file ...", a folder ./file: made
     code, said = cli("publish", f"file://{tmp_path}/catalog", "--db", str(a), "--format", "csv")
