@@ -18,8 +18,9 @@ from gpuledger.flows.stopping import handling
 
 
 def publish_command(
-    folder: Path = typer.Argument(..., metavar="DIR", help="The catalog folder: empty, or holding the previous "
-                                  "catalog (a provider with nothing new keeps its files there)."),
+    folder: str = typer.Argument(..., metavar="DIR", help="The catalog folder (or its file:// URL): empty, or "
+                                 "holding the previous catalog (a provider with nothing new keeps its files "
+                                 "there)."),
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
@@ -36,25 +37,44 @@ def publish_command(
       gpuledger publish catalog/ && python -m http.server -d catalog/ 8000
     """
     from gpuledger.flows.cli import cancellable_reader
-    from gpuledger.warehouse.catalog import CatalogError, publish
+    from gpuledger.warehouse.catalog import CatalogError, local_folder, publish
     from gpuledger.warehouse.store import damaged_error
 
     output = chosen(fmt, as_json)
+    if not folder:  # "$DIR" of an unset variable: not a catalog spread over the current folder
+        raise fail("DIR is empty: name the catalog folder ('.' for the current one)", 2)
+    try:  # not s3://bucket/catalog written as the local folder s3:/bucket/catalog
+        path = Path(local_folder(folder, "publish writes a local folder (or its file:// URL): serve it, or upload "
+                                         "its files (a GitHub release's assets, a bucket)"))
+    except CatalogError as err:
+        raise fail(str(err), 2) from None
+    terminated: list[int] = []
+
+    def on_sigterm(signum: int, frame: Any) -> None:  # stops the publish as Ctrl-C does: a folder it made goes
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
     # a WarehouseError: one line, exit 2 (flows/cli.py)
-    with (cancellable_reader(db, "the publish", "nothing was written", allow_files=True) as con,
-          on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {folder} is as it was")):
+    with (handling((signal.SIGTERM,), on_sigterm),
+          cancellable_reader(db, "the publish", "nothing was written", allow_files=True) as con,
+          on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {path} is as it was")):
         try:
-            done = publish(con, folder)
-        except CatalogError as err:  # a damaged warehouse is named as such, not the folder
-            damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)
+            done = publish(con, path)
+        except BaseException as err:
+            if terminated:  # a KeyboardInterrupt, or the error of the query it interrupted
+                raise fail(f"the publish was stopped (SIGTERM); the manifest of {path} is as it was", 143) from None
+            if not isinstance(err, CatalogError):
+                raise
+            damaged = err.__cause__ is not None and damaged_error(err.__cause__, db)  # named as such, not the folder
             raise fail(str(damaged or err), 2) from None
-    emit(["provider", "state"], sorted(done.items()), output, title=f"published into {folder}")
+    emit(["provider", "state"], sorted(done.items()), output, title=f"published into {path}")
 
 
 def pull_command(
     source: str = typer.Argument(..., metavar="URL|DIR", help="Where the catalog is: the URL of its folder "
-                                 "(https://.../manifest.json is beside the files) or a local folder; its "
-                                 "manifest.json's own address will do."),
+                                 "(https://.../manifest.json is beside the files, each fetched with the URL's "
+                                 "query string) or a local folder (or its file:// URL); its manifest.json's own "
+                                 "address will do."),
     db: Optional[Path] = DbOption,
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,

@@ -171,7 +171,7 @@ def test_a_password_in_the_catalog_url_is_neither_printed_nor_stored(
     assert "s3cret" not in said and f"pull {served[1]}" in said
     assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {served[1]}",)]
     code, said = cli("pull", url + "/nope", "--db", str(b))
-    assert code == 2 and said.strip() == f"error: manifest.json: HTTP 404 from {served[1]}/nope"
+    assert code == 2 and said.strip() == f"error: manifest.json: HTTP 404 from {served[1]}/nope/manifest.json"
 
 def test_a_url_whose_scheme_is_in_capitals_is_fetched(served: tuple[Path, str], tmp_path: Path) -> None:
     # before: "error: manifest.json: not in HTTP://127.0.0.1:...", read as a local folder's name
@@ -565,3 +565,74 @@ def test_the_manifests_own_address_pulls_its_catalog(published: tuple[Path, Path
         code, said = cli("pull", source, "--db", str(b), "--format", "csv")
         assert code == 0, said
         assert digests(b) == digests(a)
+
+
+def test_a_file_url_pulls_its_folder_and_another_scheme_is_refused_in_one_line(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    a, folder = published
+    for n, source in enumerate((f"file://{folder}", f"FILE://localhost{folder}/manifest.json")):
+        b = tmp_path / f"b{n}.duckdb"
+        code, said = cli("pull", source, "--db", str(b), "--format", "csv")
+        # before: "error: manifest.json: not in file:///...", the folder that holds it
+        assert code == 0, said
+        assert digests(b) == digests(a)
+        assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {folder}",)]
+    for source in ("s3://bucket/catalog", "file://otherhost/catalog"):
+        code, said = cli("pull", source, "--db", str(tmp_path / "c.duckdb"))
+        # before: "error: manifest.json: not in s3://bucket/catalog", as a local folder's name
+        assert (code, said.strip()) == (2, f"error: {source}: a catalog is read from an http(s) URL, a file:// URL "
+                                           "of this machine or a folder")
+        assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_publishing_into_a_url_writes_its_file_url_folder_and_refuses_another_or_none(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = published[0]
+    monkeypatch.chdir(tmp_path)
+    code, said = cli("publish", "s3://bucket/catalog", "--db", str(a))
+    # before: exit 0, "published into s3:/bucket/catalog": a local folder ./s3:/bucket/catalog, nothing in any bucket
+    assert (code, " ".join(said.split())) == (2, "error: s3://bucket/catalog: publish writes a local folder (or its "
+                                                 "file:// URL): serve it, or upload its files (a GitHub release's "
+                                                 "assets, a bucket)")
+    assert list(tmp_path.iterdir()) == []
+    code, said = cli("publish", "", "--db", str(a))
+    # before: exit 0, "published into .": the catalog's files spread over the current folder ("$DIR" unset)
+    assert (code, said.strip()) == (2, "error: DIR is empty: name the catalog folder ('.' for the current one)")
+    assert list(tmp_path.iterdir()) == []
+    # before: "cannot publish into file:/...: IOException: IO Error: Cannot open file ...", a folder ./file: made
+    code, said = cli("publish", f"file://{tmp_path}/catalog", "--db", str(a), "--format", "csv")
+    assert code == 0, said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog"]
+    manifest = json.loads((tmp_path / "catalog" / MANIFEST).read_text())
+    assert sorted(manifest["providers"]) == ["aws", "lambda", "runpod"]
+
+
+def test_publishing_a_warehouse_whose_successful_scrapes_left_no_rows_writes_no_catalog(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    db, folder = tmp_path / "w.duckdb", tmp_path / "catalog"
+    shutil.copyfile(published[0], db)
+    con = duckdb.connect(str(db))
+    for table in (*catalog.CURRENT, *catalog.SEGMENTED):  # its scrapes ok, their rows gone (none found)
+        con.execute(f"delete from {table}")
+    con.close()
+    code, said = cli("publish", str(folder), "--db", str(db))
+    # before: exit 0, a manifest.json of no provider, which pull refused ("the catalog holds no provider")
+    # and the next publish into it too
+    assert (code, " ".join(said.split())) == (2, f"error: {db} holds no rows of a successful scrape: nothing to "
+                                                 "publish (`gpuledger refresh` or `gpuledger pull` first)")
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("source, said", [
+    # before: "manifest.json: UnsupportedProtocol from http://: Request URL is missing an 'http://' or 'https://'
+    # protocol", which it has
+    ("http://", "http://: not a URL (no host)"),
+    ("https:///catalog", "https:///catalog: not a URL (no host)"),
+    ("", "manifest.json: not in ."),  # before: "manifest.json: not in " (an unset variable: the folder it read)
+])
+def test_an_address_of_no_host_or_none_is_refused_naming_what_was_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       source: str, said: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = cli("pull", source, "--db", str(tmp_path / "b.duckdb"))
+    assert (code, output.strip()) == (2, f"error: {said}")
+    assert not (tmp_path / "b.duckdb").exists()

@@ -284,7 +284,9 @@ def test_a_file_trickled_slower_than_the_least_rate_is_refused(
     # before: loaded, however long it took (a byte every 59 s: for ever)
     assert reports["lambda"].state == "refused"
     assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of {entry['bytes']:,} bytes in 1 s from "
-                        r"http://127\.0\.0\.1:\d+: too slow, refused", reports["lambda"].detail)
+                        rf"http://127\.0\.0\.1:\d+/{re.escape(entry['name'])}: slower than 1,048,576 bytes a "
+                        r"second, refused",
+                        reports["lambda"].detail)
     assert reports["aws"].state == reports["runpod"].state == "loaded"
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
 
@@ -345,8 +347,9 @@ def test_a_url_with_a_control_character_is_refused_in_one_line(tmp_path: Path) -
     b = tmp_path / "b.duckdb"
     # before: an httpx InvalidURL traceback, exit 1
     code, said = cli("pull", "http://127.0.0.1:9/catalog\x1b[31m", "--db", str(b))
-    assert (code, said.strip()) == (2, "error: manifest.json: InvalidURL from http://127.0.0.1:9/catalog: Invalid "
-                                       "non-printable ASCII character in URL, '\\x1b' at position 26.")
+    assert (code, said.strip()) == (2, "error: manifest.json: InvalidURL from "
+                                       "http://127.0.0.1:9/catalog/manifest.json: Invalid non-printable ASCII "
+                                       "character in URL, '\\x1b' at position 26.")
     assert not b.exists()
 
 
@@ -368,8 +371,8 @@ def test_publishing_over_a_manifest_nested_too_deep_is_refused_in_one_line(
     # before: a RecursionError traceback, exit 1
     code, said = cli("publish", str(folder), "--db", str(published[0]))
     assert code == 2
-    assert said.replace("\n", " ").strip() == (f"error: cannot publish into {folder}: RecursionError: maximum recursion "
-                                               "depth exceeded while decoding a JSON array from a unicode string")
+    assert said.replace("\n", " ").strip() == (f"error: cannot publish into {folder}: {folder}/manifest.json: not a "
+                                               "gpuledger catalog manifest: not a JSON object")
     assert (folder / MANIFEST).read_text() == "[" * 100_000
 
 
@@ -425,3 +428,188 @@ def test_a_history_segment_whose_versions_overlap_is_refused(published: tuple[Pa
             "start or overlap the next") in output.replace("\n", " ")
     assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
     assert checks_pass(b)
+
+
+@contextlib.contextmanager
+def serving(folder: Path, answer: Any) -> Any:
+    """`folder` served on 127.0.0.1, each GET first offered to `answer(handler)`, which returns True once it
+    has answered; the URL of the server."""
+
+    class Handler(SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if not answer(self):
+                super().do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_redirected_404_names_the_address_that_answered_without_its_query_string(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    def moved(handler: SimpleHTTPRequestHandler) -> bool:  # a release asset moved: its signed URL answers 404
+        if handler.path.startswith("/catalog/"):
+            handler.send_response(302)
+            handler.send_header("Location", f"/moved/{handler.path[9:]}?X-Amz-Signature=s3cr3t&token=t0k3n")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return True
+        if handler.path.startswith("/moved/"):
+            handler.send_error(404)
+            return True
+        return False
+
+    with serving(published[1], moved) as url:
+        code, said = cli("pull", f"{url}/catalog", "--db", str(tmp_path / "b.duckdb"))
+    # before: "error: manifest.json: HTTP 404 from http://127.0.0.1:PORT/catalog", the address asked, not the
+    # one that answered 404
+    assert (code, said.strip()) == (2, f"error: manifest.json: HTTP 404 from {url}/moved/manifest.json")
+    assert not (tmp_path / "b.duckdb").exists()
+
+
+def test_a_trickled_manifest_is_refused_at_the_least_rate(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = (published[1] / MANIFEST).read_bytes()
+    assert len(data) > 2500  # 500 bytes each 0.2 s: more than a second
+
+    def trickled(handler: SimpleHTTPRequestHandler) -> bool:  # a few bytes a second, far under 16 MiB
+        if handler.path != f"/{MANIFEST}":
+            return False
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        with contextlib.suppress(OSError):  # the client gone
+            for at in range(0, len(data), 500):
+                handler.wfile.write(data[at:at + 500])
+                handler.wfile.flush()
+                time.sleep(0.2)
+        return True
+
+    monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, then 1 MB a second at the least
+    monkeypatch.setattr(catalog, "MIN_RATE", 1 << 20)
+    with serving(published[1], trickled) as url:
+        code, said = cli("pull", url, "--db", str(tmp_path / "b.duckdb"))
+    # before: loaded; the manifest had 1 s + 16 MiB / MIN_RATE, at 16 KiB a second 18 minutes
+    assert code == 2, said
+    assert re.fullmatch(rf"error: manifest\.json: [\d,]+ bytes in 1 s from {re.escape(url)}/manifest\.json: slower "
+                        r"than 1,048,576 bytes a second, refused", said.strip()), said
+    assert not (tmp_path / "b.duckdb").exists()
+
+
+@pytest.mark.parametrize("given", ["{url}/?token=t0k3n", "{url}/manifest.json?token=t0k3n", "{url}?token=t0k3n#top"])
+def test_a_url_with_a_query_string_fetches_each_file_beside_the_manifest_with_it(
+        published: tuple[Path, Path], tmp_path: Path, given: str) -> None:
+    asked = []
+
+    def tokened(handler: SimpleHTTPRequestHandler) -> bool:  # a host that takes a token for each file
+        asked.append(handler.path)
+        if handler.path.endswith("?token=t0k3n"):
+            handler.path = handler.path.removesuffix("?token=t0k3n")
+            return False
+        handler.send_error(403)
+        return True
+
+    b = tmp_path / "b.duckdb"
+    with serving(published[1], tokened) as url:
+        code, said = cli("pull", given.format(url=url), "--db", str(b))
+    # before: the manifest fetched from /?token=t0k3n/manifest.json ("HTTP 403 from http://...?token=t0k3n"), or
+    # (the manifest's own address) each file from /manifest.json?token=t0k3n/<file>
+    assert code == 0, said
+    assert asked[0] == "/manifest.json?token=t0k3n" and len(asked) == 1 + sum(
+        len(e["files"]) for e in json.loads((published[1] / MANIFEST).read_text())["providers"].values())
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("lambda",), ("runpod",)]
+    assert "t0k3n" not in said
+    assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {url}",)]
+    assert checks_pass(b)
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"format": 3}, "not a gpuledger catalog manifest: format 3, this gpuledger reads format 1 or 2"),
+    ({"schema_version": 99}, "made for warehouse schema 99; this gpuledger reads up to 12 (upgrade gpuledger)"),
+    ({"providers": None}, "not a gpuledger catalog manifest: no 'providers' object"),
+])
+def test_publishing_over_a_catalog_of_a_newer_gpuledger_or_no_catalog_is_refused(
+        published: tuple[Path, Path], tmp_path: Path, change: dict[str, Any], said: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    (folder / MANIFEST).write_text(json.dumps({**manifest, **change}))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    # before: a newer gpuledger's catalog rewritten as format 2 of schema 12 (its files of a table this one does
+    # not know deleted), or "cannot publish into ...: TypeError: 'NoneType' object is not subscriptable"
+    code, output = cli("publish", str(folder), "--db", str(published[0]))
+    assert (code, output.replace("\n", " ").strip()) == (2, f"error: cannot publish into {folder}: "
+                                                           f"{folder}/manifest.json: {said}")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_file_trickled_for_ever_is_refused_at_the_least_rate_whatever_size_the_manifest_says(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+    entry["bytes"] = 50 << 20  # a manifest that lies, and a server that sends its 50 MiB a few bytes at a time
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+    def endless(handler: SimpleHTTPRequestHandler) -> bool:
+        if not handler.path.startswith("/lambda.offers."):
+            return False
+        handler.send_response(200)
+        handler.end_headers()
+        with contextlib.suppress(OSError):  # the client gone
+            for _ in range(600):
+                handler.wfile.write(b"\0" * 500)
+                handler.wfile.flush()
+                time.sleep(0.2)
+        return True
+
+    monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, then 1 MB a second at the least
+    monkeypatch.setattr(catalog, "MIN_RATE", 1 << 20)
+    with serving(folder, endless) as url:
+        reports = {r.provider: r for r in pull(tmp_path / "b.duckdb", url)}
+    # before: held for 1 s + 50 MiB / MIN_RATE (51 s here; at 16 KiB a second, a 2 GiB entry held it 36 hours)
+    assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of 52,428,800 bytes in 1 s from "
+                        rf"{re.escape(url)}/{re.escape(entry['name'])}: slower than 1,048,576 bytes a second, refused",
+                        reports["lambda"].detail), reports["lambda"].detail
+    assert reports["aws"].state == reports["runpod"].state == "loaded"
+
+
+STALLED_PUBLISH = """
+import pathlib, sys, time
+from gpuledger.warehouse import catalog
+write = catalog._write
+def stalled(*args):  # the first file written, the publish stalls there: the test stops it
+    out = write(*args)
+    pathlib.Path(sys.argv[1]).touch()
+    time.sleep(120)
+    return out
+catalog._write = stalled
+from gpuledger.flows.cli import app
+app(sys.argv[2:])
+"""
+
+
+def test_sigterm_during_a_publish_is_one_line_and_leaves_no_folder_it_made(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, ready = tmp_path / "new" / "catalog", tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", STALLED_PUBLISH, str(ready), "publish", str(folder), "--db",
+                             str(published[0])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    try:
+        for _ in range(600):
+            if ready.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert ready.exists()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    # before: killed at once (exit -15, nothing said), the folders it made left with the files it had written
+    assert (proc.returncode, err.strip()) == (143, f"error: the publish was stopped (SIGTERM); the manifest of "
+                                                   f"{folder} is as it was")
+    assert list(tmp_path.iterdir()) == [ready]

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Collection, Sequence
+from urllib.parse import urlsplit, urlunsplit
+from urllib.request import url2pathname
 
 import duckdb
 import httpx
@@ -60,8 +62,43 @@ class CatalogError(Exception):
 
 
 def shown(source: str) -> str:
-    """`source` as it may be printed or stored (scrape_runs.notes): a URL without its user and password."""
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", source)
+    """`source` as it may be printed or stored (scrape_runs.notes): a URL as scheme://host/path, without its
+    user and password, query string or fragment (a signed URL's token is in its query string)."""
+    if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", source):
+        return source
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1", re.split(r"[?#]", source, maxsplit=1)[0])
+
+
+def local_folder(source: str, refused: str) -> str:
+    """The folder `source` names: a file:// URL of this machine as its path, a path as it is; another URL
+    (s3://, ftp://, or a file:// URL of another host) is refused, CatalogError "<source>: <refused>"."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+)://", source)
+    if scheme and scheme[1].lower() == "file" and urlsplit(source).netloc in ("", "localhost"):
+        return url2pathname(urlsplit(source).path)
+    if scheme:
+        raise CatalogError(f"{shown(source)}: {refused}")
+    return source
+
+
+def _folder_url(source: str) -> str:
+    """The catalog's URL `source` (its folder, or its manifest's own address) as its folder's: the path
+    without a trailing / or manifest.json, the query string kept (a host's token for each file)."""
+    try:
+        parts = urlsplit(source)
+    except ValueError as err:  # http://[::1
+        raise CatalogError(f"{shown(source)}: not a URL ({err})") from None
+    if not parts.hostname:  # http:///catalog
+        raise CatalogError(f"{shown(source)}: not a URL (no host)")
+    path = parts.path.rstrip("/")
+    if path.rpartition("/")[2] == MANIFEST:
+        path = path.rpartition("/")[0]
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _file_url(folder: str, name: str) -> str:
+    """File `name` of the catalog whose folder's URL is `folder` (from _folder_url), with its query string."""
+    parts = urlsplit(folder)
+    return urlunsplit((parts.scheme, parts.netloc, f"{parts.path}/{name}", parts.query, ""))
 
 
 def _time(text: str | None) -> datetime | None:
@@ -117,19 +154,26 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         runs = {p: (run_id, started, finished) for p, run_id, started, finished in con.execute(
             "select provider, arg_max(run_id, started_at), max(started_at), arg_max(finished_at, started_at) "
             "from scrape_runs where state = 'ok' group by provider").fetchall()}
-        if not runs and not (folder / MANIFEST).exists():  # a catalog of nothing, which pull refuses, is never made
+        providers = sorted({p for t in (*CURRENT, *SEGMENTED) for (p,) in
+                            con.execute(f"select distinct provider from {t}").fetchall()} & set(runs))
+        # a catalog of nothing, which pull refuses, is never made
+        if not providers and not (folder / MANIFEST).exists():
             [(path,)] = con.execute("select path from duckdb_databases() where database_name = current_database()"
                                     ).fetchall()
-            raise CatalogError(f"{path} holds no successful scrape: nothing to publish "
+            why = "no rows of a successful scrape" if runs else "no successful scrape"
+            raise CatalogError(f"{path} holds {why}: nothing to publish "
                                "(`gpuledger refresh` or `gpuledger pull` first)")
         folder.mkdir(parents=True, exist_ok=True)
-        before = json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).exists() else {"providers": {}}
+        before = {"providers": {}}
+        if (folder / MANIFEST).exists():  # a newer gpuledger's catalog is not rewritten as this one's format
+            try:
+                before = read_manifest((folder / MANIFEST).read_bytes(), str(folder / MANIFEST))
+            except CatalogError as err:
+                raise CatalogError(f"cannot publish into {folder}: {err}") from None
         stamp, n = now.strftime("%Y%m%dT%H%M%SZ"), 1
         while any(folder.glob(f"*.{stamp}.parquet")):
             n += 1
             stamp = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{n}"
-        providers = sorted({p for t in (*CURRENT, *SEGMENTED) for (p,) in
-                            con.execute(f"select distinct provider from {t}").fetchall()} & set(runs))
         marks = {p: {t: _iso(mark) for t, mark in _marks(con, p).items()} for p in providers}
         kept = {p for p in providers if (prev := before["providers"].get(p)) and (
             _time(prev["started_at"]) > runs[p][1] or _time(prev["started_at"]) == runs[p][1]
@@ -239,29 +283,37 @@ class PullReport:
 
 
 def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client | None) -> Path:
-    """File `name` of the catalog at `source`, downloaded into `tmp` (a URL) within `limit` bytes."""
+    """File `name` of the catalog at `source` (a folder, or a URL from _folder_url), downloaded into `tmp`
+    (a URL) within `limit` bytes. Errors name the address that failed (the last of its redirects)."""
     if client is None:
         path = Path(source) / name
         if not path.is_file():
             raise CatalogError(f"{name}: not in {source}")
         return path
-    out = tmp / name
-    seconds = TIMEOUT_S + limit / MIN_RATE  # each read has TIMEOUT_S; a byte a minute would go on for ever
-    deadline = time.monotonic() + seconds
+    out, url = tmp / name, _file_url(source, name)
+    # each read has TIMEOUT_S; a byte a minute would go on for ever. A download is held to MIN_RATE on what has
+    # come, whatever size the manifest says: TIMEOUT_S, and a second for each MIN_RATE bytes
+    start = time.monotonic()
     try:
-        with client.stream("GET", f"{source.rstrip('/')}/{name}") as resp, out.open("wb") as f:
+        with client.stream("GET", url) as resp, out.open("wb") as f:
             if resp.status_code != 200:
-                raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(source)}")
+                raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(str(resp.url))}")
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
                     said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
                     raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
-                if time.monotonic() > deadline:
-                    raise CatalogError(f"{name}: {f.tell():,} of {limit:,} bytes in {seconds:.0f} s from "
-                                       f"{shown(source)}: too slow, refused")
+                got, took = f.tell() + len(chunk), time.monotonic() - start
+                if took > TIMEOUT_S + got / MIN_RATE:
+                    of = "" if name == MANIFEST else f" of {limit:,}"
+                    raise CatalogError(f"{name}: {got:,}{of} bytes in {took:.0f} s from {shown(str(resp.url))}: "
+                                       f"slower than {MIN_RATE:,} bytes a second, refused")
                 f.write(chunk)
     except (httpx.HTTPError, httpx.InvalidURL) as err:  # InvalidURL: no HTTPError ('\x1b' in the URL)
-        raise CatalogError(f"{name}: {type(err).__name__} from {shown(source)}: {err}") from None
+        try:
+            where = shown(str(err.request.url))  # the request that failed, a redirect's perhaps
+        except (AttributeError, RuntimeError):  # none made (InvalidURL)
+            where = shown(url)
+        raise CatalogError(f"{name}: {type(err).__name__} from {where}: {err}") from None
     except OSError as err:
         raise CatalogError(f"{name}: cannot be written to {tmp} ({err.strerror or err})") from None
     return out
@@ -491,13 +543,21 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     this gpuledger has sources for (the command line passes the registry's); another is refused."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
+    url = re.match(r"https?://", source, re.I)
+    if not url:
+        source = local_folder(source, "a catalog is read from an http(s) URL, a file:// URL of this machine or a "
+                                      "folder")
     parent, _, name = source.rstrip("/").rpartition("/")
-    if name == MANIFEST:  # the manifest's own address given: the catalog is its folder
+    if url:
+        source = _folder_url(source)
+    elif name == MANIFEST:  # the manifest's own address given: the catalog is its folder
         source = parent or "."
+    else:
+        source = source or "."  # '' (an unset variable) is the folder it reads: said so
     published = db_path(db)
     refresh_id = new_id("pull")
     client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
-        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if re.match(r"https?://", source, re.I) else None
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if url else None
     with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
         tmp = Path(folder)
         where = f"{shown(source).rstrip('/')}/{MANIFEST}"
