@@ -532,7 +532,7 @@ def test_a_url_with_a_query_string_fetches_each_file_beside_the_manifest_with_it
 
 @pytest.mark.parametrize("change, said", [
     ({"format": 3}, "not a gpuledger catalog manifest: format 3, this gpuledger reads format 1 or 2"),
-    ({"schema_version": 99}, "made for warehouse schema 99; this gpuledger reads up to 12 (upgrade gpuledger)"),
+    ({"schema_version": 99}, "made for warehouse schema 99; this gpuledger reads up to 13 (upgrade gpuledger)"),
     ({"providers": None}, "not a gpuledger catalog manifest: no 'providers' object"),
 ])
 def test_publishing_over_a_catalog_of_a_newer_gpuledger_or_no_catalog_is_refused(
