@@ -69,6 +69,26 @@ def test_the_sql_macros_apply_the_same_rule(warehouse: Path) -> None:
     assert fresh == [("acme",), ("runpod",)]
 
 
+def test_a_run_finished_after_the_reference_time_says_nothing_of_it(warehouse: Path) -> None:
+    """Judged as of a past moment (or by a clock set back after one that ran ahead), only the runs finished by
+    then count: runpod, first scraped on day 1.5, was not loaded on day 1, and lambda was 12 h old, not -24."""
+    day1 = T0 + timedelta(days=1)
+    con = open_reader(warehouse)
+    try:
+        judged = {f.provider: f for f in provider_freshness(con, 36.0, day1, ["runpod"])}
+        install_macros(con)
+        rows = con.execute("select provider, last_ok, age_hours, fresh, state from provider_freshness(as_of := ?) "
+                           "order by provider", [day1]).fetchall()
+    finally:
+        con.close()
+    assert sorted(judged) == ["aws", "lambda", "runpod"]  # acme's only run is on day 1.9
+    assert (judged["lambda"].last_ok, judged["lambda"].age_hours, judged["lambda"].state) == (
+        T0 + timedelta(days=0.5), 12.0, "ok")
+    runpod = judged["runpod"]
+    assert (runpod.last_ok, runpod.last_attempt, runpod.fresh, runpod.state) == (None, None, False, "never")
+    assert rows == [("aws", T0, 24.0, True, "ok"), ("lambda", T0 + timedelta(days=0.5), 12.0, True, "ok")]
+
+
 def test_status_lists_every_registered_source(warehouse: Path) -> None:
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
