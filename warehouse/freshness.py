@@ -30,7 +30,7 @@ _RULE = """
                arg_max_null(error, finished_at) as last_error
         from scrape_runs, ref where finished_at <= ref.t0 group by provider),
     judged as (
-        select runs.*, epoch(ref.t0 - runs.last_ok) / 3600.0 as age_hours,
+        select runs.*, (epoch(ref.t0) - epoch(runs.last_ok)) / 3600.0 as age_hours,
                coalesce(runs.last_ok >= ref.t0 - to_seconds(ref.max_age * 3600.0), false) as fresh
         from runs, ref)
     select provider, last_ok, last_attempt, last_state, last_error, age_hours, fresh,
