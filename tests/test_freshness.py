@@ -165,3 +165,23 @@ def test_last_error_is_the_latest_attempts_none_after_a_success(tmp_path: Path) 
     # before: lambda's last_error was the HTTP 503 of the run before its latest, successful one
     assert judged == {"lambda": ("ok", None), "runpod": ("failed", "HTTP 429")}
     assert rows == [("lambda", "ok", None), ("runpod", "failed", "HTTP 429")]
+
+
+def test_a_run_dated_by_a_clock_that_was_ahead_hides_no_later_failure(tmp_path: Path) -> None:
+    """A refresh made with the clock three days ahead, then the clock corrected: status showed that future run as
+    the last success and the latest attempt, so the failures after it read `ok` until the real time passed it."""
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "lambda", [offer("gpu_8x_h100", 23.92)], 0)
+        load_day(con, "lambda", [offer("gpu_8x_h100", 23.92)], 5)  # the clock ahead (NOW is day 2)
+        load_day(con, "lambda", None, 1.9, error="HTTP 503")  # corrected: the refresh of now failed
+    finally:
+        con.close()
+    con = open_reader(db)
+    try:
+        [f] = provider_freshness(con, 36.0, NOW)
+    finally:
+        con.close()
+    assert (f.state, f.last_error, f.last_ok, f.last_attempt, f.age_hours) == (
+        "failed", "HTTP 503", T0, T0 + timedelta(days=1.9), 48.0)
