@@ -39,8 +39,9 @@ _RULE = """
     from judged"""
 
 MACROS_SQL = f"""
--- Per provider with a scrape run: last_ok (latest successful scrape), last_attempt, last_state,
--- last_error, age_hours (since last_ok), fresh, state (ok | stale | failed | not_configured).
+-- Per provider with a scrape run finished by as_of (default now()): last_ok (latest successful scrape),
+-- last_attempt, last_state, last_error, age_hours (since last_ok), fresh, state (ok | stale | failed |
+-- not_configured).
 -- warehouse/freshness.py.
 --   select * from provider_freshness(max_age_hours := 24);
 create or replace macro provider_freshness(max_age_hours := NULL, as_of := NULL) as table
