@@ -336,6 +336,35 @@ def test_refreshes_after_the_clock_was_set_back_keep_their_versions_in_order(
     assert last_seen == [(us[3],)]
 
 
+def test_a_refresh_dated_after_the_machines_clock_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh made with the clock three days ahead, then the clock corrected: the next refresh's versions and
+    last_seen were dated three days ahead, in silence. Its report (and run) says so now."""
+    from datetime import datetime
+
+    from gpuledger.warehouse import store
+
+    db = tmp_path / "w.duckdb"
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    ahead = now + timedelta(days=3)
+    monkeypatch.setattr(store, "utcnow", lambda: ahead)
+    [first] = load(db, [scraped("lambda", "live", ahead, ahead, batch=batch("lambda", [offer("gpu_8x_h100", 23.92)]))],
+                   "refresh-1")
+    monkeypatch.setattr(store, "utcnow", lambda: now)
+    [second] = load(db, [scraped("lambda", "live", now, now, batch=batch("lambda", [offer("gpu_8x_h100", 19.99)]))],
+                    "refresh-2")
+    said = (f"dated {ahead + timedelta(microseconds=1):%Y-%m-%d %H:%M:%S} UTC, after this machine's clock: the "
+            "warehouse holds lambda's data dated up to then (a clock that was ahead); its versions, last_seen and "
+            "changes stay dated so until then")
+    assert not any("after this machine's clock" in n for n in first.notes)
+    assert said in second.notes
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        notes = con.execute("select notes from scrape_runs order by refresh_id").fetchall()
+        assert [said in (n or "") for (n,) in notes] == [False, True]
+    finally:
+        con.close()
+
+
 def test_status_tells_the_running_refreshs_saved_results_from_a_stopped_ones(tmp_path: Path) -> None:
     """During a refresh, `status` said of the results it had already fetched 'not merged: its refresh stopped
     first; `gpuledger refresh --resume` merges it'."""

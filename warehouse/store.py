@@ -814,8 +814,13 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                 if outcome is not None:  # None: in the warehouse already
                     # an earlier refresh's result is dated at its scrape, not at this merge
                     late = outcome.refresh_id != refresh_id
-                    reports.append(load_outcome(con, outcome, refresh_id, policy, now=merge_time(
-                        con, outcome.provider, outcome.finished_at if late else utcnow())))
+                    when = merge_time(con, outcome.provider, outcome.finished_at if late else utcnow())
+                    if when > utcnow():  # what a clock that was ahead dated: said, never silently in the future
+                        outcome.notes.append(
+                            f"dated {when.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC, after this machine's "
+                            f"clock: the warehouse holds {outcome.provider}'s data dated up to then (a clock that "
+                            "was ahead); its versions, last_seen and changes stay dated so until then")
+                    reports.append(load_outcome(con, outcome, refresh_id, policy, now=when))
                     if on_merged is not None:
                         on_merged(outcome.provider)
                 merged.append(path)
