@@ -79,6 +79,7 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
     # process has open already (a notebook's duckdb.connect(path, read_only=True), README).
     try:
         with open_reader(db, allow_files=True) as con:
+            con.execute("set session TimeZone = 'UTC'")  # times in UTC, as the CLI shows them: not the machine's zone
             where, params = selection.resolved(con, SOURCES).where()
             try:
                 table = con.sql(

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,23 @@ def test_query_beside_a_notebook_connection_to_the_same_file(warehouse: Path) ->
         spot = gpuledger.query(gpu="H100-SXM", spot=True, db=warehouse)
         assert [(o.region, o.price_per_gpu_hour) for o in spot] == [("community-cloud", 1.5), ("secure-cloud", 1.75)]
         assert notebook.sql("select count(*) from offers where provider = 'acme'").fetchall() == [(2,)]
+    finally:
+        notebook.close()
+
+
+def test_query_gives_its_times_in_utc_whatever_the_zone_of_the_machine(warehouse: Path) -> None:
+    """On a machine in Asia/Kolkata (here: a notebook's connection that set it for the process), first_seen and
+    last_seen came back at +05:30 and .df()'s columns in that zone, where the CLI shows UTC."""
+    import duckdb
+
+    notebook = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        notebook.execute("set global TimeZone = 'Asia/Kolkata'")
+        offers = gpuledger.query(gpu="H100-SXM", spot=True, db=warehouse)
+        seen = [o.last_seen.utcoffset() for o in offers] + [o.first_seen.utcoffset() for o in offers]
+        assert seen == [timedelta(0)] * 4
+        assert str(offers.arrow().schema.field("last_seen").type) == "timestamp[us, tz=UTC]"
+        assert notebook.execute("select current_setting('TimeZone')").fetchall() == [("Asia/Kolkata",)]
     finally:
         notebook.close()
 

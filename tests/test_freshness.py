@@ -69,6 +69,26 @@ def test_the_sql_macros_apply_the_same_rule(warehouse: Path) -> None:
     assert fresh == [("acme",), ("runpod",)]
 
 
+def test_a_run_finished_after_the_reference_time_says_nothing_of_it(warehouse: Path) -> None:
+    """Judged as of a past moment (or by a clock set back after one that ran ahead), only the runs finished by
+    then count: runpod, first scraped on day 1.5, was not loaded on day 1, and lambda was 12 h old, not -24."""
+    day1 = T0 + timedelta(days=1)
+    con = open_reader(warehouse)
+    try:
+        judged = {f.provider: f for f in provider_freshness(con, 36.0, day1, ["runpod"])}
+        install_macros(con)
+        rows = con.execute("select provider, last_ok, age_hours, fresh, state from provider_freshness(as_of := ?) "
+                           "order by provider", [day1]).fetchall()
+    finally:
+        con.close()
+    assert sorted(judged) == ["aws", "lambda", "runpod"]  # acme's only run is on day 1.9
+    assert (judged["lambda"].last_ok, judged["lambda"].age_hours, judged["lambda"].state) == (
+        T0 + timedelta(days=0.5), 12.0, "ok")
+    runpod = judged["runpod"]
+    assert (runpod.last_ok, runpod.last_attempt, runpod.fresh, runpod.state) == (None, None, False, "never")
+    assert rows == [("aws", T0, 24.0, True, "ok"), ("lambda", T0 + timedelta(days=0.5), 12.0, True, "ok")]
+
+
 def test_status_lists_every_registered_source(warehouse: Path) -> None:
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
@@ -145,3 +165,23 @@ def test_last_error_is_the_latest_attempts_none_after_a_success(tmp_path: Path) 
     # before: lambda's last_error was the HTTP 503 of the run before its latest, successful one
     assert judged == {"lambda": ("ok", None), "runpod": ("failed", "HTTP 429")}
     assert rows == [("lambda", "ok", None), ("runpod", "failed", "HTTP 429")]
+
+
+def test_a_run_dated_by_a_clock_that_was_ahead_hides_no_later_failure(tmp_path: Path) -> None:
+    """A refresh made with the clock three days ahead, then the clock corrected: status showed that future run as
+    the last success and the latest attempt, so the failures after it read `ok` until the real time passed it."""
+    db = tmp_path / "ledger.duckdb"
+    con = open_writer(db)
+    try:
+        load_day(con, "lambda", [offer("gpu_8x_h100", 23.92)], 0)
+        load_day(con, "lambda", [offer("gpu_8x_h100", 23.92)], 5)  # the clock ahead (NOW is day 2)
+        load_day(con, "lambda", None, 1.9, error="HTTP 503")  # corrected: the refresh of now failed
+    finally:
+        con.close()
+    con = open_reader(db)
+    try:
+        [f] = provider_freshness(con, 36.0, NOW)
+    finally:
+        con.close()
+    assert (f.state, f.last_error, f.last_ok, f.last_attempt, f.age_hours) == (
+        "failed", "HTTP 503", T0, T0 + timedelta(days=1.9), 48.0)

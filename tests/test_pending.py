@@ -299,8 +299,68 @@ def test_a_refresh_after_the_clock_was_set_back_never_dates_a_version_before_the
     con = duckdb.connect(str(db), read_only=True)
     try:
         assert con.execute("select price_per_hour, valid_from, valid_to from offer_history "
-                           "order by price_per_hour desc").fetchall() == [(23.92, first, first), (19.99, first, None)]
+                           "order by price_per_hour desc").fetchall() == [
+            (23.92, first, first + timedelta(microseconds=1)), (19.99, first + timedelta(microseconds=1), None)]
         assert [c.name for c in run_checks(con) if not c.ok] == []
+    finally:
+        con.close()
+
+
+def test_refreshes_after_the_clock_was_set_back_keep_their_versions_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every refresh after the clock stepped back an hour was dated at the last one's instant: three price changes
+    gave four versions of one valid_from, so `order by valid_from` (the price history, the moves of the week,
+    spot_price_intervals) put them in any order. Each is dated a microsecond after the one before now."""
+    from datetime import datetime
+
+    from gpuledger.warehouse import store
+
+    db = tmp_path / "w.duckdb"
+    first = datetime.now(timezone.utc).replace(microsecond=0)
+    for i, (back_min, price) in enumerate([(0, 20.0), (60, 10.0), (50, 20.0), (40, 10.0)]):
+        at = first - timedelta(minutes=back_min)
+        monkeypatch.setattr(store, "utcnow", lambda at=at: at)
+        load(db, [scraped("lambda", "live", at, at, batch=batch("lambda", [offer("gpu_8x_h100", price)]))],
+             f"refresh-{i}")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        versions = con.execute("select price_per_hour, valid_from, valid_to, r.started_at from offer_history "
+                               "join scrape_runs r using (run_id) order by valid_from").fetchall()
+        last_seen = con.execute("select last_seen from offers").fetchall()
+    finally:
+        con.close()
+    us = [first + timedelta(microseconds=n) for n in range(4)]
+    assert [(p, f, t) for p, f, t, _ in versions] == [(20.0, us[0], us[1]), (10.0, us[1], us[2]),
+                                                      (20.0, us[2], us[3]), (10.0, us[3], None)]
+    assert [s for *_, s in versions] == [first - timedelta(minutes=m) for m in (0, 60, 50, 40)]  # the runs' order
+    assert last_seen == [(us[3],)]
+
+
+def test_a_refresh_dated_after_the_machines_clock_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh made with the clock three days ahead, then the clock corrected: the next refresh's versions and
+    last_seen were dated three days ahead, in silence. Its report (and run) says so now."""
+    from datetime import datetime
+
+    from gpuledger.warehouse import store
+
+    db = tmp_path / "w.duckdb"
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    ahead = now + timedelta(days=3)
+    monkeypatch.setattr(store, "utcnow", lambda: ahead)
+    [first] = load(db, [scraped("lambda", "live", ahead, ahead, batch=batch("lambda", [offer("gpu_8x_h100", 23.92)]))],
+                   "refresh-1")
+    monkeypatch.setattr(store, "utcnow", lambda: now)
+    [second] = load(db, [scraped("lambda", "live", now, now, batch=batch("lambda", [offer("gpu_8x_h100", 19.99)]))],
+                    "refresh-2")
+    said = (f"dated {ahead + timedelta(microseconds=1):%Y-%m-%d %H:%M:%S} UTC, after this machine's clock: the "
+            "warehouse holds lambda's data dated up to then (a clock that was ahead); its versions, last_seen and "
+            "changes stay dated so until then")
+    assert not any("after this machine's clock" in n for n in first.notes)
+    assert said in second.notes
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        notes = con.execute("select notes from scrape_runs order by refresh_id").fetchall()
+        assert [said in (n or "") for (n,) in notes] == [False, True]
     finally:
         con.close()
 

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Iterator
@@ -220,17 +220,18 @@ def job_cost(c: dict[str, Any], tiers: dict[str, Any], tokens: float, runs: int)
 
 
 def test_fine_tuning_answers_are_the_recommenders(warehouse: Path) -> None:
+    now = datetime.now(timezone.utc)  # after the replay: its providers are fresh (on day 2 they were not loaded)
     con = open_reader(warehouse)
     try:
-        tuning = fine_tuning(con, NOW, models=["Llama-3-8B", "llama-3-8b"], methods=["qlora"])  # one model
-        direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15))
-        small = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6,
+        tuning = fine_tuning(con, now, models=["Llama-3-8B", "llama-3-8b"], methods=["qlora"])  # one model
+        direct = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=now, top=15))
+        small = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=now, top=15, tokens=3e6,
                                                 spot=True, runs=1))
-        tiny = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=NOW, top=15, tokens=1e5,
+        tiny = recommend(con, RecommendRequest(method="qlora", model="llama-3-8b", as_of=now, top=15, tokens=1e5,
                                                runs=10))
         tiers = egress_tiers(con)
         with pytest.raises(ValueError, match="unknown model 'gpt-9'; did you mean"):
-            fine_tuning(con, NOW, models=["gpt-9"])
+            fine_tuning(con, now, models=["gpt-9"])
     finally:
         con.close()
     assert tuning["models"] == [{"value": "llama-3-8b", "label": "llama-3-8b"}]
@@ -833,11 +834,12 @@ def test_report_never_writes_over_the_warehouse(mixed_warehouse: Path, tmp_path:
 def test_left_out_offers_are_the_default_jobs(warehouse: Path) -> None:
     # "Left out, cheaper by the hour" depends on the job (offers cheaper than the first ranked one): the page
     # shows the default job, as `gpuledger recommend --model llama-3-8b --method full` does, not a 3M-token job's.
+    now = datetime.now(timezone.utc)  # after the replay: its providers are fresh (on day 2 they were not loaded)
     con = open_reader(warehouse)
     try:
-        answer = fine_tuning(con, NOW, models=["llama-3-8b"], methods=["full"])["answers"]["llama-3-8b|full"]
-        default = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=NOW, top=15))
-        small = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=NOW, top=15, tokens=3e6))
+        answer = fine_tuning(con, now, models=["llama-3-8b"], methods=["full"])["answers"]["llama-3-8b|full"]
+        default = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=now, top=15))
+        small = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=now, top=15, tokens=3e6))
     finally:
         con.close()
     names = [f"{o['provider']} {o['instance_type']} (" for o in default.left_out]

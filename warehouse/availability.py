@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # a fetch process, which makes Observations, loads no DuckDB
 
     from gpuledger.warehouse.pending import ScrapeOutcome
 
+# The windows are hours, 7 x 24 and 30 x 24: DuckDB counts a day interval in the session's time zone, where a
+# window across a DST change is an hour longer or shorter (a DuckDB CLI or pandas session is in local time).
 SIGNAL = ("available", "available_count", "availability_level")
 _KEY = ("provider", "region", "zone", "instance_type", "gpu_model")
 
@@ -24,11 +26,11 @@ select gpu_model, provider, region,
        n_7d as observations_7d, round(c_7d / nullif(n_7d, 0), 4) as obtainable_7d,
        n_30d as observations_30d, round(c_30d / n_30d, 4) as obtainable_30d, last_observed
 from (select gpu_model, provider, region,
-             count(capacity) filter (where observed_at > as_of - interval 7 day) as n_7d,
-             count(*) filter (where capacity and observed_at > as_of - interval 7 day) as c_7d,
+             count(capacity) filter (where observed_at > as_of - to_hours(7 * 24)) as n_7d,
+             count(*) filter (where capacity and observed_at > as_of - to_hours(7 * 24)) as c_7d,
              count(capacity) as n_30d, count(*) filter (where capacity) as c_30d, max(observed_at) as last_observed
       from (select *, coalesce(available, available_count > 0) as capacity from availability_history
-            where observed_at > as_of - interval 30 day and observed_at <= as_of)
+            where observed_at > as_of - to_hours(30 * 24) and observed_at <= as_of)
       group by all)
 where n_30d > 0;
 create or replace view availability_obtainable as select * from availability_obtainable_at(now());

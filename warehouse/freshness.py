@@ -1,5 +1,7 @@
 """When a provider's data counts as fresh (latest successful scrape at most max_age_hours old): the one
-rule, written once in SQL, behind status, the report, exports and the recommender."""
+rule, written once in SQL, behind status, the report, exports and the recommender. Judged at a reference
+time from the runs finished by then: a run dated later (an as_of in the past, a clock that was ahead) says
+nothing of that time."""
 
 from __future__ import annotations
 
@@ -26,9 +28,9 @@ _RULE = """
                max(finished_at) as last_attempt,
                arg_max(state, finished_at) as last_state,
                arg_max_null(error, finished_at) as last_error
-        from scrape_runs group by provider),
+        from scrape_runs, ref where finished_at <= ref.t0 group by provider),
     judged as (
-        select runs.*, epoch(ref.t0 - runs.last_ok) / 3600.0 as age_hours,
+        select runs.*, (epoch(ref.t0) - epoch(runs.last_ok)) / 3600.0 as age_hours,
                coalesce(runs.last_ok >= ref.t0 - to_seconds(ref.max_age * 3600.0), false) as fresh
         from runs, ref)
     select provider, last_ok, last_attempt, last_state, last_error, age_hours, fresh,
@@ -37,8 +39,9 @@ _RULE = """
     from judged"""
 
 MACROS_SQL = f"""
--- Per provider with a scrape run: last_ok (latest successful scrape), last_attempt, last_state,
--- last_error, age_hours (since last_ok), fresh, state (ok | stale | failed | not_configured).
+-- Per provider with a scrape run finished by as_of (default now()): last_ok (latest successful scrape),
+-- last_attempt, last_state, last_error, age_hours (since last_ok), fresh, state (ok | stale | failed |
+-- not_configured).
 -- warehouse/freshness.py.
 --   select * from provider_freshness(max_age_hours := 24);
 create or replace macro provider_freshness(max_age_hours := NULL, as_of := NULL) as table

@@ -1,5 +1,6 @@
 """Time-weighted statistics of interruptible prices (SQL that warehouse/schema.py creates): each price held
-as an interval (`spot_price_intervals`), weighed by the seconds it held in the 7, 30 and 90 days before as_of."""
+as an interval (`spot_price_intervals`), weighed by the seconds it held in the 7, 30 and 90 days before as_of
+(24-hour days: a window across a DST change of a session in local time is as long as in UTC)."""
 
 from __future__ import annotations
 
@@ -53,11 +54,11 @@ with ref as (select as_of::timestamptz as t1, above_pct::double as pct),
 clipped as (
     select i.provider, i.region, i.zone, i.instance_type, i.purchase_option, i.source, w.window_days,
            i.price_per_hour,
-           greatest(i.valid_from, ref.t1 - to_days(w.window_days)) as held_from,
+           greatest(i.valid_from, ref.t1 - to_hours(24 * w.window_days)) as held_from,
            least(coalesce(i.valid_to, ref.t1), ref.t1) as held_to
     from spot_price_intervals i, (select unnest([7, 30, 90]) as window_days) w, ref),
 weighted as (
-    select *, epoch(held_to - held_from) as held_s from clipped where held_to > held_from),
+    select *, epoch(held_to) - epoch(held_from) as held_s from clipped where held_to > held_from),
 on_demand as (
     select provider, region, instance_type, min(price_per_hour) as on_demand_price_per_hour
     from offers where purchase_option = 'on_demand' group by all),

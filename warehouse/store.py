@@ -17,7 +17,7 @@ import time
 import uuid
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
@@ -752,13 +752,16 @@ def merge_time(con: duckdb.DuckDBPyConnection, provider: str, scraped_at: dateti
     """When a scrape merged after the fact (a saved result, a pulled catalog) takes effect: when it was made (a
     price seen at 04:00 and merged at 04:34 held from 04:00), never later than now (a clock ahead) nor before
     what the warehouse already holds of the provider (its versions would overlap): a refresh's own results,
-    dated now, too, since a clock set back (an NTP step, a resumed VM) would date them before the last ones."""
+    dated now, too, since a clock set back (an NTP step, a resumed VM) would date them before the last ones.
+    Such a merge is dated a microsecond after the last: at the same instant, its versions could not be told apart
+    from the last merge's, nor ordered."""
     p = {"p": provider}
     held = [m for spec in SPECS for sql in (f"select max(last_seen) from {spec.table} where provider = $p",
                                            f"select max(coalesce(valid_to, valid_from)) from {spec.history} "
                                            "where provider = $p")
             for (m,) in con.execute(sql, p).fetchall() if m is not None]
-    return max([min(scraped_at, utcnow()), *held])
+    at = min(scraped_at, utcnow())
+    return at if not held or at > max(held) else max(held) + timedelta(microseconds=1)
 
 
 def _unreadable(path: Path, err: Exception) -> ScrapeOutcome:
@@ -811,8 +814,13 @@ def merge_pending(db: str | os.PathLike[str] | None, refresh_id: str, policy: An
                 if outcome is not None:  # None: in the warehouse already
                     # an earlier refresh's result is dated at its scrape, not at this merge
                     late = outcome.refresh_id != refresh_id
-                    reports.append(load_outcome(con, outcome, refresh_id, policy, now=merge_time(
-                        con, outcome.provider, outcome.finished_at if late else utcnow())))
+                    when = merge_time(con, outcome.provider, outcome.finished_at if late else utcnow())
+                    if when > utcnow():  # what a clock that was ahead dated: said, never silently in the future
+                        outcome.notes.append(
+                            f"dated {when.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC, after this machine's "
+                            f"clock: the warehouse holds {outcome.provider}'s data dated up to then (a clock that "
+                            "was ahead); its versions, last_seen and changes stay dated so until then")
+                    reports.append(load_outcome(con, outcome, refresh_id, policy, now=when))
                     if on_merged is not None:
                         on_merged(outcome.provider)
                 merged.append(path)
