@@ -221,3 +221,21 @@ def test_version_4_makes_price_observed_at_a_timestamptz_keeping_every_value(tmp
             (datetime(2026, 11, 29, 0, 11, 48, tzinfo=utc),)]
     finally:
         close_writer(con)
+
+
+def test_version_13_replaces_the_spot_and_availability_windows_of_an_older_warehouse(tmp_path: Path) -> None:
+    """A warehouse at version 12 holds the view and macros as version 11 made them (windows counted in the
+    session's calendar); the upgrade replaces both, so an upgraded warehouse answers as a new one does."""
+    db = tmp_path / "w.duckdb"
+    close_writer(open_writer(db))
+    with duckdb.connect(str(db)) as con:  # as version 12 left them, for what the upgrade must replace
+        con.execute("delete from schema_migrations where version = 13; "
+                    "create or replace macro availability_obtainable_at(as_of) as table select 'v11' as made_by; "
+                    "create or replace view spot_price_intervals as select 'v5' as made_by")
+    close_writer(open_writer(db))
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("select max(version) from schema_migrations").fetchall() == [(13,)]
+        assert [d[0] for d in con.execute("select * from availability_obtainable_at(now())").description] == [
+            "gpu_model", "provider", "region", "observations_7d", "obtainable_7d", "observations_30d",
+            "obtainable_30d", "last_observed"]
+        assert "valid_from" in [d[0] for d in con.execute("select * from spot_price_intervals").description]

@@ -491,8 +491,9 @@ CREATE TABLE fetch_validators (
 );
 """),
     (13, "the view spot_price_intervals: a machine's consecutive versions at one price are one interval "
-         "(spot_price_stats_at's price_periods counted a version whose availability alone changed)",
-     spot_stats.SQL),
+         "(spot_price_stats_at's price_periods counted a version whose availability alone changed); its windows "
+         "and availability_obtainable_at's are whole 24-hour days in a session of any time zone",
+     spot_stats.SQL + availability.SQL),
 ]
 SCHEMA_VERSION = UPGRADES[-1][0]
 
