@@ -69,3 +69,28 @@ def test_a_nan_or_infinite_price_per_gpu_hour_fails_the_price_check(db: Path) ->
         assert code == 1 and said[PRICES] == (f"FAIL 1 offending rows, the first: provider=aws, region=us-east-1, "
                                               f"instance_type=p5.48xlarge, gpu_model=H100-SXM, price_per_hour=55.04, "
                                               f"price_per_gpu_hour={bad}")
+
+
+FUTURE = "offer_history: no version dated after now"
+
+
+def test_versions_dated_after_now_by_a_clock_that_was_ahead_fail_the_check(db: Path) -> None:
+    from datetime import datetime, timezone
+
+    ahead = (datetime.now(timezone.utc) - T0).days + 3  # a refresh under a clock three days ahead
+    con = open_writer(db)
+    try:
+        load(con, "aws", {"p5.48xlarge": 55.04}, 0)
+    finally:
+        close_writer(con)
+    assert check(db)[1][FUTURE] == "ok ok"
+    con = open_writer(db)
+    try:
+        load(con, "aws", {"p5.48xlarge": 50.0}, ahead)
+    finally:
+        close_writer(con)
+    code, said = check(db)
+    # before: every check ok, the history dated three days ahead
+    assert code == 1 and said[FUTURE].startswith(
+        "FAIL 2 offending rows, the first: provider=aws, region=us-east-1, zone=, instance_type=p5.48xlarge")
+    assert [name for name, v in said.items() if not v.startswith("ok")] == [FUTURE]
