@@ -484,7 +484,7 @@ def provider_status(con: duckdb.DuckDBPyConnection, stale_after: timedelta, now:
     try:  # the enrichments the latest run went without (a warehouse older than schema 9 has none)
         # arg_max_null: the latest run's, even when it went without none (arg_max skips a NULL)
         degraded = dict(con.execute("select provider, arg_max_null(degraded, finished_at) from scrape_runs "
-                                    "group by provider").fetchall())
+                                    "where finished_at <= $now group by provider", {"now": now}).fetchall())
     except duckdb.BinderException:
         degraded = {}
 

@@ -58,6 +58,9 @@ def test_status_shows_the_latest_runs_missing_enrichment_not_an_earlier_runs(tmp
     assert first["state"] == "ok" and "spot prices" in first["degraded"] and "HTTP 404" in first["degraded"]
     latest = run_then_status(1, [])  # the next night's run had every enrichment
     assert (latest["state"], latest["degraded"]) == ("ok", None)
+    # a run dated three days ahead (a clock that was ahead) says nothing of now: it had named its enrichment
+    ahead = run_then_status(-72, [{"name": "capacity blocks", "reason": "HTTP 500", "options": []}])
+    assert (ahead["state"], ahead["degraded"]) == ("ok", None)
 
 
 def test_status_exit_codes(tmp_path: Path) -> None:
