@@ -52,6 +52,18 @@ def rewrite(folder: Path, entry: dict[str, Any], select: str) -> None:
 
 @pytest.mark.parametrize("field, value", [("bytes", "as text"), ("bytes", float("inf")), ("rows", float("inf")),
                                           ("rows", "as text"), ("bytes", True)])
+def send_trickled(handler: SimpleHTTPRequestHandler, data: bytes) -> None:
+    """`data` as a whole answer, 500 bytes every 0.2 s: a server that trickles."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    with contextlib.suppress(OSError):  # the client gone
+        for at in range(0, len(data), 500):
+            handler.wfile.write(data[at:at + 500])
+            handler.wfile.flush()
+            time.sleep(0.2)
+
+
 def test_a_file_entry_whose_rows_or_bytes_are_no_whole_number_is_refused_in_one_line(
         published: tuple[Path, Path], tmp_path: Path, field: str, value: Any) -> None:
     folder, manifest = copied(published, tmp_path)
@@ -261,15 +273,7 @@ def test_a_file_trickled_slower_than_the_least_rate_is_refused(
         def do_GET(self) -> None:
             if not self.path.startswith("/lambda.offers."):
                 return super().do_GET()
-            data = (folder / entry["name"]).read_bytes()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            with contextlib.suppress(OSError):  # the client gone
-                for at in range(0, len(data), 500):
-                    self.wfile.write(data[at:at + 500])
-                    self.wfile.flush()
-                    time.sleep(0.2)
+            send_trickled(self, (folder / entry["name"]).read_bytes())
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Trickling, directory=str(folder)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -482,14 +486,7 @@ def test_a_trickled_manifest_is_refused_at_the_least_rate(
     def trickled(handler: SimpleHTTPRequestHandler) -> bool:  # a few bytes a second, far under 16 MiB
         if handler.path != f"/{MANIFEST}":
             return False
-        handler.send_response(200)
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        with contextlib.suppress(OSError):  # the client gone
-            for at in range(0, len(data), 500):
-                handler.wfile.write(data[at:at + 500])
-                handler.wfile.flush()
-                time.sleep(0.2)
+        send_trickled(handler, data)
         return True
 
     monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, then 1 MB a second at the least
