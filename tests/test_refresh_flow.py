@@ -145,6 +145,8 @@ def test_a_stopped_refresh_starts_no_queued_fetch(api_url: str, tmp_path: Path,
         fetched.append(plan.provider)
         if len(fetched) == 1:
             os.kill(os.getpid(), signal.SIGINT)
+            # a real fetch outlasts the signal's handling (a loaded machine may run this thread on first)
+            refresh.children.NO_NEW_CHILDREN.wait(10)
         return {}
 
     real_stop_all = refresh.children.stop_all
