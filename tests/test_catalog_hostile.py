@@ -50,8 +50,6 @@ def rewrite(folder: Path, entry: dict[str, Any], select: str) -> None:
     entry.update(bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-@pytest.mark.parametrize("field, value", [("bytes", "as text"), ("bytes", float("inf")), ("rows", float("inf")),
-                                          ("rows", "as text"), ("bytes", True)])
 def send_trickled(handler: SimpleHTTPRequestHandler, data: bytes) -> None:
     """`data` as a whole answer, 500 bytes every 0.2 s: a server that trickles."""
     handler.send_response(200)
@@ -64,6 +62,8 @@ def send_trickled(handler: SimpleHTTPRequestHandler, data: bytes) -> None:
             time.sleep(0.2)
 
 
+@pytest.mark.parametrize("field, value", [("bytes", "as text"), ("bytes", float("inf")), ("rows", float("inf")),
+                                          ("rows", "as text"), ("bytes", True)])
 def test_a_file_entry_whose_rows_or_bytes_are_no_whole_number_is_refused_in_one_line(
         published: tuple[Path, Path], tmp_path: Path, field: str, value: Any) -> None:
     folder, manifest = copied(published, tmp_path)
