@@ -210,3 +210,33 @@ def test_the_docs_state_the_anomaly_guard_and_the_pending_files_as_the_code_has_
     reliability = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
     kept = reliability[reliability.index("### Nothing fetched is thrown away"):reliability.index("### Clean failures")]
     assert "to `<db>.pending/<refresh_id>/` (`<provider>.json`, the run, and a `<provider>.<table>.json` per table)" in kept
+
+
+def test_the_docs_state_how_many_providers_a_replay_fetches_at_once_as_the_flow_has_it() -> None:
+    from gpuledger.flows.refresh import FETCHES_AT_ONCE, fetches_at_once
+
+    # a replay runs as many fetches as the cores and one, but never more than a live refresh does
+    assert fetches_at_once(True) <= FETCHES_AT_ONCE == fetches_at_once(False) == 8
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    operations = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    assert (f"({FETCHES_AT_ONCE} at a time; a replay, which waits on no provider, as many as the cores and one, "
+            f"at most {FETCHES_AT_ONCE})") in readme
+    assert (f"{FETCHES_AT_ONCE} provider tasks at a time; a `--replay` from the command line, as many as the cores "
+            f"and one, at most {FETCHES_AT_ONCE})") in operations
+
+
+def test_the_recommender_doc_names_every_column_fits_adds_to_offers() -> None:
+    import duckdb
+
+    from gpuledger.warehouse.recommender.macros import install_macros
+    from gpuledger.warehouse.schema import column_names, migrate
+
+    con = duckdb.connect()
+    migrate(con)
+    install_macros(con)
+    added = [d[0] for d in con.sql("select * from fits(10.0) limit 0").description
+             if d[0] not in column_names("offers")]
+    text = " ".join((ROOT / "docs" / "recommender.md").read_text().split())
+    listed = text[text.index("returns every `offers` column plus"):text.index("The pieces `fits` is built from")]
+    missing = [c for c in added if f"`{c}`" not in listed]
+    assert len(added) > 20 and not missing, f"docs/recommender.md's list of fits columns lacks {missing}"
