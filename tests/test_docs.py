@@ -240,3 +240,17 @@ def test_the_recommender_doc_names_every_column_fits_adds_to_offers() -> None:
     listed = text[text.index("returns every `offers` column plus"):text.index("The pieces `fits` is built from")]
     missing = [c for c in added if f"`{c}`" not in listed]
     assert len(added) > 20 and not missing, f"docs/recommender.md's list of fits columns lacks {missing}"
+
+
+def test_the_fetching_only_what_changed_table_places_every_source() -> None:
+    readme = (ROOT / "README.md").read_text()
+    providers = {r[0].strip("`"): r[1] for r in table_rows(readme, "| source | provider | how | what |")}
+    cells = " ".join(r[0] for r in table_rows((ROOT / "docs" / "operations.md").read_text(),
+                                              "| source | how it knows | cost when unchanged |"))
+    short = {"gcp": "GCP", "oci": "OCI"}  # the table's names where the README's full one is not used
+    missing = []
+    for s in specs():
+        word = short.get(s.name) or providers[s.name].split()[0]
+        if not any(re.search(rf"\b{re.escape(w)}\b", cells) for w in (word, word.removesuffix(".ai"))):
+            missing.append(s.name)
+    assert not missing, f"docs/operations.md's 'Fetching only what changed' table does not say how these fetch: {missing}"
