@@ -254,3 +254,19 @@ def test_the_fetching_only_what_changed_table_places_every_source() -> None:
         if not any(re.search(rf"\b{re.escape(w)}\b", cells) for w in (word, word.removesuffix(".ai"))):
             missing.append(s.name)
     assert not missing, f"docs/operations.md's 'Fetching only what changed' table does not say how these fetch: {missing}"
+
+
+def test_scaleway_and_seeweb_without_their_eur_rate_are_not_configured_as_the_readme_says(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.flows.fetch import SourcePlan, fetch_outcome
+
+    for name in ("GPULEDGER_SCALEWAY_USD_PER_EUR", "GPULEDGER_SEEWEB_USD_PER_EUR", "SCW_SECRET_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ECSAPI_TOKEN", "a-token")  # Seeweb's key is set: only its rate is missing
+    for provider in ("scaleway", "seeweb"):
+        outcome = fetch_outcome(SourcePlan(provider, "live"))  # refused before any request
+        assert outcome.state == "not_configured" and "USD_PER_EUR" in (outcome.error or ""), outcome.error
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    actions = readme[readme.index("- **GitHub Actions**"):readme.index("- **Scale-out**")]
+    assert "a provider without its rate is `not configured` too" in actions, actions
+    assert "fails and so does the run" not in actions, actions
