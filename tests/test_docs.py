@@ -270,3 +270,23 @@ def test_scaleway_and_seeweb_without_their_eur_rate_are_not_configured_as_the_re
     actions = readme[readme.index("- **GitHub Actions**"):readme.index("- **Scale-out**")]
     assert "a provider without its rate is `not configured` too" in actions, actions
     assert "fails and so does the run" not in actions, actions
+
+
+def test_the_data_dictionary_names_every_table_view_macro_and_column_of_the_warehouse() -> None:
+    import duckdb
+
+    from gpuledger.warehouse.schema import migrate
+
+    con = duckdb.connect()
+    migrate(con)
+    text = (ROOT / "docs" / "data-dictionary.md").read_text()
+    relations = [r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()]
+    macros = [r[0] for r in con.sql("select function_name from duckdb_functions() where not internal").fetchall()]
+    assert len(relations) >= 20 and len(macros) >= 2
+    unnamed = [name for name in relations + macros if f"`{name}" not in text]
+    assert not unnamed, f"docs/data-dictionary.md does not name {unnamed}"
+    columns = {(t, c) for t, c in con.sql("select table_name, column_name from information_schema.columns").fetchall()}
+    for macro in macros:
+        columns |= {(macro, d[0]) for d in con.sql(f"select * from {macro}(now()) limit 0").description}
+    missing = sorted(f"{t}.{c}" for t, c in columns if not re.search(rf"\b{c}\b", text))
+    assert not missing, f"docs/data-dictionary.md does not name these columns: {missing}"
