@@ -210,3 +210,83 @@ def test_the_docs_state_the_anomaly_guard_and_the_pending_files_as_the_code_has_
     reliability = " ".join((ROOT / "docs" / "reliability.md").read_text().split())
     kept = reliability[reliability.index("### Nothing fetched is thrown away"):reliability.index("### Clean failures")]
     assert "to `<db>.pending/<refresh_id>/` (`<provider>.json`, the run, and a `<provider>.<table>.json` per table)" in kept
+
+
+def test_the_docs_state_how_many_providers_a_replay_fetches_at_once_as_the_flow_has_it() -> None:
+    from gpuledger.flows.refresh import FETCHES_AT_ONCE, fetches_at_once
+
+    # a replay runs as many fetches as the cores and one, but never more than a live refresh does
+    assert fetches_at_once(True) <= FETCHES_AT_ONCE == fetches_at_once(False) == 8
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    operations = " ".join((ROOT / "docs" / "operations.md").read_text().split())
+    assert (f"({FETCHES_AT_ONCE} at a time; a replay, which waits on no provider, as many as the cores and one, "
+            f"at most {FETCHES_AT_ONCE})") in readme
+    assert (f"{FETCHES_AT_ONCE} provider tasks at a time; a `--replay` from the command line, as many as the cores "
+            f"and one, at most {FETCHES_AT_ONCE})") in operations
+
+
+def test_the_recommender_doc_names_every_column_fits_adds_to_offers() -> None:
+    import duckdb
+
+    from gpuledger.warehouse.recommender.macros import install_macros
+    from gpuledger.warehouse.schema import column_names, migrate
+
+    con = duckdb.connect()
+    migrate(con)
+    install_macros(con)
+    added = [d[0] for d in con.sql("select * from fits(10.0) limit 0").description
+             if d[0] not in column_names("offers")]
+    text = " ".join((ROOT / "docs" / "recommender.md").read_text().split())
+    listed = text[text.index("returns every `offers` column plus"):text.index("The pieces `fits` is built from")]
+    missing = [c for c in added if f"`{c}`" not in listed]
+    assert len(added) > 20 and not missing, f"docs/recommender.md's list of fits columns lacks {missing}"
+
+
+def test_the_fetching_only_what_changed_table_places_every_source() -> None:
+    readme = (ROOT / "README.md").read_text()
+    providers = {r[0].strip("`"): r[1] for r in table_rows(readme, "| source | provider | how | what |")}
+    cells = " ".join(r[0] for r in table_rows((ROOT / "docs" / "operations.md").read_text(),
+                                              "| source | how it knows | cost when unchanged |"))
+    short = {"gcp": "GCP", "oci": "OCI"}  # the table's names where the README's full one is not used
+    missing = []
+    for s in specs():
+        word = short.get(s.name) or providers[s.name].split()[0]
+        if not any(re.search(rf"\b{re.escape(w)}\b", cells) for w in (word, word.removesuffix(".ai"))):
+            missing.append(s.name)
+    assert not missing, f"docs/operations.md's 'Fetching only what changed' table does not say how these fetch: {missing}"
+
+
+def test_scaleway_and_seeweb_without_their_eur_rate_are_not_configured_as_the_readme_says(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuledger.flows.fetch import SourcePlan, fetch_outcome
+
+    for name in ("GPULEDGER_SCALEWAY_USD_PER_EUR", "GPULEDGER_SEEWEB_USD_PER_EUR", "SCW_SECRET_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ECSAPI_TOKEN", "a-token")  # Seeweb's key is set: only its rate is missing
+    for provider in ("scaleway", "seeweb"):
+        outcome = fetch_outcome(SourcePlan(provider, "live"))  # refused before any request
+        assert outcome.state == "not_configured" and "USD_PER_EUR" in (outcome.error or ""), outcome.error
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    actions = readme[readme.index("- **GitHub Actions**"):readme.index("- **Scale-out**")]
+    assert "a provider without its rate is `not configured` too" in actions, actions
+    assert "fails and so does the run" not in actions, actions
+
+
+def test_the_data_dictionary_names_every_table_view_macro_and_column_of_the_warehouse() -> None:
+    import duckdb
+
+    from gpuledger.warehouse.schema import migrate
+
+    con = duckdb.connect()
+    migrate(con)
+    text = (ROOT / "docs" / "data-dictionary.md").read_text()
+    relations = [r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()]
+    macros = [r[0] for r in con.sql("select function_name from duckdb_functions() where not internal").fetchall()]
+    assert len(relations) >= 20 and len(macros) >= 2
+    unnamed = [name for name in relations + macros if f"`{name}" not in text]
+    assert not unnamed, f"docs/data-dictionary.md does not name {unnamed}"
+    columns = {(t, c) for t, c in con.sql("select table_name, column_name from information_schema.columns").fetchall()}
+    for macro in macros:
+        columns |= {(macro, d[0]) for d in con.sql(f"select * from {macro}(now()) limit 0").description}
+    missing = sorted(f"{t}.{c}" for t, c in columns if not re.search(rf"\b{c}\b", text))
+    assert not missing, f"docs/data-dictionary.md does not name these columns: {missing}"
