@@ -507,7 +507,7 @@ def status(
     fmt: Format = FormatOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Per provider: last success, last attempt (UTC), state (ok / stale / failed / never), row counts.
+    """Per provider: last success, last attempt (UTC), state (ok, stale, failed, not configured, never), rows.
 
     Every registered source is listed, one that never loaded too (state
     `never`). Exit codes: 0 every loaded provider is ok;

@@ -94,3 +94,18 @@ def test_versions_dated_after_now_by_a_clock_that_was_ahead_fail_the_check(db: P
     assert code == 1 and said[FUTURE].startswith(
         "FAIL 2 offending rows, the first: provider=aws, region=us-east-1, zone=, instance_type=p5.48xlarge")
     assert [name for name, v in said.items() if not v.startswith("ok")] == [FUTURE]
+
+
+def test_a_warehouse_of_an_older_schema_is_told_the_next_refresh_upgrades_it(db: Path) -> None:
+    import duckdb
+
+    from gpuledger.warehouse.schema import SCHEMA_VERSION
+
+    close_writer(open_writer(db))
+    with duckdb.connect(str(db)) as con:  # as the gpuledger before this one left it
+        con.execute("delete from schema_migrations where version = ?", [SCHEMA_VERSION])
+    code, said = check(db)
+    # before: "... this gpuledger expects N", and no word of what to do
+    assert code == 1 and said["schema version"] == (
+        f"FAIL warehouse at version {SCHEMA_VERSION - 1}, this gpuledger expects {SCHEMA_VERSION} "
+        "(the next `gpuledger refresh` upgrades it in place)")

@@ -26,7 +26,9 @@ def _columns(alias: str, names: tuple[str, ...]) -> str:
 def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
     version = current_version(con)
     results = [CheckResult("schema version", version == SCHEMA_VERSION,
-                           f"warehouse at version {version}, this gpuledger expects {SCHEMA_VERSION}")]
+                           f"warehouse at version {version}, this gpuledger expects {SCHEMA_VERSION}"
+                           + (" (the next `gpuledger refresh` upgrades it in place)" if version < SCHEMA_VERSION
+                              else ""))]
     queries = {}
     for spec in SPECS:
         key = ", ".join(spec.key)

@@ -67,7 +67,10 @@ class OfferFilter:
         known, regions = (known_names(con, "region") if self.regions else []), ()
         for r in self.regions:  # a prefix (us-*) stays as given where some region starts with it
             prefixed = r.endswith("*") and any(k.lower().startswith(r[:-1].lower()) for k in known)
-            regions += (r,) if prefixed else resolve_names("region", [r.rstrip("*")], known)
+            try:
+                regions += (r,) if prefixed else resolve_names("region", [r.rstrip("*")], known)
+            except FilterError as err:  # named as given ('eu-*'), not as looked for ('eu-')
+                raise FilterError(str(err).replace(repr(r.rstrip("*")), repr(r), 1)) from None
         return replace(self, gpu=gpu, providers=named, regions=tuple(dict.fromkeys(regions)))
 
     def where(self) -> tuple[str, dict[str, Any]]:
