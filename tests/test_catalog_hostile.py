@@ -610,3 +610,44 @@ def test_sigterm_during_a_publish_is_one_line_and_leaves_no_folder_it_made(
     assert (proc.returncode, err.strip()) == (143, f"error: the publish was stopped (SIGTERM); the manifest of "
                                                    f"{folder} is as it was")
     assert list(tmp_path.iterdir()) == [ready]
+
+
+def test_a_busy_host_is_asked_again_and_one_that_stays_busy_or_says_not_found_is_not_waited_on(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    # A CDN's 503 (GitHub's release assets redirect to one) refused the catalog at once: the nightly that
+    # restores an evicted warehouse from it failed
+    [offers] = [f["name"] for f in json.loads((published[1] / MANIFEST).read_text())["providers"]["lambda"]["files"]
+                if f["table"] == "offers"]
+    asked: list[str] = []
+
+    def busy_once(handler: SimpleHTTPRequestHandler) -> bool:
+        asked.append(handler.path)
+        if handler.path.lstrip("/") in (MANIFEST, offers) and asked.count(handler.path) == 1:
+            handler.send_response(503)
+            handler.send_header("Retry-After", "0")
+            handler.end_headers()
+            return True
+        return False
+
+    with serving(published[1], busy_once) as url:
+        code, said = cli("pull", url, "--db", str(tmp_path / "b.duckdb"), "--format", "csv")
+    assert code == 0, said  # before: "error: manifest.json: HTTP 503 from ...", exit 2
+    assert asked.count(f"/{MANIFEST}") == 2 and asked.count(f"/{offers}") == 2
+    assert "lambda,loaded," in said
+
+    def always(status: int) -> Any:
+        def answer(handler: SimpleHTTPRequestHandler) -> bool:
+            asked.append(handler.path)
+            handler.send_response(status)
+            handler.send_header("Retry-After", "0")
+            handler.end_headers()
+            return True
+        return answer
+
+    for status, times in ((503, 3), (404, 1)):
+        asked.clear()
+        with serving(published[1], always(status)) as url:
+            code, said = cli("pull", url, "--db", str(tmp_path / "c.duckdb"))
+        assert (code, len(asked)) == (2, times), said
+        assert said.strip() == (f"error: manifest.json: HTTP {status} from {url}/manifest.json"
+                                + (" (asked 3 times)" if status == 503 else ""))

@@ -21,6 +21,7 @@ from urllib.request import url2pathname
 import duckdb
 import httpx
 import pyarrow
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from gpuledger import __version__
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
@@ -42,6 +43,10 @@ MAX_FILES = 1000  # a GitHub release's assets, the manifest one of them: beyond,
 TIMEOUT_S = 60.0
 MIN_RATE = 16 << 10  # bytes a second: a download slower than this (beyond TIMEOUT_S) is a server trickling
 CATALOG_KEY = "catalog"  # fetch_validators key: the files of a provider's last pull
+# A host busy or restarting (a CDN's 503, a rate limit's 429) or a dropped connection: each download is tried
+# ATTEMPTS times, waiting its Retry-After (in seconds) or 2, 4 s, at most WAIT_MAX_S.
+BUSY = frozenset({429, 500, 502, 503, 504})
+ATTEMPTS, WAIT_MAX_S = 3, 30.0
 NAME = re.compile(r"([a-z0-9_]+)\.([a-z_]+)\.\d{8}T\d{6}Z(-\d+)*\.parquet")
 
 CURRENT = {spec.table: spec for spec in SPECS}
@@ -59,6 +64,20 @@ OUTCOME_TABLES = {"offers": "offers", "egress_prices": "egress", "storage_prices
 
 class CatalogError(Exception):
     """A catalog or one of its files cannot be written or read; the message names it and why."""
+
+
+class HostBusy(CatalogError):
+    """A download the host may answer if asked again (BUSY, or the connection failed)."""
+
+    def __init__(self, message: str, retry_after: str | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = float(retry_after) if retry_after and retry_after.strip().isdigit() else None
+
+
+def _wait_s(state: RetryCallState) -> float:
+    error = state.outcome.exception() if state.outcome else None
+    asked = getattr(error, "retry_after", None)
+    return min(asked if asked is not None else 2.0 ** state.attempt_number, WAIT_MAX_S)
 
 
 def shown(source: str) -> str:
@@ -290,14 +309,23 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
         if not path.is_file():
             raise CatalogError(f"{name}: not in {source}")
         return path
-    out, url = tmp / name, _file_url(source, name)
+    for attempt in Retrying(stop=stop_after_attempt(ATTEMPTS), wait=_wait_s, retry=retry_if_exception_type(HostBusy),
+                            reraise=True):
+        with attempt:
+            return _download(client, name, _file_url(source, name), limit, tmp / name)
+    raise AssertionError("Retrying reraises the last error")
+
+
+def _download(client: httpx.Client, name: str, url: str, limit: int, out: Path) -> Path:
     # each read has TIMEOUT_S; a byte a minute would go on for ever. A download is held to MIN_RATE on what has
     # come, whatever size the manifest says: TIMEOUT_S, and a second for each MIN_RATE bytes
     start = time.monotonic()
     try:
         with client.stream("GET", url) as resp, out.open("wb") as f:
             if resp.status_code != 200:
-                raise CatalogError(f"{name}: HTTP {resp.status_code} from {shown(str(resp.url))}")
+                said = f"{name}: HTTP {resp.status_code} from {shown(str(resp.url))}"
+                raise (HostBusy(said + f" (asked {ATTEMPTS} times)", resp.headers.get("retry-after"))
+                       if resp.status_code in BUSY else CatalogError(said))
             for chunk in resp.iter_bytes():
                 if f.tell() + len(chunk) > limit:
                     said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
@@ -313,9 +341,11 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
             where = shown(str(err.request.url))  # the request that failed, a redirect's perhaps
         except (AttributeError, RuntimeError):  # none made (InvalidURL)
             where = shown(url)
-        raise CatalogError(f"{name}: {type(err).__name__} from {where}: {err}") from None
+        said = f"{name}: {type(err).__name__} from {where}: {err}"
+        raise (HostBusy(f"{said} (asked {ATTEMPTS} times)") if isinstance(err, httpx.TransportError)
+               else CatalogError(said)) from None
     except OSError as err:
-        raise CatalogError(f"{name}: cannot be written to {tmp} ({err.strerror or err})") from None
+        raise CatalogError(f"{name}: cannot be written to {out.parent} ({err.strerror or err})") from None
     return out
 
 
