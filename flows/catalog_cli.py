@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 from dataclasses import astuple, fields, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 
@@ -15,6 +16,20 @@ from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, on_ctrl_c
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stopping import handling
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[list[int]]:
+    """SIGTERM (a CI job cancelled, a service stopped) stops the block as Ctrl-C does, so its clean-up runs;
+    the list yielded holds the signal once it came."""
+    terminated: list[int] = []
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    with handling((signal.SIGTERM,), on_sigterm):
+        yield terminated
 
 
 def publish_command(
@@ -48,14 +63,8 @@ def publish_command(
                                          "its files (a GitHub release's assets, a bucket)"))
     except CatalogError as err:
         raise fail(str(err), 2) from None
-    terminated: list[int] = []
-
-    def on_sigterm(signum: int, frame: Any) -> None:  # stops the publish as Ctrl-C does: a folder it made goes
-        terminated.append(signum)
-        raise KeyboardInterrupt
-
-    # a WarehouseError: one line, exit 2 (flows/cli.py)
-    with (handling((signal.SIGTERM,), on_sigterm),
+    # a WarehouseError: one line, exit 2 (flows/cli.py); on SIGTERM as on Ctrl-C, a folder the publish made goes
+    with (sigterm_as_ctrl_c() as terminated,
           cancellable_reader(db, "the publish", "nothing was written", allow_files=True) as con,
           on_ctrl_c(f"the publish was cancelled (Ctrl-C); the manifest of {path} is as it was")):
         try:
@@ -100,14 +109,8 @@ def pull_command(
 
     output = chosen(fmt, as_json)
     accept_anomaly = accepted_anomalies(accept_anomaly)
-    terminated: list[int] = []
-
-    def on_sigterm(signum: int, frame: Any) -> None:  # stops the pull as Ctrl-C does: its downloads and copy go
-        terminated.append(signum)
-        raise KeyboardInterrupt
-
-    with handling((signal.SIGTERM,), on_sigterm), \
-            on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
+    # on SIGTERM as on Ctrl-C, the pull's downloads and working copy go
+    with sigterm_as_ctrl_c() as terminated, on_ctrl_c("the pull was cancelled (Ctrl-C); the warehouse is as it was"):
         try:
             check_writable(db)
             check_warehouse_file(db)

@@ -152,6 +152,11 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
                               "out for the width; --format csv or json writes all)"))
 
 
+def widest_line(texts: Iterable[Text]) -> int:
+    """How many terminal cells the widest line of `texts` takes."""
+    return max(cell_len(line) for text in texts for line in text.plain.split("\n"))
+
+
 FOLDED = 6  # a table column is folded down to no fewer characters than this; more columns than fit are left out
 
 
@@ -160,7 +165,7 @@ def _fitting_columns(lines: list[list[Text]], width: int) -> int:
     first, each folded to FOLDED characters at the least: a table of more squeezed every column to nothing."""
     used, shown = 1, 0
     for column in zip(*lines):
-        used += min(max(cell_len(part) for text in column for part in text.plain.split("\n")), FOLDED) + 3
+        used += min(widest_line(column), FOLDED) + 3
         if used > width and shown:
             break
         shown += 1

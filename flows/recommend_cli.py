@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -17,7 +16,7 @@ from rich.text import Text
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, out
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, out, widest_line
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -95,8 +94,7 @@ def _fitting(rows: list[list[Text]], width: int | None) -> tuple[list[int], list
     """The columns of `rows` a table of `width` characters shows with every number whole (None: all), the names
     of those left out, and the width that shows them all."""
     def needs(i: int) -> int:  # a column's characters: its widest line (folded: _FOLDED), padding and a border
-        widest = max(cell_len(line) for text in [Text(_COLUMNS[i]), *(r[i] for r in rows)]
-                     for line in text.plain.split("\n"))
+        widest = widest_line([Text(_COLUMNS[i]), *(r[i] for r in rows)])
         return (min(widest, _FOLDED) if _COLUMNS[i] in _FOLDS else widest) + 3
 
     shown = list(range(len(_COLUMNS)))

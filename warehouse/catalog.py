@@ -309,11 +309,9 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client |
         if not path.is_file():
             raise CatalogError(f"{name}: not in {source}")
         return path
-    for attempt in Retrying(stop=stop_after_attempt(ATTEMPTS), wait=_wait_s, retry=retry_if_exception_type(HostBusy),
-                            reraise=True):
-        with attempt:
-            return _download(client, name, _file_url(source, name), limit, tmp / name)
-    raise AssertionError("Retrying reraises the last error")
+    retrying = Retrying(stop=stop_after_attempt(ATTEMPTS), wait=_wait_s, retry=retry_if_exception_type(HostBusy),
+                        reraise=True)
+    return retrying(_download, client, name, _file_url(source, name), limit, tmp / name)
 
 
 def _download(client: httpx.Client, name: str, url: str, limit: int, out: Path) -> Path:
