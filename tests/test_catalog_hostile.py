@@ -266,25 +266,17 @@ def test_a_file_trickled_slower_than_the_least_rate_is_refused(
     folder, manifest = copied(published, tmp_path)
     [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
 
-    class Trickling(SimpleHTTPRequestHandler):  # lambda's offers, 500 bytes each 0.2 s: never a read timeout
-        def log_message(self, *args: Any) -> None:
-            pass
+    def trickled(handler: SimpleHTTPRequestHandler) -> bool:  # lambda's offers, 500 bytes each 0.2 s: no read timeout
+        if not handler.path.startswith("/lambda.offers."):
+            return False
+        send_trickled(handler, (folder / entry["name"]).read_bytes())
+        return True
 
-        def do_GET(self) -> None:
-            if not self.path.startswith("/lambda.offers."):
-                return super().do_GET()
-            send_trickled(self, (folder / entry["name"]).read_bytes())
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Trickling, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, and 1 s + bytes / 1 MB a second in all
     monkeypatch.setattr(catalog, "MIN_RATE", 1 << 20)
     b = tmp_path / "b.duckdb"
-    try:
-        reports = {r.provider: r for r in pull(b, f"http://127.0.0.1:{server.server_address[1]}")}
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(folder, trickled) as url:
+        reports = {r.provider: r for r in pull(b, url)}
     # before: loaded, however long it took (a byte every 59 s: for ever)
     assert reports["lambda"].state == "refused"
     assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of {entry['bytes']:,} bytes in 1 s from "
