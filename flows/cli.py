@@ -17,8 +17,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+import click
 import duckdb
 import typer
+import typer.core
 from rich import box
 from rich.table import Table
 
@@ -365,7 +367,22 @@ def write_answer(rel: duckdb.DuckDBPyConnection, fmt: str, stopping: threading.E
                                   "(--max-rows 0 shows all; --format csv or json writes all)"))
 
 
-@app.command()
+class SqlCommand(typer.core.TyperCommand):
+    """`sql`, whose query may begin with a `--` comment (the README's do): an argument that begins with a dash,
+    holds a space or a line break and names none of the command's options is the query, not an option."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        names = {name for param in self.get_params(ctx) for name in param.opts + param.secondary_opts}
+        end = args.index("--") if "--" in args else len(args)
+        queries = {i for i, a in enumerate(args[:end])
+                   if a.startswith("-") and a.split("=", 1)[0] not in names and any(c.isspace() for c in a)}
+        if queries:  # after click's end of options, each as it came
+            args = ([a for i, a in enumerate(args) if i not in queries] + ["--"] * (end == len(args))
+                    + [args[i] for i in sorted(queries)])
+        return super().parse_args(ctx, args)
+
+
+@app.command(cls=SqlCommand)
 def sql(
     query: str = typer.Argument(..., help="A SQL query against the warehouse."),
     db: Optional[Path] = DbOption,

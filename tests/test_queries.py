@@ -244,3 +244,27 @@ def test_the_readme_example_queries_answer_what_their_comments_say(db: Path) -> 
                     "instance_type = 'p5.48xlarge' and purchase_option = 'on_demand'")
     assert rows and rows[-1][0] == now[0][0] and rows[-1][2] is None  # the version in force now, last
     assert all(r[2] is not None for r in rows[:-1])
+
+
+def test_the_readme_example_queries_run_as_written_through_gpuledger_sql(db: Path) -> None:
+    """Each README query begins with a `--` comment, which the command line once took for an unknown option
+    ("No such option: -- cheapest ..."); passed as one argument, before or after the options, it answers what
+    DuckDB answers, and a mistyped option is still named as one."""
+    from typer.testing import CliRunner
+
+    from gpuledger.flows.cli import app
+
+    readme = (DOC.parent.parent / "README.md").read_text()
+    [block] = re.findall(r"^```sql\n(.*?)^```", readme, re.M | re.S)
+    for query in (q.strip() for q in block.split(";") if q.strip()):
+        assert query.startswith("-- ")
+        cols, rows = run(db, query)
+        for args in (["sql", query, "--db", str(db), "--format", "csv"], ["sql", "--format=csv", "--db", str(db), query]):
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 0, result.output
+            header, *lines = result.stdout.splitlines()
+            assert header.split(",") == cols and len(lines) == len(rows) > 0
+            assert [line.split(",")[0] for line in lines] == [str(r[0]) for r in rows]
+
+    mistyped = CliRunner().invoke(app, ["sql", "--formt", "csv", "--db", str(db), "select 1"])
+    assert mistyped.exit_code == 2 and "No such option: --formt" in mistyped.output
