@@ -69,8 +69,8 @@ def check_warehouse_file(path: str | os.PathLike[str] | None = None) -> Path:
             with duckdb.connect(str(p), read_only=True) as con:
                 tables = {t for (t,) in con.execute("select table_name from duckdb_tables()").fetchall()}
         except duckdb.Error as err:
-            if not _is_lock_conflict(err):
-                raise WarehouseError(damaged_message(p, err)) from None
+            if not _is_lock_conflict(err):  # damaged, or one this DuckDB cannot read (a newer DuckDB's)
+                raise _not_opened(p, err) from None
         else:
             if tables and "schema_migrations" not in tables:  # another program's data: never written into
                 raise WarehouseError(NOT_A_WAREHOUSE.format(p))
