@@ -44,7 +44,6 @@ PROVIDER = ProviderSpec(
                       "API's MinimumReservationMinutes (loaded per offer); bare metal has a one-month minimum "
                       "(Hot Aisle's price post of 2026-07-14). Allocations made before 2026-07-14 keep 1.99 USD "
                       "per GPU-hour; new ones pay the listed price.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="VMs can be stopped and started through the API; whether a stopped VM keeps billing "
                               "is not documented. There is no separate volume product: each type's local NVMe is "
                               "part of its price.",

@@ -9,7 +9,6 @@ reserved and has a GPU free.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard

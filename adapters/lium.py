@@ -26,7 +26,6 @@ PROVIDER = ProviderSpec(
         display_name="Lium", kind="marketplace", billing_granularity_s=1, minimum_charge_s=None,
         billing_notes="Pods are billed from the account's balance for the time they run, at the node's price per "
                       "GPU-hour set by its provider (docs.lium.io).",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="A pod is rented until it is removed; its disk goes with it (docs.lium.io).",
         access_ssh=True, access_docker=True, access_jupyter=True,
         interruptible_offer="spot tier nodes, which their provider can take back",

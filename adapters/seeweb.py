@@ -27,7 +27,6 @@ PROVIDER = ProviderSpec(
         display_name="Seeweb", kind="gpu_cloud", billing_granularity_s=3600, minimum_charge_s=3600,
         billing_notes="Cloud Server GPU is billed per hour in EUR before VAT, or monthly (seeweb.it); EUR prices "
                       "are converted at the configured rate.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="A server bills until it is deleted; powering it off is not documented as "
                               "pausing the charge.",
         access_ssh=True,

@@ -51,7 +51,6 @@ PROVIDER = ProviderSpec(
         billing_notes="Billing is pro-rated to the microsecond (tensordock.com, as transcribed 2026-05-25); "
                       "an account needs a balance of at least 1 USD to deploy, and VMs are stopped when it runs "
                       "out. Host-set prices per GPU, vCPU, GB of RAM and GB of disk.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="Disk keeps billing at the standard rate while a spot VM is outbid (spot-instances "
                               "doc); what a stopped on-demand VM is charged is not documented in the sources read.",
         access_ssh=True, access_docker=True, access_jupyter=True,

@@ -38,7 +38,6 @@ PROVIDER = ProviderSpec(
         display_name="Verda (formerly DataCrunch)", kind="gpu_cloud", billing_granularity_s=600,
         billing_notes="On-demand and spot instances are billed in 10-minute increments (a third-party guide "
                       "states it; not verified on Verda's own pages). Prices exclude VAT.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="Block volumes (NVMe, 0.20 USD per GiB-month on the pricing page) bill until "
                               "deleted; whether a shut-down instance keeps billing was not verified.",
         access_ssh=True,
