@@ -137,7 +137,7 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
     except ValueError as err:
         return batch.quarantine("offer", name, f"{name}: {err}", variant)
     common = dict(
-        zone="", instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
         gpu_name_reported=brand, gpu_count=gpus, gpu_memory_gb=_gib(vram), price_per_hour=round(cents / 100, 6),
         vcpus=_num(variant.get("logical_cpu_count")) or _num(variant.get("cpu_count")) or None,
         ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")))

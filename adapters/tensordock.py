@@ -268,8 +268,7 @@ def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
     for x in listings:
         if x.storage_rate > 0:
             by_country[x.country].append(x.storage_rate)
-    for country in sorted(by_country):
-        rates = by_country[country]
+    for country, rates in sorted(by_country.items()):
         median = round(statistics.median(rates), 6)
         monthly = round(median * HOURS_PER_MONTH, 6)
         batch.add("storage", f"{country}/vm-disk", {"country": country, "per_gb_storage_hr": sorted(rates)},

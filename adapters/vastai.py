@@ -243,8 +243,8 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
                           description=f"median of host-set storage_cost ({spread} USD/GB-month)")
             else:
                 batch.add("egress", f"{country}/internet", raw, region=country, destination="internet",
-                          tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=median, source_currency="USD",
-                          source_usd_per_gb=median, description=f"median of host-set inet_up_cost ({spread} USD/GB)")
+                          tier_start_gb=0.0, usd_per_gb=median, source_currency="USD", source_usd_per_gb=median,
+                          description=f"median of host-set inet_up_cost ({spread} USD/GB)")
 
 
 def fetch(ctx: SourceContext) -> Batch:
