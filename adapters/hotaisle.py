@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -74,7 +74,7 @@ def _cpu(specs: dict[str, Any]) -> tuple[str, int | None]:
 
 def type_name(kind: str, item: Any) -> str:
     """A name for a listed type (the API gives none): "vm-1x-MI300X-13c-Xeon-Platinum-8470"."""
-    specs = item.get("Specs") if isinstance(item, dict) else None
+    specs = dig(item, "Specs")
     if not isinstance(specs, dict):
         return f"{kind}-?"
     gpus = specs.get("gpus") if isinstance(specs.get("gpus"), list) else []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -41,7 +41,7 @@ def _share(total: Any, part: float) -> float | None:
 
 @drift_guard("lium: public nodes")
 def parse_nodes(doc: Any) -> Batch:
-    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    nodes = dig(doc, "nodes")
     if not isinstance(nodes, list):
         raise SchemaDriftError("lium: the node feed lacks the 'nodes' list")
     if not nodes:

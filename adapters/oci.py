@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import (
-    SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, next_link,
+    SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard, next_link,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -101,7 +101,7 @@ GPU_SHAPES: dict[str, tuple[GpuShape, ...]] = {
 
 
 def _text(item: Any, key: str) -> str:
-    value = item.get(key) if isinstance(item, dict) else None
+    value = dig(item, key)
     return value.strip() if isinstance(value, str) else ""
 
 
@@ -232,7 +232,7 @@ def _add_storage_and_egress(batch: Batch, parts: dict[str, dict[str, Any]]) -> N
 
 
 def _next_link(doc: Any) -> str | None:
-    links = doc.get("links") if isinstance(doc, dict) else None
+    links = dig(doc, "links")
     return next((link["href"] for link in links if isinstance(link, dict) and link.get("rel") == "next"
                  and isinstance(link.get("href"), str)), None) if isinstance(links, list) else None
 

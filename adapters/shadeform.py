@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from gpuledger.adapters import registry
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -95,7 +95,7 @@ def _number(value: Any) -> float | None:
 @drift_guard("shadeform: instances/types")
 def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batch:
     """The instances/types body -> offers of the clouds not loaded directly (`sources`: default the registry's)."""
-    types = doc.get("instance_types") if isinstance(doc, dict) else None
+    types = dig(doc, "instance_types")
     if not isinstance(types, list):
         raise SchemaDriftError("shadeform: instances/types response lacks the 'instance_types' list")
     if not types:
@@ -105,7 +105,7 @@ def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batc
     skipped: Counter[tuple[str, str]] = Counter()
     unloaded: Counter[str] = Counter()
     for item in types:
-        cloud = item.get("cloud") if isinstance(item, dict) else None
+        cloud = dig(item, "cloud")
         if not isinstance(cloud, str) or not cloud:
             batch.quarantine("offer", "?", "schema: an instance type lacks 'cloud'", item)
         elif (direct := registered_source(cloud, names)) is not None:
@@ -161,7 +161,7 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str | 
             "hourly_price_cents": cents, "interconnect": link, "nvlink": config.get("nvlink"),
             "deployment_type": item.get("deployment_type"), "boot_time": item.get("boot_time")}
     for entry in regions:
-        region = entry.get("region") if isinstance(entry, dict) else None
+        region = dig(entry, "region")
         if not isinstance(region, str) or not region:
             batch.quarantine("offer", ref, "schema: an availability entry lacks 'region'", item)
             continue

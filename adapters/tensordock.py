@@ -68,9 +68,7 @@ PROVIDER = ProviderSpec(
 
 def country_code(country: Any) -> str:
     """'United States' -> 'US'; a name missing from COUNTRY_CODES -> its slug; none -> 'unknown'."""
-    if not isinstance(country, str) or not country.strip():
-        return "unknown"
-    name = country.strip()
+    name = country.strip() if isinstance(country, str) else ""
     if name in COUNTRY_CODES or re.fullmatch(r"[A-Z]{2}", name):
         return COUNTRY_CODES.get(name, name)
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
