@@ -111,7 +111,7 @@ def build_batch(types: list[dict[str, Any]]) -> Batch:
 
 def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[str]) -> Any:
     """Offers of one variant; returns what was skipped (a reason to count, or an unknown GPU)."""
-    name = variant.get("name") if isinstance(variant, dict) else None
+    name = dig(variant, "name")
     if not isinstance(name, str) or not name:
         return batch.quarantine("offer", f"{itype.get('name')}/?", "schema: a variant lacks 'name'", variant)
     if batch.listed_again(seen, name, f"variant {name}", variant):
@@ -137,7 +137,7 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
     except ValueError as err:
         return batch.quarantine("offer", name, f"{name}: {err}", variant)
     common = dict(
-        zone="", instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
         gpu_name_reported=brand, gpu_count=gpus, gpu_memory_gb=_gib(vram), price_per_hour=round(cents / 100, 6),
         vcpus=_num(variant.get("logical_cpu_count")) or _num(variant.get("cpu_count")) or None,
         ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")))
@@ -163,7 +163,7 @@ def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for itype in types:
         for variant in itype.get("variants") or [] if isinstance(itype, dict) else []:
-            per_dc = variant.get("volume_types_per_dc") if isinstance(variant, dict) else None
+            per_dc = dig(variant, "volume_types_per_dc")
             for dc, vtypes in per_dc.items() if isinstance(per_dc, dict) else ():
                 for vtype in vtypes if isinstance(vtypes, list) else []:
                     if isinstance(vtype, dict) and vtype.get("name"):

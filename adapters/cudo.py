@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -44,7 +44,7 @@ def _usd(machine: dict[str, Any], field: str) -> float:
 @drift_guard("cudo: machine types")
 def parse_machine_types(doc: Any) -> Batch:
     """The machine-types answer -> one one-GPU VM offer per GPU machine type and data center."""
-    machines = doc.get("machineTypes") if isinstance(doc, dict) else None
+    machines = dig(doc, "machineTypes")
     if not isinstance(machines, list):
         raise SchemaDriftError("cudo: the machine-types answer lacks the 'machineTypes' list")
     if not machines:

@@ -139,7 +139,7 @@ def _add_size(batch: Batch, slug: str, size: dict[str, Any]) -> None:
             "gpu_model_reported": reported, "vram_gib_total": per_gpu * count,
             "scratch_disk_gib": _disk(size, "scratch"), "networking_throughput_mbps": size.get("networking_throughput")}
     common = dict(
-        zone="", instance_type=slug, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        instance_type=slug, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
         gpu_name_reported=reported, gpu_count=count, gpu_memory_gb=per_gpu, price_per_hour=price,
         vcpus=vcpus if isinstance(vcpus, (int, float)) and not isinstance(vcpus, bool) and vcpus > 0 else None,
         ram_gb=ram_mb / 1024 if isinstance(ram_mb, (int, float)) and ram_mb > 0 else None,

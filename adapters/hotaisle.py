@@ -15,8 +15,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
-from gpuledger.adapters.base import drift_guard, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -44,7 +43,6 @@ PROVIDER = ProviderSpec(
                       "API's MinimumReservationMinutes (loaded per offer); bare metal has a one-month minimum "
                       "(Hot Aisle's price post of 2026-07-14). Allocations made before 2026-07-14 keep 1.99 USD "
                       "per GPU-hour; new ones pay the listed price.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="VMs can be stopped and started through the API; whether a stopped VM keeps billing "
                               "is not documented. There is no separate volume product: each type's local NVMe is "
                               "part of its price.",
@@ -76,7 +74,7 @@ def _cpu(specs: dict[str, Any]) -> tuple[str, int | None]:
 
 def type_name(kind: str, item: Any) -> str:
     """A name for a listed type (the API gives none): "vm-1x-MI300X-13c-Xeon-Platinum-8470"."""
-    specs = item.get("Specs") if isinstance(item, dict) else None
+    specs = dig(item, "Specs")
     if not isinstance(specs, dict):
         return f"{kind}-?"
     gpus = specs.get("gpus") if isinstance(specs.get("gpus"), list) else []

@@ -9,10 +9,9 @@ reserved and has a GPU free.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -41,14 +40,14 @@ PROVIDER = ProviderSpec(
 @drift_guard("hyperbolic: marketplace")
 def parse_marketplace(doc: Any) -> Batch:
     """The marketplace answer -> one offer per machine, for one of its GPUs."""
-    machines = doc.get("instances") if isinstance(doc, dict) else None
+    machines = dig(doc, "instances")
     if not isinstance(machines, list):
         raise SchemaDriftError("hyperbolic: the marketplace answer lacks the 'instances' list")
     if not machines:
         raise SourceError("hyperbolic: the marketplace returned no machines")
     batch, seen = PROVIDER.batch(), set()
     for machine in machines:
-        node = machine.get("id") if isinstance(machine, dict) else None
+        node = dig(machine, "id")
         try:
             model, mib = str(machine["hardware"]["gpus"][0]["model"]), machine["hardware"]["gpus"][0].get("ram")
             total, free = int(machine["gpus_total"]), int(machine["gpus_total"]) - int(machine["gpus_reserved"])

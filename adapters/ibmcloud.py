@@ -66,7 +66,7 @@ def parse_pricing(profiles: list[Any], pricing: dict[str, list[Any]]) -> Batch:
     batch, seen = PROVIDER.batch(), set[tuple[str, str, str]]()
     for p in gpus:
         name, plan = str(p.get("name")), profile_plan(p)
-        if plan and not (deployments := pricing.get(plan)):
+        if plan and not pricing.get(plan):
             raise SourceError(f"ibmcloud: plan {plan} of {name} returned no priced deployments")
         wanted = {m.format(name): option for m, option in METRICS.items()}
         metrics = [(d, m) for d in pricing.get(plan or "", []) for m in dig(d, "metrics") or []

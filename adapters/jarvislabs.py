@@ -14,8 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number
-from gpuledger.adapters.base import dig, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -185,7 +184,7 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
                         spot_savings_pct=round(100 * (1 - price / listing.price), 2) if option == "spot" else None,
                         region=region, instance_type=name, gpu_model=model.gpu_model, gpu_variant_exact=exact,
                         gpu_name_reported=str(row["gpu_type"]), gpu_count=1, gpu_memory_gb=vram or None,
-                        vcpus=vcpus or None, ram_gb=ram or None, source_currency=currency, provider_data=data)
+                        vcpus=vcpus or None, ram_gb=ram or None, provider_data=data)
 
 
 def parse_currency(doc: Any) -> str:

@@ -11,8 +11,7 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard
-from gpuledger.adapters.base import dig, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -115,10 +114,10 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
     data = {"price_cents_per_hour": cents, "description": itype.get("description"),
             "regions_with_capacity": sorted(described)}
     common = dict(
-        zone="", instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model,
-        gpu_variant_exact=exact, gpu_name_reported=itype.get("gpu_description", ""), gpu_count=gpus,
-        gpu_memory_gb=gpu.memory_gb, vcpus=specs.get("vcpus"), ram_gb=specs.get("memory_gib"),
-        local_disk_gb=specs.get("storage_gib"), price_per_hour=cents / 100,
+        instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
+        gpu_name_reported=itype.get("gpu_description", ""), gpu_count=gpus, gpu_memory_gb=gpu.memory_gb,
+        vcpus=specs.get("vcpus"), ram_gb=specs.get("memory_gib"), local_disk_gb=specs.get("storage_gib"),
+        price_per_hour=cents / 100,
         # HGX boards (the SXM forms) join their GPUs through NVSwitch; other forms are not stated.
         interconnect="NVSwitch" if gpus > 1 and gpu.form in ("SXM4", "SXM5", "SXM6") else None)
     if not described:

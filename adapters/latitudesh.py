@@ -24,7 +24,6 @@ PROVIDER = ProviderSpec(
         display_name="Latitude.sh", kind="gpu_cloud", billing_granularity_s=3600, minimum_charge_s=3600,
         billing_notes="Bare-metal servers are billed hourly, or at lower monthly and yearly rates "
                       "(latitude.sh/pricing); the monthly and yearly prices are kept in provider_data.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="A deployed server bills until it is deleted; powering it off is not documented "
                               "as pausing the charge.",
         access_ssh=True,

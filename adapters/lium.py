@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -26,7 +26,6 @@ PROVIDER = ProviderSpec(
         display_name="Lium", kind="marketplace", billing_granularity_s=1, minimum_charge_s=None,
         billing_notes="Pods are billed from the account's balance for the time they run, at the node's price per "
                       "GPU-hour set by its provider (docs.lium.io).",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="A pod is rented until it is removed; its disk goes with it (docs.lium.io).",
         access_ssh=True, access_docker=True, access_jupyter=True,
         interruptible_offer="spot tier nodes, which their provider can take back",
@@ -42,7 +41,7 @@ def _share(total: Any, part: float) -> float | None:
 
 @drift_guard("lium: public nodes")
 def parse_nodes(doc: Any) -> Batch:
-    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    nodes = dig(doc, "nodes")
     if not isinstance(nodes, list):
         raise SchemaDriftError("lium: the node feed lacks the 'nodes' list")
     if not nodes:

@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 
@@ -46,14 +46,14 @@ PROVIDER = ProviderSpec(
 @drift_guard("novita: products")
 def parse_products(doc: Any) -> Batch:
     """The products answer -> one-GPU offers per product, cluster and purchase option."""
-    products = doc.get("data") if isinstance(doc, dict) else None
+    products = dig(doc, "data")
     if not isinstance(products, list):
         raise SchemaDriftError("novita: the products answer lacks the 'data' list")
     if not products:
         raise SourceError("novita: the products answer returned no GPU products")
     batch, seen = PROVIDER.batch(), set()
     for item in products:
-        pid = item.get("id") if isinstance(item, dict) else None
+        pid = dig(item, "id")
         try:
             name, price = str(item["name"]), as_number(item["price"], "price", ValueError)
             spot = item.get("spotPrice")

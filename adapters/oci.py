@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import (
-    SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, next_link,
+    SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard, next_link,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -100,34 +100,30 @@ GPU_SHAPES: dict[str, tuple[GpuShape, ...]] = {
 }
 
 
-class _BadRecord(Exception):
-    """One part that cannot become a row: its reason goes to quarantine."""
-
-
 def _text(item: Any, key: str) -> str:
-    value = item.get(key) if isinstance(item, dict) else None
+    value = dig(item, key)
     return value.strip() if isinstance(value, str) else ""
 
 
 def _number(value: Any, what: str) -> float | None:
-    return None if value is None else as_number(value, what, _BadRecord)
+    return None if value is None else as_number(value, what, ValueError)
 
 
 def usd_payg_prices(item: dict[str, Any]) -> list[dict[str, Any]]:
     """The part's USD pay-as-you-go price tiers, lowest tier first."""
     locs = item.get("currencyCodeLocalizations")
     if not isinstance(locs, list):
-        raise _BadRecord("schema: lacks the 'currencyCodeLocalizations' list")
+        raise ValueError("schema: lacks the 'currencyCodeLocalizations' list")
     usd = [loc for loc in locs if isinstance(loc, dict) and str(loc.get("currencyCode", "")).upper() == CURRENCY]
     if not usd:
         codes = sorted({str(loc.get("currencyCode")) for loc in locs if isinstance(loc, dict)})
-        raise _BadRecord(f"price in {', '.join(codes) or 'no currency'}, not USD; no conversion is configured")
+        raise ValueError(f"price in {', '.join(codes) or 'no currency'}, not USD; no conversion is configured")
     tiers = [p for loc in usd for p in (loc.get("prices") or [])
              if isinstance(p, dict) and p.get("model") == PRICE_MODEL]
     if not tiers:
-        raise _BadRecord(f"no USD {PRICE_MODEL} price")
+        raise ValueError(f"no USD {PRICE_MODEL} price")
     if any("value" not in tier for tier in tiers):
-        raise _BadRecord(f"schema: a {PRICE_MODEL} price lacks 'value'")
+        raise ValueError(f"schema: a {PRICE_MODEL} price lacks 'value'")
     return sorted(tiers, key=lambda t: _number(t.get("rangeMin"), "rangeMin") or 0.0)
 
 
@@ -174,13 +170,13 @@ def _add_gpu_part(batch: Batch, part: str, item: dict[str, Any], updated: str | 
     try:
         tiers = usd_payg_prices(item)
         if len(tiers) != 1:
-            raise _BadRecord(f"{len(tiers)} {PRICE_MODEL} tiers for a per-GPU-hour part; which one applies is "
+            raise ValueError(f"{len(tiers)} {PRICE_MODEL} tiers for a per-GPU-hour part; which one applies is "
                              "not known")
         if (price := _number(tiers[0]["value"], "value")) is None:
-            raise _BadRecord(f"the {PRICE_MODEL} value is null")
+            raise ValueError(f"the {PRICE_MODEL} value is null")
         if not GPU_SHAPES.get(part):
-            raise _BadRecord("priced per GPU-hour, but no OCI shape is documented for this part")
-    except _BadRecord as err:
+            raise ValueError("priced per GPU-hour, but no OCI shape is documented for this part")
+    except ValueError as err:
         return batch.quarantine("offer", part, f"{part} ({name}): {err}", item)
     data = json.dumps({"part_number": part, "usd_per_gpu_hour": price, "metric": _text(item, "metricName"),
                        "service_category": _text(item, "serviceCategory")}, sort_keys=True)
@@ -196,7 +192,7 @@ def _flat_price(item: dict[str, Any]) -> float:
     tiers = usd_payg_prices(item)
     price = _number(tiers[-1]["value"], "value")  # the marginal rate, past any free allowance
     if price is None or not math.isfinite(price):
-        raise _BadRecord(f"value {tiers[-1]['value']!r} is not a finite number")
+        raise ValueError(f"value {tiers[-1]['value']!r} is not a finite number")
     return price
 
 
@@ -208,7 +204,7 @@ def _add_storage_and_egress(batch: Batch, parts: dict[str, dict[str, Any]]) -> N
     else:
         try:
             per_gb, per_vpu = _flat_price(storage), _flat_price(vpu)
-        except _BadRecord as err:
+        except ValueError as err:
             batch.quarantine("storage", f"{GLOBAL_REGION}/block", f"block volume: {err}", [storage, vpu])
         else:
             balanced = round(per_gb + BALANCED_VPUS_PER_GB * per_vpu, 6)
@@ -225,7 +221,7 @@ def _add_storage_and_egress(batch: Batch, parts: dict[str, dict[str, Any]]) -> N
     try:
         bounds = [(_number(t.get("rangeMin"), "rangeMin") or 0.0, _number(t["value"], "value"))
                   for t in usd_payg_prices(egress)]
-    except _BadRecord as err:
+    except ValueError as err:
         return batch.quarantine("egress", f"{GLOBAL_REGION}/internet", f"egress: {err}", egress)
     for n, (start, usd) in enumerate(bounds):
         # The next tier's start ends this one; the last tier is open (Oracle's "infinity" sentinels vary).
@@ -236,7 +232,7 @@ def _add_storage_and_egress(batch: Batch, parts: dict[str, dict[str, Any]]) -> N
 
 
 def _next_link(doc: Any) -> str | None:
-    links = doc.get("links") if isinstance(doc, dict) else None
+    links = dig(doc, "links")
     return next((link["href"] for link in links if isinstance(link, dict) and link.get("rel") == "next"
                  and isinstance(link.get("href"), str)), None) if isinstance(links, list) else None
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuledger.adapters import registry
 from gpuledger.adapters.base import (
-    SchemaDriftError, SourceContext, SourceError, as_number, drift_guard, stated_currency,
+    SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard, stated_currency,
 )
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -54,7 +54,7 @@ def resold(batch: Batch, offers: list[Any], sources: Any = None) -> list[Any]:
     """The offers of clouds gpuledger does not load directly; the others are counted in the notes."""
     kept, skipped = [], Counter()
     for offer in offers:
-        cloud = offer.get("provider") if isinstance(offer, dict) else None
+        cloud = dig(offer, "provider")
         if isinstance(cloud, str) and (direct := own_source(cloud, sources)) is not None:
             skipped[(cloud, direct)] += 1
         else:

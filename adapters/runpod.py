@@ -165,9 +165,9 @@ def _add_documented_terms(batch: Batch) -> None:
                       usd_per_gb_month=usd, source_currency="USD", source_usd_per_gb_month=usd,
                       description=description)
     for region in CLOUDS:
-        batch.add("egress", f"{region}/internet", {"source": PROVIDER.facts.source_urls[2]},
-                  region=region, destination="internet", tier_start_gb=0.0, tier_end_gb=None,
-                  usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
+        batch.add("egress", f"{region}/internet", {"source": PROVIDER.facts.source_urls[2]}, region=region,
+                  destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
+                  source_usd_per_gb=0.0,
                   description="RunPod charges no data ingress or egress (transfer) fees (RunPod billing docs)")
 
 

@@ -117,7 +117,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
     seen: set[str] = set()
     placed: set[tuple[str, str]] = set()
     for item in products:
-        sku = item.get("sku") if isinstance(item, dict) else None
+        sku = dig(item, "sku")
         if not isinstance(sku, str) or not sku:
             batch.quarantine("offer", "?", "schema: a product lacks 'sku'", item)
             continue

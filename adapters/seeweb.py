@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.records import Batch, ProviderFacts
 from gpuledger.warehouse.settings import env_name
@@ -27,7 +27,6 @@ PROVIDER = ProviderSpec(
         display_name="Seeweb", kind="gpu_cloud", billing_granularity_s=3600, minimum_charge_s=3600,
         billing_notes="Cloud Server GPU is billed per hour in EUR before VAT, or monthly (seeweb.it); EUR prices "
                       "are converted at the configured rate.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="A server bills until it is deleted; powering it off is not documented as "
                               "pausing the charge.",
         access_ssh=True,
@@ -39,7 +38,7 @@ PROVIDER = ProviderSpec(
 
 @drift_guard("seeweb: plans")
 def parse_plans(doc: Any, usd_per_eur: float | None) -> Batch:
-    plans = doc.get("plans") if isinstance(doc, dict) else None
+    plans = dig(doc, "plans")
     if not isinstance(plans, list):
         raise SchemaDriftError("seeweb: the plans answer lacks the 'plans' list")
     gpu = [p for p in plans if isinstance(p, dict) and str(p.get("gpu") or "0").strip() not in ("", "0")]

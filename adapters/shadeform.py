@@ -14,8 +14,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from gpuledger.adapters import registry
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
-from gpuledger.adapters.base import drift_guard, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -96,7 +95,7 @@ def _number(value: Any) -> float | None:
 @drift_guard("shadeform: instances/types")
 def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batch:
     """The instances/types body -> offers of the clouds not loaded directly (`sources`: default the registry's)."""
-    types = doc.get("instance_types") if isinstance(doc, dict) else None
+    types = dig(doc, "instance_types")
     if not isinstance(types, list):
         raise SchemaDriftError("shadeform: instances/types response lacks the 'instance_types' list")
     if not types:
@@ -104,26 +103,26 @@ def parse_instance_types(doc: Any, sources: Iterable[str] | None = None) -> Batc
     names = set(registry.SOURCES if sources is None else sources)
     batch = PROVIDER.batch()
     skipped: Counter[tuple[str, str]] = Counter()
-    outcomes: Counter[str] = Counter()
+    unloaded: Counter[str] = Counter()
     for item in types:
-        cloud = item.get("cloud") if isinstance(item, dict) else None
+        cloud = dig(item, "cloud")
         if not isinstance(cloud, str) or not cloud:
             batch.quarantine("offer", "?", "schema: an instance type lacks 'cloud'", item)
         elif (direct := registered_source(cloud, names)) is not None:
             regions = item.get("availability")
             skipped[(cloud, direct)] += len(regions) if isinstance(regions, list) and regions else 1
-        else:
-            outcomes[_add_instance_type(batch, cloud, item)] += 1
+        elif why := _add_instance_type(batch, cloud, item):
+            unloaded[why] += 1
     for (cloud, direct), n in sorted(skipped.items()):
         run_by = cloud if cloud == direct else f"{cloud} ({direct})"
         batch.notes.append(f"{n} offer{'s' * (n != 1)} run by {run_by}: skipped, {direct} is loaded from its own "
                            "source")
-    batch.notes.extend(f"{outcomes[why]} {what} skipped" for why, what in (
-        ("cpu", "CPU-only instance types"), ("no region", "instance types listing no region")) if outcomes[why])
+    batch.notes.extend(f"{n} {what} skipped" for what, n in sorted(unloaded.items()))
     return batch
 
 
-def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
+def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str | None:
+    """The type's offers; what it is when it has none to load and is not quarantined."""
     shade_type = item.get("shade_instance_type")
     ref = f"{cloud}/{shade_type}"
     try:
@@ -141,11 +140,11 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
             raise TypeError(f"{ref}: availability is not a list")
     except (KeyError, TypeError, ValueError) as err:
         batch.quarantine("offer", ref, f"schema: {err.args[0] if err.args else err}", item)
-        return "bad"
+        return None
     if gpus <= 0:
-        return "cpu"
+        return "CPU-only instance types"
     if not regions:
-        return "no region"
+        return "instance types listing no region"
     gpu_type, link = str(config["gpu_type"]), config.get("interconnect")
     vram = _number(config.get("vram_per_gpu_in_gb"))
     cents, currency = item["hourly_price"], stated_currency(item)
@@ -157,12 +156,12 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
             raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
     except ValueError as err:  # an unknown GPU too (UnknownGPUError is one)
         batch.quarantine("offer", ref, f"gpu: {err}" if isinstance(err, UnknownGPUError) else str(err), item)
-        return "bad"
+        return None
     data = {"cloud": cloud, "shade_instance_type": shade_type, "cloud_instance_type": item.get("cloud_instance_type"),
             "hourly_price_cents": cents, "interconnect": link, "nvlink": config.get("nvlink"),
             "deployment_type": item.get("deployment_type"), "boot_time": item.get("boot_time")}
     for entry in regions:
-        region = entry.get("region") if isinstance(entry, dict) else None
+        region = dig(entry, "region")
         if not isinstance(region, str) or not region:
             batch.quarantine("offer", ref, "schema: an availability entry lacks 'region'", item)
             continue
@@ -178,7 +177,7 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str:
                     local_disk_gb=_number(config.get("storage_in_gb")),
                     # the billing increment is not documented (the facts assume hours): the offers do not claim one
                     price_per_hour=float(cents) / 100, billing_granularity_s=None, minimum_charge_s=None)
-    return "ok"
+    return None
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -51,7 +51,6 @@ PROVIDER = ProviderSpec(
         billing_notes="Billing is pro-rated to the microsecond (tensordock.com, as transcribed 2026-05-25); "
                       "an account needs a balance of at least 1 USD to deploy, and VMs are stopped when it runs "
                       "out. Host-set prices per GPU, vCPU, GB of RAM and GB of disk.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="Disk keeps billing at the standard rate while a spot VM is outbid (spot-instances "
                               "doc); what a stopped on-demand VM is charged is not documented in the sources read.",
         access_ssh=True, access_docker=True, access_jupyter=True,
@@ -69,9 +68,7 @@ PROVIDER = ProviderSpec(
 
 def country_code(country: Any) -> str:
     """'United States' -> 'US'; a name missing from COUNTRY_CODES -> its slug; none -> 'unknown'."""
-    if not isinstance(country, str) or not country.strip():
-        return "unknown"
-    name = country.strip()
+    name = country.strip() if isinstance(country, str) else ""
     if name in COUNTRY_CODES or re.fullmatch(r"[A-Z]{2}", name):
         return COUNTRY_CODES.get(name, name)
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
@@ -269,8 +266,7 @@ def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
     for x in listings:
         if x.storage_rate > 0:
             by_country[x.country].append(x.storage_rate)
-    for country in sorted(by_country):
-        rates = by_country[country]
+    for country, rates in sorted(by_country.items()):
         median = round(statistics.median(rates), 6)
         monthly = round(median * HOURS_PER_MONTH, 6)
         batch.add("storage", f"{country}/vm-disk", {"country": country, "per_gb_storage_hr": sorted(rates)},

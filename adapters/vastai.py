@@ -11,7 +11,7 @@ import statistics
 from collections import defaultdict
 from typing import Any, Iterable, NamedTuple
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard, stated_currency
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -63,11 +63,11 @@ def build_search(cursor: int | None, page_size: int) -> dict[str, Any]:
 
 @drift_guard("vastai: search answer")
 def parse_page(doc: Any) -> list[dict[str, Any]]:
-    offers = doc.get("offers") if isinstance(doc, dict) else None
+    offers = dig(doc, "offers")
     if not isinstance(offers, list):
         raise SchemaDriftError("vastai: search answer lacks the 'offers' list")
     for offer in offers:
-        oid = offer.get("id") if isinstance(offer, dict) else None
+        oid = dig(offer, "id")
         if not isinstance(oid, int) or isinstance(oid, bool):
             raise SchemaDriftError(f"vastai: an offer has no integer id ({str(offer)[:120]})")
     return offers
@@ -243,8 +243,8 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
                           description=f"median of host-set storage_cost ({spread} USD/GB-month)")
             else:
                 batch.add("egress", f"{country}/internet", raw, region=country, destination="internet",
-                          tier_start_gb=0.0, tier_end_gb=None, usd_per_gb=median, source_currency="USD",
-                          source_usd_per_gb=median, description=f"median of host-set inet_up_cost ({spread} USD/GB)")
+                          tier_start_gb=0.0, usd_per_gb=median, source_currency="USD", source_usd_per_gb=median,
+                          description=f"median of host-set inet_up_cost ({spread} USD/GB)")
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, SourceContext, SourceError, as_number
-from gpuledger.adapters.base import drift_guard, register_secret, stated_currency
+from gpuledger.adapters.base import dig, drift_guard, register_secret, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts
@@ -38,7 +38,6 @@ PROVIDER = ProviderSpec(
         display_name="Verda (formerly DataCrunch)", kind="gpu_cloud", billing_granularity_s=600,
         billing_notes="On-demand and spot instances are billed in 10-minute increments (a third-party guide "
                       "states it; not verified on Verda's own pages). Prices exclude VAT.",
-        storage_persists_when_stopped=None,
         stopped_billing_notes="Block volumes (NVMe, 0.20 USD per GiB-month on the pricing page) bill until "
                               "deleted; whether a shut-down instance keeps billing was not verified.",
         access_ssh=True,
@@ -88,7 +87,7 @@ def _priced(value: Any) -> bool:
 
 
 def _size(obj: Any, key: str = "size_in_gigabytes") -> float | None:
-    value = obj.get(key) if isinstance(obj, dict) else None
+    value = dig(obj, key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -120,7 +119,7 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
     skipped: Counter[str] = Counter()
     seen: set[str] = set()
     for item in doc:
-        name = item.get("instance_type") if isinstance(item, dict) else None
+        name = dig(item, "instance_type")
         if not isinstance(name, str) or not name:
             batch.quarantine("offer", "?", "schema: an instance type lacks 'instance_type'", item)
             continue
@@ -194,8 +193,8 @@ def _add_volume_types(batch: Batch, doc: Any) -> None:
     if not isinstance(doc, list):
         raise SchemaDriftError("verda: the volume-types answer is not a list")
     for item in doc:
-        kind = item.get("type") if isinstance(item, dict) else None
-        price = item.get("price") if isinstance(item, dict) else None
+        kind = dig(item, "type")
+        price = dig(item, "price")
         if not isinstance(kind, str) or not isinstance(price, dict):
             batch.quarantine("storage", str(kind or "?"), "schema: a volume type lacks 'type' or 'price'", item)
             continue
@@ -223,7 +222,7 @@ def access_token(ctx: SourceContext, client: Any) -> str | None:
         return None
     doc = ctx.post_json(client, API_HOST, TOKEN_PATH,
                         json={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret})
-    token = doc.get("access_token") if isinstance(doc, dict) else None
+    token = dig(doc, "access_token")
     if not isinstance(token, str) or not token:
         raise SourceError(f"verda: {API_HOST}{TOKEN_PATH} answered without an access_token")
     register_secret(token)
