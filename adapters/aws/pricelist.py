@@ -15,8 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterable, Iterator
 
 from gpuledger.adapters.base import (
-    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json,
-    scrubbed,
+    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json, scrubbed,
 )
 from gpuledger.warehouse.settings import Settings, env_name
 
@@ -254,7 +253,6 @@ def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str
     return [p for r in rows if (p := price_row(r, region, skipped)) is not None]
 
 
-@drift_guard("aws: region index")
 def parse_region_index(doc: Any, what: str) -> dict[str, str]:
     """region code -> path of its current offer file in CSV form."""
     try:
