@@ -72,14 +72,6 @@ def secret_env_vars() -> tuple[str, ...]:
     return registered()
 
 
-def known_secrets() -> list[str]:
-    """The secret values in play, longest first."""
-    with _registered_lock:
-        values = set(_registered)
-    values.update(v for v in (os.environ.get(n, "").strip() for n in secret_env_vars()) if len(v) >= 6)
-    return sorted(values, key=len, reverse=True)
-
-
 def redact(text: str, patterns: bool = True) -> str:
     """`text` with known secret values (raw, URL-encoded or JSON-escaped) and credential-shaped fragments replaced."""
     if not text:
@@ -100,7 +92,11 @@ _CUT_MARK = re.compile(r"[\"')\]}]*(?: …)?\Z")
 
 
 def _secret_forms() -> set[str]:
-    return {f for v in known_secrets() for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
+    """Every secret value in play, raw, URL-encoded and JSON-escaped."""
+    with _registered_lock:
+        values = set(_registered)
+    values.update(v for v in (os.environ.get(n, "").strip() for n in secret_env_vars()) if len(v) >= 6)
+    return {f for v in values for f in (v, quote(v, safe=""), json.dumps(v)[1:-1])}
 
 
 def _cut_off_secret_end(text: str) -> str:

@@ -57,9 +57,7 @@ PROVIDER = ProviderSpec(
 )
 
 
-def enrich(ctx: SourceContext, name: str, fetch: Callable[..., Any], *args: Any, default: Any = None,
-           region: str = "") -> Any:
-    return PROVIDER.enrich(ctx, name, fetch, *args, default=default, region=region)
+enrich = PROVIDER.enrich
 
 
 def fetch_savings_plan_index(ctx: SourceContext, client: Any) -> tuple[dict[str, str], str | None]:

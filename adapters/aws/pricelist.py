@@ -5,6 +5,7 @@ they stream by pyarrow, the rows not kept counted by reason) and the Pricing API
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -14,8 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterable, Iterator
 
 from gpuledger.adapters.base import (
-    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json,
-    scrubbed,
+    RepeatedKey, SchemaDriftError, SourceContext, SourceError, drift_guard, parse_json, scrubbed,
 )
 from gpuledger.warehouse.settings import Settings, env_name
 
@@ -129,11 +129,10 @@ def _positive(text: str) -> bool:
         return False
 
 
-def _is_wanted_variant(r: dict[str, str]) -> bool:
-    """The row priced: Linux, shared, no licence or software, on-demand (as `_row_verdicts`)."""
-    return (r.get("os") == "Linux" and r.get("tenancy") == "Shared" and r.get("sw") == "NA"
-            and r.get("capacity") == "Used" and r.get("license", "No License required") in ("No License required", "")
-            and r.get("market", "OnDemand") in ("OnDemand", ""))
+# The instance variant priced (row key -> the values it may have): Linux, shared, no licence or software, on-demand.
+WANTED_VARIANT = {"os": ("Linux",), "tenancy": ("Shared",), "sw": ("NA",), "capacity": ("Used",),
+                  "license": ("No License required", ""), "market": ("OnDemand", "")}
+_MISSING = {"license": "No License required", "market": "OnDemand"}  # a row's missing column, as read
 
 
 def price_row(r: dict[str, str], region: str, skipped: Counter[str] | None = None) -> PriceRow | None:
@@ -146,7 +145,7 @@ def price_row(r: dict[str, str], region: str, skipped: Counter[str] | None = Non
     if term not in ("OnDemand", "Reserved"):
         return skip(SKIP_TERM)
     if family in COMPUTE_FAMILIES:
-        if not _is_wanted_variant(r):
+        if any(r.get(key, _MISSING.get(key, "")) not in values for key, values in WANTED_VARIANT.items()):
             return skip(SKIP_VARIANT)
         if family_of(r.get("instance_type", "")) not in GPU_FAMILIES and not _positive(r.get("gpu", "")):
             return skip(SKIP_TERM if term == "Reserved" else SKIP_CPU_ONLY)
@@ -169,7 +168,6 @@ def price_row(r: dict[str, str], region: str, skipped: Counter[str] | None = Non
 
 _HEAD_LINES = 20  # the header is within these lines (AWS writes 5 metadata lines before it)
 _BLOCK_BYTES = 1 << 20  # read and parsed at once; larger blocks cost memory and save no CPU
-_MISSING = {"license": "No License required", "market": "OnDemand"}  # `price_row`'s view of a missing column
 
 
 class _Chunks(io.RawIOBase):
@@ -200,10 +198,7 @@ def _row_verdicts(col: Callable[[str], Any]) -> tuple[Any, Any, Any]:
     term_kept = pc.or_(pc.equal(term, "OnDemand"),
                        pc.and_(pc.equal(term, "Reserved"), pc.equal(col("instance_family"), "GPU instance")))
     compute = pc.is_in(col("family"), pa.array(COMPUTE_FAMILIES))
-    wanted = pc.is_in(col("license"), pa.array(["No License required", ""]))
-    for name, value in (("os", "Linux"), ("tenancy", "Shared"), ("capacity", "Used"), ("sw", "NA")):
-        wanted = pc.and_(wanted, pc.equal(col(name), value))
-    wanted = pc.and_(wanted, pc.is_in(col("market"), pa.array(["OnDemand", ""])))
+    wanted = functools.reduce(pc.and_, (pc.is_in(col(key), pa.array(values)) for key, values in WANTED_VARIANT.items()))
     variant = pc.and_(term_kept, pc.and_(compute, pc.invert(wanted)))
     other = pc.is_in(col("family"), pa.array(["Storage", "Data Transfer"]))
     return term_kept, variant, pc.and_(term_kept, pc.or_(pc.and_(compute, wanted), other))
@@ -258,7 +253,6 @@ def parse_offer_chunks(chunks: Iterable[bytes], region: str, meta: dict[str, str
     return [p for r in rows if (p := price_row(r, region, skipped)) is not None]
 
 
-@drift_guard("aws: region index")
 def parse_region_index(doc: Any, what: str) -> dict[str, str]:
     """region code -> path of its current offer file in CSV form."""
     try:

@@ -12,7 +12,7 @@ from typing import Any, Collection, Iterable
 import ijson
 
 from gpuledger.adapters.aws.pricelist import GPU_FAMILIES, PRICING_BULK_HOST, family_of
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, drift_guard
+from gpuledger.adapters.base import SchemaDriftError, SourceContext
 
 SAVINGS_PLAN_REGION_INDEX = "/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/current/region_index.json"
 # productFamily -> the Commitment of warehouse.records it is sold as.
@@ -43,7 +43,6 @@ class SavingsPlanRate:
     description: str
 
 
-@drift_guard("aws: Savings Plans region index")
 def parse_savings_plan_index(doc: Any) -> dict[str, str]:
     try:
         return {r["regionCode"]: r["versionUrl"] for r in doc["regions"]}
