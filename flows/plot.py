@@ -104,10 +104,6 @@ def utc_minute(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _option_words(option: str) -> str:
-    return {"any": "any purchase option", "spot": "spot or interruptible"}.get(option, option.replace("_", "-"))
-
-
 def figure(history: PriceHistory) -> Any:
     """The matplotlib Figure of `history`: step lines over time, or bars for a single snapshot."""
     import matplotlib
@@ -118,7 +114,8 @@ def figure(history: PriceHistory) -> Any:
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    option = _option_words(history.purchase_option)
+    option = {"any": "any purchase option", "spot": "spot or interruptible"}.get(
+        history.purchase_option, history.purchase_option.replace("_", "-"))
     if history.snapshot is not None:
         # each provider's last known price (providers whose offers all vanished are left out)
         prices = sorted(((provider, points[-1][1]) for provider, points in history.series.items()

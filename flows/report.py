@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import duckdb
+import numpy as np
 
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.output import counted
@@ -24,7 +25,10 @@ from gpuledger.warehouse.freshness import (
     DEFAULT_MAX_AGE_HOURS, STATE_SHOWN, ProviderFreshness, provider_freshness,
 )
 from gpuledger.warehouse.offer_filter import VRAM_SQL
-from gpuledger.warehouse.recommender.recommend import HOURS_PER_MONTH, MAX_TOKENS, tiered_egress_cost
+from gpuledger.warehouse.recommender import models_catalog
+from gpuledger.warehouse.recommender.recommend import (
+    DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS, HOURS_PER_MONTH, MAX_TOKENS, RecommendRequest, recommend, tiered_egress_cost,
+)
 from gpuledger.warehouse.store import open_reader
 
 DEFAULT_EGRESS_GB = 140.0
@@ -350,8 +354,6 @@ COST_EPS = 2e-6  # the recommender ranks totals rounded to 6 decimals: a lead sm
 
 def _job_costs(rows: list[dict[str, Any]], egress: Any, tokens: Any, runs: int) -> Any:
     """Each candidate's job cost (rows) at each size in `tokens` (columns), as the page's script reckons it."""
-    import numpy as np
-
     col = {k: np.array([float(r[k]) for r in rows])[:, None] for k in ("tps", "k", "setup_h", "price", "storage_h")}
     gran = np.array([max(float(r["gran"]), 1.0) for r in rows])[:, None]
     least = np.ceil(np.round(np.array([float(r["min"]) for r in rows])[:, None] / gran, 9)) * gran
@@ -362,8 +364,6 @@ def _job_costs(rows: list[dict[str, Any]], egress: Any, tokens: Any, runs: int) 
 
 def _before(high: Any, low: Any) -> Any:
     """For each row of `low` and each column: how many rows of `high` are below it by more than COST_EPS."""
-    import numpy as np
-
     both = np.concatenate([low - COST_EPS, high])  # a tie sorts the low one first: not counted as below
     order = np.argsort(both, axis=0, kind="stable")
     highs_so_far = np.cumsum(order >= len(low), axis=0)
@@ -380,8 +380,6 @@ def leading_pool(rows: list[dict[str, Any]], tiers: Tiers) -> list[dict[str, Any
     at least its cost at the smaller and at most its cost at the larger; an instance group (its row is its
     first candidate, in (tier, cost) order) that TUNE_SHOWN others beat there even at their dearest is not
     shown there, nor is a candidate dearer at its cheapest than its group's row can be."""
-    import numpy as np
-
     if not rows:
         return []
     steps = int(math.ceil(math.log(MAX_TOKENS / 1e3) / math.log(GRID_STEP)))
@@ -430,8 +428,6 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
     with a speed estimate that is first of its instance group and among the first TUNE_SHOWN groups for
     some job (leading_pool), each carrying its cost arithmetic; its flags are the default job's (the
     page says so)."""
-    from gpuledger.warehouse.recommender.recommend import RecommendRequest, recommend
-
     answer = recommend(con, RecommendRequest(method=method, model=model, as_of=now,
                                              max_age_hours=stale_after_hours, top=1))  # what `recommend` answers
     every = recommend(con, RecommendRequest(method=method, model=model, as_of=now, spot=True, per_instance=False,
@@ -450,9 +446,6 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
                 models: Sequence[str] = COMMON_MODELS, methods: Sequence[str] = METHODS) -> dict[str, Any]:
     """The answers for every (model, method), the egress tiers their costs need, and the default job; an
     unknown model is a ValueError naming the nearest."""
-    from gpuledger.warehouse.recommender import models_catalog
-    from gpuledger.warehouse.recommender.recommend import DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS
-
     try:
         chosen = list(dict.fromkeys(models_catalog.lookup(m).name for m in models))  # -m X -m x: one entry
     except models_catalog.UnknownModelError as e:  # `report` has no --params: not the recommender's hint

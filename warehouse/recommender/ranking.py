@@ -122,24 +122,15 @@ def offer_facts(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     return facts
 
 
-def _runs(values: np.ndarray) -> np.ndarray:
-    """A code per row that grows by one wherever the value differs from the row before."""
-    if not len(values):
-        return np.zeros(0, int)
-    return np.cumsum(np.r_[False, values[1:] != values[:-1]])
-
-
 def _load(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     cols = {}
     for name, arr in con.execute(_FACTS_SQL).fetchnumpy().items():  # NULLs as NaN in float columns
         numeric = arr.dtype.kind in "fiu"
         cols[name] = np.ma.filled(arr.astype(float), np.nan) if numeric else np.ma.getdata(arr)
     n = len(cols["provider"])
-    # Key order: a provider's rows, then a place's, are contiguous.
-    provider_code = _runs(cols["provider"])
-    place = _runs(cols["provider"] + "\0" + cols["region"])
-    providers = list(dict.fromkeys(cols["provider"]))
-    places = list(dict.fromkeys(zip(cols["provider"], cols["region"])))
+    providers, provider_code = np.unique(cols["provider"], return_inverse=True)
+    _, first, place = np.unique(cols["provider"] + "\0" + cols["region"], return_index=True, return_inverse=True)
+    places = [(cols["provider"][i], cols["region"][i]) for i in first]
     # What one row per instance type collapses by.
     _, group = np.unique(cols["provider"] + "\0" + cols["instance_type"] + "\0" + cols["purchase_option"],
                          return_inverse=True)
@@ -155,7 +146,7 @@ def _load(con: duckdb.DuckDBPyConnection) -> OfferFacts:
     egress = con.execute("select provider, region, tier_start_gb, tier_end_gb, usd_per_gb from egress_prices "
                          "where destination = 'internet'").fetchall()
     persists = dict(con.execute("select provider, storage_persists_when_stopped from providers").fetchall())
-    return OfferFacts(n=n, cols=cols, group=group.reshape(-1), places=places, place=place, providers=providers,
+    return OfferFacts(n=n, cols=cols, group=group.reshape(-1), places=places, place=place, providers=providers.tolist(),
                       provider_code=provider_code, storage=storage, egress=egress, persists=persists)
 
 

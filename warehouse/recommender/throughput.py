@@ -41,9 +41,12 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
     pb = precision_bytes(s.precision)
     # FLOPs per token (Kaplan et al. 2020): forward F, then 3F for full fine-tuning, 2F + 6 x adapter
     # parameters for LoRA (no weight gradients for the frozen base), + F with gradient checkpointing.
-    # A token passes through the adapters of its routed experts only (MoE), as F counts active weights.
+    # A token passes through the adapters of its routed experts only (MoE), as F counts active weights;
+    # memory holds every expert's.
     forward = 2.0 * (spec.active_params * (n / spec.params)) + 2.0 * spec.layers * s.seq_len * spec.q_dim
-    active_adapters = 0.0 if full else est.adapter_params * _active_adapter_share(est)
+    targets = parse_lora_targets(s.lora_targets)
+    active_adapters = 0.0 if full else est.adapter_params * (
+        spec.lora_params(s.lora_rank, targets, per_token=True) / spec.lora_params(s.lora_rank, targets))
     flops = (3.0 if full else 2.0) * forward + 6.0 * active_adapters
     flops += forward if s.gradient_checkpointing else 0.0
     passes = (3.0 if full else 2.0) + (1.0 if s.gradient_checkpointing else 0.0)
@@ -66,13 +69,6 @@ def step_work(est: MemoryEstimate, gpus: int) -> StepWork:
         dequant_bytes=dequant, shard_bytes=(2 * gathered + (trainable_grad_bytes if full else 0.0)) * share,
         replica_bytes=2.0 * trainable_grad_bytes, utilization=UTILIZATION[s.method],
         offload_bytes=(2.0 * n * pb / gpus) if s.offload else 0.0)
-
-
-def _active_adapter_share(est: MemoryEstimate) -> float:
-    """The share of the adapter parameters one token passes through: 1 for a dense model; for MoE, its
-    routed experts' and the shared ones' adapters (memory holds every expert's)."""
-    spec, targets, rank = est.setup.spec(), parse_lora_targets(est.setup.lora_targets), est.setup.lora_rank
-    return spec.lora_params(rank, targets, per_token=True) / spec.lora_params(rank, targets)
 
 
 def pcie_gbs(architecture: str | None) -> float:
