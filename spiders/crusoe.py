@@ -16,8 +16,7 @@ from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, STORAGE, PageRow, PriceTextError, clean_text, slug, usd_per_hour
 from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, add_gpu_offers, add_services, describe_service
-from gpuledger.spiders.page_source import fetch_page, quarantined_layout
-from gpuledger.spiders.page_source import has_class, page_spec, scrape as scrape_page, text_of
+from gpuledger.spiders.page_source import fetch_page, has_class, page_spec, quarantined_layout, text_of
 from gpuledger.warehouse.records import Batch
 
 NAME = "crusoe"
@@ -153,5 +152,4 @@ def build_batch(rows: list[PageRow]) -> Batch:
     return batch
 
 
-scrape = partial(scrape_page, spider=CrusoePricingSpider)
 fetch = partial(fetch_page, spider=CrusoePricingSpider, build_batch=build_batch)

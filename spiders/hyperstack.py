@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 from parsel import Selector
 from scrapy.http import Response
 
-from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, usd_per_hour
+from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, cell_number, usd_per_hour
 from gpuledger.spiders.page_source import LayoutChanged, PageFailed, PricingSpider, add_services, describe_service
-from gpuledger.spiders.page_source import fetch_page, page_spec, quarantined_layout, require_columns, spot_saving
-from gpuledger.spiders.page_source import text_of
+from gpuledger.spiders.page_source import fetch_page, page_spec, quarantined_layout, read_price, require_columns
+from gpuledger.spiders.page_source import spot_saving, text_of
 from gpuledger.spiders.page_source import scrape as scrape_page
 from gpuledger.warehouse.records import Batch
 
@@ -98,15 +98,12 @@ def _tables(page: Response | Selector, css: str) -> Iterable[tuple[str, list[str
         yield heading, labels, [[text_of(td) for td in tr.xpath("./td")] for tr in table.css("tbody tr")]
 
 
-def price_label(labels: list[str]) -> str:
-    """The first column label that starts with 'Pricing Per Hour' (require_columns has checked there is one)."""
-    return next(label for label in labels if label.lower().startswith(PRICE_COLUMN))
-
-
 def _gpu_rows(section: str, labels: list[str], body: list[list[str]], table: str) -> list[PageRow]:
     """A GPU table's rows (`table`: 'on-demand' or 'spot'); a row whose cells do not match the columns is kept,
     marked `_layout`, for build_batch to quarantine: never dropped unseen."""
-    price, rows = price_label(labels), []
+    # the first column that starts with 'Pricing Per Hour' (require_columns has checked there is one)
+    price = next(label for label in labels if label.lower().startswith(PRICE_COLUMN))
+    rows = []
     for index, texts in enumerate(body):
         cells = dict(zip(labels, texts))
         if len(texts) != len(labels):
@@ -194,13 +191,8 @@ def add_gpu_row(batch: Batch, row: PageRow, specs_by_name: dict[str, dict[str, s
     if quarantined_layout(batch, "offer", ref, row):
         return
     specs = specs_by_name.get(row.name, row.cells)  # a spot row's GPU is described by its on-demand row
-    try:
-        price = usd_per_hour(shown)
-    except PriceTextError as err:
-        batch.quarantine("offer", ref, f"price: {err}", row.raw())
-        return
+    price = read_price(batch, "offer", ref, row, shown, usd_per_hour, f"{row.name!r} {option}")
     if price is None:
-        batch.notes.append(f"skipped {row.name!r} {option}: no public price ({shown})")
         return
     try:
         vram_gb, vcpus, ram_gb = (cell_number(specs, p) for p in ("vram", "max pcpus", "max ram"))

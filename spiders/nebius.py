@@ -16,11 +16,10 @@ from typing import Iterable
 from parsel import Selector
 from scrapy.http import Response
 
-from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, slug, usd_per_hour
+from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, cell_number, slug, usd_per_hour
 from gpuledger.spiders.page_source import NO_FOOTNOTES, LayoutChanged, PricingSpider, add_gpu_offers, add_services
 from gpuledger.spiders.page_source import describe_service, fetch_page, has_class, page_spec, quarantined_layout
-from gpuledger.spiders.page_source import text_of
-from gpuledger.spiders.page_source import scrape as scrape_page
+from gpuledger.spiders.page_source import read_price, text_of
 from gpuledger.warehouse.records import Batch
 
 NAME = "nebius"
@@ -54,6 +53,7 @@ _EFFECTIVE = re.compile(r"\beffective\b(?:\s+(?:from|as\s+of|on)\b)?([^)]*)", re
 # 'October 1, 2026', '1 October 2026', 'Oct. 1, 2026', 'October 1st, 2026', '2026-10-01'
 _DATE_FORMATS = ("%B %d, %Y", "%B %d %Y", "%d %B %Y", "%b %d, %Y", "%b %d %Y", "%d %b %Y", "%Y-%m-%d")
 _EGRESS = re.compile(r"\begress\b", re.I)
+_per_gpu_hour = partial(usd_per_hour, basis="per GPU-hour", units=("hour", None))
 
 
 def _tables(page: Response | Selector) -> Iterable[tuple[str, list[str], list[list[str]]]]:
@@ -150,13 +150,8 @@ def add_gpu_row(batch: Batch, row: PageRow, today: date) -> None:
         if column is None:
             continue
         text = row.cells[column]
-        try:
-            price = usd_per_hour(text, basis="per GPU-hour", units=("hour", None))
-        except PriceTextError as err:
-            batch.quarantine("offer", f"{ref}/{option}", f"price: {err}", raw)
-            continue
+        price = read_price(batch, "offer", f"{ref}/{option}", row, text, _per_gpu_hour, f"{row.name!r} {option}")
         if price is None:
-            batch.notes.append(f"skipped {row.name!r} {option}: no public price ({text})")
             continue
         floor = bool(re.match(r"\s*from\b", text, re.I))
         priced[option] = price, json.dumps({
@@ -197,5 +192,4 @@ def build_batch(rows: list[PageRow], today: date | None = None) -> Batch:
     return batch
 
 
-scrape = partial(scrape_page, spider=NebiusPricingSpider)
 fetch = partial(fetch_page, spider=NebiusPricingSpider, build_batch=build_batch)

@@ -232,17 +232,26 @@ def quarantined_layout(batch: Batch, kind: str, ref: str, row: PageRow) -> bool:
     return True
 
 
+def read_price(batch: Batch, kind: str, ref: str, row: PageRow, text: str, parse: Callable[[str], Any],
+               skipped: str) -> Any:
+    """`parse(text)`; None when it gives no price: a PriceTextError quarantines `row` as a `kind` record, a
+    'no public price' is noted as `skipped`."""
+    try:
+        price = parse(text)
+    except PriceTextError as err:
+        batch.quarantine(kind, ref, f"price: {err}", row.raw())
+        return None
+    if price is None:
+        batch.notes.append(f"skipped {skipped}: no public price ({text})")
+    return price
+
+
 def add_storage(batch: Batch, row: PageRow, regions: list[str], description: str) -> None:
     """A storage row, priced per GB-month (hourly rates at 730 h), once per region."""
     if quarantined_layout(batch, "storage", row.name, row):
         return
-    try:
-        price = usd_per_gb_month(row.price_text)
-    except PriceTextError as err:
-        batch.quarantine("storage", row.name, f"price: {err}", row.raw())
-        return
+    price = read_price(batch, "storage", row.name, row, row.price_text, usd_per_gb_month, f"storage {row.name!r}")
     if price is None:
-        batch.notes.append(f"skipped storage {row.name!r}: no public price ({row.price_text})")
         return
     for region in regions:
         batch.add("storage", f"{region}/{row.name}", row.raw(), region=region, storage_class=slug(row.name),

@@ -14,9 +14,9 @@ from functools import partial
 from parsel import Selector
 from scrapy.http import Response
 
-from gpuledger.spiders.items import GPU, PageRow, PriceTextError, slug, usd_per_hour
-from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, fetch_page, has_class, page_spec
-from gpuledger.spiders.page_source import scrape as scrape_page, text_of
+from gpuledger.spiders.items import GPU, PageRow, slug, usd_per_hour
+from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, fetch_page, has_class, page_spec, read_price
+from gpuledger.spiders.page_source import text_of
 from gpuledger.warehouse.records import Batch
 
 NAME = "paperspace"
@@ -84,13 +84,8 @@ def add_machine(batch: Batch, row: PageRow) -> None:
                            f"{marker.group(1)!r} ({row.cells.get('note') or 'a special term'}), not an on-demand "
                            "list price")
         return
-    try:
-        price = usd_per_hour(row.price_text)
-    except PriceTextError as err:
-        batch.quarantine("offer", ref, f"price: {err}", raw)
-        return
+    price = read_price(batch, "offer", ref, row, row.price_text, usd_per_hour, repr(row.name))
     if price is None:
-        batch.notes.append(f"skipped {row.name!r}: no public price ({row.price_text})")
         return
     batch.offer(ref, raw, gpu=row.name, gpu_memory_gb=None, gpu_count=1.0, instance_type=row.name, region=REGION,
                 zone="", purchase_option="on_demand", price_per_hour=price, provider_data=json.dumps(
@@ -109,5 +104,4 @@ def build_batch(rows: list[PageRow]) -> Batch:
     return batch
 
 
-scrape = partial(scrape_page, spider=PaperspacePricingSpider)
 fetch = partial(fetch_page, spider=PaperspacePricingSpider, build_batch=build_batch)

@@ -54,8 +54,7 @@ def crawl(ctx: SourceContext, spider: str, host: str, path: str, settings: dict[
 
     start_url = ctx.url(host) + path
     where = f"{host}{path}" + (f" (crawled at {start_url})" if not start_url.startswith(f"https://{host}") else "")
-    if timeout_s is None:
-        timeout_s = crawl_timeout_s(ctx)
+    timeout_s = timeout_s or crawl_timeout_s(ctx)
     with tempfile.TemporaryDirectory(prefix="gpuledger-crawl-") as folder:
         work = Path(folder)
         (work / "settings.json").write_text(json.dumps(settings))

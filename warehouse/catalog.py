@@ -197,20 +197,20 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
         kept = {p for p in providers if (prev := before["providers"].get(p)) and (
             _time(prev["started_at"]) > runs[p][1] or _time(prev["started_at"]) == runs[p][1]
             and prev["marks"] == marks[p])}
-        _same_history(con, folder, {p: e for p, e in before["providers"].items() if p in providers and p not in kept})
-        entries, done = {}, {}
-        for p in providers:
-            prev, (run_id, started, finished) = before["providers"].get(p), runs[p]
-            if p in kept:
-                entries[p], done[p] = prev, "kept"
-                continue
-            files = [f for f in (prev or {}).get("files", []) if f["table"] in SEGMENTED]
+        fresh = [p for p in providers if p not in kept]
+        _same_history(con, folder, {p: e for p, e in before["providers"].items() if p in fresh})
+        # the others, with nothing later or not in this warehouse, are kept as published
+        entries = dict(before["providers"])
+        done = dict.fromkeys(entries, "kept")
+        for p in fresh:
+            prev, (run_id, started, finished) = before["providers"].get(p, {}), runs[p]
+            files = [f for f in prev.get("files", []) if f["table"] in SEGMENTED]
             for table, spec in CURRENT.items():
                 files += _write(con, folder, f"{p}.{table}.{stamp}.parquet", table,
                                 f"select {', '.join(column_names(table))} from {table} where provider = $p "
                                 f"order by {', '.join(spec.key)}", {"p": p})
             for table, (ids, mark) in SEGMENTED.items():
-                since = (prev or {}).get("marks", {}).get(table)
+                since = prev.get("marks", {}).get(table)
                 new = _write(con, folder, f"{p}.{table}.{stamp}.parquet", table,
                              f"select {', '.join(column_names(table))} from {table} where provider = $p and "
                              f"($since::timestamptz is null or {mark} > $since::timestamptz) order by {', '.join(ids)}",
@@ -225,8 +225,6 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
                           "facts": dict(zip([d[0] for d in facts.description], map(_iso, row))) if row else None,
                           "marks": marks[p], "files": files}
             done[p] = "published"
-        for p in set(before["providers"]) - set(entries):  # not in this warehouse: kept as published
-            entries[p], done[p] = before["providers"][p], "kept"
         while sum(len(e["files"]) for e in entries.values()) >= MAX_FILES:
             p, table, run = max(((p, t, [f for f in e["files"] if f["table"] == t])
                                  for p, e in sorted(entries.items()) for t in SEGMENTED), key=lambda ptr: len(ptr[2]))
@@ -572,15 +570,14 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
     url = re.match(r"https?://", source, re.I)
-    if not url:
-        source = local_folder(source, "a catalog is read from an http(s) URL, a file:// URL of this machine or a "
-                                      "folder")
-    parent, _, name = source.rstrip("/").rpartition("/")
     if url:
         source = _folder_url(source)
-    elif name == MANIFEST:  # the manifest's own address given: the catalog is its folder
-        source = parent or "."
     else:
+        source = local_folder(source, "a catalog is read from an http(s) URL, a file:// URL of this machine or a "
+                                      "folder")
+        parent, _, name = source.rstrip("/").rpartition("/")
+        if name == MANIFEST:  # the manifest's own address given: the catalog is its folder
+            source = parent
         source = source or "."  # '' (an unset variable) is the folder it reads: said so
     published = db_path(db)
     refresh_id = new_id("pull")
