@@ -164,4 +164,4 @@ def _fitting_columns(lines: list[list[Text]], width: int) -> int:
         if used > width and shown:
             break
         shown += 1
-    return shown if lines and lines[0] else 0
+    return shown
