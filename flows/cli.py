@@ -41,10 +41,7 @@ from gpuledger.warehouse.store import (
 )
 from gpuledger.warehouse.settings import SettingsError
 
-app = typer.Typer(
-    help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
-    no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
-)
+app = typer.Typer(no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
 SQL_TIMEOUT_S = 300.0  # `gpuledger sql --timeout`: long enough for any query over a year of history
 
 
@@ -61,7 +58,7 @@ def _main_options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print gpuledger's version and exit."),
 ) -> None:
-    """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""
+    """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""  # the --help
 
 
 def _prefect_said_once(record: logging.LogRecord) -> bool:
