@@ -29,9 +29,7 @@ from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows import prefect_api
 from gpuledger.flows.literal import MESSAGE_LIMIT, LiteralRichHandler, cell, labelled, literal
 from gpuledger.flows.ops_cli import DbOption, StaleAfterOption, accepted_anomalies
-from gpuledger.flows.output import (
-    Format, FormatOption, JsonOption, chosen, emit, emit_records, fail, on_ctrl_c, out,
-)
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, on_ctrl_c, out
 from gpuledger.flows.output import err as console
 from gpuledger.flows.stoppable import QueryStopped, run_stoppable
 from gpuledger.flows.stopping import RefreshInterrupted
@@ -43,10 +41,7 @@ from gpuledger.warehouse.store import (
 )
 from gpuledger.warehouse.settings import SettingsError
 
-app = typer.Typer(
-    help="gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history.",
-    no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]},
-)
+app = typer.Typer(no_args_is_help=True, add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
 SQL_TIMEOUT_S = 300.0  # `gpuledger sql --timeout`: long enough for any query over a year of history
 
 
@@ -63,7 +58,7 @@ def _main_options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print gpuledger's version and exit."),
 ) -> None:
-    """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""
+    """gpuledger: rented-GPU prices for fine-tuning, in a DuckDB warehouse with full history."""  # the --help
 
 
 def _prefect_said_once(record: logging.LogRecord) -> bool:
@@ -170,8 +165,6 @@ def refresh(
         return
 
     def prepare() -> list[str]:
-        check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
-        check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
         wanted = [] if resume else resolve_providers(provider)
         return _check_recordings(replay and not replay_endpoints, recordings, wanted, named=bool(provider))
 
@@ -187,15 +180,17 @@ def refresh(
 
 
 def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool, **params: Any) -> dict[str, Any]:
-    """nightly_refresh under the watchdog and Prefect's API, after `prepare` (checks, the providers);
-    each failure one line; the flow refreshes the providers `prepare` returns. `watch`: find browsers first
-    and show the progress bar."""
+    """nightly_refresh under the watchdog and Prefect's API, after the warehouse's checks and `prepare` (its own
+    checks, the providers); each failure one line; the flow refreshes the providers `prepare` returns. `watch`:
+    find browsers first and show the progress bar."""
     from gpuledger.adapters.registry import UnknownProviderError
     from gpuledger.flows import watchdog
 
     watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
     api_server = None
     try:
+        check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
+        check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
         wanted = prepare()
         api_server = prefect_api.start_if_needed()  # starts while the checks and imports below run
         from gpuledger.flows.progress import RefreshProgress
@@ -278,8 +273,6 @@ def record(
     from gpuledger.flows.refresh import check_record_dir, resolve_providers
 
     def prepare() -> list[str]:
-        check_writable(db)  # as refresh: a warehouse that could never be written is said before anything is made
-        check_warehouse_file(db)
         check_record_dir(str(out_dir), from_recordings is not None, from_recordings and str(from_recordings))
         wanted = _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider),
                                    named=bool(provider))
@@ -550,7 +543,7 @@ def status(
     states = {r["state"] for r in rows}  # a provider never loaded or without credentials counts for neither
     code = 1 if "failed" in states else 3 if "stale" in states else 0
     if output != "table":
-        emit_records(rows, output)
+        emit(list(rows[0]) if rows else [], [list(r.values()) for r in rows], output)
         raise typer.Exit(code)
     t = Table("provider", "state", "last success", "last attempt", "offers", "egress", "storage", "last error")
     for r in rows:

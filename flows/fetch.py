@@ -114,12 +114,11 @@ def fetch_source(plan: SourcePlan) -> ScrapeOutcome:
         batch.notes.append("pages read: " + ", ".join(f"{what} {n}" for what, n in sorted(ctx.pages.items())))
     if recorder is not None:
         recorder.write_manifest(plan.settings, started.isoformat(timespec="seconds"))
-    degraded = spec.degraded(ctx)
     return pending.outcome_of(batch, plan.provider, mode=plan.mode, started_at=started, finished_at=utcnow(),
                               requests=ctx.requests_made, bytes_fetched=ctx.bytes_fetched,
                               validators=ctx.new_validators, provider_facts=spec.facts_row(),
                               min_row_ratio=spec.anomaly.min_row_ratio, side_tables_only=spec.side_tables_only,
-                              degraded=degraded)
+                              degraded=spec.degraded(ctx))
 
 
 def failed(plan: SourcePlan, error: str, started: Any = None, state: str = "failed") -> ScrapeOutcome:

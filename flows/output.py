@@ -107,11 +107,6 @@ def _json_keys(columns: Sequence[str]) -> list[str]:
     return keys
 
 
-def emit_records(records: Sequence[dict[str, Any]], fmt: str) -> None:
-    """`records` as `emit` writes rows, the keys of the first the columns."""
-    emit(list(records[0]) if records else [], [list(r.values()) for r in records], fmt)
-
-
 def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None,
          lists: Collection[str] = ()) -> None:
     """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
@@ -169,4 +164,4 @@ def _fitting_columns(lines: list[list[Text]], width: int) -> int:
         if used > width and shown:
             break
         shown += 1
-    return shown if lines and lines[0] else 0
+    return shown

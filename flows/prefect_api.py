@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
@@ -78,11 +78,9 @@ class TemporaryApiServer:
                     raise ApiServerError(f"Prefect's temporary API server exited with code {code}"
                                          f"{self._stderr_tail()}")
                 url = f"http://127.0.0.1:{self.port}/api"
-                try:
+                with suppress(httpx.TransportError):
                     if client.get(f"{url}/health").status_code == 200:
                         return url
-                except httpx.TransportError:
-                    pass
                 if time.monotonic() > deadline:
                     said = self._stderr_tail()
                     self.stop()
@@ -91,8 +89,7 @@ class TemporaryApiServer:
                 time.sleep(HEALTH_POLL_S)
 
     def _stderr_tail(self) -> str:
-        if self._stderr is None:
-            return ""
+        assert self._stderr is not None  # started, not stopped yet
         self._stderr.seek(0)
         lines = [" ".join(line.split()) for line in self._stderr.read().decode(errors="replace").splitlines()]
         lines = [line for line in lines if line]

@@ -16,8 +16,7 @@ SHOWN_PENDING = 3  # providers named while fetching; the rest are counted
 def report(event: str, provider: str | None = None, total: int | None = None) -> None:
     """Tell a watching RefreshProgress that `event` (fetched, failed, merging, merged) happened to `provider`;
     "merging" says how many saved results the merge takes (earlier refreshes' too, or only those on --resume)."""
-    if PROGRESS_LOGGER.isEnabledFor(logging.DEBUG):
-        PROGRESS_LOGGER.debug("%s %s", event, provider or "", extra={"refresh_event": (event, provider, total)})
+    PROGRESS_LOGGER.debug("%s %s", event, provider or "", extra={"refresh_event": (event, provider, total)})
 
 
 class RefreshProgress(logging.Handler):

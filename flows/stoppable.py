@@ -11,6 +11,8 @@ from typing import Any, Callable, TypeVar
 
 import duckdb
 
+from gpuledger.flows.stopping import handling
+
 T = TypeVar("T")
 
 EXIT_CANCELLED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
@@ -50,10 +52,8 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
     def on_sigint(signum: int, frame: Any) -> None:
         stop(QueryStopped("the query was cancelled (Ctrl-C); the warehouse is unchanged", EXIT_CANCELLED))
 
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
     worker = threading.Thread(target=run, name="gpuledger-sql", daemon=True)
-    try:
+    with handling((signal.SIGINT,), on_sigint):
         worker.start()
         worker.join(timeout_s or None)
         if worker.is_alive():
@@ -61,9 +61,6 @@ def run_stoppable(con: duckdb.DuckDBPyConnection, work: Callable[[threading.Even
                               EXIT_TIMED_OUT))
         if stopped:
             worker.join(UNWIND_S)  # a worker that does not unwind is a daemon: it ends with the process
-    finally:
-        if in_main:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     if stopped:
         raise stopped[0]
     return done.result()

@@ -158,11 +158,9 @@ def run_task(module: str, request: bytes, timeout_s: float) -> tuple[int | None,
     deadline = time.monotonic() + timeout_s
     proc = _worker(module)
     assert proc.stdin is not None and proc.stderr is not None
-    try:
+    with suppress(BrokenPipeError):  # it ended before reading: its exit code and stderr say why
         proc.stdin.write(request + b"\n")
         proc.stdin.flush()
-    except BrokenPipeError:  # it ended before reading: its exit code and stderr say why
-        pass
     out, done = _task_output(proc.stderr, deadline)
     code: int | None = 0
     if done:
