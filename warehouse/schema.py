@@ -9,6 +9,7 @@ step (tests/test_schema.py checks that an upgraded warehouse equals a new one).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import types
 import typing
@@ -21,7 +22,9 @@ from pydantic import BaseModel
 
 from gpuledger.warehouse import availability, spot_stats
 from gpuledger.warehouse.freshness import RULE_NOW_SQL
+from gpuledger.warehouse.gpus import Alias, GPUModel
 from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
+from gpuledger.warehouse.spot import SpotPricePoint
 
 if TYPE_CHECKING:  # a fetch process writes Arrow tables in these types without loading DuckDB
     import duckdb
@@ -61,20 +64,25 @@ def _sql_type(annotation: Any) -> tuple[str, bool]:
     return _SQL_TYPES[base], nullable
 
 
-def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
+def model_columns(model: type[BaseModel] | type, checks: dict[str, str] | None = None,
                   computed: dict[str, str] | None = None, nullable: frozenset[str] = frozenset()
                   ) -> tuple[Column, ...]:
-    """The columns of a record model, in field order.
+    """The columns of a record model (or a dataclass of warehouse/gpus.py), in field order.
 
-    checks: column -> CHECK clause. computed: property -> the column it follows (its type from
-    the property's return annotation; it is never NULL). nullable: required fields whose column
+    checks: column -> CHECK or PRIMARY KEY clause. computed: property -> the column it follows (its type
+    from the property's return annotation; it is never NULL). nullable: required fields whose column
     still accepts NULL."""
     checks, computed = checks or {}, computed or {}
     after = {anchor: prop for prop, anchor in computed.items()}
+    if dataclasses.is_dataclass(model):
+        hints = typing.get_type_hints(model)
+        fields = {f.name: (hints[f.name], f.default) for f in dataclasses.fields(model)}
+    else:
+        fields = {name: (info.annotation, info.default) for name, info in model.model_fields.items()}
     out = []
-    for name, info in model.model_fields.items():
-        sql, is_nullable = _sql_type(info.annotation)
-        quoted = "DEFAULT '" + info.default.replace("'", "''") + "'" if isinstance(info.default, str) else ""
+    for name, (annotation, default) in fields.items():
+        sql, is_nullable = _sql_type(annotation)
+        quoted = "DEFAULT '" + default.replace("'", "''") + "'" if isinstance(default, str) else ""
         extra = " ".join(x for x in (quoted, checks.get(name, "")) if x)
         out.append(Column(name, sql, not (is_nullable or name in nullable), extra))
         if name in after:
@@ -138,41 +146,15 @@ QUARANTINE_COLUMNS = (
     *(Column(c, "VARCHAR", True) for c in ("run_id", "provider", "kind", "source_ref", "reason", "raw")),
     Column("quarantined_at", "TIMESTAMPTZ", True),
 )
-GPU_MODEL_COLUMNS = (
-    Column("gpu_model", "VARCHAR", extra="PRIMARY KEY"),
-    Column("vendor", "VARCHAR", True),
-    Column("family", "VARCHAR", True),  # the bare name a source may give: "H100"
-    Column("memory_gb", "DOUBLE", True),
-    Column("memory_type", "VARCHAR", True),
-    Column("memory_bandwidth_tbs", "DOUBLE"),
-    Column("architecture", "VARCHAR", True),
-    *(Column(c, "BOOLEAN", True) for c in ("bf16", "fp8", "fp4", "int8")),
-    *(Column(c, "VARCHAR") for c in ("nvlink", "form_factor")),
-    Column("segment", "VARCHAR", True),  # datacenter | workstation | consumer
-    Column("source", "VARCHAR"),
-    # Dense (no sparsity) tensor peak for training: BF16, and FP16 (FP32 accumulate on GeForce).
-    *(Column(c, "DOUBLE") for c in ("bf16_dense_tflops", "fp16_dense_tflops")),
-    Column("tensor_tflops_source", "VARCHAR"),
-)
-GPU_ALIAS_COLUMNS = (
-    Column("provider", "VARCHAR", True),  # '*' for names every source uses
-    Column("alias", "VARCHAR", True),  # normalized: lower case, single spaces
-    *(Column(c, "INTEGER") for c in ("memory_mib_min", "memory_mib_max")),
-    Column("gpu_model", "VARCHAR", True),
-    Column("variant_exact", "BOOLEAN", True),
-)
+# The GPU reference tables: the rows of warehouse/data/gpu_models.csv and gpu_aliases.csv.
+GPU_MODEL_COLUMNS = model_columns(GPUModel, checks={"gpu_model": "PRIMARY KEY"}, nullable=frozenset({"gpu_model"}))
+GPU_ALIAS_COLUMNS = model_columns(Alias)
 
 # AWS Spot price history: one row per published price change of one (region, AZ, instance type,
 # product description), at its own timestamp. Rows are only ever added (warehouse.spot).
-SPOT_PRICE_HISTORY_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("region", "VARCHAR", True),
-    Column("zone", "VARCHAR", True),  # the availability zone
-    Column("instance_type", "VARCHAR", True),
-    Column("product_description", "VARCHAR", True),  # "Linux/UNIX"
-    Column("observed_at", "TIMESTAMPTZ", True),  # when the price took effect, as the provider stamps it
-    Column("spot_price_per_hour", "DOUBLE", True, "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"),
-    Column("source_currency", "VARCHAR", True),
+SPOT_PRICE_HISTORY_COLUMNS = model_columns(
+    SpotPricePoint, checks={"spot_price_per_hour": "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"},
+) + (
     Column("run_id", "VARCHAR", True),  # the scrape that first stored it
     Column("loaded_at", "TIMESTAMPTZ", True),
 )
@@ -252,8 +234,7 @@ VIEWS: dict[str, str] = {
 
 
 # The columns a scrape hands over for the two append-only tables (the rest the merge adds).
-SPOT_PRICE_FIELDS = ("provider", "region", "zone", "instance_type", "product_description", "observed_at",
-                     "spot_price_per_hour", "source_currency")
+SPOT_PRICE_FIELDS = tuple(SpotPricePoint.model_fields)
 CAPACITY_BLOCK_FIELDS = ("provider", "region", "zone", "instance_type", "offering_id", "instance_count", "start_at",
                          "end_at", "duration_hours", "upfront_fee", "source_currency", "upfront_fee_usd", "gpu_model",
                          "gpu_count", "usd_per_hour", "usd_per_gpu_hour", "tenancy")
