@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from gpuledger.warehouse import availability, spot_stats
 from gpuledger.warehouse.freshness import RULE_NOW_SQL
 from gpuledger.warehouse.gpus import Alias, GPUModel
-from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
+from gpuledger.warehouse.records import RECORD_TYPES, EgressPrice, Offer, ProviderFacts, StoragePrice
 from gpuledger.warehouse.spot import SpotPricePoint
 
 if TYPE_CHECKING:  # a fetch process writes Arrow tables in these types without loading DuckDB
@@ -291,19 +291,15 @@ class TableSpec:
         return tuple(c for c in self.attrs if c not in UNTRACKED)
 
 
-def _spec(kind: str, table: str, history: str, columns: tuple[Column, ...], key: tuple[str, ...]) -> TableSpec:
-    names = tuple(c.name for c in columns)
+def _spec(kind: str, table: str, history: str, columns: tuple[Column, ...]) -> TableSpec:
+    names, key = tuple(c.name for c in columns), RECORD_TYPES[kind].KEY
     assert names[:len(key)] == key, f"{table}: the key columns come first"
     return TableSpec(kind, table, history, key, names[len(key):])
 
 
-# The key of each table comes first in its model (a record's `key` property).
-OFFERS = _spec("offer", "offers", "offer_history", OFFER_COLUMNS,
-               ("provider", "region", "zone", "instance_type", "purchase_option"))
-EGRESS = _spec("egress", "egress_prices", "egress_price_history", EGRESS_COLUMNS,
-               ("provider", "region", "destination", "tier_start_gb"))
-STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_COLUMNS,
-                ("provider", "region", "storage_class"))
+OFFERS = _spec("offer", "offers", "offer_history", OFFER_COLUMNS)
+EGRESS = _spec("egress", "egress_prices", "egress_price_history", EGRESS_COLUMNS)
+STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_COLUMNS)
 SPECS = (OFFERS, EGRESS, STORAGE)
 
 
