@@ -220,17 +220,16 @@ TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 
-# View -> its query. Views hold no data: every upgrade remakes them all from these definitions
-# (views_sql), so a stored view never lags the definition of the version it belongs to.
-VIEWS: dict[str, str] = {
-    # Every current offer with its provider's last successful scrape and whether it is stale under
-    # the one freshness rule (warehouse/freshness.py, at its default age, judged at query time).
-    "offer_freshness": f"""
+# The views. They hold no data: every upgrade remakes them all from these definitions, so a stored view
+# never lags the definition of the version it belongs to.
+# offer_freshness: every current offer with its provider's last successful scrape and whether it is stale
+# under the one freshness rule (warehouse/freshness.py, at its default age, judged at query time).
+VIEWS_SQL = f"""CREATE OR REPLACE VIEW offer_freshness AS
     select o.provider, o.region, o.zone, o.instance_type, o.purchase_option, o.last_seen,
            f.last_ok as provider_last_ok, f.age_hours as provider_age_hours,
            coalesce(f.state, 'never') as provider_state, coalesce(not f.fresh, true) as stale
-    from offers o left join ({RULE_NOW_SQL}) f on f.provider = o.provider""",
-}
+    from offers o left join ({RULE_NOW_SQL}) f on f.provider = o.provider;
+"""
 
 
 # The columns a scrape hands over for the two append-only tables (the rest the merge adds).
@@ -259,13 +258,9 @@ def table_ddl(table: str) -> str:
     return f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in TABLES[table]) + "\n);\n"
 
 
-def views_sql() -> str:
-    return "".join(f"CREATE OR REPLACE VIEW {name} AS {query};\n" for name, query in VIEWS.items())
-
-
 def create_sql() -> str:
     """The DDL of every table, view and macro at the current version."""
-    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql()
+    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + VIEWS_SQL
 
 
 # Attributes whose change is *not* a new version of an offer: the spot feed restamps an unchanged price.
@@ -497,7 +492,7 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
             _in_transaction(con, sql, [(version, description)])
             applied.append(version)
     if applied and upgrades is None:
-        con.execute(views_sql())
+        con.execute(VIEWS_SQL)
     return applied
 
 
