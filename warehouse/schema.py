@@ -254,13 +254,11 @@ def column_names(table: str) -> tuple[str, ...]:
     return tuple(c.name for c in TABLES[table])
 
 
-def table_ddl(table: str) -> str:
-    return f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in TABLES[table]) + "\n);\n"
-
-
 def create_sql() -> str:
     """The DDL of every table, view and macro at the current version."""
-    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + VIEWS_SQL
+    tables = (f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in columns) + "\n);\n"
+              for table, columns in TABLES.items())
+    return "".join(tables) + spot_stats.SQL + availability.SQL + VIEWS_SQL
 
 
 # Attributes whose change is *not* a new version of an offer: the spot feed restamps an unchanged price.
