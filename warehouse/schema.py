@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from pydantic import BaseModel
 
 from gpuledger.warehouse import availability, spot_stats
+from gpuledger.warehouse.capacity_blocks import CapacityBlockOffering
 from gpuledger.warehouse.freshness import RULE_NOW_SQL
 from gpuledger.warehouse.gpus import Alias, GPUModel
 from gpuledger.warehouse.records import RECORD_TYPES, EgressPrice, Offer, ProviderFacts, StoragePrice
@@ -234,9 +235,7 @@ VIEWS_SQL = f"""CREATE OR REPLACE VIEW offer_freshness AS
 
 # The columns a scrape hands over for the two append-only tables (the rest the merge adds).
 SPOT_PRICE_FIELDS = tuple(SpotPricePoint.model_fields)
-CAPACITY_BLOCK_FIELDS = ("provider", "region", "zone", "instance_type", "offering_id", "instance_count", "start_at",
-                         "end_at", "duration_hours", "upfront_fee", "source_currency", "upfront_fee_usd", "gpu_model",
-                         "gpu_count", "usd_per_hour", "usd_per_gpu_hour", "tenancy")
+CAPACITY_BLOCK_FIELDS = (*CapacityBlockOffering.model_fields, *CapacityBlockOffering.model_computed_fields)
 AVAILABILITY_FIELDS = tuple(c.name for c in AVAILABILITY_HISTORY_COLUMNS[:-1])
 
 
