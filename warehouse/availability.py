@@ -61,8 +61,9 @@ def add_observation(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
 def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, notes: list[str]) -> None:
     """Append a merged scrape's signals (its offers' at its start, and earlier observations it handed over);
     counts go to `notes`. Not the offers' when a signal enrichment failed: nobody observed those values now."""
+    import pyarrow.compute as pc
+
     from gpuledger.warehouse.pending import records_table
-    from gpuledger.warehouse.store import registered  # the store imports this module
 
     failed = [d for d in outcome.degraded if set(d.get("columns", ())) & set(SIGNAL)]
     # an enrichment that failed in some regions only leaves the others' signals fresh: those are recorded
@@ -71,9 +72,7 @@ def record(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run_id: str, 
     observed = not (outcome.side_tables_only or everywhere) and outcome.count("offers")
     offers = outcome.table("offers") if observed else records_table("offers", [])
     if stale and observed:
-        with registered(con, _avail_all=offers):
-            offers = con.sql("select * from _avail_all where not list_contains($stale, region)",
-                             params={"stale": stale}).to_arrow_table()
+        offers = offers.filter(~pc.field("region").isin(stale))
     earlier = outcome.table("availability") if outcome.count("availability") else records_table("availability", [])
     _store(con, offers, earlier, outcome.started_at, run_id, notes)
     if failed:

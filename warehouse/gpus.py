@@ -17,11 +17,12 @@ class UnknownGPUError(ValueError):
     """A source named a GPU that the reference table does not know."""
 
 
+# The two dataclasses are also the columns of the warehouse tables gpu_models and gpu_aliases (warehouse/schema.py).
 @dataclass(frozen=True)
 class GPUModel:
     gpu_model: str
     vendor: str
-    family: str
+    family: str  # the bare name a source may give: "H100"
     memory_gb: float
     memory_type: str
     memory_bandwidth_tbs: float | None
@@ -32,17 +33,18 @@ class GPUModel:
     int8: bool
     nvlink: str | None
     form_factor: str | None
-    segment: str
+    segment: str  # datacenter | workstation | consumer
     source: str | None
-    bf16_dense_tflops: float | None = None  # dense tensor peak, no sparsity
+    # Dense (no sparsity) tensor peak for training: BF16, and FP16 (FP32 accumulate on GeForce).
+    bf16_dense_tflops: float | None = None
     fp16_dense_tflops: float | None = None
     tensor_tflops_source: str | None = None
 
 
 @dataclass(frozen=True)
 class Alias:
-    provider: str
-    alias: str
+    provider: str  # '*' for names every source uses
+    alias: str  # normalized: lower case, single spaces
     memory_mib_min: int | None
     memory_mib_max: int | None
     gpu_model: str

@@ -11,7 +11,7 @@ import math
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Iterable, SupportsIndex
+from typing import Any, Callable, ClassVar, Iterable, SupportsIndex
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
 
@@ -90,9 +90,14 @@ class EgressDestination(str, Enum):
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=True)
+    KEY: ClassVar[tuple[str, ...]]  # the fields that identify a row, first in field order (warehouse/schema.py)
 
     provider: str = Field(min_length=1)
     region: str = Field(min_length=1)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.KEY)
 
     @field_validator("price_per_hour", "source_price_per_hour", "gpu_count", "gpu_memory_gb", "gpu_memory_gb_nominal",
                      "total_gpu_memory_gb", "vcpus", "ram_gb", "usd_per_gb_month", "source_usd_per_gb_month",
@@ -111,6 +116,8 @@ class _Record(BaseModel):
 class Offer(_Record):
     """One rentable configuration at one place under one purchase option; units are in the field
     names, `price_per_hour` is USD (the source's own currency and amount are kept beside it)."""
+
+    KEY = ("provider", "region", "zone", "instance_type", "purchase_option")
 
     zone: str = ""  # "" when the price is regional, not per availability zone
     instance_type: str = Field(min_length=1)
@@ -243,13 +250,11 @@ class Offer(_Record):
         """USD per whole-GPU hour: a 1/8 slice at $0.30/h is $2.40 per GPU-hour."""
         return self.price_per_hour / self.gpu_count
 
-    @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        return (self.provider, self.region, self.zone, self.instance_type, str(self.purchase_option))
-
 
 class EgressPrice(_Record):
     """One tier of data-transfer-out pricing; tiers are [start, end) in GB per month."""
+
+    KEY = ("provider", "region", "destination", "tier_start_gb")
 
     destination: EgressDestination
     tier_start_gb: float = Field(ge=0)
@@ -267,23 +272,17 @@ class EgressPrice(_Record):
             raise ValueError("tier_end_gb must be above tier_start_gb")
         return self
 
-    @property
-    def key(self) -> tuple[str, str, str, float]:
-        return (self.provider, self.region, str(self.destination), self.tier_start_gb)
-
 
 class StoragePrice(_Record):
     """Block/network storage a fine-tuning job keeps its data and checkpoints on."""
+
+    KEY = ("provider", "region", "storage_class")
 
     storage_class: str = Field(min_length=1)  # "gp3", "pd-ssd", "network-volume"
     usd_per_gb_month: float
     source_currency: str = Field(min_length=3, max_length=3)
     source_usd_per_gb_month: float
     description: str = ""
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.provider, self.region, self.storage_class)
 
 
 class Quarantined(BaseModel):

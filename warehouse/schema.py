@@ -9,6 +9,7 @@ step (tests/test_schema.py checks that an upgraded warehouse equals a new one).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import types
 import typing
@@ -20,8 +21,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 from pydantic import BaseModel
 
 from gpuledger.warehouse import availability, spot_stats
+from gpuledger.warehouse.capacity_blocks import CapacityBlockOffering
 from gpuledger.warehouse.freshness import RULE_NOW_SQL
-from gpuledger.warehouse.records import EgressPrice, Offer, ProviderFacts, StoragePrice
+from gpuledger.warehouse.gpus import Alias, GPUModel
+from gpuledger.warehouse.records import RECORD_TYPES, EgressPrice, Offer, ProviderFacts, StoragePrice
+from gpuledger.warehouse.spot import SpotPricePoint
 
 if TYPE_CHECKING:  # a fetch process writes Arrow tables in these types without loading DuckDB
     import duckdb
@@ -61,20 +65,25 @@ def _sql_type(annotation: Any) -> tuple[str, bool]:
     return _SQL_TYPES[base], nullable
 
 
-def model_columns(model: type[BaseModel], checks: dict[str, str] | None = None,
+def model_columns(model: type[BaseModel] | type, checks: dict[str, str] | None = None,
                   computed: dict[str, str] | None = None, nullable: frozenset[str] = frozenset()
                   ) -> tuple[Column, ...]:
-    """The columns of a record model, in field order.
+    """The columns of a record model (or a dataclass of warehouse/gpus.py), in field order.
 
-    checks: column -> CHECK clause. computed: property -> the column it follows (its type from
-    the property's return annotation; it is never NULL). nullable: required fields whose column
+    checks: column -> CHECK or PRIMARY KEY clause. computed: property -> the column it follows (its type
+    from the property's return annotation; it is never NULL). nullable: required fields whose column
     still accepts NULL."""
     checks, computed = checks or {}, computed or {}
     after = {anchor: prop for prop, anchor in computed.items()}
+    if dataclasses.is_dataclass(model):
+        hints = typing.get_type_hints(model)
+        fields = {f.name: (hints[f.name], f.default) for f in dataclasses.fields(model)}
+    else:
+        fields = {name: (info.annotation, info.default) for name, info in model.model_fields.items()}
     out = []
-    for name, info in model.model_fields.items():
-        sql, is_nullable = _sql_type(info.annotation)
-        quoted = "DEFAULT '" + info.default.replace("'", "''") + "'" if isinstance(info.default, str) else ""
+    for name, (annotation, default) in fields.items():
+        sql, is_nullable = _sql_type(annotation)
+        quoted = "DEFAULT '" + default.replace("'", "''") + "'" if isinstance(default, str) else ""
         extra = " ".join(x for x in (quoted, checks.get(name, "")) if x)
         out.append(Column(name, sql, not (is_nullable or name in nullable), extra))
         if name in after:
@@ -138,41 +147,15 @@ QUARANTINE_COLUMNS = (
     *(Column(c, "VARCHAR", True) for c in ("run_id", "provider", "kind", "source_ref", "reason", "raw")),
     Column("quarantined_at", "TIMESTAMPTZ", True),
 )
-GPU_MODEL_COLUMNS = (
-    Column("gpu_model", "VARCHAR", extra="PRIMARY KEY"),
-    Column("vendor", "VARCHAR", True),
-    Column("family", "VARCHAR", True),  # the bare name a source may give: "H100"
-    Column("memory_gb", "DOUBLE", True),
-    Column("memory_type", "VARCHAR", True),
-    Column("memory_bandwidth_tbs", "DOUBLE"),
-    Column("architecture", "VARCHAR", True),
-    *(Column(c, "BOOLEAN", True) for c in ("bf16", "fp8", "fp4", "int8")),
-    *(Column(c, "VARCHAR") for c in ("nvlink", "form_factor")),
-    Column("segment", "VARCHAR", True),  # datacenter | workstation | consumer
-    Column("source", "VARCHAR"),
-    # Dense (no sparsity) tensor peak for training: BF16, and FP16 (FP32 accumulate on GeForce).
-    *(Column(c, "DOUBLE") for c in ("bf16_dense_tflops", "fp16_dense_tflops")),
-    Column("tensor_tflops_source", "VARCHAR"),
-)
-GPU_ALIAS_COLUMNS = (
-    Column("provider", "VARCHAR", True),  # '*' for names every source uses
-    Column("alias", "VARCHAR", True),  # normalized: lower case, single spaces
-    *(Column(c, "INTEGER") for c in ("memory_mib_min", "memory_mib_max")),
-    Column("gpu_model", "VARCHAR", True),
-    Column("variant_exact", "BOOLEAN", True),
-)
+# The GPU reference tables: the rows of warehouse/data/gpu_models.csv and gpu_aliases.csv.
+GPU_MODEL_COLUMNS = model_columns(GPUModel, checks={"gpu_model": "PRIMARY KEY"}, nullable=frozenset({"gpu_model"}))
+GPU_ALIAS_COLUMNS = model_columns(Alias)
 
 # AWS Spot price history: one row per published price change of one (region, AZ, instance type,
 # product description), at its own timestamp. Rows are only ever added (warehouse.spot).
-SPOT_PRICE_HISTORY_COLUMNS = (
-    Column("provider", "VARCHAR", True),
-    Column("region", "VARCHAR", True),
-    Column("zone", "VARCHAR", True),  # the availability zone
-    Column("instance_type", "VARCHAR", True),
-    Column("product_description", "VARCHAR", True),  # "Linux/UNIX"
-    Column("observed_at", "TIMESTAMPTZ", True),  # when the price took effect, as the provider stamps it
-    Column("spot_price_per_hour", "DOUBLE", True, "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"),
-    Column("source_currency", "VARCHAR", True),
+SPOT_PRICE_HISTORY_COLUMNS = model_columns(
+    SpotPricePoint, checks={"spot_price_per_hour": "CHECK (spot_price_per_hour > 0 AND isfinite(spot_price_per_hour))"},
+) + (
     Column("run_id", "VARCHAR", True),  # the scrape that first stored it
     Column("loaded_at", "TIMESTAMPTZ", True),
 )
@@ -238,25 +221,21 @@ TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 
-# View -> its query. Views hold no data: every upgrade remakes them all from these definitions
-# (views_sql), so a stored view never lags the definition of the version it belongs to.
-VIEWS: dict[str, str] = {
-    # Every current offer with its provider's last successful scrape and whether it is stale under
-    # the one freshness rule (warehouse/freshness.py, at its default age, judged at query time).
-    "offer_freshness": f"""
+# The views. They hold no data: every upgrade remakes them all from these definitions, so a stored view
+# never lags the definition of the version it belongs to.
+# offer_freshness: every current offer with its provider's last successful scrape and whether it is stale
+# under the one freshness rule (warehouse/freshness.py, at its default age, judged at query time).
+VIEWS_SQL = f"""CREATE OR REPLACE VIEW offer_freshness AS
     select o.provider, o.region, o.zone, o.instance_type, o.purchase_option, o.last_seen,
            f.last_ok as provider_last_ok, f.age_hours as provider_age_hours,
            coalesce(f.state, 'never') as provider_state, coalesce(not f.fresh, true) as stale
-    from offers o left join ({RULE_NOW_SQL}) f on f.provider = o.provider""",
-}
+    from offers o left join ({RULE_NOW_SQL}) f on f.provider = o.provider;
+"""
 
 
 # The columns a scrape hands over for the two append-only tables (the rest the merge adds).
-SPOT_PRICE_FIELDS = ("provider", "region", "zone", "instance_type", "product_description", "observed_at",
-                     "spot_price_per_hour", "source_currency")
-CAPACITY_BLOCK_FIELDS = ("provider", "region", "zone", "instance_type", "offering_id", "instance_count", "start_at",
-                         "end_at", "duration_hours", "upfront_fee", "source_currency", "upfront_fee_usd", "gpu_model",
-                         "gpu_count", "usd_per_hour", "usd_per_gpu_hour", "tenancy")
+SPOT_PRICE_FIELDS = tuple(SpotPricePoint.model_fields)
+CAPACITY_BLOCK_FIELDS = (*CapacityBlockOffering.model_fields, *CapacityBlockOffering.model_computed_fields)
 AVAILABILITY_FIELDS = tuple(c.name for c in AVAILABILITY_HISTORY_COLUMNS[:-1])
 
 
@@ -274,17 +253,11 @@ def column_names(table: str) -> tuple[str, ...]:
     return tuple(c.name for c in TABLES[table])
 
 
-def table_ddl(table: str) -> str:
-    return f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in TABLES[table]) + "\n);\n"
-
-
-def views_sql() -> str:
-    return "".join(f"CREATE OR REPLACE VIEW {name} AS {query};\n" for name, query in VIEWS.items())
-
-
 def create_sql() -> str:
     """The DDL of every table, view and macro at the current version."""
-    return "".join(table_ddl(table) for table in TABLES) + spot_stats.SQL + availability.SQL + views_sql()
+    tables = (f"CREATE TABLE {table} (\n" + ",\n".join(f"    {c.ddl}" for c in columns) + "\n);\n"
+              for table, columns in TABLES.items())
+    return "".join(tables) + spot_stats.SQL + availability.SQL + VIEWS_SQL
 
 
 # Attributes whose change is *not* a new version of an offer: the spot feed restamps an unchanged price.
@@ -310,19 +283,15 @@ class TableSpec:
         return tuple(c for c in self.attrs if c not in UNTRACKED)
 
 
-def _spec(kind: str, table: str, history: str, columns: tuple[Column, ...], key: tuple[str, ...]) -> TableSpec:
-    names = tuple(c.name for c in columns)
+def _spec(kind: str, table: str, history: str, columns: tuple[Column, ...]) -> TableSpec:
+    names, key = tuple(c.name for c in columns), RECORD_TYPES[kind].KEY
     assert names[:len(key)] == key, f"{table}: the key columns come first"
     return TableSpec(kind, table, history, key, names[len(key):])
 
 
-# The key of each table comes first in its model (a record's `key` property).
-OFFERS = _spec("offer", "offers", "offer_history", OFFER_COLUMNS,
-               ("provider", "region", "zone", "instance_type", "purchase_option"))
-EGRESS = _spec("egress", "egress_prices", "egress_price_history", EGRESS_COLUMNS,
-               ("provider", "region", "destination", "tier_start_gb"))
-STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_COLUMNS,
-                ("provider", "region", "storage_class"))
+OFFERS = _spec("offer", "offers", "offer_history", OFFER_COLUMNS)
+EGRESS = _spec("egress", "egress_prices", "egress_price_history", EGRESS_COLUMNS)
+STORAGE = _spec("storage", "storage_prices", "storage_price_history", STORAGE_COLUMNS)
 SPECS = (OFFERS, EGRESS, STORAGE)
 
 
@@ -520,7 +489,7 @@ def migrate(con: duckdb.DuckDBPyConnection, upgrades: list[tuple[int, str, str]]
             _in_transaction(con, sql, [(version, description)])
             applied.append(version)
     if applied and upgrades is None:
-        con.execute(views_sql())
+        con.execute(VIEWS_SQL)
     return applied
 
 

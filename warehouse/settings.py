@@ -101,10 +101,6 @@ def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
-def known_variables() -> frozenset[str]:
-    return frozenset(env_name(f) for f in Settings.model_fields) | DEVELOPMENT_VARIABLES | {PARENT_PID_VARIABLE}
-
-
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -116,7 +112,7 @@ def warn_unknown_variables(environ: Any = None) -> list[str]:
     environ = os.environ if environ is None else environ
     if PARENT_PID_VARIABLE in environ:
         return []
-    known = known_variables()
+    known = frozenset(env_name(f) for f in Settings.model_fields) | DEVELOPMENT_VARIABLES | {PARENT_PID_VARIABLE}
     unknown = sorted(n for n in list(environ) if n.upper().startswith(ENV_PREFIX) and n.upper() not in known)
     with _warned_lock:
         new = [n for n in unknown if n not in _warned]

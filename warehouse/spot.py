@@ -9,13 +9,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpuledger.warehouse.records import Batch
-from gpuledger.warehouse.schema import SPOT_PRICE_FIELDS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # warehouse/schema.py takes the columns of spot_price_history from SpotPricePoint
+    import duckdb
     import pyarrow as pa
 
 # The `since` mark of a region's spot price history: the key a source reads from its context.
@@ -31,10 +30,10 @@ class SpotPricePoint(BaseModel):
 
     provider: str = Field(min_length=1)
     region: str = Field(min_length=1)
-    zone: str = Field(min_length=1)
+    zone: str = Field(min_length=1)  # the availability zone
     instance_type: str = Field(min_length=1)
-    product_description: str = Field(min_length=1)
-    observed_at: datetime
+    product_description: str = Field(min_length=1)  # "Linux/UNIX"
+    observed_at: datetime  # when the price took effect, as the provider stamps it
     spot_price_per_hour: float
     source_currency: str = Field(pattern=r"^[A-Z]{3}$")
 
@@ -58,12 +57,12 @@ def add_spot_price(batch: Batch, ref: str, raw: Any, **fields: Any) -> bool:
     return batch.add_row("spot_price", SpotPricePoint, batch.spot_prices, ref, raw, fields)
 
 
-_KEY = SPOT_PRICE_FIELDS[:6]
+_KEY = tuple(SpotPricePoint.model_fields)[:6]
 
 
 def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: str,
                       now: datetime) -> tuple[int, Counter[str]]:
-    """Append the observations (SPOT_PRICE_FIELDS) the warehouse does not hold (inside the caller's
+    """Append the observations (SpotPricePoint's fields) the warehouse does not hold (inside the caller's
     transaction); return (stored, counts of the others by reason)."""
     from gpuledger.warehouse.store import registered
 
@@ -74,7 +73,7 @@ def load_spot_history(con: duckdb.DuckDBPyConnection, rows: pa.Table, run_id: st
                        count(*) filter (where h.spot_price_per_hour <> n.spot_price_per_hour)
                 from _spot_new n join spot_price_history h on {on}""").fetchall()[0]
         con.execute(
-            f"""insert into spot_price_history ({', '.join(SPOT_PRICE_FIELDS)}, run_id, loaded_at)
+            f"""insert into spot_price_history ({', '.join(SpotPricePoint.model_fields)}, run_id, loaded_at)
                 select n.*, $run, $now from _spot_new n
                 where not exists (select 1 from spot_price_history h where {on})""",
             {"run": run_id, "now": now})

@@ -15,6 +15,7 @@ import re
 import tempfile
 import time
 import uuid
+from collections import Counter
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -93,25 +94,16 @@ def _is_lock_conflict(err: Exception) -> bool:
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
 
 
-def is_damaged(err: BaseException, path: Path) -> bool:
-    """A DuckDB error saying the file `path` itself cannot be read, not a query's own mistake."""
-    text = str(err)
-    return isinstance(err, duckdb.Error) and (
-        "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException)
-        or isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text)
-
-
-def damaged_message(path: Path, err: BaseException) -> str:
-    first = " ".join(str(err).split())[:300]
-    return (f"cannot read the warehouse {path}: {first} (a damaged or truncated file: restore it, "
-            "or refresh into a new --db)")
-
-
 def damaged_error(err: BaseException, db: str | os.PathLike[str] | None) -> WarehouseError | None:
-    """The WarehouseError to raise for `err` when it says the warehouse file (`db`, as --db gives it) is
-    damaged; None when it is another error (a query's own mistake)."""
-    path = db_path(db)
-    return WarehouseError(damaged_message(path, err)) if is_damaged(err, path) else None
+    """The WarehouseError to raise for `err` when it is a DuckDB error saying the warehouse file (`db`, as --db
+    gives it) itself cannot be read; None when it is another error (a query's own mistake)."""
+    path, text = db_path(db), str(err)
+    if not isinstance(err, duckdb.Error) or not (
+            "Corrupt database" in text or "not a valid DuckDB" in text or isinstance(err, duckdb.FatalException)
+            or isinstance(err, duckdb.IOException) and "Could not read" in text and path.name in text):
+        return None
+    return WarehouseError(f"cannot read the warehouse {path}: {' '.join(text.split())[:300]} (a damaged or "
+                          "truncated file: restore it, or refresh into a new --db)")
 
 
 def _not_a_directory(path: Path) -> None:
@@ -419,10 +411,7 @@ def _quarantine_summary(quarantined: list[dict[str, str]], most: int = 3, width:
     bad = [q for q in quarantined if q["kind"] == "offer"]
     if not bad:
         return []
-    counts: dict[str, int] = {}
-    for q in bad:
-        reason = shortened(q["reason"].removeprefix(f"{q['source_ref']}: "), width)
-        counts[reason] = counts.get(reason, 0) + 1
+    counts = Counter(shortened(q["reason"].removeprefix(f"{q['source_ref']}: "), width) for q in bad)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     said = [f"{n}× {reason}" for reason, n in ranked[:most]]
     if len(ranked) > most:
@@ -478,17 +467,10 @@ def check_anomalies(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, offe
 
 
 def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
-                   degraded: list[dict[str, Any]]) -> pa.Table:
-    """The offers to merge when enrichments failed: the purchase options, columns and provider_data keys
-    only a failed enrichment yields keep their current rows and values, in the regions it failed in
-    when it names them (the other regions' answers are fresh)."""
-    for failed in degraded:
-        offers = _carry_enrichment(con, provider, offers, failed)
-    return offers
-
-
-def _carry_enrichment(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Table,
-                      failed: dict[str, Any]) -> pa.Table:
+                   failed: dict[str, Any]) -> pa.Table:
+    """The offers to merge when the enrichment `failed`: the purchase options, columns and provider_data keys
+    only it yields keep their current rows and values, in the regions it failed in when it names them (the
+    other regions' answers are fresh)."""
     import pyarrow as pa
     options, keys = list(failed.get("options", ())), list(failed.get("provider_data_keys", ()))
     kept, models, regions = set(failed.get("columns", ())), failed.get("gpu_models_like") or "", failed.get("regions")
@@ -615,7 +597,8 @@ def load_outcome(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, refresh
         elif outcome.state == "ok":
             if offers is not None:
                 # before the guard: what a failed enrichment did not bring is not a drop in the market
-                offers = carry_degraded(con, outcome.provider, offers, outcome.degraded)
+                for failed in outcome.degraded:
+                    offers = carry_degraded(con, outcome.provider, offers, failed)
             report.error = None if outcome.side_tables_only else check_anomalies(con, outcome, offers, policy,
                                                                                   report.notes)
             if report.error is None:
