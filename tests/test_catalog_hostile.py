@@ -643,3 +643,41 @@ def test_a_busy_host_is_asked_again_and_one_that_stays_busy_or_says_not_found_is
         assert (code, len(asked)) == (2, times), said
         assert said.strip() == (f"error: manifest.json: HTTP {status} from {url}/manifest.json"
                                 + (" (asked 3 times)" if status == 503 else ""))
+
+
+def test_a_file_whose_headers_are_trickled_is_given_up_once_the_time_for_an_answer_is_over(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+    data = (folder / entry["name"]).read_bytes()
+    asked = []
+
+    def slow_headers(handler: SimpleHTTPRequestHandler) -> bool:  # a header byte each 0.1 s, each read in time
+        if not handler.path.startswith("/lambda.offers."):
+            return False
+        asked.append(handler.path)
+        with contextlib.suppress(OSError):  # the client gone
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(80):
+                handler.wfile.write(b"a")
+                handler.wfile.flush()
+                time.sleep(0.1)
+            handler.wfile.write(f"\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+        handler.close_connection = True
+        return True
+
+    monkeypatch.setattr(catalog, "TIMEOUT_S", 1.0)  # reads of 1 s, and 1 s for the status and headers
+    monkeypatch.setattr(catalog, "WAIT_MAX_S", 0.1)
+    b = tmp_path / "b.duckdb"
+    with serving(folder, slow_headers) as url:
+        start = time.monotonic()
+        reports = {r.provider: r for r in pull(b, url)}
+        took = time.monotonic() - start
+    # before: refused once the 8 s of headers were over (a byte every 59 s: for ever)
+    assert reports["lambda"].state == "refused"
+    assert reports["lambda"].detail == (f"{entry['name']}: no status and headers in 1 s from {url}/{entry['name']} "
+                                        "(asked 3 times)")
+    assert len(asked) == 3
+    assert took < 7
+    assert reports["aws"].state == reports["runpod"].state == "loaded"
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]

@@ -4,6 +4,7 @@ files of its current tables and history segments) and its checked, transactional
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -14,13 +15,15 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 from urllib.request import url2pathname
 
+import anyio
 import duckdb
 import httpx
 import pyarrow
+from anyio.from_thread import start_blocking_portal
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from gpuledger import __version__
@@ -299,39 +302,60 @@ class PullReport:
     detail: str = ""
 
 
-def _fetch(source: str, name: str, limit: int, tmp: Path, client: httpx.Client | None) -> Path:
+Downloader = Callable[[str, str, int, Path], Path]  # (file name, its URL, most bytes, where to) -> the file
+
+
+def _fetch(source: str, name: str, limit: int, tmp: Path, download: Downloader | None) -> Path:
     """File `name` of the catalog at `source` (a folder, or a URL from _folder_url), downloaded into `tmp`
     (a URL) within `limit` bytes. Errors name the address that failed (the last of its redirects)."""
-    if client is None:
+    if download is None:
         path = Path(source) / name
         if not path.is_file():
             raise CatalogError(f"{name}: not in {source}")
         return path
     retrying = Retrying(stop=stop_after_attempt(ATTEMPTS), wait=_wait_s, retry=retry_if_exception_type(HostBusy),
                         reraise=True)
-    return retrying(_download, client, name, _file_url(source, name), limit, tmp / name)
+    return retrying(download, name, _file_url(source, name), limit, tmp / name)
 
 
-def _download(client: httpx.Client, name: str, url: str, limit: int, out: Path) -> Path:
-    # each read has TIMEOUT_S; a byte a minute would go on for ever. A download is held to MIN_RATE on what has
-    # come, whatever size the manifest says: TIMEOUT_S, and a second for each MIN_RATE bytes
+@contextlib.contextmanager
+def _downloads() -> Iterator[Downloader]:
+    """A download function for the pull's files, each run on one event loop in a thread (anyio's portal):
+    httpx bounds each read, never a whole answer, and only a cancel scope bounds headers sent a byte at a time."""
+    client = httpx.AsyncClient(timeout=TIMEOUT_S, follow_redirects=True, headers={
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)"})
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(client):
+        yield functools.partial(portal.call, _download, client)
+
+
+async def _download(client: httpx.AsyncClient, name: str, url: str, limit: int, out: Path) -> Path:
+    # each read has TIMEOUT_S; a byte a minute would go on for ever. The status and headers get TIMEOUT_S in all,
+    # and the body is held to MIN_RATE on what has come, whatever size the manifest says: TIMEOUT_S, and a second
+    # for each MIN_RATE bytes
     start = time.monotonic()
     try:
-        with client.stream("GET", url) as resp, out.open("wb") as f:
+        try:
+            with anyio.fail_after(TIMEOUT_S):
+                resp = await client.send(client.build_request("GET", url), stream=True)
+        except TimeoutError:  # as a read timeout is: the host may answer if asked again
+            raise HostBusy(f"{name}: no status and headers in {TIMEOUT_S:.0f} s from {shown(url)} (asked {ATTEMPTS} "
+                           "times)") from None
+        async with contextlib.aclosing(resp):
             if resp.status_code != 200:
                 said = f"{name}: HTTP {resp.status_code} from {shown(str(resp.url))}"
                 raise (HostBusy(said + f" (asked {ATTEMPTS} times)", resp.headers.get("retry-after"))
                        if resp.status_code in BUSY else CatalogError(said))
-            for chunk in resp.iter_bytes():
-                if f.tell() + len(chunk) > limit:
-                    said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
-                    raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
-                got, took = f.tell() + len(chunk), time.monotonic() - start
-                if took > TIMEOUT_S + got / MIN_RATE:
-                    of = "" if name == MANIFEST else f" of {limit:,}"
-                    raise CatalogError(f"{name}: {got:,}{of} bytes in {took:.0f} s from {shown(str(resp.url))}: "
-                                       f"slower than {MIN_RATE:,} bytes a second, refused")
-                f.write(chunk)
+            with out.open("wb") as f:
+                async for chunk in resp.aiter_bytes():
+                    if f.tell() + len(chunk) > limit:
+                        said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
+                        raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
+                    got, took = f.tell() + len(chunk), time.monotonic() - start
+                    if took > TIMEOUT_S + got / MIN_RATE:
+                        of = "" if name == MANIFEST else f" of {limit:,}"
+                        raise CatalogError(f"{name}: {got:,}{of} bytes in {took:.0f} s from {shown(str(resp.url))}: "
+                                           f"slower than {MIN_RATE:,} bytes a second, refused")
+                    f.write(chunk)
     except (httpx.HTTPError, httpx.InvalidURL) as err:  # InvalidURL: no HTTPError ('\x1b' in the URL)
         try:
             where = shown(str(err.request.url))  # the request that failed, a redirect's perhaps
@@ -413,7 +437,7 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
         raise CatalogError(f"{provider}: the manifest's entry is malformed ({err})") from None
 
 
-def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, client: httpx.Client | None,
+def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, download: Downloader | None,
                    provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy,
                    known: Collection[str] | None) -> PullReport:
     p = {"p": provider}
@@ -439,7 +463,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, clien
         marks[f["table"]] is None or _time(f.get("through")) is None or _time(f["through"]) > marks[f["table"]])]
     paths = {}
     for f in wanted:  # every file checked before anything of the provider is loaded
-        paths[f["name"]] = _fetch(source, f["name"], f["bytes"], tmp, client)
+        paths[f["name"]] = _fetch(source, f["name"], f["bytes"], tmp, download)
         _check(con, paths[f["name"]], f, provider)
     by_table = {t: [str(paths[f["name"]]) for f in sorted(wanted, key=lambda f: f["name"]) if f["table"] == t]
                 for t in (*CURRENT, *SEGMENTED)}
@@ -581,13 +605,12 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
         source = source or "."  # '' (an unset variable) is the folder it reads: said so
     published = db_path(db)
     refresh_id = new_id("pull")
-    client = httpx.Client(timeout=TIMEOUT_S, follow_redirects=True, headers={
-        "User-Agent": f"gpuledger/{__version__} (catalog pull)"}) if url else None
-    with tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder, client or contextlib.nullcontext():
+    with (tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder,
+          _downloads() if url else contextlib.nullcontext() as download):
         tmp = Path(folder)
         where = f"{shown(source).rstrip('/')}/{MANIFEST}"
         try:
-            data = _fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, client).read_bytes()
+            data = _fetch(source, MANIFEST, MANIFEST_MAX_BYTES, tmp, download).read_bytes()
         except OSError as err:
             raise CatalogError(f"{where}: cannot be read ({err.strerror or err})") from None
         manifest = read_manifest(data, where)
@@ -599,7 +622,7 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
                 try:
                     for provider, entry in sorted(manifest["providers"].items()):
                         try:
-                            reports.append(_pull_provider(con, source, tmp, client, provider, entry, refresh_id,
+                            reports.append(_pull_provider(con, source, tmp, download, provider, entry, refresh_id,
                                                           policy, known))
                         except CatalogError as err:
                             reports.append(PullReport(provider, "refused", detail=str(err)))
