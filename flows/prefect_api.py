@@ -234,5 +234,6 @@ def api_lost_said(url: str | None, which: str, doing: str = "during the flow run
         from gpuledger.warehouse.catalog import shown as without_password
 
         shown, said = (without_password(url), str(err).replace(url, without_password(url))) if url else ("", str(err))
-        raise ApiServerError(f"lost the Prefect API at {shown} {which} {doing}: {type(err).__name__}: "
-                             f"{said}; {then}") from None
+        # a connection closed mid-answer under the async client is a ReadError with no text of its own
+        said = f"{type(err).__name__}: {said}" if said else type(err).__name__
+        raise ApiServerError(f"lost the Prefect API at {shown} {which} {doing}: {said}; {then}") from None

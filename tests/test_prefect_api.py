@@ -168,6 +168,19 @@ class ScriptedServer(prefect_api.TemporaryApiServer):
         self.started.append(self.process)
 
 
+def test_an_api_connection_closed_mid_answer_is_said_without_an_empty_reason() -> None:
+    # Prefect's async client loses its server mid-answer: httpx's ReadError carries no text. The line had read
+    # "...while serving: ReadError: ; serving stopped: ...".
+    import httpx
+
+    with pytest.raises(prefect_api.ApiServerError) as raised:
+        with prefect_api.api_lost_said("http://127.0.0.1:4200/api", "(PREFECT_API_URL)", "while serving",
+                                       "serving stopped"):
+            raise httpx.ReadError("")
+    assert str(raised.value) == ("lost the Prefect API at http://127.0.0.1:4200/api (PREFECT_API_URL) while serving: "
+                                 "ReadError; serving stopped")
+
+
 def test_a_server_that_exits_is_retried_then_said_in_one_line() -> None:
     server = ScriptedServer("import sys; sys.stderr.write('warming up\\nERROR: [Errno 98] address already in use\\n');"
                             " sys.exit(3)")
