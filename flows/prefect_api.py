@@ -233,7 +233,9 @@ def api_lost_said(url: str | None, which: str, doing: str = "during the flow run
     except httpx.TransportError as err:
         from gpuledger.warehouse.catalog import shown as without_password
 
-        shown, said = (without_password(url), str(err).replace(url, without_password(url))) if url else ("", str(err))
-        # a connection closed mid-answer under the async client is a ReadError with no text of its own
+        from gpuledger.warehouse.store import error_text
+
+        said = error_text(err)  # a connection closed mid-answer: the async client's ReadError has no text of its own
+        shown, said = (without_password(url), said.replace(url, without_password(url))) if url else ("", said)
         said = f"{type(err).__name__}: {said}" if said else type(err).__name__
         raise ApiServerError(f"lost the Prefect API at {shown} {which} {doing}: {said}; {then}") from None

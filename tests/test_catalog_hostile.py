@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -681,3 +683,32 @@ def test_a_file_whose_headers_are_trickled_is_given_up_once_the_time_for_an_answ
     assert took < 7
     assert reports["aws"].state == reports["runpod"].state == "loaded"
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+
+def test_a_connection_reset_mid_file_is_said_with_its_reason(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == "offers"]
+
+    def reset(handler: SimpleHTTPRequestHandler) -> bool:  # half the file, then a TCP reset
+        if not handler.path.startswith("/lambda.offers."):
+            return False
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(entry["bytes"]))
+        handler.end_headers()
+        handler.wfile.write((folder / entry["name"]).read_bytes()[:entry["bytes"] // 2])
+        handler.wfile.flush()
+        time.sleep(0.2)
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        handler.connection.close()
+        handler.close_connection = True
+        return True
+
+    monkeypatch.setattr(catalog, "WAIT_MAX_S", 0.1)
+    b = tmp_path / "b.duckdb"
+    with serving(folder, reset) as url:
+        reports = {r.provider: r for r in pull(b, url)}
+    # the async client's ReadError has no text of its own: it had read "ReadError from <url>:  (asked 3 times)"
+    assert reports["lambda"].detail == (f"{entry['name']}: ReadError from {url}/{entry['name']}: [Errno 104] "
+                                        "Connection reset by peer (asked 3 times)")
+    assert reports["aws"].state == reports["runpod"].state == "loaded"

@@ -179,6 +179,15 @@ def test_an_api_connection_closed_mid_answer_is_said_without_an_empty_reason() -
             raise httpx.ReadError("")
     assert str(raised.value) == ("lost the Prefect API at http://127.0.0.1:4200/api (PREFECT_API_URL) while serving: "
                                  "ReadError; serving stopped")
+    with pytest.raises(prefect_api.ApiServerError) as raised:  # the reason is in the chain behind it
+        with prefect_api.api_lost_said("http://127.0.0.1:4200/api", "(PREFECT_API_URL)", "while serving",
+                                       "serving stopped"):
+            try:
+                raise ConnectionResetError(104, "Connection reset by peer")
+            except ConnectionResetError as reset:
+                raise httpx.ReadError("") from reset
+    assert str(raised.value) == ("lost the Prefect API at http://127.0.0.1:4200/api (PREFECT_API_URL) while serving: "
+                                 "ReadError: [Errno 104] Connection reset by peer; serving stopped")
 
 
 def test_a_server_that_exits_is_retried_then_said_in_one_line() -> None:

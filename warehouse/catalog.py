@@ -31,8 +31,8 @@ from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, WarehouseError, close_writer, damaged_error, db_path, first_error, load_outcome, merge_time,
-    new_id, open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
+    AnomalyPolicy, WarehouseError, close_writer, damaged_error, db_path, error_text, first_error, load_outcome,
+    merge_time, new_id, open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
 )
 from gpuledger.warehouse.validators import keep_validators
 
@@ -361,7 +361,7 @@ async def _download(client: httpx.AsyncClient, name: str, url: str, limit: int, 
             where = shown(str(err.request.url))  # the request that failed, a redirect's perhaps
         except (AttributeError, RuntimeError):  # none made (InvalidURL)
             where = shown(url)
-        said = f"{name}: {type(err).__name__} from {where}: {err}"
+        said = f"{name}: {type(err).__name__} from {where}" + (f": {text}" if (text := error_text(err)) else "")
         raise (HostBusy(f"{said} (asked {ATTEMPTS} times)") if isinstance(err, httpx.TransportError)
                else CatalogError(said)) from None
     except OSError as err:

@@ -679,6 +679,19 @@ def first_error(err: BaseException) -> BaseException:
     return first
 
 
+def error_text(err: BaseException) -> str:
+    """`err`'s text, else the first text in the chain behind it ('' when none says anything): under an async
+    client httpx's ReadError has none of its own, its cause says '[Errno 104] Connection reset by peer'."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if str(cause):
+            return str(cause)
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return ""
+
+
 def root_cause(err: BaseException) -> str:
     """The first error of a chain, in one line."""
     first = first_error(err)
