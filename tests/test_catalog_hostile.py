@@ -712,3 +712,17 @@ def test_a_connection_reset_mid_file_is_said_with_its_reason(
     assert reports["lambda"].detail == (f"{entry['name']}: ReadError from {url}/{entry['name']}: [Errno 104] "
                                         "Connection reset by peer (asked 3 times)")
     assert reports["aws"].state == reports["runpod"].state == "loaded"
+
+
+def test_a_host_that_refuses_the_connection_is_named_with_the_reason_under_the_clients_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(catalog, "WAIT_MAX_S", 0.1)
+    with pytest.raises(catalog.CatalogError) as raised:
+        pull(tmp_path / "b.duckdb", f"http://127.0.0.1:{port}/catalog")
+    # the async client's own text is "All connection attempts failed"; the OSError under it says why
+    assert re.fullmatch(rf"manifest\.json: ConnectError from http://127\.0\.0\.1:{port}/catalog/manifest\.json: "
+                        r"\[Errno 111\] [^\n]+ \(asked 3 times\)", str(raised.value)), str(raised.value)
+    assert not (tmp_path / "b.duckdb").exists()

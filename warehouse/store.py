@@ -680,16 +680,16 @@ def first_error(err: BaseException) -> BaseException:
 
 
 def error_text(err: BaseException) -> str:
-    """`err`'s text, else the first text in the chain behind it ('' when none says anything): under an async
-    client httpx's ReadError has none of its own, its cause says '[Errno 104] Connection reset by peer'."""
-    seen: set[int] = set()
+    """The text of the deepest error of `err`'s chain that has one ('' when none does): under an async client
+    httpx's ReadError has no text, its cause says '[Errno 104] Connection reset by peer', and its ConnectError
+    says 'All connection attempts failed' where the OSError under it names the address refused."""
+    text, seen = "", set()
     cause: BaseException | None = err
     while cause is not None and id(cause) not in seen:
-        if str(cause):
-            return str(cause)
+        text = str(cause) or text
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
-    return ""
+    return text
 
 
 def root_cause(err: BaseException) -> str:
