@@ -232,7 +232,6 @@ def api_lost_said(url: str | None, which: str, doing: str = "during the flow run
         yield
     except httpx.TransportError as err:
         from gpuledger.warehouse.catalog import shown as without_password
-
         from gpuledger.warehouse.store import error_text
 
         said = error_text(err)  # a connection closed mid-answer: the async client's ReadError has no text of its own
