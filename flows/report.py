@@ -27,7 +27,8 @@ from gpuledger.warehouse.freshness import (
 from gpuledger.warehouse.offer_filter import VRAM_SQL
 from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.recommend import (
-    DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS, HOURS_PER_MONTH, MAX_TOKENS, RecommendRequest, recommend, tiered_egress_cost,
+    DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS, HOURS_PER_MONTH, MAX_TOKENS, RecommendRequest, recommend,
+    tiered_egress_cost,
 )
 from gpuledger.warehouse.store import open_reader
 

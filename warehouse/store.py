@@ -670,26 +670,26 @@ def load_side_tables(con: duckdb.DuckDBPyConnection, outcome: ScrapeOutcome, run
     availability.record(con, outcome, run_id, notes)
 
 
+def _chain(err: BaseException) -> list[BaseException]:
+    """`err` and each error behind it (its cause, else its context), each once."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and cause not in chain:  # an exception equals only itself
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
 def first_error(err: BaseException) -> BaseException:
     """The first error of the chain `err` ends: a failed rollback must not hide a full disk."""
-    first, seen = err, {id(err)}
-    while (nxt := first.__cause__ or first.__context__) is not None and id(nxt) not in seen:
-        seen.add(id(nxt))
-        first = nxt
-    return first
+    return _chain(err)[-1]
 
 
 def error_text(err: BaseException) -> str:
     """The text of the deepest error of `err`'s chain that has one ('' when none does): under an async client
     httpx's ReadError has no text, its cause says '[Errno 104] Connection reset by peer', and its ConnectError
     says 'All connection attempts failed' where the OSError under it names the address refused."""
-    text, seen = "", set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        text = str(cause) or text
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return text
+    return next((str(e) for e in reversed(_chain(err)) if str(e)), "")
 
 
 def root_cause(err: BaseException) -> str:
