@@ -23,7 +23,8 @@ from gpuledger.adapters.base import (
 )
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
-from gpuledger.adapters.retry import AttemptsSpent, retry_after_s
+from gpuledger.adapters.retry import AttemptsSpent
+from gpuledger.retry_after import retry_after_s
 from gpuledger.warehouse.availability import add_observation
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option

@@ -3,34 +3,13 @@ google-api-core's Retry, botocore's `standard` mode and scrapy's RETRY_TIMES (sp
 
 from __future__ import annotations
 
-import email.utils
-import math
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from tenacity import (
     RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_random_exponential,
 )
-
-
-def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds a Retry-After header asks for (delay-seconds or an HTTP date), never negative; None
-    when absent or unreadable."""
-    text = (value or "").strip()
-    try:
-        seconds = float(text)
-        return None if math.isnan(seconds) else max(0.0, seconds)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
 class RetryableAnswer(Exception):

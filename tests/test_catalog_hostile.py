@@ -5,6 +5,7 @@ refused one changes. `gpuledger publish` over a previous catalog whose files are
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import functools
 import hashlib
 import json
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -645,6 +646,30 @@ def test_a_busy_host_is_asked_again_and_one_that_stays_busy_or_says_not_found_is
         assert (code, len(asked)) == (2, times), said
         assert said.strip() == (f"error: manifest.json: HTTP {status} from {url}/manifest.json"
                                 + (" (asked 3 times)" if status == 503 else ""))
+
+
+def test_a_retry_after_given_as_an_http_date_is_waited_until_that_date(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    # RFC 9110 lets Retry-After be a date: it was read as no wait asked, and the file waited the 2 s backoff
+    in_ten_minutes = email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(minutes=10), usegmt=True)
+    assert 595 < catalog.HostBusy("busy", in_ten_minutes).retry_after <= 600
+    asked_at: list[float] = []
+
+    def busy_until_a_past_date(handler: SimpleHTTPRequestHandler) -> bool:
+        if handler.path.lstrip("/") != MANIFEST:
+            return False
+        asked_at.append(time.monotonic())
+        if len(asked_at) > 1:
+            return False
+        handler.send_response(503)
+        handler.send_header("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT")
+        handler.end_headers()
+        return True
+
+    with serving(published[1], busy_until_a_past_date) as url:
+        code, said = cli("pull", url, "--db", str(tmp_path / "b.duckdb"), "--format", "csv")
+    assert code == 0 and "lambda,loaded," in said, said
+    assert len(asked_at) == 2 and asked_at[1] - asked_at[0] < 1.5  # the date is past: asked again at once
 
 
 def test_a_file_whose_headers_are_trickled_is_given_up_once_the_time_for_an_answer_is_over(

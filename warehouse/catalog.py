@@ -27,6 +27,7 @@ from anyio.from_thread import start_blocking_portal
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from gpuledger import __version__
+from gpuledger.retry_after import retry_after_s
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
@@ -47,7 +48,7 @@ TIMEOUT_S = 60.0
 MIN_RATE = 16 << 10  # bytes a second: a download slower than this (beyond TIMEOUT_S) is a server trickling
 CATALOG_KEY = "catalog"  # fetch_validators key: the files of a provider's last pull
 # A host busy or restarting (a CDN's 503, a rate limit's 429) or a dropped connection: each download is tried
-# ATTEMPTS times, waiting its Retry-After (in seconds) or 2, 4 s, at most WAIT_MAX_S.
+# ATTEMPTS times, waiting its Retry-After (seconds or an HTTP date) or 2, 4 s, at most WAIT_MAX_S.
 BUSY = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS, WAIT_MAX_S = 3, 30.0
 NAME = re.compile(r"([a-z0-9_]+)\.([a-z_]+)\.\d{8}T\d{6}Z(-\d+)*\.parquet")
@@ -74,7 +75,7 @@ class HostBusy(CatalogError):
 
     def __init__(self, message: str, retry_after: str | None = None) -> None:
         super().__init__(message)
-        self.retry_after = float(retry_after) if retry_after and retry_after.strip().isdigit() else None
+        self.retry_after = retry_after_s(retry_after)
 
 
 def _wait_s(state: RetryCallState) -> float:
