@@ -218,9 +218,7 @@ def next_page_link(doc: dict[str, Any]) -> str | None:
 @dataclass(frozen=True)
 class Page:
     items: list[dict[str, Any]]
-    next_link: str | None
     count: int | None
-    billing_currency: str | None
 
 
 @drift_guard("azure: Retail Prices page")
@@ -230,8 +228,7 @@ def parse_page(doc: Any, what: str) -> Page:
         keys = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
         raise SchemaDriftError(f"azure: {what} page lacks Items/NextPageLink (got {keys})")
     count = doc.get("Count")
-    return Page(items=doc["Items"], next_link=doc.get("NextPageLink") or None,
-                count=count if isinstance(count, int) else None, billing_currency=doc.get("BillingCurrency"))
+    return Page(items=doc["Items"], count=count if isinstance(count, int) else None)
 
 
 REQUIRED_ITEM_FIELDS = ("currencyCode", "retailPrice", "armRegionName", "meterName", "productName",
