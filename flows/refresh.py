@@ -182,7 +182,8 @@ def nightly_refresh(db: str | None = None, providers: Sequence[str] | None = Non
     refresh_id = new_id("refresh")
     folder = pending.pending_dir(db_path(db)) / refresh_id
     # the lock names this refresh's id: `status` tells its saved results from a stopped refresh's
-    with cadence.refresh_lock_within(db, lock_wait_s, doing=f"refresh {refresh_id}"), stop_on_signals() as stopper, ExitStack() as replaying:
+    with (cadence.refresh_lock_within(db, lock_wait_s, doing=f"refresh {refresh_id}"),
+          stop_on_signals() as stopper, ExitStack() as replaying):
         urls: dict[str, str] = {}
         settings: dict[str, dict[str, Any]] = {}
         if replay and names and replay_endpoints:

@@ -51,7 +51,8 @@ _MINUS = ("-", "\u2212")
 _SIGNED_AFTER_SYMBOL = re.compile(r"(US\$|\$|€|£|¥|₹)\s*[-\u2212]\s*[0-9]")
 _THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?")
 _RANGE_AFTER = re.compile(r"\s*(/\s*[a-z-]+\s*)?([-–—]|to\b)\s*(US\$|\$|€|£|¥|₹)?\s*[0-9]", re.I)
-_MONEY = re.compile(r"(US\$|\$|€|£|¥|₹)\s*([0-9][0-9,]*(?:\.[0-9]+)?)|([0-9][0-9,]*(?:\.[0-9]+)?)\s*(USD|EUR|GBP)\b")
+_MONEY = re.compile(r"(US\$|\$|€|£|¥|₹)\s*([0-9][0-9,]*(?:\.[0-9]+)?)"
+                    r"|([0-9][0-9,]*(?:\.[0-9]+)?)\s*(USD|EUR|GBP)\b")
 
 
 def clean_text(text: str | None) -> str:

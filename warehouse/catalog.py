@@ -538,8 +538,8 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
                 "where valid_to < valid_from or next_from is not null and (valid_to is null or next_from < valid_to)",
                 p).fetchall()
             if overlapping:  # a segment's versions laid over the others: two prices of one offer at once
-                raise CatalogError(f"{provider}: not loaded, nothing of it changed: {overlapping} of its {spec.history} "
-                                   "versions end before they start or overlap the next")
+                raise CatalogError(f"{provider}: not loaded, nothing of it changed: {overlapping} of its "
+                                   f"{spec.history} versions end before they start or overlap the next")
         offers = con.execute("select count(*) from offers where provider = $p", p).fetchall()[0][0]
         run_id = str(entry.get("run_id") or new_id(f"run-{provider}"))
         [other] = con.execute("select min(provider) from scrape_runs where run_id = ? and provider <> ?",

@@ -16,7 +16,8 @@ VRAM_SQL = ("case when o.gpu_count < 1 then coalesce(o.gpu_memory_gb, o.gpu_memo
 RECLAIMABLE_SQL = "o.purchase_option in ('spot', 'low_priority', 'interruptible')"
 NAMES_SQL = {
     "GPU": "select gpu_model from gpu_models union select family from gpu_models",
-    "provider": "select provider from providers union select provider from scrape_runs union select provider from offers",
+    "provider": "select provider from providers union select provider from scrape_runs "
+                "union select provider from offers",
     "region": "select distinct region from offers",
 }
 
@@ -79,7 +80,8 @@ class OfferFilter:
         parts: list[str] = [] if self.commitments else ["o.term_months is null"]
         params: dict[str, Any] = {}
         if self.gpu:
-            parts.append("(o.gpu_model = $gpu or o.gpu_model in (select gpu_model from gpu_models where family = $gpu))")
+            parts.append("(o.gpu_model = $gpu "
+                         "or o.gpu_model in (select gpu_model from gpu_models where family = $gpu))")
             params["gpu"] = self.gpu
         if self.spot is True:
             parts.append(RECLAIMABLE_SQL)

@@ -407,7 +407,8 @@ class Batch:
             why = describe_validation_error(err) if isinstance(err, ValidationError) else err
             self.quarantine(kind, ref, f"contract: {why}", raw)
             return False
-        {"offer": self.offers, "egress": self.egress, "storage": self.storage}[kind].append(record)  # type: ignore[arg-type]
+        records = {"offer": self.offers, "egress": self.egress, "storage": self.storage}[kind]
+        records.append(record)  # type: ignore[arg-type]
         return True
 
     def add_row(self, kind: str, model: type[BaseModel], rows: list[Any], ref: str, raw: Any,

@@ -353,7 +353,8 @@ _V7_RISK_SOURCE = """case
         when provider = 'vastai' and reliability is not null then 'vastai_host_reliability'
         when provider = 'vastai' then 'unpublished'
         when purchase_option = 'on_demand' or term_months is not null then 'not_interruptible'
-        when provider = 'aws' and interruption_risk in ('<5%', '5-10%', '10-15%', '15-20%', '>20%') then 'aws_spot_advisor'
+        when provider = 'aws' and interruption_risk in ('<5%', '5-10%', '10-15%', '15-20%', '>20%')
+            then 'aws_spot_advisor'
         when provider = 'runpod' and purchase_option = 'interruptible'
              and availability_level in ('high', 'medium', 'low', 'none') then 'runpod_stock_status'
         else 'unpublished' end"""

@@ -44,7 +44,8 @@ class Settings(BaseSettings):
     # held back at that version (the provider's other offers load): warehouse.store.hold_back_offer_jumps.
     offer_anomaly_factor: float = Field(default=5.0, gt=1)
     task_timeout_s: float = Field(default=1800.0, gt=0)
-    task_retries: int = Field(default=2, ge=0)  # Prefect retries of a live provider task that crashed (not a SourceError)
+    # Prefect retries of a live provider task that crashed (not a SourceError)
+    task_retries: int = Field(default=2, ge=0)
     task_runner: str = "thread"  # thread | dask (checked where the runner is made, with its own message)
     dask_address: str = ""
     dask_workers: int | None = Field(default=None, ge=1)
@@ -58,7 +59,8 @@ class Settings(BaseSettings):
     hyperstack_render_timeout_s: float | None = Field(default=None, gt=0)  # None: 10 s under replay, 30 s live
 
     # -- API sources --------------------------------------------------------------------------
-    aws_regions: str | None = None  # "all" or a comma list; None: the enabled commercial regions (live), all recorded (replay)
+    # "all" or a comma list; None: the enabled commercial regions (live), all recorded (replay)
+    aws_regions: str | None = None
     aws_price_source: Literal["auto", "bulk", "api"] = "auto"
     aws_ec2_api: Literal["auto", "off"] = "auto"
     aws_concurrency: int = Field(default=4, ge=1)
