@@ -607,6 +607,21 @@ def test_sigterm_during_a_publish_is_one_line_and_leaves_no_folder_it_made(
     assert list(tmp_path.iterdir()) == [ready]
 
 
+def test_a_publish_that_fails_into_the_previous_catalog_leaves_it_as_it_was(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the files a failed publish had written stayed beside the catalog, listed by no manifest, until the next
+    # publish: a release uploaded from the folder carried them
+    folder, manifest = copied(published, tmp_path)
+    lambda_entry = manifest["providers"]["lambda"]  # published from a scrape before this warehouse's: written again
+    lambda_entry["started_at"] = (datetime.fromisoformat(lambda_entry["started_at"]) - timedelta(days=1)).isoformat()
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    monkeypatch.setattr(catalog, "MAX_FILES", 2)  # fewer than any catalog's files, however far they are folded
+    code, said = cli("publish", str(folder), "--db", str(published[0]))
+    assert (code, said.strip()) == (2, f"error: cannot publish into {folder}: its files would be more than 1")
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+
+
 def test_a_busy_host_is_asked_again_and_one_that_stays_busy_or_says_not_found_is_not_waited_on(
         published: tuple[Path, Path], tmp_path: Path) -> None:
     # A CDN's 503 (GitHub's release assets redirect to one) refused the catalog at once: the nightly that

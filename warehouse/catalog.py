@@ -160,18 +160,39 @@ def _write(con: duckdb.DuckDBPyConnection, folder: Path, name: str, table: str, 
 def publish(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime | None = None) -> dict[str, str]:
     """Publish the warehouse open on `con` into `folder` (empty, or holding the previous catalog):
     provider -> "published" or "kept" (nothing later of it). Raises CatalogError. A failed publish leaves
-    no folder it made, nor the files it wrote there (unless a publish into it at the same time has written
-    a catalog there)."""
+    no folder it made, nor a file it wrote that the manifest there does not list (a publish into it at the
+    same time may have listed it)."""
     made = missing_folders(folder)[-1:]  # the first folder it makes, if any
+    now = now or utcnow()
+    stamp, n = now.strftime("%Y%m%dT%H%M%SZ"), 1  # in the name of every file this publish writes
+    while any(folder.glob(f"*.{stamp}.parquet")):
+        n += 1
+        stamp = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{n}"
     try:
-        return _publish_into(con, folder, now or utcnow())
+        return _publish_into(con, folder, now, stamp)
     except BaseException:
         if made and not (folder / MANIFEST).exists():
             shutil.rmtree(made[0], ignore_errors=True)
+        else:
+            _remove_unlisted(folder, stamp)
         raise
 
 
-def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -> dict[str, str]:
+def _remove_unlisted(folder: Path, stamp: str) -> None:
+    """Remove the files a failed publish wrote (named with its `stamp`, a folded segment's `<stamp>-0`) that the
+    manifest in `folder` does not list."""
+    manifest = folder / MANIFEST
+    try:
+        listed = {f["name"] for e in (read_manifest(manifest.read_bytes(), str(manifest))["providers"].values()
+                                      if manifest.exists() else ()) for f in e["files"]}
+        for path in [*folder.glob(f"*.{stamp}.parquet"), *folder.glob(f"*.{stamp}-0.parquet")]:
+            if path.name not in listed:
+                path.unlink()
+    except (OSError, CatalogError, KeyError, TypeError, AttributeError):
+        pass  # the publish's own error is what the user reads; what is left goes at the next publish
+
+
+def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime, stamp: str) -> dict[str, str]:
     try:
         con.execute("set TimeZone = 'UTC'")
         runs = {p: (run_id, started, finished) for p, run_id, started, finished in con.execute(
@@ -193,10 +214,6 @@ def _publish_into(con: duckdb.DuckDBPyConnection, folder: Path, now: datetime) -
                 before = read_manifest((folder / MANIFEST).read_bytes(), str(folder / MANIFEST))
             except CatalogError as err:
                 raise CatalogError(f"cannot publish into {folder}: {err}") from None
-        stamp, n = now.strftime("%Y%m%dT%H%M%SZ"), 1
-        while any(folder.glob(f"*.{stamp}.parquet")):
-            n += 1
-            stamp = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{n}"
         marks = {p: {t: _iso(mark) for t, mark in _marks(con, p).items()} for p in providers}
         kept = {p for p in providers if (prev := before["providers"].get(p)) and (
             _time(prev["started_at"]) > runs[p][1] or _time(prev["started_at"]) == runs[p][1]
