@@ -92,9 +92,13 @@ def cancellable_reader(db: Path | None, what: str, outcome: str = "nothing was r
 
 STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
 COUNTS = ("offers", "new", "changed", "closed", "quarantined", "egress", "storage")  # the refresh summary's
+SUMMARY_COLUMNS = ("provider", "state", *COUNTS, "error", "degraded", "notes")
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _print_summary(summary: dict[str, Any], output: str = "table") -> None:
+    if output != "table":  # every provider's line, its error, enrichments lost and notes in it, on standard output
+        emit(SUMMARY_COLUMNS, [[p[c] for c in SUMMARY_COLUMNS] for p in summary["providers"]], output)
+        return
     # Columns one space apart, no outer border: 80 columns hold the longest provider name and six-digit counts.
     t = Table(title=literal(f"refresh {summary['refresh_id']}"), box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
     for col in ("provider", "state", *COUNTS):
@@ -129,6 +133,8 @@ def refresh(
     resume: bool = typer.Option(False, "--resume", help="Only merge the results an earlier refresh fetched but "
                                 "could not write (kept beside the warehouse); fetch nothing."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Fetch prices from the providers and merge them into the warehouse.
 
@@ -144,6 +150,7 @@ def refresh(
     _setup_logging(verbose)
     from gpuledger.flows.refresh import resolve_providers
 
+    output = chosen(fmt, as_json)
     if recordings and not replay:
         raise fail("--recordings goes with --replay", 2)
     if replay_endpoints and (not replay or recordings):
@@ -159,22 +166,21 @@ def refresh(
         raise fail("--resume fetches nothing: it goes without --provider and --replay", 2)
     accept_anomaly = accepted_anomalies(accept_anomaly)
 
-    if resume and not pending.pending_dir(db_path(db)).exists():  # said at once, Prefect not started
-        check_warehouse_file(db)
-        console.print("nothing waiting to be merged", highlight=False)
-        return
-
     def prepare() -> list[str]:
         wanted = [] if resume else resolve_providers(provider)
         return _check_recordings(replay and not replay_endpoints, recordings, wanted, named=bool(provider))
 
-    summary = _run_refresh(db, prepare, True, replay=replay,
-                           recordings=str(recordings) if recordings else None, accept_anomaly=accept_anomaly,
-                           resume=resume, replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
+    if resume and not pending.pending_dir(db_path(db)).exists():  # said at once, Prefect not started
+        check_warehouse_file(db)
+        summary: dict[str, Any] = {"providers": [], "ok": True}
+    else:
+        summary = _run_refresh(db, prepare, True, replay=replay,
+                               recordings=str(recordings) if recordings else None, accept_anomaly=accept_anomaly,
+                               resume=resume, replay_endpoints=str(replay_endpoints) if replay_endpoints else None)
     if resume and not summary["providers"]:
         console.print("nothing waiting to be merged", highlight=False)
-        return
-    _print_summary(summary)
+    if summary["providers"] or output != "table":
+        _print_summary(summary, output)
     if not summary["ok"]:
         raise fail(f"failed providers: {', '.join(summary['failed'])}")
 
@@ -260,6 +266,8 @@ def record(
     force: bool = typer.Option(False, "--force", help="Record into OUT_DIR even if it holds files (those of the "
                                "same names are replaced)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also show gpuledger's debug log messages."),
+    fmt: Format = FormatOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """Refresh from the live providers and save every response for later replay.
 
@@ -272,6 +280,8 @@ def record(
     from gpuledger.adapters.replay import holds_recording
     from gpuledger.flows.refresh import check_record_dir, resolve_providers
 
+    output = chosen(fmt, as_json)
+
     def prepare() -> list[str]:
         check_record_dir(str(out_dir), from_recordings is not None, from_recordings and str(from_recordings))
         wanted = _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider),
@@ -281,7 +291,7 @@ def record(
 
     summary = _run_refresh(db, prepare, False, replay=from_recordings is not None,
                            recordings=str(from_recordings) if from_recordings else None, record_dir=str(out_dir))
-    _print_summary(summary)
+    _print_summary(summary, output)
     recorded = [p["provider"] for p in summary["providers"]
                 if p["state"] == "ok" and holds_recording(out_dir / p["provider"])]
     if recorded:
@@ -567,15 +577,19 @@ def status(
 
 
 @app.command()
-def check(db: Optional[Path] = DbOption) -> None:
+def check(db: Optional[Path] = DbOption, fmt: Format = FormatOption, as_json: bool = JsonOption) -> None:
     """Integrity check: schema version, constraints, unique current keys, history consistent with current."""
     from gpuledger.warehouse.check import run_checks
 
+    output = chosen(fmt, as_json)
     with cancellable_reader(db, "the check") as con:
         results = run_checks(con)
-    for r in results:
-        mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
-        out.print(mark, literal(f"{r.name}: {r.detail}", MESSAGE_LIMIT))  # the first offending row may be long
+    if output != "table":
+        emit(["check", "ok", "detail"], [[r.name, r.ok, r.detail] for r in results], output)
+    else:
+        for r in results:
+            mark = literal("ok  ", style="green") if r.ok else literal("FAIL", style="red")
+            out.print(mark, literal(f"{r.name}: {r.detail}", MESSAGE_LIMIT))  # the first offending row may be long
     if not all(r.ok for r in results):
         raise fail(f"{sum(not r.ok for r in results)} integrity check(s) failed")
 

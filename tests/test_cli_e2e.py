@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -15,6 +17,7 @@ from typer.testing import CliRunner
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.flows.cli import app
 from gpuledger.adapters.registry import SOURCES, UNITS
+from gpuledger.warehouse.schema import SCHEMA_VERSION
 from tests.builders import replayed_warehouse, shared_prefect_server
 
 pytestmark = pytest.mark.prefect
@@ -105,6 +108,34 @@ def test_status_and_check(replayed_db: Path) -> None:
     result = runner.invoke(app, ["check", "--db", str(replayed_db)])
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.stdout
+
+
+def test_refresh_and_check_write_their_rows_as_json_or_csv_for_scripts(tmp_path: Path) -> None:
+    """--json / --format csv: a refresh's summary and the check's results on standard output, as status gives
+    its rows. The lambda recording's README: 27 offers, 1 egress and 1 storage record, 0 quarantined."""
+    db = tmp_path / "w.duckdb"
+    result = runner.invoke(app, ["refresh", "--replay", "-p", "lambda", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert row == {"provider": "lambda", "state": "ok", "offers": 27, "new": 27, "changed": 0, "closed": 0,
+                   "quarantined": 0, "egress": 1, "storage": 1, "error": None, "degraded": None,
+                   "notes": ["availability history: 27 of 27 signals stored"]}
+    result = runner.invoke(app, ["refresh", "--replay", "-p", "lambda", "--db", str(db), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    header, line = csv.reader(io.StringIO(result.stdout))
+    assert header == ["provider", "state", "offers", "new", "changed", "closed", "quarantined", "egress", "storage",
+                      "error", "degraded", "notes"]
+    assert line[:11] == ["lambda", "ok", "27", "0", "0", "0", "0", "1", "1", "", ""]  # the same answer: nothing new
+    result = runner.invoke(app, ["refresh", "--resume", "--db", str(db), "--json"])
+    assert (result.exit_code, result.stdout) == (0, "[]\n")  # nothing waiting: no provider merged
+    result = runner.invoke(app, ["check", "--db", str(db), "--json"])
+    checks = json.loads(result.stdout)
+    assert result.exit_code == 0 and len(checks) > 10 and all(c["ok"] is True for c in checks)
+    assert checks[0] == {"check": "schema version", "ok": True,
+                         "detail": f"warehouse at version {SCHEMA_VERSION}, this gpuledger expects {SCHEMA_VERSION}"}
+    # two formats asked for: refused before anything is fetched or made
+    result = runner.invoke(app, ["refresh", "--json", "--format", "csv", "--db", str(tmp_path / "new.duckdb")])
+    assert (result.exit_code, result.stdout) == (2, "") and not (tmp_path / "new.duckdb").exists()
 
 
 def test_export_writes_timestamped_snapshot(replayed_db: Path, tmp_path: Path) -> None:
