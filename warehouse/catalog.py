@@ -188,7 +188,7 @@ def _remove_unlisted(folder: Path, stamp: str) -> None:
         for path in [*folder.glob(f"*.{stamp}.parquet"), *folder.glob(f"*.{stamp}-0.parquet")]:
             if path.name not in listed:
                 path.unlink()
-    except (OSError, CatalogError, KeyError, TypeError, AttributeError):
+    except (OSError, CatalogError, KeyError, TypeError):  # unreadable, or a manifest entry not as written
         pass  # the publish's own error is what the user reads; what is left goes at the next publish
 
 
