@@ -27,7 +27,7 @@ from tenacity import RetryCallState
 from gpuledger.adapters import bounds
 from gpuledger.adapters.replay import Recorder, RecordingProxy, record_boto_client
 from gpuledger.adapters.retry import RetryableAnswer, RetryPolicy
-from gpuledger.retry_after import retry_after_s
+from gpuledger.http_headers import retry_after_s
 from gpuledger.warehouse.records import install_secret_cutter, shortened
 from gpuledger.warehouse.settings import Settings, SettingsError, env_name, load_settings
 

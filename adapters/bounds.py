@@ -10,14 +10,13 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import httpx
 
+from gpuledger.http_headers import ACCEPT_ENCODING, unsafe_coding
+
 T = TypeVar("T")
 MAX_REDIRECTS = 5
 # A streamed body's deadline grows by one second per STREAM_MIN_RATE bytes it delivered.
 STREAM_MIN_RATE = 256 * 1024
 TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-# The codings asked for and read: their decoder (zlib) inflates one read of 64 KiB at a time, to at most about
-# 66 MB. Brotli, or gzip inside gzip, inflates a few KB to gigabytes in one call, before the limit is checked.
-ACCEPT_ENCODING = "gzip, deflate"
 
 
 class AnswerRefused(Exception):
@@ -62,11 +61,9 @@ def open_answer(client: httpx.Client, request: httpx.Request, limit: int) -> htt
             if declared.isdigit() and int(declared) > limit:
                 resp.close()
                 raise AnswerRefused(f"the answer declares {int(declared):,} bytes, over the limit of {limit:,}")
-            coding = resp.headers.get("content-encoding", "")
-            if [c for c in map(str.strip, coding.lower().split(",")) if c not in ("", "identity")] not in (
-                    [], ["gzip"], ["deflate"]):
+            if refused := unsafe_coding(resp.headers.get("content-encoding", "")):
                 resp.close()
-                raise AnswerRefused(f"the answer is encoded as {coding[:40]!r}, not gzip or deflate alone as asked")
+                raise AnswerRefused(refused)
             return resp
         resp.close()
         if origin(following.url) != origin(request.url):

@@ -24,7 +24,7 @@ from gpuledger.adapters.base import (
 from gpuledger.adapters.contract import Enrichment, ProviderSpec
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS
 from gpuledger.adapters.retry import AttemptsSpent
-from gpuledger.retry_after import retry_after_s
+from gpuledger.http_headers import retry_after_s
 from gpuledger.warehouse.availability import add_observation
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts, commitment_option

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import functools
+import gzip
 import hashlib
 import json
 import os
@@ -492,6 +493,31 @@ def test_a_trickled_manifest_is_refused_at_the_least_rate(
     assert code == 2, said
     assert re.fullmatch(rf"error: manifest\.json: [\d,]+ bytes in 1 s from {re.escape(url)}/manifest\.json: slower "
                         r"than 1,048,576 bytes a second, refused", said.strip()), said
+    assert not (tmp_path / "b.duckdb").exists()
+
+
+def test_a_manifest_encoded_as_gzip_inside_gzip_is_refused_unread(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    data = gzip.compress(gzip.compress((published[1] / MANIFEST).read_bytes()))
+    asked = []
+
+    def doubly_gzipped(handler: SimpleHTTPRequestHandler) -> bool:  # a few KB of it may inflate to gigabytes
+        if handler.path != f"/{MANIFEST}":
+            return False
+        asked.append(handler.headers["Accept-Encoding"])
+        handler.send_response(200)
+        handler.send_header("Content-Encoding", "gzip, gzip")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        return True
+
+    with serving(published[1], doubly_gzipped) as url:
+        code, said = cli("pull", url, "--db", str(tmp_path / "b.duckdb"))
+    # before: httpx asked for and decoded any coding it knows (brotli too), a whole read at once, and it loaded
+    assert asked == ["gzip, deflate"]
+    assert (code, said.strip()) == (2, "error: manifest.json: the answer is encoded as 'gzip, gzip', not gzip or "
+                                       f"deflate alone as asked, from {url}/manifest.json: refused")
     assert not (tmp_path / "b.duckdb").exists()
 
 

@@ -18,7 +18,7 @@ import pytest
 from gpuledger.adapters import aws, gcp, lambdalabs
 from gpuledger.adapters.base import SourceContext, SourceError
 from gpuledger.adapters.retry import RetryPolicy
-from gpuledger.retry_after import retry_after_s
+from gpuledger.http_headers import retry_after_s
 
 DOCUMENTED_BOUND = 3  # docs/reliability.md, "Retries": attempts per endpoint per refresh
 

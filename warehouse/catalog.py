@@ -27,7 +27,7 @@ from anyio.from_thread import start_blocking_portal
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from gpuledger import __version__
-from gpuledger.retry_after import retry_after_s
+from gpuledger.http_headers import ACCEPT_ENCODING, retry_after_s, unsafe_coding
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
@@ -341,7 +341,7 @@ def _downloads() -> Iterator[Downloader]:
     """A download function for the pull's files, each run on one event loop in a thread (anyio's portal):
     httpx bounds each read, never a whole answer, and only a cancel scope bounds headers sent a byte at a time."""
     client = httpx.AsyncClient(timeout=TIMEOUT_S, follow_redirects=True, headers={
-        "User-Agent": f"gpuledger/{__version__} (catalog pull)"})
+        "User-Agent": f"gpuledger/{__version__} (catalog pull)", "Accept-Encoding": ACCEPT_ENCODING})
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(client):
         yield functools.partial(portal.call, _download, client)
 
@@ -363,6 +363,8 @@ async def _download(client: httpx.AsyncClient, name: str, url: str, limit: int, 
                 said = f"{name}: HTTP {resp.status_code} from {shown(str(resp.url))}"
                 raise (HostBusy(said + f" (asked {ATTEMPTS} times)", resp.headers.get("retry-after"))
                        if resp.status_code in BUSY else CatalogError(said))
+            if refused := unsafe_coding(resp.headers.get("content-encoding", "")):
+                raise CatalogError(f"{name}: {refused}, from {shown(str(resp.url))}: refused")
             with out.open("wb") as f:
                 async for chunk in resp.aiter_bytes():
                     if f.tell() + len(chunk) > limit:
