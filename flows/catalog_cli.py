@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional
 
 import typer
 
-from gpuledger.adapters.registry import SOURCES
+from gpuledger.adapters.registry import specs
 from gpuledger.flows.literal import labelled, plain
 from gpuledger.flows.ops_cli import DbOption, accepted_anomalies
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, fail, on_ctrl_c
@@ -114,7 +114,7 @@ def pull_command(
         try:
             check_writable(db)
             check_warehouse_file(db)
-            reports = pull(db, source, accept_anomaly, known=SOURCES)
+            reports = pull(db, source, accept_anomaly, known={s.name: s.anomaly.min_row_ratio for s in specs()})
         except (CatalogError, WarehouseError) as err:
             raise fail(str(err), 2) from None
         except KeyboardInterrupt:

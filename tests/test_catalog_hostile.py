@@ -99,10 +99,77 @@ def test_a_file_of_other_types_merged_as_a_scrape_is_refused_naming_it(
     # before: a pyarrow ArrowInvalid traceback, nothing loaded
     code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
     assert code == 1 and "Traceback" not in output
-    assert (f"lambda: refused: {entry['name']}: its values are not those of offers (ArrowInvalid: Failed to parse "
-            "string: 'n/a' as a scalar of type double)") in output.replace("\n", " ")
+    assert (f"lambda: refused: {entry['name']}: the row lambda/us-east-1//gpu_1x_a10/on_demand breaks the offer "
+            "contract: price_per_hour: Input should be a valid number, unable to parse string as a number") in output
     assert "aws,up to date," in output and "runpod,up to date," in output
     assert digests(own) == before
+
+
+A10 = "case when instance_type = 'gpu_1x_a10' and region = 'us-east-1' then {} else {} end"  # one GPU, in USD
+
+
+@pytest.mark.parametrize("table, replace, said", [
+    ("offers", A10.format("'nan'::double", "gpu_count") + " as gpu_count",
+     "values that are not finite numbers (1 in gpu_count)"),
+    ("offers", ", ".join(f"{A10.format('1e-07', c)} as {c}"
+                         for c in ("price_per_hour", "source_price_per_hour", "price_per_gpu_hour")),
+     "the row lambda/us-east-1//gpu_1x_a10/on_demand breaks the offer contract: record: Value error, "
+     "price_per_gpu_hour 1e-07 USD is outside 0.007..22, the plausible range for A10 "
+     "(warehouse/data/plausibility.csv)"),
+    ("offers", f"{A10.format('price_per_gpu_hour / 10', 'price_per_gpu_hour')} as price_per_gpu_hour",
+     "the row lambda/us-east-1//gpu_1x_a10/on_demand gives price_per_gpu_hour 0.129, its other values make it 1.29"),
+    ("storage_prices", "'inf'::double as usd_per_gb_month", "values that are not finite numbers (1 in usd_per_gb_month)"),
+    ("storage_prices", "usd_per_gb_month * 1e6 as usd_per_gb_month, source_usd_per_gb_month * 1e6 as "
+                       "source_usd_per_gb_month",  # Lambda's 0.20 USD per GB-month a million times
+     "the row lambda/global/filesystem breaks the storage contract: record: Value error, usd_per_gb_month 200000.0 "
+     "is not plausible"),
+    ("offer_history", A10.format("'nan'::double", "price_per_hour") + " as price_per_hour",
+     "values that are not finite numbers (1 in price_per_hour)"),
+])
+def test_a_file_whose_values_break_the_record_contract_is_refused_naming_the_row(
+        published: tuple[Path, Path], tmp_path: Path, table: str, replace: str, said: str) -> None:
+    folder, manifest = copied(published, tmp_path)
+    [entry] = [f for f in manifest["providers"]["lambda"]["files"] if f["table"] == table]
+    rewrite(folder, entry, f"select * replace ({replace}) from f")  # its sha256 the manifest's: only its values lie
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    b = tmp_path / "b.duckdb"
+    # before: loaded; NaN passes CHECK (x > 0), `gpuledger check` passed, and show-gpus listed the A10 first
+    code, output = cli("pull", str(folder), "--db", str(b))
+    assert code == 1, output
+    assert f"lambda: refused: {entry['name']}: {said}" in output.replace("\n", " ")
+    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+
+
+def test_a_later_catalog_that_lost_most_of_a_providers_offers_replaces_none_of_them(
+        published: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, manifest = copied(published, tmp_path)
+    b = tmp_path / "b.duckdb"
+    assert cli("pull", str(folder), "--db", str(b))[0] == 0
+    lam = manifest["providers"]["lambda"]
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    lam.update(started_at=now.isoformat(), finished_at=now.isoformat(), run_id="run-truncated")
+    kept = "instance_type = 'gpu_1x_a10' and region = 'us-east-1'"
+    for entry in lam["files"]:  # a publish cut short: one offer left, the other 26 closed in its history
+        if entry["table"] == "offers":
+            rewrite(folder, entry, f"select * from f where {kept}")
+        elif entry["table"] == "offer_history":
+            rewrite(folder, entry, f"select * replace (case when {kept} then valid_to else '{now}'::timestamptz end "
+                                   f"as valid_to, case when {kept} then closed_by_run_id else 'run-truncated' end as "
+                                   "closed_by_run_id) from f")
+            entry.update(through=now.isoformat())
+    [offers] = [f for f in lam["files"] if f["table"] == "offers"]
+    offers["rows"] = 1
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    # before: "lambda,loaded,1,0,0,26": 26 of its 27 offers closed, and `gpuledger check` passed
+    code, output = cli("pull", str(folder), "--db", str(b), "--format", "csv")
+    assert code == 1, output
+    assert ("lambda: refused: not loaded, nothing of it changed: anomaly guard: row count dropped from 27 to 1 "
+            "(below 20% of the last good run) (if this is a real market move, rerun with --accept-anomaly lambda)"
+            ) in output.replace("\n", " ")
+    assert query(b, "select count(*) from offers where provider = 'lambda'") == [(27,)]
+    code, output = cli("pull", str(folder), "--db", str(b), "--accept-anomaly", "lambda", "--format", "csv")
+    assert code == 0 and "lambda,loaded,1,0,0,26," in output.splitlines(), output
+    assert checks_pass(b)
 
 
 def test_a_file_without_an_optional_column_merged_as_a_scrape_loads_it_as_null(
@@ -396,11 +463,14 @@ def test_a_catalog_merged_as_a_scrape_dates_its_changes_at_its_scrape_not_at_the
     lam = manifest["providers"]["lambda"]
     lam.update(started_at=started.isoformat(), finished_at=finished.isoformat())
     [entry] = [f for f in lam["files"] if f["table"] == "offers"]
-    rewrite(folder, entry, "select * replace (case when instance_type = 'gpu_1x_a10' then round(price_per_hour * 1.1, 4) "
-                           "else price_per_hour end as price_per_hour) from f")
+    raised = "case when instance_type = 'gpu_1x_a10' then round(price_per_hour * 1.1, 4) else {} end"  # one GPU, USD
+    rewrite(folder, entry, f"select * replace ({raised.format('price_per_hour')} as price_per_hour, "
+                           f"{raised.format('source_price_per_hour')} as source_price_per_hour, "
+                           f"{raised.format('price_per_gpu_hour')} as price_per_gpu_hour) from f")
     (folder / MANIFEST).write_text(json.dumps(manifest))
     code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
-    assert code == 0 and "lambda,loaded,27,0,2,0,merged as a scrape" in output.splitlines()
+    assert code == 0, output
+    assert "lambda,loaded,27,0,2,0,merged as a scrape" in output.splitlines()
     # before: the A10's new price began, and its old one ended, when the pull ran, not when it was seen (here
     # moments later; a nightly catalog pulled in the evening, hours later); last_seen was the pull's time too
     assert query(own, "select count(*), min(valid_from), max(valid_from) from offer_history where provider = 'lambda' "

@@ -4,6 +4,7 @@ enrichments whose failure costs only themselves."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 
 from gpuledger.adapters import lambdalabs
 from gpuledger.adapters.base import MissingCredentialsError, SourceContext, SourceError, cursor, next_link, page_number
+from gpuledger.warehouse.records import Batch
+from tests.builders import egress, offer
 
 
 def test_an_offer_takes_memory_vendor_and_billing_from_the_canon_and_the_facts() -> None:
@@ -65,6 +68,24 @@ class Pages(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+@pytest.mark.parametrize("kind, row, said", [
+    ("offer", offer("p5", 55.04, local_disk_gb=-1.0), "local_disk_gb: Input should be greater than or equal to 0"),
+    ("offer", offer("p5", 55.04, network_gbps=math.inf), "network_gbps: Input should be a finite number"),
+    ("offer", offer("p5", 55.04, available_count=-1), "available_count: Input should be greater than or equal to 0"),
+    ("egress", egress("us-east-1", [(math.inf, None, 0.09)])[0], "tier_start_gb: Input should be a finite number"),
+    ("egress", egress("us-east-1", [(0, math.inf, 0.09)])[0], "tier_end_gb: Input should be a finite number"),
+    ("storage", dict(region="us-east-1", storage_class="gp3", usd_per_gb_month=80.0, source_currency="USD",
+                     source_usd_per_gb_month=80.0), "usd_per_gb_month 80.0 is not plausible"),
+])
+def test_a_record_with_an_impossible_size_count_or_price_is_quarantined_saying_which(
+        kind: str, row: dict[str, Any], said: str) -> None:
+    b = Batch("acme")
+    # before: each was a valid record; a storage price of $80 per GB-month went into every job's cost
+    assert not (b.offer("r", {}, **row) if kind == "offer" else b.add(kind, "r", {}, **row))
+    [entry] = b.quarantined
+    assert said in entry.reason, entry.reason
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 from urllib.request import url2pathname
 
@@ -24,16 +25,18 @@ import duckdb
 import httpx
 import pyarrow
 from anyio.from_thread import start_blocking_portal
+from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from gpuledger import __version__
 from gpuledger.http_headers import ACCEPT_ENCODING, retry_after_s, unsafe_coding
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
+from gpuledger.warehouse.records import RECORD_TYPES, describe_validation_error
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.store import (
-    AnomalyPolicy, WarehouseError, close_writer, damaged_error, db_path, error_text, first_error, load_outcome,
-    merge_time, new_id, open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
+    AnomalyPolicy, WarehouseError, check_anomalies, close_writer, damaged_error, db_path, error_text, first_error,
+    load_outcome, merge_time, new_id, open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
 )
 from gpuledger.warehouse.validators import keep_validators
 
@@ -402,7 +405,8 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
     if digest != entry["sha256"]:
         raise CatalogError(f"{name}: its sha256 is not the manifest's (the file changed after it was published)")
     try:
-        columns = {r[0] for r in con.execute("describe select * from read_parquet($f)", {"f": str(path)}).fetchall()}
+        described = con.execute("describe select * from read_parquet($f)", {"f": str(path)}).fetchall()
+        columns = {r[0] for r in described}
         rows, others = con.execute("select count(*), count(*) filter (where provider is distinct from $p) "
                                    "from read_parquet($f)", {"f": str(path), "p": provider}).fetchall()[0]
     except duckdb.Error as err:
@@ -418,12 +422,46 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
                              {"f": str(path)}).fetchall()
     if twice:  # loaded, a current key twice (two open versions of one offer), or a history row twice
         raise CatalogError(f"{name}: {twice} of its rows repeat another's {', '.join(key)}")
+    doubles = [r[0] for r in described if r[1] == "DOUBLE"]
+    if doubles:  # NaN passes the tables' CHECK (x > 0): DuckDB orders it above every number
+        [counts] = con.execute(f"select {', '.join(f'count(*) filter (where not isfinite({c}))' for c in doubles)} "
+                               "from read_parquet($f)", {"f": str(path)}).fetchall()
+        if bad := [f"{n} in {c}" for c, n in zip(doubles, counts) if n]:
+            raise CatalogError(f"{name}: values that are not finite numbers ({', '.join(bad)})")
+    if table in CURRENT:
+        _check_records(con, path, name, CURRENT[table].kind, columns)
     if table == "offers":  # a newer publisher's GPU: loaded, its offers would fail `gpuledger check`
         unknown = con.execute("select count(*), min(gpu_model) from read_parquet($f) where gpu_model not in "
                               "(select gpu_model from gpu_models)", {"f": str(path)}).fetchall()[0]
         if unknown[0]:
             raise CatalogError(f"{name}: {unknown[0]} offers of a GPU model this gpuledger does not know "
                                f"({unknown[1]!r}): upgrade gpuledger")
+
+
+def _check_records(con: duckdb.DuckDBPyConnection, path: Path, name: str, kind: str, columns: set[str]) -> None:
+    """Every row of the current table in `path` holds to the record contract a refresh's records meet (a finite,
+    plausible price, its price per GPU-hour that price over its GPUs): the catalog's sha256 proves only that the
+    files are the manifest's, not that its publisher is honest."""
+    model = RECORD_TYPES[kind]
+    fields = [f for f in model.model_fields if f in columns]
+    derived = [f for f in model.model_computed_fields if f in columns]
+    rows = con.execute(f"select {', '.join(fields + derived)} from read_parquet($f)", {"f": str(path)})
+    while batch := rows.fetchmany(10_000):
+        for row in batch:
+            given = dict(zip(fields, row))
+            try:  # a null is the field's default, as an optional column a file has not
+                record = model.model_validate({k: v for k, v in given.items() if v is not None})
+            except ValidationError as err:
+                raise CatalogError(f"{name}: the row {record_key(model, given)} breaks the {kind} contract: "
+                                   f"{describe_validation_error(err)}") from None
+            for field, value in zip(derived, row[len(fields):]):
+                if not math.isclose(getattr(record, field), value, rel_tol=1e-9):
+                    raise CatalogError(f"{name}: the row {record_key(model, given)} gives {field} {value}, "
+                                       f"its other values make it {getattr(record, field)}")
+
+
+def record_key(model: Any, row: dict[str, Any]) -> str:
+    return "/".join(str(row.get(k)) for k in model.KEY)
 
 
 def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
@@ -459,7 +497,7 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
 
 def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, download: Downloader | None,
                    provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy,
-                   known: Collection[str] | None) -> PullReport:
+                   known: Mapping[str, float | None] | None) -> PullReport:
     p = {"p": provider}
     files = _entry_files(provider, entry)
     if known is not None and provider not in known:  # a newer publisher's: loaded, its offers would be in no status
@@ -491,14 +529,21 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, downl
         tables = {OUTCOME_TABLES[t]: _scraped(con, t, spec.columns, by_table[t])
                   for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
-                                provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
+                                min_row_ratio=(known or {}).get(provider), provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
                                 notes=[f"pulled from {shown(source)}"])
         # dated at the catalog's scrape, not at the pull, and after every history segment the warehouse holds
         now = max([merge_time(con, provider, outcome.finished_at), *(m for m in marks.values() if m is not None)])
         r = load_outcome(con, outcome, refresh_id, policy, now=now)
         return (PullReport(provider, "loaded", r.rows_loaded, r.new, r.changed, r.closed, "merged as a scrape")
                 if r.state == "ok" else PullReport(provider, "refused", detail=r.error or r.state))
-    return _replicate(con, provider, entry, by_table, digest, refresh_id, source)
+    notes = [f"pulled from {shown(source)}"]
+    if offers or by_table["offers"]:  # a catalog that lost most of a provider's offers replaces none of them
+        incoming = con.sql("select * from read_parquet($f)", params={"f": by_table["offers"]}).to_arrow_table() \
+            if by_table["offers"] else None
+        outcome = ScrapeOutcome(provider, "pull", started, started, min_row_ratio=(known or {}).get(provider))
+        if why := check_anomalies(con, outcome, incoming, policy, notes):
+            raise CatalogError(f"{provider}: not loaded, nothing of it changed: {why}")
+    return _replicate(con, provider, entry, by_table, digest, refresh_id, "; ".join(notes))
 
 
 def _scraped(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], files: list[str]) -> Any:
@@ -514,7 +559,7 @@ def _scraped(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str],
 
 
 def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, Any], by_table: dict[str, list[str]],
-               digest: str, refresh_id: str, source: str) -> PullReport:
+               digest: str, refresh_id: str, notes: str) -> PullReport:
     """The catalog's rows and versions of `provider`, as they are, in one transaction."""
     p, now = {"p": provider}, utcnow()
     con.execute("begin transaction")
@@ -571,7 +616,7 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
             "rows_parsed, rows_loaded, offers_new, offers_changed, offers_closed, notes) "
             "values (?, ?, ?, 'pull', ?, ?, 'ok', ?, ?, ?, ?, ?, ?)",
             [run_id, refresh_id, provider, _time(entry["started_at"]),
-             _time(entry.get("finished_at")), offers, offers, new, changed, closed, f"pulled from {shown(source)}"])
+             _time(entry.get("finished_at")), offers, offers, new, changed, closed, notes])
         if entry.get("facts"):
             upsert_provider_facts(con, {**entry["facts"], "provider": provider}, now)
         keep_validators(con, provider, {CATALOG_KEY: digest}, refresh_id, now)
@@ -606,11 +651,12 @@ def read_manifest(data: bytes, where: str) -> dict[str, Any]:
 
 
 def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequence[str] = (),
-         known: Collection[str] | None = None) -> list[PullReport]:
+         known: Mapping[str, float | None] | None = None) -> list[PullReport]:
     """Load the catalog at `source` (a URL or a folder) into the warehouse at `db`. CatalogError when
     the manifest cannot be read; a provider whose files fail their checks is reported refused.
-    `accept_anomaly`: providers merged as a scrape even if the anomaly guard objects. `known`: the providers
-    this gpuledger has sources for (the command line passes the registry's); another is refused."""
+    `accept_anomaly`: providers loaded even if the anomaly guard objects. `known`: the providers this gpuledger
+    has sources for, each with its own share of rows below which a load is held back (None: the policy's); the
+    command line passes the registry's. Another provider is refused."""
     from gpuledger.warehouse.snapshot import discard, publish as publish_copy, start_working_copy
 
     url = re.match(r"https?://", source, re.I)

@@ -19,7 +19,7 @@ from gpuledger.warehouse import gpus, interruption
 
 # Above this hourly price a machine is a parsing or unit error (the largest 8-GPU nodes list at $100-$160/h).
 MAX_PLAUSIBLE_PRICE_PER_HOUR_USD = 2_000.0
-MAX_PLAUSIBLE_USD_PER_GB = 10.0
+MAX_PLAUSIBLE_USD_PER_GB = 10.0  # egress per GB, storage per GB-month
 
 
 @functools.cache
@@ -134,9 +134,9 @@ class Offer(_Record):
 
     vcpus: float | None = None
     ram_gb: float | None = None
-    local_disk_gb: float | None = None
+    local_disk_gb: float | None = Field(None, ge=0, allow_inf_nan=False)
     interconnect: str | None = None  # intra-node GPU link: "NVSwitch", "NVLink", "PCIe"
-    network_gbps: float | None = None
+    network_gbps: float | None = Field(None, ge=0, allow_inf_nan=False)
     multinode_fabric: str | None = None  # "EFA", "InfiniBand NDR", ...
 
     price_per_hour: float  # USD
@@ -148,7 +148,7 @@ class Offer(_Record):
     minimum_charge_s: int | None = None
 
     available: bool | None = None  # the source says capacity can be had right now
-    available_count: int | None = None
+    available_count: int | None = Field(None, ge=0)
     availability_level: str | None = None  # source's own words: "high", "low", "offered"
     interruption_risk: str | None = None  # e.g. AWS Spot Advisor bucket "<5%"
     spot_savings_pct: float | None = Field(None, allow_inf_nan=False)  # negative when spot costs more
@@ -257,11 +257,11 @@ class EgressPrice(_Record):
     KEY = ("provider", "region", "destination", "tier_start_gb")
 
     destination: EgressDestination
-    tier_start_gb: float = Field(ge=0)
-    tier_end_gb: float | None = None  # None = no upper bound
+    tier_start_gb: float = Field(ge=0, allow_inf_nan=False)
+    tier_end_gb: float | None = Field(None, allow_inf_nan=False)  # None = no upper bound
     usd_per_gb: float = Field(ge=0)
     source_currency: str = Field(min_length=3, max_length=3)
-    source_usd_per_gb: float = Field(ge=0)
+    source_usd_per_gb: float = Field(ge=0, allow_inf_nan=False)
     description: str = ""
 
     @model_validator(mode="after")
@@ -283,6 +283,12 @@ class StoragePrice(_Record):
     source_currency: str = Field(min_length=3, max_length=3)
     source_usd_per_gb_month: float
     description: str = ""
+
+    @model_validator(mode="after")
+    def _plausible(self) -> "StoragePrice":
+        if self.usd_per_gb_month > MAX_PLAUSIBLE_USD_PER_GB:
+            raise ValueError(f"usd_per_gb_month {self.usd_per_gb_month} is not plausible")
+        return self
 
 
 class Quarantined(BaseModel):
