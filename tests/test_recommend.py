@@ -548,9 +548,9 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
         assert len(rec.candidates) >= 3
         for c in rec.candidates:
             hours = r.hours
-            if c.interruptible and interruption_rate_per_hour(c.interruption_rate_max_pct) is not None:
+            if c.interruptible:  # an unknown rate: its checkpoints and no interruption
                 est = rec.sharded_estimates[int(c.gpus_used)] if c.plan == "sharded" else rec.estimate
-                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_rate_max_pct), 0.5,
+                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_rate_max_pct) or 0.0, 0.5,
                                            restart_hours(est.base_weights_gb, est.checkpoint_gb),
                                            checkpoint_write_hours(est.checkpoint_gb))
                 assert hours > r.hours

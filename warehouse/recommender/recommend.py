@@ -320,9 +320,11 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
 
 
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
-            fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any]:
+            fresh: Iterable[str], facts: OfferFacts
+            ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any, int]:
     """ranking.rank over the request's plans: the top candidates, how many offers fit, the cheaper
-    ones left out and the largest GPU on offer; `fresh` names the providers whose data is fresh."""
+    ones left out, the largest GPU on offer and how many interruptible offers that fit have no published
+    interruption rate; `fresh` names the providers whose data is fresh."""
     from gpuledger.warehouse.recommender import ranking
 
     figures = [ranking.Plan(
@@ -407,8 +409,8 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     if row["interruptible"]:
         rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
         if rate is None:
-            flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
-                         "ranked after offers whose expected cost is known")
+            flags.append(f"interruption rate unknown: cost assumes no interruption (checkpoints every "
+                         f"{request.checkpoint_every_minutes:g} min counted): a lower bound, ranked by it")
         elif row["base_hours"] is not None:
             flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
                          f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
@@ -475,7 +477,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
     facts = ranking.offer_facts(con)  # read once per request (a writable connection keeps no cache)
     offers_per_provider = facts.offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
-    rows, considered, left_out, largest = _ranked(con, request, plans, [p.provider for p in fresh], facts)
+    rows, considered, left_out, largest, rate_unknown = _ranked(con, request, plans, [p.provider for p in fresh], facts)
     shares = obtainable(con, request.as_of, {(r["gpu_model"], r["provider"], r["region"]) for r in rows})
 
     top: list[Candidate] = []
@@ -502,6 +504,10 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
                      f"{request.max_age_hours:g} h, or none): " + ", ".join(p.provider for p in stale))
     if not request.spot:
         notes.append("on-demand only; --spot adds spot/interruptible offers (marked)")
+    if rate_unknown:
+        notes.append(f"interruptible offers with no published interruption rate: {rate_unknown} of the {considered} "
+                     "that fit, each costed with its checkpoints and no interruption (a lower bound) and ranked by "
+                     "that cost")
     for o in left_out:
         notes.append(f"left out, cheaper by the hour: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
                      f"{o['gpu_model']}, ${o['price_per_hour']:,.2f}/h): {o['reason']}")
