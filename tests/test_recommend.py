@@ -379,6 +379,25 @@ def test_a_minimum_charge_longer_than_a_run_is_paid_once_for_the_job(tmp_path: P
     assert not any("bills at least" in f for f in a100.flags)
 
 
+def test_a_short_run_billed_per_started_hour_says_each_run_pays_the_hour(con) -> None:
+    # perhour bills per started hour with a 1-hour minimum: three 20-minute runs on its $0.35/h RTX 4090 are
+    # three hours, $1.05, as each run is its own rental. before: the row said "perhour bills at least 1 h a
+    # rental: the 3 runs are costed back to back in one rental that pays it once", which would be one hour.
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", hours=1 / 3, runs=3, top=100))
+    c = next(x for x in rec.candidates if (x.provider, x.instance_type) == ("perhour", "4090.1"))
+    assert (c.cost.compute_usd, c.cost.billed_seconds_per_run) == (pytest.approx(3 * 0.35), 3600)
+    assert "perhour bills per started 1 h: each of the 3 runs of 0.33 h is billed as 1 h (machines are deleted " \
+           "between runs)" in c.flags
+    assert not any("bills at least" in f for f in c.flags)
+    one = recommend(con, req(method="qlora", model="llama-3-8b", hours=1 / 3, top=100))
+    c = next(x for x in one.candidates if (x.provider, x.instance_type) == ("perhour", "4090.1"))
+    assert c.cost.compute_usd == pytest.approx(0.35)
+    assert "perhour bills per started 1 h: the run's 0.33 h are billed as 1 h" in c.flags
+    # A per-second provider's 20-minute runs pay their seconds: no such flag.
+    a100 = next(x for x in rec.candidates if (x.provider, x.instance_type) == ("persec", "a100.1"))
+    assert not any("bills" in f for f in a100.flags)
+
+
 def test_nodes_are_joined_at_the_fabric_speed_the_source_states(tmp_path: Path) -> None:
     # Azure's ND H100 v5 pages state "InfiniBand NDR 8x400 Gb/s" for the fabric while the offer's
     # network_gbps is the front-end Ethernet (24 Gb/s on an ND96amsr A100 v4): across nodes each GPU

@@ -393,12 +393,20 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     if row["plan"] != "single" and row["link_kind"] != "PCIe" and not is_fabric_claim(row["interconnect"]):
         flags.append(f"the source states no {row['link_kind']}; {gpu} ({row['gpu_form_factor']}) modules sit on "
                      f"an {row['link_kind']} baseboard: counted at {row['link_gbs']:g} GB/s per direction")
-    if row["run_hours"] is not None and row["run_hours"] * 3600.0 < row["minimum_s"]:
-        least = _duration(row["minimum_s"])
-        flags.append(f"{row['provider']} bills at least {least} a rental: "
-                     + (f"the {request.runs} runs are costed back to back in one rental that pays it once "
-                        "(separate rentals would pay it each time)" if request.runs > 1 else
-                        f"the run's {row['run_hours']:.2f} h are billed as {least}"))
+    if row["run_hours"] is not None:  # what raised the bill above the runs' hours, as compute_cost bills them
+        gran, hours = row["granularity_s"], f"{row['run_hours']:.2f} h"
+        per_run = billed_seconds(row["run_hours"] * 3600.0, gran, 0)
+        if request.runs * per_run < billed_seconds(0.0, gran, row["minimum_s"]):
+            least = _duration(row["minimum_s"])
+            flags.append(f"{row['provider']} bills at least {least} a rental: "
+                         + (f"the {request.runs} runs are costed back to back in one rental that pays it once "
+                            "(separate rentals would pay it each time)" if request.runs > 1 else
+                            f"the run's {hours} are billed as {least}"))
+        elif row["run_hours"] * 3600.0 < gran:
+            flags.append(f"{row['provider']} bills per started {_duration(gran)}: "
+                         + (f"each of the {request.runs} runs of {hours} is billed as {_duration(per_run)} "
+                            "(machines are deleted between runs)" if request.runs > 1 else
+                            f"the run's {hours} are billed as {_duration(per_run)}"))
     if row["nodes"] > 1 and not (stated_fabric_gbps(row["multinode_fabric"]) or row["network_gbps"]):
         flags.append(f"the source states no speed for its fabric ({row['multinode_fabric']}): "
                      f"{FABRIC_GBS_ASSUMED * 8:g} Gb/s per GPU assumed across nodes")
