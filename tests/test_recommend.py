@@ -642,6 +642,36 @@ def test_a_price_for_every_region_is_the_offers_regions_own(tmp_path: Path) -> N
     con.close()
 
 
+def test_with_nothing_shown_no_offer_is_called_cheaper_by_the_hour(tmp_path: Path) -> None:
+    # An L4 at $1.00/h that fits an 8B QLoRA job, and an H100 node at $50.00/h without capacity.
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("market")
+    add(b, "l4", "L4", 1, 22.35, 1.00, billing_granularity_s=1, minimum_charge_s=0)
+    add(b, "h100.8", "H100-SXM", 8, 80.0, 50.00, available=False, billing_granularity_s=1, minimum_charge_s=0)
+    load(con, b, "market", T0, facts("market", 1, 0))
+    try:
+        # One hour on the L4 is $1.00, over a $0.50 budget. before: with no row shown the H100 node was
+        # named "left out, cheaper by the hour" at $50.00/h.
+        rec = recommend(con, req(method="qlora", model="llama-3-8b", hours=1, budget=0.5))
+        assert rec.nothing_fits and rec.left_out == []
+        assert not any(n.startswith("left out") for n in rec.notes)
+        assert rec.notes[-1] == ("nothing fits within --budget $0.50: the cheapest job that fits costs $1.00 "
+                                 "(market l4, us-east-1)")
+        # Within budget the L4 is shown, and the node, dearer by the hour, is not named.
+        assert [o["instance_type"] for o in recommend(con, req(method="qlora", model="llama-3-8b", hours=1)
+                                                      ).left_out] == []
+        # A 70B QLoRA job (46.1 GiB on one GPU) fits neither: the offers nearest to fitting are named as such,
+        # the L4 with 22.35 x 0.95 = 21.2 GiB usable.
+        none = recommend(con, req(method="qlora", model="llama-3-70b", hours=1))
+        assert none.nothing_fits
+        assert [n for n in none.notes if n.startswith("left out")] == [
+            "left out, nearest to fitting: market l4 (1x L4, $1.00/h): needs 46.1 GiB on one GPU, has 21.2 usable",
+            "left out, nearest to fitting: market h100.8 (8x H100-SXM, $50.00/h): the source reports no capacity "
+            "right now"]
+    finally:
+        con.close()
+
+
 def test_a_budget_that_only_jobs_of_unknown_cost_meet_is_not_called_a_memory_limit(tmp_path: Path) -> None:
     # The only card on offer has no tensor figure: its 8B QLoRA job fits in memory but has no known cost.
     con = open_writer(tmp_path / "w.duckdb")

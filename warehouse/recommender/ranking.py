@@ -245,7 +245,8 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
          fresh: frozenset[str], region_ok: frozenset[str] | None
          ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None, int]:
     """The top candidates as dicts, best first; how many offers fit (after the budget); the offers
-    cheaper by the hour than the first that fit no plan, each with its reason; when nothing fits,
+    cheaper by the hour than the first that fit no plan (the nearest to fitting when no offer fits, none
+    when offers fit but none within the budget), each with its reason; when nothing fits,
     the largest GPU on offer (memory, model); and how many interruptible offers that fit (after the
     budget) have no published interruption rate."""
     c = f.cols
@@ -388,7 +389,9 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     if not out:  # what "nothing fits" names: the largest GPU on offer within the filters and the GPU limit
         on_offer = np.nonzero(ok & (count <= req.max_gpus) & ~np.isnan(mem))[0]
         largest = max(((mem[i], c["gpu_model"][i] or "") for i in on_offer), default=None)
-    return out, considered, _left_out(f, plans, req, considered_offers & (plan_of < 0), out), largest, rate_unknown
+    # Jobs that fit but none shown (over the budget): no offer is shown to be cheaper by the hour than one.
+    excluded = considered_offers & (plan_of < 0) & (bool(out) or n_rows == 0)
+    return out, considered, _left_out(f, plans, req, excluded, out), largest, rate_unknown
 
 
 def _left_out(f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest, excluded: np.ndarray,
