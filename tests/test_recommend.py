@@ -379,6 +379,25 @@ def test_a_minimum_charge_longer_than_a_run_is_paid_once_for_the_job(tmp_path: P
     assert not any("bills at least" in f for f in a100.flags)
 
 
+def test_a_short_run_billed_per_started_hour_says_each_run_pays_the_hour(con) -> None:
+    # perhour bills per started hour with a 1-hour minimum: three 20-minute runs on its $0.35/h RTX 4090 are
+    # three hours, $1.05, as each run is its own rental. before: the row said "perhour bills at least 1 h a
+    # rental: the 3 runs are costed back to back in one rental that pays it once", which would be one hour.
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", hours=1 / 3, runs=3, top=100))
+    c = next(x for x in rec.candidates if (x.provider, x.instance_type) == ("perhour", "4090.1"))
+    assert (c.cost.compute_usd, c.cost.billed_seconds_per_run) == (pytest.approx(3 * 0.35), 3600)
+    assert "perhour bills per started 1 h: each of the 3 runs of 0.33 h is billed as 1 h (machines are deleted " \
+           "between runs)" in c.flags
+    assert not any("bills at least" in f for f in c.flags)
+    one = recommend(con, req(method="qlora", model="llama-3-8b", hours=1 / 3, top=100))
+    c = next(x for x in one.candidates if (x.provider, x.instance_type) == ("perhour", "4090.1"))
+    assert c.cost.compute_usd == pytest.approx(0.35)
+    assert "perhour bills per started 1 h: the run's 0.33 h are billed as 1 h" in c.flags
+    # A per-second provider's 20-minute runs pay their seconds: no such flag.
+    a100 = next(x for x in rec.candidates if (x.provider, x.instance_type) == ("persec", "a100.1"))
+    assert not any("bills" in f for f in a100.flags)
+
+
 def test_nodes_are_joined_at_the_fabric_speed_the_source_states(tmp_path: Path) -> None:
     # Azure's ND H100 v5 pages state "InfiniBand NDR 8x400 Gb/s" for the fabric while the offer's
     # network_gbps is the front-end Ethernet (24 Gb/s on an ND96amsr A100 v4): across nodes each GPU
@@ -548,9 +567,9 @@ def test_ranked_costs_match_the_python_reference(con) -> None:
         assert len(rec.candidates) >= 3
         for c in rec.candidates:
             hours = r.hours
-            if c.interruptible and interruption_rate_per_hour(c.interruption_rate_max_pct) is not None:
+            if c.interruptible:  # an unknown rate: its checkpoints and no interruption
                 est = rec.sharded_estimates[int(c.gpus_used)] if c.plan == "sharded" else rec.estimate
-                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_rate_max_pct), 0.5,
+                hours = expected_run_hours(r.hours, interruption_rate_per_hour(c.interruption_rate_max_pct) or 0.0, 0.5,
                                            restart_hours(est.base_weights_gb, est.checkpoint_gb),
                                            checkpoint_write_hours(est.checkpoint_gb))
                 assert hours > r.hours
@@ -621,6 +640,36 @@ def test_a_price_for_every_region_is_the_offers_regions_own(tmp_path: Path) -> N
     assert c.cost.egress_usd == pytest.approx(3 * e.artifact_gb * 0.01)
     assert not [f for f in c.flags if f.startswith(("no storage price", "no egress price"))], c.flags
     con.close()
+
+
+def test_with_nothing_shown_no_offer_is_called_cheaper_by_the_hour(tmp_path: Path) -> None:
+    # An L4 at $1.00/h that fits an 8B QLoRA job, and an H100 node at $50.00/h without capacity.
+    con = open_writer(tmp_path / "w.duckdb")
+    b = Batch("market")
+    add(b, "l4", "L4", 1, 22.35, 1.00, billing_granularity_s=1, minimum_charge_s=0)
+    add(b, "h100.8", "H100-SXM", 8, 80.0, 50.00, available=False, billing_granularity_s=1, minimum_charge_s=0)
+    load(con, b, "market", T0, facts("market", 1, 0))
+    try:
+        # One hour on the L4 is $1.00, over a $0.50 budget. before: with no row shown the H100 node was
+        # named "left out, cheaper by the hour" at $50.00/h.
+        rec = recommend(con, req(method="qlora", model="llama-3-8b", hours=1, budget=0.5))
+        assert rec.nothing_fits and rec.left_out == []
+        assert not any(n.startswith("left out") for n in rec.notes)
+        assert rec.notes[-1] == ("nothing fits within --budget $0.50: the cheapest job that fits costs $1.00 "
+                                 "(market l4, us-east-1)")
+        # Within budget the L4 is shown, and the node, dearer by the hour, is not named.
+        assert [o["instance_type"] for o in recommend(con, req(method="qlora", model="llama-3-8b", hours=1)
+                                                      ).left_out] == []
+        # A 70B QLoRA job (46.1 GiB on one GPU) fits neither: the offers nearest to fitting are named as such,
+        # the L4 with 22.35 x 0.95 = 21.2 GiB usable.
+        none = recommend(con, req(method="qlora", model="llama-3-70b", hours=1))
+        assert none.nothing_fits
+        assert [n for n in none.notes if n.startswith("left out")] == [
+            "left out, nearest to fitting: market l4 (1x L4, $1.00/h): needs 46.1 GiB on one GPU, has 21.2 usable",
+            "left out, nearest to fitting: market h100.8 (8x H100-SXM, $50.00/h): the source reports no capacity "
+            "right now"]
+    finally:
+        con.close()
 
 
 def test_a_budget_that_only_jobs_of_unknown_cost_meet_is_not_called_a_memory_limit(tmp_path: Path) -> None:

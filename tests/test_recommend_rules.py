@@ -159,14 +159,26 @@ def test_a_small_job_is_said_in_tokens_and_by_is_read_in_any_case() -> None:
     assert RecommendRequest(**job, by=" TIME").by == "time"
 
 
-def test_spot_without_a_published_risk_is_unknown_never_free_of_interruptions(con) -> None:
-    rec = recommend(con, req(method="qlora", model="llama-3-8b", tokens=3e6, spot=True, top=100))
-    spot = next(c for c in rec.candidates if c.interruptible)
-    assert spot.interruption_rate_per_hour is None
-    assert ("interruption risk unknown: cost shown without interruptions (a lower bound), ranked after offers "
-            "whose expected cost is known") in spot.flags
-    # It is the cheapest by its sticker, yet ranked after every offer whose expected cost is known.
-    assert spot.rank == max(c.rank for c in rec.candidates if c.tokens_per_s is not None)
+def test_spot_without_a_published_rate_is_ranked_by_its_cost_without_interruptions(con) -> None:
+    # before: the $0.10/h spot L4, whose source publishes no interruption rate, ranked after every offer
+    # whose expected cost was known, on-demand ones at six times its price included, and --top hid it.
+    rec = recommend(con, req(method="qlora", model="llama-3-8b", hours=2, spot=True, top=3))
+    spot = rec.candidates[0]
+    assert (spot.instance_type, spot.purchase_option, spot.interruption_rate_per_hour) == ("l4.here", "spot", None)
+    # Its 2 h with a checkpoint every 30 min and no interruption: 4 checkpoints of Llama 3 8B's QLoRA adapters
+    # (r 16 on all linear layers: 32 x 16 x 81,920 = 41,943,040 parameters) at 10 bytes each (bf16 + AdamW's 8),
+    # 0.390625 GiB written at 125 MiB/s: 3.2 s each, 7,212.8 s, billed per second as 7,213 s at $0.10/h.
+    assert spot.hours_per_run == pytest.approx(2 + 4 * 3.2 / 3600, rel=1e-12)
+    assert spot.cost.total_usd == pytest.approx(7213 * 0.10 / 3600, rel=1e-12)
+    assert "interruption rate unknown: cost assumes no interruption (checkpoints every 30 min counted): a lower " \
+           "bound, ranked by it" in spot.flags
+    # The 10 offers that fit: 8 nodes and the L4 on demand and spot (the L4 without capacity is left out).
+    assert ("interruptible offers with no published interruption rate: 1 of the 10 that fit, each costed with its "
+            "checkpoints and no interruption (a lower bound) and ranked by that cost") in rec.notes
+    # Without --spot no interruptible offer is considered, and nothing is said of them.
+    on_demand = recommend(con, req(method="qlora", model="llama-3-8b", hours=2, top=100))
+    assert not any(c.interruptible for c in on_demand.candidates)
+    assert not any(n.startswith("interruptible offers") for n in on_demand.notes)
 
 
 def test_zero_offload_lets_70b_full_run_on_8x80gb_when_the_host_ram_holds_the_optimizer(con) -> None:

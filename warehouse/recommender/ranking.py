@@ -243,10 +243,12 @@ def _why_not(row: dict[str, Any], plans: Sequence[Plan], req: RecommendRequest) 
 @np.errstate(invalid="ignore")  # NaN is NULL here: comparing or dividing it is no error
 def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest,
          fresh: frozenset[str], region_ok: frozenset[str] | None
-         ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None]:
+         ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], tuple[float, str] | None, int]:
     """The top candidates as dicts, best first; how many offers fit (after the budget); the offers
-    cheaper by the hour than the first that fit no plan, each with its reason; and, when nothing
-    fits, the largest GPU on offer (memory, model)."""
+    cheaper by the hour than the first that fit no plan (the nearest to fitting when no offer fits, none
+    when offers fit but none within the budget), each with its reason; when nothing fits,
+    the largest GPU on offer (memory, model); and how many interruptible offers that fit (after the
+    budget) have no published interruption rate."""
     c = f.cols
     if len(f.place_tables) > _PLACE_TABLES_KEPT:  # a service's many job sizes: start again, never mid-request
         f.place_tables.clear()
@@ -303,8 +305,9 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
                     np.where(cnt >= 2, _div(_div(col("replica_bytes") * (whole - 1), whole), link * 1e9), 0.0))
     tokens_per_s = np.where(np.isnan(peak) | np.isnan(bw), np.nan, _div(gpus_used * tok, np.fmax(step, comm)))
 
-    # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours)
-    # plus the run's set-up (fixed.setup_seconds); a request's fixed hours include everything.
+    # Hours per run: training (an interruptible run's expected hours, spot.expected_run_hours; without a
+    # published rate, its checkpoints and no interruption: a lower bound) plus the run's set-up
+    # (fixed.setup_seconds); a request's fixed hours include everything.
     ckpt_h = req.checkpoint_every_minutes / 60.0
     setup_s = np.zeros(n_rows) if req.job_tokens is None else setup_seconds(
         c["boot_s"][idx], c["down_gbps"][idx], c["up_gbps"][idx], col("weights_gb"), col("result_gb"))
@@ -312,8 +315,8 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
                   else _div(np.full(n_rows, req.job_tokens), tokens_per_s) / 3600.0)
     rate = c["rate"][idx]
     interruptible = c["interruptible"][idx]
-    expected = expected_run_hours(base_hours, rate, ckpt_h, col("restart_h"), col("write_h"))
-    run_hours = np.where(interruptible & ~np.isnan(rate), expected, base_hours) + setup_s / 3600.0
+    expected = expected_run_hours(base_hours, np.nan_to_num(rate), ckpt_h, col("restart_h"), col("write_h"))
+    run_hours = np.where(interruptible, expected, base_hours) + setup_s / 3600.0
 
     # Billed compute (recommend.compute_cost; a missing increment is already 3600 s): each run rounded up to
     # the increment, the minimum charge once for the job (runs back to back in one rental), billed_s per run.
@@ -340,13 +343,13 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
                            / HOURS_PER_MONTH)
     total = compute_usd + storage_usd + e_usd
     qlora_off_cuda = (req.method == "qlora") & ~c["nvidia"][idx]
-    tier = np.where(np.isnan(run_hours) | (interruptible & np.isnan(rate)), 2,
-                    np.where(~precision_supported | qlora_off_cuda, 1, 0))
+    tier = np.where(np.isnan(run_hours), 2, np.where(~precision_supported | qlora_off_cuda, 1, 0))
     sort_total = _round_half_away(total, 6)
     sort_key = _round_half_away(run_hours, 9) if req.by == "time" else sort_total
     keep = np.ones(n_rows, bool) if req.budget is None else (total <= req.budget)
     sel = np.nonzero(keep)[0]
     considered = len(sel)
+    rate_unknown = int(np.count_nonzero(interruptible[sel] & np.isnan(rate[sel])))
     # One order for all: (slow path, sort key, total, price per hour, key); the row number is the
     # rank of (provider, region, zone, instance type, purchase option). An instance group's best
     # place is its first row in it: within a group the key orders by region, then zone.
@@ -386,7 +389,9 @@ def rank(con: duckdb.DuckDBPyConnection, f: OfferFacts, plans: Sequence[Plan], r
     if not out:  # what "nothing fits" names: the largest GPU on offer within the filters and the GPU limit
         on_offer = np.nonzero(ok & (count <= req.max_gpus) & ~np.isnan(mem))[0]
         largest = max(((mem[i], c["gpu_model"][i] or "") for i in on_offer), default=None)
-    return out, considered, _left_out(f, plans, req, considered_offers & (plan_of < 0), out), largest
+    # Jobs that fit but none shown (over the budget): no offer is shown to be cheaper by the hour than one.
+    excluded = considered_offers & (plan_of < 0) & (bool(out) or n_rows == 0)
+    return out, considered, _left_out(f, plans, req, excluded, out), largest, rate_unknown
 
 
 def _left_out(f: OfferFacts, plans: Sequence[Plan], req: RecommendRequest, excluded: np.ndarray,

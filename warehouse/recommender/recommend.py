@@ -320,9 +320,11 @@ def _freshness(con: duckdb.DuckDBPyConnection, request: RecommendRequest, offers
 
 
 def _ranked(con: duckdb.DuckDBPyConnection, request: RecommendRequest, plans: list[tuple[int, int, MemoryEstimate]],
-            fresh: Iterable[str], facts: OfferFacts) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any]:
+            fresh: Iterable[str], facts: OfferFacts
+            ) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], Any, int]:
     """ranking.rank over the request's plans: the top candidates, how many offers fit, the cheaper
-    ones left out and the largest GPU on offer; `fresh` names the providers whose data is fresh."""
+    ones left out, the largest GPU on offer and how many interruptible offers that fit have no published
+    interruption rate; `fresh` names the providers whose data is fresh."""
     from gpuledger.warehouse.recommender import ranking
 
     figures = [ranking.Plan(
@@ -391,12 +393,20 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     if row["plan"] != "single" and row["link_kind"] != "PCIe" and not is_fabric_claim(row["interconnect"]):
         flags.append(f"the source states no {row['link_kind']}; {gpu} ({row['gpu_form_factor']}) modules sit on "
                      f"an {row['link_kind']} baseboard: counted at {row['link_gbs']:g} GB/s per direction")
-    if row["run_hours"] is not None and row["run_hours"] * 3600.0 < row["minimum_s"]:
-        least = _duration(row["minimum_s"])
-        flags.append(f"{row['provider']} bills at least {least} a rental: "
-                     + (f"the {request.runs} runs are costed back to back in one rental that pays it once "
-                        "(separate rentals would pay it each time)" if request.runs > 1 else
-                        f"the run's {row['run_hours']:.2f} h are billed as {least}"))
+    if row["run_hours"] is not None:  # what raised the bill above the runs' hours, as compute_cost bills them
+        gran, hours = row["granularity_s"], f"{row['run_hours']:.2f} h"
+        per_run = billed_seconds(row["run_hours"] * 3600.0, gran, 0)
+        if request.runs * per_run < billed_seconds(0.0, gran, row["minimum_s"]):
+            least = _duration(row["minimum_s"])
+            flags.append(f"{row['provider']} bills at least {least} a rental: "
+                         + (f"the {request.runs} runs are costed back to back in one rental that pays it once "
+                            "(separate rentals would pay it each time)" if request.runs > 1 else
+                            f"the run's {hours} are billed as {least}"))
+        elif row["run_hours"] * 3600.0 < gran:
+            flags.append(f"{row['provider']} bills per started {_duration(gran)}: "
+                         + (f"each of the {request.runs} runs of {hours} is billed as {_duration(per_run)} "
+                            "(machines are deleted between runs)" if request.runs > 1 else
+                            f"the run's {hours} are billed as {_duration(per_run)}"))
     if row["nodes"] > 1 and not (stated_fabric_gbps(row["multinode_fabric"]) or row["network_gbps"]):
         flags.append(f"the source states no speed for its fabric ({row['multinode_fabric']}): "
                      f"{FABRIC_GBS_ASSUMED * 8:g} Gb/s per GPU assumed across nodes")
@@ -407,8 +417,8 @@ def _flags(row: dict[str, Any], request: RecommendRequest) -> tuple[list[str], b
     if row["interruptible"]:
         rate = interruption_rate_per_hour(row["interruption_rate_max_pct"])  # the reference for row["rate"]
         if rate is None:
-            flags.append("interruption risk unknown: cost shown without interruptions (a lower bound), "
-                         "ranked after offers whose expected cost is known")
+            flags.append(f"interruption rate unknown: cost assumes no interruption (checkpoints every "
+                         f"{request.checkpoint_every_minutes:g} min counted): a lower bound, ranked by it")
         elif row["base_hours"] is not None:
             flags.append(f"expected {rate * row['base_hours']:.2f} interruptions "
                          f"({row['interruption_risk_level']} risk, up to {row['interruption_rate_max_pct']:g}% "
@@ -475,7 +485,7 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
     facts = ranking.offer_facts(con)  # read once per request (a writable connection keeps no cache)
     offers_per_provider = facts.offers_per_provider()
     fresh, stale = _freshness(con, request, offers_per_provider)
-    rows, considered, left_out, largest = _ranked(con, request, plans, [p.provider for p in fresh], facts)
+    rows, considered, left_out, largest, rate_unknown = _ranked(con, request, plans, [p.provider for p in fresh], facts)
     shares = obtainable(con, request.as_of, {(r["gpu_model"], r["provider"], r["region"]) for r in rows})
 
     top: list[Candidate] = []
@@ -502,8 +512,13 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
                      f"{request.max_age_hours:g} h, or none): " + ", ".join(p.provider for p in stale))
     if not request.spot:
         notes.append("on-demand only; --spot adds spot/interruptible offers (marked)")
+    if rate_unknown:
+        notes.append(f"interruptible offers with no published interruption rate: {rate_unknown} of the {considered} "
+                     "that fit, each costed with its checkpoints and no interruption (a lower bound) and ranked by "
+                     "that cost")
+    why = "cheaper by the hour" if top else "nearest to fitting"  # nothing shown: nothing to be cheaper than
     for o in left_out:
-        notes.append(f"left out, cheaper by the hour: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
+        notes.append(f"left out, {why}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
                      f"{o['gpu_model']}, ${o['price_per_hour']:,.2f}/h): {o['reason']}")
     if not top:
         notes.append(over_budget(con, request, plans, fresh, facts)
