@@ -59,8 +59,13 @@ create or replace macro node_link_gbs(interconnect, gpu_count, vendor, card_link
 -- reference tables, whatever the request and the providers' freshness:
 --   memory_gb_per_gpu  gpu_memory_gb as the source reports it (GiB), not the
 --                      marketed figure; when a source gave none (or it is the
---                      canon's), the marketed figure read as decimal GB (x 10^9 / 2^30), flagged
---                      memory_source = 'nominal'
+--                      canon's), the marketed figure in GiB, flagged memory_source = 'nominal'.
+--                      NVIDIA's and AMD's HBM sizes are GiB: AWS reports H100 and A100 80GB as 81920
+--                      MiB, H200 141GB as 144384, A100 40GB as 40960, V100 16GB as 16384, Lambda GH200
+--                      96GB as 98304; DigitalOcean states MI300X's 192 in GiB. Blackwell Ultra's 288 GB
+--                      are not (sources report 262-270: AWS p6-b300, gpuhunt; Verda's B300 268), nor GDDR
+--                      sizes (AWS: L40S 48 GB is 45776 MiB, L4 and A10G 24 GB 22888): both read as
+--                      decimal GB (x 10^9 / 2^30), never more than the card gives
 --   link_gbs, link_kind  node_link_gbs and what it is: 'NVLink', 'Infinity Fabric', 'ICI', 'NVLink
 --                      bridge' or 'PCIe'; pcie_gbs the host link
 --   link_note          why a claimed NVLink/NVSwitch was not counted (NULL otherwise)
@@ -73,7 +78,9 @@ create or replace macro offer_facts() as table
     select o.*,
            o.purchase_option <> 'on_demand' and o.term_months is null as interruptible,
            coalesce(if(o.gpu_memory_from_canon, null, o.gpu_memory_gb),
-                    coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1) * 1e9 / 1073741824.0)
+                    coalesce(o.gpu_memory_gb_nominal, g.memory_gb) * least(o.gpu_count, 1)
+                    * if(g.vendor in ('NVIDIA', 'AMD') and g.memory_type ilike 'HBM%'
+                         and g.architecture <> 'Blackwell Ultra', 1.0, 1e9 / 1073741824.0))
                as memory_gb_per_gpu,
            case when o.gpu_memory_gb is not null and not o.gpu_memory_from_canon then 'reported' else 'nominal' end
                as memory_source,
