@@ -330,7 +330,7 @@ def _tuning_row(c: Any) -> dict[str, Any]:
            if c.plan == "data-parallel" else "1 GPU" if c.gpus_used == 1 else "slice"),
         "price": c.price_per_hour * c.nodes, "tps": c.tokens_per_s, "tps_gpu": c.tokens_per_s_per_gpu,
         "need_gb": c.need_gb_per_gpu, "setup_h": c.setup_hours, "k": spot_factor,
-        "tier": 2 if c.interruptible and c.interruption_rate_per_hour is None else int(c.slow_path),
+        "tier": int(c.slow_path),
         "gran": c.cost.granularity_s, "min": c.cost.minimum_s, "result_gb": c.cost.egress_gb,
         "storage_h": c.cost.storage_billed_gb * c.cost.storage_usd_per_gb_month / HOURS_PER_MONTH,
         "egress": c.cost.egress_source, "flags": c.flags,
@@ -436,7 +436,8 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
     pool = leading_pool([_tuning_row(c) for c in every.candidates if c.tokens_per_s is not None], egress_tiers(con))
     for r in pool:  # the page's flags are numbers into the list of every answer's flags
         r["flags"] = [flags.setdefault(f, len(flags)) for f in r["flags"]]
-    left = [f"{o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
+    why = "cheaper by the hour" if answer.candidates else "nearest to fitting"  # as recommend's notes say
+    left = [f"{why}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
             f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
     return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,
             "sharded": {str(g): e.per_gpu_gb for g, e in answer.sharded_estimates.items()},

@@ -842,10 +842,10 @@ def test_left_out_offers_are_the_default_jobs(warehouse: Path) -> None:
         small = recommend(con, RecommendRequest(method="full", model="llama-3-8b", as_of=now, top=15, tokens=3e6))
     finally:
         con.close()
-    names = [f"{o['provider']} {o['instance_type']} (" for o in default.left_out]
-    assert names and names != [f"{o['provider']} {o['instance_type']} (" for o in small.left_out]
+    names = [f"cheaper by the hour: {o['provider']} {o['instance_type']} (" for o in default.left_out]
+    assert names and names != [f"cheaper by the hour: {o['provider']} {o['instance_type']} (" for o in small.left_out]
     assert [n[:len(p)] for n, p in zip(answer["left_out"], names)] == names and len(answer["left_out"]) == len(names)
-    assert answer["left_out"][0].startswith("vastai 8x L4 (8 × L4, $")
+    assert answer["left_out"][0].startswith("cheaper by the hour: vastai 8x L4 (8 × L4, $")
 
 
 def test_a_spot_discount_that_is_not_a_number_does_not_sink_the_page(tmp_path: Path) -> None:

@@ -496,7 +496,7 @@
       notes.appendChild(el("li", "The hours and interruptions a warning names are those of the default job (" +
         T.default_job + ", one run); the costs and hours in the table are this job's."));
     }
-    a.left_out.forEach(function (n) { notes.appendChild(el("li", "Left out, cheaper by the hour: " + n)); });
+    a.left_out.forEach(function (n) { notes.appendChild(el("li", "Left out, " + n)); });
     if (a.stale.length) notes.appendChild(el("li", "Stale providers left out: " + a.stale.join(", ")));
   }
   function onTune() {

@@ -1,6 +1,7 @@
 """Spot as an expected cost (pure): interruptions over a run, each redoing half a checkpoint interval
 of work (uniform arrivals) and a restart; checkpoints written on the way. An unknown rate leaves the
-expected cost unknown, never zero. The machine's own start-up after an interruption is not modelled."""
+expected cost unknown, never zero (the ranking costs such an offer without interruptions and says that this is
+a lower bound). The machine's own start-up after an interruption is not modelled."""
 
 from __future__ import annotations
 
