@@ -666,6 +666,39 @@ def test_a_file_trickled_for_ever_is_refused_at_the_least_rate_whatever_size_the
     assert reports["aws"].state == reports["runpod"].state == "loaded"
 
 
+def test_files_not_in_within_the_pulls_time_are_refused_and_the_providers_loaded_before_stay(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, _ = copied(published, tmp_path)
+
+    def trickled(handler: SimpleHTTPRequestHandler) -> bool:  # 500 bytes a second: within the least rate's minute
+        if not handler.path.startswith("/lambda.offers."):
+            return False
+        data = (folder / handler.path[1:]).read_bytes()
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        with contextlib.suppress(OSError):  # the client gone
+            for at in range(0, len(data), 100):
+                handler.wfile.write(data[at:at + 100])
+                handler.wfile.flush()
+                time.sleep(0.2)
+        return True
+
+    monkeypatch.setenv("GPULEDGER_PULL_TIMEOUT_S", "8")
+    with serving(folder, trickled) as url:
+        start = time.monotonic()
+        reports = {r.provider: r for r in pull(tmp_path / "b.duckdb", url)}
+        took = time.monotonic() - start
+    # before: each file had a minute, then 16 KiB a second, however many there were: lambda's 11 KB loaded
+    # after 22 s
+    assert reports["aws"].state == "loaded" and took < 16
+    [name] = [f.name for f in folder.glob("lambda.offers.*")]
+    assert (reports["lambda"].state, reports["lambda"].detail) == (
+        "refused", f"{name}: not fetched within the pull's 8 s (GPULEDGER_PULL_TIMEOUT_S)")
+    assert reports["runpod"].state == "refused" and "within the pull's 8 s" in reports["runpod"].detail
+    assert query(tmp_path / "b.duckdb", "select distinct provider from offers") == [("aws",)]
+
+
 STALLED_PUBLISH = """
 import pathlib, sys, time
 from gpuledger.warehouse import catalog

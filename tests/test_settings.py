@@ -28,7 +28,7 @@ def test_every_setting_is_a_row_of_the_readme_table_and_every_row_a_setting() ->
     fields = [env_name(f) for f in Settings.model_fields]
     assert len(rows) == len(set(rows))
     assert set(rows) == set(fields)
-    assert len(fields) == 29 and "GPULEDGER_AWS_REGIONS" in rows and "GPULEDGER_CHROMIUM_PATH" in rows
+    assert len(fields) == 30 and "GPULEDGER_AWS_REGIONS" in rows and "GPULEDGER_CHROMIUM_PATH" in rows
     readme = (ROOT / "README.md").read_text()
     assert all(name in readme for name in DEVELOPMENT_VARIABLES)
 

@@ -34,6 +34,7 @@ from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.records import RECORD_TYPES, describe_validation_error
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
+from gpuledger.warehouse.settings import env_name, load_settings
 from gpuledger.warehouse.store import (
     AnomalyPolicy, WarehouseError, check_anomalies, close_writer, damaged_error, db_path, error_text, first_error,
     load_outcome, merge_time, new_id, open_writer, refresh_lock, root_cause, upsert_provider_facts, utcnow,
@@ -340,25 +341,33 @@ def _fetch(source: str, name: str, limit: int, tmp: Path, download: Downloader |
 
 
 @contextlib.contextmanager
-def _downloads() -> Iterator[Downloader]:
-    """A download function for the pull's files, each run on one event loop in a thread (anyio's portal):
-    httpx bounds each read, never a whole answer, and only a cancel scope bounds headers sent a byte at a time."""
+def _downloads(timeout_s: float) -> Iterator[Downloader]:
+    """A download function for the pull's files, each run on one event loop in a thread (anyio's portal), all
+    within `timeout_s`: httpx bounds each read, never a whole answer, and only a cancel scope bounds headers sent a
+    byte at a time."""
     client = httpx.AsyncClient(timeout=TIMEOUT_S, follow_redirects=True, headers={
         "User-Agent": f"gpuledger/{__version__} (catalog pull)", "Accept-Encoding": ACCEPT_ENCODING})
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(client):
-        yield functools.partial(portal.call, _download, client)
+        yield functools.partial(portal.call, _download, client, (time.monotonic() + timeout_s, timeout_s))
 
 
-async def _download(client: httpx.AsyncClient, name: str, url: str, limit: int, out: Path) -> Path:
+async def _download(client: httpx.AsyncClient, deadline: tuple[float, float], name: str, url: str, limit: int,
+                    out: Path) -> Path:
     # each read has TIMEOUT_S; a byte a minute would go on for ever. The status and headers get TIMEOUT_S in all,
     # and the body is held to MIN_RATE on what has come, whatever size the manifest says: TIMEOUT_S, and a second
     # for each MIN_RATE bytes
     start = time.monotonic()
+    end, timeout_s = deadline  # every file of the pull, however fast each is
+    over = CatalogError(f"{name}: not fetched within the pull's {timeout_s:g} s ({env_name('pull_timeout_s')})")
+    if start >= end:
+        raise over
     try:
         try:
-            with anyio.fail_after(TIMEOUT_S):
+            with anyio.fail_after(min(TIMEOUT_S, end - start)):
                 resp = await client.send(client.build_request("GET", url), stream=True)
         except TimeoutError:  # as a read timeout is: the host may answer if asked again
+            if time.monotonic() >= end:
+                raise over from None
             raise HostBusy(f"{name}: no status and headers in {TIMEOUT_S:.0f} s from {shown(url)} (asked {ATTEMPTS} "
                            "times)") from None
         async with contextlib.aclosing(resp):
@@ -374,6 +383,8 @@ async def _download(client: httpx.AsyncClient, name: str, url: str, limit: int, 
                         said = "the most a manifest may be" if name == MANIFEST else "the manifest's size"
                         raise CatalogError(f"{name}: larger than {limit:,} bytes ({said}): refused")
                     got, took = f.tell() + len(chunk), time.monotonic() - start
+                    if start + took > end:
+                        raise over
                     if took > TIMEOUT_S + got / MIN_RATE:
                         of = "" if name == MANIFEST else f" of {limit:,}"
                         raise CatalogError(f"{name}: {got:,}{of} bytes in {took:.0f} s from {shown(str(resp.url))}: "
@@ -672,7 +683,7 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
     published = db_path(db)
     refresh_id = new_id("pull")
     with (tempfile.TemporaryDirectory(prefix="gpuledger-pull-") as folder,
-          _downloads() if url else contextlib.nullcontext() as download):
+          _downloads(load_settings().pull_timeout_s) if url else contextlib.nullcontext() as download):
         tmp = Path(folder)
         where = f"{shown(source).rstrip('/')}/{MANIFEST}"
         try:

@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     # held back at that version (the provider's other offers load): warehouse.store.hold_back_offer_jumps.
     offer_anomaly_factor: float = Field(default=5.0, gt=1)
     task_timeout_s: float = Field(default=1800.0, gt=0)
+    pull_timeout_s: float = Field(default=3600.0, gt=0)  # every download of one `gpuledger pull URL`, in all
     # Prefect retries of a live provider task that crashed (not a SourceError)
     task_retries: int = Field(default=2, ge=0)
     task_runner: str = "thread"  # thread | dask (checked where the runner is made, with its own message)
