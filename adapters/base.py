@@ -394,7 +394,7 @@ class SourceContext:
         """Base URL for a client gpuledger does not send for (google's): a bounding loopback proxy."""
         if self.proxy is None:
             self.proxy = RecordingProxy(None, self.upstream_url, timeout=self.http_timeout_s + 5,
-                                        limit=bounds.answer_limit(self.provider))
+                                        limit=bounds.held_limit(self.provider))
         return self.proxy.url(host)
 
     def boto_endpoint(self, host: str) -> str | None:
@@ -551,7 +551,7 @@ class SourceContext:
     def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
         def fetch() -> httpx.Response:
             request = client.build_request(method, self.url(host) + path, **kwargs)
-            return bounds.fetch(client, request, bounds.answer_limit(self.provider), self.http_timeout_s,
+            return bounds.fetch(client, request, bounds.held_limit(self.provider), self.http_timeout_s,
                                 self.count_bytes)
         return self._with_retries(fetch, host, path)
 
@@ -578,7 +578,7 @@ class SourceContext:
             resp = bounds.within(self.http_timeout_s,
                                  lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
             if resp.status_code >= 400:  # read whole (bounded): its text goes into the error
-                return bounds.materialized(resp, limit, deadline[0], on_received=self.count_bytes)
+                return bounds.materialized(resp, bounds.held_limit(self.provider), deadline[0], self.count_bytes)
             return resp
 
         deadline = [0.0]
