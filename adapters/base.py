@@ -337,6 +337,16 @@ def parse_api_timestamp(value: Any) -> datetime:
     return parse_timestamp(value)
 
 
+@dataclass(frozen=True)
+class HeldBody:
+    """The `raw` of a botocore AWSResponse whose body is already read: botocore takes its content from stream()."""
+
+    content: bytes
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.content
+
+
 @dataclass
 class SourceContext:
     """Endpoints, settings and HTTP policy for one provider's scrape."""
@@ -394,7 +404,7 @@ class SourceContext:
         """Base URL for a client gpuledger does not send for (google's): a bounding loopback proxy."""
         if self.proxy is None:
             self.proxy = RecordingProxy(None, self.upstream_url, timeout=self.http_timeout_s + 5,
-                                        limit=bounds.answer_limit(self.provider))
+                                        limit=bounds.held_limit(self.provider))
         return self.proxy.url(host)
 
     def boto_endpoint(self, host: str) -> str | None:
@@ -426,12 +436,15 @@ class SourceContext:
         return names
 
     def boto_client(self, service: str, region: str, host: str, **kwargs: Any) -> Any:
-        """A real boto3 client; pointed at loopback under replay, recorded under record."""
+        """A real boto3 client; pointed at loopback under replay, recorded under record. bounds.fetch sends its
+        requests (botocore's documented before-send answer): botocore's own timeout is per read and it reads a body
+        whole, which would let a dripping endpoint hold a call as long as it drips, at any size."""
+        from botocore.awsrequest import AWSResponse
         from botocore.config import Config
+        from botocore.exceptions import HTTPClientError, ReadTimeoutError
 
         endpoint = self.boto_endpoint(host)
-        config = Config(retries=self.retry_policy.botocore_retries(), connect_timeout=min(self.http_timeout_s, 15),
-                        read_timeout=self.http_timeout_s, user_agent_extra="gpuledger/0.1")
+        config = Config(retries=self.retry_policy.botocore_retries(), user_agent_extra="gpuledger/0.1")
         with _BOTO_LOCK:
             if self._boto_session is None:
                 self._boto_session = _new_boto_session()
@@ -440,16 +453,25 @@ class SourceContext:
         if self.recorder is not None:
             record_boto_client(client, self.recorder, host)
 
-        def count(**_: Any) -> None:
+        def send(request: Any, event_name: str = "", **_: Any) -> Any:
             check_deadline()
             self.requests_made += 1
+            # A client per request: closing it closes the connection of a try abandoned at its deadline.
+            with self.http_client() as http:
+                sent = http.build_request(request.method, request.url, headers=list(request.headers.items()),
+                                          content=request.body)
+                try:
+                    resp = bounds.fetch(http, sent, bounds.held_limit(self.provider), self.http_timeout_s,
+                                        self.count_bytes)
+                except httpx.TimeoutException:  # botocore retries these as its own transport's errors
+                    raise ReadTimeoutError(endpoint_url=request.url) from None
+                except httpx.TransportError as err:
+                    raise HTTPClientError(error=f"{type(err).__name__}: {err}") from None
+                except bounds.AnswerRefused as err:  # not worth a retry: botocore raises what it does not know
+                    raise SourceError(f"{self.provider}: {host} ({event_name.rsplit('.', 1)[-1]}): {err}") from None
+            return AWSResponse(request.url, resp.status_code, resp.headers, HeldBody(resp.content))
 
-        def received(response_dict: Any = None, **_: Any) -> None:
-            body = (response_dict or {}).get("body")
-            self.count_bytes(len(body) if isinstance(body, bytes) else 0)
-
-        client.meta.events.register("before-send", count)
-        client.meta.events.register("response-received", received)
+        client.meta.events.register("before-send", send)
         return client
 
     @property
@@ -551,7 +573,7 @@ class SourceContext:
     def send(self, client: httpx.Client, method: str, host: str, path: str, **kwargs: Any) -> httpx.Response:
         def fetch() -> httpx.Response:
             request = client.build_request(method, self.url(host) + path, **kwargs)
-            return bounds.fetch(client, request, bounds.answer_limit(self.provider), self.http_timeout_s,
+            return bounds.fetch(client, request, bounds.held_limit(self.provider), self.http_timeout_s,
                                 self.count_bytes)
         return self._with_retries(fetch, host, path)
 
@@ -578,7 +600,7 @@ class SourceContext:
             resp = bounds.within(self.http_timeout_s,
                                  lambda: bounds.open_answer(client, client.build_request("GET", url), limit))
             if resp.status_code >= 400:  # read whole (bounded): its text goes into the error
-                return bounds.materialized(resp, limit, deadline[0], on_received=self.count_bytes)
+                return bounds.materialized(resp, bounds.held_limit(self.provider), deadline[0], self.count_bytes)
             return resp
 
         deadline = [0.0]

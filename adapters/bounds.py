@@ -14,7 +14,8 @@ from gpuledger.http_headers import ACCEPT_ENCODING, unsafe_coding
 
 T = TypeVar("T")
 MAX_REDIRECTS = 5
-# A streamed body's deadline grows by one second per STREAM_MIN_RATE bytes it delivered.
+# A streamed body's deadline grows by one second per STREAM_MIN_RATE bytes it delivered on the wire (decoded
+# bytes would let a compressible trickle buy a thousand times the time).
 STREAM_MIN_RATE = 256 * 1024
 TRANSFER_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -77,14 +78,14 @@ def open_answer(client: httpx.Client, request: httpx.Request, limit: int) -> htt
 
 def chunks(resp: httpx.Response, limit: int, deadline: float, streamed: bool = False) -> Iterator[bytes]:
     """The decoded body in chunks, refused past `limit` bytes (wire or decoded); httpx.ReadTimeout
-    past the monotonic `deadline` (for a streamed body, extended by what it delivered)."""
+    past the monotonic `deadline` (for a streamed body, extended by the bytes it delivered on the wire)."""
     decoded = 0
     try:
         for chunk in resp.iter_bytes():
             decoded += len(chunk)
             if max(decoded, resp.num_bytes_downloaded) > limit:
                 raise AnswerRefused(f"the answer exceeds the limit of {limit:,} bytes (after decompression)")
-            if time.monotonic() > deadline + (decoded / STREAM_MIN_RATE if streamed else 0):
+            if time.monotonic() > deadline + (resp.num_bytes_downloaded / STREAM_MIN_RATE if streamed else 0):
                 raise httpx.ReadTimeout("the answer did not arrive within its deadline (a slow drip)")
             yield chunk
     except httpx.DecodingError as err:  # a body that does not parse: not worth a retry
@@ -113,6 +114,8 @@ def fetch(client: httpx.Client, request: httpx.Request, limit: int, timeout_s: f
 
 
 def answer_limit(provider: str) -> int:
+    """ProviderSpec.max_answer_mb in bytes: the limit of a streamed answer (AWS's price list files) and of a
+    listing's pages together."""
     from gpuledger.adapters.contract import ProviderSpec
     from gpuledger.adapters.registry import UnknownProviderError, spec
 
@@ -121,3 +124,11 @@ def answer_limit(provider: str) -> int:
     except UnknownProviderError:
         mb = ProviderSpec.model_fields["max_answer_mb"].default
     return int(mb * 2**20)
+
+
+def held_limit(provider: str) -> int:
+    """The limit of an answer read whole (held, then parsed): the provider's, never more than the default, which
+    a provider raises only for what it streams or pages."""
+    from gpuledger.adapters.contract import ProviderSpec
+
+    return min(answer_limit(provider), int(ProviderSpec.model_fields["max_answer_mb"].default * 2**20))

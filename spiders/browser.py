@@ -3,6 +3,7 @@ setting, else one on PATH or where distributions install it, else the one `playw
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -93,6 +94,44 @@ def same_host_only(start_url: str) -> Callable[[Any], bool]:
         return request.resource_type in SKIPPED_RESOURCE_TYPES or urlsplit(request.url)[:2] != allowed
 
     return abort
+
+
+class PageBytes:
+    """The byte limit of a crawl's answers (DOWNLOAD_MAXSIZE, which scrapy-playwright never reads) for a rendered
+    page: the response bodies it received, its own and those of the requests its JavaScript made, summed as
+    Chromium received them (Playwright's request sizes: encoded, before they inflate). Each is counted once
+    Chromium holds it whole, so this bounds what leaves Chromium (the rendered page copied into the crawl and
+    parsed: several times the page), not what Chromium itself receives: that is bounded by the navigation and
+    render timeouts only."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.received = limit, 0
+        self.counting: set[asyncio.Task[None]] = set()
+
+    def meta(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """`meta` of a scrapy-playwright request with the count attached and checked after its page methods."""
+        from scrapy_playwright.page import PageMethod
+
+        handlers = {**meta.get("playwright_page_event_handlers", {}), "requestfinished": self.finished}
+        return {**meta, "playwright_page_event_handlers": handlers,
+                "playwright_page_methods": [*meta.get("playwright_page_methods", []), PageMethod(self.check)]}
+
+    def finished(self, request: Any) -> None:
+        task = asyncio.ensure_future(self.count(request))
+        self.counting.add(task)
+        task.add_done_callback(self.counting.discard)
+
+    async def count(self, request: Any) -> None:
+        self.received += (await request.sizes())["responseBodySize"]
+
+    async def check(self, page: Any) -> None:
+        """IgnoreRequest (scrapy's "made, then given up") past the limit, before the page's HTML is read out."""
+        from scrapy.exceptions import IgnoreRequest
+
+        await asyncio.gather(*self.counting)
+        if self.received > self.limit:
+            raise IgnoreRequest(f"the page and the requests its script made received {self.received:,} bytes, "
+                                f"over the limit of {self.limit:,} (DOWNLOAD_MAXSIZE)")
 
 
 def ensure_browser(on_install: Callable[[], None] | None = None) -> str:

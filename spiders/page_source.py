@@ -83,8 +83,13 @@ class PricingSpider(scrapy.Spider):
         return {}
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
-        yield scrapy.Request(self.start_url, callback=self.parse_page, errback=self.on_error,
-                             meta=self.request_meta(), dont_filter=True)
+        meta = self.request_meta()
+        if meta.get("playwright"):
+            from gpuledger.spiders.browser import PageBytes
+
+            meta = PageBytes(self.settings.getint("DOWNLOAD_MAXSIZE")).meta(meta)
+        yield scrapy.Request(self.start_url, callback=self.parse_page, errback=self.on_error, meta=meta,
+                             dont_filter=True)
 
     def parse_rows(self, response: Response) -> Iterable[PageRow]:
         raise NotImplementedError

@@ -35,8 +35,9 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
         "USER_AGENT": USER_AGENT, "ROBOTSTXT_OBEY": True, "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False, "COOKIES_ENABLED": False, "HTTPCACHE_ENABLED": False,
         "CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_TIMEOUT": ctx.http_timeout_s,
-        # the byte limit of every answer (ProviderSpec.max_answer_mb, on the wire or inflated); scrapy's own,
-        # 1 GiB, is more than a crawl child can hold: a page is held several times over while it is parsed
+        # the byte limit of every answer (ProviderSpec.max_answer_mb, on the wire or inflated; a rendered page's,
+        # which scrapy-playwright never reads, by browser.PageBytes); scrapy's own, 1 GiB, is more than a crawl
+        # child can hold: a page is held several times over while it is parsed
         "DOWNLOAD_MAXSIZE": answer_limit(ctx.provider), "DOWNLOAD_WARNSIZE": 0,
         "RETRY_ENABLED": True, "RETRY_TIMES": max(0, ctx.http_attempts - 1), "REDIRECT_ENABLED": True,
         "LOG_LEVEL": ctx.config.spider_log_level,

@@ -13,7 +13,7 @@ import pytest
 
 from gpuledger.adapters import aws
 from gpuledger.adapters.base import SourceError
-from gpuledger.adapters.replay import BUNDLED_RECORDINGS, FileBody, ReplayServer
+from gpuledger.adapters.replay import BUNDLED_RECORDINGS, FileBody, RecordingError, ReplayServer
 from tests.conftest import replay_context
 
 REGION = "us-east-1"
@@ -101,18 +101,52 @@ def cut_short(ex, folder):
     return FileBody(path)
 
 
+class Dripping(FileBody):
+    """The recorded answer one byte every 0.25 s, each read well within the 1 s read timeout; it breaks off
+    after DRIP_FOR_S (botocore's read timeout alone held a call as long as the server dripped)."""
+
+    @property
+    def length(self):
+        return None
+
+    def chunks(self, size=1, limit=None):
+        started = time.monotonic()
+        for byte in self.path.read_bytes():
+            if time.monotonic() - started > DRIP_FOR_S:
+                raise RecordingError("the drip ends")
+            time.sleep(0.25)
+            yield bytes([byte])
+
+
+DRIP_FOR_S = 4
+
+
+def dripping(ex, folder):
+    (folder / "drip.xml").write_bytes(ex.body())
+    return 200, {"Content-Type": "text/xml;charset=UTF-8"}, Dripping(folder / "drip.xml")
+
+
+def inflating(ex, folder):
+    """The recorded answer and 65 MiB of spaces (XML allows them after the root element), as 65 kB of gzip."""
+    path = folder / "large.xml.gz"
+    path.write_bytes(gzip.compress(ex.body() + b" " * (65 << 20), 1))
+    return 200, {"Content-Type": "text/xml;charset=UTF-8"}, FileBody(path)
+
+
 BREAKS = {
     "timeout": lambda ex, folder: time.sleep(2.5),  # past the 1 s read timeout of every attempt
     "connection reset mid-body": lambda ex, folder: (200, {"Content-Type": "text/xml;charset=UTF-8"},
                                                      cut_short(ex, folder)),
+    "drip": dripping,
 }
-BROKE = {"timeout": r"Read timeout on endpoint URL", "connection reset mid-body": r"Connection was closed|ncomplete"}
+BROKE = {"timeout": r"Read timeout on endpoint URL", "connection reset mid-body": r"Connection was closed|ncomplete",
+         "drip": r"Read timeout on endpoint URL"}
 
 
 def broken(action, kind, folder):
     def hook(host, req, ex):
         if host == EC2_HOST and req.params.get("Action") == action and "NextToken" not in req.params:
-            return BREAKS[kind](ex, folder)
+            return (BREAKS.get(kind) or kind)(ex, folder)
         return None
 
     return hook
@@ -129,7 +163,11 @@ def test_a_core_ec2_answer_that_times_out_or_breaks_off_fails_the_scrape_naming_
 
 @pytest.mark.parametrize("kind", BREAKS)
 def test_a_spot_history_answer_that_times_out_or_breaks_off_costs_only_itself(server, kind, tmp_path) -> None:
+    """A drip held each botocore try for DRIP_FOR_S, then failed as a closed connection: each of the 2 tries
+    ends at its 1 s deadline."""
+    started = time.monotonic()
     batch, ctx = scrape(server, broken("DescribeSpotPriceHistory", kind, tmp_path), http_timeout_s=1)
+    assert time.monotonic() - started < 2 * DRIP_FOR_S
     assert list(ctx.degraded) == ["spot prices"]
     reason = ctx.degraded["spot prices"]
     assert reason.startswith(f"aws: EC2 API in {REGION} (DescribeSpotPriceHistory) failed: "), reason
@@ -181,3 +219,12 @@ def test_az_offerings_answering_no_gpu_type_is_a_failed_answer_not_every_offer_u
                                             "none of the 67 GPU instance types DescribeInstanceTypes describes"}
     on_demand = [o for o in batch.offers if o.purchase_option == "on_demand"]
     assert len(on_demand) == 63 and {(o.available, o.available_count) for o in on_demand} == {(None, None)}
+
+
+def test_an_ec2_answer_over_the_byte_limit_costs_only_its_enrichment(server, tmp_path) -> None:
+    """botocore read an answer whole, with no byte limit: 65 MiB of spot history was held and parsed. It is
+    refused at the limit of an answer read whole, 64 MiB, and not retried."""
+    batch, ctx = scrape(server, broken("DescribeSpotPriceHistory", inflating, tmp_path))
+    assert ctx.degraded == {"spot prices": f"aws: {EC2_HOST} (DescribeSpotPriceHistory): the answer exceeds the "
+                                           "limit of 67,108,864 bytes (after decompression)"}
+    assert len([o for o in batch.offers if o.purchase_option == "on_demand"]) == 63

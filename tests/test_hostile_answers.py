@@ -7,18 +7,21 @@ import functools
 import json
 import socketserver
 import threading
+import time
 import tracemalloc
 import zlib
 from typing import Any, Iterator
 
 import pytest
 
+from gpuledger.adapters.aws.pricelist import EC2_REGION_INDEX, PRICING_BULK_HOST
 from gpuledger.adapters.base import SourceContext, SourceError
 from gpuledger.adapters.registry import source_module
 from gpuledger.adapters.replay import Request
 from tests.conftest import replay_context
 
 LIMIT = 64 * 2**20  # Lambda's byte limit per answer (ProviderSpec.max_answer_mb)
+DRIP_PAUSE_S = 0.25
 
 
 @functools.cache
@@ -37,19 +40,24 @@ def bomb(encoding: str) -> bytes:
 
 @pytest.fixture
 def hostile() -> Iterator[Any]:
-    """hostile(encoding, body) -> (URL of a loopback server answering 200 with that body, requests heard)."""
+    """hostile(encoding, body) -> (URL of a loopback server answering 200 with that body, requests heard); a body
+    given as a list of pieces is sent one piece every DRIP_PAUSE_S, its end marked by closing the connection."""
     servers: list[socketserver.ThreadingTCPServer] = []
 
-    def start(encoding: str, body: bytes) -> tuple[str, list[bytes]]:
+    def start(encoding: str, body: bytes | list[bytes]) -> tuple[str, list[bytes]]:
         heard: list[bytes] = []
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
                 heard.append(self.request.recv(65536))
+                length = f"Content-Length: {len(body)}" if isinstance(body, bytes) else "Connection: close"
                 head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: {encoding}\r\n"
-                        f"Content-Length: {len(body)}\r\n\r\n").encode()
+                        f"{length}\r\n\r\n").encode()
                 try:
-                    self.request.sendall(head + body)
+                    self.request.sendall(head)
+                    for piece in [body] if isinstance(body, bytes) else body:
+                        self.request.sendall(piece)
+                        time.sleep(0 if isinstance(body, bytes) else DRIP_PAUSE_S)
                 except OSError:  # the client gave up
                     pass
 
@@ -169,3 +177,39 @@ def test_a_compressed_body_that_does_not_inflate_fails_its_request_in_one_line(h
     assert str(err.value) == ("vultr: api.vultr.com/v2/plans: the answer does not decode as its Content-Encoding "
                               "'gzip' says (Error -3 while decompressing data: invalid stored block lengths)")
     assert len(heard) == 1
+
+
+def test_an_aws_answer_read_whole_keeps_the_default_limit_while_its_price_list_file_streams_past_it(
+        hostile: Any) -> None:
+    """AWS declares 4 GiB for its streamed price list files, and that limit held its answers read whole too:
+    region_index.json of 300 MB of JSON (0.3 MB of gzip) was held and parsed (peak 657 MiB). An answer read
+    whole keeps the default 64 MiB; an offer file still streams past it."""
+    decoded = b'{"regions": {' + b" " * (80 << 20) + b"}}"
+    url, _ = hostile("gzip", zlib.compress(decoded, 1, wbits=31))
+    ctx = SourceContext(provider="aws", mode="replay", replay_urls={PRICING_BULK_HOST: url}, http_attempts=1)
+    with ctx.http_client() as client:
+        with pytest.raises(SourceError) as err:
+            ctx.get_json(client, PRICING_BULK_HOST, EC2_REGION_INDEX)
+        offer_file = "/offers/v1.0/aws/AmazonEC2/20261125173012/us-east-1/index.csv"
+        streamed = sum(len(chunk) for chunk in ctx.stream_bytes(client, PRICING_BULK_HOST, offer_file))
+    assert str(err.value) == (f"aws: {PRICING_BULK_HOST}{EC2_REGION_INDEX}: the answer exceeds the limit of "
+                              "67,108,864 bytes (after decompression)")
+    assert streamed == len(decoded) == 83_886_095  # 80 MiB of spaces and 15 bytes of JSON
+
+
+def test_a_streamed_body_earns_time_by_its_bytes_on_the_wire_not_decoded(hostile: Any) -> None:
+    """A streamed body's deadline grew by its decoded bytes: a gzip trickle of ~1 kB per quarter second inflating
+    to 1 MiB each bought 4 s per piece, so it never ran out (an AWS stream lived until the task's kill). By wire
+    bytes the 12 pieces (3 s) fail past the 0.5 s deadline."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    pieces = [packer.compress(b" " * (1 << 20)) + packer.flush(zlib.Z_SYNC_FLUSH) for _ in range(12)]
+    assert max(map(len, pieces)) < 1100  # a 1 MiB piece costs the server about 1 kB
+    url, _ = hostile("gzip", pieces + [packer.flush()])
+    ctx = SourceContext(provider="aws", mode="replay", replay_urls={PRICING_BULK_HOST: url}, http_timeout_s=0.5)
+    started = time.monotonic()
+    with ctx.http_client() as client, pytest.raises(SourceError) as err:
+        for _ in ctx.stream_bytes(client, PRICING_BULK_HOST, "/offer.csv"):
+            pass
+    assert str(err.value) == (f"aws: GET {PRICING_BULK_HOST}/offer.csv failed: ReadTimeout: the answer did not "
+                              "arrive within its deadline (a slow drip)")
+    assert time.monotonic() - started < 1.5

@@ -746,6 +746,25 @@ def test_hyperstack_renders_the_page_in_chromium(replay) -> None:
     print(f"\nhyperstack replay crawl (Chromium): {WALL_TIMES['hyperstack']:.2f} s wall")
 
 
+def test_a_rendered_page_past_the_byte_limit_fails_the_crawl_naming_the_limit(replay) -> None:
+    """scrapy-playwright never reads DOWNLOAD_MAXSIZE: a 96 MiB page rendered whole (peak 1.6 GB). The page's own
+    fetch of its rate card, 3,593 bytes recorded, here with 2 MiB of spaces after it, takes the page past a
+    1 MiB limit: the crawl fails naming it, before the page's HTML leaves Chromium."""
+    padded = (BUNDLED_RECORDINGS / "hyperstack" / "www.hyperstack.cloud" / "rates.json").read_bytes() + b" " * 2**21
+    server = replay("hyperstack", hook=lambda host, req, ex: (200, {"Content-Type": "application/json"}, padded)
+                    if req.path == "/gpu-pricing/rates.json" else None)
+    ctx = replay_context(server, "hyperstack")
+    settings = {**browser_settings(ctx, browser.find_chromium(ctx), scheme="http"), "DOWNLOAD_MAXSIZE": 2**20}
+    with pytest.raises(SourceError) as err:
+        crawl(ctx, HS_SPIDER, hyperstack.HOST, hyperstack.PRICING_PATH, settings)
+    msg = str(err.value)
+    assert msg.startswith("hyperstack: scrape of www.hyperstack.cloud/gpu-pricing") and "\n" not in msg
+    received = int(re.search(r"received ([\d,]+) bytes", msg).group(1).replace(",", ""))
+    assert received >= len(padded) == 3593 + 2**21
+    assert msg.endswith(f"/gpu-pricing: the page and the requests its script made received {received:,} bytes, "
+                        "over the limit of 1,048,576 (DOWNLOAD_MAXSIZE)")
+
+
 def test_hyperstack_layout_change_fails_the_scrape(replay) -> None:
     """The script still runs, but into a table the spider does not know: rows never appear.
 

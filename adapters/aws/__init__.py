@@ -39,7 +39,9 @@ PROVIDER = ProviderSpec(
             for months in (12, 36) for payment in savings_plans.PAYMENTS.values())),
         Enrichment(name="capacity blocks"),
     ),
-    max_answer_mb=4096,  # a region's price list file runs to hundreds of MB (streamed)
+    # A region's price list file runs to hundreds of MB (streamed); an answer read whole (region_index.json, the
+    # Spot Advisor) keeps the default limit (bounds.held_limit).
+    max_answer_mb=4096,
     facts=ProviderFacts(
         display_name="Amazon Web Services (EC2)", kind="hyperscaler", billing_granularity_s=1, minimum_charge_s=60,
         billing_notes="Linux on-demand and Spot are billed per second with a 60-second minimum.",
