@@ -829,7 +829,7 @@ def test_a_file_whose_headers_are_trickled_is_given_up_once_the_time_for_an_answ
         asked.append(handler.path)
         with contextlib.suppress(OSError):  # the client gone
             handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
-            for _ in range(80):
+            for _ in range(160):
                 handler.wfile.write(b"a")
                 handler.wfile.flush()
                 time.sleep(0.1)
@@ -844,12 +844,12 @@ def test_a_file_whose_headers_are_trickled_is_given_up_once_the_time_for_an_answ
         start = time.monotonic()
         reports = {r.provider: r for r in pull(b, url)}
         took = time.monotonic() - start
-    # before: refused once the 8 s of headers were over (a byte every 59 s: for ever)
+    # before: refused once the 16 s of headers were over (a byte every 59 s: for ever)
     assert reports["lambda"].state == "refused"
     assert reports["lambda"].detail == (f"{entry['name']}: no status and headers in 1 s from {url}/{entry['name']} "
                                         "(asked 3 times)")
     assert len(asked) == 3
-    assert took < 7
+    assert took < 12  # three tries of 1 s, and loading aws and runpod on a busy machine
     assert reports["aws"].state == reports["runpod"].state == "loaded"
     assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
 
