@@ -171,8 +171,10 @@ def recommend_command(
                                      "comma list of q,k,v,o,gate,up,down."),
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
-    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Assume gradient checkpointing "
-                                   "(activations recomputed: less memory)."),
+    # two flags, not one pair, where the last given wins: both given is refused
+    grad_ckpt: bool = typer.Option(False, "--grad-ckpt", help="Assume gradient checkpointing (activations "
+                                   "recomputed: less memory); the default."),
+    no_grad_ckpt: bool = typer.Option(False, "--no-grad-ckpt", help="Assume no gradient checkpointing."),
     offload: bool = typer.Option(False, "--offload", help="Full fine-tuning with ZeRO-Offload: optimizer state "
                                  "in host RAM (checked against the offer's RAM)."),
     hours: Optional[float] = typer.Option(None, "--hours", help="Fixed wall-clock hours per run instead of a job "
@@ -237,11 +239,13 @@ def recommend_command(
     """
     from gpuledger.flows.cli import cancellable_reader
 
+    if grad_ckpt and no_grad_ckpt:
+        raise fail("--grad-ckpt and --no-grad-ckpt exclude each other: give one (the default: --grad-ckpt)", 2)
     try:
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
-            gradient_checkpointing=grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens,
+            gradient_checkpointing=not no_grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens,
             dataset_tokens=dataset_tokens, examples=examples, epochs=epochs, by=by, budget=budget, spot=spot,
             commitments=commitments, region=region, providers=tuple(provider), max_gpus=max_gpus,
             max_nodes=max_nodes, shard_lora=shard_lora, include_unavailable=include_unavailable,

@@ -5,10 +5,12 @@ another case is the same name. The warehouse: Lambda replayed through its real c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 from gpuledger.flows.cli import app
@@ -55,6 +57,11 @@ USAGE_ERRORS = [
     (["status", "--stale-after", "1e12"], "--stale-after': 1e+12 is not a number of hours within (0, 1e+09]"),
     (["status", "--stale-after", "0"], "--stale-after': 0 is not a number of hours within (0, 1e+09]"),
     (["report", "OUT/p.html", "--stale-after", "0"], "--stale-after': 0 is not a number of hours within (0, 1e+09]"),
+    # before: the last of two contradictory flags won in silence (--on-demand --spot listed spot offers)
+    (["show-gpus", "H100-SXM", "--on-demand", "--spot"], "--spot and --on-demand exclude each other"),
+    (["show-gpus", "--spot", "--on-demand"], "--spot and --on-demand exclude each other"),
+    (["recommend", "--model", "llama-3-8b", "--method", "qlora", "--grad-ckpt", "--no-grad-ckpt"],
+     "--grad-ckpt and --no-grad-ckpt exclude each other"),
 ]
 
 
@@ -97,3 +104,19 @@ def test_a_file_that_is_no_warehouse_is_refused_alike_by_every_command(tmp_path:
             said.add(" ".join(text.split()))
         assert len(said) == 1, said  # the same words from every command
     assert not (tmp_path / "out").exists() and not (tmp_path / "p.html").exists()
+
+
+def test_every_commands_help_shows_each_option_name_whole_at_80_columns() -> None:
+    """before: `COLUMNS=80 gpuledger recommend --help` showed --dataset-toke…, --checkpoint-e…, --include-unav…"""
+    for name, command in typer.main.get_command(app).commands.items():
+        result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, name
+        for param in command.params:
+            if isinstance(param, typer.core.TyperArgument) or not param.opts:
+                continue
+            first = next(o for o in param.opts if o.startswith("--"))
+            rows = [line for line in result.output.splitlines() if re.match(rf"│[ *]{{1,4}}{re.escape(first)} ", line)]
+            assert len(rows) == 1, (name, first, rows)
+            row = rows[0]
+            for option in param.opts + param.secondary_opts:  # each whole in its row: -m, --no-grad-ckpt
+                assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w…-])", row), (name, option, row)
