@@ -62,6 +62,9 @@ USAGE_ERRORS = [
     (["show-gpus", "--spot", "--on-demand"], "--spot and --on-demand exclude each other"),
     (["recommend", "--model", "llama-3-8b", "--method", "qlora", "--grad-ckpt", "--no-grad-ckpt"],
      "--grad-ckpt and --no-grad-ckpt exclude each other"),
+    # before: the first statement's rows were dropped unseen, `2` printed alone
+    (["sql", "select 1; select 2"], "statement 1 of 2 is a select, whose rows would not be shown"),
+    (["sql", "create temp table t as select 1; pragma version; from t"], "statement 2 of 3 is a pragma, whose rows"),
 ]
 
 
