@@ -123,3 +123,15 @@ def test_every_commands_help_shows_each_option_name_whole_at_80_columns() -> Non
             row = rows[0]
             for option in param.opts + param.secondary_opts:  # each whole in its row: -m, --no-grad-ckpt
                 assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w…-])", row), (name, option, row)
+
+
+def test_a_gpu_count_range_that_holds_nothing_is_refused(db: Path) -> None:
+    import gpuledger
+    from gpuledger.warehouse.offer_filter import FilterError
+
+    # before: 0 offers and no word of why
+    with pytest.raises(FilterError, match=r"^min_gpu_count 4 is more than max_gpu_count 2: no offer can pass both$"):
+        gpuledger.query(gpu="H100", min_gpu_count=4, max_gpu_count=2, db=db)
+    # a range of one count is a range: Lambda's recording offers H100s 8 to a node (gpu_8x_h100_sxm5)
+    eight = gpuledger.query(gpu="H100", min_gpu_count=8, max_gpu_count=8, db=db).df()
+    assert "gpu_8x_h100_sxm5" in set(eight["instance_type"]) and set(eight["gpu_count"]) == {8}
