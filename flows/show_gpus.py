@@ -10,8 +10,10 @@ import duckdb
 import typer
 
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.literal import literal
 from gpuledger.flows.ops_cli import DbOption
 from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail
+from gpuledger.warehouse.freshness import STATE_SHOWN, provider_freshness
 from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
 from gpuledger.warehouse.store import open_reader
 
@@ -107,7 +109,16 @@ def show_gpus_command(
                             spot=True if spot else False if on_demand else None, providers=tuple(provider),
                             regions=tuple(region), max_price=max_price, commitments=commitments)
     with open_reader(db) as con:  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)
-        columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection.resolved(con, SOURCES))
+        selection = selection.resolved(con, SOURCES)
+        columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection)
+        # a provider named (a registered source, perhaps never loaded here) that holds no current offer
+        holding = {p for (p,) in con.execute("select distinct provider from offers").fetchall()}
+        absent = [p for p in selection.providers if p not in holding]
+        empty = [f for f in provider_freshness(con, providers=absent) if f.provider in absent]
+    if empty:
+        err.print(literal("no current offer in this warehouse from " + ", ".join(
+            f"{f.provider} ({STATE_SHOWN.get(f.state, f.state)})" for f in empty)
+            + "; `gpuledger status` shows each provider's scrapes"), soft_wrap=True)  # one line, however long
     if not rows:
         err.print("no current offer passes these filters", highlight=False)
     emit(columns, rows, chosen(fmt, as_json), lists=("providers",))  # 31 names exceed a cell's 200 characters

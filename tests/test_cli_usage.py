@@ -5,6 +5,7 @@ another case is the same name. The warehouse: Lambda replayed through its real c
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -135,3 +136,15 @@ def test_a_gpu_count_range_that_holds_nothing_is_refused(db: Path) -> None:
     # a range of one count is a range: Lambda's recording offers H100s 8 to a node (gpu_8x_h100_sxm5)
     eight = gpuledger.query(gpu="H100", min_gpu_count=8, max_gpu_count=8, db=db).df()
     assert "gpu_8x_h100_sxm5" in set(eight["instance_type"]) and set(eight["gpu_count"]) == {8}
+
+
+def test_show_gpus_says_a_named_provider_holds_no_offer_here(db: Path) -> None:
+    # before: `show-gpus -p aws` on a warehouse of Lambda alone said "no current offer passes these filters"
+    result = runner.invoke(app, ["show-gpus", "-p", "aws", "--db", str(db), "--format", "csv"])
+    assert result.exit_code == 0 and result.stdout.count("\n") == 1, result.output  # the header alone
+    assert result.stderr.splitlines() == ["no current offer in this warehouse from aws (never loaded); `gpuledger "
+                                          "status` shows each provider's scrapes", "no current offer passes these filters"]
+    # beside a provider that has offers: its rows (Lambda's recording: gpu_8x_h100_sxm5 at $31.92/h), and the line
+    result = runner.invoke(app, ["show-gpus", "H100-SXM", "-p", "aws", "-p", "lambda", "--db", str(db), "--json"])
+    assert [(r["provider"], r["usd_per_hour"]) for r in json.loads(result.stdout)] == [("lambda", 31.92)]
+    assert result.stderr.startswith("no current offer in this warehouse from aws (never loaded);")
