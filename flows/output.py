@@ -8,6 +8,7 @@ import csv
 import itertools
 import json
 import math
+import re
 import sys
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -50,6 +51,12 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """`message` as one error line on standard error; the caller raises the Exit (code `code`) returned."""
     err.print(labelled("error:", "red", message), soft_wrap=True)  # one line, however long
     return typer.Exit(code)
+
+
+def flagged(message: str, flags: dict[str, str]) -> str:
+    """`message` of a Python API's check with each field it names (a key of `flags`) as the flag that sets it;
+    quoted text (the value given) and a flag already named (--params) as they are."""
+    return re.sub(r"'[^']*'|[\w-]+", lambda m: flags.get(m[0], m[0]), message)
 
 
 @contextmanager

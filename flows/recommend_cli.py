@@ -16,7 +16,9 @@ from rich.text import Text
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, out, widest_line
+from gpuledger.flows.output import (
+    Format, FormatOption, JsonOption, chosen, emit, err, fail, flagged, out, widest_line,
+)
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -158,6 +160,13 @@ def _print(rec: Recommendation) -> None:
         err.print(labelled("note:", "yellow", note))
 
 
+# The request's fields its checks name, as the flags that set them (the Python API's messages keep the fields).
+FLAGS = {**{field: "--" + field.replace("_", "-") for field in (
+    "params", "lora_rank", "seq_len", "micro_batch", "offload", "hours", "runs", "tokens", "dataset_tokens", "examples",
+    "epochs", "by", "budget", "max_gpus", "max_nodes", "max_age_hours", "headroom", "dataset_gb", "days", "top")},
+         "checkpoint_every_minutes": "--checkpoint-every"}
+
+
 def recommend_command(
     method: str = typer.Option(..., "--method", help=f"Fine-tuning method: {', '.join(METHODS)} (any case)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="A built-in model (llama-3-70b, mistral-7b, "
@@ -252,7 +261,7 @@ def recommend_command(
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
             checkpoint_every_minutes=checkpoint_every, top=top, per_instance=not all_locations)
     except ValueError as e:  # an unknown model included
-        raise fail(str(e), 2) from None
+        raise fail(flagged(str(e), FLAGS), 2) from None
     with cancellable_reader(db, "the recommendation") as con:
         try:
             rec = recommend(con, request, SOURCES)

@@ -12,9 +12,9 @@ import typer
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import literal
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, flagged
 from gpuledger.warehouse.freshness import STATE_SHOWN, provider_freshness
-from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
+from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, FilterError, OfferFilter
 from gpuledger.warehouse.store import open_reader
 
 # The summary's price columns: each the cheapest USD per GPU-hour under it, and its provider.
@@ -105,9 +105,12 @@ def show_gpus_command(
         raise fail("name the GPU once: `show-gpus H100` lists it per provider, `--gpu H100` filters the summary", 2)
     if "" in (gpu, listing_gpu):  # `show-gpus "$GPU"` with GPU unset: not the summary of every GPU
         raise fail("the GPU name is empty: name a model (H100-SXM) or a family (H100)", 2)
-    selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb,
-                            spot=True if spot else False if on_demand else None, providers=tuple(provider),
-                            regions=tuple(region), max_price=max_price, commitments=commitments)
+    try:
+        selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb,
+                                spot=True if spot else False if on_demand else None, providers=tuple(provider),
+                                regions=tuple(region), max_price=max_price, commitments=commitments)
+    except FilterError as e:  # a bound below 0, named by the flag that set it
+        raise fail(flagged(str(e), {"min_vram_gb": "--min-vram", "max_price": "--max-price"}), 2) from None
     with open_reader(db) as con:  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)
         selection = selection.resolved(con, SOURCES)
         columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection)

@@ -63,6 +63,18 @@ USAGE_ERRORS = [
     (["show-gpus", "--spot", "--on-demand"], "--spot and --on-demand exclude each other"),
     (["recommend", "--model", "llama-3-8b", "--method", "qlora", "--grad-ckpt", "--no-grad-ckpt"],
      "--grad-ckpt and --no-grad-ckpt exclude each other"),
+    # before: "seq_len must be ...", "checkpoint_every_minutes must be ...": the request's fields, not the flags
+    (["recommend", "--model", "llama-3-8b", "--method", "qlora", "--seq-len", "0"],
+     "error: --seq-len must be at least 1, got 0"),
+    (["recommend", "--model", "llama-3-8b", "--method", "qlora", "--checkpoint-every", "0"],
+     "error: --checkpoint-every must be within [1, 1440], got 0.0"),
+    (["recommend", "--model", "llama-3-8b", "--method", "qlora", "--max-age-hours", "-1"],
+     "error: --max-age-hours must be positive and at most 1e+09, got -1.0"),
+    (["recommend", "--model", "llama-3-8b", "--method", "qlora", "--tokens", "5", "--dataset-tokens", "5"],
+     "error: give the job size once: --tokens, --dataset-tokens (x --epochs) or --examples (x --seq-len x --epochs)"),
+    (["recommend", "--model", "hours", "--method", "qlora"],  # a value given, and a flag named, stay as they are
+     "error: unknown model 'hours'; did you mean "),
+    (["show-gpus", "--min-vram", "-1"], "error: --min-vram must be a number >= 0, got -1.0"),
     # before: the first statement's rows were dropped unseen, `2` printed alone
     (["sql", "select 1; select 2"], "statement 1 of 2 is a select, whose rows would not be shown"),
     (["sql", "create temp table t as select 1; pragma version; from t"], "statement 2 of 3 is a pragma, whose rows"),
@@ -148,3 +160,12 @@ def test_show_gpus_says_a_named_provider_holds_no_offer_here(db: Path) -> None:
     result = runner.invoke(app, ["show-gpus", "H100-SXM", "-p", "aws", "-p", "lambda", "--db", str(db), "--json"])
     assert [(r["provider"], r["usd_per_hour"]) for r in json.loads(result.stdout)] == [("lambda", 31.92)]
     assert result.stderr.startswith("no current offer in this warehouse from aws (never loaded);")
+
+
+def test_the_python_apis_messages_keep_their_field_names() -> None:
+    from gpuledger.warehouse.recommender.recommend import RecommendRequest
+
+    with pytest.raises(ValueError, match=r"^seq_len must be at least 1, got 0$"):
+        RecommendRequest(method="qlora", model="llama-3-8b", seq_len=0)
+    with pytest.raises(ValueError, match=r"^checkpoint_every_minutes must be within \[1, 1440\], got 0$"):
+        RecommendRequest(method="qlora", model="llama-3-8b", checkpoint_every_minutes=0)
