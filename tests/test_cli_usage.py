@@ -131,7 +131,8 @@ def test_every_commands_help_shows_each_option_name_whole_at_80_columns() -> Non
             if isinstance(param, typer.core.TyperArgument) or not param.opts:
                 continue
             first = next(o for o in param.opts if o.startswith("--"))
-            rows = [line for line in result.output.splitlines() if re.match(rf"│[ *]{{1,4}}{re.escape(first)} ", line)]
+            starts = re.compile(rf"│[ *]{{1,4}}{re.escape(first)} ")  # the option column, not a help text
+            rows = [line for line in result.output.splitlines() if starts.match(line)]
             assert len(rows) == 1, (name, first, rows)
             row = rows[0]
             for option in param.opts + param.secondary_opts:  # each whole in its row: -m, --no-grad-ckpt
@@ -154,8 +155,9 @@ def test_show_gpus_says_a_named_provider_holds_no_offer_here(db: Path) -> None:
     # before: `show-gpus -p aws` on a warehouse of Lambda alone said "no current offer passes these filters"
     result = runner.invoke(app, ["show-gpus", "-p", "aws", "--db", str(db), "--format", "csv"])
     assert result.exit_code == 0 and result.stdout.count("\n") == 1, result.output  # the header alone
-    assert result.stderr.splitlines() == ["no current offer in this warehouse from aws (never loaded); `gpuledger "
-                                          "status` shows each provider's scrapes", "no current offer passes these filters"]
+    assert result.stderr.splitlines() == [
+        "no current offer in this warehouse from aws (never loaded); `gpuledger status` shows each provider's scrapes",
+        "no current offer passes these filters"]
     # beside a provider that has offers: its rows (Lambda's recording: gpu_8x_h100_sxm5 at $31.92/h), and the line
     result = runner.invoke(app, ["show-gpus", "H100-SXM", "-p", "aws", "-p", "lambda", "--db", str(db), "--json"])
     assert [(r["provider"], r["usd_per_hour"]) for r in json.loads(result.stdout)] == [("lambda", 31.92)]
