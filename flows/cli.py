@@ -334,10 +334,20 @@ def _intervals_as_text(con: duckdb.DuckDBPyConnection, statement: str) -> str:
     return f"select {columns} from (\n{_TRAILING_SEMICOLON.sub('', statement.rstrip())}\n)"
 
 
+# Statements whose answer is rows: before the last one, their rows would be dropped unseen.
+ANSWERING = {duckdb.StatementType.SELECT, duckdb.StatementType.MULTI, duckdb.StatementType.EXPLAIN,
+             duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL}
+
+
 def run_query(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyConnection | None:
     """`query` (statements run in order, the last one's rows answered) on `con`, an interval shown as DuckDB
-    writes it; None for a query of comments or semicolons only."""
+    writes it; None for a query of comments or semicolons only. A statement before the last that answers rows
+    of its own is refused (exit 2), nothing run."""
     statements = con.extract_statements(query)
+    for n, statement in enumerate(statements[:-1], 1):
+        if statement.type in ANSWERING:
+            raise fail(f"statement {n} of {len(statements)} is a {statement.type.name.lower()}, whose rows would not "
+                       "be shown (`gpuledger sql` shows the last statement's): run each query on its own", 2)
     # a PIVOT whose columns come from the data is MULTI: DuckDB reads the values first, then selects
     if not statements or statements[-1].type not in (duckdb.StatementType.SELECT, duckdb.StatementType.MULTI):
         return con.execute(query)

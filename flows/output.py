@@ -1,11 +1,14 @@
 """How every command prints what it found: one `--format table|csv|json` option (`--json` for scripts) and
-one writer; tables go through `flows.literal` (provider text shown, never obeyed), CSV and JSON keep it whole."""
+one writer; tables go through `flows.literal` (provider text shown, never obeyed), CSV and JSON keep it whole
+(a CSV cell a spreadsheet would run as a formula after a ', as `export` writes it)."""
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
+import re
 import sys
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -13,6 +16,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Collection, Iterable, Iterator, Sequence
 
+import duckdb
 import typer
 from rich.cells import cell_len
 from rich.console import Console
@@ -47,6 +51,12 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """`message` as one error line on standard error; the caller raises the Exit (code `code`) returned."""
     err.print(labelled("error:", "red", message), soft_wrap=True)  # one line, however long
     return typer.Exit(code)
+
+
+def flagged(message: str, flags: dict[str, str]) -> str:
+    """`message` of a Python API's check with each field it names (a key of `flags`) as the flag that sets it;
+    quoted text (the value given) and a flag already named (--params) as they are."""
+    return re.sub(r"'[^']*'|[\w-]+", lambda m: flags.get(m[0], m[0]), message)
 
 
 @contextmanager
@@ -107,12 +117,32 @@ def _json_keys(columns: Sequence[str]) -> list[str]:
     return keys
 
 
+CSV_BATCH_ROWS = 10_000  # rows checked for formulas at a time, in one DuckDB call
+
+
+def _no_formulas(con: duckdb.DuckDBPyConnection, rows: list[list[Any]]) -> list[list[Any]]:
+    """`rows` with each text cell a spreadsheet would run as a formula (`export`'s FORMULA, by the same DuckDB
+    regex) after a ' as export writes it; a number, a negative one included, stays a number."""
+    from gpuledger.warehouse.export import FORMULA
+
+    texts = list({v for r in rows for v in r if isinstance(v, str)})
+    if not texts:
+        return rows
+    # a lone surrogate (no UTF-8 for DuckDB) is neither a blank nor a trigger: '?' in its place, the verdict alike
+    found = con.execute(f"select [i for x, i in $texts if regexp_matches(x, '{FORMULA}')]",
+                        {"texts": [t.encode("utf-8", "replace").decode() for t in texts]}).fetchone()[0]
+    formulas = {texts[i - 1] for i in found}
+    return [["'" + v if isinstance(v, str) and v in formulas else v for v in r] for r in rows] if formulas else rows
+
+
 def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title: str | None = None,
          lists: Collection[str] = ()) -> None:
-    """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where each row
-    is written as it comes (json.dumps of the whole list, indent 2, one object at a time). A column of `lists`
+    """`rows` under `columns` as a table on the terminal, or as CSV or JSON on standard output, where the rows
+    are written as they come (JSON: json.dumps of the whole list, indent 2, one object at a time; CSV:
+    CSV_BATCH_ROWS at a time). A column of `lists`
     (names joined by commas, each a cell's worth) is cut at MESSAGE_LIMIT on the terminal, not CELL_LIMIT."""
-    rows = map(_finite, rows)
+    if fmt != "csv":
+        rows = map(_finite, rows)
     if fmt == "json":
         keys, sep = _json_keys(columns), "\n"
         sys.stdout.write("[")
@@ -126,12 +156,17 @@ def emit(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, title:
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
         # On a terminal a provider's ESC or bidirectional control is written as its escape, never obeyed; into a
-        # file or a pipe every value goes as it is.
+        # file or a pipe every value goes as it is, a formula's ' aside.
         shown = (lambda v: escaped(v) if isinstance(v, str) else v) if sys.stdout.isatty() else (lambda v: v)
-        writer.writerow(map(shown, columns))
-        # a list or a mapping in a cell as JSON text, which any reader parses (not Python's repr)
-        writer.writerows([shown(json.dumps(_json_value(v), default=str, ensure_ascii=False)
-                                if isinstance(v, (list, dict)) else v) for v in r] for r in rows)
+        # the header too: a column name may be a formula (sql's `select 1 as "=x"`)
+        rows = itertools.chain([columns], rows)
+        with duckdb.connect() as con:
+            for batch in iter(lambda: list(itertools.islice(rows, CSV_BATCH_ROWS)), []):
+                # a list or a mapping in a cell as JSON text, which any reader parses (not Python's repr)
+                batch = [[json.dumps(_json_value(v), default=str, ensure_ascii=False)
+                          if isinstance(v, (list, dict)) else v for v in r] for r in batch]
+                # '-infinity' is a date, not text: the formula check has seen the date
+                writer.writerows([shown(v) for v in _finite(r)] for r in _no_formulas(con, batch))
     else:
         header = [cell(c) for c in columns]
         cells = [[literal(v, MESSAGE_LIMIT) if c in lists else cell(v) for c, v in zip(columns, r)] for r in rows]

@@ -16,7 +16,9 @@ from rich.text import Text
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.literal import cell, labelled, literal, plain
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, out, widest_line
+from gpuledger.flows.output import (
+    Format, FormatOption, JsonOption, chosen, emit, err, fail, flagged, out, widest_line,
+)
 
 from gpuledger.warehouse.freshness import DEFAULT_MAX_AGE_HOURS
 from gpuledger.warehouse.recommender.macros import macros_sql
@@ -158,6 +160,13 @@ def _print(rec: Recommendation) -> None:
         err.print(labelled("note:", "yellow", note))
 
 
+# The request's fields its checks name, as the flags that set them (the Python API's messages keep the fields).
+FLAGS = {**{field: "--" + field.replace("_", "-") for field in (
+    "params", "lora_rank", "seq_len", "micro_batch", "offload", "hours", "runs", "tokens", "dataset_tokens", "examples",
+    "epochs", "by", "budget", "max_gpus", "max_nodes", "max_age_hours", "headroom", "dataset_gb", "days", "top")},
+         "checkpoint_every_minutes": "--checkpoint-every"}
+
+
 def recommend_command(
     method: str = typer.Option(..., "--method", help=f"Fine-tuning method: {', '.join(METHODS)} (any case)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="A built-in model (llama-3-70b, mistral-7b, "
@@ -171,8 +180,10 @@ def recommend_command(
                                      "comma list of q,k,v,o,gate,up,down."),
     seq_len: int = typer.Option(2048, "--seq-len", help="Tokens per sequence."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
-    grad_ckpt: bool = typer.Option(True, "--grad-ckpt/--no-grad-ckpt", help="Assume gradient checkpointing "
-                                   "(activations recomputed: less memory)."),
+    # two flags, not one pair, where the last given wins: both given is refused
+    grad_ckpt: bool = typer.Option(False, "--grad-ckpt", help="Assume gradient checkpointing (activations "
+                                   "recomputed: less memory); the default."),
+    no_grad_ckpt: bool = typer.Option(False, "--no-grad-ckpt", help="Assume no gradient checkpointing."),
     offload: bool = typer.Option(False, "--offload", help="Full fine-tuning with ZeRO-Offload: optimizer state "
                                  "in host RAM (checked against the offer's RAM)."),
     hours: Optional[float] = typer.Option(None, "--hours", help="Fixed wall-clock hours per run instead of a job "
@@ -237,18 +248,20 @@ def recommend_command(
     """
     from gpuledger.flows.cli import cancellable_reader
 
+    if grad_ckpt and no_grad_ckpt:
+        raise fail("--grad-ckpt and --no-grad-ckpt exclude each other: give one (the default: --grad-ckpt)", 2)
     try:
         request = RecommendRequest(
             method=method, model=model, params=params, precision=precision, optimizer=optimizer,
             lora_rank=lora_rank, lora_targets=lora_targets, seq_len=seq_len, micro_batch=micro_batch,
-            gradient_checkpointing=grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens,
+            gradient_checkpointing=not no_grad_ckpt, offload=offload, hours=hours, runs=runs, tokens=tokens,
             dataset_tokens=dataset_tokens, examples=examples, epochs=epochs, by=by, budget=budget, spot=spot,
             commitments=commitments, region=region, providers=tuple(provider), max_gpus=max_gpus,
             max_nodes=max_nodes, shard_lora=shard_lora, include_unavailable=include_unavailable,
             max_age_hours=max_age_hours, headroom=headroom, dataset_gb=dataset_gb, days=days,
             checkpoint_every_minutes=checkpoint_every, top=top, per_instance=not all_locations)
     except ValueError as e:  # an unknown model included
-        raise fail(str(e), 2) from None
+        raise fail(flagged(str(e), FLAGS), 2) from None
     with cancellable_reader(db, "the recommendation") as con:
         try:
             rec = recommend(con, request, SOURCES)

@@ -10,9 +10,11 @@ import duckdb
 import typer
 
 from gpuledger.adapters.registry import SOURCES
+from gpuledger.flows.literal import literal
 from gpuledger.flows.ops_cli import DbOption
-from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail
-from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, OfferFilter
+from gpuledger.flows.output import Format, FormatOption, JsonOption, chosen, emit, err, fail, flagged
+from gpuledger.warehouse.freshness import STATE_SHOWN, provider_freshness
+from gpuledger.warehouse.offer_filter import RECLAIMABLE_SQL, VRAM_SQL, FilterError, OfferFilter
 from gpuledger.warehouse.store import open_reader
 
 # The summary's price columns: each the cheapest USD per GPU-hour under it, and its provider.
@@ -69,8 +71,9 @@ def show_gpus_command(
                                       "(H100-SXM) or a family (H100, every variant)."),
     min_vram_gb: Optional[float] = typer.Option(None, "--min-vram", help="Only GPUs with at least this many GB "
                                                 "per GPU (the card's marketed memory; a GPU slice's own share)."),
-    spot: Optional[bool] = typer.Option(None, "--spot/--on-demand", help="Only reclaimable offers (spot, "
-                                        "low_priority, interruptible), or only on-demand ones.", show_default="both"),
+    # two flags, not one --spot/--on-demand pair, where the last given wins: both given is refused
+    spot: bool = typer.Option(False, "--spot", help="Only reclaimable offers (spot, low_priority, interruptible)."),
+    on_demand: bool = typer.Option(False, "--on-demand", help="Only on-demand offers."),
     commitments: bool = typer.Option(False, "--commitments", help="Also 1- and 3-year commitments (reserved, "
                                      "savings plans, committed use): their own column, or their own rows."),
     provider: list[str] = typer.Option([], "--provider", "-p", help="Only these providers (repeatable)."),
@@ -96,14 +99,29 @@ def show_gpus_command(
       gpuledger show-gpus --gpu H100 --on-demand --format csv
     """
 
+    if spot and on_demand:
+        raise fail("--spot and --on-demand exclude each other: give one, or neither for both", 2)
     if gpu and listing_gpu:
         raise fail("name the GPU once: `show-gpus H100` lists it per provider, `--gpu H100` filters the summary", 2)
     if "" in (gpu, listing_gpu):  # `show-gpus "$GPU"` with GPU unset: not the summary of every GPU
         raise fail("the GPU name is empty: name a model (H100-SXM) or a family (H100)", 2)
-    selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb, spot=spot, providers=tuple(provider),
-                            regions=tuple(region), max_price=max_price, commitments=commitments)
+    try:
+        selection = OfferFilter(gpu=gpu or listing_gpu, min_vram_gb=min_vram_gb,
+                                spot=True if spot else False if on_demand else None, providers=tuple(provider),
+                                regions=tuple(region), max_price=max_price, commitments=commitments)
+    except FilterError as e:  # a bound below 0, named by the flag that set it
+        raise fail(flagged(str(e), {"min_vram_gb": "--min-vram", "max_price": "--max-price"}), 2) from None
     with open_reader(db) as con:  # a WarehouseError or FilterError: one line, exit 2 (flows/cli.py)
-        columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection.resolved(con, SOURCES))
+        selection = selection.resolved(con, SOURCES)
+        columns, rows = (provider_listing if listing_gpu else gpu_summary)(con, selection)
+        # a provider named (a registered source, perhaps never loaded here) that holds no current offer
+        holding = {p for (p,) in con.execute("select distinct provider from offers").fetchall()}
+        absent = [p for p in selection.providers if p not in holding]
+        empty = [f for f in provider_freshness(con, providers=absent) if f.provider in absent]
+    if empty:
+        err.print(literal("no current offer in this warehouse from " + ", ".join(
+            f"{f.provider} ({STATE_SHOWN.get(f.state, f.state)})" for f in empty)
+            + "; `gpuledger status` shows each provider's scrapes"), soft_wrap=True)  # one line, however long
     if not rows:
         err.print("no current offer passes these filters", highlight=False)
     emit(columns, rows, chosen(fmt, as_json), lists=("providers",))  # 31 names exceed a cell's 200 characters

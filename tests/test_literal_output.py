@@ -8,6 +8,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 from gpuledger.flows.cli import _print_summary, app
 from gpuledger.flows.literal import CELL_LIMIT, ELLIPSIS, MESSAGE_LIMIT, plain
 from gpuledger.warehouse.store import AnomalyPolicy, load_outcome, open_writer, utcnow
-from tests.builders import scraped, batch, offer
+from tests.builders import batch, offer, replayed_warehouse, scraped
 
 runner = CliRunner()
 
@@ -220,3 +221,59 @@ def test_the_hostile_warehouse_is_stored_as_given(hostile_db: Path) -> None:
         assert con.execute("select notes from scrape_runs where provider = ?", [PROVIDER]).fetchone() == (HOSTILE,)
     finally:
         con.close()
+
+
+EVIL = "=HYPERLINK(http://evil/)-us-south-1"  # a region a spreadsheet would run as a formula
+
+
+@pytest.fixture(scope="module")
+def formula_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Lambda replayed through its real client, every instance type offered in the region EVIL."""
+    def hook(host: str, request: object, exchange: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if exchange is None or host != "cloud.lambda.ai" or not exchange.path.endswith("/instance-types"):
+            return None
+        body = json.loads(exchange.body())
+        for entry in body["data"].values():
+            entry["regions_with_capacity_available"] = [{"name": EVIL, "description": "Texas, USA"}]
+        return exchange.status, dict(exchange.headers), json.dumps(body).encode()
+
+    db = tmp_path_factory.mktemp("formula") / "ledger.duckdb"
+    replayed_warehouse(db, ["lambda"], hook=hook)
+    return db
+
+
+def csv_rows(*args: str) -> list[dict[str, str]]:
+    result = runner.invoke(app, [*args, "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    return list(csv.DictReader(io.StringIO(result.stdout, newline="")))
+
+
+def test_every_commands_csv_neutralises_a_formula_as_export_does(formula_db: Path, tmp_path: Path) -> None:
+    # before: show-gpus, sql and recommend wrote =HYPERLINK(http://evil/)-us-south-1 as it came; export alone
+    # wrote it after a ' (OWASP: a cell starting with = + - @ is a formula)
+    code, text = invoke("export", str(tmp_path / "export"), "--db", str(formula_db), "--format", "csv",
+                        "--table", "offers")
+    assert code == 0, text
+    with open(next((tmp_path / "export").glob("*/offers.csv")), newline="") as f:
+        assert {r["region"] for r in csv.DictReader(f)} == {"'" + EVIL}
+    db = ("--db", str(formula_db))
+    for rows in (csv_rows("show-gpus", "H100-SXM", *db), csv_rows("sql", "select region from offers", *db),
+                 csv_rows("recommend", "--params", "1e9", "--method", "qlora", "--all-locations", *db)):
+        assert rows and {r["region"] for r in rows} == {"'" + EVIL}, rows
+    # numbers stay numbers (a negative one too), text that starts with a minus does not; a column name is
+    # neutralised as a cell is; JSON keeps the value exact
+    result = runner.invoke(app, ["sql", "select -5 as n, -2.5 as d, '-5' as t, 'a-b' as u, 1 as \"@x\"", *db,
+                                 "--format", "csv"])
+    assert result.stdout.splitlines() == ["n,d,t,u,'@x", "-5,-2.5,'-5,a-b,1"], result.output
+    code, text = invoke("sql", "select distinct region from offers", *db, "--format", "json")
+    assert json.loads(text) == [{"region": EVIL}]
+
+
+def test_csv_neutralises_each_formula_trigger_export_names(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuledger.flows.output import emit
+
+    cells = ["=1+1", "+1", "-1", "@SUM(A1)", "|cmd", "\t1", "\r1", " =1", "\u3000=1", "\x00=1", "\uff1d1",
+             "\uff0b1", "\uff0d1", "\uff20x", "\uff5cx", "a=1", "1-1", "x@y"]
+    emit(["cell"], [[c] for c in cells] + [[-1], [-1.5]], "csv")
+    written = [r[0] for r in csv.reader(io.StringIO(capsys.readouterr().out, newline=""))]
+    assert written == ["cell", *("'" + c for c in cells[:15]), "a=1", "1-1", "x@y", "-1", "-1.5"]

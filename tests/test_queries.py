@@ -268,3 +268,23 @@ def test_the_readme_example_queries_run_as_written_through_gpuledger_sql(db: Pat
 
     mistyped = CliRunner().invoke(app, ["sql", "--formt", "csv", "--db", str(db), "select 1"])
     assert mistyped.exit_code == 2 and "No such option: --formt" in mistyped.output
+
+
+def test_the_readme_fits_example_keeps_the_cards_it_says_it_keeps(db: Path) -> None:
+    """before: `fits(vram_gb := 48, gpus := 1)`, read as "48 GB cards", left out every 48 GB card: vram_gb is the job's
+    need in GiB, and a card fits when its memory less 5% headroom holds it."""
+    from gpuledger.warehouse.recommender.macros import install_macros
+
+    readme = (DOC.parent.parent / "README.md").read_text()
+    [(call, need)] = re.findall(r"`select \* from (fits\(vram_gb := ([\d.]+), gpus := 1\))`", readme)
+    # AWS reports the L40S (g6e) as 45776 MiB (GPU_FACTS.md of the facts): 44.70 GiB, 42.47 usable
+    assert 45776 / 1024 == pytest.approx(44.70, abs=0.01) and 45776 / 1024 * 0.95 == pytest.approx(42.47, abs=0.01)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        install_macros(con)
+        fitting = {m for (m,) in con.execute(f"select distinct gpu_model from {call}").fetchall()}
+        too_big = {m for (m,) in con.execute("select distinct gpu_model from fits(48)").fetchall()}
+    finally:
+        con.close()
+    assert float(need) <= 42.47 and "L40S" in fitting and "L40S" not in too_big
+    assert "a 48 GB card (44.7 GiB, about 42.5 usable) holds `vram_gb := 40`, not 48" in " ".join(readme.split())

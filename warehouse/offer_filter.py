@@ -59,6 +59,10 @@ class OfferFilter:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise FilterError(f"{name} must be a number >= 0, got {value!r}")
+        if self.min_gpu_count is not None and self.max_gpu_count is not None \
+                and self.min_gpu_count > self.max_gpu_count:  # no offer passes: said, not an empty answer
+            raise FilterError(f"min_gpu_count {self.min_gpu_count:g} is more than max_gpu_count "
+                              f"{self.max_gpu_count:g}: no offer can pass both")
 
     def resolved(self, con: duckdb.DuckDBPyConnection, providers: Iterable[str] = ()) -> OfferFilter:
         """This filter with each name as the warehouse spells it (`providers`: more known provider
