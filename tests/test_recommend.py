@@ -937,11 +937,11 @@ def test_cli_table_json_and_exit_codes(cli, warehouse: Path) -> None:
 
 
 @pytest.mark.parametrize("option, value, message", [
-    ("--dataset-gb", "inf", "error: dataset_gb must be a size in GB, got inf"),
-    ("--max-age-hours", "inf", "error: max_age_hours must be positive and at most 1e+09, got inf"),
-    ("--max-age-hours", "1e12", "error: max_age_hours must be positive and at most 1e+09, got 1000000000000.0"),
+    ("--dataset-gb", "inf", "error: --dataset-gb must be a size in GB, got inf"),
+    ("--max-age-hours", "inf", "error: --max-age-hours must be positive and at most 1e+09, got inf"),
+    ("--max-age-hours", "1e12", "error: --max-age-hours must be positive and at most 1e+09, got 1000000000000.0"),
     # was "hours must be positive, got inf"
-    ("--hours", "inf", "error: hours must be at most 8760 (a year) per run, got inf"),
+    ("--hours", "inf", "error: --hours must be at most 8760 (a year) per run, got inf"),
 ])
 def test_cli_refuses_sizes_and_ages_past_any_warehouse_in_one_line(cli, warehouse: Path, option: str, value: str,
                                                                    message: str) -> None:
