@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, register_secret
+from gpuledger.adapters import bounds
+from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, register_secret
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.records import Batch
 
@@ -19,6 +20,8 @@ RESOURCE_GRAPH_PATH = "/providers/Microsoft.ResourceGraph/resources"
 RESOURCE_GRAPH_API_VERSION = "2022-10-01"
 TOKEN_SCOPE = "https://management.azure.com/.default"
 PAGE_ROWS = 1000  # Resource Graph's largest $top
+# Azure's chain probes several credentials (a managed identity endpoint, the az CLI), each with its own waits.
+TOKEN_TIMEOUT_S = 60.0
 WHAT = "Resource Graph spot eviction rates"
 # EnvironmentCredential's secrets (a service principal's client secret or certificate password, a user's password).
 CHAIN_SECRET_VARS = ("AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "AZURE_PASSWORD")
@@ -87,17 +90,27 @@ def fetch_eviction_rates(ctx: SourceContext, client: httpx.Client) -> dict[tuple
     return rates
 
 
+def signed_in_rates(ctx: SourceContext, client: httpx.Client) -> dict[tuple[str, str], str] | str:
+    """The rates, asked with a token of Azure's chain; or why there is no token to ask with."""
+    try:
+        token, missing = bounds.within(TOKEN_TIMEOUT_S, lambda: bearer_token(ctx))
+    except httpx.ReadTimeout:  # the chain's own waits are its credentials', minutes each
+        raise SourceError(f"azure: no token from Azure's credential chain within {TOKEN_TIMEOUT_S:g} s") from None
+    if missing:
+        return missing
+    if token:
+        client.headers["Authorization"] = f"Bearer {token}"
+    return fetch_eviction_rates(ctx, client)
+
+
 def add_eviction_rates(ctx: SourceContext, client: httpx.Client, batch: Batch, timeout_s: float = 600.0) -> None:
     """Give the batch's spot offers their size and region's eviction rate and risk fields; note what was found."""
     spot = [i for i, o in enumerate(batch.offers) if o.purchase_option == "spot"]
-    token, missing = bearer_token(ctx)
-    if missing:
-        batch.notes.append(f"azure: spot eviction rates skipped: {missing}; {len(spot)} spot offers have "
+    rates = ctx.enrich(EVICTION_RATES, signed_in_rates, ctx, client, timeout_s=timeout_s)
+    if isinstance(rates, str):  # no credentials: a choice, not a failure
+        batch.notes.append(f"azure: spot eviction rates skipped: {rates}; {len(spot)} spot offers have "
                            "interruption_risk_level unknown")
         return
-    if token:
-        client.headers["Authorization"] = f"Bearer {token}"
-    rates = ctx.enrich(EVICTION_RATES, fetch_eviction_rates, ctx, client, timeout_s=timeout_s)
     if rates is None:
         return
     rated = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 import time
 from datetime import timedelta
@@ -245,6 +246,33 @@ def test_live_azure_without_credentials_skips_the_rates_with_a_counted_note(monk
     [note] = b.notes
     assert note.startswith("azure: spot eviction rates skipped: no Azure credentials (")
     assert note.endswith("; 1 spot offers have interruption_risk_level unknown")
+    assert [(o.purchase_option, o.interruption_risk_level) for o in b.offers] == [("spot", "unknown"),
+                                                                                  ("on_demand", "none")]
+
+
+def test_a_credential_chain_that_never_answers_costs_only_the_eviction_rates(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path) -> None:
+    for name in ("AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH",
+                 "AZURE_USERNAME", "AZURE_FEDERATED_TOKEN_FILE", "MSI_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path))
+    with socket.socket() as endpoint:  # App Service's managed identity endpoint: it takes the request, never answers
+        endpoint.bind(("127.0.0.1", 0))
+        endpoint.listen(8)
+        monkeypatch.setenv("IDENTITY_ENDPOINT", f"http://127.0.0.1:{endpoint.getsockname()[1]}/msi/token")
+        monkeypatch.setenv("IDENTITY_HEADER", "header-of-the-app-service")
+        monkeypatch.setattr(azure_eviction, "TOKEN_TIMEOUT_S", 2.0)
+        b = batch("azure", [offer("Standard_ND96isr_H100_v5", 18.17, option="spot", region="eastus"),
+                            offer("Standard_ND96isr_H100_v5", 98.32, region="eastus")])
+        ctx = SourceContext(provider="azure", mode="live")
+        start = time.monotonic()
+        with ctx.http_client(transport=httpx.MockTransport(lambda req: pytest.fail(f"no request: {req.url}"))) as c:
+            azure_eviction.add_eviction_rates(ctx, c, b)
+        took = time.monotonic() - start
+    # before: the token was asked outside the enrichment, with azure-core's own waits: the azure scrape hung there
+    # until its task's 1,800 s were over, and none of its offers loaded
+    assert took < 6
+    assert ctx.degraded == {"spot eviction rates": "azure: no token from Azure's credential chain within 2 s"}
     assert [(o.purchase_option, o.interruption_risk_level) for o in b.offers] == [("spot", "unknown"),
                                                                                   ("on_demand", "none")]
 
