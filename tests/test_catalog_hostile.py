@@ -30,7 +30,20 @@ import pytest
 
 from gpuledger.warehouse import catalog
 from gpuledger.warehouse.catalog import MANIFEST, pull
-from tests.test_catalog import checks_pass, cli, digests, published, query, served  # noqa: F401 (fixtures)
+from tests.builders import replayed_warehouse
+from tests.test_catalog import checks_pass, cli, digests, query, served  # noqa: F401 (fixtures)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Warehouse A, refreshed from the recordings of CUDO, Lambda and RunPod by their real clients, and its
+    catalog: three small providers, each pull of it a second's work (tests/test_catalog.py's has AWS's)."""
+    root = tmp_path_factory.mktemp("published")
+    a, folder = root / "a.duckdb", root / "catalog"
+    replayed_warehouse(a, ["cudo", "lambda", "runpod"])
+    code, said = cli("publish", str(folder), "--db", str(a))
+    assert code == 0, said
+    return a, folder
 
 
 def copied(published: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
@@ -54,14 +67,14 @@ def rewrite(folder: Path, entry: dict[str, Any], select: str) -> None:
     entry.update(bytes=path.stat().st_size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-def send_trickled(handler: SimpleHTTPRequestHandler, data: bytes) -> None:
-    """`data` as a whole answer, 500 bytes every 0.2 s: a server that trickles."""
+def send_trickled(handler: SimpleHTTPRequestHandler, data: bytes, step: int = 500) -> None:
+    """`data` as a whole answer, `step` bytes every 0.2 s: a server that trickles."""
     handler.send_response(200)
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     with contextlib.suppress(OSError):  # the client gone
-        for at in range(0, len(data), 500):
-            handler.wfile.write(data[at:at + 500])
+        for at in range(0, len(data), step):
+            handler.wfile.write(data[at:at + step])
             handler.wfile.flush()
             time.sleep(0.2)
 
@@ -81,7 +94,7 @@ def test_a_file_entry_whose_rows_or_bytes_are_no_whole_number_is_refused_in_one_
     assert code == 1 and "Traceback" not in output
     [line] = [line for line in output.splitlines() if ": refused:" in line]
     assert line.startswith(f"lambda: refused: the manifest's entry is malformed (file entry {{'name': '{entry['name']}'")
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("runpod",)]
 
 
 def test_a_file_of_other_types_merged_as_a_scrape_is_refused_naming_it(
@@ -101,7 +114,7 @@ def test_a_file_of_other_types_merged_as_a_scrape_is_refused_naming_it(
     assert code == 1 and "Traceback" not in output
     assert (f"lambda: refused: {entry['name']}: the row lambda/us-east-1//gpu_1x_a10/on_demand breaks the offer "
             "contract: price_per_hour: Input should be a valid number, unable to parse string as a number") in output
-    assert "aws,up to date," in output and "runpod,up to date," in output
+    assert "cudo,up to date," in output and "runpod,up to date," in output
     assert digests(own) == before
 
 
@@ -137,7 +150,7 @@ def test_a_file_whose_values_break_the_record_contract_is_refused_naming_the_row
     code, output = cli("pull", str(folder), "--db", str(b))
     assert code == 1, output
     assert f"lambda: refused: {entry['name']}: {said}" in output.replace("\n", " ")
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("runpod",)]
 
 
 def test_a_later_catalog_that_lost_most_of_a_providers_offers_replaces_none_of_them(
@@ -208,7 +221,7 @@ def test_a_provider_this_gpuledger_does_not_know_is_refused(published: tuple[Pat
     code, output = cli("pull", str(folder), "--db", str(b))
     assert code == 1
     assert "acme: refused: a provider this gpuledger does not know: upgrade gpuledger" in output
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("lambda",), ("runpod",)]
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("lambda",), ("runpod",)]
     assert query(b, "select count(*) from scrape_runs where provider = 'acme'") == [(0,)]
 
 
@@ -223,7 +236,7 @@ def test_a_file_listed_twice_is_refused_not_loaded_twice(published: tuple[Path, 
     code, output = cli("pull", str(folder), "--db", str(b))
     assert code == 1
     assert "lambda: refused: the manifest's entry is malformed (more than one file of offers)" in output
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("runpod",)]
     assert checks_pass(b)
 
 
@@ -242,7 +255,7 @@ def test_a_file_whose_rows_repeat_a_key_is_refused(published: tuple[Path, Path],
     code, output = cli("pull", str(folder), "--db", str(b))
     assert code == 1
     assert f"lambda: refused: {entry['name']}: 2 of its rows repeat another's {key}" in output.replace("\n", " ")
-    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from offer_history order by 1") == [("cudo",), ("runpod",)]
     assert checks_pass(b)
 
 
@@ -261,7 +274,7 @@ def test_a_scrape_time_in_the_future_or_ending_before_it_began_is_refused(
     code, output = cli("pull", str(folder), "--db", str(b))
     assert code == 1
     assert f"lambda: refused: the manifest's entry is malformed ({said})" in output.replace("\n", " ")
-    assert query(b, "select distinct provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from scrape_runs order by 1") == [("cudo",), ("runpod",)]
     [reloaded] = [r for r in pull(b, str(published[1])) if r.provider == "lambda"]
     assert reloaded.state == "loaded"
 
@@ -272,7 +285,7 @@ def test_sigterm_during_a_pull_is_one_line_and_leaves_the_warehouse_and_no_downl
     db = tmp_path / "w.duckdb"
     without = {**manifest, "providers": {p: e for p, e in manifest["providers"].items() if p != "lambda"}}
     (folder / MANIFEST).write_text(json.dumps(without))
-    assert [r.state for r in pull(db, str(folder))] == ["loaded", "loaded"]  # aws, runpod
+    assert [r.state for r in pull(db, str(folder))] == ["loaded", "loaded"]  # cudo, runpod
     (folder / MANIFEST).write_text(json.dumps(manifest))
     before = digests(db)
     asked, release = threading.Event(), threading.Event()
@@ -328,7 +341,7 @@ def test_a_catalog_whose_current_rows_and_history_disagree_is_refused(
     assert code == 1
     assert (f"lambda: refused: not loaded, nothing of it changed: its offers and offer_history disagree ({said})"
             in output.replace("\n", " "))
-    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from offer_history order by 1") == [("cudo",), ("runpod",)]
     assert checks_pass(b)
 
 
@@ -354,8 +367,8 @@ def test_a_file_trickled_slower_than_the_least_rate_is_refused(
                         rf"http://127\.0\.0\.1:\d+/{re.escape(entry['name'])}: slower than 1,048,576 bytes a "
                         r"second, refused",
                         reports["lambda"].detail)
-    assert reports["aws"].state == reports["runpod"].state == "loaded"
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert reports["cudo"].state == reports["runpod"].state == "loaded"
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("runpod",)]
 
 
 def test_a_providers_facts_merged_as_a_scrape_are_its_own_whatever_provider_they_name(
@@ -363,34 +376,34 @@ def test_a_providers_facts_merged_as_a_scrape_are_its_own_whatever_provider_they
     folder, manifest = copied(published, tmp_path)
     lam = manifest["providers"]["lambda"]
     lam.update(started_at=later(lam["started_at"]), finished_at=later(lam["finished_at"]))
-    lam["facts"].update(provider="aws", display_name="Not Lambda")
+    lam["facts"].update(provider="cudo", display_name="Not Lambda")
     (folder / MANIFEST).write_text(json.dumps(manifest))
     own = tmp_path / "own.duckdb"  # a warehouse that refreshes lambda itself
     shutil.copyfile(published[0], own)
-    [(aws,)] = query(own, "select display_name from providers where provider = 'aws'")
-    assert aws == "Amazon Web Services (EC2)"
+    [(cudo,)] = query(own, "select display_name from providers where provider = 'cudo'")
+    assert cudo == "CUDO Compute"
     code, output = cli("pull", str(folder), "--db", str(own), "--format", "csv")
     assert code == 0 and "lambda,loaded,27,0,0,0,merged as a scrape" in output.splitlines()
-    # before: lambda's entry rewrote aws's facts: aws was "Not Lambda", lambda as it was
-    assert query(own, "select provider, display_name from providers where provider in ('aws', 'lambda') order by 1"
-                 ) == [("aws", "Amazon Web Services (EC2)"), ("lambda", "Not Lambda")]
+    # before: lambda's entry rewrote cudo's facts: cudo was "Not Lambda", lambda as it was
+    assert query(own, "select provider, display_name from providers where provider in ('cudo', 'lambda') order by 1"
+                 ) == [("cudo", "CUDO Compute"), ("lambda", "Not Lambda")]
 
 
 def test_an_entry_whose_run_id_is_another_providers_scrape_is_refused(
         published: tuple[Path, Path], tmp_path: Path) -> None:
     folder, manifest = copied(published, tmp_path)
-    aws_run = manifest["providers"]["aws"]["run_id"]
-    manifest["providers"]["lambda"]["run_id"] = aws_run
+    cudo_run = manifest["providers"]["cudo"]["run_id"]
+    manifest["providers"]["lambda"]["run_id"] = cudo_run
     (folder / MANIFEST).write_text(json.dumps(manifest))
     b = tmp_path / "b.duckdb"
     # before: exit 0, lambda's offers loaded but its scrape run not stored (the insert ignored): lambda 'never'
     # scraped in `gpuledger status`, its offers stale to the recommender
     code, output = cli("pull", str(folder), "--db", str(b))
     assert code == 1
-    assert (f"lambda: refused: not loaded, nothing of it changed: its run_id {aws_run} is a scrape of aws"
+    assert (f"lambda: refused: not loaded, nothing of it changed: its run_id {cudo_run} is a scrape of cudo"
             in output.replace("\n", " "))
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
-    assert query(b, "select provider from scrape_runs order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("runpod",)]
+    assert query(b, "select provider from scrape_runs order by 1") == [("cudo",), ("runpod",)]
     assert checks_pass(b)
 
 
@@ -496,7 +509,7 @@ def test_a_history_segment_whose_versions_overlap_is_refused(published: tuple[Pa
     assert code == 1
     assert ("lambda: refused: not loaded, nothing of it changed: 2 of its offer_history versions end before they "
             "start or overlap the next") in output.replace("\n", " ")
-    assert query(b, "select distinct provider from offer_history order by 1") == [("aws",), ("runpod",)]
+    assert query(b, "select distinct provider from offer_history order by 1") == [("cudo",), ("runpod",)]
     assert checks_pass(b)
 
 
@@ -612,7 +625,7 @@ def test_a_url_with_a_query_string_fetches_each_file_beside_the_manifest_with_it
     assert code == 0, said
     assert asked[0] == "/manifest.json?token=t0k3n" and len(asked) == 1 + sum(
         len(e["files"]) for e in json.loads((published[1] / MANIFEST).read_text())["providers"].values())
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("lambda",), ("runpod",)]
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("lambda",), ("runpod",)]
     assert "t0k3n" not in said
     assert query(b, "select distinct notes from scrape_runs") == [(f"pulled from {url}",)]
     assert checks_pass(b)
@@ -663,7 +676,7 @@ def test_a_file_trickled_for_ever_is_refused_at_the_least_rate_whatever_size_the
     assert re.fullmatch(rf"{re.escape(entry['name'])}: [\d,]+ of 52,428,800 bytes in 1 s from "
                         rf"{re.escape(url)}/{re.escape(entry['name'])}: slower than 1,048,576 bytes a second, refused",
                         reports["lambda"].detail), reports["lambda"].detail
-    assert reports["aws"].state == reports["runpod"].state == "loaded"
+    assert reports["cudo"].state == reports["runpod"].state == "loaded"
 
 
 def test_files_not_in_within_the_pulls_time_are_refused_and_the_providers_loaded_before_stay(
@@ -673,15 +686,7 @@ def test_files_not_in_within_the_pulls_time_are_refused_and_the_providers_loaded
     def trickled(handler: SimpleHTTPRequestHandler) -> bool:  # 500 bytes a second: within the least rate's minute
         if not handler.path.startswith("/lambda.offers."):
             return False
-        data = (folder / handler.path[1:]).read_bytes()
-        handler.send_response(200)
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        with contextlib.suppress(OSError):  # the client gone
-            for at in range(0, len(data), 100):
-                handler.wfile.write(data[at:at + 100])
-                handler.wfile.flush()
-                time.sleep(0.2)
+        send_trickled(handler, (folder / handler.path[1:]).read_bytes(), step=100)
         return True
 
     monkeypatch.setenv("GPULEDGER_PULL_TIMEOUT_S", "8")
@@ -691,12 +696,12 @@ def test_files_not_in_within_the_pulls_time_are_refused_and_the_providers_loaded
         took = time.monotonic() - start
     # before: each file had a minute, then 16 KiB a second, however many there were: lambda's 11 KB loaded
     # after 22 s
-    assert reports["aws"].state == "loaded" and took < 16
+    assert reports["cudo"].state == "loaded" and took < 16
     [name] = [f.name for f in folder.glob("lambda.offers.*")]
     assert (reports["lambda"].state, reports["lambda"].detail) == (
         "refused", f"{name}: not fetched within the pull's 8 s (GPULEDGER_PULL_TIMEOUT_S)")
     assert reports["runpod"].state == "refused" and "within the pull's 8 s" in reports["runpod"].detail
-    assert query(tmp_path / "b.duckdb", "select distinct provider from offers") == [("aws",)]
+    assert query(tmp_path / "b.duckdb", "select distinct provider from offers") == [("cudo",)]
 
 
 STALLED_PUBLISH = """
@@ -849,9 +854,9 @@ def test_a_file_whose_headers_are_trickled_is_given_up_once_the_time_for_an_answ
     assert reports["lambda"].detail == (f"{entry['name']}: no status and headers in 1 s from {url}/{entry['name']} "
                                         "(asked 3 times)")
     assert len(asked) == 3
-    assert took < 12  # three tries of 1 s, and loading aws and runpod on a busy machine
-    assert reports["aws"].state == reports["runpod"].state == "loaded"
-    assert query(b, "select distinct provider from offers order by 1") == [("aws",), ("runpod",)]
+    assert took < 12  # three tries of 1 s, and loading cudo and runpod on a busy machine
+    assert reports["cudo"].state == reports["runpod"].state == "loaded"
+    assert query(b, "select distinct provider from offers order by 1") == [("cudo",), ("runpod",)]
 
 
 def test_a_connection_reset_mid_file_is_said_with_its_reason(
@@ -880,7 +885,7 @@ def test_a_connection_reset_mid_file_is_said_with_its_reason(
     # the async client's ReadError has no text of its own: it had read "ReadError from <url>:  (asked 3 times)"
     assert reports["lambda"].detail == (f"{entry['name']}: ReadError from {url}/{entry['name']}: [Errno 104] "
                                         "Connection reset by peer (asked 3 times)")
-    assert reports["aws"].state == reports["runpod"].state == "loaded"
+    assert reports["cudo"].state == reports["runpod"].state == "loaded"
 
 
 def test_a_host_that_refuses_the_connection_is_named_with_the_reason_under_the_clients_own(
