@@ -62,7 +62,8 @@ create or replace macro node_link_gbs(interconnect, gpu_count, vendor, card_link
 --                      canon's), the marketed figure in GiB, flagged memory_source = 'nominal'.
 --                      NVIDIA's and AMD's HBM sizes are GiB: AWS reports H100 and A100 80GB as 81920
 --                      MiB, H200 141GB as 144384, A100 40GB as 40960, V100 16GB as 16384, Lambda GH200
---                      96GB as 98304; DigitalOcean states MI300X's 192 in GiB. Blackwell Ultra's 288 GB
+--                      96GB as 98304; DigitalOcean states MI300X's 192 in GiB (B200's 180 is 0.9 above the
+--                      179.06 nvidia-smi shows, within the 5% headroom). Blackwell Ultra's 288 GB
 --                      are not (sources report 262-270: AWS p6-b300, gpuhunt; Verda's B300 268), nor GDDR
 --                      sizes (AWS: L40S 48 GB is 45776 MiB, L4 and A10G 24 GB 22888): both read as
 --                      decimal GB (x 10^9 / 2^30), never more than the card gives
