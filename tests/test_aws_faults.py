@@ -118,7 +118,7 @@ class Dripping(FileBody):
             yield bytes([byte])
 
 
-DRIP_FOR_S = 4
+DRIP_FOR_S = 10  # long enough that the old code (a try held as long as the drip) cannot pass the bound
 
 
 def dripping(ex, folder):
