@@ -64,9 +64,13 @@ def checks_pass(db: Path) -> bool:
 def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Warehouse A, refreshed from the recordings of AWS (spot history, capacity blocks), Lambda and
     RunPod by their real clients, and its catalog."""
-    root = tmp_path_factory.mktemp("published")
+    return replayed_and_published(tmp_path_factory.mktemp("published"), ["aws", "lambda", "runpod"])
+
+
+def replayed_and_published(root: Path, providers: list[str]) -> tuple[Path, Path]:
+    """A warehouse in `root` refreshed from the recordings of `providers`, and its catalog."""
     a, folder = root / "a.duckdb", root / "catalog"
-    replayed_warehouse(a, ["aws", "lambda", "runpod"])
+    replayed_warehouse(a, providers)
     code, said = cli("publish", str(folder), "--db", str(a))
     assert code == 0, said
     return a, folder

@@ -30,20 +30,16 @@ import pytest
 
 from gpuledger.warehouse import catalog
 from gpuledger.warehouse.catalog import MANIFEST, pull
-from tests.builders import replayed_warehouse
-from tests.test_catalog import checks_pass, cli, digests, query, served  # noqa: F401 (fixtures)
+from tests.test_catalog import (  # noqa: F401 (served: a fixture)
+    checks_pass, cli, digests, query, replayed_and_published, served,
+)
 
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Warehouse A, refreshed from the recordings of CUDO, Lambda and RunPod by their real clients, and its
     catalog: three small providers, each pull of it a second's work (tests/test_catalog.py's has AWS's)."""
-    root = tmp_path_factory.mktemp("published")
-    a, folder = root / "a.duckdb", root / "catalog"
-    replayed_warehouse(a, ["cudo", "lambda", "runpod"])
-    code, said = cli("publish", str(folder), "--db", str(a))
-    assert code == 0, said
-    return a, folder
+    return replayed_and_published(tmp_path_factory.mktemp("published"), ["cudo", "lambda", "runpod"])
 
 
 def copied(published: tuple[Path, Path], tmp_path: Path) -> tuple[Path, dict[str, Any]]:
