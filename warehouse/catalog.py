@@ -418,8 +418,12 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
     try:
         described = con.execute("describe select * from read_parquet($f)", {"f": str(path)}).fetchall()
         columns = {r[0] for r in described}
-        rows, others = con.execute("select count(*), count(*) filter (where provider is distinct from $p) "
-                                   "from read_parquet($f)", {"f": str(path), "p": provider}).fetchall()[0]
+        doubles = [r[0] for r in described if r[1] == "DOUBLE"]
+        # NaN passes the tables' CHECK (x > 0): DuckDB orders it above every number
+        rows, others, *not_finite = con.execute(
+            "select count(*), count(*) filter (where provider is distinct from $p)"
+            + "".join(f", count(*) filter (where not isfinite({c}))" for c in doubles) + " from read_parquet($f)",
+            {"f": str(path), "p": provider}).fetchall()[0]
     except duckdb.Error as err:
         raise CatalogError(f"{name}: not a readable Parquet file ({str(err).splitlines()[0][:160]})") from None
     required = {c.name for c in TABLES[table] if c.not_null and "DEFAULT" not in c.extra}
@@ -433,12 +437,8 @@ def _check(con: duckdb.DuckDBPyConnection, path: Path, entry: dict[str, Any], pr
                              {"f": str(path)}).fetchall()
     if twice:  # loaded, a current key twice (two open versions of one offer), or a history row twice
         raise CatalogError(f"{name}: {twice} of its rows repeat another's {', '.join(key)}")
-    doubles = [r[0] for r in described if r[1] == "DOUBLE"]
-    if doubles:  # NaN passes the tables' CHECK (x > 0): DuckDB orders it above every number
-        [counts] = con.execute(f"select {', '.join(f'count(*) filter (where not isfinite({c}))' for c in doubles)} "
-                               "from read_parquet($f)", {"f": str(path)}).fetchall()
-        if bad := [f"{n} in {c}" for c, n in zip(doubles, counts) if n]:
-            raise CatalogError(f"{name}: values that are not finite numbers ({', '.join(bad)})")
+    if bad := [f"{n} in {c}" for c, n in zip(doubles, not_finite) if n]:
+        raise CatalogError(f"{name}: values that are not finite numbers ({', '.join(bad)})")
     if table in CURRENT:
         _check_records(con, path, name, CURRENT[table].kind, columns)
     if table == "offers":  # a newer publisher's GPU: loaded, its offers would fail `gpuledger check`
@@ -509,7 +509,7 @@ def _entry_files(provider: str, entry: Any) -> list[dict[str, Any]]:
 def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, download: Downloader | None,
                    provider: str, entry: dict[str, Any], refresh_id: str, policy: AnomalyPolicy,
                    known: Mapping[str, float | None] | None) -> PullReport:
-    p = {"p": provider}
+    p, min_row_ratio = {"p": provider}, (known or {}).get(provider)  # the source's own share (None: the policy's)
     files = _entry_files(provider, entry)
     if known is not None and provider not in known:  # a newer publisher's: loaded, its offers would be in no status
         raise CatalogError(f"{provider}: a provider this gpuledger does not know: upgrade gpuledger")
@@ -540,7 +540,8 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, downl
         tables = {OUTCOME_TABLES[t]: _scraped(con, t, spec.columns, by_table[t])
                   for t, spec in CURRENT.items() if by_table[t]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
-                                min_row_ratio=(known or {}).get(provider), provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
+                                min_row_ratio=min_row_ratio,
+                                provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
                                 notes=[f"pulled from {shown(source)}"])
         # dated at the catalog's scrape, not at the pull, and after every history segment the warehouse holds
         now = max([merge_time(con, provider, outcome.finished_at), *(m for m in marks.values() if m is not None)])
@@ -551,7 +552,7 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, downl
     if offers or by_table["offers"]:  # a catalog that lost most of a provider's offers replaces none of them
         incoming = con.sql("select * from read_parquet($f)", params={"f": by_table["offers"]}).to_arrow_table() \
             if by_table["offers"] else None
-        outcome = ScrapeOutcome(provider, "pull", started, started, min_row_ratio=(known or {}).get(provider))
+        outcome = ScrapeOutcome(provider, "pull", started, started, min_row_ratio=min_row_ratio)
         if why := check_anomalies(con, outcome, incoming, policy, notes):
             raise CatalogError(f"{provider}: not loaded, nothing of it changed: {why}")
     return _replicate(con, provider, entry, by_table, digest, refresh_id, "; ".join(notes))
