@@ -27,8 +27,8 @@ from gpuledger.warehouse.freshness import (
 from gpuledger.warehouse.offer_filter import VRAM_SQL
 from gpuledger.warehouse.recommender import models_catalog
 from gpuledger.warehouse.recommender.recommend import (
-    DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS, HOURS_PER_MONTH, MAX_TOKENS, RecommendRequest, recommend,
-    tiered_egress_cost,
+    DEFAULT_DATASET_TOKENS, DEFAULT_EPOCHS, HOURS_PER_MONTH, MAX_TOKENS, RecommendRequest, left_out_label,
+    recommend, tiered_egress_cost,
 )
 from gpuledger.warehouse.store import open_reader
 
@@ -436,8 +436,7 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
     pool = leading_pool([_tuning_row(c) for c in every.candidates if c.tokens_per_s is not None], egress_tiers(con))
     for r in pool:  # the page's flags are numbers into the list of every answer's flags
         r["flags"] = [flags.setdefault(f, len(flags)) for f in r["flags"]]
-    why = "cheaper by the hour" if answer.candidates else "nearest to fitting"  # as recommend's notes say
-    left = [f"{why}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
+    left = [f"{left_out_label(answer.candidates)}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
             f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
     return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,
             "sharded": {str(g): e.per_gpu_gb for g, e in answer.sharded_estimates.items()},

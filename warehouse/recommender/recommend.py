@@ -471,6 +471,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
+def left_out_label(shown: Sequence[Any]) -> str:
+    """What the left-out offers are to the candidates `shown`: with none shown, nothing to be cheaper than."""
+    return "cheaper by the hour" if shown else "nearest to fitting"
+
+
 def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
               known_providers: Iterable[str] = ()) -> Recommendation:
     """Rank the current offers that fit `request`, by the effective cost of the whole job;
@@ -516,9 +521,8 @@ def recommend(con: duckdb.DuckDBPyConnection, request: RecommendRequest,
         notes.append(f"interruptible offers with no published interruption rate: {rate_unknown} of the {considered} "
                      "that fit, each costed with its checkpoints and no interruption (a lower bound) and ranked by "
                      "that cost")
-    why = "cheaper by the hour" if top else "nearest to fitting"  # nothing shown: nothing to be cheaper than
     for o in left_out:
-        notes.append(f"left out, {why}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
+        notes.append(f"left out, {left_out_label(top)}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g}x "
                      f"{o['gpu_model']}, ${o['price_per_hour']:,.2f}/h): {o['reason']}")
     if not top:
         notes.append(over_budget(con, request, plans, fresh, facts)
