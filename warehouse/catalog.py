@@ -30,6 +30,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 
 from gpuledger import __version__
 from gpuledger.http_headers import ACCEPT_ENCODING, retry_after_s, unsafe_coding
+from gpuledger.warehouse.check import history_checks
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
 from gpuledger.warehouse.pending import ScrapeOutcome
 from gpuledger.warehouse.records import RECORD_TYPES, describe_validation_error
@@ -597,22 +598,12 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
                 con.execute(f"insert into {table} by name select * from read_parquet($f) s "
                             f"where not exists (select 1 from {table} t where {same})", {"f": f})
         for spec in SPECS:  # a file left out of the manifest, or rows out of a file, leave the two disagreeing
-            join = " and ".join(f"h.{k} = c.{k}" for k in spec.key)
-            [(current, versions)] = con.execute(
-                f"select (select count(*) from {spec.table} c where c.provider = $p and (select count(*) from "
-                f"{spec.history} h where {join} and h.valid_to is null and h.content_hash = c.content_hash) <> 1), "
-                f"(select count(*) from {spec.history} h where h.provider = $p and h.valid_to is null and not exists "
-                f"(select 1 from {spec.table} c where {join}))", p).fetchall()
+            current, versions, overlapping = (con.execute(f"select count(*) from ({query})", p).fetchall()[0][0]
+                                              for query in history_checks(spec, of_provider=True).values())
             if current or versions:
                 raise CatalogError(f"{provider}: not loaded, nothing of it changed: its {spec.table} and "
                                    f"{spec.history} disagree ({current} current rows without their one open version, "
                                    f"{versions} open versions without their current row)")
-            key = ", ".join(spec.key)
-            [(overlapping,)] = con.execute(
-                f"select count(*) from (select valid_from, valid_to, lead(valid_from) over (partition by {key} "
-                f"order by valid_from, valid_to nulls last) as next_from from {spec.history} where provider = $p) "
-                "where valid_to < valid_from or next_from is not null and (valid_to is null or next_from < valid_to)",
-                p).fetchall()
             if overlapping:  # a segment's versions laid over the others: two prices of one offer at once
                 raise CatalogError(f"{provider}: not loaded, nothing of it changed: {overlapping} of its "
                                    f"{spec.history} versions end before they start or overlap the next")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, current_version
+from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, TableSpec, current_version
 
 
 @dataclass
@@ -19,8 +19,28 @@ class CheckResult:
     detail: str
 
 
-def _columns(alias: str, names: tuple[str, ...]) -> str:
-    return ", ".join(f"{alias}.{name}" for name in names)
+def history_checks(spec: TableSpec, of_provider: bool = False) -> dict[str, str]:
+    """The checks that `spec`'s current table and its history agree, each query's rows its offences;
+    `of_provider`: those of the provider `$p` only (a pull checks what it loaded)."""
+    key = ", ".join(spec.key)
+    join = " and ".join(f"h.{k} = c.{k}" for k in spec.key)
+    mine = "{}.provider = $p" if of_provider else "true"
+    return {
+        f"{spec.table}: every current row has exactly one open history version with its content":
+            f"""select {', '.join('c.' + k for k in spec.key)}, count(h.content_hash) open_versions
+                from {spec.table} c
+                left join {spec.history} h on {join} and h.valid_to is null and h.content_hash = c.content_hash
+                where {mine.format('c')} group by all having count(h.content_hash) <> 1""",
+        f"{spec.history}: no open version without a current row":
+            f"""select {', '.join('h.' + k for k in spec.key)} from {spec.history} h
+                where {mine.format('h')} and h.valid_to is null
+                  and not exists (select 1 from {spec.table} c where {join})""",
+        f"{spec.history}: versions do not overlap and end after they start":
+            f"""select {key} from (select {key}, valid_from, valid_to, lead(valid_from) over (partition by {key}
+                    order by valid_from, valid_to nulls last) as next_from from {spec.history} h
+                    where {mine.format('h')})
+                where valid_to < valid_from or next_from is not null and (valid_to is null or next_from < valid_to)""",
+    }
 
 
 def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
@@ -32,23 +52,10 @@ def run_checks(con: duckdb.DuckDBPyConnection) -> list[CheckResult]:
     queries = {}
     for spec in SPECS:
         key = ", ".join(spec.key)
-        join = " and ".join(f"h.{k} = c.{k}" for k in spec.key)
         queries |= {
             f"{spec.table}: no duplicate current keys":
                 f"select {key}, count(*) n from {spec.table} group by all having count(*) > 1",
-            f"{spec.table}: every current row has exactly one open history version with its content":
-                f"""select {_columns('c', spec.key)}, count(h.content_hash) open_versions from {spec.table} c
-                    left join {spec.history} h on {join} and h.valid_to is null and h.content_hash = c.content_hash
-                    group by all having count(h.content_hash) <> 1""",
-            f"{spec.history}: no open version without a current row":
-                f"""select {_columns('h', spec.key)} from {spec.history} h where h.valid_to is null and not exists
-                    (select 1 from {spec.table} c where {join})""",
-            f"{spec.history}: versions do not overlap and end after they start":
-                f"""select {key} from {spec.history} where valid_to is not null and valid_to < valid_from
-                    union all
-                    select {key} from (select {key}, valid_to, lead(valid_from) over (partition by {key}
-                        order by valid_from, valid_to nulls last) as next_from from {spec.history})
-                    where next_from is not null and (valid_to is null or next_from < valid_to)""",
+            **history_checks(spec),
             # a refresh under a clock that was ahead dated them so (refresh notes say it when it happens)
             f"{spec.history}: no version dated after now":
                 f"select {key}, valid_from, valid_to from {spec.history} where greatest(valid_from, valid_to) > now()",
