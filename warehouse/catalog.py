@@ -32,7 +32,7 @@ from gpuledger import __version__
 from gpuledger.http_headers import ACCEPT_ENCODING, retry_after_s, unsafe_coding
 from gpuledger.warehouse.check import history_checks
 from gpuledger.warehouse.export import missing_folders, older_warehouse, sha256_file
-from gpuledger.warehouse.pending import ScrapeOutcome
+from gpuledger.warehouse.pending import SCD2_TABLES, ScrapeOutcome
 from gpuledger.warehouse.records import RECORD_TYPES, describe_validation_error
 from gpuledger.warehouse.schema import SCHEMA_VERSION, SPECS, SPOT_PRICE_FIELDS, TABLES, arrow_schema, column_names
 from gpuledger.warehouse.settings import env_name, load_settings
@@ -68,7 +68,6 @@ SEGMENTED: dict[str, tuple[tuple[str, ...], str]] = {
     "availability_history": (tuple(c for c in column_names("availability_history") if c != "run_id"), "observed_at"),
 }
 HISTORY = {s.history for s in SPECS}
-OUTCOME_TABLES = {"offers": "offers", "egress_prices": "egress", "storage_prices": "storage"}
 
 
 class CatalogError(Exception):
@@ -538,8 +537,8 @@ def _pull_provider(con: duckdb.DuckDBPyConnection, source: str, tmp: Path, downl
     by_table = {t: [str(paths[f["name"]]) for f in sorted(wanted, key=lambda f: f["name"]) if f["table"] == t]
                 for t in (*CURRENT, *SEGMENTED)}
     if own:  # merged as a scrape of the provider, like a refresh's
-        tables = {OUTCOME_TABLES[t]: _scraped(con, t, spec.columns, by_table[t])
-                  for t, spec in CURRENT.items() if by_table[t]}
+        tables = {name: _scraped(con, spec.table, spec.columns, by_table[spec.table])
+                  for name, spec in SCD2_TABLES.items() if by_table[spec.table]}
         outcome = ScrapeOutcome(provider, "pull", started, _time(entry.get("finished_at")) or started, tables=tables,
                                 min_row_ratio=min_row_ratio,
                                 provider_facts=entry.get("facts") and {**entry["facts"], "provider": provider},
