@@ -576,7 +576,7 @@ def _replicate(con: duckdb.DuckDBPyConnection, provider: str, entry: dict[str, A
     p, now = {"p": provider}, utcnow()
     con.execute("begin transaction")
     try:
-        join = " and ".join(f"o.{k} = c.{k}" for k in CURRENT["offers"].key)
+        join = CURRENT["offers"].key_join("o", "c")
         new, changed, matched = con.execute(
             f"select count(*) filter (where o.provider is null), count(*) filter "
             f"(where o.content_hash <> c.content_hash), count(o.provider) from read_parquet($f) c "

@@ -23,7 +23,7 @@ def history_checks(spec: TableSpec, of_provider: bool = False) -> dict[str, str]
     """The checks that `spec`'s current table and its history agree, each query's rows its offences;
     `of_provider`: those of the provider `$p` only (a pull checks what it loaded)."""
     key = ", ".join(spec.key)
-    join = " and ".join(f"h.{k} = c.{k}" for k in spec.key)
+    join = spec.key_join("h", "c")
     mine = "{}.provider = $p" if of_provider else "true"
     return {
         f"{spec.table}: every current row has exactly one open history version with its content":

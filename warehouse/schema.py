@@ -282,6 +282,10 @@ class TableSpec:
     def tracked(self) -> tuple[str, ...]:
         return tuple(c for c in self.attrs if c not in UNTRACKED)
 
+    def key_join(self, a: str, b: str) -> str:
+        """The SQL condition that rows `a` and `b` (aliases) have one key."""
+        return " and ".join(f"{a}.{k} = {b}.{k}" for k in self.key)
+
 
 def _spec(kind: str, table: str, history: str, columns: tuple[Column, ...]) -> TableSpec:
     names, key = tuple(c.name for c in columns), RECORD_TYPES[kind].KEY

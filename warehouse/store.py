@@ -330,10 +330,6 @@ def content_hash_sql(spec: TableSpec) -> str:
     return f"hash({', '.join(spec.key + spec.tracked)})::VARCHAR"
 
 
-def _key_join(spec: TableSpec, a: str, b: str) -> str:
-    return " AND ".join(f"{a}.{k} = {b}.{k}" for k in spec.key)
-
-
 @contextmanager
 def registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[None]:
     """The Arrow `tables` as views of `con`, by name, for the block."""
@@ -360,7 +356,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
                 from (select s.*, coalesce(o.content_hash is not null and {same}, false) as unchanged,
                              o.content_hash as current_hash, o.first_seen as current_first_seen
                       from _incoming s left join (select * from {spec.table} where provider = $p) o
-                        on {_key_join(spec, 'o', 's')})""", p)
+                        on {spec.key_join('o', 's')})""", p)
     new, changed = con.execute(
         "select count(*) filter (where current_hash is null), "
         f"count(*) filter (where current_hash is not null and not unchanged) from {stage}").fetchall()[0]
@@ -369,7 +365,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     con.execute(
         f"""update {spec.history} h set valid_to = $now, closed_by_run_id = $run
             where h.provider = $p and h.valid_to is null and not exists
-                  (select 1 from {stage} s where {_key_join(spec, 's', 'h')} and s.unchanged)""", p | stamp)
+                  (select 1 from {stage} s where {spec.key_join('s', 'h')} and s.unchanged)""", p | stamp)
     con.execute(
         f"""insert into {spec.history} ({cols}, content_hash, valid_from, valid_to, run_id, closed_by_run_id)
             select {s_cols}, s.content_hash, $now, null, $run, null from {stage} s where not s.unchanged""", stamp)
@@ -377,10 +373,10 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
     # back after a gap keeps the first_seen of its first version).
     dropped = con.execute(
         f"""delete from {spec.table} o where o.provider = $p and not exists
-            (select 1 from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)""", p).fetchall()[0][0]
+            (select 1 from {stage} s where {spec.key_join('s', 'o')} and s.unchanged)""", p).fetchall()[0][0]
     # Restamped by a scan, not UPDATE ... FROM a join: updating rows in a join's probe order is many times slower.
     untracked = "".join(
-        f", {c} = (select s.{c} from {stage} s where {_key_join(spec, 's', 'o')} and s.unchanged)"
+        f", {c} = (select s.{c} from {stage} s where {spec.key_join('s', 'o')} and s.unchanged)"
         for c in spec.attrs if c not in spec.tracked)
     con.execute(f"update {spec.table} o set last_seen = $now, run_id = $run{untracked} where o.provider = $p",
                 p | stamp)
@@ -388,7 +384,7 @@ def _merge(con: duckdb.DuckDBPyConnection, spec: TableSpec, provider: str, rows:
         f"""insert into {spec.table} ({cols}, content_hash, first_seen, last_seen, run_id)
             select {s_cols}, s.content_hash,
                    coalesce(s.current_first_seen, (select min(h.valid_from) from {spec.history} h
-                                                   where h.provider = $p and {_key_join(spec, 'h', 's')}), $now),
+                                                   where h.provider = $p and {spec.key_join('h', 's')}), $now),
                    $now, $run from {stage} s
             where not s.unchanged""", p | stamp)
     con.execute(f"drop table {stage}")
@@ -483,12 +479,12 @@ def carry_degraded(con: duckdb.DuckDBPyConnection, provider: str, offers: pa.Tab
     with registered(con, _incoming=offers):
         table = con.sql(
             f"""select {picked}, case when {carried} then o.provider_data end as stored_data from _incoming i
-                left join (select * from offers where provider = $p) o on {_key_join(OFFERS, 'o', 'i')}
+                left join (select * from offers where provider = $p) o on {OFFERS.key_join('o', 'i')}
                 union all
                 select {', '.join(OFFERS.columns)}, null from offers o where o.provider = $p
                   and (list_contains($options, o.purchase_option) or $models <> '' and o.gpu_model like $models)
                   and {where.format('o')}
-                  and not exists (select 1 from _incoming i where {_key_join(OFFERS, 'o', 'i')})""",
+                  and not exists (select 1 from _incoming i where {OFFERS.key_join('o', 'i')})""",
             params={"p": provider, "options": options, "models": models, **({"regions": regions} if regions else {})},
         ).to_arrow_table()
     stored = table.column("stored_data").to_pylist()
@@ -535,7 +531,7 @@ def hold_back_offer_jumps(con: duckdb.DuckDBPyConnection, provider: str, offers:
                 select {', '.join('i.' + k for k in OFFERS.key)}, o.price_per_hour, i.price_per_hour,
                        coalesce(i.price_per_hour <= h.price * $limit and i.price_per_hour * $limit >= h.price,
                                 false) as confirmed, to_json(i)::varchar as raw
-                from _incoming i join offers o on {_key_join(OFFERS, 'i', 'o')}
+                from _incoming i join offers o on {OFFERS.key_join('i', 'o')}
                 left join held_before h on h.key = [i.region, i.zone, i.instance_type, i.purchase_option]
                 where o.provider = $p and (i.price_per_hour > o.price_per_hour * $limit
                                            or i.price_per_hour * $limit < o.price_per_hour)
