@@ -24,21 +24,21 @@ def history_checks(spec: TableSpec, of_provider: bool = False) -> dict[str, str]
     `of_provider`: those of the provider `$p` only (a pull checks what it loaded)."""
     key = ", ".join(spec.key)
     join = spec.key_join("h", "c")
-    mine = "{}.provider = $p" if of_provider else "true"
+    only_provider = "{}.provider = $p" if of_provider else "true"
     return {
         f"{spec.table}: every current row has exactly one open history version with its content":
             f"""select {', '.join('c.' + k for k in spec.key)}, count(h.content_hash) open_versions
                 from {spec.table} c
                 left join {spec.history} h on {join} and h.valid_to is null and h.content_hash = c.content_hash
-                where {mine.format('c')} group by all having count(h.content_hash) <> 1""",
+                where {only_provider.format('c')} group by all having count(h.content_hash) <> 1""",
         f"{spec.history}: no open version without a current row":
             f"""select {', '.join('h.' + k for k in spec.key)} from {spec.history} h
-                where {mine.format('h')} and h.valid_to is null
+                where {only_provider.format('h')} and h.valid_to is null
                   and not exists (select 1 from {spec.table} c where {join})""",
         f"{spec.history}: versions do not overlap and end after they start":
             f"""select {key} from (select {key}, valid_from, valid_to, lead(valid_from) over (partition by {key}
                     order by valid_from, valid_to nulls last) as next_from from {spec.history} h
-                    where {mine.format('h')})
+                    where {only_provider.format('h')})
                 where valid_to < valid_from or next_from is not null and (valid_to is null or next_from < valid_to)""",
     }
 
