@@ -78,6 +78,5 @@ def parse_machine_types(doc: Any) -> Batch:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every machine type of every data center with its component prices."""
     with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_machine_types(ctx.get_json(client, API_HOST, MACHINE_TYPES_PATH))

@@ -164,7 +164,6 @@ def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str,
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request (more if the answer pages): every Droplet size with its price and regions."""
     with ctx.keyed_client(TOKEN_ENV, needs="the sizes API needs a token") as client:
         pages = list(ctx.paginate(client, API_HOST, SIZES_PATH, lambda doc: [doc], _next_page, what=SIZES_PATH,
                                   params={"page": "1", "per_page": str(PER_PAGE)}))

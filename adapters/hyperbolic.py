@@ -73,6 +73,5 @@ def parse_marketplace(doc: Any) -> Batch:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every machine of the marketplace with its supplier's price."""
     with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_marketplace(ctx.post_json(client, API_HOST, MARKETPLACE_PATH, json={"filters": {}}))

@@ -103,7 +103,6 @@ def _items(doc: Any) -> list[Any]:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Every page of the GPU availability listing."""
     def next_page(doc: Any, items: list[Any], req: dict[str, Any]) -> dict[str, Any] | None:
         page = int(req["params"]["page"])
         return None if page * PAGE_SIZE >= doc["totalCount"] else {**req, "params": {**req["params"], "page": page + 1}}

@@ -205,7 +205,6 @@ def _next_page(key: str, size_param: str) -> Any:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """The catalogue's pages, then (with a key, or under replay) each GPU zone's stock."""
     key = ctx.api_key(SECRET_KEY_ENV)
     usd_per_eur = ctx.usd_per_eur(RATE_SETTING)
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
