@@ -43,7 +43,6 @@ def _usd(machine: dict[str, Any], field: str) -> float:
 
 @drift_guard("cudo: machine types")
 def parse_machine_types(doc: Any) -> Batch:
-    """The machine-types answer -> one one-GPU VM offer per GPU machine type and data center."""
     machines = dig(doc, "machineTypes")
     if not isinstance(machines, list):
         raise SchemaDriftError("cudo: the machine-types answer lacks the 'machineTypes' list")

@@ -39,7 +39,6 @@ PROVIDER = ProviderSpec(
 
 @drift_guard("hyperbolic: marketplace")
 def parse_marketplace(doc: Any) -> Batch:
-    """The marketplace answer -> one offer per machine, for one of its GPUs."""
     machines = dig(doc, "instances")
     if not isinstance(machines, list):
         raise SchemaDriftError("hyperbolic: the marketplace answer lacks the 'instances' list")

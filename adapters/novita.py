@@ -45,7 +45,6 @@ PROVIDER = ProviderSpec(
 
 @drift_guard("novita: products")
 def parse_products(doc: Any) -> Batch:
-    """The products answer -> one-GPU offers per product, cluster and purchase option."""
     products = dig(doc, "data")
     if not isinstance(products, list):
         raise SchemaDriftError("novita: the products answer lacks the 'data' list")

@@ -66,7 +66,6 @@ def resold(batch: Batch, offers: list[Any], sources: Any = None) -> list[Any]:
 
 @drift_guard("primeintellect: availability")
 def parse_offers(items: list[Any], sources: Any = None) -> Batch:
-    """Availability items -> offers of the clouds gpuledger does not load directly."""
     if not items:
         raise SourceError("primeintellect: the availability API returned no GPU offers")
     batch, seen = PROVIDER.batch(), set()
