@@ -63,7 +63,6 @@ def _gib(value: Any) -> float | None:
 
 @drift_guard("cloudrift: instance-types")
 def parse_instance_types(doc: Any) -> list[dict[str, Any]]:
-    """The instance-types answer -> its instance types; the envelope and shape checked."""
     types = dig(doc, "data", "instance_types")
     if not isinstance(types, list):
         raise SchemaDriftError("cloudrift: instance-types answer lacks the 'data.instance_types' list")
@@ -183,7 +182,6 @@ def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every VM instance type with its variants, prices and free nodes per datacenter."""
     with ctx.keyed_client(API_KEY_ENV, "X-API-Key: {key}") as client:
         doc = ctx.post_json(client, API_HOST, INSTANCE_TYPES_PATH, json=REQUEST)
     return build_batch(parse_instance_types(doc))

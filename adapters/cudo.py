@@ -43,7 +43,6 @@ def _usd(machine: dict[str, Any], field: str) -> float:
 
 @drift_guard("cudo: machine types")
 def parse_machine_types(doc: Any) -> Batch:
-    """The machine-types answer -> one one-GPU VM offer per GPU machine type and data center."""
     machines = dig(doc, "machineTypes")
     if not isinstance(machines, list):
         raise SchemaDriftError("cudo: the machine-types answer lacks the 'machineTypes' list")
@@ -78,6 +77,5 @@ def parse_machine_types(doc: Any) -> Batch:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every machine type of every data center with its component prices."""
     with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_machine_types(ctx.get_json(client, API_HOST, MACHINE_TYPES_PATH))

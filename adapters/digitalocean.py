@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -72,13 +71,13 @@ def parse_sizes(pages: list[Any]) -> Batch:
         raise SchemaDriftError(f"digitalocean: every size in {SIZES_PATH} lacks 'price_hourly'; "
                                "the size format changed")
     batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
+    cpu_only = 0
     seen: set[str] = set()
     for size in sizes:
         if not isinstance(size, dict) or not isinstance(size.get("slug"), str) or not size["slug"].strip():
             batch.quarantine("offer", "?", "schema: a size lacks 'slug'", size)
         elif not size.get("gpu_info"):
-            skipped["CPU-only sizes"] += 1
+            cpu_only += 1
         elif not batch.listed_again(seen, size["slug"], f"size slug {size['slug']}", size):
             try:
                 _add_size(batch, size["slug"], size)
@@ -98,7 +97,7 @@ def parse_sizes(pages: list[Any]) -> Batch:
                           "transfer_tb_per_month, in provider_data): 0.01 USD per GiB (= 0.009313 per GB); "
                           "inbound is free")
     batch.notes.append(f"digitalocean: {len(sizes)} sizes listed, {len(seen)} GPU sizes; skipped: "
-                       + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+                       + (f"{cpu_only} CPU-only sizes" if cpu_only else "none"))
     return batch
 
 
@@ -164,7 +163,6 @@ def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str,
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request (more if the answer pages): every Droplet size with its price and regions."""
     with ctx.keyed_client(TOKEN_ENV, needs="the sizes API needs a token") as client:
         pages = list(ctx.paginate(client, API_HOST, SIZES_PATH, lambda doc: [doc], _next_page, what=SIZES_PATH,
                                   params={"page": "1", "per_page": str(PER_PAGE)}))

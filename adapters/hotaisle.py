@@ -178,7 +178,6 @@ def parse_team(doc: Any) -> str:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Two or three requests: the team (when not configured), its VM types and its bare-metal types."""
     with ctx.keyed_client(API_KEY_ENV, "Authorization: Token {key}", needs="the API needs a team's API key") as client:
         team = os.environ.get(TEAM_ENV, "").strip() or parse_team(ctx.get_json(client, API_HOST, TEAMS_PATH))
         if not re.fullmatch(r"[A-Za-z0-9._-]+", team):

@@ -39,7 +39,6 @@ PROVIDER = ProviderSpec(
 
 @drift_guard("hyperbolic: marketplace")
 def parse_marketplace(doc: Any) -> Batch:
-    """The marketplace answer -> one offer per machine, for one of its GPUs."""
     machines = dig(doc, "instances")
     if not isinstance(machines, list):
         raise SchemaDriftError("hyperbolic: the marketplace answer lacks the 'instances' list")
@@ -73,6 +72,5 @@ def parse_marketplace(doc: Any) -> Batch:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every machine of the marketplace with its supplier's price."""
     with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_marketplace(ctx.post_json(client, API_HOST, MARKETPLACE_PATH, json={"filters": {}}))

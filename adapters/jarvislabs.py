@@ -197,7 +197,6 @@ def parse_currency(doc: Any) -> str:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Two requests: the account's currency, then the catalogue."""
     with ctx.keyed_client(API_KEY_ENV, needs="the catalogue needs an API key") as client:
         currency = parse_currency(ctx.get_json(client, API_HOST, CURRENCY_PATH))
         return parse_server_meta(ctx.get_json(client, API_HOST, SERVER_META_PATH), currency)

@@ -131,6 +131,5 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every instance type with its price and the regions with capacity."""
     with ctx.keyed_client(API_KEY_ENV, needs="the instance-types API needs an API key") as client:
         return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, conditional=True))

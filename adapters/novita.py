@@ -45,7 +45,6 @@ PROVIDER = ProviderSpec(
 
 @drift_guard("novita: products")
 def parse_products(doc: Any) -> Batch:
-    """The products answer -> one-GPU offers per product, cluster and purchase option."""
     products = dig(doc, "data")
     if not isinstance(products, list):
         raise SchemaDriftError("novita: the products answer lacks the 'data' list")
@@ -81,6 +80,5 @@ def parse_products(doc: Any) -> Batch:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every GPU product with its prices and the clusters it can be deployed in."""
     with ctx.keyed_client(API_KEY_ENV, needs="the products API needs an API key") as client:
         return parse_products(ctx.get_json(client, API_HOST, PRODUCTS_PATH))

@@ -238,7 +238,6 @@ def _next_link(doc: Any) -> str | None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request (more if the answer pages): every part with its USD price."""
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         return parse_products(list(ctx.paginate(
             client, API_HOST, PRODUCTS_PATH, lambda doc: [doc], next_link(_next_link, API_HOST),

@@ -66,7 +66,6 @@ def resold(batch: Batch, offers: list[Any], sources: Any = None) -> list[Any]:
 
 @drift_guard("primeintellect: availability")
 def parse_offers(items: list[Any], sources: Any = None) -> Batch:
-    """Availability items -> offers of the clouds gpuledger does not load directly."""
     if not items:
         raise SourceError("primeintellect: the availability API returned no GPU offers")
     batch, seen = PROVIDER.batch(), set()
@@ -103,7 +102,6 @@ def _items(doc: Any) -> list[Any]:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Every page of the GPU availability listing."""
     def next_page(doc: Any, items: list[Any], req: dict[str, Any]) -> dict[str, Any] | None:
         page = int(req["params"]["page"])
         return None if page * PAGE_SIZE >= doc["totalCount"] else {**req, "params": {**req["params"], "page": page + 1}}

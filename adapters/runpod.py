@@ -172,7 +172,6 @@ def _add_documented_terms(batch: Batch) -> None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """The price query, then the stock query as an enrichment."""
     key = ctx.api_key(API_KEY_ENV)  # documented auth; never part of an error message
     with ctx.http_client(headers={"Accept": "application/json"}, params={"api_key": key} if key else None) as client:
         def ask(operation: str, query: str) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
@@ -113,7 +112,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
     if not products:
         raise SourceError("scaleway: the product catalog returned no instance products")
     batch = PROVIDER.batch()
-    skipped: Counter[str] = Counter()
+    cpu_only = 0
     seen: set[str] = set()
     placed: set[tuple[str, str]] = set()
     for item in products:
@@ -124,7 +123,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
         if batch.listed_again(seen, sku, f"sku {sku}", item):
             continue
         if not dig(item, "properties", "hardware", "gpu", "count"):
-            skipped["CPU-only instance products skipped"] += 1
+            cpu_only += 1
             continue
         try:
             fields = _offer(sku, item, usd_per_eur, stock)
@@ -140,7 +139,7 @@ def parse_catalog(pages: list[Any], usd_per_eur: float | None,
     zones = sorted({o.zone for o in batch.offers})
     batch.notes.append(f"scaleway: {len(products)} instance products, {len(batch.offers)} GPU offers in "
                        f"{len(zones)} zones ({', '.join(zones)})"
-                       + "".join(f"; {n} {why}" for why, n in sorted(skipped.items())))
+                       + (f"; {cpu_only} CPU-only instance products skipped" if cpu_only else ""))
     batch.notes.append(f"scaleway: EUR prices converted at {usd_per_eur:g} USD per EUR (scaleway_usd_per_eur)"
                        if usd_per_eur else "scaleway: no scaleway_usd_per_eur rate is set, so every EUR price "
                                            "was quarantined")
@@ -205,7 +204,6 @@ def _next_page(key: str, size_param: str) -> Any:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """The catalogue's pages, then (with a key, or under replay) each GPU zone's stock."""
     key = ctx.api_key(SECRET_KEY_ENV)
     usd_per_eur = ctx.usd_per_eur(RATE_SETTING)
     with ctx.http_client(headers={"Accept": "application/json"}) as client:

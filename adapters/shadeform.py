@@ -181,6 +181,5 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str | 
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """One request: every instance type of every cloud, with its price and availability per region."""
     with ctx.keyed_client(API_KEY_ENV, "X-API-KEY: {key}", needs="the instance types API needs an API key") as client:
         return parse_instance_types(ctx.get_json(client, API_HOST, INSTANCE_TYPES_PATH, conditional=True))

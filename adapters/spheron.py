@@ -81,7 +81,6 @@ def _next_page(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str,
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Every page of the GPU offers listing."""
     with ctx.keyed_client(API_KEY_ENV) as client:
         return parse_offers(list(ctx.paginate(client, API_HOST, OFFERS_PATH, items=_groups, next_page=_next_page,
                                               params={"page": 1, "limit": PAGE_SIZE}, what="GPU offers")))

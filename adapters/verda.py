@@ -232,7 +232,6 @@ def access_token(ctx: SourceContext, client: Any) -> str | None:
 
 
 def fetch(ctx: SourceContext) -> Batch:
-    """Five requests: a token, the instance types, on-demand and spot availability, volume types."""
     with ctx.http_client(headers={"Accept": "application/json"}) as client:
         token = access_token(ctx, client)
         if token:
