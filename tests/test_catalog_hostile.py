@@ -18,6 +18,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -698,6 +699,34 @@ def test_files_not_in_within_the_pulls_time_are_refused_and_the_providers_loaded
         "refused", f"{name}: not fetched within the pull's 8 s (GPULEDGER_PULL_TIMEOUT_S)")
     assert reports["runpod"].state == "refused" and "within the pull's 8 s" in reports["runpod"].detail
     assert query(tmp_path / "b.duckdb", "select distinct provider from offers") == [("cudo",)]
+
+
+
+def test_a_providers_downloads_are_removed_once_it_is_merged_before_the_next_providers_come(
+        published: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    downloads = tmp_path / "tmp"
+    downloads.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(downloads))  # where the pull's temporary folder goes
+    on_disk_when_asked: dict[str, list[str]] = {}
+
+    def looked(handler: SimpleHTTPRequestHandler) -> bool:
+        on_disk_when_asked[handler.path[1:]] = sorted(p.name for p in downloads.rglob("*.parquet"))
+        return False
+
+    with serving(published[1], looked) as url:
+        reports = {r.provider: r.state for r in pull(tmp_path / "b.duckdb", url)}
+    assert reports == {"cudo": "loaded", "lambda": "loaded", "runpod": "loaded"}
+    files = {p: sorted(f["name"] for f in e["files"])
+             for p, e in json.loads((published[1] / MANIFEST).read_text())["providers"].items()}
+    asked = list(on_disk_when_asked)  # in the order the pull asked for them
+    # before: every file of the pull stayed on disk until its end, cudo's and lambda's still there as runpod's came
+    for provider in ("lambda", "runpod"):
+        assert on_disk_when_asked[min(files[provider], key=asked.index)] == [], provider
+    # while a provider's files come, its earlier ones are there (the look finds what is on disk)
+    last = max(files["runpod"], key=asked.index)
+    assert on_disk_when_asked[last] and all(name.startswith("runpod.") for name in on_disk_when_asked[last])
+    assert list(downloads.iterdir()) == []
+    assert checks_pass(tmp_path / "b.duckdb")
 
 
 STALLED_PUBLISH = """

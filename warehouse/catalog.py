@@ -689,11 +689,15 @@ def pull(db: str | os.PathLike[str] | None, source: str, accept_anomaly: Sequenc
                 reports, policy = [], AnomalyPolicy.from_env(accept_anomaly)
                 try:
                     for provider, entry in sorted(manifest["providers"].items()):
+                        # each provider's files go once it is merged: the disk holds one provider's at a time
+                        downloaded = Path(tempfile.mkdtemp(dir=tmp))
                         try:
-                            reports.append(_pull_provider(con, source, tmp, download, provider, entry, refresh_id,
-                                                          policy, known))
+                            reports.append(_pull_provider(con, source, downloaded, download, provider, entry,
+                                                          refresh_id, policy, known))
                         except CatalogError as err:
                             reports.append(PullReport(provider, "refused", detail=str(err)))
+                        finally:
+                            shutil.rmtree(downloaded, ignore_errors=True)
                 finally:
                     close_writer(con)
                 publish_copy(work, published)
