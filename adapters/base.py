@@ -173,6 +173,12 @@ def verifying_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+@functools.cache
+def bundle_ssl_context(path: str) -> ssl.SSLContext:
+    """A verifying TLS context that trusts the CA bundle at `path` alone, as botocore does with its `ca_bundle`."""
+    return ssl.create_default_context(cafile=path)
+
+
 @dataclass(frozen=True)
 class RepeatedKey:
     """A key a JSON object gave again: the value refused (the object keeps its first)."""
@@ -311,7 +317,9 @@ _BOTO_LOCK = threading.Lock()
 _BOTO_LOADER: Any = None
 
 
-def _new_boto_session() -> Any:
+def _new_boto_session() -> tuple[Any, str | None]:
+    """A boto3 session and the CA bundle its configuration names (AWS_CA_BUNDLE or a profile's ca_bundle: a proxy
+    that inspects TLS), which botocore would trust instead of its own."""
     import boto3
     import botocore.session
 
@@ -320,7 +328,7 @@ def _new_boto_session() -> Any:
     _BOTO_LOADER = _BOTO_LOADER or core.get_component("data_loader")
     core.register_component("data_loader", _BOTO_LOADER)
     core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_api_timestamp)
-    return boto3.session.Session(botocore_session=core)
+    return boto3.session.Session(botocore_session=core), core.get_config_variable("ca_bundle")
 
 
 def parse_api_timestamp(value: Any) -> datetime:
@@ -377,7 +385,7 @@ class SourceContext:
     failures: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # Later values of keys a JSON answer repeated (parse_json), for the flow to quarantine.
     repeated_keys: list[RepeatedKey] = field(default_factory=list)
-    _boto_session: Any = field(default=None, repr=False, compare=False)
+    _boto_session: tuple[Any, str | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def degraded(self) -> dict[str, str]:
@@ -448,8 +456,13 @@ class SourceContext:
         with _BOTO_LOCK:
             if self._boto_session is None:
                 self._boto_session = _new_boto_session()
-            client = self._boto_session.client(service, region_name=region, endpoint_url=endpoint, config=config,
-                                               **kwargs)
+            session, bundle = self._boto_session
+            client = session.client(service, region_name=region, endpoint_url=endpoint, config=config, **kwargs)
+        try:
+            verify = bundle_ssl_context(bundle) if bundle else verifying_ssl_context()
+        except (OSError, ssl.SSLError) as err:
+            raise SourceError(f"{self.provider}: the CA bundle {bundle} (AWS_CA_BUNDLE or the profile's ca_bundle) "
+                              f"cannot be read: {err.strerror or err}") from None
         if self.recorder is not None:
             record_boto_client(client, self.recorder, host)
 
@@ -457,7 +470,7 @@ class SourceContext:
             check_deadline()
             self.requests_made += 1
             # A client per request: closing it closes the connection of a try abandoned at its deadline.
-            with self.http_client() as http:
+            with self.http_client(verify=verify) as http:
                 sent = http.build_request(request.method, request.url, headers=list(request.headers.items()),
                                           content=request.body)
                 try:
