@@ -275,24 +275,23 @@ def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: d
     if region not in ec2_index:
         raise SourceError(f"aws: the price list has no EC2 offer file for region {region}")
     meta: dict[str, str] = {}
-    ec2_skipped: Counter[str] = Counter()
-    dt_skipped: Counter[str] = Counter()  # (filled in the other thread)
+    dt_skipped: Counter[str] = Counter()  # filled in the other thread
 
-    def read(index: dict[str, str], counts: Counter[str], into: dict[str, str] | None = None) -> list[PriceRow]:
+    def read(index: dict[str, str], counts: Counter[str] | None, into: dict[str, str] | None = None) -> list[PriceRow]:
         if region not in index:
             return []
         return parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, index[region]), region, into, counts)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-bulk-{region}") as pool:
         transfer = pool.submit(read, dt_index, dt_skipped)
-        rows = read(ec2_index, ec2_skipped, meta)
+        rows = read(ec2_index, skipped, meta)
         for r in transfer.result():
             if r.kind == "egress" and r.region == region:
                 rows.append(r)
             else:
                 dt_skipped[SKIP_OTHER_REGION if r.kind == "egress" else SKIP_OTHER_PRODUCT] += 1
     if skipped is not None:
-        skipped.update(ec2_skipped + dt_skipped)
+        skipped.update(dt_skipped)
     return rows, meta.get("Publication Date")
 
 
