@@ -312,27 +312,26 @@ def parse_price_list_item(item: str | dict[str, Any], region: str, skipped: Coun
         if isinstance(item, str) else item
     try:
         product, attrs, terms = doc["product"], doc["product"]["attributes"], doc.get("terms", {})
-        on_demand = terms.get("OnDemand", {})
     except (KeyError, TypeError) as err:
         raise SchemaDriftError(f"aws: GetProducts item lacks product/attributes ({err!r})") from None
     base = {key: attrs.get(name, "") for key, name in _API_ATTRIBUTES.items()}
     base.update(sku=product.get("sku", ""), family=product.get("productFamily", ""), term="OnDemand",
                 region=attrs.get("regionCode") or attrs.get("fromRegionCode") or region)
     rows = []
-    for kind, code, term in [("OnDemand", c, t) for c, t in on_demand.items()] + \
-            [("Reserved", c, t) for c, t in terms.get("Reserved", {}).items()]:
-        extra: dict[str, Any] = {"term": kind}
-        if kind == "Reserved":
-            attrs_ = term.get("termAttributes", {})
-            extra.update(term_code=term.get("offerTermCode", code.rsplit(".", 1)[-1]),
-                         lease=attrs_.get("LeaseContractLength", ""), payment=attrs_.get("PurchaseOption", ""),
-                         offering_class=attrs_.get("OfferingClass", ""))
-        for dim in term.get("priceDimensions", {}).values():
-            currency, amount = next(iter(dim.get("pricePerUnit", {}).items()), ("", ""))
-            rows.append(dict(base, **extra, description=dim.get("description", ""), unit=dim.get("unit", ""),
-                             price=amount, currency=currency))
-            if kind == "OnDemand":
-                rows[-1].update(tier_start=dim.get("beginRange", ""), tier_end=dim.get("endRange", ""))
+    for kind in ("OnDemand", "Reserved"):
+        for code, term in terms.get(kind, {}).items():
+            extra: dict[str, Any] = {"term": kind}
+            if kind == "Reserved":
+                attrs_ = term.get("termAttributes", {})
+                extra.update(term_code=term.get("offerTermCode", code.rsplit(".", 1)[-1]),
+                             lease=attrs_.get("LeaseContractLength", ""), payment=attrs_.get("PurchaseOption", ""),
+                             offering_class=attrs_.get("OfferingClass", ""))
+            for dim in term.get("priceDimensions", {}).values():
+                currency, amount = next(iter(dim.get("pricePerUnit", {}).items()), ("", ""))
+                rows.append(dict(base, **extra, description=dim.get("description", ""), unit=dim.get("unit", ""),
+                                 price=amount, currency=currency))
+                if kind == "OnDemand":
+                    rows[-1].update(tier_start=dim.get("beginRange", ""), tier_end=dim.get("endRange", ""))
     return [parsed for row in rows if (parsed := price_row(row, region, skipped)) is not None]
 
 
