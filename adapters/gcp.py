@@ -216,9 +216,8 @@ COMMITMENT_PREFIX = re.compile(r"^commitment v1: ")
 COMMIT_CORE_RAM = re.compile(r"^(?P<family>.+?) (?P<part>cpu|ram) in (?P<where>.+) for \d+ years?$")
 COMMIT_LOCAL_SSD = re.compile(r"^local ssd (?:in .+ )?for \d+ years?$")
 # Committed-use SKUs are billed monthly over the term with nothing upfront; their prices are hourly rates.
-COMMITMENTS = {"Commit1Yr": commitment_option("committed_use", 12, "no_upfront"),
-               "Commit3Yr": commitment_option("committed_use", 36, "no_upfront")}
-COMMITMENT_TERMS = {COMMITMENTS["Commit1Yr"]: 12, COMMITMENTS["Commit3Yr"]: 36}
+COMMITMENT_TERMS = {commitment_option("committed_use", months, "no_upfront"): months for months in (12, 36)}
+COMMITMENTS = dict(zip(("Commit1Yr", "Commit3Yr"), COMMITMENT_TERMS))  # usageType -> option
 
 
 def purchase_option(usage_type: str, description: str) -> str | None:
@@ -776,7 +775,7 @@ def build_egress(batch: Batch, skus: Iterable[dict[str, Any]], regions: Iterable
         try:
             price = sku_price(sku, "GiBy")
             price = replace(price, currency="USD", conversion_rate=None,
-                                        tiers=tuple((s, price.to_usd(a)) for s, a in price.tiers))
+                            tiers=tuple((s, price.to_usd(a)) for s, a in price.tiers))
         except (ValueError, TypeError) as err:
             batch.quarantine("egress", sku.get("skuId", ""), f"price: {err}", sku)
             continue
@@ -867,15 +866,6 @@ def _pages(method: Any, request: Any, **call: Any) -> Iterable[Any]:
         yield answer
 
 
-def _wire(page: Any) -> dict[str, Any]:
-    """A page as the wire's JSON (camelCase): a proto-plus message, or a plain protobuf one."""
-    from google.protobuf.json_format import MessageToDict
-
-    if hasattr(type(page), "to_dict"):
-        return type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False)
-    return MessageToDict(page, preserving_proto_field_name=False)
-
-
 def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, where: str = "") -> list[dict[str, Any]]:
     """Every page of a list method as wire-format dicts, each page under the retry policy; a repeated page
     token or more than `max_pages` pages is a paging loop; a failure is a SourceError naming the page."""
@@ -883,7 +873,7 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, wher
     from google.api_core import exceptions as api
     from google.api_core.timeout import ConstantTimeout
     from google.auth import exceptions as auth
-    from google.protobuf.json_format import ParseError
+    from google.protobuf.json_format import MessageToDict, ParseError
 
     policy = ctx.retry_policy
     # ChunkedEncodingError: the connection broke mid-body; a page is fetched whole, so retrying it is safe.
@@ -900,7 +890,9 @@ def fetch_listing(ctx: SourceContext, what: str, method: Any, request: Any, wher
         for page in _pages(method, request, retry=attempts.retry, timeout=ConstantTimeout(ctx.http_timeout_s)):
             _count(ctx, what)
             attempts.page_done()
-            pages.append(_wire(page))
+            # The page as the wire's JSON (camelCase), from a proto-plus message or a plain protobuf one.
+            pages.append(type(page).to_dict(page, preserving_proto_field_name=False, use_integers_for_enums=False)
+                         if hasattr(type(page), "to_dict") else MessageToDict(page, preserving_proto_field_name=False))
             ctx.count_bytes(len(json.dumps(pages[-1])))  # the client keeps its HTTP session: the page's JSON
             token = page.next_page_token
             if token in tokens:

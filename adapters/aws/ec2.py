@@ -236,11 +236,10 @@ def parse_spot_advisor(doc: Any, region: str) -> dict[str, tuple[str, int]]:
 
 
 def capacity_block_regions(setting: str, regions: Iterable[str]) -> set[str]:
-    """The scraped regions whose Capacity Blocks are asked: "auto" (all), "off" or a comma list."""
-    wanted = setting.strip().lower()
-    if wanted == "off":
-        return set()
-    return set(regions) if wanted == "auto" else {r.strip() for r in setting.split(",") if r.strip()} & set(regions)
+    """The scraped regions whose Capacity Blocks are asked: "auto" (all), else a comma list's ("off": none)."""
+    if setting.strip().lower() == "auto":
+        return set(regions)
+    return {r.strip() for r in setting.split(",") if r.strip()} & set(regions)
 
 
 @drift_guard("aws: DescribeCapacityBlockOfferings")

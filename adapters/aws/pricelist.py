@@ -275,24 +275,23 @@ def fetch_prices_bulk(ctx: SourceContext, client: Any, region: str, ec2_index: d
     if region not in ec2_index:
         raise SourceError(f"aws: the price list has no EC2 offer file for region {region}")
     meta: dict[str, str] = {}
-    ec2_skipped: Counter[str] = Counter()
-    dt_skipped: Counter[str] = Counter()  # (filled in the other thread)
+    dt_skipped: Counter[str] = Counter()  # filled in the other thread
 
-    def read(index: dict[str, str], counts: Counter[str], into: dict[str, str] | None = None) -> list[PriceRow]:
+    def read(index: dict[str, str], counts: Counter[str] | None, into: dict[str, str] | None = None) -> list[PriceRow]:
         if region not in index:
             return []
         return parse_offer_chunks(ctx.stream_bytes(client, PRICING_BULK_HOST, index[region]), region, into, counts)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aws-bulk-{region}") as pool:
         transfer = pool.submit(read, dt_index, dt_skipped)
-        rows = read(ec2_index, ec2_skipped, meta)
+        rows = read(ec2_index, skipped, meta)
         for r in transfer.result():
             if r.kind == "egress" and r.region == region:
                 rows.append(r)
             else:
                 dt_skipped[SKIP_OTHER_REGION if r.kind == "egress" else SKIP_OTHER_PRODUCT] += 1
     if skipped is not None:
-        skipped.update(ec2_skipped + dt_skipped)
+        skipped.update(dt_skipped)
     return rows, meta.get("Publication Date")
 
 
@@ -313,27 +312,26 @@ def parse_price_list_item(item: str | dict[str, Any], region: str, skipped: Coun
         if isinstance(item, str) else item
     try:
         product, attrs, terms = doc["product"], doc["product"]["attributes"], doc.get("terms", {})
-        on_demand = terms.get("OnDemand", {})
     except (KeyError, TypeError) as err:
         raise SchemaDriftError(f"aws: GetProducts item lacks product/attributes ({err!r})") from None
     base = {key: attrs.get(name, "") for key, name in _API_ATTRIBUTES.items()}
     base.update(sku=product.get("sku", ""), family=product.get("productFamily", ""), term="OnDemand",
                 region=attrs.get("regionCode") or attrs.get("fromRegionCode") or region)
     rows = []
-    for kind, code, term in [("OnDemand", c, t) for c, t in on_demand.items()] + \
-            [("Reserved", c, t) for c, t in terms.get("Reserved", {}).items()]:
-        extra: dict[str, Any] = {"term": kind}
-        if kind == "Reserved":
-            attrs_ = term.get("termAttributes", {})
-            extra.update(term_code=term.get("offerTermCode", code.rsplit(".", 1)[-1]),
-                         lease=attrs_.get("LeaseContractLength", ""), payment=attrs_.get("PurchaseOption", ""),
-                         offering_class=attrs_.get("OfferingClass", ""))
-        for dim in term.get("priceDimensions", {}).values():
-            currency, amount = next(iter(dim.get("pricePerUnit", {}).items()), ("", ""))
-            rows.append(dict(base, **extra, description=dim.get("description", ""), unit=dim.get("unit", ""),
-                             price=amount, currency=currency))
-            if kind == "OnDemand":
-                rows[-1].update(tier_start=dim.get("beginRange", ""), tier_end=dim.get("endRange", ""))
+    for kind in ("OnDemand", "Reserved"):
+        for code, term in terms.get(kind, {}).items():
+            extra: dict[str, Any] = {"term": kind}
+            if kind == "Reserved":
+                attrs_ = term.get("termAttributes", {})
+                extra.update(term_code=term.get("offerTermCode", code.rsplit(".", 1)[-1]),
+                             lease=attrs_.get("LeaseContractLength", ""), payment=attrs_.get("PurchaseOption", ""),
+                             offering_class=attrs_.get("OfferingClass", ""))
+            for dim in term.get("priceDimensions", {}).values():
+                currency, amount = next(iter(dim.get("pricePerUnit", {}).items()), ("", ""))
+                rows.append(dict(base, **extra, description=dim.get("description", ""), unit=dim.get("unit", ""),
+                                 price=amount, currency=currency))
+                if kind == "OnDemand":
+                    rows[-1].update(tier_start=dim.get("beginRange", ""), tier_end=dim.get("endRange", ""))
     return [parsed for row in rows if (parsed := price_row(row, region, skipped)) is not None]
 
 
