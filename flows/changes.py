@@ -37,7 +37,6 @@ def largest_price_moves(con: duckdb.DuckDBPyConnection, refresh_id: str, top: in
 
 
 def refresh_price_moves(db: str | os.PathLike[str] | None, refresh_id: str, top: int = 10) -> list[dict[str, Any]]:
-    """largest_price_moves on a read-only connection to the warehouse file."""
     with open_reader(db) as con:
         return largest_price_moves(con, refresh_id, top)
 
