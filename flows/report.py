@@ -477,9 +477,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
 def json_for_html(value: Any) -> str:
     """JSON that cannot end its <script> element or open a comment: <, >, & and JS line separators escaped."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return text
+    return text.translate({ord(ch): f"\\u{ord(ch):04x}" for ch in "<>&\u2028\u2029"})
 
 
 # -- the page -----------------------------------------------------------------------------------------
