@@ -46,7 +46,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 
 def _md(text: Any) -> str:
     """A markdown table cell of scraped text, shown as it is: markdown's and HTML's characters escaped (a
-    trailing backslash no longer escapes the cell's closing pipe, a link or tag stays text), line breaks spaces."""
+    trailing backslash cannot escape the cell's closing pipe, a link or tag stays text), line breaks spaces."""
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ").replace("\r", " ")
 
 
