@@ -94,5 +94,4 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
         if (damaged := damaged_error(err, db)) is None:
             raise
         raise damaged from err
-    columns = [table.column(c).to_pylist() for c in OFFER_FIELDS]
-    return Offers([Offer(*values) for values in zip(*columns)], table)
+    return Offers([Offer(**row) for row in table.to_pylist()], table)
