@@ -37,7 +37,6 @@ def largest_price_moves(con: duckdb.DuckDBPyConnection, refresh_id: str, top: in
 
 
 def refresh_price_moves(db: str | os.PathLike[str] | None, refresh_id: str, top: int = 10) -> list[dict[str, Any]]:
-    """largest_price_moves on a read-only connection to the warehouse file."""
     with open_reader(db) as con:
         return largest_price_moves(con, refresh_id, top)
 
@@ -47,7 +46,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 
 def _md(text: Any) -> str:
     """A markdown table cell of scraped text, shown as it is: markdown's and HTML's characters escaped (a
-    trailing backslash no longer escapes the cell's closing pipe, a link or tag stays text), line breaks spaces."""
+    trailing backslash cannot escape the cell's closing pipe, a link or tag stays text), line breaks spaces."""
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ").replace("\r", " ")
 
 

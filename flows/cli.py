@@ -83,11 +83,9 @@ def _setup_logging(verbose: bool) -> None:
 
 def cancellable_reader(db: Path | None, what: str, outcome: str = "nothing was read", **options: Any) -> Any:
     """open_reader; Ctrl-C while it waits for a refresh's write lock is one line, exit 130."""
-    try:
+    with on_ctrl_c(f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; "
+                   f"{outcome}"):
         return open_reader(db, **options)
-    except KeyboardInterrupt:
-        raise fail(f"{what} was cancelled (Ctrl-C) while waiting for the refresh that is writing the warehouse; "
-                   f"{outcome}", 130) from None
 
 
 STATE_COLOURS = {"ok": "green", "stale": "yellow", "failed": "red", NEVER: "yellow", "not_configured": "yellow"}
@@ -243,18 +241,6 @@ def _check_recordings(replay: bool, folder: Path | None, providers: list[str], n
     return providers
 
 
-def _record_folder(out_dir: Path, force: bool) -> None:
-    """`out_dir` made and writable, and empty unless `force`."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if any(out_dir.iterdir()) and not force:
-            raise fail(f"{out_dir} is not empty: record into a new folder, or pass --force to write into it", 2)
-        with tempfile.TemporaryFile(dir=out_dir):
-            pass
-    except OSError as err:
-        raise fail(f"cannot record into {out_dir}: {err.strerror or err}", 2) from None
-
-
 @app.command()
 def record(
     out_dir: Path = typer.Argument(..., help="Folder to write <provider>/manifest.json and bodies into."),
@@ -286,7 +272,14 @@ def record(
         check_record_dir(str(out_dir), from_recordings is not None, from_recordings and str(from_recordings))
         wanted = _check_recordings(from_recordings is not None, from_recordings, resolve_providers(provider),
                                    named=bool(provider))
-        _record_folder(out_dir, force)
+        try:  # made and writable, and empty unless --force
+            out_dir.mkdir(parents=True, exist_ok=True)
+            if any(out_dir.iterdir()) and not force:
+                raise fail(f"{out_dir} is not empty: record into a new folder, or pass --force to write into it", 2)
+            with tempfile.TemporaryFile(dir=out_dir):
+                pass
+        except OSError as err:
+            raise fail(f"cannot record into {out_dir}: {err.strerror or err}", 2) from None
         return wanted
 
     summary = _run_refresh(db, prepare, False, replay=from_recordings is not None,

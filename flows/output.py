@@ -106,7 +106,7 @@ def _json_value(value: Any) -> Any:
 
 def _json_keys(columns: Sequence[str]) -> list[str]:
     """`columns` as the keys of a JSON object, which holds each once: a repeated name (`select x.b, y.b`, `select *`
-    of a join) gets _1, _2 ... as DuckDB's .df() names it, where it had kept only the last column's value."""
+    of a join) gets _1, _2 ... as DuckDB's .df() names it, so that no column's value is lost."""
     keys: list[str] = []
     for column in columns:
         key, n = column, 0

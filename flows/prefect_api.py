@@ -186,16 +186,6 @@ def api_url_set(url: str, to_api: bool = True) -> Iterator[str]:
 
 
 @contextmanager
-def loopback_unproxied() -> Iterator[None]:
-    """Within: the temporary server's loopback address is reached directly, not through an HTTP(S)_PROXY of the
-    environment (which Prefect's client follows, and which cannot reach this machine's loopback)."""
-    current = os.environ.get("no_proxy", os.environ.get("NO_PROXY"))
-    unproxied = ",".join(filter(None, [current, "127.0.0.1"]))
-    with environ_set({"no_proxy": unproxied, "NO_PROXY": unproxied}):
-        yield
-
-
-@contextmanager
 def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
     """Within: the API of `server` once it answers, stopped on the way out; with none, the configured API."""
     if server is None:
@@ -215,9 +205,14 @@ def flow_api(server: TemporaryApiServer | None) -> Iterator[str | None]:
         return
     from prefect.settings import get_current_settings
 
+    # The loopback address reached directly, not through an HTTP(S)_PROXY of the environment (which Prefect's
+    # client follows, and which cannot reach this machine's loopback).
+    current = os.environ.get("no_proxy", os.environ.get("NO_PROXY"))
+    unproxied = ",".join(filter(None, [current, "127.0.0.1"]))
     try:
         url = server.wait_ready(float(get_current_settings().server.ephemeral.startup_timeout_seconds))
-        with api_url_set(url, to_api=False), loopback_unproxied(), api_lost_said(url, "(the temporary one)"):
+        with (api_url_set(url, to_api=False), environ_set({"no_proxy": unproxied, "NO_PROXY": unproxied}),
+              api_lost_said(url, "(the temporary one)")):
             yield url
     finally:
         server.stop()

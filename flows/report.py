@@ -270,7 +270,6 @@ def offer_columns(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def gpu_facts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """The reference facts of each canonical GPU (warehouse table gpu_models)."""
     rel = con.execute("select gpu_model, family, memory_gb, memory_type, bf16, fp8 from gpu_models")
     return {g: {"family": fam, "memory_gb": m, "memory_type": t, "bf16": b, "fp8": f}
             for g, fam, m, t, b, f in rel.fetchall()}
@@ -341,10 +340,8 @@ def page_egress(tiers: Tiers, row: dict[str, Any], gb: float) -> float:
     """A pool entry's egress of `gb`, as the page's script reckons it."""
     if row["egress"] == "none":
         return 0.0
-    regions = tiers.get(row["provider"]) or {}
-    if row["egress"] == "region" and row["region"] in regions:
-        return tiered_egress_cost(gb, regions[row["region"]])
-    return max((tiered_egress_cost(gb, t) for t in regions.values()), default=0.0)
+    usd, _ = egress_cost(tiers, row["provider"], row["region"] if row["egress"] == "region" else None, gb)
+    return usd or 0.0
 
 
 # The job sizes between which leading_pool bounds each candidate's cost: 0, then 1,000 tokens per run up
@@ -365,14 +362,8 @@ def _job_costs(rows: list[dict[str, Any]], egress: Any, tokens: Any, runs: int) 
 
 def _before(high: Any, low: Any) -> Any:
     """For each row of `low` and each column: how many rows of `high` are below it by more than COST_EPS."""
-    both = np.concatenate([low - COST_EPS, high])  # a tie sorts the low one first: not counted as below
-    order = np.argsort(both, axis=0, kind="stable")
-    highs_so_far = np.cumsum(order >= len(low), axis=0)
-    out = np.empty(low.shape, int)
-    cols = np.broadcast_to(np.arange(low.shape[1]), order.shape)
-    mine = order < len(low)
-    out[order[mine], cols[mine]] = highs_so_far[mine]
-    return out
+    ranked = np.sort(high, axis=0)
+    return np.stack([np.searchsorted(ranked[:, j], low[:, j] - COST_EPS) for j in range(low.shape[1])], axis=1)
 
 
 def leading_pool(rows: list[dict[str, Any]], tiers: Tiers) -> list[dict[str, Any]]:
@@ -436,7 +427,8 @@ def recommendation_view(con: duckdb.DuckDBPyConnection, model: str, method: str,
     pool = leading_pool([_tuning_row(c) for c in every.candidates if c.tokens_per_s is not None], egress_tiers(con))
     for r in pool:  # the page's flags are numbers into the list of every answer's flags
         r["flags"] = [flags.setdefault(f, len(flags)) for f in r["flags"]]
-    left = [f"{left_out_label(answer.candidates)}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
+    label = left_out_label(answer.candidates)
+    left = [f"{label}: {o['provider']} {o['instance_type']} ({o['gpu_count']:g} × {o['gpu_model']}, "
             f"${o['price_per_hour']:,.2f}/h): {o['reason']}" for o in answer.left_out]
     return {"need_gb": answer.estimate.per_gpu_gb, "model": answer.estimate.model_display,
             "sharded": {str(g): e.per_gpu_gb for g, e in answer.sharded_estimates.items()},
@@ -466,7 +458,6 @@ def fine_tuning(con: duckdb.DuckDBPyConnection, now: datetime, stale_after_hours
 def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider], generated_at: datetime,
               stale_after_hours: float = DEFAULT_MAX_AGE_HOURS, gpus: Sequence[dict[str, Any]] = (),
               tuning: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the script renders, as one JSON-ready value."""
     def ms(t: datetime | None) -> int | None:
         return None if t is None else int(t.timestamp() * 1000)
 
@@ -486,9 +477,7 @@ def page_data(rows: Sequence[dict[str, Any]], providers: Sequence[ReportProvider
 def json_for_html(value: Any) -> str:
     """JSON that cannot end its <script> element or open a comment: <, >, & and JS line separators escaped."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return text
+    return text.translate({ord(ch): f"\\u{ord(ch):04x}" for ch in "<>&\u2028\u2029"})
 
 
 # -- the page -----------------------------------------------------------------------------------------

@@ -70,7 +70,6 @@ def handling(signals: tuple[int, ...], handler: Any) -> Iterator[None]:
 
 @contextmanager
 def stop_on_signals() -> Iterator[Stopper]:
-    """Install the handlers for the block (only the main thread can); restore them after."""
     stopper = Stopper()
     with handling(SIGNALS, stopper._handle):
         yield stopper

@@ -67,7 +67,7 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
     WarehouseError without a warehouse; FilterError (a ValueError) for a name that matches nothing."""
     if gpu is not None and not gpu:  # query(gpu=os.environ.get("GPU", "")): not every GPU's offers, as show-gpus ""
         raise FilterError("the GPU name is empty: name a model (H100-SXM) or a family (H100), or gpu=None for all")
-    # None is no filter, as for every other argument (it had been TypeError: 'NoneType' object is not iterable)
+    # None is no filter, as for every other argument
     selection = OfferFilter(gpu=gpu, min_vram_gb=min_vram_gb, spot=spot,
                             providers=() if providers is None else providers,
                             regions=() if regions is None else regions, min_gpu_count=min_gpu_count,
@@ -94,5 +94,4 @@ def query(gpu: str | None = None, *, min_vram_gb: float | None = None, spot: boo
         if (damaged := damaged_error(err, db)) is None:
             raise
         raise damaged from err
-    columns = [table.column(c).to_pylist() for c in OFFER_FIELDS]
-    return Offers([Offer(*values) for values in zip(*columns)], table)
+    return Offers([Offer(**row) for row in table.to_pylist()], table)
