@@ -194,7 +194,6 @@ class _Manifest(BaseModel):
 
 
 def holds_recording(provider_dir: Path) -> bool:
-    """Whether `provider_dir` holds a provider's recording: its manifest.json."""
     return (provider_dir / "manifest.json").is_file()
 
 
@@ -334,7 +333,7 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._hosts = _HostServers()
         names = providers if providers is not None else sorted(
-            p.name for p in self.root.iterdir() if (p / "manifest.json").exists())
+            p.name for p in self.root.iterdir() if holds_recording(p))
         for name in names:
             doc, exchanges = load_manifest(self.root / name)
             self.settings[name] = doc.get("settings", {})
