@@ -291,12 +291,12 @@ def cursor(value: Callable[[Any], Any], param: str) -> NextPage:
     return following
 
 
-def page_number(param: str = "page", start: int = 1) -> NextPage:
-    """Ask for page start, start + 1, ... until a page comes back empty."""
+def page_number(param: str = "page") -> NextPage:
+    """Ask for page 1, 2, ... until a page comes back empty."""
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
         if not items:
             return None
-        current = int(request["params"].get(param, start))
+        current = int(request["params"].get(param, 1))
         return {**request, "params": {**request["params"], param: current + 1}}
     return following
 

@@ -286,8 +286,6 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up is no error here
             super().handle_error(request, client_address)
