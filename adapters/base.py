@@ -3,6 +3,7 @@ or recording proxy otherwise, so the same client code runs in all three), and ho
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import functools
@@ -18,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
-
 from urllib.parse import quote, urljoin, urlsplit
 
 import httpx
@@ -93,7 +93,6 @@ _CUT_MARK = re.compile(r"[\"')\]}]*(?: …)?\Z")
 
 
 def _secret_forms() -> set[str]:
-    """Every secret value in play, raw, URL-encoded and JSON-escaped."""
     with _registered_lock:
         values = set(_registered)
     values.update(v for v in (os.environ.get(n, "").strip() for n in secret_env_vars()) if len(v) >= 6)
@@ -129,12 +128,10 @@ class RedactingRecorder(Recorder):
 
     def save(self, host: str, req: Any, status: int, headers: dict[str, str], body: bytes) -> None:
         cut = secret_cutter() or (lambda text: text)
-        try:
+        with contextlib.suppress(UnicodeDecodeError):  # not text: no secret to cut out of it
             text = body.decode("utf-8")
             clean = TOKEN_FIELDS.sub(lambda m: m.group(1) + REDACTED + m.group(2), cut(text))
             body = clean.encode("utf-8") if clean != text else body
-        except UnicodeDecodeError:
-            pass  # not text: no secret to cut out of it
 
         def kept(doc: Any) -> Any:
             if isinstance(doc, dict):
@@ -262,7 +259,6 @@ def _in_regions(masked: str, regions: list[str]) -> str:
 
 
 def check_deadline() -> None:
-    """Raise EnrichmentTimeout when the enrichment running in this thread is past its time."""
     running = _ENRICHMENT_DEADLINE.get()
     if running is not None and time.monotonic() > running[1]:
         raise EnrichmentTimeout(f"{running[0]}: timed out")
@@ -301,12 +297,12 @@ def cursor(value: Callable[[Any], Any], param: str) -> NextPage:
     return following
 
 
-def page_number(param: str = "page", start: int = 1) -> NextPage:
-    """Ask for page start, start + 1, ... until a page comes back empty."""
+def page_number(param: str = "page") -> NextPage:
+    """Ask for page 1, 2, ... until a page comes back empty."""
     def following(doc: Any, items: list[Any], request: dict[str, Any]) -> dict[str, Any] | None:
         if not items:
             return None
-        current = int(request["params"].get(param, start))
+        current = int(request["params"].get(param, 1))
         return {**request, "params": {**request["params"], param: current + 1}}
     return following
 
@@ -335,11 +331,9 @@ def parse_api_timestamp(value: Any) -> datetime:
     """An AWS timestamp, timezone-aware: ISO 8601 by the standard library (many times faster than
     botocore's dateutil parser on a large spot price history), anything else by botocore."""
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             stamp = datetime.fromisoformat(value)
             return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
-        except ValueError:
-            pass
     from botocore.utils import parse_timestamp
 
     return parse_timestamp(value)
@@ -427,7 +421,7 @@ class SourceContext:
         except SettingsError as err:
             raise SourceError(f"{self.provider}: invalid settings: {err}") from None
 
-    def select_regions(self, available: "Iterable[str]", live_defaults: "Iterable[str]", listed_in: str) -> list[str]:
+    def select_regions(self, available: Iterable[str], live_defaults: Iterable[str], listed_in: str) -> list[str]:
         """Regions to scrape: setting `<provider>_regions` ("all" or a comma list); else `live_defaults`
         live, every region listed under replay/record."""
         wanted = getattr(self.config, f"{self.provider}_regions")
@@ -560,14 +554,13 @@ class SourceContext:
             return parse()
         key = [files, self.new_validators.get(FINGERPRINT)]
         path = Path(self.cache_dir) / (hashlib.sha256(name.encode()).hexdigest()[:20] + ".json")
-        try:
+        # none kept, or unreadable: parsed anew below and kept again
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             kept = json.loads(path.read_bytes())
             if kept["key"] == key:
                 with _registered_lock:
                     self.kept_parses += 1
                 return kept["value"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # none kept, or unreadable: parsed anew below and kept again
         value = parse()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -719,16 +712,13 @@ def dig(obj: Any, *keys: str) -> Any:
 
 def as_number(value: Any, what: str, error: type[Exception]) -> float:
     """A JSON number or numeric text ("2.19") as a float; anything else (a boolean too) raises `error`."""
-    try:
+    with contextlib.suppress(ValueError):
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             return float(value)
-    except ValueError:
-        pass
     raise error(f"{what} {value!r} is not a number")
 
 
 def stated_currency(record: Any) -> str | None:
-    """The currency a record says its prices are in, if it says one."""
     for name in ("currency", "currencyCode", "currency_code", "price_currency"):
         value = dig(record, name)
         if value is not None:

@@ -194,7 +194,6 @@ class _Manifest(BaseModel):
 
 
 def holds_recording(provider_dir: Path) -> bool:
-    """Whether `provider_dir` holds a provider's recording: its manifest.json."""
     return (provider_dir / "manifest.json").is_file()
 
 
@@ -287,8 +286,6 @@ def _make_handler(host: str, answer: Answer, on_sent: SentHook | None = None):
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up is no error here
             super().handle_error(request, client_address)
@@ -334,7 +331,7 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._hosts = _HostServers()
         names = providers if providers is not None else sorted(
-            p.name for p in self.root.iterdir() if (p / "manifest.json").exists())
+            p.name for p in self.root.iterdir() if holds_recording(p))
         for name in names:
             doc, exchanges = load_manifest(self.root / name)
             self.settings[name] = doc.get("settings", {})

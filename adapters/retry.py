@@ -78,8 +78,7 @@ class GoogleAttempts:
         self.policy = policy
         self._on_failure = on_failure
         self._retry_after = retry_after
-        self.failures = 0
-        self.started = time.monotonic()
+        self.page_done()
         self.retry = Retry(predicate=if_exception_type(*retryable), initial=policy.initial_wait_s,
                            maximum=policy.wait_max_s, multiplier=2.0, timeout=policy.budget_s,
                            on_error=self._failed)

@@ -6,7 +6,6 @@ a GPU table per "REGION: ..." tab (the region, as a slug), then the storage and 
 
 from __future__ import annotations
 
-import json
 import re
 from functools import partial
 
@@ -15,7 +14,7 @@ from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, NETWORK, STORAGE, PageRow, PriceTextError, cell_number, clean_text
 from gpuledger.spiders.items import price_unit, slug, usd_price
-from gpuledger.spiders.page_source import ALL_TEXT, NO_FOOTNOTES, LayoutChanged, PricingSpider, add_gpu_offers
+from gpuledger.spiders.page_source import ALL_TEXT, NO_FOOTNOTES, LayoutChanged, PricingSpider, add_shown_prices
 from gpuledger.spiders.page_source import add_services, fetch_page, has_class, page_spec, quarantined_layout
 from gpuledger.spiders.page_source import require_columns, scrape as scrape_page, text_of
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -141,11 +140,6 @@ def _interconnect(name: str, vram_gb: float | None) -> str | None:
     return "PCIe" if model.form_factor == "PCIe" else None
 
 
-def _provider_data(row: PageRow, shown: str) -> str:
-    return json.dumps({"product_id": row.product_id, "page_section": row.section, "price_text": shown,
-                       "footnotes": row.footnotes, "price_basis": "per instance per hour"}, sort_keys=True)
-
-
 def add_gpu_row(batch: Batch, row: PageRow) -> None:
     region = region_code(row.section)
     ref, raw = f"{region}/{row.product_id or row.name}", row.raw()
@@ -170,15 +164,12 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
     except ValueError as err:
         batch.quarantine("offer", ref, f"gpu: {err}", raw)
         return
-    priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
-              "spot": (spot, _provider_data(row, row.spot_text))}
-    if add_gpu_offers(batch, ref, raw, priced, gpu=row.name, gpu_memory_gb=vram_gb, gpu_count=count,
-                      region=region, zone="", instance_type=f"{count:g}x {row.name}", vcpus=vcpus,
-                      ram_gb=ram_gb, local_disk_gb=disk_tb * 1000 if disk_tb else None,
-                      interconnect=_interconnect(row.name, vram_gb) if count > 1 else None):
-        for option, text, price in (("on-demand", row.price_text, on_demand), ("spot", row.spot_text, spot)):
-            if text and price is None:
-                batch.notes.append(f"skipped {row.name!r} {option}: no public price ({text})")
+    data = {"product_id": row.product_id, "page_section": row.section, "footnotes": row.footnotes,
+            "price_basis": "per instance per hour"}
+    add_shown_prices(batch, ref, row, on_demand, spot, data, repr(row.name), gpu=row.name, gpu_memory_gb=vram_gb,
+                     gpu_count=count, region=region, zone="", instance_type=f"{count:g}x {row.name}", vcpus=vcpus,
+                     ram_gb=ram_gb, local_disk_gb=disk_tb * 1000 if disk_tb else None,
+                     interconnect=_interconnect(row.name, vram_gb) if count > 1 else None)
 
 
 def build_batch(rows: list[PageRow]) -> Batch:

@@ -6,7 +6,6 @@ One per-GPU-hour list for all regions: an offer is one GPU in region "global".
 
 from __future__ import annotations
 
-import json
 import re
 from functools import partial
 from typing import Iterator
@@ -15,7 +14,7 @@ from parsel import Selector, SelectorList
 from scrapy.http import Response
 
 from gpuledger.spiders.items import GPU, STORAGE, PageRow, PriceTextError, clean_text, slug, usd_per_hour
-from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, add_gpu_offers, add_services, describe_service
+from gpuledger.spiders.page_source import LayoutChanged, PricingSpider, add_services, add_shown_prices, describe_service
 from gpuledger.spiders.page_source import fetch_page, has_class, page_spec, quarantined_layout, text_of
 from gpuledger.warehouse.records import Batch
 
@@ -109,11 +108,6 @@ _MEMORY = re.compile(r"\b([0-9]+(?:\.[0-9]+)?)\s*GB\b", re.I)  # the memory chip
 _hourly = partial(usd_per_hour, basis="per GPU-hour", also=r"/\s*GPU[- ]h(ou)?r\b")
 
 
-def _provider_data(row: PageRow, shown: str) -> str:
-    return json.dumps({"page_section": row.section, "tags": row.cells.get("tags", ""), "price_text": shown,
-                       "price_basis": "per GPU per hour"}, sort_keys=True)
-
-
 def add_gpu_row(batch: Batch, row: PageRow) -> None:
     ref, raw, tags = f"{REGION}/{row.product_id or slug(row.name)}", row.raw(), row.cells.get("tags", "")
     if quarantined_layout(batch, "offer", ref, row):
@@ -131,15 +125,12 @@ def add_gpu_row(batch: Batch, row: PageRow) -> None:
     memory = _MEMORY.search(tags)
     form = clean_text(_MEMORY.sub(" ", tags))  # the form-factor chips: '80GB HGX' and '80 GB HGX' are 'HGX'
     chips = _MEMORY.sub(r"\1GB", tags)  # '80 GB HGX' keeps the key '80GB HGX' of its offers
-    priced = {"on_demand": (on_demand, _provider_data(row, row.price_text)),
-              "spot": (spot, _provider_data(row, row.spot_text))}
-    if add_gpu_offers(batch, ref, raw, priced, gpu=" ".join(filter(None, [row.name, form])), gpu_count=1.0,
-                      gpu_memory_gb=float(memory.group(1)) if memory else None, region=REGION, zone="",
-                      instance_type=f"1x {' '.join(filter(None, [row.name, chips]))}",
-                      interconnect="NVSwitch" if form.upper() in _SWITCHED_FORMS else None):
-        for option, text, price in (("on-demand", row.price_text, on_demand), ("spot", row.spot_text, spot)):
-            if text and price is None:
-                batch.notes.append(f"skipped {row.name} {tags} {option}: no public price ({text})")
+    data = {"page_section": row.section, "tags": tags, "price_basis": "per GPU per hour"}
+    add_shown_prices(batch, ref, row, on_demand, spot, data, f"{row.name} {tags}",
+                     gpu=" ".join(filter(None, [row.name, form])), gpu_count=1.0,
+                     gpu_memory_gb=float(memory.group(1)) if memory else None, region=REGION, zone="",
+                     instance_type=f"1x {' '.join(filter(None, [row.name, chips]))}",
+                     interconnect="NVSwitch" if form.upper() in _SWITCHED_FORMS else None)
 
 
 def build_batch(rows: list[PageRow]) -> Batch:

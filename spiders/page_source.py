@@ -4,6 +4,7 @@ and the GPU, storage and egress rows made into records."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
@@ -210,6 +211,19 @@ def add_gpu_offers(batch: Batch, ref: str, raw: Any, priced: dict[str, tuple[flo
                 and batch.quarantined[-1].reason.startswith("gpu: "):
             return False
     return True
+
+
+def add_shown_prices(batch: Batch, ref: str, row: PageRow, on_demand: float | None, spot: float | None,
+                     data: dict[str, Any], skipped: str, **fields: Any) -> None:
+    """The offers of a row showing an on-demand and a spot price (add_gpu_offers), provider_data `data` and the
+    price text; a shown price that is no public one is noted as `skipped`, unless the row's GPU is quarantined."""
+    shown = (("on_demand", on_demand, row.price_text), ("spot", spot, row.spot_text))
+    priced = {option: (price, json.dumps({**data, "price_text": text}, sort_keys=True))
+              for option, price, text in shown}
+    if add_gpu_offers(batch, ref, row.raw(), priced, **fields):
+        for option, price, text in shown:
+            if text and price is None:
+                batch.notes.append(f"skipped {skipped} {option.replace('_', '-')}: no public price ({text})")
 
 
 def add_services(batch: Batch, rows: list[PageRow], regions: list[str], describe: Callable[[PageRow], str]) -> None:

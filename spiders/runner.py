@@ -92,7 +92,6 @@ def last_log_line(stderr: str) -> str:
 
 
 def _read_feed(path: Path) -> list[dict[str, Any]] | None:
-    """The items of a crawl's JSON-lines feed; None when the feed file is missing."""
     if not path.is_file():
         return None
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -30,7 +30,7 @@ def crawl_settings(ctx: SourceContext) -> dict[str, Any]:
 
     delay = ctx.config.spider_download_delay_s
     # Replay (or recording from a replay) answers from loopback: no real site to be polite to.
-    local = ctx.mode == "replay" or (ctx.mode == "record" and bool(ctx.replay_urls))
+    local = not ctx.reaches_provider
     return {
         "USER_AGENT": USER_AGENT, "ROBOTSTXT_OBEY": True, "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False, "COOKIES_ENABLED": False, "HTTPCACHE_ENABLED": False,
