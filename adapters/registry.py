@@ -38,8 +38,9 @@ class UnknownProviderError(ValueError):
 
 
 def accepted_anomalies(names: Sequence[str], named_by: str) -> list[str]:
-    """The providers whose anomalies load anyway: `names` (given as `named_by`) and the setting accept_anomaly's,
-    each in any case (AWS is aws); UnknownProviderError for one that is no provider, naming the nearest."""
+    """`names` (given as `named_by`) as the providers whose anomalies load anyway, each in any case (AWS is aws);
+    UnknownProviderError for one that is no provider, naming the nearest. The setting accept_anomaly's names are
+    checked so too, not returned: AnomalyPolicy.from_env adds them."""
     from gpuledger.warehouse.recommender.names import UnknownNameError, resolve_name
     from gpuledger.warehouse.settings import SettingsError, env_name, load_settings
 
