@@ -8,7 +8,6 @@ fewest vCPUs (minVcpuPerGpu) and the least RAM (vCPUs / maxVcpuPerMemoryGib) all
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -69,8 +68,8 @@ def parse_machine_types(doc: Any) -> Batch:
                     instance_type=str(key[0]), purchase_option="on_demand", price_per_hour=round(price, 6),
                     vcpus=vcpus, ram_gb=ram, available=free > 0, available_count=free,
                     billing_granularity_s=None, minimum_charge_s=None,  # not documented: the offer claims none
-                    provider_data=json.dumps({"gpu_price_hr": gpu, "cpu_model": m.get("cpuModel"),
-                                              "total_gpu_free": m.get("totalGpuFree")}, sort_keys=True))
+                    provider_data={"gpu_price_hr": gpu, "cpu_model": m.get("cpuModel"),
+                                   "total_gpu_free": m.get("totalGpuFree")})
     if cpu_only:
         batch.notes.append(f"{cpu_only} machine types without a GPU skipped")
     return batch

@@ -8,7 +8,6 @@ reserved and has a GPU free.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
@@ -67,7 +66,7 @@ def parse_marketplace(doc: Any) -> Batch:
                     instance_type=str(node), purchase_option="on_demand", price_per_hour=cents / 100,
                     available=ready, available_count=max(free, 0) if ready else 0,
                     billing_granularity_s=None, minimum_charge_s=None,  # not documented: the offer claims none
-                    provider_data=json.dumps(dict(data, virtual_cores=vcores), sort_keys=True))
+                    provider_data=dict(data, virtual_cores=vcores))
     return batch
 
 

@@ -8,7 +8,6 @@ memoryPerGpu is host RAM.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -66,8 +65,8 @@ def parse_products(doc: Any) -> Batch:
         if batch.listed_again(seen, pid, f"product {pid}", item):
             continue
         memory = _MEMORY.search(name)
-        data = json.dumps({"price_units": item["price"], "spot_price_units": item.get("spotPrice"),
-                           "billing_methods": item.get("billingMethods")}, sort_keys=True)
+        data = {"price_units": item["price"], "spot_price_units": item.get("spotPrice"),
+                "billing_methods": item.get("billingMethods")}
         for region in regions or ["global"]:  # a product listing no cluster cannot be deployed now
             for option, units in (("on_demand", price), ("spot", spot)) if spot else (("on_demand", price),):
                 batch.offer(f"{pid}/{region}/{option}", item, gpu=name, gpu_count=1, region=str(region),

@@ -8,7 +8,6 @@ source (the registry) is skipped and counted. Not read: `/volumes/types` (in the
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from typing import Any, Iterable
@@ -168,8 +167,7 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str | 
         available = entry.get("available")
         batch.offer(f"{ref}/{region}", item, region=region,
                     available=available if isinstance(available, bool) else None,
-                    provider_data=json.dumps(dict(data, region_display_name=entry.get("display_name")),
-                                             sort_keys=True),
+                    provider_data=dict(data, region_display_name=entry.get("display_name")),
                     instance_type=ref, purchase_option="on_demand", operated_by=cloud, gpu_model=model.gpu_model,
                     gpu_variant_exact=exact, gpu_name_reported=gpu_type, gpu_count=gpus, gpu_memory_gb=vram,
                     vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")),
