@@ -15,7 +15,7 @@ from typing import Any
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "cloudrift"
 API_HOST = "api.cloudrift.ai"
@@ -115,12 +115,11 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
     gpus, cents, vram = variant.get("gpu_count"), variant.get("cost_per_hour"), _num(variant.get("vram"))
     if _num(gpus) == 0:
         return "CPU-only variants"
-    brand, currency = str(itype.get("brand_short") or ""), stated_currency(variant) or stated_currency(itype)
+    brand = str(itype.get("brand_short") or "")
     try:
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
             raise ValueError(f"gpu_count {gpus!r} is not a whole count")
-        if currency not in (None, "USD"):
-            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
+        require_usd(stated_currency(variant) or stated_currency(itype), "USD cents")
         model, exact = canonicalize(NAME, brand, vram / 2 ** 20 if vram else None)
         if cents is None or isinstance(cents, bool) or not isinstance(cents, (int, float)):
             raise ValueError("cost_per_hour is missing" if cents is None

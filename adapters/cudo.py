@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason
 
 NAME = "cudo"
 API_HOST = "rest.compute.cudo.org"
@@ -59,8 +59,7 @@ def parse_machine_types(doc: Any) -> Batch:
             price = gpu + vcpus * _usd(m, "vcpuPriceHr") + ram * _usd(m, "memoryGibPriceHr")
             free = int(m.get("maxGpuFree") or 0)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
-            batch.quarantine("offer", "/".join(map(str, key)),
-                             f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), m)
+            batch.quarantine("offer", "/".join(map(str, key)), failure_reason(err), m)
             continue
         if batch.listed_again(seen, key, f"machine type {key[0]} in {key[1]}", m, "/".join(map(str, key))):
             continue

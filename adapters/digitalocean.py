@@ -16,7 +16,7 @@ from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.base import dig, drift_guard, next_link, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "digitalocean"
 API_HOST = "api.digitalocean.com"
@@ -122,9 +122,7 @@ def _add_size(batch: Batch, slug: str, size: dict[str, Any]) -> None:
     if "price_hourly" not in size:
         raise ValueError("lacks 'price_hourly'")
     price = as_number(size["price_hourly"], "price_hourly", ValueError)
-    currency = stated_currency(size)
-    if currency not in (None, "USD"):
-        raise ValueError(f"price in {currency}, not USD; no conversion is configured")
+    require_usd(stated_currency(size))
     if not isinstance(size.get("regions"), list):
         raise ValueError("schema: 'regions' is not a list")
     names = sorted({r for r in size["regions"] if isinstance(r, str) and r.strip()})

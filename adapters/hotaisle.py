@@ -17,7 +17,7 @@ from typing import Any
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "hotaisle"
 API_HOST = "admin.hotaisle.app"
@@ -133,9 +133,7 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
         cores = _count(specs["cpu_cores"], "cpu_cores") if specs.get("cpu_cores") is not None else None
         ram_gib, disk_gib = (round(_count(specs[k], k) / 1024 ** 3, 3) or None if specs.get(k) is not None
                              else None for k in ("ram_capacity", "disk_capacity"))
-        currency = stated_currency(item)
-        if currency not in (None, "USD"):
-            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
+        require_usd(stated_currency(item), "USD cents")
         model, exact = canonicalize(NAME, str(gpus[0].get("model") or ""))
     except UnknownGPUError as err:
         return batch.quarantine("offer", ref, f"gpu: {err} ({ref})", item)

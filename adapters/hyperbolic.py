@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason
 
 NAME = "hyperbolic"
 API_HOST = "api.hyperbolic.xyz"
@@ -53,8 +53,7 @@ def parse_marketplace(doc: Any) -> Batch:
             region = machine["location"]["region"]
             vcores = (machine["hardware"].get("cpus") or [{}])[0].get("virtual_cores")
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
-            batch.quarantine("offer", str(node), f"schema: lacks {err}" if isinstance(err, KeyError) else str(err),
-                             machine)
+            batch.quarantine("offer", str(node), failure_reason(err), machine)
             continue
         if batch.listed_again(seen, node, f"machine {node}", machine):
             continue

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason
 
 NAME = "novita"
 API_HOST = "api.novita.ai"
@@ -60,7 +60,7 @@ def parse_products(doc: Any) -> Batch:
             if not (math.isfinite(price) and price > 0):  # the whole product goes, its spot rows too
                 raise ValueError(f"price {price} is not a positive number")
         except (KeyError, TypeError, ValueError) as err:
-            batch.quarantine("offer", str(pid), f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), item)
+            batch.quarantine("offer", str(pid), failure_reason(err), item)
             continue
         if batch.listed_again(seen, pid, f"product {pid}", item):
             continue

@@ -16,7 +16,7 @@ from gpuledger.adapters import registry
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "shadeform"
 API_HOST = "api.shadeform.ai"
@@ -146,13 +146,12 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str | 
         return "instance types listing no region"
     gpu_type, link = str(config["gpu_type"]), config.get("interconnect")
     vram = _number(config.get("vram_per_gpu_in_gb"))
-    cents, currency = item["hourly_price"], stated_currency(item)
+    cents = item["hourly_price"]
     try:
         model, exact = _canonical(gpu_type, link, vram)
         if _number(cents) is None:
             raise ValueError(f"hourly_price {cents!r} is not a number")
-        if currency not in (None, "USD"):
-            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
+        require_usd(stated_currency(item), "USD cents")
     except ValueError as err:  # an unknown GPU too (UnknownGPUError is one)
         batch.quarantine("offer", ref, f"gpu: {err}" if isinstance(err, UnknownGPUError) else str(err), item)
         return None
