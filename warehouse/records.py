@@ -423,8 +423,8 @@ class Batch:
         return clean
 
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
-        """Validate one record into its table, or quarantine it. A source currency not given is USD, whose
-        source price is the USD one; `provider_data` may be a dict (stored as JSON, keys sorted)."""
+        """Validate one record into its table, or quarantine it. A record naming no source currency was priced in
+        USD (its source price is then the USD one); `provider_data` may be a dict, stored as JSON with sorted keys."""
         fields.setdefault("source_currency", "USD")
         if fields["source_currency"] == "USD":
             usd, source = SOURCE_PRICE_FIELDS[kind]
