@@ -8,7 +8,6 @@ available=False.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "cloudrift"
 API_HOST = "api.cloudrift.ai"
@@ -98,13 +97,11 @@ def build_batch(types: list[dict[str, Any]]) -> Batch:
     for brand, (why, names) in sorted(unknown.items()):
         batch.quarantine("offer", f"gpu/{brand}", f"gpu: {why} ({len(names)} variants)",
                          {"brand_short": brand, "variants": sorted(names)})
+    batch.note_skipped(f"cloudrift: {len(types)} instance types, {variants} variants", skipped)
     _add_volumes(batch, types)
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[-1]},
-              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
-              source_usd_per_gb=0.0,
+              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=0.0,
               description="no egress or ingress charges (cloudrift.ai/pricing); every datacenter")
-    counted = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
-    batch.notes.insert(0, f"cloudrift: {len(types)} instance types, {variants} variants; skipped: {counted}")
     return batch
 
 
@@ -118,12 +115,11 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
     gpus, cents, vram = variant.get("gpu_count"), variant.get("cost_per_hour"), _num(variant.get("vram"))
     if _num(gpus) == 0:
         return "CPU-only variants"
-    brand, currency = str(itype.get("brand_short") or ""), stated_currency(variant) or stated_currency(itype)
+    brand = str(itype.get("brand_short") or "")
     try:
         if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
             raise ValueError(f"gpu_count {gpus!r} is not a whole count")
-        if currency not in (None, "USD"):
-            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
+        require_usd(stated_currency(variant) or stated_currency(itype), "USD cents")
         model, exact = canonicalize(NAME, brand, vram / 2 ** 20 if vram else None)
         if cents is None or isinstance(cents, bool) or not isinstance(cents, (int, float)):
             raise ValueError("cost_per_hour is missing" if cents is None
@@ -145,15 +141,14 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
             "available_nodes": variant.get("available_nodes"), "cpu_count": variant.get("cpu_count")}
     if not nodes and not free:
         batch.offer(f"{name}/{GLOBAL_REGION}", variant, region=GLOBAL_REGION, available=False, available_count=0,
-                    availability_level="listed in no datacenter", provider_data=json.dumps(data, sort_keys=True),
+                    availability_level="listed in no datacenter", provider_data=data,
                     **common)
     for dc in sorted(set(nodes) | set(free)):
         count = free.get(dc, 0)
         batch.offer(f"{name}/{dc}", variant, region=dc, available=count > 0, available_count=count,
                     availability_level="free nodes" if count else "no free node",
-                    provider_data=json.dumps(dict(data, nodes=nodes.get(dc),
-                                                  ip_availability=dig(variant, "ip_availability_per_dc", dc)),
-                                             sort_keys=True, default=str), **common)
+                    provider_data=dict(data, nodes=nodes.get(dc),
+                                       ip_availability=dig(variant, "ip_availability_per_dc", dc)), **common)
     return None
 
 
@@ -177,7 +172,6 @@ def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
             continue
         usd = round(cents / 100, 6)
         batch.add("storage", f"{dc}/{vname}", vtype, region=dc, storage_class=vname, usd_per_gb_month=usd,
-                  source_currency="USD", source_usd_per_gb_month=usd,
                   description=f"persistent volume '{vname}', {cents:g} US cents per GB-month; bills until deleted")
 
 

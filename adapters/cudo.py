@@ -8,13 +8,12 @@ fewest vCPUs (minVcpuPerGpu) and the least RAM (vCPUs / maxVcpuPerMemoryGib) all
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason
 
 NAME = "cudo"
 API_HOST = "rest.compute.cudo.org"
@@ -60,8 +59,7 @@ def parse_machine_types(doc: Any) -> Batch:
             price = gpu + vcpus * _usd(m, "vcpuPriceHr") + ram * _usd(m, "memoryGibPriceHr")
             free = int(m.get("maxGpuFree") or 0)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
-            batch.quarantine("offer", "/".join(map(str, key)),
-                             f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), m)
+            batch.quarantine("offer", "/".join(map(str, key)), failure_reason(err), m)
             continue
         if batch.listed_again(seen, key, f"machine type {key[0]} in {key[1]}", m, "/".join(map(str, key))):
             continue
@@ -69,8 +67,8 @@ def parse_machine_types(doc: Any) -> Batch:
                     instance_type=str(key[0]), purchase_option="on_demand", price_per_hour=round(price, 6),
                     vcpus=vcpus, ram_gb=ram, available=free > 0, available_count=free,
                     billing_granularity_s=None, minimum_charge_s=None,  # not documented: the offer claims none
-                    provider_data=json.dumps({"gpu_price_hr": gpu, "cpu_model": m.get("cpuModel"),
-                                              "total_gpu_free": m.get("totalGpuFree")}, sort_keys=True))
+                    provider_data={"gpu_price_hr": gpu, "cpu_model": m.get("cpuModel"),
+                                   "total_gpu_free": m.get("totalGpuFree")})
     if cpu_only:
         batch.notes.append(f"{cpu_only} machine types without a GPU skipped")
     return batch

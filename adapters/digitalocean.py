@@ -7,8 +7,8 @@ One offer per region that can create the GPU size now, or one "global" row, avai
 
 from __future__ import annotations
 
-import json
 import math
+from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,7 +16,7 @@ from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError
 from gpuledger.adapters.base import dig, drift_guard, next_link, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "digitalocean"
 API_HOST = "api.digitalocean.com"
@@ -71,13 +71,13 @@ def parse_sizes(pages: list[Any]) -> Batch:
         raise SchemaDriftError(f"digitalocean: every size in {SIZES_PATH} lacks 'price_hourly'; "
                                "the size format changed")
     batch = PROVIDER.batch()
-    cpu_only = 0
+    skipped: Counter[str] = Counter()
     seen: set[str] = set()
     for size in sizes:
         if not isinstance(size, dict) or not isinstance(size.get("slug"), str) or not size["slug"].strip():
             batch.quarantine("offer", "?", "schema: a size lacks 'slug'", size)
         elif not size.get("gpu_info"):
-            cpu_only += 1
+            skipped["CPU-only sizes"] += 1
         elif not batch.listed_again(seen, size["slug"], f"size slug {size['slug']}", size):
             try:
                 _add_size(batch, size["slug"], size)
@@ -85,19 +85,16 @@ def parse_sizes(pages: list[Any]) -> Batch:
                 batch.quarantine("offer", size["slug"], f"{size['slug']}: {err}", size)
     volume = round(VOLUME_USD_PER_GIB_MONTH * GIB_PER_GB, 6)
     batch.add("storage", f"{GLOBAL_REGION}/volume", {"source": PROVIDER.facts.source_urls[3]},
-              region=GLOBAL_REGION, storage_class="volume", usd_per_gb_month=volume, source_currency="USD",
-              source_usd_per_gb_month=volume,
+              region=GLOBAL_REGION, storage_class="volume", usd_per_gb_month=volume,
               description="block-storage volume, 0.10 USD per GiB-month (= 0.093132 per GB), billed whether or "
                           "not attached; same in every region")
     transfer = round(TRANSFER_OVERAGE_USD_PER_GIB * GIB_PER_GB, 6)
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[1]},
               region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=transfer,
-              source_currency="USD", source_usd_per_gb=transfer,
               description="outbound transfer beyond the team's pooled allowance (each Droplet adds its size's "
                           "transfer_tb_per_month, in provider_data): 0.01 USD per GiB (= 0.009313 per GB); "
                           "inbound is free")
-    batch.notes.append(f"digitalocean: {len(sizes)} sizes listed, {len(seen)} GPU sizes; skipped: "
-                       + (f"{cpu_only} CPU-only sizes" if cpu_only else "none"))
+    batch.note_skipped(f"digitalocean: {len(sizes)} sizes listed, {len(seen)} GPU sizes", skipped)
     return batch
 
 
@@ -125,9 +122,7 @@ def _add_size(batch: Batch, slug: str, size: dict[str, Any]) -> None:
     if "price_hourly" not in size:
         raise ValueError("lacks 'price_hourly'")
     price = as_number(size["price_hourly"], "price_hourly", ValueError)
-    currency = stated_currency(size)
-    if currency not in (None, "USD"):
-        raise ValueError(f"price in {currency}, not USD; no conversion is configured")
+    require_usd(stated_currency(size))
     if not isinstance(size.get("regions"), list):
         raise ValueError("schema: 'regions' is not a list")
     names = sorted({r for r in size["regions"] if isinstance(r, str) and r.strip()})
@@ -142,7 +137,7 @@ def _add_size(batch: Batch, slug: str, size: dict[str, Any]) -> None:
         gpu_name_reported=reported, gpu_count=count, gpu_memory_gb=per_gpu, price_per_hour=price,
         vcpus=vcpus if isinstance(vcpus, (int, float)) and not isinstance(vcpus, bool) and vcpus > 0 else None,
         ram_gb=ram_mb / 1024 if isinstance(ram_mb, (int, float)) and ram_mb > 0 else None,
-        local_disk_gb=_disk(size, "local") or _disk(size, "boot"), provider_data=json.dumps(data, sort_keys=True))
+        local_disk_gb=_disk(size, "local") or _disk(size, "boot"), provider_data=data)
     if not names:
         batch.offer(f"{slug}/{GLOBAL_REGION}", size, region=GLOBAL_REGION, available=False, available_count=0,
                     availability_level="no region offers the size now", **common)

@@ -9,7 +9,6 @@ facility, the memory is the canon's.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
@@ -18,7 +17,7 @@ from typing import Any
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "hotaisle"
 API_HOST = "admin.hotaisle.app"
@@ -101,12 +100,11 @@ def parse_available(vm_doc: Any, bare_metal_doc: Any) -> Batch:
         for item in doc:
             _add_type(batch, kind, item, seen, skipped)
     batch.add("egress", f"{REGION}/internet", {"source": PRICE_POST}, region=REGION, destination="internet",
-              tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
+              tier_start_gb=0.0, usd_per_gb=0.0,
               description="unmetered internet with IPv4 (Hot Aisle's price post, 2026-07-14)")
     batch.notes.append("hotaisle: no storage prices: there is no volume product; each type's local NVMe "
                        "(its local_disk_gb) is included in its price")
-    batch.notes.append(f"hotaisle: {len(vm_doc)} VM types and {len(bare_metal_doc)} bare-metal types listed; "
-                       "skipped: " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+    batch.note_skipped(f"hotaisle: {len(vm_doc)} VM types and {len(bare_metal_doc)} bare-metal types listed", skipped)
     return batch
 
 
@@ -135,9 +133,7 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
         cores = _count(specs["cpu_cores"], "cpu_cores") if specs.get("cpu_cores") is not None else None
         ram_gib, disk_gib = (round(_count(specs[k], k) / 1024 ** 3, 3) or None if specs.get(k) is not None
                              else None for k in ("ram_capacity", "disk_capacity"))
-        currency = stated_currency(item)
-        if currency not in (None, "USD"):
-            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
+        require_usd(stated_currency(item), "USD cents")
         model, exact = canonicalize(NAME, str(gpus[0].get("model") or ""))
     except UnknownGPUError as err:
         return batch.quarantine("offer", ref, f"gpu: {err} ({ref})", item)
@@ -159,7 +155,7 @@ def _add_type(batch: Batch, kind: str, item: Any, seen: set[str], skipped: Count
                 network_gbps=3200.0 if metal else None, multinode_fabric="RoCEv2 Ethernet 8x400G" if metal else None,
                 price_per_hour=cents / 100, minimum_charge_s=minimum_s, available=quantity > 0,
                 available_count=quantity, availability_level="in stock" if quantity > 0 else "sold out",
-                provider_data=json.dumps(data, sort_keys=True))
+                provider_data=data)
 
 
 def parse_team(doc: Any) -> str:

@@ -8,12 +8,11 @@ reserved and has a GPU free.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason
 
 NAME = "hyperbolic"
 API_HOST = "api.hyperbolic.xyz"
@@ -54,8 +53,7 @@ def parse_marketplace(doc: Any) -> Batch:
             region = machine["location"]["region"]
             vcores = (machine["hardware"].get("cpus") or [{}])[0].get("virtual_cores")
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
-            batch.quarantine("offer", str(node), f"schema: lacks {err}" if isinstance(err, KeyError) else str(err),
-                             machine)
+            batch.quarantine("offer", str(node), failure_reason(err), machine)
             continue
         if batch.listed_again(seen, node, f"machine {node}", machine):
             continue
@@ -67,7 +65,7 @@ def parse_marketplace(doc: Any) -> Batch:
                     instance_type=str(node), purchase_option="on_demand", price_per_hour=cents / 100,
                     available=ready, available_count=max(free, 0) if ready else 0,
                     billing_granularity_s=None, minimum_charge_s=None,  # not documented: the offer claims none
-                    provider_data=json.dumps(dict(data, virtual_cores=vcores), sort_keys=True))
+                    provider_data=dict(data, virtual_cores=vcores))
     return batch
 
 

@@ -4,7 +4,6 @@ by its plan's `part-is.instance-hours-<profile>` (on demand) and `part-is.spot-<
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
@@ -100,8 +99,8 @@ def _add(batch: Batch, p: dict[str, Any], d: Any, m: dict[str, Any], amount: Any
                     gpu_count=cfg.get("gpu_count"), region=region, instance_type=name, purchase_option=option,
                     price_per_hour=price, vcpus=cfg.get("cpu"), ram_gb=cfg.get("ram"),
                     network_gbps=cfg["bandwidth"] / 1000 if isinstance(cfg.get("bandwidth"), (int, float)) else None,
-                    provider_data=json.dumps({"plan": profile_plan(p), "deployment_id": raw["deployment_id"],
-                                              "metric_id": m.get("metric_id")}, sort_keys=True))
+                    provider_data={"plan": profile_plan(p), "deployment_id": raw["deployment_id"],
+                                   "metric_id": m.get("metric_id")})
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -8,7 +8,6 @@ price refused. One 1-GPU offer per GPU x region x workload and purchase option.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -107,16 +106,14 @@ def parse_server_meta(doc: Any, currency: str = "USD") -> Batch:
     for region in sorted({region for region, _ in listings}):
         batch.add("storage", f"{region}/instance-storage", {"source": PRICING_PAGE}, region=region,
                   storage_class="instance-storage", usd_per_gb_month=STORAGE_USD_PER_GB_MONTH,
-                  source_currency="USD", source_usd_per_gb_month=STORAGE_USD_PER_GB_MONTH,
                   description="instance storage, 0.10 USD per GB-month, kept and billed while paused "
                               "(pricing page, read 2026-09-20)")
         batch.add("egress", f"{region}/same_region", {"source": PRICING_PAGE}, region=region,
-                  destination="same_region", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
-                  source_usd_per_gb=0.0, description="egress free in-region (pricing page, read 2026-09-20)")
+                  destination="same_region", tier_start_gb=0.0, usd_per_gb=0.0,
+                  description="egress free in-region (pricing page, read 2026-09-20)")
     batch.notes.append("jarvislabs: internet egress is not priced on the pricing page (only 'free in-region'); "
                        "no internet egress record loaded")
-    batch.notes.append(f"jarvislabs: {len(rows)} GPU rows, {len(listings)} GPU x region x workload listings; "
-                       "skipped: " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+    batch.note_skipped(f"jarvislabs: {len(rows)} GPU rows, {len(listings)} GPU x region x workload listings", skipped)
     return batch
 
 
@@ -172,9 +169,8 @@ def _add_listing(batch: Batch, region: str, name: str, listing: _Listing, curren
         return batch.quarantine("offer", ref, f"gpu: {err} ({ref})", row)
     except ValueError as err:
         return batch.quarantine("offer", ref, f"{ref}: {err}", row)
-    data = json.dumps({"gpu_type": row["gpu_type"], "workload": WORKLOADS[row.get("workload_type")],
-                       "max_gpus_per_instance": listing.max_gpus, "servers": listing.servers, "arc": row.get("arc")},
-                      sort_keys=True)
+    data = {"gpu_type": row["gpu_type"], "workload": WORKLOADS[row.get("workload_type")],
+            "max_gpus_per_instance": listing.max_gpus, "servers": listing.servers, "arc": row.get("arc")}
     # both prices were checked positive and finite in _gather
     for option, price, free in (("on_demand", listing.price, listing.free_on_demand),
                                 ("spot", listing.spot_price, listing.free_spot)):

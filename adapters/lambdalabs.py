@@ -7,7 +7,6 @@ One offer per region with capacity now, or one "global" offer (available=False) 
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, NamedTuple
 
@@ -76,12 +75,11 @@ def parse_instance_types(doc: Any) -> Batch:
         _add_instance_type(batch, key, data[key])
     batch.add("storage", f"{GLOBAL_REGION}/filesystem", {"source": PROVIDER.facts.source_urls[1]},
               region=GLOBAL_REGION, storage_class="filesystem", usd_per_gb_month=FILESYSTEM_USD_PER_GIB_MONTH,
-              source_currency="USD", source_usd_per_gb_month=FILESYSTEM_USD_PER_GIB_MONTH,
               description="persistent filesystem, 0.20 USD per GiB-month (Lambda billing docs; per GiB, "
                           "not GB); same in every region")
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[2]},
-              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
-              source_usd_per_gb=0.0, description="Lambda charges no data-transfer (egress) fees (lambda.ai/instances)")
+              region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=0.0,
+              description="Lambda charges no data-transfer (egress) fees (lambda.ai/instances)")
     return batch
 
 
@@ -123,11 +121,10 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
     if not described:
         batch.offer(f"{name}/{GLOBAL_REGION}", item, region=GLOBAL_REGION, available=False, available_count=0,
                     availability_level="no capacity in any region",
-                    provider_data=json.dumps(data, sort_keys=True), **common)
+                    provider_data=data, **common)
     for region in sorted(described):
         batch.offer(f"{name}/{region}", item, region=region, available=True, availability_level="capacity",
-                    provider_data=json.dumps(dict(data, region_description=described[region]), sort_keys=True),
-                    **common)
+                    provider_data=dict(data, region_description=described[region]), **common)
 
 
 def fetch(ctx: SourceContext) -> Batch:

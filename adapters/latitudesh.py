@@ -8,7 +8,6 @@ and yearly commitment prices go to provider_data.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -48,8 +47,7 @@ def parse_plans(doc: Any) -> Batch:
     batch, skipped, seen = PROVIDER.batch(), Counter[str](), set[tuple[str, str]]()
     for plan, region in regions:
         _add(batch, plan["attributes"], region, seen, skipped)
-    batch.notes.append(f"latitudesh: {len(gpu)} GPU plans of {len(plans)} listed, {len(regions)} plan regions; "
-                       "skipped: " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+    batch.note_skipped(f"latitudesh: {len(gpu)} GPU plans of {len(plans)} listed, {len(regions)} plan regions", skipped)
     return batch
 
 
@@ -83,7 +81,7 @@ def _add(batch: Batch, plan: dict[str, Any], region: Any, seen: set[tuple[str, s
                 vcpus=(cpu.get("cores") or 0) * (cpu.get("count") or 1) or None, ram_gb=dig(specs, "memory", "total"),
                 interconnect=None if network else link, multinode_fabric=link if network else None,
                 available=level != "unavailable" and bool(in_stock),
-                availability_level=level, provider_data=json.dumps(data, sort_keys=True))
+                availability_level=level, provider_data=data)
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -7,7 +7,6 @@ share of the node's CPUs, RAM and disk. A "spot" tier node can be taken back: an
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
@@ -73,7 +72,7 @@ def parse_nodes(doc: Any) -> Batch:
                     purchase_option="interruptible" if spot else "on_demand", vcpus=_share(node.get("cpu_count"), part),
                     ram_gb=_share(node.get("ram_gb"), part), local_disk_gb=_share(node.get("disk_gb"), part),
                     available=free >= unit, available_count=free // unit,
-                    provider_data=json.dumps(data, sort_keys=True))
+                    provider_data=data)
     batch.notes.append(f"lium: {len(nodes)} nodes in the feed generated at {doc.get('generated_at')}")
     return batch
 

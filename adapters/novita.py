@@ -8,14 +8,13 @@ memoryPerGpu is host RAM.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason
 
 NAME = "novita"
 API_HOST = "api.novita.ai"
@@ -61,13 +60,13 @@ def parse_products(doc: Any) -> Batch:
             if not (math.isfinite(price) and price > 0):  # the whole product goes, its spot rows too
                 raise ValueError(f"price {price} is not a positive number")
         except (KeyError, TypeError, ValueError) as err:
-            batch.quarantine("offer", str(pid), f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), item)
+            batch.quarantine("offer", str(pid), failure_reason(err), item)
             continue
         if batch.listed_again(seen, pid, f"product {pid}", item):
             continue
         memory = _MEMORY.search(name)
-        data = json.dumps({"price_units": item["price"], "spot_price_units": item.get("spotPrice"),
-                           "billing_methods": item.get("billingMethods")}, sort_keys=True)
+        data = {"price_units": item["price"], "spot_price_units": item.get("spotPrice"),
+                "billing_methods": item.get("billingMethods")}
         for region in regions or ["global"]:  # a product listing no cluster cannot be deployed now
             for option, units in (("on_demand", price), ("spot", spot)) if spot else (("on_demand", price),):
                 batch.offer(f"{pid}/{region}/{option}", item, gpu=name, gpu_count=1, region=str(region),

@@ -4,7 +4,6 @@ A GPU part's price per GPU-hour is one offer per shape with that GPU (GPU_SHAPES
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from typing import Any, NamedTuple
@@ -160,8 +159,7 @@ def parse_products(pages: list[Any]) -> Batch:
         elif not batch.listed_again(seen, part, f"partNumber {part}", item):
             _add_gpu_part(batch, part, item, updated)
     _add_storage_and_egress(batch, {_text(i, "partNumber"): i for i in reversed(items) if isinstance(i, dict)})
-    batch.notes.append(f"oci: {len(items)} parts listed, {len(seen)} GPU compute parts; skipped: "
-                       + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+    batch.note_skipped(f"oci: {len(items)} parts listed, {len(seen)} GPU compute parts", skipped)
     return batch
 
 
@@ -178,8 +176,8 @@ def _add_gpu_part(batch: Batch, part: str, item: dict[str, Any], updated: str | 
             raise ValueError("priced per GPU-hour, but no OCI shape is documented for this part")
     except ValueError as err:
         return batch.quarantine("offer", part, f"{part} ({name}): {err}", item)
-    data = json.dumps({"part_number": part, "usd_per_gpu_hour": price, "metric": _text(item, "metricName"),
-                       "service_category": _text(item, "serviceCategory")}, sort_keys=True)
+    data = {"part_number": part, "usd_per_gpu_hour": price, "metric": _text(item, "metricName"),
+            "service_category": _text(item, "serviceCategory")}
     for shape in GPU_SHAPES[part]:
         batch.offer(f"{shape.name}/{GLOBAL_REGION}", item, gpu=shape.alias, gpu_name_reported=name or shape.alias,
                     region=GLOBAL_REGION, instance_type=shape.name, purchase_option="on_demand",
@@ -213,8 +211,7 @@ def _add_storage_and_egress(batch: Batch, parts: dict[str, dict[str, Any]]) -> N
                     ("block-balanced", balanced, f"block volume, Balanced ({BALANCED_VPUS_PER_GB} VPU/GB): "
                                                  f"{per_gb} + {BALANCED_VPUS_PER_GB} x {per_vpu} USD per GB-month")):
                 batch.add("storage", f"{GLOBAL_REGION}/{cls}", [storage, vpu], region=GLOBAL_REGION,
-                          storage_class=cls, usd_per_gb_month=usd, source_currency=CURRENCY,
-                          source_usd_per_gb_month=usd, description=text + "; same in every region")
+                          storage_class=cls, usd_per_gb_month=usd, description=text + "; same in every region")
     if egress is None:
         batch.notes.append(f"oci: egress part {EGRESS_PART} not in the list; no egress price loaded")
         return
@@ -227,8 +224,7 @@ def _add_storage_and_egress(batch: Batch, parts: dict[str, dict[str, Any]]) -> N
         # The next tier's start ends this one; the last tier is open (Oracle's "infinity" sentinels vary).
         batch.add("egress", f"{GLOBAL_REGION}/internet/{start:g}", egress, region=GLOBAL_REGION,
                   destination="internet", tier_start_gb=start, tier_end_gb=bounds[n + 1][0] if n + 1 < len(bounds)
-                  else None, usd_per_gb=usd, source_currency=CURRENCY, source_usd_per_gb=usd,
-                  description=f"{_text(egress, 'displayName')} ({EGRESS_PART})")
+                  else None, usd_per_gb=usd, description=f"{_text(egress, 'displayName')} ({EGRESS_PART})")
 
 
 def _next_link(doc: Any) -> str | None:

@@ -8,7 +8,6 @@ counted; a flavor's regions are all its plans'.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -59,8 +58,7 @@ def parse_catalog(doc: Any) -> Batch:
             skipped["Windows flavors" if flavor.startswith("win-") else "monthly plans"] += 1
         elif not batch.listed_again(seen, code, f"plan {code}", a):
             _add(batch, a, code, flavor, sorted(regions[flavor]), dig(doc, "locale", "currencyCode"))
-    batch.notes.append(f"ovhcloud: {len(gpu)} GPU plans in the {dig(doc, 'locale', 'subsidiary')} catalog; skipped: "
-                       + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+    batch.note_skipped(f"ovhcloud: {len(gpu)} GPU plans in the {dig(doc, 'locale', 'subsidiary')} catalog", skipped)
     return batch
 
 
@@ -86,7 +84,7 @@ def _add(batch: Batch, a: dict[str, Any], code: str, flavor: str, regions: list[
                     vcpus=dig(tech, "cpu", "cores"), ram_gb=dig(tech, "memory", "size"),
                     local_disk_gb=sum(d.get("capacity", 0) * d.get("number", 1) for d in disks) or None,
                     network_gbps=level / 1000 if isinstance(level, (int, float)) else None,
-                    provider_data=json.dumps({"plan_code": code, "disks": disks}, sort_keys=True))
+                    provider_data={"plan_code": code, "disks": disks})
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -18,7 +18,7 @@ from gpuledger.adapters.base import (
     SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard, stated_currency,
 )
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason, require_usd
 
 NAME = "primeintellect"
 API_HOST = "api.primeintellect.ai"
@@ -76,10 +76,9 @@ def parse_offers(items: list[Any], sources: Any = None) -> Batch:
             region = str(item.get("dataCenter") or item["country"])
             vcpus, ram = (item.get("vcpu") or {}).get("defaultCount"), (item.get("memory") or {}).get("defaultCount")
             price = as_number(prices.get("onDemand") or prices.get("communityPrice"), "prices.onDemand", ValueError)
-            if (currency := stated_currency(prices)) not in (None, "USD"):
-                raise ValueError(f"price in {currency}, not USD; no conversion is configured")
+            require_usd(stated_currency(prices))
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            batch.quarantine("offer", ref, f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), item)
+            batch.quarantine("offer", ref, failure_reason(err), item)
             continue
         spot, memory, stock = item.get("isSpot") is True, _MEMORY.search(gpu_type), str(item.get("stockStatus") or "")
         if batch.listed_again(seen, (ref, region, count, spot), f"offer {ref} in {region}", item, f"{ref}/{region}"):

@@ -4,7 +4,6 @@ GraphQL API (no key needed); the stock levels asked apart, an enrichment that ma
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, drift_guard, stated_currency
@@ -139,7 +138,7 @@ def add_gpu_type(batch: Batch, gt: Any) -> None:
                 gpu_name_reported=gpu_id, gpu_count=1, gpu_memory_gb=memory_gb or None, region=region,
                 instance_type=f"1x {gpu_id}", purchase_option=option, price_per_hour=price,
                 vcpus=_positive_or_none(block.get("minVcpu")), ram_gb=_positive_or_none(block.get("minMemory")),
-                **found, **risk, provider_data=json.dumps(data, sort_keys=True))
+                **found, **risk, provider_data=data)
 
 
 def availability(stock: Any) -> dict[str, Any]:
@@ -162,12 +161,10 @@ def _add_documented_terms(batch: Batch) -> None:
     for storage_class, usd, clouds, description in DOCUMENTED_STORAGE:
         for region in clouds:
             batch.add("storage", f"{region}/{storage_class}", source, region=region, storage_class=storage_class,
-                      usd_per_gb_month=usd, source_currency="USD", source_usd_per_gb_month=usd,
-                      description=description)
+                      usd_per_gb_month=usd, description=description)
     for region in CLOUDS:
         batch.add("egress", f"{region}/internet", {"source": PROVIDER.facts.source_urls[2]}, region=region,
-                  destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD",
-                  source_usd_per_gb=0.0,
+                  destination="internet", tier_start_gb=0.0, usd_per_gb=0.0,
                   description="RunPod charges no data ingress or egress (transfer) fees (RunPod billing docs)")
 
 

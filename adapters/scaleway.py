@@ -8,7 +8,6 @@ per-minute figures); EUR is converted at the setting `scaleway_usd_per_eur`, els
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -189,7 +188,7 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
         local_disk_gb=_size(dig(item, "properties", "hardware", "storage", "total"), 1e9),
         price_per_hour=per_hour * usd_per_eur if currency == "EUR" else per_hour, source_currency=currency,
         source_price_per_hour=per_hour, available=None if level is None else DEPLOYABLE.get(level),
-        availability_level=level, provider_data=json.dumps(data, sort_keys=True))
+        availability_level=level, provider_data=data)
 
 
 def _next_page(key: str, size_param: str) -> Any:

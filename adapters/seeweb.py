@@ -8,7 +8,6 @@ One on-demand offer per GPU plan and region it lists; the memory per GPU is read
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -82,7 +81,7 @@ def _add(batch: Batch, plan: dict[str, Any], usd_per_eur: float | None, seen: se
                     instance_type=name, purchase_option="on_demand", price_per_hour=eur * usd_per_eur,
                     source_currency="EUR", source_price_per_hour=eur, vcpus=cpu or None,
                     ram_gb=round(ram / 1024, 3) or None, local_disk_gb=disk or None,
-                    available=bool(plan.get("available")), provider_data=json.dumps(data, sort_keys=True))
+                    available=bool(plan.get("available")), provider_data=data)
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -8,7 +8,6 @@ source (the registry) is skipped and counted. Not read: `/volumes/types` (in the
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from typing import Any, Iterable
@@ -17,7 +16,7 @@ from gpuledger.adapters import registry
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
 
 NAME = "shadeform"
 API_HOST = "api.shadeform.ai"
@@ -147,13 +146,12 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str | 
         return "instance types listing no region"
     gpu_type, link = str(config["gpu_type"]), config.get("interconnect")
     vram = _number(config.get("vram_per_gpu_in_gb"))
-    cents, currency = item["hourly_price"], stated_currency(item)
+    cents = item["hourly_price"]
     try:
         model, exact = _canonical(gpu_type, link, vram)
         if _number(cents) is None:
             raise ValueError(f"hourly_price {cents!r} is not a number")
-        if currency not in (None, "USD"):
-            raise ValueError(f"price in {currency}, not USD cents; no conversion is configured")
+        require_usd(stated_currency(item), "USD cents")
     except ValueError as err:  # an unknown GPU too (UnknownGPUError is one)
         batch.quarantine("offer", ref, f"gpu: {err}" if isinstance(err, UnknownGPUError) else str(err), item)
         return None
@@ -168,8 +166,7 @@ def _add_instance_type(batch: Batch, cloud: str, item: dict[str, Any]) -> str | 
         available = entry.get("available")
         batch.offer(f"{ref}/{region}", item, region=region,
                     available=available if isinstance(available, bool) else None,
-                    provider_data=json.dumps(dict(data, region_display_name=entry.get("display_name")),
-                                             sort_keys=True),
+                    provider_data=dict(data, region_display_name=entry.get("display_name")),
                     instance_type=ref, purchase_option="on_demand", operated_by=cloud, gpu_model=model.gpu_model,
                     gpu_variant_exact=exact, gpu_name_reported=gpu_type, gpu_count=gpus, gpu_memory_gb=vram,
                     vcpus=_number(config.get("vcpus")), ram_gb=_number(config.get("memory_in_gb")),

@@ -15,7 +15,7 @@ from typing import Any
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.adapters.primeintellect import resold
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, failure_reason
 
 NAME = "spheron"
 API_HOST = "app.spheron.ai"
@@ -53,7 +53,7 @@ def parse_offers(groups: list[Any], sources: Any = None) -> Batch:
             if not (math.isfinite(price) and price > 0):  # the whole offer goes, its spot rows too
                 raise ValueError(f"price {price} is not a positive number")
         except (KeyError, TypeError, ValueError) as err:
-            batch.quarantine("offer", ref, f"schema: lacks {err}" if isinstance(err, KeyError) else str(err), item)
+            batch.quarantine("offer", ref, failure_reason(err), item)
             continue
         if batch.listed_again(seen, ref, f"offer {ref}", item):
             continue

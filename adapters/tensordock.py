@@ -8,7 +8,6 @@ cheapest location's price.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -181,11 +180,9 @@ def build_batch(locations: list[dict[str, Any]]) -> Batch:
         _add_group(batch, key, groups[key])
     _add_disk_rates(batch, listings)
     batch.add("egress", "global/internet", {"source": "https://www.tensordock.com"}, region="global",
-              destination="internet", tier_start_gb=0.0, usd_per_gb=0.0, source_currency="USD", source_usd_per_gb=0.0,
+              destination="internet", tier_start_gb=0.0, usd_per_gb=0.0,
               description="no bandwidth charges (tensordock.com, as read 2026-09-29); the same at every location")
-    counted = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"
-    batch.notes.append(f"tensordock: {len(seen_locations)} locations, {len(listings)} priced GPU listings; "
-                       f"skipped: {counted}")
+    batch.note_skipped(f"tensordock: {len(seen_locations)} locations, {len(listings)} priced GPU listings", skipped)
     if slugs:
         batch.notes.append("tensordock: countries without an ISO code in COUNTRY_CODES (region is their slug): "
                            + ", ".join(sorted(slugs)))
@@ -258,7 +255,7 @@ def _add_group(batch: Batch, key: tuple[str, int, str], listings: list[Listing])
         gpu_memory_gb=float(m.group(1)) if m else cheapest.model.memory_gb, vcpus=float(MIN_VCPUS),
         ram_gb=float(MIN_RAM_GB), local_disk_gb=float(MIN_STORAGE_GB), price_per_hour=cheapest.machine_price(n),
         available=True, available_count=sum(x.max_count for x in listings), availability_level="offered",
-        provider_data=json.dumps(data, sort_keys=True))
+        provider_data=data)
 
 
 def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
@@ -270,8 +267,7 @@ def _add_disk_rates(batch: Batch, listings: list[Listing]) -> None:
         median = round(statistics.median(rates), 6)
         monthly = round(median * HOURS_PER_MONTH, 6)
         batch.add("storage", f"{country}/vm-disk", {"country": country, "per_gb_storage_hr": sorted(rates)},
-                  region=country, storage_class="vm-disk", usd_per_gb_month=monthly, source_currency="USD",
-                  source_usd_per_gb_month=monthly,
+                  region=country, storage_class="vm-disk", usd_per_gb_month=monthly,
                   description=f"VM disk: median host rate {median:g} USD per GB-hour x {HOURS_PER_MONTH} h "
                               f"({len(rates)} listings, {min(rates):g} to {max(rates):g})")
 

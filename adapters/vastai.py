@@ -4,7 +4,6 @@ GPU count, country, purchase option) at the group's cheapest price; storage and 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -224,7 +223,7 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
         price_per_hour=cheapest.price, available=True, available_count=len(listings), availability_level="offered",
         reliability=host_reliability,
         **interruption.from_host_reliability(host_reliability, outbid=option == "interruptible"),
-        provider_data=json.dumps(data, sort_keys=True),
+        provider_data=data,
     )
 
 
@@ -239,11 +238,11 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
             spread = f"{len(values)} offers, {min(values):g} to {max(values):g}"
             if positive:
                 batch.add("storage", f"{country}/host-disk", raw, region=country, storage_class="host-disk",
-                          usd_per_gb_month=median, source_currency="USD", source_usd_per_gb_month=median,
+                          usd_per_gb_month=median,
                           description=f"median of host-set storage_cost ({spread} USD/GB-month)")
             else:
                 batch.add("egress", f"{country}/internet", raw, region=country, destination="internet",
-                          tier_start_gb=0.0, usd_per_gb=median, source_currency="USD", source_usd_per_gb=median,
+                          tier_start_gb=0.0, usd_per_gb=median,
                           description=f"median of host-set inet_up_cost ({spread} USD/GB)")
 
 

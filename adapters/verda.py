@@ -8,7 +8,6 @@ A price holds in every location: one offer per location x option priced, `availa
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -19,7 +18,7 @@ from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, S
 from gpuledger.adapters.base import dig, drift_guard, register_secret, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, tally
 
 NAME = "verda"
 API_HOST = "api.verda.com"
@@ -141,9 +140,8 @@ def parse_instance_types(doc: Any, on_demand: dict[str, set[str]], spot: dict[st
                                                ("on_demand", "GPU types without an on-demand price (spot only)"))
                        if option not in options)
     _add_volume_types(batch, volume_types)
-    batch.notes.append(f"verda: {len(doc)} instance types in {len(locations)} locations "
-                       f"({', '.join(locations)}); " + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-                                                        or "nothing skipped"))
+    batch.notes.append(f"verda: {len(doc)} instance types in {len(locations)} locations ({', '.join(locations)}); "
+                       + (tally(skipped) or "nothing skipped"))
     return batch
 
 
@@ -173,9 +171,8 @@ def _add_offers(batch: Batch, name: str, item: dict[str, Any], gpu: dict[str, An
         vcpus=_size(item.get("cpu"), "number_of_cores"), ram_gb=_size(item.get("memory")),
         local_disk_gb=_size(item.get("storage")),
         interconnect="NVLink" if count > 1 and _SXM.search(desc.name) else None,
-        provider_data=json.dumps({"id": item.get("id"), "p2p": item.get("p2p"), "description": item.get("description"),
-                                  "price_per_hour": item.get("price_per_hour"), "spot_price": item.get("spot_price")},
-                                 sort_keys=True))
+        provider_data={"id": item.get("id"), "p2p": item.get("p2p"), "description": item.get("description"),
+                       "price_per_hour": item.get("price_per_hour"), "spot_price": item.get("spot_price")})
     for option, price in prices.items():
         for location in locations:
             now = name in deployable[option].get(location, set()) if location != GLOBAL_REGION else None
@@ -206,7 +203,7 @@ def _add_volume_types(batch: Batch, doc: Any) -> None:
             batch.quarantine("storage", kind, f"{kind}: {err}", item)
             continue
         batch.add("storage", f"{GLOBAL_REGION}/{kind}", item, region=GLOBAL_REGION, storage_class=kind,
-                  usd_per_gb_month=usd, source_currency=CURRENCY, source_usd_per_gb_month=usd,
+                  usd_per_gb_month=usd,
                   description=f"Verda {kind} block volume, per GB-month (/v1/volume-types); same in every location")
 
 

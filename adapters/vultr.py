@@ -7,7 +7,6 @@ One offer per plan, location (or "global", available=False) and option (preempti
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from fractions import Fraction
@@ -189,12 +188,10 @@ def parse_plans(plan_pages: list[Any], metal_pages: list[Any]) -> Batch:
             _add_plan(batch, plan, kind, gpus, skipped)
     batch.add("egress", f"{GLOBAL_REGION}/internet", {"source": PROVIDER.facts.source_urls[3]},
               region=GLOBAL_REGION, destination="internet", tier_start_gb=0.0, usd_per_gb=EGRESS_OVERAGE_USD_PER_GB,
-              source_currency="USD", source_usd_per_gb=EGRESS_OVERAGE_USD_PER_GB,
               description="outbound transfer beyond a plan's included bandwidth (its bandwidth_gb_per_month "
                           "in provider_data): 0.01 USD per GB (Vultr billing docs); same in every location")
-    batch.notes.append(f"vultr: {len(plans)} instance plans and {len(metal)} bare-metal plans listed, {len(seen)} "
-                       "GPU plans loaded; skipped: "
-                       + (", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) or "none"))
+    batch.note_skipped(f"vultr: {len(plans)} instance plans and {len(metal)} bare-metal plans listed, {len(seen)} "
+                       "GPU plans loaded", skipped)
     batch.notes.append("vultr: no block-storage price loaded (the plan list has none, and Vultr's block-storage "
                        "page was not read)")
     return batch
@@ -242,7 +239,7 @@ def _add_plan(batch: Batch, plan: dict[str, Any], kind: str, gpus: PlanGpus, ski
             batch.offer(ref, plan, region=region, purchase_option=option, price_per_hour=price, available=listed,
                         available_count=None if listed else 0,
                         availability_level="listed in the plan's locations" if listed else "the plan lists no location",
-                        provider_data=json.dumps(data, sort_keys=True), instance_type=plan_id,
+                        provider_data=data, instance_type=plan_id,
                         gpu_model=gpus.model.gpu_model, gpu_variant_exact=gpus.exact, gpu_name_reported=gpus.reported,
                         gpu_count=gpus.count, gpu_memory_gb=gpus.memory_gb, total_gpu_memory_gb=gpus.total_memory_gb,
                         vcpus=vcpus if isinstance(vcpus, (int, float)) and vcpus > 0 else None,

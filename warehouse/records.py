@@ -11,7 +11,7 @@ import math
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, SupportsIndex
+from typing import Any, Callable, ClassVar, Iterable, Mapping, SupportsIndex
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_validator, model_validator
 
@@ -304,6 +304,10 @@ class Quarantined(BaseModel):
 
 
 RECORD_TYPES: dict[str, type[_Record]] = {"offer": Offer, "egress": EgressPrice, "storage": StoragePrice}
+# Each kind's USD price field and the field of the source's own amount beside it.
+SOURCE_PRICE_FIELDS = {"offer": ("price_per_hour", "source_price_per_hour"),
+                       "egress": ("usd_per_gb", "source_usd_per_gb"),
+                       "storage": ("usd_per_gb_month", "source_usd_per_gb_month")}
 
 
 def _raw_json(raw: Any) -> str:
@@ -327,6 +331,23 @@ def shortened(text: str, width: int) -> str:
     longer than the width is cut inside (textwrap.shorten alone would leave only the mark)."""
     short = textwrap.shorten(text, width, placeholder=" …", break_on_hyphens=False)
     return short if short != "…" else " ".join(text.split())[:width - 2] + " …"
+
+
+def failure_reason(err: Exception) -> str:
+    """The quarantine reason of a record its parser refused: a KeyError names the field the record lacks."""
+    return f"schema: lacks {err}" if isinstance(err, KeyError) else str(err)
+
+
+def require_usd(currency: str | None, unit: str = "USD") -> None:
+    """ValueError for a price stated in another currency (none stated is USD): it is never stored as USD.
+    `unit` is what the source prices in ("USD cents")."""
+    if currency not in (None, "USD"):
+        raise ValueError(f"price in {currency}, not {unit}; no conversion is configured")
+
+
+def tally(counts: Mapping[str, int]) -> str:
+    """{"monthly plans": 2, "CPU-only sizes": 3} -> "3 CPU-only sizes, 2 monthly plans"; "" when empty."""
+    return ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
 
 
 def describe_validation_error(err: ValidationError) -> str:
@@ -402,6 +423,14 @@ class Batch:
         return clean
 
     def add(self, kind: str, ref: str, raw: Any, **fields: Any) -> bool:
+        """Validate one record into its table, or quarantine it. A record naming no source currency was priced in
+        USD (its source price is then the USD one); `provider_data` may be a dict, stored as JSON with sorted keys."""
+        fields.setdefault("source_currency", "USD")
+        if fields["source_currency"] == "USD":
+            usd, source = SOURCE_PRICE_FIELDS[kind]
+            fields.setdefault(source, fields.get(usd))
+        if isinstance(fields.get("provider_data"), dict):
+            fields["provider_data"] = json.dumps(fields["provider_data"], sort_keys=True, default=str)
         fields = self.without_secrets(fields)
         if unencodable := [k for k, v in fields.items() if isinstance(v, str) and utf8_text(v) is not v]:
             self.quarantine(kind, ref, f"contract: {', '.join(unencodable)} holds text UTF-8 cannot encode "
@@ -463,9 +492,6 @@ class Batch:
         if self.facts is not None:
             fields.setdefault("billing_granularity_s", self.facts.billing_granularity_s)
             fields.setdefault("minimum_charge_s", self.facts.minimum_charge_s)
-        fields.setdefault("source_currency", "USD")
-        if fields["source_currency"] == "USD":
-            fields.setdefault("source_price_per_hour", fields.get("price_per_hour"))
         return self.add("offer", ref, raw, **fields)
 
     def quarantine(self, kind: str, ref: str, reason: str, raw: Any) -> None:
@@ -489,6 +515,10 @@ class Batch:
             return True
         self.quarantine(kind, ref, f"price in {currency or 'no currency'}, not USD; no conversion is configured", raw)
         return False
+
+    def note_skipped(self, summary: str, skipped: Mapping[str, int]) -> None:
+        """Note `summary` and the records left out by reason: "...; skipped: 3 CPU-only sizes" (or "none")."""
+        self.notes.append(f"{summary}; skipped: {tally(skipped) or 'none'}")
 
     def counts(self) -> dict[str, int]:
         return {name: len(getattr(self, name)) for name in ("offers", "egress", "storage", "quarantined")}
