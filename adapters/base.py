@@ -10,9 +10,11 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import ssl
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -716,6 +718,30 @@ def as_number(value: Any, what: str, error: type[Exception]) -> float:
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             return float(value)
     raise error(f"{what} {value!r} is not a number")
+
+
+def finite_number(value: Any) -> float | None:
+    """A finite JSON number as a float; None for anything else (a boolean, text, NaN, an infinity)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def listed_price(value: Any, what: str, positive: bool = True) -> float:
+    """A listed price or rate as a float; ValueError says why it cannot be one (zero passes unless `positive`)."""
+    if value is None:
+        raise ValueError(f"{what} is missing")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} {value!r} is not a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} {value!r} is not a finite number")
+    if value < 0 or (positive and value == 0):
+        raise ValueError(f"{what} {value!r} is not a positive price")
+    return float(value)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """The min, median and max of some prices, rounded to 6 decimals; `values` must not be empty."""
+    return {"min": round(min(values), 6), "median": round(statistics.median(values), 6), "max": round(max(values), 6)}
 
 
 def stated_currency(record: Any) -> str | None:

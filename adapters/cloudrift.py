@@ -8,11 +8,12 @@ available=False.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
+from gpuledger.adapters.base import (
+    SchemaDriftError, SourceContext, SourceError, dig, drift_guard, finite_number, listed_price, stated_currency,
+)
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import Batch, ProviderFacts, require_usd
@@ -44,19 +45,14 @@ PROVIDER = ProviderSpec(
 )
 
 
-def _num(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
 def _counts(value: Any) -> dict[str, int]:
     """A {datacenter: node count} map, read leniently: what is not a count is left out."""
-    return {str(dc): int(n) for dc, n in value.items() if _num(n) is not None and n >= 0} \
+    return {str(dc): int(n) for dc, n in value.items() if finite_number(n) is not None and n >= 0} \
         if isinstance(value, dict) else {}
 
 
 def _gib(value: Any) -> float | None:
-    n = _num(value)
+    n = finite_number(value)
     return round(n / 1024 ** 3, 3) if n and n > 0 else None
 
 
@@ -112,8 +108,8 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
         return batch.quarantine("offer", f"{itype.get('name')}/?", "schema: a variant lacks 'name'", variant)
     if batch.listed_again(seen, name, f"variant {name}", variant):
         return None
-    gpus, cents, vram = variant.get("gpu_count"), variant.get("cost_per_hour"), _num(variant.get("vram"))
-    if _num(gpus) == 0:
+    gpus, cents, vram = variant.get("gpu_count"), variant.get("cost_per_hour"), finite_number(variant.get("vram"))
+    if finite_number(gpus) == 0:
         return "CPU-only variants"
     brand = str(itype.get("brand_short") or "")
     try:
@@ -121,20 +117,15 @@ def _add_variant(batch: Batch, itype: dict[str, Any], variant: Any, seen: set[st
             raise ValueError(f"gpu_count {gpus!r} is not a whole count")
         require_usd(stated_currency(variant) or stated_currency(itype), "USD cents")
         model, exact = canonicalize(NAME, brand, vram / 2 ** 20 if vram else None)
-        if cents is None or isinstance(cents, bool) or not isinstance(cents, (int, float)):
-            raise ValueError("cost_per_hour is missing" if cents is None
-                             else f"cost_per_hour {cents!r} is not a number")
-        if not math.isfinite(cents) or cents <= 0:
-            raise ValueError(f"cost_per_hour {cents!r} is not a "
-                             + ("positive price" if math.isfinite(cents) else "finite number"))
+        price_cents = listed_price(cents, "cost_per_hour")
     except UnknownGPUError as err:
         return err
     except ValueError as err:
         return batch.quarantine("offer", name, f"{name}: {err}", variant)
     common = dict(
         instance_type=name, purchase_option="on_demand", gpu_model=model.gpu_model, gpu_variant_exact=exact,
-        gpu_name_reported=brand, gpu_count=gpus, gpu_memory_gb=_gib(vram), price_per_hour=round(cents / 100, 6),
-        vcpus=_num(variant.get("logical_cpu_count")) or _num(variant.get("cpu_count")) or None,
+        gpu_name_reported=brand, gpu_count=gpus, gpu_memory_gb=_gib(vram), price_per_hour=round(price_cents / 100, 6),
+        vcpus=finite_number(variant.get("logical_cpu_count")) or finite_number(variant.get("cpu_count")) or None,
         ram_gb=_gib(variant.get("dram")), local_disk_gb=_gib(variant.get("disk")))
     nodes, free = _counts(variant.get("nodes_per_dc")), _counts(variant.get("available_nodes_per_dc"))
     data = {"instance_type": itype.get("name"), "cost_per_hour_cents": cents,
@@ -165,7 +156,7 @@ def _add_volumes(batch: Batch, types: list[dict[str, Any]]) -> None:
     if not found:
         batch.notes.append("cloudrift: no volume type is listed in any datacenter; no storage price loaded")
     for (dc, vname), vtype in sorted(found.items()):
-        cents = _num(vtype.get("cost_per_gb_per_month"))
+        cents = finite_number(vtype.get("cost_per_gb_per_month"))
         if cents is None or cents <= 0:
             batch.quarantine("storage", f"{dc}/{vname}", f"volume type {vname} in {dc}: cost_per_gb_per_month "
                              f"{vtype.get('cost_per_gb_per_month')!r} is not a positive price", vtype)

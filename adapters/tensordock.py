@@ -8,13 +8,14 @@ cheapest location's price.
 
 from __future__ import annotations
 
-import math
 import re
 import statistics
 from collections import Counter, defaultdict
 from typing import Any, NamedTuple
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, dig, drift_guard, stated_currency
+from gpuledger.adapters.base import (
+    SchemaDriftError, SourceContext, SourceError, dig, drift_guard, listed_price, spread, stated_currency,
+)
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import GPUModel, UnknownGPUError, canonicalize
 from gpuledger.warehouse.records import MAX_PLAUSIBLE_PRICE_PER_HOUR_USD, Batch, ProviderFacts
@@ -71,22 +72,6 @@ def country_code(country: Any) -> str:
     if name in COUNTRY_CODES or re.fullmatch(r"[A-Z]{2}", name):
         return COUNTRY_CODES.get(name, name)
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
-
-
-def _rate(value: Any, what: str, positive: bool = True) -> float:
-    if value is None:
-        raise ValueError(f"{what} is missing")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what} {value!r} is not a number")
-    if not math.isfinite(value):
-        raise ValueError(f"{what} {value!r} is not a finite number")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{what} {value!r} is not a positive price")
-    return float(value)
-
-
-def _spread(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 6), "median": round(statistics.median(values), 6), "max": round(max(values), 6)}
 
 
 class Listing(NamedTuple):
@@ -208,11 +193,11 @@ def _listing(batch: Batch, location: dict[str, Any], gpu: Any, country: str, nam
         max_count = gpu.get("max_count")
         if isinstance(max_count, bool) or not isinstance(max_count, int) or max_count < 0:
             raise ValueError(f"max_count {max_count!r} is not a whole count")
-        gpu_rate = _rate(gpu.get("price_per_hr"), "price_per_hr")
+        gpu_rate = listed_price(gpu.get("price_per_hr"), "price_per_hr")
         pricing = gpu.get("pricing")
         if not isinstance(pricing, dict):
             raise ValueError("lacks the 'pricing' object (vCPU, RAM and storage rates), so no machine can be priced")
-        rates = [_rate(pricing.get(k), f"pricing.{k}", positive=False)
+        rates = [listed_price(pricing.get(k), f"pricing.{k}", positive=False)
                  for k in ("per_vcpu_hr", "per_gb_ram_hr", "per_gb_storage_hr")]
         for key, need in (("max_vcpus", MIN_VCPUS), ("max_ram_gb", MIN_RAM_GB), ("max_storage_gb", MIN_STORAGE_GB)):
             have = dig(gpu, "resources", key)
@@ -237,8 +222,8 @@ def _add_group(batch: Batch, key: tuple[str, int, str], listings: list[Listing])
     m = re.search(r"(\d+)gb$", str(gpu.get("v0Name") or "").lower())
     data = {
         "location_count": len(listings),
-        "price_per_gpu_hour": _spread([x.gpu_rate for x in listings]),
-        "machine_price_per_hour": _spread([x.machine_price(n) for x in listings]),
+        "price_per_gpu_hour": spread([x.gpu_rate for x in listings]),
+        "machine_price_per_hour": spread([x.machine_price(n) for x in listings]),
         "cheapest_location": {"id": loc.get("id"), "city": loc.get("city"), "stateprovince": loc.get("stateprovince"),
                               "tier": loc.get("tier"), "usd_per_gpu_hour": cheapest.gpu_rate,
                               "usd_per_vcpu_hour": cheapest.vcpu_rate, "usd_per_gb_ram_hour": cheapest.ram_rate,

@@ -10,7 +10,9 @@ import statistics
 from collections import defaultdict
 from typing import Any, Iterable, NamedTuple
 
-from gpuledger.adapters.base import SchemaDriftError, SourceContext, dig, drift_guard, stated_currency
+from gpuledger.adapters.base import (
+    SchemaDriftError, SourceContext, dig, drift_guard, finite_number, spread, stated_currency,
+)
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
@@ -107,14 +109,10 @@ def price_problem(value: Any) -> str | None:
     return None
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        else None
-
-
 def _ram_gb(offer: dict[str, Any]) -> float | None:
     """The offer's share of host RAM (cpu_ram, MB) by its share of cores."""
-    ram, cores, eff = _num(offer.get("cpu_ram")), _num(offer.get("cpu_cores")), _num(offer.get("cpu_cores_effective"))
+    ram, cores = finite_number(offer.get("cpu_ram")), finite_number(offer.get("cpu_cores"))
+    eff = finite_number(offer.get("cpu_cores_effective"))
     share = eff / cores if cores and eff and 0 < eff <= cores else 1.0
     return round(ram * share / 1024, 1) if ram and ram > 0 else None
 
@@ -170,7 +168,7 @@ def build_batch(offers: list[dict[str, Any]]) -> Batch:
         gpu_offers.append(offer)
         name = str(offer.get("gpu_name") or "")
         try:  # an unknown name is quarantined once with all its offers
-            model, exact = canonicalize(NAME, name, _num(offer.get("gpu_ram")))
+            model, exact = canonicalize(NAME, name, finite_number(offer.get("gpu_ram")))
         except UnknownGPUError as err:
             unknown.setdefault(name, (str(err), []))[1].append(offer)
             continue
@@ -195,20 +193,20 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
     model_name, num_gpus, country, option = key
     cheapest = min(listings, key=lambda x: (x.price, x.offer["id"]))
     offer, per_gpu = cheapest.offer, [x.price / num_gpus for x in listings]
-    gpu_ram, reliability = _num(offer.get("gpu_ram")), _num(offer.get("reliability2"))
+    gpu_ram, reliability = finite_number(offer.get("gpu_ram")), finite_number(offer.get("reliability2"))
     host_reliability = reliability if reliability is not None and 0 <= reliability <= 1 else None
     data = {
         "offer_count": len(listings),
-        "price_per_gpu_hour": {"min": round(min(per_gpu), 6), "median": _median(per_gpu),
-                               "max": round(max(per_gpu), 6)},
+        "price_per_gpu_hour": spread(per_gpu),
         "cheapest_offer": {
             "id": offer["id"], "machine_id": offer.get("machine_id"), "reliability": reliability,
             "verification": offer.get("verification"), "geolocation": offer.get("geolocation"),
-            "inet_down_mbps": _num(offer.get("inet_down")), "inet_up_mbps": _num(offer.get("inet_up")),
-            "dph_base": _num(offer.get("dph_base")),
+            "inet_down_mbps": finite_number(offer.get("inet_down")),
+            "inet_up_mbps": finite_number(offer.get("inet_up")),
+            "dph_base": finite_number(offer.get("dph_base")),
         },
         "gpu_names": sorted({str(x.offer.get("gpu_name")) for x in listings}),
-        **{f"median_{field}_usd_per_gb{unit}": _median(_num(x.offer.get(field)) for x in listings)
+        **{f"median_{field}_usd_per_gb{unit}": _median(finite_number(x.offer.get(field)) for x in listings)
            for field, unit in (("storage_cost", "_month"), ("inet_down_cost", ""), ("inet_up_cost", ""))},
     }
     batch.offer(
@@ -217,9 +215,10 @@ def _add_group(batch: Batch, key: GroupKey, listings: list[Listing]) -> None:
         gpu_model=model_name, gpu_variant_exact=cheapest.exact, gpu_name_reported=str(offer.get("gpu_name")),
         gpu_count=num_gpus, gpu_memory_gb=round(gpu_ram / 1024, 3) if gpu_ram else None,
         total_gpu_memory_gb=round(gpu_ram * num_gpus / 1024, 3) if gpu_ram else None,
-        vcpus=_num(offer.get("cpu_cores_effective")) or None, ram_gb=_ram_gb(offer),
-        local_disk_gb=_num(offer.get("disk_space")),
-        interconnect=("NVLink" if (_num(offer.get("bw_nvlink")) or 0) > 0 else "PCIe") if num_gpus > 1 else None,
+        vcpus=finite_number(offer.get("cpu_cores_effective")) or None, ram_gb=_ram_gb(offer),
+        local_disk_gb=finite_number(offer.get("disk_space")),
+        interconnect=("NVLink" if (finite_number(offer.get("bw_nvlink")) or 0) > 0 else "PCIe")
+        if num_gpus > 1 else None,
         price_per_hour=cheapest.price, available=True, available_count=len(listings), availability_level="offered",
         reliability=host_reliability,
         **interruption.from_host_reliability(host_reliability, outbid=option == "interruptible"),
@@ -231,7 +230,7 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
     for field, positive in (("storage_cost", True), ("inet_up_cost", False)):
         by_country: dict[str, list[float]] = defaultdict(list)
         for offer in offers:
-            if (value := _num(offer.get(field))) is not None and (value > 0 if positive else value >= 0):
+            if (value := finite_number(offer.get(field))) is not None and (value > 0 if positive else value >= 0):
                 by_country[country_code(offer.get("geolocation"))].append(value)
         for country, values in sorted(by_country.items()):
             median, raw = _median(values), {"country": country, field: sorted(values)}
