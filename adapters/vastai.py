@@ -111,8 +111,7 @@ def price_problem(value: Any) -> str | None:
 
 def _ram_gb(offer: dict[str, Any]) -> float | None:
     """The offer's share of host RAM (cpu_ram, MB) by its share of cores."""
-    ram, cores = finite_number(offer.get("cpu_ram")), finite_number(offer.get("cpu_cores"))
-    eff = finite_number(offer.get("cpu_cores_effective"))
+    ram, cores, eff = (finite_number(offer.get(k)) for k in ("cpu_ram", "cpu_cores", "cpu_cores_effective"))
     share = eff / cores if cores and eff and 0 < eff <= cores else 1.0
     return round(ram * share / 1024, 1) if ram and ram > 0 else None
 
