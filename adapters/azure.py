@@ -4,7 +4,6 @@ region and GPU family (a new size is quarantined); `GPU_SIZES` holds each size's
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -432,7 +431,7 @@ def _add_vm_offer(batch: Batch, region: str, sku: str, option: str, item: dict[s
         network_gbps=size.network_gbps, multinode_fabric=size.multinode_fabric or series.multinode_fabric,
         price_per_hour=price, price_observed_at=item.get("effectiveStartDate"), spot_savings_pct=saving,
         term_months=months, payment_option=COMMITMENT_PAYMENT if months is not None else None,
-        provider_data=json.dumps(data, sort_keys=True))
+        provider_data=data)
 
 
 # Managed disk tiers are sold per disk per month; each tier (its size in GiB) is a class of its own.

@@ -689,7 +689,7 @@ def _add_offer(batch: Batch, plan: OfferPlan, purchase: str, c: Composed, gpu: t
         available=(zone.status == "UP") if zone else None,
         availability_level=f"listed in zone (zone {zone.status})" if zone else "listed in zone",
         spot_savings_pct=saving if purchase == "spot" else None, term_months=months,
-        payment_option="no_upfront" if months else None, provider_data=json.dumps(data, sort_keys=True))
+        payment_option="no_upfront" if months else None, provider_data=data)
 
 
 # Capacity SKUs of the disk types a fine-tuning job keeps data on. IOPS and throughput SKUs,

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, dig, drift_guard, stated_currency
 from gpuledger.adapters.contract import AnomalyThresholds, ProviderSpec
 from gpuledger.warehouse.gpus import canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, not_usd
 
 NAME = "lambda"
 API_HOST = "cloud.lambda.ai"
@@ -107,7 +107,7 @@ def _add_instance_type(batch: Batch, key: str, item: Any) -> None:
         return batch.quarantine("offer", name, f"price_cents_per_hour {cents!r} is not a number", item)
     currency = stated_currency(itype) or stated_currency(item)
     if currency not in (None, "USD"):
-        return batch.quarantine("offer", name, f"price in {currency}, not USD cents; no conversion is configured", item)
+        return batch.quarantine("offer", name, not_usd(currency, "USD cents"), item)
     described = {str(r["name"]): r.get("description") for r in regions if isinstance(r, dict) and r.get("name")}
     data = {"price_cents_per_hour": cents, "description": itype.get("description"),
             "regions_with_capacity": sorted(described)}

@@ -12,7 +12,7 @@ from gpuledger.adapters.base import (
     SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard, next_link,
 )
 from gpuledger.adapters.contract import ProviderSpec
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, not_usd
 
 NAME = "oci"
 API_HOST = "apexapps.oracle.com"
@@ -116,7 +116,7 @@ def usd_payg_prices(item: dict[str, Any]) -> list[dict[str, Any]]:
     usd = [loc for loc in locs if isinstance(loc, dict) and str(loc.get("currencyCode", "")).upper() == CURRENCY]
     if not usd:
         codes = sorted({str(loc.get("currencyCode")) for loc in locs if isinstance(loc, dict)})
-        raise ValueError(f"price in {', '.join(codes) or 'no currency'}, not USD; no conversion is configured")
+        raise ValueError(not_usd(", ".join(codes)))
     tiers = [p for loc in usd for p in (loc.get("prices") or [])
              if isinstance(p, dict) and p.get("model") == PRICE_MODEL]
     if not tiers:

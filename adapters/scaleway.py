@@ -15,7 +15,7 @@ from typing import Any
 from gpuledger.adapters.base import SchemaDriftError, SourceContext, SourceError, as_number, dig, drift_guard
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts
+from gpuledger.warehouse.records import Batch, ProviderFacts, not_usd
 from gpuledger.warehouse.settings import env_name
 
 NAME = "scaleway"
@@ -172,7 +172,7 @@ def _offer(sku: str, item: dict[str, Any], usd_per_eur: float | None,
     currency, amount = money(retail)
     per_hour = hourly(amount, item.get("unit_of_measure"))
     if currency not in ("USD", "EUR") or (currency == "EUR" and not usd_per_eur):
-        raise ValueError(f"price in {currency or 'no currency'}, not USD; no conversion is configured"
+        raise ValueError(not_usd(currency)
                          + (f" (set {env_name(RATE_SETTING)})" if currency == "EUR" else ""))
     level = dig(stock, zone, offer_id)
     data = {"sku": sku, "status": item.get("status"), "variant": item.get("variant"),

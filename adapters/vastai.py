@@ -233,15 +233,15 @@ def _add_host_terms(batch: Batch, offers: list[dict[str, Any]]) -> None:
                 by_country[country_code(offer.get("geolocation"))].append(value)
         for country, values in sorted(by_country.items()):
             median, raw = _median(values), {"country": country, field: sorted(values)}
-            spread = f"{len(values)} offers, {min(values):g} to {max(values):g}"
+            ranged = f"{len(values)} offers, {min(values):g} to {max(values):g}"
             if positive:
                 batch.add("storage", f"{country}/host-disk", raw, region=country, storage_class="host-disk",
                           usd_per_gb_month=median,
-                          description=f"median of host-set storage_cost ({spread} USD/GB-month)")
+                          description=f"median of host-set storage_cost ({ranged} USD/GB-month)")
             else:
                 batch.add("egress", f"{country}/internet", raw, region=country, destination="internet",
                           tier_start_gb=0.0, usd_per_gb=median,
-                          description=f"median of host-set inet_up_cost ({spread} USD/GB)")
+                          description=f"median of host-set inet_up_cost ({ranged} USD/GB)")
 
 
 def fetch(ctx: SourceContext) -> Batch:

@@ -18,7 +18,7 @@ from gpuledger.adapters.base import MissingCredentialsError, SchemaDriftError, S
 from gpuledger.adapters.base import dig, drift_guard, register_secret, stated_currency
 from gpuledger.adapters.contract import ProviderSpec
 from gpuledger.warehouse.gpus import canonicalize
-from gpuledger.warehouse.records import Batch, ProviderFacts, tally
+from gpuledger.warehouse.records import Batch, ProviderFacts, not_usd, tally
 
 NAME = "verda"
 API_HOST = "api.verda.com"
@@ -150,7 +150,7 @@ def _add_offers(batch: Batch, name: str, item: dict[str, Any], gpu: dict[str, An
     """The type's offers per location and option priced (returned); ValueError, before any is added, refuses it."""
     currency = stated_currency(item)
     if currency != CURRENCY:
-        raise ValueError(f"price in {currency or 'no currency'}, not USD; no conversion is configured")
+        raise ValueError(not_usd(currency))
     count = gpu["number_of_gpus"]
     try:
         desc = parse_gpu_description(gpu.get("description"))

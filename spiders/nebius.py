@@ -7,11 +7,10 @@ One list for all regions: an offer is one GPU in region "global".
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date, datetime, timezone
 from functools import partial
-from typing import Iterable
+from typing import Any, Iterable
 
 from parsel import Selector
 from scrapy.http import Response
@@ -144,7 +143,7 @@ def add_gpu_row(batch: Batch, row: PageRow, today: date) -> None:
     ref, raw = f"{REGION}/{row.product_id or slug(row.name)}", row.raw()
     if quarantined_layout(batch, "offer", ref, row):
         return
-    priced: dict[str, tuple[float, str]] = {}
+    priced: dict[str, tuple[float, dict[str, Any]]] = {}
     for option, word in (("on_demand", ON_DEMAND), ("spot", PREEMPTIBLE)):
         column = price_columns(row.cells, word, today)[0]
         if column is None:
@@ -154,10 +153,10 @@ def add_gpu_row(batch: Batch, row: PageRow, today: date) -> None:
         if price is None:
             continue
         floor = bool(re.match(r"\s*from\b", text, re.I))
-        priced[option] = price, json.dumps({
+        priced[option] = price, {
             "page_section": row.section, "price_column": column, "price_text": text, "price_basis": "per GPU per hour",
             "price_is_floor": floor, "vcpus_per_gpu": row.cells.get("vCPUs"),
-            "ram_gb_per_gpu": row.cells.get("RAM, GB")}, sort_keys=True)
+            "ram_gb_per_gpu": row.cells.get("RAM, GB")}
     if not priced:
         return
     try:

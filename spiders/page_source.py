@@ -4,7 +4,6 @@ and the GPU, storage and egress rows made into records."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
@@ -197,7 +196,7 @@ def spot_saving(spot: float, on_demand: float | None) -> float | None:
     return round(100 * (1 - spot / on_demand), 1) if on_demand else None
 
 
-def add_gpu_offers(batch: Batch, ref: str, raw: Any, priced: dict[str, tuple[float | None, str]],
+def add_gpu_offers(batch: Batch, ref: str, raw: Any, priced: dict[str, tuple[float | None, dict[str, Any]]],
                    **fields: Any) -> bool:
     """A row's offers, `priced`: purchase option -> (price or None, provider_data); spot at `ref/spot` with its
     saving. A GPU the canon lacks quarantines the row once (and gives False)."""
@@ -218,8 +217,7 @@ def add_shown_prices(batch: Batch, ref: str, row: PageRow, on_demand: float | No
     """The offers of a row showing an on-demand and a spot price (add_gpu_offers), provider_data `data` and the
     price text; a shown price that is no public one is noted as `skipped`, unless the row's GPU is quarantined."""
     shown = (("on_demand", on_demand, row.price_text), ("spot", spot, row.spot_text))
-    priced = {option: (price, json.dumps({**data, "price_text": text}, sort_keys=True))
-              for option, price, text in shown}
+    priced = {option: (price, {**data, "price_text": text}) for option, price, text in shown}
     if add_gpu_offers(batch, ref, row.raw(), priced, **fields):
         for option, price, text in shown:
             if text and price is None:

@@ -338,11 +338,15 @@ def failure_reason(err: Exception) -> str:
     return f"schema: lacks {err}" if isinstance(err, KeyError) else str(err)
 
 
+def not_usd(currency: str | None, unit: str = "USD") -> str:
+    """Why a price in `currency` is not stored: `unit` is what the source should price in ("USD cents")."""
+    return f"price in {currency or 'no currency'}, not {unit}; no conversion is configured"
+
+
 def require_usd(currency: str | None, unit: str = "USD") -> None:
-    """ValueError for a price stated in another currency (none stated is USD): it is never stored as USD.
-    `unit` is what the source prices in ("USD cents")."""
+    """ValueError for a price stated in another currency (none stated is USD): it is never stored as USD."""
     if currency not in (None, "USD"):
-        raise ValueError(f"price in {currency}, not {unit}; no conversion is configured")
+        raise ValueError(not_usd(currency, unit))
 
 
 def tally(counts: Mapping[str, int]) -> str:
@@ -513,7 +517,7 @@ class Batch:
         """True for a price stated in USD; any other (or none) is quarantined, never stored as USD."""
         if currency == "USD":
             return True
-        self.quarantine(kind, ref, f"price in {currency or 'no currency'}, not USD; no conversion is configured", raw)
+        self.quarantine(kind, ref, not_usd(currency), raw)
         return False
 
     def note_skipped(self, summary: str, skipped: Mapping[str, int]) -> None:

@@ -3,7 +3,6 @@ Plans, spot), EBS and egress prices, spot price history and Capacity Block offer
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from gpuledger.adapters.base import drift_guard
 from gpuledger.warehouse import interruption
 from gpuledger.warehouse.capacity_blocks import add_capacity_block
 from gpuledger.warehouse.gpus import GpuFacts, UnknownGPUError, canonicalize
-from gpuledger.warehouse.records import Batch, amortized_usd_per_hour, commitment_option
+from gpuledger.warehouse.records import Batch, amortized_usd_per_hour, commitment_option, not_usd
 from gpuledger.warehouse.spot import add_spot_price
 
 # Families that sell a slice of one card -> the full card's memory (MiB).
@@ -117,7 +116,7 @@ def _saving(price: float, reference: float | None) -> float | None:
 def reserved_term_price(rows: list[PriceRow]) -> tuple[float, float]:
     """(upfront fee, hourly) USD of one Reserved term: one Hrs row and at most one Quantity fee row."""
     if (other := next((r.currency for r in rows if r.currency != "USD"), None)) is not None:
-        raise ValueError(f"price in {other or 'no currency'}, not USD; no conversion is configured")
+        raise ValueError(not_usd(other))
     hourly, fees = [r.price for r in rows if r.unit == "Hrs"], [r.price for r in rows if r.unit == "Quantity"]
     if len(hourly) != 1 or len(fees) > 1 or len(hourly) + len(fees) != len(rows):
         raise ValueError(f"a reserved term needs one hourly row and at most one upfront fee row, got units "
@@ -153,7 +152,7 @@ class _Region:
         zones = self.p.offerings.get(row.instance_type, []) if self.p.offerings is not None else None
         return self.batch.offer(ref, raw, region=self.p.region, purchase_option=option, price_per_hour=price,
                                 price_observed_at=observed, **_availability(zones), **terms, **fields,
-                                provider_data=json.dumps(data | {"availability_zones": zones}, sort_keys=True))
+                                provider_data=data | {"availability_zones": zones})
 
     def on_demand_offer(self, row: PriceRow) -> None:
         ref = f"{self.p.region}/{row.instance_type}/{row.sku}"
@@ -225,7 +224,7 @@ class _Region:
                          price_observed_at=stamp, available=True, availability_level="spot price published",
                          interruption_risk=band, **interruption.from_rate_band(band, interruption.AWS_SPOT_ADVISOR),
                          spot_savings_pct=saving,
-                         provider_data=json.dumps({"advisor_savings_pct": advisor_saving}, sort_keys=True), **fields)
+                         provider_data={"advisor_savings_pct": advisor_saving}, **fields)
 
     def capacity_block(self, o: dict[str, Any]) -> None:
         itype, p = o.get("InstanceType", ""), self.p
