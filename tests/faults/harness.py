@@ -4,7 +4,9 @@ beside clean scrapes of its window peers, and judge what the warehouse kept.
 A cell's write window holds the faulted provider and the next WINDOW_PEERS sources in name
 order (wrapping round): every source is a peer in other cells, so the whole matrix shows that
 no provider's fault reaches another's load, without each of its hundreds of cells reloading
-every source. The sources outside the window must keep their rows untouched.
+every source. The sources outside the window must keep their rows untouched. A fetch that raised
+hands the load nothing but its failed run, the same for every fault: its peers load beside it in
+the provider's `refused` cell (PEERED_FAILURE); its other such cells load the failed run alone.
 
 The steps are the refresh's own: `fetch_source` with the real client (flows.fetch), its outcome
 (or `describe_failure` of its error) handed over on disk and merged by `merge_pending`, one
@@ -41,6 +43,7 @@ from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, utcnow
 
 PROVIDER_NAMES = sorted(SOURCES)
 WINDOW_PEERS = 1
+PEERED_FAILURE = "refused"  # the fault whose cell loads a failed fetch beside its peers (every fetch raises)
 BOOKKEEPING = ("last_seen", "run_id")  # what every successful merge rewrites, whatever the data
 # Sources whose clients wait as long as a 429's Retry-After asks (ProviderSpec.honours_retry_after).
 HONOURS_RETRY_AFTER = {s.name for s in specs() if s.honours_retry_after}
@@ -228,10 +231,16 @@ def fetch_with_fault(provider: str, fault: str, oracle: bool = False) -> Run:
     return Run(result, error, server, edit, plan, started)
 
 
-def window(provider: str) -> list[str]:
-    """The providers loaded in `provider`'s cell: itself and its WINDOW_PEERS successors by name."""
+def window(provider: str, peers: int = WINDOW_PEERS) -> list[str]:
+    """The providers loaded in `provider`'s cell: itself and its `peers` successors by name."""
     at = PROVIDER_NAMES.index(provider)
-    return [PROVIDER_NAMES[(at + n) % len(PROVIDER_NAMES)] for n in range(min(WINDOW_PEERS + 1, len(PROVIDER_NAMES)))]
+    return [PROVIDER_NAMES[(at + n) % len(PROVIDER_NAMES)] for n in range(min(peers + 1, len(PROVIDER_NAMES)))]
+
+
+def cell_window(run: Run) -> list[str]:
+    """The window of `run`'s cell: its peers too, unless its fetch raised outside the PEERED_FAILURE cell."""
+    raised_elsewhere = run.error is not None and run.edit.fault != PEERED_FAILURE
+    return window(run.plan.provider, 0 if raised_elsewhere else WINDOW_PEERS)
 
 
 def load_beside_clean(world: World, db: Path, run: Run, refresh_id: str) -> list[LoadReport]:
@@ -239,7 +248,7 @@ def load_beside_clean(world: World, db: Path, run: Run, refresh_id: str) -> list
     provider = run.plan.provider
     shutil.copy(world.seed_db, db)
     faulted = run.result if run.error is None else failed(run.plan, describe_failure(provider, run.error), run.started)
-    outcomes = [faulted if p == provider else fresh(world.clean[p]) for p in window(provider)]
+    outcomes = [faulted if p == provider else fresh(world.clean[p]) for p in cell_window(run)]
     return load(db, outcomes, refresh_id)
 
 
@@ -288,7 +297,7 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
         runs = {r[0]: r[1:] for r in con.execute(
             "select provider, state, error, rows_loaded, rows_quarantined, run_id from scrape_runs "
             "where refresh_id = ?", [refresh_id]).fetchall()}
-        verdict.check(set(runs) == set(window(provider)), f"scrape_runs rows for {sorted(runs)}")
+        verdict.check(set(runs) == set(cell_window(run)), f"scrape_runs rows for {sorted(runs)}")
         state, error, rows_loaded, rows_quarantined, run_id = runs[provider]
         verdict.detail = (error or f"ok, {rows_loaded} offers, {rows_quarantined} quarantined")[:300]
         verdict.check(run.error is None or isinstance(run.error, SourceError),
