@@ -88,7 +88,6 @@ class World:
 
     seed_db: Path
     clean: dict[str, ScrapeOutcome]
-    plans: dict[str, SourcePlan]
     before: dict[str, dict[str, list[tuple]]]
     root: Path = Path(".")
     _oracles: dict[tuple[str, str], Any] = field(default_factory=dict)
@@ -147,7 +146,7 @@ def build_world(root: Path) -> World:
         before = {p: snapshot(con, p) for p in PROVIDER_NAMES}
     finally:
         con.close()
-    return World(seed, clean, plans, before, root)
+    return World(seed, clean, before, root)
 
 
 # -- one cell -----------------------------------------------------------------------------------------
