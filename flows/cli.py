@@ -212,6 +212,9 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
         raise fail(str(err)) from None
     except RefreshInterrupted as stop:
         raise fail(str(stop), stop.exit_code) from None
+    except KeyboardInterrupt:  # Ctrl-C outside the flow's own handlers, which say what the fetches kept
+        raise fail("refresh interrupted by SIGINT before its fetches began or after its write; the warehouse is as "
+                   "its last completed write left it", 130) from None
     finally:
         if api_server is not None:
             api_server.stop()  # a failure before the flow ran leaves it started

@@ -8,6 +8,7 @@ import signal
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.records import Batch
@@ -160,6 +161,19 @@ def test_kill_9_after_a_commit_keeps_it_and_loses_only_the_merge_in_flight(tmp_p
     con.close()
 
 
+def _children(pid: int) -> dict[Any, list[str]]:
+    """The live descendants of `pid` and their command lines (one that ends while asked is left out)."""
+    import psutil
+
+    found = {}
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            found[child] = child.cmdline()
+        except psutil.Error:
+            continue
+    return found
+
+
 def test_ctrl_c_at_a_terminal_stops_a_refresh_at_once_and_leaves_no_process(tmp_path: Path) -> None:
     """A terminal's Ctrl-C reaches the whole foreground process group. Prefect's temporary API server was in it
     and died with it, and the flow engine then retried reporting its state for 8.5 minutes before saying 'lost
@@ -180,9 +194,9 @@ def test_ctrl_c_at_a_terminal_stops_a_refresh_at_once_and_leaves_no_process(tmp_
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:  # the server and a fetch worker are running
-            children = psutil.Process(proc.pid).children(recursive=True)
-            if any("server" in c.cmdline() for c in children) and len(children) >= 3:
-                started = children
+            children = _children(proc.pid)
+            if {"server", "gpuledger.flows.fetch"} <= {word for words in children.values() for word in words}:
+                started = list(children)
                 break
             time.sleep(0.2)
         assert started, "the refresh did not start its server and fetches"
@@ -195,5 +209,45 @@ def test_ctrl_c_at_a_terminal_stops_a_refresh_at_once_and_leaves_no_process(tmp_
     lines = output.strip().splitlines()
     assert proc.returncode == 130, output
     assert lines[-1].startswith("error: refresh interrupted by SIGINT while fetching ("), output
+    time.sleep(2)  # the watchdog's poll
+    assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], output
+
+
+def test_ctrl_c_before_the_fetches_begin_is_said_in_one_line(tmp_path: Path) -> None:
+    """Ctrl-C in a refresh's first seconds (Prefect loading, its temporary server starting), before the flow's own
+    handlers: typer turned the KeyboardInterrupt into exit 130 with nothing said. Now one line, and no process of
+    it is left."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.test_sql_wait_stop import ctrl_c_as_in_a_terminal
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}  # its own temporary server
+    db = tmp_path / "w.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "gpuledger.flows.cli", "refresh", "--replay", "-p", "lambda",
+                             "--db", str(db)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal)
+    started: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:  # the watchdog: past the command's own imports
+            children = _children(proc.pid)
+            if any("gpuledger.flows.watchdog" in words for words in children.values()):
+                started = list(children)
+                break
+            time.sleep(0.05)
+        assert started and not any("gpuledger.flows.fetch" in words for words in children.values()), children
+        os.killpg(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, output
+    assert output.strip() == ("error: refresh interrupted by SIGINT before its fetches began or after its write; "
+                              "the warehouse is as its last completed write left it"), output
+    assert not db.exists()
     time.sleep(2)  # the watchdog's poll
     assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], output
