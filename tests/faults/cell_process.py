@@ -13,10 +13,10 @@ them with CellRunner (the same cells, the same judge) and writes one `VERDICT {j
 finished cell on stdout. It ends when stdin closes: at the end of the session, or when the
 test process dies.
 
-Under pytest-xdist the first worker to run a fault test starts two such processes (MatrixProcess),
-the cells dealt out between them, and leaves each verdict as a file in a folder the workers share;
-the worker that runs the matrix's tests reads them there (MatrixVerdicts). The starting worker
-waits for every cell before its session ends.
+Under pytest-xdist the first worker to run a fault test starts the process (MatrixProcess) and
+leaves each verdict as a file in a folder the workers share; the worker that runs the matrix's
+tests reads them there (MatrixVerdicts). The starting worker waits for every cell before its
+session ends.
 """
 
 from __future__ import annotations
@@ -44,25 +44,19 @@ def verdict_file(verdicts: Path, provider: str, fault: str) -> Path:
 
 
 class MatrixProcess:
-    """The test process's side: CellRunner's interface (submit, result, close) over `processes` child
-    processes, each with its own clean world, the cells dealt out between them in turn."""
+    """The test process's side: CellRunner's interface (submit, result, close) over the child process."""
 
-    def __init__(self, root: Path, cells: list[tuple[str, str]], verdicts: Path, processes: int) -> None:
+    def __init__(self, root: Path, cells: list[tuple[str, str]], verdicts: Path) -> None:
         self.verdicts = verdicts
         self.verdicts.mkdir(parents=True, exist_ok=True)
-        self.children: list[tuple[subprocess.Popen[str], Path]] = []
-        for n in range(processes):
-            stderr_path = root / f"cell-process-{n}.stderr"
-            with open(stderr_path, "wb") as stderr:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "tests.faults.cell_process", str(root)], cwd=REPO,
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
-            self.children.append((proc, stderr_path))
+        self.stderr_path = root / "cell-process.stderr"
+        with open(self.stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.faults.cell_process", str(root)], cwd=REPO,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
         self.futures: dict[tuple[str, str], Future[Verdict]] = {}
-        self.dealt: dict[int, list[tuple[str, str]]] = {proc.pid: [] for proc, _ in self.children}
         self._lock = threading.Lock()
-        for proc, stderr_path in self.children:
-            threading.Thread(target=self._read, args=(proc, stderr_path), name="fault-verdicts", daemon=True).start()
+        threading.Thread(target=self._read, name="fault-verdicts", daemon=True).start()
         self.submit(cells)
 
     def submit(self, cells: list[tuple[str, str]]) -> None:
@@ -70,15 +64,12 @@ class MatrixProcess:
             new = [c for c in cells if c not in self.futures and PROVIDERS[c[0]].expected(c[1]) != "n/a"]
             for cell in new:
                 self.futures[cell] = Future()
-            for n, (proc, _) in enumerate(self.children):
-                dealt = new[n::len(self.children)]
-                self.dealt[proc.pid] += dealt
-                if dealt and proc.stdin is not None and not proc.stdin.closed:
-                    try:
-                        proc.stdin.write(json.dumps(dealt) + "\n")
-                        proc.stdin.flush()
-                    except (BrokenPipeError, OSError):
-                        pass  # the child is gone: _read reports every open cell with its log tail
+            if new and self.proc.stdin is not None and not self.proc.stdin.closed:
+                try:
+                    self.proc.stdin.write(json.dumps(new) + "\n")
+                    self.proc.stdin.flush()
+                except (BrokenPipeError, OSError):
+                    pass  # the child is gone: _read reports every open cell with its log tail
 
     def _settle(self, verdict: Verdict) -> None:
         target = verdict_file(self.verdicts, verdict.provider, verdict.fault)
@@ -89,15 +80,15 @@ class MatrixProcess:
         if not future.done():
             future.set_result(verdict)
 
-    def _read(self, proc: subprocess.Popen[str], stderr_path: Path) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
             if line.startswith(PREFIX):
                 self._settle(Verdict(**json.loads(line[len(PREFIX):])))
-        rc = proc.wait()
-        tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        rc = self.proc.wait()
+        tail = self.stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
         with self._lock:
-            lost = [cell for cell in self.dealt[proc.pid] if not self.futures[cell].done()]
+            lost = [cell for cell, future in self.futures.items() if not future.done()]
         for provider, fault in lost:
             self._settle(Verdict(provider, fault, PROVIDERS[provider].expected(fault), problems=[
                 f"the matrix process ended (exit code {rc}) before this cell; its log tail: {tail}"]))
@@ -110,18 +101,16 @@ class MatrixProcess:
         with self._lock:
             open_cells = list(self.futures.values())
         wait(open_cells, timeout=MATRIX_WAIT_S)  # another worker may still read them
-        for proc, _ in self.children:
-            if proc.stdin is not None:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-        for proc, _ in self.children:
+        if self.proc.stdin is not None:
             try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class MatrixVerdicts:

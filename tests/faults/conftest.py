@@ -30,7 +30,8 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     test of tests/faults begins (tests/faults/cell_process.py): the clean world is scraped and
     seeded once, then the cells run on a small pool (tests/faults/runner.py) while the rest of the
     session runs here. Under pytest-xdist the first worker to get here starts it; the others read
-    its verdicts from the folder the workers share."""
+    its verdicts from the folder the workers share. One process: a second would scrape its own world
+    and oracles, and its threads contend for the cores the workers use."""
     from tests.faults.cell_process import MatrixProcess, MatrixVerdicts
 
     selected = [(item.callspec.params["provider"], item.callspec.params["fault"])
@@ -40,15 +41,14 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
         yield None
         return
     root = tmp_path_factory.mktemp("fault-cells")
-    verdicts, processes = root / "verdicts", 1
+    verdicts = root / "verdicts"
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # The workers keep both cores busy: a matrix in one process, one core at most, would end last.
-        verdicts, processes = tmp_path_factory.getbasetemp().parent / "fault-verdicts", 2  # the session's
+        verdicts = tmp_path_factory.getbasetemp().parent / "fault-verdicts"  # the session's
         try:
             verdicts.mkdir()
         except FileExistsError:
             yield MatrixVerdicts(verdicts)
             return
-    runner = MatrixProcess(root, selected, verdicts, processes)
+    runner = MatrixProcess(root, selected, verdicts)
     yield runner
     runner.close()

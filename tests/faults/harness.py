@@ -5,8 +5,9 @@ A cell's write window holds the faulted provider and the next WINDOW_PEERS sourc
 order (wrapping round): every source is a peer in other cells, so the whole matrix shows that
 no provider's fault reaches another's load, without each of its hundreds of cells reloading
 every source. The sources outside the window must keep their rows untouched. A fetch that raised
-hands the load nothing but its failed run, the same for every fault: its peers load beside it in
-the provider's `refused` cell (PEERED_FAILURE); its other such cells load the failed run alone.
+hands the load nothing but its failed run, the same for every fault but for its one-line error:
+the provider's `refused` cell (PEERED_FAILURE) loads it beside its peers and judges the
+warehouse; its other such cells judge the error the failed run would carry, and load nothing.
 
 The steps are the refresh's own: `fetch_source` with the real client (flows.fetch), its outcome
 (or `describe_failure` of its error) handed over on disk and merged by `merge_pending`, one
@@ -236,18 +237,12 @@ def window(provider: str, peers: int = WINDOW_PEERS) -> list[str]:
     return [PROVIDER_NAMES[(at + n) % len(PROVIDER_NAMES)] for n in range(min(peers + 1, len(PROVIDER_NAMES)))]
 
 
-def cell_window(run: Run) -> list[str]:
-    """The window of `run`'s cell: its peers too, unless its fetch raised outside the PEERED_FAILURE cell."""
-    raised_elsewhere = run.error is not None and run.edit.fault != PEERED_FAILURE
-    return window(run.plan.provider, 0 if raised_elsewhere else WINDOW_PEERS)
-
-
 def load_beside_clean(world: World, db: Path, run: Run, refresh_id: str) -> list[LoadReport]:
     """The write window of a refresh in which `run` is one provider and its peers scraped cleanly."""
     provider = run.plan.provider
     shutil.copy(world.seed_db, db)
     faulted = run.result if run.error is None else failed(run.plan, describe_failure(provider, run.error), run.started)
-    outcomes = [faulted if p == provider else fresh(world.clean[p]) for p in cell_window(run)]
+    outcomes = [faulted if p == provider else fresh(world.clean[p]) for p in window(provider)]
     return load(db, outcomes, refresh_id)
 
 
@@ -287,6 +282,16 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
         verdict.check(False, f"the {fault} edit of {provider}'s bodies failed: {run.edit.state['edit_error']} "
                       f"(check adapters/recordings/{provider}/{SHAPE_FILE})")
         return verdict
+    verdict.check(run.error is None or isinstance(run.error, SourceError),
+                  f"the fetch raised a bare {type(run.error).__name__}: {run.error}")
+    if fault == "http_429" and provider in HONOURS_RETRY_AFTER:
+        times = [t for t, _, r, what in run.server.seen() if what == "429"]
+        verdict.check(len(times) >= 2, f"the 429 was not retried ({len(times)} attempts)")
+        if len(times) >= 2:
+            verdict.check(times[1] - times[0] >= 1.9, f"retried {times[1] - times[0]:.2f} s after a 429 "
+                          "with Retry-After: 2")
+    if run.error is not None and fault != PEERED_FAILURE:
+        return _judge_raised(verdict, spec, run)
     refresh_id = f"fault-{provider}-{fault}"
     db = tmp / f"{provider}-{fault}.duckdb"
     reports = {r.provider: r for r in load_beside_clean(world, db, run, refresh_id)}
@@ -296,20 +301,14 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
         runs = {r[0]: r[1:] for r in con.execute(
             "select provider, state, error, rows_loaded, rows_quarantined, run_id from scrape_runs "
             "where refresh_id = ?", [refresh_id]).fetchall()}
-        verdict.check(set(runs) == set(cell_window(run)), f"scrape_runs rows for {sorted(runs)}")
+        verdict.check(set(runs) == set(window(provider)), f"scrape_runs rows for {sorted(runs)}")
         state, error, rows_loaded, rows_quarantined, run_id = runs[provider]
         verdict.detail = (error or f"ok, {rows_loaded} offers, {rows_quarantined} quarantined")[:300]
-        verdict.check(run.error is None or isinstance(run.error, SourceError),
-                      f"the fetch raised a bare {type(run.error).__name__}: {run.error}")
         verdict.check((state, error) == (mine.state, mine.error), "scrape_runs disagrees with the load report")
 
         # -- the faulted provider ------------------------------------------------------------
         if expected == "fail":
-            verdict.check(state == "failed", f"state {state!r}, expected failed")
-            pattern = spec.errors.get(fault, ERROR_PATTERNS.get(fault, "."))
-            verdict.check(bool(error and re.search(pattern, error)), f"error {error!r} does not match {pattern!r}")
-            verdict.check(bool(error) and "\n" not in error and 'File "' not in error,
-                          f"error {error!r} is not one line, or quotes a traceback")
+            _check_failed(verdict, spec, fault, state, error)
             after = snapshot(con, provider)
             lost = sum(_diff(world.before[provider][t], after[t]) for t in after)
             verdict.rows_lost += lost
@@ -341,13 +340,6 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
             verdict.check(rows_quarantined == mine.rows_quarantined and rows_quarantined >= len(extra),
                           "scrape_runs.rows_quarantined does not count the quarantined records")
             verdict.detail = f"quarantined {len(extra)}: {extra[0][1][:160] if extra else '-'}"
-        if fault == "http_429" and provider in HONOURS_RETRY_AFTER:
-            times = [t for t, _, r, what in run.server.seen() if what == "429"]
-            verdict.check(len(times) >= 2, f"the 429 was not retried ({len(times)} attempts)")
-            if len(times) >= 2:
-                verdict.check(times[1] - times[0] >= 1.9, f"retried {times[1] - times[0]:.2f} s after a 429 "
-                              "with Retry-After: 2")
-
         # -- its peers loaded normally in the same write window; the rest untouched --------------
         kept = dict(con.execute("select provider, count(*) from offers group by provider").fetchall())
         for p in PROVIDER_NAMES:
@@ -371,6 +363,27 @@ def judge(world: World, tmp: Path, provider: str, fault: str) -> Verdict:
         verdict.check(not failed_checks, f"integrity checks failed: {failed_checks}")
     finally:
         con.close()
+    verdict.survived = not verdict.problems
+    return verdict
+
+
+def _check_failed(verdict: Verdict, spec: ProviderFaults, fault: str, state: str, error: str | None) -> None:
+    verdict.check(state == "failed", f"state {state!r}, expected failed")
+    pattern = spec.errors.get(fault, ERROR_PATTERNS.get(fault, "."))
+    verdict.check(bool(error and re.search(pattern, error)), f"error {error!r} does not match {pattern!r}")
+    verdict.check(bool(error) and "\n" not in error and 'File "' not in error,
+                  f"error {error!r} is not one line, or quotes a traceback")
+
+
+def _judge_raised(verdict: Verdict, spec: ProviderFaults, run: Run) -> Verdict:
+    """A cell whose fetch raised, outside its provider's PEERED_FAILURE cell: the failed run the
+    load would get must say the fault in one line (that cell shows what such a load keeps)."""
+    outcome = failed(run.plan, describe_failure(spec.name, run.error), run.started)
+    verdict.detail = (outcome.error or "")[:300]
+    if verdict.expected == "fail":
+        _check_failed(verdict, spec, verdict.fault, outcome.state, outcome.error)
+    else:
+        verdict.check(False, f"the fetch raised, expected {verdict.expected}: {outcome.error}")
     verdict.survived = not verdict.problems
     return verdict
 

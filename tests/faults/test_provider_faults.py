@@ -3,8 +3,9 @@
 For each cell: the provider's previous rows stay byte for byte (failed load), or only the
 bad records are quarantined with a reason (row-level fault), or a retry gets through
 (transient error); scrape_runs says what happened; its window peers, loaded in the same
-write window, load normally (beside a fetch that raised, in its `refused` cell), and the
-providers outside it keep their rows; the warehouse passes its integrity check.
+write window, load normally, and the providers outside it keep their rows; the warehouse
+passes its integrity check. A fetch that raised loads in its provider's `refused` cell; its
+other cells judge the one-line error of the failed run it hands over (tests/faults/harness.py).
 The suite prints the provider x fault matrix at the end (tests/conftest.py).
 """
 
