@@ -7,16 +7,18 @@ attributes a test monkeypatches, the logging a test captures), so it could only 
 fault tests. In its own process it starts with the session and runs beside every test, isolated
 from them: the test process only sends cells and reads back verdicts.
 
-`python -m tests.faults.cell_process ROOT` reads cells on stdin (one JSON list of [provider, fault]
-pairs a line, so CellRunner orders each batch slow cells first), runs
-them with CellRunner (the same cells, the same judge) and writes one `VERDICT {json}` line per
-finished cell on stdout. It ends when stdin closes: at the end of the session, or when the
-test process dies.
+`python -m tests.faults.cell_process ROOT WORLD [--build]` reads cells on stdin (one JSON list of
+[provider, fault] pairs a line, so CellRunner orders each batch slow cells first), runs them with
+CellRunner (the same cells, the same judge) and writes one `VERDICT {json}` line per finished cell
+on stdout. It ends when stdin closes: at the end of the session, or when the test process dies.
+With --build it scrapes the clean world into WORLD; without, it waits for another to.
 
-Under pytest-xdist the first worker to run a fault test starts the process (MatrixProcess) and
-leaves each verdict as a file in a folder the workers share; the worker that runs the matrix's
-tests reads them there (MatrixVerdicts). The starting worker waits for every cell before its
-session ends.
+Under pytest-xdist the first worker to run a fault test starts two such processes (MatrixProcess):
+the matrix is the session's longest task, and one process gets one share of the two cores. Each
+provider's cells go to one of them, so its oracle is scraped once; one builds the clean world and
+the other opens it. Each verdict is left as a file in a folder the workers share; the worker that
+runs the matrix's tests reads them there (MatrixVerdicts). The starting worker waits for every cell
+before its session ends.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from tests.faults.harness import Verdict
 from tests.faults.providers import PROVIDERS
+from tests.faults.runner import CellRunner
 
 PREFIX = "VERDICT "
 REPO = Path(__file__).resolve().parents[2]
@@ -43,20 +46,49 @@ def verdict_file(verdicts: Path, provider: str, fault: str) -> Path:
     return verdicts / f"{provider}--{fault}.json"
 
 
-class MatrixProcess:
-    """The test process's side: CellRunner's interface (submit, result, close) over the child process."""
+# A provider's matrix CPU in units of a plain API's (about 6 CPU seconds): a page source's cells each
+# start a crawl child (Hyperstack's a browser too); the hyperscalers' answers are larger.
+COST = {"hyperstack": 5, "aws": 3, "gcp": 2, "azure": 2}
+PAGE_SOURCE_COST = 3
+WORLD_COST = 2  # the clean world the first process scrapes
 
-    def __init__(self, root: Path, cells: list[tuple[str, str]], verdicts: Path) -> None:
+
+def deal(processes: int) -> dict[str, int]:
+    """Each provider to one process, the costliest first to the least loaded."""
+    def cost(p: str) -> int:
+        return COST.get(p, 1 if PROVIDERS[p].source_kind == "api" else PAGE_SOURCE_COST)
+
+    loads = [WORLD_COST] + [0] * (processes - 1)
+    child_of = {}
+    for p in sorted(PROVIDERS, key=lambda p: (-cost(p), p)):
+        child_of[p] = loads.index(min(loads))
+        loads[child_of[p]] += cost(p)
+    return child_of
+
+
+class MatrixProcess:
+    """The test process's side: CellRunner's interface (submit, result, close) over `processes` child
+    processes, each provider's cells dealt to one of them."""
+
+    def __init__(self, root: Path, cells: list[tuple[str, str]], verdicts: Path, processes: int) -> None:
         self.verdicts = verdicts
         self.verdicts.mkdir(parents=True, exist_ok=True)
-        self.stderr_path = root / "cell-process.stderr"
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.faults.cell_process", str(root)], cwd=REPO,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
+        world = root / "world"
+        world.mkdir()
+        self.children: list[tuple[subprocess.Popen[str], Path]] = []
+        for n in range(processes):
+            stderr_path = root / f"cell-process-{n}.stderr"
+            with open(stderr_path, "wb") as stderr:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.faults.cell_process", str(root), str(world), *(["--build"] if n == 0 else [])],
+                    cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
+            self.children.append((proc, stderr_path))
+        self.child_of = deal(processes)
         self.futures: dict[tuple[str, str], Future[Verdict]] = {}
+        self.dealt: dict[int, list[tuple[str, str]]] = {n: [] for n in range(processes)}
         self._lock = threading.Lock()
-        threading.Thread(target=self._read, name="fault-verdicts", daemon=True).start()
+        for n, (proc, stderr_path) in enumerate(self.children):
+            threading.Thread(target=self._read, args=(n, proc, stderr_path), name="fault-verdicts", daemon=True).start()
         self.submit(cells)
 
     def submit(self, cells: list[tuple[str, str]]) -> None:
@@ -64,12 +96,15 @@ class MatrixProcess:
             new = [c for c in cells if c not in self.futures and PROVIDERS[c[0]].expected(c[1]) != "n/a"]
             for cell in new:
                 self.futures[cell] = Future()
-            if new and self.proc.stdin is not None and not self.proc.stdin.closed:
-                try:
-                    self.proc.stdin.write(json.dumps(new) + "\n")
-                    self.proc.stdin.flush()
-                except (BrokenPipeError, OSError):
-                    pass  # the child is gone: _read reports every open cell with its log tail
+            for n, (proc, _) in enumerate(self.children):
+                dealt = [c for c in new if self.child_of[c[0]] == n]
+                self.dealt[n] += dealt
+                if dealt and proc.stdin is not None and not proc.stdin.closed:
+                    try:
+                        proc.stdin.write(json.dumps(dealt) + "\n")
+                        proc.stdin.flush()
+                    except (BrokenPipeError, OSError):
+                        pass  # the child is gone: _read reports every open cell with its log tail
 
     def _settle(self, verdict: Verdict) -> None:
         target = verdict_file(self.verdicts, verdict.provider, verdict.fault)
@@ -80,15 +115,15 @@ class MatrixProcess:
         if not future.done():
             future.set_result(verdict)
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
+    def _read(self, n: int, proc: subprocess.Popen[str], stderr_path: Path) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
             if line.startswith(PREFIX):
                 self._settle(Verdict(**json.loads(line[len(PREFIX):])))
-        rc = self.proc.wait()
-        tail = self.stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        rc = proc.wait()
+        tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
         with self._lock:
-            lost = [cell for cell, future in self.futures.items() if not future.done()]
+            lost = [cell for cell in self.dealt[n] if not self.futures[cell].done()]
         for provider, fault in lost:
             self._settle(Verdict(provider, fault, PROVIDERS[provider].expected(fault), problems=[
                 f"the matrix process ended (exit code {rc}) before this cell; its log tail: {tail}"]))
@@ -101,16 +136,18 @@ class MatrixProcess:
         with self._lock:
             open_cells = list(self.futures.values())
         wait(open_cells, timeout=MATRIX_WAIT_S)  # another worker may still read them
-        if self.proc.stdin is not None:
+        for proc, _ in self.children:
+            if proc.stdin is not None:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        for proc, _ in self.children:
             try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 class MatrixVerdicts:
@@ -133,12 +170,11 @@ class MatrixVerdicts:
 
 def main(argv: list[str]) -> int:
     from gpuledger.adapters.registry import specs
-    from tests.faults.runner import CellRunner
 
     specs()  # every source module imported before the background world build starts its threads
-    root = Path(argv[0])
+    root, world = Path(argv[0]), Path(argv[1])
     out_lock = threading.Lock()
-    runner = CellRunner(root, [])
+    runner = CellRunner(root, [], world, build="--build" in argv[2:])
 
     def report(future: Future[Verdict]) -> None:
         if future.cancelled():  # queued when stdin closed: nobody waits for it any more

@@ -30,8 +30,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     test of tests/faults begins (tests/faults/cell_process.py): the clean world is scraped and
     seeded once, then the cells run on a small pool (tests/faults/runner.py) while the rest of the
     session runs here. Under pytest-xdist the first worker to get here starts it; the others read
-    its verdicts from the folder the workers share. One process: a second would scrape its own world
-    and oracles, and its threads contend for the cores the workers use."""
+    its verdicts from the folder the workers share."""
     from tests.faults.cell_process import MatrixProcess, MatrixVerdicts
 
     selected = [(item.callspec.params["provider"], item.callspec.params["fault"])
@@ -41,14 +40,15 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
         yield None
         return
     root = tmp_path_factory.mktemp("fault-cells")
-    verdicts = root / "verdicts"
+    verdicts, processes = root / "verdicts", 1
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        verdicts = tmp_path_factory.getbasetemp().parent / "fault-verdicts"  # the session's
+        # The matrix is the longest task: in one process, one share of the cores, it would end last.
+        verdicts, processes = tmp_path_factory.getbasetemp().parent / "fault-verdicts", 3  # the session's
         try:
             verdicts.mkdir()
         except FileExistsError:
             yield MatrixVerdicts(verdicts)
             return
-    runner = MatrixProcess(root, selected, verdicts)
+    runner = MatrixProcess(root, selected, verdicts, processes)
     yield runner
     runner.close()

@@ -16,7 +16,6 @@ transaction per provider. Only the child process and Prefect's orchestration are
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import threading
@@ -33,14 +32,13 @@ from gpuledger.adapters.registry import specs
 from gpuledger.adapters.replay import BUNDLED_RECORDINGS, ReplayServer, Request, load_manifest
 from gpuledger.adapters.registry import SOURCES
 from gpuledger.flows.fetch import SourcePlan, describe_failure, failed, fetch_source
-from gpuledger.warehouse.pending import ScrapeOutcome
-from tests.builders import load
+from gpuledger.warehouse import pending
 from tests.faults.faultserver import FaultyReplay, Reset, Stall
 from tests.faults.providers import DATA_FAULTS, ERROR_PATTERNS, PROVIDERS, REASON_PATTERNS, Edit, ProviderFaults
 from tests.faults.shapes import SHAPE_FILE
 from gpuledger.warehouse.check import run_checks
 from gpuledger.warehouse.schema import SPECS
-from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, utcnow
+from gpuledger.warehouse.store import AnomalyPolicy, LoadReport, merge_pending, utcnow
 
 PROVIDER_NAMES = sorted(SOURCES)
 WINDOW_PEERS = 1
@@ -59,12 +57,6 @@ def http_plan(provider: str, endpoints: dict[str, str], **overrides: Any) -> Sou
 
 
 # -- the warehouse before any fault ---------------------------------------------------------------
-
-def fresh(outcome: ScrapeOutcome) -> ScrapeOutcome:
-    """A copy of a clean scrape a load may consume (the merge adds notes to its own copy only; the
-    tables are never changed)."""
-    return dataclasses.replace(outcome, notes=list(outcome.notes), quarantined=list(outcome.quarantined))
-
 
 def snapshot(con: duckdb.DuckDBPyConnection, provider: str) -> dict[str, list[tuple]]:
     """Every row the provider owns, in every current and history table, all columns."""
@@ -85,12 +77,12 @@ def offers(con: duckdb.DuckDBPyConnection, provider: str, exclude: tuple[str, ..
 
 @dataclass
 class World:
-    """Clean scrapes of every provider, and one seeded warehouse every cell starts from (a copy)."""
+    """Clean scrapes of every provider, saved as a fetch hands them over, and one seeded warehouse
+    every cell starts from (a copy). Built once (build_world), opened by any process (open_world)."""
 
     seed_db: Path
-    clean: dict[str, ScrapeOutcome]
     before: dict[str, dict[str, list[tuple]]]
-    root: Path = Path(".")
+    root: Path
     _oracles: dict[tuple[str, str], Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -127,27 +119,52 @@ class World:
             con.close()
 
 
+CLEAN = "clean"  # the world's folder of clean scrapes
+READY, BROKEN = "ready", "broken.txt"  # what the world's folder holds once its build ended
+
+
+def hand_over(world_root: Path, provider: str, folder: Path) -> None:
+    """Put `provider`'s clean scrape in a refresh's pending `folder`, as its fetch would."""
+    pending.save(folder, {f.name: f.read_bytes() for f in (world_root / CLEAN).glob(f"{provider}.*")})
+
+
 def build_world(root: Path) -> World:
-    server = ReplayServer(BUNDLED_RECORDINGS)
-    server.start()
+    """Scrape every provider from the bundled recordings, save each scrape and seed a warehouse
+    with them in `root`; a process that waits for the world reads BROKEN if this raised."""
     try:
-        plans = {p: http_plan(p, server.endpoints()) for p in PROVIDER_NAMES}
-        for p, plan in plans.items():
-            plan.settings = {**server.settings.get(p, {}), **plan.settings}
-        with ThreadPoolExecutor(max_workers=4) as pool:  # as the flow does: providers concurrently
-            clean = dict(zip(PROVIDER_NAMES, pool.map(lambda p: fetch_source(plans[p]), PROVIDER_NAMES)))
-    finally:
-        server.close()
-    seed = root / "seed.duckdb"
-    reports = load(seed, [fresh(clean[p]) for p in PROVIDER_NAMES], "seed")
-    bad = [(r.provider, r.error) for r in reports if not r.ok]
-    assert not bad, f"the clean recordings must load: {bad}"
-    con = duckdb.connect(str(seed), read_only=True)
+        server = ReplayServer(BUNDLED_RECORDINGS)
+        server.start()
+        try:
+            plans = {p: http_plan(p, server.endpoints()) for p in PROVIDER_NAMES}
+            for p, plan in plans.items():
+                plan.settings = {**server.settings.get(p, {}), **plan.settings}
+            with ThreadPoolExecutor(max_workers=4) as pool:  # as the flow does: providers concurrently
+                clean = list(pool.map(lambda p: fetch_source(plans[p]), PROVIDER_NAMES))
+        finally:
+            server.close()
+        for outcome in clean:
+            pending.write(root / CLEAN, outcome)
+        seed = root / "seed.duckdb"
+        folder = pending.pending_dir(seed) / "seed"
+        for p in PROVIDER_NAMES:
+            hand_over(root, p, folder)
+        reports = merge_pending(seed, "seed", AnomalyPolicy())
+        bad = [(r.provider, r.error) for r in reports if not r.ok]
+        assert not bad, f"the clean recordings must load: {bad}"
+    except BaseException as err:
+        (root / BROKEN).write_text(f"{type(err).__name__}: {err}")
+        raise
+    (root / READY).touch()
+    return open_world(root)
+
+
+def open_world(root: Path) -> World:
+    con = duckdb.connect(str(root / "seed.duckdb"), read_only=True)
     try:
         before = {p: snapshot(con, p) for p in PROVIDER_NAMES}
     finally:
         con.close()
-    return World(seed, clean, before, root)
+    return World(root / "seed.duckdb", before, root)
 
 
 # -- one cell -----------------------------------------------------------------------------------------
@@ -156,7 +173,7 @@ def build_world(root: Path) -> World:
 class Run:
     """What one faulted fetch did."""
 
-    result: ScrapeOutcome | None
+    result: pending.ScrapeOutcome | None
     error: BaseException | None
     server: FaultyReplay
     edit: Edit
@@ -242,8 +259,11 @@ def load_beside_clean(world: World, db: Path, run: Run, refresh_id: str) -> list
     provider = run.plan.provider
     shutil.copy(world.seed_db, db)
     faulted = run.result if run.error is None else failed(run.plan, describe_failure(provider, run.error), run.started)
-    outcomes = [faulted if p == provider else fresh(world.clean[p]) for p in window(provider)]
-    return load(db, outcomes, refresh_id)
+    folder = pending.pending_dir(db) / refresh_id
+    pending.write(folder, faulted)
+    for peer in window(provider)[1:]:
+        hand_over(world.root, peer, folder)
+    return merge_pending(db, refresh_id, AnomalyPolicy())
 
 
 @dataclass

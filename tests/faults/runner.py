@@ -15,19 +15,39 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from tests.faults.harness import Verdict, World, build_world, judge
+from tests.faults.harness import BROKEN, READY, Verdict, World, build_world, judge, open_world
 from tests.faults.providers import PROVIDERS
 
 # Slow cells first (browser renders, timeouts, the big AWS price list), so the pool ends together.
 _SLOW_FIRST = {"hyperstack": 0, "aws": 1, "coreweave": 2, "gcp": 3}
 
 
+WORLD_WAIT_S = 600
+
+
+def wait_for_world(root: Path) -> World:
+    deadline = time.monotonic() + WORLD_WAIT_S
+    while not (root / READY).exists():
+        if (root / BROKEN).exists():
+            raise RuntimeError((root / BROKEN).read_text())
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no clean world in {root} after {WORLD_WAIT_S} s")
+        time.sleep(0.2)
+    return open_world(root)
+
+
 class CellRunner:
-    def __init__(self, root: Path, cells: list[tuple[str, str]], workers: int | None = None) -> None:
+    """Runs cells on a thread pool; the clean world in `world_root` is built here (`build`), or waited
+    for while another process builds it."""
+
+    def __init__(self, root: Path, cells: list[tuple[str, str]], world_root: Path, build: bool = True,
+                 workers: int | None = None) -> None:
         self.root = root
+        self.world_root, self.build = world_root, build
         workers = workers or int(os.environ.get("GPULEDGER_FAULT_WORKERS", "3"))
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="fault-cell")
         self.futures: dict[tuple[str, str], Future[Verdict]] = {}
@@ -40,7 +60,7 @@ class CellRunner:
 
     def _build(self) -> None:
         try:
-            self._world = build_world(Path(tempfile.mkdtemp(prefix="world-", dir=self.root)))
+            self._world = build_world(self.world_root) if self.build else wait_for_world(self.world_root)
         except BaseException as err:  # noqa: BLE001 - every cell reports it
             self._world_error = err
         finally:
