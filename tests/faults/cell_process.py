@@ -13,10 +13,10 @@ CellRunner (the same cells, the same judge) and writes one `VERDICT {json}` line
 on stdout. It ends when stdin closes: at the end of the session, or when the test process dies.
 With --build it scrapes the clean world into WORLD; without, it waits for another to.
 
-Under pytest-xdist the first worker to run a fault test starts two such processes (MatrixProcess):
-the matrix is the session's longest task, and one process gets one share of the two cores. Each
-provider's cells go to one of them, so its oracle is scraped once; one builds the clean world and
-the other opens it. Each verdict is left as a file in a folder the workers share; the worker that
+Under pytest-xdist the first worker to run a fault test starts three such processes (MatrixProcess):
+the matrix is the session's longest task, and the scheduler gives each process one share of the
+cores beside the workers and their children. Each provider's cells go to one of them, so its
+oracle is scraped once; the first builds the clean world and the others open it. Each verdict is left as a file in a folder the workers share; the worker that
 runs the matrix's tests reads them there (MatrixVerdicts). The starting worker waits for every cell
 before its session ends.
 """

@@ -42,7 +42,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     root = tmp_path_factory.mktemp("fault-cells")
     verdicts, processes = root / "verdicts", 1
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # The matrix is the longest task: in one process, one share of the cores, it would end last.
+        # The matrix is the longest task: with fewer processes, fewer shares of the cores, it ends last.
         verdicts, processes = tmp_path_factory.getbasetemp().parent / "fault-verdicts", 3  # the session's
         try:
             verdicts.mkdir()
