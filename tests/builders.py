@@ -82,21 +82,39 @@ def load(db: Path | str, outcomes: Sequence[ScrapeOutcome], refresh_id: str = "r
     return merge_pending(db, refresh_id, policy or AnomalyPolicy(), **merge)
 
 
-_PREFECT_SERVER: list[Any] = []
+_PREFECT_SERVER: list[str] = []
+PREFECT_SERVER_START_S = 180  # a loaded two-core machine
 
 
 def shared_prefect_server(config: Any) -> str:
-    """One Prefect test server for every module that asks (its start-up costs ~20 s on 2 cores),
-    stopped when pytest ends; returns its API URL. Modules with their own harness nest inside it."""
+    """One Prefect API server per test process for every module that asks, on a database of its own,
+    stopped when pytest ends; returns its URL, this process's API from then on (modules with their own
+    harness nest inside it). It is the refresh command's own temporary server (`prefect server start
+    --no-services`): Prefect's test harness also runs the event services, which no test reads and which
+    keep a core busy a few seconds a minute."""
+    import shutil
+    import tempfile
+
     from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
+
+    from gpuledger.flows.prefect_api import TemporaryApiServer, environ_set, settings_set
 
     if not _PREFECT_SERVER:
-        harness = prefect_test_harness(server_startup_timeout=180)
-        harness.__enter__()
-        _PREFECT_SERVER.append(harness)
-        config.add_cleanup(lambda: harness.__exit__(None, None, None))
-    return str(PREFECT_API_URL.value())
+        folder = tempfile.mkdtemp(prefix="gpuledger-test-prefect-")
+        server = TemporaryApiServer()
+        with environ_set({"PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{folder}/prefect.db"}):
+            url = server.wait_ready(PREFECT_SERVER_START_S)  # a start it retries uses the same database
+        settings = settings_set({PREFECT_API_URL: url})
+        settings.__enter__()
+
+        def stop() -> None:
+            settings.__exit__(None, None, None)
+            server.stop()
+            shutil.rmtree(folder, ignore_errors=True)
+
+        config.add_cleanup(stop)
+        _PREFECT_SERVER.append(url)
+    return _PREFECT_SERVER[0]
 
 
 def lambda_price_hook(instance: str, cents: int) -> Any:
