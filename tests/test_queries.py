@@ -41,8 +41,11 @@ def blocks(lang: str) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """AWS in three of its regions: the subject is the queries, which every region answers alike."""
     path = tmp_path_factory.mktemp("queries") / "gpuledger.duckdb"
-    replayed_warehouse(path, PROVIDERS, refresh_id="refresh-1")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GPULEDGER_AWS_REGIONS", "us-east-1,eu-west-1,ap-northeast-1")
+        replayed_warehouse(path, PROVIDERS, refresh_id="refresh-1")
     replayed_warehouse(path, ["lambda"], hook=lambda_price_hook("gpu_8x_h100_sxm5", 2872), refresh_id="refresh-2")
     # then the 1x A10 cut from $1.29 to $0.99 (-23.3 %), the 8x H100 staying at its cut price
     replayed_warehouse(path, ["lambda"], hook=lambda_prices_hook({"gpu_8x_h100_sxm5": 2872, "gpu_1x_a10": 99}),
