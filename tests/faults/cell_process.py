@@ -16,9 +16,9 @@ With --build it scrapes the clean world into WORLD; without, it waits for anothe
 Under pytest-xdist the first worker to run a fault test starts three such processes (MatrixProcess):
 the matrix is the session's longest task, and the scheduler gives each process one share of the
 cores beside the workers and their children. Each provider's cells go to one of them, so its
-oracle is scraped once; the first builds the clean world and the others open it. Each verdict is left as a file in a folder the workers share; the worker that
-runs the matrix's tests reads them there (MatrixVerdicts). The starting worker waits for every cell
-before its session ends.
+oracle is scraped once; the first builds the clean world and the others open it. Each verdict is
+left as a file in a folder the workers share; the worker that runs the matrix's tests reads them
+there (MatrixVerdicts). The starting worker waits for every cell before its session ends.
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ class MatrixProcess:
         for n in range(processes):
             stderr_path = root / f"cell-process-{n}.stderr"
             with open(stderr_path, "wb") as stderr:
+                builds = ["--build"] if n == 0 else []
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "tests.faults.cell_process", str(root), str(world), *(["--build"] if n == 0 else [])],
+                    [sys.executable, "-m", "tests.faults.cell_process", str(root), str(world), *builds],
                     cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
             self.children.append((proc, stderr_path))
         self.child_of = deal(processes)
