@@ -254,13 +254,20 @@ def window(provider: str, peers: int = WINDOW_PEERS) -> list[str]:
     return [PROVIDER_NAMES[(at + n) % len(PROVIDER_NAMES)] for n in range(min(peers + 1, len(PROVIDER_NAMES)))]
 
 
+def handed_over(run: Run) -> pending.ScrapeOutcome:
+    """What `run`'s fetch hands the load: its scrape, or the failed run that says why it raised."""
+    if run.error is None:
+        assert run.result is not None
+        return run.result
+    return failed(run.plan, describe_failure(run.plan.provider, run.error), run.started)
+
+
 def load_beside_clean(world: World, db: Path, run: Run, refresh_id: str) -> list[LoadReport]:
     """The write window of a refresh in which `run` is one provider and its peers scraped cleanly."""
     provider = run.plan.provider
     shutil.copy(world.seed_db, db)
-    faulted = run.result if run.error is None else failed(run.plan, describe_failure(provider, run.error), run.started)
     folder = pending.pending_dir(db) / refresh_id
-    pending.write(folder, faulted)
+    pending.write(folder, handed_over(run))
     for peer in window(provider)[1:]:
         hand_over(world.root, peer, folder)
     return merge_pending(db, refresh_id, AnomalyPolicy())
@@ -398,7 +405,7 @@ def _check_failed(verdict: Verdict, spec: ProviderFaults, fault: str, state: str
 def _judge_raised(verdict: Verdict, spec: ProviderFaults, run: Run) -> Verdict:
     """A cell whose fetch raised, outside its provider's PEERED_FAILURE cell: the failed run the
     load would get must say the fault in one line (that cell shows what such a load keeps)."""
-    outcome = failed(run.plan, describe_failure(spec.name, run.error), run.started)
+    outcome = handed_over(run)
     verdict.detail = (outcome.error or "")[:300]
     if verdict.expected == "fail":
         _check_failed(verdict, spec, verdict.fault, outcome.state, outcome.error)
