@@ -193,28 +193,27 @@ def _run_refresh(db: Path | None, prepare: Callable[[], list[str]], watch: bool,
     watchdog.ensure_watched()  # no child of this refresh outlives it, kill -9 included
     api_server = None
     try:
-        check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
-        check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
-        wanted = prepare()
-        api_server = prefect_api.start_if_needed()  # starts while the checks and imports below run
-        from gpuledger.flows.progress import RefreshProgress
-        from gpuledger.flows.refresh import ensure_browsers, nightly_refresh, task_runner_from_env
+        with on_ctrl_c("refresh interrupted by SIGINT before its fetches began or after its write; the warehouse "
+                       "is as its last completed write left it"):
+            check_writable(db)  # a read-only folder or a directory as --db: said now, not after the fetch
+            check_warehouse_file(db)  # a file that is no DuckDB warehouse: the same
+            wanted = prepare()
+            api_server = prefect_api.start_if_needed()  # starts while the checks and imports below run
+            from gpuledger.flows.progress import RefreshProgress
+            from gpuledger.flows.refresh import ensure_browsers, nightly_refresh, task_runner_from_env
 
-        if watch:
-            ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
-        refresh_flow = nightly_refresh.with_options(task_runner=task_runner_from_env(replay=True)) \
-            if params.get("replay") else nightly_refresh
-        with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
-            return refresh_flow(db=str(db_path(db)), providers=wanted, **params)
+            if watch:
+                ensure_browsers(wanted, say=lambda line: console.print(literal(line)))
+            refresh_flow = nightly_refresh.with_options(task_runner=task_runner_from_env(replay=True)) \
+                if params.get("replay") else nightly_refresh
+            with prefect_api.flow_api(api_server), RefreshProgress(console, wanted) if watch else nullcontext():
+                return refresh_flow(db=str(db_path(db)), providers=wanted, **params)
     except (UnknownProviderError, WarehouseError) as err:  # a running refresh included
         raise fail(str(err), 2) from None
     except prefect_api.ApiServerError as err:
         raise fail(str(err)) from None
     except RefreshInterrupted as stop:
         raise fail(str(stop), stop.exit_code) from None
-    except KeyboardInterrupt:  # Ctrl-C outside the flow's own handlers, which say what the fetches kept
-        raise fail("refresh interrupted by SIGINT before its fetches began or after its write; the warehouse is as "
-                   "its last completed write left it", 130) from None
     finally:
         if api_server is not None:
             api_server.stop()  # a failure before the flow ran leaves it started

@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import re
+import signal
 import sys
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -24,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuledger.flows.literal import MESSAGE_LIMIT, cell, escaped, labelled, literal
+from gpuledger.flows.stopping import handling
 
 
 class Format(str, Enum):
@@ -61,12 +63,23 @@ def flagged(message: str, flags: dict[str, str]) -> str:
 
 @contextmanager
 def on_ctrl_c(message: str) -> Iterator[None]:
-    """Ctrl-C inside (a KeyboardInterrupt, or DuckDB's RuntimeError for the query it stopped) is `message`,
-    exit 130."""
+    """Ctrl-C inside is `message`, exit 130: its KeyboardInterrupt, or the error a library made of it. DuckDB
+    raises a RuntimeError for the query it stopped; pydantic-core a SchemaError when the interrupt came while it
+    built a validator (a model class defined in an import), so a SIGINT is noted as it arrives."""
+    pressed: list[int] = []
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
     try:
-        yield
-    except (KeyboardInterrupt, RuntimeError) as err:
-        if not isinstance(err, KeyboardInterrupt) and "interrupted" not in str(err).lower():
+        with handling((signal.SIGINT,), on_sigint):
+            yield
+    except KeyboardInterrupt:
+        raise fail(message, 130) from None
+    except Exception as err:
+        stopped_query = isinstance(err, RuntimeError) and "interrupted" in str(err).lower()
+        if isinstance(err, typer.Exit) or not (pressed or stopped_query):
             raise
         raise fail(message, 130) from None
 

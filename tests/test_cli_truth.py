@@ -488,6 +488,44 @@ def test_ctrl_c_during_an_export_or_a_publish_is_one_line_exit_130(stop: BaseExc
         130, f"error: the publish was cancelled (Ctrl-C); the manifest of {tmp_path / 'catalog'} is as it was")
 
 
+@pytest.mark.parametrize("what", ["ctrl-c", "another error"])
+def test_ctrl_c_that_pydantic_made_its_own_error_is_still_the_refresh_interrupted(what: str, tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch
+                                                                                   ) -> None:
+    """Ctrl-C in a refresh's first seconds can come while an import defines a model class: pydantic-core turns the
+    KeyboardInterrupt into its own SchemaError ("Error building "literal" validator: KeyboardInterrupt"), which the
+    refresh printed as a traceback, exit 1. Here the SIGINT is sent from the one Python call pydantic-core makes
+    there, a literal's repr; an error of another cause stays that error."""
+    import os
+    import signal
+    import time
+
+    from pydantic_core import SchemaError, SchemaValidator, core_schema
+
+    from gpuledger.flows import refresh
+
+    class Kind(str):
+        def __repr__(self) -> str:
+            if what == "ctrl-c":
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler runs here, while pydantic-core builds the validator
+            raise ValueError("no repr")
+
+    def defines_a_model(*args: Any, **kwargs: Any) -> None:
+        SchemaValidator(core_schema.literal_schema([Kind("api")]))
+
+    monkeypatch.setattr(refresh, "ensure_browsers", defines_a_model)
+    db = tmp_path / "w.duckdb"
+    result = runner.invoke(app, ["refresh", "--replay", "-p", "lambda", "--db", str(db)])
+    if what == "ctrl-c":
+        assert (result.exit_code, result.output.strip()) == (
+            130, "error: refresh interrupted by SIGINT before its fetches began or after its write; the warehouse is "
+                 "as its last completed write left it")
+    else:
+        assert isinstance(result.exception, SchemaError) and "ValueError: no repr" in str(result.exception)
+    assert not db.exists()
+
+
 def test_sql_json_is_valid_json_with_nan_and_infinities(tmp_path: Path) -> None:
     """`--json` wrote NaN and Infinity, which no JSON parser but Python's takes (jq, JavaScript, Go refuse them)."""
     db = tmp_path / "w.duckdb"
