@@ -212,4 +212,4 @@ def test_a_streamed_body_earns_time_by_its_bytes_on_the_wire_not_decoded(hostile
             pass
     assert str(err.value) == (f"aws: GET {PRICING_BULK_HOST}/offer.csv failed: ReadTimeout: the answer did not "
                               "arrive within its deadline (a slow drip)")
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 2.5  # the 12 pieces take 3 s

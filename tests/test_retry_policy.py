@@ -188,7 +188,7 @@ def test_the_time_budget_stops_a_retry_that_would_overrun_it(replay) -> None:
     started = time.monotonic()
     with ctx.http_client() as client, pytest.raises(SourceError, match=r"failed after 1 attempts: HTTP 429"):
         ctx.get(client, lambdalabs.API_HOST, lambdalabs.INSTANCE_TYPES_PATH)
-    assert len(times) == 1 and time.monotonic() - started < 1.0
+    assert len(times) == 1 and time.monotonic() - started < 2.0  # the 2 s Retry-After not waited
 
 
 def test_wait_is_retry_after_capped_or_the_backoff() -> None:
