@@ -494,8 +494,8 @@ def test_ctrl_c_that_pydantic_made_its_own_error_is_still_the_refresh_interrupte
                                                                                    ) -> None:
     """Ctrl-C in a refresh's first seconds can come while an import defines a model class: pydantic-core turns the
     KeyboardInterrupt into its own SchemaError ("Error building "literal" validator: KeyboardInterrupt"), which the
-    refresh printed as a traceback, exit 1. Here the SIGINT is sent from the one Python call pydantic-core makes
-    there, a literal's repr; an error of another cause stays that error."""
+    refresh printed as a traceback, exit 1. Here the SIGINT is sent from Python code pydantic-core calls while it
+    builds a literal validator (the literal's repr); an error of another cause stays that error."""
     import os
     import signal
     import time
