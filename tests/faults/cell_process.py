@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tests.faults.harness import Verdict
 from tests.faults.providers import PROVIDERS
-from tests.faults.runner import CellRunner
+from tests.faults.runner import CellRunner, cost
 
 PREFIX = "VERDICT "
 REPO = Path(__file__).resolve().parents[2]
@@ -46,18 +46,11 @@ def verdict_file(verdicts: Path, provider: str, fault: str) -> Path:
     return verdicts / f"{provider}--{fault}.json"
 
 
-# A provider's matrix CPU in units of a plain API's (about 6 CPU seconds): a page source's cells each
-# start a crawl child (Hyperstack's a browser too); the hyperscalers' answers are larger.
-COST = {"hyperstack": 5, "aws": 3, "gcp": 2, "azure": 2}
-PAGE_SOURCE_COST = 3
-WORLD_COST = 2  # the clean world the first process scrapes
+WORLD_COST = 2  # the clean world the first process scrapes, in runner.cost's units
 
 
 def deal(processes: int) -> dict[str, int]:
     """Each provider to one process, the costliest first to the least loaded."""
-    def cost(p: str) -> int:
-        return COST.get(p, 1 if PROVIDERS[p].source_kind == "api" else PAGE_SOURCE_COST)
-
     loads = [WORLD_COST] + [0] * (processes - 1)
     child_of = {}
     for p in sorted(PROVIDERS, key=lambda p: (-cost(p), p)):
